@@ -1,0 +1,128 @@
+# Fluxon — build, test, amalgamation, sanitizers, bench. `make help` lists the targets.
+# The binary and libraries are built FROM the amalgamation fluxon.c, so it is always
+# compiled and tested. Unit tests link the separately compiled objects (internals
+# visible), integration tests run the built ./fluxon.
+
+BUILD    ?= build
+CC       ?= cc
+OPT      ?= -O2
+SAN      ?=
+PREFIX   ?= /usr/local
+VERSION  := $(shell sed -n 's/^\#define FLUXON_VERSION_STRING "\(.*\)"/\1/p' include/fluxon.h)
+SOVER    := $(firstword $(subst ., ,$(VERSION)))
+
+DIRS     := common transport cache plan roles cuda
+INC      := -Iinclude $(addprefix -I,$(DIRS))
+LIB_SRCS := $(filter-out roles/cli.c,$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
+HDRS     := include/fluxon.h $(foreach d,$(DIRS),$(wildcard $(d)/*.h))
+TEST_SRCS:= $(wildcard test/test_*.c)
+TESTS    := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
+
+PKGS     := ucx liburing libcjson numa libxxhash
+SETUP_OK := build/.setup-ok
+# pkg-config runs only after setup installed it (lazy '=' expansion)
+DEP_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# Static where Debian ships a static archive (liburing, libnuma, libxxhash); UCX stays
+# dynamic (its transports are dlopen'ed modules linked against the shared libucs),
+# cJSON and mimalloc ship no static archive in Debian 12.
+STATIC_DEPS  = -Wl,-Bstatic -luring -lnuma -lxxhash -Wl,-Bdynamic
+DYNAMIC_DEPS = -lucp -luct -lucs -lcjson -lmimalloc -lpthread -lm
+DEP_LIBS     = $(STATIC_DEPS) $(DYNAMIC_DEPS)
+SO_DEP_LIBS  = -luring -lnuma -lxxhash $(DYNAMIC_DEPS)
+
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla
+CFLAGS   ?=
+CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) $(CFLAGS)
+LDFLAGS_ALL = $(SAN) $(LDFLAGS)
+
+.PHONY: all amalgamation setup test unit integration asan bench demo help clean install
+.DEFAULT_GOAL := all
+
+all: fluxon $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
+
+help:
+	@echo "make               build ./fluxon, build/libfluxon.{a,so}, build/fluxon.pc (runs setup if needed)"
+	@echo "make setup         install missing Debian packages (scripts/setup; root)"
+	@echo "make amalgamation  generate fluxon.c + fluxon.h (single-file embed)"
+	@echo "make test          build, then run every Criterion suite and integration test"
+	@echo "make asan          the same tests under AddressSanitizer + UBSan (build-asan/)"
+	@echo "make bench         benchmarks (figures, not pass/fail)"
+	@echo "make demo          embedded master + owner and a put/get round trip"
+	@echo "make install PREFIX=/usr/local   install binary, libraries, header, fluxon.pc"
+	@echo "make clean         remove build outputs"
+
+$(SETUP_OK): scripts/setup
+	@mkdir -p build
+	@./scripts/setup --quiet
+	@touch $@
+
+setup:
+	./scripts/setup
+
+amalgamation: fluxon.c fluxon.h
+
+fluxon.c: $(LIB_SRCS) $(HDRS) scripts/amalgamate | $(SETUP_OK)
+	./scripts/amalgamate $@
+
+fluxon.h: include/fluxon.h
+	cp $< $@
+
+$(BUILD)/fluxon.o: fluxon.c | $(SETUP_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/cli.o: roles/cli.c $(HDRS) | $(SETUP_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+fluxon: $(BUILD)/fluxon.o $(BUILD)/cli.o
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
+	@[ "$(BUILD)" = build ] || cp $@ $(BUILD)/fluxon
+
+$(BUILD)/libfluxon.a: $(BUILD)/fluxon.o
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libfluxon.so: $(BUILD)/fluxon.o scripts/fluxon.map
+	$(CC) -shared $(LDFLAGS_ALL) -Wl,-soname,libfluxon.so.$(SOVER) -Wl,--version-script=scripts/fluxon.map \
+	    -o $@ $(BUILD)/fluxon.o $(SO_DEP_LIBS)
+
+$(BUILD)/fluxon.pc: scripts/fluxon.pc.in include/fluxon.h
+	@mkdir -p $(@D)
+	sed -e 's|@PREFIX@|$(abspath $(BUILD))|; s|@INCLUDEDIR@|$(abspath include)|; s|@VERSION@|$(VERSION)|' $< > $@
+
+# ---- unit tests: objects compiled one by one, internals visible ----
+OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+$(BUILD)/obj/%.o: %.c $(HDRS) | $(SETUP_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+$(BUILD)/libfx_test.a: $(OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/test/%: test/%.c test/helpers.h $(BUILD)/libfx_test.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -Itest -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS)
+
+test: all $(TESTS)
+	FLUXON_BIN=$(abspath fluxon) ./scripts/run-tests $(TESTS)
+
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
+
+bench: all
+	./scripts/bench
+
+demo: all
+	./fluxon demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 0755 fluxon $(DESTDIR)$(PREFIX)/bin/fluxon
+	install -m 0644 $(BUILD)/libfluxon.a $(DESTDIR)$(PREFIX)/lib/libfluxon.a
+	install -m 0755 $(BUILD)/libfluxon.so $(DESTDIR)$(PREFIX)/lib/libfluxon.so.$(VERSION)
+	ln -sf libfluxon.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfluxon.so.$(SOVER)
+	ln -sf libfluxon.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libfluxon.so
+	install -m 0644 include/fluxon.h $(DESTDIR)$(PREFIX)/include/fluxon.h
+	sed -e 's|@PREFIX@|$(PREFIX)/lib|; s|@INCLUDEDIR@|$(PREFIX)/include|; s|@VERSION@|$(VERSION)|' \
+	    scripts/fluxon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fluxon.pc
+
+clean:
+	rm -rf build build-asan fluxon fluxon.c fluxon.h

@@ -1,0 +1,87 @@
+/* config.h — per-role configuration loaded from one JSON document (cJSON), validated on
+ * load. Unknown fields are errors; sizes accept integers (bytes) or strings with units
+ * ("512MiB", "1GiB", "4096"); every error message names the field, the value and the
+ * rule, e.g. `reserve.grant_bytes: 100 is not a multiple of 4096`. */
+#ifndef FX_CONFIG_H
+#define FX_CONFIG_H
+
+#include "fx.h"
+
+typedef enum fx_role {
+    FX_ROLE_NONE = 0,
+    FX_ROLE_MASTER = 1,
+    FX_ROLE_OWNER = 2,
+    FX_ROLE_EXTERNAL = 3
+} fx_role_t;
+
+typedef enum fx_node_role {
+    FX_NODE_GPU_OWNER = 0,    /* "gpu_owner": a host running inference engines */
+    FX_NODE_REMOTE_CACHE = 1  /* "remote_cache": a CPU-only memory contributor */
+} fx_node_role_t;
+
+#define FX_ID_MAX 64          /* cluster_id / node_id: at most 63 bytes + NUL */
+#define FX_TOKEN_MAX 256      /* cluster_token: at most 255 bytes + NUL */
+#define FX_HOST_MAX 64
+#define FX_PATH_MAX 108       /* sizeof(sockaddr_un.sun_path) */
+
+typedef struct fx_config {
+    fx_role_t role;
+    char cluster_id[FX_ID_MAX];           /* required, [A-Za-z0-9._-]+ */
+    char cluster_token[FX_TOKEN_MAX];     /* "" = none */
+    int log_level;                        /* fx_log_level_t ["info"] */
+    char node_id[FX_ID_MAX];              /* owner [hostname]; external [hostname:pid] */
+    uint32_t start_timeout_ms;            /* embedded start wait [10000] */
+    uint64_t max_frame_bytes;             /* ["64MiB"], >= 4096 */
+
+    /* master */
+    char listen_host[FX_HOST_MAX];        /* "listen" ["127.0.0.1:7600"], IPv4 host:port */
+    uint16_t listen_port;                 /* 0 allowed (ephemeral) */
+    char metrics_listen[FX_HOST_MAX + 8]; /* "" = off */
+    uint32_t inflight_ttl_ms;             /* [60000], > 0 */
+    uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
+
+    /* owner */
+    char master_host[FX_HOST_MAX];        /* "master" ["127.0.0.1:7600"] */
+    uint16_t master_port;                 /* must be > 0 */
+    char socket_path[FX_PATH_MAX];        /* owner: where it listens; external: owner's */
+    uint64_t segment_bytes;               /* ["1GiB"], multiple of 4096 */
+    fx_node_role_t node_role;             /* ["gpu_owner"] */
+    int numa_node;                        /* [-1] = no placement; >= -1 */
+    uint64_t grant_bytes;                 /* "reserve.grant_bytes" ["512MiB"], x4096 */
+    bool has_expected;                    /* "reserve.expected" present */
+    uint64_t expected_value_len;          /* "reserve.expected.value_len" > 0 */
+    uint64_t expected_payload_bytes;      /* "reserve.expected.payload_capacity_bytes" */
+    double hot_capacity_ratio;            /* [0.95], in (0, 1] */
+    uint32_t handle_ttl_ms;               /* [30000], > 0 */
+    uint32_t heartbeat_interval_ms;       /* [1000], > 0 */
+    uint32_t claim_timeout_ms;            /* slot claim hard timeout [30000], > 0 */
+
+    /* external */
+    uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
+} fx_config_t;
+
+/* Parses and validates json (NUL-terminated) into *cfg (defaults applied first).
+ * On error returns FLUXON_ERR_CONFIG and writes a one-line message into err (errcap
+ * bytes, always NUL-terminated when errcap > 0) naming the field, value and rule.
+ * Never crashes on any input. */
+FX_INTERNAL int fx_config_parse(const char *json, fx_config_t *cfg, char *err, size_t errcap);
+
+/* Reads the file at path and parses it as fx_config_parse; an unreadable file is
+ * FLUXON_ERR_CONFIG with the path and strerror in err. */
+FX_INTERNAL int fx_config_load_file(const char *path, fx_config_t *cfg, char *err,
+                                    size_t errcap);
+
+/* Parses a size: a non-negative integer of bytes, or a string "<digits>[unit]" where
+ * unit is one of B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of
+ * 1000), case-sensitive, no space, no fraction. Returns 0 and *out on success, -1 on a
+ * bad format or overflow. */
+FX_INTERNAL int fx_parse_size(const char *s, uint64_t *out);
+
+/* Parses "a.b.c.d:port" (IPv4 dotted quad or "localhost", port 0..65535). Returns 0 on
+ * success, -1 otherwise. host receives the host text (hostcap bytes). */
+FX_INTERNAL int fx_parse_hostport(const char *s, char *host, size_t hostcap, uint16_t *port);
+
+FX_INTERNAL const char *fx_role_name(fx_role_t role);
+FX_INTERNAL const char *fx_node_role_name(fx_node_role_t r);
+
+#endif

@@ -1,0 +1,56 @@
+/* fx.c — allocation, assertions, clocks and small helpers (see fx.h). */
+#include "fx.h"
+
+#include <mimalloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "log.h"
+
+FX_INTERNAL void *fx_malloc(size_t n) { return mi_malloc(n ? n : 1); }
+FX_INTERNAL void *fx_calloc(size_t n, size_t size) { return mi_calloc(n ? n : 1, size ? size : 1); }
+FX_INTERNAL void *fx_realloc(void *p, size_t n) { return mi_realloc(p, n ? n : 1); }
+FX_INTERNAL char *fx_strdup(const char *s) { return s ? mi_strdup(s) : NULL; }
+FX_INTERNAL char *fx_strndup(const char *s, size_t n) { return s ? mi_strndup(s, n) : NULL; }
+FX_INTERNAL void fx_free(void *p) { mi_free(p); }
+
+FX_INTERNAL void fx_assert_fail(const char *expr, const char *file, int line, const char *func)
+{
+    fx_log(FX_LOG_ERROR, "assertion failed: %s at %s:%d (%s)", expr, file, line, func);
+    fflush(stderr);
+    abort();
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+FX_INTERNAL uint64_t fx_now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+FX_INTERNAL uint64_t fx_now_ms(void) { return clock_ns(CLOCK_MONOTONIC) / 1000000ull; }
+FX_INTERNAL uint64_t fx_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
+FX_INTERNAL bool fx_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
+{
+    const volatile unsigned char *x = a, *y = b;
+    size_t n = alen > blen ? alen : blen;
+    unsigned char diff = (unsigned char)(alen != blen);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char cx = i < alen ? x[i] : 0, cy = i < blen ? y[i] : 0;
+        diff |= (unsigned char)(cx ^ cy);
+    }
+    return diff == 0;
+}
+
+FX_INTERNAL size_t fx_strlcpy(char *dst, const char *src, size_t cap)
+{
+    size_t n = strlen(src);
+    if (cap) {
+        size_t c = n < cap - 1 ? n : cap - 1;
+        memcpy(dst, src, c);
+        dst[c] = 0;
+    }
+    return n;
+}

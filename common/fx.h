@@ -1,0 +1,62 @@
+/* fx.h — internal basics shared by every Fluxon module: the FX_INTERNAL linkage macro
+ * the amalgamation turns into `static`, allocation through mimalloc, assertions,
+ * clocks and small helpers. Internal names are fx_* / FX_*; public ones fluxon_*. */
+#ifndef FX_H
+#define FX_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "fluxon.h"
+
+/* Every internal function and global is declared FX_INTERNAL. The amalgamation defines
+ * it as `static` (so nm shows only fluxon_* globals); separate compilation (unit tests)
+ * leaves it empty so tests can reach internals. */
+#ifndef FX_INTERNAL
+#define FX_INTERNAL
+#endif
+
+#define FX_UNUSED __attribute__((unused))
+#define FX_LIKELY(x) __builtin_expect(!!(x), 1)
+#define FX_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define FX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define FX_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define FX_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define FX_ALIGN_UP(x, a) (((x) + ((a) - 1)) / (a) * (a))
+#define FX_CONTAINER_OF(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
+
+/* Allocation: mimalloc underneath; NULL on failure (callers map to FLUXON_ERR_NOMEM). */
+FX_INTERNAL void *fx_malloc(size_t n);
+FX_INTERNAL void *fx_calloc(size_t n, size_t size);
+FX_INTERNAL void *fx_realloc(void *p, size_t n);
+FX_INTERNAL char *fx_strdup(const char *s);
+FX_INTERNAL char *fx_strndup(const char *s, size_t n);
+FX_INTERNAL void fx_free(void *p);
+
+/* Assertion for states that must never happen (Redis' serverAssert): logs file, line
+ * and the expression, then aborts. Always on, also in release builds. */
+#define FX_ASSERT(cond)                                                              \
+    do {                                                                             \
+        if (FX_UNLIKELY(!(cond))) fx_assert_fail(#cond, __FILE__, __LINE__, __func__); \
+    } while (0)
+FX_INTERNAL void fx_assert_fail(const char *expr, const char *file, int line,
+                                const char *func) __attribute__((noreturn));
+
+/* Clocks. */
+FX_INTERNAL uint64_t fx_now_ns(void);      /* CLOCK_MONOTONIC */
+FX_INTERNAL uint64_t fx_now_ms(void);      /* CLOCK_MONOTONIC */
+FX_INTERNAL uint64_t fx_realtime_ns(void); /* CLOCK_REALTIME, for generations */
+
+/* Constant-time comparison of two byte strings (length leaks, contents do not). */
+FX_INTERNAL bool fx_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
+
+/* snprintf into a fixed buffer that always NUL-terminates; returns needed length. */
+FX_INTERNAL size_t fx_strlcpy(char *dst, const char *src, size_t cap);
+
+#endif /* FX_H */
