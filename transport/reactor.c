@@ -1,0 +1,356 @@
+/* reactor.c — io_uring loop, timer heap, cross-thread posts and fd watches (reactor.h). */
+#include "reactor.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "log.h"
+
+typedef struct reactor_post {
+    struct reactor_post *next;
+    void (*fn)(void *);
+    void *arg;
+} reactor_post_t;
+
+struct fx_watch {
+    fx_io_t io;
+    fx_reactor_t *r;
+    int fd;
+    bool active, in_flight;
+    void (*cb)(void *);
+    void *arg;
+};
+
+struct fx_reactor {
+    struct io_uring ring;
+    bool stop;
+    /* timers: binary min-heap on deadline_ns */
+    fx_timer_t **heap;
+    uint32_t heap_len, heap_cap;
+    /* cross-thread posts */
+    pthread_mutex_t post_lock;
+    reactor_post_t *post_head, *post_tail;
+    int efd;
+    uint64_t efd_buf;
+    fx_io_t efd_io;
+    bool efd_armed;
+    bool (*idle_hook)(void *);
+    void *idle_arg;
+    uint64_t inflight; /* submitted operations with an fx_io whose CQE has not arrived */
+};
+
+static void reactor_efd_arm(fx_reactor_t *r);
+
+static void reactor_drain_posts(fx_reactor_t *r)
+{
+    pthread_mutex_lock(&r->post_lock);
+    reactor_post_t *p = r->post_head;
+    r->post_head = r->post_tail = NULL;
+    pthread_mutex_unlock(&r->post_lock);
+    while (p) {
+        reactor_post_t *n = p->next;
+        p->fn(p->arg);
+        fx_free(p);
+        p = n;
+    }
+}
+
+static void reactor_on_efd(fx_reactor_t *r, fx_io_t *io, int res, uint32_t flags)
+{
+    r->efd_armed = false;
+    if (res < 0 && res != -EAGAIN && res != -EINTR && res != -ECANCELED)
+        FX_ERROR("reactor: eventfd read failed: %s", strerror(-res));
+    reactor_drain_posts(r);
+    if (!r->stop) reactor_efd_arm(r);
+}
+
+static void reactor_efd_arm(fx_reactor_t *r)
+{
+    if (r->efd_armed) return;
+    struct io_uring_sqe *sqe = fx_reactor_sqe(r, &r->efd_io);
+    io_uring_prep_read(sqe, r->efd, &r->efd_buf, sizeof r->efd_buf, 0);
+    r->efd_armed = true;
+}
+
+FX_INTERNAL int fx_reactor_create(fx_reactor_t **r_p)
+{
+    fx_reactor_t *r = fx_calloc(1, sizeof *r);
+    if (!r) return FLUXON_ERR_NOMEM;
+    int rc = io_uring_queue_init(256, &r->ring, 0);
+    if (rc < 0) {
+        FX_ERROR("reactor: io_uring_queue_init failed: %s", strerror(-rc));
+        fx_free(r);
+        return rc == -ENOMEM ? FLUXON_ERR_NOMEM : FLUXON_ERR_INTERNAL;
+    }
+    r->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->efd < 0) {
+        FX_ERROR("reactor: eventfd failed: %m");
+        io_uring_queue_exit(&r->ring);
+        fx_free(r);
+        return FLUXON_ERR_INTERNAL;
+    }
+    pthread_mutex_init(&r->post_lock, NULL);
+    r->efd_io.cb = reactor_on_efd;
+    *r_p = r;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_reactor_destroy(fx_reactor_t *r)
+{
+    if (!r) return;
+    reactor_post_t *p = r->post_head;
+    while (p) {
+        reactor_post_t *n = p->next;
+        fx_free(p);
+        p = n;
+    }
+    io_uring_queue_exit(&r->ring);
+    close(r->efd);
+    pthread_mutex_destroy(&r->post_lock);
+    fx_free(r->heap);
+    fx_free(r);
+}
+
+FX_INTERNAL struct io_uring_sqe *fx_reactor_sqe(fx_reactor_t *r, fx_io_t *io)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+    while (!sqe) {
+        io_uring_submit(&r->ring);
+        sqe = io_uring_get_sqe(&r->ring);
+    }
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data(sqe, io);
+    if (io) r->inflight++;
+    return sqe;
+}
+
+FX_INTERNAL int fx_reactor_post(fx_reactor_t *r, void (*fn)(void *), void *arg)
+{
+    reactor_post_t *p = fx_malloc(sizeof *p);
+    if (!p) return FLUXON_ERR_NOMEM;
+    p->fn = fn;
+    p->arg = arg;
+    p->next = NULL;
+    pthread_mutex_lock(&r->post_lock);
+    if (r->post_tail) r->post_tail->next = p;
+    else r->post_head = p;
+    r->post_tail = p;
+    pthread_mutex_unlock(&r->post_lock);
+    uint64_t one = 1;
+    ssize_t w = write(r->efd, &one, sizeof one);
+    (void)w; /* EAGAIN only when the counter is saturated: already woken */
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_reactor_stop(fx_reactor_t *r) { r->stop = true; }
+FX_INTERNAL bool fx_reactor_stopping(const fx_reactor_t *r) { return r->stop; }
+
+/* ---- timer heap ---- */
+static void reactor_heap_swap(fx_reactor_t *r, uint32_t a, uint32_t b)
+{
+    fx_timer_t *t = r->heap[a];
+    r->heap[a] = r->heap[b];
+    r->heap[b] = t;
+    r->heap[a]->heap_idx = a;
+    r->heap[b]->heap_idx = b;
+}
+static void reactor_heap_up(fx_reactor_t *r, uint32_t i)
+{
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (r->heap[p]->deadline_ns <= r->heap[i]->deadline_ns) break;
+        reactor_heap_swap(r, i, p);
+        i = p;
+    }
+}
+static void reactor_heap_down(fx_reactor_t *r, uint32_t i)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        if (l < r->heap_len && r->heap[l]->deadline_ns < r->heap[m]->deadline_ns) m = l;
+        if (l + 1 < r->heap_len && r->heap[l + 1]->deadline_ns < r->heap[m]->deadline_ns) m = l + 1;
+        if (m == i) break;
+        reactor_heap_swap(r, i, m);
+        i = m;
+    }
+}
+
+FX_INTERNAL void fx_timer_init(fx_timer_t *t)
+{
+    t->heap_idx = UINT32_MAX;
+    t->cb = NULL;
+    t->deadline_ns = 0;
+}
+FX_INTERNAL bool fx_timer_armed(const fx_timer_t *t) { return t->heap_idx != UINT32_MAX; }
+
+FX_INTERNAL void fx_timer_disarm(fx_reactor_t *r, fx_timer_t *t)
+{
+    if (!fx_timer_armed(t)) return;
+    uint32_t i = t->heap_idx;
+    FX_ASSERT(i < r->heap_len && r->heap[i] == t);
+    r->heap_len--;
+    if (i != r->heap_len) {
+        r->heap[i] = r->heap[r->heap_len];
+        r->heap[i]->heap_idx = i;
+        reactor_heap_down(r, i);
+        reactor_heap_up(r, i);
+    }
+    t->heap_idx = UINT32_MAX;
+}
+
+FX_INTERNAL void fx_timer_arm_ns(fx_reactor_t *r, fx_timer_t *t, uint64_t delay_ns, fx_timer_cb cb)
+{
+    fx_timer_disarm(r, t);
+    if (r->heap_len == r->heap_cap) {
+        uint32_t nc = r->heap_cap ? r->heap_cap * 2 : 64;
+        fx_timer_t **nh = fx_realloc(r->heap, nc * sizeof *nh);
+        FX_ASSERT(nh != NULL); /* a few bytes per timer; failure here is not recoverable */
+        r->heap = nh;
+        r->heap_cap = nc;
+    }
+    t->cb = cb;
+    t->deadline_ns = fx_now_ns() + delay_ns;
+    t->heap_idx = r->heap_len;
+    r->heap[r->heap_len++] = t;
+    reactor_heap_up(r, t->heap_idx);
+}
+
+FX_INTERNAL void fx_timer_arm(fx_reactor_t *r, fx_timer_t *t, uint64_t delay_ms, fx_timer_cb cb)
+{
+    fx_timer_arm_ns(r, t, delay_ms * 1000000ull, cb);
+}
+
+static void reactor_run_timers(fx_reactor_t *r)
+{
+    uint64_t now = fx_now_ns();
+    while (r->heap_len && r->heap[0]->deadline_ns <= now) {
+        fx_timer_t *t = r->heap[0];
+        fx_timer_disarm(r, t);
+        t->cb(r, t);
+    }
+}
+
+FX_INTERNAL void fx_reactor_set_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg)
+{
+    r->idle_hook = hook;
+    r->idle_arg = arg;
+}
+
+/* ---- fd watches ---- */
+static void reactor_watch_arm(fx_watch_t *w)
+{
+    struct io_uring_sqe *sqe = fx_reactor_sqe(w->r, &w->io);
+    io_uring_prep_poll_add(sqe, w->fd, POLLIN);
+    w->in_flight = true;
+}
+
+static void reactor_on_watch(fx_reactor_t *r, fx_io_t *io, int res, uint32_t flags)
+{
+    fx_watch_t *w = FX_CONTAINER_OF(io, fx_watch_t, io);
+    w->in_flight = false;
+    if (!w->active) {
+        fx_free(w);
+        return;
+    }
+    w->cb(w->arg);
+    if (w->active) reactor_watch_arm(w);
+    else fx_free(w);
+}
+
+FX_INTERNAL int fx_reactor_watch_fd(fx_reactor_t *r, int fd, void (*cb)(void *), void *arg,
+                                    fx_watch_t **w_p)
+{
+    fx_watch_t *w = fx_calloc(1, sizeof *w);
+    if (!w) return FLUXON_ERR_NOMEM;
+    w->io.cb = reactor_on_watch;
+    w->r = r;
+    w->fd = fd;
+    w->cb = cb;
+    w->arg = arg;
+    w->active = true;
+    reactor_watch_arm(w);
+    *w_p = w;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_reactor_unwatch(fx_reactor_t *r, fx_watch_t *w)
+{
+    if (!w) return;
+    w->active = false;
+    if (w->in_flight) {
+        struct io_uring_sqe *sqe = fx_reactor_sqe(r, NULL);
+        io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)&w->io);
+        /* freed when its poll completes (-ECANCELED) */
+    } else {
+        fx_free(w);
+    }
+}
+
+/* ---- the loop ---- */
+static void reactor_reap(fx_reactor_t *r)
+{
+    struct io_uring_cqe *cqe;
+    while (io_uring_peek_cqe(&r->ring, &cqe) == 0 && cqe) {
+        fx_io_t *io = io_uring_cqe_get_data(cqe);
+        int res = cqe->res;
+        uint32_t fl = cqe->flags;
+        io_uring_cqe_seen(&r->ring, cqe);
+        if (io) {
+            r->inflight--;
+            io->cb(r, io, res, fl);
+        }
+    }
+}
+
+FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
+{
+    reactor_efd_arm(r);
+    while (!r->stop) {
+        reactor_run_timers(r);
+        if (r->stop) break;
+        bool busy = r->idle_hook ? r->idle_hook(r->idle_arg) : false;
+        struct __kernel_timespec ts = {0, 0}, *tsp = NULL;
+        if (busy) {
+            tsp = &ts;
+        } else if (r->heap_len) {
+            uint64_t now = fx_now_ns(), d = r->heap[0]->deadline_ns;
+            uint64_t wait = d > now ? d - now : 0;
+            ts.tv_sec = (long long)(wait / 1000000000ull);
+            ts.tv_nsec = (long long)(wait % 1000000000ull);
+            tsp = &ts;
+        }
+        struct io_uring_cqe *cqe = NULL;
+        int rc = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, tsp, NULL);
+        if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN) {
+            FX_ERROR("reactor: io_uring wait failed: %s", strerror(-rc));
+            return FLUXON_ERR_INTERNAL;
+        }
+        reactor_reap(r);
+    }
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_reactor_drain(fx_reactor_t *r, uint32_t timeout_ms)
+{
+    if (r->efd_armed) {
+        struct io_uring_sqe *sqe = fx_reactor_sqe(r, NULL);
+        io_uring_prep_cancel64(sqe, (__u64)(uintptr_t)&r->efd_io, 0);
+    }
+    uint64_t end = fx_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (r->inflight > 0) {
+        uint64_t now = fx_now_ns();
+        if (now >= end) {
+            FX_WARN("reactor: %llu operations still in flight at shutdown",
+                    (unsigned long long)r->inflight);
+            break;
+        }
+        struct __kernel_timespec ts = {0, (long long)FX_MIN(end - now, 50000000ull)};
+        struct io_uring_cqe *cqe = NULL;
+        io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
+        reactor_reap(r);
+    }
+    reactor_drain_posts(r);
+}

@@ -1,0 +1,70 @@
+/* reactor.h — the single-threaded io_uring event loop each role instance runs (Redis'
+ * ae.c model: one thread owns all of the role's state). It drives socket operations
+ * submitted by other modules, a timer heap, cross-thread posts (MPSC queue + eventfd)
+ * and an idle hook where the UCX worker is progressed and armed before sleeping. */
+#ifndef FX_REACTOR_H
+#define FX_REACTOR_H
+
+#include <liburing.h>
+
+#include "fx.h"
+
+typedef struct fx_reactor fx_reactor_t;
+typedef struct fx_io fx_io_t;
+
+/* An in-flight io_uring operation. Embed it in the object that owns the operation; the
+ * object must stay alive until cb ran. res is the CQE result (>= 0 or -errno). */
+typedef void (*fx_io_cb)(fx_reactor_t *r, fx_io_t *io, int res, uint32_t cqe_flags);
+struct fx_io {
+    fx_io_cb cb;
+};
+
+typedef struct fx_timer fx_timer_t;
+typedef void (*fx_timer_cb)(fx_reactor_t *r, fx_timer_t *t);
+struct fx_timer {
+    uint64_t deadline_ns;
+    fx_timer_cb cb;
+    uint32_t heap_idx; /* UINT32_MAX when not armed */
+};
+
+FX_INTERNAL int fx_reactor_create(fx_reactor_t **r_p);
+/* Frees the reactor; posts still queued are dropped (their fn is called with run=false
+ * semantics: not at all). Operations still in flight must have been cancelled. */
+FX_INTERNAL void fx_reactor_destroy(fx_reactor_t *r);
+
+/* Runs until fx_reactor_stop is called from the reactor thread (or posted). */
+FX_INTERNAL int fx_reactor_run(fx_reactor_t *r);
+FX_INTERNAL void fx_reactor_stop(fx_reactor_t *r);
+FX_INTERNAL bool fx_reactor_stopping(const fx_reactor_t *r);
+/* After run returned: processes completions until every submitted operation has
+ * completed (their owners free themselves in their callbacks) or timeout_ms passed,
+ * then runs the posts still queued. Used by orderly shutdown. */
+FX_INTERNAL void fx_reactor_drain(fx_reactor_t *r, uint32_t timeout_ms);
+
+/* Returns a zeroed SQE whose user_data is io (NULL io: completion ignored). Submits
+ * pending SQEs first when the ring is full; never returns NULL. Reactor thread only. */
+FX_INTERNAL struct io_uring_sqe *fx_reactor_sqe(fx_reactor_t *r, fx_io_t *io);
+
+/* Thread-safe: queues fn(arg) to run on the reactor thread and wakes it.
+ * Returns FLUXON_OK or FLUXON_ERR_NOMEM. */
+FX_INTERNAL int fx_reactor_post(fx_reactor_t *r, void (*fn)(void *arg), void *arg);
+
+/* Timers (reactor thread only). Arming an armed timer re-arms it. */
+FX_INTERNAL void fx_timer_init(fx_timer_t *t);
+FX_INTERNAL void fx_timer_arm(fx_reactor_t *r, fx_timer_t *t, uint64_t delay_ms, fx_timer_cb cb);
+FX_INTERNAL void fx_timer_arm_ns(fx_reactor_t *r, fx_timer_t *t, uint64_t delay_ns, fx_timer_cb cb);
+FX_INTERNAL void fx_timer_disarm(fx_reactor_t *r, fx_timer_t *t);
+FX_INTERNAL bool fx_timer_armed(const fx_timer_t *t);
+
+/* The idle hook runs each loop iteration before the reactor sleeps; it returns true
+ * when the loop must not sleep (more work pending: e.g. ucp_worker_arm said BUSY). */
+FX_INTERNAL void fx_reactor_set_idle_hook(fx_reactor_t *r, bool (*hook)(void *arg), void *arg);
+
+/* Watches fd for readability (one-shot poll re-armed after each callback) and calls
+ * cb(arg) on the reactor thread: the hook point for the UCX worker's event fd. */
+typedef struct fx_watch fx_watch_t;
+FX_INTERNAL int fx_reactor_watch_fd(fx_reactor_t *r, int fd, void (*cb)(void *arg), void *arg,
+                                    fx_watch_t **w_p);
+FX_INTERNAL void fx_reactor_unwatch(fx_reactor_t *r, fx_watch_t *w);
+
+#endif
