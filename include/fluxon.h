@@ -87,6 +87,10 @@ int fluxon_node_start(const char *config_json, fluxon_node **node_p);
  * and frees the node. NULL is a no-op. Not safe to call twice on the same node. */
 void fluxon_node_stop(fluxon_node *node);
 
+/* The TCP port a master node listens on (the bound port when its "listen" asked for
+ * port 0); 0 for an owner node or NULL. Valid while the node runs. */
+uint16_t fluxon_node_port(const fluxon_node *node);
+
 /* ---------------------------------------------------------------------------------
  * External client: attaches to the owner whose unix socket config_json names.
  * ------------------------------------------------------------------------------- */

@@ -34,6 +34,8 @@ struct fx_conn {
     char desc[96];
     uint64_t max_frame;
     bool open;
+    bool closing; /* close once the send buffers drained */
+    int closing_status;
     uint32_t refs;
     /* receive */
     fx_io_t recv_io;
@@ -213,6 +215,7 @@ static void conn_on_send(fx_reactor_t *r, fx_io_t *io, int res, uint32_t flags)
         } else {
             c->a_len = c->a_off = 0;
             conn_flush(c);
+            if (c->closing && !c->send_inflight) fx_conn_close(c, c->closing_status);
         }
     }
     fx_conn_unref(c);
@@ -239,6 +242,15 @@ FX_INTERNAL void fx_conn_commit(fx_conn_t *c)
     c->b_len += c->reserved;
     c->reserved = 0;
     conn_flush(c);
+}
+
+FX_INTERNAL void fx_conn_close_after_flush(fx_conn_t *c, int status)
+{
+    if (!c->open || c->closing) return;
+    c->closing = true;
+    c->closing_status = status;
+    shutdown(c->fd, SHUT_RD); /* no more requests; what is queued still goes out */
+    if (!c->send_inflight && !c->b_len) fx_conn_close(c, status);
 }
 
 FX_INTERNAL int fx_conn_send_bytes(fx_conn_t *c, const fx_frame_header_t *h, const void *body)
@@ -292,7 +304,7 @@ static void conn_protocol_error(fx_conn_t *c, const char *what, const fx_frame_h
 static void conn_parse(fx_conn_t *c)
 {
     size_t off = 0;
-    while (c->open && c->in_len - off >= FX_FRAME_HEADER_BYTES) {
+    while (c->open && !c->closing && c->in_len - off >= FX_FRAME_HEADER_BYTES) {
         fx_frame_header_t h;
         int rc = fx_frame_header_decode(c->in + off, c->max_frame, &h);
         if (rc != FLUXON_OK) {
@@ -354,7 +366,10 @@ static void conn_on_recv(fx_reactor_t *r, fx_io_t *io, int res, uint32_t flags)
 {
     fx_conn_t *c = FX_CONTAINER_OF(io, fx_conn_t, recv_io);
     if (!c->open) {
-        /* closing: nothing to do */
+        /* closed: nothing to do */
+    } else if (c->closing) {
+        if (res <= 0 && !c->send_inflight) fx_conn_close(c, c->closing_status);
+        else if (res > 0) conn_recv_submit(c); /* discard until the peer or flush ends it */
     } else if (res == 0) {
         FX_DEBUG("%s closed the connection", c->desc);
         fx_conn_close(c, FLUXON_ERR_UNAVAILABLE);

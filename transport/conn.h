@@ -30,6 +30,9 @@ FX_INTERNAL fx_conn_t *fx_conn_new(fx_reactor_t *r, int fd, const fx_conn_ops_t 
 /* Idempotent. Fails every pending rpc with FLUXON_ERR_UNAVAILABLE, calls on_close, and
  * frees the conn once no operation is in flight and no reference is held. */
 FX_INTERNAL void fx_conn_close(fx_conn_t *c, int status);
+/* Stops reading requests, lets the queued frames (e.g. an error reply) go out, then
+ * closes with status. */
+FX_INTERNAL void fx_conn_close_after_flush(fx_conn_t *c, int status);
 FX_INTERNAL bool fx_conn_is_open(const fx_conn_t *c);
 FX_INTERNAL void *fx_conn_ud(const fx_conn_t *c);
 FX_INTERNAL void fx_conn_set_ud(fx_conn_t *c, void *ud);

@@ -1,0 +1,919 @@
+/* slot_pool.c — the owner's local reserve slot pool (see slot_pool.h). Slot records live
+ * in per-grant arrays that never move; each size class keeps an intrusive FIFO free list
+ * and a FIFO of waiters, so claim and release are O(1) and a freed slot is reused last. */
+#include "slot_pool.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "log.h"
+
+/* Intrusive doubly linked lists: h/t head and tail, P/N the link member names. */
+#define SP_APPEND(h, t, n, P, N)                                                    \
+    do {                                                                            \
+        (n)->N = NULL;                                                              \
+        (n)->P = (t);                                                               \
+        if (t) (t)->N = (n); else (h) = (n);                                        \
+        (t) = (n);                                                                  \
+    } while (0)
+#define SP_UNLINK(h, t, n, P, N)                                                    \
+    do {                                                                            \
+        if ((n)->P) (n)->P->N = (n)->N; else (h) = (n)->N;                          \
+        if ((n)->N) (n)->N->P = (n)->P; else (t) = (n)->P;                          \
+        (n)->P = (n)->N = NULL;                                                     \
+    } while (0)
+
+typedef struct sp_grant sp_grant_t;
+typedef struct sp_class sp_class_t;
+typedef struct sp_waiter sp_waiter_t;
+
+typedef struct sp_slot {
+    struct sp_slot *fprev, *fnext; /* class free list, valid while on_free */
+    sp_grant_t *grant;
+    uint64_t use_seq;              /* pool-wide claim number of the current/last use */
+    uint64_t check_mark;           /* duplicate detection in fx_slot_pool_check */
+    uint32_t holder_refs, index;
+    uint8_t state;
+    bool route_live, on_free, aborted;
+} sp_slot_t;
+
+struct sp_grant {
+    uint64_t id, offset, slot_size, nslots;
+    uint64_t added_seq; /* refs with use_seq <= this predate the grant: stale, not forged */
+    uint64_t n[FX_SLOT_NSTATES];
+    sp_class_t *cls;
+    sp_grant_t *prev, *next;
+    sp_slot_t *slots;
+};
+
+struct sp_class {
+    uint64_t slot_size, grants, nfree, nwait;
+    sp_slot_t *free_head, *free_tail;
+    sp_waiter_t *wait_head, *wait_tail;
+};
+
+enum { SP_W_QUEUED = 1, SP_W_DELIVERING = 2 };
+
+struct sp_waiter {
+    uint64_t id, queued_ms, deadline_ms;
+    sp_class_t *cls;
+    fx_slot_wait_cb cb;
+    void *arg;
+    sp_waiter_t *prev, *next;   /* class queue while QUEUED, delivery list while DELIVERING */
+    sp_waiter_t *gprev, *gnext; /* pool-wide queue: queue order == deadline order */
+    int where, status;
+    sp_slot_t *slot;            /* assigned slot while DELIVERING with FLUXON_OK */
+    fx_slot_ref_t ref;
+};
+
+/* u64 key (never 0) → pointer; linear probing with backward-shift deletion. */
+typedef struct sp_map {
+    uint64_t *keys;
+    void **vals;
+    size_t cap, count;
+} sp_map_t;
+
+struct fx_slot_pool {
+    fx_slot_pool_config_t cfg;
+    sp_map_t grants_by_id, classes_by_size, waiters_by_id;
+    sp_grant_t *grant_head, *grant_tail;
+    sp_class_t **classes;
+    size_t nclasses, classes_cap;
+    sp_waiter_t *gw_head, *gw_tail; /* queued waiters, oldest first */
+    sp_waiter_t *dl_head, *dl_tail; /* waiters whose callback is due */
+    uint64_t n[FX_SLOT_NSTATES];
+    uint64_t ngrants, nslots, slot_bytes, used_bytes, holder_refs, draining, nwaiters;
+    uint64_t next_use_seq, next_wait_id, last_now_ms, check_epoch;
+    uint64_t claims, frees, claim_no_space, waits_queued, waits_served, waits_timed_out,
+        waits_cancelled, grants_added, grants_removed;
+    bool flushing, closing;
+};
+
+/* ---- map ------------------------------------------------------------------------------ */
+
+static uint64_t sp_hash(uint64_t x)
+{
+    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27; x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static size_t sp_map_find(const sp_map_t *m, uint64_t key)
+{
+    if (!m->cap) return SIZE_MAX;
+    for (size_t mask = m->cap - 1, i = sp_hash(key) & mask;; i = (i + 1) & mask) {
+        if (m->keys[i] == key) return i;
+        if (m->keys[i] == 0) return SIZE_MAX;
+    }
+}
+
+static void *sp_map_get(const sp_map_t *m, uint64_t key)
+{
+    size_t i = sp_map_find(m, key);
+    return i == SIZE_MAX ? NULL : m->vals[i];
+}
+
+static void sp_map_insert_raw(sp_map_t *m, uint64_t key, void *val)
+{
+    size_t mask = m->cap - 1, i = sp_hash(key) & mask;
+    while (m->keys[i]) i = (i + 1) & mask;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->count++;
+}
+
+/* key must be absent and non-zero; grows at 3/4 load. */
+static int sp_map_put(sp_map_t *m, uint64_t key, void *val)
+{
+    FX_ASSERT(key != 0 && sp_map_find(m, key) == SIZE_MAX);
+    if ((m->count + 1) * 4 > m->cap * 3) {
+        sp_map_t old = *m;
+        size_t ncap = old.cap ? old.cap * 2 : 16;
+        uint64_t *nk = fx_calloc(ncap, sizeof *nk);
+        void **nv = fx_calloc(ncap, sizeof *nv);
+        if (!nk || !nv) {
+            fx_free(nk);
+            fx_free(nv);
+            return FLUXON_ERR_NOMEM;
+        }
+        *m = (sp_map_t){nk, nv, ncap, 0};
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.keys[i]) sp_map_insert_raw(m, old.keys[i], old.vals[i]);
+        fx_free(old.keys);
+        fx_free(old.vals);
+    }
+    sp_map_insert_raw(m, key, val);
+    return FLUXON_OK;
+}
+
+static void sp_map_del(sp_map_t *m, uint64_t key)
+{
+    size_t i = sp_map_find(m, key), j, mask = m->cap - 1;
+    FX_ASSERT(i != SIZE_MAX);
+    for (j = (i + 1) & mask; m->keys[j]; j = (j + 1) & mask) {
+        size_t k = sp_hash(m->keys[j]) & mask;
+        /* an entry may fill the hole only if its home is not cyclically in (i, j] */
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
+        m->keys[i] = m->keys[j];
+        m->vals[i] = m->vals[j];
+        i = j;
+    }
+    m->keys[i] = 0;
+    m->vals[i] = NULL;
+    m->count--;
+}
+
+/* ---- sizing ----------------------------------------------------------------------------- */
+
+FX_INTERNAL uint64_t fx_slot_size_for(uint64_t value_len)
+{
+    if (value_len == 0 || value_len > UINT64_MAX - FX_SLOT_PAGE) return 0;
+    return FX_ALIGN_UP(FX_MAX(value_len, (uint64_t)FX_SLOT_PAGE), (uint64_t)FX_SLOT_PAGE);
+}
+
+FX_INTERNAL uint64_t fx_slots_per_grant(uint64_t grant_bytes, uint64_t slot_size)
+{
+    return slot_size ? grant_bytes / slot_size : 0;
+}
+
+FX_INTERNAL int fx_slot_pool_expected_grants(uint64_t grant_bytes, uint64_t value_len,
+                                             uint64_t payload_capacity_bytes,
+                                             uint64_t *grants_p)
+{
+    if (!grants_p || grant_bytes == 0 || payload_capacity_bytes == 0)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t slot = fx_slot_size_for(value_len);
+    uint64_t per = fx_slots_per_grant(grant_bytes, slot);
+    if (slot == 0 || per == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t usable = per * slot; /* <= grant_bytes, no overflow; ceil without p+d-1 */
+    *grants_p = payload_capacity_bytes / usable + (payload_capacity_bytes % usable != 0);
+    return FLUXON_OK;
+}
+
+/* Slot class of value_len in this pool; 0 when the value cannot be served at all. */
+static uint64_t sp_class_size(const fx_slot_pool_t *pool, uint64_t value_len)
+{
+    uint64_t s = fx_slot_size_for(value_len);
+    return s && s <= pool->cfg.grant_bytes ? s : 0;
+}
+
+FX_INTERNAL void fx_slot_pool_config_init(fx_slot_pool_config_t *cfg)
+{
+    if (!cfg) return;
+    *cfg = (fx_slot_pool_config_t){FX_SLOT_POOL_DEFAULT_GRANT_BYTES,
+                                   FX_SLOT_POOL_DEFAULT_SOFT_WAIT_MS,
+                                   FX_SLOT_POOL_DEFAULT_CLAIM_TIMEOUT_MS, 0};
+}
+
+FX_INTERNAL int fx_slot_pool_create(const fx_slot_pool_config_t *cfg, fx_slot_pool_t **pool_p)
+{
+    if (!cfg || !pool_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    /* slot indexes are u32: at most UINT32_MAX minimum-size slots per grant */
+    if (cfg->grant_bytes == 0 || cfg->grant_bytes % FX_SLOT_PAGE ||
+        cfg->grant_bytes > (uint64_t)UINT32_MAX * FX_SLOT_PAGE ||
+        cfg->claim_timeout_ms <= cfg->soft_wait_ms)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_slot_pool_t *pool = fx_calloc(1, sizeof *pool);
+    if (!pool) return FLUXON_ERR_NOMEM;
+    pool->cfg = *cfg;
+    *pool_p = pool;
+    return FLUXON_OK;
+}
+
+/* ---- free lists, states, waiters ------------------------------------------------------- */
+
+static void sp_free_push(sp_class_t *c, sp_slot_t *s)
+{
+    FX_ASSERT(!s->on_free && s->state == FX_SLOT_FREE);
+    SP_APPEND(c->free_head, c->free_tail, s, fprev, fnext);
+    s->on_free = true;
+    c->nfree++;
+}
+
+static void sp_free_unlink(sp_class_t *c, sp_slot_t *s)
+{
+    FX_ASSERT(s->on_free && s->state == FX_SLOT_FREE && c->nfree > 0);
+    SP_UNLINK(c->free_head, c->free_tail, s, fprev, fnext);
+    s->on_free = false;
+    c->nfree--;
+}
+
+static bool sp_legal(int from, int to)
+{
+    switch (from) {
+    case FX_SLOT_FREE: return to == FX_SLOT_PREPARED;
+    case FX_SLOT_PREPARED: return to == FX_SLOT_PENDING || to == FX_SLOT_FREE;
+    case FX_SLOT_PENDING: return to == FX_SLOT_COMMITTED || to == FX_SLOT_FREE;
+    case FX_SLOT_COMMITTED: return to == FX_SLOT_FREE;
+    default: return false;
+    }
+}
+
+static void sp_set_state(fx_slot_pool_t *pool, sp_slot_t *s, int to)
+{
+    int from = s->state;
+    sp_grant_t *g = s->grant;
+    FX_ASSERT(sp_legal(from, to) && g->n[from] > 0 && pool->n[from] > 0);
+    g->n[from]--, g->n[to]++;
+    pool->n[from]--, pool->n[to]++;
+    if (from == FX_SLOT_FREE) pool->used_bytes += g->slot_size;
+    if (to == FX_SLOT_FREE) pool->used_bytes -= g->slot_size;
+    s->state = (uint8_t)to;
+}
+
+/* FREE slot, already off its free list → PREPARED under a fresh use_seq. */
+static void sp_take(fx_slot_pool_t *pool, sp_slot_t *s, fx_slot_ref_t *ref)
+{
+    FX_ASSERT(!s->on_free && s->holder_refs == 0 && !s->route_live && !s->aborted);
+    sp_set_state(pool, s, FX_SLOT_PREPARED);
+    s->use_seq = ++pool->next_use_seq;
+    pool->claims++;
+    const sp_grant_t *g = s->grant;
+    *ref = (fx_slot_ref_t){.grant_id = g->id, .offset = g->offset + (uint64_t)s->index * g->slot_size,
+                           .slot_size = g->slot_size, .use_seq = s->use_seq, .index = s->index};
+}
+
+static void sp_wait_unqueue(fx_slot_pool_t *pool, sp_waiter_t *w)
+{
+    FX_ASSERT(w->where == SP_W_QUEUED && w->cls->nwait > 0 && pool->nwaiters > 0);
+    SP_UNLINK(w->cls->wait_head, w->cls->wait_tail, w, prev, next);
+    SP_UNLINK(pool->gw_head, pool->gw_tail, w, gprev, gnext);
+    w->cls->nwait--;
+    pool->nwaiters--;
+    w->where = 0;
+}
+
+static void sp_deliver_later(fx_slot_pool_t *pool, sp_waiter_t *w, int status)
+{
+    FX_ASSERT(w->where == 0);
+    w->status = status;
+    w->where = SP_W_DELIVERING;
+    SP_APPEND(pool->dl_head, pool->dl_tail, w, prev, next);
+}
+
+/* A FREE slot off any list: the oldest waiter of its class gets it, else the free list. */
+static void sp_offer(fx_slot_pool_t *pool, sp_slot_t *s)
+{
+    sp_class_t *c = s->grant->cls;
+    sp_waiter_t *w = c->wait_head;
+    if (!w) {
+        sp_free_push(c, s);
+        return;
+    }
+    sp_wait_unqueue(pool, w);
+    sp_take(pool, s, &w->ref);
+    w->slot = s;
+    sp_deliver_later(pool, w, FLUXON_OK);
+}
+
+static bool sp_is_draining(const sp_slot_t *s)
+{
+    return (s->state == FX_SLOT_COMMITTED && !s->route_live) ||
+           (s->state == FX_SLOT_PENDING && s->aborted);
+}
+
+/* The S2 point: the only way a used slot becomes FREE. */
+static void sp_release_slot(fx_slot_pool_t *pool, sp_slot_t *s)
+{
+    FX_ASSERT(s->holder_refs == 0 && !s->route_live && !s->on_free);
+    if (sp_is_draining(s)) {
+        FX_ASSERT(pool->draining > 0);
+        pool->draining--;
+    }
+    s->aborted = false;
+    sp_set_state(pool, s, FX_SLOT_FREE);
+    pool->frees++;
+    sp_offer(pool, s);
+}
+
+/* Runs due callbacks. Collected first and called last, so a callback sees a consistent
+ * pool; a nested call from a callback only queues, the outermost flush delivers. */
+static void sp_flush(fx_slot_pool_t *pool)
+{
+    if (pool->flushing) return;
+    pool->flushing = true;
+    sp_waiter_t *w;
+    while ((w = pool->dl_head)) {
+        SP_UNLINK(pool->dl_head, pool->dl_tail, w, prev, next);
+        sp_map_del(&pool->waiters_by_id, w->id);
+        fx_slot_ref_t ref = w->ref;
+        int status = w->status;
+        fx_slot_wait_cb cb = w->cb;
+        void *arg = w->arg;
+        fx_free(w);
+        if (status == FLUXON_OK) pool->waits_served++;
+        else if (status == FLUXON_ERR_TIMEOUT) pool->waits_timed_out++;
+        cb(arg, status, status == FLUXON_OK ? &ref : NULL);
+    }
+    pool->flushing = false;
+}
+
+FX_INTERNAL void fx_slot_pool_destroy(fx_slot_pool_t *pool)
+{
+    if (!pool) return;
+    FX_ASSERT(!pool->flushing); /* documented: never from a wait callback */
+    pool->closing = true;
+    for (sp_waiter_t *w = pool->dl_head; w; w = w->next) w->status = FLUXON_ERR_CANCELLED;
+    while (pool->gw_head) {
+        sp_waiter_t *w = pool->gw_head;
+        sp_wait_unqueue(pool, w);
+        sp_deliver_later(pool, w, FLUXON_ERR_CANCELLED);
+    }
+    sp_flush(pool);
+    for (sp_grant_t *g = pool->grant_head, *next; g; g = next) {
+        next = g->next;
+        fx_free(g->slots);
+        fx_free(g);
+    }
+    for (size_t i = 0; i < pool->nclasses; i++) fx_free(pool->classes[i]);
+    fx_free(pool->classes);
+    sp_map_t *maps[] = {&pool->grants_by_id, &pool->classes_by_size, &pool->waiters_by_id};
+    for (size_t i = 0; i < FX_ARRAY_LEN(maps); i++) {
+        fx_free(maps[i]->keys);
+        fx_free(maps[i]->vals);
+    }
+    fx_free(pool);
+}
+
+/* ---- grants ------------------------------------------------------------------------------ */
+
+static int sp_class_get_or_add(fx_slot_pool_t *pool, uint64_t slot_size, sp_class_t **c_p)
+{
+    sp_class_t *c = sp_map_get(&pool->classes_by_size, slot_size);
+    if (!c) {
+        if (pool->nclasses == pool->classes_cap) {
+            size_t ncap = pool->classes_cap ? pool->classes_cap * 2 : 4;
+            sp_class_t **nc = fx_realloc(pool->classes, ncap * sizeof *nc);
+            if (!nc) return FLUXON_ERR_NOMEM;
+            pool->classes = nc;
+            pool->classes_cap = ncap;
+        }
+        if (!(c = fx_calloc(1, sizeof *c))) return FLUXON_ERR_NOMEM;
+        c->slot_size = slot_size;
+        if (sp_map_put(&pool->classes_by_size, slot_size, c) != FLUXON_OK) {
+            fx_free(c);
+            return FLUXON_ERR_NOMEM;
+        }
+        pool->classes[pool->nclasses++] = c;
+    }
+    *c_p = c;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_add_grant(fx_slot_pool_t *pool, uint64_t grant_id,
+                                       uint64_t offset, uint64_t slot_size)
+{
+    if (!pool) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (pool->closing) return FLUXON_ERR_CANCELLED;
+    uint64_t gb = pool->cfg.grant_bytes;
+    if (grant_id == 0 || offset % FX_SLOT_PAGE || slot_size == 0 ||
+        slot_size % FX_SLOT_PAGE || slot_size > gb || offset > UINT64_MAX - gb)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    if (sp_map_get(&pool->grants_by_id, grant_id)) return FLUXON_ERR_KEY_EXISTS;
+    if (pool->cfg.max_grants && pool->ngrants >= pool->cfg.max_grants)
+        return FLUXON_ERR_NO_SPACE;
+    /* two grants over the same bytes would hand one range to two values; rare call */
+    for (const sp_grant_t *o = pool->grant_head; o; o = o->next)
+        if (offset < o->offset + gb && o->offset < offset + gb)
+            return FLUXON_ERR_INVALID_ARGUMENT;
+    sp_class_t *c;
+    int rc = sp_class_get_or_add(pool, slot_size, &c);
+    if (rc != FLUXON_OK) return rc;
+    uint64_t nslots = gb / slot_size;
+    sp_grant_t *g = fx_calloc(1, sizeof *g);
+    sp_slot_t *slots = fx_calloc(nslots, sizeof *slots);
+    if (!g || !slots || sp_map_put(&pool->grants_by_id, grant_id, g) != FLUXON_OK) {
+        fx_free(g);
+        fx_free(slots);
+        return FLUXON_ERR_NOMEM;
+    }
+    *g = (sp_grant_t){.id = grant_id, .offset = offset, .slot_size = slot_size,
+                      .nslots = nslots, .added_seq = pool->next_use_seq, .cls = c,
+                      .slots = slots};
+    g->n[FX_SLOT_FREE] = nslots;
+    SP_APPEND(pool->grant_head, pool->grant_tail, g, prev, next);
+    pool->n[FX_SLOT_FREE] += nslots;
+    pool->ngrants++;
+    pool->nslots += nslots;
+    pool->slot_bytes += nslots * slot_size;
+    pool->grants_added++;
+    c->grants++;
+    for (uint64_t i = 0; i < nslots; i++) {
+        slots[i].grant = g;
+        slots[i].index = (uint32_t)i;
+        sp_offer(pool, &slots[i]);
+    }
+    sp_flush(pool);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_id)
+{
+    if (!pool || grant_id == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (pool->closing) return FLUXON_ERR_CANCELLED;
+    sp_grant_t *g = sp_map_get(&pool->grants_by_id, grant_id);
+    if (!g) return FLUXON_ERR_NOT_FOUND;
+    if (g->n[FX_SLOT_FREE] != g->nslots) return FLUXON_ERR_BUSY;
+    for (uint64_t i = 0; i < g->nslots; i++) sp_free_unlink(g->cls, &g->slots[i]);
+    pool->n[FX_SLOT_FREE] -= g->nslots;
+    pool->ngrants--;
+    pool->nslots -= g->nslots;
+    pool->slot_bytes -= g->nslots * g->slot_size;
+    pool->grants_removed++;
+    g->cls->grants--;
+    sp_map_del(&pool->grants_by_id, grant_id);
+    SP_UNLINK(pool->grant_head, pool->grant_tail, g, prev, next);
+    fx_free(g->slots);
+    fx_free(g);
+    return FLUXON_OK;
+}
+
+/* ---- claims ------------------------------------------------------------------------------ */
+
+FX_INTERNAL int fx_slot_pool_claim(fx_slot_pool_t *pool, uint64_t value_len,
+                                   fx_slot_ref_t *slot_p)
+{
+    if (!pool || !slot_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (pool->closing) return FLUXON_ERR_CANCELLED;
+    uint64_t size = sp_class_size(pool, value_len);
+    if (!size) return FLUXON_ERR_INVALID_ARGUMENT;
+    sp_class_t *c = sp_map_get(&pool->classes_by_size, size);
+    /* a class with queued waiters has no free slot, so this never jumps the queue */
+    if (!c || !c->free_head) {
+        pool->claim_no_space++;
+        return FLUXON_ERR_NO_SPACE;
+    }
+    sp_slot_t *s = c->free_head;
+    sp_free_unlink(c, s);
+    sp_take(pool, s, slot_p);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_wait(fx_slot_pool_t *pool, uint64_t value_len, uint64_t now_ms,
+                                  fx_slot_wait_cb cb, void *arg, fx_slot_ref_t *slot_p,
+                                  uint64_t *wait_id_p)
+{
+    if (!pool || !cb || !slot_p || !wait_id_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (pool->closing) return FLUXON_ERR_CANCELLED;
+    uint64_t size = sp_class_size(pool, value_len);
+    if (!size) return FLUXON_ERR_INVALID_ARGUMENT;
+    sp_class_t *c;
+    int rc = sp_class_get_or_add(pool, size, &c);
+    if (rc != FLUXON_OK) return rc;
+    if (c->free_head) {
+        sp_slot_t *s = c->free_head;
+        sp_free_unlink(c, s);
+        sp_take(pool, s, slot_p);
+        return FLUXON_OK;
+    }
+    sp_waiter_t *w = fx_calloc(1, sizeof *w);
+    if (!w) return FLUXON_ERR_NOMEM;
+    w->id = ++pool->next_wait_id;
+    if (sp_map_put(&pool->waiters_by_id, w->id, w) != FLUXON_OK) {
+        fx_free(w);
+        return FLUXON_ERR_NOMEM;
+    }
+    /* clamped to the latest time seen, so the pool-wide queue stays in deadline order */
+    if (now_ms > pool->last_now_ms) pool->last_now_ms = now_ms;
+    w->queued_ms = pool->last_now_ms;
+    uint64_t t = pool->cfg.claim_timeout_ms;
+    w->deadline_ms = w->queued_ms > UINT64_MAX - t ? UINT64_MAX : w->queued_ms + t;
+    w->cls = c;
+    w->cb = cb;
+    w->arg = arg;
+    w->where = SP_W_QUEUED;
+    SP_APPEND(c->wait_head, c->wait_tail, w, prev, next);
+    SP_APPEND(pool->gw_head, pool->gw_tail, w, gprev, gnext);
+    c->nwait++;
+    pool->nwaiters++;
+    pool->waits_queued++;
+    *wait_id_p = w->id;
+    return FLUXON_IN_PROGRESS;
+}
+
+FX_INTERNAL int fx_slot_pool_cancel_wait(fx_slot_pool_t *pool, uint64_t wait_id)
+{
+    if (!pool) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (pool->closing) return FLUXON_ERR_CANCELLED;
+    sp_waiter_t *w = wait_id ? sp_map_get(&pool->waiters_by_id, wait_id) : NULL;
+    if (!w) return FLUXON_ERR_NOT_FOUND;
+    if (w->where == SP_W_QUEUED) {
+        sp_wait_unqueue(pool, w);
+    } else {
+        SP_UNLINK(pool->dl_head, pool->dl_tail, w, prev, next);
+        if (w->status == FLUXON_OK) {
+            /* assigned but never handed over: no one else can know this slot */
+            FX_ASSERT(w->slot->state == FX_SLOT_PREPARED && w->slot->use_seq == w->ref.use_seq);
+            sp_release_slot(pool, w->slot);
+        }
+    }
+    sp_map_del(&pool->waiters_by_id, w->id);
+    fx_free(w);
+    pool->waits_cancelled++;
+    sp_flush(pool);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL uint64_t fx_slot_pool_expire(fx_slot_pool_t *pool, uint64_t now_ms)
+{
+    if (!pool || pool->closing) return 0;
+    if (now_ms > pool->last_now_ms) pool->last_now_ms = now_ms;
+    uint64_t n = 0;
+    sp_waiter_t *w;
+    while ((w = pool->gw_head) && w->deadline_ms <= now_ms) {
+        sp_class_t *c = w->cls;
+        sp_wait_unqueue(pool, w);
+        /* one line per call, not per waiter: an overloaded owner expires many at once */
+        if (n++ == 0)
+            FX_WARN("slot pool: claim timed out (stage=claim) slot_size=%" PRIu64
+                    " waited_ms=%" PRIu64 " class_grants=%" PRIu64 " class_waiters=%" PRIu64
+                    " grants=%" PRIu64 " max_grants=%" PRIu64 " free=%" PRIu64
+                    " prepared=%" PRIu64 " pending=%" PRIu64 " committed=%" PRIu64
+                    " draining=%" PRIu64,
+                    c->slot_size, now_ms - w->queued_ms, c->grants, c->nwait,
+                    pool->ngrants, pool->cfg.max_grants, pool->n[FX_SLOT_FREE],
+                    pool->n[FX_SLOT_PREPARED], pool->n[FX_SLOT_PENDING],
+                    pool->n[FX_SLOT_COMMITTED], pool->draining);
+        sp_deliver_later(pool, w, FLUXON_ERR_TIMEOUT);
+    }
+    if (n > 1) FX_WARN("slot pool: %" PRIu64 " claims timed out (stage=claim)", n);
+    sp_flush(pool);
+    return n;
+}
+
+FX_INTERNAL int fx_slot_pool_needs_grant(const fx_slot_pool_t *pool, uint64_t now_ms,
+                                         uint64_t *slot_size_p)
+{
+    if (!pool || pool->closing) return FLUXON_ERR_NOT_FOUND;
+    const sp_waiter_t *best = NULL;
+    for (size_t i = 0; i < pool->nclasses; i++) {
+        const sp_waiter_t *h = pool->classes[i]->wait_head;
+        if (!h || now_ms < h->queued_ms || now_ms - h->queued_ms < pool->cfg.soft_wait_ms)
+            continue;
+        if (!best || h->queued_ms < best->queued_ms) best = h;
+    }
+    if (!best) return FLUXON_ERR_NOT_FOUND;
+    if (slot_size_p) *slot_size_p = best->cls->slot_size;
+    if (pool->cfg.max_grants && pool->ngrants >= pool->cfg.max_grants)
+        return FLUXON_ERR_NO_SPACE;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL uint64_t fx_slot_pool_next_deadline(const fx_slot_pool_t *pool, uint64_t now_ms)
+{
+    if (!pool || !pool->gw_head) return UINT64_MAX;
+    uint64_t t = pool->gw_head->deadline_ms;
+    for (size_t i = 0; i < pool->nclasses; i++) {
+        const sp_waiter_t *h = pool->classes[i]->wait_head;
+        if (!h || h->queued_ms > UINT64_MAX - pool->cfg.soft_wait_ms) continue;
+        uint64_t mark = h->queued_ms + pool->cfg.soft_wait_ms;
+        if (mark > now_ms && mark < t) t = mark;
+    }
+    return t;
+}
+
+/* ---- transitions ------------------------------------------------------------------------ */
+
+/* Validates a caller's ref without touching anything; see the header for the statuses. */
+static int sp_resolve(const fx_slot_pool_t *pool, const fx_slot_ref_t *ref, sp_slot_t **s_p)
+{
+    if (!pool || !ref) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (pool->closing) return FLUXON_ERR_CANCELLED;
+    if (ref->grant_id == 0 || ref->use_seq == 0 || ref->use_seq > pool->next_use_seq)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    sp_grant_t *g = sp_map_get(&pool->grants_by_id, ref->grant_id);
+    if (!g || ref->use_seq <= g->added_seq) return FLUXON_ERR_STALE;
+    if (ref->index >= g->nslots || ref->slot_size != g->slot_size ||
+        ref->offset != g->offset + (uint64_t)ref->index * g->slot_size)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    sp_slot_t *s = &g->slots[ref->index];
+    if (ref->use_seq > s->use_seq) return FLUXON_ERR_INVALID_ARGUMENT; /* never issued */
+    if (ref->use_seq < s->use_seq || s->state == FX_SLOT_FREE) return FLUXON_ERR_STALE;
+    *s_p = s;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_mark_pending(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
+{
+    sp_slot_t *s;
+    int rc = sp_resolve(pool, ref, &s);
+    if (rc != FLUXON_OK) return rc;
+    if (s->state != FX_SLOT_PREPARED) return FLUXON_ERR_WRONG_HANDLE;
+    FX_ASSERT(s->holder_refs == 0 && !s->route_live);
+    sp_set_state(pool, s, FX_SLOT_PENDING);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_mark_committed(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
+{
+    sp_slot_t *s;
+    int rc = sp_resolve(pool, ref, &s);
+    if (rc != FLUXON_OK) return rc;
+    if (s->state != FX_SLOT_PENDING || s->aborted) return FLUXON_ERR_WRONG_HANDLE;
+    FX_ASSERT(!s->route_live);
+    sp_set_state(pool, s, FX_SLOT_COMMITTED);
+    s->route_live = true;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_route_dead(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
+{
+    sp_slot_t *s;
+    int rc = sp_resolve(pool, ref, &s);
+    if (rc != FLUXON_OK) return rc;
+    if (s->state != FX_SLOT_COMMITTED || !s->route_live) return FLUXON_ERR_WRONG_HANDLE;
+    s->route_live = false;
+    pool->draining++;
+    if (s->holder_refs == 0) sp_release_slot(pool, s);
+    sp_flush(pool);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_release_prepared(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
+{
+    sp_slot_t *s;
+    int rc = sp_resolve(pool, ref, &s);
+    if (rc != FLUXON_OK) return rc;
+    if (s->state == FX_SLOT_PREPARED) {
+        sp_release_slot(pool, s);
+    } else if (s->state == FX_SLOT_PENDING && !s->aborted) {
+        s->aborted = true;
+        pool->draining++;
+        if (s->holder_refs == 0) sp_release_slot(pool, s);
+    } else {
+        return FLUXON_ERR_WRONG_HANDLE;
+    }
+    sp_flush(pool);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_holder_ref(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
+{
+    sp_slot_t *s;
+    int rc = sp_resolve(pool, ref, &s);
+    if (rc != FLUXON_OK) return rc;
+    if (s->state == FX_SLOT_PREPARED || (s->state == FX_SLOT_PENDING && s->aborted))
+        return FLUXON_ERR_WRONG_HANDLE;
+    if (s->state == FX_SLOT_COMMITTED && !s->route_live) return FLUXON_ERR_STALE;
+    if (s->holder_refs == UINT32_MAX) return FLUXON_ERR_INVALID_ARGUMENT;
+    s->holder_refs++;
+    pool->holder_refs++;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_holder_unref(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
+{
+    sp_slot_t *s;
+    int rc = sp_resolve(pool, ref, &s);
+    if (rc != FLUXON_OK) return rc;
+    if (s->holder_refs == 0) return FLUXON_ERR_WRONG_HANDLE;
+    FX_ASSERT(s->state == FX_SLOT_PENDING || s->state == FX_SLOT_COMMITTED);
+    s->holder_refs--;
+    pool->holder_refs--;
+    if (s->holder_refs == 0 && sp_is_draining(s)) sp_release_slot(pool, s);
+    sp_flush(pool);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_inspect(const fx_slot_pool_t *pool, const fx_slot_ref_t *ref,
+                                     fx_slot_info_t *info_p)
+{
+    sp_slot_t *s;
+    if (!info_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    int rc = sp_resolve(pool, ref, &s);
+    if (rc != FLUXON_OK) return rc;
+    *info_p = (fx_slot_info_t){(fx_slot_state_t)s->state, s->route_live, s->aborted,
+                               s->holder_refs};
+    return FLUXON_OK;
+}
+
+/* ---- observability ------------------------------------------------------------------------ */
+
+FX_INTERNAL void fx_slot_pool_stats(const fx_slot_pool_t *pool, fx_slot_pool_stats_t *st)
+{
+    if (!pool || !st) return;
+    *st = (fx_slot_pool_stats_t){
+        .grants = pool->ngrants, .classes = pool->nclasses, .slots = pool->nslots,
+        .free = pool->n[FX_SLOT_FREE], .prepared = pool->n[FX_SLOT_PREPARED],
+        .pending = pool->n[FX_SLOT_PENDING], .committed = pool->n[FX_SLOT_COMMITTED],
+        .draining = pool->draining, .holder_refs = pool->holder_refs,
+        .granted_bytes = pool->ngrants * pool->cfg.grant_bytes,
+        .slot_bytes = pool->slot_bytes, .used_bytes = pool->used_bytes,
+        .waiters = pool->nwaiters, .claims = pool->claims, .frees = pool->frees,
+        .claim_no_space = pool->claim_no_space, .waits_queued = pool->waits_queued,
+        .waits_served = pool->waits_served, .waits_timed_out = pool->waits_timed_out,
+        .waits_cancelled = pool->waits_cancelled, .grants_added = pool->grants_added,
+        .grants_removed = pool->grants_removed};
+}
+
+FX_INTERNAL int fx_slot_pool_grant_stats(const fx_slot_pool_t *pool, uint64_t grant_id,
+                                         fx_slot_grant_stats_t *st)
+{
+    if (!pool || !st || grant_id == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    const sp_grant_t *g = sp_map_get(&pool->grants_by_id, grant_id);
+    if (!g) return FLUXON_ERR_NOT_FOUND;
+    *st = (fx_slot_grant_stats_t){g->id, g->offset, g->slot_size, g->nslots,
+                                  g->n[FX_SLOT_FREE], g->n[FX_SLOT_PREPARED],
+                                  g->n[FX_SLOT_PENDING], g->n[FX_SLOT_COMMITTED]};
+    return FLUXON_OK;
+}
+
+typedef struct sp_json {
+    char *buf;
+    size_t cap, len;
+} sp_json_t;
+
+/* Appends while there is room and keeps counting past it, so the caller learns the size. */
+static void sp_json_add(sp_json_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sp_json_add(sp_json_t *j, const char *fmt, ...)
+{
+    size_t room = j->len < j->cap ? j->cap - j->len : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(room ? j->buf + j->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) j->len += (size_t)n;
+}
+
+/* {"name":value,...} from parallel arrays (names are JSON-safe literals). */
+static void sp_json_obj(sp_json_t *j, const char *const *names, const uint64_t *vals, size_t n)
+{
+    sp_json_add(j, "{");
+    for (size_t i = 0; i < n; i++)
+        sp_json_add(j, "%s\"%s\":%" PRIu64, i ? "," : "", names[i], vals[i]);
+    sp_json_add(j, "}");
+}
+
+FX_INTERNAL int fx_slot_pool_stats_json(const fx_slot_pool_t *pool, char *buf, size_t cap,
+                                        size_t *len_p)
+{
+    if (!pool || !len_p || (!buf && cap)) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_slot_pool_stats_t st;
+    fx_slot_pool_stats(pool, &st);
+    sp_json_t j = {buf, cap, 0};
+    static const char *const top[] = {
+        "grant_bytes", "max_grants", "grants", "slots", "free", "prepared", "pending",
+        "committed", "draining", "holder_refs", "granted_bytes", "slot_bytes", "used_bytes",
+        "waiters"};
+    const uint64_t topv[] = {
+        pool->cfg.grant_bytes, pool->cfg.max_grants, st.grants, st.slots, st.free,
+        st.prepared, st.pending, st.committed, st.draining, st.holder_refs,
+        st.granted_bytes, st.slot_bytes, st.used_bytes, st.waiters};
+    static const char *const cnt[] = {
+        "claims", "frees", "claim_no_space", "waits_queued", "waits_served",
+        "waits_timed_out", "waits_cancelled", "grants_added", "grants_removed"};
+    const uint64_t cntv[] = {
+        st.claims, st.frees, st.claim_no_space, st.waits_queued, st.waits_served,
+        st.waits_timed_out, st.waits_cancelled, st.grants_added, st.grants_removed};
+    static const char *const cls[] = {"slot_size", "grants", "free", "waiters"};
+    static const char *const gr[] = {"grant_id", "offset", "slot_size", "slots",
+                                     "free", "prepared", "pending", "committed"};
+    sp_json_add(&j, "{\"totals\":");
+    sp_json_obj(&j, top, topv, FX_ARRAY_LEN(top));
+    sp_json_add(&j, ",\"counters\":");
+    sp_json_obj(&j, cnt, cntv, FX_ARRAY_LEN(cnt));
+    sp_json_add(&j, ",\"classes\":[");
+    for (size_t i = 0; i < pool->nclasses; i++) {
+        const sp_class_t *c = pool->classes[i];
+        const uint64_t v[] = {c->slot_size, c->grants, c->nfree, c->nwait};
+        sp_json_add(&j, "%s", i ? "," : "");
+        sp_json_obj(&j, cls, v, FX_ARRAY_LEN(cls));
+    }
+    sp_json_add(&j, "],\"grants\":[");
+    for (const sp_grant_t *g = pool->grant_head; g; g = g->next) {
+        const uint64_t v[] = {g->id, g->offset, g->slot_size, g->nslots, g->n[FX_SLOT_FREE],
+                              g->n[FX_SLOT_PREPARED], g->n[FX_SLOT_PENDING],
+                              g->n[FX_SLOT_COMMITTED]};
+        sp_json_add(&j, "%s", g == pool->grant_head ? "" : ",");
+        sp_json_obj(&j, gr, v, FX_ARRAY_LEN(gr));
+    }
+    sp_json_add(&j, "]}");
+    *len_p = j.len;
+    return j.len < cap ? FLUXON_OK : FLUXON_ERR_INVALID_ARGUMENT;
+}
+
+#define SP_CHECK(cond, ...)                                                          \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            FX_ERROR("slot pool check failed: " __VA_ARGS__);                        \
+            return FLUXON_ERR_INTERNAL;                                              \
+        }                                                                            \
+    } while (0)
+
+FX_INTERNAL int fx_slot_pool_check(fx_slot_pool_t *pool)
+{
+    if (!pool) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t epoch = ++pool->check_epoch;
+    uint64_t tot[FX_SLOT_NSTATES] = {0}, ngrants = 0, nslots = 0, slot_bytes = 0, used = 0;
+    uint64_t holders = 0, draining = 0, on_lists = 0, nwait = 0, gw = 0, dl = 0, last = 0;
+    for (size_t i = 0; i < pool->nclasses; i++) {
+        sp_class_t *c = pool->classes[i];
+        uint64_t n = 0, w = 0;
+        for (sp_slot_t *s = c->free_head, *prev = NULL; s; prev = s, s = s->fnext, n++) {
+            SP_CHECK(s->check_mark != epoch, "grant %" PRIu64 " slot %u twice on free lists",
+                     s->grant->id, s->index);
+            s->check_mark = epoch;
+            SP_CHECK(s->on_free && s->state == FX_SLOT_FREE && s->grant->cls == c &&
+                     s->fprev == prev, "bad free entry in class %" PRIu64, c->slot_size);
+        }
+        for (sp_waiter_t *x = c->wait_head; x; x = x->next, w++)
+            SP_CHECK(x->where == SP_W_QUEUED && x->cls == c, "bad waiter %" PRIu64, x->id);
+        SP_CHECK(n == c->nfree && w == c->nwait, "class %" PRIu64 " counts", c->slot_size);
+        SP_CHECK(n == 0 || w == 0, "class %" PRIu64 " has free slots and waiters", c->slot_size);
+        on_lists += n;
+        nwait += w;
+    }
+    for (sp_grant_t *g = pool->grant_head; g; g = g->next) {
+        uint64_t n[FX_SLOT_NSTATES] = {0};
+        SP_CHECK(sp_map_get(&pool->grants_by_id, g->id) == g, "grant %" PRIu64 " map", g->id);
+        for (uint64_t i = 0; i < g->nslots; i++) {
+            sp_slot_t *s = &g->slots[i];
+            SP_CHECK(s->state < FX_SLOT_NSTATES && s->grant == g && s->index == i,
+                     "grant %" PRIu64 " slot %" PRIu64 " identity", g->id, i);
+            n[s->state]++;
+            holders += s->holder_refs;
+            used += s->state != FX_SLOT_FREE ? g->slot_size : 0;
+            draining += sp_is_draining(s);
+            SP_CHECK(!sp_is_draining(s) || s->holder_refs > 0,
+                     "slot %" PRIu64 " draining without holders", i);
+            SP_CHECK(s->on_free == (s->state == FX_SLOT_FREE) &&
+                     (s->state != FX_SLOT_FREE || s->check_mark == epoch),
+                     "grant %" PRIu64 " slot %" PRIu64 " free bit/list mismatch", g->id, i);
+            SP_CHECK((s->state == FX_SLOT_COMMITTED || !s->route_live) &&
+                     (s->state == FX_SLOT_PENDING || !s->aborted),
+                     "slot %" PRIu64 " flags in state %d", i, s->state);
+            SP_CHECK(s->state >= FX_SLOT_PENDING || s->holder_refs == 0,
+                     "slot %" PRIu64 " pinned while unreadable", i);
+        }
+        for (int k = 0; k < FX_SLOT_NSTATES; k++) {
+            SP_CHECK(n[k] == g->n[k], "grant %" PRIu64 " state %d: %" PRIu64 " != %" PRIu64,
+                     g->id, k, n[k], g->n[k]);
+            tot[k] += n[k];
+        }
+        ngrants++;
+        nslots += g->nslots;
+        slot_bytes += g->nslots * g->slot_size;
+    }
+    for (int k = 0; k < FX_SLOT_NSTATES; k++)
+        SP_CHECK(tot[k] == pool->n[k], "state %d: %" PRIu64 " != %" PRIu64, k, tot[k],
+                 pool->n[k]);
+    SP_CHECK(on_lists == pool->n[FX_SLOT_FREE], "free lists hold %" PRIu64, on_lists);
+    SP_CHECK(ngrants == pool->ngrants && ngrants == pool->grants_by_id.count, "grant count");
+    SP_CHECK(nslots == pool->nslots && slot_bytes == pool->slot_bytes, "slot totals");
+    SP_CHECK(used == pool->used_bytes && holders == pool->holder_refs &&
+             draining == pool->draining, "used %" PRIu64 " holders %" PRIu64
+             " draining %" PRIu64 " disagree with counters", used, holders, draining);
+    for (sp_waiter_t *x = pool->gw_head; x; x = x->gnext, gw++) {
+        SP_CHECK(x->deadline_ms >= last, "waiter %" PRIu64 " out of deadline order", x->id);
+        last = x->deadline_ms;
+    }
+    for (sp_waiter_t *x = pool->dl_head; x; x = x->next) dl++;
+    SP_CHECK(gw == nwait && gw == pool->nwaiters, "waiters %" PRIu64, gw);
+    SP_CHECK(gw + dl == pool->waiters_by_id.count, "waiter map %zu", pool->waiters_by_id.count);
+    return FLUXON_OK;
+}
+
+#undef SP_CHECK
+#undef SP_APPEND
+#undef SP_UNLINK

@@ -1,0 +1,621 @@
+/* config.c — loads one role's JSON configuration (cJSON) into fx_config_t: applies the
+ * per-role defaults of ARCHITECTURE §11, rejects unknown fields and wrong types, checks
+ * every value and the owner's segment/grant/expected-capacity rules (§6). See config.h. */
+#include "config.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define CFG_PAGE 4096u
+#define CFG_MS_MAX 86400000.0
+#define CFG_NUMA_MAX 1023
+#define CFG_FILE_MAX (16u << 20)
+#define CFG_SIZE_HELP "is not a size (integer bytes, or a string like \"512MiB\")"
+#define CFG_M (1u << FX_ROLE_MASTER)
+#define CFG_O (1u << FX_ROLE_OWNER)
+#define CFG_E (1u << FX_ROLE_EXTERNAL)
+
+/* Top-level keys, in the order of cfg_top_fields. */
+enum {
+    CFG_K_ROLE, CFG_K_CLUSTER_ID, CFG_K_TOKEN, CFG_K_LOG_LEVEL, CFG_K_START_TIMEOUT,
+    CFG_K_MAX_FRAME, CFG_K_LISTEN, CFG_K_METRICS, CFG_K_INFLIGHT_TTL, CFG_K_HB_TIMEOUT,
+    CFG_K_NODE_ID, CFG_K_MASTER, CFG_K_SOCKET, CFG_K_SEGMENT, CFG_K_NODE_ROLE, CFG_K_NUMA,
+    CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
+    CFG_K_TIMEOUT
+};
+
+struct cfg_field {
+    const char *name;
+    unsigned roles; /* bit (1 << fx_role_t) for each role that accepts the key */
+};
+
+static const struct cfg_field cfg_top_fields[] = {
+    {"role", CFG_M | CFG_O | CFG_E},        {"cluster_id", CFG_M | CFG_O | CFG_E},
+    {"cluster_token", CFG_M | CFG_O | CFG_E}, {"log_level", CFG_M | CFG_O | CFG_E},
+    {"start_timeout_ms", CFG_M | CFG_O | CFG_E}, {"max_frame_bytes", CFG_M | CFG_O | CFG_E},
+    {"listen", CFG_M},                      {"metrics_listen", CFG_M | CFG_O},
+    {"inflight_ttl_ms", CFG_M},             {"heartbeat_timeout_ms", CFG_M},
+    {"node_id", CFG_O | CFG_E},             {"master", CFG_O},
+    {"socket", CFG_O | CFG_E},              {"segment_bytes", CFG_O},
+    {"node_role", CFG_O},                   {"numa_node", CFG_O},
+    {"reserve", CFG_O},                     {"hot_capacity_ratio", CFG_O},
+    {"handle_ttl_ms", CFG_O},               {"heartbeat_interval_ms", CFG_O},
+    {"claim_timeout_ms", CFG_O},            {"timeout_ms", CFG_E},
+};
+static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O}};
+static const struct cfg_field cfg_expected_fields[] = {{"value_len", CFG_O},
+                                                       {"payload_capacity_bytes", CFG_O}};
+
+struct cfg_ctx {
+    char *err;
+    size_t errcap;
+    fx_role_t role;
+};
+
+/* Writes "<path>: <formatted rest>" into the caller's buffer; returns FLUXON_ERR_CONFIG. */
+__attribute__((format(printf, 3, 4))) static int cfg_fail(struct cfg_ctx *c, const char *path,
+                                                           const char *fmt, ...)
+{
+    if (!c->err || c->errcap == 0) return FLUXON_ERR_CONFIG;
+    char rest[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rest, sizeof rest, fmt, ap);
+    va_end(ap);
+    snprintf(c->err, c->errcap, "%s: %s", path, rest);
+    return FLUXON_ERR_CONFIG;
+}
+
+/* Copies s into buf (quoted when quote), non-printable bytes as '?', cut with "...". */
+static void cfg_sanitize(const char *s, bool quote, char *buf, size_t cap)
+{
+    size_t o = 0, lim = cap > 8 ? cap - 6 : 0;
+    if (quote && o < lim) buf[o++] = '"';
+    for (; *s && o < lim; s++) buf[o++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
+    if (*s) for (int i = 0; i < 3 && o + 2 < cap; i++) buf[o++] = '.';
+    if (quote && o + 1 < cap) buf[o++] = '"';
+    if (cap) buf[o < cap ? o : cap - 1] = 0;
+}
+
+/* A short text for a JSON value in an error message: 100, -0.5, "abc", true, {...}. */
+static const char *cfg_vtext(const cJSON *v, char *buf, size_t cap)
+{
+    if (cJSON_IsString(v)) {
+        cfg_sanitize(v->valuestring, true, buf, cap);
+    } else if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        snprintf(buf, cap, "%.15g", d);
+        if (strtod(buf, NULL) != d) snprintf(buf, cap, "%.17g", d);
+    } else {
+        snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : cJSON_IsFalse(v) ? "false"
+                                 : cJSON_IsNull(v) ? "null" : cJSON_IsArray(v) ? "[...]" : "{...}");
+    }
+    return buf;
+}
+
+/* "<path>: <value> <rule>". */
+__attribute__((format(printf, 4, 5))) static int cfg_bad(struct cfg_ctx *c, const char *path,
+                                                          const cJSON *v, const char *fmt, ...)
+{
+    char vt[96], rule[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rule, sizeof rule, fmt, ap);
+    va_end(ap);
+    return cfg_fail(c, path, "%s %s", cfg_vtext(v, vt, sizeof vt), rule);
+}
+
+/* Matches an object member against a key table: returns its index, or -1 with the
+ * error written (unknown for this role, or duplicate). seen: one bit per index. */
+static int cfg_match(struct cfg_ctx *c, const cJSON *it, const char *prefix,
+                     const struct cfg_field *tab, int n, uint32_t *seen)
+{
+    char path[160], key[72];
+    const char *name = it->string ? it->string : "";
+    for (int i = 0; i < n; i++) {
+        if (strcmp(name, tab[i].name) != 0 || !(tab[i].roles & (1u << c->role))) continue;
+        snprintf(path, sizeof path, "%s%s", prefix, name);
+        if (*seen & (1u << i)) return cfg_fail(c, path, "duplicate field"), -1;
+        *seen |= 1u << i;
+        return i;
+    }
+    cfg_sanitize(name, false, key, sizeof key);
+    snprintf(path, sizeof path, "%s%s", prefix, key);
+    cfg_fail(c, path, "unknown field for role %s", fx_role_name(c->role));
+    return -1;
+}
+
+static int cfg_want_string(struct cfg_ctx *c, const char *path, const cJSON *v)
+{
+    return cJSON_IsString(v) ? 0 : cfg_bad(c, path, v, "is not a string");
+}
+
+static int cfg_want_object(struct cfg_ctx *c, const char *path, const cJSON *v)
+{
+    return cJSON_IsObject(v) ? 0 : cfg_bad(c, path, v, "is not an object");
+}
+
+/* An integral JSON number within [lo, hi]; the message says "must be an integer in". */
+static int cfg_get_int(struct cfg_ctx *c, const char *path, const cJSON *v, double lo,
+                       double hi, int64_t *out)
+{
+    if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not an integer");
+    double d = v->valuedouble;
+    if (!isfinite(d) || d < lo || d > hi || d != (double)(int64_t)d)
+        return cfg_bad(c, path, v, "must be an integer in [%.0f, %.0f]", lo, hi);
+    *out = (int64_t)d;
+    return 0;
+}
+
+static int cfg_get_ms(struct cfg_ctx *c, const char *path, const cJSON *v, uint32_t *out)
+{
+    int64_t x = 0;
+    int rc = cfg_get_int(c, path, v, 1, CFG_MS_MAX, &x);
+    if (rc == 0) *out = (uint32_t)x;
+    return rc;
+}
+
+/* A size: an integral non-negative JSON number (exact, < 2^53) or an fx_parse_size
+ * string. */
+static int cfg_get_size(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out)
+{
+    if (cJSON_IsString(v)) {
+        if (fx_parse_size(v->valuestring, out) != 0) return cfg_bad(c, path, v, CFG_SIZE_HELP);
+        return 0;
+    }
+    if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, CFG_SIZE_HELP);
+    double d = v->valuedouble;
+    if (!isfinite(d) || d < 0 || d >= 9007199254740992.0 || d != (double)(uint64_t)d)
+        return cfg_bad(c, path, v, CFG_SIZE_HELP);
+    *out = (uint64_t)d;
+    return 0;
+}
+
+/* A size that must be > 0 and a multiple of 4096. */
+static int cfg_get_pages(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out)
+{
+    int rc = cfg_get_size(c, path, v, out);
+    if (rc) return rc;
+    if (*out == 0) return cfg_bad(c, path, v, "must be > 0");
+    if (*out % CFG_PAGE) return cfg_bad(c, path, v, "is not a multiple of 4096");
+    return 0;
+}
+
+static int cfg_get_hostport(struct cfg_ctx *c, const char *path, const cJSON *v, char *host,
+                            size_t hostcap, uint16_t *port)
+{
+    int rc = cfg_want_string(c, path, v);
+    if (rc) return rc;
+    if (fx_parse_hostport(v->valuestring, host, hostcap, port) != 0)
+        return cfg_bad(c, path, v, "is not host:port (IPv4 or localhost, port 0..65535)");
+    return 0;
+}
+
+/* 1..63 bytes of [A-Za-z0-9._-], plus ':' when colon. */
+static bool cfg_id_ok(const char *s, bool colon)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= FX_ID_MAX) return false;
+    for (; *s; s++) {
+        char ch = *s;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                  ch == '.' || ch == '_' || ch == '-' || (colon && ch == ':');
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static int cfg_get_id(struct cfg_ctx *c, const char *path, const cJSON *v, bool colon, char *out)
+{
+    int rc = cfg_want_string(c, path, v);
+    if (rc) return rc;
+    if (!cfg_id_ok(v->valuestring, colon))
+        return cfg_bad(c, path, v, "must be 1..63 characters of %s",
+                       colon ? "[A-Za-z0-9._:-]" : "[A-Za-z0-9._-]");
+    fx_strlcpy(out, v->valuestring, FX_ID_MAX);
+    return 0;
+}
+
+/* Default node id: this host's name, characters outside [A-Za-z0-9._-] as '_', cut so
+ * that suffix still fits in FX_ID_MAX. */
+static void cfg_default_node_id(char *out, const char *suffix)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) fx_strlcpy(host, "localhost", sizeof host);
+    host[sizeof host - 1] = 0;
+    for (char *p = host; *p; p++) {
+        char s[2] = {*p, 0};
+        if (!cfg_id_ok(s, false)) *p = '_';
+    }
+    size_t slen = strlen(suffix), hlen = FX_MIN(strlen(host), FX_ID_MAX - 1 - slen);
+    memcpy(out, host, hlen);
+    memcpy(out + hlen, suffix, slen + 1);
+}
+
+static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->role = role;
+    cfg->log_level = FX_LOG_INFO;
+    cfg->start_timeout_ms = 10000;
+    cfg->max_frame_bytes = 64ull << 20;
+    if (role == FX_ROLE_MASTER) {
+        fx_strlcpy(cfg->listen_host, "127.0.0.1", sizeof cfg->listen_host);
+        cfg->listen_port = 7600;
+        cfg->inflight_ttl_ms = 60000;
+        cfg->heartbeat_timeout_ms = 3000;
+    } else if (role == FX_ROLE_OWNER) {
+        fx_strlcpy(cfg->master_host, "127.0.0.1", sizeof cfg->master_host);
+        cfg->master_port = 7600;
+        cfg->segment_bytes = 1ull << 30;
+        cfg->node_role = FX_NODE_GPU_OWNER;
+        cfg->numa_node = -1;
+        cfg->grant_bytes = 512ull << 20;
+        cfg->hot_capacity_ratio = 0.95;
+        cfg->handle_ttl_ms = 30000;
+        cfg->heartbeat_interval_ms = 1000;
+        cfg->claim_timeout_ms = 30000;
+    } else {
+        cfg->timeout_ms = 30000;
+    }
+}
+
+static int cfg_parse_expected(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
+{
+    int rc = cfg_want_object(c, "reserve.expected", obj);
+    if (rc) return rc;
+    uint32_t seen = 0;
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int k = cfg_match(c, it, "reserve.expected.", cfg_expected_fields,
+                          (int)FX_ARRAY_LEN(cfg_expected_fields), &seen);
+        if (k < 0) return FLUXON_ERR_CONFIG;
+        char path[64];
+        snprintf(path, sizeof path, "reserve.expected.%s", cfg_expected_fields[k].name);
+        uint64_t *dst = k == 0 ? &cfg->expected_value_len : &cfg->expected_payload_bytes;
+        if ((rc = cfg_get_size(c, path, it, dst))) return rc;
+        if (*dst == 0) return cfg_bad(c, path, it, "must be > 0");
+    }
+    if (!(seen & 1u)) return cfg_fail(c, "reserve.expected.value_len", "missing (required)");
+    if (!(seen & 2u))
+        return cfg_fail(c, "reserve.expected.payload_capacity_bytes", "missing (required)");
+    cfg->has_expected = true;
+    return 0;
+}
+
+static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
+{
+    int rc = cfg_want_object(c, "reserve", obj);
+    if (rc) return rc;
+    uint32_t seen = 0;
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int k = cfg_match(c, it, "reserve.", cfg_reserve_fields,
+                          (int)FX_ARRAY_LEN(cfg_reserve_fields), &seen);
+        if (k < 0) return FLUXON_ERR_CONFIG;
+        rc = k == 0 ? cfg_get_pages(c, "reserve.grant_bytes", it, &cfg->grant_bytes)
+                    : cfg_parse_expected(c, it, cfg);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Parses one top-level member whose key index is k into cfg. */
+static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t *cfg)
+{
+    const char *path = cfg_top_fields[k].name;
+    int64_t x = 0;
+    int rc;
+    switch (k) {
+    case CFG_K_ROLE: return 0; /* parsed before the walk */
+    case CFG_K_CLUSTER_ID: return cfg_get_id(c, path, v, false, cfg->cluster_id);
+    case CFG_K_TOKEN:
+        /* the token is a secret: messages give its type or length, never its text */
+        if (!cJSON_IsString(v)) return cfg_fail(c, path, "(not shown) is not a string");
+        if (strlen(v->valuestring) >= FX_TOKEN_MAX)
+            return cfg_fail(c, path, "(%zu bytes, not shown) is longer than %d bytes",
+                            strlen(v->valuestring), FX_TOKEN_MAX - 1);
+        fx_strlcpy(cfg->cluster_token, v->valuestring, sizeof cfg->cluster_token);
+        return 0;
+    case CFG_K_LOG_LEVEL:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if ((cfg->log_level = fx_log_level_parse(v->valuestring)) < 0)
+            return cfg_bad(c, path, v, "must be one of debug, info, warn, error, off");
+        return 0;
+    case CFG_K_START_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->start_timeout_ms);
+    case CFG_K_MAX_FRAME:
+        if ((rc = cfg_get_size(c, path, v, &cfg->max_frame_bytes))) return rc;
+        if (cfg->max_frame_bytes < CFG_PAGE) return cfg_bad(c, path, v, "must be >= 4096");
+        return 0;
+    case CFG_K_LISTEN:
+        return cfg_get_hostport(c, path, v, cfg->listen_host, sizeof cfg->listen_host,
+                                &cfg->listen_port);
+    case CFG_K_METRICS: {
+        char host[FX_HOST_MAX];
+        uint16_t port;
+        if ((rc = cfg_get_hostport(c, path, v, host, sizeof host, &port))) return rc;
+        fx_strlcpy(cfg->metrics_listen, v->valuestring, sizeof cfg->metrics_listen);
+        return 0;
+    }
+    case CFG_K_INFLIGHT_TTL: return cfg_get_ms(c, path, v, &cfg->inflight_ttl_ms);
+    case CFG_K_HB_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->heartbeat_timeout_ms);
+    case CFG_K_NODE_ID: return cfg_get_id(c, path, v, true, cfg->node_id);
+    case CFG_K_MASTER:
+        if ((rc = cfg_get_hostport(c, path, v, cfg->master_host, sizeof cfg->master_host,
+                                   &cfg->master_port)))
+            return rc;
+        return cfg->master_port ? 0 : cfg_bad(c, path, v, "port must be > 0");
+    case CFG_K_SOCKET:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (!v->valuestring[0]) return cfg_bad(c, path, v, "must not be empty");
+        if (strlen(v->valuestring) >= FX_PATH_MAX)
+            return cfg_bad(c, path, v, "is longer than %d bytes", FX_PATH_MAX - 1);
+        fx_strlcpy(cfg->socket_path, v->valuestring, sizeof cfg->socket_path);
+        return 0;
+    case CFG_K_SEGMENT: return cfg_get_pages(c, path, v, &cfg->segment_bytes);
+    case CFG_K_NODE_ROLE:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (strcmp(v->valuestring, "gpu_owner") == 0) cfg->node_role = FX_NODE_GPU_OWNER;
+        else if (strcmp(v->valuestring, "remote_cache") == 0) cfg->node_role = FX_NODE_REMOTE_CACHE;
+        else return cfg_bad(c, path, v, "must be one of gpu_owner, remote_cache");
+        return 0;
+    case CFG_K_NUMA:
+        if ((rc = cfg_get_int(c, path, v, -1, CFG_NUMA_MAX, &x))) return rc;
+        cfg->numa_node = (int)x;
+        return 0;
+    case CFG_K_RESERVE: return cfg_parse_reserve(c, v, cfg);
+    case CFG_K_HOT_RATIO:
+        if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not a number");
+        if (!(v->valuedouble > 0 && v->valuedouble <= 1))
+            return cfg_bad(c, path, v, "must be in (0, 1]");
+        cfg->hot_capacity_ratio = v->valuedouble;
+        return 0;
+    case CFG_K_HANDLE_TTL: return cfg_get_ms(c, path, v, &cfg->handle_ttl_ms);
+    case CFG_K_HB_INTERVAL: return cfg_get_ms(c, path, v, &cfg->heartbeat_interval_ms);
+    case CFG_K_CLAIM_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->claim_timeout_ms);
+    case CFG_K_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->timeout_ms);
+    default: return cfg_fail(c, path, "internal error: no parser");
+    }
+}
+
+/* Owner rules across fields (§6): the segment holds the header page plus at least one
+ * grant, and the expected capacity fits in the grants the segment can hold. */
+static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
+{
+    uint64_t seg = cfg->segment_bytes, grant = cfg->grant_bytes;
+    if (grant > seg - CFG_PAGE)
+        return cfg_fail(c, "segment_bytes",
+                        "%llu is smaller than one grant (reserve.grant_bytes %llu) plus the "
+                        "4096-byte header", (unsigned long long)seg, (unsigned long long)grant);
+    if (!cfg->has_expected) return 0;
+    uint64_t vlen = cfg->expected_value_len, payload = cfg->expected_payload_bytes;
+    if (vlen > grant)
+        return cfg_fail(c, "reserve.expected.value_len",
+                        "%llu is larger than one grant (reserve.grant_bytes %llu)",
+                        (unsigned long long)vlen, (unsigned long long)grant);
+    uint64_t slot = FX_ALIGN_UP(FX_MAX(vlen, (uint64_t)CFG_PAGE), (uint64_t)CFG_PAGE);
+    uint64_t per_grant = grant / slot * slot; /* payload bytes one grant serves */
+    uint64_t need = payload / per_grant + (payload % per_grant != 0);
+    uint64_t fit = (seg - CFG_PAGE) / grant;
+    if (need > fit)
+        return cfg_fail(c, "reserve.expected.payload_capacity_bytes",
+                        "%llu needs %llu grants of %llu bytes (%llu slots of %llu) but "
+                        "segment_bytes %llu fits only %llu",
+                        (unsigned long long)payload, (unsigned long long)need,
+                        (unsigned long long)grant, (unsigned long long)(grant / slot),
+                        (unsigned long long)slot, (unsigned long long)seg,
+                        (unsigned long long)fit);
+    return 0;
+}
+
+/* Derived defaults and required fields once every member was read. */
+static int cfg_finish(struct cfg_ctx *c, uint32_t seen, fx_config_t *cfg)
+{
+    if (!(seen & (1u << CFG_K_CLUSTER_ID))) return cfg_fail(c, "cluster_id", "missing (required)");
+    if (cfg->role == FX_ROLE_EXTERNAL) {
+        if (!(seen & (1u << CFG_K_SOCKET))) return cfg_fail(c, "socket", "missing (required)");
+        if (!(seen & (1u << CFG_K_NODE_ID))) {
+            char suffix[24];
+            snprintf(suffix, sizeof suffix, ":%ld", (long)getpid());
+            cfg_default_node_id(cfg->node_id, suffix);
+        }
+        return 0;
+    }
+    if (cfg->role != FX_ROLE_OWNER) return 0;
+    if (!(seen & (1u << CFG_K_NODE_ID))) cfg_default_node_id(cfg->node_id, "");
+    if (!(seen & (1u << CFG_K_SOCKET))) {
+        const char *dir = getenv("XDG_RUNTIME_DIR");
+        char path[512];
+        snprintf(path, sizeof path, "%s/fluxon-%s/%s.sock", dir && dir[0] ? dir : "/tmp",
+                 cfg->cluster_id, cfg->node_id);
+        if (strlen(path) >= FX_PATH_MAX) {
+            char shown[160];
+            cfg_sanitize(path, true, shown, sizeof shown);
+            return cfg_fail(c, "socket", "%s (default) is longer than %d bytes; set \"socket\"",
+                            shown, FX_PATH_MAX - 1);
+        }
+        fx_strlcpy(cfg->socket_path, path, sizeof cfg->socket_path);
+    }
+    return cfg_check_owner(c, cfg);
+}
+
+static int cfg_parse_root(struct cfg_ctx *c, const cJSON *root, fx_config_t *cfg)
+{
+    if (!cJSON_IsObject(root)) return cfg_bad(c, "config", root, "is not a JSON object");
+    const cJSON *r = NULL;
+    for (const cJSON *it = root->child; it && !r; it = it->next)
+        if (it->string && strcmp(it->string, "role") == 0) r = it;
+    if (!r) return cfg_fail(c, "role", "missing (required)");
+    if (!cJSON_IsString(r)) return cfg_bad(c, "role", r, "is not a string");
+    fx_role_t role = FX_ROLE_NONE;
+    for (int i = FX_ROLE_MASTER; i <= FX_ROLE_EXTERNAL; i++)
+        if (strcmp(r->valuestring, fx_role_name((fx_role_t)i)) == 0) role = (fx_role_t)i;
+    if (role == FX_ROLE_NONE) return cfg_bad(c, "role", r, "must be one of master, owner, external");
+    c->role = role;
+    cfg_defaults(cfg, role);
+    uint32_t seen = 0;
+    for (const cJSON *it = root->child; it; it = it->next) {
+        int k = cfg_match(c, it, "", cfg_top_fields, (int)FX_ARRAY_LEN(cfg_top_fields), &seen);
+        if (k < 0) return FLUXON_ERR_CONFIG;
+        int rc = cfg_parse_field(c, k, it, cfg);
+        if (rc) return rc;
+    }
+    return cfg_finish(c, seen, cfg);
+}
+
+FX_INTERNAL int fx_config_parse(const char *json, fx_config_t *cfg, char *err, size_t errcap)
+{
+    struct cfg_ctx c = {.err = err, .errcap = errcap, .role = FX_ROLE_NONE};
+    if (err && errcap) err[0] = 0;
+    if (!json) return cfg_fail(&c, "config", "NULL is not a JSON document");
+    if (!cfg) return cfg_fail(&c, "config", "NULL output struct");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
+    if (!root) {
+        size_t at = end && end >= json ? (size_t)(end - json) : 0;
+        return cfg_fail(&c, "config", "not valid JSON near byte %zu", at);
+    }
+    fx_config_t tmp;
+    int rc = cfg_parse_root(&c, root, &tmp);
+    cJSON_Delete(root);
+    if (rc == 0) *cfg = tmp; /* *cfg is written only on success */
+    return rc;
+}
+
+/* Files over 16 MiB are refused; FLUXON_ERR_NOMEM if the read buffer cannot grow. */
+FX_INTERNAL int fx_config_load_file(const char *path, fx_config_t *cfg, char *err,
+                                    size_t errcap)
+{
+    struct cfg_ctx c = {.err = err, .errcap = errcap, .role = FX_ROLE_NONE};
+    if (!path) return cfg_fail(&c, "config", "NULL is not a file path");
+    char shown[160];
+    cfg_sanitize(path, true, shown, sizeof shown);
+    FILE *f = fopen(path, "rb");
+    if (!f) return cfg_fail(&c, "config", "cannot open %s: %s", shown, strerror(errno));
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    int rc = 0;
+    for (;;) {
+        if (len + 1 >= cap) {
+            if (cap >= CFG_FILE_MAX) {
+                rc = cfg_fail(&c, "config", "%s is too large (limit %u bytes)", shown, CFG_FILE_MAX);
+                break;
+            }
+            char *nb = fx_realloc(buf, cap ? cap * 2 : 4096);
+            if (!nb) {
+                cfg_fail(&c, "config", "out of memory reading %s", shown);
+                rc = FLUXON_ERR_NOMEM;
+                break;
+            }
+            buf = nb;
+            cap = cap ? cap * 2 : 4096;
+        }
+        size_t got = fread(buf + len, 1, cap - 1 - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f)) rc = cfg_fail(&c, "config", "cannot read %s: %s", shown, strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    if (rc) {
+        fx_free(buf);
+        return rc;
+    }
+    buf[len] = 0;
+    if (strlen(buf) != len)
+        rc = cfg_fail(&c, "config", "not valid JSON near byte %zu (NUL byte in %s)", strlen(buf),
+                      shown);
+    else
+        rc = fx_config_parse(buf, cfg, err, errcap);
+    fx_free(buf);
+    return rc;
+}
+
+FX_INTERNAL int fx_parse_size(const char *s, uint64_t *out)
+{
+    static const struct { const char *unit; uint64_t mult; } units[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
+        {"TiB", 1ull << 40}, {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull},
+        {"TB", 1000000000000ull}};
+    if (!s || !out || *s < '0' || *s > '9') return -1;
+    uint64_t v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        uint64_t d = (uint64_t)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    for (size_t i = 0; i < FX_ARRAY_LEN(units); i++) {
+        if (strcmp(s, units[i].unit) != 0) continue;
+        if (v > UINT64_MAX / units[i].mult) return -1;
+        *out = v * units[i].mult;
+        return 0;
+    }
+    return -1;
+}
+
+FX_INTERNAL int fx_parse_hostport(const char *s, char *host, size_t hostcap, uint16_t *port)
+{
+    if (!s) return -1;
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s) return -1;
+    size_t hlen = (size_t)(colon - s);
+    if (!(hlen == 9 && strncmp(s, "localhost", 9) == 0)) {
+        /* dotted quad: four decimal octets 0..255, no leading zeros (as inet_pton) */
+        const char *p = s;
+        for (int octet = 0; octet < 4; octet++) {
+            if (octet > 0 && *p++ != '.') return -1;
+            if (*p < '0' || *p > '9') return -1;
+            unsigned val = 0;
+            int nd = 0;
+            for (; *p >= '0' && *p <= '9'; p++, nd++) val = val * 10 + (unsigned)(*p - '0');
+            if (nd > 3 || val > 255 || (nd > 1 && p[-nd] == '0')) return -1;
+        }
+        if (p != colon) return -1;
+    }
+    const char *q = colon + 1;
+    unsigned pv = 0;
+    int nd = 0;
+    for (; *q >= '0' && *q <= '9'; q++, nd++) pv = pv * 10 + (unsigned)(*q - '0');
+    if (nd == 0 || nd > 5 || *q || pv > 65535) return -1;
+    if (host) {
+        if (hlen >= hostcap) return -1;
+        memcpy(host, s, hlen);
+        host[hlen] = 0;
+    }
+    if (port) *port = (uint16_t)pv;
+    return 0;
+}
+
+FX_INTERNAL const char *fx_role_name(fx_role_t role)
+{
+    switch (role) {
+    case FX_ROLE_MASTER: return "master";
+    case FX_ROLE_OWNER: return "owner";
+    case FX_ROLE_EXTERNAL: return "external";
+    default: return "none";
+    }
+}
+
+FX_INTERNAL const char *fx_node_role_name(fx_node_role_t r)
+{
+    switch (r) {
+    case FX_NODE_GPU_OWNER: return "gpu_owner";
+    case FX_NODE_REMOTE_CACHE: return "remote_cache";
+    default: return "?";
+    }
+}
+
+#undef CFG_PAGE
+#undef CFG_MS_MAX
+#undef CFG_NUMA_MAX
+#undef CFG_FILE_MAX
+#undef CFG_SIZE_HELP
+#undef CFG_M
+#undef CFG_O
+#undef CFG_E

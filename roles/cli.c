@@ -1,0 +1,311 @@
+/* cli.c — the `fluxon` command line (like SQLite's shell.c, kept out of the library:
+ * it uses only the public API of include/fluxon.h). Roles run in the foreground until
+ * SIGINT/SIGTERM; `--role=external` runs one client command; `demo` runs an embedded
+ * cluster in this process. Exit status: 0 ok, 1 runtime error, 2 usage/config error. */
+#define _GNU_SOURCE
+#include <cJSON.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fluxon.h"
+
+#define EXIT_USAGE 2
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage:\n"
+            "  fluxon --role=master   --config FILE        run the master (foreground)\n"
+            "  fluxon --role=owner    --config FILE        run an owner (foreground)\n"
+            "  fluxon --role=external --config FILE CMD    run one client command:\n"
+            "      ping [--count N]      round trips external->owner and external->owner->master\n"
+            "      stat [--json]         the cluster's nodes\n"
+            "  fluxon demo                                 embedded master + owner + client round trip\n"
+            "  fluxon --help | --version\n"
+            "Config fields and defaults: README.md.\n");
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "fluxon: cannot read config %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (len + 1 == cap) {
+            char *nb = cap < (16u << 20) ? realloc(buf, cap * 2) : NULL;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                fprintf(stderr, "fluxon: config %s is too large\n", path);
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) buf[len] = 0;
+    return buf;
+}
+
+static int exit_for(int status) { return status == FLUXON_ERR_CONFIG ? EXIT_USAGE : 1; }
+
+static int run_node(const char *json)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* node threads inherit the mask */
+    fluxon_node *node = NULL;
+    int rc = fluxon_node_start(json, &node);
+    if (rc != FLUXON_OK) {
+        fprintf(stderr, "fluxon: node did not start: %s\n", fluxon_status_string(rc));
+        return exit_for(rc);
+    }
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {}
+    fprintf(stderr, "fluxon: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fluxon_node_stop(node);
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int ping_series(fluxon_client *c, int to_master, long count, const char *label)
+{
+    uint64_t *rtt = malloc((size_t)count * sizeof *rtt);
+    if (!rtt) return 1;
+    for (long i = 0; i < count; i++) {
+        int rc = fluxon_client_ping(c, to_master, &rtt[i]);
+        if (rc != FLUXON_OK) {
+            fprintf(stderr, "fluxon: ping %s failed at %ld: %s\n", label, i, fluxon_status_string(rc));
+            free(rtt);
+            return 1;
+        }
+    }
+    qsort(rtt, (size_t)count, sizeof *rtt, cmp_u64);
+    printf("%-26s n=%ld  p50 %8.1f us  p99 %8.1f us  max %8.1f us\n", label, count,
+           rtt[count / 2] / 1e3, rtt[(size_t)((count - 1) * 0.99)] / 1e3, rtt[count - 1] / 1e3);
+    free(rtt);
+    return 0;
+}
+
+static int cmd_ping(fluxon_client *c, int argc, char **argv)
+{
+    long count = 1000;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) {
+            char *end;
+            count = strtol(argv[++i], &end, 10);
+            if (*end || count <= 0 || count > 100000000) {
+                fprintf(stderr, "fluxon: ping: --count %s must be an integer in 1..100000000\n", argv[i]);
+                return EXIT_USAGE;
+            }
+        } else {
+            fprintf(stderr, "fluxon: ping: unknown argument %s\n", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (ping_series(c, 0, count, "external->owner")) return 1;
+    if (ping_series(c, 1, count, "external->owner->master")) return 1;
+    return 0;
+}
+
+static int cmd_stat(fluxon_client *c, int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = 1;
+        else {
+            fprintf(stderr, "fluxon: stat: unknown argument %s\n", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    int rc = buf ? fluxon_client_cluster_nodes(c, buf, cap, &len) : FLUXON_ERR_NOMEM;
+    if (rc == FLUXON_ERR_INVALID_ARGUMENT && buf && len >= cap) {
+        char *nb = realloc(buf, len + 1);
+        if (nb) {
+            buf = nb;
+            rc = fluxon_client_cluster_nodes(c, buf, len + 1, &len);
+        }
+    }
+    if (rc != FLUXON_OK) {
+        fprintf(stderr, "fluxon: stat failed: %s\n", fluxon_status_string(rc));
+        free(buf);
+        return 1;
+    }
+    if (json) {
+        printf("%s\n", buf);
+        free(buf);
+        return 0;
+    }
+    cJSON *arr = cJSON_Parse(buf);
+    printf("%-24s %-13s %-20s %-6s %15s\n", "NODE", "ROLE", "GENERATION", "ALIVE", "SEGMENT_BYTES");
+    cJSON *n;
+    cJSON_ArrayForEach(n, arr)
+    {
+        printf("%-24s %-13s %-20.0f %-6s %15.0f\n", cJSON_GetStringValue(cJSON_GetObjectItem(n, "node_id")),
+               cJSON_GetStringValue(cJSON_GetObjectItem(n, "role")),
+               cJSON_GetNumberValue(cJSON_GetObjectItem(n, "generation")),
+               cJSON_IsTrue(cJSON_GetObjectItem(n, "alive")) ? "yes" : "no",
+               cJSON_GetNumberValue(cJSON_GetObjectItem(n, "segment_bytes")));
+    }
+    cJSON_Delete(arr);
+    free(buf);
+    return 0;
+}
+
+static int run_external(const char *json, int argc, char **argv)
+{
+    if (argc < 1) {
+        fprintf(stderr, "fluxon: --role=external needs a command (ping, stat)\n");
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[0], "ping") && strcmp(argv[0], "stat")) {
+        fprintf(stderr, "fluxon: unknown external command '%s' (ping, stat)\n", argv[0]);
+        return EXIT_USAGE;
+    }
+    fluxon_client *c = NULL;
+    int rc = fluxon_client_open(json, &c);
+    if (rc != FLUXON_OK) {
+        fprintf(stderr, "fluxon: cannot open client: %s\n", fluxon_status_string(rc));
+        return exit_for(rc);
+    }
+    int ex = strcmp(argv[0], "ping") == 0 ? cmd_ping(c, argc - 1, argv + 1) : cmd_stat(c, argc - 1, argv + 1);
+    fluxon_client_close(c);
+    return ex;
+}
+
+/* `fluxon demo`: an embedded master and owner in this process and a client round trip. */
+static int run_demo(int argc, char **argv)
+{
+    char dir[] = "/tmp/fluxon-demo-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("fluxon: demo: mkdtemp");
+        return 1;
+    }
+    char cfg[1024], sock[256];
+    snprintf(sock, sizeof sock, "%s/owner/demo-owner.sock", dir);
+    fluxon_node *master = NULL, *owner = NULL;
+    fluxon_client *client = NULL;
+    int ex = 1;
+    int rc = fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"demo\",\"cluster_token\":\"demo-token\","
+                               "\"listen\":\"127.0.0.1:0\",\"log_level\":\"warn\"}", &master);
+    if (rc != FLUXON_OK) goto out;
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"demo\",\"cluster_token\":\"demo-token\","
+             "\"node_id\":\"demo-owner\",\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\","
+             "\"segment_bytes\":\"64MiB\",\"reserve\":{\"grant_bytes\":\"16MiB\"},\"log_level\":\"warn\"}",
+             fluxon_node_port(master), sock);
+    if ((rc = fluxon_node_start(cfg, &owner)) != FLUXON_OK) goto out;
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"demo\",\"cluster_token\":\"demo-token\","
+             "\"socket\":\"%s\",\"log_level\":\"warn\"}", sock);
+    if ((rc = fluxon_client_open(cfg, &client)) != FLUXON_OK) goto out;
+    printf("fluxon %s demo: master on 127.0.0.1:%u, owner demo-owner on %s\n", fluxon_version(),
+           fluxon_node_port(master), sock);
+    uint64_t a = 0, b = 0;
+    if ((rc = fluxon_client_ping(client, 0, &a)) != FLUXON_OK) goto out;
+    if ((rc = fluxon_client_ping(client, 1, &b)) != FLUXON_OK) goto out;
+    printf("round trip external->owner:         %.1f us\n", a / 1e3);
+    printf("round trip external->owner->master: %.1f us\n", b / 1e3);
+    char nodes[4096];
+    size_t len = 0;
+    if ((rc = fluxon_client_cluster_nodes(client, nodes, sizeof nodes, &len)) != FLUXON_OK) goto out;
+    printf("cluster nodes: %s\n", nodes);
+    ex = 0;
+out:
+    if (rc != FLUXON_OK) fprintf(stderr, "fluxon: demo failed: %s\n", fluxon_status_string(rc));
+    fluxon_client_close(client);
+    fluxon_node_stop(owner);
+    fluxon_node_stop(master);
+    char path[300];
+    snprintf(path, sizeof path, "%s/owner", dir);
+    rmdir(path);
+    rmdir(dir);
+    (void)argc;
+    (void)argv;
+    return ex;
+}
+
+int main(int argc, char **argv)
+{
+    const char *role = NULL, *config = NULL;
+    int i = 1;
+    if (argc >= 2 && strcmp(argv[1], "demo") == 0) return run_demo(argc - 2, argv + 2);
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("fluxon %s\n", fluxon_version());
+            return 0;
+        } else if (strncmp(a, "--role=", 7) == 0) {
+            role = a + 7;
+        } else if (strcmp(a, "--role") == 0 && i + 1 < argc) {
+            role = argv[++i];
+        } else if (strncmp(a, "--config=", 9) == 0) {
+            config = a + 9;
+        } else if (strcmp(a, "--config") == 0 && i + 1 < argc) {
+            config = argv[++i];
+        } else {
+            break; /* the external command starts here */
+        }
+    }
+    if (!role) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(role, "master") && strcmp(role, "owner") && strcmp(role, "external")) {
+        fprintf(stderr, "fluxon: --role=%s: must be master, owner or external\n", role);
+        return EXIT_USAGE;
+    }
+    if (!config) {
+        fprintf(stderr, "fluxon: --role=%s needs --config FILE\n", role);
+        return EXIT_USAGE;
+    }
+    char *json = read_file(config);
+    if (!json) return EXIT_USAGE;
+    /* the file's "role" must agree with --role */
+    cJSON *doc = cJSON_Parse(json);
+    const char *frole = doc ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(doc, "role")) : NULL;
+    if (doc && frole && strcmp(frole, role) != 0) {
+        fprintf(stderr, "fluxon: config %s: role: \"%s\" does not match --role=%s\n", config, frole, role);
+        cJSON_Delete(doc);
+        free(json);
+        return EXIT_USAGE;
+    }
+    cJSON_Delete(doc);
+    int ex;
+    if (strcmp(role, "external") == 0) {
+        ex = run_external(json, argc - i, argv + i);
+    } else {
+        if (i < argc) {
+            fprintf(stderr, "fluxon: unexpected argument %s\n", argv[i]);
+            free(json);
+            return EXIT_USAGE;
+        }
+        ex = run_node(json);
+    }
+    free(json);
+    return ex;
+}

@@ -1,0 +1,364 @@
+/* master.c — the control plane's master role: accepts owners on TCP, checks HELLO,
+ * registers owners (node_id, generation, role, segment, UCX address and rkey), tracks
+ * heartbeats and declares silent owners dead, and answers cluster queries. Payload
+ * bytes never pass through here. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "role.h"
+
+typedef struct master_node {
+    char node_id[FX_ID_MAX];
+    uint8_t role;      /* fx_role_t */
+    uint8_t node_role; /* fx_node_role_t */
+    uint64_t generation;
+    bool alive;
+    uint64_t segment_bytes, segment_base;
+    uint64_t last_heartbeat_ms;
+    struct master_peer *peer; /* live connection, or NULL */
+    uint8_t *ucx_address, *rkey;
+    uint32_t ucx_address_len, rkey_len;
+} master_node_t;
+
+typedef struct master_peer {
+    struct master_peer *prev, *next;
+    fx_master_t *m;
+    fx_conn_t *conn;
+    bool hello_ok;
+    uint8_t role;
+    char node_id[FX_ID_MAX];
+    master_node_t *node; /* set by REGISTER */
+} master_peer_t;
+
+struct fx_master {
+    fx_reactor_t *r;
+    fx_config_t cfg;
+    uint64_t generation;
+    int listen_fd;
+    uint16_t port;
+    fx_acceptor_t *acceptor;
+    master_peer_t *peers;
+    master_node_t **nodes;
+    size_t n_nodes, cap_nodes;
+    fx_timer_t liveness_timer;
+    bool shutting_down;
+};
+
+static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
+                              fx_arena_t *arena);
+static void master_on_close(fx_conn_t *c, int status);
+static const fx_conn_ops_t master_peer_ops = {master_on_request, master_on_close};
+
+static master_node_t *master_find_node(fx_master_t *m, const char *node_id)
+{
+    for (size_t i = 0; i < m->n_nodes; i++)
+        if (strcmp(m->nodes[i]->node_id, node_id) == 0) return m->nodes[i];
+    return NULL;
+}
+
+static master_node_t *master_add_node(fx_master_t *m, const char *node_id)
+{
+    if (m->n_nodes == m->cap_nodes) {
+        size_t nc = m->cap_nodes ? m->cap_nodes * 2 : 16;
+        master_node_t **nn = fx_realloc(m->nodes, nc * sizeof *nn);
+        if (!nn) return NULL;
+        m->nodes = nn;
+        m->cap_nodes = nc;
+    }
+    master_node_t *n = fx_calloc(1, sizeof *n);
+    if (!n) return NULL;
+    fx_strlcpy(n->node_id, node_id, sizeof n->node_id);
+    m->nodes[m->n_nodes++] = n;
+    return n;
+}
+
+static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
+{
+    if (!n->alive) return;
+    n->alive = false;
+    FX_WARN("owner %s (generation %llu) declared dead: %s", n->node_id,
+            (unsigned long long)n->generation, why);
+}
+
+static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
+{
+    fx_master_t *m = FX_CONTAINER_OF(t, fx_master_t, liveness_timer);
+    uint64_t now = fx_now_ms();
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        master_node_t *n = m->nodes[i];
+        if (n->alive && now - n->last_heartbeat_ms > m->cfg.heartbeat_timeout_ms) {
+            char why[128];
+            snprintf(why, sizeof why, "no heartbeat for %llu ms (heartbeat_timeout_ms %u)",
+                     (unsigned long long)(now - n->last_heartbeat_ms), m->cfg.heartbeat_timeout_ms);
+            master_mark_dead(m, n, why);
+        }
+    }
+    fx_timer_arm(r, t, FX_MAX(m->cfg.heartbeat_timeout_ms / 8, 10u), master_on_liveness);
+}
+
+/* ---- requests ---- */
+static void master_handle_hello(master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                fx_arena_t *arena)
+{
+    fx_master_t *m = p->m;
+    fx_body_hello_t b;
+    fx_body_hello_decode(body, h->body_len, &b, arena);
+    char err[256];
+    int rc = fx_hello_check(&m->cfg, &b, err, sizeof err);
+    if (rc != FLUXON_OK) {
+        FX_WARN("refusing %s: %s", fx_conn_desc(p->conn), err);
+        fx_conn_reply_error(p->conn, h, rc, "%s", err);
+        fx_conn_close_after_flush(p->conn, rc);
+        return;
+    }
+    p->hello_ok = true;
+    p->role = b.role;
+    fx_str_copy(b.node_id, p->node_id, sizeof p->node_id);
+    char desc[96];
+    snprintf(desc, sizeof desc, "%s %s", fx_role_name((fx_role_t)b.role), p->node_id);
+    fx_conn_set_desc(p->conn, desc);
+    fx_body_hello_ack_t ack = {FX_PROTOCOL_VERSION, fx_str_c("master"), m->generation, 0, {NULL, 0}};
+    FX_CONN_REPLY(p->conn, h, hello_ack, &ack);
+}
+
+static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
+                                   const uint8_t *body, fx_arena_t *arena)
+{
+    fx_master_t *m = p->m;
+    fx_body_register_t b;
+    fx_body_register_decode(body, h->body_len, &b, arena);
+    char node_id[FX_ID_MAX];
+    if (!fx_str_copy(b.node_id, node_id, sizeof node_id) || !node_id[0] ||
+        !fx_str_eq(b.node_id, p->node_id)) {
+        fx_conn_reply_error(p->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                            "register: node_id must equal the HELLO node_id \"%s\"", p->node_id);
+        return;
+    }
+    master_node_t *n = master_find_node(m, node_id);
+    if (n && n->peer && n->peer != p) {
+        if (n->alive && b.generation == n->generation) {
+            fx_conn_reply_error(p->conn, h, FLUXON_ERR_BUSY,
+                                "register: owner %s generation %llu is already connected", node_id,
+                                (unsigned long long)b.generation);
+            return;
+        }
+        /* the old process is gone or restarted: drop its connection */
+        master_peer_t *old = n->peer;
+        old->node = NULL;
+        n->peer = NULL;
+        fx_conn_close(old->conn, FLUXON_ERR_STALE);
+    }
+    if (!n) {
+        n = master_add_node(m, node_id);
+        if (!n) {
+            fx_conn_reply_error(p->conn, h, FLUXON_ERR_NOMEM, "register: out of memory");
+            return;
+        }
+        FX_INFO("owner %s registered: generation %llu, %s, segment %llu bytes", node_id,
+                (unsigned long long)b.generation, fx_node_role_name((fx_node_role_t)b.node_role),
+                (unsigned long long)b.segment_bytes);
+    } else if (n->generation != b.generation) {
+        FX_INFO("owner %s re-registered with generation %llu (was %llu)", node_id,
+                (unsigned long long)b.generation, (unsigned long long)n->generation);
+    } else {
+        FX_INFO("owner %s reconnected (generation %llu)", node_id, (unsigned long long)b.generation);
+    }
+    uint8_t *ua = fx_malloc(b.ucx_address.len + 1), *rk = fx_malloc(b.rkey.len + 1);
+    if (!ua || !rk) {
+        fx_free(ua);
+        fx_free(rk);
+        fx_conn_reply_error(p->conn, h, FLUXON_ERR_NOMEM, "register: out of memory");
+        return;
+    }
+    if (b.ucx_address.len) memcpy(ua, b.ucx_address.p, b.ucx_address.len);
+    if (b.rkey.len) memcpy(rk, b.rkey.p, b.rkey.len);
+    fx_free(n->ucx_address);
+    fx_free(n->rkey);
+    n->ucx_address = ua;
+    n->ucx_address_len = b.ucx_address.len;
+    n->rkey = rk;
+    n->rkey_len = b.rkey.len;
+    n->role = p->role;
+    n->node_role = b.node_role;
+    n->generation = b.generation;
+    n->segment_bytes = b.segment_bytes;
+    n->segment_base = b.segment_base;
+    n->alive = true;
+    n->last_heartbeat_ms = fx_now_ms();
+    n->peer = p;
+    p->node = n;
+    fx_body_register_ack_t ack = {m->generation, m->cfg.heartbeat_timeout_ms};
+    FX_CONN_REPLY(p->conn, h, register_ack, &ack);
+}
+
+static void master_handle_heartbeat(master_peer_t *p, const fx_frame_header_t *h,
+                                    const uint8_t *body, fx_arena_t *arena)
+{
+    fx_body_heartbeat_t b;
+    fx_body_heartbeat_decode(body, h->body_len, &b, arena);
+    master_node_t *n = p->node;
+    if (!n || n->generation != b.generation) {
+        fx_conn_reply_error(p->conn, h, FLUXON_ERR_STALE, "heartbeat: not registered with generation %llu",
+                            (unsigned long long)b.generation);
+        return;
+    }
+    n->last_heartbeat_ms = fx_now_ms();
+    if (!n->alive) {
+        n->alive = true;
+        FX_INFO("owner %s (generation %llu) alive again", n->node_id, (unsigned long long)n->generation);
+    }
+    fx_body_empty_t e;
+    FX_CONN_REPLY(p->conn, h, empty, &e);
+}
+
+static void master_handle_nodes(master_peer_t *p, const fx_frame_header_t *h)
+{
+    fx_master_t *m = p->m;
+    size_t n = m->n_nodes + 1;
+    fx_str_t *ids = fx_calloc(n, sizeof *ids);
+    uint64_t *cols = fx_calloc(4 * n, sizeof *cols);
+    if (!ids || !cols) {
+        fx_free(ids);
+        fx_free(cols);
+        fx_conn_reply_error(p->conn, h, FLUXON_ERR_NOMEM, "cluster nodes: out of memory");
+        return;
+    }
+    uint64_t *roles = cols, *gens = cols + n, *alive = cols + 2 * n, *seg = cols + 3 * n;
+    ids[0] = fx_str_c(m->cfg.node_id[0] ? m->cfg.node_id : "master");
+    roles[0] = FX_ROLE_MASTER;
+    gens[0] = m->generation;
+    alive[0] = 1;
+    seg[0] = 0;
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        master_node_t *nd = m->nodes[i];
+        ids[i + 1] = fx_str_c(nd->node_id);
+        roles[i + 1] = nd->node_role == FX_NODE_REMOTE_CACHE ? 100 + FX_NODE_REMOTE_CACHE : FX_ROLE_OWNER;
+        gens[i + 1] = nd->generation;
+        alive[i + 1] = nd->alive;
+        seg[i + 1] = nd->segment_bytes;
+    }
+    fx_body_nodes_t b = {{ids, (uint32_t)n}, {roles, (uint32_t)n}, {gens, (uint32_t)n},
+                         {alive, (uint32_t)n}, {seg, (uint32_t)n}};
+    FX_CONN_REPLY(p->conn, h, nodes, &b);
+    fx_free(ids);
+    fx_free(cols);
+}
+
+static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
+                              fx_arena_t *arena)
+{
+    master_peer_t *p = fx_conn_ud(c);
+    if (!p->hello_ok) {
+        if (h->type != FX_MSG_HELLO) {
+            FX_ERROR("protocol error from %s: %s before HELLO; closing the connection",
+                     fx_conn_desc(c), fx_msg_name(h->type));
+            fx_conn_close(c, FLUXON_ERR_PROTOCOL);
+            return;
+        }
+        master_handle_hello(p, h, body, arena);
+        return;
+    }
+    switch (h->type) {
+    case FX_MSG_REGISTER: master_handle_register(p, h, body, arena); break;
+    case FX_MSG_HEARTBEAT: master_handle_heartbeat(p, h, body, arena); break;
+    case FX_MSG_PING: {
+        fx_body_ping_t b;
+        fx_body_ping_decode(body, h->body_len, &b, arena);
+        FX_CONN_REPLY(c, h, ping, &b);
+        break;
+    }
+    case FX_MSG_CLUSTER_NODES: master_handle_nodes(p, h); break;
+    default:
+        fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by the master",
+                            fx_msg_name(h->type));
+    }
+}
+
+static void master_on_close(fx_conn_t *c, int status)
+{
+    master_peer_t *p = fx_conn_ud(c);
+    fx_master_t *m = p->m;
+    if (p->node) {
+        p->node->peer = NULL;
+        if (!m->shutting_down) master_mark_dead(m, p->node, "connection lost");
+    }
+    if (p->prev) p->prev->next = p->next;
+    else m->peers = p->next;
+    if (p->next) p->next->prev = p->prev;
+    fx_free(p);
+}
+
+static void master_on_accept(void *arg, int fd)
+{
+    fx_master_t *m = arg;
+    if (fd < 0) {
+        FX_ERROR("accept failed: %s", strerror(-fd));
+        return;
+    }
+    master_peer_t *p = fx_calloc(1, sizeof *p);
+    if (!p) {
+        close(fd);
+        return;
+    }
+    p->m = m;
+    p->conn = fx_conn_new(m->r, fd, &master_peer_ops, p, m->cfg.max_frame_bytes, "new peer");
+    if (!p->conn) {
+        fx_free(p);
+        return;
+    }
+    p->next = m->peers;
+    if (m->peers) m->peers->prev = p;
+    m->peers = p;
+}
+
+FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_ready_fn ready,
+                                 void *ready_arg, fx_master_t **m_p)
+{
+    fx_master_t *m = fx_calloc(1, sizeof *m);
+    if (!m) return FLUXON_ERR_NOMEM;
+    m->r = r;
+    m->cfg = *cfg;
+    m->generation = fx_realtime_ns();
+    int rc = fx_tcp_listen(cfg->listen_host, cfg->listen_port, &m->listen_fd, &m->port);
+    if (rc != FLUXON_OK) goto err_free;
+    rc = fx_acceptor_start(r, m->listen_fd, master_on_accept, m, &m->acceptor);
+    if (rc != FLUXON_OK) goto err_close;
+    fx_timer_init(&m->liveness_timer);
+    fx_timer_arm(r, &m->liveness_timer, FX_MAX(cfg->heartbeat_timeout_ms / 8, 10u), master_on_liveness);
+    FX_INFO("master listening on %s:%u (cluster %s, generation %llu)", cfg->listen_host, m->port,
+            cfg->cluster_id, (unsigned long long)m->generation);
+    *m_p = m;
+    ready(ready_arg, FLUXON_OK);
+    return FLUXON_OK;
+
+err_close:
+    close(m->listen_fd);
+err_free:
+    fx_free(m);
+    return rc;
+}
+
+FX_INTERNAL uint16_t fx_master_port(const fx_master_t *m) { return m->port; }
+
+FX_INTERNAL void fx_master_shutdown(fx_master_t *m)
+{
+    m->shutting_down = true;
+    fx_timer_disarm(m->r, &m->liveness_timer);
+    fx_acceptor_stop(m->r, m->acceptor);
+    m->acceptor = NULL;
+    while (m->peers) fx_conn_close(m->peers->conn, FLUXON_ERR_CANCELLED);
+}
+
+FX_INTERNAL void fx_master_destroy(fx_master_t *m)
+{
+    if (!m) return;
+    if (m->listen_fd > 0) close(m->listen_fd);
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        fx_free(m->nodes[i]->ucx_address);
+        fx_free(m->nodes[i]->rkey);
+        fx_free(m->nodes[i]);
+    }
+    fx_free(m->nodes);
+    fx_free(m);
+}

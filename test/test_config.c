@@ -1,0 +1,442 @@
+/* test_config.c — Criterion suite for common/config.c: per-role defaults and values,
+ * rejected configs (status and a message naming the field), size and host:port
+ * parsing, file loading, and that no mangled input crashes the parser. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+#define ERRCAP 512
+
+static int tc_parse(const char *json, fx_config_t *cfg, char *err)
+{
+    memset(cfg, 0xAB, sizeof *cfg);
+    return fx_config_parse(json, cfg, err, ERRCAP);
+}
+
+Test(config, master_defaults)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c1\"}", &c, err), FLUXON_OK,
+                 "%s", err);
+    cr_assert_eq(c.role, FX_ROLE_MASTER);
+    cr_assert_str_eq(c.cluster_id, "c1");
+    cr_assert_str_eq(c.cluster_token, "");
+    cr_assert_eq(c.log_level, FX_LOG_INFO);
+    cr_assert_str_eq(c.listen_host, "127.0.0.1");
+    cr_assert_eq(c.listen_port, 7600);
+    cr_assert_str_eq(c.metrics_listen, "");
+    cr_assert_eq(c.inflight_ttl_ms, 60000);
+    cr_assert_eq(c.heartbeat_timeout_ms, 3000);
+    cr_assert_eq(c.start_timeout_ms, 10000);
+    cr_assert_eq(c.max_frame_bytes, 64ull << 20);
+    cr_assert_str_eq(fx_role_name(c.role), "master");
+}
+
+Test(config, master_values)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    const char *j = "{\"role\":\"master\",\"cluster_id\":\"prod.A-1_x\",\"cluster_token\":\"s3cr\","
+                    "\"listen\":\"0.0.0.0:0\",\"metrics_listen\":\"localhost:9100\","
+                    "\"inflight_ttl_ms\":5,\"heartbeat_timeout_ms\":86400000,"
+                    "\"log_level\":\"debug\",\"start_timeout_ms\":250,\"max_frame_bytes\":\"1MiB\"}";
+    cr_assert_eq(tc_parse(j, &c, err), FLUXON_OK, "%s", err);
+    cr_assert_str_eq(c.cluster_id, "prod.A-1_x");
+    cr_assert_str_eq(c.cluster_token, "s3cr");
+    cr_assert_str_eq(c.listen_host, "0.0.0.0");
+    cr_assert_eq(c.listen_port, 0);
+    cr_assert_str_eq(c.metrics_listen, "localhost:9100");
+    cr_assert_eq(c.inflight_ttl_ms, 5);
+    cr_assert_eq(c.heartbeat_timeout_ms, 86400000);
+    cr_assert_eq(c.log_level, FX_LOG_DEBUG);
+    cr_assert_eq(c.start_timeout_ms, 250);
+    cr_assert_eq(c.max_frame_bytes, 1u << 20);
+}
+
+Test(config, owner_defaults)
+{
+    setenv("XDG_RUNTIME_DIR", "/run/user/77", 1);
+    fx_config_t c;
+    char err[ERRCAP], host[256] = "", sock[256];
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\"}", &c, err), FLUXON_OK,
+                 "%s", err);
+    cr_assert_eq(c.role, FX_ROLE_OWNER);
+    gethostname(host, sizeof host - 1);
+    if (host[0] && strlen(host) < FX_ID_MAX && !strpbrk(host, " :/")) cr_assert_str_eq(c.node_id, host);
+    cr_assert_neq(c.node_id[0], 0);
+    snprintf(sock, sizeof sock, "/run/user/77/fluxon-c1/%s.sock", c.node_id);
+    cr_assert_str_eq(c.socket_path, sock);
+    cr_assert_str_eq(c.master_host, "127.0.0.1");
+    cr_assert_eq(c.master_port, 7600);
+    cr_assert_eq(c.segment_bytes, 1ull << 30);
+    cr_assert_eq(c.node_role, FX_NODE_GPU_OWNER);
+    cr_assert_eq(c.numa_node, -1);
+    cr_assert_eq(c.grant_bytes, 512ull << 20);
+    cr_assert_not(c.has_expected);
+    cr_assert_float_eq(c.hot_capacity_ratio, 0.95, 1e-12);
+    cr_assert_eq(c.handle_ttl_ms, 30000);
+    cr_assert_eq(c.heartbeat_interval_ms, 1000);
+    cr_assert_eq(c.claim_timeout_ms, 30000);
+    cr_assert_eq(c.max_frame_bytes, 64ull << 20);
+    cr_assert_str_eq(c.metrics_listen, "");
+
+    unsetenv("XDG_RUNTIME_DIR");
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c2\",\"node_id\":\"n9\"}", &c, err),
+                 FLUXON_OK, "%s", err);
+    cr_assert_str_eq(c.socket_path, "/tmp/fluxon-c2/n9.sock");
+}
+
+Test(config, owner_values)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    const char *j =
+        "{\"role\":\"owner\",\"cluster_id\":\"c1\",\"node_id\":\"gpu-3\",\"master\":\"10.0.0.2:7601\","
+        "\"socket\":\"/tmp/x.sock\",\"segment_bytes\":\"2GiB\",\"node_role\":\"remote_cache\","
+        "\"numa_node\":1,\"reserve\":{\"grant_bytes\":\"256MiB\",\"expected\":{\"value_len\":4718592,"
+        "\"payload_capacity_bytes\":\"1GB\"}},\"hot_capacity_ratio\":1,\"handle_ttl_ms\":100,"
+        "\"heartbeat_interval_ms\":20,\"claim_timeout_ms\":7,\"metrics_listen\":\"127.0.0.1:9000\","
+        "\"log_level\":\"off\"}";
+    cr_assert_eq(tc_parse(j, &c, err), FLUXON_OK, "%s", err);
+    cr_assert_str_eq(c.node_id, "gpu-3");
+    cr_assert_str_eq(c.master_host, "10.0.0.2");
+    cr_assert_eq(c.master_port, 7601);
+    cr_assert_str_eq(c.socket_path, "/tmp/x.sock");
+    cr_assert_eq(c.segment_bytes, 2ull << 30);
+    cr_assert_eq(c.node_role, FX_NODE_REMOTE_CACHE);
+    cr_assert_str_eq(fx_node_role_name(c.node_role), "remote_cache");
+    cr_assert_eq(c.numa_node, 1);
+    cr_assert_eq(c.grant_bytes, 256ull << 20);
+    cr_assert(c.has_expected);
+    cr_assert_eq(c.expected_value_len, 4718592);
+    cr_assert_eq(c.expected_payload_bytes, 1000000000ull);
+    cr_assert_float_eq(c.hot_capacity_ratio, 1.0, 1e-12);
+    cr_assert_eq(c.handle_ttl_ms, 100);
+    cr_assert_eq(c.heartbeat_interval_ms, 20);
+    cr_assert_eq(c.claim_timeout_ms, 7);
+    cr_assert_str_eq(c.metrics_listen, "127.0.0.1:9000");
+    cr_assert_eq(c.log_level, FX_LOG_OFF);
+}
+
+/* Expected capacity at the exact limit: 1 GiB segment fits one 512 MiB grant; a
+ * 4718592-byte value gives 113 slots = 533200896 payload bytes per grant. */
+Test(config, expected_capacity_boundary)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    const char *fmt = "{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\","
+                      "\"reserve\":{\"expected\":{\"value_len\":4718592,"
+                      "\"payload_capacity_bytes\":%s}}}";
+    char j[512];
+    snprintf(j, sizeof j, fmt, "533200896");
+    cr_assert_eq(tc_parse(j, &c, err), FLUXON_OK, "%s", err);
+    snprintf(j, sizeof j, fmt, "533200897");
+    cr_assert_eq(tc_parse(j, &c, err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "reserve.expected.payload_capacity_bytes: 533200897 needs 2 grants"),
+              "%s", err);
+    cr_assert(strstr(err, "fits only 1"), "%s", err);
+    /* value_len == grant is allowed: one slot per grant */
+    const char *eq = "{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\",\"segment_bytes\":"
+                     "8192,\"reserve\":{\"grant_bytes\":4096,\"expected\":{\"value_len\":1,"
+                     "\"payload_capacity_bytes\":4096}}}";
+    cr_assert_eq(tc_parse(eq, &c, err), FLUXON_OK, "%s", err);
+}
+
+Test(config, external_defaults_and_values)
+{
+    fx_config_t c;
+    char err[ERRCAP], suffix[32];
+    cr_assert_eq(tc_parse("{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/tmp/o.sock\"}",
+                          &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.role, FX_ROLE_EXTERNAL);
+    cr_assert_str_eq(c.socket_path, "/tmp/o.sock");
+    cr_assert_eq(c.timeout_ms, 30000);
+    cr_assert_eq(c.start_timeout_ms, 10000);
+    cr_assert_eq(c.log_level, FX_LOG_INFO);
+    snprintf(suffix, sizeof suffix, ":%ld", (long)getpid());
+    size_t n = strlen(c.node_id), s = strlen(suffix);
+    cr_assert(n > s && strcmp(c.node_id + n - s, suffix) == 0, "node_id %s", c.node_id);
+
+    cr_assert_eq(tc_parse("{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"s\","
+                          "\"timeout_ms\":1,\"node_id\":\"me:42\",\"cluster_token\":\"t\","
+                          "\"log_level\":\"WARN\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.timeout_ms, 1);
+    cr_assert_str_eq(c.node_id, "me:42");
+    cr_assert_str_eq(c.cluster_token, "t");
+    cr_assert_eq(c.log_level, FX_LOG_WARN);
+}
+
+struct tc_bad {
+    const char *json;
+    const char *want; /* substring the message must contain (field path first) */
+};
+
+#define O "{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\","
+#define M "{\"role\":\"master\",\"cluster_id\":\"c\","
+#define E "{\"role\":\"external\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\","
+static const struct tc_bad tc_bads[] = {
+    {M "\"inflight_ttl_ms\":\"60000\"}", "inflight_ttl_ms: \"60000\" is not an integer"},
+    {M "\"listen\":7600}", "listen: 7600 is not a string"},
+    {O "\"colour\":1}", "colour: unknown field for role owner"},
+    {O "\"reserve\":{\"grant\":4096}}", "reserve.grant: unknown field for role owner"},
+    {O "\"reserve\":{\"expected\":{\"value_len\":1,\"payload_capacity_bytes\":1,\"x\":1}}}",
+     "reserve.expected.x: unknown field"},
+    {O "\"segment_bytes\":\"1GB1\"}", "segment_bytes: \"1GB1\" is not a size"},
+    {O "\"segment_bytes\":\"1gib\"}", "segment_bytes: \"1gib\" is not a size"},
+    {O "\"segment_bytes\":\"1.5GiB\"}", "segment_bytes: \"1.5GiB\" is not a size"},
+    {O "\"segment_bytes\":1.5}", "segment_bytes: 1.5 is not a size"},
+    {O "\"segment_bytes\":-4096}", "segment_bytes: -4096 is not a size"},
+    {O "\"segment_bytes\":true}", "segment_bytes: true is not a size"},
+    {"{\"role\":\"master\"}", "cluster_id: missing (required)"},
+    {"{\"role\":\"master\",\"cluster_id\":\"a/b\"}", "cluster_id: \"a/b\" must be 1..63"},
+    {"{\"role\":\"master\",\"cluster_id\":\"\"}", "cluster_id: \"\" must be 1..63"},
+    {"{\"role\":\"master\",\"cluster_id\":\"0123456789012345678901234567890123456789012345678901234567890123\"}",
+     "cluster_id:"},
+    {M "\"listen\":\"abc\"}", "listen: \"abc\" is not host:port"},
+    {M "\"listen\":\"127.0.0.1\"}", "listen: \"127.0.0.1\" is not host:port"},
+    {M "\"listen\":\"127.0.0.1:65536\"}", "listen: \"127.0.0.1:65536\" is not host:port"},
+    {M "\"metrics_listen\":\"1.2.3.4:x\"}", "metrics_listen:"},
+    {O "\"master\":\"127.0.0.1:0\"}", "master: \"127.0.0.1:0\" port must be > 0"},
+    {O "\"hot_capacity_ratio\":-0.5}", "hot_capacity_ratio: -0.5 must be in (0, 1]"},
+    {O "\"hot_capacity_ratio\":1.01}", "hot_capacity_ratio: 1.01 must be in (0, 1]"},
+    {O "\"hot_capacity_ratio\":0}", "hot_capacity_ratio: 0 must be in (0, 1]"},
+    {O "\"hot_capacity_ratio\":\"0.5\"}", "hot_capacity_ratio: \"0.5\" is not a number"},
+    {O "\"reserve\":{\"grant_bytes\":0}}", "reserve.grant_bytes: 0 must be > 0"},
+    {O "\"reserve\":{\"grant_bytes\":100}}", "reserve.grant_bytes: 100 is not a multiple of 4096"},
+    {O "\"segment_bytes\":4097}", "segment_bytes: 4097 is not a multiple of 4096"},
+    {O "\"segment_bytes\":0}", "segment_bytes: 0 must be > 0"},
+    {O "\"segment_bytes\":4096}",
+     "segment_bytes: 4096 is smaller than one grant (reserve.grant_bytes 536870912) plus the "
+     "4096-byte header"},
+    {O "\"segment_bytes\":\"512MiB\"}", "segment_bytes: 536870912 is smaller than one grant"},
+    {O "\"reserve\":{\"grant_bytes\":8192,\"expected\":{\"value_len\":8193,"
+       "\"payload_capacity_bytes\":1}}}",
+     "reserve.expected.value_len: 8193 is larger than one grant (reserve.grant_bytes 8192)"},
+    {O "\"segment_bytes\":\"1GiB\",\"reserve\":{\"expected\":{\"value_len\":4096,"
+       "\"payload_capacity_bytes\":\"2GiB\"}}}",
+     "reserve.expected.payload_capacity_bytes: 2147483648 needs"},
+    {O "\"reserve\":{\"expected\":{\"value_len\":0,\"payload_capacity_bytes\":1}}}",
+     "reserve.expected.value_len: 0 must be > 0"},
+    {O "\"reserve\":{\"expected\":{\"value_len\":4096}}}",
+     "reserve.expected.payload_capacity_bytes: missing (required)"},
+    {O "\"reserve\":{\"expected\":[]}}", "reserve.expected: [...] is not an object"},
+    {O "\"reserve\":5}", "reserve: 5 is not an object"},
+    {M "\"reserve\":{\"grant_bytes\":4096}}", "reserve: unknown field for role master"},
+    {E "\"reserve\":{}}", "reserve: unknown field for role external"},
+    {E "\"segment_bytes\":4096}", "segment_bytes: unknown field for role external"},
+    {M "\"node_id\":\"x\"}", "node_id: unknown field for role master"},
+    {"{\"role\":\"client\",\"cluster_id\":\"c\"}", "role: \"client\" must be one of"},
+    {"{\"role\":7,\"cluster_id\":\"c\"}", "role: 7 is not a string"},
+    {"{\"cluster_id\":\"c\"}", "role: missing (required)"},
+    {"{\"Role\":\"master\",\"cluster_id\":\"c\"}", "role: missing (required)"},
+    {"{\"role\":\"external\",\"cluster_id\":\"c\"}", "socket: missing (required)"},
+    {E "\"socket\":\"\"}", "socket: duplicate field"},
+    {"{\"role\":\"external\",\"cluster_id\":\"c\",\"socket\":\"\"}", "socket: \"\" must not be empty"},
+    {"{\"role\":\"master\",\"cluster_id\":\"c\",", "config: not valid JSON near byte"},
+    {"{\"role\":\"master\"} x", "config: not valid JSON near byte"},
+    {"", "config: not valid JSON near byte 0"},
+    {"[1,2]", "config: [...] is not a JSON object"},
+    {M "\"inflight_ttl_ms\":0}", "inflight_ttl_ms: 0 must be an integer in [1, 86400000]"},
+    {M "\"heartbeat_timeout_ms\":86400001}", "heartbeat_timeout_ms: 86400001 must be"},
+    {O "\"handle_ttl_ms\":1.5}", "handle_ttl_ms: 1.5 must be an integer"},
+    {O "\"claim_timeout_ms\":-1}", "claim_timeout_ms: -1 must be"},
+    {E "\"timeout_ms\":0}", "timeout_ms: 0 must be"},
+    {M "\"start_timeout_ms\":1e300}", "start_timeout_ms: 1e+300 must be"},
+    {O "\"numa_node\":-2}", "numa_node: -2 must be an integer in [-1,"},
+    {O "\"numa_node\":\"0\"}", "numa_node: \"0\" is not an integer"},
+    {O "\"node_role\":\"gpu\"}", "node_role: \"gpu\" must be one of gpu_owner, remote_cache"},
+    {M "\"log_level\":\"loud\"}", "log_level: \"loud\" must be one of"},
+    {M "\"log_level\":null}", "log_level: null is not a string"},
+    {M "\"max_frame_bytes\":4095}", "max_frame_bytes: 4095 must be >= 4096"},
+    {M "\"cluster_token\":5}", "cluster_token: (not shown) is not a string"},
+    {O "\"node_id\":\"a b\"}", "node_id: \"a b\" must be 1..63"},
+    {"{\"role\":\"owner\",\"cluster_id\":"
+     "\"ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc\",\"node_id\":"
+     "\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\"}",
+     "socket: \"/"}, /* default path longer than 107 bytes */
+    {M "\"listen\":\"1.2.3.4:80\",\"listen\":\"1.2.3.4:81\"}", "listen: duplicate field"},
+};
+#undef O
+#undef M
+#undef E
+
+Test(config, bad_configs)
+{
+    cr_assert_geq(FX_ARRAY_LEN(tc_bads), 16);
+    unsetenv("XDG_RUNTIME_DIR");
+    for (size_t i = 0; i < FX_ARRAY_LEN(tc_bads); i++) {
+        fx_config_t c, before;
+        char err[ERRCAP];
+        memset(&c, 0x5A, sizeof c);
+        before = c;
+        int rc = fx_config_parse(tc_bads[i].json, &c, err, sizeof err);
+        cr_assert_eq(rc, FLUXON_ERR_CONFIG, "case %zu (%s): rc %d", i, tc_bads[i].json, rc);
+        cr_assert(strstr(err, tc_bads[i].want) != NULL, "case %zu (%s): message \"%s\" lacks \"%s\"",
+                  i, tc_bads[i].json, err, tc_bads[i].want);
+        cr_assert(memcmp(&c, &before, sizeof c) == 0, "case %zu: cfg written on error", i);
+    }
+}
+
+Test(config, token_is_never_echoed)
+{
+    fx_config_t c;
+    char err[ERRCAP], j[1024];
+    char tok[301];
+    memset(tok, 'Q', 300);
+    tok[300] = 0;
+    snprintf(j, sizeof j, "{\"role\":\"master\",\"cluster_id\":\"c\",\"cluster_token\":\"%s\"}", tok);
+    cr_assert_eq(tc_parse(j, &c, err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "cluster_token: (300 bytes, not shown) is longer than 255 bytes"), "%s", err);
+    cr_assert_null(strstr(err, "QQQ"));
+    tok[255] = 0;
+    snprintf(j, sizeof j, "{\"role\":\"master\",\"cluster_id\":\"c\",\"cluster_token\":\"%s\"}", tok);
+    cr_assert_eq(tc_parse(j, &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(strlen(c.cluster_token), 255);
+}
+
+Test(config, null_and_small_buffers)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(fx_config_parse(NULL, &c, err, sizeof err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "config:"), "%s", err);
+    cr_assert_eq(fx_config_parse("{\"role\":\"master\",\"cluster_id\":\"c\"}", NULL, err, sizeof err),
+                 FLUXON_ERR_CONFIG);
+    cr_assert_eq(fx_config_parse(NULL, &c, NULL, 0), FLUXON_ERR_CONFIG);
+    cr_assert_eq(fx_config_parse("{}", &c, NULL, 0), FLUXON_ERR_CONFIG);
+    char small[8];
+    memset(small, 'x', sizeof small);
+    cr_assert_eq(fx_config_parse("{\"role\":\"master\"}", &c, small, sizeof small), FLUXON_ERR_CONFIG);
+    cr_assert_eq(small[7], 0);
+    cr_assert_str_eq(small, "cluster");
+    cr_assert_eq(fx_config_parse("{\"role\":\"master\",\"cluster_id\":\"c\"}", &c, small, sizeof small),
+                 FLUXON_OK);
+    cr_assert_str_eq(small, "");
+}
+
+Test(config, load_file)
+{
+    char path[] = "/tmp/fluxon-test-config-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char *j = "{\"role\":\"master\",\"cluster_id\":\"filec\",\"listen\":\"127.0.0.1:0\"}\n";
+    cr_assert_eq(write(fd, j, strlen(j)), (ssize_t)strlen(j));
+    close(fd);
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(fx_config_load_file(path, &c, err, sizeof err), FLUXON_OK, "%s", err);
+    cr_assert_str_eq(c.cluster_id, "filec");
+    cr_assert_eq(c.listen_port, 0);
+    unlink(path);
+    cr_assert_eq(fx_config_load_file(path, &c, err, sizeof err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, path) && strstr(err, "No such file"), "%s", err);
+    cr_assert_eq(fx_config_load_file("/tmp", &c, err, sizeof err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "config:"), "%s", err);
+    cr_assert_eq(fx_config_load_file(NULL, &c, err, sizeof err), FLUXON_ERR_CONFIG);
+}
+
+Test(config, parse_size_table)
+{
+    static const struct { const char *s; int rc; uint64_t v; } t[] = {
+        {"0", 0, 0}, {"4096", 0, 4096}, {"00012", 0, 12}, {"7B", 0, 7}, {"1KiB", 0, 1024},
+        {"512MiB", 0, 512ull << 20}, {"1GiB", 0, 1ull << 30}, {"2TiB", 0, 2ull << 40},
+        {"3KB", 0, 3000}, {"5MB", 0, 5000000}, {"1GB", 0, 1000000000}, {"4TB", 0, 4000000000000ull},
+        {"18446744073709551615", 0, UINT64_MAX}, {"16777215TiB", 0, 16777215ull << 40},
+        {"18446744073709551616", -1, 0}, {"16777216TiB", -1, 0}, {"18446744073709552TB", -1, 0},
+        {"1.5GiB", -1, 0}, {"12 MiB", -1, 0}, {"-1", -1, 0}, {"GB", -1, 0}, {"", -1, 0},
+        {" 1", -1, 0}, {"1 ", -1, 0}, {"1gib", -1, 0}, {"1Gi", -1, 0}, {"1KIB", -1, 0},
+        {"1kB", -1, 0}, {"+1", -1, 0}, {"1e3", -1, 0}, {"0x10", -1, 0}, {"1GiBB", -1, 0},
+    };
+    for (size_t i = 0; i < FX_ARRAY_LEN(t); i++) {
+        uint64_t v = 12345;
+        int rc = fx_parse_size(t[i].s, &v);
+        cr_assert_eq(rc, t[i].rc, "\"%s\": rc %d", t[i].s, rc);
+        if (rc == 0) cr_assert_eq(v, t[i].v, "\"%s\": %llu", t[i].s, (unsigned long long)v);
+        else cr_assert_eq(v, 12345, "\"%s\" wrote output on failure", t[i].s);
+    }
+    uint64_t v;
+    cr_assert_eq(fx_parse_size(NULL, &v), -1);
+    cr_assert_eq(fx_parse_size("1", NULL), -1);
+}
+
+Test(config, parse_hostport_table)
+{
+    static const struct { const char *s; int rc; const char *host; unsigned port; } t[] = {
+        {"127.0.0.1:7600", 0, "127.0.0.1", 7600}, {"0.0.0.0:0", 0, "0.0.0.0", 0},
+        {"255.255.255.255:65535", 0, "255.255.255.255", 65535}, {"localhost:80", 0, "localhost", 80},
+        {"10.1.2.3:00080", 0, "10.1.2.3", 80},
+        {"127.0.0.1", -1, 0, 0}, {"127.0.0.1:", -1, 0, 0}, {":80", -1, 0, 0},
+        {"127.0.0.1:65536", -1, 0, 0}, {"127.0.0.1:99999", -1, 0, 0}, {"127.0.0.1:123456", -1, 0, 0},
+        {"127.0.0.1:8a", -1, 0, 0}, {"127.0.0.1:-1", -1, 0, 0}, {"127.0.0.1:+80", -1, 0, 0},
+        {"127.0.0.1:80 ", -1, 0, 0}, {" 127.0.0.1:80", -1, 0, 0}, {"256.0.0.1:80", -1, 0, 0},
+        {"1.2.3:80", -1, 0, 0}, {"1.2.3.4.5:80", -1, 0, 0}, {"01.2.3.4:80", -1, 0, 0},
+        {"1..3.4:80", -1, 0, 0}, {"abc:80", -1, 0, 0}, {"example.com:80", -1, 0, 0},
+        {"LOCALHOST:80", -1, 0, 0}, {"localhost:80:90", -1, 0, 0}, {"[::1]:80", -1, 0, 0},
+        {"1.2.3.4:80x", -1, 0, 0}, {"", -1, 0, 0}, {"abc", -1, 0, 0}, {"1.2.3.1234:80", -1, 0, 0},
+    };
+    for (size_t i = 0; i < FX_ARRAY_LEN(t); i++) {
+        char host[FX_HOST_MAX] = "";
+        uint16_t port = 1;
+        int rc = fx_parse_hostport(t[i].s, host, sizeof host, &port);
+        cr_assert_eq(rc, t[i].rc, "\"%s\": rc %d", t[i].s, rc);
+        if (rc == 0) {
+            cr_assert_str_eq(host, t[i].host, "\"%s\"", t[i].s);
+            cr_assert_eq(port, t[i].port, "\"%s\"", t[i].s);
+        }
+    }
+    char tiny[4];
+    uint16_t p;
+    cr_assert_eq(fx_parse_hostport("127.0.0.1:1", tiny, sizeof tiny, &p), -1);
+    cr_assert_eq(fx_parse_hostport(NULL, tiny, sizeof tiny, &p), -1);
+    cr_assert_eq(fx_parse_hostport("1.2.3.4:5", NULL, 0, NULL), 0);
+}
+
+Test(config, names)
+{
+    cr_assert_str_eq(fx_role_name(FX_ROLE_OWNER), "owner");
+    cr_assert_str_eq(fx_role_name(FX_ROLE_EXTERNAL), "external");
+    cr_assert_str_eq(fx_role_name((fx_role_t)99), "none");
+    cr_assert_str_eq(fx_node_role_name(FX_NODE_GPU_OWNER), "gpu_owner");
+    cr_assert_not_null(fx_node_role_name((fx_node_role_t)42));
+}
+
+/* Every prefix of a good config and thousands of byte mutations: must never crash
+ * (ASan/UBSan build) and must either succeed or fail with a message. */
+Test(config, never_crashes)
+{
+    const char *good =
+        "{\"role\":\"owner\",\"cluster_id\":\"c1\",\"socket\":\"/tmp/s\",\"segment_bytes\":\"1GiB\","
+        "\"reserve\":{\"grant_bytes\":\"512MiB\",\"expected\":{\"value_len\":4096,"
+        "\"payload_capacity_bytes\":1e3}},\"hot_capacity_ratio\":0.5,\"numa_node\":-1,"
+        "\"master\":\"localhost:1\",\"log_level\":\"info\",\"cluster_token\":\"x\\u0000y\"}";
+    size_t n = strlen(good);
+    char buf[1024], err[ERRCAP];
+    fx_config_t c;
+    for (size_t k = 0; k <= n; k++) {
+        memcpy(buf, good, k);
+        buf[k] = 0;
+        int rc = fx_config_parse(buf, &c, err, sizeof err);
+        cr_assert(rc == FLUXON_OK || (rc == FLUXON_ERR_CONFIG && err[0]), "prefix %zu", k);
+    }
+    static const char alphabet[] = "{}[]\":,.-+eE0123456789 \\abnrtu\x01\xff";
+    srand(7);
+    for (int it = 0; it < 20000; it++) {
+        memcpy(buf, good, n + 1);
+        int edits = 1 + rand() % 4;
+        for (int e = 0; e < edits; e++)
+            buf[rand() % n] = alphabet[rand() % (sizeof alphabet - 1)];
+        int rc = fx_config_parse(buf, &c, err, sizeof err);
+        cr_assert(rc == FLUXON_OK || (rc == FLUXON_ERR_CONFIG && err[0]), "mutation %d", it);
+    }
+    /* deep nesting is refused by cJSON's nesting limit, not the stack */
+    static char deep[200010];
+    memset(deep, '[', 200000);
+    deep[200000] = 0;
+    cr_assert_eq(fx_config_parse(deep, &c, err, sizeof err), FLUXON_ERR_CONFIG);
+}
