@@ -76,9 +76,9 @@ typedef struct sp_map {
 
 struct fx_slot_pool {
     fx_slot_pool_config_t cfg;
-    sp_map_t grants_by_id, classes_by_size, waiters_by_id;
+    sp_map_t grants_by_id, waiters_by_id;
     sp_grant_t *grant_head, *grant_tail;
-    sp_class_t **classes;
+    sp_class_t **classes; /* few (one per value size in use): searched linearly */
     size_t nclasses, classes_cap;
     sp_waiter_t *gw_head, *gw_tail; /* queued waiters, oldest first */
     sp_waiter_t *dl_head, *dl_tail; /* waiters whose callback is due */
@@ -274,6 +274,15 @@ static void sp_take(fx_slot_pool_t *pool, sp_slot_t *s, fx_slot_ref_t *ref)
                            .slot_size = g->slot_size, .use_seq = s->use_seq, .index = s->index};
 }
 
+static bool sp_claim_free(fx_slot_pool_t *pool, sp_class_t *c, fx_slot_ref_t *ref)
+{
+    sp_slot_t *s = c->free_head;
+    if (!s) return false;
+    sp_free_unlink(c, s);
+    sp_take(pool, s, ref);
+    return true;
+}
+
 static void sp_wait_unqueue(fx_slot_pool_t *pool, sp_waiter_t *w)
 {
     FX_ASSERT(w->where == SP_W_QUEUED && w->cls->nwait > 0 && pool->nwaiters > 0);
@@ -368,35 +377,36 @@ FX_INTERNAL void fx_slot_pool_destroy(fx_slot_pool_t *pool)
     }
     for (size_t i = 0; i < pool->nclasses; i++) fx_free(pool->classes[i]);
     fx_free(pool->classes);
-    sp_map_t *maps[] = {&pool->grants_by_id, &pool->classes_by_size, &pool->waiters_by_id};
-    for (size_t i = 0; i < FX_ARRAY_LEN(maps); i++) {
-        fx_free(maps[i]->keys);
-        fx_free(maps[i]->vals);
-    }
+    fx_free(pool->grants_by_id.keys);
+    fx_free(pool->grants_by_id.vals);
+    fx_free(pool->waiters_by_id.keys);
+    fx_free(pool->waiters_by_id.vals);
     fx_free(pool);
 }
 
 /* ---- grants ------------------------------------------------------------------------------ */
 
+static sp_class_t *sp_class_find(const fx_slot_pool_t *pool, uint64_t slot_size)
+{
+    for (size_t i = 0; i < pool->nclasses; i++)
+        if (pool->classes[i]->slot_size == slot_size) return pool->classes[i];
+    return NULL;
+}
+
 static int sp_class_get_or_add(fx_slot_pool_t *pool, uint64_t slot_size, sp_class_t **c_p)
 {
-    sp_class_t *c = sp_map_get(&pool->classes_by_size, slot_size);
-    if (!c) {
-        if (pool->nclasses == pool->classes_cap) {
-            size_t ncap = pool->classes_cap ? pool->classes_cap * 2 : 4;
-            sp_class_t **nc = fx_realloc(pool->classes, ncap * sizeof *nc);
-            if (!nc) return FLUXON_ERR_NOMEM;
-            pool->classes = nc;
-            pool->classes_cap = ncap;
-        }
-        if (!(c = fx_calloc(1, sizeof *c))) return FLUXON_ERR_NOMEM;
-        c->slot_size = slot_size;
-        if (sp_map_put(&pool->classes_by_size, slot_size, c) != FLUXON_OK) {
-            fx_free(c);
-            return FLUXON_ERR_NOMEM;
-        }
-        pool->classes[pool->nclasses++] = c;
+    if ((*c_p = sp_class_find(pool, slot_size))) return FLUXON_OK;
+    if (pool->nclasses == pool->classes_cap) {
+        size_t ncap = pool->classes_cap ? pool->classes_cap * 2 : 4;
+        sp_class_t **nc = fx_realloc(pool->classes, ncap * sizeof *nc);
+        if (!nc) return FLUXON_ERR_NOMEM;
+        pool->classes = nc;
+        pool->classes_cap = ncap;
     }
+    sp_class_t *c = fx_calloc(1, sizeof *c);
+    if (!c) return FLUXON_ERR_NOMEM;
+    c->slot_size = slot_size;
+    pool->classes[pool->nclasses++] = c;
     *c_p = c;
     return FLUXON_OK;
 }
@@ -478,16 +488,11 @@ FX_INTERNAL int fx_slot_pool_claim(fx_slot_pool_t *pool, uint64_t value_len,
     if (pool->closing) return FLUXON_ERR_CANCELLED;
     uint64_t size = sp_class_size(pool, value_len);
     if (!size) return FLUXON_ERR_INVALID_ARGUMENT;
-    sp_class_t *c = sp_map_get(&pool->classes_by_size, size);
+    sp_class_t *c = sp_class_find(pool, size);
     /* a class with queued waiters has no free slot, so this never jumps the queue */
-    if (!c || !c->free_head) {
-        pool->claim_no_space++;
-        return FLUXON_ERR_NO_SPACE;
-    }
-    sp_slot_t *s = c->free_head;
-    sp_free_unlink(c, s);
-    sp_take(pool, s, slot_p);
-    return FLUXON_OK;
+    if (c && sp_claim_free(pool, c, slot_p)) return FLUXON_OK;
+    pool->claim_no_space++;
+    return FLUXON_ERR_NO_SPACE;
 }
 
 FX_INTERNAL int fx_slot_pool_wait(fx_slot_pool_t *pool, uint64_t value_len, uint64_t now_ms,
@@ -501,12 +506,7 @@ FX_INTERNAL int fx_slot_pool_wait(fx_slot_pool_t *pool, uint64_t value_len, uint
     sp_class_t *c;
     int rc = sp_class_get_or_add(pool, size, &c);
     if (rc != FLUXON_OK) return rc;
-    if (c->free_head) {
-        sp_slot_t *s = c->free_head;
-        sp_free_unlink(c, s);
-        sp_take(pool, s, slot_p);
-        return FLUXON_OK;
-    }
+    if (sp_claim_free(pool, c, slot_p)) return FLUXON_OK;
     sp_waiter_t *w = fx_calloc(1, sizeof *w);
     if (!w) return FLUXON_ERR_NOMEM;
     w->id = ++pool->next_wait_id;
@@ -566,15 +566,11 @@ FX_INTERNAL uint64_t fx_slot_pool_expire(fx_slot_pool_t *pool, uint64_t now_ms)
         sp_wait_unqueue(pool, w);
         /* one line per call, not per waiter: an overloaded owner expires many at once */
         if (n++ == 0)
-            FX_WARN("slot pool: claim timed out (stage=claim) slot_size=%" PRIu64
-                    " waited_ms=%" PRIu64 " class_grants=%" PRIu64 " class_waiters=%" PRIu64
-                    " grants=%" PRIu64 " max_grants=%" PRIu64 " free=%" PRIu64
-                    " prepared=%" PRIu64 " pending=%" PRIu64 " committed=%" PRIu64
-                    " draining=%" PRIu64,
-                    c->slot_size, now_ms - w->queued_ms, c->grants, c->nwait,
-                    pool->ngrants, pool->cfg.max_grants, pool->n[FX_SLOT_FREE],
-                    pool->n[FX_SLOT_PREPARED], pool->n[FX_SLOT_PENDING],
-                    pool->n[FX_SLOT_COMMITTED], pool->draining);
+            FX_WARN("slot pool: claim timed out (stage=claim) slot_size=%" PRIu64 " waited_ms=%"
+                    PRIu64 " class_grants=%" PRIu64 " grants=%" PRIu64 "/%" PRIu64 " pending=%"
+                    PRIu64 " committed=%" PRIu64 " draining=%" PRIu64, c->slot_size,
+                    now_ms - w->queued_ms, c->grants, pool->ngrants, pool->cfg.max_grants,
+                    pool->n[FX_SLOT_PENDING], pool->n[FX_SLOT_COMMITTED], pool->draining);
         sp_deliver_later(pool, w, FLUXON_ERR_TIMEOUT);
     }
     if (n > 1) FX_WARN("slot pool: %" PRIu64 " claims timed out (stage=claim)", n);
@@ -634,11 +630,17 @@ static int sp_resolve(const fx_slot_pool_t *pool, const fx_slot_ref_t *ref, sp_s
     return FLUXON_OK;
 }
 
+/* Every transition starts here: a bad ref returns before anything changes. */
+#define SP_RESOLVE(pool, ref, s)                                                     \
+    sp_slot_t *s;                                                                    \
+    do {                                                                             \
+        int rc_ = sp_resolve(pool, ref, &s);                                         \
+        if (rc_ != FLUXON_OK) return rc_;                                            \
+    } while (0)
+
 FX_INTERNAL int fx_slot_pool_mark_pending(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
 {
-    sp_slot_t *s;
-    int rc = sp_resolve(pool, ref, &s);
-    if (rc != FLUXON_OK) return rc;
+    SP_RESOLVE(pool, ref, s);
     if (s->state != FX_SLOT_PREPARED) return FLUXON_ERR_WRONG_HANDLE;
     FX_ASSERT(s->holder_refs == 0 && !s->route_live);
     sp_set_state(pool, s, FX_SLOT_PENDING);
@@ -647,9 +649,7 @@ FX_INTERNAL int fx_slot_pool_mark_pending(fx_slot_pool_t *pool, const fx_slot_re
 
 FX_INTERNAL int fx_slot_pool_mark_committed(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
 {
-    sp_slot_t *s;
-    int rc = sp_resolve(pool, ref, &s);
-    if (rc != FLUXON_OK) return rc;
+    SP_RESOLVE(pool, ref, s);
     if (s->state != FX_SLOT_PENDING || s->aborted) return FLUXON_ERR_WRONG_HANDLE;
     FX_ASSERT(!s->route_live);
     sp_set_state(pool, s, FX_SLOT_COMMITTED);
@@ -659,9 +659,7 @@ FX_INTERNAL int fx_slot_pool_mark_committed(fx_slot_pool_t *pool, const fx_slot_
 
 FX_INTERNAL int fx_slot_pool_route_dead(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
 {
-    sp_slot_t *s;
-    int rc = sp_resolve(pool, ref, &s);
-    if (rc != FLUXON_OK) return rc;
+    SP_RESOLVE(pool, ref, s);
     if (s->state != FX_SLOT_COMMITTED || !s->route_live) return FLUXON_ERR_WRONG_HANDLE;
     s->route_live = false;
     pool->draining++;
@@ -672,9 +670,7 @@ FX_INTERNAL int fx_slot_pool_route_dead(fx_slot_pool_t *pool, const fx_slot_ref_
 
 FX_INTERNAL int fx_slot_pool_release_prepared(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
 {
-    sp_slot_t *s;
-    int rc = sp_resolve(pool, ref, &s);
-    if (rc != FLUXON_OK) return rc;
+    SP_RESOLVE(pool, ref, s);
     if (s->state == FX_SLOT_PREPARED) {
         sp_release_slot(pool, s);
     } else if (s->state == FX_SLOT_PENDING && !s->aborted) {
@@ -690,9 +686,7 @@ FX_INTERNAL int fx_slot_pool_release_prepared(fx_slot_pool_t *pool, const fx_slo
 
 FX_INTERNAL int fx_slot_pool_holder_ref(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
 {
-    sp_slot_t *s;
-    int rc = sp_resolve(pool, ref, &s);
-    if (rc != FLUXON_OK) return rc;
+    SP_RESOLVE(pool, ref, s);
     if (s->state == FX_SLOT_PREPARED || (s->state == FX_SLOT_PENDING && s->aborted))
         return FLUXON_ERR_WRONG_HANDLE;
     if (s->state == FX_SLOT_COMMITTED && !s->route_live) return FLUXON_ERR_STALE;
@@ -704,9 +698,7 @@ FX_INTERNAL int fx_slot_pool_holder_ref(fx_slot_pool_t *pool, const fx_slot_ref_
 
 FX_INTERNAL int fx_slot_pool_holder_unref(fx_slot_pool_t *pool, const fx_slot_ref_t *ref)
 {
-    sp_slot_t *s;
-    int rc = sp_resolve(pool, ref, &s);
-    if (rc != FLUXON_OK) return rc;
+    SP_RESOLVE(pool, ref, s);
     if (s->holder_refs == 0) return FLUXON_ERR_WRONG_HANDLE;
     FX_ASSERT(s->state == FX_SLOT_PENDING || s->state == FX_SLOT_COMMITTED);
     s->holder_refs--;
@@ -719,10 +711,8 @@ FX_INTERNAL int fx_slot_pool_holder_unref(fx_slot_pool_t *pool, const fx_slot_re
 FX_INTERNAL int fx_slot_pool_inspect(const fx_slot_pool_t *pool, const fx_slot_ref_t *ref,
                                      fx_slot_info_t *info_p)
 {
-    sp_slot_t *s;
     if (!info_p) return FLUXON_ERR_INVALID_ARGUMENT;
-    int rc = sp_resolve(pool, ref, &s);
-    if (rc != FLUXON_OK) return rc;
+    SP_RESOLVE(pool, ref, s);
     *info_p = (fx_slot_info_t){(fx_slot_state_t)s->state, s->route_live, s->aborted,
                                s->holder_refs};
     return FLUXON_OK;
@@ -915,5 +905,6 @@ FX_INTERNAL int fx_slot_pool_check(fx_slot_pool_t *pool)
 }
 
 #undef SP_CHECK
+#undef SP_RESOLVE
 #undef SP_APPEND
 #undef SP_UNLINK

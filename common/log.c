@@ -6,7 +6,7 @@
 #include <strings.h>
 #include <sys/time.h>
 
-static int g_log_level = FX_LOG_INFO;
+static int g_log_level = -1; /* unset: info until the first node or client sets it */
 static __thread char t_role[16] = "proc";
 static __thread char t_node[64] = "-";
 
@@ -25,7 +25,16 @@ FX_INTERNAL const char *fx_log_level_name(int level)
 }
 
 FX_INTERNAL void fx_log_set_level(int level) { __atomic_store_n(&g_log_level, level, __ATOMIC_RELAXED); }
-FX_INTERNAL int fx_log_get_level(void) { return __atomic_load_n(&g_log_level, __ATOMIC_RELAXED); }
+FX_INTERNAL int fx_log_get_level(void)
+{
+    int l = __atomic_load_n(&g_log_level, __ATOMIC_RELAXED);
+    return l < 0 ? FX_LOG_INFO : l;
+}
+FX_INTERNAL void fx_log_apply_config_level(int level)
+{
+    int cur = __atomic_load_n(&g_log_level, __ATOMIC_RELAXED);
+    if (cur < 0 || level < cur) fx_log_set_level(level);
+}
 
 FX_INTERNAL void fx_log_set_context(const char *role, const char *node_id)
 {

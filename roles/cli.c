@@ -157,18 +157,16 @@ static int cmd_stat(fluxon_client *c, int argc, char **argv)
         free(buf);
         return 0;
     }
-    cJSON *arr = cJSON_Parse(buf);
+    /* The library writes this array in a fixed shape (fluxon_client_cluster_nodes);
+     * scan it directly so 64-bit generations keep every digit. */
     printf("%-24s %-13s %-20s %-6s %15s\n", "NODE", "ROLE", "GENERATION", "ALIVE", "SEGMENT_BYTES");
-    cJSON *n;
-    cJSON_ArrayForEach(n, arr)
-    {
-        printf("%-24s %-13s %-20.0f %-6s %15.0f\n", cJSON_GetStringValue(cJSON_GetObjectItem(n, "node_id")),
-               cJSON_GetStringValue(cJSON_GetObjectItem(n, "role")),
-               cJSON_GetNumberValue(cJSON_GetObjectItem(n, "generation")),
-               cJSON_IsTrue(cJSON_GetObjectItem(n, "alive")) ? "yes" : "no",
-               cJSON_GetNumberValue(cJSON_GetObjectItem(n, "segment_bytes")));
+    for (const char *p = strchr(buf, '{'); p; p = strchr(p + 1, '{')) {
+        char id[64] = "", role[16] = "", alive[6] = "";
+        unsigned long long gen = 0, seg = 0;
+        if (sscanf(p, "{\"node_id\":\"%63[^\"]\",\"role\":\"%15[^\"]\",\"generation\":%llu,"
+                      "\"alive\":%5[a-z],\"segment_bytes\":%llu}", id, role, &gen, alive, &seg) == 5)
+            printf("%-24s %-13s %-20llu %-6s %15llu\n", id, role, gen, strcmp(alive, "true") ? "no" : "yes", seg);
     }
-    cJSON_Delete(arr);
     free(buf);
     return 0;
 }

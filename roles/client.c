@@ -181,7 +181,7 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
         rc = FLUXON_ERR_CONFIG;
         goto err_free;
     }
-    if (cl->cfg.log_level < fx_log_get_level()) fx_log_set_level(cl->cfg.log_level);
+    fx_log_apply_config_level(cl->cfg.log_level);
     int sock = -1, seg_fd = -1;
     rc = fx_unix_connect(cl->cfg.socket_path, (int)cl->cfg.timeout_ms, &sock);
     if (rc != FLUXON_OK) {

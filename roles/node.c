@@ -88,7 +88,7 @@ int fluxon_node_start(const char *config_json, fluxon_node **node_p)
         rc = FLUXON_ERR_CONFIG;
         goto err_free;
     }
-    if (n->cfg.log_level < fx_log_get_level()) fx_log_set_level(n->cfg.log_level);
+    fx_log_apply_config_level(n->cfg.log_level);
     rc = fx_reactor_create(&n->r);
     if (rc != FLUXON_OK) goto err_free;
     sem_init(&n->ready_sem, 0, 0);

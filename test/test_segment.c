@@ -16,6 +16,9 @@
 
 #define TSEG_MIB (1024u * 1024u)
 #define TSEG_WAIT_MS 10000
+/* One value for every test: Criterion 2.4.1 leaks a timer record (LeakSanitizer fails
+ * the run) when tests with different .timeout values run in parallel. */
+#define TSEG_TEST_TIMEOUT_S 60
 
 /* ---- helpers ------------------------------------------------------------------- */
 
@@ -174,7 +177,7 @@ static int tseg_child_roundtrip(int sock, uint64_t seg_len)
     return rc;
 }
 
-Test(segment, child_attaches_reads_and_writes, .timeout = 60)
+Test(segment, child_attaches_reads_and_writes, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     const uint64_t len = 4 * TSEG_MIB, gen = 0x1234567890abcdefull;
     fx_segment_t *seg = NULL;
@@ -247,7 +250,7 @@ static int tseg_child_reader(int sock, int ready_r)
     return rc;
 }
 
-Test(segment, two_children_see_same_bytes, .timeout = 60)
+Test(segment, two_children_see_same_bytes, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     const uint64_t gen = 77;
     fx_segment_t *seg = NULL;
@@ -300,7 +303,7 @@ Test(segment, two_children_see_same_bytes, .timeout = 60)
 
 /* ---- attach refusals ------------------------------------------------------------ */
 
-Test(segment, attach_wrong_generation_is_stale)
+Test(segment, attach_wrong_generation_is_stale, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     fx_segment_t *seg = NULL, *att = NULL;
     cr_assert_eq(fx_segment_create(8192, -1, 1000, "n", &seg), FLUXON_OK);
@@ -320,7 +323,7 @@ Test(segment, attach_wrong_generation_is_stale)
     fx_segment_destroy(NULL);
 }
 
-Test(segment, attach_bad_header_is_protocol)
+Test(segment, attach_bad_header_is_protocol, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     fx_segment_t *att = NULL;
     unsigned char garbage[8192];
@@ -372,7 +375,7 @@ Test(segment, attach_bad_header_is_protocol)
     cr_assert_null(att);
 }
 
-Test(segment, attach_invalid_fds)
+Test(segment, attach_invalid_fds, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     fx_segment_t *att = NULL, *seg = NULL;
     cr_assert_eq(fx_segment_attach(-1, 1, &att), FLUXON_ERR_INVALID_ARGUMENT);
@@ -395,7 +398,7 @@ Test(segment, attach_invalid_fds)
 
 /* ---- create ------------------------------------------------------------------- */
 
-Test(segment, create_rejects_bad_sizes)
+Test(segment, create_rejects_bad_sizes, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     fx_segment_t *seg = NULL;
     const uint64_t bad[] = {0, 4096, 4097, 8191, 8193, 12288 + 1, UINT64_MAX & ~4095ull};
@@ -414,7 +417,7 @@ Test(segment, create_rejects_bad_sizes)
     fx_segment_destroy(seg);
 }
 
-Test(segment, create_writes_header)
+Test(segment, create_writes_header, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     fx_segment_t *seg = NULL;
     cr_assert_eq(fx_segment_create(3 * 4096, -1, 42, NULL, &seg), FLUXON_OK);
@@ -437,7 +440,7 @@ Test(segment, create_writes_header)
     fx_segment_destroy(seg);
 }
 
-Test(segment, numa_node_0_places_pages)
+Test(segment, numa_node_0_places_pages, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     if (numa_available() < 0) cr_skip_test("NUMA not available on this host");
     fx_segment_t *seg = NULL;
@@ -455,7 +458,7 @@ Test(segment, numa_node_0_places_pages)
     fx_segment_destroy(seg);
 }
 
-Test(segment, numa_node_missing_is_config)
+Test(segment, numa_node_missing_is_config, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     fx_segment_t *seg = NULL;
     cr_assert_eq(fx_segment_create(8192, 4095, 1, "n", &seg), FLUXON_ERR_CONFIG);
@@ -467,7 +470,7 @@ Test(segment, numa_node_missing_is_config)
 
 /* ---- fd passing errors -------------------------------------------------------- */
 
-Test(segment, recv_fd_times_out)
+Test(segment, recv_fd_times_out, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     int sv[2];
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -490,7 +493,7 @@ Test(segment, recv_fd_times_out)
     close(sv[0]), close(sv[1]);
 }
 
-Test(segment, recv_fd_protocol_errors)
+Test(segment, recv_fd_protocol_errors, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     int sv[2];
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -555,7 +558,7 @@ static int tseg_accept(int lfd, int timeout_ms)
     return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 }
 
-Test(segment, listen_modes_in_use_and_stale, .timeout = 30)
+Test(segment, listen_modes_in_use_and_stale, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     char *tmp = th_tmpdir();
     cr_assert_not_null(tmp);
@@ -627,7 +630,7 @@ Test(segment, listen_modes_in_use_and_stale, .timeout = 30)
     free(tmp);
 }
 
-Test(segment, listen_refusals, .timeout = 30)
+Test(segment, listen_refusals, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     char *tmp = th_tmpdir();
     cr_assert_not_null(tmp);
@@ -671,7 +674,7 @@ Test(segment, listen_refusals, .timeout = 30)
     free(tmp);
 }
 
-Test(segment, connect_retries_until_listener_appears, .timeout = 30)
+Test(segment, connect_retries_until_listener_appears, .timeout = TSEG_TEST_TIMEOUT_S)
 {
     char *tmp = th_tmpdir();
     cr_assert_not_null(tmp);
