@@ -106,6 +106,7 @@ static void owner_on_register_resp(void *arg, int status, const fx_frame_header_
                                    const uint8_t *body, fx_arena_t *arena)
 {
     fx_owner_t *o = arg;
+    if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
     if (status != FLUXON_OK) {
         FX_ERROR("master refused registration: %s", fluxon_status_string(status));
         if (status == FLUXON_ERR_AUTH) owner_signal_ready(o, status);
@@ -128,6 +129,7 @@ static void owner_on_hello_resp(void *arg, int status, const fx_frame_header_t *
                                 const uint8_t *body, fx_arena_t *arena)
 {
     fx_owner_t *o = arg;
+    if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
     if (status != FLUXON_OK) {
         char msg[256] = "";
         if (h) {
@@ -201,7 +203,7 @@ static void owner_master_connect(fx_owner_t *o)
 static void owner_master_on_close(fx_conn_t *c, int status)
 {
     fx_owner_t *o = fx_conn_ud(c);
-    bool was_ready = o->mstate == OM_READY;
+    bool was_ready = o->mstate >= OM_HELLO;
     o->mconn = NULL;
     fx_timer_disarm(o->r, &o->heartbeat_timer);
     if (o->shutting_down) return;

@@ -585,8 +585,10 @@ FX_INTERNAL int fx_unix_listen(const char *path, int *fd_p)
             FX_ERROR("unix socket: '%s': socket in use (taken again while replacing it)", path);
             rc = FLUXON_ERR_UNAVAILABLE;
         } else {
-            rc = (errno == EACCES || errno == EROFS || errno == ENOTDIR || errno == ENOENT)
-                     ? FLUXON_ERR_CONFIG : seg_sock_errno_status(errno);
+            int e = errno;
+            rc = (e == EACCES || e == EROFS || e == ENOTDIR || e == ENOENT || e == EISDIR ||
+                  e == ELOOP || e == ENAMETOOLONG)
+                     ? FLUXON_ERR_CONFIG : seg_sock_errno_status(e);
             FX_ERROR("unix socket: bind to '%s' failed: %m", path);
         }
         goto err_close;

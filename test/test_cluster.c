@@ -1,0 +1,288 @@
+/* test_cluster.c — master, owner and external as separate `fluxon` processes on
+ * loopback, in a temporary directory with free ports: ping, refused credentials,
+ * garbage on the master's port, owner death detection, re-registration after restart,
+ * owner reconnect after a master restart, orderly SIGTERM, CLI exit statuses. */
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+#include "fluxon.h"
+
+typedef struct cluster {
+    char *dir;
+    int port;
+    pid_t master, owner;
+    char mcfg[256], ocfg[256], ecfg[256], mlog[256], olog[256], sock[256];
+} cluster_t;
+
+static void write_configs(cluster_t *c, const char *token_e, const char *cluster_e)
+{
+    char buf[1024];
+    snprintf(c->mcfg, sizeof c->mcfg, "%s/master.json", c->dir);
+    snprintf(c->ocfg, sizeof c->ocfg, "%s/owner.json", c->dir);
+    snprintf(c->ecfg, sizeof c->ecfg, "%s/external.json", c->dir);
+    snprintf(c->mlog, sizeof c->mlog, "%s/master.log", c->dir);
+    snprintf(c->olog, sizeof c->olog, "%s/owner.log", c->dir);
+    snprintf(c->sock, sizeof c->sock, "%s/run/o1.sock", c->dir);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"master\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
+             "\"listen\":\"127.0.0.1:%d\",\"heartbeat_timeout_ms\":1000}", c->port);
+    th_write_file(c->mcfg, buf);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"node_id\":\"o1\","
+             "\"master\":\"127.0.0.1:%d\",\"socket\":\"%s\",\"segment_bytes\":\"32MiB\","
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"heartbeat_interval_ms\":100}", c->port, c->sock);
+    th_write_file(c->ocfg, buf);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"external\",\"cluster_id\":\"%s\",\"cluster_token\":\"%s\",\"socket\":\"%s\","
+             "\"timeout_ms\":3000}", cluster_e, token_e, c->sock);
+    th_write_file(c->ecfg, buf);
+}
+
+static pid_t start_role(const char *role, const char *cfg, const char *log)
+{
+    char arg[64];
+    snprintf(arg, sizeof arg, "--role=%s", role);
+    const char *argv[] = {th_fluxon_bin(), arg, "--config", cfg, NULL};
+    return th_spawn(argv, log);
+}
+
+static void cluster_up(cluster_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->dir = th_tmpdir();
+    cr_assert_not_null(c->dir);
+    c->port = th_free_port();
+    write_configs(c, "secret", "t1");
+    c->master = start_role("master", c->mcfg, c->mlog);
+    cr_assert(th_wait_log(c->mlog, "master listening", 5000), "master did not start");
+    c->owner = start_role("owner", c->ocfg, c->olog);
+    cr_assert(th_wait_log(c->mlog, "owner o1 registered", 5000), "owner did not register");
+    cr_assert(th_wait_log(c->olog, "registered with master", 5000), "owner did not see its registration");
+    cr_assert(th_wait_path(c->sock, 5000));
+}
+
+static void cluster_down(cluster_t *c)
+{
+    if (c->owner > 0) th_stop(c->owner, SIGTERM, 3000);
+    if (c->master > 0) th_stop(c->master, SIGTERM, 3000);
+    c->owner = c->master = -1;
+    if (c->dir) {
+        th_rmtree(c->dir);
+        free(c->dir);
+        c->dir = NULL;
+    }
+}
+
+/* One cluster per test process; .fini stops it even when an assertion failed. */
+static cluster_t c;
+static pid_t extra_pid = -1;
+static void teardown(void)
+{
+    if (extra_pid > 0) th_stop(extra_pid, SIGKILL, 1000);
+    cluster_down(&c);
+}
+
+/* Runs `fluxon --role=external --config cfg args...`, returns its exit status and
+ * leaves its output in out (cap bytes). */
+static int run_external(const char *cfg, const char *a1, const char *a2, const char *a3, char *out, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "timeout 60 %s --role=external --config %s %s %s %s 2>&1", th_fluxon_bin(), cfg,
+             a1 ? a1 : "", a2 ? a2 : "", a3 ? a3 : "");
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *client_json(const char *sock, const char *token, const char *cluster)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"external\",\"cluster_id\":\"%s\",\"cluster_token\":\"%s\",\"socket\":\"%s\","
+             "\"timeout_ms\":3000,\"log_level\":\"error\"}", cluster, token, sock);
+    return buf;
+}
+
+Test(cluster, ping_and_stat_through_processes, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    char out[4096];
+    int ex = run_external(c.ecfg, "ping", "--count", "200", out, sizeof out);
+    cr_assert_eq(ex, 0, "ping failed: %s", out);
+    cr_assert(strstr(out, "external->owner ") && strstr(out, "external->owner->master") && strstr(out, "p99"), "%s", out);
+    ex = run_external(c.ecfg, "stat", "--json", NULL, out, sizeof out);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "\"node_id\":\"o1\",\"role\":\"gpu_owner\""), "%s", out);
+    cr_assert(strstr(out, "\"alive\":true,\"segment_bytes\":33554432"), "%s", out);
+    ex = run_external(c.ecfg, "stat", NULL, NULL, out, sizeof out);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "NODE") && strstr(out, "o1") && strstr(out, "33554432"), "%s", out);
+    cluster_down(&c);
+}
+
+Test(cluster, wrong_token_and_cluster_id_are_refused_with_auth, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    fluxon_client *cl = NULL;
+    cr_assert_eq(fluxon_client_open(client_json(c.sock, "wrong", "t1"), &cl), FLUXON_ERR_AUTH);
+    cr_assert_null(cl);
+    cr_assert_eq(fluxon_client_open(client_json(c.sock, "secret", "other"), &cl), FLUXON_ERR_AUTH);
+    cr_assert_eq(fluxon_client_open(client_json(c.sock, "", "t1"), &cl), FLUXON_ERR_AUTH);
+    /* the right credentials still work afterwards */
+    cr_assert_eq(fluxon_client_open(client_json(c.sock, "secret", "t1"), &cl), FLUXON_OK);
+    uint64_t rtt = 0;
+    cr_assert_eq(fluxon_client_ping(cl, 1, &rtt), FLUXON_OK);
+    cr_assert_gt(rtt, 0);
+    fluxon_client_close(cl);
+    /* CLI: exit status 1 and the status named */
+    write_configs(&c, "wrong", "t1");
+    char out[4096];
+    int ex = run_external(c.ecfg, "ping", "--count", "1", out, sizeof out);
+    cr_assert_eq(ex, 1);
+    cr_assert(strstr(out, "FLUXON_ERR_AUTH"), "%s", out);
+    /* an owner with a wrong token is refused by the master and does not start */
+    char bad[512], cfg[256], log[256];
+    snprintf(cfg, sizeof cfg, "%s/bad-owner.json", c.dir);
+    snprintf(log, sizeof log, "%s/bad-owner.log", c.dir);
+    snprintf(bad, sizeof bad,
+             "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"cluster_token\":\"nope\",\"node_id\":\"o2\","
+             "\"master\":\"127.0.0.1:%d\",\"socket\":\"%s/run2/o2.sock\",\"segment_bytes\":\"16MiB\","
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"}}", c.port, c.dir);
+    th_write_file(cfg, bad);
+    extra_pid = start_role("owner", cfg, log);
+    th_stop(extra_pid, 0, 10000); /* signal 0: just wait for it to exit (start_timeout 10 s) */
+    extra_pid = -1;
+    cr_assert(th_wait_log(log, "FLUXON_ERR_AUTH", 100), "owner with a wrong token should report AUTH");
+    cr_assert(th_wait_log(c.mlog, "refusing", 100));
+    cluster_down(&c);
+}
+
+Test(cluster, garbage_on_the_master_port_does_not_take_it_down, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    for (int round = 0; round < 20; round++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)c.port),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+        uint8_t junk[4096];
+        for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(rand() & 0xff);
+        if (round % 4 == 1) memcpy(junk, "FLX1", 4);             /* magic, then garbage */
+        if (round % 4 == 2) memcpy(junk, "FLX1\x04\x00\x00\x00\xff\xff\xff\xff", 12); /* huge body */
+        if (round % 4 == 3) memcpy(junk, "FLX1\x63\x00\x00\x00\x00\x00\x00\x00", 12); /* unknown type */
+        ssize_t w = send(fd, junk, round % 2 ? sizeof junk : 24, MSG_NOSIGNAL);
+        (void)w;
+        th_sleep_ms(5);
+        close(fd);
+    }
+    cr_assert_eq(kill(c.master, 0), 0, "master died");
+    cr_assert(th_wait_log(c.mlog, "protocol error", 2000), "a protocol error should be logged");
+    fluxon_client *cl = NULL;
+    cr_assert_eq(fluxon_client_open(client_json(c.sock, "secret", "t1"), &cl), FLUXON_OK);
+    uint64_t rtt;
+    cr_assert_eq(fluxon_client_ping(cl, 1, &rtt), FLUXON_OK, "master must still serve its owner");
+    fluxon_client_close(cl);
+    cluster_down(&c);
+}
+
+Test(cluster, killed_owner_is_declared_dead_and_reregisters_with_new_generation, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    fluxon_client *cl = NULL;
+    cr_assert_eq(fluxon_client_open(client_json(c.sock, "secret", "t1"), &cl), FLUXON_OK);
+    char before[4096];
+    size_t len;
+    cr_assert_eq(fluxon_client_cluster_nodes(cl, before, sizeof before, &len), FLUXON_OK);
+    fluxon_client_close(cl);
+    double t0 = th_now_s();
+    kill(c.owner, SIGKILL);
+    waitpid(c.owner, NULL, 0);
+    c.owner = -1;
+    cr_assert(th_wait_log(c.mlog, "owner o1 (generation", 3000) && th_wait_log(c.mlog, "declared dead", 3000),
+              "master did not report the dead owner");
+    double dt = th_now_s() - t0;
+    cr_assert_lt(dt, 1.0 + 0.5, "dead after %.2f s; heartbeat timeout is 1 s", dt);
+    /* restart: a new generation is registered */
+    c.owner = start_role("owner", c.ocfg, c.olog);
+    cr_assert(th_wait_log(c.mlog, "owner o1 re-registered with generation", 5000));
+    cr_assert(th_wait_path(c.sock, 5000));
+    cr_assert_eq(fluxon_client_open(client_json(c.sock, "secret", "t1"), &cl), FLUXON_OK);
+    char after[4096];
+    cr_assert_eq(fluxon_client_cluster_nodes(cl, after, sizeof after, &len), FLUXON_OK);
+    fluxon_client_close(cl);
+    unsigned long long g1 = 0, g2 = 0;
+    const char *p1 = strstr(before, "\"node_id\":\"o1\""), *p2 = strstr(after, "\"node_id\":\"o1\"");
+    cr_assert(p1 && p2);
+    sscanf(strstr(p1, "\"generation\":"), "\"generation\":%llu", &g1);
+    sscanf(strstr(p2, "\"generation\":"), "\"generation\":%llu", &g2);
+    cr_assert_gt(g2, g1, "generation must grow across restarts");
+    cr_assert(strstr(strstr(after, "\"node_id\":\"o1\""), "\"alive\":true"));
+    cluster_down(&c);
+}
+
+Test(cluster, owner_reconnects_when_the_master_restarts, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    th_stop(c.master, SIGKILL, 1000);
+    cr_assert(th_wait_log(c.olog, "lost the master connection", 3000));
+    fluxon_client *cl = NULL;
+    cr_assert_eq(fluxon_client_open(client_json(c.sock, "secret", "t1"), &cl), FLUXON_OK);
+    uint64_t rtt;
+    cr_assert_eq(fluxon_client_ping(cl, 0, &rtt), FLUXON_OK, "the owner serves while its master is away");
+    cr_assert_eq(fluxon_client_ping(cl, 1, &rtt), FLUXON_ERR_UNAVAILABLE);
+    char mlog2[300];
+    snprintf(mlog2, sizeof mlog2, "%s/master2.log", c.dir);
+    c.master = start_role("master", c.mcfg, mlog2);
+    cr_assert(th_wait_log(mlog2, "owner o1 registered", 8000), "owner did not come back");
+    int ok = 0;
+    for (int i = 0; i < 100 && !ok; i++) {
+        ok = fluxon_client_ping(cl, 1, &rtt) == FLUXON_OK;
+        if (!ok) th_sleep_ms(50);
+    }
+    cr_assert(ok, "ping through the new master");
+    fluxon_client_close(cl);
+    cluster_down(&c);
+}
+
+Test(cluster, sigterm_is_orderly_and_unlinks_the_socket, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    int st = th_stop(c.owner, SIGTERM, 5000);
+    c.owner = -1;
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "owner exit status %d", st);
+    cr_assert_neq(access(c.sock, F_OK), 0, "socket file must be gone");
+    st = th_stop(c.master, SIGINT, 5000);
+    c.master = -1;
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    cluster_down(&c);
+}
+
+Test(cluster, cli_usage_and_config_errors_exit_2, .timeout = 60, .fini = teardown)
+{
+    char *dir = th_tmpdir();
+    char cfg[256], cmd[600], out[4096];
+    snprintf(cfg, sizeof cfg, "%s/bad.json", dir);
+    th_write_file(cfg, "{\"role\":\"master\",\"cluster_id\":\"x\",\"listen\":\"nonsense\"}");
+    snprintf(cmd, sizeof cmd, "%s --role=master --config %s 2>&1", th_fluxon_bin(), cfg);
+    FILE *p = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    cr_assert_eq(WEXITSTATUS(st), 2, "%s", out);
+    cr_assert(strstr(out, "listen"), "the message names the field: %s", out);
+    snprintf(cmd, sizeof cmd, "%s --role=nobody --config %s >/dev/null 2>&1", th_fluxon_bin(), cfg);
+    cr_assert_eq(WEXITSTATUS(system(cmd)), 2);
+    snprintf(cmd, sizeof cmd, "%s --role=master --config %s/missing.json >/dev/null 2>&1", th_fluxon_bin(), dir);
+    cr_assert_eq(WEXITSTATUS(system(cmd)), 2);
+    snprintf(cmd, sizeof cmd, "%s --version", th_fluxon_bin());
+    p = popen(cmd, "r");
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    cr_assert_eq(WEXITSTATUS(pclose(p)), 0);
+    cr_assert(strstr(out, FLUXON_VERSION_STRING));
+    th_rmtree(dir);
+    free(dir);
+}
