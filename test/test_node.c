@@ -1,0 +1,196 @@
+/* test_node.c — embedded mode through the public API: master and owners as threads of
+ * the test process (several at once), clients from threads, start errors, stats, and
+ * behaviour when the owner goes away. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+
+#include "helpers.h"
+#include "fluxon.h"
+
+static char *dir;
+static fluxon_node *master, *owner_a, *owner_b;
+
+static void fini(void)
+{
+    fluxon_node_stop(owner_a);
+    fluxon_node_stop(owner_b);
+    fluxon_node_stop(master);
+    owner_a = owner_b = master = NULL;
+    th_rmtree(dir);
+    free(dir);
+    dir = NULL;
+}
+
+static fluxon_node *start_owner(const char *id, int expect)
+{
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"emb\",\"cluster_token\":\"tok\",\"node_id\":\"%s\","
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s/%s/s.sock\",\"segment_bytes\":\"16MiB\","
+             "\"reserve\":{\"grant_bytes\":\"4MiB\"},\"log_level\":\"warn\",\"start_timeout_ms\":3000}",
+             id, fluxon_node_port(master), dir, id);
+    fluxon_node *n = NULL;
+    cr_assert_eq(fluxon_node_start(cfg, &n), expect, "owner %s", id);
+    return n;
+}
+
+static fluxon_client *open_client(const char *owner_id, const char *token)
+{
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"emb\",\"cluster_token\":\"%s\",\"socket\":\"%s/%s/s.sock\","
+             "\"timeout_ms\":2000,\"log_level\":\"warn\"}", token, dir, owner_id);
+    fluxon_client *c = NULL;
+    int rc = fluxon_client_open(cfg, &c);
+    return rc == FLUXON_OK ? c : NULL;
+}
+
+static void start_master(void)
+{
+    dir = th_tmpdir();
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"emb\",\"cluster_token\":\"tok\","
+                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"warn\"}", &master), FLUXON_OK);
+    cr_assert_gt(fluxon_node_port(master), 0);
+}
+
+Test(node, master_and_two_owners_in_one_process, .fini = fini, .timeout = 60)
+{
+    start_master();
+    owner_a = start_owner("oa", FLUXON_OK);
+    owner_b = start_owner("ob", FLUXON_OK);
+    cr_assert_eq(fluxon_node_port(owner_a), 0);
+    fluxon_client *ca = open_client("oa", "tok"), *cb = open_client("ob", "tok");
+    cr_assert(ca && cb);
+    uint64_t rtt = 0;
+    cr_assert_eq(fluxon_client_ping(ca, 0, &rtt), FLUXON_OK);
+    cr_assert_eq(fluxon_client_ping(cb, 1, &rtt), FLUXON_OK);
+    char json[4096];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_cluster_nodes(ca, json, sizeof json, &len), FLUXON_OK);
+    cr_assert_eq(len, strlen(json));
+    cr_assert(strstr(json, "\"node_id\":\"oa\"") && strstr(json, "\"node_id\":\"ob\"") &&
+              strstr(json, "\"role\":\"master\""), "%s", json);
+    cr_assert_eq(fluxon_client_stats(ca, json, sizeof json, &len), FLUXON_OK);
+    cr_assert(strstr(json, "\"node_id\":\"oa\"") && strstr(json, "\"externals\":1") &&
+              strstr(json, "\"master_connected\":true"), "%s", json);
+    /* too small a buffer: INVALID_ARGUMENT and the needed length */
+    size_t need = 0;
+    cr_assert_eq(fluxon_client_stats(ca, json, 8, &need), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_geq(need, 8);
+    cr_assert_eq(fluxon_client_stats(ca, json, need + 1, &len), FLUXON_OK);
+    fluxon_client_close(ca);
+    fluxon_client_close(cb);
+}
+
+typedef struct pinger {
+    fluxon_client *c;
+    int ok;
+} pinger_t;
+
+static void *ping_loop(void *arg)
+{
+    pinger_t *p = arg;
+    for (int i = 0; i < 500; i++) {
+        uint64_t rtt;
+        if (fluxon_client_ping(p->c, i & 1, &rtt) == FLUXON_OK) p->ok++;
+    }
+    return NULL;
+}
+
+Test(node, one_client_used_from_many_threads, .fini = fini, .timeout = 60)
+{
+    start_master();
+    owner_a = start_owner("oa", FLUXON_OK);
+    fluxon_client *c = open_client("oa", "tok");
+    cr_assert_not_null(c);
+    pthread_t t[4];
+    pinger_t p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = (pinger_t){c, 0};
+        pthread_create(&t[i], NULL, ping_loop, &p[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(p[i].ok, 500, "thread %d: %d of 500 pings", i, p[i].ok);
+    }
+    fluxon_client_close(c);
+}
+
+Test(node, start_errors, .fini = fini, .timeout = 60)
+{
+    fluxon_node *n = NULL;
+    cr_assert_eq(fluxon_node_start(NULL, &n), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fluxon_node_start("{}", NULL), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\"}", &n), FLUXON_ERR_CONFIG);
+    cr_assert_eq(fluxon_node_start("not json", &n), FLUXON_ERR_CONFIG);
+    cr_assert_eq(fluxon_node_start("{\"role\":\"external\",\"cluster_id\":\"x\",\"socket\":\"/tmp/x.sock\"}", &n),
+                 FLUXON_ERR_CONFIG, "an external is not a node");
+    cr_assert_null(n);
+    /* a port already in use */
+    start_master();
+    char cfg[256];
+    snprintf(cfg, sizeof cfg, "{\"role\":\"master\",\"cluster_id\":\"emb\",\"listen\":\"127.0.0.1:%u\"}",
+             fluxon_node_port(master));
+    cr_assert_eq(fluxon_node_start(cfg, &n), FLUXON_ERR_UNAVAILABLE);
+    /* an owner whose master is unreachable gives up after start_timeout_ms */
+    int port = th_free_port();
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"emb\",\"node_id\":\"lonely\",\"master\":\"127.0.0.1:%d\","
+             "\"socket\":\"%s/lonely/s.sock\",\"segment_bytes\":\"8MiB\",\"reserve\":{\"grant_bytes\":\"4MiB\"},"
+             "\"start_timeout_ms\":500}", port, dir);
+    double t0 = th_now_s();
+    cr_assert_eq(fluxon_node_start(cfg, &n), FLUXON_ERR_UNAVAILABLE);
+    cr_assert_lt(th_now_s() - t0, 3.0);
+    /* a wrong token is refused by the master: AUTH */
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"emb\",\"cluster_token\":\"bad\",\"node_id\":\"o\","
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s/o/s.sock\",\"segment_bytes\":\"8MiB\","
+             "\"reserve\":{\"grant_bytes\":\"4MiB\"}}", fluxon_node_port(master), dir);
+    cr_assert_eq(fluxon_node_start(cfg, &n), FLUXON_ERR_AUTH);
+    cr_assert_null(n);
+    /* no-ops */
+    fluxon_node_stop(NULL);
+    fluxon_client_close(NULL);
+}
+
+Test(node, client_errors_and_owner_going_away, .fini = fini, .timeout = 60)
+{
+    start_master();
+    owner_a = start_owner("oa", FLUXON_OK);
+    fluxon_client *c = NULL;
+    cr_assert_eq(fluxon_client_open(NULL, &c), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fluxon_client_open("{\"role\":\"master\",\"cluster_id\":\"emb\"}", &c), FLUXON_ERR_CONFIG);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "{\"role\":\"external\",\"cluster_id\":\"emb\",\"cluster_token\":\"tok\","
+                              "\"socket\":\"%s/nowhere.sock\",\"timeout_ms\":200}", dir);
+    double t0 = th_now_s();
+    cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_ERR_UNAVAILABLE);
+    cr_assert_lt(th_now_s() - t0, 2.0, "bounded by timeout_ms");
+    cr_assert_null(open_client("oa", "wrong"));
+    c = open_client("oa", "tok");
+    cr_assert_not_null(c);
+    cr_assert_eq(fluxon_client_ping(NULL, 0, NULL), FLUXON_ERR_INVALID_ARGUMENT);
+    size_t len;
+    cr_assert_eq(fluxon_client_stats(c, NULL, 10, &len), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fluxon_client_stats(c, (char[4]){0}, 4, NULL), FLUXON_ERR_INVALID_ARGUMENT);
+    fluxon_node_stop(owner_a);
+    owner_a = NULL;
+    int rc = FLUXON_OK;
+    for (int i = 0; i < 100 && rc == FLUXON_OK; i++) {
+        rc = fluxon_client_ping(c, 0, NULL);
+        if (rc == FLUXON_OK) th_sleep_ms(10);
+    }
+    cr_assert_eq(rc, FLUXON_ERR_UNAVAILABLE);
+    fluxon_client_close(c);
+}
+
+Test(node, status_strings)
+{
+    cr_assert_str_eq(fluxon_status_string(FLUXON_OK), "FLUXON_OK");
+    cr_assert_str_eq(fluxon_status_string(FLUXON_ERR_AUTH), "FLUXON_ERR_AUTH");
+    cr_assert_str_eq(fluxon_status_string(FLUXON_ERR_INTERNAL), "FLUXON_ERR_INTERNAL");
+    cr_assert_str_eq(fluxon_status_string(-12345), "FLUXON_ERR_UNKNOWN");
+    for (int s = FLUXON_ERR_INTERNAL; s <= FLUXON_IN_PROGRESS; s++)
+        cr_assert(strcmp(fluxon_status_string(s), "FLUXON_ERR_UNKNOWN") != 0, "status %d has a name", s);
+    cr_assert_str_eq(fluxon_version(), FLUXON_VERSION_STRING);
+}
