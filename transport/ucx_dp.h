@@ -4,9 +4,9 @@
 #ifndef FX_UCX_DP_H
 #define FX_UCX_DP_H
 
-#include <stdio.h>
+#include "fx.h" /* first: it defines _GNU_SOURCE */
 
-#include "fx.h"
+#include <stdio.h>
 
 /* Threading: an fx_ucx_t and everything made from it (memory, peers, transfers) belong
  * to ONE thread, the caller's reactor (UCS_THREAD_MODE_SINGLE). No call is thread-safe.
@@ -132,8 +132,8 @@ FX_INTERNAL void fx_ucx_set_timeout_ms(fx_ucx_t *u, uint32_t ms);
 /* Mechanism for peers connected from now on (default FX_UCX_MECH_AUTO). */
 FX_INTERNAL void fx_ucx_set_mech(fx_ucx_t *u, fx_ucx_mech_t mech);
 
-/* The worker's address, to give to peers. *addr_p/*len_p are owned by u and valid until
- * fx_ucx_destroy. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT. */
+/* The worker's address, to give to peers. The bytes (*addr_p, *len_p of them) are owned
+ * by u and valid until fx_ucx_destroy. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT. */
 FX_INTERNAL int fx_ucx_worker_address(fx_ucx_t *u, const void **addr_p, size_t *len_p);
 
 /* Registers an existing region [base, base+len) (e.g. the owner segment) with UCX
