@@ -6,44 +6,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "role.h"
-
-typedef struct master_node {
-    char node_id[FX_ID_MAX];
-    uint8_t role;      /* fx_role_t */
-    uint8_t node_role; /* fx_node_role_t */
-    uint64_t generation;
-    bool alive;
-    uint64_t segment_bytes, segment_base;
-    uint64_t last_heartbeat_ms;
-    struct master_peer *peer; /* live connection, or NULL */
-    uint8_t *ucx_address, *rkey;
-    uint32_t ucx_address_len, rkey_len;
-} master_node_t;
-
-typedef struct master_peer {
-    struct master_peer *prev, *next;
-    fx_master_t *m;
-    fx_conn_t *conn;
-    bool hello_ok;
-    uint8_t role;
-    char node_id[FX_ID_MAX];
-    master_node_t *node; /* set by REGISTER */
-} master_peer_t;
-
-struct fx_master {
-    fx_reactor_t *r;
-    fx_config_t cfg;
-    uint64_t generation;
-    int listen_fd;
-    uint16_t port;
-    fx_acceptor_t *acceptor;
-    master_peer_t *peers;
-    master_node_t **nodes;
-    size_t n_nodes, cap_nodes;
-    fx_timer_t liveness_timer;
-    bool shutting_down;
-};
+#include "master_int.h"
 
 static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena);
@@ -77,6 +40,7 @@ static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
 {
     if (!n->alive) return;
     n->alive = false;
+    fx_master_kv_node_dead(m, n);
     FX_WARN("owner %s (generation %llu) declared dead: %s", n->node_id,
             (unsigned long long)n->generation, why);
 }
@@ -179,15 +143,23 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->ucx_address_len = b.ucx_address.len;
     n->rkey = rk;
     n->rkey_len = b.rkey.len;
+    uint64_t old_generation = n->generation;
     n->role = p->role;
     n->node_role = b.node_role;
     n->generation = b.generation;
+    n->grant_bytes = b.grant_bytes;
     n->segment_bytes = b.segment_bytes;
     n->segment_base = b.segment_base;
     n->alive = true;
     n->last_heartbeat_ms = fx_now_ms();
     n->peer = p;
     p->node = n;
+    int krc = fx_master_kv_node_registered(m, n, old_generation);
+    if (krc != FLUXON_OK) {
+        n->alive = false;
+        fx_conn_reply_error(p->conn, h, krc, "register: cannot set up the segment allocator of %s", node_id);
+        return;
+    }
     fx_body_register_ack_t ack = {m->generation, m->cfg.heartbeat_timeout_ms};
     FX_CONN_REPLY(p->conn, h, register_ack, &ack);
 }
@@ -270,8 +242,10 @@ static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const ui
     }
     case FX_MSG_CLUSTER_NODES: master_handle_nodes(p, h); break;
     default:
-        fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by the master",
-                            fx_msg_name(h->type));
+        if (fx_master_kv_request(p->m, p, h, body, arena)) break;
+        if (h->req_id)
+            fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by the master",
+                                fx_msg_name(h->type));
     }
 }
 
@@ -320,7 +294,9 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
     m->r = r;
     m->cfg = *cfg;
     m->generation = fx_realtime_ns();
-    int rc = fx_tcp_listen(cfg->listen_host, cfg->listen_port, &m->listen_fd, &m->port);
+    int rc = fx_master_kv_init(m);
+    if (rc != FLUXON_OK) goto err_free;
+    rc = fx_tcp_listen(cfg->listen_host, cfg->listen_port, &m->listen_fd, &m->port);
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_acceptor_start(r, m->listen_fd, master_on_accept, m, &m->acceptor);
     if (rc != FLUXON_OK) goto err_close;
@@ -335,6 +311,7 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
 err_close:
     close(m->listen_fd);
 err_free:
+    fx_master_kv_fini(m);
     fx_free(m);
     return rc;
 }
@@ -354,7 +331,9 @@ FX_INTERNAL void fx_master_destroy(fx_master_t *m)
 {
     if (!m) return;
     if (m->listen_fd > 0) close(m->listen_fd);
+    fx_master_kv_fini(m);
     for (size_t i = 0; i < m->n_nodes; i++) {
+        fx_master_kv_node_free(m, m->nodes[i]);
         fx_free(m->nodes[i]->ucx_address);
         fx_free(m->nodes[i]->rkey);
         fx_free(m->nodes[i]);

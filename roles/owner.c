@@ -145,7 +145,7 @@ static void owner_on_hello_resp(void *arg, int status, const fx_frame_header_t *
     o->mstate = OM_REGISTERING;
     fx_body_register_t reg = {fx_str_c(o->cfg.node_id), o->generation, (uint8_t)o->cfg.node_role,
                               fx_segment_len(o->seg), (uint64_t)(uintptr_t)fx_segment_base(o->seg),
-                              {NULL, 0}, {NULL, 0}};
+                              {NULL, 0}, {NULL, 0}, o->cfg.grant_bytes};
     if (FX_RPC_CALL(o->mconn, REGISTER, register, &reg, FX_MASTER_RPC_TIMEOUT_MS,
                     owner_on_register_resp, o) != FLUXON_OK)
         fx_conn_close(o->mconn, FLUXON_ERR_UNAVAILABLE);

@@ -598,7 +598,9 @@ Test(slot_pool, waiter_timeout_and_needs_grant)
     cr_assert_eq(l.tag[1], 1);
     cr_assert_eq(l.status[1], FLUXON_ERR_TIMEOUT);
     cr_assert_eq(fx_slot_pool_next_deadline(p, 1104), 1150);
-    cr_assert_eq(fx_slot_pool_expire(p, 1150), 1);
+    e.now = 1150;
+    free(capture_stderr(do_expire, &e));
+    cr_assert_eq(e.n, 1);
     cr_assert_eq(l.status[2], FLUXON_ERR_TIMEOUT);
     fx_slot_pool_stats_t st = stats(p);
     cr_assert_eq(st.waits_timed_out, 2);
@@ -873,7 +875,7 @@ Test(slot_pool, randomized_walk_100k, .timeout = 120)
     }
     rw_verify();
     const uint64_t lens[] = {1, 4096, 4097, 8192, 9000, 12288, 16384};
-    uint64_t served = 0, timeouts = 0, stale = 0, frees_seen = 0;
+    uint64_t served = 0, timeouts = 0, stale = 0;
     for (int step = 0; step < RW_OPS; step++) {
         rw.now += rnd(3);
         uint64_t k = rnd(100);
@@ -943,13 +945,11 @@ Test(slot_pool, randomized_walk_100k, .timeout = 120)
             int op = 0;
             for (int w = (int)rnd(100); w >= weights[op]; op++) w -= weights[op];
             int f = rw_flat(&r);
-            bool was_free = rw.s[f].state == FX_SLOT_FREE;
             int want = rw_expected(op, f, &r);
             int got = rw_call(op, &r);
             cr_assert_eq(got, want, "step %d op %d slot %d: got %d want %d", step, op, f, got,
                          want);
             stale += got == FLUXON_ERR_STALE;
-            frees_seen += !was_free && (rw.s[f].state == FX_SLOT_FREE || rw.nwant > 0);
         }
         for (int i = 0; i < rw.nwant; i++) served += rw.want[i].status == FLUXON_OK;
         rw_verify();
@@ -961,12 +961,13 @@ Test(slot_pool, randomized_walk_100k, .timeout = 120)
     rw_verify();
     for (int f = 0; f < rw.nslots; f++) {
         fx_slot_ref_t r = rw_ref(f);
-        for (int op = 0; op < 6 && rw.s[f].state != FX_SLOT_FREE; op++) {
-            int o = (int[]){3, 2, 5, 5, 5, 5}[op];
-            while (o == 5 && rw.s[f].holders) cr_assert_eq(rw_call(5, &r), rw_expected(5, f, &r));
-            if (o != 5 && rw.s[f].state != FX_SLOT_FREE) rw_call(o, &r), rw_expected(o, f, &r);
-        }
-        cr_assert_eq(rw.s[f].state, FX_SLOT_FREE, "slot %d not drained", f);
+        rw_slot_t *m = &rw.s[f];
+        if (m->state == FX_SLOT_PREPARED || (m->state == FX_SLOT_PENDING && !m->aborted))
+            cr_assert_eq(rw_call(3, &r), rw_expected(3, f, &r));
+        if (m->state == FX_SLOT_COMMITTED && m->route)
+            cr_assert_eq(rw_call(2, &r), rw_expected(2, f, &r));
+        while (m->holders) cr_assert_eq(rw_call(5, &r), rw_expected(5, f, &r));
+        cr_assert_eq(m->state, FX_SLOT_FREE, "slot %d not drained", f);
     }
     rw_verify();
     fx_slot_pool_stats_t st = stats(rw.p);
@@ -975,8 +976,10 @@ Test(slot_pool, randomized_walk_100k, .timeout = 120)
     cr_assert_gt(served, 100, "too few waiters served: %lu", (unsigned long)served);
     cr_assert_gt(timeouts, 100, "too few timeouts: %lu", (unsigned long)timeouts);
     cr_assert_gt(stale, 1000, "too few stale refs: %lu", (unsigned long)stale);
-    cr_assert_gt(st.frees, 5000, "too few frees: %lu", (unsigned long)st.frees);
-    (void)frees_seen;
+    cr_assert_gt(st.frees, 4000, "too few frees: %lu", (unsigned long)st.frees);
+    cr_log_info("walk: %lu frees, %lu waiters served, %lu timeouts, %lu stale refs",
+                (unsigned long)st.frees, (unsigned long)served, (unsigned long)timeouts,
+                (unsigned long)stale);
     fx_slot_pool_destroy(rw.p);
     for (int c = 0; c < RW_NCLS; c++) free(rw.waitq[c]);
     free(rw.tok);

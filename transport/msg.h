@@ -13,6 +13,12 @@
 #define FX_FRAME_HEADER_BYTES 24u
 #define FX_PROTOCOL_VERSION 1u
 #define FX_FLAG_RESPONSE 0x0001u
+/* put flags (put_start.flags, put_done.flags) */
+#define FX_PUT_REJECT_IF_INFLIGHT 0x1ull
+#define FX_PUT_REJECT_IF_EXIST 0x2ull
+#define FX_PUT_WRITE_THROUGH 0x4ull
+#define FX_PUT_MAKE_REPLICA 0x8ull
+/* A request with req_id 0 is one-way: no response is sent. */
 
 typedef struct fx_frame_header {
     uint32_t magic;
@@ -52,7 +58,7 @@ typedef struct fx_strv {
     F(STR, ucx_address)
 #define FX_BODY_register(F)                                                           \
     F(STR, node_id) F(U64, generation) F(U8, node_role) F(U64, segment_bytes)           \
-    F(U64, segment_base) F(STR, ucx_address) F(STR, rkey)
+    F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)
 #define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms)
 #define FX_BODY_heartbeat(F) F(U64, generation)
 #define FX_BODY_ping(F) F(U8, to_master) F(U64, t_ns)
@@ -61,6 +67,59 @@ typedef struct fx_strv {
     F(U64V, segment_bytes)
 #define FX_BODY_json(F) F(STR, json)
 
+/* ---- KV and hostless bodies (issues 3-5). Arrays of one batch are parallel (SoA):
+ * element i of every U64V/STRV field describes key i. Statuses travel as u64 holding
+ * the (negative) int status cast through int64_t. ---- */
+#define FX_BODY_grant(F) F(U64, slot_size) F(U32, count)
+#define FX_BODY_grant_ack(F) F(U64V, grant_ids) F(U64V, offsets)
+/* owner -> master: publish a batch of local values (ONE message per plan, G8/A2).
+ * batch_id is unique per owner generation; a retry reuses it (T1). */
+#define FX_BODY_put_done(F)                                                           \
+    F(U64, batch_id) F(U64, value_len) F(U64, flags) F(U64, lease_id) F(STRV, keys)      \
+    F(U64V, offsets) F(U64V, group_lens)
+/* per key: status, put_id = (put_ms, put_ver) */
+#define FX_BODY_put_done_ack(F) F(U64V, statuses) F(U64V, put_ms) F(U64V, put_ver)
+/* owner -> master: where are these keys (BatchGetStart, G8) */
+#define FX_BODY_lookup(F) F(STRV, keys)
+/* per key: status, source index into the src_* arrays, offset, value_len, put_id,
+ * group id and group length (A1); per source owner: id, generation, UCX worker address,
+ * packed rkey and segment base address (for RMA). */
+#define FX_BODY_lookup_ack(F)                                                         \
+    F(U64V, statuses) F(U64V, src) F(U64V, offsets) F(U64V, value_lens) F(U64V, put_ms)  \
+    F(U64V, put_ver) F(STRV, src_node_ids) F(U64V, src_generations)                     \
+    F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases)
+/* owner -> master: durable replicas now held here (GetDone, batch) */
+#define FX_BODY_get_done(F) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver) F(U64, value_len)
+#define FX_BODY_statuses(F) F(U64V, statuses)
+#define FX_BODY_key(F) F(STR, key)
+/* master -> owner (one-way, req_id 0): these replicas on you are no longer routed */
+#define FX_BODY_invalidate(F) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver)
+#define FX_BODY_keys(F) F(STRV, keys)
+#define FX_BODY_count(F) F(U64, count)
+#define FX_BODY_lease(F) F(U64, ttl_ms)
+#define FX_BODY_lease_ack(F) F(U64, lease_id)
+#define FX_BODY_list(F) F(STR, prefix) F(STR, after) F(U32, limit)
+/* external -> owner: hostless put_start (flags: FX_PUT_* bits) */
+#define FX_BODY_put_start(F)                                                          \
+    F(STRV, keys) F(U64, value_len) F(U64, flags) F(U64V, group_lens) F(STR, replica_mask) \
+    F(U64, lease_id) F(STR, preferred_sub_cluster)
+#define FX_BODY_put_start_ack(F) F(U64, plan_id) F(U64V, statuses) F(U64V, offsets)
+#define FX_BODY_plan_ref(F) F(U64, plan_id)
+#define FX_BODY_put_commit_ack(F) F(U64, future_id)
+/* owner -> external (one-way): the batch of future_id is published (or failed) */
+#define FX_BODY_published(F) F(U64, future_id) F(I32, status)
+#define FX_BODY_get_start(F) F(STRV, keys) F(U64V, group_lens) F(U8, best_effort)
+/* per transferable key: segment offset, value_len and the holder pinning it */
+#define FX_BODY_get_start_ack(F)                                                      \
+    F(U64, handle_id) F(U64, raw_prefix) F(U64, transferable) F(U64, prefix_groups)      \
+    F(I64, first_miss_index) F(I64, first_miss_group) F(U8, all_hit) F(U64V, offsets)    \
+    F(U64V, value_lens) F(U64V, holder_ids)
+/* external -> owner (one-way): handle consumed: keep holders [0, consume), release the
+ * rest; consume 0 = cancel (release all) */
+#define FX_BODY_handle_consume(F) F(U64, handle_id) F(U64, consume)
+/* external -> owner (one-way): release these holders */
+#define FX_BODY_release(F) F(U64V, holder_ids)
+
 /* ---- catalog: X(NAME, id, request body, response body) ---- */
 #define FX_MSG_CATALOG(X)                                                             \
     X(HELLO, 1, hello, hello_ack)            /* first frame on every connection */    \
@@ -68,7 +127,23 @@ typedef struct fx_strv {
     X(HEARTBEAT, 3, heartbeat, empty)        /* owner -> master, periodic */          \
     X(PING, 4, ping, ping)                   /* external -> owner (-> master) */      \
     X(CLUSTER_NODES, 5, empty, nodes)        /* external -> owner -> master */        \
-    X(OWNER_STATS, 6, empty, json)           /* external -> owner */
+    X(OWNER_STATS, 6, empty, json)           /* external -> owner */                  \
+    X(GRANT, 7, grant, grant_ack)            /* owner -> master: slot grants */       \
+    X(PUT_DONE, 8, put_done, put_done_ack)   /* owner -> master: publish a batch */   \
+    X(LOOKUP, 9, lookup, lookup_ack)         /* owner -> master: BatchGetStart */     \
+    X(GET_DONE, 10, get_done, statuses)      /* owner -> master: durable replicas */  \
+    X(DELETE, 11, key, empty)                /* external -> owner -> master */        \
+    X(INVALIDATE, 12, invalidate, empty)     /* master -> owner, one-way */           \
+    X(EXISTS, 13, keys, count)               /* external -> owner (-> master) */      \
+    X(LEASE_GRANT, 14, lease, lease_ack)     /* external -> owner -> master */        \
+    X(LIST, 15, list, keys)                  /* external -> owner -> master */        \
+    X(PUT_START, 16, put_start, put_start_ack) /* external -> owner (hostless) */     \
+    X(PUT_COMMIT, 17, plan_ref, put_commit_ack)                                       \
+    X(PUT_ABORT, 18, plan_ref, empty)                                                 \
+    X(PUBLISHED, 19, published, empty)       /* owner -> external, one-way */         \
+    X(GET_START, 20, get_start, get_start_ack)                                        \
+    X(HANDLE_CONSUME, 21, handle_consume, empty) /* external -> owner, one-way */     \
+    X(RELEASE, 22, release, empty)           /* external -> owner, one-way */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
@@ -92,7 +167,10 @@ typedef enum fx_msg_type {
 #define FX_BODY_STRUCT(body) typedef struct fx_body_##body { FX_BODY_##body(FX_FIELD) } fx_body_##body##_t;
 /* Every body kind, once: generates structs and codec prototypes. */
 #define FX_BODY_LIST(B) B(empty) B(error) B(hello) B(hello_ack) B(register) B(register_ack) \
-    B(heartbeat) B(ping) B(nodes) B(json)
+    B(heartbeat) B(ping) B(nodes) B(json) B(grant) B(grant_ack) B(put_done) B(put_done_ack)   \
+    B(lookup) B(lookup_ack) B(get_done) B(statuses) B(key) B(invalidate) B(keys) B(count)    \
+    B(lease) B(lease_ack) B(list) B(put_start) B(put_start_ack) B(plan_ref)                  \
+    B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* A bump arena for decoded arrays; freed in one go after the frame is handled. */

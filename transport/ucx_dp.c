@@ -861,8 +861,15 @@ FX_INTERNAL void fx_ucx_mem_unmap(fx_ucx_mem_t *m)
     fx_free(m);
 }
 
-/* UCX 1.13 has no ucp_ep_query; its endpoint dump names the lanes, and a native RMA
- * bandwidth lane shows up as "rma_bw#N". Without one, RMA is emulated over AM. */
+/* UCX 1.13 has no ucp_ep_query, so the endpoint dump is read: each "lane[N]:  K:tl/dev
+ * ... flags" line names a lane's transport, and "rma_bw#" marks a zero-copy rendezvous
+ * lane. Policy (see the measurements at the top of this file):
+ *  - an RDMA lane (rc*, dc*): RMA, native one-sided zero-copy;
+ *  - a zero-copy rendezvous lane (cma, knem, xpmem) or tcp: AM. User RMA on memory the
+ *    application registered cannot use cma in UCX 1.13 (its RMA lanes are the posix/sysv
+ *    ones, usable only for memory UCX allocated), so it is emulated; rendezvous is not;
+ *  - otherwise (posix/sysv/self only): RMA, whose emulation over the shm FIFO beats
+ *    rendezvous pipelined over the same FIFO. */
 static fx_ucx_mech_t ucxdp_detect_mech(ucp_ep_h ep)
 {
     char *buf = NULL;
@@ -871,9 +878,22 @@ static fx_ucx_mech_t ucxdp_detect_mech(ucp_ep_h ep)
     if (!f) return FX_UCX_MECH_RMA;
     ucp_ep_print_info(ep, f);
     fclose(f);
-    bool native = buf && strstr(buf, " rma_bw#") != NULL;
+    bool rdma = false, am_better = false;
+    char *next;
+    for (char *line = buf; line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        char *c = strstr(line, "lane[");
+        if (!c || !(c = strchr(c, ':'))) continue;
+        c += strspn(c + 1, " ") + 1;
+        c += strspn(c, "0123456789");
+        if (*c == ':') c++;
+        size_t tl = strcspn(c, "/ ");
+        if (tl >= 2 && (strncmp(c, "rc", 2) == 0 || strncmp(c, "dc", 2) == 0)) rdma = true;
+        if ((tl == 3 && strncmp(c, "tcp", 3) == 0) || strstr(c, " rma_bw#")) am_better = true;
+    }
     free(buf); /* open_memstream allocates with libc malloc */
-    return native ? FX_UCX_MECH_RMA : FX_UCX_MECH_AM;
+    return rdma || !am_better ? FX_UCX_MECH_RMA : FX_UCX_MECH_AM;
 }
 
 FX_INTERNAL int fx_ucx_peer_connect(fx_ucx_t *u, const void *worker_addr, size_t addr_len,

@@ -1,0 +1,105 @@
+/* hmap.h — single-threaded string-keyed hash map (byte-string keys → void *) used by the
+ * master (routes, in-flight records) and the owner (local index, get registry, holders).
+ * Robin-hood open addressing, XXH3 hashing, backward-shift deletion (no tombstones). */
+#ifndef FX_HMAP_H
+#define FX_HMAP_H
+
+#include <stdio.h>
+
+#include "fx.h"
+
+/* Design and guarantees:
+ *  - Keys are byte strings with an explicit length (any bytes, NUL included; length 0 is
+ *    a valid key). A key pointer may be NULL only when its length is 0.
+ *  - Each entry is one separate allocation holding the value and the map's own copy of
+ *    the key (followed by a NUL byte not counted in the length, so hex keys can be used
+ *    as C strings). Entries never move: growth moves only the 16-byte slots (cached hash
+ *    + entry pointer), so a stored key pointer (fx_hmap_get_key, iteration) stays valid
+ *    until that entry is deleted or the map is destroyed.
+ *  - Capacity is a power of two (minimum 8); the load factor stays <= 0.85: an insert that
+ *    would pass it first doubles the slot array. The map never shrinks.
+ *  - Deletion shifts the following run of displaced slots back by one (Knuth's Algorithm
+ *    R adapted to robin hood), so there are no tombstones and probe lengths do not decay.
+ *  - Values are opaque: the map never dereferences or frees them.
+ * Threads: none of these functions lock; a map belongs to one thread.
+ * Complexity: get/put/del are expected O(1 + klen) (hash + one key compare on a hit);
+ * a put that grows the map is O(capacity) once, amortised O(1). */
+typedef struct fx_hmap fx_hmap_t;
+
+/* Creates an empty map sized so that initial_cap entries fit without growth (0 = the
+ * minimum, 8 slots). Returns FLUXON_OK and sets *m_p; FLUXON_ERR_INVALID_ARGUMENT (m_p
+ * NULL or initial_cap absurdly large); FLUXON_ERR_NOMEM. */
+FX_INTERNAL int fx_hmap_create(size_t initial_cap, fx_hmap_t **m_p);
+
+/* Frees the map, its slots and every stored key copy. Values are NOT freed (iterate first
+ * if they are owned). NULL is a no-op. */
+FX_INTERNAL void fx_hmap_destroy(fx_hmap_t *m);
+
+/* Returns the value stored under key[0..klen), or NULL when absent (a stored NULL value is
+ * indistinguishable from absence here; use fx_hmap_get_key to tell them apart). */
+FX_INTERNAL void *fx_hmap_get(const fx_hmap_t *m, const void *key, size_t klen);
+
+/* Looks key up and sets *stored_key_p to the map's own copy of it (klen bytes plus a
+ * trailing NUL), stable until the entry is deleted or the map destroyed — growth does not
+ * move it. Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (*stored_key_p untouched). */
+FX_INTERNAL int fx_hmap_get_key(const fx_hmap_t *m, const void *key, size_t klen,
+                                const char **stored_key_p);
+
+/* Inserts key → val, or replaces the value when key is present (the stored key copy is
+ * kept, so its pointer stays valid). The key is copied on insert; val is stored as is.
+ * old_p (may be NULL) receives the previous value, or NULL when the key was new.
+ * Returns FLUXON_OK; FLUXON_ERR_NOMEM (entry or slot growth failed; map unchanged). */
+FX_INTERNAL int fx_hmap_put(fx_hmap_t *m, const void *key, size_t klen, void *val,
+                            void **old_p);
+
+/* Removes key and frees the stored key copy; val_p (may be NULL) receives the value (the
+ * caller owns it again). Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (val_p untouched). */
+FX_INTERNAL int fx_hmap_del(fx_hmap_t *m, const void *key, size_t klen, void **val_p);
+
+/* Number of entries. O(1). */
+FX_INTERNAL size_t fx_hmap_count(const fx_hmap_t *m);
+
+/* Number of slots (a power of two; count <= 0.85 * capacity). O(1). For tests/stats. */
+FX_INTERNAL size_t fx_hmap_capacity(const fx_hmap_t *m);
+
+/* Iteration in unspecified (slot) order. Initialise with FX_HMAP_ITER_INIT (or zero the
+ * struct / call fx_hmap_iter_init); fields are private.
+ *
+ * Contract while an iteration is in progress (between the first and the last call to
+ * fx_hmap_iter_next that returned true):
+ *  - Deleting the entry just returned (fx_hmap_del of that key) is allowed, any number of
+ *    times over the iteration, at most once per returned entry. Every entry present when
+ *    the iteration started and not deleted is then visited exactly once; no entry is
+ *    visited twice.
+ *  - Replacing the value of an existing key (fx_hmap_put on a present key) is allowed.
+ *  - Inserting a new key, or deleting any entry other than the one just returned, is NOT
+ *    allowed: fx_hmap_iter_next detects it and aborts through FX_ASSERT. To delete other
+ *    entries, collect their keys first and delete after the iteration.
+ * Why it works: the walk starts just after an empty slot, so no run of occupied slots
+ * wraps around the starting point; backward-shift deletion moves only later slots of the
+ * current run back by one, so after such a deletion the iterator re-examines the slot it
+ * just returned. */
+typedef struct fx_hmap_iter {
+    size_t origin, off;  /* walk starts at slot origin; off = slots examined so far */
+    uint64_t mods;       /* map's structural-change counter when last returned */
+    uintptr_t last;      /* entry last returned (compared, never dereferenced) */
+    int state;           /* 0 fresh, 1 walking, 2 done */
+} fx_hmap_iter_t;
+
+#define FX_HMAP_ITER_INIT {0, 0, 0, 0, 0}
+
+FX_INTERNAL void fx_hmap_iter_init(fx_hmap_iter_t *it);
+
+/* Advances it; on true sets *key (the stored key copy, NUL-terminated, stable as for
+ * fx_hmap_get_key), *klen and *val (each out pointer may be NULL). Returns false when every
+ * entry has been visited (and keeps returning false). O(capacity) over a full iteration. */
+FX_INTERNAL bool fx_hmap_iter_next(const fx_hmap_t *m, fx_hmap_iter_t *it, const char **key,
+                                   size_t *klen, void **val);
+
+/* Benchmark (hmap_bench.c): n distinct 68-byte hex page keys (64 hex + "_0_2"); prints to
+ * out the ops/s of inserting all of them (growing from empty), random-order hits, misses,
+ * value replacements and deletions. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (out
+ * NULL or n 0); FLUXON_ERR_NOMEM. */
+FX_INTERNAL int fx_hmap_bench(FILE *out, uint64_t n);
+
+#endif /* FX_HMAP_H */

@@ -1,0 +1,69 @@
+/* master_int.h — the master's state, shared by master.c (nodes, handshake, liveness)
+ * and master_kv.c (grants, routes, puts, lookups, deletes, leases). Reactor thread only. */
+#ifndef FX_MASTER_INT_H
+#define FX_MASTER_INT_H
+
+#include "role.h"
+
+struct fx_offset_alloc;
+struct fx_hmap;
+struct fx_prefix_index;
+
+typedef struct master_node {
+    char node_id[FX_ID_MAX];
+    uint8_t role;      /* fx_role_t */
+    uint8_t node_role; /* fx_node_role_t */
+    uint64_t generation;
+    bool alive;
+    uint64_t segment_bytes, segment_base;
+    uint64_t last_heartbeat_ms;
+    struct master_peer *peer; /* live connection, or NULL */
+    uint8_t *ucx_address, *rkey;
+    uint32_t ucx_address_len, rkey_len;
+    uint64_t grant_bytes;
+    struct fx_offset_alloc *alloc; /* payload range [4096, segment_bytes) of this generation */
+    uint64_t next_grant_id;
+    void *kv; /* master_kv.c's per-node state (batch dedup, ...) */
+} master_node_t;
+
+typedef struct master_peer {
+    struct master_peer *prev, *next;
+    fx_master_t *m;
+    fx_conn_t *conn;
+    bool hello_ok;
+    uint8_t role;
+    char node_id[FX_ID_MAX];
+    master_node_t *node; /* set by REGISTER */
+} master_peer_t;
+
+struct fx_master {
+    fx_reactor_t *r;
+    fx_config_t cfg;
+    uint64_t generation;
+    int listen_fd;
+    uint16_t port;
+    fx_acceptor_t *acceptor;
+    master_peer_t *peers;
+    master_node_t **nodes;
+    size_t n_nodes, cap_nodes;
+    fx_timer_t liveness_timer;
+    bool shutting_down;
+    void *kv; /* master_kv.c's state: routes, leases, prefix index, counters */
+};
+
+/* master_kv.c entry points, called by master.c */
+FX_INTERNAL int fx_master_kv_init(fx_master_t *m);
+FX_INTERNAL void fx_master_kv_fini(fx_master_t *m);
+/* A node registered (new or new generation: old_generation != generation, 0 if new).
+ * Resets its allocator and drops every replica of an older generation. */
+FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, uint64_t old_generation);
+FX_INTERNAL void fx_master_kv_node_dead(fx_master_t *m, master_node_t *n);
+FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n);
+/* Handles a KV request from an authenticated peer; returns false if the type is not a
+ * KV message (master.c then answers "not served"). */
+FX_INTERNAL bool fx_master_kv_request(fx_master_t *m, master_peer_t *p, const fx_frame_header_t *h,
+                                      const uint8_t *body, fx_arena_t *arena);
+/* Appends the master's KV counters as JSON members (no braces) to buf; returns length. */
+FX_INTERNAL size_t fx_master_kv_stats_json(fx_master_t *m, char *buf, size_t cap);
+
+#endif
