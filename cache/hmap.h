@@ -53,7 +53,9 @@ FX_INTERNAL int fx_hmap_put(fx_hmap_t *m, const void *key, size_t klen, void *va
                             void **old_p);
 
 /* Removes key and frees the stored key copy; val_p (may be NULL) receives the value (the
- * caller owns it again). Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (val_p untouched). */
+ * caller owns it again). key may be the map's own stored copy of this very key (from
+ * iteration or fx_hmap_get_key): it is not read after being freed, but it dangles after
+ * the call. Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (val_p untouched). */
 FX_INTERNAL int fx_hmap_del(fx_hmap_t *m, const void *key, size_t klen, void **val_p);
 
 /* Number of entries. O(1). */

@@ -56,6 +56,9 @@ enum {
     FLUXON_ERR_INTERNAL          = -18  /* a bug: an invariant did not hold */
 };
 
+/* Keys are byte strings of 1..FLUXON_MAX_KEY_BYTES bytes without NUL bytes. */
+#define FLUXON_MAX_KEY_BYTES 1024
+
 /* Returns a static, never-NULL, human-readable name for a status ("FLUXON_ERR_TIMEOUT");
  * unknown values give "FLUXON_ERR_UNKNOWN". The string is owned by the library. */
 const char *fluxon_status_string(int status);
@@ -134,6 +137,227 @@ int fluxon_client_ping(fluxon_client *client, int to_master, uint64_t *rtt_ns_p)
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_client_cluster_nodes(fluxon_client *client, char *json, size_t cap,
                                 size_t *len_p);
+
+/* ---------------------------------------------------------------------------------
+ * Segments: the owner's shared memory as mapped in this process.
+ * ------------------------------------------------------------------------------- */
+typedef struct fluxon_segment_info {
+    char segment_label[32];  /* "external_owner:0" in an external */
+    char node_id[64];        /* the owner's node id */
+    void *write_ptr;         /* base of the mapping (header page at offset 0) */
+    const void *read_ptr;    /* same mapping, for readers */
+    uint64_t len;            /* bytes mapped */
+    uint64_t generation;     /* the owner generation the mapping belongs to */
+} fluxon_segment_info;
+
+/* Describes the segments mapped in this process (one: the owner's). The external maps
+ * its owner's segment at fluxon_client_open (memfd passed by SCM_RIGHTS), so this waits
+ * only when the owner is not reachable.
+ *  out   cap entries; n_p receives the number of segments (also when cap is too small).
+ *  timeout_ms  bound of the wait.
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL client or n_p, out NULL with
+ * cap > 0, or cap smaller than the count: *n_p then holds the count needed);
+ * FLUXON_ERR_STALE (the owner restarted or went away: its generation is gone; open a
+ * new client to re-attach). Thread-safe. The pointers stay valid until
+ * fluxon_client_close. */
+int fluxon_wait_local_segments_ready(fluxon_client *client, uint32_t timeout_ms,
+                                     fluxon_segment_info *out, size_t cap, size_t *n_p);
+
+/* ---------------------------------------------------------------------------------
+ * Options of a put. Zero-initialise, then set field_mask bits for the fields you set
+ * (UCX's parameter-struct idiom, so fields can be added without breaking the ABI).
+ * ------------------------------------------------------------------------------- */
+#define FLUXON_PUT_OPT_REJECT_IF_INFLIGHT (1ull << 0)
+#define FLUXON_PUT_OPT_REJECT_IF_EXIST    (1ull << 1)
+#define FLUXON_PUT_OPT_WRITE_THROUGH      (1ull << 2)
+#define FLUXON_PUT_OPT_MAKE_REPLICA_TASK  (1ull << 3)
+#define FLUXON_PUT_OPT_REPLICA_MASK       (1ull << 4)
+#define FLUXON_PUT_OPT_ATOMIC_GROUPS      (1ull << 5)
+#define FLUXON_PUT_OPT_LEASE_ID           (1ull << 6)
+#define FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER (1ull << 7)
+
+typedef struct fluxon_put_options {
+    uint64_t field_mask;                   /* FLUXON_PUT_OPT_* bits of the fields set */
+    int reject_if_inflight_same_key;       /* FLUXON_ERR_KEY_BEING_WRITTEN if a put of the
+                                              key is in flight on this owner */
+    int reject_if_exist_same_key;          /* FLUXON_ERR_KEY_EXISTS if the key has a value */
+    int write_through, make_replica_task;  /* accepted, validated and carried to the master;
+                                              their remote behaviour comes later */
+    const uint8_t *make_replica_task_mask; /* NULL, or n_keys entries, uniform per group */
+    const uint32_t *atomic_group_lens;     /* NULL: every key is its own group; else
+                                              n_atomic_groups lengths > 0 summing to n_keys */
+    size_t n_atomic_groups;
+    uint64_t lease_id;                     /* 0: no lease (never bound by default) */
+    const char *preferred_sub_cluster;     /* NULL: none */
+} fluxon_put_options;
+
+/* ---------------------------------------------------------------------------------
+ * Plain KV. Writes are local-first: the value lands in this client's owner and becomes
+ * readable there at once; the master then publishes it cluster-wide (a later put of the
+ * same key replaces it). Global conflicts (reject_if_exist against a value held by
+ * another owner) are detected when the master publishes.
+ * ------------------------------------------------------------------------------- */
+typedef struct fluxon_holder fluxon_holder;
+
+/* Stores a copy of value (value_len bytes, 1..the owner's reserve.grant_bytes) under key
+ * (1..FLUXON_MAX_KEY_BYTES bytes, NUL-terminated, no embedded NUL) and waits until the
+ * master published it (at most timeout_ms of the client config). opts may be NULL.
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad key, value NULL, value_len 0 or
+ * larger than a grant); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN (with the
+ * matching option); FLUXON_ERR_NO_SPACE (the owner has no room); FLUXON_ERR_LEASE_EXPIRED
+ * (lease_id unknown or expired); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
+int fluxon_put(fluxon_client *c, const char *key, const void *value, uint64_t value_len,
+               const fluxon_put_options *opts);
+
+/* Looks key up (this owner first, then the master; a value held by another owner is
+ * copied into this owner over UCX) and returns a holder that keeps the bytes valid and
+ * unchanged until fluxon_holder_release, whatever deletes or replaces the key meanwhile.
+ * *holder_p is owned by the caller. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT;
+ * FLUXON_ERR_NOT_FOUND; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
+int fluxon_get(fluxon_client *c, const char *key, fluxon_holder **holder_p);
+/* The value's bytes (read-only, in the owner's shared segment) and length in bytes. */
+const void *fluxon_holder_data(const fluxon_holder *h);
+uint64_t fluxon_holder_len(const fluxon_holder *h);
+/* Releases the holder (exactly once). NULL is a no-op. Closing the client releases every
+ * holder it still has; a holder must not be used after its client is closed. */
+void fluxon_holder_release(fluxon_holder *h);
+
+/* Deletes key cluster-wide: the route goes first, replicas are invalidated afterwards;
+ * memory is reused once every holder of the old value is released.
+ * Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (no such key — never a silent success);
+ * FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
+int fluxon_delete(fluxon_client *c, const char *key);
+
+/* *leading_hits_p receives how many of keys[0..n_keys) exist, counted from the first
+ * key up to the first missing one. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL,
+ * n_keys 0, a bad key); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
+int fluxon_batch_exists(fluxon_client *c, const char *const *keys, size_t n_keys,
+                        size_t *leading_hits_p);
+
+/* Creates a lease of ttl_ms (1..86400000) ms at the master; values put with its id in
+ * fluxon_put_options.lease_id are deleted when it expires. Returns FLUXON_OK;
+ * FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
+int fluxon_lease_grant(fluxon_client *c, uint64_t ttl_ms, uint64_t *lease_id_p);
+
+/* Lists up to limit (1..10000) keys starting with prefix (may be ""), in lexicographic
+ * order, after the key `after` (NULL: from the start) — for paging. For each key calls
+ * cb(arg, key) (key NUL-terminated, valid during the call). *n_p receives the count.
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE;
+ * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
+int fluxon_list_keys(fluxon_client *c, const char *prefix, const char *after, uint32_t limit,
+                     void (*cb)(void *arg, const char *key), void *arg, size_t *n_p);
+
+/* ---------------------------------------------------------------------------------
+ * Hostless API (ARCHITECTURE.md §8; after the SGLang/Fluxon hostless design).
+ * A plan is a blob the library owns: {magic, count, value_ptrs[count]}; value_ptrs are
+ * absolute addresses valid in THIS process (the owner's segment as mapped here). The
+ * engine's kernel reads or writes value_len bytes at each address.
+ * ------------------------------------------------------------------------------- */
+#define FLUXON_PUT_PLAN_MAGIC  0x4e414c5054555046ull /* "FPUTPLAN" */
+#define FLUXON_READ_PLAN_MAGIC 0x4e414c5044414552ull /* "READPLAN" */
+typedef struct fluxon_plan {
+    uint64_t magic;          /* FLUXON_PUT_PLAN_MAGIC or FLUXON_READ_PLAN_MAGIC */
+    uint64_t count;          /* entries in value_ptrs */
+    uint64_t value_ptrs[];   /* 0 for a rejected key of a put plan */
+} fluxon_plan;
+typedef struct fluxon_future fluxon_future;
+
+/* Reserves one slot per key in this client's owner and returns a put plan whose
+ * value_ptrs[i] is where the engine writes key i's value_len bytes.
+ *  keys        n_keys NUL-terminated keys (borrowed for the call); n_keys >= 1.
+ *  value_len   bytes per value, 1..reserve.grant_bytes of the owner.
+ *  opts        NULL or options; reject_if_inflight_same_key and
+ *              reject_if_exist_same_key are always on for this path.
+ *  plan_p      receives the plan (owned by the library; pass it to exactly one of
+ *              fluxon_local_fast_put_commit / fluxon_put_abort).
+ *  key_status  NULL or n_keys entries: FLUXON_OK, FLUXON_ERR_KEY_BEING_WRITTEN,
+ *              FLUXON_ERR_KEY_EXISTS, FLUXON_ERR_GROUP_REJECTED (another member of the
+ *              atomic group was rejected), FLUXON_ERR_NO_SPACE, FLUXON_ERR_INVALID_ARGUMENT
+ *              (the same key twice). Rejected keys have value_ptrs[i] == 0.
+ * Everything is validated before anything is reserved; on an error return nothing is
+ * reserved and no counter moves. Returns FLUXON_OK (even when some keys were rejected —
+ * read key_status; when all were rejected *plan_p is still a plan, of zeros, to abort);
+ * FLUXON_ERR_INVALID_ARGUMENT (NULL pointers, n_keys 0, a bad key, value_len 0 or too
+ * large, groups not > 0 or not summing to n_keys, mask length or non-uniform mask);
+ * FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
+int fluxon_local_fast_put_start(fluxon_client *c, const char *const *keys, size_t n_keys,
+                                uint64_t value_len, const fluxon_put_options *opts,
+                                fluxon_plan **plan_p, int *key_status);
+
+/* Commits a put plan once the engine wrote its values: they are readable through this
+ * owner at once (local-read-ready, V1); the owner then publishes the batch to the master
+ * in ONE request. *future_p (owned by the caller, fluxon_future_free) completes when the
+ * values are global (FLUXON_OK) or failed. The plan is consumed.
+ * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (not a live put plan: a read plan, already
+ * committed or aborted, unknown pointer); FLUXON_ERR_INVALID_ARGUMENT (NULL);
+ * FLUXON_ERR_STALE (the owner restarted); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
+int fluxon_local_fast_put_commit(fluxon_client *c, fluxon_plan *plan, fluxon_future **future_p);
+
+/* Releases every slot of a put plan that was not committed; the plan is consumed.
+ * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (committed, aborted, a read plan, unknown);
+ * FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
+int fluxon_put_abort(fluxon_client *c, fluxon_plan *plan);
+
+/* Futures: the outcome of a commit. wait blocks up to timeout_ms and returns the batch
+ * outcome (FLUXON_OK, or the first key's error: FLUXON_ERR_KEY_EXISTS,
+ * FLUXON_ERR_GROUP_REJECTED, FLUXON_ERR_UNAVAILABLE (client closed or owner gone) ...)
+ * or FLUXON_ERR_TIMEOUT if not done yet (the future stays usable); poll returns
+ * FLUXON_IN_PROGRESS until done, then the outcome; fd is an eventfd readable once done
+ * (for epoll; do not read or close it); free releases the future (NULL: no-op; safe
+ * before completion). All thread-safe; a future outlives its client only for free. */
+int  fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms);
+int  fluxon_future_poll(fluxon_future *f);
+int  fluxon_future_fd(const fluxon_future *f);
+void fluxon_future_free(fluxon_future *f);
+
+typedef struct fluxon_get_start_result {
+    uint64_t raw_prefix_hit_len;     /* leading keys that hit (page granularity) */
+    uint64_t transferable_len;       /* raw rounded DOWN to a whole atomic group */
+    uint64_t prefix_hit_groups;      /* whole groups inside transferable_len */
+    int64_t  first_miss_index;       /* -1 when all hit */
+    int64_t  first_miss_group_index; /* -1 when all hit */
+    int      all_hit;                /* every key hit (not only the prefix) */
+} fluxon_get_start_result;
+typedef struct fluxon_get_handle fluxon_get_handle;
+
+/* Plans the restore of a batch of page keys in order: pins the longest restorable
+ * prefix (never cutting an atomic group) in this owner, fetching values held by other
+ * owners first, and releases everything past it at once.
+ *  keys/n_keys        the batch (n_keys >= 1; keys borrowed for the call).
+ *  prefix_best_effort non-zero: transferable_len is the longest whole-group prefix;
+ *                     zero: all-or-nothing (transferable_len is n_keys or 0).
+ *  atomic_group_lens  NULL (each key its own group) or n_atomic_groups lengths > 0
+ *                     summing to n_keys (e.g. the TP ranks of a page, or a radix node).
+ *  handle_p           receives the handle (owned by the library): consume it with
+ *                     exactly one of fluxon_get_transfer / fluxon_cancel_get_transfer;
+ *                     unconsumed, it expires after the owner's handle_ttl_ms.
+ *  result             receives the prefix figures.
+ * Returns FLUXON_OK (also when nothing hit); FLUXON_ERR_INVALID_ARGUMENT;
+ * FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_STALE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
+int fluxon_get_start(fluxon_client *c, const char *const *keys, size_t n_keys,
+                     int prefix_best_effort, const uint32_t *atomic_group_lens,
+                     size_t n_atomic_groups, fluxon_get_handle **handle_p,
+                     fluxon_get_start_result *result);
+
+/* Consumes the handle: returns a read plan for the first consume_prefix_len values
+ * (0 = all of transferable_len; otherwise > 0, <= transferable_len and on an atomic
+ * group boundary), each readable at value_ptrs[i] until fluxon_release_views; the rest
+ * is released. An invalid consume_prefix_len returns FLUXON_ERR_INVALID_ARGUMENT and
+ * leaves the handle usable. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT;
+ * FLUXON_ERR_WRONG_HANDLE (consumed, cancelled, expired or unknown handle);
+ * FLUXON_ERR_STALE (owner restarted); FLUXON_ERR_NOMEM. No round trip: the values were
+ * pinned by get_start. */
+int fluxon_get_transfer(fluxon_client *c, fluxon_get_handle *h, uint64_t consume_prefix_len,
+                        fluxon_plan **plan_p);
+
+/* Consumes the handle without transferring: every pinned value is released.
+ * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE; FLUXON_ERR_INVALID_ARGUMENT. */
+int fluxon_cancel_get_transfer(fluxon_client *c, fluxon_get_handle *h);
+
+/* Releases a read plan's values (the plan is consumed). Returns FLUXON_OK;
+ * FLUXON_ERR_WRONG_HANDLE (a put plan, released already, unknown pointer);
+ * FLUXON_ERR_INVALID_ARGUMENT. */
+int fluxon_release_views(fluxon_client *c, fluxon_plan *plan);
 
 #ifdef __cplusplus
 }

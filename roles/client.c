@@ -15,22 +15,13 @@
 #include "role.h"
 #include "segment.h"
 
-struct fluxon_client {
-    fx_config_t cfg;
-    fx_reactor_t *r;
-    pthread_t thread;
-    fx_conn_t *conn; /* reactor thread only; NULL once the owner is gone */
-    fx_segment_t *seg;
-    char owner_node_id[FX_ID_MAX];
-    uint64_t owner_generation;
-    bool owner_lost; /* written by the reactor, read by callers */
-    uint64_t requests, errors, timeouts; /* atomics */
-};
 
 static void client_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena)
 {
-    fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by an external",
+    fluxon_client *cl = fx_conn_ud(c);
+    if (fx_client_kv_notification(cl, h, body, arena)) return;
+    if (h->req_id) fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by an external",
                         fx_msg_name(h->type));
 }
 
@@ -39,6 +30,7 @@ static void client_on_close(fx_conn_t *c, int status)
     fluxon_client *cl = fx_conn_ud(c);
     cl->conn = NULL;
     __atomic_store_n(&cl->owner_lost, true, __ATOMIC_RELEASE);
+    fx_client_kv_owner_lost(cl);
     if (!fx_reactor_stopping(cl->r))
         FX_WARN("connection to owner %s lost (%s)", cl->owner_node_id, fluxon_status_string(status));
 }
@@ -197,11 +189,13 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     }
     rc = fx_reactor_create(&cl->r);
     if (rc != FLUXON_OK) goto err_seg;
+    rc = fx_client_kv_init(cl);
+    if (rc != FLUXON_OK) goto err_reactor;
     cl->conn = fx_conn_new(cl->r, sock, &client_conn_ops, cl, cl->cfg.max_frame_bytes, "owner");
     sock = -1; /* owned by the conn now, even on failure */
     if (!cl->conn) {
         rc = FLUXON_ERR_NOMEM;
-        goto err_reactor;
+        goto err_kv;
     }
     char desc[96];
     snprintf(desc, sizeof desc, "owner %s", cl->owner_node_id);
@@ -211,11 +205,13 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
         rc = FLUXON_ERR_INTERNAL;
         fx_conn_close(cl->conn, FLUXON_ERR_CANCELLED);
         fx_reactor_drain(cl->r, 1000);
-        goto err_reactor;
+        goto err_kv;
     }
     *client_p = cl;
     return FLUXON_OK;
 
+err_kv:
+    fx_client_kv_fini(cl);
 err_reactor:
     fx_reactor_destroy(cl->r);
 err_seg:
@@ -238,6 +234,7 @@ void fluxon_client_close(fluxon_client *cl)
     if (!cl) return;
     fx_reactor_post(cl->r, client_stop_on_reactor, cl);
     pthread_join(cl->thread, NULL);
+    fx_client_kv_fini(cl);
     fx_reactor_destroy(cl->r);
     fx_segment_destroy(cl->seg);
     fx_free(cl);

@@ -7,7 +7,23 @@
 
 #include "config.h"
 #include "conn.h"
+#include "reactor.h"
 #include "segment.h"
+
+#include <pthread.h>
+
+struct fluxon_client {
+    fx_config_t cfg;
+    fx_reactor_t *r;
+    pthread_t thread;
+    fx_conn_t *conn; /* reactor thread only; NULL once the owner is gone */
+    fx_segment_t *seg;
+    char owner_node_id[FX_ID_MAX];
+    uint64_t owner_generation;
+    bool owner_lost; /* written by the reactor, read by callers */
+    uint64_t requests, errors, timeouts; /* atomics */
+    void *kv; /* client_kv.c: plan/handle registry, futures */
+};
 
 typedef struct fx_client_call {
     void (*run)(void *call); /* runs on the reactor; must complete the call exactly once */
@@ -27,5 +43,13 @@ FX_INTERNAL bool fx_client_call_release(fx_client_call_t *call);
 FX_INTERNAL fx_conn_t *fx_client_conn(fluxon_client *cl);
 FX_INTERNAL const fx_config_t *fx_client_config(const fluxon_client *cl);
 FX_INTERNAL fx_segment_t *fx_client_segment(const fluxon_client *cl);
+
+/* client_kv.c */
+FX_INTERNAL int fx_client_kv_init(fluxon_client *cl);
+FX_INTERNAL void fx_client_kv_fini(fluxon_client *cl);
+/* reactor thread: an owner notification (PUBLISHED); true if handled */
+FX_INTERNAL bool fx_client_kv_notification(fluxon_client *cl, const fx_frame_header_t *h,
+                                           const uint8_t *body, fx_arena_t *arena);
+FX_INTERNAL void fx_client_kv_owner_lost(fluxon_client *cl);
 
 #endif

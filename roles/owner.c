@@ -8,45 +8,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "role.h"
-#include "segment.h"
-
-enum { OM_DOWN, OM_CONNECTING, OM_HELLO, OM_REGISTERING, OM_READY };
-
-typedef struct owner_ext {
-    struct owner_ext *prev, *next;
-    fx_owner_t *o;
-    fx_conn_t *conn;
-    bool hello_ok;
-    char node_id[FX_ID_MAX];
-} owner_ext_t;
-
-struct fx_owner {
-    fx_reactor_t *r;
-    fx_config_t cfg;
-    uint64_t generation;
-    fx_segment_t *seg;
-    int listen_fd;
-    fx_acceptor_t *acceptor;
-    owner_ext_t *exts;
-    size_t n_exts;
-    /* master link */
-    int mstate;
-    fx_conn_t *mconn;
-    int connect_fd;
-    fx_connect_op_t connect_op;
-    bool connect_inflight;
-    fx_timer_t reconnect_timer, heartbeat_timer;
-    uint32_t backoff_ms;
-    uint64_t master_generation;
-    uint32_t reconnects;
-    /* start */
-    fx_ready_fn ready;
-    void *ready_arg;
-    bool ready_sent, shutting_down;
-    /* counters */
-    uint64_t requests, forwarded, errors, heartbeats_sent, heartbeat_failures;
-};
+#include "owner_int.h"
 
 static void owner_master_connect(fx_owner_t *o);
 static void owner_ext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
@@ -122,6 +84,7 @@ static void owner_on_register_resp(void *arg, int status, const fx_frame_header_
             o->cfg.master_host, o->cfg.master_port, (unsigned long long)ack.master_generation,
             (unsigned long long)o->generation);
     fx_timer_arm(o->r, &o->heartbeat_timer, o->cfg.heartbeat_interval_ms, owner_on_heartbeat_timer);
+    fx_owner_kv_master_ready(o);
     owner_signal_ready(o, FLUXON_OK);
 }
 
@@ -143,9 +106,11 @@ static void owner_on_hello_resp(void *arg, int status, const fx_frame_header_t *
         return;
     }
     o->mstate = OM_REGISTERING;
+    fx_str_t ua, rk;
+    fx_owner_kv_ucx_info(o, &ua, &rk);
     fx_body_register_t reg = {fx_str_c(o->cfg.node_id), o->generation, (uint8_t)o->cfg.node_role,
                               fx_segment_len(o->seg), (uint64_t)(uintptr_t)fx_segment_base(o->seg),
-                              {NULL, 0}, {NULL, 0}, o->cfg.grant_bytes};
+                              ua, rk, o->cfg.grant_bytes};
     if (FX_RPC_CALL(o->mconn, REGISTER, register, &reg, FX_MASTER_RPC_TIMEOUT_MS,
                     owner_on_register_resp, o) != FLUXON_OK)
         fx_conn_close(o->mconn, FLUXON_ERR_UNAVAILABLE);
@@ -207,6 +172,7 @@ static void owner_master_on_close(fx_conn_t *c, int status)
     o->mconn = NULL;
     fx_timer_disarm(o->r, &o->heartbeat_timer);
     if (o->shutting_down) return;
+    fx_owner_kv_master_lost(o);
     if (was_ready) FX_WARN("lost the master connection (%s); reconnecting", fluxon_status_string(status));
     owner_schedule_reconnect(o);
 }
@@ -214,7 +180,9 @@ static void owner_master_on_close(fx_conn_t *c, int status)
 static void owner_master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                                     fx_arena_t *arena)
 {
-    fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by an owner", fx_msg_name(h->type));
+    fx_owner_t *o = fx_conn_ud(c);
+    if (fx_owner_kv_master_request(o, h, body, arena)) return;
+    if (h->req_id) fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by an owner", fx_msg_name(h->type));
 }
 
 /* ---- externals ---- */
@@ -243,7 +211,7 @@ static void owner_on_forward_resp(void *arg, int status, const fx_frame_header_t
     fx_free(f);
 }
 
-static void owner_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body)
+FX_INTERNAL void fx_owner_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body)
 {
     if (o->mstate != OM_READY || !o->mconn) {
         fx_conn_reply_error(c, h, FLUXON_ERR_UNAVAILABLE, "owner %s is not connected to its master",
@@ -349,22 +317,31 @@ static void owner_ext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const
     case FX_MSG_PING: {
         fx_body_ping_t b;
         fx_body_ping_decode(body, h->body_len, &b, arena);
-        if (b.to_master) owner_forward(o, c, h, body);
+        if (b.to_master) fx_owner_forward(o, c, h, body);
         else FX_CONN_REPLY(c, h, ping, &b);
         break;
     }
-    case FX_MSG_CLUSTER_NODES: owner_forward(o, c, h, body); break;
+    case FX_MSG_CLUSTER_NODES: fx_owner_forward(o, c, h, body); break;
     case FX_MSG_OWNER_STATS: {
-        char buf[2048];
+        char buf[16384];
         int n = owner_stats_json(o, buf, sizeof buf);
+        if (n > 0 && (size_t)n < sizeof buf - 2) { /* splice the kv counters in */
+            n--; /* drop '}' */
+            buf[n++] = ',';
+            n += (int)fx_owner_kv_stats_json(o, buf + n, sizeof buf - (size_t)n - 2);
+            buf[n++] = '}';
+            buf[n] = 0;
+        }
         fx_body_json_t j = {{buf, (uint32_t)FX_MIN((size_t)n, sizeof buf - 1)}};
         FX_CONN_REPLY(c, h, json, &j);
         break;
     }
     default:
+        if (fx_owner_kv_ext_request(o, e, h, body, arena)) break;
         o->errors++;
-        fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by an owner",
-                            fx_msg_name(h->type));
+        if (h->req_id)
+            fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by an owner",
+                                fx_msg_name(h->type));
     }
 }
 
@@ -372,6 +349,7 @@ static void owner_ext_on_close(fx_conn_t *c, int status)
 {
     owner_ext_t *e = fx_conn_ud(c);
     fx_owner_t *o = e->o;
+    fx_owner_kv_ext_closed(o, e);
     if (e->prev) e->prev->next = e->next;
     else o->exts = e->next;
     if (e->next) e->next->prev = e->prev;
@@ -419,8 +397,10 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
     fx_timer_init(&o->heartbeat_timer);
     int rc = fx_segment_create(cfg->segment_bytes, cfg->numa_node, o->generation, cfg->node_id, &o->seg);
     if (rc != FLUXON_OK) goto err_free;
-    rc = fx_unix_listen(cfg->socket_path, &o->listen_fd);
+    rc = fx_owner_kv_init(o);
     if (rc != FLUXON_OK) goto err_segment;
+    rc = fx_unix_listen(cfg->socket_path, &o->listen_fd);
+    if (rc != FLUXON_OK) goto err_kv;
     rc = fx_acceptor_start(r, o->listen_fd, owner_on_accept, o, &o->acceptor);
     if (rc != FLUXON_OK) goto err_listen;
     FX_INFO("owner %s serving externals on %s (segment %llu bytes, generation %llu)", cfg->node_id,
@@ -432,6 +412,8 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
 err_listen:
     close(o->listen_fd);
     unlink(cfg->socket_path);
+err_kv:
+    fx_owner_kv_fini(o);
 err_segment:
     fx_segment_destroy(o->seg);
 err_free:
@@ -462,6 +444,7 @@ FX_INTERNAL void fx_owner_shutdown(fx_owner_t *o)
 FX_INTERNAL void fx_owner_destroy(fx_owner_t *o)
 {
     if (!o) return;
+    fx_owner_kv_fini(o);
     fx_segment_destroy(o->seg);
     fx_free(o);
 }

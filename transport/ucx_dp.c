@@ -421,10 +421,14 @@ static void ucxdp_peer_shutdown(fx_ucx_peer_t *p)
         ucp_rkey_destroy(p->rkey);
         p->rkey = NULL;
     }
-    /* FORCE: no round trip to a peer that may be dead or stuck; outstanding requests
-     * complete with UCS_ERR_CANCELED. */
+    /* An idle, healthy peer is closed gracefully (flush), so its side sees an orderly
+     * disconnect rather than a transport error; bounded by UCXDP_CLOSE_WAIT_NS. Anything
+     * else is forced: no round trip to a peer that may be dead or stuck, and outstanding
+     * requests complete with UCS_ERR_CANCELED (PEER mode; in NONE mode UCX 1.13 leaves
+     * them pending, which the orphan path below covers). */
+    bool graceful = p->status == FLUXON_ERR_CANCELLED && p->refs == 0;
     ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
+                              .flags = graceful ? 0 : UCP_EP_CLOSE_FLAG_FORCE};
     ucs_status_ptr_t r = ucp_ep_close_nbx(p->ep, &cp);
     p->ep = NULL;
     if (UCS_PTR_IS_PTR(r)) {
@@ -489,6 +493,12 @@ static unsigned ucxdp_reap(fx_ucx_t *u)
             FX_WARN("ucx: transfer of %zu ranges timed out; failing its peer", x->n);
             /* A stuck endpoint is not trusted again: fail and force-close it. */
             if (x->peer->status == FLUXON_OK) x->peer->status = FLUXON_ERR_UNAVAILABLE;
+            if (!x->peer->err_peer) {
+                /* Without PEER error handling a force close does not retire requests
+                 * (UCX 1.13): report now; the ep is gone, so nothing lands later. */
+                x->early = 1;
+                ucxdp_queue_push(u, x);
+            }
             n++;
         } else if (x->timed_out && !x->early && now >= x->deadline_ns + UCXDP_ORPHAN_GRACE_NS) {
             FX_WARN("ucx: timed-out transfer still held by UCX; reporting it anyway");
@@ -686,7 +696,8 @@ FX_INTERNAL void fx_ucx_destroy(fx_ucx_t *u)
     uint64_t end = fx_now_ns() + UCXDP_DESTROY_WAIT_NS;
     for (;;) {
         unsigned k = ucp_worker_progress(u->worker);
-        bool busy = u->live_head != NULL;
+        bool busy = false; /* transfers already reported as stuck are not waited for */
+        for (ucxdp_xfer_t *x = u->live_head; x && !busy; x = x->next) busy = !x->early;
         for (fx_ucx_peer_t *p = u->peers; p && !busy; p = p->next) busy = p->close_req != NULL;
         if (!busy || fx_now_ns() >= end) break;
         for (fx_ucx_peer_t *p = u->peers; p; p = p->next) {
@@ -1016,9 +1027,12 @@ static int ucxdp_post(ucxdp_xfer_t *x, size_t i)
         }
     }
     if (UCS_PTR_IS_ERR(q)) {
-        FX_ERROR("ucx: posting %s range %zu of %zu: %s", x->op == FX_UCX_GET ? "GET" : "PUT",
-                 i, x->n, ucs_status_string(UCS_PTR_STATUS(q)));
-        return ucxdp_map(UCS_PTR_STATUS(q));
+        int st = ucxdp_map(UCS_PTR_STATUS(q));
+        /* A peer failing under our feet is an expected event, not a bug. */
+        fx_log(st == FLUXON_ERR_INTERNAL ? FX_LOG_ERROR : FX_LOG_WARN,
+               "ucx: posting %s range %zu of %zu: %s", x->op == FX_UCX_GET ? "GET" : "PUT", i,
+               x->n, ucs_status_string(UCS_PTR_STATUS(q)));
+        return st;
     }
     if (q) x->pending++;
     return FLUXON_OK;

@@ -168,11 +168,13 @@ FX_INTERNAL int fx_ucx_peer_connect(fx_ucx_t *u, const void *worker_addr, size_t
                                     const void *rkey_buf, size_t rkey_len,
                                     uint64_t remote_base, fx_ucx_peer_t **p_p);
 
-/* Closes the peer without blocking: its endpoint is force-closed (UCP_EP_CLOSE_FLAG_FORCE,
- * no round trip to the peer, so it cannot hang on a dead one); transfers still pending on
- * it complete with FLUXON_ERR_CANCELLED from later progress. The handle is invalid after
- * the call; resources are released by later progress (or destroy). The remote side sees
- * its connection drop. NULL is a no-op. */
+/* Closes the peer without blocking. An idle, healthy peer is closed gracefully (flush:
+ * the remote side sees an orderly disconnect); a failed peer or one with transfers in
+ * flight is force-closed (UCP_EP_CLOSE_FLAG_FORCE: no round trip, cannot hang on a dead
+ * peer) and those transfers complete with FLUXON_ERR_CANCELLED from later progress.
+ * Never waits: the close finishes in later progress, and is abandoned after 2 s (UCX
+ * then releases it by itself or at destroy). The handle is invalid after the call.
+ * NULL is a no-op. */
 FX_INTERNAL void fx_ucx_peer_close(fx_ucx_peer_t *p);
 
 /* 0 while the peer is usable, else the status that failed it (FLUXON_ERR_UNAVAILABLE,

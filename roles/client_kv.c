@@ -1,0 +1,950 @@
+/* client_kv.c — the external client's KV and hostless API (fluxon_put/get/delete...,
+ * fluxon_local_fast_put_*, fluxon_get_start/transfer, futures). Requests are encoded on
+ * the caller's thread and carried by the client's reactor; plans and handles live in a
+ * registry so every call can tell a live plan of the right type from anything else
+ * (FLUXON_ERR_WRONG_HANDLE) before touching it. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "hmap.h"
+#include "log.h"
+
+enum { CK_PUT_PLAN = 1, CK_READ_PLAN = 2, CK_HANDLE = 3 };
+
+typedef struct ck_obj { /* a live plan or handle */
+    int kind;
+    uint64_t owner_id; /* plan id / handle id at the owner */
+    uint64_t generation;
+    size_t n;          /* put plan: keys; read plan: holders; handle: transferable */
+    uint64_t *holder_ids, *offsets, *lens;
+    uint64_t *group_lens; /* handle: the batch's groups (for boundary checks) */
+    size_t n_groups;
+    void *blob;        /* the fluxon_plan or fluxon_get_handle given out */
+} ck_obj_t;
+
+struct fluxon_get_handle {
+    uint64_t magic;
+};
+#define CK_HANDLE_MAGIC 0x454c444e41485846ull
+
+struct fluxon_future {
+    int refs;        /* atomic: caller + reactor map */
+    int efd;
+    int status;      /* atomic; valid once done */
+    int done;        /* atomic */
+    uint64_t id;
+};
+
+struct fluxon_holder {
+    fluxon_client *cl;
+    uint64_t holder_id;
+    const void *data;
+    uint64_t len;
+};
+
+typedef struct ck_state {
+    pthread_mutex_t lock; /* guards objs */
+    fx_hmap_t *objs;      /* blob pointer -> ck_obj_t */
+    fx_hmap_t *futures;   /* reactor thread only: future id -> fluxon_future */
+} ck_state_t;
+
+static ck_state_t *ck(fluxon_client *cl) { return cl->kv; }
+
+/* ---- registry ---- */
+static int ck_register(fluxon_client *cl, ck_obj_t *obj)
+{
+    ck_state_t *s = ck(cl);
+    pthread_mutex_lock(&s->lock);
+    int rc = fx_hmap_put(s->objs, &obj->blob, sizeof obj->blob, obj, NULL);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* Removes and returns the live object for blob if it has the wanted kind. */
+static ck_obj_t *ck_take(fluxon_client *cl, const void *blob, int kind, bool remove)
+{
+    ck_state_t *s = ck(cl);
+    pthread_mutex_lock(&s->lock);
+    ck_obj_t *o = fx_hmap_get(s->objs, &blob, sizeof blob);
+    if (o && o->kind != kind) o = NULL;
+    if (o && remove) fx_hmap_del(s->objs, &blob, sizeof blob, NULL);
+    pthread_mutex_unlock(&s->lock);
+    return o;
+}
+
+static void ck_obj_free(ck_obj_t *o)
+{
+    if (!o) return;
+    fx_free(o->holder_ids);
+    fx_free(o->offsets);
+    fx_free(o->lens);
+    fx_free(o->group_lens);
+    fx_free(o->blob);
+    fx_free(o);
+}
+
+/* ---- generic request: encoded by the caller, carried by the reactor ---- */
+typedef void (*ck_resp_hook)(fluxon_client *cl, void *ctx, int status, const uint8_t *body, uint32_t len);
+
+typedef struct ck_rpc {
+    fx_client_call_t call;
+    uint16_t type;
+    uint8_t *req;
+    uint32_t req_len;
+    bool oneway;
+    ck_resp_hook hook; /* runs on the reactor before the caller wakes */
+    void *hook_ctx;
+    uint8_t *resp;
+    uint32_t resp_len;
+} ck_rpc_t;
+
+static void ck_rpc_unref(ck_rpc_t *r)
+{
+    if (fx_client_call_release(&r->call)) {
+        sem_destroy(&r->call.done);
+        fx_free(r->req);
+        fx_free(r->resp);
+        fx_free(r);
+    }
+}
+
+static void ck_on_resp(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    ck_rpc_t *r = arg;
+    if (h && h->body_len) {
+        r->resp = fx_malloc(h->body_len);
+        if (r->resp) {
+            memcpy(r->resp, body, h->body_len);
+            r->resp_len = h->body_len;
+        } else if (status == FLUXON_OK) {
+            status = FLUXON_ERR_NOMEM;
+        }
+    }
+    if (r->hook) r->hook(r->call.cl, r->hook_ctx, status, r->resp, r->resp_len);
+    fx_client_call_done(&r->call, status);
+    ck_rpc_unref(r);
+}
+
+static void ck_run(void *arg)
+{
+    ck_rpc_t *r = arg;
+    fx_conn_t *c = r->call.cl->conn;
+    int rc = FLUXON_ERR_UNAVAILABLE;
+    uint64_t rid = 0;
+    if (c && !r->oneway) rid = fx_rpc_register(c, r->call.cl->cfg.timeout_ms, ck_on_resp, r);
+    if (c && (r->oneway || rid)) {
+        fx_frame_header_t h = {FX_FRAME_MAGIC, r->type, 0, r->req_len, 0, rid};
+        rc = fx_conn_send_bytes(c, &h, r->req);
+        if (rc != FLUXON_OK && rid) fx_rpc_forget(c, rid);
+    }
+    if (r->oneway || rc != FLUXON_OK) {
+        if (r->hook && !r->oneway) r->hook(r->call.cl, r->hook_ctx, rc, NULL, 0);
+        fx_client_call_done(&r->call, rc);
+        ck_rpc_unref(r);
+    }
+}
+
+/* Sends type with an encoded body (taken over) and waits for the answer. On return,
+ * resp_p and resp_len_p receive the response body (caller frees with fx_free), also for an
+ * error status (an error body). */
+static int ck_call(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t req_len, ck_resp_hook hook,
+                   void *hook_ctx, uint8_t **resp_p, uint32_t *resp_len_p, bool oneway)
+{
+    ck_rpc_t *r = fx_calloc(1, sizeof *r);
+    if (!r) {
+        fx_free(req);
+        return FLUXON_ERR_NOMEM;
+    }
+    r->call.run = ck_run;
+    r->type = type;
+    r->req = req;
+    r->req_len = req_len;
+    r->oneway = oneway;
+    r->hook = hook;
+    r->hook_ctx = hook_ctx;
+    int rc = fx_client_call(cl, &r->call);
+    if (!r->call.posted) {
+        fx_free(r->req);
+        fx_free(r);
+        return rc;
+    }
+    if (resp_p) {
+        *resp_p = r->resp;
+        *resp_len_p = r->resp_len;
+        r->resp = NULL;
+    }
+    if (rc == FLUXON_ERR_TIMEOUT && r->hook) {
+        /* the reactor may still run the hook later: it must not touch the caller's ctx */
+        r->hook = NULL;
+    }
+    ck_rpc_unref(r);
+    return rc;
+}
+
+#define CK_ENCODE(bodykind, bp, out_buf, out_len)                        \
+    do {                                                                \
+        out_len = (uint32_t)fx_body_##bodykind##_size(bp);              \
+        out_buf = fx_malloc((size_t)out_len + 8);                       \
+        if (out_buf) fx_body_##bodykind##_encode((bp), out_buf);        \
+    } while (0)
+
+static void ck_log_error(const char *what, int rc, const uint8_t *resp, uint32_t len)
+{
+    if (rc >= 0 || !resp) return;
+    fx_body_error_t e;
+    fx_arena_t a = {0};
+    if (fx_body_error_decode(resp, len, &e, &a) == FLUXON_OK && e.message.len)
+        FX_DEBUG("%s: %s: %.*s", what, fluxon_status_string(rc), (int)e.message.len, e.message.p);
+    fx_arena_free(&a);
+}
+
+/* ---- validation shared by the entry points ---- */
+static bool ck_key_ok(const char *k)
+{
+    if (!k) return false;
+    size_t n = strnlen(k, FLUXON_MAX_KEY_BYTES + 1);
+    return n > 0 && n <= FLUXON_MAX_KEY_BYTES;
+}
+
+static int ck_keys(const char *const *keys, size_t n, fx_str_t **out)
+{
+    if (!keys || n == 0 || n > 1000000) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_str_t *v = fx_malloc(n * sizeof *v);
+    if (!v) return FLUXON_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (!ck_key_ok(keys[i])) {
+            FX_DEBUG("key %zu is NULL, empty or longer than %d bytes", i, FLUXON_MAX_KEY_BYTES);
+            fx_free(v);
+            return FLUXON_ERR_INVALID_ARGUMENT;
+        }
+        v[i] = fx_str_c(keys[i]);
+    }
+    *out = v;
+    return FLUXON_OK;
+}
+
+static int ck_groups(const uint32_t *lens, size_t n_groups, size_t n, uint64_t **out)
+{
+    *out = NULL;
+    if (!lens && n_groups == 0) return FLUXON_OK;
+    if (!lens || n_groups == 0 || n_groups > n) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t sum = 0;
+    for (size_t g = 0; g < n_groups; g++) {
+        if (lens[g] == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+        sum += lens[g];
+    }
+    if (sum != n) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t *v = fx_malloc(n_groups * sizeof *v);
+    if (!v) return FLUXON_ERR_NOMEM;
+    for (size_t g = 0; g < n_groups; g++) v[g] = lens[g];
+    *out = v;
+    return FLUXON_OK;
+}
+
+static int ck_ready(fluxon_client *cl)
+{
+    if (!cl) return FLUXON_ERR_INVALID_ARGUMENT;
+    return __atomic_load_n(&cl->owner_lost, __ATOMIC_ACQUIRE) ? FLUXON_ERR_UNAVAILABLE : FLUXON_OK;
+}
+
+static uint8_t *ck_base(fluxon_client *cl) { return fx_segment_base(cl->seg); }
+
+/* ---- put ---- */
+static int ck_put_start(fluxon_client *cl, const char *const *keys, size_t n, uint64_t value_len,
+                        const fluxon_put_options *opts, uint64_t forced_flags, fluxon_plan **plan_p,
+                        int *key_status)
+{
+    int rc = ck_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!plan_p || value_len == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_str_t *kv = NULL;
+    uint64_t *groups = NULL;
+    size_t n_groups = 0;
+    const uint8_t *mask = NULL;
+    uint64_t flags = forced_flags, lease = 0;
+    const char *preferred = NULL;
+    if ((rc = ck_keys(keys, n, &kv)) != FLUXON_OK) return rc;
+    if (opts) {
+        uint64_t fm = opts->field_mask;
+        if ((fm & FLUXON_PUT_OPT_REJECT_IF_INFLIGHT) && opts->reject_if_inflight_same_key) flags |= FX_PUT_REJECT_IF_INFLIGHT;
+        if ((fm & FLUXON_PUT_OPT_REJECT_IF_EXIST) && opts->reject_if_exist_same_key) flags |= FX_PUT_REJECT_IF_EXIST;
+        if ((fm & FLUXON_PUT_OPT_WRITE_THROUGH) && opts->write_through) flags |= FX_PUT_WRITE_THROUGH;
+        if ((fm & FLUXON_PUT_OPT_MAKE_REPLICA_TASK) && opts->make_replica_task) flags |= FX_PUT_MAKE_REPLICA;
+        if (fm & FLUXON_PUT_OPT_ATOMIC_GROUPS) {
+            rc = ck_groups(opts->atomic_group_lens, opts->n_atomic_groups, n, &groups);
+            n_groups = groups ? opts->n_atomic_groups : 0;
+        }
+        if (rc == FLUXON_OK && (fm & FLUXON_PUT_OPT_REPLICA_MASK)) {
+            mask = opts->make_replica_task_mask;
+            if (!mask) rc = FLUXON_ERR_INVALID_ARGUMENT;
+            size_t s = 0;
+            for (size_t g = 0; rc == FLUXON_OK && g < (groups ? n_groups : 0); s += groups[g], g++)
+                for (size_t i = s + 1; i < s + groups[g]; i++)
+                    if ((mask[i] != 0) != (mask[s] != 0)) rc = FLUXON_ERR_INVALID_ARGUMENT;
+        }
+        if (fm & FLUXON_PUT_OPT_LEASE_ID) lease = opts->lease_id;
+        if (fm & FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER) preferred = opts->preferred_sub_cluster;
+    }
+    if (rc != FLUXON_OK) {
+        fx_free(kv);
+        fx_free(groups);
+        return rc;
+    }
+    fx_body_put_start_t b = {{kv, (uint32_t)n}, value_len, flags, {groups, (uint32_t)n_groups},
+                             {(const char *)mask, mask ? (uint32_t)n : 0}, lease, fx_str_c(preferred)};
+    uint8_t *req;
+    uint32_t len;
+    CK_ENCODE(put_start, &b, req, len);
+    fx_free(kv);
+    fx_free(groups);
+    if (!req) return FLUXON_ERR_NOMEM;
+    uint8_t *resp = NULL;
+    uint32_t rlen = 0;
+    rc = ck_call(cl, FX_MSG_PUT_START, req, len, NULL, NULL, &resp, &rlen, false);
+    ck_log_error("put_start", rc, resp, rlen);
+    if (rc != FLUXON_OK) {
+        fx_free(resp);
+        return rc;
+    }
+    fx_body_put_start_ack_t ack;
+    fx_arena_t a = {0};
+    rc = fx_body_put_start_ack_decode(resp, rlen, &ack, &a);
+    if (rc == FLUXON_OK && (ack.statuses.n != n || ack.offsets.n != n)) rc = FLUXON_ERR_PROTOCOL;
+    ck_obj_t *o = NULL;
+    fluxon_plan *plan = NULL;
+    if (rc == FLUXON_OK) {
+        o = fx_calloc(1, sizeof *o);
+        plan = fx_calloc(1, sizeof *plan + n * sizeof(uint64_t));
+        if (!o || !plan) rc = FLUXON_ERR_NOMEM;
+    }
+    if (rc == FLUXON_OK) {
+        plan->magic = FLUXON_PUT_PLAN_MAGIC;
+        plan->count = n;
+        for (size_t i = 0; i < n; i++) {
+            int ks = (int)(int64_t)ack.statuses.v[i];
+            plan->value_ptrs[i] = ks == FLUXON_OK ? (uint64_t)(uintptr_t)(ck_base(cl) + ack.offsets.v[i]) : 0;
+            if (key_status) key_status[i] = ks;
+        }
+        o->kind = CK_PUT_PLAN;
+        o->owner_id = ack.plan_id;
+        o->generation = cl->owner_generation;
+        o->n = n;
+        o->blob = plan;
+        rc = ck_register(cl, o);
+    }
+    if (rc != FLUXON_OK) {
+        if (ack.plan_id && rc != FLUXON_ERR_PROTOCOL) { /* give the slots back */
+            fx_body_plan_ref_t pr = {ack.plan_id};
+            uint8_t *q;
+            uint32_t ql;
+            CK_ENCODE(plan_ref, &pr, q, ql);
+            if (q) ck_call(cl, FX_MSG_PUT_ABORT, q, ql, NULL, NULL, NULL, NULL, false);
+        }
+        fx_free(plan);
+        fx_free(o);
+    } else {
+        *plan_p = plan;
+    }
+    fx_arena_free(&a);
+    fx_free(resp);
+    return rc;
+}
+
+int fluxon_local_fast_put_start(fluxon_client *c, const char *const *keys, size_t n_keys, uint64_t value_len,
+                                const fluxon_put_options *opts, fluxon_plan **plan_p, int *key_status)
+{
+    return ck_put_start(c, keys, n_keys, value_len, opts, FX_PUT_REJECT_IF_INFLIGHT | FX_PUT_REJECT_IF_EXIST,
+                        plan_p, key_status);
+}
+
+/* reactor side of commit: the future must be registered before PUBLISHED can arrive */
+typedef struct ck_commit_ctx {
+    fluxon_future *f;
+} ck_commit_ctx_t;
+
+static void ck_commit_hook(fluxon_client *cl, void *ctx, int status, const uint8_t *body, uint32_t len)
+{
+    ck_commit_ctx_t *c = ctx;
+    if (status != FLUXON_OK || !c) return;
+    fx_body_put_commit_ack_t ack;
+    fx_arena_t a = {0};
+    if (fx_body_put_commit_ack_decode(body, len, &ack, &a) == FLUXON_OK) {
+        c->f->id = ack.future_id;
+        __atomic_add_fetch(&c->f->refs, 1, __ATOMIC_ACQ_REL);
+        if (fx_hmap_put(ck(cl)->futures, &c->f->id, sizeof c->f->id, c->f, NULL) != FLUXON_OK) {
+            __atomic_sub_fetch(&c->f->refs, 1, __ATOMIC_ACQ_REL);
+            __atomic_store_n(&c->f->status, FLUXON_ERR_NOMEM, __ATOMIC_RELEASE);
+            __atomic_store_n(&c->f->done, 1, __ATOMIC_RELEASE);
+        }
+    }
+    fx_arena_free(&a);
+}
+
+static void ck_future_complete(fluxon_future *f, int status)
+{
+    __atomic_store_n(&f->status, status, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    ssize_t w = write(f->efd, &one, sizeof one);
+    (void)w;
+}
+
+int fluxon_future_poll(fluxon_future *f)
+{
+    if (!f) return FLUXON_ERR_INVALID_ARGUMENT;
+    return __atomic_load_n(&f->done, __ATOMIC_ACQUIRE) ? __atomic_load_n(&f->status, __ATOMIC_ACQUIRE)
+                                                         : FLUXON_IN_PROGRESS;
+}
+
+int fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms)
+{
+    if (!f) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t end = fx_now_ms() + timeout_ms;
+    for (;;) {
+        int st = fluxon_future_poll(f);
+        if (st != FLUXON_IN_PROGRESS) return st;
+        uint64_t now = fx_now_ms();
+        if (now >= end) return FLUXON_ERR_TIMEOUT;
+        struct pollfd p = {f->efd, POLLIN, 0};
+        poll(&p, 1, (int)FX_MIN(end - now, 1000u));
+    }
+}
+
+int fluxon_future_fd(const fluxon_future *f) { return f ? f->efd : -1; }
+
+static void ck_future_unref(fluxon_future *f)
+{
+    if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        close(f->efd);
+        fx_free(f);
+    }
+}
+
+void fluxon_future_free(fluxon_future *f)
+{
+    if (f) ck_future_unref(f);
+}
+
+int fluxon_local_fast_put_commit(fluxon_client *cl, fluxon_plan *plan, fluxon_future **future_p)
+{
+    if (!cl || !plan || !future_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    ck_obj_t *o = ck_take(cl, plan, CK_PUT_PLAN, true);
+    if (!o) return FLUXON_ERR_WRONG_HANDLE;
+    int rc = ck_ready(cl);
+    if (rc != FLUXON_OK) {
+        ck_obj_free(o);
+        return FLUXON_ERR_STALE;
+    }
+    bool any = false;
+    for (size_t i = 0; i < o->n; i++) any |= plan->value_ptrs[i] != 0;
+    fluxon_future *f = fx_calloc(1, sizeof *f);
+    if (!f || (f->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        fx_free(f);
+        ck_register(cl, o);
+        return FLUXON_ERR_NOMEM;
+    }
+    f->refs = 1;
+    if (!any || o->owner_id == 0) { /* nothing accepted: nothing to publish */
+        ck_future_complete(f, FLUXON_OK);
+        ck_obj_free(o);
+        *future_p = f;
+        return FLUXON_OK;
+    }
+    fx_body_plan_ref_t pr = {o->owner_id};
+    uint8_t *req;
+    uint32_t len;
+    CK_ENCODE(plan_ref, &pr, req, len);
+    if (!req) {
+        fluxon_future_free(f);
+        ck_register(cl, o);
+        return FLUXON_ERR_NOMEM;
+    }
+    ck_commit_ctx_t ctx = {f};
+    uint8_t *resp = NULL;
+    uint32_t rlen = 0;
+    rc = ck_call(cl, FX_MSG_PUT_COMMIT, req, len, ck_commit_hook, &ctx, &resp, &rlen, false);
+    ck_log_error("put_commit", rc, resp, rlen);
+    fx_free(resp);
+    if (rc != FLUXON_OK) {
+        fluxon_future_free(f);
+        if (rc == FLUXON_ERR_TIMEOUT || rc == FLUXON_ERR_NOMEM) ck_register(cl, o); /* plan still usable */
+        else ck_obj_free(o);
+        return rc;
+    }
+    ck_obj_free(o);
+    *future_p = f;
+    return FLUXON_OK;
+}
+
+int fluxon_put_abort(fluxon_client *cl, fluxon_plan *plan)
+{
+    if (!cl || !plan) return FLUXON_ERR_INVALID_ARGUMENT;
+    ck_obj_t *o = ck_take(cl, plan, CK_PUT_PLAN, true);
+    if (!o) return FLUXON_ERR_WRONG_HANDLE;
+    int rc = FLUXON_OK;
+    if (o->owner_id && ck_ready(cl) == FLUXON_OK) {
+        fx_body_plan_ref_t pr = {o->owner_id};
+        uint8_t *req;
+        uint32_t len;
+        CK_ENCODE(plan_ref, &pr, req, len);
+        rc = req ? ck_call(cl, FX_MSG_PUT_ABORT, req, len, NULL, NULL, NULL, NULL, false) : FLUXON_ERR_NOMEM;
+    }
+    if (rc == FLUXON_ERR_TIMEOUT || rc == FLUXON_ERR_NOMEM) {
+        ck_register(cl, o);
+        return rc;
+    }
+    ck_obj_free(o);
+    return rc == FLUXON_ERR_UNAVAILABLE ? FLUXON_OK : rc; /* owner gone: its slots went with it */
+}
+
+/* ---- get ---- */
+static void ck_send_oneway(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t len)
+{
+    if (!req) return;
+    ck_call(cl, type, req, len, NULL, NULL, NULL, NULL, true);
+}
+
+int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int prefix_best_effort,
+                     const uint32_t *atomic_group_lens, size_t n_atomic_groups, fluxon_get_handle **handle_p,
+                     fluxon_get_start_result *result)
+{
+    int rc = ck_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!handle_p || !result) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_str_t *kv = NULL;
+    uint64_t *groups = NULL;
+    if ((rc = ck_keys(keys, n, &kv)) != FLUXON_OK) return rc;
+    if ((rc = ck_groups(atomic_group_lens, n_atomic_groups, n, &groups)) != FLUXON_OK) {
+        fx_free(kv);
+        return rc;
+    }
+    size_t ng = groups ? n_atomic_groups : 0;
+    fx_body_get_start_t b = {{kv, (uint32_t)n}, {groups, (uint32_t)ng}, (uint8_t)(prefix_best_effort != 0)};
+    uint8_t *req;
+    uint32_t len;
+    CK_ENCODE(get_start, &b, req, len);
+    fx_free(kv);
+    if (!req) {
+        fx_free(groups);
+        return FLUXON_ERR_NOMEM;
+    }
+    uint8_t *resp = NULL;
+    uint32_t rlen = 0;
+    rc = ck_call(cl, FX_MSG_GET_START, req, len, NULL, NULL, &resp, &rlen, false);
+    ck_log_error("get_start", rc, resp, rlen);
+    fx_body_get_start_ack_t ack;
+    fx_arena_t a = {0};
+    if (rc == FLUXON_OK) {
+        rc = fx_body_get_start_ack_decode(resp, rlen, &ack, &a);
+        if (rc == FLUXON_OK && (ack.transferable > n || ack.offsets.n != ack.transferable ||
+                                ack.holder_ids.n != ack.transferable || ack.value_lens.n != ack.transferable))
+            rc = FLUXON_ERR_PROTOCOL;
+    }
+    ck_obj_t *o = NULL;
+    fluxon_get_handle *hd = NULL;
+    if (rc == FLUXON_OK) {
+        size_t t = ack.transferable;
+        o = fx_calloc(1, sizeof *o);
+        hd = fx_malloc(sizeof *hd);
+        if (o) {
+            o->holder_ids = fx_malloc((t ? t : 1) * sizeof(uint64_t));
+            o->offsets = fx_malloc((t ? t : 1) * sizeof(uint64_t));
+            o->lens = fx_malloc((t ? t : 1) * sizeof(uint64_t));
+        }
+        if (!o || !hd || !o->holder_ids || !o->offsets || !o->lens) {
+            rc = FLUXON_ERR_NOMEM;
+        } else {
+            memcpy(o->holder_ids, ack.holder_ids.v, t * sizeof(uint64_t));
+            memcpy(o->offsets, ack.offsets.v, t * sizeof(uint64_t));
+            memcpy(o->lens, ack.value_lens.v, t * sizeof(uint64_t));
+            o->kind = CK_HANDLE;
+            o->owner_id = ack.handle_id;
+            o->generation = cl->owner_generation;
+            o->n = t;
+            o->group_lens = groups;
+            o->n_groups = ng;
+            groups = NULL;
+            hd->magic = CK_HANDLE_MAGIC;
+            o->blob = hd;
+            rc = ck_register(cl, o);
+        }
+        if (rc != FLUXON_OK) {
+            if (ack.handle_id) {
+                fx_body_handle_consume_t hc = {ack.handle_id, 0};
+                CK_ENCODE(handle_consume, &hc, req, len);
+                ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
+            }
+            if (o) o->blob = NULL;
+            ck_obj_free(o);
+            fx_free(hd);
+        } else {
+            *handle_p = hd;
+            *result = (fluxon_get_start_result){ack.raw_prefix, ack.transferable, ack.prefix_groups,
+                                                ack.first_miss_index, ack.first_miss_group, ack.all_hit};
+        }
+    }
+    fx_free(groups);
+    fx_arena_free(&a);
+    fx_free(resp);
+    return rc;
+}
+
+static bool ck_on_boundary(const ck_obj_t *o, uint64_t k)
+{
+    if (!o->n_groups) return true;
+    uint64_t s = 0;
+    for (size_t g = 0; g < o->n_groups && s < k; g++) s += o->group_lens[g];
+    return s == k;
+}
+
+int fluxon_get_transfer(fluxon_client *cl, fluxon_get_handle *h, uint64_t consume, fluxon_plan **plan_p)
+{
+    if (!cl || !h || !plan_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    ck_obj_t *o = ck_take(cl, h, CK_HANDLE, false);
+    if (!o) return FLUXON_ERR_WRONG_HANDLE;
+    if (consume == 0) consume = o->n;
+    else if (consume > o->n || !ck_on_boundary(o, consume)) return FLUXON_ERR_INVALID_ARGUMENT; /* handle stays */
+    if (ck_ready(cl) != FLUXON_OK) {
+        o = ck_take(cl, h, CK_HANDLE, true);
+        ck_obj_free(o);
+        return FLUXON_ERR_STALE;
+    }
+    ck_obj_t *rp = fx_calloc(1, sizeof *rp);
+    fluxon_plan *plan = fx_calloc(1, sizeof *plan + (consume ? consume : 1) * sizeof(uint64_t));
+    uint64_t *ids = fx_malloc((consume ? consume : 1) * sizeof *ids);
+    if (!rp || !plan || !ids) {
+        fx_free(rp);
+        fx_free(plan);
+        fx_free(ids);
+        return FLUXON_ERR_NOMEM;
+    }
+    o = ck_take(cl, h, CK_HANDLE, true);
+    if (!o) { /* consumed by another thread meanwhile */
+        fx_free(rp);
+        fx_free(plan);
+        fx_free(ids);
+        return FLUXON_ERR_WRONG_HANDLE;
+    }
+    plan->magic = FLUXON_READ_PLAN_MAGIC;
+    plan->count = consume;
+    for (uint64_t i = 0; i < consume; i++) plan->value_ptrs[i] = (uint64_t)(uintptr_t)(ck_base(cl) + o->offsets[i]);
+    memcpy(ids, o->holder_ids, consume * sizeof *ids);
+    rp->kind = CK_READ_PLAN;
+    rp->generation = o->generation;
+    rp->n = consume;
+    rp->holder_ids = ids;
+    rp->blob = plan;
+    if (o->owner_id) { /* keep [0, consume), release the tail: one-way, no round trip */
+        fx_body_handle_consume_t hc = {o->owner_id, consume};
+        uint8_t *req;
+        uint32_t len;
+        CK_ENCODE(handle_consume, &hc, req, len);
+        ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
+    }
+    ck_obj_free(o);
+    if (ck_register(cl, rp) != FLUXON_OK) {
+        fx_body_release_t rel = {{ids, (uint32_t)consume}};
+        uint8_t *req;
+        uint32_t len;
+        CK_ENCODE(release, &rel, req, len);
+        ck_send_oneway(cl, FX_MSG_RELEASE, req, len);
+        ck_obj_free(rp);
+        return FLUXON_ERR_NOMEM;
+    }
+    *plan_p = plan;
+    return FLUXON_OK;
+}
+
+int fluxon_cancel_get_transfer(fluxon_client *cl, fluxon_get_handle *h)
+{
+    if (!cl || !h) return FLUXON_ERR_INVALID_ARGUMENT;
+    ck_obj_t *o = ck_take(cl, h, CK_HANDLE, true);
+    if (!o) return FLUXON_ERR_WRONG_HANDLE;
+    if (o->owner_id && ck_ready(cl) == FLUXON_OK) {
+        fx_body_handle_consume_t hc = {o->owner_id, 0};
+        uint8_t *req;
+        uint32_t len;
+        CK_ENCODE(handle_consume, &hc, req, len);
+        ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
+    }
+    ck_obj_free(o);
+    return FLUXON_OK;
+}
+
+int fluxon_release_views(fluxon_client *cl, fluxon_plan *plan)
+{
+    if (!cl || !plan) return FLUXON_ERR_INVALID_ARGUMENT;
+    ck_obj_t *o = ck_take(cl, plan, CK_READ_PLAN, true);
+    if (!o) return FLUXON_ERR_WRONG_HANDLE;
+    if (o->n && ck_ready(cl) == FLUXON_OK) {
+        fx_body_release_t rel = {{o->holder_ids, (uint32_t)o->n}};
+        uint8_t *req;
+        uint32_t len;
+        CK_ENCODE(release, &rel, req, len);
+        ck_send_oneway(cl, FX_MSG_RELEASE, req, len);
+    }
+    ck_obj_free(o);
+    return FLUXON_OK;
+}
+
+/* ---- plain KV on top ---- */
+int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t value_len,
+               const fluxon_put_options *opts)
+{
+    if (!cl || !ck_key_ok(key) || !value || value_len == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    fluxon_plan *plan = NULL;
+    int st = FLUXON_OK;
+    int rc = ck_put_start(cl, &key, 1, value_len, opts, 0, &plan, &st);
+    if (rc != FLUXON_OK) return rc;
+    if (st != FLUXON_OK) {
+        fluxon_put_abort(cl, plan);
+        return st;
+    }
+    memcpy((void *)(uintptr_t)plan->value_ptrs[0], value, value_len);
+    fluxon_future *f = NULL;
+    rc = fluxon_local_fast_put_commit(cl, plan, &f);
+    if (rc != FLUXON_OK) {
+        fluxon_put_abort(cl, plan);
+        return rc;
+    }
+    rc = fluxon_future_wait(f, cl->cfg.timeout_ms);
+    fluxon_future_free(f);
+    return rc;
+}
+
+int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)
+{
+    if (!cl || !ck_key_ok(key) || !holder_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    int rc = fluxon_get_start(cl, &key, 1, 1, NULL, 0, &h, &r);
+    if (rc != FLUXON_OK) return rc;
+    if (r.transferable_len == 0) {
+        fluxon_cancel_get_transfer(cl, h);
+        return FLUXON_ERR_NOT_FOUND;
+    }
+    ck_obj_t *o = ck_take(cl, h, CK_HANDLE, true);
+    fluxon_holder *hd = fx_calloc(1, sizeof *hd);
+    if (!o || !hd) {
+        fx_free(hd);
+        if (o) {
+            fx_body_handle_consume_t hc = {o->owner_id, 0};
+            uint8_t *req;
+            uint32_t len;
+            CK_ENCODE(handle_consume, &hc, req, len);
+            ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
+            ck_obj_free(o);
+        }
+        return FLUXON_ERR_NOMEM;
+    }
+    hd->cl = cl;
+    hd->holder_id = o->holder_ids[0];
+    hd->data = ck_base(cl) + o->offsets[0];
+    hd->len = o->lens[0];
+    fx_body_handle_consume_t hc = {o->owner_id, 1};
+    uint8_t *req;
+    uint32_t len;
+    CK_ENCODE(handle_consume, &hc, req, len);
+    ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
+    ck_obj_free(o);
+    *holder_p = hd;
+    return FLUXON_OK;
+}
+
+const void *fluxon_holder_data(const fluxon_holder *h) { return h ? h->data : NULL; }
+uint64_t fluxon_holder_len(const fluxon_holder *h) { return h ? h->len : 0; }
+
+void fluxon_holder_release(fluxon_holder *h)
+{
+    if (!h) return;
+    if (ck_ready(h->cl) == FLUXON_OK) {
+        fx_body_release_t rel = {{&h->holder_id, 1}};
+        uint8_t *req;
+        uint32_t len;
+        CK_ENCODE(release, &rel, req, len);
+        ck_send_oneway(h->cl, FX_MSG_RELEASE, req, len);
+    }
+    fx_free(h);
+}
+
+static int ck_simple(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t len, uint8_t **resp, uint32_t *rlen)
+{
+    if (!req) return FLUXON_ERR_NOMEM;
+    int rc = ck_call(cl, type, req, len, NULL, NULL, resp, rlen, false);
+    ck_log_error(fx_msg_name(type), rc, *resp, *rlen);
+    return rc;
+}
+
+int fluxon_delete(fluxon_client *cl, const char *key)
+{
+    int rc = ck_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!ck_key_ok(key)) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_body_key_t b = {fx_str_c(key)};
+    uint8_t *req, *resp = NULL;
+    uint32_t len, rlen = 0;
+    CK_ENCODE(key, &b, req, len);
+    rc = ck_simple(cl, FX_MSG_DELETE, req, len, &resp, &rlen);
+    fx_free(resp);
+    return rc;
+}
+
+int fluxon_batch_exists(fluxon_client *cl, const char *const *keys, size_t n, size_t *leading_hits_p)
+{
+    int rc = ck_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!leading_hits_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_str_t *kv;
+    if ((rc = ck_keys(keys, n, &kv)) != FLUXON_OK) return rc;
+    fx_body_keys_t b = {{kv, (uint32_t)n}};
+    uint8_t *req, *resp = NULL;
+    uint32_t len, rlen = 0;
+    CK_ENCODE(keys, &b, req, len);
+    fx_free(kv);
+    rc = ck_simple(cl, FX_MSG_EXISTS, req, len, &resp, &rlen);
+    if (rc == FLUXON_OK) {
+        fx_body_count_t c;
+        fx_arena_t a = {0};
+        rc = fx_body_count_decode(resp, rlen, &c, &a);
+        if (rc == FLUXON_OK) *leading_hits_p = c.count;
+    }
+    fx_free(resp);
+    return rc;
+}
+
+int fluxon_lease_grant(fluxon_client *cl, uint64_t ttl_ms, uint64_t *lease_id_p)
+{
+    int rc = ck_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!lease_id_p || ttl_ms == 0 || ttl_ms > 86400000u) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_body_lease_t b = {ttl_ms};
+    uint8_t *req, *resp = NULL;
+    uint32_t len, rlen = 0;
+    CK_ENCODE(lease, &b, req, len);
+    rc = ck_simple(cl, FX_MSG_LEASE_GRANT, req, len, &resp, &rlen);
+    if (rc == FLUXON_OK) {
+        fx_body_lease_ack_t a;
+        fx_arena_t ar = {0};
+        rc = fx_body_lease_ack_decode(resp, rlen, &a, &ar);
+        if (rc == FLUXON_OK) *lease_id_p = a.lease_id;
+    }
+    fx_free(resp);
+    return rc;
+}
+
+int fluxon_list_keys(fluxon_client *cl, const char *prefix, const char *after, uint32_t limit,
+                     void (*cb)(void *arg, const char *key), void *arg, size_t *n_p)
+{
+    int rc = ck_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!cb || !n_p || limit == 0 || limit > 10000 || (prefix && strlen(prefix) > FLUXON_MAX_KEY_BYTES) ||
+        (after && strlen(after) > FLUXON_MAX_KEY_BYTES))
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_body_list_t b = {fx_str_c(prefix ? prefix : ""), fx_str_c(after ? after : ""), limit};
+    uint8_t *req, *resp = NULL;
+    uint32_t len, rlen = 0;
+    CK_ENCODE(list, &b, req, len);
+    rc = ck_simple(cl, FX_MSG_LIST, req, len, &resp, &rlen);
+    if (rc == FLUXON_OK) {
+        fx_body_keys_t k;
+        fx_arena_t a = {0};
+        rc = fx_body_keys_decode(resp, rlen, &k, &a);
+        char key[FLUXON_MAX_KEY_BYTES + 1];
+        for (uint32_t i = 0; rc == FLUXON_OK && i < k.keys.n; i++) {
+            fx_str_copy(k.keys.v[i], key, sizeof key);
+            cb(arg, key);
+        }
+        if (rc == FLUXON_OK) *n_p = k.keys.n;
+        fx_arena_free(&a);
+    }
+    fx_free(resp);
+    return rc;
+}
+
+int fluxon_wait_local_segments_ready(fluxon_client *cl, uint32_t timeout_ms, fluxon_segment_info *out, size_t cap,
+                                     size_t *n_p)
+{
+    if (!cl || !n_p || (!out && cap)) return FLUXON_ERR_INVALID_ARGUMENT;
+    *n_p = 1;
+    if (cap < 1) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (__atomic_load_n(&cl->owner_lost, __ATOMIC_ACQUIRE)) return FLUXON_ERR_STALE;
+    memset(out, 0, sizeof *out);
+    fx_strlcpy(out->segment_label, "external_owner:0", sizeof out->segment_label);
+    fx_strlcpy(out->node_id, cl->owner_node_id, sizeof out->node_id);
+    out->write_ptr = fx_segment_base(cl->seg);
+    out->read_ptr = fx_segment_base(cl->seg);
+    out->len = fx_segment_len(cl->seg);
+    out->generation = fx_segment_generation(cl->seg);
+    (void)timeout_ms;
+    return FLUXON_OK;
+}
+
+/* ---- reactor side ---- */
+FX_INTERNAL bool fx_client_kv_notification(fluxon_client *cl, const fx_frame_header_t *h, const uint8_t *body,
+                                           fx_arena_t *arena)
+{
+    if (h->type != FX_MSG_PUBLISHED) return false;
+    fx_body_published_t b;
+    fx_body_published_decode(body, h->body_len, &b, arena);
+    fluxon_future *f = NULL;
+    if (fx_hmap_del(ck(cl)->futures, &b.future_id, sizeof b.future_id, (void **)&f) == FLUXON_OK) {
+        ck_future_complete(f, b.status);
+        ck_future_unref(f);
+    }
+    return true;
+}
+
+FX_INTERNAL void fx_client_kv_owner_lost(fluxon_client *cl)
+{
+    ck_state_t *s = ck(cl);
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (fx_hmap_iter_next(s->futures, &it, &k, &kl, &v)) {
+        fx_hmap_del(s->futures, k, kl, NULL);
+        ck_future_complete(v, FLUXON_ERR_UNAVAILABLE);
+        ck_future_unref(v);
+    }
+}
+
+FX_INTERNAL int fx_client_kv_init(fluxon_client *cl)
+{
+    ck_state_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    pthread_mutex_init(&s->lock, NULL);
+    if (fx_hmap_create(64, &s->objs) != FLUXON_OK || fx_hmap_create(64, &s->futures) != FLUXON_OK) {
+        fx_hmap_destroy(s->objs);
+        fx_free(s);
+        return FLUXON_ERR_NOMEM;
+    }
+    cl->kv = s;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_client_kv_fini(fluxon_client *cl)
+{
+    ck_state_t *s = ck(cl);
+    if (!s) return;
+    fx_client_kv_owner_lost(cl); /* futures still registered complete as UNAVAILABLE */
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (fx_hmap_iter_next(s->objs, &it, &k, &kl, &v)) {
+        fx_hmap_del(s->objs, k, kl, NULL);
+        ck_obj_free(v);
+    }
+    fx_hmap_destroy(s->objs);
+    fx_hmap_destroy(s->futures);
+    pthread_mutex_destroy(&s->lock);
+    fx_free(s);
+    cl->kv = NULL;
+}
+
+#undef CK_HANDLE_MAGIC
+#undef CK_ENCODE

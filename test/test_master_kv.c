@@ -1,0 +1,775 @@
+/* test_master_kv.c — the master's KV state through the real plumbing: an embedded master
+ * (fluxon_node_start) spoken to over blocking TCP sockets with the frame codec, as owners
+ * "n1"/"n2" would: grants, batch publication (dedup, convergence, whole-group rejection),
+ * invalidations, lookups, durable replicas, deletes, EXISTS, leases, LIST paging,
+ * malformed requests, one-way requests, dead owners and new generations. */
+#include <criterion/criterion.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+
+#include "helpers.h"
+#include "fluxon.h"
+#include "config.h"
+#include "msg.h"
+
+#define MIB (1024ull * 1024ull)
+#define SEG (64 * MIB)
+#define GRANT (8 * MIB)
+#define ST(x) ((uint64_t)(int64_t)(x))
+#define IO_TIMEOUT_MS 5000
+
+static fluxon_node *master;
+static fx_arena_t arena; /* decoded responses; freed at fini */
+static void *kept[8192]; /* received bodies (decoded views point into them) */
+static size_t n_kept;
+static char last_err[512];
+
+typedef struct tframe {
+    fx_frame_header_t h;
+    uint8_t *body;
+} tframe_t;
+
+typedef struct tc {
+    int fd;
+    uint64_t next_req;
+    tframe_t stash[64]; /* one-way frames received while waiting for a response */
+    int n_stash;
+} tc_t;
+
+static tc_t c1 = {-1}, c2 = {-1}, c3 = {-1};
+
+static void *keep(void *p)
+{
+    cr_assert(n_kept < FX_ARRAY_LEN(kept));
+    kept[n_kept++] = p;
+    return p;
+}
+
+static void t_close(tc_t *c)
+{
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    c->n_stash = 0;
+}
+
+static void setup(void)
+{
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"t\",\"listen\":\"127.0.0.1:0\","
+                                   "\"heartbeat_timeout_ms\":60000,\"log_level\":\"error\"}", &master),
+                 FLUXON_OK);
+    cr_assert_gt(fluxon_node_port(master), 0);
+}
+
+static void teardown(void)
+{
+    t_close(&c1);
+    t_close(&c2);
+    t_close(&c3);
+    fluxon_node_stop(master);
+    master = NULL;
+    for (size_t i = 0; i < n_kept; i++) free(kept[i]);
+    n_kept = 0;
+    fx_arena_free(&arena);
+}
+
+/* ---- raw frames ---- */
+static bool t_read_exact(int fd, void *buf, size_t n, int timeout_ms)
+{
+    size_t got = 0;
+    double end = th_now_s() + timeout_ms / 1000.0;
+    while (got < n) {
+        int left = (int)((end - th_now_s()) * 1000);
+        if (left <= 0) return false;
+        struct pollfd pf = {fd, POLLIN, 0};
+        int pr = poll(&pf, 1, left);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) return false;
+        ssize_t r = recv(fd, (char *)buf + got, n - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+/* Receives one frame (bounded wait); false on timeout or EOF. */
+static bool t_recv_frame(tc_t *c, tframe_t *f, int timeout_ms)
+{
+    uint8_t hb[FX_FRAME_HEADER_BYTES];
+    if (!t_read_exact(c->fd, hb, sizeof hb, timeout_ms)) return false;
+    cr_assert_eq(fx_frame_header_decode(hb, SEG, &f->h), FLUXON_OK);
+    f->body = keep(malloc(f->h.body_len + 1));
+    if (f->h.body_len) cr_assert(t_read_exact(c->fd, f->body, f->h.body_len, timeout_ms), "frame body");
+    fx_arena_t a = {0};
+    cr_assert_eq(fx_msg_validate(&f->h, f->body, &a), FLUXON_OK, "frame %s fails validation",
+                 fx_msg_name(f->h.type));
+    fx_arena_free(&a);
+    return true;
+}
+
+static void t_send(tc_t *c, uint16_t type, uint64_t req_id, const uint8_t *body, size_t len)
+{
+    uint8_t *buf = malloc(FX_FRAME_HEADER_BYTES + len);
+    fx_frame_header_t h = {FX_FRAME_MAGIC, type, 0, (uint32_t)len, 0, req_id};
+    fx_frame_header_encode(&h, buf);
+    if (len) memcpy(buf + FX_FRAME_HEADER_BYTES, body, len);
+    size_t off = 0, total = FX_FRAME_HEADER_BYTES + len;
+    while (off < total) {
+        ssize_t w = send(c->fd, buf + off, total - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        cr_assert_gt(w, 0, "send: %s", strerror(errno));
+        off += (size_t)w;
+    }
+    free(buf);
+}
+
+/* Sends a request and waits for the response with its req_id; one-way frames received
+ * meanwhile are stashed. Returns the response frame. */
+static tframe_t t_call_raw(tc_t *c, uint16_t type, const uint8_t *body, size_t len)
+{
+    uint64_t req = ++c->next_req;
+    t_send(c, type, req, body, len);
+    for (;;) {
+        tframe_t f;
+        cr_assert(t_recv_frame(c, &f, IO_TIMEOUT_MS), "no response to %s within %d ms", fx_msg_name(type),
+                  IO_TIMEOUT_MS);
+        if (!(f.h.flags & FX_FLAG_RESPONSE)) {
+            cr_assert_lt(c->n_stash, 64);
+            c->stash[c->n_stash++] = f;
+            continue;
+        }
+        cr_assert_eq(f.h.req_id, req, "response to req %llu while waiting for %llu (%s)",
+                     (unsigned long long)f.h.req_id, (unsigned long long)req, fx_msg_name(type));
+        cr_assert_eq(f.h.type, type);
+        last_err[0] = '\0';
+        if (f.h.status != FLUXON_OK) {
+            fx_body_error_t e;
+            cr_assert_eq(fx_body_error_decode(f.body, f.h.body_len, &e, &arena), FLUXON_OK);
+            fx_str_copy(e.message, last_err, sizeof last_err);
+        }
+        return f;
+    }
+}
+
+#define T_ENCODE(kind, bp, out, len)                                                 \
+    do {                                                                             \
+        len = fx_body_##kind##_size(bp);                                             \
+        out = malloc(len + 1);                                                       \
+        fx_body_##kind##_encode((bp), out);                                          \
+    } while (0)
+
+/* request of body kind `kind`; on success decodes the response into rp (kind rkind) */
+#define T_CALL(c, TYPE, kind, bp, rkind, rp)                                         \
+    ({                                                                               \
+        size_t l_;                                                                   \
+        uint8_t *b_;                                                                 \
+        T_ENCODE(kind, bp, b_, l_);                                                  \
+        tframe_t f_ = t_call_raw((c), FX_MSG_##TYPE, b_, l_);                        \
+        free(b_);                                                                    \
+        if (f_.h.status == FLUXON_OK)                                                \
+            cr_assert_eq(fx_body_##rkind##_decode(f_.body, f_.h.body_len, (rp), &arena), FLUXON_OK); \
+        f_.h.status;                                                                 \
+    })
+
+/* sends a one-way request (req_id 0) */
+#define T_SEND_ONEWAY(c, TYPE, kind, bp)                                             \
+    do {                                                                             \
+        size_t l_;                                                                   \
+        uint8_t *b_;                                                                 \
+        T_ENCODE(kind, bp, b_, l_);                                                  \
+        t_send((c), FX_MSG_##TYPE, 0, b_, l_);                                       \
+        free(b_);                                                                    \
+    } while (0)
+
+/* Next INVALIDATE sent to c (stashed or read within timeout_ms); false if none. */
+static bool t_invalidate(tc_t *c, fx_body_invalidate_t *b, int timeout_ms)
+{
+    tframe_t f;
+    if (c->n_stash) {
+        f = c->stash[0];
+        memmove(c->stash, c->stash + 1, (size_t)(--c->n_stash) * sizeof *c->stash);
+    } else if (!t_recv_frame(c, &f, timeout_ms)) {
+        return false;
+    }
+    cr_assert_eq(f.h.type, FX_MSG_INVALIDATE, "unexpected %s frame", fx_msg_name(f.h.type));
+    cr_assert_eq(f.h.req_id, 0, "INVALIDATE must be one-way");
+    cr_assert_eq(f.h.flags & FX_FLAG_RESPONSE, 0);
+    cr_assert_eq(fx_body_invalidate_decode(f.body, f.h.body_len, b, &arena), FLUXON_OK);
+    return true;
+}
+
+static bool str_is(fx_str_t s, const char *c) { return s.len == strlen(c) && memcmp(s.p, c, s.len) == 0; }
+
+/* ---- the owner side of the protocol ---- */
+static void t_connect(tc_t *c)
+{
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(c->fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(fluxon_node_port(master)),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(connect(c->fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s", strerror(errno));
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->next_req = 0;
+    c->n_stash = 0;
+}
+
+static void t_hello(tc_t *c, const char *node_id)
+{
+    t_connect(c);
+    fx_body_hello_t hb = {FX_PROTOCOL_VERSION, fx_str_c("t"), FX_ROLE_OWNER, fx_str_c(node_id), 1, fx_str_c("")};
+    fx_body_hello_ack_t ack;
+    cr_assert_eq(T_CALL(c, HELLO, hello, &hb, hello_ack, &ack), FLUXON_OK, "hello: %s", last_err);
+}
+
+static void t_owner(tc_t *c, const char *node_id, uint64_t generation)
+{
+    t_hello(c, node_id);
+    fx_body_register_t rb = {fx_str_c(node_id), generation, FX_NODE_GPU_OWNER, SEG, 0x7f0000000000ull,
+                             {NULL, 0}, {NULL, 0}, GRANT};
+    fx_body_register_ack_t ack;
+    cr_assert_eq(T_CALL(c, REGISTER, register, &rb, register_ack, &ack), FLUXON_OK, "register: %s", last_err);
+}
+
+static fx_strv_t t_keys(const char *const *keys, uint32_t n)
+{
+    fx_str_t *v = fx_arena_alloc(&arena, (n ? n : 1) * sizeof *v);
+    for (uint32_t i = 0; i < n; i++) v[i] = fx_str_c(keys[i]);
+    return (fx_strv_t){v, n};
+}
+
+static int t_put(tc_t *c, uint64_t batch, const char *const *keys, const uint64_t *offs, uint32_t n,
+                 uint64_t vlen, uint64_t flags, uint64_t lease, const uint64_t *groups, uint32_t ng,
+                 fx_body_put_done_ack_t *ack)
+{
+    fx_body_put_done_t b = {batch, vlen, flags, lease, t_keys(keys, n), {offs, n}, {groups, ng}};
+    int st = T_CALL(c, PUT_DONE, put_done, &b, put_done_ack, ack);
+    if (st == FLUXON_OK) {
+        cr_assert_eq(ack->statuses.n, n);
+        cr_assert_eq(ack->put_ms.n, n);
+        cr_assert_eq(ack->put_ver.n, n);
+    }
+    return st;
+}
+
+/* one key, own group, must succeed; returns its put_id */
+static void t_put1(tc_t *c, uint64_t batch, const char *key, uint64_t off, uint64_t vlen, uint64_t lease,
+                   uint64_t *ms, uint64_t *ver)
+{
+    fx_body_put_done_ack_t ack;
+    cr_assert_eq(t_put(c, batch, &key, &off, 1, vlen, 0, lease, NULL, 0, &ack), FLUXON_OK, "put %s: %s", key,
+                 last_err);
+    cr_assert_eq(ack.statuses.v[0], ST(FLUXON_OK), "put %s: %s", key,
+                 fluxon_status_string((int)(int64_t)ack.statuses.v[0]));
+    if (ms) *ms = ack.put_ms.v[0];
+    if (ver) *ver = ack.put_ver.v[0];
+}
+
+static void t_lookup(tc_t *c, const char *const *keys, uint32_t n, fx_body_lookup_ack_t *ack)
+{
+    fx_body_lookup_t b = {t_keys(keys, n)};
+    cr_assert_eq(T_CALL(c, LOOKUP, lookup, &b, lookup_ack, ack), FLUXON_OK, "lookup: %s", last_err);
+    cr_assert_eq(ack->statuses.n, n);
+    cr_assert_eq(ack->src.n, n);
+    cr_assert_eq(ack->offsets.n, n);
+    cr_assert_eq(ack->value_lens.n, n);
+    cr_assert_eq(ack->put_ms.n, n);
+    cr_assert_eq(ack->put_ver.n, n);
+    uint32_t ns = ack->src_node_ids.n;
+    cr_assert(ack->src_generations.n == ns && ack->src_addresses.n == ns && ack->src_rkeys.n == ns &&
+              ack->src_bases.n == ns);
+    for (uint32_t i = 0; i < n; i++)
+        if (ack->statuses.v[i] == ST(FLUXON_OK)) cr_assert_lt(ack->src.v[i], ns);
+}
+
+static uint64_t t_lookup1(tc_t *c, const char *key, fx_body_lookup_ack_t *ack)
+{
+    t_lookup(c, &key, 1, ack);
+    return ack->statuses.v[0];
+}
+
+static bool put_id_lt(uint64_t ams, uint64_t aver, uint64_t bms, uint64_t bver)
+{
+    return ams < bms || (ams == bms && aver < bver);
+}
+
+/* ---- tests ---- */
+TestSuite(master_kv, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(master_kv, grant_until_no_space_and_bad_grants)
+{
+    t_owner(&c1, "n1", 100);
+    fx_body_grant_t g = {4096, 3};
+    fx_body_grant_ack_t ack;
+    uint64_t seen[16];
+    size_t nseen = 0;
+    cr_assert_eq(T_CALL(&c1, GRANT, grant, &g, grant_ack, &ack), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(ack.grant_ids.n, 3);
+    cr_assert_eq(ack.offsets.n, 3);
+    for (uint32_t i = 0; i < 3; i++) {
+        cr_assert_eq(ack.grant_ids.v[i], i + 1);
+        seen[nseen++] = ack.offsets.v[i];
+    }
+    /* ask for more than fit: partial success */
+    g.count = 64;
+    cr_assert_eq(T_CALL(&c1, GRANT, grant, &g, grant_ack, &ack), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(ack.grant_ids.n, 4, "floor((64MiB-4096)/8MiB) = 7 grants in all");
+    for (uint32_t i = 0; i < 4; i++) {
+        cr_assert_eq(ack.grant_ids.v[i], 4 + i);
+        seen[nseen++] = ack.offsets.v[i];
+    }
+    for (size_t i = 0; i < nseen; i++) {
+        cr_assert_geq(seen[i], 4096);
+        cr_assert_eq(seen[i] % 4096, 0);
+        cr_assert_leq(seen[i] + GRANT, SEG);
+        for (size_t j = 0; j < i; j++)
+            cr_assert(seen[i] + GRANT <= seen[j] || seen[j] + GRANT <= seen[i], "grants overlap");
+    }
+    g.count = 1;
+    cr_assert_eq(T_CALL(&c1, GRANT, grant, &g, grant_ack, &ack), FLUXON_ERR_NO_SPACE);
+    cr_assert(strstr(last_err, "n1") && strstr(last_err, "8388608"), "%s", last_err);
+    /* bad arguments */
+    fx_body_grant_t bad[] = {{0, 1}, {GRANT + 1, 1}, {4096, 0}, {4096, 65}};
+    for (size_t i = 0; i < FX_ARRAY_LEN(bad); i++)
+        cr_assert_eq(T_CALL(&c1, GRANT, grant, &bad[i], grant_ack, &ack), FLUXON_ERR_INVALID_ARGUMENT, "case %zu", i);
+    /* not registered: refused */
+    t_hello(&c2, "x1");
+    cr_assert_eq(T_CALL(&c2, GRANT, grant, &g, grant_ack, &ack), FLUXON_ERR_INVALID_ARGUMENT);
+}
+
+Test(master_kv, put_done_batch_ids_and_retry)
+{
+    t_owner(&c1, "n1", 100);
+    const char *keys[] = {"k0", "k1", "k2", "k3"};
+    uint64_t offs[] = {4096, 8192, 12288, 16384};
+    fx_body_put_done_ack_t a1, a2;
+    cr_assert_eq(t_put(&c1, 7, keys, offs, 4, 100, 0, 0, NULL, 0, &a1), FLUXON_OK, "%s", last_err);
+    for (uint32_t i = 0; i < 4; i++) {
+        cr_assert_eq(a1.statuses.v[i], ST(FLUXON_OK));
+        cr_assert_gt(a1.put_ms.v[i], 0);
+        if (i) cr_assert(put_id_lt(a1.put_ms.v[i - 1], a1.put_ver.v[i - 1], a1.put_ms.v[i], a1.put_ver.v[i]),
+                         "put ids must strictly increase");
+    }
+    /* a retry of the same batch gets the identical ack and applies nothing */
+    cr_assert_eq(t_put(&c1, 7, keys, offs, 4, 100, 0, 0, NULL, 0, &a2), FLUXON_OK);
+    for (uint32_t i = 0; i < 4; i++)
+        cr_assert(a2.statuses.v[i] == a1.statuses.v[i] && a2.put_ms.v[i] == a1.put_ms.v[i] &&
+                  a2.put_ver.v[i] == a1.put_ver.v[i]);
+    fx_body_invalidate_t inv;
+    cr_assert_not(t_invalidate(&c1, &inv, 200), "a retried batch must not replace anything");
+    fx_body_lookup_ack_t la;
+    t_lookup(&c1, keys, 4, &la);
+    for (uint32_t i = 0; i < 4; i++) {
+        cr_assert_eq(la.statuses.v[i], ST(FLUXON_OK));
+        cr_assert_eq(la.put_ms.v[i], a1.put_ms.v[i]);
+        cr_assert_eq(la.put_ver.v[i], a1.put_ver.v[i]);
+        cr_assert_eq(la.offsets.v[i], offs[i]);
+        cr_assert_eq(la.value_lens.v[i], 100);
+    }
+    cr_assert_eq(la.src_node_ids.n, 1, "sources are deduplicated");
+    cr_assert(str_is(la.src_node_ids.v[0], "n1"));
+    cr_assert_eq(la.src_generations.v[0], 100);
+    cr_assert_eq(la.src_bases.v[0], 0x7f0000000000ull);
+    /* a new batch publishing the same (node, offset, value_len) converges (T2): same put_id */
+    fx_body_put_done_ack_t a3;
+    cr_assert_eq(t_put(&c1, 8, keys, offs, 2, 100, FX_PUT_REJECT_IF_EXIST, 0, NULL, 0, &a3), FLUXON_OK);
+    for (uint32_t i = 0; i < 2; i++) {
+        cr_assert_eq(a3.statuses.v[i], ST(FLUXON_OK));
+        cr_assert(a3.put_ms.v[i] == a1.put_ms.v[i] && a3.put_ver.v[i] == a1.put_ver.v[i]);
+    }
+    /* a later batch gets larger put ids than every earlier one (global generator) */
+    uint64_t ms, ver;
+    t_put1(&c1, 9, "later", 20480, 100, 0, &ms, &ver);
+    cr_assert(put_id_lt(a1.put_ms.v[3], a1.put_ver.v[3], ms, ver));
+    cr_assert_not(t_invalidate(&c1, &inv, 100));
+}
+
+Test(master_kv, reject_if_exist_rejects_the_group_whole)
+{
+    t_owner(&c1, "n1", 100);
+    uint64_t ms, ver;
+    t_put1(&c1, 1, "a", 4096, 64, 0, &ms, &ver);
+    const char *keys[] = {"x", "a", "y", "z"};
+    uint64_t offs[] = {8192, 12288, 16384, 20480};
+    uint64_t groups[] = {3, 1};
+    fx_body_put_done_ack_t ack;
+    cr_assert_eq(t_put(&c1, 2, keys, offs, 4, 64, FX_PUT_REJECT_IF_EXIST, 0, groups, 2, &ack), FLUXON_OK);
+    cr_assert_eq(ack.statuses.v[0], ST(FLUXON_ERR_GROUP_REJECTED));
+    cr_assert_eq(ack.statuses.v[1], ST(FLUXON_ERR_KEY_EXISTS));
+    cr_assert_eq(ack.statuses.v[2], ST(FLUXON_ERR_GROUP_REJECTED));
+    cr_assert_eq(ack.statuses.v[3], ST(FLUXON_OK));
+    fx_body_lookup_ack_t la;
+    const char *q[] = {"x", "a", "y", "z"};
+    t_lookup(&c1, q, 4, &la);
+    cr_assert_eq(la.statuses.v[0], ST(FLUXON_ERR_NOT_FOUND));
+    cr_assert_eq(la.statuses.v[1], ST(FLUXON_OK));
+    cr_assert(la.put_ms.v[1] == ms && la.put_ver.v[1] == ver && la.offsets.v[1] == 4096, "a keeps its version");
+    cr_assert_eq(la.statuses.v[2], ST(FLUXON_ERR_NOT_FOUND));
+    cr_assert_eq(la.statuses.v[3], ST(FLUXON_OK));
+    /* without group_lens every key is its own group */
+    cr_assert_eq(t_put(&c1, 3, keys, offs, 3, 64, FX_PUT_REJECT_IF_EXIST, 0, NULL, 0, &ack), FLUXON_OK);
+    cr_assert_eq(ack.statuses.v[0], ST(FLUXON_OK));
+    cr_assert_eq(ack.statuses.v[1], ST(FLUXON_ERR_KEY_EXISTS));
+    cr_assert_eq(ack.statuses.v[2], ST(FLUXON_OK));
+    fx_body_invalidate_t inv;
+    cr_assert_not(t_invalidate(&c1, &inv, 100), "nothing was replaced");
+}
+
+Test(master_kv, replacement_invalidates_the_old_replica)
+{
+    t_owner(&c1, "n1", 100);
+    uint64_t ms1, ver1, ms2, ver2;
+    t_put1(&c1, 1, "k", 4096, 100, 0, &ms1, &ver1);
+    t_put1(&c1, 2, "k", 8192, 100, 0, &ms2, &ver2);
+    cr_assert(put_id_lt(ms1, ver1, ms2, ver2));
+    fx_body_invalidate_t inv;
+    cr_assert(t_invalidate(&c1, &inv, 2000), "the replaced version must be invalidated");
+    cr_assert_eq(inv.keys.n, 1);
+    cr_assert(inv.offsets.n == 1 && inv.put_ms.n == 1 && inv.put_ver.n == 1);
+    cr_assert(str_is(inv.keys.v[0], "k"));
+    cr_assert_eq(inv.offsets.v[0], 4096);
+    cr_assert(inv.put_ms.v[0] == ms1 && inv.put_ver.v[0] == ver1);
+    fx_body_lookup_ack_t la;
+    cr_assert_eq(t_lookup1(&c1, "k", &la), ST(FLUXON_OK));
+    cr_assert(la.offsets.v[0] == 8192 && la.put_ms.v[0] == ms2 && la.put_ver.v[0] == ver2);
+    /* a batch replacing several keys sends ONE INVALIDATE */
+    const char *keys[] = {"k", "m"};
+    uint64_t o1[] = {12288, 16384}, o2[] = {20480, 24576};
+    fx_body_put_done_ack_t ack;
+    cr_assert_eq(t_put(&c1, 3, keys + 1, o1 + 1, 1, 100, 0, 0, NULL, 0, &ack), FLUXON_OK);
+    cr_assert_eq(t_put(&c1, 4, keys, o2, 2, 100, 0, 0, NULL, 0, &ack), FLUXON_OK);
+    cr_assert(t_invalidate(&c1, &inv, 2000));
+    cr_assert_eq(inv.keys.n, 2);
+    cr_assert(str_is(inv.keys.v[0], "k") && inv.offsets.v[0] == 8192);
+    cr_assert(str_is(inv.keys.v[1], "m") && inv.offsets.v[1] == 16384);
+    cr_assert_not(t_invalidate(&c1, &inv, 100));
+}
+
+Test(master_kv, lookup_get_done_and_replicas)
+{
+    t_owner(&c1, "n1", 100);
+    t_owner(&c2, "n2", 200);
+    uint64_t ms, ver;
+    t_put1(&c1, 1, "g", 40960, 100, 0, &ms, &ver);
+    fx_body_lookup_ack_t la;
+    const char *q[] = {"g", "missing", ""};
+    t_lookup(&c2, q, 3, &la);
+    cr_assert_eq(la.statuses.v[0], ST(FLUXON_OK));
+    cr_assert(str_is(la.src_node_ids.v[la.src.v[0]], "n1"));
+    cr_assert(la.offsets.v[0] == 40960 && la.value_lens.v[0] == 100 && la.put_ms.v[0] == ms &&
+              la.put_ver.v[0] == ver);
+    cr_assert_eq(la.statuses.v[1], ST(FLUXON_ERR_NOT_FOUND));
+    cr_assert_eq(la.statuses.v[2], ST(FLUXON_ERR_NOT_FOUND));
+    /* n2 took a durable replica: OK; wrong version / unknown key: STALE */
+    const char *gk[] = {"g", "g", "nokey"};
+    uint64_t goffs[] = {8192, 12288, 16384}, gms[] = {ms, ms, ms}, gver[] = {ver, ver + 1, ver};
+    fx_body_get_done_t gd = {t_keys(gk, 3), {goffs, 3}, {gms, 3}, {gver, 3}, 100};
+    fx_body_statuses_t gs;
+    cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(gs.statuses.n, 3);
+    cr_assert_eq(gs.statuses.v[0], ST(FLUXON_OK));
+    cr_assert_eq(gs.statuses.v[1], ST(FLUXON_ERR_STALE));
+    cr_assert_eq(gs.statuses.v[2], ST(FLUXON_ERR_STALE));
+    /* the same replica again: OK, not duplicated */
+    gd.keys.n = gd.offsets.n = gd.put_ms.n = gd.put_ver.n = 1;
+    cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
+    cr_assert_eq(gs.statuses.v[0], ST(FLUXON_OK));
+    /* each requester is pointed at the other node's copy */
+    cr_assert_eq(t_lookup1(&c1, "g", &la), ST(FLUXON_OK));
+    cr_assert(str_is(la.src_node_ids.v[la.src.v[0]], "n2") && la.offsets.v[0] == 8192);
+    cr_assert_eq(la.src_generations.v[la.src.v[0]], 200);
+    cr_assert_eq(t_lookup1(&c2, "g", &la), ST(FLUXON_OK));
+    cr_assert(str_is(la.src_node_ids.v[la.src.v[0]], "n1") && la.offsets.v[0] == 40960);
+    /* at most 4 replicas */
+    uint64_t more[] = {20480, 24576, 28672};
+    for (int i = 0; i < 3; i++) {
+        fx_body_get_done_t g1 = {t_keys(gk, 1), {&more[i], 1}, {&ms, 1}, {&ver, 1}, 100};
+        cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &g1, statuses, &gs), FLUXON_OK);
+        cr_assert_eq(gs.statuses.v[0], i < 2 ? ST(FLUXON_OK) : ST(FLUXON_ERR_NO_SPACE), "replica %d", i);
+    }
+    /* mismatched arrays: INVALID_ARGUMENT */
+    fx_body_get_done_t badg = {t_keys(gk, 2), {goffs, 1}, {gms, 2}, {gver, 2}, 100};
+    cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &badg, statuses, &gs), FLUXON_ERR_INVALID_ARGUMENT);
+    /* replacing g invalidates every replica, each on its own node */
+    t_put1(&c1, 2, "g", 45056, 100, 0, NULL, NULL);
+    fx_body_invalidate_t inv;
+    cr_assert(t_invalidate(&c1, &inv, 2000));
+    cr_assert(inv.keys.n == 1 && inv.offsets.v[0] == 40960 && inv.put_ms.v[0] == ms && inv.put_ver.v[0] == ver);
+    cr_assert(t_invalidate(&c2, &inv, 2000));
+    cr_assert_eq(inv.keys.n, 3, "n2's three replicas in one message");
+    cr_assert(inv.offsets.v[0] == 8192 && inv.offsets.v[1] == 20480 && inv.offsets.v[2] == 24576);
+    /* a get_done of the replaced version is stale now */
+    gd.keys.n = gd.offsets.n = gd.put_ms.n = gd.put_ver.n = 1;
+    goffs[0] = 32768;
+    cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
+    cr_assert_eq(gs.statuses.v[0], ST(FLUXON_ERR_STALE));
+}
+
+Test(master_kv, delete_then_not_found)
+{
+    t_owner(&c1, "n1", 100);
+    t_put1(&c1, 1, "d", 4096, 10, 0, NULL, NULL);
+    fx_body_key_t k = {fx_str_c("d")};
+    fx_body_empty_t e;
+    cr_assert_eq(T_CALL(&c1, DELETE, key, &k, empty, &e), FLUXON_OK, "%s", last_err);
+    fx_body_invalidate_t inv;
+    cr_assert(t_invalidate(&c1, &inv, 2000));
+    cr_assert(inv.keys.n == 1 && str_is(inv.keys.v[0], "d") && inv.offsets.v[0] == 4096);
+    cr_assert_eq(T_CALL(&c1, DELETE, key, &k, empty, &e), FLUXON_ERR_NOT_FOUND);
+    cr_assert(strstr(last_err, "key not found: d"), "%s", last_err);
+    fx_body_lookup_ack_t la;
+    cr_assert_eq(t_lookup1(&c1, "d", &la), ST(FLUXON_ERR_NOT_FOUND));
+    fx_body_list_t l = {fx_str_c(""), fx_str_c(""), 0};
+    fx_body_keys_t lk;
+    cr_assert_eq(T_CALL(&c1, LIST, list, &l, keys, &lk), FLUXON_OK);
+    cr_assert_eq(lk.keys.n, 0, "deleted keys leave the prefix index");
+    /* from a peer that never registered (an external) */
+    t_put1(&c1, 2, "d2", 4096, 10, 0, NULL, NULL);
+    t_hello(&c2, "ext");
+    k.key = fx_str_c("d2");
+    cr_assert_eq(T_CALL(&c2, DELETE, key, &k, empty, &e), FLUXON_OK);
+    cr_assert(t_invalidate(&c1, &inv, 2000));
+    k.key = fx_str_c("");
+    cr_assert_eq(T_CALL(&c2, DELETE, key, &k, empty, &e), FLUXON_ERR_INVALID_ARGUMENT);
+}
+
+Test(master_kv, exists_counts_leading_hits)
+{
+    t_owner(&c1, "n1", 100);
+    const char *keys[] = {"a", "b", "c"};
+    uint64_t offs[] = {4096, 8192, 12288};
+    fx_body_put_done_ack_t ack;
+    cr_assert_eq(t_put(&c1, 1, keys, offs, 3, 10, 0, 0, NULL, 0, &ack), FLUXON_OK);
+    const char *q1[] = {"a", "b", "zz", "c"}, *q2[] = {"a", "b", "c"}, *q3[] = {"zz", "a"};
+    struct {
+        const char *const *k;
+        uint32_t n;
+        uint64_t want;
+    } cases[] = {{q1, 4, 2}, {q2, 3, 3}, {q3, 2, 0}, {q1, 0, 0}};
+    for (size_t i = 0; i < FX_ARRAY_LEN(cases); i++) {
+        fx_body_keys_t b = {t_keys(cases[i].k, cases[i].n)};
+        fx_body_count_t cnt;
+        cr_assert_eq(T_CALL(&c1, EXISTS, keys, &b, count, &cnt), FLUXON_OK);
+        cr_assert_eq(cnt.count, cases[i].want, "case %zu: %llu", i, (unsigned long long)cnt.count);
+    }
+}
+
+Test(master_kv, lease_expiry_deletes_the_route)
+{
+    t_owner(&c1, "n1", 100);
+    fx_body_lease_t lb = {200};
+    fx_body_lease_ack_t la1, la2;
+    cr_assert_eq(T_CALL(&c1, LEASE_GRANT, lease, &lb, lease_ack, &la1), FLUXON_OK);
+    cr_assert_eq(la1.lease_id, 1);
+    lb.ttl_ms = 60000;
+    cr_assert_eq(T_CALL(&c1, LEASE_GRANT, lease, &lb, lease_ack, &la2), FLUXON_OK);
+    cr_assert_eq(la2.lease_id, 2);
+    t_put1(&c1, 1, "leased", 4096, 10, la1.lease_id, NULL, NULL);
+    t_put1(&c1, 2, "kept", 8192, 10, la2.lease_id, NULL, NULL);
+    t_put1(&c1, 3, "plain", 12288, 10, 0, NULL, NULL);
+    fx_body_lookup_ack_t lk;
+    cr_assert_eq(t_lookup1(&c1, "leased", &lk), ST(FLUXON_OK));
+    th_sleep_ms(300);
+    cr_assert_eq(t_lookup1(&c1, "leased", &lk), ST(FLUXON_ERR_NOT_FOUND));
+    cr_assert_eq(t_lookup1(&c1, "kept", &lk), ST(FLUXON_OK));
+    cr_assert_eq(t_lookup1(&c1, "plain", &lk), ST(FLUXON_OK));
+    fx_body_invalidate_t inv;
+    cr_assert(t_invalidate(&c1, &inv, 2000), "expiry invalidates the replica");
+    cr_assert(inv.keys.n == 1 && str_is(inv.keys.v[0], "leased") && inv.offsets.v[0] == 4096);
+    /* an expired or unknown lease: LEASE_EXPIRED, nothing installed */
+    const char *keys[] = {"l1", "l2"};
+    uint64_t offs[] = {16384, 20480};
+    fx_body_put_done_ack_t ack;
+    cr_assert_eq(t_put(&c1, 4, keys, offs, 2, 10, 0, la1.lease_id, NULL, 0, &ack), FLUXON_OK);
+    cr_assert(ack.statuses.v[0] == ST(FLUXON_ERR_LEASE_EXPIRED) && ack.statuses.v[1] == ST(FLUXON_ERR_LEASE_EXPIRED));
+    cr_assert_eq(t_put(&c1, 5, keys, offs, 2, 10, 0, 999, NULL, 0, &ack), FLUXON_OK);
+    cr_assert_eq(ack.statuses.v[0], ST(FLUXON_ERR_LEASE_EXPIRED));
+    cr_assert_eq(t_lookup1(&c1, "l1", &lk), ST(FLUXON_ERR_NOT_FOUND));
+    /* bad ttl */
+    fx_body_lease_t bad[] = {{0}, {86400001}};
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(T_CALL(&c1, LEASE_GRANT, lease, &bad[i], lease_ack, &la1), FLUXON_ERR_INVALID_ARGUMENT);
+    /* the timer alone deletes expired routes (no request touches them) */
+    lb.ttl_ms = 50;
+    cr_assert_eq(T_CALL(&c1, LEASE_GRANT, lease, &lb, lease_ack, &la1), FLUXON_OK);
+    t_put1(&c1, 6, "short", 24576, 10, la1.lease_id, NULL, NULL);
+    cr_assert(t_invalidate(&c1, &inv, 2000), "the lease timer invalidates on its own");
+    cr_assert(inv.keys.n == 1 && str_is(inv.keys.v[0], "short"));
+}
+
+Test(master_kv, list_by_prefix_with_paging)
+{
+    t_owner(&c1, "n1", 100);
+    const char *keys[] = {"p/c", "p/a", "q/x", "p/e", "p/b", "p/d", "p"};
+    uint64_t offs[7];
+    for (int i = 0; i < 7; i++) offs[i] = 4096ull * (i + 1);
+    fx_body_put_done_ack_t ack;
+    cr_assert_eq(t_put(&c1, 1, keys, offs, 7, 10, 0, 0, NULL, 0, &ack), FLUXON_OK);
+    const char *want[] = {"p/a", "p/b", "p/c", "p/d", "p/e"};
+    char after[16] = "";
+    size_t got = 0;
+    for (int page = 0; page < 4; page++) {
+        fx_body_list_t l = {fx_str_c("p/"), fx_str_c(after), 2};
+        fx_body_keys_t lk;
+        cr_assert_eq(T_CALL(&c1, LIST, list, &l, keys, &lk), FLUXON_OK, "%s", last_err);
+        cr_assert_eq(lk.keys.n, page < 2 ? 2 : page == 2 ? 1 : 0, "page %d: %u keys", page, lk.keys.n);
+        for (uint32_t i = 0; i < lk.keys.n; i++) {
+            cr_assert(str_is(lk.keys.v[i], want[got]), "page %d key %u", page, i);
+            got++;
+        }
+        if (lk.keys.n) fx_str_copy(lk.keys.v[lk.keys.n - 1], after, sizeof after);
+    }
+    cr_assert_eq(got, 5);
+    fx_body_list_t all = {fx_str_c(""), fx_str_c(""), 0};
+    fx_body_keys_t lk;
+    cr_assert_eq(T_CALL(&c1, LIST, list, &all, keys, &lk), FLUXON_OK);
+    cr_assert_eq(lk.keys.n, 7);
+    cr_assert(str_is(lk.keys.v[0], "p") && str_is(lk.keys.v[1], "p/a") && str_is(lk.keys.v[6], "q/x"));
+    all.limit = 100000; /* clamped, not refused */
+    cr_assert_eq(T_CALL(&c1, LIST, list, &all, keys, &lk), FLUXON_OK);
+    cr_assert_eq(lk.keys.n, 7);
+}
+
+Test(master_kv, malformed_put_done_changes_nothing)
+{
+    t_owner(&c1, "n1", 100);
+    char longkey[1100];
+    memset(longkey, 'x', sizeof longkey - 1);
+    longkey[1025] = '\0';
+    const char *keys[] = {"m1", "m2"}, *lk[] = {"m1", longkey}, *ek[] = {"m1", ""};
+    uint64_t offs[] = {4096, 8192}, offs_out[] = {4096, SEG - 4096}, offs_low[] = {0, 8192};
+    uint64_t g_short[] = {1}, g_zero[] = {0, 2}, g_long[] = {2, 1};
+    fx_body_put_done_ack_t ack;
+    struct {
+        const char *const *k;
+        const uint64_t *o;
+        uint32_t nk, no;
+        uint64_t vlen;
+        const uint64_t *g;
+        uint32_t ng;
+    } cases[] = {
+        {keys, offs, 2, 1, 10, NULL, 0},      /* keys vs offsets */
+        {keys, offs, 2, 2, 0, NULL, 0},       /* value_len 0 */
+        {keys, offs, 2, 2, 10, g_short, 1},   /* groups sum to 1 */
+        {keys, offs, 2, 2, 10, g_zero, 2},    /* empty group */
+        {keys, offs, 2, 2, 10, g_long, 2},    /* groups sum past n */
+        {lk, offs, 2, 2, 10, NULL, 0},        /* key of 1025 bytes */
+        {ek, offs, 2, 2, 10, NULL, 0},        /* empty key */
+        {keys, offs_out, 2, 2, 8192, NULL, 0}, /* past the segment end */
+        {keys, offs_low, 2, 2, 10, NULL, 0},  /* inside the header page */
+        {keys, offs, 0, 0, 10, NULL, 0},      /* empty batch */
+        {keys, offs, 2, 2, SEG + 1, NULL, 0}, /* value larger than the segment */
+    };
+    for (size_t i = 0; i < FX_ARRAY_LEN(cases); i++) {
+        fx_body_put_done_t b = {100 + i, cases[i].vlen, 0, 0, t_keys(cases[i].k, cases[i].nk),
+                                {cases[i].o, cases[i].no}, {cases[i].g, cases[i].ng}};
+        cr_assert_eq(T_CALL(&c1, PUT_DONE, put_done, &b, put_done_ack, &ack), FLUXON_ERR_INVALID_ARGUMENT,
+                     "case %zu", i);
+        cr_assert(last_err[0], "case %zu has a message", i);
+    }
+    fx_body_list_t l = {fx_str_c(""), fx_str_c(""), 0};
+    fx_body_keys_t lks;
+    cr_assert_eq(T_CALL(&c1, LIST, list, &l, keys, &lks), FLUXON_OK);
+    cr_assert_eq(lks.keys.n, 0, "nothing installed");
+    /* a malformed batch is not remembered: the same batch id, well-formed, applies */
+    cr_assert_eq(t_put(&c1, 100, keys, offs, 2, 10, 0, 0, NULL, 0, &ack), FLUXON_OK);
+    cr_assert(ack.statuses.v[0] == ST(FLUXON_OK) && ack.statuses.v[1] == ST(FLUXON_OK));
+    /* an unregistered peer cannot publish */
+    t_hello(&c2, "x1");
+    cr_assert_eq(t_put(&c2, 1, keys, offs, 2, 10, 0, 0, NULL, 0, &ack), FLUXON_ERR_INVALID_ARGUMENT);
+    /* a truncated body is a protocol error: the connection is closed, the master serves on */
+    fx_body_key_t kb = {fx_str_c("m1")};
+    uint8_t *enc;
+    size_t len;
+    T_ENCODE(key, &kb, enc, len);
+    t_send(&c2, FX_MSG_DELETE, 99, enc, len - 1);
+    free(enc);
+    tframe_t f;
+    cr_assert_not(t_recv_frame(&c2, &f, 2000), "the master closes a connection that sent a malformed frame");
+    fx_body_lookup_ack_t la;
+    cr_assert_eq(t_lookup1(&c1, "m1", &la), ST(FLUXON_OK));
+}
+
+Test(master_kv, one_way_requests_get_no_reply)
+{
+    t_owner(&c1, "n1", 100);
+    t_put1(&c1, 1, "o", 4096, 10, 0, NULL, NULL);
+    const char *k = "o";
+    fx_body_lookup_t lb = {t_keys(&k, 1)};
+    T_SEND_ONEWAY(&c1, LOOKUP, lookup, &lb);
+    fx_body_key_t kb = {fx_str_c("absent")};
+    T_SEND_ONEWAY(&c1, DELETE, key, &kb); /* an error too stays silent */
+    fx_body_grant_t gb = {0, 0};
+    T_SEND_ONEWAY(&c1, GRANT, grant, &gb);
+    /* the next frame is the answer to the next call (t_call_raw fails on any other) */
+    fx_body_lookup_ack_t la;
+    cr_assert_eq(t_lookup1(&c1, "o", &la), ST(FLUXON_OK));
+    cr_assert_eq(c1.n_stash, 0);
+}
+
+Test(master_kv, dead_owner_replicas_are_hidden_then_back)
+{
+    t_owner(&c1, "n1", 100);
+    t_owner(&c2, "n2", 200);
+    t_put1(&c1, 1, "k", 4096, 10, 0, NULL, NULL);
+    fx_body_lookup_ack_t la;
+    cr_assert_eq(t_lookup1(&c2, "k", &la), ST(FLUXON_OK));
+    t_close(&c1); /* connection lost: n1 declared dead */
+    uint64_t st = ST(FLUXON_OK);
+    for (int i = 0; i < 200 && st == ST(FLUXON_OK); i++) {
+        st = t_lookup1(&c2, "k", &la);
+        if (st == ST(FLUXON_OK)) th_sleep_ms(10);
+    }
+    cr_assert_eq(st, ST(FLUXON_ERR_NOT_FOUND), "a dead owner's replica is never returned");
+    fx_body_keys_t eb = {t_keys((const char *[]){"k"}, 1)};
+    fx_body_count_t cnt;
+    cr_assert_eq(T_CALL(&c2, EXISTS, keys, &eb, count, &cnt), FLUXON_OK);
+    cr_assert_eq(cnt.count, 0);
+    /* the same process (generation) reconnects: its replicas are routed again */
+    t_owner(&c1, "n1", 100);
+    cr_assert_eq(t_lookup1(&c2, "k", &la), ST(FLUXON_OK));
+    cr_assert(str_is(la.src_node_ids.v[la.src.v[0]], "n1"));
+}
+
+Test(master_kv, new_generation_drops_old_routes)
+{
+    t_owner(&c1, "n1", 100);
+    t_owner(&c2, "n2", 200);
+    fx_body_grant_t g = {4096, 2};
+    fx_body_grant_ack_t ga;
+    cr_assert_eq(T_CALL(&c1, GRANT, grant, &g, grant_ack, &ga), FLUXON_OK);
+    t_put1(&c1, 1, "old", 4096, 10, 0, NULL, NULL);
+    t_put1(&c1, 2, "shared", 8192, 10, 0, NULL, NULL);
+    fx_body_lookup_ack_t la;
+    cr_assert_eq(t_lookup1(&c2, "shared", &la), ST(FLUXON_OK));
+    uint64_t ms = la.put_ms.v[0], ver = la.put_ver.v[0], off = 12288;
+    const char *sk = "shared";
+    fx_body_get_done_t gd = {t_keys(&sk, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, 10};
+    fx_body_statuses_t gs;
+    cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
+    cr_assert_eq(gs.statuses.v[0], ST(FLUXON_OK));
+    /* n1 restarts: new generation, on a new connection (the old one is closed) */
+    t_owner(&c3, "n1", 101);
+    cr_assert_eq(t_lookup1(&c2, "old", &la), ST(FLUXON_ERR_NOT_FOUND));
+    cr_assert_eq(t_lookup1(&c3, "old", &la), ST(FLUXON_ERR_NOT_FOUND));
+    /* a route with a replica elsewhere survives, served by that replica */
+    cr_assert_eq(t_lookup1(&c3, "shared", &la), ST(FLUXON_OK));
+    cr_assert(str_is(la.src_node_ids.v[la.src.v[0]], "n2") && la.offsets.v[0] == 12288);
+    fx_body_list_t l = {fx_str_c(""), fx_str_c(""), 0};
+    fx_body_keys_t lk;
+    cr_assert_eq(T_CALL(&c3, LIST, list, &l, keys, &lk), FLUXON_OK);
+    cr_assert_eq(lk.keys.n, 1);
+    cr_assert(str_is(lk.keys.v[0], "shared"));
+    /* the allocator and grant ids start over; batch ids of the old generation are forgotten */
+    g.count = 64;
+    cr_assert_eq(T_CALL(&c3, GRANT, grant, &g, grant_ack, &ga), FLUXON_OK);
+    cr_assert_eq(ga.grant_ids.n, 7);
+    cr_assert_eq(ga.grant_ids.v[0], 1);
+    uint64_t ms2, ver2;
+    t_put1(&c3, 1, "old", 4096, 10, 0, &ms2, &ver2);
+    cr_assert_eq(t_lookup1(&c2, "old", &la), ST(FLUXON_OK));
+    cr_assert_eq(la.src_generations.v[la.src.v[0]], 101);
+    /* the old connection was closed by the master */
+    tframe_t f;
+    cr_assert_not(t_recv_frame(&c1, &f, 2000));
+}
