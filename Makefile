@@ -8,12 +8,14 @@ CC       ?= cc
 OPT      ?= -O2
 SAN      ?=
 PREFIX   ?= /usr/local
+BIN      ?= fluxon
 VERSION  := $(shell sed -n 's/^\#define FLUXON_VERSION_STRING "\(.*\)"/\1/p' include/fluxon.h)
 SOVER    := $(firstword $(subst ., ,$(VERSION)))
 
 DIRS     := common transport cache plan roles cuda
 INC      := -Iinclude $(addprefix -I,$(DIRS))
-LIB_SRCS := $(filter-out roles/cli.c,$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
+CLI_SRCS := roles/cli.c $(wildcard roles/cli_*.c)
+LIB_SRCS := $(filter-out $(CLI_SRCS),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
 HDRS     := include/fluxon.h $(foreach d,$(DIRS),$(wildcard $(d)/*.h))
 TEST_SRCS:= $(wildcard test/test_*.c)
 TESTS    := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
@@ -22,13 +24,14 @@ PKGS     := ucx liburing libcjson numa libxxhash
 SETUP_OK := build/.setup-ok
 # pkg-config runs only after setup installed it (lazy '=' expansion)
 DEP_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-# Static where Debian ships a static archive (liburing, libnuma, libxxhash); UCX stays
+# Static where Debian ships a static archive (liburing, libxxhash); UCX stays
 # dynamic (its transports are dlopen'ed modules linked against the shared libucs),
+# libnuma dynamic because libucs links the shared one (a second, static copy breaks it),
 # cJSON and mimalloc ship no static archive in Debian 12.
-STATIC_DEPS  = -Wl,-Bstatic -luring -lnuma -lxxhash -Wl,-Bdynamic
-DYNAMIC_DEPS = -lucp -luct -lucs -lcjson -lmimalloc -lpthread -lm
+STATIC_DEPS  = -Wl,-Bstatic -luring -lxxhash -Wl,-Bdynamic
+DYNAMIC_DEPS = -lucp -luct -lucs -lnuma -lcjson -lmimalloc -lpthread -lm
 DEP_LIBS     = $(STATIC_DEPS) $(DYNAMIC_DEPS)
-SO_DEP_LIBS  = -luring -lnuma -lxxhash $(DYNAMIC_DEPS)
+SO_DEP_LIBS  = -luring -lxxhash $(DYNAMIC_DEPS)
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla
 CFLAGS   ?=
@@ -38,7 +41,7 @@ LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 .PHONY: all amalgamation setup test unit integration asan bench demo help clean install
 .DEFAULT_GOAL := all
 
-all: fluxon $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
+all: $(BIN) $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
 
 help:
 	@echo "make               build ./fluxon, build/libfluxon.{a,so}, build/fluxon.pc (runs setup if needed)"
@@ -72,13 +75,13 @@ $(BUILD)/fluxon.o: fluxon.c | $(SETUP_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -Wno-unused-function -c $< -o $@
 
-$(BUILD)/cli.o: roles/cli.c $(HDRS) | $(SETUP_OK)
+CLI_OBJS := $(patsubst roles/%.c,$(BUILD)/cli/%.o,$(CLI_SRCS))
+$(BUILD)/cli/%.o: roles/%.c $(HDRS) | $(SETUP_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
-fluxon: $(BUILD)/fluxon.o $(BUILD)/cli.o
+$(BIN): $(BUILD)/fluxon.o $(CLI_OBJS)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
-	@[ "$(BUILD)" = build ] || cp $@ $(BUILD)/fluxon
 
 $(BUILD)/libfluxon.a: $(BUILD)/fluxon.o
 	rm -f $@ && ar rcs $@ $^
@@ -98,15 +101,18 @@ $(BUILD)/obj/%.o: %.c $(HDRS) | $(SETUP_OK)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 $(BUILD)/libfx_test.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
-$(BUILD)/test/%: test/%.c test/helpers.h $(BUILD)/libfx_test.a
+# suites of CLI-side code link those objects too (roles/cli_*.c minus main)
+CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/cli.o,$(CLI_OBJS))
+$(BUILD)/test/%: test/%.c test/helpers.h test/kvfix.h $(BUILD)/libfx_test.a $(CLI_LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -Itest -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS)
+	$(CC) $(CFLAGS_ALL) -Itest -o $@ $< $(CLI_LIB_OBJS) $(BUILD)/libfx_test.a $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS)
 
 test: all $(TESTS)
-	FLUXON_BIN=$(abspath fluxon) ./scripts/run-tests $(TESTS)
+	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS)
 
 asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
+	$(MAKE) BUILD=build-asan BIN=build-asan/fluxon OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -DFX_USE_LIBC_MALLOC" \
+	    ASAN_OPTIONS=detect_leaks=1 test
 
 bench: all
 	./scripts/bench

@@ -7,12 +7,23 @@
 
 #include "log.h"
 
+/* The sanitizer build (make asan) defines FX_USE_LIBC_MALLOC so AddressSanitizer sees
+ * every allocation; mimalloc's own arenas are invisible to it. */
+#ifdef FX_USE_LIBC_MALLOC
+FX_INTERNAL void *fx_malloc(size_t n) { return malloc(n ? n : 1); }
+FX_INTERNAL void *fx_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+FX_INTERNAL void *fx_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+FX_INTERNAL char *fx_strdup(const char *s) { return s ? strdup(s) : NULL; }
+FX_INTERNAL char *fx_strndup(const char *s, size_t n) { return s ? strndup(s, n) : NULL; }
+FX_INTERNAL void fx_free(void *p) { free(p); }
+#else
 FX_INTERNAL void *fx_malloc(size_t n) { return mi_malloc(n ? n : 1); }
 FX_INTERNAL void *fx_calloc(size_t n, size_t size) { return mi_calloc(n ? n : 1, size ? size : 1); }
 FX_INTERNAL void *fx_realloc(void *p, size_t n) { return mi_realloc(p, n ? n : 1); }
 FX_INTERNAL char *fx_strdup(const char *s) { return s ? mi_strdup(s) : NULL; }
 FX_INTERNAL char *fx_strndup(const char *s, size_t n) { return s ? mi_strndup(s, n) : NULL; }
 FX_INTERNAL void fx_free(void *p) { mi_free(p); }
+#endif
 
 FX_INTERNAL void fx_assert_fail(const char *expr, const char *file, int line, const char *func)
 {

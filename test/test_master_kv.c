@@ -36,7 +36,7 @@ typedef struct tc {
     int n_stash;
 } tc_t;
 
-static tc_t c1 = {-1}, c2 = {-1}, c3 = {-1};
+static tc_t c1 = {.fd = -1}, c2 = {.fd = -1}, c3 = {.fd = -1};
 
 static void *keep(void *p)
 {
@@ -382,6 +382,18 @@ Test(master_kv, put_done_batch_ids_and_retry)
     t_put1(&c1, 9, "later", 20480, 100, 0, &ms, &ver);
     cr_assert(put_id_lt(a1.put_ms.v[3], a1.put_ver.v[3], ms, ver));
     cr_assert_not(t_invalidate(&c1, &inv, 100));
+    /* k0 is replaced by a newer batch; a late retry of batch 7 must not bring back its k0 */
+    uint64_t ms10, ver10;
+    t_put1(&c1, 10, "k0", 24576, 100, 0, &ms10, &ver10);
+    cr_assert(t_invalidate(&c1, &inv, 2000));
+    cr_assert(inv.keys.n == 1 && inv.offsets.v[0] == 4096);
+    cr_assert_eq(t_put(&c1, 7, keys, offs, 4, 100, 0, 0, NULL, 0, &a2), FLUXON_OK);
+    for (uint32_t i = 0; i < 4; i++)
+        cr_assert(a2.statuses.v[i] == a1.statuses.v[i] && a2.put_ms.v[i] == a1.put_ms.v[i] &&
+                  a2.put_ver.v[i] == a1.put_ver.v[i], "the remembered ack, not a new outcome");
+    cr_assert_eq(t_lookup1(&c1, "k0", &la), ST(FLUXON_OK));
+    cr_assert(la.offsets.v[0] == 24576 && la.put_ms.v[0] == ms10 && la.put_ver.v[0] == ver10);
+    cr_assert_not(t_invalidate(&c1, &inv, 100), "nothing re-applied");
 }
 
 Test(master_kv, reject_if_exist_rejects_the_group_whole)

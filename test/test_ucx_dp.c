@@ -17,41 +17,41 @@
 #include "log.h"
 #include "ucx_dp.h"
 
-#define TU_N 64
-#define TU_LEN 4718592ull
-#define TU_REGION (TU_N * TU_LEN)
-#define TU_CHILD_S 90     /* a child gives up serving after this */
-#define TU_IO_MS 30000    /* socketpair handshake / command replies */
-#define TU_XFER_MS 60000  /* one batch */
+#define TUCX_N 64
+#define TUCX_LEN 4718592ull
+#define TUCX_REGION (TUCX_N * TUCX_LEN)
+#define TUCX_CHILD_S 90     /* a child gives up serving after this */
+#define TUCX_IO_MS 30000    /* socketpair handshake / command replies */
+#define TUCX_XFER_MS 60000  /* one batch */
 
-typedef struct tu_info {
+typedef struct tucx_info {
     uint64_t base;
     uint32_t addr_len;
     uint32_t rkey_len;
-} tu_info_t;
+} tucx_info_t;
 
 /* A parent's view of one test: its instance and region, the child and the peer. */
-typedef struct tu_env {
+typedef struct tucx_env {
     pid_t child;
     int sock;
     fx_ucx_t *u;
     fx_ucx_mem_t *m;
     fx_ucx_peer_t *p;
     char *base;
-} tu_env_t;
+} tucx_env_t;
 
-typedef struct tu_done {
+typedef struct tucx_done {
     int fired;
     int status;
     int calls;
-} tu_done_t;
+} tucx_done_t;
 
-static double tu_now(void)
+static double tucx_now(void)
 {
     return (double)fx_now_ns() / 1e9;
 }
 
-static int tu_send(int fd, const void *buf, size_t len)
+static int tucx_send(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
     while (len) {
@@ -64,12 +64,12 @@ static int tu_send(int fd, const void *buf, size_t len)
     return 0;
 }
 
-static int tu_recv(int fd, void *buf, size_t len, int timeout_ms)
+static int tucx_recv(int fd, void *buf, size_t len, int timeout_ms)
 {
     char *p = buf;
-    double end = tu_now() + timeout_ms / 1000.0;
+    double end = tucx_now() + timeout_ms / 1000.0;
     while (len) {
-        int left = (int)((end - tu_now()) * 1000);
+        int left = (int)((end - tucx_now()) * 1000);
         struct pollfd pf = {.fd = fd, .events = POLLIN};
         if (left <= 0) return -1;
         int r = poll(&pf, 1, left);
@@ -85,7 +85,7 @@ static int tu_recv(int fd, void *buf, size_t len, int timeout_ms)
 }
 
 /* Deterministic bytes that differ per seed and position (splitmix64). */
-static void tu_fill(char *base, uint64_t len, uint64_t seed)
+static void tucx_fill(char *base, uint64_t len, uint64_t seed)
 {
     uint64_t *w = (uint64_t *)base;
     for (uint64_t i = 0; i < len / 8; i++) {
@@ -96,12 +96,12 @@ static void tu_fill(char *base, uint64_t len, uint64_t seed)
     }
 }
 
-static void tu_reap(pid_t pid, int timeout_ms)
+static void tucx_reap(pid_t pid, int timeout_ms)
 {
     if (pid <= 0) return;
-    double end = tu_now() + timeout_ms / 1000.0;
+    double end = tucx_now() + timeout_ms / 1000.0;
     int st;
-    while (tu_now() < end) {
+    while (tucx_now() < end) {
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid || (r < 0 && errno == ECHILD)) return;
         usleep(5000);
@@ -111,19 +111,19 @@ static void tu_reap(pid_t pid, int timeout_ms)
     }
 }
 
-static void tu_cb(void *arg, int status)
+static void tucx_cb(void *arg, int status)
 {
-    tu_done_t *d = arg;
+    tucx_done_t *d = arg;
     d->fired = 1;
     d->status = status;
     d->calls++;
 }
 
 /* The caller-side event loop of ucx_dp.h, until d fires or timeout_ms passes. */
-static int tu_wait(fx_ucx_t *u, tu_done_t *d, int timeout_ms)
+static int tucx_wait(fx_ucx_t *u, tucx_done_t *d, int timeout_ms)
 {
-    double end = tu_now() + timeout_ms / 1000.0;
-    while (!d->fired && tu_now() < end) {
+    double end = tucx_now() + timeout_ms / 1000.0;
+    while (!d->fired && tucx_now() < end) {
         if (fx_ucx_progress(u) || d->fired) continue;
         if (fx_ucx_arm(u) == 1) {
             struct pollfd pf = {.fd = fx_ucx_efd(u), .events = POLLIN};
@@ -136,89 +136,89 @@ static int tu_wait(fx_ucx_t *u, tu_done_t *d, int timeout_ms)
 
 /* ---- the serving child --------------------------------------------------------- */
 
-static int tu_publish(int fd, fx_ucx_t *u, fx_ucx_mem_t *m, void *base)
+static int tucx_publish(int fd, fx_ucx_t *u, fx_ucx_mem_t *m, void *base)
 {
     const void *addr;
     size_t alen, rlen;
     void *rkey;
     if (fx_ucx_worker_address(u, &addr, &alen) != FLUXON_OK) return -1;
     if (fx_ucx_rkey_pack(m, &rkey, &rlen) != FLUXON_OK) return -1;
-    tu_info_t in = {.base = (uint64_t)(uintptr_t)base, .addr_len = (uint32_t)alen,
+    tucx_info_t in = {.base = (uint64_t)(uintptr_t)base, .addr_len = (uint32_t)alen,
                     .rkey_len = (uint32_t)rlen};
-    int rc = tu_send(fd, &in, sizeof in) || tu_send(fd, addr, alen) || tu_send(fd, rkey, rlen);
+    int rc = tucx_send(fd, &in, sizeof in) || tucx_send(fd, addr, alen) || tucx_send(fd, rkey, rlen);
     fx_ucx_buf_free(rkey);
     return rc ? -1 : 0;
 }
 
 /* Serves its region and answers 'R' (off, len) -> XXH3 and 'Q' commands; never returns.
  * It never touches Criterion: results travel over the socket, failures as exit codes. */
-static void tu_child(int fd, const char *tls)
+static void tucx_child(int fd, const char *tls)
 {
     int code = 2;
     fx_ucx_t *u = NULL;
     fx_ucx_mem_t *m = NULL;
-    char *base = mmap(NULL, TU_REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *base = mmap(NULL, TUCX_REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) _exit(3);
-    tu_fill(base, TU_REGION, 0xc41d);
-    if (fx_ucx_create(tls, &u) != FLUXON_OK || fx_ucx_mem_map(u, base, TU_REGION, &m) != FLUXON_OK ||
-        tu_publish(fd, u, m, base) != 0)
+    tucx_fill(base, TUCX_REGION, 0xc41d);
+    if (fx_ucx_create(tls, &u) != FLUXON_OK || fx_ucx_mem_map(u, base, TUCX_REGION, &m) != FLUXON_OK ||
+        tucx_publish(fd, u, m, base) != 0)
         goto out;
-    double end = tu_now() + TU_CHILD_S;
-    while (tu_now() < end) {
+    double end = tucx_now() + TUCX_CHILD_S;
+    while (tucx_now() < end) {
         fx_ucx_progress(u);
         struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = fx_ucx_efd(u), .events = POLLIN}};
         int armed = fx_ucx_arm(u) == 1;
         if (poll(pf, 2, armed ? 50 : 0) <= 0 || !pf[0].revents) continue;
         char c;
-        if (tu_recv(fd, &c, 1, TU_IO_MS) != 0 || c == 'Q') {
+        if (tucx_recv(fd, &c, 1, TUCX_IO_MS) != 0 || c == 'Q') {
             code = c == 'Q' ? 0 : 4;
             break;
         }
         if (c == 'R') {
             uint64_t q[2], h = 0;
-            if (tu_recv(fd, q, sizeof q, TU_IO_MS) != 0) break;
-            if (q[0] <= TU_REGION && q[1] <= TU_REGION - q[0]) h = XXH3_64bits(base + q[0], q[1]);
-            if (tu_send(fd, &h, sizeof h) != 0) break;
+            if (tucx_recv(fd, q, sizeof q, TUCX_IO_MS) != 0) break;
+            if (q[0] <= TUCX_REGION && q[1] <= TUCX_REGION - q[0]) h = XXH3_64bits(base + q[0], q[1]);
+            if (tucx_send(fd, &h, sizeof h) != 0) break;
         }
     }
 out:
     fx_ucx_destroy(u);
-    munmap(base, TU_REGION);
+    munmap(base, TUCX_REGION);
     close(fd);
     _exit(code);
 }
 
 /* ---- parent side ---------------------------------------------------------------- */
 
-static uint64_t tu_remote_hash(tu_env_t *e, uint64_t off, uint64_t len)
+static uint64_t tucx_remote_hash(tucx_env_t *e, uint64_t off, uint64_t len)
 {
     uint64_t q[2] = {off, len}, h = 0;
-    cr_assert_eq(tu_send(e->sock, "R", 1), 0);
-    cr_assert_eq(tu_send(e->sock, q, sizeof q), 0);
-    cr_assert_eq(tu_recv(e->sock, &h, sizeof h, TU_IO_MS), 0, "child did not answer");
+    cr_assert_eq(tucx_send(e->sock, "R", 1), 0);
+    cr_assert_eq(tucx_send(e->sock, q, sizeof q), 0);
+    cr_assert_eq(tucx_recv(e->sock, &h, sizeof h, TUCX_IO_MS), 0, "child did not answer");
     return h;
 }
 
-static void tu_teardown(tu_env_t *e)
+static void tucx_teardown(tucx_env_t *e)
 {
     if (e->sock >= 0) {
-        tu_send(e->sock, "Q", 1);
+        tucx_send(e->sock, "Q", 1);
         close(e->sock);
         e->sock = -1;
     }
-    tu_reap(e->child, 10000);
+    tucx_reap(e->child, 10000);
     e->child = -1;
-    double t0 = tu_now();
+    double t0 = tucx_now();
     fx_ucx_destroy(e->u); /* also closes e->p and unmaps e->m */
-    cr_expect_lt(tu_now() - t0, 5.0, "fx_ucx_destroy took too long");
+    cr_expect_lt(tucx_now() - t0, 5.0, "fx_ucx_destroy took too long");
     e->u = NULL;
-    if (e->base) munmap(e->base, TU_REGION);
+    if (e->base) munmap(e->base, TUCX_REGION);
     e->base = NULL;
 }
 
 /* Forks the serving child and connects to it. Returns 0, or 1 when the transport is not
  * available here (caller skips). */
-static int tu_setup(tu_env_t *e, const char *tls, fx_ucx_mech_t mech)
+static int tucx_setup(tucx_env_t *e, const char *tls, fx_ucx_mech_t mech)
 {
     memset(e, 0, sizeof *e);
     e->sock = -1;
@@ -229,46 +229,46 @@ static int tu_setup(tu_env_t *e, const char *tls, fx_ucx_mech_t mech)
     cr_assert_geq(e->child, 0);
     if (e->child == 0) {
         close(sv[0]);
-        tu_child(sv[1], tls);
+        tucx_child(sv[1], tls);
     }
     close(sv[1]);
     e->sock = sv[0];
-    e->base = mmap(NULL, TU_REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    e->base = mmap(NULL, TUCX_REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(e->base, MAP_FAILED);
     int rc = fx_ucx_create(tls, &e->u);
     if (rc == FLUXON_ERR_UNAVAILABLE || rc == FLUXON_ERR_CONFIG) {
-        tu_teardown(e);
+        tucx_teardown(e);
         return 1;
     }
     cr_assert_eq(rc, FLUXON_OK, "fx_ucx_create(%s): %s", tls, fluxon_status_string(rc));
     fx_ucx_set_mech(e->u, mech);
-    fx_ucx_set_timeout_ms(e->u, TU_XFER_MS);
-    cr_assert_eq(fx_ucx_mem_map(e->u, e->base, TU_REGION, &e->m), FLUXON_OK);
-    tu_info_t in;
-    cr_assert_eq(tu_recv(e->sock, &in, sizeof in, TU_IO_MS), 0, "child did not publish");
+    fx_ucx_set_timeout_ms(e->u, TUCX_XFER_MS);
+    cr_assert_eq(fx_ucx_mem_map(e->u, e->base, TUCX_REGION, &e->m), FLUXON_OK);
+    tucx_info_t in;
+    cr_assert_eq(tucx_recv(e->sock, &in, sizeof in, TUCX_IO_MS), 0, "child did not publish");
     cr_assert(in.addr_len > 0 && in.addr_len < 65536 && in.rkey_len > 0 && in.rkey_len < 65536);
     char *addr = fx_malloc(in.addr_len), *rkey = fx_malloc(in.rkey_len);
     cr_assert(addr && rkey);
-    cr_assert_eq(tu_recv(e->sock, addr, in.addr_len, TU_IO_MS), 0);
-    cr_assert_eq(tu_recv(e->sock, rkey, in.rkey_len, TU_IO_MS), 0);
+    cr_assert_eq(tucx_recv(e->sock, addr, in.addr_len, TUCX_IO_MS), 0);
+    cr_assert_eq(tucx_recv(e->sock, rkey, in.rkey_len, TUCX_IO_MS), 0);
     rc = fx_ucx_peer_connect(e->u, addr, in.addr_len, rkey, in.rkey_len, in.base, &e->p);
     fx_free(addr);
     fx_free(rkey);
     if (rc == FLUXON_ERR_UNAVAILABLE) {
-        tu_teardown(e);
+        tucx_teardown(e);
         return 1;
     }
     cr_assert_eq(rc, FLUXON_OK, "peer_connect: %s", fluxon_status_string(rc));
     return 0;
 }
 
-static int tu_batch(tu_env_t *e, fx_ucx_op_t op, const fx_ucx_range_t *r, size_t n)
+static int tucx_batch(tucx_env_t *e, fx_ucx_op_t op, const fx_ucx_range_t *r, size_t n)
 {
-    tu_done_t d = {0, 0, 0};
-    int rc = fx_ucx_transfer(e->u, e->p, op, r, n, tu_cb, &d);
+    tucx_done_t d = {0, 0, 0};
+    int rc = fx_ucx_transfer(e->u, e->p, op, r, n, tucx_cb, &d);
     if (rc != FLUXON_OK) return rc;
     cr_assert_eq(d.fired, 0, "callback ran inside fx_ucx_transfer");
-    cr_assert(tu_wait(e->u, &d, TU_XFER_MS + 5000), "transfer never completed");
+    cr_assert(tucx_wait(e->u, &d, TUCX_XFER_MS + 5000), "transfer never completed");
     /* Exactly once: a few more rounds must not call it again. */
     for (int i = 0; i < 3; i++) fx_ucx_progress(e->u);
     cr_assert_eq(d.calls, 1);
@@ -277,45 +277,45 @@ static int tu_batch(tu_env_t *e, fx_ucx_op_t op, const fx_ucx_range_t *r, size_t
 
 /* 64 x 4.5 MiB each way with a permutation (so offsets are really honoured), then a few
  * small odd-sized ranges (eager paths). */
-static void tu_roundtrip(const char *tls, fx_ucx_mech_t mech)
+static void tucx_roundtrip(const char *tls, fx_ucx_mech_t mech)
 {
-    tu_env_t e;
-    if (tu_setup(&e, tls, mech) != 0) cr_skip_test("transport %s not available", tls);
+    tucx_env_t e;
+    if (tucx_setup(&e, tls, mech) != 0) cr_skip_test("transport %s not available", tls);
     cr_log_info("%s: mechanism %s", tls, fx_ucx_peer_mech_name(e.p));
-    static fx_ucx_range_t r[TU_N];
-    uint64_t h[TU_N];
-    tu_fill(e.base, TU_REGION, 0x9a1);
+    static fx_ucx_range_t r[TUCX_N];
+    uint64_t h[TUCX_N];
+    tucx_fill(e.base, TUCX_REGION, 0x9a1);
 
     /* GET: remote slot i -> local slot perm(i). */
-    for (size_t i = 0; i < TU_N; i++) {
-        size_t j = (i * 7 + 3) % TU_N;
-        r[i] = (fx_ucx_range_t){.local = e.base + j * TU_LEN, .remote_offset = i * TU_LEN,
-                                .len = TU_LEN};
-        h[i] = tu_remote_hash(&e, i * TU_LEN, TU_LEN);
+    for (size_t i = 0; i < TUCX_N; i++) {
+        size_t j = (i * 7 + 3) % TUCX_N;
+        r[i] = (fx_ucx_range_t){.local = e.base + j * TUCX_LEN, .remote_offset = i * TUCX_LEN,
+                                .len = TUCX_LEN};
+        h[i] = tucx_remote_hash(&e, i * TUCX_LEN, TUCX_LEN);
     }
-    double t0 = tu_now();
-    int st = tu_batch(&e, FX_UCX_GET, r, TU_N);
-    double dt = tu_now() - t0;
+    double t0 = tucx_now();
+    int st = tucx_batch(&e, FX_UCX_GET, r, TUCX_N);
+    double dt = tucx_now() - t0;
     cr_assert_eq(st, FLUXON_OK, "GET: %s", fluxon_status_string(st));
-    cr_log_info("%s GET %d x %llu: %.2f GB/s", tls, TU_N, TU_LEN, TU_REGION / dt / 1e9);
-    for (size_t i = 0; i < TU_N; i++)
-        cr_assert_eq(XXH3_64bits(r[i].local, TU_LEN), h[i], "GET range %zu corrupted", i);
+    cr_log_info("%s GET %d x %llu: %.2f GB/s", tls, TUCX_N, TUCX_LEN, TUCX_REGION / dt / 1e9);
+    for (size_t i = 0; i < TUCX_N; i++)
+        cr_assert_eq(XXH3_64bits(r[i].local, TUCX_LEN), h[i], "GET range %zu corrupted", i);
 
     /* PUT: fresh local slot i -> remote slot perm(i). */
-    tu_fill(e.base, TU_REGION, 0x77e);
-    for (size_t i = 0; i < TU_N; i++) {
-        size_t j = (i * 7 + 3) % TU_N;
-        r[i] = (fx_ucx_range_t){.local = e.base + i * TU_LEN, .remote_offset = j * TU_LEN,
-                                .len = TU_LEN};
-        h[i] = XXH3_64bits(r[i].local, TU_LEN);
+    tucx_fill(e.base, TUCX_REGION, 0x77e);
+    for (size_t i = 0; i < TUCX_N; i++) {
+        size_t j = (i * 7 + 3) % TUCX_N;
+        r[i] = (fx_ucx_range_t){.local = e.base + i * TUCX_LEN, .remote_offset = j * TUCX_LEN,
+                                .len = TUCX_LEN};
+        h[i] = XXH3_64bits(r[i].local, TUCX_LEN);
     }
-    t0 = tu_now();
-    st = tu_batch(&e, FX_UCX_PUT, r, TU_N);
-    dt = tu_now() - t0;
+    t0 = tucx_now();
+    st = tucx_batch(&e, FX_UCX_PUT, r, TUCX_N);
+    dt = tucx_now() - t0;
     cr_assert_eq(st, FLUXON_OK, "PUT: %s", fluxon_status_string(st));
-    cr_log_info("%s PUT %d x %llu: %.2f GB/s", tls, TU_N, TU_LEN, TU_REGION / dt / 1e9);
-    for (size_t i = 0; i < TU_N; i++)
-        cr_assert_eq(tu_remote_hash(&e, r[i].remote_offset, TU_LEN), h[i], "PUT range %zu", i);
+    cr_log_info("%s PUT %d x %llu: %.2f GB/s", tls, TUCX_N, TUCX_LEN, TUCX_REGION / dt / 1e9);
+    for (size_t i = 0; i < TUCX_N; i++)
+        cr_assert_eq(tucx_remote_hash(&e, r[i].remote_offset, TUCX_LEN), h[i], "PUT range %zu", i);
 
     /* Small, unaligned ranges both ways. */
     static const uint64_t lens[] = {1, 100, 8191, 65537, 1000003};
@@ -326,69 +326,69 @@ static void tu_roundtrip(const char *tls, fx_ucx_mech_t mech)
         sr[i] = (fx_ucx_range_t){.local = e.base + 5 + off * 3, .remote_offset = off, .len = lens[i]};
         off += lens[i] + 4093;
     }
-    tu_fill(e.base, TU_REGION, 0x5151);
-    cr_assert_eq(tu_batch(&e, FX_UCX_PUT, sr, ns), FLUXON_OK);
+    tucx_fill(e.base, TUCX_REGION, 0x5151);
+    cr_assert_eq(tucx_batch(&e, FX_UCX_PUT, sr, ns), FLUXON_OK);
     for (size_t i = 0; i < ns; i++)
-        cr_assert_eq(tu_remote_hash(&e, sr[i].remote_offset, sr[i].len),
+        cr_assert_eq(tucx_remote_hash(&e, sr[i].remote_offset, sr[i].len),
                      XXH3_64bits(sr[i].local, sr[i].len), "small PUT %zu", i);
-    memset(e.base, 0, TU_LEN * 4);
+    memset(e.base, 0, TUCX_LEN * 4);
     for (size_t i = 0; i < ns; i++) sr[i].local = e.base + 7 + i * 1100000;
-    cr_assert_eq(tu_batch(&e, FX_UCX_GET, sr, ns), FLUXON_OK);
+    cr_assert_eq(tucx_batch(&e, FX_UCX_GET, sr, ns), FLUXON_OK);
     for (size_t i = 0; i < ns; i++)
         cr_assert_eq(XXH3_64bits(sr[i].local, sr[i].len),
-                     tu_remote_hash(&e, sr[i].remote_offset, sr[i].len), "small GET %zu", i);
-    tu_teardown(&e);
+                     tucx_remote_hash(&e, sr[i].remote_offset, sr[i].len), "small GET %zu", i);
+    tucx_teardown(&e);
 }
 
 Test(ucx_dp, tcp_auto_roundtrip, .timeout = 180)
 {
-    tu_roundtrip("tcp", FX_UCX_MECH_AUTO);
+    tucx_roundtrip("tcp", FX_UCX_MECH_AUTO);
 }
 
 Test(ucx_dp, tcp_rma_roundtrip, .timeout = 180)
 {
-    tu_roundtrip("tcp", FX_UCX_MECH_RMA);
+    tucx_roundtrip("tcp", FX_UCX_MECH_RMA);
 }
 
 Test(ucx_dp, shm_posix_sysv_roundtrip, .timeout = 180)
 {
-    tu_roundtrip("posix,sysv,self", FX_UCX_MECH_AUTO);
+    tucx_roundtrip("posix,sysv,self", FX_UCX_MECH_AUTO);
 }
 
 Test(ucx_dp, shm_cma_roundtrip, .timeout = 180)
 {
-    tu_roundtrip("shm", FX_UCX_MECH_AUTO);
+    tucx_roundtrip("shm", FX_UCX_MECH_AUTO);
 }
 
 Test(ucx_dp, shm_forced_am_roundtrip, .timeout = 180)
 {
-    tu_roundtrip("posix,sysv,self", FX_UCX_MECH_AM);
+    tucx_roundtrip("posix,sysv,self", FX_UCX_MECH_AM);
 }
 
 /* A peer killed with SIGKILL: a transfer submitted afterwards (before anything noticed)
  * completes with UNAVAILABLE within a bound, later ones are refused synchronously, and
  * teardown stays bounded. expect_timeout: shm has no failure detection in UCX 1.13, so
  * the transfer timeout is what ends it there. */
-static void tu_killed_peer(const char *tls, fx_ucx_mech_t mech, bool shm)
+static void tucx_killed_peer(const char *tls, fx_ucx_mech_t mech, bool shm)
 {
-    tu_env_t e;
-    if (tu_setup(&e, tls, mech) != 0) cr_skip_test("transport %s not available", tls);
+    tucx_env_t e;
+    if (tucx_setup(&e, tls, mech) != 0) cr_skip_test("transport %s not available", tls);
     if (shm) fx_ucx_set_timeout_ms(e.u, 2000);
-    static fx_ucx_range_t r[TU_N];
-    for (size_t i = 0; i < TU_N; i++)
-        r[i] = (fx_ucx_range_t){.local = e.base + i * TU_LEN, .remote_offset = i * TU_LEN,
-                                .len = TU_LEN};
-    cr_assert_eq(tu_batch(&e, FX_UCX_GET, r, 2), FLUXON_OK); /* wired up and working */
+    static fx_ucx_range_t r[TUCX_N];
+    for (size_t i = 0; i < TUCX_N; i++)
+        r[i] = (fx_ucx_range_t){.local = e.base + i * TUCX_LEN, .remote_offset = i * TUCX_LEN,
+                                .len = TUCX_LEN};
+    cr_assert_eq(tucx_batch(&e, FX_UCX_GET, r, 2), FLUXON_OK); /* wired up and working */
 
     kill(e.child, SIGKILL);
-    tu_reap(e.child, 10000);
+    tucx_reap(e.child, 10000);
     e.child = -1;
 
-    tu_done_t d = {0, 0, 0};
-    double t0 = tu_now();
-    int rc = fx_ucx_transfer(e.u, e.p, FX_UCX_GET, r, TU_N, tu_cb, &d);
+    tucx_done_t d = {0, 0, 0};
+    double t0 = tucx_now();
+    int rc = fx_ucx_transfer(e.u, e.p, FX_UCX_GET, r, TUCX_N, tucx_cb, &d);
     if (rc == FLUXON_OK) {
-        cr_assert(tu_wait(e.u, &d, 15000), "no completion after the peer died");
+        cr_assert(tucx_wait(e.u, &d, 15000), "no completion after the peer died");
         if (shm)
             cr_assert(d.status == FLUXON_ERR_TIMEOUT || d.status == FLUXON_ERR_UNAVAILABLE,
                       "status %s", fluxon_status_string(d.status));
@@ -398,76 +398,76 @@ static void tu_killed_peer(const char *tls, fx_ucx_mech_t mech, bool shm)
     } else {
         cr_assert_eq(rc, FLUXON_ERR_UNAVAILABLE);
     }
-    cr_log_info("%s: dead peer reported after %.3f s", tls, tu_now() - t0);
-    cr_assert_lt(tu_now() - t0, 15.0);
+    cr_log_info("%s: dead peer reported after %.3f s", tls, tucx_now() - t0);
+    cr_assert_lt(tucx_now() - t0, 15.0);
     for (int i = 0; i < 5; i++) fx_ucx_progress(e.u);
     cr_assert_eq(fx_ucx_peer_status(e.p), FLUXON_ERR_UNAVAILABLE);
-    tu_done_t d2 = {0, 0, 0};
-    cr_assert_eq(fx_ucx_transfer(e.u, e.p, FX_UCX_PUT, r, 1, tu_cb, &d2), FLUXON_ERR_UNAVAILABLE);
+    tucx_done_t d2 = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(e.u, e.p, FX_UCX_PUT, r, 1, tucx_cb, &d2), FLUXON_ERR_UNAVAILABLE);
     fx_ucx_peer_close(e.p);
     for (int i = 0; i < 5; i++) fx_ucx_progress(e.u);
     cr_assert_eq(d.calls, rc == FLUXON_OK ? 1 : 0);
     cr_assert_eq(d2.calls, 0);
-    tu_teardown(&e);
+    tucx_teardown(&e);
 }
 
 Test(ucx_dp, tcp_killed_peer_am, .timeout = 120)
 {
-    tu_killed_peer("tcp", FX_UCX_MECH_AM, false);
+    tucx_killed_peer("tcp", FX_UCX_MECH_AM, false);
 }
 
 Test(ucx_dp, tcp_killed_peer_rma, .timeout = 120)
 {
-    tu_killed_peer("tcp", FX_UCX_MECH_RMA, false);
+    tucx_killed_peer("tcp", FX_UCX_MECH_RMA, false);
 }
 
 Test(ucx_dp, shm_killed_peer, .timeout = 120)
 {
-    tu_killed_peer("posix,sysv,self", FX_UCX_MECH_AUTO, true);
+    tucx_killed_peer("posix,sysv,self", FX_UCX_MECH_AUTO, true);
 }
 
 /* Killed while a big batch is in flight: completes (OK if it won the race) in bound. */
 Test(ucx_dp, tcp_killed_midflight, .timeout = 120)
 {
-    tu_env_t e;
-    if (tu_setup(&e, "tcp", FX_UCX_MECH_AUTO) != 0) cr_skip_test("tcp not available");
-    static fx_ucx_range_t r[TU_N];
-    for (size_t i = 0; i < TU_N; i++)
-        r[i] = (fx_ucx_range_t){.local = e.base + i * TU_LEN, .remote_offset = i * TU_LEN,
-                                .len = TU_LEN};
-    tu_done_t d = {0, 0, 0};
-    cr_assert_eq(fx_ucx_transfer(e.u, e.p, FX_UCX_PUT, r, TU_N, tu_cb, &d), FLUXON_OK);
-    double until = tu_now() + 0.02;
-    while (tu_now() < until && !d.fired) fx_ucx_progress(e.u);
+    tucx_env_t e;
+    if (tucx_setup(&e, "tcp", FX_UCX_MECH_AUTO) != 0) cr_skip_test("tcp not available");
+    static fx_ucx_range_t r[TUCX_N];
+    for (size_t i = 0; i < TUCX_N; i++)
+        r[i] = (fx_ucx_range_t){.local = e.base + i * TUCX_LEN, .remote_offset = i * TUCX_LEN,
+                                .len = TUCX_LEN};
+    tucx_done_t d = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(e.u, e.p, FX_UCX_PUT, r, TUCX_N, tucx_cb, &d), FLUXON_OK);
+    double until = tucx_now() + 0.02;
+    while (tucx_now() < until && !d.fired) fx_ucx_progress(e.u);
     kill(e.child, SIGKILL);
-    double t0 = tu_now();
-    cr_assert(tu_wait(e.u, &d, 15000), "no completion after the peer died");
+    double t0 = tucx_now();
+    cr_assert(tucx_wait(e.u, &d, 15000), "no completion after the peer died");
     cr_assert(d.status == FLUXON_OK || d.status == FLUXON_ERR_UNAVAILABLE, "status %s",
               fluxon_status_string(d.status));
-    cr_assert_lt(tu_now() - t0, 15.0);
-    tu_teardown(&e);
+    cr_assert_lt(tucx_now() - t0, 15.0);
+    tucx_teardown(&e);
 }
 
 /* ---- single-process checks (a peer connected to its own worker) ----------------- */
 
-typedef struct tu_self {
+typedef struct tucx_self {
     fx_ucx_t *u;
     fx_ucx_mem_t *m;
     fx_ucx_peer_t *p;
     char *buf;
-} tu_self_t;
+} tucx_self_t;
 
-#define TU_SELF_LEN (1u << 20)
+#define TUCX_SELF_LEN (1u << 20)
 
-static void tu_self_setup(tu_self_t *s, fx_ucx_mech_t mech)
+static void tucx_self_setup(tucx_self_t *s, fx_ucx_mech_t mech)
 {
     memset(s, 0, sizeof *s);
-    s->buf = fx_malloc(2 * TU_SELF_LEN);
+    s->buf = fx_malloc(2 * TUCX_SELF_LEN);
     cr_assert_not_null(s->buf);
-    tu_fill(s->buf, 2 * TU_SELF_LEN, 42);
+    tucx_fill(s->buf, 2 * TUCX_SELF_LEN, 42);
     cr_assert_eq(fx_ucx_create("tcp", &s->u), FLUXON_OK);
     fx_ucx_set_mech(s->u, mech);
-    cr_assert_eq(fx_ucx_mem_map(s->u, s->buf, TU_SELF_LEN, &s->m), FLUXON_OK);
+    cr_assert_eq(fx_ucx_mem_map(s->u, s->buf, TUCX_SELF_LEN, &s->m), FLUXON_OK);
     const void *addr;
     size_t alen, rlen;
     void *rkey;
@@ -478,29 +478,29 @@ static void tu_self_setup(tu_self_t *s, fx_ucx_mech_t mech)
     fx_ucx_buf_free(rkey);
 }
 
-static void tu_self_teardown(tu_self_t *s)
+static void tucx_self_teardown(tucx_self_t *s)
 {
-    double t0 = tu_now();
+    double t0 = tucx_now();
     fx_ucx_destroy(s->u);
-    cr_expect_lt(tu_now() - t0, 5.0);
+    cr_expect_lt(tucx_now() - t0, 5.0);
     fx_free(s->buf);
 }
 
 Test(ucx_dp, invalid_arguments, .timeout = 60)
 {
-    tu_self_t s;
-    tu_self_setup(&s, FX_UCX_MECH_AUTO);
-    tu_done_t d = {0, 0, 0};
-    fx_ucx_range_t r = {.local = s.buf + TU_SELF_LEN, .remote_offset = 0, .len = 4096};
-    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &r, 0, tu_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
-    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, NULL, 1, tu_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AUTO);
+    tucx_done_t d = {0, 0, 0};
+    fx_ucx_range_t r = {.local = s.buf + TUCX_SELF_LEN, .remote_offset = 0, .len = 4096};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &r, 0, tucx_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, NULL, 1, tucx_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &r, 1, NULL, &d), FLUXON_ERR_INVALID_ARGUMENT);
-    cr_assert_eq(fx_ucx_transfer(s.u, NULL, FX_UCX_GET, &r, 1, tu_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
-    cr_assert_eq(fx_ucx_transfer(s.u, s.p, (fx_ucx_op_t)7, &r, 1, tu_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_ucx_transfer(s.u, NULL, FX_UCX_GET, &r, 1, tucx_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, (fx_ucx_op_t)7, &r, 1, tucx_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
     fx_ucx_range_t z = {.local = s.buf, .remote_offset = 0, .len = 0};
-    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_PUT, &z, 1, tu_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_PUT, &z, 1, tucx_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
     fx_ucx_range_t o = {.local = s.buf, .remote_offset = UINT64_MAX - 10, .len = 4096};
-    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_PUT, &o, 1, tu_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_PUT, &o, 1, tucx_cb, &d), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(fx_ucx_mem_map(s.u, s.buf, 0, &(fx_ucx_mem_t *){NULL}), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(fx_ucx_create("tcp", NULL), FLUXON_ERR_INVALID_ARGUMENT);
     for (int i = 0; i < 3; i++) fx_ucx_progress(s.u);
@@ -508,7 +508,7 @@ Test(ucx_dp, invalid_arguments, .timeout = 60)
     fx_ucx_destroy(NULL);
     fx_ucx_peer_close(NULL);
     fx_ucx_mem_unmap(NULL);
-    tu_self_teardown(&s);
+    tucx_self_teardown(&s);
 }
 
 Test(ucx_dp, bad_tls_is_config_error, .timeout = 60)
@@ -521,61 +521,61 @@ Test(ucx_dp, bad_tls_is_config_error, .timeout = 60)
 }
 
 /* Self transfer on both mechanisms: correct bytes, deferred callback. */
-static void tu_self_copy(fx_ucx_mech_t mech)
+static void tucx_self_copy(fx_ucx_mech_t mech)
 {
-    tu_self_t s;
-    tu_self_setup(&s, mech);
-    memset(s.buf + TU_SELF_LEN, 0, TU_SELF_LEN);
-    fx_ucx_range_t r[2] = {{.local = s.buf + TU_SELF_LEN, .remote_offset = 0, .len = 300000},
-                           {.local = s.buf + TU_SELF_LEN + 500000, .remote_offset = 700000, .len = 7}};
-    tu_done_t d = {0, 0, 0};
-    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, r, 2, tu_cb, &d), FLUXON_OK);
+    tucx_self_t s;
+    tucx_self_setup(&s, mech);
+    memset(s.buf + TUCX_SELF_LEN, 0, TUCX_SELF_LEN);
+    fx_ucx_range_t r[2] = {{.local = s.buf + TUCX_SELF_LEN, .remote_offset = 0, .len = 300000},
+                           {.local = s.buf + TUCX_SELF_LEN + 500000, .remote_offset = 700000, .len = 7}};
+    tucx_done_t d = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, r, 2, tucx_cb, &d), FLUXON_OK);
     cr_assert_eq(d.fired, 0);
-    cr_assert(tu_wait(s.u, &d, 10000));
+    cr_assert(tucx_wait(s.u, &d, 10000));
     cr_assert_eq(d.status, FLUXON_OK);
-    cr_assert_eq(memcmp(s.buf + TU_SELF_LEN, s.buf, 300000), 0);
-    cr_assert_eq(memcmp(s.buf + TU_SELF_LEN + 500000, s.buf + 700000, 7), 0);
-    tu_self_teardown(&s);
+    cr_assert_eq(memcmp(s.buf + TUCX_SELF_LEN, s.buf, 300000), 0);
+    cr_assert_eq(memcmp(s.buf + TUCX_SELF_LEN + 500000, s.buf + 700000, 7), 0);
+    tucx_self_teardown(&s);
 }
 
 Test(ucx_dp, self_copy_am, .timeout = 60)
 {
-    tu_self_copy(FX_UCX_MECH_AM);
+    tucx_self_copy(FX_UCX_MECH_AM);
 }
 
 Test(ucx_dp, self_copy_rma, .timeout = 60)
 {
-    tu_self_copy(FX_UCX_MECH_RMA);
+    tucx_self_copy(FX_UCX_MECH_RMA);
 }
 
 /* The AM target only serves ranges inside its mapped regions. */
 Test(ucx_dp, am_target_rejects_outside_region, .timeout = 60)
 {
-    tu_self_t s;
-    tu_self_setup(&s, FX_UCX_MECH_AM);
-    fx_ucx_range_t r = {.local = s.buf + TU_SELF_LEN, .remote_offset = TU_SELF_LEN - 100, .len = 4096};
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AM);
+    fx_ucx_range_t r = {.local = s.buf + TUCX_SELF_LEN, .remote_offset = TUCX_SELF_LEN - 100, .len = 4096};
     for (int op = FX_UCX_GET; op <= FX_UCX_PUT; op++) {
-        tu_done_t d = {0, 0, 0};
-        cr_assert_eq(fx_ucx_transfer(s.u, s.p, (fx_ucx_op_t)op, &r, 1, tu_cb, &d), FLUXON_OK);
-        cr_assert(tu_wait(s.u, &d, 10000));
+        tucx_done_t d = {0, 0, 0};
+        cr_assert_eq(fx_ucx_transfer(s.u, s.p, (fx_ucx_op_t)op, &r, 1, tucx_cb, &d), FLUXON_OK);
+        cr_assert(tucx_wait(s.u, &d, 10000));
         cr_assert_eq(d.status, FLUXON_ERR_INVALID_ARGUMENT, "op %d: %s", op,
                      fluxon_status_string(d.status));
     }
     cr_assert_eq(fx_ucx_peer_status(s.p), FLUXON_OK); /* a rejected range is not a failure */
-    tu_self_teardown(&s);
+    tucx_self_teardown(&s);
 }
 
 /* Closing a peer with a transfer in flight cancels it; destroy cancels the rest. */
 Test(ucx_dp, close_and_destroy_cancel, .timeout = 60)
 {
-    tu_self_t s;
-    tu_self_setup(&s, FX_UCX_MECH_AM);
-    fx_ucx_range_t r = {.local = s.buf + TU_SELF_LEN, .remote_offset = 0, .len = TU_SELF_LEN};
-    tu_done_t d = {0, 0, 0};
-    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &r, 1, tu_cb, &d), FLUXON_OK);
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AM);
+    fx_ucx_range_t r = {.local = s.buf + TUCX_SELF_LEN, .remote_offset = 0, .len = TUCX_SELF_LEN};
+    tucx_done_t d = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &r, 1, tucx_cb, &d), FLUXON_OK);
     fx_ucx_peer_close(s.p);
     cr_assert_eq(d.fired, 0, "callback ran inside fx_ucx_peer_close");
-    cr_assert(tu_wait(s.u, &d, 10000));
+    cr_assert(tucx_wait(s.u, &d, 10000));
     cr_assert_eq(d.status, FLUXON_ERR_CANCELLED, "%s", fluxon_status_string(d.status));
 
     /* A new peer, a transfer, then destroy with it in flight. */
@@ -587,9 +587,9 @@ Test(ucx_dp, close_and_destroy_cancel, .timeout = 60)
     cr_assert_eq(fx_ucx_rkey_pack(s.m, &rkey, &rlen), FLUXON_OK);
     cr_assert_eq(fx_ucx_peer_connect(s.u, addr, alen, rkey, rlen, (uintptr_t)s.buf, &p2), FLUXON_OK);
     fx_ucx_buf_free(rkey);
-    tu_done_t d2 = {0, 0, 0};
-    cr_assert_eq(fx_ucx_transfer(s.u, p2, FX_UCX_GET, &r, 1, tu_cb, &d2), FLUXON_OK);
-    tu_self_teardown(&s);
+    tucx_done_t d2 = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, p2, FX_UCX_GET, &r, 1, tucx_cb, &d2), FLUXON_OK);
+    tucx_self_teardown(&s);
     cr_assert_eq(d2.calls, 1);
     cr_assert(d2.status == FLUXON_ERR_CANCELLED || d2.status == FLUXON_OK, "%s",
               fluxon_status_string(d2.status));
@@ -608,12 +608,12 @@ Test(ucx_dp, transfer_timeout, .timeout = 60)
         close(sv[0]);
         fx_ucx_t *u = NULL;
         fx_ucx_mem_t *m = NULL;
-        char *b = fx_malloc(TU_SELF_LEN);
+        char *b = fx_malloc(TUCX_SELF_LEN);
         int code = 2;
         if (b && fx_ucx_create("tcp", &u) == FLUXON_OK &&
-            fx_ucx_mem_map(u, b, TU_SELF_LEN, &m) == FLUXON_OK && tu_publish(sv[1], u, m, b) == 0) {
+            fx_ucx_mem_map(u, b, TUCX_SELF_LEN, &m) == FLUXON_OK && tucx_publish(sv[1], u, m, b) == 0) {
             char q;
-            code = tu_recv(sv[1], &q, 1, TU_CHILD_S * 1000) == 0 ? 0 : 3; /* no progress */
+            code = tucx_recv(sv[1], &q, 1, TUCX_CHILD_S * 1000) == 0 ? 0 : 3; /* no progress */
         }
         fx_ucx_destroy(u);
         _exit(code);
@@ -623,29 +623,29 @@ Test(ucx_dp, transfer_timeout, .timeout = 60)
     cr_assert_eq(fx_ucx_create("tcp", &u), FLUXON_OK);
     fx_ucx_set_mech(u, FX_UCX_MECH_AM);
     fx_ucx_set_timeout_ms(u, 500);
-    tu_info_t in;
-    cr_assert_eq(tu_recv(sv[0], &in, sizeof in, TU_IO_MS), 0);
+    tucx_info_t in;
+    cr_assert_eq(tucx_recv(sv[0], &in, sizeof in, TUCX_IO_MS), 0);
     char addr[65536], rkey[65536];
     cr_assert(in.addr_len <= sizeof addr && in.rkey_len <= sizeof rkey);
-    cr_assert_eq(tu_recv(sv[0], addr, in.addr_len, TU_IO_MS), 0);
-    cr_assert_eq(tu_recv(sv[0], rkey, in.rkey_len, TU_IO_MS), 0);
+    cr_assert_eq(tucx_recv(sv[0], addr, in.addr_len, TUCX_IO_MS), 0);
+    cr_assert_eq(tucx_recv(sv[0], rkey, in.rkey_len, TUCX_IO_MS), 0);
     fx_ucx_peer_t *p;
     cr_assert_eq(fx_ucx_peer_connect(u, addr, in.addr_len, rkey, in.rkey_len, in.base, &p), FLUXON_OK);
     char local[4096];
     fx_ucx_range_t r = {.local = local, .remote_offset = 0, .len = sizeof local};
-    tu_done_t d = {0, 0, 0};
-    double t0 = tu_now();
-    cr_assert_eq(fx_ucx_transfer(u, p, FX_UCX_GET, &r, 1, tu_cb, &d), FLUXON_OK);
+    tucx_done_t d = {0, 0, 0};
+    double t0 = tucx_now();
+    cr_assert_eq(fx_ucx_transfer(u, p, FX_UCX_GET, &r, 1, tucx_cb, &d), FLUXON_OK);
     int t = fx_ucx_next_timeout_ms(u);
     cr_assert(t >= 0 && t <= 500, "next timeout %d", t);
-    cr_assert(tu_wait(u, &d, 10000));
-    double dt = tu_now() - t0;
+    cr_assert(tucx_wait(u, &d, 10000));
+    double dt = tucx_now() - t0;
     cr_assert_eq(d.status, FLUXON_ERR_TIMEOUT, "%s", fluxon_status_string(d.status));
     cr_assert(dt >= 0.45 && dt < 5.0, "timed out after %.3f s", dt);
     for (int i = 0; i < 3; i++) fx_ucx_progress(u);
     cr_assert_eq(fx_ucx_peer_status(p), FLUXON_ERR_UNAVAILABLE);
-    tu_send(sv[0], "Q", 1);
+    tucx_send(sv[0], "Q", 1);
     close(sv[0]);
-    tu_reap(c, 10000);
+    tucx_reap(c, 10000);
     fx_ucx_destroy(u);
 }

@@ -90,10 +90,11 @@ typedef void (*fx_ucx_done_cb)(void *arg, int status);
  *       applies), else the UCX_TLS value to use, e.g. "tcp", "posix,sysv,self", "shm".
  *       Borrowed for the call.
  *  u_p  receives the instance; the caller owns it (fx_ucx_destroy).
- * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (u_p NULL); FLUXON_ERR_CONFIG (UCX
- * rejected the configuration, e.g. an unknown transport name); FLUXON_ERR_UNAVAILABLE (no
- * usable transport/device); FLUXON_ERR_NOMEM; FLUXON_ERR_INTERNAL. UCX's reason is
- * logged with ucs_status_string. */
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (u_p NULL); FLUXON_ERR_UNAVAILABLE (no
+ * usable transport/device — UCX 1.13 also reports an unknown transport name this way,
+ * after a warning naming the available ones); FLUXON_ERR_CONFIG (UCX rejected a
+ * configuration value); FLUXON_ERR_NOMEM; FLUXON_ERR_INTERNAL. UCX's reason is logged
+ * with ucs_status_string. */
 FX_INTERNAL int fx_ucx_create(const char *tls, fx_ucx_t **u_p);
 
 /* Destroys the instance. NULL is a no-op. Force-closes every peer (pending transfers
