@@ -38,7 +38,7 @@ CFLAGS   ?=
 CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
-.PHONY: all amalgamation setup test unit integration asan bench demo help clean install
+.PHONY: all amalgamation setup test test-embed unit integration asan bench demo help clean install
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
@@ -49,6 +49,7 @@ help:
 	@echo "make amalgamation  generate fluxon.c + fluxon.h (single-file embed)"
 	@echo "make test          build, then run every Criterion suite and integration test"
 	@echo "make asan          the same tests under AddressSanitizer + UBSan (build-asan/)"
+	@echo "make test-embed    only the embed suite: amalgamation from two files, C/C++ embeds, install"
 	@echo "make bench         benchmarks (figures, not pass/fail)"
 	@echo "make demo          embedded master + owner and a put/get round trip"
 	@echo "make install PREFIX=/usr/local   install binary, libraries, header, fluxon.pc"
@@ -110,6 +111,15 @@ $(BUILD)/test/%: test/%.c test/helpers.h test/kvfix.h $(BUILD)/libfx_test.a $(CL
 test: all $(TESTS)
 	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS)
 
+# The embed suite (issue 8) builds the amalgamation the way an embedder does, from
+# fluxon.c + fluxon.h alone, and runs `make install` into a temporary prefix; programs
+# linked against an installed sanitizer build need the same flags ($(SAN)).
+EMBED_FILES := $(wildcard test/embed/*)
+$(BUILD)/test/test_embed: fluxon.c fluxon.h $(EMBED_FILES)
+test test-embed: export FLUXON_SAN = $(SAN)
+test-embed: all $(BUILD)/test/test_embed
+	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(BUILD)/test/test_embed
+
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/fluxon OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -DFX_USE_LIBC_MALLOC" \
 	    ASAN_OPTIONS=detect_leaks=1 test
@@ -122,13 +132,13 @@ demo: all
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 0755 fluxon $(DESTDIR)$(PREFIX)/bin/fluxon
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/fluxon
 	install -m 0644 $(BUILD)/libfluxon.a $(DESTDIR)$(PREFIX)/lib/libfluxon.a
 	install -m 0755 $(BUILD)/libfluxon.so $(DESTDIR)$(PREFIX)/lib/libfluxon.so.$(VERSION)
 	ln -sf libfluxon.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfluxon.so.$(SOVER)
 	ln -sf libfluxon.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libfluxon.so
 	install -m 0644 include/fluxon.h $(DESTDIR)$(PREFIX)/include/fluxon.h
-	sed -e 's|@PREFIX@|$(PREFIX)/lib|; s|@INCLUDEDIR@|$(PREFIX)/include|; s|@VERSION@|$(VERSION)|' \
+	sed -e 's|@PREFIX@|$(abspath $(PREFIX))/lib|; s|@INCLUDEDIR@|$(abspath $(PREFIX))/include|; s|@VERSION@|$(VERSION)|' \
 	    scripts/fluxon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fluxon.pc
 
 clean:

@@ -28,7 +28,7 @@ enum {
     CFG_K_MAX_FRAME, CFG_K_LISTEN, CFG_K_METRICS, CFG_K_INFLIGHT_TTL, CFG_K_HB_TIMEOUT,
     CFG_K_NODE_ID, CFG_K_MASTER, CFG_K_SOCKET, CFG_K_SEGMENT, CFG_K_NODE_ROLE, CFG_K_NUMA,
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
-    CFG_K_TIMEOUT
+    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST
 };
 
 struct cfg_field {
@@ -48,7 +48,11 @@ static const struct cfg_field cfg_top_fields[] = {
     {"reserve", CFG_O},                     {"hot_capacity_ratio", CFG_O},
     {"handle_ttl_ms", CFG_O},               {"heartbeat_interval_ms", CFG_O},
     {"claim_timeout_ms", CFG_O},            {"timeout_ms", CFG_E},
+    {"master_timeout_ms", CFG_O},           {"test", CFG_O},
 };
+static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
+                                                   {"fault_ms", CFG_O},      {"fault_count", CFG_O},
+                                                   {"fail_transfers", CFG_O}};
 static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O}};
 static const struct cfg_field cfg_expected_fields[] = {{"value_len", CFG_O},
                                                        {"payload_capacity_bytes", CFG_O}};
@@ -262,6 +266,8 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->handle_ttl_ms = 30000;
         cfg->heartbeat_interval_ms = 1000;
         cfg->claim_timeout_ms = 30000;
+        cfg->master_timeout_ms = 5000;
+        cfg->fault_count = 1;
     } else {
         cfg->timeout_ms = 30000;
     }
@@ -302,6 +308,43 @@ static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *c
                     : cfg_parse_expected(c, it, cfg);
         if (rc) return rc;
     }
+    return 0;
+}
+
+/* "test": fault injection, documented in the README; off unless fault_message is set. */
+static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
+{
+    int rc = cfg_want_object(c, "test", obj);
+    if (rc) return rc;
+    uint32_t seen = 0;
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int k = cfg_match(c, it, "test.", cfg_test_fields, (int)FX_ARRAY_LEN(cfg_test_fields), &seen);
+        if (k < 0) return FLUXON_ERR_CONFIG;
+        char path[64];
+        snprintf(path, sizeof path, "test.%s", cfg_test_fields[k].name);
+        if (k == 0 || k == 1) {
+            if (!cJSON_IsString(it)) return cfg_bad(c, path, it, "must be a string");
+            const char *v = it->valuestring;
+            if (k == 0) {
+                if (strlen(v) >= sizeof cfg->fault_message) return cfg_bad(c, path, it, "is too long");
+                fx_strlcpy(cfg->fault_message, v, sizeof cfg->fault_message);
+            } else if (!strcmp(v, "delay")) cfg->fault_kind = FX_FAULT_DELAY;
+            else if (!strcmp(v, "drop")) cfg->fault_kind = FX_FAULT_DROP;
+            else if (!strcmp(v, "duplicate")) cfg->fault_kind = FX_FAULT_DUPLICATE;
+            else if (!strcmp(v, "delay_request")) cfg->fault_kind = FX_FAULT_DELAY_REQUEST;
+            else return cfg_bad(c, path, it, "must be \"delay\", \"drop\", \"duplicate\" or \"delay_request\"");
+            continue;
+        }
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 86400000 ||
+            it->valuedouble != (double)(uint32_t)it->valuedouble)
+            return cfg_bad(c, path, it, "must be an integer in 0..86400000");
+        uint32_t x = (uint32_t)it->valuedouble;
+        if (k == 2) cfg->fault_ms = x;
+        else if (k == 3) cfg->fault_count = x;
+        else cfg->fail_transfers = x;
+    }
+    if (cfg->fault_message[0] && !cfg->fault_kind)
+        return cfg_fail(c, "test.fault", "missing (required with test.fault_message)");
     return 0;
 }
 
@@ -379,6 +422,8 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_HB_INTERVAL: return cfg_get_ms(c, path, v, &cfg->heartbeat_interval_ms);
     case CFG_K_CLAIM_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->claim_timeout_ms);
     case CFG_K_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->timeout_ms);
+    case CFG_K_MASTER_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->master_timeout_ms);
+    case CFG_K_TEST: return cfg_parse_test(c, v, cfg);
     default: return cfg_fail(c, path, "internal error: no parser");
     }
 }

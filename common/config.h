@@ -24,6 +24,9 @@ typedef enum fx_node_role {
 #define FX_HOST_MAX 64
 #define FX_PATH_MAX 108       /* sizeof(sockaddr_un.sun_path) */
 
+/* reply faults act on the master's replies; delay_request holds an owner's request back */
+enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4 };
+
 typedef struct fx_config {
     fx_role_t role;
     char cluster_id[FX_ID_MAX];           /* required, [A-Za-z0-9._-]+ */
@@ -55,6 +58,13 @@ typedef struct fx_config {
     uint32_t handle_ttl_ms;               /* [30000], > 0 */
     uint32_t heartbeat_interval_ms;       /* [1000], > 0 */
     uint32_t claim_timeout_ms;            /* slot claim hard timeout [30000], > 0 */
+    uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */
+    /* "test": fault injection for tests (owner only, off by default) */
+    char fault_message[32];               /* "test.fault_message": master reply type, "" = off */
+    int fault_kind;                       /* "test.fault": FX_FAULT_DELAY/_DROP/_DUPLICATE */
+    uint32_t fault_ms;                    /* "test.fault_ms": delay [0] */
+    uint32_t fault_count;                 /* "test.fault_count": how many replies [1], 0 = all */
+    uint32_t fail_transfers;              /* "test.fail_transfers": UCX fetches to fail [0] */
 
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */

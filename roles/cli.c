@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_replay.h"
 #include "fluxon.h"
 
 #define EXIT_USAGE 2
@@ -25,7 +26,9 @@ static void usage(FILE *f)
             "  fluxon --role=external --config FILE CMD    run one client command:\n"
             "      ping [--count N]      round trips external->owner and external->owner->master\n"
             "      stat [--json]         the cluster's nodes\n"
-            "  fluxon demo                                 embedded master + owner + client round trip\n"
+            "  fluxon demo [--trace FILE] [--requests N] [--value-len B] [--workers N] [--owners K]\n"
+            "              [--tp T] [--group-pages G] [--speed X] [--out DIR] [--capacity-blocks N]\n"
+            "                                              replay an LLM trace through the hostless API\n"
             "  fluxon --help | --version\n"
             "Config fields and defaults: README.md.\n");
 }
@@ -192,63 +195,11 @@ static int run_external(const char *json, int argc, char **argv)
     return ex;
 }
 
-/* `fluxon demo`: an embedded master and owner in this process and a client round trip. */
-static int run_demo(int argc, char **argv)
-{
-    char dir[] = "/tmp/fluxon-demo-XXXXXX";
-    if (!mkdtemp(dir)) {
-        perror("fluxon: demo: mkdtemp");
-        return 1;
-    }
-    char cfg[1024], sock[256];
-    snprintf(sock, sizeof sock, "%s/owner/demo-owner.sock", dir);
-    fluxon_node *master = NULL, *owner = NULL;
-    fluxon_client *client = NULL;
-    int ex = 1;
-    int rc = fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"demo\",\"cluster_token\":\"demo-token\","
-                               "\"listen\":\"127.0.0.1:0\",\"log_level\":\"warn\"}", &master);
-    if (rc != FLUXON_OK) goto out;
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"owner\",\"cluster_id\":\"demo\",\"cluster_token\":\"demo-token\","
-             "\"node_id\":\"demo-owner\",\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\","
-             "\"segment_bytes\":\"64MiB\",\"reserve\":{\"grant_bytes\":\"16MiB\"},\"log_level\":\"warn\"}",
-             fluxon_node_port(master), sock);
-    if ((rc = fluxon_node_start(cfg, &owner)) != FLUXON_OK) goto out;
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"external\",\"cluster_id\":\"demo\",\"cluster_token\":\"demo-token\","
-             "\"socket\":\"%s\",\"log_level\":\"warn\"}", sock);
-    if ((rc = fluxon_client_open(cfg, &client)) != FLUXON_OK) goto out;
-    printf("fluxon %s demo: master on 127.0.0.1:%u, owner demo-owner on %s\n", fluxon_version(),
-           fluxon_node_port(master), sock);
-    uint64_t a = 0, b = 0;
-    if ((rc = fluxon_client_ping(client, 0, &a)) != FLUXON_OK) goto out;
-    if ((rc = fluxon_client_ping(client, 1, &b)) != FLUXON_OK) goto out;
-    printf("round trip external->owner:         %.1f us\n", a / 1e3);
-    printf("round trip external->owner->master: %.1f us\n", b / 1e3);
-    char nodes[4096];
-    size_t len = 0;
-    if ((rc = fluxon_client_cluster_nodes(client, nodes, sizeof nodes, &len)) != FLUXON_OK) goto out;
-    printf("cluster nodes: %s\n", nodes);
-    ex = 0;
-out:
-    if (rc != FLUXON_OK) fprintf(stderr, "fluxon: demo failed: %s\n", fluxon_status_string(rc));
-    fluxon_client_close(client);
-    fluxon_node_stop(owner);
-    fluxon_node_stop(master);
-    char path[300];
-    snprintf(path, sizeof path, "%s/owner", dir);
-    rmdir(path);
-    rmdir(dir);
-    (void)argc;
-    (void)argv;
-    return ex;
-}
-
 int main(int argc, char **argv)
 {
     const char *role = NULL, *config = NULL;
     int i = 1;
-    if (argc >= 2 && strcmp(argv[1], "demo") == 0) return run_demo(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "demo") == 0) return fx_cli_replay_main(argc - 1, argv + 1);
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

@@ -148,6 +148,7 @@ static int client_handshake(fluxon_client *cl, int sock, int *seg_fd_p)
         fx_body_hello_ack_decode(in + FX_FRAME_HEADER_BYTES, rh.body_len, &ack, &arena);
         fx_str_copy(ack.node_id, cl->owner_node_id, sizeof cl->owner_node_id);
         cl->owner_generation = ack.generation;
+        cl->handle_ttl_ms = ack.handle_ttl_ms;
         *seg_fd_p = fd;
         fd = -1;
     }

@@ -20,6 +20,7 @@ struct fluxon_client {
     fx_segment_t *seg;
     char owner_node_id[FX_ID_MAX];
     uint64_t owner_generation;
+    uint32_t handle_ttl_ms; /* the owner's: handles older than this are gone there */
     bool owner_lost; /* written by the reactor, read by callers */
     uint64_t requests, errors, timeouts; /* atomics */
     void *kv; /* client_kv.c: plan/handle registry, futures */

@@ -23,6 +23,7 @@ typedef struct ck_obj { /* a live plan or handle */
     uint64_t *holder_ids, *offsets, *lens;
     uint64_t *group_lens; /* handle: the batch's groups (for boundary checks) */
     size_t n_groups;
+    uint64_t expires_ms; /* handle: the owner releases it around then (handle_ttl_ms) */
     void *blob;        /* the fluxon_plan or fluxon_get_handle given out */
 } ck_obj_t;
 
@@ -563,6 +564,8 @@ int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int p
             memcpy(o->lens, ack.value_lens.v, t * sizeof(uint64_t));
             o->kind = CK_HANDLE;
             o->owner_id = ack.handle_id;
+            /* the owner's TTL started before the reply left it: keep a safety margin */
+            o->expires_ms = fx_now_ms() + cl->handle_ttl_ms - FX_MIN(cl->handle_ttl_ms / 2, 200u);
             o->generation = cl->owner_generation;
             o->n = t;
             o->group_lens = groups;
@@ -606,6 +609,11 @@ int fluxon_get_transfer(fluxon_client *cl, fluxon_get_handle *h, uint64_t consum
     if (!cl || !h || !plan_p) return FLUXON_ERR_INVALID_ARGUMENT;
     ck_obj_t *o = ck_take(cl, h, CK_HANDLE, false);
     if (!o) return FLUXON_ERR_WRONG_HANDLE;
+    if (fx_now_ms() >= o->expires_ms) { /* expired at the owner: its pins are gone */
+        o = ck_take(cl, h, CK_HANDLE, true);
+        ck_obj_free(o);
+        return FLUXON_ERR_WRONG_HANDLE;
+    }
     if (consume == 0) consume = o->n;
     else if (consume > o->n || !ck_on_boundary(o, consume)) return FLUXON_ERR_INVALID_ARGUMENT; /* handle stays */
     if (ck_ready(cl) != FLUXON_OK) {

@@ -2,7 +2,10 @@
  * registers owners (node_id, generation, role, segment, UCX address and rkey), tracks
  * heartbeats and declares silent owners dead, and answers cluster queries. Payload
  * bytes never pass through here. */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -82,7 +85,7 @@ static void master_handle_hello(master_peer_t *p, const fx_frame_header_t *h, co
     char desc[96];
     snprintf(desc, sizeof desc, "%s %s", fx_role_name((fx_role_t)b.role), p->node_id);
     fx_conn_set_desc(p->conn, desc);
-    fx_body_hello_ack_t ack = {FX_PROTOCOL_VERSION, fx_str_c("master"), m->generation, 0, {NULL, 0}};
+    fx_body_hello_ack_t ack = {FX_PROTOCOL_VERSION, fx_str_c("master"), m->generation, 0, {NULL, 0}, 0};
     FX_CONN_REPLY(p->conn, h, hello_ack, &ack);
 }
 
@@ -270,6 +273,8 @@ static void master_on_accept(void *arg, int fd)
         FX_ERROR("accept failed: %s", strerror(-fd));
         return;
     }
+    int one = 1; /* replies are small and latency-bound: no Nagle */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     master_peer_t *p = fx_calloc(1, sizeof *p);
     if (!p) {
         close(fd);

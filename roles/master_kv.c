@@ -474,6 +474,7 @@ static void mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
         FX_DEBUG("put_done batch %llu from %s: %zu of %u keys rejected (first: %.*s, %s)",
                  (unsigned long long)b.batch_id, n->node_id, n_rejected, nk, MKV_KEYF(b.keys.v[first_rej]),
                  fluxon_status_string((int)(int64_t)st[first_rej]));
+    mkv_inv_flush(s, &inv); /* owners drop replaced versions before the publisher hears OK */
     fx_body_put_done_ack_t ack = {{st, nk}, {pms, nk}, {pver, nk}};
     size_t len = fx_body_put_done_ack_size(&ack);
     uint8_t *enc = fx_malloc(len ? len : 1);
@@ -490,7 +491,6 @@ static void mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
                  n->node_id);
         MKV_REPLY(p, h, put_done_ack, &ack);
     }
-    mkv_inv_flush(s, &inv);
 }
 
 /* ---- LOOKUP ---- */
@@ -559,8 +559,8 @@ static void mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, c
     if (hits < nk) FX_DEBUG("lookup from %s: %u of %u keys hit", fx_conn_desc(p->conn), hits, nk);
     fx_body_lookup_ack_t ack = {{st, nk},     {src, nk},   {offs, nk},  {vlen, nk},   {pms, nk},   {pver, nk},
                                 {sid, nsrc},  {sgen, nsrc}, {saddr, nsrc}, {srkey, nsrc}, {sbase, nsrc}};
-    MKV_REPLY(p, h, lookup_ack, &ack);
     mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, lookup_ack, &ack);
 }
 
 /* ---- GET_DONE ---- */
@@ -625,8 +625,8 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     if (stale) FX_DEBUG("get_done from %s: %u of %u keys stale", n->node_id, stale, nk);
     if (full) FX_WARN("get_done from %s: %u keys already have %u replicas", n->node_id, full, MKV_MAX_REPLICAS);
     fx_body_statuses_t ack = {{st, nk}};
-    MKV_REPLY(p, h, statuses, &ack);
     mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, statuses, &ack);
 }
 
 /* ---- DELETE / EXISTS / LIST ---- */
@@ -649,9 +649,9 @@ static void mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, c
     }
     mkv_route_remove(s, b.key.p, b.key.len, r, &inv); /* the route goes first ... */
     s->c.deletes++;
+    mkv_inv_flush(s, &inv); /* ... then the owners are told, then the caller answered */
     fx_body_empty_t e;
     MKV_REPLY(p, h, empty, &e);
-    mkv_inv_flush(s, &inv); /* ... then the owners are told */
 }
 
 static void mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
@@ -668,8 +668,8 @@ static void mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, c
         count++;
     }
     fx_body_count_t ack = {count};
-    MKV_REPLY(p, h, count, &ack);
     mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, count, &ack);
 }
 
 typedef struct mkv_list_ctx {

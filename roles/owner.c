@@ -111,7 +111,7 @@ static void owner_on_hello_resp(void *arg, int status, const fx_frame_header_t *
     fx_body_register_t reg = {fx_str_c(o->cfg.node_id), o->generation, (uint8_t)o->cfg.node_role,
                               fx_segment_len(o->seg), (uint64_t)(uintptr_t)fx_segment_base(o->seg),
                               ua, rk, o->cfg.grant_bytes};
-    if (FX_RPC_CALL(o->mconn, REGISTER, register, &reg, FX_MASTER_RPC_TIMEOUT_MS,
+    if (FX_RPC_CALL(o->mconn, REGISTER, register, &reg, o->cfg.master_timeout_ms,
                     owner_on_register_resp, o) != FLUXON_OK)
         fx_conn_close(o->mconn, FLUXON_ERR_UNAVAILABLE);
 }
@@ -141,10 +141,13 @@ static void owner_on_connect(fx_connect_op_t *op, int res)
         owner_schedule_reconnect(o);
         return;
     }
+    if (o->cfg.fault_message[0] && o->cfg.fault_kind != FX_FAULT_DELAY_REQUEST) /* test-only */
+        fx_conn_set_fault(o->mconn, (uint16_t)fx_msg_by_name(o->cfg.fault_message), o->cfg.fault_kind,
+                          o->cfg.fault_ms, o->cfg.fault_count);
     o->mstate = OM_HELLO;
     fx_body_hello_t hb;
     fx_hello_fill(&o->cfg, FX_ROLE_OWNER, o->cfg.node_id, o->generation, &hb);
-    if (FX_RPC_CALL(o->mconn, HELLO, hello, &hb, FX_MASTER_RPC_TIMEOUT_MS, owner_on_hello_resp, o) != FLUXON_OK)
+    if (FX_RPC_CALL(o->mconn, HELLO, hello, &hb, o->cfg.master_timeout_ms, owner_on_hello_resp, o) != FLUXON_OK)
         fx_conn_close(o->mconn, FLUXON_ERR_UNAVAILABLE);
 }
 
@@ -227,7 +230,7 @@ FX_INTERNAL void fx_owner_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_he
     f->type = h->type;
     f->req_id = h->req_id;
     fx_conn_ref(c);
-    uint64_t rid = fx_rpc_register(o->mconn, FX_MASTER_RPC_TIMEOUT_MS, owner_on_forward_resp, f);
+    uint64_t rid = fx_rpc_register(o->mconn, o->cfg.master_timeout_ms, owner_on_forward_resp, f);
     fx_frame_header_t fh = {FX_FRAME_MAGIC, h->type, 0, h->body_len, 0, rid};
     if (!rid || fx_conn_send_bytes(o->mconn, &fh, body) != FLUXON_OK) {
         if (rid) fx_rpc_forget(o->mconn, rid);
@@ -265,7 +268,7 @@ static void owner_handle_ext_hello(owner_ext_t *e, const fx_frame_header_t *h, c
     /* The ack travels with the segment's memfd (SCM_RIGHTS); nothing else has been sent
      * on this connection yet, so a direct sendmsg keeps the stream in order. */
     fx_body_hello_ack_t ack = {FX_PROTOCOL_VERSION, fx_str_c(o->cfg.node_id), o->generation,
-                               fx_segment_len(o->seg), {NULL, 0}};
+                               fx_segment_len(o->seg), {NULL, 0}, o->cfg.handle_ttl_ms};
     size_t bl = fx_body_hello_ack_size(&ack);
     uint8_t frame[512];
     FX_ASSERT(bl + FX_FRAME_HEADER_BYTES <= sizeof frame);
@@ -395,6 +398,11 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
     o->ready_arg = ready_arg;
     fx_timer_init(&o->reconnect_timer);
     fx_timer_init(&o->heartbeat_timer);
+    if (cfg->fault_message[0] && !fx_msg_by_name(cfg->fault_message)) {
+        FX_ERROR("config rejected: test.fault_message: \"%s\" is not a message name", cfg->fault_message);
+        fx_free(o);
+        return FLUXON_ERR_CONFIG;
+    }
     int rc = fx_segment_create(cfg->segment_bytes, cfg->numa_node, o->generation, cfg->node_id, &o->seg);
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_owner_kv_init(o);
@@ -434,6 +442,7 @@ FX_INTERNAL void fx_owner_shutdown(fx_owner_t *o)
     }
     while (o->exts) fx_conn_close(o->exts->conn, FLUXON_ERR_CANCELLED);
     if (o->mconn) fx_conn_close(o->mconn, FLUXON_ERR_CANCELLED);
+    fx_owner_kv_shutdown(o);
     if (o->listen_fd >= 0) {
         close(o->listen_fd);
         o->listen_fd = -1;

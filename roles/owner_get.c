@@ -56,6 +56,7 @@ typedef struct oget_fetch { /* one LOOKUP batch and what follows it */
 } oget_fetch_t;
 
 typedef struct oget_xfer {
+    bool inject_failure;
     oget_fetch_t *f;
     size_t n;
     owner_oget_t **og;
@@ -176,6 +177,7 @@ static void oget_on_xfer(void *arg, int status)
     oget_xfer_t *x = arg;
     oget_fetch_t *f = x->f;
     fx_owner_t *o = f->o;
+    if (x->inject_failure && status == FLUXON_OK) status = FLUXON_ERR_INTERNAL;
     owner_kv_t *kv = owner_kv(o);
     fx_str_t *keys = fx_calloc(x->n, sizeof *keys);
     uint64_t *offs = fx_calloc(x->n, sizeof *offs), *pms = fx_calloc(x->n, sizeof *pms),
@@ -226,7 +228,7 @@ static void oget_on_xfer(void *arg, int status)
             *c = (oget_getdone_ctx_t){o, m, coffs};
             fx_body_get_done_t gd = {{keys, (uint32_t)m}, {offs, (uint32_t)m}, {pms, (uint32_t)m},
                                      {pvs, (uint32_t)m}, x->n ? x->og[0]->value_len : 0};
-            if (FX_RPC_CALL(o->mconn, GET_DONE, get_done, &gd, FX_MASTER_RPC_TIMEOUT_MS, oget_on_get_done, c) !=
+            if (FX_RPC_CALL(o->mconn, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, oget_on_get_done, c) !=
                 FLUXON_OK) {
                 fx_free(coffs);
                 fx_free(c);
@@ -278,6 +280,10 @@ static void oget_fetch_transfer(oget_fetch_t *f)
             }
             rc = peer ? fx_ucx_transfer(kv->ucx, peer, FX_UCX_GET, x->ranges, x->n, oget_on_xfer, x)
                       : FLUXON_ERR_UNAVAILABLE;
+            if (rc == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: fail it afterwards */
+                o->cfg.fail_transfers--;
+                x->inject_failure = true;
+            }
         }
         if (rc == FLUXON_OK) {
             f->xfers_pending++;
@@ -575,7 +581,7 @@ FX_INTERNAL void fx_owner_get_start(fx_owner_t *o, owner_ext_t *e, const fx_fram
         if (lk && o->mstate == OM_READY && o->mconn) {
             for (size_t k = 0; k < f->n; k++) lk[k] = (fx_str_t){f->og[k]->key, f->og[k]->klen};
             fx_body_lookup_t lb = {{lk, (uint32_t)f->n}};
-            rc = FX_RPC_CALL(o->mconn, LOOKUP, lookup, &lb, FX_MASTER_RPC_TIMEOUT_MS, oget_on_lookup, f);
+            rc = FX_RPC_CALL(o->mconn, LOOKUP, lookup, &lb, o->cfg.master_timeout_ms, oget_on_lookup, f);
             if (rc == FLUXON_OK) kv->lookup_batches++;
         }
         fx_free(lk);

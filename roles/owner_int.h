@@ -50,6 +50,7 @@ struct fx_owner {
 
 /* owner_kv.c entry points */
 FX_INTERNAL int fx_owner_kv_init(fx_owner_t *o);      /* after the segment exists */
+FX_INTERNAL void fx_owner_kv_shutdown(fx_owner_t *o); /* before the reactor drains */
 FX_INTERNAL void fx_owner_kv_fini(fx_owner_t *o);
 /* UCX worker address and packed rkey for REGISTER (owned by the kv state). */
 FX_INTERNAL void fx_owner_kv_ucx_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey);

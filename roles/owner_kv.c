@@ -261,7 +261,7 @@ static int okv_grant_send(fx_owner_t *o, uint64_t slot_size, uint64_t count, boo
     if (!g) return FLUXON_ERR_NOMEM;
     *g = (okv_grant_ctx_t){o, slot_size, prewarm};
     fx_body_grant_t b = {slot_size, (uint32_t)count};
-    int rc = FX_RPC_CALL(o->mconn, GRANT, grant, &b, FX_MASTER_RPC_TIMEOUT_MS, okv_on_grant, g);
+    int rc = FX_RPC_CALL(o->mconn, GRANT, grant, &b, o->cfg.master_timeout_ms, okv_on_grant, g);
     if (rc != FLUXON_OK) fx_free(g);
     else kv->grant_inflight = true;
     return rc;
@@ -357,10 +357,9 @@ static void okv_plan_abort(fx_owner_t *o, owner_plan_t *p)
 {
     owner_kv_t *kv = owner_kv(o);
     for (size_t i = 0; i < p->n; i++) {
-        if (p->status[i] != FLUXON_OK) continue;
         if (fx_hmap_get(kv->inflight, p->keys[i], p->klens[i]) == p)
             fx_hmap_del(kv->inflight, p->keys[i], p->klens[i], NULL);
-        fx_slot_pool_release_prepared(kv->pool, &p->slots[i]);
+        if (p->status[i] == FLUXON_OK) fx_slot_pool_release_prepared(kv->pool, &p->slots[i]);
     }
     kv->puts_aborted++;
     okv_plan_free(o, p);
@@ -404,14 +403,17 @@ static void okv_put_start_reply(fx_owner_t *o, owner_plan_t *p)
     okv_reject_groups(kv, p, true);
     uint64_t *st = fx_calloc(2 * p->n, sizeof *st);
     size_t accepted = 0;
-    for (size_t i = 0; st && i < p->n; i++) {
-        st[i] = (uint64_t)(int64_t)p->status[i];
-        st[p->n + i] = p->status[i] == FLUXON_OK ? p->slots[i].offset : 0;
+    for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] == FLUXON_OK) {
             accepted++;
-            fx_hmap_put(kv->inflight, p->keys[i], p->klens[i], p, NULL);
         } else {
             kv->put_rejected++;
+            if (fx_hmap_get(kv->inflight, p->keys[i], p->klens[i]) == p)
+                fx_hmap_del(kv->inflight, p->keys[i], p->klens[i], NULL);
+        }
+        if (st) {
+            st[i] = (uint64_t)(int64_t)p->status[i];
+            st[p->n + i] = p->status[i] == FLUXON_OK ? p->slots[i].offset : 0;
         }
     }
     p->state = OP_PREPARED;
@@ -535,7 +537,12 @@ static void okv_put_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t
     }
     okv_reject_groups(kv, p, false);
     size_t want = 0;
-    for (size_t i = 0; i < n; i++) want += p->status[i] == FLUXON_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (p->status[i] != FLUXON_OK) continue;
+        want++;
+        /* in flight from now on, also while the slots are being claimed */
+        fx_hmap_put(kv->inflight, p->keys[i], p->klens[i], p, NULL);
+    }
     kv->puts_started++;
     p->state = OP_CLAIMING;
     p->req_id = h->req_id;
@@ -622,7 +629,7 @@ static void okv_publish(fx_owner_t *o, owner_plan_t *p)
                             {offs, (uint32_t)m}, {groups, (uint32_t)ng}};
     ctx->o = o;
     ctx->plan_id = p->id;
-    if (FX_RPC_CALL(o->mconn, PUT_DONE, put_done, &b, FX_MASTER_RPC_TIMEOUT_MS, okv_on_put_done, ctx) != FLUXON_OK)
+    if (FX_RPC_CALL(o->mconn, PUT_DONE, put_done, &b, o->cfg.master_timeout_ms, okv_on_put_done, ctx) != FLUXON_OK)
         fx_free(ctx); /* conn closing: master_ready will retry */
     if (p->attempts++) kv->put_done_retries++;
     fx_free(keys);
@@ -709,6 +716,13 @@ static void okv_put_commit(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_
     kv->puts_committed++;
     fx_body_put_commit_ack_t ack = {p->id};
     FX_CONN_REPLY(e->conn, h, put_commit_ack, &ack);
+    if (o->cfg.fault_kind == FX_FAULT_DELAY_REQUEST && !strcmp(o->cfg.fault_message, "PUT_DONE") &&
+        (o->cfg.fault_count == 0 || kv->faults_applied < o->cfg.fault_count)) {
+        kv->faults_applied++; /* test-only: the master hears of this batch fault_ms later */
+        FX_WARN("test fault: PUT_DONE of batch %llu held back %u ms", (unsigned long long)p->id, o->cfg.fault_ms);
+        fx_timer_arm(o->r, &p->retry_timer, o->cfg.fault_ms, okv_on_retry);
+        return;
+    }
     okv_publish(o, p);
 }
 
@@ -799,7 +813,7 @@ static void okv_exists(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h
     x->local = l;
     fx_conn_ref(e->conn);
     fx_body_keys_t rest = {{b.keys.v + l, b.keys.n - l}};
-    if (FX_RPC_CALL(o->mconn, EXISTS, keys, &rest, FX_MASTER_RPC_TIMEOUT_MS, okv_on_exists, x) != FLUXON_OK)
+    if (FX_RPC_CALL(o->mconn, EXISTS, keys, &rest, o->cfg.master_timeout_ms, okv_on_exists, x) != FLUXON_OK)
         okv_on_exists(x, FLUXON_ERR_UNAVAILABLE, NULL, NULL, NULL);
 }
 
@@ -966,6 +980,17 @@ err:
     FX_ERROR("owner KV state could not be set up: %s", fluxon_status_string(rc));
     fx_owner_kv_fini(o);
     return rc;
+}
+
+/* Stops watching the UCX fd so the reactor can drain (its poll would never complete). */
+FX_INTERNAL void fx_owner_kv_shutdown(fx_owner_t *o)
+{
+    owner_kv_t *kv = owner_kv(o);
+    if (!kv) return;
+    fx_timer_disarm(o->r, &kv->ucx_timer);
+    fx_reactor_set_idle_hook(o->r, NULL, NULL);
+    if (kv->ucx_watch) fx_reactor_unwatch(o->r, kv->ucx_watch);
+    kv->ucx_watch = NULL;
 }
 
 FX_INTERNAL void fx_owner_kv_fini(fx_owner_t *o)

@@ -98,7 +98,7 @@ typedef struct owner_kv {
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected,
         put_done_retries, puts_aborted, get_batches, get_keys, local_hits, joined, leaders,
         lookup_batches, transfers, transfer_keys, transfer_bytes, remote_hits, misses,
-        invalidations, handles_opened, handles_expired, grants_received, get_done_stale;
+        invalidations, handles_opened, handles_expired, grants_received, get_done_stale, faults_applied;
 } owner_kv_t;
 
 static inline owner_kv_t *owner_kv(fx_owner_t *o) { return (owner_kv_t *)o->kv; }

@@ -426,6 +426,11 @@ Test(ucx_dp, shm_killed_peer, .timeout = 120)
     tucx_killed_peer("posix,sysv,self", FX_UCX_MECH_AUTO, true);
 }
 
+Test(ucx_dp, shm_cma_killed_peer, .timeout = 120)
+{
+    tucx_killed_peer("shm", FX_UCX_MECH_AUTO, true);
+}
+
 /* Killed while a big batch is in flight: completes (OK if it won the race) in bound. */
 Test(ucx_dp, tcp_killed_midflight, .timeout = 120)
 {
@@ -593,6 +598,25 @@ Test(ucx_dp, close_and_destroy_cancel, .timeout = 60)
     cr_assert_eq(d2.calls, 1);
     cr_assert(d2.status == FLUXON_ERR_CANCELLED || d2.status == FLUXON_OK, "%s",
               fluxon_status_string(d2.status));
+}
+
+/* The owner's teardown order: close peers and unmap with transfers in flight, then
+ * destroy; the callbacks arrive (CANCELLED) from destroy and nothing is used after free. */
+Test(ucx_dp, unmap_with_transfers_in_flight, .timeout = 60)
+{
+    for (int mech = FX_UCX_MECH_RMA; mech <= FX_UCX_MECH_AM; mech++) {
+        tucx_self_t s;
+        tucx_self_setup(&s, (fx_ucx_mech_t)mech);
+        fx_ucx_range_t r = {.local = s.buf + TUCX_SELF_LEN, .remote_offset = 0, .len = TUCX_SELF_LEN};
+        tucx_done_t d = {0, 0, 0};
+        cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &r, 1, tucx_cb, &d), FLUXON_OK);
+        fx_ucx_peer_close(s.p);
+        fx_ucx_mem_unmap(s.m);
+        tucx_self_teardown(&s);
+        cr_assert_eq(d.calls, 1);
+        cr_assert(d.status == FLUXON_ERR_CANCELLED || d.status == FLUXON_OK, "%s",
+                  fluxon_status_string(d.status));
+    }
 }
 
 /* A timeout fails the transfer and its peer, promptly. */

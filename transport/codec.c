@@ -240,6 +240,13 @@ FX_INTERNAL bool fx_msg_known(unsigned type)
     return type > 0 && type < FX_MSG_MAX_ID && codec_table[type].name != NULL;
 }
 
+FX_INTERNAL unsigned fx_msg_by_name(const char *name)
+{
+    for (unsigned t = 1; t < FX_MSG_MAX_ID; t++)
+        if (codec_table[t].name && name && strcmp(codec_table[t].name, name) == 0) return t;
+    return 0;
+}
+
 FX_INTERNAL const char *fx_msg_name(unsigned type)
 {
     return fx_msg_known(type) ? codec_table[type].name : NULL;

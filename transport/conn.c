@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "log.h"
 
 #define CONN_RPC_BUCKETS 64u
@@ -47,6 +48,12 @@ struct fx_conn {
     uint8_t *out_a, *out_b;
     size_t a_len, a_off, a_cap, b_len, b_cap, reserved;
     fx_arena_t arena;
+    /* test-only fault injection on responses */
+    uint16_t fault_type;
+    int fault_kind;
+    uint32_t fault_ms, fault_left;
+    bool fault_all;
+    struct conn_delayed *delayed;
     /* rpc */
     uint64_t next_req_id;
     size_t n_pending;
@@ -54,6 +61,13 @@ struct fx_conn {
 };
 
 static void conn_recv_submit(fx_conn_t *c);
+typedef struct conn_delayed {
+    struct conn_delayed *next;
+    fx_timer_t timer;
+    fx_conn_t *c;
+    fx_frame_header_t h;
+    uint8_t body[];
+} conn_delayed_t;
 static void conn_on_recv(fx_reactor_t *r, fx_io_t *io, int res, uint32_t flags);
 static void conn_on_send(fx_reactor_t *r, fx_io_t *io, int res, uint32_t flags);
 
@@ -171,6 +185,13 @@ FX_INTERNAL void fx_conn_close(fx_conn_t *c, int status)
     c->open = false;
     shutdown(c->fd, SHUT_RDWR); /* completes in-flight recv/send */
     fx_conn_ref(c);
+    while (c->delayed) { /* test-only delayed responses die with the connection */
+        struct conn_delayed *d = c->delayed;
+        c->delayed = d->next;
+        fx_timer_disarm(c->r, &d->timer);
+        fx_free(d);
+        fx_conn_unref(c);
+    }
     conn_rpc_fail_all(c);
     if (c->ops->on_close) c->ops->on_close(c, status);
     fx_conn_unref(c); /* the temporary ref */
@@ -301,6 +322,70 @@ static void conn_protocol_error(fx_conn_t *c, const char *what, const fx_frame_h
     fx_conn_close(c, FLUXON_ERR_PROTOCOL);
 }
 
+/* ---- fault injection (tests) ---- */
+
+static void conn_deliver(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body)
+{
+    conn_rpc_t *e = conn_rpc_take(c, h->req_id);
+    if (!e) {
+        FX_DEBUG("late or duplicate response %llu (%s) from %s dropped", (unsigned long long)h->req_id,
+                 fx_msg_name(h->type), c->desc);
+        return;
+    }
+    e->cb(e->arg, h->status, h, body, &c->arena);
+    fx_arena_reset(&c->arena);
+    fx_free(e);
+}
+
+static void conn_on_delayed(fx_reactor_t *r, fx_timer_t *t)
+{
+    conn_delayed_t *d = FX_CONTAINER_OF(t, conn_delayed_t, timer);
+    for (conn_delayed_t **pp = &d->c->delayed; *pp; pp = &(*pp)->next)
+        if (*pp == d) {
+            *pp = d->next;
+            break;
+        }
+    if (d->c->open) {
+        fx_arena_reset(&d->c->arena);
+        if (fx_msg_validate(&d->h, d->body, &d->c->arena) == FLUXON_OK) conn_deliver(d->c, &d->h, d->body);
+    }
+    fx_conn_unref(d->c);
+    fx_free(d);
+}
+
+/* Returns true when the frame was consumed by the fault (delayed or dropped). */
+static bool conn_fault(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body)
+{
+    if (!c->fault_all) c->fault_left--;
+    FX_WARN("test fault: %s response %llu from %s %s", fx_msg_name(h->type), (unsigned long long)h->req_id, c->desc,
+            c->fault_kind == FX_FAULT_DROP ? "dropped" : c->fault_kind == FX_FAULT_DELAY ? "delayed" : "duplicated");
+    if (c->fault_kind == FX_FAULT_DROP) return true;
+    if (c->fault_kind == FX_FAULT_DUPLICATE) {
+        conn_deliver(c, h, body);
+        return false; /* the parse loop delivers it a second time: must be ignored */
+    }
+    conn_delayed_t *d = fx_malloc(sizeof *d + h->body_len);
+    if (!d) return false;
+    d->c = c;
+    d->h = *h;
+    memcpy(d->body, body, h->body_len);
+    fx_conn_ref(c);
+    d->next = c->delayed;
+    c->delayed = d;
+    fx_timer_init(&d->timer);
+    fx_timer_arm(c->r, &d->timer, c->fault_ms, conn_on_delayed);
+    return true;
+}
+
+FX_INTERNAL void fx_conn_set_fault(fx_conn_t *c, uint16_t type, int kind, uint32_t ms, uint32_t count)
+{
+    c->fault_type = type;
+    c->fault_kind = kind;
+    c->fault_ms = ms;
+    c->fault_left = count;
+    c->fault_all = count == 0;
+}
+
 static void conn_parse(fx_conn_t *c)
 {
     size_t off = 0;
@@ -340,6 +425,12 @@ static void conn_parse(fx_conn_t *c)
             fx_arena_reset(&c->arena);
             conn_protocol_error(c, "malformed body", &h);
             return;
+        }
+        if ((h.flags & FX_FLAG_RESPONSE) && c->fault_kind && h.type == c->fault_type &&
+            (c->fault_all || c->fault_left > 0) && conn_fault(c, &h, body)) {
+            fx_arena_reset(&c->arena);
+            off += total;
+            continue;
         }
         if (h.flags & FX_FLAG_RESPONSE) {
             conn_rpc_t *e = conn_rpc_take(c, h.req_id);

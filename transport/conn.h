@@ -101,6 +101,11 @@ FX_INTERNAL size_t fx_rpc_pending(const fx_conn_t *c);
         fx_rrc_;                                                                        \
     })
 
+/* Test-only fault injection (owner "test" config): the next `count` responses (0 =
+ * all) of message `type` arriving on c are delayed by ms, dropped, or delivered twice
+ * (kind: FX_FAULT_* from config.h). */
+FX_INTERNAL void fx_conn_set_fault(fx_conn_t *c, uint16_t type, int kind, uint32_t ms, uint32_t count);
+
 /* Socket helpers: non-blocking + CLOEXEC. */
 FX_INTERNAL int fx_tcp_listen(const char *host, uint16_t port, int *fd_p, uint16_t *bound_port_p);
 FX_INTERNAL int fx_tcp_socket(const char *host, uint16_t port, int *fd_p, void *sockaddr_out,

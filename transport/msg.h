@@ -55,7 +55,7 @@ typedef struct fx_strv {
     F(U64, generation) F(STR, auth)
 #define FX_BODY_hello_ack(F)                                                          \
     F(U32, proto_version) F(STR, node_id) F(U64, generation) F(U64, segment_bytes)      \
-    F(STR, ucx_address)
+    F(STR, ucx_address) F(U32, handle_ttl_ms)
 #define FX_BODY_register(F)                                                           \
     F(STR, node_id) F(U64, generation) F(U8, node_role) F(U64, segment_bytes)           \
     F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)
@@ -195,6 +195,7 @@ FX_BODY_LIST(FX_BODY_PROTOS)
 /* Catalog queries. */
 FX_INTERNAL const char *fx_msg_name(unsigned type);   /* "HELLO", or NULL if unknown */
 FX_INTERNAL bool fx_msg_known(unsigned type);
+FX_INTERNAL unsigned fx_msg_by_name(const char *name); /* 0 if unknown */
 /* Validates a whole body against the catalog (request or response body by flags). */
 FX_INTERNAL int fx_msg_validate(const fx_frame_header_t *h, const uint8_t *body,
                                 fx_arena_t *arena);

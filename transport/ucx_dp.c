@@ -10,15 +10,24 @@
 
 #include "log.h"
 
-/* Mechanism choice, measured with fx_ucx_bench on the 2-core dev VM (UCX 1.13.1,
- * loopback, two processes, 64 ranges x 4,718,592 B, median of 5; 1 GB = 1e9 B):
- *   tcp             GET  RMA 0.83 GB/s   AM 3.66 GB/s   (ucx_perftest ucp_get 0.94)
- *                   PUT  RMA 0.65 GB/s   AM 3.83 GB/s   (ucx_perftest ucp_put_bw 0.04,
- *                                                        ucp_am_bw 4.4)
- *   shm (cma)       GET  RMA ~4-5 GB/s, AM similar (rendezvous also runs over cma)
- * UCX 1.13 emulates RMA on tcp in software (8 KiB bcopy fragments, copied on both
- * sides); rendezvous moves the bytes zero-copy through the socket. So FX_UCX_MECH_AUTO
- * picks AM when the endpoint has no native "rma_bw" lane and RMA otherwise. */
+/* Mechanism choice, measured with fx_ucx_bench on the 2-core dev VM (UCX 1.13.1, two
+ * processes, 64 ranges x 4,718,592 B, median of 5 per run, 8-9 runs, GB = 1e9 B; the VM
+ * was shared with other builds, load 1.4-7, so single runs vary 3-10x):
+ *   tcp       AM  GET 0.56-3.07 (median 1.30)  PUT 0.61-3.01 (median 0.94)
+ *             RMA GET 0.25-1.08 (median 0.80)  PUT 0.26-0.94 (median 0.50)
+ *             AM/RMA within a run: GET 1.1-3.4x (median 1.6), PUT 1.1-3.8x (median 2.7)
+ *             (ucx_perftest in the same runs: ucp_get 0.3-0.9, ucp_put_bw 0.04,
+ *             ucp_am_bw 0.8-4.2)
+ *   shm (cma) AM  GET 2.7-8.5 (median 5.6)  PUT 2.5-8.2 (median 6.3)
+ *             RMA GET 0.4-9.5 (median 5.1)  PUT 0.2-8.0 (median 4.4): user RMA cannot
+ *             use cma (emulated over the FIFO, every fragment needs both processes
+ *             scheduled) and collapses below 1 GB/s in 3 runs of 8; rendezvous over cma
+ *             is one process_vm_readv per range and never fell below 2.4
+ *   posix,sysv,self  RMA GET median 9.1, PUT 7.2;  AM GET 8.4, PUT 8.7: a tie, so the
+ *             RMA baseline stays.
+ * UCX 1.13 emulates RMA on tcp in software (bcopy fragments copied on both sides);
+ * rendezvous moves the bytes zero-copy through the socket. ucxdp_detect_mech encodes the
+ * resulting policy. */
 
 #define UCXDP_PROGRESS_ROUNDS 256
 #define UCXDP_NS_PER_MS 1000000ull
@@ -112,6 +121,7 @@ struct fx_ucx {
     uint64_t next_token;
     fx_ucx_peer_t *peers;
     fx_ucx_mem_t *mems;
+    fx_ucx_mem_t *dead_mems; /* unmapped by the caller, still named by live requests */
     ucxdp_xfer_t *live_head, *live_tail;
     ucxdp_xfer_t *q_head, *q_tail;
     ucxdp_tgt_t *tgts;
@@ -125,7 +135,7 @@ static int ucxdp_map(ucs_status_t st)
     case UCS_ERR_UNREACHABLE:
     case UCS_ERR_CONNECTION_RESET:
     case UCS_ERR_ENDPOINT_TIMEOUT:
-    case UCS_ERR_IO_ERROR: /* cma: process_vm_readv on a dead process */
+    case UCS_ERR_IO_ERROR: /* a transport I/O error towards the peer (socket, cma) */
         return FLUXON_ERR_UNAVAILABLE;
     case UCS_ERR_CANCELED:
         return FLUXON_ERR_CANCELLED;
@@ -481,6 +491,21 @@ static void ucxdp_peer_retire(fx_ucx_peer_t *p, uint64_t now)
     if (p->user_closed && !p->close_req && p->refs == 0) ucxdp_peer_free(p);
 }
 
+static bool ucxdp_memh_in_use(const fx_ucx_t *u, ucp_mem_h memh)
+{
+    for (const ucxdp_xfer_t *x = u->live_head; x; x = x->next)
+        for (size_t i = 0; i < x->n; i++)
+            if (x->r[i].memh == memh) return true;
+    return false;
+}
+
+static void ucxdp_mem_release(fx_ucx_mem_t *m)
+{
+    ucs_status_t st = ucp_mem_unmap(m->u->ctx, m->memh);
+    if (st != UCS_OK) FX_ERROR("ucx: ucp_mem_unmap: %s", ucs_status_string(st));
+    fx_free(m);
+}
+
 static unsigned ucxdp_reap(fx_ucx_t *u)
 {
     unsigned n = 0;
@@ -519,6 +544,16 @@ static unsigned ucxdp_reap(fx_ucx_t *u)
     for (fx_ucx_peer_t *p = u->peers; p; p = np) {
         np = p->next;
         ucxdp_peer_retire(p, now);
+    }
+    fx_ucx_mem_t **pm = &u->dead_mems;
+    while (*pm) {
+        fx_ucx_mem_t *m = *pm;
+        if (ucxdp_memh_in_use(u, m->memh)) {
+            pm = &m->next;
+            continue;
+        }
+        *pm = m->next;
+        ucxdp_mem_release(m);
     }
     return n;
 }
@@ -741,7 +776,12 @@ FX_INTERNAL void fx_ucx_destroy(fx_ucx_t *u)
     }
     while (u->tgts) ucxdp_tgt_free(u->tgts);
     while (u->peers) ucxdp_peer_free(u->peers);
-    while (u->mems) fx_ucx_mem_unmap(u->mems);
+    while (u->mems) fx_ucx_mem_unmap(u->mems); /* no live transfers left: immediate */
+    while (u->dead_mems) {
+        fx_ucx_mem_t *m = u->dead_mems;
+        u->dead_mems = m->next;
+        ucxdp_mem_release(m);
+    }
     ucp_cleanup(u->ctx);
     fx_free(u);
 }
@@ -867,9 +907,16 @@ FX_INTERNAL void fx_ucx_mem_unmap(fx_ucx_mem_t *m)
     fx_ucx_t *u = m->u;
     if (m->prev) m->prev->next = m->next; else u->mems = m->next;
     if (m->next) m->next->prev = m->prev;
-    ucs_status_t st = ucp_mem_unmap(u->ctx, m->memh);
-    if (st != UCS_OK) FX_ERROR("ucx: ucp_mem_unmap: %s", ucs_status_string(st));
-    fx_free(m);
+    m->prev = NULL;
+    /* Requests that UCX has not retired yet (cancelled transfers of a peer closed just
+     * before) may still name the registration: release it once they are gone. The
+     * region already stops being a valid AM target here. */
+    if (ucxdp_memh_in_use(u, m->memh)) {
+        m->next = u->dead_mems;
+        u->dead_mems = m;
+        return;
+    }
+    ucxdp_mem_release(m);
 }
 
 /* UCX 1.13 has no ucp_ep_query, so the endpoint dump is read: each "lane[N]:  K:tl/dev

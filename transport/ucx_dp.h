@@ -23,26 +23,32 @@
  * Mechanisms (chosen per peer at connect time, see fx_ucx_set_mech):
  *  - RMA: ucp_get_nbx / ucp_put_nbx with the peer's rkey; a PUT batch ends with one
  *    ucp_ep_flush_nbx, so its callback means "visible at the target", not just "local
- *    buffer reusable". Used where the endpoint has a native RMA bandwidth lane (RDMA,
- *    cma on one host).
+ *    buffer reusable". Chosen for RDMA lanes (native one-sided) and for posix/sysv-only
+ *    shared memory (emulated, but as fast as AM there).
  *  - AM: active-message rendezvous handled by the target's own fx_ucx_progress — a GET
  *    sends a small request and the target replies with the bytes straight from its
  *    region; a PUT sends the bytes (UCX rendezvous into the target offset) and the
- *    target acknowledges after they landed. Used where UCX only emulates RMA (tcp).
- *    Measured on the 2-core dev VM, loopback tcp, 64 x 4.5 MiB: AM ≈ 4.4x RMA for GET
- *    and ≈ 5.9x for PUT (details in ucx_dp.c). The target validates every
- *    (address, length) against its mapped regions, the same authority an rkey gives.
+ *    target acknowledges after they landed, so the callback also means "visible at the
+ *    target". Chosen for tcp (UCX 1.13 emulates RMA there; measured AM/RMA on the dev VM,
+ *    64 x 4.5 MiB: GET median 1.6x, PUT median 2.7x) and where cma is available (single
+ *    copy by rendezvous, while user RMA cannot use cma). Numbers in ucx_dp.c. The target
+ *    validates every (address, length) against its mapped regions, the same authority
+ *    an rkey gives.
  * Both require the target to run its event loop (tcp RMA is emulated in software by the
  * target's progress too), which every owner reactor does anyway.
  *
  * Failure model: endpoints are created with UCP_ERR_HANDLING_MODE_PEER, so a dead or
  * unreachable peer (tcp: the kernel closes the socket) fails the peer and its transfers
  * complete with FLUXON_ERR_UNAVAILABLE. UCX 1.13 shared-memory transports (posix, sysv,
- * self) do not support peer failure handling; when the TLS list is shared-memory only,
- * or PEER mode makes the peer unreachable, the endpoint falls back to
- * UCP_ERR_HANDLING_MODE_NONE and a dead peer is only noticed by the per-transfer
- * timeout (FLUXON_ERR_TIMEOUT), or by cma failing on the dead process
- * (FLUXON_ERR_UNAVAILABLE). Either way the peer is failed and force-closed. */
+ * self) do not support peer failure handling, so with PEER mode UCX never selects them:
+ * with tls NULL two processes on one host talk over tcp. When the TLS list is
+ * shared-memory only (e.g. "posix,sysv,self", "shm"), or PEER mode makes the peer
+ * unreachable, the endpoint falls back to UCP_ERR_HANDLING_MODE_NONE: transfers run over
+ * shared memory, and a dead peer is noticed only by the per-transfer timeout
+ * (FLUXON_ERR_TIMEOUT; measured: exactly the timeout, for posix/sysv and for cma). Either
+ * way the peer is then failed and force-closed, and later transfers are refused with
+ * FLUXON_ERR_UNAVAILABLE. In NONE mode UCX keeps the dead endpoint's requests until
+ * fx_ucx_destroy, which then logs UCX warnings about unreturned requests (harmless). */
 
 typedef struct fx_ucx fx_ucx_t;
 typedef struct fx_ucx_mem fx_ucx_mem_t;
@@ -54,7 +60,7 @@ typedef enum fx_ucx_op {
 } fx_ucx_op_t;
 
 typedef enum fx_ucx_mech {
-    FX_UCX_MECH_AUTO = 0, /* RMA if the endpoint has a native RMA lane, else AM */
+    FX_UCX_MECH_AUTO = 0, /* per endpoint: AM over tcp or cma, RMA otherwise (see above) */
     FX_UCX_MECH_RMA = 1,
     FX_UCX_MECH_AM = 2
 } fx_ucx_mech_t;
@@ -150,8 +156,11 @@ FX_INTERNAL int fx_ucx_mem_map(fx_ucx_t *u, void *base, uint64_t len, fx_ucx_mem
 FX_INTERNAL int fx_ucx_rkey_pack(fx_ucx_mem_t *m, void **buf_p, size_t *len_p);
 FX_INTERNAL void fx_ucx_buf_free(void *buf);
 
-/* Unregisters the region. NULL is a no-op. No transfer (local or remote) may still be
- * using it; after this the target side rejects AM ranges inside it. */
+/* Unregisters the region. NULL is a no-op. From this call on the region is no longer an
+ * AM target (remote ranges inside it are rejected). If local transfers using it are
+ * still pending (e.g. cancelled by a peer close just before, callbacks not yet run), the
+ * UCX registration is released by a later progress/destroy once they are retired; the
+ * memory itself must stay mapped until their callbacks have run. */
 FX_INTERNAL void fx_ucx_mem_unmap(fx_ucx_mem_t *m);
 
 /* Connects to a peer: ucp_ep_create by worker address (error handling mode PEER where

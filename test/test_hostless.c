@@ -1,0 +1,457 @@
+/* test_hostless.c — the hostless API (issue 5), one test per invariant of §10 where it
+ * applies: V1/V2 (local-read-ready before the master route; invisible elsewhere), T1
+ * (dropped PutDone retried with the same identity), G5/R1 (tails released, counters back
+ * to baseline), G6/G7/G8 (one lookup per batch, one transfer per shared key), A1 (atomic
+ * groups against a reference model), misuse (specific statuses, counters unchanged),
+ * cross-owner restore and shared physical pages. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+
+#include "kvfix.h"
+
+TestSuite(hostless, .fini = kf_down, .timeout = 90);
+
+#define VLEN 8192
+
+static void keyname(char *buf, size_t cap, const char *pfx, int i) { snprintf(buf, cap, "%s-%04d", pfx, i); }
+
+/* put_start + write + commit of keys pfx-[from, to); returns the future. */
+static fluxon_future *put_range(fluxon_client *c, const char *pfx, int from, int to, const fluxon_put_options *o)
+{
+    int n = to - from;
+    char (*names)[48] = malloc((size_t)n * 48);
+    const char **keys = malloc((size_t)n * sizeof *keys);
+    for (int i = 0; i < n; i++) {
+        keyname(names[i], 48, pfx, from + i);
+        keys[i] = names[i];
+    }
+    fluxon_plan *plan = NULL;
+    int *st = calloc((size_t)n, sizeof *st);
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, (size_t)n, VLEN, o, &plan, st), FLUXON_OK);
+    cr_assert_eq(plan->magic, FLUXON_PUT_PLAN_MAGIC);
+    cr_assert_eq(plan->count, (uint64_t)n);
+    for (int i = 0; i < n; i++)
+        if (st[i] == FLUXON_OK) kf_fill((uint8_t *)(uintptr_t)plan->value_ptrs[i], VLEN, (uint64_t)(from + i) * 31 + pfx[0]);
+        else cr_assert_eq(plan->value_ptrs[i], 0);
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+    free(st);
+    free(keys);
+    free(names);
+    return f;
+}
+
+static void put_sync(fluxon_client *c, const char *pfx, int from, int to)
+{
+    fluxon_future *f = put_range(c, pfx, from, to, NULL);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+}
+
+/* get_start over pfx-[from, to) (groups optional) and return the result + handle. */
+static fluxon_get_handle *get_range(fluxon_client *c, const char *pfx, const int *ids, int n, const uint32_t *groups,
+                                    size_t ng, fluxon_get_start_result *r)
+{
+    char (*names)[48] = malloc((size_t)n * 48);
+    const char **keys = malloc((size_t)n * sizeof *keys);
+    for (int i = 0; i < n; i++) {
+        keyname(names[i], 48, pfx, ids[i]);
+        keys[i] = names[i];
+    }
+    fluxon_get_handle *h = NULL;
+    cr_assert_eq(fluxon_get_start(c, keys, (size_t)n, 1, groups, ng, &h, r), FLUXON_OK);
+    free(keys);
+    free(names);
+    return h;
+}
+
+static void verify_plan(const fluxon_plan *p, const char *pfx, const int *ids)
+{
+    cr_assert_eq(p->magic, FLUXON_READ_PLAN_MAGIC);
+    for (uint64_t i = 0; i < p->count; i++)
+        cr_assert(kf_check((const uint8_t *)(uintptr_t)p->value_ptrs[i], VLEN, (uint64_t)ids[i] * 31 + pfx[0]),
+                  "value %llu byte-exact", (unsigned long long)i);
+}
+
+static int *seq(int from, int n)
+{
+    int *v = malloc((size_t)n * sizeof *v);
+    for (int i = 0; i < n; i++) v[i] = from + i;
+    return v;
+}
+
+Test(hostless, V1_local_read_ready_before_the_master_and_V2_invisible_elsewhere)
+{
+    kf_dir = th_tmpdir();
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 0, ",\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"delay_request\",\"fault_ms\":2000}");
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK);
+    kf_owner_cfg(cfg, sizeof cfg, 1, NULL);
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[1]), FLUXON_OK);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    double t0 = th_now_s();
+    fluxon_future *f = put_range(a, "v1", 0, 16, NULL);
+    int *ids = seq(0, 16);
+    fluxon_get_start_result r;
+    fluxon_get_handle *h = get_range(a, "v1", ids, 16, NULL, 0, &r);
+    cr_assert_lt(th_now_s() - t0, 1.0, "local read must not wait for the delayed master");
+    cr_assert(r.all_hit && r.transferable_len == 16, "V1: readable on its owner at once");
+    cr_assert_eq(fluxon_future_poll(f), FLUXON_IN_PROGRESS, "the route is not global yet");
+    fluxon_plan *p = NULL;
+    cr_assert_eq(fluxon_get_transfer(a, h, 0, &p), FLUXON_OK);
+    verify_plan(p, "v1", ids);
+    cr_assert_eq(fluxon_release_views(a, p), FLUXON_OK);
+    /* V2: another owner does not see it through the master yet */
+    fluxon_get_handle *hb = get_range(b, "v1", ids, 16, NULL, 0, &r);
+    cr_assert_eq(r.raw_prefix_hit_len, 0, "V2: no cross-owner read before the route exists");
+    cr_assert_eq(r.first_miss_index, 0);
+    cr_assert_eq(fluxon_cancel_get_transfer(b, hb), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+    hb = get_range(b, "v1", ids, 16, NULL, 0, &r);
+    cr_assert(r.all_hit, "after the route exists the other owner restores it");
+    cr_assert_eq(fluxon_get_transfer(b, hb, 0, &p), FLUXON_OK);
+    verify_plan(p, "v1", ids);
+    fluxon_release_views(b, p);
+    free(ids);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+Test(hostless, T1_dropped_put_done_is_retried_with_the_same_identity)
+{
+    kf_dir = th_tmpdir();
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 0,
+                 ",\"master_timeout_ms\":300,\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"drop\"}");
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK);
+    fluxon_client *a = kf_client(0);
+    fluxon_future *f = put_range(a, "t1", 0, 8, NULL);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK, "published after the retry");
+    fluxon_future_free(f);
+    cr_assert_geq(kf_stat(a, "put_done_retries"), 1);
+    cr_assert_eq(kf_stat(a, "slots_committed"), 8, "the route appears once: 8 committed slots, no leak");
+    cr_assert_eq(kf_stat(a, "slots_pending"), 0);
+    cr_assert_eq(kf_stat(a, "slots_prepared"), 0);
+    cr_assert_eq(kf_stat(a, "puts_inflight"), 0);
+    fluxon_client_close(a);
+}
+
+Test(hostless, G5_R1_random_batches_return_everything_to_baseline)
+{
+    kf_up(2);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_sync(a, "r", 0, 100); /* keys 0..99 exist on A; 100.. never do */
+    srand(7);
+    for (int it = 0; it < 60; it++) {
+        fluxon_client *c = it % 3 ? a : b;
+        int n = 1 + rand() % 24, ids[24];
+        int base = rand() % 90;
+        for (int i = 0; i < n; i++) ids[i] = (rand() % 5 == 0) ? 100 + rand() % 50 : base + i; /* misses inside */
+        fluxon_get_start_result r;
+        fluxon_get_handle *h = get_range(c, "r", ids, n, NULL, 0, &r);
+        cr_assert_leq(r.transferable_len, r.raw_prefix_hit_len);
+        int act = rand() % 3;
+        if (act == 0 || r.transferable_len == 0) {
+            cr_assert_eq(fluxon_cancel_get_transfer(c, h), FLUXON_OK);
+        } else {
+            uint64_t k = act == 1 ? 0 : 1 + (uint64_t)rand() % r.transferable_len;
+            fluxon_plan *p = NULL;
+            cr_assert_eq(fluxon_get_transfer(c, h, k, &p), FLUXON_OK);
+            cr_assert_eq(p->count, k ? k : r.transferable_len);
+            verify_plan(p, "r", ids);
+            cr_assert_eq(fluxon_release_views(c, p), FLUXON_OK);
+        }
+    }
+    fluxon_client *cs[2] = {a, b};
+    for (int j = 0; j < 2; j++) {
+        cr_assert(kf_wait_stat(cs[j], "holders", 0, 3000), "holders back to 0");
+        cr_assert_eq(kf_stat(cs[j], "handles_open"), 0);
+        cr_assert_eq(kf_stat(cs[j], "gets_inflight"), 0);
+        cr_assert_eq(kf_stat(cs[j], "slots_prepared"), 0);
+        cr_assert_eq(kf_stat(cs[j], "slot_holder_refs"), 0);
+    }
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+typedef struct getter {
+    fluxon_client *c;
+    int from, n;
+    fluxon_get_start_result r;
+} getter_t;
+
+static void *getter_run(void *arg)
+{
+    getter_t *g = arg;
+    int *ids = seq(g->from, g->n);
+    fluxon_get_handle *h = get_range(g->c, "g", ids, g->n, NULL, 0, &g->r);
+    fluxon_plan *p = NULL;
+    if (fluxon_get_transfer(g->c, h, 0, &p) == FLUXON_OK) {
+        verify_plan(p, "g", ids);
+        fluxon_release_views(g->c, p);
+    }
+    free(ids);
+    return NULL;
+}
+
+Test(hostless, G6_G7_G8_overlapping_batches_share_one_fetch_per_key)
+{
+    kf_dir = th_tmpdir();
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 0, NULL);
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK);
+    /* B's lookups are slowed down so the two batches overlap in flight */
+    kf_owner_cfg(cfg, sizeof cfg, 1,
+                 ",\"test\":{\"fault_message\":\"LOOKUP\",\"fault\":\"delay\",\"fault_ms\":300,\"fault_count\":0}");
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[1]), FLUXON_OK);
+    fluxon_client *a = kf_client(0);
+    put_sync(a, "g", 0, 60);
+    getter_t g[2] = {{kf_client(1), 0, 40, {0}}, {kf_client(1), 20, 40, {0}}};
+    pthread_t t[2];
+    pthread_create(&t[0], NULL, getter_run, &g[0]);
+    th_sleep_ms(50); /* the second batch arrives while the first is fetching */
+    pthread_create(&t[1], NULL, getter_run, &g[1]);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    cr_assert(g[0].r.all_hit && g[1].r.all_hit);
+    cr_assert_eq(kf_stat(g[0].c, "transfer_keys"), 60, "G6/G7: one transfer per distinct key, not 80");
+    cr_assert_eq(kf_stat(g[0].c, "lookup_batches"), 2, "G8: one master lookup per batch, not per key");
+    cr_assert_eq(kf_stat(g[0].c, "joined"), 20, "the 20 shared keys joined the first batch's fetch");
+    cr_assert_eq(kf_stat(g[0].c, "leaders"), 60);
+    fluxon_client_close(g[0].c);
+    fluxon_client_close(g[1].c);
+    fluxon_client_close(a);
+}
+
+/* Reference model of get_start's prefix for a hit vector and groups. */
+static void ref_prefix(const int *hit, int n, const uint32_t *groups, int ng, uint64_t *raw, uint64_t *trans,
+                       uint64_t *pgroups)
+{
+    int r = 0;
+    while (r < n && hit[r]) r++;
+    int s = 0, t = 0, pg = 0;
+    for (int g = 0; g < ng; g++) {
+        if (s + (int)groups[g] <= r) {
+            t = s + (int)groups[g];
+            pg++;
+        } else {
+            break;
+        }
+        s += (int)groups[g];
+    }
+    *raw = (uint64_t)r;
+    *trans = (uint64_t)t;
+    *pgroups = (uint64_t)pg;
+}
+
+Test(hostless, A1_atomic_groups_match_a_reference_model)
+{
+    kf_up(1);
+    fluxon_client *c = kf_client(0);
+    /* a group rejected at put time is rejected whole */
+    put_sync(c, "a", 5, 6); /* a-0005 exists: the group containing it must be rejected */
+    const char *keys[] = {"a-0004", "a-0005", "a-0006", "a-0007"};
+    uint32_t pg[] = {2, 2};
+    fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_ATOMIC_GROUPS, .atomic_group_lens = pg, .n_atomic_groups = 2};
+    fluxon_plan *plan = NULL;
+    int st[4];
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, 4, VLEN, &o, &plan, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_ERR_GROUP_REJECTED);
+    cr_assert_eq(st[1], FLUXON_ERR_KEY_EXISTS);
+    cr_assert_eq(st[2], FLUXON_OK);
+    cr_assert_eq(st[3], FLUXON_OK);
+    cr_assert_eq(plan->value_ptrs[0], 0);
+    cr_assert_eq(fluxon_put_abort(c, plan), FLUXON_OK);
+    /* keys present: 0..11 except 6 (a miss inside group 2) */
+    put_sync(c, "a", 0, 5);
+    put_sync(c, "a", 7, 12);
+    int hit[12];
+    for (int i = 0; i < 12; i++) hit[i] = i != 6;
+    uint32_t shapes[][6] = {{3, 3, 3, 3}, {4, 4, 4}, {2, 2, 2, 2, 2, 2}, {12}, {1, 1, 1, 1, 1, 7}, {5, 2, 5}};
+    int nshapes[] = {4, 3, 6, 1, 6, 3};
+    int *ids = seq(0, 12);
+    for (int s = 0; s < 6; s++) {
+        fluxon_get_start_result r;
+        fluxon_get_handle *h = get_range(c, "a", ids, 12, shapes[s], (size_t)nshapes[s], &r);
+        uint64_t raw, trans, pgs;
+        ref_prefix(hit, 12, shapes[s], nshapes[s], &raw, &trans, &pgs);
+        cr_assert_eq(r.raw_prefix_hit_len, raw, "shape %d raw", s);
+        cr_assert_eq(r.transferable_len, trans, "shape %d transferable", s);
+        cr_assert_eq(r.prefix_hit_groups, pgs, "shape %d groups", s);
+        cr_assert_eq(r.first_miss_index, 6);
+        cr_assert_eq(r.first_miss_group_index, (int64_t)pgs, "shape %d first miss group", s);
+        cr_assert_eq(r.all_hit, 0);
+        /* consume on a boundary works; off a boundary is refused and the handle survives */
+        if (trans > 1 && nshapes[s] > 1 && shapes[s][0] > 1) {
+            fluxon_plan *p = NULL;
+            cr_assert_eq(fluxon_get_transfer(c, h, 1, &p), FLUXON_ERR_INVALID_ARGUMENT);
+        }
+        fluxon_plan *p = NULL;
+        cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_OK);
+        cr_assert_eq(p->count, trans);
+        fluxon_release_views(c, p);
+    }
+    free(ids);
+    cr_assert(kf_wait_stat(c, "holders", 0, 3000));
+    fluxon_client_close(c);
+}
+
+Test(hostless, misuse_returns_specific_statuses_and_changes_nothing)
+{
+    kf_up(1);
+    fluxon_client *c = kf_client(0);
+    put_sync(c, "m", 0, 4);
+    const char *counters[] = {"puts_started", "slots_free", "slots_prepared", "holders", "handles_open", "get_batches"};
+    long long before[6];
+    for (int i = 0; i < 6; i++) before[i] = kf_stat(c, counters[i]);
+    const char *k1[] = {"m-0000"};
+    const char *kn[] = {"m-0000", NULL};
+    const char *kempty[] = {""};
+    const char *knul[] = {"x"};
+    fluxon_plan *plan = NULL;
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    int st[4];
+    uint32_t g_bad_sum[] = {1, 2}, g_zero[] = {0, 2};
+    uint8_t mask_bad[] = {1, 0};
+    fluxon_put_options o1 = {.field_mask = FLUXON_PUT_OPT_ATOMIC_GROUPS, .atomic_group_lens = g_bad_sum, .n_atomic_groups = 2};
+    fluxon_put_options o2 = {.field_mask = FLUXON_PUT_OPT_ATOMIC_GROUPS, .atomic_group_lens = g_zero, .n_atomic_groups = 2};
+    uint32_t g_one[] = {2};
+    fluxon_put_options o3 = {.field_mask = FLUXON_PUT_OPT_ATOMIC_GROUPS | FLUXON_PUT_OPT_REPLICA_MASK,
+                             .atomic_group_lens = g_one, .n_atomic_groups = 1, .make_replica_task_mask = mask_bad};
+    const char *k2[] = {"new-0", "new-1"};
+    int n = 0;
+#define MISUSE(expr, want) do { cr_assert_eq((expr), (want), "misuse %d: %s", n, #expr); n++; } while (0)
+    MISUSE(fluxon_local_fast_put_start(NULL, k1, 1, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, NULL, 1, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, k1, 0, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, kn, 2, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, kempty, 1, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, knul, 1, 0, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, knul, 1, 64ull << 20, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, k2, 2, VLEN, &o1, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, k2, 2, VLEN, &o2, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, k2, 2, VLEN, &o3, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_local_fast_put_start(c, k1, 1, VLEN, NULL, NULL, st), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_get_start(c, NULL, 1, 1, NULL, 0, &h, &r), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_get_start(c, k1, 0, 1, NULL, 0, &h, &r), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_get_start(c, k2, 2, 1, g_bad_sum, 2, &h, &r), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_get_start(c, k2, 2, 1, g_zero, 2, &h, &r), FLUXON_ERR_INVALID_ARGUMENT);
+    MISUSE(fluxon_get_start(c, k1, 1, 1, NULL, 0, NULL, &r), FLUXON_ERR_INVALID_ARGUMENT);
+    /* plans and handles of the wrong type or state */
+    fluxon_plan fake = {FLUXON_PUT_PLAN_MAGIC, 0};
+    fluxon_future *f = NULL;
+    MISUSE(fluxon_local_fast_put_commit(c, &fake, &f), FLUXON_ERR_WRONG_HANDLE); /* unknown pointer */
+    MISUSE(fluxon_release_views(c, &fake), FLUXON_ERR_WRONG_HANDLE);
+    MISUSE(fluxon_put_abort(c, &fake), FLUXON_ERR_WRONG_HANDLE);
+    MISUSE(fluxon_get_transfer(c, (fluxon_get_handle *)&fake, 0, &plan), FLUXON_ERR_WRONG_HANDLE);
+    MISUSE(fluxon_cancel_get_transfer(c, (fluxon_get_handle *)&fake), FLUXON_ERR_WRONG_HANDLE);
+    for (int i = 0; i < 6; i++) cr_assert_eq(kf_stat(c, counters[i]), before[i], "%s changed", counters[i]);
+    /* a read plan given to commit; release of a put plan; double commit; abort after commit */
+    const char *k4[] = {"m-0000", "m-0001"};
+    h = NULL;
+    cr_assert_eq(fluxon_get_start(c, k4, 2, 1, NULL, 0, &h, &r), FLUXON_OK);
+    fluxon_plan *rp = NULL;
+    MISUSE(fluxon_get_transfer(c, h, 3, &rp), FLUXON_ERR_INVALID_ARGUMENT); /* > transferable */
+    cr_assert_eq(fluxon_get_transfer(c, h, 0, &rp), FLUXON_OK);
+    MISUSE(fluxon_get_transfer(c, h, 0, &rp), FLUXON_ERR_WRONG_HANDLE); /* handle used twice */
+    MISUSE(fluxon_cancel_get_transfer(c, h), FLUXON_ERR_WRONG_HANDLE);
+    MISUSE(fluxon_local_fast_put_commit(c, rp, &f), FLUXON_ERR_WRONG_HANDLE);
+    MISUSE(fluxon_put_abort(c, rp), FLUXON_ERR_WRONG_HANDLE);
+    cr_assert_eq(fluxon_release_views(c, rp), FLUXON_OK);
+    MISUSE(fluxon_release_views(c, rp), FLUXON_ERR_WRONG_HANDLE); /* use after release */
+    const char *k5[] = {"fresh-1"};
+    fluxon_plan *pp = NULL;
+    cr_assert_eq(fluxon_local_fast_put_start(c, k5, 1, VLEN, NULL, &pp, st), FLUXON_OK);
+    MISUSE(fluxon_release_views(c, pp), FLUXON_ERR_WRONG_HANDLE); /* release of a put plan */
+    cr_assert_eq(fluxon_local_fast_put_commit(c, pp, &f), FLUXON_OK);
+    MISUSE(fluxon_local_fast_put_commit(c, pp, &f), FLUXON_ERR_WRONG_HANDLE); /* double commit */
+    MISUSE(fluxon_put_abort(c, pp), FLUXON_ERR_WRONG_HANDLE);                 /* abort after commit */
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    /* put_start of a key being written by an open plan, and of an existing key */
+    cr_assert_eq(fluxon_local_fast_put_start(c, k5, 1, VLEN, NULL, &pp, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_ERR_KEY_EXISTS);
+    cr_assert_eq(fluxon_put_abort(c, pp), FLUXON_OK);
+    const char *k6[] = {"fresh-2"};
+    fluxon_plan *p6 = NULL, *p7 = NULL;
+    cr_assert_eq(fluxon_local_fast_put_start(c, k6, 1, VLEN, NULL, &p6, st), FLUXON_OK);
+    cr_assert_eq(fluxon_local_fast_put_start(c, k6, 1, VLEN, NULL, &p7, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_ERR_KEY_BEING_WRITTEN);
+    cr_assert_eq(fluxon_put_abort(c, p7), FLUXON_OK);
+    cr_assert_eq(fluxon_put_abort(c, p6), FLUXON_OK);
+    cr_assert_geq(n, 20, "at least 20 misuse cases");
+#undef MISUSE
+    cr_assert(kf_wait_stat(c, "holders", 0, 3000));
+    cr_assert_eq(kf_stat(c, "slots_prepared"), 0);
+    fluxon_client_close(c);
+}
+
+Test(hostless, two_externals_on_one_owner_share_physical_pages)
+{
+    kf_up(1);
+    fluxon_client *a = kf_client(0), *b = kf_client(0);
+    fluxon_segment_info sa, sb;
+    size_t n = 0;
+    cr_assert_eq(fluxon_wait_local_segments_ready(a, 1000, NULL, 0, &n), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(n, 1, "count needed");
+    cr_assert_eq(fluxon_wait_local_segments_ready(a, 1000, &sa, 1, &n), FLUXON_OK);
+    cr_assert_eq(fluxon_wait_local_segments_ready(b, 1000, &sb, 1, &n), FLUXON_OK);
+    cr_assert_str_eq(sa.segment_label, "external_owner:0");
+    cr_assert_eq(sa.generation, sb.generation);
+    cr_assert_neq(sa.write_ptr, sb.write_ptr, "each process (client) maps the segment itself");
+    const char *k[] = {"shared"};
+    fluxon_plan *p = NULL;
+    int st;
+    cr_assert_eq(fluxon_local_fast_put_start(a, k, 1, VLEN, NULL, &p, &st), FLUXON_OK);
+    uint8_t *wa = (uint8_t *)(uintptr_t)p->value_ptrs[0];
+    memset(wa, 0x5A, VLEN);
+    fluxon_future *f;
+    cr_assert_eq(fluxon_local_fast_put_commit(a, p, &f), FLUXON_OK);
+    fluxon_get_start_result r;
+    fluxon_get_handle *h;
+    cr_assert_eq(fluxon_get_start(b, k, 1, 1, NULL, 0, &h, &r), FLUXON_OK);
+    fluxon_plan *rp;
+    cr_assert_eq(fluxon_get_transfer(b, h, 0, &rp), FLUXON_OK);
+    const uint8_t *rb = (const uint8_t *)(uintptr_t)rp->value_ptrs[0];
+    cr_assert_eq(rb - (const uint8_t *)sb.read_ptr, wa - (uint8_t *)sa.write_ptr, "same segment offset");
+    cr_assert_eq(rb[0], 0x5A);
+    wa[0] = 0x77; /* a write through one mapping is the same physical page in the other */
+    cr_assert_eq(rb[0], 0x77, "InlineLocal: no copy between externals of one owner");
+    fluxon_release_views(b, rp);
+    fluxon_future_wait(f, 5000);
+    fluxon_future_free(f);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+Test(hostless, unconsumed_handles_expire_through_the_release_path)
+{
+    kf_dir = th_tmpdir();
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 0, NULL);
+    char *ttl = strstr(cfg, "\"handle_ttl_ms\":3000");
+    cr_assert_not_null(ttl);
+    memcpy(ttl, "\"handle_ttl_ms\":0400", 20);
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK);
+    fluxon_client *c = kf_client(0);
+    put_sync(c, "e", 0, 4);
+    int *ids = seq(0, 4);
+    fluxon_get_start_result r;
+    fluxon_get_handle *h = get_range(c, "e", ids, 4, NULL, 0, &r);
+    cr_assert_eq(kf_stat(c, "handles_open"), 1);
+    cr_assert(kf_wait_stat(c, "handles_open", 0, 3000), "expired at the owner");
+    cr_assert_eq(kf_stat(c, "holders"), 0);
+    fluxon_plan *p;
+    cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_ERR_WRONG_HANDLE, "an expired handle is refused");
+    free(ids);
+    fluxon_client_close(c);
+}
