@@ -731,7 +731,7 @@ static void rp_usage(FILE *f)
             "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
-            "  --trace FILE         trace [$FLUXON_TRACE, else ../shared/data/conversation_trace.jsonl]\n"
+            "  --trace FILE         trace [$FLUXON_TRACE, else data/conversation_trace.jsonl]\n"
             "  --requests N         only the first N requests [all]\n"
             "  --value-len BYTES    bytes per value (one page of one TP rank) [4096]\n"
             "  --workers N          worker threads per owner, each its own client [2]\n"
@@ -771,7 +771,10 @@ static int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help)
     o->group_pages = 1;
     o->key_prefix = "demo";
     const char *env = getenv("FLUXON_TRACE");
-    o->trace = env && *env ? env : "../shared/data/conversation_trace.jsonl";
+    /* the copy in the repository first, then the shared data directory beside it */
+    o->trace = env && *env ? env
+               : access("data/conversation_trace.jsonl", R_OK) == 0 ? "data/conversation_trace.jsonl"
+                                                                    : "../shared/data/conversation_trace.jsonl";
     int owners_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;

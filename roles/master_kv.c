@@ -19,6 +19,9 @@
  *    meets it, or by the lease timer (~20 ms period while leases exist).
  *  - PUT_DONE with a lease that is not live: every key gets FLUXON_ERR_LEASE_EXPIRED
  *    (keys that converge on their existing exact replica keep their put_id).
+ *  - INVALIDATEs caused by a request are sent BEFORE its reply (one per affected owner,
+ *    via master_kv_aux.c), so an owner that forwarded a DELETE, or published a newer
+ *    version, has dropped the old replica by the time it hears OK.
  *  - Expected per-key outcomes (KEY_EXISTS, NOT_FOUND on lookup, STALE get_done) are
  *    logged at debug level, one summary per batch; request-level errors at warn. */
 #include <stdarg.h>

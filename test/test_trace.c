@@ -32,7 +32,7 @@ static const char *tt_trace_path(void)
 {
     const char *env = getenv("FLUXON_TRACE");
     if (env && *env) return env;
-    static const char *cands[] = {"../shared/data/conversation_trace.jsonl",
+    static const char *cands[] = {"data/conversation_trace.jsonl", "../shared/data/conversation_trace.jsonl",
                                   "../../shared/data/conversation_trace.jsonl",
                                   "../../../shared/data/conversation_trace.jsonl",
                                   "/work/shared/data/conversation_trace.jsonl"};
