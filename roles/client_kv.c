@@ -167,6 +167,18 @@ static int ck_call(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t req_
     r->oneway = oneway;
     r->hook = hook;
     r->hook_ctx = hook_ctx;
+    if (oneway) { /* fire and forget: the reactor sends it and frees it, nobody waits */
+        r->call.cl = cl;
+        r->call.refs = 1;
+        sem_init(&r->call.done, 0, 0);
+        if (__atomic_load_n(&cl->owner_lost, __ATOMIC_ACQUIRE) || fx_reactor_post(cl->r, ck_run, r) != FLUXON_OK) {
+            sem_destroy(&r->call.done);
+            fx_free(r->req);
+            fx_free(r);
+            return FLUXON_ERR_UNAVAILABLE;
+        }
+        return FLUXON_OK;
+    }
     int rc = fx_client_call(cl, &r->call);
     if (!r->call.posted) {
         fx_free(r->req);

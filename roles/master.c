@@ -39,11 +39,23 @@ static master_node_t *master_add_node(fx_master_t *m, const char *node_id)
     return n;
 }
 
+/* Tells every connected owner how many owners are alive (one-way): an owner that is
+ * alone can answer misses without asking the master (nobody else can hold the key). */
+static void master_broadcast_info(fx_master_t *m)
+{
+    uint64_t alive = 0;
+    for (size_t i = 0; i < m->n_nodes; i++) alive += m->nodes[i]->alive;
+    fx_body_count_t b = {alive};
+    for (size_t i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i]->peer) FX_CONN_SEND(m->nodes[i]->peer->conn, FX_MSG_CLUSTER_INFO, 0, 0, 0, count, &b);
+}
+
 static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
 {
     if (!n->alive) return;
     n->alive = false;
     fx_master_kv_node_dead(m, n);
+    master_broadcast_info(m);
     FX_WARN("owner %s (generation %llu) declared dead: %s", n->node_id,
             (unsigned long long)n->generation, why);
 }
@@ -163,6 +175,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
         fx_conn_reply_error(p->conn, h, krc, "register: cannot set up the segment allocator of %s", node_id);
         return;
     }
+    master_broadcast_info(m); /* before the ack: the owner knows its peers when it serves */
     fx_body_register_ack_t ack = {m->generation, m->cfg.heartbeat_timeout_ms};
     FX_CONN_REPLY(p->conn, h, register_ack, &ack);
 }
@@ -182,6 +195,7 @@ static void master_handle_heartbeat(master_peer_t *p, const fx_frame_header_t *h
     if (!n->alive) {
         n->alive = true;
         FX_INFO("owner %s (generation %llu) alive again", n->node_id, (unsigned long long)n->generation);
+        master_broadcast_info(p->m);
     }
     fx_body_empty_t e;
     FX_CONN_REPLY(p->conn, h, empty, &e);

@@ -183,6 +183,7 @@ static void oget_on_xfer(void *arg, int status)
     uint64_t *offs = fx_calloc(x->n, sizeof *offs), *pms = fx_calloc(x->n, sizeof *pms),
              *pvs = fx_calloc(x->n, sizeof *pvs);
     size_t m = 0;
+    uint64_t value_len = x->n ? x->og[0]->value_len : 0; /* the ogets are freed below */
     kv->transfers++;
     for (size_t k = 0; k < x->n; k++) {
         owner_oget_t *og = x->og[k];
@@ -227,7 +228,7 @@ static void oget_on_xfer(void *arg, int status)
             memcpy(coffs, offs, m * sizeof *coffs);
             *c = (oget_getdone_ctx_t){o, m, coffs};
             fx_body_get_done_t gd = {{keys, (uint32_t)m}, {offs, (uint32_t)m}, {pms, (uint32_t)m},
-                                     {pvs, (uint32_t)m}, x->n ? x->og[0]->value_len : 0};
+                                     {pvs, (uint32_t)m}, value_len};
             if (FX_RPC_CALL(o->mconn, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, oget_on_get_done, c) !=
                 FLUXON_OK) {
                 fx_free(coffs);
@@ -578,7 +579,11 @@ FX_INTERNAL void fx_owner_get_start(fx_owner_t *o, owner_ext_t *e, const fx_fram
     } else {
         fx_str_t *lk = fx_calloc(f->n, sizeof *lk);
         int rc = FLUXON_ERR_UNAVAILABLE;
-        if (lk && o->mstate == OM_READY && o->mconn) {
+        if (kv->owners_alive == 1 && o->mstate == OM_READY) {
+            /* the only live owner: a key missing here is held nowhere, skip the master */
+            kv->lookups_skipped++;
+            rc = FLUXON_ERR_NOT_FOUND;
+        } else if (lk && o->mstate == OM_READY && o->mconn) {
             for (size_t k = 0; k < f->n; k++) lk[k] = (fx_str_t){f->og[k]->key, f->og[k]->klen};
             fx_body_lookup_t lb = {{lk, (uint32_t)f->n}};
             rc = FX_RPC_CALL(o->mconn, LOOKUP, lookup, &lb, o->cfg.master_timeout_ms, oget_on_lookup, f);

@@ -852,6 +852,12 @@ FX_INTERNAL bool fx_owner_kv_ext_request(fx_owner_t *o, owner_ext_t *e, const fx
 FX_INTERNAL bool fx_owner_kv_master_request(fx_owner_t *o, const fx_frame_header_t *h,
                                             const uint8_t *body, fx_arena_t *arena)
 {
+    if (h->type == FX_MSG_CLUSTER_INFO) {
+        fx_body_count_t b;
+        fx_body_count_decode(body, h->body_len, &b, arena);
+        owner_kv(o)->owners_alive = (int64_t)b.count;
+        return true;
+    }
     if (h->type != FX_MSG_INVALIDATE) return false;
     okv_invalidate(o, body, h->body_len, arena);
     if (h->req_id) {
@@ -890,6 +896,7 @@ FX_INTERNAL void fx_owner_kv_master_lost(fx_owner_t *o)
 {
     owner_kv_t *kv = owner_kv(o);
     kv->grant_inflight = false;
+    kv->owners_alive = -1; /* unknown until the master tells again */
 }
 
 /* ---- stats ---- */
@@ -912,7 +919,8 @@ FX_INTERNAL size_t fx_owner_kv_stats_json(fx_owner_t *o, char *buf, size_t cap)
                      "\"get_batches\":%llu,\"get_keys\":%llu,\"local_hits\":%llu,\"joined\":%llu,\"leaders\":%llu,"
                      "\"lookup_batches\":%llu,\"transfers\":%llu,\"transfer_keys\":%llu,\"transfer_bytes\":%llu,"
                      "\"remote_hits\":%llu,\"misses\":%llu,\"invalidations\":%llu,\"handles_opened\":%llu,"
-                     "\"handles_expired\":%llu,\"grants_received\":%llu,\"get_done_stale\":%llu",
+                     "\"handles_expired\":%llu,\"grants_received\":%llu,\"get_done_stale\":%llu,"
+                     "\"owners_alive\":%lld,\"lookups_skipped\":%llu",
                      fx_hmap_count(kv->index), fx_hmap_count(kv->holders), fx_hmap_count(kv->handles),
                      fx_hmap_count(kv->gets), puts_inflight, (unsigned long long)st.free,
                      (unsigned long long)st.prepared, (unsigned long long)st.pending,
@@ -930,7 +938,8 @@ FX_INTERNAL size_t fx_owner_kv_stats_json(fx_owner_t *o, char *buf, size_t cap)
                      (unsigned long long)kv->transfer_bytes, (unsigned long long)kv->remote_hits,
                      (unsigned long long)kv->misses, (unsigned long long)kv->invalidations,
                      (unsigned long long)kv->handles_opened, (unsigned long long)kv->handles_expired,
-                     (unsigned long long)kv->grants_received, (unsigned long long)kv->get_done_stale);
+                     (unsigned long long)kv->grants_received, (unsigned long long)kv->get_done_stale,
+                     (long long)kv->owners_alive, (unsigned long long)kv->lookups_skipped);
     return n < 0 ? 0 : FX_MIN((size_t)n, cap ? cap - 1 : 0);
 }
 
@@ -947,6 +956,7 @@ FX_INTERNAL int fx_owner_kv_init(fx_owner_t *o)
     if (pc.claim_timeout_ms <= pc.soft_wait_ms) pc.claim_timeout_ms = pc.soft_wait_ms + 1;
     uint64_t fit = (fx_segment_len(o->seg) - 4096) / o->cfg.grant_bytes;
     kv->max_grants = fit;
+    kv->owners_alive = -1;
     if (o->cfg.has_expected) {
         uint64_t eg = 0;
         if (fx_slot_pool_expected_grants(o->cfg.grant_bytes, o->cfg.expected_value_len,

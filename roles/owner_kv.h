@@ -94,7 +94,9 @@ typedef struct owner_kv {
     /* claims waiting for grants */
     struct owner_claim *claims;
     bool grant_inflight;
+    int64_t owners_alive; /* from CLUSTER_INFO; -1 unknown */
     /* counters */
+    uint64_t lookups_skipped;
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected,
         put_done_retries, puts_aborted, get_batches, get_keys, local_hits, joined, leaders,
         lookup_batches, transfers, transfer_keys, transfer_bytes, remote_hits, misses,

@@ -143,7 +143,8 @@ typedef struct fx_strv {
     X(PUBLISHED, 19, published, empty)       /* owner -> external, one-way */         \
     X(GET_START, 20, get_start, get_start_ack)                                        \
     X(HANDLE_CONSUME, 21, handle_consume, empty) /* external -> owner, one-way */     \
-    X(RELEASE, 22, release, empty)           /* external -> owner, one-way */
+    X(RELEASE, 22, release, empty)           /* external -> owner, one-way */         \
+    X(CLUSTER_INFO, 23, count, empty)        /* master -> owners, one-way: alive owners */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,

@@ -22,8 +22,9 @@ DEPS="ucx liburing libcjson libxxhash numa"
 EXTRA_LIBS="-lmimalloc -lpthread"
 
 die() { echo "embed.sh: $*" >&2; exit 1; }
-[ -f fluxon.c ] && [ -f fluxon.h ] && [ -f include/fluxon.h ] ||
+if [ ! -f fluxon.c ] || [ ! -f fluxon.h ] || [ ! -f include/fluxon.h ]; then
     die "run from the repository root after 'make amalgamation' (fluxon.c, fluxon.h)"
+fi
 
 # Copies the two files (once) into WORK/src: nothing else of the tree is visible there.
 stage_sources() {
@@ -50,9 +51,9 @@ cmd_object() {
     if [ ! -f "$obj" ]; then
         # -O0: this object is for symbol checks and functional tests, not speed.
         # -Wno-unused-function: internals only the CLI/bench/tests use are static here.
-        # shellcheck disable=SC2046
+        # shellcheck disable=SC2046,SC2086
         ( cd "$work/src" && set -x &&
-          "$cc" -std=gnu11 -O0 -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-unused-function \
+          "$cc" -std=gnu11 -O0 -g -fPIC -Wall -Wextra -Wno-unused-parameter -Wno-unused-function \
               -c fluxon.c -o "$obj.tmp" $(pkg-config --cflags $DEPS) )
         mv "$obj.tmp" "$obj"
     fi
@@ -61,18 +62,22 @@ cmd_object() {
 }
 
 cmd_hygiene() {
-    local work=$1 obj bad
+    local work=$1 obj bad missing
     obj=$(object_path gcc "$work")
     [ -f "$obj" ] || cmd_object gcc "$work"
     head -3 "$work/src/fluxon.c" | grep -q "Fluxon $(sed -n 's/^#define FLUXON_VERSION_STRING "\(.*\)"/\1/p' include/fluxon.h), source commit" ||
         die "fluxon.c banner lacks 'Fluxon <version>, source commit ...':$(head -3 "$work/src/fluxon.c")"
     cmp -s fluxon.h include/fluxon.h || die "fluxon.h differs from include/fluxon.h (run make amalgamation)"
-    bad=$(nm -g --defined-only "$obj" | awk 'NF >= 3 && $3 !~ /^fluxon_/ { print }')
+    bad=$(nm -g -l --defined-only "$obj" | awk 'NF >= 3 && $3 !~ /^fluxon_/ { print }' | sed "s|$work/src/||")
     if [ -n "$bad" ]; then
-        echo "global symbols of fluxon.c outside fluxon_* (make them FX_INTERNAL/static):"
+        echo "global symbols of fluxon.c outside fluxon_* (make them FX_INTERNAL/static; file:line from #line):"
         echo "$bad"
         exit 1
     fi
+    # and every function fluxon.h declares is defined (else embedders get link errors)
+    missing=$(comm -23 <(grep -oE '\bfluxon_[a-z0-9_]+\(' fluxon.h | tr -d '(' | sort -u) \
+                       <(nm -g --defined-only "$obj" | awk 'NF >= 3 { print $3 }' | sort -u))
+    [ -z "$missing" ] || die "declared in fluxon.h but not defined in fluxon.c: $missing"
     echo "symbol hygiene ok: $(nm -g --defined-only "$obj" | wc -l) global symbols, all fluxon_*"
 }
 
