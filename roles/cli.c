@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_bench.h"
 #include "cli_replay.h"
 #include "fluxon.h"
 
@@ -29,6 +30,8 @@ static void usage(FILE *f)
             "  fluxon demo [--trace FILE] [--requests N] [--value-len B] [--workers N] [--owners K]\n"
             "              [--tp T] [--group-pages G] [--speed X] [--out DIR] [--capacity-blocks N]\n"
             "                                              replay an LLM trace through the hostless API\n"
+            "  fluxon bench-hostless [--batch N] [--value-len B] [--iters N]   hostless API latencies\n"
+            "  fluxon bench-kv [--value-len B] [--count N]                    plain put/get ops/s\n"
             "  fluxon --help | --version\n"
             "Config fields and defaults: README.md.\n");
 }
@@ -200,6 +203,8 @@ int main(int argc, char **argv)
     const char *role = NULL, *config = NULL;
     int i = 1;
     if (argc >= 2 && strcmp(argv[1], "demo") == 0) return fx_cli_replay_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "bench-hostless") == 0) return fx_cli_bench_hostless(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "bench-kv") == 0) return fx_cli_bench_kv(argc - 1, argv + 1);
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

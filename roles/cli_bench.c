@@ -1,0 +1,257 @@
+/* cli_bench.c — `fluxon bench-hostless` and `fluxon bench-kv`: latency and throughput
+ * of the public API on an embedded cluster (master + two owners in this process, one
+ * client per owner). Figures, not pass/fail: p50/p99 per call and keys/s or ops/s.
+ * CLI-side code: public API only. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_bench.h"
+#include "fluxon.h"
+
+typedef struct bn_series {
+    const char *name;
+    double *v;
+    size_t n, cap;
+} bn_series_t;
+
+static double bn_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void bn_add(bn_series_t *s, double us)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 256;
+        s->v = realloc(s->v, s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = us;
+}
+
+static int bn_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bn_print(const bn_series_t *s)
+{
+    if (!s->n) return;
+    qsort(s->v, s->n, sizeof *s->v, bn_cmp);
+    printf("  %-28s n=%-6zu p50 %9.1f us   p99 %9.1f us\n", s->name, s->n, s->v[s->n / 2],
+           s->v[(size_t)((s->n - 1) * 0.99)]);
+}
+
+typedef struct bn_cluster {
+    char dir[64];
+    fluxon_node *master, *owner[2];
+    fluxon_client *client[2];
+} bn_cluster_t;
+
+static int bn_up(bn_cluster_t *c, uint64_t value_len, size_t values)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->dir, sizeof c->dir, "/tmp/fluxon-bench-XXXXXX");
+    if (!mkdtemp(c->dir)) return FLUXON_ERR_INTERNAL;
+    int rc = fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"bench\",\"listen\":\"127.0.0.1:0\","
+                               "\"log_level\":\"warn\"}", &c->master);
+    if (rc) return rc;
+    uint64_t slot = (value_len + 4095) / 4096 * 4096;
+    uint64_t grant = slot * 64;
+    while (grant < (64ull << 20)) grant += slot * 64;
+    uint64_t seg = ((slot * values * 3) / grant + 2) * grant + 4096;
+    for (int i = 0; i < 2; i++) {
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg,
+                 "{\"role\":\"owner\",\"cluster_id\":\"bench\",\"node_id\":\"bench-%d\",\"master\":\"127.0.0.1:%u\","
+                 "\"socket\":\"%s/o%d/s.sock\",\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu},"
+                 "\"log_level\":\"warn\"}", i, fluxon_node_port(c->master), c->dir, i, (unsigned long long)seg,
+                 (unsigned long long)grant);
+        if ((rc = fluxon_node_start(cfg, &c->owner[i]))) return rc;
+        snprintf(cfg, sizeof cfg,
+                 "{\"role\":\"external\",\"cluster_id\":\"bench\",\"socket\":\"%s/o%d/s.sock\",\"log_level\":\"warn\"}",
+                 c->dir, i);
+        if ((rc = fluxon_client_open(cfg, &c->client[i]))) return rc;
+    }
+    return FLUXON_OK;
+}
+
+static void bn_down(bn_cluster_t *c)
+{
+    for (int i = 0; i < 2; i++) fluxon_client_close(c->client[i]);
+    for (int i = 0; i < 2; i++) fluxon_node_stop(c->owner[i]);
+    fluxon_node_stop(c->master);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
+    if (system(cmd)) {}
+}
+
+static long bn_arg(int argc, char **argv, const char *name, long def)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], name)) return strtol(argv[i + 1], NULL, 10);
+    return def;
+}
+
+/* One hostless round: put a batch through owner 0, restore it locally, through owner 1
+ * (remote the first time), and a batch of misses. */
+int fx_cli_bench_hostless(int argc, char **argv)
+{
+    long batch = bn_arg(argc, argv, "--batch", 64), vlen = bn_arg(argc, argv, "--value-len", 4718592),
+         iters = bn_arg(argc, argv, "--iters", 20);
+    if (batch <= 0 || batch > 4096 || vlen <= 0 || iters <= 0) {
+        fprintf(stderr, "fluxon bench-hostless: --batch 1..4096, --value-len > 0, --iters > 0\n");
+        return 2;
+    }
+    bn_cluster_t c;
+    int rc = bn_up(&c, (uint64_t)vlen, (size_t)batch * 2);
+    if (rc) {
+        fprintf(stderr, "fluxon bench-hostless: cluster did not start: %s\n", fluxon_status_string(rc));
+        bn_down(&c);
+        return 1;
+    }
+    bn_series_t s_ps = {.name = "put_start"}, s_pc = {.name = "put_commit (local-ready)"}, s_fut = {.name = "future (global)"},
+                s_gl = {.name = "get_start all-local"}, s_gm = {.name = "get_start all-miss"}, s_gr = {.name = "get_start remote"},
+                s_gt = {.name = "get_transfer"}, s_rv = {.name = "release_views"}, s_cyc = {.name = "local get_start+transfer"},
+                s_put = {.name = "local put_start+commit"};
+    char (*keys)[64] = malloc((size_t)batch * 64), (*miss)[64] = malloc((size_t)batch * 64);
+    const char **kp = malloc((size_t)batch * sizeof *kp), **mp = malloc((size_t)batch * sizeof *mp);
+    double bytes_remote = 0, t_remote = 0, keys_done = 0, t_keys = 0;
+    int errors = 0;
+    for (long it = 0; it < iters && !errors; it++) {
+        for (long i = 0; i < batch; i++) {
+            snprintf(keys[i], 64, "bench-%ld-%ld", it, i);
+            snprintf(miss[i], 64, "absent-%ld-%ld", it, i);
+            kp[i] = keys[i];
+            mp[i] = miss[i];
+        }
+        fluxon_plan *plan = NULL;
+        double t0 = bn_now_us();
+        rc = fluxon_local_fast_put_start(c.client[0], kp, (size_t)batch, (uint64_t)vlen, NULL, &plan, NULL);
+        double t1 = bn_now_us();
+        if (rc) { errors++; break; }
+        for (long i = 0; i < batch; i++) memset((void *)(uintptr_t)plan->value_ptrs[i], (int)(it + i), (size_t)vlen);
+        fluxon_future *f = NULL;
+        double t2 = bn_now_us();
+        rc = fluxon_local_fast_put_commit(c.client[0], plan, &f);
+        double t3 = bn_now_us();
+        if (rc || fluxon_future_wait(f, 30000) != FLUXON_OK) { errors++; fluxon_future_free(f); break; }
+        double t4 = bn_now_us();
+        fluxon_future_free(f);
+        bn_add(&s_ps, t1 - t0);
+        bn_add(&s_pc, t3 - t2);
+        bn_add(&s_fut, t4 - t2);
+        bn_add(&s_put, (t1 - t0) + (t3 - t2));
+        keys_done += (double)batch;
+        t_keys += (t1 - t0) + (t3 - t2);
+        /* all-local restore */
+        fluxon_get_handle *h;
+        fluxon_get_start_result r;
+        fluxon_plan *rp;
+        t0 = bn_now_us();
+        rc = fluxon_get_start(c.client[0], kp, (size_t)batch, 1, NULL, 0, &h, &r);
+        t1 = bn_now_us();
+        if (rc || !r.all_hit) { errors++; break; }
+        rc = fluxon_get_transfer(c.client[0], h, 0, &rp);
+        t2 = bn_now_us();
+        if (rc) { errors++; break; }
+        fluxon_release_views(c.client[0], rp);
+        t3 = bn_now_us();
+        bn_add(&s_gl, t1 - t0);
+        bn_add(&s_gt, t2 - t1);
+        bn_add(&s_rv, t3 - t2);
+        bn_add(&s_cyc, t2 - t0);
+        /* remote restore through owner 1 (UCX) */
+        t0 = bn_now_us();
+        rc = fluxon_get_start(c.client[1], kp, (size_t)batch, 1, NULL, 0, &h, &r);
+        t1 = bn_now_us();
+        if (rc || !r.all_hit) { errors++; break; }
+        fluxon_get_transfer(c.client[1], h, 0, &rp);
+        fluxon_release_views(c.client[1], rp);
+        bn_add(&s_gr, t1 - t0);
+        bytes_remote += (double)batch * (double)vlen;
+        t_remote += t1 - t0;
+        /* all miss */
+        t0 = bn_now_us();
+        rc = fluxon_get_start(c.client[0], mp, (size_t)batch, 1, NULL, 0, &h, &r);
+        t1 = bn_now_us();
+        if (rc || r.raw_prefix_hit_len) { errors++; break; }
+        fluxon_cancel_get_transfer(c.client[0], h);
+        bn_add(&s_gm, t1 - t0);
+        /* free the owners' memory for the next round */
+        for (long i = 0; i < batch; i++) fluxon_delete(c.client[0], kp[i]);
+    }
+    printf("fluxon bench-hostless: batch %ld x %ld bytes, %ld rounds, master + 2 owners in one process%s\n", batch,
+           vlen, iters, errors ? " (STOPPED ON ERROR)" : "");
+    bn_series_t *all[] = {&s_ps, &s_pc, &s_fut, &s_put, &s_gl, &s_gt, &s_rv, &s_cyc, &s_gm, &s_gr};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) bn_print(all[i]);
+    if (t_keys > 0) printf("  local put keys/s: %.0f (put_start+commit)\n", keys_done / (t_keys / 1e6));
+    if (t_remote > 0) printf("  remote restore: %.2f GB/s (get_start incl. UCX fetch, 1 GB = 1e9 B)\n", bytes_remote / (t_remote * 1e3));
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->v);
+    free(keys);
+    free(miss);
+    free(kp);
+    free(mp);
+    bn_down(&c);
+    return errors ? 1 : 0;
+}
+
+/* Plain KV ops/s: put then get of distinct keys, local and through the other owner. */
+int fx_cli_bench_kv(int argc, char **argv)
+{
+    long vlen = bn_arg(argc, argv, "--value-len", 4096), n = bn_arg(argc, argv, "--count", 2000);
+    if (vlen <= 0 || n <= 0) {
+        fprintf(stderr, "fluxon bench-kv: --value-len > 0, --count > 0\n");
+        return 2;
+    }
+    bn_cluster_t c;
+    int rc = bn_up(&c, (uint64_t)vlen, (size_t)n);
+    if (rc) {
+        fprintf(stderr, "fluxon bench-kv: cluster did not start: %s\n", fluxon_status_string(rc));
+        bn_down(&c);
+        return 1;
+    }
+    char *val = malloc((size_t)vlen);
+    memset(val, 7, (size_t)vlen);
+    char key[64];
+    int errors = 0;
+    double t0 = bn_now_us();
+    for (long i = 0; i < n && !errors; i++) {
+        snprintf(key, sizeof key, "kv-%ld", i);
+        errors += fluxon_put(c.client[0], key, val, (uint64_t)vlen, NULL) != FLUXON_OK;
+    }
+    double t1 = bn_now_us();
+    for (int pass = 0; pass < 2 && !errors; pass++) {
+        for (long i = 0; i < n && !errors; i++) {
+            snprintf(key, sizeof key, "kv-%ld", i);
+            fluxon_holder *h = NULL;
+            errors += fluxon_get(c.client[pass], key, &h) != FLUXON_OK;
+            fluxon_holder_release(h);
+        }
+    }
+    double t2 = bn_now_us(), half = (t2 - t1) / 2;
+    double mb = (double)n * (double)vlen / 1e9;
+    printf("fluxon bench-kv: %ld values of %ld bytes, one client thread per owner%s\n", n, vlen,
+           errors ? " (ERRORS)" : "");
+    printf("  put (local, published)  %9.0f ops/s  %6.2f GB/s\n", n / ((t1 - t0) / 1e6), mb / ((t1 - t0) / 1e6));
+    printf("  get (local)             %9.0f ops/s  %6.2f GB/s\n", n / (half / 1e6), mb / (half / 1e6));
+    double t3 = bn_now_us();
+    for (long i = 0; i < n && !errors; i++) { /* second owner again: now local replicas */
+        snprintf(key, sizeof key, "kv-%ld", i);
+        fluxon_holder *h = NULL;
+        errors += fluxon_get(c.client[1], key, &h) != FLUXON_OK;
+        fluxon_holder_release(h);
+    }
+    double t4 = bn_now_us();
+    printf("  get (remote first time, then replica) first pass and replica pass: %.0f / %.0f ops/s\n",
+           n / (half / 1e6), n / ((t4 - t3) / 1e6));
+    free(val);
+    bn_down(&c);
+    return errors ? 1 : 0;
+}
