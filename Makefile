@@ -122,10 +122,13 @@ test-embed: all $(BUILD)/test/test_embed
 
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/fluxon OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -DFX_USE_LIBC_MALLOC" \
-	    ASAN_OPTIONS=detect_leaks=1 test
+	    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath scripts/lsan.supp) test
 
-bench: all
-	./scripts/bench
+$(BUILD)/bench_internal: test/bench_internal.c $(BUILD)/libfx_test.a
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
+
+bench: all $(BUILD)/bench_internal
+	FLUXON_BIN=$(abspath $(BIN)) FLUXON_BENCH_INTERNAL=$(abspath $(BUILD)/bench_internal) ./scripts/bench
 
 demo: all
 	./fluxon demo

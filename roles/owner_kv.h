@@ -9,6 +9,10 @@
 #include "slot_pool.h"
 #include "ucx_dp.h"
 
+/* How long a retired published slot keeps its bytes before reuse: covers a remote
+ * fetch that obtained the address from the master just before the route died. */
+#define FX_REUSE_GRACE_MS 1000u
+
 /* A value version held in this owner's segment. */
 typedef struct owner_entry {
     char *key;
@@ -95,6 +99,7 @@ typedef struct owner_kv {
     struct owner_claim *claims;
     bool grant_inflight;
     int64_t owners_alive; /* from CLUSTER_INFO; -1 unknown */
+    struct okv_grace *graces; /* retired published slots kept for FX_REUSE_GRACE_MS */
     /* counters */
     uint64_t lookups_skipped;
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected,

@@ -1,0 +1,24 @@
+/* bench_internal.c — benchmarks of internal modules (built by `make bench`, linked with
+ * the separately compiled objects): offset allocator alloc+free ops/s, hash map ops/s,
+ * and owner-to-owner UCX transfers of 64 x 4.5 MiB over tcp and shared memory next to
+ * ucx_perftest for the same transport and size. Figures, not pass/fail. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hmap.h"
+#include "offset_alloc.h"
+#include "ucx_dp.h"
+
+int main(int argc, char **argv)
+{
+    const char *only = argc > 1 ? argv[1] : "all";
+    int rc = 0;
+    if (!strcmp(only, "all") || !strcmp(only, "alloc")) rc |= fx_offset_alloc_bench(stdout, 2000000);
+    if (!strcmp(only, "all") || !strcmp(only, "hmap")) rc |= fx_hmap_bench(stdout, 1000000);
+    if (!strcmp(only, "all") || !strcmp(only, "ucx")) {
+        rc |= fx_ucx_bench(stdout, "tcp", 64, 4718592, 5);
+        rc |= fx_ucx_bench(stdout, "posix,sysv,self", 64, 4718592, 5);
+    }
+    return rc ? 1 : 0;
+}
