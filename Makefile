@@ -121,8 +121,9 @@ test-embed: all $(BUILD)/test/test_embed
 	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(BUILD)/test/test_embed
 
 asan:
-	$(MAKE) BUILD=build-asan BIN=build-asan/fluxon OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -DFX_USE_LIBC_MALLOC" \
-	    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath scripts/lsan.supp) test
+	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath scripts/lsan.supp) \
+	$(MAKE) BUILD=build-asan BIN=build-asan/fluxon OPT=-O1 \
+	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -DFX_USE_LIBC_MALLOC" test
 
 $(BUILD)/bench_internal: test/bench_internal.c $(BUILD)/libfx_test.a
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
