@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli_bench.h"
+#include "cli_kv.h"
 #include "cli_replay.h"
 #include "fluxon.h"
 
@@ -27,6 +28,11 @@ static void usage(FILE *f)
             "  fluxon --role=external --config FILE CMD    run one client command:\n"
             "      ping [--count N]      round trips external->owner and external->owner->master\n"
             "      stat [--json]         the cluster's nodes\n"
+            "      stats                 this client's and its owner's counters (JSON)\n"
+            "      put KEY FILE|-        store a value (a file, or stdin)\n"
+            "      get KEY [-o FILE]     print (or save) a value\n"
+            "      del KEY               delete a key\n"
+            "      ls [PREFIX]           list keys by prefix\n"
             "  fluxon demo [--trace FILE] [--requests N] [--value-len B] [--workers N] [--owners K]\n"
             "              [--tp T] [--group-pages G] [--speed X] [--out DIR] [--capacity-blocks N]\n"
             "                                              replay an LLM trace through the hostless API\n"
@@ -177,14 +183,24 @@ static int cmd_stat(fluxon_client *c, int argc, char **argv)
     return 0;
 }
 
+static const struct {
+    const char *name;
+    int (*fn)(fluxon_client *, int, char **);
+} external_cmds[] = {{"ping", cmd_ping}, {"stat", cmd_stat},  {"stats", fx_cli_stats}, {"put", fx_cli_put},
+                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}};
+
 static int run_external(const char *json, int argc, char **argv)
 {
+    const char *names = "ping, stat, stats, put, get, del, ls";
     if (argc < 1) {
-        fprintf(stderr, "fluxon: --role=external needs a command (ping, stat)\n");
+        fprintf(stderr, "fluxon: --role=external needs a command (%s)\n", names);
         return EXIT_USAGE;
     }
-    if (strcmp(argv[0], "ping") && strcmp(argv[0], "stat")) {
-        fprintf(stderr, "fluxon: unknown external command '%s' (ping, stat)\n", argv[0]);
+    int (*fn)(fluxon_client *, int, char **) = NULL;
+    for (size_t k = 0; k < sizeof external_cmds / sizeof *external_cmds; k++)
+        if (!strcmp(argv[0], external_cmds[k].name)) fn = external_cmds[k].fn;
+    if (!fn) {
+        fprintf(stderr, "fluxon: unknown external command '%s' (%s)\n", argv[0], names);
         return EXIT_USAGE;
     }
     fluxon_client *c = NULL;
@@ -193,7 +209,7 @@ static int run_external(const char *json, int argc, char **argv)
         fprintf(stderr, "fluxon: cannot open client: %s\n", fluxon_status_string(rc));
         return exit_for(rc);
     }
-    int ex = strcmp(argv[0], "ping") == 0 ? cmd_ping(c, argc - 1, argv + 1) : cmd_stat(c, argc - 1, argv + 1);
+    int ex = fn(c, argc - 1, argv + 1);
     fluxon_client_close(c);
     return ex;
 }

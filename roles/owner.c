@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "owner_int.h"
+#include "owner_kv.h"
 
 static void owner_master_connect(fx_owner_t *o);
 static void owner_ext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
@@ -326,17 +326,26 @@ static void owner_ext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const
     }
     case FX_MSG_CLUSTER_NODES: fx_owner_forward(o, c, h, body); break;
     case FX_MSG_OWNER_STATS: {
-        char buf[16384];
-        int n = owner_stats_json(o, buf, sizeof buf);
-        if (n > 0 && (size_t)n < sizeof buf - 2) { /* splice the kv counters in */
-            n--; /* drop '}' */
-            buf[n++] = ',';
-            n += (int)fx_owner_kv_stats_json(o, buf + n, sizeof buf - (size_t)n - 2);
-            buf[n++] = '}';
-            buf[n] = 0;
+        /* owner counters, then the KV counters, then the slot pool per state and grant */
+        size_t cap = 1 << 20;
+        char *buf = fx_malloc(cap);
+        if (!buf) {
+            fx_conn_reply_error(c, h, FLUXON_ERR_NOMEM, "stats: owner out of memory");
+            break;
         }
-        fx_body_json_t j = {{buf, (uint32_t)FX_MIN((size_t)n, sizeof buf - 1)}};
+        int n = owner_stats_json(o, buf, 4096);
+        n--; /* reopen the object */
+        buf[n++] = ',';
+        n += (int)fx_owner_kv_stats_json(o, buf + n, 16384);
+        size_t pl = 0;
+        memcpy(buf + n, ",\"slot_pool\":", 13);
+        if (fx_slot_pool_stats_json(owner_kv(o)->pool, buf + n + 13, cap - (size_t)n - 16, &pl) == FLUXON_OK)
+            n += 13 + (int)pl;
+        buf[n++] = '}';
+        buf[n] = 0;
+        fx_body_json_t j = {{buf, (uint32_t)n}};
         FX_CONN_REPLY(c, h, json, &j);
+        fx_free(buf);
         break;
     }
     default:

@@ -286,3 +286,29 @@ Test(cluster, cli_usage_and_config_errors_exit_2, .timeout = 60, .fini = teardow
     th_rmtree(dir);
     free(dir);
 }
+
+Test(cluster, cli_put_get_del_ls_and_stats, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    char in[256], outp[256], out[8192], cmd[2048];
+    snprintf(in, sizeof in, "%s/value.bin", c.dir);
+    snprintf(outp, sizeof outp, "%s/back.bin", c.dir);
+    FILE *f = fopen(in, "wb");
+    for (int i = 0; i < 100000; i++) fputc((i * 7) & 0xff, f);
+    fclose(f);
+    cr_assert_eq(run_external(c.ecfg, "put", "page:001", in, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "put", "page:002", in, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "get", "page:001", "-o", out, sizeof out), 2, "-o needs a file: usage error");
+    snprintf(cmd, sizeof cmd, "%s --role=external --config %s get page:001 -o %s && cmp %s %s", th_fluxon_bin(),
+             c.ecfg, outp, in, outp);
+    cr_assert_eq(system(cmd), 0, "get returns the bytes put");
+    cr_assert_eq(run_external(c.ecfg, "ls", "page:", NULL, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "page:001\npage:002\n"), "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "del", "page:001", NULL, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "del", "page:001", NULL, out, sizeof out), 1, "second delete: not found");
+    cr_assert(strstr(out, "FLUXON_ERR_NOT_FOUND"), "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "get", "page:001", NULL, out, sizeof out), 1);
+    cr_assert_eq(run_external(c.ecfg, "stats", NULL, NULL, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "\"slot_pool\":") && strstr(out, "\"slots_committed\":"), "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "frobnicate", NULL, NULL, out, sizeof out), 2);
+}

@@ -1,0 +1,139 @@
+/* cli_kv.c — `fluxon --role=external --config F put KEY FILE|-`, `get KEY [-o FILE]`,
+ * `del KEY`, `ls [PREFIX]`, `stats`: the plain KV API from a shell. Public API only.
+ * Exit status: 0 ok, 1 runtime error (NOT_FOUND included), 2 usage error. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_kv.h"
+
+static int kv_fail(const char *what, int rc)
+{
+    fprintf(stderr, "fluxon: %s: %s\n", what, fluxon_status_string(rc));
+    return rc == FLUXON_ERR_INVALID_ARGUMENT ? 2 : 1;
+}
+
+/* Reads all of f (a file or stdin) into a malloc'ed buffer. */
+static char *kv_slurp(FILE *f, size_t *len_p)
+{
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += n;
+        if (len == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    *len_p = len;
+    return buf;
+}
+
+int fx_cli_put(fluxon_client *c, int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: put KEY FILE|-\n");
+        return 2;
+    }
+    FILE *f = strcmp(argv[1], "-") ? fopen(argv[1], "rb") : stdin;
+    if (!f) {
+        fprintf(stderr, "fluxon: put: cannot read %s: %s\n", argv[1], strerror(errno));
+        return 2;
+    }
+    size_t len = 0;
+    char *buf = kv_slurp(f, &len);
+    if (f != stdin) fclose(f);
+    if (!buf) return kv_fail("put", FLUXON_ERR_NOMEM);
+    int rc = len ? fluxon_put(c, argv[0], buf, len, NULL) : FLUXON_ERR_INVALID_ARGUMENT;
+    free(buf);
+    if (rc) return kv_fail(len ? "put" : "put (an empty value cannot be stored)", rc);
+    printf("put %s: %zu bytes\n", argv[0], len);
+    return 0;
+}
+
+int fx_cli_get(fluxon_client *c, int argc, char **argv)
+{
+    const char *out = NULL;
+    if (argc == 3 && !strcmp(argv[1], "-o")) out = argv[2];
+    else if (argc != 1) {
+        fprintf(stderr, "usage: get KEY [-o FILE]\n");
+        return 2;
+    }
+    fluxon_holder *h = NULL;
+    int rc = fluxon_get(c, argv[0], &h);
+    if (rc) return kv_fail("get", rc);
+    FILE *f = out ? fopen(out, "wb") : stdout;
+    int ex = 0;
+    if (!f || fwrite(fluxon_holder_data(h), 1, fluxon_holder_len(h), f) != fluxon_holder_len(h)) {
+        fprintf(stderr, "fluxon: get: cannot write %s: %s\n", out ? out : "stdout", strerror(errno));
+        ex = 1;
+    }
+    if (f && f != stdout) fclose(f);
+    fluxon_holder_release(h);
+    return ex;
+}
+
+int fx_cli_del(fluxon_client *c, int argc, char **argv)
+{
+    if (argc != 1) {
+        fprintf(stderr, "usage: del KEY\n");
+        return 2;
+    }
+    int rc = fluxon_delete(c, argv[0]);
+    if (rc) return kv_fail("del", rc);
+    printf("deleted %s\n", argv[0]);
+    return 0;
+}
+
+typedef struct kv_ls {
+    char last[FLUXON_MAX_KEY_BYTES + 1];
+    size_t total;
+} kv_ls_t;
+
+static void kv_ls_print(void *arg, const char *key)
+{
+    kv_ls_t *l = arg;
+    puts(key);
+    snprintf(l->last, sizeof l->last, "%s", key);
+    l->total++;
+}
+
+int fx_cli_ls(fluxon_client *c, int argc, char **argv)
+{
+    if (argc > 1) {
+        fprintf(stderr, "usage: ls [PREFIX]\n");
+        return 2;
+    }
+    kv_ls_t l = {"", 0};
+    for (;;) { /* page through the master's prefix index */
+        size_t n = 0;
+        int rc = fluxon_list_keys(c, argc ? argv[0] : "", l.total ? l.last : NULL, 1000, kv_ls_print, &l, &n);
+        if (rc) return kv_fail("ls", rc);
+        if (n < 1000) break;
+    }
+    return 0;
+}
+
+int fx_cli_stats(fluxon_client *c, int argc, char **argv)
+{
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    int rc = buf ? fluxon_client_stats(c, buf, cap, &len) : FLUXON_ERR_NOMEM;
+    if (rc == FLUXON_ERR_INVALID_ARGUMENT && len >= cap) {
+        char *nb = realloc(buf, len + 1);
+        if (nb) buf = nb, rc = fluxon_client_stats(c, buf, len + 1, &len);
+    }
+    if (rc == FLUXON_OK) printf("%s\n", buf);
+    free(buf);
+    (void)argc;
+    (void)argv;
+    return rc ? kv_fail("stats", rc) : 0;
+}

@@ -1,0 +1,11 @@
+/* cli_kv.h — `fluxon --role=external` KV commands: put, get, del, ls, stats. */
+#ifndef FX_CLI_KV_H
+#define FX_CLI_KV_H
+#include "fluxon.h"
+/* Each takes the arguments after the command name; returns the exit status. */
+int fx_cli_put(fluxon_client *c, int argc, char **argv);
+int fx_cli_get(fluxon_client *c, int argc, char **argv);
+int fx_cli_del(fluxon_client *c, int argc, char **argv);
+int fx_cli_ls(fluxon_client *c, int argc, char **argv);
+int fx_cli_stats(fluxon_client *c, int argc, char **argv);
+#endif
