@@ -56,8 +56,9 @@ static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
     n->alive = false;
     fx_master_kv_node_dead(m, n);
     master_broadcast_info(m);
-    FX_WARN("owner %s (generation %llu) declared dead: %s", n->node_id,
-            (unsigned long long)n->generation, why);
+    /* a closed connection is usually an orderly stop: info; silence is a failure: warn */
+    fx_log(strcmp(why, "connection lost") ? FX_LOG_WARN : FX_LOG_INFO,
+           "owner %s (generation %llu) declared dead: %s", n->node_id, (unsigned long long)n->generation, why);
 }
 
 static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
