@@ -28,7 +28,7 @@ enum {
     CFG_K_MAX_FRAME, CFG_K_LISTEN, CFG_K_METRICS, CFG_K_INFLIGHT_TTL, CFG_K_HB_TIMEOUT,
     CFG_K_NODE_ID, CFG_K_MASTER, CFG_K_SOCKET, CFG_K_SEGMENT, CFG_K_NODE_ROLE, CFG_K_NUMA,
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
-    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST
+    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES
 };
 
 struct cfg_field {
@@ -49,6 +49,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"handle_ttl_ms", CFG_O},               {"heartbeat_interval_ms", CFG_O},
     {"claim_timeout_ms", CFG_O},            {"timeout_ms", CFG_E},
     {"master_timeout_ms", CFG_O},           {"test", CFG_O},
+    {"hot_capacity_bytes", CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -424,6 +425,9 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->timeout_ms);
     case CFG_K_MASTER_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->master_timeout_ms);
     case CFG_K_TEST: return cfg_parse_test(c, v, cfg);
+    case CFG_K_HOT_BYTES:
+        if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
+        return cfg->hot_capacity_bytes ? 0 : cfg_bad(c, path, v, "must be > 0");
     default: return cfg_fail(c, path, "internal error: no parser");
     }
 }
@@ -437,6 +441,9 @@ static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
         return cfg_fail(c, "segment_bytes",
                         "%llu is smaller than one grant (reserve.grant_bytes %llu) plus the "
                         "4096-byte header", (unsigned long long)seg, (unsigned long long)grant);
+    if (cfg->hot_capacity_bytes > seg)
+        return cfg_fail(c, "hot_capacity_bytes", "%llu is larger than segment_bytes %llu",
+                        (unsigned long long)cfg->hot_capacity_bytes, (unsigned long long)seg);
     if (!cfg->has_expected) return 0;
     uint64_t vlen = cfg->expected_value_len, payload = cfg->expected_payload_bytes;
     if (vlen > grant)

@@ -55,6 +55,7 @@ typedef struct fx_config {
     uint64_t expected_value_len;          /* "reserve.expected.value_len" > 0 */
     uint64_t expected_payload_bytes;      /* "reserve.expected.payload_capacity_bytes" */
     double hot_capacity_ratio;            /* [0.95], in (0, 1] */
+    uint64_t hot_capacity_bytes;          /* hot tier watermark in bytes; 0 = the ratio [0] */
     uint32_t handle_ttl_ms;               /* [30000], > 0 */
     uint32_t heartbeat_interval_ms;       /* [1000], > 0 */
     uint32_t claim_timeout_ms;            /* slot claim hard timeout [30000], > 0 */

@@ -135,6 +135,10 @@ typedef struct rp_owner_stats {
     int remote_hits_known;
     uint64_t handles_open, slots_prepared, gets_inflight, puts_inflight;
     uint64_t before[4];       /* the same four before the run (0 on a fresh cluster) */
+    /* capacity eviction (issue 7), after the run; ev_known: the owner reports them */
+    uint64_t evictions, evicted_bytes, cohorts, busy_retries, restored, eviction_debt, hot_bytes,
+        hot_capacity_bytes, claim_waits, claim_timeouts;
+    int ev_known;
     unsigned absent_mask;     /* bit i: baseline key i absent from the stats */
     int stats_ok;
 } rp_owner_stats;
@@ -145,6 +149,7 @@ typedef struct rp_run {
     size_t n_req;
     rp_reqrec *recs;
     uint64_t ref_hits, ref_lookups, distinct_pages;
+    uint64_t lru_ref_hits;    /* the reference LRU of capacity_blocks pages (when given) */
     rp_worker *workers;
     unsigned n_workers, n_owners;
     rp_collector col;
@@ -709,6 +714,15 @@ static int rp_stats_after(rp_run *r)
             int known = rp_stat_u64(doc, "remote_hits", &rh);
             s->remote_hits_known = s->remote_hits_known && known;
             s->remote_hits_after = rh;
+            static const char *const evk[10] = {"evictions", "evicted_bytes", "cohorts", "busy_retries",
+                                                "restored", "eviction_debt", "hot_bytes", "hot_capacity_bytes",
+                                                "claim_waits", "claim_timeouts"};
+            uint64_t *evv[10] = {&s->evictions, &s->evicted_bytes, &s->cohorts, &s->busy_retries, &s->restored,
+                                 &s->eviction_debt, &s->hot_bytes, &s->hot_capacity_bytes, &s->claim_waits,
+                                 &s->claim_timeouts};
+            s->ev_known = 1;
+            for (int i = 0; i < 10; i++) s->ev_known &= rp_stat_u64(doc, evk[i], evv[i]);
+            if (s->eviction_debt) ok = 0; /* selected for eviction, not yet freed */
             cJSON_Delete(doc);
         }
         if (ok) break;
@@ -922,15 +936,29 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         return rc;
     }
     rp_size_owner(&r->o, r->distinct_pages, &r->segment_bytes, &r->grant_bytes);
+    /* --capacity-blocks N: at most, and once full exactly, N pages × T values stay
+     * resident: the expected capacity (§6: prewarmed, a hard cap) holds them and the hot
+     * tier's watermark is exactly their slots, so the owner evicts its coldest values to
+     * make room (issue 7) */
+    char capacity[256] = "";
+    if (r->o.capacity_blocks) {
+        uint64_t slot = (r->o.value_len < 4096 ? 4096 : r->o.value_len + 4095) / 4096 * 4096;
+        uint64_t payload = r->o.capacity_blocks * r->o.tp * slot;
+        snprintf(capacity, sizeof capacity,
+                 ",\"expected\":{\"value_len\":%llu,\"payload_capacity_bytes\":%llu}},\"hot_capacity_bytes\":%llu",
+                 (unsigned long long)r->o.value_len, (unsigned long long)payload, (unsigned long long)payload);
+    } else {
+        snprintf(capacity, sizeof capacity, "}");
+    }
     for (unsigned k = 0; k < r->n_owners; k++) {
         char cfg[1024];
         snprintf(socks[k], 160, "%s/owner%u.sock", dir, k);
         snprintf(cfg, sizeof cfg,
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-owner-%u\",\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\","
-                 "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu},\"log_level\":\"warn\"}",
+                 "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\"}",
                  k, fluxon_node_port(*master), socks[k], (unsigned long long)r->segment_bytes,
-                 (unsigned long long)r->grant_bytes);
+                 (unsigned long long)r->grant_bytes, capacity);
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n", k,
@@ -1086,7 +1114,7 @@ typedef struct rp_totals {
     uint64_t skipped_batches; /* futures refused at publish (batches, not keys) */
     uint64_t errors_by[RP_NSTATUS], skipped_by[RP_NSTATUS];
     rp_samples lat[RP_NCALLS];    /* merged and sorted */
-    double secs, req_per_s, ratio, ref_ratio;
+    double secs, req_per_s, ratio, ref_ratio, lru_ref_ratio;
     int baseline_ok, remote_known;
     long peak_rss_kib;
 } rp_totals;
@@ -1141,6 +1169,7 @@ static void rp_merge(rp_run *r, rp_totals *t, int baseline_ok)
     t->req_per_s = t->secs > 0 ? (double)t->requests / t->secs : 0;
     t->ratio = t->lookups ? (double)t->hits / (double)t->lookups : 0;
     t->ref_ratio = r->ref_lookups ? (double)r->ref_hits / (double)r->ref_lookups : 0;
+    t->lru_ref_ratio = r->ref_lookups ? (double)r->lru_ref_hits / (double)r->ref_lookups : 0;
     t->baseline_ok = baseline_ok;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) t->peak_rss_kib = ru.ru_maxrss;
@@ -1171,6 +1200,20 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
            (unsigned long long)t->lookups, (unsigned long long)t->hits, 100 * t->ratio, 100 * t->ratio - rem, rem,
            t->remote_known ? "" : ", remote_hits not reported by the owners", (unsigned long long)t->raw_hits);
     printf("reference         %.2f %% prefix hits (unlimited capacity, trace order, same keys)\n", 100 * t->ref_ratio);
+    if (o->capacity_blocks)
+        printf("reference LRU     %.2f %% prefix hits (LRU of %llu pages, trace order, same keys)\n",
+               100 * t->lru_ref_ratio, (unsigned long long)o->capacity_blocks);
+    for (unsigned k = 0; k < r->n_owners; k++) {
+        const rp_owner_stats *s = &r->owners[k];
+        if (!s->ev_known || (!s->evictions && !s->claim_waits && !s->busy_retries)) continue;
+        printf("eviction          owner %u: %llu values (%.1f MiB) in %llu cohorts, busy retries %llu, restored %llu, "
+               "claims waited %llu (timed out %llu), debt %llu; hot tier %.1f of %.1f MiB\n",
+               k, (unsigned long long)s->evictions, (double)s->evicted_bytes / 1048576.0,
+               (unsigned long long)s->cohorts, (unsigned long long)s->busy_retries, (unsigned long long)s->restored,
+               (unsigned long long)s->claim_waits, (unsigned long long)s->claim_timeouts,
+               (unsigned long long)s->eviction_debt, (double)s->hot_bytes / 1048576.0,
+               (double)s->hot_capacity_bytes / 1048576.0);
+    }
     printf("bytes             restored %.1f MiB, written %.1f MiB\n", (double)t->bytes_restored / 1048576.0,
            (double)t->bytes_written / 1048576.0);
     printf("skipped backups   %llu", (unsigned long long)t->skipped);
@@ -1246,6 +1289,7 @@ static int rp_write_summary_json(const rp_run *r, const rp_totals *t)
     cJSON_AddNumberToObject(j, "raw_prefix_hits", (double)t->raw_hits);
     cJSON_AddNumberToObject(j, "prefix_hit_ratio", t->ratio);
     cJSON_AddNumberToObject(j, "reference_prefix_hit_ratio", t->ref_ratio);
+    if (o->capacity_blocks) cJSON_AddNumberToObject(j, "reference_lru_prefix_hit_ratio", t->lru_ref_ratio);
     cJSON_AddNumberToObject(j, "local_hits", (double)(t->hits > t->remote_hits ? t->hits - t->remote_hits : 0));
     cJSON_AddNumberToObject(j, "remote_hits", (double)t->remote_hits);
     cJSON_AddBoolToObject(j, "remote_hits_reported", t->remote_known);
@@ -1296,6 +1340,18 @@ static int rp_write_summary_json(const rp_run *r, const rp_totals *t)
         cJSON_AddNumberToObject(ob, "gets_inflight", (double)s->gets_inflight);
         cJSON_AddNumberToObject(ob, "puts_inflight", (double)s->puts_inflight);
         cJSON_AddNumberToObject(ob, "remote_hit_keys", (double)(s->remote_hits_after - (s->remote_hits_after >= s->remote_hits_before ? s->remote_hits_before : s->remote_hits_after)));
+        if (s->ev_known) {
+            cJSON_AddNumberToObject(ob, "evictions", (double)s->evictions);
+            cJSON_AddNumberToObject(ob, "evicted_bytes", (double)s->evicted_bytes);
+            cJSON_AddNumberToObject(ob, "cohorts", (double)s->cohorts);
+            cJSON_AddNumberToObject(ob, "busy_retries", (double)s->busy_retries);
+            cJSON_AddNumberToObject(ob, "restored", (double)s->restored);
+            cJSON_AddNumberToObject(ob, "eviction_debt", (double)s->eviction_debt);
+            cJSON_AddNumberToObject(ob, "hot_bytes", (double)s->hot_bytes);
+            cJSON_AddNumberToObject(ob, "hot_capacity_bytes", (double)s->hot_capacity_bytes);
+            cJSON_AddNumberToObject(ob, "claim_waits", (double)s->claim_waits);
+            cJSON_AddNumberToObject(ob, "claim_timeouts", (double)s->claim_timeouts);
+        }
         cJSON_AddItemToArray(owners, ob);
         char note[160];
         for (int i = 0; i < 4; i++)
@@ -1469,6 +1525,14 @@ int fx_cli_replay_main(int argc, char **argv)
     r->ref_hits = ref.prefix_hits;
     r->ref_lookups = ref.lookups;
     r->distinct_pages = ref.inserted;
+    if (o->capacity_blocks) {
+        fx_cli_sim_result lref;
+        if (fx_cli_sim_run(&r->trace, 0, o->capacity_blocks, 1, &lref)) {
+            fprintf(stderr, "fluxon demo: out of memory for the reference simulator\n");
+            goto out_trace;
+        }
+        r->lru_ref_hits = lref.prefix_hits;
+    }
     r->recs = calloc(r->n_req, sizeof *r->recs);
     if (!r->recs) goto out_trace;
     if (o->out_dir && rp_mkdirs(o->out_dir)) {

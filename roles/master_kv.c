@@ -74,7 +74,8 @@ typedef struct mkv_node {
     X(put_done_batches) X(put_dedup) X(puts) X(put_converged) X(put_rejected) X(lookups)      \
     X(lookup_hits) X(get_done_replicas) X(get_done_stale) X(deletes) X(invalidations_sent)   \
     X(invalidate_msgs) X(grants) X(leases_granted) X(leases_expired) X(lease_routes_expired) \
-    X(generation_routes_dropped) X(error_replies)
+    X(generation_routes_dropped) X(error_replies) X(evict_batches) X(evicted_replicas) X(evict_stale)  \
+    X(evict_routes_deleted)
 
 typedef struct mkv {
     fx_master_t *m;
@@ -632,6 +633,67 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     MKV_REPLY(p, h, statuses, &ack);
 }
 
+/* ---- EVICT (issue 7): an owner drops exact replicas of its own ---- */
+/* Removes exactly replica (sender, offset) of the version (put_ms, put_ver) of each key;
+ * a route left without replicas is deleted (later lookups miss). Anything else (no
+ * route, another version, no such replica) answers STALE and changes nothing: a key
+ * replaced while its old version was being evicted keeps its new version. No INVALIDATE
+ * is sent: the sender drops its copy itself, the other replicas stay routed. */
+static void mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                      fx_arena_t *arena)
+{
+    fx_body_evict_t b;
+    MKV_DECODE(s, p, h, body, arena, evict, &b);
+    master_node_t *n = mkv_need_node(s, p, h);
+    if (!n) return;
+    uint32_t nk = b.keys.n;
+    if (b.offsets.n != nk || b.put_ms.n != nk || b.put_ver.n != nk) {
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT,
+                 "evict from %s: %u keys, %u offsets, %u put_ms, %u put_ver (lengths must match)", n->node_id, nk,
+                 b.offsets.n, b.put_ms.n, b.put_ver.n);
+        return;
+    }
+    for (uint32_t i = 0; i < nk; i++)
+        if (!mkv_key_ok(b.keys.v[i])) {
+            mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "evict from %s: key %u has %u bytes (must be 1..%u)",
+                     n->node_id, i, b.keys.v[i].len, MKV_MAX_KEY);
+            return;
+        }
+    uint64_t *st = mkv_arena_u64(arena, nk);
+    if (!st) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "evict of %u keys: out of memory", nk);
+        return;
+    }
+    fx_mkv_inv_t inv = {0};
+    uint32_t stale = 0;
+    for (uint32_t i = 0; i < nk; i++) {
+        fx_str_t key = b.keys.v[i];
+        mkv_route_t *r = mkv_route_get(s, key, &inv);
+        int j = r && r->put_ms == b.put_ms.v[i] && r->put_ver == b.put_ver.v[i] ? mkv_route_find(r, n, b.offsets.v[i])
+                                                                              : -1;
+        if (j < 0) {
+            st[i] = MKV_ST(FLUXON_ERR_STALE);
+            stale++;
+            continue;
+        }
+        memmove(&r->rep[j], &r->rep[j + 1], (r->n_rep - (uint32_t)j - 1) * sizeof r->rep[0]);
+        r->n_rep--;
+        s->replicas--;
+        s->c.evicted_replicas++;
+        if (r->n_rep == 0) { /* the last copy: the key is gone (a later get misses) */
+            mkv_route_remove(s, key.p, key.len, r, NULL);
+            s->c.evict_routes_deleted++;
+        }
+        st[i] = MKV_ST(FLUXON_OK);
+    }
+    s->c.evict_batches++;
+    s->c.evict_stale += stale;
+    if (stale) FX_DEBUG("evict from %s: %u of %u keys stale", n->node_id, stale, nk);
+    fx_body_statuses_t ack = {{st, nk}};
+    mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, statuses, &ack);
+}
+
 /* ---- DELETE / EXISTS / LIST ---- */
 static void mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                        fx_arena_t *arena)
@@ -899,6 +961,7 @@ FX_INTERNAL bool fx_master_kv_request(fx_master_t *m, master_peer_t *p, const fx
     case FX_MSG_PUT_DONE: mkv_put_done(s, p, h, body, arena); return true;
     case FX_MSG_LOOKUP: mkv_lookup(s, p, h, body, arena); return true;
     case FX_MSG_GET_DONE: mkv_get_done(s, p, h, body, arena); return true;
+    case FX_MSG_EVICT: mkv_evict(s, p, h, body, arena); return true;
     case FX_MSG_DELETE: mkv_delete(s, p, h, body, arena); return true;
     case FX_MSG_EXISTS: mkv_exists(s, p, h, body, arena); return true;
     case FX_MSG_LEASE_GRANT: mkv_lease_grant(s, p, h, body, arena); return true;

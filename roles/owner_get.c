@@ -77,11 +77,12 @@ static void oget_batch_free(owner_getb_t *b)
     fx_free(b);
 }
 
-static void oget_set_hit(owner_getb_t *b, size_t i, const owner_entry_t *en)
+static void oget_set_hit(owner_getb_t *b, size_t i, owner_entry_t *en)
 {
     fx_owner_t *o = b->o;
     owner_holder_t *h = fx_conn_is_open(b->conn) ? fx_okv_holder_new(o, b->ext, &en->slot) : NULL;
     if (h) {
+        fx_oev_touch(o, en); /* a local hit (inline or joined) warms the hot tier */
         b->res[i] = 1;
         b->holder_ids[i] = h->id;
         b->offsets[i] = en->slot.offset;
@@ -92,7 +93,7 @@ static void oget_set_hit(owner_getb_t *b, size_t i, const owner_entry_t *en)
 }
 
 /* ---- per-key in-flight gets ---- */
-static void oget_complete(fx_owner_t *o, owner_oget_t *og, const owner_entry_t *en)
+static void oget_complete(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en)
 {
     owner_kv_t *kv = owner_kv(o);
     fx_hmap_del(kv->gets, og->key, og->klen, NULL);
@@ -162,7 +163,10 @@ static void oget_on_get_done(void *arg, int status, const fx_frame_header_t *h, 
         if (!en || en->state != OE_PENDING) continue;
         int ks = i < st.statuses.n ? (int)(int64_t)st.statuses.v[i] : status;
         if (ks == FLUXON_OK) {
-            if (fx_slot_pool_mark_committed(kv->pool, &en->slot) == FLUXON_OK) en->state = OE_COMMITTED;
+            if (fx_slot_pool_mark_committed(kv->pool, &en->slot) == FLUXON_OK) {
+                en->state = OE_COMMITTED;
+                fx_oev_admit(o, en); /* a durable replica: in the hot tier from now on */
+            }
         } else {
             kv->get_done_stale++;
             fx_okv_entry_retire(o, en); /* the version moved on (or the master is gone) */

@@ -4,6 +4,7 @@
  * PUT_DONE per plan, slots Committed only once the route exists (V3), retried with the
  * same batch id when the outcome is uncertain (T1)), invalidation, and the UCX glue. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "log.h"
 #include "owner_kv.h"
@@ -12,7 +13,8 @@
 
 typedef struct owner_claim {
     struct owner_claim *next;
-    uint64_t value_len;
+    uint64_t value_len, deadline_ms;
+    bool waited; /* counted once as waiting for eviction */
     size_t count, got;
     fx_slot_ref_t *slots;
     fx_okv_claim_cb cb;
@@ -27,12 +29,15 @@ FX_INTERNAL bool fx_okv_key_ok(fx_str_t k)
 }
 
 /* ---- UCX glue ---- */
+/* Runs before the reactor sleeps: progress, then arm the worker's event fd; a busy
+ * worker (arm refused) keeps the loop from sleeping. */
 static bool okv_ucx_idle(void *arg)
 {
     owner_kv_t *kv = arg;
     fx_ucx_progress(kv->ucx);
     return fx_ucx_arm(kv->ucx) == 0;
 }
+
 static void okv_ucx_event(void *arg)
 {
     owner_kv_t *kv = arg;
@@ -135,6 +140,7 @@ static void okv_grace_end(fx_reactor_t *r, fx_timer_t *t)
     else kv->graces = g->next;
     if (g->next) g->next->prev = g->prev;
     fx_slot_pool_holder_unref(kv->pool, &g->slot);
+    fx_oev_draining(g->o, g->slot.slot_size, -1);
     fx_free(g);
 }
 
@@ -149,6 +155,7 @@ static void okv_grace_hold(fx_owner_t *o, const fx_slot_ref_t *slot)
     }
     g->o = o;
     g->slot = *slot;
+    fx_oev_draining(o, slot->slot_size, +1);
     g->next = kv->graces;
     if (kv->graces) kv->graces->prev = g;
     kv->graces = g;
@@ -163,6 +170,7 @@ FX_INTERNAL void fx_okv_entry_retire(fx_owner_t *o, owner_entry_t *en)
     owner_kv_t *kv = owner_kv(o);
     if (en->retired) return;
     en->retired = true;
+    fx_oev_forget(o, en); /* out of the hot tier and its group */
     if (en->indexed) {
         fx_hmap_del(kv->index, en->key, en->klen, NULL);
         en->indexed = false;
@@ -214,6 +222,7 @@ FX_INTERNAL void fx_okv_holder_release(fx_owner_t *o, owner_holder_t *h)
     int rc = fx_slot_pool_holder_unref(kv->pool, &h->slot);
     if (rc != FLUXON_OK) FX_ERROR("holder %llu: unref failed: %s", (unsigned long long)h->id, fluxon_status_string(rc));
     fx_free(h);
+    fx_oev_kick(o); /* a slot may have freed, or a pinned victim became evictable */
 }
 
 FX_INTERNAL int fx_okv_holder_release_id(fx_owner_t *o, owner_ext_t *e, uint64_t id)
@@ -227,16 +236,42 @@ FX_INTERNAL int fx_okv_holder_release_id(fx_owner_t *o, owner_ext_t *e, uint64_t
 /* ---- claims and grants ---- */
 static void okv_grant_request(fx_owner_t *o);
 
+static bool okv_can_grow(fx_owner_t *o)
+{
+    owner_kv_t *kv = owner_kv(o);
+    if (kv->closing || o->mstate != OM_READY || !o->mconn) return false;
+    fx_slot_pool_stats_t st;
+    fx_slot_pool_stats(kv->pool, &st);
+    return st.grants < kv->max_grants;
+}
+
+/* Serves queued claims from free slots, in order. What is left: the pool grows when it
+ * can (can_grow: a grant is requested); at capacity a claim waits for eviction (issue 7)
+ * until claim_timeout_ms; otherwise it completes short (no space). */
 static void okv_claims_serve(fx_owner_t *o, bool can_grow)
 {
     owner_kv_t *kv = owner_kv(o);
     owner_claim_t **pp = &kv->claims;
     owner_claim_t *done = NULL, **done_tail = &done;
+    uint64_t now = fx_now_ms();
     while (*pp) {
         owner_claim_t *c = *pp;
         while (c->got < c->count && fx_slot_pool_claim(kv->pool, c->value_len, &c->slots[c->got]) == FLUXON_OK)
             c->got++;
-        if (c->got == c->count || !can_grow) {
+        bool finished = c->got == c->count;
+        if (!finished && !kv->closing && now >= c->deadline_ms) {
+            finished = true;
+            kv->ev_claim_timeouts++;
+            FX_WARN("claim of %zu slots of %llu bytes timed out after claim_timeout_ms %u (stage=claim, got %zu)",
+                    c->count, (unsigned long long)fx_slot_size_for(c->value_len), o->cfg.claim_timeout_ms, c->got);
+        } else if (!finished && !can_grow) {
+            finished = !fx_oev_claim_can_wait(o, c->value_len, c->count);
+            if (!finished && !c->waited) {
+                c->waited = true;
+                kv->ev_claim_waits++;
+            }
+        }
+        if (finished) {
             *pp = c->next;
             c->next = NULL;
             *done_tail = c;
@@ -246,6 +281,7 @@ static void okv_claims_serve(fx_owner_t *o, bool can_grow)
         }
     }
     if (kv->claims && can_grow) okv_grant_request(o);
+    else if (kv->claims) fx_oev_kick(o); /* capacity reached: free slots by eviction */
     while (done) { /* callbacks last: they may claim again */
         owner_claim_t *c = done;
         done = c->next;
@@ -280,6 +316,7 @@ static void okv_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
         for (uint32_t i = 0; i < ack.grant_ids.n && i < ack.offsets.n && slot_size; i++) {
             int rc = fx_slot_pool_add_grant(kv->pool, ack.grant_ids.v[i], ack.offsets.v[i], slot_size);
             if (rc == FLUXON_OK) {
+                fx_oev_grant_added(o, slot_size);
                 kv->grants_received++;
                 grew = true;
             } else {
@@ -357,11 +394,36 @@ FX_INTERNAL void fx_okv_claim(fx_owner_t *o, uint64_t value_len, size_t count, f
         cb(o, arg, got);
         return;
     }
-    *c = (owner_claim_t){NULL, value_len, count, got, slots, cb, arg};
+    *c = (owner_claim_t){NULL, value_len, fx_now_ms() + o->cfg.claim_timeout_ms, false, count, got, slots, cb, arg};
     owner_claim_t **pp = &kv->claims;
     while (*pp) pp = &(*pp)->next;
     *pp = c;
     okv_grant_request(o);
+}
+
+FX_INTERNAL void fx_okv_claims_pump(fx_owner_t *o)
+{
+    owner_kv_t *kv = owner_kv(o);
+    if (kv->claims) okv_claims_serve(o, kv->grant_inflight || okv_can_grow(o));
+}
+
+FX_INTERNAL size_t fx_okv_claims_deficit(fx_owner_t *o, uint64_t *sizes, uint64_t *needs, size_t cap)
+{
+    owner_kv_t *kv = owner_kv(o);
+    size_t n = 0;
+    if (!kv->claims || kv->grant_inflight || okv_can_grow(o)) return 0; /* a grant serves them */
+    for (owner_claim_t *c = kv->claims; c; c = c->next) {
+        uint64_t ss = fx_slot_size_for(c->value_len);
+        size_t k = 0;
+        while (k < n && sizes[k] != ss) k++;
+        if (k == n) {
+            if (n == cap) continue;
+            sizes[n] = ss;
+            needs[n++] = 0;
+        }
+        needs[k] += c->count - c->got;
+    }
+    return n;
 }
 
 /* ---- plans (put) ---- */
@@ -403,6 +465,7 @@ static void okv_plan_abort(fx_owner_t *o, owner_plan_t *p)
     }
     kv->puts_aborted++;
     okv_plan_free(o, p);
+    fx_oev_kick(o);
 }
 
 static bool okv_group_bounds(const uint64_t *lens, size_t n_groups, size_t n)
@@ -677,6 +740,22 @@ static void okv_publish(fx_owner_t *o, owner_plan_t *p)
     fx_free(groups);
 }
 
+/* The batch enters the hot tier together (V3, A1), each atomic group recorded on its
+ * members so that eviction takes it whole. admit[i]: plan key i committed just now. */
+static void okv_admit_plan(fx_owner_t *o, owner_plan_t *p, owner_entry_t **admit)
+{
+    if (!admit) return;
+    size_t ng = p->n_groups ? p->n_groups : p->n, start = 0;
+    for (size_t g = 0; g < ng; g++) {
+        size_t len = p->n_groups ? (size_t)p->group_lens[g] : 1, m = 0;
+        for (size_t i = start; i < start + len && i < p->n; i++)
+            if (admit[i]) admit[start + m++] = admit[i]; /* compacted in place */
+        fx_oev_group_commit(o, admit + start, m);
+        for (size_t i = 0; i < m; i++) fx_oev_admit(o, admit[start + i]);
+        start += len;
+    }
+}
+
 static void okv_on_put_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
                             fx_arena_t *arena)
 {
@@ -696,6 +775,7 @@ static void okv_on_put_done(void *arg, int status, const fx_frame_header_t *h, c
     if (status == FLUXON_OK) {
         fx_body_put_done_ack_t ack;
         fx_body_put_done_ack_decode(body, h->body_len, &ack, arena);
+        owner_entry_t **admit = fx_calloc(p->n, sizeof *admit); /* [i]: committed just now */
         size_t k = 0;
         for (size_t i = 0; i < p->n; i++) {
             if (p->status[i] != FLUXON_OK) continue;
@@ -704,7 +784,10 @@ static void okv_on_put_done(void *arg, int status, const fx_frame_header_t *h, c
             if (ks == FLUXON_OK && en && !en->retired) {
                 en->put_ms = ack.put_ms.v[k];
                 en->put_ver = ack.put_ver.v[k];
-                if (fx_slot_pool_mark_committed(kv->pool, &en->slot) == FLUXON_OK) en->state = OE_COMMITTED;
+                if (fx_slot_pool_mark_committed(kv->pool, &en->slot) == FLUXON_OK) {
+                    en->state = OE_COMMITTED;
+                    if (admit) admit[i] = en;
+                }
                 kv->put_keys_published++;
             } else if (en && !en->retired) {
                 fx_okv_entry_retire(o, en); /* never published: the master refused it */
@@ -712,6 +795,8 @@ static void okv_on_put_done(void *arg, int status, const fx_frame_header_t *h, c
             }
             k++;
         }
+        okv_admit_plan(o, p, admit);
+        fx_free(admit);
     } else {
         for (size_t i = 0; i < p->n; i++)
             if (p->status[i] == FLUXON_OK && p->entries[i]) fx_okv_entry_retire(o, p->entries[i]);
@@ -930,6 +1015,7 @@ FX_INTERNAL void fx_owner_kv_master_ready(fx_owner_t *o)
     }
     okv_prewarm(o);
     if (kv->claims) okv_grant_request(o);
+    fx_oev_kick(o);
 }
 
 FX_INTERNAL void fx_owner_kv_master_lost(fx_owner_t *o)
@@ -980,7 +1066,14 @@ FX_INTERNAL size_t fx_owner_kv_stats_json(fx_owner_t *o, char *buf, size_t cap)
                      (unsigned long long)kv->handles_opened, (unsigned long long)kv->handles_expired,
                      (unsigned long long)kv->grants_received, (unsigned long long)kv->get_done_stale,
                      (long long)kv->owners_alive, (unsigned long long)kv->lookups_skipped);
-    return n < 0 ? 0 : FX_MIN((size_t)n, cap ? cap - 1 : 0);
+    if (n < 0) return 0;
+    size_t len = FX_MIN((size_t)n, cap ? cap - 1 : 0);
+    if (len + 2 < cap) {
+        buf[len++] = ',';
+        buf[len] = 0;
+        len += fx_oev_stats_json(o, buf + len, cap - len);
+    }
+    return len;
 }
 
 /* ---- lifecycle ---- */
@@ -989,6 +1082,7 @@ FX_INTERNAL int fx_owner_kv_init(fx_owner_t *o)
     owner_kv_t *kv = fx_calloc(1, sizeof *kv);
     if (!kv) return FLUXON_ERR_NOMEM;
     o->kv = kv;
+    kv->owner = o;
     fx_slot_pool_config_t pc;
     fx_slot_pool_config_init(&pc);
     pc.grant_bytes = o->cfg.grant_bytes;
@@ -1004,6 +1098,7 @@ FX_INTERNAL int fx_owner_kv_init(fx_owner_t *o)
             kv->max_grants = FX_MIN(eg, fit);
     }
     pc.max_grants = kv->max_grants;
+    fx_oev_init(o);
     int rc = fx_slot_pool_create(&pc, &kv->pool);
     if (rc != FLUXON_OK) goto err;
     rc = FLUXON_ERR_NOMEM;
@@ -1014,6 +1109,11 @@ FX_INTERNAL int fx_owner_kv_init(fx_owner_t *o)
         goto err;
     rc = fx_ucx_create(NULL, &kv->ucx);
     if (rc != FLUXON_OK) goto err;
+    {
+        const char *mech = getenv("FLUXON_UCX_MECH"); /* rma | am: override the measured choice */
+        if (mech && !strcmp(mech, "rma")) fx_ucx_set_mech(kv->ucx, FX_UCX_MECH_RMA);
+        if (mech && !strcmp(mech, "am")) fx_ucx_set_mech(kv->ucx, FX_UCX_MECH_AM);
+    }
     rc = fx_ucx_mem_map(kv->ucx, fx_segment_base(o->seg), fx_segment_len(o->seg), &kv->mem);
     if (rc != FLUXON_OK) goto err;
     rc = fx_ucx_rkey_pack(kv->mem, &kv->rkey, &kv->rkey_len);
@@ -1051,6 +1151,8 @@ FX_INTERNAL void fx_owner_kv_fini(fx_owner_t *o)
     fx_reactor_set_idle_hook(o->r, NULL, NULL);
     if (kv->ucx_watch) fx_reactor_unwatch(o->r, kv->ucx_watch);
     kv->ucx_watch = NULL;
+    kv->closing = true;
+    fx_oev_fini(o);
     if (kv->pool) okv_claims_serve(o, false); /* queued claims fail: their gets miss */
     while (kv->graces) {
         okv_grace_t *g = kv->graces;
@@ -1104,6 +1206,7 @@ FX_INTERNAL void fx_owner_kv_fini(fx_owner_t *o)
         while (fx_hmap_iter_next(kv->by_offset, &it, &k, &kl, &v)) {
             owner_entry_t *en = v;
             fx_hmap_del(kv->by_offset, k, kl, NULL);
+            fx_oev_forget(o, en);
             fx_free(en->key);
             fx_free(en);
         }

@@ -5,6 +5,7 @@
 #define FX_OWNER_KV_H
 
 #include "hmap.h"
+#include "lru.h"
 #include "owner_int.h"
 #include "slot_pool.h"
 #include "ucx_dp.h"
@@ -23,6 +24,11 @@ typedef struct owner_entry {
     bool indexed;   /* the local index maps key to this entry */
     bool remote;    /* fetched from another owner (a replica) */
     bool retired;
+    bool evicting;  /* selected for eviction: hidden from the index until the master answers */
+    uint32_t busy_tries;   /* eviction rounds that found it (alone) pinned */
+    uint32_t group_idx;    /* index in group->m */
+    struct oev_group *group; /* the atomic group it was published in; NULL = alone */
+    fx_lru_node_t lru;     /* hot tier: linked while COMMITTED and not evicting */
 } owner_entry_t;
 enum { OE_PENDING = 1, OE_COMMITTED = 2 };
 
@@ -73,6 +79,13 @@ typedef struct owner_peer {
     fx_ucx_peer_t *peer;
 } owner_peer_t;
 
+/* A slot class the pool holds grants of (eviction frees slots per class). */
+typedef struct okv_class {
+    uint64_t slot_size, slots; /* slots: in every grant of the class */
+    uint64_t draining;         /* retired slots held by the reuse grace */
+} okv_class_t;
+#define FX_OKV_MAX_CLASSES 16
+
 typedef struct owner_kv {
     fx_slot_pool_t *pool;
     uint64_t max_grants, grants_requested;
@@ -100,6 +113,19 @@ typedef struct owner_kv {
     bool grant_inflight;
     int64_t owners_alive; /* from CLUSTER_INFO; -1 unknown */
     struct okv_grace *graces; /* retired published slots kept for FX_REUSE_GRACE_MS */
+    /* hot tier and eviction (owner_evict.c) */
+    fx_owner_t *owner;
+    fx_lru_t hot;             /* COMMITTED values, weighted by slot_size */
+    uint64_t hot_capacity;    /* bytes; the watermark, never the configured capacity (S5) */
+    okv_class_t classes[FX_OKV_MAX_CLASSES];
+    size_t n_classes;
+    struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
+    fx_timer_t oev_kick_timer, oev_tick_timer;
+    bool oev_in_step, closing;
+    uint64_t oev_round;
+    uint32_t oev_backoff_ms;
+    uint64_t ev_evictions, ev_evicted_bytes, ev_cohorts, ev_busy_retries, ev_restored, ev_selected_bytes,
+        ev_debt, ev_stale, ev_claim_waits, ev_claim_timeouts, ev_left_hot;
     /* counters */
     uint64_t lookups_skipped;
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected,
@@ -129,6 +155,31 @@ FX_INTERNAL void fx_okv_claim(fx_owner_t *o, uint64_t value_len, size_t count, f
 FX_INTERNAL fx_ucx_peer_t *fx_okv_peer(fx_owner_t *o, fx_str_t node_id, uint64_t generation,
                                        fx_str_t address, fx_str_t rkey, uint64_t base);
 FX_INTERNAL bool fx_okv_key_ok(fx_str_t k);
+
+/* Serves queued claims again (slots may have freed); claims past claim_timeout_ms fail. */
+FX_INTERNAL void fx_okv_claims_pump(fx_owner_t *o);
+/* Slots still missing per class over the queued claims: sizes[i], needs[i] for i < return. */
+FX_INTERNAL size_t fx_okv_claims_deficit(fx_owner_t *o, uint64_t *sizes, uint64_t *needs, size_t cap);
+
+/* owner_evict.c: the hot tier (an LRU of COMMITTED values) and capacity eviction of whole
+ * atomic groups by exact identity (ARCHITECTURE §9, S1/S2/S5, A1). */
+FX_INTERNAL void fx_oev_init(fx_owner_t *o);
+FX_INTERNAL void fx_oev_fini(fx_owner_t *o);
+/* en just became COMMITTED: it enters the hot tier as the hottest */
+FX_INTERNAL void fx_oev_admit(fx_owner_t *o, owner_entry_t *en);
+/* a local hit (inline or joined) */
+FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en);
+/* en is going away (retire, shutdown): out of the hot tier and its group */
+FX_INTERNAL void fx_oev_forget(fx_owner_t *o, owner_entry_t *en);
+/* the committed members of one atomic group of a published plan (n >= 2) */
+FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, size_t n);
+/* something changed that may let eviction or a waiting claim progress */
+FX_INTERNAL void fx_oev_kick(fx_owner_t *o);
+/* a claim that the pool cannot serve now may wait for eviction (capacity reached) */
+FX_INTERNAL bool fx_oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count);
+FX_INTERNAL void fx_oev_grant_added(fx_owner_t *o, uint64_t slot_size);
+FX_INTERNAL void fx_oev_draining(fx_owner_t *o, uint64_t slot_size, int delta);
+FX_INTERNAL size_t fx_oev_stats_json(fx_owner_t *o, char *buf, size_t cap);
 
 /* owner_get.c */
 FX_INTERNAL void fx_owner_get_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h,

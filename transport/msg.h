@@ -94,6 +94,10 @@ typedef struct fx_strv {
 #define FX_BODY_key(F) F(STR, key)
 /* master -> owner (one-way, req_id 0): these replicas on you are no longer routed */
 #define FX_BODY_invalidate(F) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver)
+/* owner -> master: capacity eviction (issue 7): drop exactly these replicas of the
+ * sender, (node, offset, put_id) per key; the route goes with its last replica. Answer:
+ * statuses, per key OK or STALE (no such route/version/replica: nothing changed). */
+#define FX_BODY_evict(F) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver)
 #define FX_BODY_keys(F) F(STRV, keys)
 #define FX_BODY_count(F) F(U64, count)
 #define FX_BODY_lease(F) F(U64, ttl_ms)
@@ -144,7 +148,8 @@ typedef struct fx_strv {
     X(GET_START, 20, get_start, get_start_ack)                                        \
     X(HANDLE_CONSUME, 21, handle_consume, empty) /* external -> owner, one-way */     \
     X(RELEASE, 22, release, empty)           /* external -> owner, one-way */         \
-    X(CLUSTER_INFO, 23, count, empty)        /* master -> owners, one-way: alive owners */
+    X(CLUSTER_INFO, 23, count, empty)        /* master -> owners, one-way: alive owners */ \
+    X(EVICT, 24, evict, statuses)            /* owner -> master: drop exact replicas */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
@@ -171,7 +176,8 @@ typedef enum fx_msg_type {
     B(heartbeat) B(ping) B(nodes) B(json) B(grant) B(grant_ack) B(put_done) B(put_done_ack)   \
     B(lookup) B(lookup_ack) B(get_done) B(statuses) B(key) B(invalidate) B(keys) B(count)    \
     B(lease) B(lease_ack) B(list) B(put_start) B(put_start_ack) B(plan_ref)                  \
-    B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)
+    B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
+    B(evict)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* A bump arena for decoded arrays; freed in one go after the frame is handled. */

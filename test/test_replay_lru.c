@@ -1,0 +1,92 @@
+/* test_replay_lru.c — the trace replay under capacity (issue 7): `fluxon demo` on the first
+ * 2,000 requests of the real trace with each owner sized for 2,000 values (one block = one
+ * value, groups of one) must evict like an LRU: its prefix-hit ratio within ±1 percentage
+ * point of the reference LRU simulator (blocks of a request touched in order, then
+ * inserted), zero checksum failures, zero errors, counters and eviction debt back to
+ * baseline. */
+#include <cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "cli_trace.h"
+#include "helpers.h"
+
+static char *dir;
+static void fini(void)
+{
+    th_rmtree(dir);
+    free(dir);
+    dir = NULL;
+}
+
+static const char *trace_path(void)
+{
+    const char *e = getenv("FLUXON_TRACE");
+    if (e && *e) return e;
+    return access("data/conversation_trace.jsonl", R_OK) == 0 ? "data/conversation_trace.jsonl"
+                                                              : "../shared/data/conversation_trace.jsonl";
+}
+
+static cJSON *run_demo(const char *args, char *out, size_t outcap)
+{
+    dir = th_tmpdir();
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "timeout 300 %s demo --trace %s --out %s %s > %s/out.txt 2>&1", th_fluxon_bin(),
+             trace_path(), dir, args, dir);
+    int st = system(cmd);
+    char path[512];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    FILE *f = fopen(path, "r");
+    out[0] = 0;
+    if (f) {
+        size_t n = fread(out, 1, outcap - 1, f);
+        out[n] = 0;
+        fclose(f);
+    }
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "demo %s failed:\n%s", args, out);
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    f = fopen(path, "r");
+    cr_assert_not_null(f, "no summary.json:\n%s", out);
+    static char js[1 << 16];
+    size_t n = fread(js, 1, sizeof js - 1, f);
+    js[n] = 0;
+    fclose(f);
+    cJSON *doc = cJSON_Parse(js);
+    cr_assert_not_null(doc);
+    return doc;
+}
+
+static double num(cJSON *d, const char *k)
+{
+    cJSON *v = cJSON_GetObjectItem(d, k);
+    cr_assert(cJSON_IsNumber(v) || cJSON_IsBool(v), "summary.json lacks %s", k);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : v->valuedouble;
+}
+
+Test(replay_lru, capacity_2000_blocks_matches_the_reference_lru, .fini = fini, .timeout = 300)
+{
+    static char out[8192];
+    cJSON *d = run_demo("--requests 2000 --capacity-blocks 2000 --workers 1", out, sizeof out);
+    fx_cli_trace t;
+    char err[256];
+    cr_assert_eq(fx_cli_trace_load(trace_path(), 2000, 0, &t, err, sizeof err), 0, "%s", err);
+    fx_cli_sim_result lru, unlimited;
+    cr_assert_eq(fx_cli_sim_run(&t, 2000, 2000, 1, &lru), 0);
+    cr_assert_eq(fx_cli_sim_run(&t, 2000, 0, 1, &unlimited), 0);
+    fx_cli_trace_free(&t);
+    double ratio = num(d, "prefix_hit_ratio");
+    cr_log_info("prefix hits %.4f, reference LRU %.4f, unlimited %.4f", ratio, lru.ratio, unlimited.ratio);
+    cr_assert_eq(num(d, "requests"), 2000);
+    cr_assert_eq(num(d, "checksum_failures"), 0, "D1: every restored byte verified");
+    cr_assert_eq(num(d, "errors"), 0, "%s", out);
+    cr_assert_eq(num(d, "baseline_ok"), 1, "R1 and eviction debt back to baseline");
+    cr_assert_leq(fabs(ratio - lru.ratio), 0.01, "ratio %f, reference LRU %f\n%s", ratio, lru.ratio, out);
+    cr_assert_lt(lru.ratio, unlimited.ratio, "capacity matters on this slice");
+    cJSON *o0 = cJSON_GetArrayItem(cJSON_GetObjectItem(d, "owners"), 0);
+    cr_assert_not_null(o0);
+    cr_assert_gt(num(o0, "evictions"), 0, "the owner evicted");
+    cr_assert_eq(num(o0, "eviction_debt"), 0);
+    cr_assert_eq(num(o0, "hot_capacity_bytes"), 2000 * 4096.0, "the hot tier holds exactly 2000 values");
+    cr_assert_leq(num(o0, "hot_bytes"), 2000 * 4096.0);
+    cJSON_Delete(d);
+}
