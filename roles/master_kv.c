@@ -576,19 +576,24 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     master_node_t *n = mkv_need_node(s, p, h);
     if (!n) return;
     uint32_t nk = b.keys.n;
-    if (b.offsets.n != nk || b.put_ms.n != nk || b.put_ver.n != nk || b.value_len == 0) {
+    if (b.offsets.n != nk || b.put_ms.n != nk || b.put_ver.n != nk || b.value_lens.n != nk ||
+        b.src_offsets.n != nk) {
         mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT,
-                 "get_done from %s: %u keys, %u offsets, %u put_ms, %u put_ver, value_len %llu "
-                 "(lengths must match, value_len > 0)", n->node_id, nk, b.offsets.n, b.put_ms.n, b.put_ver.n,
-                 (unsigned long long)b.value_len);
+                 "get_done from %s: %u keys, %u offsets, %u put_ms, %u put_ver, %u value_lens, %u src_offsets "
+                 "(lengths must match)", n->node_id, nk, b.offsets.n, b.put_ms.n, b.put_ver.n, b.value_lens.n,
+                 b.src_offsets.n);
         return;
     }
+    /* the source the values were copied from */
+    master_node_t *src = NULL;
+    for (size_t j = 0; j < s->m->n_nodes; j++)
+        if (fx_str_eq(b.src_node_id, s->m->nodes[j]->node_id)) src = s->m->nodes[j];
     for (uint32_t i = 0; i < nk; i++) {
-        if (!mkv_key_ok(b.keys.v[i]) || !mkv_range_ok(n, b.offsets.v[i], b.value_len)) {
+        if (!mkv_key_ok(b.keys.v[i]) || b.value_lens.v[i] == 0 || !mkv_range_ok(n, b.offsets.v[i], b.value_lens.v[i])) {
             mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT,
                      "get_done from %s: key %u (%u bytes, must be 1..%u) at offset %llu + %llu bytes "
                      "(payload range [4096, %llu))", n->node_id, i, b.keys.v[i].len, MKV_MAX_KEY,
-                     (unsigned long long)b.offsets.v[i], (unsigned long long)b.value_len,
+                     (unsigned long long)b.offsets.v[i], (unsigned long long)b.value_lens.v[i],
                      (unsigned long long)n->segment_bytes);
             return;
         }
@@ -602,8 +607,9 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     uint32_t stale = 0, full = 0;
     for (uint32_t i = 0; i < nk; i++) {
         mkv_route_t *r = mkv_route_get(s, b.keys.v[i], &inv);
-        if (!r || r->put_ms != b.put_ms.v[i] || r->put_ver != b.put_ver.v[i] || r->value_len != b.value_len) {
-            st[i] = MKV_ST(FLUXON_ERR_STALE);
+        if (!r || r->put_ms != b.put_ms.v[i] || r->put_ver != b.put_ver.v[i] || r->value_len != b.value_lens.v[i] ||
+            !src || src->generation != b.src_generation || mkv_route_find(r, src, b.src_offsets.v[i]) < 0) {
+            st[i] = MKV_ST(FLUXON_ERR_STALE); /* the version, or the copy's source, is gone */
             stale++;
             continue;
         }

@@ -16,8 +16,8 @@
  * and sends ONE EVICT {keys, offsets, put_ms, put_ver} for the round. The master drops
  * exactly those replicas (the route goes with its last replica); a key replaced meanwhile
  * answers STALE and its new version is untouched. Then the entries retire (route_dead:
- * the slot frees once no holder pins it, after the reuse grace where other owners may be
- * reading it, S2) — on STALE too: the old version is ours to drop. When the master
+ * the slot frees once no holder pins it, S2; a fetch that copied from it is refused by
+ * the master's GET_DONE check) — on STALE too: the old version is ours to drop. When the master
  * cannot be reached the hidden entries go back to the index (the route still names
  * them) and eviction is retried later.
  *

@@ -57,6 +57,7 @@ typedef struct oget_fetch { /* one LOOKUP batch and what follows it */
 
 typedef struct oget_xfer {
     bool inject_failure;
+    size_t src; /* index into the fetch's source table */
     oget_fetch_t *f;
     size_t n;
     owner_oget_t **og;
@@ -144,10 +145,14 @@ static void oget_fetch_done_if_idle(oget_fetch_t *f)
     if (f->claims_pending == 0 && f->xfers_pending == 0) oget_fetch_free(f);
 }
 
+/* A finished copy waits for the master's word before anyone reads it: GET_DONE is
+ * accepted only if the source replica still existed when the copy ended, hence for the
+ * whole copy (D1). Meanwhile the per-key get stays registered, so joiners keep joining. */
 typedef struct oget_getdone_ctx {
     fx_owner_t *o;
     size_t n;
-    uint64_t *offsets;
+    owner_oget_t **og;
+    owner_entry_t **en;
 } oget_getdone_ctx_t;
 
 static void oget_on_get_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
@@ -158,21 +163,24 @@ static void oget_on_get_done(void *arg, int status, const fx_frame_header_t *h, 
     owner_kv_t *kv = owner_kv(o);
     fx_body_statuses_t st = {{NULL, 0}};
     if (status == FLUXON_OK) fx_body_statuses_decode(body, h->body_len, &st, arena);
-    for (size_t i = 0; i < c->n && kv; i++) {
-        owner_entry_t *en = fx_hmap_get(kv->by_offset, &c->offsets[i], sizeof c->offsets[i]);
-        if (!en || en->state != OE_PENDING) continue;
-        int ks = i < st.statuses.n ? (int)(int64_t)st.statuses.v[i] : status;
-        if (ks == FLUXON_OK) {
-            if (fx_slot_pool_mark_committed(kv->pool, &en->slot) == FLUXON_OK) {
-                en->state = OE_COMMITTED;
-                fx_oev_admit(o, en); /* a durable replica: in the hot tier from now on */
-            }
-        } else {
-            kv->get_done_stale++;
-            fx_okv_entry_retire(o, en); /* the version moved on (or the master is gone) */
+    for (size_t i = 0; i < c->n; i++) {
+        owner_entry_t *en = c->en[i];
+        int ks = status != FLUXON_OK ? status : i < st.statuses.n ? (int)(int64_t)st.statuses.v[i] : FLUXON_ERR_PROTOCOL;
+        owner_entry_t *cur = fx_hmap_get(kv->index, en->key, en->klen);
+        if (ks == FLUXON_OK && !cur && fx_slot_pool_mark_committed(kv->pool, &en->slot) == FLUXON_OK) {
+            en->state = OE_COMMITTED;
+            fx_okv_entry_index(o, en);
+            fx_oev_admit(o, en); /* a durable replica: in the hot tier from now on */
+            kv->remote_hits++;
+            oget_complete(o, c->og[i], en);
+            continue;
         }
+        if (ks != FLUXON_OK) kv->get_done_stale++;
+        fx_okv_entry_retire(o, en); /* not published (or a local put overtook it) */
+        oget_complete(o, c->og[i], ks == FLUXON_OK ? cur : NULL);
     }
-    fx_free(c->offsets);
+    fx_free(c->og);
+    fx_free(c->en);
     fx_free(c);
 }
 
@@ -183,70 +191,68 @@ static void oget_on_xfer(void *arg, int status)
     fx_owner_t *o = f->o;
     if (x->inject_failure && status == FLUXON_OK) status = FLUXON_ERR_INTERNAL;
     owner_kv_t *kv = owner_kv(o);
-    fx_str_t *keys = fx_calloc(x->n, sizeof *keys);
-    uint64_t *offs = fx_calloc(x->n, sizeof *offs), *pms = fx_calloc(x->n, sizeof *pms),
-             *pvs = fx_calloc(x->n, sizeof *pvs);
-    size_t m = 0;
-    uint64_t value_len = x->n ? x->og[0]->value_len : 0; /* the ogets are freed below */
-    kv->transfers++;
-    for (size_t k = 0; k < x->n; k++) {
-        owner_oget_t *og = x->og[k];
-        owner_entry_t *en = NULL;
-        if (status == FLUXON_OK) {
-            owner_entry_t *cur = fx_hmap_get(kv->index, og->key, og->klen);
-            if (cur) { /* a local put overtook the fetch: serve the newer local value */
-                fx_slot_pool_release_prepared(kv->pool, &og->slot);
-                en = cur;
-            } else {
-                fx_slot_pool_mark_pending(kv->pool, &og->slot);
-                en = fx_okv_entry_new(o, og->key, og->klen, &og->slot, og->value_len);
-                if (en) {
-                    en->remote = true;
-                    en->put_ms = og->put_ms;
-                    en->put_ver = og->put_ver;
-                    fx_okv_entry_index(o, en);
-                    kv->transfer_keys++;
-                    kv->transfer_bytes += og->value_len;
-                    kv->remote_hits++;
-                    if (keys && offs && pms && pvs) {
-                        keys[m] = (fx_str_t){en->key, en->klen};
-                        offs[m] = en->slot.offset;
-                        pms[m] = en->put_ms;
-                        pvs[m++] = en->put_ver;
-                    }
-                } else {
-                    fx_slot_pool_release_prepared(kv->pool, &og->slot);
-                }
-            }
-        } else {
-            fx_slot_pool_release_prepared(kv->pool, &og->slot);
-        }
-        oget_complete(o, og, en);
+    size_t n = x->n, m = 0;
+    oget_getdone_ctx_t *c = fx_calloc(1, sizeof *c);
+    fx_str_t *keys = fx_calloc(n, sizeof *keys);
+    uint64_t *cols = fx_calloc(5 * n, sizeof *cols);
+    if (c) {
+        c->og = fx_calloc(n, sizeof *c->og);
+        c->en = fx_calloc(n, sizeof *c->en);
     }
-    if (status != FLUXON_OK) FX_WARN("remote fetch of %zu values failed: %s", x->n, fluxon_status_string(status));
-    /* register the new replicas (one GET_DONE per transfer batch, G8) */
-    if (m && o->mstate == OM_READY && o->mconn) {
-        oget_getdone_ctx_t *c = fx_malloc(sizeof *c);
-        uint64_t *coffs = fx_malloc(m * sizeof *coffs);
-        if (c && coffs) {
-            memcpy(coffs, offs, m * sizeof *coffs);
-            *c = (oget_getdone_ctx_t){o, m, coffs};
-            fx_body_get_done_t gd = {{keys, (uint32_t)m}, {offs, (uint32_t)m}, {pms, (uint32_t)m},
-                                     {pvs, (uint32_t)m}, value_len};
-            if (FX_RPC_CALL(o->mconn, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, oget_on_get_done, c) !=
-                FLUXON_OK) {
-                fx_free(coffs);
-                fx_free(c);
-            }
-        } else {
-            fx_free(c);
-            fx_free(coffs);
+    bool ok = status == FLUXON_OK && c && c->og && c->en && keys && cols && o->mstate == OM_READY && o->mconn;
+    kv->transfers++;
+    if (status != FLUXON_OK) FX_WARN("remote fetch of %zu values failed: %s", n, fluxon_status_string(status));
+    for (size_t k = 0; k < n; k++) {
+        owner_oget_t *og = x->og[k];
+        owner_entry_t *cur = fx_hmap_get(kv->index, og->key, og->klen);
+        if (!ok || cur) { /* failed, or a local put overtook the fetch: serve that one */
+            fx_slot_pool_release_prepared(kv->pool, &og->slot);
+            oget_complete(o, og, ok ? cur : NULL);
+            continue;
         }
+        fx_slot_pool_mark_pending(kv->pool, &og->slot);
+        owner_entry_t *en = fx_okv_entry_new(o, og->key, og->klen, &og->slot, og->value_len);
+        if (!en) {
+            fx_slot_pool_release_prepared(kv->pool, &og->slot);
+            oget_complete(o, og, NULL);
+            continue;
+        }
+        en->remote = true;
+        en->put_ms = og->put_ms;
+        en->put_ver = og->put_ver;
+        kv->transfer_keys++;
+        kv->transfer_bytes += og->value_len;
+        keys[m] = (fx_str_t){en->key, en->klen};
+        cols[m] = en->slot.offset;
+        cols[n + m] = en->put_ms;
+        cols[2 * n + m] = en->put_ver;
+        cols[3 * n + m] = en->value_len;
+        cols[4 * n + m] = og->src_off;
+        c->og[m] = og;
+        c->en[m++] = en;
+    }
+    int rc = FLUXON_ERR_UNAVAILABLE;
+    if (m) { /* one GET_DONE per transfer batch (G8) */
+        c->o = o;
+        c->n = m;
+        fx_body_get_done_t gd = {{keys, (uint32_t)m}, {cols, (uint32_t)m}, {cols + n, (uint32_t)m},
+                                 {cols + 2 * n, (uint32_t)m}, {cols + 3 * n, (uint32_t)m},
+                                 fx_str_c(f->src_ids[x->src]), f->src_gens[x->src], {cols + 4 * n, (uint32_t)m}};
+        rc = FX_RPC_CALL(o->mconn, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, oget_on_get_done, c);
+        if (rc != FLUXON_OK) {
+            for (size_t i = 0; i < m; i++) {
+                fx_okv_entry_retire(o, c->en[i]);
+                oget_complete(o, c->og[i], NULL);
+            }
+        }
+    }
+    if (rc != FLUXON_OK && c) {
+        fx_free(c->og);
+        fx_free(c->en);
+        fx_free(c);
     }
     fx_free(keys);
-    fx_free(offs);
-    fx_free(pms);
-    fx_free(pvs);
+    fx_free(cols);
     f->xfers_pending--;
     fx_free(x->og);
     fx_free(x->ranges);
@@ -275,6 +281,7 @@ static void oget_fetch_transfer(oget_fetch_t *f)
         int rc = FLUXON_ERR_NOMEM;
         if (x && x->og && x->ranges) {
             x->f = f;
+            x->src = s;
             for (size_t k = 0; k < f->n; k++) {
                 owner_oget_t *og = f->og[k];
                 if (!og || !og->have_slot || og->src != s) continue;

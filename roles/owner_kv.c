@@ -125,44 +125,6 @@ FX_INTERNAL void fx_okv_entry_index(fx_owner_t *o, owner_entry_t *en)
     en->indexed = true;
 }
 
-typedef struct okv_grace {
-    fx_timer_t timer;
-    fx_owner_t *o;
-    fx_slot_ref_t slot;
-    struct okv_grace *prev, *next;
-} okv_grace_t;
-
-static void okv_grace_end(fx_reactor_t *r, fx_timer_t *t)
-{
-    okv_grace_t *g = FX_CONTAINER_OF(t, okv_grace_t, timer);
-    owner_kv_t *kv = owner_kv(g->o);
-    if (g->prev) g->prev->next = g->next;
-    else kv->graces = g->next;
-    if (g->next) g->next->prev = g->prev;
-    fx_slot_pool_holder_unref(kv->pool, &g->slot);
-    fx_oev_draining(g->o, g->slot.slot_size, -1);
-    fx_free(g);
-}
-
-static void okv_grace_hold(fx_owner_t *o, const fx_slot_ref_t *slot)
-{
-    owner_kv_t *kv = owner_kv(o);
-    okv_grace_t *g = fx_calloc(1, sizeof *g);
-    if (!g) return;
-    if (fx_slot_pool_holder_ref(kv->pool, slot) != FLUXON_OK) {
-        fx_free(g);
-        return;
-    }
-    g->o = o;
-    g->slot = *slot;
-    fx_oev_draining(o, slot->slot_size, +1);
-    g->next = kv->graces;
-    if (kv->graces) kv->graces->prev = g;
-    kv->graces = g;
-    fx_timer_init(&g->timer);
-    fx_timer_arm(o->r, &g->timer, FX_REUSE_GRACE_MS, okv_grace_end);
-}
-
 /* Drops an entry: out of the index, slot released (the pool frees it once no holder
  * pins it, S2). */
 FX_INTERNAL void fx_okv_entry_retire(fx_owner_t *o, owner_entry_t *en)
@@ -176,10 +138,9 @@ FX_INTERNAL void fx_okv_entry_retire(fx_owner_t *o, owner_entry_t *en)
         en->indexed = false;
     }
     fx_hmap_del(kv->by_offset, &en->slot.offset, sizeof en->slot.offset, NULL);
-    /* A published value may be the source of another owner's fetch that got its address
-     * from the master just before the route died: keep the bytes for a grace period
-     * before the slot can be reused (D1). Not needed when no other owner exists. */
-    if (en->state == OE_COMMITTED && kv->owners_alive != 1) okv_grace_hold(o, &en->slot);
+    /* Reuse at once is safe: the master removed this replica before telling us, and a
+     * fetch that copied from it is only served once the master confirms the replica
+     * still existed after the copy (GET_DONE, D1). */
     int rc = en->state == OE_COMMITTED ? fx_slot_pool_route_dead(kv->pool, &en->slot)
                                        : fx_slot_pool_release_prepared(kv->pool, &en->slot);
     if (rc != FLUXON_OK) FX_ERROR("retiring %s: slot release failed: %s", en->key, fluxon_status_string(rc));
@@ -1154,12 +1115,6 @@ FX_INTERNAL void fx_owner_kv_fini(fx_owner_t *o)
     kv->closing = true;
     fx_oev_fini(o);
     if (kv->pool) okv_claims_serve(o, false); /* queued claims fail: their gets miss */
-    while (kv->graces) {
-        okv_grace_t *g = kv->graces;
-        kv->graces = g->next;
-        fx_timer_disarm(o->r, &g->timer);
-        fx_free(g);
-    }
     /* transfers in flight complete (CANCELLED) inside destroy, while the state exists */
     for (size_t i = 0; i < kv->n_peers; i++) fx_ucx_peer_close(kv->peers[i].peer);
     kv->n_peers = 0;

@@ -10,10 +10,6 @@
 #include "slot_pool.h"
 #include "ucx_dp.h"
 
-/* How long a retired published slot keeps its bytes before reuse: covers a remote
- * fetch that obtained the address from the master just before the route died. */
-#define FX_REUSE_GRACE_MS 1000u
-
 /* A value version held in this owner's segment. */
 typedef struct owner_entry {
     char *key;
@@ -112,7 +108,6 @@ typedef struct owner_kv {
     struct owner_claim *claims;
     bool grant_inflight;
     int64_t owners_alive; /* from CLUSTER_INFO; -1 unknown */
-    struct okv_grace *graces; /* retired published slots kept for FX_REUSE_GRACE_MS */
     /* hot tier and eviction (owner_evict.c) */
     fx_owner_t *owner;
     fx_lru_t hot;             /* COMMITTED values, weighted by slot_size */

@@ -480,7 +480,9 @@ Test(master_kv, lookup_get_done_and_replicas)
     /* n2 took a durable replica: OK; wrong version / unknown key: STALE */
     const char *gk[] = {"g", "g", "nokey"};
     uint64_t goffs[] = {8192, 12288, 16384}, gms[] = {ms, ms, ms}, gver[] = {ver, ver + 1, ver};
-    fx_body_get_done_t gd = {t_keys(gk, 3), {goffs, 3}, {gms, 3}, {gver, 3}, 100};
+    uint64_t glens[] = {100, 100, 100}, gsrc[] = {40960, 40960, 40960};
+    fx_body_get_done_t gd = {t_keys(gk, 3), {goffs, 3}, {gms, 3}, {gver, 3}, {glens, 3},
+                             {"n1", 2}, 100, {gsrc, 3}};
     fx_body_statuses_t gs;
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK, "%s", last_err);
     cr_assert_eq(gs.statuses.n, 3);
@@ -488,7 +490,7 @@ Test(master_kv, lookup_get_done_and_replicas)
     cr_assert_eq(gs.statuses.v[1], ST(FLUXON_ERR_STALE));
     cr_assert_eq(gs.statuses.v[2], ST(FLUXON_ERR_STALE));
     /* the same replica again: OK, not duplicated */
-    gd.keys.n = gd.offsets.n = gd.put_ms.n = gd.put_ver.n = 1;
+    gd.keys.n = gd.offsets.n = gd.put_ms.n = gd.put_ver.n = gd.value_lens.n = gd.src_offsets.n = 1;
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
     cr_assert_eq(gs.statuses.v[0], ST(FLUXON_OK));
     /* each requester is pointed at the other node's copy */
@@ -500,12 +502,13 @@ Test(master_kv, lookup_get_done_and_replicas)
     /* at most 4 replicas */
     uint64_t more[] = {20480, 24576, 28672};
     for (int i = 0; i < 3; i++) {
-        fx_body_get_done_t g1 = {t_keys(gk, 1), {&more[i], 1}, {&ms, 1}, {&ver, 1}, 100};
+        fx_body_get_done_t g1 = {t_keys(gk, 1), {&more[i], 1}, {&ms, 1}, {&ver, 1}, {glens, 1},
+                                 {"n1", 2}, 100, {gsrc, 1}};
         cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &g1, statuses, &gs), FLUXON_OK);
         cr_assert_eq(gs.statuses.v[0], i < 2 ? ST(FLUXON_OK) : ST(FLUXON_ERR_NO_SPACE), "replica %d", i);
     }
     /* mismatched arrays: INVALID_ARGUMENT */
-    fx_body_get_done_t badg = {t_keys(gk, 2), {goffs, 1}, {gms, 2}, {gver, 2}, 100};
+    fx_body_get_done_t badg = {t_keys(gk, 2), {goffs, 1}, {gms, 2}, {gver, 2}, {glens, 2}, {"n1", 2}, 100, {gsrc, 2}};
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &badg, statuses, &gs), FLUXON_ERR_INVALID_ARGUMENT);
     /* replacing g invalidates every replica, each on its own node */
     t_put1(&c1, 2, "g", 45056, 100, 0, NULL, NULL);
@@ -516,7 +519,7 @@ Test(master_kv, lookup_get_done_and_replicas)
     cr_assert_eq(inv.keys.n, 3, "n2's three replicas in one message");
     cr_assert(inv.offsets.v[0] == 8192 && inv.offsets.v[1] == 20480 && inv.offsets.v[2] == 24576);
     /* a get_done of the replaced version is stale now */
-    gd.keys.n = gd.offsets.n = gd.put_ms.n = gd.put_ver.n = 1;
+    gd.keys.n = gd.offsets.n = gd.put_ms.n = gd.put_ver.n = gd.value_lens.n = gd.src_offsets.n = 1;
     goffs[0] = 32768;
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
     cr_assert_eq(gs.statuses.v[0], ST(FLUXON_ERR_STALE));
@@ -759,9 +762,9 @@ Test(master_kv, new_generation_drops_old_routes)
     t_put1(&c1, 2, "shared", 8192, 10, 0, NULL, NULL);
     fx_body_lookup_ack_t la;
     cr_assert_eq(t_lookup1(&c2, "shared", &la), ST(FLUXON_OK));
-    uint64_t ms = la.put_ms.v[0], ver = la.put_ver.v[0], off = 12288;
+    uint64_t ms = la.put_ms.v[0], ver = la.put_ver.v[0], off = 12288, len10 = 10, soff = 8192;
     const char *sk = "shared";
-    fx_body_get_done_t gd = {t_keys(&sk, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, 10};
+    fx_body_get_done_t gd = {t_keys(&sk, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, {&len10, 1}, {"n1", 2}, 100, {&soff, 1}};
     fx_body_statuses_t gs;
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
     cr_assert_eq(gs.statuses.v[0], ST(FLUXON_OK));
@@ -896,7 +899,8 @@ Test(master_kv, random_requests_never_break_the_master)
         }
         case 2: {
             fx_body_get_done_t b = {fz_keys(n), fz_u64(fz(4) ? n : (uint32_t)fz(6), SEG), fz_u64(n, 4),
-                                    fz_u64(fz(4) ? n : (uint32_t)fz(6), 3), fz(70000)};
+                                    fz_u64(fz(4) ? n : (uint32_t)fz(6), 3), fz_u64(n, 70000), {"n1", 2},
+                                    fz(200), fz_u64(fz(4) ? n : (uint32_t)fz(6), SEG)};
             fx_body_statuses_t a;
             (void)T_CALL(c, GET_DONE, get_done, &b, statuses, &a);
             break;
@@ -922,4 +926,34 @@ Test(master_kv, random_requests_never_break_the_master)
     t_put1(&c1, 1u << 20, "still-serving", 4096, 10, 0, NULL, NULL);
     fx_body_lookup_ack_t la;
     cr_assert_eq(t_lookup1(&c2, "still-serving", &la), ST(FLUXON_OK));
+}
+
+Test(master_kv, get_done_requires_the_source_replica_to_still_exist)
+{
+    t_owner(&c1, "n1", 100);
+    t_owner(&c2, "n2", 200);
+    uint64_t ms, ver;
+    t_put1(&c1, 1, "v", 40960, 100, 0, &ms, &ver);
+    const char *k = "v";
+    uint64_t off = 8192, len = 100, wrong_src = 45056, right_src = 40960;
+    fx_body_statuses_t gs;
+    /* a copy claiming another source offset, or another source generation: STALE (D1) */
+    fx_body_get_done_t gd = {t_keys(&k, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, {&len, 1}, {"n1", 2}, 100, {&wrong_src, 1}};
+    cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
+    cr_assert_eq(gs.statuses.v[0], ST(FLUXON_ERR_STALE));
+    gd.src_offsets.v = &right_src;
+    gd.src_generation = 99;
+    cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
+    cr_assert_eq(gs.statuses.v[0], ST(FLUXON_ERR_STALE));
+    /* the source deleted before the copy was confirmed: STALE */
+    fx_body_key_t dk = {fx_str_c("v")};
+    fx_body_empty_t e;
+    cr_assert_eq(T_CALL(&c1, DELETE, key, &dk, empty, &e), FLUXON_OK);
+    gd.src_generation = 100;
+    cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
+    cr_assert_eq(gs.statuses.v[0], ST(FLUXON_ERR_STALE));
+    /* the true, live source: OK */
+    t_put1(&c1, 2, "v", 40960, 100, 0, &ms, &ver);
+    cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
+    cr_assert_eq(gs.statuses.v[0], ST(FLUXON_OK));
 }

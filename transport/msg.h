@@ -88,8 +88,13 @@ typedef struct fx_strv {
     F(U64V, statuses) F(U64V, src) F(U64V, offsets) F(U64V, value_lens) F(U64V, put_ms)  \
     F(U64V, put_ver) F(STRV, src_node_ids) F(U64V, src_generations)                     \
     F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases)
-/* owner -> master: durable replicas now held here (GetDone, batch) */
-#define FX_BODY_get_done(F) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver) F(U64, value_len)
+/* owner -> master: durable replicas now held here (GetDone, batch), copied from the
+ * source replica (src node, generation, src_offsets). The master accepts a key only if
+ * that source replica still exists: it was then intact for the whole copy (replicas
+ * are removed before their slots can be reused), so the copy is byte-exact (D1). */
+#define FX_BODY_get_done(F)                                                           \
+    F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver) F(U64V, value_lens)  \
+    F(STR, src_node_id) F(U64, src_generation) F(U64V, src_offsets)
 #define FX_BODY_statuses(F) F(U64V, statuses)
 #define FX_BODY_key(F) F(STR, key)
 /* master -> owner (one-way, req_id 0): these replicas on you are no longer routed */
