@@ -194,3 +194,32 @@ Test(node, status_strings)
         cr_assert(strcmp(fluxon_status_string(s), "FLUXON_ERR_UNKNOWN") != 0, "status %d has a name", s);
     cr_assert_str_eq(fluxon_version(), FLUXON_VERSION_STRING);
 }
+
+Test(node, owner_restart_makes_the_mapping_stale_and_a_new_open_reattaches, .fini = fini, .timeout = 60)
+{
+    start_master();
+    owner_a = start_owner("oa", FLUXON_OK);
+    fluxon_client *c = open_client("oa", "tok");
+    cr_assert_not_null(c);
+    fluxon_segment_info si, si2;
+    size_t n = 0;
+    cr_assert_eq(fluxon_wait_local_segments_ready(c, 1000, &si, 1, &n), FLUXON_OK);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(si.node_id, "oa");
+    cr_assert_gt(si.len, 0);
+    /* the owner restarts: a new generation */
+    fluxon_node_stop(owner_a);
+    owner_a = start_owner("oa", FLUXON_OK);
+    int rc = FLUXON_OK;
+    for (int i = 0; i < 200 && rc == FLUXON_OK; i++) {
+        rc = fluxon_wait_local_segments_ready(c, 100, &si2, 1, &n);
+        if (rc == FLUXON_OK) th_sleep_ms(10);
+    }
+    cr_assert_eq(rc, FLUXON_ERR_STALE, "the old mapping is reported stale");
+    fluxon_client_close(c);
+    c = open_client("oa", "tok");
+    cr_assert_not_null(c, "a new open re-attaches");
+    cr_assert_eq(fluxon_wait_local_segments_ready(c, 1000, &si2, 1, &n), FLUXON_OK);
+    cr_assert_gt(si2.generation, si.generation);
+    fluxon_client_close(c);
+}
