@@ -324,6 +324,65 @@ FX_INTERNAL int fx_offset_alloc_alloc(fx_offset_alloc_t *a, uint64_t len, uint64
     return FLUXON_OK;
 }
 
+/* Marks [offset, offset+len) allocated when it lies inside one free block: how a new
+ * master re-learns the grants an owner already holds. O(blocks) to find the block. */
+FX_INTERNAL int fx_offset_alloc_reserve(fx_offset_alloc_t *a, uint64_t offset, uint64_t len)
+{
+    if (!a || len == 0 || offset < a->base || (offset - a->base) % FX_OFFSET_ALLOC_PAGE)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t page = (offset - a->base) >> OA_PAGE_SHIFT;
+    uint64_t pages = (len + FX_OFFSET_ALLOC_PAGE - 1) >> OA_PAGE_SHIFT;
+    if (page >= a->total_pages || pages > a->total_pages - page) return FLUXON_ERR_INVALID_ARGUMENT;
+    /* up to two splits: make sure both node takes and the map insert cannot fail */
+    int rc = oa_node_reserve(a);
+    if (rc != FLUXON_OK) return rc;
+    uint32_t spare = oa_node_take(a);
+    rc = oa_node_reserve(a);
+    if (rc == FLUXON_OK) rc = oa_tab_reserve(a);
+    if (rc != FLUXON_OK) {
+        oa_node_put(a, spare);
+        return rc;
+    }
+    uint32_t i = 0;
+    while (i != OA_NIL && !(a->nodes[i].page <= page && page < a->nodes[i].page + a->nodes[i].pages))
+        i = a->nodes[i].next;
+    if (i == OA_NIL || !a->nodes[i].is_free || page + pages > a->nodes[i].page + a->nodes[i].pages) {
+        oa_node_put(a, spare);
+        return FLUXON_ERR_BUSY; /* overlaps an allocation */
+    }
+    oa_list_remove(a, i);
+    oa_node_t *b = &a->nodes[i];
+    if (b->page < page) { /* free head stays in i; the reserved part moves to a new node */
+        uint32_t r = spare;
+        spare = OA_NIL;
+        b = &a->nodes[i];
+        a->nodes[r] = (oa_node_t){.page = page, .pages = b->page + b->pages - page, .prev = i, .next = b->next};
+        if (b->next != OA_NIL) a->nodes[b->next].prev = r;
+        b->next = r;
+        b->pages = page - b->page;
+        oa_list_insert(a, i);
+        i = r;
+        b = &a->nodes[i];
+    }
+    if (b->pages > pages) { /* free tail */
+        uint32_t r = spare != OA_NIL ? spare : oa_node_take(a);
+        spare = OA_NIL;
+        b = &a->nodes[i];
+        a->nodes[r] = (oa_node_t){.page = b->page + pages, .pages = b->pages - pages, .prev = i, .next = b->next};
+        if (b->next != OA_NIL) a->nodes[b->next].prev = r;
+        b->next = r;
+        b->pages = pages;
+        oa_list_insert(a, r);
+    }
+    if (spare != OA_NIL) oa_node_put(a, spare);
+    b->is_free = 0;
+    oa_tab_put(a->tab, a->tab_cap - 1, oa_hash(a, b->page), b->page, i);
+    a->tab_count++;
+    a->used_pages += pages;
+    a->live++;
+    return FLUXON_OK;
+}
+
 /* Slot in the offset map of the live allocation starting at offset, or SIZE_MAX. */
 static size_t oa_lookup(const fx_offset_alloc_t *a, uint64_t offset)
 {

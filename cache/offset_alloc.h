@@ -45,6 +45,13 @@ FX_INTERNAL int fx_offset_alloc_alloc(fx_offset_alloc_t *a, uint64_t len, uint64
  * is left unchanged; FLUXON_ERR_INVALID_ARGUMENT when a is NULL. Never allocates. */
 FX_INTERNAL int fx_offset_alloc_free(fx_offset_alloc_t *a, uint64_t offset);
 
+/* Marks [offset, offset + len) (offset 4096-aligned, len rounded up to 4096) allocated,
+ * as if fx_offset_alloc_alloc had returned offset: used when a restarted master learns
+ * the ranges an owner already holds. The range must lie inside one free block.
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (misaligned, zero, outside the range);
+ * FLUXON_ERR_BUSY (overlaps an allocation); FLUXON_ERR_NOMEM. O(blocks). */
+FX_INTERNAL int fx_offset_alloc_reserve(fx_offset_alloc_t *a, uint64_t offset, uint64_t len);
+
 /* Sets *len_p to the (rounded) length of the live allocation starting at offset.
  * Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND as for free; FLUXON_ERR_INVALID_ARGUMENT for NULL. */
 FX_INTERNAL int fx_offset_alloc_size_of(const fx_offset_alloc_t *a, uint64_t offset,

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +45,11 @@ static void usage(FILE *f)
 
 static char *read_file(const char *path)
 {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "fluxon: config %s is a directory\n", path);
+        return NULL;
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "fluxon: cannot read config %s: %s\n", path, strerror(errno));
@@ -71,7 +77,11 @@ static char *read_file(const char *path)
     return buf;
 }
 
-static int exit_for(int status) { return status == FLUXON_ERR_CONFIG ? EXIT_USAGE : 1; }
+/* configuration-like failures (bad config, wrong credentials, node_id taken) exit 2 */
+static int exit_for(int status)
+{
+    return status == FLUXON_ERR_CONFIG || status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY ? EXIT_USAGE : 1;
+}
 
 static int run_node(const char *json)
 {
@@ -122,7 +132,10 @@ static int cmd_ping(fluxon_client *c, int argc, char **argv)
 {
     long count = 1000;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--count") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--count") == 0 && i + 1 == argc) {
+            fprintf(stderr, "fluxon: ping: --count needs a value\n");
+            return EXIT_USAGE;
+        } else if (strcmp(argv[i], "--count") == 0) {
             char *end;
             count = strtol(argv[++i], &end, 10);
             if (*end || count <= 0 || count > 100000000) {
@@ -237,11 +250,15 @@ int main(int argc, char **argv)
             config = a + 9;
         } else if (strcmp(a, "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
+        } else if (a[0] == '-' && (!role || strcmp(role, "external"))) {
+            fprintf(stderr, "fluxon: unknown option %s (see fluxon --help)\n", a);
+            return EXIT_USAGE;
         } else {
             break; /* the external command starts here */
         }
     }
     if (!role) {
+        fprintf(stderr, "fluxon: --role is missing\n");
         usage(stderr);
         return EXIT_USAGE;
     }

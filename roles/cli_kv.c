@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli_kv.h"
 
@@ -16,6 +17,9 @@ static int kv_fail(const char *what, int rc)
 }
 
 /* Reads all of f (a file or stdin) into a malloc'ed buffer. */
+/* Values are at most 512 MiB (ARCHITECTURE §1); reading stops past that. */
+#define KV_MAX_VALUE (512 << 20)
+
 static char *kv_slurp(FILE *f, size_t *len_p)
 {
     size_t cap = 1 << 16, len = 0;
@@ -23,6 +27,11 @@ static char *kv_slurp(FILE *f, size_t *len_p)
     size_t n;
     while (buf && (n = fread(buf + len, 1, cap - len, f)) > 0) {
         len += n;
+        if (len > KV_MAX_VALUE) {
+            free(buf);
+            *len_p = len;
+            return NULL;
+        }
         if (len == cap) {
             char *nb = realloc(buf, cap * 2);
             if (!nb) {
@@ -43,6 +52,11 @@ int fx_cli_put(fluxon_client *c, int argc, char **argv)
         fprintf(stderr, "usage: put KEY FILE|-\n");
         return 2;
     }
+    struct stat sb;
+    if (strcmp(argv[1], "-") && stat(argv[1], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "fluxon: put: %s is a directory\n", argv[1]);
+        return 2;
+    }
     FILE *f = strcmp(argv[1], "-") ? fopen(argv[1], "rb") : stdin;
     if (!f) {
         fprintf(stderr, "fluxon: put: cannot read %s: %s\n", argv[1], strerror(errno));
@@ -51,6 +65,11 @@ int fx_cli_put(fluxon_client *c, int argc, char **argv)
     size_t len = 0;
     char *buf = kv_slurp(f, &len);
     if (f != stdin) fclose(f);
+    if (!buf && len > KV_MAX_VALUE) {
+        fprintf(stderr, "fluxon: put: the value is larger than %d MiB (the largest value Fluxon stores)\n",
+                KV_MAX_VALUE >> 20);
+        return 2;
+    }
     if (!buf) return kv_fail("put", FLUXON_ERR_NOMEM);
     int rc = len ? fluxon_put(c, argv[0], buf, len, NULL) : FLUXON_ERR_INVALID_ARGUMENT;
     free(buf);
@@ -124,6 +143,10 @@ int fx_cli_ls(fluxon_client *c, int argc, char **argv)
 
 int fx_cli_stats(fluxon_client *c, int argc, char **argv)
 {
+    if (argc) {
+        fprintf(stderr, "usage: stats\n");
+        return 2;
+    }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     int rc = buf ? fluxon_client_stats(c, buf, cap, &len) : FLUXON_ERR_NOMEM;

@@ -205,13 +205,21 @@ static int ck_call(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t req_
         if (out_buf) fx_body_##bodykind##_encode((bp), out_buf);        \
     } while (0)
 
+/* Bad input is reported with the owner's or master's message naming what was wrong;
+ * ordinary outcomes (a miss, a busy key) only at debug level. */
 static void ck_log_error(const char *what, int rc, const uint8_t *resp, uint32_t len)
 {
     if (rc >= 0 || !resp) return;
     fx_body_error_t e;
     fx_arena_t a = {0};
-    if (fx_body_error_decode(resp, len, &e, &a) == FLUXON_OK && e.message.len)
-        FX_DEBUG("%s: %s: %.*s", what, fluxon_status_string(rc), (int)e.message.len, e.message.p);
+    if (fx_body_error_decode(resp, len, &e, &a) == FLUXON_OK && e.message.len) {
+        int lvl = rc == FLUXON_ERR_INVALID_ARGUMENT || rc == FLUXON_ERR_PROTOCOL || rc == FLUXON_ERR_INTERNAL ||
+                          rc == FLUXON_ERR_LEASE_EXPIRED
+                      ? FX_LOG_WARN
+                      : FX_LOG_DEBUG;
+        if (fx_log_get_level() <= lvl)
+            fx_log(lvl, "%s: %s: %.*s", what, fluxon_status_string(rc), (int)e.message.len, e.message.p);
+    }
     fx_arena_free(&a);
 }
 
@@ -225,12 +233,16 @@ static bool ck_key_ok(const char *k)
 
 static int ck_keys(const char *const *keys, size_t n, fx_str_t **out)
 {
-    if (!keys || n == 0 || n > 1000000) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!keys || n == 0 || n > 1000000) {
+        FX_WARN("keys is %s and n_keys is %zu (1..1000000 keys)", keys ? "set" : "NULL", n);
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
     fx_str_t *v = fx_malloc(n * sizeof *v);
     if (!v) return FLUXON_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
         if (!ck_key_ok(keys[i])) {
-            FX_DEBUG("key %zu is NULL, empty or longer than %d bytes", i, FLUXON_MAX_KEY_BYTES);
+            FX_WARN("key %zu is %s (keys are 1..%d bytes)", i, !keys[i] ? "NULL" : !keys[i][0] ? "empty" : "too long",
+                    FLUXON_MAX_KEY_BYTES);
             fx_free(v);
             return FLUXON_ERR_INVALID_ARGUMENT;
         }
@@ -250,7 +262,10 @@ static int ck_groups(const uint32_t *lens, size_t n_groups, size_t n, uint64_t *
         if (lens[g] == 0) return FLUXON_ERR_INVALID_ARGUMENT;
         sum += lens[g];
     }
-    if (sum != n) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (sum != n) {
+        FX_WARN("atomic_group_lens sum to %llu, n_keys is %zu", (unsigned long long)sum, n);
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
     uint64_t *v = fx_malloc(n_groups * sizeof *v);
     if (!v) return FLUXON_ERR_NOMEM;
     for (size_t g = 0; g < n_groups; g++) v[g] = lens[g];
@@ -715,7 +730,11 @@ int fluxon_release_views(fluxon_client *cl, fluxon_plan *plan)
 int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t value_len,
                const fluxon_put_options *opts)
 {
-    if (!cl || !ck_key_ok(key) || !value || value_len == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!cl || !ck_key_ok(key) || !value || value_len == 0) {
+        if (cl) FX_WARN("put: %s", !ck_key_ok(key) ? "the key must be 1..1024 bytes" : !value ? "value is NULL"
+                                                                                           : "value_len is 0");
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
     fluxon_plan *plan = NULL;
     int st = FLUXON_OK;
     int rc = ck_put_start(cl, &key, 1, value_len, opts, 0, &plan, &st);

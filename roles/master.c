@@ -117,10 +117,13 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     }
     master_node_t *n = master_find_node(m, node_id);
     if (n && n->peer && n->peer != p) {
-        if (n->alive && b.generation == n->generation) {
+        if (n->alive) { /* two live processes with one node_id would steal each other's routes */
+            FX_WARN("refusing owner %s (generation %llu): node_id already registered by a live owner "
+                    "(generation %llu)", node_id, (unsigned long long)b.generation,
+                    (unsigned long long)n->generation);
             fx_conn_reply_error(p->conn, h, FLUXON_ERR_BUSY,
-                                "register: owner %s generation %llu is already connected", node_id,
-                                (unsigned long long)b.generation);
+                                "register: node_id %s is already registered by a live owner (generation %llu)",
+                                node_id, (unsigned long long)n->generation);
             return;
         }
         /* the old process is gone or restarted: drop its connection */
@@ -170,7 +173,12 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->last_heartbeat_ms = fx_now_ms();
     n->peer = p;
     p->node = n;
+    n->reg_grant_ids = b.grant_ids.v;
+    n->reg_grant_offsets = b.grant_offsets.v;
+    n->reg_n_grants = FX_MIN(b.grant_ids.n, b.grant_offsets.n);
     int krc = fx_master_kv_node_registered(m, n, old_generation);
+    n->reg_grant_ids = n->reg_grant_offsets = NULL;
+    n->reg_n_grants = 0;
     if (krc != FLUXON_OK) {
         n->alive = false;
         fx_conn_reply_error(p->conn, h, krc, "register: cannot set up the segment allocator of %s", node_id);

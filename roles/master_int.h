@@ -23,6 +23,10 @@ typedef struct master_node {
     uint64_t grant_bytes;
     struct fx_offset_alloc *alloc; /* payload range [4096, segment_bytes) of this generation */
     uint64_t next_grant_id;
+    /* during REGISTER only: the grants the owner already holds (a restarted master
+     * re-learns them so it never hands the same range out twice) */
+    const uint64_t *reg_grant_ids, *reg_grant_offsets;
+    uint32_t reg_n_grants;
     void *kv; /* master_kv.c's per-node state (batch dedup, ...) */
 } master_node_t;
 

@@ -891,6 +891,17 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
     fx_offset_alloc_destroy(n->alloc);
     n->alloc = a;
     n->next_grant_id = 1;
+    /* grants the owner already holds (this master restarted under it) */
+    for (uint32_t i = 0; a && i < n->reg_n_grants; i++) {
+        int rc = fx_offset_alloc_reserve(a, n->reg_grant_offsets[i], n->grant_bytes);
+        if (rc != FLUXON_OK)
+            FX_ERROR("owner %s: its grant %llu at %llu cannot be re-learned: %s", n->node_id,
+                     (unsigned long long)n->reg_grant_ids[i], (unsigned long long)n->reg_grant_offsets[i],
+                     fluxon_status_string(rc));
+        n->next_grant_id = FX_MAX(n->next_grant_id, n->reg_grant_ids[i] + 1);
+    }
+    if (n->reg_n_grants)
+        FX_INFO("owner %s: re-learned %u grants it holds", n->node_id, n->reg_n_grants);
     if (old_generation != 0 && old_generation != n->generation) mkv_drop_generation(s, n, old_generation);
     return FLUXON_OK;
 }

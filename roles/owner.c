@@ -71,8 +71,14 @@ static void owner_on_register_resp(void *arg, int status, const fx_frame_header_
     fx_owner_t *o = arg;
     if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
     if (status != FLUXON_OK) {
-        FX_ERROR("master refused registration: %s", fluxon_status_string(status));
-        if (status == FLUXON_ERR_AUTH) owner_signal_ready(o, status);
+        char msg[256] = "";
+        if (h) {
+            fx_body_error_t e;
+            if (fx_body_error_decode(body, h->body_len, &e, arena) == FLUXON_OK) fx_str_copy(e.message, msg, sizeof msg);
+        }
+        if (!o->ready_sent || o->reconnects++ % 10 == 0)
+            FX_ERROR("master refused registration: %s%s%s", fluxon_status_string(status), msg[0] ? ": " : "", msg);
+        if (status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY) owner_signal_ready(o, status);
         if (o->mconn) fx_conn_close(o->mconn, status);
         return;
     }
@@ -80,6 +86,7 @@ static void owner_on_register_resp(void *arg, int status, const fx_frame_header_
     fx_body_register_ack_decode(body, h->body_len, &ack, arena);
     o->mstate = OM_READY;
     o->backoff_ms = 0;
+    if (o->master_generation && o->master_generation != ack.master_generation) fx_owner_kv_master_changed(o);
     o->master_generation = ack.master_generation;
     FX_INFO("registered with master %s:%u (master generation %llu, owner generation %llu)",
             o->cfg.master_host, o->cfg.master_port, (unsigned long long)ack.master_generation,
@@ -108,10 +115,12 @@ static void owner_on_hello_resp(void *arg, int status, const fx_frame_header_t *
     }
     o->mstate = OM_REGISTERING;
     fx_str_t ua, rk;
+    fx_u64v_t gids, goffs;
     fx_owner_kv_ucx_info(o, &ua, &rk);
+    fx_owner_kv_grants(o, &gids, &goffs);
     fx_body_register_t reg = {fx_str_c(o->cfg.node_id), o->generation, (uint8_t)o->cfg.node_role,
                               fx_segment_len(o->seg), (uint64_t)(uintptr_t)fx_segment_base(o->seg),
-                              ua, rk, o->cfg.grant_bytes};
+                              ua, rk, o->cfg.grant_bytes, gids, goffs};
     if (FX_RPC_CALL(o->mconn, REGISTER, register, &reg, o->cfg.master_timeout_ms,
                     owner_on_register_resp, o) != FLUXON_OK)
         fx_conn_close(o->mconn, FLUXON_ERR_UNAVAILABLE);
@@ -256,7 +265,7 @@ static void owner_handle_ext_hello(owner_ext_t *e, const fx_frame_header_t *h, c
         rc = FLUXON_ERR_AUTH;
     }
     if (rc != FLUXON_OK) {
-        FX_WARN("refusing external %s: %s", fx_conn_desc(e->conn), err);
+        FX_WARN("refusing a client on %s: %s", o->cfg.socket_path, err);
         fx_conn_reply_error(e->conn, h, rc, "%s", err);
         fx_conn_close_after_flush(e->conn, rc);
         return;

@@ -55,6 +55,8 @@ FX_INTERNAL void fx_owner_kv_fini(fx_owner_t *o);
 /* UCX worker address and packed rkey for REGISTER (owned by the kv state). */
 FX_INTERNAL void fx_owner_kv_ucx_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey);
 FX_INTERNAL void fx_owner_kv_master_ready(fx_owner_t *o);   /* (re)registered */
+FX_INTERNAL void fx_owner_kv_master_changed(fx_owner_t *o); /* a new master generation */
+FX_INTERNAL void fx_owner_kv_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *offsets);
 FX_INTERNAL void fx_owner_kv_master_lost(fx_owner_t *o);
 FX_INTERNAL void fx_owner_kv_ext_closed(fx_owner_t *o, owner_ext_t *e);
 FX_INTERNAL bool fx_owner_kv_ext_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h,

@@ -50,6 +50,31 @@ static void okv_ucx_tick(fx_reactor_t *r, fx_timer_t *t)
     fx_timer_arm(r, t, 100, okv_ucx_tick);
 }
 
+FX_INTERNAL void fx_owner_kv_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *offsets)
+{
+    owner_kv_t *kv = owner_kv(o);
+    *ids = (fx_u64v_t){kv->grant_ids, (uint32_t)kv->n_grants};
+    *offsets = (fx_u64v_t){kv->grant_offsets, (uint32_t)kv->n_grants};
+}
+
+/* The master restarted: its routes are gone, so every value published here is no longer
+ * routed. Retire them (their slots free once unpinned) so get, ls and del agree. Values
+ * still being published (PENDING) stay: their PUT_DONE is retried to the new master. */
+FX_INTERNAL void fx_owner_kv_master_changed(fx_owner_t *o)
+{
+    owner_kv_t *kv = owner_kv(o);
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    void *v;
+    size_t dropped = 0;
+    while (fx_hmap_iter_next(kv->by_offset, &it, NULL, NULL, &v)) {
+        owner_entry_t *en = v;
+        if (en->state != OE_COMMITTED) continue;
+        fx_okv_entry_retire(o, en);
+        dropped++;
+    }
+    if (dropped) FX_WARN("master restarted: %zu published values dropped from this owner (their routes are gone)", dropped);
+}
+
 FX_INTERNAL void fx_owner_kv_ucx_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey)
 {
     owner_kv_t *kv = owner_kv(o);
@@ -276,6 +301,18 @@ static void okv_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
         fx_body_grant_ack_decode(body, h->body_len, &ack, arena);
         for (uint32_t i = 0; i < ack.grant_ids.n && i < ack.offsets.n && slot_size; i++) {
             int rc = fx_slot_pool_add_grant(kv->pool, ack.grant_ids.v[i], ack.offsets.v[i], slot_size);
+            if (rc == FLUXON_OK && kv->n_grants == kv->cap_grants) {
+                size_t nc = kv->cap_grants ? kv->cap_grants * 2 : 16;
+                uint64_t *ni = fx_realloc(kv->grant_ids, nc * sizeof *ni);
+                if (ni) kv->grant_ids = ni;
+                uint64_t *no = fx_realloc(kv->grant_offsets, nc * sizeof *no);
+                if (no) kv->grant_offsets = no;
+                if (ni && no) kv->cap_grants = nc;
+            }
+            if (rc == FLUXON_OK && kv->n_grants < kv->cap_grants) {
+                kv->grant_ids[kv->n_grants] = ack.grant_ids.v[i];
+                kv->grant_offsets[kv->n_grants++] = ack.offsets.v[i];
+            }
             if (rc == FLUXON_OK) {
                 fx_oev_grant_added(o, slot_size);
                 kv->grants_received++;
@@ -507,7 +544,8 @@ static void okv_put_claimed(fx_owner_t *o, void *arg, size_t got)
     for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] != FLUXON_OK) continue;
         if (k < got) p->slots[i] = claimed[k++];
-        else p->status[i] = FLUXON_ERR_NO_SPACE;
+        else p->status[i] = o->mstate == OM_READY ? FLUXON_ERR_NO_SPACE
+                                                  : FLUXON_ERR_UNAVAILABLE; /* no master: no grants */
     }
     okv_put_start_reply(o, p);
 }
@@ -1181,6 +1219,8 @@ FX_INTERNAL void fx_owner_kv_fini(fx_owner_t *o)
         fx_free(c);
     }
     fx_free(kv->peers);
+    fx_free(kv->grant_ids);
+    fx_free(kv->grant_offsets);
     fx_hmap_destroy(kv->index);
     fx_hmap_destroy(kv->by_offset);
     fx_hmap_destroy(kv->inflight);

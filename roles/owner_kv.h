@@ -108,6 +108,8 @@ typedef struct owner_kv {
     struct owner_claim *claims;
     bool grant_inflight;
     int64_t owners_alive; /* from CLUSTER_INFO; -1 unknown */
+    uint64_t *grant_ids, *grant_offsets; /* every grant held (REGISTER tells a new master) */
+    size_t n_grants, cap_grants;
     /* hot tier and eviction (owner_evict.c) */
     fx_owner_t *owner;
     fx_lru_t hot;             /* COMMITTED values, weighted by slot_size */

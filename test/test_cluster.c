@@ -141,7 +141,7 @@ Test(cluster, wrong_token_and_cluster_id_are_refused_with_auth, .timeout = 60, .
     write_configs(&c, "wrong", "t1");
     char out[4096];
     int ex = run_external(c.ecfg, "ping", "--count", "1", out, sizeof out);
-    cr_assert_eq(ex, 1);
+    cr_assert_eq(ex, 2, "wrong credentials are a configuration error");
     cr_assert(strstr(out, "FLUXON_ERR_AUTH"), "%s", out);
     /* an owner with a wrong token is refused by the master and does not start */
     char bad[512], cfg[256], log[256];

@@ -474,3 +474,38 @@ Test(offset_alloc, bench_runs)
     free(buf);
     cr_assert_eq(fx_offset_alloc_bench(NULL, 1), FLUXON_ERR_INVALID_ARGUMENT);
 }
+
+Test(offset_alloc, reserve_marks_ranges_allocated_as_alloc_would)
+{
+    fx_offset_alloc_t *a = NULL;
+    cr_assert_eq(fx_offset_alloc_create(4096, 64 * 4096, &a), FLUXON_OK);
+    /* reserve in the middle, at the start and at the end of free blocks */
+    cr_assert_eq(fx_offset_alloc_reserve(a, 4096 + 10 * 4096, 3 * 4096), FLUXON_OK);
+    cr_assert_eq(fx_offset_alloc_reserve(a, 4096, 4096), FLUXON_OK);
+    cr_assert_eq(fx_offset_alloc_reserve(a, 4096 + 63 * 4096, 100), FLUXON_OK);
+    cr_assert_eq(fx_offset_alloc_check(a), 0);
+    cr_assert_eq(fx_offset_alloc_used(a), 5 * 4096);
+    /* overlaps and bad input change nothing */
+    cr_assert_eq(fx_offset_alloc_reserve(a, 4096 + 11 * 4096, 4096), FLUXON_ERR_BUSY);
+    cr_assert_eq(fx_offset_alloc_reserve(a, 4096 + 9 * 4096, 2 * 4096), FLUXON_ERR_BUSY);
+    cr_assert_eq(fx_offset_alloc_reserve(a, 4097, 4096), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_offset_alloc_reserve(a, 4096 + 64 * 4096, 4096), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_offset_alloc_reserve(a, 4096, 0), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_offset_alloc_used(a), 5 * 4096);
+    /* allocations never overlap reserved ranges; frees coalesce everything back */
+    uint64_t off[64];
+    int n = 0;
+    while (n < 64 && fx_offset_alloc_alloc(a, 4096, &off[n]) == FLUXON_OK) {
+        cr_assert(!(off[n] >= 4096 + 10 * 4096 && off[n] < 4096 + 13 * 4096) && off[n] != 4096 &&
+                  off[n] != 4096 + 63 * 4096, "offset %llu overlaps a reserved range", (unsigned long long)off[n]);
+        n++;
+    }
+    cr_assert_eq(n, 59);
+    for (int i = 0; i < n; i++) cr_assert_eq(fx_offset_alloc_free(a, off[i]), FLUXON_OK);
+    cr_assert_eq(fx_offset_alloc_free(a, 4096 + 10 * 4096), FLUXON_OK);
+    cr_assert_eq(fx_offset_alloc_free(a, 4096), FLUXON_OK);
+    cr_assert_eq(fx_offset_alloc_free(a, 4096 + 63 * 4096), FLUXON_OK);
+    cr_assert_eq(fx_offset_alloc_check(a), 0);
+    cr_assert_eq(fx_offset_alloc_largest_free(a), 64 * 4096);
+    fx_offset_alloc_destroy(a);
+}

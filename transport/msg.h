@@ -58,7 +58,8 @@ typedef struct fx_strv {
     F(STR, ucx_address) F(U32, handle_ttl_ms)
 #define FX_BODY_register(F)                                                           \
     F(STR, node_id) F(U64, generation) F(U8, node_role) F(U64, segment_bytes)           \
-    F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)
+    F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)          \
+    F(U64V, grant_ids) F(U64V, grant_offsets) /* grants held: a restarted master re-learns them */
 #define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms)
 #define FX_BODY_heartbeat(F) F(U64, generation)
 #define FX_BODY_ping(F) F(U8, to_master) F(U64, t_ns)
