@@ -231,7 +231,7 @@ static void t_owner(tc_t *c, const char *node_id, uint64_t generation)
 {
     t_hello(c, node_id);
     fx_body_register_t rb = {fx_str_c(node_id), generation, FX_NODE_GPU_OWNER, SEG, 0x7f0000000000ull,
-                             {NULL, 0}, {NULL, 0}, GRANT};
+                             {NULL, 0}, {NULL, 0}, GRANT, {NULL, 0}, {NULL, 0}};
     fx_body_register_ack_t ack;
     cr_assert_eq(T_CALL(c, REGISTER, register, &rb, register_ack, &ack), FLUXON_OK, "register: %s", last_err);
 }
@@ -768,8 +768,24 @@ Test(master_kv, new_generation_drops_old_routes)
     fx_body_statuses_t gs;
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
     cr_assert_eq(gs.statuses.v[0], ST(FLUXON_OK));
-    /* n1 restarts: new generation, on a new connection (the old one is closed) */
-    t_owner(&c3, "n1", 101);
+    /* while the old process is alive, a second one with its node_id is refused */
+    t_hello(&c3, "n1");
+    fx_body_register_t rb = {fx_str_c("n1"), 101, FX_NODE_GPU_OWNER, SEG, 0x7f0000000000ull, {NULL, 0}, {NULL, 0}, GRANT, {NULL, 0}, {NULL, 0}};
+    fx_body_register_ack_t rack;
+    cr_assert_eq(T_CALL(&c3, REGISTER, register, &rb, register_ack, &rack), FLUXON_ERR_BUSY);
+    t_close(&c3);
+    /* n1 restarts: the old process is gone (its connection closed), a new generation */
+    t_close(&c1);
+    int ok = 0;
+    for (int i = 0; i < 100 && !ok; i++) { /* the master notices the close asynchronously */
+        t_hello(&c3, "n1");
+        ok = T_CALL(&c3, REGISTER, register, &rb, register_ack, &rack) == FLUXON_OK;
+        if (!ok) {
+            t_close(&c3);
+            th_sleep_ms(10);
+        }
+    }
+    cr_assert(ok, "the restarted owner registers once the old connection is gone");
     cr_assert_eq(t_lookup1(&c2, "old", &la), ST(FLUXON_ERR_NOT_FOUND));
     cr_assert_eq(t_lookup1(&c3, "old", &la), ST(FLUXON_ERR_NOT_FOUND));
     /* a route with a replica elsewhere survives, served by that replica */
