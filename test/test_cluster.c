@@ -312,3 +312,51 @@ Test(cluster, cli_put_get_del_ls_and_stats, .timeout = 60, .fini = teardown)
     cr_assert(strstr(out, "\"slot_pool\":") && strstr(out, "\"slots_committed\":"), "%s", out);
     cr_assert_eq(run_external(c.ecfg, "frobnicate", NULL, NULL, out, sizeof out), 2);
 }
+
+Test(cluster, master_restart_relearns_grants_and_keeps_get_ls_del_consistent, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    char small[256], big[256], out[8192];
+    snprintf(small, sizeof small, "%s/small.bin", c.dir);
+    snprintf(big, sizeof big, "%s/big.bin", c.dir);
+    th_write_file(small, "hi\n");
+    FILE *f = fopen(big, "wb");
+    for (int i = 0; i < 100000; i++) fputc(i & 0xff, f);
+    fclose(f);
+    cr_assert_eq(run_external(c.ecfg, "put", "r1", small, out, sizeof out), 0, "%s", out);
+    int st = th_stop(c.master, SIGTERM, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char mlog2[300];
+    snprintf(mlog2, sizeof mlog2, "%s/master2.log", c.dir);
+    c.master = start_role("master", c.mcfg, mlog2);
+    cr_assert(th_wait_log(mlog2, "owner o1 registered", 8000), "owner did not come back");
+    cr_assert(th_wait_log(mlog2, "re-learned", 2000), "the new master re-learns the owner's grants");
+    /* a put of a new size gets a fresh grant, not one overlapping the owner's */
+    cr_assert_eq(run_external(c.ecfg, "put", "r2", big, out, sizeof out), 0, "%s", out);
+    /* r1's route died with the old master: get, ls and del agree that it is gone */
+    cr_assert_eq(run_external(c.ecfg, "get", "r1", NULL, out, sizeof out), 1, "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "del", "r1", NULL, out, sizeof out), 1, "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "ls", NULL, NULL, out, sizeof out), 0, "%s", out);
+    cr_assert(!strstr(out, "r1") && strstr(out, "r2"), "%s", out);
+}
+
+Test(cluster, a_second_live_owner_with_the_same_node_id_is_refused, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    char cfg[256], log[256], buf[1024];
+    snprintf(cfg, sizeof cfg, "%s/dup.json", c.dir);
+    snprintf(log, sizeof log, "%s/dup.log", c.dir);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"node_id\":\"o1\","
+             "\"master\":\"127.0.0.1:%d\",\"socket\":\"%s/run-dup/o1.sock\",\"segment_bytes\":\"32MiB\","
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"}}", c.port, c.dir);
+    th_write_file(cfg, buf);
+    extra_pid = start_role("owner", cfg, log);
+    int st = th_stop(extra_pid, 0, 15000); /* signal 0: wait for it to give up */
+    extra_pid = -1;
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit status %d", st);
+    cr_assert(th_wait_log(log, "already registered", 100));
+    char out[4096];
+    cr_assert_eq(run_external(c.ecfg, "ping", "--count", "10", out, sizeof out), 0, "the first owner still serves: %s", out);
+    cr_assert(!th_wait_log(c.mlog, "re-registered", 100), "no flapping");
+}
