@@ -536,6 +536,29 @@ static void ck_send_oneway(fluxon_client *cl, uint16_t type, uint8_t *req, uint3
     ck_call(cl, type, req, len, NULL, NULL, NULL, NULL, true);
 }
 
+/* One-way: the owner keeps the handle's first `consume` pins and releases the rest
+ * (0 = all: a cancel). */
+static void ck_consume(fluxon_client *cl, uint64_t handle_id, uint64_t consume)
+{
+    if (!handle_id) return;
+    fx_body_handle_consume_t hc = {handle_id, consume};
+    uint8_t *req;
+    uint32_t len;
+    CK_ENCODE(handle_consume, &hc, req, len);
+    ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
+}
+
+/* One-way: the owner drops these holders. */
+static void ck_release_ids(fluxon_client *cl, const uint64_t *ids, size_t n)
+{
+    if (!n) return;
+    fx_body_release_t rel = {{ids, (uint32_t)n}};
+    uint8_t *req;
+    uint32_t len;
+    CK_ENCODE(release, &rel, req, len);
+    ck_send_oneway(cl, FX_MSG_RELEASE, req, len);
+}
+
 int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int prefix_best_effort,
                      const uint32_t *atomic_group_lens, size_t n_atomic_groups, fluxon_get_handle **handle_p,
                      fluxon_get_start_result *result)
@@ -603,11 +626,7 @@ int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int p
             rc = ck_register(cl, o);
         }
         if (rc != FLUXON_OK) {
-            if (ack.handle_id) {
-                fx_body_handle_consume_t hc = {ack.handle_id, 0};
-                CK_ENCODE(handle_consume, &hc, req, len);
-                ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
-            }
+            ck_consume(cl, ack.handle_id, 0);
             if (o) o->blob = NULL;
             ck_obj_free(o);
             fx_free(hd);
@@ -673,20 +692,10 @@ int fluxon_get_transfer(fluxon_client *cl, fluxon_get_handle *h, uint64_t consum
     rp->n = consume;
     rp->holder_ids = ids;
     rp->blob = plan;
-    if (o->owner_id) { /* keep [0, consume), release the tail: one-way, no round trip */
-        fx_body_handle_consume_t hc = {o->owner_id, consume};
-        uint8_t *req;
-        uint32_t len;
-        CK_ENCODE(handle_consume, &hc, req, len);
-        ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
-    }
+    ck_consume(cl, o->owner_id, consume); /* keep [0, consume), release the tail: no round trip */
     ck_obj_free(o);
     if (ck_register(cl, rp) != FLUXON_OK) {
-        fx_body_release_t rel = {{ids, (uint32_t)consume}};
-        uint8_t *req;
-        uint32_t len;
-        CK_ENCODE(release, &rel, req, len);
-        ck_send_oneway(cl, FX_MSG_RELEASE, req, len);
+        ck_release_ids(cl, ids, consume);
         ck_obj_free(rp);
         return FLUXON_ERR_NOMEM;
     }
@@ -699,13 +708,7 @@ int fluxon_cancel_get_transfer(fluxon_client *cl, fluxon_get_handle *h)
     if (!cl || !h) return FLUXON_ERR_INVALID_ARGUMENT;
     ck_obj_t *o = ck_take(cl, h, CK_HANDLE, true);
     if (!o) return FLUXON_ERR_WRONG_HANDLE;
-    if (o->owner_id && ck_ready(cl) == FLUXON_OK) {
-        fx_body_handle_consume_t hc = {o->owner_id, 0};
-        uint8_t *req;
-        uint32_t len;
-        CK_ENCODE(handle_consume, &hc, req, len);
-        ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
-    }
+    if (ck_ready(cl) == FLUXON_OK) ck_consume(cl, o->owner_id, 0);
     ck_obj_free(o);
     return FLUXON_OK;
 }
@@ -715,13 +718,7 @@ int fluxon_release_views(fluxon_client *cl, fluxon_plan *plan)
     if (!cl || !plan) return FLUXON_ERR_INVALID_ARGUMENT;
     ck_obj_t *o = ck_take(cl, plan, CK_READ_PLAN, true);
     if (!o) return FLUXON_ERR_WRONG_HANDLE;
-    if (o->n && ck_ready(cl) == FLUXON_OK) {
-        fx_body_release_t rel = {{o->holder_ids, (uint32_t)o->n}};
-        uint8_t *req;
-        uint32_t len;
-        CK_ENCODE(release, &rel, req, len);
-        ck_send_oneway(cl, FX_MSG_RELEASE, req, len);
-    }
+    if (ck_ready(cl) == FLUXON_OK) ck_release_ids(cl, o->holder_ids, o->n);
     ck_obj_free(o);
     return FLUXON_OK;
 }
@@ -771,11 +768,7 @@ int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)
     if (!o || !hd) {
         fx_free(hd);
         if (o) {
-            fx_body_handle_consume_t hc = {o->owner_id, 0};
-            uint8_t *req;
-            uint32_t len;
-            CK_ENCODE(handle_consume, &hc, req, len);
-            ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
+            ck_consume(cl, o->owner_id, 0);
             ck_obj_free(o);
         }
         return FLUXON_ERR_NOMEM;
@@ -784,11 +777,7 @@ int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)
     hd->holder_id = o->holder_ids[0];
     hd->data = ck_base(cl) + o->offsets[0];
     hd->len = o->lens[0];
-    fx_body_handle_consume_t hc = {o->owner_id, 1};
-    uint8_t *req;
-    uint32_t len;
-    CK_ENCODE(handle_consume, &hc, req, len);
-    ck_send_oneway(cl, FX_MSG_HANDLE_CONSUME, req, len);
+    ck_consume(cl, o->owner_id, 1);
     ck_obj_free(o);
     *holder_p = hd;
     return FLUXON_OK;
@@ -800,13 +789,7 @@ uint64_t fluxon_holder_len(const fluxon_holder *h) { return h ? h->len : 0; }
 void fluxon_holder_release(fluxon_holder *h)
 {
     if (!h) return;
-    if (ck_ready(h->cl) == FLUXON_OK) {
-        fx_body_release_t rel = {{&h->holder_id, 1}};
-        uint8_t *req;
-        uint32_t len;
-        CK_ENCODE(release, &rel, req, len);
-        ck_send_oneway(h->cl, FX_MSG_RELEASE, req, len);
-    }
+    if (ck_ready(h->cl) == FLUXON_OK) ck_release_ids(h->cl, &h->holder_id, 1);
     fx_free(h);
 }
 
