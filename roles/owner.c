@@ -65,21 +65,28 @@ static void owner_on_heartbeat_timer(fx_reactor_t *r, fx_timer_t *t)
     fx_timer_arm(r, t, o->cfg.heartbeat_interval_ms, owner_on_heartbeat_timer);
 }
 
+/* The master answered HELLO or REGISTER with an error: log its reason (rate-limited once
+ * serving), fail the start on a permanent refusal (credentials, node_id taken), and drop
+ * the connection so the reconnect loop tries again. */
+static void owner_master_refused(fx_owner_t *o, const char *what, int status, const fx_frame_header_t *h,
+                                 const uint8_t *body, fx_arena_t *arena)
+{
+    char msg[256] = "";
+    fx_body_error_t e;
+    if (h && fx_body_error_decode(body, h->body_len, &e, arena) == FLUXON_OK) fx_str_copy(e.message, msg, sizeof msg);
+    if (!o->ready_sent || o->reconnects++ % 10 == 0)
+        FX_ERROR("master refused %s: %s%s%s", what, fluxon_status_string(status), msg[0] ? ": " : "", msg);
+    if (status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY) owner_signal_ready(o, status);
+    if (o->mconn) fx_conn_close(o->mconn, status);
+}
+
 static void owner_on_register_resp(void *arg, int status, const fx_frame_header_t *h,
                                    const uint8_t *body, fx_arena_t *arena)
 {
     fx_owner_t *o = arg;
     if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
     if (status != FLUXON_OK) {
-        char msg[256] = "";
-        if (h) {
-            fx_body_error_t e;
-            if (fx_body_error_decode(body, h->body_len, &e, arena) == FLUXON_OK) fx_str_copy(e.message, msg, sizeof msg);
-        }
-        if (!o->ready_sent || o->reconnects++ % 10 == 0)
-            FX_ERROR("master refused registration: %s%s%s", fluxon_status_string(status), msg[0] ? ": " : "", msg);
-        if (status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY) owner_signal_ready(o, status);
-        if (o->mconn) fx_conn_close(o->mconn, status);
+        owner_master_refused(o, "registration", status, h, body, arena);
         return;
     }
     fx_body_register_ack_t ack;
@@ -102,15 +109,7 @@ static void owner_on_hello_resp(void *arg, int status, const fx_frame_header_t *
     fx_owner_t *o = arg;
     if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
     if (status != FLUXON_OK) {
-        char msg[256] = "";
-        if (h) {
-            fx_body_error_t e;
-            if (fx_body_error_decode(body, h->body_len, &e, arena) == FLUXON_OK)
-                fx_str_copy(e.message, msg, sizeof msg);
-        }
-        FX_ERROR("master refused HELLO: %s%s%s", fluxon_status_string(status), msg[0] ? ": " : "", msg);
-        if (status == FLUXON_ERR_AUTH) owner_signal_ready(o, status);
-        if (o->mconn) fx_conn_close(o->mconn, status);
+        owner_master_refused(o, "HELLO", status, h, body, arena);
         return;
     }
     o->mstate = OM_REGISTERING;
