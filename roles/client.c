@@ -21,8 +21,9 @@ static void client_on_request(fx_conn_t *c, const fx_frame_header_t *h, const ui
 {
     fluxon_client *cl = fx_conn_ud(c);
     if (fx_client_kv_notification(cl, h, body, arena)) return;
-    if (h->req_id) fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by an external",
-                        fx_msg_name(h->type));
+    /* the owner sends no other requests; the client never answers on this socket (its
+     * callers write to it directly) */
+    FX_DEBUG("unexpected %s from the owner ignored", fx_msg_name(h->type));
 }
 
 static void client_on_close(fx_conn_t *c, int status)
@@ -35,7 +36,7 @@ static void client_on_close(fx_conn_t *c, int status)
         FX_WARN("connection to owner %s lost (%s)", cl->owner_node_id, fluxon_status_string(status));
 }
 
-static const fx_conn_ops_t client_conn_ops = {client_on_request, client_on_close};
+static const fx_conn_ops_t client_conn_ops = {client_on_request, client_on_close, fx_client_kv_on_response};
 
 static void *client_thread(void *arg)
 {
@@ -190,6 +191,12 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     }
     rc = fx_reactor_create(&cl->r);
     if (rc != FLUXON_OK) goto err_seg;
+    pthread_mutex_init(&cl->io_lock, NULL);
+    pthread_mutex_init(&cl->pend_lock, NULL);
+    if (fx_hmap_create(64, &cl->pending) != FLUXON_OK) {
+        rc = FLUXON_ERR_NOMEM;
+        goto err_reactor;
+    }
     rc = fx_client_kv_init(cl);
     if (rc != FLUXON_OK) goto err_reactor;
     cl->conn = fx_conn_new(cl->r, sock, &client_conn_ops, cl, cl->cfg.max_frame_bytes, "owner");
@@ -201,6 +208,9 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     char desc[96];
     snprintf(desc, sizeof desc, "owner %s", cl->owner_node_id);
     fx_conn_set_desc(cl->conn, desc);
+    cl->sock = fx_conn_fd(cl->conn);
+    cl->conn_keep = cl->conn;
+    fx_conn_ref(cl->conn_keep); /* the fd stays ours until close: callers write to it */
     if (pthread_create(&cl->thread, NULL, client_thread, cl) != 0) {
         FX_ERROR("cannot start the client thread: %m");
         rc = FLUXON_ERR_INTERNAL;
@@ -214,6 +224,8 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
 err_kv:
     fx_client_kv_fini(cl);
 err_reactor:
+    if (cl->conn_keep) fx_conn_unref(cl->conn_keep);
+    fx_hmap_destroy(cl->pending);
     fx_reactor_destroy(cl->r);
 err_seg:
     fx_segment_destroy(cl->seg);
@@ -236,126 +248,36 @@ void fluxon_client_close(fluxon_client *cl)
     fx_reactor_post(cl->r, client_stop_on_reactor, cl);
     pthread_join(cl->thread, NULL);
     fx_client_kv_fini(cl);
+    fx_conn_unref(cl->conn_keep); /* closes the socket */
+    fx_hmap_destroy(cl->pending);
+    pthread_mutex_destroy(&cl->io_lock);
+    pthread_mutex_destroy(&cl->pend_lock);
     fx_reactor_destroy(cl->r);
     fx_segment_destroy(cl->seg);
     fx_free(cl);
-}
-
-/* ---- calls: post to the reactor, wait for the completion ---- */
-FX_INTERNAL int fx_client_call(fluxon_client *cl, fx_client_call_t *call)
-{
-    __atomic_add_fetch(&cl->requests, 1, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&cl->owner_lost, __ATOMIC_ACQUIRE)) {
-        __atomic_add_fetch(&cl->errors, 1, __ATOMIC_RELAXED);
-        return FLUXON_ERR_UNAVAILABLE;
-    }
-    call->cl = cl;
-    call->status = FLUXON_ERR_INTERNAL;
-    call->refs = 2;
-    sem_init(&call->done, 0, 0);
-    if (fx_reactor_post(cl->r, call->run, call) != FLUXON_OK) {
-        sem_destroy(&call->done);
-        return FLUXON_ERR_NOMEM;
-    }
-    call->posted = true;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(cl->cfg.timeout_ms + 1000) * 1000000ull;
-    ts.tv_sec += (time_t)(ns / 1000000000ull);
-    ts.tv_nsec = (long)(ns % 1000000000ull);
-    int rc;
-    while ((rc = sem_timedwait(&call->done, &ts)) != 0 && errno == EINTR) {}
-    int status = rc == 0 ? call->status : FLUXON_ERR_TIMEOUT;
-    if (status == FLUXON_ERR_TIMEOUT) __atomic_add_fetch(&cl->timeouts, 1, __ATOMIC_RELAXED);
-    if (status < 0) __atomic_add_fetch(&cl->errors, 1, __ATOMIC_RELAXED);
-    return status;
-}
-
-/* Completes a call from the reactor (exactly once). */
-FX_INTERNAL void fx_client_call_done(fx_client_call_t *call, int status)
-{
-    call->status = status;
-    sem_post(&call->done);
-}
-
-/* Drops the caller's reference once it has read the results (after fx_client_call). */
-FX_INTERNAL bool fx_client_call_release(fx_client_call_t *call)
-{
-    return __atomic_sub_fetch(&call->refs, 1, __ATOMIC_ACQ_REL) == 0;
 }
 
 FX_INTERNAL fx_conn_t *fx_client_conn(fluxon_client *cl) { return cl->conn; }
 FX_INTERNAL const fx_config_t *fx_client_config(const fluxon_client *cl) { return &cl->cfg; }
 FX_INTERNAL fx_segment_t *fx_client_segment(const fluxon_client *cl) { return cl->seg; }
 
-/* ---- ping ---- */
-typedef struct client_ping {
-    fx_client_call_t call;
-    uint8_t to_master;
-} client_ping_t;
-
-static void client_ping_free(fx_client_call_t *call)
-{
-    if (fx_client_call_release(call)) {
-        sem_destroy(&call->done);
-        fx_free(call);
-    }
-}
-
-static void client_on_ping(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
-                           fx_arena_t *arena)
-{
-    client_ping_t *p = arg;
-    fx_client_call_done(&p->call, status);
-    client_ping_free(&p->call);
-}
-
-static void client_run_ping(void *arg)
-{
-    client_ping_t *p = arg;
-    fx_conn_t *c = p->call.cl->conn;
-    fx_body_ping_t b = {p->to_master, fx_now_ns()};
-    if (!c || FX_RPC_CALL(c, PING, ping, &b, p->call.cl->cfg.timeout_ms, client_on_ping, p) != FLUXON_OK) {
-        fx_client_call_done(&p->call, FLUXON_ERR_UNAVAILABLE);
-        client_ping_free(&p->call);
-    }
-}
-
+/* ---- ping, owner stats, cluster nodes: one request each, decoded by the caller ---- */
 int fluxon_client_ping(fluxon_client *cl, int to_master, uint64_t *rtt_ns_p)
 {
     if (!cl) return FLUXON_ERR_INVALID_ARGUMENT;
-    client_ping_t *p = fx_calloc(1, sizeof *p);
-    if (!p) return FLUXON_ERR_NOMEM;
-    p->call.run = client_run_ping;
-    p->to_master = to_master ? 1 : 0;
+    fx_body_ping_t b = {to_master ? 1 : 0, fx_now_ns()};
+    uint32_t len = (uint32_t)fx_body_ping_size(&b);
+    uint8_t *req = fx_malloc(len);
+    if (!req) return FLUXON_ERR_NOMEM;
+    fx_body_ping_encode(&b, req);
+    uint8_t *resp = NULL;
+    uint32_t rlen = 0;
     uint64_t t0 = fx_now_ns();
-    int rc = fx_client_call(cl, &p->call);
+    int rc = fx_client_rpc(cl, FX_MSG_PING, req, len, &resp, &rlen);
     uint64_t t1 = fx_now_ns();
-    if (!p->call.posted) {
-        fx_free(p);
-        return rc;
-    }
-    client_ping_free(&p->call);
+    fx_free(resp);
     if (rc == FLUXON_OK && rtt_ns_p) *rtt_ns_p = t1 - t0;
     return rc;
-}
-
-/* ---- json-returning calls: owner stats and cluster nodes ---- */
-typedef struct client_json {
-    fx_client_call_t call;
-    uint16_t type;
-    char *json; /* fx_malloc'ed by the reactor */
-    size_t len;
-} client_json_t;
-
-static void client_json_free(fx_client_call_t *call)
-{
-    client_json_t *j = (client_json_t *)call;
-    if (fx_client_call_release(call)) {
-        sem_destroy(&call->done);
-        fx_free(j->json);
-        fx_free(j);
-    }
 }
 
 static const char *client_role_label(uint64_t role)
@@ -393,80 +315,52 @@ static char *client_nodes_to_json(const fx_body_nodes_t *b, size_t *len_p)
     return out;
 }
 
-static void client_on_json(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
-                           fx_arena_t *arena)
+/* Asks the owner (stats) or, through it, the master (nodes) and renders JSON. */
+static int client_json_call(fluxon_client *cl, uint16_t type, char *json, size_t cap, size_t *len_p)
 {
-    client_json_t *j = arg;
-    fluxon_client *cl = j->call.cl;
-    if (status == FLUXON_OK && j->type == FX_MSG_OWNER_STATS) {
+    if (!cl || !len_p || (!json && cap)) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint8_t *resp = NULL;
+    uint32_t rlen = 0;
+    int rc = fx_client_rpc(cl, type, fx_malloc(1), 0, &resp, &rlen);
+    char *out = NULL;
+    size_t len = 0;
+    fx_arena_t arena = {0};
+    if (rc == FLUXON_OK && type == FX_MSG_OWNER_STATS) {
         fx_body_json_t b;
-        fx_body_json_decode(body, h->body_len, &b, arena);
-        char client_part[256];
-        int cn = snprintf(client_part, sizeof client_part,
+        rc = fx_body_json_decode(resp, rlen, &b, &arena);
+        char head[256];
+        int hn = snprintf(head, sizeof head,
                           "{\"client\":{\"node_id\":\"%s\",\"requests\":%llu,\"errors\":%llu,"
                           "\"timeouts\":%llu},\"owner\":",
                           cl->cfg.node_id, (unsigned long long)__atomic_load_n(&cl->requests, __ATOMIC_RELAXED),
                           (unsigned long long)__atomic_load_n(&cl->errors, __ATOMIC_RELAXED),
                           (unsigned long long)__atomic_load_n(&cl->timeouts, __ATOMIC_RELAXED));
-        j->json = fx_malloc((size_t)cn + b.json.len + 2);
-        if (!j->json) {
-            status = FLUXON_ERR_NOMEM;
-        } else {
-            memcpy(j->json, client_part, (size_t)cn);
-            memcpy(j->json + cn, b.json.p, b.json.len);
-            j->len = (size_t)cn + b.json.len;
-            j->json[j->len++] = '}';
-            j->json[j->len] = 0;
+        out = rc == FLUXON_OK ? fx_malloc((size_t)hn + b.json.len + 2) : NULL;
+        if (rc == FLUXON_OK && !out) rc = FLUXON_ERR_NOMEM;
+        if (out) {
+            memcpy(out, head, (size_t)hn);
+            memcpy(out + hn, b.json.p, b.json.len);
+            len = (size_t)hn + b.json.len;
+            out[len++] = '}';
+            out[len] = 0;
         }
-    } else if (status == FLUXON_OK) {
+    } else if (rc == FLUXON_OK) {
         fx_body_nodes_t b;
-        fx_body_nodes_decode(body, h->body_len, &b, arena);
-        j->json = client_nodes_to_json(&b, &j->len);
-        if (!j->json) status = FLUXON_ERR_PROTOCOL;
+        rc = fx_body_nodes_decode(resp, rlen, &b, &arena);
+        if (rc == FLUXON_OK && !(out = client_nodes_to_json(&b, &len))) rc = FLUXON_ERR_PROTOCOL;
     }
-    fx_client_call_done(&j->call, status);
-    client_json_free(&j->call);
-}
-
-static void client_run_json(void *arg)
-{
-    client_json_t *j = arg;
-    fx_conn_t *c = j->call.cl->conn;
-    fx_body_empty_t e;
-    uint32_t to = j->call.cl->cfg.timeout_ms;
-    int rc = FLUXON_ERR_UNAVAILABLE;
-    if (c && j->type == FX_MSG_OWNER_STATS)
-        rc = FX_RPC_CALL(c, OWNER_STATS, empty, &e, to, client_on_json, j);
-    else if (c)
-        rc = FX_RPC_CALL(c, CLUSTER_NODES, empty, &e, to, client_on_json, j);
-    if (rc != FLUXON_OK) {
-        fx_client_call_done(&j->call, rc);
-        client_json_free(&j->call);
-    }
-}
-
-static int client_json_call(fluxon_client *cl, uint16_t type, char *json, size_t cap, size_t *len_p)
-{
-    if (!cl || !len_p || (!json && cap)) return FLUXON_ERR_INVALID_ARGUMENT;
-    client_json_t *j = fx_calloc(1, sizeof *j);
-    if (!j) return FLUXON_ERR_NOMEM;
-    j->call.run = client_run_json;
-    j->type = type;
-    int rc = fx_client_call(cl, &j->call);
-    if (!j->call.posted) {
-        fx_free(j);
-        return rc;
-    }
+    fx_arena_free(&arena);
+    fx_free(resp);
     if (rc == FLUXON_OK) {
-        if (j->len + 1 > cap) {
-            *len_p = j->len;
+        if (len + 1 > cap) {
+            *len_p = len;
             rc = FLUXON_ERR_INVALID_ARGUMENT;
         } else {
-            memcpy(json, j->json, j->len + 1);
-            *len_p = j->len;
+            memcpy(json, out, len + 1);
+            *len_p = len;
         }
     }
-    client_json_free(&j->call);
+    fx_free(out);
     return rc;
 }
 

@@ -7,6 +7,8 @@
 #include <poll.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -88,15 +90,14 @@ static void ck_obj_free(ck_obj_t *o)
     fx_free(o);
 }
 
-/* ---- generic request: encoded by the caller, carried by the reactor ---- */
+/* ---- requests: encoded and sent by the calling thread, answered via the reactor ---- */
 typedef void (*ck_resp_hook)(fluxon_client *cl, void *ctx, int status, const uint8_t *body, uint32_t len);
 
 typedef struct ck_rpc {
-    fx_client_call_t call;
-    uint16_t type;
-    uint8_t *req;
-    uint32_t req_len;
-    bool oneway;
+    int refs; /* atomic: the caller + the pending map */
+    sem_t done;
+    int status;
+    uint64_t id;
     ck_resp_hook hook; /* runs on the reactor before the caller wakes */
     void *hook_ctx;
     uint8_t *resp;
@@ -105,18 +106,41 @@ typedef struct ck_rpc {
 
 static void ck_rpc_unref(ck_rpc_t *r)
 {
-    if (fx_client_call_release(&r->call)) {
-        sem_destroy(&r->call.done);
-        fx_free(r->req);
+    if (__atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        sem_destroy(&r->done);
         fx_free(r->resp);
         fx_free(r);
     }
 }
 
-static void ck_on_resp(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+static ck_rpc_t *ck_pending_take(fluxon_client *cl, uint64_t id)
 {
-    ck_rpc_t *r = arg;
-    if (h && h->body_len) {
+    void *v = NULL;
+    pthread_mutex_lock(&cl->pend_lock);
+    fx_hmap_del(cl->pending, &id, sizeof id, &v);
+    pthread_mutex_unlock(&cl->pend_lock);
+    return v;
+}
+
+static void ck_rpc_finish(fluxon_client *cl, ck_rpc_t *r, int status)
+{
+    if (r->hook) r->hook(cl, r->hook_ctx, status, r->resp, r->resp_len);
+    r->status = status;
+    sem_post(&r->done);
+    ck_rpc_unref(r);
+}
+
+/* Reactor thread: the response to a request some caller sent directly. */
+static void ck_on_response(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    fluxon_client *cl = fx_conn_ud(c);
+    ck_rpc_t *r = ck_pending_take(cl, h->req_id);
+    if (!r) {
+        FX_DEBUG("late response %llu (%s) dropped", (unsigned long long)h->req_id, fx_msg_name(h->type));
+        return;
+    }
+    int status = h->status;
+    if (h->body_len) {
         r->resp = fx_malloc(h->body_len);
         if (r->resp) {
             memcpy(r->resp, body, h->body_len);
@@ -125,77 +149,147 @@ static void ck_on_resp(void *arg, int status, const fx_frame_header_t *h, const 
             status = FLUXON_ERR_NOMEM;
         }
     }
-    if (r->hook) r->hook(r->call.cl, r->hook_ctx, status, r->resp, r->resp_len);
-    fx_client_call_done(&r->call, status);
-    ck_rpc_unref(r);
+    ck_rpc_finish(cl, r, status);
 }
 
-static void ck_run(void *arg)
+/* Reactor thread: the owner is gone; every waiting caller gets UNAVAILABLE. */
+static void ck_fail_pending(fluxon_client *cl)
 {
-    ck_rpc_t *r = arg;
-    fx_conn_t *c = r->call.cl->conn;
-    int rc = FLUXON_ERR_UNAVAILABLE;
-    uint64_t rid = 0;
-    if (c && !r->oneway) rid = fx_rpc_register(c, r->call.cl->cfg.timeout_ms, ck_on_resp, r);
-    if (c && (r->oneway || rid)) {
-        fx_frame_header_t h = {FX_FRAME_MAGIC, r->type, 0, r->req_len, 0, rid};
-        rc = fx_conn_send_bytes(c, &h, r->req);
-        if (rc != FLUXON_OK && rid) fx_rpc_forget(c, rid);
-    }
-    if (r->oneway || rc != FLUXON_OK) {
-        if (r->hook && !r->oneway) r->hook(r->call.cl, r->hook_ctx, rc, NULL, 0);
-        fx_client_call_done(&r->call, rc);
-        ck_rpc_unref(r);
+    for (;;) {
+        ck_rpc_t *r = NULL;
+        pthread_mutex_lock(&cl->pend_lock);
+        fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+        const char *k;
+        size_t kl;
+        void *v;
+        if (fx_hmap_iter_next(cl->pending, &it, &k, &kl, &v)) {
+            fx_hmap_del(cl->pending, k, kl, NULL);
+            r = v;
+        }
+        pthread_mutex_unlock(&cl->pend_lock);
+        if (!r) return;
+        ck_rpc_finish(cl, r, FLUXON_ERR_UNAVAILABLE);
     }
 }
 
-/* Sends type with an encoded body (taken over) and waits for the answer. On return,
- * resp_p and resp_len_p receive the response body (caller frees with fx_free), also for an
- * error status (an error body). */
+FX_INTERNAL int fx_client_write(fluxon_client *cl, const fx_frame_header_t *h, const void *body)
+{
+    uint8_t hb[FX_FRAME_HEADER_BYTES];
+    fx_frame_header_encode(h, hb);
+    struct iovec iov[2] = {{hb, sizeof hb}, {(void *)body, h->body_len}};
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = h->body_len ? 2 : 1};
+    uint64_t deadline = fx_now_ms() + cl->cfg.timeout_ms;
+    int rc = FLUXON_OK;
+    pthread_mutex_lock(&cl->io_lock);
+    while (msg.msg_iovlen) {
+        ssize_t n = sendmsg(cl->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+            uint64_t now = fx_now_ms();
+            if (now >= deadline) {
+                rc = FLUXON_ERR_TIMEOUT;
+                break;
+            }
+            struct pollfd p = {cl->sock, POLLOUT, 0};
+            poll(&p, 1, (int)(deadline - now));
+            continue;
+        }
+        if (n < 0) {
+            rc = FLUXON_ERR_UNAVAILABLE;
+            break;
+        }
+        size_t left = (size_t)n; /* advance past what went out */
+        while (msg.msg_iovlen && left >= msg.msg_iov[0].iov_len) {
+            left -= msg.msg_iov[0].iov_len;
+            msg.msg_iov++;
+            msg.msg_iovlen--;
+        }
+        if (msg.msg_iovlen) {
+            msg.msg_iov[0].iov_base = (uint8_t *)msg.msg_iov[0].iov_base + left;
+            msg.msg_iov[0].iov_len -= left;
+        }
+    }
+    pthread_mutex_unlock(&cl->io_lock);
+    return rc;
+}
+
+/* Sends type with an encoded body (taken over) and, unless one-way, waits for the
+ * answer. On return resp_p and resp_len_p receive the response body (fx_free), also for
+ * an error status (an error body). */
 static int ck_call(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t req_len, ck_resp_hook hook,
                    void *hook_ctx, uint8_t **resp_p, uint32_t *resp_len_p, bool oneway)
 {
+    __atomic_add_fetch(&cl->requests, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&cl->owner_lost, __ATOMIC_ACQUIRE)) {
+        fx_free(req);
+        __atomic_add_fetch(&cl->errors, 1, __ATOMIC_RELAXED);
+        return FLUXON_ERR_UNAVAILABLE;
+    }
+    if (oneway) { /* fire and forget */
+        fx_frame_header_t h = {FX_FRAME_MAGIC, type, 0, req_len, 0, 0};
+        int rc = fx_client_write(cl, &h, req);
+        fx_free(req);
+        return rc;
+    }
     ck_rpc_t *r = fx_calloc(1, sizeof *r);
     if (!r) {
         fx_free(req);
         return FLUXON_ERR_NOMEM;
     }
-    r->call.run = ck_run;
-    r->type = type;
-    r->req = req;
-    r->req_len = req_len;
-    r->oneway = oneway;
+    r->refs = 2;
+    sem_init(&r->done, 0, 0);
     r->hook = hook;
     r->hook_ctx = hook_ctx;
-    if (oneway) { /* fire and forget: the reactor sends it and frees it, nobody waits */
-        r->call.cl = cl;
-        r->call.refs = 1;
-        sem_init(&r->call.done, 0, 0);
-        if (__atomic_load_n(&cl->owner_lost, __ATOMIC_ACQUIRE) || fx_reactor_post(cl->r, ck_run, r) != FLUXON_OK) {
-            sem_destroy(&r->call.done);
-            fx_free(r->req);
-            fx_free(r);
-            return FLUXON_ERR_UNAVAILABLE;
-        }
-        return FLUXON_OK;
-    }
-    int rc = fx_client_call(cl, &r->call);
-    if (!r->call.posted) {
-        fx_free(r->req);
+    r->id = __atomic_add_fetch(&cl->next_req_id, 1, __ATOMIC_RELAXED) | (1ull << 62);
+    pthread_mutex_lock(&cl->pend_lock);
+    int rc = fx_hmap_put(cl->pending, &r->id, sizeof r->id, r, NULL);
+    pthread_mutex_unlock(&cl->pend_lock);
+    if (rc != FLUXON_OK) {
+        fx_free(req);
+        sem_destroy(&r->done);
         fx_free(r);
         return rc;
+    }
+    fx_frame_header_t h = {FX_FRAME_MAGIC, type, 0, req_len, 0, r->id};
+    rc = fx_client_write(cl, &h, req);
+    fx_free(req);
+    if (rc == FLUXON_OK) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)cl->cfg.timeout_ms * 1000000ull;
+        ts.tv_sec += (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        int w;
+        while ((w = sem_timedwait(&r->done, &ts)) != 0 && errno == EINTR) {}
+        if (w == 0) {
+            rc = r->status;
+        } else if (ck_pending_take(cl, r->id) == r) {
+            rc = FLUXON_ERR_TIMEOUT; /* withdrawn: the reactor will not touch it */
+            __atomic_add_fetch(&cl->timeouts, 1, __ATOMIC_RELAXED);
+            ck_rpc_unref(r);
+        } else {
+            while (sem_wait(&r->done) != 0 && errno == EINTR) {} /* being answered right now */
+            rc = r->status;
+        }
+    } else if (ck_pending_take(cl, r->id) == r) {
+        ck_rpc_unref(r);
+    } else {
+        while (sem_wait(&r->done) != 0 && errno == EINTR) {}
     }
     if (resp_p) {
         *resp_p = r->resp;
         *resp_len_p = r->resp_len;
         r->resp = NULL;
     }
-    if (rc == FLUXON_ERR_TIMEOUT && r->hook) {
-        /* the reactor may still run the hook later: it must not touch the caller's ctx */
-        r->hook = NULL;
-    }
+    if (rc < 0) __atomic_add_fetch(&cl->errors, 1, __ATOMIC_RELAXED);
     ck_rpc_unref(r);
     return rc;
+}
+
+FX_INTERNAL int fx_client_rpc(fluxon_client *cl, uint16_t type, uint8_t *body, uint32_t body_len,
+                              uint8_t **resp_p, uint32_t *resp_len_p)
+{
+    return ck_call(cl, type, body, body_len, NULL, NULL, resp_p, resp_len_p, false);
 }
 
 #define CK_ENCODE(bodykind, bp, out_buf, out_len)                        \
@@ -922,6 +1016,7 @@ FX_INTERNAL bool fx_client_kv_notification(fluxon_client *cl, const fx_frame_hea
 
 FX_INTERNAL void fx_client_kv_owner_lost(fluxon_client *cl)
 {
+    ck_fail_pending(cl);
     ck_state_t *s = ck(cl);
     fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
     const char *k;
@@ -932,6 +1027,12 @@ FX_INTERNAL void fx_client_kv_owner_lost(fluxon_client *cl)
         ck_future_complete(v, FLUXON_ERR_UNAVAILABLE);
         ck_future_unref(v);
     }
+}
+
+FX_INTERNAL void fx_client_kv_on_response(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
+                                          fx_arena_t *arena)
+{
+    ck_on_response(c, h, body, arena);
 }
 
 FX_INTERNAL int fx_client_kv_init(fluxon_client *cl)

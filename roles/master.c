@@ -14,7 +14,7 @@
 static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena);
 static void master_on_close(fx_conn_t *c, int status);
-static const fx_conn_ops_t master_peer_ops = {master_on_request, master_on_close};
+static const fx_conn_ops_t master_peer_ops = {master_on_request, master_on_close, NULL};
 
 static master_node_t *master_find_node(fx_master_t *m, const char *node_id)
 {

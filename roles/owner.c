@@ -15,11 +15,11 @@ static void owner_master_connect(fx_owner_t *o);
 static void owner_ext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                                  fx_arena_t *arena);
 static void owner_ext_on_close(fx_conn_t *c, int status);
-static const fx_conn_ops_t owner_ext_ops = {owner_ext_on_request, owner_ext_on_close};
+static const fx_conn_ops_t owner_ext_ops = {owner_ext_on_request, owner_ext_on_close, NULL};
 static void owner_master_on_close(fx_conn_t *c, int status);
 static void owner_master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                                     fx_arena_t *arena);
-static const fx_conn_ops_t owner_master_ops = {owner_master_on_request, owner_master_on_close};
+static const fx_conn_ops_t owner_master_ops = {owner_master_on_request, owner_master_on_close, NULL};
 
 static void owner_signal_ready(fx_owner_t *o, int status)
 {

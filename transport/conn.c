@@ -437,6 +437,8 @@ static void conn_parse(fx_conn_t *c)
             if (e) {
                 e->cb(e->arg, h.status, &h, body, &c->arena);
                 fx_free(e);
+            } else if (c->ops->on_response) {
+                c->ops->on_response(c, &h, body, &c->arena);
             } else {
                 FX_DEBUG("late or unknown response %llu (%s) from %s dropped",
                          (unsigned long long)h.req_id, fx_msg_name(h.type), c->desc);

@@ -20,6 +20,10 @@ typedef struct fx_conn_ops {
      * returns, the conn must not be used except through a reference taken with
      * fx_conn_ref. */
     void (*on_close)(fx_conn_t *c, int status);
+    /* Optional: a response whose req_id is not a pending rpc of this conn (requests the
+     * owner of the conn sent by other means, e.g. directly on the socket). */
+    void (*on_response)(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
+                        fx_arena_t *arena);
 } fx_conn_ops_t;
 
 /* Takes ownership of fd (non-blocking socket) and starts receiving. desc names the
