@@ -213,6 +213,23 @@ FX_INTERNAL int fx_client_write(fluxon_client *cl, const fx_frame_header_t *h, c
     return rc;
 }
 
+/* One-way frames (release, consume) are handed to the reactor, which writes them in
+ * order: the caller pays a queue push instead of a socket write. Only the order among
+ * one-way frames matters (consume before release of the same plan), and it holds. */
+typedef struct ck_oneway {
+    fluxon_client *cl;
+    fx_frame_header_t h;
+    uint8_t *body;
+} ck_oneway_t;
+
+static void ck_oneway_send(void *arg)
+{
+    ck_oneway_t *w = arg;
+    if (!__atomic_load_n(&w->cl->owner_lost, __ATOMIC_ACQUIRE)) fx_client_write(w->cl, &w->h, w->body);
+    fx_free(w->body);
+    fx_free(w);
+}
+
 /* Sends type with an encoded body (taken over) and, unless one-way, waits for the
  * answer. On return resp_p and resp_len_p receive the response body (fx_free), also for
  * an error status (an error body). */
@@ -225,11 +242,19 @@ static int ck_call(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t req_
         __atomic_add_fetch(&cl->errors, 1, __ATOMIC_RELAXED);
         return FLUXON_ERR_UNAVAILABLE;
     }
-    if (oneway) { /* fire and forget */
-        fx_frame_header_t h = {FX_FRAME_MAGIC, type, 0, req_len, 0, 0};
-        int rc = fx_client_write(cl, &h, req);
-        fx_free(req);
-        return rc;
+    if (oneway) { /* fire and forget: the reactor writes it, the caller does not wait */
+        ck_oneway_t *w = fx_malloc(sizeof *w);
+        if (!w) {
+            fx_free(req);
+            return FLUXON_ERR_NOMEM;
+        }
+        *w = (ck_oneway_t){cl, {FX_FRAME_MAGIC, type, 0, req_len, 0, 0}, req};
+        if (fx_reactor_post(cl->r, ck_oneway_send, w) != FLUXON_OK) {
+            fx_free(req);
+            fx_free(w);
+            return FLUXON_ERR_NOMEM;
+        }
+        return FLUXON_OK;
     }
     ck_rpc_t *r = fx_calloc(1, sizeof *r);
     if (!r) {
