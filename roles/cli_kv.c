@@ -117,10 +117,19 @@ typedef struct kv_ls {
     size_t total;
 } kv_ls_t;
 
+/* One key per line; bytes that would break the line structure (control characters,
+ * backslash) are printed as C escapes so every line is exactly one key. */
 static void kv_ls_print(void *arg, const char *key)
 {
     kv_ls_t *l = arg;
-    puts(key);
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        if (*p == '\\') fputs("\\\\", stdout);
+        else if (*p == '\n') fputs("\\n", stdout);
+        else if (*p == '\t') fputs("\\t", stdout);
+        else if (*p < 0x20 || *p == 0x7f) printf("\\x%02x", *p);
+        else putchar(*p);
+    }
+    putchar('\n');
     snprintf(l->last, sizeof l->last, "%s", key);
     l->total++;
 }
