@@ -72,7 +72,7 @@ fluxon.h: include/fluxon.h
 	cp $< $@
 
 # internals unused by the library itself (bench and test entry points) are static here
-$(BUILD)/fluxon.o: fluxon.c | $(SETUP_OK)
+$(BUILD)/fluxon.o: fluxon.c fluxon.h | $(SETUP_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -Wno-unused-function -c $< -o $@
 

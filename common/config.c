@@ -28,7 +28,7 @@ enum {
     CFG_K_MAX_FRAME, CFG_K_LISTEN, CFG_K_METRICS, CFG_K_INFLIGHT_TTL, CFG_K_HB_TIMEOUT,
     CFG_K_NODE_ID, CFG_K_MASTER, CFG_K_SOCKET, CFG_K_SEGMENT, CFG_K_NODE_ROLE, CFG_K_NUMA,
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
-    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES
+    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER
 };
 
 struct cfg_field {
@@ -49,7 +49,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"handle_ttl_ms", CFG_O},               {"heartbeat_interval_ms", CFG_O},
     {"claim_timeout_ms", CFG_O},            {"timeout_ms", CFG_E},
     {"master_timeout_ms", CFG_O},           {"test", CFG_O},
-    {"hot_capacity_bytes", CFG_O},
+    {"hot_capacity_bytes", CFG_O},          {"sub_cluster", CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -424,6 +424,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_CLAIM_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->claim_timeout_ms);
     case CFG_K_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->timeout_ms);
     case CFG_K_MASTER_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->master_timeout_ms);
+    case CFG_K_SUB_CLUSTER: return cfg_get_id(c, path, v, false, cfg->sub_cluster);
     case CFG_K_TEST: return cfg_parse_test(c, v, cfg);
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;

@@ -49,6 +49,7 @@ typedef struct fx_config {
     char socket_path[FX_PATH_MAX];        /* owner: where it listens; external: owner's */
     uint64_t segment_bytes;               /* ["1GiB"], multiple of 4096 */
     fx_node_role_t node_role;             /* ["gpu_owner"] */
+    char sub_cluster[FX_ID_MAX];          /* placement group for preferred_sub_cluster [""] */
     int numa_node;                        /* [-1] = no placement; >= -1 */
     uint64_t grant_bytes;                 /* "reserve.grant_bytes" ["512MiB"], x4096 */
     bool has_expected;                    /* "reserve.expected" present */

@@ -175,6 +175,7 @@ int fluxon_wait_local_segments_ready(fluxon_client *client, uint32_t timeout_ms,
 #define FLUXON_PUT_OPT_ATOMIC_GROUPS      (1ull << 5)
 #define FLUXON_PUT_OPT_LEASE_ID           (1ull << 6)
 #define FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER (1ull << 7)
+#define FLUXON_PUT_OPT_LOCAL_FIRST        (1ull << 8)
 
 typedef struct fluxon_put_options {
     uint64_t field_mask;                   /* FLUXON_PUT_OPT_* bits of the fields set */
@@ -188,7 +189,13 @@ typedef struct fluxon_put_options {
                                               n_atomic_groups lengths > 0 summing to n_keys */
     size_t n_atomic_groups;
     uint64_t lease_id;                     /* 0: no lease (never bound by default) */
-    const char *preferred_sub_cluster;     /* NULL: none */
+    const char *preferred_sub_cluster;     /* NULL: none. fluxon_put and write_through:
+                                              owners whose config "sub_cluster" equals it
+                                              are tried first, the others after them */
+    int local_first;                       /* fluxon_put: store on this client's owner
+                                              (no placement round trip); the hostless
+                                              local_fast_put path always is local-first.
+                                              Not with write_through (INVALID_ARGUMENT) */
 } fluxon_put_options;
 
 /* ---------------------------------------------------------------------------------

@@ -293,22 +293,28 @@ static const char *client_role_label(uint64_t role)
 static char *client_nodes_to_json(const fx_body_nodes_t *b, size_t *len_p)
 {
     size_t n = b->node_ids.n;
-    if (b->roles.n != n || b->generations.n != n || b->alive.n != n || b->segment_bytes.n != n) return NULL;
+    if (b->roles.n != n || b->generations.n != n || b->alive.n != n || b->segment_bytes.n != n ||
+        b->sub_clusters.n != n || b->placed_bytes.n != n)
+        return NULL;
     size_t cap = 64 + n * 256, len = 0;
     char *out = fx_malloc(cap);
     if (!out) return NULL;
     len += (size_t)snprintf(out + len, cap - len, "[");
     for (size_t i = 0; i < n; i++) {
-        char id[FX_ID_MAX];
+        char id[FX_ID_MAX], sc[FX_ID_MAX];
         fx_str_copy(b->node_ids.v[i], id, sizeof id);
+        fx_str_copy(b->sub_clusters.v[i], sc, sizeof sc);
         for (char *q = id; *q; q++)
+            if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '_';
+        for (char *q = sc; *q; q++)
             if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '_';
         len += (size_t)snprintf(out + len, cap - len,
                                 "%s{\"node_id\":\"%s\",\"role\":\"%s\",\"generation\":%llu,"
-                                "\"alive\":%s,\"segment_bytes\":%llu}",
+                                "\"alive\":%s,\"segment_bytes\":%llu,\"sub_cluster\":\"%s\",\"placed_bytes\":%llu}",
                                 i ? "," : "", id, client_role_label(b->roles.v[i]),
                                 (unsigned long long)b->generations.v[i], b->alive.v[i] ? "true" : "false",
-                                (unsigned long long)b->segment_bytes.v[i]);
+                                (unsigned long long)b->segment_bytes.v[i], sc,
+                                (unsigned long long)b->placed_bytes.v[i]);
     }
     len += (size_t)snprintf(out + len, cap - len, "]");
     *len_p = len;

@@ -435,6 +435,11 @@ static int ck_put_start(fluxon_client *cl, const char *const *keys, size_t n, ui
         }
         if (fm & FLUXON_PUT_OPT_LEASE_ID) lease = opts->lease_id;
         if (fm & FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER) preferred = opts->preferred_sub_cluster;
+        if ((fm & FLUXON_PUT_OPT_LOCAL_FIRST) && opts->local_first) {
+            if (flags & FX_PUT_WRITE_THROUGH) rc = FLUXON_ERR_INVALID_ARGUMENT; /* contradictory */
+            flags = (flags & ~FX_PUT_PLACE) | FX_PUT_LOCAL_FIRST;
+        }
+        if (preferred && (strlen(preferred) == 0 || strlen(preferred) >= FX_ID_MAX)) rc = FLUXON_ERR_INVALID_ARGUMENT;
     }
     if (rc != FLUXON_OK) {
         fx_free(kv);
@@ -853,7 +858,7 @@ int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t v
     }
     fluxon_plan *plan = NULL;
     int st = FLUXON_OK;
-    int rc = ck_put_start(cl, &key, 1, value_len, opts, 0, &plan, &st);
+    int rc = ck_put_start(cl, &key, 1, value_len, opts, FX_PUT_PLACE, &plan, &st);
     if (rc != FLUXON_OK) return rc;
     if (st != FLUXON_OK) {
         fluxon_put_abort(cl, plan);

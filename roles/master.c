@@ -169,6 +169,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->grant_bytes = b.grant_bytes;
     n->segment_bytes = b.segment_bytes;
     n->segment_base = b.segment_base;
+    fx_str_copy(b.sub_cluster, n->sub_cluster, sizeof n->sub_cluster);
     n->alive = true;
     n->last_heartbeat_ms = fx_now_ms();
     n->peer = p;
@@ -214,20 +215,21 @@ static void master_handle_nodes(master_peer_t *p, const fx_frame_header_t *h)
 {
     fx_master_t *m = p->m;
     size_t n = m->n_nodes + 1;
-    fx_str_t *ids = fx_calloc(n, sizeof *ids);
-    uint64_t *cols = fx_calloc(4 * n, sizeof *cols);
+    fx_str_t *ids = fx_calloc(2 * n, sizeof *ids), *scs = ids ? ids + n : NULL;
+    uint64_t *cols = fx_calloc(5 * n, sizeof *cols);
     if (!ids || !cols) {
         fx_free(ids);
         fx_free(cols);
         fx_conn_reply_error(p->conn, h, FLUXON_ERR_NOMEM, "cluster nodes: out of memory");
         return;
     }
-    uint64_t *roles = cols, *gens = cols + n, *alive = cols + 2 * n, *seg = cols + 3 * n;
+    uint64_t *roles = cols, *gens = cols + n, *alive = cols + 2 * n, *seg = cols + 3 * n, *placed = cols + 4 * n;
     ids[0] = fx_str_c(m->cfg.node_id[0] ? m->cfg.node_id : "master");
     roles[0] = FX_ROLE_MASTER;
     gens[0] = m->generation;
     alive[0] = 1;
     seg[0] = 0;
+    scs[0] = fx_str_c("");
     for (size_t i = 0; i < m->n_nodes; i++) {
         master_node_t *nd = m->nodes[i];
         ids[i + 1] = fx_str_c(nd->node_id);
@@ -235,9 +237,11 @@ static void master_handle_nodes(master_peer_t *p, const fx_frame_header_t *h)
         gens[i + 1] = nd->generation;
         alive[i + 1] = nd->alive;
         seg[i + 1] = nd->segment_bytes;
+        scs[i + 1] = fx_str_c(nd->sub_cluster);
+        placed[i + 1] = nd->placed_bytes;
     }
     fx_body_nodes_t b = {{ids, (uint32_t)n}, {roles, (uint32_t)n}, {gens, (uint32_t)n},
-                         {alive, (uint32_t)n}, {seg, (uint32_t)n}};
+                         {alive, (uint32_t)n}, {seg, (uint32_t)n}, {scs, (uint32_t)n}, {placed, (uint32_t)n}};
     FX_CONN_REPLY(p->conn, h, nodes, &b);
     fx_free(ids);
     fx_free(cols);

@@ -21,6 +21,8 @@ typedef struct master_node {
     uint8_t *ucx_address, *rkey;
     uint32_t ucx_address_len, rkey_len;
     uint64_t grant_bytes;
+    char sub_cluster[FX_ID_MAX]; /* "" = none (placement: preferred_sub_cluster) */
+    uint64_t placed_bytes;       /* bytes of ranges allocated for placed values (this generation) */
     struct fx_offset_alloc *alloc; /* payload range [4096, segment_bytes) of this generation */
     uint64_t next_grant_id;
     /* during REGISTER only: the grants the owner already holds (a restarted master

@@ -29,74 +29,12 @@
 
 #include "hmap.h"
 #include "log.h"
-#include "master_kv_aux.h"
+#include "master_kv_int.h"
 #include "offset_alloc.h"
 #include "prefix_index.h"
 
-#define MKV_MAX_REPLICAS 4u
-#define MKV_MAX_KEY 1024u
-#define MKV_DEDUP_ACKS 1024u
-#define MKV_MAX_GRANTS 64u
-#define MKV_LEASE_TICK_MS 20u
-#define MKV_LEASE_TTL_MAX 86400000ull
-#define MKV_LIST_DEFAULT 1000u
-#define MKV_LIST_MAX 10000u
-#define MKV_ST(s) ((uint64_t)(int64_t)(s))
-/* printf arguments for a key view, truncated to 80 bytes */
-#define MKV_KEYF(s) (int)FX_MIN((s).len, 80u), ((s).p ? (s).p : "")
-
-typedef struct mkv_replica {
-    master_node_t *node;
-    uint64_t generation, offset;
-} mkv_replica_t;
-
-typedef struct mkv_route {
-    uint64_t value_len, put_ms, lease_id;
-    uint32_t put_ver, group_len, n_rep;
-    mkv_replica_t rep[MKV_MAX_REPLICAS];
-} mkv_route_t;
-
-typedef struct mkv_ack {
-    uint64_t batch_id;
-    uint8_t *body; /* encoded put_done_ack body; NULL = ring slot empty */
-    size_t len;
-} mkv_ack_t;
-
-/* per-node state (master_node_t.kv): acks of the last MKV_DEDUP_ACKS batches (T1) */
-typedef struct mkv_node {
-    uint64_t generation; /* the generation the state below belongs to */
-    fx_hmap_t *acks;     /* batch_id (8 bytes) -> mkv_ack_t in ring */
-    uint32_t ring_next;
-    mkv_ack_t ring[MKV_DEDUP_ACKS];
-} mkv_node_t;
-
-#define MKV_COUNTERS(X)                                                                  \
-    X(put_done_batches) X(put_dedup) X(puts) X(put_converged) X(put_rejected) X(lookups)      \
-    X(lookup_hits) X(get_done_replicas) X(get_done_stale) X(deletes) X(invalidations_sent)   \
-    X(invalidate_msgs) X(grants) X(leases_granted) X(leases_expired) X(lease_routes_expired) \
-    X(generation_routes_dropped) X(error_replies) X(evict_batches) X(evicted_replicas) X(evict_stale)  \
-    X(evict_routes_deleted)
-
-typedef struct mkv {
-    fx_master_t *m;
-    fx_hmap_t *routes; /* key -> mkv_route_t */
-    fx_prefix_index_t *index;
-    fx_lease_table_t *leases;
-    fx_timer_t lease_timer;
-    uint64_t last_put_ms;
-    uint32_t last_put_ver;
-    uint64_t replicas;
-    struct {
-#define MKV_FIELD(name) uint64_t name;
-        MKV_COUNTERS(MKV_FIELD)
-#undef MKV_FIELD
-    } c;
-} mkv_t;
-
 /* ---- small helpers ---- */
-static void mkv_fail(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, int status,
-                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void mkv_fail(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, int status,
+FX_INTERNAL void mkv_fail(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, int status,
                      const char *fmt, ...)
 {
     char msg[400];
@@ -110,20 +48,7 @@ static void mkv_fail(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, int
     if (h->req_id) fx_conn_reply_error(p->conn, h, status, "%s", msg);
 }
 
-#define MKV_REPLY(p, h, body, bp)                                                    \
-    do {                                                                             \
-        if ((h)->req_id) (void)FX_CONN_REPLY((p)->conn, (h), body, (bp));             \
-    } while (0)
-
-#define MKV_DECODE(s, p, h, body, arena, kind, b)                                    \
-    do {                                                                             \
-        if (fx_body_##kind##_decode((body), (h)->body_len, (b), (arena)) != FLUXON_OK) { \
-            mkv_fail((s), (p), (h), FLUXON_ERR_PROTOCOL, "body does not decode as " #kind); \
-            return;                                                                  \
-        }                                                                            \
-    } while (0)
-
-static master_node_t *mkv_need_node(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h)
+FX_INTERNAL master_node_t *mkv_need_node(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h)
 {
     master_node_t *n = p->node;
     if (!n || !n->kv) {
@@ -135,7 +60,6 @@ static master_node_t *mkv_need_node(mkv_t *s, master_peer_t *p, const fx_frame_h
     return n;
 }
 
-static void *mkv_arena_u64(fx_arena_t *a, size_t n) { return fx_arena_alloc(a, (n ? n : 1) * 8); }
 
 static uint64_t mkv_realtime_ms(void) { return fx_realtime_ns() / 1000000ull; }
 
@@ -156,7 +80,6 @@ static void mkv_next_put_id(mkv_t *s, uint64_t *ms, uint32_t *ver)
     *ver = s->last_put_ver;
 }
 
-static bool mkv_key_ok(fx_str_t k) { return k.len >= 1 && k.len <= MKV_MAX_KEY && k.p; }
 
 /* the value [offset, offset + value_len) lies in the payload range of n's segment */
 static bool mkv_range_ok(const master_node_t *n, uint64_t offset, uint64_t value_len)
@@ -165,30 +88,10 @@ static bool mkv_range_ok(const master_node_t *n, uint64_t offset, uint64_t value
            value_len <= n->segment_bytes - offset;
 }
 
-static bool mkv_replica_alive(const mkv_replica_t *r)
-{
-    return r->node->alive && r->node->generation == r->generation;
-}
-
-static bool mkv_route_has_alive(const mkv_route_t *r)
-{
-    for (uint32_t i = 0; i < r->n_rep; i++)
-        if (mkv_replica_alive(&r->rep[i])) return true;
-    return false;
-}
-
-static int mkv_route_find(const mkv_route_t *r, const master_node_t *n, uint64_t offset)
-{
-    for (uint32_t i = 0; i < r->n_rep; i++)
-        if (r->rep[i].node == n && r->rep[i].generation == n->generation && r->rep[i].offset == offset)
-            return (int)i;
-    return -1;
-}
-
 static bool mkv_lease_live(mkv_t *s, uint64_t id) { return fx_lease_live(s->leases, id, fx_now_ms()); }
 
 /* ---- invalidations ---- */
-static void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
+FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
 {
     fx_mkv_inv_flush(v, &s->c.invalidations_sent, &s->c.invalidate_msgs);
 }
@@ -198,7 +101,7 @@ static void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
 static void mkv_inv_route(fx_mkv_inv_t *v, const char *key, size_t klen, const mkv_route_t *r)
 {
     for (uint32_t i = 0; i < r->n_rep; i++)
-        if (r->rep[i].node->generation == r->rep[i].generation)
+        if (r->rep[i].node->generation == r->rep[i].generation && !r->rep[i].range_bytes) /* ranges: no owner state */
             fx_mkv_inv_add(v, r->rep[i].node, key, klen, r->rep[i].offset, r->put_ms, r->put_ver);
 }
 
@@ -208,6 +111,7 @@ static void mkv_inv_route(fx_mkv_inv_t *v, const char *key, size_t klen, const m
 static void mkv_route_release(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v)
 {
     if (v) mkv_inv_route(v, key, klen, r);
+    for (uint32_t i = 0; i < r->n_rep; i++) fx_mkv_replica_free(s, &r->rep[i]);
     s->replicas -= r->n_rep;
     if (r->lease_id) fx_lease_bind(s->leases, r->lease_id, -1);
     fx_free(r);
@@ -215,7 +119,7 @@ static void mkv_route_release(mkv_t *s, const char *key, size_t klen, mkv_route_
 
 /* Removes the route of key (r is its value) from the map and the prefix index. key may be
  * the map's own copy (iteration): it is used last. */
-static void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v)
+FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v)
 {
     if (fx_prefix_index_remove(s->index, key, klen) != FLUXON_OK)
         FX_ERROR("route %.*s was not in the prefix index", (int)FX_MIN(klen, 80u), key);
@@ -225,7 +129,7 @@ static void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_route_t
 
 /* The route of key, or NULL; a route whose lease expired is deleted here (v collects the
  * invalidations). */
-static mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v)
+FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v)
 {
     mkv_route_t *r = fx_hmap_get(s->routes, key.p, key.len);
     if (r && r->lease_id && !mkv_lease_live(s, r->lease_id)) {
@@ -370,13 +274,35 @@ static bool mkv_put_done_valid(mkv_t *s, master_peer_t *p, const fx_frame_header
     return false;
 }
 
+/* Answers a PUT_DONE and remembers the answer for retries of the same batch (T1). */
+static void mkv_put_done_reply(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, mkv_node_t *ns,
+                               uint64_t batch_id, uint64_t *st, uint64_t *pms, uint64_t *pver, uint32_t nk)
+{
+    (void)s;
+    fx_body_put_done_ack_t ack = {{st, nk}, {pms, nk}, {pver, nk}};
+    size_t len = fx_body_put_done_ack_size(&ack);
+    uint8_t *enc = fx_malloc(len ? len : 1);
+    if (enc) {
+        fx_body_put_done_ack_encode(&ack, enc);
+        mkv_send_body(p, h, enc, len);
+        if (!mkv_ack_remember(ns, batch_id, enc, len)) {
+            FX_ERROR("put_done batch %llu: out of memory remembering the ack (a retry would re-apply)",
+                     (unsigned long long)batch_id);
+            fx_free(enc);
+        }
+    } else {
+        FX_ERROR("put_done batch %llu: out of memory encoding the ack", (unsigned long long)batch_id);
+        MKV_REPLY(p, h, put_done_ack, &ack);
+    }
+}
+
 static void mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                          fx_arena_t *arena)
 {
     fx_body_put_done_t b;
     MKV_DECODE(s, p, h, body, arena, put_done, &b);
     master_node_t *n = mkv_need_node(s, p, h);
-    if (!n || !mkv_put_done_valid(s, p, h, n, &b)) return;
+    if (!n) return;
     mkv_node_t *ns = n->kv;
     mkv_ack_t *prev = fx_hmap_get(ns->acks, &b.batch_id, sizeof b.batch_id);
     if (prev) { /* T1: a retry gets the same answer, nothing is applied twice */
@@ -387,11 +313,41 @@ static void mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     }
     uint32_t nk = b.keys.n;
     uint64_t *st = mkv_arena_u64(arena, nk), *pms = mkv_arena_u64(arena, nk), *pver = mkv_arena_u64(arena, nk);
-    uint8_t *act = fx_arena_alloc(arena, nk);
-    if (!st || !pms || !pver || !act) {
+    uint8_t *act = fx_arena_alloc(arena, nk), *kept = fx_arena_alloc(arena, nk ? nk : 1);
+    if (!st || !pms || !pver || !act || !kept) {
         mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "put_done batch %llu: out of memory", (unsigned long long)b.batch_id);
         return;
     }
+    /* a placed batch (PUT_PLACE): its in-flight record says where the values are */
+    mkv_inflight_t *rec = NULL;
+    master_node_t *tn = n;
+    if (b.put_token) {
+        int tst;
+        const char *why;
+        rec = fx_mplace_take(s, n, &b, &tst, &why);
+        if (!rec && tst != FLUXON_ERR_STALE) {
+            mkv_fail(s, p, h, tst, "put_done batch %llu from %s, put_token %llu: %s", (unsigned long long)b.batch_id,
+                     n->node_id, (unsigned long long)b.put_token, why);
+            return;
+        }
+        if (!rec) { /* every key STALE: the sender falls back to publishing its own copy */
+            FX_INFO("put_done batch %llu from %s, put_token %llu: %s; all %u keys STALE",
+                    (unsigned long long)b.batch_id, n->node_id, (unsigned long long)b.put_token, why, nk);
+            s->c.put_done_stale_token++;
+            for (uint32_t i = 0; i < nk; i++) {
+                st[i] = MKV_ST(FLUXON_ERR_STALE);
+                pms[i] = pver[i] = 0;
+            }
+            mkv_put_done_reply(s, p, h, ns, b.batch_id, st, pms, pver, nk);
+            return;
+        }
+        tn = rec->target;
+    }
+    if (!mkv_put_done_valid(s, p, h, tn, &b)) {
+        if (rec) fx_mplace_release(s, rec, NULL);
+        return;
+    }
+    memset(kept, 0, nk ? nk : 1);
     bool lease_ok = !b.lease_id || mkv_lease_live(s, b.lease_id);
     fx_mkv_inv_t inv = {0};
     size_t n_rejected = 0, n_conv = 0, first_rej = SIZE_MAX;
@@ -402,8 +358,9 @@ static void mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
         st[i] = MKV_ST(FLUXON_OK);
         pms[i] = pver[i] = 0;
         act[i] = MKV_ACT_INSTALL;
-        if (r && r->value_len == b.value_len && mkv_route_find(r, n, b.offsets.v[i]) >= 0) {
+        if (r && r->value_len == b.value_len && mkv_route_find(r, tn, b.offsets.v[i]) >= 0) {
             act[i] = MKV_ACT_CONVERGED; /* T2: this exact value is already published */
+            kept[i] = 1;
             pms[i] = r->put_ms;
             pver[i] = r->put_ver;
             n_conv++;
@@ -440,7 +397,8 @@ static void mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
             nr->lease_id = b.lease_id;
             nr->group_len = gl;
             nr->n_rep = 1;
-            nr->rep[0] = (mkv_replica_t){n, n->generation, b.offsets.v[i]};
+            nr->rep[0] = (mkv_replica_t){tn, tn->generation, b.offsets.v[i], rec ? rec->range_bytes : 0};
+            kept[i] = 1;
             mkv_next_put_id(s, &nr->put_ms, &nr->put_ver);
             void *old = NULL;
             if (fx_hmap_put(s->routes, key.p, key.len, nr, &old) != FLUXON_OK) {
@@ -478,23 +436,9 @@ static void mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
         FX_DEBUG("put_done batch %llu from %s: %zu of %u keys rejected (first: %.*s, %s)",
                  (unsigned long long)b.batch_id, n->node_id, n_rejected, nk, MKV_KEYF(b.keys.v[first_rej]),
                  fluxon_status_string((int)(int64_t)st[first_rej]));
+    if (rec) fx_mplace_release(s, rec, kept); /* ranges of rejected keys go back */
     mkv_inv_flush(s, &inv); /* owners drop replaced versions before the publisher hears OK */
-    fx_body_put_done_ack_t ack = {{st, nk}, {pms, nk}, {pver, nk}};
-    size_t len = fx_body_put_done_ack_size(&ack);
-    uint8_t *enc = fx_malloc(len ? len : 1);
-    if (enc) {
-        fx_body_put_done_ack_encode(&ack, enc);
-        mkv_send_body(p, h, enc, len);
-        if (!mkv_ack_remember(ns, b.batch_id, enc, len)) {
-            FX_ERROR("put_done batch %llu from %s: out of memory remembering the ack (a retry would re-apply)",
-                     (unsigned long long)b.batch_id, n->node_id);
-            fx_free(enc);
-        }
-    } else {
-        FX_ERROR("put_done batch %llu from %s: out of memory encoding the ack", (unsigned long long)b.batch_id,
-                 n->node_id);
-        MKV_REPLY(p, h, put_done_ack, &ack);
-    }
+    mkv_put_done_reply(s, p, h, ns, b.batch_id, st, pms, pver, nk);
 }
 
 /* ---- LOOKUP ---- */
@@ -503,10 +447,10 @@ static void mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, c
 {
     fx_body_lookup_t b;
     MKV_DECODE(s, p, h, body, arena, lookup, &b);
-    const master_node_t *self = p->node;
+    master_node_t *self = p->node;
     uint32_t nk = b.keys.n;
     size_t max_src = FX_MAX(FX_MIN((size_t)nk, s->m->n_nodes), (size_t)1);
-    uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 6);
+    uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 7);
     uint64_t *sgen = mkv_arena_u64(arena, max_src), *sbase = mkv_arena_u64(arena, max_src);
     fx_str_t *sid = fx_arena_alloc(arena, max_src * sizeof *sid);
     fx_str_t *saddr = fx_arena_alloc(arena, max_src * sizeof *saddr);
@@ -517,19 +461,20 @@ static void mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, c
         return;
     }
     uint64_t *st = cols, *src = cols + nk, *offs = cols + 2 * (size_t)nk, *vlen = cols + 3 * (size_t)nk,
-             *pms = cols + 4 * (size_t)nk, *pver = cols + 5 * (size_t)nk;
+             *pms = cols + 4 * (size_t)nk, *pver = cols + 5 * (size_t)nk, *modes = cols + 6 * (size_t)nk;
     uint32_t nsrc = 0, hits = 0;
     fx_mkv_inv_t inv = {0};
     for (uint32_t i = 0; i < nk; i++) {
         st[i] = MKV_ST(FLUXON_ERR_NOT_FOUND);
         src[i] = UINT64_MAX;
-        offs[i] = vlen[i] = pms[i] = pver[i] = 0;
+        offs[i] = vlen[i] = pms[i] = pver[i] = modes[i] = 0;
         mkv_route_t *r = mkv_key_ok(b.keys.v[i]) ? mkv_route_get(s, b.keys.v[i], &inv) : NULL;
         if (!r) continue;
+        /* a replica on the requester itself first (no network), else the first alive one */
         int pick = -1;
         for (uint32_t j = 0; j < r->n_rep; j++) {
             if (!mkv_replica_alive(&r->rep[j])) continue;
-            if (r->rep[j].node != self) {
+            if (r->rep[j].node == self) {
                 pick = (int)j;
                 break;
             }
@@ -537,6 +482,18 @@ static void mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, c
         }
         if (pick < 0) continue;
         const mkv_replica_t *rep = &r->rep[pick];
+        /* ReuseReplica: the requester's own slot holds it; otherwise a copy is made,
+         * durable for at most 2 owners at once, temporary beyond (§7) */
+        if (rep->node == self && !rep->range_bytes) {
+            modes[i] = FX_GET_REUSE;
+            s->c.get_reuse++;
+        } else if (self) {
+            modes[i] = fx_mplace_get_begin(s, b.keys.v[i], self);
+            if (modes[i] == FX_GET_DURABLE) s->c.get_durable++;
+            else s->c.get_temporary++;
+        } else {
+            modes[i] = FX_GET_TEMPORARY;
+        }
         uint32_t si = 0;
         while (si < nsrc && snode[si] != rep->node) si++;
         if (si == nsrc) {
@@ -562,7 +519,8 @@ static void mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, c
     s->c.lookup_hits += hits;
     if (hits < nk) FX_DEBUG("lookup from %s: %u of %u keys hit", fx_conn_desc(p->conn), hits, nk);
     fx_body_lookup_ack_t ack = {{st, nk},     {src, nk},   {offs, nk},  {vlen, nk},   {pms, nk},   {pver, nk},
-                                {sid, nsrc},  {sgen, nsrc}, {saddr, nsrc}, {srkey, nsrc}, {sbase, nsrc}};
+                                {sid, nsrc},  {sgen, nsrc}, {saddr, nsrc}, {srkey, nsrc}, {sbase, nsrc},
+                                {modes, nk}};
     mkv_inv_flush(s, &inv);
     MKV_REPLY(p, h, lookup_ack, &ack);
 }
@@ -577,13 +535,20 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     if (!n) return;
     uint32_t nk = b.keys.n;
     if (b.offsets.n != nk || b.put_ms.n != nk || b.put_ver.n != nk || b.value_lens.n != nk ||
-        b.src_offsets.n != nk) {
+        b.src_offsets.n != nk || (b.modes.n != nk && b.modes.n != 0)) {
         mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT,
-                 "get_done from %s: %u keys, %u offsets, %u put_ms, %u put_ver, %u value_lens, %u src_offsets "
-                 "(lengths must match)", n->node_id, nk, b.offsets.n, b.put_ms.n, b.put_ver.n, b.value_lens.n,
-                 b.src_offsets.n);
+                 "get_done from %s: %u keys, %u offsets, %u put_ms, %u put_ver, %u value_lens, %u src_offsets, "
+                 "%u modes (lengths must match; modes may be empty = all durable)", n->node_id, nk, b.offsets.n,
+                 b.put_ms.n, b.put_ver.n, b.value_lens.n, b.src_offsets.n, b.modes.n);
         return;
     }
+    for (uint32_t i = 0; i < b.modes.n; i++)
+        if (b.modes.v[i] != FX_GET_DURABLE && b.modes.v[i] != FX_GET_TEMPORARY) {
+            mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "get_done from %s: modes[%u] = %llu (must be %u durable "
+                     "or %u temporary)", n->node_id, i, (unsigned long long)b.modes.v[i], FX_GET_DURABLE,
+                     FX_GET_TEMPORARY);
+            return;
+        }
     /* the source the values were copied from */
     master_node_t *src = NULL;
     for (size_t j = 0; j < s->m->n_nodes; j++)
@@ -606,6 +571,8 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     fx_mkv_inv_t inv = {0};
     uint32_t stale = 0, full = 0;
     for (uint32_t i = 0; i < nk; i++) {
+        bool durable = b.modes.n == 0 || b.modes.v[i] == FX_GET_DURABLE;
+        if (durable) fx_mplace_get_end(s, b.keys.v[i], n);
         mkv_route_t *r = mkv_route_get(s, b.keys.v[i], &inv);
         if (!r || r->put_ms != b.put_ms.v[i] || r->put_ver != b.put_ver.v[i] || r->value_len != b.value_lens.v[i] ||
             !src || src->generation != b.src_generation || mkv_route_find(r, src, b.src_offsets.v[i]) < 0) {
@@ -614,7 +581,7 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
             continue;
         }
         st[i] = MKV_ST(FLUXON_OK);
-        if (mkv_route_find(r, n, b.offsets.v[i]) >= 0) continue;
+        if (!durable || mkv_route_find(r, n, b.offsets.v[i]) >= 0) continue; /* temporary: the source was intact */
         if (r->n_rep == MKV_MAX_REPLICAS) { /* make room by forgetting replicas of dead processes */
             uint32_t k = 0;
             for (uint32_t j = 0; j < r->n_rep; j++)
@@ -627,7 +594,7 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
             full++;
             continue;
         }
-        r->rep[r->n_rep++] = (mkv_replica_t){n, n->generation, b.offsets.v[i]};
+        r->rep[r->n_rep++] = (mkv_replica_t){n, n->generation, b.offsets.v[i], 0};
         s->replicas++;
         s->c.get_done_replicas++;
     }
@@ -682,6 +649,7 @@ static void mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, co
             stale++;
             continue;
         }
+        fx_mkv_replica_free(s, &r->rep[j]);
         memmove(&r->rep[j], &r->rep[j + 1], (r->n_rep - (uint32_t)j - 1) * sizeof r->rep[0]);
         r->n_rep--;
         s->replicas--;
@@ -890,6 +858,7 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
     ns->generation = n->generation;
     fx_offset_alloc_destroy(n->alloc);
     n->alloc = a;
+    n->placed_bytes = 0;
     n->next_grant_id = 1;
     /* grants the owner already holds (this master restarted under it) */
     for (uint32_t i = 0; a && i < n->reg_n_grants; i++) {
@@ -944,6 +913,7 @@ FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
     int rc = fx_hmap_create(1024, &s->routes);
     if (rc == FLUXON_OK) rc = fx_prefix_index_create(&s->index);
     if (rc == FLUXON_OK) rc = fx_lease_table_create(&s->leases);
+    if (rc == FLUXON_OK) rc = fx_mplace_create(s);
     if (rc != FLUXON_OK) {
         FX_ERROR("master: cannot create the route table: %s", fluxon_status_string(rc));
         fx_hmap_destroy(s->routes);
@@ -961,6 +931,7 @@ FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)
     mkv_t *s = m->kv;
     if (!s) return;
     fx_timer_disarm(m->r, &s->lease_timer);
+    fx_mplace_destroy(s);
     mkv_free_values(s->routes);
     fx_lease_table_destroy(s->leases);
     fx_prefix_index_destroy(s->index);
@@ -983,6 +954,8 @@ FX_INTERNAL bool fx_master_kv_request(fx_master_t *m, master_peer_t *p, const fx
     case FX_MSG_EXISTS: mkv_exists(s, p, h, body, arena); return true;
     case FX_MSG_LEASE_GRANT: mkv_lease_grant(s, p, h, body, arena); return true;
     case FX_MSG_LIST: mkv_list(s, p, h, body, arena); return true;
+    case FX_MSG_PUT_PLACE: fx_mplace_put_place(s, p, h, body, arena); return true;
+    case FX_MSG_PUT_REVOKE: fx_mplace_put_revoke(s, p, h, body, arena); return true;
     default: return false;
     }
 }
@@ -999,19 +972,6 @@ FX_INTERNAL size_t fx_master_kv_stats_json(fx_master_t *m, char *buf, size_t cap
     if (len < cap) len += (size_t)snprintf(buf + len, cap - len, ",\"" #name "\":%llu", (unsigned long long)s->c.name);
     MKV_COUNTERS(MKV_JSON)
 #undef MKV_JSON
+    if (len < cap) len += fx_mplace_stats_json(s, buf + len, cap - len);
     return FX_MIN(len, cap - 1);
 }
-
-#undef MKV_MAX_REPLICAS
-#undef MKV_MAX_KEY
-#undef MKV_DEDUP_ACKS
-#undef MKV_MAX_GRANTS
-#undef MKV_LEASE_TICK_MS
-#undef MKV_LEASE_TTL_MAX
-#undef MKV_LIST_DEFAULT
-#undef MKV_LIST_MAX
-#undef MKV_ST
-#undef MKV_COUNTERS
-#undef MKV_KEYF
-#undef MKV_REPLY
-#undef MKV_DECODE

@@ -119,7 +119,7 @@ static void owner_on_hello_resp(void *arg, int status, const fx_frame_header_t *
     fx_owner_kv_grants(o, &gids, &goffs);
     fx_body_register_t reg = {fx_str_c(o->cfg.node_id), o->generation, (uint8_t)o->cfg.node_role,
                               fx_segment_len(o->seg), (uint64_t)(uintptr_t)fx_segment_base(o->seg),
-                              ua, rk, o->cfg.grant_bytes, gids, goffs};
+                              ua, rk, o->cfg.grant_bytes, gids, goffs, fx_str_c(o->cfg.sub_cluster)};
     if (FX_RPC_CALL(o->mconn, REGISTER, register, &reg, o->cfg.master_timeout_ms,
                     owner_on_register_resp, o) != FLUXON_OK)
         fx_conn_close(o->mconn, FLUXON_ERR_UNAVAILABLE);

@@ -189,7 +189,7 @@ FX_INTERNAL bool fx_oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t
     if (kv->closing || o->mstate != OM_READY || !o->mconn) return false;
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(kv->pool, &st);
-    if (st.grants < kv->max_grants) return false; /* not at capacity: a grant failed */
+    if (st.grants < kv->max_grants && !fx_okv_segment_full(o)) return false; /* a grant failed otherwise */
     okv_class_t *c = oev_class(kv, fx_slot_size_for(value_len));
     return c && count <= c->slots; /* a claim larger than its class could never complete */
 }

@@ -39,6 +39,7 @@ typedef struct owner_oget {
     uint32_t src;
     fx_slot_ref_t slot;
     bool have_slot, found;
+    uint8_t mode; /* FX_GET_DURABLE / FX_GET_TEMPORARY, as the master decided */
 } owner_oget_t;
 
 typedef struct oget_fetch { /* one LOOKUP batch and what follows it */
@@ -167,6 +168,14 @@ static void oget_on_get_done(void *arg, int status, const fx_frame_header_t *h, 
         owner_entry_t *en = c->en[i];
         int ks = status != FLUXON_OK ? status : i < st.statuses.n ? (int)(int64_t)st.statuses.v[i] : FLUXON_ERR_PROTOCOL;
         owner_entry_t *cur = fx_hmap_get(kv->index, en->key, en->klen);
+        if (ks == FLUXON_OK && c->og[i]->mode == FX_GET_TEMPORARY) {
+            /* the copy is intact (D1) but is not a replica: its readers' holders keep it,
+             * the slot frees with the last one */
+            kv->temp_copies++;
+            oget_complete(o, c->og[i], en);
+            fx_okv_entry_retire(o, en);
+            continue;
+        }
         if (ks == FLUXON_OK && !cur && fx_slot_pool_mark_committed(kv->pool, &en->slot) == FLUXON_OK) {
             en->state = OE_COMMITTED;
             fx_okv_entry_index(o, en);
@@ -194,7 +203,7 @@ static void oget_on_xfer(void *arg, int status)
     size_t n = x->n, m = 0;
     oget_getdone_ctx_t *c = fx_calloc(1, sizeof *c);
     fx_str_t *keys = fx_calloc(n, sizeof *keys);
-    uint64_t *cols = fx_calloc(5 * n, sizeof *cols);
+    uint64_t *cols = fx_calloc(6 * n, sizeof *cols);
     if (c) {
         c->og = fx_calloc(n, sizeof *c->og);
         c->en = fx_calloc(n, sizeof *c->en);
@@ -228,6 +237,7 @@ static void oget_on_xfer(void *arg, int status)
         cols[2 * n + m] = en->put_ver;
         cols[3 * n + m] = en->value_len;
         cols[4 * n + m] = og->src_off;
+        cols[5 * n + m] = og->mode;
         c->og[m] = og;
         c->en[m++] = en;
     }
@@ -237,7 +247,8 @@ static void oget_on_xfer(void *arg, int status)
         c->n = m;
         fx_body_get_done_t gd = {{keys, (uint32_t)m}, {cols, (uint32_t)m}, {cols + n, (uint32_t)m},
                                  {cols + 2 * n, (uint32_t)m}, {cols + 3 * n, (uint32_t)m},
-                                 fx_str_c(f->src_ids[x->src]), f->src_gens[x->src], {cols + 4 * n, (uint32_t)m}};
+                                 fx_str_c(f->src_ids[x->src]), f->src_gens[x->src], {cols + 4 * n, (uint32_t)m},
+                                 {cols + 5 * n, (uint32_t)m}};
         rc = FX_RPC_CALL(o->mconn, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, oget_on_get_done, c);
         if (rc != FLUXON_OK) {
             for (size_t i = 0; i < m; i++) {
@@ -266,12 +277,14 @@ static void oget_fetch_transfer(oget_fetch_t *f)
     fx_owner_t *o = f->o;
     owner_kv_t *kv = owner_kv(o);
     uint8_t *base = fx_segment_base(o->seg);
+    f->xfers_pending++; /* a copy from this owner's own segment completes inline: keep f alive */
     for (size_t s = 0; s < f->n_src; s++) {
         size_t cnt = 0;
         for (size_t k = 0; k < f->n; k++) cnt += f->og[k] && f->og[k]->have_slot && f->og[k]->src == s;
         if (!cnt) continue;
         oget_xfer_t *x = fx_calloc(1, sizeof *x);
-        fx_ucx_peer_t *peer = fx_okv_peer(o, (fx_str_t){f->src_ids[s], (uint32_t)strlen(f->src_ids[s])},
+        bool self = !strcmp(f->src_ids[s], o->cfg.node_id) && f->src_gens[s] == o->generation;
+        fx_ucx_peer_t *peer = self ? NULL : fx_okv_peer(o, (fx_str_t){f->src_ids[s], (uint32_t)strlen(f->src_ids[s])},
                                           f->src_gens[s], (fx_str_t){(const char *)f->src_addr[s], f->src_addr_len[s]},
                                           (fx_str_t){(const char *)f->src_rkey[s], f->src_rkey_len[s]}, f->src_bases[s]);
         if (x) {
@@ -289,6 +302,16 @@ static void oget_fetch_transfer(oget_fetch_t *f)
                 x->ranges[x->n] = (fx_ucx_range_t){base + og->slot.offset, og->src_off, og->value_len};
                 x->n++;
                 f->og[k] = NULL; /* owned by the transfer now */
+            }
+            if (self) { /* a range of this segment (a placed value): memcpy, then the same GET_DONE */
+                for (size_t k = 0; k < x->n; k++) {
+                    fx_ucx_range_t *rg = &x->ranges[k];
+                    memcpy(rg->local, base + rg->remote_offset, rg->len);
+                }
+                kv->self_copies += x->n;
+                f->xfers_pending++;
+                oget_on_xfer(x, FLUXON_OK);
+                continue;
             }
             rc = peer ? fx_ucx_transfer(kv->ucx, peer, FX_UCX_GET, x->ranges, x->n, oget_on_xfer, x)
                       : FLUXON_ERR_UNAVAILABLE;
@@ -312,6 +335,7 @@ static void oget_fetch_transfer(oget_fetch_t *f)
             fx_free(x);
         }
     }
+    f->xfers_pending--;
     oget_fetch_done_if_idle(f);
 }
 
@@ -347,7 +371,7 @@ static void oget_on_lookup(void *arg, int status, const fx_frame_header_t *h, co
     bool shape_ok = status == FLUXON_OK && a.statuses.n == f->n && a.src.n == f->n && a.offsets.n == f->n &&
                     a.value_lens.n == f->n && a.put_ms.n == f->n && a.put_ver.n == f->n &&
                     a.src_generations.n == ns && a.src_addresses.n == ns && a.src_rkeys.n == ns &&
-                    a.src_bases.n == ns;
+                    a.src_bases.n == ns && (a.modes.n == f->n || a.modes.n == 0);
     if (status == FLUXON_OK && !shape_ok) FX_ERROR("malformed LOOKUP answer from the master");
     if (shape_ok && ns) {
         f->n_src = ns;
@@ -381,13 +405,25 @@ static void oget_on_lookup(void *arg, int status, const fx_frame_header_t *h, co
     for (size_t k = 0; k < f->n; k++) {
         owner_oget_t *og = f->og[k];
         bool hit = shape_ok && (int)(int64_t)a.statuses.v[k] == FLUXON_OK && a.src.v[k] < ns &&
-                   strcmp(f->src_ids[a.src.v[k]], o->cfg.node_id) != 0 && a.value_lens.v[k] > 0 &&
-                   fx_slot_size_for(a.value_lens.v[k]) <= o->cfg.grant_bytes;
-        if (!hit) {
+                   a.value_lens.v[k] > 0 && fx_slot_size_for(a.value_lens.v[k]) <= o->cfg.grant_bytes;
+        unsigned mode = hit && a.modes.n ? (unsigned)a.modes.v[k] : FX_GET_DURABLE;
+        if (hit && mode == FX_GET_REUSE) { /* ReuseReplica: a slot of ours holds it already */
+            owner_entry_t *en = fx_hmap_get(owner_kv(o)->by_offset, &a.offsets.v[k], sizeof a.offsets.v[k]);
+            bool ok = !strcmp(f->src_ids[a.src.v[k]], o->cfg.node_id) && en && !en->retired && !en->evicting &&
+                      en->state == OE_COMMITTED && en->put_ms == a.put_ms.v[k] && en->put_ver == a.put_ver.v[k] &&
+                      en->value_len == a.value_lens.v[k];
+            if (ok && !fx_hmap_get(owner_kv(o)->index, en->key, en->klen)) fx_okv_entry_index(o, en);
+            if (ok) owner_kv(o)->reuse_hits++;
+            f->og[k] = NULL;
+            oget_complete(o, og, ok ? en : NULL);
+            continue;
+        }
+        if (!hit || (mode != FX_GET_DURABLE && mode != FX_GET_TEMPORARY)) {
             f->og[k] = NULL;
             oget_complete(o, og, NULL);
             continue;
         }
+        og->mode = (uint8_t)mode;
         og->found = true;
         og->src = (uint32_t)a.src.v[k];
         og->src_off = a.offsets.v[k];

@@ -222,10 +222,16 @@ FX_INTERNAL int fx_okv_holder_release_id(fx_owner_t *o, owner_ext_t *e, uint64_t
 /* ---- claims and grants ---- */
 static void okv_grant_request(fx_owner_t *o);
 
+FX_INTERNAL bool fx_okv_segment_full(fx_owner_t *o)
+{
+    owner_kv_t *kv = owner_kv(o);
+    return kv->grant_nospace_ms && fx_now_ms() - kv->grant_nospace_ms < 1000;
+}
+
 static bool okv_can_grow(fx_owner_t *o)
 {
     owner_kv_t *kv = owner_kv(o);
-    if (kv->closing || o->mstate != OM_READY || !o->mconn) return false;
+    if (kv->closing || o->mstate != OM_READY || !o->mconn || fx_okv_segment_full(o)) return false;
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(kv->pool, &st);
     return st.grants < kv->max_grants;
@@ -324,7 +330,9 @@ static void okv_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
         }
     } else {
         FX_WARN("grant request failed: %s", fluxon_status_string(status));
+        if (status == FLUXON_ERR_NO_SPACE) kv->grant_nospace_ms = FX_MAX(fx_now_ms(), 1ull);
     }
+    if (grew) kv->grant_nospace_ms = 0;
     if (prewarm && grew) okv_prewarm(o);
     okv_claims_serve(o, grew);
 }
@@ -360,8 +368,8 @@ static void okv_grant_request(fx_owner_t *o)
     if (kv->grant_inflight || !kv->claims) return;
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(kv->pool, &st);
-    if (o->mstate != OM_READY || !o->mconn || st.grants >= kv->max_grants) {
-        okv_claims_serve(o, false); /* nothing more will come: fail what is left */
+    if (o->mstate != OM_READY || !o->mconn || st.grants >= kv->max_grants || fx_okv_segment_full(o)) {
+        okv_claims_serve(o, false); /* nothing more will come: wait for eviction or fail */
         return;
     }
     owner_claim_t *c = kv->claims;
@@ -449,6 +457,7 @@ static void okv_plan_free(fx_owner_t *o, owner_plan_t *p)
     fx_free(p->slots);
     fx_free(p->entries);
     fx_free(p->group_lens);
+    fx_oplace_plan_free(p);
     fx_free(p);
 }
 
@@ -461,6 +470,7 @@ static void okv_plan_abort(fx_owner_t *o, owner_plan_t *p)
             fx_hmap_del(kv->inflight, p->keys[i], p->klens[i], NULL);
         if (p->status[i] == FLUXON_OK) fx_slot_pool_release_prepared(kv->pool, &p->slots[i]);
     }
+    if (p->put_token) fx_oplace_revoke(o, p);
     kv->puts_aborted++;
     okv_plan_free(o, p);
     fx_oev_kick(o);
@@ -498,7 +508,7 @@ static void okv_reject_groups(owner_kv_t *kv, owner_plan_t *p, bool slots_claime
     }
 }
 
-static void okv_put_start_reply(fx_owner_t *o, owner_plan_t *p)
+FX_INTERNAL void fx_okv_put_start_reply(fx_owner_t *o, owner_plan_t *p)
 {
     owner_kv_t *kv = owner_kv(o);
     okv_reject_groups(kv, p, true);
@@ -547,7 +557,9 @@ static void okv_put_claimed(fx_owner_t *o, void *arg, size_t got)
         else p->status[i] = o->mstate == OM_READY ? FLUXON_ERR_NO_SPACE
                                                   : FLUXON_ERR_UNAVAILABLE; /* no master: no grants */
     }
-    okv_put_start_reply(o, p);
+    okv_reject_groups(owner_kv(o), p, true); /* the master sees whole groups only */
+    if (fx_oplace_start(o, p)) return;        /* answered once the master placed the batch */
+    fx_okv_put_start_reply(o, p);
 }
 
 static void okv_put_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
@@ -616,6 +628,8 @@ static void okv_put_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t
     p->value_len = b.value_len;
     p->flags = b.flags;
     p->lease_id = b.lease_id;
+    if (b.preferred_sub_cluster.len && !(p->preferred = fx_strndup(b.preferred_sub_cluster.p, b.preferred_sub_cluster.len)))
+        goto nomem_plan;
     p->id = fx_okv_next_id(kv);
     p->o = o;
     fx_timer_init(&p->retry_timer);
@@ -664,6 +678,7 @@ nomem_plan:
         fx_free(p->slots);
         fx_free(p->entries);
         fx_free(p->group_lens);
+        fx_free(p->preferred);
         fx_free(p);
     }
 nomem:
@@ -676,7 +691,6 @@ static owner_plan_t *okv_plan_of(fx_owner_t *o, owner_ext_t *e, uint64_t id)
     return p && p->ext == e && p->state == OP_PREPARED ? p : NULL;
 }
 
-static void okv_publish(fx_owner_t *o, owner_plan_t *p);
 
 static void okv_notify(fx_owner_t *o, owner_plan_t *p, int status)
 {
@@ -689,7 +703,7 @@ static void okv_notify(fx_owner_t *o, owner_plan_t *p, int status)
 static void okv_on_retry(fx_reactor_t *r, fx_timer_t *t)
 {
     owner_plan_t *p = FX_CONTAINER_OF(t, owner_plan_t, retry_timer);
-    okv_publish(p->o, p);
+    fx_okv_publish(p->o, p);
 }
 
 static void okv_on_put_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
@@ -700,9 +714,10 @@ typedef struct okv_publish_ctx {
     uint64_t plan_id;
 } okv_publish_ctx_t;
 
-static void okv_publish(fx_owner_t *o, owner_plan_t *p)
+FX_INTERNAL void fx_okv_publish(fx_owner_t *o, owner_plan_t *p)
 {
     owner_kv_t *kv = owner_kv(o);
+    if (fx_oplace_before_publish(o, p)) return; /* the values are on their way to the target */
     if (o->mstate != OM_READY || !o->mconn) return; /* fx_owner_kv_master_ready retries */
     size_t m = 0;
     for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
@@ -723,12 +738,12 @@ static void okv_publish(fx_owner_t *o, owner_plan_t *p)
         if (p->status[i] == FLUXON_OK) {
             keys[k].p = p->keys[i];
             keys[k].len = p->klens[i];
-            offs[k++] = p->slots[i].offset;
+            offs[k++] = p->target_remote ? p->target_offsets[i] : p->slots[i].offset;
         }
     for (size_t g = 0; g < p->n_groups; start += p->group_lens[g], g++)
         if (p->status[start] == FLUXON_OK) groups[ng++] = p->group_lens[g]; /* groups are all-or-none */
     fx_body_put_done_t b = {p->batch_id, p->value_len, p->flags, p->lease_id, {keys, (uint32_t)m},
-                            {offs, (uint32_t)m}, {groups, (uint32_t)ng}};
+                            {offs, (uint32_t)m}, {groups, (uint32_t)ng}, p->put_token};
     ctx->o = o;
     ctx->plan_id = p->id;
     if (FX_RPC_CALL(o->mconn, PUT_DONE, put_done, &b, o->cfg.master_timeout_ms, okv_on_put_done, ctx) != FLUXON_OK)
@@ -774,13 +789,30 @@ static void okv_on_put_done(void *arg, int status, const fx_frame_header_t *h, c
     if (status == FLUXON_OK) {
         fx_body_put_done_ack_t ack;
         fx_body_put_done_ack_decode(body, h->body_len, &ack, arena);
+        bool all_stale = p->put_token && ack.statuses.n > 0;
+        for (uint32_t k = 0; all_stale && k < ack.statuses.n; k++)
+            all_stale = (int)(int64_t)ack.statuses.v[k] == FLUXON_ERR_STALE;
+        if (all_stale) { /* the placement expired or its target died: publish the local copy */
+            FX_WARN("put_done batch %llu: put_token %llu is stale at the master; publishing the local copy",
+                    (unsigned long long)p->batch_id, (unsigned long long)p->put_token);
+            p->put_token = 0;
+            p->target_remote = false;
+            p->batch_id = fx_okv_next_id(kv); /* a new batch: the old id has its answer */
+            p->attempts = 0;
+            kv->place_fallbacks++;
+            fx_okv_publish(o, p);
+            return;
+        }
         owner_entry_t **admit = fx_calloc(p->n, sizeof *admit); /* [i]: committed just now */
         size_t k = 0;
         for (size_t i = 0; i < p->n; i++) {
             if (p->status[i] != FLUXON_OK) continue;
             owner_entry_t *en = p->entries[i];
             int ks = k < ack.statuses.n ? (int)(int64_t)ack.statuses.v[k] : FLUXON_ERR_PROTOCOL;
-            if (ks == FLUXON_OK && en && !en->retired) {
+            if (ks == FLUXON_OK && en && !en->retired && p->target_remote) {
+                fx_okv_entry_retire(o, en); /* published on the target: the staging copy goes */
+                kv->put_keys_published++;
+            } else if (ks == FLUXON_OK && en && !en->retired) {
                 en->put_ms = ack.put_ms.v[k];
                 en->put_ver = ack.put_ver.v[k];
                 if (fx_slot_pool_mark_committed(kv->pool, &en->slot) == FLUXON_OK) {
@@ -847,7 +879,7 @@ static void okv_put_commit(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_
         fx_timer_arm(o->r, &p->retry_timer, o->cfg.fault_ms, okv_on_retry);
         return;
     }
-    okv_publish(o, p);
+    fx_okv_publish(o, p);
 }
 
 static void okv_put_abort(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
@@ -1010,7 +1042,7 @@ FX_INTERNAL void fx_owner_kv_master_ready(fx_owner_t *o)
     void *v;
     while (fx_hmap_iter_next(kv->plans, &it, NULL, NULL, &v)) {
         owner_plan_t *p = v;
-        if (p->state == OP_PUBLISHING && !fx_timer_armed(&p->retry_timer)) okv_publish(o, p);
+        if (p->state == OP_PUBLISHING && !fx_timer_armed(&p->retry_timer)) fx_okv_publish(o, p);
     }
     okv_prewarm(o);
     if (kv->claims) okv_grant_request(o);
@@ -1067,6 +1099,18 @@ FX_INTERNAL size_t fx_owner_kv_stats_json(fx_owner_t *o, char *buf, size_t cap)
                      (long long)kv->owners_alive, (unsigned long long)kv->lookups_skipped);
     if (n < 0) return 0;
     size_t len = FX_MIN((size_t)n, cap ? cap - 1 : 0);
+    if (len + 1 < cap) { /* placement and get modes (owner_place.c, owner_get.c) */
+        int m = snprintf(buf + len, cap - len,
+                         ",\"place_requests\":%llu,\"placed_remote\":%llu,\"placed_local\":%llu,"
+                         "\"place_fallbacks\":%llu,\"pushed_keys\":%llu,\"pushed_bytes\":%llu,\"revokes_sent\":%llu,"
+                         "\"temp_copies\":%llu,\"reuse_hits\":%llu,\"self_copies\":%llu",
+                         (unsigned long long)kv->place_requests, (unsigned long long)kv->placed_remote,
+                         (unsigned long long)kv->placed_local, (unsigned long long)kv->place_fallbacks,
+                         (unsigned long long)kv->pushed_keys, (unsigned long long)kv->pushed_bytes,
+                         (unsigned long long)kv->revokes_sent, (unsigned long long)kv->temp_copies,
+                         (unsigned long long)kv->reuse_hits, (unsigned long long)kv->self_copies);
+        if (m > 0) len = FX_MIN(len + (size_t)m, cap - 1);
+    }
     if (len + 2 < cap) {
         buf[len++] = ',';
         buf[len] = 0;

@@ -56,6 +56,16 @@ typedef struct owner_plan {
     size_t next_claim;
     uint64_t req_id; /* put_start request to answer once slots are claimed */
     fx_conn_t *reply_conn;
+    /* placement (owner_place.c): the master's PUT_PLACE answer */
+    char *preferred;          /* preferred_sub_cluster, NULL = none */
+    uint64_t put_token;       /* 0: not placed (local-first, no in-flight record at the master) */
+    bool target_remote;       /* the values go to the target over UCX before PUT_DONE */
+    bool pushing, pushed;
+    char target_id[FX_ID_MAX];
+    uint64_t target_gen, target_base;
+    uint8_t *target_addr, *target_rkey;
+    uint32_t target_addr_len, target_rkey_len;
+    uint64_t *target_offsets; /* n entries: where key i goes in the target's segment */
 } owner_plan_t;
 enum { OP_CLAIMING = 1, OP_PREPARED = 2, OP_PUBLISHING = 3 };
 
@@ -107,6 +117,7 @@ typedef struct owner_kv {
     /* claims waiting for grants */
     struct owner_claim *claims;
     bool grant_inflight;
+    uint64_t grant_nospace_ms; /* when the master last had no room for a grant (0: never/since grown) */
     int64_t owners_alive; /* from CLUSTER_INFO; -1 unknown */
     uint64_t *grant_ids, *grant_offsets; /* every grant held (REGISTER tells a new master) */
     size_t n_grants, cap_grants;
@@ -128,7 +139,9 @@ typedef struct owner_kv {
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected,
         put_done_retries, puts_aborted, get_batches, get_keys, local_hits, joined, leaders,
         lookup_batches, transfers, transfer_keys, transfer_bytes, remote_hits, misses,
-        invalidations, handles_opened, handles_expired, grants_received, get_done_stale, faults_applied;
+        invalidations, handles_opened, handles_expired, grants_received, get_done_stale, faults_applied,
+        place_requests, placed_remote, placed_local, place_fallbacks, pushed_keys, pushed_bytes, revokes_sent,
+        temp_copies, reuse_hits, self_copies;
 } owner_kv_t;
 
 static inline owner_kv_t *owner_kv(fx_owner_t *o) { return (owner_kv_t *)o->kv; }
@@ -153,6 +166,9 @@ FX_INTERNAL fx_ucx_peer_t *fx_okv_peer(fx_owner_t *o, fx_str_t node_id, uint64_t
                                        fx_str_t address, fx_str_t rkey, uint64_t base);
 FX_INTERNAL bool fx_okv_key_ok(fx_str_t k);
 
+/* The master refused a grant for lack of room in this segment less than a second ago
+ * (ranges it placed here for other owners take room too): claims wait for eviction. */
+FX_INTERNAL bool fx_okv_segment_full(fx_owner_t *o);
 /* Serves queued claims again (slots may have freed); claims past claim_timeout_ms fail. */
 FX_INTERNAL void fx_okv_claims_pump(fx_owner_t *o);
 /* Slots still missing per class over the queued claims: sizes[i], needs[i] for i < return. */
@@ -177,6 +193,24 @@ FX_INTERNAL bool fx_oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t
 FX_INTERNAL void fx_oev_grant_added(fx_owner_t *o, uint64_t slot_size);
 FX_INTERNAL void fx_oev_draining(fx_owner_t *o, uint64_t slot_size, int delta);
 FX_INTERNAL size_t fx_oev_stats_json(fx_owner_t *o, char *buf, size_t cap);
+
+/* owner_kv.c, for owner_place.c */
+FX_INTERNAL void fx_okv_put_start_reply(fx_owner_t *o, owner_plan_t *p);
+FX_INTERNAL void fx_okv_publish(fx_owner_t *o, owner_plan_t *p);
+
+/* owner_place.c: placed puts (ARCHITECTURE §7). A plan with FX_PUT_PLACE asks the master
+ * for a target (PUT_PLACE) once its local staging slots are claimed; after commit the
+ * values are pushed over UCX into the ranges the master allocated, then published with
+ * the put_token. Any failure on the way (no master answer, push failed, token stale)
+ * revokes the placement and publishes the local copy instead. */
+/* Takes over answering put_start (true) when the plan is placed and has accepted keys. */
+FX_INTERNAL bool fx_oplace_start(fx_owner_t *o, owner_plan_t *p);
+/* Called first by fx_okv_publish: true when a push is running or was started (the
+ * publish resumes when it ends). */
+FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p);
+/* Drops the placement: one-way PUT_REVOKE to the master, the plan publishes locally. */
+FX_INTERNAL void fx_oplace_revoke(fx_owner_t *o, owner_plan_t *p);
+FX_INTERNAL void fx_oplace_plan_free(owner_plan_t *p);
 
 /* owner_get.c */
 FX_INTERNAL void fx_owner_get_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h,

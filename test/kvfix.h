@@ -9,7 +9,8 @@
 #include "helpers.h"
 
 static char *kf_dir;
-static fluxon_node *kf_master, *kf_owner[2];
+#define KF_MAX_OWNERS 4
+static fluxon_node *kf_master, *kf_owner[KF_MAX_OWNERS];
 
 static void kf_owner_cfg(char *buf, size_t cap, int i, const char *extra)
 {
@@ -20,21 +21,27 @@ static void kf_owner_cfg(char *buf, size_t cap, int i, const char *extra)
              'A' + i, fluxon_node_port(kf_master), kf_dir, 'A' + i, extra ? extra : "");
 }
 
-static void kf_up(int n_owners)
+/* A master (master_extra: more JSON members, e.g. ",\"inflight_ttl_ms\":500") and
+ * n_owners owners A.. (owner_extra[i]: more members of owner i, or NULL). */
+static void kf_up_ex(int n_owners, const char *master_extra, const char *const *owner_extra)
 {
     kf_dir = th_tmpdir();
-    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
-                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"warn\"}", &kf_master), FLUXON_OK);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+             "\"listen\":\"127.0.0.1:0\",\"log_level\":\"warn\"%s}", master_extra ? master_extra : "");
+    cr_assert_eq(fluxon_node_start(cfg, &kf_master), FLUXON_OK, "%s", cfg);
+    cr_assert_leq(n_owners, KF_MAX_OWNERS);
     for (int i = 0; i < n_owners; i++) {
-        char cfg[1024];
-        kf_owner_cfg(cfg, sizeof cfg, i, NULL);
-        cr_assert_eq(fluxon_node_start(cfg, &kf_owner[i]), FLUXON_OK, "owner %d", i);
+        kf_owner_cfg(cfg, sizeof cfg, i, owner_extra ? owner_extra[i] : NULL);
+        cr_assert_eq(fluxon_node_start(cfg, &kf_owner[i]), FLUXON_OK, "owner %d: %s", i, cfg);
     }
 }
 
+static void kf_up(int n_owners) { kf_up_ex(n_owners, NULL, NULL); }
+
 static void kf_down(void)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < KF_MAX_OWNERS; i++) {
         fluxon_node_stop(kf_owner[i]);
         kf_owner[i] = NULL;
     }

@@ -18,6 +18,12 @@
 #define FX_PUT_REJECT_IF_EXIST 0x2ull
 #define FX_PUT_WRITE_THROUGH 0x4ull
 #define FX_PUT_MAKE_REPLICA 0x8ull
+#define FX_PUT_PLACE 0x10ull       /* the master places the value (plain put's default) */
+#define FX_PUT_LOCAL_FIRST 0x20ull /* placement: the requester's own owner when it fits */
+/* get modes (lookup_ack.modes, get_done.modes), ARCHITECTURE §7 */
+#define FX_GET_DURABLE 1u   /* copy here and register it as a replica (at most 2 at once per key) */
+#define FX_GET_TEMPORARY 2u /* copy here for the readers of this fetch only (holders), no replica */
+#define FX_GET_REUSE 3u     /* the requester already holds a replica at that offset: no transfer */
 /* A request with req_id 0 is one-way: no response is sent. */
 
 typedef struct fx_frame_header {
@@ -59,13 +65,14 @@ typedef struct fx_strv {
 #define FX_BODY_register(F)                                                           \
     F(STR, node_id) F(U64, generation) F(U8, node_role) F(U64, segment_bytes)           \
     F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)          \
-    F(U64V, grant_ids) F(U64V, grant_offsets) /* grants held: a restarted master re-learns them */
+    F(U64V, grant_ids) F(U64V, grant_offsets) /* grants held: a restarted master re-learns them */ \
+    F(STR, sub_cluster)
 #define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms)
 #define FX_BODY_heartbeat(F) F(U64, generation)
 #define FX_BODY_ping(F) F(U8, to_master) F(U64, t_ns)
 #define FX_BODY_nodes(F)                                                              \
     F(STRV, node_ids) F(U64V, roles) F(U64V, generations) F(U64V, alive)                \
-    F(U64V, segment_bytes)
+    F(U64V, segment_bytes) F(STRV, sub_clusters) F(U64V, placed_bytes)
 #define FX_BODY_json(F) F(STR, json)
 
 /* ---- KV and hostless bodies (issues 3-5). Arrays of one batch are parallel (SoA):
@@ -77,7 +84,9 @@ typedef struct fx_strv {
  * batch_id is unique per owner generation; a retry reuses it (T1). */
 #define FX_BODY_put_done(F)                                                           \
     F(U64, batch_id) F(U64, value_len) F(U64, flags) F(U64, lease_id) F(STRV, keys)      \
-    F(U64V, offsets) F(U64V, group_lens)
+    F(U64V, offsets) F(U64V, group_lens) F(U64, put_token)
+/* put_token != 0: the batch was placed by PUT_PLACE; the offsets are the ones that answer
+ * gave (in the target's segment, or the sender's own slots when it was the target). */
 /* per key: status, put_id = (put_ms, put_ver) */
 #define FX_BODY_put_done_ack(F) F(U64V, statuses) F(U64V, put_ms) F(U64V, put_ver)
 /* owner -> master: where are these keys (BatchGetStart, G8) */
@@ -88,14 +97,25 @@ typedef struct fx_strv {
 #define FX_BODY_lookup_ack(F)                                                         \
     F(U64V, statuses) F(U64V, src) F(U64V, offsets) F(U64V, value_lens) F(U64V, put_ms)  \
     F(U64V, put_ver) F(STRV, src_node_ids) F(U64V, src_generations)                     \
-    F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases)
+    F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases) F(U64V, modes)
 /* owner -> master: durable replicas now held here (GetDone, batch), copied from the
  * source replica (src node, generation, src_offsets). The master accepts a key only if
  * that source replica still exists: it was then intact for the whole copy (replicas
  * are removed before their slots can be reused), so the copy is byte-exact (D1). */
 #define FX_BODY_get_done(F)                                                           \
     F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver) F(U64V, value_lens)  \
-    F(STR, src_node_id) F(U64, src_generation) F(U64V, src_offsets)
+    F(STR, src_node_id) F(U64, src_generation) F(U64V, src_offsets) F(U64V, modes)
+/* owner -> master: place a batch (PutStart of §7). The master applies the reject flags
+ * against routes and its in-flight puts, picks ONE target owner for the batch (placement
+ * policy in master_place.c), allocates a range per accepted key in the target's segment
+ * and records an in-flight put (put_token) that expires after inflight_ttl_ms. Target ==
+ * sender: offsets are 0 and the sender uses its own slots. */
+#define FX_BODY_put_place(F)                                                          \
+    F(STRV, keys) F(U64, value_len) F(U64, flags) F(U64V, group_lens) F(STR, preferred_sub_cluster)
+#define FX_BODY_put_place_ack(F)                                                      \
+    F(U64, put_token) F(STR, target_node_id) F(U64, target_generation) F(STR, target_address) \
+    F(STR, target_rkey) F(U64, target_base) F(U64V, statuses) F(U64V, offsets)
+#define FX_BODY_put_revoke(F) F(U64, put_token)
 #define FX_BODY_statuses(F) F(U64V, statuses)
 #define FX_BODY_key(F) F(STR, key)
 /* master -> owner (one-way, req_id 0): these replicas on you are no longer routed */
@@ -155,7 +175,9 @@ typedef struct fx_strv {
     X(HANDLE_CONSUME, 21, handle_consume, empty) /* external -> owner, one-way */     \
     X(RELEASE, 22, release, empty)           /* external -> owner, one-way */         \
     X(CLUSTER_INFO, 23, count, empty)        /* master -> owners, one-way: alive owners */ \
-    X(EVICT, 24, evict, statuses)            /* owner -> master: drop exact replicas */
+    X(EVICT, 24, evict, statuses)            /* owner -> master: drop exact replicas */ \
+    X(PUT_PLACE, 25, put_place, put_place_ack) /* owner -> master: PutStart */        \
+    X(PUT_REVOKE, 26, put_revoke, empty)     /* owner -> master: PutRevoke */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
@@ -183,7 +205,7 @@ typedef enum fx_msg_type {
     B(lookup) B(lookup_ack) B(get_done) B(statuses) B(key) B(invalidate) B(keys) B(count)    \
     B(lease) B(lease_ack) B(list) B(put_start) B(put_start_ack) B(plan_ref)                  \
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
-    B(evict)
+    B(evict) B(put_place) B(put_place_ack) B(put_revoke)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* A bump arena for decoded arrays; freed in one go after the frame is handled. */

@@ -1,0 +1,492 @@
+/* master_place.c — placement and in-flight records of the master (ARCHITECTURE §7):
+ *  - PUT_PLACE (PutStart): applies reject_if_inflight / reject_if_exist per key (a group
+ *    with a rejected member is rejected whole), picks ONE target owner for the batch,
+ *    allocates a range per accepted key in the target's segment and records an in-flight
+ *    put with a TTL (inflight_ttl_ms). In-flight records are never routes: only PUT_DONE
+ *    turns one into routes (master_kv.c), PUT_REVOKE or the TTL frees its ranges.
+ *  - Placement policy, in order: `local-first` (FX_PUT_LOCAL_FIRST) takes the requester;
+ *    otherwise owners of `preferred_sub_cluster` first, then every other owner; inside a
+ *    tier the order is uniformly random; write_through leaves the requester out while
+ *    another owner fits. An owner fits when it is alive, connected, and its segment can
+ *    hold the whole batch within the placement limit (mpl_fits: half of a gpu_owner's
+ *    segment, a remote_cache owner's all but one grant).
+ *    The requester always fits (its own slot pool decides), so placement never fails: a
+ *    full cluster degrades to local writes.
+ *  - In-flight gets: DurableReplica for at most 2 owners per key at once (each record
+ *    lives until that owner's GET_DONE or the TTL), TemporaryReplica beyond.
+ * Reactor thread only. */
+#include <stdio.h>
+
+#include "log.h"
+#include "master_kv_int.h"
+
+#define MPL_MAX_DURABLE 2u
+#define MPL_MAX_KEYS 65536u
+
+typedef struct mpl_get_ent {
+    master_node_t *node;
+    uint64_t generation, deadline_ms;
+} mpl_get_ent_t;
+
+typedef struct mpl_get { /* in-flight durable gets of one key */
+    uint32_t n;
+    mpl_get_ent_t e[MPL_MAX_DURABLE];
+} mpl_get_t;
+
+typedef struct fx_mplace {
+    mkv_t *s;
+    fx_hmap_t *by_token;  /* u64 token -> mkv_inflight_t */
+    fx_hmap_t *keys;      /* key -> (uintptr_t) number of in-flight puts naming it */
+    fx_hmap_t *gets;      /* key -> mpl_get_t */
+    mkv_inflight_t *head, *tail;
+    uint64_t next_token, rng;
+    fx_timer_t timer;
+} fx_mplace_t;
+
+static uint64_t mpl_rand(fx_mplace_t *pl) /* xorshift64* */
+{
+    pl->rng ^= pl->rng >> 12;
+    pl->rng ^= pl->rng << 25;
+    pl->rng ^= pl->rng >> 27;
+    return pl->rng * 0x2545F4914F6CDD1Dull;
+}
+
+static uint32_t mpl_ttl(const mkv_t *s) { return s->m->cfg.inflight_ttl_ms ? s->m->cfg.inflight_ttl_ms : 60000u; }
+
+FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp)
+{
+    (void)s;
+    master_node_t *n = rp->node;
+    if (!rp->range_bytes || n->generation != rp->generation || !n->alloc) return;
+    if (fx_offset_alloc_free(n->alloc, rp->offset) != FLUXON_OK) {
+        FX_ERROR("owner %s: range at %llu was not allocated", n->node_id, (unsigned long long)rp->offset);
+        return;
+    }
+    n->placed_bytes -= FX_MIN(n->placed_bytes, rp->range_bytes);
+}
+
+/* ---- in-flight puts ---- */
+static void mpl_key_count(fx_mplace_t *pl, const char *k, uint32_t kl, int delta)
+{
+    uintptr_t c = (uintptr_t)fx_hmap_get(pl->keys, k, kl);
+    if (delta > 0) {
+        if (fx_hmap_put(pl->keys, k, kl, (void *)(c + 1), NULL) != FLUXON_OK)
+            FX_ERROR("in-flight key table: out of memory (reject_if_inflight may miss %.*s)", (int)FX_MIN(kl, 80u), k);
+    } else if (c <= 1) {
+        fx_hmap_del(pl->keys, k, kl, NULL);
+    } else {
+        fx_hmap_put(pl->keys, k, kl, (void *)(c - 1), NULL);
+    }
+}
+
+/* Out of every table (ranges untouched). */
+static void mpl_unlink(fx_mplace_t *pl, mkv_inflight_t *r)
+{
+    fx_hmap_del(pl->by_token, &r->token, sizeof r->token, NULL);
+    if (r->prev) r->prev->next = r->next;
+    else pl->head = r->next;
+    if (r->next) r->next->prev = r->prev;
+    else pl->tail = r->prev;
+    r->prev = r->next = NULL;
+    for (uint32_t i = 0; i < r->n; i++) mpl_key_count(pl, r->keys[i], r->klens[i], -1);
+}
+
+static void mpl_free(mkv_inflight_t *r)
+{
+    for (uint32_t i = 0; r->keys && i < r->n; i++) fx_free(r->keys[i]);
+    fx_free(r->keys);
+    fx_free(r->klens);
+    fx_free(r->offsets);
+    fx_free(r);
+}
+
+FX_INTERNAL void fx_mplace_release(mkv_t *s, mkv_inflight_t *r, const uint8_t *kept)
+{
+    for (uint32_t i = 0; i < r->n; i++) {
+        if (kept && kept[i]) continue;
+        mkv_replica_t rp = {r->target, r->tgt_generation, r->offsets[i], r->range_bytes};
+        fx_mkv_replica_free(s, &rp);
+    }
+    mpl_free(r);
+}
+
+static void mpl_arm(fx_mplace_t *pl);
+
+static void mpl_on_timer(fx_reactor_t *rx, fx_timer_t *t)
+{
+    (void)rx;
+    fx_mplace_t *pl = FX_CONTAINER_OF(t, fx_mplace_t, timer);
+    mkv_t *s = pl->s;
+    uint64_t now = fx_now_ms();
+    size_t expired = 0;
+    while (pl->head && pl->head->deadline_ms <= now) {
+        mkv_inflight_t *r = pl->head;
+        FX_WARN("in-flight put %llu of %u keys from %s (first %.*s) expired after %u ms without PUT_DONE; "
+                "its ranges are freed", (unsigned long long)r->token, r->n, r->requester->node_id,
+                (int)FX_MIN(r->klens[0], 80u), r->keys[0], mpl_ttl(s));
+        mpl_unlink(pl, r);
+        fx_mplace_release(s, r, NULL);
+        expired++;
+    }
+    s->c.inflight_expired += expired;
+    /* in-flight gets: forget records past their deadline */
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (fx_hmap_iter_next(pl->gets, &it, &k, &kl, &v)) {
+        mpl_get_t *g = v;
+        uint32_t keep = 0;
+        for (uint32_t i = 0; i < g->n; i++)
+            if (g->e[i].deadline_ms > now) g->e[keep++] = g->e[i];
+        g->n = keep;
+        if (!keep) {
+            fx_hmap_del(pl->gets, k, kl, NULL);
+            fx_free(g);
+        }
+    }
+    mpl_arm(pl);
+}
+
+static void mpl_arm(fx_mplace_t *pl)
+{
+    if (fx_timer_armed(&pl->timer)) return;
+    if (!pl->head && fx_hmap_count(pl->gets) == 0) return;
+    uint64_t now = fx_now_ms(), when = now + FX_MAX(mpl_ttl(pl->s) / 4, 10u);
+    if (pl->head) when = FX_MIN(when, FX_MAX(pl->head->deadline_ms, now + 1));
+    fx_timer_arm(pl->s->m->r, &pl->timer, when - now, mpl_on_timer);
+}
+
+/* Can n hold `count` more ranges of `bytes`? Placed ranges may take at most half of a
+ * gpu_owner's segment (the rest stays for its own slots: its writes and the copies its
+ * readers need) and all but one grant of a remote_cache owner's; either way one grant
+ * must stay free. */
+static bool mpl_fits(const master_node_t *n, uint64_t bytes, uint32_t count)
+{
+    if (!n->alloc || !n->alive || !n->peer || !n->ucx_address_len) return false;
+    uint64_t need = bytes * count;
+    uint64_t limit = n->node_role == FX_NODE_REMOTE_CACHE ? n->segment_bytes : n->segment_bytes / 2;
+    return n->placed_bytes + need <= limit && fx_offset_alloc_largest_free(n->alloc) >= bytes &&
+           fx_offset_alloc_free_bytes(n->alloc) >= need + n->grant_bytes;
+}
+
+static bool mpl_alloc_all(master_node_t *n, uint64_t bytes, uint32_t count, uint64_t *offs)
+{
+    for (uint32_t i = 0; i < count; i++)
+        if (fx_offset_alloc_alloc(n->alloc, bytes, &offs[i]) != FLUXON_OK) {
+            while (i--) fx_offset_alloc_free(n->alloc, offs[i]);
+            return false;
+        }
+    n->placed_bytes += bytes * count;
+    return true;
+}
+
+/* Picks the target and allocates its ranges (offs[count]); returns req when the
+ * requester writes into its own slots (offs untouched). */
+static master_node_t *mpl_pick(fx_mplace_t *pl, master_node_t *req, uint64_t flags, fx_str_t preferred,
+                               uint64_t bytes, uint32_t count, uint64_t *offs)
+{
+    fx_master_t *m = pl->s->m;
+    if (flags & FX_PUT_LOCAL_FIRST) return req;
+    master_node_t **c = fx_calloc(m->n_nodes + 1, sizeof *c);
+    if (!c) return req;
+    bool exclude_req = (flags & FX_PUT_WRITE_THROUGH) != 0;
+    master_node_t *pick = NULL;
+    for (int tier = preferred.len ? 0 : 1; tier < 2 && !pick; tier++) {
+        size_t nc = 0;
+        for (size_t i = 0; i < m->n_nodes; i++) {
+            master_node_t *n = m->nodes[i];
+            if (n->role != FX_ROLE_OWNER) continue;
+            bool in_pref = preferred.len && fx_str_eq(preferred, n->sub_cluster);
+            if (preferred.len && (tier == 0) != in_pref) continue;
+            if (n == req ? (!exclude_req && n->alive) : mpl_fits(n, bytes, count)) c[nc++] = n;
+        }
+        for (size_t i = nc; i > 1; i--) { /* Fisher-Yates */
+            size_t j = (size_t)(mpl_rand(pl) % i);
+            master_node_t *t = c[i - 1];
+            c[i - 1] = c[j];
+            c[j] = t;
+        }
+        for (size_t i = 0; i < nc && !pick; i++)
+            if (c[i] == req || mpl_alloc_all(c[i], bytes, count, offs)) pick = c[i];
+    }
+    fx_free(c);
+    if (!pick) pl->s->c.place_fallback++;
+    return pick ? pick : req;
+}
+
+static void mpl_fail_place(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const char *why, uint32_t arg)
+{
+    mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "put_place from %s: %s (%u)", p->node_id, why, arg);
+}
+
+FX_INTERNAL void fx_mplace_put_place(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                     fx_arena_t *arena)
+{
+    fx_mplace_t *pl = s->place;
+    fx_body_put_place_t b;
+    MKV_DECODE(s, p, h, body, arena, put_place, &b);
+    master_node_t *n = mkv_need_node(s, p, h);
+    if (!n) return;
+    uint32_t nk = b.keys.n;
+    uint64_t bytes = b.value_len > UINT64_MAX - 8192 ? 0 : FX_MAX((b.value_len + 4095) & ~4095ull, 4096ull);
+    if (nk == 0 || nk > MPL_MAX_KEYS) return mpl_fail_place(s, p, h, "the batch must have 1..65536 keys", nk);
+    if (b.value_len == 0 || !bytes || b.value_len > n->segment_bytes)
+        return mpl_fail_place(s, p, h, "value_len must be 1..the segment size", (uint32_t)FX_MIN(b.value_len, UINT32_MAX));
+    uint64_t sum = 0;
+    for (uint32_t g = 0; g < b.group_lens.n; g++) {
+        if (b.group_lens.v[g] == 0 || b.group_lens.v[g] > nk - sum)
+            return mpl_fail_place(s, p, h, "group_lens must be > 0 and sum to the keys; bad group", g);
+        sum += b.group_lens.v[g];
+    }
+    if (b.group_lens.n && sum != nk) return mpl_fail_place(s, p, h, "group_lens do not sum to the keys", nk);
+    for (uint32_t i = 0; i < nk; i++)
+        if (!mkv_key_ok(b.keys.v[i]) || memchr(b.keys.v[i].p, 0, b.keys.v[i].len))
+            return mpl_fail_place(s, p, h, "key must be 1..1024 bytes without NUL; bad key", i);
+    uint64_t *st = mkv_arena_u64(arena, nk), *offs = mkv_arena_u64(arena, nk), *aoffs = mkv_arena_u64(arena, nk);
+    if (!st || !offs || !aoffs) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "put_place of %u keys: out of memory", nk);
+        return;
+    }
+    fx_mkv_inv_t inv = {0};
+    for (uint32_t i = 0; i < nk; i++) {
+        fx_str_t k = b.keys.v[i];
+        st[i] = MKV_ST(FLUXON_OK);
+        offs[i] = 0;
+        bool dup = false;
+        for (uint32_t j = 0; j < i && !dup; j++) dup = b.keys.v[j].len == k.len && !memcmp(b.keys.v[j].p, k.p, k.len);
+        mkv_route_t *r;
+        if ((b.flags & FX_PUT_REJECT_IF_INFLIGHT) && (dup || fx_hmap_get(pl->keys, k.p, k.len)))
+            st[i] = MKV_ST(FLUXON_ERR_KEY_BEING_WRITTEN);
+        else if (dup)
+            st[i] = MKV_ST(FLUXON_ERR_INVALID_ARGUMENT);
+        else if ((b.flags & FX_PUT_REJECT_IF_EXIST) && (r = mkv_route_get(s, k, &inv)) && mkv_route_has_alive(r))
+            st[i] = MKV_ST(FLUXON_ERR_KEY_EXISTS);
+    }
+    mkv_inv_flush(s, &inv);
+    uint32_t ng = b.group_lens.n ? b.group_lens.n : nk, acc = 0;
+    for (uint32_t g = 0, start = 0; g < ng; g++) {
+        uint32_t gl = b.group_lens.n ? (uint32_t)b.group_lens.v[g] : 1;
+        bool rej = false;
+        for (uint32_t i = start; i < start + gl; i++) rej |= st[i] != MKV_ST(FLUXON_OK);
+        for (uint32_t i = start; i < start + gl; i++) {
+            if (rej && st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(FLUXON_ERR_GROUP_REJECTED);
+            acc += st[i] == MKV_ST(FLUXON_OK);
+        }
+        start += gl;
+    }
+    s->c.places++;
+    s->c.place_rejected += nk - acc;
+    master_node_t *t = n;
+    mkv_inflight_t *r = NULL;
+    if (acc) {
+        t = mpl_pick(pl, n, b.flags, b.preferred_sub_cluster, bytes, acc, aoffs);
+        r = fx_calloc(1, sizeof *r);
+        if (r) {
+            r->keys = fx_calloc(acc, sizeof *r->keys);
+            r->klens = fx_calloc(acc, sizeof *r->klens);
+            r->offsets = fx_calloc(acc, sizeof *r->offsets);
+        }
+        bool ok = r && r->keys && r->klens && r->offsets;
+        for (uint32_t i = 0, k = 0; ok && i < nk; i++) {
+            if (st[i] != MKV_ST(FLUXON_OK)) continue;
+            r->keys[k] = fx_strndup(b.keys.v[i].p, b.keys.v[i].len);
+            ok = r->keys[k] != NULL;
+            r->klens[k] = b.keys.v[i].len;
+            r->offsets[k] = t == n ? 0 : aoffs[k];
+            offs[i] = r->offsets[k];
+            r->n = ++k;
+        }
+        if (ok) {
+            r->token = ++pl->next_token;
+            r->requester = n;
+            r->req_generation = n->generation;
+            r->target = t;
+            r->tgt_generation = t->generation;
+            r->value_len = b.value_len;
+            r->range_bytes = t == n ? 0 : bytes;
+            r->deadline_ms = fx_now_ms() + mpl_ttl(s);
+            ok = fx_hmap_put(pl->by_token, &r->token, sizeof r->token, r, NULL) == FLUXON_OK;
+        }
+        if (!ok) {
+            if (t != n) {
+                for (uint32_t k = 0; k < acc; k++) fx_offset_alloc_free(t->alloc, aoffs[k]);
+                t->placed_bytes -= FX_MIN(t->placed_bytes, bytes * acc);
+            }
+            if (r) mpl_free(r);
+            mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "put_place of %u keys: out of memory", nk);
+            return;
+        }
+        r->prev = pl->tail;
+        if (pl->tail) pl->tail->next = r;
+        else pl->head = r;
+        pl->tail = r;
+        for (uint32_t k = 0; k < r->n; k++) mpl_key_count(pl, r->keys[k], r->klens[k], +1);
+        mpl_arm(pl);
+        if (t == n) s->c.place_local++;
+        else s->c.place_remote++;
+    }
+    FX_DEBUG("put_place from %s: %u of %u keys accepted, target %s", n->node_id, acc, nk, t->node_id);
+    fx_body_put_place_ack_t ack = {r ? r->token : 0,
+                                   fx_str_c(t->node_id),
+                                   t->generation,
+                                   {(const char *)t->ucx_address, t->ucx_address_len},
+                                   {(const char *)t->rkey, t->rkey_len},
+                                   t->segment_base,
+                                   {st, nk},
+                                   {offs, nk}};
+    MKV_REPLY(p, h, put_place_ack, &ack);
+}
+
+FX_INTERNAL void fx_mplace_put_revoke(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                      fx_arena_t *arena)
+{
+    fx_body_put_revoke_t b;
+    MKV_DECODE(s, p, h, body, arena, put_revoke, &b);
+    master_node_t *n = mkv_need_node(s, p, h);
+    if (!n) return;
+    mkv_inflight_t *r = fx_hmap_get(s->place->by_token, &b.put_token, sizeof b.put_token);
+    if (!r || r->requester != n || r->req_generation != n->generation) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOT_FOUND, "put_revoke: no in-flight put %llu of %s (done, expired or unknown)",
+                 (unsigned long long)b.put_token, n->node_id);
+        return;
+    }
+    mpl_unlink(s->place, r);
+    fx_mplace_release(s, r, NULL);
+    s->c.revokes++;
+    fx_body_empty_t e;
+    MKV_REPLY(p, h, empty, &e);
+}
+
+FX_INTERNAL mkv_inflight_t *fx_mplace_take(mkv_t *s, master_node_t *n, const fx_body_put_done_t *b, int *status_p,
+                                           const char **why_p)
+{
+    mkv_inflight_t *r = fx_hmap_get(s->place->by_token, &b->put_token, sizeof b->put_token);
+    *why_p = NULL;
+    if (!r || r->requester != n || r->req_generation != n->generation) {
+        *status_p = FLUXON_ERR_STALE;
+        *why_p = "unknown, expired or revoked put_token";
+        return NULL;
+    }
+    bool same = b->keys.n == r->n && b->offsets.n == r->n && b->value_len == r->value_len;
+    for (uint32_t i = 0; same && i < r->n; i++)
+        same = b->keys.v[i].len == r->klens[i] && !memcmp(b->keys.v[i].p, r->keys[i], r->klens[i]) &&
+               (r->target == n || b->offsets.v[i] == r->offsets[i]);
+    if (!same) {
+        *status_p = FLUXON_ERR_INVALID_ARGUMENT;
+        *why_p = "keys, offsets or value_len differ from the PUT_PLACE answer of this put_token";
+        return NULL;
+    }
+    mpl_unlink(s->place, r);
+    if (!r->target->alive || r->target->generation != r->tgt_generation) {
+        fx_mplace_release(s, r, NULL);
+        *status_p = FLUXON_ERR_STALE;
+        *why_p = "the target owner died";
+        return NULL;
+    }
+    return r;
+}
+
+/* ---- in-flight gets ---- */
+FX_INTERNAL unsigned fx_mplace_get_begin(mkv_t *s, fx_str_t key, master_node_t *req)
+{
+    fx_mplace_t *pl = s->place;
+    uint64_t now = fx_now_ms();
+    mpl_get_t *g = fx_hmap_get(pl->gets, key.p, key.len);
+    if (!g) {
+        g = fx_calloc(1, sizeof *g);
+        if (!g || fx_hmap_put(pl->gets, key.p, key.len, g, NULL) != FLUXON_OK) {
+            fx_free(g);
+            return FX_GET_TEMPORARY; /* no memory to count it: the safe mode */
+        }
+    }
+    uint32_t keep = 0;
+    int mine = -1;
+    for (uint32_t i = 0; i < g->n; i++) {
+        mpl_get_ent_t *e = &g->e[i];
+        if (e->deadline_ms <= now || !e->node->alive || e->node->generation != e->generation) continue;
+        if (e->node == req) mine = (int)keep;
+        g->e[keep++] = *e;
+    }
+    g->n = keep;
+    unsigned mode = FX_GET_TEMPORARY;
+    if (mine >= 0) {
+        g->e[mine].deadline_ms = now + mpl_ttl(s); /* the same owner asks again */
+        mode = FX_GET_DURABLE;
+    } else if (g->n < MPL_MAX_DURABLE) {
+        g->e[g->n++] = (mpl_get_ent_t){req, req->generation, now + mpl_ttl(s)};
+        mode = FX_GET_DURABLE;
+    }
+    if (g->n == 0) {
+        fx_hmap_del(pl->gets, key.p, key.len, NULL);
+        fx_free(g);
+    }
+    mpl_arm(pl);
+    return mode;
+}
+
+FX_INTERNAL void fx_mplace_get_end(mkv_t *s, fx_str_t key, master_node_t *req)
+{
+    fx_mplace_t *pl = s->place;
+    mpl_get_t *g = fx_hmap_get(pl->gets, key.p, key.len);
+    if (!g) return;
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < g->n; i++)
+        if (g->e[i].node != req) g->e[keep++] = g->e[i];
+    g->n = keep;
+    if (!keep) {
+        fx_hmap_del(pl->gets, key.p, key.len, NULL);
+        fx_free(g);
+    }
+}
+
+/* ---- life ---- */
+FX_INTERNAL int fx_mplace_create(mkv_t *s)
+{
+    fx_mplace_t *pl = fx_calloc(1, sizeof *pl);
+    if (!pl) return FLUXON_ERR_NOMEM;
+    pl->s = s;
+    fx_timer_init(&pl->timer);
+    pl->next_token = s->m->generation; /* tokens of a restarted master do not repeat */
+    pl->rng = s->m->generation | 1;
+    int rc = fx_hmap_create(64, &pl->by_token);
+    if (rc == FLUXON_OK) rc = fx_hmap_create(64, &pl->keys);
+    if (rc == FLUXON_OK) rc = fx_hmap_create(64, &pl->gets);
+    if (rc != FLUXON_OK) {
+        fx_hmap_destroy(pl->by_token);
+        fx_hmap_destroy(pl->keys);
+        fx_free(pl);
+        return rc;
+    }
+    s->place = pl;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_mplace_destroy(mkv_t *s)
+{
+    fx_mplace_t *pl = s->place;
+    if (!pl) return;
+    fx_timer_disarm(s->m->r, &pl->timer);
+    while (pl->head) {
+        mkv_inflight_t *r = pl->head;
+        mpl_unlink(pl, r);
+        mpl_free(r);
+    }
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    void *v;
+    while (fx_hmap_iter_next(pl->gets, &it, NULL, NULL, &v)) fx_free(v);
+    fx_hmap_destroy(pl->gets);
+    fx_hmap_destroy(pl->keys);
+    fx_hmap_destroy(pl->by_token);
+    fx_free(pl);
+    s->place = NULL;
+}
+
+FX_INTERNAL size_t fx_mplace_stats_json(mkv_t *s, char *buf, size_t cap)
+{
+    fx_mplace_t *pl = s->place;
+    if (!pl || !cap) return 0;
+    int n = snprintf(buf, cap, ",\"inflight_puts\":%zu,\"inflight_put_keys\":%zu,\"inflight_gets\":%zu",
+                     fx_hmap_count(pl->by_token), fx_hmap_count(pl->keys), fx_hmap_count(pl->gets));
+    return n < 0 ? 0 : FX_MIN((size_t)n, cap - 1);
+}

@@ -1,0 +1,219 @@
+/* owner_place.c — placed puts on the writer's owner (ARCHITECTURE §7):
+ *   put_start: local staging slots claimed → PUT_PLACE to the master (one per plan, G8)
+ *              → the master's target, put_token and per-key ranges → answer the external;
+ *   commit:    values local-visible at once (V1, owner_kv.c) → ONE UCX PUT batch from
+ *              the staging slots into the target's ranges → PUT_DONE with the put_token
+ *              → the staging copies are dropped (the route names the target's ranges).
+ * A target equal to this owner means the staging slots ARE the values (only the
+ * master's in-flight record differs from a local-first put). Every failure before the
+ * route exists falls back to publishing the staging copy: no PUT_PLACE answer (the
+ * master's record then expires by its TTL), a failed push (PUT_REVOKE first), a
+ * put_token the master no longer knows (owner_kv.c). Reactor thread only. */
+#include <stdio.h>
+
+#include "log.h"
+#include "owner_kv.h"
+
+typedef struct oplace_ctx {
+    fx_owner_t *o;
+    uint64_t plan_id;
+} oplace_ctx_t;
+
+FX_INTERNAL void fx_oplace_plan_free(owner_plan_t *p)
+{
+    fx_free(p->preferred);
+    fx_free(p->target_addr);
+    fx_free(p->target_rkey);
+    fx_free(p->target_offsets);
+    p->preferred = NULL;
+    p->target_addr = p->target_rkey = NULL;
+    p->target_offsets = NULL;
+}
+
+static owner_plan_t *oplace_plan(oplace_ctx_t *c)
+{
+    owner_plan_t *p = fx_hmap_get(owner_kv(c->o)->plans, &c->plan_id, sizeof c->plan_id);
+    fx_free(c);
+    return p;
+}
+
+FX_INTERNAL void fx_oplace_revoke(fx_owner_t *o, owner_plan_t *p)
+{
+    owner_kv_t *kv = owner_kv(o);
+    if (p->put_token && o->mstate == OM_READY && o->mconn) { /* one-way: the TTL covers a lost one */
+        fx_body_put_revoke_t b = {p->put_token};
+        if (FX_CONN_SEND(o->mconn, FX_MSG_PUT_REVOKE, 0, 0, 0, put_revoke, &b) == FLUXON_OK) kv->revokes_sent++;
+    }
+    p->put_token = 0;
+    p->target_remote = false;
+}
+
+/* ---- put_start: ask the master where the batch goes ---- */
+static void oplace_on_place(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                            fx_arena_t *arena)
+{
+    oplace_ctx_t *c = arg;
+    fx_owner_t *o = c->o;
+    owner_kv_t *kv = owner_kv(o);
+    owner_plan_t *p = oplace_plan(c);
+    if (!p || p->state != OP_CLAIMING) return;
+    size_t m = 0;
+    for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
+    fx_body_put_place_ack_t a;
+    memset(&a, 0, sizeof a);
+    int rc = status;
+    if (rc == FLUXON_OK) rc = fx_body_put_place_ack_decode(body, h->body_len, &a, arena);
+    if (rc == FLUXON_OK && (a.statuses.n != m || a.offsets.n != m)) rc = FLUXON_ERR_PROTOCOL;
+    bool remote = rc == FLUXON_OK && a.put_token &&
+                  !(fx_str_eq(a.target_node_id, o->cfg.node_id) && a.target_generation == o->generation);
+    if (remote) {
+        p->target_offsets = fx_calloc(p->n, sizeof *p->target_offsets);
+        p->target_addr = fx_malloc(a.target_address.len + 1);
+        p->target_rkey = fx_malloc(a.target_rkey.len + 1);
+        if (!p->target_offsets || !p->target_addr || !p->target_rkey) rc = FLUXON_ERR_NOMEM;
+    }
+    if (rc != FLUXON_OK) { /* no placement: publish locally (a record there expires by TTL) */
+        FX_WARN("put_place of %zu keys failed (%s); the batch is written to this owner", m, fluxon_status_string(rc));
+        fx_oplace_plan_free(p);
+        kv->place_fallbacks++;
+        fx_okv_put_start_reply(o, p);
+        return;
+    }
+    for (size_t i = 0, k = 0; i < p->n; i++) {
+        if (p->status[i] != FLUXON_OK) continue;
+        int ks = (int)(int64_t)a.statuses.v[k];
+        if (ks != FLUXON_OK) { /* rejected by the master (in flight or exists elsewhere) */
+            p->status[i] = ks;
+            fx_slot_pool_release_prepared(kv->pool, &p->slots[i]);
+        } else if (remote) {
+            p->target_offsets[i] = a.offsets.v[k];
+        }
+        k++;
+    }
+    p->put_token = a.put_token;
+    if (remote) {
+        fx_str_copy(a.target_node_id, p->target_id, sizeof p->target_id);
+        p->target_gen = a.target_generation;
+        p->target_base = a.target_base;
+        memcpy(p->target_addr, a.target_address.p, a.target_address.len);
+        memcpy(p->target_rkey, a.target_rkey.p, a.target_rkey.len);
+        p->target_addr_len = a.target_address.len;
+        p->target_rkey_len = a.target_rkey.len;
+        p->target_remote = true;
+        kv->placed_remote++;
+    } else if (p->put_token) {
+        kv->placed_local++;
+    }
+    fx_okv_put_start_reply(o, p);
+}
+
+FX_INTERNAL bool fx_oplace_start(fx_owner_t *o, owner_plan_t *p)
+{
+    owner_kv_t *kv = owner_kv(o);
+    if (!(p->flags & (FX_PUT_PLACE | FX_PUT_WRITE_THROUGH)) || !p->ext) return false;
+    size_t m = 0, ng = 0;
+    for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
+    if (!m || o->mstate != OM_READY || !o->mconn) return false;
+    fx_str_t *keys = fx_calloc(m, sizeof *keys);
+    uint64_t *groups = fx_calloc(p->n_groups ? p->n_groups : 1, sizeof *groups);
+    oplace_ctx_t *c = fx_malloc(sizeof *c);
+    bool sent = false;
+    if (keys && groups && c) {
+        /* groups are all-or-none after the local checks; send the accepted ones */
+        for (size_t i = 0, k = 0; i < p->n; i++)
+            if (p->status[i] == FLUXON_OK) keys[k++] = (fx_str_t){p->keys[i], p->klens[i]};
+        for (size_t g = 0, start = 0; g < p->n_groups; start += p->group_lens[g], g++)
+            if (p->status[start] == FLUXON_OK) groups[ng++] = p->group_lens[g];
+        fx_body_put_place_t b = {{keys, (uint32_t)m}, p->value_len, p->flags, {groups, (uint32_t)ng},
+                                 fx_str_c(p->preferred)};
+        *c = (oplace_ctx_t){o, p->id};
+        sent = FX_RPC_CALL(o->mconn, PUT_PLACE, put_place, &b, o->cfg.master_timeout_ms, oplace_on_place, c) ==
+               FLUXON_OK;
+    }
+    if (!sent) fx_free(c);
+    fx_free(keys);
+    fx_free(groups);
+    if (sent) kv->place_requests++;
+    return sent;
+}
+
+/* ---- after commit: push the values to the target ---- */
+typedef struct oplace_push {
+    oplace_ctx_t *c;
+    fx_ucx_range_t *ranges;
+    size_t n;
+    bool inject_failure;
+} oplace_push_t;
+
+static void oplace_on_pushed(void *arg, int status)
+{
+    oplace_push_t *x = arg;
+    fx_owner_t *o = x->c->o;
+    owner_kv_t *kv = owner_kv(o);
+    if (x->inject_failure && status == FLUXON_OK) status = FLUXON_ERR_INTERNAL;
+    size_t n = x->n;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += x->ranges[i].len;
+    fx_free(x->ranges);
+    owner_plan_t *p = oplace_plan(x->c);
+    fx_free(x);
+    if (!p || p->state != OP_PUBLISHING) return;
+    p->pushing = false;
+    if (status == FLUXON_OK) {
+        p->pushed = true;
+        kv->pushed_keys += n;
+        kv->pushed_bytes += bytes;
+    } else {
+        FX_WARN("pushing %zu values to owner %s failed (%s); revoking the placement and publishing them here", n,
+                p->target_id, fluxon_status_string(status));
+        fx_oplace_revoke(o, p);
+        kv->place_fallbacks++;
+    }
+    fx_okv_publish(o, p);
+}
+
+FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
+{
+    owner_kv_t *kv = owner_kv(o);
+    if (!p->target_remote || p->pushed) return false;
+    if (p->pushing) return true;
+    size_t m = 0;
+    for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
+    if (!m) return false;
+    fx_ucx_peer_t *peer = fx_okv_peer(o, fx_str_c(p->target_id), p->target_gen,
+                                      (fx_str_t){(const char *)p->target_addr, p->target_addr_len},
+                                      (fx_str_t){(const char *)p->target_rkey, p->target_rkey_len}, p->target_base);
+    oplace_push_t *x = fx_calloc(1, sizeof *x);
+    int rc = FLUXON_ERR_NOMEM;
+    if (x) {
+        x->c = fx_malloc(sizeof *x->c);
+        x->ranges = fx_calloc(m, sizeof *x->ranges);
+    }
+    if (x && x->c && x->ranges) {
+        uint8_t *base = fx_segment_base(o->seg);
+        for (size_t i = 0; i < p->n; i++)
+            if (p->status[i] == FLUXON_OK)
+                x->ranges[x->n++] = (fx_ucx_range_t){base + p->slots[i].offset, p->target_offsets[i], p->value_len};
+        *x->c = (oplace_ctx_t){o, p->id};
+        rc = peer ? fx_ucx_transfer(kv->ucx, peer, FX_UCX_PUT, x->ranges, x->n, oplace_on_pushed, x)
+                  : FLUXON_ERR_UNAVAILABLE;
+        if (rc == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: fail it afterwards */
+            o->cfg.fail_transfers--;
+            x->inject_failure = true;
+        }
+    }
+    if (rc == FLUXON_OK) {
+        p->pushing = true;
+        return true;
+    }
+    if (x) {
+        fx_free(x->c);
+        fx_free(x->ranges);
+        fx_free(x);
+    }
+    FX_WARN("cannot push %zu values to owner %s (%s); revoking the placement and publishing them here", m,
+            p->target_id, fluxon_status_string(rc));
+    fx_oplace_revoke(o, p);
+    kv->place_fallbacks++;
+    return false; /* publish the local copy now */
+}
