@@ -182,8 +182,12 @@ typedef struct fluxon_put_options {
     int reject_if_inflight_same_key;       /* FLUXON_ERR_KEY_BEING_WRITTEN if a put of the
                                               key is in flight on this owner */
     int reject_if_exist_same_key;          /* FLUXON_ERR_KEY_EXISTS if the key has a value */
-    int write_through, make_replica_task;  /* accepted, validated and carried to the master;
-                                              their remote behaviour comes later */
+    int write_through;                     /* hostless: the master places the batch on
+                                              another owner (random among those that fit);
+                                              the values are staged here, pushed over UCX
+                                              after commit, then published */
+    int make_replica_task;                 /* accepted, validated and carried to the
+                                              master; async replicas are not built yet */
     const uint8_t *make_replica_task_mask; /* NULL, or n_keys entries, uniform per group */
     const uint32_t *atomic_group_lens;     /* NULL: every key is its own group; else
                                               n_atomic_groups lengths > 0 summing to n_keys */
@@ -199,10 +203,13 @@ typedef struct fluxon_put_options {
 } fluxon_put_options;
 
 /* ---------------------------------------------------------------------------------
- * Plain KV. Writes are local-first: the value lands in this client's owner and becomes
- * readable there at once; the master then publishes it cluster-wide (a later put of the
- * same key replaces it). Global conflicts (reject_if_exist against a value held by
- * another owner) are detected when the master publishes.
+ * Plain KV. A put is placed by the master (ARCHITECTURE §7): on a uniformly random owner
+ * among those with room, owners of preferred_sub_cluster first, this client's owner
+ * included; local_first keeps it on this client's owner. The bytes are staged in this
+ * client's owner, moved by UCX to the target, then published (a later put of the same
+ * key replaces it). If the target cannot be reached the staged copy is published here
+ * instead. reject_if_inflight is checked against every placed put in flight in the
+ * cluster, reject_if_exist against published values.
  * ------------------------------------------------------------------------------- */
 typedef struct fluxon_holder fluxon_holder;
 
@@ -210,14 +217,17 @@ typedef struct fluxon_holder fluxon_holder;
  * (1..FLUXON_MAX_KEY_BYTES bytes, NUL-terminated, no embedded NUL) and waits until the
  * master published it (at most timeout_ms of the client config). opts may be NULL.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad key, value NULL, value_len 0 or
- * larger than a grant); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN (with the
- * matching option); FLUXON_ERR_NO_SPACE (the owner has no room); FLUXON_ERR_LEASE_EXPIRED
+ * larger than a grant, local_first together with write_through, preferred_sub_cluster
+ * empty or of 64 bytes or more); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN
+ * (with the matching option); FLUXON_ERR_NO_SPACE (the owner has no room to stage it);
+ * FLUXON_ERR_LEASE_EXPIRED
  * (lease_id unknown or expired); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
 int fluxon_put(fluxon_client *c, const char *key, const void *value, uint64_t value_len,
                const fluxon_put_options *opts);
 
 /* Looks key up (this owner first, then the master; a value held by another owner is
- * copied into this owner over UCX) and returns a holder that keeps the bytes valid and
+ * copied into this owner over UCX: as a replica for at most 2 owners per key at a time,
+ * beyond that as a temporary copy freed with its holders) and returns a holder that keeps the bytes valid and
  * unchanged until fluxon_holder_release, whatever deletes or replaces the key meanwhile.
  * *holder_p is owned by the caller. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT;
  * FLUXON_ERR_NOT_FOUND; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
