@@ -104,7 +104,7 @@ $(BUILD)/libfx_test.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
 # suites of CLI-side code link those objects too (roles/cli_*.c minus main)
 CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/cli.o,$(CLI_OBJS))
-$(BUILD)/test/%: test/%.c test/helpers.h test/kvfix.h test/replayfix.h $(BUILD)/libfx_test.a $(CLI_LIB_OBJS)
+$(BUILD)/test/%: test/%.c test/helpers.h test/kvfix.h test/mkvfix.h test/replayfix.h $(BUILD)/libfx_test.a $(CLI_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -Itest -o $@ $< $(CLI_LIB_OBJS) $(BUILD)/libfx_test.a $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS)
 

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -189,6 +190,11 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
         FX_ERROR("cannot map the segment of owner %s: %s", cl->owner_node_id, fluxon_status_string(rc));
         goto err_sock;
     }
+    /* Map every page of the (owner-prefaulted) segment now: otherwise the first write of
+     * each page by this process takes a fault on the put path (measured: most of a 4.5
+     * MiB put into a fresh slot). Page tables only, no new memory. Best effort. */
+    if (madvise(fx_segment_base(cl->seg), fx_segment_len(cl->seg), MADV_POPULATE_WRITE) != 0)
+        FX_DEBUG("segment prefault skipped: %m");
     rc = fx_reactor_create(&cl->r);
     if (rc != FLUXON_OK) goto err_seg;
     pthread_mutex_init(&cl->io_lock, NULL);

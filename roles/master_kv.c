@@ -324,7 +324,7 @@ static void mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     if (b.put_token) {
         int tst;
         const char *why;
-        rec = fx_mplace_take(s, n, &b, &tst, &why);
+        rec = fx_mplace_find(s, n, &b, &tst, &why);
         if (!rec && tst != FLUXON_ERR_STALE) {
             mkv_fail(s, p, h, tst, "put_done batch %llu from %s, put_token %llu: %s", (unsigned long long)b.batch_id,
                      n->node_id, (unsigned long long)b.put_token, why);
@@ -343,10 +343,8 @@ static void mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
         }
         tn = rec->target;
     }
-    if (!mkv_put_done_valid(s, p, h, tn, &b)) {
-        if (rec) fx_mplace_release(s, rec, NULL);
-        return;
-    }
+    if (!mkv_put_done_valid(s, p, h, tn, &b)) return; /* the in-flight record stays */
+    if (rec) fx_mplace_detach(s, rec);
     memset(kept, 0, nk ? nk : 1);
     bool lease_ok = !b.lease_id || mkv_lease_live(s, b.lease_id);
     fx_mkv_inv_t inv = {0};

@@ -109,12 +109,15 @@ FX_INTERNAL void fx_mplace_put_place(mkv_t *s, master_peer_t *p, const fx_frame_
 FX_INTERNAL void fx_mplace_put_revoke(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                                       fx_arena_t *arena);
 /* PUT_DONE of a placed batch: the in-flight record of token if it belongs to n and
- * matches keys/offsets/value_len, taken out of the in-flight tables (its ranges still
- * allocated). NULL: *status_p = FLUXON_ERR_STALE (unknown, expired or revoked token, or
- * the target died: every key is STALE) or FLUXON_ERR_INVALID_ARGUMENT (*why_p says
- * what does not match). */
-FX_INTERNAL mkv_inflight_t *fx_mplace_take(mkv_t *s, master_node_t *n, const fx_body_put_done_t *b, int *status_p,
+ * matches keys/offsets/value_len (still in the in-flight tables: fx_mplace_detach takes
+ * it out once the whole request is known valid). NULL: *status_p = FLUXON_ERR_STALE
+ * (unknown, expired or revoked token, or the target died: the record is dropped, every
+ * key is STALE) or FLUXON_ERR_INVALID_ARGUMENT (*why_p says what does not match;
+ * nothing changed). */
+FX_INTERNAL mkv_inflight_t *fx_mplace_find(mkv_t *s, master_node_t *n, const fx_body_put_done_t *b, int *status_p,
                                            const char **why_p);
+/* Out of the in-flight tables; its ranges stay allocated (fx_mplace_release). */
+FX_INTERNAL void fx_mplace_detach(mkv_t *s, mkv_inflight_t *rec);
 /* Frees a taken record; the range of key i is freed unless kept[i] (a route owns it now). */
 FX_INTERNAL void fx_mplace_release(mkv_t *s, mkv_inflight_t *rec, const uint8_t *kept);
 /* Frees the range behind a replica (no-op for slot replicas and older generations). */

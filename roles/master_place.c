@@ -358,7 +358,7 @@ FX_INTERNAL void fx_mplace_put_revoke(mkv_t *s, master_peer_t *p, const fx_frame
     MKV_REPLY(p, h, empty, &e);
 }
 
-FX_INTERNAL mkv_inflight_t *fx_mplace_take(mkv_t *s, master_node_t *n, const fx_body_put_done_t *b, int *status_p,
+FX_INTERNAL mkv_inflight_t *fx_mplace_find(mkv_t *s, master_node_t *n, const fx_body_put_done_t *b, int *status_p,
                                            const char **why_p)
 {
     mkv_inflight_t *r = fx_hmap_get(s->place->by_token, &b->put_token, sizeof b->put_token);
@@ -377,8 +377,8 @@ FX_INTERNAL mkv_inflight_t *fx_mplace_take(mkv_t *s, master_node_t *n, const fx_
         *why_p = "keys, offsets or value_len differ from the PUT_PLACE answer of this put_token";
         return NULL;
     }
-    mpl_unlink(s->place, r);
     if (!r->target->alive || r->target->generation != r->tgt_generation) {
+        mpl_unlink(s->place, r);
         fx_mplace_release(s, r, NULL);
         *status_p = FLUXON_ERR_STALE;
         *why_p = "the target owner died";
@@ -386,6 +386,8 @@ FX_INTERNAL mkv_inflight_t *fx_mplace_take(mkv_t *s, master_node_t *n, const fx_
     }
     return r;
 }
+
+FX_INTERNAL void fx_mplace_detach(mkv_t *s, mkv_inflight_t *r) { mpl_unlink(s->place, r); }
 
 /* ---- in-flight gets ---- */
 FX_INTERNAL unsigned fx_mplace_get_begin(mkv_t *s, fx_str_t key, master_node_t *req)
