@@ -334,7 +334,8 @@ FX_INTERNAL void fx_mplace_put_place(mkv_t *s, master_peer_t *p, const fx_frame_
                                    {(const char *)t->rkey, t->rkey_len},
                                    t->segment_base,
                                    {st, nk},
-                                   {offs, nk}};
+                                   {offs, nk},
+                                   mpl_ttl(s)};
     MKV_REPLY(p, h, put_place_ack, &ack);
 }
 

@@ -91,6 +91,9 @@ static void oplace_on_place(void *arg, int status, const fx_frame_header_t *h, c
         k++;
     }
     p->put_token = a.put_token;
+    /* the master frees the ranges TTL after it got PUT_PLACE (later than we sent it):
+     * the bytes must have landed well before that */
+    p->push_deadline_ms = p->place_sent_ms + (uint64_t)a.ttl_ms * 3 / 4;
     if (remote) {
         fx_str_copy(a.target_node_id, p->target_id, sizeof p->target_id);
         p->target_gen = a.target_generation;
@@ -127,6 +130,7 @@ FX_INTERNAL bool fx_oplace_start(fx_owner_t *o, owner_plan_t *p)
         fx_body_put_place_t b = {{keys, (uint32_t)m}, p->value_len, p->flags, {groups, (uint32_t)ng},
                                  fx_str_c(p->preferred)};
         *c = (oplace_ctx_t){o, p->id};
+        p->place_sent_ms = fx_now_ms();
         sent = FX_RPC_CALL(o->mconn, PUT_PLACE, put_place, &b, o->cfg.master_timeout_ms, oplace_on_place, c) ==
                FLUXON_OK;
     }
@@ -180,6 +184,14 @@ FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
     size_t m = 0;
     for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
     if (!m) return false;
+    uint64_t now = fx_now_ms();
+    if (now >= p->push_deadline_ms) { /* too late to write into the ranges safely */
+        FX_WARN("put of %zu values: committed %llu ms after its placement, past 3/4 of the in-flight TTL; "
+                "publishing them here instead", m, (unsigned long long)(now - p->place_sent_ms));
+        fx_oplace_revoke(o, p);
+        kv->place_fallbacks++;
+        return false;
+    }
     fx_ucx_peer_t *peer = fx_okv_peer(o, fx_str_c(p->target_id), p->target_gen,
                                       (fx_str_t){(const char *)p->target_addr, p->target_addr_len},
                                       (fx_str_t){(const char *)p->target_rkey, p->target_rkey_len}, p->target_base);
@@ -195,8 +207,12 @@ FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
             if (p->status[i] == FLUXON_OK)
                 x->ranges[x->n++] = (fx_ucx_range_t){base + p->slots[i].offset, p->target_offsets[i], p->value_len};
         *x->c = (oplace_ctx_t){o, p->id};
+        /* bounded by the placement's deadline (a timeout fails the push, never lets it
+         * land after the master may have reused the ranges) */
+        fx_ucx_set_timeout_ms(kv->ucx, (uint32_t)FX_MIN(p->push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
         rc = peer ? fx_ucx_transfer(kv->ucx, peer, FX_UCX_PUT, x->ranges, x->n, oplace_on_pushed, x)
                   : FLUXON_ERR_UNAVAILABLE;
+        fx_ucx_set_timeout_ms(kv->ucx, 0);
         if (rc == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: fail it afterwards */
             o->cfg.fail_transfers--;
             x->inject_failure = true;

@@ -319,3 +319,27 @@ Test(place, killed_writer_blocks_the_key_only_until_the_inflight_ttl)
     cr_assert_eq(placed_bytes(a, "ownA"), 0, "the dead writer's range was freed by the TTL");
     fluxon_client_close(a);
 }
+
+Test(place, a_commit_too_late_for_the_placement_publishes_here)
+{
+    kf_up_ex(2, ",\"inflight_ttl_ms\":400", NULL);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    const char *k = "late";
+    fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
+    fluxon_plan *plan = NULL;
+    cr_assert_eq(fluxon_local_fast_put_start(a, &k, 1, VLEN, &wt, &plan, NULL), FLUXON_OK);
+    cr_assert_eq(placed_bytes(a, "ownB"), (long long)VLEN);
+    kf_fill((uint8_t *)(uintptr_t)plan->value_ptrs[0], VLEN, 900);
+    th_sleep_ms(350); /* past 3/4 of the TTL: the ranges may be gone before a push lands */
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(a, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    cr_assert_eq(kf_stat(a, "pushed_keys"), 0, "nothing was written into the late ranges");
+    cr_assert_eq(kf_stat(a, "place_fallbacks"), 1);
+    cr_assert_eq(kf_stat(a, "slots_committed"), 1, "published from the writer's slot");
+    cr_assert(wait_placed(a, "ownB", 0, 3000), "the master freed the range (revoke or TTL)");
+    get_check(b, k, VLEN, 900);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}

@@ -114,7 +114,9 @@ typedef struct fx_strv {
     F(STRV, keys) F(U64, value_len) F(U64, flags) F(U64V, group_lens) F(STR, preferred_sub_cluster)
 #define FX_BODY_put_place_ack(F)                                                      \
     F(U64, put_token) F(STR, target_node_id) F(U64, target_generation) F(STR, target_address) \
-    F(STR, target_rkey) F(U64, target_base) F(U64V, statuses) F(U64V, offsets)
+    F(STR, target_rkey) F(U64, target_base) F(U64V, statuses) F(U64V, offsets) F(U32, ttl_ms)
+/* ttl_ms: the in-flight TTL; the sender must finish writing the ranges well within it
+ * (counted from when it sent PUT_PLACE), or not write them at all */
 #define FX_BODY_put_revoke(F) F(U64, put_token)
 #define FX_BODY_statuses(F) F(U64V, statuses)
 #define FX_BODY_key(F) F(STR, key)
