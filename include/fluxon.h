@@ -131,8 +131,19 @@ int fluxon_client_stats(fluxon_client *client, char *json, size_t cap, size_t *l
  * to_master its master, not connected); FLUXON_ERR_TIMEOUT. */
 int fluxon_client_ping(fluxon_client *client, int to_master, uint64_t *rtt_ns_p);
 
+/* Writes the master's KV counters as one JSON object into json (same cap/len_p rules as
+ * fluxon_client_stats): generation, owners, routes, replicas, leases, the cumulative
+ * counters (puts, lookups, places, place_remote, revokes, inflight_expired, get_durable,
+ * get_temporary, ...) and the in-flight gauges inflight_puts, inflight_put_keys and
+ * inflight_gets (all back to 0 once a workload's puts and gets are done, R1).
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE (the owner has
+ * no master); FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. Thread-safe. */
+int fluxon_client_master_stats(fluxon_client *client, char *json, size_t cap, size_t *len_p);
+
 /* Writes the cluster's node table as a JSON array into json (same cap/len_p rules as
- * fluxon_client_stats): [{"node_id","role","generation","alive","segment_bytes"}...].
+ * fluxon_client_stats): [{"node_id","role","generation","alive","segment_bytes",
+ * "sub_cluster","placed_bytes"}...]; placed_bytes: bytes of that owner's segment the
+ * master allocated for placed values.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE;
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_client_cluster_nodes(fluxon_client *client, char *json, size_t cap,

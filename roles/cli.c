@@ -30,6 +30,7 @@ static void usage(FILE *f)
             "      ping [--count N]      round trips external->owner and external->owner->master\n"
             "      stat [--json]         the cluster's nodes\n"
             "      stats                 this client's and its owner's counters (JSON)\n"
+            "      master-stats          the master's KV counters and in-flight records (JSON)\n"
             "      put KEY FILE|-        store a value (a file, or stdin)\n"
             "      get KEY [-o FILE]     print (or save) a value\n"
             "      del KEY               delete a key\n"
@@ -184,13 +185,19 @@ static int cmd_stat(fluxon_client *c, int argc, char **argv)
     }
     /* The library writes this array in a fixed shape (fluxon_client_cluster_nodes);
      * scan it directly so 64-bit generations keep every digit. */
-    printf("%-24s %-13s %-20s %-6s %15s\n", "NODE", "ROLE", "GENERATION", "ALIVE", "SEGMENT_BYTES");
+    printf("%-24s %-13s %-20s %-6s %15s %-12s %15s\n", "NODE", "ROLE", "GENERATION", "ALIVE", "SEGMENT_BYTES",
+           "SUB_CLUSTER", "PLACED_BYTES");
     for (const char *p = strchr(buf, '{'); p; p = strchr(p + 1, '{')) {
-        char id[64] = "", role[16] = "", alive[6] = "";
-        unsigned long long gen = 0, seg = 0;
-        if (sscanf(p, "{\"node_id\":\"%63[^\"]\",\"role\":\"%15[^\"]\",\"generation\":%llu,"
-                      "\"alive\":%5[a-z],\"segment_bytes\":%llu}", id, role, &gen, alive, &seg) == 5)
-            printf("%-24s %-13s %-20llu %-6s %15llu\n", id, role, gen, strcmp(alive, "true") ? "no" : "yes", seg);
+        char id[64] = "", role[16] = "", alive[6] = "", sc[64] = "-";
+        unsigned long long gen = 0, seg = 0, placed = 0;
+        int n = sscanf(p, "{\"node_id\":\"%63[^\"]\",\"role\":\"%15[^\"]\",\"generation\":%llu,"
+                          "\"alive\":%5[a-z],\"segment_bytes\":%llu,\"sub_cluster\":\"%63[^\"]",
+                       id, role, &gen, alive, &seg, sc);
+        const char *q = strstr(p, "\"placed_bytes\":");
+        if (q) placed = strtoull(q + 15, NULL, 10);
+        if (n >= 5)
+            printf("%-24s %-13s %-20llu %-6s %15llu %-12s %15llu\n", id, role, gen, strcmp(alive, "true") ? "no" : "yes",
+                   seg, sc[0] ? sc : "-", placed);
     }
     free(buf);
     return 0;
@@ -199,12 +206,13 @@ static int cmd_stat(fluxon_client *c, int argc, char **argv)
 static const struct {
     const char *name;
     int (*fn)(fluxon_client *, int, char **);
-} external_cmds[] = {{"ping", cmd_ping}, {"stat", cmd_stat},  {"stats", fx_cli_stats}, {"put", fx_cli_put},
+} external_cmds[] = {{"ping", cmd_ping}, {"stat", cmd_stat},  {"stats", fx_cli_stats}, {"master-stats", fx_cli_master_stats},
+                     {"put", fx_cli_put},
                      {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}};
 
 static int run_external(const char *json, int argc, char **argv)
 {
-    const char *names = "ping, stat, stats, put, get, del, ls";
+    const char *names = "ping, stat, stats, master-stats, put, get, del, ls";
     if (argc < 1) {
         fprintf(stderr, "fluxon: --role=external needs a command (%s)\n", names);
         return EXIT_USAGE;

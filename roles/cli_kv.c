@@ -150,22 +150,36 @@ int fx_cli_ls(fluxon_client *c, int argc, char **argv)
     return 0;
 }
 
+static int cli_json(fluxon_client *c, const char *name, int (*fn)(fluxon_client *, char *, size_t, size_t *))
+{
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    int rc = buf ? fn(c, buf, cap, &len) : FLUXON_ERR_NOMEM;
+    if (rc == FLUXON_ERR_INVALID_ARGUMENT && len >= cap) {
+        char *nb = realloc(buf, len + 1);
+        if (nb) buf = nb, rc = fn(c, buf, len + 1, &len);
+    }
+    if (rc == FLUXON_OK) printf("%s\n", buf);
+    free(buf);
+    return rc ? kv_fail(name, rc) : 0;
+}
+
 int fx_cli_stats(fluxon_client *c, int argc, char **argv)
 {
+    (void)argv;
     if (argc) {
         fprintf(stderr, "usage: stats\n");
         return 2;
     }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    int rc = buf ? fluxon_client_stats(c, buf, cap, &len) : FLUXON_ERR_NOMEM;
-    if (rc == FLUXON_ERR_INVALID_ARGUMENT && len >= cap) {
-        char *nb = realloc(buf, len + 1);
-        if (nb) buf = nb, rc = fluxon_client_stats(c, buf, len + 1, &len);
-    }
-    if (rc == FLUXON_OK) printf("%s\n", buf);
-    free(buf);
-    (void)argc;
+    return cli_json(c, "stats", fluxon_client_stats);
+}
+
+int fx_cli_master_stats(fluxon_client *c, int argc, char **argv)
+{
     (void)argv;
-    return rc ? kv_fail("stats", rc) : 0;
+    if (argc) {
+        fprintf(stderr, "usage: master-stats\n");
+        return 2;
+    }
+    return cli_json(c, "master-stats", fluxon_client_master_stats);
 }

@@ -8,4 +8,5 @@ int fx_cli_get(fluxon_client *c, int argc, char **argv);
 int fx_cli_del(fluxon_client *c, int argc, char **argv);
 int fx_cli_ls(fluxon_client *c, int argc, char **argv);
 int fx_cli_stats(fluxon_client *c, int argc, char **argv);
+int fx_cli_master_stats(fluxon_client *c, int argc, char **argv);
 #endif

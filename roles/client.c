@@ -356,6 +356,11 @@ static int client_json_call(fluxon_client *cl, uint16_t type, char *json, size_t
             out[len++] = '}';
             out[len] = 0;
         }
+    } else if (rc == FLUXON_OK && type == FX_MSG_MASTER_STATS) {
+        fx_body_json_t b;
+        rc = fx_body_json_decode(resp, rlen, &b, &arena);
+        if (rc == FLUXON_OK && !(out = fx_strndup(b.json.p, b.json.len))) rc = FLUXON_ERR_NOMEM;
+        len = rc == FLUXON_OK ? b.json.len : 0;
     } else if (rc == FLUXON_OK) {
         fx_body_nodes_t b;
         rc = fx_body_nodes_decode(resp, rlen, &b, &arena);
@@ -384,4 +389,9 @@ int fluxon_client_stats(fluxon_client *cl, char *json, size_t cap, size_t *len_p
 int fluxon_client_cluster_nodes(fluxon_client *cl, char *json, size_t cap, size_t *len_p)
 {
     return client_json_call(cl, FX_MSG_CLUSTER_NODES, json, cap, len_p);
+}
+
+int fluxon_client_master_stats(fluxon_client *cl, char *json, size_t cap, size_t *len_p)
+{
+    return client_json_call(cl, FX_MSG_MASTER_STATS, json, cap, len_p);
 }

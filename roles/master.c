@@ -211,6 +211,26 @@ static void master_handle_heartbeat(master_peer_t *p, const fx_frame_header_t *h
     FX_CONN_REPLY(p->conn, h, empty, &e);
 }
 
+/* The master's KV counters and in-flight gauges as one JSON object. */
+static void master_handle_stats(master_peer_t *p, const fx_frame_header_t *h)
+{
+    size_t cap = 8192;
+    char *buf = fx_malloc(cap);
+    if (!buf) {
+        fx_conn_reply_error(p->conn, h, FLUXON_ERR_NOMEM, "master stats: out of memory");
+        return;
+    }
+    int n = snprintf(buf, cap, "{\"generation\":%llu,\"owners\":%zu,", (unsigned long long)p->m->generation,
+                     p->m->n_nodes);
+    size_t len = (size_t)FX_MAX(n, 0);
+    len += fx_master_kv_stats_json(p->m, buf + len, cap - len - 2);
+    buf[len++] = '}';
+    buf[len] = 0;
+    fx_body_json_t j = {{buf, (uint32_t)len}};
+    FX_CONN_REPLY(p->conn, h, json, &j);
+    fx_free(buf);
+}
+
 static void master_handle_nodes(master_peer_t *p, const fx_frame_header_t *h)
 {
     fx_master_t *m = p->m;
@@ -271,6 +291,7 @@ static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const ui
         break;
     }
     case FX_MSG_CLUSTER_NODES: master_handle_nodes(p, h); break;
+    case FX_MSG_MASTER_STATS: master_handle_stats(p, h); break;
     default:
         if (fx_master_kv_request(p->m, p, h, body, arena)) break;
         if (h->req_id)

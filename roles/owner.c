@@ -333,7 +333,8 @@ static void owner_ext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const
         else FX_CONN_REPLY(c, h, ping, &b);
         break;
     }
-    case FX_MSG_CLUSTER_NODES: fx_owner_forward(o, c, h, body); break;
+    case FX_MSG_CLUSTER_NODES:
+    case FX_MSG_MASTER_STATS: fx_owner_forward(o, c, h, body); break;
     case FX_MSG_OWNER_STATS: {
         /* owner counters, then the KV counters, then the slot pool per state and grant */
         size_t cap = 1 << 20;

@@ -120,6 +120,9 @@ Test(cluster, ping_and_stat_through_processes, .timeout = 60, .fini = teardown)
     ex = run_external(c.ecfg, "stat", NULL, NULL, out, sizeof out);
     cr_assert_eq(ex, 0, "%s", out);
     cr_assert(strstr(out, "NODE") && strstr(out, "o1") && strstr(out, "33554432"), "%s", out);
+    ex = run_external(c.ecfg, "master-stats", NULL, NULL, out, sizeof out);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "\"owners\":1,\"routes\":0") && strstr(out, "\"inflight_puts\":0"), "%s", out);
     cluster_down(&c);
 }
 

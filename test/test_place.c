@@ -38,6 +38,21 @@ static long long placed_bytes(fluxon_client *c, const char *node_id)
     return r;
 }
 
+/* One number of the master's KV stats (fluxon_client_master_stats). */
+static long long master_stat(fluxon_client *c, const char *name)
+{
+    char buf[8192];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_master_stats(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf);
+    cr_assert_not_null(doc, "%s", buf);
+    cJSON *v = cJSON_GetObjectItem(doc, name);
+    cr_assert(cJSON_IsNumber(v), "%s missing in %s", name, buf);
+    long long r = (long long)cJSON_GetNumberValue(v);
+    cJSON_Delete(doc);
+    return r;
+}
+
 static int wait_placed(fluxon_client *c, const char *node_id, long long want, int timeout_ms)
 {
     double end = th_now_s() + timeout_ms / 1000.0;
@@ -101,6 +116,11 @@ Test(place, random_placement_spreads_values_and_reads_back_everywhere)
     }
     cr_assert(wait_placed(c[0], "ownB", 0, 3000));
     cr_assert(wait_placed(c[0], "ownC", 0, 3000));
+    /* R1: no in-flight record is left at the master */
+    cr_assert_eq(master_stat(c[0], "inflight_puts"), 0);
+    cr_assert_eq(master_stat(c[0], "inflight_gets"), 0);
+    cr_assert_eq(master_stat(c[0], "place_remote") + master_stat(c[0], "place_local"), 60);
+    cr_assert_eq(master_stat(c[0], "routes"), 0);
     for (int o = 0; o < 3; o++) {
         cr_assert(kf_wait_stat(c[o], "holders", 0, 3000));
         cr_assert(kf_wait_stat(c[o], "slots_committed", 0, 3000), "owner %d", o);
@@ -297,6 +317,7 @@ Test(place, killed_writer_blocks_the_key_only_until_the_inflight_ttl)
     cr_assert_eq(fluxon_local_fast_put_start(wc, &k, 1, VLEN, &wt, &plan, NULL), FLUXON_OK);
     memset((void *)(uintptr_t)plan->value_ptrs[0], 0xAB, VLEN / 2); /* half written */
     cr_assert_eq(placed_bytes(a, "ownA"), (long long)VLEN, "the master allocated the range on A");
+    cr_assert_eq(master_stat(a, "inflight_puts"), 1);
     kill(w, SIGKILL);
     waitpid(w, NULL, 0);
     fluxon_client_close(wc);
@@ -317,6 +338,8 @@ Test(place, killed_writer_blocks_the_key_only_until_the_inflight_ttl)
     cr_assert_eq(rc, FLUXON_OK, "after the TTL the put succeeds: %s", fluxon_status_string(rc));
     get_check(a, k, VLEN, 800);
     cr_assert_eq(placed_bytes(a, "ownA"), 0, "the dead writer's range was freed by the TTL");
+    cr_assert_eq(master_stat(a, "inflight_expired"), 1);
+    cr_assert_eq(master_stat(a, "inflight_puts"), 0);
     fluxon_client_close(a);
 }
 

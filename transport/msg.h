@@ -179,7 +179,8 @@ typedef struct fx_strv {
     X(CLUSTER_INFO, 23, count, empty)        /* master -> owners, one-way: alive owners */ \
     X(EVICT, 24, evict, statuses)            /* owner -> master: drop exact replicas */ \
     X(PUT_PLACE, 25, put_place, put_place_ack) /* owner -> master: PutStart */        \
-    X(PUT_REVOKE, 26, put_revoke, empty)     /* owner -> master: PutRevoke */
+    X(PUT_REVOKE, 26, put_revoke, empty)     /* owner -> master: PutRevoke */         \
+    X(MASTER_STATS, 27, empty, json)         /* external -> owner -> master: KV counters */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
