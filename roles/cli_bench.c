@@ -71,7 +71,7 @@ static int bn_up(bn_cluster_t *c, uint64_t value_len, size_t values)
         snprintf(cfg, sizeof cfg,
                  "{\"role\":\"owner\",\"cluster_id\":\"bench\",\"node_id\":\"bench-%d\",\"master\":\"127.0.0.1:%u\","
                  "\"socket\":\"%s/o%d/s.sock\",\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu},"
-                 "\"log_level\":\"warn\"}", i, fluxon_node_port(c->master), c->dir, i, (unsigned long long)seg,
+                 "\"start_timeout_ms\":120000,\"log_level\":\"warn\"}", i, fluxon_node_port(c->master), c->dir, i, (unsigned long long)seg,
                  (unsigned long long)grant);
         if ((rc = fluxon_node_start(cfg, &c->owner[i]))) return rc;
         snprintf(cfg, sizeof cfg,
@@ -213,7 +213,7 @@ int fx_cli_bench_kv(int argc, char **argv)
         return 2;
     }
     bn_cluster_t c;
-    int rc = bn_up(&c, (uint64_t)vlen, 2 * (size_t)n);
+    int rc = bn_up(&c, (uint64_t)vlen, (size_t)n); /* 3n slots per owner: room for both sets */
     if (rc) {
         fprintf(stderr, "fluxon bench-kv: cluster did not start: %s\n", fluxon_status_string(rc));
         bn_down(&c);
