@@ -541,10 +541,10 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
         return;
     }
     for (uint32_t i = 0; i < b.modes.n; i++)
-        if (b.modes.v[i] != FX_GET_DURABLE && b.modes.v[i] != FX_GET_TEMPORARY) {
-            mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "get_done from %s: modes[%u] = %llu (must be %u durable "
-                     "or %u temporary)", n->node_id, i, (unsigned long long)b.modes.v[i], FX_GET_DURABLE,
-                     FX_GET_TEMPORARY);
+        if (b.modes.v[i] != FX_GET_DURABLE && b.modes.v[i] != FX_GET_TEMPORARY && b.modes.v[i] != FX_GET_ABANDON) {
+            mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "get_done from %s: modes[%u] = %llu (must be %u durable, "
+                     "%u temporary or %u abandoned)", n->node_id, i, (unsigned long long)b.modes.v[i], FX_GET_DURABLE,
+                     FX_GET_TEMPORARY, FX_GET_ABANDON);
             return;
         }
     /* the source the values were copied from */
@@ -552,7 +552,9 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     for (size_t j = 0; j < s->m->n_nodes; j++)
         if (fx_str_eq(b.src_node_id, s->m->nodes[j]->node_id)) src = s->m->nodes[j];
     for (uint32_t i = 0; i < nk; i++) {
-        if (!mkv_key_ok(b.keys.v[i]) || b.value_lens.v[i] == 0 || !mkv_range_ok(n, b.offsets.v[i], b.value_lens.v[i])) {
+        bool abandon = b.modes.n && b.modes.v[i] == FX_GET_ABANDON; /* no copy: nothing to check but the key */
+        if (!mkv_key_ok(b.keys.v[i]) ||
+            (!abandon && (b.value_lens.v[i] == 0 || !mkv_range_ok(n, b.offsets.v[i], b.value_lens.v[i])))) {
             mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT,
                      "get_done from %s: key %u (%u bytes, must be 1..%u) at offset %llu + %llu bytes "
                      "(payload range [4096, %llu))", n->node_id, i, b.keys.v[i].len, MKV_MAX_KEY,
@@ -570,7 +572,11 @@ static void mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
     uint32_t stale = 0, full = 0;
     for (uint32_t i = 0; i < nk; i++) {
         bool durable = b.modes.n == 0 || b.modes.v[i] == FX_GET_DURABLE;
-        if (durable) fx_mplace_get_end(s, b.keys.v[i], n);
+        if (durable || b.modes.v[i] == FX_GET_ABANDON) fx_mplace_get_end(s, b.keys.v[i], n);
+        if (!durable && b.modes.v[i] == FX_GET_ABANDON) { /* its durable record is gone: done */
+            st[i] = MKV_ST(FLUXON_OK);
+            continue;
+        }
         mkv_route_t *r = mkv_route_get(s, b.keys.v[i], &inv);
         if (!r || r->put_ms != b.put_ms.v[i] || r->put_ver != b.put_ver.v[i] || r->value_len != b.value_lens.v[i] ||
             !src || src->generation != b.src_generation || mkv_route_find(r, src, b.src_offsets.v[i]) < 0) {

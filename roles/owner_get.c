@@ -193,6 +193,75 @@ static void oget_on_get_done(void *arg, int status, const fx_frame_header_t *h, 
     fx_free(c);
 }
 
+/* Durable fetches that made no copy: one-way GET_DONE (ABANDON) so the master forgets
+ * their in-flight records now rather than at the TTL (another owner may then make the
+ * durable copy). */
+static void oget_abandon(fx_owner_t *o, owner_oget_t *const *ogs, size_t n)
+{
+    if (o->mstate != OM_READY || !o->mconn || !n) return;
+    fx_str_t *keys = fx_calloc(n, sizeof *keys);
+    uint64_t *cols = fx_calloc(2 * n, sizeof *cols); /* zeros, then modes */
+    size_t m = 0;
+    for (size_t i = 0; keys && cols && i < n; i++)
+        if (ogs[i] && ogs[i]->found && ogs[i]->mode == FX_GET_DURABLE) {
+            keys[m] = (fx_str_t){ogs[i]->key, ogs[i]->klen};
+            cols[n + m++] = FX_GET_ABANDON;
+        }
+    if (m) {
+        fx_u64v_t z = {cols, (uint32_t)m};
+        fx_body_get_done_t gd = {{keys, (uint32_t)m}, z, z, z, z, fx_str_c(""), 0, z, {cols + n, (uint32_t)m}};
+        (void)FX_CONN_SEND(o->mconn, FX_MSG_GET_DONE, 0, 0, 0, get_done, &gd);
+    }
+    fx_free(keys);
+    fx_free(cols);
+}
+
+/* A GET_DONE on its way (held back only by the test fault delay_request). */
+typedef struct oget_gd {
+    fx_timer_t t;
+    fx_owner_t *o;
+    oget_getdone_ctx_t *c;
+    fx_str_t *keys;
+    uint64_t *cols; /* 6 columns of n: offsets, put_ms, put_ver, value_lens, src_offsets, modes */
+    size_t n;
+    char src_id[FX_ID_MAX];
+    uint64_t src_gen;
+} oget_gd_t;
+
+/* GET_DONE could not be sent: the copies are dropped, their readers miss. */
+static void oget_gd_fail(fx_owner_t *o, oget_getdone_ctx_t *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        fx_okv_entry_retire(o, c->en[i]);
+        oget_complete(o, c->og[i], NULL);
+    }
+    fx_free(c->og);
+    fx_free(c->en);
+    fx_free(c);
+}
+
+static void oget_gd_send(oget_gd_t *d)
+{
+    fx_owner_t *o = d->o;
+    uint32_t m = (uint32_t)d->c->n;
+    size_t n = d->n;
+    uint64_t *cols = d->cols;
+    fx_body_get_done_t gd = {{d->keys, m}, {cols, m}, {cols + n, m}, {cols + 2 * n, m}, {cols + 3 * n, m},
+                             fx_str_c(d->src_id), d->src_gen, {cols + 4 * n, m}, {cols + 5 * n, m}};
+    int rc = o->mconn ? FX_RPC_CALL(o->mconn, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, oget_on_get_done, d->c)
+                      : FLUXON_ERR_UNAVAILABLE;
+    if (rc != FLUXON_OK) oget_gd_fail(o, d->c);
+    fx_free(d->keys);
+    fx_free(d->cols);
+    fx_free(d);
+}
+
+static void oget_gd_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    oget_gd_send(FX_CONTAINER_OF(t, oget_gd_t, t));
+}
+
 static void oget_on_xfer(void *arg, int status)
 {
     oget_xfer_t *x = arg;
@@ -208,13 +277,17 @@ static void oget_on_xfer(void *arg, int status)
         c->og = fx_calloc(n, sizeof *c->og);
         c->en = fx_calloc(n, sizeof *c->en);
     }
-    bool ok = status == FLUXON_OK && c && c->og && c->en && keys && cols && o->mstate == OM_READY && o->mconn;
+    owner_oget_t **ab = fx_calloc(n, sizeof *ab); /* durable fetches that made no copy */
+    size_t n_ab = 0;
+    bool ok = status == FLUXON_OK && c && c->og && c->en && keys && cols && ab && o->mstate == OM_READY && o->mconn;
     kv->transfers++;
     if (status != FLUXON_OK) FX_WARN("remote fetch of %zu values failed: %s", n, fluxon_status_string(status));
+    if (!ok) oget_abandon(o, x->og, n);
     for (size_t k = 0; k < n; k++) {
         owner_oget_t *og = x->og[k];
         owner_entry_t *cur = fx_hmap_get(kv->index, og->key, og->klen);
         if (!ok || cur) { /* failed, or a local put overtook the fetch: serve that one */
+            if (ok) ab[n_ab++] = og;
             fx_slot_pool_release_prepared(kv->pool, &og->slot);
             oget_complete(o, og, ok ? cur : NULL);
             continue;
@@ -241,23 +314,32 @@ static void oget_on_xfer(void *arg, int status)
         c->og[m] = og;
         c->en[m++] = en;
     }
-    int rc = FLUXON_ERR_UNAVAILABLE;
+    oget_abandon(o, ab, n_ab);
+    fx_free(ab);
     if (m) { /* one GET_DONE per transfer batch (G8) */
         c->o = o;
         c->n = m;
-        fx_body_get_done_t gd = {{keys, (uint32_t)m}, {cols, (uint32_t)m}, {cols + n, (uint32_t)m},
-                                 {cols + 2 * n, (uint32_t)m}, {cols + 3 * n, (uint32_t)m},
-                                 fx_str_c(f->src_ids[x->src]), f->src_gens[x->src], {cols + 4 * n, (uint32_t)m},
-                                 {cols + 5 * n, (uint32_t)m}};
-        rc = FX_RPC_CALL(o->mconn, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, oget_on_get_done, c);
-        if (rc != FLUXON_OK) {
-            for (size_t i = 0; i < m; i++) {
-                fx_okv_entry_retire(o, c->en[i]);
-                oget_complete(o, c->og[i], NULL);
+        oget_gd_t *d = fx_calloc(1, sizeof *d);
+        if (d) {
+            *d = (oget_gd_t){.o = o, .c = c, .keys = keys, .cols = cols, .n = n, .src_gen = f->src_gens[x->src]};
+            fx_strlcpy(d->src_id, f->src_ids[x->src], sizeof d->src_id);
+            keys = NULL;
+            cols = NULL;
+            c = NULL;
+            if (o->cfg.fault_kind == FX_FAULT_DELAY_REQUEST && !strcmp(o->cfg.fault_message, "GET_DONE") &&
+                (o->cfg.fault_count == 0 || kv->faults_applied < o->cfg.fault_count)) {
+                kv->faults_applied++; /* test-only: the master hears of this copy fault_ms later */
+                FX_WARN("test fault: GET_DONE of %zu keys held back %u ms", m, o->cfg.fault_ms);
+                fx_timer_init(&d->t);
+                fx_timer_arm(o->r, &d->t, o->cfg.fault_ms, oget_gd_timer);
+            } else {
+                oget_gd_send(d);
             }
+        } else {
+            oget_gd_fail(o, c);
+            c = NULL;
         }
-    }
-    if (rc != FLUXON_OK && c) {
+    } else if (c) {
         fx_free(c->og);
         fx_free(c->en);
         fx_free(c);
@@ -324,6 +406,7 @@ static void oget_fetch_transfer(oget_fetch_t *f)
             f->xfers_pending++;
         } else if (x && x->og) {
             FX_WARN("cannot fetch %zu values from owner %s: %s", x->n, f->src_ids[s], fluxon_status_string(rc));
+            oget_abandon(o, x->og, x->n);
             for (size_t k = 0; k < x->n; k++) {
                 fx_slot_pool_release_prepared(kv->pool, &x->og[k]->slot);
                 oget_complete(o, x->og[k], NULL);
@@ -352,6 +435,7 @@ static void oget_on_claim(fx_owner_t *o, void *arg, size_t got)
     fx_free(c);
     og->have_slot = got == 1;
     if (!og->have_slot) { /* no room here: a miss for every waiter */
+        oget_abandon(o, &og, 1);
         for (size_t k = 0; k < f->n; k++)
             if (f->og[k] == og) f->og[k] = NULL;
         oget_complete(o, og, NULL);

@@ -6,6 +6,7 @@
  * get makes a temporary copy; a writer killed between PutStart and PutDone blocks the
  * key (reject_if_inflight) only until the master's in-flight TTL passes. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 
 #include "kvfix.h"
@@ -255,34 +256,78 @@ Test(place, failed_push_revokes_and_publishes_the_writers_copy)
     fluxon_client_close(b);
 }
 
+typedef struct getter {
+    fluxon_client *c;
+    int rc;
+    int ok_bytes;
+} getter_t;
+
+static void *getter_main(void *arg)
+{
+    getter_t *g = arg;
+    fluxon_holder *h = NULL;
+    g->rc = fluxon_get(g->c, "hot", &h);
+    if (g->rc == FLUXON_OK) {
+        g->ok_bytes = fluxon_holder_len(h) == VLEN && kf_check(fluxon_holder_data(h), VLEN, 700);
+        fluxon_holder_release(h);
+    }
+    return NULL;
+}
+
 Test(place, beyond_two_durable_copies_a_get_makes_a_temporary_one)
 {
-    /* B and C fail their fetch: their durable records stay until the TTL (1.5 s) */
-    const char *extra[4] = {NULL, ",\"test\":{\"fail_transfers\":1}", ",\"test\":{\"fail_transfers\":1}", NULL};
-    kf_up_ex(4, ",\"inflight_ttl_ms\":1500", extra);
+    /* B and C copy "hot" but tell the master 1.5 s late: two durable copies in flight */
+    const char *slow = ",\"test\":{\"fault_message\":\"GET_DONE\",\"fault\":\"delay_request\",\"fault_ms\":1500}";
+    const char *extra[4] = {NULL, slow, slow, NULL};
+    kf_up_ex(4, NULL, extra);
     fluxon_client *c[4] = {kf_client(0), kf_client(1), kf_client(2), kf_client(3)};
     fluxon_put_options lf = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
     put_seeded(c[0], "hot", VLEN, 700, &lf);
-    fluxon_holder *h = NULL;
-    cr_assert_eq(fluxon_get(c[1], "hot", &h), FLUXON_ERR_NOT_FOUND);
-    cr_assert_eq(fluxon_get(c[2], "hot", &h), FLUXON_ERR_NOT_FOUND);
+    getter_t g[2] = {{c[1], -1, 0}, {c[2], -1, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) cr_assert_eq(pthread_create(&th[i], NULL, getter_main, &g[i]), 0);
+    cr_assert(kf_wait_stat(c[1], "transfers", 1, 3000) && kf_wait_stat(c[2], "transfers", 1, 3000));
+    cr_assert_eq(master_stat(c[0], "inflight_gets"), 1, "one key, two durable records");
     double t0 = th_now_s();
     get_check(c[3], "hot", VLEN, 700);
     get_check(c[3], "hot", VLEN, 700);
-    bool within_ttl = th_now_s() - t0 < 1.2;
-    if (within_ttl) {
+    if (th_now_s() - t0 < 1.2) { /* both while B and C were still copying */
         cr_assert_eq(kf_stat(c[3], "temp_copies"), 2, "two gets, two temporary copies");
         cr_assert_eq(kf_stat(c[3], "index_keys"), 0, "a temporary copy is not a replica");
+        cr_assert_eq(master_stat(c[0], "get_temporary"), 2);
     }
     cr_assert(kf_wait_stat(c[3], "slots_pending", 0, 3000), "temporary slots free with their holders");
-    /* after the TTL the stale records are gone: a durable replica again */
-    th_sleep_ms(1700);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(g[i].rc, FLUXON_OK, "%s", fluxon_status_string(g[i].rc));
+        cr_assert(g[i].ok_bytes);
+    }
+    /* B and C are replicas now; the records are gone: D makes a durable copy */
+    cr_assert_eq(master_stat(c[0], "inflight_gets"), 0);
     get_check(c[3], "hot", VLEN, 700);
     cr_assert_eq(kf_stat(c[3], "index_keys"), 1);
     long long temps = kf_stat(c[3], "temp_copies");
     get_check(c[3], "hot", VLEN, 700);
     cr_assert_eq(kf_stat(c[3], "temp_copies"), temps, "a local hit now");
     for (int i = 0; i < 4; i++) fluxon_client_close(c[i]);
+}
+
+Test(place, a_failed_durable_fetch_frees_its_record_at_once)
+{
+    const char *extra[2] = {NULL, ",\"test\":{\"fail_transfers\":1}"};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    fluxon_put_options lf = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    put_seeded(a, "flaky", VLEN, 710, &lf);
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(b, "flaky", &h), FLUXON_ERR_NOT_FOUND, "the injected failure is a miss");
+    double end = th_now_s() + 3;
+    while (master_stat(a, "inflight_gets") != 0 && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_eq(master_stat(a, "inflight_gets"), 0, "ABANDON released the durable record before the TTL");
+    get_check(b, "flaky", VLEN, 710);
+    cr_assert_eq(kf_stat(b, "index_keys"), 1, "the retry made the durable copy");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
 }
 
 Test(place, killed_writer_blocks_the_key_only_until_the_inflight_ttl)

@@ -24,6 +24,7 @@
 #define FX_GET_DURABLE 1u   /* copy here and register it as a replica (at most 2 at once per key) */
 #define FX_GET_TEMPORARY 2u /* copy here for the readers of this fetch only (holders), no replica */
 #define FX_GET_REUSE 3u     /* the requester already holds a replica at that offset: no transfer */
+#define FX_GET_ABANDON 4u   /* get_done only: a durable copy was not made (fetch failed, no room) */
 /* A request with req_id 0 is one-way: no response is sent. */
 
 typedef struct fx_frame_header {
