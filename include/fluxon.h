@@ -220,7 +220,9 @@ typedef struct fluxon_put_options {
  * client's owner, moved by UCX to the target, then published (a later put of the same
  * key replaces it). If the target cannot be reached the staged copy is published here
  * instead. reject_if_inflight is checked against every placed put in flight in the
- * cluster, reject_if_exist against published values.
+ * cluster, reject_if_exist against published values. A value of at most 256 KiB travels
+ * to the owner inside one request (one round trip, answered once published); larger
+ * ones are written by this process straight into the owner's shared segment.
  * ------------------------------------------------------------------------------- */
 typedef struct fluxon_holder fluxon_holder;
 

@@ -848,6 +848,51 @@ int fluxon_release_views(fluxon_client *cl, fluxon_plan *plan)
 }
 
 /* ---- plain KV on top ---- */
+/* A whole small put in ONE request (PUT_INLINE): the owner stages, places, publishes and
+ * answers once published; saves the put_start/commit round trips and the PUBLISHED
+ * hand-off of the plan path. Options with atomic groups or a replica mask take the plan
+ * path (same validation as the hostless calls). */
+#define CK_PUT_INLINE_MAX (256u * 1024u)
+
+static int ck_put_inline(fluxon_client *cl, const char *key, const void *value, uint64_t value_len,
+                         const fluxon_put_options *opts)
+{
+    uint64_t flags = FX_PUT_PLACE, lease = 0;
+    const char *preferred = NULL;
+    if (opts) {
+        uint64_t fm = opts->field_mask;
+        if ((fm & FLUXON_PUT_OPT_REJECT_IF_INFLIGHT) && opts->reject_if_inflight_same_key) flags |= FX_PUT_REJECT_IF_INFLIGHT;
+        if ((fm & FLUXON_PUT_OPT_REJECT_IF_EXIST) && opts->reject_if_exist_same_key) flags |= FX_PUT_REJECT_IF_EXIST;
+        if ((fm & FLUXON_PUT_OPT_WRITE_THROUGH) && opts->write_through) flags |= FX_PUT_WRITE_THROUGH;
+        if ((fm & FLUXON_PUT_OPT_MAKE_REPLICA_TASK) && opts->make_replica_task) flags |= FX_PUT_MAKE_REPLICA;
+        if (fm & FLUXON_PUT_OPT_LEASE_ID) lease = opts->lease_id;
+        if (fm & FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER) preferred = opts->preferred_sub_cluster;
+        if ((fm & FLUXON_PUT_OPT_LOCAL_FIRST) && opts->local_first) {
+            if (flags & FX_PUT_WRITE_THROUGH) {
+                FX_WARN("put: local_first and write_through contradict each other");
+                return FLUXON_ERR_INVALID_ARGUMENT;
+            }
+            flags = (flags & ~FX_PUT_PLACE) | FX_PUT_LOCAL_FIRST;
+        }
+        if (preferred && (strlen(preferred) == 0 || strlen(preferred) >= FX_ID_MAX)) {
+            FX_WARN("put: preferred_sub_cluster must be 1..%d bytes", FX_ID_MAX - 1);
+            return FLUXON_ERR_INVALID_ARGUMENT;
+        }
+    }
+    fx_body_put_inline_t b = {fx_str_c(key), {(const char *)value, (uint32_t)value_len}, flags, lease,
+                              fx_str_c(preferred)};
+    uint8_t *req;
+    uint32_t len;
+    CK_ENCODE(put_inline, &b, req, len);
+    if (!req) return FLUXON_ERR_NOMEM;
+    uint8_t *resp = NULL;
+    uint32_t rlen = 0;
+    int rc = ck_call(cl, FX_MSG_PUT_INLINE, req, len, NULL, NULL, &resp, &rlen, false);
+    ck_log_error("put", rc, resp, rlen);
+    fx_free(resp);
+    return rc;
+}
+
 int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t value_len,
                const fluxon_put_options *opts)
 {
@@ -855,6 +900,11 @@ int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t v
         if (cl) FX_WARN("put: %s", !ck_key_ok(key) ? "the key must be 1..1024 bytes" : !value ? "value is NULL"
                                                                                            : "value_len is 0");
         return FLUXON_ERR_INVALID_ARGUMENT;
+    }
+    if (value_len <= CK_PUT_INLINE_MAX &&
+        !(opts && (opts->field_mask & (FLUXON_PUT_OPT_ATOMIC_GROUPS | FLUXON_PUT_OPT_REPLICA_MASK)))) {
+        int rc = ck_ready(cl);
+        return rc != FLUXON_OK ? rc : ck_put_inline(cl, key, value, value_len, opts);
     }
     fluxon_plan *plan = NULL;
     int st = FLUXON_OK;

@@ -458,6 +458,7 @@ static void okv_plan_free(fx_owner_t *o, owner_plan_t *p)
     fx_free(p->entries);
     fx_free(p->group_lens);
     fx_oplace_plan_free(p);
+    fx_free(p->inline_value);
     fx_free(p);
 }
 
@@ -508,8 +509,38 @@ static void okv_reject_groups(owner_kv_t *kv, owner_plan_t *p, bool slots_claime
     }
 }
 
+static void okv_commit(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, const fx_frame_header_t *h);
+
+/* PUT_INLINE: the slot is claimed (and the batch placed): copy the bytes in and commit,
+ * or answer the per-key refusal. Consumes p->reply_conn's reference. */
+static void okv_put_inline_claimed(fx_owner_t *o, owner_plan_t *p)
+{
+    fx_conn_t *c = p->reply_conn;
+    p->reply_conn = NULL;
+    p->state = OP_PREPARED;
+    fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
+    if (p->status[0] != FLUXON_OK) {
+        owner_kv(o)->put_rejected++;
+        if (fx_conn_is_open(c))
+            fx_conn_reply_error(c, &q, p->status[0], "put of %s: %s", p->keys[0], fluxon_status_string(p->status[0]));
+        okv_plan_abort(o, p);
+    } else if (!fx_conn_is_open(c) || !p->ext) {
+        okv_plan_abort(o, p); /* the external went away meanwhile */
+    } else {
+        memcpy((uint8_t *)fx_segment_base(o->seg) + p->slots[0].offset, p->inline_value, p->value_len);
+        fx_free(p->inline_value);
+        p->inline_value = NULL;
+        okv_commit(o, p, c, NULL);
+    }
+    fx_conn_unref(c);
+}
+
 FX_INTERNAL void fx_okv_put_start_reply(fx_owner_t *o, owner_plan_t *p)
 {
+    if (p->is_inline) {
+        okv_put_inline_claimed(o, p);
+        return;
+    }
     owner_kv_t *kv = owner_kv(o);
     okv_reject_groups(kv, p, true);
     uint64_t *st = fx_calloc(2 * p->n, sizeof *st);
@@ -562,12 +593,33 @@ static void okv_put_claimed(fx_owner_t *o, void *arg, size_t got)
     fx_okv_put_start_reply(o, p);
 }
 
+/* put_start of a decoded body; value != NULL: a PUT_INLINE of b.value_len bytes (one
+ * key), copied into the slot once claimed and published without a put_commit. */
+static void okv_put_start_b(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, fx_body_put_start_t b,
+                            const void *value);
+
 static void okv_put_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
                           fx_arena_t *arena)
 {
-    owner_kv_t *kv = owner_kv(o);
     fx_body_put_start_t b;
     fx_body_put_start_decode(body, h->body_len, &b, arena);
+    okv_put_start_b(o, e, h, b, NULL);
+}
+
+static void okv_put_inline(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                           fx_arena_t *arena)
+{
+    fx_body_put_inline_t in;
+    fx_body_put_inline_decode(body, h->body_len, &in, arena);
+    fx_body_put_start_t b = {{&in.key, 1}, in.value.len, in.flags, {NULL, 0}, {NULL, 0}, in.lease_id,
+                             in.preferred_sub_cluster};
+    okv_put_start_b(o, e, h, b, in.value.p ? in.value.p : "");
+}
+
+static void okv_put_start_b(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, fx_body_put_start_t b,
+                            const void *value)
+{
+    owner_kv_t *kv = owner_kv(o);
     size_t n = b.keys.n;
     /* validate everything before reserving anything */
     if (n == 0) {
@@ -628,6 +680,11 @@ static void okv_put_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t
     p->value_len = b.value_len;
     p->flags = b.flags;
     p->lease_id = b.lease_id;
+    if (value) {
+        p->is_inline = true;
+        if (!(p->inline_value = fx_malloc(b.value_len))) goto nomem_plan;
+        memcpy(p->inline_value, value, b.value_len);
+    }
     if (b.preferred_sub_cluster.len && !(p->preferred = fx_strndup(b.preferred_sub_cluster.p, b.preferred_sub_cluster.len)))
         goto nomem_plan;
     p->id = fx_okv_next_id(kv);
@@ -679,6 +736,7 @@ nomem_plan:
         fx_free(p->entries);
         fx_free(p->group_lens);
         fx_free(p->preferred);
+        fx_free(p->inline_value);
         fx_free(p);
     }
 nomem:
@@ -694,6 +752,16 @@ static owner_plan_t *okv_plan_of(fx_owner_t *o, owner_ext_t *e, uint64_t id)
 
 static void okv_notify(fx_owner_t *o, owner_plan_t *p, int status)
 {
+    if (p->is_inline && p->reply_conn && fx_conn_is_open(p->reply_conn)) { /* the PUT_INLINE answer */
+        fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
+        if (status == FLUXON_OK) {
+            fx_body_empty_t em;
+            FX_CONN_REPLY(p->reply_conn, &q, empty, &em);
+        } else {
+            fx_conn_reply_error(p->reply_conn, &q, status, "put of %s: %s", p->keys[0], fluxon_status_string(status));
+        }
+        return;
+    }
     if (p->reply_conn && fx_conn_is_open(p->reply_conn)) {
         fx_body_published_t b = {p->id, status};
         FX_CONN_SEND(p->reply_conn, FX_MSG_PUBLISHED, 0, 0, 0, published, &b);
@@ -840,16 +908,23 @@ static void okv_on_put_done(void *arg, int status, const fx_frame_header_t *h, c
 static void okv_put_commit(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
                            fx_arena_t *arena)
 {
-    owner_kv_t *kv = owner_kv(o);
     fx_body_plan_ref_t b;
     fx_body_plan_ref_decode(body, h->body_len, &b, arena);
     owner_plan_t *p = okv_plan_of(o, e, b.plan_id);
-    if (!p) {
+    if (!p || p->is_inline) {
         fx_conn_reply_error(e->conn, h, FLUXON_ERR_WRONG_HANDLE,
                             "put_commit: plan %llu is not a prepared put plan of this client",
                             (unsigned long long)b.plan_id);
         return;
     }
+    okv_commit(o, p, e->conn, h);
+}
+
+/* Commits a prepared plan: local-visible (V1), then published. h: the put_commit request
+ * to acknowledge (NULL for PUT_INLINE, answered by okv_notify once published). */
+static void okv_commit(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, const fx_frame_header_t *h)
+{
+    owner_kv_t *kv = owner_kv(o);
     /* local-read-ready now (V1): index the values before anything else */
     for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] != FLUXON_OK) continue;
@@ -867,11 +942,13 @@ static void okv_put_commit(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_
     okv_plan_unlink(p);
     p->state = OP_PUBLISHING;
     p->batch_id = p->id;
-    p->reply_conn = e->conn; /* PUBLISHED goes here */
-    fx_conn_ref(e->conn);
+    p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
+    fx_conn_ref(conn);
     kv->puts_committed++;
-    fx_body_put_commit_ack_t ack = {p->id};
-    FX_CONN_REPLY(e->conn, h, put_commit_ack, &ack);
+    if (h) {
+        fx_body_put_commit_ack_t ack = {p->id};
+        FX_CONN_REPLY(conn, h, put_commit_ack, &ack);
+    }
     if (o->cfg.fault_kind == FX_FAULT_DELAY_REQUEST && !strcmp(o->cfg.fault_message, "PUT_DONE") &&
         (o->cfg.fault_count == 0 || kv->faults_applied < o->cfg.fault_count)) {
         kv->faults_applied++; /* test-only: the master hears of this batch fault_ms later */
@@ -979,6 +1056,7 @@ FX_INTERNAL bool fx_owner_kv_ext_request(fx_owner_t *o, owner_ext_t *e, const fx
 {
     switch (h->type) {
     case FX_MSG_PUT_START: okv_put_start(o, e, h, body, arena); return true;
+    case FX_MSG_PUT_INLINE: okv_put_inline(o, e, h, body, arena); return true;
     case FX_MSG_PUT_COMMIT: okv_put_commit(o, e, h, body, arena); return true;
     case FX_MSG_PUT_ABORT: okv_put_abort(o, e, h, body, arena); return true;
     case FX_MSG_GET_START: fx_owner_get_start(o, e, h, body, arena); return true;

@@ -68,6 +68,8 @@ typedef struct owner_plan {
     uint64_t *target_offsets; /* n entries: where key i goes in the target's segment */
     uint64_t place_sent_ms;   /* when PUT_PLACE left (fx_now_ms) */
     uint64_t push_deadline_ms; /* the push must be over by then: 3/4 of the master's TTL */
+    uint8_t *inline_value;     /* PUT_INLINE: the bytes to stage (freed once copied); */
+    bool is_inline;            /* the answer to req_id is the publish outcome */
 } owner_plan_t;
 enum { OP_CLAIMING = 1, OP_PREPARED = 2, OP_PUBLISHING = 3 };
 

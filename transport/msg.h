@@ -119,6 +119,10 @@ typedef struct fx_strv {
 /* ttl_ms: the in-flight TTL; the sender must finish writing the ranges well within it
  * (counted from when it sent PUT_PLACE), or not write them at all */
 #define FX_BODY_put_revoke(F) F(U64, put_token)
+/* external -> owner: a whole plain put in one request (small values): the owner stages
+ * the bytes, places and publishes them, and answers once published (empty body). */
+#define FX_BODY_put_inline(F)                                                         \
+    F(STR, key) F(STR, value) F(U64, flags) F(U64, lease_id) F(STR, preferred_sub_cluster)
 #define FX_BODY_statuses(F) F(U64V, statuses)
 #define FX_BODY_key(F) F(STR, key)
 /* master -> owner (one-way, req_id 0): these replicas on you are no longer routed */
@@ -181,7 +185,8 @@ typedef struct fx_strv {
     X(EVICT, 24, evict, statuses)            /* owner -> master: drop exact replicas */ \
     X(PUT_PLACE, 25, put_place, put_place_ack) /* owner -> master: PutStart */        \
     X(PUT_REVOKE, 26, put_revoke, empty)     /* owner -> master: PutRevoke */         \
-    X(MASTER_STATS, 27, empty, json)         /* external -> owner -> master: KV counters */
+    X(MASTER_STATS, 27, empty, json)         /* external -> owner -> master: KV counters */ \
+    X(PUT_INLINE, 28, put_inline, empty)     /* external -> owner: plain put, one request */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
@@ -209,7 +214,7 @@ typedef enum fx_msg_type {
     B(lookup) B(lookup_ack) B(get_done) B(statuses) B(key) B(invalidate) B(keys) B(count)    \
     B(lease) B(lease_ack) B(list) B(put_start) B(put_start_ack) B(plan_ref)                  \
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
-    B(evict) B(put_place) B(put_place_ack) B(put_revoke)
+    B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* A bump arena for decoded arrays; freed in one go after the frame is handled. */
