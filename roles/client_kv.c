@@ -401,6 +401,36 @@ static int ck_ready(fluxon_client *cl)
 static uint8_t *ck_base(fluxon_client *cl) { return fx_segment_base(cl->seg); }
 
 /* ---- put ---- */
+/* The scalar put options (flags, lease, preferred sub-cluster) on top of *flags_p;
+ * FLUXON_ERR_INVALID_ARGUMENT (with a warning) for local_first with write_through or a
+ * preferred_sub_cluster that is empty or too long. opts may be NULL. */
+static int ck_put_scalars(const fluxon_put_options *opts, uint64_t *flags_p, uint64_t *lease_p,
+                          const char **preferred_p)
+{
+    if (!opts) return FLUXON_OK;
+    uint64_t fm = opts->field_mask, flags = *flags_p;
+    if ((fm & FLUXON_PUT_OPT_REJECT_IF_INFLIGHT) && opts->reject_if_inflight_same_key) flags |= FX_PUT_REJECT_IF_INFLIGHT;
+    if ((fm & FLUXON_PUT_OPT_REJECT_IF_EXIST) && opts->reject_if_exist_same_key) flags |= FX_PUT_REJECT_IF_EXIST;
+    if ((fm & FLUXON_PUT_OPT_WRITE_THROUGH) && opts->write_through) flags |= FX_PUT_WRITE_THROUGH;
+    if ((fm & FLUXON_PUT_OPT_MAKE_REPLICA_TASK) && opts->make_replica_task) flags |= FX_PUT_MAKE_REPLICA;
+    if (fm & FLUXON_PUT_OPT_LEASE_ID) *lease_p = opts->lease_id;
+    const char *preferred = fm & FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER ? opts->preferred_sub_cluster : NULL;
+    if ((fm & FLUXON_PUT_OPT_LOCAL_FIRST) && opts->local_first) {
+        if (flags & FX_PUT_WRITE_THROUGH) {
+            FX_WARN("put: local_first and write_through contradict each other");
+            return FLUXON_ERR_INVALID_ARGUMENT;
+        }
+        flags = (flags & ~FX_PUT_PLACE) | FX_PUT_LOCAL_FIRST;
+    }
+    if (preferred && (strlen(preferred) == 0 || strlen(preferred) >= FX_ID_MAX)) {
+        FX_WARN("put: preferred_sub_cluster must be 1..%d bytes", FX_ID_MAX - 1);
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
+    *flags_p = flags;
+    *preferred_p = preferred;
+    return FLUXON_OK;
+}
+
 static int ck_put_start(fluxon_client *cl, const char *const *keys, size_t n, uint64_t value_len,
                         const fluxon_put_options *opts, uint64_t forced_flags, fluxon_plan **plan_p,
                         int *key_status)
@@ -417,11 +447,8 @@ static int ck_put_start(fluxon_client *cl, const char *const *keys, size_t n, ui
     if ((rc = ck_keys(keys, n, &kv)) != FLUXON_OK) return rc;
     if (opts) {
         uint64_t fm = opts->field_mask;
-        if ((fm & FLUXON_PUT_OPT_REJECT_IF_INFLIGHT) && opts->reject_if_inflight_same_key) flags |= FX_PUT_REJECT_IF_INFLIGHT;
-        if ((fm & FLUXON_PUT_OPT_REJECT_IF_EXIST) && opts->reject_if_exist_same_key) flags |= FX_PUT_REJECT_IF_EXIST;
-        if ((fm & FLUXON_PUT_OPT_WRITE_THROUGH) && opts->write_through) flags |= FX_PUT_WRITE_THROUGH;
-        if ((fm & FLUXON_PUT_OPT_MAKE_REPLICA_TASK) && opts->make_replica_task) flags |= FX_PUT_MAKE_REPLICA;
-        if (fm & FLUXON_PUT_OPT_ATOMIC_GROUPS) {
+        rc = ck_put_scalars(opts, &flags, &lease, &preferred);
+        if (rc == FLUXON_OK && (fm & FLUXON_PUT_OPT_ATOMIC_GROUPS)) {
             rc = ck_groups(opts->atomic_group_lens, opts->n_atomic_groups, n, &groups);
             n_groups = groups ? opts->n_atomic_groups : 0;
         }
@@ -433,13 +460,6 @@ static int ck_put_start(fluxon_client *cl, const char *const *keys, size_t n, ui
                 for (size_t i = s + 1; i < s + groups[g]; i++)
                     if ((mask[i] != 0) != (mask[s] != 0)) rc = FLUXON_ERR_INVALID_ARGUMENT;
         }
-        if (fm & FLUXON_PUT_OPT_LEASE_ID) lease = opts->lease_id;
-        if (fm & FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER) preferred = opts->preferred_sub_cluster;
-        if ((fm & FLUXON_PUT_OPT_LOCAL_FIRST) && opts->local_first) {
-            if (flags & FX_PUT_WRITE_THROUGH) rc = FLUXON_ERR_INVALID_ARGUMENT; /* contradictory */
-            flags = (flags & ~FX_PUT_PLACE) | FX_PUT_LOCAL_FIRST;
-        }
-        if (preferred && (strlen(preferred) == 0 || strlen(preferred) >= FX_ID_MAX)) rc = FLUXON_ERR_INVALID_ARGUMENT;
     }
     if (rc != FLUXON_OK) {
         fx_free(kv);
@@ -859,26 +879,8 @@ static int ck_put_inline(fluxon_client *cl, const char *key, const void *value, 
 {
     uint64_t flags = FX_PUT_PLACE, lease = 0;
     const char *preferred = NULL;
-    if (opts) {
-        uint64_t fm = opts->field_mask;
-        if ((fm & FLUXON_PUT_OPT_REJECT_IF_INFLIGHT) && opts->reject_if_inflight_same_key) flags |= FX_PUT_REJECT_IF_INFLIGHT;
-        if ((fm & FLUXON_PUT_OPT_REJECT_IF_EXIST) && opts->reject_if_exist_same_key) flags |= FX_PUT_REJECT_IF_EXIST;
-        if ((fm & FLUXON_PUT_OPT_WRITE_THROUGH) && opts->write_through) flags |= FX_PUT_WRITE_THROUGH;
-        if ((fm & FLUXON_PUT_OPT_MAKE_REPLICA_TASK) && opts->make_replica_task) flags |= FX_PUT_MAKE_REPLICA;
-        if (fm & FLUXON_PUT_OPT_LEASE_ID) lease = opts->lease_id;
-        if (fm & FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER) preferred = opts->preferred_sub_cluster;
-        if ((fm & FLUXON_PUT_OPT_LOCAL_FIRST) && opts->local_first) {
-            if (flags & FX_PUT_WRITE_THROUGH) {
-                FX_WARN("put: local_first and write_through contradict each other");
-                return FLUXON_ERR_INVALID_ARGUMENT;
-            }
-            flags = (flags & ~FX_PUT_PLACE) | FX_PUT_LOCAL_FIRST;
-        }
-        if (preferred && (strlen(preferred) == 0 || strlen(preferred) >= FX_ID_MAX)) {
-            FX_WARN("put: preferred_sub_cluster must be 1..%d bytes", FX_ID_MAX - 1);
-            return FLUXON_ERR_INVALID_ARGUMENT;
-        }
-    }
+    int rc = ck_put_scalars(opts, &flags, &lease, &preferred);
+    if (rc != FLUXON_OK) return rc;
     fx_body_put_inline_t b = {fx_str_c(key), {(const char *)value, (uint32_t)value_len}, flags, lease,
                               fx_str_c(preferred)};
     uint8_t *req;
@@ -887,7 +889,7 @@ static int ck_put_inline(fluxon_client *cl, const char *key, const void *value, 
     if (!req) return FLUXON_ERR_NOMEM;
     uint8_t *resp = NULL;
     uint32_t rlen = 0;
-    int rc = ck_call(cl, FX_MSG_PUT_INLINE, req, len, NULL, NULL, &resp, &rlen, false);
+    rc = ck_call(cl, FX_MSG_PUT_INLINE, req, len, NULL, NULL, &resp, &rlen, false);
     ck_log_error("put", rc, resp, rlen);
     fx_free(resp);
     return rc;
