@@ -482,10 +482,12 @@ static void mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, c
         const mkv_replica_t *rep = &r->rep[pick];
         /* ReuseReplica: the requester's own slot holds it; otherwise a copy is made,
          * durable for at most 2 owners at once, temporary beyond (§7) */
+        uint32_t live = 0; /* replicas of current generations: a GET_DONE could only add past these */
+        for (uint32_t j = 0; j < r->n_rep; j++) live += r->rep[j].node->generation == r->rep[j].generation;
         if (rep->node == self && !rep->range_bytes) {
             modes[i] = FX_GET_REUSE;
             s->c.get_reuse++;
-        } else if (self) {
+        } else if (self && live < MKV_MAX_REPLICAS) {
             modes[i] = fx_mplace_get_begin(s, b.keys.v[i], self);
             if (modes[i] == FX_GET_DURABLE) s->c.get_durable++;
             else s->c.get_temporary++;
@@ -884,6 +886,7 @@ FX_INTERNAL void fx_master_kv_node_dead(fx_master_t *m, master_node_t *n)
     /* replicas stay recorded (the owner may come back with the same generation);
      * LOOKUP skips them while the node is not alive */
     FX_DEBUG("owner %s dead: its replicas are no longer returned by lookups", n->node_id);
+    if (m->kv) fx_mplace_node_dead(m->kv, n);
 }
 
 FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n)

@@ -96,6 +96,7 @@ typedef struct mkv_inflight {
     uint64_t value_len, range_bytes;   /* range_bytes: per key, 0 when target == requester */
     uint64_t deadline_ms;              /* fx_now_ms clock */
     uint32_t n;                        /* accepted keys, in batch order */
+    bool keys_released;                /* the requester died: its keys no longer block puts */
     char **keys;
     uint32_t *klens;
     uint64_t *offsets;                 /* in the target's segment (0 when target == requester) */
@@ -127,6 +128,10 @@ FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp);
 FX_INTERNAL unsigned fx_mplace_get_begin(mkv_t *s, fx_str_t key, master_node_t *req);
 FX_INTERNAL void fx_mplace_get_end(mkv_t *s, fx_str_t key, master_node_t *req);
 FX_INTERNAL size_t fx_mplace_stats_json(mkv_t *s, char *buf, size_t cap);
+/* Owner n died: its in-flight puts stop blocking their keys at once (their ranges stay
+ * allocated until the TTL: a partitioned writer may still be pushing) and its durable
+ * get records go. */
+FX_INTERNAL void fx_mplace_node_dead(mkv_t *s, master_node_t *n);
 
 FX_INTERNAL void mkv_fail(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, int status, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

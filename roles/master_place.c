@@ -88,7 +88,8 @@ static void mpl_unlink(fx_mplace_t *pl, mkv_inflight_t *r)
     if (r->next) r->next->prev = r->prev;
     else pl->tail = r->prev;
     r->prev = r->next = NULL;
-    for (uint32_t i = 0; i < r->n; i++) mpl_key_count(pl, r->keys[i], r->klens[i], -1);
+    for (uint32_t i = 0; !r->keys_released && i < r->n; i++) mpl_key_count(pl, r->keys[i], r->klens[i], -1);
+    r->keys_released = true;
 }
 
 static void mpl_free(mkv_inflight_t *r)
@@ -389,6 +390,38 @@ FX_INTERNAL mkv_inflight_t *fx_mplace_find(mkv_t *s, master_node_t *n, const fx_
 }
 
 FX_INTERNAL void fx_mplace_detach(mkv_t *s, mkv_inflight_t *r) { mpl_unlink(s->place, r); }
+
+FX_INTERNAL void fx_mplace_node_dead(mkv_t *s, master_node_t *n)
+{
+    fx_mplace_t *pl = s->place;
+    if (!pl) return;
+    size_t puts = 0, gets = 0;
+    for (mkv_inflight_t *r = pl->head; r; r = r->next) {
+        if (r->requester != n || r->keys_released) continue;
+        for (uint32_t i = 0; i < r->n; i++) mpl_key_count(pl, r->keys[i], r->klens[i], -1);
+        r->keys_released = true;
+        puts++;
+    }
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (fx_hmap_iter_next(pl->gets, &it, &k, &kl, &v)) {
+        mpl_get_t *g = v;
+        uint32_t keep = 0;
+        for (uint32_t i = 0; i < g->n; i++)
+            if (g->e[i].node != n) g->e[keep++] = g->e[i];
+        gets += g->n - keep;
+        g->n = keep;
+        if (!keep) {
+            fx_hmap_del(pl->gets, k, kl, NULL);
+            fx_free(g);
+        }
+    }
+    if (puts || gets)
+        FX_INFO("owner %s dead: %zu in-flight puts no longer block their keys (ranges freed at their TTL), "
+                "%zu durable gets forgotten", n->node_id, puts, gets);
+}
 
 /* ---- in-flight gets ---- */
 FX_INTERNAL unsigned fx_mplace_get_begin(mkv_t *s, fx_str_t key, master_node_t *req)

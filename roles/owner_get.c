@@ -168,7 +168,9 @@ static void oget_on_get_done(void *arg, int status, const fx_frame_header_t *h, 
         owner_entry_t *en = c->en[i];
         int ks = status != FLUXON_OK ? status : i < st.statuses.n ? (int)(int64_t)st.statuses.v[i] : FLUXON_ERR_PROTOCOL;
         owner_entry_t *cur = fx_hmap_get(kv->index, en->key, en->klen);
-        if (ks == FLUXON_OK && c->og[i]->mode == FX_GET_TEMPORARY) {
+        /* NO_SPACE: the copy is intact (the source was checked first) but the key has all
+         * the replicas it may have: serve it as a temporary copy */
+        if ((ks == FLUXON_OK && c->og[i]->mode == FX_GET_TEMPORARY) || ks == FLUXON_ERR_NO_SPACE) {
             /* the copy is intact (D1) but is not a replica: its readers' holders keep it,
              * the slot frees with the last one */
             kv->temp_copies++;

@@ -330,7 +330,7 @@ Test(place, a_failed_durable_fetch_frees_its_record_at_once)
     fluxon_client_close(b);
 }
 
-Test(place, killed_writer_blocks_the_key_only_until_the_inflight_ttl)
+Test(place, killed_writer_blocks_its_key_only_while_alive_and_its_range_until_the_ttl)
 {
     kf_up_ex(1, ",\"inflight_ttl_ms\":800", NULL);
     /* the writer's owner is a process of its own, so it can be killed mid-put */
@@ -363,25 +363,29 @@ Test(place, killed_writer_blocks_the_key_only_until_the_inflight_ttl)
     memset((void *)(uintptr_t)plan->value_ptrs[0], 0xAB, VLEN / 2); /* half written */
     cr_assert_eq(placed_bytes(a, "ownA"), (long long)VLEN, "the master allocated the range on A");
     cr_assert_eq(master_stat(a, "inflight_puts"), 1);
-    kill(w, SIGKILL);
-    waitpid(w, NULL, 0);
-    fluxon_client_close(wc);
-    /* no partial value is readable; the key is in flight at the master until the TTL */
-    fluxon_holder *h = NULL;
-    cr_assert_eq(fluxon_get(a, k, &h), FLUXON_ERR_NOT_FOUND);
+    /* while W lives, its put blocks the key for everyone asking reject_if_inflight */
     fluxon_put_options rif = {.field_mask = FLUXON_PUT_OPT_REJECT_IF_INFLIGHT, .reject_if_inflight_same_key = 1};
     uint8_t *v = malloc(VLEN);
     kf_fill(v, VLEN, 800);
     cr_assert_eq(fluxon_put(a, k, v, VLEN, &rif), FLUXON_ERR_KEY_BEING_WRITTEN);
+    kill(w, SIGKILL);
+    waitpid(w, NULL, 0);
+    fluxon_client_close(wc);
+    /* no partial value is ever readable */
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(a, k, &h), FLUXON_ERR_NOT_FOUND);
+    /* once the master declares W dead the key is free; the range waits for the TTL */
     int rc = FLUXON_ERR_KEY_BEING_WRITTEN;
     double end = th_now_s() + 5;
     while (rc == FLUXON_ERR_KEY_BEING_WRITTEN && th_now_s() < end) {
-        th_sleep_ms(50);
+        th_sleep_ms(20);
         rc = fluxon_put(a, k, v, VLEN, &rif);
     }
     free(v);
-    cr_assert_eq(rc, FLUXON_OK, "after the TTL the put succeeds: %s", fluxon_status_string(rc));
+    cr_assert_eq(rc, FLUXON_OK, "the put succeeds once the writer is dead: %s", fluxon_status_string(rc));
     get_check(a, k, VLEN, 800);
+    end = th_now_s() + 5;
+    while (master_stat(a, "inflight_puts") != 0 && th_now_s() < end) th_sleep_ms(20);
     cr_assert_eq(placed_bytes(a, "ownA"), 0, "the dead writer's range was freed by the TTL");
     cr_assert_eq(master_stat(a, "inflight_expired"), 1);
     cr_assert_eq(master_stat(a, "inflight_puts"), 0);
@@ -410,4 +414,23 @@ Test(place, a_commit_too_late_for_the_placement_publishes_here)
     get_check(b, k, VLEN, 900);
     fluxon_client_close(a);
     fluxon_client_close(b);
+}
+
+Test(place, readers_past_the_replica_cap_get_temporary_copies)
+{
+    /* a value placed on B, then read through A, B, C and D: B's range, then durable copies
+     * on A, B and C fill the 4 replicas a key may have; D still reads it (temporary) */
+    const char *extra[4] = {NULL, ",\"sub_cluster\":\"x\"", NULL, NULL};
+    kf_up_ex(4, NULL, extra);
+    fluxon_client *c[4] = {kf_client(0), kf_client(1), kf_client(2), kf_client(3)};
+    fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER, .preferred_sub_cluster = "x"};
+    put_seeded(c[0], "capped", VLEN, 1000, &o);
+    cr_assert_eq(placed_bytes(c[0], "ownB"), (long long)VLEN);
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 4; i++) get_check(c[i], "capped", VLEN, 1000);
+    cr_assert_eq(master_stat(c[0], "replicas"), 4);
+    cr_assert_geq(kf_stat(c[3], "temp_copies"), 2, "both reads through D were temporary copies");
+    cr_assert_eq(kf_stat(c[3], "index_keys"), 0);
+    cr_assert(kf_wait_stat(c[3], "slots_pending", 0, 3000));
+    for (int i = 0; i < 4; i++) fluxon_client_close(c[i]);
 }
