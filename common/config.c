@@ -305,6 +305,7 @@ static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *c
         int k = cfg_match(c, it, "reserve.", cfg_reserve_fields,
                           (int)FX_ARRAY_LEN(cfg_reserve_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
+        if (k == 0) cfg->has_grant_bytes = true;
         rc = k == 0 ? cfg_get_pages(c, "reserve.grant_bytes", it, &cfg->grant_bytes)
                     : cfg_parse_expected(c, it, cfg);
         if (rc) return rc;
@@ -493,6 +494,15 @@ static int cfg_finish(struct cfg_ctx *c, uint32_t seen, fx_config_t *cfg)
                             shown, FX_PATH_MAX - 1);
         }
         fx_strlcpy(cfg->socket_path, path, sizeof cfg->socket_path);
+    }
+    if (!cfg->has_grant_bytes) {
+        /* A grant serves ONE slot size and an owner holds segment/grant of them: keep at
+         * least 16 grants in segments under 8 GiB (1 GiB -> 64 MiB grants), so values of
+         * several sizes fit; 512 MiB (§6) from 8 GiB up. Never below 4 MiB. */
+        uint64_t seg = cfg->segment_bytes, g = 512ull << 20;
+        if (seg < (8ull << 30)) g = FX_MAX(seg / 16 / CFG_PAGE * CFG_PAGE, 4ull << 20);
+        if (g > seg - CFG_PAGE && seg >= 2 * CFG_PAGE) g = (seg - CFG_PAGE) / CFG_PAGE * CFG_PAGE;
+        if (seg >= 2 * CFG_PAGE) cfg->grant_bytes = g;
     }
     return cfg_check_owner(c, cfg);
 }

@@ -53,6 +53,7 @@ typedef struct fx_config {
     int numa_node;                        /* [-1] = no placement; >= -1 */
     uint64_t grant_bytes;                 /* "reserve.grant_bytes" ["512MiB"], x4096 */
     bool has_expected;                    /* "reserve.expected" present */
+    bool has_grant_bytes;                 /* "reserve.grant_bytes" present */
     uint64_t expected_value_len;          /* "reserve.expected.value_len" > 0 */
     uint64_t expected_payload_bytes;      /* "reserve.expected.payload_capacity_bytes" */
     double hot_capacity_ratio;            /* [0.95], in (0, 1] */

@@ -77,7 +77,7 @@ Test(config, owner_defaults)
     cr_assert_eq(c.segment_bytes, 1ull << 30);
     cr_assert_eq(c.node_role, FX_NODE_GPU_OWNER);
     cr_assert_eq(c.numa_node, -1);
-    cr_assert_eq(c.grant_bytes, 512ull << 20);
+    cr_assert_eq(c.grant_bytes, 64ull << 20, "1 GiB / 16");
     cr_assert_not(c.has_expected);
     cr_assert_float_eq(c.hot_capacity_ratio, 0.95, 1e-12);
     cr_assert_eq(c.handle_ttl_ms, 30000);
@@ -131,7 +131,7 @@ Test(config, expected_capacity_boundary)
     fx_config_t c;
     char err[ERRCAP];
     const char *fmt = "{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\","
-                      "\"reserve\":{\"expected\":{\"value_len\":4718592,"
+                      "\"reserve\":{\"grant_bytes\":\"512MiB\",\"expected\":{\"value_len\":4718592,"
                       "\"payload_capacity_bytes\":%s}}}";
     char j[512];
     snprintf(j, sizeof j, fmt, "533200896");
@@ -214,7 +214,8 @@ static const struct tc_bad tc_bads[] = {
     {O "\"segment_bytes\":4096}",
      "segment_bytes: 4096 is smaller than one grant (reserve.grant_bytes 536870912) plus the "
      "4096-byte header"},
-    {O "\"segment_bytes\":\"512MiB\"}", "segment_bytes: 536870912 is smaller than one grant"},
+    {O "\"segment_bytes\":\"512MiB\",\"reserve\":{\"grant_bytes\":\"512MiB\"}}",
+     "segment_bytes: 536870912 is smaller than one grant"},
     {O "\"reserve\":{\"grant_bytes\":8192,\"expected\":{\"value_len\":8193,"
        "\"payload_capacity_bytes\":1}}}",
      "reserve.expected.value_len: 8193 is larger than one grant (reserve.grant_bytes 8192)"},
