@@ -231,7 +231,7 @@ typedef struct fluxon_holder fluxon_holder;
  * master published it (at most timeout_ms of the client config). opts may be NULL.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad key, value NULL, value_len 0 or
  * larger than a grant, local_first together with write_through, preferred_sub_cluster
- * empty or of 64 bytes or more); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN
+ * not 1..63 characters of [A-Za-z0-9._-], field_mask bits this library does not know); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN
  * (with the matching option); FLUXON_ERR_NO_SPACE (the owner has no room to stage it);
  * FLUXON_ERR_LEASE_EXPIRED
  * (lease_id unknown or expired); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */

@@ -409,6 +409,11 @@ static int ck_put_scalars(const fluxon_put_options *opts, uint64_t *flags_p, uin
 {
     if (!opts) return FLUXON_OK;
     uint64_t fm = opts->field_mask, flags = *flags_p;
+    if (fm & ~((FLUXON_PUT_OPT_LOCAL_FIRST << 1) - 1)) {
+        FX_WARN("put: field_mask 0x%llx has bits this library does not know (it knows 0x%llx)",
+                (unsigned long long)fm, (unsigned long long)((FLUXON_PUT_OPT_LOCAL_FIRST << 1) - 1));
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
     if ((fm & FLUXON_PUT_OPT_REJECT_IF_INFLIGHT) && opts->reject_if_inflight_same_key) flags |= FX_PUT_REJECT_IF_INFLIGHT;
     if ((fm & FLUXON_PUT_OPT_REJECT_IF_EXIST) && opts->reject_if_exist_same_key) flags |= FX_PUT_REJECT_IF_EXIST;
     if ((fm & FLUXON_PUT_OPT_WRITE_THROUGH) && opts->write_through) flags |= FX_PUT_WRITE_THROUGH;
@@ -422,8 +427,11 @@ static int ck_put_scalars(const fluxon_put_options *opts, uint64_t *flags_p, uin
         }
         flags = (flags & ~FX_PUT_PLACE) | FX_PUT_LOCAL_FIRST;
     }
-    if (preferred && (strlen(preferred) == 0 || strlen(preferred) >= FX_ID_MAX)) {
-        FX_WARN("put: preferred_sub_cluster must be 1..%d bytes", FX_ID_MAX - 1);
+    if (preferred && (strlen(preferred) == 0 || strlen(preferred) >= FX_ID_MAX ||
+                      strspn(preferred, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+                          strlen(preferred))) {
+        FX_WARN("put: preferred_sub_cluster must be 1..%d characters of [A-Za-z0-9._-] (as owners' sub_cluster)",
+                FX_ID_MAX - 1);
         return FLUXON_ERR_INVALID_ARGUMENT;
     }
     *flags_p = flags;
@@ -454,7 +462,10 @@ static int ck_put_start(fluxon_client *cl, const char *const *keys, size_t n, ui
         }
         if (rc == FLUXON_OK && (fm & FLUXON_PUT_OPT_REPLICA_MASK)) {
             mask = opts->make_replica_task_mask;
-            if (!mask) rc = FLUXON_ERR_INVALID_ARGUMENT;
+            if (!mask) {
+                FX_WARN("put_start: FLUXON_PUT_OPT_REPLICA_MASK is set but make_replica_task_mask is NULL");
+                rc = FLUXON_ERR_INVALID_ARGUMENT;
+            }
             size_t s = 0;
             for (size_t g = 0; rc == FLUXON_OK && g < (groups ? n_groups : 0); s += groups[g], g++)
                 for (size_t i = s + 1; i < s + groups[g]; i++)

@@ -187,7 +187,16 @@ Test(place, local_first_and_hostless_puts_stay_on_the_writer)
     o.write_through = 1;
     uint8_t v[16] = {1};
     cr_assert_eq(fluxon_put(a, "lf-bad", v, sizeof v, &o), FLUXON_ERR_INVALID_ARGUMENT);
-    cr_assert_eq(kf_stat(a, "puts_started"), 20, "nothing was started");
+    /* a sub-cluster no owner can have, an unknown option bit, a 64-byte name */
+    fluxon_put_options bad = {.field_mask = FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER, .preferred_sub_cluster = "x\"y"};
+    cr_assert_eq(fluxon_put(a, "lf-bad", v, sizeof v, &bad), FLUXON_ERR_INVALID_ARGUMENT);
+    bad.preferred_sub_cluster = "0123456789012345678901234567890123456789012345678901234567890123";
+    cr_assert_eq(fluxon_put(a, "lf-bad", v, sizeof v, &bad), FLUXON_ERR_INVALID_ARGUMENT);
+    bad.preferred_sub_cluster = "012345678901234567890123456789012345678901234567890123456789012";
+    cr_assert_eq(fluxon_put(a, "lf-ok63", v, sizeof v, &bad), FLUXON_OK, "63 characters are fine");
+    bad.field_mask = 1ull << 40;
+    cr_assert_eq(fluxon_put(a, "lf-bad", v, sizeof v, &bad), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(kf_stat(a, "puts_started"), 21, "only the valid put was started");
     fluxon_client_close(a);
     fluxon_client_close(b);
 }
