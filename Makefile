@@ -51,7 +51,7 @@ help:
 	@echo "make asan          the same tests under AddressSanitizer + UBSan (build-asan/)"
 	@echo "make test-embed    only the embed suite: amalgamation from two files, C/C++ embeds, install"
 	@echo "make bench         benchmarks (figures, not pass/fail)"
-	@echo "make demo          embedded master + owner and a put/get round trip"
+	@echo "make demo          replay the real LLM-serving trace (embedded master, owner, workers)"
 	@echo "make install PREFIX=/usr/local   install binary, libraries, header, fluxon.pc"
 	@echo "make clean         remove build outputs"
 

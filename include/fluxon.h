@@ -232,7 +232,8 @@ typedef struct fluxon_holder fluxon_holder;
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad key, value NULL, value_len 0 or
  * larger than a grant, local_first together with write_through, preferred_sub_cluster
  * not 1..63 characters of [A-Za-z0-9._-], field_mask bits this library does not know); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN
- * (with the matching option); FLUXON_ERR_NO_SPACE (the owner has no room to stage it);
+ * (with the matching option); FLUXON_ERR_NO_SPACE (the owner cannot stage it: no free
+ * slot of its size and no room for a grant of that size, see reserve.grant_bytes);
  * FLUXON_ERR_LEASE_EXPIRED
  * (lease_id unknown or expired); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
 int fluxon_put(fluxon_client *c, const char *key, const void *value, uint64_t value_len,
