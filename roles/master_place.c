@@ -113,6 +113,27 @@ FX_INTERNAL void fx_mplace_release(mkv_t *s, mkv_inflight_t *r, const uint8_t *k
 
 static void mpl_arm(fx_mplace_t *pl);
 
+/* Drops key k's durable-get entries that expired by now (now 0: none), whose owner died,
+ * or that belong to `drop` (NULL: none); forgets the key when none is left. Returns how
+ * many entries went. */
+static uint32_t mpl_get_prune(fx_mplace_t *pl, const char *k, size_t kl, mpl_get_t *g, uint64_t now,
+                              const master_node_t *drop)
+{
+    uint32_t keep = 0, n = g->n;
+    for (uint32_t i = 0; i < n; i++) {
+        const mpl_get_ent_t *e = &g->e[i];
+        bool gone = (now && e->deadline_ms <= now) || !e->node->alive || e->node->generation != e->generation ||
+                    e->node == drop;
+        if (!gone) g->e[keep++] = *e;
+    }
+    g->n = keep;
+    if (!keep) {
+        fx_hmap_del(pl->gets, k, kl, NULL);
+        fx_free(g);
+    }
+    return n - keep;
+}
+
 static void mpl_on_timer(fx_reactor_t *rx, fx_timer_t *t)
 {
     (void)rx;
@@ -135,17 +156,7 @@ static void mpl_on_timer(fx_reactor_t *rx, fx_timer_t *t)
     const char *k;
     size_t kl;
     void *v;
-    while (fx_hmap_iter_next(pl->gets, &it, &k, &kl, &v)) {
-        mpl_get_t *g = v;
-        uint32_t keep = 0;
-        for (uint32_t i = 0; i < g->n; i++)
-            if (g->e[i].deadline_ms > now) g->e[keep++] = g->e[i];
-        g->n = keep;
-        if (!keep) {
-            fx_hmap_del(pl->gets, k, kl, NULL);
-            fx_free(g);
-        }
-    }
+    while (fx_hmap_iter_next(pl->gets, &it, &k, &kl, &v)) mpl_get_prune(pl, k, kl, v, now, NULL);
     mpl_arm(pl);
 }
 
@@ -406,18 +417,7 @@ FX_INTERNAL void fx_mplace_node_dead(mkv_t *s, master_node_t *n)
     const char *k;
     size_t kl;
     void *v;
-    while (fx_hmap_iter_next(pl->gets, &it, &k, &kl, &v)) {
-        mpl_get_t *g = v;
-        uint32_t keep = 0;
-        for (uint32_t i = 0; i < g->n; i++)
-            if (g->e[i].node != n) g->e[keep++] = g->e[i];
-        gets += g->n - keep;
-        g->n = keep;
-        if (!keep) {
-            fx_hmap_del(pl->gets, k, kl, NULL);
-            fx_free(g);
-        }
-    }
+    while (fx_hmap_iter_next(pl->gets, &it, &k, &kl, &v)) gets += mpl_get_prune(pl, k, kl, v, 0, n);
     if (puts || gets)
         FX_INFO("owner %s dead: %zu in-flight puts no longer block their keys (ranges freed at their TTL), "
                 "%zu durable gets forgotten", n->node_id, puts, gets);
@@ -465,15 +465,7 @@ FX_INTERNAL void fx_mplace_get_end(mkv_t *s, fx_str_t key, master_node_t *req)
 {
     fx_mplace_t *pl = s->place;
     mpl_get_t *g = fx_hmap_get(pl->gets, key.p, key.len);
-    if (!g) return;
-    uint32_t keep = 0;
-    for (uint32_t i = 0; i < g->n; i++)
-        if (g->e[i].node != req) g->e[keep++] = g->e[i];
-    g->n = keep;
-    if (!keep) {
-        fx_hmap_del(pl->gets, key.p, key.len, NULL);
-        fx_free(g);
-    }
+    if (g) mpl_get_prune(pl, key.p, key.len, g, 0, req);
 }
 
 /* ---- life ---- */
