@@ -240,11 +240,14 @@ int fluxon_put(fluxon_client *c, const char *key, const void *value, uint64_t va
                const fluxon_put_options *opts);
 
 /* Looks key up (this owner first, then the master; a value held by another owner is
- * copied into this owner over UCX: as a replica for at most 2 owners per key at a time,
- * beyond that as a temporary copy freed with its holders) and returns a holder that keeps the bytes valid and
- * unchanged until fluxon_holder_release, whatever deletes or replaces the key meanwhile.
- * *holder_p is owned by the caller. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT;
- * FLUXON_ERR_NOT_FOUND; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
+ * copied into this owner over UCX: as a replica for at most 2 owners per key at a time
+ * and 4 replicas in all, otherwise as a temporary copy freed with its holders) and
+ * returns a holder that keeps the bytes valid and unchanged until fluxon_holder_release,
+ * whatever deletes or replaces the key meanwhile. *holder_p is owned by the caller.
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_NOT_FOUND (no value);
+ * FLUXON_ERR_NO_SPACE (a value exists but this owner has no room for the copy);
+ * FLUXON_ERR_UNAVAILABLE (no master, or the transfer failed); FLUXON_ERR_TIMEOUT;
+ * FLUXON_ERR_NOMEM; FLUXON_ERR_INTERNAL. Thread-safe. */
 int fluxon_get(fluxon_client *c, const char *key, fluxon_holder **holder_p);
 /* The value's bytes (read-only, in the owner's shared segment) and length in bytes. */
 const void *fluxon_holder_data(const fluxon_holder *h);
@@ -348,6 +351,10 @@ typedef struct fluxon_get_start_result {
     int64_t  first_miss_index;       /* -1 when all hit */
     int64_t  first_miss_group_index; /* -1 when all hit */
     int      all_hit;                /* every key hit (not only the prefix) */
+    int      miss_status;            /* why key first_miss_index missed: FLUXON_ERR_NOT_FOUND
+                                        (no value), _NO_SPACE (no room here for the copy),
+                                        _UNAVAILABLE / _TIMEOUT (no master, or the copy's
+                                        transfer failed), _NOMEM, _INTERNAL; 0 when all hit */
 } fluxon_get_start_result;
 typedef struct fluxon_get_handle fluxon_get_handle;
 

@@ -788,7 +788,8 @@ int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int p
         } else {
             *handle_p = hd;
             *result = (fluxon_get_start_result){ack.raw_prefix, ack.transferable, ack.prefix_groups,
-                                                ack.first_miss_index, ack.first_miss_group, ack.all_hit};
+                                                ack.first_miss_index, ack.first_miss_group, ack.all_hit,
+                                                ack.miss_status};
         }
     }
     fx_free(groups);
@@ -948,7 +949,7 @@ int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)
     if (rc != FLUXON_OK) return rc;
     if (r.transferable_len == 0) {
         fluxon_cancel_get_transfer(cl, h);
-        return FLUXON_ERR_NOT_FOUND;
+        return r.miss_status < 0 ? r.miss_status : FLUXON_ERR_NOT_FOUND;
     }
     ck_obj_t *o = ck_take(cl, h, CK_HANDLE, true);
     fluxon_holder *hd = fx_calloc(1, sizeof *hd);

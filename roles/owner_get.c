@@ -19,7 +19,7 @@ typedef struct owner_getb {
     size_t n, n_groups;
     uint64_t *group_lens;
     uint8_t best_effort;
-    int8_t *res; /* 0 pending, 1 hit, -1 miss */
+    int8_t *res; /* 0 pending, 1 hit, < 0 miss (oget_miss_code: the reason) */
     uint64_t *holder_ids, *offsets, *lens;
     size_t pending;
 } owner_getb_t;
@@ -40,7 +40,21 @@ typedef struct owner_oget {
     fx_slot_ref_t slot;
     bool have_slot, found;
     uint8_t mode; /* FX_GET_DURABLE / FX_GET_TEMPORARY, as the master decided */
+    int why;      /* a miss: why (0 = FLUXON_ERR_NOT_FOUND) */
 } owner_oget_t;
+
+/* A miss reason as a res[] code and back: the caller of fluxon_get learns whether the key
+ * is absent or could not be copied (no room, no master, transfer failed). */
+static const int oget_why_status[] = {0, FLUXON_ERR_NOT_FOUND, FLUXON_ERR_UNAVAILABLE, FLUXON_ERR_NO_SPACE,
+                                      FLUXON_ERR_TIMEOUT, FLUXON_ERR_NOMEM, FLUXON_ERR_INTERNAL};
+
+static int8_t oget_miss_code(int why)
+{
+    if (why == 0 || why == FLUXON_ERR_STALE) return -1; /* STALE: the version went meanwhile */
+    for (int8_t c = 1; c < (int8_t)FX_ARRAY_LEN(oget_why_status); c++)
+        if (oget_why_status[c] == why) return (int8_t)-c;
+    return -6; /* any other failure: internal */
+}
 
 typedef struct oget_fetch { /* one LOOKUP batch and what follows it */
     fx_owner_t *o;
@@ -102,7 +116,7 @@ static void oget_complete(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en)
     for (size_t k = 0; k < og->nw; k++) {
         owner_getb_t *b = og->w[k].b;
         if (en) oget_set_hit(b, og->w[k].i, en);
-        else b->res[og->w[k].i] = -1;
+        else b->res[og->w[k].i] = oget_miss_code(og->why);
         if (--b->pending == 0) oget_batch_finalize(b);
     }
     fx_free(og->w);
@@ -187,6 +201,7 @@ static void oget_on_get_done(void *arg, int status, const fx_frame_header_t *h, 
             continue;
         }
         if (ks != FLUXON_OK) kv->get_done_stale++;
+        c->og[i]->why = ks; /* STALE reads as NOT_FOUND; a lost master as itself */
         fx_okv_entry_retire(o, en); /* not published (or a local put overtook it) */
         oget_complete(o, c->og[i], ks == FLUXON_OK ? cur : NULL);
     }
@@ -235,6 +250,7 @@ static void oget_gd_fail(fx_owner_t *o, oget_getdone_ctx_t *c)
 {
     for (size_t i = 0; i < c->n; i++) {
         fx_okv_entry_retire(o, c->en[i]);
+        c->og[i]->why = FLUXON_ERR_UNAVAILABLE;
         oget_complete(o, c->og[i], NULL);
     }
     fx_free(c->og);
@@ -290,6 +306,7 @@ static void oget_on_xfer(void *arg, int status)
         owner_entry_t *cur = fx_hmap_get(kv->index, og->key, og->klen);
         if (!ok || cur) { /* failed, or a local put overtook the fetch: serve that one */
             if (ok) ab[n_ab++] = og;
+            og->why = status != FLUXON_OK ? status : FLUXON_ERR_UNAVAILABLE;
             fx_slot_pool_release_prepared(kv->pool, &og->slot);
             oget_complete(o, og, ok ? cur : NULL);
             continue;
@@ -410,6 +427,7 @@ static void oget_fetch_transfer(oget_fetch_t *f)
             FX_WARN("cannot fetch %zu values from owner %s: %s", x->n, f->src_ids[s], fluxon_status_string(rc));
             oget_abandon(o, x->og, x->n);
             for (size_t k = 0; k < x->n; k++) {
+                x->og[k]->why = rc;
                 fx_slot_pool_release_prepared(kv->pool, &x->og[k]->slot);
                 oget_complete(o, x->og[k], NULL);
             }
@@ -437,6 +455,7 @@ static void oget_on_claim(fx_owner_t *o, void *arg, size_t got)
     fx_free(c);
     og->have_slot = got == 1;
     if (!og->have_slot) { /* no room here: a miss for every waiter */
+        og->why = FLUXON_ERR_NO_SPACE;
         oget_abandon(o, &og, 1);
         for (size_t k = 0; k < f->n; k++)
             if (f->og[k] == og) f->og[k] = NULL;
@@ -506,6 +525,11 @@ static void oget_on_lookup(void *arg, int status, const fx_frame_header_t *h, co
         }
         if (!hit || (mode != FX_GET_DURABLE && mode != FX_GET_TEMPORARY)) {
             f->og[k] = NULL;
+            /* no master answer, a malformed one, or the key's own status (NOT_FOUND) */
+            og->why = hit ? FLUXON_ERR_PROTOCOL /* a mode this owner does not know */
+                      : status != FLUXON_OK ? status : !shape_ok ? FLUXON_ERR_PROTOCOL
+                      : (int)(int64_t)a.statuses.v[k] != FLUXON_OK ? (int)(int64_t)a.statuses.v[k]
+                                                                   : FLUXON_ERR_NO_SPACE; /* too big for a slot here */
             oget_complete(o, og, NULL);
             continue;
         }
@@ -608,9 +632,10 @@ static void oget_batch_finalize(owner_getb_t *b)
             return;
         }
     }
+    int miss = raw < n && b->res[raw] < 0 ? oget_why_status[-b->res[raw]] : 0;
     fx_body_get_start_ack_t ack = {hid, raw, transferable, groups, raw < n ? (int64_t)raw : -1, first_miss_group,
                                    all_hit, {b->offsets, (uint32_t)transferable}, {b->lens, (uint32_t)transferable},
-                                   {b->holder_ids, (uint32_t)transferable}};
+                                   {b->holder_ids, (uint32_t)transferable}, miss};
     FX_CONN_SEND(b->conn, FX_MSG_GET_START, FX_FLAG_RESPONSE, FLUXON_OK, b->req_id, get_start_ack, &ack);
     oget_batch_free(b);
 }

@@ -329,7 +329,7 @@ Test(place, a_failed_durable_fetch_frees_its_record_at_once)
     fluxon_put_options lf = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
     put_seeded(a, "flaky", VLEN, 710, &lf);
     fluxon_holder *h = NULL;
-    cr_assert_eq(fluxon_get(b, "flaky", &h), FLUXON_ERR_NOT_FOUND, "the injected failure is a miss");
+    cr_assert_eq(fluxon_get(b, "flaky", &h), FLUXON_ERR_INTERNAL, "the injected transfer failure, not NOT_FOUND");
     double end = th_now_s() + 3;
     while (master_stat(a, "inflight_gets") != 0 && th_now_s() < end) th_sleep_ms(10);
     cr_assert_eq(master_stat(a, "inflight_gets"), 0, "ABANDON released the durable record before the TTL");
@@ -442,4 +442,40 @@ Test(place, readers_past_the_replica_cap_get_temporary_copies)
     cr_assert_eq(kf_stat(c[3], "index_keys"), 0);
     cr_assert(kf_wait_stat(c[3], "slots_pending", 0, 3000));
     for (int i = 0; i < 4; i++) fluxon_client_close(c[i]);
+}
+
+Test(place, a_get_says_why_it_missed)
+{
+    kf_up(2);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    fluxon_put_options lf = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    put_seeded(a, "on-a", VLEN, 1100, &lf);
+    put_seeded(b, "on-b", VLEN, 1101, &lf);
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(b, "absent", &h), FLUXON_ERR_NOT_FOUND);
+    fluxon_get_start_result r;
+    fluxon_get_handle *gh = NULL;
+    const char *ks[2] = {"on-b", "absent"};
+    cr_assert_eq(fluxon_get_start(b, ks, 2, 1, NULL, 0, &gh, &r), FLUXON_OK);
+    cr_assert_eq(r.first_miss_index, 1);
+    cr_assert_eq(r.miss_status, FLUXON_ERR_NOT_FOUND);
+    cr_assert_eq(fluxon_cancel_get_transfer(b, gh), FLUXON_OK);
+    cr_assert_eq(fluxon_get_start(b, ks, 1, 1, NULL, 0, &gh, &r), FLUXON_OK);
+    cr_assert(r.all_hit && r.miss_status == 0);
+    cr_assert_eq(fluxon_cancel_get_transfer(b, gh), FLUXON_OK);
+    /* without a master, B cannot ask where "on-a" is: UNAVAILABLE, not NOT_FOUND */
+    fluxon_node_stop(kf_master);
+    kf_master = NULL;
+    double end = th_now_s() + 5;
+    int rc = FLUXON_OK;
+    while (th_now_s() < end) {
+        rc = fluxon_get(b, "on-a", &h);
+        if (rc != FLUXON_OK) break;
+        fluxon_holder_release(h);
+        th_sleep_ms(20);
+    }
+    cr_assert_eq(rc, FLUXON_ERR_UNAVAILABLE, "%s", fluxon_status_string(rc));
+    get_check(b, "on-b", VLEN, 1101); /* a local value is still served */
+    fluxon_client_close(a);
+    fluxon_client_close(b);
 }

@@ -150,7 +150,8 @@ typedef struct fx_strv {
 #define FX_BODY_get_start_ack(F)                                                      \
     F(U64, handle_id) F(U64, raw_prefix) F(U64, transferable) F(U64, prefix_groups)      \
     F(I64, first_miss_index) F(I64, first_miss_group) F(U8, all_hit) F(U64V, offsets)    \
-    F(U64V, value_lens) F(U64V, holder_ids)
+    F(U64V, value_lens) F(U64V, holder_ids)                                             \
+    F(I32, miss_status) /* why the first missing key missed (0 when all hit) */
 /* external -> owner (one-way): handle consumed: keep holders [0, consume), release the
  * rest; consume 0 = cancel (release all) */
 #define FX_BODY_handle_consume(F) F(U64, handle_id) F(U64, consume)
