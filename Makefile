@@ -12,13 +12,18 @@ BIN      ?= fluxon
 VERSION  := $(shell sed -n 's/^\#define FLUXON_VERSION_STRING "\(.*\)"/\1/p' include/fluxon.h)
 SOVER    := $(firstword $(subst ., ,$(VERSION)))
 
-DIRS     := common transport cache plan roles cuda
-INC      := -Iinclude $(addprefix -I,$(DIRS))
-CLI_SRCS := roles/cli.c $(wildcard roles/cli_*.c)
-LIB_SRCS := $(filter-out $(CLI_SRCS),$(foreach d,$(DIRS),$(wildcard $(d)/*.c)))
+# The library: these folders, lowest layer first (scripts/amalgamate sweeps the same list).
+# tools/ (the CLI), bench/ and test/ are never part of it.
+DIRS     := common transport cache plan client master owner node cuda
+TOOL_DIRS:= tools tools/demo bench test/fixtures
+INC      := -Iinclude $(addprefix -I,$(DIRS) $(TOOL_DIRS))
+LIB_SRCS := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
+CLI_SRCS := $(wildcard tools/*.c tools/demo/*.c)
+BENCH_SRCS := $(filter-out bench/bench_internal.c,$(wildcard bench/*.c))
 HDRS     := include/fluxon.h $(foreach d,$(DIRS),$(wildcard $(d)/*.h))
-TEST_SRCS:= $(wildcard test/test_*.c)
-TESTS    := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRCS))
+TOOL_HDRS:= $(foreach d,$(TOOL_DIRS),$(wildcard $(d)/*.h))
+TEST_SRCS:= $(wildcard test/unit/test_*.c test/integration/test_*.c)
+TESTS    := $(patsubst %.c,$(BUILD)/test/%,$(notdir $(TEST_SRCS)))
 
 PKGS     := ucx liburing libcjson numa libxxhash
 SETUP_OK := build/.setup-ok
@@ -76,8 +81,8 @@ $(BUILD)/fluxon.o: fluxon.c fluxon.h | $(SETUP_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -Wno-unused-function -c $< -o $@
 
-CLI_OBJS := $(patsubst roles/%.c,$(BUILD)/cli/%.o,$(CLI_SRCS))
-$(BUILD)/cli/%.o: roles/%.c $(HDRS) | $(SETUP_OK)
+CLI_OBJS := $(patsubst %.c,$(BUILD)/cli/%.o,$(CLI_SRCS))
+$(BUILD)/cli/%.o: %.c $(HDRS) $(TOOL_HDRS) | $(SETUP_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
@@ -102,11 +107,21 @@ $(BUILD)/obj/%.o: %.c $(HDRS) | $(SETUP_OK)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 $(BUILD)/libfx_test.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
-# suites of CLI-side code link those objects too (roles/cli_*.c minus main)
-CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/cli.o,$(CLI_OBJS))
-$(BUILD)/test/%: test/%.c test/helpers.h test/kvfix.h test/mkvfix.h test/replayfix.h $(BUILD)/libfx_test.a $(CLI_LIB_OBJS)
+# suites link the CLI-side objects (tools/ minus main) and the bench entry points too
+CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/tools/cli.o,$(CLI_OBJS))
+BENCH_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(BENCH_SRCS))
+$(BUILD)/obj/bench/%.o: bench/%.c $(HDRS) bench/bench.h | $(SETUP_OK)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -Itest -o $@ $< $(CLI_LIB_OBJS) $(BUILD)/libfx_test.a $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+TEST_DEPS := $(wildcard test/fixtures/*.h) $(BUILD)/libfx_test.a $(CLI_LIB_OBJS) $(BENCH_OBJS)
+TEST_LINK = $(CC) $(CFLAGS_ALL) -o $@ $< $(CLI_LIB_OBJS) $(BENCH_OBJS) $(BUILD)/libfx_test.a \
+	    $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS)
+$(BUILD)/test/%: test/unit/%.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(TEST_LINK)
+$(BUILD)/test/%: test/integration/%.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(TEST_LINK)
 
 test: all $(TESTS)
 	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS)
@@ -125,8 +140,8 @@ asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/fluxon OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -DFX_USE_LIBC_MALLOC" test
 
-$(BUILD)/bench_internal: test/bench_internal.c $(BUILD)/libfx_test.a
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
+$(BUILD)/bench_internal: bench/bench_internal.c $(BENCH_OBJS) $(BUILD)/libfx_test.a
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BENCH_OBJS) $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
 
 bench: all $(BUILD)/bench_internal
 	FLUXON_BIN=$(abspath $(BIN)) FLUXON_BENCH_INTERNAL=$(abspath $(BUILD)/bench_internal) ./scripts/bench

@@ -115,6 +115,21 @@ FX_INTERNAL void fx_hmap_destroy(fx_hmap_t *m)
     fx_free(m);
 }
 
+FX_INTERNAL void fx_hmap_clear(fx_hmap_t *m, void (*free_fn)(void *val))
+{
+    if (!m) return;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i].hash) continue;
+        void *val = m->slots[i].e->val;
+        fx_free(m->slots[i].e);
+        m->slots[i].hash = 0;
+        m->slots[i].e = NULL;
+        if (free_fn) free_fn(val);
+    }
+    m->count = 0;
+    m->mods++;
+}
+
 FX_INTERNAL void *fx_hmap_get(const fx_hmap_t *m, const void *key, size_t klen)
 {
     FX_ASSERT(m && (key || klen == 0));

@@ -58,6 +58,10 @@ FX_INTERNAL int fx_hmap_put(fx_hmap_t *m, const void *key, size_t klen, void *va
  * the call. Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (val_p untouched). */
 FX_INTERNAL int fx_hmap_del(fx_hmap_t *m, const void *key, size_t klen, void **val_p);
 
+/* Deletes every entry, calling free_fn(value) on each (free_fn may be NULL); the map stays
+ * usable. O(capacity). */
+FX_INTERNAL void fx_hmap_clear(fx_hmap_t *m, void (*free_fn)(void *val));
+
 /* Number of entries. O(1). */
 FX_INTERNAL size_t fx_hmap_count(const fx_hmap_t *m);
 
@@ -97,11 +101,5 @@ FX_INTERNAL void fx_hmap_iter_init(fx_hmap_iter_t *it);
  * entry has been visited (and keeps returning false). O(capacity) over a full iteration. */
 FX_INTERNAL bool fx_hmap_iter_next(const fx_hmap_t *m, fx_hmap_iter_t *it, const char **key,
                                    size_t *klen, void **val);
-
-/* Benchmark (hmap_bench.c): n distinct 68-byte hex page keys (64 hex + "_0_2"); prints to
- * out the ops/s of inserting all of them (growing from empty), random-order hits, misses,
- * value replacements and deletions. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (out
- * NULL or n 0); FLUXON_ERR_NOMEM. */
-FX_INTERNAL int fx_hmap_bench(FILE *out, uint64_t n);
 
 #endif /* FX_HMAP_H */

@@ -75,9 +75,4 @@ FX_INTERNAL uint64_t fx_offset_alloc_largest_free(const fx_offset_alloc_t *a);
  * invariant and returns FLUXON_ERR_INTERNAL. */
 FX_INTERNAL int fx_offset_alloc_check(const fx_offset_alloc_t *a);
 
-/* Benchmark (offset_alloc_bench.c): after a warm-up fill, runs `ops` free+alloc pairs with
- * random sizes 4 KiB .. 8 MiB on a large range and prints one line with pairs per second
- * to out. Returns 0; FLUXON_ERR_INVALID_ARGUMENT (out NULL or ops 0); FLUXON_ERR_NOMEM. */
-FX_INTERNAL int fx_offset_alloc_bench(FILE *out, uint64_t ops);
-
 #endif /* FX_OFFSET_ALLOC_H */

@@ -1,6 +1,7 @@
 /* fx.c — allocation, assertions, clocks and small helpers (see fx.h). */
 #include "fx.h"
 
+#include <errno.h>
 #include <mimalloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,36 @@ static uint64_t clock_ns(clockid_t id)
 FX_INTERNAL uint64_t fx_now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 FX_INTERNAL uint64_t fx_now_ms(void) { return clock_ns(CLOCK_MONOTONIC) / 1000000ull; }
 FX_INTERNAL uint64_t fx_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
+
+FX_INTERNAL struct timespec fx_deadline_ts(uint64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000u) * 1000000u;
+    ts.tv_sec += (time_t)(ms / 1000u + ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    return ts;
+}
+
+FX_INTERNAL bool fx_sem_wait_ms(sem_t *s, uint64_t ms)
+{
+    struct timespec ts = fx_deadline_ts(ms);
+    for (;;) {
+        if (sem_clockwait(s, CLOCK_MONOTONIC, &ts) == 0) return true;
+        if (errno != EINTR) return false;
+    }
+}
+
+FX_INTERNAL int fx_cond_init_monotonic(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+    int rc = pthread_condattr_init(&a);
+    if (rc) return rc;
+    rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    if (!rc) rc = pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+    return rc;
+}
 
 FX_INTERNAL bool fx_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
 {

@@ -7,6 +7,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +54,15 @@ FX_INTERNAL void fx_assert_fail(const char *expr, const char *file, int line,
 FX_INTERNAL uint64_t fx_now_ns(void);      /* CLOCK_MONOTONIC */
 FX_INTERNAL uint64_t fx_now_ms(void);      /* CLOCK_MONOTONIC */
 FX_INTERNAL uint64_t fx_realtime_ns(void); /* CLOCK_REALTIME, for generations */
+
+/* Deadlines and bounded waits, all on CLOCK_MONOTONIC (a wall-clock step never shortens
+ * or stretches a wait). fx_deadline_ts: the absolute CLOCK_MONOTONIC time `ms` from now,
+ * for sem_clockwait / pthread_cond_timedwait on a condvar made by fx_cond_init_monotonic.
+ * fx_sem_wait_ms: waits on s up to ms (EINTR retried); true when it was posted, false on
+ * timeout. fx_cond_init_monotonic: returns pthread_cond_init's status. */
+FX_INTERNAL struct timespec fx_deadline_ts(uint64_t ms);
+FX_INTERNAL bool fx_sem_wait_ms(sem_t *s, uint64_t ms);
+FX_INTERNAL int fx_cond_init_monotonic(pthread_cond_t *c);
 
 /* Constant-time comparison of two byte strings (length leaks, contents do not). */
 FX_INTERNAL bool fx_ct_equal(const void *a, size_t alen, const void *b, size_t blen);

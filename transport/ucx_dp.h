@@ -214,13 +214,4 @@ FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op
  * INTERNAL). Takes an int so the header needs no UCX include. */
 FX_INTERNAL int fx_ucx_status_map(int ucs_status);
 
-/* Benchmark (ucx_bench.c): two processes (fork) each with an n_ranges x range_len
- * region exchange worker address + rkey over a socketpair; the parent measures GET and
- * PUT of the whole batch `iters` times per mechanism (median GB/s, 1 GB = 1e9 B), then
- * runs ucx_perftest (server + client on 127.0.0.1, UCX_TLS=tls) for the same size and
- * prints both and their ratio. Waits are bounded, children are always reaped.
- * Returns FLUXON_OK, or an error if the measurement itself failed. */
-FX_INTERNAL int fx_ucx_bench(FILE *out, const char *tls, size_t n_ranges, size_t range_len,
-                             int iters);
-
 #endif /* FX_UCX_DP_H */

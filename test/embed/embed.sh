@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/embed/embed.sh — the shell steps of test/test_embed.c (issue 8): build the
+# test/embed/embed.sh — the shell steps of test/integration/test_embed.c (issue 8): build the
 # amalgamation the way an embedder does (fluxon.c + fluxon.h copied alone into a scratch
 # directory, plus the dependencies' pkg-config flags), check its symbols, build and run
 # the C / C++ embed programs, and install into a temporary prefix.

@@ -13,7 +13,7 @@
 
 #include "client.h"
 #include "log.h"
-#include "role.h"
+#include "hello.h"
 #include "segment.h"
 
 

@@ -3,7 +3,7 @@
 #ifndef FX_MASTER_INT_H
 #define FX_MASTER_INT_H
 
-#include "role.h"
+#include "master.h"
 
 struct fx_offset_alloc;
 struct fx_hmap;

@@ -7,7 +7,8 @@
 #include <stdio.h>
 
 #include "log.h"
-#include "role.h"
+#include "master.h"
+#include "owner.h"
 
 struct fluxon_node {
     fx_config_t cfg;

@@ -1,9 +1,6 @@
 /* cli_trace.c — the replay's trace reader, page keys, deterministic values and reference
  * prefix-hit simulators (see cli_trace.h). CLI-side: cJSON and xxhash only, no library
  * internals; static helpers are tr_* so the file can share a translation unit. */
-/* CLI-side code: never part of the library, even when a build sweeps every roles/ source into
- * the amalgamation (scripts/amalgamate defines FX_AMALGAMATION). */
-#ifndef FX_AMALGAMATION
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -538,4 +535,3 @@ out:
     return rc;
 }
 
-#endif /* FX_AMALGAMATION */

@@ -4,7 +4,7 @@
 #ifndef FX_OWNER_INT_H
 #define FX_OWNER_INT_H
 
-#include "role.h"
+#include "owner.h"
 #include "segment.h"
 
 enum { OM_DOWN, OM_CONNECTING, OM_HELLO, OM_REGISTERING, OM_READY };

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hmap.h"
+#include "bench.h"
 #include "offset_alloc.h"
 #include "ucx_dp.h"
 

@@ -1,6 +1,7 @@
 /* hmap_bench.c — throughput figures for the string-keyed hash map with the keys the cache
  * really uses: 68-byte page keys (64 hex chars + "_0_2"). Inserts grow the map from empty;
  * lookups, replacements and deletions run in a shuffled order so they miss the caches. */
+#include "bench.h"
 #include "hmap.h"
 
 #include <inttypes.h>

@@ -3,7 +3,7 @@
  * compare"; the token never appears in logs or error messages). */
 #include <stdio.h>
 
-#include "role.h"
+#include "hello.h"
 
 FX_INTERNAL void fx_hello_fill(const fx_config_t *cfg, fx_role_t role, const char *node_id,
                                uint64_t generation, fx_body_hello_t *b)

@@ -1,6 +1,7 @@
 /* offset_alloc_bench.c — throughput figure for the master's segment allocator: free+alloc
  * pairs per second with random KV-page sizes (4 KiB .. 8 MiB) on a half-full 64 GiB range,
  * the steady state a master sees while owners churn values. */
+#include "bench.h"
 #include "offset_alloc.h"
 
 #include <inttypes.h>

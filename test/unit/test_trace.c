@@ -1,5 +1,5 @@
 /* test_trace.c — the replay's trace reader, page keys, deterministic values and reference
- * prefix-hit simulators (roles/cli_trace.c), checked against the figures of
+ * prefix-hit simulators (tools/demo/cli_trace.c), checked against the figures of
  * ../shared/data/README.md on the real conversation trace. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

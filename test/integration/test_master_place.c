@@ -13,7 +13,8 @@
 #include "mkvfix.h"
 #include "log.h"
 #include "reactor.h"
-#include "role.h"
+#include "master.h"
+#include "owner.h"
 
 /* ---- the master, hosted on its own reactor thread ---- */
 static struct {

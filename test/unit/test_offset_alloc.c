@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench.h"
 #include "offset_alloc.h"
 
 #define PG FX_OFFSET_ALLOC_PAGE

@@ -1,6 +1,7 @@
 /* ucx_bench.c — measures the UCX data plane (two processes, batched GET/PUT per
  * mechanism) against ucx_perftest on the same transport and size, so the figures can be
  * read as a fraction of what UCX itself achieves on this machine. */
+#include "bench.h"
 #include "ucx_dp.h"
 
 #include <errno.h>

@@ -2,9 +2,6 @@
  * the hostless API (get_start → get_transfer → restore + verify → release_views; missed
  * suffix → local_fast_put_start → fill → commit → future). Workers are threads of this
  * process, each with its own fluxon_client; static helpers are rp_*. */
-/* CLI-side code: never part of the library, even when a build sweeps every roles/ source into
- * the amalgamation (scripts/amalgamate defines FX_AMALGAMATION). */
-#ifndef FX_AMALGAMATION
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -1697,4 +1694,3 @@ out_trace:
     return ex;
 }
 
-#endif /* FX_AMALGAMATION */

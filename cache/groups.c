@@ -1,0 +1,131 @@
+/* groups.c — atomic-group checks and iteration, and the borrowed-key duplicate set. */
+#include "groups.h"
+
+#include <stdio.h>
+#include <xxhash.h>
+
+FX_INTERNAL bool fx_groups_check(const uint64_t *lens, size_t n_groups, size_t n, char *why, size_t cap)
+{
+    if (n_groups == 0) return true;
+    if (!lens || n_groups > n) {
+        if (why) snprintf(why, cap, "%zu atomic groups for %zu keys (at most one group per key)", n_groups, n);
+        return false;
+    }
+    uint64_t sum = 0; /* invariant: sum <= n, so n - sum never wraps */
+    for (size_t g = 0; g < n_groups; g++) {
+        if (lens[g] == 0 || lens[g] > (uint64_t)n - sum) {
+            if (why)
+                snprintf(why, cap, "atomic group %zu has length %llu: groups must be > 0 and sum to n_keys %zu", g,
+                         (unsigned long long)lens[g], n);
+            return false;
+        }
+        sum += lens[g];
+    }
+    if (sum != n) {
+        if (why) snprintf(why, cap, "atomic groups sum to %llu keys, not to n_keys %zu", (unsigned long long)sum, n);
+        return false;
+    }
+    return true;
+}
+
+FX_INTERNAL bool fx_groups_check32(const uint32_t *lens, size_t n_groups, size_t n, char *why, size_t cap)
+{
+    if (n_groups == 0) return true;
+    if (!lens || n_groups > n) return fx_groups_check(NULL, n_groups, n, why, cap);
+    uint64_t sum = 0;
+    for (size_t g = 0; g < n_groups; g++) {
+        if (lens[g] == 0 || lens[g] > (uint64_t)n - sum) {
+            if (why)
+                snprintf(why, cap, "atomic group %zu has length %u: groups must be > 0 and sum to n_keys %zu", g,
+                         lens[g], n);
+            return false;
+        }
+        sum += lens[g];
+    }
+    if (sum != n) {
+        if (why) snprintf(why, cap, "atomic groups sum to %llu keys, not to n_keys %zu", (unsigned long long)sum, n);
+        return false;
+    }
+    return true;
+}
+
+FX_INTERNAL fx_group_iter_t fx_group_iter(const uint64_t *lens, size_t n_groups, size_t n)
+{
+    fx_group_iter_t it = {lens, n_groups, n, 0, 0, 0, 0};
+    return it;
+}
+
+FX_INTERNAL bool fx_group_next(fx_group_iter_t *it)
+{
+    size_t ng = it->n_groups ? it->n_groups : it->n;
+    if (it->next >= ng) return false;
+    it->start = it->next ? it->start + it->len : 0;
+    it->g = it->next++;
+    it->len = it->n_groups ? (size_t)it->lens[it->g] : 1;
+    return true;
+}
+
+FX_INTERNAL size_t fx_groups_reject(const uint64_t *lens, size_t n_groups, size_t n, int *status, int ok,
+                                    int rejected, void (*on_reject)(void *arg, size_t i), void *arg)
+{
+    size_t count = 0;
+    fx_group_iter_t it = fx_group_iter(lens, n_groups, n);
+    while (fx_group_next(&it)) {
+        bool bad = false;
+        for (size_t i = it.start; i < it.start + it.len; i++) bad |= status[i] != ok;
+        if (!bad) continue;
+        for (size_t i = it.start; i < it.start + it.len; i++) {
+            if (status[i] != ok) continue;
+            status[i] = rejected;
+            count++;
+            if (on_reject) on_reject(arg, i);
+        }
+    }
+    return count;
+}
+
+/* Open addressing with linear probing over a power-of-two table at most half full. */
+typedef struct keyset_slot {
+    const void *key; /* NULL: empty */
+    size_t klen;
+    uint64_t hash;
+} keyset_slot_t;
+
+struct fx_keyset {
+    size_t mask, count, limit;
+    keyset_slot_t slots[];
+};
+
+FX_INTERNAL int fx_keyset_create(size_t expected, fx_keyset_t **s_p)
+{
+    if (!s_p || expected > ((size_t)1 << 40)) return FLUXON_ERR_INVALID_ARGUMENT;
+    size_t cap = 16;
+    while (cap < expected * 2) cap <<= 1;
+    fx_keyset_t *s = fx_calloc(1, sizeof *s + cap * sizeof(keyset_slot_t));
+    if (!s) return FLUXON_ERR_NOMEM;
+    s->mask = cap - 1;
+    s->limit = expected;
+    *s_p = s;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_keyset_add(fx_keyset_t *s, const void *key, size_t klen)
+{
+    static const char empty_key; /* a non-NULL address for the empty key */
+    if (!key) key = &empty_key;
+    uint64_t h = XXH3_64bits(key, klen);
+    for (size_t i = (size_t)h & s->mask;; i = (i + 1) & s->mask) {
+        keyset_slot_t *sl = &s->slots[i];
+        if (!sl->key) {
+            if (s->count >= s->limit) return FLUXON_ERR_INVALID_ARGUMENT;
+            sl->key = key;
+            sl->klen = klen;
+            sl->hash = h;
+            s->count++;
+            return FLUXON_OK;
+        }
+        if (sl->hash == h && sl->klen == klen && memcmp(sl->key, key, klen) == 0) return FLUXON_ERR_KEY_EXISTS;
+    }
+}
+
+FX_INTERNAL void fx_keyset_destroy(fx_keyset_t *s) { fx_free(s); }
