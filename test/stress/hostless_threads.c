@@ -25,28 +25,8 @@
 #define TH_MAX_BATCH 8
 #define TH_KEYS_PER_THREAD (TH_ITERS * TH_MAX_BATCH)
 
-static void kf_fill(uint8_t *p, size_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)x;
-    }
-}
-
-static int kf_check(const uint8_t *p, size_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        if (p[i] != (uint8_t)x) return 0;
-    }
-    return 1;
-}
+static void kf_fill(uint8_t *p, size_t len, uint64_t seed) { th_pattern(p, NULL, len, seed); }
+static int kf_check(const uint8_t *p, size_t len, uint64_t seed) { return th_pattern(NULL, p, len, seed); }
 
 typedef struct th_model {
     pthread_mutex_t mu;
