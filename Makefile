@@ -113,7 +113,7 @@ $(BUILD)/libfx_test.a: $(OBJS)
 # suites link the CLI-side objects (tools/ minus main) and the bench entry points too
 CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/tools/cli.o,$(CLI_OBJS))
 BENCH_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(BENCH_SRCS))
-$(BUILD)/obj/bench/%.o: bench/%.c $(HDRS) bench/bench.h | $(SETUP_OK)
+$(BUILD)/obj/bench/%.o: bench/%.c $(HDRS) bench/bench.h $(wildcard test/fixtures/*.h) | $(SETUP_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 TEST_DEPS := $(wildcard test/fixtures/*.h) $(BUILD)/libfx_test.a $(CLI_LIB_OBJS) $(BENCH_OBJS)
