@@ -1,23 +1,30 @@
-/* owner_int.h — the owner's state shared by owner.c (lifecycle, master link, external
- * handshake) and owner_kv.c (slots, local index, puts, gets, holders, UCX). Reactor
- * thread only. */
+/* owner_int.h — the owner role's core: struct fx_owner, from which every owner module hangs
+ * its own state (a module's struct is defined in its .c and touched only there; the others
+ * go through its functions), the external connection record, and the test-fault helper.
+ * Layers inside owner/, lowest first:
+ *   store (entries, index, holders)  peers (UCX)  master_link  ext (externals)
+ *   claims (grants)  evict  place  put  fetch  get  stats  owner.c (lifecycle, dispatch)
+ * A module calls only modules below it; upward news travels through hooks registered at
+ * init (store hooks, claims policy, place callbacks, fetch completion, link and ext hooks).
+ * Reactor thread only. */
 #ifndef FX_OWNER_INT_H
 #define FX_OWNER_INT_H
+
+#include <string.h>
 
 #include "owner.h"
 #include "segment.h"
 
-enum { OM_DOWN, OM_CONNECTING, OM_HELLO, OM_REGISTERING, OM_READY };
-
+/* One external client connected on the owner's unix socket (ext.c). */
 typedef struct owner_ext {
     struct owner_ext *prev, *next;
     fx_owner_t *o;
     fx_conn_t *conn;
     bool hello_ok;
     char node_id[FX_ID_MAX];
-    struct owner_holder *holders; /* pins this external holds (released when it goes) */
-    struct owner_plan *plans;     /* put plans not yet committed */
-    struct owner_handle *handles; /* get handles not yet consumed */
+    struct owner_holder *holders; /* pins this external holds (store.c; released when it goes) */
+    struct owner_plan *plans;     /* put plans not yet committed (put.c) */
+    struct owner_handle *handles; /* get handles not yet consumed (get.c) */
 } owner_ext_t;
 
 struct fx_owner {
@@ -25,47 +32,33 @@ struct fx_owner {
     fx_config_t cfg;
     uint64_t generation;
     fx_segment_t *seg;
-    int listen_fd;
-    fx_acceptor_t *acceptor;
-    owner_ext_t *exts;
-    size_t n_exts;
-    /* master link */
-    int mstate;
-    fx_conn_t *mconn;
-    int connect_fd;
-    fx_connect_op_t connect_op;
-    bool connect_inflight;
-    fx_timer_t reconnect_timer, heartbeat_timer;
-    uint32_t backoff_ms;
-    uint64_t master_generation;
-    uint32_t reconnects;
-    /* start */
+    bool shutting_down;
+    uint64_t faults_applied; /* test faults (delay_request) applied so far */
+    /* module state, each defined and touched by its own .c */
+    struct olink *link;      /* master_link.c */
+    struct oext_state *ext;  /* ext.c */
+    struct ostore *store;    /* store.c */
+    struct opeers *peers;    /* peers.c */
+    struct oclaims *claims;  /* claims.c */
+    struct oev *ev;          /* evict.c */
+    struct oplace *place;    /* place.c */
+    struct oput *put;        /* put.c */
+    struct ofetch *fetch;    /* fetch.c */
+    struct oget_state *get;  /* get.c */
+    /* owner.c */
     fx_ready_fn ready;
     void *ready_arg;
-    bool ready_sent, shutting_down;
-    /* counters */
-    uint64_t requests, forwarded, errors, heartbeats_sent, heartbeat_failures;
-    void *kv; /* owner_kv.c's state */
+    bool ready_sent;
 };
 
-/* owner_kv.c entry points */
-FX_INTERNAL int fx_owner_kv_init(fx_owner_t *o);      /* after the segment exists */
-FX_INTERNAL void fx_owner_kv_shutdown(fx_owner_t *o); /* before the reactor drains */
-FX_INTERNAL void fx_owner_kv_fini(fx_owner_t *o);
-/* UCX worker address and packed rkey for REGISTER (owned by the kv state). */
-FX_INTERNAL void fx_owner_kv_ucx_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey);
-FX_INTERNAL void fx_owner_kv_master_ready(fx_owner_t *o);   /* (re)registered */
-FX_INTERNAL void fx_owner_kv_master_changed(fx_owner_t *o); /* a new master generation */
-FX_INTERNAL void fx_owner_kv_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *offsets);
-FX_INTERNAL void fx_owner_kv_master_lost(fx_owner_t *o);
-FX_INTERNAL void fx_owner_kv_ext_closed(fx_owner_t *o, owner_ext_t *e);
-FX_INTERNAL bool fx_owner_kv_ext_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h,
-                                         const uint8_t *body, fx_arena_t *arena);
-FX_INTERNAL bool fx_owner_kv_master_request(fx_owner_t *o, const fx_frame_header_t *h,
-                                            const uint8_t *body, fx_arena_t *arena);
-FX_INTERNAL size_t fx_owner_kv_stats_json(fx_owner_t *o, char *buf, size_t cap);
-/* forwards an external's request to the master and relays the answer (owner.c) */
-FX_INTERNAL void fx_owner_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h,
-                                  const uint8_t *body);
+/* Test-only (config "test": fault delay_request of message msg): true when this request
+ * should be held back fault_ms (counted against fault_count). */
+static inline bool fx_owner_fault_delay(fx_owner_t *o, const char *msg)
+{
+    if (o->cfg.fault_kind != FX_FAULT_DELAY_REQUEST || strcmp(o->cfg.fault_message, msg)) return false;
+    if (o->cfg.fault_count && o->faults_applied >= o->cfg.fault_count) return false;
+    o->faults_applied++;
+    return true;
+}
 
 #endif

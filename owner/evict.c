@@ -25,12 +25,34 @@
 #include <stdio.h>
 
 #include "log.h"
-#include "owner_kv.h"
+#include "owner_claims.h"
+#include "owner_evict.h"
+#include "owner_link.h"
 
 #define OEV_BUSY_MAX 4u        /* rounds a pinned group is skipped before it is left hot */
 #define OEV_TICK_MS 10u        /* while claims wait: expiry and a safety re-run */
 #define OEV_RETRY_MS 100u      /* after the master could not be reached */
 #define OEV_BACKOFF_MAX_MS 64u /* busy backoff cap */
+
+/* A slot class the pool holds grants of (eviction frees slots per class). */
+typedef struct oev_class {
+    uint64_t slot_size, slots; /* slots: in every grant of the class */
+} oev_class_t;
+#define OEV_MAX_CLASSES 16
+
+typedef struct oev {
+    fx_owner_t *o;
+    fx_lru_t hot;          /* COMMITTED values, weighted by slot_size */
+    uint64_t hot_capacity; /* bytes; the watermark, never the configured capacity (S5) */
+    oev_class_t classes[OEV_MAX_CLASSES];
+    size_t n_classes;
+    struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
+    fx_timer_t kick_timer, tick_timer;
+    bool in_step, closing;
+    uint64_t round;
+    uint32_t backoff_ms;
+    uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot;
+} oev_t;
 
 /* The atomic group a version was published in: its members while they live. */
 typedef struct oev_group {
@@ -71,7 +93,7 @@ static bool oev_vec_push(oev_vec_t *a, owner_entry_t *en)
 
 static owner_entry_t *oev_entry_of(fx_lru_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
 
-static okv_class_t *oev_class(owner_kv_t *kv, uint64_t slot_size)
+static oev_class_t *oev_class(oev_t *kv, uint64_t slot_size)
 {
     for (size_t i = 0; i < kv->n_classes; i++)
         if (kv->classes[i].slot_size == slot_size) return &kv->classes[i];
@@ -81,32 +103,46 @@ static okv_class_t *oev_class(owner_kv_t *kv, uint64_t slot_size)
 static void oev_cohort_free(oev_cohort_t *c);
 
 /* ---- lifecycle ---- */
-FX_INTERNAL void fx_oev_init(fx_owner_t *o)
+static void oev_admit(fx_owner_t *o, owner_entry_t *en);
+static void oev_forget(fx_owner_t *o, owner_entry_t *en);
+static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count);
+static void oev_grant_added(fx_owner_t *o, uint64_t slot_size);
+
+FX_INTERNAL int fx_oev_init(fx_owner_t *o)
 {
-    owner_kv_t *kv = owner_kv(o);
+    oev_t *kv = fx_calloc(1, sizeof *kv);
+    if (!kv) return FLUXON_ERR_NOMEM;
+    o->ev = kv;
+    kv->o = o;
     fx_lru_init(&kv->hot);
-    fx_timer_init(&kv->oev_kick_timer);
-    fx_timer_init(&kv->oev_tick_timer);
-    kv->oev_backoff_ms = 1;
+    fx_timer_init(&kv->kick_timer);
+    fx_timer_init(&kv->tick_timer);
+    kv->backoff_ms = 1;
+    uint64_t max_grants = fx_oclaims_max(o);
     if (o->cfg.hot_capacity_bytes) {
         kv->hot_capacity = o->cfg.hot_capacity_bytes;
     } else {
-        uint64_t payload = kv->max_grants * o->cfg.grant_bytes;
+        uint64_t payload = max_grants * o->cfg.grant_bytes;
         if (o->cfg.has_expected) {
             uint64_t slot = fx_slot_size_for(o->cfg.expected_value_len);
-            payload = kv->max_grants * fx_slots_per_grant(o->cfg.grant_bytes, slot) * slot;
+            payload = max_grants * fx_slots_per_grant(o->cfg.grant_bytes, slot) * slot;
         }
         kv->hot_capacity = (uint64_t)(o->cfg.hot_capacity_ratio * (double)payload + 0.5);
     }
+    fx_ostore_set_hooks(o, &(fx_ostore_hooks_t){oev_forget, oev_admit, fx_oev_kick});
+    fx_oclaims_set_policy(o, &(fx_oclaims_policy_t){oev_claim_can_wait, fx_oev_kick, oev_grant_added});
+    return FLUXON_OK;
 }
 
-FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
+FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o)
 {
-    owner_kv_t *kv = owner_kv(o);
-    fx_timer_disarm(o->r, &kv->oev_kick_timer);
-    fx_timer_disarm(o->r, &kv->oev_tick_timer);
-    /* cohorts waiting for the master are freed by their callbacks (they see kv gone);
-     * one held back by a test fault was never sent: freed here */
+    oev_t *kv = o->ev;
+    if (!kv) return;
+    kv->closing = true;
+    fx_timer_disarm(o->r, &kv->kick_timer);
+    fx_timer_disarm(o->r, &kv->tick_timer);
+    /* cohorts waiting for the master are freed by their callbacks (they see the state
+     * closing); one held back by a test fault was never sent: freed here */
     oev_cohort_t *c = kv->cohorts;
     kv->cohorts = NULL;
     while (c) {
@@ -120,20 +156,26 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
     }
 }
 
-/* ---- hot tier ---- */
-FX_INTERNAL void fx_oev_admit(fx_owner_t *o, owner_entry_t *en)
+FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 {
-    owner_kv_t *kv = owner_kv(o);
-    if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
-    fx_lru_insert(&kv->hot, &en->lru, en->slot.slot_size);
-    if (kv->hot.bytes > kv->hot_capacity || kv->claims) fx_oev_kick(o);
+    fx_free(o->ev);
+    o->ev = NULL;
 }
 
-FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en) { fx_lru_touch(&owner_kv(o)->hot, &en->lru); }
-
-FX_INTERNAL void fx_oev_forget(fx_owner_t *o, owner_entry_t *en)
+/* ---- hot tier ---- */
+static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
-    owner_kv_t *kv = owner_kv(o);
+    oev_t *kv = o->ev;
+    if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
+    fx_lru_insert(&kv->hot, &en->lru, en->slot.slot_size);
+    if (kv->hot.bytes > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
+}
+
+FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en) { fx_lru_touch(&o->ev->hot, &en->lru); }
+
+static void oev_forget(fx_owner_t *o, owner_entry_t *en)
+{
+    oev_t *kv = o->ev;
     fx_lru_remove(&kv->hot, &en->lru);
     oev_group_t *g = en->group;
     if (g) {
@@ -141,7 +183,7 @@ FX_INTERNAL void fx_oev_forget(fx_owner_t *o, owner_entry_t *en)
         en->group = NULL;
         if (--g->live == 0) fx_free(g);
     }
-    if (kv->claims) fx_oev_kick(o); /* its slot may be free now */
+    if (fx_oclaims_waiting(o)) fx_oev_kick(o); /* its slot may be free now */
 }
 
 FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, size_t n)
@@ -163,34 +205,25 @@ FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, siz
     if (!g->live) fx_free(g);
 }
 
-FX_INTERNAL void fx_oev_grant_added(fx_owner_t *o, uint64_t slot_size)
+static void oev_grant_added(fx_owner_t *o, uint64_t slot_size)
 {
-    owner_kv_t *kv = owner_kv(o);
-    okv_class_t *c = oev_class(kv, slot_size);
-    if (!c && kv->n_classes < FX_OKV_MAX_CLASSES) {
+    oev_t *kv = o->ev;
+    oev_class_t *c = oev_class(kv, slot_size);
+    if (!c && kv->n_classes < OEV_MAX_CLASSES) {
         c = &kv->classes[kv->n_classes++];
-        *c = (okv_class_t){slot_size, 0, 0};
+        *c = (oev_class_t){slot_size, 0};
     }
     if (c) c->slots += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
 }
 
-FX_INTERNAL void fx_oev_draining(fx_owner_t *o, uint64_t slot_size, int delta)
+static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
 {
-    okv_class_t *c = oev_class(owner_kv(o), slot_size);
-    if (!c) return;
-    if (delta > 0) c->draining++;
-    else if (c->draining) c->draining--;
-    if (delta < 0) fx_oev_kick(o);
-}
-
-FX_INTERNAL bool fx_oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
-{
-    owner_kv_t *kv = owner_kv(o);
-    if (kv->closing || o->mstate != OM_READY || !o->mconn) return false;
+    oev_t *kv = o->ev;
+    if (kv->closing || !fx_olink_conn(o)) return false;
     fx_slot_pool_stats_t st;
-    fx_slot_pool_stats(kv->pool, &st);
-    if (st.grants < kv->max_grants && !fx_okv_segment_full(o)) return false; /* a grant failed otherwise */
-    okv_class_t *c = oev_class(kv, fx_slot_size_for(value_len));
+    fx_slot_pool_stats(fx_ostore_pool(o), &st);
+    if (st.grants < fx_oclaims_max(o) && !fx_oclaims_segment_full(o)) return false; /* a grant failed otherwise */
+    oev_class_t *c = oev_class(kv, fx_slot_size_for(value_len));
     return c && count <= c->slots; /* a claim larger than its class could never complete */
 }
 
@@ -199,37 +232,37 @@ static void oev_step(fx_owner_t *o);
 
 static void oev_on_kick(fx_reactor_t *r, fx_timer_t *t)
 {
-    oev_step(FX_CONTAINER_OF(t, owner_kv_t, oev_kick_timer)->owner);
+    oev_step(FX_CONTAINER_OF(t, oev_t, kick_timer)->o);
 }
 
 static void oev_on_tick(fx_reactor_t *r, fx_timer_t *t)
 {
-    oev_step(FX_CONTAINER_OF(t, owner_kv_t, oev_tick_timer)->owner);
+    oev_step(FX_CONTAINER_OF(t, oev_t, tick_timer)->o);
 }
 
 FX_INTERNAL void fx_oev_kick(fx_owner_t *o)
 {
-    owner_kv_t *kv = owner_kv(o);
-    if (!kv || kv->closing || kv->oev_in_step || fx_timer_armed(&kv->oev_kick_timer)) return;
-    if (!kv->claims && kv->hot.bytes <= kv->hot_capacity) return;
-    fx_timer_arm(o->r, &kv->oev_kick_timer, 0, oev_on_kick);
+    oev_t *kv = o->ev;
+    if (!kv || kv->closing || kv->in_step || fx_timer_armed(&kv->kick_timer)) return;
+    if (!fx_oclaims_waiting(o) && kv->hot.bytes <= kv->hot_capacity) return;
+    fx_timer_arm(o->r, &kv->kick_timer, 0, oev_on_kick);
 }
 
 static void oev_tick_arm(fx_owner_t *o, uint32_t ms)
 {
-    owner_kv_t *kv = owner_kv(o);
-    if (!kv->closing && !fx_timer_armed(&kv->oev_tick_timer)) fx_timer_arm(o->r, &kv->oev_tick_timer, ms, oev_on_tick);
+    oev_t *kv = o->ev;
+    if (!kv->closing && !fx_timer_armed(&kv->tick_timer)) fx_timer_arm(o->r, &kv->tick_timer, ms, oev_on_tick);
 }
 
 /* Back into the index (unless a newer local version took the key meanwhile) and into the
  * hot tier as the coldest: it goes first next time. */
 static void oev_restore(fx_owner_t *o, owner_entry_t *en)
 {
-    owner_kv_t *kv = owner_kv(o);
+    oev_t *kv = o->ev;
     en->evicting = false;
-    if (!fx_hmap_get(kv->index, en->key, en->klen)) fx_okv_entry_index(o, en);
+    if (!fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
     fx_lru_insert_cold(&kv->hot, &en->lru, en->slot.slot_size);
-    kv->ev_restored++;
+    kv->restored++;
 }
 
 static void oev_cohort_free(oev_cohort_t *c)
@@ -243,7 +276,7 @@ static void oev_cohort_free(oev_cohort_t *c)
     fx_free(c);
 }
 
-static void oev_cohort_unlink(owner_kv_t *kv, oev_cohort_t *c)
+static void oev_cohort_unlink(oev_t *kv, oev_cohort_t *c)
 {
     if (c->prev) c->prev->next = c->next;
     else if (kv->cohorts == c) kv->cohorts = c->next;
@@ -255,30 +288,30 @@ static void oev_cohort_unlink(owner_kv_t *kv, oev_cohort_t *c)
  * hidden under their identity retire (evicted) or go back (restored). */
 static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body_statuses_t *stp)
 {
-    owner_kv_t *kv = owner_kv(o);
+    oev_t *kv = o->ev;
     oev_cohort_unlink(kv, c);
     fx_body_statuses_t st = stp ? *stp : (fx_body_statuses_t){{NULL, 0}};
     bool ok = status == FLUXON_OK && st.statuses.n == c->n;
     if (status == FLUXON_OK && !ok) FX_ERROR("malformed EVICT answer from the master: %zu values restored", c->n);
     size_t restored = 0;
     for (size_t i = 0; i < c->n; i++) {
-        owner_entry_t *en = fx_hmap_get(kv->by_offset, &c->offsets[i], sizeof c->offsets[i]);
+        owner_entry_t *en = fx_ostore_at(o, c->offsets[i]);
         if (!en || !en->evicting || en->put_ms != c->put_ms[i] || en->put_ver != c->put_ver[i])
             continue; /* invalidated meanwhile: already retired */
         int ks = ok ? (int)(int64_t)st.statuses.v[i] : (status == FLUXON_OK ? FLUXON_ERR_PROTOCOL : status);
         if (ks == FLUXON_OK || ks == FLUXON_ERR_STALE) {
             /* the master no longer routes this replica (STALE: the key moved on or is
              * gone, and the old version is ours to drop) */
-            kv->ev_evictions++;
-            kv->ev_evicted_bytes += en->slot.slot_size;
-            kv->ev_stale += ks == FLUXON_ERR_STALE;
-            fx_okv_entry_retire(o, en);
+            kv->evictions++;
+            kv->evicted_bytes += en->slot.slot_size;
+            kv->stale += ks == FLUXON_ERR_STALE;
+            fx_ostore_retire(o, en);
         } else {
             oev_restore(o, en);
             restored++;
         }
     }
-    kv->ev_debt -= FX_MIN(kv->ev_debt, c->bytes);
+    kv->debt -= FX_MIN(kv->debt, c->bytes);
     if (restored) {
         FX_WARN("eviction of %zu values not confirmed by the master (%s): restored, retry in %u ms", restored,
                 fluxon_status_string(ok ? FLUXON_ERR_INTERNAL : status), OEV_RETRY_MS);
@@ -292,7 +325,7 @@ static void oev_on_evict(void *arg, int status, const fx_frame_header_t *h, cons
                          fx_arena_t *arena)
 {
     oev_cohort_t *c = arg;
-    if (!owner_kv(c->o)) { /* shut down meanwhile */
+    if (!c->o->ev || c->o->ev->closing) { /* shut down meanwhile */
         oev_cohort_free(c);
         return;
     }
@@ -311,9 +344,8 @@ static void oev_transmit(fx_owner_t *o, oev_cohort_t *c)
         for (size_t i = 0; i < c->n; off += c->klens[i], i++) keys[i] = (fx_str_t){c->kbuf + off, c->klens[i]};
         fx_body_evict_t b = {{keys, (uint32_t)c->n}, {c->offsets, (uint32_t)c->n}, {c->put_ms, (uint32_t)c->n},
                              {c->put_ver, (uint32_t)c->n}};
-        rc = o->mstate == OM_READY && o->mconn
-                 ? FX_RPC_CALL(o->mconn, EVICT, evict, &b, o->cfg.master_timeout_ms, oev_on_evict, c)
-                 : FLUXON_ERR_UNAVAILABLE;
+        fx_conn_t *mc = fx_olink_conn(o);
+        rc = mc ? FX_RPC_CALL(mc, EVICT, evict, &b, o->cfg.master_timeout_ms, oev_on_evict, c) : FLUXON_ERR_UNAVAILABLE;
         fx_free(keys);
     }
     if (rc != FLUXON_OK) {
@@ -336,7 +368,7 @@ static bool oev_evictable(const owner_entry_t *e)
 /* Sends ONE EVICT for the victims (already hidden); on failure restores them. */
 static void oev_send(fx_owner_t *o, owner_entry_t **v, size_t n)
 {
-    owner_kv_t *kv = owner_kv(o);
+    oev_t *kv = o->ev;
     size_t kbytes = 0;
     for (size_t i = 0; i < n; i++) kbytes += v[i]->klen;
     oev_cohort_t *c = fx_calloc(1, sizeof *c);
@@ -373,12 +405,10 @@ static void oev_send(fx_owner_t *o, owner_entry_t **v, size_t n)
     c->next = kv->cohorts;
     if (kv->cohorts) kv->cohorts->prev = c;
     kv->cohorts = c;
-    kv->ev_cohorts++;
-    kv->ev_selected_bytes += c->bytes;
-    kv->ev_debt += c->bytes;
-    if (o->cfg.fault_kind == FX_FAULT_DELAY_REQUEST && !strcmp(o->cfg.fault_message, "EVICT") &&
-        (o->cfg.fault_count == 0 || kv->faults_applied < o->cfg.fault_count)) {
-        kv->faults_applied++; /* test-only: the master hears of this cohort fault_ms later */
+    kv->n_cohorts++;
+    kv->selected_bytes += c->bytes;
+    kv->debt += c->bytes;
+    if (fx_owner_fault_delay(o, "EVICT")) { /* test-only: the master hears of this cohort fault_ms later */
         FX_WARN("test fault: EVICT of %zu values held back %u ms", n, o->cfg.fault_ms);
         fx_timer_arm(o->r, &c->delay, o->cfg.fault_ms, oev_on_delay);
         return;
@@ -389,9 +419,9 @@ static void oev_send(fx_owner_t *o, owner_entry_t **v, size_t n)
 /* One round: victims from the cold end, whole groups, until the demand is met. */
 static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, size_t nc, uint64_t excess)
 {
-    owner_kv_t *kv = owner_kv(o);
+    oev_t *kv = o->ev;
     oev_vec_t victims = {0}, hot = {0};
-    uint64_t round = ++kv->oev_round;
+    uint64_t round = ++kv->round;
     bool busy = false, nomem = false;
     for (fx_lru_node_t *n = fx_lru_coldest(&kv->hot); n && !nomem; n = fx_lru_warmer(&kv->hot, n)) {
         bool more = excess > 0;
@@ -413,16 +443,16 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
             if (!oev_evictable(m[i])) continue;
             cnt++;
             fx_slot_info_t info;
-            if (fx_slot_pool_inspect(kv->pool, &m[i]->slot, &info) != FLUXON_OK || info.holder_refs) pinned = true;
+            if (fx_slot_pool_inspect(fx_ostore_pool(o), &m[i]->slot, &info) != FLUXON_OK || info.holder_refs) pinned = true;
         }
         if (!cnt) continue;
         uint32_t *tries = g ? &g->busy_tries : &en->busy_tries;
         if (pinned) { /* Busy: a reader holds a member; skip the group this round */
             busy = true;
-            kv->ev_busy_retries++;
+            kv->busy_retries++;
             if (++*tries >= OEV_BUSY_MAX) { /* bounded: leave it hot */
                 *tries = 0;
-                kv->ev_left_hot++;
+                kv->left_hot++;
                 for (size_t i = 0; i < mn; i++)
                     if (oev_evictable(m[i]) && !oev_vec_push(&hot, m[i])) nomem = true;
             }
@@ -449,10 +479,7 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
     if (nomem) FX_WARN("eviction round: out of memory for its victim list");
     for (size_t i = 0; i < victims.n; i++) { /* hidden: no new local pin can start */
         owner_entry_t *e = victims.v[i];
-        if (e->indexed) {
-            fx_hmap_del(kv->index, e->key, e->klen, NULL);
-            e->indexed = false;
-        }
+        fx_ostore_hide(o, e);
         fx_lru_remove(&kv->hot, &e->lru);
     }
     if (victims.n) oev_send(o, victims.v, victims.n);
@@ -463,46 +490,42 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
 
 static void oev_step(fx_owner_t *o)
 {
-    owner_kv_t *kv = owner_kv(o);
+    oev_t *kv = o->ev;
     if (!kv || kv->closing) return;
-    kv->oev_in_step = true;
-    fx_okv_claims_pump(o); /* slots freed since: serve waiting claims first */
-    uint64_t sizes[FX_OKV_MAX_CLASSES], needs[FX_OKV_MAX_CLASSES];
-    size_t nc = fx_okv_claims_deficit(o, sizes, needs, FX_OKV_MAX_CLASSES);
+    kv->in_step = true;
+    fx_oclaims_pump(o); /* slots freed since: serve waiting claims first */
+    uint64_t sizes[OEV_MAX_CLASSES], needs[OEV_MAX_CLASSES];
+    size_t nc = fx_oclaims_deficit(o, sizes, needs, OEV_MAX_CLASSES);
     bool want = false, busy = false;
     for (size_t k = 0; k < nc; k++) { /* minus slots already on their way */
-        okv_class_t *cl = oev_class(kv, sizes[k]);
-        uint64_t coming = cl ? cl->draining : 0;
+        uint64_t coming = 0;
         for (oev_cohort_t *c = kv->cohorts; c; c = c->next)
             for (size_t i = 0; i < c->n; i++) coming += c->slot_sizes[i] == sizes[k];
         needs[k] = needs[k] > coming ? needs[k] - coming : 0;
         want |= needs[k] > 0;
     }
     uint64_t excess = kv->hot.bytes > kv->hot_capacity ? kv->hot.bytes - kv->hot_capacity : 0;
-    if ((want || excess) && o->mstate == OM_READY && o->mconn) busy = oev_select(o, sizes, needs, nc, excess);
-    kv->oev_backoff_ms = busy ? FX_MIN(kv->oev_backoff_ms * 2, OEV_BACKOFF_MAX_MS) : 1;
-    if (busy) oev_tick_arm(o, kv->oev_backoff_ms);
-    else if (kv->claims) oev_tick_arm(o, OEV_TICK_MS);
-    kv->oev_in_step = false;
+    if ((want || excess) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess);
+    kv->backoff_ms = busy ? FX_MIN(kv->backoff_ms * 2, OEV_BACKOFF_MAX_MS) : 1;
+    if (busy) oev_tick_arm(o, kv->backoff_ms);
+    else if (fx_oclaims_waiting(o)) oev_tick_arm(o, OEV_TICK_MS);
+    kv->in_step = false;
 }
 
 /* ---- stats ---- */
-FX_INTERNAL size_t fx_oev_stats_json(fx_owner_t *o, char *buf, size_t cap)
+FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j)
 {
-    owner_kv_t *kv = owner_kv(o);
-    int n = snprintf(buf, cap,
-                     "\"hot_bytes\":%llu,\"hot_values\":%llu,\"hot_capacity_bytes\":%llu,\"evictions\":%llu,"
-                     "\"evicted_bytes\":%llu,\"cohorts\":%llu,\"busy_retries\":%llu,\"left_hot\":%llu,"
-                     "\"restored\":%llu,\"selected_bytes\":%llu,\"eviction_debt\":%llu,\"evict_stale\":%llu,"
-                     "\"claim_waits\":%llu,\"claim_timeouts\":%llu",
-                     (unsigned long long)kv->hot.bytes, (unsigned long long)kv->hot.count,
-                     (unsigned long long)kv->hot_capacity, (unsigned long long)kv->ev_evictions,
-                     (unsigned long long)kv->ev_evicted_bytes, (unsigned long long)kv->ev_cohorts,
-                     (unsigned long long)kv->ev_busy_retries, (unsigned long long)kv->ev_left_hot,
-                     (unsigned long long)kv->ev_restored, (unsigned long long)kv->ev_selected_bytes,
-                     (unsigned long long)kv->ev_debt, (unsigned long long)kv->ev_stale,
-                     (unsigned long long)kv->ev_claim_waits, (unsigned long long)kv->ev_claim_timeouts);
-    return n < 0 ? 0 : FX_MIN((size_t)n, cap ? cap - 1 : 0);
+    oev_t *kv = o->ev;
+    fx_jbuf_printf(j,
+                   "\"hot_bytes\":%llu,\"hot_values\":%llu,\"hot_capacity_bytes\":%llu,\"evictions\":%llu,"
+                   "\"evicted_bytes\":%llu,\"cohorts\":%llu,\"busy_retries\":%llu,\"left_hot\":%llu,"
+                   "\"restored\":%llu,\"selected_bytes\":%llu,\"eviction_debt\":%llu,\"evict_stale\":%llu",
+                   (unsigned long long)kv->hot.bytes, (unsigned long long)kv->hot.count,
+                   (unsigned long long)kv->hot_capacity, (unsigned long long)kv->evictions,
+                   (unsigned long long)kv->evicted_bytes, (unsigned long long)kv->n_cohorts,
+                   (unsigned long long)kv->busy_retries, (unsigned long long)kv->left_hot,
+                   (unsigned long long)kv->restored, (unsigned long long)kv->selected_bytes,
+                   (unsigned long long)kv->debt, (unsigned long long)kv->stale);
 }
 
 #undef OEV_BUSY_MAX

@@ -1,18 +1,26 @@
 /* owner_place.c — placed puts on the writer's owner (ARCHITECTURE §7):
  *   put_start: local staging slots claimed → PUT_PLACE to the master (one per plan, G8)
  *              → the master's target, put_token and per-key ranges → answer the external;
- *   commit:    values local-visible at once (V1, owner_kv.c) → ONE UCX PUT batch from
+ *   commit:    values local-visible at once (V1, put.c) → ONE UCX PUT batch from
  *              the staging slots into the target's ranges → PUT_DONE with the put_token
  *              → the staging copies are dropped (the route names the target's ranges).
  * A target equal to this owner means the staging slots ARE the values (only the
  * master's in-flight record differs from a local-first put). Every failure before the
  * route exists falls back to publishing the staging copy: no PUT_PLACE answer (the
  * master's record then expires by its TTL), a failed push (PUT_REVOKE first), a
- * put_token the master no longer knows (owner_kv.c). Reactor thread only. */
+ * put_token the master no longer knows (fx_oplace_stale). Reactor thread only. */
 #include <stdio.h>
 
+#include "groups.h"
 #include "log.h"
-#include "owner_kv.h"
+#include "owner_link.h"
+#include "owner_peers.h"
+#include "owner_place.h"
+
+typedef struct oplace {
+    fx_oplace_ops_t ops;
+    uint64_t place_requests, placed_remote, placed_local, place_fallbacks, pushed_keys, pushed_bytes, revokes_sent;
+} oplace_t;
 
 typedef struct oplace_ctx {
     fx_owner_t *o;
@@ -21,31 +29,62 @@ typedef struct oplace_ctx {
 
 FX_INTERNAL void fx_oplace_plan_free(owner_plan_t *p)
 {
-    fx_free(p->preferred);
-    fx_free(p->target_addr);
-    fx_free(p->target_rkey);
-    fx_free(p->target_offsets);
-    p->preferred = NULL;
-    p->target_addr = p->target_rkey = NULL;
-    p->target_offsets = NULL;
+    owner_placement_t *pl = &p->place;
+    fx_free(pl->preferred);
+    fx_free(pl->target_addr);
+    fx_free(pl->target_rkey);
+    fx_free(pl->target_offsets);
+    pl->preferred = NULL;
+    pl->target_addr = pl->target_rkey = NULL;
+    pl->target_offsets = NULL;
+}
+
+FX_INTERNAL int fx_oplace_init(fx_owner_t *o, const fx_oplace_ops_t *ops)
+{
+    oplace_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    s->ops = *ops;
+    o->place = s;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_oplace_fini(fx_owner_t *o)
+{
+    fx_free(o->place);
+    o->place = NULL;
+}
+
+FX_INTERNAL uint64_t fx_oplace_offset(const owner_plan_t *p, size_t i)
+{
+    return p->place.target_remote ? p->place.target_offsets[i] : p->slots[i].offset;
+}
+
+FX_INTERNAL void fx_oplace_stale(fx_owner_t *o, owner_plan_t *p)
+{
+    FX_WARN("put_done batch %llu: put_token %llu is stale at the master; publishing the local copy",
+            (unsigned long long)p->batch_id, (unsigned long long)p->place.put_token);
+    p->place.put_token = 0;
+    p->place.target_remote = false;
+    o->place->place_fallbacks++;
 }
 
 static owner_plan_t *oplace_plan(oplace_ctx_t *c)
 {
-    owner_plan_t *p = fx_hmap_get(owner_kv(c->o)->plans, &c->plan_id, sizeof c->plan_id);
+    owner_plan_t *p = c->o->place->ops.find(c->o, c->plan_id);
     fx_free(c);
     return p;
 }
 
 FX_INTERNAL void fx_oplace_revoke(fx_owner_t *o, owner_plan_t *p)
 {
-    owner_kv_t *kv = owner_kv(o);
-    if (p->put_token && o->mstate == OM_READY && o->mconn) { /* one-way: the TTL covers a lost one */
-        fx_body_put_revoke_t b = {p->put_token};
-        if (FX_CONN_SEND(o->mconn, FX_MSG_PUT_REVOKE, 0, 0, 0, put_revoke, &b) == FLUXON_OK) kv->revokes_sent++;
+    oplace_t *kv = o->place;
+    fx_conn_t *mc = fx_olink_conn(o);
+    if (p->place.put_token && mc) { /* one-way: the TTL covers a lost one */
+        fx_body_put_revoke_t b = {p->place.put_token};
+        if (FX_CONN_SEND(mc, FX_MSG_PUT_REVOKE, 0, 0, 0, put_revoke, &b) == FLUXON_OK) kv->revokes_sent++;
     }
-    p->put_token = 0;
-    p->target_remote = false;
+    p->place.put_token = 0;
+    p->place.target_remote = false;
 }
 
 /* ---- put_start: ask the master where the batch goes ---- */
@@ -54,7 +93,7 @@ static void oplace_on_place(void *arg, int status, const fx_frame_header_t *h, c
 {
     oplace_ctx_t *c = arg;
     fx_owner_t *o = c->o;
-    owner_kv_t *kv = owner_kv(o);
+    oplace_t *kv = o->place;
     owner_plan_t *p = oplace_plan(c);
     if (!p || p->state != OP_CLAIMING) return;
     size_t m = 0;
@@ -67,16 +106,16 @@ static void oplace_on_place(void *arg, int status, const fx_frame_header_t *h, c
     bool remote = rc == FLUXON_OK && a.put_token &&
                   !(fx_str_eq(a.target_node_id, o->cfg.node_id) && a.target_generation == o->generation);
     if (remote) {
-        p->target_offsets = fx_calloc(p->n, sizeof *p->target_offsets);
-        p->target_addr = fx_malloc(a.target_address.len + 1);
-        p->target_rkey = fx_malloc(a.target_rkey.len + 1);
-        if (!p->target_offsets || !p->target_addr || !p->target_rkey) rc = FLUXON_ERR_NOMEM;
+        p->place.target_offsets = fx_calloc(p->n, sizeof *p->place.target_offsets);
+        p->place.target_addr = fx_malloc(a.target_address.len + 1);
+        p->place.target_rkey = fx_malloc(a.target_rkey.len + 1);
+        if (!p->place.target_offsets || !p->place.target_addr || !p->place.target_rkey) rc = FLUXON_ERR_NOMEM;
     }
     if (rc != FLUXON_OK) { /* no placement: publish locally (a record there expires by TTL) */
         FX_WARN("put_place of %zu keys failed (%s); the batch is written to this owner", m, fluxon_status_string(rc));
         fx_oplace_plan_free(p);
         kv->place_fallbacks++;
-        fx_okv_put_start_reply(o, p);
+        kv->ops.placed(o, p);
         return;
     }
     for (size_t i = 0, k = 0; i < p->n; i++) {
@@ -84,39 +123,40 @@ static void oplace_on_place(void *arg, int status, const fx_frame_header_t *h, c
         int ks = (int)(int64_t)a.statuses.v[k];
         if (ks != FLUXON_OK) { /* rejected by the master (in flight or exists elsewhere) */
             p->status[i] = ks;
-            fx_slot_pool_release_prepared(kv->pool, &p->slots[i]);
+            fx_slot_pool_release_prepared(fx_ostore_pool(o), &p->slots[i]);
         } else if (remote) {
-            p->target_offsets[i] = a.offsets.v[k];
+            p->place.target_offsets[i] = a.offsets.v[k];
         }
         k++;
     }
-    p->put_token = a.put_token;
+    p->place.put_token = a.put_token;
     /* the master frees the ranges TTL after it got PUT_PLACE (later than we sent it):
      * the bytes must have landed well before that */
-    p->push_deadline_ms = p->place_sent_ms + (uint64_t)a.ttl_ms * 3 / 4;
+    p->place.push_deadline_ms = p->place.place_sent_ms + (uint64_t)a.ttl_ms * 3 / 4;
     if (remote) {
-        fx_str_copy(a.target_node_id, p->target_id, sizeof p->target_id);
-        p->target_gen = a.target_generation;
-        p->target_base = a.target_base;
-        memcpy(p->target_addr, a.target_address.p, a.target_address.len);
-        memcpy(p->target_rkey, a.target_rkey.p, a.target_rkey.len);
-        p->target_addr_len = a.target_address.len;
-        p->target_rkey_len = a.target_rkey.len;
-        p->target_remote = true;
+        fx_str_copy(a.target_node_id, p->place.target_id, sizeof p->place.target_id);
+        p->place.target_gen = a.target_generation;
+        p->place.target_base = a.target_base;
+        memcpy(p->place.target_addr, a.target_address.p, a.target_address.len);
+        memcpy(p->place.target_rkey, a.target_rkey.p, a.target_rkey.len);
+        p->place.target_addr_len = a.target_address.len;
+        p->place.target_rkey_len = a.target_rkey.len;
+        p->place.target_remote = true;
         kv->placed_remote++;
-    } else if (p->put_token) {
+    } else if (p->place.put_token) {
         kv->placed_local++;
     }
-    fx_okv_put_start_reply(o, p);
+    kv->ops.placed(o, p);
 }
 
 FX_INTERNAL bool fx_oplace_start(fx_owner_t *o, owner_plan_t *p)
 {
-    owner_kv_t *kv = owner_kv(o);
+    oplace_t *kv = o->place;
     if (!(p->flags & (FX_PUT_PLACE | FX_PUT_WRITE_THROUGH)) || !p->ext) return false;
     size_t m = 0, ng = 0;
     for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
-    if (!m || o->mstate != OM_READY || !o->mconn) return false;
+    fx_conn_t *mc = fx_olink_conn(o);
+    if (!m || !mc) return false;
     fx_str_t *keys = fx_calloc(m, sizeof *keys);
     uint64_t *groups = fx_calloc(p->n_groups ? p->n_groups : 1, sizeof *groups);
     oplace_ctx_t *c = fx_malloc(sizeof *c);
@@ -125,13 +165,14 @@ FX_INTERNAL bool fx_oplace_start(fx_owner_t *o, owner_plan_t *p)
         /* groups are all-or-none after the local checks; send the accepted ones */
         for (size_t i = 0, k = 0; i < p->n; i++)
             if (p->status[i] == FLUXON_OK) keys[k++] = (fx_str_t){p->keys[i], p->klens[i]};
-        for (size_t g = 0, start = 0; g < p->n_groups; start += p->group_lens[g], g++)
-            if (p->status[start] == FLUXON_OK) groups[ng++] = p->group_lens[g];
+        fx_group_iter_t it = fx_group_iter(p->group_lens, p->n_groups, p->n);
+        while (p->n_groups && fx_group_next(&it))
+            if (p->status[it.start] == FLUXON_OK) groups[ng++] = it.len;
         fx_body_put_place_t b = {{keys, (uint32_t)m}, p->value_len, p->flags, {groups, (uint32_t)ng},
-                                 fx_str_c(p->preferred)};
+                                 fx_str_c(p->place.preferred)};
         *c = (oplace_ctx_t){o, p->id};
-        p->place_sent_ms = fx_now_ms();
-        sent = FX_RPC_CALL(o->mconn, PUT_PLACE, put_place, &b, o->cfg.master_timeout_ms, oplace_on_place, c) ==
+        p->place.place_sent_ms = fx_now_ms();
+        sent = FX_RPC_CALL(mc, PUT_PLACE, put_place, &b, o->cfg.master_timeout_ms, oplace_on_place, c) ==
                FLUXON_OK;
     }
     if (!sent) fx_free(c);
@@ -153,7 +194,7 @@ static void oplace_on_pushed(void *arg, int status)
 {
     oplace_push_t *x = arg;
     fx_owner_t *o = x->c->o;
-    owner_kv_t *kv = owner_kv(o);
+    oplace_t *kv = o->place;
     if (x->inject_failure && status == FLUXON_OK) status = FLUXON_ERR_INTERNAL;
     size_t n = x->n;
     uint64_t bytes = 0;
@@ -162,39 +203,39 @@ static void oplace_on_pushed(void *arg, int status)
     owner_plan_t *p = oplace_plan(x->c);
     fx_free(x);
     if (!p || p->state != OP_PUBLISHING) return;
-    p->pushing = false;
+    p->place.pushing = false;
     if (status == FLUXON_OK) {
-        p->pushed = true;
+        p->place.pushed = true;
         kv->pushed_keys += n;
         kv->pushed_bytes += bytes;
     } else {
         FX_WARN("pushing %zu values to owner %s failed (%s); revoking the placement and publishing them here", n,
-                p->target_id, fluxon_status_string(status));
+                p->place.target_id, fluxon_status_string(status));
         fx_oplace_revoke(o, p);
         kv->place_fallbacks++;
     }
-    fx_okv_publish(o, p);
+    kv->ops.pushed(o, p);
 }
 
 FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
 {
-    owner_kv_t *kv = owner_kv(o);
-    if (!p->target_remote || p->pushed) return false;
-    if (p->pushing) return true;
+    oplace_t *kv = o->place;
+    if (!p->place.target_remote || p->place.pushed) return false;
+    if (p->place.pushing) return true;
     size_t m = 0;
     for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
     if (!m) return false;
     uint64_t now = fx_now_ms();
-    if (now >= p->push_deadline_ms) { /* too late to write into the ranges safely */
+    if (now >= p->place.push_deadline_ms) { /* too late to write into the ranges safely */
         FX_WARN("put of %zu values: committed %llu ms after its placement, past 3/4 of the in-flight TTL; "
-                "publishing them here instead", m, (unsigned long long)(now - p->place_sent_ms));
+                "publishing them here instead", m, (unsigned long long)(now - p->place.place_sent_ms));
         fx_oplace_revoke(o, p);
         kv->place_fallbacks++;
         return false;
     }
-    fx_ucx_peer_t *peer = fx_okv_peer(o, fx_str_c(p->target_id), p->target_gen,
-                                      (fx_str_t){(const char *)p->target_addr, p->target_addr_len},
-                                      (fx_str_t){(const char *)p->target_rkey, p->target_rkey_len}, p->target_base);
+    fx_ucx_peer_t *peer = fx_opeers_get(o, fx_str_c(p->place.target_id), p->place.target_gen,
+                                      (fx_str_t){(const char *)p->place.target_addr, p->place.target_addr_len},
+                                      (fx_str_t){(const char *)p->place.target_rkey, p->place.target_rkey_len}, p->place.target_base);
     oplace_push_t *x = fx_calloc(1, sizeof *x);
     int rc = FLUXON_ERR_NOMEM;
     if (x) {
@@ -205,21 +246,21 @@ FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
         uint8_t *base = fx_segment_base(o->seg);
         for (size_t i = 0; i < p->n; i++)
             if (p->status[i] == FLUXON_OK)
-                x->ranges[x->n++] = (fx_ucx_range_t){base + p->slots[i].offset, p->target_offsets[i], p->value_len};
+                x->ranges[x->n++] = (fx_ucx_range_t){base + p->slots[i].offset, p->place.target_offsets[i], p->value_len};
         *x->c = (oplace_ctx_t){o, p->id};
         /* bounded by the placement's deadline (a timeout fails the push, never lets it
          * land after the master may have reused the ranges) */
-        fx_ucx_set_timeout_ms(kv->ucx, (uint32_t)FX_MIN(p->push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
-        rc = peer ? fx_ucx_transfer(kv->ucx, peer, FX_UCX_PUT, x->ranges, x->n, oplace_on_pushed, x)
+        fx_ucx_set_timeout_ms(fx_opeers_ucx(o), (uint32_t)FX_MIN(p->place.push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
+        rc = peer ? fx_ucx_transfer(fx_opeers_ucx(o), peer, FX_UCX_PUT, x->ranges, x->n, oplace_on_pushed, x)
                   : FLUXON_ERR_UNAVAILABLE;
-        fx_ucx_set_timeout_ms(kv->ucx, 0);
+        fx_ucx_set_timeout_ms(fx_opeers_ucx(o), 0);
         if (rc == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: fail it afterwards */
             o->cfg.fail_transfers--;
             x->inject_failure = true;
         }
     }
     if (rc == FLUXON_OK) {
-        p->pushing = true;
+        p->place.pushing = true;
         return true;
     }
     if (x) {
@@ -228,8 +269,20 @@ FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
         fx_free(x);
     }
     FX_WARN("cannot push %zu values to owner %s (%s); revoking the placement and publishing them here", m,
-            p->target_id, fluxon_status_string(rc));
+            p->place.target_id, fluxon_status_string(rc));
     fx_oplace_revoke(o, p);
     kv->place_fallbacks++;
     return false; /* publish the local copy now */
+}
+
+FX_INTERNAL void fx_oplace_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+{
+    oplace_t *kv = o->place;
+    fx_jbuf_printf(j,
+                   "\"place_requests\":%llu,\"placed_remote\":%llu,\"placed_local\":%llu,\"place_fallbacks\":%llu,"
+                   "\"pushed_keys\":%llu,\"pushed_bytes\":%llu,\"revokes_sent\":%llu",
+                   (unsigned long long)kv->place_requests, (unsigned long long)kv->placed_remote,
+                   (unsigned long long)kv->placed_local, (unsigned long long)kv->place_fallbacks,
+                   (unsigned long long)kv->pushed_keys, (unsigned long long)kv->pushed_bytes,
+                   (unsigned long long)kv->revokes_sent);
 }

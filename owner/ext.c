@@ -1,0 +1,168 @@
+/* ext.c — the owner's external clients: accepts them on the unix socket, answers HELLO with
+ * the segment's memfd (SCM_RIGHTS), hands every later request to the dispatch hook, and
+ * lets the modules release what an external held when it goes. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "owner_ext.h"
+
+typedef struct oext_state {
+    fx_oext_hooks_t hooks;
+    int listen_fd;
+    fx_acceptor_t *acceptor;
+    owner_ext_t *exts;
+    size_t n_exts;
+    uint64_t requests, errors;
+} oext_state_t;
+
+static void oext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
+static void oext_on_close(fx_conn_t *c, int status);
+static const fx_conn_ops_t oext_ops = {oext_on_request, oext_on_close, NULL};
+
+static void oext_hello(owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    fx_owner_t *o = e->o;
+    fx_body_hello_t b;
+    fx_body_hello_decode(body, h->body_len, &b, arena);
+    char err[256];
+    int rc = fx_hello_check(&o->cfg, &b, err, sizeof err);
+    if (rc == FLUXON_OK && b.role != FX_ROLE_EXTERNAL) {
+        snprintf(err, sizeof err, "role %s may not connect to an owner's socket", fx_role_name((fx_role_t)b.role));
+        rc = FLUXON_ERR_AUTH;
+    }
+    if (rc != FLUXON_OK) {
+        FX_WARN("refusing a client on %s: %s", o->cfg.socket_path, err);
+        fx_conn_reply_error(e->conn, h, rc, "%s", err);
+        fx_conn_close_after_flush(e->conn, rc);
+        return;
+    }
+    e->hello_ok = true;
+    fx_str_copy(b.node_id, e->node_id, sizeof e->node_id);
+    char desc[96];
+    snprintf(desc, sizeof desc, "external %s", e->node_id);
+    fx_conn_set_desc(e->conn, desc);
+    /* The ack travels with the segment's memfd (SCM_RIGHTS); nothing else has been sent
+     * on this connection yet, so a direct sendmsg keeps the stream in order. */
+    fx_body_hello_ack_t ack = {FX_PROTOCOL_VERSION, fx_str_c(o->cfg.node_id), o->generation,
+                               fx_segment_len(o->seg), {NULL, 0}, o->cfg.handle_ttl_ms};
+    size_t bl = fx_body_hello_ack_size(&ack);
+    uint8_t frame[512];
+    FX_ASSERT(bl + FX_FRAME_HEADER_BYTES <= sizeof frame);
+    fx_frame_header_t rh = {FX_FRAME_MAGIC, FX_MSG_HELLO, FX_FLAG_RESPONSE, (uint32_t)bl, 0, h->req_id};
+    fx_frame_header_encode(&rh, frame);
+    fx_body_hello_ack_encode(&ack, frame + FX_FRAME_HEADER_BYTES);
+    rc = fx_unix_send_fd(fx_conn_fd(e->conn), fx_segment_fd(o->seg), frame, bl + FX_FRAME_HEADER_BYTES);
+    if (rc != FLUXON_OK) {
+        FX_WARN("cannot pass the segment to %s: %s", desc, fluxon_status_string(rc));
+        fx_conn_close(e->conn, rc);
+        return;
+    }
+    FX_DEBUG("external %s attached", e->node_id);
+}
+
+static void oext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    owner_ext_t *e = fx_conn_ud(c);
+    fx_owner_t *o = e->o;
+    oext_state_t *x = o->ext;
+    x->requests++;
+    if (!e->hello_ok) {
+        if (h->type != FX_MSG_HELLO) {
+            FX_ERROR("protocol error from %s: %s before HELLO; closing the connection", fx_conn_desc(c),
+                     fx_msg_name(h->type));
+            x->errors++;
+            fx_conn_close(c, FLUXON_ERR_PROTOCOL);
+            return;
+        }
+        oext_hello(e, h, body, arena);
+        return;
+    }
+    if (x->hooks.request(o, e, h, body, arena)) return;
+    x->errors++;
+    if (h->req_id)
+        fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by an owner", fx_msg_name(h->type));
+}
+
+static void oext_on_close(fx_conn_t *c, int status)
+{
+    owner_ext_t *e = fx_conn_ud(c);
+    fx_owner_t *o = e->o;
+    oext_state_t *x = o->ext;
+    x->hooks.closed(o, e);
+    if (e->prev) e->prev->next = e->next;
+    else x->exts = e->next;
+    if (e->next) e->next->prev = e->prev;
+    x->n_exts--;
+    fx_free(e);
+}
+
+static void oext_on_accept(void *arg, int fd)
+{
+    fx_owner_t *o = arg;
+    oext_state_t *x = o->ext;
+    if (fd < 0) {
+        FX_ERROR("accept on %s failed: %s", o->cfg.socket_path, strerror(-fd));
+        return;
+    }
+    owner_ext_t *e = fx_calloc(1, sizeof *e);
+    if (!e) {
+        close(fd);
+        return;
+    }
+    e->o = o;
+    e->conn = fx_conn_new(o->r, fd, &oext_ops, e, o->cfg.max_frame_bytes, "new external");
+    if (!e->conn) {
+        fx_free(e);
+        return;
+    }
+    e->next = x->exts;
+    if (x->exts) x->exts->prev = e;
+    x->exts = e;
+    x->n_exts++;
+}
+
+FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
+{
+    oext_state_t *x = fx_calloc(1, sizeof *x);
+    if (!x) return FLUXON_ERR_NOMEM;
+    x->hooks = *hooks;
+    x->listen_fd = -1;
+    o->ext = x;
+    int rc = fx_unix_listen(o->cfg.socket_path, &x->listen_fd);
+    if (rc != FLUXON_OK) return rc;
+    rc = fx_acceptor_start(o->r, x->listen_fd, oext_on_accept, o, &x->acceptor);
+    if (rc != FLUXON_OK) {
+        close(x->listen_fd);
+        x->listen_fd = -1;
+        unlink(o->cfg.socket_path);
+    }
+    return rc;
+}
+
+FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o)
+{
+    oext_state_t *x = o->ext;
+    if (!x) return;
+    if (x->acceptor) fx_acceptor_stop(o->r, x->acceptor);
+    x->acceptor = NULL;
+    while (x->exts) fx_conn_close(x->exts->conn, FLUXON_ERR_CANCELLED);
+    if (x->listen_fd >= 0) {
+        close(x->listen_fd);
+        x->listen_fd = -1;
+        unlink(o->cfg.socket_path);
+    }
+}
+
+FX_INTERNAL void fx_oext_fini(fx_owner_t *o)
+{
+    fx_free(o->ext);
+    o->ext = NULL;
+}
+
+FX_INTERNAL void fx_oext_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+{
+    oext_state_t *x = o->ext;
+    fx_jbuf_printf(j, "\"externals\":%zu,\"requests\":%llu,\"errors\":%llu", x->n_exts,
+                   (unsigned long long)x->requests, (unsigned long long)x->errors);
+}

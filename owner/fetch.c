@@ -1,0 +1,520 @@
+/* fetch.c — remote fetches for get batches: the leaders go to the master as ONE LOOKUP
+ * (G8), unless this is the only live owner; each found value gets a local slot (claims),
+ * is pulled over UCX from its source owner (one transfer batch per source; a range of this
+ * very segment is memcpy'd) and is registered with the master as a durable replica
+ * (GET_DONE) before anyone reads it: the master accepts only if the source replica still
+ * existed after the copy (D1). Temporary copies and refusals are served to the waiting
+ * readers only (their holders keep the slot). Every key ends through the done hook. */
+#include <stdio.h>
+
+#include "log.h"
+#include "owner_claims.h"
+#include "owner_fetch.h"
+#include "owner_link.h"
+#include "owner_peers.h"
+
+typedef struct ofetch {
+    fx_ofetch_done_fn done;
+    uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
+        temp_copies, reuse_hits, self_copies;
+} ofetch_t;
+
+typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
+    fx_owner_t *o;
+    size_t n;
+    owner_oget_t **og;
+    size_t claims_pending;
+    /* copies of the lookup's source table (the arena dies with the callback) */
+    size_t n_src;
+    char (*src_ids)[FX_ID_MAX];
+    uint64_t *src_gens, *src_bases;
+    uint8_t **src_addr, **src_rkey;
+    uint32_t *src_addr_len, *src_rkey_len;
+    size_t xfers_pending;
+} ofetch_batch_t;
+
+typedef struct ofetch_xfer {
+    bool inject_failure;
+    size_t src; /* index into the fetch's source table */
+    ofetch_batch_t *f;
+    size_t n;
+    owner_oget_t **og;
+    fx_ucx_range_t *ranges;
+} ofetch_xfer_t;
+
+static void ofetch_batch_free(ofetch_batch_t *f)
+{
+    for (size_t s = 0; s < f->n_src; s++) {
+        fx_free(f->src_addr[s]);
+        fx_free(f->src_rkey[s]);
+    }
+    fx_free(f->src_ids);
+    fx_free(f->src_gens);
+    fx_free(f->src_bases);
+    fx_free(f->src_addr);
+    fx_free(f->src_rkey);
+    fx_free(f->src_addr_len);
+    fx_free(f->src_rkey_len);
+    fx_free(f->og);
+    fx_free(f);
+}
+
+static void ofetch_batch_done_if_idle(ofetch_batch_t *f)
+{
+    if (f->claims_pending == 0 && f->xfers_pending == 0) ofetch_batch_free(f);
+}
+
+/* A finished copy waits for the master's word before anyone reads it: GET_DONE is
+ * accepted only if the source replica still existed when the copy ended, hence for the
+ * whole copy (D1). Meanwhile the per-key get stays registered, so joiners keep joining. */
+typedef struct ofetch_getdone_ctx {
+    fx_owner_t *o;
+    size_t n;
+    owner_oget_t **og;
+    owner_entry_t **en;
+} ofetch_getdone_ctx_t;
+
+static void ofetch_on_get_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                             fx_arena_t *arena)
+{
+    ofetch_getdone_ctx_t *c = arg;
+    fx_owner_t *o = c->o;
+    ofetch_t *kv = o->fetch;
+    fx_body_statuses_t st = {{NULL, 0}};
+    if (status == FLUXON_OK) fx_body_statuses_decode(body, h->body_len, &st, arena);
+    for (size_t i = 0; i < c->n; i++) {
+        owner_entry_t *en = c->en[i];
+        int ks = status != FLUXON_OK ? status : i < st.statuses.n ? (int)(int64_t)st.statuses.v[i] : FLUXON_ERR_PROTOCOL;
+        owner_entry_t *cur = fx_ostore_lookup(o, en->key, en->klen);
+        /* NO_SPACE: the copy is intact (the source was checked first) but the key has all
+         * the replicas it may have: serve it as a temporary copy */
+        if ((ks == FLUXON_OK && c->og[i]->mode == FX_GET_TEMPORARY) || ks == FLUXON_ERR_NO_SPACE) {
+            /* the copy is intact (D1) but is not a replica: its readers' holders keep it,
+             * the slot frees with the last one */
+            kv->temp_copies++;
+            o->fetch->done(o, c->og[i], en);
+            fx_ostore_retire(o, en);
+            continue;
+        }
+        if (ks == FLUXON_OK && !cur && fx_ostore_commit(o, en, en->put_ms, en->put_ver) == FLUXON_OK) {
+            fx_ostore_index(o, en); /* a durable replica: in the hot tier from now on */
+            kv->remote_hits++;
+            o->fetch->done(o, c->og[i], en);
+            continue;
+        }
+        if (ks != FLUXON_OK) kv->get_done_stale++;
+        c->og[i]->why = ks; /* STALE reads as NOT_FOUND; a lost master as itself */
+        fx_ostore_retire(o, en); /* not published (or a local put overtook it) */
+        o->fetch->done(o, c->og[i], ks == FLUXON_OK ? cur : NULL);
+    }
+    fx_free(c->og);
+    fx_free(c->en);
+    fx_free(c);
+}
+
+/* Durable fetches that made no copy: one-way GET_DONE (ABANDON) so the master forgets
+ * their in-flight records now rather than at the TTL (another owner may then make the
+ * durable copy). */
+static void ofetch_abandon(fx_owner_t *o, owner_oget_t *const *ogs, size_t n)
+{
+    fx_conn_t *mc = fx_olink_conn(o);
+    if (!mc || !n) return;
+    fx_str_t *keys = fx_calloc(n, sizeof *keys);
+    uint64_t *cols = fx_calloc(2 * n, sizeof *cols); /* zeros, then modes */
+    size_t m = 0;
+    for (size_t i = 0; keys && cols && i < n; i++)
+        if (ogs[i] && ogs[i]->found && ogs[i]->mode == FX_GET_DURABLE) {
+            keys[m] = (fx_str_t){ogs[i]->key, ogs[i]->klen};
+            cols[n + m++] = FX_GET_ABANDON;
+        }
+    if (m) {
+        fx_u64v_t z = {cols, (uint32_t)m};
+        fx_body_get_done_t gd = {{keys, (uint32_t)m}, z, z, z, z, fx_str_c(""), 0, z, {cols + n, (uint32_t)m}};
+        (void)FX_CONN_SEND(mc, FX_MSG_GET_DONE, 0, 0, 0, get_done, &gd);
+    }
+    fx_free(keys);
+    fx_free(cols);
+}
+
+/* A GET_DONE on its way (held back only by the test fault delay_request). */
+typedef struct ofetch_gd {
+    fx_timer_t t;
+    fx_owner_t *o;
+    ofetch_getdone_ctx_t *c;
+    fx_str_t *keys;
+    uint64_t *cols; /* 6 columns of n: offsets, put_ms, put_ver, value_lens, src_offsets, modes */
+    size_t n;
+    char src_id[FX_ID_MAX];
+    uint64_t src_gen;
+} ofetch_gd_t;
+
+/* GET_DONE could not be sent: the copies are dropped, their readers miss. */
+static void ofetch_gd_fail(fx_owner_t *o, ofetch_getdone_ctx_t *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        fx_ostore_retire(o, c->en[i]);
+        c->og[i]->why = FLUXON_ERR_UNAVAILABLE;
+        o->fetch->done(o, c->og[i], NULL);
+    }
+    fx_free(c->og);
+    fx_free(c->en);
+    fx_free(c);
+}
+
+static void ofetch_gd_send(ofetch_gd_t *d)
+{
+    fx_owner_t *o = d->o;
+    uint32_t m = (uint32_t)d->c->n;
+    size_t n = d->n;
+    uint64_t *cols = d->cols;
+    fx_body_get_done_t gd = {{d->keys, m}, {cols, m}, {cols + n, m}, {cols + 2 * n, m}, {cols + 3 * n, m},
+                             fx_str_c(d->src_id), d->src_gen, {cols + 4 * n, m}, {cols + 5 * n, m}};
+    fx_conn_t *mc = fx_olink_conn(o);
+    int rc = mc ? FX_RPC_CALL(mc, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, ofetch_on_get_done, d->c)
+                      : FLUXON_ERR_UNAVAILABLE;
+    if (rc != FLUXON_OK) ofetch_gd_fail(o, d->c);
+    fx_free(d->keys);
+    fx_free(d->cols);
+    fx_free(d);
+}
+
+static void ofetch_gd_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    ofetch_gd_send(FX_CONTAINER_OF(t, ofetch_gd_t, t));
+}
+
+static void ofetch_on_xfer(void *arg, int status)
+{
+    ofetch_xfer_t *x = arg;
+    ofetch_batch_t *f = x->f;
+    fx_owner_t *o = f->o;
+    if (x->inject_failure && status == FLUXON_OK) status = FLUXON_ERR_INTERNAL;
+    ofetch_t *kv = o->fetch;
+    size_t n = x->n, m = 0;
+    ofetch_getdone_ctx_t *c = fx_calloc(1, sizeof *c);
+    fx_str_t *keys = fx_calloc(n, sizeof *keys);
+    uint64_t *cols = fx_calloc(6 * n, sizeof *cols);
+    if (c) {
+        c->og = fx_calloc(n, sizeof *c->og);
+        c->en = fx_calloc(n, sizeof *c->en);
+    }
+    owner_oget_t **ab = fx_calloc(n, sizeof *ab); /* durable fetches that made no copy */
+    size_t n_ab = 0;
+    bool ok = status == FLUXON_OK && c && c->og && c->en && keys && cols && ab && fx_olink_conn(o);
+    kv->transfers++;
+    if (status != FLUXON_OK) FX_WARN("remote fetch of %zu values failed: %s", n, fluxon_status_string(status));
+    if (!ok) ofetch_abandon(o, x->og, n);
+    for (size_t k = 0; k < n; k++) {
+        owner_oget_t *og = x->og[k];
+        owner_entry_t *cur = fx_ostore_lookup(o, og->key, og->klen);
+        if (!ok || cur) { /* failed, or a local put overtook the fetch: serve that one */
+            if (ok) ab[n_ab++] = og;
+            og->why = status != FLUXON_OK ? status : FLUXON_ERR_UNAVAILABLE;
+            fx_slot_pool_release_prepared(fx_ostore_pool(o), &og->slot);
+            o->fetch->done(o, og, ok ? cur : NULL);
+            continue;
+        }
+        fx_slot_pool_mark_pending(fx_ostore_pool(o), &og->slot);
+        owner_entry_t *en = fx_ostore_entry_new(o, og->key, og->klen, &og->slot, og->value_len);
+        if (!en) {
+            fx_slot_pool_release_prepared(fx_ostore_pool(o), &og->slot);
+            o->fetch->done(o, og, NULL);
+            continue;
+        }
+        en->remote = true;
+        en->put_ms = og->put_ms;
+        en->put_ver = og->put_ver;
+        kv->transfer_keys++;
+        kv->transfer_bytes += og->value_len;
+        keys[m] = (fx_str_t){en->key, en->klen};
+        cols[m] = en->slot.offset;
+        cols[n + m] = en->put_ms;
+        cols[2 * n + m] = en->put_ver;
+        cols[3 * n + m] = en->value_len;
+        cols[4 * n + m] = og->src_off;
+        cols[5 * n + m] = og->mode;
+        c->og[m] = og;
+        c->en[m++] = en;
+    }
+    ofetch_abandon(o, ab, n_ab);
+    fx_free(ab);
+    if (m) { /* one GET_DONE per transfer batch (G8) */
+        c->o = o;
+        c->n = m;
+        ofetch_gd_t *d = fx_calloc(1, sizeof *d);
+        if (d) {
+            *d = (ofetch_gd_t){.o = o, .c = c, .keys = keys, .cols = cols, .n = n, .src_gen = f->src_gens[x->src]};
+            fx_strlcpy(d->src_id, f->src_ids[x->src], sizeof d->src_id);
+            keys = NULL;
+            cols = NULL;
+            c = NULL;
+            if (fx_owner_fault_delay(o, "GET_DONE")) { /* test-only: the master hears of this copy fault_ms later */
+                FX_WARN("test fault: GET_DONE of %zu keys held back %u ms", m, o->cfg.fault_ms);
+                fx_timer_init(&d->t);
+                fx_timer_arm(o->r, &d->t, o->cfg.fault_ms, ofetch_gd_timer);
+            } else {
+                ofetch_gd_send(d);
+            }
+        } else {
+            ofetch_gd_fail(o, c);
+            c = NULL;
+        }
+    } else if (c) {
+        fx_free(c->og);
+        fx_free(c->en);
+        fx_free(c);
+    }
+    fx_free(keys);
+    fx_free(cols);
+    f->xfers_pending--;
+    fx_free(x->og);
+    fx_free(x->ranges);
+    fx_free(x);
+    ofetch_batch_done_if_idle(f);
+}
+
+/* All claims of a fetch resolved: one UCX transfer batch per source owner. */
+static void ofetch_batch_transfer(ofetch_batch_t *f)
+{
+    fx_owner_t *o = f->o;
+    ofetch_t *kv = o->fetch;
+    uint8_t *base = fx_segment_base(o->seg);
+    f->xfers_pending++; /* a copy from this owner's own segment completes inline: keep f alive */
+    for (size_t s = 0; s < f->n_src; s++) {
+        size_t cnt = 0;
+        for (size_t k = 0; k < f->n; k++) cnt += f->og[k] && f->og[k]->have_slot && f->og[k]->src == s;
+        if (!cnt) continue;
+        ofetch_xfer_t *x = fx_calloc(1, sizeof *x);
+        bool self = !strcmp(f->src_ids[s], o->cfg.node_id) && f->src_gens[s] == o->generation;
+        fx_ucx_peer_t *peer = self ? NULL : fx_opeers_get(o, (fx_str_t){f->src_ids[s], (uint32_t)strlen(f->src_ids[s])},
+                                          f->src_gens[s], (fx_str_t){(const char *)f->src_addr[s], f->src_addr_len[s]},
+                                          (fx_str_t){(const char *)f->src_rkey[s], f->src_rkey_len[s]}, f->src_bases[s]);
+        if (x) {
+            x->og = fx_calloc(cnt, sizeof *x->og);
+            x->ranges = fx_calloc(cnt, sizeof *x->ranges);
+        }
+        int rc = FLUXON_ERR_NOMEM;
+        if (x && x->og && x->ranges) {
+            x->f = f;
+            x->src = s;
+            for (size_t k = 0; k < f->n; k++) {
+                owner_oget_t *og = f->og[k];
+                if (!og || !og->have_slot || og->src != s) continue;
+                x->og[x->n] = og;
+                x->ranges[x->n] = (fx_ucx_range_t){base + og->slot.offset, og->src_off, og->value_len};
+                x->n++;
+                f->og[k] = NULL; /* owned by the transfer now */
+            }
+            if (self) { /* a range of this segment (a placed value): memcpy, then the same GET_DONE */
+                for (size_t k = 0; k < x->n; k++) {
+                    fx_ucx_range_t *rg = &x->ranges[k];
+                    memcpy(rg->local, base + rg->remote_offset, rg->len);
+                }
+                kv->self_copies += x->n;
+                f->xfers_pending++;
+                ofetch_on_xfer(x, FLUXON_OK);
+                continue;
+            }
+            rc = peer ? fx_ucx_transfer(fx_opeers_ucx(o), peer, FX_UCX_GET, x->ranges, x->n, ofetch_on_xfer, x)
+                      : FLUXON_ERR_UNAVAILABLE;
+            if (rc == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: fail it afterwards */
+                o->cfg.fail_transfers--;
+                x->inject_failure = true;
+            }
+        }
+        if (rc == FLUXON_OK) {
+            f->xfers_pending++;
+        } else if (x && x->og) {
+            FX_WARN("cannot fetch %zu values from owner %s: %s", x->n, f->src_ids[s], fluxon_status_string(rc));
+            ofetch_abandon(o, x->og, x->n);
+            for (size_t k = 0; k < x->n; k++) {
+                x->og[k]->why = rc;
+                fx_slot_pool_release_prepared(fx_ostore_pool(o), &x->og[k]->slot);
+                o->fetch->done(o, x->og[k], NULL);
+            }
+            fx_free(x->og);
+            fx_free(x->ranges);
+            fx_free(x);
+        } else {
+            fx_free(x);
+        }
+    }
+    f->xfers_pending--;
+    ofetch_batch_done_if_idle(f);
+}
+
+typedef struct ofetch_claim_ctx {
+    ofetch_batch_t *f;
+    owner_oget_t *og;
+} ofetch_claim_ctx_t;
+
+static void ofetch_on_claim(fx_owner_t *o, void *arg, size_t got)
+{
+    ofetch_claim_ctx_t *c = arg;
+    ofetch_batch_t *f = c->f;
+    owner_oget_t *og = c->og;
+    fx_free(c);
+    og->have_slot = got == 1;
+    if (!og->have_slot) { /* no room here: a miss for every waiter */
+        og->why = FLUXON_ERR_NO_SPACE;
+        ofetch_abandon(o, &og, 1);
+        for (size_t k = 0; k < f->n; k++)
+            if (f->og[k] == og) f->og[k] = NULL;
+        o->fetch->done(o, og, NULL);
+    }
+    if (--f->claims_pending == 0) ofetch_batch_transfer(f);
+}
+
+static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                           fx_arena_t *arena)
+{
+    ofetch_batch_t *f = arg;
+    fx_owner_t *o = f->o;
+    fx_body_lookup_ack_t a;
+    memset(&a, 0, sizeof a);
+    if (status == FLUXON_OK) fx_body_lookup_ack_decode(body, h->body_len, &a, arena);
+    size_t ns = a.src_node_ids.n;
+    bool shape_ok = status == FLUXON_OK && a.statuses.n == f->n && a.src.n == f->n && a.offsets.n == f->n &&
+                    a.value_lens.n == f->n && a.put_ms.n == f->n && a.put_ver.n == f->n &&
+                    a.src_generations.n == ns && a.src_addresses.n == ns && a.src_rkeys.n == ns &&
+                    a.src_bases.n == ns && (a.modes.n == f->n || a.modes.n == 0);
+    if (status == FLUXON_OK && !shape_ok) FX_ERROR("malformed LOOKUP answer from the master");
+    if (shape_ok && ns) {
+        f->n_src = ns;
+        f->src_ids = fx_calloc(ns, sizeof *f->src_ids);
+        f->src_gens = fx_calloc(ns, sizeof *f->src_gens);
+        f->src_bases = fx_calloc(ns, sizeof *f->src_bases);
+        f->src_addr = fx_calloc(ns, sizeof *f->src_addr);
+        f->src_rkey = fx_calloc(ns, sizeof *f->src_rkey);
+        f->src_addr_len = fx_calloc(ns, sizeof *f->src_addr_len);
+        f->src_rkey_len = fx_calloc(ns, sizeof *f->src_rkey_len);
+        shape_ok = f->src_ids && f->src_gens && f->src_bases && f->src_addr && f->src_rkey && f->src_addr_len &&
+                   f->src_rkey_len;
+        for (size_t s = 0; shape_ok && s < ns; s++) {
+            fx_str_copy(a.src_node_ids.v[s], f->src_ids[s], FX_ID_MAX);
+            f->src_gens[s] = a.src_generations.v[s];
+            f->src_bases[s] = a.src_bases.v[s];
+            f->src_addr[s] = fx_malloc(a.src_addresses.v[s].len + 1);
+            f->src_rkey[s] = fx_malloc(a.src_rkeys.v[s].len + 1);
+            if (!f->src_addr[s] || !f->src_rkey[s]) {
+                shape_ok = false;
+                break;
+            }
+            memcpy(f->src_addr[s], a.src_addresses.v[s].p, a.src_addresses.v[s].len);
+            memcpy(f->src_rkey[s], a.src_rkeys.v[s].p, a.src_rkeys.v[s].len);
+            f->src_addr_len[s] = a.src_addresses.v[s].len;
+            f->src_rkey_len[s] = a.src_rkeys.v[s].len;
+        }
+    }
+    /* decide every leader first, then claim: a completion may free the fetch otherwise */
+    f->claims_pending = 1;
+    for (size_t k = 0; k < f->n; k++) {
+        owner_oget_t *og = f->og[k];
+        bool hit = shape_ok && (int)(int64_t)a.statuses.v[k] == FLUXON_OK && a.src.v[k] < ns &&
+                   a.value_lens.v[k] > 0 && fx_slot_size_for(a.value_lens.v[k]) <= o->cfg.grant_bytes;
+        unsigned mode = hit && a.modes.n ? (unsigned)a.modes.v[k] : FX_GET_DURABLE;
+        if (hit && mode == FX_GET_REUSE) { /* ReuseReplica: a slot of ours holds it already */
+            owner_entry_t *en = fx_ostore_at(o, a.offsets.v[k]);
+            bool ok = !strcmp(f->src_ids[a.src.v[k]], o->cfg.node_id) && en && !en->retired && !en->evicting &&
+                      en->state == OE_COMMITTED && en->put_ms == a.put_ms.v[k] && en->put_ver == a.put_ver.v[k] &&
+                      en->value_len == a.value_lens.v[k];
+            if (ok && !fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
+            if (ok) o->fetch->reuse_hits++;
+            f->og[k] = NULL;
+            o->fetch->done(o, og, ok ? en : NULL);
+            continue;
+        }
+        if (!hit || (mode != FX_GET_DURABLE && mode != FX_GET_TEMPORARY)) {
+            f->og[k] = NULL;
+            /* no master answer, a malformed one, or the key's own status (NOT_FOUND) */
+            og->why = hit ? FLUXON_ERR_PROTOCOL /* a mode this owner does not know */
+                      : status != FLUXON_OK ? status : !shape_ok ? FLUXON_ERR_PROTOCOL
+                      : (int)(int64_t)a.statuses.v[k] != FLUXON_OK ? (int)(int64_t)a.statuses.v[k]
+                                                                   : FLUXON_ERR_NO_SPACE; /* too big for a slot here */
+            o->fetch->done(o, og, NULL);
+            continue;
+        }
+        og->mode = (uint8_t)mode;
+        og->found = true;
+        og->src = (uint32_t)a.src.v[k];
+        og->src_off = a.offsets.v[k];
+        og->value_len = a.value_lens.v[k];
+        og->put_ms = a.put_ms.v[k];
+        og->put_ver = a.put_ver.v[k];
+    }
+    for (size_t k = 0; k < f->n; k++) {
+        owner_oget_t *og = f->og[k];
+        if (!og) continue;
+        ofetch_claim_ctx_t *c = fx_malloc(sizeof *c);
+        if (!c) {
+            f->og[k] = NULL;
+            o->fetch->done(o, og, NULL);
+            continue;
+        }
+        *c = (ofetch_claim_ctx_t){f, og};
+        f->claims_pending++;
+        fx_oclaim(o, og->value_len, 1, &og->slot, ofetch_on_claim, c);
+    }
+    if (--f->claims_pending == 0) ofetch_batch_transfer(f);
+}
+FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n)
+{
+    ofetch_t *s = o->fetch;
+    ofetch_batch_t *f = fx_calloc(1, sizeof *f);
+    if (!f) {
+        for (size_t k = 0; k < n; k++) {
+            ogs[k]->why = FLUXON_ERR_NOMEM;
+            s->done(o, ogs[k], NULL);
+        }
+        fx_free(ogs);
+        return;
+    }
+    f->o = o;
+    f->og = ogs;
+    f->n = n;
+    fx_str_t *lk = fx_calloc(n, sizeof *lk);
+    fx_conn_t *mc = fx_olink_conn(o);
+    int rc = FLUXON_ERR_UNAVAILABLE;
+    if (fx_olink_owners_alive(o) == 1 && mc) {
+        /* the only live owner: a key missing here is held nowhere, skip the master */
+        s->lookups_skipped++;
+        rc = FLUXON_ERR_NOT_FOUND;
+    } else if (lk && mc) {
+        for (size_t k = 0; k < n; k++) lk[k] = (fx_str_t){ogs[k]->key, ogs[k]->klen};
+        fx_body_lookup_t lb = {{lk, (uint32_t)n}};
+        rc = FX_RPC_CALL(mc, LOOKUP, lookup, &lb, o->cfg.master_timeout_ms, ofetch_on_lookup, f);
+        if (rc == FLUXON_OK) s->lookup_batches++;
+    }
+    fx_free(lk);
+    if (rc != FLUXON_OK) ofetch_on_lookup(f, rc, NULL, NULL, NULL); /* all leaders miss */
+}
+
+FX_INTERNAL int fx_ofetch_init(fx_owner_t *o, fx_ofetch_done_fn done)
+{
+    ofetch_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    s->done = done;
+    o->fetch = s;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o)
+{
+    fx_free(o->fetch);
+    o->fetch = NULL;
+}
+
+FX_INTERNAL void fx_ofetch_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+{
+    ofetch_t *s = o->fetch;
+    fx_jbuf_printf(j,
+                   "\"lookup_batches\":%llu,\"lookups_skipped\":%llu,\"transfers\":%llu,\"transfer_keys\":%llu,"
+                   "\"transfer_bytes\":%llu,\"remote_hits\":%llu,\"get_done_stale\":%llu,\"temp_copies\":%llu,"
+                   "\"reuse_hits\":%llu,\"self_copies\":%llu",
+                   (unsigned long long)s->lookup_batches, (unsigned long long)s->lookups_skipped,
+                   (unsigned long long)s->transfers, (unsigned long long)s->transfer_keys,
+                   (unsigned long long)s->transfer_bytes, (unsigned long long)s->remote_hits,
+                   (unsigned long long)s->get_done_stale, (unsigned long long)s->temp_copies,
+                   (unsigned long long)s->reuse_hits, (unsigned long long)s->self_copies);
+}

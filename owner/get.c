@@ -1,0 +1,464 @@
+/* get.c — hostless get_start on the owner. A batch is split per key into LocalJoin
+ * (visible here: pinned at once), InflightJoin (another batch on this owner is already
+ * fetching the key: wait for it) and Leader (G1); all pins are taken before any leader
+ * work (G2); the leaders of a batch are fetched together (fetch.c, ONE LOOKUP, G8); one
+ * fetch per key per owner (G6/G7); results are scattered back to the original indices
+ * before the prefix is computed (G4) and everything past transferable_len is released at
+ * once (G5). The transferable prefix is held by a get handle until the external consumes
+ * it (or handle_ttl_ms passes). */
+#include <stdio.h>
+
+#include "groups.h"
+#include "hmap.h"
+#include "log.h"
+#include "owner_evict.h"
+#include "owner_fetch.h"
+#include "owner_get.h"
+#include "owner_link.h"
+
+typedef struct owner_getb {
+    fx_owner_t *o;
+    owner_ext_t *ext;
+    fx_conn_t *conn;
+    uint64_t req_id;
+    size_t n, n_groups;
+    uint64_t *group_lens;
+    uint8_t best_effort;
+    int8_t *res; /* 0 pending, 1 hit, < 0 miss (oget_miss_code: the reason) */
+    uint64_t *holder_ids, *offsets, *lens;
+    size_t pending;
+} owner_getb_t;
+
+typedef struct oget_waiter {
+    owner_getb_t *b;
+    size_t i;
+} oget_waiter_t;
+
+typedef struct owner_handle {
+    uint64_t id;
+    owner_ext_t *ext;
+    struct owner_handle *prev, *next;
+    size_t n;
+    uint64_t *holder_ids;
+    fx_timer_t ttl;
+    fx_owner_t *o;
+} owner_handle_t;
+
+typedef struct oget_state {
+    fx_hmap_t *gets;    /* key -> owner_oget_t (one in-flight get per key, G6) */
+    fx_hmap_t *handles; /* u64 id -> owner_handle_t */
+    uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened, handles_expired;
+} oget_state_t;
+
+/* A miss reason as a res[] code and back: the caller of fluxon_get learns whether the key
+ * is absent or could not be copied (no room, no master, transfer failed). */
+static const int oget_why_status[] = {0, FLUXON_ERR_NOT_FOUND, FLUXON_ERR_UNAVAILABLE, FLUXON_ERR_NO_SPACE,
+                                      FLUXON_ERR_TIMEOUT, FLUXON_ERR_NOMEM, FLUXON_ERR_INTERNAL};
+
+static int8_t oget_miss_code(int why)
+{
+    if (why == 0 || why == FLUXON_ERR_STALE) return -1; /* STALE: the version went meanwhile */
+    for (int8_t c = 1; c < (int8_t)FX_ARRAY_LEN(oget_why_status); c++)
+        if (oget_why_status[c] == why) return (int8_t)-c;
+    return -6; /* any other failure: internal */
+}
+
+static void oget_batch_finalize(owner_getb_t *b);
+
+/* ---- batches ---- */
+static void oget_batch_free(owner_getb_t *b)
+{
+    fx_conn_unref(b->conn);
+    fx_free(b->group_lens);
+    fx_free(b->res);
+    fx_free(b->holder_ids);
+    fx_free(b->offsets);
+    fx_free(b->lens);
+    fx_free(b);
+}
+
+static void oget_set_hit(owner_getb_t *b, size_t i, owner_entry_t *en)
+{
+    fx_owner_t *o = b->o;
+    owner_holder_t *h = fx_conn_is_open(b->conn) ? fx_ostore_holder_new(o, b->ext, &en->slot) : NULL;
+    if (h) {
+        fx_oev_touch(o, en); /* a local hit (inline or joined) warms the hot tier */
+        b->res[i] = 1;
+        b->holder_ids[i] = h->id;
+        b->offsets[i] = en->slot.offset;
+        b->lens[i] = en->value_len;
+    } else {
+        b->res[i] = -1;
+    }
+}
+
+/* ---- per-key in-flight gets ---- */
+static void oget_og_free(owner_oget_t *og)
+{
+    fx_free(og->w);
+    fx_free(og->key);
+    fx_free(og);
+}
+
+/* fetch.c's completion: every waiter of the key gets the outcome. */
+static void oget_complete(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en)
+{
+    fx_hmap_del(o->get->gets, og->key, og->klen, NULL);
+    for (size_t k = 0; k < og->nw; k++) {
+        owner_getb_t *b = og->w[k].b;
+        if (en) oget_set_hit(b, og->w[k].i, en);
+        else b->res[og->w[k].i] = oget_miss_code(og->why);
+        if (--b->pending == 0) oget_batch_finalize(b);
+    }
+    oget_og_free(og);
+}
+
+static int oget_add_waiter(owner_oget_t *og, owner_getb_t *b, size_t i)
+{
+    if (og->nw == og->capw) {
+        size_t nc = og->capw ? og->capw * 2 : 4;
+        oget_waiter_t *nw = fx_realloc(og->w, nc * sizeof *nw);
+        if (!nw) return FLUXON_ERR_NOMEM;
+        og->w = nw;
+        og->capw = nc;
+    }
+    og->w[og->nw++] = (oget_waiter_t){b, i};
+    b->pending++;
+    return FLUXON_OK;
+}
+
+/* ---- handles ---- */
+static void oget_handle_free(fx_owner_t *o, owner_handle_t *hd, bool release_holders)
+{
+    fx_hmap_del(o->get->handles, &hd->id, sizeof hd->id, NULL);
+    fx_timer_disarm(o->r, &hd->ttl);
+    if (hd->prev) hd->prev->next = hd->next;
+    else hd->ext->handles = hd->next;
+    if (hd->next) hd->next->prev = hd->prev;
+    if (release_holders)
+        for (size_t i = 0; i < hd->n; i++) fx_ostore_holder_release_id(o, hd->ext, hd->holder_ids[i]);
+    fx_free(hd->holder_ids);
+    fx_free(hd);
+}
+
+static void oget_handle_expired(fx_reactor_t *r, fx_timer_t *t)
+{
+    owner_handle_t *hd = FX_CONTAINER_OF(t, owner_handle_t, ttl);
+    hd->o->get->handles_expired++;
+    FX_WARN("get handle %llu expired after handle_ttl_ms %u: releasing its %zu values", (unsigned long long)hd->id,
+            hd->o->cfg.handle_ttl_ms, hd->n);
+    oget_handle_free(hd->o, hd, true);
+}
+
+/* A handle over the batch's first n holders; its id, or 0 (no memory). */
+static uint64_t oget_handle_new(owner_getb_t *b, size_t n)
+{
+    fx_owner_t *o = b->o;
+    oget_state_t *s = o->get;
+    owner_handle_t *hd = fx_calloc(1, sizeof *hd);
+    uint64_t *ids = fx_malloc(n * sizeof *ids);
+    if (hd && ids) {
+        hd->id = fx_ostore_next_id(o);
+        if (fx_hmap_put(s->handles, &hd->id, sizeof hd->id, hd, NULL) == FLUXON_OK) {
+            memcpy(ids, b->holder_ids, n * sizeof *ids);
+            hd->holder_ids = ids;
+            hd->n = n;
+            hd->o = o;
+            hd->ext = b->ext;
+            hd->next = b->ext->handles;
+            if (b->ext->handles) b->ext->handles->prev = hd;
+            b->ext->handles = hd;
+            fx_timer_init(&hd->ttl);
+            fx_timer_arm(o->r, &hd->ttl, o->cfg.handle_ttl_ms, oget_handle_expired);
+            s->handles_opened++;
+            return hd->id;
+        }
+    }
+    fx_free(hd);
+    fx_free(ids);
+    return 0;
+}
+
+/* ---- finalize: prefix, tail release, handle ---- */
+typedef struct oget_prefix {
+    size_t raw, transferable, groups;
+    int64_t first_miss_group;
+    bool all_hit;
+} oget_prefix_t;
+
+/* The hit prefix rounded down to whole atomic groups (A1); none unless all hit or
+ * best_effort. */
+static oget_prefix_t oget_prefix(const owner_getb_t *b)
+{
+    oget_prefix_t x = {0, 0, 0, -1, true};
+    size_t n = b->n;
+    while (x.raw < n && b->res[x.raw] == 1) x.raw++;
+    for (size_t i = 0; i < n; i++) x.all_hit &= b->res[i] == 1;
+    fx_group_iter_t it = fx_group_iter(b->group_lens, b->n_groups, n);
+    while (fx_group_next(&it)) {
+        if (it.start + it.len <= x.raw) {
+            x.transferable = it.start + it.len;
+            x.groups++;
+        } else if (x.first_miss_group < 0 && x.raw < n) {
+            x.first_miss_group = (int64_t)it.g;
+        }
+    }
+    if (!b->best_effort && !x.all_hit) x.transferable = x.groups = 0;
+    return x;
+}
+
+static void oget_batch_finalize(owner_getb_t *b)
+{
+    fx_owner_t *o = b->o;
+    size_t n = b->n;
+    oget_prefix_t x = oget_prefix(b);
+    for (size_t i = 0; i < n; i++) o->get->misses += b->res[i] != 1;
+    bool open = fx_conn_is_open(b->conn) && b->ext;
+    /* G5: everything past transferable_len goes now */
+    for (size_t i = open ? x.transferable : 0; i < n; i++)
+        if (b->res[i] == 1) fx_ostore_holder_release_id(o, b->ext, b->holder_ids[i]);
+    if (!open) {
+        oget_batch_free(b);
+        return;
+    }
+    uint64_t hid = x.transferable ? oget_handle_new(b, x.transferable) : 0;
+    if (x.transferable && !hid) {
+        for (size_t i = 0; i < x.transferable; i++) fx_ostore_holder_release_id(o, b->ext, b->holder_ids[i]);
+        fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_GET_START, 0, 0, 0, b->req_id};
+        fx_conn_reply_error(b->conn, &q, FLUXON_ERR_NOMEM, "get_start: owner out of memory");
+        oget_batch_free(b);
+        return;
+    }
+    size_t raw = x.raw, tl = x.transferable;
+    int miss = raw < n && b->res[raw] < 0 ? oget_why_status[-b->res[raw]] : 0;
+    fx_body_get_start_ack_t ack = {hid, raw, tl, x.groups, raw < n ? (int64_t)raw : -1, x.first_miss_group,
+                                   x.all_hit, {b->offsets, (uint32_t)tl}, {b->lens, (uint32_t)tl},
+                                   {b->holder_ids, (uint32_t)tl}, miss};
+    FX_CONN_SEND(b->conn, FX_MSG_GET_START, FX_FLAG_RESPONSE, FLUXON_OK, b->req_id, get_start_ack, &ack);
+    oget_batch_free(b);
+}
+
+/* ---- get_start ---- */
+static owner_getb_t *oget_batch_new(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h,
+                                    const fx_body_get_start_t *g)
+{
+    size_t n = g->keys.n;
+    owner_getb_t *b = fx_calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->o = o;
+    b->ext = e;
+    b->conn = e->conn;
+    fx_conn_ref(e->conn);
+    b->req_id = h->req_id;
+    b->n = n;
+    b->best_effort = g->best_effort;
+    b->n_groups = g->group_lens.n;
+    b->group_lens = fx_calloc(b->n_groups ? b->n_groups : 1, sizeof *b->group_lens);
+    b->res = fx_calloc(n, sizeof *b->res);
+    b->holder_ids = fx_calloc(n, sizeof *b->holder_ids);
+    b->offsets = fx_calloc(n, sizeof *b->offsets);
+    b->lens = fx_calloc(n, sizeof *b->lens);
+    if (!b->group_lens || !b->res || !b->holder_ids || !b->offsets || !b->lens) {
+        oget_batch_free(b);
+        return NULL;
+    }
+    if (b->n_groups) memcpy(b->group_lens, g->group_lens.v, b->n_groups * sizeof(uint64_t));
+    return b;
+}
+
+/* Key i of b is not visible here: join its in-flight get, or lead a new one (returned). */
+static owner_oget_t *oget_join_or_lead(fx_owner_t *o, owner_getb_t *b, size_t i, fx_str_t k)
+{
+    oget_state_t *s = o->get;
+    owner_oget_t *og = fx_hmap_get(s->gets, k.p, k.len);
+    if (og) {
+        if (oget_add_waiter(og, b, i) == FLUXON_OK) s->joined++;
+        else b->res[i] = -1;
+        return NULL;
+    }
+    og = fx_calloc(1, sizeof *og);
+    if (og) og->key = fx_strndup(k.p, k.len);
+    if (!og || !og->key || oget_add_waiter(og, b, i) != FLUXON_OK ||
+        fx_hmap_put(s->gets, k.p, k.len, og, NULL) != FLUXON_OK) {
+        if (og && og->nw) b->pending--;
+        if (og) oget_og_free(og);
+        b->res[i] = -1;
+        return NULL;
+    }
+    og->klen = k.len;
+    s->leaders++;
+    return og;
+}
+
+FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena)
+{
+    oget_state_t *s = o->get;
+    fx_body_get_start_t g;
+    fx_body_get_start_decode(body, h->body_len, &g, arena);
+    size_t n = g.keys.n;
+    char why[160];
+    if (n == 0) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "get_start: n_keys is 0");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!fx_ostore_key_ok(g.keys.v[i])) {
+            fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                                "get_start: key %zu is empty, longer than %d bytes or contains NUL", i,
+                                FLUXON_MAX_KEY_BYTES);
+            return;
+        }
+    if (!fx_groups_check(g.group_lens.v, g.group_lens.n, n, why, sizeof why)) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "get_start: %s", why);
+        return;
+    }
+    owner_getb_t *b = oget_batch_new(o, e, h, &g);
+    owner_oget_t **leaders = b ? fx_calloc(n, sizeof *leaders) : NULL;
+    if (!leaders) {
+        if (b) oget_batch_free(b);
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_NOMEM, "get_start: owner out of memory");
+        return;
+    }
+    s->get_batches++;
+    s->get_keys += n;
+    b->pending = 1; /* held until every key is classified */
+    size_t nl = 0;
+    /* G1/G2: classify and pin every key before any leader work starts */
+    for (size_t i = 0; i < n; i++) {
+        owner_entry_t *en = fx_ostore_lookup(o, g.keys.v[i].p, g.keys.v[i].len);
+        if (en) {
+            oget_set_hit(b, i, en);
+            s->local_hits += b->res[i] == 1;
+        } else {
+            owner_oget_t *og = oget_join_or_lead(o, b, i, g.keys.v[i]);
+            if (og) leaders[nl++] = og;
+        }
+    }
+    if (nl) fx_ofetch_start(o, leaders, nl); /* takes leaders */
+    else fx_free(leaders);
+    if (--b->pending == 0) oget_batch_finalize(b);
+}
+
+FX_INTERNAL void fx_oget_consume(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                                 fx_arena_t *arena)
+{
+    fx_body_handle_consume_t b;
+    fx_body_handle_consume_decode(body, h->body_len, &b, arena);
+    owner_handle_t *hd = fx_hmap_get(o->get->handles, &b.handle_id, sizeof b.handle_id);
+    if (!hd || hd->ext != e) {
+        FX_WARN("%s consumed unknown get handle %llu", fx_conn_desc(e->conn), (unsigned long long)b.handle_id);
+        return;
+    }
+    for (size_t i = FX_MIN(b.consume, hd->n); i < hd->n; i++) fx_ostore_holder_release_id(o, e, hd->holder_ids[i]);
+    hd->n = FX_MIN(b.consume, hd->n); /* the consumed holders now belong to the read plan */
+    oget_handle_free(o, hd, false);
+}
+
+/* ---- EXISTS: leading keys visible here, then the master for the rest ---- */
+typedef struct oget_exists_ctx {
+    fx_conn_t *conn;
+    uint64_t req_id, local;
+} oget_exists_ctx_t;
+
+static void oget_on_exists(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    oget_exists_ctx_t *x = arg;
+    fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_EXISTS, 0, 0, 0, x->req_id};
+    if (fx_conn_is_open(x->conn)) {
+        if (status == FLUXON_OK) {
+            fx_body_count_t c;
+            fx_body_count_decode(body, h->body_len, &c, arena);
+            c.count += x->local;
+            FX_CONN_REPLY(x->conn, &q, count, &c);
+        } else {
+            fx_conn_reply_error(x->conn, &q, status, "exists: master %s", fluxon_status_string(status));
+        }
+    }
+    fx_conn_unref(x->conn);
+    fx_free(x);
+}
+
+FX_INTERNAL void fx_oget_exists(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                                fx_arena_t *arena)
+{
+    fx_body_keys_t b;
+    fx_body_keys_decode(body, h->body_len, &b, arena);
+    for (uint32_t i = 0; i < b.keys.n; i++)
+        if (!fx_ostore_key_ok(b.keys.v[i])) {
+            fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "exists: key %u is not a valid key", i);
+            return;
+        }
+    uint32_t l = 0;
+    while (l < b.keys.n && fx_ostore_lookup(o, b.keys.v[l].p, b.keys.v[l].len)) l++;
+    fx_conn_t *mc = fx_olink_conn(o);
+    if (l == b.keys.n || !mc) {
+        fx_body_count_t c = {l};
+        FX_CONN_REPLY(e->conn, h, count, &c);
+        return;
+    }
+    oget_exists_ctx_t *x = fx_malloc(sizeof *x);
+    if (!x) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_NOMEM, "exists: owner out of memory");
+        return;
+    }
+    x->conn = e->conn;
+    x->req_id = h->req_id;
+    x->local = l;
+    fx_conn_ref(e->conn);
+    fx_body_keys_t rest = {{b.keys.v + l, b.keys.n - l}};
+    if (FX_RPC_CALL(mc, EXISTS, keys, &rest, o->cfg.master_timeout_ms, oget_on_exists, x) != FLUXON_OK)
+        oget_on_exists(x, FLUXON_ERR_UNAVAILABLE, NULL, NULL, NULL);
+}
+
+/* ---- lifecycle ---- */
+FX_INTERNAL void fx_oget_ext_closed(fx_owner_t *o, owner_ext_t *e)
+{
+    while (e->handles) oget_handle_free(o, e->handles, true);
+}
+
+FX_INTERNAL int fx_oget_init(fx_owner_t *o)
+{
+    oget_state_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    o->get = s;
+    if (fx_hmap_create(64, &s->gets) || fx_hmap_create(64, &s->handles)) return FLUXON_ERR_NOMEM;
+    return fx_ofetch_init(o, oget_complete);
+}
+
+static void oget_og_free_v(void *v) { oget_og_free(v); }
+
+static void oget_handle_free_v(void *v)
+{
+    owner_handle_t *hd = v;
+    fx_timer_disarm(hd->o->r, &hd->ttl);
+    fx_free(hd->holder_ids);
+    fx_free(hd);
+}
+
+/* Shutdown: gets still fetching and handles not consumed go (their externals are gone). */
+FX_INTERNAL void fx_oget_fini(fx_owner_t *o)
+{
+    oget_state_t *s = o->get;
+    if (!s) return;
+    if (s->gets) fx_hmap_clear(s->gets, oget_og_free_v);
+    if (s->handles) fx_hmap_clear(s->handles, oget_handle_free_v);
+    fx_hmap_destroy(s->gets);
+    fx_hmap_destroy(s->handles);
+    fx_free(s);
+    o->get = NULL;
+    fx_ofetch_fini(o);
+}
+
+FX_INTERNAL void fx_oget_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+{
+    oget_state_t *s = o->get;
+    fx_jbuf_printf(j,
+                   "\"handles_open\":%zu,\"gets_inflight\":%zu,\"get_batches\":%llu,\"get_keys\":%llu,"
+                   "\"local_hits\":%llu,\"joined\":%llu,\"leaders\":%llu,\"misses\":%llu,\"handles_opened\":%llu,"
+                   "\"handles_expired\":%llu",
+                   fx_hmap_count(s->handles), fx_hmap_count(s->gets), (unsigned long long)s->get_batches,
+                   (unsigned long long)s->get_keys, (unsigned long long)s->local_hits, (unsigned long long)s->joined,
+                   (unsigned long long)s->leaders, (unsigned long long)s->misses,
+                   (unsigned long long)s->handles_opened, (unsigned long long)s->handles_expired);
+}

@@ -1,0 +1,326 @@
+/* master_link.c — the owner's registered, heart-beating link to the master: connect with
+ * backoff, HELLO, REGISTER (UCX address, rkey and grants from the registering hook),
+ * heartbeats, reconnect when it goes away, and forwarding of externals' requests that
+ * only the master answers. Sits below every KV module: they reach the master through
+ * fx_olink_conn, and hear of registration and loss through the hooks. */
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "owner_link.h"
+
+enum { OM_DOWN, OM_CONNECTING, OM_HELLO, OM_REGISTERING, OM_READY };
+
+typedef struct olink {
+    fx_owner_t *o;
+    fx_olink_hooks_t hooks;
+    int mstate;
+    fx_conn_t *mconn;
+    int connect_fd;
+    fx_connect_op_t connect_op;
+    bool connect_inflight, started;
+    fx_timer_t reconnect_timer, heartbeat_timer;
+    uint32_t backoff_ms;
+    uint64_t master_generation;
+    uint32_t reconnects;
+    int64_t owners_alive;
+    uint64_t forwarded, heartbeats_sent, heartbeat_failures;
+} olink_t;
+
+static void olink_connect(olink_t *l);
+static void olink_on_close(fx_conn_t *c, int status);
+static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
+static const fx_conn_ops_t olink_ops = {olink_on_request, olink_on_close, NULL};
+
+static void olink_started(olink_t *l, int status)
+{
+    if (l->started) return;
+    l->started = true;
+    l->hooks.started(l->o, status);
+}
+
+static void olink_on_reconnect_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    olink_connect(FX_CONTAINER_OF(t, olink_t, reconnect_timer));
+}
+
+static void olink_schedule_reconnect(olink_t *l)
+{
+    if (l->o->shutting_down) return;
+    l->mstate = OM_DOWN;
+    l->backoff_ms = l->backoff_ms ? FX_MIN(l->backoff_ms * 2, 2000u) : 100u;
+    fx_timer_arm(l->o->r, &l->reconnect_timer, l->backoff_ms, olink_on_reconnect_timer);
+}
+
+static void olink_on_heartbeat_resp(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                                    fx_arena_t *arena)
+{
+    olink_t *l = arg;
+    if (status == FLUXON_OK) return;
+    l->heartbeat_failures++;
+    if (status == FLUXON_ERR_UNAVAILABLE) return; /* the conn closed; reconnect is scheduled */
+    FX_WARN("heartbeat to master failed: %s; reconnecting", fluxon_status_string(status));
+    if (l->mconn) fx_conn_close(l->mconn, status);
+}
+
+static void olink_on_heartbeat_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    olink_t *l = FX_CONTAINER_OF(t, olink_t, heartbeat_timer);
+    fx_owner_t *o = l->o;
+    if (l->mstate != OM_READY || !l->mconn) return;
+    fx_body_heartbeat_t b = {o->generation};
+    uint32_t to = FX_MAX(o->cfg.heartbeat_interval_ms * 3, 100u);
+    if (FX_RPC_CALL(l->mconn, HEARTBEAT, heartbeat, &b, to, olink_on_heartbeat_resp, l) == FLUXON_OK)
+        l->heartbeats_sent++;
+    fx_timer_arm(r, t, o->cfg.heartbeat_interval_ms, olink_on_heartbeat_timer);
+}
+
+/* The master answered HELLO or REGISTER with an error: log its reason (rate-limited once
+ * serving), fail the start on a permanent refusal (credentials, node_id taken), and drop
+ * the connection so the reconnect loop tries again. */
+static void olink_refused(olink_t *l, const char *what, int status, const fx_frame_header_t *h,
+                          const uint8_t *body, fx_arena_t *arena)
+{
+    char msg[256] = "";
+    fx_body_error_t e;
+    if (h && fx_body_error_decode(body, h->body_len, &e, arena) == FLUXON_OK) fx_str_copy(e.message, msg, sizeof msg);
+    if (!l->started || l->reconnects++ % 10 == 0)
+        FX_ERROR("master refused %s: %s%s%s", what, fluxon_status_string(status), msg[0] ? ": " : "", msg);
+    if (status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY) olink_started(l, status);
+    if (l->mconn) fx_conn_close(l->mconn, status);
+}
+
+static void olink_on_register_resp(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                                   fx_arena_t *arena)
+{
+    olink_t *l = arg;
+    fx_owner_t *o = l->o;
+    if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
+    if (status != FLUXON_OK) {
+        olink_refused(l, "registration", status, h, body, arena);
+        return;
+    }
+    fx_body_register_ack_t ack;
+    fx_body_register_ack_decode(body, h->body_len, &ack, arena);
+    l->mstate = OM_READY;
+    l->backoff_ms = 0;
+    bool changed = l->master_generation && l->master_generation != ack.master_generation;
+    l->master_generation = ack.master_generation;
+    FX_INFO("registered with master %s:%u (master generation %llu, owner generation %llu)", o->cfg.master_host,
+            o->cfg.master_port, (unsigned long long)ack.master_generation, (unsigned long long)o->generation);
+    fx_timer_arm(o->r, &l->heartbeat_timer, o->cfg.heartbeat_interval_ms, olink_on_heartbeat_timer);
+    l->hooks.registered(o, changed);
+    olink_started(l, FLUXON_OK);
+}
+
+static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                                fx_arena_t *arena)
+{
+    olink_t *l = arg;
+    fx_owner_t *o = l->o;
+    if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
+    if (status != FLUXON_OK) {
+        olink_refused(l, "HELLO", status, h, body, arena);
+        return;
+    }
+    l->mstate = OM_REGISTERING;
+    fx_body_register_t reg = {fx_str_c(o->cfg.node_id), o->generation, (uint8_t)o->cfg.node_role,
+                              fx_segment_len(o->seg), (uint64_t)(uintptr_t)fx_segment_base(o->seg),
+                              {NULL, 0}, {NULL, 0}, o->cfg.grant_bytes, {NULL, 0}, {NULL, 0},
+                              fx_str_c(o->cfg.sub_cluster)};
+    l->hooks.registering(o, &reg);
+    if (FX_RPC_CALL(l->mconn, REGISTER, register, &reg, o->cfg.master_timeout_ms, olink_on_register_resp, l) !=
+        FLUXON_OK)
+        fx_conn_close(l->mconn, FLUXON_ERR_UNAVAILABLE);
+}
+
+static void olink_on_connect(fx_connect_op_t *op, int res)
+{
+    olink_t *l = op->arg;
+    fx_owner_t *o = l->o;
+    l->connect_inflight = false;
+    int fd = l->connect_fd;
+    l->connect_fd = -1;
+    if (o->shutting_down) {
+        close(fd);
+        return;
+    }
+    if (res < 0) {
+        close(fd);
+        if (l->reconnects++ % 10 == 0)
+            FX_WARN("cannot reach master %s:%u: %s; retrying", o->cfg.master_host, o->cfg.master_port,
+                    strerror(res == -ECANCELED ? ETIMEDOUT : -res));
+        olink_schedule_reconnect(l);
+        return;
+    }
+    char desc[96];
+    snprintf(desc, sizeof desc, "master %s:%u", o->cfg.master_host, o->cfg.master_port);
+    l->mconn = fx_conn_new(o->r, fd, &olink_ops, l, o->cfg.max_frame_bytes, desc);
+    if (!l->mconn) {
+        olink_schedule_reconnect(l);
+        return;
+    }
+    if (o->cfg.fault_message[0] && o->cfg.fault_kind != FX_FAULT_DELAY_REQUEST) /* test-only */
+        fx_conn_set_fault(l->mconn, (uint16_t)fx_msg_by_name(o->cfg.fault_message), o->cfg.fault_kind,
+                          o->cfg.fault_ms, o->cfg.fault_count);
+    l->mstate = OM_HELLO;
+    fx_body_hello_t hb;
+    fx_hello_fill(&o->cfg, FX_ROLE_OWNER, o->cfg.node_id, o->generation, &hb);
+    if (FX_RPC_CALL(l->mconn, HELLO, hello, &hb, o->cfg.master_timeout_ms, olink_on_hello_resp, l) != FLUXON_OK)
+        fx_conn_close(l->mconn, FLUXON_ERR_UNAVAILABLE);
+}
+
+static void olink_connect(olink_t *l)
+{
+    fx_owner_t *o = l->o;
+    if (o->shutting_down || l->connect_inflight || l->mconn) return;
+    int fd;
+    if (fx_tcp_socket(o->cfg.master_host, o->cfg.master_port, &fd, l->connect_op.addr, &l->connect_op.addrlen) !=
+        FLUXON_OK) {
+        olink_schedule_reconnect(l);
+        return;
+    }
+    l->mstate = OM_CONNECTING;
+    l->connect_fd = fd;
+    l->connect_inflight = true;
+    l->connect_op.cb = olink_on_connect;
+    l->connect_op.arg = l;
+    fx_connect_start(o->r, &l->connect_op, fd, 2000);
+}
+
+static void olink_on_close(fx_conn_t *c, int status)
+{
+    olink_t *l = fx_conn_ud(c);
+    bool was_ready = l->mstate >= OM_HELLO;
+    l->mconn = NULL;
+    fx_timer_disarm(l->o->r, &l->heartbeat_timer);
+    if (l->o->shutting_down) return;
+    l->owners_alive = -1; /* unknown until the master tells again */
+    l->hooks.lost(l->o);
+    if (was_ready) FX_WARN("lost the master connection (%s); reconnecting", fluxon_status_string(status));
+    olink_schedule_reconnect(l);
+}
+
+static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    olink_t *l = fx_conn_ud(c);
+    if (h->type == FX_MSG_CLUSTER_INFO) {
+        fx_body_count_t b;
+        fx_body_count_decode(body, h->body_len, &b, arena);
+        l->owners_alive = (int64_t)b.count;
+        return;
+    }
+    if (l->hooks.request(l->o, h, body, arena)) return;
+    if (h->req_id)
+        fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by an owner", fx_msg_name(h->type));
+}
+
+/* ---- forwarding ---- */
+typedef struct olink_forward {
+    fx_conn_t *ext;
+    uint16_t type;
+    uint64_t req_id;
+} olink_forward_t;
+
+static void olink_on_forward_resp(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                                  fx_arena_t *arena)
+{
+    olink_forward_t *f = arg;
+    if (fx_conn_is_open(f->ext)) {
+        if (h) {
+            fx_frame_header_t rh = *h;
+            rh.req_id = f->req_id;
+            fx_conn_send_bytes(f->ext, &rh, body);
+        } else {
+            fx_frame_header_t q = {FX_FRAME_MAGIC, f->type, 0, 0, 0, f->req_id};
+            fx_conn_reply_error(f->ext, &q, status, "master %s",
+                                status == FLUXON_ERR_TIMEOUT ? "did not answer in time" : "connection lost");
+        }
+    }
+    fx_conn_unref(f->ext);
+    fx_free(f);
+}
+
+FX_INTERNAL void fx_olink_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body)
+{
+    olink_t *l = o->link;
+    if (l->mstate != OM_READY || !l->mconn) {
+        fx_conn_reply_error(c, h, FLUXON_ERR_UNAVAILABLE, "owner %s is not connected to its master", o->cfg.node_id);
+        return;
+    }
+    olink_forward_t *f = fx_malloc(sizeof *f);
+    if (!f) {
+        fx_conn_reply_error(c, h, FLUXON_ERR_NOMEM, "owner out of memory");
+        return;
+    }
+    f->ext = c;
+    f->type = h->type;
+    f->req_id = h->req_id;
+    fx_conn_ref(c);
+    uint64_t rid = fx_rpc_register(l->mconn, o->cfg.master_timeout_ms, olink_on_forward_resp, f);
+    fx_frame_header_t fh = {FX_FRAME_MAGIC, h->type, 0, h->body_len, 0, rid};
+    if (!rid || fx_conn_send_bytes(l->mconn, &fh, body) != FLUXON_OK) {
+        if (rid) fx_rpc_forget(l->mconn, rid);
+        fx_conn_unref(c);
+        fx_free(f);
+        fx_conn_reply_error(c, h, FLUXON_ERR_UNAVAILABLE, "master connection lost");
+        return;
+    }
+    l->forwarded++;
+}
+
+/* ---- lifecycle and accessors ---- */
+FX_INTERNAL int fx_olink_init(fx_owner_t *o, const fx_olink_hooks_t *hooks)
+{
+    olink_t *l = fx_calloc(1, sizeof *l);
+    if (!l) return FLUXON_ERR_NOMEM;
+    l->o = o;
+    l->hooks = *hooks;
+    l->connect_fd = -1;
+    l->owners_alive = -1;
+    fx_timer_init(&l->reconnect_timer);
+    fx_timer_init(&l->heartbeat_timer);
+    o->link = l;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_olink_start(fx_owner_t *o) { olink_connect(o->link); }
+
+FX_INTERNAL void fx_olink_shutdown(fx_owner_t *o)
+{
+    olink_t *l = o->link;
+    if (!l) return;
+    fx_timer_disarm(o->r, &l->reconnect_timer);
+    fx_timer_disarm(o->r, &l->heartbeat_timer);
+    if (l->connect_inflight) {
+        struct io_uring_sqe *sqe = fx_reactor_sqe(o->r, NULL);
+        io_uring_prep_cancel64(sqe, (__u64)(uintptr_t)&l->connect_op.io, 0);
+    }
+    if (l->mconn) fx_conn_close(l->mconn, FLUXON_ERR_CANCELLED);
+}
+
+FX_INTERNAL void fx_olink_fini(fx_owner_t *o)
+{
+    fx_free(o->link);
+    o->link = NULL;
+}
+
+FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o)
+{
+    olink_t *l = o->link;
+    return l && l->mstate == OM_READY ? l->mconn : NULL;
+}
+
+FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o) { return o->link->owners_alive; }
+
+FX_INTERNAL void fx_olink_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+{
+    olink_t *l = o->link;
+    fx_jbuf_printf(j,
+                   "\"master_connected\":%s,\"master_generation\":%llu,\"forwarded\":%llu,"
+                   "\"heartbeats_sent\":%llu,\"heartbeat_failures\":%llu,\"owners_alive\":%lld",
+                   l->mstate == OM_READY ? "true" : "false", (unsigned long long)l->master_generation,
+                   (unsigned long long)l->forwarded, (unsigned long long)l->heartbeats_sent,
+                   (unsigned long long)l->heartbeat_failures, (long long)l->owners_alive);
+}

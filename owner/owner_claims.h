@@ -1,0 +1,46 @@
+/* owner_claims.h — slot claims and the grants that feed the pool (claims.c). A claim the
+ * pool cannot serve grows the pool by a GRANT from the master, or, at capacity, waits for
+ * eviction through the capacity policy evict.c registers. */
+#ifndef FX_OWNER_CLAIMS_H
+#define FX_OWNER_CLAIMS_H
+
+#include "jsonbuf.h"
+#include "owner_int.h"
+#include "slot_pool.h"
+
+/* Called once with slots[0..got) claimed (got < count: no space). May run before the
+ * claim call returns. */
+typedef void (*fx_oclaim_cb)(fx_owner_t *o, void *arg, size_t got);
+
+typedef struct fx_oclaims_policy {
+    /* a claim the pool cannot serve now may wait for eviction (capacity reached) */
+    bool (*can_wait)(fx_owner_t *o, uint64_t value_len, size_t count);
+    void (*kick)(fx_owner_t *o);                          /* claims wait: evict */
+    void (*grant_added)(fx_owner_t *o, uint64_t slot_size); /* the pool grew by one grant */
+} fx_oclaims_policy_t;
+
+/* Grants this segment may hold (the expected-capacity cap when configured). */
+FX_INTERNAL uint64_t fx_oclaims_max_grants(const fx_config_t *cfg, uint64_t segment_len);
+FX_INTERNAL int fx_oclaims_init(fx_owner_t *o, uint64_t max_grants);
+FX_INTERNAL void fx_oclaims_set_policy(fx_owner_t *o, const fx_oclaims_policy_t *policy);
+/* Shutdown: queued claims complete short (their gets miss), then the state goes. */
+FX_INTERNAL void fx_oclaims_fail_all(fx_owner_t *o);
+FX_INTERNAL void fx_oclaims_fini(fx_owner_t *o);
+FX_INTERNAL uint64_t fx_oclaims_max(fx_owner_t *o);
+FX_INTERNAL bool fx_oclaims_waiting(fx_owner_t *o); /* claims are queued */
+FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_slot_ref_t *slots, fx_oclaim_cb cb,
+                           void *arg);
+/* The master refused a grant for lack of room in this segment less than a second ago
+ * (ranges it placed here for other owners take room too): claims wait for eviction. */
+FX_INTERNAL bool fx_oclaims_segment_full(fx_owner_t *o);
+/* Serves queued claims again (slots may have freed); claims past claim_timeout_ms fail. */
+FX_INTERNAL void fx_oclaims_pump(fx_owner_t *o);
+/* Slots still missing per class over the queued claims: sizes[i], needs[i] for i < return. */
+FX_INTERNAL size_t fx_oclaims_deficit(fx_owner_t *o, uint64_t *sizes, uint64_t *needs, size_t cap);
+/* every grant held (REGISTER tells a new master) */
+FX_INTERNAL void fx_oclaims_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *offsets);
+FX_INTERNAL void fx_oclaims_master_ready(fx_owner_t *o); /* prewarm, ask for waiting claims */
+FX_INTERNAL void fx_oclaims_master_lost(fx_owner_t *o);
+FX_INTERNAL void fx_oclaims_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+
+#endif

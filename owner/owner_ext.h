@@ -1,0 +1,21 @@
+/* owner_ext.h — the owner's external clients (ext.c): the unix socket, the handshake that
+ * passes the segment's memfd, and per-external cleanup through hooks. */
+#ifndef FX_OWNER_EXT_H
+#define FX_OWNER_EXT_H
+
+#include "owner_int.h"
+#include "jsonbuf.h"
+
+typedef struct fx_oext_hooks {
+    /* a request from an external past HELLO: true when served */
+    bool (*request)(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                    fx_arena_t *arena);
+    void (*closed)(fx_owner_t *o, owner_ext_t *e); /* release what e holds (before it is freed) */
+} fx_oext_hooks_t;
+
+FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks); /* listens on socket_path */
+FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o); /* stops accepting, closes every external */
+FX_INTERNAL void fx_oext_fini(fx_owner_t *o);
+FX_INTERNAL void fx_oext_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+
+#endif

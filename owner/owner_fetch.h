@@ -1,0 +1,36 @@
+/* owner_fetch.h — remote fetches (fetch.c): the leaders of get batches go to the master as
+ * ONE LOOKUP (G8), each found value gets a local slot (claims), is pulled over UCX (one
+ * transfer batch per source owner) and is registered with the master as a replica
+ * (GET_DONE) before anyone reads it (D1). Each key's outcome goes back through the
+ * completion get.c registers. */
+#ifndef FX_OWNER_FETCH_H
+#define FX_OWNER_FETCH_H
+
+#include "owner_store.h"
+
+/* One in-flight get of one key on this owner (G6): get.c owns it and its waiters; fetch.c
+ * fills the leader's fields. */
+typedef struct owner_oget {
+    char *key;
+    uint32_t klen;
+    struct oget_waiter *w; /* get.c */
+    size_t nw, capw;
+    /* leader fetch (fetch.c) */
+    uint64_t value_len, put_ms, put_ver, src_off;
+    uint32_t src;
+    fx_slot_ref_t slot;
+    bool have_slot, found;
+    uint8_t mode; /* FX_GET_DURABLE / FX_GET_TEMPORARY, as the master decided */
+    int why;      /* a miss: why (0 = FLUXON_ERR_NOT_FOUND) */
+} owner_oget_t;
+
+/* og is over: en is the version to serve (NULL: a miss, og->why says why). */
+typedef void (*fx_ofetch_done_fn)(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en);
+
+FX_INTERNAL int fx_ofetch_init(fx_owner_t *o, fx_ofetch_done_fn done);
+FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o);
+/* Fetches the n leaders ogs[0..n) (takes the array); each completes through done. */
+FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n);
+FX_INTERNAL void fx_ofetch_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+
+#endif

@@ -1,0 +1,20 @@
+/* owner_get.h — hostless get_start on the owner (get.c): batches split per key into local
+ * hits, joins of an in-flight get, and leaders (fetch.c); finalize; get handles. */
+#ifndef FX_OWNER_GET_H
+#define FX_OWNER_GET_H
+
+#include "owner_store.h"
+
+FX_INTERNAL int fx_oget_init(fx_owner_t *o); /* after fetch: registers its completion */
+FX_INTERNAL void fx_oget_fini(fx_owner_t *o);
+FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena);
+FX_INTERNAL void fx_oget_consume(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                                 fx_arena_t *arena);
+/* EXISTS: the leading keys visible here, then the master for the rest */
+FX_INTERNAL void fx_oget_exists(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                                fx_arena_t *arena);
+FX_INTERNAL void fx_oget_ext_closed(fx_owner_t *o, owner_ext_t *e); /* its handles release their pins */
+FX_INTERNAL void fx_oget_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+
+#endif

@@ -1,0 +1,33 @@
+/* owner_link.h — the owner's link to the master (master_link.c): connect with backoff,
+ * HELLO, REGISTER, heartbeats, and forwarding externals' requests to the master. The
+ * modules above learn of (re)registration and loss through hooks. */
+#ifndef FX_OWNER_LINK_H
+#define FX_OWNER_LINK_H
+
+#include "owner_int.h"
+#include "jsonbuf.h"
+
+typedef struct fx_olink_hooks {
+    /* fills the UCX address/rkey and the grants held into a REGISTER about to go */
+    void (*registering)(fx_owner_t *o, fx_body_register_t *reg);
+    /* registered; master_changed: a new master generation (its routes are gone) */
+    void (*registered)(fx_owner_t *o, bool master_changed);
+    void (*lost)(fx_owner_t *o); /* the connection went away (a reconnect is scheduled) */
+    void (*started)(fx_owner_t *o, int status); /* first registration, or a permanent refusal */
+    /* a request from the master other than CLUSTER_INFO: true when served */
+    bool (*request)(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
+} fx_olink_hooks_t;
+
+FX_INTERNAL int fx_olink_init(fx_owner_t *o, const fx_olink_hooks_t *hooks);
+FX_INTERNAL void fx_olink_start(fx_owner_t *o);    /* connects (and keeps reconnecting) */
+FX_INTERNAL void fx_olink_shutdown(fx_owner_t *o); /* stops timers, closes the connection */
+FX_INTERNAL void fx_olink_fini(fx_owner_t *o);
+/* The master connection when registered, else NULL. */
+FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o);
+/* Owners alive as the master last said (CLUSTER_INFO); -1 unknown. */
+FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o);
+/* Forwards an external's request to the master and relays the answer. */
+FX_INTERNAL void fx_olink_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body);
+FX_INTERNAL void fx_olink_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+
+#endif

@@ -1,0 +1,52 @@
+/* owner_plan.h — a put plan on the owner: the data put.c drives through its states and
+ * place.c annotates with the master's placement (owner_placement_t, place.c's alone). */
+#ifndef FX_OWNER_PLAN_H
+#define FX_OWNER_PLAN_H
+
+#include "owner_store.h"
+
+typedef struct owner_placement {
+    char *preferred;          /* preferred_sub_cluster, NULL = none */
+    uint64_t put_token;       /* 0: not placed (local-first, no in-flight record at the master) */
+    bool target_remote;       /* the values go to the target over UCX before PUT_DONE */
+    bool pushing, pushed;
+    char target_id[FX_ID_MAX];
+    uint64_t target_gen, target_base;
+    uint8_t *target_addr, *target_rkey;
+    uint32_t target_addr_len, target_rkey_len;
+    uint64_t *target_offsets;  /* n entries: where key i goes in the target's segment */
+    uint64_t place_sent_ms;    /* when PUT_PLACE left (fx_now_ms) */
+    uint64_t push_deadline_ms; /* the push must be over by then: 3/4 of the master's TTL */
+} owner_placement_t;
+
+/* States: CLAIMING (slots being claimed, maybe placed) -> PREPARED (put_start answered,
+ * the external writes) -> PUBLISHING (committed: local-visible, [pushed], PUT_DONE until
+ * its outcome is known) -> freed. Abort frees it from CLAIMING or PREPARED. */
+enum { OP_CLAIMING = 1, OP_PREPARED = 2, OP_PUBLISHING = 3 };
+
+typedef struct owner_plan {
+    uint64_t id;
+    fx_owner_t *o;
+    owner_ext_t *ext; /* NULL once committed (the owner publishes it) or orphaned */
+    struct owner_plan *prev, *next;
+    int state;
+    size_t n;
+    char **keys;
+    uint32_t *klens;
+    int *status;
+    fx_slot_ref_t *slots;     /* 2n: per key, then the claim's scratch */
+    owner_entry_t **entries;  /* per key once committed (valid while the plan publishes) */
+    uint64_t value_len, flags, lease_id;
+    uint64_t *group_lens;
+    size_t n_groups;
+    uint64_t batch_id;
+    uint32_t attempts;
+    fx_timer_t retry_timer;
+    uint64_t req_id;          /* put_start / PUT_INLINE request to answer */
+    fx_conn_t *reply_conn;
+    uint8_t *inline_value;    /* PUT_INLINE: the bytes to stage (freed once copied); */
+    bool is_inline;           /* the answer to req_id is the publish outcome */
+    owner_placement_t place;  /* place.c */
+} owner_plan_t;
+
+#endif

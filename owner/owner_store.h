@@ -1,0 +1,77 @@
+/* owner_store.h — the bottom of the owner's KV modules (store.c): the slot pool, the
+ * entries (value versions held in this segment), the local index (key -> visible version),
+ * by_offset (identity -> entry), holders (pins), retire, and INVALIDATE. Modules above
+ * learn of retirement, commitment and unpinning through hooks they register. */
+#ifndef FX_OWNER_STORE_H
+#define FX_OWNER_STORE_H
+
+#include "jsonbuf.h"
+#include "lru.h"
+#include "owner_int.h"
+#include "slot_pool.h"
+
+/* A value version held in this owner's segment. Its identity is (slot.offset, put_ms,
+ * put_ver) once committed; callbacks that outlive a reactor turn look it up again by
+ * identity (fx_ostore_at), never keep the pointer. */
+typedef struct owner_entry {
+    char *key;
+    uint32_t klen;
+    fx_slot_ref_t slot;
+    uint64_t value_len, put_ms, put_ver;
+    uint8_t state;  /* OE_PENDING (local-visible, V1) or OE_COMMITTED (route live, V3) */
+    bool indexed;   /* the local index maps key to this entry */
+    bool remote;    /* fetched from another owner (a replica) */
+    bool retired;
+    bool evicting;  /* selected for eviction: hidden from the index until the master answers */
+    /* evict.c's fields */
+    uint32_t busy_tries;     /* eviction rounds that found it (alone) pinned */
+    uint32_t group_idx;      /* index in group->m */
+    struct oev_group *group; /* the atomic group it was published in; NULL = alone */
+    fx_lru_node_t lru;       /* hot tier: linked while COMMITTED and not evicting */
+} owner_entry_t;
+enum { OE_PENDING = 1, OE_COMMITTED = 2 };
+
+typedef struct owner_holder {
+    uint64_t id;
+    fx_slot_ref_t slot;
+    owner_ext_t *ext;
+    struct owner_holder *prev, *next;
+} owner_holder_t;
+
+typedef struct fx_ostore_hooks {
+    void (*retired)(fx_owner_t *o, owner_entry_t *en);   /* en is going away (retire, shutdown) */
+    void (*committed)(fx_owner_t *o, owner_entry_t *en); /* en just became COMMITTED */
+    void (*unpinned)(fx_owner_t *o);                     /* a holder went: a slot may be free */
+} fx_ostore_hooks_t;
+
+FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants);
+FX_INTERNAL void fx_ostore_set_hooks(fx_owner_t *o, const fx_ostore_hooks_t *hooks);
+FX_INTERNAL void fx_ostore_fini(fx_owner_t *o); /* frees entries, holders and the pool */
+FX_INTERNAL fx_slot_pool_t *fx_ostore_pool(fx_owner_t *o);
+FX_INTERNAL uint64_t fx_ostore_next_id(fx_owner_t *o); /* ids of holders, plans, handles, batches */
+FX_INTERNAL bool fx_ostore_key_ok(fx_str_t k);
+
+FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, uint32_t klen,
+                                               const fx_slot_ref_t *slot, uint64_t value_len);
+FX_INTERNAL owner_entry_t *fx_ostore_lookup(fx_owner_t *o, const void *key, size_t klen); /* visible */
+FX_INTERNAL owner_entry_t *fx_ostore_at(fx_owner_t *o, uint64_t offset); /* any live entry */
+/* makes en the indexed version of its key (the previous one stays until invalidated) */
+FX_INTERNAL void fx_ostore_index(fx_owner_t *o, owner_entry_t *en);
+FX_INTERNAL void fx_ostore_hide(fx_owner_t *o, owner_entry_t *en); /* out of the index only */
+/* Marks en COMMITTED with its identity (the slot too); FLUXON_OK or the pool's refusal. */
+FX_INTERNAL int fx_ostore_commit(fx_owner_t *o, owner_entry_t *en, uint64_t put_ms, uint64_t put_ver);
+/* Drops an entry: out of the index, slot released (freed once no holder pins it, S2). */
+FX_INTERNAL void fx_ostore_retire(fx_owner_t *o, owner_entry_t *en);
+/* The master restarted: every COMMITTED entry retires (their routes are gone). */
+FX_INTERNAL void fx_ostore_master_changed(fx_owner_t *o);
+/* INVALIDATE from the master: true when the body decoded (answered OK either way). */
+FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
+
+FX_INTERNAL owner_holder_t *fx_ostore_holder_new(fx_owner_t *o, owner_ext_t *e, const fx_slot_ref_t *slot);
+FX_INTERNAL void fx_ostore_holder_release(fx_owner_t *o, owner_holder_t *h);
+FX_INTERNAL int fx_ostore_holder_release_id(fx_owner_t *o, owner_ext_t *e, uint64_t id);
+FX_INTERNAL void fx_ostore_ext_closed(fx_owner_t *o, owner_ext_t *e); /* releases e's holders */
+
+FX_INTERNAL void fx_ostore_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+
+#endif

@@ -1,0 +1,142 @@
+/* peers.c — the owner's UCX glue: context and worker, the segment mapped for RMA, the
+ * worker progressed from the reactor (idle hook, event fd, a 100 ms tick for timeouts),
+ * and one endpoint per peer owner and generation. */
+#include <stdlib.h>
+
+#include "log.h"
+#include "owner_peers.h"
+
+typedef struct owner_peer {
+    char node_id[FX_ID_MAX];
+    uint64_t generation;
+    fx_ucx_peer_t *peer;
+} owner_peer_t;
+
+typedef struct opeers {
+    fx_ucx_t *ucx;
+    fx_ucx_mem_t *mem;
+    void *rkey;
+    size_t rkey_len;
+    const void *address;
+    size_t address_len;
+    fx_watch_t *watch;
+    fx_timer_t timer;
+    owner_peer_t *peers;
+    size_t n_peers, cap_peers;
+} opeers_t;
+
+/* Runs before the reactor sleeps: progress, then arm the worker's event fd; a busy
+ * worker (arm refused) keeps the loop from sleeping. */
+static bool opeer_idle(void *arg)
+{
+    opeers_t *u = arg;
+    fx_ucx_progress(u->ucx);
+    return fx_ucx_arm(u->ucx) == 0;
+}
+
+static void opeer_event(void *arg)
+{
+    opeers_t *u = arg;
+    fx_ucx_progress(u->ucx);
+}
+
+static void opeer_tick(fx_reactor_t *r, fx_timer_t *t)
+{
+    opeers_t *u = FX_CONTAINER_OF(t, opeers_t, timer);
+    fx_ucx_progress(u->ucx); /* transfer timeouts are noticed by progress */
+    fx_timer_arm(r, t, 100, opeer_tick);
+}
+
+FX_INTERNAL int fx_opeers_init(fx_owner_t *o)
+{
+    opeers_t *u = fx_calloc(1, sizeof *u);
+    if (!u) return FLUXON_ERR_NOMEM;
+    fx_timer_init(&u->timer);
+    o->peers = u;
+    int rc = fx_ucx_create(NULL, &u->ucx);
+    if (rc != FLUXON_OK) return rc;
+    const char *mech = getenv("FLUXON_UCX_MECH"); /* rma | am: override the measured choice */
+    if (mech && !strcmp(mech, "rma")) fx_ucx_set_mech(u->ucx, FX_UCX_MECH_RMA);
+    if (mech && !strcmp(mech, "am")) fx_ucx_set_mech(u->ucx, FX_UCX_MECH_AM);
+    rc = fx_ucx_mem_map(u->ucx, fx_segment_base(o->seg), fx_segment_len(o->seg), &u->mem);
+    if (rc != FLUXON_OK) return rc;
+    rc = fx_ucx_rkey_pack(u->mem, &u->rkey, &u->rkey_len);
+    if (rc != FLUXON_OK) return rc;
+    rc = fx_ucx_worker_address(u->ucx, &u->address, &u->address_len);
+    if (rc != FLUXON_OK) return rc;
+    rc = fx_reactor_watch_fd(o->r, fx_ucx_efd(u->ucx), opeer_event, u, &u->watch);
+    if (rc != FLUXON_OK) return rc;
+    fx_reactor_set_idle_hook(o->r, opeer_idle, u);
+    fx_timer_arm(o->r, &u->timer, 100, opeer_tick);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_opeers_shutdown(fx_owner_t *o)
+{
+    opeers_t *u = o->peers;
+    if (!u) return;
+    fx_timer_disarm(o->r, &u->timer);
+    fx_reactor_set_idle_hook(o->r, NULL, NULL);
+    if (u->watch) fx_reactor_unwatch(o->r, u->watch);
+    u->watch = NULL;
+}
+
+FX_INTERNAL void fx_opeers_fini(fx_owner_t *o)
+{
+    opeers_t *u = o->peers;
+    if (!u) return;
+    fx_opeers_shutdown(o);
+    for (size_t i = 0; i < u->n_peers; i++) fx_ucx_peer_close(u->peers[i].peer);
+    u->n_peers = 0;
+    if (u->rkey) fx_ucx_buf_free(u->rkey);
+    u->rkey = NULL;
+    fx_ucx_mem_unmap(u->mem);
+    u->mem = NULL;
+    fx_ucx_destroy(u->ucx);
+    u->ucx = NULL;
+    fx_free(u->peers);
+    fx_free(u);
+    o->peers = NULL;
+}
+
+FX_INTERNAL fx_ucx_t *fx_opeers_ucx(fx_owner_t *o) { return o->peers->ucx; }
+
+FX_INTERNAL void fx_opeers_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey)
+{
+    opeers_t *u = o->peers;
+    *address = (fx_str_t){(const char *)u->address, (uint32_t)u->address_len};
+    *rkey = (fx_str_t){(const char *)u->rkey, (uint32_t)u->rkey_len};
+}
+
+FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address,
+                                         fx_str_t rkey, uint64_t base)
+{
+    opeers_t *u = o->peers;
+    for (size_t i = 0; i < u->n_peers; i++) {
+        owner_peer_t *p = &u->peers[i];
+        if (fx_str_eq(node_id, p->node_id)) {
+            if (p->generation == generation && fx_ucx_peer_status(p->peer) == 0) return p->peer;
+            fx_ucx_peer_close(p->peer); /* restarted or failed: reconnect */
+            u->peers[i] = u->peers[--u->n_peers];
+            break;
+        }
+    }
+    if (u->n_peers == u->cap_peers) {
+        size_t nc = u->cap_peers ? u->cap_peers * 2 : 8;
+        owner_peer_t *np = fx_realloc(u->peers, nc * sizeof *np);
+        if (!np) return NULL;
+        u->peers = np;
+        u->cap_peers = nc;
+    }
+    fx_ucx_peer_t *peer = NULL;
+    int rc = fx_ucx_peer_connect(u->ucx, address.p, address.len, rkey.p, rkey.len, base, &peer);
+    if (rc != FLUXON_OK) {
+        FX_WARN("cannot connect to owner %.*s over UCX: %s", (int)node_id.len, node_id.p, fluxon_status_string(rc));
+        return NULL;
+    }
+    owner_peer_t *p = &u->peers[u->n_peers++];
+    fx_str_copy(node_id, p->node_id, sizeof p->node_id);
+    p->generation = generation;
+    p->peer = peer;
+    return peer;
+}

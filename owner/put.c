@@ -1,0 +1,641 @@
+/* put.c — the owner's local-first put path, as a small state machine per plan:
+ *   put_start: validate -> admit keys (in flight / exists / duplicate) -> CLAIMING (slots;
+ *              [PUT_PLACE by place.c]) -> answer -> PREPARED (the external writes)
+ *   put_commit: local-visible at once (V1) -> PUBLISHING: [push by place.c] -> ONE batch
+ *              PUT_DONE; slots Committed only once the route exists (V3); an uncertain
+ *              outcome retries with the same batch id (T1) -> PUBLISHED (notify) -> freed
+ *   put_abort / the external going away: the reservations are released.
+ * PUT_INLINE is a one-key put_start whose bytes the owner copies in and commits itself. */
+#include <stdio.h>
+
+#include "groups.h"
+#include "hmap.h"
+#include "log.h"
+#include "owner_claims.h"
+#include "owner_evict.h"
+#include "owner_link.h"
+#include "owner_place.h"
+#include "owner_put.h"
+
+#define OPUT_RETRY_MAX_MS 1000u
+
+typedef struct oput {
+    fx_hmap_t *inflight; /* key -> owner_plan_t (prepared, not committed) */
+    fx_hmap_t *plans;    /* u64 id -> owner_plan_t */
+    uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected, put_done_retries,
+        puts_aborted;
+} oput_t;
+
+static void oput_publish(fx_owner_t *o, owner_plan_t *p);
+static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, const fx_frame_header_t *h);
+
+/* ---- plan lifetime ---- */
+static void oput_plan_unlink(owner_plan_t *p)
+{
+    if (!p->ext) return;
+    if (p->prev) p->prev->next = p->next;
+    else p->ext->plans = p->next;
+    if (p->next) p->next->prev = p->prev;
+    p->ext = NULL;
+    p->prev = p->next = NULL;
+}
+
+/* The one plan teardown (every path frees through it). */
+static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
+{
+    oput_plan_unlink(p);
+    fx_hmap_del(o->put->plans, &p->id, sizeof p->id, NULL);
+    fx_timer_disarm(o->r, &p->retry_timer);
+    if (p->reply_conn) fx_conn_unref(p->reply_conn);
+    for (size_t i = 0; p->keys && i < p->n; i++) fx_free(p->keys[i]);
+    fx_free(p->keys);
+    fx_free(p->klens);
+    fx_free(p->status);
+    fx_free(p->slots);
+    fx_free(p->entries);
+    fx_free(p->group_lens);
+    fx_oplace_plan_free(p);
+    fx_free(p->inline_value);
+    fx_free(p);
+}
+
+static owner_plan_t *oput_find(fx_owner_t *o, uint64_t id) { return fx_hmap_get(o->put->plans, &id, sizeof id); }
+
+static void oput_inflight_drop(oput_t *s, owner_plan_t *p, size_t i)
+{
+    if (fx_hmap_get(s->inflight, p->keys[i], p->klens[i]) == p) fx_hmap_del(s->inflight, p->keys[i], p->klens[i], NULL);
+}
+
+/* Releases the reservations of a plan that was never committed. */
+static void oput_plan_abort(fx_owner_t *o, owner_plan_t *p)
+{
+    oput_t *s = o->put;
+    for (size_t i = 0; i < p->n; i++) {
+        oput_inflight_drop(s, p, i);
+        if (p->status[i] == FLUXON_OK) fx_slot_pool_release_prepared(fx_ostore_pool(o), &p->slots[i]);
+    }
+    if (p->place.put_token) fx_oplace_revoke(o, p);
+    s->puts_aborted++;
+    oput_plan_free(o, p);
+    fx_oev_kick(o);
+}
+
+typedef struct oput_reject_ctx {
+    fx_owner_t *o;
+    owner_plan_t *p;
+} oput_reject_ctx_t;
+
+static void oput_on_reject(void *arg, size_t i)
+{
+    oput_reject_ctx_t *c = arg;
+    fx_slot_pool_release_prepared(fx_ostore_pool(c->o), &c->p->slots[i]);
+}
+
+/* Rejects whole groups: if any member of a group is not OK, every OK member becomes
+ * GROUP_REJECTED and its slot (if claimed) is released. */
+static void oput_reject_groups(fx_owner_t *o, owner_plan_t *p, bool slots_claimed)
+{
+    oput_reject_ctx_t c = {o, p};
+    fx_groups_reject(p->group_lens, p->n_groups, p->n, p->status, FLUXON_OK, FLUXON_ERR_GROUP_REJECTED,
+                     slots_claimed ? oput_on_reject : NULL, &c);
+}
+
+/* ---- put_start: answer once the slots are claimed (and the batch placed) ---- */
+/* PUT_INLINE: the slot is claimed (and the batch placed): copy the bytes in and commit,
+ * or answer the per-key refusal. Consumes p->reply_conn's reference. */
+static void oput_inline_claimed(fx_owner_t *o, owner_plan_t *p)
+{
+    fx_conn_t *c = p->reply_conn;
+    p->reply_conn = NULL;
+    p->state = OP_PREPARED;
+    fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
+    if (p->status[0] != FLUXON_OK) {
+        o->put->put_rejected++;
+        if (fx_conn_is_open(c))
+            fx_conn_reply_error(c, &q, p->status[0], "put of %s: %s", p->keys[0], fluxon_status_string(p->status[0]));
+        oput_plan_abort(o, p);
+    } else if (!fx_conn_is_open(c) || !p->ext) {
+        oput_plan_abort(o, p); /* the external went away meanwhile */
+    } else {
+        memcpy((uint8_t *)fx_segment_base(o->seg) + p->slots[0].offset, p->inline_value, p->value_len);
+        fx_free(p->inline_value);
+        p->inline_value = NULL;
+        oput_commit_plan(o, p, c, NULL);
+    }
+    fx_conn_unref(c);
+}
+
+static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
+{
+    if (p->is_inline) {
+        oput_inline_claimed(o, p);
+        return;
+    }
+    oput_t *s = o->put;
+    oput_reject_groups(o, p, true);
+    uint64_t *st = fx_calloc(2 * p->n, sizeof *st);
+    size_t accepted = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->status[i] == FLUXON_OK) {
+            accepted++;
+        } else {
+            s->put_rejected++;
+            oput_inflight_drop(s, p, i);
+        }
+        if (st) {
+            st[i] = (uint64_t)(int64_t)p->status[i];
+            st[p->n + i] = p->status[i] == FLUXON_OK ? p->slots[i].offset : 0;
+        }
+    }
+    p->state = OP_PREPARED;
+    fx_conn_t *c = p->reply_conn;
+    p->reply_conn = NULL;
+    fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_START, 0, 0, 0, p->req_id};
+    if (!st) {
+        fx_conn_reply_error(c, &q, FLUXON_ERR_NOMEM, "owner out of memory");
+        oput_plan_abort(o, p);
+    } else if (!fx_conn_is_open(c) || !p->ext) {
+        oput_plan_abort(o, p); /* the external went away meanwhile */
+    } else {
+        fx_body_put_start_ack_t ack = {accepted ? p->id : 0, {st, (uint32_t)p->n}, {st + p->n, (uint32_t)p->n}};
+        FX_CONN_SEND(c, FX_MSG_PUT_START, FX_FLAG_RESPONSE, FLUXON_OK, p->req_id, put_start_ack, &ack);
+        if (!accepted) oput_plan_free(o, p);
+    }
+    fx_free(st);
+    fx_conn_unref(c);
+}
+
+static void oput_claimed(fx_owner_t *o, void *arg, size_t got)
+{
+    owner_plan_t *p = arg;
+    /* slots[0..got) were claimed for the accepted keys in order */
+    size_t k = 0;
+    fx_slot_ref_t *claimed = p->slots + p->n; /* scratch area after the per-key refs */
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->status[i] != FLUXON_OK) continue;
+        if (k < got) p->slots[i] = claimed[k++];
+        else p->status[i] = fx_olink_conn(o) ? FLUXON_ERR_NO_SPACE : FLUXON_ERR_UNAVAILABLE; /* no master: no grants */
+    }
+    oput_reject_groups(o, p, true); /* the master sees whole groups only */
+    if (fx_oplace_start(o, p)) return; /* answered once the master placed the batch */
+    oput_start_reply(o, p);
+}
+
+/* Validates everything before anything is reserved; replies and returns false if bad. */
+static bool oput_check(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const fx_body_put_start_t *b)
+{
+    size_t n = b->keys.n;
+    char why[160];
+    if (n == 0) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "put_start: n_keys is 0");
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!fx_ostore_key_ok(b->keys.v[i])) {
+            fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                                "put_start: key %zu is empty, longer than %d bytes or contains NUL", i,
+                                FLUXON_MAX_KEY_BYTES);
+            return false;
+        }
+    uint64_t slot_size = fx_slot_size_for(b->value_len);
+    if (b->value_len == 0 || slot_size == 0 || slot_size > o->cfg.grant_bytes) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                            "put_start: value_len %llu must be in 1..%llu (reserve.grant_bytes)",
+                            (unsigned long long)b->value_len, (unsigned long long)o->cfg.grant_bytes);
+        return false;
+    }
+    if (!fx_groups_check(b->group_lens.v, b->group_lens.n, n, why, sizeof why)) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "put_start: %s", why);
+        return false;
+    }
+    if (b->replica_mask.len && b->replica_mask.len != n) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                            "put_start: make_replica_task_mask has %u entries, n_keys is %zu", b->replica_mask.len, n);
+        return false;
+    }
+    fx_group_iter_t it = fx_group_iter(b->group_lens.v, b->group_lens.n, n);
+    while (b->replica_mask.len && b->group_lens.n && fx_group_next(&it))
+        for (size_t i = it.start + 1; i < it.start + it.len; i++)
+            if ((b->replica_mask.p[i] != 0) != (b->replica_mask.p[it.start] != 0)) {
+                fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                                    "put_start: make_replica_task_mask differs inside atomic group %zu", it.g);
+                return false;
+            }
+    return true;
+}
+
+/* A plan for a checked request, registered and linked to its external; NULL: no memory. */
+static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_put_start_t *b, const void *value)
+{
+    size_t n = b->keys.n;
+    owner_plan_t *p = fx_calloc(1, sizeof *p);
+    if (!p) return NULL;
+    fx_timer_init(&p->retry_timer);
+    p->o = o;
+    p->n = n;
+    p->keys = fx_calloc(n, sizeof *p->keys);
+    p->klens = fx_calloc(n, sizeof *p->klens);
+    p->status = fx_calloc(n, sizeof *p->status);
+    p->slots = fx_calloc(2 * n, sizeof *p->slots);
+    p->entries = fx_calloc(n, sizeof *p->entries);
+    p->group_lens = fx_calloc(b->group_lens.n ? b->group_lens.n : 1, sizeof *p->group_lens);
+    if (!p->keys || !p->klens || !p->status || !p->slots || !p->entries || !p->group_lens) goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        p->keys[i] = fx_strndup(b->keys.v[i].p, b->keys.v[i].len);
+        if (!p->keys[i]) goto nomem;
+        p->klens[i] = b->keys.v[i].len;
+    }
+    if (b->group_lens.n) memcpy(p->group_lens, b->group_lens.v, b->group_lens.n * sizeof(uint64_t));
+    p->n_groups = b->group_lens.n;
+    p->value_len = b->value_len;
+    p->flags = b->flags;
+    p->lease_id = b->lease_id;
+    if (value) {
+        p->is_inline = true;
+        if (!(p->inline_value = fx_malloc(b->value_len))) goto nomem;
+        memcpy(p->inline_value, value, b->value_len);
+    }
+    if (b->preferred_sub_cluster.len &&
+        !(p->place.preferred = fx_strndup(b->preferred_sub_cluster.p, b->preferred_sub_cluster.len)))
+        goto nomem;
+    p->id = fx_ostore_next_id(o);
+    if (fx_hmap_put(o->put->plans, &p->id, sizeof p->id, p, NULL) != FLUXON_OK) goto nomem;
+    p->ext = e;
+    p->next = e->plans;
+    if (e->plans) e->plans->prev = p;
+    e->plans = p;
+    return p;
+nomem:
+    oput_plan_free(o, p);
+    return NULL;
+}
+
+/* Per-key admission: in flight here, exists here, or the same key twice in the plan (one
+ * hash set: O(n)). Returns FLUXON_OK or NOMEM. */
+static int oput_admit(fx_owner_t *o, owner_plan_t *p)
+{
+    oput_t *s = o->put;
+    fx_keyset_t *seen = NULL;
+    if (fx_keyset_create(p->n, &seen) != FLUXON_OK) return FLUXON_ERR_NOMEM;
+    for (size_t i = 0; i < p->n; i++) {
+        p->status[i] = FLUXON_OK;
+        int rc = fx_keyset_add(seen, p->keys[i], p->klens[i]);
+        if (rc != FLUXON_OK && rc != FLUXON_ERR_KEY_EXISTS) {
+            fx_keyset_destroy(seen);
+            return FLUXON_ERR_NOMEM;
+        }
+        bool dup = rc == FLUXON_ERR_KEY_EXISTS;
+        if ((p->flags & FX_PUT_REJECT_IF_INFLIGHT) && (dup || fx_hmap_get(s->inflight, p->keys[i], p->klens[i])))
+            p->status[i] = FLUXON_ERR_KEY_BEING_WRITTEN;
+        else if (dup)
+            p->status[i] = FLUXON_ERR_INVALID_ARGUMENT; /* the same key twice in one plan */
+        else if ((p->flags & FX_PUT_REJECT_IF_EXIST) && fx_ostore_lookup(o, p->keys[i], p->klens[i]))
+            p->status[i] = FLUXON_ERR_KEY_EXISTS;
+    }
+    fx_keyset_destroy(seen);
+    return FLUXON_OK;
+}
+
+/* put_start of a decoded body; value != NULL: a PUT_INLINE of b.value_len bytes (one
+ * key), copied into the slot once claimed and published without a put_commit. */
+static void oput_start_b(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, fx_body_put_start_t b,
+                         const void *value)
+{
+    oput_t *s = o->put;
+    if (!oput_check(o, e, h, &b)) return;
+    owner_plan_t *p = oput_plan_new(o, e, &b, value);
+    if (!p || oput_admit(o, p) != FLUXON_OK) {
+        if (p) oput_plan_free(o, p);
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_NOMEM, "put_start: owner out of memory");
+        return;
+    }
+    oput_reject_groups(o, p, false);
+    size_t want = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->status[i] != FLUXON_OK) continue;
+        want++;
+        /* in flight from now on, also while the slots are being claimed */
+        fx_hmap_put(s->inflight, p->keys[i], p->klens[i], p, NULL);
+    }
+    s->puts_started++;
+    p->state = OP_CLAIMING;
+    p->req_id = h->req_id;
+    p->reply_conn = e->conn;
+    fx_conn_ref(e->conn);
+    fx_oclaim(o, b.value_len, want, p->slots + p->n, oput_claimed, p);
+}
+
+FX_INTERNAL void fx_oput_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena)
+{
+    fx_body_put_start_t b;
+    fx_body_put_start_decode(body, h->body_len, &b, arena);
+    oput_start_b(o, e, h, b, NULL);
+}
+
+FX_INTERNAL void fx_oput_inline(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                                fx_arena_t *arena)
+{
+    fx_body_put_inline_t in;
+    fx_body_put_inline_decode(body, h->body_len, &in, arena);
+    fx_body_put_start_t b = {{&in.key, 1}, in.value.len, in.flags, {NULL, 0}, {NULL, 0}, in.lease_id,
+                             in.preferred_sub_cluster};
+    oput_start_b(o, e, h, b, in.value.p ? in.value.p : "");
+}
+
+/* ---- publish (PUT_DONE, T1) ---- */
+static owner_plan_t *oput_prepared(fx_owner_t *o, owner_ext_t *e, uint64_t id)
+{
+    owner_plan_t *p = oput_find(o, id);
+    return p && p->ext == e && p->state == OP_PREPARED ? p : NULL;
+}
+
+static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status)
+{
+    if (!p->reply_conn || !fx_conn_is_open(p->reply_conn)) return;
+    if (p->is_inline) { /* the PUT_INLINE answer */
+        fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
+        if (status == FLUXON_OK) {
+            fx_body_empty_t em;
+            FX_CONN_REPLY(p->reply_conn, &q, empty, &em);
+        } else {
+            fx_conn_reply_error(p->reply_conn, &q, status, "put of %s: %s", p->keys[0], fluxon_status_string(status));
+        }
+        return;
+    }
+    fx_body_published_t b = {p->id, status};
+    FX_CONN_SEND(p->reply_conn, FX_MSG_PUBLISHED, 0, 0, 0, published, &b);
+}
+
+static void oput_on_retry(fx_reactor_t *r, fx_timer_t *t)
+{
+    owner_plan_t *p = FX_CONTAINER_OF(t, owner_plan_t, retry_timer);
+    oput_publish(p->o, p);
+}
+
+static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                             fx_arena_t *arena);
+
+typedef struct oput_publish_ctx {
+    fx_owner_t *o;
+    uint64_t plan_id;
+} oput_publish_ctx_t;
+
+static void oput_publish(fx_owner_t *o, owner_plan_t *p)
+{
+    if (fx_oplace_before_publish(o, p)) return; /* the values are on their way to the target */
+    fx_conn_t *mc = fx_olink_conn(o);
+    if (!mc) return; /* fx_oput_master_ready retries */
+    size_t m = 0;
+    for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
+    fx_str_t *keys = fx_calloc(m ? m : 1, sizeof *keys);
+    uint64_t *offs = fx_calloc(m ? m : 1, sizeof *offs);
+    uint64_t *groups = fx_calloc(p->n_groups ? p->n_groups : 1, sizeof *groups);
+    oput_publish_ctx_t *ctx = fx_malloc(sizeof *ctx);
+    if (!keys || !offs || !groups || !ctx) {
+        fx_free(keys);
+        fx_free(offs);
+        fx_free(groups);
+        fx_free(ctx);
+        fx_timer_arm(o->r, &p->retry_timer, 50, oput_on_retry);
+        return;
+    }
+    size_t k = 0, ng = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->status[i] == FLUXON_OK) {
+            keys[k] = (fx_str_t){p->keys[i], p->klens[i]};
+            offs[k++] = fx_oplace_offset(p, i);
+        }
+    fx_group_iter_t it = fx_group_iter(p->group_lens, p->n_groups, p->n);
+    while (p->n_groups && fx_group_next(&it))
+        if (p->status[it.start] == FLUXON_OK) groups[ng++] = it.len; /* groups are all-or-none */
+    fx_body_put_done_t b = {p->batch_id, p->value_len, p->flags, p->lease_id, {keys, (uint32_t)m},
+                            {offs, (uint32_t)m}, {groups, (uint32_t)ng}, p->place.put_token};
+    *ctx = (oput_publish_ctx_t){o, p->id};
+    if (FX_RPC_CALL(mc, PUT_DONE, put_done, &b, o->cfg.master_timeout_ms, oput_on_put_done, ctx) != FLUXON_OK)
+        fx_free(ctx); /* conn closing: master_ready will retry */
+    if (p->attempts++) o->put->put_done_retries++;
+    fx_free(keys);
+    fx_free(offs);
+    fx_free(groups);
+}
+
+/* The batch enters the hot tier together (V3, A1), each atomic group recorded on its
+ * members so that eviction takes it whole. admit[i]: plan key i committed just now. */
+static void oput_admit_groups(fx_owner_t *o, owner_plan_t *p, owner_entry_t **admit)
+{
+    if (!admit) return;
+    fx_group_iter_t it = fx_group_iter(p->group_lens, p->n_groups, p->n);
+    while (fx_group_next(&it)) {
+        size_t m = 0;
+        for (size_t i = it.start; i < it.start + it.len; i++)
+            if (admit[i]) admit[it.start + m++] = admit[i]; /* compacted in place */
+        fx_oev_group_commit(o, admit + it.start, m);
+    }
+}
+
+/* The master answered PUT_DONE: each accepted key is committed (or, placed remotely, its
+ * staging copy goes), or retired when refused. Returns the plan's outcome. */
+static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done_ack_t *ack)
+{
+    oput_t *s = o->put;
+    int outcome = FLUXON_OK;
+    owner_entry_t **admit = fx_calloc(p->n, sizeof *admit); /* [i]: committed just now */
+    size_t k = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->status[i] != FLUXON_OK) continue;
+        owner_entry_t *en = p->entries[i];
+        int ks = k < ack->statuses.n ? (int)(int64_t)ack->statuses.v[k] : FLUXON_ERR_PROTOCOL;
+        if (ks == FLUXON_OK && en && !en->retired && p->place.target_remote) {
+            fx_ostore_retire(o, en); /* published on the target: the staging copy goes */
+            s->put_keys_published++;
+        } else if (ks == FLUXON_OK && en && !en->retired) {
+            if (fx_ostore_commit(o, en, ack->put_ms.v[k], ack->put_ver.v[k]) == FLUXON_OK && admit) admit[i] = en;
+            s->put_keys_published++;
+        } else if (en && !en->retired) {
+            fx_ostore_retire(o, en); /* never published: the master refused it */
+            if (outcome == FLUXON_OK) outcome = ks;
+        }
+        k++;
+    }
+    oput_admit_groups(o, p, admit);
+    fx_free(admit);
+    return outcome;
+}
+
+static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                             fx_arena_t *arena)
+{
+    oput_publish_ctx_t *ctx = arg;
+    fx_owner_t *o = ctx->o;
+    owner_plan_t *p = o->put ? oput_find(o, ctx->plan_id) : NULL;
+    fx_free(ctx);
+    if (!p || p->state != OP_PUBLISHING) return;
+    if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE) {
+        /* uncertain (T1): keep the local-visible entries, retry with the same batch id */
+        uint32_t delay = FX_MIN(50u << FX_MIN(p->attempts, 5u), OPUT_RETRY_MAX_MS);
+        fx_timer_arm(o->r, &p->retry_timer, delay, oput_on_retry);
+        return;
+    }
+    int outcome = status;
+    if (status == FLUXON_OK) {
+        fx_body_put_done_ack_t ack;
+        fx_body_put_done_ack_decode(body, h->body_len, &ack, arena);
+        bool all_stale = p->place.put_token && ack.statuses.n > 0;
+        for (uint32_t k = 0; all_stale && k < ack.statuses.n; k++)
+            all_stale = (int)(int64_t)ack.statuses.v[k] == FLUXON_ERR_STALE;
+        if (all_stale) { /* the placement expired or its target died: publish the local copy */
+            fx_oplace_stale(o, p);
+            p->batch_id = fx_ostore_next_id(o); /* a new batch: the old id has its answer */
+            p->attempts = 0;
+            oput_publish(o, p);
+            return;
+        }
+        outcome = oput_apply_ack(o, p, &ack);
+    } else {
+        for (size_t i = 0; i < p->n; i++)
+            if (p->status[i] == FLUXON_OK && p->entries[i]) fx_ostore_retire(o, p->entries[i]);
+    }
+    o->put->puts_published++;
+    oput_notify(o, p, outcome);
+    oput_plan_free(o, p);
+}
+
+/* ---- commit and abort ---- */
+/* Commits a prepared plan: local-visible (V1), then published. h: the put_commit request
+ * to acknowledge (NULL for PUT_INLINE, answered by oput_notify once published). */
+static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, const fx_frame_header_t *h)
+{
+    oput_t *s = o->put;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    /* local-read-ready now (V1): index the values before anything else */
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->status[i] != FLUXON_OK) continue;
+        fx_hmap_del(s->inflight, p->keys[i], p->klens[i], NULL);
+        fx_slot_pool_mark_pending(pool, &p->slots[i]);
+        owner_entry_t *en = fx_ostore_entry_new(o, p->keys[i], p->klens[i], &p->slots[i], p->value_len);
+        if (!en) {
+            p->status[i] = FLUXON_ERR_NOMEM;
+            fx_slot_pool_release_prepared(pool, &p->slots[i]);
+            continue;
+        }
+        fx_ostore_index(o, en);
+        p->entries[i] = en;
+    }
+    oput_plan_unlink(p);
+    p->state = OP_PUBLISHING;
+    p->batch_id = p->id;
+    p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
+    fx_conn_ref(conn);
+    s->puts_committed++;
+    if (h) {
+        fx_body_put_commit_ack_t ack = {p->id};
+        FX_CONN_REPLY(conn, h, put_commit_ack, &ack);
+    }
+    if (fx_owner_fault_delay(o, "PUT_DONE")) { /* test-only: the master hears of this batch fault_ms later */
+        FX_WARN("test fault: PUT_DONE of batch %llu held back %u ms", (unsigned long long)p->id, o->cfg.fault_ms);
+        fx_timer_arm(o->r, &p->retry_timer, o->cfg.fault_ms, oput_on_retry);
+        return;
+    }
+    oput_publish(o, p);
+}
+
+FX_INTERNAL void fx_oput_commit(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                                fx_arena_t *arena)
+{
+    fx_body_plan_ref_t b;
+    fx_body_plan_ref_decode(body, h->body_len, &b, arena);
+    owner_plan_t *p = oput_prepared(o, e, b.plan_id);
+    if (!p || p->is_inline) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_WRONG_HANDLE,
+                            "put_commit: plan %llu is not a prepared put plan of this client",
+                            (unsigned long long)b.plan_id);
+        return;
+    }
+    oput_commit_plan(o, p, e->conn, h);
+}
+
+FX_INTERNAL void fx_oput_abort(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena)
+{
+    fx_body_plan_ref_t b;
+    fx_body_plan_ref_decode(body, h->body_len, &b, arena);
+    owner_plan_t *p = oput_prepared(o, e, b.plan_id);
+    if (!p) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_WRONG_HANDLE,
+                            "put_abort: plan %llu is not a prepared put plan of this client (committed or unknown)",
+                            (unsigned long long)b.plan_id);
+        return;
+    }
+    oput_plan_abort(o, p);
+    fx_body_empty_t em;
+    FX_CONN_REPLY(e->conn, h, empty, &em);
+}
+
+FX_INTERNAL void fx_oput_ext_closed(fx_owner_t *o, owner_ext_t *e)
+{
+    while (e->plans) {
+        owner_plan_t *p = e->plans;
+        if (p->state == OP_CLAIMING) oput_plan_unlink(p); /* the put_start reply aborts it */
+        else oput_plan_abort(o, p);
+    }
+}
+
+FX_INTERNAL void fx_oput_master_ready(fx_owner_t *o)
+{
+    /* retry publishes whose outcome is unknown (T1) */
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    void *v;
+    while (fx_hmap_iter_next(o->put->plans, &it, NULL, NULL, &v)) {
+        owner_plan_t *p = v;
+        if (p->state == OP_PUBLISHING && !fx_timer_armed(&p->retry_timer)) oput_publish(o, p);
+    }
+}
+
+/* ---- lifecycle and stats ---- */
+static void oput_placed(fx_owner_t *o, owner_plan_t *p) { oput_start_reply(o, p); }
+static void oput_pushed(fx_owner_t *o, owner_plan_t *p) { oput_publish(o, p); }
+
+FX_INTERNAL int fx_oput_init(fx_owner_t *o)
+{
+    oput_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    o->put = s;
+    if (fx_hmap_create(64, &s->inflight) || fx_hmap_create(64, &s->plans)) return FLUXON_ERR_NOMEM;
+    return fx_oplace_init(o, &(fx_oplace_ops_t){oput_find, oput_placed, oput_pushed});
+}
+
+/* Plans still publishing go with their bookkeeping (the node is going away). */
+FX_INTERNAL void fx_oput_fini(fx_owner_t *o)
+{
+    oput_t *s = o->put;
+    if (!s) return;
+    if (s->plans) {
+        fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+        void *v;
+        while (fx_hmap_iter_next(s->plans, &it, NULL, NULL, &v)) {
+            owner_plan_t *p = v;
+            p->ext = NULL; /* the externals are gone */
+            oput_plan_free(o, p);
+        }
+    }
+    fx_hmap_destroy(s->inflight);
+    fx_hmap_destroy(s->plans);
+    fx_free(s);
+    o->put = NULL;
+    fx_oplace_fini(o);
+}
+
+FX_INTERNAL void fx_oput_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+{
+    oput_t *s = o->put;
+    fx_jbuf_printf(j,
+                   "\"puts_inflight\":%zu,\"puts_started\":%llu,\"puts_committed\":%llu,\"puts_published\":%llu,"
+                   "\"put_keys_published\":%llu,\"put_rejected\":%llu,\"put_done_retries\":%llu,\"puts_aborted\":%llu",
+                   fx_hmap_count(s->plans), (unsigned long long)s->puts_started,
+                   (unsigned long long)s->puts_committed, (unsigned long long)s->puts_published,
+                   (unsigned long long)s->put_keys_published, (unsigned long long)s->put_rejected,
+                   (unsigned long long)s->put_done_retries, (unsigned long long)s->puts_aborted);
+}
+
+#undef OPUT_RETRY_MAX_MS

@@ -1,0 +1,255 @@
+/* store.c — the bottom of the owner's KV state: the slot pool, entries, the local index
+ * of visible values, by_offset (identity), holders, retire and invalidation. Raises
+ * retired / committed / unpinned through the hooks evict.c registers; calls nothing
+ * above it. */
+#include <stdio.h>
+
+#include "hmap.h"
+#include "log.h"
+#include "owner_store.h"
+
+typedef struct ostore {
+    fx_slot_pool_t *pool;
+    fx_hmap_t *index;     /* key -> owner_entry_t (the visible version) */
+    fx_hmap_t *by_offset; /* u64 offset -> owner_entry_t (every live entry) */
+    fx_hmap_t *holders;   /* u64 id -> owner_holder_t */
+    uint64_t next_id, invalidations;
+    fx_ostore_hooks_t hooks;
+} ostore_t;
+
+static void ostore_nop_entry(fx_owner_t *o, owner_entry_t *en) {}
+static void ostore_nop(fx_owner_t *o) {}
+
+FX_INTERNAL bool fx_ostore_key_ok(fx_str_t k)
+{
+    return k.len > 0 && k.len <= FLUXON_MAX_KEY_BYTES && memchr(k.p, 0, k.len) == NULL;
+}
+
+FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants)
+{
+    ostore_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    s->hooks = (fx_ostore_hooks_t){ostore_nop_entry, ostore_nop_entry, ostore_nop};
+    o->store = s;
+    fx_slot_pool_config_t pc;
+    fx_slot_pool_config_init(&pc);
+    pc.grant_bytes = o->cfg.grant_bytes;
+    pc.claim_timeout_ms = o->cfg.claim_timeout_ms;
+    if (pc.claim_timeout_ms <= pc.soft_wait_ms) pc.claim_timeout_ms = pc.soft_wait_ms + 1;
+    pc.max_grants = max_grants;
+    int rc = fx_slot_pool_create(&pc, &s->pool);
+    if (rc != FLUXON_OK) return rc;
+    if (fx_hmap_create(1024, &s->index) || fx_hmap_create(1024, &s->by_offset) ||
+        fx_hmap_create(1024, &s->holders))
+        return FLUXON_ERR_NOMEM;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_ostore_set_hooks(fx_owner_t *o, const fx_ostore_hooks_t *hooks) { o->store->hooks = *hooks; }
+
+static void ostore_entry_free(void *v)
+{
+    owner_entry_t *en = v;
+    fx_free(en->key);
+    fx_free(en);
+}
+
+/* Shutdown: the bookkeeping goes (the process or node is going away; the segment with it). */
+FX_INTERNAL void fx_ostore_fini(fx_owner_t *o)
+{
+    ostore_t *s = o->store;
+    if (!s) return;
+    if (s->by_offset) {
+        fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+        void *v;
+        while (fx_hmap_iter_next(s->by_offset, &it, NULL, NULL, &v)) s->hooks.retired(o, v);
+        fx_hmap_clear(s->by_offset, ostore_entry_free);
+    }
+    if (s->holders) fx_hmap_clear(s->holders, fx_free);
+    fx_hmap_destroy(s->index);
+    fx_hmap_destroy(s->by_offset);
+    fx_hmap_destroy(s->holders);
+    fx_slot_pool_destroy(s->pool);
+    fx_free(s);
+    o->store = NULL;
+}
+
+FX_INTERNAL fx_slot_pool_t *fx_ostore_pool(fx_owner_t *o) { return o->store->pool; }
+FX_INTERNAL uint64_t fx_ostore_next_id(fx_owner_t *o) { return ++o->store->next_id; }
+
+/* ---- entries ---- */
+FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, uint32_t klen,
+                                               const fx_slot_ref_t *slot, uint64_t value_len)
+{
+    ostore_t *s = o->store;
+    owner_entry_t *en = fx_calloc(1, sizeof *en);
+    if (!en) return NULL;
+    en->key = fx_strndup(key, klen);
+    if (!en->key) {
+        fx_free(en);
+        return NULL;
+    }
+    en->klen = klen;
+    en->slot = *slot;
+    en->value_len = value_len;
+    en->state = OE_PENDING;
+    if (fx_hmap_put(s->by_offset, &slot->offset, sizeof slot->offset, en, NULL) != FLUXON_OK) {
+        ostore_entry_free(en);
+        return NULL;
+    }
+    return en;
+}
+
+FX_INTERNAL owner_entry_t *fx_ostore_lookup(fx_owner_t *o, const void *key, size_t klen)
+{
+    return fx_hmap_get(o->store->index, key, klen);
+}
+
+FX_INTERNAL owner_entry_t *fx_ostore_at(fx_owner_t *o, uint64_t offset)
+{
+    return fx_hmap_get(o->store->by_offset, &offset, sizeof offset);
+}
+
+FX_INTERNAL void fx_ostore_index(fx_owner_t *o, owner_entry_t *en)
+{
+    void *old = NULL;
+    if (fx_hmap_put(o->store->index, en->key, en->klen, en, &old) != FLUXON_OK) return;
+    if (old && old != en) ((owner_entry_t *)old)->indexed = false;
+    en->indexed = true;
+}
+
+FX_INTERNAL void fx_ostore_hide(fx_owner_t *o, owner_entry_t *en)
+{
+    if (!en->indexed) return;
+    fx_hmap_del(o->store->index, en->key, en->klen, NULL);
+    en->indexed = false;
+}
+
+FX_INTERNAL int fx_ostore_commit(fx_owner_t *o, owner_entry_t *en, uint64_t put_ms, uint64_t put_ver)
+{
+    en->put_ms = put_ms;
+    en->put_ver = put_ver;
+    int rc = fx_slot_pool_mark_committed(o->store->pool, &en->slot);
+    if (rc != FLUXON_OK) return rc;
+    en->state = OE_COMMITTED;
+    o->store->hooks.committed(o, en);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_ostore_retire(fx_owner_t *o, owner_entry_t *en)
+{
+    ostore_t *s = o->store;
+    if (en->retired) return;
+    en->retired = true;
+    s->hooks.retired(o, en); /* out of the hot tier and its group */
+    fx_ostore_hide(o, en);
+    fx_hmap_del(s->by_offset, &en->slot.offset, sizeof en->slot.offset, NULL);
+    /* Reuse at once is safe: the master removed this replica before telling us, and a
+     * fetch that copied from it is only served once the master confirms the replica
+     * still existed after the copy (GET_DONE, D1). */
+    int rc = en->state == OE_COMMITTED ? fx_slot_pool_route_dead(s->pool, &en->slot)
+                                       : fx_slot_pool_release_prepared(s->pool, &en->slot);
+    if (rc != FLUXON_OK) FX_ERROR("retiring %s: slot release failed: %s", en->key, fluxon_status_string(rc));
+    ostore_entry_free(en);
+}
+
+/* The master restarted: its routes are gone, so every value published here is no longer
+ * routed. Retire them (their slots free once unpinned) so get, ls and del agree. Values
+ * still being published (PENDING) stay: their PUT_DONE is retried to the new master. */
+FX_INTERNAL void fx_ostore_master_changed(fx_owner_t *o)
+{
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    void *v;
+    size_t dropped = 0;
+    while (fx_hmap_iter_next(o->store->by_offset, &it, NULL, NULL, &v)) {
+        owner_entry_t *en = v;
+        if (en->state != OE_COMMITTED) continue;
+        fx_ostore_retire(o, en);
+        dropped++;
+    }
+    if (dropped) FX_WARN("master restarted: %zu published values dropped from this owner (their routes are gone)", dropped);
+}
+
+FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
+{
+    ostore_t *s = o->store;
+    fx_body_invalidate_t b;
+    fx_body_invalidate_decode(body, len, &b, arena);
+    for (uint32_t i = 0; i < b.keys.n && i < b.offsets.n; i++) {
+        owner_entry_t *en = fx_ostore_at(o, b.offsets.v[i]);
+        if (!en || en->klen != b.keys.v[i].len || memcmp(en->key, b.keys.v[i].p, en->klen)) continue;
+        if (en->state == OE_COMMITTED && (en->put_ms != b.put_ms.v[i] || en->put_ver != b.put_ver.v[i]))
+            continue; /* a different version lives at that offset now */
+        s->invalidations++;
+        fx_ostore_retire(o, en);
+    }
+}
+
+/* ---- holders ---- */
+FX_INTERNAL owner_holder_t *fx_ostore_holder_new(fx_owner_t *o, owner_ext_t *e, const fx_slot_ref_t *slot)
+{
+    ostore_t *s = o->store;
+    if (fx_slot_pool_holder_ref(s->pool, slot) != FLUXON_OK) return NULL;
+    owner_holder_t *h = fx_calloc(1, sizeof *h);
+    if (!h) goto err_unref;
+    h->id = fx_ostore_next_id(o);
+    h->slot = *slot;
+    if (fx_hmap_put(s->holders, &h->id, sizeof h->id, h, NULL) != FLUXON_OK) goto err_free;
+    h->ext = e;
+    if (e) {
+        h->next = e->holders;
+        if (e->holders) e->holders->prev = h;
+        e->holders = h;
+    }
+    return h;
+err_free:
+    fx_free(h);
+err_unref:
+    fx_slot_pool_holder_unref(s->pool, slot);
+    return NULL;
+}
+
+FX_INTERNAL void fx_ostore_holder_release(fx_owner_t *o, owner_holder_t *h)
+{
+    ostore_t *s = o->store;
+    fx_hmap_del(s->holders, &h->id, sizeof h->id, NULL);
+    if (h->ext) {
+        if (h->prev) h->prev->next = h->next;
+        else h->ext->holders = h->next;
+        if (h->next) h->next->prev = h->prev;
+    }
+    int rc = fx_slot_pool_holder_unref(s->pool, &h->slot);
+    if (rc != FLUXON_OK) FX_ERROR("holder %llu: unref failed: %s", (unsigned long long)h->id, fluxon_status_string(rc));
+    fx_free(h);
+    s->hooks.unpinned(o); /* a slot may have freed, or a pinned victim became evictable */
+}
+
+FX_INTERNAL int fx_ostore_holder_release_id(fx_owner_t *o, owner_ext_t *e, uint64_t id)
+{
+    owner_holder_t *h = fx_hmap_get(o->store->holders, &id, sizeof id);
+    if (!h || h->ext != e) return FLUXON_ERR_NOT_FOUND;
+    fx_ostore_holder_release(o, h);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_ostore_ext_closed(fx_owner_t *o, owner_ext_t *e)
+{
+    while (e->holders) fx_ostore_holder_release(o, e->holders);
+}
+
+/* ---- stats ---- */
+FX_INTERNAL void fx_ostore_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+{
+    ostore_t *s = o->store;
+    fx_slot_pool_stats_t st;
+    fx_slot_pool_stats(s->pool, &st);
+    fx_jbuf_printf(j,
+                   "\"index_keys\":%zu,\"holders\":%zu,\"invalidations\":%llu,\"slots_free\":%llu,"
+                   "\"slots_prepared\":%llu,\"slots_pending\":%llu,\"slots_committed\":%llu,\"slots_draining\":%llu,"
+                   "\"slot_holder_refs\":%llu,\"grants\":%llu,\"granted_bytes\":%llu,\"used_bytes\":%llu",
+                   fx_hmap_count(s->index), fx_hmap_count(s->holders), (unsigned long long)s->invalidations,
+                   (unsigned long long)st.free, (unsigned long long)st.prepared, (unsigned long long)st.pending,
+                   (unsigned long long)st.committed, (unsigned long long)st.draining,
+                   (unsigned long long)st.holder_refs, (unsigned long long)st.grants,
+                   (unsigned long long)st.granted_bytes, (unsigned long long)st.used_bytes);
+}
