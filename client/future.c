@@ -1,0 +1,125 @@
+/* future.c — fluxon_future: the outcome of a commit, completed on the client's reactor
+ * when the owner's PUBLISHED notification arrives (or UNAVAILABLE when the owner goes). */
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "log.h"
+
+struct fluxon_future {
+    int refs;   /* atomic: caller + reactor map */
+    int efd;
+    int status; /* atomic; valid once done */
+    int done;   /* atomic */
+    uint64_t id;
+};
+
+FX_INTERNAL int fx_client_futures_init(fluxon_client *cl)
+{
+    return fx_hmap_create(64, &cl->futures) == FLUXON_OK ? FLUXON_OK : FLUXON_ERR_NOMEM;
+}
+
+static void cfut_unref(fluxon_future *f)
+{
+    if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        close(f->efd);
+        fx_free(f);
+    }
+}
+
+FX_INTERNAL fluxon_future *fx_future_new(fluxon_client *cl)
+{
+    (void)cl;
+    fluxon_future *f = fx_calloc(1, sizeof *f);
+    if (!f) return NULL;
+    if ((f->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        fx_free(f);
+        return NULL;
+    }
+    f->refs = 1;
+    return f;
+}
+
+FX_INTERNAL void fx_future_complete(fluxon_future *f, int status)
+{
+    __atomic_store_n(&f->status, status, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    ssize_t w = write(f->efd, &one, sizeof one);
+    (void)w;
+}
+
+FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t future_id)
+{
+    f->id = future_id;
+    __atomic_add_fetch(&f->refs, 1, __ATOMIC_ACQ_REL);
+    if (fx_hmap_put(cl->futures, &f->id, sizeof f->id, f, NULL) != FLUXON_OK) {
+        __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL);
+        __atomic_store_n(&f->status, FLUXON_ERR_NOMEM, __ATOMIC_RELEASE);
+        __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    }
+}
+
+FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_frame_header_t *h,
+                                                const uint8_t *body, fx_arena_t *arena)
+{
+    if (h->type != FX_MSG_PUBLISHED) return false;
+    fx_body_published_t b;
+    fx_body_published_decode(body, h->body_len, &b, arena);
+    fluxon_future *f = NULL;
+    if (fx_hmap_del(cl->futures, &b.future_id, sizeof b.future_id, (void **)&f) == FLUXON_OK) {
+        fx_future_complete(f, b.status);
+        cfut_unref(f);
+    }
+    return true;
+}
+
+FX_INTERNAL void fx_client_futures_fail_all(fluxon_client *cl)
+{
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (fx_hmap_iter_next(cl->futures, &it, &k, &kl, &v)) {
+        fx_hmap_del(cl->futures, k, kl, NULL);
+        fx_future_complete(v, FLUXON_ERR_UNAVAILABLE);
+        cfut_unref(v);
+    }
+}
+
+FX_INTERNAL void fx_client_futures_fini(fluxon_client *cl)
+{
+    if (!cl->futures) return;
+    fx_client_futures_fail_all(cl); /* futures still armed complete as UNAVAILABLE */
+    fx_hmap_destroy(cl->futures);
+    cl->futures = NULL;
+}
+
+int fluxon_future_poll(fluxon_future *f)
+{
+    if (!f) return FLUXON_ERR_INVALID_ARGUMENT;
+    return __atomic_load_n(&f->done, __ATOMIC_ACQUIRE) ? __atomic_load_n(&f->status, __ATOMIC_ACQUIRE)
+                                                         : FLUXON_IN_PROGRESS;
+}
+
+int fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms)
+{
+    if (!f) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t end = fx_now_ms() + timeout_ms;
+    for (;;) {
+        int st = fluxon_future_poll(f);
+        if (st != FLUXON_IN_PROGRESS) return st;
+        uint64_t now = fx_now_ms();
+        if (now >= end) return FLUXON_ERR_TIMEOUT;
+        struct pollfd p = {f->efd, POLLIN, 0};
+        poll(&p, 1, (int)FX_MIN(end - now, 1000u));
+    }
+}
+
+int fluxon_future_fd(const fluxon_future *f) { return f ? f->efd : -1; }
+
+void fluxon_future_free(fluxon_future *f)
+{
+    if (f) cfut_unref(f);
+}
