@@ -1,7 +1,9 @@
-/* cli_util.h — clocks, sleeps and bounded waits for the CLI side (tools/, tools/demo).
- * Tools link against the amalgamation, where common/fx.h's fx_deadline_ts and
- * fx_cond_init_monotonic are static, so this is their tools-side copy: libc only, every
- * deadline on CLOCK_MONOTONIC (a wall-clock step neither stretches nor cuts a wait). */
+/* cli_util.h — what the CLI commands (tools/, tools/demo) share: reading a config file,
+ * fetching a JSON document from the client (cli_util.c), and clocks, sleeps and bounded
+ * waits (inline). Tools link against the amalgamation, where common/fx.h's
+ * fx_deadline_ts and fx_cond_init_monotonic are static, so the waits are their
+ * tools-side copy: every deadline on CLOCK_MONOTONIC (a wall-clock step neither
+ * stretches nor cuts a wait). Public API and libc only. */
 #ifndef FX_CLI_UTIL_H
 #define FX_CLI_UTIL_H
 
@@ -12,6 +14,21 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
+
+#include "fluxon.h"
+
+/* Reads the config file at path (at most 16 MiB) into a NUL-terminated malloc'ed string;
+ * NULL after a message prefixed by who ("fluxon", "fluxon demo") naming the path and why
+ * (a directory, cannot be read, too large). */
+char *fx_cli_read_config(const char *who, const char *path);
+
+/* A fluxon_client_* call that writes a JSON document into (buf, cap, &len). */
+typedef int (*fx_cli_json_fn)(fluxon_client *c, char *buf, size_t cap, size_t *len_p);
+
+/* Calls fn into a malloc'ed buffer of cap bytes, and once more with the size fn asked for
+ * when that was too small. FLUXON_OK with *buf_p the document (caller frees), or fn's
+ * status (FLUXON_ERR_NOMEM when no buffer) with *buf_p NULL. */
+int fx_cli_json_call(fluxon_client *c, fx_cli_json_fn fn, size_t cap, char **buf_p);
 
 static inline uint64_t fx_cli_now_ns(void)
 {

@@ -52,16 +52,8 @@ static int rp_stat_u64(const cJSON *doc, const char *key, uint64_t *out)
 
 static cJSON *rp_client_stats(fluxon_client *c)
 {
-    size_t cap = RP_STATS_CAP, len = 0;
-    char *buf = malloc(cap);
-    int rc = buf ? fluxon_client_stats(c, buf, cap, &len) : FLUXON_ERR_NOMEM;
-    if (rc == FLUXON_ERR_INVALID_ARGUMENT && buf && len >= cap) {
-        char *nb = realloc(buf, len + 1);
-        if (nb) {
-            buf = nb;
-            rc = fluxon_client_stats(c, buf, len + 1, &len);
-        }
-    }
+    char *buf = NULL;
+    int rc = fx_cli_json_call(c, fluxon_client_stats, RP_STATS_CAP, &buf);
     cJSON *doc = rc == FLUXON_OK ? cJSON_Parse(buf) : NULL;
     if (rc != FLUXON_OK) fprintf(stderr, "fluxon demo: fluxon_client_stats: %s\n", fluxon_status_string(rc));
     free(buf);
@@ -206,39 +198,6 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
     return FLUXON_OK;
 }
 
-static char *rp_read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "fluxon demo: cannot read config %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t cap = 0, len = 0, n;
-    do {
-        if (len + 4096 + 1 > cap) {
-            if (cap >= (16u << 20)) {
-                fprintf(stderr, "fluxon demo: config %s is too large\n", path);
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            char *nb = realloc(buf, cap = cap ? cap * 2 : 8192);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-    } while (n > 0);
-    fclose(f);
-    buf[len] = 0;
-    return buf;
-}
-
 /* one external config per owner: its --config file, or the embedded owner's socket;
  * 0 or the exit status */
 static int rp_external_configs(rp_run *r)
@@ -246,7 +205,7 @@ static int rp_external_configs(rp_run *r)
     rp_cluster *cl = &r->cl;
     if (r->o.n_configs) {
         for (unsigned k = 0; k < r->o.n_configs; k++)
-            if (!(cl->ext_cfg[k] = rp_read_text(r->o.configs[k]))) return RP_EXIT_USAGE;
+            if (!(cl->ext_cfg[k] = fx_cli_read_config("fluxon demo", r->o.configs[k]))) return RP_EXIT_USAGE;
         return 0;
     }
     for (unsigned k = 0; k < r->n_owners; k++) {
