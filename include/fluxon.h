@@ -10,6 +10,31 @@
  *  - Every function is thread-safe unless its comment says otherwise.
  *  - Sizes are in bytes, durations in milliseconds, unless the name says otherwise.
  *  - Strings passed in are borrowed for the duration of the call only (copied if kept).
+ *  - Any call that talks to the owner (every call below not marked "no round trip") can
+ *    also return FLUXON_ERR_PROTOCOL (the answer could not be decoded: a version skew or
+ *    a bug) and FLUXON_ERR_INTERNAL (an invariant did not hold), besides the statuses it
+ *    lists; FLUXON_ERR_NOMEM wherever the library allocates.
+ *
+ * Blocking: calls with a round trip block the calling thread at most the client's
+ * "timeout_ms" (default 30000) for the answer, plus at most that again to write a large
+ * request when the owner reads slowly; each returns FLUXON_ERR_TIMEOUT past it. Calls
+ * marked "no round trip" (fluxon_get_transfer, fluxon_cancel_get_transfer,
+ * fluxon_release_views, fluxon_holder_release, the fluxon_future_* calls other than
+ * wait, fluxon_plan_value_lens) never block on the owner: they only take the client's
+ * internal locks and queue a message.
+ *
+ * Process-wide effects: the log level is global to the process (the most verbose config
+ * opened so far wins) and logs go to stderr. Library threads (one per client, one per
+ * embedded node) inherit the signal mask of the thread that opened or started them: block
+ * the signals a process handles with sigwait before that (as the CLI does). The library
+ * is not fork-safe: a child must not
+ * use a client or node of its parent. Each client maps its owner's whole segment (memfd,
+ * MAP_SHARED): page tables cost about segment/512 bytes per process once touched.
+ *
+ * Lifetime: fluxon_client_close frees every plan, handle, read plan and holder the client
+ * still has and unmaps the segment: every value_ptrs address and holder data pointer of
+ * that client dangles afterwards. Futures stay valid (fluxon_future_free) and report
+ * FLUXON_ERR_UNAVAILABLE if they had not completed.
  *
  * Copyright 2026 the Fluxon authors. Licensed under the Apache License, Version 2.0.
  */
