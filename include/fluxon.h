@@ -187,10 +187,12 @@ typedef struct fluxon_segment_info {
 } fluxon_segment_info;
 
 /* Describes the segments mapped in this process (one: the owner's). The external maps
- * its owner's segment at fluxon_client_open (memfd passed by SCM_RIGHTS), so this waits
- * only when the owner is not reachable.
- *  out   cap entries; n_p receives the number of segments (also when cap is too small).
- *  timeout_ms  bound of the wait.
+ * its owner's segment at fluxon_client_open (memfd passed by SCM_RIGHTS), so this call
+ * never waits and makes no round trip.
+ *  out   cap entries; n_p receives the number of segments — an exception to the
+ *        outputs-on-success rule: also when cap is too small.
+ *  timeout_ms  not used (kept for the API of the hostless design, where segments may be
+ *              mapped later); any value is accepted.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL client or n_p, out NULL with
  * cap > 0, or cap smaller than the count: *n_p then holds the count needed);
  * FLUXON_ERR_STALE (the owner restarted or went away: its generation is gone; open a
