@@ -313,6 +313,14 @@ int fluxon_list_keys(fluxon_client *c, const char *prefix, const char *after, ui
  * A plan is a blob the library owns: {magic, count, value_ptrs[count]}; value_ptrs are
  * absolute addresses valid in THIS process (the owner's segment as mapped here). The
  * engine's kernel reads or writes value_len bytes at each address.
+ *  - Alignment: every non-zero value_ptrs[i] is a multiple of 4096 (slots are whole
+ *    4 KiB pages of a page-aligned mapping); a slot holds its value rounded up to 4 KiB.
+ *  - Writes: everything the engine writes into a put plan — CPU stores, device copies,
+ *    DMA — must be complete and visible to the CPU (stream synchronized) before
+ *    fluxon_local_fast_put_commit is called; the owner publishes what is there then.
+ *  - Reads: a value may be shorter than the layout the engine expects (another writer's
+ *    value_len); fluxon_plan_value_lens gives each value's length. Reading past it reads
+ *    the next slot.
  * ------------------------------------------------------------------------------- */
 #define FLUXON_PUT_PLAN_MAGIC  0x4e414c5054555046ull /* "FPUTPLAN" */
 #define FLUXON_READ_PLAN_MAGIC 0x4e414c5044414552ull /* "READPLAN" */
