@@ -334,7 +334,9 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
             else if (!strcmp(v, "drop")) cfg->fault_kind = FX_FAULT_DROP;
             else if (!strcmp(v, "duplicate")) cfg->fault_kind = FX_FAULT_DUPLICATE;
             else if (!strcmp(v, "delay_request")) cfg->fault_kind = FX_FAULT_DELAY_REQUEST;
-            else return cfg_bad(c, path, it, "must be \"delay\", \"drop\", \"duplicate\" or \"delay_request\"");
+            else if (!strcmp(v, "truncate")) cfg->fault_kind = FX_FAULT_TRUNCATE;
+            else return cfg_bad(c, path, it,
+                                "must be \"delay\", \"drop\", \"duplicate\", \"delay_request\" or \"truncate\"");
             continue;
         }
         if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 86400000 ||

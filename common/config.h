@@ -25,7 +25,8 @@ typedef enum fx_node_role {
 #define FX_PATH_MAX 108       /* sizeof(sockaddr_un.sun_path) */
 
 /* reply faults act on the master's replies; delay_request holds an owner's request back */
-enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4 };
+enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4,
+       FX_FAULT_TRUNCATE = 5 };
 
 typedef struct fx_config {
     fx_role_t role;

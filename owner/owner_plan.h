@@ -34,8 +34,8 @@ typedef struct owner_plan {
     char **keys;
     uint32_t *klens;
     int *status;
-    fx_slot_ref_t *slots;     /* 2n: per key, then the claim's scratch */
-    owner_entry_t **entries;  /* per key once committed (valid while the plan publishes) */
+    fx_slot_ref_t *slots;     /* 2n: per key, then the claim's scratch; once committed, key i's
+                               * entry is fx_ostore_find(slots[i]) (identity, never a pointer) */
     uint64_t value_len, flags, lease_id;
     uint64_t *group_lens;
     size_t n_groups;
