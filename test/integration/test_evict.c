@@ -209,9 +209,12 @@ Test(evict, a_held_value_blocks_its_eviction_until_release)
     bg_put_t b = {w, "newcomer", 0};
     pthread_t t;
     pthread_create(&t, NULL, bg_put_run, &b);
-    th_sleep_ms(400);
+    /* the writer's claim waits for eviction, and eviction rounds find every candidate Busy */
+    cr_assert(kf_wait_stat(c, "claim_waits", 1, 5000), "the put's claim waits for eviction");
+    double end = th_now_s() + 5;
+    while (kf_stat(c, "busy_retries") < 2 && th_now_s() < end) th_sleep_ms(5);
+    cr_assert_geq(kf_stat(c, "busy_retries"), 2, "Busy counted (two rounds)");
     cr_assert_eq(b.done, 0, "the put waits: every value is held");
-    cr_assert_gt(kf_stat(c, "busy_retries"), 0, "Busy counted");
     cr_assert_eq(kf_stat(c, "evictions"), 0, "nothing held is evicted");
     for (int i = 0; i < CAP; i++)
         cr_assert(kf_check((const uint8_t *)(uintptr_t)p->value_ptrs[i], VLEN, seed_of(k[i])),
