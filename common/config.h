@@ -60,6 +60,7 @@ typedef struct fx_config {
     double hot_capacity_ratio;            /* [0.95], in (0, 1] */
     uint64_t hot_capacity_bytes;          /* hot tier watermark in bytes; 0 = the ratio [0] */
     uint32_t handle_ttl_ms;               /* [30000], > 0 */
+    uint32_t put_plan_ttl_ms;             /* [20000], > 0: a prepared put plan not committed by then is released */
     uint32_t heartbeat_interval_ms;       /* [1000], > 0 */
     uint32_t claim_timeout_ms;            /* slot claim hard timeout [30000], > 0 */
     uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */

@@ -41,7 +41,7 @@ typedef struct owner_plan {
     size_t n_groups;
     uint64_t batch_id;
     uint32_t attempts;
-    fx_timer_t retry_timer;
+    fx_timer_t retry_timer;   /* PREPARED: the put_plan_ttl_ms expiry; PUBLISHING: the T1 retry */
     uint64_t req_id;          /* put_start / PUT_INLINE request to answer */
     fx_conn_t *reply_conn;
     uint8_t *inline_value;    /* PUT_INLINE: the bytes to stage (freed once copied); */

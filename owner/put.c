@@ -23,7 +23,7 @@ typedef struct oput {
     fx_hmap_t *inflight; /* key -> owner_plan_t (prepared, not committed) */
     fx_hmap_t *plans;    /* u64 id -> owner_plan_t */
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected, put_done_retries,
-        puts_aborted;
+        puts_aborted, put_plans_expired;
 } oput_t;
 
 static void oput_publish(fx_owner_t *o, owner_plan_t *p);
@@ -124,6 +124,19 @@ static void oput_inline_claimed(fx_owner_t *o, owner_plan_t *p)
     fx_conn_unref(c);
 }
 
+/* A prepared plan nobody committed or aborted within put_plan_ttl_ms (its answer may
+ * have reached a client that had given up): its reservations go. */
+static void oput_on_plan_ttl(fx_reactor_t *r, fx_timer_t *t)
+{
+    owner_plan_t *p = FX_CONTAINER_OF(t, owner_plan_t, retry_timer);
+    fx_owner_t *o = p->o;
+    if (p->state != OP_PREPARED) return;
+    o->put->put_plans_expired++;
+    FX_WARN("put plan %llu (%zu keys) neither committed nor aborted within put_plan_ttl_ms %u: released",
+            (unsigned long long)p->id, p->n, o->cfg.put_plan_ttl_ms);
+    oput_plan_abort(o, p);
+}
+
 static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
 {
     if (p->is_inline) {
@@ -159,6 +172,7 @@ static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
         fx_body_put_start_ack_t ack = {accepted ? p->id : 0, {st, (uint32_t)p->n}, {st + p->n, (uint32_t)p->n}};
         FX_CONN_SEND(c, FX_MSG_PUT_START, FX_FLAG_RESPONSE, FLUXON_OK, p->req_id, put_start_ack, &ack);
         if (!accepted) oput_plan_free(o, p);
+        else fx_timer_arm(o->r, &p->retry_timer, o->cfg.put_plan_ttl_ms, oput_on_plan_ttl); /* PREPARED: TTL */
     }
     fx_free(st);
     fx_conn_unref(c);
@@ -543,6 +557,7 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
         fx_ostore_index(o, en);
     }
     oput_plan_unlink(p);
+    fx_timer_disarm(o->r, &p->retry_timer); /* the PREPARED TTL: the same timer retries publishes */
     p->state = OP_PUBLISHING;
     p->batch_id = p->id;
     p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
@@ -651,11 +666,13 @@ FX_INTERNAL void fx_oput_stats_json(fx_owner_t *o, fx_jbuf_t *j)
     oput_t *s = o->put;
     fx_jbuf_printf(j,
                    "\"puts_inflight\":%zu,\"puts_started\":%llu,\"puts_committed\":%llu,\"puts_published\":%llu,"
-                   "\"put_keys_published\":%llu,\"put_rejected\":%llu,\"put_done_retries\":%llu,\"puts_aborted\":%llu",
+                   "\"put_keys_published\":%llu,\"put_rejected\":%llu,\"put_done_retries\":%llu,\"puts_aborted\":%llu,"
+                   "\"put_plans_expired\":%llu",
                    fx_hmap_count(s->plans), (unsigned long long)s->puts_started,
                    (unsigned long long)s->puts_committed, (unsigned long long)s->puts_published,
                    (unsigned long long)s->put_keys_published, (unsigned long long)s->put_rejected,
-                   (unsigned long long)s->put_done_retries, (unsigned long long)s->puts_aborted);
+                   (unsigned long long)s->put_done_retries, (unsigned long long)s->puts_aborted,
+                   (unsigned long long)s->put_plans_expired);
 }
 
 #undef OPUT_RETRY_MAX_MS

@@ -233,3 +233,48 @@ Test(uncertain, an_invalidate_missing_its_version_columns_is_ignored_not_read)
     fluxon_client_close(a);
     fluxon_client_close(b);
 }
+
+/* Item 11: the owner's answer to put_start arrives after the client gave up (its grant
+ * is late: the master's GRANT answer is delayed 800 ms, the client's timeout_ms is 300).
+ * The plan is PREPARED with nobody to commit it: its key is KEY_BEING_WRITTEN and its slot
+ * claimed. The owner's put_plan_ttl_ms releases it, so the key can be written again
+ * without waiting for the client to exit. */
+Test(uncertain, a_put_plan_answered_after_the_client_gave_up_expires_on_the_owner)
+{
+    const char *extra[1] = {",\"put_plan_ttl_ms\":700,"
+                            "\"test\":{\"fault_message\":\"GRANT\",\"fault\":\"delay\",\"fault_ms\":800}"};
+    kf_up_ex(1, NULL, extra);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
+             "\"timeout_ms\":300,\"log_level\":\"error\"}", kf_dir);
+    fluxon_client *a = NULL;
+    cr_assert_eq(fluxon_client_open(cfg, &a), FLUXON_OK);
+    const char *k = "i11-key";
+    fluxon_plan *plan = NULL;
+    int st = -1;
+    cr_assert_eq(fluxon_local_fast_put_start(a, &k, 1, UVLEN, NULL, &plan, &st), FLUXON_ERR_TIMEOUT);
+    cr_assert(kf_wait_stat(a, "slots_prepared", 1, 5000), "the late answer left a prepared slot");
+    int rc = fluxon_local_fast_put_start(a, &k, 1, UVLEN, NULL, &plan, &st);
+    cr_assert(rc == FLUXON_OK && st == FLUXON_ERR_KEY_BEING_WRITTEN, "the orphan plan holds the key (%d, %d)", rc, st);
+    if (plan) cr_assert_eq(fluxon_put_abort(a, plan), FLUXON_OK);
+    double end = th_now_s() + 5;
+    for (;;) { /* bounded: until the owner releases the orphan plan */
+        plan = NULL;
+        st = -1;
+        rc = fluxon_local_fast_put_start(a, &k, 1, UVLEN, NULL, &plan, &st);
+        if ((rc == FLUXON_OK && st == FLUXON_OK) || th_now_s() > end) break;
+        if (plan) fluxon_put_abort(a, plan);
+        th_sleep_ms(20);
+    }
+    cr_assert(rc == FLUXON_OK && st == FLUXON_OK, "the key can be written again (%d, %d)", rc, st);
+    kf_fill((uint8_t *)(uintptr_t)plan->value_ptrs[0], UVLEN, 11);
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(a, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    cr_assert_eq(kf_stat(a, "put_plans_expired"), 1);
+    cr_assert_eq(kf_stat(a, "slots_prepared"), 0);
+    cr_assert_eq(kf_stat(a, "puts_inflight"), 0);
+    fluxon_client_close(a);
+}
