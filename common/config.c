@@ -28,7 +28,7 @@ enum {
     CFG_K_MAX_FRAME, CFG_K_LISTEN, CFG_K_METRICS, CFG_K_INFLIGHT_TTL, CFG_K_HB_TIMEOUT,
     CFG_K_NODE_ID, CFG_K_MASTER, CFG_K_SOCKET, CFG_K_SEGMENT, CFG_K_NODE_ROLE, CFG_K_NUMA,
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
-    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER
+    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL
 };
 
 struct cfg_field {
@@ -50,6 +50,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"claim_timeout_ms", CFG_O},            {"timeout_ms", CFG_E},
     {"master_timeout_ms", CFG_O},           {"test", CFG_O},
     {"hot_capacity_bytes", CFG_O},          {"sub_cluster", CFG_O},
+    {"put_plan_ttl_ms", CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -265,6 +266,7 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->grant_bytes = 512ull << 20;
         cfg->hot_capacity_ratio = 0.95;
         cfg->handle_ttl_ms = 30000;
+        cfg->put_plan_ttl_ms = 20000; /* below the client's default timeout_ms (30000) */
         cfg->heartbeat_interval_ms = 1000;
         cfg->claim_timeout_ms = 30000;
         cfg->master_timeout_ms = 5000;
@@ -334,7 +336,9 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
             else if (!strcmp(v, "drop")) cfg->fault_kind = FX_FAULT_DROP;
             else if (!strcmp(v, "duplicate")) cfg->fault_kind = FX_FAULT_DUPLICATE;
             else if (!strcmp(v, "delay_request")) cfg->fault_kind = FX_FAULT_DELAY_REQUEST;
-            else return cfg_bad(c, path, it, "must be \"delay\", \"drop\", \"duplicate\" or \"delay_request\"");
+            else if (!strcmp(v, "truncate")) cfg->fault_kind = FX_FAULT_TRUNCATE;
+            else return cfg_bad(c, path, it,
+                                "must be \"delay\", \"drop\", \"duplicate\", \"delay_request\" or \"truncate\"");
             continue;
         }
         if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 86400000 ||
@@ -421,6 +425,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         cfg->hot_capacity_ratio = v->valuedouble;
         return 0;
     case CFG_K_HANDLE_TTL: return cfg_get_ms(c, path, v, &cfg->handle_ttl_ms);
+    case CFG_K_PLAN_TTL: return cfg_get_ms(c, path, v, &cfg->put_plan_ttl_ms);
     case CFG_K_HB_INTERVAL: return cfg_get_ms(c, path, v, &cfg->heartbeat_interval_ms);
     case CFG_K_CLAIM_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->claim_timeout_ms);
     case CFG_K_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->timeout_ms);

@@ -25,7 +25,8 @@ typedef enum fx_node_role {
 #define FX_PATH_MAX 108       /* sizeof(sockaddr_un.sun_path) */
 
 /* reply faults act on the master's replies; delay_request holds an owner's request back */
-enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4 };
+enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4,
+       FX_FAULT_TRUNCATE = 5 };
 
 typedef struct fx_config {
     fx_role_t role;
@@ -59,6 +60,7 @@ typedef struct fx_config {
     double hot_capacity_ratio;            /* [0.95], in (0, 1] */
     uint64_t hot_capacity_bytes;          /* hot tier watermark in bytes; 0 = the ratio [0] */
     uint32_t handle_ttl_ms;               /* [30000], > 0 */
+    uint32_t put_plan_ttl_ms;             /* [20000], > 0: a prepared put plan not committed by then is released */
     uint32_t heartbeat_interval_ms;       /* [1000], > 0 */
     uint32_t claim_timeout_ms;            /* slot claim hard timeout [30000], > 0 */
     uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */

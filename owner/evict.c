@@ -17,9 +17,13 @@
  * exactly those replicas (the route goes with its last replica); a key replaced meanwhile
  * answers STALE and its new version is untouched. Then the entries retire (route_dead:
  * the slot frees once no holder pins it, S2; a fetch that copied from it is refused by
- * the master's GET_DONE check) — on STALE too: the old version is ours to drop. When the master
- * cannot be reached the hidden entries go back to the index (the route still names
- * them) and eviction is retried later.
+ * the master's GET_DONE check) — on STALE too: the old version is ours to drop. When the EVICT
+ * could not be sent, or the master refused it outright, the hidden entries go back to the
+ * index (the route still names them) and eviction is retried later. When its outcome is
+ * uncertain (no answer in time, the connection lost after sending, a malformed answer) the
+ * master may already have dropped the replicas: the entries stay hidden and the SAME
+ * identities are sent again (with backoff) until the master answers; a replica it had
+ * dropped then answers STALE and retires.
  *
  * Reactor thread only. Static helpers are oev_*. */
 #include <stdio.h>
@@ -32,6 +36,7 @@
 #define OEV_BUSY_MAX 4u        /* rounds a pinned group is skipped before it is left hot */
 #define OEV_TICK_MS 10u        /* while claims wait: expiry and a safety re-run */
 #define OEV_RETRY_MS 100u      /* after the master could not be reached */
+#define OEV_RESEND_MAX_MS 1000u /* backoff cap of an uncertain EVICT's resend */
 #define OEV_BACKOFF_MAX_MS 64u /* busy backoff cap */
 
 /* A slot class the pool holds grants of (eviction frees slots per class). */
@@ -51,7 +56,8 @@ typedef struct oev {
     bool in_step, closing;
     uint64_t round;
     uint32_t backoff_ms;
-    uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot;
+    uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
+        resends;
 } oev_t;
 
 /* The atomic group a version was published in: its members while they live. */
@@ -70,7 +76,9 @@ typedef struct oev_cohort {
     uint64_t *offsets, *put_ms, *put_ver, *slot_sizes;
     char *kbuf;       /* the keys, back to back (kept: a delayed send outlives entries) */
     uint32_t *klens;
-    fx_timer_t delay; /* test fault: EVICT held back */
+    fx_timer_t delay; /* test fault: EVICT held back; the retry of an uncertain one */
+    bool uncertain;   /* sent once without a definite answer: never restored */
+    uint32_t attempts;
 } oev_cohort_t;
 
 typedef struct oev_vec {
@@ -292,7 +300,6 @@ static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body
     oev_cohort_unlink(kv, c);
     fx_body_statuses_t st = stp ? *stp : (fx_body_statuses_t){{NULL, 0}};
     bool ok = status == FLUXON_OK && st.statuses.n == c->n;
-    if (status == FLUXON_OK && !ok) FX_ERROR("malformed EVICT answer from the master: %zu values restored", c->n);
     size_t restored = 0;
     for (size_t i = 0; i < c->n; i++) {
         owner_entry_t *en = fx_ostore_at(o, c->offsets[i]);
@@ -321,6 +328,20 @@ static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body
     fx_oev_kick(o);
 }
 
+static void oev_on_delay(fx_reactor_t *r, fx_timer_t *t);
+
+/* The outcome of c is unknown: keep its entries hidden, send the same identities again. */
+static void oev_resend_later(fx_owner_t *o, oev_cohort_t *c, int status)
+{
+    c->uncertain = true;
+    uint32_t ms = FX_MIN(OEV_RETRY_MS << FX_MIN(c->attempts, 4u), OEV_RESEND_MAX_MS);
+    c->attempts++;
+    o->ev->resends++;
+    FX_WARN("eviction of %zu values: outcome unknown (%s); kept hidden, sent again in %u ms", c->n,
+            fluxon_status_string(status), ms);
+    fx_timer_arm(o->r, &c->delay, ms, oev_on_delay);
+}
+
 static void oev_on_evict(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
                          fx_arena_t *arena)
 {
@@ -332,6 +353,14 @@ static void oev_on_evict(void *arg, int status, const fx_frame_header_t *h, cons
     fx_body_statuses_t st = {{NULL, 0}};
     if (status == FLUXON_OK && fx_body_statuses_decode(body, h->body_len, &st, arena) != FLUXON_OK)
         st.statuses.n = 0;
+    if (status == FLUXON_OK && st.statuses.n != c->n) {
+        FX_ERROR("malformed EVICT answer from the master (%u statuses for %zu values)", st.statuses.n, c->n);
+        status = FLUXON_ERR_PROTOCOL;
+    }
+    if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL) {
+        oev_resend_later(c->o, c, status); /* the master may have dropped them */
+        return;
+    }
     oev_finish(c->o, c, status, &st);
 }
 
@@ -348,9 +377,11 @@ static void oev_transmit(fx_owner_t *o, oev_cohort_t *c)
         rc = mc ? FX_RPC_CALL(mc, EVICT, evict, &b, o->cfg.master_timeout_ms, oev_on_evict, c) : FLUXON_ERR_UNAVAILABLE;
         fx_free(keys);
     }
-    if (rc != FLUXON_OK) {
+    if (rc != FLUXON_OK && c->uncertain) {
+        oev_resend_later(o, c, rc); /* an earlier send may have been applied: never restore */
+    } else if (rc != FLUXON_OK) {
         FX_WARN("cannot send EVICT of %zu values: %s", c->n, fluxon_status_string(rc));
-        oev_finish(o, c, rc, NULL); /* restores them */
+        oev_finish(o, c, rc, NULL); /* never sent: restores them */
     }
 }
 
@@ -519,16 +550,18 @@ FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j)
     fx_jbuf_printf(j,
                    "\"hot_bytes\":%llu,\"hot_values\":%llu,\"hot_capacity_bytes\":%llu,\"evictions\":%llu,"
                    "\"evicted_bytes\":%llu,\"cohorts\":%llu,\"busy_retries\":%llu,\"left_hot\":%llu,"
-                   "\"restored\":%llu,\"selected_bytes\":%llu,\"eviction_debt\":%llu,\"evict_stale\":%llu",
+                   "\"restored\":%llu,\"selected_bytes\":%llu,\"eviction_debt\":%llu,\"evict_stale\":%llu,"
+                   "\"evict_resends\":%llu",
                    (unsigned long long)kv->hot.bytes, (unsigned long long)kv->hot.count,
                    (unsigned long long)kv->hot_capacity, (unsigned long long)kv->evictions,
                    (unsigned long long)kv->evicted_bytes, (unsigned long long)kv->n_cohorts,
                    (unsigned long long)kv->busy_retries, (unsigned long long)kv->left_hot,
                    (unsigned long long)kv->restored, (unsigned long long)kv->selected_bytes,
-                   (unsigned long long)kv->debt, (unsigned long long)kv->stale);
+                   (unsigned long long)kv->debt, (unsigned long long)kv->stale, (unsigned long long)kv->resends);
 }
 
 #undef OEV_BUSY_MAX
 #undef OEV_TICK_MS
 #undef OEV_RETRY_MS
+#undef OEV_RESEND_MAX_MS
 #undef OEV_BACKOFF_MAX_MS

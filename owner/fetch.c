@@ -13,10 +13,14 @@
 #include "owner_link.h"
 #include "owner_peers.h"
 
+#define OFETCH_RESEND_MS 100u      /* first resend of an uncertain GET_DONE */
+#define OFETCH_RESEND_MAX_MS 1000u /* backoff cap */
+
 typedef struct ofetch {
     fx_ofetch_done_fn done;
+    struct ofetch_gd *waiting; /* GET_DONEs scheduled to be (re)sent */
     uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
-        temp_copies, reuse_hits, self_copies;
+        temp_copies, reuse_hits, self_copies, get_done_resends;
 } ofetch_t;
 
 typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
@@ -71,45 +75,47 @@ typedef struct ofetch_getdone_ctx {
     fx_owner_t *o;
     size_t n;
     owner_oget_t **og;
-    owner_entry_t **en;
+    fx_slot_ref_t *slot; /* the copies' identities (looked up again when the answer comes) */
 } ofetch_getdone_ctx_t;
 
-static void ofetch_on_get_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
-                             fx_arena_t *arena)
+static void ofetch_gd_ctx_free(ofetch_getdone_ctx_t *c)
 {
-    ofetch_getdone_ctx_t *c = arg;
-    fx_owner_t *o = c->o;
-    ofetch_t *kv = o->fetch;
-    fx_body_statuses_t st = {{NULL, 0}};
-    if (status == FLUXON_OK) fx_body_statuses_decode(body, h->body_len, &st, arena);
-    for (size_t i = 0; i < c->n; i++) {
-        owner_entry_t *en = c->en[i];
-        int ks = status != FLUXON_OK ? status : i < st.statuses.n ? (int)(int64_t)st.statuses.v[i] : FLUXON_ERR_PROTOCOL;
-        owner_entry_t *cur = fx_ostore_lookup(o, en->key, en->klen);
-        /* NO_SPACE: the copy is intact (the source was checked first) but the key has all
-         * the replicas it may have: serve it as a temporary copy */
-        if ((ks == FLUXON_OK && c->og[i]->mode == FX_GET_TEMPORARY) || ks == FLUXON_ERR_NO_SPACE) {
-            /* the copy is intact (D1) but is not a replica: its readers' holders keep it,
-             * the slot frees with the last one */
-            kv->temp_copies++;
-            o->fetch->done(o, c->og[i], en);
-            fx_ostore_retire(o, en);
-            continue;
-        }
-        if (ks == FLUXON_OK && !cur && fx_ostore_commit(o, en, en->put_ms, en->put_ver) == FLUXON_OK) {
-            fx_ostore_index(o, en); /* a durable replica: in the hot tier from now on */
-            kv->remote_hits++;
-            o->fetch->done(o, c->og[i], en);
-            continue;
-        }
-        if (ks != FLUXON_OK) kv->get_done_stale++;
-        c->og[i]->why = ks; /* STALE reads as NOT_FOUND; a lost master as itself */
-        fx_ostore_retire(o, en); /* not published (or a local put overtook it) */
-        o->fetch->done(o, c->og[i], ks == FLUXON_OK ? cur : NULL);
-    }
     fx_free(c->og);
-    fx_free(c->en);
+    fx_free(c->slot);
     fx_free(c);
+}
+
+/* The master's word on one copy: ks is its status. */
+static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en, int ks)
+{
+    ofetch_t *kv = o->fetch;
+    if (!en) { /* cannot happen: a PENDING copy is only retired by its GET_DONE outcome */
+        og->why = FLUXON_ERR_INTERNAL;
+        kv->done(o, og, NULL);
+        return;
+    }
+    if (en->invalidated && ks == FLUXON_OK) ks = FLUXON_ERR_STALE; /* registered, then deleted or replaced */
+    owner_entry_t *cur = fx_ostore_lookup(o, en->key, en->klen);
+    /* NO_SPACE: the copy is intact (the source was checked first) but the key has all
+     * the replicas it may have: serve it as a temporary copy */
+    if ((ks == FLUXON_OK && og->mode == FX_GET_TEMPORARY) || ks == FLUXON_ERR_NO_SPACE) {
+        /* the copy is intact (D1) but is not a replica: its readers' holders keep it,
+         * the slot frees with the last one */
+        kv->temp_copies++;
+        kv->done(o, og, en);
+        fx_ostore_retire(o, en);
+        return;
+    }
+    if (ks == FLUXON_OK && !cur && fx_ostore_commit(o, en, en->put_ms, en->put_ver) == FLUXON_OK) {
+        fx_ostore_index(o, en); /* a durable replica: in the hot tier from now on */
+        kv->remote_hits++;
+        kv->done(o, og, en);
+        return;
+    }
+    if (ks != FLUXON_OK) kv->get_done_stale++;
+    og->why = ks; /* STALE reads as NOT_FOUND; a lost master as itself */
+    fx_ostore_retire(o, en); /* not published (or a local put overtook it) */
+    kv->done(o, og, ks == FLUXON_OK ? cur : NULL);
 }
 
 /* Durable fetches that made no copy: one-way GET_DONE (ABANDON) so the master forgets
@@ -140,25 +146,85 @@ static void ofetch_abandon(fx_owner_t *o, owner_oget_t *const *ogs, size_t n)
 typedef struct ofetch_gd {
     fx_timer_t t;
     fx_owner_t *o;
+    struct ofetch_gd *prev, *next; /* in ofetch_t.waiting while a (re)send is scheduled */
     ofetch_getdone_ctx_t *c;
-    fx_str_t *keys;
+    fx_str_t *keys; /* the copies' keys (their PENDING entries live until the outcome) */
     uint64_t *cols; /* 6 columns of n: offsets, put_ms, put_ver, value_lens, src_offsets, modes */
     size_t n;
     char src_id[FX_ID_MAX];
     uint64_t src_gen;
+    uint32_t attempts; /* sends so far: after one, the outcome is uncertain until answered */
 } ofetch_gd_t;
+
+static void ofetch_gd_free(ofetch_gd_t *d)
+{
+    if (d->c) ofetch_gd_ctx_free(d->c);
+    fx_free(d->keys);
+    fx_free(d->cols);
+    fx_free(d);
+}
 
 /* GET_DONE could not be sent: the copies are dropped, their readers miss. */
 static void ofetch_gd_fail(fx_owner_t *o, ofetch_getdone_ctx_t *c)
 {
     for (size_t i = 0; i < c->n; i++) {
-        fx_ostore_retire(o, c->en[i]);
+        owner_entry_t *en = fx_ostore_find(o, &c->slot[i]);
+        if (en) fx_ostore_retire(o, en);
         c->og[i]->why = FLUXON_ERR_UNAVAILABLE;
         o->fetch->done(o, c->og[i], NULL);
     }
-    fx_free(c->og);
-    fx_free(c->en);
-    fx_free(c);
+    ofetch_gd_ctx_free(c);
+}
+
+static void ofetch_gd_timer(fx_reactor_t *r, fx_timer_t *t);
+
+/* Sends d again after ms (the test fault's hold-back, or an uncertain outcome's backoff). */
+static void ofetch_gd_later(ofetch_gd_t *d, uint32_t ms)
+{
+    ofetch_t *s = d->o->fetch;
+    d->prev = NULL;
+    d->next = s->waiting;
+    if (s->waiting) s->waiting->prev = d;
+    s->waiting = d;
+    fx_timer_arm(d->o->r, &d->t, ms, ofetch_gd_timer);
+}
+
+/* The outcome of d is unknown (no answer in time, the connection lost after sending, a
+ * malformed answer): the master may have recorded the copies as replicas, so they are
+ * neither freed nor served; the same GET_DONE goes again. Readers keep waiting (their
+ * per-key gets stay registered). */
+static void ofetch_gd_uncertain(ofetch_gd_t *d, int status)
+{
+    uint32_t ms = FX_MIN(OFETCH_RESEND_MS << FX_MIN(d->attempts - 1, 4u), OFETCH_RESEND_MAX_MS);
+    d->o->fetch->get_done_resends++;
+    FX_WARN("get_done of %zu copies: outcome unknown (%s); kept hidden, sent again in %u ms", d->c->n,
+            fluxon_status_string(status), ms);
+    ofetch_gd_later(d, ms);
+}
+
+static void ofetch_on_get_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena)
+{
+    ofetch_gd_t *d = arg;
+    fx_owner_t *o = d->o;
+    ofetch_getdone_ctx_t *c = d->c;
+    fx_body_statuses_t st = {{NULL, 0}};
+    if (status == FLUXON_OK && fx_body_statuses_decode(body, h->body_len, &st, arena) != FLUXON_OK)
+        st.statuses.n = 0;
+    if (status == FLUXON_OK && st.statuses.n != c->n) {
+        FX_ERROR("malformed GET_DONE answer from the master (%u statuses for %zu copies)", st.statuses.n, c->n);
+        status = FLUXON_ERR_PROTOCOL;
+    }
+    bool uncertain = status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL;
+    if (uncertain && !o->shutting_down) {
+        ofetch_gd_uncertain(d, status);
+        return;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        int ks = status != FLUXON_OK ? status : (int)(int64_t)st.statuses.v[i];
+        ofetch_get_done_one(o, c->og[i], fx_ostore_find(o, &c->slot[i]), ks);
+    }
+    ofetch_gd_free(d);
 }
 
 static void ofetch_gd_send(ofetch_gd_t *d)
@@ -170,18 +236,28 @@ static void ofetch_gd_send(ofetch_gd_t *d)
     fx_body_get_done_t gd = {{d->keys, m}, {cols, m}, {cols + n, m}, {cols + 2 * n, m}, {cols + 3 * n, m},
                              fx_str_c(d->src_id), d->src_gen, {cols + 4 * n, m}, {cols + 5 * n, m}};
     fx_conn_t *mc = fx_olink_conn(o);
-    int rc = mc ? FX_RPC_CALL(mc, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, ofetch_on_get_done, d->c)
-                      : FLUXON_ERR_UNAVAILABLE;
-    if (rc != FLUXON_OK) ofetch_gd_fail(o, d->c);
-    fx_free(d->keys);
-    fx_free(d->cols);
-    fx_free(d);
+    int rc = mc ? FX_RPC_CALL(mc, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, ofetch_on_get_done, d)
+                : FLUXON_ERR_UNAVAILABLE;
+    if (rc == FLUXON_OK) {
+        d->attempts++;
+    } else if (d->attempts && !o->shutting_down) {
+        ofetch_gd_uncertain(d, rc); /* an earlier send may have been applied: wait for the master */
+    } else {
+        ofetch_gd_fail(o, d->c); /* never sent: the master knows nothing of these copies */
+        d->c = NULL;
+        ofetch_gd_free(d);
+    }
 }
 
 static void ofetch_gd_timer(fx_reactor_t *r, fx_timer_t *t)
 {
-    (void)r;
-    ofetch_gd_send(FX_CONTAINER_OF(t, ofetch_gd_t, t));
+    ofetch_gd_t *d = FX_CONTAINER_OF(t, ofetch_gd_t, t);
+    ofetch_t *s = d->o->fetch;
+    if (d->prev) d->prev->next = d->next;
+    else s->waiting = d->next;
+    if (d->next) d->next->prev = d->prev;
+    d->prev = d->next = NULL;
+    ofetch_gd_send(d);
 }
 
 static void ofetch_on_xfer(void *arg, int status)
@@ -197,11 +273,11 @@ static void ofetch_on_xfer(void *arg, int status)
     uint64_t *cols = fx_calloc(6 * n, sizeof *cols);
     if (c) {
         c->og = fx_calloc(n, sizeof *c->og);
-        c->en = fx_calloc(n, sizeof *c->en);
+        c->slot = fx_calloc(n, sizeof *c->slot);
     }
     owner_oget_t **ab = fx_calloc(n, sizeof *ab); /* durable fetches that made no copy */
     size_t n_ab = 0;
-    bool ok = status == FLUXON_OK && c && c->og && c->en && keys && cols && ab && fx_olink_conn(o);
+    bool ok = status == FLUXON_OK && c && c->og && c->slot && keys && cols && ab && fx_olink_conn(o);
     kv->transfers++;
     if (status != FLUXON_OK) FX_WARN("remote fetch of %zu values failed: %s", n, fluxon_status_string(status));
     if (!ok) ofetch_abandon(o, x->og, n);
@@ -235,7 +311,7 @@ static void ofetch_on_xfer(void *arg, int status)
         cols[4 * n + m] = og->src_off;
         cols[5 * n + m] = og->mode;
         c->og[m] = og;
-        c->en[m++] = en;
+        c->slot[m++] = en->slot;
     }
     ofetch_abandon(o, ab, n_ab);
     fx_free(ab);
@@ -249,10 +325,10 @@ static void ofetch_on_xfer(void *arg, int status)
             keys = NULL;
             cols = NULL;
             c = NULL;
+            fx_timer_init(&d->t);
             if (fx_owner_fault_delay(o, "GET_DONE")) { /* test-only: the master hears of this copy fault_ms later */
                 FX_WARN("test fault: GET_DONE of %zu keys held back %u ms", m, o->cfg.fault_ms);
-                fx_timer_init(&d->t);
-                fx_timer_arm(o->r, &d->t, o->cfg.fault_ms, ofetch_gd_timer);
+                ofetch_gd_later(d, o->cfg.fault_ms);
             } else {
                 ofetch_gd_send(d);
             }
@@ -261,9 +337,7 @@ static void ofetch_on_xfer(void *arg, int status)
             c = NULL;
         }
     } else if (c) {
-        fx_free(c->og);
-        fx_free(c->en);
-        fx_free(c);
+        ofetch_gd_ctx_free(c);
     }
     fx_free(keys);
     fx_free(cols);
@@ -499,8 +573,17 @@ FX_INTERNAL int fx_ofetch_init(fx_owner_t *o, fx_ofetch_done_fn done)
     return FLUXON_OK;
 }
 
+/* Shutdown: scheduled GET_DONEs go (their entries and readers go with the store and get). */
 FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o)
 {
+    ofetch_t *s = o->fetch;
+    if (!s) return;
+    while (s->waiting) {
+        ofetch_gd_t *d = s->waiting;
+        s->waiting = d->next;
+        fx_timer_disarm(o->r, &d->t);
+        ofetch_gd_free(d);
+    }
     fx_free(o->fetch);
     o->fetch = NULL;
 }
@@ -511,10 +594,14 @@ FX_INTERNAL void fx_ofetch_stats_json(fx_owner_t *o, fx_jbuf_t *j)
     fx_jbuf_printf(j,
                    "\"lookup_batches\":%llu,\"lookups_skipped\":%llu,\"transfers\":%llu,\"transfer_keys\":%llu,"
                    "\"transfer_bytes\":%llu,\"remote_hits\":%llu,\"get_done_stale\":%llu,\"temp_copies\":%llu,"
-                   "\"reuse_hits\":%llu,\"self_copies\":%llu",
+                   "\"reuse_hits\":%llu,\"self_copies\":%llu,\"get_done_resends\":%llu",
                    (unsigned long long)s->lookup_batches, (unsigned long long)s->lookups_skipped,
                    (unsigned long long)s->transfers, (unsigned long long)s->transfer_keys,
                    (unsigned long long)s->transfer_bytes, (unsigned long long)s->remote_hits,
                    (unsigned long long)s->get_done_stale, (unsigned long long)s->temp_copies,
-                   (unsigned long long)s->reuse_hits, (unsigned long long)s->self_copies);
+                   (unsigned long long)s->reuse_hits, (unsigned long long)s->self_copies,
+                   (unsigned long long)s->get_done_resends);
 }
+
+#undef OFETCH_RESEND_MS
+#undef OFETCH_RESEND_MAX_MS

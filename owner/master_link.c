@@ -161,7 +161,8 @@ static void olink_on_connect(fx_connect_op_t *op, int res)
         olink_schedule_reconnect(l);
         return;
     }
-    if (o->cfg.fault_message[0] && o->cfg.fault_kind != FX_FAULT_DELAY_REQUEST) /* test-only */
+    if (o->cfg.fault_message[0] && o->cfg.fault_kind != FX_FAULT_DELAY_REQUEST &&
+        o->cfg.fault_kind != FX_FAULT_TRUNCATE) /* test-only: faults of the connection itself */
         fx_conn_set_fault(l->mconn, (uint16_t)fx_msg_by_name(o->cfg.fault_message), o->cfg.fault_kind,
                           o->cfg.fault_ms, o->cfg.fault_count);
     l->mstate = OM_HELLO;

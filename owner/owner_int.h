@@ -51,14 +51,20 @@ struct fx_owner {
     bool ready_sent;
 };
 
-/* Test-only (config "test": fault delay_request of message msg): true when this request
- * should be held back fault_ms (counted against fault_count). */
-static inline bool fx_owner_fault_delay(fx_owner_t *o, const char *msg)
+/* Test-only (config "test": fault `kind` of message msg): true when it applies now
+ * (counted against fault_count). */
+static inline bool fx_owner_fault(fx_owner_t *o, int kind, const char *msg)
 {
-    if (o->cfg.fault_kind != FX_FAULT_DELAY_REQUEST || strcmp(o->cfg.fault_message, msg)) return false;
+    if (o->cfg.fault_kind != kind || strcmp(o->cfg.fault_message, msg)) return false;
     if (o->cfg.fault_count && o->faults_applied >= o->cfg.fault_count) return false;
     o->faults_applied++;
     return true;
+}
+
+/* delay_request: this request to the master is held back fault_ms */
+static inline bool fx_owner_fault_delay(fx_owner_t *o, const char *msg)
+{
+    return fx_owner_fault(o, FX_FAULT_DELAY_REQUEST, msg);
 }
 
 #endif

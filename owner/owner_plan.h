@@ -34,14 +34,14 @@ typedef struct owner_plan {
     char **keys;
     uint32_t *klens;
     int *status;
-    fx_slot_ref_t *slots;     /* 2n: per key, then the claim's scratch */
-    owner_entry_t **entries;  /* per key once committed (valid while the plan publishes) */
+    fx_slot_ref_t *slots;     /* 2n: per key, then the claim's scratch; once committed, key i's
+                               * entry is fx_ostore_find(slots[i]) (identity, never a pointer) */
     uint64_t value_len, flags, lease_id;
     uint64_t *group_lens;
     size_t n_groups;
     uint64_t batch_id;
     uint32_t attempts;
-    fx_timer_t retry_timer;
+    fx_timer_t retry_timer;   /* PREPARED: the put_plan_ttl_ms expiry; PUBLISHING: the T1 retry */
     uint64_t req_id;          /* put_start / PUT_INLINE request to answer */
     fx_conn_t *reply_conn;
     uint8_t *inline_value;    /* PUT_INLINE: the bytes to stage (freed once copied); */

@@ -23,6 +23,8 @@ typedef struct owner_entry {
     bool remote;    /* fetched from another owner (a replica) */
     bool retired;
     bool evicting;  /* selected for eviction: hidden from the index until the master answers */
+    bool invalidated; /* INVALIDATE named it while PENDING: hidden, retired when its PUT_DONE or
+                       * GET_DONE outcome is known (the plan or fetch still names its identity) */
     /* evict.c's fields */
     uint32_t busy_tries;     /* eviction rounds that found it (alone) pinned */
     uint32_t group_idx;      /* index in group->m */
@@ -55,6 +57,9 @@ FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, u
                                                const fx_slot_ref_t *slot, uint64_t value_len);
 FX_INTERNAL owner_entry_t *fx_ostore_lookup(fx_owner_t *o, const void *key, size_t klen); /* visible */
 FX_INTERNAL owner_entry_t *fx_ostore_at(fx_owner_t *o, uint64_t offset); /* any live entry */
+/* The live entry in exactly this use of the slot (offset + use_seq), or NULL: how a
+ * callback that outlived a reactor turn finds its entry again. */
+FX_INTERNAL owner_entry_t *fx_ostore_find(fx_owner_t *o, const fx_slot_ref_t *slot);
 /* makes en the indexed version of its key (the previous one stays until invalidated) */
 FX_INTERNAL void fx_ostore_index(fx_owner_t *o, owner_entry_t *en);
 FX_INTERNAL void fx_ostore_hide(fx_owner_t *o, owner_entry_t *en); /* out of the index only */
@@ -64,7 +69,8 @@ FX_INTERNAL int fx_ostore_commit(fx_owner_t *o, owner_entry_t *en, uint64_t put_
 FX_INTERNAL void fx_ostore_retire(fx_owner_t *o, owner_entry_t *en);
 /* The master restarted: every COMMITTED entry retires (their routes are gone). */
 FX_INTERNAL void fx_ostore_master_changed(fx_owner_t *o);
-/* INVALIDATE from the master: true when the body decoded (answered OK either way). */
+/* INVALIDATE from the master: COMMITTED versions it names retire; PENDING ones (their
+ * PUT_DONE or GET_DONE outcome still unknown) are marked invalidated and hidden. */
 FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
 
 FX_INTERNAL owner_holder_t *fx_ostore_holder_new(fx_owner_t *o, owner_ext_t *e, const fx_slot_ref_t *slot);

@@ -23,7 +23,7 @@ typedef struct oput {
     fx_hmap_t *inflight; /* key -> owner_plan_t (prepared, not committed) */
     fx_hmap_t *plans;    /* u64 id -> owner_plan_t */
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected, put_done_retries,
-        puts_aborted;
+        puts_aborted, put_plans_expired;
 } oput_t;
 
 static void oput_publish(fx_owner_t *o, owner_plan_t *p);
@@ -52,7 +52,6 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
     fx_free(p->klens);
     fx_free(p->status);
     fx_free(p->slots);
-    fx_free(p->entries);
     fx_free(p->group_lens);
     fx_oplace_plan_free(p);
     fx_free(p->inline_value);
@@ -125,6 +124,19 @@ static void oput_inline_claimed(fx_owner_t *o, owner_plan_t *p)
     fx_conn_unref(c);
 }
 
+/* A prepared plan nobody committed or aborted within put_plan_ttl_ms (its answer may
+ * have reached a client that had given up): its reservations go. */
+static void oput_on_plan_ttl(fx_reactor_t *r, fx_timer_t *t)
+{
+    owner_plan_t *p = FX_CONTAINER_OF(t, owner_plan_t, retry_timer);
+    fx_owner_t *o = p->o;
+    if (p->state != OP_PREPARED) return;
+    o->put->put_plans_expired++;
+    FX_WARN("put plan %llu (%zu keys) neither committed nor aborted within put_plan_ttl_ms %u: released",
+            (unsigned long long)p->id, p->n, o->cfg.put_plan_ttl_ms);
+    oput_plan_abort(o, p);
+}
+
 static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
 {
     if (p->is_inline) {
@@ -160,6 +172,7 @@ static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
         fx_body_put_start_ack_t ack = {accepted ? p->id : 0, {st, (uint32_t)p->n}, {st + p->n, (uint32_t)p->n}};
         FX_CONN_SEND(c, FX_MSG_PUT_START, FX_FLAG_RESPONSE, FLUXON_OK, p->req_id, put_start_ack, &ack);
         if (!accepted) oput_plan_free(o, p);
+        else fx_timer_arm(o->r, &p->retry_timer, o->cfg.put_plan_ttl_ms, oput_on_plan_ttl); /* PREPARED: TTL */
     }
     fx_free(st);
     fx_conn_unref(c);
@@ -237,9 +250,8 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     p->klens = fx_calloc(n, sizeof *p->klens);
     p->status = fx_calloc(n, sizeof *p->status);
     p->slots = fx_calloc(2 * n, sizeof *p->slots);
-    p->entries = fx_calloc(n, sizeof *p->entries);
     p->group_lens = fx_calloc(b->group_lens.n ? b->group_lens.n : 1, sizeof *p->group_lens);
-    if (!p->keys || !p->klens || !p->status || !p->slots || !p->entries || !p->group_lens) goto nomem;
+    if (!p->keys || !p->klens || !p->status || !p->slots || !p->group_lens) goto nomem;
     for (size_t i = 0; i < n; i++) {
         p->keys[i] = fx_strndup(b->keys.v[i].p, b->keys.v[i].len);
         if (!p->keys[i]) goto nomem;
@@ -435,24 +447,30 @@ static void oput_admit_groups(fx_owner_t *o, owner_plan_t *p, owner_entry_t **ad
 }
 
 /* The master answered PUT_DONE: each accepted key is committed (or, placed remotely, its
- * staging copy goes), or retired when refused. Returns the plan's outcome. */
+ * staging copy goes), or retired when refused. Returns the plan's outcome, or
+ * FLUXON_ERR_PROTOCOL (nothing applied) when the answer's columns do not match the batch. */
 static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done_ack_t *ack)
 {
     oput_t *s = o->put;
     int outcome = FLUXON_OK;
+    size_t m = 0;
+    for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
+    if (ack->statuses.n != m || ack->put_ms.n != m || ack->put_ver.n != m) return FLUXON_ERR_PROTOCOL;
     owner_entry_t **admit = fx_calloc(p->n, sizeof *admit); /* [i]: committed just now */
     size_t k = 0;
     for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] != FLUXON_OK) continue;
-        owner_entry_t *en = p->entries[i];
-        int ks = k < ack->statuses.n ? (int)(int64_t)ack->statuses.v[k] : FLUXON_ERR_PROTOCOL;
-        if (ks == FLUXON_OK && en && !en->retired && p->place.target_remote) {
-            fx_ostore_retire(o, en); /* published on the target: the staging copy goes */
+        owner_entry_t *en = fx_ostore_find(o, &p->slots[i]); /* by identity: it may be gone */
+        int ks = (int)(int64_t)ack->statuses.v[k];
+        if (ks == FLUXON_OK && en && (p->place.target_remote || en->invalidated)) {
+            /* published on the target (the staging copy goes), or published and invalidated
+             * since (deleted or replaced meanwhile): this copy is done */
+            fx_ostore_retire(o, en);
             s->put_keys_published++;
-        } else if (ks == FLUXON_OK && en && !en->retired) {
+        } else if (ks == FLUXON_OK && en) {
             if (fx_ostore_commit(o, en, ack->put_ms.v[k], ack->put_ver.v[k]) == FLUXON_OK && admit) admit[i] = en;
             s->put_keys_published++;
-        } else if (en && !en->retired) {
+        } else if (en) {
             fx_ostore_retire(o, en); /* never published: the master refused it */
             if (outcome == FLUXON_OK) outcome = ks;
         }
@@ -463,6 +481,12 @@ static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done
     return outcome;
 }
 
+static void oput_retry_later(fx_owner_t *o, owner_plan_t *p)
+{
+    uint32_t delay = FX_MIN(50u << FX_MIN(p->attempts, 5u), OPUT_RETRY_MAX_MS);
+    fx_timer_arm(o->r, &p->retry_timer, delay, oput_on_retry);
+}
+
 static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
                              fx_arena_t *arena)
 {
@@ -471,16 +495,19 @@ static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, 
     owner_plan_t *p = o->put ? oput_find(o, ctx->plan_id) : NULL;
     fx_free(ctx);
     if (!p || p->state != OP_PUBLISHING) return;
-    if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE) {
+    fx_body_put_done_ack_t ack;
+    memset(&ack, 0, sizeof ack);
+    if (status == FLUXON_OK && fx_body_put_done_ack_decode(body, h->body_len, &ack, arena) != FLUXON_OK)
+        status = FLUXON_ERR_PROTOCOL;
+    if (status == FLUXON_OK && fx_owner_fault(o, FX_FAULT_TRUNCATE, "PUT_DONE")) /* test-only */
+        ack.put_ms = ack.put_ver = (fx_u64v_t){NULL, 0};
+    if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL) {
         /* uncertain (T1): keep the local-visible entries, retry with the same batch id */
-        uint32_t delay = FX_MIN(50u << FX_MIN(p->attempts, 5u), OPUT_RETRY_MAX_MS);
-        fx_timer_arm(o->r, &p->retry_timer, delay, oput_on_retry);
+        oput_retry_later(o, p);
         return;
     }
     int outcome = status;
     if (status == FLUXON_OK) {
-        fx_body_put_done_ack_t ack;
-        fx_body_put_done_ack_decode(body, h->body_len, &ack, arena);
         bool all_stale = p->place.put_token && ack.statuses.n > 0;
         for (uint32_t k = 0; all_stale && k < ack.statuses.n; k++)
             all_stale = (int)(int64_t)ack.statuses.v[k] == FLUXON_ERR_STALE;
@@ -492,9 +519,17 @@ static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, 
             return;
         }
         outcome = oput_apply_ack(o, p, &ack);
+        if (outcome == FLUXON_ERR_PROTOCOL) { /* malformed: the outcome is unknown (T1) */
+            FX_ERROR("malformed PUT_DONE answer for batch %llu (%u statuses, %u put_ms, %u put_ver); retrying",
+                     (unsigned long long)p->batch_id, ack.statuses.n, ack.put_ms.n, ack.put_ver.n);
+            oput_retry_later(o, p);
+            return;
+        }
     } else {
-        for (size_t i = 0; i < p->n; i++)
-            if (p->status[i] == FLUXON_OK && p->entries[i]) fx_ostore_retire(o, p->entries[i]);
+        for (size_t i = 0; i < p->n; i++) {
+            owner_entry_t *en = p->status[i] == FLUXON_OK ? fx_ostore_find(o, &p->slots[i]) : NULL;
+            if (en) fx_ostore_retire(o, en);
+        }
     }
     o->put->puts_published++;
     oput_notify(o, p, outcome);
@@ -520,9 +555,9 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
             continue;
         }
         fx_ostore_index(o, en);
-        p->entries[i] = en;
     }
     oput_plan_unlink(p);
+    fx_timer_disarm(o->r, &p->retry_timer); /* the PREPARED TTL: the same timer retries publishes */
     p->state = OP_PUBLISHING;
     p->batch_id = p->id;
     p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
@@ -631,11 +666,13 @@ FX_INTERNAL void fx_oput_stats_json(fx_owner_t *o, fx_jbuf_t *j)
     oput_t *s = o->put;
     fx_jbuf_printf(j,
                    "\"puts_inflight\":%zu,\"puts_started\":%llu,\"puts_committed\":%llu,\"puts_published\":%llu,"
-                   "\"put_keys_published\":%llu,\"put_rejected\":%llu,\"put_done_retries\":%llu,\"puts_aborted\":%llu",
+                   "\"put_keys_published\":%llu,\"put_rejected\":%llu,\"put_done_retries\":%llu,\"puts_aborted\":%llu,"
+                   "\"put_plans_expired\":%llu",
                    fx_hmap_count(s->plans), (unsigned long long)s->puts_started,
                    (unsigned long long)s->puts_committed, (unsigned long long)s->puts_published,
                    (unsigned long long)s->put_keys_published, (unsigned long long)s->put_rejected,
-                   (unsigned long long)s->put_done_retries, (unsigned long long)s->puts_aborted);
+                   (unsigned long long)s->put_done_retries, (unsigned long long)s->puts_aborted,
+                   (unsigned long long)s->put_plans_expired);
 }
 
 #undef OPUT_RETRY_MAX_MS

@@ -13,7 +13,7 @@ typedef struct ostore {
     fx_hmap_t *index;     /* key -> owner_entry_t (the visible version) */
     fx_hmap_t *by_offset; /* u64 offset -> owner_entry_t (every live entry) */
     fx_hmap_t *holders;   /* u64 id -> owner_holder_t */
-    uint64_t next_id, invalidations;
+    uint64_t next_id, invalidations, malformed;
     fx_ostore_hooks_t hooks;
 } ostore_t;
 
@@ -110,6 +110,12 @@ FX_INTERNAL owner_entry_t *fx_ostore_at(fx_owner_t *o, uint64_t offset)
     return fx_hmap_get(o->store->by_offset, &offset, sizeof offset);
 }
 
+FX_INTERNAL owner_entry_t *fx_ostore_find(fx_owner_t *o, const fx_slot_ref_t *slot)
+{
+    owner_entry_t *en = fx_ostore_at(o, slot->offset);
+    return en && en->slot.use_seq == slot->use_seq ? en : NULL;
+}
+
 FX_INTERNAL void fx_ostore_index(fx_owner_t *o, owner_entry_t *en)
 {
     void *old = NULL;
@@ -174,13 +180,28 @@ FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t
 {
     ostore_t *s = o->store;
     fx_body_invalidate_t b;
-    fx_body_invalidate_decode(body, len, &b, arena);
-    for (uint32_t i = 0; i < b.keys.n && i < b.offsets.n; i++) {
+    memset(&b, 0, sizeof b);
+    int rc = fx_body_invalidate_decode(body, len, &b, arena);
+    if (rc == FLUXON_OK && fx_owner_fault(o, FX_FAULT_TRUNCATE, "INVALIDATE")) /* test-only */
+        b.put_ms = b.put_ver = (fx_u64v_t){NULL, 0};
+    uint32_t n = b.keys.n;
+    if (rc != FLUXON_OK || b.offsets.n != n || b.put_ms.n != n || b.put_ver.n != n) {
+        s->malformed++;
+        FX_ERROR("malformed INVALIDATE from the master (%u keys, %u offsets, %u put_ms, %u put_ver): ignored", n,
+                 b.offsets.n, b.put_ms.n, b.put_ver.n);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
         owner_entry_t *en = fx_ostore_at(o, b.offsets.v[i]);
         if (!en || en->klen != b.keys.v[i].len || memcmp(en->key, b.keys.v[i].p, en->klen)) continue;
         if (en->state == OE_COMMITTED && (en->put_ms != b.put_ms.v[i] || en->put_ver != b.put_ver.v[i]))
             continue; /* a different version lives at that offset now */
         s->invalidations++;
+        if (en->state == OE_PENDING) { /* its publish or fetch still names it: mark, never free */
+            en->invalidated = true;
+            fx_ostore_hide(o, en);
+            continue;
+        }
         fx_ostore_retire(o, en);
     }
 }
@@ -244,10 +265,12 @@ FX_INTERNAL void fx_ostore_stats_json(fx_owner_t *o, fx_jbuf_t *j)
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(s->pool, &st);
     fx_jbuf_printf(j,
-                   "\"index_keys\":%zu,\"holders\":%zu,\"invalidations\":%llu,\"slots_free\":%llu,"
+                   "\"index_keys\":%zu,\"holders\":%zu,\"invalidations\":%llu,\"invalidations_malformed\":%llu,"
+                   "\"slots_free\":%llu,"
                    "\"slots_prepared\":%llu,\"slots_pending\":%llu,\"slots_committed\":%llu,\"slots_draining\":%llu,"
                    "\"slot_holder_refs\":%llu,\"grants\":%llu,\"granted_bytes\":%llu,\"used_bytes\":%llu",
                    fx_hmap_count(s->index), fx_hmap_count(s->holders), (unsigned long long)s->invalidations,
+                   (unsigned long long)s->malformed,
                    (unsigned long long)st.free, (unsigned long long)st.prepared, (unsigned long long)st.pending,
                    (unsigned long long)st.committed, (unsigned long long)st.draining,
                    (unsigned long long)st.holder_refs, (unsigned long long)st.grants,

@@ -411,7 +411,9 @@ Test(place, a_commit_too_late_for_the_placement_publishes_here)
     cr_assert_eq(fluxon_local_fast_put_start(a, &k, 1, VLEN, &wt, &plan, NULL), FLUXON_OK);
     cr_assert_eq(placed_bytes(a, "ownB"), (long long)VLEN);
     kf_fill((uint8_t *)(uintptr_t)plan->value_ptrs[0], VLEN, 900);
-    th_sleep_ms(350); /* past 3/4 of the TTL: the ranges may be gone before a push lands */
+    /* wait until the master's in-flight record expired (TTL 400 ms, the range freed): the
+     * owner's push deadline (3/4 of the TTL from PUT_PLACE) is past too */
+    cr_assert(wait_placed(a, "ownB", 0, 3000), "the placement expired at the master");
     fluxon_future *f = NULL;
     cr_assert_eq(fluxon_local_fast_put_commit(a, plan, &f), FLUXON_OK);
     cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);

@@ -81,6 +81,7 @@ Test(config, owner_defaults)
     cr_assert_not(c.has_expected);
     cr_assert_float_eq(c.hot_capacity_ratio, 0.95, 1e-12);
     cr_assert_eq(c.handle_ttl_ms, 30000);
+    cr_assert_lt(c.put_plan_ttl_ms, 30000, "a prepared plan expires before a client's default timeout_ms");
     cr_assert_eq(c.heartbeat_interval_ms, 1000);
     cr_assert_eq(c.claim_timeout_ms, 30000);
     cr_assert_eq(c.max_frame_bytes, 64ull << 20);
@@ -246,6 +247,7 @@ static const struct tc_bad tc_bads[] = {
     {M "\"inflight_ttl_ms\":0}", "inflight_ttl_ms: 0 must be an integer in [1, 86400000]"},
     {M "\"heartbeat_timeout_ms\":86400001}", "heartbeat_timeout_ms: 86400001 must be"},
     {O "\"handle_ttl_ms\":1.5}", "handle_ttl_ms: 1.5 must be an integer"},
+    {O "\"put_plan_ttl_ms\":0}", "put_plan_ttl_ms: 0 must be an integer in [1, 86400000]"},
     {O "\"claim_timeout_ms\":-1}", "claim_timeout_ms: -1 must be"},
     {E "\"timeout_ms\":0}", "timeout_ms: 0 must be"},
     {M "\"start_timeout_ms\":1e300}", "start_timeout_ms: 1e+300 must be"},

@@ -1,0 +1,280 @@
+/* test_uncertain.c — the owner under uncertain master outcomes (issue 13): a callback that
+ * outlives a reactor turn must find its entries by identity (offset + slot use), an entry
+ * invalidated while its PUT_DONE is uncertain is marked, not freed, and an uncertain EVICT
+ * or GET_DONE keeps the copy hidden and retries the same identity. Each scenario drops
+ * one master answer with the owner's "test" fault section. */
+#include <criterion/criterion.h>
+
+#include "kvfix.h"
+
+TestSuite(uncertain, .fini = kf_down, .timeout = 120);
+static void (*const un_unused)(int) __attribute__((unused)) = kf_up; /* kvfix's 2-owner start */
+static int (*const un_unused2)(const uint8_t *, size_t, uint64_t) __attribute__((unused)) = kf_check;
+
+#define UVLEN 64
+
+static fluxon_plan *un_put_start(fluxon_client *c, const char **keys, size_t n, uint64_t seed)
+{
+    fluxon_plan *plan = NULL;
+    int st[1024];
+    cr_assert_leq(n, 1024);
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, n, UVLEN, NULL, &plan, st), FLUXON_OK);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(st[i], FLUXON_OK, "key %s", keys[i]);
+        kf_fill((uint8_t *)(uintptr_t)plan->value_ptrs[i], UVLEN, seed + i);
+    }
+    return plan;
+}
+
+static fluxon_future *un_put(fluxon_client *c, const char **keys, size_t n, uint64_t seed)
+{
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, un_put_start(c, keys, n, seed), &f), FLUXON_OK);
+    return f;
+}
+
+static int un_exists(fluxon_client *c, const char *key)
+{
+    size_t n = 0;
+    return fluxon_batch_exists(c, &key, 1, &n) == FLUXON_OK && n == 1;
+}
+
+/* B1: PUT_DONE's answer is lost (the master applied it); while the owner waits to retry,
+ * the key is deleted (INVALIDATE of the still-PENDING entry) and a batch of other keys is
+ * put here (new entries, maybe in the old entry's memory). The retry gets the master's
+ * cached OK: it must not touch what the invalidated entry's pointer now holds. Deleting
+ * the other keys then empties the local index. */
+Test(uncertain, an_invalidate_during_an_uncertain_put_done_frees_nothing_the_plan_still_names)
+{
+    enum { N = 600 };
+    const char *fault = ",\"master_timeout_ms\":2000,\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"drop\","
+                        "\"fault_count\":1}";
+    const char *extra[2] = {fault, NULL};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    const char *k1 = "b1-victim";
+    fluxon_future *f1 = un_put(a, &k1, 1, 7); /* its PUT_DONE answer is dropped */
+    double end = th_now_s() + 5;
+    while (!un_exists(b, k1) && th_now_s() < end) th_sleep_ms(5); /* the master has the route */
+    cr_assert(un_exists(b, k1), "the master applied the first PUT_DONE");
+    cr_assert_eq(fluxon_delete(b, k1), FLUXON_OK);
+    cr_assert(kf_wait_stat(a, "invalidations", 1, 3000), "INVALIDATE reached owner A");
+    static char names[N][24];
+    static const char *ks[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "b1-other-%04d", i);
+        ks[i] = names[i];
+    }
+    fluxon_future *f2 = un_put(a, ks, N, 100);
+    cr_assert_eq(fluxon_future_wait(f2, 10000), FLUXON_OK);
+    fluxon_future_free(f2);
+    cr_assert_eq(kf_stat(a, "put_done_retries"), 0, "the others were published before the retry");
+    cr_assert_eq(fluxon_future_wait(f1, 10000), FLUXON_OK, "the retry got the master's answer");
+    fluxon_future_free(f1);
+    cr_assert_eq(kf_stat(a, "put_done_retries"), 1);
+    for (int i = 0; i < N; i++) cr_assert_eq(fluxon_delete(b, ks[i]), FLUXON_OK);
+    cr_assert(kf_wait_stat(a, "index_keys", 0, 5000), "every deleted key left owner A's index (left: %lld)",
+              kf_stat(a, "index_keys"));
+    cr_assert(kf_wait_stat(a, "slots_pending", 0, 3000));
+    cr_assert_eq(kf_stat(a, "slots_committed"), 0);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+#define EVLEN 8192 /* one 8 KiB slot per value */
+
+/* master + owner A holding exactly cap values of EVLEN; extra: more owner fields */
+static void un_evict_up(unsigned cap, const char *extra)
+{
+    kf_dir = th_tmpdir();
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
+    char cfg[1024];
+    unsigned long long bytes = (unsigned long long)cap * EVLEN;
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownA\","
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s/ownA/s.sock\",\"segment_bytes\":%llu,"
+             "\"reserve\":{\"grant_bytes\":%llu,\"expected\":{\"value_len\":%d,\"payload_capacity_bytes\":%llu}},"
+             "\"hot_capacity_bytes\":%llu,\"log_level\":\"error\"%s}",
+             fluxon_node_port(kf_master), kf_dir, 4096 + bytes, bytes, EVLEN, bytes, bytes, extra);
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK, "%s", cfg);
+}
+
+/* put_start of one EVLEN key: its status; published when OK */
+static int un_put_evlen(fluxon_client *c, const char *key)
+{
+    fluxon_plan *plan = NULL;
+    int st = -1;
+    cr_assert_eq(fluxon_local_fast_put_start(c, &key, 1, EVLEN, NULL, &plan, &st), FLUXON_OK);
+    if (st != FLUXON_OK) {
+        if (plan) fluxon_put_abort(c, plan);
+        return st;
+    }
+    kf_fill((uint8_t *)(uintptr_t)plan->value_ptrs[0], EVLEN, 5);
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+    return FLUXON_OK;
+}
+
+static int un_hits(fluxon_client *c, const char *key)
+{
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    cr_assert_eq(fluxon_get_start(c, &key, 1, 1, NULL, 0, &h, &r), FLUXON_OK);
+    if (r.transferable_len) {
+        fluxon_plan *p = NULL;
+        cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_OK);
+        cr_assert_eq(fluxon_release_views(c, p), FLUXON_OK);
+    } else {
+        cr_assert_eq(fluxon_cancel_get_transfer(c, h), FLUXON_OK);
+    }
+    return r.raw_prefix_hit_len == 1;
+}
+
+/* B4: the owner is full; a fifth put makes it evict the coldest value, and the master's
+ * answer to that EVICT is lost (the master did drop the replica). The waiting claim gives
+ * up first (claim_timeout_ms 100), so nothing asks for eviction again. The owner must not
+ * put the value back in its index (the master no longer routes it: a local get would serve
+ * what fluxon_delete calls NOT_FOUND): it keeps it hidden and sends the same EVICT again,
+ * which the master answers STALE. */
+Test(uncertain, an_unanswered_evict_keeps_its_values_hidden_and_resends_the_same_identities)
+{
+    un_evict_up(4, ",\"master_timeout_ms\":400,\"claim_timeout_ms\":100,"
+                   "\"test\":{\"fault_message\":\"EVICT\",\"fault\":\"drop\",\"fault_count\":1}");
+    fluxon_client *c = kf_client(0);
+    const char *k[4] = {"ev-0", "ev-1", "ev-2", "ev-3"};
+    for (int i = 0; i < 4; i++) cr_assert_eq(un_put_evlen(c, k[i]), FLUXON_OK);
+    cr_assert_eq(un_put_evlen(c, "ev-4"), FLUXON_ERR_NO_SPACE, "the claim gave up before the EVICT's answer");
+    double end = th_now_s() + 10;
+    while (th_now_s() < end && kf_stat(c, "evictions") == 0 && kf_stat(c, "restored") == 0) th_sleep_ms(10);
+    cr_assert_eq(kf_stat(c, "restored"), 0, "an EVICT of unknown outcome never restores its values");
+    cr_assert_eq(kf_stat(c, "evictions"), 1, "the same EVICT was sent again and answered");
+    cr_assert_geq(kf_stat(c, "evict_resends"), 1);
+    cr_assert_eq(un_hits(c, "ev-0"), 0, "the evicted value is not served here");
+    cr_assert_eq(fluxon_delete(c, "ev-0"), FLUXON_ERR_NOT_FOUND, "and the master does not route it");
+    for (int i = 1; i < 4; i++) cr_assert(un_hits(c, k[i]), "%s still here", k[i]);
+    cr_assert(kf_wait_stat(c, "eviction_debt", 0, 3000));
+    cr_assert(kf_wait_stat(c, "holders", 0, 3000));
+    cr_assert_eq(kf_stat(c, "slots_pending"), 0);
+    fluxon_client_close(c);
+}
+
+/* B3: owner B copies a value from A and asks the master to record the copy as a replica
+ * (GET_DONE); the master does, but its answer is lost. B must not free the copy (the
+ * master's route names it: another owner could read the slot after reuse): it keeps it
+ * hidden, sends the same GET_DONE again, and serves it once the master answers. */
+Test(uncertain, an_unanswered_get_done_keeps_the_copy_hidden_and_resends_it)
+{
+    const char *extra[2] = {NULL, ",\"master_timeout_ms\":600,"
+                                  "\"test\":{\"fault_message\":\"GET_DONE\",\"fault\":\"drop\",\"fault_count\":1}"};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    const char *k = "b3-key";
+    fluxon_future *f = un_put(a, &k, 1, 33);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    cr_assert_eq(fluxon_get_start(b, &k, 1, 1, NULL, 0, &h, &r), FLUXON_OK);
+    cr_assert_eq(r.raw_prefix_hit_len, 1, "served once the resent GET_DONE was answered (miss_status %d)",
+                 r.miss_status);
+    fluxon_plan *p = NULL;
+    cr_assert_eq(fluxon_get_transfer(b, h, 0, &p), FLUXON_OK);
+    cr_assert(kf_check((const uint8_t *)(uintptr_t)p->value_ptrs[0], UVLEN, 33), "D1: byte-exact");
+    cr_assert_eq(fluxon_release_views(b, p), FLUXON_OK);
+    cr_assert_geq(kf_stat(b, "get_done_resends"), 1);
+    cr_assert_eq(kf_stat(b, "remote_hits"), 1);
+    cr_assert_eq(kf_stat(b, "slots_committed"), 1, "B holds the replica the master recorded");
+    cr_assert(un_hits(b, k), "the replica is local now");
+    cr_assert(kf_wait_stat(b, "holders", 0, 3000));
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+/* B14: a master answer whose parallel arrays do not match (version skew, a master bug; the
+ * "truncate" fault drops the put_ms/put_ver columns) never makes the owner read past them.
+ * A malformed PUT_DONE answer is an unknown outcome: the batch is retried with the same
+ * id and published from the master's next answer. */
+Test(uncertain, a_put_done_answer_missing_its_version_columns_is_retried_not_read)
+{
+    const char *extra[1] = {",\"master_timeout_ms\":2000,"
+                            "\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"truncate\",\"fault_count\":1}"};
+    kf_up_ex(1, NULL, extra);
+    fluxon_client *a = kf_client(0);
+    const char *k = "b14-put";
+    fluxon_future *f = un_put(a, &k, 1, 14);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+    cr_assert_eq(kf_stat(a, "put_done_retries"), 1, "the malformed answer was an unknown outcome");
+    cr_assert_eq(kf_stat(a, "slots_committed"), 1);
+    cr_assert(un_hits(a, k));
+    fluxon_client_close(a);
+}
+
+/* B14: an INVALIDATE without its version columns is refused whole (logged, counted). */
+Test(uncertain, an_invalidate_missing_its_version_columns_is_ignored_not_read)
+{
+    const char *extra[2] = {",\"test\":{\"fault_message\":\"INVALIDATE\",\"fault\":\"truncate\",\"fault_count\":1}",
+                            NULL};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    const char *k[2] = {"b14-inv-0", "b14-inv-1"};
+    fluxon_future *f = un_put(a, k, 2, 15);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+    cr_assert_eq(fluxon_delete(b, k[0]), FLUXON_OK);
+    cr_assert(kf_wait_stat(a, "invalidations_malformed", 1, 3000), "the malformed INVALIDATE was refused");
+    cr_assert_eq(kf_stat(a, "invalidations"), 0);
+    cr_assert_eq(fluxon_delete(b, k[1]), FLUXON_OK); /* the next one is well-formed */
+    cr_assert(kf_wait_stat(a, "invalidations", 1, 3000));
+    cr_assert_eq(un_hits(a, k[1]), 0);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+/* Item 11: the owner's answer to put_start arrives after the client gave up (its grant
+ * is late: the master's GRANT answer is delayed 800 ms, the client's timeout_ms is 300).
+ * The plan is PREPARED with nobody to commit it: its key is KEY_BEING_WRITTEN and its slot
+ * claimed. The owner's put_plan_ttl_ms releases it, so the key can be written again
+ * without waiting for the client to exit. */
+Test(uncertain, a_put_plan_answered_after_the_client_gave_up_expires_on_the_owner)
+{
+    const char *extra[1] = {",\"put_plan_ttl_ms\":700,"
+                            "\"test\":{\"fault_message\":\"GRANT\",\"fault\":\"delay\",\"fault_ms\":800}"};
+    kf_up_ex(1, NULL, extra);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
+             "\"timeout_ms\":300,\"log_level\":\"error\"}", kf_dir);
+    fluxon_client *a = NULL;
+    cr_assert_eq(fluxon_client_open(cfg, &a), FLUXON_OK);
+    const char *k = "i11-key";
+    fluxon_plan *plan = NULL;
+    int st = -1;
+    cr_assert_eq(fluxon_local_fast_put_start(a, &k, 1, UVLEN, NULL, &plan, &st), FLUXON_ERR_TIMEOUT);
+    cr_assert(kf_wait_stat(a, "slots_prepared", 1, 5000), "the late answer left a prepared slot");
+    int rc = fluxon_local_fast_put_start(a, &k, 1, UVLEN, NULL, &plan, &st);
+    cr_assert(rc == FLUXON_OK && st == FLUXON_ERR_KEY_BEING_WRITTEN, "the orphan plan holds the key (%d, %d)", rc, st);
+    if (plan) cr_assert_eq(fluxon_put_abort(a, plan), FLUXON_OK);
+    double end = th_now_s() + 5;
+    for (;;) { /* bounded: until the owner releases the orphan plan */
+        plan = NULL;
+        st = -1;
+        rc = fluxon_local_fast_put_start(a, &k, 1, UVLEN, NULL, &plan, &st);
+        if ((rc == FLUXON_OK && st == FLUXON_OK) || th_now_s() > end) break;
+        if (plan) fluxon_put_abort(a, plan);
+        th_sleep_ms(20);
+    }
+    cr_assert(rc == FLUXON_OK && st == FLUXON_OK, "the key can be written again (%d, %d)", rc, st);
+    kf_fill((uint8_t *)(uintptr_t)plan->value_ptrs[0], UVLEN, 11);
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(a, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    cr_assert_eq(kf_stat(a, "put_plans_expired"), 1);
+    cr_assert_eq(kf_stat(a, "slots_prepared"), 0);
+    cr_assert_eq(kf_stat(a, "puts_inflight"), 0);
+    fluxon_client_close(a);
+}
