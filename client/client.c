@@ -14,6 +14,7 @@
 #include "client.h"
 #include "log.h"
 #include "hello.h"
+#include "jsonbuf.h"
 #include "segment.h"
 
 
@@ -198,8 +199,9 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     }
     rc = client_handshake(cl, sock, &seg_fd);
     if (rc != FLUXON_OK) goto err_sock;
-    rc = fx_segment_attach(seg_fd, cl->owner_generation, &cl->seg); /* takes seg_fd */
+    rc = fx_segment_attach(seg_fd, cl->owner_generation, &cl->seg); /* takes seg_fd on success only */
     if (rc != FLUXON_OK) {
+        close(seg_fd); /* still ours: a leaked memfd would pin the owner's whole segment */
         FX_ERROR("cannot map the segment of owner %s: %s", cl->owner_node_id, fluxon_status_string(rc));
         goto err_sock;
     }
@@ -292,35 +294,38 @@ static const char *client_role_label(uint64_t role)
     }
 }
 
+/* The nodes as a JSON array in a fresh buffer (*len_p bytes + NUL), rendered by the
+ * bounded writer into a buffer that grows until the document fits (never truncated);
+ * NULL for a malformed reply (or NOMEM). */
 static char *client_nodes_to_json(const fx_body_nodes_t *b, size_t *len_p)
 {
     size_t n = b->node_ids.n;
     if (b->roles.n != n || b->generations.n != n || b->alive.n != n || b->segment_bytes.n != n ||
         b->sub_clusters.n != n || b->placed_bytes.n != n)
         return NULL;
-    size_t cap = 64 + n * 256, len = 0;
-    char *out = fx_malloc(cap);
-    if (!out) return NULL;
-    len += (size_t)snprintf(out + len, cap - len, "[");
-    for (size_t i = 0; i < n; i++) {
-        char id[FX_ID_MAX], sc[FX_ID_MAX];
-        fx_str_copy(b->node_ids.v[i], id, sizeof id);
-        fx_str_copy(b->sub_clusters.v[i], sc, sizeof sc);
-        for (char *q = id; *q; q++)
-            if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '_';
-        for (char *q = sc; *q; q++)
-            if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '_';
-        len += (size_t)snprintf(out + len, cap - len,
-                                "%s{\"node_id\":\"%s\",\"role\":\"%s\",\"generation\":%llu,"
-                                "\"alive\":%s,\"segment_bytes\":%llu,\"sub_cluster\":\"%s\",\"placed_bytes\":%llu}",
-                                i ? "," : "", id, client_role_label(b->roles.v[i]),
-                                (unsigned long long)b->generations.v[i], b->alive.v[i] ? "true" : "false",
-                                (unsigned long long)b->segment_bytes.v[i], sc,
-                                (unsigned long long)b->placed_bytes.v[i]);
+    for (size_t cap = 256 + n * 512; cap <= (256u << 20); cap *= 2) {
+        char *out = fx_malloc(cap);
+        if (!out) return NULL;
+        fx_jbuf_t j = fx_jbuf(out, cap);
+        fx_jbuf_printf(&j, "[");
+        for (size_t i = 0; i < n && !j.overflow; i++) {
+            fx_jbuf_printf(&j, "%s{\"node_id\":", i ? "," : "");
+            fx_jbuf_str(&j, b->node_ids.v[i].p, b->node_ids.v[i].len);
+            fx_jbuf_printf(&j, ",\"role\":\"%s\",\"generation\":%llu,\"alive\":%s,\"segment_bytes\":%llu,"
+                               "\"sub_cluster\":",
+                           client_role_label(b->roles.v[i]), (unsigned long long)b->generations.v[i],
+                           b->alive.v[i] ? "true" : "false", (unsigned long long)b->segment_bytes.v[i]);
+            fx_jbuf_str(&j, b->sub_clusters.v[i].p, b->sub_clusters.v[i].len);
+            fx_jbuf_printf(&j, ",\"placed_bytes\":%llu}", (unsigned long long)b->placed_bytes.v[i]);
+        }
+        fx_jbuf_printf(&j, "]");
+        if (!j.overflow) {
+            *len_p = j.len;
+            return out;
+        }
+        fx_free(out);
     }
-    len += (size_t)snprintf(out + len, cap - len, "]");
-    *len_p = len;
-    return out;
+    return NULL;
 }
 
 /* Asks the owner (stats) or, through it, the master (nodes) and renders JSON. */

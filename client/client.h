@@ -15,11 +15,21 @@
 #include "registry.h"
 #include "segment.h"
 
-/* rpc.c's state: requests go out directly from the calling thread (no hand-off to the
- * reactor); the reactor only receives. io_lock keeps frames whole on the socket; the
- * client holds a reference on the conn so the fd stays open (not reused) until close. */
+/* rpc.c's state: requests go out from the calling thread (no hand-off to the reactor);
+ * the reactor receives. Every frame, request or one-way, joins one ordered out-queue and
+ * is written without blocking under io_lock: a frame is always finished before the next
+ * one starts (a caller that times out leaves its frame to be finished by the next writer
+ * or the reactor's flush timer), and nobody ever sleeps holding io_lock. The client holds
+ * a reference on the conn so the fd stays open (not reused) until close. */
+struct crpc_out;
 typedef struct fx_client_rpc {
-    pthread_mutex_t io_lock;
+    pthread_mutex_t io_lock;   /* guards the out-queue and the socket writes */
+    struct crpc_out *out_head, *out_tail;
+    size_t out_off;            /* bytes of the head frame already on the socket */
+    uint64_t out_seq, out_done; /* frames queued / fully written so far */
+    bool dead;                 /* a write failed: nothing more goes out */
+    fx_timer_t flush_timer;    /* reactor: retries while frames are left */
+    int flush_armed;           /* atomic: a flush is posted or armed */
     int sock;
     fx_conn_t *conn_keep;
     pthread_mutex_t pend_lock; /* guards pending */

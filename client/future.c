@@ -1,6 +1,9 @@
 /* future.c — fluxon_future: the outcome of a commit, completed on the client's reactor
- * when the owner's PUBLISHED notification arrives (or UNAVAILABLE when the owner goes). */
-#include <poll.h>
+ * when the owner's PUBLISHED notification arrives (or UNAVAILABLE when the owner goes).
+ * A future costs no file descriptor: waiters sleep on its condition variable; an eventfd
+ * is made only when the caller asks for one (fluxon_future_fd). */
+#include <errno.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -9,10 +12,12 @@
 
 struct fluxon_future {
     int refs;   /* atomic: caller + reactor map */
-    int efd;
     int status; /* atomic; valid once done */
     int done;   /* atomic */
     uint64_t id;
+    pthread_mutex_t lock; /* guards efd and the wake-up */
+    pthread_cond_t cond;  /* CLOCK_MONOTONIC */
+    int efd;              /* -1 until fluxon_future_fd */
 };
 
 FX_INTERNAL int fx_client_futures_init(fluxon_client *cl)
@@ -23,7 +28,9 @@ FX_INTERNAL int fx_client_futures_init(fluxon_client *cl)
 static void cfut_unref(fluxon_future *f)
 {
     if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-        close(f->efd);
+        if (f->efd >= 0) close(f->efd);
+        pthread_mutex_destroy(&f->lock);
+        pthread_cond_destroy(&f->cond);
         fx_free(f);
     }
 }
@@ -33,21 +40,32 @@ FX_INTERNAL fluxon_future *fx_future_new(fluxon_client *cl)
     (void)cl;
     fluxon_future *f = fx_calloc(1, sizeof *f);
     if (!f) return NULL;
-    if ((f->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+    if (fx_cond_init_monotonic(&f->cond) != 0) {
         fx_free(f);
         return NULL;
     }
+    pthread_mutex_init(&f->lock, NULL);
+    f->efd = -1;
     f->refs = 1;
     return f;
 }
 
-FX_INTERNAL void fx_future_complete(fluxon_future *f, int status)
+/* Under f->lock, once done: the fd (if any) becomes readable and stays so. */
+static void cfut_signal_fd(fluxon_future *f)
 {
-    __atomic_store_n(&f->status, status, __ATOMIC_RELEASE);
-    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
     uint64_t one = 1;
     ssize_t w = write(f->efd, &one, sizeof one);
     (void)w;
+}
+
+FX_INTERNAL void fx_future_complete(fluxon_future *f, int status)
+{
+    pthread_mutex_lock(&f->lock);
+    __atomic_store_n(&f->status, status, __ATOMIC_RELEASE);
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&f->cond);
+    if (f->efd >= 0) cfut_signal_fd(f);
+    pthread_mutex_unlock(&f->lock);
 }
 
 FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t future_id)
@@ -56,8 +74,7 @@ FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t fut
     __atomic_add_fetch(&f->refs, 1, __ATOMIC_ACQ_REL);
     if (fx_hmap_put(cl->futures, &f->id, sizeof f->id, f, NULL) != FLUXON_OK) {
         __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL);
-        __atomic_store_n(&f->status, FLUXON_ERR_NOMEM, __ATOMIC_RELEASE);
-        __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+        fx_future_complete(f, FLUXON_ERR_NOMEM);
     }
 }
 
@@ -106,18 +123,32 @@ int fluxon_future_poll(fluxon_future *f)
 int fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms)
 {
     if (!f) return FLUXON_ERR_INVALID_ARGUMENT;
-    uint64_t end = fx_now_ms() + timeout_ms;
-    for (;;) {
-        int st = fluxon_future_poll(f);
-        if (st != FLUXON_IN_PROGRESS) return st;
-        uint64_t now = fx_now_ms();
-        if (now >= end) return FLUXON_ERR_TIMEOUT;
-        struct pollfd p = {f->efd, POLLIN, 0};
-        poll(&p, 1, (int)FX_MIN(end - now, 1000u));
-    }
+    int st = fluxon_future_poll(f);
+    if (st != FLUXON_IN_PROGRESS) return st;
+    struct timespec end = fx_deadline_ts(timeout_ms);
+    pthread_mutex_lock(&f->lock);
+    int w = 0;
+    while (!__atomic_load_n(&f->done, __ATOMIC_ACQUIRE) && w != ETIMEDOUT)
+        w = pthread_cond_timedwait(&f->cond, &f->lock, &end);
+    pthread_mutex_unlock(&f->lock);
+    st = fluxon_future_poll(f);
+    return st == FLUXON_IN_PROGRESS ? FLUXON_ERR_TIMEOUT : st;
 }
 
-int fluxon_future_fd(const fluxon_future *f) { return f ? f->efd : -1; }
+int fluxon_future_fd(const fluxon_future *cf)
+{
+    if (!cf) return -1;
+    fluxon_future *f = (fluxon_future *)cf; /* futures are never const objects: the fd is made on demand */
+    pthread_mutex_lock(&f->lock);
+    if (f->efd < 0) {
+        f->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (f->efd < 0) FX_WARN("fluxon_future_fd: eventfd: %m");
+        else if (__atomic_load_n(&f->done, __ATOMIC_ACQUIRE)) cfut_signal_fd(f);
+    }
+    int fd = f->efd;
+    pthread_mutex_unlock(&f->lock);
+    return fd;
+}
 
 void fluxon_future_free(fluxon_future *f)
 {

@@ -155,7 +155,7 @@ static void chl_abort_id(fluxon_client *cl, uint64_t plan_id)
 static int chl_put_plan(fluxon_client *cl, const fx_body_put_start_ack_t *ack, size_t n, fluxon_plan **plan_p,
                         int *key_status)
 {
-    fx_plan_obj_t *o = fx_plan_obj_new(FX_PLAN_PUT, sizeof(fluxon_plan) + n * sizeof(uint64_t));
+    fx_plan_obj_t *o = fx_plan_obj_new(cl->plans, FX_PLAN_PUT, sizeof(fluxon_plan) + n * sizeof(uint64_t));
     if (!o) return FLUXON_ERR_NOMEM;
     fluxon_plan *plan = o->blob;
     plan->magic = FLUXON_PUT_PLAN_MAGIC;
@@ -331,7 +331,7 @@ static int chl_get_handle(fluxon_client *cl, const fx_body_get_start_ack_t *ack,
                           fluxon_get_handle **handle_p)
 {
     size_t t = ack->transferable;
-    fx_plan_obj_t *o = fx_plan_obj_new(FX_PLAN_HANDLE, sizeof(fluxon_get_handle));
+    fx_plan_obj_t *o = fx_plan_obj_new(cl->plans, FX_PLAN_HANDLE, sizeof(fluxon_get_handle));
     if (o) {
         o->holder_ids = fx_malloc((t ? t : 1) * sizeof(uint64_t));
         o->offsets = fx_malloc((t ? t : 1) * sizeof(uint64_t));
@@ -443,7 +443,7 @@ int fluxon_get_transfer(fluxon_client *cl, fluxon_get_handle *h, uint64_t consum
     int rc = fx_plan_reg_take(cl->plans, h, FX_PLAN_HANDLE, chl_transfer_check, &t, &o);
     if (rc != FLUXON_OK) return rc;
     consume = t.consume;
-    fx_plan_obj_t *rp = fx_plan_obj_new(FX_PLAN_READ, sizeof(fluxon_plan) + consume * sizeof(uint64_t));
+    fx_plan_obj_t *rp = fx_plan_obj_new(cl->plans, FX_PLAN_READ, sizeof(fluxon_plan) + consume * sizeof(uint64_t));
     uint64_t *ids = fx_malloc((consume ? consume : 1) * sizeof *ids);
     if (!rp || !ids) {
         if (rp) fx_plan_reg_retire(cl->plans, rp);

@@ -1,7 +1,11 @@
 /* registry.h — plan/: the registry of the hostless plans (fluxon_plan) and get handles a
  * client has handed out. Every call checks its plan or handle here before touching it:
  * anything that is not a live object of the wanted kind is FLUXON_ERR_WRONG_HANDLE.
- * Thread-safe (one mutex); no I/O. The blob ABI itself is in include/fluxon.h. */
+ * Identity, not address: each blob carries a hidden header (magic + a 64-bit sequence
+ * number) checked against the registry's record, and a released blob's address is not
+ * handed out again for a long time (registry.c), so a stale pointer is WRONG_HANDLE, never
+ * another thread's new plan. Thread-safe (one mutex); no I/O. The blob ABI itself is in
+ * include/fluxon.h. */
 #ifndef FX_PLAN_REGISTRY_H
 #define FX_PLAN_REGISTRY_H
 
@@ -12,6 +16,8 @@ enum { FX_PLAN_PUT = 1, FX_PLAN_READ = 2, FX_PLAN_HANDLE = 3 };
 /* The registry's record of one live plan or handle. */
 typedef struct fx_plan_obj {
     int kind;            /* FX_PLAN_* */
+    uint64_t seq;        /* identity, also in the blob's hidden header */
+    size_t blob_bytes;
     uint64_t owner_id;   /* plan id / handle id at the owner */
     uint64_t generation; /* the owner's, when it was made */
     size_t n;            /* put plan: keys; read plan: holders; handle: transferable */
@@ -28,8 +34,9 @@ FX_INTERNAL int fx_plan_reg_create(fx_plan_reg_t **r_p);
 /* Frees every object still registered (the client is closing). */
 FX_INTERNAL void fx_plan_reg_destroy(fx_plan_reg_t *r);
 
-/* A new object of `kind` with a zeroed blob of blob_bytes; NULL on NOMEM. */
-FX_INTERNAL fx_plan_obj_t *fx_plan_obj_new(int kind, size_t blob_bytes);
+/* A new object of `kind` with a zeroed blob of blob_bytes (16-byte aligned) and a fresh
+ * identity; NULL on NOMEM. */
+FX_INTERNAL fx_plan_obj_t *fx_plan_obj_new(fx_plan_reg_t *r, int kind, size_t blob_bytes);
 /* Frees an object (registered or not: it must not be in the registry any more), its
  * arrays and its blob. */
 FX_INTERNAL void fx_plan_reg_retire(fx_plan_reg_t *r, fx_plan_obj_t *o);
