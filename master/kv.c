@@ -70,7 +70,7 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
         FX_WARN("owner %s: segment of %llu bytes has no payload range; it gets no grants", n->node_id,
                 (unsigned long long)n->segment_bytes);
     }
-    if (fx_mkv_pub_node_reset(s, n) != FLUXON_OK) {
+    if (fx_mkv_dedup_reset(s, n) != FLUXON_OK) {
         fx_offset_alloc_destroy(a);
         FX_ERROR("owner %s: out of memory for its KV state", n->node_id);
         return FLUXON_ERR_NOMEM;
@@ -104,7 +104,7 @@ FX_INTERNAL void fx_master_kv_node_dead(fx_master_t *m, master_node_t *n)
 
 FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n)
 {
-    fx_mkv_pub_node_free(n);
+    fx_mkv_dedup_free(m->kv, n);
     fx_offset_alloc_destroy(n->alloc);
     n->alloc = NULL;
 }
@@ -115,6 +115,7 @@ FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
     if (!s) return FLUXON_ERR_NOMEM;
     s->m = m;
     fx_timer_init(&s->lease_timer);
+    fx_timer_init(&s->dedup_timer);
     int rc = mkv_routes_create(s);
     if (rc == FLUXON_OK) rc = fx_lease_table_create(&s->leases);
     if (rc == FLUXON_OK) rc = fx_mplace_create(s);
@@ -134,6 +135,7 @@ FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)
     mkv_t *s = m->kv;
     if (!s) return;
     fx_mkv_leases_stop(s);
+    fx_mkv_dedup_stop(s);
     fx_mplace_destroy(s);
     mkv_routes_destroy(s);
     fx_lease_table_destroy(s->leases);

@@ -117,6 +117,12 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
                             "register: node_id must equal the HELLO node_id \"%s\"", p->node_id);
         return;
     }
+    if (b.grant_ids.n != b.grant_offsets.n) { /* parallel arrays */
+        fx_conn_reply_error(p->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                            "register of %s: %u grant_ids but %u grant_offsets (lengths must match)", node_id,
+                            b.grant_ids.n, b.grant_offsets.n);
+        return;
+    }
     master_node_t *n = master_find_node(m, node_id);
     if (n && n->peer && n->peer != p) {
         if (n->alive) { /* two live processes with one node_id would steal each other's routes */
@@ -178,7 +184,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     p->node = n;
     n->reg_grant_ids = b.grant_ids.v;
     n->reg_grant_offsets = b.grant_offsets.v;
-    n->reg_n_grants = FX_MIN(b.grant_ids.n, b.grant_offsets.n);
+    n->reg_n_grants = b.grant_ids.n;
     int krc = fx_master_kv_node_registered(m, n, old_generation);
     n->reg_grant_ids = n->reg_grant_offsets = NULL;
     n->reg_n_grants = 0;

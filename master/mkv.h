@@ -4,6 +4,7 @@
  *   routes.c       route table, replicas, prefix index, put ids, INVALIDATE batching
  *   place.c        placement policy (a pure choice over the node table)
  *   inflight.c     in-flight puts (PUT_PLACE, PUT_REVOKE, TTL) and durable gets
+ *   dedup.c        the answers of recent PUT_DONE batches per owner, kept for a time (T1)
  *   publish.c      PUT_DONE: batch dedup T1, convergence T2, whole-group rejection
  *   lookup.c       LOOKUP, GET_DONE, EVICT, DELETE, EXISTS, LIST
  *   leases.c       LEASE_GRANT and the lease timer
@@ -27,6 +28,8 @@
 #define MKV_LEASE_TTL_MAX 86400000ull
 #define MKV_LIST_DEFAULT 1000u
 #define MKV_LIST_MAX 10000u
+#define MKV_DEDUP_TTL_FACTOR 60u          /* PUT_DONE answers kept 60 x master_timeout_ms ... */
+#define MKV_DEDUP_MAX_BYTES (64u << 20)   /* ... and at most this much per owner (dedup.c) */
 #define MKV_ST(s) ((uint64_t)(int64_t)(s))
 /* printf arguments for a key view, truncated to 80 bytes */
 #define MKV_KEYF(s) (int)FX_MIN((s).len, 80u), ((s).p ? (s).p : "")
@@ -50,7 +53,8 @@ typedef struct mkv_route {
     X(invalidate_msgs) X(grants) X(leases_granted) X(leases_expired) X(lease_routes_expired) \
     X(generation_routes_dropped) X(error_replies) X(evict_batches) X(evicted_replicas) X(evict_stale)  \
     X(evict_routes_deleted) X(places) X(place_remote) X(place_local) X(place_rejected) X(place_fallback) \
-    X(revokes) X(inflight_expired) X(put_done_stale_token) X(get_durable) X(get_temporary) X(get_reuse)
+    X(revokes) X(inflight_expired) X(put_done_stale_token) X(get_durable) X(get_temporary) X(get_reuse)  \
+    X(put_dedup_forgotten) X(put_done_too_old)
 
 struct fx_lease_table;
 struct fx_mplace;
@@ -68,6 +72,9 @@ typedef struct mkv {
     fx_timer_t lease_timer;
     /* inflight.c: in-flight puts and gets */
     struct fx_mplace *place;
+    /* dedup.c: the sweep of old PUT_DONE answers, and what all owners' answers hold */
+    fx_timer_t dedup_timer;
+    uint64_t dedup_acks, dedup_bytes;
     struct {
 #define MKV_FIELD(name) uint64_t name;
         MKV_COUNTERS(MKV_FIELD)
@@ -277,14 +284,26 @@ FX_INTERNAL void fx_mplace_stats_json(mkv_t *s, fx_jbuf_t *j);
  * get records go. */
 FX_INTERNAL void fx_mplace_node_dead(mkv_t *s, master_node_t *n);
 
+/* ---- dedup.c ---- */
+typedef struct fx_mkv_dedup fx_mkv_dedup_t; /* an owner's (master_node_t.kv) */
+enum { MKV_DEDUP_NEW = 0, MKV_DEDUP_ANSWERED = 1, MKV_DEDUP_FORGOTTEN = 2 };
+/* Creates n's state (n->kv) or, for a new generation, empties it. FLUXON_ERR_NOMEM leaves
+ * n as it was. */
+FX_INTERNAL int fx_mkv_dedup_reset(mkv_t *s, master_node_t *n);
+FX_INTERNAL void fx_mkv_dedup_free(mkv_t *s, master_node_t *n); /* s may be NULL (after fini) */
+/* What to do with an attempt of batch_id from n: MKV_DEDUP_NEW (apply it),
+ * MKV_DEDUP_ANSWERED (send *body_p, *len_p again: the first answer; its time is refreshed)
+ * or MKV_DEDUP_FORGOTTEN (its answer may have been dropped: refuse it, never apply). */
+FX_INTERNAL int fx_mkv_dedup_check(mkv_t *s, master_node_t *n, uint64_t batch_id, const uint8_t **body_p,
+                                   size_t *len_p);
+FX_INTERNAL uint64_t fx_mkv_dedup_watermark(const master_node_t *n);
+/* Keeps the encoded answer of batch_id (takes body on success: returns true). */
+FX_INTERNAL bool fx_mkv_dedup_remember(mkv_t *s, master_node_t *n, uint64_t batch_id, uint8_t *body, size_t len);
+FX_INTERNAL void fx_mkv_dedup_stop(mkv_t *s); /* disarms the sweep timer */
+
 /* ---- publish.c ---- */
 FX_INTERNAL void fx_mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                                  fx_arena_t *arena);
-/* The per-owner publication state (n->kv: the acks of recent batches, T1). node_reset
- * creates it or, for a new generation, empties it (batch ids are unique per generation
- * only); NOMEM leaves n as it was. */
-FX_INTERNAL int fx_mkv_pub_node_reset(mkv_t *s, master_node_t *n);
-FX_INTERNAL void fx_mkv_pub_node_free(master_node_t *n);
 
 /* ---- lookup.c ---- */
 FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,

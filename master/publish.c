@@ -17,85 +17,7 @@
 #include "log.h"
 #include "mkv.h"
 
-#define PUB_DEDUP_ACKS 1024u
-
-typedef struct pub_ack {
-    uint64_t batch_id;
-    uint8_t *body; /* encoded put_done_ack body; NULL = ring slot empty */
-    size_t len;
-} pub_ack_t;
-
-/* per-node state (master_node_t.kv): acks of the last PUB_DEDUP_ACKS batches (T1) */
-typedef struct pub_node {
-    uint64_t generation; /* the generation the state below belongs to */
-    fx_hmap_t *acks;     /* batch_id (8 bytes) -> pub_ack_t in ring */
-    uint32_t ring_next;
-    pub_ack_t ring[PUB_DEDUP_ACKS];
-} pub_node_t;
-
 enum { PUB_INSTALL = 0, PUB_CONVERGED = 1, PUB_REJECTED = 2 };
-
-/* ---- dedup of PUT_DONE batches (T1) ---- */
-static void pub_clear_acks(pub_node_t *ns)
-{
-    for (uint32_t i = 0; i < PUB_DEDUP_ACKS; i++) {
-        pub_ack_t *a = &ns->ring[i];
-        if (!a->body) continue;
-        fx_hmap_del(ns->acks, &a->batch_id, sizeof a->batch_id, NULL);
-        fx_free(a->body);
-        a->body = NULL;
-    }
-    ns->ring_next = 0;
-}
-
-/* Takes ownership of body on success (returns true). */
-static bool pub_ack_remember(pub_node_t *ns, uint64_t batch_id, uint8_t *body, size_t len)
-{
-    pub_ack_t *a = &ns->ring[ns->ring_next];
-    if (a->body) {
-        fx_hmap_del(ns->acks, &a->batch_id, sizeof a->batch_id, NULL);
-        fx_free(a->body);
-        a->body = NULL;
-    }
-    if (fx_hmap_put(ns->acks, &batch_id, sizeof batch_id, a, NULL) != FLUXON_OK) return false;
-    *a = (pub_ack_t){batch_id, body, len};
-    ns->ring_next = (ns->ring_next + 1) % PUB_DEDUP_ACKS;
-    return true;
-}
-
-/* The answer of an earlier attempt of batch_id, or NULL. */
-static const pub_ack_t *pub_ack_find(pub_node_t *ns, uint64_t batch_id)
-{
-    return fx_hmap_get(ns->acks, &batch_id, sizeof batch_id);
-}
-
-FX_INTERNAL int fx_mkv_pub_node_reset(mkv_t *s, master_node_t *n)
-{
-    (void)s;
-    pub_node_t *ns = n->kv;
-    if (!ns) {
-        ns = fx_calloc(1, sizeof *ns);
-        if (!ns || fx_hmap_create(PUB_DEDUP_ACKS, &ns->acks) != FLUXON_OK) {
-            fx_free(ns);
-            return FLUXON_ERR_NOMEM;
-        }
-        n->kv = ns;
-    } else {
-        pub_clear_acks(ns); /* batch ids are unique per generation only */
-    }
-    ns->generation = n->generation;
-    return FLUXON_OK;
-}
-
-FX_INTERNAL void fx_mkv_pub_node_free(master_node_t *n)
-{
-    pub_node_t *ns = n->kv;
-    if (!ns) return;
-    pub_clear_acks(ns);
-    fx_hmap_destroy(ns->acks);
-    fx_free(ns);
-    n->kv = NULL;
-}
 
 /* ---- PUT_DONE ---- */
 /* One PUT_DONE being applied: the request, its sender and target, and its columns. */
@@ -142,7 +64,6 @@ static bool pub_valid(pub_req_t *q)
 /* Answers a PUT_DONE and remembers the answer for retries of the same batch (T1). */
 static void pub_reply(pub_req_t *q)
 {
-    pub_node_t *ns = q->n->kv;
     uint64_t batch_id = q->b.batch_id;
     fx_body_put_done_ack_t ack = {{q->st, q->nk}, {q->pms, q->nk}, {q->pver, q->nk}};
     size_t len = fx_body_put_done_ack_size(&ack);
@@ -154,7 +75,7 @@ static void pub_reply(pub_req_t *q)
     }
     fx_body_put_done_ack_encode(&ack, enc);
     mkv_send_body(q->p, q->h, enc, len);
-    if (!pub_ack_remember(ns, batch_id, enc, len)) {
+    if (!fx_mkv_dedup_remember(q->s, q->n, batch_id, enc, len)) {
         FX_ERROR("put_done batch %llu: out of memory remembering the ack (a retry would re-apply)",
                  (unsigned long long)batch_id);
         fx_free(enc);
@@ -272,12 +193,22 @@ FX_INTERNAL void fx_mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     MKV_DECODE(s, p, h, body, arena, put_done, &q.b);
     master_node_t *n = mkv_need_node(s, p, h);
     if (!n) return;
-    const pub_ack_t *prev = pub_ack_find(n->kv, q.b.batch_id);
-    if (prev) { /* T1: a retry gets the same answer, nothing is applied twice */
+    const uint8_t *prev;
+    size_t prev_len;
+    switch (fx_mkv_dedup_check(s, n, q.b.batch_id, &prev, &prev_len)) {
+    case MKV_DEDUP_ANSWERED: /* T1: a retry gets the same answer, nothing is applied twice */
         s->c.put_dedup++;
         FX_DEBUG("put_done batch %llu from %s is a retry: same ack", (unsigned long long)q.b.batch_id, n->node_id);
-        mkv_send_body(p, h, prev->body, prev->len);
+        mkv_send_body(p, h, prev, prev_len);
         return;
+    case MKV_DEDUP_FORGOTTEN:
+        s->c.put_done_too_old++;
+        mkv_fail(s, p, h, FLUXON_ERR_STALE, "put_done batch %llu from %s: not applied: the answers of this owner's "
+                 "batches up to %llu were dropped (kept %u x master_timeout_ms after the last attempt, at most %u "
+                 "bytes), so a retry could be applied twice", (unsigned long long)q.b.batch_id, n->node_id,
+                 (unsigned long long)fx_mkv_dedup_watermark(n), MKV_DEDUP_TTL_FACTOR, MKV_DEDUP_MAX_BYTES);
+        return;
+    default: break;
     }
     const mkv_array_t arrays[] = {{"offsets", q.b.offsets.n, false}};
     mkv_batch_spec_t spec = {"put_done", q.b.keys, arrays, 1, 1, UINT32_MAX, false, 3};
@@ -314,4 +245,3 @@ FX_INTERNAL void fx_mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     pub_reply(&q);
 }
 
-#undef PUB_DEDUP_ACKS
