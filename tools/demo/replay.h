@@ -163,7 +163,7 @@ typedef struct rp_run {
 /* the four counters that must be back to their value before the run (R1) */
 extern const char *const rp_baseline_keys[4];
 
-/* ---- small helpers (replay_report.c) ---- */
+/* ---- status classes (inline here) and latency samples (replay_report.c) ---- */
 
 static inline int rp_status_index(int st)
 {
@@ -213,15 +213,17 @@ void rp_collector_fini(rp_collector *c); /* after a successful close (or none st
 /* opens o.workers clients per owner on r->cl.ext_cfg; 0, or the exit status (1, or
  * RP_EXIT_USAGE when a config is refused) */
 int rp_workers_open(rp_run *r);
-/* starts every worker, shows progress, joins them; -1 when one did not finish within
- * RP_JOIN_MS (it still uses its client) */
+/* with SIGINT/SIGTERM caught: starts every worker, shows progress, joins them, then
+ * closes the collector (every future settled); -1 when a worker or the collector did not
+ * finish in time (it still runs) */
 int rp_run_workers(rp_run *r);
 void rp_workers_close(rp_run *r);
 
 /* ---- report (replay_report.c) ---- */
 
 int rp_mkdirs(const char *dir);
-/* prints the summary, writes --out files; the exit status of the run (0 passed, 1 not) */
+/* waits for the owners' counters (R1), prints the summary, writes the --out files; the
+ * exit status of the run (0 passed, 1 not) */
 int rp_report(rp_run *r);
 
 #endif /* FX_REPLAY_H */
