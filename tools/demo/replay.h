@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -160,8 +161,30 @@ typedef struct rp_run {
     uint64_t segment_bytes, grant_bytes;
 } rp_run;
 
-/* the four counters that must be back to their value before the run (R1) */
-extern const char *const rp_baseline_keys[4];
+/* An owner counter: its key in fluxon_client_stats (and in summary.json's "owners") and
+ * the uint64_t field of rp_owner_stats it is read into. */
+typedef struct rp_stat_field {
+    const char *key;
+    size_t off;
+} rp_stat_field;
+
+#define RP_NBASELINE 4
+#define RP_NEVICTION 10
+/* handles_open, slots_prepared, gets_inflight, puts_inflight: back to their value before
+ * the run (R1); before[i] holds baseline field i's value before it */
+extern const rp_stat_field rp_baseline_fields[RP_NBASELINE];
+/* the capacity-eviction counters (issue 7), read after the run */
+extern const rp_stat_field rp_eviction_fields[RP_NEVICTION];
+
+static inline uint64_t *rp_stat_at(rp_owner_stats *s, const rp_stat_field *f)
+{
+    return (uint64_t *)((char *)s + f->off);
+}
+
+static inline uint64_t rp_stat_get(const rp_owner_stats *s, const rp_stat_field *f)
+{
+    return *(const uint64_t *)((const char *)s + f->off);
+}
 
 /* ---- status classes (inline here) and latency samples (replay_report.c) ---- */
 
