@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -160,10 +161,32 @@ typedef struct rp_run {
     uint64_t segment_bytes, grant_bytes;
 } rp_run;
 
-/* the four counters that must be back to their value before the run (R1) */
-extern const char *const rp_baseline_keys[4];
+/* An owner counter: its key in fluxon_client_stats (and in summary.json's "owners") and
+ * the uint64_t field of rp_owner_stats it is read into. */
+typedef struct rp_stat_field {
+    const char *key;
+    size_t off;
+} rp_stat_field;
 
-/* ---- small helpers (replay_report.c) ---- */
+#define RP_NBASELINE 4
+#define RP_NEVICTION 10
+/* handles_open, slots_prepared, gets_inflight, puts_inflight: back to their value before
+ * the run (R1); before[i] holds baseline field i's value before it */
+extern const rp_stat_field rp_baseline_fields[RP_NBASELINE];
+/* the capacity-eviction counters (issue 7), read after the run */
+extern const rp_stat_field rp_eviction_fields[RP_NEVICTION];
+
+static inline uint64_t *rp_stat_at(rp_owner_stats *s, const rp_stat_field *f)
+{
+    return (uint64_t *)((char *)s + f->off);
+}
+
+static inline uint64_t rp_stat_get(const rp_owner_stats *s, const rp_stat_field *f)
+{
+    return *(const uint64_t *)((const char *)s + f->off);
+}
+
+/* ---- status classes (inline here) and latency samples (replay_report.c) ---- */
 
 static inline int rp_status_index(int st)
 {
@@ -213,15 +236,17 @@ void rp_collector_fini(rp_collector *c); /* after a successful close (or none st
 /* opens o.workers clients per owner on r->cl.ext_cfg; 0, or the exit status (1, or
  * RP_EXIT_USAGE when a config is refused) */
 int rp_workers_open(rp_run *r);
-/* starts every worker, shows progress, joins them; -1 when one did not finish within
- * RP_JOIN_MS (it still uses its client) */
+/* with SIGINT/SIGTERM caught: starts every worker, shows progress, joins them, then
+ * closes the collector (every future settled); -1 when a worker or the collector did not
+ * finish in time (it still runs) */
 int rp_run_workers(rp_run *r);
 void rp_workers_close(rp_run *r);
 
 /* ---- report (replay_report.c) ---- */
 
 int rp_mkdirs(const char *dir);
-/* prints the summary, writes --out files; the exit status of the run (0 passed, 1 not) */
+/* waits for the owners' counters (R1), prints the summary, writes the --out files; the
+ * exit status of the run (0 passed, 1 not) */
 int rp_report(rp_run *r);
 
 #endif /* FX_REPLAY_H */

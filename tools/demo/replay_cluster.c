@@ -7,6 +7,7 @@
 #endif
 #include <cJSON.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,7 +15,14 @@
 #include "cli_util.h"
 #include "replay.h"
 
-const char *const rp_baseline_keys[4] = {"handles_open", "slots_prepared", "gets_inflight", "puts_inflight"};
+#define RP_FIELD(name) {#name, offsetof(rp_owner_stats, name)}
+const rp_stat_field rp_baseline_fields[RP_NBASELINE] = {
+    RP_FIELD(handles_open), RP_FIELD(slots_prepared), RP_FIELD(gets_inflight), RP_FIELD(puts_inflight)};
+const rp_stat_field rp_eviction_fields[RP_NEVICTION] = {
+    RP_FIELD(evictions), RP_FIELD(evicted_bytes), RP_FIELD(cohorts),       RP_FIELD(busy_retries),
+    RP_FIELD(restored),  RP_FIELD(eviction_debt), RP_FIELD(hot_bytes),     RP_FIELD(hot_capacity_bytes),
+    RP_FIELD(claim_waits), RP_FIELD(claim_timeouts)};
+#undef RP_FIELD
 
 /* ---------------------------------------------------------------------------------
  * Owner counters (fluxon_client_stats)
@@ -75,7 +83,7 @@ void rp_stats_before(rp_run *r)
         rp_owner_stats *s = &r->owners[k];
         if (doc) {
             s->remote_hits_known = rp_stat_u64(doc, "remote_hits", &s->remote_hits_before);
-            for (int i = 0; i < 4; i++) rp_stat_u64(doc, rp_baseline_keys[i], &s->before[i]);
+            for (int i = 0; i < RP_NBASELINE; i++) rp_stat_u64(doc, rp_baseline_fields[i].key, &s->before[i]);
         }
         cJSON_Delete(doc);
     }
@@ -97,24 +105,19 @@ int rp_stats_after(rp_run *r)
                 ok = 0;
                 continue;
             }
-            uint64_t *vals[4] = {&s->handles_open, &s->slots_prepared, &s->gets_inflight, &s->puts_inflight};
             s->absent_mask = 0;
-            for (int i = 0; i < 4; i++) {
-                if (!rp_stat_u64(doc, rp_baseline_keys[i], vals[i])) s->absent_mask |= 1u << i;
-                if (*vals[i] > s->before[i]) ok = 0;
+            for (int i = 0; i < RP_NBASELINE; i++) {
+                uint64_t *v = rp_stat_at(s, &rp_baseline_fields[i]);
+                if (!rp_stat_u64(doc, rp_baseline_fields[i].key, v)) s->absent_mask |= 1u << i;
+                if (*v > s->before[i]) ok = 0;
             }
             uint64_t rh = 0;
             int known = rp_stat_u64(doc, "remote_hits", &rh);
             s->remote_hits_known = s->remote_hits_known && known;
             s->remote_hits_after = rh;
-            static const char *const evk[10] = {"evictions", "evicted_bytes", "cohorts", "busy_retries",
-                                                "restored", "eviction_debt", "hot_bytes", "hot_capacity_bytes",
-                                                "claim_waits", "claim_timeouts"};
-            uint64_t *evv[10] = {&s->evictions, &s->evicted_bytes, &s->cohorts, &s->busy_retries, &s->restored,
-                                 &s->eviction_debt, &s->hot_bytes, &s->hot_capacity_bytes, &s->claim_waits,
-                                 &s->claim_timeouts};
             s->ev_known = 1;
-            for (int i = 0; i < 10; i++) s->ev_known &= rp_stat_u64(doc, evk[i], evv[i]);
+            for (int i = 0; i < RP_NEVICTION; i++)
+                s->ev_known &= rp_stat_u64(doc, rp_eviction_fields[i].key, rp_stat_at(s, &rp_eviction_fields[i]));
             if (s->eviction_debt) ok = 0; /* selected for eviction, not yet freed */
             cJSON_Delete(doc);
         }

@@ -181,8 +181,8 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
                (unsigned long long)s->gets_inflight, (unsigned long long)s->puts_inflight);
         if (s->absent_mask) {
             printf(" (absent, read as 0:");
-            for (int i = 0; i < 4; i++)
-                if (s->absent_mask & (1u << i)) printf(" %s", rp_baseline_keys[i]);
+            for (int i = 0; i < RP_NBASELINE; i++)
+                if (s->absent_mask & (1u << i)) printf(" %s", rp_baseline_fields[i].key);
             printf(")");
         }
     }
@@ -272,22 +272,11 @@ static cJSON *rp_json_owner(const rp_owner_stats *s)
     cJSON *ob = cJSON_CreateObject();
     if (!ob) return NULL;
     cJSON_AddBoolToObject(ob, "stats_ok", s->stats_ok);
-    cJSON_AddNumberToObject(ob, "handles_open", (double)s->handles_open);
-    cJSON_AddNumberToObject(ob, "slots_prepared", (double)s->slots_prepared);
-    cJSON_AddNumberToObject(ob, "gets_inflight", (double)s->gets_inflight);
-    cJSON_AddNumberToObject(ob, "puts_inflight", (double)s->puts_inflight);
+    for (int i = 0; i < RP_NBASELINE; i++)
+        cJSON_AddNumberToObject(ob, rp_baseline_fields[i].key, (double)rp_stat_get(s, &rp_baseline_fields[i]));
     cJSON_AddNumberToObject(ob, "remote_hit_keys", (double)(s->remote_hits_after - (s->remote_hits_after >= s->remote_hits_before ? s->remote_hits_before : s->remote_hits_after)));
-    if (!s->ev_known) return ob;
-    cJSON_AddNumberToObject(ob, "evictions", (double)s->evictions);
-    cJSON_AddNumberToObject(ob, "evicted_bytes", (double)s->evicted_bytes);
-    cJSON_AddNumberToObject(ob, "cohorts", (double)s->cohorts);
-    cJSON_AddNumberToObject(ob, "busy_retries", (double)s->busy_retries);
-    cJSON_AddNumberToObject(ob, "restored", (double)s->restored);
-    cJSON_AddNumberToObject(ob, "eviction_debt", (double)s->eviction_debt);
-    cJSON_AddNumberToObject(ob, "hot_bytes", (double)s->hot_bytes);
-    cJSON_AddNumberToObject(ob, "hot_capacity_bytes", (double)s->hot_capacity_bytes);
-    cJSON_AddNumberToObject(ob, "claim_waits", (double)s->claim_waits);
-    cJSON_AddNumberToObject(ob, "claim_timeouts", (double)s->claim_timeouts);
+    for (int i = 0; s->ev_known && i < RP_NEVICTION; i++)
+        cJSON_AddNumberToObject(ob, rp_eviction_fields[i].key, (double)rp_stat_get(s, &rp_eviction_fields[i]));
     return ob;
 }
 
@@ -300,9 +289,9 @@ static void rp_json_owners(cJSON *j, const rp_run *r)
         const rp_owner_stats *s = &r->owners[k];
         cJSON_AddItemToArray(owners, rp_json_owner(s));
         char note[160];
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < RP_NBASELINE; i++)
             if (s->absent_mask & (1u << i)) {
-                snprintf(note, sizeof note, "owner %u: stats key \"%s\" absent, read as 0", k, rp_baseline_keys[i]);
+                snprintf(note, sizeof note, "owner %u: stats key \"%s\" absent, read as 0", k, rp_baseline_fields[i].key);
                 cJSON_AddItemToArray(notes, cJSON_CreateString(note));
             }
         if (!s->remote_hits_known) {
