@@ -41,11 +41,24 @@ static void client_on_close(fx_conn_t *c, int status)
 
 static const fx_conn_ops_t client_conn_ops = {client_on_request, client_on_close, fx_client_on_response};
 
+/* handle_ttl_ms/4, within 10 ms .. 1 s: a handle is cancelled at most that late */
+static uint64_t client_sweep_ms(const fluxon_client *cl) { return FX_MIN(FX_MAX(cl->handle_ttl_ms / 4, 10u), 1000u); }
+
+static void client_on_handle_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    fluxon_client *cl = FX_CONTAINER_OF(t, fluxon_client, handle_timer);
+    fx_client_handles_expire(cl);
+    if (!fx_reactor_stopping(r)) fx_timer_arm(r, t, client_sweep_ms(cl), client_on_handle_timer);
+}
+
 static void *client_thread(void *arg)
 {
     fluxon_client *cl = arg;
     fx_log_set_context("external", cl->cfg.node_id);
+    fx_timer_init(&cl->handle_timer);
+    fx_timer_arm(cl->r, &cl->handle_timer, client_sweep_ms(cl), client_on_handle_timer);
     fx_reactor_run(cl->r);
+    fx_timer_disarm(cl->r, &cl->handle_timer);
     if (cl->conn) fx_conn_close(cl->conn, FLUXON_ERR_CANCELLED);
     fx_reactor_drain(cl->r, 2000);
     return NULL;
@@ -344,10 +357,11 @@ static int client_json_call(fluxon_client *cl, uint16_t type, char *json, size_t
         char head[256];
         int hn = snprintf(head, sizeof head,
                           "{\"client\":{\"node_id\":\"%s\",\"requests\":%llu,\"errors\":%llu,"
-                          "\"timeouts\":%llu},\"owner\":",
+                          "\"timeouts\":%llu,\"handles_expired\":%llu},\"owner\":",
                           cl->cfg.node_id, (unsigned long long)__atomic_load_n(&cl->requests, __ATOMIC_RELAXED),
                           (unsigned long long)__atomic_load_n(&cl->errors, __ATOMIC_RELAXED),
-                          (unsigned long long)__atomic_load_n(&cl->timeouts, __ATOMIC_RELAXED));
+                          (unsigned long long)__atomic_load_n(&cl->timeouts, __ATOMIC_RELAXED),
+                          (unsigned long long)__atomic_load_n(&cl->handles_expired, __ATOMIC_RELAXED));
         out = rc == FLUXON_OK ? fx_malloc((size_t)hn + b.json.len + 2) : NULL;
         if (rc == FLUXON_OK && !out) rc = FLUXON_ERR_NOMEM;
         if (out) {

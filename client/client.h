@@ -45,9 +45,10 @@ struct fluxon_client {
     fx_segment_t *seg;
     char owner_node_id[FX_ID_MAX];
     uint64_t owner_generation;
-    uint32_t handle_ttl_ms; /* the owner's: handles older than this are gone there */
+    uint32_t handle_ttl_ms; /* the owner's config: this client cancels handles unconsumed by then */
+    fx_timer_t handle_timer; /* reactor: sweeps expired handles (hostless.c) */
     bool owner_lost; /* written by the reactor, read by callers */
-    uint64_t requests, errors, timeouts; /* atomics */
+    uint64_t requests, errors, timeouts, handles_expired; /* atomics */
     fx_client_rpc_t rpc;     /* rpc.c */
     fx_hmap_t *futures;      /* future.c, reactor thread only: future id -> fluxon_future */
     fx_plan_reg_t *plans;    /* hostless.c: live plans and get handles */
@@ -116,6 +117,9 @@ FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, 
                                     int *key_status);
 /* One-way: the owner keeps the handle's first `consume` pins and releases the rest. */
 FX_INTERNAL void fx_client_consume(fluxon_client *cl, uint64_t handle_id, uint64_t consume);
+/* Cancels every get handle unconsumed past handle_ttl_ms (the reactor runs it
+ * periodically; the owner never expires handles itself). Any thread. */
+FX_INTERNAL void fx_client_handles_expire(fluxon_client *cl);
 /* One-way: the owner drops these holders. */
 FX_INTERNAL void fx_client_release_ids(fluxon_client *cl, const uint64_t *ids, size_t n);
 

@@ -343,8 +343,9 @@ static int chl_get_handle(fluxon_client *cl, const fx_body_get_start_ack_t *ack,
         memcpy(o->offsets, ack->offsets.v, t * sizeof(uint64_t));
         memcpy(o->lens, ack->value_lens.v, t * sizeof(uint64_t));
         o->owner_id = ack->handle_id;
-        /* the owner's TTL started before the reply left it: keep a safety margin */
-        o->expires_ms = fx_now_ms() + cl->handle_ttl_ms - FX_MIN(cl->handle_ttl_ms / 2, 200u);
+        /* this client's bound: unconsumed by then, its reactor cancels the handle (the
+         * owner never expires a handle itself, so a consume taken before that always holds) */
+        o->expires_ms = fx_now_ms() + cl->handle_ttl_ms;
         o->generation = cl->owner_generation;
         o->n = t;
         o->group_lens = *groups_p;
@@ -422,7 +423,7 @@ typedef struct chl_transfer_arg {
 static int chl_transfer_check(fx_plan_obj_t *o, void *arg, bool *discard)
 {
     chl_transfer_arg_t *t = arg;
-    if (fx_now_ms() >= o->expires_ms) { /* expired at the owner: its pins are gone */
+    if (fx_now_ms() >= o->expires_ms) { /* past handle_ttl_ms: cancelled, like the reactor's sweep does */
         *discard = true;
         return FLUXON_ERR_WRONG_HANDLE;
     }
@@ -493,3 +494,20 @@ int fluxon_release_views(fluxon_client *cl, fluxon_plan *plan)
 }
 
 #undef CHL_HANDLE_MAGIC
+
+FX_INTERNAL void fx_client_handles_expire(fluxon_client *cl)
+{
+    fx_plan_obj_t *batch[64];
+    size_t n;
+    uint64_t now = fx_now_ms();
+    while ((n = fx_plan_reg_take_expired(cl->plans, FX_PLAN_HANDLE, now, batch, FX_ARRAY_LEN(batch))) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            FX_DEBUG("get handle %llu unconsumed after handle_ttl_ms %u: cancelled",
+                     (unsigned long long)batch[i]->owner_id, cl->handle_ttl_ms);
+            if (fx_client_ready(cl) == FLUXON_OK) fx_client_consume(cl, batch[i]->owner_id, 0);
+            fx_plan_reg_retire(cl->plans, batch[i]);
+        }
+        __atomic_add_fetch(&cl->handles_expired, n, __ATOMIC_RELAXED);
+        if (n < FX_ARRAY_LEN(batch)) break;
+    }
+}

@@ -402,8 +402,14 @@ typedef struct fluxon_get_handle fluxon_get_handle;
  *  atomic_group_lens  NULL (each key its own group) or n_atomic_groups lengths > 0
  *                     summing to n_keys (e.g. the TP ranks of a page, or a radix node).
  *  handle_p           receives the handle (owned by the library): consume it with
- *                     exactly one of fluxon_get_transfer / fluxon_cancel_get_transfer;
- *                     unconsumed, it expires after the owner's handle_ttl_ms.
+ *                     exactly one of fluxon_get_transfer / fluxon_cancel_get_transfer.
+ *                     Unconsumed after the owner's handle_ttl_ms (default 30000 ms) it
+ *                     expires: this client's library cancels it (within a quarter of the
+ *                     TTL, at most 1 s later) and it is then FLUXON_ERR_WRONG_HANDLE. The
+ *                     owner never expires a handle itself, so a read plan returned by
+ *                     fluxon_get_transfer holds its pins until fluxon_release_views, however
+ *                     late the owner reads the consume (only the client's close or death
+ *                     releases them earlier).
  *  result             receives the prefix figures.
  * Returns FLUXON_OK (also when nothing hit); FLUXON_ERR_INVALID_ARGUMENT;
  * FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_STALE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */

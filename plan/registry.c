@@ -200,3 +200,23 @@ FX_INTERNAL int fx_plan_reg_take(fx_plan_reg_t *r, const void *blob, int kind, f
     pthread_mutex_unlock(&r->lock);
     return rc;
 }
+
+FX_INTERNAL size_t fx_plan_reg_take_expired(fx_plan_reg_t *r, int kind, uint64_t now_ms, fx_plan_obj_t **out,
+                                            size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&r->lock);
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (n < cap && fx_hmap_iter_next(r->objs, &it, &k, &kl, &v)) {
+        fx_plan_obj_t *o = v;
+        if (o->kind != kind || !o->expires_ms || o->expires_ms > now_ms) continue;
+        fx_hmap_del(r->objs, k, kl, NULL); /* the entry just returned: allowed while iterating */
+        plan_hdr(o->blob)->magic = PLAN_MAGIC_DEAD;
+        out[n++] = o;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}

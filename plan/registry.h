@@ -24,7 +24,7 @@ typedef struct fx_plan_obj {
     uint64_t *holder_ids, *offsets, *lens;
     uint64_t *group_lens; /* handle: the batch's groups (for boundary checks) */
     size_t n_groups;
-    uint64_t expires_ms; /* handle: the owner releases it around then */
+    uint64_t expires_ms; /* handle: the client cancels it then if still unconsumed */
     void *blob;          /* the fluxon_plan / fluxon_get_handle given out */
 } fx_plan_obj_t;
 
@@ -52,5 +52,11 @@ FX_INTERNAL int fx_plan_reg_add(fx_plan_reg_t *r, fx_plan_obj_t *o);
 typedef int (*fx_plan_check_fn)(fx_plan_obj_t *o, void *arg, bool *discard);
 FX_INTERNAL int fx_plan_reg_take(fx_plan_reg_t *r, const void *blob, int kind, fx_plan_check_fn check,
                                  void *arg, fx_plan_obj_t **o_p);
+
+/* Takes out of the registry up to cap objects of `kind` whose expires_ms is set and
+ * <= now_ms (each then WRONG_HANDLE for its holder), into out; returns how many. The caller
+ * owns them (fx_plan_reg_retire). */
+FX_INTERNAL size_t fx_plan_reg_take_expired(fx_plan_reg_t *r, int kind, uint64_t now_ms, fx_plan_obj_t **out,
+                                            size_t cap);
 
 #endif

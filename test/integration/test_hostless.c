@@ -449,7 +449,7 @@ Test(hostless, unconsumed_handles_expire_through_the_release_path)
     fluxon_get_start_result r;
     fluxon_get_handle *h = get_range(c, "e", ids, 4, NULL, 0, &r);
     cr_assert_eq(kf_stat(c, "handles_open"), 1);
-    cr_assert(kf_wait_stat(c, "handles_open", 0, 3000), "expired at the owner");
+    cr_assert(kf_wait_stat(c, "handles_open", 0, 3000), "cancelled by the client's sweep at the owner");
     cr_assert_eq(kf_stat(c, "holders"), 0);
     fluxon_plan *p;
     cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_ERR_WRONG_HANDLE, "an expired handle is refused");
