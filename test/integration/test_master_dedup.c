@@ -118,6 +118,24 @@ Test(master_dedup, late_retry_does_not_overwrite_a_newer_value)
     cr_assert_not(t_invalidate(&c2, &inv, 200), "n2's replica must not be invalidated");
 }
 
+/* The owner's retry horizon spans reconnects: a retry sent after the owner reconnected
+ * with the same generation still gets the first answer. */
+Test(master_dedup, a_retry_after_a_same_generation_reconnect_gets_the_first_answer)
+{
+    t_owner(&c1, "n1", 100);
+    const char *k = "k";
+    uint64_t off = 4096;
+    fx_body_put_done_ack_t first, again;
+    cr_assert_eq(t_put(&c1, 1, &k, &off, 1, 100, 0, 0, NULL, 0, &first), FLUXON_OK, "%s", last_err);
+    t_close(&c1); /* the answer is lost with the connection */
+    t_owner(&c1, "n1", 100);
+    delete_key(&c1, k);
+    cr_assert_eq(t_put(&c1, 1, &k, &off, 1, 100, 0, 0, NULL, 0, &again), FLUXON_OK, "%s", last_err);
+    cr_assert(again.put_ms.v[0] == first.put_ms.v[0] && again.put_ver.v[0] == first.put_ver.v[0]);
+    fx_body_lookup_ack_t la;
+    cr_assert_eq(t_lookup1(&c1, k, &la), ST(FLUXON_ERR_NOT_FOUND), "the deleted key came back");
+}
+
 /* Past the time the master keeps answers (60 x master_timeout_ms), a retry of a forgotten
  * batch is refused (STALE, nothing applied) while new batches are still applied. */
 Test(master_dedup_short, a_forgotten_batch_is_refused_not_applied_twice)
