@@ -6,6 +6,7 @@
  * it twice. An embedded master spoken to over TCP as fake owners (mkvfix.h); the "lost"
  * answer is simply an answer the fake owner ignores before it retries. */
 #include "mkvfix.h"
+#include "mkv.h"
 
 static fluxon_node *master;
 static tc_t c1 = {.fd = -1}, c2 = {.fd = -1};
@@ -117,6 +118,24 @@ Test(master_dedup, late_retry_does_not_overwrite_a_newer_value)
     cr_assert_not(t_invalidate(&c2, &inv, 200), "n2's replica must not be invalidated");
 }
 
+/* The owner's retry horizon spans reconnects: a retry sent after the owner reconnected
+ * with the same generation still gets the first answer. */
+Test(master_dedup, a_retry_after_a_same_generation_reconnect_gets_the_first_answer)
+{
+    t_owner(&c1, "n1", 100);
+    const char *k = "k";
+    uint64_t off = 4096;
+    fx_body_put_done_ack_t first, again;
+    cr_assert_eq(t_put(&c1, 1, &k, &off, 1, 100, 0, 0, NULL, 0, &first), FLUXON_OK, "%s", last_err);
+    t_close(&c1); /* the answer is lost with the connection */
+    t_owner(&c1, "n1", 100);
+    delete_key(&c1, k);
+    cr_assert_eq(t_put(&c1, 1, &k, &off, 1, 100, 0, 0, NULL, 0, &again), FLUXON_OK, "%s", last_err);
+    cr_assert(again.put_ms.v[0] == first.put_ms.v[0] && again.put_ver.v[0] == first.put_ver.v[0]);
+    fx_body_lookup_ack_t la;
+    cr_assert_eq(t_lookup1(&c1, k, &la), ST(FLUXON_ERR_NOT_FOUND), "the deleted key came back");
+}
+
 /* Past the time the master keeps answers (60 x master_timeout_ms), a retry of a forgotten
  * batch is refused (STALE, nothing applied) while new batches are still applied. */
 Test(master_dedup_short, a_forgotten_batch_is_refused_not_applied_twice)
@@ -145,4 +164,46 @@ Test(master_dedup_short, a_forgotten_batch_is_refused_not_applied_twice)
     t_close(&c1);
     t_owner(&c1, "n1", 101);
     t_put1(&c1, 1, "k1", off, 100, 0, NULL, NULL);
+}
+
+/* The memory bound, driven directly (no reactor): past MKV_DEDUP_MAX_BYTES of answers for
+ * one owner the oldest go, and every batch id up to the highest one dropped is refused
+ * while the kept ones are still answered. */
+Test(master_dedup_direct, the_memory_bound_drops_the_oldest_and_raises_the_watermark)
+{
+    fx_master_t m;
+    memset(&m, 0, sizeof m);
+    cr_assert_eq(fx_master_kv_init(&m), FLUXON_OK);
+    master_node_t n;
+    memset(&n, 0, sizeof n);
+    strcpy(n.node_id, "d1");
+    n.generation = 5;
+    n.segment_bytes = SEG;
+    n.grant_bytes = GRANT;
+    cr_assert_eq(fx_master_kv_node_registered(&m, &n, 0), FLUXON_OK);
+    size_t each = MKV_DEDUP_MAX_BYTES / 4 - 128; /* 4 answers fit (with their overhead), a 5th does not */
+    for (uint64_t id = 10; id < 15; id++) {
+        uint8_t *body = calloc(1, each);
+        cr_assert(fx_mkv_dedup_remember(m.kv, &n, id, body, each));
+    }
+    const uint8_t *b;
+    size_t len;
+    cr_assert_eq(fx_mkv_dedup_check(m.kv, &n, 10, &b, &len), MKV_DEDUP_FORGOTTEN);
+    cr_assert_eq(fx_mkv_dedup_check(m.kv, &n, 3, &b, &len), MKV_DEDUP_FORGOTTEN, "below the watermark");
+    cr_assert_eq(fx_mkv_dedup_watermark(&n), 10);
+    for (uint64_t id = 11; id < 15; id++) {
+        cr_assert_eq(fx_mkv_dedup_check(m.kv, &n, id, &b, &len), MKV_DEDUP_ANSWERED, "batch %llu", (unsigned long long)id);
+        cr_assert_eq(len, each);
+    }
+    cr_assert_eq(fx_mkv_dedup_check(m.kv, &n, 15, &b, &len), MKV_DEDUP_NEW);
+    mkv_t *s = m.kv;
+    cr_assert_eq(s->c.put_dedup_forgotten, 1);
+    cr_assert_eq(s->dedup_acks, 4);
+    /* a new generation starts over */
+    n.generation = 6;
+    cr_assert_eq(fx_master_kv_node_registered(&m, &n, 5), FLUXON_OK);
+    cr_assert_eq(fx_mkv_dedup_check(m.kv, &n, 10, &b, &len), MKV_DEDUP_NEW);
+    cr_assert_eq(s->dedup_acks, 0);
+    fx_master_kv_fini(&m);
+    fx_master_kv_node_free(&m, &n);
 }

@@ -102,3 +102,34 @@ Test(master_place_ttl, durable_get_slots_expire)
     cr_assert_eq(t_get_done(&oc[0], "dk", 8192, &la1, FX_GET_DURABLE), ST(FLUXON_OK));
     cr_assert_eq(pm_stat("replicas"), 2);
 }
+
+/* Retries with the same identity are safe at the master (what an owner needs to retry an
+ * uncertain GET_DONE or EVICT, issue 13 items 3/4): a second GET_DONE of the same copy
+ * answers OK and adds nothing; a second EVICT of a replica already dropped answers STALE
+ * (the master routes no such replica: the owner may drop its copy) and changes nothing. */
+Test(master_place, get_done_and_evict_retries_are_idempotent)
+{
+    for (int i = 0; i < 2; i++) up(i, false, "");
+    uint64_t ms, ver;
+    t_put1(&oc[1], 1, "rk", 40960, 100, 0, &ms, &ver); /* held by n2 */
+    fx_body_lookup_ack_t la;
+    cr_assert_eq(t_lookup1(&oc[0], "rk", &la), ST(FLUXON_OK));
+    cr_assert_eq(la.modes.v[0], FX_GET_DURABLE);
+    cr_assert_eq(t_get_done(&oc[0], "rk", 8192, &la, FX_GET_DURABLE), ST(FLUXON_OK));
+    cr_assert_eq(pm_stat("replicas"), 2);
+    cr_assert_eq(t_get_done(&oc[0], "rk", 8192, &la, FX_GET_DURABLE), ST(FLUXON_OK), "the retry");
+    cr_assert_eq(pm_stat("replicas"), 2, "the retry adds no replica");
+    cr_assert_eq(pm_stat("get_done_replicas"), 1);
+    const char *k = "rk";
+    uint64_t off = 8192;
+    fx_body_evict_t eb = {t_keys(&k, 1), {&off, 1}, {&ms, 1}, {&ver, 1}};
+    fx_body_statuses_t es;
+    cr_assert_eq(T_CALL(&oc[0], EVICT, evict, &eb, statuses, &es), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(es.statuses.v[0], ST(FLUXON_OK));
+    cr_assert_eq(pm_stat("replicas"), 1);
+    cr_assert_eq(T_CALL(&oc[0], EVICT, evict, &eb, statuses, &es), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(es.statuses.v[0], ST(FLUXON_ERR_STALE), "the retry: no such replica any more");
+    cr_assert_eq(pm_stat("replicas"), 1, "n2's replica stays");
+    cr_assert_eq(t_lookup1(&oc[0], "rk", &la), ST(FLUXON_OK));
+    cr_assert(!strcmp(src_of(&la, 0), "n2") && la.offsets.v[0] == 40960);
+}
