@@ -225,7 +225,7 @@ Test(client, cluster_nodes_json_with_many_long_ids)
 }
 
 /* ---- fake owner: the test plays the owner's side of the unix socket ---- */
-enum { FO_BAD_SEGMENT = 1, FO_PAUSED = 2 };
+enum { FO_BAD_SEGMENT = 1, FO_PAUSED = 2, FO_PLANS = 3 };
 typedef struct fake_owner {
     char path[256];
     int mode;
@@ -234,6 +234,7 @@ typedef struct fake_owner {
     int go;                  /* PAUSED: atomic, start reading */
     int stop;                /* atomic */
     long frames, pings;      /* PAUSED: whole frames read, PING answered */
+    int commits, aborts;     /* PLANS: PUT_COMMIT / PUT_ABORT received */
     int desync;              /* PAUSED: a header that was no frame header */
     fx_segment_t *seg;
     pthread_t t;
@@ -295,11 +296,53 @@ static int fo_accept(fake_owner_t *fo)
     return -1;
 }
 
+static void fo_reply(int s, uint16_t type, uint16_t flags, int status, uint64_t req_id, const uint8_t *body,
+                     size_t len)
+{
+    fx_frame_header_t rh = {FX_FRAME_MAGIC, type, flags, (uint32_t)len, status, req_id};
+    uint8_t out[FX_FRAME_HEADER_BYTES];
+    fx_frame_header_encode(&rh, out);
+    fo_send(s, out, sizeof out);
+    if (len) fo_send(s, body, len);
+}
+
+#define FO_PLAN_ID 77
+
+/* PLANS: an owner whose first PUT_COMMIT ack is lost (the plan is committed and
+ * published all the same) and whose first PUT_ABORT answer is lost (the plan is aborted);
+ * afterwards, like the real owner, a plan that is no longer prepared is WRONG_HANDLE. */
+static bool fo_plans(fake_owner_t *fo, int s, const fx_frame_header_t *h, const uint8_t *body)
+{
+    uint8_t out[256];
+    if (h->type == FX_MSG_PUT_START) {
+        uint64_t st[1] = {0}, off[1] = {4096};
+        fx_body_put_start_ack_t a = {FO_PLAN_ID, {st, 1}, {off, 1}};
+        fx_body_put_start_ack_encode(&a, out);
+        fo_reply(s, h->type, FX_FLAG_RESPONSE, 0, h->req_id, out, fx_body_put_start_ack_size(&a));
+        return true;
+    }
+    if (h->type != FX_MSG_PUT_COMMIT && h->type != FX_MSG_PUT_ABORT) return false;
+    int n = h->type == FX_MSG_PUT_COMMIT ? __atomic_add_fetch(&fo->commits, 1, __ATOMIC_ACQ_REL)
+                                         : __atomic_add_fetch(&fo->aborts, 1, __ATOMIC_ACQ_REL);
+    if (n == 1 && h->type == FX_MSG_PUT_COMMIT) { /* committed, published; the ack never arrives */
+        fx_body_published_t pb = {FO_PLAN_ID, FLUXON_OK};
+        fx_body_published_encode(&pb, out);
+        fo_reply(s, FX_MSG_PUBLISHED, 0, 0, 0, out, fx_body_published_size(&pb));
+    } else if (n > 1) {
+        fx_body_error_t e = {fx_str_c("not a prepared put plan of this client")};
+        fx_body_error_encode(&e, out);
+        fo_reply(s, h->type, FX_FLAG_RESPONSE, FLUXON_ERR_WRONG_HANDLE, h->req_id, out, fx_body_error_size(&e));
+    }
+    (void)body;
+    return true;
+}
+
 /* PAUSED: after the handshake, read nothing until go; then parse the stream frame by
  * frame, answering PINGs. */
 static void fo_serve_paused(fake_owner_t *fo, int s)
 {
-    while (!__atomic_load_n(&fo->go, __ATOMIC_ACQUIRE) && !__atomic_load_n(&fo->stop, __ATOMIC_ACQUIRE))
+    while (fo->mode == FO_PAUSED && !__atomic_load_n(&fo->go, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&fo->stop, __ATOMIC_ACQUIRE))
         th_sleep_ms(5);
     size_t cap = 64 << 20;
     uint8_t *body = malloc(cap);
@@ -311,6 +354,7 @@ static void fo_serve_paused(fake_owner_t *fo, int s)
             break;
         }
         __atomic_add_fetch(&fo->frames, 1, __ATOMIC_RELEASE);
+        if (fo->mode == FO_PLANS && fo_plans(fo, s, &h, body)) continue;
         if (h.type == FX_MSG_PING) {
             /* the owner echoes the ping body */
             fx_frame_header_t rh = {FX_FRAME_MAGIC, FX_MSG_PING, FX_FLAG_RESPONSE, h.body_len, 0, h.req_id};
@@ -356,7 +400,7 @@ static void fo_start(fake_owner_t *fo, int mode, int conns)
     fo->mode = mode;
     fo->conns = conns;
     cr_assert_eq(fx_unix_listen(fo->path, &fo->lfd), FLUXON_OK);
-    if (mode == FO_PAUSED) cr_assert_eq(fx_segment_create(1 << 20, -1, 1, "fake", &fo->seg), FLUXON_OK);
+    if (mode != FO_BAD_SEGMENT) cr_assert_eq(fx_segment_create(1 << 20, -1, 1, "fake", &fo->seg), FLUXON_OK);
     pthread_create(&fo->t, NULL, fo_run, fo);
 }
 
@@ -498,4 +542,33 @@ Test(client, outstanding_futures_need_no_fd_each)
     cr_assert_eq(poll(&p, 1, 1000), 1, "a done future's fd is readable");
     for (int i = 0; i < NF; i++) fluxon_future_free(f[i]);
     fluxon_client_close(c);
+}
+
+/* Item 19: a commit whose answer was lost (TIMEOUT) is retried with the same plan and
+ * returns the outcome of the first one (published), not WRONG_HANDLE; an abort retried
+ * after a lost answer is OK (the plan is gone either way). */
+Test(client, commit_and_abort_retried_after_timeout)
+{
+    fake_owner_t fo;
+    fo_start(&fo, FO_PLANS, 1);
+    fluxon_client *c = NULL;
+    cr_assert_eq(fluxon_client_open(fo_client_cfg(&fo, 300), &c), FLUXON_OK);
+    const char *k = "k";
+    fluxon_plan *p = NULL;
+    cr_assert_eq(fluxon_local_fast_put_start(c, &k, 1, 4096, NULL, &p, NULL), FLUXON_OK);
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, p, &f), FLUXON_ERR_TIMEOUT);
+    int rc = fluxon_local_fast_put_commit(c, p, &f);
+    cr_assert_eq(rc, FLUXON_OK, "the retried commit: %s", fluxon_status_string(rc));
+    cr_assert_eq(fluxon_future_wait(f, 2000), FLUXON_OK, "the first commit's outcome: published");
+    fluxon_future_free(f);
+    cr_assert_eq(fluxon_local_fast_put_commit(c, p, &f), FLUXON_ERR_WRONG_HANDLE, "the plan is spent");
+    /* abort: the answer is lost, the retry says it is gone */
+    cr_assert_eq(fluxon_local_fast_put_start(c, &k, 1, 4096, NULL, &p, NULL), FLUXON_OK);
+    cr_assert_eq(fluxon_put_abort(c, p), FLUXON_ERR_TIMEOUT);
+    rc = fluxon_put_abort(c, p);
+    cr_assert_eq(rc, FLUXON_OK, "the retried abort: %s", fluxon_status_string(rc));
+    cr_assert_eq(fluxon_put_abort(c, p), FLUXON_ERR_WRONG_HANDLE);
+    fluxon_client_close(c);
+    fo_stop(&fo);
 }
