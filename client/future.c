@@ -95,7 +95,9 @@ FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_fram
         fx_future_complete(f, b.status);
         cfut_unref(f);
     } else if (b.future_id) { /* its commit's answer was lost: kept for a retried commit */
-        cl->orphans[cl->orphan_next++ % FX_CLIENT_ORPHANS] = (typeof(cl->orphans[0])){b.future_id, b.status};
+        unsigned i = cl->orphan_next++ % FX_CLIENT_ORPHANS;
+        cl->orphans[i].id = b.future_id;
+        cl->orphans[i].status = b.status;
     }
     return true;
 }

@@ -633,3 +633,88 @@ Test(client, oneway_send_never_blocks_the_reactor)
     free(keys);
     free(names);
 }
+
+/* One client's hostless API from 8 threads at once: puts, gets, transfers, cancels,
+ * releases and double releases, against a reference model (every committed key reads
+ * back byte-exact; every misuse is WRONG_HANDLE). Run it under ASan too. */
+enum { MT_THREADS = 8, MT_ROUNDS = 40, MT_KEYS = 4, MT_VLEN = 8192 };
+
+typedef struct mt_arg {
+    fluxon_client *c;
+    int t;
+    int bad; /* failures seen (asserting off the main thread would not stop the test) */
+    char why[160];
+} mt_arg_t;
+
+#define MT_CHECK(x, cond, ...)                                                \
+    do {                                                                      \
+        if (!(cond) && !(x)->bad++) snprintf((x)->why, sizeof (x)->why, __VA_ARGS__); \
+    } while (0)
+
+static void *mt_run(void *arg)
+{
+    mt_arg_t *x = arg;
+    char names[MT_KEYS][32];
+    const char *keys[MT_KEYS];
+    for (int round = 0; round < MT_ROUNDS && !x->bad; round++) {
+        for (int i = 0; i < MT_KEYS; i++) {
+            snprintf(names[i], sizeof names[i], "mt-%d-%d-%d", x->t, round, i);
+            keys[i] = names[i];
+        }
+        fluxon_plan *p = NULL;
+        int st[MT_KEYS];
+        int rc = fluxon_local_fast_put_start(x->c, keys, MT_KEYS, MT_VLEN, NULL, &p, st);
+        MT_CHECK(x, rc == FLUXON_OK, "put_start: %s", fluxon_status_string(rc));
+        if (rc != FLUXON_OK) break;
+        for (int i = 0; i < MT_KEYS; i++)
+            kf_fill((uint8_t *)(uintptr_t)p->value_ptrs[i], MT_VLEN, (uint64_t)(x->t * 100000 + round * 10 + i));
+        fluxon_future *f = NULL;
+        rc = fluxon_local_fast_put_commit(x->c, p, &f);
+        MT_CHECK(x, rc == FLUXON_OK, "commit: %s", fluxon_status_string(rc));
+        if (rc != FLUXON_OK) break;
+        rc = fluxon_future_wait(f, 10000);
+        MT_CHECK(x, rc == FLUXON_OK, "future: %s", fluxon_status_string(rc));
+        fluxon_future_free(f);
+        MT_CHECK(x, fluxon_local_fast_put_commit(x->c, p, &f) == FLUXON_ERR_WRONG_HANDLE, "double commit");
+        MT_CHECK(x, fluxon_put_abort(x->c, p) == FLUXON_ERR_WRONG_HANDLE, "abort after commit");
+        fluxon_get_handle *h = NULL;
+        fluxon_get_start_result r;
+        rc = fluxon_get_start(x->c, keys, MT_KEYS, 1, NULL, 0, &h, &r);
+        MT_CHECK(x, rc == FLUXON_OK && r.all_hit, "get_start: %s", fluxon_status_string(rc));
+        if (rc != FLUXON_OK) break;
+        if (round % 4 == 3) { /* cancel, then the handle is spent */
+            MT_CHECK(x, fluxon_cancel_get_transfer(x->c, h) == FLUXON_OK, "cancel");
+            MT_CHECK(x, fluxon_cancel_get_transfer(x->c, h) == FLUXON_ERR_WRONG_HANDLE, "double cancel");
+            continue;
+        }
+        fluxon_plan *rp = NULL;
+        rc = fluxon_get_transfer(x->c, h, 0, &rp);
+        MT_CHECK(x, rc == FLUXON_OK && rp->count == MT_KEYS, "transfer: %s", fluxon_status_string(rc));
+        if (rc != FLUXON_OK) break;
+        for (int i = 0; i < MT_KEYS; i++)
+            MT_CHECK(x, kf_check((const uint8_t *)(uintptr_t)rp->value_ptrs[i], MT_VLEN,
+                                 (uint64_t)(x->t * 100000 + round * 10 + i)),
+                     "key %s reads back other bytes", keys[i]);
+        MT_CHECK(x, fluxon_get_transfer(x->c, h, 0, &rp) == FLUXON_ERR_WRONG_HANDLE, "double transfer");
+        MT_CHECK(x, fluxon_release_views(x->c, rp) == FLUXON_OK, "release");
+        MT_CHECK(x, fluxon_release_views(x->c, rp) == FLUXON_ERR_WRONG_HANDLE, "double release");
+    }
+    return NULL;
+}
+
+Test(client, hostless_from_8_threads)
+{
+    kf_up(1);
+    fluxon_client *c = kf_client(0);
+    long long pins0 = kf_stat(c, "holders");
+    pthread_t t[MT_THREADS];
+    mt_arg_t a[MT_THREADS];
+    for (int i = 0; i < MT_THREADS; i++) {
+        a[i] = (mt_arg_t){c, i, 0, ""};
+        pthread_create(&t[i], NULL, mt_run, &a[i]);
+    }
+    for (int i = 0; i < MT_THREADS; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < MT_THREADS; i++) cr_assert_eq(a[i].bad, 0, "thread %d: %s", i, a[i].why);
+    cr_assert(kf_wait_stat(c, "holders", pins0, 5000), "every pin released (holders back to %lld)", pins0);
+    fluxon_client_close(c);
+}
