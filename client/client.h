@@ -22,6 +22,7 @@
  * or the reactor's flush timer), and nobody ever sleeps holding io_lock. The client holds
  * a reference on the conn so the fd stays open (not reused) until close. */
 struct crpc_out;
+#define FX_CLIENT_ORPHANS 256
 typedef struct fx_client_rpc {
     pthread_mutex_t io_lock;   /* guards the out-queue and the socket writes */
     struct crpc_out *out_head, *out_tail;
@@ -51,6 +52,11 @@ struct fluxon_client {
     uint64_t requests, errors, timeouts, handles_expired; /* atomics */
     fx_client_rpc_t rpc;     /* rpc.c */
     fx_hmap_t *futures;      /* future.c, reactor thread only: future id -> fluxon_future */
+    struct {                 /* future.c, reactor thread only: PUBLISHED for no armed future */
+        uint64_t id;         /* (a commit whose answer was lost), kept for a retried commit */
+        int status;
+    } orphans[FX_CLIENT_ORPHANS];
+    unsigned orphan_next;
     fx_plan_reg_t *plans;    /* hostless.c: live plans and get handles */
 };
 
@@ -96,7 +102,8 @@ FX_INTERNAL void fx_client_futures_fini(fluxon_client *cl);
 /* A new future (one reference, the caller's); NULL on NOMEM. */
 FX_INTERNAL fluxon_future *fx_future_new(fluxon_client *cl);
 FX_INTERNAL void fx_future_complete(fluxon_future *f, int status);
-/* reactor thread: f completes when the owner's PUBLISHED for future_id arrives */
+/* reactor thread: f completes when the owner's PUBLISHED for future_id arrives (or at
+ * once if it arrived before, unclaimed: the answer to a commit was lost) */
 FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t future_id);
 /* reactor thread: an owner notification (PUBLISHED); true if handled */
 FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_frame_header_t *h,

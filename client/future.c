@@ -70,6 +70,12 @@ FX_INTERNAL void fx_future_complete(fluxon_future *f, int status)
 
 FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t future_id)
 {
+    for (unsigned i = 0; i < FX_CLIENT_ORPHANS; i++)
+        if (cl->orphans[i].id == future_id) {
+            cl->orphans[i].id = 0;
+            fx_future_complete(f, cl->orphans[i].status);
+            return;
+        }
     f->id = future_id;
     __atomic_add_fetch(&f->refs, 1, __ATOMIC_ACQ_REL);
     if (fx_hmap_put(cl->futures, &f->id, sizeof f->id, f, NULL) != FLUXON_OK) {
@@ -88,6 +94,10 @@ FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_fram
     if (fx_hmap_del(cl->futures, &b.future_id, sizeof b.future_id, (void **)&f) == FLUXON_OK) {
         fx_future_complete(f, b.status);
         cfut_unref(f);
+    } else if (b.future_id) { /* its commit's answer was lost: kept for a retried commit */
+        unsigned i = cl->orphan_next++ % FX_CLIENT_ORPHANS;
+        cl->orphans[i].id = b.future_id;
+        cl->orphans[i].status = b.status;
     }
     return true;
 }

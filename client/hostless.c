@@ -230,14 +230,29 @@ int fluxon_local_fast_put_start(fluxon_client *c, const char *const *keys, size_
                                plan_p, key_status);
 }
 
-/* reactor side of commit: the future must be armed before PUBLISHED can arrive */
+/* reactor side of commit: the future must be armed before PUBLISHED can arrive. A retry
+ * of a commit whose answer was lost finds the plan no longer prepared (the owner's
+ * WRONG_HANDLE): the first commit went through, so the retry adopts its outcome, the
+ * PUBLISHED of the plan's future (the owner numbers a plan's future by its plan id),
+ * already here (kept unclaimed) or still to come. */
+typedef struct chl_commit_ctx {
+    fluxon_future *f;
+    uint64_t plan_id;
+    bool retry, adopted;
+} chl_commit_ctx_t;
+
 static void chl_commit_hook(fluxon_client *cl, void *ctx, int status, const uint8_t *body, uint32_t len)
 {
-    fluxon_future *f = ctx;
+    chl_commit_ctx_t *c = ctx;
+    if (status == FLUXON_ERR_WRONG_HANDLE && c->retry) {
+        c->adopted = true;
+        fx_future_arm(cl, c->f, c->plan_id);
+        return;
+    }
     if (status != FLUXON_OK) return;
     fx_body_put_commit_ack_t ack;
     fx_arena_t a = {0};
-    if (fx_body_put_commit_ack_decode(body, len, &ack, &a) == FLUXON_OK) fx_future_arm(cl, f, ack.future_id);
+    if (fx_body_put_commit_ack_decode(body, len, &ack, &a) == FLUXON_OK) fx_future_arm(cl, c->f, ack.future_id);
     fx_arena_free(&a);
 }
 
@@ -270,7 +285,10 @@ int fluxon_local_fast_put_commit(fluxon_client *cl, fluxon_plan *plan, fluxon_fu
     FX_CLIENT_ENCODE(plan_ref, &pr, req, len);
     uint8_t *resp = NULL;
     uint32_t rlen = 0;
-    rc = fx_client_call(cl, FX_MSG_PUT_COMMIT, req, len, chl_commit_hook, f, &resp, &rlen);
+    chl_commit_ctx_t ctx = {f, o->owner_id, (o->sent & FX_PLAN_SENT_COMMIT) != 0, false};
+    o->sent |= FX_PLAN_SENT_COMMIT;
+    rc = fx_client_call(cl, FX_MSG_PUT_COMMIT, req, len, chl_commit_hook, &ctx, &resp, &rlen);
+    if (ctx.adopted) rc = FLUXON_OK; /* the earlier commit's outcome, on f */
     fx_client_log_error("put_commit", rc, resp, rlen);
     fx_free(resp);
     if (rc != FLUXON_OK) {
@@ -295,7 +313,12 @@ int fluxon_put_abort(fluxon_client *cl, fluxon_plan *plan)
         uint8_t *req;
         uint32_t len;
         FX_CLIENT_ENCODE(plan_ref, &pr, req, len);
+        bool retry = (o->sent & FX_PLAN_SENT_ABORT) != 0;
+        o->sent |= FX_PLAN_SENT_ABORT;
         rc = fx_client_call_decode(cl, FX_MSG_PUT_ABORT, req, len, "put_abort", NULL, NULL);
+        /* a retry after a lost answer: the owner no longer has the plan, the first abort
+         * went through (unless a commit was sent: then WRONG_HANDLE stands) */
+        if (rc == FLUXON_ERR_WRONG_HANDLE && retry && !(o->sent & FX_PLAN_SENT_COMMIT)) rc = FLUXON_OK;
     }
     if (rc == FLUXON_ERR_TIMEOUT || rc == FLUXON_ERR_NOMEM) {
         fx_plan_reg_add(cl->plans, o);

@@ -129,6 +129,11 @@ typedef struct fluxon_client fluxon_client;
  *  config_json  borrowed for the call: {"role":"external","cluster_id",...,"socket"}.
  *  client_p     receives the client; the caller owns it (fluxon_client_close).
  * Waits at most "timeout_ms" (default 30000 ms) for the owner.
+ * Every request of a client encodes to one frame of at most the client's
+ * "max_frame_bytes" (default 64 MiB; the owner's must be as large): a larger batch is
+ * refused before anything is sent with FLUXON_ERR_INVALID_ARGUMENT and a warning naming
+ * the size and the limit (split the batch); the client stays usable. A request that
+ * timed out while being written is still written whole later (never half a frame).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_CONFIG;
  * FLUXON_ERR_UNAVAILABLE (no owner listening at the socket); FLUXON_ERR_AUTH (wrong
  * cluster id/token or protocol version); FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
@@ -168,7 +173,8 @@ int fluxon_client_master_stats(fluxon_client *client, char *json, size_t cap, si
 /* Writes the cluster's node table as a JSON array into json (same cap/len_p rules as
  * fluxon_client_stats): [{"node_id","role","generation","alive","segment_bytes",
  * "sub_cluster","placed_bytes"}...]; placed_bytes: bytes of that owner's segment the
- * master allocated for placed values.
+ * master allocated for placed values. The document is always whole (never truncated),
+ * whatever the number of nodes and the length of their ids.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE;
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_client_cluster_nodes(fluxon_client *client, char *json, size_t cap,
@@ -321,6 +327,11 @@ int fluxon_list_keys(fluxon_client *c, const char *prefix, const char *after, ui
  *  - Reads: a value may be shorter than the layout the engine expects (another writer's
  *    value_len); fluxon_plan_value_lens gives each value's length. Reading past it reads
  *    the next slot.
+ * Plans and get handles are identities, not addresses: once one is consumed (committed,
+ * aborted, transferred, cancelled, released or expired), passing the same pointer again
+ * returns FLUXON_ERR_WRONG_HANDLE and never acts on another plan or handle, even one a
+ * thread obtained since (the library does not hand a consumed blob's address out again
+ * until tens of GiB of plans later). Reading a consumed plan's fields is undefined.
  * ------------------------------------------------------------------------------- */
 #define FLUXON_PUT_PLAN_MAGIC  0x4e414c5054555046ull /* "FPUTPLAN" */
 #define FLUXON_READ_PLAN_MAGIC 0x4e414c5044414552ull /* "READPLAN" */
@@ -357,13 +368,19 @@ int fluxon_local_fast_put_start(fluxon_client *c, const char *const *keys, size_
  * owner at once (local-read-ready, V1); the owner then publishes the batch to the master
  * in ONE request. *future_p (owned by the caller, fluxon_future_free) completes when the
  * values are global (FLUXON_OK) or failed. The plan is consumed.
+ * Idempotent by plan identity: on FLUXON_ERR_TIMEOUT (the answer was lost or late: the
+ * batch may or may not be committed) the plan stays live; commit it again to learn the
+ * outcome: the retry returns FLUXON_OK and a future with the FIRST commit's outcome if
+ * that one went through (the batch is never published twice), else it commits now. Do
+ * not abort a plan whose commit timed out (WRONG_HANDLE if that commit went through).
  * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (not a live put plan: a read plan, already
  * committed or aborted, unknown pointer); FLUXON_ERR_INVALID_ARGUMENT (NULL);
  * FLUXON_ERR_STALE (the owner restarted); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
 int fluxon_local_fast_put_commit(fluxon_client *c, fluxon_plan *plan, fluxon_future **future_p);
 
-/* Releases every slot of a put plan that was not committed; the plan is consumed.
- * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (committed, aborted, a read plan, unknown);
+/* Releases every slot of a put plan that was not committed; the plan is consumed. On
+ * FLUXON_ERR_TIMEOUT the plan stays live; a retried abort returns FLUXON_OK when the
+ * first one went through. Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (committed, aborted, a read plan, unknown);
  * FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
 int fluxon_put_abort(fluxon_client *c, fluxon_plan *plan);
 
@@ -371,9 +388,11 @@ int fluxon_put_abort(fluxon_client *c, fluxon_plan *plan);
  * outcome (FLUXON_OK, or the first key's error: FLUXON_ERR_KEY_EXISTS,
  * FLUXON_ERR_GROUP_REJECTED, FLUXON_ERR_UNAVAILABLE (client closed or owner gone) ...)
  * or FLUXON_ERR_TIMEOUT if not done yet (the future stays usable); poll returns
- * FLUXON_IN_PROGRESS until done, then the outcome; fd is an eventfd readable once done
- * (for epoll; do not read or close it); free releases the future (NULL: no-op; safe
- * before completion). All thread-safe; a future outlives its client only for free. */
+ * FLUXON_IN_PROGRESS until done, then the outcome. A future holds no file descriptor:
+ * fd makes one on its first call (an eventfd; -1 when the process has no fd left) that
+ * is readable once done and stays readable (level-triggered; for epoll; do not read or
+ * close it); free releases the future (NULL: no-op; safe before completion) and its fd.
+ * All thread-safe; a future outlives its client only for free. */
 int  fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms);
 int  fluxon_future_poll(fluxon_future *f);
 int  fluxon_future_fd(const fluxon_future *f);

@@ -12,6 +12,7 @@
 #include "fx.h"
 
 enum { FX_PLAN_PUT = 1, FX_PLAN_READ = 2, FX_PLAN_HANDLE = 3 };
+enum { FX_PLAN_SENT_COMMIT = 1, FX_PLAN_SENT_ABORT = 2 };
 
 /* The registry's record of one live plan or handle. */
 typedef struct fx_plan_obj {
@@ -25,6 +26,7 @@ typedef struct fx_plan_obj {
     uint64_t *group_lens; /* handle: the batch's groups (for boundary checks) */
     size_t n_groups;
     uint64_t expires_ms; /* handle: the client cancels it then if still unconsumed */
+    uint32_t sent;       /* put plan: FX_PLAN_SENT_* requests already sent for it */
     void *blob;          /* the fluxon_plan / fluxon_get_handle given out */
 } fx_plan_obj_t;
 
