@@ -196,7 +196,8 @@ FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, 
         return rc;
     }
     fx_body_put_start_t b = {{kv, (uint32_t)n}, value_len, flags, {groups, (uint32_t)n_groups},
-                             {(const char *)mask, mask ? (uint32_t)n : 0}, lease, fx_str_c(preferred)};
+                             {(const char *)mask, mask ? (uint32_t)n : 0}, lease, fx_str_c(preferred),
+                             cl->cfg.timeout_ms};
     uint8_t *req;
     uint32_t len;
     FX_CLIENT_ENCODE(put_start, &b, req, len);

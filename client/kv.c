@@ -25,7 +25,7 @@ static int ckv_put_inline(fluxon_client *cl, const char *key, const void *value,
     int rc = fx_client_put_scalars(opts, &flags, &lease, &preferred);
     if (rc != FLUXON_OK) return rc;
     fx_body_put_inline_t b = {fx_str_c(key), {(const char *)value, (uint32_t)value_len}, flags, lease,
-                              fx_str_c(preferred)};
+                              fx_str_c(preferred), cl->cfg.timeout_ms};
     uint8_t *req;
     uint32_t len;
     FX_CLIENT_ENCODE(put_inline, &b, req, len);

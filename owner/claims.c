@@ -90,7 +90,8 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
         if (!finished && !cs->closing && now >= c->deadline_ms) {
             finished = true;
             cs->claim_timeouts++;
-            FX_WARN("claim of %zu slots of %llu bytes timed out after claim_timeout_ms %u (stage=claim, got %zu)",
+            FX_WARN("claim of %zu slots of %llu bytes reached its deadline (claim_timeout_ms %u, or 9/10 of the "
+                    "caller's timeout_ms when shorter; stage=claim, got %zu)",
                     c->count, (unsigned long long)fx_slot_size_for(c->value_len), o->cfg.claim_timeout_ms, c->got);
         } else if (!finished && !can_grow) {
             finished = cs->closing || !cs->policy.can_wait(o, c->value_len, c->count);
@@ -225,8 +226,15 @@ static void ocl_grant_request(fx_owner_t *o)
     if (ocl_grant_send(o, slot_size, count, false) != FLUXON_OK) ocl_serve(o, false);
 }
 
-FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_slot_ref_t *slots, fx_oclaim_cb cb,
-                           void *arg)
+FX_INTERNAL uint64_t fx_oclaim_deadline(fx_owner_t *o, uint32_t caller_timeout_ms)
+{
+    uint64_t wait = o->cfg.claim_timeout_ms;
+    if (caller_timeout_ms) wait = FX_MIN(wait, (uint64_t)caller_timeout_ms * 9 / 10);
+    return fx_now_ms() + wait;
+}
+
+FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_slot_ref_t *slots,
+                           uint64_t deadline_ms, fx_oclaim_cb cb, void *arg)
 {
     oclaims_t *cs = o->claims;
     size_t got = 0;
@@ -241,7 +249,7 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
         cb(o, arg, got);
         return;
     }
-    *c = (owner_claim_t){NULL, value_len, fx_now_ms() + o->cfg.claim_timeout_ms, false, count, got, slots, cb, arg};
+    *c = (owner_claim_t){NULL, value_len, deadline_ms, false, count, got, slots, cb, arg};
     owner_claim_t **pp = &cs->claims;
     while (*pp) pp = &(*pp)->next;
     *pp = c;

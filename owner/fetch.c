@@ -528,7 +528,7 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
         }
         *c = (ofetch_claim_ctx_t){f, og};
         f->claims_pending++;
-        fx_oclaim(o, og->value_len, 1, &og->slot, ofetch_on_claim, c);
+        fx_oclaim(o, og->value_len, 1, &og->slot, fx_oclaim_deadline(o, 0), ofetch_on_claim, c);
     }
     if (--f->claims_pending == 0) ofetch_batch_transfer(f);
 }

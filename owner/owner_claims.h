@@ -28,8 +28,14 @@ FX_INTERNAL void fx_oclaims_fail_all(fx_owner_t *o);
 FX_INTERNAL void fx_oclaims_fini(fx_owner_t *o);
 FX_INTERNAL uint64_t fx_oclaims_max(fx_owner_t *o);
 FX_INTERNAL bool fx_oclaims_waiting(fx_owner_t *o); /* claims are queued */
-FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_slot_ref_t *slots, fx_oclaim_cb cb,
-                           void *arg);
+/* Claims count slots of value_len into slots; a claim still short at deadline_ms
+ * (fx_now_ms clock) completes short. */
+FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_slot_ref_t *slots,
+                           uint64_t deadline_ms, fx_oclaim_cb cb, void *arg);
+/* The deadline of a claim made for a caller that waits caller_timeout_ms (0: unknown):
+ * claim_timeout_ms from now, but never past 9/10 of the caller's wait, so the answer
+ * (NO_SPACE) reaches the caller before it gives up. */
+FX_INTERNAL uint64_t fx_oclaim_deadline(fx_owner_t *o, uint32_t caller_timeout_ms);
 /* The master refused a grant for lack of room in this segment less than a second ago
  * (ranges it placed here for other owners take room too): claims wait for eviction. */
 FX_INTERNAL bool fx_oclaims_segment_full(fx_owner_t *o);

@@ -334,7 +334,7 @@ static void oput_start_b(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t 
     p->req_id = h->req_id;
     p->reply_conn = e->conn;
     fx_conn_ref(e->conn);
-    fx_oclaim(o, b.value_len, want, p->slots + p->n, oput_claimed, p);
+    fx_oclaim(o, b.value_len, want, p->slots + p->n, fx_oclaim_deadline(o, b.timeout_ms), oput_claimed, p);
 }
 
 FX_INTERNAL void fx_oput_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
@@ -351,7 +351,7 @@ FX_INTERNAL void fx_oput_inline(fx_owner_t *o, owner_ext_t *e, const fx_frame_he
     fx_body_put_inline_t in;
     fx_body_put_inline_decode(body, h->body_len, &in, arena);
     fx_body_put_start_t b = {{&in.key, 1}, in.value.len, in.flags, {NULL, 0}, {NULL, 0}, in.lease_id,
-                             in.preferred_sub_cluster};
+                             in.preferred_sub_cluster, in.timeout_ms};
     oput_start_b(o, e, h, b, in.value.p ? in.value.p : "");
 }
 

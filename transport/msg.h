@@ -11,7 +11,7 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 1u
+#define FX_PROTOCOL_VERSION 2u
 #define FX_FLAG_RESPONSE 0x0001u
 /* put flags (put_start.flags, put_done.flags) */
 #define FX_PUT_REJECT_IF_INFLIGHT 0x1ull
@@ -122,7 +122,8 @@ typedef struct fx_strv {
 /* external -> owner: a whole plain put in one request (small values): the owner stages
  * the bytes, places and publishes them, and answers once published (empty body). */
 #define FX_BODY_put_inline(F)                                                         \
-    F(STR, key) F(STR, value) F(U64, flags) F(U64, lease_id) F(STR, preferred_sub_cluster)
+    F(STR, key) F(STR, value) F(U64, flags) F(U64, lease_id) F(STR, preferred_sub_cluster) \
+    F(U32, timeout_ms)
 #define FX_BODY_statuses(F) F(U64V, statuses)
 #define FX_BODY_key(F) F(STR, key)
 /* master -> owner (one-way, req_id 0): these replicas on you are no longer routed */
@@ -137,9 +138,12 @@ typedef struct fx_strv {
 #define FX_BODY_lease_ack(F) F(U64, lease_id)
 #define FX_BODY_list(F) F(STR, prefix) F(STR, after) F(U32, limit)
 /* external -> owner: hostless put_start (flags: FX_PUT_* bits) */
+/* timeout_ms (put_start, put_inline): how long the caller waits for the answer; the owner
+ * bounds its own waits (slot claims) below it, so its answer never arrives after the
+ * caller gave up because of a server wait as long as the caller's. 0: claim_timeout_ms. */
 #define FX_BODY_put_start(F)                                                          \
     F(STRV, keys) F(U64, value_len) F(U64, flags) F(U64V, group_lens) F(STR, replica_mask) \
-    F(U64, lease_id) F(STR, preferred_sub_cluster)
+    F(U64, lease_id) F(STR, preferred_sub_cluster) F(U32, timeout_ms)
 #define FX_BODY_put_start_ack(F) F(U64, plan_id) F(U64V, statuses) F(U64V, offsets)
 #define FX_BODY_plan_ref(F) F(U64, plan_id)
 #define FX_BODY_put_commit_ack(F) F(U64, future_id)

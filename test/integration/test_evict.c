@@ -349,3 +349,45 @@ Test(evict, an_unanswered_evict_keeps_its_values_hidden_and_is_resent)
     baseline(c);
     fluxon_client_close(c);
 }
+
+/* Issue 13 item 11: a server's bound is shorter than its caller's. Every value of a full
+ * owner is held by a reader, so a new put's claim can only wait (claim_timeout_ms 4000).
+ * A writer whose client waits timeout_ms 2000 gets the owner's answer — NO_SPACE for its
+ * key — before it gives up, not FLUXON_ERR_TIMEOUT with a plan left behind at the owner. */
+Test(evict, a_full_owner_answers_before_the_callers_timeout)
+{
+    enum { CAP = 4 };
+    ev_up(CAP, NULL);
+    fluxon_client *c = kf_client(0), *w = NULL;
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
+             "\"timeout_ms\":2000,\"log_level\":\"error\"}", kf_dir);
+    cr_assert_eq(fluxon_client_open(cfg, &w), FLUXON_OK);
+    char names[CAP][24];
+    const char *k[CAP];
+    for (int i = 0; i < CAP; i++) {
+        snprintf(names[i], sizeof names[i], "full-%d", i);
+        k[i] = names[i];
+        put_one(c, k[i]);
+    }
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    cr_assert_eq(fluxon_get_start(c, k, CAP, 1, NULL, 0, &h, &r), FLUXON_OK);
+    fluxon_plan *p = NULL;
+    cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_OK); /* every value held */
+    const char *nk = "full-new";
+    fluxon_plan *plan = NULL;
+    int st = 0;
+    double t0 = th_now_s();
+    int rc = fluxon_local_fast_put_start(w, &nk, 1, VLEN, NULL, &plan, &st);
+    double took = th_now_s() - t0;
+    cr_assert_eq(rc, FLUXON_OK, "the owner answered (%s after %.2f s)", fluxon_status_string(rc), took);
+    cr_assert_eq(st, FLUXON_ERR_NO_SPACE, "no room: %s", fluxon_status_string(st));
+    cr_assert_lt(took, 2.0, "answered within the caller's 2 s (%.2f s)", took);
+    cr_assert_eq(fluxon_put_abort(w, plan), FLUXON_OK);
+    cr_assert_eq(fluxon_release_views(c, p), FLUXON_OK);
+    baseline(c);
+    fluxon_client_close(w);
+    fluxon_client_close(c);
+}
