@@ -152,10 +152,11 @@ static void chl_abort_id(fluxon_client *cl, uint64_t plan_id)
 }
 
 /* The plan for a decoded put_start_ack, registered. */
-static int chl_put_plan(fluxon_client *cl, const fx_body_put_start_ack_t *ack, size_t n, fluxon_plan **plan_p,
-                        int *key_status)
+static int chl_put_plan(fluxon_client *cl, const fx_body_put_start_ack_t *ack, size_t n, uint64_t value_len,
+                        fluxon_plan **plan_p, int *key_status)
 {
-    fx_plan_obj_t *o = fx_plan_obj_new(cl->plans, FX_PLAN_PUT, sizeof(fluxon_plan) + n * sizeof(uint64_t));
+    /* value_ptrs[n] then the lengths (fluxon_plan_value_lens) */
+    fx_plan_obj_t *o = fx_plan_obj_new(cl->plans, FX_PLAN_PUT, sizeof(fluxon_plan) + 2 * n * sizeof(uint64_t));
     if (!o) return FLUXON_ERR_NOMEM;
     fluxon_plan *plan = o->blob;
     plan->magic = FLUXON_PUT_PLAN_MAGIC;
@@ -163,6 +164,7 @@ static int chl_put_plan(fluxon_client *cl, const fx_body_put_start_ack_t *ack, s
     for (size_t i = 0; i < n; i++) {
         int ks = (int)(int64_t)ack->statuses.v[i];
         plan->value_ptrs[i] = ks == FLUXON_OK ? (uint64_t)(uintptr_t)(chl_base(cl) + ack->offsets.v[i]) : 0;
+        plan->value_ptrs[n + i] = ks == FLUXON_OK ? value_len : 0;
         if (key_status) key_status[i] = ks;
     }
     o->owner_id = ack->plan_id;
@@ -216,7 +218,7 @@ FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, 
     rc = fx_body_put_start_ack_decode(resp, rlen, &ack, &a);
     if (rc == FLUXON_OK && (ack.statuses.n != n || ack.offsets.n != n)) rc = FLUXON_ERR_PROTOCOL;
     if (rc == FLUXON_OK) {
-        rc = chl_put_plan(cl, &ack, n, plan_p, key_status);
+        rc = chl_put_plan(cl, &ack, n, value_len, plan_p, key_status);
         if (rc != FLUXON_OK && ack.plan_id) chl_abort_id(cl, ack.plan_id); /* give the slots back */
     }
     fx_arena_free(&a);
@@ -468,7 +470,8 @@ int fluxon_get_transfer(fluxon_client *cl, fluxon_get_handle *h, uint64_t consum
     int rc = fx_plan_reg_take(cl->plans, h, FX_PLAN_HANDLE, chl_transfer_check, &t, &o);
     if (rc != FLUXON_OK) return rc;
     consume = t.consume;
-    fx_plan_obj_t *rp = fx_plan_obj_new(cl->plans, FX_PLAN_READ, sizeof(fluxon_plan) + consume * sizeof(uint64_t));
+    /* value_ptrs[consume] then the lengths (fluxon_plan_value_lens) */
+    fx_plan_obj_t *rp = fx_plan_obj_new(cl->plans, FX_PLAN_READ, sizeof(fluxon_plan) + 2 * consume * sizeof(uint64_t));
     uint64_t *ids = fx_malloc((consume ? consume : 1) * sizeof *ids);
     if (!rp || !ids) {
         if (rp) fx_plan_reg_retire(cl->plans, rp);
@@ -479,7 +482,10 @@ int fluxon_get_transfer(fluxon_client *cl, fluxon_get_handle *h, uint64_t consum
     fluxon_plan *plan = rp->blob;
     plan->magic = FLUXON_READ_PLAN_MAGIC;
     plan->count = consume;
-    for (uint64_t i = 0; i < consume; i++) plan->value_ptrs[i] = (uint64_t)(uintptr_t)(chl_base(cl) + o->offsets[i]);
+    for (uint64_t i = 0; i < consume; i++) {
+        plan->value_ptrs[i] = (uint64_t)(uintptr_t)(chl_base(cl) + o->offsets[i]);
+        plan->value_ptrs[consume + i] = o->lens[i];
+    }
     memcpy(ids, o->holder_ids, consume * sizeof *ids);
     rp->generation = o->generation;
     rp->n = consume;
@@ -534,4 +540,10 @@ FX_INTERNAL void fx_client_handles_expire(fluxon_client *cl)
         __atomic_add_fetch(&cl->handles_expired, n, __ATOMIC_RELAXED);
         if (n < FX_ARRAY_LEN(batch)) break;
     }
+}
+
+const uint64_t *fluxon_plan_value_lens(const fluxon_plan *plan)
+{
+    if (!plan || (plan->magic != FLUXON_PUT_PLAN_MAGIC && plan->magic != FLUXON_READ_PLAN_MAGIC)) return NULL;
+    return plan->value_ptrs + plan->count;
 }

@@ -452,6 +452,13 @@ int fluxon_get_transfer(fluxon_client *c, fluxon_get_handle *h, uint64_t consume
  * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE; FLUXON_ERR_INVALID_ARGUMENT. */
 int fluxon_cancel_get_transfer(fluxon_client *c, fluxon_get_handle *h);
 
+/* The length in bytes of each value of a live plan: count entries parallel to value_ptrs
+ * (a put plan: value_len, 0 for a rejected key; a read plan: the length each value was
+ * stored with — it may differ from the length the engine expects when another writer
+ * stored the key). Valid as long as the plan is (owned by the library, like the plan).
+ * NULL when plan is NULL or not a plan. No round trip, never blocks. */
+const uint64_t *fluxon_plan_value_lens(const fluxon_plan *plan);
+
 /* Releases a read plan's values (the plan is consumed). Returns FLUXON_OK;
  * FLUXON_ERR_WRONG_HANDLE (a put plan, released already, unknown pointer);
  * FLUXON_ERR_INVALID_ARGUMENT. */

@@ -456,3 +456,41 @@ Test(hostless, unconsumed_handles_expire_through_the_release_path)
     free(ids);
     fluxon_client_close(c);
 }
+
+/* Read plans say each value's stored length (issue 13, the header as the specification):
+ * an engine that expects VLEN-byte pages learns that a key another writer stored with 100
+ * bytes is shorter, instead of reading into the next slot. Put plans say value_len (0 for a
+ * rejected key). */
+Test(hostless, plans_give_each_values_length)
+{
+    kf_up(1);
+    fluxon_client *c = kf_client(0);
+    put_sync(c, "len", 0, 2);
+    fluxon_put_options lf = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    uint8_t small[100];
+    kf_fill(small, sizeof small, 9);
+    cr_assert_eq(fluxon_put(c, "len-0002", small, sizeof small, &lf), FLUXON_OK);
+    int *ids = seq(0, 3);
+    fluxon_get_start_result r;
+    fluxon_get_handle *h = get_range(c, "len", ids, 3, NULL, 0, &r);
+    cr_assert_eq(r.transferable_len, 3);
+    fluxon_plan *p = NULL;
+    cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_OK);
+    const uint64_t *lens = fluxon_plan_value_lens(p);
+    cr_assert_not_null(lens);
+    cr_assert(lens[0] == VLEN && lens[1] == VLEN && lens[2] == sizeof small, "lens %llu %llu %llu",
+              (unsigned long long)lens[0], (unsigned long long)lens[1], (unsigned long long)lens[2]);
+    cr_assert(kf_check((const uint8_t *)(uintptr_t)p->value_ptrs[2], sizeof small, 9));
+    cr_assert_eq(fluxon_release_views(c, p), FLUXON_OK);
+    /* a put plan: value_len for accepted keys, 0 for the rejected one (it exists) */
+    const char *keys[2] = {"len-0000", "len-new"};
+    int st[2];
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, 2, 4096, NULL, &p, st), FLUXON_OK);
+    lens = fluxon_plan_value_lens(p);
+    cr_assert(st[0] == FLUXON_ERR_KEY_EXISTS && st[1] == FLUXON_OK);
+    cr_assert(lens[0] == 0 && lens[1] == 4096);
+    cr_assert_eq(fluxon_put_abort(c, p), FLUXON_OK);
+    cr_assert_null(fluxon_plan_value_lens(NULL));
+    free(ids);
+    fluxon_client_close(c);
+}
