@@ -24,6 +24,8 @@ HDRS     := include/fluxon.h $(foreach d,$(DIRS),$(wildcard $(d)/*.h))
 TOOL_HDRS:= $(foreach d,$(TOOL_DIRS),$(wildcard $(d)/*.h))
 TEST_SRCS:= $(wildcard test/unit/test_*.c test/integration/test_*.c)
 TESTS    := $(patsubst %.c,$(BUILD)/test/%,$(notdir $(TEST_SRCS)))
+# plain programs (no Criterion) that suites run, and that `make tsan` runs directly
+STRESS   := $(patsubst test/stress/%.c,$(BUILD)/test/stress_%,$(wildcard test/stress/*.c))
 
 PKGS     := ucx liburing libcjson numa libxxhash
 SETUP_OK := build/.setup-ok
@@ -43,7 +45,7 @@ CFLAGS   ?=
 CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
-.PHONY: all amalgamation setup test test-embed unit integration asan bench demo help clean install
+.PHONY: all amalgamation setup test test-embed unit integration asan tsan bench demo help clean install
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
@@ -54,6 +56,7 @@ help:
 	@echo "make amalgamation  generate fluxon.c + fluxon.h (single-file embed)"
 	@echo "make test          build, then run every Criterion suite and integration test"
 	@echo "make asan          the same tests under AddressSanitizer + UBSan (build-asan/)"
+	@echo "make tsan          the same tests under ThreadSanitizer (build-tsan/)"
 	@echo "make test-embed    only the embed suite: amalgamation from two files, C/C++ embeds, install"
 	@echo "make bench         benchmarks (figures, not pass/fail)"
 	@echo "make demo          replay the real LLM-serving trace (embedded master, owner, workers)"
@@ -110,7 +113,7 @@ $(BUILD)/libfx_test.a: $(OBJS)
 # suites link the CLI-side objects (tools/ minus main) and the bench entry points too
 CLI_LIB_OBJS := $(filter-out $(BUILD)/cli/tools/cli.o,$(CLI_OBJS))
 BENCH_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(BENCH_SRCS))
-$(BUILD)/obj/bench/%.o: bench/%.c $(HDRS) bench/bench.h | $(SETUP_OK)
+$(BUILD)/obj/bench/%.o: bench/%.c $(HDRS) bench/bench.h $(wildcard test/fixtures/*.h) | $(SETUP_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 TEST_DEPS := $(wildcard test/fixtures/*.h) $(BUILD)/libfx_test.a $(CLI_LIB_OBJS) $(BENCH_OBJS)
@@ -123,7 +126,11 @@ $(BUILD)/test/%: test/integration/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(TEST_LINK)
 
-test: all $(TESTS)
+$(BUILD)/test/stress_%: test/stress/%.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
+
+test: all $(TESTS) $(STRESS)
 	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS)
 
 # The embed suite (issue 8) builds the amalgamation the way an embedder does, from
@@ -139,6 +146,17 @@ asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath scripts/lsan.supp) \
 	$(MAKE) BUILD=build-asan BIN=build-asan/fluxon OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -DFX_USE_LIBC_MALLOC" test
+
+# ThreadSanitizer (build-tsan/). Criterion cannot start under TSan (its BoxFort arena maps
+# at fixed addresses TSan reserves: Criterion issue #274), so tsan runs the concurrent
+# workloads as plain programs: the 8-thread hostless stress program, the trace replay
+# (worker threads, one client each, master + 2 owners in one process) and bench-hostless.
+# Third-party races are suppressed in scripts/tsan.supp, never Fluxon's own.
+TSAN_BUILD := BUILD=build-tsan BIN=build-tsan/fluxon OPT=-O1 \
+	SAN="-fsanitize=thread -fno-omit-frame-pointer -DFX_USE_LIBC_MALLOC"
+tsan:
+	$(MAKE) $(TSAN_BUILD) build-tsan/fluxon build-tsan/test/stress_hostless_threads
+	TSAN_OPTIONS="suppressions=$(abspath scripts/tsan.supp) halt_on_error=1 exitcode=66" ./scripts/run-tsan
 
 $(BUILD)/bench_internal: bench/bench_internal.c $(BENCH_OBJS) $(BUILD)/libfx_test.a
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BENCH_OBJS) $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
@@ -161,4 +179,4 @@ install: all
 	    scripts/fluxon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fluxon.pc
 
 clean:
-	rm -rf build build-asan fluxon fluxon.c fluxon.h
+	rm -rf build build-asan build-tsan fluxon fluxon.c fluxon.h

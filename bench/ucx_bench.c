@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 
 #include "log.h"
+#include "ucxpeer.h"
 
 #define UCXDP_BENCH_IO_MS 20000      /* handshake over the socketpair */
 #define UCXDP_BENCH_CHILD_S 600      /* the serving child gives up after this */
@@ -24,83 +25,9 @@
 #define UCXDP_BENCH_PERF_MS 90000    /* one ucx_perftest run */
 #define UCXDP_BENCH_PERF_ITERS 50
 
-typedef struct ucxdp_bench_info {
-    uint64_t base;
-    uint32_t addr_len;
-    uint32_t rkey_len;
-} ucxdp_bench_info_t;
-
 static double ucxdp_bench_now(void)
 {
     return (double)fx_now_ns() / 1e9;
-}
-
-static int ucxdp_bench_send(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t k = send(fd, p, len, MSG_NOSIGNAL); /* a dead peer must not SIGPIPE us */
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k;
-        len -= (size_t)k;
-    }
-    return 0;
-}
-
-static int ucxdp_bench_recv(int fd, void *buf, size_t len, int timeout_ms)
-{
-    char *p = buf;
-    double end = ucxdp_bench_now() + timeout_ms / 1000.0;
-    while (len) {
-        int left = (int)((end - ucxdp_bench_now()) * 1000);
-        if (left <= 0) return -1;
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int r = poll(&pf, 1, left);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        ssize_t k = recv(fd, p, len, 0);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k;
-        len -= (size_t)k;
-    }
-    return 0;
-}
-
-/* Waits up to timeout_ms for pid, then SIGKILLs and reaps it: never leaves a child. */
-static int ucxdp_bench_reap(pid_t pid, int timeout_ms)
-{
-    int st = 0;
-    double end = ucxdp_bench_now() + timeout_ms / 1000.0;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return st;
-        if (r < 0 && errno != EINTR) return -1;
-        if (ucxdp_bench_now() >= end) break;
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    kill(pid, SIGKILL);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    return st;
-}
-
-/* Publishes this side's worker address, rkey and region base over fd. */
-static int ucxdp_bench_publish(int fd, fx_ucx_t *u, fx_ucx_mem_t *m, void *base)
-{
-    const void *addr;
-    size_t alen, rlen;
-    void *rkey;
-    if (fx_ucx_worker_address(u, &addr, &alen) != FLUXON_OK) return -1;
-    if (fx_ucx_rkey_pack(m, &rkey, &rlen) != FLUXON_OK) return -1;
-    ucxdp_bench_info_t in = {.base = (uint64_t)(uintptr_t)base, .addr_len = (uint32_t)alen,
-                             .rkey_len = (uint32_t)rlen};
-    int rc = ucxdp_bench_send(fd, &in, sizeof in) || ucxdp_bench_send(fd, addr, alen) ||
-             ucxdp_bench_send(fd, rkey, rlen) ? -1 : 0;
-    fx_ucx_buf_free(rkey);
-    return rc;
 }
 
 /* The serving process: maps its region, publishes it and progresses its worker (the
@@ -115,7 +42,7 @@ static void ucxdp_bench_serve(int fd, const char *tls, size_t region_len)
     memset(base, 0x5a, region_len);
     if (fx_ucx_create(tls, &u) != FLUXON_OK) goto out;
     if (fx_ucx_mem_map(u, base, region_len, &m) != FLUXON_OK) goto out;
-    if (ucxdp_bench_publish(fd, u, m, base) != 0) goto out;
+    if (ucxp_publish(fd, u, m, base) != 0) goto out;
     double end = ucxdp_bench_now() + UCXDP_BENCH_CHILD_S;
     while (ucxdp_bench_now() < end) {
         fx_ucx_progress(u);
@@ -155,15 +82,7 @@ static double ucxdp_bench_batch(fx_ucx_t *u, fx_ucx_peer_t *p, fx_ucx_op_t op,
     ucxdp_bench_done_t d = {0, 0};
     double t0 = ucxdp_bench_now();
     if (fx_ucx_transfer(u, p, op, r, n, ucxdp_bench_cb, &d) != FLUXON_OK) return -1;
-    double end = t0 + UCXDP_BENCH_XFER_MS / 1000.0 + 5;
-    while (!d.fired && ucxdp_bench_now() < end) {
-        if (fx_ucx_progress(u) || d.fired) continue;
-        if (fx_ucx_arm(u) == 1) {
-            struct pollfd pf = {.fd = fx_ucx_efd(u), .events = POLLIN};
-            int t = fx_ucx_next_timeout_ms(u);
-            poll(&pf, 1, t < 0 || t > 100 ? 100 : t);
-        }
-    }
+    ucxp_wait(u, &d.fired, UCXDP_BENCH_XFER_MS + 5000, 100);
     double dt = ucxdp_bench_now() - t0;
     if (!d.fired || d.status != FLUXON_OK) {
         FX_ERROR("bench: %s batch failed: %s", op == FX_UCX_GET ? "GET" : "PUT",
@@ -253,8 +172,8 @@ static double ucxdp_bench_perftest(const char *tls, const char *test, size_t siz
         }
         buf[used] = 0;
         close(pfd[0]);
-        if (cli > 0) ucxdp_bench_reap(cli, 1000);
-        ucxdp_bench_reap(srv, 2000);
+        if (cli > 0) sio_reap(cli, 1000, NULL);
+        sio_reap(srv, 2000, NULL);
         const char *f = strstr(buf, "Final:");
         double v[6];
         if (f && sscanf(f, "Final: %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4],
@@ -292,7 +211,7 @@ FX_INTERNAL int fx_ucx_bench(FILE *out, const char *tls, size_t n_ranges, size_t
     fx_ucx_range_t *r = NULL;
     double *dt = NULL;
     void *raddr = NULL, *rkey = NULL;
-    ucxdp_bench_info_t in;
+    ucxp_info_t in;
     double res[2][2] = {{-1, -1}, {-1, -1}}; /* [mech rma/am][get/put] */
     const char *auto_mech = "?";
     void *base = mmap(NULL, region_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -305,14 +224,7 @@ FX_INTERNAL int fx_ucx_bench(FILE *out, const char *tls, size_t n_ranges, size_t
     rc = FLUXON_ERR_INTERNAL;
     fx_ucx_set_timeout_ms(u, UCXDP_BENCH_XFER_MS);
     if (fx_ucx_mem_map(u, base, region_len, &m) != FLUXON_OK) goto done;
-    if (ucxdp_bench_recv(sv[0], &in, sizeof in, UCXDP_BENCH_IO_MS) != 0 || !in.addr_len ||
-        !in.rkey_len || in.addr_len > (1u << 20) || in.rkey_len > (1u << 20))
-        goto done;
-    raddr = fx_malloc(in.addr_len);
-    rkey = fx_malloc(in.rkey_len);
-    if (!raddr || !rkey || ucxdp_bench_recv(sv[0], raddr, in.addr_len, UCXDP_BENCH_IO_MS) != 0 ||
-        ucxdp_bench_recv(sv[0], rkey, in.rkey_len, UCXDP_BENCH_IO_MS) != 0)
-        goto done;
+    if (ucxp_receive(sv[0], UCXDP_BENCH_IO_MS, &in, &raddr, &rkey) != 0) goto done;
     for (size_t i = 0; i < n_ranges; i++)
         r[i] = (fx_ucx_range_t){.local = (char *)base + i * range_len,
                                 .remote_offset = (uint64_t)i * range_len, .len = range_len};
@@ -342,10 +254,10 @@ FX_INTERNAL int fx_ucx_bench(FILE *out, const char *tls, size_t n_ranges, size_t
     rc = FLUXON_OK;
 done:
     if (sv[0] >= 0) {
-        ucxdp_bench_send(sv[0], "Q", 1);
+        sio_write_all(sv[0], "Q", 1);
         close(sv[0]);
     }
-    ucxdp_bench_reap(child, 5000);
+    sio_reap(child, 5000, NULL);
     fx_ucx_destroy(u);
     if (base != MAP_FAILED) munmap(base, region_len);
     fx_free(r);

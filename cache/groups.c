@@ -4,7 +4,13 @@
 #include <stdio.h>
 #include <xxhash.h>
 
-FX_INTERNAL bool fx_groups_check(const uint64_t *lens, size_t n_groups, size_t n, char *why, size_t cap)
+/* lens are u64 (width 8) or u32 (width 4): one check for both */
+static uint64_t groups_len(const void *lens, int width, size_t g)
+{
+    return width == 8 ? ((const uint64_t *)lens)[g] : ((const uint32_t *)lens)[g];
+}
+
+static bool groups_check(const void *lens, int width, size_t n_groups, size_t n, char *why, size_t cap)
 {
     if (n_groups == 0) return true;
     if (!lens || n_groups > n) {
@@ -13,13 +19,14 @@ FX_INTERNAL bool fx_groups_check(const uint64_t *lens, size_t n_groups, size_t n
     }
     uint64_t sum = 0; /* invariant: sum <= n, so n - sum never wraps */
     for (size_t g = 0; g < n_groups; g++) {
-        if (lens[g] == 0 || lens[g] > (uint64_t)n - sum) {
+        uint64_t len = groups_len(lens, width, g);
+        if (len == 0 || len > (uint64_t)n - sum) {
             if (why)
                 snprintf(why, cap, "atomic group %zu has length %llu: groups must be > 0 and sum to n_keys %zu", g,
-                         (unsigned long long)lens[g], n);
+                         (unsigned long long)len, n);
             return false;
         }
-        sum += lens[g];
+        sum += len;
     }
     if (sum != n) {
         if (why) snprintf(why, cap, "atomic groups sum to %llu keys, not to n_keys %zu", (unsigned long long)sum, n);
@@ -28,25 +35,14 @@ FX_INTERNAL bool fx_groups_check(const uint64_t *lens, size_t n_groups, size_t n
     return true;
 }
 
+FX_INTERNAL bool fx_groups_check(const uint64_t *lens, size_t n_groups, size_t n, char *why, size_t cap)
+{
+    return groups_check(lens, 8, n_groups, n, why, cap);
+}
+
 FX_INTERNAL bool fx_groups_check32(const uint32_t *lens, size_t n_groups, size_t n, char *why, size_t cap)
 {
-    if (n_groups == 0) return true;
-    if (!lens || n_groups > n) return fx_groups_check(NULL, n_groups, n, why, cap);
-    uint64_t sum = 0;
-    for (size_t g = 0; g < n_groups; g++) {
-        if (lens[g] == 0 || lens[g] > (uint64_t)n - sum) {
-            if (why)
-                snprintf(why, cap, "atomic group %zu has length %u: groups must be > 0 and sum to n_keys %zu", g,
-                         lens[g], n);
-            return false;
-        }
-        sum += lens[g];
-    }
-    if (sum != n) {
-        if (why) snprintf(why, cap, "atomic groups sum to %llu keys, not to n_keys %zu", (unsigned long long)sum, n);
-        return false;
-    }
-    return true;
+    return groups_check(lens, 4, n_groups, n, why, cap);
 }
 
 FX_INTERNAL fx_group_iter_t fx_group_iter(const uint64_t *lens, size_t n_groups, size_t n)

@@ -1,7 +1,7 @@
 /* client.c — the external client (fluxon_client_*): attaches to its owner's unix
  * socket (HELLO, memfd by SCM_RIGHTS, segment mapped here) and runs a reactor thread
- * that owns the connection. API calls from any thread post a command to that reactor
- * and wait, bounded by timeout_ms, for its completion. */
+ * that owns the connection and receives; requests go out through rpc.c from the calling
+ * thread. Also ping, owner stats and cluster nodes. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -14,6 +14,7 @@
 #include "client.h"
 #include "log.h"
 #include "hello.h"
+#include "jsonbuf.h"
 #include "segment.h"
 
 
@@ -21,7 +22,7 @@ static void client_on_request(fx_conn_t *c, const fx_frame_header_t *h, const ui
                               fx_arena_t *arena)
 {
     fluxon_client *cl = fx_conn_ud(c);
-    if (fx_client_kv_notification(cl, h, body, arena)) return;
+    if (fx_client_futures_notification(cl, h, body, arena)) return;
     /* the owner sends no other requests; the client never answers on this socket (its
      * callers write to it directly) */
     FX_DEBUG("unexpected %s from the owner ignored", fx_msg_name(h->type));
@@ -32,18 +33,32 @@ static void client_on_close(fx_conn_t *c, int status)
     fluxon_client *cl = fx_conn_ud(c);
     cl->conn = NULL;
     __atomic_store_n(&cl->owner_lost, true, __ATOMIC_RELEASE);
-    fx_client_kv_owner_lost(cl);
+    fx_client_rpc_fail_all(cl);
+    fx_client_futures_fail_all(cl);
     if (!fx_reactor_stopping(cl->r))
         FX_WARN("connection to owner %s lost (%s)", cl->owner_node_id, fluxon_status_string(status));
 }
 
-static const fx_conn_ops_t client_conn_ops = {client_on_request, client_on_close, fx_client_kv_on_response};
+static const fx_conn_ops_t client_conn_ops = {client_on_request, client_on_close, fx_client_on_response};
+
+/* handle_ttl_ms/4, within 10 ms .. 1 s: a handle is cancelled at most that late */
+static uint64_t client_sweep_ms(const fluxon_client *cl) { return FX_MIN(FX_MAX(cl->handle_ttl_ms / 4, 10u), 1000u); }
+
+static void client_on_handle_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    fluxon_client *cl = FX_CONTAINER_OF(t, fluxon_client, handle_timer);
+    fx_client_handles_expire(cl);
+    if (!fx_reactor_stopping(r)) fx_timer_arm(r, t, client_sweep_ms(cl), client_on_handle_timer);
+}
 
 static void *client_thread(void *arg)
 {
     fluxon_client *cl = arg;
     fx_log_set_context("external", cl->cfg.node_id);
+    fx_timer_init(&cl->handle_timer);
+    fx_timer_arm(cl->r, &cl->handle_timer, client_sweep_ms(cl), client_on_handle_timer);
     fx_reactor_run(cl->r);
+    fx_timer_disarm(cl->r, &cl->handle_timer);
     if (cl->conn) fx_conn_close(cl->conn, FLUXON_ERR_CANCELLED);
     fx_reactor_drain(cl->r, 2000);
     return NULL;
@@ -159,6 +174,18 @@ static int client_handshake(fluxon_client *cl, int sock, int *seg_fd_p)
     return rc;
 }
 
+/* The request path, futures and plans: what open made after the reactor (each part
+ * tolerates never having been made). Waiting callers and armed futures complete
+ * UNAVAILABLE. */
+static void client_state_fini(fluxon_client *cl)
+{
+    if (cl->rpc.pending) fx_client_rpc_fail_all(cl);
+    fx_client_futures_fini(cl);
+    fx_plan_reg_destroy(cl->plans);
+    cl->plans = NULL;
+    fx_client_rpc_fini(cl);
+}
+
 int fluxon_client_open(const char *config_json, fluxon_client **client_p)
 {
     if (!config_json || !client_p) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -185,8 +212,9 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     }
     rc = client_handshake(cl, sock, &seg_fd);
     if (rc != FLUXON_OK) goto err_sock;
-    rc = fx_segment_attach(seg_fd, cl->owner_generation, &cl->seg); /* takes seg_fd */
+    rc = fx_segment_attach(seg_fd, cl->owner_generation, &cl->seg); /* takes seg_fd on success only */
     if (rc != FLUXON_OK) {
+        close(seg_fd); /* still ours: a leaked memfd would pin the owner's whole segment */
         FX_ERROR("cannot map the segment of owner %s: %s", cl->owner_node_id, fluxon_status_string(rc));
         goto err_sock;
     }
@@ -197,41 +225,31 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
         FX_DEBUG("segment prefault skipped: %m");
     rc = fx_reactor_create(&cl->r);
     if (rc != FLUXON_OK) goto err_seg;
-    pthread_mutex_init(&cl->io_lock, NULL);
-    pthread_mutex_init(&cl->pend_lock, NULL);
-    if (fx_hmap_create(64, &cl->pending) != FLUXON_OK) {
-        rc = FLUXON_ERR_NOMEM;
-        goto err_reactor;
-    }
-    rc = fx_client_kv_init(cl);
-    if (rc != FLUXON_OK) goto err_reactor;
+    if ((rc = fx_client_rpc_init(cl)) != FLUXON_OK || (rc = fx_client_futures_init(cl)) != FLUXON_OK ||
+        (rc = fx_plan_reg_create(&cl->plans)) != FLUXON_OK)
+        goto err_state;
     cl->conn = fx_conn_new(cl->r, sock, &client_conn_ops, cl, cl->cfg.max_frame_bytes, "owner");
     sock = -1; /* owned by the conn now, even on failure */
     if (!cl->conn) {
         rc = FLUXON_ERR_NOMEM;
-        goto err_kv;
+        goto err_state;
     }
     char desc[96];
     snprintf(desc, sizeof desc, "owner %s", cl->owner_node_id);
     fx_conn_set_desc(cl->conn, desc);
-    cl->sock = fx_conn_fd(cl->conn);
-    cl->conn_keep = cl->conn;
-    fx_conn_ref(cl->conn_keep); /* the fd stays ours until close: callers write to it */
+    fx_client_rpc_attach(cl, cl->conn);
     if (pthread_create(&cl->thread, NULL, client_thread, cl) != 0) {
         FX_ERROR("cannot start the client thread: %m");
         rc = FLUXON_ERR_INTERNAL;
         fx_conn_close(cl->conn, FLUXON_ERR_CANCELLED);
         fx_reactor_drain(cl->r, 1000);
-        goto err_kv;
+        goto err_state;
     }
     *client_p = cl;
     return FLUXON_OK;
 
-err_kv:
-    fx_client_kv_fini(cl);
-err_reactor:
-    if (cl->conn_keep) fx_conn_unref(cl->conn_keep);
-    fx_hmap_destroy(cl->pending);
+err_state:
+    client_state_fini(cl);
     fx_reactor_destroy(cl->r);
 err_seg:
     fx_segment_destroy(cl->seg);
@@ -253,19 +271,12 @@ void fluxon_client_close(fluxon_client *cl)
     if (!cl) return;
     fx_reactor_post(cl->r, client_stop_on_reactor, cl);
     pthread_join(cl->thread, NULL);
-    fx_client_kv_fini(cl);
-    fx_conn_unref(cl->conn_keep); /* closes the socket */
-    fx_hmap_destroy(cl->pending);
-    pthread_mutex_destroy(&cl->io_lock);
-    pthread_mutex_destroy(&cl->pend_lock);
+    client_state_fini(cl);
     fx_reactor_destroy(cl->r);
     fx_segment_destroy(cl->seg);
     fx_free(cl);
 }
 
-FX_INTERNAL fx_conn_t *fx_client_conn(fluxon_client *cl) { return cl->conn; }
-FX_INTERNAL const fx_config_t *fx_client_config(const fluxon_client *cl) { return &cl->cfg; }
-FX_INTERNAL fx_segment_t *fx_client_segment(const fluxon_client *cl) { return cl->seg; }
 
 /* ---- ping, owner stats, cluster nodes: one request each, decoded by the caller ---- */
 int fluxon_client_ping(fluxon_client *cl, int to_master, uint64_t *rtt_ns_p)
@@ -279,7 +290,7 @@ int fluxon_client_ping(fluxon_client *cl, int to_master, uint64_t *rtt_ns_p)
     uint8_t *resp = NULL;
     uint32_t rlen = 0;
     uint64_t t0 = fx_now_ns();
-    int rc = fx_client_rpc(cl, FX_MSG_PING, req, len, &resp, &rlen);
+    int rc = fx_client_call(cl, FX_MSG_PING, req, len, NULL, NULL, &resp, &rlen);
     uint64_t t1 = fx_now_ns();
     fx_free(resp);
     if (rc == FLUXON_OK && rtt_ns_p) *rtt_ns_p = t1 - t0;
@@ -296,35 +307,38 @@ static const char *client_role_label(uint64_t role)
     }
 }
 
+/* The nodes as a JSON array in a fresh buffer (*len_p bytes + NUL), rendered by the
+ * bounded writer into a buffer that grows until the document fits (never truncated);
+ * NULL for a malformed reply (or NOMEM). */
 static char *client_nodes_to_json(const fx_body_nodes_t *b, size_t *len_p)
 {
     size_t n = b->node_ids.n;
     if (b->roles.n != n || b->generations.n != n || b->alive.n != n || b->segment_bytes.n != n ||
         b->sub_clusters.n != n || b->placed_bytes.n != n)
         return NULL;
-    size_t cap = 64 + n * 256, len = 0;
-    char *out = fx_malloc(cap);
-    if (!out) return NULL;
-    len += (size_t)snprintf(out + len, cap - len, "[");
-    for (size_t i = 0; i < n; i++) {
-        char id[FX_ID_MAX], sc[FX_ID_MAX];
-        fx_str_copy(b->node_ids.v[i], id, sizeof id);
-        fx_str_copy(b->sub_clusters.v[i], sc, sizeof sc);
-        for (char *q = id; *q; q++)
-            if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '_';
-        for (char *q = sc; *q; q++)
-            if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20) *q = '_';
-        len += (size_t)snprintf(out + len, cap - len,
-                                "%s{\"node_id\":\"%s\",\"role\":\"%s\",\"generation\":%llu,"
-                                "\"alive\":%s,\"segment_bytes\":%llu,\"sub_cluster\":\"%s\",\"placed_bytes\":%llu}",
-                                i ? "," : "", id, client_role_label(b->roles.v[i]),
-                                (unsigned long long)b->generations.v[i], b->alive.v[i] ? "true" : "false",
-                                (unsigned long long)b->segment_bytes.v[i], sc,
-                                (unsigned long long)b->placed_bytes.v[i]);
+    for (size_t cap = 256 + n * 512; cap <= (256u << 20); cap *= 2) {
+        char *out = fx_malloc(cap);
+        if (!out) return NULL;
+        fx_jbuf_t j = fx_jbuf(out, cap);
+        fx_jbuf_printf(&j, "[");
+        for (size_t i = 0; i < n && !j.overflow; i++) {
+            fx_jbuf_printf(&j, "%s{\"node_id\":", i ? "," : "");
+            fx_jbuf_str(&j, b->node_ids.v[i].p, b->node_ids.v[i].len);
+            fx_jbuf_printf(&j, ",\"role\":\"%s\",\"generation\":%llu,\"alive\":%s,\"segment_bytes\":%llu,"
+                               "\"sub_cluster\":",
+                           client_role_label(b->roles.v[i]), (unsigned long long)b->generations.v[i],
+                           b->alive.v[i] ? "true" : "false", (unsigned long long)b->segment_bytes.v[i]);
+            fx_jbuf_str(&j, b->sub_clusters.v[i].p, b->sub_clusters.v[i].len);
+            fx_jbuf_printf(&j, ",\"placed_bytes\":%llu}", (unsigned long long)b->placed_bytes.v[i]);
+        }
+        fx_jbuf_printf(&j, "]");
+        if (!j.overflow) {
+            *len_p = j.len;
+            return out;
+        }
+        fx_free(out);
     }
-    len += (size_t)snprintf(out + len, cap - len, "]");
-    *len_p = len;
-    return out;
+    return NULL;
 }
 
 /* Asks the owner (stats) or, through it, the master (nodes) and renders JSON. */
@@ -333,7 +347,7 @@ static int client_json_call(fluxon_client *cl, uint16_t type, char *json, size_t
     if (!cl || !len_p || (!json && cap)) return FLUXON_ERR_INVALID_ARGUMENT;
     uint8_t *resp = NULL;
     uint32_t rlen = 0;
-    int rc = fx_client_rpc(cl, type, fx_malloc(1), 0, &resp, &rlen);
+    int rc = fx_client_call(cl, type, fx_malloc(1), 0, NULL, NULL, &resp, &rlen);
     char *out = NULL;
     size_t len = 0;
     fx_arena_t arena = {0};
@@ -343,10 +357,11 @@ static int client_json_call(fluxon_client *cl, uint16_t type, char *json, size_t
         char head[256];
         int hn = snprintf(head, sizeof head,
                           "{\"client\":{\"node_id\":\"%s\",\"requests\":%llu,\"errors\":%llu,"
-                          "\"timeouts\":%llu},\"owner\":",
+                          "\"timeouts\":%llu,\"handles_expired\":%llu},\"owner\":",
                           cl->cfg.node_id, (unsigned long long)__atomic_load_n(&cl->requests, __ATOMIC_RELAXED),
                           (unsigned long long)__atomic_load_n(&cl->errors, __ATOMIC_RELAXED),
-                          (unsigned long long)__atomic_load_n(&cl->timeouts, __ATOMIC_RELAXED));
+                          (unsigned long long)__atomic_load_n(&cl->timeouts, __ATOMIC_RELAXED),
+                          (unsigned long long)__atomic_load_n(&cl->handles_expired, __ATOMIC_RELAXED));
         out = rc == FLUXON_OK ? fx_malloc((size_t)hn + b.json.len + 2) : NULL;
         if (rc == FLUXON_OK && !out) rc = FLUXON_ERR_NOMEM;
         if (out) {

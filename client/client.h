@@ -1,17 +1,42 @@
-/* client.h — internals of the external client shared by its API files: the command a
- * caller thread posts to the client's reactor and waits for. */
+/* client.h — client/: the external client every engine embeds. Internals shared by its
+ * files, in layer order: client.c (open/close, handshake, segment, ping/stats/nodes),
+ * rpc.c (the request path: pending table, socket writes, one-way queue), future.c
+ * (futures), hostless.c (plans and get handles), kv.c (plain KV on top). */
 #ifndef FX_CLIENT_H
 #define FX_CLIENT_H
 
+#include <pthread.h>
 #include <semaphore.h>
 
 #include "config.h"
-#include "hmap.h"
 #include "conn.h"
+#include "hmap.h"
 #include "reactor.h"
+#include "registry.h"
 #include "segment.h"
 
-#include <pthread.h>
+/* rpc.c's state: requests go out from the calling thread (no hand-off to the reactor);
+ * the reactor receives. Every frame, request or one-way, joins one ordered out-queue and
+ * is written without blocking under io_lock: a frame is always finished before the next
+ * one starts (a caller that times out leaves its frame to be finished by the next writer
+ * or the reactor's flush timer), and nobody ever sleeps holding io_lock. The client holds
+ * a reference on the conn so the fd stays open (not reused) until close. */
+struct crpc_out;
+#define FX_CLIENT_ORPHANS 256
+typedef struct fx_client_rpc {
+    pthread_mutex_t io_lock;   /* guards the out-queue and the socket writes */
+    struct crpc_out *out_head, *out_tail;
+    size_t out_off;            /* bytes of the head frame already on the socket */
+    uint64_t out_seq, out_done; /* frames queued / fully written so far */
+    bool dead;                 /* a write failed: nothing more goes out */
+    fx_timer_t flush_timer;    /* reactor: retries while frames are left */
+    int flush_armed;           /* atomic: a flush is posted or armed */
+    int sock;
+    fx_conn_t *conn_keep;
+    pthread_mutex_t pend_lock; /* guards pending */
+    fx_hmap_t *pending;        /* req_id -> struct crpc (sync calls awaiting their response) */
+    uint64_t next_req_id;      /* atomic */
+} fx_client_rpc_t;
 
 struct fluxon_client {
     fx_config_t cfg;
@@ -21,41 +46,88 @@ struct fluxon_client {
     fx_segment_t *seg;
     char owner_node_id[FX_ID_MAX];
     uint64_t owner_generation;
-    uint32_t handle_ttl_ms; /* the owner's: handles older than this are gone there */
+    uint32_t handle_ttl_ms; /* the owner's config: this client cancels handles unconsumed by then */
+    fx_timer_t handle_timer; /* reactor: sweeps expired handles (hostless.c) */
     bool owner_lost; /* written by the reactor, read by callers */
-    uint64_t requests, errors, timeouts; /* atomics */
-    void *kv; /* client_kv.c: plan/handle registry, futures */
-    /* Requests go out directly from the calling thread (no hand-off to the reactor);
-     * the reactor only receives. io_lock keeps frames whole on the socket; the client
-     * holds a reference on the conn so the fd stays open (not reused) until close. */
-    pthread_mutex_t io_lock;
-    int sock;
-    fx_conn_t *conn_keep;
-    pthread_mutex_t pend_lock; /* guards pending */
-    fx_hmap_t *pending;        /* req_id -> struct ck_rpc (sync calls awaiting their response) */
-    uint64_t next_req_id;      /* atomic */
+    uint64_t requests, errors, timeouts, handles_expired; /* atomics */
+    fx_client_rpc_t rpc;     /* rpc.c */
+    fx_hmap_t *futures;      /* future.c, reactor thread only: future id -> fluxon_future */
+    struct {                 /* future.c, reactor thread only: PUBLISHED for no armed future */
+        uint64_t id;         /* (a commit whose answer was lost), kept for a retried commit */
+        int status;
+    } orphans[FX_CLIENT_ORPHANS];
+    unsigned orphan_next;
+    fx_plan_reg_t *plans;    /* hostless.c: live plans and get handles */
 };
 
-FX_INTERNAL fx_conn_t *fx_client_conn(fluxon_client *cl);
-FX_INTERNAL const fx_config_t *fx_client_config(const fluxon_client *cl);
-FX_INTERNAL fx_segment_t *fx_client_segment(const fluxon_client *cl);
-
-/* client_kv.c */
-/* Sends type with body (body_len bytes, taken over: freed by the call) and waits for the
- * answer; *resp_p (fx_free) receives the response body, also an error body. Returns the
- * response status, or FLUXON_ERR_TIMEOUT / UNAVAILABLE / NOMEM. Any thread. */
-FX_INTERNAL int fx_client_rpc(fluxon_client *cl, uint16_t type, uint8_t *body, uint32_t body_len,
-                              uint8_t **resp_p, uint32_t *resp_len_p);
-/* Writes one frame on the socket from the calling thread (bounded by timeout_ms). */
-FX_INTERNAL int fx_client_write(fluxon_client *cl, const fx_frame_header_t *h, const void *body);
-FX_INTERNAL int fx_client_kv_init(fluxon_client *cl);
-FX_INTERNAL void fx_client_kv_fini(fluxon_client *cl);
-/* reactor thread: an owner notification (PUBLISHED); true if handled */
-FX_INTERNAL bool fx_client_kv_notification(fluxon_client *cl, const fx_frame_header_t *h,
-                                           const uint8_t *body, fx_arena_t *arena);
-FX_INTERNAL void fx_client_kv_owner_lost(fluxon_client *cl);
+/* ---- rpc.c ---- */
+FX_INTERNAL int fx_client_rpc_init(fluxon_client *cl);
+FX_INTERNAL void fx_client_rpc_fini(fluxon_client *cl);
+/* The socket callers write to (called once the reactor owns the conn). */
+FX_INTERNAL void fx_client_rpc_attach(fluxon_client *cl, fx_conn_t *conn);
+/* Runs on the reactor with the response (any status) before the caller wakes. */
+typedef void (*fx_client_hook_fn)(fluxon_client *cl, void *ctx, int status, const uint8_t *body, uint32_t len);
+/* Sends type with body (len bytes, taken over: freed by the call; NULL = NOMEM) and waits
+ * up to timeout_ms for the answer; *resp_p (fx_free; may be NULL) receives the response
+ * body, also an error body. Returns the response status, or FLUXON_ERR_TIMEOUT /
+ * UNAVAILABLE / NOMEM. Any thread. */
+FX_INTERNAL int fx_client_call(fluxon_client *cl, uint16_t type, uint8_t *body, uint32_t len,
+                               fx_client_hook_fn hook, void *ctx, uint8_t **resp_p, uint32_t *resp_len_p);
+/* The common case: fx_client_call, the error reply logged under `what`, then on OK
+ * decode(resp, len, arg) (may be NULL), the response freed. */
+typedef int (*fx_client_decode_fn)(const uint8_t *body, uint32_t len, void *arg);
+FX_INTERNAL int fx_client_call_decode(fluxon_client *cl, uint16_t type, uint8_t *body, uint32_t len,
+                                      const char *what, fx_client_decode_fn decode, void *arg);
+/* One-way (release, consume): queued to the reactor, which writes them in order. */
+FX_INTERNAL void fx_client_send_oneway(fluxon_client *cl, uint16_t type, uint8_t *body, uint32_t len);
+/* Logs an error reply's message (bad input at warn level, ordinary outcomes at debug). */
+FX_INTERNAL void fx_client_log_error(const char *what, int rc, const uint8_t *resp, uint32_t len);
 /* reactor thread: the response to a request a caller wrote directly */
-FX_INTERNAL void fx_client_kv_on_response(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
-                                          fx_arena_t *arena);
+FX_INTERNAL void fx_client_on_response(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
+                                       fx_arena_t *arena);
+/* reactor thread: the owner is gone; every waiting caller gets UNAVAILABLE */
+FX_INTERNAL void fx_client_rpc_fail_all(fluxon_client *cl);
+
+/* Encodes a message body into a fresh buffer (NULL on NOMEM) for fx_client_call. */
+#define FX_CLIENT_ENCODE(bodykind, bp, out_buf, out_len)                 \
+    do {                                                                \
+        out_len = (uint32_t)fx_body_##bodykind##_size(bp);              \
+        out_buf = fx_malloc((size_t)out_len + 8);                       \
+        if (out_buf) fx_body_##bodykind##_encode((bp), out_buf);        \
+    } while (0)
+
+/* ---- future.c ---- */
+FX_INTERNAL int fx_client_futures_init(fluxon_client *cl);
+FX_INTERNAL void fx_client_futures_fini(fluxon_client *cl);
+/* A new future (one reference, the caller's); NULL on NOMEM. */
+FX_INTERNAL fluxon_future *fx_future_new(fluxon_client *cl);
+FX_INTERNAL void fx_future_complete(fluxon_future *f, int status);
+/* reactor thread: f completes when the owner's PUBLISHED for future_id arrives (or at
+ * once if it arrived before, unclaimed: the answer to a commit was lost) */
+FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t future_id);
+/* reactor thread: an owner notification (PUBLISHED); true if handled */
+FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_frame_header_t *h,
+                                                const uint8_t *body, fx_arena_t *arena);
+/* reactor thread: the owner is gone; every armed future completes UNAVAILABLE */
+FX_INTERNAL void fx_client_futures_fail_all(fluxon_client *cl);
+
+/* ---- hostless.c (used by kv.c) ---- */
+FX_INTERNAL int fx_client_ready(fluxon_client *cl);
+FX_INTERNAL bool fx_client_key_ok(const char *k);
+/* keys[0..n) checked (1..1000000 keys of 1..FLUXON_MAX_KEY_BYTES) into *out (fx_free). */
+FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t **out);
+/* The scalar put options (flags, lease, preferred sub-cluster) on top of *flags_p. */
+FX_INTERNAL int fx_client_put_scalars(const fluxon_put_options *opts, uint64_t *flags_p, uint64_t *lease_p,
+                                      const char **preferred_p);
+FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, size_t n, uint64_t value_len,
+                                    const fluxon_put_options *opts, uint64_t forced_flags, fluxon_plan **plan_p,
+                                    int *key_status);
+/* One-way: the owner keeps the handle's first `consume` pins and releases the rest. */
+FX_INTERNAL void fx_client_consume(fluxon_client *cl, uint64_t handle_id, uint64_t consume);
+/* Cancels every get handle unconsumed past handle_ttl_ms (the reactor runs it
+ * periodically; the owner never expires handles itself). Any thread. */
+FX_INTERNAL void fx_client_handles_expire(fluxon_client *cl);
+/* One-way: the owner drops these holders. */
+FX_INTERNAL void fx_client_release_ids(fluxon_client *cl, const uint64_t *ids, size_t n);
 
 #endif

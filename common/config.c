@@ -48,7 +48,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"reserve", CFG_O},                     {"hot_capacity_ratio", CFG_O},
     {"handle_ttl_ms", CFG_O},               {"heartbeat_interval_ms", CFG_O},
     {"claim_timeout_ms", CFG_O},            {"timeout_ms", CFG_E},
-    {"master_timeout_ms", CFG_O},           {"test", CFG_O},
+    {"master_timeout_ms", CFG_O | CFG_M},   {"test", CFG_O},
     {"hot_capacity_bytes", CFG_O},          {"sub_cluster", CFG_O},
     {"put_plan_ttl_ms", CFG_O},
 };

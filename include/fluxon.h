@@ -10,6 +10,31 @@
  *  - Every function is thread-safe unless its comment says otherwise.
  *  - Sizes are in bytes, durations in milliseconds, unless the name says otherwise.
  *  - Strings passed in are borrowed for the duration of the call only (copied if kept).
+ *  - Any call that talks to the owner (every call below not marked "no round trip") can
+ *    also return FLUXON_ERR_PROTOCOL (the answer could not be decoded: a version skew or
+ *    a bug) and FLUXON_ERR_INTERNAL (an invariant did not hold), besides the statuses it
+ *    lists; FLUXON_ERR_NOMEM wherever the library allocates.
+ *
+ * Blocking: calls with a round trip block the calling thread at most the client's
+ * "timeout_ms" (default 30000) for the answer, plus at most that again to write a large
+ * request when the owner reads slowly; each returns FLUXON_ERR_TIMEOUT past it. Calls
+ * marked "no round trip" (fluxon_get_transfer, fluxon_cancel_get_transfer,
+ * fluxon_release_views, fluxon_holder_release, the fluxon_future_* calls other than
+ * wait, fluxon_plan_value_lens) never block on the owner: they only take the client's
+ * internal locks and queue a message.
+ *
+ * Process-wide effects: the log level is global to the process (the most verbose config
+ * opened so far wins) and logs go to stderr. Library threads (one per client, one per
+ * embedded node) inherit the signal mask of the thread that opened or started them: block
+ * the signals a process handles with sigwait before that (as the CLI does). The library
+ * is not fork-safe: a child must not
+ * use a client or node of its parent. Each client maps its owner's whole segment (memfd,
+ * MAP_SHARED): page tables cost about segment/512 bytes per process once touched.
+ *
+ * Lifetime: fluxon_client_close frees every plan, handle, read plan and holder the client
+ * still has and unmaps the segment: every value_ptrs address and holder data pointer of
+ * that client dangles afterwards. Futures stay valid (fluxon_future_free) and report
+ * FLUXON_ERR_UNAVAILABLE if they had not completed.
  *
  * Copyright 2026 the Fluxon authors. Licensed under the Apache License, Version 2.0.
  */
@@ -104,6 +129,11 @@ typedef struct fluxon_client fluxon_client;
  *  config_json  borrowed for the call: {"role":"external","cluster_id",...,"socket"}.
  *  client_p     receives the client; the caller owns it (fluxon_client_close).
  * Waits at most "timeout_ms" (default 30000 ms) for the owner.
+ * Every request of a client encodes to one frame of at most the client's
+ * "max_frame_bytes" (default 64 MiB; the owner's must be as large): a larger batch is
+ * refused before anything is sent with FLUXON_ERR_INVALID_ARGUMENT and a warning naming
+ * the size and the limit (split the batch); the client stays usable. A request that
+ * timed out while being written is still written whole later (never half a frame).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_CONFIG;
  * FLUXON_ERR_UNAVAILABLE (no owner listening at the socket); FLUXON_ERR_AUTH (wrong
  * cluster id/token or protocol version); FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
@@ -143,7 +173,8 @@ int fluxon_client_master_stats(fluxon_client *client, char *json, size_t cap, si
 /* Writes the cluster's node table as a JSON array into json (same cap/len_p rules as
  * fluxon_client_stats): [{"node_id","role","generation","alive","segment_bytes",
  * "sub_cluster","placed_bytes"}...]; placed_bytes: bytes of that owner's segment the
- * master allocated for placed values.
+ * master allocated for placed values. The document is always whole (never truncated),
+ * whatever the number of nodes and the length of their ids.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE;
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_client_cluster_nodes(fluxon_client *client, char *json, size_t cap,
@@ -162,10 +193,12 @@ typedef struct fluxon_segment_info {
 } fluxon_segment_info;
 
 /* Describes the segments mapped in this process (one: the owner's). The external maps
- * its owner's segment at fluxon_client_open (memfd passed by SCM_RIGHTS), so this waits
- * only when the owner is not reachable.
- *  out   cap entries; n_p receives the number of segments (also when cap is too small).
- *  timeout_ms  bound of the wait.
+ * its owner's segment at fluxon_client_open (memfd passed by SCM_RIGHTS), so this call
+ * never waits and makes no round trip.
+ *  out   cap entries; n_p receives the number of segments — an exception to the
+ *        outputs-on-success rule: also when cap is too small.
+ *  timeout_ms  not used (kept for the API of the hostless design, where segments may be
+ *              mapped later); any value is accepted.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL client or n_p, out NULL with
  * cap > 0, or cap smaller than the count: *n_p then holds the count needed);
  * FLUXON_ERR_STALE (the owner restarted or went away: its generation is gone; open a
@@ -286,6 +319,19 @@ int fluxon_list_keys(fluxon_client *c, const char *prefix, const char *after, ui
  * A plan is a blob the library owns: {magic, count, value_ptrs[count]}; value_ptrs are
  * absolute addresses valid in THIS process (the owner's segment as mapped here). The
  * engine's kernel reads or writes value_len bytes at each address.
+ *  - Alignment: every non-zero value_ptrs[i] is a multiple of 4096 (slots are whole
+ *    4 KiB pages of a page-aligned mapping); a slot holds its value rounded up to 4 KiB.
+ *  - Writes: everything the engine writes into a put plan — CPU stores, device copies,
+ *    DMA — must be complete and visible to the CPU (stream synchronized) before
+ *    fluxon_local_fast_put_commit is called; the owner publishes what is there then.
+ *  - Reads: a value may be shorter than the layout the engine expects (another writer's
+ *    value_len); fluxon_plan_value_lens gives each value's length. Reading past it reads
+ *    the next slot.
+ * Plans and get handles are identities, not addresses: once one is consumed (committed,
+ * aborted, transferred, cancelled, released or expired), passing the same pointer again
+ * returns FLUXON_ERR_WRONG_HANDLE and never acts on another plan or handle, even one a
+ * thread obtained since (the library does not hand a consumed blob's address out again
+ * until tens of GiB of plans later). Reading a consumed plan's fields is undefined.
  * ------------------------------------------------------------------------------- */
 #define FLUXON_PUT_PLAN_MAGIC  0x4e414c5054555046ull /* "FPUTPLAN" */
 #define FLUXON_READ_PLAN_MAGIC 0x4e414c5044414552ull /* "READPLAN" */
@@ -322,13 +368,19 @@ int fluxon_local_fast_put_start(fluxon_client *c, const char *const *keys, size_
  * owner at once (local-read-ready, V1); the owner then publishes the batch to the master
  * in ONE request. *future_p (owned by the caller, fluxon_future_free) completes when the
  * values are global (FLUXON_OK) or failed. The plan is consumed.
+ * Idempotent by plan identity: on FLUXON_ERR_TIMEOUT (the answer was lost or late: the
+ * batch may or may not be committed) the plan stays live; commit it again to learn the
+ * outcome: the retry returns FLUXON_OK and a future with the FIRST commit's outcome if
+ * that one went through (the batch is never published twice), else it commits now. Do
+ * not abort a plan whose commit timed out (WRONG_HANDLE if that commit went through).
  * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (not a live put plan: a read plan, already
  * committed or aborted, unknown pointer); FLUXON_ERR_INVALID_ARGUMENT (NULL);
  * FLUXON_ERR_STALE (the owner restarted); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
 int fluxon_local_fast_put_commit(fluxon_client *c, fluxon_plan *plan, fluxon_future **future_p);
 
-/* Releases every slot of a put plan that was not committed; the plan is consumed.
- * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (committed, aborted, a read plan, unknown);
+/* Releases every slot of a put plan that was not committed; the plan is consumed. On
+ * FLUXON_ERR_TIMEOUT the plan stays live; a retried abort returns FLUXON_OK when the
+ * first one went through. Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (committed, aborted, a read plan, unknown);
  * FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
 int fluxon_put_abort(fluxon_client *c, fluxon_plan *plan);
 
@@ -336,9 +388,11 @@ int fluxon_put_abort(fluxon_client *c, fluxon_plan *plan);
  * outcome (FLUXON_OK, or the first key's error: FLUXON_ERR_KEY_EXISTS,
  * FLUXON_ERR_GROUP_REJECTED, FLUXON_ERR_UNAVAILABLE (client closed or owner gone) ...)
  * or FLUXON_ERR_TIMEOUT if not done yet (the future stays usable); poll returns
- * FLUXON_IN_PROGRESS until done, then the outcome; fd is an eventfd readable once done
- * (for epoll; do not read or close it); free releases the future (NULL: no-op; safe
- * before completion). All thread-safe; a future outlives its client only for free. */
+ * FLUXON_IN_PROGRESS until done, then the outcome. A future holds no file descriptor:
+ * fd makes one on its first call (an eventfd; -1 when the process has no fd left) that
+ * is readable once done and stays readable (level-triggered; for epoll; do not read or
+ * close it); free releases the future (NULL: no-op; safe before completion) and its fd.
+ * All thread-safe; a future outlives its client only for free. */
 int  fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms);
 int  fluxon_future_poll(fluxon_future *f);
 int  fluxon_future_fd(const fluxon_future *f);
@@ -367,8 +421,14 @@ typedef struct fluxon_get_handle fluxon_get_handle;
  *  atomic_group_lens  NULL (each key its own group) or n_atomic_groups lengths > 0
  *                     summing to n_keys (e.g. the TP ranks of a page, or a radix node).
  *  handle_p           receives the handle (owned by the library): consume it with
- *                     exactly one of fluxon_get_transfer / fluxon_cancel_get_transfer;
- *                     unconsumed, it expires after the owner's handle_ttl_ms.
+ *                     exactly one of fluxon_get_transfer / fluxon_cancel_get_transfer.
+ *                     Unconsumed after the owner's handle_ttl_ms (default 30000 ms) it
+ *                     expires: this client's library cancels it (within a quarter of the
+ *                     TTL, at most 1 s later) and it is then FLUXON_ERR_WRONG_HANDLE. The
+ *                     owner never expires a handle itself, so a read plan returned by
+ *                     fluxon_get_transfer holds its pins until fluxon_release_views, however
+ *                     late the owner reads the consume (only the client's close or death
+ *                     releases them earlier).
  *  result             receives the prefix figures.
  * Returns FLUXON_OK (also when nothing hit); FLUXON_ERR_INVALID_ARGUMENT;
  * FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_STALE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */

@@ -1,7 +1,8 @@
-/* master.c — the control plane's master role: accepts owners on TCP, checks HELLO,
- * registers owners (node_id, generation, role, segment, UCX address and rkey), tracks
- * heartbeats and declares silent owners dead, and answers cluster queries. Payload
- * bytes never pass through here. */
+/* master.c — the control plane's master role, the top of master/: accepts owners on TCP,
+ * checks HELLO, registers owners (node_id, generation, role, segment, UCX address and
+ * rkey), tracks heartbeats and declares silent owners dead, answers cluster queries, and
+ * dispatches KV requests to the modules of mkv.h (no file there calls back into this
+ * one). Payload bytes never pass through here. */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -9,7 +10,8 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "master_int.h"
+#include "jsonbuf.h"
+#include "mkv.h"
 
 static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena);
@@ -115,6 +117,12 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
                             "register: node_id must equal the HELLO node_id \"%s\"", p->node_id);
         return;
     }
+    if (b.grant_ids.n != b.grant_offsets.n) { /* parallel arrays */
+        fx_conn_reply_error(p->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                            "register of %s: %u grant_ids but %u grant_offsets (lengths must match)", node_id,
+                            b.grant_ids.n, b.grant_offsets.n);
+        return;
+    }
     master_node_t *n = master_find_node(m, node_id);
     if (n && n->peer && n->peer != p) {
         if (n->alive) { /* two live processes with one node_id would steal each other's routes */
@@ -176,7 +184,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     p->node = n;
     n->reg_grant_ids = b.grant_ids.v;
     n->reg_grant_offsets = b.grant_offsets.v;
-    n->reg_n_grants = FX_MIN(b.grant_ids.n, b.grant_offsets.n);
+    n->reg_n_grants = b.grant_ids.n;
     int krc = fx_master_kv_node_registered(m, n, old_generation);
     n->reg_grant_ids = n->reg_grant_offsets = NULL;
     n->reg_n_grants = 0;
@@ -220,14 +228,19 @@ static void master_handle_stats(master_peer_t *p, const fx_frame_header_t *h)
         fx_conn_reply_error(p->conn, h, FLUXON_ERR_NOMEM, "master stats: out of memory");
         return;
     }
-    int n = snprintf(buf, cap, "{\"generation\":%llu,\"owners\":%zu,", (unsigned long long)p->m->generation,
-                     p->m->n_nodes);
-    size_t len = (size_t)FX_MAX(n, 0);
-    len += fx_master_kv_stats_json(p->m, buf + len, cap - len - 2);
+    fx_jbuf_t j = fx_jbuf(buf, cap - 1); /* one byte kept for the closing brace */
+    fx_jbuf_printf(&j, "{\"generation\":%llu,\"owners\":%zu,", (unsigned long long)p->m->generation, p->m->n_nodes);
+    size_t kv = fx_master_kv_stats_json(p->m, buf + j.len, j.cap - j.len);
+    if (j.overflow || j.len + kv + 1 >= j.cap) {
+        fx_conn_reply_error(p->conn, h, FLUXON_ERR_INTERNAL, "master stats: the document passes %zu bytes", cap);
+        fx_free(buf);
+        return;
+    }
+    size_t len = j.len + kv;
     buf[len++] = '}';
     buf[len] = 0;
-    fx_body_json_t j = {{buf, (uint32_t)len}};
-    FX_CONN_REPLY(p->conn, h, json, &j);
+    fx_body_json_t js = {{buf, (uint32_t)len}};
+    FX_CONN_REPLY(p->conn, h, json, &js);
     fx_free(buf);
 }
 
@@ -267,6 +280,28 @@ static void master_handle_nodes(master_peer_t *p, const fx_frame_header_t *h)
     fx_free(cols);
 }
 
+/* A KV request of an authenticated peer to its module; false if the type is not a KV
+ * message (the caller answers "not served"). */
+static bool master_kv_request(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                              fx_arena_t *arena)
+{
+    if (!s) return false;
+    switch (h->type) {
+    case FX_MSG_GRANT: fx_mkv_grant(s, p, h, body, arena); return true;
+    case FX_MSG_PUT_DONE: fx_mkv_put_done(s, p, h, body, arena); return true;
+    case FX_MSG_LOOKUP: fx_mkv_lookup(s, p, h, body, arena); return true;
+    case FX_MSG_GET_DONE: fx_mkv_get_done(s, p, h, body, arena); return true;
+    case FX_MSG_EVICT: fx_mkv_evict(s, p, h, body, arena); return true;
+    case FX_MSG_DELETE: fx_mkv_delete(s, p, h, body, arena); return true;
+    case FX_MSG_EXISTS: fx_mkv_exists(s, p, h, body, arena); return true;
+    case FX_MSG_LEASE_GRANT: fx_mkv_lease_grant(s, p, h, body, arena); return true;
+    case FX_MSG_LIST: fx_mkv_list(s, p, h, body, arena); return true;
+    case FX_MSG_PUT_PLACE: fx_mplace_put_place(s, p, h, body, arena); return true;
+    case FX_MSG_PUT_REVOKE: fx_mplace_put_revoke(s, p, h, body, arena); return true;
+    default: return false;
+    }
+}
+
 static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena)
 {
@@ -293,7 +328,7 @@ static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const ui
     case FX_MSG_CLUSTER_NODES: master_handle_nodes(p, h); break;
     case FX_MSG_MASTER_STATS: master_handle_stats(p, h); break;
     default:
-        if (fx_master_kv_request(p->m, p, h, body, arena)) break;
+        if (master_kv_request(p->m->kv, p, h, body, arena)) break;
         if (h->req_id)
             fx_conn_reply_error(c, h, FLUXON_ERR_INVALID_ARGUMENT, "%s is not served by the master",
                                 fx_msg_name(h->type));

@@ -1,5 +1,6 @@
-/* master_int.h — the master's state, shared by master.c (nodes, handshake, liveness)
- * and master_kv.c (grants, routes, puts, lookups, deletes, leases). Reactor thread only. */
+/* master_int.h — the master's node and connection state (master.c) and the entry points
+ * of its KV state (kv.c, stats.c; the request handlers are in mkv.h) that master.c calls.
+ * Reactor thread only. */
 #ifndef FX_MASTER_INT_H
 #define FX_MASTER_INT_H
 
@@ -29,7 +30,7 @@ typedef struct master_node {
      * re-learns them so it never hands the same range out twice) */
     const uint64_t *reg_grant_ids, *reg_grant_offsets;
     uint32_t reg_n_grants;
-    void *kv; /* master_kv.c's per-node state (batch dedup, ...) */
+    void *kv; /* publish.c's per-node state (batch dedup); set once registered */
 } master_node_t;
 
 typedef struct master_peer {
@@ -54,10 +55,10 @@ struct fx_master {
     size_t n_nodes, cap_nodes;
     fx_timer_t liveness_timer;
     bool shutting_down;
-    void *kv; /* master_kv.c's state: routes, leases, prefix index, counters */
+    void *kv; /* the KV state (mkv.h): routes, leases, in-flight records, counters */
 };
 
-/* master_kv.c entry points, called by master.c */
+/* kv.c, called by master.c */
 FX_INTERNAL int fx_master_kv_init(fx_master_t *m);
 FX_INTERNAL void fx_master_kv_fini(fx_master_t *m);
 /* A node registered (new or new generation: old_generation != generation, 0 if new).
@@ -65,11 +66,7 @@ FX_INTERNAL void fx_master_kv_fini(fx_master_t *m);
 FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, uint64_t old_generation);
 FX_INTERNAL void fx_master_kv_node_dead(fx_master_t *m, master_node_t *n);
 FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n);
-/* Handles a KV request from an authenticated peer; returns false if the type is not a
- * KV message (master.c then answers "not served"). */
-FX_INTERNAL bool fx_master_kv_request(fx_master_t *m, master_peer_t *p, const fx_frame_header_t *h,
-                                      const uint8_t *body, fx_arena_t *arena);
-/* Appends the master's KV counters as JSON members (no braces) to buf; returns length. */
+/* stats.c: appends the master's KV counters as JSON members (no braces) to buf; returns length. */
 FX_INTERNAL size_t fx_master_kv_stats_json(fx_master_t *m, char *buf, size_t cap);
 
 #endif

@@ -56,22 +56,6 @@ static void node_stop_on_reactor(void *arg)
     fx_reactor_stop(n->r);
 }
 
-static bool node_timed_wait(sem_t *s, uint32_t timeout_ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    for (;;) {
-        if (sem_timedwait(s, &ts) == 0) return true;
-        if (errno != EINTR) return false;
-    }
-}
-
 int fluxon_node_start(const char *config_json, fluxon_node **node_p)
 {
     if (!config_json || !node_p) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -99,7 +83,7 @@ int fluxon_node_start(const char *config_json, fluxon_node **node_p)
         rc = FLUXON_ERR_INTERNAL;
         goto err_reactor;
     }
-    if (!node_timed_wait(&n->ready_sem, n->cfg.start_timeout_ms)) {
+    if (!fx_sem_wait_ms(&n->ready_sem, n->cfg.start_timeout_ms)) {
         FX_ERROR("%s %s did not become ready within start_timeout_ms %u", fx_role_name(n->cfg.role),
                  n->cfg.node_id, n->cfg.start_timeout_ms);
         rc = n->cfg.role == FX_ROLE_OWNER ? FLUXON_ERR_UNAVAILABLE : FLUXON_ERR_TIMEOUT;

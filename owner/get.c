@@ -5,7 +5,10 @@
  * fetch per key per owner (G6/G7); results are scattered back to the original indices
  * before the prefix is computed (G4) and everything past transferable_len is released at
  * once (G5). The transferable prefix is held by a get handle until the external consumes
- * it (or handle_ttl_ms passes). */
+ * or cancels it, or goes away. The owner never expires a handle on its own: a consume it
+ * reads late (a stalled reactor) would otherwise find the pins gone under a read plan the
+ * engine is already reading (B5). handle_ttl_ms is the CLIENT's bound: its library
+ * cancels a handle not consumed by then. */
 #include <stdio.h>
 
 #include "groups.h"
@@ -40,14 +43,14 @@ typedef struct owner_handle {
     struct owner_handle *prev, *next;
     size_t n;
     uint64_t *holder_ids;
-    fx_timer_t ttl;
     fx_owner_t *o;
 } owner_handle_t;
 
 typedef struct oget_state {
     fx_hmap_t *gets;    /* key -> owner_oget_t (one in-flight get per key, G6) */
     fx_hmap_t *handles; /* u64 id -> owner_handle_t */
-    uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened, handles_expired;
+    struct oget_late_consume *late; /* test fault: consumes held back */
+    uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened;
 } oget_state_t;
 
 /* A miss reason as a res[] code and back: the caller of fluxon_get learns whether the key
@@ -64,6 +67,7 @@ static int8_t oget_miss_code(int why)
 }
 
 static void oget_batch_finalize(owner_getb_t *b);
+typedef struct oget_late_consume oget_late_consume_t;
 
 /* ---- batches ---- */
 static void oget_batch_free(owner_getb_t *b)
@@ -131,7 +135,6 @@ static int oget_add_waiter(owner_oget_t *og, owner_getb_t *b, size_t i)
 static void oget_handle_free(fx_owner_t *o, owner_handle_t *hd, bool release_holders)
 {
     fx_hmap_del(o->get->handles, &hd->id, sizeof hd->id, NULL);
-    fx_timer_disarm(o->r, &hd->ttl);
     if (hd->prev) hd->prev->next = hd->next;
     else hd->ext->handles = hd->next;
     if (hd->next) hd->next->prev = hd->prev;
@@ -139,15 +142,6 @@ static void oget_handle_free(fx_owner_t *o, owner_handle_t *hd, bool release_hol
         for (size_t i = 0; i < hd->n; i++) fx_ostore_holder_release_id(o, hd->ext, hd->holder_ids[i]);
     fx_free(hd->holder_ids);
     fx_free(hd);
-}
-
-static void oget_handle_expired(fx_reactor_t *r, fx_timer_t *t)
-{
-    owner_handle_t *hd = FX_CONTAINER_OF(t, owner_handle_t, ttl);
-    hd->o->get->handles_expired++;
-    FX_WARN("get handle %llu expired after handle_ttl_ms %u: releasing its %zu values", (unsigned long long)hd->id,
-            hd->o->cfg.handle_ttl_ms, hd->n);
-    oget_handle_free(hd->o, hd, true);
 }
 
 /* A handle over the batch's first n holders; its id, or 0 (no memory). */
@@ -168,8 +162,6 @@ static uint64_t oget_handle_new(owner_getb_t *b, size_t n)
             hd->next = b->ext->handles;
             if (b->ext->handles) b->ext->handles->prev = hd;
             b->ext->handles = hd;
-            fx_timer_init(&hd->ttl);
-            fx_timer_arm(o->r, &hd->ttl, o->cfg.handle_ttl_ms, oget_handle_expired);
             s->handles_opened++;
             return hd->id;
         }
@@ -340,19 +332,60 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
     if (--b->pending == 0) oget_batch_finalize(b);
 }
 
+/* Keeps the first `consume` pins of handle_id (they now belong to the external's read
+ * plan) and releases the rest. The handle is found by its id; e == NULL: any external
+ * (a consume held back by the test fault, whose external may have gone meanwhile). */
+static void oget_consume(fx_owner_t *o, owner_ext_t *e, uint64_t handle_id, uint64_t consume)
+{
+    owner_handle_t *hd = fx_hmap_get(o->get->handles, &handle_id, sizeof handle_id);
+    if (!hd || (e && hd->ext != e)) {
+        FX_WARN("%s consumed unknown get handle %llu", e ? fx_conn_desc(e->conn) : "an external",
+                (unsigned long long)handle_id);
+        return;
+    }
+    for (size_t i = FX_MIN(consume, hd->n); i < hd->n; i++) fx_ostore_holder_release_id(o, hd->ext, hd->holder_ids[i]);
+    hd->n = FX_MIN(consume, hd->n); /* the consumed holders now belong to the read plan */
+    oget_handle_free(o, hd, false);
+}
+
+struct oget_late_consume { /* test-only: a consume the owner reads fault_ms late */
+    fx_timer_t t;
+    fx_owner_t *o;
+    uint64_t handle_id, consume;
+    struct oget_late_consume *prev, *next; /* oget_state_t.late */
+};
+
+static void oget_late_unlink(oget_state_t *s, oget_late_consume_t *lc)
+{
+    if (lc->prev) lc->prev->next = lc->next;
+    else s->late = lc->next;
+    if (lc->next) lc->next->prev = lc->prev;
+}
+
+static void oget_on_late_consume(fx_reactor_t *r, fx_timer_t *t)
+{
+    oget_late_consume_t *lc = FX_CONTAINER_OF(t, oget_late_consume_t, t);
+    oget_late_unlink(lc->o->get, lc);
+    oget_consume(lc->o, NULL, lc->handle_id, lc->consume);
+    fx_free(lc);
+}
+
 FX_INTERNAL void fx_oget_consume(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
                                  fx_arena_t *arena)
 {
     fx_body_handle_consume_t b;
     fx_body_handle_consume_decode(body, h->body_len, &b, arena);
-    owner_handle_t *hd = fx_hmap_get(o->get->handles, &b.handle_id, sizeof b.handle_id);
-    if (!hd || hd->ext != e) {
-        FX_WARN("%s consumed unknown get handle %llu", fx_conn_desc(e->conn), (unsigned long long)b.handle_id);
+    oget_late_consume_t *lc;
+    if (fx_owner_fault_delay(o, "HANDLE_CONSUME") && (lc = fx_calloc(1, sizeof *lc))) {
+        /* test-only: a stalled owner reads this consume fault_ms late */
+        *lc = (oget_late_consume_t){.o = o, .handle_id = b.handle_id, .consume = b.consume, .next = o->get->late};
+        if (lc->next) lc->next->prev = lc;
+        o->get->late = lc;
+        fx_timer_init(&lc->t);
+        fx_timer_arm(o->r, &lc->t, o->cfg.fault_ms, oget_on_late_consume);
         return;
     }
-    for (size_t i = FX_MIN(b.consume, hd->n); i < hd->n; i++) fx_ostore_holder_release_id(o, e, hd->holder_ids[i]);
-    hd->n = FX_MIN(b.consume, hd->n); /* the consumed holders now belong to the read plan */
-    oget_handle_free(o, hd, false);
+    oget_consume(o, e, b.handle_id, b.consume);
 }
 
 /* ---- EXISTS: leading keys visible here, then the master for the rest ---- */
@@ -431,7 +464,6 @@ static void oget_og_free_v(void *v) { oget_og_free(v); }
 static void oget_handle_free_v(void *v)
 {
     owner_handle_t *hd = v;
-    fx_timer_disarm(hd->o->r, &hd->ttl);
     fx_free(hd->holder_ids);
     fx_free(hd);
 }
@@ -441,6 +473,12 @@ FX_INTERNAL void fx_oget_fini(fx_owner_t *o)
 {
     oget_state_t *s = o->get;
     if (!s) return;
+    while (s->late) {
+        oget_late_consume_t *lc = s->late;
+        fx_timer_disarm(o->r, &lc->t);
+        oget_late_unlink(s, lc);
+        fx_free(lc);
+    }
     if (s->gets) fx_hmap_clear(s->gets, oget_og_free_v);
     if (s->handles) fx_hmap_clear(s->handles, oget_handle_free_v);
     fx_hmap_destroy(s->gets);
@@ -455,10 +493,9 @@ FX_INTERNAL void fx_oget_stats_json(fx_owner_t *o, fx_jbuf_t *j)
     oget_state_t *s = o->get;
     fx_jbuf_printf(j,
                    "\"handles_open\":%zu,\"gets_inflight\":%zu,\"get_batches\":%llu,\"get_keys\":%llu,"
-                   "\"local_hits\":%llu,\"joined\":%llu,\"leaders\":%llu,\"misses\":%llu,\"handles_opened\":%llu,"
-                   "\"handles_expired\":%llu",
+                   "\"local_hits\":%llu,\"joined\":%llu,\"leaders\":%llu,\"misses\":%llu,\"handles_opened\":%llu",
                    fx_hmap_count(s->handles), fx_hmap_count(s->gets), (unsigned long long)s->get_batches,
                    (unsigned long long)s->get_keys, (unsigned long long)s->local_hits, (unsigned long long)s->joined,
                    (unsigned long long)s->leaders, (unsigned long long)s->misses,
-                   (unsigned long long)s->handles_opened, (unsigned long long)s->handles_expired);
+                   (unsigned long long)s->handles_opened);
 }

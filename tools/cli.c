@@ -16,6 +16,7 @@
 #include "cli_bench.h"
 #include "cli_kv.h"
 #include "cli_replay.h"
+#include "cli_util.h"
 #include "fluxon.h"
 
 #define EXIT_USAGE 2
@@ -42,40 +43,6 @@ static void usage(FILE *f)
             "  fluxon bench-kv [--value-len B] [--count N]                    plain put/get ops/s\n"
             "  fluxon --help | --version\n"
             "Config fields and defaults: README.md.\n");
-}
-
-static char *read_file(const char *path)
-{
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "fluxon: config %s is a directory\n", path);
-        return NULL;
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "fluxon: cannot read config %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (len + 1 == cap) {
-            char *nb = cap < (16u << 20) ? realloc(buf, cap * 2) : NULL;
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                fprintf(stderr, "fluxon: config %s is too large\n", path);
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf) buf[len] = 0;
-    return buf;
 }
 
 /* configuration-like failures (bad config, wrong credentials, node_id taken) exit 2 */
@@ -163,19 +130,10 @@ static int cmd_stat(fluxon_client *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    int rc = buf ? fluxon_client_cluster_nodes(c, buf, cap, &len) : FLUXON_ERR_NOMEM;
-    if (rc == FLUXON_ERR_INVALID_ARGUMENT && buf && len >= cap) {
-        char *nb = realloc(buf, len + 1);
-        if (nb) {
-            buf = nb;
-            rc = fluxon_client_cluster_nodes(c, buf, len + 1, &len);
-        }
-    }
+    char *buf = NULL;
+    int rc = fx_cli_json_call(c, fluxon_client_cluster_nodes, 1 << 16, &buf);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon: stat failed: %s\n", fluxon_status_string(rc));
-        free(buf);
         return 1;
     }
     if (json) {
@@ -278,7 +236,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "fluxon: --role=%s needs --config FILE\n", role);
         return EXIT_USAGE;
     }
-    char *json = read_file(config);
+    char *json = fx_cli_read_config("fluxon", config);
     if (!json) return EXIT_USAGE;
     /* the file's "role" must agree with --role */
     cJSON *doc = cJSON_Parse(json);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli_bench.h"
+#include "cli_util.h"
 #include "fluxon.h"
 
 typedef struct bn_series {
@@ -20,9 +21,7 @@ typedef struct bn_series {
 
 static double bn_now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+    return (double)fx_cli_now_ns() / 1e3;
 }
 
 static void bn_add(bn_series_t *s, double us)

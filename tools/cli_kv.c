@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli_kv.h"
+#include "cli_util.h"
 
 static int kv_fail(const char *what, int rc)
 {
@@ -150,15 +151,10 @@ int fx_cli_ls(fluxon_client *c, int argc, char **argv)
     return 0;
 }
 
-static int cli_json(fluxon_client *c, const char *name, int (*fn)(fluxon_client *, char *, size_t, size_t *))
+static int cli_json(fluxon_client *c, const char *name, fx_cli_json_fn fn)
 {
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    int rc = buf ? fn(c, buf, cap, &len) : FLUXON_ERR_NOMEM;
-    if (rc == FLUXON_ERR_INVALID_ARGUMENT && len >= cap) {
-        char *nb = realloc(buf, len + 1);
-        if (nb) buf = nb, rc = fn(c, buf, len + 1, &len);
-    }
+    char *buf = NULL;
+    int rc = fx_cli_json_call(c, fn, 1 << 16, &buf);
     if (rc == FLUXON_OK) printf("%s\n", buf);
     free(buf);
     return rc ? kv_fail(name, rc) : 0;

@@ -108,7 +108,7 @@ typedef struct fx_strv {
     F(STR, src_node_id) F(U64, src_generation) F(U64V, src_offsets) F(U64V, modes)
 /* owner -> master: place a batch (PutStart of §7). The master applies the reject flags
  * against routes and its in-flight puts, picks ONE target owner for the batch (placement
- * policy in master_place.c), allocates a range per accepted key in the target's segment
+ * policy in master/place.c), allocates a range per accepted key in the target's segment
  * and records an in-flight put (put_token) that expires after inflight_ttl_ms. Target ==
  * sender: offsets are 0 and the sender uses its own slots. */
 #define FX_BODY_put_place(F)                                                          \

@@ -1,10 +1,12 @@
-/* segment.h — the owner's shared segment (a memfd every local external maps, §6) and the
- * unix-socket helpers that carry it: SCM_RIGHTS fd passing and the owner's 0700/0600
- * socket (§4). Accessors are safe from any thread; destroy must not race with them. */
+/* segment.h — the owner's shared segment (a memfd every local external maps, §6).
+ * Accessors are safe from any thread; destroy must not race with them. The unix-socket
+ * helpers that carry its fd (SCM_RIGHTS, the owner's 0700/0600 socket, §4) are unix.h,
+ * included here for the callers that use both. */
 #ifndef FX_SEGMENT_H
 #define FX_SEGMENT_H
 
 #include "fx.h"
+#include "unix.h"
 
 /* "FLXSEG01" as the bytes of a little-endian u64, so a hexdump of offset 0 reads it. */
 #define FX_SEGMENT_MAGIC 0x3130474553584C46ull
@@ -12,10 +14,6 @@
 #define FX_SEGMENT_HEADER_BYTES 4096u /* also the payload offset */
 #define FX_SEGMENT_PAGE_BYTES 4096u
 #define FX_SEGMENT_MIN_BYTES 8192u /* header page + at least one payload page */
-
-/* Bounded wait of fx_unix_send_fd when the socket buffer is full (it normally is not:
- * bootstrap messages are small and go out on a fresh connection). */
-#define FX_UNIX_SEND_TIMEOUT_MS 1000
 
 /* Offset 0 of every segment. Fixed-width fields only: the page is read by other
  * processes, possibly other builds. Written by the creator, magic last (release store),
@@ -83,53 +81,5 @@ FX_INTERNAL int fx_segment_numa_node(const fx_segment_t *seg);        /* -1 = no
 /* Unmaps and closes the segment's fd, frees seg. NULL is a no-op. The memory lives on
  * while any other process still maps it or holds the fd. */
 FX_INTERNAL void fx_segment_destroy(fx_segment_t *seg);
-
-/* Sends `len` (>= 1) bytes from data plus one fd (SCM_RIGHTS, attached to the first
- * byte) over a connected AF_UNIX SOCK_STREAM socket, blocking or not. Normally one
- * sendmsg; a short write is completed without the fd. Waits at most
- * FX_UNIX_SEND_TIMEOUT_MS for buffer space. No SIGPIPE. fd stays owned by the caller
- * (the receiver gets its own duplicate). Thread-safe for distinct sockets.
- * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad sock/fd, NULL data, len 0);
- * FLUXON_ERR_UNAVAILABLE (peer closed / reset); FLUXON_ERR_TIMEOUT; FLUXON_ERR_INTERNAL. */
-FX_INTERNAL int fx_unix_send_fd(int sock, int fd, const void *data, size_t len);
-
-/* Receives one message sent by fx_unix_send_fd: waits up to timeout_ms (>= 0; 0 = only
- * what is already queued) for data, then one recvmsg into buf (cap >= 1 bytes).
- * On FLUXON_OK *fd_p receives the fd (close-on-exec, caller owns it) and *len_p the
- * number of data bytes read (1..cap). Stream semantics: bytes may arrive split, so a
- * caller expecting a fixed-size message reads any remainder with ordinary reads.
- * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad socket, NULL pointers, cap 0,
- * timeout_ms < 0); FLUXON_ERR_TIMEOUT (nothing arrived in time); FLUXON_ERR_UNAVAILABLE
- * (peer closed or reset); FLUXON_ERR_PROTOCOL (data without an fd, more than one fd,
- * truncated control data — every received fd is closed; the data bytes are consumed);
- * FLUXON_ERR_INTERNAL. EINTR is retried. */
-FX_INTERNAL int fx_unix_recv_fd(int sock, int *fd_p, void *buf, size_t cap, size_t *len_p,
-                                int timeout_ms);
-
-/* Creates the owner's listening socket at path (AF_UNIX SOCK_STREAM, non-blocking,
- * close-on-exec, backlog SOMAXCONN). Missing parent directories are created with mode
- * 0700; the socket's own directory must end up a real directory (not a symlink) owned by
- * this user with mode 0700 (an existing one with group/other bits is refused, not
- * changed); the socket file gets mode 0600.
- * A leftover socket file nobody listens on (connect → ECONNREFUSED) is replaced; a path
- * that exists but is not a socket is refused. Liveness is probed by connecting, so a
- * live listener there sees one connection that closes without sending anything. The
- * caller unlinks path when it stops.
- *  fd_p  receives the listening fd (caller owns it).
- * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL/empty path, NULL fd_p);
- * FLUXON_ERR_CONFIG (path too long for sun_path, directory cannot be made or has the
- * wrong owner/mode, path is not a socket, permission denied); FLUXON_ERR_UNAVAILABLE
- * ("socket in use": another process listens there); FLUXON_ERR_NOMEM;
- * FLUXON_ERR_INTERNAL. */
-FX_INTERNAL int fx_unix_listen(const char *path, int *fd_p);
-
-/* Connects to the unix socket at path, retrying while it does not exist yet or nobody
- * accepts (ENOENT, ECONNREFUSED, full backlog) until timeout_ms (>= 0) has passed.
- *  fd_p  receives the connected fd: non-blocking, close-on-exec (caller owns it).
- * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL/empty path, NULL fd_p,
- * timeout_ms < 0); FLUXON_ERR_CONFIG (path too long for sun_path);
- * FLUXON_ERR_UNAVAILABLE (no listener within the timeout, or a permanent error such as
- * EACCES, logged); FLUXON_ERR_INTERNAL. */
-FX_INTERNAL int fx_unix_connect(const char *path, int timeout_ms, int *fd_p);
 
 #endif /* FX_SEGMENT_H */

@@ -216,7 +216,8 @@ Test(hostless, G6_G7_G8_overlapping_batches_share_one_fetch_per_key)
     getter_t g[2] = {{kf_client(1), 0, 40, {0}}, {kf_client(1), 20, 40, {0}}};
     pthread_t t[2];
     pthread_create(&t[0], NULL, getter_run, &g[0]);
-    th_sleep_ms(50); /* the second batch arrives while the first is fetching */
+    /* the second batch goes once the first one's lookup is in flight (held back 300 ms) */
+    cr_assert(kf_wait_stat(g[0].c, "lookup_batches", 1, 5000), "the first batch's lookup went out");
     pthread_create(&t[1], NULL, getter_run, &g[1]);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     cr_assert(g[0].r.all_hit && g[1].r.all_hit);
@@ -448,7 +449,7 @@ Test(hostless, unconsumed_handles_expire_through_the_release_path)
     fluxon_get_start_result r;
     fluxon_get_handle *h = get_range(c, "e", ids, 4, NULL, 0, &r);
     cr_assert_eq(kf_stat(c, "handles_open"), 1);
-    cr_assert(kf_wait_stat(c, "handles_open", 0, 3000), "expired at the owner");
+    cr_assert(kf_wait_stat(c, "handles_open", 0, 3000), "cancelled by the client's sweep at the owner");
     cr_assert_eq(kf_stat(c, "holders"), 0);
     fluxon_plan *p;
     cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_ERR_WRONG_HANDLE, "an expired handle is refused");

@@ -704,3 +704,19 @@ Test(master_kv, get_done_requires_the_source_replica_to_still_exist)
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
     cr_assert_eq(gs.statuses.v[0], ST(FLUXON_OK));
 }
+
+/* REGISTER's grant_ids and grant_offsets are parallel arrays: lengths that differ are
+ * refused (naming both), not silently cut to the shorter one. */
+Test(master_kv, register_with_mismatched_grant_arrays_is_refused)
+{
+    t_hello(&c1, "n1");
+    uint64_t ids[] = {1, 2}, offs[] = {4096};
+    fx_body_register_t rb = {fx_str_c("n1"), 100, FX_NODE_GPU_OWNER, SEG, 0x7f0000000000ull, fx_str_c(""),
+                             fx_str_c(""), GRANT, {ids, 2}, {offs, 1}, fx_str_c("")};
+    fx_body_register_ack_t ack;
+    cr_assert_eq(T_CALL(&c1, REGISTER, register, &rb, register_ack, &ack), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(last_err, "2 grant_ids") && strstr(last_err, "1 grant_offsets"), "%s", last_err);
+    /* the same owner registers with matching arrays */
+    rb.grant_ids.n = 1;
+    cr_assert_eq(T_CALL(&c1, REGISTER, register, &rb, register_ack, &ack), FLUXON_OK, "%s", last_err);
+}

@@ -278,3 +278,33 @@ Test(uncertain, a_put_plan_answered_after_the_client_gave_up_expires_on_the_owne
     cr_assert_eq(kf_stat(a, "puts_inflight"), 0);
     fluxon_client_close(a);
 }
+
+/* B5: a read plan holds its pins until release_views, whatever the timing. The owner reads
+ * the consume of get_transfer late (a stalled owner: test fault delay_request on
+ * HANDLE_CONSUME, 1 s) while the handle's TTL is 400 ms. The owner must not have released
+ * the pins meanwhile: once it has read the consume, the plan's four values are still held
+ * (and byte-exact); only release_views frees them. */
+Test(uncertain, a_consume_the_owner_reads_late_still_holds_the_read_plan)
+{
+    const char *extra[1] = {",\"handle_ttl_ms\":400,\"test\":{\"fault_message\":\"HANDLE_CONSUME\","
+                            "\"fault\":\"delay_request\",\"fault_ms\":1000,\"fault_count\":1}"};
+    kf_up_ex(1, NULL, extra);
+    fluxon_client *c = kf_client(0);
+    const char *keys[4] = {"b5-0", "b5-1", "b5-2", "b5-3"};
+    fluxon_future *f = un_put(c, keys, 4, 50);
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    cr_assert_eq(fluxon_get_start(c, keys, 4, 1, NULL, 0, &h, &r), FLUXON_OK);
+    cr_assert_eq(r.transferable_len, 4);
+    fluxon_plan *plan = NULL;
+    cr_assert_eq(fluxon_get_transfer(c, h, 0, &plan), FLUXON_OK, "transferred well within the TTL");
+    cr_assert(kf_wait_stat(c, "handles_open", 0, 5000), "the owner read the late consume");
+    cr_assert_eq(kf_stat(c, "holders"), 4, "the read plan's pins survived the late consume");
+    for (int i = 0; i < 4; i++)
+        cr_assert(kf_check((const uint8_t *)(uintptr_t)plan->value_ptrs[i], UVLEN, 50 + (uint64_t)i), "value %d", i);
+    cr_assert_eq(fluxon_release_views(c, plan), FLUXON_OK);
+    cr_assert(kf_wait_stat(c, "holders", 0, 3000), "release_views frees them");
+    fluxon_client_close(c);
+}

@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 
 #include "segment.h"
+#include "sockio.h"
 
 #define TSEG_MIB (1024u * 1024u)
 #define TSEG_WAIT_MS 10000
@@ -56,54 +57,13 @@ static uint64_t tseg_expected_sum(size_t n, uint64_t seed)
 static int tseg_reap(pid_t pid, int timeout_ms)
 {
     int st = 0;
-    double end = th_now_s() + timeout_ms / 1000.0;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        if (r < 0 && errno != EINTR) return -1;
-        if (th_now_s() >= end) break;
-        th_sleep_ms(5);
-    }
-    kill(pid, SIGKILL);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    return -1;
+    return sio_reap(pid, timeout_ms, &st) == 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static void tseg_child_init(pid_t parent)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(99);
-}
-
-static int tseg_read_full(int fd, void *buf, size_t n, int timeout_ms)
-{
-    size_t got = 0;
-    double end = th_now_s() + timeout_ms / 1000.0;
-    while (got < n) {
-        int left = (int)((end - th_now_s()) * 1000.0);
-        if (left <= 0) return -1;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int r = poll(&p, 1, left);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        ssize_t k = read(fd, (char *)buf + got, n - got);
-        if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (k <= 0) return -1;
-        got += (size_t)k;
-    }
-    return 0;
-}
-
-static int tseg_write_full(int fd, const void *buf, size_t n)
-{
-    size_t off = 0;
-    while (off < n) {
-        ssize_t k = write(fd, (const char *)buf + off, n - off);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        off += (size_t)k;
-    }
-    return 0;
 }
 
 static int tseg_count_fds(void)
@@ -144,7 +104,7 @@ static int tseg_child_attach(int sock, struct tseg_msg *m, fx_segment_t **seg_p)
     int fd = -1;
     size_t got = 0;
     if (fx_unix_recv_fd(sock, &fd, m, sizeof *m, &got, TSEG_WAIT_MS) != FLUXON_OK) return 10;
-    if (got < sizeof *m && tseg_read_full(sock, (char *)m + got, sizeof *m - got, TSEG_WAIT_MS))
+    if (got < sizeof *m && sio_read_all(sock, (char *)m + got, sizeof *m - got, TSEG_WAIT_MS))
         return 11;
     if (fx_segment_attach(fd, m->generation, seg_p) != FLUXON_OK) {
         close(fd);
@@ -173,7 +133,7 @@ static int tseg_child_roundtrip(int sock, uint64_t seg_len)
         reply = tseg_sum(b + m.off_b, m.len);
     }
     fx_segment_destroy(seg);
-    if (!rc && tseg_write_full(sock, &reply, sizeof reply) != 0) rc = 15;
+    if (!rc && sio_write_all(sock, &reply, sizeof reply) != 0) rc = 15;
     return rc;
 }
 
@@ -204,7 +164,7 @@ Test(segment, child_attaches_reads_and_writes, .timeout = TSEG_TEST_TIMEOUT_S)
     close(sv[1]);
     int send_rc = fx_unix_send_fd(sv[0], fx_segment_fd(seg), &m, sizeof m);
     uint64_t reply = 0;
-    int read_rc = tseg_read_full(sv[0], &reply, sizeof reply, TSEG_WAIT_MS);
+    int read_rc = sio_read_all(sv[0], &reply, sizeof reply, TSEG_WAIT_MS);
     int code = tseg_reap(pid, TSEG_WAIT_MS);
     close(sv[0]);
 
@@ -228,9 +188,9 @@ static int tseg_child_writer(int sock, int ready_w)
     if (rc) return rc;
     tseg_fill((char *)fx_segment_base(seg) + m.off_b, m.len, m.seed_b);
     char one = 1, release = 0;
-    if (tseg_write_full(ready_w, &one, 1) != 0) rc = 20;
+    if (sio_write_all(ready_w, &one, 1) != 0) rc = 20;
     /* Stay attached until the reader is done, so both mappings coexist. */
-    else if (tseg_read_full(sock, &release, 1, TSEG_WAIT_MS) != 0) rc = 21;
+    else if (sio_read_all(sock, &release, 1, TSEG_WAIT_MS) != 0) rc = 21;
     fx_segment_destroy(seg);
     return rc;
 }
@@ -243,10 +203,10 @@ static int tseg_child_reader(int sock, int ready_r)
     if (rc) return rc;
     char one = 0;
     uint64_t sum = 0;
-    if (tseg_read_full(ready_r, &one, 1, TSEG_WAIT_MS) != 0) rc = 30;
+    if (sio_read_all(ready_r, &one, 1, TSEG_WAIT_MS) != 0) rc = 30;
     else sum = tseg_sum((char *)fx_segment_base(seg) + m.off_b, m.len);
     fx_segment_destroy(seg);
-    if (!rc && tseg_write_full(sock, &sum, sizeof sum) != 0) rc = 31;
+    if (!rc && sio_write_all(sock, &sum, sizeof sum) != 0) rc = 31;
     return rc;
 }
 
@@ -281,9 +241,9 @@ Test(segment, two_children_see_same_bytes, .timeout = TSEG_TEST_TIMEOUT_S)
     int src_a = fx_unix_send_fd(sa[0], fx_segment_fd(seg), &m, sizeof m);
     int src_b = b > 0 ? fx_unix_send_fd(sb[0], fx_segment_fd(seg), &m, sizeof m) : -1;
     uint64_t reader_sum = 0;
-    int read_rc = b > 0 ? tseg_read_full(sb[0], &reader_sum, sizeof reader_sum, TSEG_WAIT_MS) : -1;
+    int read_rc = b > 0 ? sio_read_all(sb[0], &reader_sum, sizeof reader_sum, TSEG_WAIT_MS) : -1;
     char release = 1;
-    int rel_rc = tseg_write_full(sa[0], &release, 1);
+    int rel_rc = sio_write_all(sa[0], &release, 1);
     int code_b = b > 0 ? tseg_reap(b, TSEG_WAIT_MS) : -1;
     int code_a = tseg_reap(a, TSEG_WAIT_MS);
     close(sa[0]), close(sb[0]);
@@ -690,9 +650,9 @@ Test(segment, connect_retries_until_listener_appears, .timeout = TSEG_TEST_TIMEO
         if (fx_unix_listen(path, &lfd) != FLUXON_OK) _exit(40);
         int afd = tseg_accept(lfd, TSEG_WAIT_MS);
         if (afd < 0) _exit(41);
-        int rc = tseg_write_full(afd, "!", 1) == 0 ? 0 : 42;
+        int rc = sio_write_all(afd, "!", 1) == 0 ? 0 : 42;
         char c;
-        if (!rc && tseg_read_full(afd, &c, 1, TSEG_WAIT_MS) != 0) rc = 43; /* parent done */
+        if (!rc && sio_read_all(afd, &c, 1, TSEG_WAIT_MS) != 0) rc = 43; /* parent done */
         close(afd), close(lfd);
         unlink(path);
         _exit(rc);
@@ -702,9 +662,9 @@ Test(segment, connect_retries_until_listener_appears, .timeout = TSEG_TEST_TIMEO
     int rc = fx_unix_connect(path, 5000, &fd);
     double ms = (th_now_s() - t0) * 1000.0;
     char c = 0;
-    int read_rc = rc == FLUXON_OK ? tseg_read_full(fd, &c, 1, TSEG_WAIT_MS) : -1;
+    int read_rc = rc == FLUXON_OK ? sio_read_all(fd, &c, 1, TSEG_WAIT_MS) : -1;
     if (rc == FLUXON_OK) {
-        if (tseg_write_full(fd, "k", 1) != 0) read_rc = -2;
+        if (sio_write_all(fd, "k", 1) != 0) read_rc = -2;
         close(fd);
     }
     int code = tseg_reap(pid, TSEG_WAIT_MS);

@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "ucx_dp.h"
+#include "ucxpeer.h"
 
 #define TUCX_N 64
 #define TUCX_LEN 4718592ull
@@ -23,12 +24,6 @@
 #define TUCX_CHILD_S 90     /* a child gives up serving after this */
 #define TUCX_IO_MS 30000    /* socketpair handshake / command replies */
 #define TUCX_XFER_MS 60000  /* one batch */
-
-typedef struct tucx_info {
-    uint64_t base;
-    uint32_t addr_len;
-    uint32_t rkey_len;
-} tucx_info_t;
 
 /* A parent's view of one test: its instance and region, the child and the peer. */
 typedef struct tucx_env {
@@ -51,39 +46,6 @@ static double tucx_now(void)
     return (double)fx_now_ns() / 1e9;
 }
 
-static int tucx_send(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k;
-        len -= (size_t)k;
-    }
-    return 0;
-}
-
-static int tucx_recv(int fd, void *buf, size_t len, int timeout_ms)
-{
-    char *p = buf;
-    double end = tucx_now() + timeout_ms / 1000.0;
-    while (len) {
-        int left = (int)((end - tucx_now()) * 1000);
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        if (left <= 0) return -1;
-        int r = poll(&pf, 1, left);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        ssize_t k = recv(fd, p, len, 0);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k;
-        len -= (size_t)k;
-    }
-    return 0;
-}
-
 /* Deterministic bytes that differ per seed and position (splitmix64). */
 static void tucx_fill(char *base, uint64_t len, uint64_t seed)
 {
@@ -98,17 +60,7 @@ static void tucx_fill(char *base, uint64_t len, uint64_t seed)
 
 static void tucx_reap(pid_t pid, int timeout_ms)
 {
-    if (pid <= 0) return;
-    double end = tucx_now() + timeout_ms / 1000.0;
-    int st;
-    while (tucx_now() < end) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid || (r < 0 && errno == ECHILD)) return;
-        usleep(5000);
-    }
-    kill(pid, SIGKILL);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
+    if (pid > 0) sio_reap(pid, timeout_ms, NULL);
 }
 
 static void tucx_cb(void *arg, int status)
@@ -122,33 +74,10 @@ static void tucx_cb(void *arg, int status)
 /* The caller-side event loop of ucx_dp.h, until d fires or timeout_ms passes. */
 static int tucx_wait(fx_ucx_t *u, tucx_done_t *d, int timeout_ms)
 {
-    double end = tucx_now() + timeout_ms / 1000.0;
-    while (!d->fired && tucx_now() < end) {
-        if (fx_ucx_progress(u) || d->fired) continue;
-        if (fx_ucx_arm(u) == 1) {
-            struct pollfd pf = {.fd = fx_ucx_efd(u), .events = POLLIN};
-            int t = fx_ucx_next_timeout_ms(u);
-            poll(&pf, 1, t < 0 || t > 50 ? 50 : t);
-        }
-    }
-    return d->fired;
+    return ucxp_wait(u, &d->fired, timeout_ms, 50);
 }
 
 /* ---- the serving child --------------------------------------------------------- */
-
-static int tucx_publish(int fd, fx_ucx_t *u, fx_ucx_mem_t *m, void *base)
-{
-    const void *addr;
-    size_t alen, rlen;
-    void *rkey;
-    if (fx_ucx_worker_address(u, &addr, &alen) != FLUXON_OK) return -1;
-    if (fx_ucx_rkey_pack(m, &rkey, &rlen) != FLUXON_OK) return -1;
-    tucx_info_t in = {.base = (uint64_t)(uintptr_t)base, .addr_len = (uint32_t)alen,
-                    .rkey_len = (uint32_t)rlen};
-    int rc = tucx_send(fd, &in, sizeof in) || tucx_send(fd, addr, alen) || tucx_send(fd, rkey, rlen);
-    fx_ucx_buf_free(rkey);
-    return rc ? -1 : 0;
-}
 
 /* Serves its region and answers 'R' (off, len) -> XXH3 and 'Q' commands; never returns.
  * It never touches Criterion: results travel over the socket, failures as exit codes. */
@@ -161,7 +90,7 @@ static void tucx_child(int fd, const char *tls)
     if (base == MAP_FAILED) _exit(3);
     tucx_fill(base, TUCX_REGION, 0xc41d);
     if (fx_ucx_create(tls, &u) != FLUXON_OK || fx_ucx_mem_map(u, base, TUCX_REGION, &m) != FLUXON_OK ||
-        tucx_publish(fd, u, m, base) != 0)
+        ucxp_publish(fd, u, m, base) != 0)
         goto out;
     double end = tucx_now() + TUCX_CHILD_S;
     while (tucx_now() < end) {
@@ -170,15 +99,15 @@ static void tucx_child(int fd, const char *tls)
         int armed = fx_ucx_arm(u) == 1;
         if (poll(pf, 2, armed ? 50 : 0) <= 0 || !pf[0].revents) continue;
         char c;
-        if (tucx_recv(fd, &c, 1, TUCX_IO_MS) != 0 || c == 'Q') {
+        if (sio_read_all(fd, &c, 1, TUCX_IO_MS) != 0 || c == 'Q') {
             code = c == 'Q' ? 0 : 4;
             break;
         }
         if (c == 'R') {
             uint64_t q[2], h = 0;
-            if (tucx_recv(fd, q, sizeof q, TUCX_IO_MS) != 0) break;
+            if (sio_read_all(fd, q, sizeof q, TUCX_IO_MS) != 0) break;
             if (q[0] <= TUCX_REGION && q[1] <= TUCX_REGION - q[0]) h = XXH3_64bits(base + q[0], q[1]);
-            if (tucx_send(fd, &h, sizeof h) != 0) break;
+            if (sio_write_all(fd, &h, sizeof h) != 0) break;
         }
     }
 out:
@@ -193,16 +122,16 @@ out:
 static uint64_t tucx_remote_hash(tucx_env_t *e, uint64_t off, uint64_t len)
 {
     uint64_t q[2] = {off, len}, h = 0;
-    cr_assert_eq(tucx_send(e->sock, "R", 1), 0);
-    cr_assert_eq(tucx_send(e->sock, q, sizeof q), 0);
-    cr_assert_eq(tucx_recv(e->sock, &h, sizeof h, TUCX_IO_MS), 0, "child did not answer");
+    cr_assert_eq(sio_write_all(e->sock, "R", 1), 0);
+    cr_assert_eq(sio_write_all(e->sock, q, sizeof q), 0);
+    cr_assert_eq(sio_read_all(e->sock, &h, sizeof h, TUCX_IO_MS), 0, "child did not answer");
     return h;
 }
 
 static void tucx_teardown(tucx_env_t *e)
 {
     if (e->sock >= 0) {
-        tucx_send(e->sock, "Q", 1);
+        sio_write_all(e->sock, "Q", 1);
         close(e->sock);
         e->sock = -1;
     }
@@ -244,13 +173,10 @@ static int tucx_setup(tucx_env_t *e, const char *tls, fx_ucx_mech_t mech)
     fx_ucx_set_mech(e->u, mech);
     fx_ucx_set_timeout_ms(e->u, TUCX_XFER_MS);
     cr_assert_eq(fx_ucx_mem_map(e->u, e->base, TUCX_REGION, &e->m), FLUXON_OK);
-    tucx_info_t in;
-    cr_assert_eq(tucx_recv(e->sock, &in, sizeof in, TUCX_IO_MS), 0, "child did not publish");
+    ucxp_info_t in;
+    void *addr = NULL, *rkey = NULL;
+    cr_assert_eq(ucxp_receive(e->sock, TUCX_IO_MS, &in, &addr, &rkey), 0, "child did not publish");
     cr_assert(in.addr_len > 0 && in.addr_len < 65536 && in.rkey_len > 0 && in.rkey_len < 65536);
-    char *addr = fx_malloc(in.addr_len), *rkey = fx_malloc(in.rkey_len);
-    cr_assert(addr && rkey);
-    cr_assert_eq(tucx_recv(e->sock, addr, in.addr_len, TUCX_IO_MS), 0);
-    cr_assert_eq(tucx_recv(e->sock, rkey, in.rkey_len, TUCX_IO_MS), 0);
     rc = fx_ucx_peer_connect(e->u, addr, in.addr_len, rkey, in.rkey_len, in.base, &e->p);
     fx_free(addr);
     fx_free(rkey);
@@ -635,9 +561,9 @@ Test(ucx_dp, transfer_timeout, .timeout = 60)
         char *b = fx_malloc(TUCX_SELF_LEN);
         int code = 2;
         if (b && fx_ucx_create("tcp", &u) == FLUXON_OK &&
-            fx_ucx_mem_map(u, b, TUCX_SELF_LEN, &m) == FLUXON_OK && tucx_publish(sv[1], u, m, b) == 0) {
+            fx_ucx_mem_map(u, b, TUCX_SELF_LEN, &m) == FLUXON_OK && ucxp_publish(sv[1], u, m, b) == 0) {
             char q;
-            code = tucx_recv(sv[1], &q, 1, TUCX_CHILD_S * 1000) == 0 ? 0 : 3; /* no progress */
+            code = sio_read_all(sv[1], &q, 1, TUCX_CHILD_S * 1000) == 0 ? 0 : 3; /* no progress */
         }
         fx_ucx_destroy(u);
         _exit(code);
@@ -647,14 +573,14 @@ Test(ucx_dp, transfer_timeout, .timeout = 60)
     cr_assert_eq(fx_ucx_create("tcp", &u), FLUXON_OK);
     fx_ucx_set_mech(u, FX_UCX_MECH_AM);
     fx_ucx_set_timeout_ms(u, 500);
-    tucx_info_t in;
-    cr_assert_eq(tucx_recv(sv[0], &in, sizeof in, TUCX_IO_MS), 0);
-    char addr[65536], rkey[65536];
-    cr_assert(in.addr_len <= sizeof addr && in.rkey_len <= sizeof rkey);
-    cr_assert_eq(tucx_recv(sv[0], addr, in.addr_len, TUCX_IO_MS), 0);
-    cr_assert_eq(tucx_recv(sv[0], rkey, in.rkey_len, TUCX_IO_MS), 0);
+    ucxp_info_t in;
+    void *addr = NULL, *rkey = NULL;
+    cr_assert_eq(ucxp_receive(sv[0], TUCX_IO_MS, &in, &addr, &rkey), 0);
+    cr_assert(in.addr_len <= 65536 && in.rkey_len <= 65536);
     fx_ucx_peer_t *p;
     cr_assert_eq(fx_ucx_peer_connect(u, addr, in.addr_len, rkey, in.rkey_len, in.base, &p), FLUXON_OK);
+    fx_free(addr);
+    fx_free(rkey);
     char local[4096];
     fx_ucx_range_t r = {.local = local, .remote_offset = 0, .len = sizeof local};
     tucx_done_t d = {0, 0, 0};
@@ -668,7 +594,7 @@ Test(ucx_dp, transfer_timeout, .timeout = 60)
     cr_assert(dt >= 0.45 && dt < 5.0, "timed out after %.3f s", dt);
     for (int i = 0; i < 3; i++) fx_ucx_progress(u);
     cr_assert_eq(fx_ucx_peer_status(p), FLUXON_ERR_UNAVAILABLE);
-    tucx_send(sv[0], "Q", 1);
+    sio_write_all(sv[0], "Q", 1);
     close(sv[0]);
     tucx_reap(c, 10000);
     fx_ucx_destroy(u);

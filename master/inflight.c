@@ -1,24 +1,17 @@
-/* master_place.c — placement and in-flight records of the master (ARCHITECTURE §7):
+/* inflight.c — the master's in-flight records (ARCHITECTURE §7):
  *  - PUT_PLACE (PutStart): applies reject_if_inflight / reject_if_exist per key (a group
- *    with a rejected member is rejected whole), picks ONE target owner for the batch,
- *    allocates a range per accepted key in the target's segment and records an in-flight
+ *    with a rejected member is rejected whole), lets place.c pick ONE target owner for the
+ *    batch and allocate a range per accepted key in its segment, and records an in-flight
  *    put with a TTL (inflight_ttl_ms). In-flight records are never routes: only PUT_DONE
- *    turns one into routes (master_kv.c), PUT_REVOKE or the TTL frees its ranges.
- *  - Placement policy, in order: `local-first` (FX_PUT_LOCAL_FIRST) takes the requester;
- *    otherwise owners of `preferred_sub_cluster` first, then every other owner; inside a
- *    tier the order is uniformly random; write_through leaves the requester out while
- *    another owner fits. An owner fits when it is alive, connected, and its segment can
- *    hold the whole batch within the placement limit (mpl_fits: half of a gpu_owner's
- *    segment, a remote_cache owner's all but one grant).
- *    The requester always fits (its own slot pool decides), so placement never fails: a
- *    full cluster degrades to local writes.
+ *    (publish.c) turns one into routes; PUT_REVOKE or the TTL frees its ranges.
  *  - In-flight gets: DurableReplica for at most 2 owners per key at once (each record
  *    lives until that owner's GET_DONE or the TTL), TemporaryReplica beyond.
  * Reactor thread only. */
 #include <stdio.h>
 
+#include "groups.h"
 #include "log.h"
-#include "master_kv_int.h"
+#include "mkv.h"
 
 #define MPL_MAX_DURABLE 2u
 #define MPL_MAX_KEYS 65536u
@@ -38,32 +31,12 @@ typedef struct fx_mplace {
     fx_hmap_t *by_token;  /* u64 token -> mkv_inflight_t */
     fx_hmap_t *keys;      /* key -> (uintptr_t) number of in-flight puts naming it */
     fx_hmap_t *gets;      /* key -> mpl_get_t */
-    mkv_inflight_t *head, *tail;
+    mkv_inflight_t *head, *tail; /* FIFO by deadline */
     uint64_t next_token, rng;
     fx_timer_t timer;
 } fx_mplace_t;
 
-static uint64_t mpl_rand(fx_mplace_t *pl) /* xorshift64* */
-{
-    pl->rng ^= pl->rng >> 12;
-    pl->rng ^= pl->rng << 25;
-    pl->rng ^= pl->rng >> 27;
-    return pl->rng * 0x2545F4914F6CDD1Dull;
-}
-
 static uint32_t mpl_ttl(const mkv_t *s) { return s->m->cfg.inflight_ttl_ms ? s->m->cfg.inflight_ttl_ms : 60000u; }
-
-FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp)
-{
-    (void)s;
-    master_node_t *n = rp->node;
-    if (!rp->range_bytes || n->generation != rp->generation || !n->alloc) return;
-    if (fx_offset_alloc_free(n->alloc, rp->offset) != FLUXON_OK) {
-        FX_ERROR("owner %s: range at %llu was not allocated", n->node_id, (unsigned long long)rp->offset);
-        return;
-    }
-    n->placed_bytes -= FX_MIN(n->placed_bytes, rp->range_bytes);
-}
 
 /* ---- in-flight puts ---- */
 static void mpl_key_count(fx_mplace_t *pl, const char *k, uint32_t kl, int delta)
@@ -169,67 +142,91 @@ static void mpl_arm(fx_mplace_t *pl)
     fx_timer_arm(pl->s->m->r, &pl->timer, when - now, mpl_on_timer);
 }
 
-/* Can n hold `count` more ranges of `bytes`? Placed ranges may take at most half of a
- * gpu_owner's segment (the rest stays for its own slots: its writes and the copies its
- * readers need) and all but one grant of a remote_cache owner's; either way one grant
- * must stay free. */
-static bool mpl_fits(const master_node_t *n, uint64_t bytes, uint32_t count)
+/* ---- PUT_PLACE ---- */
+/* Per-key admission (reject_if_inflight, duplicates, reject_if_exist), then whole-group
+ * rejection; st[] gets each key's status. Returns the number accepted, or UINT32_MAX when
+ * the duplicate set could not be made (out of memory). */
+static uint32_t mpl_admit(mkv_t *s, const fx_body_put_place_t *b, uint64_t *st)
 {
-    if (!n->alloc || !n->alive || !n->peer || !n->ucx_address_len) return false;
-    uint64_t need = bytes * count;
-    uint64_t limit = n->node_role == FX_NODE_REMOTE_CACHE ? n->segment_bytes : n->segment_bytes / 2;
-    return n->placed_bytes + need <= limit && fx_offset_alloc_largest_free(n->alloc) >= bytes &&
-           fx_offset_alloc_free_bytes(n->alloc) >= need + n->grant_bytes;
-}
-
-static bool mpl_alloc_all(master_node_t *n, uint64_t bytes, uint32_t count, uint64_t *offs)
-{
-    for (uint32_t i = 0; i < count; i++)
-        if (fx_offset_alloc_alloc(n->alloc, bytes, &offs[i]) != FLUXON_OK) {
-            while (i--) fx_offset_alloc_free(n->alloc, offs[i]);
-            return false;
-        }
-    n->placed_bytes += bytes * count;
-    return true;
-}
-
-/* Picks the target and allocates its ranges (offs[count]); returns req when the
- * requester writes into its own slots (offs untouched). */
-static master_node_t *mpl_pick(fx_mplace_t *pl, master_node_t *req, uint64_t flags, fx_str_t preferred,
-                               uint64_t bytes, uint32_t count, uint64_t *offs)
-{
-    fx_master_t *m = pl->s->m;
-    if (flags & FX_PUT_LOCAL_FIRST) return req;
-    master_node_t **c = fx_calloc(m->n_nodes + 1, sizeof *c);
-    if (!c) return req;
-    bool exclude_req = (flags & FX_PUT_WRITE_THROUGH) != 0;
-    master_node_t *pick = NULL;
-    for (int tier = preferred.len ? 0 : 1; tier < 2 && !pick; tier++) {
-        size_t nc = 0;
-        for (size_t i = 0; i < m->n_nodes; i++) {
-            master_node_t *n = m->nodes[i];
-            if (n->role != FX_ROLE_OWNER) continue;
-            bool in_pref = preferred.len && fx_str_eq(preferred, n->sub_cluster);
-            if (preferred.len && (tier == 0) != in_pref) continue;
-            if (n == req ? (!exclude_req && n->alive) : mpl_fits(n, bytes, count)) c[nc++] = n;
-        }
-        for (size_t i = nc; i > 1; i--) { /* Fisher-Yates */
-            size_t j = (size_t)(mpl_rand(pl) % i);
-            master_node_t *t = c[i - 1];
-            c[i - 1] = c[j];
-            c[j] = t;
-        }
-        for (size_t i = 0; i < nc && !pick; i++)
-            if (c[i] == req || mpl_alloc_all(c[i], bytes, count, offs)) pick = c[i];
+    fx_mplace_t *pl = s->place;
+    uint32_t nk = b->keys.n;
+    fx_keyset_t *seen = NULL;
+    int *ist = fx_malloc(nk * sizeof *ist);
+    if (!ist || fx_keyset_create(nk, &seen) != FLUXON_OK) {
+        fx_free(ist);
+        return UINT32_MAX;
     }
-    fx_free(c);
-    if (!pick) pl->s->c.place_fallback++;
-    return pick ? pick : req;
+    fx_mkv_inv_t inv = {0};
+    for (uint32_t i = 0; i < nk; i++) {
+        fx_str_t k = b->keys.v[i];
+        bool dup = fx_keyset_add(seen, k.p, k.len) == FLUXON_ERR_KEY_EXISTS;
+        mkv_route_t *r;
+        ist[i] = FLUXON_OK;
+        if ((b->flags & FX_PUT_REJECT_IF_INFLIGHT) && (dup || fx_hmap_get(pl->keys, k.p, k.len)))
+            ist[i] = FLUXON_ERR_KEY_BEING_WRITTEN;
+        else if (dup)
+            ist[i] = FLUXON_ERR_INVALID_ARGUMENT;
+        else if ((b->flags & FX_PUT_REJECT_IF_EXIST) && (r = mkv_route_get(s, k, &inv)) && mkv_route_has_alive(r))
+            ist[i] = FLUXON_ERR_KEY_EXISTS;
+    }
+    fx_keyset_destroy(seen);
+    mkv_inv_flush(s, &inv);
+    fx_groups_reject(b->group_lens.v, b->group_lens.n, nk, ist, FLUXON_OK, FLUXON_ERR_GROUP_REJECTED, NULL, NULL);
+    uint32_t acc = 0;
+    for (uint32_t i = 0; i < nk; i++) {
+        st[i] = MKV_ST(ist[i]);
+        acc += ist[i] == FLUXON_OK;
+    }
+    fx_free(ist);
+    return acc;
 }
 
-static void mpl_fail_place(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const char *why, uint32_t arg)
+/* The in-flight record of the acc accepted keys of b (st[i] OK) placed on t (ranges
+ * aoffs[], by accepted index, when t != n); offs[i] gets key i's range. NULL: out of
+ * memory (nothing recorded, the ranges are still allocated). */
+static mkv_inflight_t *mpl_record_new(mkv_t *s, master_node_t *n, master_node_t *t, const fx_body_put_place_t *b,
+                                      const uint64_t *st, const uint64_t *aoffs, uint32_t acc, uint64_t bytes,
+                                      uint64_t *offs)
 {
-    mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "put_place from %s: %s (%u)", p->node_id, why, arg);
+    fx_mplace_t *pl = s->place;
+    mkv_inflight_t *r = fx_calloc(1, sizeof *r);
+    if (r) {
+        r->keys = fx_calloc(acc, sizeof *r->keys);
+        r->klens = fx_calloc(acc, sizeof *r->klens);
+        r->offsets = fx_calloc(acc, sizeof *r->offsets);
+    }
+    bool ok = r && r->keys && r->klens && r->offsets;
+    for (uint32_t i = 0, k = 0; ok && i < b->keys.n; i++) {
+        if (st[i] != MKV_ST(FLUXON_OK)) continue;
+        r->keys[k] = fx_strndup(b->keys.v[i].p, b->keys.v[i].len);
+        ok = r->keys[k] != NULL;
+        r->klens[k] = b->keys.v[i].len;
+        r->offsets[k] = t == n ? 0 : aoffs[k];
+        offs[i] = r->offsets[k];
+        r->n = ++k;
+    }
+    if (ok) {
+        r->token = ++pl->next_token;
+        r->requester = n;
+        r->req_generation = n->generation;
+        r->target = t;
+        r->tgt_generation = t->generation;
+        r->value_len = b->value_len;
+        r->range_bytes = t == n ? 0 : bytes;
+        r->deadline_ms = fx_now_ms() + mpl_ttl(s);
+        ok = fx_hmap_put(pl->by_token, &r->token, sizeof r->token, r, NULL) == FLUXON_OK;
+    }
+    if (!ok) {
+        if (r) mpl_free(r);
+        return NULL;
+    }
+    r->prev = pl->tail;
+    if (pl->tail) pl->tail->next = r;
+    else pl->head = r;
+    pl->tail = r;
+    for (uint32_t k = 0; k < r->n; k++) mpl_key_count(pl, r->keys[k], r->klens[k], +1);
+    mpl_arm(pl);
+    return r;
 }
 
 FX_INTERNAL void fx_mplace_put_place(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
@@ -238,103 +235,48 @@ FX_INTERNAL void fx_mplace_put_place(mkv_t *s, master_peer_t *p, const fx_frame_
     fx_mplace_t *pl = s->place;
     fx_body_put_place_t b;
     MKV_DECODE(s, p, h, body, arena, put_place, &b);
-    master_node_t *n = mkv_need_node(s, p, h);
+    mkv_batch_spec_t spec = {"put_place", b.keys, NULL, 0, 1, MPL_MAX_KEYS, true, 3};
+    uint64_t *cols;
+    master_node_t *n = mkv_batch_open(s, p, h, &spec, arena, &cols);
     if (!n) return;
     uint32_t nk = b.keys.n;
     uint64_t bytes = b.value_len > UINT64_MAX - 8192 ? 0 : FX_MAX((b.value_len + 4095) & ~4095ull, 4096ull);
-    if (nk == 0 || nk > MPL_MAX_KEYS) return mpl_fail_place(s, p, h, "the batch must have 1..65536 keys", nk);
-    if (b.value_len == 0 || !bytes || b.value_len > n->segment_bytes)
-        return mpl_fail_place(s, p, h, "value_len must be 1..the segment size", (uint32_t)FX_MIN(b.value_len, UINT32_MAX));
-    uint64_t sum = 0;
-    for (uint32_t g = 0; g < b.group_lens.n; g++) {
-        if (b.group_lens.v[g] == 0 || b.group_lens.v[g] > nk - sum)
-            return mpl_fail_place(s, p, h, "group_lens must be > 0 and sum to the keys; bad group", g);
-        sum += b.group_lens.v[g];
-    }
-    if (b.group_lens.n && sum != nk) return mpl_fail_place(s, p, h, "group_lens do not sum to the keys", nk);
-    for (uint32_t i = 0; i < nk; i++)
-        if (!mkv_key_ok(b.keys.v[i]) || memchr(b.keys.v[i].p, 0, b.keys.v[i].len))
-            return mpl_fail_place(s, p, h, "key must be 1..1024 bytes without NUL; bad key", i);
-    uint64_t *st = mkv_arena_u64(arena, nk), *offs = mkv_arena_u64(arena, nk), *aoffs = mkv_arena_u64(arena, nk);
-    if (!st || !offs || !aoffs) {
-        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "put_place of %u keys: out of memory", nk);
+    char why[160];
+    if (b.value_len == 0 || !bytes || b.value_len > n->segment_bytes) {
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "put_place from %s: value_len %llu must be 1..the segment "
+                 "size (%llu)", n->node_id, (unsigned long long)b.value_len, (unsigned long long)n->segment_bytes);
         return;
     }
-    fx_mkv_inv_t inv = {0};
-    for (uint32_t i = 0; i < nk; i++) {
-        fx_str_t k = b.keys.v[i];
-        st[i] = MKV_ST(FLUXON_OK);
-        offs[i] = 0;
-        bool dup = false;
-        for (uint32_t j = 0; j < i && !dup; j++) dup = b.keys.v[j].len == k.len && !memcmp(b.keys.v[j].p, k.p, k.len);
-        mkv_route_t *r;
-        if ((b.flags & FX_PUT_REJECT_IF_INFLIGHT) && (dup || fx_hmap_get(pl->keys, k.p, k.len)))
-            st[i] = MKV_ST(FLUXON_ERR_KEY_BEING_WRITTEN);
-        else if (dup)
-            st[i] = MKV_ST(FLUXON_ERR_INVALID_ARGUMENT);
-        else if ((b.flags & FX_PUT_REJECT_IF_EXIST) && (r = mkv_route_get(s, k, &inv)) && mkv_route_has_alive(r))
-            st[i] = MKV_ST(FLUXON_ERR_KEY_EXISTS);
+    if (!fx_groups_check(b.group_lens.v, b.group_lens.n, nk, why, sizeof why)) {
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "put_place from %s: %s", n->node_id, why);
+        return;
     }
-    mkv_inv_flush(s, &inv);
-    uint32_t ng = b.group_lens.n ? b.group_lens.n : nk, acc = 0;
-    for (uint32_t g = 0, start = 0; g < ng; g++) {
-        uint32_t gl = b.group_lens.n ? (uint32_t)b.group_lens.v[g] : 1;
-        bool rej = false;
-        for (uint32_t i = start; i < start + gl; i++) rej |= st[i] != MKV_ST(FLUXON_OK);
-        for (uint32_t i = start; i < start + gl; i++) {
-            if (rej && st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(FLUXON_ERR_GROUP_REJECTED);
-            acc += st[i] == MKV_ST(FLUXON_OK);
-        }
-        start += gl;
+    uint64_t *st = cols, *offs = cols + nk, *aoffs = cols + 2 * (size_t)nk;
+    memset(offs, 0, nk * sizeof *offs);
+    uint32_t acc = mpl_admit(s, &b, st);
+    if (acc == UINT32_MAX) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "put_place of %u keys: out of memory", nk);
+        return;
     }
     s->c.places++;
     s->c.place_rejected += nk - acc;
     master_node_t *t = n;
     mkv_inflight_t *r = NULL;
     if (acc) {
-        t = mpl_pick(pl, n, b.flags, b.preferred_sub_cluster, bytes, acc, aoffs);
-        r = fx_calloc(1, sizeof *r);
-        if (r) {
-            r->keys = fx_calloc(acc, sizeof *r->keys);
-            r->klens = fx_calloc(acc, sizeof *r->klens);
-            r->offsets = fx_calloc(acc, sizeof *r->offsets);
+        t = fx_mplace_pick(s->m, &pl->rng, n, b.flags, b.preferred_sub_cluster, bytes, acc, aoffs);
+        if (!t) {
+            s->c.place_fallback++;
+            t = n;
         }
-        bool ok = r && r->keys && r->klens && r->offsets;
-        for (uint32_t i = 0, k = 0; ok && i < nk; i++) {
-            if (st[i] != MKV_ST(FLUXON_OK)) continue;
-            r->keys[k] = fx_strndup(b.keys.v[i].p, b.keys.v[i].len);
-            ok = r->keys[k] != NULL;
-            r->klens[k] = b.keys.v[i].len;
-            r->offsets[k] = t == n ? 0 : aoffs[k];
-            offs[i] = r->offsets[k];
-            r->n = ++k;
-        }
-        if (ok) {
-            r->token = ++pl->next_token;
-            r->requester = n;
-            r->req_generation = n->generation;
-            r->target = t;
-            r->tgt_generation = t->generation;
-            r->value_len = b.value_len;
-            r->range_bytes = t == n ? 0 : bytes;
-            r->deadline_ms = fx_now_ms() + mpl_ttl(s);
-            ok = fx_hmap_put(pl->by_token, &r->token, sizeof r->token, r, NULL) == FLUXON_OK;
-        }
-        if (!ok) {
+        r = mpl_record_new(s, n, t, &b, st, aoffs, acc, bytes, offs);
+        if (!r) {
             if (t != n) {
                 for (uint32_t k = 0; k < acc; k++) fx_offset_alloc_free(t->alloc, aoffs[k]);
                 t->placed_bytes -= FX_MIN(t->placed_bytes, bytes * acc);
             }
-            if (r) mpl_free(r);
             mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "put_place of %u keys: out of memory", nk);
             return;
         }
-        r->prev = pl->tail;
-        if (pl->tail) pl->tail->next = r;
-        else pl->head = r;
-        pl->tail = r;
-        for (uint32_t k = 0; k < r->n; k++) mpl_key_count(pl, r->keys[k], r->klens[k], +1);
-        mpl_arm(pl);
         if (t == n) s->c.place_local++;
         else s->c.place_remote++;
     }
@@ -500,9 +442,7 @@ FX_INTERNAL void fx_mplace_destroy(mkv_t *s)
         mpl_unlink(pl, r);
         mpl_free(r);
     }
-    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
-    void *v;
-    while (fx_hmap_iter_next(pl->gets, &it, NULL, NULL, &v)) fx_free(v);
+    fx_hmap_clear(pl->gets, fx_free);
     fx_hmap_destroy(pl->gets);
     fx_hmap_destroy(pl->keys);
     fx_hmap_destroy(pl->by_token);
@@ -510,11 +450,13 @@ FX_INTERNAL void fx_mplace_destroy(mkv_t *s)
     s->place = NULL;
 }
 
-FX_INTERNAL size_t fx_mplace_stats_json(mkv_t *s, char *buf, size_t cap)
+FX_INTERNAL void fx_mplace_stats_json(mkv_t *s, fx_jbuf_t *j)
 {
     fx_mplace_t *pl = s->place;
-    if (!pl || !cap) return 0;
-    int n = snprintf(buf, cap, ",\"inflight_puts\":%zu,\"inflight_put_keys\":%zu,\"inflight_gets\":%zu",
-                     fx_hmap_count(pl->by_token), fx_hmap_count(pl->keys), fx_hmap_count(pl->gets));
-    return n < 0 ? 0 : FX_MIN((size_t)n, cap - 1);
+    if (!pl) return;
+    fx_jbuf_printf(j, ",\"inflight_puts\":%zu,\"inflight_put_keys\":%zu,\"inflight_gets\":%zu",
+                   fx_hmap_count(pl->by_token), fx_hmap_count(pl->keys), fx_hmap_count(pl->gets));
 }
+
+#undef MPL_MAX_DURABLE
+#undef MPL_MAX_KEYS

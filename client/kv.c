@@ -1,0 +1,227 @@
+/* kv.c — plain KV calls on top of the request path and the hostless calls: fluxon_put,
+ * fluxon_get (+ holders), fluxon_delete, fluxon_batch_exists, fluxon_lease_grant,
+ * fluxon_list_keys, fluxon_wait_local_segments_ready. */
+#include "client.h"
+#include "log.h"
+
+struct fluxon_holder {
+    fluxon_client *cl;
+    uint64_t holder_id;
+    const void *data;
+    uint64_t len;
+};
+
+/* A whole small put in ONE request (PUT_INLINE): the owner stages, places, publishes and
+ * answers once published; saves the put_start/commit round trips and the PUBLISHED
+ * hand-off of the plan path. Options with atomic groups or a replica mask take the plan
+ * path (same validation as the hostless calls). */
+#define CKV_PUT_INLINE_MAX (256u * 1024u)
+
+static int ckv_put_inline(fluxon_client *cl, const char *key, const void *value, uint64_t value_len,
+                          const fluxon_put_options *opts)
+{
+    uint64_t flags = FX_PUT_PLACE, lease = 0;
+    const char *preferred = NULL;
+    int rc = fx_client_put_scalars(opts, &flags, &lease, &preferred);
+    if (rc != FLUXON_OK) return rc;
+    fx_body_put_inline_t b = {fx_str_c(key), {(const char *)value, (uint32_t)value_len}, flags, lease,
+                              fx_str_c(preferred)};
+    uint8_t *req;
+    uint32_t len;
+    FX_CLIENT_ENCODE(put_inline, &b, req, len);
+    return fx_client_call_decode(cl, FX_MSG_PUT_INLINE, req, len, "put", NULL, NULL);
+}
+
+int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t value_len,
+               const fluxon_put_options *opts)
+{
+    if (!cl || !fx_client_key_ok(key) || !value || value_len == 0) {
+        if (cl)
+            FX_WARN("put: %s", !fx_client_key_ok(key) ? "the key must be 1..1024 bytes"
+                               : !value                ? "value is NULL"
+                                                       : "value_len is 0");
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
+    if (value_len <= CKV_PUT_INLINE_MAX &&
+        !(opts && (opts->field_mask & (FLUXON_PUT_OPT_ATOMIC_GROUPS | FLUXON_PUT_OPT_REPLICA_MASK)))) {
+        int rc = fx_client_ready(cl);
+        return rc != FLUXON_OK ? rc : ckv_put_inline(cl, key, value, value_len, opts);
+    }
+    fluxon_plan *plan = NULL;
+    int st = FLUXON_OK;
+    int rc = fx_client_put_start(cl, &key, 1, value_len, opts, FX_PUT_PLACE, &plan, &st);
+    if (rc != FLUXON_OK) return rc;
+    if (st != FLUXON_OK) {
+        fluxon_put_abort(cl, plan);
+        return st;
+    }
+    memcpy((void *)(uintptr_t)plan->value_ptrs[0], value, value_len);
+    fluxon_future *f = NULL;
+    rc = fluxon_local_fast_put_commit(cl, plan, &f);
+    if (rc != FLUXON_OK) {
+        fluxon_put_abort(cl, plan);
+        return rc;
+    }
+    rc = fluxon_future_wait(f, cl->cfg.timeout_ms);
+    fluxon_future_free(f);
+    return rc;
+}
+
+int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)
+{
+    if (!cl || !fx_client_key_ok(key) || !holder_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    int rc = fluxon_get_start(cl, &key, 1, 1, NULL, 0, &h, &r);
+    if (rc != FLUXON_OK) return rc;
+    if (r.transferable_len == 0) {
+        fluxon_cancel_get_transfer(cl, h);
+        return r.miss_status < 0 ? r.miss_status : FLUXON_ERR_NOT_FOUND;
+    }
+    fx_plan_obj_t *o = NULL;
+    fx_plan_reg_take(cl->plans, h, FX_PLAN_HANDLE, NULL, NULL, &o);
+    fluxon_holder *hd = fx_calloc(1, sizeof *hd);
+    if (!o || !hd) {
+        fx_free(hd);
+        if (o) {
+            fx_client_consume(cl, o->owner_id, 0);
+            fx_plan_reg_retire(cl->plans, o);
+        }
+        return FLUXON_ERR_NOMEM;
+    }
+    hd->cl = cl;
+    hd->holder_id = o->holder_ids[0];
+    hd->data = (const uint8_t *)fx_segment_base(cl->seg) + o->offsets[0];
+    hd->len = o->lens[0];
+    fx_client_consume(cl, o->owner_id, 1);
+    fx_plan_reg_retire(cl->plans, o);
+    *holder_p = hd;
+    return FLUXON_OK;
+}
+
+const void *fluxon_holder_data(const fluxon_holder *h) { return h ? h->data : NULL; }
+uint64_t fluxon_holder_len(const fluxon_holder *h) { return h ? h->len : 0; }
+
+void fluxon_holder_release(fluxon_holder *h)
+{
+    if (!h) return;
+    if (fx_client_ready(h->cl) == FLUXON_OK) fx_client_release_ids(h->cl, &h->holder_id, 1);
+    fx_free(h);
+}
+
+int fluxon_delete(fluxon_client *cl, const char *key)
+{
+    int rc = fx_client_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!fx_client_key_ok(key)) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_body_key_t b = {fx_str_c(key)};
+    uint8_t *req;
+    uint32_t len;
+    FX_CLIENT_ENCODE(key, &b, req, len);
+    return fx_client_call_decode(cl, FX_MSG_DELETE, req, len, "DELETE", NULL, NULL);
+}
+
+static int ckv_decode_count(const uint8_t *body, uint32_t len, void *arg)
+{
+    fx_body_count_t c;
+    fx_arena_t a = {0};
+    int rc = fx_body_count_decode(body, len, &c, &a);
+    if (rc == FLUXON_OK) *(size_t *)arg = c.count;
+    fx_arena_free(&a);
+    return rc;
+}
+
+int fluxon_batch_exists(fluxon_client *cl, const char *const *keys, size_t n, size_t *leading_hits_p)
+{
+    int rc = fx_client_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!leading_hits_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_str_t *kv;
+    if ((rc = fx_client_keys(keys, n, &kv)) != FLUXON_OK) return rc;
+    fx_body_keys_t b = {{kv, (uint32_t)n}};
+    uint8_t *req;
+    uint32_t len;
+    FX_CLIENT_ENCODE(keys, &b, req, len);
+    fx_free(kv);
+    return fx_client_call_decode(cl, FX_MSG_EXISTS, req, len, "EXISTS", ckv_decode_count, leading_hits_p);
+}
+
+static int ckv_decode_lease(const uint8_t *body, uint32_t len, void *arg)
+{
+    fx_body_lease_ack_t a;
+    fx_arena_t ar = {0};
+    int rc = fx_body_lease_ack_decode(body, len, &a, &ar);
+    if (rc == FLUXON_OK) *(uint64_t *)arg = a.lease_id;
+    fx_arena_free(&ar);
+    return rc;
+}
+
+int fluxon_lease_grant(fluxon_client *cl, uint64_t ttl_ms, uint64_t *lease_id_p)
+{
+    int rc = fx_client_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!lease_id_p || ttl_ms == 0 || ttl_ms > 86400000u) return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_body_lease_t b = {ttl_ms};
+    uint8_t *req;
+    uint32_t len;
+    FX_CLIENT_ENCODE(lease, &b, req, len);
+    return fx_client_call_decode(cl, FX_MSG_LEASE_GRANT, req, len, "LEASE_GRANT", ckv_decode_lease, lease_id_p);
+}
+
+typedef struct ckv_list_ctx {
+    void (*cb)(void *arg, const char *key);
+    void *arg;
+    size_t *n_p;
+} ckv_list_ctx_t;
+
+static int ckv_decode_list(const uint8_t *body, uint32_t len, void *arg)
+{
+    ckv_list_ctx_t *x = arg;
+    fx_body_keys_t k;
+    fx_arena_t a = {0};
+    int rc = fx_body_keys_decode(body, len, &k, &a);
+    char key[FLUXON_MAX_KEY_BYTES + 1];
+    for (uint32_t i = 0; rc == FLUXON_OK && i < k.keys.n; i++) {
+        fx_str_copy(k.keys.v[i], key, sizeof key);
+        x->cb(x->arg, key);
+    }
+    if (rc == FLUXON_OK) *x->n_p = k.keys.n;
+    fx_arena_free(&a);
+    return rc;
+}
+
+int fluxon_list_keys(fluxon_client *cl, const char *prefix, const char *after, uint32_t limit,
+                     void (*cb)(void *arg, const char *key), void *arg, size_t *n_p)
+{
+    int rc = fx_client_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!cb || !n_p || limit == 0 || limit > 10000 || (prefix && strlen(prefix) > FLUXON_MAX_KEY_BYTES) ||
+        (after && strlen(after) > FLUXON_MAX_KEY_BYTES))
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    fx_body_list_t b = {fx_str_c(prefix ? prefix : ""), fx_str_c(after ? after : ""), limit};
+    uint8_t *req;
+    uint32_t len;
+    FX_CLIENT_ENCODE(list, &b, req, len);
+    ckv_list_ctx_t x = {cb, arg, n_p};
+    return fx_client_call_decode(cl, FX_MSG_LIST, req, len, "LIST", ckv_decode_list, &x);
+}
+
+int fluxon_wait_local_segments_ready(fluxon_client *cl, uint32_t timeout_ms, fluxon_segment_info *out, size_t cap,
+                                     size_t *n_p)
+{
+    if (!cl || !n_p || (!out && cap)) return FLUXON_ERR_INVALID_ARGUMENT;
+    *n_p = 1;
+    if (cap < 1) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (__atomic_load_n(&cl->owner_lost, __ATOMIC_ACQUIRE)) return FLUXON_ERR_STALE;
+    memset(out, 0, sizeof *out);
+    fx_strlcpy(out->segment_label, "external_owner:0", sizeof out->segment_label);
+    fx_strlcpy(out->node_id, cl->owner_node_id, sizeof out->node_id);
+    out->write_ptr = fx_segment_base(cl->seg);
+    out->read_ptr = fx_segment_base(cl->seg);
+    out->len = fx_segment_len(cl->seg);
+    out->generation = fx_segment_generation(cl->seg);
+    (void)timeout_ms;
+    return FLUXON_OK;
+}
+
+#undef CKV_PUT_INLINE_MAX

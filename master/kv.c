@@ -1,0 +1,144 @@
+/* kv.c — the lifecycle of the master's KV state and its per-owner part: init/fini of the
+ * modules in mkv.h, an owner's registration (a segment allocator per generation, grants it
+ * already holds re-learned after a master restart, replicas of its older generation
+ * dropped), death and removal, and GRANT (ranges of grant_bytes handed to an owner for its
+ * own slots). Called by master.c only. */
+#include <stdio.h>
+
+#include "log.h"
+#include "mkv.h"
+
+/* ---- GRANT ---- */
+FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                              fx_arena_t *arena)
+{
+    fx_body_grant_t b;
+    MKV_DECODE(s, p, h, body, arena, grant, &b);
+    master_node_t *n = mkv_need_node(s, p, h);
+    if (!n) return;
+    if (b.slot_size == 0 || b.slot_size > n->grant_bytes || b.count < 1 || b.count > MKV_MAX_GRANTS) {
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT,
+                 "grant: slot_size %llu must be 1..grant_bytes (%llu) and count %u 1..%u",
+                 (unsigned long long)b.slot_size, (unsigned long long)n->grant_bytes, b.count, MKV_MAX_GRANTS);
+        return;
+    }
+    uint64_t *ids = mkv_arena_u64(arena, b.count), *offs = mkv_arena_u64(arena, b.count);
+    if (!ids || !offs) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "grant: out of memory");
+        return;
+    }
+    uint32_t k = 0;
+    int arc = FLUXON_ERR_NO_SPACE;
+    while (k < b.count && n->alloc) {
+        arc = fx_offset_alloc_alloc(n->alloc, n->grant_bytes, &offs[k]);
+        if (arc != FLUXON_OK) break;
+        ids[k++] = n->next_grant_id++;
+    }
+    if (k == 0) {
+        mkv_fail(s, p, h, arc == FLUXON_ERR_NOMEM ? FLUXON_ERR_NOMEM : FLUXON_ERR_NO_SPACE,
+                 "grant: no room for a %llu-byte grant (slot_size %llu) in the segment of %s "
+                 "(generation %llu, %llu bytes, %llu free, largest free %llu)",
+                 (unsigned long long)n->grant_bytes, (unsigned long long)b.slot_size, n->node_id,
+                 (unsigned long long)n->generation, (unsigned long long)n->segment_bytes,
+                 (unsigned long long)(n->alloc ? fx_offset_alloc_free_bytes(n->alloc) : 0),
+                 (unsigned long long)(n->alloc ? fx_offset_alloc_largest_free(n->alloc) : 0));
+        return;
+    }
+    s->c.grants += k;
+    if (k < b.count)
+        FX_INFO("grant: %s asked for %u grants of %llu bytes, %u fit", n->node_id, b.count,
+                (unsigned long long)n->grant_bytes, k);
+    fx_body_grant_ack_t ack = {{ids, k}, {offs, k}};
+    MKV_REPLY(p, h, grant_ack, &ack);
+}
+
+FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, uint64_t old_generation)
+{
+    mkv_t *s = m->kv;
+    if (!s) return FLUXON_ERR_INTERNAL;
+    if (n->kv && old_generation == n->generation) return FLUXON_OK; /* reconnect: the state stays */
+    fx_offset_alloc_t *a = NULL;
+    uint64_t top = n->segment_bytes / FX_OFFSET_ALLOC_PAGE * FX_OFFSET_ALLOC_PAGE;
+    if (top > FX_OFFSET_ALLOC_PAGE) {
+        int rc = fx_offset_alloc_create(FX_OFFSET_ALLOC_PAGE, top - FX_OFFSET_ALLOC_PAGE, &a);
+        if (rc != FLUXON_OK) {
+            FX_ERROR("owner %s: cannot create the segment allocator over [4096, %llu): %s", n->node_id,
+                     (unsigned long long)top, fluxon_status_string(rc));
+            return rc;
+        }
+    } else {
+        FX_WARN("owner %s: segment of %llu bytes has no payload range; it gets no grants", n->node_id,
+                (unsigned long long)n->segment_bytes);
+    }
+    if (fx_mkv_dedup_reset(s, n) != FLUXON_OK) {
+        fx_offset_alloc_destroy(a);
+        FX_ERROR("owner %s: out of memory for its KV state", n->node_id);
+        return FLUXON_ERR_NOMEM;
+    }
+    fx_offset_alloc_destroy(n->alloc);
+    n->alloc = a;
+    n->placed_bytes = 0;
+    n->next_grant_id = 1;
+    /* grants the owner already holds (this master restarted under it) */
+    for (uint32_t i = 0; a && i < n->reg_n_grants; i++) {
+        int rc = fx_offset_alloc_reserve(a, n->reg_grant_offsets[i], n->grant_bytes);
+        if (rc != FLUXON_OK)
+            FX_ERROR("owner %s: its grant %llu at %llu cannot be re-learned: %s", n->node_id,
+                     (unsigned long long)n->reg_grant_ids[i], (unsigned long long)n->reg_grant_offsets[i],
+                     fluxon_status_string(rc));
+        n->next_grant_id = FX_MAX(n->next_grant_id, n->reg_grant_ids[i] + 1);
+    }
+    if (n->reg_n_grants)
+        FX_INFO("owner %s: re-learned %u grants it holds", n->node_id, n->reg_n_grants);
+    if (old_generation != 0 && old_generation != n->generation) mkv_routes_drop_generation(s, n, old_generation);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_master_kv_node_dead(fx_master_t *m, master_node_t *n)
+{
+    /* replicas stay recorded (the owner may come back with the same generation);
+     * LOOKUP skips them while the node is not alive */
+    FX_DEBUG("owner %s dead: its replicas are no longer returned by lookups", n->node_id);
+    if (m->kv) fx_mplace_node_dead(m->kv, n);
+}
+
+FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n)
+{
+    fx_mkv_dedup_free(m->kv, n);
+    fx_offset_alloc_destroy(n->alloc);
+    n->alloc = NULL;
+}
+
+FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
+{
+    mkv_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    s->m = m;
+    fx_timer_init(&s->lease_timer);
+    fx_timer_init(&s->dedup_timer);
+    int rc = mkv_routes_create(s);
+    if (rc == FLUXON_OK) rc = fx_lease_table_create(&s->leases);
+    if (rc == FLUXON_OK) rc = fx_mplace_create(s);
+    if (rc != FLUXON_OK) {
+        FX_ERROR("master: cannot create the route table: %s", fluxon_status_string(rc));
+        mkv_routes_destroy(s);
+        fx_lease_table_destroy(s->leases);
+        fx_free(s);
+        return rc;
+    }
+    m->kv = s;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)
+{
+    mkv_t *s = m->kv;
+    if (!s) return;
+    fx_mkv_leases_stop(s);
+    fx_mkv_dedup_stop(s);
+    fx_mplace_destroy(s);
+    mkv_routes_destroy(s);
+    fx_lease_table_destroy(s->leases);
+    fx_free(s);
+    m->kv = NULL;
+}

@@ -1,0 +1,278 @@
+/* lookup.c — the master's read side and deletions (ARCHITECTURE §5, §7): LOOKUP (which
+ * replica to read, and whether the copy the reader makes is durable, temporary or a reuse
+ * of its own slot), GET_DONE (a durable copy becomes a replica), EVICT (an owner drops
+ * exact replicas of its own), DELETE, EXISTS and LIST.
+ *
+ *  - A route is "live" when its lease (if any) has not expired and at least one replica
+ *    sits on an alive node of the recorded generation. LOOKUP and EXISTS see only live
+ *    routes.
+ *  - Expected per-key outcomes (NOT_FOUND on lookup, STALE get_done or evict) are logged
+ *    at debug level, one summary per batch; request-level errors at warn.
+ *  - INVALIDATEs caused by a request (expired leases met on the way, deletes) are sent
+ *    BEFORE its reply. */
+#include <stdio.h>
+
+#include "log.h"
+#include "mkv.h"
+
+/* ---- LOOKUP ---- */
+FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena)
+{
+    fx_body_lookup_t b;
+    MKV_DECODE(s, p, h, body, arena, lookup, &b);
+    master_node_t *self = p->node;
+    uint32_t nk = b.keys.n;
+    size_t max_src = FX_MAX(FX_MIN((size_t)nk, s->m->n_nodes), (size_t)1);
+    uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 7);
+    uint64_t *sgen = mkv_arena_u64(arena, max_src), *sbase = mkv_arena_u64(arena, max_src);
+    fx_str_t *sid = fx_arena_alloc(arena, max_src * sizeof *sid);
+    fx_str_t *saddr = fx_arena_alloc(arena, max_src * sizeof *saddr);
+    fx_str_t *srkey = fx_arena_alloc(arena, max_src * sizeof *srkey);
+    master_node_t **snode = fx_arena_alloc(arena, max_src * sizeof *snode);
+    if (!cols || !sgen || !sbase || !sid || !saddr || !srkey || !snode) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "lookup of %u keys: out of memory", nk);
+        return;
+    }
+    uint64_t *st = cols, *src = cols + nk, *offs = cols + 2 * (size_t)nk, *vlen = cols + 3 * (size_t)nk,
+             *pms = cols + 4 * (size_t)nk, *pver = cols + 5 * (size_t)nk, *modes = cols + 6 * (size_t)nk;
+    uint32_t nsrc = 0, hits = 0;
+    fx_mkv_inv_t inv = {0};
+    for (uint32_t i = 0; i < nk; i++) {
+        st[i] = MKV_ST(FLUXON_ERR_NOT_FOUND);
+        src[i] = UINT64_MAX;
+        offs[i] = vlen[i] = pms[i] = pver[i] = modes[i] = 0;
+        mkv_route_t *r = mkv_key_ok(b.keys.v[i]) ? mkv_route_get(s, b.keys.v[i], &inv) : NULL;
+        if (!r) continue;
+        /* a replica on the requester itself first (no network), else the first alive one */
+        int pick = -1;
+        for (uint32_t j = 0; j < r->n_rep; j++) {
+            if (!mkv_replica_alive(&r->rep[j])) continue;
+            if (r->rep[j].node == self) {
+                pick = (int)j;
+                break;
+            }
+            if (pick < 0) pick = (int)j;
+        }
+        if (pick < 0) continue;
+        const mkv_replica_t *rep = &r->rep[pick];
+        /* ReuseReplica: the requester's own slot holds it; otherwise a copy is made,
+         * durable for at most 2 owners at once, temporary beyond (§7) */
+        uint32_t live = 0; /* replicas of current generations: a GET_DONE could only add past these */
+        for (uint32_t j = 0; j < r->n_rep; j++) live += r->rep[j].node->generation == r->rep[j].generation;
+        if (rep->node == self && !rep->range_bytes) {
+            modes[i] = FX_GET_REUSE;
+            s->c.get_reuse++;
+        } else if (self && live < MKV_MAX_REPLICAS) {
+            modes[i] = fx_mplace_get_begin(s, b.keys.v[i], self);
+            if (modes[i] == FX_GET_DURABLE) s->c.get_durable++;
+            else s->c.get_temporary++;
+        } else {
+            modes[i] = FX_GET_TEMPORARY;
+        }
+        uint32_t si = 0;
+        while (si < nsrc && snode[si] != rep->node) si++;
+        if (si == nsrc) {
+            if (nsrc == max_src) continue; /* cannot happen: sources are distinct nodes */
+            master_node_t *sn = rep->node;
+            snode[nsrc] = sn;
+            sid[nsrc] = fx_str_c(sn->node_id);
+            sgen[nsrc] = sn->generation;
+            saddr[nsrc] = (fx_str_t){(const char *)sn->ucx_address, sn->ucx_address_len};
+            srkey[nsrc] = (fx_str_t){(const char *)sn->rkey, sn->rkey_len};
+            sbase[nsrc] = sn->segment_base;
+            nsrc++;
+        }
+        st[i] = MKV_ST(FLUXON_OK);
+        src[i] = si;
+        offs[i] = rep->offset;
+        vlen[i] = r->value_len;
+        pms[i] = r->put_ms;
+        pver[i] = r->put_ver;
+        hits++;
+    }
+    s->c.lookups += nk;
+    s->c.lookup_hits += hits;
+    if (hits < nk) FX_DEBUG("lookup from %s: %u of %u keys hit", fx_conn_desc(p->conn), hits, nk);
+    fx_body_lookup_ack_t ack = {{st, nk},     {src, nk},   {offs, nk},  {vlen, nk},   {pms, nk},   {pver, nk},
+                                {sid, nsrc},  {sgen, nsrc}, {saddr, nsrc}, {srkey, nsrc}, {sbase, nsrc},
+                                {modes, nk}};
+    mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, lookup_ack, &ack);
+}
+
+/* ---- GET_DONE ---- */
+/* Checks the modes and each copy's range; returns false after replying. */
+static bool lk_get_done_valid(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const master_node_t *n,
+                              const fx_body_get_done_t *b)
+{
+    for (uint32_t i = 0; i < b->modes.n; i++)
+        if (b->modes.v[i] != FX_GET_DURABLE && b->modes.v[i] != FX_GET_TEMPORARY && b->modes.v[i] != FX_GET_ABANDON) {
+            mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "get_done from %s: modes[%u] = %llu (must be %u durable, "
+                     "%u temporary or %u abandoned)", n->node_id, i, (unsigned long long)b->modes.v[i], FX_GET_DURABLE,
+                     FX_GET_TEMPORARY, FX_GET_ABANDON);
+            return false;
+        }
+    for (uint32_t i = 0; i < b->keys.n; i++) {
+        bool abandon = b->modes.n && b->modes.v[i] == FX_GET_ABANDON; /* no copy: nothing to check */
+        if (abandon || (b->value_lens.v[i] != 0 && mkv_range_ok(n, b->offsets.v[i], b->value_lens.v[i]))) continue;
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT,
+                 "get_done from %s: key %u at offset %llu + %llu bytes (payload range [4096, %llu))", n->node_id, i,
+                 (unsigned long long)b->offsets.v[i], (unsigned long long)b->value_lens.v[i],
+                 (unsigned long long)n->segment_bytes);
+        return false;
+    }
+    return true;
+}
+
+FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                 fx_arena_t *arena)
+{
+    fx_body_get_done_t b;
+    MKV_DECODE(s, p, h, body, arena, get_done, &b);
+    const mkv_array_t arrays[] = {{"offsets", b.offsets.n, false},        {"put_ms", b.put_ms.n, false},
+                                  {"put_ver", b.put_ver.n, false},        {"value_lens", b.value_lens.n, false},
+                                  {"src_offsets", b.src_offsets.n, false}, {"modes", b.modes.n, true}};
+    mkv_batch_spec_t spec = {"get_done", b.keys, arrays, FX_ARRAY_LEN(arrays), 0, UINT32_MAX, false, 1};
+    uint64_t *st;
+    master_node_t *n = mkv_batch_open(s, p, h, &spec, arena, &st);
+    if (!n || !lk_get_done_valid(s, p, h, n, &b)) return;
+    uint32_t nk = b.keys.n;
+    /* the source the values were copied from */
+    master_node_t *src = NULL;
+    for (size_t j = 0; j < s->m->n_nodes; j++)
+        if (fx_str_eq(b.src_node_id, s->m->nodes[j]->node_id)) src = s->m->nodes[j];
+    fx_mkv_inv_t inv = {0};
+    uint32_t stale = 0, full = 0;
+    for (uint32_t i = 0; i < nk; i++) {
+        bool durable = b.modes.n == 0 || b.modes.v[i] == FX_GET_DURABLE;
+        if (durable || b.modes.v[i] == FX_GET_ABANDON) fx_mplace_get_end(s, b.keys.v[i], n);
+        if (!durable && b.modes.v[i] == FX_GET_ABANDON) { /* its durable record is gone: done */
+            st[i] = MKV_ST(FLUXON_OK);
+            continue;
+        }
+        mkv_route_t *r = mkv_route_get(s, b.keys.v[i], &inv);
+        if (!r || r->put_ms != b.put_ms.v[i] || r->put_ver != b.put_ver.v[i] || r->value_len != b.value_lens.v[i] ||
+            !src || src->generation != b.src_generation || mkv_route_find(r, src, b.src_offsets.v[i]) < 0) {
+            st[i] = MKV_ST(FLUXON_ERR_STALE); /* the version, or the copy's source, is gone */
+            stale++;
+            continue;
+        }
+        st[i] = MKV_ST(FLUXON_OK);
+        if (!durable || mkv_route_find(r, n, b.offsets.v[i]) >= 0) continue; /* temporary: the source was intact */
+        if (mkv_route_add_replica(s, r, n, b.offsets.v[i]) != FLUXON_OK) {
+            st[i] = MKV_ST(FLUXON_ERR_NO_SPACE);
+            full++;
+            continue;
+        }
+        s->c.get_done_replicas++;
+    }
+    s->c.get_done_stale += stale;
+    if (stale) FX_DEBUG("get_done from %s: %u of %u keys stale", n->node_id, stale, nk);
+    if (full) FX_WARN("get_done from %s: %u keys already have %u replicas", n->node_id, full, MKV_MAX_REPLICAS);
+    fx_body_statuses_t ack = {{st, nk}};
+    mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, statuses, &ack);
+}
+
+/* ---- EVICT (issue 7): an owner drops exact replicas of its own ---- */
+/* Removes exactly replica (sender, offset) of the version (put_ms, put_ver) of each key;
+ * a route left without replicas is deleted (later lookups miss). Anything else (no
+ * route, another version, no such replica) answers STALE and changes nothing: a key
+ * replaced while its old version was being evicted keeps its new version. No INVALIDATE
+ * is sent: the sender drops its copy itself, the other replicas stay routed. */
+FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                              fx_arena_t *arena)
+{
+    fx_body_evict_t b;
+    MKV_DECODE(s, p, h, body, arena, evict, &b);
+    const mkv_array_t arrays[] = {
+        {"offsets", b.offsets.n, false}, {"put_ms", b.put_ms.n, false}, {"put_ver", b.put_ver.n, false}};
+    mkv_batch_spec_t spec = {"evict", b.keys, arrays, FX_ARRAY_LEN(arrays), 0, UINT32_MAX, false, 1};
+    uint64_t *st;
+    master_node_t *n = mkv_batch_open(s, p, h, &spec, arena, &st);
+    if (!n) return;
+    uint32_t nk = b.keys.n;
+    fx_mkv_inv_t inv = {0};
+    uint32_t stale = 0;
+    for (uint32_t i = 0; i < nk; i++) {
+        fx_str_t key = b.keys.v[i];
+        mkv_route_t *r = mkv_route_get(s, key, &inv);
+        int j = r && r->put_ms == b.put_ms.v[i] && r->put_ver == b.put_ver.v[i] ? mkv_route_find(r, n, b.offsets.v[i])
+                                                                              : -1;
+        if (j < 0) {
+            st[i] = MKV_ST(FLUXON_ERR_STALE);
+            stale++;
+            continue;
+        }
+        s->c.evicted_replicas++;
+        if (mkv_route_drop_replica(s, key, r, (uint32_t)j)) s->c.evict_routes_deleted++;
+        st[i] = MKV_ST(FLUXON_OK);
+    }
+    s->c.evict_batches++;
+    s->c.evict_stale += stale;
+    if (stale) FX_DEBUG("evict from %s: %u of %u keys stale", n->node_id, stale, nk);
+    fx_body_statuses_t ack = {{st, nk}};
+    mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, statuses, &ack);
+}
+
+/* ---- DELETE / EXISTS / LIST ---- */
+FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena)
+{
+    fx_body_key_t b;
+    MKV_DECODE(s, p, h, body, arena, key, &b);
+    if (!mkv_key_ok(b.key)) {
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "delete: key of %u bytes (must be 1..%u)", b.key.len,
+                 MKV_MAX_KEY);
+        return;
+    }
+    fx_mkv_inv_t inv = {0};
+    mkv_route_t *r = mkv_route_get(s, b.key, &inv);
+    if (!r) {
+        mkv_inv_flush(s, &inv);
+        mkv_fail(s, p, h, FLUXON_ERR_NOT_FOUND, "key not found: %.*s", MKV_KEYF(b.key));
+        return;
+    }
+    mkv_route_remove(s, b.key.p, b.key.len, r, &inv); /* the route goes first ... */
+    s->c.deletes++;
+    mkv_inv_flush(s, &inv); /* ... then the owners are told, then the caller answered */
+    fx_body_empty_t e;
+    MKV_REPLY(p, h, empty, &e);
+}
+
+FX_INTERNAL void fx_mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena)
+{
+    fx_body_keys_t b;
+    MKV_DECODE(s, p, h, body, arena, keys, &b);
+    fx_mkv_inv_t inv = {0};
+    uint64_t count = 0;
+    while (count < b.keys.n) {
+        fx_str_t k = b.keys.v[count];
+        mkv_route_t *r = mkv_key_ok(k) ? mkv_route_get(s, k, &inv) : NULL;
+        if (!r || !mkv_route_has_alive(r)) break;
+        count++;
+    }
+    fx_body_count_t ack = {count};
+    mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, count, &ack);
+}
+
+FX_INTERNAL void fx_mkv_list(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                             fx_arena_t *arena)
+{
+    fx_body_list_t b;
+    MKV_DECODE(s, p, h, body, arena, list, &b);
+    uint32_t limit = b.limit ? FX_MIN(b.limit, MKV_LIST_MAX) : MKV_LIST_DEFAULT;
+    uint32_t cap = (uint32_t)FX_MIN((size_t)limit, mkv_routes_count(s));
+    fx_str_t *keys = fx_arena_alloc(arena, (cap ? cap : 1) * sizeof(fx_str_t));
+    if (!keys) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "list: out of memory");
+        return;
+    }
+    uint32_t n = mkv_routes_list(s, b.prefix, b.after, keys, cap); /* views valid until the reply is sent */
+    fx_body_keys_t ack = {{keys, n}};
+    MKV_REPLY(p, h, keys, &ack);
+}

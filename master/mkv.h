@@ -1,0 +1,331 @@
+/* mkv.h — the master's KV state and the modules that share it, lowest layer first:
+ *   reply.c        error replies, the registered-owner check, the batch request prologue
+ *   lease_table.c  lease id -> deadline, routes bound to it
+ *   routes.c       route table, replicas, prefix index, put ids, INVALIDATE batching
+ *   place.c        placement policy (a pure choice over the node table)
+ *   inflight.c     in-flight puts (PUT_PLACE, PUT_REVOKE, TTL) and durable gets
+ *   dedup.c        the answers of recent PUT_DONE batches per owner, kept for a time (T1)
+ *   publish.c      PUT_DONE: batch dedup T1, convergence T2, whole-group rejection
+ *   lookup.c       LOOKUP, GET_DONE, EVICT, DELETE, EXISTS, LIST
+ *   leases.c       LEASE_GRANT and the lease timer
+ *   kv.c, stats.c  lifecycle, per-owner state and GRANT; counters as JSON
+ * master.c (accept, HELLO, REGISTER, liveness, dispatch) sits on top; no file here calls it.
+ * Reactor thread only, no locks. Each module touches its own fields; the counters (c) are
+ * bumped by every module and printed by stats.c. */
+#ifndef FX_MKV_H
+#define FX_MKV_H
+
+#include "hmap.h"
+#include "jsonbuf.h"
+#include "master_int.h"
+#include "offset_alloc.h"
+#include "prefix_index.h"
+
+#define MKV_MAX_REPLICAS 4u
+#define MKV_MAX_KEY 1024u
+#define MKV_MAX_GRANTS 64u
+#define MKV_LEASE_TICK_MS 20u
+#define MKV_LEASE_TTL_MAX 86400000ull
+#define MKV_LIST_DEFAULT 1000u
+#define MKV_LIST_MAX 10000u
+#define MKV_DEDUP_TTL_FACTOR 60u          /* PUT_DONE answers kept 60 x master_timeout_ms ... */
+#define MKV_DEDUP_MAX_BYTES (64u << 20)   /* ... and at most this much per owner (dedup.c) */
+#define MKV_ST(s) ((uint64_t)(int64_t)(s))
+/* printf arguments for a key view, truncated to 80 bytes */
+#define MKV_KEYF(s) (int)FX_MIN((s).len, 80u), ((s).p ? (s).p : "")
+
+typedef struct mkv_replica {
+    master_node_t *node;
+    uint64_t generation, offset;
+    uint64_t range_bytes; /* > 0: a range this master allocated in node's segment (a placed
+                           * put); freed when the replica goes. 0: a slot of the owner's grants */
+} mkv_replica_t;
+
+typedef struct mkv_route {
+    uint64_t value_len, put_ms, lease_id;
+    uint32_t put_ver, group_len, n_rep;
+    mkv_replica_t rep[MKV_MAX_REPLICAS];
+} mkv_route_t;
+
+#define MKV_COUNTERS(X)                                                                  \
+    X(put_done_batches) X(put_dedup) X(puts) X(put_converged) X(put_rejected) X(lookups)      \
+    X(lookup_hits) X(get_done_replicas) X(get_done_stale) X(deletes) X(invalidations_sent)   \
+    X(invalidate_msgs) X(grants) X(leases_granted) X(leases_expired) X(lease_routes_expired) \
+    X(generation_routes_dropped) X(error_replies) X(evict_batches) X(evicted_replicas) X(evict_stale)  \
+    X(evict_routes_deleted) X(places) X(place_remote) X(place_local) X(place_rejected) X(place_fallback) \
+    X(revokes) X(inflight_expired) X(put_done_stale_token) X(get_durable) X(get_temporary) X(get_reuse)  \
+    X(put_dedup_forgotten) X(put_done_too_old)
+
+struct fx_lease_table;
+struct fx_mplace;
+
+typedef struct mkv {
+    fx_master_t *m;
+    /* routes.c */
+    fx_hmap_t *routes; /* key -> mkv_route_t */
+    fx_prefix_index_t *index;
+    uint64_t replicas;
+    uint64_t last_put_ms;
+    uint32_t last_put_ver;
+    /* lease_table.c (the table) and leases.c (the timer) */
+    struct fx_lease_table *leases;
+    fx_timer_t lease_timer;
+    /* inflight.c: in-flight puts and gets */
+    struct fx_mplace *place;
+    /* dedup.c: the sweep of old PUT_DONE answers, and what all owners' answers hold */
+    fx_timer_t dedup_timer;
+    uint64_t dedup_acks, dedup_bytes;
+    struct {
+#define MKV_FIELD(name) uint64_t name;
+        MKV_COUNTERS(MKV_FIELD)
+#undef MKV_FIELD
+    } c;
+} mkv_t;
+
+#define MKV_REPLY(p, h, body, bp)                                                    \
+    do {                                                                             \
+        if ((h)->req_id) (void)FX_CONN_REPLY((p)->conn, (h), body, (bp));             \
+    } while (0)
+
+#define MKV_DECODE(s, p, h, body, arena, kind, b)                                    \
+    do {                                                                             \
+        if (fx_body_##kind##_decode((body), (h)->body_len, (b), (arena)) != FLUXON_OK) { \
+            mkv_fail((s), (p), (h), FLUXON_ERR_PROTOCOL, "body does not decode as " #kind); \
+            return;                                                                  \
+        }                                                                            \
+    } while (0)
+
+static inline void *mkv_arena_u64(fx_arena_t *a, size_t n) { return fx_arena_alloc(a, (n ? n : 1) * 8); }
+static inline bool mkv_key_ok(fx_str_t k) { return k.len >= 1 && k.len <= MKV_MAX_KEY && k.p; }
+static inline bool mkv_replica_alive(const mkv_replica_t *r)
+{
+    return r->node->alive && r->node->generation == r->generation;
+}
+static inline bool mkv_route_has_alive(const mkv_route_t *r)
+{
+    for (uint32_t i = 0; i < r->n_rep; i++)
+        if (mkv_replica_alive(&r->rep[i])) return true;
+    return false;
+}
+static inline int mkv_route_find(const mkv_route_t *r, const master_node_t *n, uint64_t offset)
+{
+    for (uint32_t i = 0; i < r->n_rep; i++)
+        if (r->rep[i].node == n && r->rep[i].generation == n->generation && r->rep[i].offset == offset)
+            return (int)i;
+    return -1;
+}
+/* the value [offset, offset + value_len) lies in the payload range of n's segment */
+static inline bool mkv_range_ok(const master_node_t *n, uint64_t offset, uint64_t value_len)
+{
+    return offset >= FX_OFFSET_ALLOC_PAGE && offset <= n->segment_bytes && value_len <= n->segment_bytes - offset;
+}
+
+/* ---- reply.c ---- */
+FX_INTERNAL void mkv_fail(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, int status, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* The sender's registered owner, or NULL after answering INVALID_ARGUMENT. */
+FX_INTERNAL master_node_t *mkv_need_node(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h);
+/* Answers h with an already encoded OK body (nothing for a one-way request). */
+FX_INTERNAL void mkv_send_body(master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body, size_t len);
+
+/* The prologue every owner batch request (PUT_DONE, PUT_PLACE, GET_DONE, EVICT) shares:
+ * the sender is a registered owner, every parallel array has exactly keys.n entries (an
+ * array flagged optional may also be empty), the batch has min_keys..max_keys keys, every
+ * key is 1..MKV_MAX_KEY bytes (and holds no NUL with no_nul), and n_cols u64 columns of
+ * keys.n entries come from the arena (column c at cols + c * keys.n). Returns the node,
+ * or NULL after answering (INVALID_ARGUMENT naming the array, key or count; NOMEM). */
+typedef struct mkv_array {
+    const char *name;
+    uint32_t n;
+    bool optional;
+} mkv_array_t;
+typedef struct mkv_batch_spec {
+    const char *what; /* "put_done", ... : the start of every message */
+    fx_strv_t keys;
+    const mkv_array_t *arrays;
+    size_t n_arrays;
+    uint32_t min_keys, max_keys;
+    bool no_nul;
+    size_t n_cols;
+} mkv_batch_spec_t;
+FX_INTERNAL master_node_t *mkv_batch_open(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h,
+                                          const mkv_batch_spec_t *spec, fx_arena_t *arena, uint64_t **cols_p);
+
+/* ---- lease_table.c ---- */
+typedef struct fx_lease_table fx_lease_table_t;
+/* Returns FLUXON_OK and *t_p, or FLUXON_ERR_NOMEM. */
+FX_INTERNAL int fx_lease_table_create(fx_lease_table_t **t_p);
+FX_INTERNAL void fx_lease_table_destroy(fx_lease_table_t *t); /* NULL is a no-op */
+/* Creates a lease (ids count up from 1) that expires at deadline_ms (fx_now_ms clock).
+ * Returns FLUXON_OK and *id_p, or FLUXON_ERR_NOMEM (nothing changed). */
+FX_INTERNAL int fx_lease_grant(fx_lease_table_t *t, uint64_t deadline_ms, uint64_t *id_p);
+/* True when lease id exists and its deadline is after now_ms (id 0: false). */
+FX_INTERNAL bool fx_lease_live(const fx_lease_table_t *t, uint64_t id, uint64_t now_ms);
+/* True when lease id is still in the table (live, or expired but not yet collected). */
+FX_INTERNAL bool fx_lease_exists(const fx_lease_table_t *t, uint64_t id);
+/* Counts a route bound to (delta +1) or unbound from (delta -1) lease id; unknown ids
+ * are ignored. */
+FX_INTERNAL void fx_lease_bind(fx_lease_table_t *t, uint64_t id, int delta);
+/* Removes every lease whose deadline is <= now_ms. Returns how many; *routes_p gets the
+ * number of routes still bound to them (0: no route needs to be looked at). */
+FX_INTERNAL size_t fx_lease_expire(fx_lease_table_t *t, uint64_t now_ms, uint64_t *routes_p);
+FX_INTERNAL size_t fx_lease_count(const fx_lease_table_t *t);
+
+/* ---- routes.c: INVALIDATE batches ---- */
+typedef struct fx_mkv_inv_ent {
+    master_node_t *node;
+    uint64_t offset, put_ms, put_ver;
+    size_t koff; /* key bytes at keys + koff */
+    uint32_t klen;
+    bool sent;
+} fx_mkv_inv_ent_t;
+
+/* Zero-initialise ({0}); every add copies the key, so keys may be freed right after. */
+typedef struct fx_mkv_inv {
+    fx_mkv_inv_ent_t *e;
+    size_t n, cap;
+    char *keys;
+    size_t kused, kcap;
+    size_t lost; /* entries dropped for lack of memory (logged at flush) */
+} fx_mkv_inv_t;
+
+/* Queues: replica (node, offset) of key, version (put_ms, put_ver), is no longer routed. */
+FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char *key, size_t klen,
+                                uint64_t offset, uint64_t put_ms, uint64_t put_ver);
+/* Sends one INVALIDATE (req_id 0) per queued node that is connected (split only when a
+ * body would pass ~1 MiB), counts them, and frees the queue (v is zeroed, reusable).
+ * Callers flush BEFORE they answer the request that caused the invalidations. */
+FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v);
+
+/* ---- routes.c: the route table ---- */
+FX_INTERNAL int mkv_routes_create(mkv_t *s);
+FX_INTERNAL void mkv_routes_destroy(mkv_t *s);
+FX_INTERNAL size_t mkv_routes_count(const mkv_t *s);
+/* The route of key, or NULL; a route whose lease expired is deleted here (v collects the
+ * invalidations). */
+FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v);
+/* Removes the route of key (r is its value) from the map and the prefix index, queues
+ * INVALIDATEs for its replicas (if v) and frees r. key may be the map's own copy. */
+FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v);
+/* Installs a new route for key with the single replica rep and a fresh put id (returned
+ * in *pms / *pver); a route it replaces is released (INVALIDATEs into v). Returns
+ * FLUXON_OK or FLUXON_ERR_NOMEM (nothing changed). */
+FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t value_len, uint64_t lease_id, uint32_t group_len,
+                                  const mkv_replica_t *rep, uint64_t *pms, uint32_t *pver, fx_mkv_inv_t *v);
+/* Adds replica (n, offset) to r, first forgetting replicas of dead processes when r is
+ * full. Returns FLUXON_OK or FLUXON_ERR_NO_SPACE (MKV_MAX_REPLICAS current ones). */
+FX_INTERNAL int mkv_route_add_replica(mkv_t *s, mkv_route_t *r, master_node_t *n, uint64_t offset);
+/* Drops replica j of key's route r (its range is freed); the route goes with its last
+ * replica (returns true then: r is freed). */
+FX_INTERNAL bool mkv_route_drop_replica(mkv_t *s, fx_str_t key, mkv_route_t *r, uint32_t j);
+/* Frees the range behind a replica (no-op for slot replicas and older generations). */
+FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp);
+/* Deletes every route bound to a lease no longer in the table; returns how many. */
+FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v);
+/* n came back with a new generation: forgets its replicas of older generations; routes
+ * left without a replica are deleted (no INVALIDATE: nobody holds them). */
+FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation);
+/* Up to cap keys with prefix, after `after` (NULL: from the start), in order, into
+ * keys[] (views of the route map's own copies: valid until the map changes). */
+FX_INTERNAL uint32_t mkv_routes_list(mkv_t *s, fx_str_t prefix, fx_str_t after, fx_str_t *keys, uint32_t cap);
+
+/* ---- place.c: placement policy ---- */
+/* Picks the target of a batch of `count` values of `bytes` each for requester req and
+ * allocates their ranges (offs[count]) in its segment: req itself for local-first (offs
+ * untouched), else a random owner of `preferred` that fits, then any other that fits;
+ * write_through leaves req out. NULL when none fits (the caller falls back to req).
+ * *rng is the caller's xorshift state. */
+FX_INTERNAL master_node_t *fx_mplace_pick(fx_master_t *m, uint64_t *rng, master_node_t *req, uint64_t flags,
+                                          fx_str_t preferred, uint64_t bytes, uint32_t count, uint64_t *offs);
+
+/* ---- inflight.c ---- */
+/* An in-flight put (PutStart of §7): the batch PUT_PLACE accepted, waiting for its
+ * PUT_DONE or PUT_REVOKE, or for its TTL (inflight_ttl_ms) to pass. Never a route. */
+typedef struct mkv_inflight {
+    uint64_t token;
+    master_node_t *requester, *target; /* target == requester: the requester's own slots */
+    uint64_t req_generation, tgt_generation;
+    uint64_t value_len, range_bytes;   /* range_bytes: per key, 0 when target == requester */
+    uint64_t deadline_ms;              /* fx_now_ms clock */
+    uint32_t n;                        /* accepted keys, in batch order */
+    bool keys_released;                /* the requester died: its keys no longer block puts */
+    char **keys;
+    uint32_t *klens;
+    uint64_t *offsets;                 /* in the target's segment (0 when target == requester) */
+    struct mkv_inflight *prev, *next;  /* FIFO by deadline (the TTL is one constant) */
+} mkv_inflight_t;
+
+FX_INTERNAL int fx_mplace_create(mkv_t *s);
+FX_INTERNAL void fx_mplace_destroy(mkv_t *s);
+FX_INTERNAL void fx_mplace_put_place(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                     fx_arena_t *arena);
+FX_INTERNAL void fx_mplace_put_revoke(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                      fx_arena_t *arena);
+/* PUT_DONE of a placed batch: the in-flight record of token if it belongs to n and
+ * matches keys/offsets/value_len (still in the in-flight tables: fx_mplace_detach takes
+ * it out once the whole request is known valid). NULL: *status_p = FLUXON_ERR_STALE
+ * (unknown, expired or revoked token, or the target died: the record is dropped, every
+ * key is STALE) or FLUXON_ERR_INVALID_ARGUMENT (*why_p says what does not match;
+ * nothing changed). */
+FX_INTERNAL mkv_inflight_t *fx_mplace_find(mkv_t *s, master_node_t *n, const fx_body_put_done_t *b, int *status_p,
+                                           const char **why_p);
+/* Out of the in-flight tables; its ranges stay allocated (fx_mplace_release). */
+FX_INTERNAL void fx_mplace_detach(mkv_t *s, mkv_inflight_t *rec);
+/* Frees a taken record; the range of key i is freed unless kept[i] (a route owns it now). */
+FX_INTERNAL void fx_mplace_release(mkv_t *s, mkv_inflight_t *rec, const uint8_t *kept);
+/* In-flight gets (GetStart/GetDone): FX_GET_DURABLE while fewer than 2 other owners are
+ * making a durable replica of key, else FX_GET_TEMPORARY; get_end forgets req's record. */
+FX_INTERNAL unsigned fx_mplace_get_begin(mkv_t *s, fx_str_t key, master_node_t *req);
+FX_INTERNAL void fx_mplace_get_end(mkv_t *s, fx_str_t key, master_node_t *req);
+/* Appends the in-flight gauges as JSON members (",\"inflight_puts\":..."). */
+FX_INTERNAL void fx_mplace_stats_json(mkv_t *s, fx_jbuf_t *j);
+/* Owner n died: its in-flight puts stop blocking their keys at once (their ranges stay
+ * allocated until the TTL: a partitioned writer may still be pushing) and its durable
+ * get records go. */
+FX_INTERNAL void fx_mplace_node_dead(mkv_t *s, master_node_t *n);
+
+/* ---- dedup.c ---- */
+typedef struct fx_mkv_dedup fx_mkv_dedup_t; /* an owner's (master_node_t.kv) */
+enum { MKV_DEDUP_NEW = 0, MKV_DEDUP_ANSWERED = 1, MKV_DEDUP_FORGOTTEN = 2 };
+/* Creates n's state (n->kv) or, for a new generation, empties it. FLUXON_ERR_NOMEM leaves
+ * n as it was. */
+FX_INTERNAL int fx_mkv_dedup_reset(mkv_t *s, master_node_t *n);
+FX_INTERNAL void fx_mkv_dedup_free(mkv_t *s, master_node_t *n); /* s may be NULL (after fini) */
+/* What to do with an attempt of batch_id from n: MKV_DEDUP_NEW (apply it),
+ * MKV_DEDUP_ANSWERED (send *body_p, *len_p again: the first answer; its time is refreshed)
+ * or MKV_DEDUP_FORGOTTEN (its answer may have been dropped: refuse it, never apply). */
+FX_INTERNAL int fx_mkv_dedup_check(mkv_t *s, master_node_t *n, uint64_t batch_id, const uint8_t **body_p,
+                                   size_t *len_p);
+FX_INTERNAL uint64_t fx_mkv_dedup_watermark(const master_node_t *n);
+/* Keeps the encoded answer of batch_id (takes body on success: returns true). */
+FX_INTERNAL bool fx_mkv_dedup_remember(mkv_t *s, master_node_t *n, uint64_t batch_id, uint8_t *body, size_t len);
+FX_INTERNAL void fx_mkv_dedup_stop(mkv_t *s); /* disarms the sweep timer */
+
+/* ---- publish.c ---- */
+FX_INTERNAL void fx_mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                 fx_arena_t *arena);
+
+/* ---- lookup.c ---- */
+FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena);
+FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                 fx_arena_t *arena);
+FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                              fx_arena_t *arena);
+FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena);
+FX_INTERNAL void fx_mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena);
+FX_INTERNAL void fx_mkv_list(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                             fx_arena_t *arena);
+
+/* ---- leases.c ---- */
+FX_INTERNAL void fx_mkv_lease_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                    fx_arena_t *arena);
+FX_INTERNAL void fx_mkv_leases_stop(mkv_t *s); /* disarms the lease timer */
+
+/* ---- kv.c ---- */
+FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                              fx_arena_t *arena);
+
+#endif

@@ -1,0 +1,74 @@
+/* place.c — the master's placement policy (ARCHITECTURE §7), a pure choice over the node
+ * table; inflight.c records what it picked:
+ *  - `local-first` (FX_PUT_LOCAL_FIRST) takes the requester;
+ *  - otherwise owners of `preferred_sub_cluster` first, then every other owner; inside a
+ *    tier the order is uniformly random; write_through leaves the requester out while
+ *    another owner fits. An owner fits when it is alive, connected, and its segment can
+ *    hold the whole batch within the placement limit (mpl_fits: half of a gpu_owner's
+ *    segment, a remote_cache owner's all but one grant).
+ *  - The requester always fits (its own slot pool decides), so placement never fails: a
+ *    full cluster degrades to local writes. */
+#include "log.h"
+#include "mkv.h"
+
+static uint64_t mpl_rand(uint64_t *rng) /* xorshift64* */
+{
+    *rng ^= *rng >> 12;
+    *rng ^= *rng << 25;
+    *rng ^= *rng >> 27;
+    return *rng * 0x2545F4914F6CDD1Dull;
+}
+
+/* Can n hold `count` more ranges of `bytes`? Placed ranges may take at most half of a
+ * gpu_owner's segment (the rest stays for its own slots: its writes and the copies its
+ * readers need) and all but one grant of a remote_cache owner's; either way one grant
+ * must stay free. */
+static bool mpl_fits(const master_node_t *n, uint64_t bytes, uint32_t count)
+{
+    if (!n->alloc || !n->alive || !n->peer || !n->ucx_address_len) return false;
+    uint64_t need = bytes * count;
+    uint64_t limit = n->node_role == FX_NODE_REMOTE_CACHE ? n->segment_bytes : n->segment_bytes / 2;
+    return n->placed_bytes + need <= limit && fx_offset_alloc_largest_free(n->alloc) >= bytes &&
+           fx_offset_alloc_free_bytes(n->alloc) >= need + n->grant_bytes;
+}
+
+static bool mpl_alloc_all(master_node_t *n, uint64_t bytes, uint32_t count, uint64_t *offs)
+{
+    for (uint32_t i = 0; i < count; i++)
+        if (fx_offset_alloc_alloc(n->alloc, bytes, &offs[i]) != FLUXON_OK) {
+            while (i--) fx_offset_alloc_free(n->alloc, offs[i]);
+            return false;
+        }
+    n->placed_bytes += bytes * count;
+    return true;
+}
+
+FX_INTERNAL master_node_t *fx_mplace_pick(fx_master_t *m, uint64_t *rng, master_node_t *req, uint64_t flags,
+                                          fx_str_t preferred, uint64_t bytes, uint32_t count, uint64_t *offs)
+{
+    if (flags & FX_PUT_LOCAL_FIRST) return req;
+    master_node_t **c = fx_calloc(m->n_nodes + 1, sizeof *c);
+    if (!c) return NULL;
+    bool exclude_req = (flags & FX_PUT_WRITE_THROUGH) != 0;
+    master_node_t *pick = NULL;
+    for (int tier = preferred.len ? 0 : 1; tier < 2 && !pick; tier++) {
+        size_t nc = 0;
+        for (size_t i = 0; i < m->n_nodes; i++) {
+            master_node_t *n = m->nodes[i];
+            if (n->role != FX_ROLE_OWNER) continue;
+            bool in_pref = preferred.len && fx_str_eq(preferred, n->sub_cluster);
+            if (preferred.len && (tier == 0) != in_pref) continue;
+            if (n == req ? (!exclude_req && n->alive) : mpl_fits(n, bytes, count)) c[nc++] = n;
+        }
+        for (size_t i = nc; i > 1; i--) { /* Fisher-Yates */
+            size_t j = (size_t)(mpl_rand(rng) % i);
+            master_node_t *t = c[i - 1];
+            c[i - 1] = c[j];
+            c[j] = t;
+        }
+        for (size_t i = 0; i < nc && !pick; i++)
+            if (c[i] == req || mpl_alloc_all(c[i], bytes, count, offs)) pick = c[i];
+    }
+    fx_free(c);
+    return pick;
+}

@@ -1,0 +1,330 @@
+/* routes.c — the bottom of the master's KV state (ARCHITECTURE §5, §10): the route table
+ * (key -> value_len, put_id, lease, atomic group length, up to 4 replicas) with its
+ * ordered prefix index, the one global put-id generator, replica bookkeeping (ranges of
+ * placed puts are freed with their replica), and the INVALIDATE batcher (collects "this
+ * replica is no longer routed" per owner during one request, then sends ONE one-way
+ * INVALIDATE per owner).
+ *
+ * Decisions not spelled out elsewhere:
+ *  - A route whose lease expired is deleted (with INVALIDATEs) the moment any request
+ *    meets it (mkv_route_get), or by the lease timer (leases.c).
+ *  - Replicas of a node's older generation died with that process: never invalidated. */
+#include <stdio.h>
+
+#include "hmap.h"
+#include "log.h"
+#include "mkv.h"
+
+#define RT_INV_CHUNK_BYTES (1u << 20) /* an INVALIDATE body is split at about 1 MiB */
+
+/* ---- INVALIDATE batches ---- */
+FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char *key, size_t klen,
+                                uint64_t offset, uint64_t put_ms, uint64_t put_ver)
+{
+    if (v->n == v->cap) {
+        size_t nc = v->cap ? v->cap * 2 : 16;
+        fx_mkv_inv_ent_t *ne = fx_realloc(v->e, nc * sizeof *ne);
+        if (!ne) {
+            v->lost++;
+            return;
+        }
+        v->e = ne;
+        v->cap = nc;
+    }
+    if (v->kcap - v->kused < klen) {
+        size_t nc = FX_MAX(v->kcap * 2, v->kused + klen + 4096);
+        char *nk = fx_realloc(v->keys, nc);
+        if (!nk) {
+            v->lost++;
+            return;
+        }
+        v->keys = nk;
+        v->kcap = nc;
+    }
+    if (klen) memcpy(v->keys + v->kused, key, klen);
+    v->e[v->n++] = (fx_mkv_inv_ent_t){node, offset, put_ms, put_ver, v->kused, (uint32_t)klen, false};
+    v->kused += klen;
+}
+
+static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t *idx, size_t cnt,
+                          uint64_t *replicas_p, uint64_t *msgs_p)
+{
+    fx_str_t *keys = fx_malloc(cnt * sizeof *keys);
+    uint64_t *cols = fx_malloc(cnt * 3 * sizeof *cols);
+    if (!keys || !cols) {
+        FX_ERROR("invalidate %s: out of memory; %zu replicas not invalidated", node->node_id, cnt);
+        fx_free(keys);
+        fx_free(cols);
+        return;
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        const fx_mkv_inv_ent_t *e = &v->e[idx[i]];
+        keys[i] = (fx_str_t){v->keys + e->koff, e->klen};
+        cols[i] = e->offset;
+        cols[cnt + i] = e->put_ms;
+        cols[2 * cnt + i] = e->put_ver;
+    }
+    uint32_t n = (uint32_t)cnt;
+    fx_body_invalidate_t b = {{keys, n}, {cols, n}, {cols + cnt, n}, {cols + 2 * cnt, n}};
+    if (FX_CONN_SEND(node->peer->conn, FX_MSG_INVALIDATE, 0, 0, 0, invalidate, &b) == FLUXON_OK) {
+        *replicas_p += cnt;
+        (*msgs_p)++;
+    } else {
+        FX_WARN("invalidate %s: connection closed; %zu replicas not invalidated", node->node_id, cnt);
+    }
+    fx_free(keys);
+    fx_free(cols);
+}
+
+FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
+{
+    uint64_t *replicas_p = &s->c.invalidations_sent, *msgs_p = &s->c.invalidate_msgs;
+    if (v->lost) FX_ERROR("out of memory collecting invalidations: %zu replicas not invalidated", v->lost);
+    size_t *idx = v->n ? fx_malloc(v->n * sizeof *idx) : NULL;
+    if (v->n && !idx) FX_ERROR("out of memory sending %zu invalidations", v->n);
+    for (size_t i = 0; idx && i < v->n; i++) {
+        if (v->e[i].sent) continue;
+        master_node_t *node = v->e[i].node;
+        bool connected = node->peer && node->peer->conn && fx_conn_is_open(node->peer->conn);
+        size_t cnt = 0, bytes = 0;
+        for (size_t j = i; j < v->n; j++) {
+            if (v->e[j].sent || v->e[j].node != node) continue;
+            v->e[j].sent = true;
+            if (!connected) continue;
+            idx[cnt++] = j;
+            bytes += 28 + v->e[j].klen;
+            if (bytes >= RT_INV_CHUNK_BYTES) {
+                rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p);
+                cnt = bytes = 0;
+            }
+        }
+        if (cnt) rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p);
+        if (!connected) FX_DEBUG("invalidate: owner %s is not connected; not told", node->node_id);
+    }
+    fx_free(idx);
+    fx_free(v->e);
+    fx_free(v->keys);
+    memset(v, 0, sizeof *v);
+}
+
+/* ---- put ids ---- */
+static uint64_t rt_realtime_ms(void) { return fx_realtime_ns() / 1000000ull; }
+
+/* ONE global monotonic put_id generator: strictly increasing across the whole master. */
+static void rt_next_put_id(mkv_t *s, uint64_t *ms, uint32_t *ver)
+{
+    uint64_t now = rt_realtime_ms();
+    if (now > s->last_put_ms) {
+        s->last_put_ms = now;
+        s->last_put_ver = 0;
+    } else if (s->last_put_ver == UINT32_MAX) {
+        s->last_put_ms++;
+        s->last_put_ver = 0;
+    } else {
+        s->last_put_ver++;
+    }
+    *ms = s->last_put_ms;
+    *ver = s->last_put_ver;
+}
+
+/* ---- routes ---- */
+FX_INTERNAL int mkv_routes_create(mkv_t *s)
+{
+    int rc = fx_hmap_create(1024, &s->routes);
+    if (rc == FLUXON_OK) rc = fx_prefix_index_create(&s->index);
+    if (rc != FLUXON_OK) mkv_routes_destroy(s);
+    return rc;
+}
+
+FX_INTERNAL void mkv_routes_destroy(mkv_t *s)
+{
+    if (s->routes) fx_hmap_clear(s->routes, fx_free);
+    fx_hmap_destroy(s->routes);
+    fx_prefix_index_destroy(s->index);
+    s->routes = NULL;
+    s->index = NULL;
+}
+
+FX_INTERNAL size_t mkv_routes_count(const mkv_t *s) { return s->routes ? fx_hmap_count(s->routes) : 0; }
+
+FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp)
+{
+    (void)s;
+    master_node_t *n = rp->node;
+    if (!rp->range_bytes || n->generation != rp->generation || !n->alloc) return;
+    if (fx_offset_alloc_free(n->alloc, rp->offset) != FLUXON_OK) {
+        FX_ERROR("owner %s: range at %llu was not allocated", n->node_id, (unsigned long long)rp->offset);
+        return;
+    }
+    n->placed_bytes -= FX_MIN(n->placed_bytes, rp->range_bytes);
+}
+
+/* Queues an INVALIDATE for every replica of r that belongs to its node's current
+ * generation (replicas of an older generation died with that process). */
+static void rt_inv_route(fx_mkv_inv_t *v, const char *key, size_t klen, const mkv_route_t *r)
+{
+    for (uint32_t i = 0; i < r->n_rep; i++)
+        if (r->rep[i].node->generation == r->rep[i].generation && !r->rep[i].range_bytes) /* ranges: no owner state */
+            fx_mkv_inv_add(v, r->rep[i].node, key, klen, r->rep[i].offset, r->put_ms, r->put_ver);
+}
+
+/* Forgets r (already out of the map or about to be): invalidations (if v), counters,
+ * lease bookkeeping. Frees r. */
+static void rt_release(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v)
+{
+    if (v) rt_inv_route(v, key, klen, r);
+    for (uint32_t i = 0; i < r->n_rep; i++) fx_mkv_replica_free(s, &r->rep[i]);
+    s->replicas -= r->n_rep;
+    if (r->lease_id) fx_lease_bind(s->leases, r->lease_id, -1);
+    fx_free(r);
+}
+
+/* key may be the map's own copy (iteration): it is used last. */
+FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v)
+{
+    if (fx_prefix_index_remove(s->index, key, klen) != FLUXON_OK)
+        FX_ERROR("route %.*s was not in the prefix index", (int)FX_MIN(klen, 80u), key);
+    rt_release(s, key, klen, r, v);
+    fx_hmap_del(s->routes, key, klen, NULL);
+}
+
+FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v)
+{
+    mkv_route_t *r = fx_hmap_get(s->routes, key.p, key.len);
+    if (r && r->lease_id && !fx_lease_live(s->leases, r->lease_id, fx_now_ms())) {
+        FX_DEBUG("route %.*s: lease %llu expired; deleting", MKV_KEYF(key), (unsigned long long)r->lease_id);
+        s->c.lease_routes_expired++;
+        mkv_route_remove(s, key.p, key.len, r, v);
+        return NULL;
+    }
+    return r;
+}
+
+FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t value_len, uint64_t lease_id, uint32_t group_len,
+                                  const mkv_replica_t *rep, uint64_t *pms, uint32_t *pver, fx_mkv_inv_t *v)
+{
+    mkv_route_t *nr = fx_calloc(1, sizeof *nr);
+    if (!nr) return FLUXON_ERR_NOMEM;
+    nr->value_len = value_len;
+    nr->lease_id = lease_id;
+    nr->group_len = group_len;
+    nr->n_rep = 1;
+    nr->rep[0] = *rep;
+    rt_next_put_id(s, &nr->put_ms, &nr->put_ver);
+    void *old = NULL;
+    if (fx_hmap_put(s->routes, key.p, key.len, nr, &old) != FLUXON_OK) {
+        fx_free(nr);
+        return FLUXON_ERR_NOMEM;
+    }
+    if (old) {
+        rt_release(s, key.p, key.len, old, v);
+    } else {
+        int irc = fx_prefix_index_insert(s->index, key.p, key.len);
+        if (irc != FLUXON_OK && irc != FLUXON_ERR_KEY_EXISTS) {
+            fx_hmap_del(s->routes, key.p, key.len, NULL);
+            fx_free(nr);
+            return FLUXON_ERR_NOMEM;
+        }
+    }
+    if (lease_id) fx_lease_bind(s->leases, lease_id, +1);
+    s->replicas++;
+    *pms = nr->put_ms;
+    *pver = nr->put_ver;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int mkv_route_add_replica(mkv_t *s, mkv_route_t *r, master_node_t *n, uint64_t offset)
+{
+    if (r->n_rep == MKV_MAX_REPLICAS) { /* make room by forgetting replicas of dead processes */
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < r->n_rep; j++)
+            if (r->rep[j].node->generation == r->rep[j].generation) r->rep[k++] = r->rep[j];
+        s->replicas -= r->n_rep - k;
+        r->n_rep = k;
+    }
+    if (r->n_rep == MKV_MAX_REPLICAS) return FLUXON_ERR_NO_SPACE;
+    r->rep[r->n_rep++] = (mkv_replica_t){n, n->generation, offset, 0};
+    s->replicas++;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL bool mkv_route_drop_replica(mkv_t *s, fx_str_t key, mkv_route_t *r, uint32_t j)
+{
+    fx_mkv_replica_free(s, &r->rep[j]);
+    memmove(&r->rep[j], &r->rep[j + 1], (r->n_rep - j - 1) * sizeof r->rep[0]);
+    r->n_rep--;
+    s->replicas--;
+    if (r->n_rep) return false;
+    mkv_route_remove(s, key.p, key.len, r, NULL); /* the last copy: the key is gone */
+    return true;
+}
+
+FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v)
+{
+    size_t dropped = 0;
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *val;
+    while (fx_hmap_iter_next(s->routes, &it, &k, &kl, &val)) {
+        mkv_route_t *rt = val;
+        if (!rt->lease_id || fx_lease_exists(s->leases, rt->lease_id)) continue;
+        mkv_route_remove(s, k, kl, rt, v); /* deletes the entry just returned: allowed */
+        dropped++;
+    }
+    return dropped;
+}
+
+FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation)
+{
+    size_t dropped = 0, routes = 0;
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (fx_hmap_iter_next(s->routes, &it, &k, &kl, &v)) {
+        mkv_route_t *r = v;
+        uint32_t keep = 0;
+        for (uint32_t j = 0; j < r->n_rep; j++)
+            if (r->rep[j].node != n || r->rep[j].generation == n->generation) r->rep[keep++] = r->rep[j];
+        dropped += r->n_rep - keep;
+        s->replicas -= r->n_rep - keep;
+        r->n_rep = keep;
+        if (keep == 0) {
+            mkv_route_remove(s, k, kl, r, NULL);
+            routes++;
+        }
+    }
+    s->c.generation_routes_dropped += routes;
+    FX_INFO("owner %s: generation %llu -> %llu: dropped %zu replicas of the old generation (%zu routes deleted)",
+            n->node_id, (unsigned long long)old_generation, (unsigned long long)n->generation, dropped, routes);
+}
+
+typedef struct rt_list_ctx {
+    mkv_t *s;
+    fx_str_t *keys;
+    uint32_t n, cap;
+} rt_list_ctx_t;
+
+static int rt_list_cb(void *arg, const char *key, size_t klen)
+{
+    rt_list_ctx_t *c = arg;
+    const char *stored = NULL; /* the route map's copy stays valid until the map changes */
+    if (fx_hmap_get_key(c->s->routes, key, klen, &stored) != FLUXON_OK) {
+        FX_ERROR("list: %.*s is in the prefix index but has no route", (int)FX_MIN(klen, 80u), key);
+        return 0;
+    }
+    if (c->n < c->cap) c->keys[c->n++] = (fx_str_t){stored, (uint32_t)klen};
+    return c->n < c->cap ? 0 : 1;
+}
+
+FX_INTERNAL uint32_t mkv_routes_list(mkv_t *s, fx_str_t prefix, fx_str_t after, fx_str_t *keys, uint32_t cap)
+{
+    rt_list_ctx_t c = {s, keys, 0, cap};
+    if (cap)
+        fx_prefix_index_list(s->index, prefix.p, prefix.len, after.len ? after.p : NULL, after.len, cap, rt_list_cb,
+                             &c);
+    return c.n;
+}
+
+#undef RT_INV_CHUNK_BYTES

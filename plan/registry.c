@@ -1,0 +1,222 @@
+/* registry.c — the live plans and get handles of one client (see registry.h).
+ *
+ * Identity, not address: every blob is preceded by a hidden header {magic, seq} and the
+ * registry checks both against its record before acting. Blob memory comes from the
+ * registry's own arena, a large reservation (MAP_NORESERVE: virtual address space, no
+ * memory until touched) handed out by a bump pointer: a released blob's address is not
+ * handed out again until the pointer has gone round the whole arena (64 GiB: hundreds of
+ * millions of plans), so a stale pointer never finds someone else's live object and is
+ * FLUXON_ERR_WRONG_HANDLE. Each 2 MiB chunk counts its live blobs; a chunk whose blobs
+ * are all released goes back to the kernel (MADV_DONTNEED). */
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include "registry.h"
+#include "hmap.h"
+#include "log.h"
+
+#define PLAN_MAGIC_LIVE 0x45564c4e414c5058ull /* "XPLANLVE" */
+#define PLAN_MAGIC_DEAD 0x44414544414c5058ull
+#define PLAN_CHUNK (2ull << 20)
+
+typedef struct plan_hdr { /* hidden, just before every blob */
+    uint64_t magic;
+    uint64_t seq;
+} plan_hdr_t;
+
+struct fx_plan_reg {
+    pthread_mutex_t lock; /* guards everything below */
+    fx_hmap_t *objs;      /* blob pointer -> fx_plan_obj_t */
+    uint64_t next_seq;
+    uint8_t *base; /* the arena */
+    size_t bytes, top, nchunks;
+    uint32_t *live; /* per chunk: blobs not yet released */
+};
+
+FX_INTERNAL int fx_plan_reg_create(fx_plan_reg_t **r_p)
+{
+    fx_plan_reg_t *r = fx_calloc(1, sizeof *r);
+    if (!r) return FLUXON_ERR_NOMEM;
+    /* as large as the system lets us reserve (strict overcommit refuses the biggest) */
+    for (size_t gib = 64; gib >= 1 && !r->base; gib /= 4) {
+        void *p = mmap(NULL, gib << 30, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) {
+            r->base = p;
+            r->bytes = gib << 30;
+        }
+    }
+    r->nchunks = r->bytes / PLAN_CHUNK;
+    if (!r->base || !(r->live = fx_calloc(r->nchunks, sizeof *r->live)) ||
+        fx_hmap_create(64, &r->objs) != FLUXON_OK) {
+        FX_ERROR("plan registry: cannot reserve its arena: %m");
+        if (r->base) munmap(r->base, r->bytes);
+        fx_free(r->live);
+        fx_free(r);
+        return FLUXON_ERR_NOMEM;
+    }
+    pthread_mutex_init(&r->lock, NULL);
+    *r_p = r;
+    return FLUXON_OK;
+}
+
+static size_t arena_size(size_t blob_bytes) { return (sizeof(plan_hdr_t) + blob_bytes + 15) & ~(size_t)15; }
+
+/* Under the lock: may chunk c go back to the kernel? (not the one being filled) */
+static void arena_maybe_release(fx_plan_reg_t *r, size_t c)
+{
+    if (r->live[c] || (c == r->top / PLAN_CHUNK && r->top % PLAN_CHUNK)) return;
+    madvise(r->base + c * PLAN_CHUNK, PLAN_CHUNK, MADV_DONTNEED);
+}
+
+/* Under the lock: a zeroed run of `size` bytes never handed out since the pointer last
+ * passed here; NULL when the arena has no such run. Chunks entered fresh must hold no
+ * live blob (after a wrap the old ones may). */
+static void *arena_alloc(fx_plan_reg_t *r, size_t size)
+{
+    if (size > r->bytes) return NULL;
+    for (size_t tries = 0; tries <= r->nchunks + 1; tries++) {
+        size_t pos = r->top + size <= r->bytes ? r->top : 0;
+        size_t first = pos / PLAN_CHUNK, last = (pos + size - 1) / PLAN_CHUNK;
+        size_t busy = SIZE_MAX;
+        for (size_t c = pos % PLAN_CHUNK ? first + 1 : first; c <= last && busy == SIZE_MAX; c++)
+            if (r->live[c]) busy = c;
+        size_t old = r->top / PLAN_CHUNK;
+        if (busy != SIZE_MAX) { /* skip past the live chunk */
+            r->top = (busy + 1) * PLAN_CHUNK;
+            if (r->top >= r->bytes) r->top = 0;
+            if (old != r->top / PLAN_CHUNK) arena_maybe_release(r, old);
+            continue;
+        }
+        for (size_t c = first; c <= last; c++) r->live[c]++;
+        r->top = pos + size;
+        if (old != first) arena_maybe_release(r, old);
+        return r->base + pos;
+    }
+    return NULL;
+}
+
+static void arena_free(fx_plan_reg_t *r, void *p, size_t size)
+{
+    size_t pos = (size_t)((uint8_t *)p - r->base);
+    for (size_t c = pos / PLAN_CHUNK; c <= (pos + size - 1) / PLAN_CHUNK; c++) {
+        r->live[c]--;
+        arena_maybe_release(r, c);
+    }
+}
+
+static plan_hdr_t *plan_hdr(const void *blob) { return (plan_hdr_t *)blob - 1; }
+
+/* Under the lock. */
+static void plan_obj_free(fx_plan_reg_t *r, fx_plan_obj_t *o)
+{
+    if (!o) return;
+    fx_free(o->holder_ids);
+    fx_free(o->offsets);
+    fx_free(o->lens);
+    fx_free(o->group_lens);
+    if (o->blob) {
+        plan_hdr_t *h = plan_hdr(o->blob);
+        h->magic = PLAN_MAGIC_DEAD;
+        arena_free(r, h, arena_size(o->blob_bytes));
+    }
+    fx_free(o);
+}
+
+FX_INTERNAL void fx_plan_reg_destroy(fx_plan_reg_t *r)
+{
+    if (!r) return;
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (fx_hmap_iter_next(r->objs, &it, &k, &kl, &v)) {
+        fx_hmap_del(r->objs, k, kl, NULL);
+        plan_obj_free(r, v);
+    }
+    fx_hmap_destroy(r->objs);
+    munmap(r->base, r->bytes);
+    fx_free(r->live);
+    pthread_mutex_destroy(&r->lock);
+    fx_free(r);
+}
+
+FX_INTERNAL fx_plan_obj_t *fx_plan_obj_new(fx_plan_reg_t *r, int kind, size_t blob_bytes)
+{
+    fx_plan_obj_t *o = fx_calloc(1, sizeof *o);
+    if (!o) return NULL;
+    pthread_mutex_lock(&r->lock);
+    plan_hdr_t *h = arena_alloc(r, arena_size(blob_bytes));
+    if (h) {
+        memset(h, 0, arena_size(blob_bytes));
+        h->seq = ++r->next_seq;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!h) {
+        FX_WARN("plan registry: no room for a %zu-byte plan", blob_bytes);
+        fx_free(o);
+        return NULL;
+    }
+    o->kind = kind;
+    o->seq = h->seq;
+    o->blob = h + 1;
+    o->blob_bytes = blob_bytes;
+    return o;
+}
+
+FX_INTERNAL void fx_plan_reg_retire(fx_plan_reg_t *r, fx_plan_obj_t *o)
+{
+    pthread_mutex_lock(&r->lock);
+    plan_obj_free(r, o);
+    pthread_mutex_unlock(&r->lock);
+}
+
+FX_INTERNAL int fx_plan_reg_add(fx_plan_reg_t *r, fx_plan_obj_t *o)
+{
+    pthread_mutex_lock(&r->lock);
+    plan_hdr(o->blob)->magic = PLAN_MAGIC_LIVE;
+    int rc = fx_hmap_put(r->objs, &o->blob, sizeof o->blob, o, NULL);
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+FX_INTERNAL int fx_plan_reg_take(fx_plan_reg_t *r, const void *blob, int kind, fx_plan_check_fn check,
+                                 void *arg, fx_plan_obj_t **o_p)
+{
+    *o_p = NULL;
+    pthread_mutex_lock(&r->lock);
+    /* the header is read only for an address the registry knows: never freed memory */
+    fx_plan_obj_t *o = fx_hmap_get(r->objs, &blob, sizeof blob);
+    int rc = o && o->kind == kind && plan_hdr(blob)->magic == PLAN_MAGIC_LIVE && plan_hdr(blob)->seq == o->seq
+                 ? FLUXON_OK
+                 : FLUXON_ERR_WRONG_HANDLE;
+    bool discard = false;
+    if (rc == FLUXON_OK && check) rc = check(o, arg, &discard);
+    if (rc == FLUXON_OK || discard) {
+        fx_hmap_del(r->objs, &blob, sizeof blob, NULL);
+        plan_hdr(blob)->magic = PLAN_MAGIC_DEAD; /* taken: no longer a live plan */
+    }
+    if (rc == FLUXON_OK) *o_p = o;
+    else if (discard) plan_obj_free(r, o);
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+FX_INTERNAL size_t fx_plan_reg_take_expired(fx_plan_reg_t *r, int kind, uint64_t now_ms, fx_plan_obj_t **out,
+                                            size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&r->lock);
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (n < cap && fx_hmap_iter_next(r->objs, &it, &k, &kl, &v)) {
+        fx_plan_obj_t *o = v;
+        if (o->kind != kind || !o->expires_ms || o->expires_ms > now_ms) continue;
+        fx_hmap_del(r->objs, k, kl, NULL); /* the entry just returned: allowed while iterating */
+        plan_hdr(o->blob)->magic = PLAN_MAGIC_DEAD;
+        out[n++] = o;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}

@@ -1,0 +1,252 @@
+/* replay.h — the parts of `fluxon demo` (cli_replay.c: entry and run order), shared by
+ * its modules: replay_opts.c (options), replay_cluster.c (embedded cluster or --config
+ * owners, owner counters), replay_worker.c (workers playing requests, progress),
+ * replay_collector.c (committed futures), replay_report.c (summary, summary.json,
+ * timeseries.csv, latency_cdf.csv). CLI-side: public API of include/fluxon.h only;
+ * functions are rp_*. */
+#ifndef FX_REPLAY_H
+#define FX_REPLAY_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cli_trace.h"
+#include "fluxon.h"
+
+#define RP_EXIT_USAGE 2
+#define RP_MAX_OWNERS 16
+#define RP_MAX_WORKERS_PER_OWNER 64
+#define RP_FUTURES_MAX 256          /* committed futures not yet collected (bounds fds) */
+#define RP_FUTURE_TIMEOUT_MS 30000  /* a future pending longer is counted timed out */
+#define RP_STALL_MS 120000          /* one request running this long: stop the run */
+#define RP_JOIN_MS 60000            /* bound on joining a worker or the collector */
+#define RP_BASELINE_MS 5000         /* counters must be back to baseline within this */
+#define RP_STATS_CAP (64u << 10)
+#define RP_NSTATUS 20               /* index -status for FLUXON_OK..-18, 19 = other */
+#define RP_MAX_LOGGED_ERRORS 10
+
+/* the options of every backup put (both reject flags are always on for this path) */
+#define RP_PUT_FIELDS \
+    (FLUXON_PUT_OPT_REJECT_IF_INFLIGHT | FLUXON_PUT_OPT_REJECT_IF_EXIST | FLUXON_PUT_OPT_ATOMIC_GROUPS)
+
+enum rp_call {
+    RP_C_GET_START, RP_C_GET_TRANSFER, RP_C_RELEASE, RP_C_CANCEL, RP_C_PUT_START,
+    RP_C_PUT_COMMIT, RP_C_PUT_ABORT, RP_C_FUTURE, RP_C_REQUEST, RP_NCALLS
+};
+extern const char *const rp_call_names[RP_NCALLS];
+
+/* set by SIGINT/SIGTERM while the run is in play */
+extern volatile sig_atomic_t rp_interrupted;
+
+typedef struct rp_opts {
+    const char *trace;
+    size_t requests;          /* 0 = all */
+    uint64_t value_len;
+    unsigned workers, owners, tp, group_pages;
+    double speed;             /* 0 = as fast as possible */
+    const char *out_dir;
+    int skip_bad_lines;
+    uint64_t capacity_blocks; /* 0 = size for the run */
+    const char *configs[RP_MAX_OWNERS];
+    unsigned n_configs;
+    const char *key_prefix;
+} rp_opts;
+
+typedef struct rp_samples {
+    uint64_t *v;              /* nanoseconds */
+    size_t n, cap;
+} rp_samples;
+
+/* One per request, written by the worker that played it. */
+typedef struct rp_reqrec {
+    uint64_t t_done_ns;       /* since the run started */
+    uint64_t lat_ns, get_start_ns, put_start_ns;
+    uint32_t pages, hits;
+    uint64_t bytes_restored, bytes_written;
+    int done;
+} rp_reqrec;
+
+typedef struct rp_fut {
+    fluxon_future *f;
+    uint64_t t_commit_ns;
+    struct rp_fut *next;
+} rp_fut;
+
+/* Collects committed futures off the workers' path: polls their fds and records the
+ * completion latency; a future pending past RP_FUTURE_TIMEOUT_MS is given up. */
+typedef struct rp_collector {
+    pthread_mutex_t mu;
+    pthread_cond_t cv_space, cv_work;
+    rp_fut *head, *tail;      /* guarded by mu: handed over by workers */
+    size_t inflight;          /* guarded by mu: queued + held by the collector */
+    int closing;              /* guarded by mu: no more futures will come */
+    pthread_t thread;
+    int started, inited;
+    /* collector thread only; read after it is joined */
+    rp_samples lat;
+    uint64_t completed, failed, timed_out;
+    uint64_t refused;         /* batches refused at publish (KEY_EXISTS ...): skipped */
+    uint64_t fail_by[RP_NSTATUS], refused_by[RP_NSTATUS];
+} rp_collector;
+
+struct rp_run;
+
+typedef struct rp_worker {
+    struct rp_run *run;
+    unsigned id, owner;
+    fluxon_client *client;
+    pthread_t thread;
+    int started, joined;
+    _Atomic uint64_t busy_since_ns; /* start of the request in play, 0 between requests */
+    /* scratch sized for the largest request */
+    size_t max_keys;
+    uint64_t *page_hash;
+    char *keybuf;             /* max_keys × FX_CLI_KEY_MAX */
+    const char **keys;
+    size_t *klen;
+    uint32_t *glens;
+    int *kstatus;
+    unsigned char *kv;        /* the simulated GPU KV buffer: max_keys × value_len */
+    /* results, read after the worker is joined */
+    rp_samples lat[RP_NCALLS];
+    uint64_t errors_by[RP_NSTATUS], skipped_by[RP_NSTATUS];
+    uint64_t raw_hits, contract_violations;
+} rp_worker;
+
+typedef struct rp_owner_stats {
+    uint64_t remote_hits_before, remote_hits_after;
+    int remote_hits_known;
+    uint64_t handles_open, slots_prepared, gets_inflight, puts_inflight;
+    uint64_t before[4];       /* the same four before the run (0 on a fresh cluster) */
+    /* capacity eviction (issue 7), after the run; ev_known: the owner reports them */
+    uint64_t evictions, evicted_bytes, cohorts, busy_retries, restored, eviction_debt, hot_bytes,
+        hot_capacity_bytes, claim_waits, claim_timeouts;
+    int ev_known;
+    unsigned absent_mask;     /* bit i: baseline key i absent from the stats */
+    int stats_ok;
+} rp_owner_stats;
+
+/* The cluster the workers talk to: an embedded master + owners (sockets in a temporary
+ * directory), or the owners named by --config. ext_cfg[k]: the external config of owner k. */
+typedef struct rp_cluster {
+    fluxon_node *master, *owners[RP_MAX_OWNERS];
+    char dir[32], socks[RP_MAX_OWNERS][160];
+    char *ext_cfg[RP_MAX_OWNERS];
+    int dir_made, embedded;
+} rp_cluster;
+
+typedef struct rp_run {
+    rp_opts o;
+    fx_cli_trace trace;
+    size_t n_req;
+    rp_reqrec *recs;
+    uint64_t ref_hits, ref_lookups, distinct_pages;
+    uint64_t lru_ref_hits;    /* the reference LRU of capacity_blocks pages (when given) */
+    rp_cluster cl;
+    rp_worker *workers;
+    unsigned n_workers, n_owners;
+    rp_collector col;
+    uint64_t t_start_ns, t_end_ns;
+    _Atomic size_t next_req;
+    _Atomic int stop;
+    /* progress, relaxed: exact totals are summed from the workers at the end */
+    _Atomic uint64_t done, lookups, hits, errors, checksum_failures, skipped,
+        bytes_restored, bytes_written;
+    _Atomic unsigned logged_errors;
+    rp_owner_stats owners[RP_MAX_OWNERS];
+    uint64_t segment_bytes, grant_bytes;
+} rp_run;
+
+/* An owner counter: its key in fluxon_client_stats (and in summary.json's "owners") and
+ * the uint64_t field of rp_owner_stats it is read into. */
+typedef struct rp_stat_field {
+    const char *key;
+    size_t off;
+} rp_stat_field;
+
+#define RP_NBASELINE 4
+#define RP_NEVICTION 10
+/* handles_open, slots_prepared, gets_inflight, puts_inflight: back to their value before
+ * the run (R1); before[i] holds baseline field i's value before it */
+extern const rp_stat_field rp_baseline_fields[RP_NBASELINE];
+/* the capacity-eviction counters (issue 7), read after the run */
+extern const rp_stat_field rp_eviction_fields[RP_NEVICTION];
+
+static inline uint64_t *rp_stat_at(rp_owner_stats *s, const rp_stat_field *f)
+{
+    return (uint64_t *)((char *)s + f->off);
+}
+
+static inline uint64_t rp_stat_get(const rp_owner_stats *s, const rp_stat_field *f)
+{
+    return *(const uint64_t *)((const char *)s + f->off);
+}
+
+/* ---- status classes (inline here) and latency samples (replay_report.c) ---- */
+
+static inline int rp_status_index(int st)
+{
+    return st <= 0 && st > -(RP_NSTATUS - 1) ? -st : RP_NSTATUS - 1;
+}
+
+static inline int rp_is_capacity_outcome(int st)
+{
+    return st == FLUXON_ERR_NO_SPACE || st == FLUXON_ERR_KEY_EXISTS ||
+           st == FLUXON_ERR_KEY_BEING_WRITTEN || st == FLUXON_ERR_GROUP_REJECTED;
+}
+
+void rp_samples_push(rp_samples *s, uint64_t ns);
+/* nearest-rank percentile of sorted v[n], p in [0, 100]; 0 when empty */
+uint64_t rp_pct(const uint64_t *v, size_t n, double p);
+
+/* ---- options (replay_opts.c) ---- */
+
+void rp_usage(FILE *f);
+/* fills *o from argv[1..]; -1 after printing a usage error; *help set on --help */
+int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help);
+
+/* ---- cluster and owner counters (replay_cluster.c) ---- */
+
+/* brings up the embedded cluster, or reads the --config files; fills r->cl.ext_cfg.
+ * 0, or the exit status (1 runtime failure, RP_EXIT_USAGE an unreadable --config) */
+int rp_cluster_up(rp_run *r);
+void rp_cluster_down(rp_run *r); /* safe on a partly started cluster */
+void rp_stats_before(rp_run *r);
+/* R1: 1 when every owner's counters are back to their baseline within RP_BASELINE_MS */
+int rp_stats_after(rp_run *r);
+
+/* ---- future collector (replay_collector.c) ---- */
+
+int rp_collector_init(rp_collector *c); /* 0, or -1 with a message */
+int rp_collector_start(rp_collector *c);
+/* hands a committed future to the collector; waits (bounded) while RP_FUTURES_MAX are
+ * in flight */
+void rp_collector_add(rp_collector *c, fluxon_future *f, uint64_t t_commit_ns);
+/* no more futures: waits for the collector to settle every one; -1 when it did not
+ * finish in time (it still runs) */
+int rp_collector_close(rp_collector *c);
+void rp_collector_fini(rp_collector *c); /* after a successful close (or none started) */
+
+/* ---- workers (replay_worker.c) ---- */
+
+/* opens o.workers clients per owner on r->cl.ext_cfg; 0, or the exit status (1, or
+ * RP_EXIT_USAGE when a config is refused) */
+int rp_workers_open(rp_run *r);
+/* with SIGINT/SIGTERM caught: starts every worker, shows progress, joins them, then
+ * closes the collector (every future settled); -1 when a worker or the collector did not
+ * finish in time (it still runs) */
+int rp_run_workers(rp_run *r);
+void rp_workers_close(rp_run *r);
+
+/* ---- report (replay_report.c) ---- */
+
+int rp_mkdirs(const char *dir);
+/* waits for the owners' counters (R1), prints the summary, writes the --out files; the
+ * exit status of the run (0 passed, 1 not) */
+int rp_report(rp_run *r);
+
+#endif /* FX_REPLAY_H */

@@ -1,0 +1,257 @@
+/* replay_cluster.c — the cluster `fluxon demo` plays against: an embedded master + K
+ * owners sized for the run (or for --capacity-blocks), or the owners named by --config;
+ * and the owners' counters read through fluxon_client_stats (before the run, and R1: back
+ * to baseline after it). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <cJSON.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+#include "replay.h"
+
+#define RP_FIELD(name) {#name, offsetof(rp_owner_stats, name)}
+const rp_stat_field rp_baseline_fields[RP_NBASELINE] = {
+    RP_FIELD(handles_open), RP_FIELD(slots_prepared), RP_FIELD(gets_inflight), RP_FIELD(puts_inflight)};
+const rp_stat_field rp_eviction_fields[RP_NEVICTION] = {
+    RP_FIELD(evictions), RP_FIELD(evicted_bytes), RP_FIELD(cohorts),       RP_FIELD(busy_retries),
+    RP_FIELD(restored),  RP_FIELD(eviction_debt), RP_FIELD(hot_bytes),     RP_FIELD(hot_capacity_bytes),
+    RP_FIELD(claim_waits), RP_FIELD(claim_timeouts)};
+#undef RP_FIELD
+
+/* ---------------------------------------------------------------------------------
+ * Owner counters (fluxon_client_stats)
+ * ------------------------------------------------------------------------------- */
+
+
+/* The number under key: in "owner" first, then anywhere (depth-first). */
+static const cJSON *rp_json_find(const cJSON *node, const char *key)
+{
+    if (!node || !(cJSON_IsObject(node) || cJSON_IsArray(node))) return NULL;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, node)
+    {
+        if (it->string && strcmp(it->string, key) == 0 && cJSON_IsNumber(it)) return it;
+    }
+    cJSON_ArrayForEach(it, node)
+    {
+        const cJSON *f = rp_json_find(it, key);
+        if (f) return f;
+    }
+    return NULL;
+}
+
+static int rp_stat_u64(const cJSON *doc, const char *key, uint64_t *out)
+{
+    const cJSON *v = rp_json_find(cJSON_GetObjectItemCaseSensitive(doc, "owner"), key);
+    if (!v) v = rp_json_find(doc, key);
+    if (!v) {
+        *out = 0;
+        return 0;
+    }
+    *out = v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+    return 1;
+}
+
+static cJSON *rp_client_stats(fluxon_client *c)
+{
+    char *buf = NULL;
+    int rc = fx_cli_json_call(c, fluxon_client_stats, RP_STATS_CAP, &buf);
+    cJSON *doc = rc == FLUXON_OK ? cJSON_Parse(buf) : NULL;
+    if (rc != FLUXON_OK) fprintf(stderr, "fluxon demo: fluxon_client_stats: %s\n", fluxon_status_string(rc));
+    free(buf);
+    return doc;
+}
+
+/* The first worker of owner k carries that owner's stats queries. */
+static fluxon_client *rp_owner_client(rp_run *r, unsigned k)
+{
+    for (unsigned i = 0; i < r->n_workers; i++)
+        if (r->workers[i].owner == k && r->workers[i].client) return r->workers[i].client;
+    return NULL;
+}
+
+void rp_stats_before(rp_run *r)
+{
+    for (unsigned k = 0; k < r->n_owners; k++) {
+        cJSON *doc = rp_client_stats(rp_owner_client(r, k));
+        rp_owner_stats *s = &r->owners[k];
+        if (doc) {
+            s->remote_hits_known = rp_stat_u64(doc, "remote_hits", &s->remote_hits_before);
+            for (int i = 0; i < RP_NBASELINE; i++) rp_stat_u64(doc, rp_baseline_fields[i].key, &s->before[i]);
+        }
+        cJSON_Delete(doc);
+    }
+}
+
+/* R1: polls every owner's counters until all four are back to their values before the
+ * run (0 on the embedded cluster) or RP_BASELINE_MS passed. */
+int rp_stats_after(rp_run *r)
+{
+    uint64_t deadline = fx_cli_now_ns() + (uint64_t)RP_BASELINE_MS * 1000000ull;
+    int ok;
+    do {
+        ok = 1;
+        for (unsigned k = 0; k < r->n_owners; k++) {
+            rp_owner_stats *s = &r->owners[k];
+            cJSON *doc = rp_client_stats(rp_owner_client(r, k));
+            s->stats_ok = doc != NULL;
+            if (!doc) {
+                ok = 0;
+                continue;
+            }
+            s->absent_mask = 0;
+            for (int i = 0; i < RP_NBASELINE; i++) {
+                uint64_t *v = rp_stat_at(s, &rp_baseline_fields[i]);
+                if (!rp_stat_u64(doc, rp_baseline_fields[i].key, v)) s->absent_mask |= 1u << i;
+                if (*v > s->before[i]) ok = 0;
+            }
+            uint64_t rh = 0;
+            int known = rp_stat_u64(doc, "remote_hits", &rh);
+            s->remote_hits_known = s->remote_hits_known && known;
+            s->remote_hits_after = rh;
+            s->ev_known = 1;
+            for (int i = 0; i < RP_NEVICTION; i++)
+                s->ev_known &= rp_stat_u64(doc, rp_eviction_fields[i].key, rp_stat_at(s, &rp_eviction_fields[i]));
+            if (s->eviction_debt) ok = 0; /* selected for eviction, not yet freed */
+            cJSON_Delete(doc);
+        }
+        if (ok) break;
+        fx_cli_sleep_ms(100);
+    } while (fx_cli_now_ns() < deadline);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------------------
+ * Embedded cluster
+ * ------------------------------------------------------------------------------- */
+
+#define RP_CLUSTER_ID "fluxon-demo"
+#define RP_TOKEN "demo-token"
+
+/* Segment and grant for one owner (ARCHITECTURE §6: slot = align_up(max(value_len,
+ * 4096), 4096), grants hold whole slots, the segment a 4096-byte header + grants).
+ * Whole-run sizing: every distinct page of the slice × T values + 25 % + one spare grant,
+ * per owner, because with K owners an owner may hold its own puts and the copies it
+ * fetched from the others. --capacity-blocks N: N pages × T values, rounded up to whole
+ * grants (at most one grant more). */
+static void rp_size_owner(const rp_opts *o, uint64_t distinct_pages, uint64_t *seg_p, uint64_t *grant_p)
+{
+    uint64_t slot = (o->value_len < 4096 ? 4096 : o->value_len + 4095) / 4096 * 4096;
+    uint64_t values = (o->capacity_blocks ? o->capacity_blocks : distinct_pages) * o->tp;
+    if (!o->capacity_blocks) values += values / 4 + 64;
+    uint64_t max_spg = (512ull << 20) / slot ? (512ull << 20) / slot : 1;
+    uint64_t spg = o->capacity_blocks ? values : values / 8;
+    if (!o->capacity_blocks && spg < 16) spg = 16;
+    if (spg > max_spg) spg = max_spg;
+    if (spg == 0) spg = 1;
+    uint64_t grants = (values + spg - 1) / spg + (o->capacity_blocks ? 0 : 1);
+    *grant_p = spg * slot;
+    *seg_p = 4096 + grants * spg * slot;
+}
+
+static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owners, char *dir,
+                            char socks[][160])
+{
+    int rc = fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN
+                               "\",\"listen\":\"127.0.0.1:0\",\"log_level\":\"warn\"}",
+                               master);
+    if (rc != FLUXON_OK) {
+        fprintf(stderr, "fluxon demo: master did not start: %s\n", fluxon_status_string(rc));
+        return rc;
+    }
+    rp_size_owner(&r->o, r->distinct_pages, &r->segment_bytes, &r->grant_bytes);
+    /* --capacity-blocks N: at most, and once full exactly, N pages × T values stay
+     * resident: the expected capacity (§6: prewarmed, a hard cap) holds them and the hot
+     * tier's watermark is exactly their slots, so the owner evicts its coldest values to
+     * make room (issue 7) */
+    char capacity[256] = "";
+    if (r->o.capacity_blocks) {
+        uint64_t slot = (r->o.value_len < 4096 ? 4096 : r->o.value_len + 4095) / 4096 * 4096;
+        uint64_t payload = r->o.capacity_blocks * r->o.tp * slot;
+        snprintf(capacity, sizeof capacity,
+                 ",\"expected\":{\"value_len\":%llu,\"payload_capacity_bytes\":%llu}},\"hot_capacity_bytes\":%llu",
+                 (unsigned long long)r->o.value_len, (unsigned long long)payload, (unsigned long long)payload);
+    } else {
+        snprintf(capacity, sizeof capacity, "}");
+    }
+    for (unsigned k = 0; k < r->n_owners; k++) {
+        char cfg[1024];
+        snprintf(socks[k], 160, "%s/owner%u.sock", dir, k);
+        snprintf(cfg, sizeof cfg,
+                 "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
+                 "\"node_id\":\"demo-owner-%u\",\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\","
+                 "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\","
+                 "\"start_timeout_ms\":120000}", /* a multi-GiB segment is faulted in at start */
+                 k, fluxon_node_port(*master), socks[k], (unsigned long long)r->segment_bytes,
+                 (unsigned long long)r->grant_bytes, capacity);
+        rc = fluxon_node_start(cfg, &owners[k]);
+        if (rc != FLUXON_OK) {
+            fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n", k,
+                    fluxon_status_string(rc), (unsigned long long)r->segment_bytes,
+                    (unsigned long long)r->grant_bytes);
+            return rc;
+        }
+    }
+    return FLUXON_OK;
+}
+
+/* one external config per owner: its --config file, or the embedded owner's socket;
+ * 0 or the exit status */
+static int rp_external_configs(rp_run *r)
+{
+    rp_cluster *cl = &r->cl;
+    if (r->o.n_configs) {
+        for (unsigned k = 0; k < r->o.n_configs; k++)
+            if (!(cl->ext_cfg[k] = fx_cli_read_config("fluxon demo", r->o.configs[k]))) return RP_EXIT_USAGE;
+        return 0;
+    }
+    for (unsigned k = 0; k < r->n_owners; k++) {
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "{\"role\":\"external\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN
+                 "\",\"socket\":\"%s\",\"log_level\":\"warn\"}",
+                 cl->socks[k]);
+        if (!(cl->ext_cfg[k] = strdup(cfg))) return 1;
+    }
+    return 0;
+}
+
+int rp_cluster_up(rp_run *r)
+{
+    rp_cluster *cl = &r->cl;
+    r->n_owners = r->o.owners;
+    if (!r->o.n_configs) {
+        snprintf(cl->dir, sizeof cl->dir, "/tmp/fluxon-demo-XXXXXX");
+        if (!mkdtemp(cl->dir)) {
+            fprintf(stderr, "fluxon demo: mkdtemp: %s\n", strerror(errno));
+            return 1;
+        }
+        cl->dir_made = 1;
+        cl->embedded = 1;
+        if (rp_start_cluster(r, &cl->master, cl->owners, cl->dir, cl->socks) != FLUXON_OK) return 1;
+    }
+    return rp_external_configs(r);
+}
+
+void rp_cluster_down(rp_run *r)
+{
+    rp_cluster *cl = &r->cl;
+    for (unsigned k = 0; k < RP_MAX_OWNERS; k++) {
+        free(cl->ext_cfg[k]);
+        cl->ext_cfg[k] = NULL;
+    }
+    if (cl->embedded) {
+        for (unsigned k = r->n_owners; k-- > 0;) fluxon_node_stop(cl->owners[k]);
+        fluxon_node_stop(cl->master);
+        for (unsigned k = 0; k < r->n_owners; k++) unlink(cl->socks[k]); /* normally gone already */
+        cl->embedded = 0;
+    }
+    if (cl->dir_made) rmdir(cl->dir);
+    cl->dir_made = 0;
+}

@@ -1,0 +1,227 @@
+/* replay_opts.c — `fluxon demo` options: the usage text and a table-driven parser (one
+ * row per option: its name, what it takes, its range or its setter). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "replay.h"
+
+void rp_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fluxon demo [--trace FILE] [--requests N] [--value-len BYTES] [--workers N]\n"
+            "                   [--owners K] [--tp T] [--group-pages G] [--speed X] [--out DIR]\n"
+            "                   [--skip-bad-lines] [--capacity-blocks N] [--config FILE]...\n"
+            "                   [--key-prefix P]\n"
+            "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
+            "per request get_start over its page keys, restore and verify the transferable\n"
+            "prefix, then local_fast_put_start/commit of the missed suffix.\n"
+            "  --trace FILE         trace [$FLUXON_TRACE, else data/conversation_trace.jsonl]\n"
+            "  --requests N         only the first N requests [all]\n"
+            "  --value-len BYTES    bytes per value (one page of one TP rank) [4096]\n"
+            "  --workers N          worker threads per owner, each its own client [2]\n"
+            "  --owners K           embedded owners [1]\n"
+            "  --tp T               TP ranks: T keys per page, restored together [1]\n"
+            "  --group-pages G      pages per atomic group [1]\n"
+            "  --speed X            replay timestamps X times faster; 0 = flat out [0]\n"
+            "  --out DIR            write summary.json, timeseries.csv, latency_cdf.csv\n"
+            "  --skip-bad-lines     skip and count malformed trace lines\n"
+            "  --capacity-blocks N  size each embedded owner for N pages [the whole run]\n"
+            "  --config FILE        join a cluster: external config of one owner (repeatable)\n"
+            "  --key-prefix P       key namespace [demo]\n"
+            "Exit: 0 passed (no errors or checksum failures, counters back to baseline),\n"
+            "1 runtime failure, 2 usage error.\n");
+}
+
+static int rp_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || s[0] == '-' || v < min || v > max) {
+        fprintf(stderr, "fluxon demo: %s %s: must be an integer in %llu..%llu\n", opt, s,
+                (unsigned long long)min, (unsigned long long)max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int rp_set_trace(rp_opts *o, const char *val)
+{
+    o->trace = val;
+    return 0;
+}
+
+static int rp_set_out(rp_opts *o, const char *val)
+{
+    o->out_dir = val;
+    return 0;
+}
+
+static int rp_set_key_prefix(rp_opts *o, const char *val)
+{
+    if (!*val || strlen(val) > 128) {
+        fprintf(stderr, "fluxon demo: --key-prefix must be 1..128 bytes\n");
+        return -1;
+    }
+    o->key_prefix = val;
+    return 0;
+}
+
+static int rp_set_config(rp_opts *o, const char *val)
+{
+    if (o->n_configs == RP_MAX_OWNERS) {
+        fprintf(stderr, "fluxon demo: at most %d --config files\n", RP_MAX_OWNERS);
+        return -1;
+    }
+    o->configs[o->n_configs++] = val;
+    return 0;
+}
+
+static int rp_set_speed(rp_opts *o, const char *val)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(val, &end);
+    if (!*val || *end || errno || !(d >= 0) || d > 1e9) {
+        fprintf(stderr, "fluxon demo: --speed %s: must be a number >= 0 (0 = as fast as possible)\n", val);
+        return -1;
+    }
+    o->speed = d;
+    return 0;
+}
+
+/* One option. A flag takes no value; an integer is stored in the field at off (of size
+ * 4 or 8) after a check against [min, max]; anything else goes through set. */
+typedef struct rp_optdef {
+    const char *name;
+    enum { RP_OPT_FLAG, RP_OPT_INT, RP_OPT_FN } kind;
+    size_t off, size;
+    uint64_t min, max;
+    int (*set)(rp_opts *o, const char *val);
+} rp_optdef;
+
+#define RP_INT(nm, field, lo, hi) \
+    {nm, RP_OPT_INT, offsetof(rp_opts, field), sizeof(((rp_opts *)0)->field), lo, hi, NULL}
+#define RP_FN(nm, fn) {nm, RP_OPT_FN, 0, 0, 0, 0, fn}
+
+static const rp_optdef rp_optdefs[] = {
+    {"--skip-bad-lines", RP_OPT_FLAG, offsetof(rp_opts, skip_bad_lines), sizeof(int), 0, 0, NULL},
+    RP_FN("--trace", rp_set_trace),
+    RP_INT("--requests", requests, 0, 1ull << 40),
+    RP_INT("--value-len", value_len, 1, 1ull << 30),
+    RP_INT("--workers", workers, 1, RP_MAX_WORKERS_PER_OWNER),
+    RP_INT("--owners", owners, 1, RP_MAX_OWNERS),
+    RP_INT("--tp", tp, 1, 64),
+    RP_INT("--group-pages", group_pages, 1, 1u << 20),
+    RP_FN("--speed", rp_set_speed),
+    RP_FN("--out", rp_set_out),
+    RP_INT("--capacity-blocks", capacity_blocks, 1, 1ull << 40),
+    RP_FN("--config", rp_set_config),
+    RP_FN("--key-prefix", rp_set_key_prefix),
+};
+
+static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
+{
+    char *field = (char *)o + d->off;
+    uint64_t v = 0;
+    switch (d->kind) {
+    case RP_OPT_FLAG:
+        *(int *)field = 1;
+        return 0;
+    case RP_OPT_FN:
+        return d->set(o, val);
+    case RP_OPT_INT:
+        if (rp_parse_u64(d->name, val, d->min, d->max, &v)) return -1;
+        if (d->size == sizeof(uint32_t)) *(uint32_t *)field = (uint32_t)v;
+        else *(uint64_t *)field = v;
+        return 0;
+    }
+    return -1;
+}
+
+/* --owners and --capacity-blocks against --config; owners is 0 while not given */
+static int rp_opts_check(rp_opts *o)
+{
+    if (o->n_configs) {
+        if (o->owners && o->owners != o->n_configs) {
+            fprintf(stderr, "fluxon demo: --owners %u but %u --config files (one per owner)\n", o->owners,
+                    o->n_configs);
+            return -1;
+        }
+        if (o->capacity_blocks) {
+            fprintf(stderr, "fluxon demo: --capacity-blocks sizes the embedded owners; not with --config\n");
+            return -1;
+        }
+        o->owners = o->n_configs;
+    } else if (!o->owners) {
+        o->owners = 1;
+    }
+    return 0;
+}
+
+static void rp_opts_defaults(rp_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->value_len = 4096;
+    o->workers = 2;
+    o->tp = 1;
+    o->group_pages = 1;
+    o->key_prefix = "demo";
+    const char *env = getenv("FLUXON_TRACE");
+    /* the copy in the repository first, then the shared data directory beside it */
+    o->trace = env && *env ? env
+               : access("data/conversation_trace.jsonl", R_OK) == 0 ? "data/conversation_trace.jsonl"
+                                                                    : "../shared/data/conversation_trace.jsonl";
+}
+
+int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help)
+{
+    _Static_assert(sizeof(o->requests) == 8 && sizeof(o->value_len) == 8 && sizeof(o->capacity_blocks) == 8 &&
+                       sizeof(o->workers) == 4 && sizeof(o->owners) == 4 && sizeof(o->tp) == 4 &&
+                       sizeof(o->group_pages) == 4,
+                   "rp_opt_apply stores 4- or 8-byte integers");
+    rp_opts_defaults(o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        char name[64];
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        if (eq && (size_t)(eq - a) < sizeof name) {
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = 0;
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", a);
+        }
+        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+            *help = 1;
+            return 0;
+        }
+        const rp_optdef *d = NULL;
+        for (size_t k = 0; k < sizeof rp_optdefs / sizeof rp_optdefs[0] && !d; k++)
+            if (!strcmp(name, rp_optdefs[k].name)) d = &rp_optdefs[k];
+        if (!d) {
+            fprintf(stderr, "fluxon demo: unknown argument %s (see fluxon demo --help)\n", a);
+            return -1;
+        }
+        if (d->kind == RP_OPT_FLAG && val) {
+            fprintf(stderr, "fluxon demo: %s takes no value\n", name);
+            return -1;
+        }
+        if (d->kind != RP_OPT_FLAG && !val) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "fluxon demo: %s needs a value\n", name);
+                return -1;
+            }
+            val = argv[++i];
+        }
+        if (rp_opt_apply(d, o, val)) return -1;
+    }
+    return rp_opts_check(o);
+}

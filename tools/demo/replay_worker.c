@@ -1,0 +1,447 @@
+/* replay_worker.c — the workers of `fluxon demo`: threads of this process, each with its
+ * own fluxon_client, playing requests as an engine would (get_start → get_transfer →
+ * restore + verify → release_views; missed suffix → local_fast_put_start → fill →
+ * commit → future to the collector), plus the progress line and the stall watchdog. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+#include "replay.h"
+
+volatile sig_atomic_t rp_interrupted;
+
+static void rp_log_error(rp_run *r, size_t req, const char *what, int st)
+{
+    atomic_fetch_add_explicit(&r->errors, 1, memory_order_relaxed);
+    unsigned n = atomic_fetch_add_explicit(&r->logged_errors, 1, memory_order_relaxed);
+    if (n < RP_MAX_LOGGED_ERRORS)
+        fprintf(stderr, "\nfluxon demo: request %zu (trace line %zu): %s: %s\n", req,
+                r->trace.reqs[req].line, what, st ? fluxon_status_string(st) : "contract violation");
+    else if (n == RP_MAX_LOGGED_ERRORS)
+        fprintf(stderr, "\nfluxon demo: more errors; counts in the summary\n");
+}
+
+static void rp_worker_error(rp_worker *w, size_t req, const char *what, int st)
+{
+    if (st == 0) w->contract_violations++;
+    else w->errors_by[rp_status_index(st)]++;
+    rp_log_error(w->run, req, what, st);
+}
+
+/* ---------------------------------------------------------------------------------
+ * One request, as an engine plays it
+ * ------------------------------------------------------------------------------- */
+
+/* Builds the keys of pages [0, np) (page-major, TP ranks inside a page); 0 or -1. */
+static int rp_build_keys(rp_worker *w, const fx_cli_trace_req *q)
+{
+    const rp_opts *o = &w->run->o;
+    fx_cli_chain_hashes(q->blocks, q->n_blocks, w->page_hash);
+    for (size_t p = 0; p < q->n_blocks; p++)
+        for (unsigned rk = 0; rk < o->tp; rk++) {
+            size_t k = p * o->tp + rk;
+            char *buf = w->keybuf + k * FX_CLI_KEY_MAX;
+            int len = fx_cli_page_key(buf, FX_CLI_KEY_MAX, o->key_prefix, w->page_hash[p], rk, o->tp);
+            if (len < 0) return -1;
+            w->keys[k] = buf;
+            w->klen[k] = (size_t)len;
+        }
+    return 0;
+}
+
+/* Group lengths (in keys) for pages [first_page, np): G pages × T ranks, last shorter. */
+static size_t rp_groups(rp_worker *w, size_t first_page, size_t np)
+{
+    const rp_opts *o = &w->run->o;
+    size_t ng = 0;
+    for (size_t p = first_page; p < np; p += o->group_pages) {
+        size_t pages = np - p < o->group_pages ? np - p : o->group_pages;
+        w->glens[ng++] = (uint32_t)(pages * o->tp);
+    }
+    return ng;
+}
+
+/* Restores the transferable prefix; returns the number of keys consumed. */
+static uint64_t rp_restore(rp_worker *w, size_t req, fluxon_get_handle *h, uint64_t transferable,
+                           rp_reqrec *rec)
+{
+    rp_run *r = w->run;
+    fluxon_client *c = w->client;
+    uint64_t vlen = r->o.value_len;
+    fluxon_plan *plan = NULL;
+    uint64_t t0 = fx_cli_now_ns();
+    int rc = fluxon_get_transfer(c, h, 0, &plan);
+    rp_samples_push(&w->lat[RP_C_GET_TRANSFER], fx_cli_now_ns() - t0);
+    if (rc != FLUXON_OK) {
+        rp_worker_error(w, req, "get_transfer", rc);
+        if (rc == FLUXON_ERR_INVALID_ARGUMENT) { /* the handle is still ours (§8) */
+            t0 = fx_cli_now_ns();
+            int crc = fluxon_cancel_get_transfer(c, h);
+            rp_samples_push(&w->lat[RP_C_CANCEL], fx_cli_now_ns() - t0);
+            if (crc != FLUXON_OK) rp_worker_error(w, req, "cancel_get_transfer", crc);
+        }
+        return 0;
+    }
+    uint64_t n = plan->count;
+    if (n != transferable) {
+        rp_worker_error(w, req, "get_transfer: plan count differs from transferable_len", 0);
+        if (n > transferable) n = transferable;
+    }
+    uint64_t good = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        const void *src = (const void *)(uintptr_t)plan->value_ptrs[j];
+        if (!src) {
+            rp_worker_error(w, req, "get_transfer: NULL value pointer in the read plan", 0);
+            break;
+        }
+        unsigned char *dst = w->kv + j * vlen;
+        memcpy(dst, src, vlen);
+        int64_t off = fx_cli_value_check(dst, vlen, w->keys[j], w->klen[j]);
+        if (off >= 0) {
+            uint64_t nf = atomic_fetch_add_explicit(&r->checksum_failures, 1, memory_order_relaxed);
+            if (nf < RP_MAX_LOGGED_ERRORS)
+                fprintf(stderr, "\nfluxon demo: request %zu: CHECKSUM FAILURE on %s at byte %lld\n", req,
+                        w->keys[j], (long long)off);
+        }
+        good++;
+    }
+    t0 = fx_cli_now_ns();
+    rc = fluxon_release_views(c, plan);
+    rp_samples_push(&w->lat[RP_C_RELEASE], fx_cli_now_ns() - t0);
+    if (rc != FLUXON_OK) rp_worker_error(w, req, "release_views", rc);
+    rec->bytes_restored = good * vlen;
+    return good;
+}
+
+/* Writes keys [first, nk) back as a fast local put; counts refused keys as skipped. */
+static void rp_backup(rp_worker *w, size_t req, size_t first_page, size_t np, rp_reqrec *rec)
+{
+    rp_run *r = w->run;
+    const rp_opts *o = &r->o;
+    fluxon_client *c = w->client;
+    size_t first = first_page * o->tp, n = np * o->tp - first;
+    size_t ng = rp_groups(w, first_page, np);
+    fluxon_put_options opts = {.field_mask = RP_PUT_FIELDS,
+                               .reject_if_inflight_same_key = 1,
+                               .reject_if_exist_same_key = 1,
+                               .atomic_group_lens = w->glens,
+                               .n_atomic_groups = ng};
+    for (size_t i = 0; i < n; i++) w->kstatus[i] = FLUXON_IN_PROGRESS; /* = not reported */
+    fluxon_plan *plan = NULL;
+    uint64_t t0 = fx_cli_now_ns();
+    int rc = fluxon_local_fast_put_start(c, w->keys + first, n, o->value_len, &opts, &plan, w->kstatus);
+    uint64_t dt = fx_cli_now_ns() - t0;
+    rp_samples_push(&w->lat[RP_C_PUT_START], dt);
+    rec->put_start_ns = dt;
+    if (rc != FLUXON_OK) {
+        if (rp_is_capacity_outcome(rc)) {
+            w->skipped_by[rp_status_index(rc)] += n;
+            atomic_fetch_add_explicit(&r->skipped, n, memory_order_relaxed);
+        } else {
+            rp_worker_error(w, req, "local_fast_put_start", rc);
+        }
+        return;
+    }
+    size_t accepted = 0, cnt = plan->count < n ? (size_t)plan->count : n;
+    if (plan->count != n) rp_worker_error(w, req, "local_fast_put_start: plan count differs from n_keys", 0);
+    for (size_t i = 0; i < cnt; i++) {
+        void *dst = (void *)(uintptr_t)plan->value_ptrs[i];
+        if (dst) {
+            fx_cli_value_fill(dst, o->value_len, w->keys[first + i], w->klen[first + i]);
+            accepted++;
+            continue;
+        }
+        int st = w->kstatus[i];
+        if (rp_is_capacity_outcome(st)) {
+            w->skipped_by[rp_status_index(st)]++;
+            atomic_fetch_add_explicit(&r->skipped, 1, memory_order_relaxed);
+        } else {
+            rp_worker_error(w, req, "local_fast_put_start: key refused without a capacity status",
+                            st == FLUXON_OK || st == FLUXON_IN_PROGRESS ? 0 : st);
+        }
+    }
+    if (accepted == 0) { /* nothing to publish: give the plan back */
+        t0 = fx_cli_now_ns();
+        rc = fluxon_put_abort(c, plan);
+        rp_samples_push(&w->lat[RP_C_PUT_ABORT], fx_cli_now_ns() - t0);
+        if (rc != FLUXON_OK) rp_worker_error(w, req, "put_abort", rc);
+        return;
+    }
+    fluxon_future *fut = NULL;
+    t0 = fx_cli_now_ns();
+    rc = fluxon_local_fast_put_commit(c, plan, &fut);
+    uint64_t t1 = fx_cli_now_ns();
+    rp_samples_push(&w->lat[RP_C_PUT_COMMIT], t1 - t0);
+    if (rc != FLUXON_OK) {
+        rp_worker_error(w, req, "local_fast_put_commit", rc);
+        /* plans are checked against the client's registry (§8): aborting one the failed
+         * commit already consumed is refused, not undefined */
+        int arc = fluxon_put_abort(c, plan);
+        if (arc != FLUXON_OK && arc != FLUXON_ERR_WRONG_HANDLE) rp_worker_error(w, req, "put_abort", arc);
+        return;
+    }
+    rec->bytes_written = accepted * o->value_len;
+    if (fut) rp_collector_add(&r->col, fut, t1);
+}
+
+static void rp_play(rp_worker *w, size_t req)
+{
+    rp_run *r = w->run;
+    const rp_opts *o = &r->o;
+    const fx_cli_trace_req *q = &r->trace.reqs[req];
+    rp_reqrec *rec = &r->recs[req];
+    size_t np = q->n_blocks, nk = np * o->tp;
+    uint64_t t_req = fx_cli_now_ns();
+    rec->pages = (uint32_t)np;
+    if (np > 0 && rp_build_keys(w, q) == 0) {
+        size_t ng = rp_groups(w, 0, np);
+        fluxon_get_handle *h = NULL;
+        fluxon_get_start_result res;
+        memset(&res, 0, sizeof res);
+        uint64_t t0 = fx_cli_now_ns();
+        int rc = fluxon_get_start(w->client, w->keys, nk, 1, w->glens, ng, &h, &res);
+        uint64_t dt = fx_cli_now_ns() - t0;
+        rp_samples_push(&w->lat[RP_C_GET_START], dt);
+        rec->get_start_ns = dt;
+        uint64_t consumed = 0;
+        if (rc != FLUXON_OK) {
+            rp_worker_error(w, req, "get_start", rc);
+        } else {
+            uint64_t tl = res.transferable_len, gk = (uint64_t)o->group_pages * o->tp;
+            if (tl > nk || res.raw_prefix_hit_len > nk || tl > res.raw_prefix_hit_len ||
+                (tl != nk && tl % gk != 0)) {
+                rp_worker_error(w, req, "get_start: transferable_len not on a group boundary", 0);
+                if (tl > nk) tl = nk;
+                tl -= tl % o->tp;
+            }
+            w->raw_hits += res.raw_prefix_hit_len / o->tp;
+            if (tl > 0 && h) {
+                consumed = rp_restore(w, req, h, tl, rec);
+            } else if (h) {
+                t0 = fx_cli_now_ns();
+                int crc = fluxon_cancel_get_transfer(w->client, h);
+                rp_samples_push(&w->lat[RP_C_CANCEL], fx_cli_now_ns() - t0);
+                if (crc != FLUXON_OK) rp_worker_error(w, req, "cancel_get_transfer", crc);
+            }
+        }
+        size_t hit_pages = (size_t)(consumed / o->tp);
+        rec->hits = (uint32_t)hit_pages;
+        /* the engine computed the rest and backs it up: from the first page not
+         * restored (a group boundary) to the end */
+        if (hit_pages < np) rp_backup(w, req, hit_pages, np, rec);
+    } else if (np > 0) {
+        rp_worker_error(w, req, "key does not fit FX_CLI_KEY_MAX (--key-prefix too long)", FLUXON_ERR_INVALID_ARGUMENT);
+    }
+    uint64_t t_end = fx_cli_now_ns();
+    rec->lat_ns = t_end - t_req;
+    rec->t_done_ns = t_end - r->t_start_ns;
+    rec->done = 1;
+    rp_samples_push(&w->lat[RP_C_REQUEST], t_end - t_req);
+    atomic_fetch_add_explicit(&r->lookups, np, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->hits, rec->hits, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->bytes_restored, rec->bytes_restored, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->bytes_written, rec->bytes_written, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->done, 1, memory_order_release);
+}
+
+/* Waits until request req's time at --speed X; returns -1 when the run stops. */
+static int rp_pace(rp_run *r, size_t req)
+{
+    if (r->o.speed <= 0) return 0;
+    uint64_t ts0 = r->trace.reqs[0].timestamp_ms, ts = r->trace.reqs[req].timestamp_ms;
+    if (ts <= ts0) return 0;
+    uint64_t due = r->t_start_ns + (uint64_t)((double)(ts - ts0) * 1e6 / r->o.speed);
+    for (;;) {
+        if (atomic_load_explicit(&r->stop, memory_order_relaxed) || rp_interrupted) return -1;
+        uint64_t now = fx_cli_now_ns();
+        if (now >= due) return 0;
+        uint64_t left_ms = (due - now) / 1000000ull;
+        if (left_ms >= 100) {
+            fx_cli_sleep_ms(100);
+        } else {
+            struct timespec ts2 = {.tv_sec = 0, .tv_nsec = (long)(due - now)};
+            nanosleep(&ts2, NULL);
+        }
+    }
+}
+
+static void *rp_worker_main(void *arg)
+{
+    rp_worker *w = arg;
+    rp_run *r = w->run;
+    for (;;) {
+        if (atomic_load_explicit(&r->stop, memory_order_relaxed) || rp_interrupted) break;
+        size_t req = atomic_fetch_add_explicit(&r->next_req, 1, memory_order_relaxed);
+        if (req >= r->n_req) break;
+        if (rp_pace(r, req)) break;
+        atomic_store_explicit(&w->busy_since_ns, fx_cli_now_ns(), memory_order_relaxed);
+        rp_play(w, req);
+        atomic_store_explicit(&w->busy_since_ns, 0, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static int rp_worker_init(rp_worker *w, rp_run *r, unsigned id, unsigned owner)
+{
+    memset(w, 0, sizeof *w);
+    w->run = r;
+    w->id = id;
+    w->owner = owner;
+    size_t mk = (r->trace.max_blocks ? r->trace.max_blocks : 1) * r->o.tp;
+    w->max_keys = mk;
+    w->page_hash = malloc((r->trace.max_blocks ? r->trace.max_blocks : 1) * sizeof *w->page_hash);
+    w->keybuf = malloc(mk * FX_CLI_KEY_MAX);
+    w->keys = malloc(mk * sizeof *w->keys);
+    w->klen = malloc(mk * sizeof *w->klen);
+    w->glens = malloc(mk * sizeof *w->glens);
+    w->kstatus = malloc(mk * sizeof *w->kstatus);
+    w->kv = malloc(mk * r->o.value_len);
+    if (!w->page_hash || !w->keybuf || !w->keys || !w->klen || !w->glens || !w->kstatus || !w->kv) {
+        fprintf(stderr, "fluxon demo: out of memory for worker %u (%zu keys of %llu bytes)\n", id, mk,
+                (unsigned long long)r->o.value_len);
+        return -1;
+    }
+    return 0;
+}
+
+static void rp_worker_free(rp_worker *w)
+{
+    free(w->page_hash);
+    free(w->keybuf);
+    free(w->keys);
+    free(w->klen);
+    free(w->glens);
+    free(w->kstatus);
+    free(w->kv);
+    for (int i = 0; i < RP_NCALLS; i++) free(w->lat[i].v);
+}
+
+static void rp_on_signal(int sig)
+{
+    (void)sig;
+    rp_interrupted = 1;
+}
+
+/* Progress on a terminal; detects a stalled run. Returns when every worker is done, or
+ * once r->stop is set (interrupted, or a request ran past RP_STALL_MS). */
+static void rp_wait_run(rp_run *r)
+{
+    int tty = isatty(2);
+    uint64_t last_print = 0;
+    for (;;) {
+        fx_cli_sleep_ms(50);
+        uint64_t done = atomic_load_explicit(&r->done, memory_order_acquire), now = fx_cli_now_ns();
+        int finished = 1;
+        for (unsigned i = 0; i < r->n_workers; i++)
+            if (r->workers[i].started && pthread_tryjoin_np(r->workers[i].thread, NULL) == EBUSY) finished = 0;
+            else if (r->workers[i].started) r->workers[i].started = 0, r->workers[i].joined = 1;
+        if (tty && (now - last_print > 250000000ull || finished)) {
+            last_print = now;
+            double secs = (double)(now - r->t_start_ns) / 1e9;
+            uint64_t lk = atomic_load_explicit(&r->lookups, memory_order_relaxed),
+                     ht = atomic_load_explicit(&r->hits, memory_order_relaxed);
+            fprintf(stderr, "\r[demo] %llu/%zu requests  %.0f req/s  prefix hits %.2f %%  errors %llu  checksum failures %llu   ",
+                    (unsigned long long)done, r->n_req, secs > 0 ? (double)done / secs : 0.0,
+                    lk ? 100.0 * (double)ht / (double)lk : 0.0,
+                    (unsigned long long)atomic_load_explicit(&r->errors, memory_order_relaxed),
+                    (unsigned long long)atomic_load_explicit(&r->checksum_failures, memory_order_relaxed));
+        }
+        if (finished) break;
+        if (rp_interrupted && !atomic_load(&r->stop)) {
+            fprintf(stderr, "\nfluxon demo: interrupted; finishing the requests in flight\n");
+            atomic_store(&r->stop, 1);
+        }
+        for (unsigned i = 0; i < r->n_workers; i++) {
+            uint64_t since = atomic_load_explicit(&r->workers[i].busy_since_ns, memory_order_relaxed);
+            if (since && now > since && now - since > (uint64_t)RP_STALL_MS * 1000000ull && !atomic_load(&r->stop)) {
+                fprintf(stderr, "\nfluxon demo: worker %u has been in one request for %d s; stopping the run\n", i,
+                        RP_STALL_MS / 1000);
+                atomic_fetch_add(&r->errors, 1);
+                atomic_store(&r->stop, 1);
+            }
+        }
+        if (atomic_load(&r->stop)) break; /* interrupted or stalled: the joins below are bounded */
+    }
+    if (tty) fputc('\n', stderr);
+}
+
+int rp_workers_open(rp_run *r)
+{
+    r->n_workers = r->o.workers * r->n_owners;
+    r->workers = calloc(r->n_workers, sizeof *r->workers);
+    if (!r->workers) return 1;
+    for (unsigned i = 0; i < r->n_workers; i++) {
+        rp_worker *w = &r->workers[i];
+        if (rp_worker_init(w, r, i, i % r->n_owners)) return 1;
+        int rc = fluxon_client_open(r->cl.ext_cfg[w->owner], &w->client);
+        if (rc != FLUXON_OK) {
+            fprintf(stderr, "fluxon demo: worker %u: cannot open a client on owner %u: %s\n", i, w->owner,
+                    fluxon_status_string(rc));
+            return rc == FLUXON_ERR_CONFIG ? RP_EXIT_USAGE : 1;
+        }
+    }
+    return 0;
+}
+
+void rp_workers_close(rp_run *r)
+{
+    for (unsigned i = 0; r->workers && i < r->n_workers; i++) {
+        fluxon_client_close(r->workers[i].client);
+        rp_worker_free(&r->workers[i]);
+    }
+    free(r->workers);
+    r->workers = NULL;
+}
+
+/* joins every started worker within RP_JOIN_MS each; -1 when one is still running */
+static int rp_join_workers(rp_run *r)
+{
+    int leaked = 0;
+    for (unsigned i = 0; i < r->n_workers; i++) {
+        rp_worker *w = &r->workers[i];
+        if (!w->started) continue;
+        if (fx_cli_join_ms(w->thread, RP_JOIN_MS) != 0) {
+            fprintf(stderr, "fluxon demo: worker %u did not finish within %d s; its client is left open\n", i,
+                    RP_JOIN_MS / 1000);
+            leaked = 1;
+            continue;
+        }
+        w->started = 0;
+        w->joined = 1;
+    }
+    return leaked ? -1 : 0;
+}
+
+int rp_run_workers(rp_run *r)
+{
+    struct sigaction sa = {.sa_handler = rp_on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    r->t_start_ns = fx_cli_now_ns();
+    for (unsigned i = 0; i < r->n_workers; i++) {
+        if (pthread_create(&r->workers[i].thread, NULL, rp_worker_main, &r->workers[i]) != 0) {
+            fprintf(stderr, "fluxon demo: cannot start worker %u\n", i);
+            atomic_store(&r->stop, 1);
+            atomic_fetch_add(&r->errors, 1);
+            break;
+        }
+        r->workers[i].started = 1;
+    }
+    rp_wait_run(r);
+    int leaked = rp_join_workers(r);
+    r->t_end_ns = fx_cli_now_ns();
+    /* every future is collected (or given up after RP_FUTURE_TIMEOUT_MS) */
+    if (rp_collector_close(&r->col) != 0) {
+        fprintf(stderr, "fluxon demo: the future collector did not finish\n");
+        leaked = -1;
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return leaked;
+}

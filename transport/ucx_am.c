@@ -1,0 +1,172 @@
+/* ucx_am.c — the target side of the UCX data plane's active-message mechanism (tcp):
+ * answers GET_REQ with the bytes and PUT_REQ with an ack, both checked against the regions
+ * mapped with fx_ucx_mem_map; and the mapped-region lookup both sides use. Replies are sent
+ * from inside UCX callbacks; a reply's state lives until its send completes. */
+#include "ucx_int.h"
+
+#include "log.h"
+
+/* Target-side state of one AM request: the header of the reply/ack it sends and the ep
+ * to send it on; lives until that send (or the PUT receive) completes. */
+struct ucxdp_tgt {
+    fx_ucx_t *u;
+    ucp_ep_h reply_ep;
+    ucxdp_hdr_t hdr;
+    struct ucxdp_tgt *prev, *next;
+};
+
+FX_INTERNAL const fx_ucx_mem_t *fx_ucxdp_region_find(const fx_ucx_t *u, uint64_t addr, uint64_t len)
+{
+    for (const fx_ucx_mem_t *m = u->mems; m; m = m->next)
+        if (addr >= m->base && len <= m->len && addr - m->base <= m->len - len) return m;
+    return NULL;
+}
+
+static bool ucxdp_region_ok(const fx_ucx_t *u, uint64_t addr, uint64_t len)
+{
+    return fx_ucxdp_region_find(u, addr, len) != NULL;
+}
+
+static ucxdp_tgt_t *ucxdp_tgt_new(fx_ucx_t *u, ucp_ep_h reply_ep, const ucxdp_hdr_t *h)
+{
+    ucxdp_tgt_t *t = fx_calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->u = u;
+    t->reply_ep = reply_ep;
+    t->hdr = *h;
+    t->next = u->tgts;
+    if (u->tgts) u->tgts->prev = t;
+    u->tgts = t;
+    return t;
+}
+
+static void ucxdp_tgt_free(ucxdp_tgt_t *t)
+{
+    fx_ucx_t *u = t->u;
+    if (t->prev) t->prev->next = t->next; else u->tgts = t->next;
+    if (t->next) t->next->prev = t->prev;
+    fx_free(t);
+}
+
+static void ucxdp_tgt_send_cb(void *req, ucs_status_t st, void *ud)
+{
+    if (st != UCS_OK) FX_DEBUG("ucx: AM reply failed: %s", ucs_status_string(st));
+    ucxdp_tgt_free(ud);
+    ucp_request_free(req);
+}
+
+/* Sends t's header (with status) and optional data back to the initiator; t is freed
+ * once the send completes. Sending from inside UCX callbacks is how UCX's own
+ * rendezvous replies work, and reply_ep is only guaranteed valid there. */
+static void ucxdp_tgt_reply(ucxdp_tgt_t *t, unsigned id, int status, const void *buf,
+                            size_t len)
+{
+    t->hdr.status = status;
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = ucxdp_tgt_send_cb,
+        .user_data = t,
+    };
+    ucs_status_ptr_t r = ucp_am_send_nbx(t->reply_ep, id, &t->hdr, sizeof t->hdr, buf, len, &rp);
+    if (UCS_PTR_IS_PTR(r)) return;
+    if (UCS_PTR_IS_ERR(r))
+        FX_DEBUG("ucx: AM reply failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+    ucxdp_tgt_free(t);
+}
+
+static ucp_ep_h ucxdp_reply_ep(const ucp_am_recv_param_t *param)
+{
+    return (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
+}
+
+static ucs_status_t ucxdp_am_get_req(void *arg, const void *header, size_t hlen, void *data,
+                                     size_t len, const ucp_am_recv_param_t *param)
+{
+    fx_ucx_t *u = arg;
+    ucxdp_hdr_t h;
+    ucp_ep_h ep = ucxdp_reply_ep(param);
+    if (hlen != sizeof h || !ep) return UCS_OK; /* not ours: nobody to answer */
+    memcpy(&h, header, sizeof h);
+    ucxdp_tgt_t *t = ucxdp_tgt_new(u, ep, &h);
+    if (!t) return UCS_OK; /* the initiator's timeout covers it */
+    if (!ucxdp_region_ok(u, h.addr, h.len)) {
+        FX_WARN("ucx: rejected GET of %llu bytes at 0x%llx: outside mapped regions",
+                (unsigned long long)h.len, (unsigned long long)h.addr);
+        ucxdp_tgt_reply(t, FX_UCX_AM_ID_GET_REP, FLUXON_ERR_INVALID_ARGUMENT, NULL, 0);
+        return UCS_OK;
+    }
+    ucxdp_tgt_reply(t, FX_UCX_AM_ID_GET_REP, FLUXON_OK, (const void *)(uintptr_t)h.addr,
+                    (size_t)h.len);
+    return UCS_OK;
+}
+
+static void ucxdp_tgt_recv_cb(void *req, ucs_status_t st, size_t len, void *ud)
+{
+    ucxdp_tgt_t *t = ud;
+    ucp_request_free(req);
+    if (st != UCS_OK) {
+        /* The initiator's endpoint failed mid-transfer: nobody to acknowledge. */
+        FX_DEBUG("ucx: AM PUT receive failed: %s", ucs_status_string(st));
+        ucxdp_tgt_free(t);
+        return;
+    }
+    ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, FLUXON_OK, NULL, 0);
+}
+
+static ucs_status_t ucxdp_am_put_req(void *arg, const void *header, size_t hlen, void *data,
+                                     size_t len, const ucp_am_recv_param_t *param)
+{
+    fx_ucx_t *u = arg;
+    ucxdp_hdr_t h;
+    ucp_ep_h ep = ucxdp_reply_ep(param);
+    if (hlen != sizeof h || !ep) return UCS_OK;
+    memcpy(&h, header, sizeof h);
+    ucxdp_tgt_t *t = ucxdp_tgt_new(u, ep, &h);
+    if (!t) return UCS_OK;
+    if (h.len != len || !ucxdp_region_ok(u, h.addr, h.len)) {
+        FX_WARN("ucx: rejected PUT of %zu bytes at 0x%llx: outside mapped regions", len,
+                (unsigned long long)h.addr);
+        ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, FLUXON_ERR_INVALID_ARGUMENT, NULL, 0);
+        return UCS_OK; /* drops a rendezvous descriptor */
+    }
+    void *dst = (void *)(uintptr_t)h.addr;
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        memcpy(dst, data, len); /* eager: the bytes are only valid during this call */
+        ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, FLUXON_OK, NULL, 0);
+        return UCS_OK;
+    }
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.recv_am = ucxdp_tgt_recv_cb,
+        .user_data = t,
+    };
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(u->worker, data, dst, len, &rp);
+    if (UCS_PTR_IS_PTR(r)) return UCS_OK;
+    ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, ucxdp_map(UCS_PTR_STATUS(r)), NULL, 0);
+    return UCS_OK;
+}
+
+FX_INTERNAL ucs_status_t fx_ucxdp_am_set_handler(fx_ucx_t *u, unsigned id, ucp_am_recv_callback_t cb)
+{
+    ucp_am_handler_param_t hp = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = id,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = cb,
+        .arg = u,
+    };
+    return ucp_worker_set_am_recv_handler(u->worker, &hp);
+}
+
+FX_INTERNAL ucs_status_t fx_ucxdp_target_init(fx_ucx_t *u)
+{
+    ucs_status_t st = fx_ucxdp_am_set_handler(u, FX_UCX_AM_ID_GET_REQ, ucxdp_am_get_req);
+    if (st == UCS_OK) st = fx_ucxdp_am_set_handler(u, FX_UCX_AM_ID_PUT_REQ, ucxdp_am_put_req);
+    return st;
+}
+
+FX_INTERNAL void fx_ucxdp_target_fini(fx_ucx_t *u)
+{
+    while (u->tgts) ucxdp_tgt_free(u->tgts);
+}
