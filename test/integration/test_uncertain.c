@@ -47,7 +47,7 @@ static int un_exists(fluxon_client *c, const char *key)
 Test(uncertain, an_invalidate_during_an_uncertain_put_done_frees_nothing_the_plan_still_names)
 {
     enum { N = 600 };
-    const char *fault = ",\"master_timeout_ms\":2000,\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"drop\","
+    const char *fault = ",\"master_timeout_ms\":3000,\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"drop\","
                         "\"fault_count\":1}";
     const char *extra[2] = {fault, NULL};
     kf_up_ex(2, NULL, extra);
