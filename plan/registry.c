@@ -6,8 +6,9 @@
  * memory until touched) handed out by a bump pointer: a released blob's address is not
  * handed out again until the pointer has gone round the whole arena (64 GiB: hundreds of
  * millions of plans), so a stale pointer never finds someone else's live object and is
- * FLUXON_ERR_WRONG_HANDLE. Each 2 MiB chunk counts its live blobs; a chunk whose blobs
- * are all released goes back to the kernel (MADV_DONTNEED). */
+ * FLUXON_ERR_WRONG_HANDLE. Each 4 KiB page counts its live blobs; a page whose blobs are
+ * all released goes back to the kernel (MADV_DONTNEED): a long-lived plan keeps only its
+ * own pages resident. */
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -17,7 +18,7 @@
 
 #define PLAN_MAGIC_LIVE 0x45564c4e414c5058ull /* "XPLANLVE" */
 #define PLAN_MAGIC_DEAD 0x44414544414c5058ull
-#define PLAN_CHUNK (2ull << 20)
+#define PLAN_CHUNK 4096ull /* the unit of live counts and of giving memory back */
 
 typedef struct plan_hdr { /* hidden, just before every blob */
     uint64_t magic;
@@ -30,7 +31,7 @@ struct fx_plan_reg {
     uint64_t next_seq;
     uint8_t *base; /* the arena */
     size_t bytes, top, nchunks;
-    uint32_t *live; /* per chunk: blobs not yet released */
+    uint32_t *live; /* per chunk: blobs not yet released (mapped: pages appear as used) */
 };
 
 FX_INTERNAL int fx_plan_reg_create(fx_plan_reg_t **r_p)
@@ -46,11 +47,14 @@ FX_INTERNAL int fx_plan_reg_create(fx_plan_reg_t **r_p)
         }
     }
     r->nchunks = r->bytes / PLAN_CHUNK;
-    if (!r->base || !(r->live = fx_calloc(r->nchunks, sizeof *r->live)) ||
-        fx_hmap_create(64, &r->objs) != FLUXON_OK) {
+    void *live = r->base ? mmap(NULL, r->nchunks * sizeof *r->live, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                         : MAP_FAILED;
+    r->live = live == MAP_FAILED ? NULL : live;
+    if (!r->live || fx_hmap_create(64, &r->objs) != FLUXON_OK) {
         FX_ERROR("plan registry: cannot reserve its arena: %m");
         if (r->base) munmap(r->base, r->bytes);
-        fx_free(r->live);
+        if (r->live) munmap(r->live, r->nchunks * sizeof *r->live);
         fx_free(r);
         return FLUXON_ERR_NOMEM;
     }
@@ -135,7 +139,7 @@ FX_INTERNAL void fx_plan_reg_destroy(fx_plan_reg_t *r)
     }
     fx_hmap_destroy(r->objs);
     munmap(r->base, r->bytes);
-    fx_free(r->live);
+    munmap(r->live, r->nchunks * sizeof *r->live);
     pthread_mutex_destroy(&r->lock);
     fx_free(r);
 }

@@ -1,0 +1,97 @@
+/* test_registry.c — Criterion suite for plan/registry: identities not addresses (a
+ * released blob's address is not handed out again; a stale pointer is WRONG_HANDLE), the
+ * check callback (take / keep / discard), kinds, re-adding after a retryable failure,
+ * and the arena giving released pages back. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "hmap.h"
+#include "registry.h"
+
+static fx_plan_reg_t *reg_new(void)
+{
+    fx_plan_reg_t *r = NULL;
+    cr_assert_eq(fx_plan_reg_create(&r), FLUXON_OK);
+    return r;
+}
+
+Test(registry, released_addresses_are_not_reused)
+{
+    fx_plan_reg_t *r = reg_new();
+    enum { N = 100000 };
+    fx_hmap_t *seen = NULL;
+    cr_assert_eq(fx_hmap_create(N, &seen), FLUXON_OK);
+    fx_plan_obj_t *prev = NULL;
+    for (int i = 0; i < N; i++) {
+        fx_plan_obj_t *o = fx_plan_obj_new(r, FX_PLAN_PUT, 16 + (size_t)(i % 7) * 8);
+        cr_assert_not_null(o);
+        cr_assert_eq(((uintptr_t)o->blob) % 16, 0, "blobs are 16-byte aligned");
+        cr_assert_null(fx_hmap_get(seen, &o->blob, sizeof o->blob), "address %p handed out twice", o->blob);
+        fx_hmap_put(seen, &o->blob, sizeof o->blob, o->blob, NULL);
+        cr_assert_eq(fx_plan_reg_add(r, o), FLUXON_OK);
+        fx_plan_obj_t *t = NULL;
+        cr_assert_eq(fx_plan_reg_take(r, o->blob, FX_PLAN_PUT, NULL, NULL, &t), FLUXON_OK);
+        cr_assert_eq(t, o);
+        void *blob = o->blob;
+        fx_plan_reg_retire(r, o);
+        cr_assert_eq(fx_plan_reg_take(r, blob, FX_PLAN_PUT, NULL, NULL, &t), FLUXON_ERR_WRONG_HANDLE);
+        if (prev) cr_assert_eq(fx_plan_reg_take(r, prev, FX_PLAN_PUT, NULL, NULL, &t), FLUXON_ERR_WRONG_HANDLE);
+        prev = blob;
+    }
+    fx_hmap_destroy(seen);
+    fx_plan_reg_destroy(r);
+}
+
+static int check_keep(fx_plan_obj_t *o, void *arg, bool *discard) { return FLUXON_ERR_INVALID_ARGUMENT; }
+static int check_discard(fx_plan_obj_t *o, void *arg, bool *discard)
+{
+    *discard = true;
+    return FLUXON_ERR_STALE;
+}
+
+Test(registry, kinds_checks_and_readd)
+{
+    fx_plan_reg_t *r = reg_new();
+    fx_plan_obj_t *o = fx_plan_obj_new(r, FX_PLAN_HANDLE, 8), *t = NULL;
+    cr_assert_eq(fx_plan_reg_add(r, o), FLUXON_OK);
+    cr_assert_eq(fx_plan_reg_take(r, o->blob, FX_PLAN_READ, NULL, NULL, &t), FLUXON_ERR_WRONG_HANDLE, "wrong kind");
+    cr_assert_eq(fx_plan_reg_take(r, (char *)o->blob + 8, FX_PLAN_HANDLE, NULL, NULL, &t), FLUXON_ERR_WRONG_HANDLE,
+                 "an address inside the blob");
+    cr_assert_eq(fx_plan_reg_take(r, o->blob, FX_PLAN_HANDLE, check_keep, NULL, &t), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_plan_reg_take(r, o->blob, FX_PLAN_HANDLE, NULL, NULL, &t), FLUXON_OK, "kept by the check");
+    uint64_t seq = t->seq;
+    cr_assert_eq(fx_plan_reg_add(r, t), FLUXON_OK, "re-added after a retryable failure");
+    cr_assert_eq(fx_plan_reg_take(r, o->blob, FX_PLAN_HANDLE, NULL, NULL, &t), FLUXON_OK);
+    cr_assert_eq(t->seq, seq, "the same identity");
+    cr_assert_eq(fx_plan_reg_add(r, t), FLUXON_OK);
+    void *blob = o->blob;
+    cr_assert_eq(fx_plan_reg_take(r, blob, FX_PLAN_HANDLE, check_discard, NULL, &t), FLUXON_ERR_STALE);
+    cr_assert_eq(fx_plan_reg_take(r, blob, FX_PLAN_HANDLE, NULL, NULL, &t), FLUXON_ERR_WRONG_HANDLE, "discarded");
+    fx_plan_reg_destroy(r);
+}
+
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld", &v) == 1) break;
+    if (f) fclose(f);
+    return v;
+}
+
+Test(registry, released_pages_go_back)
+{
+    fx_plan_reg_t *r = reg_new();
+    long before = rss_kib();
+    for (int i = 0; i < 2000; i++) { /* 2000 x 64 KiB read plans, one at a time: 125 MiB of blobs */
+        fx_plan_obj_t *o = fx_plan_obj_new(r, FX_PLAN_READ, 64 << 10);
+        cr_assert_not_null(o);
+        fx_plan_reg_retire(r, o);
+    }
+    long grown = rss_kib() - before;
+    cr_assert_lt(grown, 16 << 10, "RSS grew by %ld KiB for 125 MiB of released blobs", grown);
+    fx_plan_reg_destroy(r);
+}
