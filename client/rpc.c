@@ -178,38 +178,42 @@ static int crpc_flush_locked(fluxon_client *cl)
     return s->dead ? FLUXON_ERR_UNAVAILABLE : FLUXON_OK;
 }
 
-static void crpc_kick(fluxon_client *cl);
+static void crpc_flush_timer(fx_reactor_t *r, fx_timer_t *t);
 
-static void crpc_flush_timer(fx_reactor_t *r, fx_timer_t *t)
+/* Reactor: writes what the socket takes; while frames are left, retries every
+ * millisecond (never waits on the socket: the reactor keeps receiving). */
+static void crpc_reactor_flush(fluxon_client *cl)
 {
-    (void)r;
-    fluxon_client *cl = (fluxon_client *)((char *)t - offsetof(fluxon_client, rpc.flush_timer));
     __atomic_store_n(&cl->rpc.flush_armed, 0, __ATOMIC_RELEASE);
     pthread_mutex_lock(&cl->rpc.io_lock);
     crpc_flush_locked(cl);
     bool left = cl->rpc.out_head != NULL;
     pthread_mutex_unlock(&cl->rpc.io_lock);
-    if (left) crpc_kick(cl);
+    if (left && !__atomic_exchange_n(&cl->rpc.flush_armed, 1, __ATOMIC_ACQ_REL))
+        fx_timer_arm(cl->r, &cl->rpc.flush_timer, 1, crpc_flush_timer);
 }
 
-static void crpc_arm_flush(void *arg)
+static void crpc_flush_timer(fx_reactor_t *r, fx_timer_t *t)
 {
-    fluxon_client *cl = arg;
-    if (!fx_timer_armed(&cl->rpc.flush_timer)) fx_timer_arm(cl->r, &cl->rpc.flush_timer, 1, crpc_flush_timer);
+    (void)r;
+    crpc_reactor_flush((fluxon_client *)((char *)t - offsetof(fluxon_client, rpc.flush_timer)));
 }
 
-/* Frames are left on the queue: the reactor retries (without blocking) until they are
- * all out, so a frame never waits for the next caller. */
+static void crpc_flush_task(void *arg) { crpc_reactor_flush(arg); }
+
+/* Frames wait on the queue: the reactor writes them (unless a flush is already posted
+ * or armed), so a frame never waits for the next caller. */
 static void crpc_kick(fluxon_client *cl)
 {
     if (__atomic_exchange_n(&cl->rpc.flush_armed, 1, __ATOMIC_ACQ_REL)) return;
-    if (fx_reactor_post(cl->r, crpc_arm_flush, cl) != FLUXON_OK)
+    if (fx_reactor_post(cl->r, crpc_flush_task, cl) != FLUXON_OK)
         __atomic_store_n(&cl->rpc.flush_armed, 0, __ATOMIC_RELEASE);
 }
 
-/* Queues one frame (body taken over) and writes what the socket takes now; *seq_p
- * receives its place in the queue. */
-static int crpc_enqueue(fluxon_client *cl, const fx_frame_header_t *h, uint8_t *body, uint64_t *seq_p)
+/* Queues one frame (body taken over); with write_now, writes what the socket takes at
+ * once (else the reactor does). *seq_p receives its place in the queue. */
+static int crpc_enqueue(fluxon_client *cl, const fx_frame_header_t *h, uint8_t *body, bool write_now,
+                        uint64_t *seq_p)
 {
     crpc_out_t *o = fx_calloc(1, sizeof *o);
     if (!o) {
@@ -228,7 +232,7 @@ static int crpc_enqueue(fluxon_client *cl, const fx_frame_header_t *h, uint8_t *
         s->out_tail = o;
         *seq_p = ++s->out_seq;
         o = NULL;
-        rc = crpc_flush_locked(cl);
+        rc = write_now ? crpc_flush_locked(cl) : FLUXON_OK;
     }
     bool left = s->out_head != NULL;
     pthread_mutex_unlock(&s->io_lock);
@@ -247,7 +251,7 @@ static int crpc_enqueue(fluxon_client *cl, const fx_frame_header_t *h, uint8_t *
 static int crpc_write(fluxon_client *cl, const fx_frame_header_t *h, uint8_t *body)
 {
     uint64_t deadline = fx_now_ms() + cl->cfg.timeout_ms, seq = 0;
-    int rc = crpc_enqueue(cl, h, body, &seq);
+    int rc = crpc_enqueue(cl, h, body, true, &seq);
     for (;;) {
         if (rc != FLUXON_OK) return rc;
         pthread_mutex_lock(&cl->rpc.io_lock);
@@ -287,16 +291,17 @@ static bool crpc_refuse(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t
     return true;
 }
 
-/* One-way frames (release, consume) join the out-queue from the calling thread and go
- * out without waiting: the caller never blocks, the reactor never writes with a wait,
- * and their order (consume before release of the same plan) is the queue's. */
+/* One-way frames (release, consume) join the out-queue and the reactor writes them: the
+ * caller pays a queue push, never a socket write or a wait; the reactor never waits on
+ * the socket either; their order (consume before release of the same plan) is the
+ * queue's. */
 FX_INTERNAL void fx_client_send_oneway(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t len)
 {
     int rc;
     if (!req || crpc_refuse(cl, type, req, len, &rc)) return;
     fx_frame_header_t h = {FX_FRAME_MAGIC, type, 0, len, 0, 0};
     uint64_t seq;
-    crpc_enqueue(cl, &h, req, &seq);
+    crpc_enqueue(cl, &h, req, false, &seq);
 }
 
 /* Waits for r's answer; on timeout withdraws it (the reactor will not touch it then). */
