@@ -44,6 +44,15 @@ FX_INTERNAL uint64_t fx_now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 FX_INTERNAL uint64_t fx_now_ms(void) { return clock_ns(CLOCK_MONOTONIC) / 1000000ull; }
 FX_INTERNAL uint64_t fx_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
 
+/* ThreadSanitizer (make tsan) does not intercept sem_clockwait: tell it that a successful
+ * wait acquires what the sem_post released, as its sem_wait interceptor does. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define FX_TSAN_ACQUIRE(addr) __tsan_acquire(addr)
+#else
+#define FX_TSAN_ACQUIRE(addr) ((void)(addr))
+#endif
+
 FX_INTERNAL struct timespec fx_deadline_ts(uint64_t ms)
 {
     struct timespec ts;
@@ -58,7 +67,10 @@ FX_INTERNAL bool fx_sem_wait_ms(sem_t *s, uint64_t ms)
 {
     struct timespec ts = fx_deadline_ts(ms);
     for (;;) {
-        if (sem_clockwait(s, CLOCK_MONOTONIC, &ts) == 0) return true;
+        if (sem_clockwait(s, CLOCK_MONOTONIC, &ts) == 0) {
+            FX_TSAN_ACQUIRE(s); /* TSan intercepts sem_post but not sem_clockwait */
+            return true;
+        }
         if (errno != EINTR) return false;
     }
 }

@@ -27,8 +27,7 @@
  * opened so far wins) and logs go to stderr. Library threads (one per client, one per
  * embedded node) inherit the signal mask of the thread that opened or started them: block
  * the signals a process handles with sigwait before that (as the CLI does). The library
- * is not fork-safe: a child must not
- * use a client or node of its parent. Each client maps its owner's whole segment (memfd,
+ * is not fork-safe: a child must not use a client or node of its parent. Each client maps its owner's whole segment (memfd,
  * MAP_SHARED): page tables cost about segment/512 bytes per process once touched.
  *
  * Lifetime: fluxon_client_close frees every plan, handle, read plan and holder the client
@@ -142,13 +141,8 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p);
 /* Closes the client: releases everything it holds at its owner, stops its thread and
  * frees it. NULL is a no-op. The caller must not use the client in another thread
  * during or after this call. Everything the client handed out dangles afterwards (plans,
- * handles, holders, segment pointers); a future may only be freed.
- * Blocking: calls that talk to the owner (open, put, get, delete, exists, lease, list,
- * stats, ping, put_start, commit, abort, get_start) block at most the config's
- * "timeout_ms" and may return FLUXON_ERR_TIMEOUT, FLUXON_ERR_UNAVAILABLE (owner gone),
- * FLUXON_ERR_PROTOCOL (malformed reply) or FLUXON_ERR_INTERNAL besides their own
- * statuses; get_transfer, cancel_get_transfer, release_views, holder_release and
- * future_poll never block (their messages to the owner are queued). */
+ * handles, holders, segment pointers); a future may only be freed (see "Lifetime" and
+ * "Blocking" at the top of this header). */
 void fluxon_client_close(fluxon_client *client);
 
 /* Writes a JSON object with the client's counters and its owner's counters into json

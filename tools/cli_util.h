@@ -79,7 +79,21 @@ static inline int fx_cli_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *mu, ui
 static inline int fx_cli_join_ms(pthread_t t, uint64_t ms)
 {
     struct timespec dl = fx_cli_deadline_ts(ms);
+#if defined(__SANITIZE_THREAD__)
+    /* make tsan: TSan intercepts pthread_tryjoin_np but not pthread_clockjoin_np (it would
+     * not see the join); poll it against the same monotonic deadline */
+    for (;;) {
+        int rc = pthread_tryjoin_np(t, NULL);
+        if (rc != EBUSY) return rc;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > dl.tv_sec || (now.tv_sec == dl.tv_sec && now.tv_nsec >= dl.tv_nsec)) return ETIMEDOUT;
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+#else
     return pthread_clockjoin_np(t, NULL, CLOCK_MONOTONIC, &dl);
+#endif
 }
 
 #endif /* FX_CLI_UTIL_H */
