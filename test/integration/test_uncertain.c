@@ -308,3 +308,86 @@ Test(uncertain, a_consume_the_owner_reads_late_still_holds_the_read_plan)
     cr_assert(kf_wait_stat(c, "holders", 0, 3000), "release_views frees them");
     fluxon_client_close(c);
 }
+
+/* ---- raw protocol: what the public API can never send ---- */
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "hello.h"
+#include "msg.h"
+#include "unix.h"
+
+static int un_read_full(int s, void *buf, size_t len)
+{
+    size_t got = 0;
+    double end = th_now_s() + 5;
+    while (got < len && th_now_s() < end) { /* bounded in time */
+        ssize_t r = recv(s, (uint8_t *)buf + got, len - got, MSG_DONTWAIT);
+        if (r > 0) got += (size_t)r;
+        else if (r == 0) return -1;
+        else th_sleep_ms(2);
+    }
+    return got == len ? 0 : -1;
+}
+
+/* An external that speaks the wire protocol itself: connected and past HELLO. */
+static int un_raw_external(int owner)
+{
+    char path[512], cfgjson[1024], err[256];
+    snprintf(path, sizeof path, "%s/own%c/s.sock", kf_dir, 'A' + owner);
+    snprintf(cfgjson, sizeof cfgjson, "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+             "\"socket\":\"%s\"}", path);
+    fx_config_t cfg;
+    cr_assert_eq(fx_config_parse(cfgjson, &cfg, err, sizeof err), FLUXON_OK, "%s", err);
+    int s = -1;
+    cr_assert_eq(fx_unix_connect(path, 2000, &s), FLUXON_OK);
+    fx_body_hello_t hb;
+    fx_hello_fill(&cfg, FX_ROLE_EXTERNAL, "raw", 1, &hb);
+    uint8_t out[1024];
+    size_t bl = fx_body_hello_size(&hb);
+    fx_frame_header_t h = {FX_FRAME_MAGIC, FX_MSG_HELLO, 0, (uint32_t)bl, 0, 1};
+    fx_frame_header_encode(&h, out);
+    fx_body_hello_encode(&hb, out + FX_FRAME_HEADER_BYTES);
+    cr_assert_eq(send(s, out, FX_FRAME_HEADER_BYTES + bl, MSG_NOSIGNAL), (ssize_t)(FX_FRAME_HEADER_BYTES + bl));
+    int seg = -1;
+    size_t got = 0;
+    cr_assert_eq(fx_unix_recv_fd(s, &seg, out, FX_FRAME_HEADER_BYTES, &got, 2000), FLUXON_OK);
+    close(seg);
+    fx_frame_header_t rh;
+    cr_assert_eq(un_read_full(s, out + got, FX_FRAME_HEADER_BYTES - got), 0);
+    cr_assert_eq(fx_frame_header_decode(out, sizeof out, &rh), FLUXON_OK);
+    cr_assert_eq(rh.status, FLUXON_OK);
+    cr_assert_eq(un_read_full(s, out, rh.body_len), 0); /* the ack's body */
+    return s;
+}
+
+/* Item 18: get_start's atomic-group lengths are u64 on the wire; {2^64 - 1, 2} for one key
+ * wraps to 1 when summed. The owner refuses it, naming the group, like every other layer. */
+Test(uncertain, a_get_start_whose_group_lengths_wrap_is_refused)
+{
+    kf_up(1);
+    int s = un_raw_external(0);
+    fx_str_t key = fx_str_c("g18");
+    uint64_t lens[2] = {UINT64_MAX, 2};
+    fx_body_get_start_t g = {{&key, 1}, {lens, 2}, 1};
+    uint8_t out[1024];
+    size_t bl = fx_body_get_start_size(&g);
+    fx_frame_header_t h = {FX_FRAME_MAGIC, FX_MSG_GET_START, 0, (uint32_t)bl, 0, 2};
+    fx_frame_header_encode(&h, out);
+    fx_body_get_start_encode(&g, out + FX_FRAME_HEADER_BYTES);
+    cr_assert_eq(send(s, out, FX_FRAME_HEADER_BYTES + bl, MSG_NOSIGNAL), (ssize_t)(FX_FRAME_HEADER_BYTES + bl));
+    fx_frame_header_t rh;
+    cr_assert_eq(un_read_full(s, out, FX_FRAME_HEADER_BYTES), 0);
+    cr_assert_eq(fx_frame_header_decode(out, sizeof out, &rh), FLUXON_OK);
+    cr_assert_eq(rh.req_id, 2);
+    cr_assert_eq(rh.status, FLUXON_ERR_INVALID_ARGUMENT, "refused (status %d)", rh.status);
+    cr_assert_eq(un_read_full(s, out, rh.body_len), 0);
+    fx_body_error_t e;
+    fx_arena_t arena = {0};
+    cr_assert_eq(fx_body_error_decode(out, rh.body_len, &e, &arena), FLUXON_OK);
+    char msg[256];
+    fx_str_copy(e.message, msg, sizeof msg);
+    cr_assert(strstr(msg, "atomic group"), "the message names the group: %s", msg);
+    fx_arena_free(&arena);
+    close(s);
+}
