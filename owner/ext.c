@@ -52,7 +52,8 @@ static void oext_hello(owner_ext_t *e, const fx_frame_header_t *h, const uint8_t
     fx_frame_header_t rh = {FX_FRAME_MAGIC, FX_MSG_HELLO, FX_FLAG_RESPONSE, (uint32_t)bl, 0, h->req_id};
     fx_frame_header_encode(&rh, frame);
     fx_body_hello_ack_encode(&ack, frame + FX_FRAME_HEADER_BYTES);
-    rc = fx_unix_send_fd(fx_conn_fd(e->conn), fx_segment_fd(o->seg), frame, bl + FX_FRAME_HEADER_BYTES);
+    /* 0: the reactor never waits (issue 13 item 13); a short send closes the connection */
+    rc = fx_unix_send_fd(fx_conn_fd(e->conn), fx_segment_fd(o->seg), frame, bl + FX_FRAME_HEADER_BYTES, 0);
     if (rc != FLUXON_OK) {
         FX_WARN("cannot pass the segment to %s: %s", desc, fluxon_status_string(rc));
         fx_conn_close(e->conn, rc);

@@ -54,15 +54,15 @@ static int ux_sock_errno_status(int e)
     }
 }
 
-FX_INTERNAL int fx_unix_send_fd(int sock, int fd, const void *data, size_t len)
+FX_INTERNAL int fx_unix_send_fd(int sock, int fd, const void *data, size_t len, int timeout_ms)
 {
-    if (sock < 0 || fd < 0 || !data || len == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (sock < 0 || fd < 0 || !data || len == 0 || timeout_ms < 0) return FLUXON_ERR_INVALID_ARGUMENT;
     union {
         struct cmsghdr align;
         char buf[CMSG_SPACE(sizeof(int))];
     } ctl;
     memset(&ctl, 0, sizeof ctl);
-    uint64_t deadline = fx_now_ms() + FX_UNIX_SEND_TIMEOUT_MS;
+    uint64_t deadline = fx_now_ms() + (uint64_t)timeout_ms;
     size_t off = 0;
     bool fd_sent = false;
     while (off < len) {
@@ -83,8 +83,7 @@ FX_INTERNAL int fx_unix_send_fd(int sock, int fd, const void *data, size_t len)
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 int rc = ux_poll_until(sock, POLLOUT, deadline);
                 if (rc == FLUXON_ERR_TIMEOUT)
-                    FX_WARN("unix socket: send_fd: no buffer space for %d ms",
-                            FX_UNIX_SEND_TIMEOUT_MS);
+                    FX_WARN("unix socket: send_fd: no buffer space for %d ms", timeout_ms);
                 if (rc != FLUXON_OK) return rc;
                 continue;
             }

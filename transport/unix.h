@@ -6,18 +6,21 @@
 
 #include "fx.h"
 
-/* Bounded wait of fx_unix_send_fd when the socket buffer is full (it normally is not:
- * bootstrap messages are small and go out on a fresh connection). */
+/* A usual bound for fx_unix_send_fd's wait for buffer space from a thread that may wait
+ * (tests, tools). A reactor passes 0: it never waits. */
 #define FX_UNIX_SEND_TIMEOUT_MS 1000
 
 /* Sends `len` (>= 1) bytes from data plus one fd (SCM_RIGHTS, attached to the first
  * byte) over a connected AF_UNIX SOCK_STREAM socket, blocking or not. Normally one
- * sendmsg; a short write is completed without the fd. Waits at most
- * FX_UNIX_SEND_TIMEOUT_MS for buffer space. No SIGPIPE. fd stays owned by the caller
- * (the receiver gets its own duplicate). Thread-safe for distinct sockets.
+ * sendmsg; a short write is completed without the fd. Waits at most timeout_ms for buffer
+ * space (0: never waits — what a reactor passes; a bootstrap message on a fresh
+ * connection always fits). No SIGPIPE. fd stays owned by the caller (the receiver gets
+ * its own duplicate). Thread-safe for distinct sockets.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad sock/fd, NULL data, len 0);
- * FLUXON_ERR_UNAVAILABLE (peer closed / reset); FLUXON_ERR_TIMEOUT; FLUXON_ERR_INTERNAL. */
-FX_INTERNAL int fx_unix_send_fd(int sock, int fd, const void *data, size_t len);
+ * FLUXON_ERR_UNAVAILABLE (peer closed / reset); FLUXON_ERR_TIMEOUT (no buffer space
+ * within timeout_ms: part of the message may have gone, close the socket);
+ * FLUXON_ERR_INTERNAL. */
+FX_INTERNAL int fx_unix_send_fd(int sock, int fd, const void *data, size_t len, int timeout_ms);
 
 /* Receives one message sent by fx_unix_send_fd: waits up to timeout_ms (>= 0; 0 = only
  * what is already queued) for data, then one recvmsg into buf (cap >= 1 bytes).

@@ -282,7 +282,7 @@ static int fo_handshake(fake_owner_t *fo, int s, int seg_fd)
     fx_frame_header_t rh = {FX_FRAME_MAGIC, FX_MSG_HELLO, FX_FLAG_RESPONSE, (uint32_t)bl, 0, h.req_id};
     fx_frame_header_encode(&rh, out);
     fx_body_hello_ack_encode(&ack, out + FX_FRAME_HEADER_BYTES);
-    return fx_unix_send_fd(s, seg_fd, out, bl + FX_FRAME_HEADER_BYTES) == FLUXON_OK ? 0 : -1;
+    return fx_unix_send_fd(s, seg_fd, out, bl + FX_FRAME_HEADER_BYTES, FX_UNIX_SEND_TIMEOUT_MS) == FLUXON_OK ? 0 : -1;
 }
 
 static int fo_accept(fake_owner_t *fo)

@@ -162,7 +162,7 @@ Test(segment, child_attaches_reads_and_writes, .timeout = TSEG_TEST_TIMEOUT_S)
         _exit(tseg_child_roundtrip(sv[1], len));
     }
     close(sv[1]);
-    int send_rc = fx_unix_send_fd(sv[0], fx_segment_fd(seg), &m, sizeof m);
+    int send_rc = fx_unix_send_fd(sv[0], fx_segment_fd(seg), &m, sizeof m, FX_UNIX_SEND_TIMEOUT_MS);
     uint64_t reply = 0;
     int read_rc = sio_read_all(sv[0], &reply, sizeof reply, TSEG_WAIT_MS);
     int code = tseg_reap(pid, TSEG_WAIT_MS);
@@ -238,8 +238,8 @@ Test(segment, two_children_see_same_bytes, .timeout = TSEG_TEST_TIMEOUT_S)
     }
     close(sa[1]), close(sb[1]), close(ready[0]), close(ready[1]);
 
-    int src_a = fx_unix_send_fd(sa[0], fx_segment_fd(seg), &m, sizeof m);
-    int src_b = b > 0 ? fx_unix_send_fd(sb[0], fx_segment_fd(seg), &m, sizeof m) : -1;
+    int src_a = fx_unix_send_fd(sa[0], fx_segment_fd(seg), &m, sizeof m, FX_UNIX_SEND_TIMEOUT_MS);
+    int src_b = b > 0 ? fx_unix_send_fd(sb[0], fx_segment_fd(seg), &m, sizeof m, FX_UNIX_SEND_TIMEOUT_MS) : -1;
     uint64_t reader_sum = 0;
     int read_rc = b > 0 ? sio_read_all(sb[0], &reader_sum, sizeof reader_sum, TSEG_WAIT_MS) : -1;
     char release = 1;
@@ -449,7 +449,7 @@ Test(segment, recv_fd_times_out, .timeout = TSEG_TEST_TIMEOUT_S)
     cr_assert_eq(fx_unix_recv_fd(sv[0], &fd, buf, sizeof buf, &got, -1),
                  FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(fx_unix_recv_fd(sv[0], &fd, buf, 0, &got, 10), FLUXON_ERR_INVALID_ARGUMENT);
-    cr_assert_eq(fx_unix_send_fd(sv[1], 0, buf, 0), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_unix_send_fd(sv[1], 0, buf, 0, FX_UNIX_SEND_TIMEOUT_MS), FLUXON_ERR_INVALID_ARGUMENT);
     close(sv[0]), close(sv[1]);
 }
 
@@ -490,7 +490,7 @@ Test(segment, recv_fd_protocol_errors, .timeout = TSEG_TEST_TIMEOUT_S)
     /* A good message still works on the same socket afterwards. */
     int p[2];
     cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
-    cr_assert_eq(fx_unix_send_fd(sv[1], p[0], "ok", 2), FLUXON_OK);
+    cr_assert_eq(fx_unix_send_fd(sv[1], p[0], "ok", 2, FX_UNIX_SEND_TIMEOUT_MS), FLUXON_OK);
     cr_assert_eq(fx_unix_recv_fd(sv[0], &fd, buf, sizeof buf, &got, 1000), FLUXON_OK);
     cr_assert_eq(got, 2);
     cr_assert_eq(memcmp(buf, "ok", 2), 0);
@@ -505,7 +505,7 @@ Test(segment, recv_fd_protocol_errors, .timeout = TSEG_TEST_TIMEOUT_S)
     close(sv[1]);
     cr_assert_eq(fx_unix_recv_fd(sv[0], &fd, buf, sizeof buf, &got, 1000),
                  FLUXON_ERR_UNAVAILABLE);
-    cr_assert_eq(fx_unix_send_fd(sv[0], 0, "x", 1), FLUXON_ERR_UNAVAILABLE);
+    cr_assert_eq(fx_unix_send_fd(sv[0], 0, "x", 1, FX_UNIX_SEND_TIMEOUT_MS), FLUXON_ERR_UNAVAILABLE);
     close(sv[0]);
 }
 
@@ -566,7 +566,7 @@ Test(segment, listen_modes_in_use_and_stale, .timeout = TSEG_TEST_TIMEOUT_S)
     fx_segment_t *seg = NULL, *att = NULL;
     cr_assert_eq(fx_segment_create(8192, -1, 11, "sock", &seg), FLUXON_OK);
     memcpy((char *)fx_segment_base(seg) + 4096, "payload", 8);
-    cr_assert_eq(fx_unix_send_fd(afd, fx_segment_fd(seg), "S", 1), FLUXON_OK);
+    cr_assert_eq(fx_unix_send_fd(afd, fx_segment_fd(seg), "S", 1, FX_UNIX_SEND_TIMEOUT_MS), FLUXON_OK);
     int sfd = -1;
     size_t got = 0;
     char b[4];
@@ -675,4 +675,28 @@ Test(segment, connect_retries_until_listener_appears, .timeout = TSEG_TEST_TIMEO
     cr_assert_eq(read_rc, 0);
     cr_assert_eq(c, '!');
     cr_assert_eq(code, 0, "listener child exit code %d", code);
+}
+
+/* A reactor passes timeout 0 to fx_unix_send_fd (issue 13 item 13): with the socket's
+ * buffer full it returns TIMEOUT at once instead of waiting. */
+Test(segment, send_fd_with_zero_timeout_never_waits)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    int small = 4096;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    char junk[4096] = {0};
+    for (int i = 0; i < 4096 && send(sv[0], junk, sizeof junk, MSG_DONTWAIT) > 0; i++) {}
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    double t0 = th_now_s();
+    cr_assert_eq(fx_unix_send_fd(sv[0], p[0], "hello", 5, 0), FLUXON_ERR_TIMEOUT);
+    cr_assert_lt(th_now_s() - t0, 0.2, "returned without waiting");
+    cr_assert_eq(fx_unix_send_fd(sv[0], p[0], "hello", 5, -1), FLUXON_ERR_INVALID_ARGUMENT);
+    close(p[0]);
+    close(p[1]);
+    close(sv[0]);
+    close(sv[1]);
 }
