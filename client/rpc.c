@@ -80,13 +80,42 @@ static void crpc_finish(fluxon_client *cl, crpc_t *r, int status)
     crpc_unref(r);
 }
 
+/* An answer whose caller gave up (timeout) may still have reserved something at the owner
+ * for it: a get handle with its pins, a prepared put plan. Nobody will consume them, so
+ * they are handed back at once (one-way) instead of staying until this client closes. */
+static void crpc_late(fluxon_client *cl, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    uint8_t *req = NULL;
+    uint32_t len = 0;
+    uint16_t type = 0;
+    if (h->status == FLUXON_OK && h->type == FX_MSG_GET_START) {
+        fx_body_get_start_ack_t a;
+        if (fx_body_get_start_ack_decode(body, h->body_len, &a, arena) != FLUXON_OK || !a.handle_id) return;
+        fx_body_handle_consume_t hc = {a.handle_id, 0};
+        FX_CLIENT_ENCODE(handle_consume, &hc, req, len);
+        type = FX_MSG_HANDLE_CONSUME;
+    } else if (h->status == FLUXON_OK && h->type == FX_MSG_PUT_START) {
+        fx_body_put_start_ack_t a;
+        if (fx_body_put_start_ack_decode(body, h->body_len, &a, arena) != FLUXON_OK || !a.plan_id) return;
+        fx_body_plan_ref_t pr = {a.plan_id};
+        FX_CLIENT_ENCODE(plan_ref, &pr, req, len);
+        type = FX_MSG_PUT_ABORT; /* its answer (req_id 0) is dropped like any unknown one */
+    } else {
+        return;
+    }
+    FX_WARN("the answer to a %s arrived after its caller gave up (timeout_ms %u): handing back what it reserved",
+            fx_msg_name(h->type), cl->cfg.timeout_ms);
+    fx_client_send_oneway(cl, type, req, len);
+}
+
 FX_INTERNAL void fx_client_on_response(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                                        fx_arena_t *arena)
 {
     fluxon_client *cl = fx_conn_ud(c);
     crpc_t *r = crpc_pending_take(cl, h->req_id);
     if (!r) {
-        FX_DEBUG("late response %llu (%s) dropped", (unsigned long long)h->req_id, fx_msg_name(h->type));
+        FX_DEBUG("late response %llu (%s)", (unsigned long long)h->req_id, fx_msg_name(h->type));
+        crpc_late(cl, h, body, arena);
         return;
     }
     int status = h->status;

@@ -49,7 +49,6 @@ typedef struct owner_handle {
 typedef struct oget_state {
     fx_hmap_t *gets;    /* key -> owner_oget_t (one in-flight get per key, G6) */
     fx_hmap_t *handles; /* u64 id -> owner_handle_t */
-    struct oget_late_consume *late; /* test fault: consumes held back */
     uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened;
 } oget_state_t;
 
@@ -67,7 +66,6 @@ static int8_t oget_miss_code(int why)
 }
 
 static void oget_batch_finalize(owner_getb_t *b);
-typedef struct oget_late_consume oget_late_consume_t;
 
 /* ---- batches ---- */
 static void oget_batch_free(owner_getb_t *b)
@@ -333,14 +331,12 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
 }
 
 /* Keeps the first `consume` pins of handle_id (they now belong to the external's read
- * plan) and releases the rest. The handle is found by its id; e == NULL: any external
- * (a consume held back by the test fault, whose external may have gone meanwhile). */
+ * plan) and releases the rest. The handle is found by its id, and must be e's. */
 static void oget_consume(fx_owner_t *o, owner_ext_t *e, uint64_t handle_id, uint64_t consume)
 {
     owner_handle_t *hd = fx_hmap_get(o->get->handles, &handle_id, sizeof handle_id);
-    if (!hd || (e && hd->ext != e)) {
-        FX_WARN("%s consumed unknown get handle %llu", e ? fx_conn_desc(e->conn) : "an external",
-                (unsigned long long)handle_id);
+    if (!hd || hd->ext != e) {
+        FX_WARN("%s consumed unknown get handle %llu", fx_conn_desc(e->conn), (unsigned long long)handle_id);
         return;
     }
     for (size_t i = FX_MIN(consume, hd->n); i < hd->n; i++) fx_ostore_holder_release_id(o, hd->ext, hd->holder_ids[i]);
@@ -348,43 +344,11 @@ static void oget_consume(fx_owner_t *o, owner_ext_t *e, uint64_t handle_id, uint
     oget_handle_free(o, hd, false);
 }
 
-struct oget_late_consume { /* test-only: a consume the owner reads fault_ms late */
-    fx_timer_t t;
-    fx_owner_t *o;
-    uint64_t handle_id, consume;
-    struct oget_late_consume *prev, *next; /* oget_state_t.late */
-};
-
-static void oget_late_unlink(oget_state_t *s, oget_late_consume_t *lc)
-{
-    if (lc->prev) lc->prev->next = lc->next;
-    else s->late = lc->next;
-    if (lc->next) lc->next->prev = lc->prev;
-}
-
-static void oget_on_late_consume(fx_reactor_t *r, fx_timer_t *t)
-{
-    oget_late_consume_t *lc = FX_CONTAINER_OF(t, oget_late_consume_t, t);
-    oget_late_unlink(lc->o->get, lc);
-    oget_consume(lc->o, NULL, lc->handle_id, lc->consume);
-    fx_free(lc);
-}
-
 FX_INTERNAL void fx_oget_consume(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
                                  fx_arena_t *arena)
 {
     fx_body_handle_consume_t b;
     fx_body_handle_consume_decode(body, h->body_len, &b, arena);
-    oget_late_consume_t *lc;
-    if (fx_owner_fault_delay(o, "HANDLE_CONSUME") && (lc = fx_calloc(1, sizeof *lc))) {
-        /* test-only: a stalled owner reads this consume fault_ms late */
-        *lc = (oget_late_consume_t){.o = o, .handle_id = b.handle_id, .consume = b.consume, .next = o->get->late};
-        if (lc->next) lc->next->prev = lc;
-        o->get->late = lc;
-        fx_timer_init(&lc->t);
-        fx_timer_arm(o->r, &lc->t, o->cfg.fault_ms, oget_on_late_consume);
-        return;
-    }
     oget_consume(o, e, b.handle_id, b.consume);
 }
 
@@ -473,12 +437,6 @@ FX_INTERNAL void fx_oget_fini(fx_owner_t *o)
 {
     oget_state_t *s = o->get;
     if (!s) return;
-    while (s->late) {
-        oget_late_consume_t *lc = s->late;
-        fx_timer_disarm(o->r, &lc->t);
-        oget_late_unlink(s, lc);
-        fx_free(lc);
-    }
     if (s->gets) fx_hmap_clear(s->gets, oget_og_free_v);
     if (s->handles) fx_hmap_clear(s->handles, oget_handle_free_v);
     fx_hmap_destroy(s->gets);

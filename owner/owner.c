@@ -80,8 +80,8 @@ static const struct {
     {FX_MSG_LIST, owner_forward},
 };
 
-static bool owner_ext_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
-                              fx_arena_t *arena)
+static bool owner_ext_dispatch(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena)
 {
     for (size_t i = 0; i < FX_ARRAY_LEN(owner_ext_table); i++)
         if (owner_ext_table[i].type == h->type) {
@@ -89,6 +89,67 @@ static bool owner_ext_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_head
             return true;
         }
     return false;
+}
+
+/* Test fault delay_request on an external's request (config "test"): the owner reads it
+ * fault_ms late, as a stalled reactor would. The request is kept with a reference on its
+ * connection and handled then only if that connection is still open. */
+typedef struct owner_held {
+    fx_timer_t t;
+    fx_owner_t *o;
+    fx_conn_t *conn;
+    fx_frame_header_t h;
+    uint8_t *body;
+    struct owner_held *prev, *next;
+} owner_held_t;
+
+static void owner_held_free(fx_owner_t *o, owner_held_t *x)
+{
+    if (x->prev) x->prev->next = x->next;
+    else o->held = x->next;
+    if (x->next) x->next->prev = x->prev;
+    fx_conn_unref(x->conn);
+    fx_free(x->body);
+    fx_free(x);
+}
+
+static void owner_on_held(fx_reactor_t *r, fx_timer_t *t)
+{
+    owner_held_t *x = FX_CONTAINER_OF(t, owner_held_t, t);
+    fx_owner_t *o = x->o;
+    owner_ext_t *e = fx_conn_is_open(x->conn) ? fx_conn_ud(x->conn) : NULL;
+    if (e) {
+        fx_arena_t arena = {0};
+        owner_ext_dispatch(o, e, &x->h, x->body, &arena);
+        fx_arena_free(&arena);
+    }
+    owner_held_free(o, x);
+}
+
+static bool owner_ext_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                              fx_arena_t *arena)
+{
+    const char *name = fx_msg_name(h->type);
+    owner_held_t *x = name && fx_owner_fault_delay(o, name) ? fx_calloc(1, sizeof *x) : NULL;
+    if (x && !(x->body = fx_malloc(h->body_len ? h->body_len : 1))) {
+        fx_free(x);
+        x = NULL;
+    }
+    if (x) {
+        FX_WARN("test fault: %s from %s held back %u ms", fx_msg_name(h->type), fx_conn_desc(e->conn), o->cfg.fault_ms);
+        memcpy(x->body, body, h->body_len);
+        x->o = o;
+        x->h = *h;
+        x->conn = e->conn;
+        fx_conn_ref(x->conn);
+        x->next = o->held;
+        if (x->next) x->next->prev = x;
+        o->held = x;
+        fx_timer_init(&x->t);
+        fx_timer_arm(o->r, &x->t, o->cfg.fault_ms, owner_on_held);
+        return true;
+    }
+    return owner_ext_dispatch(o, e, h, body, arena);
 }
 
 static void owner_ext_closed(fx_owner_t *o, owner_ext_t *e)
@@ -217,6 +278,10 @@ FX_INTERNAL void fx_owner_shutdown(fx_owner_t *o)
 FX_INTERNAL void fx_owner_destroy(fx_owner_t *o)
 {
     if (!o) return;
+    while (o->held) {
+        fx_timer_disarm(o->r, &o->held->t);
+        owner_held_free(o, o->held);
+    }
     owner_fini_modules(o);
     fx_segment_destroy(o->seg);
     fx_free(o);

@@ -46,6 +46,7 @@ struct fx_owner {
     struct ofetch *fetch;    /* fetch.c */
     struct oget_state *get;  /* get.c */
     /* owner.c */
+    struct owner_held *held; /* test fault delay_request: externals' requests held back */
     fx_ready_fn ready;
     void *ready_arg;
     bool ready_sent;
