@@ -45,7 +45,7 @@ CFLAGS   ?=
 CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
-.PHONY: all amalgamation setup test test-embed unit integration asan tsan bench demo help clean install
+.PHONY: all amalgamation setup test test-embed asan tsan bench demo help clean install
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
@@ -56,7 +56,7 @@ help:
 	@echo "make amalgamation  generate fluxon.c + fluxon.h (single-file embed)"
 	@echo "make test          build, then run every Criterion suite and integration test"
 	@echo "make asan          the same tests under AddressSanitizer + UBSan (build-asan/)"
-	@echo "make tsan          the same tests under ThreadSanitizer (build-tsan/)"
+	@echo "make tsan          the concurrent workloads under ThreadSanitizer (build-tsan/)"
 	@echo "make test-embed    only the embed suite: amalgamation from two files, C/C++ embeds, install"
 	@echo "make bench         benchmarks (figures, not pass/fail)"
 	@echo "make demo          replay the real LLM-serving trace (embedded master, owner, workers)"

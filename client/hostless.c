@@ -30,8 +30,9 @@ FX_INTERNAL bool fx_client_key_ok(const char *k)
 
 FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t **out)
 {
-    if (!keys || n == 0 || n > 1000000) {
-        FX_WARN("keys is %s and n_keys is %zu (1..1000000 keys)", keys ? "set" : "NULL", n);
+    if (!keys || n == 0 || n > FLUXON_MAX_BATCH_KEYS) {
+        FX_WARN("keys is %s and n_keys is %zu: a batch has 1..%d keys (FLUXON_MAX_BATCH_KEYS)", keys ? "set" : "NULL",
+                n, FLUXON_MAX_BATCH_KEYS);
         return FLUXON_ERR_INVALID_ARGUMENT;
     }
     fx_str_t *v = fx_malloc(n * sizeof *v);
@@ -542,8 +543,10 @@ FX_INTERNAL void fx_client_handles_expire(fluxon_client *cl)
     }
 }
 
-const uint64_t *fluxon_plan_value_lens(const fluxon_plan *plan)
+const uint64_t *fluxon_plan_value_lens(fluxon_client *cl, const fluxon_plan *plan)
 {
-    if (!plan || (plan->magic != FLUXON_PUT_PLAN_MAGIC && plan->magic != FLUXON_READ_PLAN_MAGIC)) return NULL;
+    if (!cl || !plan) return NULL;
+    int kind = fx_plan_reg_kind(cl->plans, plan);
+    if (kind != FX_PLAN_PUT && kind != FX_PLAN_READ) return NULL; /* not a live plan of this client */
     return plan->value_ptrs + plan->count;
 }

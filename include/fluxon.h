@@ -83,6 +83,12 @@ enum {
 /* Keys are byte strings of 1..FLUXON_MAX_KEY_BYTES bytes without NUL bytes. */
 #define FLUXON_MAX_KEY_BYTES 1024
 
+/* A batch (put_start, get_start, batch_exists) has 1..FLUXON_MAX_BATCH_KEYS keys, and its
+ * request must also encode within the client's and owner's "max_frame_bytes" (default
+ * 64 MiB: about 60k keys of 1 KiB). Past either limit the call returns
+ * FLUXON_ERR_INVALID_ARGUMENT, naming the limit in the log, and the client stays usable. */
+#define FLUXON_MAX_BATCH_KEYS 1000000
+
 /* Returns a static, never-NULL, human-readable name for a status ("FLUXON_ERR_TIMEOUT");
  * unknown values give "FLUXON_ERR_UNKNOWN". The string is owned by the library. */
 const char *fluxon_status_string(int status);
@@ -453,12 +459,13 @@ int fluxon_get_transfer(fluxon_client *c, fluxon_get_handle *h, uint64_t consume
  * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE; FLUXON_ERR_INVALID_ARGUMENT. */
 int fluxon_cancel_get_transfer(fluxon_client *c, fluxon_get_handle *h);
 
-/* The length in bytes of each value of a live plan: count entries parallel to value_ptrs
- * (a put plan: value_len, 0 for a rejected key; a read plan: the length each value was
- * stored with — it may differ from the length the engine expects when another writer
- * stored the key). Valid as long as the plan is (owned by the library, like the plan).
- * NULL when plan is NULL or not a plan. No round trip, never blocks. */
-const uint64_t *fluxon_plan_value_lens(const fluxon_plan *plan);
+/* The length in bytes of each value of a live plan of client c: count entries parallel to
+ * value_ptrs (a put plan: value_len, 0 for a rejected key; a read plan: the length each
+ * value was stored with — it may differ from the length the engine expects when another
+ * writer stored the key). Valid as long as the plan is (owned by the library, like the
+ * plan). NULL when c or plan is NULL, or plan is not a live plan of c (consumed, forged,
+ * a get handle). No round trip, never blocks. */
+const uint64_t *fluxon_plan_value_lens(fluxon_client *c, const fluxon_plan *plan);
 
 /* Releases a read plan's values (the plan is consumed). Returns FLUXON_OK;
  * FLUXON_ERR_WRONG_HANDLE (a put plan, released already, unknown pointer);

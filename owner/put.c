@@ -297,10 +297,10 @@ static int oput_admit(fx_owner_t *o, owner_plan_t *p)
             return FLUXON_ERR_NOMEM;
         }
         bool dup = rc == FLUXON_ERR_KEY_EXISTS;
-        if ((p->flags & FX_PUT_REJECT_IF_INFLIGHT) && (dup || fx_hmap_get(s->inflight, p->keys[i], p->klens[i])))
+        if (dup)
+            p->status[i] = FLUXON_ERR_INVALID_ARGUMENT; /* the same key twice in one plan (the header's status) */
+        else if ((p->flags & FX_PUT_REJECT_IF_INFLIGHT) && fx_hmap_get(s->inflight, p->keys[i], p->klens[i]))
             p->status[i] = FLUXON_ERR_KEY_BEING_WRITTEN;
-        else if (dup)
-            p->status[i] = FLUXON_ERR_INVALID_ARGUMENT; /* the same key twice in one plan */
         else if ((p->flags & FX_PUT_REJECT_IF_EXIST) && fx_ostore_lookup(o, p->keys[i], p->klens[i]))
             p->status[i] = FLUXON_ERR_KEY_EXISTS;
     }

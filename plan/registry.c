@@ -224,3 +224,13 @@ FX_INTERNAL size_t fx_plan_reg_take_expired(fx_plan_reg_t *r, int kind, uint64_t
     pthread_mutex_unlock(&r->lock);
     return n;
 }
+
+FX_INTERNAL int fx_plan_reg_kind(fx_plan_reg_t *r, const void *blob)
+{
+    pthread_mutex_lock(&r->lock);
+    fx_plan_obj_t *o = fx_hmap_get(r->objs, &blob, sizeof blob);
+    /* the header is read only for an address the registry knows: never freed memory */
+    int kind = o && plan_hdr(blob)->magic == PLAN_MAGIC_LIVE && plan_hdr(blob)->seq == o->seq ? o->kind : 0;
+    pthread_mutex_unlock(&r->lock);
+    return kind;
+}

@@ -55,6 +55,9 @@ typedef int (*fx_plan_check_fn)(fx_plan_obj_t *o, void *arg, bool *discard);
 FX_INTERNAL int fx_plan_reg_take(fx_plan_reg_t *r, const void *blob, int kind, fx_plan_check_fn check,
                                  void *arg, fx_plan_obj_t **o_p);
 
+/* The kind of the live object at blob (FX_PLAN_*), or 0 when blob is not one. */
+FX_INTERNAL int fx_plan_reg_kind(fx_plan_reg_t *r, const void *blob);
+
 /* Takes out of the registry up to cap objects of `kind` whose expires_ms is set and
  * <= now_ms (each then WRONG_HANDLE for its holder), into out; returns how many. The caller
  * owns them (fx_plan_reg_retire). */

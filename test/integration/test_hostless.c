@@ -476,7 +476,7 @@ Test(hostless, plans_give_each_values_length)
     cr_assert_eq(r.transferable_len, 3);
     fluxon_plan *p = NULL;
     cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_OK);
-    const uint64_t *lens = fluxon_plan_value_lens(p);
+    const uint64_t *lens = fluxon_plan_value_lens(c, p);
     cr_assert_not_null(lens);
     cr_assert(lens[0] == VLEN && lens[1] == VLEN && lens[2] == sizeof small, "lens %llu %llu %llu",
               (unsigned long long)lens[0], (unsigned long long)lens[1], (unsigned long long)lens[2]);
@@ -486,11 +486,35 @@ Test(hostless, plans_give_each_values_length)
     const char *keys[2] = {"len-0000", "len-new"};
     int st[2];
     cr_assert_eq(fluxon_local_fast_put_start(c, keys, 2, 4096, NULL, &p, st), FLUXON_OK);
-    lens = fluxon_plan_value_lens(p);
+    lens = fluxon_plan_value_lens(c, p);
     cr_assert(st[0] == FLUXON_ERR_KEY_EXISTS && st[1] == FLUXON_OK);
     cr_assert(lens[0] == 0 && lens[1] == 4096);
     cr_assert_eq(fluxon_put_abort(c, p), FLUXON_OK);
-    cr_assert_null(fluxon_plan_value_lens(NULL));
+    cr_assert_null(fluxon_plan_value_lens(c, p), "an aborted plan has no lengths");
+    cr_assert_null(fluxon_plan_value_lens(c, NULL));
+    cr_assert_null(fluxon_plan_value_lens(NULL, p));
+    struct {
+        fluxon_plan pl;
+        uint64_t v[8];
+    } forged = {{FLUXON_READ_PLAN_MAGIC, 4}, {0}};
+    cr_assert_null(fluxon_plan_value_lens(c, &forged.pl), "a forged plan is not a plan");
     free(ids);
+    fluxon_client_close(c);
+}
+
+/* The same key twice in one put_start: the second gets INVALID_ARGUMENT (the header's
+ * status for it), not KEY_BEING_WRITTEN; the first is accepted. */
+Test(hostless, the_same_key_twice_in_a_batch_is_invalid_argument)
+{
+    kf_up(1);
+    fluxon_client *c = kf_client(0);
+    const char *keys[3] = {"dup-a", "dup-b", "dup-a"};
+    fluxon_plan *p = NULL;
+    int st[3];
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, 3, 4096, NULL, &p, st), FLUXON_OK);
+    cr_assert(st[0] == FLUXON_OK && st[1] == FLUXON_OK, "%d %d", st[0], st[1]);
+    cr_assert_eq(st[2], FLUXON_ERR_INVALID_ARGUMENT, "%s", fluxon_status_string(st[2]));
+    cr_assert_eq(p->value_ptrs[2], 0);
+    cr_assert_eq(fluxon_put_abort(c, p), FLUXON_OK);
     fluxon_client_close(c);
 }
