@@ -444,6 +444,9 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
 static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
 {
     uint64_t seg = cfg->segment_bytes, grant = cfg->grant_bytes;
+    if (seg < 2 * CFG_PAGE)
+        return cfg_fail(c, "segment_bytes", "%llu is too small: at least 8192 (the 4096-byte header page plus a "
+                        "one-page grant)", (unsigned long long)seg);
     if (grant > seg - CFG_PAGE)
         return cfg_fail(c, "segment_bytes",
                         "%llu is smaller than one grant (reserve.grant_bytes %llu) plus the "

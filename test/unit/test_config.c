@@ -213,8 +213,7 @@ static const struct tc_bad tc_bads[] = {
     {O "\"segment_bytes\":4097}", "segment_bytes: 4097 is not a multiple of 4096"},
     {O "\"segment_bytes\":0}", "segment_bytes: 0 must be > 0"},
     {O "\"segment_bytes\":4096}",
-     "segment_bytes: 4096 is smaller than one grant (reserve.grant_bytes 536870912) plus the "
-     "4096-byte header"},
+     "segment_bytes: 4096 is too small: at least 8192 (the 4096-byte header page plus a one-page grant)"},
     {O "\"segment_bytes\":\"512MiB\",\"reserve\":{\"grant_bytes\":\"512MiB\"}}",
      "segment_bytes: 536870912 is smaller than one grant"},
     {O "\"reserve\":{\"grant_bytes\":8192,\"expected\":{\"value_len\":8193,"
