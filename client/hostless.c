@@ -405,7 +405,8 @@ int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int p
         return rc;
     }
     size_t ng = groups ? n_atomic_groups : 0;
-    fx_body_get_start_t b = {{kv, (uint32_t)n}, {groups, (uint32_t)ng}, (uint8_t)(prefix_best_effort != 0)};
+    fx_body_get_start_t b = {{kv, (uint32_t)n}, {groups, (uint32_t)ng}, (uint8_t)(prefix_best_effort != 0),
+                             cl->cfg.timeout_ms};
     uint8_t *req;
     uint32_t len;
     FX_CLIENT_ENCODE(get_start, &b, req, len);

@@ -35,6 +35,7 @@ typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
     uint8_t **src_addr, **src_rkey;
     uint32_t *src_addr_len, *src_rkey_len;
     size_t xfers_pending;
+    uint64_t deadline_ms; /* claims and transfers end by then (below the caller's wait) */
 } ofetch_batch_t;
 
 typedef struct ofetch_xfer {
@@ -390,8 +391,15 @@ static void ofetch_batch_transfer(ofetch_batch_t *f)
                 ofetch_on_xfer(x, FLUXON_OK);
                 continue;
             }
-            rc = peer ? fx_ucx_transfer(fx_opeers_ucx(o), peer, FX_UCX_GET, x->ranges, x->n, ofetch_on_xfer, x)
-                      : FLUXON_ERR_UNAVAILABLE;
+            if (peer) { /* the transfer ends by the batch's deadline (at least 1 ms from now) */
+                uint64_t now = fx_now_ms();
+                uint64_t left = f->deadline_ms > now ? f->deadline_ms - now : 1;
+                fx_ucx_set_timeout_ms(fx_opeers_ucx(o), (uint32_t)FX_MIN(left, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
+                rc = fx_ucx_transfer(fx_opeers_ucx(o), peer, FX_UCX_GET, x->ranges, x->n, ofetch_on_xfer, x);
+                fx_ucx_set_timeout_ms(fx_opeers_ucx(o), 0);
+            } else {
+                rc = FLUXON_ERR_UNAVAILABLE;
+            }
             if (rc == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: fail it afterwards */
                 o->cfg.fail_transfers--;
                 x->inject_failure = true;
@@ -528,11 +536,11 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
         }
         *c = (ofetch_claim_ctx_t){f, og};
         f->claims_pending++;
-        fx_oclaim(o, og->value_len, 1, &og->slot, fx_oclaim_deadline(o, 0), ofetch_on_claim, c);
+        fx_oclaim(o, og->value_len, 1, &og->slot, f->deadline_ms, ofetch_on_claim, c);
     }
     if (--f->claims_pending == 0) ofetch_batch_transfer(f);
 }
-FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n)
+FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, uint32_t caller_timeout_ms)
 {
     ofetch_t *s = o->fetch;
     ofetch_batch_t *f = fx_calloc(1, sizeof *f);
@@ -547,6 +555,7 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n)
     f->o = o;
     f->og = ogs;
     f->n = n;
+    f->deadline_ms = fx_oclaim_deadline(o, caller_timeout_ms);
     fx_str_t *lk = fx_calloc(n, sizeof *lk);
     fx_conn_t *mc = fx_olink_conn(o);
     int rc = FLUXON_ERR_UNAVAILABLE;

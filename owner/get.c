@@ -325,7 +325,7 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
             if (og) leaders[nl++] = og;
         }
     }
-    if (nl) fx_ofetch_start(o, leaders, nl); /* takes leaders */
+    if (nl) fx_ofetch_start(o, leaders, nl, g.timeout_ms); /* takes leaders */
     else fx_free(leaders);
     if (--b->pending == 0) oget_batch_finalize(b);
 }

@@ -30,7 +30,10 @@ typedef void (*fx_ofetch_done_fn)(fx_owner_t *o, owner_oget_t *og, owner_entry_t
 FX_INTERNAL int fx_ofetch_init(fx_owner_t *o, fx_ofetch_done_fn done);
 FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o);
 /* Fetches the n leaders ogs[0..n) (takes the array); each completes through done. */
-FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n);
+/* caller_timeout_ms: how long the batch's caller waits (0: unknown); the copies' claims
+ * and transfers end below 9/10 of it, so a slow source owner costs the caller a miss
+ * (TIMEOUT), not its own timeout. */
+FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, uint32_t caller_timeout_ms);
 FX_INTERNAL void fx_ofetch_stats_json(fx_owner_t *o, fx_jbuf_t *j);
 
 #endif

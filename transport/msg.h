@@ -149,7 +149,9 @@ typedef struct fx_strv {
 #define FX_BODY_put_commit_ack(F) F(U64, future_id)
 /* owner -> external (one-way): the batch of future_id is published (or failed) */
 #define FX_BODY_published(F) F(U64, future_id) F(I32, status)
-#define FX_BODY_get_start(F) F(STRV, keys) F(U64V, group_lens) F(U8, best_effort)
+/* timeout_ms: the caller's wait; the owner bounds the fetch it leads (the copy's claim,
+ * the UCX transfer) below it. 0: the owner's own bounds. */
+#define FX_BODY_get_start(F) F(STRV, keys) F(U64V, group_lens) F(U8, best_effort) F(U32, timeout_ms)
 /* per transferable key: segment offset, value_len and the holder pinning it */
 #define FX_BODY_get_start_ack(F)                                                      \
     F(U64, handle_id) F(U64, raw_prefix) F(U64, transferable) F(U64, prefix_groups)      \

@@ -383,7 +383,7 @@ Test(uncertain, a_get_start_whose_group_lengths_wrap_is_refused)
     int s = un_raw_external(0);
     fx_str_t key = fx_str_c("g18");
     uint64_t lens[2] = {UINT64_MAX, 2};
-    fx_body_get_start_t g = {{&key, 1}, {lens, 2}, 1};
+    fx_body_get_start_t g = {{&key, 1}, {lens, 2}, 1, 0};
     uint8_t out[1024];
     size_t bl = fx_body_get_start_size(&g);
     fx_frame_header_t h = {FX_FRAME_MAGIC, FX_MSG_GET_START, 0, (uint32_t)bl, 0, 2};
@@ -433,4 +433,65 @@ Test(uncertain, a_get_start_answered_after_the_client_gave_up_leaves_no_pins)
     cr_assert(kf_wait_stat(c, "holders", 0, 3000), "no pins left");
     fluxon_client_close(w);
     fluxon_client_close(c);
+}
+
+/* Server waits below the caller's (item 11) on the read path: the only copy of a value is
+ * on owner P, a separate process that stops (SIGSTOP) before owner A fetches it. A reader
+ * on A whose client waits timeout_ms 2000 gets A's answer — a miss that says TIMEOUT —
+ * before it gives up, instead of FLUXON_ERR_TIMEOUT while A's transfer waits its own 30 s. */
+static pid_t un_proc = -1;
+
+static void un_proc_down(void)
+{
+    if (un_proc > 0) {
+        kill(un_proc, SIGCONT);
+        th_stop(un_proc, SIGTERM, 3000);
+    }
+    un_proc = -1;
+    kf_down();
+}
+
+Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .fini = un_proc_down)
+{
+    kf_up_ex(1, NULL, NULL);
+    char cfg[1024], path[512], log[512], sock[256];
+    snprintf(sock, sizeof sock, "%s/ownP/s.sock", kf_dir);
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownP\","
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"32MiB\","
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"warn\"}", fluxon_node_port(kf_master), sock);
+    snprintf(path, sizeof path, "%s/ownP.json", kf_dir);
+    snprintf(log, sizeof log, "%s/ownP.log", kf_dir);
+    th_write_file(path, cfg);
+    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", path, NULL};
+    un_proc = th_spawn(argv, log);
+    cr_assert_gt(un_proc, 0);
+    cr_assert(th_wait_path(sock, 10000), "owner P serves");
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s\","
+             "\"timeout_ms\":5000,\"log_level\":\"error\"}", sock);
+    fluxon_client *p = NULL, *a = NULL;
+    cr_assert_eq(fluxon_client_open(cfg, &p), FLUXON_OK);
+    const char *k = "stalled-0";
+    fluxon_future *f = un_put(p, &k, 1, 90);
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    fluxon_client_close(p);
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
+             "\"timeout_ms\":2000,\"log_level\":\"error\"}", kf_dir);
+    cr_assert_eq(fluxon_client_open(cfg, &a), FLUXON_OK);
+    cr_assert_eq(kill(un_proc, SIGSTOP), 0);
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    double t0 = th_now_s();
+    int rc = fluxon_get_start(a, &k, 1, 1, NULL, 0, &h, &r);
+    double took = th_now_s() - t0;
+    cr_assert_eq(rc, FLUXON_OK, "owner A answered (%s after %.2f s)", fluxon_status_string(rc), took);
+    cr_assert_eq(r.transferable_len, 0);
+    cr_assert(r.miss_status == FLUXON_ERR_TIMEOUT || r.miss_status == FLUXON_ERR_UNAVAILABLE, "miss says why: %s",
+              fluxon_status_string(r.miss_status));
+    cr_assert_lt(took, 2.0, "within the reader's 2 s (%.2f s)", took);
+    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
+    fluxon_client_close(a);
 }
