@@ -455,6 +455,23 @@ Test(client, failed_segment_attach_leaks_no_fd)
     cr_assert_eq(after, before, "open fds %d before, %d after 5 failed opens", before, after);
 }
 
+/* nk keys of 999 bytes (a 10-digit number, then `fill`): big batches from few keys */
+static const char **long_keys(int nk, char fill, char (**names_p)[1000])
+{
+    char (*names)[1000] = malloc(sizeof *names * (size_t)nk);
+    const char **keys = malloc(sizeof *keys * (size_t)nk);
+    cr_assert(names && keys);
+    for (int i = 0; i < nk; i++) {
+        memset(names[i], fill, 999);
+        snprintf(names[i], 12, "%010d", i);
+        names[i][10] = fill;
+        names[i][999] = 0;
+        keys[i] = names[i];
+    }
+    *names_p = names;
+    return keys;
+}
+
 /* Item 12: a request that timed out half-written is finished before the next frame:
  * the owner reads whole frames only and the next request is answered. */
 Test(client, timed_out_partial_write_is_finished)
@@ -465,15 +482,8 @@ Test(client, timed_out_partial_write_is_finished)
     cr_assert_eq(fluxon_client_open(fo_client_cfg(&fo, 300), &c), FLUXON_OK);
     /* 4 MB of keys: far more than the socket buffer of an owner that reads nothing */
     enum { NK = 4000 };
-    char (*names)[1000] = malloc(sizeof *names * NK);
-    const char **keys = malloc(sizeof *keys * NK);
-    for (int i = 0; i < NK; i++) {
-        memset(names[i], 'k', 999);
-        snprintf(names[i], 12, "%010d", i);
-        names[i][10] = 'k';
-        names[i][999] = 0;
-        keys[i] = names[i];
-    }
+    char (*names)[1000] = NULL;
+    const char **keys = long_keys(NK, 'k', &names);
     size_t hits = 0;
     cr_assert_eq(fluxon_batch_exists(c, keys, NK, &hits), FLUXON_ERR_TIMEOUT);
     __atomic_store_n(&fo.go, 1, __ATOMIC_RELEASE);
@@ -501,15 +511,8 @@ Test(client, oversized_batch_refused_client_stays_usable)
              "\"timeout_ms\":2000,\"max_frame_bytes\":\"1MiB\",\"log_level\":\"warn\"}", kf_dir);
     cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_OK);
     enum { NK = 2000 };
-    char (*names)[1000] = malloc(sizeof *names * NK);
-    const char **keys = malloc(sizeof *keys * NK);
-    for (int i = 0; i < NK; i++) {
-        memset(names[i], 'b', 999);
-        snprintf(names[i], 12, "%010d", i);
-        names[i][10] = 'b';
-        names[i][999] = 0;
-        keys[i] = names[i];
-    }
+    char (*names)[1000] = NULL;
+    const char **keys = long_keys(NK, 'b', &names);
     size_t hits = 0;
     cr_assert_eq(fluxon_batch_exists(c, keys, NK, &hits), FLUXON_ERR_INVALID_ARGUMENT);
     fluxon_plan *p = NULL;
@@ -606,15 +609,8 @@ Test(client, oneway_send_never_blocks_the_reactor)
     fluxon_get_start_result r;
     cr_assert_eq(fluxon_get_start(c, &k, 1, 1, NULL, 0, &h, &r), FLUXON_OK); /* the owner stops reading */
     enum { NK = 4000 }; /* 4 MB: the socket buffer fills */
-    char (*names)[1000] = malloc(sizeof *names * NK);
-    const char **keys = malloc(sizeof *keys * NK);
-    for (int i = 0; i < NK; i++) {
-        memset(names[i], 'k', 999);
-        snprintf(names[i], 12, "%010d", i);
-        names[i][10] = 'k';
-        names[i][999] = 0;
-        keys[i] = names[i];
-    }
+    char (*names)[1000] = NULL;
+    const char **keys = long_keys(NK, 'k', &names);
     size_t hits = 0;
     cr_assert_eq(fluxon_batch_exists(c, keys, NK, &hits), FLUXON_ERR_TIMEOUT);
     cr_assert_eq(fluxon_cancel_get_transfer(c, h), FLUXON_OK);
