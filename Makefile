@@ -20,7 +20,7 @@ INC      := -Iinclude $(addprefix -I,$(DIRS) $(TOOL_DIRS))
 LIB_SRCS := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
 CLI_SRCS := $(wildcard tools/*.c tools/demo/*.c)
 BENCH_SRCS := $(filter-out bench/bench_internal.c,$(wildcard bench/*.c))
-HDRS     := include/fluxon.h $(foreach d,$(DIRS),$(wildcard $(d)/*.h))
+HDRS     := include/fluxon.h include/fluxon_cuda.h $(foreach d,$(DIRS),$(wildcard $(d)/*.h))
 TOOL_HDRS:= $(foreach d,$(TOOL_DIRS),$(wildcard $(d)/*.h))
 TEST_SRCS:= $(wildcard test/unit/test_*.c test/integration/test_*.c)
 TESTS    := $(patsubst %.c,$(BUILD)/test/%,$(notdir $(TEST_SRCS)))
@@ -45,7 +45,7 @@ CFLAGS   ?=
 CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
-.PHONY: all amalgamation setup test test-embed asan tsan bench demo help clean install
+.PHONY: all amalgamation setup test test-embed asan tsan bench demo help clean install cuda cuda-build cuda-bench
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
@@ -59,6 +59,8 @@ help:
 	@echo "make tsan          the concurrent workloads under ThreadSanitizer (build-tsan/)"
 	@echo "make test-embed    only the embed suite: amalgamation from two files, C/C++ embeds, install"
 	@echo "make bench         benchmarks (figures, not pass/fail)"
+	@echo "make cuda          build/libfluxon_cuda.so (nvcc; scripts/setup --cuda if absent) and run the GPU tests (skip without a GPU)"
+	@echo "make cuda-bench    the GPU tests, then backup/restore GB/s next to pinned cudaMemcpyAsync"
 	@echo "make demo          replay the real LLM-serving trace (embedded master, owner, workers)"
 	@echo "make install PREFIX=/usr/local   install binary, libraries, header, fluxon.pc"
 	@echo "make clean         remove build outputs"
@@ -164,6 +166,25 @@ $(BUILD)/bench_internal: bench/bench_internal.c $(BENCH_OBJS) $(BUILD)/libfx_tes
 bench: all $(BUILD)/bench_internal
 	FLUXON_BIN=$(abspath $(BIN)) FLUXON_BENCH_INTERNAL=$(abspath $(BUILD)/bench_internal) ./scripts/bench
 
+# ---- CUDA kernels (optional; the core library never links CUDA) ----
+# nvcc from PATH or /usr/local/cuda; else scripts/setup --cuda installs Debian's toolkit.
+CUDA_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVFLAGS   := -O2 -std=c++17 -Xcompiler -fPIC,-Wall $(CUDA_ARCH) -Iinclude -Icuda
+NVCC_FIND := command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; }
+cuda: all
+	@$(NVCC_FIND) >/dev/null || ./scripts/setup --cuda
+	@$(MAKE) --no-print-directory NVCC="$$($(NVCC_FIND))" cuda-build
+	$(BUILD)/test/cuda_test
+cuda-bench: cuda
+	$(BUILD)/test/cuda_test --bench
+cuda-build: $(BUILD)/libfluxon_cuda.so $(BUILD)/test/cuda_test
+$(BUILD)/libfluxon_cuda.so: cuda/kernels.cu cuda/layout.h include/fluxon_cuda.h include/fluxon.h
+	$(NVCC) $(NVFLAGS) -shared -o $@ cuda/kernels.cu
+$(BUILD)/test/cuda_test: test/cuda/test_cuda.cu $(BUILD)/libfluxon_cuda.so $(BUILD)/libfluxon.a
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -o $@ $< -L$(BUILD) -lfluxon_cuda $(BUILD)/libfluxon.a $(SO_DEP_LIBS) \
+	    -Xlinker -rpath,$(abspath $(BUILD))
+
 demo: all
 	./fluxon demo
 
@@ -174,7 +195,7 @@ install: all
 	install -m 0755 $(BUILD)/libfluxon.so $(DESTDIR)$(PREFIX)/lib/libfluxon.so.$(VERSION)
 	ln -sf libfluxon.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfluxon.so.$(SOVER)
 	ln -sf libfluxon.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libfluxon.so
-	install -m 0644 include/fluxon.h $(DESTDIR)$(PREFIX)/include/fluxon.h
+	install -m 0644 include/fluxon.h include/fluxon_cuda.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(abspath $(PREFIX))/lib|; s|@INCLUDEDIR@|$(abspath $(PREFIX))/include|; s|@VERSION@|$(VERSION)|' \
 	    scripts/fluxon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fluxon.pc
 

@@ -266,6 +266,14 @@ static void client_stop_on_reactor(void *arg)
     fx_reactor_stop(cl->r);
 }
 
+void fx_client_set_close_hook(fluxon_client *cl, void (*fn)(void *arg), void *arg)
+{
+    cl->close_hook = fn;
+    cl->close_hook_arg = fn ? arg : NULL;
+}
+
+void *fx_client_close_hook_arg(const fluxon_client *cl) { return cl->close_hook_arg; }
+
 void fluxon_client_close(fluxon_client *cl)
 {
     if (!cl) return;
@@ -273,6 +281,7 @@ void fluxon_client_close(fluxon_client *cl)
     pthread_join(cl->thread, NULL);
     client_state_fini(cl);
     fx_reactor_destroy(cl->r);
+    if (cl->close_hook) cl->close_hook(cl->close_hook_arg); /* before the segment goes */
     fx_segment_destroy(cl->seg);
     fx_free(cl);
 }
