@@ -220,8 +220,10 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     }
     /* Map every page of the (owner-prefaulted) segment now: otherwise the first write of
      * each page by this process takes a fault on the put path (measured: most of a 4.5
-     * MiB put into a fresh slot). Page tables only, no new memory. Best effort. */
-    if (madvise(fx_segment_base(cl->seg), fx_segment_len(cl->seg), MADV_POPULATE_WRITE) != 0)
+     * MiB put into a fresh slot). Page tables only, no new memory. Best effort; off
+     * ("prefault_segment": false) for short-lived clients such as the CLI. */
+    if (cl->cfg.prefault_segment &&
+        madvise(fx_segment_base(cl->seg), fx_segment_len(cl->seg), MADV_POPULATE_WRITE) != 0)
         FX_DEBUG("segment prefault skipped: %m");
     rc = fx_reactor_create(&cl->r);
     if (rc != FLUXON_OK) goto err_seg;

@@ -28,7 +28,8 @@ enum {
     CFG_K_MAX_FRAME, CFG_K_LISTEN, CFG_K_METRICS, CFG_K_INFLIGHT_TTL, CFG_K_HB_TIMEOUT,
     CFG_K_NODE_ID, CFG_K_MASTER, CFG_K_SOCKET, CFG_K_SEGMENT, CFG_K_NODE_ROLE, CFG_K_NUMA,
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
-    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL
+    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
+    CFG_K_PREFAULT
 };
 
 struct cfg_field {
@@ -51,6 +52,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"master_timeout_ms", CFG_O | CFG_M},   {"test", CFG_O},
     {"hot_capacity_bytes", CFG_O},          {"sub_cluster", CFG_O},
     {"put_plan_ttl_ms", CFG_O},
+    {"prefault_segment", CFG_E},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -273,6 +275,7 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->fault_count = 1;
     } else {
         cfg->timeout_ms = 30000;
+        cfg->prefault_segment = true;
     }
 }
 
@@ -435,6 +438,10 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
         return cfg->hot_capacity_bytes ? 0 : cfg_bad(c, path, v, "must be > 0");
+    case CFG_K_PREFAULT:
+        if (!cJSON_IsBool(v)) return cfg_bad(c, path, v, "must be true or false");
+        cfg->prefault_segment = cJSON_IsTrue(v);
+        return 0;
     default: return cfg_fail(c, path, "internal error: no parser");
     }
 }

@@ -108,13 +108,30 @@ typedef struct fluxon_node fluxon_node;
  *  config_json  borrowed for the call; NUL-terminated JSON text.
  *  node_p       on success receives the node; the caller owns it and must pass it to
  *               fluxon_node_stop exactly once.
- * Waits at most the node's start timeout ("start_timeout_ms", default 10000 ms).
+ * The node's own setup (segment, socket, UCX) is not bounded; then the wait for the master
+ * is bounded by the start timeout ("start_timeout_ms", default 10000 ms). An owner's
+ * segment is prefaulted on a thread of its own while it registers, not waited for.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL argument);
  * FLUXON_ERR_CONFIG (the config was rejected; the reason is logged, naming the field);
  * FLUXON_ERR_UNAVAILABLE (listen/bind failed, or the owner's master was unreachable
  * for the whole start timeout); FLUXON_ERR_AUTH (the master refused the owner);
+ * FLUXON_ERR_BUSY (another live owner registered this node_id);
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM; FLUXON_ERR_INTERNAL. */
 int fluxon_node_start(const char *config_json, fluxon_node **node_p);
+
+/* Like fluxon_node_start, but returns once the node's own setup is done (an owner serves
+ * on its socket), without waiting for the master: a daemon's start. The owner keeps
+ * connecting with backoff (100 ms doubling to 2 s) and logs every 5 s that it waits.
+ * On FLUXON_OK the caller owns *node_p and must pass it to fluxon_node_stop exactly once
+ * (also after fluxon_node_wait_ready reported a failure). Same failures as
+ * fluxon_node_start, less those of the master's answer. */
+int fluxon_node_launch(const char *config_json, fluxon_node **node_p);
+
+/* Waits up to timeout_ms for a launched node to be ready (a master listens at once; an
+ * owner is ready once registered). Returns FLUXON_OK; FLUXON_ERR_TIMEOUT (not yet: call
+ * again); or the start's final failure: FLUXON_ERR_AUTH (credentials refused),
+ * FLUXON_ERR_BUSY (node_id registered by another live owner). One thread at a time. */
+int fluxon_node_wait_ready(fluxon_node *node, uint32_t timeout_ms);
 
 /* Stops the node: closes every connection, unlinks an owner's socket, joins the thread
  * and frees the node. NULL is a no-op. Not safe to call twice on the same node. */
