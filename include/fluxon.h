@@ -489,6 +489,71 @@ const uint64_t *fluxon_plan_value_lens(fluxon_client *c, const fluxon_plan *plan
  * FLUXON_ERR_INVALID_ARGUMENT. */
 int fluxon_release_views(fluxon_client *c, fluxon_plan *plan);
 
+/* ---------------------------------------------------------------------------------
+ * Batch copy API (Mooncake's batch_put_from / batch_get_into shape): for bindings and
+ * engines that hand buffers instead of writing into plans. Each call is one hostless
+ * round (one put_start + commit, or one get_start + get_transfer + release_views) and
+ * copies in the calling thread with memcpy. Thread-safe like the calls it is built on;
+ * the caller must not modify (put) or read (get) the buffers during the call. Blocking:
+ * put at most three commit attempts of timeout_ms each plus timeout_ms for the
+ * publication; get as fluxon_get_start.
+ * ------------------------------------------------------------------------------- */
+
+/* Stores n_keys values, key i's from src_ptrs[i] (lens[i] bytes, copied; the buffers are
+ * borrowed for the call), through ONE put_start on this client's owner, then commits and
+ * waits until the master published them (as fluxon_put).
+ *  keys        n_keys NUL-terminated keys (1..FLUXON_MAX_BATCH_KEYS, as put_start).
+ *  src_ptrs    n_keys non-NULL sources.
+ *  lens        n_keys lengths, all EQUAL and 1..the owner's reserve.grant_bytes (one
+ *              put_start reserves one slot size; split a batch of mixed lengths).
+ *  opts        NULL or options as fluxon_local_fast_put_start (atomic groups included;
+ *              reject_if_inflight and reject_if_exist are always on).
+ *  per_key_status  required, n_keys entries, written whenever the arguments were valid:
+ *              FLUXON_OK (stored and published), the put_start rejections
+ *              (FLUXON_ERR_KEY_EXISTS, _KEY_BEING_WRITTEN, _GROUP_REJECTED, _NO_SPACE,
+ *              _INVALID_ARGUMENT for the same key twice), or for accepted keys the
+ *              commit's outcome when it was not FLUXON_OK (the future's status, e.g.
+ *              FLUXON_ERR_TIMEOUT: readable through this owner, publication not
+ *              confirmed within timeout_ms; FLUXON_ERR_STALE / _UNAVAILABLE).
+ * Returns FLUXON_OK when the batch ran (even if some keys were rejected: read
+ * per_key_status); FLUXON_ERR_INVALID_ARGUMENT (a NULL pointer, n_keys 0, src_ptrs[i]
+ * NULL, lens[i] 0, lens not all equal — the log names the key index and both lengths —,
+ * a bad key or option, a length over the grant: nothing stored); FLUXON_ERR_STALE /
+ * FLUXON_ERR_UNAVAILABLE (the owner restarted or went away); FLUXON_ERR_TIMEOUT
+ * (put_start unanswered: nothing reserved); FLUXON_ERR_NOMEM. */
+int fluxon_batch_put_from(fluxon_client *c, const char *const *keys, size_t n_keys,
+                          const void *const *src_ptrs, const uint64_t *lens,
+                          const fluxon_put_options *opts, int *per_key_status);
+
+/* Restores a batch of keys in order into the caller's buffers: ONE get_start (prefix
+ * semantics, atomic groups and cross-owner fetches as fluxon_get_start), then the values
+ * of the restored prefix are copied to dst_ptrs[i] (value length bytes; the rest of
+ * dst_caps[i] is left untouched) and released at once.
+ *  dst_ptrs/dst_caps  n_keys non-NULL destinations and their capacities in bytes (>= 1).
+ *  prefix_best_effort, atomic_group_lens, n_atomic_groups  as fluxon_get_start.
+ *  per_key_status  required, n_keys entries: FLUXON_OK for the restored keys
+ *              [0, *n_restored_p); the key that stopped the prefix gets why
+ *              (FLUXON_ERR_NOT_FOUND, _NO_SPACE, _UNAVAILABLE, _TIMEOUT: the get_start
+ *              miss_status; FLUXON_ERR_INVALID_ARGUMENT: its value is larger than
+ *              dst_caps[i]); keys before it that were not restored (the rest of its
+ *              atomic group; every key, all-or-nothing) FLUXON_ERR_GROUP_REJECTED; keys
+ *              after it FLUXON_ERR_CANCELLED (not restored: past the prefix).
+ *  value_lens  NULL or n_keys entries: the bytes copied per key (0 past the prefix).
+ *  n_restored_p  required: how many leading keys were copied (a whole number of groups).
+ * Outputs are written on FLUXON_OK and on the dst_caps error below.
+ * Returns FLUXON_OK (also when nothing hit: *n_restored_p is 0);
+ * FLUXON_ERR_INVALID_ARGUMENT before anything is looked up (a NULL pointer, n_keys 0,
+ * dst_ptrs[i] NULL or dst_caps[i] 0, a bad key or groups), or after the copy when a
+ * restored value was larger than its dst_caps[i]: the keys before that key's atomic
+ * group (none, all-or-nothing) were copied, the log names the key index, the value's
+ * length and the capacity; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_STALE; FLUXON_ERR_TIMEOUT
+ * (also a handle that expired between get_start and the copy); FLUXON_ERR_NOMEM. */
+int fluxon_batch_get_into(fluxon_client *c, const char *const *keys, size_t n_keys,
+                          void *const *dst_ptrs, const uint64_t *dst_caps,
+                          int prefix_best_effort, const uint32_t *atomic_group_lens,
+                          size_t n_atomic_groups, int *per_key_status, uint64_t *value_lens,
+                          size_t *n_restored_p);
+
 #ifdef __cplusplus
 }
 #endif

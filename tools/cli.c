@@ -41,6 +41,7 @@ static void usage(FILE *f)
             "                                              replay an LLM trace through the hostless API\n"
             "  fluxon bench-hostless [--batch N] [--value-len B] [--iters N]   hostless API latencies\n"
             "  fluxon bench-kv [--value-len B] [--count N]                    plain put/get ops/s\n"
+            "  fluxon bench-batch [--batch N] [--value-len B] [--iters N]     batch copy API vs hostless C, GB/s\n"
             "  fluxon --help | --version\n"
             "Config fields and defaults: README.md.\n");
 }
@@ -237,6 +238,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "demo") == 0) return fx_cli_replay_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-hostless") == 0) return fx_cli_bench_hostless(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-kv") == 0) return fx_cli_bench_kv(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "bench-batch") == 0) return fx_cli_bench_batch(argc - 1, argv + 1);
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
