@@ -29,7 +29,7 @@ enum {
     CFG_K_NODE_ID, CFG_K_MASTER, CFG_K_SOCKET, CFG_K_SEGMENT, CFG_K_NODE_ROLE, CFG_K_NUMA,
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
-    CFG_K_PREFAULT
+    CFG_K_PREFAULT, CFG_K_EVICTION_POLICY
 };
 
 struct cfg_field {
@@ -53,11 +53,13 @@ static const struct cfg_field cfg_top_fields[] = {
     {"hot_capacity_bytes", CFG_O},          {"sub_cluster", CFG_O},
     {"put_plan_ttl_ms", CFG_O},
     {"prefault_segment", CFG_E},
+    {"eviction_policy", CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
                                                    {"fail_transfers", CFG_O}};
-static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O}};
+static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O},
+                                                      {"idle_grant_return_ms", CFG_O}};
 static const struct cfg_field cfg_expected_fields[] = {{"value_len", CFG_O},
                                                        {"payload_capacity_bytes", CFG_O}};
 
@@ -271,6 +273,8 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->put_plan_ttl_ms = 20000; /* below the client's default timeout_ms (30000) */
         cfg->heartbeat_interval_ms = 1000;
         cfg->claim_timeout_ms = 30000;
+        cfg->idle_grant_return_ms = 2000;
+        cfg->eviction_policy = FX_EVICT_LRU;
         cfg->master_timeout_ms = 5000;
         cfg->fault_count = 1;
     } else {
@@ -311,8 +315,9 @@ static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *c
                           (int)FX_ARRAY_LEN(cfg_reserve_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
         if (k == 0) cfg->has_grant_bytes = true;
-        rc = k == 0 ? cfg_get_pages(c, "reserve.grant_bytes", it, &cfg->grant_bytes)
-                    : cfg_parse_expected(c, it, cfg);
+        rc = k == 0   ? cfg_get_pages(c, "reserve.grant_bytes", it, &cfg->grant_bytes)
+             : k == 2 ? cfg_get_ms(c, "reserve.idle_grant_return_ms", it, &cfg->idle_grant_return_ms)
+                      : cfg_parse_expected(c, it, cfg);
         if (rc) return rc;
     }
     return 0;
@@ -435,6 +440,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_MASTER_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->master_timeout_ms);
     case CFG_K_SUB_CLUSTER: return cfg_get_id(c, path, v, false, cfg->sub_cluster);
     case CFG_K_TEST: return cfg_parse_test(c, v, cfg);
+    case CFG_K_EVICTION_POLICY:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (strcmp(v->valuestring, "lru") == 0) cfg->eviction_policy = FX_EVICT_LRU;
+        else if (strcmp(v->valuestring, "s3fifo") == 0) cfg->eviction_policy = FX_EVICT_LRU;
+        else return cfg_bad(c, path, v, "must be one of lru, s3fifo");
+        return 0;
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
         return cfg->hot_capacity_bytes ? 0 : cfg_bad(c, path, v, "must be > 0");

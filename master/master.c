@@ -288,6 +288,7 @@ static bool master_kv_request(mkv_t *s, master_peer_t *p, const fx_frame_header_
     if (!s) return false;
     switch (h->type) {
     case FX_MSG_GRANT: fx_mkv_grant(s, p, h, body, arena); return true;
+    case FX_MSG_GRANT_RETURN: fx_mkv_grant_return(s, p, h, body, arena); return true;
     case FX_MSG_PUT_DONE: fx_mkv_put_done(s, p, h, body, arena); return true;
     case FX_MSG_LOOKUP: fx_mkv_lookup(s, p, h, body, arena); return true;
     case FX_MSG_GET_DONE: fx_mkv_get_done(s, p, h, body, arena); return true;

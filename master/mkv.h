@@ -54,7 +54,7 @@ typedef struct mkv_route {
     X(generation_routes_dropped) X(error_replies) X(evict_batches) X(evicted_replicas) X(evict_stale)  \
     X(evict_routes_deleted) X(places) X(place_remote) X(place_local) X(place_rejected) X(place_fallback) \
     X(revokes) X(inflight_expired) X(put_done_stale_token) X(get_durable) X(get_temporary) X(get_reuse)  \
-    X(put_dedup_forgotten) X(put_done_too_old)
+    X(put_dedup_forgotten) X(put_done_too_old) X(grants_returned)
 
 struct fx_lease_table;
 struct fx_mplace;
@@ -327,5 +327,8 @@ FX_INTERNAL void fx_mkv_leases_stop(mkv_t *s); /* disarms the lease timer */
 /* ---- kv.c ---- */
 FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena);
+/* GRANT_RETURN: idle grants back to the owner's segment allocator (issue 15) */
+FX_INTERNAL void fx_mkv_grant_return(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                     fx_arena_t *arena);
 
 #endif

@@ -39,25 +39,22 @@
 #define OEV_RESEND_MAX_MS 1000u /* backoff cap of an uncertain EVICT's resend */
 #define OEV_BACKOFF_MAX_MS 64u /* busy backoff cap */
 
-/* A slot class the pool holds grants of (eviction frees slots per class). */
-typedef struct oev_class {
-    uint64_t slot_size, slots; /* slots: in every grant of the class */
-} oev_class_t;
-#define OEV_MAX_CLASSES 16
+#define OEV_MAX_CLASSES 16 /* slot sizes of waiting claims considered per round */
+#define OEV_STUCK_MS 1000u /* nothing evictable this long: waiting claims answer NO_SPACE */
 
 typedef struct oev {
     fx_owner_t *o;
     fx_lru_t hot;          /* COMMITTED values, weighted by slot_size */
     uint64_t hot_capacity; /* bytes; the watermark, never the configured capacity (S5) */
-    oev_class_t classes[OEV_MAX_CLASSES];
-    size_t n_classes;
+    uint64_t stuck_since_ms; /* claims wait and nothing is evictable (held) since; 0: not stuck */
     struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
     fx_timer_t kick_timer, tick_timer;
     bool in_step, closing;
     uint64_t round;
     uint32_t backoff_ms;
     uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
-        resends;
+        resends, grants_retired, no_space_fast;
+    uint64_t no_space_log_ms;
 } oev_t;
 
 /* The atomic group a version was published in: its members while they live. */
@@ -100,13 +97,6 @@ static bool oev_vec_push(oev_vec_t *a, owner_entry_t *en)
 }
 
 static owner_entry_t *oev_entry_of(fx_lru_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
-
-static oev_class_t *oev_class(oev_t *kv, uint64_t slot_size)
-{
-    for (size_t i = 0; i < kv->n_classes; i++)
-        if (kv->classes[i].slot_size == slot_size) return &kv->classes[i];
-    return NULL;
-}
 
 static void oev_cohort_free(oev_cohort_t *c);
 
@@ -213,15 +203,46 @@ FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, siz
     if (!g->live) fx_free(g);
 }
 
-static void oev_grant_added(fx_owner_t *o, uint64_t slot_size)
+static void oev_grant_added(fx_owner_t *o, uint64_t slot_size) {}
+
+/* Why a claim gets NO_SPACE: the sizes the grants serve and what holds their slots. */
+static void oev_no_space_log(fx_owner_t *o, uint64_t value_len, size_t count, const char *why)
 {
     oev_t *kv = o->ev;
-    oev_class_t *c = oev_class(kv, slot_size);
-    if (!c && kv->n_classes < OEV_MAX_CLASSES) {
-        c = &kv->classes[kv->n_classes++];
-        *c = (oev_class_t){slot_size, 0};
+    uint64_t now = fx_now_ms();
+    if (kv->no_space_log_ms && now - kv->no_space_log_ms < 1000) return; /* one line a second */
+    kv->no_space_log_ms = now;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    fx_slot_pool_stats_t st;
+    fx_slot_pool_stats(pool, &st);
+    fx_u64v_t ids, offs;
+    fx_oclaims_grants(o, &ids, &offs);
+    char sizes[256];
+    size_t len = 0, shown = 0;
+    uint64_t seen[8];
+    sizes[0] = 0;
+    for (uint32_t i = 0; i < ids.n && shown < 8; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK) continue;
+        size_t k = 0, n = 0;
+        while (k < shown && seen[k] != g.slot_size) k++;
+        if (k < shown) continue;
+        seen[shown++] = g.slot_size;
+        for (uint32_t j = 0; j < ids.n; j++) {
+            fx_slot_grant_stats_t h;
+            n += fx_slot_pool_grant_stats(pool, ids.v[j], &h) == FLUXON_OK && h.slot_size == g.slot_size;
+        }
+        int w = snprintf(sizes + len, sizeof sizes - len, "%s%llux%zu", len ? " " : "",
+                         (unsigned long long)g.slot_size, n);
+        if (w > 0 && (size_t)w < sizeof sizes - len) len += (size_t)w;
     }
-    if (c) c->slots += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
+    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu serve slot sizes [%s%s] (bytes x grants); "
+            "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
+            "%llu committed",
+            count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)st.grants,
+            (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "", (unsigned long long)st.holder_refs,
+            (unsigned long long)st.draining, (unsigned long long)st.prepared, (unsigned long long)st.pending,
+            (unsigned long long)st.committed);
 }
 
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
@@ -231,8 +252,19 @@ static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(fx_ostore_pool(o), &st);
     if (st.grants < fx_oclaims_max(o) && !fx_oclaims_segment_full(o)) return false; /* a grant failed otherwise */
-    oev_class_t *c = oev_class(kv, fx_slot_size_for(value_len));
-    return c && count <= c->slots; /* a claim larger than its class could never complete */
+    uint64_t per = fx_slots_per_grant(o->cfg.grant_bytes, fx_slot_size_for(value_len));
+    uint64_t grants = FX_MAX(st.grants, fx_oclaims_max(o));
+    if (count > per * grants) { /* could never complete, whatever is evicted */
+        kv->no_space_fast++;
+        oev_no_space_log(o, value_len, count, "more than every grant re-carved to this size holds");
+        return false;
+    }
+    if (kv->stuck_since_ms && fx_now_ms() - kv->stuck_since_ms >= OEV_STUCK_MS) {
+        kv->no_space_fast++;
+        oev_no_space_log(o, value_len, count, "nothing is evictable (every candidate is held)");
+        return false;
+    }
+    return true;
 }
 
 /* ---- rounds ---- */
@@ -447,76 +479,180 @@ static void oev_send(fx_owner_t *o, owner_entry_t **v, size_t n)
     oev_transmit(o, c);
 }
 
-/* One round: victims from the cold end, whole groups, until the demand is met. */
-static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, size_t nc, uint64_t excess)
+/* One round's decisions: the victims (hidden at the end), groups left hot, the demand. */
+typedef struct oev_round {
+    uint64_t round;
+    oev_vec_t victims, hot;
+    bool busy, nomem;
+    const uint64_t *sizes;
+    uint64_t *needs;
+    size_t nc;
+    uint64_t excess;
+} oev_round_t;
+
+/* Decides en's whole atomic group (A1): victims, or skipped as Busy when a reader pins a
+ * member (after OEV_BUSY_MAX rounds left hot). */
+static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
-    oev_vec_t victims = {0}, hot = {0};
-    uint64_t round = ++kv->round;
-    bool busy = false, nomem = false;
-    for (fx_lru_node_t *n = fx_lru_coldest(&kv->hot); n && !nomem; n = fx_lru_warmer(&kv->hot, n)) {
-        bool more = excess > 0;
-        for (size_t k = 0; k < nc; k++) more |= needs[k] > 0;
+    oev_group_t *g = en->group;
+    owner_entry_t *one = en, **m = g ? g->m : &one;
+    size_t mn = g ? g->n : 1, cnt = 0;
+    bool pinned = false;
+    for (size_t i = 0; i < mn; i++) {
+        if (!oev_evictable(m[i])) continue;
+        cnt++;
+        fx_slot_info_t info;
+        if (fx_slot_pool_inspect(fx_ostore_pool(o), &m[i]->slot, &info) != FLUXON_OK || info.holder_refs) pinned = true;
+    }
+    if (!cnt) return;
+    uint32_t *tries = g ? &g->busy_tries : &en->busy_tries;
+    if (pinned) { /* Busy: a reader holds a member; skip the group this round */
+        rd->busy = true;
+        kv->busy_retries++;
+        if (++*tries >= OEV_BUSY_MAX) { /* bounded: leave it hot */
+            *tries = 0;
+            kv->left_hot++;
+            for (size_t i = 0; i < mn; i++)
+                if (oev_evictable(m[i]) && !oev_vec_push(&rd->hot, m[i])) rd->nomem = true;
+        }
+        return;
+    }
+    *tries = 0;
+    for (size_t i = 0; i < mn && !rd->nomem; i++) {
+        owner_entry_t *e = m[i];
+        if (!oev_evictable(e)) continue;
+        if (!oev_vec_push(&rd->victims, e)) {
+            rd->nomem = true;
+            break;
+        }
+        e->evicting = true; /* decided: later members of the walk skip it */
+        for (size_t k = 0; k < rd->nc; k++)
+            if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
+                rd->needs[k]--;
+                break;
+            }
+        rd->excess -= FX_MIN(rd->excess, e->slot.slot_size);
+    }
+}
+
+/* Victims from the cold end, whole groups, until the demand is met. */
+static void oev_walk(fx_owner_t *o, oev_round_t *rd)
+{
+    oev_t *kv = o->ev;
+    for (fx_lru_node_t *n = fx_lru_coldest(&kv->hot); n && !rd->nomem; n = fx_lru_warmer(&kv->hot, n)) {
+        bool more = rd->excess > 0;
+        for (size_t k = 0; k < rd->nc; k++) more |= rd->needs[k] > 0;
         if (!more) break;
         owner_entry_t *en = oev_entry_of(n);
         oev_group_t *g = en->group;
-        if (g && g->round == round) continue; /* decided with another member */
-        if (g) g->round = round;
-        if (!excess) { /* only claims wait: only their classes help */
+        if (g && g->round == rd->round) continue; /* decided with another member */
+        if (g) g->round = rd->round;
+        if (!rd->excess) { /* only claims wait: only their classes help */
             bool useful = false;
-            for (size_t k = 0; k < nc; k++) useful |= needs[k] > 0 && sizes[k] == en->slot.slot_size;
+            for (size_t k = 0; k < rd->nc; k++) useful |= rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
             if (!useful) continue;
         }
-        owner_entry_t *one = en, **m = g ? g->m : &one;
-        size_t mn = g ? g->n : 1, cnt = 0;
-        bool pinned = false;
-        for (size_t i = 0; i < mn; i++) {
-            if (!oev_evictable(m[i])) continue;
-            cnt++;
-            fx_slot_info_t info;
-            if (fx_slot_pool_inspect(fx_ostore_pool(o), &m[i]->slot, &info) != FLUXON_OK || info.holder_refs) pinned = true;
-        }
-        if (!cnt) continue;
-        uint32_t *tries = g ? &g->busy_tries : &en->busy_tries;
-        if (pinned) { /* Busy: a reader holds a member; skip the group this round */
-            busy = true;
-            kv->busy_retries++;
-            if (++*tries >= OEV_BUSY_MAX) { /* bounded: leave it hot */
-                *tries = 0;
-                kv->left_hot++;
-                for (size_t i = 0; i < mn; i++)
-                    if (oev_evictable(m[i]) && !oev_vec_push(&hot, m[i])) nomem = true;
-            }
-            continue;
-        }
-        *tries = 0;
-        for (size_t i = 0; i < mn && !nomem; i++) {
-            owner_entry_t *e = m[i];
-            if (!oev_evictable(e)) continue;
-            if (!oev_vec_push(&victims, e)) {
-                nomem = true;
-                break;
-            }
-            e->evicting = true; /* decided: later members of the walk skip it */
-            for (size_t k = 0; k < nc; k++)
-                if (sizes[k] == e->slot.slot_size && needs[k]) {
-                    needs[k]--;
-                    break;
-                }
-            excess -= FX_MIN(excess, e->slot.slot_size);
+        oev_take(o, rd, en);
+    }
+}
+
+/* Every committed value of the retiring grants goes (whole groups): they empty, and
+ * claims.c re-carves them for the sizes that wait. */
+static void oev_drain(fx_owner_t *o, oev_round_t *rd)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    fx_u64v_t ids, offs;
+    fx_oclaims_grants(o, &ids, &offs);
+    for (uint32_t i = 0; i < ids.n && !rd->nomem; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || !g.retiring || !g.committed) continue;
+        for (uint64_t k = 0; k < g.slots && !rd->nomem; k++) {
+            owner_entry_t *en = fx_ostore_at(o, g.offset + k * g.slot_size);
+            if (!oev_evictable(en)) continue;
+            if (en->group && en->group->round == rd->round) continue;
+            if (en->group) en->group->round = rd->round;
+            oev_take(o, rd, en);
         }
     }
-    for (size_t i = 0; i < hot.n; i++) fx_lru_touch(&kv->hot, &hot.v[i]->lru);
-    if (nomem) FX_WARN("eviction round: out of memory for its victim list");
-    for (size_t i = 0; i < victims.n; i++) { /* hidden: no new local pin can start */
-        owner_entry_t *e = victims.v[i];
+}
+
+/* Slots of slot_size the retiring grants will give once empty. */
+static uint64_t oev_retiring_slots(fx_owner_t *o, uint64_t slot_size)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    fx_u64v_t ids, offs;
+    fx_oclaims_grants(o, &ids, &offs);
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < ids.n; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) == FLUXON_OK && g.retiring)
+            n += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
+    }
+    return n;
+}
+
+/* Retires the grant of another size whose values are coldest (its hottest value is the
+ * least recent): it serves no new claim and is emptied by oev_drain. Grants with slots
+ * being written or pinned come last. Returns whether one was retired. */
+static bool oev_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t nc)
+{
+    oev_t *kv = o->ev;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    fx_u64v_t ids, offs;
+    fx_oclaims_grants(o, &ids, &offs);
+    uint64_t best_id = 0, best_score = UINT64_MAX;
+    for (uint32_t i = 0; i < ids.n; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
+        bool wanted = false;
+        for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
+        if (wanted) continue;
+        uint64_t hottest = 0, held = g.prepared + g.pending;
+        for (uint64_t k = 0; k < g.slots; k++) {
+            owner_entry_t *en = fx_ostore_at(o, g.offset + k * g.slot_size);
+            if (!en) continue;
+            fx_slot_info_t info;
+            if (fx_slot_pool_inspect(pool, &en->slot, &info) == FLUXON_OK && info.holder_refs) held++;
+            if (!oev_evictable(en)) continue;
+            hottest = FX_MAX(hottest, en->lru.stamp);
+        }
+        uint64_t score = FX_MIN(hottest, (1ull << 48) - 1) + (held ? (1ull << 48) : 0);
+        if (score < best_score) {
+            best_score = score;
+            best_id = ids.v[i];
+        }
+    }
+    if (!best_id || fx_slot_pool_retire_grant(pool, best_id, true) != FLUXON_OK) return false;
+    kv->grants_retired++;
+    return true;
+}
+
+/* One round: same-size victims coldest first; a size whose claims that cannot cover
+ * retires a grant of another size; retiring grants are emptied. Returns busy. */
+static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, size_t nc, uint64_t excess,
+                       bool *progress)
+{
+    oev_t *kv = o->ev;
+    oev_round_t rd = {.round = ++kv->round, .sizes = sizes, .needs = needs, .nc = nc, .excess = excess};
+    oev_walk(o, &rd);
+    bool retired = false;
+    for (size_t k = 0; k < nc && !retired; k++)
+        if (needs[k] > oev_retiring_slots(o, sizes[k])) retired = oev_retire_one(o, sizes, nc);
+    if (retired) fx_oclaims_pump(o); /* an idle grant re-carves at once */
+    oev_drain(o, &rd);
+    for (size_t i = 0; i < rd.hot.n; i++) fx_lru_touch(&kv->hot, &rd.hot.v[i]->lru);
+    if (rd.nomem) FX_WARN("eviction round: out of memory for its victim list");
+    for (size_t i = 0; i < rd.victims.n; i++) { /* hidden: no new local pin can start */
+        owner_entry_t *e = rd.victims.v[i];
         fx_ostore_hide(o, e);
         fx_lru_remove(&kv->hot, &e->lru);
     }
-    if (victims.n) oev_send(o, victims.v, victims.n);
-    fx_free(victims.v);
-    fx_free(hot.v);
-    return busy;
+    *progress = rd.victims.n > 0 || retired;
+    if (rd.victims.n) oev_send(o, rd.victims.v, rd.victims.n);
+    fx_free(rd.victims.v);
+    fx_free(rd.hot.v);
+    return rd.busy;
 }
 
 static void oev_step(fx_owner_t *o)
@@ -536,7 +672,14 @@ static void oev_step(fx_owner_t *o)
         want |= needs[k] > 0;
     }
     uint64_t excess = kv->hot.bytes > kv->hot_capacity ? kv->hot.bytes - kv->hot_capacity : 0;
-    if ((want || excess) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess);
+    bool progress = false;
+    if ((want || excess) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess, &progress);
+    /* claims wait, nothing was chosen and nothing is on its way: everything left is held */
+    if (want && !progress && !kv->cohorts) {
+        if (!kv->stuck_since_ms) kv->stuck_since_ms = FX_MAX(fx_now_ms(), 1ull);
+    } else {
+        kv->stuck_since_ms = 0;
+    }
     kv->backoff_ms = busy ? FX_MIN(kv->backoff_ms * 2, OEV_BACKOFF_MAX_MS) : 1;
     if (busy) oev_tick_arm(o, kv->backoff_ms);
     else if (fx_oclaims_waiting(o)) oev_tick_arm(o, OEV_TICK_MS);
@@ -551,13 +694,14 @@ FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j)
                    "\"hot_bytes\":%llu,\"hot_values\":%llu,\"hot_capacity_bytes\":%llu,\"evictions\":%llu,"
                    "\"evicted_bytes\":%llu,\"cohorts\":%llu,\"busy_retries\":%llu,\"left_hot\":%llu,"
                    "\"restored\":%llu,\"selected_bytes\":%llu,\"eviction_debt\":%llu,\"evict_stale\":%llu,"
-                   "\"evict_resends\":%llu",
+                   "\"evict_resends\":%llu,\"grants_retired\":%llu,\"claims_no_space_fast\":%llu",
                    (unsigned long long)kv->hot.bytes, (unsigned long long)kv->hot.count,
                    (unsigned long long)kv->hot_capacity, (unsigned long long)kv->evictions,
                    (unsigned long long)kv->evicted_bytes, (unsigned long long)kv->n_cohorts,
                    (unsigned long long)kv->busy_retries, (unsigned long long)kv->left_hot,
                    (unsigned long long)kv->restored, (unsigned long long)kv->selected_bytes,
-                   (unsigned long long)kv->debt, (unsigned long long)kv->stale, (unsigned long long)kv->resends);
+                   (unsigned long long)kv->debt, (unsigned long long)kv->stale, (unsigned long long)kv->resends,
+                   (unsigned long long)kv->grants_retired, (unsigned long long)kv->no_space_fast);
 }
 
 #undef OEV_BUSY_MAX
@@ -565,3 +709,5 @@ FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j)
 #undef OEV_RETRY_MS
 #undef OEV_RESEND_MAX_MS
 #undef OEV_BACKOFF_MAX_MS
+#undef OEV_MAX_CLASSES
+#undef OEV_STUCK_MS

@@ -193,7 +193,8 @@ typedef struct fx_strv {
     X(PUT_PLACE, 25, put_place, put_place_ack) /* owner -> master: PutStart */        \
     X(PUT_REVOKE, 26, put_revoke, empty)     /* owner -> master: PutRevoke */         \
     X(MASTER_STATS, 27, empty, json)         /* external -> owner -> master: KV counters */ \
-    X(PUT_INLINE, 28, put_inline, empty)     /* external -> owner: plain put, one request */
+    X(PUT_INLINE, 28, put_inline, empty)     /* external -> owner: plain put, one request */ \
+    X(GRANT_RETURN, 29, grant_ack, statuses) /* owner -> master: idle grants given back */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
