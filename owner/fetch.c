@@ -559,8 +559,9 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
     fx_str_t *lk = fx_calloc(n, sizeof *lk);
     fx_conn_t *mc = fx_olink_conn(o);
     int rc = FLUXON_ERR_UNAVAILABLE;
-    if (fx_olink_owners_alive(o) == 1 && mc) {
-        /* the only live owner: a key missing here is held nowhere, skip the master */
+    if (fx_olink_alone(o) && mc) {
+        /* the only owner the cluster ever had: a key missing here is held nowhere, skip the
+         * master (never once another owner lived: it may have placed values here) */
         s->lookups_skipped++;
         rc = FLUXON_ERR_NOT_FOUND;
     } else if (lk && mc) {

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "helpers.h"
+#include "kvfix.h"
 #include "fluxon.h"
 
 typedef struct ops {
@@ -232,4 +233,94 @@ Test(ops, the_cli_does_not_prefault_the_segment, .timeout = 60, .fini = ops_fini
     th_write_file(cfg, buf);
     cr_assert_eq(ops_stat_rss(cfg, &rss), 0);
     cr_assert_gt(rss, 256 * 1024, "prefault_segment true: %ld KiB", rss);
+}
+
+/* Item 4. Before: a wrong socket path hung 30 s ("nobody accepted at '.../nope.sock' within
+ * 30000 ms (last error: No such file or directory)"), and so did a stale one. Now a missing
+ * file fails at once and a stale one (its owner SIGKILLed) within 300 ms, both naming the
+ * owner sockets that do exist in that directory. */
+Test(ops, a_wrong_or_stale_socket_fails_at_once_naming_the_sockets_there, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char cfg[300], buf[1024], out[4096];
+    snprintf(cfg, sizeof cfg, "%s/external-nope.json", t.dir);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"socket\":\"%s/run/nope.sock\"}",
+             t.dir);
+    th_write_file(cfg, buf);
+    double t0 = th_now_s();
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s stat", cfg);
+    cr_assert_lt(th_now_s() - t0, 3.0, "a missing socket file must fail at once");
+    cr_assert_eq(ex, 1, "%s", out);
+    cr_assert(strstr(out, "no owner listens at socket") && strstr(out, "nope.sock: no such file") &&
+              strstr(out, "owner sockets in ") && strstr(out, ": o1.sock)"), "%s", out);
+    cr_assert(strstr(out, "FLUXON_ERR_UNAVAILABLE"), "%s", out);
+    th_stop(t.owner, SIGKILL, 5000); /* its socket file stays behind */
+    t.owner = -1;
+    cr_assert(th_wait_path(t.sock, 0) || access(t.sock, F_OK) == 0, "the stale socket file is gone");
+    t0 = th_now_s();
+    ex = ops_cli(out, sizeof out, "--role=external --config %s stat", t.ecfg);
+    cr_assert_lt(th_now_s() - t0, 3.0, "a stale socket must fail fast");
+    cr_assert_eq(ex, 1, "%s", out);
+    cr_assert(strstr(out, "o1.sock: the file is there but nobody accepts"), "%s", out);
+}
+
+/* placed_bytes of node_id in the cluster's node table, -1 when absent */
+static long long ops_placed_bytes(fluxon_client *c, const char *node_id)
+{
+    char buf[8192];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_cluster_nodes(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf);
+    cr_assert_not_null(doc, "%s", buf);
+    long long r = -1;
+    const cJSON *n;
+    cJSON_ArrayForEach(n, doc)
+        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(n, "node_id")), node_id))
+            r = (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(n, "placed_bytes"));
+    cJSON_Delete(doc);
+    return r;
+}
+
+static void ops_kf_fini(void) { kf_down(); }
+
+/* Item 5. Before: with owner B gone, `get` of B's puts through A all said NOT_FOUND, also
+ * those the master had placed in A's own segment (owners_alive 1, lookups_skipped 8): A
+ * believed it was alone and skipped the master. Now an owner that ever saw another owner
+ * asks the master; every value placed on A stays readable, none is invented missing. */
+Test(ops, values_placed_on_the_survivor_stay_readable_when_the_other_owner_dies, .timeout = 90,
+     .fini = ops_kf_fini)
+{
+    kf_up(2);
+    fluxon_client *b = kf_client(1);
+    enum { N = 32, LEN = 4096 };
+    uint8_t v[LEN];
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "kk/%d", i);
+        kf_fill(v, LEN, (uint64_t)i);
+        cr_assert_eq(fluxon_put(b, key, v, LEN, NULL), FLUXON_OK, "put %s", key);
+    }
+    long long on_a = ops_placed_bytes(b, "ownA") / LEN;
+    cr_assert_gt(on_a, 0, "no put was placed on A (32 random placements)");
+    fluxon_client_close(b);
+    fluxon_node_stop(kf_owner[1]);
+    kf_owner[1] = NULL;
+    fluxon_client *a = kf_client(0);
+    cr_assert(kf_wait_stat(a, "owners_alive", 1, 15000), "the master did not announce B's death");
+    int found = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "kk/%d", i);
+        fluxon_holder *h = NULL;
+        int rc = fluxon_get(a, key, &h);
+        cr_assert(rc == FLUXON_OK || rc == FLUXON_ERR_NOT_FOUND, "%s: %s", key, fluxon_status_string(rc));
+        if (rc != FLUXON_OK) continue;
+        found++;
+        cr_assert_eq(fluxon_holder_len(h), LEN);
+        cr_assert(kf_check(fluxon_holder_data(h), LEN, (uint64_t)i), "%s: wrong bytes", key);
+        fluxon_holder_release(h);
+    }
+    cr_assert_eq(found, on_a, "%d of the %lld values placed on A were readable", found, on_a);
+    cr_assert_eq(kf_stat(a, "lookups_skipped"), 0);
+    fluxon_client_close(a);
 }
