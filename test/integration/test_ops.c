@@ -324,3 +324,80 @@ Test(ops, values_placed_on_the_survivor_stay_readable_when_the_other_owner_dies,
     cr_assert_eq(kf_stat(a, "lookups_skipped"), 0);
     fluxon_client_close(a);
 }
+
+/* Item 6. Before: with the master down `put kk/new -` waited 30.4 s and printed
+ * FLUXON_ERR_TIMEOUT (exit 1), though the value was stored and later published. Now the
+ * owner answers at once FLUXON_ERR_UNKNOWN_OUTCOME (exit 3, explained), the value is
+ * readable through that owner, and it is published once the master returns. */
+Test(ops, a_put_without_master_reports_an_unknown_outcome_and_converges, .timeout = 90, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char val[256], out[4096];
+    snprintf(val, sizeof val, "%s/value", t.dir);
+    th_write_file(val, "hello-unknown");
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put kk/old %s", t.ecfg, val);
+    cr_assert_eq(ex, 0, "%s", out);
+    th_stop(t.master, SIGTERM, 5000);
+    t.master = -1;
+    cr_assert(th_wait_log(t.olog, "lost the master connection", 10000));
+    double t0 = th_now_s();
+    ex = ops_cli(out, sizeof out, "--role=external --config %s put kk/new %s", t.ecfg, val);
+    cr_assert_lt(th_now_s() - t0, 5.0, "the put waited for its timeout: %s", out);
+    cr_assert_eq(ex, 3, "%s", out);
+    cr_assert(strstr(out, "FLUXON_ERR_UNKNOWN_OUTCOME") && strstr(out, "the outcome is not known yet"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s get kk/new", t.ecfg);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "hello-unknown"), "%s", out);
+    t.master = ops_start("master", t.mcfg, t.mlog);
+    cr_assert(th_wait_log(t.mlog, "owner o1 registered", 10000));
+    int listed = 0;
+    for (double end = th_now_s() + 20; !listed && th_now_s() < end; th_sleep_ms(100)) {
+        ex = ops_cli(out, sizeof out, "--role=external --config %s ls kk/", t.ecfg);
+        listed = ex == 0 && strstr(out, "kk/new") != NULL;
+    }
+    cr_assert(listed, "kk/new was never published: %s", out);
+    cr_assert_eq(ops_cli(out, sizeof out, "--help"), 0);
+    cr_assert(strstr(out, "3 outcome unknown"), "--help does not document exit status 3: %s", out);
+}
+
+/* Item 7. Before: a `put` over the CLI's 512 MiB read cap said "larger than 512 MiB (the
+ * largest value Fluxon stores)", and a `get` too large for the reading owner's grants said
+ * only FLUXON_ERR_NO_SPACE. Now every size error names the value's size, the limit and the
+ * config field that sets it (reserve.grant_bytes). */
+Test(ops, size_errors_name_the_size_the_limit_and_the_field, .timeout = 90, .fini = ops_fini)
+{
+    ops_up(NULL, NULL); /* o1: 8 MiB grants */
+    char cfg2[300], log2[300], ecfg2[300], buf[1024], out[8192];
+    snprintf(cfg2, sizeof cfg2, "%s/owner2.json", t.dir);
+    snprintf(log2, sizeof log2, "%s/owner2.log", t.dir);
+    snprintf(ecfg2, sizeof ecfg2, "%s/external2.json", t.dir);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"node_id\":\"o2\","
+             "\"master\":\"127.0.0.1:%d\",\"socket\":\"%s/run/o2.sock\",\"segment_bytes\":\"48MiB\","
+             "\"reserve\":{\"grant_bytes\":\"16MiB\"}}", t.port, t.dir);
+    th_write_file(cfg2, buf);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"socket\":\"%s/run/o2.sock\"}",
+             t.dir);
+    th_write_file(ecfg2, buf);
+    t.owner2 = ops_start("owner", cfg2, log2);
+    cr_assert(th_wait_log(log2, "registered with master", 10000));
+    char big[300];
+    snprintf(big, sizeof big, "%s/big", t.dir);
+    FILE *f = fopen(big, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(ftruncate(fileno(f), 12 << 20), 0); /* 12 MiB of zeros */
+    fclose(f);
+    /* through o1 (8 MiB grants): refused, naming 12582912, 8388608 and the field */
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put kk/big %s", t.ecfg, big);
+    cr_assert_eq(ex, 2, "%s", out);
+    cr_assert(strstr(out, "12582912") && strstr(out, "8388608") && strstr(out, "reserve.grant_bytes"), "%s", out);
+    /* stored through o2, then read through o1: NO_SPACE, named */
+    ex = ops_cli(out, sizeof out, "--role=external --config %s put kk/big %s", ecfg2, big);
+    cr_assert_eq(ex, 0, "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s get kk/big -o %s/copy", t.ecfg, t.dir);
+    cr_assert_eq(ex, 1, "%s", out);
+    cr_assert(strstr(out, "FLUXON_ERR_NO_SPACE") && strstr(out, "reserve.grant_bytes"), "%s", out);
+    cr_assert(th_wait_log(t.olog, "the value is 12582912 bytes, larger than this owner's reserve.grant_bytes 8388608",
+                          5000), "the owner does not name the sizes");
+}
