@@ -401,3 +401,16 @@ Test(ops, size_errors_name_the_size_the_limit_and_the_field, .timeout = 90, .fin
     cr_assert(th_wait_log(t.olog, "the value is 12582912 bytes, larger than this owner's reserve.grant_bytes 8388608",
                           5000), "the owner does not name the sizes");
 }
+
+/* Item 8. Before: every clean stop of a 2-owner process logged "ucx: peer failed: Endpoint
+ * timeout", UCX printed its own ERROR lines for failed peers and `make test` showed 65
+ * "was not returned to mpool ucp_requests" warnings. Now UCX logs through Fluxon's log, an
+ * idle peer that goes away is debug, and a stuck peer's leftovers are one warning. */
+Test(ops, a_clean_two_owner_run_logs_no_ucx_noise, .timeout = 120)
+{
+    char out[1 << 16];
+    int ex = ops_cli(out, sizeof out, "demo --owners 2 --workers 1 --requests 200 --value-len 16384");
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(!strstr(out, "peer failed"), "%s", out);
+    cr_assert(!strstr(out, "ucx error") && !strstr(out, "UCX  ERROR") && !strstr(out, "mpool"), "%s", out);
+}
