@@ -379,6 +379,22 @@ static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status)
     FX_CONN_SEND(p->reply_conn, FX_MSG_PUBLISHED, 0, 0, 0, published, &b);
 }
 
+/* No master to publish to: a PUT_INLINE's caller is told at once that the outcome is not
+ * known yet (the value is readable here and is published with the same batch id when the
+ * master returns) instead of waiting out its timeout; the plan keeps retrying. */
+static void oput_uncertain(fx_owner_t *o, owner_plan_t *p)
+{
+    if (!p->is_inline || !p->reply_conn) return;
+    if (fx_conn_is_open(p->reply_conn)) {
+        fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
+        fx_conn_reply_error(p->reply_conn, &q, FLUXON_ERR_UNKNOWN_OUTCOME,
+                            "put of %s: stored on owner %s and readable there, not published yet: no master "
+                            "connection (it is published when the master returns)", p->keys[0], o->cfg.node_id);
+    }
+    fx_conn_unref(p->reply_conn);
+    p->reply_conn = NULL;
+}
+
 static void oput_on_retry(fx_reactor_t *r, fx_timer_t *t)
 {
     owner_plan_t *p = FX_CONTAINER_OF(t, owner_plan_t, retry_timer);
@@ -397,7 +413,10 @@ static void oput_publish(fx_owner_t *o, owner_plan_t *p)
 {
     if (fx_oplace_before_publish(o, p)) return; /* the values are on their way to the target */
     fx_conn_t *mc = fx_olink_conn(o);
-    if (!mc) return; /* fx_oput_master_ready retries */
+    if (!mc) { /* fx_oput_master_ready retries */
+        oput_uncertain(o, p);
+        return;
+    }
     size_t m = 0;
     for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
     fx_str_t *keys = fx_calloc(m ? m : 1, sizeof *keys);

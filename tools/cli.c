@@ -1,7 +1,8 @@
 /* cli.c — the `fluxon` command line (like SQLite's shell.c, kept out of the library:
  * it uses only the public API of include/fluxon.h). Roles run in the foreground until
  * SIGINT/SIGTERM; `--role=external` runs one client command; `demo` runs an embedded
- * cluster in this process. Exit status: 0 ok, 1 runtime error, 2 usage/config error. */
+ * cluster in this process. Exit status: 0 ok, 1 runtime error, 2 usage/config error,
+ * 3 outcome unknown (FX_CLI_EXIT_UNKNOWN). */
 #define _GNU_SOURCE
 #include <cJSON.h>
 #include <errno.h>
@@ -43,6 +44,10 @@ static void usage(FILE *f)
             "  fluxon bench-kv [--value-len B] [--count N]                    plain put/get ops/s\n"
             "  fluxon bench-batch [--batch N] [--value-len B] [--iters N]     batch copy API vs hostless C, GB/s\n"
             "  fluxon --help | --version\n"
+            "Exit status: 0 ok; 1 runtime error (a missing key included); 2 usage or configuration error\n"
+            "(also wrong credentials, a node_id already taken); 3 outcome unknown: a put was sent but not\n"
+            "confirmed (FLUXON_ERR_UNKNOWN_OUTCOME: no master, or no answer in time) - the owner holds\n"
+            "the value and publishes it when its master answers; read it back to know.\n"
             "Config fields and defaults: README.md.\n");
 }
 
