@@ -45,7 +45,8 @@ CFLAGS   ?=
 CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
-.PHONY: all amalgamation setup test test-embed asan tsan bench demo help clean install cuda cuda-build cuda-bench
+.PHONY: all amalgamation setup test test-embed asan tsan bench demo help clean install cuda cuda-build cuda-bench \
+	test-python
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
@@ -58,6 +59,7 @@ help:
 	@echo "make asan          the same tests under AddressSanitizer + UBSan (build-asan/)"
 	@echo "make tsan          the concurrent workloads under ThreadSanitizer (build-tsan/)"
 	@echo "make test-embed    only the embed suite: amalgamation from two files, C/C++ embeds, install"
+	@echo "make test-python   the Python package and SGLang backend suites (pytest, Debian's python3)"
 	@echo "make bench         benchmarks (figures, not pass/fail)"
 	@echo "make cuda          build/libfluxon_cuda.so (nvcc; scripts/setup --cuda if absent) and run the GPU tests (skip without a GPU)"
 	@echo "make cuda-bench    the GPU tests, then backup/restore GB/s next to pinned cudaMemcpyAsync"
@@ -134,6 +136,17 @@ $(BUILD)/test/stress_%: test/stress/%.c $(TEST_DEPS)
 
 test: all $(TESTS) $(STRESS)
 	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS)
+	$(MAKE) --no-print-directory test-python
+
+# The Python package (python/fluxon, issue 20) over $(BUILD)/libfluxon.so, with Debian's
+# python3 + python3-pytest + python3-numpy. Skipped under sanitizers: an instrumented
+# libfluxon.so cannot be loaded into an uninstrumented python3.
+PYTHON   ?= /usr/bin/python3
+PYTHONDIR = $(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null || echo python3)/dist-packages
+test-python: all
+	@if [ -n "$(SAN)" ]; then echo "test-python: skipped (SAN is set)"; else \
+	    FLUXON_LIB=$(abspath $(BUILD))/libfluxon.so FLUXON_BIN=$(abspath $(BIN)) PYTHONPATH=$(abspath python) \
+	    timeout -k 10 600 $(PYTHON) -m pytest -q -p no:cacheprovider python/tests; fi
 
 # The embed suite (issue 8) builds the amalgamation the way an embedder does, from
 # fluxon.c + fluxon.h alone, and runs `make install` into a temporary prefix; programs
@@ -198,6 +211,8 @@ install: all
 	install -m 0644 include/fluxon.h include/fluxon_cuda.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(abspath $(PREFIX))/lib|; s|@INCLUDEDIR@|$(abspath $(PREFIX))/include|; s|@VERSION@|$(VERSION)|' \
 	    scripts/fluxon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fluxon.pc
+	install -d $(DESTDIR)$(PYTHONDIR)/fluxon
+	install -m 0644 python/fluxon/*.py $(DESTDIR)$(PYTHONDIR)/fluxon/
 
 clean:
 	rm -rf build build-asan build-tsan fluxon fluxon.c fluxon.h
