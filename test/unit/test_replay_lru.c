@@ -14,7 +14,7 @@
 Test(replay_lru, capacity_2000_blocks_matches_the_reference_lru, .fini = fini, .timeout = 300)
 {
     static char out[8192];
-    cJSON *d = run_demo("--requests 2000 --capacity-blocks 2000 --workers 1", out, sizeof out);
+    cJSON *d = run_demo("--requests 2000 --capacity-blocks 2000 --workers 1 --eviction-policy lru", out, sizeof out);
     fx_cli_trace t;
     char err[256];
     cr_assert_eq(fx_cli_trace_load(trace_path(), 2000, 0, &t, err, sizeof err), 0, "%s", err);
