@@ -274,7 +274,7 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->heartbeat_interval_ms = 1000;
         cfg->claim_timeout_ms = 30000;
         cfg->idle_grant_return_ms = 2000;
-        cfg->eviction_policy = FX_EVICT_LRU;
+        cfg->eviction_policy = FX_EVICT_S3FIFO; /* beats lru on the conversation trace (issue 15) */
         cfg->master_timeout_ms = 5000;
         cfg->fault_count = 1;
     } else {
@@ -443,8 +443,9 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_EVICTION_POLICY:
         if ((rc = cfg_want_string(c, path, v))) return rc;
         if (strcmp(v->valuestring, "lru") == 0) cfg->eviction_policy = FX_EVICT_LRU;
-        else if (strcmp(v->valuestring, "s3fifo") == 0) cfg->eviction_policy = FX_EVICT_LRU;
-        else return cfg_bad(c, path, v, "must be one of lru, s3fifo");
+        else if (strcmp(v->valuestring, "s3fifo") == 0) cfg->eviction_policy = FX_EVICT_S3FIFO;
+        else if (strcmp(v->valuestring, "slru") == 0) cfg->eviction_policy = FX_EVICT_SLRU;
+        else return cfg_bad(c, path, v, "must be one of lru, s3fifo, slru");
         return 0;
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;

@@ -19,7 +19,7 @@ typedef enum fx_node_role {
     FX_NODE_REMOTE_CACHE = 1  /* "remote_cache": a CPU-only memory contributor */
 } fx_node_role_t;
 
-enum { FX_EVICT_LRU = 0, FX_EVICT_S3FIFO = 1 }; /* owner "eviction_policy" (issue 15) */
+enum { FX_EVICT_LRU = 0, FX_EVICT_S3FIFO = 1, FX_EVICT_SLRU = 2 }; /* owner "eviction_policy" (issue 15) */
 
 #define FX_ID_MAX 64          /* cluster_id / node_id: at most 63 bytes + NUL */
 #define FX_TOKEN_MAX 256      /* cluster_token: at most 255 bytes + NUL */
@@ -67,7 +67,7 @@ typedef struct fx_config {
     uint32_t claim_timeout_ms;            /* slot claim hard timeout [30000], > 0 */
     uint32_t idle_grant_return_ms;        /* "reserve.idle_grant_return_ms" [2000]: an idle grant
                                            * goes back to the master after this (issue 15) */
-    int eviction_policy;                  /* "eviction_policy" ["lru"]: FX_EVICT_* */
+    int eviction_policy;                  /* "eviction_policy" ["s3fifo"]: FX_EVICT_* (lru, s3fifo, slru) */
     uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */
     /* "test": fault injection for tests (owner only, off by default) */
     char fault_message[32];               /* "test.fault_message": master reply type, "" = off */

@@ -44,7 +44,8 @@
 
 typedef struct oev {
     fx_owner_t *o;
-    fx_lru_t hot;          /* COMMITTED values, weighted by slot_size */
+    fx_evp_t hot;          /* COMMITTED values, weighted by slot_size (eviction_policy) */
+    uint64_t *ghost;       /* the policy's ghost keys */
     uint64_t hot_capacity; /* bytes; the watermark, never the configured capacity (S5) */
     uint64_t stuck_since_ms; /* claims wait and nothing is evictable (held) since; 0: not stuck */
     struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
@@ -96,7 +97,14 @@ static bool oev_vec_push(oev_vec_t *a, owner_entry_t *en)
     return true;
 }
 
-static owner_entry_t *oev_entry_of(fx_lru_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
+static owner_entry_t *oev_entry_of(fx_evp_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
+
+static uint64_t oev_key_hash(const owner_entry_t *en) /* FNV-1a: the policy's ghost key */
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < en->klen; i++) h = (h ^ (uint8_t)en->key[i]) * 1099511628211ull;
+    return h;
+}
 
 static void oev_cohort_free(oev_cohort_t *c);
 
@@ -112,7 +120,6 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
     if (!kv) return FLUXON_ERR_NOMEM;
     o->ev = kv;
     kv->o = o;
-    fx_lru_init(&kv->hot);
     fx_timer_init(&kv->kick_timer);
     fx_timer_init(&kv->tick_timer);
     kv->backoff_ms = 1;
@@ -127,6 +134,14 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
         }
         kv->hot_capacity = (uint64_t)(o->cfg.hot_capacity_ratio * (double)payload + 0.5);
     }
+    /* the ghost remembers as many keys as the hot tier holds values (of the expected size) */
+    uint64_t unit = o->cfg.has_expected ? fx_slot_size_for(o->cfg.expected_value_len) : FX_SLOT_PAGE;
+    uint32_t ghost_n = (uint32_t)FX_MIN(kv->hot_capacity / unit, 1u << 22);
+    if (o->cfg.eviction_policy == FX_EVICT_S3FIFO && ghost_n) {
+        kv->ghost = fx_calloc(fx_evp_ghost_words(ghost_n), sizeof *kv->ghost);
+        if (!kv->ghost) return FLUXON_ERR_NOMEM;
+    }
+    fx_evp_init(&kv->hot, o->cfg.eviction_policy, kv->hot_capacity, kv->ghost, kv->ghost ? ghost_n : 0);
     fx_ostore_set_hooks(o, &(fx_ostore_hooks_t){oev_forget, oev_admit, fx_oev_kick});
     fx_oclaims_set_policy(o, &(fx_oclaims_policy_t){oev_claim_can_wait, fx_oev_kick, oev_grant_added});
     return FLUXON_OK;
@@ -156,6 +171,7 @@ FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o)
 
 FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 {
+    if (o->ev) fx_free(o->ev->ghost);
     fx_free(o->ev);
     o->ev = NULL;
 }
@@ -165,16 +181,27 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
-    fx_lru_insert(&kv->hot, &en->lru, en->slot.slot_size);
+    fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
     if (kv->hot.bytes > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
 }
 
-FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en) { fx_lru_touch(&o->ev->hot, &en->lru); }
+FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en) { fx_evp_touch(&o->ev->hot, &en->lru); }
+
+FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_t n)
+{
+    oev_t *kv = o->ev;
+    if (kv->hot.kind == FX_EVICT_LRU) return; /* today's lru: admitted in order */
+    for (size_t i = n; i-- > 0;) {
+        owner_entry_t *en = members[i];
+        if (!fx_evp_linked(&en->lru)) continue;
+        fx_evp_insert_cold(&kv->hot, &en->lru, en->lru.weight, en->lru.key);
+    }
+}
 
 static void oev_forget(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
-    fx_lru_remove(&kv->hot, &en->lru);
+    fx_evp_remove(&kv->hot, &en->lru);
     oev_group_t *g = en->group;
     if (g) {
         g->m[en->group_idx] = NULL;
@@ -301,7 +328,7 @@ static void oev_restore(fx_owner_t *o, owner_entry_t *en)
     oev_t *kv = o->ev;
     en->evicting = false;
     if (!fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
-    fx_lru_insert_cold(&kv->hot, &en->lru, en->slot.slot_size);
+    fx_evp_insert_cold(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
     kv->restored++;
 }
 
@@ -425,7 +452,7 @@ static void oev_on_delay(fx_reactor_t *r, fx_timer_t *t)
 
 static bool oev_evictable(const owner_entry_t *e)
 {
-    return e && !e->retired && !e->evicting && e->state == OE_COMMITTED && e->indexed && fx_lru_linked(&e->lru);
+    return e && !e->retired && !e->evicting && e->state == OE_COMMITTED && e->indexed && fx_evp_linked(&e->lru);
 }
 
 /* Sends ONE EVICT for the victims (already hidden); on failure restores them. */
@@ -527,6 +554,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
             break;
         }
         e->evicting = true; /* decided: later members of the walk skip it */
+        fx_evp_evicted(&kv->hot, &e->lru);
         for (size_t k = 0; k < rd->nc; k++)
             if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
                 rd->needs[k]--;
@@ -536,25 +564,38 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
     }
 }
 
-/* Victims from the cold end, whole groups, until the demand is met. */
+/* Victims in the policy's order, whole groups, until the demand is met. A victim that
+ * cannot go now (another size than the waiting claims', pinned, decided with its group) is
+ * held aside and put back where it was at the end of the round; each value is looked at
+ * once per round. */
 static void oev_walk(fx_owner_t *o, oev_round_t *rd)
 {
     oev_t *kv = o->ev;
-    for (fx_lru_node_t *n = fx_lru_coldest(&kv->hot); n && !rd->nomem; n = fx_lru_warmer(&kv->hot, n)) {
+    oev_vec_t held = {0};
+    for (uint64_t budget = kv->hot.count; budget && !rd->nomem; budget--) {
         bool more = rd->excess > 0;
         for (size_t k = 0; k < rd->nc; k++) more |= rd->needs[k] > 0;
         if (!more) break;
+        fx_evp_node_t *n = fx_evp_victim(&kv->hot);
+        if (!n) break;
         owner_entry_t *en = oev_entry_of(n);
         oev_group_t *g = en->group;
-        if (g && g->round == rd->round) continue; /* decided with another member */
-        if (g) g->round = rd->round;
-        if (!rd->excess) { /* only claims wait: only their classes help */
-            bool useful = false;
-            for (size_t k = 0; k < rd->nc; k++) useful |= rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
-            if (!useful) continue;
+        bool useful = rd->excess > 0;
+        for (size_t k = 0; k < rd->nc && !useful; k++) useful = rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
+        if (useful && !(g && g->round == rd->round)) {
+            if (g) g->round = rd->round;
+            oev_take(o, rd, en);
         }
-        oev_take(o, rd, en);
+        if (fx_evp_linked(n)) { /* not taken */
+            if (!oev_vec_push(&held, en)) {
+                rd->nomem = true;
+                break;
+            }
+            fx_evp_hold(&kv->hot, n);
+        }
     }
+    for (size_t i = held.n; i-- > 0;) fx_evp_put_back(&kv->hot, &held.v[i]->lru);
+    fx_free(held.v);
 }
 
 /* Every committed value of the retiring grants goes (whole groups): they empty, and
@@ -641,12 +682,12 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
         if (needs[k] > oev_retiring_slots(o, sizes[k])) retired = oev_retire_one(o, sizes, nc);
     if (retired) fx_oclaims_pump(o); /* an idle grant re-carves at once */
     oev_drain(o, &rd);
-    for (size_t i = 0; i < rd.hot.n; i++) fx_lru_touch(&kv->hot, &rd.hot.v[i]->lru);
+    for (size_t i = 0; i < rd.hot.n; i++) fx_evp_skip(&kv->hot, &rd.hot.v[i]->lru);
     if (rd.nomem) FX_WARN("eviction round: out of memory for its victim list");
     for (size_t i = 0; i < rd.victims.n; i++) { /* hidden: no new local pin can start */
         owner_entry_t *e = rd.victims.v[i];
         fx_ostore_hide(o, e);
-        fx_lru_remove(&kv->hot, &e->lru);
+        fx_evp_remove(&kv->hot, &e->lru);
     }
     *progress = rd.victims.n > 0 || retired;
     if (rd.victims.n) oev_send(o, rd.victims.v, rd.victims.n);
@@ -702,6 +743,9 @@ FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j)
                    (unsigned long long)kv->restored, (unsigned long long)kv->selected_bytes,
                    (unsigned long long)kv->debt, (unsigned long long)kv->stale, (unsigned long long)kv->resends,
                    (unsigned long long)kv->grants_retired, (unsigned long long)kv->no_space_fast);
+    fx_jbuf_printf(j, ",\"eviction_policy\":\"%s\",\"policy_promotions\":%llu,\"policy_ghost_hits\":%llu",
+                   fx_evp_kind_name(kv->hot.kind), (unsigned long long)kv->hot.promotions,
+                   (unsigned long long)kv->hot.ghost_hits);
 }
 
 #undef OEV_BUSY_MAX

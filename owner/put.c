@@ -457,12 +457,17 @@ static void oput_admit_groups(fx_owner_t *o, owner_plan_t *p, owner_entry_t **ad
 {
     if (!admit) return;
     fx_group_iter_t it = fx_group_iter(p->group_lens, p->n_groups, p->n);
+    size_t last = 0, last_m = 0, groups = 0;
     while (fx_group_next(&it)) {
         size_t m = 0;
         for (size_t i = it.start; i < it.start + it.len; i++)
             if (admit[i]) admit[it.start + m++] = admit[i]; /* compacted in place */
         fx_oev_group_commit(o, admit + it.start, m);
+        last = it.start;
+        last_m = m;
+        groups++;
     }
+    if (groups >= 2) fx_oev_batch_tail(o, admit + last, last_m); /* a chain's tail is evicted first */
 }
 
 /* The master answered PUT_DONE: each accepted key is committed (or, placed remotely, its

@@ -256,3 +256,42 @@ Test(capacity, random_mix_of_twenty_sizes_never_fails, .timeout = 240)
     fluxon_client_close(c);
     free(cap_buf);
 }
+
+/* Fragmentation: values of a random mix of 20 sizes (4 KiB..8 MiB) are put and held until
+ * the first NO_SPACE; payload bytes / segment bytes at that point is reported. A grant
+ * serves one size, so with every value held the 16th size finds no grant to re-carve:
+ * measured 15.6 % (30 values over 15 grants of 16 MiB); the floor below only guards it
+ * from getting worse. Released, the room serves again. */
+Test(capacity, mixed_sizes_held_until_the_first_no_space, .timeout = 240)
+{
+    cap_up("256MiB", ",\"hot_capacity_bytes\":\"256MiB\"");
+    cap_setup(8 << 20);
+    fluxon_client *c = kf_client(0);
+    uint64_t sizes[20];
+    for (int i = 0; i < 20; i++) sizes[i] = i == 19 ? (8u << 20) : (uint64_t)(4096.0 * pow(2048.0, i / 19.0)) + i * 37;
+    enum { MAXH = 4096 };
+    static fluxon_holder *h[MAXH];
+    uint64_t rng = 0x2545F4914F6CDD1Dull, payload = 0;
+    int n = 0, rc = FLUXON_OK;
+    char k[32];
+    while (n < MAXH) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        uint64_t len = sizes[rng % 20];
+        snprintf(k, sizeof k, "y-%d", n);
+        rc = put_len(c, k, len);
+        if (rc != FLUXON_OK) break;
+        cr_assert_eq(fluxon_get(c, k, &h[n]), FLUXON_OK, "hold %s", k);
+        payload += len;
+        n++;
+    }
+    cr_assert_eq(rc, FLUXON_ERR_NO_SPACE, "ends with NO_SPACE: %s", fluxon_status_string(rc));
+    double util = (double)payload / (256 << 20);
+    cr_log_info("mixed sizes held: first NO_SPACE after %d values, payload %.1f MiB = %.1f %% of the 256 MiB "
+                "segment (%lld grants of 16 MiB, %lld re-carved)", n, payload / 1048576.0, 100 * util,
+                kf_stat(c, "grants"), kf_stat(c, "grants_recarved"));
+    cr_assert_gt(util, 0.12, "utilization %.3f", util);
+    for (int i = 0; i < n; i++) fluxon_holder_release(h[i]);
+    cr_assert_eq(put_len(c, "y-after", 8 << 20), FLUXON_OK, "released: room again");
+    fluxon_client_close(c);
+    free(cap_buf);
+}

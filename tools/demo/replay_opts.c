@@ -17,7 +17,7 @@ void rp_usage(FILE *f)
             "usage: fluxon demo [--trace FILE] [--requests N] [--value-len BYTES] [--workers N]\n"
             "                   [--owners K] [--tp T] [--group-pages G] [--speed X] [--out DIR]\n"
             "                   [--skip-bad-lines] [--capacity-blocks N] [--config FILE]...\n"
-            "                   [--key-prefix P]\n"
+            "                   [--key-prefix P] [--eviction-policy P] [--simulate]\n"
             "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
@@ -34,6 +34,10 @@ void rp_usage(FILE *f)
             "  --capacity-blocks N  size each embedded owner for N pages [the whole run]\n"
             "  --config FILE        join a cluster: external config of one owner (repeatable)\n"
             "  --key-prefix P       key namespace [demo]\n"
+            "  --eviction-policy P  embedded owners' eviction policy: lru, s3fifo, slru [s3fifo]\n"
+            "  --simulate           no cluster: play the policy's own code offline over the trace\n"
+            "                       at --capacity-blocks (one block = one value) and print the\n"
+            "                       prefix-hit ratio next to the reference LRU's\n"
             "Exit: 0 passed (no errors or checksum failures, counters back to baseline),\n"
             "1 runtime failure, 2 usage error.\n");
 }
@@ -111,7 +115,19 @@ typedef struct rp_optdef {
     {nm, RP_OPT_INT, offsetof(rp_opts, field), sizeof(((rp_opts *)0)->field), lo, hi, NULL}
 #define RP_FN(nm, fn) {nm, RP_OPT_FN, 0, 0, 0, 0, fn}
 
+static int rp_set_policy(rp_opts *o, const char *val)
+{
+    if (!fx_cli_psim_known(val)) {
+        fprintf(stderr, "fluxon demo: --eviction-policy %s: must be one of lru, s3fifo, slru\n", val);
+        return -1;
+    }
+    o->eviction_policy = val;
+    return 0;
+}
+
 static const rp_optdef rp_optdefs[] = {
+    {"--simulate", RP_OPT_FLAG, offsetof(rp_opts, simulate), sizeof(int), 0, 0, NULL},
+    RP_FN("--eviction-policy", rp_set_policy),
     {"--skip-bad-lines", RP_OPT_FLAG, offsetof(rp_opts, skip_bad_lines), sizeof(int), 0, 0, NULL},
     RP_FN("--trace", rp_set_trace),
     RP_INT("--requests", requests, 0, 1ull << 40),
@@ -163,6 +179,10 @@ static int rp_opts_check(rp_opts *o)
     } else if (!o->owners) {
         o->owners = 1;
     }
+    if (o->simulate && !o->capacity_blocks) {
+        fprintf(stderr, "fluxon demo: --simulate needs --capacity-blocks N\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -174,6 +194,7 @@ static void rp_opts_defaults(rp_opts *o)
     o->tp = 1;
     o->group_pages = 1;
     o->key_prefix = "demo";
+    o->eviction_policy = "s3fifo";
     const char *env = getenv("FLUXON_TRACE");
     /* the copy in the repository first, then the shared data directory beside it */
     o->trace = env && *env ? env
