@@ -14,6 +14,6 @@ FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en);
 FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, size_t n);
 /* something changed that may let eviction or a waiting claim progress */
 FX_INTERNAL void fx_oev_kick(fx_owner_t *o);
-FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

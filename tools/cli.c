@@ -15,6 +15,7 @@
 
 #include "cli_bench.h"
 #include "cli_kv.h"
+#include "cli_metrics.h"
 #include "cli_replay.h"
 #include "cli_util.h"
 #include "fluxon.h"
@@ -51,6 +52,16 @@ static int exit_for(int status)
     return status == FLUXON_ERR_CONFIG || status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY ? EXIT_USAGE : 1;
 }
 
+/* The config's "metrics_listen" ("" when absent or not a string: the library validated it) */
+static void metrics_listen_of(const char *json, char *out, size_t cap)
+{
+    out[0] = 0;
+    cJSON *doc = cJSON_Parse(json);
+    cJSON *v = cJSON_GetObjectItem(doc, "metrics_listen");
+    if (cJSON_IsString(v)) snprintf(out, cap, "%s", v->valuestring);
+    cJSON_Delete(doc);
+}
+
 static int run_node(const char *json)
 {
     sigset_t set;
@@ -64,9 +75,17 @@ static int run_node(const char *json)
         fprintf(stderr, "fluxon: node did not start: %s\n", fluxon_status_string(rc));
         return exit_for(rc);
     }
+    char ml[300];
+    metrics_listen_of(json, ml, sizeof ml);
+    fx_cli_metrics *metrics = NULL;
+    if (ml[0] && !(metrics = fx_cli_metrics_start("metrics_listen", ml, &node, 1, NULL))) {
+        fluxon_node_stop(node);
+        return EXIT_USAGE;
+    }
     int sig = 0;
     while (sigwait(&set, &sig) != 0) {}
     fprintf(stderr, "fluxon: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fx_cli_metrics_stop(metrics);
     fluxon_node_stop(node);
     return 0;
 }
