@@ -54,6 +54,8 @@ typedef struct rp_opts {
     const char *configs[RP_MAX_OWNERS];
     unsigned n_configs;
     const char *key_prefix;
+    const char *metrics_listen; /* serve the embedded nodes' /metrics here while running */
+    uint64_t metrics_linger_ms; /* keep serving that long after the replay */
 } rp_opts;
 
 typedef struct rp_samples {
