@@ -68,6 +68,10 @@ FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
     fx_jbuf_printf(&j, ",\"node_role\":\"%s\"", s->node_role);
     fx_metrics_json(&j, ostats_rows, FX_ARRAY_LEN(ostats_rows), &s->m);
     fx_metrics_json_replies(&j, &s->replies, fx_msg_name);
+    fx_jbuf_printf(&j, ",\"hist_bounds_ns\":[");
+    for (size_t k = 0; k < FX_HIST_NB; k++)
+        fx_jbuf_printf(&j, "%s%llu", k ? "," : "", (unsigned long long)fx_hist_bounds_ns[k]);
+    fx_jbuf_printf(&j, "]");
     fx_free(s);
     /* the slot pool per state and grant, when it fits (a huge pool is left out) */
     static const char key[] = ",\"slot_pool\":";

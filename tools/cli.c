@@ -16,6 +16,7 @@
 #include "cli_bench.h"
 #include "cli_kv.h"
 #include "cli_metrics.h"
+#include "cli_top.h"
 #include "cli_replay.h"
 #include "cli_util.h"
 #include "fluxon.h"
@@ -37,6 +38,7 @@ static void usage(FILE *f)
             "      get KEY [-o FILE]     print (or save) a value\n"
             "      del KEY               delete a key\n"
             "      ls [PREFIX]           list keys by prefix\n"
+            "      top [--once] [--iterations N]   live view: nodes, hit ratio, ops/s, p50/p99 (q quits)\n"
             "  fluxon demo [--trace FILE] [--requests N] [--value-len B] [--workers N] [--owners K]\n"
             "              [--tp T] [--group-pages G] [--speed X] [--out DIR] [--capacity-blocks N]\n"
             "                                              replay an LLM trace through the hostless API\n"
@@ -185,11 +187,11 @@ static const struct {
     int (*fn)(fluxon_client *, int, char **);
 } external_cmds[] = {{"ping", cmd_ping}, {"stat", cmd_stat},  {"stats", fx_cli_stats}, {"master-stats", fx_cli_master_stats},
                      {"put", fx_cli_put},
-                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}};
+                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}, {"top", fx_cli_top}};
 
 static int run_external(const char *json, int argc, char **argv)
 {
-    const char *names = "ping, stat, stats, master-stats, put, get, del, ls";
+    const char *names = "ping, stat, stats, master-stats, put, get, del, ls, top";
     if (argc < 1) {
         fprintf(stderr, "fluxon: --role=external needs a command (%s)\n", names);
         return EXIT_USAGE;

@@ -163,6 +163,24 @@ Test(metrics, master_and_owner_processes_serve_what_their_stats_say)
     cr_assert_eq(pf_value(&doc, "fluxon_master_nodes{state=\"alive\",node=\"master\"}"), 1);
     cr_assert_geq(pf_value(&doc, "fluxon_master_puts_total{node=\"master\"}"), 20);
 
+    /* `top` shows the same cluster: two frames, then it exits by itself */
+    char ext[512], cmd[1400], top[8192];
+    snprintf(ext, sizeof ext, "%s/ext.json", dir);
+    th_write_file(ext, cfg);
+    snprintf(cmd, sizeof cmd, "timeout 20 %s --role=external --config %s top --iterations 2 --interval-ms 100 "
+             "> %s/top.txt 2>&1 < /dev/null", th_fluxon_bin(), ext, dir);
+    int st = system(cmd);
+    snprintf(ext, sizeof ext, "%s/top.txt", dir);
+    FILE *f = fopen(ext, "r");
+    size_t tl = f ? fread(top, 1, sizeof top - 1, f) : 0;
+    top[tl] = 0;
+    if (f) fclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "top failed:\n%s", top);
+    cr_assert(strstr(top, "owner ownA") && strstr(top, "owners alive 1 dead 0") && strstr(top, "hit ratio") &&
+              strstr(top, "get_start") && strstr(top, "p99") && strstr(top, "GET_START"), "%s", top);
+    const char *second = strstr(top, "(last second)");
+    cr_assert(second && !strstr(second + 1, "fluxon top"), "exactly two frames:\n%s", top);
+
     /* only GET /metrics is served */
     cr_assert_eq(pf_http_get(master_metrics, "/other", text, sizeof text, 5000), 404);
     cJSON_Delete(ob);
