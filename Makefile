@@ -40,9 +40,14 @@ DYNAMIC_DEPS = -lucp -luct -lucs -lnuma -lcjson -lmimalloc -lpthread -lm
 DEP_LIBS     = $(STATIC_DEPS) $(DYNAMIC_DEPS)
 SO_DEP_LIBS  = -luring -lxxhash $(DYNAMIC_DEPS)
 
+# tools/ only (the binary and the suites that link the CLI objects): the /metrics HTTP
+# server; the library (libfluxon, the amalgamation) does not depend on it
+TOOL_LIBS    = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+GIT_COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla
 CFLAGS   ?=
-CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) $(CFLAGS)
+CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) -DFX_GIT_COMMIT='"$(GIT_COMMIT)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
 .PHONY: all amalgamation setup test test-embed asan tsan bench demo help clean install cuda cuda-build cuda-bench \
@@ -94,7 +99,7 @@ $(BUILD)/cli/%.o: %.c $(HDRS) $(TOOL_HDRS) | $(SETUP_OK)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(BIN): $(BUILD)/fluxon.o $(CLI_OBJS)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) $(TOOL_LIBS)
 
 $(BUILD)/libfluxon.a: $(BUILD)/fluxon.o
 	rm -f $@ && ar rcs $@ $^
@@ -122,7 +127,7 @@ $(BUILD)/obj/bench/%.o: bench/%.c $(HDRS) bench/bench.h $(wildcard test/fixtures
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 TEST_DEPS := $(wildcard test/fixtures/*.h) $(BUILD)/libfx_test.a $(CLI_LIB_OBJS) $(BENCH_OBJS)
 TEST_LINK = $(CC) $(CFLAGS_ALL) -o $@ $< $(CLI_LIB_OBJS) $(BENCH_OBJS) $(BUILD)/libfx_test.a \
-	    $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS)
+	    $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS) $(TOOL_LIBS)
 $(BUILD)/test/%: test/unit/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(TEST_LINK)

@@ -143,6 +143,26 @@ void fluxon_node_stop(fluxon_node *node);
  * port 0); 0 for an owner node or NULL. Valid while the node runs. */
 uint16_t fluxon_node_port(const fluxon_node *node);
 
+/* Metrics of running nodes in the Prometheus text exposition format (0.0.4): every family
+ * once, with "# HELP" and "# TYPE", fluxon_ prefix, base units (_bytes, _seconds, _total);
+ * each node's samples carry node="<node_id>" (a master without node_id: node="master");
+ * fluxon_build_info{version,commit} is always 1. The same numbers, under the same names,
+ * are in the JSON of fluxon_client_stats / fluxon_client_master_stats (one catalog).
+ * Thread-safe with respect to the nodes (not with fluxon_node_stop of one of them): each
+ * node's reactor is asked for a snapshot of its counters (a copy, a few microseconds) and
+ * the text is rendered on the calling thread, so the reactor never waits on the caller;
+ * the caller waits at most 1000 ms in all, and a node whose reactor has not answered by
+ * then is rendered from its previous snapshot. This is what the fluxon binary serves at
+ * GET /metrics on "metrics_listen"; an embedder serves it with its own HTTP server.
+ *  nodes, n   1..64 running nodes (masters and owners mixed)
+ *  buf, cap   the caller's buffer; *len_p receives the text length (NUL-terminated)
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_NO_SPACE (cap too small:
+ * retry with a larger buffer); FLUXON_ERR_TIMEOUT (a node has never produced a snapshot
+ * within the wait); FLUXON_ERR_NOMEM. */
+int fluxon_nodes_metrics(fluxon_node *const *nodes, size_t n, char *buf, size_t cap, size_t *len_p);
+/* fluxon_nodes_metrics of one node. */
+int fluxon_node_metrics(fluxon_node *node, char *buf, size_t cap, size_t *len_p);
+
 /* ---------------------------------------------------------------------------------
  * External client: attaches to the owner whose unix socket config_json names.
  * ------------------------------------------------------------------------------- */

@@ -535,13 +535,15 @@ FX_INTERNAL void fx_oclaims_fini(fx_owner_t *o)
     o->claims = NULL;
 }
 
-FX_INTERNAL void fx_oclaims_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oclaims_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oclaims_t *c = o->claims;
-    fx_jbuf_printf(j, "\"max_grants\":%llu,\"grants_received\":%llu,\"claim_waits\":%llu,\"claim_timeouts\":%llu",
-                   (unsigned long long)c->max_grants, (unsigned long long)c->grants_received,
-                   (unsigned long long)c->claim_waits, (unsigned long long)c->claim_timeouts);
-    fx_jbuf_printf(j, ",\"grants_returned\":%llu,\"grants_recarved\":%llu,\"grants_returning\":%zu,\"claim_no_space\":%llu",
-                   (unsigned long long)c->grants_returned, (unsigned long long)c->grants_recarved, c->n_ret,
-                   (unsigned long long)c->claim_no_space);
+    m->max_grants = c->max_grants;
+    m->grants_received = c->grants_received;
+    m->claim_waits = c->claim_waits;
+    m->claim_timeouts = c->claim_timeouts;
+    m->grants_returned = c->grants_returned;
+    m->grants_recarved = c->grants_recarved;
+    m->grants_returning = c->n_ret;
+    m->claim_no_space = c->claim_no_space;
 }

@@ -728,24 +728,29 @@ static void oev_step(fx_owner_t *o)
 }
 
 /* ---- stats ---- */
-FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oev_t *kv = o->ev;
-    fx_jbuf_printf(j,
-                   "\"hot_bytes\":%llu,\"hot_values\":%llu,\"hot_capacity_bytes\":%llu,\"evictions\":%llu,"
-                   "\"evicted_bytes\":%llu,\"cohorts\":%llu,\"busy_retries\":%llu,\"left_hot\":%llu,"
-                   "\"restored\":%llu,\"selected_bytes\":%llu,\"eviction_debt\":%llu,\"evict_stale\":%llu,"
-                   "\"evict_resends\":%llu,\"grants_retired\":%llu,\"claims_no_space_fast\":%llu",
-                   (unsigned long long)kv->hot.bytes, (unsigned long long)kv->hot.count,
-                   (unsigned long long)kv->hot_capacity, (unsigned long long)kv->evictions,
-                   (unsigned long long)kv->evicted_bytes, (unsigned long long)kv->n_cohorts,
-                   (unsigned long long)kv->busy_retries, (unsigned long long)kv->left_hot,
-                   (unsigned long long)kv->restored, (unsigned long long)kv->selected_bytes,
-                   (unsigned long long)kv->debt, (unsigned long long)kv->stale, (unsigned long long)kv->resends,
-                   (unsigned long long)kv->grants_retired, (unsigned long long)kv->no_space_fast);
-    fx_jbuf_printf(j, ",\"eviction_policy\":\"%s\",\"policy_promotions\":%llu,\"policy_ghost_hits\":%llu",
-                   fx_evp_kind_name(kv->hot.kind), (unsigned long long)kv->hot.promotions,
-                   (unsigned long long)kv->hot.ghost_hits);
+    m->hot_bytes = kv->hot.bytes;
+    m->hot_values = kv->hot.count;
+    m->hot_capacity_bytes = kv->hot_capacity;
+    m->evictions = kv->evictions;
+    m->evicted_bytes = kv->evicted_bytes;
+    m->cohorts = kv->n_cohorts;
+    m->busy_retries = kv->busy_retries;
+    m->left_hot = kv->left_hot;
+    m->restored = kv->restored;
+    m->selected_bytes = kv->selected_bytes;
+    m->eviction_debt = kv->debt;
+    m->evict_stale = kv->stale;
+    m->evict_resends = kv->resends;
+    m->grants_retired = kv->grants_retired;
+    m->claims_no_space_fast = kv->no_space_fast;
+    m->eviction_policy_lru = kv->hot.kind == FX_EVICT_LRU;
+    m->eviction_policy_s3fifo = kv->hot.kind == FX_EVICT_S3FIFO;
+    m->eviction_policy_slru = kv->hot.kind == FX_EVICT_SLRU;
+    m->policy_promotions = kv->hot.promotions;
+    m->policy_ghost_hits = kv->hot.ghost_hits;
 }
 
 #undef OEV_BUSY_MAX

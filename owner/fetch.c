@@ -21,6 +21,7 @@ typedef struct ofetch {
     struct ofetch_gd *waiting; /* GET_DONEs scheduled to be (re)sent */
     uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
         temp_copies, reuse_hits, self_copies, get_done_resends;
+    fx_hist_t fetch_latency, transfer_latency;
 } ofetch_t;
 
 typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
@@ -36,6 +37,7 @@ typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
     uint32_t *src_addr_len, *src_rkey_len;
     size_t xfers_pending;
     uint64_t deadline_ms; /* claims and transfers end by then (below the caller's wait) */
+    uint64_t t0_ns;       /* the fetch started (fx_now_ns) */
 } ofetch_batch_t;
 
 typedef struct ofetch_xfer {
@@ -45,6 +47,7 @@ typedef struct ofetch_xfer {
     size_t n;
     owner_oget_t **og;
     fx_ucx_range_t *ranges;
+    uint64_t t0_ns; /* the transfer started (fx_now_ns) */
 } ofetch_xfer_t;
 
 static void ofetch_batch_free(ofetch_batch_t *f)
@@ -66,7 +69,9 @@ static void ofetch_batch_free(ofetch_batch_t *f)
 
 static void ofetch_batch_done_if_idle(ofetch_batch_t *f)
 {
-    if (f->claims_pending == 0 && f->xfers_pending == 0) ofetch_batch_free(f);
+    if (f->claims_pending || f->xfers_pending) return;
+    fx_hist_observe(&f->o->fetch->fetch_latency, fx_now_ns() - f->t0_ns);
+    ofetch_batch_free(f);
 }
 
 /* A finished copy waits for the master's word before anyone reads it: GET_DONE is
@@ -268,6 +273,7 @@ static void ofetch_on_xfer(void *arg, int status)
     fx_owner_t *o = f->o;
     if (x->inject_failure && status == FLUXON_OK) status = FLUXON_ERR_INTERNAL;
     ofetch_t *kv = o->fetch;
+    fx_hist_observe(&kv->transfer_latency, fx_now_ns() - x->t0_ns);
     size_t n = x->n, m = 0;
     ofetch_getdone_ctx_t *c = fx_calloc(1, sizeof *c);
     fx_str_t *keys = fx_calloc(n, sizeof *keys);
@@ -371,6 +377,7 @@ static void ofetch_batch_transfer(ofetch_batch_t *f)
         }
         int rc = FLUXON_ERR_NOMEM;
         if (x && x->og && x->ranges) {
+            x->t0_ns = fx_now_ns();
             x->f = f;
             x->src = s;
             for (size_t k = 0; k < f->n; k++) {
@@ -566,6 +573,7 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
         return;
     }
     f->o = o;
+    f->t0_ns = fx_now_ns();
     f->og = ogs;
     f->n = n;
     f->deadline_ms = fx_oclaim_deadline(o, caller_timeout_ms);
@@ -611,19 +619,23 @@ FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o)
     o->fetch = NULL;
 }
 
-FX_INTERNAL void fx_ofetch_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     ofetch_t *s = o->fetch;
-    fx_jbuf_printf(j,
-                   "\"lookup_batches\":%llu,\"lookups_skipped\":%llu,\"transfers\":%llu,\"transfer_keys\":%llu,"
-                   "\"transfer_bytes\":%llu,\"remote_hits\":%llu,\"get_done_stale\":%llu,\"temp_copies\":%llu,"
-                   "\"reuse_hits\":%llu,\"self_copies\":%llu,\"get_done_resends\":%llu",
-                   (unsigned long long)s->lookup_batches, (unsigned long long)s->lookups_skipped,
-                   (unsigned long long)s->transfers, (unsigned long long)s->transfer_keys,
-                   (unsigned long long)s->transfer_bytes, (unsigned long long)s->remote_hits,
-                   (unsigned long long)s->get_done_stale, (unsigned long long)s->temp_copies,
-                   (unsigned long long)s->reuse_hits, (unsigned long long)s->self_copies,
-                   (unsigned long long)s->get_done_resends);
+    m->lookup_batches = s->lookup_batches;
+    m->lookups_skipped = s->lookups_skipped;
+    m->transfers = s->transfers;
+    m->transfer_keys = s->transfer_keys;
+    m->transfer_bytes = s->transfer_bytes;
+    m->remote_hits = s->remote_hits;
+    m->cpu_hits = 0; /* no CPU (remote_cache) owner serves fetches yet */
+    m->get_done_stale = s->get_done_stale;
+    m->temp_copies = s->temp_copies;
+    m->reuse_hits = s->reuse_hits;
+    m->self_copies = s->self_copies;
+    m->get_done_resends = s->get_done_resends;
+    m->fetch_latency = s->fetch_latency;
+    m->transfer_latency = s->transfer_latency;
 }
 
 #undef OFETCH_RESEND_MS

@@ -344,13 +344,13 @@ FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o) { return o->link->owner
  * keys being known here), so once one was seen a local miss proves nothing. */
 FX_INTERNAL bool fx_olink_alone(fx_owner_t *o) { return o->link->owners_alive == 1 && !o->link->others_seen; }
 
-FX_INTERNAL void fx_olink_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_olink_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     olink_t *l = o->link;
-    fx_jbuf_printf(j,
-                   "\"master_connected\":%s,\"master_generation\":%llu,\"forwarded\":%llu,"
-                   "\"heartbeats_sent\":%llu,\"heartbeat_failures\":%llu,\"owners_alive\":%lld",
-                   l->mstate == OM_READY ? "true" : "false", (unsigned long long)l->master_generation,
-                   (unsigned long long)l->forwarded, (unsigned long long)l->heartbeats_sent,
-                   (unsigned long long)l->heartbeat_failures, (long long)l->owners_alive);
+    m->master_connected = l->mstate == OM_READY;
+    m->master_generation = l->master_generation;
+    m->forwarded = l->forwarded;
+    m->heartbeats_sent = l->heartbeats_sent;
+    m->heartbeat_failures = l->heartbeat_failures;
+    m->owners_alive = l->owners_alive;
 }

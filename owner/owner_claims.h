@@ -47,6 +47,6 @@ FX_INTERNAL size_t fx_oclaims_deficit(fx_owner_t *o, uint64_t *sizes, uint64_t *
 FX_INTERNAL void fx_oclaims_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *offsets);
 FX_INTERNAL void fx_oclaims_master_ready(fx_owner_t *o); /* prewarm, ask for waiting claims */
 FX_INTERNAL void fx_oclaims_master_lost(fx_owner_t *o);
-FX_INTERNAL void fx_oclaims_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_oclaims_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

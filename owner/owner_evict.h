@@ -17,6 +17,6 @@ FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, siz
 FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_t n);
 /* something changed that may let eviction or a waiting claim progress */
 FX_INTERNAL void fx_oev_kick(fx_owner_t *o);
-FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

@@ -30,6 +30,6 @@ FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o);
 FX_INTERNAL bool fx_olink_alone(fx_owner_t *o);
 /* Forwards an external's request to the master and relays the answer. */
 FX_INTERNAL void fx_olink_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body);
-FX_INTERNAL void fx_olink_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_olink_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

@@ -78,6 +78,6 @@ FX_INTERNAL void fx_ostore_holder_release(fx_owner_t *o, owner_holder_t *h);
 FX_INTERNAL int fx_ostore_holder_release_id(fx_owner_t *o, owner_ext_t *e, uint64_t id);
 FX_INTERNAL void fx_ostore_ext_closed(fx_owner_t *o, owner_ext_t *e); /* releases e's holders */
 
-FX_INTERNAL void fx_ostore_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_ostore_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

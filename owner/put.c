@@ -24,6 +24,7 @@ typedef struct oput {
     fx_hmap_t *plans;    /* u64 id -> owner_plan_t */
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected, put_done_retries,
         puts_aborted, put_plans_expired;
+    fx_hist_t put_start_latency, commit_latency, publish_latency;
 } oput_t;
 
 static void oput_publish(fx_owner_t *o, owner_plan_t *p);
@@ -171,6 +172,7 @@ static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
     } else {
         fx_body_put_start_ack_t ack = {accepted ? p->id : 0, {st, (uint32_t)p->n}, {st + p->n, (uint32_t)p->n}};
         FX_CONN_SEND(c, FX_MSG_PUT_START, FX_FLAG_RESPONSE, FLUXON_OK, p->req_id, put_start_ack, &ack);
+        fx_hist_observe(&s->put_start_latency, fx_now_ns() - p->t0_ns);
         if (!accepted) oput_plan_free(o, p);
         else fx_timer_arm(o->r, &p->retry_timer, o->cfg.put_plan_ttl_ms, oput_on_plan_ttl); /* PREPARED: TTL */
     }
@@ -245,6 +247,7 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     if (!p) return NULL;
     fx_timer_init(&p->retry_timer);
     p->o = o;
+    p->t0_ns = fx_now_ns();
     p->n = n;
     p->keys = fx_calloc(n, sizeof *p->keys);
     p->klens = fx_calloc(n, sizeof *p->klens);
@@ -556,6 +559,7 @@ static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, 
         }
     }
     o->put->puts_published++;
+    fx_hist_observe(&o->put->publish_latency, fx_now_ns() - p->t0_ns);
     oput_notify(o, p, outcome);
     oput_plan_free(o, p);
 }
@@ -567,6 +571,7 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
 {
     oput_t *s = o->put;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
+    p->t0_ns = fx_now_ns();
     /* local-read-ready now (V1): index the values before anything else */
     for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] != FLUXON_OK) continue;
@@ -591,6 +596,7 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
         fx_body_put_commit_ack_t ack = {p->id};
         FX_CONN_REPLY(conn, h, put_commit_ack, &ack);
     }
+    fx_hist_observe(&s->commit_latency, fx_now_ns() - p->t0_ns);
     if (fx_owner_fault_delay(o, "PUT_DONE")) { /* test-only: the master hears of this batch fault_ms later */
         FX_WARN("test fault: PUT_DONE of batch %llu held back %u ms", (unsigned long long)p->id, o->cfg.fault_ms);
         fx_timer_arm(o->r, &p->retry_timer, o->cfg.fault_ms, oput_on_retry);
@@ -685,18 +691,21 @@ FX_INTERNAL void fx_oput_fini(fx_owner_t *o)
     fx_oplace_fini(o);
 }
 
-FX_INTERNAL void fx_oput_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oput_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oput_t *s = o->put;
-    fx_jbuf_printf(j,
-                   "\"puts_inflight\":%zu,\"puts_started\":%llu,\"puts_committed\":%llu,\"puts_published\":%llu,"
-                   "\"put_keys_published\":%llu,\"put_rejected\":%llu,\"put_done_retries\":%llu,\"puts_aborted\":%llu,"
-                   "\"put_plans_expired\":%llu",
-                   fx_hmap_count(s->plans), (unsigned long long)s->puts_started,
-                   (unsigned long long)s->puts_committed, (unsigned long long)s->puts_published,
-                   (unsigned long long)s->put_keys_published, (unsigned long long)s->put_rejected,
-                   (unsigned long long)s->put_done_retries, (unsigned long long)s->puts_aborted,
-                   (unsigned long long)s->put_plans_expired);
+    m->puts_inflight = fx_hmap_count(s->plans);
+    m->puts_started = s->puts_started;
+    m->puts_committed = s->puts_committed;
+    m->puts_published = s->puts_published;
+    m->put_keys_published = s->put_keys_published;
+    m->put_rejected = s->put_rejected;
+    m->put_done_retries = s->put_done_retries;
+    m->puts_aborted = s->puts_aborted;
+    m->put_plans_expired = s->put_plans_expired;
+    m->put_start_latency = s->put_start_latency;
+    m->commit_latency = s->commit_latency;
+    m->publish_latency = s->publish_latency;
 }
 
 #undef OPUT_RETRY_MAX_MS

@@ -16,6 +16,8 @@
 
 #include "cli_bench.h"
 #include "cli_kv.h"
+#include "cli_metrics.h"
+#include "cli_top.h"
 #include "cli_replay.h"
 #include "cli_util.h"
 #include "fluxon.h"
@@ -37,6 +39,7 @@ static void usage(FILE *f)
             "      get KEY [-o FILE]     print (or save) a value\n"
             "      del KEY               delete a key\n"
             "      ls [PREFIX]           list keys by prefix\n"
+            "      top [--once] [--iterations N]   live view: nodes, hit ratio, ops/s, p50/p99 (q quits)\n"
             "  fluxon demo [--trace FILE] [--requests N] [--value-len B] [--workers N] [--owners K]\n"
             "              [--tp T] [--group-pages G] [--speed X] [--out DIR] [--capacity-blocks N]\n"
             "                                              replay an LLM trace through the hostless API\n"
@@ -55,6 +58,16 @@ static void usage(FILE *f)
 static int exit_for(int status)
 {
     return status == FLUXON_ERR_CONFIG || status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY ? EXIT_USAGE : 1;
+}
+
+/* The config's "metrics_listen" ("" when absent or not a string: the library validated it) */
+static void metrics_listen_of(const char *json, char *out, size_t cap)
+{
+    out[0] = 0;
+    cJSON *doc = cJSON_Parse(json);
+    cJSON *v = cJSON_GetObjectItem(doc, "metrics_listen");
+    if (cJSON_IsString(v)) snprintf(out, cap, "%s", v->valuestring);
+    cJSON_Delete(doc);
 }
 
 /* A signal pending in the blocked set, without waiting: 0 when none. */
@@ -82,6 +95,13 @@ static int run_node(const char *json, int bounded, uint32_t start_timeout_ms)
         fprintf(stderr, "fluxon: node did not start: %s\n", fluxon_status_string(rc));
         return exit_for(rc);
     }
+    char ml[300];
+    metrics_listen_of(json, ml, sizeof ml);
+    fx_cli_metrics *metrics = NULL;
+    if (ml[0] && !(metrics = fx_cli_metrics_start("metrics_listen", ml, &node, 1, NULL))) {
+        fluxon_node_stop(node);
+        return EXIT_USAGE;
+    }
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int sig = 0;
@@ -90,17 +110,20 @@ static int run_node(const char *json, int bounded, uint32_t start_timeout_ms)
         double ms = (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) / 1e6;
         if (bounded && ms >= start_timeout_ms) {
             fprintf(stderr, "fluxon: no master answered within start_timeout_ms %u; exiting\n", start_timeout_ms);
+            fx_cli_metrics_stop(metrics);
             fluxon_node_stop(node);
             return 1;
         }
     }
     if (rc != FLUXON_OK && rc != FLUXON_ERR_TIMEOUT) {
         fprintf(stderr, "fluxon: node did not start: %s\n", fluxon_status_string(rc));
+        fx_cli_metrics_stop(metrics);
         fluxon_node_stop(node);
         return exit_for(rc);
     }
     while (!sig && sigwait(&set, &sig) != 0) {}
     fprintf(stderr, "fluxon: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fx_cli_metrics_stop(metrics);
     fluxon_node_stop(node);
     return 0;
 }
@@ -200,11 +223,11 @@ static const struct {
     int (*fn)(fluxon_client *, int, char **);
 } external_cmds[] = {{"ping", cmd_ping}, {"stat", cmd_stat},  {"stats", fx_cli_stats}, {"master-stats", fx_cli_master_stats},
                      {"put", fx_cli_put},
-                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}};
+                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}, {"top", fx_cli_top}};
 
 static int run_external(const char *json, int argc, char **argv)
 {
-    const char *names = "ping, stat, stats, master-stats, put, get, del, ls";
+    const char *names = "ping, stat, stats, master-stats, put, get, del, ls, top";
     if (argc < 1) {
         fprintf(stderr, "fluxon: --role=external needs a command (%s)\n", names);
         return EXIT_USAGE;

@@ -54,6 +54,7 @@ struct fx_conn {
     uint32_t fault_ms, fault_left;
     bool fault_all;
     struct conn_delayed *delayed;
+    fx_reply_counts_t *replies; /* fx_conn_count_replies: the role's table, or NULL */
     /* rpc */
     uint64_t next_req_id;
     size_t n_pending;
@@ -258,8 +259,16 @@ FX_INTERNAL uint8_t *fx_conn_reserve(fx_conn_t *c, size_t body_len)
     return c->out_b + c->b_len;
 }
 
+FX_INTERNAL void fx_conn_count_replies(fx_conn_t *c, fx_reply_counts_t *t) { c->replies = t; }
+
 FX_INTERNAL void fx_conn_commit(fx_conn_t *c)
 {
+    if (c->replies && c->reserved >= FX_FRAME_HEADER_BYTES) {
+        fx_frame_header_t h;
+        if (fx_frame_header_decode(c->out_b + c->b_len, UINT64_MAX, &h) == FLUXON_OK && (h.flags & FX_FLAG_RESPONSE) &&
+            h.type < FX_REPLY_TYPES && h.status <= 0 && -h.status < FX_REPLY_STATUSES)
+            c->replies->n[h.type][-h.status]++;
+    }
     c->b_len += c->reserved;
     c->reserved = 0;
     conn_flush(c);

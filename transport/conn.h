@@ -5,6 +5,7 @@
 #ifndef FX_CONN_H
 #define FX_CONN_H
 
+#include "metrics.h"
 #include "msg.h"
 #include "reactor.h"
 
@@ -51,6 +52,9 @@ FX_INTERNAL void fx_conn_unref(fx_conn_t *c);
  * of memory. fx_conn_commit queues it for sending. */
 FX_INTERNAL uint8_t *fx_conn_reserve(fx_conn_t *c, size_t body_len);
 FX_INTERNAL void fx_conn_commit(fx_conn_t *c);
+/* Counts every response frame c sends into t by (type, status) (metrics: requests by op
+ * and status); t outlives c or is detached with NULL. */
+FX_INTERNAL void fx_conn_count_replies(fx_conn_t *c, fx_reply_counts_t *t);
 /* Sends a frame whose body is already encoded. */
 FX_INTERNAL int fx_conn_send_bytes(fx_conn_t *c, const fx_frame_header_t *h, const void *body);
 /* Error response to request h with a message body. */

@@ -14,6 +14,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cli_metrics.h"
+#include "cli_util.h"
 #include "replay.h"
 
 const char *const rp_call_names[RP_NCALLS] = {
@@ -132,7 +134,16 @@ int fx_cli_replay_main(int argc, char **argv)
     } else if (!ex && !help) {
         rp_raise_nofile();
         ex = rp_cluster_up(r);
+        fx_cli_metrics *metrics = NULL;
+        if (!ex && r->o.metrics_listen) {
+            fluxon_node *nodes[RP_MAX_OWNERS + 1] = {r->cl.master};
+            for (unsigned k = 0; k < r->n_owners; k++) nodes[k + 1] = r->cl.owners[k];
+            metrics = fx_cli_metrics_start("--metrics-listen", r->o.metrics_listen, nodes, r->n_owners + 1, NULL);
+            if (!metrics) ex = RP_EXIT_USAGE;
+        }
         if (!ex) ex = rp_play_run(r);
+        if (metrics && r->o.metrics_linger_ms) fx_cli_sleep_ms(r->o.metrics_linger_ms); /* a last scrape */
+        fx_cli_metrics_stop(metrics);
         rp_collector_close(&r->col); /* only after a start failure: no worker ran */
         rp_collector_fini(&r->col);
         rp_workers_close(r);

@@ -57,6 +57,8 @@ typedef struct rp_opts {
     const char *key_prefix;
     const char *eviction_policy; /* the embedded owners' "eviction_policy" (and the simulator's) */
     int simulate;                /* --simulate: the policy offline over the trace, no cluster */
+    const char *metrics_listen; /* serve the embedded nodes' /metrics here while running */
+    uint64_t metrics_linger_ms; /* keep serving that long after the replay */
 } rp_opts;
 
 typedef struct rp_samples {

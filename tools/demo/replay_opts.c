@@ -18,6 +18,7 @@ void rp_usage(FILE *f)
             "                   [--owners K] [--tp T] [--group-pages G] [--speed X] [--out DIR]\n"
             "                   [--skip-bad-lines] [--capacity-blocks N] [--config FILE]...\n"
             "                   [--key-prefix P] [--eviction-policy P] [--simulate]\n"
+            "                   [--metrics-listen ADDR [--metrics-linger-ms N]]\n"
             "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
@@ -38,6 +39,9 @@ void rp_usage(FILE *f)
             "  --simulate           no cluster: play the policy's own code offline over the trace\n"
             "                       at --capacity-blocks (one block = one value) and print the\n"
             "                       prefix-hit ratio next to the reference LRU's\n"
+            "  --metrics-listen ADDR  serve GET /metrics of the embedded nodes on host:port while\n"
+            "                       the demo runs (port 0: any; the address is printed)\n"
+            "  --metrics-linger-ms N  keep serving N ms after the replay (a last scrape) [0]\n"
             "Exit: 0 passed (no errors or checksum failures, counters back to baseline),\n"
             "1 runtime failure, 2 usage error.\n");
 }
@@ -101,6 +105,12 @@ static int rp_set_speed(rp_opts *o, const char *val)
     return 0;
 }
 
+static int rp_set_metrics_listen(rp_opts *o, const char *val)
+{
+    o->metrics_listen = val;
+    return 0;
+}
+
 /* One option. A flag takes no value; an integer is stored in the field at off (of size
  * 4 or 8) after a check against [min, max]; anything else goes through set. */
 typedef struct rp_optdef {
@@ -141,6 +151,8 @@ static const rp_optdef rp_optdefs[] = {
     RP_INT("--capacity-blocks", capacity_blocks, 1, 1ull << 40),
     RP_FN("--config", rp_set_config),
     RP_FN("--key-prefix", rp_set_key_prefix),
+    RP_FN("--metrics-listen", rp_set_metrics_listen),
+    RP_INT("--metrics-linger-ms", metrics_linger_ms, 0, 3600000),
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
@@ -173,6 +185,11 @@ static int rp_opts_check(rp_opts *o)
         }
         if (o->capacity_blocks) {
             fprintf(stderr, "fluxon demo: --capacity-blocks sizes the embedded owners; not with --config\n");
+            return -1;
+        }
+        if (o->metrics_listen) {
+            fprintf(stderr, "fluxon demo: --metrics-listen serves the embedded nodes; not with --config "
+                            "(give those nodes metrics_listen)\n");
             return -1;
         }
         o->owners = o->n_configs;
