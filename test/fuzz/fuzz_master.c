@@ -27,8 +27,8 @@
 
 #define FZ_PEERS 4
 #define FZ_GEN 1000ull
-#define FZ_SEG (64ull << 20)
-#define FZ_GRANT (4ull << 20)
+#define FZ_SEG (8ull << 20) /* small: the allocator check walks its pages */
+#define FZ_GRANT (1ull << 20)
 
 static fx_reactor_t *fz_r;
 static uint64_t fz_clock_ns;
@@ -249,7 +249,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = FZ_PEERS - 1; i >= 0; i--) peer[i] = fz_peer_new(m);
     fz_register(peer[0], "o0", 1, "a");
     fz_register(peer[1], "o1", 2, "b");
-    fz_check(m, true);
+    fz_check(m, false);
 
     size_t off = 0;
     while (off < size) {
@@ -287,7 +287,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_CHECK(m->peers == NULL, "a peer outlived its connection");
     for (size_t i = 0; i < m->n_nodes; i++) FUZZ_CHECK(!m->nodes[i]->alive, "%s alive after the reset", m->nodes[i]->node_id);
-    fz_check(m, true);
+    fz_check(m, false);
     char js[8192];
     size_t jl = fx_master_kv_stats_json(m, js, sizeof js - 1);
     js[jl] = 0;

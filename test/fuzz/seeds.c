@@ -143,8 +143,8 @@ static void hello_register(sb_t *s, int peer, const char *id, uint64_t gen, cons
     fx_body_hello_t h;
     fx_hello_fill(&g_cfg, FX_ROLE_OWNER, id, gen, &h);
     REQ(s, peer, FX_MSG_HELLO, hello, &h);
-    fx_body_register_t r = {fx_str_c(id), gen, FX_NODE_GPU_OWNER, 64ull << 20, 0x7f0000000000ull, fx_str_c("ucx"),
-                            fx_str_c("rkey"), 4ull << 20, gids, goffs, fx_str_c(sub)};
+    fx_body_register_t r = {fx_str_c(id), gen, FX_NODE_GPU_OWNER, 8ull << 20, 0x7f0000000000ull, fx_str_c("ucx"),
+                            fx_str_c("rkey"), 1ull << 20, gids, goffs, fx_str_c(sub)};
     REQ(s, peer, FX_MSG_REGISTER, register, &r);
 }
 
