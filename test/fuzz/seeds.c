@@ -9,7 +9,7 @@
  *                   new owners, an owner restart with a new generation, an external client;
  *   dict/codec.dict, dict/master.dict   the magic, every type id, flags, common values.
  * Recorded traffic of the integration suites (FLUXON_RECORD_FRAMES, test/fixtures/mkvfix.h)
- * adds sessions to corpus/master. Usage: fuzz_seeds OUTDIR (test/fuzz). */
+ * adds sessions to corpus/master: fuzz_seeds OUTDIR [RECORDED-SESSION...]. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +243,51 @@ static void master_seeds(void)
     free(s.p);
 }
 
+/* ---- recorded traffic (FLUXON_RECORD_FRAMES files): HELLOs re-signed for fuzz_master's
+ * cluster ("fz", token "tok"); sessions over 64 KiB (the target's input limit) skipped ---- */
+static void import_recorded(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "fuzz_seeds: cannot read %s\n", path);
+        exit(1);
+    }
+    sb_t in = {0}, out = {0};
+    uint8_t buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sb_put(&in, buf, n);
+    fclose(f);
+    size_t off = 0;
+    while (off + 1 + FX_FRAME_HEADER_BYTES <= in.n) {
+        uint8_t peer = in.p[off];
+        fx_frame_header_t h;
+        fx_frame_header_decode(in.p + off + 1, UINT32_MAX, &h);
+        size_t total = FX_FRAME_HEADER_BYTES + (size_t)h.body_len;
+        if (off + 1 + total > in.n) break;
+        const uint8_t *body = in.p + off + 1 + FX_FRAME_HEADER_BYTES;
+        fx_body_hello_t hb;
+        fx_arena_t a = {0};
+        sb_u8(&out, peer);
+        if (h.type == FX_MSG_HELLO && fx_body_hello_decode(body, h.body_len, &hb, &a) == FLUXON_OK) {
+            hb.cluster_id = fx_str_c(g_cfg.cluster_id);
+            hb.auth = fx_str_c(g_cfg.cluster_token);
+            FRAME(&out, h.type, h.flags, h.status, h.req_id, hello, &hb);
+        } else {
+            sb_put(&out, in.p + off + 1, total);
+        }
+        fx_arena_free(&a);
+        off += 1 + total;
+    }
+    if (out.n && out.n <= 65536) {
+        const char *base = strrchr(path, '/');
+        char name[256];
+        snprintf(name, sizeof name, "recorded-%s", base ? base + 1 : path);
+        write_file("corpus/master", name, out.p, out.n);
+    }
+    free(in.p);
+    free(out.p);
+}
+
 /* ---- dictionaries ---- */
 static void dict_bytes(FILE *f, const char *name, const uint8_t *p, size_t n)
 {
@@ -307,8 +352,8 @@ static void dicts(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: fuzz_seeds OUTDIR\n");
+    if (argc < 2) {
+        fprintf(stderr, "usage: fuzz_seeds OUTDIR [RECORDED-SESSION...]\n");
         return 2;
     }
     out_dir = argv[1];
@@ -327,6 +372,7 @@ int main(int argc, char **argv)
     codec_seeds();
     master_seeds();
     dicts();
+    for (int i = 2; i < argc; i++) import_recorded(argv[i]);
     printf("fuzz_seeds: corpus/codec, corpus/master and dict/{codec,master}.dict written under %s\n", out_dir);
     return 0;
 }
