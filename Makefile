@@ -51,7 +51,7 @@ CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) -DFX
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
 .PHONY: all amalgamation setup test test-embed asan tsan bench demo help clean install cuda cuda-build cuda-bench \
-	test-python
+	test-python fuzz fuzz-build fuzz-seeds
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
@@ -70,6 +70,7 @@ help:
 	@echo "make cuda-bench    the GPU tests, then backup/restore GB/s next to pinned cudaMemcpyAsync"
 	@echo "make demo          replay the real LLM-serving trace (embedded master, owner, workers)"
 	@echo "make install PREFIX=/usr/local   install binary, libraries, header, fluxon.pc"
+	@echo "make fuzz [FUZZ_SECONDS=N]  build the libFuzzer targets (clang) and run each N s [10]"
 	@echo "make clean         remove build outputs"
 
 $(SETUP_OK): scripts/setup
@@ -139,9 +140,50 @@ $(BUILD)/test/stress_%: test/stress/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
 
-test: all $(TESTS) $(STRESS)
-	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS)
+# fuzz targets (test/fuzz/fuzz_X.c): `make test` replays their corpora (see "fuzzing" below)
+FUZZ_TARGETS := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
+FUZZ_REPLAY  := $(patsubst %,$(BUILD)/test/fuzz_replay_%,$(FUZZ_TARGETS))
+test: all $(TESTS) $(STRESS) $(FUZZ_REPLAY)
+	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
 	$(MAKE) --no-print-directory test-python
+
+# ---- fuzzing (issue 22): libFuzzer targets test/fuzz/fuzz_X.c ----
+# `make test` replays each target's corpus (test/fuzz/corpus/X) with a plain driver built
+# by $(CC) (build/test/fuzz_replay_X: no libFuzzer needed); `make fuzz` builds the targets
+# with clang (libFuzzer + ASan + UBSan, library objects in build-fuzz/) and runs each for
+# FUZZ_SECONDS, one at a time, printing execs, exec/s, coverage and crashes per target.
+FUZZ_DEPS    := test/fuzz/fuzz.h test/fuzz/replay.c
+# the master target runs on its own clock (fuzz_master.c)
+FUZZ_LDFLAGS_master := -Wl,--wrap=fx_now_ms -Wl,--wrap=fx_now_ns -Wl,--wrap=fx_realtime_ns
+$(BUILD)/test/fuzz_replay_%: test/fuzz/fuzz_%.c $(FUZZ_DEPS) $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -Wno-unused-function -Itest/fuzz -DFUZZ_CORPUS='"$(abspath test/fuzz/corpus/$*)"' \
+	    -o $@ $< test/fuzz/replay.c $(CLI_LIB_OBJS) $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(FUZZ_LDFLAGS_$*) $(DEP_LIBS) $(TOOL_LIBS)
+
+FUZZ_CC      ?= clang-14
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 10
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS   = -std=gnu11 -O1 -g $(WARN) -Wno-unused-function $(FUZZ_SAN) -DFX_USE_LIBC_MALLOC $(INC) \
+	    -Itest/fuzz $(DEP_CFLAGS)
+FUZZ_OBJS    := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRCS) tools/demo/cli_trace.c)
+FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
+$(FUZZ_BUILD)/obj/%.o: %.c $(HDRS) $(TOOL_HDRS) | $(SETUP_OK)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_BUILD)/libfx_fuzz.a: $(FUZZ_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(FUZZ_BUILD)/libfx_fuzz.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_BUILD)/libfx_fuzz.a $(FUZZ_LDFLAGS_$*) $(DEP_LIBS)
+# seeds (corpus/codec, corpus/master) and the frame dictionaries, from the catalog
+$(BUILD)/test/fuzz_seeds: test/fuzz/seeds.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
+fuzz-seeds: $(BUILD)/test/fuzz_seeds
+	$(BUILD)/test/fuzz_seeds test/fuzz
+fuzz-build: $(FUZZ_BINS)
+fuzz: fuzz-build
+	FUZZ_BUILD=$(FUZZ_BUILD) ./scripts/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The Python package (python/fluxon, issue 20) over $(BUILD)/libfluxon.so, with Debian's
 # python3 + python3-pytest + python3-numpy. Skipped under sanitizers: an instrumented
@@ -220,4 +262,4 @@ install: all
 	install -m 0644 python/fluxon/*.py $(DESTDIR)$(PYTHONDIR)/fluxon/
 
 clean:
-	rm -rf build build-asan build-tsan fluxon fluxon.c fluxon.h
+	rm -rf build build-asan build-tsan build-fuzz fluxon fluxon.c fluxon.h
