@@ -164,8 +164,9 @@ static bool fz_known_node(const fx_master_t *m, const master_node_t *n)
 static void fz_check(fx_master_t *m, bool full)
 {
     mkv_t *s = m->kv;
-#define FZ_CTR(name) FUZZ_CHECK(s->c.name < (1ull << 62), "counter " #name " is %llu", (unsigned long long)s->c.name);
-    MKV_COUNTERS(FZ_CTR)
+#define FZ_CTR(name, kind, family, labels, help)                                                              \
+    FUZZ_CHECK(s->c.name < (1ull << 62), "counter " #name " is %llu", (unsigned long long)s->c.name);
+    FX_MASTER_KV_COUNTERS(FZ_CTR)
 #undef FZ_CTR
     FUZZ_CHECK(s->dedup_acks < (1ull << 62) && s->dedup_bytes < (1ull << 62), "dedup gauges wrapped");
     FUZZ_CHECK(s->replicas < (1ull << 62) && s->replicas >= fx_hmap_count(s->routes),
@@ -225,15 +226,6 @@ static void fz_check(fx_master_t *m, bool full)
                (unsigned long long)s->replicas);
 }
 
-static uint64_t fz_stat(const char *json, const char *name)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", name);
-    const char *p = strstr(json, pat);
-    FUZZ_CHECK(p != NULL, "stat %s missing", name);
-    return strtoull(p + strlen(pat), NULL, 10);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 1 << 16) return 0;
@@ -288,13 +280,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(m->peers == NULL, "a peer outlived its connection");
     for (size_t i = 0; i < m->n_nodes; i++) FUZZ_CHECK(!m->nodes[i]->alive, "%s alive after the reset", m->nodes[i]->node_id);
     fz_check(m, false);
-    char js[8192];
-    size_t jl = fx_master_kv_stats_json(m, js, sizeof js - 1);
-    js[jl] = 0;
-    FUZZ_CHECK(fz_stat(js, "inflight_put_keys") == 0, "R1: in-flight puts still block %llu keys after every owner died",
-               (unsigned long long)fz_stat(js, "inflight_put_keys"));
-    FUZZ_CHECK(fz_stat(js, "inflight_gets") == 0, "R1: %llu durable gets still recorded after every owner died",
-               (unsigned long long)fz_stat(js, "inflight_gets"));
+    fx_mmetrics_t mm = {0};
+    fx_master_kv_metrics(m, &mm);
+    FUZZ_CHECK(mm.inflight_put_keys == 0, "R1: in-flight puts still block %llu keys after every owner died",
+               (unsigned long long)mm.inflight_put_keys);
+    FUZZ_CHECK(mm.inflight_gets == 0, "R1: %llu durable gets still recorded after every owner died",
+               (unsigned long long)mm.inflight_gets);
 
     m->shutting_down = true;
     fx_master_kv_fini(m);
