@@ -45,6 +45,9 @@ typedef struct fx_config {
     char metrics_listen[FX_HOST_MAX + 8]; /* "" = off */
     uint32_t inflight_ttl_ms;             /* [60000], > 0 */
     uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
+    uint32_t replica_target_roles;        /* "replica_target_roles" [["remote_cache"]]: bit
+                                           * (1 << fx_node_role_t) per node role that may receive
+                                           * replica tasks and write-backs (issue 16) */
 
     /* owner */
     char master_host[FX_HOST_MAX];        /* "master" ["127.0.0.1:7600"] */

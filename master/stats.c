@@ -15,5 +15,6 @@ FX_INTERNAL size_t fx_master_kv_stats_json(fx_master_t *m, char *buf, size_t cap
     MKV_COUNTERS(MKV_JSON)
 #undef MKV_JSON
     fx_mplace_stats_json(s, &j);
+    fx_mappend_stats_json(s, &j);
     return j.len;
 }
