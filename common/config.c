@@ -30,7 +30,7 @@ enum {
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
-    CFG_K_REPLICA_ROLES /* issue 16 */
+    CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */
 };
 
 struct cfg_field {
@@ -56,6 +56,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"prefault_segment", CFG_E},
     {"eviction_policy", CFG_O},
     {"replica_target_roles", CFG_M}, /* issue 16 */
+    {"writeback_watermark", CFG_O},  /* issue 16 */
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -469,6 +470,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         else return cfg_bad(c, path, v, "must be one of lru, s3fifo");
         return 0;
     case CFG_K_REPLICA_ROLES: return cfg_parse_replica_roles(c, path, v, cfg);
+    case CFG_K_WRITEBACK:
+        if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not a number");
+        if (!(v->valuedouble >= 0 && v->valuedouble < 1))
+            return cfg_bad(c, path, v, "must be in [0, 1) (a share of the hot tier's capacity; 0 = off)");
+        cfg->writeback_watermark = v->valuedouble;
+        return 0;
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
         return cfg->hot_capacity_bytes ? 0 : cfg_bad(c, path, v, "must be > 0");

@@ -71,6 +71,10 @@ typedef struct fx_config {
     uint32_t idle_grant_return_ms;        /* "reserve.idle_grant_return_ms" [2000]: an idle grant
                                            * goes back to the master after this (issue 15) */
     int eviction_policy;                  /* "eviction_policy" ["lru"]: FX_EVICT_* */
+    double writeback_watermark;           /* [0] = off; in (0, 1): values colder than this share
+                                           * of the hot tier are written back to a replica
+                                           * target, and eviction takes copied groups
+                                           * (single-copy demotion) before others (issue 16) */
     uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */
     /* "test": fault injection for tests (owner only, off by default) */
     char fault_message[32];               /* "test.fault_message": master reply type, "" = off */

@@ -14,7 +14,7 @@
 #include "owner_store.h"
 
 /* owner_entry_t.repl (touched by replica.c only; others read it through fx_orepl_state) */
-enum { OREPL_NONE = 0, OREPL_INFLIGHT = 1, OREPL_COPIED = 2 };
+enum { OREPL_NONE = 0, OREPL_INFLIGHT = 1, OREPL_COPIED = 2, OREPL_FAILED = 3 /* no copy can be made now */ };
 
 FX_INTERNAL int fx_orepl_init(fx_owner_t *o);
 FX_INTERNAL void fx_orepl_fini(fx_owner_t *o); /* queued and in-flight tasks are forgotten */

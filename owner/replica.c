@@ -107,7 +107,7 @@ static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
     for (uint32_t i = 0; i < t->n; i++) {
         owner_entry_t *en = fx_ostore_find(o, &t->slots[i]);
         if (en && en->put_ms == t->put_ms[i] && en->put_ver == t->put_ver[i])
-            en->repl = copied ? OREPL_COPIED : OREPL_NONE;
+            en->repl = copied ? OREPL_COPIED : t->eager || outcome == OR_OBSOLETE ? OREPL_NONE : OREPL_FAILED;
     }
     fx_timer_disarm(o->r, &t->retry);
     fx_hmap_del(s->tasks, &t->id, sizeof t->id, NULL);

@@ -38,7 +38,12 @@ static int wait_master_stat(fluxon_client *c, const char *name, long long want, 
 }
 
 static void keyname(char *buf, size_t cap, const char *pfx, int i) { snprintf(buf, cap, "%s-%04d", pfx, i); }
-static uint64_t seed_of(const char *pfx, int i) { return (uint64_t)i * 131 + (uint64_t)pfx[0] * 7 + 1; }
+static uint64_t seed_of(const char *pfx, int i)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *q = pfx; *q; q++) h = (h ^ (uint8_t)*q) * 1099511628211ull;
+    return h + (uint64_t)i * 131;
+}
 
 /* A hostless put of pfx-[0, n) in groups of glen; returns once published. */
 static void put_groups(fluxon_client *c, const char *pfx, int n, uint32_t glen, int make_replica,
@@ -174,4 +179,47 @@ Test(remote, target_roles_config)
                                    "\"log_level\":\"off\",\"replica_target_roles\":[\"gpu_owner\",\"remote_cache\"]}",
                                    &m), FLUXON_OK);
     fluxon_node_stop(m);
+}
+
+/* Write-back before eviction, then single-copy demotion: A's hot tier holds 64 values and
+ * writes back what is colder than half of it; 160 values later every one is still
+ * restorable (from the CPU owner when A dropped its copy), nothing was dropped, and the
+ * counters reconcile: tasks = completed + already + failed + obsolete, evictions = demoted
+ * (+ 0 dropped), replicas only on the remote_cache owner. */
+Test(remote, writeback_then_demotion)
+{
+    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5", NULL,
+                                 ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(3, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    char pfx[16];
+    for (int r = 0; r < 10; r++) {
+        snprintf(pfx, sizeof pfx, "wb%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(kf_wait_stat(a, "repl_inflight", 0, 10000), "R1: write-backs over");
+    cr_assert(kf_wait_stat(a, "repl_queued", 0, 1000));
+    long long ev = kf_stat(a, "evictions");
+    cr_assert_gt(ev, 0, "A evicted");
+    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    cr_assert_eq(master_stat(a, "evict_dropped"), 0, "nothing dropped while the CPU owner has room");
+    cr_assert_eq(master_stat(a, "evict_demoted"), master_stat(a, "evicted_replicas"), "every eviction is a demotion");
+    cr_assert_eq(master_stat(a, "target_replicas_gpu_owner"), 0);
+    long long tasks = kf_stat(a, "repl_tasks_writeback"), done = kf_stat(a, "repl_completed"),
+              already = kf_stat(a, "repl_already"), obsolete = kf_stat(a, "repl_obsolete");
+    long long failed = kf_stat(a, "repl_failed_no_space") + kf_stat(a, "repl_failed_busy") +
+                       kf_stat(a, "repl_failed_stale") + kf_stat(a, "repl_failed_transfer") +
+                       kf_stat(a, "repl_failed_master") + kf_stat(a, "repl_failed_queue_full");
+    cr_assert_gt(tasks, 0);
+    cr_assert_eq(tasks, done + already + failed + obsolete, "tasks %lld = %lld + %lld + %lld + %lld", tasks, done,
+                 already, failed, obsolete);
+    cr_assert_eq(master_stat(a, "append_keys_completed"), master_stat(a, "target_replicas_remote_cache"));
+    cr_assert_eq(master_stat(a, "append_inflight"), 0, "R1");
+    for (int r = 0; r < 10; r++) {
+        snprintf(pfx, sizeof pfx, "wb%d", r);
+        cr_assert_eq(get_check(b, pfx, 16, 4), 16, "%s restorable", pfx);
+    }
+    cr_assert_gt(master_stat(b, "hits_cpu_owner"), 0, "some hits from the CPU owner");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
 }
