@@ -54,6 +54,8 @@ typedef struct rp_opts {
     const char *configs[RP_MAX_OWNERS];
     unsigned n_configs;
     const char *key_prefix;
+    unsigned cpu_owners;          /* issue 16: embedded remote_cache owners (no workers) */
+    uint64_t cpu_capacity_blocks; /* pages each of them holds [--capacity-blocks] */
 } rp_opts;
 
 typedef struct rp_samples {
@@ -134,6 +136,7 @@ typedef struct rp_owner_stats {
  * directory), or the owners named by --config. ext_cfg[k]: the external config of owner k. */
 typedef struct rp_cluster {
     fluxon_node *master, *owners[RP_MAX_OWNERS];
+    fluxon_node *cpu[RP_MAX_OWNERS]; /* issue 16: remote_cache owners */
     char dir[32], socks[RP_MAX_OWNERS][160];
     char *ext_cfg[RP_MAX_OWNERS];
     int dir_made, embedded;
@@ -248,5 +251,10 @@ int rp_mkdirs(const char *dir);
 /* waits for the owners' counters (R1), prints the summary, writes the --out files; the
  * exit status of the run (0 passed, 1 not) */
 int rp_report(rp_run *r);
+/* replay_remote.c (issue 16): with --cpu-owners, waits (bounded) for the write-backs to
+ * settle, prints hits by tier and the write-back/demotion counters and checks that they
+ * reconcile; adds "remote_capacity" to summary (may be NULL). 0, or 1 when they do not. */
+struct cJSON;
+int rp_remote_report(rp_run *r, struct cJSON *summary);
 
 #endif /* FX_REPLAY_H */

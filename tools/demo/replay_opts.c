@@ -17,7 +17,7 @@ void rp_usage(FILE *f)
             "usage: fluxon demo [--trace FILE] [--requests N] [--value-len BYTES] [--workers N]\n"
             "                   [--owners K] [--tp T] [--group-pages G] [--speed X] [--out DIR]\n"
             "                   [--skip-bad-lines] [--capacity-blocks N] [--config FILE]...\n"
-            "                   [--key-prefix P]\n"
+            "                   [--key-prefix P] [--cpu-owners K] [--cpu-capacity-blocks N]\n"
             "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
@@ -34,6 +34,9 @@ void rp_usage(FILE *f)
             "  --capacity-blocks N  size each embedded owner for N pages [the whole run]\n"
             "  --config FILE        join a cluster: external config of one owner (repeatable)\n"
             "  --key-prefix P       key namespace [demo]\n"
+            "  --cpu-owners K       embedded remote_cache owners (no workers): GPU owners write\n"
+            "                       cold groups back to them and demote [0]; needs --capacity-blocks\n"
+            "  --cpu-capacity-blocks N  pages each CPU owner holds [--capacity-blocks]\n"
             "Exit: 0 passed (no errors or checksum failures, counters back to baseline),\n"
             "1 runtime failure, 2 usage error.\n");
 }
@@ -125,6 +128,8 @@ static const rp_optdef rp_optdefs[] = {
     RP_INT("--capacity-blocks", capacity_blocks, 1, 1ull << 40),
     RP_FN("--config", rp_set_config),
     RP_FN("--key-prefix", rp_set_key_prefix),
+    RP_INT("--cpu-owners", cpu_owners, 0, RP_MAX_OWNERS),
+    RP_INT("--cpu-capacity-blocks", cpu_capacity_blocks, 1, 1ull << 40),
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
@@ -163,6 +168,12 @@ static int rp_opts_check(rp_opts *o)
     } else if (!o->owners) {
         o->owners = 1;
     }
+    if ((o->cpu_owners || o->cpu_capacity_blocks) && (o->n_configs || !o->capacity_blocks)) {
+        fprintf(stderr, "fluxon demo: --cpu-owners/--cpu-capacity-blocks need --capacity-blocks (embedded owners "
+                        "that evict), not --config\n");
+        return -1;
+    }
+    if (o->cpu_owners && !o->cpu_capacity_blocks) o->cpu_capacity_blocks = o->capacity_blocks;
     return 0;
 }
 
@@ -185,7 +196,8 @@ int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help)
 {
     _Static_assert(sizeof(o->requests) == 8 && sizeof(o->value_len) == 8 && sizeof(o->capacity_blocks) == 8 &&
                        sizeof(o->workers) == 4 && sizeof(o->owners) == 4 && sizeof(o->tp) == 4 &&
-                       sizeof(o->group_pages) == 4,
+                       sizeof(o->group_pages) == 4 &&
+                       sizeof(o->cpu_owners) == 4 && sizeof(o->cpu_capacity_blocks) == 8,
                    "rp_opt_apply stores 4- or 8-byte integers");
     rp_opts_defaults(o);
     for (int i = 1; i < argc; i++) {
