@@ -45,7 +45,7 @@ typedef struct mapp_rec {
 typedef struct mapp_cold { /* one replica appended to a target, oldest first */
     struct mapp_cold *next;
     master_node_t *node;
-    uint64_t gen, off, put_ms, put_ver;
+    uint64_t seq, gen, off, put_ms, put_ver;
     uint32_t klen;
     char key[];
 } mapp_cold_t;
@@ -57,14 +57,15 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
     X(append_rejected_no_space) X(append_keys_already) X(append_done_unknown)                   \
     X(target_replicas_remote_cache) X(target_replicas_gpu_owner) X(target_cold_dropped)        \
     X(target_cold_routes_deleted) X(hits_local) X(hits_remote_gpu) X(hits_cpu_owner)             \
-    X(evict_demoted) X(evict_dropped)
+    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_promoted_away)
 
 typedef struct fx_mappend {
     mkv_t *s;
     fx_hmap_t *by_token, *busy_keys; /* token -> rec; key -> count of in-flight appends */
+    fx_hmap_t *cold_seq;             /* key -> seq of its newest cold entry (older ones are void) */
     mapp_rec_t *head, *tail;
     mapp_cold_t *cold_head, *cold_tail;
-    uint64_t n_cold, next_token;
+    uint64_t n_cold, next_token, next_seq;
     fx_timer_t timer;
     struct {
 #define MAPP_FIELD(name) uint64_t name;
@@ -151,12 +152,19 @@ static void mapp_on_timer(fx_reactor_t *rx, fx_timer_t *t)
     mapp_arm(a);
 }
 
-/* ---- the targets' cold FIFO ---- */
+/* ---- the targets' cold FIFO ----
+ * An entry per replica appended to a target, in order; pushing the same key again (its
+ * replica was found again by a write-back: "already") voids the older entry, so the order
+ * is the one in which the GPU owners let go of the values (an exclusive second level). */
 static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint64_t off, uint64_t pms, uint64_t pver)
 {
     mapp_cold_t *e = fx_malloc(sizeof *e + key.len);
-    if (!e) return; /* the replica stays; only target-side eviction cannot pick it */
-    *e = (mapp_cold_t){NULL, n, n->generation, off, pms, pver, key.len};
+    uint64_t seq = ++a->next_seq;
+    if (!e || fx_hmap_put(a->cold_seq, key.p, key.len, (void *)(uintptr_t)seq, NULL) != FLUXON_OK) {
+        fx_free(e); /* the replica stays; only target-side eviction cannot pick it */
+        return;
+    }
+    *e = (mapp_cold_t){NULL, n, seq, n->generation, off, pms, pver, key.len};
     memcpy(e->key, key.p, key.len);
     if (a->cold_tail) a->cold_tail->next = e;
     else a->cold_head = e;
@@ -174,6 +182,11 @@ static bool mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
     a->n_cold--;
     mkv_t *s = a->s;
     fx_str_t key = {e->key, e->klen};
+    if ((uintptr_t)fx_hmap_get(a->cold_seq, key.p, key.len) != e->seq) { /* void: a newer entry stands */
+        fx_free(e);
+        return true;
+    }
+    fx_hmap_del(a->cold_seq, key.p, key.len, NULL);
     mkv_route_t *r = e->node->generation == e->gen ? mkv_route_get(s, key, inv) : NULL;
     int j = r && r->put_ms == e->put_ms && r->put_ver == e->put_ver ? mkv_route_find(r, e->node, e->off) : -1;
     if (j >= 0) {
@@ -202,8 +215,13 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
             ks = FLUXON_ERR_KEY_BEING_WRITTEN;
         } else {
             for (uint32_t j = 0; j < r->n_rep && ks == FLUXON_OK; j++)
-                if (r->rep[j].node != n && mkv_replica_alive(&r->rep[j]) && mapp_is_target(s, r->rep[j].node))
-                    ks = FLUXON_ERR_KEY_EXISTS; /* already satisfied */
+                if (r->rep[j].node != n && mkv_replica_alive(&r->rep[j]) && mapp_is_target(s, r->rep[j].node)) {
+                    ks = FLUXON_ERR_KEY_EXISTS; /* already satisfied: it is let go of now */
+                    if (r->rep[j].range_bytes) {
+                        mapp_cold_push(a, r->rep[j].node, k, r->rep[j].offset, r->put_ms, r->put_ver);
+                        a->c.target_refreshed++;
+                    }
+                }
         }
         st[i] = MKV_ST(ks);
         if (ks == FLUXON_OK) need++;
@@ -421,6 +439,19 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     MKV_REPLY(p, h, statuses, &ack);
 }
 
+/* A durable copy of key was made on req from src: when src is a replica target, its copy
+ * goes (exclusive levels: the value lives on the GPU owner again, and is written back
+ * when it gets cold there). */
+FX_INTERNAL void fx_mappend_promoted(mkv_t *s, fx_str_t key, mkv_route_t *r, const master_node_t *req,
+                                     master_node_t *src, uint64_t src_off)
+{
+    fx_mappend_t *a = s->append;
+    if (!src || src == req || !mapp_is_target(s, src)) return;
+    int j = mkv_route_find(r, src, src_off);
+    if (j < 0 || !r->rep[j].range_bytes || r->n_rep < 2) return;
+    if (!mkv_route_drop_replica(s, key, r, (uint32_t)j)) a->c.target_promoted_away++;
+}
+
 /* ---- counters ---- */
 FX_INTERNAL void fx_mappend_count_hit(mkv_t *s, const master_node_t *req, const master_node_t *src)
 {
@@ -463,8 +494,10 @@ FX_INTERNAL int fx_mappend_create(mkv_t *s)
     a->next_token = s->m->generation << 16;
     int rc = fx_hmap_create(64, &a->by_token);
     if (rc == FLUXON_OK) rc = fx_hmap_create(64, &a->busy_keys);
+    if (rc == FLUXON_OK) rc = fx_hmap_create(1024, &a->cold_seq);
     if (rc != FLUXON_OK) {
         fx_hmap_destroy(a->by_token);
+        fx_hmap_destroy(a->busy_keys);
         fx_free(a);
         return rc;
     }
@@ -485,6 +518,7 @@ FX_INTERNAL void fx_mappend_destroy(mkv_t *s)
     }
     fx_hmap_destroy(a->by_token);
     fx_hmap_destroy(a->busy_keys);
+    fx_hmap_destroy(a->cold_seq);
     fx_free(a);
     s->append = NULL;
 }

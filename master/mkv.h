@@ -353,5 +353,9 @@ FX_INTERNAL void fx_mappend_count_hit(mkv_t *s, const master_node_t *req, const 
  * else demoted when a replica on a target is left */
 FX_INTERNAL void fx_mappend_count_evict(mkv_t *s, const mkv_route_t *r);
 FX_INTERNAL void fx_mappend_stats_json(mkv_t *s, fx_jbuf_t *j);
+/* GET_DONE made a durable copy of key (route r) on req from src's replica at src_off: a
+ * copy on a replica target goes (exclusive levels) */
+FX_INTERNAL void fx_mappend_promoted(mkv_t *s, fx_str_t key, mkv_route_t *r, const master_node_t *req,
+                                     master_node_t *src, uint64_t src_off);
 
 #endif

@@ -223,7 +223,11 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
     if (o->cfg.writeback_watermark > 0) oev_writeback(o);
 }
 
-FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en) { fx_lru_touch(&o->ev->hot, &en->lru); }
+FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
+{
+    fx_lru_touch(&o->ev->hot, &en->lru);
+    fx_orepl_touched(en); /* issue 16 */
+}
 
 static void oev_forget(fx_owner_t *o, owner_entry_t *en)
 {

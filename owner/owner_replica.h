@@ -24,6 +24,9 @@ FX_INTERNAL void fx_orepl_fini(fx_owner_t *o); /* queued and in-flight tasks are
  * (counted failed queue_full when the bounded queue is full). */
 FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, size_t n, bool eager);
 FX_INTERNAL int fx_orepl_state(const owner_entry_t *en);
+/* a local hit: a copied value is hot again; when it gets cold its write-back finds the
+ * target's copy ("already") or makes a new one */
+FX_INTERNAL void fx_orepl_touched(owner_entry_t *en);
 FX_INTERNAL bool fx_orepl_room(fx_owner_t *o); /* the queue takes another task */
 FX_INTERNAL bool fx_orepl_idle(fx_owner_t *o); /* nothing queued or in flight (R1) */
 FX_INTERNAL void fx_orepl_stats_json(fx_owner_t *o, fx_jbuf_t *j);

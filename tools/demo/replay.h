@@ -56,6 +56,7 @@ typedef struct rp_opts {
     const char *key_prefix;
     unsigned cpu_owners;          /* issue 16: embedded remote_cache owners (no workers) */
     uint64_t cpu_capacity_blocks; /* pages each of them holds [--capacity-blocks] */
+    double writeback_watermark;   /* GPU owners' writeback_watermark with cpu_owners [0.95] */
 } rp_opts;
 
 typedef struct rp_samples {

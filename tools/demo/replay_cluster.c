@@ -199,10 +199,11 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
     if (r->o.capacity_blocks) {
         uint64_t slot = (r->o.value_len < 4096 ? 4096 : r->o.value_len + 4095) / 4096 * 4096;
         uint64_t payload = r->o.capacity_blocks * r->o.tp * slot;
+        char wb[64] = ""; /* issue 16: write back ahead of eviction when CPU owners take it */
+        if (r->o.cpu_owners) snprintf(wb, sizeof wb, ",\"writeback_watermark\":%.6g", r->o.writeback_watermark);
         snprintf(capacity, sizeof capacity,
                  ",\"expected\":{\"value_len\":%llu,\"payload_capacity_bytes\":%llu}},\"hot_capacity_bytes\":%llu%s",
-                 (unsigned long long)r->o.value_len, (unsigned long long)payload, (unsigned long long)payload,
-                 r->o.cpu_owners ? ",\"writeback_watermark\":0.8" : ""); /* issue 16 */
+                 (unsigned long long)r->o.value_len, (unsigned long long)payload, (unsigned long long)payload, wb);
     } else {
         snprintf(capacity, sizeof capacity, "}");
     }

@@ -37,6 +37,8 @@ void rp_usage(FILE *f)
             "  --cpu-owners K       embedded remote_cache owners (no workers): GPU owners write\n"
             "                       cold groups back to them and demote [0]; needs --capacity-blocks\n"
             "  --cpu-capacity-blocks N  pages each CPU owner holds [--capacity-blocks]\n"
+            "  --writeback-watermark X  with --cpu-owners: values colder than X of a GPU owner's\n"
+            "                       hot tier are written back ahead of eviction [0.95]\n"
             "Exit: 0 passed (no errors or checksum failures, counters back to baseline),\n"
             "1 runtime failure, 2 usage error.\n");
 }
@@ -114,6 +116,19 @@ typedef struct rp_optdef {
     {nm, RP_OPT_INT, offsetof(rp_opts, field), sizeof(((rp_opts *)0)->field), lo, hi, NULL}
 #define RP_FN(nm, fn) {nm, RP_OPT_FN, 0, 0, 0, 0, fn}
 
+static int rp_set_writeback(rp_opts *o, const char *val)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(val, &end);
+    if (!*val || *end || errno || !(d > 0 && d < 1)) {
+        fprintf(stderr, "fluxon demo: --writeback-watermark %s: must be in (0, 1) (a share of the hot tier)\n", val);
+        return -1;
+    }
+    o->writeback_watermark = d;
+    return 0;
+}
+
 static const rp_optdef rp_optdefs[] = {
     {"--skip-bad-lines", RP_OPT_FLAG, offsetof(rp_opts, skip_bad_lines), sizeof(int), 0, 0, NULL},
     RP_FN("--trace", rp_set_trace),
@@ -130,6 +145,7 @@ static const rp_optdef rp_optdefs[] = {
     RP_FN("--key-prefix", rp_set_key_prefix),
     RP_INT("--cpu-owners", cpu_owners, 0, RP_MAX_OWNERS),
     RP_INT("--cpu-capacity-blocks", cpu_capacity_blocks, 1, 1ull << 40),
+    RP_FN("--writeback-watermark", rp_set_writeback),
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
@@ -185,6 +201,7 @@ static void rp_opts_defaults(rp_opts *o)
     o->tp = 1;
     o->group_pages = 1;
     o->key_prefix = "demo";
+    o->writeback_watermark = 0.95;
     const char *env = getenv("FLUXON_TRACE");
     /* the copy in the repository first, then the shared data directory beside it */
     o->trace = env && *env ? env

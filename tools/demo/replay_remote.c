@@ -87,8 +87,8 @@ int rp_remote_report(rp_run *r, cJSON *summary)
     int ok_evict = mv[M_EVICTED] == mv[M_DEMOTED] + mv[M_DROPPED];
     int ok_r1 = mv[M_INFL] == 0;
     uint64_t hits = mv[M_H_LOCAL] + mv[M_H_GPU] + mv[M_H_CPU];
-    printf("remote capacity   %u CPU owner(s) x %llu pages; write-back watermark 0.8 of the hot tier\n",
-           r->o.cpu_owners, (unsigned long long)r->o.cpu_capacity_blocks);
+    printf("remote capacity   %u CPU owner(s) x %llu pages; write-back watermark %g of the hot tier\n",
+           r->o.cpu_owners, (unsigned long long)r->o.cpu_capacity_blocks, r->o.writeback_watermark);
     printf("  fetch sources   %llu keys found by LOOKUP: own slot %llu, GPU owners %llu, CPU owners %llu (%.1f %%)\n",
            (unsigned long long)hits, (unsigned long long)mv[M_H_LOCAL], (unsigned long long)mv[M_H_GPU],
            (unsigned long long)mv[M_H_CPU], hits ? 100.0 * (double)mv[M_H_CPU] / (double)hits : 0.0);
