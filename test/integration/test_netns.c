@@ -98,7 +98,8 @@ static pid_t spawn_in(int host, const char *cfg_path)
     return p;
 }
 
-static void start_roles(void)
+/* gpu_extra: more members of the GPU owners' configs */
+static void start_roles(const char *gpu_extra)
 {
     char path[512], cfg[1024];
     snprintf(path, sizeof path, "%s/m.json", dir);
@@ -110,8 +111,9 @@ static void start_roles(void)
         snprintf(cfg, sizeof cfg,
                  "{\"role\":\"owner\",\"cluster_id\":\"ns\",\"cluster_token\":\"tok\",\"node_id\":\"%s\","
                  "\"master\":\"10.77.0.1:7611\",\"socket\":\"%s/%s.sock\",\"segment_bytes\":\"64MiB\","
-                 "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"node_role\":\"%s\",\"log_level\":\"info\"}",
-                 host_name[i], dir, host_name[i], i == 3 ? "remote_cache" : "gpu_owner");
+                 "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"node_role\":\"%s\",\"log_level\":\"info\"%s}",
+                 host_name[i], dir, host_name[i], i == 3 ? "remote_cache" : "gpu_owner",
+                 i == 3 || !gpu_extra ? "" : gpu_extra);
         th_write_file(path, cfg);
         pids[i] = spawn_in(i, path);
     }
@@ -178,18 +180,65 @@ static void names(char (*n)[32], const char **keys)
     }
 }
 
-TestSuite(netns, .fini = net_down, .timeout = 120);
+/* the roles, their UCX on TCP over the bridge only */
+static void start_tcp(const char *gpu_extra)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    setenv("UCX_NET_DEVICES", "fx0", 1);
+    start_roles(gpu_extra);
+    unsetenv("UCX_TLS");
+    unsetenv("UCX_NET_DEVICES");
+}
+
+static const char *trace_path(void)
+{
+    const char *e = getenv("FLUXON_TRACE");
+    if (e && *e) return e;
+    return access("data/conversation_trace.jsonl", R_OK) == 0 ? "data/conversation_trace.jsonl"
+                                                              : "../shared/data/conversation_trace.jsonl";
+}
+
+TestSuite(netns, .fini = net_down, .timeout = 180);
+
+/* Write-back + demotion across hosts under a replay slice: both GPU owners hold 1024 values
+ * (4 MiB) and write back what is colder than 90 % of that; the demo (clients on both GPU
+ * owners) passes with 0 checksum failures and 0 errors; GPU evictions became demotions. */
+Test(netns, writeback_demotion_replay_slice)
+{
+    need_netns();
+    dir = th_tmpdir();
+    net_build();
+    start_tcp(",\"hot_capacity_bytes\":\"4MiB\",\"writeback_watermark\":0.9");
+    fluxon_client *g1 = client_of(1);
+    cr_assert(wait_alive(g1, 3, 20000), "3 owners registered over the bridge");
+    char ext[2][512], cmd[2048];
+    for (int i = 0; i < 2; i++) {
+        snprintf(ext[i], sizeof ext[i], "%s/ext%d.json", dir, i + 1);
+        char cfg[768];
+        snprintf(cfg, sizeof cfg, "{\"role\":\"external\",\"cluster_id\":\"ns\",\"cluster_token\":\"tok\","
+                 "\"socket\":\"%s/%s.sock\",\"timeout_ms\":20000,\"log_level\":\"warn\"}", dir, host_name[i + 1]);
+        th_write_file(ext[i], cfg);
+    }
+    snprintf(cmd, sizeof cmd, "timeout 150 %s demo --trace %s --requests 1500 --config %s --config %s > %s/demo.txt 2>&1",
+             th_fluxon_bin(), trace_path(), ext[0], ext[1], dir);
+    int st = system(cmd);
+    char out[512];
+    snprintf(out, sizeof out, "cat %s/demo.txt | grep -E 'prefix hits|checksum|errors' >&2", dir);
+    if (system(out) != 0) { /* best effort: the summary in the test log */ }
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "demo passes (0 checksum failures, 0 errors, R1)");
+    cr_assert_gt(master_stat(g1, "evict_demoted"), 0, "GPU evictions were demotions to the CPU owner");
+    cr_assert_eq(master_stat(g1, "target_replicas_gpu_owner"), 0);
+    cr_assert_eq(master_stat(g1, "evicted_replicas"), master_stat(g1, "evict_demoted") + master_stat(g1, "evict_dropped"));
+    cr_assert_eq(master_stat(g1, "append_inflight"), 0, "R1");
+    fluxon_client_close(g1);
+}
 
 Test(netns, replicas_survive_kill9_over_tcp)
 {
     need_netns();
     dir = th_tmpdir();
     net_build();
-    setenv("UCX_TLS", "tcp", 1); /* the owners' UCX: TCP over the bridge only */
-    setenv("UCX_NET_DEVICES", "fx0", 1);
-    start_roles();
-    unsetenv("UCX_TLS");
-    unsetenv("UCX_NET_DEVICES");
+    start_tcp(NULL);
     fluxon_client *g1 = client_of(1), *g2 = client_of(2);
     cr_assert(wait_alive(g1, 3, 20000), "3 owners registered over the bridge");
 
