@@ -62,6 +62,18 @@ static void evp_link(fx_evp_t *p, fx_evp_node_t *n, int q, bool at_head)
 
 static fx_evp_node_t *evp_tail(fx_evp_t *p, int q) { return p->q[q].prev == &p->q[q] ? NULL : p->q[q].prev; }
 
+FX_INTERNAL fx_evp_node_t *fx_evp_coldest(fx_evp_t *p)
+{
+    fx_evp_node_t *n = evp_tail(p, FX_EVP_Q_SMALL);
+    return n ? n : evp_tail(p, FX_EVP_Q_MAIN);
+}
+
+FX_INTERNAL fx_evp_node_t *fx_evp_warmer(fx_evp_t *p, fx_evp_node_t *n)
+{
+    if (n->prev != &p->q[n->queue]) return n->prev; /* toward the head (newer) */
+    return n->queue == FX_EVP_Q_SMALL ? evp_tail(p, FX_EVP_Q_MAIN) : NULL;
+}
+
 /* ---- ghost: keys evicted from probation (a FIFO ring, and a set to find them) ---- */
 static uint64_t evp_mix(uint64_t x)
 {

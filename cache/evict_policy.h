@@ -69,6 +69,10 @@ FX_INTERNAL void fx_evp_touch(fx_evp_t *p, fx_evp_node_t *n); /* a hit; no-op wh
 FX_INTERNAL void fx_evp_remove(fx_evp_t *p, fx_evp_node_t *n); /* no-op when not linked */
 /* The next victim (still linked), NULL when empty. */
 FX_INTERNAL fx_evp_node_t *fx_evp_victim(fx_evp_t *p);
+/* A walk in about the order victims come (probation oldest first, then main oldest
+ * first), without changing anything: for work ahead of eviction (write-back). NULL: end. */
+FX_INTERNAL fx_evp_node_t *fx_evp_coldest(fx_evp_t *p);
+FX_INTERNAL fx_evp_node_t *fx_evp_warmer(fx_evp_t *p, fx_evp_node_t *n);
 /* The victim leaves: unlinked, its key remembered by the ghost when it was on probation. */
 FX_INTERNAL void fx_evp_evicted(fx_evp_t *p, fx_evp_node_t *n);
 /* The victim cannot go now: kept as if just touched. */

@@ -29,7 +29,8 @@ enum {
     CFG_K_NODE_ID, CFG_K_MASTER, CFG_K_SOCKET, CFG_K_SEGMENT, CFG_K_NODE_ROLE, CFG_K_NUMA,
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
-    CFG_K_PREFAULT, CFG_K_EVICTION_POLICY
+    CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
+    CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */
 };
 
 struct cfg_field {
@@ -54,6 +55,8 @@ static const struct cfg_field cfg_top_fields[] = {
     {"put_plan_ttl_ms", CFG_O},
     {"prefault_segment", CFG_E},
     {"eviction_policy", CFG_O},
+    {"replica_target_roles", CFG_M}, /* issue 16 */
+    {"writeback_watermark", CFG_O},  /* issue 16 */
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -261,6 +264,7 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->listen_port = 7600;
         cfg->inflight_ttl_ms = 60000;
         cfg->heartbeat_timeout_ms = 3000;
+        cfg->replica_target_roles = 1u << FX_NODE_REMOTE_CACHE;
     } else if (role == FX_ROLE_OWNER) {
         fx_strlcpy(cfg->master_host, "127.0.0.1", sizeof cfg->master_host);
         cfg->master_port = 7600;
@@ -302,6 +306,25 @@ static int cfg_parse_expected(struct cfg_ctx *c, const cJSON *obj, fx_config_t *
     if (!(seen & 2u))
         return cfg_fail(c, "reserve.expected.payload_capacity_bytes", "missing (required)");
     cfg->has_expected = true;
+    return 0;
+}
+
+/* "replica_target_roles": a non-empty array of distinct node roles (issue 16). */
+static int cfg_parse_replica_roles(struct cfg_ctx *c, const char *path, const cJSON *v, fx_config_t *cfg)
+{
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1)
+        return cfg_bad(c, path, v, "must be a non-empty array of node roles (gpu_owner, remote_cache)");
+    uint32_t bits = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) {
+        uint32_t b;
+        if (cJSON_IsString(it) && strcmp(it->valuestring, "gpu_owner") == 0) b = 1u << FX_NODE_GPU_OWNER;
+        else if (cJSON_IsString(it) && strcmp(it->valuestring, "remote_cache") == 0) b = 1u << FX_NODE_REMOTE_CACHE;
+        else return cfg_bad(c, path, it, "is not a node role (must be one of gpu_owner, remote_cache)");
+        if (bits & b) return cfg_bad(c, path, it, "is named twice");
+        bits |= b;
+    }
+    cfg->replica_target_roles = bits;
     return 0;
 }
 
@@ -446,6 +469,13 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         else if (strcmp(v->valuestring, "s3fifo") == 0) cfg->eviction_policy = FX_EVICT_S3FIFO;
         else if (strcmp(v->valuestring, "slru") == 0) cfg->eviction_policy = FX_EVICT_SLRU;
         else return cfg_bad(c, path, v, "must be one of lru, s3fifo, slru");
+        return 0;
+    case CFG_K_REPLICA_ROLES: return cfg_parse_replica_roles(c, path, v, cfg);
+    case CFG_K_WRITEBACK:
+        if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not a number");
+        if (!(v->valuedouble >= 0 && v->valuedouble < 1))
+            return cfg_bad(c, path, v, "must be in [0, 1) (a share of the hot tier's capacity; 0 = off)");
+        cfg->writeback_watermark = v->valuedouble;
         return 0;
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;

@@ -45,6 +45,9 @@ typedef struct fx_config {
     char metrics_listen[FX_HOST_MAX + 8]; /* "" = off */
     uint32_t inflight_ttl_ms;             /* [60000], > 0 */
     uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
+    uint32_t replica_target_roles;        /* "replica_target_roles" [["remote_cache"]]: bit
+                                           * (1 << fx_node_role_t) per node role that may receive
+                                           * replica tasks and write-backs (issue 16) */
 
     /* owner */
     char master_host[FX_HOST_MAX];        /* "master" ["127.0.0.1:7600"] */
@@ -68,6 +71,10 @@ typedef struct fx_config {
     uint32_t idle_grant_return_ms;        /* "reserve.idle_grant_return_ms" [2000]: an idle grant
                                            * goes back to the master after this (issue 15) */
     int eviction_policy;                  /* "eviction_policy" ["s3fifo"]: FX_EVICT_* (lru, s3fifo, slru) */
+    double writeback_watermark;           /* [0] = off; in (0, 1): values colder than this share
+                                           * of the hot tier are written back to a replica
+                                           * target, and eviction takes copied groups
+                                           * (single-copy demotion) before others (issue 16) */
     uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */
     /* "test": fault injection for tests (owner only, off by default) */
     char fault_message[32];               /* "test.fault_message": master reply type, "" = off */

@@ -279,7 +279,9 @@ typedef struct fluxon_put_options {
                                               the values are staged here, pushed over UCX
                                               after commit, then published */
     int make_replica_task;                 /* accepted, validated and carried to the
-                                              master; async replicas are not built yet */
+                                              master: after publish, one async replica
+                                              task per group to a remote_cache owner
+                                              (issue 16; the local primary stays) */
     const uint8_t *make_replica_task_mask; /* NULL, or n_keys entries, uniform per group */
     const uint32_t *atomic_group_lens;     /* NULL: every key is its own group; else
                                               n_atomic_groups lengths > 0 summing to n_keys */

@@ -181,8 +181,10 @@ FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
     int rc = mkv_routes_create(s);
     if (rc == FLUXON_OK) rc = fx_lease_table_create(&s->leases);
     if (rc == FLUXON_OK) rc = fx_mplace_create(s);
+    if (rc == FLUXON_OK) rc = fx_mappend_create(s);
     if (rc != FLUXON_OK) {
         FX_ERROR("master: cannot create the route table: %s", fluxon_status_string(rc));
+        fx_mplace_destroy(s);
         mkv_routes_destroy(s);
         fx_lease_table_destroy(s->leases);
         fx_free(s);
@@ -199,6 +201,7 @@ FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)
     fx_mkv_leases_stop(s);
     fx_mkv_dedup_stop(s);
     fx_mplace_destroy(s);
+    fx_mappend_destroy(s);
     mkv_routes_destroy(s);
     fx_lease_table_destroy(s->leases);
     fx_free(s);

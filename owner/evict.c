@@ -32,6 +32,7 @@
 #include "owner_claims.h"
 #include "owner_evict.h"
 #include "owner_link.h"
+#include "owner_replica.h"
 
 #define OEV_BUSY_MAX 4u        /* rounds a pinned group is skipped before it is left hot */
 #define OEV_TICK_MS 10u        /* while claims wait: expiry and a safety re-run */
@@ -54,7 +55,7 @@ typedef struct oev {
     uint64_t round;
     uint32_t backoff_ms;
     uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
-        resends, grants_retired, no_space_fast;
+        resends, grants_retired, no_space_fast, wb_waits;
     uint64_t no_space_log_ms;
 } oev_t;
 
@@ -110,6 +111,7 @@ static void oev_cohort_free(oev_cohort_t *c);
 
 /* ---- lifecycle ---- */
 static void oev_admit(fx_owner_t *o, owner_entry_t *en);
+static void oev_writeback(fx_owner_t *o);
 static void oev_forget(fx_owner_t *o, owner_entry_t *en);
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count);
 static void oev_grant_added(fx_owner_t *o, uint64_t slot_size);
@@ -176,6 +178,57 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
     o->ev = NULL;
 }
 
+/* ---- write-back (issue 16; replica.c does the copy) ---- */
+#define OEV_WB_GROUP_MAX 256u /* a larger group is never written back: dropped whole */
+
+/* Queues a write-back of the evictable members of m[0..mn) that have no copy; true when
+ * one is queued (or already running): the group waits for it. */
+static bool oev_wb_queue(fx_owner_t *o, owner_entry_t *const *m, size_t mn)
+{
+    owner_entry_t *v[OEV_WB_GROUP_MAX];
+    size_t k = 0;
+    bool inflight = false, none = false;
+    for (size_t i = 0; i < mn; i++) {
+        if (!m[i] || m[i]->retired || m[i]->evicting || m[i]->state != OE_COMMITTED) continue;
+        int st = fx_orepl_state(m[i]);
+        inflight |= st == OREPL_INFLIGHT;
+        none |= st == OREPL_NONE;
+        if (k == OEV_WB_GROUP_MAX) return false;
+        v[k++] = m[i];
+    }
+    if (inflight) return true;
+    return none && fx_orepl_enqueue(o, v, k, false);
+}
+
+/* Values colder than writeback_watermark x the hot capacity are written back whole
+ * (bounded by the replica queue); the walk stops at the watermark. */
+static void oev_writeback(fx_owner_t *o)
+{
+    oev_t *kv = o->ev;
+    uint64_t mark = (uint64_t)(o->cfg.writeback_watermark * (double)kv->hot_capacity);
+    if (kv->hot.bytes <= mark) return;
+    uint64_t over = kv->hot.bytes - mark, seen = 0, round = ++kv->round;
+    for (fx_evp_node_t *n = fx_evp_coldest(&kv->hot); n && seen < over && fx_orepl_room(o);
+         n = fx_evp_warmer(&kv->hot, n)) {
+        owner_entry_t *en = oev_entry_of(n);
+        seen += en->slot.slot_size;
+        oev_group_t *g = en->group;
+        if (g && g->round == round) continue;
+        if (g) g->round = round;
+        if (fx_orepl_state(en) != OREPL_NONE) continue;
+        owner_entry_t *one = en;
+        oev_wb_queue(o, g ? g->m : &one, g ? g->n : 1);
+    }
+}
+
+/* With write-back on, a group is evicted once recoverable (a complete copy on a replica
+ * target: the master keeps that one, single-copy demotion) or when no copy can be made
+ * (write-back failed, queue full: dropped). true: it waits for its write-back. */
+static bool oev_wb_wait(fx_owner_t *o, owner_entry_t *const *m, size_t mn)
+{
+    return o->cfg.writeback_watermark > 0 && oev_wb_queue(o, m, mn);
+}
+
 /* ---- hot tier ---- */
 static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
@@ -183,9 +236,14 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
     if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
     fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
     if (kv->hot.bytes > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
+    if (o->cfg.writeback_watermark > 0) oev_writeback(o);
 }
 
-FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en) { fx_evp_touch(&o->ev->hot, &en->lru); }
+FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
+{
+    fx_evp_touch(&o->ev->hot, &en->lru);
+    fx_orepl_touched(en); /* issue 16 */
+}
 
 FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_t n)
 {
@@ -546,9 +604,23 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
         return;
     }
     *tries = 0;
+    bool wb_wait = oev_wb_wait(o, m, mn); /* issue 16: its copy is being made: counted as coming */
+    if (wb_wait) {
+        rd->busy = true;
+        kv->wb_waits++;
+    }
     for (size_t i = 0; i < mn && !rd->nomem; i++) {
         owner_entry_t *e = m[i];
         if (!oev_evictable(e)) continue;
+        if (wb_wait) { /* not a victim yet: its bytes count against the demand */
+            for (size_t k = 0; k < rd->nc; k++)
+                if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
+                    rd->needs[k]--;
+                    break;
+                }
+            rd->excess -= FX_MIN(rd->excess, e->slot.slot_size);
+            continue;
+        }
         if (!oev_vec_push(&rd->victims, e)) {
             rd->nomem = true;
             break;
@@ -751,6 +823,7 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->eviction_policy_slru = kv->hot.kind == FX_EVICT_SLRU;
     m->policy_promotions = kv->hot.promotions;
     m->policy_ghost_hits = kv->hot.ghost_hits;
+    m->evict_writeback_waits = kv->wb_waits; /* issue 16 */
 }
 
 #undef OEV_BUSY_MAX

@@ -13,6 +13,7 @@
 #include "owner_link.h"
 #include "owner_peers.h"
 #include "owner_put.h"
+#include "owner_replica.h"
 #include "owner_stats.h"
 
 /* ---- requests from externals ---- */
@@ -241,6 +242,7 @@ static void owner_fini_modules(fx_owner_t *o)
     fx_oev_shutdown(o);
     fx_oclaims_fail_all(o); /* queued claims fail: their gets miss */
     fx_opeers_fini(o);      /* transfers in flight complete (CANCELLED) while the state exists */
+    fx_orepl_fini(o);
     fx_oget_fini(o);
     fx_oput_fini(o);
     fx_ostore_fini(o);
@@ -258,6 +260,7 @@ static int owner_init_modules(fx_owner_t *o)
     int rc = fx_ostore_init(o, max_grants);
     if (rc == FLUXON_OK) rc = fx_olink_init(o, &link_hooks);
     if (rc == FLUXON_OK) rc = fx_oclaims_init(o, max_grants);
+    if (rc == FLUXON_OK) rc = fx_orepl_init(o);
     if (rc == FLUXON_OK) rc = fx_oev_init(o);
     if (rc == FLUXON_OK) rc = fx_oput_init(o);
     if (rc == FLUXON_OK) rc = fx_oget_init(o);

@@ -47,6 +47,7 @@ struct fx_owner {
     struct oput *put;        /* put.c */
     struct ofetch *fetch;    /* fetch.c */
     struct oget_state *get;  /* get.c */
+    struct orepl *repl;      /* replica.c (issue 16) */
     /* owner.c */
     struct owner_held *held; /* test fault delay_request: externals' requests held back */
     fx_ready_fn ready;

@@ -126,7 +126,26 @@
     X(eviction_policy_s3fifo, BOOL, "owner_eviction_policy", "policy=\"s3fifo\"", "")                             \
     X(eviction_policy_slru, BOOL, "owner_eviction_policy", "policy=\"slru\"", "")                                 \
     X(policy_promotions, COUNTER, "owner_evict_policy_promotions_total", "", "Values the policy promoted to its main queue") \
-    X(policy_ghost_hits, COUNTER, "owner_evict_policy_ghost_hits_total", "", "Admissions the policy's ghost list recognised")
+    X(policy_ghost_hits, COUNTER, "owner_evict_policy_ghost_hits_total", "", "Admissions the policy's ghost list recognised") \
+    X(evict_writeback_waits, COUNTER, "owner_evict_writeback_waits_total", "", "Evictions that waited for a write-back") \
+    /* replica.c (issue 16): eager replica tasks and write-back to replica targets */                            \
+    X(repl_queued, GAUGE, "owner_replica_tasks_queued", "", "Replica tasks queued")                              \
+    X(repl_inflight, GAUGE, "owner_replica_tasks_inflight", "", "Replica tasks in flight")                       \
+    X(repl_tasks_eager, COUNTER, "owner_replica_tasks_total", "kind=\"eager\"", "Replica tasks enqueued, by kind") \
+    X(repl_tasks_writeback, COUNTER, "owner_replica_tasks_total", "kind=\"writeback\"", "")                      \
+    X(repl_completed, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"completed\"", "Replica tasks by outcome") \
+    X(repl_already, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"already\"", "")                     \
+    X(repl_obsolete, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"obsolete\"", "")                   \
+    X(repl_failed_no_space, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_no_space\"", "")     \
+    X(repl_failed_busy, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_busy\"", "")             \
+    X(repl_failed_stale, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_stale\"", "")           \
+    X(repl_failed_transfer, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_transfer\"", "")     \
+    X(repl_failed_master, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_master\"", "")         \
+    X(repl_failed_queue_full, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_queue_full\"", "") \
+    X(repl_busy_retries, COUNTER, "owner_replica_busy_retries_total", "", "APPEND_START retried after KEY_BEING_WRITTEN") \
+    X(repl_pushed_keys, COUNTER, "owner_replica_pushed_keys_total", "", "Keys pushed to replica targets")        \
+    X(repl_pushed_bytes, COUNTER, "owner_replica_pushed_bytes_total", "", "Bytes pushed to replica targets")     \
+    X(repl_push_ns, COUNTER, "owner_replica_push_nanoseconds_total", "", "Time spent in replica pushes (ns)")
 
 typedef struct fx_ometrics {
     FX_OWNER_METRICS(FX_METRIC_FIELD)

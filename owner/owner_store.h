@@ -30,6 +30,7 @@ typedef struct owner_entry {
     uint32_t group_idx;      /* index in group->m */
     struct oev_group *group; /* the atomic group it was published in; NULL = alone */
     fx_evp_node_t lru;       /* hot tier (eviction policy): linked while COMMITTED and not evicting */
+    uint8_t repl;            /* replica.c: OREPL_* (issue 16) */
 } owner_entry_t;
 enum { OE_PENDING = 1, OE_COMMITTED = 2 };
 

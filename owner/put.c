@@ -16,6 +16,7 @@
 #include "owner_link.h"
 #include "owner_place.h"
 #include "owner_put.h"
+#include "owner_replica.h"
 
 #define OPUT_RETRY_MAX_MS 1000u
 
@@ -56,6 +57,7 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
     fx_free(p->group_lens);
     fx_oplace_plan_free(p);
     fx_free(p->inline_value);
+    fx_free(p->repl_mask);
     fx_free(p);
 }
 
@@ -265,6 +267,10 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     p->value_len = b->value_len;
     p->flags = b->flags;
     p->lease_id = b->lease_id;
+    if ((b->flags & FX_PUT_MAKE_REPLICA) && !(b->flags & FX_PUT_WRITE_THROUGH)) { /* issue 16: eager replicas */
+        if (!(p->repl_mask = fx_malloc(n))) goto nomem;
+        for (size_t i = 0; i < n; i++) p->repl_mask[i] = b->replica_mask.len ? b->replica_mask.p[i] != 0 : 1;
+    }
     if (value) {
         p->is_inline = true;
         if (!(p->inline_value = fx_malloc(b->value_len))) goto nomem;
@@ -469,6 +475,8 @@ static void oput_admit_groups(fx_owner_t *o, owner_plan_t *p, owner_entry_t **ad
         last = it.start;
         last_m = m;
         groups++;
+        if (m && p->repl_mask && p->repl_mask[it.start]) /* one replica task per group (uniform mask) */
+            fx_orepl_enqueue(o, admit + it.start, m, true);
     }
     if (groups >= 2) fx_oev_batch_tail(o, admit + last, last_m); /* a chain's tail is evicted first */
 }

@@ -439,11 +439,12 @@ int rp_report(rp_run *r)
     rp_totals t;
     rp_merge(r, &t, baseline_ok);
     rp_print_summary(r, &t);
+    int remote_rc = rp_remote_report(r, NULL); /* issue 16: --cpu-owners */
     fflush(stdout);
     int wrc = 0;
     if (o->out_dir) wrc = rp_write_summary_json(r, &t) | rp_write_timeseries(r) | rp_write_cdf(r, &t);
     if (wrc) fprintf(stderr, "fluxon demo: could not write every file in %s\n", o->out_dir);
-    int ex = t.errors == 0 && t.checksum_failures == 0 && baseline_ok && !wrc && !rp_interrupted &&
+    int ex = t.errors == 0 && t.checksum_failures == 0 && baseline_ok && !wrc && !rp_interrupted && !remote_rc &&
                      t.requests == r->n_req
                  ? 0
                  : 1;
