@@ -247,6 +247,8 @@ class ReadPlan(_Plan):
             self._invalidate(False)
             check(lib.fluxon_release_views(self._client._c, self._ptr), "release_views")
 
+    release_views = release  # the C name
+
     def _gc_release(self):
         if self._live:
             self._invalidate(True)
@@ -305,6 +307,8 @@ class GetHandle:
             self._client._untrack(self)
         check(rc, "get_transfer")
         return ReadPlan(self._client, p.value)
+
+    get_transfer = transfer  # the C name
 
     def cancel(self):
         self._take()

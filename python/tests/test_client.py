@@ -115,7 +115,9 @@ def test_released_views_raise_and_double_release_is_wrong_handle(client):
     with pytest.raises(fluxon.WrongHandle):
         rp.view(0)
     with pytest.raises(fluxon.WrongHandle):
-        h.transfer()
+        rp.release_views()
+    with pytest.raises(fluxon.WrongHandle):
+        h.get_transfer()
     with pytest.raises(fluxon.WrongHandle):
         h.cancel()
     # a live numpy array blocks the release: it could not be invalidated
