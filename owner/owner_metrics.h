@@ -9,7 +9,7 @@
  * module's own state; histograms are fx_hist_t fed by fx_hist_observe). Rows of one family
  * stay adjacent (test_metrics checks it). Labels stay low-cardinality: never a key.
  *
- * X(name, KIND, family, labels, help) with KIND COUNTER | GAUGE | SGAUGE | BOOL | HIST. */
+ * X(name, KIND, family, labels, help) with KIND COUNTER | GAUGE | SGAUGE | BOOL | HIST | NSCOUNTER. */
 #ifndef FX_OWNER_METRICS_H
 #define FX_OWNER_METRICS_H
 
@@ -145,7 +145,7 @@
     X(repl_busy_retries, COUNTER, "owner_replica_busy_retries_total", "", "APPEND_START retried after KEY_BEING_WRITTEN") \
     X(repl_pushed_keys, COUNTER, "owner_replica_pushed_keys_total", "", "Keys pushed to replica targets")        \
     X(repl_pushed_bytes, COUNTER, "owner_replica_pushed_bytes_total", "", "Bytes pushed to replica targets")     \
-    X(repl_push_ns, COUNTER, "owner_replica_push_nanoseconds_total", "", "Time spent in replica pushes (ns)")
+    X(repl_push_ns, NSCOUNTER, "owner_replica_push_seconds_total", "", "Time spent in replica pushes")
 
 typedef struct fx_ometrics {
     FX_OWNER_METRICS(FX_METRIC_FIELD)
