@@ -83,6 +83,12 @@
     X(joined, COUNTER, "owner_get_fetch_keys_total", "role=\"joined\"", "Keys not here: joined or led a fetch")  \
     X(leaders, COUNTER, "owner_get_fetch_keys_total", "role=\"leader\"", "")                                    \
     X(misses, COUNTER, "owner_get_misses_total", "", "Keys get_start answered as missing")                      \
+    X(miss_not_found, COUNTER, "owner_get_miss_reasons_total", "reason=\"not_found\"", "Missing keys by reason")  \
+    X(miss_unavailable, COUNTER, "owner_get_miss_reasons_total", "reason=\"unavailable\"", "")                  \
+    X(miss_no_space, COUNTER, "owner_get_miss_reasons_total", "reason=\"no_space\"", "")                        \
+    X(miss_timeout, COUNTER, "owner_get_miss_reasons_total", "reason=\"timeout\"", "")                          \
+    X(miss_nomem, COUNTER, "owner_get_miss_reasons_total", "reason=\"nomem\"", "")                              \
+    X(miss_internal, COUNTER, "owner_get_miss_reasons_total", "reason=\"internal\"", "")                        \
     X(prefix_raw_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"raw\"", "Prefix keys of get_start answers: raw hits and transferable") \
     X(prefix_transferable_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"transferable\"", "")            \
     X(handles_opened, COUNTER, "owner_handles_opened_total", "", "Get handles opened")                          \
