@@ -53,6 +53,7 @@ typedef struct oget_state {
     uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened;
     uint64_t joined_hits, leader_hits, prefix_raw_keys, prefix_transferable_keys;
     uint64_t miss_reason[6]; /* by -res[] code - 1 (oget_why_status order) */
+    uint64_t get_value_bytes; /* value bytes of the transferable prefixes answered */
     fx_hist_t get_start_latency;
 } oget_state_t;
 
@@ -231,6 +232,7 @@ static void oget_batch_finalize(owner_getb_t *b)
     size_t raw = x.raw, tl = x.transferable;
     o->get->prefix_raw_keys += raw;
     o->get->prefix_transferable_keys += tl;
+    for (size_t i = 0; i < tl; i++) o->get->get_value_bytes += b->lens[i];
     fx_hist_observe(&o->get->get_start_latency, fx_now_ns() - b->t0_ns);
     int miss = raw < n && b->res[raw] < 0 ? oget_why_status[-b->res[raw]] : 0;
     fx_body_get_start_ack_t ack = {hid, raw, tl, x.groups, raw < n ? (int64_t)raw : -1, x.first_miss_group,
@@ -481,5 +483,6 @@ FX_INTERNAL void fx_oget_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->prefix_raw_keys = s->prefix_raw_keys;
     m->prefix_transferable_keys = s->prefix_transferable_keys;
     m->handles_opened = s->handles_opened;
+    m->get_value_bytes = s->get_value_bytes;
     m->get_start_latency = s->get_start_latency;
 }

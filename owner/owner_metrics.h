@@ -60,6 +60,8 @@
     X(put_rejected, COUNTER, "owner_put_rejected_total", "", "Put batches the master rejected")                 \
     X(put_done_retries, COUNTER, "owner_put_done_retries_total", "", "PUT_DONE resent after an uncertain outcome") \
     X(put_plans_expired, COUNTER, "owner_put_plans_expired_total", "", "Prepared plans never committed in time") \
+    X(put_value_bytes, COUNTER, "owner_value_bytes_total", "op=\"put\"", "Value bytes committed by puts, and answered as transferable by gets") \
+    X(get_value_bytes, COUNTER, "owner_value_bytes_total", "op=\"get\"", "") /* get.c fills it (family kept adjacent) */ \
     X(put_start_latency, HIST, "owner_put_start_seconds", "", "put_start: request to answer (slots claimed, placed)") \
     X(commit_latency, HIST, "owner_commit_seconds", "phase=\"local_ready\"", "put commit: request to local-ready answer, and to global publish") \
     X(publish_latency, HIST, "owner_commit_seconds", "phase=\"global\"", "")                                    \
