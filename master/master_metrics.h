@@ -11,10 +11,13 @@
 
 #include "metrics.h"
 
+/* master.c: identity (first in the master-stats document) */
+#define FX_MASTER_IDENTITY_METRICS(X)                                                                            \
+    X(generation, GAUGE, "master_generation", "", "The master's generation (changes on restart)")                \
+    X(owners, GAUGE, "master_owners", "", "Owners the master knows (alive or dead)")
+
 /* master.c: nodes and connections */
 #define FX_MASTER_NODE_METRICS(X)                                                                                \
-    X(generation, GAUGE, "master_generation", "", "The master's generation (changes on restart)")                \
-    X(owners, GAUGE, "master_owners", "", "Owners the master knows (alive or dead)")                            \
     X(owners_alive, GAUGE, "master_nodes", "state=\"alive\"", "Known owners by liveness")                        \
     X(owners_dead, GAUGE, "master_nodes", "state=\"dead\"", "")                                                 \
     X(registrations, COUNTER, "master_registrations_total", "kind=\"new\"", "REGISTER accepted: new owner, new generation of a known one, reconnect") \
@@ -29,7 +32,10 @@
     X(replicas, GAUGE, "master_replicas", "", "Replicas recorded over all routes")                               \
     X(leases, GAUGE, "master_leases", "", "Leases held")                                                        \
     X(put_dedup_acks, GAUGE, "master_put_dedup_acks", "", "PUT_DONE answers kept for deduplication")            \
-    X(put_dedup_bytes, GAUGE, "master_put_dedup_bytes", "", "Bytes of PUT_DONE answers kept for deduplication") \
+    X(put_dedup_bytes, GAUGE, "master_put_dedup_bytes", "", "Bytes of PUT_DONE answers kept for deduplication")
+
+/* inflight.c: in-flight records */
+#define FX_MASTER_INFLIGHT_METRICS(X)                                                                            \
     X(inflight_puts, GAUGE, "master_inflight", "kind=\"puts\"", "In-flight records at the master")              \
     X(inflight_put_keys, GAUGE, "master_inflight", "kind=\"put_keys\"", "")                                     \
     X(inflight_gets, GAUGE, "master_inflight", "kind=\"gets\"", "")
@@ -103,8 +109,10 @@
     X(target_refreshed, COUNTER, "master_target_refreshed_total", "", "Target replicas refreshed by a read")     \
     X(target_promoted_away, COUNTER, "master_target_promoted_away_total", "", "Target replicas left after a promotion")
 
-#define FX_MASTER_METRICS(X) FX_MASTER_NODE_METRICS(X) FX_MASTER_KV_GAUGES(X) FX_MASTER_KV_COUNTERS(X) \
-    FX_MASTER_APPEND_METRICS(X)
+/* the order of the master-stats document */
+#define FX_MASTER_METRICS(X)                                                                                     \
+    FX_MASTER_IDENTITY_METRICS(X) FX_MASTER_KV_GAUGES(X) FX_MASTER_KV_COUNTERS(X) FX_MASTER_INFLIGHT_METRICS(X)     \
+    FX_MASTER_NODE_METRICS(X) FX_MASTER_APPEND_METRICS(X)
 
 typedef struct fx_mmetrics {
     FX_MASTER_METRICS(FX_METRIC_FIELD)

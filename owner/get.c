@@ -52,6 +52,8 @@ typedef struct oget_state {
     fx_hmap_t *handles; /* u64 id -> owner_handle_t */
     uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened;
     uint64_t joined_hits, leader_hits, prefix_raw_keys, prefix_transferable_keys;
+    uint64_t miss_reason[6]; /* by -res[] code - 1 (oget_why_status order) */
+    uint64_t get_value_bytes; /* value bytes of the transferable prefixes answered */
     fx_hist_t get_start_latency;
 } oget_state_t;
 
@@ -206,7 +208,11 @@ static void oget_batch_finalize(owner_getb_t *b)
     fx_owner_t *o = b->o;
     size_t n = b->n;
     oget_prefix_t x = oget_prefix(b);
-    for (size_t i = 0; i < n; i++) o->get->misses += b->res[i] != 1;
+    for (size_t i = 0; i < n; i++) {
+        if (b->res[i] == 1) continue;
+        o->get->misses++;
+        if (b->res[i] < 0 && -b->res[i] <= 6) o->get->miss_reason[-b->res[i] - 1]++;
+    }
     bool open = fx_conn_is_open(b->conn) && b->ext;
     /* G5: everything past transferable_len goes now */
     for (size_t i = open ? x.transferable : 0; i < n; i++)
@@ -226,6 +232,7 @@ static void oget_batch_finalize(owner_getb_t *b)
     size_t raw = x.raw, tl = x.transferable;
     o->get->prefix_raw_keys += raw;
     o->get->prefix_transferable_keys += tl;
+    for (size_t i = 0; i < tl; i++) o->get->get_value_bytes += b->lens[i];
     fx_hist_observe(&o->get->get_start_latency, fx_now_ns() - b->t0_ns);
     int miss = raw < n && b->res[raw] < 0 ? oget_why_status[-b->res[raw]] : 0;
     fx_body_get_start_ack_t ack = {hid, raw, tl, x.groups, raw < n ? (int64_t)raw : -1, x.first_miss_group,
@@ -467,8 +474,15 @@ FX_INTERNAL void fx_oget_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->joined = s->joined;
     m->leaders = s->leaders;
     m->misses = s->misses;
+    m->miss_not_found = s->miss_reason[0];
+    m->miss_unavailable = s->miss_reason[1];
+    m->miss_no_space = s->miss_reason[2];
+    m->miss_timeout = s->miss_reason[3];
+    m->miss_nomem = s->miss_reason[4];
+    m->miss_internal = s->miss_reason[5];
     m->prefix_raw_keys = s->prefix_raw_keys;
     m->prefix_transferable_keys = s->prefix_transferable_keys;
     m->handles_opened = s->handles_opened;
+    m->get_value_bytes = s->get_value_bytes;
     m->get_start_latency = s->get_start_latency;
 }

@@ -64,6 +64,8 @@
     X(put_rejected, COUNTER, "owner_put_rejected_total", "", "Put batches the master rejected")                 \
     X(put_done_retries, COUNTER, "owner_put_done_retries_total", "", "PUT_DONE resent after an uncertain outcome") \
     X(put_plans_expired, COUNTER, "owner_put_plans_expired_total", "", "Prepared plans never committed in time") \
+    X(put_value_bytes, COUNTER, "owner_value_bytes_total", "op=\"put\"", "Value bytes committed by puts, and answered as transferable by gets") \
+    X(get_value_bytes, COUNTER, "owner_value_bytes_total", "op=\"get\"", "") /* get.c fills it (family kept adjacent) */ \
     X(put_start_latency, HIST, "owner_put_start_seconds", "", "put_start: request to answer (slots claimed, placed)") \
     X(commit_latency, HIST, "owner_commit_seconds", "phase=\"local_ready\"", "put commit: request to local-ready answer, and to global publish") \
     X(publish_latency, HIST, "owner_commit_seconds", "phase=\"global\"", "")                                    \
@@ -87,6 +89,12 @@
     X(joined, COUNTER, "owner_get_fetch_keys_total", "role=\"joined\"", "Keys not here: joined or led a fetch")  \
     X(leaders, COUNTER, "owner_get_fetch_keys_total", "role=\"leader\"", "")                                    \
     X(misses, COUNTER, "owner_get_misses_total", "", "Keys get_start answered as missing")                      \
+    X(miss_not_found, COUNTER, "owner_get_miss_reasons_total", "reason=\"not_found\"", "Missing keys by reason")  \
+    X(miss_unavailable, COUNTER, "owner_get_miss_reasons_total", "reason=\"unavailable\"", "")                  \
+    X(miss_no_space, COUNTER, "owner_get_miss_reasons_total", "reason=\"no_space\"", "")                        \
+    X(miss_timeout, COUNTER, "owner_get_miss_reasons_total", "reason=\"timeout\"", "")                          \
+    X(miss_nomem, COUNTER, "owner_get_miss_reasons_total", "reason=\"nomem\"", "")                              \
+    X(miss_internal, COUNTER, "owner_get_miss_reasons_total", "reason=\"internal\"", "")                        \
     X(prefix_raw_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"raw\"", "Prefix keys of get_start answers: raw hits and transferable") \
     X(prefix_transferable_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"transferable\"", "")            \
     X(handles_opened, COUNTER, "owner_handles_opened_total", "", "Get handles opened")                          \

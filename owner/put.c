@@ -26,6 +26,7 @@ typedef struct oput {
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected, put_done_retries,
         puts_aborted, put_plans_expired;
     fx_hist_t put_start_latency, commit_latency, publish_latency;
+    uint64_t put_value_bytes; /* value bytes committed (local-ready) */
 } oput_t;
 
 static void oput_publish(fx_owner_t *o, owner_plan_t *p);
@@ -600,6 +601,7 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
     fx_conn_ref(conn);
     s->puts_committed++;
+    for (size_t i = 0; i < p->n; i++) s->put_value_bytes += p->status[i] == FLUXON_OK ? p->value_len : 0;
     if (h) {
         fx_body_put_commit_ack_t ack = {p->id};
         FX_CONN_REPLY(conn, h, put_commit_ack, &ack);
@@ -711,6 +713,7 @@ FX_INTERNAL void fx_oput_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->put_done_retries = s->put_done_retries;
     m->puts_aborted = s->puts_aborted;
     m->put_plans_expired = s->put_plans_expired;
+    m->put_value_bytes = s->put_value_bytes;
     m->put_start_latency = s->put_start_latency;
     m->commit_latency = s->commit_latency;
     m->publish_latency = s->publish_latency;

@@ -154,6 +154,7 @@ Test(metrics, master_and_owner_processes_serve_what_their_stats_say)
     cr_assert_geq(pf_value(&doc, "fluxon_owner_commit_seconds_count{phase=\"global\",node=\"ownA\"}"), 4);
     cr_assert_geq(pf_value(&doc, "fluxon_owner_requests_total{op=\"PUT_INLINE\",status=\"OK\",node=\"ownA\"}"), 16);
     cr_assert_geq(pf_value(&doc, "fluxon_owner_get_misses_total{node=\"ownA\"}"), 1);
+    cr_assert_geq(pf_value(&doc, "fluxon_owner_get_miss_reasons_total{reason=\"not_found\",node=\"ownA\"}"), 1);
     cr_assert_eq(pf_value_prefix(&doc, "fluxon_build_info{version=\"" FLUXON_VERSION_STRING "\",commit=\""), 1);
 
     cr_assert_eq(pf_http_get(master_metrics, "/metrics", text, sizeof text, 5000), 200);

@@ -176,6 +176,12 @@ Test(metrics_prom, prometheus_computes_the_demo_hit_ratio_and_runs_every_dashboa
     size_t len = 0;
     cr_assert_eq(fluxon_nodes_metrics(nodes, 2, text, sizeof text, &len), FLUXON_OK);
     cr_assert_eq(len, strlen(text));
+    /* the cost of one scrape (both reactors' snapshots + the rendering), reported */
+    double t0 = th_now_s();
+    for (int i = 0; i < 200; i++) cr_assert_eq(fluxon_nodes_metrics(nodes, 2, text, sizeof text, &len), FLUXON_OK);
+    double us = (th_now_s() - t0) / 200 * 1e6;
+    fprintf(stderr, "metrics: one scrape of a master and an owner (%zu bytes): %.1f us\n", len, us);
+    cr_assert_lt(us, 50000, "a scrape costs %.0f us", us);
     char pt[4096];
     cr_assert_eq(pf_promtool(text, dir, pt, sizeof pt), 0, "promtool, master and owner in one exposition:\n%s", pt);
     cr_assert_eq(pf_parse(text, &doc), 0);
