@@ -414,3 +414,70 @@ Test(ops, a_clean_two_owner_run_logs_no_ucx_noise, .timeout = 120)
     cr_assert(!strstr(out, "peer failed"), "%s", out);
     cr_assert(!strstr(out, "ucx error") && !strstr(out, "UCX  ERROR") && !strstr(out, "mpool"), "%s", out);
 }
+
+/* Item 11. Before: Ctrl-C of `ping` printed nothing. Now it stops and prints the figures
+ * of the round trips done so far, marked interrupted, and exits 130. */
+Test(ops, ctrl_c_of_ping_prints_the_partial_figures, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char out[300];
+    snprintf(out, sizeof out, "%s/ping.log", t.dir);
+    const char *argv[] = {th_fluxon_bin(), "--role=external", "--config", t.ecfg, "ping", "--count", "100000000", NULL};
+    pid_t pid = th_spawn(argv, out);
+    cr_assert_gt(pid, 0);
+    th_sleep_ms(1500); /* some round trips are done (the process must be interrupted mid-run) */
+    int st = th_stop(pid, SIGINT, 10000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d", st);
+    cr_assert(ops_file_has(out, "external->owner ") && ops_file_has(out, "(interrupted)") &&
+              ops_file_has(out, "p99"), "no partial figures");
+    cr_assert(ops_file_has(out, "ping interrupted after"));
+}
+
+/* Item 13. Before: `put` echoed control bytes of a key raw while `ls` escaped them. Now
+ * put, del and ls print the same escaped line. */
+Test(ops, put_del_and_ls_escape_control_bytes_alike, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char val[256], out[4096];
+    snprintf(val, sizeof val, "%s/v", t.dir);
+    th_write_file(val, "x");
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put \"$(printf 'ctl/a\\tb\\001')\" %s", t.ecfg, val);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "put ctl/a\\tb\\x01: 1 bytes"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s ls ctl/", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "ctl/a\\tb\\x01\n"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s del \"$(printf 'ctl/a\\tb\\001')\"", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "deleted ctl/a\\tb\\x01\n"), "%s", out);
+}
+
+/* Items 10 and 12. Before: a ~4 s demo wrote 4 timeseries rows (a point per second) and
+ * `scripts/plot` with no argument printed "line 6: 1: usage: ..."; --help said nothing of
+ * memory. Now a short run is sampled by request count (60 rows), the plot script prints
+ * its usage, and demo --help states the memory it needs. */
+Test(ops, short_demo_runs_are_sampled_by_request_count, .timeout = 120, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    char out[1 << 15], path[300];
+    int ex = ops_cli(out, sizeof out, "demo --requests 600 --out %s/out", t.dir);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "memory in use"), "%s", out);
+    snprintf(path, sizeof path, "%s/out/timeseries.csv", t.dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    int rows = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f) && rows < 1000) rows++;
+    fclose(f);
+    cr_assert_eq(rows, 61, "%d rows (header + 60 samples expected)", rows);
+    ex = ops_cli(out, sizeof out, "demo --help");
+    cr_assert(ex == 0 && strstr(out, "Memory:") && strstr(out, "3.5 GiB by default") && strstr(out, "--key-prefix"),
+              "%s", out);
+    if (access("scripts/plot", X_OK) == 0) {
+        FILE *p = popen("scripts/plot 2>&1", "r");
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = 0;
+        int st = pclose(p);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s", out);
+        cr_assert(!strncmp(out, "usage: scripts/plot DIR", 23), "%s", out);
+    }
+}

@@ -34,6 +34,10 @@ void rp_usage(FILE *f)
             "  --capacity-blocks N  size each embedded owner for N pages [the whole run]\n"
             "  --config FILE        join a cluster: external config of one owner (repeatable)\n"
             "  --key-prefix P       key namespace [demo]\n"
+            "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
+            "the whole default trace, 4 KiB pages; x T with --tp T; --requests or --capacity-blocks\n"
+            "shrink it). Peak RSS counts it once per mapping, the owner's and each worker client's:\n"
+            "3.5 GiB by default, 7.0 GiB with --tp 2; the summary also prints the memory in use.\n"
             "Exit: 0 passed (no errors or checksum failures, counters back to baseline),\n"
             "1 runtime failure, 2 usage error.\n");
 }
