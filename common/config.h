@@ -27,6 +27,9 @@ enum { FX_EVICT_LRU = 0, FX_EVICT_S3FIFO = 1, FX_EVICT_SLRU = 2 }; /* owner "evi
 #define FX_PATH_MAX 108       /* sizeof(sockaddr_un.sun_path) */
 
 /* reply faults act on the master's replies; delay_request holds an owner's request back */
+/* "huge_pages" of an owner: its segment on MFD_HUGETLB pages — never, when available
+ * (else 4 KiB pages, the reason logged), or required (else the owner does not start). */
+enum { FX_HUGE_OFF = 0, FX_HUGE_TRY = 1, FX_HUGE_ON = 2 };
 enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4,
        FX_FAULT_TRUNCATE = 5 };
 
@@ -82,6 +85,7 @@ typedef struct fx_config {
     uint32_t fault_ms;                    /* "test.fault_ms": delay [0] */
     uint32_t fault_count;                 /* "test.fault_count": how many replies [1], 0 = all */
     uint32_t fail_transfers;              /* "test.fail_transfers": UCX fetches to fail [0] */
+    int huge_pages;                       /* FX_HUGE_OFF/TRY/ON: segment on hugetlb pages ["off"] */
 
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */

@@ -32,6 +32,7 @@ static void usage(FILE *f)
             "  fluxon --role=owner    --config FILE        run an owner (foreground)\n"
             "  fluxon --role=external --config FILE CMD    run one client command:\n"
             "      ping [--count N]      round trips external->owner and external->owner->master\n"
+            "                            (Ctrl-C: prints the figures so far, exit status 130)\n"
             "      stat [--json]         the cluster's nodes\n"
             "      stats                 this client's and its owner's counters (JSON)\n"
             "      master-stats          the master's KV counters and in-flight records (JSON)\n"
@@ -134,22 +135,41 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static volatile sig_atomic_t ping_interrupted;
+static void ping_on_sigint(int sig) { ping_interrupted = sig; }
+
+/* Prints the figures of the first n round trips (sorted in place). */
+static void ping_print(uint64_t *rtt, long n, const char *label, const char *note)
+{
+    qsort(rtt, (size_t)n, sizeof *rtt, cmp_u64);
+    printf("%-26s n=%ld  p50 %8.1f us  p99 %8.1f us  max %8.1f us%s\n", label, n, rtt[n / 2] / 1e3,
+           rtt[(size_t)((n - 1) * 0.99)] / 1e3, rtt[n - 1] / 1e3, note);
+}
+
+/* Returns 0, 1 (a ping failed) or 130 (interrupted: the figures so far are printed). */
 static int ping_series(fluxon_client *c, int to_master, long count, const char *label)
 {
     uint64_t *rtt = malloc((size_t)count * sizeof *rtt);
     if (!rtt) return 1;
-    for (long i = 0; i < count; i++) {
+    long i = 0;
+    for (; i < count && !ping_interrupted; i++) {
         int rc = fluxon_client_ping(c, to_master, &rtt[i]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon: ping %s failed at %ld: %s\n", label, i, fluxon_status_string(rc));
+            if (i) ping_print(rtt, i, label, "  (before the failure)");
             free(rtt);
             return 1;
         }
+        if (isatty(STDERR_FILENO) && count >= 10000 && (i + 1) % (count / 10) == 0)
+            fprintf(stderr, "\r%s: %ld of %ld", label, i + 1, count);
     }
-    qsort(rtt, (size_t)count, sizeof *rtt, cmp_u64);
-    printf("%-26s n=%ld  p50 %8.1f us  p99 %8.1f us  max %8.1f us\n", label, count,
-           rtt[count / 2] / 1e3, rtt[(size_t)((count - 1) * 0.99)] / 1e3, rtt[count - 1] / 1e3);
+    if (isatty(STDERR_FILENO) && count >= 10000) fprintf(stderr, "\r%*s\r", 60, "");
+    if (i) ping_print(rtt, i, label, i < count ? "  (interrupted)" : "");
     free(rtt);
+    if (i < count) {
+        fprintf(stderr, "fluxon: ping interrupted after %ld of %ld round trips\n", i, count);
+        return 130;
+    }
     return 0;
 }
 
@@ -172,9 +192,13 @@ static int cmd_ping(fluxon_client *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (ping_series(c, 0, count, "external->owner")) return 1;
-    if (ping_series(c, 1, count, "external->owner->master")) return 1;
-    return 0;
+    struct sigaction sa = {0};
+    sa.sa_handler = ping_on_sigint;
+    sigaction(SIGINT, &sa, NULL); /* Ctrl-C: stop and print the figures so far */
+    sigaction(SIGTERM, &sa, NULL);
+    int ex = ping_series(c, 0, count, "external->owner");
+    if (!ex) ex = ping_series(c, 1, count, "external->owner->master");
+    return ex;
 }
 
 static int cmd_stat(fluxon_client *c, int argc, char **argv)
@@ -248,7 +272,13 @@ static int run_external(const char *json, int argc, char **argv)
         cjson = cJSON_PrintUnformatted(doc);
     cJSON_Delete(doc);
     fluxon_client *c = NULL;
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, &old); /* the client's thread never takes Ctrl-C: this one does */
     int rc = fluxon_client_open(cjson ? cjson : json, &c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     free(cjson);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon: cannot open client: %s\n", fluxon_status_string(rc));

@@ -11,6 +11,8 @@
 #include "cli_kv.h"
 #include "cli_util.h"
 
+static void kv_key_print(FILE *f, const char *key);
+
 static int kv_fail(const char *what, int rc)
 {
     fprintf(stderr, "fluxon: %s: %s\n", what, fluxon_status_string(rc));
@@ -83,7 +85,9 @@ int fx_cli_put(fluxon_client *c, int argc, char **argv)
     int rc = len ? fluxon_put(c, argv[0], buf, len, NULL) : FLUXON_ERR_INVALID_ARGUMENT;
     free(buf);
     if (rc) return kv_fail(len ? "put" : "put (an empty value cannot be stored)", rc);
-    printf("put %s: %zu bytes\n", argv[0], len);
+    fputs("put ", stdout);
+    kv_key_print(stdout, argv[0]);
+    printf(": %zu bytes\n", len);
     return 0;
 }
 
@@ -117,7 +121,9 @@ int fx_cli_del(fluxon_client *c, int argc, char **argv)
     }
     int rc = fluxon_delete(c, argv[0]);
     if (rc) return kv_fail("del", rc);
-    printf("deleted %s\n", argv[0]);
+    fputs("deleted ", stdout);
+    kv_key_print(stdout, argv[0]);
+    putchar('\n');
     return 0;
 }
 
@@ -126,18 +132,24 @@ typedef struct kv_ls {
     size_t total;
 } kv_ls_t;
 
-/* One key per line; bytes that would break the line structure (control characters,
- * backslash) are printed as C escapes so every line is exactly one key. */
+/* Prints a key with the bytes that would break the line structure (control characters,
+ * backslash) as C escapes: every key printed (ls, put, del) is exactly one line. */
+static void kv_key_print(FILE *f, const char *key)
+{
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        if (*p == '\\') fputs("\\\\", f);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
+        else putc(*p, f);
+    }
+}
+
+/* One key per line (kv_key_print). */
 static void kv_ls_print(void *arg, const char *key)
 {
     kv_ls_t *l = arg;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        if (*p == '\\') fputs("\\\\", stdout);
-        else if (*p == '\n') fputs("\\n", stdout);
-        else if (*p == '\t') fputs("\\t", stdout);
-        else if (*p < 0x20 || *p == 0x7f) printf("\\x%02x", *p);
-        else putchar(*p);
-    }
+    kv_key_print(stdout, key);
     putchar('\n');
     snprintf(l->last, sizeof l->last, "%s", key);
     l->total++;

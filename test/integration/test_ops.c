@@ -414,3 +414,152 @@ Test(ops, a_clean_two_owner_run_logs_no_ucx_noise, .timeout = 120)
     cr_assert(!strstr(out, "peer failed"), "%s", out);
     cr_assert(!strstr(out, "ucx error") && !strstr(out, "UCX  ERROR") && !strstr(out, "mpool"), "%s", out);
 }
+
+/* Item 11. Before: Ctrl-C of `ping` printed nothing. Now it stops and prints the figures
+ * of the round trips done so far, marked interrupted, and exits 130. */
+Test(ops, ctrl_c_of_ping_prints_the_partial_figures, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char out[300];
+    snprintf(out, sizeof out, "%s/ping.log", t.dir);
+    const char *argv[] = {th_fluxon_bin(), "--role=external", "--config", t.ecfg, "ping", "--count", "100000000", NULL};
+    pid_t pid = th_spawn(argv, out);
+    cr_assert_gt(pid, 0);
+    th_sleep_ms(1500); /* some round trips are done (the process must be interrupted mid-run) */
+    int st = th_stop(pid, SIGINT, 10000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d", st);
+    cr_assert(ops_file_has(out, "external->owner ") && ops_file_has(out, "(interrupted)") &&
+              ops_file_has(out, "p99"), "no partial figures");
+    cr_assert(ops_file_has(out, "ping interrupted after"));
+}
+
+/* Item 13. Before: `put` echoed control bytes of a key raw while `ls` escaped them. Now
+ * put, del and ls print the same escaped line. */
+Test(ops, put_del_and_ls_escape_control_bytes_alike, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char val[256], out[4096];
+    snprintf(val, sizeof val, "%s/v", t.dir);
+    th_write_file(val, "x");
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put \"$(printf 'ctl/a\\tb\\001')\" %s", t.ecfg, val);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "put ctl/a\\tb\\x01: 1 bytes"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s ls ctl/", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "ctl/a\\tb\\x01\n"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s del \"$(printf 'ctl/a\\tb\\001')\"", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "deleted ctl/a\\tb\\x01\n"), "%s", out);
+}
+
+/* Items 10 and 12. Before: a ~4 s demo wrote 4 timeseries rows (a point per second) and
+ * `scripts/plot` with no argument printed "line 6: 1: usage: ..."; --help said nothing of
+ * memory. Now a short run is sampled by request count (60 rows), the plot script prints
+ * its usage, and demo --help states the memory it needs. */
+Test(ops, short_demo_runs_are_sampled_by_request_count, .timeout = 120, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    char out[1 << 15], path[300];
+    int ex = ops_cli(out, sizeof out, "demo --requests 600 --out %s/out", t.dir);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "memory in use"), "%s", out);
+    snprintf(path, sizeof path, "%s/out/timeseries.csv", t.dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    int rows = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f) && rows < 1000) rows++;
+    fclose(f);
+    cr_assert_eq(rows, 61, "%d rows (header + 60 samples expected)", rows);
+    ex = ops_cli(out, sizeof out, "demo --help");
+    cr_assert(ex == 0 && strstr(out, "Memory:") && strstr(out, "3.5 GiB by default") && strstr(out, "--key-prefix"),
+              "%s", out);
+    if (access("scripts/plot", X_OK) == 0) {
+        FILE *p = popen("scripts/plot 2>&1", "r");
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = 0;
+        int st = pclose(p);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s", out);
+        cr_assert(!strncmp(out, "usage: scripts/plot DIR", 23), "%s", out);
+    }
+}
+
+/* Item 8. Before: each failed remote fetch from an owner that died printed five UCX ERROR
+ * lines (shmat ... Invalid argument, connect ... refused). Now the reader's owner says
+ * nothing of UCX's own at the default level; the get reports its miss. */
+Test(ops, a_fetch_from_a_dead_owner_prints_no_ucx_errors, .timeout = 90, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char cfg2[300], log2[300], ecfg2[300], buf[1024], out[4096], val[300];
+    snprintf(cfg2, sizeof cfg2, "%s/owner2.json", t.dir);
+    snprintf(log2, sizeof log2, "%s/owner2.log", t.dir);
+    snprintf(ecfg2, sizeof ecfg2, "%s/external2.json", t.dir);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"node_id\":\"o2\","
+             "\"master\":\"127.0.0.1:%d\",\"socket\":\"%s/run/o2.sock\",\"segment_bytes\":\"32MiB\","
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"}}", t.port, t.dir);
+    th_write_file(cfg2, buf);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"socket\":\"%s/run/o2.sock\"}",
+             t.dir);
+    th_write_file(ecfg2, buf);
+    t.owner2 = ops_start("owner", cfg2, log2);
+    cr_assert(th_wait_log(log2, "registered with master", 10000));
+    snprintf(val, sizeof val, "%s/v", t.dir);
+    th_write_file(val, "value-on-o2");
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s put dead/%d %s", ecfg2, i, val), 0, "%s", out);
+    th_stop(t.owner2, SIGKILL, 5000);
+    t.owner2 = -1;
+    for (int i = 0; i < 8; i++) {
+        int ex = ops_cli(out, sizeof out, "--role=external --config %s get dead/%d", t.ecfg, i);
+        cr_assert(ex == 0 || ex == 1, "%s", out);
+        cr_assert(!strstr(out, "ucx error") && !strstr(out, "UCX  ERROR"), "%s", out);
+    }
+    cr_assert(!ops_file_has(t.olog, "UCX  ERROR") && !ops_file_has(t.olog, "ucx error"), "UCX errors in the owner's log");
+    cr_assert(!ops_file_has(t.olog, "shmat"), "UCX's shmat noise in the owner's log");
+}
+
+/* huge_pages nr of free 2 MiB pages (HugePages_Free), -1 unknown */
+static long ops_free_huge_pages(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "HugePages_Free: %ld", &n) == 1) break;
+    if (f) fclose(f);
+    return n;
+}
+
+/* Item 1 (huge pages): "try" always starts (on 4 KiB pages when no huge page is free, the
+ * reason logged); "on" starts on huge pages or refuses with CONFIG, as does a segment that
+ * is not a multiple of 2 MiB. */
+Test(ops, huge_pages_try_falls_back_and_on_is_refused_when_unavailable, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    char mj[256], oj[1024];
+    snprintf(mj, sizeof mj, "{\"role\":\"master\",\"cluster_id\":\"t1\",\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}");
+    fluxon_node *m = NULL, *o = NULL;
+    cr_assert_eq(fluxon_node_start(mj, &m), FLUXON_OK);
+    const char *fmt = "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"node_id\":\"h%s\",\"master\":\"127.0.0.1:%u\","
+                      "\"socket\":\"%s/h%s.sock\",\"segment_bytes\":\"%s\",\"reserve\":{\"grant_bytes\":\"4MiB\"},"
+                      "\"huge_pages\":\"%s\",\"log_level\":\"error\"}";
+    snprintf(oj, sizeof oj, fmt, "1", fluxon_node_port(m), t.dir, "1", "16MiB", "try");
+    cr_assert_eq(fluxon_node_start(oj, &o), FLUXON_OK, "huge_pages try must always start");
+    fluxon_client *c = NULL;
+    char ej[512];
+    snprintf(ej, sizeof ej, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"socket\":\"%s/h1.sock\",\"log_level\":\"error\"}",
+             t.dir);
+    cr_assert_eq(fluxon_client_open(ej, &c), FLUXON_OK);
+    cr_assert_eq(fluxon_put(c, "huge/k", "v", 1, NULL), FLUXON_OK);
+    fluxon_client_close(c);
+    fluxon_node_stop(o);
+    o = NULL;
+    snprintf(oj, sizeof oj, fmt, "2", fluxon_node_port(m), t.dir, "2", "16388KiB", "on");
+    cr_assert_eq(fluxon_node_start(oj, &o), FLUXON_ERR_CONFIG, "a segment not a multiple of 2 MiB");
+    snprintf(oj, sizeof oj, fmt, "3", fluxon_node_port(m), t.dir, "3", "16MiB", "on");
+    int rc = fluxon_node_start(oj, &o);
+    if (ops_free_huge_pages() < 8) cr_assert_eq(rc, FLUXON_ERR_CONFIG, "%s", fluxon_status_string(rc));
+    else cr_assert_eq(rc, FLUXON_OK, "%s", fluxon_status_string(rc));
+    fluxon_node_stop(o);
+    fluxon_node_stop(m);
+}

@@ -48,6 +48,10 @@ void rp_usage(FILE *f)
             "  --cpu-capacity-blocks N  pages each CPU owner holds [--capacity-blocks]\n"
             "  --writeback-watermark X  with --cpu-owners: values colder than X of a GPU owner's\n"
             "                       hot tier are written back ahead of eviction [0.95]\n"
+            "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
+            "the whole default trace, 4 KiB pages; x T with --tp T; --requests or --capacity-blocks\n"
+            "shrink it). Peak RSS counts it once per mapping, the owner's and each worker client's:\n"
+            "3.5 GiB by default, 7.0 GiB with --tp 2; the summary also prints the memory in use.\n"
             "Exit: 0 passed (no errors or checksum failures, counters back to baseline),\n"
             "1 runtime failure, 2 usage error.\n");
 }
