@@ -300,8 +300,8 @@ static void oev_no_space_log(fx_owner_t *o, uint64_t value_len, size_t count, co
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(pool, &st);
-    fx_u64v_t ids, offs;
-    fx_oclaims_grants(o, &ids, &offs);
+    fx_u64v_t ids;
+    fx_oclaims_pool_grants(o, &ids);
     char sizes[256];
     size_t len = 0, shown = 0;
     uint64_t seen[8];
@@ -321,10 +321,10 @@ static void oev_no_space_log(fx_owner_t *o, uint64_t value_len, size_t count, co
                          (unsigned long long)g.slot_size, n);
         if (w > 0 && (size_t)w < sizeof sizes - len) len += (size_t)w;
     }
-    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu serve slot sizes [%s%s] (bytes x grants); "
+    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants); "
             "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
             "%llu committed",
-            count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)st.grants,
+            count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),
             (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "", (unsigned long long)st.holder_refs,
             (unsigned long long)st.draining, (unsigned long long)st.prepared, (unsigned long long)st.pending,
             (unsigned long long)st.committed);
@@ -336,9 +336,10 @@ static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
     if (kv->closing || !fx_olink_conn(o)) return false;
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(fx_ostore_pool(o), &st);
-    if (st.grants < fx_oclaims_max(o) && !fx_oclaims_segment_full(o)) return false; /* a grant failed otherwise */
+    uint64_t held = fx_oclaims_count(o);
+    if (held < fx_oclaims_max(o) && !fx_oclaims_segment_full(o)) return false; /* a grant failed otherwise */
     uint64_t per = fx_slots_per_grant(o->cfg.grant_bytes, fx_slot_size_for(value_len));
-    uint64_t grants = FX_MAX(st.grants, fx_oclaims_max(o));
+    uint64_t grants = FX_MAX(held, fx_oclaims_max(o));
     if (count > per * grants) { /* could never complete, whatever is evicted */
         kv->no_space_fast++;
         oev_no_space_log(o, value_len, count, "more than every grant re-carved to this size holds");
@@ -675,8 +676,8 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
 static void oev_drain(fx_owner_t *o, oev_round_t *rd)
 {
     fx_slot_pool_t *pool = fx_ostore_pool(o);
-    fx_u64v_t ids, offs;
-    fx_oclaims_grants(o, &ids, &offs);
+    fx_u64v_t ids;
+    fx_oclaims_pool_grants(o, &ids);
     for (uint32_t i = 0; i < ids.n && !rd->nomem; i++) {
         fx_slot_grant_stats_t g;
         if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || !g.retiring || !g.committed) continue;
@@ -690,55 +691,86 @@ static void oev_drain(fx_owner_t *o, oev_round_t *rd)
     }
 }
 
-/* Slots of slot_size the retiring grants will give once empty. */
+/* Slots of slot_size the master grants with retiring sub-grants will give once empty. */
 static uint64_t oev_retiring_slots(fx_owner_t *o, uint64_t slot_size)
 {
     fx_slot_pool_t *pool = fx_ostore_pool(o);
-    fx_u64v_t ids, offs;
-    fx_oclaims_grants(o, &ids, &offs);
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < ids.n; i++) {
-        fx_slot_grant_stats_t g;
-        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) == FLUXON_OK && g.retiring)
-            n += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
+    uint64_t n = 0, masters = fx_oclaims_count(o);
+    for (size_t m = 0; m < masters; m++) {
+        fx_u64v_t ids;
+        fx_oclaims_sub_grants(o, m, &ids);
+        bool retiring = false;
+        for (uint32_t i = 0; i < ids.n && !retiring; i++) {
+            fx_slot_grant_stats_t g;
+            retiring = fx_slot_pool_grant_stats(pool, ids.v[i], &g) == FLUXON_OK && g.retiring;
+        }
+        if (retiring) n += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
     }
     return n;
 }
 
-/* Retires the grant of another size whose values are coldest (its hottest value is the
- * least recent): it serves no new claim and is emptied by oev_drain. Grants with slots
- * being written or pinned come last. Returns whether one was retired. */
+/* Recency and holds of one sub-grant's values: the hottest stamp; held: slots being
+ * written or pinned. */
+static void oev_grant_heat(fx_owner_t *o, const fx_slot_grant_stats_t *g, uint64_t *hottest, uint64_t *held)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    *held += g->prepared + g->pending;
+    for (uint64_t k = 0; k < g->slots && g->committed; k++) {
+        owner_entry_t *en = fx_ostore_at(o, g->offset + k * g->slot_size);
+        if (!en) continue;
+        fx_slot_info_t info;
+        if (fx_slot_pool_inspect(pool, &en->slot, &info) == FLUXON_OK && info.holder_refs) (*held)++;
+        if (oev_evictable(en)) *hottest = FX_MAX(*hottest, en->lru.stamp);
+    }
+}
+
+/* Retires the sub-grants (of sizes no claim waits for) of the master grant whose values
+ * are coldest (its hottest value is the least recent): they serve no new claim and are
+ * emptied by oev_drain, then carved again. Master grants with slots being written or
+ * pinned, or holding a waiting size, come last. Returns whether any was retired. */
 static bool oev_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t nc)
 {
     oev_t *kv = o->ev;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
-    fx_u64v_t ids, offs;
-    fx_oclaims_grants(o, &ids, &offs);
-    uint64_t best_id = 0, best_score = UINT64_MAX;
-    for (uint32_t i = 0; i < ids.n; i++) {
+    uint64_t masters = fx_oclaims_count(o), best_score = UINT64_MAX;
+    size_t best = SIZE_MAX;
+    for (size_t m = 0; m < masters; m++) {
+        fx_u64v_t ids;
+        fx_oclaims_sub_grants(o, m, &ids);
+        uint64_t hottest = 0, held = 0, candidates = 0;
+        bool wanted_here = false;
+        for (uint32_t i = 0; i < ids.n; i++) {
+            fx_slot_grant_stats_t g;
+            if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
+            bool wanted = false;
+            for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
+            wanted_here |= wanted;
+            if (wanted) continue;
+            candidates++;
+            oev_grant_heat(o, &g, &hottest, &held);
+        }
+        if (!candidates) continue;
+        uint64_t score = FX_MIN(hottest, (1ull << 48) - 1) + (held ? (1ull << 49) : 0) + (wanted_here ? (1ull << 48) : 0);
+        if (score < best_score) {
+            best_score = score;
+            best = m;
+        }
+    }
+    if (best == SIZE_MAX) return false;
+    fx_u64v_t ids;
+    fx_oclaims_sub_grants(o, best, &ids);
+    uint64_t retire[32];
+    size_t n = 0;
+    for (uint32_t i = 0; i < ids.n && n < 32; i++) {
         fx_slot_grant_stats_t g;
         if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
         bool wanted = false;
         for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
-        if (wanted) continue;
-        uint64_t hottest = 0, held = g.prepared + g.pending;
-        for (uint64_t k = 0; k < g.slots; k++) {
-            owner_entry_t *en = fx_ostore_at(o, g.offset + k * g.slot_size);
-            if (!en) continue;
-            fx_slot_info_t info;
-            if (fx_slot_pool_inspect(pool, &en->slot, &info) == FLUXON_OK && info.holder_refs) held++;
-            if (!oev_evictable(en)) continue;
-            hottest = FX_MAX(hottest, en->lru.stamp);
-        }
-        uint64_t score = FX_MIN(hottest, (1ull << 48) - 1) + (held ? (1ull << 48) : 0);
-        if (score < best_score) {
-            best_score = score;
-            best_id = ids.v[i];
-        }
+        if (!wanted) retire[n++] = ids.v[i];
     }
-    if (!best_id || fx_slot_pool_retire_grant(pool, best_id, true) != FLUXON_OK) return false;
+    for (size_t i = 0; i < n; i++) fx_slot_pool_retire_grant(pool, retire[i], true);
     kv->grants_retired++;
-    return true;
+    return n > 0;
 }
 
 /* One round: same-size victims coldest first; a size whose claims that cannot cover

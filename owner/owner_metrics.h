@@ -54,6 +54,8 @@
     X(grants_recarved, COUNTER, "owner_grants_recarved_total", "", "Idle grants re-carved for another slot size") \
     X(grants_returning, GAUGE, "owner_grants_returning", "", "Grant returns not yet confirmed by the master")     \
     X(claim_no_space, COUNTER, "owner_claim_no_space_total", "", "Slot claims answered NO_SPACE")               \
+    X(master_grants, GAUGE, "owner_master_grants", "", "Grants held from the master's allocator")              \
+    X(grant_chunks, GAUGE, "owner_grant_chunks", "", "Sub-grant chunks a master grant is carved into")         \
     /* put.c */                                                                                                  \
     X(puts_inflight, GAUGE, "owner_put_plans_open", "", "Put plans open (claimed, prepared or publishing)")     \
     X(puts_started, COUNTER, "owner_puts_total", "stage=\"started\"", "Put batches by stage reached")           \

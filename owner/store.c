@@ -36,7 +36,7 @@ FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants)
     pc.grant_bytes = o->cfg.grant_bytes;
     pc.claim_timeout_ms = o->cfg.claim_timeout_ms;
     if (pc.claim_timeout_ms <= pc.soft_wait_ms) pc.claim_timeout_ms = pc.soft_wait_ms + 1;
-    pc.max_grants = max_grants;
+    pc.max_grants = 0; /* the pool holds sub-grants carved from at most max_grants master grants (claims.c) */
     int rc = fx_slot_pool_create(&pc, &s->pool);
     if (rc != FLUXON_OK) return rc;
     if (fx_hmap_create(1024, &s->index) || fx_hmap_create(1024, &s->by_offset) ||
