@@ -1,12 +1,12 @@
 /* append.c — replica tasks and write-backs on the master (issue 16, ARCHITECTURE §9):
  *
- *   APPEND_START {value_len, keys, offsets, put_ms, put_ver, group_lens}: ONE atomic group
- *     (or TP cohort) of the sender's committed values. Per key: the route must be at that
+ *   APPEND_START {value_len, keys, offsets, put_ms, put_ver, group_lens}: atomic groups
+ *     (or TP cohorts) of the sender's committed values, one batch (G8). Per key: the route must be at that
  *     version with that replica on the sender (else STALE); a key another append is copying
  *     is KEY_BEING_WRITTEN; a key that already has a replica on a target is KEY_EXISTS
- *     ("already satisfied"). The whole batch shares ONE status when any key fails (a partial
- *     copy never counts as one), except that satisfied keys stay satisfied. The master picks
- *     ONE target among the alive owners whose node role is in replica_target_roles (default
+ *     ("already satisfied"). A group shares ONE status when any key fails (a partial copy
+ *     never counts as one), except that satisfied keys stay satisfied. The master picks
+ *     ONE target for the batch (so each group lands whole on one) among the alive owners whose node role is in replica_target_roles (default
  *     remote_cache only, never another role: none with room = NO_SPACE), allocates a range
  *     per key and records an in-flight append (token, TTL inflight_ttl_ms). Answer:
  *     put_place_ack (put_token = the append token).
@@ -198,13 +198,15 @@ static bool mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
 }
 
 /* ---- APPEND_START ---- */
-/* Per-key checks; returns the batch status (OK when at least one key needs a copy). */
-static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *b, uint64_t *st, fx_mkv_inv_t *inv)
+/* Per-key checks of keys [from, to) (one group); returns the group's status (OK when at
+ * least one key needs a copy). */
+static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *b, uint64_t *st, fx_mkv_inv_t *inv,
+                      size_t from, size_t to)
 {
     fx_mappend_t *a = s->append;
     int batch = FLUXON_OK;
     uint32_t need = 0;
-    for (uint32_t i = 0; i < b->keys.n; i++) {
+    for (size_t i = from; i < to; i++) {
         fx_str_t k = b->keys.v[i];
         mkv_route_t *r = mkv_route_get(s, k, inv);
         int ks = FLUXON_OK;
@@ -229,8 +231,10 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
     }
     if (batch == FLUXON_OK && !need) return FLUXON_ERR_KEY_EXISTS;
     if (batch != FLUXON_OK) /* the group is copied whole or not at all */
-        for (uint32_t i = 0; i < b->keys.n; i++)
+        for (size_t i = from; i < to; i++)
             if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(batch);
+    if (batch == FLUXON_ERR_STALE) a->c.append_rejected_stale++;
+    else if (batch == FLUXON_ERR_KEY_BEING_WRITTEN) a->c.append_rejected_busy++;
     return batch;
 }
 
@@ -342,7 +346,10 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
     uint64_t *st = cols, *offs = cols + nk, *aoffs = cols + 2 * (size_t)nk;
     memset(offs, 0, nk * sizeof *offs);
     fx_mkv_inv_t inv = {0};
-    int batch = mapp_check(s, n, &b, st, &inv);
+    fx_group_iter_t it = fx_group_iter(b.group_lens.v, b.group_lens.n, nk);
+    uint32_t groups_ok = 0;
+    while (fx_group_next(&it)) groups_ok += mapp_check(s, n, &b, st, &inv, it.start, it.start + it.len) == FLUXON_OK;
+    int batch = groups_ok ? FLUXON_OK : FLUXON_ERR_KEY_EXISTS;
     uint32_t m = 0;
     for (uint32_t i = 0; i < nk; i++) m += st[i] == MKV_ST(FLUXON_OK);
     for (uint32_t i = 0; i < nk; i++) a->c.append_keys_already += st[i] == MKV_ST(FLUXON_ERR_KEY_EXISTS);
@@ -353,8 +360,8 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
         t = mapp_pick(s, n, b.keys.v[0], bytes, m, aoffs, &any, &inv);
         if (!t) {
             batch = FLUXON_ERR_NO_SPACE;
-            if (any) a->c.append_rejected_no_space++;
-            else a->c.append_rejected_no_target++;
+            if (any) a->c.append_rejected_no_space += groups_ok;
+            else a->c.append_rejected_no_target += groups_ok;
             for (uint32_t i = 0; i < nk; i++)
                 if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(FLUXON_ERR_NO_SPACE);
         } else if (!(r = mapp_rec_new(s, n, t, &b, st, aoffs, m, bytes))) {
@@ -362,10 +369,6 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
             mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "append_start of %u keys: out of memory", nk);
             return;
         }
-    } else if (batch == FLUXON_ERR_STALE) {
-        a->c.append_rejected_stale++;
-    } else if (batch == FLUXON_ERR_KEY_BEING_WRITTEN) {
-        a->c.append_rejected_busy++;
     }
     if (r) {
         a->c.append_started++;
