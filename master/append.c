@@ -156,7 +156,10 @@ static void mapp_on_timer(fx_reactor_t *rx, fx_timer_t *t)
  * An entry per replica appended to a target, in order; pushing the same key again (its
  * replica was found again by a write-back: "already") voids the older entry, so the order
  * is the one in which the GPU owners let go of the values (an exclusive second level). */
-static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint64_t off, uint64_t pms, uint64_t pver)
+static void mapp_cold_compact(fx_mappend_t *a, fx_mkv_inv_t *inv);
+
+static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint64_t off, uint64_t pms, uint64_t pver,
+                           fx_mkv_inv_t *inv)
 {
     mapp_cold_t *e = fx_malloc(sizeof *e + key.len);
     uint64_t seq = ++a->next_seq;
@@ -170,6 +173,37 @@ static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint
     else a->cold_head = e;
     a->cold_tail = e;
     a->n_cold++;
+    mapp_cold_compact(a, inv);
+}
+
+/* The entry still names a routed replica (its newest entry, same version, same range). */
+static bool mapp_cold_live(fx_mappend_t *a, const mapp_cold_t *e, fx_mkv_inv_t *inv)
+{
+    fx_str_t key = {e->key, e->klen};
+    if ((uintptr_t)fx_hmap_get(a->cold_seq, key.p, key.len) != e->seq || e->node->generation != e->gen) return false;
+    mkv_route_t *r = mkv_route_get(a->s, key, inv);
+    return r && r->put_ms == e->put_ms && r->put_ver == e->put_ver && mkv_route_find(r, e->node, e->off) >= 0;
+}
+
+/* Without room pressure nothing pops the FIFO: when it holds many entries that no longer
+ * name a replica (voided, deleted, replaced, evicted), they go in one pass. */
+static void mapp_cold_compact(fx_mappend_t *a, fx_mkv_inv_t *inv)
+{
+    if (a->n_cold < 4096 || a->n_cold < 2 * (uint64_t)mkv_routes_count(a->s)) return;
+    mapp_cold_t **pp = &a->cold_head, *last = NULL;
+    while (*pp) {
+        mapp_cold_t *e = *pp;
+        if (mapp_cold_live(a, e, inv)) {
+            last = e;
+            pp = &e->next;
+            continue;
+        }
+        if ((uintptr_t)fx_hmap_get(a->cold_seq, e->key, e->klen) == e->seq) fx_hmap_del(a->cold_seq, e->key, e->klen, NULL);
+        *pp = e->next;
+        a->n_cold--;
+        fx_free(e);
+    }
+    a->cold_tail = last;
 }
 
 /* Drops the oldest replica on a target (if it is still routed). false: the FIFO is empty. */
@@ -220,7 +254,7 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
                 if (r->rep[j].node != n && mkv_replica_alive(&r->rep[j]) && mapp_is_target(s, r->rep[j].node)) {
                     ks = FLUXON_ERR_KEY_EXISTS; /* already satisfied: it is let go of now */
                     if (r->rep[j].range_bytes) {
-                        mapp_cold_push(a, r->rep[j].node, k, r->rep[j].offset, r->put_ms, r->put_ver);
+                        mapp_cold_push(a, r->rep[j].node, k, r->rep[j].offset, r->put_ms, r->put_ver, inv);
                         a->c.target_refreshed++;
                     }
                 }
@@ -428,7 +462,7 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         rt->rep[rt->n_rep - 1].range_bytes = r->range_bytes; /* freed when the replica goes */
-        mapp_cold_push(a, r->tgt, key, r->offs[i], r->put_ms[i], r->put_ver[i]);
+        mapp_cold_push(a, r->tgt, key, r->offs[i], r->put_ms[i], r->put_ver[i], &inv);
         r->offs[i] = 0; /* the route owns the range now */
         st[i] = MKV_ST(FLUXON_OK);
         a->c.append_keys_completed++;
