@@ -1,12 +1,12 @@
 /* append.c — replica tasks and write-backs on the master (issue 16, ARCHITECTURE §9):
  *
- *   APPEND_START {value_len, keys, offsets, put_ms, put_ver, group_lens}: ONE atomic group
- *     (or TP cohort) of the sender's committed values. Per key: the route must be at that
+ *   APPEND_START {value_len, keys, offsets, put_ms, put_ver, group_lens}: atomic groups
+ *     (or TP cohorts) of the sender's committed values, one batch (G8). Per key: the route must be at that
  *     version with that replica on the sender (else STALE); a key another append is copying
  *     is KEY_BEING_WRITTEN; a key that already has a replica on a target is KEY_EXISTS
- *     ("already satisfied"). The whole batch shares ONE status when any key fails (a partial
- *     copy never counts as one), except that satisfied keys stay satisfied. The master picks
- *     ONE target among the alive owners whose node role is in replica_target_roles (default
+ *     ("already satisfied"). A group shares ONE status when any key fails (a partial copy
+ *     never counts as one), except that satisfied keys stay satisfied. The master picks
+ *     ONE target for the batch (so each group lands whole on one) among the alive owners whose node role is in replica_target_roles (default
  *     remote_cache only, never another role: none with room = NO_SPACE), allocates a range
  *     per key and records an in-flight append (token, TTL inflight_ttl_ms). Answer:
  *     put_place_ack (put_token = the append token).
@@ -156,7 +156,10 @@ static void mapp_on_timer(fx_reactor_t *rx, fx_timer_t *t)
  * An entry per replica appended to a target, in order; pushing the same key again (its
  * replica was found again by a write-back: "already") voids the older entry, so the order
  * is the one in which the GPU owners let go of the values (an exclusive second level). */
-static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint64_t off, uint64_t pms, uint64_t pver)
+static void mapp_cold_compact(fx_mappend_t *a, fx_mkv_inv_t *inv);
+
+static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint64_t off, uint64_t pms, uint64_t pver,
+                           fx_mkv_inv_t *inv)
 {
     mapp_cold_t *e = fx_malloc(sizeof *e + key.len);
     uint64_t seq = ++a->next_seq;
@@ -170,6 +173,37 @@ static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint
     else a->cold_head = e;
     a->cold_tail = e;
     a->n_cold++;
+    mapp_cold_compact(a, inv);
+}
+
+/* The entry still names a routed replica (its newest entry, same version, same range). */
+static bool mapp_cold_live(fx_mappend_t *a, const mapp_cold_t *e, fx_mkv_inv_t *inv)
+{
+    fx_str_t key = {e->key, e->klen};
+    if ((uintptr_t)fx_hmap_get(a->cold_seq, key.p, key.len) != e->seq || e->node->generation != e->gen) return false;
+    mkv_route_t *r = mkv_route_get(a->s, key, inv);
+    return r && r->put_ms == e->put_ms && r->put_ver == e->put_ver && mkv_route_find(r, e->node, e->off) >= 0;
+}
+
+/* Without room pressure nothing pops the FIFO: when it holds many entries that no longer
+ * name a replica (voided, deleted, replaced, evicted), they go in one pass. */
+static void mapp_cold_compact(fx_mappend_t *a, fx_mkv_inv_t *inv)
+{
+    if (a->n_cold < 4096 || a->n_cold < 2 * (uint64_t)mkv_routes_count(a->s)) return;
+    mapp_cold_t **pp = &a->cold_head, *last = NULL;
+    while (*pp) {
+        mapp_cold_t *e = *pp;
+        if (mapp_cold_live(a, e, inv)) {
+            last = e;
+            pp = &e->next;
+            continue;
+        }
+        if ((uintptr_t)fx_hmap_get(a->cold_seq, e->key, e->klen) == e->seq) fx_hmap_del(a->cold_seq, e->key, e->klen, NULL);
+        *pp = e->next;
+        a->n_cold--;
+        fx_free(e);
+    }
+    a->cold_tail = last;
 }
 
 /* Drops the oldest replica on a target (if it is still routed). false: the FIFO is empty. */
@@ -198,13 +232,15 @@ static bool mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
 }
 
 /* ---- APPEND_START ---- */
-/* Per-key checks; returns the batch status (OK when at least one key needs a copy). */
-static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *b, uint64_t *st, fx_mkv_inv_t *inv)
+/* Per-key checks of keys [from, to) (one group); returns the group's status (OK when at
+ * least one key needs a copy). */
+static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *b, uint64_t *st, fx_mkv_inv_t *inv,
+                      size_t from, size_t to)
 {
     fx_mappend_t *a = s->append;
     int batch = FLUXON_OK;
     uint32_t need = 0;
-    for (uint32_t i = 0; i < b->keys.n; i++) {
+    for (size_t i = from; i < to; i++) {
         fx_str_t k = b->keys.v[i];
         mkv_route_t *r = mkv_route_get(s, k, inv);
         int ks = FLUXON_OK;
@@ -218,7 +254,7 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
                 if (r->rep[j].node != n && mkv_replica_alive(&r->rep[j]) && mapp_is_target(s, r->rep[j].node)) {
                     ks = FLUXON_ERR_KEY_EXISTS; /* already satisfied: it is let go of now */
                     if (r->rep[j].range_bytes) {
-                        mapp_cold_push(a, r->rep[j].node, k, r->rep[j].offset, r->put_ms, r->put_ver);
+                        mapp_cold_push(a, r->rep[j].node, k, r->rep[j].offset, r->put_ms, r->put_ver, inv);
                         a->c.target_refreshed++;
                     }
                 }
@@ -229,8 +265,10 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
     }
     if (batch == FLUXON_OK && !need) return FLUXON_ERR_KEY_EXISTS;
     if (batch != FLUXON_OK) /* the group is copied whole or not at all */
-        for (uint32_t i = 0; i < b->keys.n; i++)
+        for (size_t i = from; i < to; i++)
             if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(batch);
+    if (batch == FLUXON_ERR_STALE) a->c.append_rejected_stale++;
+    else if (batch == FLUXON_ERR_KEY_BEING_WRITTEN) a->c.append_rejected_busy++;
     return batch;
 }
 
@@ -342,7 +380,10 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
     uint64_t *st = cols, *offs = cols + nk, *aoffs = cols + 2 * (size_t)nk;
     memset(offs, 0, nk * sizeof *offs);
     fx_mkv_inv_t inv = {0};
-    int batch = mapp_check(s, n, &b, st, &inv);
+    fx_group_iter_t it = fx_group_iter(b.group_lens.v, b.group_lens.n, nk);
+    uint32_t groups_ok = 0;
+    while (fx_group_next(&it)) groups_ok += mapp_check(s, n, &b, st, &inv, it.start, it.start + it.len) == FLUXON_OK;
+    int batch = groups_ok ? FLUXON_OK : FLUXON_ERR_KEY_EXISTS;
     uint32_t m = 0;
     for (uint32_t i = 0; i < nk; i++) m += st[i] == MKV_ST(FLUXON_OK);
     for (uint32_t i = 0; i < nk; i++) a->c.append_keys_already += st[i] == MKV_ST(FLUXON_ERR_KEY_EXISTS);
@@ -353,8 +394,8 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
         t = mapp_pick(s, n, b.keys.v[0], bytes, m, aoffs, &any, &inv);
         if (!t) {
             batch = FLUXON_ERR_NO_SPACE;
-            if (any) a->c.append_rejected_no_space++;
-            else a->c.append_rejected_no_target++;
+            if (any) a->c.append_rejected_no_space += groups_ok;
+            else a->c.append_rejected_no_target += groups_ok;
             for (uint32_t i = 0; i < nk; i++)
                 if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(FLUXON_ERR_NO_SPACE);
         } else if (!(r = mapp_rec_new(s, n, t, &b, st, aoffs, m, bytes))) {
@@ -362,10 +403,6 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
             mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "append_start of %u keys: out of memory", nk);
             return;
         }
-    } else if (batch == FLUXON_ERR_STALE) {
-        a->c.append_rejected_stale++;
-    } else if (batch == FLUXON_ERR_KEY_BEING_WRITTEN) {
-        a->c.append_rejected_busy++;
     }
     if (r) {
         a->c.append_started++;
@@ -425,7 +462,7 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         rt->rep[rt->n_rep - 1].range_bytes = r->range_bytes; /* freed when the replica goes */
-        mapp_cold_push(a, r->tgt, key, r->offs[i], r->put_ms[i], r->put_ver[i]);
+        mapp_cold_push(a, r->tgt, key, r->offs[i], r->put_ms[i], r->put_ver[i], &inv);
         r->offs[i] = 0; /* the route owns the range now */
         st[i] = MKV_ST(FLUXON_OK);
         a->c.append_keys_completed++;

@@ -24,35 +24,48 @@
 #include "owner_replica.h"
 
 #define OREPL_QUEUE_MAX 4096u
-#define OREPL_INFLIGHT_MAX 32u
+#define OREPL_BATCHES_MAX 8u      /* APPEND_START batches in flight */
+#define OREPL_BATCH_GROUPS 128u   /* tasks (groups) per batch (G8) */
+#define OREPL_BATCH_KEYS 2048u    /* keys per batch (the master takes up to 4096) */
 #define OREPL_BUSY_RETRIES 3u
 
 typedef struct orepl_task {
     uint64_t id;
     struct orepl_task *next; /* queue */
     fx_owner_t *o;
-    bool eager, pushed;
+    bool eager;
     uint32_t n, attempts;
-    uint64_t value_len, token, sent_ms, push_deadline_ms, target_gen, target_base;
+    uint64_t value_len;
     fx_slot_ref_t *slots;
     char **keys;
     uint32_t *klens;
-    uint64_t *offs, *put_ms, *put_ver, *tgt_offs;
-    char target_id[FX_ID_MAX];
+    uint64_t *offs, *put_ms, *put_ver, *tgt_offs; /* tgt_offs[i] 0: key i is not copied */
     fx_timer_t retry;
+} orepl_task_t;
+
+/* One APPEND_START / push / APPEND_DONE round for up to OREPL_BATCH_GROUPS tasks of one
+ * value length: ONE target, ONE UCX batch, ONE APPEND_DONE. */
+typedef struct orepl_batch {
+    uint64_t id;
+    fx_owner_t *o;
+    orepl_task_t **t; /* NULL once a task left the batch (finished, or waiting to retry) */
+    uint32_t nt, n;
+    uint64_t value_len, token, sent_ms, push_deadline_ms;
+    bool pushed;
+    char target_id[FX_ID_MAX];
     fx_ucx_range_t *ranges;
     size_t n_ranges;
-} orepl_task_t;
+} orepl_batch_t;
 
 #define OREPL_COUNTERS(X)                                                                  \
     X(tasks_eager) X(tasks_writeback) X(completed) X(already) X(obsolete) X(failed_no_space) \
     X(failed_busy) X(failed_stale) X(failed_transfer) X(failed_master) X(failed_queue_full)  \
-    X(busy_retries) X(pushed_keys) X(pushed_bytes) X(push_ns)
+    X(busy_retries) X(batches) X(pushed_keys) X(pushed_bytes) X(push_ns)
 
 typedef struct orepl {
-    fx_hmap_t *tasks; /* id -> task (queued or in flight) */
+    fx_hmap_t *tasks, *batches; /* id -> task (queued, batched or waiting to retry); id -> batch */
     orepl_task_t *qhead, *qtail;
-    uint32_t queued, inflight;
+    uint32_t queued, inflight;  /* tasks in the queue; tasks batched or waiting to retry */
     struct {
 #define OREPL_FIELD(name) uint64_t name;
         OREPL_COUNTERS(OREPL_FIELD)
@@ -62,7 +75,7 @@ typedef struct orepl {
 
 typedef struct orepl_ctx {
     fx_owner_t *o;
-    uint64_t id;
+    uint64_t id; /* a batch */
     uint64_t t0_ns;
 } orepl_ctx_t;
 
@@ -87,13 +100,12 @@ static void orepl_task_free(orepl_task_t *t)
     fx_free(t->put_ms);
     fx_free(t->put_ver);
     fx_free(t->tgt_offs);
-    fx_free(t->ranges);
     fx_free(t);
 }
 
 static void orepl_pump(fx_owner_t *o);
 
-/* The task's outcome: counted once, members marked, the task freed. */
+/* A task's outcome: counted once, members marked, the task freed (never pumps: callers do). */
 static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
 {
     orepl_t *s = o->repl;
@@ -117,14 +129,36 @@ static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
     fx_hmap_del(s->tasks, &t->id, sizeof t->id, NULL);
     s->inflight--;
     orepl_task_free(t);
+}
+
+/* Ends a batch: every task still in it gets outcome (OR_COMPLETED: per task, from st). */
+static void orepl_batch_end(fx_owner_t *o, orepl_batch_t *b, int outcome, const fx_u64v_t *st)
+{
+    orepl_t *s = o->repl;
+    size_t k = 0;
+    for (uint32_t j = 0; j < b->nt; j++) {
+        orepl_task_t *t = b->t[j];
+        if (!t) continue;
+        int out = outcome;
+        if (st) {
+            bool all = true;
+            for (uint32_t i = 0; i < t->n; i++)
+                if (t->tgt_offs[i]) all &= k < st->n && (int)(int64_t)st->v[k++] == FLUXON_OK;
+            out = all ? OR_COMPLETED : OR_OBSOLETE;
+        }
+        orepl_finish(o, t, out);
+    }
+    fx_hmap_del(s->batches, &b->id, sizeof b->id, NULL);
+    fx_free(b->t);
+    fx_free(b->ranges);
+    fx_free(b);
     orepl_pump(o);
 }
 
-static orepl_task_t *orepl_ctx_task(orepl_ctx_t *c)
+static orepl_batch_t *orepl_ctx_batch(orepl_ctx_t *c)
 {
     fx_owner_t *o = c->o;
-    orepl_task_t *t = o->repl ? fx_hmap_get(o->repl->tasks, &c->id, sizeof c->id) : NULL;
-    return t;
+    return o->repl ? fx_hmap_get(o->repl->batches, &c->id, sizeof c->id) : NULL;
 }
 
 /* Every member still holds the version the task names (COMMITTED, same slot use). */
@@ -143,41 +177,31 @@ static void orepl_on_done(void *arg, int status, const fx_frame_header_t *h, con
 {
     orepl_ctx_t *c = arg;
     fx_owner_t *o = c->o;
-    orepl_task_t *t = orepl_ctx_task(c);
+    orepl_batch_t *b = orepl_ctx_batch(c);
     fx_free(c);
-    if (!t) return;
+    if (!b) return;
     fx_body_statuses_t a;
     memset(&a, 0, sizeof a);
     if (status == FLUXON_OK && fx_body_statuses_decode(body, h->body_len, &a, arena) != FLUXON_OK)
         status = FLUXON_ERR_PROTOCOL;
-    if (!t->pushed) { /* the ranges went back: the push failed */
-        orepl_finish(o, t, OR_TRANSFER);
-        return;
-    }
-    if (status == FLUXON_ERR_STALE) { /* the master forgot the append (TTL) */
-        orepl_finish(o, t, OR_OBSOLETE);
-        return;
-    }
-    if (status != FLUXON_OK || a.statuses.n != t->n_ranges) { /* uncertain: never counted as a copy */
-        orepl_finish(o, t, OR_MASTER);
-        return;
-    }
-    bool all = true;
-    for (uint32_t k = 0; k < a.statuses.n; k++) all &= (int)(int64_t)a.statuses.v[k] == FLUXON_OK;
-    orepl_finish(o, t, all ? OR_COMPLETED : OR_OBSOLETE);
+    if (!b->pushed) orepl_batch_end(o, b, OR_TRANSFER, NULL); /* the ranges went back: the push failed */
+    else if (status == FLUXON_ERR_STALE) orepl_batch_end(o, b, OR_OBSOLETE, NULL); /* forgotten (TTL) */
+    else if (status != FLUXON_OK || a.statuses.n != b->n_ranges)
+        orepl_batch_end(o, b, OR_MASTER, NULL); /* uncertain: never counted as a copy */
+    else orepl_batch_end(o, b, OR_COMPLETED, &a.statuses);
 }
 
-static void orepl_send_done(fx_owner_t *o, orepl_task_t *t, bool pushed)
+static void orepl_send_done(fx_owner_t *o, orepl_batch_t *b, bool pushed)
 {
-    t->pushed = pushed;
+    b->pushed = pushed;
     fx_conn_t *mc = fx_olink_conn(o);
     orepl_ctx_t *c = fx_malloc(sizeof *c);
-    fx_body_append_done_t b = {t->token, pushed ? 1 : 0};
-    if (c) *c = (orepl_ctx_t){o, t->id, 0};
-    if (!c || !mc || FX_RPC_CALL(mc, APPEND_DONE, append_done, &b, o->cfg.master_timeout_ms, orepl_on_done, c) !=
+    fx_body_append_done_t d = {b->token, pushed ? 1 : 0};
+    if (c) *c = (orepl_ctx_t){o, b->id, 0};
+    if (!c || !mc || FX_RPC_CALL(mc, APPEND_DONE, append_done, &d, o->cfg.master_timeout_ms, orepl_on_done, c) !=
                          FLUXON_OK) {
         fx_free(c); /* the master frees the ranges at the TTL */
-        orepl_finish(o, t, pushed ? OR_MASTER : OR_TRANSFER);
+        orepl_batch_end(o, b, pushed ? OR_MASTER : OR_TRANSFER, NULL);
     }
 }
 
@@ -186,80 +210,75 @@ static void orepl_on_pushed(void *arg, int status)
 {
     orepl_ctx_t *c = arg;
     fx_owner_t *o = c->o;
-    orepl_task_t *t = o->repl ? orepl_ctx_task(c) : NULL;
+    orepl_batch_t *b = orepl_ctx_batch(c);
     uint64_t dt = fx_now_ns() - c->t0_ns;
     fx_free(c);
-    if (!t) return;
+    if (!b) return;
     if (status == FLUXON_OK) {
-        o->repl->c.pushed_keys += t->n_ranges;
-        o->repl->c.pushed_bytes += t->n_ranges * t->value_len;
+        o->repl->c.pushed_keys += b->n_ranges;
+        o->repl->c.pushed_bytes += b->n_ranges * b->value_len;
         o->repl->c.push_ns += dt;
     } else {
-        FX_WARN("replica push of %zu values to %s failed (%s); the local copies stay", t->n_ranges, t->target_id,
+        FX_WARN("replica push of %zu values to %s failed (%s); the local copies stay", b->n_ranges, b->target_id,
                 fluxon_status_string(status));
     }
-    orepl_send_done(o, t, status == FLUXON_OK);
+    orepl_send_done(o, b, status == FLUXON_OK);
 }
 
-static void orepl_push(fx_owner_t *o, orepl_task_t *t, const fx_body_put_place_ack_t *a)
+static void orepl_push(fx_owner_t *o, orepl_batch_t *b, const fx_body_put_place_ack_t *a)
 {
     uint64_t now = fx_now_ms();
     fx_ucx_peer_t *peer = fx_opeers_get(o, a->target_node_id, a->target_generation, a->target_address,
                                         a->target_rkey, a->target_base);
-    t->ranges = fx_calloc(t->n, sizeof *t->ranges);
+    b->ranges = fx_calloc(b->n, sizeof *b->ranges);
     orepl_ctx_t *c = fx_malloc(sizeof *c);
     int rc = FLUXON_ERR_NOMEM;
-    if (t->ranges && c && now < t->push_deadline_ms && orepl_members_live(o, t)) {
+    if (b->ranges && c && now < b->push_deadline_ms) {
+        /* a member retired since is harmless: APPEND_DONE keeps a copy only while its source
+         * replica is still routed, i.e. its slot was never reused (D1) */
         uint8_t *base = fx_segment_base(o->seg);
-        for (uint32_t i = 0; i < t->n; i++)
-            if (t->tgt_offs[i]) t->ranges[t->n_ranges++] = (fx_ucx_range_t){base + t->offs[i], t->tgt_offs[i], t->value_len};
-        *c = (orepl_ctx_t){o, t->id, fx_now_ns()};
+        for (uint32_t j = 0; j < b->nt; j++)
+            for (uint32_t i = 0; b->t[j] && i < b->t[j]->n; i++)
+                if (b->t[j]->tgt_offs[i])
+                    b->ranges[b->n_ranges++] =
+                        (fx_ucx_range_t){base + b->t[j]->offs[i], b->t[j]->tgt_offs[i], b->value_len};
+        *c = (orepl_ctx_t){o, b->id, fx_now_ns()};
         fx_ucx_set_timeout_ms(fx_opeers_ucx(o),
-                              (uint32_t)FX_MIN(t->push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
-        rc = peer ? fx_ucx_transfer(fx_opeers_ucx(o), peer, FX_UCX_PUT, t->ranges, t->n_ranges, orepl_on_pushed, c)
+                              (uint32_t)FX_MIN(b->push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
+        rc = peer ? fx_ucx_transfer(fx_opeers_ucx(o), peer, FX_UCX_PUT, b->ranges, b->n_ranges, orepl_on_pushed, c)
                   : FLUXON_ERR_UNAVAILABLE;
         fx_ucx_set_timeout_ms(fx_opeers_ucx(o), 0);
-    } else if (t->ranges && c) {
-        rc = FLUXON_ERR_STALE;
+    } else if (b->ranges && c) {
+        rc = FLUXON_ERR_TIMEOUT;
     }
     if (rc == FLUXON_OK) return;
     fx_free(c);
-    FX_DEBUG("replica task %llu: cannot push (%s)", (unsigned long long)t->id, fluxon_status_string(rc));
-    orepl_send_done(o, t, false);
+    FX_DEBUG("replica batch %llu: cannot push (%s)", (unsigned long long)b->id, fluxon_status_string(rc));
+    orepl_send_done(o, b, false);
 }
 
 /* ---- APPEND_START ---- */
-static void orepl_start(fx_owner_t *o, orepl_task_t *t);
-
 static void orepl_on_retry(fx_reactor_t *r, fx_timer_t *tm)
 {
     (void)r;
     orepl_task_t *t = FX_CONTAINER_OF(tm, orepl_task_t, retry);
-    orepl_start(t->o, t);
+    orepl_t *s = t->o->repl;
+    s->inflight--; /* back to the head of the queue */
+    s->queued++;
+    t->next = s->qhead;
+    s->qhead = t;
+    if (!s->qtail) s->qtail = t;
+    orepl_pump(t->o);
 }
 
-static void orepl_on_start(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
-                           fx_arena_t *arena)
+/* Task j's part of the answer (statuses from k): true when it stays in the batch. */
+static bool orepl_task_answer(fx_owner_t *o, orepl_task_t *t, const fx_body_put_place_ack_t *a, size_t k)
 {
-    orepl_ctx_t *c = arg;
-    fx_owner_t *o = c->o;
-    orepl_task_t *t = orepl_ctx_task(c);
-    fx_free(c);
-    if (!t) return;
-    fx_body_put_place_ack_t a;
-    memset(&a, 0, sizeof a);
-    if (status == FLUXON_OK && fx_body_put_place_ack_decode(body, h->body_len, &a, arena) != FLUXON_OK)
-        status = FLUXON_ERR_PROTOCOL;
-    if (status == FLUXON_OK && (a.statuses.n != t->n || a.offsets.n != t->n)) status = FLUXON_ERR_PROTOCOL;
-    if (status != FLUXON_OK) { /* an append the master may have recorded expires by its TTL */
-        orepl_finish(o, t, OR_MASTER);
-        return;
-    }
     int worst = FLUXON_OK;
     uint32_t ok = 0, exists = 0;
     for (uint32_t i = 0; i < t->n; i++) {
-        int ks = (int)(int64_t)a.statuses.v[i];
-        t->tgt_offs[i] = ks == FLUXON_OK ? a.offsets.v[i] : 0;
+        int ks = (int)(int64_t)a->statuses.v[k + i];
+        t->tgt_offs[i] = ks == FLUXON_OK ? a->offsets.v[k + i] : 0;
         ok += ks == FLUXON_OK;
         exists += ks == FLUXON_ERR_KEY_EXISTS;
         if (ks != FLUXON_OK && ks != FLUXON_ERR_KEY_EXISTS && worst == FLUXON_OK) worst = ks;
@@ -267,60 +286,132 @@ static void orepl_on_start(void *arg, int status, const fx_frame_header_t *h, co
     if (worst == FLUXON_ERR_KEY_BEING_WRITTEN && t->attempts < OREPL_BUSY_RETRIES) {
         o->repl->c.busy_retries++;
         fx_timer_arm(o->r, &t->retry, t->attempts++ ? 50u : 25u, orepl_on_retry);
-        return;
+        return false;
     }
     if (worst != FLUXON_OK) {
         orepl_finish(o, t, worst == FLUXON_ERR_KEY_BEING_WRITTEN ? OR_BUSY
                            : worst == FLUXON_ERR_NO_SPACE       ? OR_NO_SPACE
                                                                 : OR_STALE);
-        return;
+        return false;
     }
     if (!ok) {
         orepl_finish(o, t, exists == t->n ? OR_ALREADY : OR_STALE);
-        return;
+        return false;
     }
-    t->token = a.put_token;
-    t->push_deadline_ms = t->sent_ms + (uint64_t)a.ttl_ms * 3 / 4;
-    t->target_gen = a.target_generation;
-    fx_str_copy(a.target_node_id, t->target_id, sizeof t->target_id);
-    orepl_push(o, t, &a);
+    return true;
 }
 
-static void orepl_start(fx_owner_t *o, orepl_task_t *t)
+static void orepl_on_start(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                           fx_arena_t *arena)
+{
+    orepl_ctx_t *c = arg;
+    fx_owner_t *o = c->o;
+    orepl_batch_t *b = orepl_ctx_batch(c);
+    fx_free(c);
+    if (!b) return;
+    fx_body_put_place_ack_t a;
+    memset(&a, 0, sizeof a);
+    if (status == FLUXON_OK && fx_body_put_place_ack_decode(body, h->body_len, &a, arena) != FLUXON_OK)
+        status = FLUXON_ERR_PROTOCOL;
+    if (status == FLUXON_OK && (a.statuses.n != b->n || a.offsets.n != b->n)) status = FLUXON_ERR_PROTOCOL;
+    if (status != FLUXON_OK) { /* an append the master may have recorded expires by its TTL */
+        orepl_batch_end(o, b, OR_MASTER, NULL);
+        return;
+    }
+    size_t k = 0, left = 0;
+    for (uint32_t j = 0; j < b->nt; j++) {
+        orepl_task_t *t = b->t[j];
+        if (!orepl_task_answer(o, t, &a, k)) b->t[j] = NULL;
+        else left++;
+        k += t->n;
+    }
+    if (!left) { /* nothing to copy: no append was recorded */
+        orepl_batch_end(o, b, OR_MASTER, NULL);
+        return;
+    }
+    b->token = a.put_token;
+    b->push_deadline_ms = b->sent_ms + (uint64_t)a.ttl_ms * 3 / 4;
+    fx_str_copy(a.target_node_id, b->target_id, sizeof b->target_id);
+    orepl_push(o, b, &a);
+}
+
+/* One APPEND_START for the tasks of b (arrays concatenated in task order). */
+static void orepl_send_start(fx_owner_t *o, orepl_batch_t *b)
 {
     fx_conn_t *mc = fx_olink_conn(o);
-    if (!orepl_members_live(o, t)) {
-        orepl_finish(o, t, OR_STALE);
-        return;
-    }
-    fx_str_t *keys = fx_calloc(t->n, sizeof *keys);
+    fx_str_t *keys = fx_calloc(b->n, sizeof *keys);
+    uint64_t *cols = fx_calloc((size_t)b->n * 3 + b->nt, sizeof *cols);
     orepl_ctx_t *c = fx_malloc(sizeof *c);
-    uint64_t glen = t->n;
     int rc = FLUXON_ERR_UNAVAILABLE;
-    if (keys && c && mc) {
-        for (uint32_t i = 0; i < t->n; i++) keys[i] = (fx_str_t){t->keys[i], t->klens[i]};
-        fx_body_append_start_t b = {t->value_len,        {keys, t->n},       {t->offs, t->n},
-                                    {t->put_ms, t->n},   {t->put_ver, t->n}, {&glen, 1}};
-        *c = (orepl_ctx_t){o, t->id, 0};
-        t->sent_ms = fx_now_ms();
-        rc = FX_RPC_CALL(mc, APPEND_START, append_start, &b, o->cfg.master_timeout_ms, orepl_on_start, c);
+    if (keys && cols && c && mc) {
+        uint64_t *offs = cols, *pms = cols + b->n, *pver = cols + 2 * (size_t)b->n, *glen = cols + 3 * (size_t)b->n;
+        size_t k = 0;
+        for (uint32_t j = 0; j < b->nt; j++) {
+            orepl_task_t *t = b->t[j];
+            glen[j] = t->n;
+            for (uint32_t i = 0; i < t->n; i++, k++) {
+                keys[k] = (fx_str_t){t->keys[i], t->klens[i]};
+                offs[k] = t->offs[i];
+                pms[k] = t->put_ms[i];
+                pver[k] = t->put_ver[i];
+            }
+        }
+        fx_body_append_start_t body = {b->value_len, {keys, b->n}, {offs, b->n},
+                                       {pms, b->n},  {pver, b->n}, {glen, b->nt}};
+        *c = (orepl_ctx_t){o, b->id, 0};
+        b->sent_ms = fx_now_ms();
+        rc = FX_RPC_CALL(mc, APPEND_START, append_start, &body, o->cfg.master_timeout_ms, orepl_on_start, c);
     }
     fx_free(keys);
-    if (rc == FLUXON_OK) return;
+    fx_free(cols);
+    if (rc == FLUXON_OK) {
+        o->repl->c.batches++;
+        return;
+    }
     fx_free(c);
-    orepl_finish(o, t, OR_MASTER);
+    orepl_batch_end(o, b, OR_MASTER, NULL);
 }
 
+/* Forms batches from the queue head (one value length each) while fewer than
+ * OREPL_BATCHES_MAX are in flight. */
 static void orepl_pump(fx_owner_t *o)
 {
     orepl_t *s = o->repl;
-    while (s->qhead && s->inflight < OREPL_INFLIGHT_MAX) {
-        orepl_task_t *t = s->qhead;
-        s->qhead = t->next;
-        if (!s->qhead) s->qtail = NULL;
-        s->queued--;
-        s->inflight++;
-        orepl_start(o, t);
+    while (s->qhead && fx_hmap_count(s->batches) < OREPL_BATCHES_MAX) {
+        orepl_batch_t *b = fx_calloc(1, sizeof *b);
+        if (b) b->t = fx_calloc(OREPL_BATCH_GROUPS, sizeof *b->t);
+        if (b && b->t) {
+            b->id = fx_ostore_next_id(o);
+            b->o = o;
+        }
+        if (!b || !b->t || fx_hmap_put(s->batches, &b->id, sizeof b->id, b, NULL) != FLUXON_OK) {
+            if (b) fx_free(b->t);
+            fx_free(b);
+            return; /* out of memory: the queue waits for the next pump */
+        }
+        while (s->qhead && b->nt < OREPL_BATCH_GROUPS && b->n + s->qhead->n <= OREPL_BATCH_KEYS &&
+               (!b->nt || s->qhead->value_len == b->value_len)) {
+            orepl_task_t *t = s->qhead;
+            s->qhead = t->next;
+            if (!s->qhead) s->qtail = NULL;
+            s->queued--;
+            s->inflight++;
+            t->next = NULL;
+            if (!orepl_members_live(o, t)) { /* evicted, replaced or deleted meanwhile */
+                orepl_finish(o, t, OR_STALE);
+                continue;
+            }
+            b->value_len = t->value_len;
+            b->t[b->nt++] = t;
+            b->n += t->n;
+        }
+        if (!b->nt) { /* every task taken was stale */
+            fx_hmap_del(s->batches, &b->id, sizeof b->id, NULL);
+            fx_free(b->t);
+            fx_free(b);
+            continue;
+        }
+        orepl_send_start(o, b);
     }
 }
 
@@ -397,7 +488,8 @@ FX_INTERNAL int fx_orepl_init(fx_owner_t *o)
 {
     orepl_t *s = fx_calloc(1, sizeof *s);
     if (!s) return FLUXON_ERR_NOMEM;
-    if (fx_hmap_create(64, &s->tasks) != FLUXON_OK) {
+    if (fx_hmap_create(64, &s->tasks) != FLUXON_OK || fx_hmap_create(16, &s->batches) != FLUXON_OK) {
+        fx_hmap_destroy(s->tasks);
         fx_free(s);
         return FLUXON_ERR_NOMEM;
     }
@@ -416,7 +508,15 @@ FX_INTERNAL void fx_orepl_fini(fx_owner_t *o)
         fx_timer_disarm(o->r, &t->retry);
         orepl_task_free(t);
     }
+    while (fx_hmap_iter_next(s->batches, &(fx_hmap_iter_t){0}, NULL, NULL, &v)) {
+        orepl_batch_t *b = v;
+        fx_hmap_del(s->batches, &b->id, sizeof b->id, NULL);
+        fx_free(b->t);
+        fx_free(b->ranges);
+        fx_free(b);
+    }
     fx_hmap_destroy(s->tasks);
+    fx_hmap_destroy(s->batches);
     fx_free(s);
     o->repl = NULL;
 }

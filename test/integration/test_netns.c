@@ -16,7 +16,7 @@
 #include "fluxon.h"
 #include "helpers.h"
 
-#define VLEN (64 * 1024ull)
+#define VLEN (1024 * 1024ull) /* 32 values of 1 MiB: the push rate over TCP is printed */
 #define NHOST 4 /* master, gpu1, gpu2, cpu */
 #define NKEYS 32
 #define GLEN 4
@@ -267,6 +267,15 @@ Test(netns, replicas_survive_kill9_over_tcp)
     while (master_stat(g1, "append_keys_completed") < NKEYS && th_now_s() < end) th_sleep_ms(20);
     cr_assert_eq(master_stat(g1, "append_keys_completed"), NKEYS, "every value replicated to the CPU owner");
     cr_assert_eq(master_stat(g1, "target_replicas_gpu_owner"), 0);
+    char sbuf[16384];
+    size_t slen = 0;
+    cr_assert_eq(fluxon_client_stats(g1, sbuf, sizeof sbuf, &slen), FLUXON_OK);
+    cJSON *sd = cJSON_Parse(sbuf), *so = cJSON_GetObjectItem(sd, "owner");
+    double pb = cJSON_GetNumberValue(cJSON_GetObjectItem(so, "repl_pushed_bytes")),
+           pns = cJSON_GetNumberValue(cJSON_GetObjectItem(so, "repl_push_ns"));
+    fprintf(stderr, "netns: replica push of %.0f MiB over TCP between namespaces: %.3f GB/s\n", pb / 1048576.0,
+            pns > 0 ? pb / pns : 0.0);
+    cJSON_Delete(sd);
 
     fluxon_client_close(g1);
     kill(pids[1], SIGKILL); /* the writer's host dies */
