@@ -240,6 +240,10 @@ static void sp_deliver_later(fx_slot_pool_t *pool, sp_waiter_t *w, int status)
 static void sp_offer(fx_slot_pool_t *pool, sp_slot_t *s)
 {
     sp_class_t *c = s->grant->cls;
+    if (s->grant->retiring) { /* kept free for its re-carving or return */
+        pool->retiring_free++;
+        return;
+    }
     sp_waiter_t *w = c->wait_head;
     if (!w) {
         sp_free_push(c, s);
@@ -394,7 +398,12 @@ FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_i
     sp_grant_t *g = fx_sp_map_get(&pool->grants_by_id, grant_id);
     if (!g) return FLUXON_ERR_NOT_FOUND;
     if (g->n[FX_SLOT_FREE] != g->nslots) return FLUXON_ERR_BUSY;
-    for (uint64_t i = 0; i < g->nslots; i++) sp_free_unlink(g->cls, &g->slots[i]);
+    for (uint64_t i = 0; i < g->nslots; i++)
+        if (g->slots[i].on_free) sp_free_unlink(g->cls, &g->slots[i]);
+    if (g->retiring) {
+        pool->retiring--;
+        pool->retiring_free -= g->nslots;
+    }
     pool->n[FX_SLOT_FREE] -= g->nslots;
     pool->ngrants--;
     pool->nslots -= g->nslots;
@@ -405,6 +414,34 @@ FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_i
     SP_UNLINK(pool->grant_head, pool->grant_tail, g, prev, next);
     fx_free(g->slots);
     fx_free(g);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_retire_grant(fx_slot_pool_t *pool, uint64_t grant_id, bool retire)
+{
+    if (!pool || grant_id == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (pool->closing) return FLUXON_ERR_CANCELLED;
+    sp_grant_t *g = fx_sp_map_get(&pool->grants_by_id, grant_id);
+    if (!g) return FLUXON_ERR_NOT_FOUND;
+    if (g->retiring == retire) return FLUXON_OK;
+    if (retire) {
+        g->retiring = true;
+        pool->retiring++;
+        for (uint64_t i = 0; i < g->nslots; i++)
+            if (g->slots[i].on_free) {
+                sp_free_unlink(g->cls, &g->slots[i]);
+                pool->retiring_free++;
+            }
+        return FLUXON_OK;
+    }
+    g->retiring = false;
+    pool->retiring--;
+    for (uint64_t i = 0; i < g->nslots; i++)
+        if (g->slots[i].state == FX_SLOT_FREE) {
+            pool->retiring_free--;
+            sp_offer(pool, &g->slots[i]);
+        }
+    sp_flush(pool);
     return FLUXON_OK;
 }
 

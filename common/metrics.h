@@ -28,10 +28,12 @@ FX_INTERNAL void fx_hist_observe(fx_hist_t *h, uint64_t ns);
 FX_INTERNAL double fx_hist_quantile_ns(const fx_hist_t *h, double q);
 
 /* Kinds of catalog row: the snapshot member is a uint64_t (COUNTER, GAUGE, BOOL: JSON
- * true/false, Prometheus 0/1), an int64_t (SGAUGE) or an fx_hist_t (HIST). Catalog
- * headers name the kind by its suffix (COUNTER, GAUGE, ...); FX_MT_<kind> is its C type. */
-enum { FX_M_COUNTER = 1, FX_M_GAUGE = 2, FX_M_HIST = 3, FX_M_BOOL = 4, FX_M_SGAUGE = 5 };
+ * true/false, Prometheus 0/1; NSCOUNTER: nanoseconds in JSON, a _seconds_total counter in
+ * Prometheus), an int64_t (SGAUGE) or an fx_hist_t (HIST). Catalog headers name the kind
+ * by its suffix (COUNTER, GAUGE, ...); FX_MT_<kind> is its C type. */
+enum { FX_M_COUNTER = 1, FX_M_GAUGE = 2, FX_M_HIST = 3, FX_M_BOOL = 4, FX_M_SGAUGE = 5, FX_M_NSCOUNTER = 6 };
 #define FX_MT_COUNTER uint64_t
+#define FX_MT_NSCOUNTER uint64_t
 #define FX_MT_GAUGE uint64_t
 #define FX_MT_BOOL uint64_t
 #define FX_MT_SGAUGE int64_t

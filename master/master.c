@@ -305,6 +305,7 @@ static bool master_kv_request(mkv_t *s, master_peer_t *p, const fx_frame_header_
     if (!s) return false;
     switch (h->type) {
     case FX_MSG_GRANT: fx_mkv_grant(s, p, h, body, arena); return true;
+    case FX_MSG_GRANT_RETURN: fx_mkv_grant_return(s, p, h, body, arena); return true;
     case FX_MSG_PUT_DONE: fx_mkv_put_done(s, p, h, body, arena); return true;
     case FX_MSG_LOOKUP: fx_mkv_lookup(s, p, h, body, arena); return true;
     case FX_MSG_GET_DONE: fx_mkv_get_done(s, p, h, body, arena); return true;
@@ -315,6 +316,8 @@ static bool master_kv_request(mkv_t *s, master_peer_t *p, const fx_frame_header_
     case FX_MSG_LIST: fx_mkv_list(s, p, h, body, arena); return true;
     case FX_MSG_PUT_PLACE: fx_mplace_put_place(s, p, h, body, arena); return true;
     case FX_MSG_PUT_REVOKE: fx_mplace_put_revoke(s, p, h, body, arena); return true;
+    case FX_MSG_APPEND_START: fx_mappend_start(s, p, h, body, arena); return true; /* issue 16 */
+    case FX_MSG_APPEND_DONE: fx_mappend_done(s, p, h, body, arena); return true;
     default: return false;
     }
 }

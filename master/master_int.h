@@ -27,6 +27,9 @@ typedef struct master_node {
     uint64_t placed_bytes;       /* bytes of ranges allocated for placed values (this generation) */
     struct fx_offset_alloc *alloc; /* payload range [4096, segment_bytes) of this generation */
     uint64_t next_grant_id;
+    uint64_t *grant_ids, *grant_offs; /* grants the owner holds (this generation): a GRANT_RETURN
+                                       * frees only these, so a repeated return is harmless */
+    uint32_t n_grants, cap_grants;
     /* during REGISTER only: the grants the owner already holds (a restarted master
      * re-learns them so it never hands the same range out twice) */
     const uint64_t *reg_grant_ids, *reg_grant_offsets;

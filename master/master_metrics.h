@@ -76,12 +76,43 @@
     X(inflight_expired, COUNTER, "master_inflight_expired_total", "", "In-flight records expired by the TTL")  \
     X(put_done_stale_token, COUNTER, "master_put_done_stale_token_total", "", "PUT_DONE with an unknown placement token") \
     X(put_dedup_forgotten, COUNTER, "master_put_dedup_forgotten_total", "", "Dedup records swept")             \
-    X(put_done_too_old, COUNTER, "master_put_done_too_old_total", "", "PUT_DONE older than the dedup window")
+    X(put_done_too_old, COUNTER, "master_put_done_too_old_total", "", "PUT_DONE older than the dedup window")     \
+    X(grants_returned, COUNTER, "master_grants_returned_total", "", "Idle grants owners gave back to the allocator")
+
+/* append.c (issue 16): replica tasks to remote_cache targets, hits by tier, demotion */
+#define FX_MASTER_APPEND_METRICS(X)                                                                              \
+    X(append_inflight, GAUGE, "master_append_inflight", "", "Appends (replica copies) in flight")                \
+    X(append_inflight_keys, GAUGE, "master_append_inflight_keys", "", "Keys of the appends in flight")           \
+    X(target_cold_entries, GAUGE, "master_target_cold_entries", "", "Replicas held only by a replica target")    \
+    X(append_requests, COUNTER, "master_append_requests_total", "", "APPEND_START requests")                     \
+    X(append_started, COUNTER, "master_appends_started_total", "", "Appends started (ranges allocated)")         \
+    X(append_keys_started, COUNTER, "master_append_keys_total", "outcome=\"started\"", "Append keys by outcome") \
+    X(append_keys_completed, COUNTER, "master_append_keys_total", "outcome=\"completed\"", "")                   \
+    X(append_keys_obsolete, COUNTER, "master_append_keys_total", "outcome=\"obsolete\"", "")                     \
+    X(append_keys_failed_transfer, COUNTER, "master_append_keys_total", "outcome=\"failed_transfer\"", "")       \
+    X(append_keys_expired, COUNTER, "master_append_keys_total", "outcome=\"expired\"", "")                       \
+    X(append_rejected_stale, COUNTER, "master_append_rejected_total", "reason=\"stale\"", "APPEND_START refused by reason") \
+    X(append_rejected_busy, COUNTER, "master_append_rejected_total", "reason=\"busy\"", "")                      \
+    X(append_rejected_no_target, COUNTER, "master_append_rejected_total", "reason=\"no_target\"", "")            \
+    X(append_rejected_no_space, COUNTER, "master_append_rejected_total", "reason=\"no_space\"", "")              \
+    X(append_keys_already, COUNTER, "master_append_keys_already_total", "", "Append keys already on a target")  \
+    X(append_done_unknown, COUNTER, "master_append_done_unknown_total", "", "APPEND_DONE for no append in flight") \
+    X(target_replicas_remote_cache, COUNTER, "master_replica_targets_total", "role=\"remote_cache\"", "Replicas added by appends, by target role") \
+    X(target_replicas_gpu_owner, COUNTER, "master_replica_targets_total", "role=\"gpu_owner\"", "")              \
+    X(target_cold_dropped, COUNTER, "master_target_cold_dropped_total", "", "Target-only replicas dropped")      \
+    X(target_cold_routes_deleted, COUNTER, "master_target_cold_routes_deleted_total", "", "Routes deleted with their last target replica") \
+    X(hits_local, COUNTER, "master_lookup_hits_by_tier_total", "tier=\"local\"", "Lookup hits by the tier that serves them") \
+    X(hits_remote_gpu, COUNTER, "master_lookup_hits_by_tier_total", "tier=\"remote_gpu_owner\"", "")             \
+    X(hits_cpu_owner, COUNTER, "master_lookup_hits_by_tier_total", "tier=\"cpu_owner\"", "")                     \
+    X(evict_demoted, COUNTER, "master_evicted_groups_total", "outcome=\"demoted\"", "Evicted groups: demoted (a copy kept on a target) or dropped") \
+    X(evict_dropped, COUNTER, "master_evicted_groups_total", "outcome=\"dropped\"", "")                          \
+    X(target_refreshed, COUNTER, "master_target_refreshed_total", "", "Target replicas refreshed by a read")     \
+    X(target_promoted_away, COUNTER, "master_target_promoted_away_total", "", "Target replicas left after a promotion")
 
 /* the order of the master-stats document */
 #define FX_MASTER_METRICS(X)                                                                                     \
     FX_MASTER_IDENTITY_METRICS(X) FX_MASTER_KV_GAUGES(X) FX_MASTER_KV_COUNTERS(X) FX_MASTER_INFLIGHT_METRICS(X)     \
-    FX_MASTER_NODE_METRICS(X)
+    FX_MASTER_NODE_METRICS(X) FX_MASTER_APPEND_METRICS(X)
 
 typedef struct fx_mmetrics {
     FX_MASTER_METRICS(FX_METRIC_FIELD)

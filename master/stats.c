@@ -22,6 +22,7 @@ FX_INTERNAL void fx_master_kv_metrics(fx_master_t *m, fx_mmetrics_t *mm)
     FX_MASTER_KV_COUNTERS(MSTATS_COPY)
 #undef MSTATS_COPY
     fx_mplace_metrics(s, mm);
+    fx_mappend_metrics(s, mm);
 }
 
 FX_INTERNAL size_t fx_master_snap_size(void) { return sizeof(fx_master_snap_t); }

@@ -20,8 +20,9 @@ struct fluxon_node {
     fx_config_t cfg;
     fx_reactor_t *r;
     pthread_t thread;
-    sem_t ready_sem;
-    int ready_status;
+    sem_t created_sem, ready_sem;
+    int created_status, ready_status;
+    bool ready_known; /* ready_sem was taken: ready_status is final */
     fx_master_t *master;
     fx_owner_t *owner;
     /* metrics (node_metrics.c): the reactor copies its numbers into work, then publishes
@@ -48,6 +49,8 @@ static void *node_thread(void *arg)
     int rc = n->cfg.role == FX_ROLE_MASTER
                  ? fx_master_create(n->r, &n->cfg, node_on_ready, n, &n->master)
                  : fx_owner_create(n->r, &n->cfg, node_on_ready, n, &n->owner);
+    n->created_status = rc;
+    sem_post(&n->created_sem); /* local setup done (or failed): only the master is waited for now */
     if (rc != FLUXON_OK) {
         node_on_ready(n, rc);
         return NULL;
@@ -178,7 +181,19 @@ int fluxon_node_metrics(fluxon_node *node, char *buf, size_t cap, size_t *len_p)
     return fluxon_nodes_metrics(&node, 1, buf, cap, len_p);
 }
 
-int fluxon_node_start(const char *config_json, fluxon_node **node_p)
+/* Stops the node's reactor and joins its thread; frees everything. */
+static void node_join_free(fluxon_node *n)
+{
+    fx_reactor_post(n->r, node_stop_on_reactor, n);
+    pthread_join(n->thread, NULL);
+    sem_destroy(&n->created_sem);
+    sem_destroy(&n->ready_sem);
+    fx_reactor_destroy(n->r);
+    node_metrics_fini(n);
+    fx_free(n);
+}
+
+int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
 {
     if (!config_json || !node_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fluxon_node *n = fx_calloc(1, sizeof *n);
@@ -200,45 +215,73 @@ int fluxon_node_start(const char *config_json, fluxon_node **node_p)
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_reactor_create(&n->r);
     if (rc != FLUXON_OK) goto err_free;
+    sem_init(&n->created_sem, 0, 0);
     sem_init(&n->ready_sem, 0, 0);
     n->ready_status = FLUXON_ERR_TIMEOUT;
     if (pthread_create(&n->thread, NULL, node_thread, n) != 0) {
         FX_ERROR("cannot start the node thread: %m");
+        sem_destroy(&n->created_sem);
+        sem_destroy(&n->ready_sem);
+        fx_reactor_destroy(n->r);
         rc = FLUXON_ERR_INTERNAL;
-        goto err_reactor;
+        goto err_free;
     }
-    if (!fx_sem_wait_ms(&n->ready_sem, n->cfg.start_timeout_ms)) {
-        FX_ERROR("%s %s did not become ready within start_timeout_ms %u", fx_role_name(n->cfg.role),
-                 n->cfg.node_id, n->cfg.start_timeout_ms);
-        rc = n->cfg.role == FX_ROLE_OWNER ? FLUXON_ERR_UNAVAILABLE : FLUXON_ERR_TIMEOUT;
-        goto err_join;
+    /* Local setup (segment, socket, UCX) is the node's own work and has no deadline; the
+     * segment's prefault runs on its own thread and is not waited for. */
+    while (sem_wait(&n->created_sem) != 0) {}
+    if (n->created_status != FLUXON_OK) {
+        rc = n->created_status;
+        node_join_free(n);
+        return rc;
     }
-    rc = n->ready_status;
-    if (rc != FLUXON_OK) goto err_join;
     *node_p = n;
     return FLUXON_OK;
 
-err_join:
-    fx_reactor_post(n->r, node_stop_on_reactor, n);
-    pthread_join(n->thread, NULL);
-err_reactor:
-    sem_destroy(&n->ready_sem);
-    fx_reactor_destroy(n->r);
 err_free:
     node_metrics_fini(n);
     fx_free(n);
     return rc;
 }
 
+int fluxon_node_wait_ready(fluxon_node *n, uint32_t timeout_ms)
+{
+    if (!n) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!n->ready_known) {
+        if (!fx_sem_wait_ms(&n->ready_sem, timeout_ms)) return FLUXON_ERR_TIMEOUT;
+        n->ready_known = true;
+    }
+    return n->ready_status;
+}
+
+int fluxon_node_start(const char *config_json, fluxon_node **node_p)
+{
+    if (!config_json || !node_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    fluxon_node *n = NULL;
+    int rc = fluxon_node_launch(config_json, &n);
+    if (rc != FLUXON_OK) return rc;
+    rc = fluxon_node_wait_ready(n, n->cfg.start_timeout_ms);
+    if (rc == FLUXON_ERR_TIMEOUT && !n->ready_known) {
+        if (n->cfg.role == FX_ROLE_OWNER) {
+            FX_ERROR("owner %s did not register with its master %s:%u within start_timeout_ms %u (its own "
+                     "setup is not counted)", n->cfg.node_id, n->cfg.master_host, n->cfg.master_port,
+                     n->cfg.start_timeout_ms);
+            rc = FLUXON_ERR_UNAVAILABLE;
+        } else {
+            FX_ERROR("%s did not become ready within start_timeout_ms %u", fx_role_name(n->cfg.role),
+                     n->cfg.start_timeout_ms);
+        }
+    }
+    if (rc != FLUXON_OK) {
+        node_join_free(n);
+        return rc;
+    }
+    *node_p = n;
+    return FLUXON_OK;
+}
+
 void fluxon_node_stop(fluxon_node *n)
 {
-    if (!n) return;
-    fx_reactor_post(n->r, node_stop_on_reactor, n);
-    pthread_join(n->thread, NULL);
-    sem_destroy(&n->ready_sem);
-    fx_reactor_destroy(n->r);
-    node_metrics_fini(n);
-    fx_free(n);
+    if (n) node_join_free(n);
 }
 
 /* The master's TCP port (useful when "listen" asked for port 0); 0 for an owner. */

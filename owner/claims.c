@@ -1,7 +1,11 @@
 /* claims.c — slot claims and grants: claims are served FIFO from the pool; when it runs
- * dry a GRANT is requested from the master (one in flight); at capacity a claim waits for
- * eviction (the policy's can_wait/kick) until claim_timeout_ms; expected-capacity
- * prewarm takes the grants up front. */
+ * dry a GRANT is requested from the master (one in flight); at capacity an idle grant of
+ * another size is re-carved for the claim's size at once, else the claim waits for
+ * eviction (the policy's can_wait/kick; it may retire a grant of another size so that it
+ * empties) until claim_timeout_ms; expected-capacity prewarm takes the grants up front. A
+ * grant idle for reserve.idle_grant_return_ms goes back to the master (GRANT_RETURN), never
+ * below the prewarmed count (S5); a return without a definite answer is sent again with
+ * the same identities (the master frees only grants it knows: a repeat is harmless). */
 #include "log.h"
 #include "owner_claims.h"
 #include "owner_link.h"
@@ -21,11 +25,16 @@ typedef struct oclaims {
     owner_claim_t *claims;
     fx_oclaims_policy_t policy;
     uint64_t max_grants;
+    fx_owner_t *owner;
     bool grant_inflight, closing;
     uint64_t grant_nospace_ms; /* when the master last had no room for a grant (0: never/since grown) */
-    uint64_t *grant_ids, *grant_offsets;
+    uint64_t *grant_ids, *grant_offsets, *grant_idle_ms; /* idle_ms: idle since (0: in use) */
     size_t n_grants, cap_grants;
-    uint64_t grants_received, claim_waits, claim_timeouts;
+    fx_timer_t idle_timer, return_timer;
+    uint64_t *ret_ids, *ret_offs; /* returned grants the master has not confirmed */
+    size_t n_ret, cap_ret;
+    bool return_inflight;
+    uint64_t grants_received, claim_waits, claim_timeouts, grants_returned, grants_recarved, claim_no_space;
 } oclaims_t;
 
 static bool ocl_no_wait(fx_owner_t *o, uint64_t value_len, size_t count) { return false; }
@@ -47,6 +56,9 @@ FX_INTERNAL int fx_oclaims_init(fx_owner_t *o, uint64_t max_grants)
     oclaims_t *c = fx_calloc(1, sizeof *c);
     if (!c) return FLUXON_ERR_NOMEM;
     c->max_grants = max_grants;
+    c->owner = o;
+    fx_timer_init(&c->idle_timer);
+    fx_timer_init(&c->return_timer);
     c->policy = (fx_oclaims_policy_t){ocl_no_wait, ocl_nop, ocl_nop_grant};
     o->claims = c;
     return FLUXON_OK;
@@ -72,6 +84,8 @@ static bool ocl_can_grow(fx_owner_t *o)
 }
 
 static void ocl_grant_request(fx_owner_t *o);
+static bool ocl_recarve_one(fx_owner_t *o, const owner_claim_t *c);
+static void ocl_idle_arm(fx_owner_t *o);
 
 /* Serves queued claims from free slots, in order. What is left: the pool grows when it
  * can (can_grow: a grant is requested); at capacity a claim waits for eviction (issue 7)
@@ -86,6 +100,9 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
     while (*pp) {
         owner_claim_t *c = *pp;
         while (c->got < c->count && fx_slot_pool_claim(pool, c->value_len, &c->slots[c->got]) == FLUXON_OK) c->got++;
+        while (c->got < c->count && !cs->closing && ocl_recarve_one(o, c))
+            while (c->got < c->count && fx_slot_pool_claim(pool, c->value_len, &c->slots[c->got]) == FLUXON_OK)
+                c->got++;
         bool finished = c->got == c->count;
         if (!finished && !cs->closing && now >= c->deadline_ms) {
             finished = true;
@@ -95,6 +112,7 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
                     c->count, (unsigned long long)fx_slot_size_for(c->value_len), o->cfg.claim_timeout_ms, c->got);
         } else if (!finished && !can_grow) {
             finished = cs->closing || !cs->policy.can_wait(o, c->value_len, c->count);
+            cs->claim_no_space += finished && !cs->closing;
             if (!finished && !c->waited) {
                 c->waited = true;
                 cs->claim_waits++;
@@ -135,12 +153,72 @@ static void ocl_grant_keep(oclaims_t *c, uint64_t id, uint64_t offset)
         if (ni) c->grant_ids = ni;
         uint64_t *no = fx_realloc(c->grant_offsets, nc * sizeof *no);
         if (no) c->grant_offsets = no;
-        if (ni && no) c->cap_grants = nc;
+        uint64_t *nd = fx_realloc(c->grant_idle_ms, nc * sizeof *nd);
+        if (nd) c->grant_idle_ms = nd;
+        if (ni && no && nd) c->cap_grants = nc;
     }
     if (c->n_grants < c->cap_grants) {
         c->grant_ids[c->n_grants] = id;
+        c->grant_idle_ms[c->n_grants] = 0;
         c->grant_offsets[c->n_grants++] = offset;
     }
+}
+
+static void ocl_grant_forget(oclaims_t *c, size_t i)
+{
+    c->n_grants--;
+    c->grant_ids[i] = c->grant_ids[c->n_grants];
+    c->grant_offsets[i] = c->grant_offsets[c->n_grants];
+    c->grant_idle_ms[i] = c->grant_idle_ms[c->n_grants];
+}
+
+/* Does a queued claim (other than `except`) want slots of slot_size? */
+static bool ocl_class_wanted(oclaims_t *cs, uint64_t slot_size, const owner_claim_t *except)
+{
+    for (owner_claim_t *q = cs->claims; q; q = q->next)
+        if (q != except && q->got < q->count && fx_slot_size_for(q->value_len) == slot_size) return true;
+    return false;
+}
+
+/* At capacity: an idle grant (every slot free) whose size no other queued claim wants is
+ * cut again into slots of value_len's size (same range, same id: the master's record does
+ * not change). Retiring grants first (eviction emptied them for this). Returns whether a
+ * grant was re-carved. */
+static bool ocl_recarve_one(fx_owner_t *o, const owner_claim_t *c)
+{
+    oclaims_t *cs = o->claims;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    uint64_t want = fx_slot_size_for(c->value_len);
+    size_t best = SIZE_MAX;
+    bool best_retiring = false;
+    for (size_t i = 0; i < cs->n_grants; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, cs->grant_ids[i], &g) != FLUXON_OK || g.free != g.slots) continue;
+        if (g.slot_size == want && !g.retiring) continue; /* would already have served it */
+        if (!g.retiring && ocl_class_wanted(cs, g.slot_size, c)) continue;
+        if (best == SIZE_MAX || (g.retiring && !best_retiring)) {
+            best = i;
+            best_retiring = g.retiring;
+        }
+    }
+    if (best == SIZE_MAX) return false;
+    uint64_t id = cs->grant_ids[best], off = cs->grant_offsets[best];
+    fx_slot_grant_stats_t g;
+    fx_slot_pool_grant_stats(pool, id, &g);
+    if (fx_slot_pool_remove_grant(pool, id) != FLUXON_OK) return false;
+    int rc = fx_slot_pool_add_grant(pool, id, off, want);
+    if (rc != FLUXON_OK && fx_slot_pool_add_grant(pool, id, off, g.slot_size) != FLUXON_OK) {
+        FX_ERROR("grant %llu at %llu lost by the slot pool while re-carving (%s): it is not used again",
+                 (unsigned long long)id, (unsigned long long)off, fluxon_status_string(rc));
+        ocl_grant_forget(cs, best);
+        return false;
+    }
+    cs->grant_idle_ms[best] = 0;
+    if (rc != FLUXON_OK) return false;
+    cs->grants_recarved++;
+    FX_DEBUG("grant %llu re-carved from %llu-byte to %llu-byte slots", (unsigned long long)id,
+             (unsigned long long)g.slot_size, (unsigned long long)want);
+    return true;
 }
 
 static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
@@ -174,6 +252,7 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
         if (status == FLUXON_ERR_NO_SPACE) c->grant_nospace_ms = FX_MAX(fx_now_ms(), 1ull);
     }
     if (grew) c->grant_nospace_ms = 0;
+    if (grew) ocl_idle_arm(o);
     if (prewarm && grew) ocl_prewarm(o);
     ocl_serve(o, grew);
 }
@@ -224,6 +303,132 @@ static void ocl_grant_request(fx_owner_t *o)
     count = FX_MIN(count, cs->max_grants - st.grants);
     count = FX_MAX(FX_MIN(count, 64u), 1u);
     if (ocl_grant_send(o, slot_size, count, false) != FLUXON_OK) ocl_serve(o, false);
+}
+
+/* ---- idle grants go back to the master ---- */
+typedef struct ocl_ret_ctx {
+    fx_owner_t *o;
+    size_t n;
+    uint64_t ids[];
+} ocl_ret_ctx_t;
+
+static void ocl_return_send(fx_owner_t *o);
+
+static void ocl_on_return_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    ocl_return_send(FX_CONTAINER_OF(t, oclaims_t, return_timer)->owner);
+}
+
+static void ocl_ret_drop(oclaims_t *c, const uint64_t *ids, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < c->n_ret; i++)
+            if (c->ret_ids[i] == ids[k]) {
+                c->n_ret--;
+                c->ret_ids[i] = c->ret_ids[c->n_ret];
+                c->ret_offs[i] = c->ret_offs[c->n_ret];
+                break;
+            }
+}
+
+static void ocl_on_return(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    ocl_ret_ctx_t *x = arg;
+    fx_owner_t *o = x->o;
+    oclaims_t *c = o->claims;
+    if (!c || c->closing) {
+        fx_free(x);
+        return;
+    }
+    c->return_inflight = false;
+    if (status == FLUXON_OK) {
+        c->grants_returned += x->n;
+        ocl_ret_drop(c, x->ids, x->n);
+    } else if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL) {
+        FX_WARN("return of %zu idle grants: outcome unknown (%s); sent again", x->n, fluxon_status_string(status));
+        if (!fx_timer_armed(&c->return_timer)) fx_timer_arm(o->r, &c->return_timer, 1000, ocl_on_return_timer);
+    } else {
+        FX_ERROR("the master refused the return of %zu idle grants: %s", x->n, fluxon_status_string(status));
+        ocl_ret_drop(c, x->ids, x->n);
+    }
+    fx_free(x);
+    if (c->n_ret && !fx_timer_armed(&c->return_timer)) ocl_return_send(o);
+}
+
+static void ocl_return_send(fx_owner_t *o)
+{
+    oclaims_t *c = o->claims;
+    fx_conn_t *mc = fx_olink_conn(o);
+    if (c->closing || c->return_inflight || !c->n_ret || !mc) return;
+    size_t n = FX_MIN(c->n_ret, 64u);
+    ocl_ret_ctx_t *x = fx_malloc(sizeof *x + n * sizeof x->ids[0]);
+    if (!x) return;
+    x->o = o;
+    x->n = n;
+    memcpy(x->ids, c->ret_ids, n * sizeof x->ids[0]);
+    fx_body_grant_ack_t b = {{c->ret_ids, (uint32_t)n}, {c->ret_offs, (uint32_t)n}};
+    if (FX_RPC_CALL(mc, GRANT_RETURN, grant_ack, &b, o->cfg.master_timeout_ms, ocl_on_return, x) != FLUXON_OK) {
+        fx_free(x);
+        if (!fx_timer_armed(&c->return_timer)) fx_timer_arm(o->r, &c->return_timer, 1000, ocl_on_return_timer);
+        return;
+    }
+    c->return_inflight = true;
+}
+
+/* A grant out of the pool and the claims' list, onto the list of returns to send. */
+static bool ocl_ret_push(fx_owner_t *o, size_t i)
+{
+    oclaims_t *c = o->claims;
+    if (c->n_ret == c->cap_ret) {
+        size_t nc = c->cap_ret ? c->cap_ret * 2 : 16;
+        uint64_t *ni = fx_realloc(c->ret_ids, nc * sizeof *ni);
+        if (ni) c->ret_ids = ni;
+        uint64_t *no = fx_realloc(c->ret_offs, nc * sizeof *no);
+        if (no) c->ret_offs = no;
+        if (!ni || !no) return false;
+        c->cap_ret = nc;
+    }
+    if (fx_slot_pool_remove_grant(fx_ostore_pool(o), c->grant_ids[i]) != FLUXON_OK) return false;
+    c->ret_ids[c->n_ret] = c->grant_ids[i];
+    c->ret_offs[c->n_ret++] = c->grant_offsets[i];
+    ocl_grant_forget(c, i);
+    return true;
+}
+
+static void ocl_idle_arm(fx_owner_t *o);
+
+/* Grants idle for idle_grant_return_ms while no claim waits go back (never below the
+ * prewarmed count); a retiring grant no claim needs any more serves its size again. */
+static void ocl_on_idle_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    fx_owner_t *o = FX_CONTAINER_OF(t, oclaims_t, idle_timer)->owner;
+    oclaims_t *c = o->claims;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    uint64_t now = fx_now_ms(), keep = o->cfg.has_expected ? c->max_grants : 0;
+    bool waiting = c->claims != NULL, conn = fx_olink_conn(o) != NULL;
+    for (size_t i = c->n_grants; i-- > 0;) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, c->grant_ids[i], &g) != FLUXON_OK) continue;
+        bool idle = g.free == g.slots;
+        if (g.retiring && !waiting) fx_slot_pool_retire_grant(pool, c->grant_ids[i], false);
+        if (!idle) {
+            c->grant_idle_ms[i] = 0;
+            continue;
+        }
+        if (!c->grant_idle_ms[i]) c->grant_idle_ms[i] = now;
+        if (waiting || !conn || c->n_grants <= keep || now - c->grant_idle_ms[i] < o->cfg.idle_grant_return_ms)
+            continue;
+        if (!ocl_ret_push(o, i)) break;
+    }
+    ocl_return_send(o);
+    ocl_idle_arm(o);
+}
+
+static void ocl_idle_arm(fx_owner_t *o)
+{
+    oclaims_t *c = o->claims;
+    if (c->closing || fx_timer_armed(&c->idle_timer) || !c->n_grants) return;
+    fx_timer_arm(o->r, &c->idle_timer, FX_MAX(o->cfg.idle_grant_return_ms / 4, 10u), ocl_on_idle_timer);
 }
 
 FX_INTERNAL uint64_t fx_oclaim_deadline(fx_owner_t *o, uint32_t caller_timeout_ms)
@@ -290,17 +495,25 @@ FX_INTERNAL void fx_oclaims_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *off
 
 FX_INTERNAL void fx_oclaims_master_ready(fx_owner_t *o)
 {
+    ocl_idle_arm(o);
+    ocl_return_send(o);
     ocl_prewarm(o);
     if (o->claims->claims) ocl_grant_request(o);
 }
 
-FX_INTERNAL void fx_oclaims_master_lost(fx_owner_t *o) { o->claims->grant_inflight = false; }
+FX_INTERNAL void fx_oclaims_master_lost(fx_owner_t *o)
+{
+    o->claims->grant_inflight = false;
+    o->claims->return_inflight = false; /* unconfirmed returns are sent again */
+}
 
 FX_INTERNAL void fx_oclaims_fail_all(fx_owner_t *o)
 {
     oclaims_t *c = o->claims;
     if (!c) return;
     c->closing = true;
+    fx_timer_disarm(o->r, &c->idle_timer);
+    fx_timer_disarm(o->r, &c->return_timer);
     if (o->store) ocl_serve(o, false); /* queued claims fail: their gets miss */
 }
 
@@ -315,6 +528,9 @@ FX_INTERNAL void fx_oclaims_fini(fx_owner_t *o)
     }
     fx_free(cs->grant_ids);
     fx_free(cs->grant_offsets);
+    fx_free(cs->grant_idle_ms);
+    fx_free(cs->ret_ids);
+    fx_free(cs->ret_offs);
     fx_free(cs);
     o->claims = NULL;
 }
@@ -326,4 +542,8 @@ FX_INTERNAL void fx_oclaims_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->grants_received = c->grants_received;
     m->claim_waits = c->claim_waits;
     m->claim_timeouts = c->claim_timeouts;
+    m->grants_returned = c->grants_returned;
+    m->grants_recarved = c->grants_recarved;
+    m->grants_returning = c->n_ret;
+    m->claim_no_space = c->claim_no_space;
 }

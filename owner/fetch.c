@@ -438,6 +438,17 @@ typedef struct ofetch_claim_ctx {
     owner_oget_t *og;
 } ofetch_claim_ctx_t;
 
+/* A value too large for any slot of this owner: the miss (NO_SPACE) is logged with the
+ * value's size, the limit and the field that sets it. */
+static void ofetch_warn_size(fx_owner_t *o, const owner_oget_t *og, uint64_t value_len)
+{
+    if (value_len <= o->cfg.grant_bytes) return;
+    FX_WARN("get of %.*s: the value is %llu bytes, larger than this owner's reserve.grant_bytes %llu: no slot "
+            "here can hold a copy (FLUXON_ERR_NO_SPACE); read it through an owner with larger grants",
+            (int)FX_MIN(og->klen, 200u), og->key, (unsigned long long)value_len,
+            (unsigned long long)o->cfg.grant_bytes);
+}
+
 static void ofetch_on_claim(fx_owner_t *o, void *arg, size_t got)
 {
     ofetch_claim_ctx_t *c = arg;
@@ -521,6 +532,7 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
                       : status != FLUXON_OK ? status : !shape_ok ? FLUXON_ERR_PROTOCOL
                       : (int)(int64_t)a.statuses.v[k] != FLUXON_OK ? (int)(int64_t)a.statuses.v[k]
                                                                    : FLUXON_ERR_NO_SPACE; /* too big for a slot here */
+            if (og->why == FLUXON_ERR_NO_SPACE && shape_ok) ofetch_warn_size(o, og, a.value_lens.v[k]);
             o->fetch->done(o, og, NULL);
             continue;
         }
@@ -543,6 +555,7 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
         }
         *c = (ofetch_claim_ctx_t){f, og};
         f->claims_pending++;
+        ofetch_warn_size(o, og, og->value_len); /* the claim fails: say why, with the numbers */
         fx_oclaim(o, og->value_len, 1, &og->slot, f->deadline_ms, ofetch_on_claim, c);
     }
     if (--f->claims_pending == 0) ofetch_batch_transfer(f);
@@ -567,8 +580,9 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
     fx_str_t *lk = fx_calloc(n, sizeof *lk);
     fx_conn_t *mc = fx_olink_conn(o);
     int rc = FLUXON_ERR_UNAVAILABLE;
-    if (fx_olink_owners_alive(o) == 1 && mc) {
-        /* the only live owner: a key missing here is held nowhere, skip the master */
+    if (fx_olink_alone(o) && mc) {
+        /* the only owner the cluster ever had: a key missing here is held nowhere, skip the
+         * master (never once another owner lived: it may have placed values here) */
         s->lookups_skipped++;
         rc = FLUXON_ERR_NOT_FOUND;
     } else if (lk && mc) {

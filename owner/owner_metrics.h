@@ -9,7 +9,7 @@
  * module's own state; histograms are fx_hist_t fed by fx_hist_observe). Rows of one family
  * stay adjacent (test_metrics checks it). Labels stay low-cardinality: never a key.
  *
- * X(name, KIND, family, labels, help) with KIND COUNTER | GAUGE | SGAUGE | BOOL | HIST. */
+ * X(name, KIND, family, labels, help) with KIND COUNTER | GAUGE | SGAUGE | BOOL | HIST | NSCOUNTER. */
 #ifndef FX_OWNER_METRICS_H
 #define FX_OWNER_METRICS_H
 
@@ -50,6 +50,10 @@
     X(grants_received, COUNTER, "owner_grants_received_total", "", "Grants received from the master")           \
     X(claim_waits, COUNTER, "owner_claim_waits_total", "", "Slot claims that had to wait for room")             \
     X(claim_timeouts, COUNTER, "owner_claim_timeouts_total", "", "Slot claims that timed out waiting for room")  \
+    X(grants_returned, COUNTER, "owner_grants_returned_total", "", "Idle grants given back to the master")       \
+    X(grants_recarved, COUNTER, "owner_grants_recarved_total", "", "Idle grants re-carved for another slot size") \
+    X(grants_returning, GAUGE, "owner_grants_returning", "", "Grant returns not yet confirmed by the master")     \
+    X(claim_no_space, COUNTER, "owner_claim_no_space_total", "", "Slot claims answered NO_SPACE")               \
     /* put.c */                                                                                                  \
     X(puts_inflight, GAUGE, "owner_put_plans_open", "", "Put plans open (claimed, prepared or publishing)")     \
     X(puts_started, COUNTER, "owner_puts_total", "stage=\"started\"", "Put batches by stage reached")           \
@@ -123,7 +127,33 @@
     X(selected_bytes, COUNTER, "owner_evict_selected_bytes_total", "", "Bytes selected for eviction")          \
     X(eviction_debt, GAUGE, "owner_selection_debt_bytes", "", "Bytes still to select to reach the watermark")  \
     X(evict_stale, COUNTER, "owner_evict_stale_total", "", "Eviction answers that were stale")                 \
-    X(evict_resends, COUNTER, "owner_evict_resends_total", "", "EVICT resent after an uncertain outcome")
+    X(evict_resends, COUNTER, "owner_evict_resends_total", "", "EVICT resent after an uncertain outcome")      \
+    X(grants_retired, COUNTER, "owner_grants_retired_total", "", "Grants emptied by eviction for another slot size") \
+    X(claims_no_space_fast, COUNTER, "owner_claims_no_space_fast_total", "", "Claims refused at once: everything held") \
+    X(eviction_policy_lru, BOOL, "owner_eviction_policy", "policy=\"lru\"", "1 for the hot tier's eviction_policy") \
+    X(eviction_policy_s3fifo, BOOL, "owner_eviction_policy", "policy=\"s3fifo\"", "")                             \
+    X(eviction_policy_slru, BOOL, "owner_eviction_policy", "policy=\"slru\"", "")                                 \
+    X(policy_promotions, COUNTER, "owner_evict_policy_promotions_total", "", "Values the policy promoted to its main queue") \
+    X(policy_ghost_hits, COUNTER, "owner_evict_policy_ghost_hits_total", "", "Admissions the policy's ghost list recognised") \
+    X(evict_writeback_waits, COUNTER, "owner_evict_writeback_waits_total", "", "Evictions that waited for a write-back") \
+    /* replica.c (issue 16): eager replica tasks and write-back to replica targets */                            \
+    X(repl_queued, GAUGE, "owner_replica_tasks_queued", "", "Replica tasks queued")                              \
+    X(repl_inflight, GAUGE, "owner_replica_tasks_inflight", "", "Replica tasks in flight")                       \
+    X(repl_tasks_eager, COUNTER, "owner_replica_tasks_total", "kind=\"eager\"", "Replica tasks enqueued, by kind") \
+    X(repl_tasks_writeback, COUNTER, "owner_replica_tasks_total", "kind=\"writeback\"", "")                      \
+    X(repl_completed, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"completed\"", "Replica tasks by outcome") \
+    X(repl_already, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"already\"", "")                     \
+    X(repl_obsolete, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"obsolete\"", "")                   \
+    X(repl_failed_no_space, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_no_space\"", "")     \
+    X(repl_failed_busy, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_busy\"", "")             \
+    X(repl_failed_stale, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_stale\"", "")           \
+    X(repl_failed_transfer, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_transfer\"", "")     \
+    X(repl_failed_master, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_master\"", "")         \
+    X(repl_failed_queue_full, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_queue_full\"", "") \
+    X(repl_busy_retries, COUNTER, "owner_replica_busy_retries_total", "", "APPEND_START retried after KEY_BEING_WRITTEN") \
+    X(repl_pushed_keys, COUNTER, "owner_replica_pushed_keys_total", "", "Keys pushed to replica targets")        \
+    X(repl_pushed_bytes, COUNTER, "owner_replica_pushed_bytes_total", "", "Bytes pushed to replica targets")     \
+    X(repl_push_ns, NSCOUNTER, "owner_replica_push_seconds_total", "", "Time spent in replica pushes")
 
 typedef struct fx_ometrics {
     FX_OWNER_METRICS(FX_METRIC_FIELD)

@@ -6,7 +6,7 @@
 #define FX_OWNER_STORE_H
 
 #include "jsonbuf.h"
-#include "lru.h"
+#include "evict_policy.h"
 #include "owner_int.h"
 #include "slot_pool.h"
 
@@ -29,7 +29,8 @@ typedef struct owner_entry {
     uint32_t busy_tries;     /* eviction rounds that found it (alone) pinned */
     uint32_t group_idx;      /* index in group->m */
     struct oev_group *group; /* the atomic group it was published in; NULL = alone */
-    fx_lru_node_t lru;       /* hot tier: linked while COMMITTED and not evicting */
+    fx_evp_node_t lru;       /* hot tier (eviction policy): linked while COMMITTED and not evicting */
+    uint8_t repl;            /* replica.c: OREPL_* (issue 16) */
 } owner_entry_t;
 enum { OE_PENDING = 1, OE_COMMITTED = 2 };
 

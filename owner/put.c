@@ -16,6 +16,7 @@
 #include "owner_link.h"
 #include "owner_place.h"
 #include "owner_put.h"
+#include "owner_replica.h"
 
 #define OPUT_RETRY_MAX_MS 1000u
 
@@ -57,6 +58,7 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
     fx_free(p->group_lens);
     fx_oplace_plan_free(p);
     fx_free(p->inline_value);
+    fx_free(p->repl_mask);
     fx_free(p);
 }
 
@@ -266,6 +268,10 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     p->value_len = b->value_len;
     p->flags = b->flags;
     p->lease_id = b->lease_id;
+    if ((b->flags & FX_PUT_MAKE_REPLICA) && !(b->flags & FX_PUT_WRITE_THROUGH)) { /* issue 16: eager replicas */
+        if (!(p->repl_mask = fx_malloc(n))) goto nomem;
+        for (size_t i = 0; i < n; i++) p->repl_mask[i] = b->replica_mask.len ? b->replica_mask.p[i] != 0 : 1;
+    }
     if (value) {
         p->is_inline = true;
         if (!(p->inline_value = fx_malloc(b->value_len))) goto nomem;
@@ -383,6 +389,22 @@ static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status)
     FX_CONN_SEND(p->reply_conn, FX_MSG_PUBLISHED, 0, 0, 0, published, &b);
 }
 
+/* No master to publish to: a PUT_INLINE's caller is told at once that the outcome is not
+ * known yet (the value is readable here and is published with the same batch id when the
+ * master returns) instead of waiting out its timeout; the plan keeps retrying. */
+static void oput_uncertain(fx_owner_t *o, owner_plan_t *p)
+{
+    if (!p->is_inline || !p->reply_conn) return;
+    if (fx_conn_is_open(p->reply_conn)) {
+        fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
+        fx_conn_reply_error(p->reply_conn, &q, FLUXON_ERR_UNKNOWN_OUTCOME,
+                            "put of %s: stored on owner %s and readable there, not published yet: no master "
+                            "connection (it is published when the master returns)", p->keys[0], o->cfg.node_id);
+    }
+    fx_conn_unref(p->reply_conn);
+    p->reply_conn = NULL;
+}
+
 static void oput_on_retry(fx_reactor_t *r, fx_timer_t *t)
 {
     owner_plan_t *p = FX_CONTAINER_OF(t, owner_plan_t, retry_timer);
@@ -401,7 +423,10 @@ static void oput_publish(fx_owner_t *o, owner_plan_t *p)
 {
     if (fx_oplace_before_publish(o, p)) return; /* the values are on their way to the target */
     fx_conn_t *mc = fx_olink_conn(o);
-    if (!mc) return; /* fx_oput_master_ready retries */
+    if (!mc) { /* fx_oput_master_ready retries */
+        oput_uncertain(o, p);
+        return;
+    }
     size_t m = 0;
     for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
     fx_str_t *keys = fx_calloc(m ? m : 1, sizeof *keys);
@@ -442,12 +467,19 @@ static void oput_admit_groups(fx_owner_t *o, owner_plan_t *p, owner_entry_t **ad
 {
     if (!admit) return;
     fx_group_iter_t it = fx_group_iter(p->group_lens, p->n_groups, p->n);
+    size_t last = 0, last_m = 0, groups = 0;
     while (fx_group_next(&it)) {
         size_t m = 0;
         for (size_t i = it.start; i < it.start + it.len; i++)
             if (admit[i]) admit[it.start + m++] = admit[i]; /* compacted in place */
         fx_oev_group_commit(o, admit + it.start, m);
+        last = it.start;
+        last_m = m;
+        groups++;
+        if (m && p->repl_mask && p->repl_mask[it.start]) /* one replica task per group (uniform mask) */
+            fx_orepl_enqueue(o, admit + it.start, m, true);
     }
+    if (groups >= 2) fx_oev_batch_tail(o, admit + last, last_m); /* a chain's tail is evicted first */
 }
 
 /* The master answered PUT_DONE: each accepted key is committed (or, placed remotely, its

@@ -1,7 +1,8 @@
 /* cli.c — the `fluxon` command line (like SQLite's shell.c, kept out of the library:
  * it uses only the public API of include/fluxon.h). Roles run in the foreground until
  * SIGINT/SIGTERM; `--role=external` runs one client command; `demo` runs an embedded
- * cluster in this process. Exit status: 0 ok, 1 runtime error, 2 usage/config error. */
+ * cluster in this process. Exit status: 0 ok, 1 runtime error, 2 usage/config error,
+ * 3 outcome unknown (FX_CLI_EXIT_UNKNOWN). */
 #define _GNU_SOURCE
 #include <cJSON.h>
 #include <errno.h>
@@ -44,7 +45,12 @@ static void usage(FILE *f)
             "                                              replay an LLM trace through the hostless API\n"
             "  fluxon bench-hostless [--batch N] [--value-len B] [--iters N]   hostless API latencies\n"
             "  fluxon bench-kv [--value-len B] [--count N]                    plain put/get ops/s\n"
+            "  fluxon bench-batch [--batch N] [--value-len B] [--iters N]     batch copy API vs hostless C, GB/s\n"
             "  fluxon --help | --version\n"
+            "Exit status: 0 ok; 1 runtime error (a missing key included); 2 usage or configuration error\n"
+            "(also wrong credentials, a node_id already taken); 3 outcome unknown: a put was sent but not\n"
+            "confirmed (FLUXON_ERR_UNKNOWN_OUTCOME: no master, or no answer in time) - the owner holds\n"
+            "the value and publishes it when its master answers; read it back to know.\n"
             "Config fields and defaults: README.md.\n");
 }
 
@@ -64,7 +70,19 @@ static void metrics_listen_of(const char *json, char *out, size_t cap)
     cJSON_Delete(doc);
 }
 
-static int run_node(const char *json)
+/* A signal pending in the blocked set, without waiting: 0 when none. */
+static int pending_signal(const sigset_t *set)
+{
+    struct timespec zero = {0, 0};
+    int sig = sigtimedwait(set, NULL, &zero);
+    return sig > 0 ? sig : 0;
+}
+
+/* Runs a master or owner in the foreground like a daemon: its own setup has no deadline,
+ * then it waits for its master (an owner started first keeps retrying and logs every 5 s)
+ * — without bound unless the config sets start_timeout_ms; SIGINT/SIGTERM stop it at any
+ * point. AUTH (wrong credentials) and BUSY (node_id taken) end it with exit status 2. */
+static int run_node(const char *json, int bounded, uint32_t start_timeout_ms)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -72,7 +90,7 @@ static int run_node(const char *json)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* node threads inherit the mask */
     fluxon_node *node = NULL;
-    int rc = fluxon_node_start(json, &node);
+    int rc = fluxon_node_launch(json, &node);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon: node did not start: %s\n", fluxon_status_string(rc));
         return exit_for(rc);
@@ -84,8 +102,26 @@ static int run_node(const char *json)
         fluxon_node_stop(node);
         return EXIT_USAGE;
     }
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int sig = 0;
-    while (sigwait(&set, &sig) != 0) {}
+    while ((rc = fluxon_node_wait_ready(node, 200)) == FLUXON_ERR_TIMEOUT && !(sig = pending_signal(&set))) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double ms = (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) / 1e6;
+        if (bounded && ms >= start_timeout_ms) {
+            fprintf(stderr, "fluxon: no master answered within start_timeout_ms %u; exiting\n", start_timeout_ms);
+            fx_cli_metrics_stop(metrics);
+            fluxon_node_stop(node);
+            return 1;
+        }
+    }
+    if (rc != FLUXON_OK && rc != FLUXON_ERR_TIMEOUT) {
+        fprintf(stderr, "fluxon: node did not start: %s\n", fluxon_status_string(rc));
+        fx_cli_metrics_stop(metrics);
+        fluxon_node_stop(node);
+        return exit_for(rc);
+    }
+    while (!sig && sigwait(&set, &sig) != 0) {}
     fprintf(stderr, "fluxon: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     fx_cli_metrics_stop(metrics);
     fluxon_node_stop(node);
@@ -203,8 +239,17 @@ static int run_external(const char *json, int argc, char **argv)
         fprintf(stderr, "fluxon: unknown external command '%s' (%s)\n", argv[0], names);
         return EXIT_USAGE;
     }
+    /* one command, then exit: mapping every page table of a multi-GiB segment would cost
+     * more than the command (1.2 s for 4 GiB), so the CLI does not prefault unless told */
+    cJSON *doc = cJSON_Parse(json);
+    char *cjson = NULL;
+    if (doc && cJSON_IsObject(doc) && !cJSON_GetObjectItemCaseSensitive(doc, "prefault_segment") &&
+        cJSON_AddFalseToObject(doc, "prefault_segment"))
+        cjson = cJSON_PrintUnformatted(doc);
+    cJSON_Delete(doc);
     fluxon_client *c = NULL;
-    int rc = fluxon_client_open(json, &c);
+    int rc = fluxon_client_open(cjson ? cjson : json, &c);
+    free(cjson);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon: cannot open client: %s\n", fluxon_status_string(rc));
         return exit_for(rc);
@@ -221,6 +266,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "demo") == 0) return fx_cli_replay_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-hostless") == 0) return fx_cli_bench_hostless(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-kv") == 0) return fx_cli_bench_kv(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "bench-batch") == 0) return fx_cli_bench_batch(argc - 1, argv + 1);
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -268,6 +314,10 @@ int main(int argc, char **argv)
         free(json);
         return EXIT_USAGE;
     }
+    /* a daemon waits for its master without bound unless the config bounds it */
+    cJSON *sto = doc ? cJSON_GetObjectItemCaseSensitive(doc, "start_timeout_ms") : NULL;
+    int bounded = cJSON_IsNumber(sto) && sto->valuedouble >= 1 && sto->valuedouble <= 4e9;
+    uint32_t start_timeout_ms = bounded ? (uint32_t)sto->valuedouble : 0;
     cJSON_Delete(doc);
     int ex;
     if (strcmp(role, "external") == 0) {
@@ -278,7 +328,7 @@ int main(int argc, char **argv)
             free(json);
             return EXIT_USAGE;
         }
-        ex = run_node(json);
+        ex = run_node(json, bounded, start_timeout_ms);
     }
     free(json);
     return ex;

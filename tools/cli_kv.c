@@ -14,6 +14,14 @@
 static int kv_fail(const char *what, int rc)
 {
     fprintf(stderr, "fluxon: %s: %s\n", what, fluxon_status_string(rc));
+    if (rc == FLUXON_ERR_NO_SPACE && !strcmp(what, "get"))
+        fprintf(stderr, "fluxon: get: the value exists but this owner has no room for a copy: it is larger than the "
+                        "owner's reserve.grant_bytes (its log names both sizes), or every slot is held by readers\n");
+    if (rc == FLUXON_ERR_UNKNOWN_OUTCOME) {
+        fprintf(stderr, "fluxon: %s: the outcome is not known yet: the owner holds the value (readable through "
+                        "it) and publishes it when its master answers; read it back to know\n", what);
+        return FX_CLI_EXIT_UNKNOWN;
+    }
     return rc == FLUXON_ERR_INVALID_ARGUMENT ? 2 : 1;
 }
 
@@ -67,8 +75,8 @@ int fx_cli_put(fluxon_client *c, int argc, char **argv)
     char *buf = kv_slurp(f, &len);
     if (f != stdin) fclose(f);
     if (!buf && len > KV_MAX_VALUE) {
-        fprintf(stderr, "fluxon: put: the value is larger than %d MiB (the largest value Fluxon stores)\n",
-                KV_MAX_VALUE >> 20);
+        fprintf(stderr, "fluxon: put: the value is larger than %d MiB, the most `fluxon put` reads (a value must "
+                        "also fit the owner's reserve.grant_bytes)\n", KV_MAX_VALUE >> 20);
         return 2;
     }
     if (!buf) return kv_fail("put", FLUXON_ERR_NOMEM);

@@ -64,9 +64,9 @@ static double json_num(cJSON *obj, const char *name)
 
 typedef struct row {
     const char *name, *family, *labels;
-    int hist;
+    int hist, ns; /* ns: nanoseconds in JSON, seconds in the scrape */
 } row_t;
-#define ROW(name, kind, family, labels, help) {#name, family, labels, !strcmp(#kind, "HIST")},
+#define ROW(name, kind, family, labels, help) {#name, family, labels, !strcmp(#kind, "HIST"), !strcmp(#kind, "NSCOUNTER")},
 static const row_t owner_rows[] = {FX_OWNER_METRICS(ROW)};
 static const row_t master_rows[] = {FX_MASTER_METRICS(ROW)};
 #undef ROW
@@ -79,6 +79,7 @@ static void check_rows(const row_t *rows, size_t n, const char *node, cJSON *bef
         snprintf(series, sizeof series, "fluxon_%s%s{%s%snode=\"%s\"}", rows[i].family, rows[i].hist ? "_count" : "",
                  rows[i].labels, rows[i].labels[0] ? "," : "", node);
         double v = pf_value(&doc, series), a = json_num(before, rows[i].name), b = json_num(after, rows[i].name);
+        if (rows[i].ns) a /= 1e9, b /= 1e9;
         cr_assert(!isnan(v), "%s missing from the scrape", series);
         cr_assert(v >= fmin(a, b) && v <= fmax(a, b), "%s = %.0f but JSON %s was %.0f then %.0f", series, v,
                   rows[i].name, a, b);
@@ -249,9 +250,12 @@ static void check_catalog(const char *const *json, const char *const *fam, const
             if (!strcmp(fam[k], fam[i])) cr_assert_str_eq(fam[k + 1], fam[i], "rows of %s are not adjacent", fam[i]);
         for (size_t k = 0; k < i; k++) cr_assert_str_neq(json[k], json[i], "JSON name %s twice", json[i]);
         size_t l = strlen(fam[i]);
-        if (!strcmp(kind[i], "COUNTER")) cr_assert(l > 6 && !strcmp(fam[i] + l - 6, "_total"), "counter %s", fam[i]);
+        bool counter = !strcmp(kind[i], "COUNTER") || !strcmp(kind[i], "NSCOUNTER");
+        if (counter) cr_assert(l > 6 && !strcmp(fam[i] + l - 6, "_total"), "counter %s", fam[i]);
+        if (!strcmp(kind[i], "NSCOUNTER"))
+            cr_assert(l > 14 && !strcmp(fam[i] + l - 14, "_seconds_total"), "seconds counter %s", fam[i]);
         if (!strcmp(kind[i], "HIST")) cr_assert(l > 8 && !strcmp(fam[i] + l - 8, "_seconds"), "histogram %s", fam[i]);
-        if (strcmp(kind[i], "COUNTER")) cr_assert(l < 6 || strcmp(fam[i] + l - 6, "_total"), "gauge %s", fam[i]);
+        if (!counter) cr_assert(l < 6 || strcmp(fam[i] + l - 6, "_total"), "gauge %s", fam[i]);
     }
 }
 

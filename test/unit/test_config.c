@@ -160,6 +160,7 @@ Test(config, external_defaults_and_values)
     cr_assert_eq(c.timeout_ms, 30000);
     cr_assert_eq(c.start_timeout_ms, 10000);
     cr_assert_eq(c.log_level, FX_LOG_INFO);
+    cr_assert(c.prefault_segment, "a library client prefaults its mapping by default");
     snprintf(suffix, sizeof suffix, ":%ld", (long)getpid());
     size_t n = strlen(c.node_id), s = strlen(suffix);
     cr_assert(n > s && strcmp(c.node_id + n - s, suffix) == 0, "node_id %s", c.node_id);
@@ -249,6 +250,8 @@ static const struct tc_bad tc_bads[] = {
     {O "\"put_plan_ttl_ms\":0}", "put_plan_ttl_ms: 0 must be an integer in [1, 86400000]"},
     {O "\"claim_timeout_ms\":-1}", "claim_timeout_ms: -1 must be"},
     {E "\"timeout_ms\":0}", "timeout_ms: 0 must be"},
+    {E "\"prefault_segment\":1}", "prefault_segment: 1 must be true or false"},
+    {O "\"prefault_segment\":false}", "prefault_segment: unknown field for role owner"},
     {M "\"start_timeout_ms\":1e300}", "start_timeout_ms: 1e+300 must be"},
     {O "\"numa_node\":-2}", "numa_node: -2 must be an integer in [-1,"},
     {O "\"numa_node\":\"0\"}", "numa_node: \"0\" is not an integer"},

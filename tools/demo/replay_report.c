@@ -47,7 +47,7 @@ typedef struct rp_totals {
     uint64_t skipped_batches; /* futures refused at publish (batches, not keys) */
     uint64_t errors_by[RP_NSTATUS], skipped_by[RP_NSTATUS];
     rp_samples lat[RP_NCALLS];    /* merged and sorted */
-    double secs, req_per_s, ratio, ref_ratio, lru_ref_ratio;
+    double secs, req_per_s, ratio, ref_ratio, lru_ref_ratio, policy_ref_ratio;
     int baseline_ok, remote_known;
     long peak_rss_kib;
 } rp_totals;
@@ -103,6 +103,7 @@ static void rp_merge(rp_run *r, rp_totals *t, int baseline_ok)
     t->ratio = t->lookups ? (double)t->hits / (double)t->lookups : 0;
     t->ref_ratio = r->ref_lookups ? (double)r->ref_hits / (double)r->ref_lookups : 0;
     t->lru_ref_ratio = r->ref_lookups ? (double)r->lru_ref_hits / (double)r->ref_lookups : 0;
+    t->policy_ref_ratio = r->ref_lookups ? (double)r->policy_ref_hits / (double)r->ref_lookups : 0;
     t->baseline_ok = baseline_ok;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) t->peak_rss_kib = ru.ru_maxrss;
@@ -136,6 +137,9 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
     if (o->capacity_blocks)
         printf("reference LRU     %.2f %% prefix hits (LRU of %llu pages, trace order, same keys)\n",
                100 * t->lru_ref_ratio, (unsigned long long)o->capacity_blocks);
+    if (o->capacity_blocks)
+        printf("policy simulator  %.2f %% prefix hits (%s, its own code offline, one block = one value)\n",
+               100 * t->policy_ref_ratio, o->eviction_policy);
     for (unsigned k = 0; k < r->n_owners; k++) {
         const rp_owner_stats *s = &r->owners[k];
         if (!s->ev_known || (!s->evictions && !s->claim_waits && !s->busy_retries)) continue;
@@ -221,6 +225,8 @@ static void rp_json_totals(cJSON *j, const rp_run *r, const rp_totals *t)
     cJSON_AddNumberToObject(j, "prefix_hit_ratio", t->ratio);
     cJSON_AddNumberToObject(j, "reference_prefix_hit_ratio", t->ref_ratio);
     if (r->o.capacity_blocks) cJSON_AddNumberToObject(j, "reference_lru_prefix_hit_ratio", t->lru_ref_ratio);
+    if (r->o.capacity_blocks) cJSON_AddNumberToObject(j, "reference_policy_prefix_hit_ratio", t->policy_ref_ratio);
+    cJSON_AddStringToObject(j, "eviction_policy", r->o.eviction_policy);
     cJSON_AddNumberToObject(j, "local_hits", (double)(t->hits > t->remote_hits ? t->hits - t->remote_hits : 0));
     cJSON_AddNumberToObject(j, "remote_hits", (double)t->remote_hits);
     cJSON_AddBoolToObject(j, "remote_hits_reported", t->remote_known);
@@ -433,11 +439,12 @@ int rp_report(rp_run *r)
     rp_totals t;
     rp_merge(r, &t, baseline_ok);
     rp_print_summary(r, &t);
+    int remote_rc = rp_remote_report(r, NULL); /* issue 16: --cpu-owners */
     fflush(stdout);
     int wrc = 0;
     if (o->out_dir) wrc = rp_write_summary_json(r, &t) | rp_write_timeseries(r) | rp_write_cdf(r, &t);
     if (wrc) fprintf(stderr, "fluxon demo: could not write every file in %s\n", o->out_dir);
-    int ex = t.errors == 0 && t.checksum_failures == 0 && baseline_ok && !wrc && !rp_interrupted &&
+    int ex = t.errors == 0 && t.checksum_failures == 0 && baseline_ok && !wrc && !rp_interrupted && !remote_rc &&
                      t.requests == r->n_req
                  ? 0
                  : 1;
