@@ -1,14 +1,15 @@
-/* owner_evict.c — the owner's hot tier and capacity eviction (ARCHITECTURE §9, issue 7).
+/* owner_evict.c — the owner's hot tier and capacity eviction (ARCHITECTURE §9, issues 7, 15).
  *
- * Hot tier: an LRU (cache/lru.c) over this owner's COMMITTED values (local puts once
- * PUT_DONE succeeded, replicas once GET_DONE succeeded), weighted by slot_size; every
- * local hit touches it. Its capacity is a watermark (owner "hot_capacity_bytes", else
+ * Hot tier: the eviction policy (cache/evict_policy.c, owner "eviction_policy") over this
+ * owner's COMMITTED values (local puts once PUT_DONE succeeded, replicas once GET_DONE
+ * succeeded), weighted by slot_size; every local hit touches it; the last atomic group of
+ * a put batch of two or more (a chain's tail) is admitted as the first victim. Its capacity is a watermark (owner "hot_capacity_bytes", else
  * hot_capacity_ratio × the configured payload capacity); the configured capacity itself
  * never changes (S5).
  *
  * Eviction runs when a claim waits because the pool is at max_grants (the missing slots
  * of its class are the demand) or when the hot tier is above its watermark after an
- * admission. One round (oev_step) walks the LRU from the coldest value, expands each
+ * admission. One round (oev_step) takes the policy's victims in order, expands each
  * candidate to its whole atomic group (the members of the put's atomic group that are
  * still indexed, COMMITTED and not already being evicted: A1), skips a group any member
  * of which a reader pins (Busy: counted, retried with backoff, after OEV_BUSY_MAX rounds
@@ -24,6 +25,12 @@
  * master may already have dropped the replicas: the entries stay hidden and the SAME
  * identities are sent again (with backoff) until the master answers; a replica it had
  * dropped then answers STALE and retires.
+ *
+ * Sizes (issue 15): when a waiting size finds too few victims of its own size, the
+ * sub-grants of the master grant whose values are coldest are retired (they serve no new
+ * claim) and emptied the same way, whole groups, then carved again for the waiting size
+ * (claims.c). When claims wait and nothing could be chosen for OEV_STUCK_MS (everything
+ * held), they answer NO_SPACE with a line naming the sizes, grants and holds.
  *
  * Reactor thread only. Static helpers are oev_*. */
 #include <stdio.h>

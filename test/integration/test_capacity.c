@@ -327,3 +327,35 @@ Test(capacity, mixed_sizes_held_until_the_first_no_space, .timeout = 240)
     fluxon_client_close(c);
     free(cap_buf);
 }
+
+/* A GRANT_RETURN whose answer is lost (test fault: the master's reply dropped) is sent
+ * again with the same grants; the master, which already freed them, answers OK (it frees
+ * only grants it records: the repeat frees nothing twice); the room serves later grants. */
+Test(capacity, a_lost_grant_return_answer_is_resent_and_frees_nothing_twice)
+{
+    cap_up("64MiB", ",\"reserve\":{\"idle_grant_return_ms\":200},\"master_timeout_ms\":500,"
+                    "\"test\":{\"fault_message\":\"GRANT_RETURN\",\"fault\":\"drop\",\"fault_count\":1}");
+    cap_setup(1 << 20);
+    fluxon_client *c = kf_client(0);
+    char k[32];
+    for (int i = 0; i < 40; i++) { /* 10 master grants of 4 MiB */
+        snprintf(k, sizeof k, "g-%d", i);
+        cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK);
+    }
+    long long held = kf_stat(c, "master_grants");
+    cr_assert_geq(held, 10);
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof k, "g-%d", i);
+        cr_assert_eq(fluxon_delete(c, k), FLUXON_OK);
+    }
+    cr_assert(kf_wait_stat(c, "master_grants", 0, 5000), "every idle grant handed back");
+    cr_assert(kf_wait_stat(c, "grants_returning", 0, 8000), "the return was confirmed after its resend");
+    cr_assert_eq(kf_stat(c, "grants_returned"), held);
+    for (int i = 0; i < 60; i++) { /* the whole segment again: nothing leaked at the master */
+        snprintf(k, sizeof k, "h-%d", i);
+        cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK, "put %d after the returns", i);
+    }
+    cr_assert_eq(kf_stat(c, "master_grants"), 15, "the master hands out all 15 grants again");
+    fluxon_client_close(c);
+    free(cap_buf);
+}

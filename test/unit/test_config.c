@@ -446,3 +446,32 @@ Test(config, never_crashes)
     deep[200000] = 0;
     cr_assert_eq(fx_config_parse(deep, &c, err, sizeof err), FLUXON_ERR_CONFIG);
 }
+
+/* issue 15: eviction_policy and reserve.idle_grant_return_ms */
+Test(config, eviction_policy_and_idle_grant_return)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.eviction_policy, FX_EVICT_S3FIFO, "the default");
+    cr_assert_eq(c.idle_grant_return_ms, 2000);
+    const char *names[] = {"lru", "s3fifo", "slru"};
+    int kinds[] = {FX_EVICT_LRU, FX_EVICT_S3FIFO, FX_EVICT_SLRU};
+    for (int i = 0; i < 3; i++) {
+        char js[256];
+        snprintf(js, sizeof js,
+                 "{\"role\":\"owner\",\"cluster_id\":\"c1\",\"eviction_policy\":\"%s\","
+                 "\"reserve\":{\"idle_grant_return_ms\":250}}", names[i]);
+        cr_assert_eq(tc_parse(js, &c, err), FLUXON_OK, "%s", err);
+        cr_assert_eq(c.eviction_policy, kinds[i]);
+        cr_assert_eq(c.idle_grant_return_ms, 250);
+    }
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"eviction_policy\":\"lfu\"}", &c, err),
+                 FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "eviction_policy") && strstr(err, "lfu") && strstr(err, "lru, s3fifo, slru"), "%s", err);
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"reserve\":{\"idle_grant_return_ms\":0}}", &c,
+                          err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "reserve.idle_grant_return_ms"), "%s", err);
+    cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c1\",\"eviction_policy\":\"lru\"}", &c, err),
+                 FLUXON_ERR_CONFIG, "an owner field");
+}
