@@ -347,18 +347,24 @@ static int sp_class_get_or_add(fx_slot_pool_t *pool, uint64_t slot_size, sp_clas
 FX_INTERNAL int fx_slot_pool_add_grant(fx_slot_pool_t *pool, uint64_t grant_id,
                                        uint64_t offset, uint64_t slot_size)
 {
+    return fx_slot_pool_add_grant_sized(pool, grant_id, offset, pool ? pool->cfg.grant_bytes : 0, slot_size);
+}
+
+FX_INTERNAL int fx_slot_pool_add_grant_sized(fx_slot_pool_t *pool, uint64_t grant_id, uint64_t offset,
+                                             uint64_t bytes, uint64_t slot_size)
+{
     if (!pool) return FLUXON_ERR_INVALID_ARGUMENT;
     if (pool->closing) return FLUXON_ERR_CANCELLED;
-    uint64_t gb = pool->cfg.grant_bytes;
-    if (grant_id == 0 || offset % FX_SLOT_PAGE || slot_size == 0 ||
-        slot_size % FX_SLOT_PAGE || slot_size > gb || offset > UINT64_MAX - gb)
+    uint64_t gb = bytes;
+    if (grant_id == 0 || offset % FX_SLOT_PAGE || slot_size == 0 || gb % FX_SLOT_PAGE ||
+        gb > pool->cfg.grant_bytes || slot_size % FX_SLOT_PAGE || slot_size > gb || offset > UINT64_MAX - gb)
         return FLUXON_ERR_INVALID_ARGUMENT;
     if (fx_sp_map_get(&pool->grants_by_id, grant_id)) return FLUXON_ERR_KEY_EXISTS;
     if (pool->cfg.max_grants && pool->ngrants >= pool->cfg.max_grants)
         return FLUXON_ERR_NO_SPACE;
     /* two grants over the same bytes would hand one range to two values; rare call */
     for (const sp_grant_t *o = pool->grant_head; o; o = o->next)
-        if (offset < o->offset + gb && o->offset < offset + gb)
+        if (offset < o->offset + o->bytes && o->offset < offset + gb)
             return FLUXON_ERR_INVALID_ARGUMENT;
     sp_class_t *c;
     int rc = sp_class_get_or_add(pool, slot_size, &c);
@@ -371,13 +377,14 @@ FX_INTERNAL int fx_slot_pool_add_grant(fx_slot_pool_t *pool, uint64_t grant_id,
         fx_free(slots);
         return FLUXON_ERR_NOMEM;
     }
-    *g = (sp_grant_t){.id = grant_id, .offset = offset, .slot_size = slot_size,
+    *g = (sp_grant_t){.id = grant_id, .offset = offset, .bytes = gb, .slot_size = slot_size,
                       .nslots = nslots, .added_seq = pool->next_use_seq, .cls = c,
                       .slots = slots};
     g->n[FX_SLOT_FREE] = nslots;
     SP_APPEND(pool->grant_head, pool->grant_tail, g, prev, next);
     pool->n[FX_SLOT_FREE] += nslots;
     pool->ngrants++;
+    pool->granted_bytes += gb;
     pool->nslots += nslots;
     pool->slot_bytes += nslots * slot_size;
     pool->grants_added++;
@@ -406,6 +413,7 @@ FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_i
     }
     pool->n[FX_SLOT_FREE] -= g->nslots;
     pool->ngrants--;
+    pool->granted_bytes -= g->bytes;
     pool->nslots -= g->nslots;
     pool->slot_bytes -= g->nslots * g->slot_size;
     pool->grants_removed++;

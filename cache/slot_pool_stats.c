@@ -18,7 +18,7 @@ FX_INTERNAL void fx_slot_pool_stats(const fx_slot_pool_t *pool, fx_slot_pool_sta
         .free = pool->n[FX_SLOT_FREE], .prepared = pool->n[FX_SLOT_PREPARED],
         .pending = pool->n[FX_SLOT_PENDING], .committed = pool->n[FX_SLOT_COMMITTED],
         .draining = pool->draining, .holder_refs = pool->holder_refs,
-        .granted_bytes = pool->ngrants * pool->cfg.grant_bytes,
+        .granted_bytes = pool->granted_bytes,
         .slot_bytes = pool->slot_bytes, .used_bytes = pool->used_bytes,
         .waiters = pool->nwaiters, .claims = pool->claims, .frees = pool->frees,
         .claim_no_space = pool->claim_no_space, .waits_queued = pool->waits_queued,
@@ -35,7 +35,7 @@ FX_INTERNAL int fx_slot_pool_grant_stats(const fx_slot_pool_t *pool, uint64_t gr
     if (!g) return FLUXON_ERR_NOT_FOUND;
     *st = (fx_slot_grant_stats_t){g->id, g->offset, g->slot_size, g->nslots,
                                   g->n[FX_SLOT_FREE], g->n[FX_SLOT_PREPARED],
-                                  g->n[FX_SLOT_PENDING], g->n[FX_SLOT_COMMITTED], g->retiring};
+                                  g->n[FX_SLOT_PENDING], g->n[FX_SLOT_COMMITTED], g->retiring, g->bytes};
     return FLUXON_OK;
 }
 

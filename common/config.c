@@ -30,7 +30,7 @@ enum {
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
-    CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */
+    CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES
 };
 
 struct cfg_field {
@@ -57,6 +57,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"eviction_policy", CFG_O},
     {"replica_target_roles", CFG_M}, /* issue 16 */
     {"writeback_watermark", CFG_O},  /* issue 16 */
+    {"huge_pages", CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -278,7 +279,7 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->heartbeat_interval_ms = 1000;
         cfg->claim_timeout_ms = 30000;
         cfg->idle_grant_return_ms = 2000;
-        cfg->eviction_policy = FX_EVICT_LRU;
+        cfg->eviction_policy = FX_EVICT_S3FIFO; /* beats lru on the conversation trace (issue 15) */
         cfg->master_timeout_ms = 5000;
         cfg->fault_count = 1;
     } else {
@@ -466,8 +467,9 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_EVICTION_POLICY:
         if ((rc = cfg_want_string(c, path, v))) return rc;
         if (strcmp(v->valuestring, "lru") == 0) cfg->eviction_policy = FX_EVICT_LRU;
-        else if (strcmp(v->valuestring, "s3fifo") == 0) cfg->eviction_policy = FX_EVICT_LRU;
-        else return cfg_bad(c, path, v, "must be one of lru, s3fifo");
+        else if (strcmp(v->valuestring, "s3fifo") == 0) cfg->eviction_policy = FX_EVICT_S3FIFO;
+        else if (strcmp(v->valuestring, "slru") == 0) cfg->eviction_policy = FX_EVICT_SLRU;
+        else return cfg_bad(c, path, v, "must be one of lru, s3fifo, slru");
         return 0;
     case CFG_K_REPLICA_ROLES: return cfg_parse_replica_roles(c, path, v, cfg);
     case CFG_K_WRITEBACK:
@@ -479,6 +481,13 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
         return cfg->hot_capacity_bytes ? 0 : cfg_bad(c, path, v, "must be > 0");
+    case CFG_K_HUGE_PAGES:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (strcmp(v->valuestring, "off") == 0) cfg->huge_pages = FX_HUGE_OFF;
+        else if (strcmp(v->valuestring, "try") == 0) cfg->huge_pages = FX_HUGE_TRY;
+        else if (strcmp(v->valuestring, "on") == 0) cfg->huge_pages = FX_HUGE_ON;
+        else return cfg_bad(c, path, v, "must be one of off, try, on");
+        return 0;
     case CFG_K_PREFAULT:
         if (!cJSON_IsBool(v)) return cfg_bad(c, path, v, "must be true or false");
         cfg->prefault_segment = cJSON_IsTrue(v);

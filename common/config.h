@@ -19,7 +19,7 @@ typedef enum fx_node_role {
     FX_NODE_REMOTE_CACHE = 1  /* "remote_cache": a CPU-only memory contributor */
 } fx_node_role_t;
 
-enum { FX_EVICT_LRU = 0, FX_EVICT_S3FIFO = 1 }; /* owner "eviction_policy" (issue 15) */
+enum { FX_EVICT_LRU = 0, FX_EVICT_S3FIFO = 1, FX_EVICT_SLRU = 2 }; /* owner "eviction_policy" (issue 15) */
 
 #define FX_ID_MAX 64          /* cluster_id / node_id: at most 63 bytes + NUL */
 #define FX_TOKEN_MAX 256      /* cluster_token: at most 255 bytes + NUL */
@@ -27,6 +27,9 @@ enum { FX_EVICT_LRU = 0, FX_EVICT_S3FIFO = 1 }; /* owner "eviction_policy" (issu
 #define FX_PATH_MAX 108       /* sizeof(sockaddr_un.sun_path) */
 
 /* reply faults act on the master's replies; delay_request holds an owner's request back */
+/* "huge_pages" of an owner: its segment on MFD_HUGETLB pages — never, when available
+ * (else 4 KiB pages, the reason logged), or required (else the owner does not start). */
+enum { FX_HUGE_OFF = 0, FX_HUGE_TRY = 1, FX_HUGE_ON = 2 };
 enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4,
        FX_FAULT_TRUNCATE = 5 };
 
@@ -70,7 +73,7 @@ typedef struct fx_config {
     uint32_t claim_timeout_ms;            /* slot claim hard timeout [30000], > 0 */
     uint32_t idle_grant_return_ms;        /* "reserve.idle_grant_return_ms" [2000]: an idle grant
                                            * goes back to the master after this (issue 15) */
-    int eviction_policy;                  /* "eviction_policy" ["lru"]: FX_EVICT_* */
+    int eviction_policy;                  /* "eviction_policy" ["s3fifo"]: FX_EVICT_* (lru, s3fifo, slru) */
     double writeback_watermark;           /* [0] = off; in (0, 1): values colder than this share
                                            * of the hot tier are written back to a replica
                                            * target, and eviction takes copied groups
@@ -82,6 +85,7 @@ typedef struct fx_config {
     uint32_t fault_ms;                    /* "test.fault_ms": delay [0] */
     uint32_t fault_count;                 /* "test.fault_count": how many replies [1], 0 = all */
     uint32_t fail_transfers;              /* "test.fail_transfers": UCX fetches to fail [0] */
+    int huge_pages;                       /* FX_HUGE_OFF/TRY/ON: segment on hugetlb pages ["off"] */
 
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */

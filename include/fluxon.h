@@ -77,7 +77,9 @@ enum {
     FLUXON_ERR_LEASE_EXPIRED     = -15, /* the lease bound to the value expired */
     FLUXON_ERR_CONFIG            = -16, /* configuration rejected (message names field) */
     FLUXON_ERR_NOMEM             = -17, /* process memory allocation failed */
-    FLUXON_ERR_INTERNAL          = -18  /* a bug: an invariant did not hold */
+    FLUXON_ERR_INTERNAL          = -18, /* a bug: an invariant did not hold */
+    FLUXON_ERR_UNKNOWN_OUTCOME   = -19  /* a write may have taken effect or not: not known
+                                           yet (no master, lost answer); it converges */
 };
 
 /* Keys are byte strings of 1..FLUXON_MAX_KEY_BYTES bytes without NUL bytes. */
@@ -141,6 +143,26 @@ void fluxon_node_stop(fluxon_node *node);
  * port 0); 0 for an owner node or NULL. Valid while the node runs. */
 uint16_t fluxon_node_port(const fluxon_node *node);
 
+/* Metrics of running nodes in the Prometheus text exposition format (0.0.4): every family
+ * once, with "# HELP" and "# TYPE", fluxon_ prefix, base units (_bytes, _seconds, _total);
+ * each node's samples carry node="<node_id>" (a master without node_id: node="master");
+ * fluxon_build_info{version,commit} is always 1. The same numbers, under the same names,
+ * are in the JSON of fluxon_client_stats / fluxon_client_master_stats (one catalog).
+ * Thread-safe with respect to the nodes (not with fluxon_node_stop of one of them): each
+ * node's reactor is asked for a snapshot of its counters (a copy, a few microseconds) and
+ * the text is rendered on the calling thread, so the reactor never waits on the caller;
+ * the caller waits at most 1000 ms in all, and a node whose reactor has not answered by
+ * then is rendered from its previous snapshot. This is what the fluxon binary serves at
+ * GET /metrics on "metrics_listen"; an embedder serves it with its own HTTP server.
+ *  nodes, n   1..64 running nodes (masters and owners mixed)
+ *  buf, cap   the caller's buffer; *len_p receives the text length (NUL-terminated)
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_NO_SPACE (cap too small:
+ * retry with a larger buffer); FLUXON_ERR_TIMEOUT (a node has never produced a snapshot
+ * within the wait); FLUXON_ERR_NOMEM. */
+int fluxon_nodes_metrics(fluxon_node *const *nodes, size_t n, char *buf, size_t cap, size_t *len_p);
+/* fluxon_nodes_metrics of one node. */
+int fluxon_node_metrics(fluxon_node *node, char *buf, size_t cap, size_t *len_p);
+
 /* ---------------------------------------------------------------------------------
  * External client: attaches to the owner whose unix socket config_json names.
  * ------------------------------------------------------------------------------- */
@@ -157,7 +179,9 @@ typedef struct fluxon_client fluxon_client;
  * the size and the limit (split the batch); the client stays usable. A request that
  * timed out while being written is still written whole later (never half a frame).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_CONFIG;
- * FLUXON_ERR_UNAVAILABLE (no owner listening at the socket); FLUXON_ERR_AUTH (wrong
+ * FLUXON_ERR_UNAVAILABLE (no owner listening at the socket: a missing socket file fails
+ * at once, a file nobody listens on within 300 ms, logging the owner sockets in that
+ * directory); FLUXON_ERR_AUTH (wrong
  * cluster id/token or protocol version); FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_client_open(const char *config_json, fluxon_client **client_p);
 
@@ -294,7 +318,12 @@ typedef struct fluxon_holder fluxon_holder;
  * (with the matching option); FLUXON_ERR_NO_SPACE (the owner cannot stage it: no free
  * slot of its size and no room for a grant of that size, see reserve.grant_bytes);
  * FLUXON_ERR_LEASE_EXPIRED
- * (lease_id unknown or expired); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
+ * (lease_id unknown or expired); FLUXON_ERR_UNAVAILABLE (nothing was stored);
+ * FLUXON_ERR_UNKNOWN_OUTCOME: the put was sent but its outcome is not known — the owner
+ * has no master to publish to (answered at once: the value is readable on this client's
+ * owner and is published, with the same batch id, when the master returns), or no answer
+ * came within timeout_ms. Not a failure: the value converges to published or, if the
+ * master refuses it (e.g. a reject option), to absent; read it back to know. */
 int fluxon_put(fluxon_client *c, const char *key, const void *value, uint64_t value_len,
                const fluxon_put_options *opts);
 

@@ -508,17 +508,18 @@ FX_INTERNAL void fx_mappend_count_evict(mkv_t *s, const mkv_route_t *r)
     else a->c.evict_dropped++;
 }
 
-FX_INTERNAL void fx_mappend_stats_json(mkv_t *s, fx_jbuf_t *j)
+FX_INTERNAL void fx_mappend_metrics(mkv_t *s, fx_mmetrics_t *mm)
 {
     fx_mappend_t *a = s->append;
     if (!a) return;
     uint64_t keys = 0;
     for (mapp_rec_t *r = a->head; r; r = r->next) keys += r->n;
-    fx_jbuf_printf(j, ",\"append_inflight\":%zu,\"append_inflight_keys\":%llu,\"target_cold_entries\":%llu",
-                   fx_hmap_count(a->by_token), (unsigned long long)keys, (unsigned long long)a->n_cold);
-#define MAPP_JSON(name) fx_jbuf_printf(j, ",\"" #name "\":%llu", (unsigned long long)a->c.name);
-    MAPP_COUNTERS(MAPP_JSON)
-#undef MAPP_JSON
+    mm->append_inflight = fx_hmap_count(a->by_token);
+    mm->append_inflight_keys = keys;
+    mm->target_cold_entries = a->n_cold;
+#define MAPP_COPY(name) mm->name = a->c.name;
+    MAPP_COUNTERS(MAPP_COPY)
+#undef MAPP_COPY
 }
 
 /* ---- life ---- */

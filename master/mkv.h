@@ -47,14 +47,7 @@ typedef struct mkv_route {
     mkv_replica_t rep[MKV_MAX_REPLICAS];
 } mkv_route_t;
 
-#define MKV_COUNTERS(X)                                                                  \
-    X(put_done_batches) X(put_dedup) X(puts) X(put_converged) X(put_rejected) X(lookups)      \
-    X(lookup_hits) X(get_done_replicas) X(get_done_stale) X(deletes) X(invalidations_sent)   \
-    X(invalidate_msgs) X(grants) X(leases_granted) X(leases_expired) X(lease_routes_expired) \
-    X(generation_routes_dropped) X(error_replies) X(evict_batches) X(evicted_replicas) X(evict_stale)  \
-    X(evict_routes_deleted) X(places) X(place_remote) X(place_local) X(place_rejected) X(place_fallback) \
-    X(revokes) X(inflight_expired) X(put_done_stale_token) X(get_durable) X(get_temporary) X(get_reuse)  \
-    X(put_dedup_forgotten) X(put_done_too_old) X(grants_returned)
+/* the KV counters: FX_MASTER_KV_COUNTERS in master_metrics.h (one row each) */
 
 struct fx_lease_table;
 struct fx_mplace;
@@ -78,9 +71,7 @@ typedef struct mkv {
     fx_timer_t dedup_timer;
     uint64_t dedup_acks, dedup_bytes;
     struct {
-#define MKV_FIELD(name) uint64_t name;
-        MKV_COUNTERS(MKV_FIELD)
-#undef MKV_FIELD
+        FX_MASTER_KV_COUNTERS(FX_METRIC_FIELD)
     } c;
 } mkv_t;
 
@@ -286,8 +277,8 @@ FX_INTERNAL void fx_mplace_release(mkv_t *s, mkv_inflight_t *rec, const uint8_t 
  * making a durable replica of key, else FX_GET_TEMPORARY; get_end forgets req's record. */
 FX_INTERNAL unsigned fx_mplace_get_begin(mkv_t *s, fx_str_t key, master_node_t *req);
 FX_INTERNAL void fx_mplace_get_end(mkv_t *s, fx_str_t key, master_node_t *req);
-/* Appends the in-flight gauges as JSON members (",\"inflight_puts\":..."). */
-FX_INTERNAL void fx_mplace_stats_json(mkv_t *s, fx_jbuf_t *j);
+/* Fills the in-flight gauges (inflight_puts, inflight_put_keys, inflight_gets). */
+FX_INTERNAL void fx_mplace_metrics(mkv_t *s, fx_mmetrics_t *mm);
 /* Owner n died: its in-flight puts stop blocking their keys at once (their ranges stay
  * allocated until the TTL: a partitioned writer may still be pushing) and its durable
  * get records go. */
@@ -352,7 +343,7 @@ FX_INTERNAL void fx_mappend_count_hit(mkv_t *s, const master_node_t *req, const 
 /* EVICT dropped a replica of key; r: its route, NULL when the route went with it (dropped),
  * else demoted when a replica on a target is left */
 FX_INTERNAL void fx_mappend_count_evict(mkv_t *s, const mkv_route_t *r);
-FX_INTERNAL void fx_mappend_stats_json(mkv_t *s, fx_jbuf_t *j);
+FX_INTERNAL void fx_mappend_metrics(mkv_t *s, fx_mmetrics_t *mm);
 /* GET_DONE made a durable copy of key (route r) on req from src's replica at src_off: a
  * copy on a replica target goes (exclusive levels) */
 FX_INTERNAL void fx_mappend_promoted(mkv_t *s, fx_str_t key, mkv_route_t *r, const master_node_t *req,

@@ -5,9 +5,15 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
+#include <string.h>
+
+#ifndef FX_GIT_COMMIT
+#define FX_GIT_COMMIT "unknown"
+#endif
 
 #include "log.h"
 #include "master.h"
+#include "metrics.h"
 #include "owner.h"
 
 struct fluxon_node {
@@ -19,6 +25,13 @@ struct fluxon_node {
     bool ready_known; /* ready_sem was taken: ready_status is final */
     fx_master_t *master;
     fx_owner_t *owner;
+    /* metrics (node_metrics.c): the reactor copies its numbers into work, then publishes
+     * them to snap under mu; readers wait on cv (bounded) for done >= their request */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    void *snap, *work;
+    uint64_t req, done;
+    bool snap_valid;
 };
 
 static void node_on_ready(void *arg, int status)
@@ -59,6 +72,115 @@ static void node_stop_on_reactor(void *arg)
     fx_reactor_stop(n->r);
 }
 
+/* ---- metrics: snapshots published by the reactor, rendered by the caller ---- */
+static int node_metrics_init(fluxon_node *n)
+{
+    size_t sz = n->cfg.role == FX_ROLE_MASTER ? fx_master_snap_size() : fx_owner_snap_size();
+    n->snap = fx_calloc(1, sz);
+    n->work = fx_calloc(1, sz);
+    if (!n->snap || !n->work) return FLUXON_ERR_NOMEM;
+    pthread_mutex_init(&n->mu, NULL);
+    fx_cond_init_monotonic(&n->cv);
+    return FLUXON_OK;
+}
+
+static void node_metrics_fini(fluxon_node *n)
+{
+    if (n->snap && n->work) {
+        pthread_cond_destroy(&n->cv);
+        pthread_mutex_destroy(&n->mu);
+    }
+    fx_free(n->snap);
+    fx_free(n->work);
+}
+
+static void node_snap_on_reactor(void *arg)
+{
+    fluxon_node *n = arg;
+    if (n->master) fx_master_snap(n->master, n->work);
+    else if (n->owner) fx_owner_snap(n->owner, n->work);
+    else return;
+    size_t sz = n->master ? fx_master_snap_size() : fx_owner_snap_size();
+    pthread_mutex_lock(&n->mu);
+    memcpy(n->snap, n->work, sz);
+    n->done = n->req;
+    n->snap_valid = true;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* node="<id>" with the characters a label value cannot hold plainly replaced */
+static void node_label(const fluxon_node *n, char *out, size_t cap)
+{
+    const char *id = n->cfg.node_id[0] ? n->cfg.node_id : "master";
+    char clean[FX_ID_MAX];
+    size_t k = 0;
+    for (; id[k] && k + 1 < sizeof clean; k++) clean[k] = id[k] == '"' || id[k] == '\\' || id[k] == '\n' ? '_' : id[k];
+    clean[k] = 0;
+    snprintf(out, cap, "node=\"%s\"", clean);
+}
+
+#define NODE_METRICS_MAX 64
+#define NODE_METRICS_WAIT_MS 1000
+
+int fluxon_nodes_metrics(fluxon_node *const *nodes, size_t n, char *buf, size_t cap, size_t *len_p)
+{
+    if (!nodes || !n || n > NODE_METRICS_MAX || !buf || !cap || !len_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t want[NODE_METRICS_MAX];
+    for (size_t i = 0; i < n; i++) {
+        if (!nodes[i]) return FLUXON_ERR_INVALID_ARGUMENT;
+        pthread_mutex_lock(&nodes[i]->mu);
+        want[i] = ++nodes[i]->req;
+        pthread_mutex_unlock(&nodes[i]->mu);
+        fx_reactor_post(nodes[i]->r, node_snap_on_reactor, nodes[i]);
+    }
+    /* one deadline for all; a reactor that did not answer in time is rendered from its
+     * previous snapshot (never waits on it longer) */
+    struct timespec dl = fx_deadline_ts(NODE_METRICS_WAIT_MS);
+    const void *ms[NODE_METRICS_MAX], *os[NODE_METRICS_MAX];
+    char labels[NODE_METRICS_MAX][FX_ID_MAX + 16];
+    const char *mx[NODE_METRICS_MAX], *ox[NODE_METRICS_MAX];
+    void *copies[NODE_METRICS_MAX] = {0};
+    size_t nm = 0, no = 0;
+    int rc = FLUXON_OK;
+    for (size_t i = 0; i < n && rc == FLUXON_OK; i++) {
+        fluxon_node *x = nodes[i];
+        bool master = x->cfg.role == FX_ROLE_MASTER;
+        size_t sz = master ? fx_master_snap_size() : fx_owner_snap_size();
+        pthread_mutex_lock(&x->mu);
+        while (x->done < want[i] && pthread_cond_timedwait(&x->cv, &x->mu, &dl) == 0) {}
+        copies[i] = x->snap_valid ? fx_malloc(sz) : NULL;
+        if (copies[i]) memcpy(copies[i], x->snap, sz);
+        else rc = x->snap_valid ? FLUXON_ERR_NOMEM : FLUXON_ERR_TIMEOUT;
+        pthread_mutex_unlock(&x->mu);
+        node_label(x, labels[i], sizeof labels[i]);
+        if (master) {
+            ms[nm] = copies[i];
+            mx[nm++] = labels[i];
+        } else {
+            os[no] = copies[i];
+            ox[no++] = labels[i];
+        }
+    }
+    if (rc == FLUXON_OK) {
+        fx_jbuf_t j = fx_jbuf(buf, cap);
+        fx_metrics_prom_head(&j, "build_info", "gauge", "Fluxon build: version and commit (always 1)");
+        fx_jbuf_printf(&j, "fluxon_build_info{version=\"%s\",commit=\"%s\"} 1\n", FLUXON_VERSION_STRING,
+                       FX_GIT_COMMIT);
+        if (nm) fx_master_snap_prom(&j, (const fx_master_snap_t *const *)ms, mx, nm);
+        if (no) fx_owner_snap_prom(&j, (const fx_owner_snap_t *const *)os, ox, no);
+        *len_p = j.len;
+        if (j.overflow) rc = FLUXON_ERR_NO_SPACE;
+    }
+    for (size_t i = 0; i < n; i++) fx_free(copies[i]);
+    return rc;
+}
+
+int fluxon_node_metrics(fluxon_node *node, char *buf, size_t cap, size_t *len_p)
+{
+    return fluxon_nodes_metrics(&node, 1, buf, cap, len_p);
+}
+
 /* Stops the node's reactor and joins its thread; frees everything. */
 static void node_join_free(fluxon_node *n)
 {
@@ -67,6 +189,7 @@ static void node_join_free(fluxon_node *n)
     sem_destroy(&n->created_sem);
     sem_destroy(&n->ready_sem);
     fx_reactor_destroy(n->r);
+    node_metrics_fini(n);
     fx_free(n);
 }
 
@@ -88,6 +211,8 @@ int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
         goto err_free;
     }
     fx_log_apply_config_level(n->cfg.log_level);
+    rc = node_metrics_init(n);
+    if (rc != FLUXON_OK) goto err_free;
     rc = fx_reactor_create(&n->r);
     if (rc != FLUXON_OK) goto err_free;
     sem_init(&n->created_sem, 0, 0);
@@ -113,6 +238,7 @@ int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
     return FLUXON_OK;
 
 err_free:
+    node_metrics_fini(n);
     fx_free(n);
     return rc;
 }

@@ -45,7 +45,8 @@
 
 typedef struct oev {
     fx_owner_t *o;
-    fx_lru_t hot;          /* COMMITTED values, weighted by slot_size */
+    fx_evp_t hot;          /* COMMITTED values, weighted by slot_size (eviction_policy) */
+    uint64_t *ghost;       /* the policy's ghost keys */
     uint64_t hot_capacity; /* bytes; the watermark, never the configured capacity (S5) */
     uint64_t stuck_since_ms; /* claims wait and nothing is evictable (held) since; 0: not stuck */
     struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
@@ -97,7 +98,14 @@ static bool oev_vec_push(oev_vec_t *a, owner_entry_t *en)
     return true;
 }
 
-static owner_entry_t *oev_entry_of(fx_lru_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
+static owner_entry_t *oev_entry_of(fx_evp_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
+
+static uint64_t oev_key_hash(const owner_entry_t *en) /* FNV-1a: the policy's ghost key */
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < en->klen; i++) h = (h ^ (uint8_t)en->key[i]) * 1099511628211ull;
+    return h;
+}
 
 static void oev_cohort_free(oev_cohort_t *c);
 
@@ -114,7 +122,6 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
     if (!kv) return FLUXON_ERR_NOMEM;
     o->ev = kv;
     kv->o = o;
-    fx_lru_init(&kv->hot);
     fx_timer_init(&kv->kick_timer);
     fx_timer_init(&kv->tick_timer);
     kv->backoff_ms = 1;
@@ -129,6 +136,14 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
         }
         kv->hot_capacity = (uint64_t)(o->cfg.hot_capacity_ratio * (double)payload + 0.5);
     }
+    /* the ghost remembers as many keys as the hot tier holds values (of the expected size) */
+    uint64_t unit = o->cfg.has_expected ? fx_slot_size_for(o->cfg.expected_value_len) : FX_SLOT_PAGE;
+    uint32_t ghost_n = (uint32_t)FX_MIN(kv->hot_capacity / unit, 1u << 22);
+    if (o->cfg.eviction_policy == FX_EVICT_S3FIFO && ghost_n) {
+        kv->ghost = fx_calloc(fx_evp_ghost_words(ghost_n), sizeof *kv->ghost);
+        if (!kv->ghost) return FLUXON_ERR_NOMEM;
+    }
+    fx_evp_init(&kv->hot, o->cfg.eviction_policy, kv->hot_capacity, kv->ghost, kv->ghost ? ghost_n : 0);
     fx_ostore_set_hooks(o, &(fx_ostore_hooks_t){oev_forget, oev_admit, fx_oev_kick});
     fx_oclaims_set_policy(o, &(fx_oclaims_policy_t){oev_claim_can_wait, fx_oev_kick, oev_grant_added});
     return FLUXON_OK;
@@ -158,6 +173,7 @@ FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o)
 
 FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 {
+    if (o->ev) fx_free(o->ev->ghost);
     fx_free(o->ev);
     o->ev = NULL;
 }
@@ -192,8 +208,8 @@ static void oev_writeback(fx_owner_t *o)
     uint64_t mark = (uint64_t)(o->cfg.writeback_watermark * (double)kv->hot_capacity);
     if (kv->hot.bytes <= mark) return;
     uint64_t over = kv->hot.bytes - mark, seen = 0, round = ++kv->round;
-    for (fx_lru_node_t *n = fx_lru_coldest(&kv->hot); n && seen < over && fx_orepl_room(o);
-         n = fx_lru_warmer(&kv->hot, n)) {
+    for (fx_evp_node_t *n = fx_evp_coldest(&kv->hot); n && seen < over && fx_orepl_room(o);
+         n = fx_evp_warmer(&kv->hot, n)) {
         owner_entry_t *en = oev_entry_of(n);
         seen += en->slot.slot_size;
         oev_group_t *g = en->group;
@@ -218,21 +234,32 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
-    fx_lru_insert(&kv->hot, &en->lru, en->slot.slot_size);
+    fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
     if (kv->hot.bytes > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
     if (o->cfg.writeback_watermark > 0) oev_writeback(o);
 }
 
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
 {
-    fx_lru_touch(&o->ev->hot, &en->lru);
+    fx_evp_touch(&o->ev->hot, &en->lru);
     fx_orepl_touched(en); /* issue 16 */
+}
+
+FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_t n)
+{
+    oev_t *kv = o->ev;
+    if (kv->hot.kind == FX_EVICT_LRU) return; /* today's lru: admitted in order */
+    for (size_t i = n; i-- > 0;) {
+        owner_entry_t *en = members[i];
+        if (!fx_evp_linked(&en->lru)) continue;
+        fx_evp_insert_cold(&kv->hot, &en->lru, en->lru.weight, en->lru.key);
+    }
 }
 
 static void oev_forget(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
-    fx_lru_remove(&kv->hot, &en->lru);
+    fx_evp_remove(&kv->hot, &en->lru);
     oev_group_t *g = en->group;
     if (g) {
         g->m[en->group_idx] = NULL;
@@ -273,8 +300,8 @@ static void oev_no_space_log(fx_owner_t *o, uint64_t value_len, size_t count, co
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(pool, &st);
-    fx_u64v_t ids, offs;
-    fx_oclaims_grants(o, &ids, &offs);
+    fx_u64v_t ids;
+    fx_oclaims_pool_grants(o, &ids);
     char sizes[256];
     size_t len = 0, shown = 0;
     uint64_t seen[8];
@@ -294,10 +321,10 @@ static void oev_no_space_log(fx_owner_t *o, uint64_t value_len, size_t count, co
                          (unsigned long long)g.slot_size, n);
         if (w > 0 && (size_t)w < sizeof sizes - len) len += (size_t)w;
     }
-    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu serve slot sizes [%s%s] (bytes x grants); "
+    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants); "
             "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
             "%llu committed",
-            count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)st.grants,
+            count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),
             (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "", (unsigned long long)st.holder_refs,
             (unsigned long long)st.draining, (unsigned long long)st.prepared, (unsigned long long)st.pending,
             (unsigned long long)st.committed);
@@ -309,9 +336,10 @@ static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
     if (kv->closing || !fx_olink_conn(o)) return false;
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(fx_ostore_pool(o), &st);
-    if (st.grants < fx_oclaims_max(o) && !fx_oclaims_segment_full(o)) return false; /* a grant failed otherwise */
+    uint64_t held = fx_oclaims_count(o);
+    if (held < fx_oclaims_max(o) && !fx_oclaims_segment_full(o)) return false; /* a grant failed otherwise */
     uint64_t per = fx_slots_per_grant(o->cfg.grant_bytes, fx_slot_size_for(value_len));
-    uint64_t grants = FX_MAX(st.grants, fx_oclaims_max(o));
+    uint64_t grants = FX_MAX(held, fx_oclaims_max(o));
     if (count > per * grants) { /* could never complete, whatever is evicted */
         kv->no_space_fast++;
         oev_no_space_log(o, value_len, count, "more than every grant re-carved to this size holds");
@@ -359,7 +387,7 @@ static void oev_restore(fx_owner_t *o, owner_entry_t *en)
     oev_t *kv = o->ev;
     en->evicting = false;
     if (!fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
-    fx_lru_insert_cold(&kv->hot, &en->lru, en->slot.slot_size);
+    fx_evp_insert_cold(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
     kv->restored++;
 }
 
@@ -483,7 +511,7 @@ static void oev_on_delay(fx_reactor_t *r, fx_timer_t *t)
 
 static bool oev_evictable(const owner_entry_t *e)
 {
-    return e && !e->retired && !e->evicting && e->state == OE_COMMITTED && e->indexed && fx_lru_linked(&e->lru);
+    return e && !e->retired && !e->evicting && e->state == OE_COMMITTED && e->indexed && fx_evp_linked(&e->lru);
 }
 
 /* Sends ONE EVICT for the victims (already hidden); on failure restores them. */
@@ -599,6 +627,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
             break;
         }
         e->evicting = true; /* decided: later members of the walk skip it */
+        fx_evp_evicted(&kv->hot, &e->lru);
         for (size_t k = 0; k < rd->nc; k++)
             if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
                 rd->needs[k]--;
@@ -608,25 +637,38 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
     }
 }
 
-/* Victims from the cold end, whole groups, until the demand is met. */
+/* Victims in the policy's order, whole groups, until the demand is met. A victim that
+ * cannot go now (another size than the waiting claims', pinned, decided with its group) is
+ * held aside and put back where it was at the end of the round; each value is looked at
+ * once per round. */
 static void oev_walk(fx_owner_t *o, oev_round_t *rd)
 {
     oev_t *kv = o->ev;
-    for (fx_lru_node_t *n = fx_lru_coldest(&kv->hot); n && !rd->nomem; n = fx_lru_warmer(&kv->hot, n)) {
+    oev_vec_t held = {0};
+    for (uint64_t budget = kv->hot.count; budget && !rd->nomem; budget--) {
         bool more = rd->excess > 0;
         for (size_t k = 0; k < rd->nc; k++) more |= rd->needs[k] > 0;
         if (!more) break;
+        fx_evp_node_t *n = fx_evp_victim(&kv->hot);
+        if (!n) break;
         owner_entry_t *en = oev_entry_of(n);
         oev_group_t *g = en->group;
-        if (g && g->round == rd->round) continue; /* decided with another member */
-        if (g) g->round = rd->round;
-        if (!rd->excess) { /* only claims wait: only their classes help */
-            bool useful = false;
-            for (size_t k = 0; k < rd->nc; k++) useful |= rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
-            if (!useful) continue;
+        bool useful = rd->excess > 0;
+        for (size_t k = 0; k < rd->nc && !useful; k++) useful = rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
+        if (useful && !(g && g->round == rd->round)) {
+            if (g) g->round = rd->round;
+            oev_take(o, rd, en);
         }
-        oev_take(o, rd, en);
+        if (fx_evp_linked(n)) { /* not taken */
+            if (!oev_vec_push(&held, en)) {
+                rd->nomem = true;
+                break;
+            }
+            fx_evp_hold(&kv->hot, n);
+        }
     }
+    for (size_t i = held.n; i-- > 0;) fx_evp_put_back(&kv->hot, &held.v[i]->lru);
+    fx_free(held.v);
 }
 
 /* Every committed value of the retiring grants goes (whole groups): they empty, and
@@ -634,8 +676,8 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
 static void oev_drain(fx_owner_t *o, oev_round_t *rd)
 {
     fx_slot_pool_t *pool = fx_ostore_pool(o);
-    fx_u64v_t ids, offs;
-    fx_oclaims_grants(o, &ids, &offs);
+    fx_u64v_t ids;
+    fx_oclaims_pool_grants(o, &ids);
     for (uint32_t i = 0; i < ids.n && !rd->nomem; i++) {
         fx_slot_grant_stats_t g;
         if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || !g.retiring || !g.committed) continue;
@@ -649,55 +691,86 @@ static void oev_drain(fx_owner_t *o, oev_round_t *rd)
     }
 }
 
-/* Slots of slot_size the retiring grants will give once empty. */
+/* Slots of slot_size the master grants with retiring sub-grants will give once empty. */
 static uint64_t oev_retiring_slots(fx_owner_t *o, uint64_t slot_size)
 {
     fx_slot_pool_t *pool = fx_ostore_pool(o);
-    fx_u64v_t ids, offs;
-    fx_oclaims_grants(o, &ids, &offs);
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < ids.n; i++) {
-        fx_slot_grant_stats_t g;
-        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) == FLUXON_OK && g.retiring)
-            n += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
+    uint64_t n = 0, masters = fx_oclaims_count(o);
+    for (size_t m = 0; m < masters; m++) {
+        fx_u64v_t ids;
+        fx_oclaims_sub_grants(o, m, &ids);
+        bool retiring = false;
+        for (uint32_t i = 0; i < ids.n && !retiring; i++) {
+            fx_slot_grant_stats_t g;
+            retiring = fx_slot_pool_grant_stats(pool, ids.v[i], &g) == FLUXON_OK && g.retiring;
+        }
+        if (retiring) n += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
     }
     return n;
 }
 
-/* Retires the grant of another size whose values are coldest (its hottest value is the
- * least recent): it serves no new claim and is emptied by oev_drain. Grants with slots
- * being written or pinned come last. Returns whether one was retired. */
+/* Recency and holds of one sub-grant's values: the hottest stamp; held: slots being
+ * written or pinned. */
+static void oev_grant_heat(fx_owner_t *o, const fx_slot_grant_stats_t *g, uint64_t *hottest, uint64_t *held)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    *held += g->prepared + g->pending;
+    for (uint64_t k = 0; k < g->slots && g->committed; k++) {
+        owner_entry_t *en = fx_ostore_at(o, g->offset + k * g->slot_size);
+        if (!en) continue;
+        fx_slot_info_t info;
+        if (fx_slot_pool_inspect(pool, &en->slot, &info) == FLUXON_OK && info.holder_refs) (*held)++;
+        if (oev_evictable(en)) *hottest = FX_MAX(*hottest, en->lru.stamp);
+    }
+}
+
+/* Retires the sub-grants (of sizes no claim waits for) of the master grant whose values
+ * are coldest (its hottest value is the least recent): they serve no new claim and are
+ * emptied by oev_drain, then carved again. Master grants with slots being written or
+ * pinned, or holding a waiting size, come last. Returns whether any was retired. */
 static bool oev_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t nc)
 {
     oev_t *kv = o->ev;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
-    fx_u64v_t ids, offs;
-    fx_oclaims_grants(o, &ids, &offs);
-    uint64_t best_id = 0, best_score = UINT64_MAX;
-    for (uint32_t i = 0; i < ids.n; i++) {
+    uint64_t masters = fx_oclaims_count(o), best_score = UINT64_MAX;
+    size_t best = SIZE_MAX;
+    for (size_t m = 0; m < masters; m++) {
+        fx_u64v_t ids;
+        fx_oclaims_sub_grants(o, m, &ids);
+        uint64_t hottest = 0, held = 0, candidates = 0;
+        bool wanted_here = false;
+        for (uint32_t i = 0; i < ids.n; i++) {
+            fx_slot_grant_stats_t g;
+            if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
+            bool wanted = false;
+            for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
+            wanted_here |= wanted;
+            if (wanted) continue;
+            candidates++;
+            oev_grant_heat(o, &g, &hottest, &held);
+        }
+        if (!candidates) continue;
+        uint64_t score = FX_MIN(hottest, (1ull << 48) - 1) + (held ? (1ull << 49) : 0) + (wanted_here ? (1ull << 48) : 0);
+        if (score < best_score) {
+            best_score = score;
+            best = m;
+        }
+    }
+    if (best == SIZE_MAX) return false;
+    fx_u64v_t ids;
+    fx_oclaims_sub_grants(o, best, &ids);
+    uint64_t retire[32];
+    size_t n = 0;
+    for (uint32_t i = 0; i < ids.n && n < 32; i++) {
         fx_slot_grant_stats_t g;
         if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
         bool wanted = false;
         for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
-        if (wanted) continue;
-        uint64_t hottest = 0, held = g.prepared + g.pending;
-        for (uint64_t k = 0; k < g.slots; k++) {
-            owner_entry_t *en = fx_ostore_at(o, g.offset + k * g.slot_size);
-            if (!en) continue;
-            fx_slot_info_t info;
-            if (fx_slot_pool_inspect(pool, &en->slot, &info) == FLUXON_OK && info.holder_refs) held++;
-            if (!oev_evictable(en)) continue;
-            hottest = FX_MAX(hottest, en->lru.stamp);
-        }
-        uint64_t score = FX_MIN(hottest, (1ull << 48) - 1) + (held ? (1ull << 48) : 0);
-        if (score < best_score) {
-            best_score = score;
-            best_id = ids.v[i];
-        }
+        if (!wanted) retire[n++] = ids.v[i];
     }
-    if (!best_id || fx_slot_pool_retire_grant(pool, best_id, true) != FLUXON_OK) return false;
+    for (size_t i = 0; i < n; i++) fx_slot_pool_retire_grant(pool, retire[i], true);
     kv->grants_retired++;
-    return true;
+    return n > 0;
 }
 
 /* One round: same-size victims coldest first; a size whose claims that cannot cover
@@ -713,12 +786,12 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
         if (needs[k] > oev_retiring_slots(o, sizes[k])) retired = oev_retire_one(o, sizes, nc);
     if (retired) fx_oclaims_pump(o); /* an idle grant re-carves at once */
     oev_drain(o, &rd);
-    for (size_t i = 0; i < rd.hot.n; i++) fx_lru_touch(&kv->hot, &rd.hot.v[i]->lru);
+    for (size_t i = 0; i < rd.hot.n; i++) fx_evp_skip(&kv->hot, &rd.hot.v[i]->lru);
     if (rd.nomem) FX_WARN("eviction round: out of memory for its victim list");
     for (size_t i = 0; i < rd.victims.n; i++) { /* hidden: no new local pin can start */
         owner_entry_t *e = rd.victims.v[i];
         fx_ostore_hide(o, e);
-        fx_lru_remove(&kv->hot, &e->lru);
+        fx_evp_remove(&kv->hot, &e->lru);
     }
     *progress = rd.victims.n > 0 || retired;
     if (rd.victims.n) oev_send(o, rd.victims.v, rd.victims.n);
@@ -759,22 +832,30 @@ static void oev_step(fx_owner_t *o)
 }
 
 /* ---- stats ---- */
-FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oev_t *kv = o->ev;
-    fx_jbuf_printf(j,
-                   "\"hot_bytes\":%llu,\"hot_values\":%llu,\"hot_capacity_bytes\":%llu,\"evictions\":%llu,"
-                   "\"evicted_bytes\":%llu,\"cohorts\":%llu,\"busy_retries\":%llu,\"left_hot\":%llu,"
-                   "\"restored\":%llu,\"selected_bytes\":%llu,\"eviction_debt\":%llu,\"evict_stale\":%llu,"
-                   "\"evict_resends\":%llu,\"grants_retired\":%llu,\"claims_no_space_fast\":%llu",
-                   (unsigned long long)kv->hot.bytes, (unsigned long long)kv->hot.count,
-                   (unsigned long long)kv->hot_capacity, (unsigned long long)kv->evictions,
-                   (unsigned long long)kv->evicted_bytes, (unsigned long long)kv->n_cohorts,
-                   (unsigned long long)kv->busy_retries, (unsigned long long)kv->left_hot,
-                   (unsigned long long)kv->restored, (unsigned long long)kv->selected_bytes,
-                   (unsigned long long)kv->debt, (unsigned long long)kv->stale, (unsigned long long)kv->resends,
-                   (unsigned long long)kv->grants_retired, (unsigned long long)kv->no_space_fast);
-    fx_jbuf_printf(j, ",\"evict_writeback_waits\":%llu", (unsigned long long)kv->wb_waits); /* issue 16 */
+    m->hot_bytes = kv->hot.bytes;
+    m->hot_values = kv->hot.count;
+    m->hot_capacity_bytes = kv->hot_capacity;
+    m->evictions = kv->evictions;
+    m->evicted_bytes = kv->evicted_bytes;
+    m->cohorts = kv->n_cohorts;
+    m->busy_retries = kv->busy_retries;
+    m->left_hot = kv->left_hot;
+    m->restored = kv->restored;
+    m->selected_bytes = kv->selected_bytes;
+    m->eviction_debt = kv->debt;
+    m->evict_stale = kv->stale;
+    m->evict_resends = kv->resends;
+    m->grants_retired = kv->grants_retired;
+    m->claims_no_space_fast = kv->no_space_fast;
+    m->eviction_policy_lru = kv->hot.kind == FX_EVICT_LRU;
+    m->eviction_policy_s3fifo = kv->hot.kind == FX_EVICT_S3FIFO;
+    m->eviction_policy_slru = kv->hot.kind == FX_EVICT_SLRU;
+    m->policy_promotions = kv->hot.promotions;
+    m->policy_ghost_hits = kv->hot.ghost_hits;
+    m->evict_writeback_waits = kv->wb_waits; /* issue 16 */
 }
 
 #undef OEV_BUSY_MAX

@@ -27,6 +27,7 @@ typedef struct olink {
     uint64_t waiting_since_ns, waiting_logged_ns; /* unreachable master: since when, last log */
     bool refused_final; /* AUTH/BUSY before the start: the start failed, no reconnect */
     int64_t owners_alive;
+    bool others_seen; /* another live owner was announced once: it may have placed values here */
     uint64_t forwarded, heartbeats_sent, heartbeat_failures;
 } olink_t;
 
@@ -232,6 +233,7 @@ static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uin
         fx_body_count_t b;
         fx_body_count_decode(body, h->body_len, &b, arena);
         l->owners_alive = (int64_t)b.count;
+        if (b.count > 1) l->others_seen = true;
         return;
     }
     if (l->hooks.request(l->o, h, body, arena)) return;
@@ -337,13 +339,18 @@ FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o)
 
 FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o) { return o->link->owners_alive; }
 
-FX_INTERNAL void fx_olink_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+/* True only while this owner is the only one alive AND no other owner was ever announced
+ * to it: another owner's puts may have been placed in this segment (served without their
+ * keys being known here), so once one was seen a local miss proves nothing. */
+FX_INTERNAL bool fx_olink_alone(fx_owner_t *o) { return o->link->owners_alive == 1 && !o->link->others_seen; }
+
+FX_INTERNAL void fx_olink_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     olink_t *l = o->link;
-    fx_jbuf_printf(j,
-                   "\"master_connected\":%s,\"master_generation\":%llu,\"forwarded\":%llu,"
-                   "\"heartbeats_sent\":%llu,\"heartbeat_failures\":%llu,\"owners_alive\":%lld",
-                   l->mstate == OM_READY ? "true" : "false", (unsigned long long)l->master_generation,
-                   (unsigned long long)l->forwarded, (unsigned long long)l->heartbeats_sent,
-                   (unsigned long long)l->heartbeat_failures, (long long)l->owners_alive);
+    m->master_connected = l->mstate == OM_READY;
+    m->master_generation = l->master_generation;
+    m->forwarded = l->forwarded;
+    m->heartbeats_sent = l->heartbeats_sent;
+    m->heartbeat_failures = l->heartbeat_failures;
+    m->owners_alive = l->owners_alive;
 }

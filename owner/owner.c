@@ -285,14 +285,16 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
         fx_free(o);
         return FLUXON_ERR_CONFIG;
     }
-    int rc = fx_segment_create(cfg->segment_bytes, cfg->numa_node, o->generation, cfg->node_id, &o->seg);
+    int rc = fx_segment_create_huge(cfg->segment_bytes, cfg->numa_node, o->generation, cfg->node_id,
+                                    cfg->huge_pages, &o->seg);
     if (rc != FLUXON_OK) goto err_free;
     owner_prefault_start(o);
     rc = owner_init_modules(o);
     if (rc == FLUXON_OK) rc = fx_oext_init(o, &ext_hooks);
     if (rc != FLUXON_OK) goto err_modules;
-    FX_INFO("owner %s serving externals on %s (segment %llu bytes, generation %llu)", cfg->node_id, cfg->socket_path,
-            (unsigned long long)cfg->segment_bytes, (unsigned long long)o->generation);
+    FX_INFO("owner %s serving externals on %s (segment %llu bytes%s, generation %llu)", cfg->node_id,
+            cfg->socket_path, (unsigned long long)cfg->segment_bytes, fx_segment_huge(o->seg) ? " on huge pages" : "",
+            (unsigned long long)o->generation);
     *o_p = o;
     fx_olink_start(o); /* ready is signalled once registered */
     return FLUXON_OK;

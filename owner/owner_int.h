@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "owner.h"
+#include "owner_metrics.h"
 #include "segment.h"
 
 /* One external client connected on the owner's unix socket (ext.c). */

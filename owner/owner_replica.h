@@ -29,6 +29,6 @@ FX_INTERNAL int fx_orepl_state(const owner_entry_t *en);
 FX_INTERNAL void fx_orepl_touched(owner_entry_t *en);
 FX_INTERNAL bool fx_orepl_room(fx_owner_t *o); /* the queue takes another task */
 FX_INTERNAL bool fx_orepl_idle(fx_owner_t *o); /* nothing queued or in flight (R1) */
-FX_INTERNAL void fx_orepl_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_orepl_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

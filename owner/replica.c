@@ -478,14 +478,15 @@ FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, 
     return true;
 }
 
-FX_INTERNAL void fx_orepl_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_orepl_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     orepl_t *s = o->repl;
     if (!s) return;
-    fx_jbuf_printf(j, "\"repl_queued\":%u,\"repl_inflight\":%u", s->queued, s->inflight);
-#define OREPL_JSON(name) fx_jbuf_printf(j, ",\"repl_" #name "\":%llu", (unsigned long long)s->c.name);
-    OREPL_COUNTERS(OREPL_JSON)
-#undef OREPL_JSON
+    m->repl_queued = s->queued;
+    m->repl_inflight = s->inflight;
+#define OREPL_COPY(name) m->repl_##name = s->c.name;
+    OREPL_COUNTERS(OREPL_COPY)
+#undef OREPL_COPY
 }
 
 FX_INTERNAL int fx_orepl_init(fx_owner_t *o)

@@ -17,6 +17,8 @@ from ._buf import address_of
 from ._lib import lib
 from .errors import FluxonError, Status, Busy, WrongHandle, check, error_for, to_status
 
+_STATUS = {int(s): s for s in Status}
+
 _U64P = ctypes.POINTER(ctypes.c_uint64)
 
 
@@ -34,10 +36,24 @@ def _key(k, i=None):
 def _keys(keys):
     if isinstance(keys, (str, bytes)):
         raise TypeError("keys: a sequence of keys, not one key")
-    enc = [_key(k, i) for i, k in enumerate(keys)]
-    if not enc:
-        raise ValueError("keys: a batch has at least one key")
+    try:  # the fast path: every key a str, checked in bulk
+        enc = [k.encode() for k in keys]
+        ok = enc and 0 < min(map(len, enc)) and max(map(len, enc)) <= 1024 and b"\0" not in b"".join(enc)
+    except (AttributeError, TypeError):
+        ok = False
+    if not ok:  # the slow path names the offending key
+        enc = [_key(k, i) for i, k in enumerate(keys)]
+        if not enc:
+            raise ValueError("keys: a batch has at least one key")
     return enc, (ctypes.c_char_p * len(enc))(*enc)
+
+
+def _statuses(arr):
+    """A ctypes int array of statuses as a list of Status."""
+    v = arr[:]
+    if not any(v):
+        return [Status.OK] * len(v)
+    return [_STATUS.get(s, s) for s in v]
 
 
 def _groups(groups, n):
@@ -231,6 +247,8 @@ class ReadPlan(_Plan):
             self._invalidate(False)
             check(lib.fluxon_release_views(self._client._c, self._ptr), "release_views")
 
+    release_views = release  # the C name
+
     def _gc_release(self):
         if self._live:
             self._invalidate(True)
@@ -289,6 +307,8 @@ class GetHandle:
             self._client._untrack(self)
         check(rc, "get_transfer")
         return ReadPlan(self._client, p.value)
+
+    get_transfer = transfer  # the C name
 
     def cancel(self):
         self._take()
@@ -577,7 +597,7 @@ class Client:
         check(lib.fluxon_local_fast_put_start(self._handle(), arr, len(enc), value_len, ctypes.byref(o),
                                               ctypes.byref(p), st), "put_start")
         del keep
-        return PutPlan(self, p.value, [k.decode(errors="replace") for k in enc], [to_status(s) for s in st])
+        return PutPlan(self, p.value, [k.decode(errors="replace") for k in enc], _statuses(st))
 
     def get_start(self, keys, prefix_best_effort=True, atomic_groups=None):
         """Pins the longest restorable prefix of keys: a GetHandle."""
@@ -609,7 +629,7 @@ class Client:
         rc = lib.fluxon_batch_put_from(self._handle(), arr, n, ptrs, lens, ctypes.byref(o), st)
         del keep, okeep
         check(rc, "batch_put_from")
-        return [to_status(s) for s in st]
+        return _statuses(st)
 
     def batch_put_from_ptrs(self, keys, ptrs, lens, *, atomic_groups=None):
         """batch_put_from over raw host addresses (ints) and byte lengths."""
@@ -621,7 +641,7 @@ class Client:
         st = (ctypes.c_int * n)()
         check(lib.fluxon_batch_put_from(self._handle(), arr, n, (ctypes.c_void_p * n)(*ptrs),
                                         (ctypes.c_uint64 * n)(*lens), ctypes.byref(o), st), "batch_put_from")
-        return [to_status(s) for s in st]
+        return _statuses(st)
 
     def _get_into(self, enc, arr, ptrs, caps, prefix_best_effort, atomic_groups):
         n = len(enc)
@@ -629,7 +649,7 @@ class Client:
         st, vl, nr = (ctypes.c_int * n)(), (ctypes.c_uint64 * n)(), ctypes.c_size_t()
         rc = lib.fluxon_batch_get_into(self._handle(), arr, n, ptrs, caps, int(bool(prefix_best_effort)), garr, ng,
                                        st, vl, ctypes.byref(nr))
-        res = BatchGetResult(nr.value, [to_status(s) for s in st], list(vl))
+        res = BatchGetResult(nr.value, _statuses(st), vl[:])
         if rc == Status.ERR_INVALID_ARGUMENT and any(s == Status.ERR_INVALID_ARGUMENT for s in res.statuses):
             i = [s for s in res.statuses].index(Status.ERR_INVALID_ARGUMENT)
             e = error_for(rc, "batch_get_into", f"key {i} ({enc[i]!r}) is larger than its buffer of "

@@ -135,7 +135,6 @@ def _tolist(indices):
 
 # a put whose key another writer holds or stored: the page is (being) stored
 _STORED = (Status.OK, Status.ERR_KEY_EXISTS, Status.ERR_KEY_BEING_WRITTEN)
-_RECONNECT_S = 1.0
 
 
 class FluxonStore(HiCacheStorage):
@@ -172,7 +171,8 @@ class FluxonStore(HiCacheStorage):
         self.prefetch_pgs, self.backup_pgs, self.prefetch_bandwidth, self.backup_bandwidth = [], [], [], []
         self._lock = threading.Lock()
         self._client = None
-        self._next_connect = 0.0
+        self._closed = False
+        self._reconnecting = False
         self._client = self._connect()  # at start-up a missing owner is an error (raised)
 
     # ---- connection ----
@@ -183,14 +183,39 @@ class FluxonStore(HiCacheStorage):
         c = self._client
         if c is not None and not c.closed:
             return c
+        self._start_reconnect()
+        raise FluxonError(Status.ERR_UNAVAILABLE, "FluxonStore", f"no owner at {self.socket}; re-attaching "
+                          "in the background")
+
+    def _start_reconnect(self):
+        """Re-attaches on a daemon thread (backoff 0.5 s .. 10 s): SGLang's threads never wait
+        for an owner that is away; their calls answer False / 0 meanwhile."""
         with self._lock:
-            if self._client is not None and not self._client.closed:
-                return self._client
-            if time.monotonic() < self._next_connect:
-                raise FluxonError(Status.ERR_UNAVAILABLE, "FluxonStore", "owner lost; reconnecting later")
-            self._next_connect = time.monotonic() + _RECONNECT_S
-            self._client = self._connect()
-            return self._client
+            if self._reconnecting or self._closed:
+                return
+            self._reconnecting = True
+
+        def run():
+            delay = 0.5
+            while not self._closed:
+                try:
+                    c = self._connect()
+                except Exception as e:
+                    logger.debug("FluxonStore: re-attach to %s failed: %s", self.socket, e)
+                    time.sleep(delay)
+                    delay = min(delay * 2, 10.0)
+                    continue
+                with self._lock:
+                    if self._closed:
+                        c.close()
+                    else:
+                        self._client = c
+                        logger.info("FluxonStore: re-attached to the owner at %s", self.socket)
+                break
+            with self._lock:
+                self._reconnecting = False
+
+        threading.Thread(target=run, name="fluxon-reattach", daemon=True).start()
 
     def _failed(self, what, e):
         logger.warning("FluxonStore %s failed: %s", what, e)
@@ -202,9 +227,11 @@ class FluxonStore(HiCacheStorage):
                     c.close()
                 except Exception:
                     pass
+            self._start_reconnect()
 
     def close(self):
         with self._lock:
+            self._closed = True
             c, self._client = self._client, None
         if c is not None:
             c.close()

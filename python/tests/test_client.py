@@ -115,7 +115,9 @@ def test_released_views_raise_and_double_release_is_wrong_handle(client):
     with pytest.raises(fluxon.WrongHandle):
         rp.view(0)
     with pytest.raises(fluxon.WrongHandle):
-        h.transfer()
+        rp.release_views()
+    with pytest.raises(fluxon.WrongHandle):
+        h.get_transfer()
     with pytest.raises(fluxon.WrongHandle):
         h.cancel()
     # a live numpy array blocks the release: it could not be invalidated
@@ -284,3 +286,19 @@ def test_node_roles_and_ports():
         with lc.client() as c:
             c.put("n", b"1")
     lc.stop()  # twice: harmless
+
+
+def test_make_install_installs_a_package_that_finds_its_library(tmp_path):
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    r = subprocess.run(["make", "-s", "install", f"DESTDIR={tmp_path}", "PREFIX=/usr"], cwd=root,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    ver = "python%d.%d" % sys.version_info[:2]
+    site = tmp_path / "usr" / "lib" / ver / "dist-packages"
+    assert (site / "fluxon" / "sglang.py").exists()
+    env = {k: v for k, v in os.environ.items() if k != "FLUXON_LIB"}
+    env["PYTHONPATH"] = str(site)
+    out = subprocess.run([sys.executable, "-c", "import fluxon; print(fluxon.library_path)"], env=env, cwd="/",
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(tmp_path / "usr" / "lib" / "libfluxon.so.0")

@@ -290,3 +290,52 @@ Test(batch, a_closed_owner_is_unavailable_not_a_crash)
     bt_free(t);
     fluxon_client_close(c);
 }
+
+Test(batch, a_key_being_written_and_a_full_owner_are_per_key_statuses)
+{
+    kf_up(1);
+    fluxon_client *c = kf_client(0);
+    bt_t *t = bt_new("bw", 7);
+    fluxon_plan *plan = NULL;
+    cr_assert_eq(fluxon_local_fast_put_start(c, t->keys, 1, BLEN, NULL, &plan, NULL), FLUXON_OK);
+    cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, t->srcp, t->lens, NULL, t->st), FLUXON_OK);
+    cr_assert_eq(t->st[0], FLUXON_ERR_KEY_BEING_WRITTEN);
+    cr_assert_eq(t->st[1], FLUXON_OK);
+    cr_assert_eq(fluxon_put_abort(c, plan), FLUXON_OK);
+    /* 12 values of a whole grant (8 MiB) into a 72 MiB segment: the tail does not fit */
+    enum { NBIG = 12 };
+    uint64_t big = 8ull << 20, blens[NBIG];
+    uint8_t *src = malloc(big);
+    kf_fill(src, big, 77);
+    const void *bsrc[NBIG];
+    const char *bkeys[NBIG];
+    char bnames[NBIG][32];
+    int bst[NBIG];
+    for (int i = 0; i < NBIG; i++) {
+        snprintf(bnames[i], sizeof bnames[i], "big-%02d", i);
+        bkeys[i] = bnames[i];
+        bsrc[i] = src;
+        blens[i] = big;
+    }
+    cr_assert_eq(fluxon_batch_put_from(c, bkeys, NBIG, bsrc, blens, NULL, bst), FLUXON_OK);
+    int ok = 0, nospace = 0;
+    for (int i = 0; i < NBIG; i++) {
+        ok += bst[i] == FLUXON_OK;
+        nospace += bst[i] == FLUXON_ERR_NO_SPACE;
+    }
+    cr_assert(ok > 0 && nospace > 0 && ok + nospace == NBIG, "%d stored, %d NO_SPACE", ok, nospace);
+    uint8_t *dst = malloc(big);
+    void *dp[1] = {dst};
+    uint64_t cap[1] = {big};
+    size_t nr = 0;
+    int first_ok = bst[0] == FLUXON_OK ? 0 : -1;
+    cr_assert_eq(first_ok, 0, "the head of the batch is stored");
+    cr_assert_eq(fluxon_batch_get_into(c, bkeys, 1, dp, cap, 1, NULL, 0, bst, NULL, &nr), FLUXON_OK);
+    cr_assert_eq(nr, 1);
+    cr_assert(kf_check(dst, big, 77));
+    free(dst);
+    free(src);
+    quiet(c);
+    bt_free(t);
+    fluxon_client_close(c);
+}

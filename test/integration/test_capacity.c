@@ -63,9 +63,9 @@ static void cap_setup(size_t max_len)
 }
 
 /* The issue's first sequence: a 256 MiB owner (15 grants of 16 MiB) stores 4096·N bytes
- * for N = 1..15 (one size per grant, every grant taken), then 64 KiB and 68 KiB succeed:
- * the coldest grant of another size is retired and re-carved (was NO_SPACE with 491,520
- * bytes used). */
+ * for N = 1..15, then 64 KiB and 68 KiB succeed (was NO_SPACE with 491,520 bytes used, one
+ * size per grant, 15/15 taken): small sizes get sub-grants of one 1 MiB chunk, so the
+ * seventeen sizes take two master grants and nothing is evicted. */
 Test(capacity, fifteen_sizes_then_two_more_all_succeed)
 {
     cap_up("256MiB", NULL);
@@ -76,20 +76,50 @@ Test(capacity, fifteen_sizes_then_two_more_all_succeed)
         snprintf(k, sizeof k, "f-%d", n);
         cr_assert_eq(put_len(c, k, 4096ull * n), FLUXON_OK, "put of %d bytes", 4096 * n);
     }
-    cr_assert_eq(kf_stat(c, "grants"), 15, "one grant per size, all taken");
     cr_assert_eq(put_len(c, "f-64k", 64 << 10), FLUXON_OK, "64 KiB after 15 sizes");
     cr_assert_eq(put_len(c, "f-68k", 68 << 10), FLUXON_OK, "68 KiB after 16 sizes");
     cr_assert_eq(check_len(c, "f-64k", 64 << 10), 1);
     cr_assert_eq(check_len(c, "f-68k", 68 << 10), 1);
-    int kept = 0;
     for (int n = 1; n <= 15; n++) {
         snprintf(k, sizeof k, "f-%d", n);
-        kept += check_len(c, k, 4096ull * n);
+        cr_assert_eq(check_len(c, k, 4096ull * n), 1, "%s kept", k);
     }
-    cr_log_info("15 sizes then 64 KiB and 68 KiB: %d of the 15 first values kept, %lld grants re-carved, "
-                "%lld retired", kept, kf_stat(c, "grants_recarved"), kf_stat(c, "grants_retired"));
-    cr_assert_eq(kept, 13, "exactly the two coldest sizes made room (the two oldest values)");
-    cr_assert_eq(check_len(c, "f-1", 4096), 0, "the coldest (first) value went");
+    cr_log_info("17 small sizes: %lld master grants, %lld slot-pool grants", kf_stat(c, "master_grants"),
+                kf_stat(c, "grants"));
+    cr_assert_eq(kf_stat(c, "master_grants"), 2, "seventeen one-chunk sub-grants in two master grants");
+    cr_assert_eq(kf_stat(c, "evictions"), 0);
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* The same with sizes that each need a whole grant (5 MiB + 4 KiB·i: three per 16 MiB
+ * grant, which no smaller sub-grant holds): 15 sizes take the 15 grants; two more sizes
+ * (9 MiB and 9 MiB + 4 KiB, whole grants too) retire the coldest grants of other sizes
+ * (their values evicted whole) and re-carve them. */
+Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
+{
+    cap_up("256MiB", NULL);
+    cap_setup(10 << 20);
+    fluxon_client *c = kf_client(0);
+    char k[32];
+    for (int n = 0; n < 15; n++) {
+        snprintf(k, sizeof k, "w-%d", n);
+        cr_assert_eq(put_len(c, k, (5ull << 20) + 4096ull * n), FLUXON_OK, "put %d", n);
+    }
+    cr_assert_eq(kf_stat(c, "master_grants"), 15, "one whole grant per size, all taken");
+    cr_assert_eq(put_len(c, "w-a", 9ull << 20), FLUXON_OK, "a 16th size");
+    cr_assert_eq(put_len(c, "w-b", (9ull << 20) + 4096), FLUXON_OK, "a 17th size");
+    cr_assert_eq(check_len(c, "w-a", 9ull << 20), 1);
+    cr_assert_eq(check_len(c, "w-b", (9ull << 20) + 4096), 1);
+    int kept = 0;
+    for (int n = 0; n < 15; n++) {
+        snprintf(k, sizeof k, "w-%d", n);
+        kept += check_len(c, k, (5ull << 20) + 4096ull * n);
+    }
+    cr_log_info("15 whole-grant sizes then two more: %d of 15 kept, %lld retired", kept, kf_stat(c, "grants_retired"));
+    cr_assert_eq(kept, 13, "exactly the two coldest sizes made room");
+    cr_assert_eq(check_len(c, "w-0", 5ull << 20), 0, "the coldest (first) value went");
+    cr_assert_eq(check_len(c, "w-1", (5ull << 20) + 4096), 0);
     cr_assert_eq(kf_stat(c, "grants_retired"), 2);
     fluxon_client_close(c);
     free(cap_buf);
@@ -109,7 +139,7 @@ Test(capacity, one_mib_fill_then_small_puts_then_delete_all)
         snprintf(k, sizeof k, "m-%d", i);
         cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK, "1 MiB put %d", i);
     }
-    cr_assert_eq(kf_stat(c, "grants"), 15);
+    cr_assert_eq(kf_stat(c, "master_grants"), 15);
     cr_assert_gt(kf_stat(c, "evictions"), 0, "more than fits: the oldest went");
     double t0 = th_now_s();
     for (int i = 0; i < 20; i++) {
@@ -144,9 +174,10 @@ Test(capacity, one_mib_fill_then_small_puts_then_delete_all)
     cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
     fluxon_future_free(f);
     cr_assert_eq(check_len(c, hk, 4096), 1);
-    /* idle grants go back: two stay (one per size in use) */
-    cr_assert(kf_wait_stat(c, "grants", 2, 5000), "idle grants returned (grants %lld)", kf_stat(c, "grants"));
-    cr_assert_eq(kf_stat(c, "grants_returned"), 13);
+    /* idle grants go back: one stays (both sizes in use are sub-grants of it) */
+    cr_assert(kf_wait_stat(c, "master_grants", 1, 5000), "idle grants returned (grants %lld)",
+              kf_stat(c, "master_grants"));
+    cr_assert_eq(kf_stat(c, "grants_returned"), 14);
     cr_assert_eq(kf_stat(c, "grants_returning"), 0, "every return confirmed by the master");
     /* and the room serves again: a fresh fill of another size */
     for (int i = 0; i < 30; i++) {
@@ -253,6 +284,46 @@ Test(capacity, random_mix_of_twenty_sizes_never_fails, .timeout = 240)
                 "segment (%d samples), %lld re-carved, %lld retired, %lld evictions",
                 nk, written / (double)(1 << 30), util_n ? 100 * util_sum / util_n : 0.0, util_n,
                 kf_stat(c, "grants_recarved"), kf_stat(c, "grants_retired"), kf_stat(c, "evictions"));
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* Fragmentation: values of a random mix of 20 sizes (4 KiB..8 MiB) are put and held until
+ * the first NO_SPACE; payload bytes / segment bytes at that point is reported: 72.4 %
+ * (179 values over 15 grants of 16 MiB cut into 1 MiB chunks; 15.6 %, 30 values, with
+ * one size per whole grant). The rest is tails (a sub-grant holds whole slots only), the
+ * half-empty last sub-grant of each size, and a size that needs a free run of its chunk
+ * count. Released, the room serves again. */
+Test(capacity, mixed_sizes_held_until_the_first_no_space, .timeout = 240)
+{
+    cap_up("256MiB", ",\"hot_capacity_bytes\":\"256MiB\"");
+    cap_setup(8 << 20);
+    fluxon_client *c = kf_client(0);
+    uint64_t sizes[20];
+    for (int i = 0; i < 20; i++) sizes[i] = i == 19 ? (8u << 20) : (uint64_t)(4096.0 * pow(2048.0, i / 19.0)) + i * 37;
+    enum { MAXH = 4096 };
+    static fluxon_holder *h[MAXH];
+    uint64_t rng = 0x2545F4914F6CDD1Dull, payload = 0;
+    int n = 0, rc = FLUXON_OK;
+    char k[32];
+    while (n < MAXH) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        uint64_t len = sizes[rng % 20];
+        snprintf(k, sizeof k, "y-%d", n);
+        rc = put_len(c, k, len);
+        if (rc != FLUXON_OK) break;
+        cr_assert_eq(fluxon_get(c, k, &h[n]), FLUXON_OK, "hold %s", k);
+        payload += len;
+        n++;
+    }
+    cr_assert_eq(rc, FLUXON_ERR_NO_SPACE, "ends with NO_SPACE: %s", fluxon_status_string(rc));
+    double util = (double)payload / (256 << 20);
+    cr_log_info("mixed sizes held: first NO_SPACE after %d values, payload %.1f MiB = %.1f %% of the 256 MiB "
+                "segment (%lld grants of 16 MiB, %lld re-carved)", n, payload / 1048576.0, 100 * util,
+                kf_stat(c, "master_grants"), kf_stat(c, "grants_recarved"));
+    cr_assert_gt(util, 0.6, "utilization %.3f", util);
+    for (int i = 0; i < n; i++) fluxon_holder_release(h[i]);
+    cr_assert_eq(put_len(c, "y-after", 8 << 20), FLUXON_OK, "released: room again");
     fluxon_client_close(c);
     free(cap_buf);
 }

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "helpers.h"
+#include "kvfix.h"
 #include "fluxon.h"
 
 typedef struct ops {
@@ -232,4 +233,333 @@ Test(ops, the_cli_does_not_prefault_the_segment, .timeout = 60, .fini = ops_fini
     th_write_file(cfg, buf);
     cr_assert_eq(ops_stat_rss(cfg, &rss), 0);
     cr_assert_gt(rss, 256 * 1024, "prefault_segment true: %ld KiB", rss);
+}
+
+/* Item 4. Before: a wrong socket path hung 30 s ("nobody accepted at '.../nope.sock' within
+ * 30000 ms (last error: No such file or directory)"), and so did a stale one. Now a missing
+ * file fails at once and a stale one (its owner SIGKILLed) within 300 ms, both naming the
+ * owner sockets that do exist in that directory. */
+Test(ops, a_wrong_or_stale_socket_fails_at_once_naming_the_sockets_there, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char cfg[300], buf[1024], out[4096];
+    snprintf(cfg, sizeof cfg, "%s/external-nope.json", t.dir);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"socket\":\"%s/run/nope.sock\"}",
+             t.dir);
+    th_write_file(cfg, buf);
+    double t0 = th_now_s();
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s stat", cfg);
+    cr_assert_lt(th_now_s() - t0, 3.0, "a missing socket file must fail at once");
+    cr_assert_eq(ex, 1, "%s", out);
+    cr_assert(strstr(out, "no owner listens at socket") && strstr(out, "nope.sock: no such file") &&
+              strstr(out, "owner sockets in ") && strstr(out, ": o1.sock)"), "%s", out);
+    cr_assert(strstr(out, "FLUXON_ERR_UNAVAILABLE"), "%s", out);
+    th_stop(t.owner, SIGKILL, 5000); /* its socket file stays behind */
+    t.owner = -1;
+    cr_assert(th_wait_path(t.sock, 0) || access(t.sock, F_OK) == 0, "the stale socket file is gone");
+    t0 = th_now_s();
+    ex = ops_cli(out, sizeof out, "--role=external --config %s stat", t.ecfg);
+    cr_assert_lt(th_now_s() - t0, 3.0, "a stale socket must fail fast");
+    cr_assert_eq(ex, 1, "%s", out);
+    cr_assert(strstr(out, "o1.sock: the file is there but nobody accepts"), "%s", out);
+}
+
+/* placed_bytes of node_id in the cluster's node table, -1 when absent */
+static long long ops_placed_bytes(fluxon_client *c, const char *node_id)
+{
+    char buf[8192];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_cluster_nodes(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf);
+    cr_assert_not_null(doc, "%s", buf);
+    long long r = -1;
+    const cJSON *n;
+    cJSON_ArrayForEach(n, doc)
+        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(n, "node_id")), node_id))
+            r = (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(n, "placed_bytes"));
+    cJSON_Delete(doc);
+    return r;
+}
+
+static void ops_kf_fini(void) { kf_down(); }
+
+/* Item 5. Before: with owner B gone, `get` of B's puts through A all said NOT_FOUND, also
+ * those the master had placed in A's own segment (owners_alive 1, lookups_skipped 8): A
+ * believed it was alone and skipped the master. Now an owner that ever saw another owner
+ * asks the master; every value placed on A stays readable, none is invented missing. */
+Test(ops, values_placed_on_the_survivor_stay_readable_when_the_other_owner_dies, .timeout = 90,
+     .fini = ops_kf_fini)
+{
+    kf_up(2);
+    fluxon_client *b = kf_client(1);
+    enum { N = 32, LEN = 4096 };
+    uint8_t v[LEN];
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "kk/%d", i);
+        kf_fill(v, LEN, (uint64_t)i);
+        cr_assert_eq(fluxon_put(b, key, v, LEN, NULL), FLUXON_OK, "put %s", key);
+    }
+    long long on_a = ops_placed_bytes(b, "ownA") / LEN;
+    cr_assert_gt(on_a, 0, "no put was placed on A (32 random placements)");
+    fluxon_client_close(b);
+    fluxon_node_stop(kf_owner[1]);
+    kf_owner[1] = NULL;
+    fluxon_client *a = kf_client(0);
+    cr_assert(kf_wait_stat(a, "owners_alive", 1, 15000), "the master did not announce B's death");
+    int found = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "kk/%d", i);
+        fluxon_holder *h = NULL;
+        int rc = fluxon_get(a, key, &h);
+        cr_assert(rc == FLUXON_OK || rc == FLUXON_ERR_NOT_FOUND, "%s: %s", key, fluxon_status_string(rc));
+        if (rc != FLUXON_OK) continue;
+        found++;
+        cr_assert_eq(fluxon_holder_len(h), LEN);
+        cr_assert(kf_check(fluxon_holder_data(h), LEN, (uint64_t)i), "%s: wrong bytes", key);
+        fluxon_holder_release(h);
+    }
+    cr_assert_eq(found, on_a, "%d of the %lld values placed on A were readable", found, on_a);
+    cr_assert_eq(kf_stat(a, "lookups_skipped"), 0);
+    fluxon_client_close(a);
+}
+
+/* Item 6. Before: with the master down `put kk/new -` waited 30.4 s and printed
+ * FLUXON_ERR_TIMEOUT (exit 1), though the value was stored and later published. Now the
+ * owner answers at once FLUXON_ERR_UNKNOWN_OUTCOME (exit 3, explained), the value is
+ * readable through that owner, and it is published once the master returns. */
+Test(ops, a_put_without_master_reports_an_unknown_outcome_and_converges, .timeout = 90, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char val[256], out[4096];
+    snprintf(val, sizeof val, "%s/value", t.dir);
+    th_write_file(val, "hello-unknown");
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put kk/old %s", t.ecfg, val);
+    cr_assert_eq(ex, 0, "%s", out);
+    th_stop(t.master, SIGTERM, 5000);
+    t.master = -1;
+    cr_assert(th_wait_log(t.olog, "lost the master connection", 10000));
+    double t0 = th_now_s();
+    ex = ops_cli(out, sizeof out, "--role=external --config %s put kk/new %s", t.ecfg, val);
+    cr_assert_lt(th_now_s() - t0, 5.0, "the put waited for its timeout: %s", out);
+    cr_assert_eq(ex, 3, "%s", out);
+    cr_assert(strstr(out, "FLUXON_ERR_UNKNOWN_OUTCOME") && strstr(out, "the outcome is not known yet"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s get kk/new", t.ecfg);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "hello-unknown"), "%s", out);
+    t.master = ops_start("master", t.mcfg, t.mlog);
+    cr_assert(th_wait_log(t.mlog, "owner o1 registered", 10000));
+    int listed = 0;
+    for (double end = th_now_s() + 20; !listed && th_now_s() < end; th_sleep_ms(100)) {
+        ex = ops_cli(out, sizeof out, "--role=external --config %s ls kk/", t.ecfg);
+        listed = ex == 0 && strstr(out, "kk/new") != NULL;
+    }
+    cr_assert(listed, "kk/new was never published: %s", out);
+    cr_assert_eq(ops_cli(out, sizeof out, "--help"), 0);
+    cr_assert(strstr(out, "3 outcome unknown"), "--help does not document exit status 3: %s", out);
+}
+
+/* Item 7. Before: a `put` over the CLI's 512 MiB read cap said "larger than 512 MiB (the
+ * largest value Fluxon stores)", and a `get` too large for the reading owner's grants said
+ * only FLUXON_ERR_NO_SPACE. Now every size error names the value's size, the limit and the
+ * config field that sets it (reserve.grant_bytes). */
+Test(ops, size_errors_name_the_size_the_limit_and_the_field, .timeout = 90, .fini = ops_fini)
+{
+    ops_up(NULL, NULL); /* o1: 8 MiB grants */
+    char cfg2[300], log2[300], ecfg2[300], buf[1024], out[8192];
+    snprintf(cfg2, sizeof cfg2, "%s/owner2.json", t.dir);
+    snprintf(log2, sizeof log2, "%s/owner2.log", t.dir);
+    snprintf(ecfg2, sizeof ecfg2, "%s/external2.json", t.dir);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"node_id\":\"o2\","
+             "\"master\":\"127.0.0.1:%d\",\"socket\":\"%s/run/o2.sock\",\"segment_bytes\":\"48MiB\","
+             "\"reserve\":{\"grant_bytes\":\"16MiB\"}}", t.port, t.dir);
+    th_write_file(cfg2, buf);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"socket\":\"%s/run/o2.sock\"}",
+             t.dir);
+    th_write_file(ecfg2, buf);
+    t.owner2 = ops_start("owner", cfg2, log2);
+    cr_assert(th_wait_log(log2, "registered with master", 10000));
+    char big[300];
+    snprintf(big, sizeof big, "%s/big", t.dir);
+    FILE *f = fopen(big, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(ftruncate(fileno(f), 12 << 20), 0); /* 12 MiB of zeros */
+    fclose(f);
+    /* through o1 (8 MiB grants): refused, naming 12582912, 8388608 and the field */
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put kk/big %s", t.ecfg, big);
+    cr_assert_eq(ex, 2, "%s", out);
+    cr_assert(strstr(out, "12582912") && strstr(out, "8388608") && strstr(out, "reserve.grant_bytes"), "%s", out);
+    /* stored through o2, then read through o1: NO_SPACE, named */
+    ex = ops_cli(out, sizeof out, "--role=external --config %s put kk/big %s", ecfg2, big);
+    cr_assert_eq(ex, 0, "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s get kk/big -o %s/copy", t.ecfg, t.dir);
+    cr_assert_eq(ex, 1, "%s", out);
+    cr_assert(strstr(out, "FLUXON_ERR_NO_SPACE") && strstr(out, "reserve.grant_bytes"), "%s", out);
+    cr_assert(th_wait_log(t.olog, "the value is 12582912 bytes, larger than this owner's reserve.grant_bytes 8388608",
+                          5000), "the owner does not name the sizes");
+}
+
+/* Item 8. Before: every clean stop of a 2-owner process logged "ucx: peer failed: Endpoint
+ * timeout", UCX printed its own ERROR lines for failed peers and `make test` showed 65
+ * "was not returned to mpool ucp_requests" warnings. Now UCX logs through Fluxon's log, an
+ * idle peer that goes away is debug, and a stuck peer's leftovers are one warning. */
+Test(ops, a_clean_two_owner_run_logs_no_ucx_noise, .timeout = 120)
+{
+    char out[1 << 16];
+    int ex = ops_cli(out, sizeof out, "demo --owners 2 --workers 1 --requests 200 --value-len 16384");
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(!strstr(out, "peer failed"), "%s", out);
+    cr_assert(!strstr(out, "ucx error") && !strstr(out, "UCX  ERROR") && !strstr(out, "mpool"), "%s", out);
+}
+
+/* Item 11. Before: Ctrl-C of `ping` printed nothing. Now it stops and prints the figures
+ * of the round trips done so far, marked interrupted, and exits 130. */
+Test(ops, ctrl_c_of_ping_prints_the_partial_figures, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char out[300];
+    snprintf(out, sizeof out, "%s/ping.log", t.dir);
+    const char *argv[] = {th_fluxon_bin(), "--role=external", "--config", t.ecfg, "ping", "--count", "100000000", NULL};
+    pid_t pid = th_spawn(argv, out);
+    cr_assert_gt(pid, 0);
+    th_sleep_ms(1500); /* some round trips are done (the process must be interrupted mid-run) */
+    int st = th_stop(pid, SIGINT, 10000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d", st);
+    cr_assert(ops_file_has(out, "external->owner ") && ops_file_has(out, "(interrupted)") &&
+              ops_file_has(out, "p99"), "no partial figures");
+    cr_assert(ops_file_has(out, "ping interrupted after"));
+}
+
+/* Item 13. Before: `put` echoed control bytes of a key raw while `ls` escaped them. Now
+ * put, del and ls print the same escaped line. */
+Test(ops, put_del_and_ls_escape_control_bytes_alike, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char val[256], out[4096];
+    snprintf(val, sizeof val, "%s/v", t.dir);
+    th_write_file(val, "x");
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put \"$(printf 'ctl/a\\tb\\001')\" %s", t.ecfg, val);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "put ctl/a\\tb\\x01: 1 bytes"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s ls ctl/", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "ctl/a\\tb\\x01\n"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s del \"$(printf 'ctl/a\\tb\\001')\"", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "deleted ctl/a\\tb\\x01\n"), "%s", out);
+}
+
+/* Items 10 and 12. Before: a ~4 s demo wrote 4 timeseries rows (a point per second) and
+ * `scripts/plot` with no argument printed "line 6: 1: usage: ..."; --help said nothing of
+ * memory. Now a short run is sampled by request count (60 rows), the plot script prints
+ * its usage, and demo --help states the memory it needs. */
+Test(ops, short_demo_runs_are_sampled_by_request_count, .timeout = 120, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    char out[1 << 15], path[300];
+    int ex = ops_cli(out, sizeof out, "demo --requests 600 --out %s/out", t.dir);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "memory in use"), "%s", out);
+    snprintf(path, sizeof path, "%s/out/timeseries.csv", t.dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    int rows = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f) && rows < 1000) rows++;
+    fclose(f);
+    cr_assert_eq(rows, 61, "%d rows (header + 60 samples expected)", rows);
+    ex = ops_cli(out, sizeof out, "demo --help");
+    cr_assert(ex == 0 && strstr(out, "Memory:") && strstr(out, "3.5 GiB by default") && strstr(out, "--key-prefix"),
+              "%s", out);
+    if (access("scripts/plot", X_OK) == 0) {
+        FILE *p = popen("scripts/plot 2>&1", "r");
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = 0;
+        int st = pclose(p);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s", out);
+        cr_assert(!strncmp(out, "usage: scripts/plot DIR", 23), "%s", out);
+    }
+}
+
+/* Item 8. Before: each failed remote fetch from an owner that died printed five UCX ERROR
+ * lines (shmat ... Invalid argument, connect ... refused). Now the reader's owner says
+ * nothing of UCX's own at the default level; the get reports its miss. */
+Test(ops, a_fetch_from_a_dead_owner_prints_no_ucx_errors, .timeout = 90, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char cfg2[300], log2[300], ecfg2[300], buf[1024], out[4096], val[300];
+    snprintf(cfg2, sizeof cfg2, "%s/owner2.json", t.dir);
+    snprintf(log2, sizeof log2, "%s/owner2.log", t.dir);
+    snprintf(ecfg2, sizeof ecfg2, "%s/external2.json", t.dir);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"node_id\":\"o2\","
+             "\"master\":\"127.0.0.1:%d\",\"socket\":\"%s/run/o2.sock\",\"segment_bytes\":\"32MiB\","
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"}}", t.port, t.dir);
+    th_write_file(cfg2, buf);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"socket\":\"%s/run/o2.sock\"}",
+             t.dir);
+    th_write_file(ecfg2, buf);
+    t.owner2 = ops_start("owner", cfg2, log2);
+    cr_assert(th_wait_log(log2, "registered with master", 10000));
+    snprintf(val, sizeof val, "%s/v", t.dir);
+    th_write_file(val, "value-on-o2");
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s put dead/%d %s", ecfg2, i, val), 0, "%s", out);
+    th_stop(t.owner2, SIGKILL, 5000);
+    t.owner2 = -1;
+    for (int i = 0; i < 8; i++) {
+        int ex = ops_cli(out, sizeof out, "--role=external --config %s get dead/%d", t.ecfg, i);
+        cr_assert(ex == 0 || ex == 1, "%s", out);
+        cr_assert(!strstr(out, "ucx error") && !strstr(out, "UCX  ERROR"), "%s", out);
+    }
+    cr_assert(!ops_file_has(t.olog, "UCX  ERROR") && !ops_file_has(t.olog, "ucx error"), "UCX errors in the owner's log");
+    cr_assert(!ops_file_has(t.olog, "shmat"), "UCX's shmat noise in the owner's log");
+}
+
+/* huge_pages nr of free 2 MiB pages (HugePages_Free), -1 unknown */
+static long ops_free_huge_pages(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "HugePages_Free: %ld", &n) == 1) break;
+    if (f) fclose(f);
+    return n;
+}
+
+/* Item 1 (huge pages): "try" always starts (on 4 KiB pages when no huge page is free, the
+ * reason logged); "on" starts on huge pages or refuses with CONFIG, as does a segment that
+ * is not a multiple of 2 MiB. */
+Test(ops, huge_pages_try_falls_back_and_on_is_refused_when_unavailable, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    char mj[256], oj[1024];
+    snprintf(mj, sizeof mj, "{\"role\":\"master\",\"cluster_id\":\"t1\",\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}");
+    fluxon_node *m = NULL, *o = NULL;
+    cr_assert_eq(fluxon_node_start(mj, &m), FLUXON_OK);
+    const char *fmt = "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"node_id\":\"h%s\",\"master\":\"127.0.0.1:%u\","
+                      "\"socket\":\"%s/h%s.sock\",\"segment_bytes\":\"%s\",\"reserve\":{\"grant_bytes\":\"4MiB\"},"
+                      "\"huge_pages\":\"%s\",\"log_level\":\"error\"}";
+    snprintf(oj, sizeof oj, fmt, "1", fluxon_node_port(m), t.dir, "1", "16MiB", "try");
+    cr_assert_eq(fluxon_node_start(oj, &o), FLUXON_OK, "huge_pages try must always start");
+    fluxon_client *c = NULL;
+    char ej[512];
+    snprintf(ej, sizeof ej, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"socket\":\"%s/h1.sock\",\"log_level\":\"error\"}",
+             t.dir);
+    cr_assert_eq(fluxon_client_open(ej, &c), FLUXON_OK);
+    cr_assert_eq(fluxon_put(c, "huge/k", "v", 1, NULL), FLUXON_OK);
+    fluxon_client_close(c);
+    fluxon_node_stop(o);
+    o = NULL;
+    snprintf(oj, sizeof oj, fmt, "2", fluxon_node_port(m), t.dir, "2", "16388KiB", "on");
+    cr_assert_eq(fluxon_node_start(oj, &o), FLUXON_ERR_CONFIG, "a segment not a multiple of 2 MiB");
+    snprintf(oj, sizeof oj, fmt, "3", fluxon_node_port(m), t.dir, "3", "16MiB", "on");
+    int rc = fluxon_node_start(oj, &o);
+    if (ops_free_huge_pages() < 8) cr_assert_eq(rc, FLUXON_ERR_CONFIG, "%s", fluxon_status_string(rc));
+    else cr_assert_eq(rc, FLUXON_OK, "%s", fluxon_status_string(rc));
+    fluxon_node_stop(o);
+    fluxon_node_stop(m);
 }

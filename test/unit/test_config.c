@@ -251,6 +251,7 @@ static const struct tc_bad tc_bads[] = {
     {O "\"claim_timeout_ms\":-1}", "claim_timeout_ms: -1 must be"},
     {E "\"timeout_ms\":0}", "timeout_ms: 0 must be"},
     {E "\"prefault_segment\":1}", "prefault_segment: 1 must be true or false"},
+    {O "\"huge_pages\":\"yes\"}", "huge_pages: \"yes\" must be one of off, try, on"},
     {O "\"prefault_segment\":false}", "prefault_segment: unknown field for role owner"},
     {M "\"start_timeout_ms\":1e300}", "start_timeout_ms: 1e+300 must be"},
     {O "\"numa_node\":-2}", "numa_node: -2 must be an integer in [-1,"},

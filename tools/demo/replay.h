@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli_simulate.h"
 #include "cli_trace.h"
 #include "fluxon.h"
 
@@ -54,6 +55,10 @@ typedef struct rp_opts {
     const char *configs[RP_MAX_OWNERS];
     unsigned n_configs;
     const char *key_prefix;
+    const char *eviction_policy; /* the embedded owners' "eviction_policy" (and the simulator's) */
+    int simulate;                /* --simulate: the policy offline over the trace, no cluster */
+    const char *metrics_listen; /* serve the embedded nodes' /metrics here while running */
+    uint64_t metrics_linger_ms; /* keep serving that long after the replay */
     unsigned cpu_owners;          /* issue 16: embedded remote_cache owners (no workers) */
     uint64_t cpu_capacity_blocks; /* pages each of them holds [--capacity-blocks] */
     double writeback_watermark;   /* GPU owners' writeback_watermark with cpu_owners [0.95] */
@@ -150,6 +155,7 @@ typedef struct rp_run {
     rp_reqrec *recs;
     uint64_t ref_hits, ref_lookups, distinct_pages;
     uint64_t lru_ref_hits;    /* the reference LRU of capacity_blocks pages (when given) */
+    uint64_t policy_ref_hits; /* the eviction policy's own simulator (cli_simulate.c) */
     rp_cluster cl;
     rp_worker *workers;
     unsigned n_workers, n_owners;

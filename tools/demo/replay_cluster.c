@@ -214,9 +214,9 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-owner-%u\",\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\","
                  "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\","
-                 "\"start_timeout_ms\":120000}", /* a multi-GiB segment is faulted in at start */
+                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000}", /* a multi-GiB segment is faulted in at start */
                  k, fluxon_node_port(*master), socks[k], (unsigned long long)r->segment_bytes,
-                 (unsigned long long)r->grant_bytes, capacity);
+                 (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy);
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n", k,
