@@ -214,6 +214,10 @@ static void orepl_on_pushed(void *arg, int status)
     uint64_t dt = fx_now_ns() - c->t0_ns;
     fx_free(c);
     if (!b) return;
+    if (status == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: this push fails */
+        o->cfg.fail_transfers--;
+        status = FLUXON_ERR_INTERNAL;
+    }
     if (status == FLUXON_OK) {
         o->repl->c.pushed_keys += b->n_ranges;
         o->repl->c.pushed_bytes += b->n_ranges * b->value_len;
@@ -321,9 +325,10 @@ static void orepl_on_start(void *arg, int status, const fx_frame_header_t *h, co
     size_t k = 0, left = 0;
     for (uint32_t j = 0; j < b->nt; j++) {
         orepl_task_t *t = b->t[j];
+        uint32_t tn = t->n; /* t may be freed by its answer */
         if (!orepl_task_answer(o, t, &a, k)) b->t[j] = NULL;
         else left++;
-        k += t->n;
+        k += tn;
     }
     if (!left) { /* nothing to copy: no append was recorded */
         orepl_batch_end(o, b, OR_MASTER, NULL);

@@ -37,6 +37,24 @@ static int wait_master_stat(fluxon_client *c, const char *name, long long want, 
     return 0;
 }
 
+/* placed_bytes of owner node_id in the master's node table (-1: not listed) */
+static long long placed_bytes(fluxon_client *c, const char *node_id)
+{
+    char buf[8192];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_cluster_nodes(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf), *n;
+    long long r = -1;
+    cJSON_ArrayForEach(n, doc)
+    {
+        cJSON *id = cJSON_GetObjectItem(n, "node_id");
+        if (cJSON_IsString(id) && !strcmp(id->valuestring, node_id))
+            r = (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(n, "placed_bytes"));
+    }
+    cJSON_Delete(doc);
+    return r;
+}
+
 static void keyname(char *buf, size_t cap, const char *pfx, int i) { snprintf(buf, cap, "%s-%04d", pfx, i); }
 static uint64_t seed_of(const char *pfx, int i)
 {
@@ -224,4 +242,26 @@ Test(remote, writeback_then_demotion)
     cr_assert_gt(master_stat(b, "hits_cpu_owner"), 0, "some hits from the CPU owner");
     fluxon_client_close(a);
     fluxon_client_close(b);
+}
+
+/* A failed push keeps the local primary, frees the target's ranges and is counted by cause;
+ * the other task completes. */
+Test(remote, failed_push_is_counted)
+{
+    const char *const extra[] = {",\"test\":{\"fail_transfers\":1}", NULL, ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(3, NULL, extra);
+    fluxon_client *a = kf_client(0);
+    put_groups(a, "fp", 8, 4, 1, NULL); /* 2 groups: the first push fails */
+    cr_assert(kf_wait_stat(a, "repl_inflight", 0, 5000), "R1");
+    cr_assert(kf_wait_stat(a, "repl_queued", 0, 1000));
+    long long failed = kf_stat(a, "repl_failed_transfer"), done = kf_stat(a, "repl_completed");
+    cr_assert_eq(failed, 1, "one task failed: transfer");
+    cr_assert_eq(done, 1, "the other completed");
+    cr_assert_eq(kf_stat(a, "repl_tasks_eager"), failed + done);
+    cr_assert(wait_master_stat(a, "append_keys_failed_transfer", 4, 5000));
+    cr_assert_eq(master_stat(a, "append_keys_completed"), 4);
+    cr_assert_eq(master_stat(a, "append_inflight"), 0, "R1");
+    cr_assert_eq(placed_bytes(a, "ownC"), (long long)(4 * VLEN), "the failed push's ranges were freed");
+    cr_assert_eq(get_check(a, "fp", 8, 4), 8, "the local primaries stay");
+    fluxon_client_close(a);
 }
