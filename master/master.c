@@ -298,6 +298,7 @@ static bool master_kv_request(mkv_t *s, master_peer_t *p, const fx_frame_header_
     case FX_MSG_LIST: fx_mkv_list(s, p, h, body, arena); return true;
     case FX_MSG_PUT_PLACE: fx_mplace_put_place(s, p, h, body, arena); return true;
     case FX_MSG_PUT_REVOKE: fx_mplace_put_revoke(s, p, h, body, arena); return true;
+    case FX_MSG_REPUBLISH: fx_mkv_republish(s, p, h, body, arena); return true;
     default: return false;
     }
 }

@@ -14,6 +14,8 @@ FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en);
 FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, size_t n);
 /* something changed that may let eviction or a waiting claim progress */
 FX_INTERNAL void fx_oev_kick(fx_owner_t *o);
+/* How many values the atomic group en was published in had (1: alone). */
+FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en);
 FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j);
 
 #endif

@@ -9,6 +9,7 @@
 #include "owner_link.h"
 #include "owner_place.h"
 #include "owner_put.h"
+#include "owner_republish.h"
 #include "owner_stats.h"
 
 FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
@@ -21,7 +22,8 @@ FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
                    (unsigned long long)fx_segment_len(o->seg));
     void (*parts[])(fx_owner_t *, fx_jbuf_t *) = {fx_oext_stats_json,   fx_olink_stats_json, fx_ostore_stats_json,
                                                   fx_oclaims_stats_json, fx_oput_stats_json,  fx_oplace_stats_json,
-                                                  fx_oget_stats_json,    fx_ofetch_stats_json, fx_oev_stats_json};
+                                                  fx_oget_stats_json,    fx_ofetch_stats_json, fx_oev_stats_json,
+                                                  fx_orepub_stats_json};
     for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) {
         if (i) fx_jbuf_printf(&j, ",");
         parts[i](o, &j);

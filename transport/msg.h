@@ -11,7 +11,7 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 2u
+#define FX_PROTOCOL_VERSION 3u
 #define FX_FLAG_RESPONSE 0x0001u
 /* put flags (put_start.flags, put_done.flags) */
 #define FX_PUT_REJECT_IF_INFLIGHT 0x1ull
@@ -164,6 +164,24 @@ typedef struct fx_strv {
 /* external -> owner (one-way): release these holders */
 #define FX_BODY_release(F) F(U64V, holder_ids)
 
+/* owner -> master (issue 17): after registering with a master that did not know it, an
+ * owner re-publishes the values it holds committed, in batches of at most
+ * FX_REPUBLISH_MAX_KEYS: key i lives at offsets[i] of its segment (a slot), value_lens[i]
+ * bytes, version (put_ms, put_ver), published in an atomic group of group_sizes[i] keys.
+ * last: the final batch. Answer: statuses, per key OK (routed), STALE (a newer version is
+ * routed: drop this copy) or another error (not routed: drop it). */
+#define FX_BODY_republish(F)                                                          \
+    F(STRV, keys) F(U64V, offsets) F(U64V, value_lens) F(U64V, put_ms) F(U64V, put_ver)  \
+    F(U64V, group_sizes) F(U64V, range_bytes) F(U8, last)
+/* range_bytes[i] > 0: key i is a placed value in a range of that many bytes the master
+ * had allocated in the sender's segment (PLACED told the sender), not one of its slots. */
+/* master -> owner (one-way): these placed values now live in ranges of your segment,
+ * routed at these versions (lease_id != 0: bound to a lease, never re-published). The
+ * owner remembers them to re-publish them; INVALIDATE names them when they go. */
+#define FX_BODY_placed(F)                                                             \
+    F(STRV, keys) F(U64V, offsets) F(U64, value_len) F(U64V, put_ms) F(U64V, put_ver) F(U64, lease_id)
+#define FX_REPUBLISH_MAX_KEYS 8192u
+
 /* ---- catalog: X(NAME, id, request body, response body) ---- */
 #define FX_MSG_CATALOG(X)                                                             \
     X(HELLO, 1, hello, hello_ack)            /* first frame on every connection */    \
@@ -193,7 +211,9 @@ typedef struct fx_strv {
     X(PUT_PLACE, 25, put_place, put_place_ack) /* owner -> master: PutStart */        \
     X(PUT_REVOKE, 26, put_revoke, empty)     /* owner -> master: PutRevoke */         \
     X(MASTER_STATS, 27, empty, json)         /* external -> owner -> master: KV counters */ \
-    X(PUT_INLINE, 28, put_inline, empty)     /* external -> owner: plain put, one request */
+    X(PUT_INLINE, 28, put_inline, empty)     /* external -> owner: plain put, one request */ \
+    X(REPUBLISH, 29, republish, statuses)    /* owner -> master: what it holds (restart) */ \
+    X(PLACED, 30, placed, empty)             /* master -> owner, one-way: placed values */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
@@ -221,7 +241,8 @@ typedef enum fx_msg_type {
     B(lookup) B(lookup_ack) B(get_done) B(statuses) B(key) B(invalidate) B(keys) B(count)    \
     B(lease) B(lease_ack) B(list) B(put_start) B(put_start_ack) B(plan_ref)                  \
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
-    B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline)
+    B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline) \
+    B(republish) B(placed)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* A bump arena for decoded arrays; freed in one go after the frame is handled. */
