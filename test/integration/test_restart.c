@@ -47,7 +47,9 @@ static void restart_master_and_wait(fluxon_client *c) { restart_master_and_wait_
 
 Test(restart, master_killed_mid_replay_loses_nothing, .timeout = 300, .fini = fini)
 {
+    snprintf(rf_segment, sizeof rf_segment, "1GiB"); /* room for the whole replay: nothing evicted */
     rf_up(2, NULL);
+    snprintf(rf_segment, sizeof rf_segment, "256MiB");
     fluxon_client *c[2] = {rf_client(0), rf_client(1)};
     char key[64];
     for (int i = 0; i < N_PRE; i++) { /* placed by the master on either owner */
@@ -74,6 +76,7 @@ Test(restart, master_killed_mid_replay_loses_nothing, .timeout = 300, .fini = fi
     /* the only errors: requests the owners refused while no master was reachable */
     cr_assert_eq(rf_num(d, "errors"), rf_errors_of(d, "FLUXON_ERR_UNAVAILABLE"), "exit %d: see %s/pass1.log", ex,
                  rf.dir);
+    for (int o = 0; o < 2; o++) cr_assert_eq(rf_stat(c[o], false, "evictions"), 0, "the test needs no eviction");
     cJSON_Delete(d);
     /* every value stored is readable byte-exact through every owner; the delete holds */
     for (int o = 0; o < 2; o++) {
@@ -86,7 +89,7 @@ Test(restart, master_killed_mid_replay_loses_nothing, .timeout = 300, .fini = fi
     }
     /* the replay's values, through each owner alone: every hit verified by its checksum */
     for (int o = 0; o < 2; o++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "pass2-o%d", o);
         d = rf_demo_wait(rf_demo_start(name, 1u << o, 6000, "rp"), name, 240000, &ex);
         cr_assert_eq(ex, 0, "replay through o%d alone: see %s/%s.log", o, rf.dir, name);
