@@ -77,7 +77,13 @@
     X(put_done_stale_token, COUNTER, "master_put_done_stale_token_total", "", "PUT_DONE with an unknown placement token") \
     X(put_dedup_forgotten, COUNTER, "master_put_dedup_forgotten_total", "", "Dedup records swept")             \
     X(put_done_too_old, COUNTER, "master_put_done_too_old_total", "", "PUT_DONE older than the dedup window")     \
-    X(grants_returned, COUNTER, "master_grants_returned_total", "", "Idle grants owners gave back to the allocator")
+    X(grants_returned, COUNTER, "master_grants_returned_total", "", "Idle grants owners gave back to the allocator") \
+    X(republish_batches, COUNTER, "master_republish_batches_total", "", "REPUBLISH batches received (issue 17)")   \
+    X(republished, COUNTER, "master_republished_keys_total", "outcome=\"routed\"", "Re-published keys by outcome") \
+    X(republish_stale, COUNTER, "master_republished_keys_total", "outcome=\"stale\"", "")                        \
+    X(republish_replaced, COUNTER, "master_republished_keys_total", "outcome=\"replaced\"", "")                  \
+    X(republish_refused, COUNTER, "master_republished_keys_total", "outcome=\"refused\"", "")                    \
+    X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended")
 
 /* append.c (issue 16): replica tasks to remote_cache targets, hits by tier, demotion */
 #define FX_MASTER_APPEND_METRICS(X)                                                                              \

@@ -6,6 +6,7 @@
  *   inflight.c     in-flight puts (PUT_PLACE, PUT_REVOKE, TTL) and durable gets
  *   dedup.c        the answers of recent PUT_DONE batches per owner, kept for a time (T1)
  *   publish.c      PUT_DONE: batch dedup T1, convergence T2, whole-group rejection
+ *   republish.c    REPUBLISH: routes rebuilt from what owners hold (a restarted master)
  *   lookup.c       LOOKUP, GET_DONE, EVICT, DELETE, EXISTS, LIST
  *   leases.c       LEASE_GRANT and the lease timer
  *   kv.c, stats.c  lifecycle, per-owner state and GRANT; counters as JSON
@@ -221,6 +222,27 @@ FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t
 /* Up to cap keys with prefix, after `after` (NULL: from the start), in order, into
  * keys[] (views of the route map's own copies: valid until the map changes). */
 FX_INTERNAL uint32_t mkv_routes_list(mkv_t *s, fx_str_t prefix, fx_str_t after, fx_str_t *keys, uint32_t cap);
+
+/* ---- routes.c: re-published values (republish.c) ---- */
+/* The put-id generator resumes above (put_ms, put_ver) (a version an owner reported). */
+FX_INTERNAL void mkv_put_id_seen(mkv_t *s, uint64_t put_ms, uint32_t put_ver);
+/* An owner reports replica rep of key at version (put_ms, put_ver): no route yet: one is
+ * made with that version (no lease); the same version: rep joins its replicas; an older
+ * route: replaced by this version (its replicas invalidated through v); a newer route:
+ * FLUXON_ERR_STALE, nothing changed; this very replica is routed already:
+ * FLUXON_ERR_KEY_EXISTS, nothing changed. Returns FLUXON_OK, FLUXON_ERR_STALE, FLUXON_ERR_NO_SPACE
+ * (MKV_MAX_REPLICAS current copies), FLUXON_ERR_INVALID_ARGUMENT (the same version with
+ * another value_len) or FLUXON_ERR_NOMEM. *replaced_p: an older route was replaced. */
+FX_INTERNAL int mkv_route_restore(mkv_t *s, fx_str_t key, uint64_t value_len, uint32_t group_len, uint64_t put_ms,
+                                  uint32_t put_ver, const mkv_replica_t *rep, fx_mkv_inv_t *v, bool *replaced_p);
+
+/* ---- republish.c ---- */
+FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                  fx_arena_t *arena);
+/* Tells target (one-way PLACED) which keys of a placed batch it now holds in ranges
+ * (keys[i] with kept[i], at offsets[i], version (pms[i], pver[i])). */
+FX_INTERNAL void fx_mkv_placed_notify(mkv_t *s, master_node_t *target, const fx_body_put_done_t *b,
+                                      const uint8_t *kept, const uint64_t *pms, const uint64_t *pver);
 
 /* ---- place.c: placement policy ---- */
 /* Picks the target of a batch of `count` values of `bytes` each for requester req and

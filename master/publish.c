@@ -240,6 +240,7 @@ FX_INTERNAL void fx_mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_head
         FX_DEBUG("put_done batch %llu from %s: %zu of %u keys rejected (first: %.*s, %s)",
                  (unsigned long long)q.b.batch_id, n->node_id, n_rejected, q.nk, MKV_KEYF(q.b.keys.v[first_rej]),
                  fluxon_status_string((int)(int64_t)q.st[first_rej]));
+    if (q.rec && q.tn != n) fx_mkv_placed_notify(s, q.tn, &q.b, q.kept, q.pms, q.pver); /* it re-publishes them */
     if (q.rec) fx_mplace_release(s, q.rec, q.kept); /* ranges of rejected keys go back */
     mkv_inv_flush(s, &inv); /* owners drop replaced versions before the publisher hears OK */
     pub_reply(&q);

@@ -127,11 +127,20 @@ static void rt_next_put_id(mkv_t *s, uint64_t *ms, uint32_t *ver)
     *ver = s->last_put_ver;
 }
 
+FX_INTERNAL void mkv_put_id_seen(mkv_t *s, uint64_t put_ms, uint32_t put_ver)
+{
+    if (put_ms > s->last_put_ms || (put_ms == s->last_put_ms && put_ver > s->last_put_ver)) {
+        s->last_put_ms = put_ms;
+        s->last_put_ver = put_ver;
+    }
+}
+
 /* ---- routes ---- */
 FX_INTERNAL int mkv_routes_create(mkv_t *s)
 {
     int rc = fx_hmap_create(1024, &s->routes);
     if (rc == FLUXON_OK) rc = fx_prefix_index_create(&s->index);
+    s->last_put_ms = rt_realtime_ms(); /* every put id of an older master's is from before */
     if (rc != FLUXON_OK) mkv_routes_destroy(s);
     return rc;
 }
@@ -160,11 +169,12 @@ FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp)
 }
 
 /* Queues an INVALIDATE for every replica of r that belongs to its node's current
- * generation (replicas of an older generation died with that process). */
+ * generation (replicas of an older generation died with that process); a placed range
+ * too: its owner remembers it (PLACED) to re-publish it to a restarted master. */
 static void rt_inv_route(fx_mkv_inv_t *v, const char *key, size_t klen, const mkv_route_t *r)
 {
     for (uint32_t i = 0; i < r->n_rep; i++)
-        if (r->rep[i].node->generation == r->rep[i].generation && !r->rep[i].range_bytes) /* ranges: no owner state */
+        if (r->rep[i].node->generation == r->rep[i].generation)
             fx_mkv_inv_add(v, r->rep[i].node, key, klen, r->rep[i].offset, r->put_ms, r->put_ver);
 }
 
@@ -230,6 +240,52 @@ FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t value_len, ui
     s->replicas++;
     *pms = nr->put_ms;
     *pver = nr->put_ver;
+    return FLUXON_OK;
+}
+
+/* A new route for key at a reported version (republish): in the map and the index. */
+static int rt_restore_new(mkv_t *s, fx_str_t key, mkv_route_t *nr, fx_mkv_inv_t *v)
+{
+    void *old = NULL;
+    if (fx_hmap_put(s->routes, key.p, key.len, nr, &old) != FLUXON_OK) return FLUXON_ERR_NOMEM;
+    if (old) {
+        rt_release(s, key.p, key.len, old, v);
+    } else {
+        int irc = fx_prefix_index_insert(s->index, key.p, key.len);
+        if (irc != FLUXON_OK && irc != FLUXON_ERR_KEY_EXISTS) {
+            fx_hmap_del(s->routes, key.p, key.len, NULL);
+            return FLUXON_ERR_NOMEM;
+        }
+    }
+    s->replicas++;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int mkv_route_restore(mkv_t *s, fx_str_t key, uint64_t value_len, uint32_t group_len, uint64_t put_ms,
+                                  uint32_t put_ver, const mkv_replica_t *rep, fx_mkv_inv_t *v, bool *replaced_p)
+{
+    *replaced_p = false;
+    mkv_route_t *r = mkv_route_get(s, key, v);
+    if (r && (r->put_ms > put_ms || (r->put_ms == put_ms && r->put_ver > put_ver))) return FLUXON_ERR_STALE;
+    if (r && r->put_ms == put_ms && r->put_ver == put_ver) {
+        if (r->value_len != value_len) return FLUXON_ERR_INVALID_ARGUMENT;
+        if (mkv_route_find(r, rep->node, rep->offset) >= 0) return FLUXON_ERR_KEY_EXISTS; /* reported twice */
+        int rc = mkv_route_add_replica(s, r, rep->node, rep->offset);
+        if (rc == FLUXON_OK) r->rep[r->n_rep - 1].range_bytes = rep->range_bytes;
+        return rc;
+    }
+    mkv_route_t *nr = fx_calloc(1, sizeof *nr);
+    if (!nr) return FLUXON_ERR_NOMEM;
+    *nr = (mkv_route_t){.value_len = value_len, .put_ms = put_ms, .put_ver = put_ver, .group_len = group_len,
+                        .n_rep = 1};
+    nr->rep[0] = *rep;
+    int rc = rt_restore_new(s, key, nr, v);
+    if (rc != FLUXON_OK) {
+        fx_free(nr);
+        return rc;
+    }
+    *replaced_p = r != NULL;
+    mkv_put_id_seen(s, put_ms, put_ver);
     return FLUXON_OK;
 }
 

@@ -121,6 +121,8 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en);
 static void oev_writeback(fx_owner_t *o);
 static void oev_forget(fx_owner_t *o, owner_entry_t *en);
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count);
+FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en) { return en->group ? en->group->n : 1; }
+
 static void oev_grant_added(fx_owner_t *o, uint64_t slot_size);
 
 FX_INTERNAL int fx_oev_init(fx_owner_t *o)

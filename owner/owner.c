@@ -14,6 +14,7 @@
 #include "owner_peers.h"
 #include "owner_put.h"
 #include "owner_replica.h"
+#include "owner_republish.h"
 #include "owner_stats.h"
 
 /* ---- requests from externals ---- */
@@ -163,8 +164,13 @@ static void owner_ext_closed(fx_owner_t *o, owner_ext_t *e)
 /* ---- the master link's news ---- */
 static bool owner_master_request(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
 {
+    if (h->type == FX_MSG_PLACED) {
+        fx_orepub_placed(o, body, h->body_len, arena);
+        return true;
+    }
     if (h->type != FX_MSG_INVALIDATE) return false;
     fx_ostore_invalidate(o, body, h->body_len, arena);
+    fx_orepub_invalidate(o, body, h->body_len, arena);
     fx_conn_t *mc = fx_olink_conn(o);
     if (h->req_id && mc) {
         fx_body_empty_t em;
@@ -181,13 +187,17 @@ static void owner_registering(fx_owner_t *o, fx_body_register_t *reg)
 
 static void owner_registered(fx_owner_t *o, bool master_changed)
 {
-    if (master_changed) fx_ostore_master_changed(o);
+    fx_orepub_registered(o, master_changed); /* a new master learns what this owner holds */
     fx_oput_master_ready(o);
     fx_oclaims_master_ready(o);
     fx_oev_kick(o);
 }
 
-static void owner_lost(fx_owner_t *o) { fx_oclaims_master_lost(o); }
+static void owner_lost(fx_owner_t *o)
+{
+    fx_oclaims_master_lost(o);
+    fx_orepub_lost(o);
+}
 
 static void owner_started(fx_owner_t *o, int status)
 {
@@ -243,6 +253,7 @@ static void owner_fini_modules(fx_owner_t *o)
     fx_oclaims_fail_all(o); /* queued claims fail: their gets miss */
     fx_opeers_fini(o);      /* transfers in flight complete (CANCELLED) while the state exists */
     fx_orepl_fini(o);
+    fx_orepub_fini(o);
     fx_oget_fini(o);
     fx_oput_fini(o);
     fx_ostore_fini(o);
@@ -264,6 +275,7 @@ static int owner_init_modules(fx_owner_t *o)
     if (rc == FLUXON_OK) rc = fx_oev_init(o);
     if (rc == FLUXON_OK) rc = fx_oput_init(o);
     if (rc == FLUXON_OK) rc = fx_oget_init(o);
+    if (rc == FLUXON_OK) rc = fx_orepub_init(o);
     if (rc == FLUXON_OK) rc = fx_opeers_init(o);
     if (rc != FLUXON_OK) FX_ERROR("owner KV state could not be set up: %s", fluxon_status_string(rc));
     return rc;

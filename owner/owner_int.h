@@ -3,7 +3,7 @@
  * go through its functions), the external connection record, and the test-fault helper.
  * Layers inside owner/, lowest first:
  *   store (entries, index, holders)  peers (UCX)  master_link  ext (externals)
- *   claims (grants)  evict  place  put  fetch  get  stats  owner.c (lifecycle, dispatch)
+ *   claims (grants)  evict  place  put  fetch  get  republish  stats  owner.c (lifecycle, dispatch)
  * A module calls only modules below it; upward news travels through hooks registered at
  * init (store hooks, claims policy, place callbacks, fetch completion, link and ext hooks).
  * Reactor thread only. */
@@ -48,6 +48,7 @@ struct fx_owner {
     struct ofetch *fetch;    /* fetch.c */
     struct oget_state *get;  /* get.c */
     struct orepl *repl;      /* replica.c (issue 16) */
+    struct orepub *repub;    /* republish.c */
     /* owner.c */
     struct owner_held *held; /* test fault delay_request: externals' requests held back */
     fx_ready_fn ready;

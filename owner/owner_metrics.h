@@ -156,7 +156,20 @@
     X(repl_batches, COUNTER, "owner_replica_batches_total", "", "APPEND_START batches sent")                   \
     X(repl_pushed_keys, COUNTER, "owner_replica_pushed_keys_total", "", "Keys pushed to replica targets")        \
     X(repl_pushed_bytes, COUNTER, "owner_replica_pushed_bytes_total", "", "Bytes pushed to replica targets")     \
-    X(repl_push_ns, NSCOUNTER, "owner_replica_push_seconds_total", "", "Time spent in replica pushes")
+    X(repl_push_ns, NSCOUNTER, "owner_replica_push_seconds_total", "", "Time spent in replica pushes") \
+    /* republish.c (issue 17): re-publication to a master that did not know this owner */                     \
+    X(republishing, BOOL, "owner_republishing", "", "1 while re-publishing to a new master")                       \
+    X(republish_rounds, COUNTER, "owner_republish_rounds_total", "", "Re-publication rounds started")             \
+    X(republish_batches, COUNTER, "owner_republish_batches_total", "", "REPUBLISH batches sent")                  \
+    X(republish_keys, COUNTER, "owner_republish_keys_total", "", "Keys re-published")                             \
+    X(republish_stale, COUNTER, "owner_republish_outcomes_total", "outcome=\"stale\"", "Re-published keys the master did not route, by outcome") \
+    X(republish_refused, COUNTER, "owner_republish_outcomes_total", "outcome=\"refused\"", "")                  \
+    X(republish_leased_dropped, COUNTER, "owner_republish_leased_dropped_total", "", "Leased values dropped instead of re-published") \
+    X(republish_resends, COUNTER, "owner_republish_resends_total", "", "REPUBLISH batches resent")                 \
+    X(republish_last_ms, GAUGE, "owner_republish_last_milliseconds", "", "Duration of the last re-publication (ms)") \
+    X(republish_last_keys, GAUGE, "owner_republish_last_keys", "", "Keys of the last re-publication")             \
+    X(placed_ranges_held, GAUGE, "owner_placed_ranges_held", "", "Placed values held for other owners' puts")    \
+    X(placed_malformed, COUNTER, "owner_placed_malformed_total", "", "PLACED messages that did not decode")
 
 typedef struct fx_ometrics {
     FX_OWNER_METRICS(FX_METRIC_FIELD)

@@ -21,6 +21,7 @@ typedef struct owner_entry {
     uint8_t state;  /* OE_PENDING (local-visible, V1) or OE_COMMITTED (route live, V3) */
     bool indexed;   /* the local index maps key to this entry */
     bool remote;    /* fetched from another owner (a replica) */
+    bool leased;    /* published bound to a lease (put.c): never re-published to a new master */
     bool retired;
     bool evicting;  /* selected for eviction: hidden from the index until the master answers */
     bool invalidated; /* INVALIDATE named it while PENDING: hidden, retired when its PUT_DONE or
@@ -68,8 +69,6 @@ FX_INTERNAL void fx_ostore_hide(fx_owner_t *o, owner_entry_t *en); /* out of the
 FX_INTERNAL int fx_ostore_commit(fx_owner_t *o, owner_entry_t *en, uint64_t put_ms, uint64_t put_ver);
 /* Drops an entry: out of the index, slot released (freed once no holder pins it, S2). */
 FX_INTERNAL void fx_ostore_retire(fx_owner_t *o, owner_entry_t *en);
-/* The master restarted: every COMMITTED entry retires (their routes are gone). */
-FX_INTERNAL void fx_ostore_master_changed(fx_owner_t *o);
 /* INVALIDATE from the master: COMMITTED versions it names retire; PENDING ones (their
  * PUT_DONE or GET_DONE outcome still unknown) are marked invalidated and hidden. */
 FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);

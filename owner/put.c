@@ -504,6 +504,7 @@ static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done
             fx_ostore_retire(o, en);
             s->put_keys_published++;
         } else if (ks == FLUXON_OK && en) {
+            en->leased = p->lease_id != 0; /* a new master would not know the lease */
             if (fx_ostore_commit(o, en, ack->put_ms.v[k], ack->put_ver.v[k]) == FLUXON_OK && admit) admit[i] = en;
             s->put_keys_published++;
         } else if (en) {

@@ -159,23 +159,6 @@ FX_INTERNAL void fx_ostore_retire(fx_owner_t *o, owner_entry_t *en)
     ostore_entry_free(en);
 }
 
-/* The master restarted: its routes are gone, so every value published here is no longer
- * routed. Retire them (their slots free once unpinned) so get, ls and del agree. Values
- * still being published (PENDING) stay: their PUT_DONE is retried to the new master. */
-FX_INTERNAL void fx_ostore_master_changed(fx_owner_t *o)
-{
-    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
-    void *v;
-    size_t dropped = 0;
-    while (fx_hmap_iter_next(o->store->by_offset, &it, NULL, NULL, &v)) {
-        owner_entry_t *en = v;
-        if (en->state != OE_COMMITTED) continue;
-        fx_ostore_retire(o, en);
-        dropped++;
-    }
-    if (dropped) FX_WARN("master restarted: %zu published values dropped from this owner (their routes are gone)", dropped);
-}
-
 FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
 {
     ostore_t *s = o->store;

@@ -11,7 +11,7 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 3u /* 3: APPEND_START/APPEND_DONE (issue 16) */
+#define FX_PROTOCOL_VERSION 4u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17) */
 #define FX_FLAG_RESPONSE 0x0001u
 /* put flags (put_start.flags, put_done.flags) */
 #define FX_PUT_REJECT_IF_INFLIGHT 0x1ull
@@ -177,6 +177,23 @@ typedef struct fx_strv {
 /* owner -> master: the push of append `token` ended (pushed = 1) or failed (0, the ranges
  * go). Answer: statuses, per key OK (a replica now) or STALE (obsolete: freed). */
 #define FX_BODY_append_done(F) F(U64, token) F(U8, pushed)
+/* owner -> master (issue 17): after registering with a master that did not know it, an
+ * owner re-publishes the values it holds committed, in batches of at most
+ * FX_REPUBLISH_MAX_KEYS: key i lives at offsets[i] of its segment (a slot), value_lens[i]
+ * bytes, version (put_ms, put_ver), published in an atomic group of group_sizes[i] keys.
+ * last: the final batch. Answer: statuses, per key OK (routed), STALE (a newer version is
+ * routed: drop this copy) or another error (not routed: drop it). */
+#define FX_BODY_republish(F)                                                          \
+    F(STRV, keys) F(U64V, offsets) F(U64V, value_lens) F(U64V, put_ms) F(U64V, put_ver)  \
+    F(U64V, group_sizes) F(U64V, range_bytes) F(U8, last)
+/* range_bytes[i] > 0: key i is a placed value in a range of that many bytes the master
+ * had allocated in the sender's segment (PLACED told the sender), not one of its slots. */
+/* master -> owner (one-way): these placed values now live in ranges of your segment,
+ * routed at these versions (lease_id != 0: bound to a lease, never re-published). The
+ * owner remembers them to re-publish them; INVALIDATE names them when they go. */
+#define FX_BODY_placed(F)                                                             \
+    F(STRV, keys) F(U64V, offsets) F(U64, value_len) F(U64V, put_ms) F(U64V, put_ver) F(U64, lease_id)
+#define FX_REPUBLISH_MAX_KEYS 8192u
 
 /* ---- catalog: X(NAME, id, request body, response body) ---- */
 #define FX_MSG_CATALOG(X)                                                             \
@@ -209,7 +226,10 @@ typedef struct fx_strv {
     X(MASTER_STATS, 27, empty, json)         /* external -> owner -> master: KV counters */ \
     X(PUT_INLINE, 28, put_inline, empty)     /* external -> owner: plain put, one request */ \
     X(GRANT_RETURN, 29, grant_ack, statuses) /* owner -> master: idle grants given back */ \
-    /* ---- issue 16 (remote capacity): ids 40.. ---- */                              \
+    /* ---- issue 17 (master restart) ---- */                                          \
+    X(REPUBLISH, 30, republish, statuses)    /* owner -> master: what it holds (restart) */ \
+    X(PLACED, 31, placed, empty)             /* master -> owner, one-way: placed values */ \
+    /* ---- issue 16 (remote capacity): ids 40..; the last entry has the highest id ---- */ \
     X(APPEND_START, 40, append_start, put_place_ack) /* owner -> master: replica task */ \
     X(APPEND_DONE, 41, append_done, statuses) /* owner -> master: replica pushed */
 
@@ -240,7 +260,8 @@ typedef enum fx_msg_type {
     B(lease) B(lease_ack) B(list) B(put_start) B(put_start_ack) B(plan_ref)                  \
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
     B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline)                        \
-    B(append_start) B(append_done) /* issue 16 */
+    B(append_start) B(append_done) /* issue 16 */ \
+    B(republish) B(placed)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* A bump arena for decoded arrays; freed in one go after the frame is handled. */

@@ -316,7 +316,7 @@ Test(cluster, cli_put_get_del_ls_and_stats, .timeout = 60, .fini = teardown)
     cr_assert_eq(run_external(c.ecfg, "frobnicate", NULL, NULL, out, sizeof out), 2);
 }
 
-Test(cluster, master_restart_relearns_grants_and_keeps_get_ls_del_consistent, .timeout = 60, .fini = teardown)
+Test(cluster, master_restart_relearns_grants_and_values_and_keeps_get_ls_del_consistent, .timeout = 60, .fini = teardown)
 {
     cluster_up(&c);
     char small[256], big[256], out[8192];
@@ -336,9 +336,14 @@ Test(cluster, master_restart_relearns_grants_and_keeps_get_ls_del_consistent, .t
     cr_assert(th_wait_log(mlog2, "re-learned", 2000), "the new master re-learns the owner's grants");
     /* a put of a new size gets a fresh grant, not one overlapping the owner's */
     cr_assert_eq(run_external(c.ecfg, "put", "r2", big, out, sizeof out), 0, "%s", out);
-    /* r1's route died with the old master: get, ls and del agree that it is gone */
+    /* the owner re-published r1 (issue 17): get, ls and del agree that it is still there */
+    cr_assert(th_wait_log(mlog2, "owner o1 re-published", 8000), "the owner re-publishes what it holds");
+    cr_assert_eq(run_external(c.ecfg, "get", "r1", NULL, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "hi"), "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "ls", NULL, NULL, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "r1") && strstr(out, "r2"), "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "del", "r1", NULL, out, sizeof out), 0, "%s", out);
     cr_assert_eq(run_external(c.ecfg, "get", "r1", NULL, out, sizeof out), 1, "%s", out);
-    cr_assert_eq(run_external(c.ecfg, "del", "r1", NULL, out, sizeof out), 1, "%s", out);
     cr_assert_eq(run_external(c.ecfg, "ls", NULL, NULL, out, sizeof out), 0, "%s", out);
     cr_assert(!strstr(out, "r1") && strstr(out, "r2"), "%s", out);
 }

@@ -309,6 +309,10 @@ Test(master_place, replacing_or_deleting_a_placed_key_frees_its_range)
     cr_assert_eq(t_put_token(&oc[0], 1, &k, &off1, 1, 100, 0, NULL, 0, a.put_token, &pa), FLUXON_OK);
     cr_assert_eq(pa.statuses.v[0], ST(FLUXON_OK));
     cr_assert_eq(placed(1), B);
+    fx_body_placed_t pl;
+    cr_assert(t_placed(&oc[1], &pl, 2000), "the range's owner is told what it holds (issue 17)");
+    cr_assert(pl.keys.n == 1 && str_is(pl.keys.v[0], "r") && pl.offsets.v[0] == off1 && pl.value_len == 100);
+    cr_assert(pl.put_ms.v[0] == pa.put_ms.v[0] && pl.put_ver.v[0] == pa.put_ver.v[0]);
     /* n3 takes a durable replica into its own slot */
     fx_body_lookup_ack_t la;
     cr_assert_eq(t_lookup1(&oc[2], k, &la), ST(FLUXON_OK));
@@ -325,13 +329,15 @@ Test(master_place, replacing_or_deleting_a_placed_key_frees_its_range)
     cr_assert_eq(placed(1), B, "the replaced version's range went back");
     cr_assert(t_invalidate(&oc[2], &inv, 2000), "n3's slot replica is invalidated");
     cr_assert(inv.keys.n == 1 && str_is(inv.keys.v[0], "r") && inv.offsets.v[0] == 81920);
-    cr_assert_not(t_invalidate(&oc[1], &inv, 200), "no INVALIDATE for a master range");
+    cr_assert(t_placed(&oc[1], &pl, 2000) && pl.offsets.v[0] == off2);
+    cr_assert(t_invalidate(&oc[1], &inv, 2000), "the replaced range's owner forgets it (issue 17)");
+    cr_assert(inv.keys.n == 1 && inv.offsets.v[0] == off1);
     cr_assert_not(t_invalidate(&oc[0], &inv, 50));
     cr_assert_eq(pm_stat("replicas"), 1);
     /* replaced by a plain put from a slot of n1 */
     t_put1(&oc[0], 3, k, 4096, 100, 0, NULL, NULL);
     cr_assert_eq(placed(1), 0);
-    cr_assert_not(t_invalidate(&oc[1], &inv, 200));
+    cr_assert(t_invalidate(&oc[1], &inv, 2000) && inv.offsets.v[0] == off2);
     cr_assert_eq(t_lookup1(&oc[2], k, &la), ST(FLUXON_OK));
     cr_assert(str_is(la.src_node_ids.v[la.src.v[0]], "n1") && la.offsets.v[0] == 4096);
     /* deleted */
@@ -343,7 +349,8 @@ Test(master_place, replacing_or_deleting_a_placed_key_frees_its_range)
     fx_body_empty_t e;
     cr_assert_eq(T_CALL(&oc[2], DELETE, key, &dk, empty, &e), FLUXON_OK, "%s", last_err);
     cr_assert_eq(placed(1), 0);
-    cr_assert_not(t_invalidate(&oc[1], &inv, 200));
+    cr_assert(t_placed(&oc[1], &pl, 2000) && str_is(pl.keys.v[0], "r2"));
+    cr_assert(t_invalidate(&oc[1], &inv, 2000) && str_is(inv.keys.v[0], "r2"), "a deleted range is forgotten");
     cr_assert_eq(t_lookup1(&oc[2], k2, &la), ST(FLUXON_ERR_NOT_FOUND));
     cJSON *j = pm_stats();
     cr_assert_eq(js(j, "routes"), 1);

@@ -1,0 +1,418 @@
+/* republish.c — the owner's half of a master restart or failover (issue 17): when it
+ * registers with a master generation it has not registered with before, it walks its
+ * slots grant by grant (a cursor kept across reactor turns: nothing blocks the reactor,
+ * heartbeats keep flowing) and sends every COMMITTED value it finds in REPUBLISH batches
+ * (at most RP_BATCH_KEYS keys or about 1 MiB each, RP_WINDOW in flight) with key,
+ * value_len, put_id and atomic-group size, then the placed values it holds in ranges
+ * (a snapshot of the PLACED records). The
+ * master rebuilds its routes from them; a copy it answers STALE (a newer version is
+ * routed) or refuses is retired here (its slot frees once unpinned, S2).
+ *
+ *  - Values are looked up again by identity when their batch is answered: one evicted,
+ *    invalidated or retired meanwhile is left alone; a value published to the new master
+ *    meanwhile may be reported too (the master answers that it is routed already).
+ *  - A leased value is retired instead (the lease died with the old master).
+ *  - An uncertain answer (timeout) sends the same identities again; a lost connection
+ *    restarts the whole re-publication at the next registration (reporting a value twice
+ *    converges at the master).
+ * Reactor thread only. */
+#include <stdio.h>
+
+#include "hmap.h"
+#include "log.h"
+#include "owner_claims.h"
+#include "owner_evict.h"
+#include "owner_link.h"
+#include "owner_republish.h"
+#include "owner_store.h"
+
+#define RP_WINDOW 2u
+#define RP_BATCH_KEYS 4096u   /* <= FX_REPUBLISH_MAX_KEYS */
+#define RP_MAX_BYTES (1u << 20)
+#define RP_SCAN_MAX 65536u    /* slots looked at per batch built */
+
+typedef struct rp_id {
+    uint64_t offset, use_seq; /* use_seq 0: a placed range (ranges), not a slot */
+} rp_id_t;
+
+/* A placed value in a range of this segment (the master said so with PLACED). */
+typedef struct rp_range {
+    char *key;
+    uint32_t klen;
+    uint64_t value_len, put_ms, put_ver;
+} rp_range_t;
+
+typedef struct orepub {
+    fx_hmap_t *ranges; /* u64 offset -> rp_range_t */
+    uint64_t *grants;  /* the grant ids held when the walk started */
+    size_t n_grants, g, slot; /* the walk's cursor: grant index, slot index */
+    rp_id_t *ids; /* the snapshot of the placed ranges */
+    size_t n, cap, next, found;
+    uint64_t epoch, started_ms;
+    uint32_t in_flight;
+    bool active, pending;
+    uint64_t rounds, batches, keys, stale, refused, leased, resends, last_ms, last_keys, placed_malformed;
+} orepub_t;
+
+typedef struct rp_batch {
+    fx_owner_t *o;
+    uint64_t epoch;
+    bool last;
+    size_t n;
+    rp_id_t ids[]; /* the identities sent, in order */
+} rp_batch_t;
+
+FX_INTERNAL int fx_orepub_init(fx_owner_t *o)
+{
+    orepub_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    o->repub = s;
+    return fx_hmap_create(256, &s->ranges);
+}
+
+static void rp_range_free(void *v)
+{
+    rp_range_t *g = v;
+    fx_free(g->key);
+    fx_free(g);
+}
+
+FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
+{
+    orepub_t *s = o->repub;
+    if (!s) return;
+    if (s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
+    fx_hmap_destroy(s->ranges);
+    fx_free(s->ids);
+    fx_free(s->grants);
+    fx_free(s);
+    o->repub = NULL;
+}
+
+/* ---- placed values in ranges of this segment ---- */
+FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
+{
+    orepub_t *s = o->repub;
+    fx_body_placed_t b;
+    uint32_t n;
+    if (fx_body_placed_decode(body, len, &b, arena) != FLUXON_OK || (n = b.keys.n, b.offsets.n != n) ||
+        b.put_ms.n != n || b.put_ver.n != n) {
+        s->placed_malformed++;
+        FX_ERROR("malformed PLACED from the master: ignored (those values are not re-published after a restart)");
+        return;
+    }
+    if (b.lease_id) return; /* bound to a lease: dies with the master that granted it */
+    for (uint32_t i = 0; i < n; i++) {
+        rp_range_t *g = fx_calloc(1, sizeof *g);
+        if (g) g->key = fx_strndup(b.keys.v[i].p, b.keys.v[i].len);
+        void *old = NULL;
+        if (!g || !g->key || fx_hmap_put(s->ranges, &b.offsets.v[i], sizeof b.offsets.v[i], g, &old) != FLUXON_OK) {
+            if (g) rp_range_free(g);
+            FX_ERROR("PLACED: out of memory; %.*s is not re-published after a restart",
+                     (int)FX_MIN(b.keys.v[i].len, 80u), b.keys.v[i].p);
+            continue;
+        }
+        *g = (rp_range_t){g->key, b.keys.v[i].len, b.value_len, b.put_ms.v[i], b.put_ver.v[i]};
+        if (old) rp_range_free(old); /* the range was freed and placed again */
+    }
+}
+
+FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
+{
+    orepub_t *s = o->repub;
+    fx_body_invalidate_t b;
+    if (!fx_hmap_count(s->ranges) || fx_body_invalidate_decode(body, len, &b, arena) != FLUXON_OK) return;
+    uint32_t n = b.keys.n;
+    if (b.offsets.n != n || b.put_ms.n != n || b.put_ver.n != n) return; /* counted by the store */
+    for (uint32_t i = 0; i < n; i++) {
+        rp_range_t *g = fx_hmap_get(s->ranges, &b.offsets.v[i], sizeof b.offsets.v[i]);
+        if (!g || g->klen != b.keys.v[i].len || memcmp(g->key, b.keys.v[i].p, g->klen) ||
+            g->put_ms != b.put_ms.v[i] || g->put_ver != b.put_ver.v[i])
+            continue;
+        fx_hmap_del(s->ranges, &b.offsets.v[i], sizeof b.offsets.v[i], NULL);
+        rp_range_free(g);
+    }
+}
+
+static void rp_range_drop(orepub_t *s, uint64_t offset)
+{
+    void *g = NULL;
+    if (fx_hmap_del(s->ranges, &offset, sizeof offset, &g) == FLUXON_OK && g) rp_range_free(g);
+}
+
+static owner_entry_t *rp_find(fx_owner_t *o, const rp_id_t *id)
+{
+    fx_slot_ref_t ref = {.offset = id->offset, .use_seq = id->use_seq};
+    owner_entry_t *en = fx_ostore_find(o, &ref);
+    return en && en->state == OE_COMMITTED && !en->retired && !en->evicting ? en : NULL;
+}
+
+static void rp_snap_ranges(orepub_t *s)
+{
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *k;
+    size_t kl;
+    void *v;
+    while (fx_hmap_iter_next(s->ranges, &it, &k, &kl, &v)) {
+        if (s->n == s->cap) {
+            size_t nc = s->cap ? s->cap * 2 : 1024;
+            rp_id_t *ni = fx_realloc(s->ids, nc * sizeof *ni);
+            if (!ni) return;
+            s->ids = ni;
+            s->cap = nc;
+        }
+        uint64_t off;
+        memcpy(&off, k, sizeof off);
+        s->ids[s->n++] = (rp_id_t){off, 0};
+    }
+}
+
+static void rp_pump(fx_owner_t *o);
+
+static void rp_retire(fx_owner_t *o, const rp_id_t *id)
+{
+    if (!id->use_seq) {
+        rp_range_drop(o->repub, id->offset);
+        return;
+    }
+    owner_entry_t *en = rp_find(o, id);
+    if (en) fx_ostore_retire(o, en);
+}
+
+static void rp_done(fx_owner_t *o)
+{
+    orepub_t *s = o->repub;
+    s->active = s->pending = false;
+    s->last_ms = fx_now_ms() - s->started_ms;
+    s->last_keys = s->found;
+    FX_INFO("re-published %zu values to the master in %llu ms (%llu batches so far; %llu older than the routed "
+            "version, %llu refused, %llu leased values dropped)", s->found, (unsigned long long)s->last_ms,
+            (unsigned long long)s->batches, (unsigned long long)s->stale, (unsigned long long)s->refused,
+            (unsigned long long)s->leased);
+    fx_free(s->ids);
+    fx_free(s->grants);
+    s->ids = NULL;
+    s->grants = NULL;
+    s->n = s->cap = s->next = s->n_grants = 0;
+}
+
+static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last);
+
+/* Stops this attempt; the next registration starts a new one (answers still on their way
+ * belong to an old epoch and are ignored). */
+static void rp_abandon(orepub_t *s)
+{
+    s->active = false;
+    s->pending = true;
+    s->epoch++;
+    s->in_flight = 0;
+}
+
+static void rp_on_answer(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    rp_batch_t *b = arg;
+    fx_owner_t *o = b->o;
+    orepub_t *s = o->repub;
+    if (!s || b->epoch != s->epoch || !s->active) { /* a re-publication that was abandoned */
+        fx_free(b);
+        return;
+    }
+    s->in_flight--;
+    fx_body_statuses_t a;
+    memset(&a, 0, sizeof a);
+    if (status == FLUXON_OK && (fx_body_statuses_decode(body, h->body_len, &a, arena) != FLUXON_OK || a.statuses.n != b->n))
+        status = FLUXON_ERR_PROTOCOL;
+    if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_PROTOCOL) { /* uncertain: the same identities again */
+        s->resends++;
+        rp_send(o, b->ids, b->n, b->last);
+    } else if (status != FLUXON_OK && status != FLUXON_ERR_UNAVAILABLE) { /* refused whole: not routed */
+        FX_ERROR("the master refused a re-published batch of %zu values (%s): they are dropped here", b->n,
+                 fluxon_status_string(status));
+        s->refused += b->n;
+        for (size_t i = 0; i < b->n; i++) rp_retire(o, &b->ids[i]);
+    } else if (status == FLUXON_OK) {
+        for (size_t i = 0; i < b->n; i++) {
+            int ks = (int)(int64_t)a.statuses.v[i];
+            if (ks == FLUXON_OK) continue;
+            if (ks == FLUXON_ERR_STALE) s->stale++;
+            else s->refused++;
+            rp_retire(o, &b->ids[i]); /* a newer version is routed, or this copy is not */
+        }
+    }
+    fx_free(b);
+    if (status != FLUXON_ERR_UNAVAILABLE) rp_pump(o); /* UNAVAILABLE: lost; restarts when registered */
+}
+
+/* Sends the values among ids[0..n) that still live (leased ones retire). */
+static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
+{
+    orepub_t *s = o->repub;
+    fx_conn_t *mc = fx_olink_conn(o);
+    rp_batch_t *b = fx_malloc(sizeof *b + (n ? n : 1) * sizeof b->ids[0]);
+    fx_str_t *keys = fx_calloc(n ? n : 1, sizeof *keys);
+    uint64_t *cols = fx_calloc(6 * (n ? n : 1), sizeof *cols);
+    if (!mc || !b || !keys || !cols) {
+        if (mc) FX_ERROR("re-publishing %zu values: out of memory; retrying at the next registration", n);
+        rp_abandon(s);
+        goto out;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!ids[i].use_seq) { /* a placed range */
+            rp_range_t *g = fx_hmap_get(s->ranges, &ids[i].offset, sizeof ids[i].offset);
+            if (!g) continue;
+            b->ids[m] = ids[i];
+            keys[m] = (fx_str_t){g->key, g->klen};
+            cols[m] = ids[i].offset;
+            cols[n + m] = g->value_len;
+            cols[2 * n + m] = g->put_ms;
+            cols[3 * n + m] = g->put_ver;
+            cols[4 * n + m] = 1;
+            cols[5 * n + m] = FX_MAX(FX_ALIGN_UP(g->value_len, 4096ull), 4096ull);
+            m++;
+            continue;
+        }
+        owner_entry_t *en = rp_find(o, &ids[i]);
+        if (!en) continue;
+        if (en->leased) {
+            s->leased++;
+            fx_ostore_retire(o, en);
+            continue;
+        }
+        b->ids[m] = ids[i];
+        keys[m] = (fx_str_t){en->key, en->klen};
+        cols[m] = en->slot.offset;
+        cols[n + m] = en->value_len;
+        cols[2 * n + m] = en->put_ms;
+        cols[3 * n + m] = en->put_ver;
+        cols[4 * n + m] = fx_oev_group_size(en);
+        m++;
+    }
+    b->o = o;
+    b->epoch = s->epoch;
+    b->last = last;
+    b->n = m;
+    uint32_t k = (uint32_t)m;
+    fx_body_republish_t body = {{keys, k},         {cols, k},         {cols + n, k},     {cols + 2 * n, k},
+                                {cols + 3 * n, k}, {cols + 4 * n, k}, {cols + 5 * n, k}, last};
+    if (FX_RPC_CALL(mc, REPUBLISH, republish, &body, o->cfg.master_timeout_ms, rp_on_answer, b) == FLUXON_OK) {
+        b = NULL;
+        s->in_flight++;
+        s->batches++;
+        s->keys += m;
+    } else { /* the connection is closing: it restarts at the next registration */
+        rp_abandon(s);
+    }
+out:
+    fx_free(b);
+    fx_free(keys);
+    fx_free(cols);
+}
+
+static bool rp_walk_done(const orepub_t *s) { return s->g >= s->n_grants && s->next >= s->n; }
+
+/* The next batch's identities from the walk (slots grant by grant, then the placed
+ * ranges) into ids[RP_BATCH_KEYS]; looks at no more than RP_SCAN_MAX slots. */
+static size_t rp_collect(fx_owner_t *o, rp_id_t *ids)
+{
+    orepub_t *s = o->repub;
+    size_t m = 0, bytes = 0, scanned = 0;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    while (s->g < s->n_grants && m < RP_BATCH_KEYS && bytes < RP_MAX_BYTES && scanned < RP_SCAN_MAX) {
+        fx_slot_grant_stats_t gs;
+        if (fx_slot_pool_grant_stats(pool, s->grants[s->g], &gs) != FLUXON_OK || s->slot >= gs.slots) {
+            s->g++; /* the grant went, or its slots are walked */
+            s->slot = 0;
+            continue;
+        }
+        owner_entry_t *en = fx_ostore_at(o, gs.offset + s->slot * gs.slot_size);
+        s->slot++;
+        scanned++;
+        if (!en || en->state != OE_COMMITTED || en->retired || en->evicting) continue;
+        ids[m++] = (rp_id_t){en->slot.offset, en->slot.use_seq};
+        bytes += 56 + en->klen;
+    }
+    while (s->g >= s->n_grants && s->next < s->n && m < RP_BATCH_KEYS && bytes < RP_MAX_BYTES) {
+        const rp_range_t *g = fx_hmap_get(s->ranges, &s->ids[s->next].offset, sizeof s->ids[s->next].offset);
+        bytes += 56 + (g ? g->klen : 0);
+        ids[m++] = s->ids[s->next++];
+    }
+    return m;
+}
+
+/* Keeps RP_WINDOW batches in flight until the walk is over and every batch answered. */
+static void rp_pump(fx_owner_t *o)
+{
+    orepub_t *s = o->repub;
+    rp_id_t *ids = NULL;
+    while (s->active && s->in_flight < RP_WINDOW && !rp_walk_done(s)) {
+        if (!ids && !(ids = fx_malloc(RP_BATCH_KEYS * sizeof *ids))) {
+            FX_ERROR("re-publishing: out of memory; retrying at the next registration");
+            rp_abandon(s);
+            break;
+        }
+        size_t m = rp_collect(o, ids);
+        s->found += m;
+        if (m || rp_walk_done(s)) rp_send(o, ids, m, rp_walk_done(s));
+    }
+    fx_free(ids);
+    if (s->active && s->in_flight == 0 && rp_walk_done(s)) rp_done(o);
+}
+
+FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
+{
+    orepub_t *s = o->repub;
+    if (!master_changed && !s->pending) return;
+    s->epoch++; /* answers of an earlier attempt are ignored */
+    s->in_flight = 0;
+    s->n = s->next = s->found = s->g = s->slot = 0;
+    fx_u64v_t gids, goffs;
+    fx_oclaims_grants(o, &gids, &goffs);
+    fx_free(s->grants);
+    s->grants = fx_malloc((gids.n ? gids.n : 1) * sizeof *s->grants);
+    if (!s->grants) {
+        FX_ERROR("re-publishing: out of memory; retrying at the next registration");
+        rp_abandon(s);
+        return;
+    }
+    if (gids.n) memcpy(s->grants, gids.v, gids.n * sizeof *s->grants);
+    s->n_grants = gids.n;
+    rp_snap_ranges(s);
+    s->active = true;
+    s->pending = false;
+    s->rounds++;
+    s->started_ms = fx_now_ms();
+    FX_INFO("registered with a master that does not know this owner: re-publishing what it holds (%zu grants, "
+            "%zu placed values)", s->n_grants, s->n);
+    if (rp_walk_done(s)) {
+        /* still tell the master (one empty last batch): it logs the owner as done */
+        rp_send(o, NULL, 0, true);
+        if (s->active && !s->in_flight) rp_done(o);
+        return;
+    }
+    rp_pump(o);
+}
+
+FX_INTERNAL void fx_orepub_lost(fx_owner_t *o)
+{
+    orepub_t *s = o->repub;
+    if (s && s->active) rp_abandon(s);
+}
+
+FX_INTERNAL void fx_orepub_metrics(fx_owner_t *o, fx_ometrics_t *m)
+{
+    orepub_t *s = o->repub;
+    if (!s) return;
+    m->republishing = s->active || s->pending;
+    m->republish_rounds = s->rounds;
+    m->republish_batches = s->batches;
+    m->republish_keys = s->keys;
+    m->republish_stale = s->stale;
+    m->republish_refused = s->refused;
+    m->republish_leased_dropped = s->leased;
+    m->republish_resends = s->resends;
+    m->republish_last_ms = s->last_ms;
+    m->republish_last_keys = s->last_keys;
+    m->placed_ranges_held = fx_hmap_count(s->ranges);
+    m->placed_malformed = s->placed_malformed;
+}

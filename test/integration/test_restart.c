@@ -1,0 +1,241 @@
+/* test_restart.c — a master restart loses nothing (issue 17): owners that register with a
+ * master that does not know them re-publish what they hold; the master rebuilds routes,
+ * replicas and its prefix index, resolves a key reported with several versions to the
+ * highest, and resumes its put-id generator above them. Processes on loopback (restartfix.h). */
+#include <criterion/criterion.h>
+
+#include "restartfix.h"
+
+#define VLEN 20000
+#define N_PRE 64
+
+static void fini(void)
+{
+    if (getenv("FLUXON_KEEP_DIR")) rf.dir = NULL; /* left for a look at the logs */
+    rf_down();
+}
+
+static void put_seeded(fluxon_client *c, const char *key, uint64_t seed, bool local_first)
+{
+    static uint8_t v[VLEN];
+    th_pattern(v, NULL, VLEN, seed);
+    fluxon_put_options lf = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    int rc = fluxon_put(c, key, v, VLEN, local_first ? &lf : NULL);
+    cr_assert_eq(rc, FLUXON_OK, "put %s: %s", key, fluxon_status_string(rc));
+}
+
+/* The value of key read through c is exactly the one written with seed. */
+static void get_check(fluxon_client *c, const char *key, uint64_t seed, const char *through)
+{
+    fluxon_holder *h = NULL;
+    int rc = fluxon_get(c, key, &h);
+    cr_assert_eq(rc, FLUXON_OK, "get %s through %s: %s", key, through, fluxon_status_string(rc));
+    cr_assert_eq(fluxon_holder_len(h), VLEN);
+    cr_assert(th_pattern(NULL, fluxon_holder_data(h), VLEN, seed), "%s through %s: wrong bytes", key, through);
+    fluxon_holder_release(h);
+}
+
+/* The master restarted on the same port; every owner has re-published (or had nothing). */
+static void restart_master_and_wait_ms(fluxon_client *c, int timeout_ms)
+{
+    rf_start_master();
+    cr_assert(rf_wait_stat(c, true, "republish_owners_done", 1, rf.n_owners, timeout_ms),
+              "every owner re-publishes to the new master (see %s)", rf.dir);
+}
+
+static void restart_master_and_wait(fluxon_client *c) { restart_master_and_wait_ms(c, 20000); }
+
+Test(restart, master_killed_mid_replay_loses_nothing, .timeout = 300, .fini = fini)
+{
+    snprintf(rf_segment, sizeof rf_segment, "1GiB"); /* room for the whole replay: nothing evicted */
+    rf_up(2, NULL);
+    snprintf(rf_segment, sizeof rf_segment, "256MiB");
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    char key[64];
+    for (int i = 0; i < N_PRE; i++) { /* placed by the master on either owner */
+        snprintf(key, sizeof key, "pre:%d", i);
+        put_seeded(c[i % 2], key, 1000 + i, false);
+    }
+    put_seeded(c[0], "del-me", 7, false);
+    cr_assert_eq(fluxon_delete(c[1], "del-me"), FLUXON_OK);
+    pid_t demo = rf_demo_start("pass1", 3, 6000, "rp");
+    cr_assert(rf_wait_stat(c[0], true, "puts", 1, N_PRE + 3000, 120000), "the replay publishes");
+    long long routes_before = rf_stat(c[0], true, "routes");
+    rf_kill_master(); /* mid-replay */
+    restart_master_and_wait(c[0]);
+    /* nothing the old master routed is lost (the replay never deletes; routes only grow) */
+    long long routes_after = rf_stat(c[0], true, "routes");
+    cr_assert_geq(routes_after, routes_before, "routes after the restart %lld, before %lld", routes_after, routes_before);
+    cr_assert_eq(rf_stat(c[0], true, "republish_refused"), 0);
+    int ex;
+    cJSON *d = rf_demo_wait(demo, "pass1", 240000, &ex);
+    cr_assert_eq(rf_num(d, "checksum_failures"), 0);
+    cr_assert_eq(rf_num(d, "contract_violations"), 0);
+    cr_assert_eq(rf_num(d, "futures_failed"), 0, "puts in flight either publish or fall back");
+    cr_assert(rf_num(d, "baseline_ok"), "the replay's counters are back to baseline (R1)");
+    /* the only errors: requests the owners refused while no master was reachable */
+    cr_assert_eq(rf_num(d, "errors"), rf_errors_of(d, "FLUXON_ERR_UNAVAILABLE"), "exit %d: see %s/pass1.log", ex,
+                 rf.dir);
+    for (int o = 0; o < 2; o++) cr_assert_eq(rf_stat(c[o], false, "evictions"), 0, "the test needs no eviction");
+    cJSON_Delete(d);
+    /* every value stored is readable byte-exact through every owner; the delete holds */
+    for (int o = 0; o < 2; o++) {
+        for (int i = 0; i < N_PRE; i++) {
+            snprintf(key, sizeof key, "pre:%d", i);
+            get_check(c[o], key, 1000 + i, o ? "o1" : "o0");
+        }
+        fluxon_holder *h = NULL;
+        cr_assert_eq(fluxon_get(c[o], "del-me", &h), FLUXON_ERR_NOT_FOUND, "a delete before the kill stays deleted");
+    }
+    /* the replay's values, through each owner alone: every hit verified by its checksum */
+    for (int o = 0; o < 2; o++) {
+        char name[32];
+        snprintf(name, sizeof name, "pass2-o%d", o);
+        d = rf_demo_wait(rf_demo_start(name, 1u << o, 6000, "rp"), name, 240000, &ex);
+        cr_assert_eq(ex, 0, "replay through o%d alone: see %s/%s.log", o, rf.dir, name);
+        cr_assert_eq(rf_num(d, "checksum_failures"), 0);
+        cr_assert_eq(rf_num(d, "errors"), 0);
+        cr_assert_gt(rf_num(d, "prefix_hits"), 0);
+        cJSON_Delete(d);
+    }
+    /* R1 on the owners and the master */
+    for (int o = 0; o < 2; o++) {
+        cr_assert(rf_wait_stat(c[o], false, "slots_prepared", 0, 0, 10000));
+        cr_assert(rf_wait_stat(c[o], false, "slots_pending", 0, 0, 10000));
+        cr_assert(rf_wait_stat(c[o], false, "holders", 0, 0, 10000));
+        cr_assert_eq(rf_stat(c[o], false, "republishing"), 0);
+    }
+    cr_assert(rf_wait_stat(c[0], true, "inflight_puts", 0, 0, 10000));
+    cr_assert(rf_wait_stat(c[0], true, "inflight_gets", 0, 0, 10000));
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
+
+Test(restart, a_key_reported_with_two_put_ids_resolves_to_the_highest, .timeout = 120, .fini = fini)
+{
+    /* o0 ignores the INVALIDATE of its copy (a malformed one): it still holds K's older
+     * version when the master dies, while o1 holds the newer one */
+    const char *extra[2] = {",\"test\":{\"fault_message\":\"INVALIDATE\",\"fault\":\"truncate\",\"fault_count\":1}",
+                            NULL};
+    rf_up(2, extra);
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_seeded(c[0], "K", 1, true);
+    put_seeded(c[1], "K", 2, true);
+    cr_assert(rf_wait_stat(c[0], false, "invalidations_malformed", 0, 1, 5000));
+    cr_assert_eq(rf_stat(c[0], false, "slots_committed"), 1, "o0 still holds the older version");
+    cr_assert_eq(rf_stat(c[1], false, "slots_committed"), 1);
+    rf_kill_master();
+    restart_master_and_wait(c[1]);
+    /* exactly one resolution: o0's report was older than o1's route, or replaced by it */
+    cr_assert_eq(rf_stat(c[1], true, "republish_stale") + rf_stat(c[1], true, "republish_replaced"), 1);
+    cr_assert_eq(rf_stat(c[1], true, "routes"), 1);
+    cr_assert_eq(rf_stat(c[1], true, "replicas"), 1);
+    /* the older copy is dropped and its slot freed (nobody pins it) */
+    cr_assert(rf_wait_stat(c[0], false, "slots_committed", 0, 0, 5000), "o0's older copy is freed");
+    cr_assert(rf_wait_stat(c[0], false, "index_keys", 0, 0, 5000));
+    /* the higher version wins everywhere */
+    get_check(c[1], "K", 2, "o1");
+    get_check(c[0], "K", 2, "o0");
+    /* a later put wins over every re-published version */
+    long long inv = rf_stat(c[1], false, "invalidations");
+    put_seeded(c[0], "K", 3, true);
+    cr_assert(rf_wait_stat(c[1], false, "invalidations", 1, inv + 1, 5000));
+    get_check(c[1], "K", 3, "o1");
+    get_check(c[0], "K", 3, "o0");
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
+
+Test(restart, values_published_before_the_restart_keep_get_ls_del_consistent, .timeout = 120, .fini = fini)
+{
+    rf_up(2, NULL);
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_seeded(c[0], "ls:a", 11, true);
+    put_seeded(c[1], "ls:b", 12, true);
+    get_check(c[1], "ls:a", 11, "o1"); /* a durable replica of ls:a on o1 too */
+    cr_assert_eq(rf_stat(c[0], true, "replicas"), 3);
+    rf_kill_master();
+    restart_master_and_wait(c[0]);
+    cr_assert_eq(rf_stat(c[0], true, "routes"), 2);
+    cr_assert_eq(rf_stat(c[0], true, "replicas"), 3, "both copies of ls:a are routed again");
+    size_t hits = 0;
+    const char *keys[2] = {"ls:a", "ls:b"};
+    cr_assert_eq(fluxon_batch_exists(c[0], keys, 2, &hits), FLUXON_OK);
+    cr_assert_eq(hits, 2);
+    cr_assert_eq(fluxon_delete(c[0], "ls:a"), FLUXON_OK);
+    cr_assert_eq(fluxon_delete(c[0], "ls:a"), FLUXON_ERR_NOT_FOUND);
+    fluxon_holder *h = NULL;
+    for (int o = 0; o < 2; o++) {
+        cr_assert_eq(fluxon_get(c[o], "ls:a", &h), FLUXON_ERR_NOT_FOUND, "deleted everywhere");
+        get_check(c[o], "ls:b", 12, o ? "o1" : "o0");
+    }
+    /* a new put's version is above the re-published ones: it replaces ls:b everywhere
+     * (o1 reads its INVALIDATE on its own time: wait for it) */
+    long long inv = rf_stat(c[1], false, "invalidations");
+    put_seeded(c[0], "ls:b", 13, true);
+    cr_assert(rf_wait_stat(c[1], false, "invalidations", 1, inv + 1, 5000));
+    for (int o = 0; o < 2; o++) get_check(c[o], "ls:b", 13, o ? "o1" : "o0");
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
+
+/* Fills owner 0 with n hostless values of 4096 bytes (local, batches of 8192 keys). */
+static void fill_hostless(fluxon_client *c, size_t n)
+{
+    enum { BATCH = 8192 };
+    static char kbuf[BATCH][24];
+    static const char *keys[BATCH];
+    for (size_t done = 0; done < n;) {
+        size_t m = n - done < BATCH ? n - done : BATCH;
+        for (size_t i = 0; i < m; i++) {
+            snprintf(kbuf[i], sizeof kbuf[i], "b:%zu", done + i);
+            keys[i] = kbuf[i];
+        }
+        fluxon_plan *plan = NULL;
+        fluxon_future *f = NULL;
+        int rc = fluxon_local_fast_put_start(c, keys, m, 4096, NULL, &plan, NULL);
+        cr_assert_eq(rc, FLUXON_OK, "put_start at %zu: %s", done, fluxon_status_string(rc));
+        for (size_t i = 0; i < m; i++) memcpy((void *)(uintptr_t)plan->value_ptrs[i], &i, sizeof i);
+        cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+        cr_assert_eq(fluxon_future_wait(f, 60000), FLUXON_OK);
+        fluxon_future_free(f);
+        done += m;
+    }
+}
+
+/* Re-registration of one owner holding n keys: every key is routed again, in several
+ * pipelined batches. FLUXON_REPUBLISH_KEYS=1000000 makes it the timed run of the README
+ * (prints the owner's re-publication time). */
+Test(restart, an_owner_with_many_keys_republishes_them_all, .timeout = 600, .fini = fini)
+{
+    const char *e = getenv("FLUXON_REPUBLISH_KEYS");
+    size_t n = e && *e ? strtoull(e, NULL, 10) : 20000;
+    cr_assert(n >= 1 && n <= 4000000);
+    snprintf(rf_segment, sizeof rf_segment, "%zu", ((n * 4096 + (n * 4096) / 16) / (64u << 20) + 2) * (64u << 20));
+    snprintf(rf_grant, sizeof rf_grant, "64MiB");
+    const char *extra[1] = {",\"start_timeout_ms\":120000"}; /* the segment is faulted in at start */
+    rf_up(1, extra);
+    snprintf(rf_segment, sizeof rf_segment, "256MiB");
+    snprintf(rf_grant, sizeof rf_grant, "8MiB");
+    fluxon_client *c = rf_client(0);
+    double t0 = th_now_s();
+    fill_hostless(c, n);
+    double t_fill = th_now_s() - t0;
+    cr_assert_eq(rf_stat(c, true, "routes"), (long long)n);
+    rf_kill_master();
+    t0 = th_now_s();
+    restart_master_and_wait_ms(c, 20000 + (int)(n / 10));
+    double t_total = th_now_s() - t0;
+    cr_assert_eq(rf_stat(c, true, "routes"), (long long)n);
+    cr_assert_eq(rf_stat(c, true, "republished"), (long long)n);
+    cr_assert_eq(rf_stat(c, false, "republish_last_keys"), (long long)n);
+    cr_assert_geq(rf_stat(c, false, "republish_batches"), (long long)(n + 8191) / 8192);
+    cr_assert_eq(rf_stat(c, false, "slots_committed"), (long long)n);
+    size_t hits = 0;
+    const char *probe[2] = {"b:0", "b:1"};
+    cr_assert_eq(fluxon_batch_exists(c, probe, 2, &hits), FLUXON_OK);
+    cr_assert_eq(hits, 2);
+    fprintf(stderr, "republish: %zu keys filled in %.2f s; after the master restart the owner re-published them in "
+            "%lld ms (master start to all routed: %.2f s)\n", n, t_fill, rf_stat(c, false, "republish_last_ms"), t_total);
+    fluxon_client_close(c);
+}
