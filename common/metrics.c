@@ -100,7 +100,7 @@ static void m_prom_hist(fx_jbuf_t *j, const char *family, const char *labels, co
 FX_INTERNAL void fx_metrics_prom(fx_jbuf_t *j, const fx_metric_desc_t *d, size_t n, const void *const *snaps,
                                  const char *const *extra, size_t nsnap)
 {
-    static const char *const types[] = {"", "counter", "gauge", "histogram", "gauge", "gauge", "counter"};
+    static const char *const types[] = {"", "counter", "gauge", "histogram", "gauge", "gauge", "counter", "gauge"};
     for (size_t i = 0; i < n; i++) {
         if (i == 0 || strcmp(d[i].family, d[i - 1].family))
             fx_metrics_prom_head(j, d[i].family, types[d[i].kind], d[i].help);
@@ -115,6 +115,7 @@ FX_INTERNAL void fx_metrics_prom(fx_jbuf_t *j, const fx_metric_desc_t *d, size_t
             uint64_t v = m_u64(snap, d[i].off);
             if (d[i].kind == FX_M_SGAUGE) fx_jbuf_printf(j, "fluxon_%s%s %lld\n", d[i].family, lb, (long long)v);
             else if (d[i].kind == FX_M_NSCOUNTER) fx_jbuf_printf(j, "fluxon_%s%s %.9f\n", d[i].family, lb, (double)v / 1e9);
+            else if (d[i].kind == FX_M_MSGAUGE) fx_jbuf_printf(j, "fluxon_%s%s %.3f\n", d[i].family, lb, (double)v / 1e3);
             else fx_jbuf_printf(j, "fluxon_%s%s %llu\n", d[i].family, lb, (unsigned long long)(d[i].kind == FX_M_BOOL ? !!v : v));
         }
     }

@@ -31,9 +31,11 @@ FX_INTERNAL double fx_hist_quantile_ns(const fx_hist_t *h, double q);
  * true/false, Prometheus 0/1; NSCOUNTER: nanoseconds in JSON, a _seconds_total counter in
  * Prometheus), an int64_t (SGAUGE) or an fx_hist_t (HIST). Catalog headers name the kind
  * by its suffix (COUNTER, GAUGE, ...); FX_MT_<kind> is its C type. */
-enum { FX_M_COUNTER = 1, FX_M_GAUGE = 2, FX_M_HIST = 3, FX_M_BOOL = 4, FX_M_SGAUGE = 5, FX_M_NSCOUNTER = 6 };
+enum { FX_M_COUNTER = 1, FX_M_GAUGE = 2, FX_M_HIST = 3, FX_M_BOOL = 4, FX_M_SGAUGE = 5, FX_M_NSCOUNTER = 6,
+       FX_M_MSGAUGE = 7 /* milliseconds in JSON, a _seconds gauge in Prometheus */ };
 #define FX_MT_COUNTER uint64_t
 #define FX_MT_NSCOUNTER uint64_t
+#define FX_MT_MSGAUGE uint64_t
 #define FX_MT_GAUGE uint64_t
 #define FX_MT_BOOL uint64_t
 #define FX_MT_SGAUGE int64_t

@@ -9,7 +9,7 @@
  * module's own state; histograms are fx_hist_t fed by fx_hist_observe). Rows of one family
  * stay adjacent (test_metrics checks it). Labels stay low-cardinality: never a key.
  *
- * X(name, KIND, family, labels, help) with KIND COUNTER | GAUGE | SGAUGE | BOOL | HIST | NSCOUNTER. */
+ * X(name, KIND, family, labels, help) with KIND COUNTER | GAUGE | SGAUGE | BOOL | HIST | NSCOUNTER | MSGAUGE. */
 #ifndef FX_OWNER_METRICS_H
 #define FX_OWNER_METRICS_H
 
@@ -166,7 +166,7 @@
     X(republish_refused, COUNTER, "owner_republish_outcomes_total", "outcome=\"refused\"", "")                  \
     X(republish_leased_dropped, COUNTER, "owner_republish_leased_dropped_total", "", "Leased values dropped instead of re-published") \
     X(republish_resends, COUNTER, "owner_republish_resends_total", "", "REPUBLISH batches resent")                 \
-    X(republish_last_ms, GAUGE, "owner_republish_last_milliseconds", "", "Duration of the last re-publication (ms)") \
+    X(republish_last_ms, MSGAUGE, "owner_republish_last_seconds", "", "Duration of the last re-publication") \
     X(republish_last_keys, GAUGE, "owner_republish_last_keys", "", "Keys of the last re-publication")             \
     X(placed_ranges_held, GAUGE, "owner_placed_ranges_held", "", "Placed values held for other owners' puts")    \
     X(placed_malformed, COUNTER, "owner_placed_malformed_total", "", "PLACED messages that did not decode")

@@ -64,9 +64,11 @@ static double json_num(cJSON *obj, const char *name)
 
 typedef struct row {
     const char *name, *family, *labels;
-    int hist, ns; /* ns: nanoseconds in JSON, seconds in the scrape */
+    double scale; /* JSON value / scale = the scrape's (ns or ms in JSON, seconds in the scrape) */
+    int hist;
 } row_t;
-#define ROW(name, kind, family, labels, help) {#name, family, labels, !strcmp(#kind, "HIST"), !strcmp(#kind, "NSCOUNTER")},
+#define ROW(name, kind, family, labels, help)                                                                  \
+    {#name, family, labels, !strcmp(#kind, "NSCOUNTER") ? 1e9 : !strcmp(#kind, "MSGAUGE") ? 1e3 : 1, !strcmp(#kind, "HIST")},
 static const row_t owner_rows[] = {FX_OWNER_METRICS(ROW)};
 static const row_t master_rows[] = {FX_MASTER_METRICS(ROW)};
 #undef ROW
@@ -79,7 +81,7 @@ static void check_rows(const row_t *rows, size_t n, const char *node, cJSON *bef
         snprintf(series, sizeof series, "fluxon_%s%s{%s%snode=\"%s\"}", rows[i].family, rows[i].hist ? "_count" : "",
                  rows[i].labels, rows[i].labels[0] ? "," : "", node);
         double v = pf_value(&doc, series), a = json_num(before, rows[i].name), b = json_num(after, rows[i].name);
-        if (rows[i].ns) a /= 1e9, b /= 1e9;
+        a /= rows[i].scale, b /= rows[i].scale;
         cr_assert(!isnan(v), "%s missing from the scrape", series);
         cr_assert(v >= fmin(a, b) && v <= fmax(a, b), "%s = %.0f but JSON %s was %.0f then %.0f", series, v,
                   rows[i].name, a, b);

@@ -4,6 +4,7 @@
  *   tasks (eager + write-back) = completed + already + obsolete + failed (by cause);
  *   appended keys = replicas on remote_cache owners (+ 0 on GPU owners);
  *   evicted replicas = demoted + dropped; in-flight appends and tasks back to 0 (R1). */
+#define _GNU_SOURCE
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
