@@ -366,8 +366,8 @@ FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
     s->epoch++; /* answers of an earlier attempt are ignored */
     s->in_flight = 0;
     s->n = s->next = s->found = s->g = s->slot = 0;
-    fx_u64v_t gids, goffs;
-    fx_oclaims_grants(o, &gids, &goffs);
+    fx_u64v_t gids; /* the slot pool's grants: sub-grants carved from the master's grants */
+    fx_oclaims_pool_grants(o, &gids);
     fx_free(s->grants);
     s->grants = fx_malloc((gids.n ? gids.n : 1) * sizeof *s->grants);
     if (!s->grants) {
@@ -382,7 +382,7 @@ FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
     s->pending = false;
     s->rounds++;
     s->started_ms = fx_now_ms();
-    FX_INFO("registered with a master that does not know this owner: re-publishing what it holds (%zu grants, "
+    FX_INFO("registered with a master that does not know this owner: re-publishing what it holds (%zu slot-pool grants, "
             "%zu placed values)", s->n_grants, s->n);
     if (rp_walk_done(s)) {
         /* still tell the master (one empty last batch): it logs the owner as done */

@@ -174,10 +174,18 @@ Test(capacity, one_mib_fill_then_small_puts_then_delete_all)
     cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
     fluxon_future_free(f);
     cr_assert_eq(check_len(c, hk, 4096), 1);
-    /* idle grants go back: one stays (both sizes in use are sub-grants of it) */
-    cr_assert(kf_wait_stat(c, "master_grants", 1, 5000), "idle grants returned (grants %lld)",
-              kf_stat(c, "master_grants"));
-    cr_assert_eq(kf_stat(c, "grants_returned"), 14);
+    /* idle grants go back: only grants holding the two live values stay — one when both
+     * sizes were carved from the same grant, two when grants went back while the deletes
+     * ran (a slow machine) and the two sizes were carved from different ones */
+    double end = th_now_s() + 5.0;
+    long long held = kf_stat(c, "master_grants");
+    while (held > 2 && th_now_s() < end) {
+        th_sleep_ms(10);
+        held = kf_stat(c, "master_grants");
+    }
+    cr_assert(held == 1 || held == 2, "idle grants returned (grants %lld)", held);
+    cr_assert(kf_wait_stat(c, "grants_returned", 15 - held, 5000), "every other grant returned (%lld returned, %lld held)",
+              kf_stat(c, "grants_returned"), held);
     cr_assert_eq(kf_stat(c, "grants_returning"), 0, "every return confirmed by the master");
     /* and the room serves again: a fresh fill of another size */
     for (int i = 0; i < 30; i++) {

@@ -334,6 +334,14 @@ Test(cluster, master_restart_relearns_grants_and_values_and_keeps_get_ls_del_con
     c.master = start_role("master", c.mcfg, mlog2);
     cr_assert(th_wait_log(mlog2, "owner o1 registered", 8000), "owner did not come back");
     cr_assert(th_wait_log(mlog2, "re-learned", 2000), "the new master re-learns the owner's grants");
+    /* the master logs the registration before the owner has its answer: until then a put
+     * is answered UNKNOWN_OUTCOME (exit 3), so wait for the owner's side of the link */
+    bool linked = false;
+    for (double end = th_now_s() + 8; !linked && th_now_s() < end; th_sleep_ms(20)) {
+        cr_assert_eq(run_external(c.ecfg, "stats", NULL, NULL, out, sizeof out), 0, "%s", out);
+        linked = strstr(out, "\"master_connected\":true") != NULL;
+    }
+    cr_assert(linked, "the owner is linked to the new master: %s", out);
     /* a put of a new size gets a fresh grant, not one overlapping the owner's */
     cr_assert_eq(run_external(c.ecfg, "put", "r2", big, out, sizeof out), 0, "%s", out);
     /* the owner re-published r1 (issue 17): get, ls and del agree that it is still there */
