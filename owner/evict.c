@@ -187,27 +187,7 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
     o->ev = NULL;
 }
 
-/* ---- write-back (issue 16; replica.c does the copy) ---- */
-#define OEV_WB_GROUP_MAX 256u /* a larger group is never written back: dropped whole */
-
-/* Queues a write-back of the evictable members of m[0..mn) that have no copy; true when
- * one is queued (or already running): the group waits for it. */
-static bool oev_wb_queue(fx_owner_t *o, owner_entry_t *const *m, size_t mn)
-{
-    owner_entry_t *v[OEV_WB_GROUP_MAX];
-    size_t k = 0;
-    bool inflight = false, none = false;
-    for (size_t i = 0; i < mn; i++) {
-        if (!m[i] || m[i]->retired || m[i]->evicting || m[i]->state != OE_COMMITTED) continue;
-        int st = fx_orepl_state(m[i]);
-        inflight |= st == OREPL_INFLIGHT;
-        none |= st == OREPL_NONE;
-        if (k == OEV_WB_GROUP_MAX) return false;
-        v[k++] = m[i];
-    }
-    if (inflight) return true;
-    return none && fx_orepl_enqueue(o, v, k, false);
-}
+/* ---- write-back (issue 16; replica.c decides and copies) ---- */
 
 /* Values colder than writeback_watermark x the hot capacity are written back whole
  * (bounded by the replica queue); the walk stops at the watermark. */
@@ -226,8 +206,24 @@ static void oev_writeback(fx_owner_t *o)
         if (g) g->round = round;
         if (fx_orepl_state(en) != OREPL_NONE) continue;
         owner_entry_t *one = en;
-        oev_wb_queue(o, g ? g->m : &one, g ? g->n : 1);
+        fx_orepl_writeback_group(o, g ? g->m : &one, g ? g->n : 1);
     }
+}
+
+/* Bytes of the next victims an eviction round writes back ahead: (1 - watermark) x the hot
+ * capacity (0: write-back off). */
+static uint64_t oev_wb_ahead_bytes(fx_owner_t *o)
+{
+    double w = o->cfg.writeback_watermark;
+    return w > 0 ? (uint64_t)((1.0 - w) * (double)o->ev->hot_capacity) : 0;
+}
+
+/* en's group, a coming victim: written back now if it has no copy (queue room allowing). */
+static void oev_wb_ahead(fx_owner_t *o, owner_entry_t *en)
+{
+    owner_entry_t *one = en;
+    if (fx_orepl_room(o) && fx_orepl_state(en) == OREPL_NONE)
+        fx_orepl_writeback_group(o, en->group ? en->group->m : &one, en->group ? en->group->n : 1);
 }
 
 /* With write-back on, a group is evicted once recoverable (a complete copy on a replica
@@ -235,7 +231,7 @@ static void oev_writeback(fx_owner_t *o)
  * (write-back failed, queue full: dropped). true: it waits for its write-back. */
 static bool oev_wb_wait(fx_owner_t *o, owner_entry_t *const *m, size_t mn)
 {
-    return o->cfg.writeback_watermark > 0 && oev_wb_queue(o, m, mn);
+    return o->cfg.writeback_watermark > 0 && fx_orepl_writeback_group(o, m, mn);
 }
 
 /* ---- hot tier ---- */
@@ -654,14 +650,28 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
 {
     oev_t *kv = o->ev;
     oev_vec_t held = {0};
+    uint64_t ahead = oev_wb_ahead_bytes(o); /* issue 16 */
     for (uint64_t budget = kv->hot.count; budget && !rd->nomem; budget--) {
         bool more = rd->excess > 0;
         for (size_t k = 0; k < rd->nc; k++) more |= rd->needs[k] > 0;
-        if (!more) break;
+        if (!more && !ahead) break;
         fx_evp_node_t *n = fx_evp_victim(&kv->hot);
         if (!n) break;
         owner_entry_t *en = oev_entry_of(n);
         oev_group_t *g = en->group;
+        if (!more) { /* issue 16: the next victims, in the policy's order, are written back ahead */
+            ahead -= FX_MIN(ahead, en->slot.slot_size);
+            if (!(g && g->round == rd->round)) {
+                if (g) g->round = rd->round;
+                oev_wb_ahead(o, en);
+            }
+            if (!oev_vec_push(&held, en)) {
+                rd->nomem = true;
+                break;
+            }
+            fx_evp_hold(&kv->hot, n);
+            continue;
+        }
         bool useful = rd->excess > 0;
         for (size_t k = 0; k < rd->nc && !useful; k++) useful = rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
         if (useful && !(g && g->round == rd->round)) {

@@ -24,6 +24,11 @@ FX_INTERNAL void fx_orepl_fini(fx_owner_t *o); /* queued and in-flight tasks are
  * (counted failed queue_full when the bounded queue is full). */
 FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, size_t n, bool eager);
 FX_INTERNAL int fx_orepl_state(const owner_entry_t *en);
+/* Eviction's write-back of the group m[0..mn) (its members still evictable, at most 256):
+ * queues one for the members without a copy; true when the group must wait for a copy
+ * being made (queued now or already running), false when it may go now (copied, or no copy
+ * can be made: failed before, queue full, too large). */
+FX_INTERNAL bool fx_orepl_writeback_group(fx_owner_t *o, owner_entry_t *const *m, size_t mn);
 /* a local hit: a copied value is hot again; when it gets cold its write-back finds the
  * target's copy ("already") or makes a new one */
 FX_INTERNAL void fx_orepl_touched(owner_entry_t *en);

@@ -489,6 +489,24 @@ FX_INTERNAL void fx_orepl_metrics(fx_owner_t *o, fx_ometrics_t *m)
 #undef OREPL_COPY
 }
 
+#define OREPL_WB_GROUP_MAX 256u /* a larger group is never written back: dropped whole */
+
+FX_INTERNAL bool fx_orepl_writeback_group(fx_owner_t *o, owner_entry_t *const *m, size_t mn)
+{
+    owner_entry_t *v[OREPL_WB_GROUP_MAX];
+    size_t k = 0;
+    bool inflight = false, none = false;
+    for (size_t i = 0; i < mn; i++) {
+        if (!m[i] || m[i]->retired || m[i]->evicting || m[i]->state != OE_COMMITTED) continue;
+        inflight |= m[i]->repl == OREPL_INFLIGHT;
+        none |= m[i]->repl == OREPL_NONE;
+        if (k == OREPL_WB_GROUP_MAX) return false;
+        v[k++] = m[i];
+    }
+    if (inflight) return true;
+    return none && fx_orepl_enqueue(o, v, k, false);
+}
+
 FX_INTERNAL int fx_orepl_init(fx_owner_t *o)
 {
     orepl_t *s = fx_calloc(1, sizeof *s);
