@@ -239,3 +239,30 @@ Test(restart, an_owner_with_many_keys_republishes_them_all, .timeout = 600, .fin
             "%lld ms (master start to all routed: %.2f s)\n", n, t_fill, rf_stat(c, false, "republish_last_ms"), t_total);
     fluxon_client_close(c);
 }
+
+/* A write_through put placed by the old master and committed after the restart is never
+ * pushed into the old master's ranges (the new one may hand them out again): the writer
+ * publishes its own copy, readable through every owner. */
+Test(restart, a_placement_of_the_dead_master_is_never_pushed, .timeout = 120, .fini = fini)
+{
+    rf_up(2, NULL);
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    const char *keys[2] = {"wt:0", "wt:1"};
+    fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
+    fluxon_plan *plan = NULL;
+    cr_assert_eq(fluxon_local_fast_put_start(c[0], keys, 2, VLEN, &wt, &plan, NULL), FLUXON_OK);
+    for (int i = 0; i < 2; i++) th_pattern((uint8_t *)(uintptr_t)plan->value_ptrs[i], NULL, VLEN, 40 + i);
+    cr_assert_eq(rf_stat(c[0], false, "placed_remote"), 1, "placed on o1 by the first master");
+    rf_kill_master();
+    restart_master_and_wait(c[0]);
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c[0], plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 20000), FLUXON_OK, "published from the writer's owner");
+    fluxon_future_free(f);
+    cr_assert_eq(rf_stat(c[0], false, "push_master_lost"), 1);
+    cr_assert_eq(rf_stat(c[0], false, "pushed_keys"), 0, "nothing written into the old master's ranges");
+    for (int o = 0; o < 2; o++)
+        for (int i = 0; i < 2; i++) get_check(c[o], keys[i], 40 + i, o ? "o1" : "o0");
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
