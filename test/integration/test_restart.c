@@ -266,3 +266,47 @@ Test(restart, a_placement_of_the_dead_master_is_never_pushed, .timeout = 120, .f
     fluxon_client_close(c[0]);
     fluxon_client_close(c[1]);
 }
+
+/* The short chaos run of make test (issue 17, item 3, masters only): the master is
+ * SIGKILLed and restarted 3 times during one replay; every time the owners re-publish,
+ * the replay ends with 0 checksum failures, only outage refusals as errors, its counters
+ * at baseline, and then hits through each owner verified byte-exact. */
+Test(restart, repeated_master_kills_during_a_replay, .timeout = 300, .fini = fini)
+{
+    snprintf(rf_segment, sizeof rf_segment, "1GiB");
+    rf_up(2, NULL);
+    snprintf(rf_segment, sizeof rf_segment, "256MiB");
+    fluxon_client *c = rf_client(0);
+    pid_t demo = rf_demo_start("chaos", 3, 6000, "ch");
+    long long done = 0;
+    for (int k = 0; k < 3; k++) {
+        long long puts = 0;
+        double end = th_now_s() + 60;
+        while (th_now_s() < end && !(rf_try_stat(c, true, "puts", &puts) && puts >= 500)) th_sleep_ms(20);
+        cr_assert_geq(puts, 500, "round %d: the replay publishes", k);
+        rf_kill_master();
+        double t0 = th_now_s();
+        restart_master_and_wait(c);
+        done += rf_stat(c, true, "republished");
+        fprintf(stderr, "chaos: kill %d: owners re-published %lld values %.2f s after the kill\n", k + 1,
+                rf_stat(c, true, "republished"), th_now_s() - t0);
+    }
+    int ex;
+    cJSON *d = rf_demo_wait(demo, "chaos", 240000, &ex);
+    cr_assert_eq(rf_num(d, "checksum_failures"), 0);
+    cr_assert_eq(rf_num(d, "contract_violations"), 0);
+    cr_assert_eq(rf_num(d, "futures_failed"), 0);
+    cr_assert(rf_num(d, "baseline_ok"));
+    cr_assert_eq(rf_num(d, "errors"), rf_errors_of(d, "FLUXON_ERR_UNAVAILABLE"), "see %s/chaos.log", rf.dir);
+    cJSON_Delete(d);
+    cr_assert_gt(done, 0);
+    for (int o = 0; o < 2; o++) {
+        char name[32];
+        snprintf(name, sizeof name, "chaos-check-o%d", o);
+        d = rf_demo_wait(rf_demo_start(name, 1u << o, 6000, "ch"), name, 240000, &ex);
+        cr_assert_eq(ex, 0, "see %s/%s.log", rf.dir, name);
+        cr_assert_eq(rf_num(d, "checksum_failures"), 0);
+        cJSON_Delete(d);
+    }
+    fluxon_client_close(c);
+}
