@@ -18,9 +18,9 @@ DIRS     := common transport cache plan client master owner node cuda
 TOOL_DIRS:= tools tools/demo bench test/fixtures
 INC      := -Iinclude $(addprefix -I,$(DIRS) $(TOOL_DIRS))
 LIB_SRCS := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
-CLI_SRCS := $(wildcard tools/*.c tools/demo/*.c)
+CLI_SRCS := $(wildcard tools/*.c tools/demo/*.c) cache/evict_policy.c # the policy runs in the simulator too
 BENCH_SRCS := $(filter-out bench/bench_internal.c,$(wildcard bench/*.c))
-HDRS     := include/fluxon.h $(foreach d,$(DIRS),$(wildcard $(d)/*.h))
+HDRS     := include/fluxon.h include/fluxon_cuda.h $(foreach d,$(DIRS),$(wildcard $(d)/*.h))
 TOOL_HDRS:= $(foreach d,$(TOOL_DIRS),$(wildcard $(d)/*.h))
 TEST_SRCS:= $(wildcard test/unit/test_*.c test/integration/test_*.c)
 TESTS    := $(patsubst %.c,$(BUILD)/test/%,$(notdir $(TEST_SRCS)))
@@ -40,12 +40,18 @@ DYNAMIC_DEPS = -lucp -luct -lucs -lnuma -lcjson -lmimalloc -lpthread -lm
 DEP_LIBS     = $(STATIC_DEPS) $(DYNAMIC_DEPS)
 SO_DEP_LIBS  = -luring -lxxhash $(DYNAMIC_DEPS)
 
+# tools/ only (the binary and the suites that link the CLI objects): the /metrics HTTP
+# server; the library (libfluxon, the amalgamation) does not depend on it
+TOOL_LIBS    = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+GIT_COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla
 CFLAGS   ?=
-CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) $(CFLAGS)
+CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) -DFX_GIT_COMMIT='"$(GIT_COMMIT)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
-.PHONY: all amalgamation setup test test-embed asan tsan bench demo help clean install
+.PHONY: all amalgamation setup test test-embed asan tsan bench demo help clean install cuda cuda-build cuda-bench \
+	test-python fuzz fuzz-build fuzz-seeds
 .DEFAULT_GOAL := all
 
 all: $(BIN) $(BUILD)/libfluxon.a $(BUILD)/libfluxon.so $(BUILD)/fluxon.pc
@@ -58,9 +64,13 @@ help:
 	@echo "make asan          the same tests under AddressSanitizer + UBSan (build-asan/)"
 	@echo "make tsan          the concurrent workloads under ThreadSanitizer (build-tsan/)"
 	@echo "make test-embed    only the embed suite: amalgamation from two files, C/C++ embeds, install"
+	@echo "make test-python   the Python package and SGLang backend suites (pytest, Debian's python3)"
 	@echo "make bench         benchmarks (figures, not pass/fail)"
+	@echo "make cuda          build/libfluxon_cuda.so (nvcc; scripts/setup --cuda if absent) and run the GPU tests (skip without a GPU)"
+	@echo "make cuda-bench    the GPU tests, then backup/restore GB/s next to pinned cudaMemcpyAsync"
 	@echo "make demo          replay the real LLM-serving trace (embedded master, owner, workers)"
 	@echo "make install PREFIX=/usr/local   install binary, libraries, header, fluxon.pc"
+	@echo "make fuzz [FUZZ_SECONDS=N]  build the libFuzzer targets (clang) and run each N s [10]"
 	@echo "make clean         remove build outputs"
 
 $(SETUP_OK): scripts/setup
@@ -90,7 +100,7 @@ $(BUILD)/cli/%.o: %.c $(HDRS) $(TOOL_HDRS) | $(SETUP_OK)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(BIN): $(BUILD)/fluxon.o $(CLI_OBJS)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(DEP_LIBS) $(TOOL_LIBS)
 
 $(BUILD)/libfluxon.a: $(BUILD)/fluxon.o
 	rm -f $@ && ar rcs $@ $^
@@ -118,7 +128,7 @@ $(BUILD)/obj/bench/%.o: bench/%.c $(HDRS) bench/bench.h $(wildcard test/fixtures
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 TEST_DEPS := $(wildcard test/fixtures/*.h) $(BUILD)/libfx_test.a $(CLI_LIB_OBJS) $(BENCH_OBJS)
 TEST_LINK = $(CC) $(CFLAGS_ALL) -o $@ $< $(CLI_LIB_OBJS) $(BENCH_OBJS) $(BUILD)/libfx_test.a \
-	    $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS)
+	    $(LDFLAGS_ALL) -lcriterion $(DEP_LIBS) $(TOOL_LIBS)
 $(BUILD)/test/%: test/unit/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(TEST_LINK)
@@ -130,8 +140,60 @@ $(BUILD)/test/stress_%: test/stress/%.c $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
 
-test: all $(TESTS) $(STRESS)
-	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS)
+# fuzz targets (test/fuzz/fuzz_X.c): `make test` replays their corpora (see "fuzzing" below)
+FUZZ_TARGETS := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
+FUZZ_REPLAY  := $(patsubst %,$(BUILD)/test/fuzz_replay_%,$(FUZZ_TARGETS))
+test: all $(TESTS) $(STRESS) $(FUZZ_REPLAY)
+	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
+	$(MAKE) --no-print-directory test-python
+
+# ---- fuzzing (issue 22): libFuzzer targets test/fuzz/fuzz_X.c ----
+# `make test` replays each target's corpus (test/fuzz/corpus/X) with a plain driver built
+# by $(CC) (build/test/fuzz_replay_X: no libFuzzer needed); `make fuzz` builds the targets
+# with clang (libFuzzer + ASan + UBSan, library objects in build-fuzz/) and runs each for
+# FUZZ_SECONDS, one at a time, printing execs, exec/s, coverage and crashes per target.
+FUZZ_DEPS    := test/fuzz/fuzz.h test/fuzz/replay.c
+# the master target runs on its own clock (fuzz_master.c)
+FUZZ_LDFLAGS_master := -Wl,--wrap=fx_now_ms -Wl,--wrap=fx_now_ns -Wl,--wrap=fx_realtime_ns
+$(BUILD)/test/fuzz_replay_%: test/fuzz/fuzz_%.c $(FUZZ_DEPS) $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -Wno-unused-function -Itest/fuzz -DFUZZ_CORPUS='"$(abspath test/fuzz/corpus/$*)"' \
+	    -o $@ $< test/fuzz/replay.c $(CLI_LIB_OBJS) $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(FUZZ_LDFLAGS_$*) $(DEP_LIBS) $(TOOL_LIBS)
+
+FUZZ_CC      ?= clang-14
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 10
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS   = -std=gnu11 -O1 -g $(WARN) -Wno-unused-function $(FUZZ_SAN) -DFX_USE_LIBC_MALLOC $(INC) \
+	    -Itest/fuzz $(DEP_CFLAGS)
+FUZZ_OBJS    := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRCS) tools/demo/cli_trace.c)
+FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
+$(FUZZ_BUILD)/obj/%.o: %.c $(HDRS) $(TOOL_HDRS) | $(SETUP_OK)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_BUILD)/libfx_fuzz.a: $(FUZZ_OBJS)
+	rm -f $@ && ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(FUZZ_BUILD)/libfx_fuzz.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_BUILD)/libfx_fuzz.a $(FUZZ_LDFLAGS_$*) $(DEP_LIBS)
+# seeds (corpus/codec, corpus/master) and the frame dictionaries, from the catalog
+$(BUILD)/test/fuzz_seeds: test/fuzz/seeds.c $(TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfx_test.a $(LDFLAGS_ALL) $(DEP_LIBS)
+fuzz-seeds: $(BUILD)/test/fuzz_seeds
+	$(BUILD)/test/fuzz_seeds test/fuzz
+fuzz-build: $(FUZZ_BINS)
+fuzz: fuzz-build
+	FUZZ_BUILD=$(FUZZ_BUILD) ./scripts/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The Python package (python/fluxon, issue 20) over $(BUILD)/libfluxon.so, with Debian's
+# python3 + python3-pytest + python3-numpy. Skipped under sanitizers: an instrumented
+# libfluxon.so cannot be loaded into an uninstrumented python3.
+PYTHON   ?= /usr/bin/python3
+PYTHONDIR = $(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null || echo python3)/dist-packages
+test-python: all
+	@if [ -n "$(SAN)" ]; then echo "test-python: skipped (SAN is set)"; else \
+	    FLUXON_LIB=$(abspath $(BUILD))/libfluxon.so FLUXON_BIN=$(abspath $(BIN)) PYTHONPATH=$(abspath python) \
+	    timeout -k 10 600 $(PYTHON) -m pytest -q -p no:cacheprovider python/tests; fi
 
 # The embed suite (issue 8) builds the amalgamation the way an embedder does, from
 # fluxon.c + fluxon.h alone, and runs `make install` into a temporary prefix; programs
@@ -164,6 +226,25 @@ $(BUILD)/bench_internal: bench/bench_internal.c $(BENCH_OBJS) $(BUILD)/libfx_tes
 bench: all $(BUILD)/bench_internal
 	FLUXON_BIN=$(abspath $(BIN)) FLUXON_BENCH_INTERNAL=$(abspath $(BUILD)/bench_internal) ./scripts/bench
 
+# ---- CUDA kernels (optional; the core library never links CUDA) ----
+# nvcc from PATH or /usr/local/cuda; else scripts/setup --cuda installs Debian's toolkit.
+CUDA_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVFLAGS   := -O2 -std=c++17 -Xcompiler -fPIC,-Wall $(CUDA_ARCH) -Iinclude -Icuda
+NVCC_FIND := command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; }
+cuda: all
+	@$(NVCC_FIND) >/dev/null || ./scripts/setup --cuda
+	@$(MAKE) --no-print-directory NVCC="$$($(NVCC_FIND))" cuda-build
+	$(BUILD)/test/cuda_test
+cuda-bench: cuda
+	$(BUILD)/test/cuda_test --bench
+cuda-build: $(BUILD)/libfluxon_cuda.so $(BUILD)/test/cuda_test
+$(BUILD)/libfluxon_cuda.so: cuda/kernels.cu cuda/layout.h include/fluxon_cuda.h include/fluxon.h
+	$(NVCC) $(NVFLAGS) -shared -o $@ cuda/kernels.cu
+$(BUILD)/test/cuda_test: test/cuda/test_cuda.cu $(BUILD)/libfluxon_cuda.so $(BUILD)/libfluxon.a
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -o $@ $< -L$(BUILD) -lfluxon_cuda $(BUILD)/libfluxon.a $(SO_DEP_LIBS) \
+	    -Xlinker -rpath,$(abspath $(BUILD))
+
 demo: all
 	./fluxon demo
 
@@ -174,9 +255,11 @@ install: all
 	install -m 0755 $(BUILD)/libfluxon.so $(DESTDIR)$(PREFIX)/lib/libfluxon.so.$(VERSION)
 	ln -sf libfluxon.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfluxon.so.$(SOVER)
 	ln -sf libfluxon.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libfluxon.so
-	install -m 0644 include/fluxon.h $(DESTDIR)$(PREFIX)/include/fluxon.h
+	install -m 0644 include/fluxon.h include/fluxon_cuda.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(abspath $(PREFIX))/lib|; s|@INCLUDEDIR@|$(abspath $(PREFIX))/include|; s|@VERSION@|$(VERSION)|' \
 	    scripts/fluxon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fluxon.pc
+	install -d $(DESTDIR)$(PYTHONDIR)/fluxon
+	install -m 0644 python/fluxon/*.py $(DESTDIR)$(PYTHONDIR)/fluxon/
 
 clean:
-	rm -rf build build-asan build-tsan fluxon fluxon.c fluxon.h
+	rm -rf build build-asan build-tsan build-fuzz fluxon fluxon.c fluxon.h

@@ -5,13 +5,13 @@ FX_INTERNAL void fx_lru_init(fx_lru_t *l)
 {
     l->head.prev = l->head.next = &l->head;
     l->head.weight = 0;
-    l->bytes = l->count = 0;
+    l->bytes = l->count = l->clock = 0;
 }
 
 FX_INTERNAL void fx_lru_node_init(fx_lru_node_t *n)
 {
     n->prev = n->next = NULL;
-    n->weight = 0;
+    n->weight = n->stamp = 0;
 }
 
 FX_INTERNAL bool fx_lru_linked(const fx_lru_node_t *n) { return n->next != NULL; }
@@ -41,12 +41,14 @@ FX_INTERNAL void fx_lru_insert(fx_lru_t *l, fx_lru_node_t *n, uint64_t weight)
 {
     if (fx_lru_linked(n)) lru_unlink(l, n);
     lru_link(l, n, l->head.prev, &l->head, weight);
+    n->stamp = ++l->clock;
 }
 
 FX_INTERNAL void fx_lru_insert_cold(fx_lru_t *l, fx_lru_node_t *n, uint64_t weight)
 {
     if (fx_lru_linked(n)) lru_unlink(l, n);
     lru_link(l, n, &l->head, l->head.next, weight);
+    n->stamp = 0;
 }
 
 FX_INTERNAL void fx_lru_touch(fx_lru_t *l, fx_lru_node_t *n)
@@ -55,6 +57,7 @@ FX_INTERNAL void fx_lru_touch(fx_lru_t *l, fx_lru_node_t *n)
     uint64_t w = n->weight;
     lru_unlink(l, n);
     lru_link(l, n, l->head.prev, &l->head, w);
+    n->stamp = ++l->clock;
 }
 
 FX_INTERNAL void fx_lru_remove(fx_lru_t *l, fx_lru_node_t *n)

@@ -10,12 +10,14 @@
 typedef struct fx_lru_node {
     struct fx_lru_node *prev, *next; /* both NULL while not linked */
     uint64_t weight;
+    uint64_t stamp; /* the list's clock at the last insert/touch (0: inserted cold) */
 } fx_lru_node_t;
 
 typedef struct fx_lru {
     fx_lru_node_t head; /* sentinel: head.next = coldest, head.prev = hottest */
     uint64_t bytes;     /* sum of the weights of the linked nodes */
     uint64_t count;     /* linked nodes */
+    uint64_t clock;     /* ticks once per insert/touch: a node's stamp orders it by recency */
 } fx_lru_t;
 
 /* Empty list. A node must be zeroed (or fx_lru_node_init) before its first insert. */

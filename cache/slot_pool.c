@@ -240,6 +240,10 @@ static void sp_deliver_later(fx_slot_pool_t *pool, sp_waiter_t *w, int status)
 static void sp_offer(fx_slot_pool_t *pool, sp_slot_t *s)
 {
     sp_class_t *c = s->grant->cls;
+    if (s->grant->retiring) { /* kept free for its re-carving or return */
+        pool->retiring_free++;
+        return;
+    }
     sp_waiter_t *w = c->wait_head;
     if (!w) {
         sp_free_push(c, s);
@@ -343,18 +347,24 @@ static int sp_class_get_or_add(fx_slot_pool_t *pool, uint64_t slot_size, sp_clas
 FX_INTERNAL int fx_slot_pool_add_grant(fx_slot_pool_t *pool, uint64_t grant_id,
                                        uint64_t offset, uint64_t slot_size)
 {
+    return fx_slot_pool_add_grant_sized(pool, grant_id, offset, pool ? pool->cfg.grant_bytes : 0, slot_size);
+}
+
+FX_INTERNAL int fx_slot_pool_add_grant_sized(fx_slot_pool_t *pool, uint64_t grant_id, uint64_t offset,
+                                             uint64_t bytes, uint64_t slot_size)
+{
     if (!pool) return FLUXON_ERR_INVALID_ARGUMENT;
     if (pool->closing) return FLUXON_ERR_CANCELLED;
-    uint64_t gb = pool->cfg.grant_bytes;
-    if (grant_id == 0 || offset % FX_SLOT_PAGE || slot_size == 0 ||
-        slot_size % FX_SLOT_PAGE || slot_size > gb || offset > UINT64_MAX - gb)
+    uint64_t gb = bytes;
+    if (grant_id == 0 || offset % FX_SLOT_PAGE || slot_size == 0 || gb % FX_SLOT_PAGE ||
+        gb > pool->cfg.grant_bytes || slot_size % FX_SLOT_PAGE || slot_size > gb || offset > UINT64_MAX - gb)
         return FLUXON_ERR_INVALID_ARGUMENT;
     if (fx_sp_map_get(&pool->grants_by_id, grant_id)) return FLUXON_ERR_KEY_EXISTS;
     if (pool->cfg.max_grants && pool->ngrants >= pool->cfg.max_grants)
         return FLUXON_ERR_NO_SPACE;
     /* two grants over the same bytes would hand one range to two values; rare call */
     for (const sp_grant_t *o = pool->grant_head; o; o = o->next)
-        if (offset < o->offset + gb && o->offset < offset + gb)
+        if (offset < o->offset + o->bytes && o->offset < offset + gb)
             return FLUXON_ERR_INVALID_ARGUMENT;
     sp_class_t *c;
     int rc = sp_class_get_or_add(pool, slot_size, &c);
@@ -367,13 +377,14 @@ FX_INTERNAL int fx_slot_pool_add_grant(fx_slot_pool_t *pool, uint64_t grant_id,
         fx_free(slots);
         return FLUXON_ERR_NOMEM;
     }
-    *g = (sp_grant_t){.id = grant_id, .offset = offset, .slot_size = slot_size,
+    *g = (sp_grant_t){.id = grant_id, .offset = offset, .bytes = gb, .slot_size = slot_size,
                       .nslots = nslots, .added_seq = pool->next_use_seq, .cls = c,
                       .slots = slots};
     g->n[FX_SLOT_FREE] = nslots;
     SP_APPEND(pool->grant_head, pool->grant_tail, g, prev, next);
     pool->n[FX_SLOT_FREE] += nslots;
     pool->ngrants++;
+    pool->granted_bytes += gb;
     pool->nslots += nslots;
     pool->slot_bytes += nslots * slot_size;
     pool->grants_added++;
@@ -394,9 +405,15 @@ FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_i
     sp_grant_t *g = fx_sp_map_get(&pool->grants_by_id, grant_id);
     if (!g) return FLUXON_ERR_NOT_FOUND;
     if (g->n[FX_SLOT_FREE] != g->nslots) return FLUXON_ERR_BUSY;
-    for (uint64_t i = 0; i < g->nslots; i++) sp_free_unlink(g->cls, &g->slots[i]);
+    for (uint64_t i = 0; i < g->nslots; i++)
+        if (g->slots[i].on_free) sp_free_unlink(g->cls, &g->slots[i]);
+    if (g->retiring) {
+        pool->retiring--;
+        pool->retiring_free -= g->nslots;
+    }
     pool->n[FX_SLOT_FREE] -= g->nslots;
     pool->ngrants--;
+    pool->granted_bytes -= g->bytes;
     pool->nslots -= g->nslots;
     pool->slot_bytes -= g->nslots * g->slot_size;
     pool->grants_removed++;
@@ -405,6 +422,34 @@ FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_i
     SP_UNLINK(pool->grant_head, pool->grant_tail, g, prev, next);
     fx_free(g->slots);
     fx_free(g);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_slot_pool_retire_grant(fx_slot_pool_t *pool, uint64_t grant_id, bool retire)
+{
+    if (!pool || grant_id == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (pool->closing) return FLUXON_ERR_CANCELLED;
+    sp_grant_t *g = fx_sp_map_get(&pool->grants_by_id, grant_id);
+    if (!g) return FLUXON_ERR_NOT_FOUND;
+    if (g->retiring == retire) return FLUXON_OK;
+    if (retire) {
+        g->retiring = true;
+        pool->retiring++;
+        for (uint64_t i = 0; i < g->nslots; i++)
+            if (g->slots[i].on_free) {
+                sp_free_unlink(g->cls, &g->slots[i]);
+                pool->retiring_free++;
+            }
+        return FLUXON_OK;
+    }
+    g->retiring = false;
+    pool->retiring--;
+    for (uint64_t i = 0; i < g->nslots; i++)
+        if (g->slots[i].state == FX_SLOT_FREE) {
+            pool->retiring_free--;
+            sp_offer(pool, &g->slots[i]);
+        }
+    sp_flush(pool);
     return FLUXON_OK;
 }
 

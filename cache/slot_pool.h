@@ -57,10 +57,11 @@ typedef struct fx_slot_pool_stats {
     uint64_t free, prepared, pending, committed;     /* slots per state */
     uint64_t draining;    /* non-free, no longer live (route dead / aborted), only pinned */
     uint64_t holder_refs; /* sum over all slots */
-    uint64_t granted_bytes;  /* grants * grant_bytes */
+    uint64_t granted_bytes;  /* sum of the grants' bytes */
     uint64_t slot_bytes;     /* usable: sum of slots * slot_size (tail fragments excluded) */
     uint64_t used_bytes;     /* non-free slots * slot_size */
     uint64_t waiters;        /* queued claims not yet served */
+    uint64_t retiring_grants; /* fx_slot_pool_retire_grant */
     /* cumulative */
     uint64_t claims, frees, claim_no_space;
     uint64_t waits_queued, waits_served, waits_timed_out, waits_cancelled;
@@ -70,6 +71,8 @@ typedef struct fx_slot_pool_stats {
 typedef struct fx_slot_grant_stats {
     uint64_t grant_id, offset, slot_size, slots;
     uint64_t free, prepared, pending, committed;
+    bool retiring;
+    uint64_t bytes; /* the grant's range */
 } fx_slot_grant_stats_t;
 
 /* Result of a waiting claim. status FLUXON_OK: *slot is PREPARED and now belongs to the
@@ -125,10 +128,22 @@ FX_INTERNAL void fx_slot_pool_destroy(fx_slot_pool_t *pool);
 FX_INTERNAL int fx_slot_pool_add_grant(fx_slot_pool_t *pool, uint64_t grant_id,
                                        uint64_t offset, uint64_t slot_size);
 
+/* The same for a grant of bytes (a multiple of 4096, at most grant_bytes, at least
+ * slot_size): the owner carves its master grants into such sub-grants (issue 15). */
+FX_INTERNAL int fx_slot_pool_add_grant_sized(fx_slot_pool_t *pool, uint64_t grant_id, uint64_t offset,
+                                             uint64_t bytes, uint64_t slot_size);
+
 /* Removes an idle grant (every slot FREE) so its range can go back to the master; refs
  * into it become FLUXON_ERR_STALE. Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND;
  * FLUXON_ERR_BUSY (some slot in use); FLUXON_ERR_INVALID_ARGUMENT; _CANCELLED. */
 FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_id);
+
+/* Retires a grant (retire true): its FREE slots leave the free list and slots that free
+ * later stay off it, so it empties for re-carving into another class or a return to the
+ * master (issue 15); retire false puts it back in service (its FREE slots serve waiters
+ * and claims again). Idempotent. Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND;
+ * FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_CANCELLED. */
+FX_INTERNAL int fx_slot_pool_retire_grant(fx_slot_pool_t *pool, uint64_t grant_id, bool retire);
 
 /* ---- claims ---------------------------------------------------------------------- */
 

@@ -21,9 +21,10 @@ typedef struct sp_slot {
 } sp_slot_t;
 
 struct sp_grant {
-    uint64_t id, offset, slot_size, nslots;
+    uint64_t id, offset, bytes, slot_size, nslots; /* bytes: cfg.grant_bytes, or less (sized) */
     uint64_t added_seq; /* refs with use_seq <= this predate the grant: stale, not forged */
     uint64_t n[FX_SLOT_NSTATES];
+    bool retiring; /* fx_slot_pool_retire_grant: its FREE slots stay off the free list */
     sp_class_t *cls;
     sp_grant_t *prev, *next;
     sp_slot_t *slots;
@@ -65,6 +66,8 @@ struct fx_slot_pool {
     sp_waiter_t *gw_head, *gw_tail; /* queued waiters, oldest first */
     sp_waiter_t *dl_head, *dl_tail; /* waiters whose callback is due */
     uint64_t n[FX_SLOT_NSTATES];
+    uint64_t granted_bytes;            /* sum of the grants' bytes */
+    uint64_t retiring, retiring_free; /* retiring grants; their FREE slots (off the lists) */
     uint64_t ngrants, nslots, slot_bytes, used_bytes, holder_refs, draining, nwaiters;
     uint64_t next_use_seq, next_wait_id, last_now_ms, check_epoch;
     uint64_t claims, frees, claim_no_space, waits_queued, waits_served, waits_timed_out,

@@ -18,13 +18,13 @@ FX_INTERNAL void fx_slot_pool_stats(const fx_slot_pool_t *pool, fx_slot_pool_sta
         .free = pool->n[FX_SLOT_FREE], .prepared = pool->n[FX_SLOT_PREPARED],
         .pending = pool->n[FX_SLOT_PENDING], .committed = pool->n[FX_SLOT_COMMITTED],
         .draining = pool->draining, .holder_refs = pool->holder_refs,
-        .granted_bytes = pool->ngrants * pool->cfg.grant_bytes,
+        .granted_bytes = pool->granted_bytes,
         .slot_bytes = pool->slot_bytes, .used_bytes = pool->used_bytes,
         .waiters = pool->nwaiters, .claims = pool->claims, .frees = pool->frees,
         .claim_no_space = pool->claim_no_space, .waits_queued = pool->waits_queued,
         .waits_served = pool->waits_served, .waits_timed_out = pool->waits_timed_out,
         .waits_cancelled = pool->waits_cancelled, .grants_added = pool->grants_added,
-        .grants_removed = pool->grants_removed};
+        .grants_removed = pool->grants_removed, .retiring_grants = pool->retiring};
 }
 
 FX_INTERNAL int fx_slot_pool_grant_stats(const fx_slot_pool_t *pool, uint64_t grant_id,
@@ -35,7 +35,7 @@ FX_INTERNAL int fx_slot_pool_grant_stats(const fx_slot_pool_t *pool, uint64_t gr
     if (!g) return FLUXON_ERR_NOT_FOUND;
     *st = (fx_slot_grant_stats_t){g->id, g->offset, g->slot_size, g->nslots,
                                   g->n[FX_SLOT_FREE], g->n[FX_SLOT_PREPARED],
-                                  g->n[FX_SLOT_PENDING], g->n[FX_SLOT_COMMITTED]};
+                                  g->n[FX_SLOT_PENDING], g->n[FX_SLOT_COMMITTED], g->retiring, g->bytes};
     return FLUXON_OK;
 }
 
@@ -127,6 +127,7 @@ FX_INTERNAL int fx_slot_pool_check(fx_slot_pool_t *pool)
     uint64_t epoch = ++pool->check_epoch;
     uint64_t tot[FX_SLOT_NSTATES] = {0}, ngrants = 0, nslots = 0, slot_bytes = 0, used = 0;
     uint64_t holders = 0, draining = 0, on_lists = 0, nwait = 0, gw = 0, dl = 0, last = 0;
+    uint64_t retiring = 0, retiring_free = 0;
     for (size_t i = 0; i < pool->nclasses; i++) {
         sp_class_t *c = pool->classes[i];
         uint64_t n = 0, w = 0;
@@ -157,8 +158,9 @@ FX_INTERNAL int fx_slot_pool_check(fx_slot_pool_t *pool)
             draining += sp_is_draining(s);
             SP_CHECK(!sp_is_draining(s) || s->holder_refs > 0,
                      "slot %" PRIu64 " draining without holders", i);
-            SP_CHECK(s->on_free == (s->state == FX_SLOT_FREE) &&
-                     (s->state != FX_SLOT_FREE || s->check_mark == epoch),
+            retiring_free += g->retiring && s->state == FX_SLOT_FREE;
+            SP_CHECK(s->on_free == (s->state == FX_SLOT_FREE && !g->retiring) &&
+                     (!s->on_free || s->check_mark == epoch),
                      "grant %" PRIu64 " slot %" PRIu64 " free bit/list mismatch", g->id, i);
             SP_CHECK((s->state == FX_SLOT_COMMITTED || !s->route_live) &&
                      (s->state == FX_SLOT_PENDING || !s->aborted),
@@ -172,13 +174,16 @@ FX_INTERNAL int fx_slot_pool_check(fx_slot_pool_t *pool)
             tot[k] += n[k];
         }
         ngrants++;
+        retiring += g->retiring;
         nslots += g->nslots;
         slot_bytes += g->nslots * g->slot_size;
     }
     for (int k = 0; k < FX_SLOT_NSTATES; k++)
         SP_CHECK(tot[k] == pool->n[k], "state %d: %" PRIu64 " != %" PRIu64, k, tot[k],
                  pool->n[k]);
-    SP_CHECK(on_lists == pool->n[FX_SLOT_FREE], "free lists hold %" PRIu64, on_lists);
+    SP_CHECK(retiring == pool->retiring && retiring_free == pool->retiring_free,
+             "retiring grants %" PRIu64 " free %" PRIu64, retiring, retiring_free);
+    SP_CHECK(on_lists + retiring_free == pool->n[FX_SLOT_FREE], "free lists hold %" PRIu64, on_lists);
     SP_CHECK(ngrants == pool->ngrants && ngrants == pool->grants_by_id.count, "grant count");
     SP_CHECK(nslots == pool->nslots && slot_bytes == pool->slot_bytes, "slot totals");
     SP_CHECK(used == pool->used_bytes && holders == pool->holder_refs &&

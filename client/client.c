@@ -2,6 +2,7 @@
  * socket (HELLO, memfd by SCM_RIGHTS, segment mapped here) and runs a reactor thread
  * that owns the connection and receives; requests go out through rpc.c from the calling
  * thread. Also ping, owner stats and cluster nodes. */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -186,6 +188,61 @@ static void client_state_fini(fluxon_client *cl)
     fx_client_rpc_fini(cl);
 }
 
+/* The owner sockets (*.sock) in path's directory, for a message: "a.sock, b.sock" or
+ * "none"; "the directory does not exist" when it does not. */
+static void client_list_sockets(const char *path, char *out, size_t cap)
+{
+    char dir[FX_PATH_MAX];
+    fx_strlcpy(dir, path, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = 0;
+    else if (slash) *slash = 0;
+    else fx_strlcpy(dir, ".", sizeof dir);
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(out, cap, "%s: %s", dir, strerror(errno));
+        return;
+    }
+    size_t o = (size_t)snprintf(out, cap, "owner sockets in %s: ", dir), n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && o + 1 < cap) {
+        size_t l = strlen(de->d_name);
+        if (l <= 5 || strcmp(de->d_name + l - 5, ".sock")) continue;
+        if (n++ == 16) {
+            o += (size_t)snprintf(out + o, cap - o, ", ...");
+            break;
+        }
+        o += (size_t)snprintf(out + o, cap - o, "%s%s", n > 1 ? ", " : "", de->d_name);
+    }
+    closedir(d);
+    if (!n && o < cap) snprintf(out + o, cap - o, "none");
+}
+
+/* Connects to the owner's socket. A missing file fails at once and a file nobody listens
+ * on (its owner exited) fails within 300 ms, both saying no owner listens there and
+ * which owner sockets that directory holds; only a full backlog is waited for. */
+static int client_socket_connect(const char *path, int timeout_ms, int *sock_p)
+{
+    char socks[512];
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT) {
+        client_list_sockets(path, socks, sizeof socks);
+        FX_ERROR("no owner listens at socket %s: no such file (%s)", path, socks);
+        return FLUXON_ERR_UNAVAILABLE;
+    }
+    int rc = fx_unix_connect(path, timeout_ms, sock_p);
+    if (rc == FLUXON_OK) return rc;
+    int e = errno;
+    if (rc == FLUXON_ERR_UNAVAILABLE && (e == ECONNREFUSED || e == ENOENT)) {
+        client_list_sockets(path, socks, sizeof socks);
+        FX_ERROR("no owner listens at socket %s: %s (%s)", path,
+                 e == ENOENT ? "no such file" : "the file is there but nobody accepts: its owner exited", socks);
+    } else {
+        FX_ERROR("cannot connect to owner socket %s: %s", path, fluxon_status_string(rc));
+    }
+    return rc;
+}
+
 int fluxon_client_open(const char *config_json, fluxon_client **client_p)
 {
     if (!config_json || !client_p) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -205,11 +262,8 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     }
     fx_log_apply_config_level(cl->cfg.log_level);
     int sock = -1, seg_fd = -1;
-    rc = fx_unix_connect(cl->cfg.socket_path, (int)cl->cfg.timeout_ms, &sock);
-    if (rc != FLUXON_OK) {
-        FX_ERROR("cannot connect to owner socket %s: %s", cl->cfg.socket_path, fluxon_status_string(rc));
-        goto err_free;
-    }
+    rc = client_socket_connect(cl->cfg.socket_path, (int)cl->cfg.timeout_ms, &sock);
+    if (rc != FLUXON_OK) goto err_free;
     rc = client_handshake(cl, sock, &seg_fd);
     if (rc != FLUXON_OK) goto err_sock;
     rc = fx_segment_attach(seg_fd, cl->owner_generation, &cl->seg); /* takes seg_fd on success only */
@@ -220,8 +274,10 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     }
     /* Map every page of the (owner-prefaulted) segment now: otherwise the first write of
      * each page by this process takes a fault on the put path (measured: most of a 4.5
-     * MiB put into a fresh slot). Page tables only, no new memory. Best effort. */
-    if (madvise(fx_segment_base(cl->seg), fx_segment_len(cl->seg), MADV_POPULATE_WRITE) != 0)
+     * MiB put into a fresh slot). Page tables only, no new memory. Best effort; off
+     * ("prefault_segment": false) for short-lived clients such as the CLI. */
+    if (cl->cfg.prefault_segment &&
+        madvise(fx_segment_base(cl->seg), fx_segment_len(cl->seg), MADV_POPULATE_WRITE) != 0)
         FX_DEBUG("segment prefault skipped: %m");
     rc = fx_reactor_create(&cl->r);
     if (rc != FLUXON_OK) goto err_seg;
@@ -266,6 +322,14 @@ static void client_stop_on_reactor(void *arg)
     fx_reactor_stop(cl->r);
 }
 
+void fx_client_set_close_hook(fluxon_client *cl, void (*fn)(void *arg), void *arg)
+{
+    cl->close_hook = fn;
+    cl->close_hook_arg = fn ? arg : NULL;
+}
+
+void *fx_client_close_hook_arg(const fluxon_client *cl) { return cl->close_hook_arg; }
+
 void fluxon_client_close(fluxon_client *cl)
 {
     if (!cl) return;
@@ -273,6 +337,7 @@ void fluxon_client_close(fluxon_client *cl)
     pthread_join(cl->thread, NULL);
     client_state_fini(cl);
     fx_reactor_destroy(cl->r);
+    if (cl->close_hook) cl->close_hook(cl->close_hook_arg); /* before the segment goes */
     fx_segment_destroy(cl->seg);
     fx_free(cl);
 }

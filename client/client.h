@@ -58,7 +58,17 @@ struct fluxon_client {
     } orphans[FX_CLIENT_ORPHANS];
     unsigned orphan_next;
     fx_plan_reg_t *plans;    /* hostless.c: live plans and get handles */
+    void (*close_hook)(void *arg); /* an upper layer's undo at close (cuda/register.c) */
+    void *close_hook_arg;
 };
+
+/* ---- client.c ---- */
+/* One hook an upper layer (cuda/register.c) sets to undo its work at fluxon_client_close,
+ * before the segment is unmapped; fn NULL clears it. *arg_p: the current arg (NULL: none).
+ * The caller serialises set/get against each other (not against close: the API contract
+ * already forbids using a client during its close). */
+FX_INTERNAL void fx_client_set_close_hook(fluxon_client *cl, void (*fn)(void *arg), void *arg);
+FX_INTERNAL void *fx_client_close_hook_arg(const fluxon_client *cl);
 
 /* ---- rpc.c ---- */
 FX_INTERNAL int fx_client_rpc_init(fluxon_client *cl);

@@ -45,7 +45,8 @@ int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t v
     if (value_len <= CKV_PUT_INLINE_MAX &&
         !(opts && (opts->field_mask & (FLUXON_PUT_OPT_ATOMIC_GROUPS | FLUXON_PUT_OPT_REPLICA_MASK)))) {
         int rc = fx_client_ready(cl);
-        return rc != FLUXON_OK ? rc : ckv_put_inline(cl, key, value, value_len, opts);
+        if (rc == FLUXON_OK) rc = ckv_put_inline(cl, key, value, value_len, opts);
+        return rc == FLUXON_ERR_TIMEOUT ? FLUXON_ERR_UNKNOWN_OUTCOME : rc; /* sent: it may apply */
     }
     fluxon_plan *plan = NULL;
     int st = FLUXON_OK;
@@ -64,7 +65,7 @@ int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t v
     }
     rc = fluxon_future_wait(f, cl->cfg.timeout_ms);
     fluxon_future_free(f);
-    return rc;
+    return rc == FLUXON_ERR_TIMEOUT ? FLUXON_ERR_UNKNOWN_OUTCOME : rc; /* committed: it converges */
 }
 
 int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)

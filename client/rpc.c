@@ -399,7 +399,7 @@ FX_INTERNAL void fx_client_log_error(const char *what, int rc, const uint8_t *re
     fx_arena_t a = {0};
     if (fx_body_error_decode(resp, len, &e, &a) == FLUXON_OK && e.message.len) {
         int lvl = rc == FLUXON_ERR_INVALID_ARGUMENT || rc == FLUXON_ERR_PROTOCOL || rc == FLUXON_ERR_INTERNAL ||
-                          rc == FLUXON_ERR_LEASE_EXPIRED
+                          rc == FLUXON_ERR_LEASE_EXPIRED || rc == FLUXON_ERR_UNKNOWN_OUTCOME
                       ? FX_LOG_WARN
                       : FX_LOG_DEBUG;
         if (fx_log_get_level() <= lvl)

@@ -28,7 +28,9 @@ enum {
     CFG_K_MAX_FRAME, CFG_K_LISTEN, CFG_K_METRICS, CFG_K_INFLIGHT_TTL, CFG_K_HB_TIMEOUT,
     CFG_K_NODE_ID, CFG_K_MASTER, CFG_K_SOCKET, CFG_K_SEGMENT, CFG_K_NODE_ROLE, CFG_K_NUMA,
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
-    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL
+    CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
+    CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
+    CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES
 };
 
 struct cfg_field {
@@ -51,11 +53,17 @@ static const struct cfg_field cfg_top_fields[] = {
     {"master_timeout_ms", CFG_O | CFG_M},   {"test", CFG_O},
     {"hot_capacity_bytes", CFG_O},          {"sub_cluster", CFG_O},
     {"put_plan_ttl_ms", CFG_O},
+    {"prefault_segment", CFG_E},
+    {"eviction_policy", CFG_O},
+    {"replica_target_roles", CFG_M}, /* issue 16 */
+    {"writeback_watermark", CFG_O},  /* issue 16 */
+    {"huge_pages", CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
                                                    {"fail_transfers", CFG_O}};
-static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O}};
+static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O},
+                                                      {"idle_grant_return_ms", CFG_O}};
 static const struct cfg_field cfg_expected_fields[] = {{"value_len", CFG_O},
                                                        {"payload_capacity_bytes", CFG_O}};
 
@@ -257,6 +265,7 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->listen_port = 7600;
         cfg->inflight_ttl_ms = 60000;
         cfg->heartbeat_timeout_ms = 3000;
+        cfg->replica_target_roles = 1u << FX_NODE_REMOTE_CACHE;
     } else if (role == FX_ROLE_OWNER) {
         fx_strlcpy(cfg->master_host, "127.0.0.1", sizeof cfg->master_host);
         cfg->master_port = 7600;
@@ -269,10 +278,13 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->put_plan_ttl_ms = 20000; /* below the client's default timeout_ms (30000) */
         cfg->heartbeat_interval_ms = 1000;
         cfg->claim_timeout_ms = 30000;
+        cfg->idle_grant_return_ms = 2000;
+        cfg->eviction_policy = FX_EVICT_S3FIFO; /* beats lru on the conversation trace (issue 15) */
         cfg->master_timeout_ms = 5000;
         cfg->fault_count = 1;
     } else {
         cfg->timeout_ms = 30000;
+        cfg->prefault_segment = true;
     }
 }
 
@@ -298,6 +310,25 @@ static int cfg_parse_expected(struct cfg_ctx *c, const cJSON *obj, fx_config_t *
     return 0;
 }
 
+/* "replica_target_roles": a non-empty array of distinct node roles (issue 16). */
+static int cfg_parse_replica_roles(struct cfg_ctx *c, const char *path, const cJSON *v, fx_config_t *cfg)
+{
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1)
+        return cfg_bad(c, path, v, "must be a non-empty array of node roles (gpu_owner, remote_cache)");
+    uint32_t bits = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) {
+        uint32_t b;
+        if (cJSON_IsString(it) && strcmp(it->valuestring, "gpu_owner") == 0) b = 1u << FX_NODE_GPU_OWNER;
+        else if (cJSON_IsString(it) && strcmp(it->valuestring, "remote_cache") == 0) b = 1u << FX_NODE_REMOTE_CACHE;
+        else return cfg_bad(c, path, it, "is not a node role (must be one of gpu_owner, remote_cache)");
+        if (bits & b) return cfg_bad(c, path, it, "is named twice");
+        bits |= b;
+    }
+    cfg->replica_target_roles = bits;
+    return 0;
+}
+
 static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
     int rc = cfg_want_object(c, "reserve", obj);
@@ -308,8 +339,9 @@ static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *c
                           (int)FX_ARRAY_LEN(cfg_reserve_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
         if (k == 0) cfg->has_grant_bytes = true;
-        rc = k == 0 ? cfg_get_pages(c, "reserve.grant_bytes", it, &cfg->grant_bytes)
-                    : cfg_parse_expected(c, it, cfg);
+        rc = k == 0   ? cfg_get_pages(c, "reserve.grant_bytes", it, &cfg->grant_bytes)
+             : k == 2 ? cfg_get_ms(c, "reserve.idle_grant_return_ms", it, &cfg->idle_grant_return_ms)
+                      : cfg_parse_expected(c, it, cfg);
         if (rc) return rc;
     }
     return 0;
@@ -432,9 +464,34 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_MASTER_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->master_timeout_ms);
     case CFG_K_SUB_CLUSTER: return cfg_get_id(c, path, v, false, cfg->sub_cluster);
     case CFG_K_TEST: return cfg_parse_test(c, v, cfg);
+    case CFG_K_EVICTION_POLICY:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (strcmp(v->valuestring, "lru") == 0) cfg->eviction_policy = FX_EVICT_LRU;
+        else if (strcmp(v->valuestring, "s3fifo") == 0) cfg->eviction_policy = FX_EVICT_S3FIFO;
+        else if (strcmp(v->valuestring, "slru") == 0) cfg->eviction_policy = FX_EVICT_SLRU;
+        else return cfg_bad(c, path, v, "must be one of lru, s3fifo, slru");
+        return 0;
+    case CFG_K_REPLICA_ROLES: return cfg_parse_replica_roles(c, path, v, cfg);
+    case CFG_K_WRITEBACK:
+        if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not a number");
+        if (!(v->valuedouble >= 0 && v->valuedouble < 1))
+            return cfg_bad(c, path, v, "must be in [0, 1) (a share of the hot tier's capacity; 0 = off)");
+        cfg->writeback_watermark = v->valuedouble;
+        return 0;
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
         return cfg->hot_capacity_bytes ? 0 : cfg_bad(c, path, v, "must be > 0");
+    case CFG_K_HUGE_PAGES:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (strcmp(v->valuestring, "off") == 0) cfg->huge_pages = FX_HUGE_OFF;
+        else if (strcmp(v->valuestring, "try") == 0) cfg->huge_pages = FX_HUGE_TRY;
+        else if (strcmp(v->valuestring, "on") == 0) cfg->huge_pages = FX_HUGE_ON;
+        else return cfg_bad(c, path, v, "must be one of off, try, on");
+        return 0;
+    case CFG_K_PREFAULT:
+        if (!cJSON_IsBool(v)) return cfg_bad(c, path, v, "must be true or false");
+        cfg->prefault_segment = cJSON_IsTrue(v);
+        return 0;
     default: return cfg_fail(c, path, "internal error: no parser");
     }
 }

@@ -19,12 +19,17 @@ typedef enum fx_node_role {
     FX_NODE_REMOTE_CACHE = 1  /* "remote_cache": a CPU-only memory contributor */
 } fx_node_role_t;
 
+enum { FX_EVICT_LRU = 0, FX_EVICT_S3FIFO = 1, FX_EVICT_SLRU = 2 }; /* owner "eviction_policy" (issue 15) */
+
 #define FX_ID_MAX 64          /* cluster_id / node_id: at most 63 bytes + NUL */
 #define FX_TOKEN_MAX 256      /* cluster_token: at most 255 bytes + NUL */
 #define FX_HOST_MAX 64
 #define FX_PATH_MAX 108       /* sizeof(sockaddr_un.sun_path) */
 
 /* reply faults act on the master's replies; delay_request holds an owner's request back */
+/* "huge_pages" of an owner: its segment on MFD_HUGETLB pages — never, when available
+ * (else 4 KiB pages, the reason logged), or required (else the owner does not start). */
+enum { FX_HUGE_OFF = 0, FX_HUGE_TRY = 1, FX_HUGE_ON = 2 };
 enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4,
        FX_FAULT_TRUNCATE = 5 };
 
@@ -43,6 +48,9 @@ typedef struct fx_config {
     char metrics_listen[FX_HOST_MAX + 8]; /* "" = off */
     uint32_t inflight_ttl_ms;             /* [60000], > 0 */
     uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
+    uint32_t replica_target_roles;        /* "replica_target_roles" [["remote_cache"]]: bit
+                                           * (1 << fx_node_role_t) per node role that may receive
+                                           * replica tasks and write-backs (issue 16) */
 
     /* owner */
     char master_host[FX_HOST_MAX];        /* "master" ["127.0.0.1:7600"] */
@@ -63,6 +71,13 @@ typedef struct fx_config {
     uint32_t put_plan_ttl_ms;             /* [20000], > 0: a prepared put plan not committed by then is released */
     uint32_t heartbeat_interval_ms;       /* [1000], > 0 */
     uint32_t claim_timeout_ms;            /* slot claim hard timeout [30000], > 0 */
+    uint32_t idle_grant_return_ms;        /* "reserve.idle_grant_return_ms" [2000]: an idle grant
+                                           * goes back to the master after this (issue 15) */
+    int eviction_policy;                  /* "eviction_policy" ["s3fifo"]: FX_EVICT_* (lru, s3fifo, slru) */
+    double writeback_watermark;           /* [0] = off; in (0, 1): values colder than this share
+                                           * of the hot tier are written back to a replica
+                                           * target, and eviction takes copied groups
+                                           * (single-copy demotion) before others (issue 16) */
     uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */
     /* "test": fault injection for tests (owner only, off by default) */
     char fault_message[32];               /* "test.fault_message": master reply type, "" = off */
@@ -70,9 +85,11 @@ typedef struct fx_config {
     uint32_t fault_ms;                    /* "test.fault_ms": delay [0] */
     uint32_t fault_count;                 /* "test.fault_count": how many replies [1], 0 = all */
     uint32_t fail_transfers;              /* "test.fail_transfers": UCX fetches to fail [0] */
+    int huge_pages;                       /* FX_HUGE_OFF/TRY/ON: segment on hugetlb pages ["off"] */
 
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
+    bool prefault_segment;                /* map the segment's page tables at open [true] */
 } fx_config_t;
 
 /* Parses and validates json (NUL-terminated) into *cfg (defaults applied first).

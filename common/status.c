@@ -25,6 +25,7 @@ const char *fluxon_status_string(int status)
     FX_STATUS_CASE(FLUXON_ERR_CONFIG)
     FX_STATUS_CASE(FLUXON_ERR_NOMEM)
     FX_STATUS_CASE(FLUXON_ERR_INTERNAL)
+    FX_STATUS_CASE(FLUXON_ERR_UNKNOWN_OUTCOME)
 #undef FX_STATUS_CASE
     default: return "FLUXON_ERR_UNKNOWN";
     }

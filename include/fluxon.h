@@ -77,7 +77,9 @@ enum {
     FLUXON_ERR_LEASE_EXPIRED     = -15, /* the lease bound to the value expired */
     FLUXON_ERR_CONFIG            = -16, /* configuration rejected (message names field) */
     FLUXON_ERR_NOMEM             = -17, /* process memory allocation failed */
-    FLUXON_ERR_INTERNAL          = -18  /* a bug: an invariant did not hold */
+    FLUXON_ERR_INTERNAL          = -18, /* a bug: an invariant did not hold */
+    FLUXON_ERR_UNKNOWN_OUTCOME   = -19  /* a write may have taken effect or not: not known
+                                           yet (no master, lost answer); it converges */
 };
 
 /* Keys are byte strings of 1..FLUXON_MAX_KEY_BYTES bytes without NUL bytes. */
@@ -108,13 +110,30 @@ typedef struct fluxon_node fluxon_node;
  *  config_json  borrowed for the call; NUL-terminated JSON text.
  *  node_p       on success receives the node; the caller owns it and must pass it to
  *               fluxon_node_stop exactly once.
- * Waits at most the node's start timeout ("start_timeout_ms", default 10000 ms).
+ * The node's own setup (segment, socket, UCX) is not bounded; then the wait for the master
+ * is bounded by the start timeout ("start_timeout_ms", default 10000 ms). An owner's
+ * segment is prefaulted on a thread of its own while it registers, not waited for.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL argument);
  * FLUXON_ERR_CONFIG (the config was rejected; the reason is logged, naming the field);
  * FLUXON_ERR_UNAVAILABLE (listen/bind failed, or the owner's master was unreachable
  * for the whole start timeout); FLUXON_ERR_AUTH (the master refused the owner);
+ * FLUXON_ERR_BUSY (another live owner registered this node_id);
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM; FLUXON_ERR_INTERNAL. */
 int fluxon_node_start(const char *config_json, fluxon_node **node_p);
+
+/* Like fluxon_node_start, but returns once the node's own setup is done (an owner serves
+ * on its socket), without waiting for the master: a daemon's start. The owner keeps
+ * connecting with backoff (100 ms doubling to 2 s) and logs every 5 s that it waits.
+ * On FLUXON_OK the caller owns *node_p and must pass it to fluxon_node_stop exactly once
+ * (also after fluxon_node_wait_ready reported a failure). Same failures as
+ * fluxon_node_start, less those of the master's answer. */
+int fluxon_node_launch(const char *config_json, fluxon_node **node_p);
+
+/* Waits up to timeout_ms for a launched node to be ready (a master listens at once; an
+ * owner is ready once registered). Returns FLUXON_OK; FLUXON_ERR_TIMEOUT (not yet: call
+ * again); or the start's final failure: FLUXON_ERR_AUTH (credentials refused),
+ * FLUXON_ERR_BUSY (node_id registered by another live owner). One thread at a time. */
+int fluxon_node_wait_ready(fluxon_node *node, uint32_t timeout_ms);
 
 /* Stops the node: closes every connection, unlinks an owner's socket, joins the thread
  * and frees the node. NULL is a no-op. Not safe to call twice on the same node. */
@@ -123,6 +142,26 @@ void fluxon_node_stop(fluxon_node *node);
 /* The TCP port a master node listens on (the bound port when its "listen" asked for
  * port 0); 0 for an owner node or NULL. Valid while the node runs. */
 uint16_t fluxon_node_port(const fluxon_node *node);
+
+/* Metrics of running nodes in the Prometheus text exposition format (0.0.4): every family
+ * once, with "# HELP" and "# TYPE", fluxon_ prefix, base units (_bytes, _seconds, _total);
+ * each node's samples carry node="<node_id>" (a master without node_id: node="master");
+ * fluxon_build_info{version,commit} is always 1. The same numbers, under the same names,
+ * are in the JSON of fluxon_client_stats / fluxon_client_master_stats (one catalog).
+ * Thread-safe with respect to the nodes (not with fluxon_node_stop of one of them): each
+ * node's reactor is asked for a snapshot of its counters (a copy, a few microseconds) and
+ * the text is rendered on the calling thread, so the reactor never waits on the caller;
+ * the caller waits at most 1000 ms in all, and a node whose reactor has not answered by
+ * then is rendered from its previous snapshot. This is what the fluxon binary serves at
+ * GET /metrics on "metrics_listen"; an embedder serves it with its own HTTP server.
+ *  nodes, n   1..64 running nodes (masters and owners mixed)
+ *  buf, cap   the caller's buffer; *len_p receives the text length (NUL-terminated)
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_NO_SPACE (cap too small:
+ * retry with a larger buffer); FLUXON_ERR_TIMEOUT (a node has never produced a snapshot
+ * within the wait); FLUXON_ERR_NOMEM. */
+int fluxon_nodes_metrics(fluxon_node *const *nodes, size_t n, char *buf, size_t cap, size_t *len_p);
+/* fluxon_nodes_metrics of one node. */
+int fluxon_node_metrics(fluxon_node *node, char *buf, size_t cap, size_t *len_p);
 
 /* ---------------------------------------------------------------------------------
  * External client: attaches to the owner whose unix socket config_json names.
@@ -140,7 +179,9 @@ typedef struct fluxon_client fluxon_client;
  * the size and the limit (split the batch); the client stays usable. A request that
  * timed out while being written is still written whole later (never half a frame).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_CONFIG;
- * FLUXON_ERR_UNAVAILABLE (no owner listening at the socket); FLUXON_ERR_AUTH (wrong
+ * FLUXON_ERR_UNAVAILABLE (no owner listening at the socket: a missing socket file fails
+ * at once, a file nobody listens on within 300 ms, logging the owner sockets in that
+ * directory); FLUXON_ERR_AUTH (wrong
  * cluster id/token or protocol version); FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_client_open(const char *config_json, fluxon_client **client_p);
 
@@ -238,7 +279,9 @@ typedef struct fluxon_put_options {
                                               the values are staged here, pushed over UCX
                                               after commit, then published */
     int make_replica_task;                 /* accepted, validated and carried to the
-                                              master; async replicas are not built yet */
+                                              master: after publish, one async replica
+                                              task per group to a remote_cache owner
+                                              (issue 16; the local primary stays) */
     const uint8_t *make_replica_task_mask; /* NULL, or n_keys entries, uniform per group */
     const uint32_t *atomic_group_lens;     /* NULL: every key is its own group; else
                                               n_atomic_groups lengths > 0 summing to n_keys */
@@ -275,7 +318,12 @@ typedef struct fluxon_holder fluxon_holder;
  * (with the matching option); FLUXON_ERR_NO_SPACE (the owner cannot stage it: no free
  * slot of its size and no room for a grant of that size, see reserve.grant_bytes);
  * FLUXON_ERR_LEASE_EXPIRED
- * (lease_id unknown or expired); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
+ * (lease_id unknown or expired); FLUXON_ERR_UNAVAILABLE (nothing was stored);
+ * FLUXON_ERR_UNKNOWN_OUTCOME: the put was sent but its outcome is not known — the owner
+ * has no master to publish to (answered at once: the value is readable on this client's
+ * owner and is published, with the same batch id, when the master returns), or no answer
+ * came within timeout_ms. Not a failure: the value converges to published or, if the
+ * master refuses it (e.g. a reject option), to absent; read it back to know. */
 int fluxon_put(fluxon_client *c, const char *key, const void *value, uint64_t value_len,
                const fluxon_put_options *opts);
 
@@ -471,6 +519,71 @@ const uint64_t *fluxon_plan_value_lens(fluxon_client *c, const fluxon_plan *plan
  * FLUXON_ERR_WRONG_HANDLE (a put plan, released already, unknown pointer);
  * FLUXON_ERR_INVALID_ARGUMENT. */
 int fluxon_release_views(fluxon_client *c, fluxon_plan *plan);
+
+/* ---------------------------------------------------------------------------------
+ * Batch copy API (Mooncake's batch_put_from / batch_get_into shape): for bindings and
+ * engines that hand buffers instead of writing into plans. Each call is one hostless
+ * round (one put_start + commit, or one get_start + get_transfer + release_views) and
+ * copies in the calling thread with memcpy. Thread-safe like the calls it is built on;
+ * the caller must not modify (put) or read (get) the buffers during the call. Blocking:
+ * put at most three commit attempts of timeout_ms each plus timeout_ms for the
+ * publication; get as fluxon_get_start.
+ * ------------------------------------------------------------------------------- */
+
+/* Stores n_keys values, key i's from src_ptrs[i] (lens[i] bytes, copied; the buffers are
+ * borrowed for the call), through ONE put_start on this client's owner, then commits and
+ * waits until the master published them (as fluxon_put).
+ *  keys        n_keys NUL-terminated keys (1..FLUXON_MAX_BATCH_KEYS, as put_start).
+ *  src_ptrs    n_keys non-NULL sources.
+ *  lens        n_keys lengths, all EQUAL and 1..the owner's reserve.grant_bytes (one
+ *              put_start reserves one slot size; split a batch of mixed lengths).
+ *  opts        NULL or options as fluxon_local_fast_put_start (atomic groups included;
+ *              reject_if_inflight and reject_if_exist are always on).
+ *  per_key_status  required, n_keys entries, written whenever the arguments were valid:
+ *              FLUXON_OK (stored and published), the put_start rejections
+ *              (FLUXON_ERR_KEY_EXISTS, _KEY_BEING_WRITTEN, _GROUP_REJECTED, _NO_SPACE,
+ *              _INVALID_ARGUMENT for the same key twice), or for accepted keys the
+ *              commit's outcome when it was not FLUXON_OK (the future's status, e.g.
+ *              FLUXON_ERR_TIMEOUT: readable through this owner, publication not
+ *              confirmed within timeout_ms; FLUXON_ERR_STALE / _UNAVAILABLE).
+ * Returns FLUXON_OK when the batch ran (even if some keys were rejected: read
+ * per_key_status); FLUXON_ERR_INVALID_ARGUMENT (a NULL pointer, n_keys 0, src_ptrs[i]
+ * NULL, lens[i] 0, lens not all equal — the log names the key index and both lengths —,
+ * a bad key or option, a length over the grant: nothing stored); FLUXON_ERR_STALE /
+ * FLUXON_ERR_UNAVAILABLE (the owner restarted or went away); FLUXON_ERR_TIMEOUT
+ * (put_start unanswered: nothing reserved); FLUXON_ERR_NOMEM. */
+int fluxon_batch_put_from(fluxon_client *c, const char *const *keys, size_t n_keys,
+                          const void *const *src_ptrs, const uint64_t *lens,
+                          const fluxon_put_options *opts, int *per_key_status);
+
+/* Restores a batch of keys in order into the caller's buffers: ONE get_start (prefix
+ * semantics, atomic groups and cross-owner fetches as fluxon_get_start), then the values
+ * of the restored prefix are copied to dst_ptrs[i] (value length bytes; the rest of
+ * dst_caps[i] is left untouched) and released at once.
+ *  dst_ptrs/dst_caps  n_keys non-NULL destinations and their capacities in bytes (>= 1).
+ *  prefix_best_effort, atomic_group_lens, n_atomic_groups  as fluxon_get_start.
+ *  per_key_status  required, n_keys entries: FLUXON_OK for the restored keys
+ *              [0, *n_restored_p); the key that stopped the prefix gets why
+ *              (FLUXON_ERR_NOT_FOUND, _NO_SPACE, _UNAVAILABLE, _TIMEOUT: the get_start
+ *              miss_status; FLUXON_ERR_INVALID_ARGUMENT: its value is larger than
+ *              dst_caps[i]); keys before it that were not restored (the rest of its
+ *              atomic group; every key, all-or-nothing) FLUXON_ERR_GROUP_REJECTED; keys
+ *              after it FLUXON_ERR_CANCELLED (not restored: past the prefix).
+ *  value_lens  NULL or n_keys entries: the bytes copied per key (0 past the prefix).
+ *  n_restored_p  required: how many leading keys were copied (a whole number of groups).
+ * Outputs are written on FLUXON_OK and on the dst_caps error below.
+ * Returns FLUXON_OK (also when nothing hit: *n_restored_p is 0);
+ * FLUXON_ERR_INVALID_ARGUMENT before anything is looked up (a NULL pointer, n_keys 0,
+ * dst_ptrs[i] NULL or dst_caps[i] 0, a bad key or groups), or after the copy when a
+ * restored value was larger than its dst_caps[i]: the keys before that key's atomic
+ * group (none, all-or-nothing) were copied, the log names the key index, the value's
+ * length and the capacity; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_STALE; FLUXON_ERR_TIMEOUT
+ * (also a handle that expired between get_start and the copy); FLUXON_ERR_NOMEM. */
+int fluxon_batch_get_into(fluxon_client *c, const char *const *keys, size_t n_keys,
+                          void *const *dst_ptrs, const uint64_t *dst_caps,
+                          int prefix_best_effort, const uint32_t *atomic_group_lens,
+                          size_t n_atomic_groups, int *per_key_status, uint64_t *value_lens,
+                          size_t *n_restored_p);
 
 #ifdef __cplusplus
 }

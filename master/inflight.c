@@ -450,12 +450,13 @@ FX_INTERNAL void fx_mplace_destroy(mkv_t *s)
     s->place = NULL;
 }
 
-FX_INTERNAL void fx_mplace_stats_json(mkv_t *s, fx_jbuf_t *j)
+FX_INTERNAL void fx_mplace_metrics(mkv_t *s, fx_mmetrics_t *mm)
 {
     fx_mplace_t *pl = s->place;
     if (!pl) return;
-    fx_jbuf_printf(j, ",\"inflight_puts\":%zu,\"inflight_put_keys\":%zu,\"inflight_gets\":%zu",
-                   fx_hmap_count(pl->by_token), fx_hmap_count(pl->keys), fx_hmap_count(pl->gets));
+    mm->inflight_puts = fx_hmap_count(pl->by_token);
+    mm->inflight_put_keys = fx_hmap_count(pl->keys);
+    mm->inflight_gets = fx_hmap_count(pl->gets);
 }
 
 #undef MPL_MAX_DURABLE

@@ -9,6 +9,55 @@
 #include "mkv.h"
 
 /* ---- GRANT ---- */
+static bool mkv_grant_keep(master_node_t *n, uint64_t id, uint64_t off)
+{
+    if (n->n_grants == n->cap_grants) {
+        uint32_t nc = n->cap_grants ? n->cap_grants * 2 : 16;
+        uint64_t *ni = fx_realloc(n->grant_ids, nc * sizeof *ni);
+        if (ni) n->grant_ids = ni;
+        uint64_t *no = fx_realloc(n->grant_offs, nc * sizeof *no);
+        if (no) n->grant_offs = no;
+        if (!ni || !no) return false;
+        n->cap_grants = nc;
+    }
+    n->grant_ids[n->n_grants] = id;
+    n->grant_offs[n->n_grants++] = off;
+    return true;
+}
+
+FX_INTERNAL void fx_mkv_grant_return(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                     fx_arena_t *arena)
+{
+    fx_body_grant_ack_t b;
+    MKV_DECODE(s, p, h, body, arena, grant_ack, &b);
+    master_node_t *n = mkv_need_node(s, p, h);
+    if (!n) return;
+    if (b.grant_ids.n != b.offsets.n) {
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "grant_return: %u grant_ids but %u offsets (must match)",
+                 b.grant_ids.n, b.offsets.n);
+        return;
+    }
+    uint64_t *st = mkv_arena_u64(arena, b.grant_ids.n ? b.grant_ids.n : 1);
+    if (!st) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "grant_return: out of memory");
+        return;
+    }
+    for (uint32_t i = 0; i < b.grant_ids.n; i++) {
+        uint32_t k = 0;
+        while (k < n->n_grants && (n->grant_ids[k] != b.grant_ids.v[i] || n->grant_offs[k] != b.offsets.v[i])) k++;
+        st[i] = FLUXON_OK; /* not held (any more): an earlier return was applied */
+        if (k == n->n_grants) continue;
+        if (n->alloc && fx_offset_alloc_free(n->alloc, n->grant_offs[k]) != FLUXON_OK)
+            FX_WARN("grant_return: %s grant %llu at %llu was not allocated", n->node_id,
+                    (unsigned long long)n->grant_ids[k], (unsigned long long)n->grant_offs[k]);
+        n->grant_ids[k] = n->grant_ids[n->n_grants - 1];
+        n->grant_offs[k] = n->grant_offs[--n->n_grants];
+        s->c.grants_returned++;
+    }
+    fx_body_statuses_t ack = {{st, b.grant_ids.n}};
+    MKV_REPLY(p, h, statuses, &ack);
+}
+
 FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena)
 {
@@ -32,6 +81,11 @@ FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_
     while (k < b.count && n->alloc) {
         arc = fx_offset_alloc_alloc(n->alloc, n->grant_bytes, &offs[k]);
         if (arc != FLUXON_OK) break;
+        if (!mkv_grant_keep(n, n->next_grant_id, offs[k])) {
+            fx_offset_alloc_free(n->alloc, offs[k]);
+            arc = FLUXON_ERR_NOMEM;
+            break;
+        }
         ids[k++] = n->next_grant_id++;
     }
     if (k == 0) {
@@ -79,6 +133,7 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
     n->alloc = a;
     n->placed_bytes = 0;
     n->next_grant_id = 1;
+    n->n_grants = 0;
     /* grants the owner already holds (this master restarted under it) */
     for (uint32_t i = 0; a && i < n->reg_n_grants; i++) {
         int rc = fx_offset_alloc_reserve(a, n->reg_grant_offsets[i], n->grant_bytes);
@@ -86,6 +141,9 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
             FX_ERROR("owner %s: its grant %llu at %llu cannot be re-learned: %s", n->node_id,
                      (unsigned long long)n->reg_grant_ids[i], (unsigned long long)n->reg_grant_offsets[i],
                      fluxon_status_string(rc));
+        else if (!mkv_grant_keep(n, n->reg_grant_ids[i], n->reg_grant_offsets[i]))
+            FX_ERROR("owner %s: out of memory recording its grant %llu", n->node_id,
+                     (unsigned long long)n->reg_grant_ids[i]);
         n->next_grant_id = FX_MAX(n->next_grant_id, n->reg_grant_ids[i] + 1);
     }
     if (n->reg_n_grants)
@@ -107,6 +165,10 @@ FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n)
     fx_mkv_dedup_free(m->kv, n);
     fx_offset_alloc_destroy(n->alloc);
     n->alloc = NULL;
+    fx_free(n->grant_ids);
+    fx_free(n->grant_offs);
+    n->grant_ids = n->grant_offs = NULL;
+    n->n_grants = n->cap_grants = 0;
 }
 
 FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
@@ -119,8 +181,10 @@ FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
     int rc = mkv_routes_create(s);
     if (rc == FLUXON_OK) rc = fx_lease_table_create(&s->leases);
     if (rc == FLUXON_OK) rc = fx_mplace_create(s);
+    if (rc == FLUXON_OK) rc = fx_mappend_create(s);
     if (rc != FLUXON_OK) {
         FX_ERROR("master: cannot create the route table: %s", fluxon_status_string(rc));
+        fx_mplace_destroy(s);
         mkv_routes_destroy(s);
         fx_lease_table_destroy(s->leases);
         fx_free(s);
@@ -137,6 +201,7 @@ FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)
     fx_mkv_leases_stop(s);
     fx_mkv_dedup_stop(s);
     fx_mplace_destroy(s);
+    fx_mappend_destroy(s);
     mkv_routes_destroy(s);
     fx_lease_table_destroy(s->leases);
     fx_free(s);

@@ -89,6 +89,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
         vlen[i] = r->value_len;
         pms[i] = r->put_ms;
         pver[i] = r->put_ver;
+        if (self) fx_mappend_count_hit(s, self, rep->node);
         hits++;
     }
     s->c.lookups += nk;
@@ -166,6 +167,7 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         s->c.get_done_replicas++;
+        fx_mappend_promoted(s, b.keys.v[i], r, n, src, b.src_offsets.v[i]); /* issue 16 */
     }
     s->c.get_done_stale += stale;
     if (stale) FX_DEBUG("get_done from %s: %u of %u keys stale", n->node_id, stale, nk);
@@ -206,7 +208,9 @@ FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_
             continue;
         }
         s->c.evicted_replicas++;
-        if (mkv_route_drop_replica(s, key, r, (uint32_t)j)) s->c.evict_routes_deleted++;
+        bool gone = mkv_route_drop_replica(s, key, r, (uint32_t)j);
+        if (gone) s->c.evict_routes_deleted++;
+        fx_mappend_count_evict(s, gone ? NULL : r);
         st[i] = MKV_ST(FLUXON_OK);
     }
     s->c.evict_batches++;

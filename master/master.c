@@ -56,6 +56,7 @@ static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
 {
     if (!n->alive) return;
     n->alive = false;
+    m->owners_declared_dead++;
     fx_master_kv_node_dead(m, n);
     master_broadcast_info(m);
     /* a closed connection is usually an orderly stop: info; silence is a failure: warn */
@@ -146,13 +147,16 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
             fx_conn_reply_error(p->conn, h, FLUXON_ERR_NOMEM, "register: out of memory");
             return;
         }
+        m->registrations++;
         FX_INFO("owner %s registered: generation %llu, %s, segment %llu bytes", node_id,
                 (unsigned long long)b.generation, fx_node_role_name((fx_node_role_t)b.node_role),
                 (unsigned long long)b.segment_bytes);
     } else if (n->generation != b.generation) {
+        m->reregistrations++;
         FX_INFO("owner %s re-registered with generation %llu (was %llu)", node_id,
                 (unsigned long long)b.generation, (unsigned long long)n->generation);
     } else {
+        m->reconnects++;
         FX_INFO("owner %s reconnected (generation %llu)", node_id, (unsigned long long)b.generation);
     }
     uint8_t *ua = fx_malloc(b.ucx_address.len + 1), *rk = fx_malloc(b.rkey.len + 1);
@@ -219,28 +223,41 @@ static void master_handle_heartbeat(master_peer_t *p, const fx_frame_header_t *h
     FX_CONN_REPLY(p->conn, h, empty, &e);
 }
 
-/* The master's KV counters and in-flight gauges as one JSON object. */
+FX_INTERNAL void fx_master_snap(fx_master_t *m, fx_master_snap_t *s)
+{
+    memset(s, 0, sizeof *s);
+    fx_mmetrics_t *mm = &s->m;
+    mm->generation = m->generation;
+    mm->owners = m->n_nodes;
+    for (size_t i = 0; i < m->n_nodes; i++) (*(m->nodes[i]->alive ? &mm->owners_alive : &mm->owners_dead))++;
+    mm->registrations = m->registrations;
+    mm->reregistrations = m->reregistrations;
+    mm->reconnects = m->reconnects;
+    mm->owners_declared_dead = m->owners_declared_dead;
+    mm->connections = m->n_peers;
+    fx_master_kv_metrics(m, mm);
+    s->replies = m->replies;
+}
+
+/* The master's numbers (master_metrics.h) as one JSON object. */
 static void master_handle_stats(master_peer_t *p, const fx_frame_header_t *h)
 {
-    size_t cap = 8192;
+    size_t cap = 32768;
     char *buf = fx_malloc(cap);
-    if (!buf) {
-        fx_conn_reply_error(p->conn, h, FLUXON_ERR_NOMEM, "master stats: out of memory");
-        return;
+    fx_master_snap_t *s = fx_malloc(sizeof *s);
+    size_t len = 0;
+    if (buf && s) {
+        fx_master_snap(p->m, s);
+        len = fx_master_stats_json(s, buf, cap);
     }
-    fx_jbuf_t j = fx_jbuf(buf, cap - 1); /* one byte kept for the closing brace */
-    fx_jbuf_printf(&j, "{\"generation\":%llu,\"owners\":%zu,", (unsigned long long)p->m->generation, p->m->n_nodes);
-    size_t kv = fx_master_kv_stats_json(p->m, buf + j.len, j.cap - j.len);
-    if (j.overflow || j.len + kv + 1 >= j.cap) {
-        fx_conn_reply_error(p->conn, h, FLUXON_ERR_INTERNAL, "master stats: the document passes %zu bytes", cap);
-        fx_free(buf);
-        return;
+    if (!len) {
+        fx_conn_reply_error(p->conn, h, buf && s ? FLUXON_ERR_INTERNAL : FLUXON_ERR_NOMEM,
+                            "master stats: out of memory or the document passes %zu bytes", cap);
+    } else {
+        fx_body_json_t js = {{buf, (uint32_t)len}};
+        FX_CONN_REPLY(p->conn, h, json, &js);
     }
-    size_t len = j.len + kv;
-    buf[len++] = '}';
-    buf[len] = 0;
-    fx_body_json_t js = {{buf, (uint32_t)len}};
-    FX_CONN_REPLY(p->conn, h, json, &js);
+    fx_free(s);
     fx_free(buf);
 }
 
@@ -288,6 +305,7 @@ static bool master_kv_request(mkv_t *s, master_peer_t *p, const fx_frame_header_
     if (!s) return false;
     switch (h->type) {
     case FX_MSG_GRANT: fx_mkv_grant(s, p, h, body, arena); return true;
+    case FX_MSG_GRANT_RETURN: fx_mkv_grant_return(s, p, h, body, arena); return true;
     case FX_MSG_PUT_DONE: fx_mkv_put_done(s, p, h, body, arena); return true;
     case FX_MSG_LOOKUP: fx_mkv_lookup(s, p, h, body, arena); return true;
     case FX_MSG_GET_DONE: fx_mkv_get_done(s, p, h, body, arena); return true;
@@ -298,6 +316,8 @@ static bool master_kv_request(mkv_t *s, master_peer_t *p, const fx_frame_header_
     case FX_MSG_LIST: fx_mkv_list(s, p, h, body, arena); return true;
     case FX_MSG_PUT_PLACE: fx_mplace_put_place(s, p, h, body, arena); return true;
     case FX_MSG_PUT_REVOKE: fx_mplace_put_revoke(s, p, h, body, arena); return true;
+    case FX_MSG_APPEND_START: fx_mappend_start(s, p, h, body, arena); return true; /* issue 16 */
+    case FX_MSG_APPEND_DONE: fx_mappend_done(s, p, h, body, arena); return true;
     case FX_MSG_REPUBLISH: fx_mkv_republish(s, p, h, body, arena); return true;
     default: return false;
     }
@@ -347,6 +367,7 @@ static void master_on_close(fx_conn_t *c, int status)
     if (p->prev) p->prev->next = p->next;
     else m->peers = p->next;
     if (p->next) p->next->prev = p->prev;
+    m->n_peers--;
     fx_free(p);
 }
 
@@ -370,6 +391,8 @@ static void master_on_accept(void *arg, int fd)
         fx_free(p);
         return;
     }
+    fx_conn_count_replies(p->conn, &m->replies);
+    m->n_peers++;
     p->next = m->peers;
     if (m->peers) m->peers->prev = p;
     m->peers = p;

@@ -5,6 +5,7 @@
 #define FX_MASTER_INT_H
 
 #include "master.h"
+#include "master_metrics.h"
 
 struct fx_offset_alloc;
 struct fx_hmap;
@@ -26,6 +27,9 @@ typedef struct master_node {
     uint64_t placed_bytes;       /* bytes of ranges allocated for placed values (this generation) */
     struct fx_offset_alloc *alloc; /* payload range [4096, segment_bytes) of this generation */
     uint64_t next_grant_id;
+    uint64_t *grant_ids, *grant_offs; /* grants the owner holds (this generation): a GRANT_RETURN
+                                       * frees only these, so a repeated return is harmless */
+    uint32_t n_grants, cap_grants;
     /* during REGISTER only: the grants the owner already holds (a restarted master
      * re-learns them so it never hands the same range out twice) */
     const uint64_t *reg_grant_ids, *reg_grant_offsets;
@@ -56,6 +60,10 @@ struct fx_master {
     fx_timer_t liveness_timer;
     bool shutting_down;
     void *kv; /* the KV state (mkv.h): routes, leases, in-flight records, counters */
+    /* metrics (FX_MASTER_NODE_METRICS) */
+    uint64_t registrations, reregistrations, reconnects, owners_declared_dead;
+    size_t n_peers;
+    fx_reply_counts_t replies; /* every peer connection counts its replies here */
 };
 
 /* kv.c, called by master.c */
@@ -66,7 +74,14 @@ FX_INTERNAL void fx_master_kv_fini(fx_master_t *m);
 FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, uint64_t old_generation);
 FX_INTERNAL void fx_master_kv_node_dead(fx_master_t *m, master_node_t *n);
 FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n);
-/* stats.c: appends the master's KV counters as JSON members (no braces) to buf; returns length. */
-FX_INTERNAL size_t fx_master_kv_stats_json(fx_master_t *m, char *buf, size_t cap);
+/* What the master publishes: the catalog's numbers and the replies by op and status. */
+struct fx_master_snap {
+    fx_mmetrics_t m;
+    fx_reply_counts_t replies;
+};
+/* stats.c: fills the KV rows (FX_MASTER_KV_GAUGES, FX_MASTER_KV_COUNTERS) of m */
+FX_INTERNAL void fx_master_kv_metrics(fx_master_t *m, fx_mmetrics_t *mm);
+/* stats.c: the `master-stats` JSON document of a snapshot; its length, 0 when over cap */
+FX_INTERNAL size_t fx_master_stats_json(const fx_master_snap_t *s, char *buf, size_t cap);
 
 #endif

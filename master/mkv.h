@@ -48,15 +48,7 @@ typedef struct mkv_route {
     mkv_replica_t rep[MKV_MAX_REPLICAS];
 } mkv_route_t;
 
-#define MKV_COUNTERS(X)                                                                  \
-    X(put_done_batches) X(put_dedup) X(puts) X(put_converged) X(put_rejected) X(lookups)      \
-    X(lookup_hits) X(get_done_replicas) X(get_done_stale) X(deletes) X(invalidations_sent)   \
-    X(invalidate_msgs) X(grants) X(leases_granted) X(leases_expired) X(lease_routes_expired) \
-    X(generation_routes_dropped) X(error_replies) X(evict_batches) X(evicted_replicas) X(evict_stale)  \
-    X(evict_routes_deleted) X(places) X(place_remote) X(place_local) X(place_rejected) X(place_fallback) \
-    X(revokes) X(inflight_expired) X(put_done_stale_token) X(get_durable) X(get_temporary) X(get_reuse)  \
-    X(put_dedup_forgotten) X(put_done_too_old) X(republish_batches) X(republished) X(republish_stale)   \
-    X(republish_replaced) X(republish_refused) X(republish_owners_done)
+/* the KV counters: FX_MASTER_KV_COUNTERS in master_metrics.h (one row each) */
 
 struct fx_lease_table;
 struct fx_mplace;
@@ -74,13 +66,13 @@ typedef struct mkv {
     fx_timer_t lease_timer;
     /* inflight.c: in-flight puts and gets */
     struct fx_mplace *place;
+    /* append.c: in-flight appends, replicas on targets (issue 16) */
+    struct fx_mappend *append;
     /* dedup.c: the sweep of old PUT_DONE answers, and what all owners' answers hold */
     fx_timer_t dedup_timer;
     uint64_t dedup_acks, dedup_bytes;
     struct {
-#define MKV_FIELD(name) uint64_t name;
-        MKV_COUNTERS(MKV_FIELD)
-#undef MKV_FIELD
+        FX_MASTER_KV_COUNTERS(FX_METRIC_FIELD)
     } c;
 } mkv_t;
 
@@ -261,6 +253,13 @@ FX_INTERNAL void fx_mkv_placed_notify(mkv_t *s, master_node_t *target, const fx_
 FX_INTERNAL master_node_t *fx_mplace_pick(fx_master_t *m, uint64_t *rng, master_node_t *req, uint64_t flags,
                                           fx_str_t preferred, uint64_t bytes, uint32_t count, uint64_t *offs);
 
+/* Replica targets (issue 16): an alive owner other than src whose node role is in the
+ * master's replica_target_roles and that fits `count` ranges of `bytes`, the one `affinity`
+ * names first; allocates offs[count]. NULL: none has room (*any_p: whether any such owner
+ * is alive). */
+FX_INTERNAL master_node_t *fx_mplace_pick_target(fx_master_t *m, uint64_t affinity, const master_node_t *src,
+                                                 uint64_t bytes, uint32_t count, uint64_t *offs, bool *any_p);
+
 /* ---- inflight.c ---- */
 /* An in-flight put (PutStart of §7): the batch PUT_PLACE accepted, waiting for its
  * PUT_DONE or PUT_REVOKE, or for its TTL (inflight_ttl_ms) to pass. Never a route. */
@@ -300,8 +299,8 @@ FX_INTERNAL void fx_mplace_release(mkv_t *s, mkv_inflight_t *rec, const uint8_t 
  * making a durable replica of key, else FX_GET_TEMPORARY; get_end forgets req's record. */
 FX_INTERNAL unsigned fx_mplace_get_begin(mkv_t *s, fx_str_t key, master_node_t *req);
 FX_INTERNAL void fx_mplace_get_end(mkv_t *s, fx_str_t key, master_node_t *req);
-/* Appends the in-flight gauges as JSON members (",\"inflight_puts\":..."). */
-FX_INTERNAL void fx_mplace_stats_json(mkv_t *s, fx_jbuf_t *j);
+/* Fills the in-flight gauges (inflight_puts, inflight_put_keys, inflight_gets). */
+FX_INTERNAL void fx_mplace_metrics(mkv_t *s, fx_mmetrics_t *mm);
 /* Owner n died: its in-flight puts stop blocking their keys at once (their ranges stay
  * allocated until the TTL: a partitioned writer may still be pushing) and its durable
  * get records go. */
@@ -350,5 +349,26 @@ FX_INTERNAL void fx_mkv_leases_stop(mkv_t *s); /* disarms the lease timer */
 /* ---- kv.c ---- */
 FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena);
+/* GRANT_RETURN: idle grants back to the owner's segment allocator (issue 15) */
+FX_INTERNAL void fx_mkv_grant_return(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                     fx_arena_t *arena);
+
+/* ---- append.c: replica tasks and write-backs to replica targets (issue 16) ---- */
+FX_INTERNAL int fx_mappend_create(mkv_t *s);
+FX_INTERNAL void fx_mappend_destroy(mkv_t *s);
+FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                  fx_arena_t *arena);
+FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                 fx_arena_t *arena);
+/* LOOKUP served a hit for req from src: counted by tier (local / GPU owner / CPU owner) */
+FX_INTERNAL void fx_mappend_count_hit(mkv_t *s, const master_node_t *req, const master_node_t *src);
+/* EVICT dropped a replica of key; r: its route, NULL when the route went with it (dropped),
+ * else demoted when a replica on a target is left */
+FX_INTERNAL void fx_mappend_count_evict(mkv_t *s, const mkv_route_t *r);
+FX_INTERNAL void fx_mappend_metrics(mkv_t *s, fx_mmetrics_t *mm);
+/* GET_DONE made a durable copy of key (route r) on req from src's replica at src_off: a
+ * copy on a replica target goes (exclusive levels) */
+FX_INTERNAL void fx_mappend_promoted(mkv_t *s, fx_str_t key, mkv_route_t *r, const master_node_t *req,
+                                     master_node_t *src, uint64_t src_off);
 
 #endif

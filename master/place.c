@@ -72,3 +72,27 @@ FX_INTERNAL master_node_t *fx_mplace_pick(fx_master_t *m, uint64_t *rng, master_
     fx_free(c);
     return pick;
 }
+
+/* ---- replica targets (issue 16) ---- */
+FX_INTERNAL master_node_t *fx_mplace_pick_target(fx_master_t *m, uint64_t affinity, const master_node_t *src,
+                                                 uint64_t bytes, uint32_t count, uint64_t *offs, bool *any_p)
+{
+    uint32_t roles = m->cfg.replica_target_roles;
+    master_node_t *c[64];
+    size_t nc = 0;
+    *any_p = false;
+    for (size_t i = 0; i < m->n_nodes && nc < FX_ARRAY_LEN(c); i++) {
+        master_node_t *n = m->nodes[i];
+        if (n->role != FX_ROLE_OWNER || n == src || !(roles & (1u << n->node_role)) || !n->alive) continue;
+        *any_p = true;
+        c[nc++] = n;
+    }
+    /* the affinity's target first (every member of a TP cohort hashes alike, so the
+     * cohort lands on one target while it has room), then the others in order */
+    size_t start = nc ? (size_t)(affinity % nc) : 0;
+    for (size_t k = 0; k < nc; k++) {
+        master_node_t *n = c[(start + k) % nc];
+        if (mpl_fits(n, bytes, count) && mpl_alloc_all(n, bytes, count, offs)) return n;
+    }
+    return NULL;
+}

@@ -1,19 +1,52 @@
-/* stats.c — the master's KV counters and gauges as JSON members (no braces), written with
- * the bounded JSON writer: output never passes the buffer and stays NUL-terminated. */
+/* stats.c — the master's numbers: fills the KV rows of the catalog (master_metrics.h) and
+ * renders a snapshot as the `master-stats` JSON document or as Prometheus text. The
+ * renderers read only the snapshot, so /metrics renders off the reactor thread. */
 #include "mkv.h"
 
-FX_INTERNAL size_t fx_master_kv_stats_json(fx_master_t *m, char *buf, size_t cap)
+static const fx_metric_desc_t mstats_rows[] = {
+#define MSTATS_ROW(name, kind, family, labels, help) FX_METRIC_ROW(fx_mmetrics_t, name, kind, family, labels, help)
+    FX_MASTER_METRICS(MSTATS_ROW)
+#undef MSTATS_ROW
+};
+
+FX_INTERNAL void fx_master_kv_metrics(fx_master_t *m, fx_mmetrics_t *mm)
 {
     mkv_t *s = m->kv;
-    if (!buf || !cap) return 0;
+    if (!s) return;
+    mm->routes = mkv_routes_count(s);
+    mm->replicas = s->replicas;
+    mm->leases = fx_lease_count(s->leases);
+    mm->put_dedup_acks = s->dedup_acks;
+    mm->put_dedup_bytes = s->dedup_bytes;
+#define MSTATS_COPY(name, ...) mm->name = s->c.name;
+    FX_MASTER_KV_COUNTERS(MSTATS_COPY)
+#undef MSTATS_COPY
+    fx_mplace_metrics(s, mm);
+    fx_mappend_metrics(s, mm);
+}
+
+FX_INTERNAL size_t fx_master_snap_size(void) { return sizeof(fx_master_snap_t); }
+
+FX_INTERNAL size_t fx_master_stats_json(const fx_master_snap_t *s, char *buf, size_t cap)
+{
     fx_jbuf_t j = fx_jbuf(buf, cap);
-    if (!s) return 0;
-    fx_jbuf_printf(&j, "\"routes\":%zu,\"replicas\":%llu,\"leases\":%zu,\"put_dedup_acks\":%llu,"
-                   "\"put_dedup_bytes\":%llu", mkv_routes_count(s), (unsigned long long)s->replicas,
-                   fx_lease_count(s->leases), (unsigned long long)s->dedup_acks, (unsigned long long)s->dedup_bytes);
-#define MKV_JSON(name) fx_jbuf_printf(&j, ",\"" #name "\":%llu", (unsigned long long)s->c.name);
-    MKV_COUNTERS(MKV_JSON)
-#undef MKV_JSON
-    fx_mplace_stats_json(s, &j);
-    return j.len;
+    fx_jbuf_printf(&j, "{\"role\":\"master\"");
+    fx_metrics_json(&j, mstats_rows, FX_ARRAY_LEN(mstats_rows), &s->m);
+    fx_metrics_json_replies(&j, &s->replies, fx_msg_name);
+    fx_jbuf_printf(&j, "}");
+    return j.overflow ? 0 : j.len;
+}
+
+FX_INTERNAL void fx_master_snap_prom(fx_jbuf_t *j, const fx_master_snap_t *const *s, const char *const *extra,
+                                     size_t n)
+{
+    const void *ms[8];
+    const fx_reply_counts_t *rs[8];
+    n = FX_MIN(n, FX_ARRAY_LEN(ms));
+    for (size_t k = 0; k < n; k++) {
+        ms[k] = &s[k]->m;
+        rs[k] = &s[k]->replies;
+    }
+    fx_metrics_prom(j, mstats_rows, FX_ARRAY_LEN(mstats_rows), ms, extra, n);
+    fx_metrics_prom_replies(j, "master", rs, fx_msg_name, extra, n);
 }

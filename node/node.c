@@ -5,19 +5,33 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
+#include <string.h>
+
+#ifndef FX_GIT_COMMIT
+#define FX_GIT_COMMIT "unknown"
+#endif
 
 #include "log.h"
 #include "master.h"
+#include "metrics.h"
 #include "owner.h"
 
 struct fluxon_node {
     fx_config_t cfg;
     fx_reactor_t *r;
     pthread_t thread;
-    sem_t ready_sem;
-    int ready_status;
+    sem_t created_sem, ready_sem;
+    int created_status, ready_status;
+    bool ready_known; /* ready_sem was taken: ready_status is final */
     fx_master_t *master;
     fx_owner_t *owner;
+    /* metrics (node_metrics.c): the reactor copies its numbers into work, then publishes
+     * them to snap under mu; readers wait on cv (bounded) for done >= their request */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    void *snap, *work;
+    uint64_t req, done;
+    bool snap_valid;
 };
 
 static void node_on_ready(void *arg, int status)
@@ -35,6 +49,8 @@ static void *node_thread(void *arg)
     int rc = n->cfg.role == FX_ROLE_MASTER
                  ? fx_master_create(n->r, &n->cfg, node_on_ready, n, &n->master)
                  : fx_owner_create(n->r, &n->cfg, node_on_ready, n, &n->owner);
+    n->created_status = rc;
+    sem_post(&n->created_sem); /* local setup done (or failed): only the master is waited for now */
     if (rc != FLUXON_OK) {
         node_on_ready(n, rc);
         return NULL;
@@ -56,7 +72,128 @@ static void node_stop_on_reactor(void *arg)
     fx_reactor_stop(n->r);
 }
 
-int fluxon_node_start(const char *config_json, fluxon_node **node_p)
+/* ---- metrics: snapshots published by the reactor, rendered by the caller ---- */
+static int node_metrics_init(fluxon_node *n)
+{
+    size_t sz = n->cfg.role == FX_ROLE_MASTER ? fx_master_snap_size() : fx_owner_snap_size();
+    n->snap = fx_calloc(1, sz);
+    n->work = fx_calloc(1, sz);
+    if (!n->snap || !n->work) return FLUXON_ERR_NOMEM;
+    pthread_mutex_init(&n->mu, NULL);
+    fx_cond_init_monotonic(&n->cv);
+    return FLUXON_OK;
+}
+
+static void node_metrics_fini(fluxon_node *n)
+{
+    if (n->snap && n->work) {
+        pthread_cond_destroy(&n->cv);
+        pthread_mutex_destroy(&n->mu);
+    }
+    fx_free(n->snap);
+    fx_free(n->work);
+}
+
+static void node_snap_on_reactor(void *arg)
+{
+    fluxon_node *n = arg;
+    if (n->master) fx_master_snap(n->master, n->work);
+    else if (n->owner) fx_owner_snap(n->owner, n->work);
+    else return;
+    size_t sz = n->master ? fx_master_snap_size() : fx_owner_snap_size();
+    pthread_mutex_lock(&n->mu);
+    memcpy(n->snap, n->work, sz);
+    n->done = n->req;
+    n->snap_valid = true;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* node="<id>" with the characters a label value cannot hold plainly replaced */
+static void node_label(const fluxon_node *n, char *out, size_t cap)
+{
+    const char *id = n->cfg.node_id[0] ? n->cfg.node_id : "master";
+    char clean[FX_ID_MAX];
+    size_t k = 0;
+    for (; id[k] && k + 1 < sizeof clean; k++) clean[k] = id[k] == '"' || id[k] == '\\' || id[k] == '\n' ? '_' : id[k];
+    clean[k] = 0;
+    snprintf(out, cap, "node=\"%s\"", clean);
+}
+
+#define NODE_METRICS_MAX 64
+#define NODE_METRICS_WAIT_MS 1000
+
+int fluxon_nodes_metrics(fluxon_node *const *nodes, size_t n, char *buf, size_t cap, size_t *len_p)
+{
+    if (!nodes || !n || n > NODE_METRICS_MAX || !buf || !cap || !len_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t want[NODE_METRICS_MAX];
+    for (size_t i = 0; i < n; i++) {
+        if (!nodes[i]) return FLUXON_ERR_INVALID_ARGUMENT;
+        pthread_mutex_lock(&nodes[i]->mu);
+        want[i] = ++nodes[i]->req;
+        pthread_mutex_unlock(&nodes[i]->mu);
+        fx_reactor_post(nodes[i]->r, node_snap_on_reactor, nodes[i]);
+    }
+    /* one deadline for all; a reactor that did not answer in time is rendered from its
+     * previous snapshot (never waits on it longer) */
+    struct timespec dl = fx_deadline_ts(NODE_METRICS_WAIT_MS);
+    const void *ms[NODE_METRICS_MAX], *os[NODE_METRICS_MAX];
+    char labels[NODE_METRICS_MAX][FX_ID_MAX + 16];
+    const char *mx[NODE_METRICS_MAX], *ox[NODE_METRICS_MAX];
+    void *copies[NODE_METRICS_MAX] = {0};
+    size_t nm = 0, no = 0;
+    int rc = FLUXON_OK;
+    for (size_t i = 0; i < n && rc == FLUXON_OK; i++) {
+        fluxon_node *x = nodes[i];
+        bool master = x->cfg.role == FX_ROLE_MASTER;
+        size_t sz = master ? fx_master_snap_size() : fx_owner_snap_size();
+        pthread_mutex_lock(&x->mu);
+        while (x->done < want[i] && pthread_cond_timedwait(&x->cv, &x->mu, &dl) == 0) {}
+        copies[i] = x->snap_valid ? fx_malloc(sz) : NULL;
+        if (copies[i]) memcpy(copies[i], x->snap, sz);
+        else rc = x->snap_valid ? FLUXON_ERR_NOMEM : FLUXON_ERR_TIMEOUT;
+        pthread_mutex_unlock(&x->mu);
+        node_label(x, labels[i], sizeof labels[i]);
+        if (master) {
+            ms[nm] = copies[i];
+            mx[nm++] = labels[i];
+        } else {
+            os[no] = copies[i];
+            ox[no++] = labels[i];
+        }
+    }
+    if (rc == FLUXON_OK) {
+        fx_jbuf_t j = fx_jbuf(buf, cap);
+        fx_metrics_prom_head(&j, "build_info", "gauge", "Fluxon build: version and commit (always 1)");
+        fx_jbuf_printf(&j, "fluxon_build_info{version=\"%s\",commit=\"%s\"} 1\n", FLUXON_VERSION_STRING,
+                       FX_GIT_COMMIT);
+        if (nm) fx_master_snap_prom(&j, (const fx_master_snap_t *const *)ms, mx, nm);
+        if (no) fx_owner_snap_prom(&j, (const fx_owner_snap_t *const *)os, ox, no);
+        *len_p = j.len;
+        if (j.overflow) rc = FLUXON_ERR_NO_SPACE;
+    }
+    for (size_t i = 0; i < n; i++) fx_free(copies[i]);
+    return rc;
+}
+
+int fluxon_node_metrics(fluxon_node *node, char *buf, size_t cap, size_t *len_p)
+{
+    return fluxon_nodes_metrics(&node, 1, buf, cap, len_p);
+}
+
+/* Stops the node's reactor and joins its thread; frees everything. */
+static void node_join_free(fluxon_node *n)
+{
+    fx_reactor_post(n->r, node_stop_on_reactor, n);
+    pthread_join(n->thread, NULL);
+    sem_destroy(&n->created_sem);
+    sem_destroy(&n->ready_sem);
+    fx_reactor_destroy(n->r);
+    node_metrics_fini(n);
+    fx_free(n);
+}
+
+int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
 {
     if (!config_json || !node_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fluxon_node *n = fx_calloc(1, sizeof *n);
@@ -74,45 +211,77 @@ int fluxon_node_start(const char *config_json, fluxon_node **node_p)
         goto err_free;
     }
     fx_log_apply_config_level(n->cfg.log_level);
+    rc = node_metrics_init(n);
+    if (rc != FLUXON_OK) goto err_free;
     rc = fx_reactor_create(&n->r);
     if (rc != FLUXON_OK) goto err_free;
+    sem_init(&n->created_sem, 0, 0);
     sem_init(&n->ready_sem, 0, 0);
     n->ready_status = FLUXON_ERR_TIMEOUT;
     if (pthread_create(&n->thread, NULL, node_thread, n) != 0) {
         FX_ERROR("cannot start the node thread: %m");
+        sem_destroy(&n->created_sem);
+        sem_destroy(&n->ready_sem);
+        fx_reactor_destroy(n->r);
         rc = FLUXON_ERR_INTERNAL;
-        goto err_reactor;
+        goto err_free;
     }
-    if (!fx_sem_wait_ms(&n->ready_sem, n->cfg.start_timeout_ms)) {
-        FX_ERROR("%s %s did not become ready within start_timeout_ms %u", fx_role_name(n->cfg.role),
-                 n->cfg.node_id, n->cfg.start_timeout_ms);
-        rc = n->cfg.role == FX_ROLE_OWNER ? FLUXON_ERR_UNAVAILABLE : FLUXON_ERR_TIMEOUT;
-        goto err_join;
+    /* Local setup (segment, socket, UCX) is the node's own work and has no deadline; the
+     * segment's prefault runs on its own thread and is not waited for. */
+    while (sem_wait(&n->created_sem) != 0) {}
+    if (n->created_status != FLUXON_OK) {
+        rc = n->created_status;
+        node_join_free(n);
+        return rc;
     }
-    rc = n->ready_status;
-    if (rc != FLUXON_OK) goto err_join;
     *node_p = n;
     return FLUXON_OK;
 
-err_join:
-    fx_reactor_post(n->r, node_stop_on_reactor, n);
-    pthread_join(n->thread, NULL);
-err_reactor:
-    sem_destroy(&n->ready_sem);
-    fx_reactor_destroy(n->r);
 err_free:
+    node_metrics_fini(n);
     fx_free(n);
     return rc;
 }
 
+int fluxon_node_wait_ready(fluxon_node *n, uint32_t timeout_ms)
+{
+    if (!n) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!n->ready_known) {
+        if (!fx_sem_wait_ms(&n->ready_sem, timeout_ms)) return FLUXON_ERR_TIMEOUT;
+        n->ready_known = true;
+    }
+    return n->ready_status;
+}
+
+int fluxon_node_start(const char *config_json, fluxon_node **node_p)
+{
+    if (!config_json || !node_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    fluxon_node *n = NULL;
+    int rc = fluxon_node_launch(config_json, &n);
+    if (rc != FLUXON_OK) return rc;
+    rc = fluxon_node_wait_ready(n, n->cfg.start_timeout_ms);
+    if (rc == FLUXON_ERR_TIMEOUT && !n->ready_known) {
+        if (n->cfg.role == FX_ROLE_OWNER) {
+            FX_ERROR("owner %s did not register with its master %s:%u within start_timeout_ms %u (its own "
+                     "setup is not counted)", n->cfg.node_id, n->cfg.master_host, n->cfg.master_port,
+                     n->cfg.start_timeout_ms);
+            rc = FLUXON_ERR_UNAVAILABLE;
+        } else {
+            FX_ERROR("%s did not become ready within start_timeout_ms %u", fx_role_name(n->cfg.role),
+                     n->cfg.start_timeout_ms);
+        }
+    }
+    if (rc != FLUXON_OK) {
+        node_join_free(n);
+        return rc;
+    }
+    *node_p = n;
+    return FLUXON_OK;
+}
+
 void fluxon_node_stop(fluxon_node *n)
 {
-    if (!n) return;
-    fx_reactor_post(n->r, node_stop_on_reactor, n);
-    pthread_join(n->thread, NULL);
-    sem_destroy(&n->ready_sem);
-    fx_reactor_destroy(n->r);
-    fx_free(n);
+    if (n) node_join_free(n);
 }
 
 /* The master's TCP port (useful when "listen" asked for port 0); 0 for an owner. */

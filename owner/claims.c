@@ -1,7 +1,19 @@
-/* claims.c — slot claims and grants: claims are served FIFO from the pool; when it runs
- * dry a GRANT is requested from the master (one in flight); at capacity a claim waits for
- * eviction (the policy's can_wait/kick) until claim_timeout_ms; expected-capacity
- * prewarm takes the grants up front. */
+/* claims.c — slot claims and grants: claims are served FIFO from the pool.
+ *
+ * Grants and their carving (issue 15): a master grant is cut into up to 16 equal chunks;
+ * a size class gets a sub-grant of k contiguous chunks (k: the fewest whose sub-grants
+ * hold within 1/32 as many slots as the whole grant would, exactly as many for the
+ * expected value size; whole grants for large values), added to the slot pool as a grant
+ * of its own. When the pool
+ * has no free slot of a claim's size: a sub-grant is carved from free chunks; else an idle
+ * sub-grant of a size no queued claim wants is taken apart and its chunks carved again;
+ * else a GRANT is requested from the master (one in flight); at capacity the claim waits
+ * for eviction (the policy's can_wait/kick; it may retire the sub-grants of the coldest
+ * master grant so that they empty) until claim_timeout_ms. Expected-capacity prewarm takes
+ * the grants up front, carved for the expected size. A master grant whose sub-grants are
+ * all idle for reserve.idle_grant_return_ms goes back to the master (GRANT_RETURN), never
+ * below the prewarmed count (S5); a return without a definite answer is sent again with
+ * the same identities (the master frees only grants it knows: a repeat is harmless). */
 #include "log.h"
 #include "owner_claims.h"
 #include "owner_link.h"
@@ -21,12 +33,25 @@ typedef struct oclaims {
     owner_claim_t *claims;
     fx_oclaims_policy_t policy;
     uint64_t max_grants;
+    fx_owner_t *owner;
     bool grant_inflight, closing;
     uint64_t grant_nospace_ms; /* when the master last had no room for a grant (0: never/since grown) */
-    uint64_t *grant_ids, *grant_offsets;
+    uint64_t *grant_ids, *grant_offsets, *grant_idle_ms; /* master grants; idle_ms: idle since (0: in use) */
+    uint32_t *grant_used, *grant_starts; /* per master grant: chunks carved, chunks a sub-grant starts at */
     size_t n_grants, cap_grants;
-    uint64_t grants_received, claim_waits, claim_timeouts;
+    unsigned chunks;      /* per master grant (1..OCL_CHUNKS) */
+    uint64_t chunk_bytes; /* grant_bytes / chunks */
+    uint64_t *sub_buf;    /* fx_oclaims_pool_grants / _sub_grants answers */
+    size_t sub_cap;
+    fx_timer_t idle_timer, return_timer;
+    uint64_t *ret_ids, *ret_offs; /* returned grants the master has not confirmed */
+    size_t n_ret, cap_ret;
+    bool return_inflight;
+    uint64_t grants_received, claim_waits, claim_timeouts, grants_returned, grants_recarved, claim_no_space;
 } oclaims_t;
+
+#define OCL_CHUNKS 16u  /* at most this many chunks per master grant */
+#define OCL_SUB_SHIFT 5 /* sub-grant id = master id << 5 | first chunk */
 
 static bool ocl_no_wait(fx_owner_t *o, uint64_t value_len, size_t count) { return false; }
 static void ocl_nop(fx_owner_t *o) {}
@@ -47,6 +72,16 @@ FX_INTERNAL int fx_oclaims_init(fx_owner_t *o, uint64_t max_grants)
     oclaims_t *c = fx_calloc(1, sizeof *c);
     if (!c) return FLUXON_ERR_NOMEM;
     c->max_grants = max_grants;
+    c->owner = o;
+    c->chunks = 1;
+    for (unsigned k = OCL_CHUNKS; k > 1; k /= 2)
+        if (o->cfg.grant_bytes % ((uint64_t)k * FX_SLOT_PAGE) == 0) {
+            c->chunks = k;
+            break;
+        }
+    c->chunk_bytes = o->cfg.grant_bytes / c->chunks;
+    fx_timer_init(&c->idle_timer);
+    fx_timer_init(&c->return_timer);
     c->policy = (fx_oclaims_policy_t){ocl_no_wait, ocl_nop, ocl_nop_grant};
     o->claims = c;
     return FLUXON_OK;
@@ -54,6 +89,7 @@ FX_INTERNAL int fx_oclaims_init(fx_owner_t *o, uint64_t max_grants)
 
 FX_INTERNAL void fx_oclaims_set_policy(fx_owner_t *o, const fx_oclaims_policy_t *p) { o->claims->policy = *p; }
 FX_INTERNAL uint64_t fx_oclaims_max(fx_owner_t *o) { return o->claims->max_grants; }
+FX_INTERNAL uint64_t fx_oclaims_count(fx_owner_t *o) { return o->claims->n_grants; }
 FX_INTERNAL bool fx_oclaims_waiting(fx_owner_t *o) { return o->claims && o->claims->claims; }
 
 FX_INTERNAL bool fx_oclaims_segment_full(fx_owner_t *o)
@@ -66,12 +102,13 @@ static bool ocl_can_grow(fx_owner_t *o)
 {
     oclaims_t *c = o->claims;
     if (c->closing || !fx_olink_conn(o) || fx_oclaims_segment_full(o)) return false;
-    fx_slot_pool_stats_t st;
-    fx_slot_pool_stats(fx_ostore_pool(o), &st);
-    return st.grants < c->max_grants;
+    return c->n_grants < c->max_grants;
 }
 
 static void ocl_grant_request(fx_owner_t *o);
+static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c);
+static bool ocl_carve(fx_owner_t *o, uint64_t slot_size);
+static void ocl_idle_arm(fx_owner_t *o);
 
 /* Serves queued claims from free slots, in order. What is left: the pool grows when it
  * can (can_grow: a grant is requested); at capacity a claim waits for eviction (issue 7)
@@ -85,7 +122,13 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
     uint64_t now = fx_now_ms();
     while (*pp) {
         owner_claim_t *c = *pp;
-        while (c->got < c->count && fx_slot_pool_claim(pool, c->value_len, &c->slots[c->got]) == FLUXON_OK) c->got++;
+        uint64_t size = fx_slot_size_for(c->value_len);
+        for (;;) { /* free slots; a sub-grant carved from free chunks; an idle one taken apart */
+            while (c->got < c->count && fx_slot_pool_claim(pool, c->value_len, &c->slots[c->got]) == FLUXON_OK)
+                c->got++;
+            if (c->got == c->count || cs->closing || !size || size > o->cfg.grant_bytes) break;
+            if (!ocl_carve(o, size) && !ocl_free_idle_one(o, c)) break;
+        }
         bool finished = c->got == c->count;
         if (!finished && !cs->closing && now >= c->deadline_ms) {
             finished = true;
@@ -95,6 +138,7 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
                     c->count, (unsigned long long)fx_slot_size_for(c->value_len), o->cfg.claim_timeout_ms, c->got);
         } else if (!finished && !can_grow) {
             finished = cs->closing || !cs->policy.can_wait(o, c->value_len, c->count);
+            cs->claim_no_space += finished && !cs->closing;
             if (!finished && !c->waited) {
                 c->waited = true;
                 cs->claim_waits++;
@@ -135,12 +179,135 @@ static void ocl_grant_keep(oclaims_t *c, uint64_t id, uint64_t offset)
         if (ni) c->grant_ids = ni;
         uint64_t *no = fx_realloc(c->grant_offsets, nc * sizeof *no);
         if (no) c->grant_offsets = no;
-        if (ni && no) c->cap_grants = nc;
+        uint64_t *nd = fx_realloc(c->grant_idle_ms, nc * sizeof *nd);
+        if (nd) c->grant_idle_ms = nd;
+        uint32_t *nu = fx_realloc(c->grant_used, nc * sizeof *nu);
+        if (nu) c->grant_used = nu;
+        uint32_t *ns = fx_realloc(c->grant_starts, nc * sizeof *ns);
+        if (ns) c->grant_starts = ns;
+        if (ni && no && nd && nu && ns) c->cap_grants = nc;
     }
     if (c->n_grants < c->cap_grants) {
         c->grant_ids[c->n_grants] = id;
+        c->grant_idle_ms[c->n_grants] = 0;
+        c->grant_used[c->n_grants] = c->grant_starts[c->n_grants] = 0;
         c->grant_offsets[c->n_grants++] = offset;
     }
+}
+
+static void ocl_grant_forget(oclaims_t *c, size_t i)
+{
+    c->n_grants--;
+    c->grant_ids[i] = c->grant_ids[c->n_grants];
+    c->grant_offsets[i] = c->grant_offsets[c->n_grants];
+    c->grant_idle_ms[i] = c->grant_idle_ms[c->n_grants];
+    c->grant_used[i] = c->grant_used[c->n_grants];
+    c->grant_starts[i] = c->grant_starts[c->n_grants];
+}
+
+/* ---- carving ---- */
+static uint64_t ocl_sub_id(const oclaims_t *c, size_t i, unsigned chunk)
+{
+    return c->grant_ids[i] << OCL_SUB_SHIFT | chunk;
+}
+
+/* Chunks of a sub-grant for slot_size: the fewest k (a power of two) whose chunks/k
+ * sub-grants hold nearly as many slots as one whole grant (at most 1/32 fewer: tails; none
+ * fewer for the expected value size, whose grant count is a hard cap, S5). */
+static unsigned ocl_chunks_for(const fx_owner_t *o, const oclaims_t *c, uint64_t grant_bytes, uint64_t slot_size)
+{
+    uint64_t whole = grant_bytes / slot_size;
+    bool exact = o->cfg.has_expected && slot_size == fx_slot_size_for(o->cfg.expected_value_len);
+    for (unsigned k = 1; k < c->chunks; k *= 2) {
+        uint64_t b = k * c->chunk_bytes, total = b / slot_size * (c->chunks / k);
+        if (b >= slot_size && (exact ? total >= whole : total * 32 >= whole * 31)) return k;
+    }
+    return c->chunks;
+}
+
+static uint32_t ocl_mask(unsigned k) { return k >= 32 ? UINT32_MAX : (1u << k) - 1; }
+
+/* A sub-grant of slot_size from free chunks (master grants already cut first, so that
+ * empty ones stay whole). Returns whether one was added. */
+static bool ocl_carve(fx_owner_t *o, uint64_t slot_size)
+{
+    oclaims_t *c = o->claims;
+    unsigned k = ocl_chunks_for(o, c, o->cfg.grant_bytes, slot_size);
+    uint32_t m = ocl_mask(k);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < c->n_grants; i++) {
+            if ((c->grant_used[i] != 0) != (pass == 0)) continue;
+            for (unsigned at = 0; at + k <= c->chunks; at += k) {
+                if (c->grant_used[i] & (m << at)) continue;
+                int rc = fx_slot_pool_add_grant_sized(fx_ostore_pool(o), ocl_sub_id(c, i, at),
+                                                      c->grant_offsets[i] + at * c->chunk_bytes, k * c->chunk_bytes,
+                                                      slot_size);
+                if (rc != FLUXON_OK) {
+                    FX_ERROR("cannot carve %u chunks of grant %llu for %llu-byte slots: %s", k,
+                             (unsigned long long)c->grant_ids[i], (unsigned long long)slot_size,
+                             fluxon_status_string(rc));
+                    return false;
+                }
+                c->grant_used[i] |= m << at;
+                c->grant_starts[i] |= 1u << at;
+                c->grant_idle_ms[i] = 0;
+                return true;
+            }
+        }
+    return false;
+}
+
+/* Takes the (idle) sub-grant starting at chunk `at` of master grant i out of the pool. */
+static bool ocl_uncarve(fx_owner_t *o, size_t i, unsigned at)
+{
+    oclaims_t *c = o->claims;
+    fx_slot_grant_stats_t g;
+    uint64_t id = ocl_sub_id(c, i, at);
+    if (fx_slot_pool_grant_stats(fx_ostore_pool(o), id, &g) != FLUXON_OK ||
+        fx_slot_pool_remove_grant(fx_ostore_pool(o), id) != FLUXON_OK)
+        return false;
+    unsigned k = (unsigned)(g.bytes / c->chunk_bytes);
+    c->grant_used[i] &= ~(ocl_mask(k) << at);
+    c->grant_starts[i] &= ~(1u << at);
+    return true;
+}
+
+/* Does a queued claim (other than `except`) want slots of slot_size? */
+static bool ocl_class_wanted(oclaims_t *cs, uint64_t slot_size, const owner_claim_t *except)
+{
+    for (owner_claim_t *q = cs->claims; q; q = q->next)
+        if (q != except && q->got < q->count && fx_slot_size_for(q->value_len) == slot_size) return true;
+    return false;
+}
+
+/* An idle sub-grant (every slot free) whose size no other queued claim wants is taken
+ * apart, so its chunks can be carved for claim c's size (same master grant, so the master's
+ * record does not change). Retiring ones first (eviction emptied them for this). Returns
+ * whether one was. */
+static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c)
+{
+    oclaims_t *cs = o->claims;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    uint64_t want = fx_slot_size_for(c->value_len);
+    size_t best = SIZE_MAX;
+    unsigned best_at = 0;
+    bool best_retiring = false;
+    for (size_t i = 0; i < cs->n_grants; i++)
+        for (unsigned at = 0; at < cs->chunks; at++) {
+            if (!(cs->grant_starts[i] & (1u << at))) continue;
+            fx_slot_grant_stats_t g;
+            if (fx_slot_pool_grant_stats(pool, ocl_sub_id(cs, i, at), &g) != FLUXON_OK || g.free != g.slots) continue;
+            if (g.slot_size == want && !g.retiring) continue; /* would already have served it */
+            if (!g.retiring && ocl_class_wanted(cs, g.slot_size, c)) continue;
+            if (best == SIZE_MAX || (g.retiring && !best_retiring)) {
+                best = i;
+                best_at = at;
+                best_retiring = g.retiring;
+            }
+        }
+    if (best == SIZE_MAX || !ocl_uncarve(o, best, best_at)) return false;
+    cs->grants_recarved++;
+    return true;
 }
 
 static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
@@ -158,13 +325,15 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
         fx_body_grant_ack_t ack;
         fx_body_grant_ack_decode(body, h->body_len, &ack, arena);
         for (uint32_t i = 0; i < ack.grant_ids.n && i < ack.offsets.n && slot_size; i++) {
-            int rc = fx_slot_pool_add_grant(fx_ostore_pool(o), ack.grant_ids.v[i], ack.offsets.v[i], slot_size);
-            if (rc != FLUXON_OK) {
-                FX_ERROR("grant %llu at %llu rejected by the slot pool: %s", (unsigned long long)ack.grant_ids.v[i],
-                         (unsigned long long)ack.offsets.v[i], fluxon_status_string(rc));
+            size_t before = c->n_grants;
+            ocl_grant_keep(c, ack.grant_ids.v[i], ack.offsets.v[i]);
+            if (c->n_grants == before) {
+                FX_ERROR("grant %llu at %llu: out of memory recording it", (unsigned long long)ack.grant_ids.v[i],
+                         (unsigned long long)ack.offsets.v[i]);
                 continue;
             }
-            ocl_grant_keep(c, ack.grant_ids.v[i], ack.offsets.v[i]);
+            /* prewarm: carved for the expected size now; otherwise on demand */
+            while (prewarm && ocl_carve(o, slot_size)) {}
             c->policy.grant_added(o, slot_size);
             c->grants_received++;
             grew = true;
@@ -174,6 +343,7 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
         if (status == FLUXON_ERR_NO_SPACE) c->grant_nospace_ms = FX_MAX(fx_now_ms(), 1ull);
     }
     if (grew) c->grant_nospace_ms = 0;
+    if (grew) ocl_idle_arm(o);
     if (prewarm && grew) ocl_prewarm(o);
     ocl_serve(o, grew);
 }
@@ -198,19 +368,15 @@ static void ocl_prewarm(fx_owner_t *o)
 {
     oclaims_t *c = o->claims;
     if (!o->cfg.has_expected || c->grant_inflight || !fx_olink_conn(o)) return;
-    fx_slot_pool_stats_t st;
-    fx_slot_pool_stats(fx_ostore_pool(o), &st);
-    if (st.grants >= c->max_grants) return;
-    ocl_grant_send(o, fx_slot_size_for(o->cfg.expected_value_len), FX_MIN(c->max_grants - st.grants, 64u), true);
+    if (c->n_grants >= c->max_grants) return;
+    ocl_grant_send(o, fx_slot_size_for(o->cfg.expected_value_len), FX_MIN(c->max_grants - c->n_grants, 64u), true);
 }
 
 static void ocl_grant_request(fx_owner_t *o)
 {
     oclaims_t *cs = o->claims;
     if (cs->grant_inflight || !cs->claims) return;
-    fx_slot_pool_stats_t st;
-    fx_slot_pool_stats(fx_ostore_pool(o), &st);
-    if (!fx_olink_conn(o) || st.grants >= cs->max_grants || fx_oclaims_segment_full(o)) {
+    if (!fx_olink_conn(o) || cs->n_grants >= cs->max_grants || fx_oclaims_segment_full(o)) {
         ocl_serve(o, false); /* nothing more will come: wait for eviction or fail */
         return;
     }
@@ -221,9 +387,140 @@ static void ocl_grant_request(fx_owner_t *o)
     for (owner_claim_t *q = c; q; q = q->next)
         if (q->value_len == c->value_len) need += q->count - q->got;
     uint64_t count = per ? (need + per - 1) / per : 1;
-    count = FX_MIN(count, cs->max_grants - st.grants);
+    count = FX_MIN(count, cs->max_grants - cs->n_grants);
     count = FX_MAX(FX_MIN(count, 64u), 1u);
     if (ocl_grant_send(o, slot_size, count, false) != FLUXON_OK) ocl_serve(o, false);
+}
+
+/* ---- idle grants go back to the master ---- */
+typedef struct ocl_ret_ctx {
+    fx_owner_t *o;
+    size_t n;
+    uint64_t ids[];
+} ocl_ret_ctx_t;
+
+static void ocl_return_send(fx_owner_t *o);
+
+static void ocl_on_return_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    ocl_return_send(FX_CONTAINER_OF(t, oclaims_t, return_timer)->owner);
+}
+
+static void ocl_ret_drop(oclaims_t *c, const uint64_t *ids, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < c->n_ret; i++)
+            if (c->ret_ids[i] == ids[k]) {
+                c->n_ret--;
+                c->ret_ids[i] = c->ret_ids[c->n_ret];
+                c->ret_offs[i] = c->ret_offs[c->n_ret];
+                break;
+            }
+}
+
+static void ocl_on_return(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    ocl_ret_ctx_t *x = arg;
+    fx_owner_t *o = x->o;
+    oclaims_t *c = o->claims;
+    if (!c || c->closing) {
+        fx_free(x);
+        return;
+    }
+    c->return_inflight = false;
+    if (status == FLUXON_OK) {
+        c->grants_returned += x->n;
+        ocl_ret_drop(c, x->ids, x->n);
+    } else if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL) {
+        FX_WARN("return of %zu idle grants: outcome unknown (%s); sent again", x->n, fluxon_status_string(status));
+        if (!fx_timer_armed(&c->return_timer)) fx_timer_arm(o->r, &c->return_timer, 1000, ocl_on_return_timer);
+    } else {
+        FX_ERROR("the master refused the return of %zu idle grants: %s", x->n, fluxon_status_string(status));
+        ocl_ret_drop(c, x->ids, x->n);
+    }
+    fx_free(x);
+    if (c->n_ret && !fx_timer_armed(&c->return_timer)) ocl_return_send(o);
+}
+
+static void ocl_return_send(fx_owner_t *o)
+{
+    oclaims_t *c = o->claims;
+    fx_conn_t *mc = fx_olink_conn(o);
+    if (c->closing || c->return_inflight || !c->n_ret || !mc) return;
+    size_t n = FX_MIN(c->n_ret, 64u);
+    ocl_ret_ctx_t *x = fx_malloc(sizeof *x + n * sizeof x->ids[0]);
+    if (!x) return;
+    x->o = o;
+    x->n = n;
+    memcpy(x->ids, c->ret_ids, n * sizeof x->ids[0]);
+    fx_body_grant_ack_t b = {{c->ret_ids, (uint32_t)n}, {c->ret_offs, (uint32_t)n}};
+    if (FX_RPC_CALL(mc, GRANT_RETURN, grant_ack, &b, o->cfg.master_timeout_ms, ocl_on_return, x) != FLUXON_OK) {
+        fx_free(x);
+        if (!fx_timer_armed(&c->return_timer)) fx_timer_arm(o->r, &c->return_timer, 1000, ocl_on_return_timer);
+        return;
+    }
+    c->return_inflight = true;
+}
+
+/* A grant out of the pool and the claims' list, onto the list of returns to send. */
+static bool ocl_ret_push(fx_owner_t *o, size_t i)
+{
+    oclaims_t *c = o->claims;
+    if (c->n_ret == c->cap_ret) {
+        size_t nc = c->cap_ret ? c->cap_ret * 2 : 16;
+        uint64_t *ni = fx_realloc(c->ret_ids, nc * sizeof *ni);
+        if (ni) c->ret_ids = ni;
+        uint64_t *no = fx_realloc(c->ret_offs, nc * sizeof *no);
+        if (no) c->ret_offs = no;
+        if (!ni || !no) return false;
+        c->cap_ret = nc;
+    }
+    for (unsigned at = 0; at < c->chunks; at++) /* its sub-grants (all idle) leave the pool */
+        if ((c->grant_starts[i] & (1u << at)) && !ocl_uncarve(o, i, at)) return false;
+    c->ret_ids[c->n_ret] = c->grant_ids[i];
+    c->ret_offs[c->n_ret++] = c->grant_offsets[i];
+    ocl_grant_forget(c, i);
+    return true;
+}
+
+static void ocl_idle_arm(fx_owner_t *o);
+
+/* Grants idle for idle_grant_return_ms while no claim waits go back (never below the
+ * prewarmed count); a retiring grant no claim needs any more serves its size again. */
+static void ocl_on_idle_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    fx_owner_t *o = FX_CONTAINER_OF(t, oclaims_t, idle_timer)->owner;
+    oclaims_t *c = o->claims;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    uint64_t now = fx_now_ms(), keep = o->cfg.has_expected ? c->max_grants : 0;
+    bool waiting = c->claims != NULL, conn = fx_olink_conn(o) != NULL;
+    for (size_t i = c->n_grants; i-- > 0;) {
+        bool idle = true; /* every sub-grant idle (or none carved) */
+        for (unsigned at = 0; at < c->chunks; at++) {
+            fx_slot_grant_stats_t g;
+            uint64_t id = ocl_sub_id(c, i, at);
+            if (!(c->grant_starts[i] & (1u << at)) || fx_slot_pool_grant_stats(pool, id, &g) != FLUXON_OK) continue;
+            idle &= g.free == g.slots;
+            if (g.retiring && !waiting) fx_slot_pool_retire_grant(pool, id, false);
+        }
+        if (!idle) {
+            c->grant_idle_ms[i] = 0;
+            continue;
+        }
+        if (!c->grant_idle_ms[i]) c->grant_idle_ms[i] = now;
+        if (waiting || !conn || c->n_grants <= keep || now - c->grant_idle_ms[i] < o->cfg.idle_grant_return_ms)
+            continue;
+        if (!ocl_ret_push(o, i)) break;
+    }
+    ocl_return_send(o);
+    ocl_idle_arm(o);
+}
+
+static void ocl_idle_arm(fx_owner_t *o)
+{
+    oclaims_t *c = o->claims;
+    if (c->closing || fx_timer_armed(&c->idle_timer) || !c->n_grants) return;
+    fx_timer_arm(o->r, &c->idle_timer, FX_MAX(o->cfg.idle_grant_return_ms / 4, 10u), ocl_on_idle_timer);
 }
 
 FX_INTERNAL uint64_t fx_oclaim_deadline(fx_owner_t *o, uint32_t caller_timeout_ms)
@@ -253,7 +550,7 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
     owner_claim_t **pp = &cs->claims;
     while (*pp) pp = &(*pp)->next;
     *pp = c;
-    ocl_grant_request(o);
+    ocl_serve(o, cs->grant_inflight || ocl_can_grow(o)); /* carving first, then a grant or eviction */
 }
 
 FX_INTERNAL void fx_oclaims_pump(fx_owner_t *o)
@@ -281,6 +578,37 @@ FX_INTERNAL size_t fx_oclaims_deficit(fx_owner_t *o, uint64_t *sizes, uint64_t *
     return n;
 }
 
+static bool ocl_sub_reserve(oclaims_t *c, size_t n)
+{
+    if (n <= c->sub_cap) return true;
+    uint64_t *nb = fx_realloc(c->sub_buf, n * sizeof *nb);
+    if (!nb) return false;
+    c->sub_buf = nb;
+    c->sub_cap = n;
+    return true;
+}
+
+FX_INTERNAL void fx_oclaims_pool_grants(fx_owner_t *o, fx_u64v_t *ids)
+{
+    oclaims_t *c = o->claims;
+    size_t n = 0;
+    if (ocl_sub_reserve(c, c->n_grants * c->chunks + 1))
+        for (size_t i = 0; i < c->n_grants; i++)
+            for (unsigned at = 0; at < c->chunks; at++)
+                if (c->grant_starts[i] & (1u << at)) c->sub_buf[n++] = ocl_sub_id(c, i, at);
+    *ids = (fx_u64v_t){c->sub_buf, (uint32_t)n};
+}
+
+FX_INTERNAL void fx_oclaims_sub_grants(fx_owner_t *o, size_t i, fx_u64v_t *ids)
+{
+    oclaims_t *c = o->claims;
+    size_t n = 0;
+    if (i < c->n_grants && ocl_sub_reserve(c, c->chunks))
+        for (unsigned at = 0; at < c->chunks; at++)
+            if (c->grant_starts[i] & (1u << at)) c->sub_buf[n++] = ocl_sub_id(c, i, at);
+    *ids = (fx_u64v_t){c->sub_buf, (uint32_t)n};
+}
+
 FX_INTERNAL void fx_oclaims_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *offsets)
 {
     oclaims_t *c = o->claims;
@@ -290,17 +618,25 @@ FX_INTERNAL void fx_oclaims_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *off
 
 FX_INTERNAL void fx_oclaims_master_ready(fx_owner_t *o)
 {
+    ocl_idle_arm(o);
+    ocl_return_send(o);
     ocl_prewarm(o);
     if (o->claims->claims) ocl_grant_request(o);
 }
 
-FX_INTERNAL void fx_oclaims_master_lost(fx_owner_t *o) { o->claims->grant_inflight = false; }
+FX_INTERNAL void fx_oclaims_master_lost(fx_owner_t *o)
+{
+    o->claims->grant_inflight = false;
+    o->claims->return_inflight = false; /* unconfirmed returns are sent again */
+}
 
 FX_INTERNAL void fx_oclaims_fail_all(fx_owner_t *o)
 {
     oclaims_t *c = o->claims;
     if (!c) return;
     c->closing = true;
+    fx_timer_disarm(o->r, &c->idle_timer);
+    fx_timer_disarm(o->r, &c->return_timer);
     if (o->store) ocl_serve(o, false); /* queued claims fail: their gets miss */
 }
 
@@ -315,14 +651,30 @@ FX_INTERNAL void fx_oclaims_fini(fx_owner_t *o)
     }
     fx_free(cs->grant_ids);
     fx_free(cs->grant_offsets);
+    fx_free(cs->grant_idle_ms);
+    fx_free(cs->grant_used);
+    fx_free(cs->grant_starts);
+    fx_free(cs->sub_buf);
+    fx_free(cs->ret_ids);
+    fx_free(cs->ret_offs);
     fx_free(cs);
     o->claims = NULL;
 }
 
-FX_INTERNAL void fx_oclaims_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oclaims_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oclaims_t *c = o->claims;
-    fx_jbuf_printf(j, "\"max_grants\":%llu,\"grants_received\":%llu,\"claim_waits\":%llu,\"claim_timeouts\":%llu",
-                   (unsigned long long)c->max_grants, (unsigned long long)c->grants_received,
-                   (unsigned long long)c->claim_waits, (unsigned long long)c->claim_timeouts);
+    m->max_grants = c->max_grants;
+    m->grants_received = c->grants_received;
+    m->claim_waits = c->claim_waits;
+    m->claim_timeouts = c->claim_timeouts;
+    m->grants_returned = c->grants_returned;
+    m->grants_recarved = c->grants_recarved;
+    m->grants_returning = c->n_ret;
+    m->claim_no_space = c->claim_no_space;
+    m->master_grants = c->n_grants;
+    m->grant_chunks = c->chunks;
 }
+
+#undef OCL_CHUNKS
+#undef OCL_SUB_SHIFT

@@ -1,14 +1,15 @@
-/* owner_evict.c — the owner's hot tier and capacity eviction (ARCHITECTURE §9, issue 7).
+/* owner_evict.c — the owner's hot tier and capacity eviction (ARCHITECTURE §9, issues 7, 15).
  *
- * Hot tier: an LRU (cache/lru.c) over this owner's COMMITTED values (local puts once
- * PUT_DONE succeeded, replicas once GET_DONE succeeded), weighted by slot_size; every
- * local hit touches it. Its capacity is a watermark (owner "hot_capacity_bytes", else
+ * Hot tier: the eviction policy (cache/evict_policy.c, owner "eviction_policy") over this
+ * owner's COMMITTED values (local puts once PUT_DONE succeeded, replicas once GET_DONE
+ * succeeded), weighted by slot_size; every local hit touches it; the last atomic group of
+ * a put batch of two or more (a chain's tail) is admitted as the first victim. Its capacity is a watermark (owner "hot_capacity_bytes", else
  * hot_capacity_ratio × the configured payload capacity); the configured capacity itself
  * never changes (S5).
  *
  * Eviction runs when a claim waits because the pool is at max_grants (the missing slots
  * of its class are the demand) or when the hot tier is above its watermark after an
- * admission. One round (oev_step) walks the LRU from the coldest value, expands each
+ * admission. One round (oev_step) takes the policy's victims in order, expands each
  * candidate to its whole atomic group (the members of the put's atomic group that are
  * still indexed, COMMITTED and not already being evicted: A1), skips a group any member
  * of which a reader pins (Busy: counted, retried with backoff, after OEV_BUSY_MAX rounds
@@ -25,6 +26,12 @@
  * identities are sent again (with backoff) until the master answers; a replica it had
  * dropped then answers STALE and retires.
  *
+ * Sizes (issue 15): when a waiting size finds too few victims of its own size, the
+ * sub-grants of the master grant whose values are coldest are retired (they serve no new
+ * claim) and emptied the same way, whole groups, then carved again for the waiting size
+ * (claims.c). When claims wait and nothing could be chosen for OEV_STUCK_MS (everything
+ * held), they answer NO_SPACE with a line naming the sizes, grants and holds.
+ *
  * Reactor thread only. Static helpers are oev_*. */
 #include <stdio.h>
 
@@ -32,6 +39,7 @@
 #include "owner_claims.h"
 #include "owner_evict.h"
 #include "owner_link.h"
+#include "owner_replica.h"
 
 #define OEV_BUSY_MAX 4u        /* rounds a pinned group is skipped before it is left hot */
 #define OEV_TICK_MS 10u        /* while claims wait: expiry and a safety re-run */
@@ -39,25 +47,23 @@
 #define OEV_RESEND_MAX_MS 1000u /* backoff cap of an uncertain EVICT's resend */
 #define OEV_BACKOFF_MAX_MS 64u /* busy backoff cap */
 
-/* A slot class the pool holds grants of (eviction frees slots per class). */
-typedef struct oev_class {
-    uint64_t slot_size, slots; /* slots: in every grant of the class */
-} oev_class_t;
-#define OEV_MAX_CLASSES 16
+#define OEV_MAX_CLASSES 16 /* slot sizes of waiting claims considered per round */
+#define OEV_STUCK_MS 1000u /* nothing evictable this long: waiting claims answer NO_SPACE */
 
 typedef struct oev {
     fx_owner_t *o;
-    fx_lru_t hot;          /* COMMITTED values, weighted by slot_size */
+    fx_evp_t hot;          /* COMMITTED values, weighted by slot_size (eviction_policy) */
+    uint64_t *ghost;       /* the policy's ghost keys */
     uint64_t hot_capacity; /* bytes; the watermark, never the configured capacity (S5) */
-    oev_class_t classes[OEV_MAX_CLASSES];
-    size_t n_classes;
+    uint64_t stuck_since_ms; /* claims wait and nothing is evictable (held) since; 0: not stuck */
     struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
     fx_timer_t kick_timer, tick_timer;
     bool in_step, closing;
     uint64_t round;
     uint32_t backoff_ms;
     uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
-        resends;
+        resends, grants_retired, no_space_fast, wb_waits;
+    uint64_t no_space_log_ms;
 } oev_t;
 
 /* The atomic group a version was published in: its members while they live. */
@@ -99,19 +105,20 @@ static bool oev_vec_push(oev_vec_t *a, owner_entry_t *en)
     return true;
 }
 
-static owner_entry_t *oev_entry_of(fx_lru_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
+static owner_entry_t *oev_entry_of(fx_evp_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
 
-static oev_class_t *oev_class(oev_t *kv, uint64_t slot_size)
+static uint64_t oev_key_hash(const owner_entry_t *en) /* FNV-1a: the policy's ghost key */
 {
-    for (size_t i = 0; i < kv->n_classes; i++)
-        if (kv->classes[i].slot_size == slot_size) return &kv->classes[i];
-    return NULL;
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < en->klen; i++) h = (h ^ (uint8_t)en->key[i]) * 1099511628211ull;
+    return h;
 }
 
 static void oev_cohort_free(oev_cohort_t *c);
 
 /* ---- lifecycle ---- */
 static void oev_admit(fx_owner_t *o, owner_entry_t *en);
+static void oev_writeback(fx_owner_t *o);
 static void oev_forget(fx_owner_t *o, owner_entry_t *en);
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count);
 FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en) { return en->group ? en->group->n : 1; }
@@ -124,7 +131,6 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
     if (!kv) return FLUXON_ERR_NOMEM;
     o->ev = kv;
     kv->o = o;
-    fx_lru_init(&kv->hot);
     fx_timer_init(&kv->kick_timer);
     fx_timer_init(&kv->tick_timer);
     kv->backoff_ms = 1;
@@ -139,6 +145,14 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
         }
         kv->hot_capacity = (uint64_t)(o->cfg.hot_capacity_ratio * (double)payload + 0.5);
     }
+    /* the ghost remembers as many keys as the hot tier holds values (of the expected size) */
+    uint64_t unit = o->cfg.has_expected ? fx_slot_size_for(o->cfg.expected_value_len) : FX_SLOT_PAGE;
+    uint32_t ghost_n = (uint32_t)FX_MIN(kv->hot_capacity / unit, 1u << 22);
+    if (o->cfg.eviction_policy == FX_EVICT_S3FIFO && ghost_n) {
+        kv->ghost = fx_calloc(fx_evp_ghost_words(ghost_n), sizeof *kv->ghost);
+        if (!kv->ghost) return FLUXON_ERR_NOMEM;
+    }
+    fx_evp_init(&kv->hot, o->cfg.eviction_policy, kv->hot_capacity, kv->ghost, kv->ghost ? ghost_n : 0);
     fx_ostore_set_hooks(o, &(fx_ostore_hooks_t){oev_forget, oev_admit, fx_oev_kick});
     fx_oclaims_set_policy(o, &(fx_oclaims_policy_t){oev_claim_can_wait, fx_oev_kick, oev_grant_added});
     return FLUXON_OK;
@@ -168,8 +182,60 @@ FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o)
 
 FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 {
+    if (o->ev) fx_free(o->ev->ghost);
     fx_free(o->ev);
     o->ev = NULL;
+}
+
+/* ---- write-back (issue 16; replica.c does the copy) ---- */
+#define OEV_WB_GROUP_MAX 256u /* a larger group is never written back: dropped whole */
+
+/* Queues a write-back of the evictable members of m[0..mn) that have no copy; true when
+ * one is queued (or already running): the group waits for it. */
+static bool oev_wb_queue(fx_owner_t *o, owner_entry_t *const *m, size_t mn)
+{
+    owner_entry_t *v[OEV_WB_GROUP_MAX];
+    size_t k = 0;
+    bool inflight = false, none = false;
+    for (size_t i = 0; i < mn; i++) {
+        if (!m[i] || m[i]->retired || m[i]->evicting || m[i]->state != OE_COMMITTED) continue;
+        int st = fx_orepl_state(m[i]);
+        inflight |= st == OREPL_INFLIGHT;
+        none |= st == OREPL_NONE;
+        if (k == OEV_WB_GROUP_MAX) return false;
+        v[k++] = m[i];
+    }
+    if (inflight) return true;
+    return none && fx_orepl_enqueue(o, v, k, false);
+}
+
+/* Values colder than writeback_watermark x the hot capacity are written back whole
+ * (bounded by the replica queue); the walk stops at the watermark. */
+static void oev_writeback(fx_owner_t *o)
+{
+    oev_t *kv = o->ev;
+    uint64_t mark = (uint64_t)(o->cfg.writeback_watermark * (double)kv->hot_capacity);
+    if (kv->hot.bytes <= mark) return;
+    uint64_t over = kv->hot.bytes - mark, seen = 0, round = ++kv->round;
+    for (fx_evp_node_t *n = fx_evp_coldest(&kv->hot); n && seen < over && fx_orepl_room(o);
+         n = fx_evp_warmer(&kv->hot, n)) {
+        owner_entry_t *en = oev_entry_of(n);
+        seen += en->slot.slot_size;
+        oev_group_t *g = en->group;
+        if (g && g->round == round) continue;
+        if (g) g->round = round;
+        if (fx_orepl_state(en) != OREPL_NONE) continue;
+        owner_entry_t *one = en;
+        oev_wb_queue(o, g ? g->m : &one, g ? g->n : 1);
+    }
+}
+
+/* With write-back on, a group is evicted once recoverable (a complete copy on a replica
+ * target: the master keeps that one, single-copy demotion) or when no copy can be made
+ * (write-back failed, queue full: dropped). true: it waits for its write-back. */
+static bool oev_wb_wait(fx_owner_t *o, owner_entry_t *const *m, size_t mn)
+{
+    return o->cfg.writeback_watermark > 0 && oev_wb_queue(o, m, mn);
 }
 
 /* ---- hot tier ---- */
@@ -177,16 +243,32 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
-    fx_lru_insert(&kv->hot, &en->lru, en->slot.slot_size);
+    fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
     if (kv->hot.bytes > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
+    if (o->cfg.writeback_watermark > 0) oev_writeback(o);
 }
 
-FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en) { fx_lru_touch(&o->ev->hot, &en->lru); }
+FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
+{
+    fx_evp_touch(&o->ev->hot, &en->lru);
+    fx_orepl_touched(en); /* issue 16 */
+}
+
+FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_t n)
+{
+    oev_t *kv = o->ev;
+    if (kv->hot.kind == FX_EVICT_LRU) return; /* today's lru: admitted in order */
+    for (size_t i = n; i-- > 0;) {
+        owner_entry_t *en = members[i];
+        if (!fx_evp_linked(&en->lru)) continue;
+        fx_evp_insert_cold(&kv->hot, &en->lru, en->lru.weight, en->lru.key);
+    }
+}
 
 static void oev_forget(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
-    fx_lru_remove(&kv->hot, &en->lru);
+    fx_evp_remove(&kv->hot, &en->lru);
     oev_group_t *g = en->group;
     if (g) {
         g->m[en->group_idx] = NULL;
@@ -215,15 +297,46 @@ FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, siz
     if (!g->live) fx_free(g);
 }
 
-static void oev_grant_added(fx_owner_t *o, uint64_t slot_size)
+static void oev_grant_added(fx_owner_t *o, uint64_t slot_size) {}
+
+/* Why a claim gets NO_SPACE: the sizes the grants serve and what holds their slots. */
+static void oev_no_space_log(fx_owner_t *o, uint64_t value_len, size_t count, const char *why)
 {
     oev_t *kv = o->ev;
-    oev_class_t *c = oev_class(kv, slot_size);
-    if (!c && kv->n_classes < OEV_MAX_CLASSES) {
-        c = &kv->classes[kv->n_classes++];
-        *c = (oev_class_t){slot_size, 0};
+    uint64_t now = fx_now_ms();
+    if (kv->no_space_log_ms && now - kv->no_space_log_ms < 1000) return; /* one line a second */
+    kv->no_space_log_ms = now;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    fx_slot_pool_stats_t st;
+    fx_slot_pool_stats(pool, &st);
+    fx_u64v_t ids;
+    fx_oclaims_pool_grants(o, &ids);
+    char sizes[256];
+    size_t len = 0, shown = 0;
+    uint64_t seen[8];
+    sizes[0] = 0;
+    for (uint32_t i = 0; i < ids.n && shown < 8; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK) continue;
+        size_t k = 0, n = 0;
+        while (k < shown && seen[k] != g.slot_size) k++;
+        if (k < shown) continue;
+        seen[shown++] = g.slot_size;
+        for (uint32_t j = 0; j < ids.n; j++) {
+            fx_slot_grant_stats_t h;
+            n += fx_slot_pool_grant_stats(pool, ids.v[j], &h) == FLUXON_OK && h.slot_size == g.slot_size;
+        }
+        int w = snprintf(sizes + len, sizeof sizes - len, "%s%llux%zu", len ? " " : "",
+                         (unsigned long long)g.slot_size, n);
+        if (w > 0 && (size_t)w < sizeof sizes - len) len += (size_t)w;
     }
-    if (c) c->slots += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
+    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants); "
+            "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
+            "%llu committed",
+            count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),
+            (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "", (unsigned long long)st.holder_refs,
+            (unsigned long long)st.draining, (unsigned long long)st.prepared, (unsigned long long)st.pending,
+            (unsigned long long)st.committed);
 }
 
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
@@ -232,9 +345,21 @@ static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
     if (kv->closing || !fx_olink_conn(o)) return false;
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(fx_ostore_pool(o), &st);
-    if (st.grants < fx_oclaims_max(o) && !fx_oclaims_segment_full(o)) return false; /* a grant failed otherwise */
-    oev_class_t *c = oev_class(kv, fx_slot_size_for(value_len));
-    return c && count <= c->slots; /* a claim larger than its class could never complete */
+    uint64_t held = fx_oclaims_count(o);
+    if (held < fx_oclaims_max(o) && !fx_oclaims_segment_full(o)) return false; /* a grant failed otherwise */
+    uint64_t per = fx_slots_per_grant(o->cfg.grant_bytes, fx_slot_size_for(value_len));
+    uint64_t grants = FX_MAX(held, fx_oclaims_max(o));
+    if (count > per * grants) { /* could never complete, whatever is evicted */
+        kv->no_space_fast++;
+        oev_no_space_log(o, value_len, count, "more than every grant re-carved to this size holds");
+        return false;
+    }
+    if (kv->stuck_since_ms && fx_now_ms() - kv->stuck_since_ms >= OEV_STUCK_MS) {
+        kv->no_space_fast++;
+        oev_no_space_log(o, value_len, count, "nothing is evictable (every candidate is held)");
+        return false;
+    }
+    return true;
 }
 
 /* ---- rounds ---- */
@@ -271,7 +396,7 @@ static void oev_restore(fx_owner_t *o, owner_entry_t *en)
     oev_t *kv = o->ev;
     en->evicting = false;
     if (!fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
-    fx_lru_insert_cold(&kv->hot, &en->lru, en->slot.slot_size);
+    fx_evp_insert_cold(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
     kv->restored++;
 }
 
@@ -395,7 +520,7 @@ static void oev_on_delay(fx_reactor_t *r, fx_timer_t *t)
 
 static bool oev_evictable(const owner_entry_t *e)
 {
-    return e && !e->retired && !e->evicting && e->state == OE_COMMITTED && e->indexed && fx_lru_linked(&e->lru);
+    return e && !e->retired && !e->evicting && e->state == OE_COMMITTED && e->indexed && fx_evp_linked(&e->lru);
 }
 
 /* Sends ONE EVICT for the victims (already hidden); on failure restores them. */
@@ -449,76 +574,239 @@ static void oev_send(fx_owner_t *o, owner_entry_t **v, size_t n)
     oev_transmit(o, c);
 }
 
-/* One round: victims from the cold end, whole groups, until the demand is met. */
-static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, size_t nc, uint64_t excess)
+/* One round's decisions: the victims (hidden at the end), groups left hot, the demand. */
+typedef struct oev_round {
+    uint64_t round;
+    oev_vec_t victims, hot;
+    bool busy, nomem;
+    const uint64_t *sizes;
+    uint64_t *needs;
+    size_t nc;
+    uint64_t excess;
+} oev_round_t;
+
+/* Decides en's whole atomic group (A1): victims, or skipped as Busy when a reader pins a
+ * member (after OEV_BUSY_MAX rounds left hot). */
+static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
-    oev_vec_t victims = {0}, hot = {0};
-    uint64_t round = ++kv->round;
-    bool busy = false, nomem = false;
-    for (fx_lru_node_t *n = fx_lru_coldest(&kv->hot); n && !nomem; n = fx_lru_warmer(&kv->hot, n)) {
-        bool more = excess > 0;
-        for (size_t k = 0; k < nc; k++) more |= needs[k] > 0;
-        if (!more) break;
-        owner_entry_t *en = oev_entry_of(n);
-        oev_group_t *g = en->group;
-        if (g && g->round == round) continue; /* decided with another member */
-        if (g) g->round = round;
-        if (!excess) { /* only claims wait: only their classes help */
-            bool useful = false;
-            for (size_t k = 0; k < nc; k++) useful |= needs[k] > 0 && sizes[k] == en->slot.slot_size;
-            if (!useful) continue;
+    oev_group_t *g = en->group;
+    owner_entry_t *one = en, **m = g ? g->m : &one;
+    size_t mn = g ? g->n : 1, cnt = 0;
+    bool pinned = false;
+    for (size_t i = 0; i < mn; i++) {
+        if (!oev_evictable(m[i])) continue;
+        cnt++;
+        fx_slot_info_t info;
+        if (fx_slot_pool_inspect(fx_ostore_pool(o), &m[i]->slot, &info) != FLUXON_OK || info.holder_refs) pinned = true;
+    }
+    if (!cnt) return;
+    uint32_t *tries = g ? &g->busy_tries : &en->busy_tries;
+    if (pinned) { /* Busy: a reader holds a member; skip the group this round */
+        rd->busy = true;
+        kv->busy_retries++;
+        if (++*tries >= OEV_BUSY_MAX) { /* bounded: leave it hot */
+            *tries = 0;
+            kv->left_hot++;
+            for (size_t i = 0; i < mn; i++)
+                if (oev_evictable(m[i]) && !oev_vec_push(&rd->hot, m[i])) rd->nomem = true;
         }
-        owner_entry_t *one = en, **m = g ? g->m : &one;
-        size_t mn = g ? g->n : 1, cnt = 0;
-        bool pinned = false;
-        for (size_t i = 0; i < mn; i++) {
-            if (!oev_evictable(m[i])) continue;
-            cnt++;
-            fx_slot_info_t info;
-            if (fx_slot_pool_inspect(fx_ostore_pool(o), &m[i]->slot, &info) != FLUXON_OK || info.holder_refs) pinned = true;
-        }
-        if (!cnt) continue;
-        uint32_t *tries = g ? &g->busy_tries : &en->busy_tries;
-        if (pinned) { /* Busy: a reader holds a member; skip the group this round */
-            busy = true;
-            kv->busy_retries++;
-            if (++*tries >= OEV_BUSY_MAX) { /* bounded: leave it hot */
-                *tries = 0;
-                kv->left_hot++;
-                for (size_t i = 0; i < mn; i++)
-                    if (oev_evictable(m[i]) && !oev_vec_push(&hot, m[i])) nomem = true;
-            }
-            continue;
-        }
-        *tries = 0;
-        for (size_t i = 0; i < mn && !nomem; i++) {
-            owner_entry_t *e = m[i];
-            if (!oev_evictable(e)) continue;
-            if (!oev_vec_push(&victims, e)) {
-                nomem = true;
-                break;
-            }
-            e->evicting = true; /* decided: later members of the walk skip it */
-            for (size_t k = 0; k < nc; k++)
-                if (sizes[k] == e->slot.slot_size && needs[k]) {
-                    needs[k]--;
+        return;
+    }
+    *tries = 0;
+    bool wb_wait = oev_wb_wait(o, m, mn); /* issue 16: its copy is being made: counted as coming */
+    if (wb_wait) {
+        rd->busy = true;
+        kv->wb_waits++;
+    }
+    for (size_t i = 0; i < mn && !rd->nomem; i++) {
+        owner_entry_t *e = m[i];
+        if (!oev_evictable(e)) continue;
+        if (wb_wait) { /* not a victim yet: its bytes count against the demand */
+            for (size_t k = 0; k < rd->nc; k++)
+                if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
+                    rd->needs[k]--;
                     break;
                 }
-            excess -= FX_MIN(excess, e->slot.slot_size);
+            rd->excess -= FX_MIN(rd->excess, e->slot.slot_size);
+            continue;
+        }
+        if (!oev_vec_push(&rd->victims, e)) {
+            rd->nomem = true;
+            break;
+        }
+        e->evicting = true; /* decided: later members of the walk skip it */
+        fx_evp_evicted(&kv->hot, &e->lru);
+        for (size_t k = 0; k < rd->nc; k++)
+            if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
+                rd->needs[k]--;
+                break;
+            }
+        rd->excess -= FX_MIN(rd->excess, e->slot.slot_size);
+    }
+}
+
+/* Victims in the policy's order, whole groups, until the demand is met. A victim that
+ * cannot go now (another size than the waiting claims', pinned, decided with its group) is
+ * held aside and put back where it was at the end of the round; each value is looked at
+ * once per round. */
+static void oev_walk(fx_owner_t *o, oev_round_t *rd)
+{
+    oev_t *kv = o->ev;
+    oev_vec_t held = {0};
+    for (uint64_t budget = kv->hot.count; budget && !rd->nomem; budget--) {
+        bool more = rd->excess > 0;
+        for (size_t k = 0; k < rd->nc; k++) more |= rd->needs[k] > 0;
+        if (!more) break;
+        fx_evp_node_t *n = fx_evp_victim(&kv->hot);
+        if (!n) break;
+        owner_entry_t *en = oev_entry_of(n);
+        oev_group_t *g = en->group;
+        bool useful = rd->excess > 0;
+        for (size_t k = 0; k < rd->nc && !useful; k++) useful = rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
+        if (useful && !(g && g->round == rd->round)) {
+            if (g) g->round = rd->round;
+            oev_take(o, rd, en);
+        }
+        if (fx_evp_linked(n)) { /* not taken */
+            if (!oev_vec_push(&held, en)) {
+                rd->nomem = true;
+                break;
+            }
+            fx_evp_hold(&kv->hot, n);
         }
     }
-    for (size_t i = 0; i < hot.n; i++) fx_lru_touch(&kv->hot, &hot.v[i]->lru);
-    if (nomem) FX_WARN("eviction round: out of memory for its victim list");
-    for (size_t i = 0; i < victims.n; i++) { /* hidden: no new local pin can start */
-        owner_entry_t *e = victims.v[i];
-        fx_ostore_hide(o, e);
-        fx_lru_remove(&kv->hot, &e->lru);
+    for (size_t i = held.n; i-- > 0;) fx_evp_put_back(&kv->hot, &held.v[i]->lru);
+    fx_free(held.v);
+}
+
+/* Every committed value of the retiring grants goes (whole groups): they empty, and
+ * claims.c re-carves them for the sizes that wait. */
+static void oev_drain(fx_owner_t *o, oev_round_t *rd)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    fx_u64v_t ids;
+    fx_oclaims_pool_grants(o, &ids);
+    for (uint32_t i = 0; i < ids.n && !rd->nomem; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || !g.retiring || !g.committed) continue;
+        for (uint64_t k = 0; k < g.slots && !rd->nomem; k++) {
+            owner_entry_t *en = fx_ostore_at(o, g.offset + k * g.slot_size);
+            if (!oev_evictable(en)) continue;
+            if (en->group && en->group->round == rd->round) continue;
+            if (en->group) en->group->round = rd->round;
+            oev_take(o, rd, en);
+        }
     }
-    if (victims.n) oev_send(o, victims.v, victims.n);
-    fx_free(victims.v);
-    fx_free(hot.v);
-    return busy;
+}
+
+/* Slots of slot_size the master grants with retiring sub-grants will give once empty. */
+static uint64_t oev_retiring_slots(fx_owner_t *o, uint64_t slot_size)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    uint64_t n = 0, masters = fx_oclaims_count(o);
+    for (size_t m = 0; m < masters; m++) {
+        fx_u64v_t ids;
+        fx_oclaims_sub_grants(o, m, &ids);
+        bool retiring = false;
+        for (uint32_t i = 0; i < ids.n && !retiring; i++) {
+            fx_slot_grant_stats_t g;
+            retiring = fx_slot_pool_grant_stats(pool, ids.v[i], &g) == FLUXON_OK && g.retiring;
+        }
+        if (retiring) n += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
+    }
+    return n;
+}
+
+/* Recency and holds of one sub-grant's values: the hottest stamp; held: slots being
+ * written or pinned. */
+static void oev_grant_heat(fx_owner_t *o, const fx_slot_grant_stats_t *g, uint64_t *hottest, uint64_t *held)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    *held += g->prepared + g->pending;
+    for (uint64_t k = 0; k < g->slots && g->committed; k++) {
+        owner_entry_t *en = fx_ostore_at(o, g->offset + k * g->slot_size);
+        if (!en) continue;
+        fx_slot_info_t info;
+        if (fx_slot_pool_inspect(pool, &en->slot, &info) == FLUXON_OK && info.holder_refs) (*held)++;
+        if (oev_evictable(en)) *hottest = FX_MAX(*hottest, en->lru.stamp);
+    }
+}
+
+/* Retires the sub-grants (of sizes no claim waits for) of the master grant whose values
+ * are coldest (its hottest value is the least recent): they serve no new claim and are
+ * emptied by oev_drain, then carved again. Master grants with slots being written or
+ * pinned, or holding a waiting size, come last. Returns whether any was retired. */
+static bool oev_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t nc)
+{
+    oev_t *kv = o->ev;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    uint64_t masters = fx_oclaims_count(o), best_score = UINT64_MAX;
+    size_t best = SIZE_MAX;
+    for (size_t m = 0; m < masters; m++) {
+        fx_u64v_t ids;
+        fx_oclaims_sub_grants(o, m, &ids);
+        uint64_t hottest = 0, held = 0, candidates = 0;
+        bool wanted_here = false;
+        for (uint32_t i = 0; i < ids.n; i++) {
+            fx_slot_grant_stats_t g;
+            if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
+            bool wanted = false;
+            for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
+            wanted_here |= wanted;
+            if (wanted) continue;
+            candidates++;
+            oev_grant_heat(o, &g, &hottest, &held);
+        }
+        if (!candidates) continue;
+        uint64_t score = FX_MIN(hottest, (1ull << 48) - 1) + (held ? (1ull << 49) : 0) + (wanted_here ? (1ull << 48) : 0);
+        if (score < best_score) {
+            best_score = score;
+            best = m;
+        }
+    }
+    if (best == SIZE_MAX) return false;
+    fx_u64v_t ids;
+    fx_oclaims_sub_grants(o, best, &ids);
+    uint64_t retire[32];
+    size_t n = 0;
+    for (uint32_t i = 0; i < ids.n && n < 32; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
+        bool wanted = false;
+        for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
+        if (!wanted) retire[n++] = ids.v[i];
+    }
+    for (size_t i = 0; i < n; i++) fx_slot_pool_retire_grant(pool, retire[i], true);
+    kv->grants_retired++;
+    return n > 0;
+}
+
+/* One round: same-size victims coldest first; a size whose claims that cannot cover
+ * retires a grant of another size; retiring grants are emptied. Returns busy. */
+static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, size_t nc, uint64_t excess,
+                       bool *progress)
+{
+    oev_t *kv = o->ev;
+    oev_round_t rd = {.round = ++kv->round, .sizes = sizes, .needs = needs, .nc = nc, .excess = excess};
+    oev_walk(o, &rd);
+    bool retired = false;
+    for (size_t k = 0; k < nc && !retired; k++)
+        if (needs[k] > oev_retiring_slots(o, sizes[k])) retired = oev_retire_one(o, sizes, nc);
+    if (retired) fx_oclaims_pump(o); /* an idle grant re-carves at once */
+    oev_drain(o, &rd);
+    for (size_t i = 0; i < rd.hot.n; i++) fx_evp_skip(&kv->hot, &rd.hot.v[i]->lru);
+    if (rd.nomem) FX_WARN("eviction round: out of memory for its victim list");
+    for (size_t i = 0; i < rd.victims.n; i++) { /* hidden: no new local pin can start */
+        owner_entry_t *e = rd.victims.v[i];
+        fx_ostore_hide(o, e);
+        fx_evp_remove(&kv->hot, &e->lru);
+    }
+    *progress = rd.victims.n > 0 || retired;
+    if (rd.victims.n) oev_send(o, rd.victims.v, rd.victims.n);
+    fx_free(rd.victims.v);
+    fx_free(rd.hot.v);
+    return rd.busy;
 }
 
 static void oev_step(fx_owner_t *o)
@@ -538,7 +826,14 @@ static void oev_step(fx_owner_t *o)
         want |= needs[k] > 0;
     }
     uint64_t excess = kv->hot.bytes > kv->hot_capacity ? kv->hot.bytes - kv->hot_capacity : 0;
-    if ((want || excess) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess);
+    bool progress = false;
+    if ((want || excess) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess, &progress);
+    /* claims wait, nothing was chosen and nothing is on its way: everything left is held */
+    if (want && !progress && !kv->cohorts) {
+        if (!kv->stuck_since_ms) kv->stuck_since_ms = FX_MAX(fx_now_ms(), 1ull);
+    } else {
+        kv->stuck_since_ms = 0;
+    }
     kv->backoff_ms = busy ? FX_MIN(kv->backoff_ms * 2, OEV_BACKOFF_MAX_MS) : 1;
     if (busy) oev_tick_arm(o, kv->backoff_ms);
     else if (fx_oclaims_waiting(o)) oev_tick_arm(o, OEV_TICK_MS);
@@ -546,20 +841,30 @@ static void oev_step(fx_owner_t *o)
 }
 
 /* ---- stats ---- */
-FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oev_t *kv = o->ev;
-    fx_jbuf_printf(j,
-                   "\"hot_bytes\":%llu,\"hot_values\":%llu,\"hot_capacity_bytes\":%llu,\"evictions\":%llu,"
-                   "\"evicted_bytes\":%llu,\"cohorts\":%llu,\"busy_retries\":%llu,\"left_hot\":%llu,"
-                   "\"restored\":%llu,\"selected_bytes\":%llu,\"eviction_debt\":%llu,\"evict_stale\":%llu,"
-                   "\"evict_resends\":%llu",
-                   (unsigned long long)kv->hot.bytes, (unsigned long long)kv->hot.count,
-                   (unsigned long long)kv->hot_capacity, (unsigned long long)kv->evictions,
-                   (unsigned long long)kv->evicted_bytes, (unsigned long long)kv->n_cohorts,
-                   (unsigned long long)kv->busy_retries, (unsigned long long)kv->left_hot,
-                   (unsigned long long)kv->restored, (unsigned long long)kv->selected_bytes,
-                   (unsigned long long)kv->debt, (unsigned long long)kv->stale, (unsigned long long)kv->resends);
+    m->hot_bytes = kv->hot.bytes;
+    m->hot_values = kv->hot.count;
+    m->hot_capacity_bytes = kv->hot_capacity;
+    m->evictions = kv->evictions;
+    m->evicted_bytes = kv->evicted_bytes;
+    m->cohorts = kv->n_cohorts;
+    m->busy_retries = kv->busy_retries;
+    m->left_hot = kv->left_hot;
+    m->restored = kv->restored;
+    m->selected_bytes = kv->selected_bytes;
+    m->eviction_debt = kv->debt;
+    m->evict_stale = kv->stale;
+    m->evict_resends = kv->resends;
+    m->grants_retired = kv->grants_retired;
+    m->claims_no_space_fast = kv->no_space_fast;
+    m->eviction_policy_lru = kv->hot.kind == FX_EVICT_LRU;
+    m->eviction_policy_s3fifo = kv->hot.kind == FX_EVICT_S3FIFO;
+    m->eviction_policy_slru = kv->hot.kind == FX_EVICT_SLRU;
+    m->policy_promotions = kv->hot.promotions;
+    m->policy_ghost_hits = kv->hot.ghost_hits;
+    m->evict_writeback_waits = kv->wb_waits; /* issue 16 */
 }
 
 #undef OEV_BUSY_MAX
@@ -567,3 +872,5 @@ FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j)
 #undef OEV_RETRY_MS
 #undef OEV_RESEND_MAX_MS
 #undef OEV_BACKOFF_MAX_MS
+#undef OEV_MAX_CLASSES
+#undef OEV_STUCK_MS

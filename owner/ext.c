@@ -14,6 +14,7 @@ typedef struct oext_state {
     owner_ext_t *exts;
     size_t n_exts;
     uint64_t requests, errors;
+    fx_reply_counts_t replies; /* every external connection counts its replies here */
 } oext_state_t;
 
 static void oext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
@@ -113,6 +114,7 @@ static void oext_on_accept(void *arg, int fd)
     }
     e->o = o;
     e->conn = fx_conn_new(o->r, fd, &oext_ops, e, o->cfg.max_frame_bytes, "new external");
+    if (e->conn) fx_conn_count_replies(e->conn, &o->ext->replies);
     if (!e->conn) {
         fx_free(e);
         return;
@@ -161,9 +163,12 @@ FX_INTERNAL void fx_oext_fini(fx_owner_t *o)
     o->ext = NULL;
 }
 
-FX_INTERNAL void fx_oext_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oext_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oext_state_t *x = o->ext;
-    fx_jbuf_printf(j, "\"externals\":%zu,\"requests\":%llu,\"errors\":%llu", x->n_exts,
-                   (unsigned long long)x->requests, (unsigned long long)x->errors);
+    m->externals = x->n_exts;
+    m->requests = x->requests;
+    m->errors = x->errors;
 }
+
+FX_INTERNAL const fx_reply_counts_t *fx_oext_replies(fx_owner_t *o) { return &o->ext->replies; }

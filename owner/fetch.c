@@ -21,6 +21,7 @@ typedef struct ofetch {
     struct ofetch_gd *waiting; /* GET_DONEs scheduled to be (re)sent */
     uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
         temp_copies, reuse_hits, self_copies, get_done_resends;
+    fx_hist_t fetch_latency, transfer_latency;
 } ofetch_t;
 
 typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
@@ -36,6 +37,7 @@ typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
     uint32_t *src_addr_len, *src_rkey_len;
     size_t xfers_pending;
     uint64_t deadline_ms; /* claims and transfers end by then (below the caller's wait) */
+    uint64_t t0_ns;       /* the fetch started (fx_now_ns) */
 } ofetch_batch_t;
 
 typedef struct ofetch_xfer {
@@ -45,6 +47,7 @@ typedef struct ofetch_xfer {
     size_t n;
     owner_oget_t **og;
     fx_ucx_range_t *ranges;
+    uint64_t t0_ns; /* the transfer started (fx_now_ns) */
 } ofetch_xfer_t;
 
 static void ofetch_batch_free(ofetch_batch_t *f)
@@ -66,7 +69,9 @@ static void ofetch_batch_free(ofetch_batch_t *f)
 
 static void ofetch_batch_done_if_idle(ofetch_batch_t *f)
 {
-    if (f->claims_pending == 0 && f->xfers_pending == 0) ofetch_batch_free(f);
+    if (f->claims_pending || f->xfers_pending) return;
+    fx_hist_observe(&f->o->fetch->fetch_latency, fx_now_ns() - f->t0_ns);
+    ofetch_batch_free(f);
 }
 
 /* A finished copy waits for the master's word before anyone reads it: GET_DONE is
@@ -268,6 +273,7 @@ static void ofetch_on_xfer(void *arg, int status)
     fx_owner_t *o = f->o;
     if (x->inject_failure && status == FLUXON_OK) status = FLUXON_ERR_INTERNAL;
     ofetch_t *kv = o->fetch;
+    fx_hist_observe(&kv->transfer_latency, fx_now_ns() - x->t0_ns);
     size_t n = x->n, m = 0;
     ofetch_getdone_ctx_t *c = fx_calloc(1, sizeof *c);
     fx_str_t *keys = fx_calloc(n, sizeof *keys);
@@ -371,6 +377,7 @@ static void ofetch_batch_transfer(ofetch_batch_t *f)
         }
         int rc = FLUXON_ERR_NOMEM;
         if (x && x->og && x->ranges) {
+            x->t0_ns = fx_now_ns();
             x->f = f;
             x->src = s;
             for (size_t k = 0; k < f->n; k++) {
@@ -430,6 +437,17 @@ typedef struct ofetch_claim_ctx {
     ofetch_batch_t *f;
     owner_oget_t *og;
 } ofetch_claim_ctx_t;
+
+/* A value too large for any slot of this owner: the miss (NO_SPACE) is logged with the
+ * value's size, the limit and the field that sets it. */
+static void ofetch_warn_size(fx_owner_t *o, const owner_oget_t *og, uint64_t value_len)
+{
+    if (value_len <= o->cfg.grant_bytes) return;
+    FX_WARN("get of %.*s: the value is %llu bytes, larger than this owner's reserve.grant_bytes %llu: no slot "
+            "here can hold a copy (FLUXON_ERR_NO_SPACE); read it through an owner with larger grants",
+            (int)FX_MIN(og->klen, 200u), og->key, (unsigned long long)value_len,
+            (unsigned long long)o->cfg.grant_bytes);
+}
 
 static void ofetch_on_claim(fx_owner_t *o, void *arg, size_t got)
 {
@@ -514,6 +532,7 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
                       : status != FLUXON_OK ? status : !shape_ok ? FLUXON_ERR_PROTOCOL
                       : (int)(int64_t)a.statuses.v[k] != FLUXON_OK ? (int)(int64_t)a.statuses.v[k]
                                                                    : FLUXON_ERR_NO_SPACE; /* too big for a slot here */
+            if (og->why == FLUXON_ERR_NO_SPACE && shape_ok) ofetch_warn_size(o, og, a.value_lens.v[k]);
             o->fetch->done(o, og, NULL);
             continue;
         }
@@ -536,6 +555,7 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
         }
         *c = (ofetch_claim_ctx_t){f, og};
         f->claims_pending++;
+        ofetch_warn_size(o, og, og->value_len); /* the claim fails: say why, with the numbers */
         fx_oclaim(o, og->value_len, 1, &og->slot, f->deadline_ms, ofetch_on_claim, c);
     }
     if (--f->claims_pending == 0) ofetch_batch_transfer(f);
@@ -553,14 +573,16 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
         return;
     }
     f->o = o;
+    f->t0_ns = fx_now_ns();
     f->og = ogs;
     f->n = n;
     f->deadline_ms = fx_oclaim_deadline(o, caller_timeout_ms);
     fx_str_t *lk = fx_calloc(n, sizeof *lk);
     fx_conn_t *mc = fx_olink_conn(o);
     int rc = FLUXON_ERR_UNAVAILABLE;
-    if (fx_olink_owners_alive(o) == 1 && mc) {
-        /* the only live owner: a key missing here is held nowhere, skip the master */
+    if (fx_olink_alone(o) && mc) {
+        /* the only owner the cluster ever had: a key missing here is held nowhere, skip the
+         * master (never once another owner lived: it may have placed values here) */
         s->lookups_skipped++;
         rc = FLUXON_ERR_NOT_FOUND;
     } else if (lk && mc) {
@@ -597,19 +619,23 @@ FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o)
     o->fetch = NULL;
 }
 
-FX_INTERNAL void fx_ofetch_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     ofetch_t *s = o->fetch;
-    fx_jbuf_printf(j,
-                   "\"lookup_batches\":%llu,\"lookups_skipped\":%llu,\"transfers\":%llu,\"transfer_keys\":%llu,"
-                   "\"transfer_bytes\":%llu,\"remote_hits\":%llu,\"get_done_stale\":%llu,\"temp_copies\":%llu,"
-                   "\"reuse_hits\":%llu,\"self_copies\":%llu,\"get_done_resends\":%llu",
-                   (unsigned long long)s->lookup_batches, (unsigned long long)s->lookups_skipped,
-                   (unsigned long long)s->transfers, (unsigned long long)s->transfer_keys,
-                   (unsigned long long)s->transfer_bytes, (unsigned long long)s->remote_hits,
-                   (unsigned long long)s->get_done_stale, (unsigned long long)s->temp_copies,
-                   (unsigned long long)s->reuse_hits, (unsigned long long)s->self_copies,
-                   (unsigned long long)s->get_done_resends);
+    m->lookup_batches = s->lookup_batches;
+    m->lookups_skipped = s->lookups_skipped;
+    m->transfers = s->transfers;
+    m->transfer_keys = s->transfer_keys;
+    m->transfer_bytes = s->transfer_bytes;
+    m->remote_hits = s->remote_hits;
+    m->cpu_hits = 0; /* no CPU (remote_cache) owner serves fetches yet */
+    m->get_done_stale = s->get_done_stale;
+    m->temp_copies = s->temp_copies;
+    m->reuse_hits = s->reuse_hits;
+    m->self_copies = s->self_copies;
+    m->get_done_resends = s->get_done_resends;
+    m->fetch_latency = s->fetch_latency;
+    m->transfer_latency = s->transfer_latency;
 }
 
 #undef OFETCH_RESEND_MS

@@ -30,6 +30,7 @@ typedef struct owner_getb {
     int8_t *res; /* 0 pending, 1 hit, < 0 miss (oget_miss_code: the reason) */
     uint64_t *holder_ids, *offsets, *lens;
     size_t pending;
+    uint64_t t0_ns; /* get_start arrived (fx_now_ns), for the latency histogram */
 } owner_getb_t;
 
 typedef struct oget_waiter {
@@ -50,6 +51,10 @@ typedef struct oget_state {
     fx_hmap_t *gets;    /* key -> owner_oget_t (one in-flight get per key, G6) */
     fx_hmap_t *handles; /* u64 id -> owner_handle_t */
     uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened;
+    uint64_t joined_hits, leader_hits, prefix_raw_keys, prefix_transferable_keys;
+    uint64_t miss_reason[6]; /* by -res[] code - 1 (oget_why_status order) */
+    uint64_t get_value_bytes; /* value bytes of the transferable prefixes answered */
+    fx_hist_t get_start_latency;
 } oget_state_t;
 
 /* A miss reason as a res[] code and back: the caller of fluxon_get learns whether the key
@@ -109,6 +114,7 @@ static void oget_complete(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en)
     for (size_t k = 0; k < og->nw; k++) {
         owner_getb_t *b = og->w[k].b;
         if (en) oget_set_hit(b, og->w[k].i, en);
+        if (en && b->res[og->w[k].i] == 1) (*(k ? &o->get->joined_hits : &o->get->leader_hits))++; /* w[0] led */
         else b->res[og->w[k].i] = oget_miss_code(og->why);
         if (--b->pending == 0) oget_batch_finalize(b);
     }
@@ -202,7 +208,11 @@ static void oget_batch_finalize(owner_getb_t *b)
     fx_owner_t *o = b->o;
     size_t n = b->n;
     oget_prefix_t x = oget_prefix(b);
-    for (size_t i = 0; i < n; i++) o->get->misses += b->res[i] != 1;
+    for (size_t i = 0; i < n; i++) {
+        if (b->res[i] == 1) continue;
+        o->get->misses++;
+        if (b->res[i] < 0 && -b->res[i] <= 6) o->get->miss_reason[-b->res[i] - 1]++;
+    }
     bool open = fx_conn_is_open(b->conn) && b->ext;
     /* G5: everything past transferable_len goes now */
     for (size_t i = open ? x.transferable : 0; i < n; i++)
@@ -220,6 +230,10 @@ static void oget_batch_finalize(owner_getb_t *b)
         return;
     }
     size_t raw = x.raw, tl = x.transferable;
+    o->get->prefix_raw_keys += raw;
+    o->get->prefix_transferable_keys += tl;
+    for (size_t i = 0; i < tl; i++) o->get->get_value_bytes += b->lens[i];
+    fx_hist_observe(&o->get->get_start_latency, fx_now_ns() - b->t0_ns);
     int miss = raw < n && b->res[raw] < 0 ? oget_why_status[-b->res[raw]] : 0;
     fx_body_get_start_ack_t ack = {hid, raw, tl, x.groups, raw < n ? (int64_t)raw : -1, x.first_miss_group,
                                    x.all_hit, {b->offsets, (uint32_t)tl}, {b->lens, (uint32_t)tl},
@@ -240,6 +254,7 @@ static owner_getb_t *oget_batch_new(fx_owner_t *o, owner_ext_t *e, const fx_fram
     b->conn = e->conn;
     fx_conn_ref(e->conn);
     b->req_id = h->req_id;
+    b->t0_ns = fx_now_ns();
     b->n = n;
     b->best_effort = g->best_effort;
     b->n_groups = g->group_lens.n;
@@ -446,14 +461,28 @@ FX_INTERNAL void fx_oget_fini(fx_owner_t *o)
     fx_ofetch_fini(o);
 }
 
-FX_INTERNAL void fx_oget_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oget_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oget_state_t *s = o->get;
-    fx_jbuf_printf(j,
-                   "\"handles_open\":%zu,\"gets_inflight\":%zu,\"get_batches\":%llu,\"get_keys\":%llu,"
-                   "\"local_hits\":%llu,\"joined\":%llu,\"leaders\":%llu,\"misses\":%llu,\"handles_opened\":%llu",
-                   fx_hmap_count(s->handles), fx_hmap_count(s->gets), (unsigned long long)s->get_batches,
-                   (unsigned long long)s->get_keys, (unsigned long long)s->local_hits, (unsigned long long)s->joined,
-                   (unsigned long long)s->leaders, (unsigned long long)s->misses,
-                   (unsigned long long)s->handles_opened);
+    m->handles_open = fx_hmap_count(s->handles);
+    m->gets_inflight = fx_hmap_count(s->gets);
+    m->get_batches = s->get_batches;
+    m->get_keys = s->get_keys;
+    m->local_hits = s->local_hits;
+    m->joined_hits = s->joined_hits;
+    m->leader_hits = s->leader_hits;
+    m->joined = s->joined;
+    m->leaders = s->leaders;
+    m->misses = s->misses;
+    m->miss_not_found = s->miss_reason[0];
+    m->miss_unavailable = s->miss_reason[1];
+    m->miss_no_space = s->miss_reason[2];
+    m->miss_timeout = s->miss_reason[3];
+    m->miss_nomem = s->miss_reason[4];
+    m->miss_internal = s->miss_reason[5];
+    m->prefix_raw_keys = s->prefix_raw_keys;
+    m->prefix_transferable_keys = s->prefix_transferable_keys;
+    m->handles_opened = s->handles_opened;
+    m->get_value_bytes = s->get_value_bytes;
+    m->get_start_latency = s->get_start_latency;
 }

@@ -24,7 +24,10 @@ typedef struct olink {
     uint32_t backoff_ms;
     uint64_t master_generation;
     uint32_t reconnects;
+    uint64_t waiting_since_ns, waiting_logged_ns; /* unreachable master: since when, last log */
+    bool refused_final; /* AUTH/BUSY before the start: the start failed, no reconnect */
     int64_t owners_alive;
+    bool others_seen; /* another live owner was announced once: it may have placed values here */
     uint64_t forwarded, heartbeats_sent, heartbeat_failures;
 } olink_t;
 
@@ -87,7 +90,10 @@ static void olink_refused(olink_t *l, const char *what, int status, const fx_fra
     if (h && fx_body_error_decode(body, h->body_len, &e, arena) == FLUXON_OK) fx_str_copy(e.message, msg, sizeof msg);
     if (!l->started || l->reconnects++ % 10 == 0)
         FX_ERROR("master refused %s: %s%s%s", what, fluxon_status_string(status), msg[0] ? ": " : "", msg);
-    if (status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY) olink_started(l, status);
+    if ((status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY) && !l->started) {
+        l->refused_final = true; /* the start fails with this status: one message, no "reconnecting" */
+        olink_started(l, status);
+    }
     if (l->mconn) fx_conn_close(l->mconn, status);
 }
 
@@ -135,6 +141,24 @@ static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *
         fx_conn_close(l->mconn, FLUXON_ERR_UNAVAILABLE);
 }
 
+/* The master cannot be reached: said at the first failure, then every 5 s with the time
+ * waited so far (the owner waits like a daemon; fluxon_node_start bounds the wait). */
+static void olink_log_waiting(olink_t *l, const char *why)
+{
+    fx_owner_t *o = l->o;
+    uint64_t now = fx_now_ns();
+    l->reconnects++;
+    if (!l->waiting_since_ns) {
+        l->waiting_since_ns = l->waiting_logged_ns = now;
+        FX_WARN("waiting for master %s:%u (%s); %s, retrying with backoff up to 2 s", o->cfg.master_host,
+                o->cfg.master_port, why, l->started ? "serving local hits meanwhile" : "not registered yet");
+    } else if (now - l->waiting_logged_ns >= 5000000000ull) {
+        l->waiting_logged_ns = now;
+        FX_WARN("still waiting for master %s:%u after %.0f s (%s)", o->cfg.master_host, o->cfg.master_port,
+                (double)(now - l->waiting_since_ns) / 1e9, why);
+    }
+}
+
 static void olink_on_connect(fx_connect_op_t *op, int res)
 {
     olink_t *l = op->arg;
@@ -148,12 +172,11 @@ static void olink_on_connect(fx_connect_op_t *op, int res)
     }
     if (res < 0) {
         close(fd);
-        if (l->reconnects++ % 10 == 0)
-            FX_WARN("cannot reach master %s:%u: %s; retrying", o->cfg.master_host, o->cfg.master_port,
-                    strerror(res == -ECANCELED ? ETIMEDOUT : -res));
+        olink_log_waiting(l, strerror(res == -ECANCELED ? ETIMEDOUT : -res));
         olink_schedule_reconnect(l);
         return;
     }
+    l->waiting_since_ns = 0;
     char desc[96];
     snprintf(desc, sizeof desc, "master %s:%u", o->cfg.master_host, o->cfg.master_port);
     l->mconn = fx_conn_new(o->r, fd, &olink_ops, l, o->cfg.max_frame_bytes, desc);
@@ -196,7 +219,7 @@ static void olink_on_close(fx_conn_t *c, int status)
     bool was_ready = l->mstate >= OM_HELLO;
     l->mconn = NULL;
     fx_timer_disarm(l->o->r, &l->heartbeat_timer);
-    if (l->o->shutting_down) return;
+    if (l->o->shutting_down || l->refused_final) return;
     l->owners_alive = -1; /* unknown until the master tells again */
     l->hooks.lost(l->o);
     if (was_ready) FX_WARN("lost the master connection (%s); reconnecting", fluxon_status_string(status));
@@ -210,6 +233,7 @@ static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uin
         fx_body_count_t b;
         fx_body_count_decode(body, h->body_len, &b, arena);
         l->owners_alive = (int64_t)b.count;
+        if (b.count > 1) l->others_seen = true;
         return;
     }
     if (l->hooks.request(l->o, h, body, arena)) return;
@@ -315,13 +339,18 @@ FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o)
 
 FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o) { return o->link->owners_alive; }
 
-FX_INTERNAL void fx_olink_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+/* True only while this owner is the only one alive AND no other owner was ever announced
+ * to it: another owner's puts may have been placed in this segment (served without their
+ * keys being known here), so once one was seen a local miss proves nothing. */
+FX_INTERNAL bool fx_olink_alone(fx_owner_t *o) { return o->link->owners_alive == 1 && !o->link->others_seen; }
+
+FX_INTERNAL void fx_olink_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     olink_t *l = o->link;
-    fx_jbuf_printf(j,
-                   "\"master_connected\":%s,\"master_generation\":%llu,\"forwarded\":%llu,"
-                   "\"heartbeats_sent\":%llu,\"heartbeat_failures\":%llu,\"owners_alive\":%lld",
-                   l->mstate == OM_READY ? "true" : "false", (unsigned long long)l->master_generation,
-                   (unsigned long long)l->forwarded, (unsigned long long)l->heartbeats_sent,
-                   (unsigned long long)l->heartbeat_failures, (long long)l->owners_alive);
+    m->master_connected = l->mstate == OM_READY;
+    m->master_generation = l->master_generation;
+    m->forwarded = l->forwarded;
+    m->heartbeats_sent = l->heartbeats_sent;
+    m->heartbeat_failures = l->heartbeat_failures;
+    m->owners_alive = l->owners_alive;
 }

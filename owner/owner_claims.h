@@ -43,10 +43,16 @@ FX_INTERNAL bool fx_oclaims_segment_full(fx_owner_t *o);
 FX_INTERNAL void fx_oclaims_pump(fx_owner_t *o);
 /* Slots still missing per class over the queued claims: sizes[i], needs[i] for i < return. */
 FX_INTERNAL size_t fx_oclaims_deficit(fx_owner_t *o, uint64_t *sizes, uint64_t *needs, size_t cap);
-/* every grant held (REGISTER tells a new master) */
+/* master grants held */
+FX_INTERNAL uint64_t fx_oclaims_count(fx_owner_t *o);
+/* the slot pool's grants: sub-grants carved from the master grants (valid until the next
+ * call into claims); _sub_grants: those of master grant i (as fx_oclaims_grants orders them) */
+FX_INTERNAL void fx_oclaims_pool_grants(fx_owner_t *o, fx_u64v_t *ids);
+FX_INTERNAL void fx_oclaims_sub_grants(fx_owner_t *o, size_t i, fx_u64v_t *ids);
+/* every master grant held (REGISTER tells a new master) */
 FX_INTERNAL void fx_oclaims_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *offsets);
 FX_INTERNAL void fx_oclaims_master_ready(fx_owner_t *o); /* prewarm, ask for waiting claims */
 FX_INTERNAL void fx_oclaims_master_lost(fx_owner_t *o);
-FX_INTERNAL void fx_oclaims_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_oclaims_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

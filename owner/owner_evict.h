@@ -12,10 +12,13 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o);     /* after the store is gone */
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en);
 /* the committed members of one atomic group of a published plan (n >= 2) */
 FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, size_t n);
+/* the last atomic group of a put batch of two groups or more (a chain's tail,
+ * prefix-aware): admitted as the first victims (not for lru) */
+FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_t n);
 /* something changed that may let eviction or a waiting claim progress */
 FX_INTERNAL void fx_oev_kick(fx_owner_t *o);
+FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m);
 /* How many values the atomic group en was published in had (1: alone). */
 FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en);
-FX_INTERNAL void fx_oev_stats_json(fx_owner_t *o, fx_jbuf_t *j);
 
 #endif

@@ -16,6 +16,8 @@ typedef struct fx_oext_hooks {
 FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks); /* listens on socket_path */
 FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o); /* stops accepting, closes every external */
 FX_INTERNAL void fx_oext_fini(fx_owner_t *o);
-FX_INTERNAL void fx_oext_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_oext_metrics(fx_owner_t *o, fx_ometrics_t *m);
+/* Replies to externals by (message type, status) since the owner started. */
+FX_INTERNAL const fx_reply_counts_t *fx_oext_replies(fx_owner_t *o);
 
 #endif

@@ -34,6 +34,6 @@ FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o);
  * and transfers end below 9/10 of it, so a slow source owner costs the caller a miss
  * (TIMEOUT), not its own timeout. */
 FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, uint32_t caller_timeout_ms);
-FX_INTERNAL void fx_ofetch_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

@@ -15,6 +15,6 @@ FX_INTERNAL void fx_oget_consume(fx_owner_t *o, owner_ext_t *e, const fx_frame_h
 FX_INTERNAL void fx_oget_exists(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
                                 fx_arena_t *arena);
 FX_INTERNAL void fx_oget_ext_closed(fx_owner_t *o, owner_ext_t *e); /* its handles release their pins */
-FX_INTERNAL void fx_oget_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_oget_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

@@ -10,9 +10,11 @@
 #ifndef FX_OWNER_INT_H
 #define FX_OWNER_INT_H
 
+#include <pthread.h>
 #include <string.h>
 
 #include "owner.h"
+#include "owner_metrics.h"
 #include "segment.h"
 
 /* One external client connected on the owner's unix socket (ext.c). */
@@ -45,12 +47,16 @@ struct fx_owner {
     struct oput *put;        /* put.c */
     struct ofetch *fetch;    /* fetch.c */
     struct oget_state *get;  /* get.c */
+    struct orepl *repl;      /* replica.c (issue 16) */
     struct orepub *repub;    /* republish.c */
     /* owner.c */
     struct owner_held *held; /* test fault delay_request: externals' requests held back */
     fx_ready_fn ready;
     void *ready_arg;
     bool ready_sent;
+    pthread_t prefault_thread; /* faults the segment in while the owner registers */
+    bool prefault_running;
+    int prefault_stop; /* atomic: set at destroy */
 };
 
 /* Test-only (config "test": fault `kind` of message msg): true when it applies now

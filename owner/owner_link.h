@@ -26,8 +26,10 @@ FX_INTERNAL void fx_olink_fini(fx_owner_t *o);
 FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o);
 /* Owners alive as the master last said (CLUSTER_INFO); -1 unknown. */
 FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o);
+/* The only owner there ever was (with this owner): a local miss is a miss everywhere. */
+FX_INTERNAL bool fx_olink_alone(fx_owner_t *o);
 /* Forwards an external's request to the master and relays the answer. */
 FX_INTERNAL void fx_olink_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body);
-FX_INTERNAL void fx_olink_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_olink_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

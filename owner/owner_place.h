@@ -31,6 +31,6 @@ FX_INTERNAL void fx_oplace_plan_free(owner_plan_t *p);
 /* The master connection went away: placements made before are never pushed (a new
  * master does not know their ranges); their plans publish locally. */
 FX_INTERNAL void fx_oplace_master_lost(fx_owner_t *o);
-FX_INTERNAL void fx_oplace_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_oplace_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

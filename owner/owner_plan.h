@@ -48,6 +48,9 @@ typedef struct owner_plan {
     uint8_t *inline_value;    /* PUT_INLINE: the bytes to stage (freed once copied); */
     bool is_inline;           /* the answer to req_id is the publish outcome */
     owner_placement_t place;  /* place.c */
+    uint64_t t0_ns;           /* put_start arrived, then commit arrived (fx_now_ns): latency histograms */
+    uint8_t *repl_mask;       /* n entries: key i gets an eager replica task (make_replica_task and
+                               * its mask, not write_through); NULL: none (issue 16) */
 } owner_plan_t;
 
 #endif

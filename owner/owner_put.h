@@ -17,6 +17,6 @@ FX_INTERNAL void fx_oput_abort(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
                                fx_arena_t *arena);
 FX_INTERNAL void fx_oput_ext_closed(fx_owner_t *o, owner_ext_t *e); /* its uncommitted plans go */
 FX_INTERNAL void fx_oput_master_ready(fx_owner_t *o);               /* retries uncertain publishes */
-FX_INTERNAL void fx_oput_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_oput_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

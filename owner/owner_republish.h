@@ -21,6 +21,6 @@ FX_INTERNAL void fx_orepub_lost(fx_owner_t *o);
  * be re-published). INVALIDATE: the ranges it names are no longer routed. */
 FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
 FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
-FX_INTERNAL void fx_orepub_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_orepub_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

@@ -6,7 +6,7 @@
 #define FX_OWNER_STORE_H
 
 #include "jsonbuf.h"
-#include "lru.h"
+#include "evict_policy.h"
 #include "owner_int.h"
 #include "slot_pool.h"
 
@@ -30,7 +30,8 @@ typedef struct owner_entry {
     uint32_t busy_tries;     /* eviction rounds that found it (alone) pinned */
     uint32_t group_idx;      /* index in group->m */
     struct oev_group *group; /* the atomic group it was published in; NULL = alone */
-    fx_lru_node_t lru;       /* hot tier: linked while COMMITTED and not evicting */
+    fx_evp_node_t lru;       /* hot tier (eviction policy): linked while COMMITTED and not evicting */
+    uint8_t repl;            /* replica.c: OREPL_* (issue 16) */
 } owner_entry_t;
 enum { OE_PENDING = 1, OE_COMMITTED = 2 };
 
@@ -77,6 +78,6 @@ FX_INTERNAL void fx_ostore_holder_release(fx_owner_t *o, owner_holder_t *h);
 FX_INTERNAL int fx_ostore_holder_release_id(fx_owner_t *o, owner_ext_t *e, uint64_t id);
 FX_INTERNAL void fx_ostore_ext_closed(fx_owner_t *o, owner_ext_t *e); /* releases e's holders */
 
-FX_INTERNAL void fx_ostore_stats_json(fx_owner_t *o, fx_jbuf_t *j);
+FX_INTERNAL void fx_ostore_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

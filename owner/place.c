@@ -22,6 +22,7 @@ typedef struct oplace {
     uint64_t place_requests, placed_remote, placed_local, place_fallbacks, pushed_keys, pushed_bytes, revokes_sent;
     uint64_t link_epoch; /* master connections lost so far (fx_oplace_master_lost) */
     uint64_t push_master_lost;
+    fx_hist_t push_latency;
 } oplace_t;
 
 typedef struct oplace_ctx {
@@ -191,6 +192,7 @@ typedef struct oplace_push {
     fx_ucx_range_t *ranges;
     size_t n;
     bool inject_failure;
+    uint64_t t0_ns; /* the push started (fx_now_ns) */
 } oplace_push_t;
 
 static void oplace_on_pushed(void *arg, int status)
@@ -199,6 +201,7 @@ static void oplace_on_pushed(void *arg, int status)
     fx_owner_t *o = x->c->o;
     oplace_t *kv = o->place;
     if (x->inject_failure && status == FLUXON_OK) status = FLUXON_ERR_INTERNAL;
+    fx_hist_observe(&kv->push_latency, fx_now_ns() - x->t0_ns);
     size_t n = x->n;
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++) bytes += x->ranges[i].len;
@@ -252,6 +255,7 @@ FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
     oplace_push_t *x = fx_calloc(1, sizeof *x);
     int rc = FLUXON_ERR_NOMEM;
     if (x) {
+        x->t0_ns = fx_now_ns();
         x->c = fx_malloc(sizeof *x->c);
         x->ranges = fx_calloc(m, sizeof *x->ranges);
     }
@@ -290,14 +294,16 @@ FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
 
 FX_INTERNAL void fx_oplace_master_lost(fx_owner_t *o) { o->place->link_epoch++; }
 
-FX_INTERNAL void fx_oplace_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oplace_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oplace_t *kv = o->place;
-    fx_jbuf_printf(j,
-                   "\"place_requests\":%llu,\"placed_remote\":%llu,\"placed_local\":%llu,\"place_fallbacks\":%llu,"
-                   "\"pushed_keys\":%llu,\"pushed_bytes\":%llu,\"revokes_sent\":%llu,\"push_master_lost\":%llu",
-                   (unsigned long long)kv->place_requests, (unsigned long long)kv->placed_remote,
-                   (unsigned long long)kv->placed_local, (unsigned long long)kv->place_fallbacks,
-                   (unsigned long long)kv->pushed_keys, (unsigned long long)kv->pushed_bytes,
-                   (unsigned long long)kv->revokes_sent, (unsigned long long)kv->push_master_lost);
+    m->place_requests = kv->place_requests;
+    m->placed_remote = kv->placed_remote;
+    m->placed_local = kv->placed_local;
+    m->place_fallbacks = kv->place_fallbacks;
+    m->pushed_keys = kv->pushed_keys;
+    m->pushed_bytes = kv->pushed_bytes;
+    m->revokes_sent = kv->revokes_sent;
+    m->push_master_lost = kv->push_master_lost;
+    m->push_latency = kv->push_latency;
 }

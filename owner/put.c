@@ -16,6 +16,7 @@
 #include "owner_link.h"
 #include "owner_place.h"
 #include "owner_put.h"
+#include "owner_replica.h"
 
 #define OPUT_RETRY_MAX_MS 1000u
 
@@ -24,6 +25,8 @@ typedef struct oput {
     fx_hmap_t *plans;    /* u64 id -> owner_plan_t */
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected, put_done_retries,
         puts_aborted, put_plans_expired;
+    fx_hist_t put_start_latency, commit_latency, publish_latency;
+    uint64_t put_value_bytes; /* value bytes committed (local-ready) */
 } oput_t;
 
 static void oput_publish(fx_owner_t *o, owner_plan_t *p);
@@ -55,6 +58,7 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
     fx_free(p->group_lens);
     fx_oplace_plan_free(p);
     fx_free(p->inline_value);
+    fx_free(p->repl_mask);
     fx_free(p);
 }
 
@@ -171,6 +175,7 @@ static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
     } else {
         fx_body_put_start_ack_t ack = {accepted ? p->id : 0, {st, (uint32_t)p->n}, {st + p->n, (uint32_t)p->n}};
         FX_CONN_SEND(c, FX_MSG_PUT_START, FX_FLAG_RESPONSE, FLUXON_OK, p->req_id, put_start_ack, &ack);
+        fx_hist_observe(&s->put_start_latency, fx_now_ns() - p->t0_ns);
         if (!accepted) oput_plan_free(o, p);
         else fx_timer_arm(o->r, &p->retry_timer, o->cfg.put_plan_ttl_ms, oput_on_plan_ttl); /* PREPARED: TTL */
     }
@@ -245,6 +250,7 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     if (!p) return NULL;
     fx_timer_init(&p->retry_timer);
     p->o = o;
+    p->t0_ns = fx_now_ns();
     p->n = n;
     p->keys = fx_calloc(n, sizeof *p->keys);
     p->klens = fx_calloc(n, sizeof *p->klens);
@@ -262,6 +268,10 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     p->value_len = b->value_len;
     p->flags = b->flags;
     p->lease_id = b->lease_id;
+    if ((b->flags & FX_PUT_MAKE_REPLICA) && !(b->flags & FX_PUT_WRITE_THROUGH)) { /* issue 16: eager replicas */
+        if (!(p->repl_mask = fx_malloc(n))) goto nomem;
+        for (size_t i = 0; i < n; i++) p->repl_mask[i] = b->replica_mask.len ? b->replica_mask.p[i] != 0 : 1;
+    }
     if (value) {
         p->is_inline = true;
         if (!(p->inline_value = fx_malloc(b->value_len))) goto nomem;
@@ -379,6 +389,22 @@ static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status)
     FX_CONN_SEND(p->reply_conn, FX_MSG_PUBLISHED, 0, 0, 0, published, &b);
 }
 
+/* No master to publish to: a PUT_INLINE's caller is told at once that the outcome is not
+ * known yet (the value is readable here and is published with the same batch id when the
+ * master returns) instead of waiting out its timeout; the plan keeps retrying. */
+static void oput_uncertain(fx_owner_t *o, owner_plan_t *p)
+{
+    if (!p->is_inline || !p->reply_conn) return;
+    if (fx_conn_is_open(p->reply_conn)) {
+        fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
+        fx_conn_reply_error(p->reply_conn, &q, FLUXON_ERR_UNKNOWN_OUTCOME,
+                            "put of %s: stored on owner %s and readable there, not published yet: no master "
+                            "connection (it is published when the master returns)", p->keys[0], o->cfg.node_id);
+    }
+    fx_conn_unref(p->reply_conn);
+    p->reply_conn = NULL;
+}
+
 static void oput_on_retry(fx_reactor_t *r, fx_timer_t *t)
 {
     owner_plan_t *p = FX_CONTAINER_OF(t, owner_plan_t, retry_timer);
@@ -397,7 +423,10 @@ static void oput_publish(fx_owner_t *o, owner_plan_t *p)
 {
     if (fx_oplace_before_publish(o, p)) return; /* the values are on their way to the target */
     fx_conn_t *mc = fx_olink_conn(o);
-    if (!mc) return; /* fx_oput_master_ready retries */
+    if (!mc) { /* fx_oput_master_ready retries */
+        oput_uncertain(o, p);
+        return;
+    }
     size_t m = 0;
     for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
     fx_str_t *keys = fx_calloc(m ? m : 1, sizeof *keys);
@@ -438,12 +467,19 @@ static void oput_admit_groups(fx_owner_t *o, owner_plan_t *p, owner_entry_t **ad
 {
     if (!admit) return;
     fx_group_iter_t it = fx_group_iter(p->group_lens, p->n_groups, p->n);
+    size_t last = 0, last_m = 0, groups = 0;
     while (fx_group_next(&it)) {
         size_t m = 0;
         for (size_t i = it.start; i < it.start + it.len; i++)
             if (admit[i]) admit[it.start + m++] = admit[i]; /* compacted in place */
         fx_oev_group_commit(o, admit + it.start, m);
+        last = it.start;
+        last_m = m;
+        groups++;
+        if (m && p->repl_mask && p->repl_mask[it.start]) /* one replica task per group (uniform mask) */
+            fx_orepl_enqueue(o, admit + it.start, m, true);
     }
+    if (groups >= 2) fx_oev_batch_tail(o, admit + last, last_m); /* a chain's tail is evicted first */
 }
 
 /* The master answered PUT_DONE: each accepted key is committed (or, placed remotely, its
@@ -533,6 +569,7 @@ static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, 
         }
     }
     o->put->puts_published++;
+    fx_hist_observe(&o->put->publish_latency, fx_now_ns() - p->t0_ns);
     oput_notify(o, p, outcome);
     oput_plan_free(o, p);
 }
@@ -544,6 +581,7 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
 {
     oput_t *s = o->put;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
+    p->t0_ns = fx_now_ns();
     /* local-read-ready now (V1): index the values before anything else */
     for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] != FLUXON_OK) continue;
@@ -564,10 +602,12 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
     fx_conn_ref(conn);
     s->puts_committed++;
+    for (size_t i = 0; i < p->n; i++) s->put_value_bytes += p->status[i] == FLUXON_OK ? p->value_len : 0;
     if (h) {
         fx_body_put_commit_ack_t ack = {p->id};
         FX_CONN_REPLY(conn, h, put_commit_ack, &ack);
     }
+    fx_hist_observe(&s->commit_latency, fx_now_ns() - p->t0_ns);
     if (fx_owner_fault_delay(o, "PUT_DONE")) { /* test-only: the master hears of this batch fault_ms later */
         FX_WARN("test fault: PUT_DONE of batch %llu held back %u ms", (unsigned long long)p->id, o->cfg.fault_ms);
         fx_timer_arm(o->r, &p->retry_timer, o->cfg.fault_ms, oput_on_retry);
@@ -662,18 +702,22 @@ FX_INTERNAL void fx_oput_fini(fx_owner_t *o)
     fx_oplace_fini(o);
 }
 
-FX_INTERNAL void fx_oput_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_oput_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oput_t *s = o->put;
-    fx_jbuf_printf(j,
-                   "\"puts_inflight\":%zu,\"puts_started\":%llu,\"puts_committed\":%llu,\"puts_published\":%llu,"
-                   "\"put_keys_published\":%llu,\"put_rejected\":%llu,\"put_done_retries\":%llu,\"puts_aborted\":%llu,"
-                   "\"put_plans_expired\":%llu",
-                   fx_hmap_count(s->plans), (unsigned long long)s->puts_started,
-                   (unsigned long long)s->puts_committed, (unsigned long long)s->puts_published,
-                   (unsigned long long)s->put_keys_published, (unsigned long long)s->put_rejected,
-                   (unsigned long long)s->put_done_retries, (unsigned long long)s->puts_aborted,
-                   (unsigned long long)s->put_plans_expired);
+    m->puts_inflight = fx_hmap_count(s->plans);
+    m->puts_started = s->puts_started;
+    m->puts_committed = s->puts_committed;
+    m->puts_published = s->puts_published;
+    m->put_keys_published = s->put_keys_published;
+    m->put_rejected = s->put_rejected;
+    m->put_done_retries = s->put_done_retries;
+    m->puts_aborted = s->puts_aborted;
+    m->put_plans_expired = s->put_plans_expired;
+    m->put_value_bytes = s->put_value_bytes;
+    m->put_start_latency = s->put_start_latency;
+    m->commit_latency = s->commit_latency;
+    m->publish_latency = s->publish_latency;
 }
 
 #undef OPUT_RETRY_MAX_MS

@@ -1,5 +1,7 @@
-/* stats.c — the owner's OWNER_STATS document: identity, then each module's counters
- * (ext, master_link, store, claims, put, place, get, fetch, evict), then "slot_pool". */
+/* stats.c — the owner's numbers: a snapshot of every catalog row (owner_metrics.h), filled
+ * by each module's fx_o<module>_metrics on the reactor thread, and its two renderings: the
+ * OWNER_STATS JSON document (identity, the rows, replies by op, then "slot_pool") and the
+ * Prometheus text of /metrics, which reads only snapshots and so runs on any thread. */
 #include "log.h"
 #include "owner_claims.h"
 #include "owner_evict.h"
@@ -9,25 +11,71 @@
 #include "owner_link.h"
 #include "owner_place.h"
 #include "owner_put.h"
+#include "owner_replica.h"
 #include "owner_republish.h"
 #include "owner_stats.h"
 
+struct fx_owner_snap {
+    fx_ometrics_t m;
+    fx_reply_counts_t replies;
+    char node_id[FX_ID_MAX];
+    const char *node_role;
+};
+
+static const fx_metric_desc_t ostats_rows[] = {
+#define OSTATS_ROW(name, kind, family, labels, help) FX_METRIC_ROW(fx_ometrics_t, name, kind, family, labels, help)
+    FX_OWNER_METRICS(OSTATS_ROW)
+#undef OSTATS_ROW
+};
+
+FX_INTERNAL size_t fx_owner_snap_size(void) { return sizeof(fx_owner_snap_t); }
+FX_INTERNAL const char *fx_owner_snap_node_id(const fx_owner_snap_t *s) { return s->node_id; }
+
+FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
+{
+    memset(s, 0, sizeof *s);
+    fx_strlcpy(s->node_id, o->cfg.node_id, sizeof s->node_id);
+    s->node_role = fx_node_role_name(o->cfg.node_role);
+    s->m.generation = o->generation;
+    s->m.segment_bytes = fx_segment_len(o->seg);
+    void (*parts[])(fx_owner_t *, fx_ometrics_t *) = {fx_oext_metrics,   fx_olink_metrics, fx_ostore_metrics,
+                                                      fx_oclaims_metrics, fx_oput_metrics,  fx_oplace_metrics,
+                                                      fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
+                                                      fx_orepl_metrics,   fx_orepub_metrics};
+    for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) parts[i](o, &s->m);
+    s->replies = *fx_oext_replies(o);
+}
+
+FX_INTERNAL void fx_owner_snap_prom(fx_jbuf_t *j, const fx_owner_snap_t *const *s, const char *const *extra,
+                                    size_t n)
+{
+    const void *ms[64];
+    const fx_reply_counts_t *rs[64];
+    n = FX_MIN(n, FX_ARRAY_LEN(ms));
+    for (size_t k = 0; k < n; k++) {
+        ms[k] = &s[k]->m;
+        rs[k] = &s[k]->replies;
+    }
+    fx_metrics_prom(j, ostats_rows, FX_ARRAY_LEN(ostats_rows), ms, extra, n);
+    fx_metrics_prom_replies(j, "owner", rs, fx_msg_name, extra, n);
+}
+
 FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
 {
+    fx_owner_snap_t *s = fx_malloc(sizeof *s);
+    if (!s) return 0;
+    fx_owner_snap(o, s);
     fx_jbuf_t j = fx_jbuf(buf, cap);
     fx_jbuf_printf(&j, "{\"node_id\":");
-    fx_jbuf_str(&j, o->cfg.node_id, strlen(o->cfg.node_id));
-    fx_jbuf_printf(&j, ",\"generation\":%llu,\"node_role\":\"%s\",\"segment_bytes\":%llu,",
-                   (unsigned long long)o->generation, fx_node_role_name(o->cfg.node_role),
-                   (unsigned long long)fx_segment_len(o->seg));
-    void (*parts[])(fx_owner_t *, fx_jbuf_t *) = {fx_oext_stats_json,   fx_olink_stats_json, fx_ostore_stats_json,
-                                                  fx_oclaims_stats_json, fx_oput_stats_json,  fx_oplace_stats_json,
-                                                  fx_oget_stats_json,    fx_ofetch_stats_json, fx_oev_stats_json,
-                                                  fx_orepub_stats_json};
-    for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) {
-        if (i) fx_jbuf_printf(&j, ",");
-        parts[i](o, &j);
-    }
+    fx_jbuf_str(&j, s->node_id, strlen(s->node_id));
+    fx_jbuf_printf(&j, ",\"node_role\":\"%s\"", s->node_role);
+    fx_metrics_json(&j, ostats_rows, FX_ARRAY_LEN(ostats_rows), &s->m);
+    fx_metrics_json_replies(&j, &s->replies, fx_msg_name);
+    fx_jbuf_printf(&j, ",\"hist_bounds_ns\":[");
+    for (size_t k = 0; k < FX_HIST_NB; k++)
+        fx_jbuf_printf(&j, "%s%llu", k ? "," : "", (unsigned long long)fx_hist_bounds_ns[k]);
+    fx_jbuf_printf(&j, "]");
+    fx_free(s);
     /* the slot pool per state and grant, when it fits (a huge pool is left out) */
     static const char key[] = ",\"slot_pool\":";
     size_t pl = 0, kl = sizeof key - 1;

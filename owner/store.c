@@ -36,7 +36,7 @@ FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants)
     pc.grant_bytes = o->cfg.grant_bytes;
     pc.claim_timeout_ms = o->cfg.claim_timeout_ms;
     if (pc.claim_timeout_ms <= pc.soft_wait_ms) pc.claim_timeout_ms = pc.soft_wait_ms + 1;
-    pc.max_grants = max_grants;
+    pc.max_grants = 0; /* the pool holds sub-grants carved from at most max_grants master grants (claims.c) */
     int rc = fx_slot_pool_create(&pc, &s->pool);
     if (rc != FLUXON_OK) return rc;
     if (fx_hmap_create(1024, &s->index) || fx_hmap_create(1024, &s->by_offset) ||
@@ -242,20 +242,23 @@ FX_INTERNAL void fx_ostore_ext_closed(fx_owner_t *o, owner_ext_t *e)
 }
 
 /* ---- stats ---- */
-FX_INTERNAL void fx_ostore_stats_json(fx_owner_t *o, fx_jbuf_t *j)
+FX_INTERNAL void fx_ostore_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     ostore_t *s = o->store;
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(s->pool, &st);
-    fx_jbuf_printf(j,
-                   "\"index_keys\":%zu,\"holders\":%zu,\"invalidations\":%llu,\"invalidations_malformed\":%llu,"
-                   "\"slots_free\":%llu,"
-                   "\"slots_prepared\":%llu,\"slots_pending\":%llu,\"slots_committed\":%llu,\"slots_draining\":%llu,"
-                   "\"slot_holder_refs\":%llu,\"grants\":%llu,\"granted_bytes\":%llu,\"used_bytes\":%llu",
-                   fx_hmap_count(s->index), fx_hmap_count(s->holders), (unsigned long long)s->invalidations,
-                   (unsigned long long)s->malformed,
-                   (unsigned long long)st.free, (unsigned long long)st.prepared, (unsigned long long)st.pending,
-                   (unsigned long long)st.committed, (unsigned long long)st.draining,
-                   (unsigned long long)st.holder_refs, (unsigned long long)st.grants,
-                   (unsigned long long)st.granted_bytes, (unsigned long long)st.used_bytes);
+    m->index_keys = fx_hmap_count(s->index);
+    m->holders = fx_hmap_count(s->holders);
+    m->invalidations = s->invalidations;
+    m->invalidations_malformed = s->malformed;
+    m->slots_free = st.free;
+    m->slots_prepared = st.prepared;
+    m->slots_pending = st.pending;
+    m->slots_committed = st.committed;
+    m->slots_draining = st.draining;
+    m->slot_holder_refs = st.holder_refs;
+    m->grants = st.grants;
+    m->granted_bytes = st.granted_bytes;
+    m->used_bytes = st.used_bytes;
+    m->free_bytes = fx_segment_len(o->seg) > st.used_bytes ? fx_segment_len(o->seg) - st.used_bytes : 0;
 }

@@ -1,7 +1,8 @@
 /* cli.c — the `fluxon` command line (like SQLite's shell.c, kept out of the library:
  * it uses only the public API of include/fluxon.h). Roles run in the foreground until
  * SIGINT/SIGTERM; `--role=external` runs one client command; `demo` runs an embedded
- * cluster in this process. Exit status: 0 ok, 1 runtime error, 2 usage/config error. */
+ * cluster in this process. Exit status: 0 ok, 1 runtime error, 2 usage/config error,
+ * 3 outcome unknown (FX_CLI_EXIT_UNKNOWN). */
 #define _GNU_SOURCE
 #include <cJSON.h>
 #include <errno.h>
@@ -15,6 +16,8 @@
 
 #include "cli_bench.h"
 #include "cli_kv.h"
+#include "cli_metrics.h"
+#include "cli_top.h"
 #include "cli_replay.h"
 #include "cli_util.h"
 #include "fluxon.h"
@@ -29,6 +32,7 @@ static void usage(FILE *f)
             "  fluxon --role=owner    --config FILE        run an owner (foreground)\n"
             "  fluxon --role=external --config FILE CMD    run one client command:\n"
             "      ping [--count N]      round trips external->owner and external->owner->master\n"
+            "                            (Ctrl-C: prints the figures so far, exit status 130)\n"
             "      stat [--json]         the cluster's nodes\n"
             "      stats                 this client's and its owner's counters (JSON)\n"
             "      master-stats          the master's KV counters and in-flight records (JSON)\n"
@@ -36,12 +40,18 @@ static void usage(FILE *f)
             "      get KEY [-o FILE]     print (or save) a value\n"
             "      del KEY               delete a key\n"
             "      ls [PREFIX]           list keys by prefix\n"
+            "      top [--once] [--iterations N]   live view: nodes, hit ratio, ops/s, p50/p99 (q quits)\n"
             "  fluxon demo [--trace FILE] [--requests N] [--value-len B] [--workers N] [--owners K]\n"
             "              [--tp T] [--group-pages G] [--speed X] [--out DIR] [--capacity-blocks N]\n"
             "                                              replay an LLM trace through the hostless API\n"
             "  fluxon bench-hostless [--batch N] [--value-len B] [--iters N]   hostless API latencies\n"
             "  fluxon bench-kv [--value-len B] [--count N]                    plain put/get ops/s\n"
+            "  fluxon bench-batch [--batch N] [--value-len B] [--iters N]     batch copy API vs hostless C, GB/s\n"
             "  fluxon --help | --version\n"
+            "Exit status: 0 ok; 1 runtime error (a missing key included); 2 usage or configuration error\n"
+            "(also wrong credentials, a node_id already taken); 3 outcome unknown: a put was sent but not\n"
+            "confirmed (FLUXON_ERR_UNKNOWN_OUTCOME: no master, or no answer in time) - the owner holds\n"
+            "the value and publishes it when its master answers; read it back to know.\n"
             "Config fields and defaults: README.md.\n");
 }
 
@@ -51,7 +61,29 @@ static int exit_for(int status)
     return status == FLUXON_ERR_CONFIG || status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY ? EXIT_USAGE : 1;
 }
 
-static int run_node(const char *json)
+/* The config's "metrics_listen" ("" when absent or not a string: the library validated it) */
+static void metrics_listen_of(const char *json, char *out, size_t cap)
+{
+    out[0] = 0;
+    cJSON *doc = cJSON_Parse(json);
+    cJSON *v = cJSON_GetObjectItem(doc, "metrics_listen");
+    if (cJSON_IsString(v)) snprintf(out, cap, "%s", v->valuestring);
+    cJSON_Delete(doc);
+}
+
+/* A signal pending in the blocked set, without waiting: 0 when none. */
+static int pending_signal(const sigset_t *set)
+{
+    struct timespec zero = {0, 0};
+    int sig = sigtimedwait(set, NULL, &zero);
+    return sig > 0 ? sig : 0;
+}
+
+/* Runs a master or owner in the foreground like a daemon: its own setup has no deadline,
+ * then it waits for its master (an owner started first keeps retrying and logs every 5 s)
+ * — without bound unless the config sets start_timeout_ms; SIGINT/SIGTERM stop it at any
+ * point. AUTH (wrong credentials) and BUSY (node_id taken) end it with exit status 2. */
+static int run_node(const char *json, int bounded, uint32_t start_timeout_ms)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -59,14 +91,40 @@ static int run_node(const char *json)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* node threads inherit the mask */
     fluxon_node *node = NULL;
-    int rc = fluxon_node_start(json, &node);
+    int rc = fluxon_node_launch(json, &node);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon: node did not start: %s\n", fluxon_status_string(rc));
         return exit_for(rc);
     }
+    char ml[300];
+    metrics_listen_of(json, ml, sizeof ml);
+    fx_cli_metrics *metrics = NULL;
+    if (ml[0] && !(metrics = fx_cli_metrics_start("metrics_listen", ml, &node, 1, NULL))) {
+        fluxon_node_stop(node);
+        return EXIT_USAGE;
+    }
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int sig = 0;
-    while (sigwait(&set, &sig) != 0) {}
+    while ((rc = fluxon_node_wait_ready(node, 200)) == FLUXON_ERR_TIMEOUT && !(sig = pending_signal(&set))) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        double ms = (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) / 1e6;
+        if (bounded && ms >= start_timeout_ms) {
+            fprintf(stderr, "fluxon: no master answered within start_timeout_ms %u; exiting\n", start_timeout_ms);
+            fx_cli_metrics_stop(metrics);
+            fluxon_node_stop(node);
+            return 1;
+        }
+    }
+    if (rc != FLUXON_OK && rc != FLUXON_ERR_TIMEOUT) {
+        fprintf(stderr, "fluxon: node did not start: %s\n", fluxon_status_string(rc));
+        fx_cli_metrics_stop(metrics);
+        fluxon_node_stop(node);
+        return exit_for(rc);
+    }
+    while (!sig && sigwait(&set, &sig) != 0) {}
     fprintf(stderr, "fluxon: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fx_cli_metrics_stop(metrics);
     fluxon_node_stop(node);
     return 0;
 }
@@ -77,22 +135,41 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static volatile sig_atomic_t ping_interrupted;
+static void ping_on_sigint(int sig) { ping_interrupted = sig; }
+
+/* Prints the figures of the first n round trips (sorted in place). */
+static void ping_print(uint64_t *rtt, long n, const char *label, const char *note)
+{
+    qsort(rtt, (size_t)n, sizeof *rtt, cmp_u64);
+    printf("%-26s n=%ld  p50 %8.1f us  p99 %8.1f us  max %8.1f us%s\n", label, n, rtt[n / 2] / 1e3,
+           rtt[(size_t)((n - 1) * 0.99)] / 1e3, rtt[n - 1] / 1e3, note);
+}
+
+/* Returns 0, 1 (a ping failed) or 130 (interrupted: the figures so far are printed). */
 static int ping_series(fluxon_client *c, int to_master, long count, const char *label)
 {
     uint64_t *rtt = malloc((size_t)count * sizeof *rtt);
     if (!rtt) return 1;
-    for (long i = 0; i < count; i++) {
+    long i = 0;
+    for (; i < count && !ping_interrupted; i++) {
         int rc = fluxon_client_ping(c, to_master, &rtt[i]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon: ping %s failed at %ld: %s\n", label, i, fluxon_status_string(rc));
+            if (i) ping_print(rtt, i, label, "  (before the failure)");
             free(rtt);
             return 1;
         }
+        if (isatty(STDERR_FILENO) && count >= 10000 && (i + 1) % (count / 10) == 0)
+            fprintf(stderr, "\r%s: %ld of %ld", label, i + 1, count);
     }
-    qsort(rtt, (size_t)count, sizeof *rtt, cmp_u64);
-    printf("%-26s n=%ld  p50 %8.1f us  p99 %8.1f us  max %8.1f us\n", label, count,
-           rtt[count / 2] / 1e3, rtt[(size_t)((count - 1) * 0.99)] / 1e3, rtt[count - 1] / 1e3);
+    if (isatty(STDERR_FILENO) && count >= 10000) fprintf(stderr, "\r%*s\r", 60, "");
+    if (i) ping_print(rtt, i, label, i < count ? "  (interrupted)" : "");
     free(rtt);
+    if (i < count) {
+        fprintf(stderr, "fluxon: ping interrupted after %ld of %ld round trips\n", i, count);
+        return 130;
+    }
     return 0;
 }
 
@@ -115,9 +192,13 @@ static int cmd_ping(fluxon_client *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (ping_series(c, 0, count, "external->owner")) return 1;
-    if (ping_series(c, 1, count, "external->owner->master")) return 1;
-    return 0;
+    struct sigaction sa = {0};
+    sa.sa_handler = ping_on_sigint;
+    sigaction(SIGINT, &sa, NULL); /* Ctrl-C: stop and print the figures so far */
+    sigaction(SIGTERM, &sa, NULL);
+    int ex = ping_series(c, 0, count, "external->owner");
+    if (!ex) ex = ping_series(c, 1, count, "external->owner->master");
+    return ex;
 }
 
 static int cmd_stat(fluxon_client *c, int argc, char **argv)
@@ -166,11 +247,11 @@ static const struct {
     int (*fn)(fluxon_client *, int, char **);
 } external_cmds[] = {{"ping", cmd_ping}, {"stat", cmd_stat},  {"stats", fx_cli_stats}, {"master-stats", fx_cli_master_stats},
                      {"put", fx_cli_put},
-                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}};
+                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}, {"top", fx_cli_top}};
 
 static int run_external(const char *json, int argc, char **argv)
 {
-    const char *names = "ping, stat, stats, master-stats, put, get, del, ls";
+    const char *names = "ping, stat, stats, master-stats, put, get, del, ls, top";
     if (argc < 1) {
         fprintf(stderr, "fluxon: --role=external needs a command (%s)\n", names);
         return EXIT_USAGE;
@@ -182,8 +263,23 @@ static int run_external(const char *json, int argc, char **argv)
         fprintf(stderr, "fluxon: unknown external command '%s' (%s)\n", argv[0], names);
         return EXIT_USAGE;
     }
+    /* one command, then exit: mapping every page table of a multi-GiB segment would cost
+     * more than the command (1.2 s for 4 GiB), so the CLI does not prefault unless told */
+    cJSON *doc = cJSON_Parse(json);
+    char *cjson = NULL;
+    if (doc && cJSON_IsObject(doc) && !cJSON_GetObjectItemCaseSensitive(doc, "prefault_segment") &&
+        cJSON_AddFalseToObject(doc, "prefault_segment"))
+        cjson = cJSON_PrintUnformatted(doc);
+    cJSON_Delete(doc);
     fluxon_client *c = NULL;
-    int rc = fluxon_client_open(json, &c);
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, &old); /* the client's thread never takes Ctrl-C: this one does */
+    int rc = fluxon_client_open(cjson ? cjson : json, &c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    free(cjson);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon: cannot open client: %s\n", fluxon_status_string(rc));
         return exit_for(rc);
@@ -200,6 +296,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "demo") == 0) return fx_cli_replay_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-hostless") == 0) return fx_cli_bench_hostless(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-kv") == 0) return fx_cli_bench_kv(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "bench-batch") == 0) return fx_cli_bench_batch(argc - 1, argv + 1);
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -247,6 +344,10 @@ int main(int argc, char **argv)
         free(json);
         return EXIT_USAGE;
     }
+    /* a daemon waits for its master without bound unless the config bounds it */
+    cJSON *sto = doc ? cJSON_GetObjectItemCaseSensitive(doc, "start_timeout_ms") : NULL;
+    int bounded = cJSON_IsNumber(sto) && sto->valuedouble >= 1 && sto->valuedouble <= 4e9;
+    uint32_t start_timeout_ms = bounded ? (uint32_t)sto->valuedouble : 0;
     cJSON_Delete(doc);
     int ex;
     if (strcmp(role, "external") == 0) {
@@ -257,7 +358,7 @@ int main(int argc, char **argv)
             free(json);
             return EXIT_USAGE;
         }
-        ex = run_node(json);
+        ex = run_node(json, bounded, start_timeout_ms);
     }
     free(json);
     return ex;

@@ -265,3 +265,113 @@ int fx_cli_bench_kv(int argc, char **argv)
     bn_down(&c);
     return errors ? 1 : 0;
 }
+
+/* The batch copy API next to the hostless C path doing the same copies: put_start +
+ * memcpy from the caller's buffers + commit + publication, get_start + transfer + memcpy
+ * into the caller's buffers + release; GB/s of value bytes (1 GB = 1e9 B), local owner. */
+typedef struct bn_bufs {
+    const char **kp;
+    char (*keys)[64];
+    const void **src;
+    void **dst;
+    uint64_t *lens;
+    int *st;
+} bn_bufs_t;
+
+static int bn_hostless_copy_round(fluxon_client *c, bn_bufs_t *b, long batch, long vlen, double *put_us, double *get_us)
+{
+    fluxon_plan *plan = NULL;
+    fluxon_future *f = NULL;
+    double t0 = bn_now_us();
+    if (fluxon_local_fast_put_start(c, b->kp, (size_t)batch, (uint64_t)vlen, NULL, &plan, b->st)) return 1;
+    for (long i = 0; i < batch; i++) memcpy((void *)(uintptr_t)plan->value_ptrs[i], b->src[i], (size_t)vlen);
+    if (fluxon_local_fast_put_commit(c, plan, &f)) return 1;
+    int rc = fluxon_future_wait(f, 30000);
+    fluxon_future_free(f);
+    double t1 = bn_now_us();
+    fluxon_get_handle *h;
+    fluxon_get_start_result r;
+    if (rc || fluxon_get_start(c, b->kp, (size_t)batch, 1, NULL, 0, &h, &r) || !r.all_hit) return 1;
+    if (fluxon_get_transfer(c, h, 0, &plan)) return 1;
+    for (long i = 0; i < batch; i++) memcpy(b->dst[i], (const void *)(uintptr_t)plan->value_ptrs[i], (size_t)vlen);
+    fluxon_release_views(c, plan);
+    double t2 = bn_now_us();
+    *put_us += t1 - t0;
+    *get_us += t2 - t1;
+    return 0;
+}
+
+static int bn_batch_round(fluxon_client *c, bn_bufs_t *b, long batch, double *put_us, double *get_us)
+{
+    double t0 = bn_now_us();
+    if (fluxon_batch_put_from(c, b->kp, (size_t)batch, b->src, b->lens, NULL, b->st) || b->st[0]) return 1;
+    double t1 = bn_now_us();
+    size_t nr = 0;
+    if (fluxon_batch_get_into(c, b->kp, (size_t)batch, b->dst, b->lens, 1, NULL, 0, b->st, NULL, &nr) ||
+        nr != (size_t)batch)
+        return 1;
+    double t2 = bn_now_us();
+    *put_us += t1 - t0;
+    *get_us += t2 - t1;
+    return 0;
+}
+
+int fx_cli_bench_batch(int argc, char **argv)
+{
+    long batch = bn_arg(argc, argv, "--batch", 64), vlen = bn_arg(argc, argv, "--value-len", 1048576),
+         iters = bn_arg(argc, argv, "--iters", 20);
+    if (batch <= 0 || batch > 4096 || vlen <= 0 || iters <= 0) {
+        fprintf(stderr, "fluxon bench-batch: --batch 1..4096, --value-len > 0, --iters > 0\n");
+        return 2;
+    }
+    bn_cluster_t c;
+    int rc = bn_up(&c, (uint64_t)vlen, (size_t)batch * 2);
+    if (rc) {
+        fprintf(stderr, "fluxon bench-batch: cluster did not start: %s\n", fluxon_status_string(rc));
+        bn_down(&c);
+        return 1;
+    }
+    bn_bufs_t b = {malloc((size_t)batch * sizeof(char *)), malloc((size_t)batch * 64),
+                   malloc((size_t)batch * sizeof(void *)), malloc((size_t)batch * sizeof(void *)),
+                   malloc((size_t)batch * sizeof(uint64_t)), malloc((size_t)batch * sizeof(int))};
+    for (long i = 0; i < batch; i++) {
+        b.src[i] = malloc((size_t)vlen);
+        b.dst[i] = malloc((size_t)vlen);
+        memset((void *)b.src[i], (int)i, (size_t)vlen);
+        memset(b.dst[i], 0, (size_t)vlen); /* touched: no page faults in the timed copies */
+        b.lens[i] = (uint64_t)vlen;
+        b.kp[i] = b.keys[i];
+    }
+    double hp = 0, hg = 0, bp = 0, bg = 0;
+    int errors = 0;
+    for (long it = 0; it < iters * 2 && !errors; it++) {
+        for (long i = 0; i < batch; i++) snprintf(b.keys[i], 64, "bb-%ld-%ld", it, i);
+        /* alternate the two paths so both see the same segment state */
+        errors += (it & 1) ? bn_batch_round(c.client[0], &b, batch, &bp, &bg)
+                           : bn_hostless_copy_round(c.client[0], &b, batch, vlen, &hp, &hg);
+        for (long i = 0; i < batch; i++) fluxon_delete(c.client[0], b.kp[i]);
+    }
+    double gb = (double)iters * (double)batch * (double)vlen / 1e9;
+    printf("fluxon bench-batch: batch %ld x %ld bytes, %ld rounds per path, one owner, copies in the caller's thread%s\n",
+           batch, vlen, iters, errors ? " (STOPPED ON ERROR)" : "");
+    if (!errors) {
+        printf("  put   hostless C (put_start+memcpy+commit+wait) %7.2f GB/s   batch_put_from %7.2f GB/s\n",
+               gb / (hp / 1e6), gb / (bp / 1e6));
+        printf("  get   hostless C (get_start+transfer+memcpy+release) %7.2f GB/s   batch_get_into %7.2f GB/s\n",
+               gb / (hg / 1e6), gb / (bg / 1e6));
+        printf("  per batch: hostless put %.1f us, batch put %.1f us, hostless get %.1f us, batch get %.1f us\n",
+               hp / iters, bp / iters, hg / iters, bg / iters);
+    }
+    for (long i = 0; i < batch; i++) {
+        free((void *)b.src[i]);
+        free(b.dst[i]);
+    }
+    free(b.kp);
+    free(b.keys);
+    free(b.src);
+    free(b.dst);
+    free(b.lens);
+    free(b.st);
+    bn_down(&c);
+    return errors ? 1 : 0;
+}

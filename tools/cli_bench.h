@@ -5,4 +5,6 @@
 int fx_cli_bench_hostless(int argc, char **argv);
 /* fluxon bench-kv [--value-len B] [--count N] */
 int fx_cli_bench_kv(int argc, char **argv);
+/* fluxon bench-batch [--batch N] [--value-len B] [--iters N] */
+int fx_cli_bench_batch(int argc, char **argv);
 #endif

@@ -11,9 +11,19 @@
 #include "cli_kv.h"
 #include "cli_util.h"
 
+static void kv_key_print(FILE *f, const char *key);
+
 static int kv_fail(const char *what, int rc)
 {
     fprintf(stderr, "fluxon: %s: %s\n", what, fluxon_status_string(rc));
+    if (rc == FLUXON_ERR_NO_SPACE && !strcmp(what, "get"))
+        fprintf(stderr, "fluxon: get: the value exists but this owner has no room for a copy: it is larger than the "
+                        "owner's reserve.grant_bytes (its log names both sizes), or every slot is held by readers\n");
+    if (rc == FLUXON_ERR_UNKNOWN_OUTCOME) {
+        fprintf(stderr, "fluxon: %s: the outcome is not known yet: the owner holds the value (readable through "
+                        "it) and publishes it when its master answers; read it back to know\n", what);
+        return FX_CLI_EXIT_UNKNOWN;
+    }
     return rc == FLUXON_ERR_INVALID_ARGUMENT ? 2 : 1;
 }
 
@@ -67,15 +77,17 @@ int fx_cli_put(fluxon_client *c, int argc, char **argv)
     char *buf = kv_slurp(f, &len);
     if (f != stdin) fclose(f);
     if (!buf && len > KV_MAX_VALUE) {
-        fprintf(stderr, "fluxon: put: the value is larger than %d MiB (the largest value Fluxon stores)\n",
-                KV_MAX_VALUE >> 20);
+        fprintf(stderr, "fluxon: put: the value is larger than %d MiB, the most `fluxon put` reads (a value must "
+                        "also fit the owner's reserve.grant_bytes)\n", KV_MAX_VALUE >> 20);
         return 2;
     }
     if (!buf) return kv_fail("put", FLUXON_ERR_NOMEM);
     int rc = len ? fluxon_put(c, argv[0], buf, len, NULL) : FLUXON_ERR_INVALID_ARGUMENT;
     free(buf);
     if (rc) return kv_fail(len ? "put" : "put (an empty value cannot be stored)", rc);
-    printf("put %s: %zu bytes\n", argv[0], len);
+    fputs("put ", stdout);
+    kv_key_print(stdout, argv[0]);
+    printf(": %zu bytes\n", len);
     return 0;
 }
 
@@ -109,7 +121,9 @@ int fx_cli_del(fluxon_client *c, int argc, char **argv)
     }
     int rc = fluxon_delete(c, argv[0]);
     if (rc) return kv_fail("del", rc);
-    printf("deleted %s\n", argv[0]);
+    fputs("deleted ", stdout);
+    kv_key_print(stdout, argv[0]);
+    putchar('\n');
     return 0;
 }
 
@@ -118,18 +132,24 @@ typedef struct kv_ls {
     size_t total;
 } kv_ls_t;
 
-/* One key per line; bytes that would break the line structure (control characters,
- * backslash) are printed as C escapes so every line is exactly one key. */
+/* Prints a key with the bytes that would break the line structure (control characters,
+ * backslash) as C escapes: every key printed (ls, put, del) is exactly one line. */
+static void kv_key_print(FILE *f, const char *key)
+{
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+        if (*p == '\\') fputs("\\\\", f);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\x%02x", *p);
+        else putc(*p, f);
+    }
+}
+
+/* One key per line (kv_key_print). */
 static void kv_ls_print(void *arg, const char *key)
 {
     kv_ls_t *l = arg;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        if (*p == '\\') fputs("\\\\", stdout);
-        else if (*p == '\n') fputs("\\n", stdout);
-        else if (*p == '\t') fputs("\\t", stdout);
-        else if (*p < 0x20 || *p == 0x7f) printf("\\x%02x", *p);
-        else putchar(*p);
-    }
+    kv_key_print(stdout, key);
     putchar('\n');
     snprintf(l->last, sizeof l->last, "%s", key);
     l->total++;

@@ -2,6 +2,8 @@
 #ifndef FX_CLI_KV_H
 #define FX_CLI_KV_H
 #include "fluxon.h"
+/* exit status of a write whose outcome is not known yet (FLUXON_ERR_UNKNOWN_OUTCOME) */
+#define FX_CLI_EXIT_UNKNOWN 3
 /* Each takes the arguments after the command name; returns the exit status. */
 int fx_cli_put(fluxon_client *c, int argc, char **argv);
 int fx_cli_get(fluxon_client *c, int argc, char **argv);

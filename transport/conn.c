@@ -54,10 +54,15 @@ struct fx_conn {
     uint32_t fault_ms, fault_left;
     bool fault_all;
     struct conn_delayed *delayed;
+    fx_reply_counts_t *replies; /* fx_conn_count_replies: the role's table, or NULL */
     /* rpc */
     uint64_t next_req_id;
     size_t n_pending;
     conn_rpc_t *buckets[CONN_RPC_BUCKETS];
+    /* a sink conn (fd -1): fed by fx_conn_feed, sends go to sink */
+    fx_conn_sink_fn sink;
+    void *sink_arg;
+    bool is_sink;
 };
 
 static void conn_recv_submit(fx_conn_t *c);
@@ -78,7 +83,7 @@ FX_INTERNAL void fx_conn_unref(fx_conn_t *c)
     FX_ASSERT(c->refs > 0);
     if (--c->refs) return;
     FX_ASSERT(!c->open && c->n_pending == 0);
-    close(c->fd);
+    if (c->fd >= 0) close(c->fd);
     fx_free(c->in);
     fx_free(c->out_a);
     fx_free(c->out_b);
@@ -183,7 +188,7 @@ FX_INTERNAL void fx_conn_close(fx_conn_t *c, int status)
 {
     if (!c->open) return;
     c->open = false;
-    shutdown(c->fd, SHUT_RDWR); /* completes in-flight recv/send */
+    if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR); /* completes in-flight recv/send */
     fx_conn_ref(c);
     while (c->delayed) { /* test-only delayed responses die with the connection */
         struct conn_delayed *d = c->delayed;
@@ -210,6 +215,11 @@ static void conn_send_submit(fx_conn_t *c)
 static void conn_flush(fx_conn_t *c)
 {
     if (c->send_inflight || !c->b_len || !c->open) return;
+    if (c->is_sink) { /* no socket: the frames go to the sink at once */
+        if (c->sink) c->sink(c->sink_arg, c->out_b, c->b_len);
+        c->b_len = 0;
+        return;
+    }
     uint8_t *t = c->out_a;
     size_t tc = c->a_cap;
     c->out_a = c->out_b;
@@ -258,8 +268,16 @@ FX_INTERNAL uint8_t *fx_conn_reserve(fx_conn_t *c, size_t body_len)
     return c->out_b + c->b_len;
 }
 
+FX_INTERNAL void fx_conn_count_replies(fx_conn_t *c, fx_reply_counts_t *t) { c->replies = t; }
+
 FX_INTERNAL void fx_conn_commit(fx_conn_t *c)
 {
+    if (c->replies && c->reserved >= FX_FRAME_HEADER_BYTES) {
+        fx_frame_header_t h;
+        if (fx_frame_header_decode(c->out_b + c->b_len, UINT64_MAX, &h) == FLUXON_OK && (h.flags & FX_FLAG_RESPONSE) &&
+            h.type < FX_REPLY_TYPES && h.status <= 0 && -h.status < FX_REPLY_STATUSES)
+            c->replies->n[h.type][-h.status]++;
+    }
     c->b_len += c->reserved;
     c->reserved = 0;
     conn_flush(c);
@@ -270,7 +288,7 @@ FX_INTERNAL void fx_conn_close_after_flush(fx_conn_t *c, int status)
     if (!c->open || c->closing) return;
     c->closing = true;
     c->closing_status = status;
-    shutdown(c->fd, SHUT_RD); /* no more requests; what is queued still goes out */
+    if (c->fd >= 0) shutdown(c->fd, SHUT_RD); /* no more requests; what is queued still goes out */
     if (!c->send_inflight && !c->b_len) fx_conn_close(c, status);
 }
 
@@ -474,6 +492,47 @@ static void conn_on_recv(fx_reactor_t *r, fx_io_t *io, int res, uint32_t flags)
         conn_parse(c);
         if (c->open) conn_recv_submit(c);
     }
+    fx_conn_unref(c);
+}
+
+/* ---- sink conns (no socket) ---- */
+FX_INTERNAL fx_conn_t *fx_conn_new_sink(fx_reactor_t *r, const fx_conn_ops_t *ops, void *ud,
+                                        uint64_t max_frame_bytes, const char *desc,
+                                        fx_conn_sink_fn sink, void *sink_arg)
+{
+    fx_conn_t *c = fx_calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->r = r;
+    c->fd = -1;
+    c->ops = ops;
+    c->ud = ud;
+    c->max_frame = max_frame_bytes ? max_frame_bytes : (64ull << 20);
+    c->open = true;
+    c->refs = 1;
+    c->is_sink = true;
+    c->sink = sink;
+    c->sink_arg = sink_arg;
+    fx_strlcpy(c->desc, desc ? desc : "peer", sizeof c->desc);
+    return c;
+}
+
+FX_INTERNAL void fx_conn_feed(fx_conn_t *c, const uint8_t *data, size_t len)
+{
+    if (!c->is_sink || !c->open || c->closing || !len) return;
+    if (c->in_cap - c->in_len < len) {
+        size_t nc = FX_MAX(c->in_cap * 2, c->in_len + len);
+        uint8_t *nb = fx_realloc(c->in, nc);
+        if (!nb) {
+            fx_conn_close(c, FLUXON_ERR_NOMEM);
+            return;
+        }
+        c->in = nb;
+        c->in_cap = nc;
+    }
+    memcpy(c->in + c->in_len, data, len);
+    c->in_len += len;
+    fx_conn_ref(c); /* the handlers may close c */
+    conn_parse(c);
     fx_conn_unref(c);
 }
 

@@ -5,6 +5,7 @@
 #ifndef FX_CONN_H
 #define FX_CONN_H
 
+#include "metrics.h"
 #include "msg.h"
 #include "reactor.h"
 
@@ -31,6 +32,16 @@ typedef struct fx_conn_ops {
  * (fd closed). */
 FX_INTERNAL fx_conn_t *fx_conn_new(fx_reactor_t *r, int fd, const fx_conn_ops_t *ops, void *ud,
                                    uint64_t max_frame_bytes, const char *desc);
+/* A conn with no socket, to drive a role in-process (the fuzz targets of test/fuzz):
+ * nothing is received but what fx_conn_feed hands it, parsed exactly as received bytes
+ * are; every frame it sends goes to sink(sink_arg, frames, len) at once (sink NULL:
+ * dropped). Timers and rpcs still use r (never run by the caller: they do not fire). */
+typedef void (*fx_conn_sink_fn)(void *arg, const uint8_t *frames, size_t len);
+FX_INTERNAL fx_conn_t *fx_conn_new_sink(fx_reactor_t *r, const fx_conn_ops_t *ops, void *ud,
+                                        uint64_t max_frame_bytes, const char *desc,
+                                        fx_conn_sink_fn sink, void *sink_arg);
+/* Bytes "received" on a sink conn (no-op when closed or not a sink conn). */
+FX_INTERNAL void fx_conn_feed(fx_conn_t *c, const uint8_t *data, size_t len);
 /* Idempotent. Fails every pending rpc with FLUXON_ERR_UNAVAILABLE, calls on_close, and
  * frees the conn once no operation is in flight and no reference is held. */
 FX_INTERNAL void fx_conn_close(fx_conn_t *c, int status);
@@ -51,6 +62,9 @@ FX_INTERNAL void fx_conn_unref(fx_conn_t *c);
  * of memory. fx_conn_commit queues it for sending. */
 FX_INTERNAL uint8_t *fx_conn_reserve(fx_conn_t *c, size_t body_len);
 FX_INTERNAL void fx_conn_commit(fx_conn_t *c);
+/* Counts every response frame c sends into t by (type, status) (metrics: requests by op
+ * and status); t outlives c or is detached with NULL. */
+FX_INTERNAL void fx_conn_count_replies(fx_conn_t *c, fx_reply_counts_t *t);
 /* Sends a frame whose body is already encoded. */
 FX_INTERNAL int fx_conn_send_bytes(fx_conn_t *c, const fx_frame_header_t *h, const void *body);
 /* Error response to request h with a message body. */

@@ -11,7 +11,7 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 3u
+#define FX_PROTOCOL_VERSION 4u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17) */
 #define FX_FLAG_RESPONSE 0x0001u
 /* put flags (put_start.flags, put_done.flags) */
 #define FX_PUT_REJECT_IF_INFLIGHT 0x1ull
@@ -164,6 +164,19 @@ typedef struct fx_strv {
 /* external -> owner (one-way): release these holders */
 #define FX_BODY_release(F) F(U64V, holder_ids)
 
+/* ---- remote capacity (issue 16): replica tasks and write-back ----
+ * owner -> master: copy ONE atomic group / TP cohort (the sender's own committed values,
+ * identities (offsets, put_ms, put_ver)) to a replica target. The master checks each key's
+ * route is at that version with that replica on the sender, picks ONE target for the batch
+ * among the node roles its config allows (never the sender), allocates a range per key and
+ * records an in-flight append (token) with inflight_ttl_ms. Answer: put_place_ack (per key
+ * OK, STALE, KEY_BEING_WRITTEN; NO_SPACE for all when no target has room). */
+#define FX_BODY_append_start(F)                                                       \
+    F(U64, value_len) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver)   \
+    F(U64V, group_lens)
+/* owner -> master: the push of append `token` ended (pushed = 1) or failed (0, the ranges
+ * go). Answer: statuses, per key OK (a replica now) or STALE (obsolete: freed). */
+#define FX_BODY_append_done(F) F(U64, token) F(U8, pushed)
 /* owner -> master (issue 17): after registering with a master that did not know it, an
  * owner re-publishes the values it holds committed, in batches of at most
  * FX_REPUBLISH_MAX_KEYS: key i lives at offsets[i] of its segment (a slot), value_lens[i]
@@ -212,8 +225,13 @@ typedef struct fx_strv {
     X(PUT_REVOKE, 26, put_revoke, empty)     /* owner -> master: PutRevoke */         \
     X(MASTER_STATS, 27, empty, json)         /* external -> owner -> master: KV counters */ \
     X(PUT_INLINE, 28, put_inline, empty)     /* external -> owner: plain put, one request */ \
-    X(REPUBLISH, 29, republish, statuses)    /* owner -> master: what it holds (restart) */ \
-    X(PLACED, 30, placed, empty)             /* master -> owner, one-way: placed values */
+    X(GRANT_RETURN, 29, grant_ack, statuses) /* owner -> master: idle grants given back */ \
+    /* ---- issue 17 (master restart) ---- */                                          \
+    X(REPUBLISH, 30, republish, statuses)    /* owner -> master: what it holds (restart) */ \
+    X(PLACED, 31, placed, empty)             /* master -> owner, one-way: placed values */ \
+    /* ---- issue 16 (remote capacity): ids 40..; the last entry has the highest id ---- */ \
+    X(APPEND_START, 40, append_start, put_place_ack) /* owner -> master: replica task */ \
+    X(APPEND_DONE, 41, append_done, statuses) /* owner -> master: replica pushed */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
@@ -241,7 +259,8 @@ typedef enum fx_msg_type {
     B(lookup) B(lookup_ack) B(get_done) B(statuses) B(key) B(invalidate) B(keys) B(count)    \
     B(lease) B(lease_ack) B(list) B(put_start) B(put_start_ack) B(plan_ref)                  \
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
-    B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline) \
+    B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline)                        \
+    B(append_start) B(append_done) /* issue 16 */ \
     B(republish) B(placed)
 FX_BODY_LIST(FX_BODY_STRUCT)
 

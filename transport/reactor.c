@@ -233,6 +233,8 @@ static void reactor_run_timers(fx_reactor_t *r)
     }
 }
 
+FX_INTERNAL void fx_reactor_run_due_timers(fx_reactor_t *r) { reactor_run_timers(r); }
+
 FX_INTERNAL void fx_reactor_set_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg)
 {
     r->idle_hook = hook;

@@ -55,6 +55,9 @@ FX_INTERNAL void fx_timer_arm(fx_reactor_t *r, fx_timer_t *t, uint64_t delay_ms,
 FX_INTERNAL void fx_timer_arm_ns(fx_reactor_t *r, fx_timer_t *t, uint64_t delay_ns, fx_timer_cb cb);
 FX_INTERNAL void fx_timer_disarm(fx_reactor_t *r, fx_timer_t *t);
 FX_INTERNAL bool fx_timer_armed(const fx_timer_t *t);
+/* Runs the timers whose deadline passed, without the loop: a role driven in-process
+ * (the fuzz targets of test/fuzz, on a clock they control) fires its timers this way. */
+FX_INTERNAL void fx_reactor_run_due_timers(fx_reactor_t *r);
 
 /* The idle hook runs each loop iteration before the reactor sleeps; it returns true
  * when the loop must not sleep (more work pending: e.g. ucp_worker_arm said BUSY). */

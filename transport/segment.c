@@ -6,10 +6,12 @@
 #include <fcntl.h>
 #include <numa.h>
 #include <numaif.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "log.h"
 
 #define SEG_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
@@ -21,6 +23,7 @@ struct fx_segment {
     int numa_node;
     uint64_t generation;
     char node_id[64];
+    bool huge; /* on MFD_HUGETLB pages */
 };
 
 static int seg_errno_status(int e)
@@ -100,8 +103,65 @@ static int seg_numa_place(void *base, uint64_t bytes, int fd, int node)
     return FLUXON_OK;
 }
 
+/* A sealed memfd of `bytes` (memfd flags extra: 0 or MFD_HUGETLB) mapped read-write
+ * shared. On failure returns the status and writes the reason into why. */
+static int seg_map(uint64_t bytes, unsigned extra, int *fd_p, void **base_p, char *why, size_t cap)
+{
+    int rc, fd = memfd_create("fluxon-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING | extra);
+    const char *what = "memfd_create";
+    if (fd < 0) goto fail;
+    what = "ftruncate";
+    if (ftruncate(fd, (off_t)bytes) != 0) goto fail;
+    /* Any process holding the fd could otherwise ftruncate it and make every other
+     * mapping SIGBUS; F_SEAL_SEAL stops a peer from adding a write seal later. */
+    what = "sealing the memfd";
+    if (fcntl(fd, F_ADD_SEALS, SEG_SEALS) != 0) goto fail;
+    what = "mmap";
+    void *base = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) goto fail;
+    *fd_p = fd;
+    *base_p = base;
+    return FLUXON_OK;
+fail:
+    rc = seg_errno_status(errno);
+    snprintf(why, cap, "%s of %llu bytes%s failed: %s", what, (unsigned long long)bytes,
+             extra ? " of huge pages" : "", strerror(errno));
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+/* huge_pages "try"/"on": the segment on 2 MiB hugetlb pages (fewer page-table entries for
+ * the owner and every client). Returns FLUXON_OK with the mapping, or the reason why not. */
+static int seg_map_huge(uint64_t bytes, int *fd_p, void **base_p, char *why, size_t cap)
+{
+    if (bytes % FX_SEGMENT_HUGE_BYTES) {
+        snprintf(why, cap, "segment_bytes %llu is not a multiple of the %u-byte huge page",
+                 (unsigned long long)bytes, FX_SEGMENT_HUGE_BYTES);
+        return FLUXON_ERR_CONFIG;
+    }
+    int rc = seg_map(bytes, MFD_HUGETLB, fd_p, base_p, why, cap);
+    if (rc == FLUXON_OK) return rc;
+    long nr = -1;
+    FILE *f = fopen("/proc/sys/vm/nr_hugepages", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &nr) != 1) nr = -1;
+        fclose(f);
+    }
+    size_t l = strlen(why);
+    if (nr >= 0 && l < cap)
+        snprintf(why + l, cap - l, " (vm.nr_hugepages is %ld; this segment needs %llu free)", nr,
+                 (unsigned long long)(bytes / FX_SEGMENT_HUGE_BYTES));
+    return rc;
+}
+
 FX_INTERNAL int fx_segment_create(uint64_t bytes, int numa_node, uint64_t generation,
                                   const char *node_id, fx_segment_t **seg_p)
+{
+    return fx_segment_create_huge(bytes, numa_node, generation, node_id, FX_HUGE_OFF, seg_p);
+}
+
+FX_INTERNAL int fx_segment_create_huge(uint64_t bytes, int numa_node, uint64_t generation,
+                                       const char *node_id, int huge_pages, fx_segment_t **seg_p)
 {
     if (!seg_p) return FLUXON_ERR_INVALID_ARGUMENT;
     if (bytes < FX_SEGMENT_MIN_BYTES || bytes % FX_SEGMENT_PAGE_BYTES != 0 ||
@@ -121,29 +181,24 @@ FX_INTERNAL int fx_segment_create(uint64_t bytes, int numa_node, uint64_t genera
 
     fx_segment_t *seg = fx_calloc(1, sizeof *seg);
     if (!seg) return FLUXON_ERR_NOMEM;
-    seg->fd = memfd_create("fluxon-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (seg->fd < 0) {
-        rc = seg_errno_status(errno);
-        FX_ERROR("segment: memfd_create failed: %m");
-        goto err_free;
+    char why[320];
+    rc = FLUXON_ERR_CONFIG;
+    if (huge_pages != FX_HUGE_OFF) {
+        rc = seg_map_huge(bytes, &seg->fd, &seg->base, why, sizeof why);
+        if (rc == FLUXON_OK) {
+            seg->huge = true;
+        } else if (huge_pages == FX_HUGE_ON) {
+            FX_ERROR("segment: huge_pages \"on\": %s", why);
+            fx_free(seg);
+            return FLUXON_ERR_CONFIG;
+        } else {
+            FX_WARN("segment: huge_pages \"try\": using 4 KiB pages: %s", why);
+        }
     }
-    if (ftruncate(seg->fd, (off_t)bytes) != 0) {
-        rc = seg_errno_status(errno);
-        FX_ERROR("segment: ftruncate to %llu bytes failed: %m", (unsigned long long)bytes);
-        goto err_close;
-    }
-    /* Any process holding the fd could otherwise ftruncate it and make every other
-     * mapping SIGBUS; F_SEAL_SEAL stops a peer from adding a write seal later. */
-    if (fcntl(seg->fd, F_ADD_SEALS, SEG_SEALS) != 0) {
-        rc = seg_errno_status(errno);
-        FX_ERROR("segment: sealing the memfd failed: %m");
-        goto err_close;
-    }
-    seg->base = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_SHARED, seg->fd, 0);
-    if (seg->base == MAP_FAILED) {
-        rc = seg_errno_status(errno);
-        FX_ERROR("segment: mmap of %llu bytes failed: %m", (unsigned long long)bytes);
-        goto err_close;
+    if (rc != FLUXON_OK && (rc = seg_map(bytes, 0, &seg->fd, &seg->base, why, sizeof why)) != FLUXON_OK) {
+        FX_ERROR("segment: %s", why);
+        fx_free(seg);
+        return rc;
     }
     if (numa_node >= 0) {
         rc = seg_numa_place(seg->base, bytes, seg->fd, numa_node);
@@ -163,16 +218,15 @@ FX_INTERNAL int fx_segment_create(uint64_t bytes, int numa_node, uint64_t genera
     memcpy(h->node_id, seg->node_id, sizeof h->node_id);
     __atomic_store_n(&h->magic, FX_SEGMENT_MAGIC, __ATOMIC_RELEASE);
 
-    FX_DEBUG("segment: created %llu bytes, generation %llu, numa_node %d",
-             (unsigned long long)bytes, (unsigned long long)generation, numa_node);
+    FX_DEBUG("segment: created %llu bytes, generation %llu, numa_node %d%s",
+             (unsigned long long)bytes, (unsigned long long)generation, numa_node,
+             seg->huge ? ", huge pages" : "");
     *seg_p = seg;
     return FLUXON_OK;
 
 err_unmap:
     munmap(seg->base, (size_t)bytes);
-err_close:
     close(seg->fd);
-err_free:
     fx_free(seg);
     return rc;
 }
@@ -285,6 +339,7 @@ FX_INTERNAL uint64_t fx_segment_payload_offset(const fx_segment_t *seg)
 }
 FX_INTERNAL const char *fx_segment_node_id(const fx_segment_t *seg) { return seg->node_id; }
 FX_INTERNAL int fx_segment_numa_node(const fx_segment_t *seg) { return seg->numa_node; }
+FX_INTERNAL bool fx_segment_huge(const fx_segment_t *seg) { return seg->huge; }
 
 FX_INTERNAL void fx_segment_destroy(fx_segment_t *seg)
 {

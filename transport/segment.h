@@ -54,6 +54,14 @@ typedef struct fx_segment fx_segment_t;
 FX_INTERNAL int fx_segment_create(uint64_t bytes, int numa_node, uint64_t generation,
                                   const char *node_id, fx_segment_t **seg_p);
 
+/* fx_segment_create with huge_pages FX_HUGE_OFF/TRY/ON (config.h): TRY and ON first make
+ * the memfd with MFD_HUGETLB (bytes must be a multiple of 2 MiB, and that many huge pages
+ * free in vm.nr_hugepages); when that fails, TRY logs the reason and uses 4 KiB pages, ON
+ * logs it and returns FLUXON_ERR_CONFIG. */
+FX_INTERNAL int fx_segment_create_huge(uint64_t bytes, int numa_node, uint64_t generation,
+                                       const char *node_id, int huge_pages, fx_segment_t **seg_p);
+#define FX_SEGMENT_HUGE_BYTES (2u << 20)
+
 /* Maps a segment made by fx_segment_create in another (or this) process, from an fd
  * received over the owner's socket (fx_unix_recv_fd).
  *  fd                   a read-write fd of the segment. On FLUXON_OK the segment takes
@@ -77,6 +85,7 @@ FX_INTERNAL uint64_t fx_segment_generation(const fx_segment_t *seg);
 FX_INTERNAL uint64_t fx_segment_payload_offset(const fx_segment_t *seg); /* 4096 */
 FX_INTERNAL const char *fx_segment_node_id(const fx_segment_t *seg);  /* owned by seg */
 FX_INTERNAL int fx_segment_numa_node(const fx_segment_t *seg);        /* -1 = none */
+FX_INTERNAL bool fx_segment_huge(const fx_segment_t *seg);  /* on hugetlb pages */
 
 /* Unmaps and closes the segment's fd, frees seg. NULL is a no-op. The memory lives on
  * while any other process still maps it or holds the fd. */

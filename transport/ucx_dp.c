@@ -6,10 +6,14 @@
  * ucx_am.c (ucx_int.h). */
 #include "ucx_int.h"
 
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "log.h"
+#include <ucs/debug/log_def.h>
 
 /* Mechanism choice, measured with fx_ucx_bench on the 2-core dev VM (UCX 1.13.1, two
  * processes, 64 ranges x 4,718,592 B, median of 5 per run, 8-9 runs, GB = 1e9 B; the VM
@@ -83,7 +87,10 @@ static void ucxdp_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
 {
     fx_ucx_peer_t *p = arg;
     if (p->status == FLUXON_OK) {
-        FX_WARN("ucx: peer failed: %s", ucs_status_string(st));
+        /* an idle peer that went away (its owner stopped) loses nothing: debug; one with
+         * transfers in flight fails them, and each failure is reported where it lands */
+        if (p->refs) FX_WARN("ucx: peer failed with %zu transfers in flight: %s", p->refs, ucs_status_string(st));
+        else FX_DEBUG("ucx: idle peer went away: %s", ucs_status_string(st));
         p->status = FLUXON_ERR_UNAVAILABLE;
     }
     /* Closing the ep inside UCX's own callback is not allowed; reap does it. */
@@ -220,8 +227,52 @@ static bool ucxdp_tls_shm_only(const char *tls)
     return true;
 }
 
+/* UCX's own log lines go through Fluxon's log, with Fluxon's format, context and level
+ * threshold. UCX reports every transport-level event of a peer that died or went away
+ * (shmat of a removed segment, a refused connect, an endpoint timeout) as an ERROR of its
+ * own; Fluxon reports the outcome once, in its words (a failed fetch says why), so those
+ * are debug here. UCX FATAL stays an error; any other UCX error or warning is a warning. */
+/* Set on the thread destroying a worker whose stuck transfers it already reported. */
+static __thread bool t_ucxdp_leaks_reported;
+
+static bool ucxdp_log_is_peer_noise(const char *msg)
+{
+    if (t_ucxdp_leaks_reported && (strstr(msg, "was not returned to mpool") || strstr(msg, "were not flushed")))
+        return true;
+    static const char *const noise[] = {"shmat", "connect(", "refused", "Endpoint timeout", "timed out",
+                                        "Connection reset", "Broken pipe", "unreachable", "peer",
+                                        "Input/output error", "remote"};
+    for (size_t i = 0; i < FX_ARRAY_LEN(noise); i++)
+        if (strstr(msg, noise[i])) return true;
+    return false;
+}
+
+static ucs_log_func_rc_t ucxdp_log_handler(const char *file, unsigned line, const char *function,
+                                           ucs_log_level_t level, const ucs_log_component_config_t *comp,
+                                           const char *message, va_list ap)
+{
+    char msg[768];
+    va_list aq;
+    va_copy(aq, ap);
+    vsnprintf(msg, sizeof msg, message, aq);
+    va_end(aq);
+    int fl = level <= UCS_LOG_LEVEL_FATAL ? FX_LOG_ERROR
+             : level <= UCS_LOG_LEVEL_WARN ? (ucxdp_log_is_peer_noise(msg) ? FX_LOG_DEBUG : FX_LOG_WARN)
+                                           : FX_LOG_DEBUG;
+    if (fl >= fx_log_get_level()) {
+        const char *base = file ? strrchr(file, '/') : NULL;
+        fx_log(fl, "ucx %s: %s (%s:%u)", level <= UCS_LOG_LEVEL_ERROR ? "error" : level <= UCS_LOG_LEVEL_WARN
+                   ? "warning" : "info", msg, base ? base + 1 : file ? file : "?", line);
+    }
+    return UCS_LOG_FUNC_RC_STOP; /* not printed again by UCX's default handler */
+}
+
+static void ucxdp_log_route(void) { ucs_log_push_handler(ucxdp_log_handler); }
+
 FX_INTERNAL int fx_ucx_create(const char *tls, fx_ucx_t **u_p)
 {
+    static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+    pthread_once(&log_once, ucxdp_log_route);
     if (!u_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fx_ucx_t *u = fx_calloc(1, sizeof *u);
     if (!u) return FLUXON_ERR_NOMEM;
@@ -300,6 +351,7 @@ FX_INTERNAL void fx_ucx_destroy(fx_ucx_t *u)
 {
     if (!u) return;
     u->destroying = true;
+    size_t held = 0;
     for (fx_ucx_peer_t *p = u->peers; p; p = p->next) {
         if (p->closing) continue;
         if (p->status == FLUXON_OK) p->status = FLUXON_ERR_CANCELLED;
@@ -336,11 +388,17 @@ FX_INTERNAL void fx_ucx_destroy(fx_ucx_t *u)
         /* An rkey may only go once its requests retired; a stuck one is left to the
          * worker's teardown rather than freed under UCX's feet. */
         if (p->rkey && p->refs == 0) ucp_rkey_destroy(p->rkey);
-        else if (p->rkey) FX_WARN("ucx: destroy: %zu transfers still held by UCX", p->refs);
+        else if (p->rkey) held += p->refs;
         p->rkey = NULL;
     }
+    if (held)
+        FX_WARN("ucx: destroy: %zu transfers still held by UCX (a stuck peer): their requests and rkey are left "
+                "to UCX's teardown", held);
     ucp_worker_release_address(u->worker, u->addr);
-    /* May still complete requests (their transfers and peers are alive until below). */
+    /* May still complete requests (their transfers and peers are alive until below). UCX
+     * then lists every request and rkey of the stuck transfers it frees: details of the
+     * event just reported, so at debug level (t_ucxdp_leaks_reported). */
+    t_ucxdp_leaks_reported = held > 0;
     ucp_worker_destroy(u->worker);
     while (u->live_head) {
         ucxdp_xfer_t *x = u->live_head;
@@ -361,6 +419,7 @@ FX_INTERNAL void fx_ucx_destroy(fx_ucx_t *u)
         ucxdp_mem_release(m);
     }
     ucp_cleanup(u->ctx);
+    t_ucxdp_leaks_reported = false;
     fx_free(u);
 }
 

@@ -18,6 +18,7 @@
  * extras is detected (and the extras closed) instead of silently truncated. */
 #define UX_MAX_RECV_FDS 8
 #define UX_CONNECT_RETRY_MS 10
+#define UX_REFUSED_GRACE_MS 300
 
 /* Waits for `events` on fd until deadline_ms (fx_now_ms clock). POLLHUP/POLLERR also
  * count as ready: the following syscall reports what happened. */
@@ -332,7 +333,7 @@ FX_INTERNAL int fx_unix_connect(const char *path, int timeout_ms, int *fd_p)
     socklen_t alen;
     int rc = ux_unix_addr(path, &addr, &alen);
     if (rc != FLUXON_OK) return rc;
-    uint64_t deadline = fx_now_ms() + (uint64_t)timeout_ms;
+    uint64_t deadline = fx_now_ms() + (uint64_t)timeout_ms, refused_until = 0;
     for (;;) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
@@ -364,10 +365,14 @@ FX_INTERNAL int fx_unix_connect(const char *path, int timeout_ms, int *fd_p)
             return FLUXON_ERR_UNAVAILABLE;
         }
         uint64_t now = fx_now_ms();
-        if (now >= deadline) {
+        /* ECONNREFUSED: the file is there but nobody listens on it — a stale socket whose
+         * owner exited (a new owner binds a new file), or one caught between the owner's
+         * bind and listen: retried UX_REFUSED_GRACE_MS only. */
+        if (e == ECONNREFUSED && !refused_until) refused_until = now + UX_REFUSED_GRACE_MS;
+        if (now >= deadline || (e == ECONNREFUSED && now >= refused_until)) {
+            FX_DEBUG("unix socket: nobody accepted at '%s' within %llu ms (last error: %s)", path,
+                     (unsigned long long)(now - (deadline - (uint64_t)timeout_ms)), strerror(e));
             errno = e;
-            FX_WARN("unix socket: nobody accepted at '%s' within %d ms (last error: %m)", path,
-                    timeout_ms);
             return FLUXON_ERR_UNAVAILABLE;
         }
         uint64_t nap = FX_MIN(deadline - now, (uint64_t)UX_CONNECT_RETRY_MS);
@@ -378,3 +383,4 @@ FX_INTERNAL int fx_unix_connect(const char *path, int timeout_ms, int *fd_p)
 
 #undef UX_MAX_RECV_FDS
 #undef UX_CONNECT_RETRY_MS
+#undef UX_REFUSED_GRACE_MS

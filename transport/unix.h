@@ -53,12 +53,13 @@ FX_INTERNAL int fx_unix_recv_fd(int sock, int *fd_p, void *buf, size_t cap, size
 FX_INTERNAL int fx_unix_listen(const char *path, int *fd_p);
 
 /* Connects to the unix socket at path, retrying while it does not exist yet or nobody
- * accepts (ENOENT, ECONNREFUSED, full backlog) until timeout_ms (>= 0) has passed.
+ * accepts (ENOENT, full backlog) until timeout_ms (>= 0) has passed; ECONNREFUSED (a
+ * stale file nobody listens on) only for 300 ms (an owner between bind and listen).
  *  fd_p  receives the connected fd: non-blocking, close-on-exec (caller owns it).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL/empty path, NULL fd_p,
  * timeout_ms < 0); FLUXON_ERR_CONFIG (path too long for sun_path);
- * FLUXON_ERR_UNAVAILABLE (no listener within the timeout, or a permanent error such as
- * EACCES, logged); FLUXON_ERR_INTERNAL. */
+ * FLUXON_ERR_UNAVAILABLE (no listener within the timeout, errno = the last error, logged
+ * at debug level; or a permanent error such as EACCES, logged); FLUXON_ERR_INTERNAL. */
 FX_INTERNAL int fx_unix_connect(const char *path, int timeout_ms, int *fd_p);
 
 #endif /* FX_UNIX_H */

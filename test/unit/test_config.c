@@ -160,6 +160,7 @@ Test(config, external_defaults_and_values)
     cr_assert_eq(c.timeout_ms, 30000);
     cr_assert_eq(c.start_timeout_ms, 10000);
     cr_assert_eq(c.log_level, FX_LOG_INFO);
+    cr_assert(c.prefault_segment, "a library client prefaults its mapping by default");
     snprintf(suffix, sizeof suffix, ":%ld", (long)getpid());
     size_t n = strlen(c.node_id), s = strlen(suffix);
     cr_assert(n > s && strcmp(c.node_id + n - s, suffix) == 0, "node_id %s", c.node_id);
@@ -249,6 +250,9 @@ static const struct tc_bad tc_bads[] = {
     {O "\"put_plan_ttl_ms\":0}", "put_plan_ttl_ms: 0 must be an integer in [1, 86400000]"},
     {O "\"claim_timeout_ms\":-1}", "claim_timeout_ms: -1 must be"},
     {E "\"timeout_ms\":0}", "timeout_ms: 0 must be"},
+    {E "\"prefault_segment\":1}", "prefault_segment: 1 must be true or false"},
+    {O "\"huge_pages\":\"yes\"}", "huge_pages: \"yes\" must be one of off, try, on"},
+    {O "\"prefault_segment\":false}", "prefault_segment: unknown field for role owner"},
     {M "\"start_timeout_ms\":1e300}", "start_timeout_ms: 1e+300 must be"},
     {O "\"numa_node\":-2}", "numa_node: -2 must be an integer in [-1,"},
     {O "\"numa_node\":\"0\"}", "numa_node: \"0\" is not an integer"},
@@ -441,4 +445,33 @@ Test(config, never_crashes)
     memset(deep, '[', 200000);
     deep[200000] = 0;
     cr_assert_eq(fx_config_parse(deep, &c, err, sizeof err), FLUXON_ERR_CONFIG);
+}
+
+/* issue 15: eviction_policy and reserve.idle_grant_return_ms */
+Test(config, eviction_policy_and_idle_grant_return)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.eviction_policy, FX_EVICT_S3FIFO, "the default");
+    cr_assert_eq(c.idle_grant_return_ms, 2000);
+    const char *names[] = {"lru", "s3fifo", "slru"};
+    int kinds[] = {FX_EVICT_LRU, FX_EVICT_S3FIFO, FX_EVICT_SLRU};
+    for (int i = 0; i < 3; i++) {
+        char js[256];
+        snprintf(js, sizeof js,
+                 "{\"role\":\"owner\",\"cluster_id\":\"c1\",\"eviction_policy\":\"%s\","
+                 "\"reserve\":{\"idle_grant_return_ms\":250}}", names[i]);
+        cr_assert_eq(tc_parse(js, &c, err), FLUXON_OK, "%s", err);
+        cr_assert_eq(c.eviction_policy, kinds[i]);
+        cr_assert_eq(c.idle_grant_return_ms, 250);
+    }
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"eviction_policy\":\"lfu\"}", &c, err),
+                 FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "eviction_policy") && strstr(err, "lfu") && strstr(err, "lru, s3fifo, slru"), "%s", err);
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"reserve\":{\"idle_grant_return_ms\":0}}", &c,
+                          err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "reserve.idle_grant_return_ms"), "%s", err);
+    cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c1\",\"eviction_policy\":\"lru\"}", &c, err),
+                 FLUXON_ERR_CONFIG, "an owner field");
 }

@@ -8,13 +8,14 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
+#include "cli_simulate.h"
 #include "cli_trace.h"
 #include "replayfix.h"
 
 Test(replay_lru, capacity_2000_blocks_matches_the_reference_lru, .fini = fini, .timeout = 300)
 {
     static char out[8192];
-    cJSON *d = run_demo("--requests 2000 --capacity-blocks 2000 --workers 1", out, sizeof out);
+    cJSON *d = run_demo("--requests 2000 --capacity-blocks 2000 --workers 1 --eviction-policy lru", out, sizeof out);
     fx_cli_trace t;
     char err[256];
     cr_assert_eq(fx_cli_trace_load(trace_path(), 2000, 0, &t, err, sizeof err), 0, "%s", err);
@@ -36,5 +37,45 @@ Test(replay_lru, capacity_2000_blocks_matches_the_reference_lru, .fini = fini, .
     cr_assert_eq(num(o0, "eviction_debt"), 0);
     cr_assert_eq(num(o0, "hot_capacity_bytes"), 2000 * 4096.0, "the hot tier holds exactly 2000 values");
     cr_assert_leq(num(o0, "hot_bytes"), 2000 * 4096.0);
+    cJSON_Delete(d);
+}
+
+/* Issue 15: every policy's simulator is the owner's own code (cache/evict_policy.c); its lru
+ * is exactly the reference LRU, and each better policy beats it on this slice. */
+Test(replay_lru, the_policy_simulators_include_each_policy, .timeout = 120)
+{
+    fx_cli_trace t;
+    char err[256];
+    cr_assert_eq(fx_cli_trace_load(trace_path(), 2000, 0, &t, err, sizeof err), 0, "%s", err);
+    fx_cli_sim_result ref;
+    cr_assert_eq(fx_cli_sim_run(&t, 0, 2000, 1, &ref), 0);
+    fx_cli_psim_result lru, s3, slru;
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", &lru), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "s3fifo", &s3), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", &slru), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lfu", &slru), -1, "an unknown policy is refused");
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", &slru), 0);
+    cr_log_info("2,000 requests at 2,000 blocks: reference LRU %.4f, lru %.4f, s3fifo %.4f, slru %.4f", ref.ratio,
+                lru.ratio, s3.ratio, slru.ratio);
+    cr_assert_eq(lru.prefix_hits, ref.prefix_hits, "the policy code's lru is the reference LRU, hit for hit");
+    cr_assert_eq(lru.lookups, ref.lookups);
+    cr_assert_gt(s3.ratio, lru.ratio + 0.015, "s3fifo beats lru by more than 1.5 pp here");
+    fx_cli_trace_free(&t);
+}
+
+/* Issue 15: the replay with the default policy (s3fifo) evicts as its simulator does: the
+ * prefix-hit ratio within ±0.5 pp, zero checksum failures, counters back to baseline. */
+Test(replay_lru, s3fifo_replay_matches_its_simulator, .fini = fini, .timeout = 300)
+{
+    static char out[8192];
+    cJSON *d = run_demo("--requests 2000 --capacity-blocks 2000 --workers 1 --eviction-policy s3fifo", out, sizeof out);
+    double ratio = num(d, "prefix_hit_ratio"), sim = num(d, "reference_policy_prefix_hit_ratio");
+    double lru = num(d, "reference_lru_prefix_hit_ratio");
+    cr_log_info("s3fifo replay %.4f, its simulator %.4f, reference LRU %.4f", ratio, sim, lru);
+    cr_assert_eq(num(d, "checksum_failures"), 0, "D1: every restored byte verified");
+    cr_assert_eq(num(d, "errors"), 0, "%s", out);
+    cr_assert_eq(num(d, "baseline_ok"), 1, "R1 and eviction debt back to baseline");
+    cr_assert_leq(fabs(ratio - sim), 0.005, "replay %f, simulator %f\n%s", ratio, sim, out);
+    cr_assert_gt(ratio, lru, "better than LRU on this slice");
     cJSON_Delete(d);
 }

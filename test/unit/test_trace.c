@@ -167,6 +167,33 @@ Test(trace_reader, skip_bad_lines_counts_them)
     free(path);
 }
 
+/* Found by fuzz_trace (issue 22): a trace whose requests have no block at all has no pool;
+ * the loader offset the NULL pool for each request (undefined behaviour, UBSan stops
+ * `make asan` there). Now such requests load with blocks NULL and n_blocks 0. */
+Test(trace_reader, requests_without_blocks)
+{
+    char *path = tt_write_tmp("{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": []}\n"
+                              "{\"timestamp\": 7, \"input_length\": 0, \"output_length\": 0, \"hash_ids\": []}\n");
+    fx_cli_trace t;
+    char err[256] = "";
+    cr_assert_eq(fx_cli_trace_load(path, 0, 0, &t, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.n_reqs, 2);
+    cr_assert_eq(t.n_blocks, 0);
+    cr_assert_eq(t.max_blocks, 0);
+    for (size_t i = 0; i < t.n_reqs; i++) {
+        cr_assert_eq(t.reqs[i].n_blocks, 0);
+        cr_assert_null(t.reqs[i].blocks);
+    }
+    cr_assert_eq(t.reqs[1].timestamp_ms, 7);
+    fx_cli_sim_result r;
+    cr_assert_eq(fx_cli_sim_run(&t, 0, 0, 1, &r), 0);
+    cr_assert_eq(r.requests, 2);
+    cr_assert_eq(r.lookups, 0);
+    fx_cli_trace_free(&t);
+    unlink(path);
+    free(path);
+}
+
 /* ---- page keys ---- */
 
 Test(page_keys, stable_known_values)

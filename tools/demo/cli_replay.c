@@ -14,6 +14,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cli_metrics.h"
+#include "cli_util.h"
 #include "replay.h"
 
 const char *const rp_call_names[RP_NCALLS] = {
@@ -51,6 +53,12 @@ static int rp_load(rp_run *r)
             return 1;
         }
         r->lru_ref_hits = lref.prefix_hits;
+        fx_cli_psim_result pref;
+        if (fx_cli_psim_run(&r->trace, 0, o->capacity_blocks, o->eviction_policy, &pref)) {
+            fprintf(stderr, "fluxon demo: out of memory for the policy simulator\n");
+            return 1;
+        }
+        r->policy_ref_hits = pref.prefix_hits;
     }
     r->recs = calloc(r->n_req, sizeof *r->recs);
     if (!r->recs) return 1;
@@ -87,6 +95,32 @@ static int rp_play_run(rp_run *r)
     return rp_report(r);
 }
 
+/* --simulate: the owner's policy code offline (cli_simulate.c), next to the reference LRU */
+static int rp_simulate(rp_run *r)
+{
+    const rp_opts *o = &r->o;
+    double lru = r->ref_lookups ? (double)r->lru_ref_hits / (double)r->ref_lookups : 0;
+    double pol = r->ref_lookups ? (double)r->policy_ref_hits / (double)r->ref_lookups : 0;
+    double unl = r->ref_lookups ? (double)r->ref_hits / (double)r->ref_lookups : 0;
+    printf("fluxon demo --simulate: %s, %zu requests, %llu block lookups, capacity %llu blocks\n", o->trace, r->n_req,
+           (unsigned long long)r->ref_lookups, (unsigned long long)o->capacity_blocks);
+    printf("policy %-8s %.2f %% prefix hits (%llu)\n", o->eviction_policy, 100 * pol,
+           (unsigned long long)r->policy_ref_hits);
+    printf("reference LRU   %.2f %% prefix hits\nunlimited       %.2f %% prefix hits\n", 100 * lru, 100 * unl);
+    if (o->out_dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/simulate.json", o->out_dir);
+        FILE *f = fopen(path, "w");
+        if (!f) return 1;
+        fprintf(f, "{\"policy\":\"%s\",\"capacity_blocks\":%llu,\"lookups\":%llu,\"prefix_hits\":%llu,"
+                   "\"prefix_hit_ratio\":%.6f,\"reference_lru_prefix_hit_ratio\":%.6f,\"unlimited_prefix_hit_ratio\":%.6f}\n",
+                o->eviction_policy, (unsigned long long)o->capacity_blocks, (unsigned long long)r->ref_lookups,
+                (unsigned long long)r->policy_ref_hits, pol, lru, unl);
+        fclose(f);
+    }
+    return 0;
+}
+
 int fx_cli_replay_main(int argc, char **argv)
 {
     int help = 0;
@@ -95,10 +129,21 @@ int fx_cli_replay_main(int argc, char **argv)
     int ex = rp_parse_opts(argc, argv, &r->o, &help) ? RP_EXIT_USAGE : 0;
     if (!ex && help) rp_usage(stdout);
     if (!ex && !help) ex = rp_load(r);
-    if (!ex && !help) {
+    if (!ex && !help && r->o.simulate) {
+        ex = rp_simulate(r);
+    } else if (!ex && !help) {
         rp_raise_nofile();
         ex = rp_cluster_up(r);
+        fx_cli_metrics *metrics = NULL;
+        if (!ex && r->o.metrics_listen) {
+            fluxon_node *nodes[RP_MAX_OWNERS + 1] = {r->cl.master};
+            for (unsigned k = 0; k < r->n_owners; k++) nodes[k + 1] = r->cl.owners[k];
+            metrics = fx_cli_metrics_start("--metrics-listen", r->o.metrics_listen, nodes, r->n_owners + 1, NULL);
+            if (!metrics) ex = RP_EXIT_USAGE;
+        }
         if (!ex) ex = rp_play_run(r);
+        if (metrics && r->o.metrics_linger_ms) fx_cli_sleep_ms(r->o.metrics_linger_ms); /* a last scrape */
+        fx_cli_metrics_stop(metrics);
         rp_collector_close(&r->col); /* only after a start failure: no worker ran */
         rp_collector_fini(&r->col);
         rp_workers_close(r);

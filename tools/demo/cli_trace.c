@@ -205,7 +205,8 @@ int fx_cli_trace_load(const char *path, size_t max_requests, int skip_bad_lines,
     }
     size_t maxb = 0;
     for (size_t i = 0; i < b.n_reqs; i++) {
-        b.reqs[i].blocks = b.pool + (size_t)(uintptr_t)b.reqs[i].blocks;
+        /* no pool when no request has a block: never offset a NULL pointer (UB) */
+        b.reqs[i].blocks = b.pool ? b.pool + (size_t)(uintptr_t)b.reqs[i].blocks : NULL;
         if (b.reqs[i].n_blocks > maxb) maxb = b.reqs[i].n_blocks;
     }
     t->reqs = b.reqs;

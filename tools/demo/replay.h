@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli_simulate.h"
 #include "cli_trace.h"
 #include "fluxon.h"
 
@@ -54,6 +55,13 @@ typedef struct rp_opts {
     const char *configs[RP_MAX_OWNERS];
     unsigned n_configs;
     const char *key_prefix;
+    const char *eviction_policy; /* the embedded owners' "eviction_policy" (and the simulator's) */
+    int simulate;                /* --simulate: the policy offline over the trace, no cluster */
+    const char *metrics_listen; /* serve the embedded nodes' /metrics here while running */
+    uint64_t metrics_linger_ms; /* keep serving that long after the replay */
+    unsigned cpu_owners;          /* issue 16: embedded remote_cache owners (no workers) */
+    uint64_t cpu_capacity_blocks; /* pages each of them holds [--capacity-blocks] */
+    double writeback_watermark;   /* GPU owners' writeback_watermark with cpu_owners [0.95] */
 } rp_opts;
 
 typedef struct rp_samples {
@@ -134,6 +142,7 @@ typedef struct rp_owner_stats {
  * directory), or the owners named by --config. ext_cfg[k]: the external config of owner k. */
 typedef struct rp_cluster {
     fluxon_node *master, *owners[RP_MAX_OWNERS];
+    fluxon_node *cpu[RP_MAX_OWNERS]; /* issue 16: remote_cache owners */
     char dir[32], socks[RP_MAX_OWNERS][160];
     char *ext_cfg[RP_MAX_OWNERS];
     int dir_made, embedded;
@@ -146,6 +155,7 @@ typedef struct rp_run {
     rp_reqrec *recs;
     uint64_t ref_hits, ref_lookups, distinct_pages;
     uint64_t lru_ref_hits;    /* the reference LRU of capacity_blocks pages (when given) */
+    uint64_t policy_ref_hits; /* the eviction policy's own simulator (cli_simulate.c) */
     rp_cluster cl;
     rp_worker *workers;
     unsigned n_workers, n_owners;
@@ -248,5 +258,10 @@ int rp_mkdirs(const char *dir);
 /* waits for the owners' counters (R1), prints the summary, writes the --out files; the
  * exit status of the run (0 passed, 1 not) */
 int rp_report(rp_run *r);
+/* replay_remote.c (issue 16): with --cpu-owners, waits (bounded) for the write-backs to
+ * settle, prints hits by tier and the write-back/demotion counters and checks that they
+ * reconcile; adds "remote_capacity" to summary (may be NULL). 0, or 1 when they do not. */
+struct cJSON;
+int rp_remote_report(rp_run *r, struct cJSON *summary);
 
 #endif /* FX_REPLAY_H */

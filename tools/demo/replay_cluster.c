@@ -155,6 +155,31 @@ static void rp_size_owner(const rp_opts *o, uint64_t distinct_pages, uint64_t *s
     *seg_p = 4096 + grants * spg * slot;
 }
 
+/* Issue 16: --cpu-owners K remote_cache owners of --cpu-capacity-blocks pages each. The
+ * master places write-backs in their segments (ranges it allocates), so a segment is those
+ * pages' slots, plus the one grant the placement limit keeps free, plus the header. */
+static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)
+{
+    uint64_t slot = (r->o.value_len < 4096 ? 4096 : r->o.value_len + 4095) / 4096 * 4096;
+    uint64_t seg = 4096 + r->o.cpu_capacity_blocks * r->o.tp * slot + r->grant_bytes;
+    for (unsigned k = 0; k < r->o.cpu_owners; k++) {
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg,
+                 "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
+                 "\"node_id\":\"demo-cpu-%u\",\"node_role\":\"remote_cache\",\"master\":\"127.0.0.1:%u\","
+                 "\"socket\":\"%s/cpu%u.sock\",\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu},"
+                 "\"log_level\":\"warn\",\"start_timeout_ms\":120000}",
+                 k, fluxon_node_port(master), dir, k, (unsigned long long)seg, (unsigned long long)r->grant_bytes);
+        int rc = fluxon_node_start(cfg, &r->cl.cpu[k]);
+        if (rc != FLUXON_OK) {
+            fprintf(stderr, "fluxon demo: CPU owner %u did not start: %s (segment_bytes %llu)\n", k,
+                    fluxon_status_string(rc), (unsigned long long)seg);
+            return rc;
+        }
+    }
+    return FLUXON_OK;
+}
+
 static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owners, char *dir,
                             char socks[][160])
 {
@@ -174,9 +199,11 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
     if (r->o.capacity_blocks) {
         uint64_t slot = (r->o.value_len < 4096 ? 4096 : r->o.value_len + 4095) / 4096 * 4096;
         uint64_t payload = r->o.capacity_blocks * r->o.tp * slot;
+        char wb[64] = ""; /* issue 16: write back ahead of eviction when CPU owners take it */
+        if (r->o.cpu_owners) snprintf(wb, sizeof wb, ",\"writeback_watermark\":%.6g", r->o.writeback_watermark);
         snprintf(capacity, sizeof capacity,
-                 ",\"expected\":{\"value_len\":%llu,\"payload_capacity_bytes\":%llu}},\"hot_capacity_bytes\":%llu",
-                 (unsigned long long)r->o.value_len, (unsigned long long)payload, (unsigned long long)payload);
+                 ",\"expected\":{\"value_len\":%llu,\"payload_capacity_bytes\":%llu}},\"hot_capacity_bytes\":%llu%s",
+                 (unsigned long long)r->o.value_len, (unsigned long long)payload, (unsigned long long)payload, wb);
     } else {
         snprintf(capacity, sizeof capacity, "}");
     }
@@ -187,9 +214,9 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-owner-%u\",\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\","
                  "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\","
-                 "\"start_timeout_ms\":120000}", /* a multi-GiB segment is faulted in at start */
+                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000}", /* a multi-GiB segment is faulted in at start */
                  k, fluxon_node_port(*master), socks[k], (unsigned long long)r->segment_bytes,
-                 (unsigned long long)r->grant_bytes, capacity);
+                 (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy);
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n", k,
@@ -198,7 +225,7 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
             return rc;
         }
     }
-    return FLUXON_OK;
+    return rp_start_cpu_owners(r, *master, dir);
 }
 
 /* one external config per owner: its --config file, or the embedded owner's socket;
@@ -248,6 +275,7 @@ void rp_cluster_down(rp_run *r)
     }
     if (cl->embedded) {
         for (unsigned k = r->n_owners; k-- > 0;) fluxon_node_stop(cl->owners[k]);
+        for (unsigned k = 0; k < RP_MAX_OWNERS; k++) fluxon_node_stop(cl->cpu[k]);
         fluxon_node_stop(cl->master);
         for (unsigned k = 0; k < r->n_owners; k++) unlink(cl->socks[k]); /* normally gone already */
         cl->embedded = 0;

@@ -17,7 +17,9 @@ void rp_usage(FILE *f)
             "usage: fluxon demo [--trace FILE] [--requests N] [--value-len BYTES] [--workers N]\n"
             "                   [--owners K] [--tp T] [--group-pages G] [--speed X] [--out DIR]\n"
             "                   [--skip-bad-lines] [--capacity-blocks N] [--config FILE]...\n"
-            "                   [--key-prefix P]\n"
+            "                   [--key-prefix P] [--eviction-policy P] [--simulate]\n"
+            "                   [--metrics-listen ADDR [--metrics-linger-ms N]]\n"
+            "                   [--cpu-owners K] [--cpu-capacity-blocks N] [--writeback-watermark X]\n"
             "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
@@ -34,6 +36,22 @@ void rp_usage(FILE *f)
             "  --capacity-blocks N  size each embedded owner for N pages [the whole run]\n"
             "  --config FILE        join a cluster: external config of one owner (repeatable)\n"
             "  --key-prefix P       key namespace [demo]\n"
+            "  --eviction-policy P  embedded owners' eviction policy: lru, s3fifo, slru [s3fifo]\n"
+            "  --simulate           no cluster: play the policy's own code offline over the trace\n"
+            "                       at --capacity-blocks (one block = one value) and print the\n"
+            "                       prefix-hit ratio next to the reference LRU's\n"
+            "  --metrics-listen ADDR  serve GET /metrics of the embedded nodes on host:port while\n"
+            "                       the demo runs (port 0: any; the address is printed)\n"
+            "  --metrics-linger-ms N  keep serving N ms after the replay (a last scrape) [0]\n"
+            "  --cpu-owners K       embedded remote_cache owners (no workers): GPU owners write\n"
+            "                       cold groups back to them and demote [0]; needs --capacity-blocks\n"
+            "  --cpu-capacity-blocks N  pages each CPU owner holds [--capacity-blocks]\n"
+            "  --writeback-watermark X  with --cpu-owners: values colder than X of a GPU owner's\n"
+            "                       hot tier are written back ahead of eviction [0.95]\n"
+            "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
+            "the whole default trace, 4 KiB pages; x T with --tp T; --requests or --capacity-blocks\n"
+            "shrink it). Peak RSS counts it once per mapping, the owner's and each worker client's:\n"
+            "3.5 GiB by default, 7.0 GiB with --tp 2; the summary also prints the memory in use.\n"
             "Exit: 0 passed (no errors or checksum failures, counters back to baseline),\n"
             "1 runtime failure, 2 usage error.\n");
 }
@@ -97,6 +115,12 @@ static int rp_set_speed(rp_opts *o, const char *val)
     return 0;
 }
 
+static int rp_set_metrics_listen(rp_opts *o, const char *val)
+{
+    o->metrics_listen = val;
+    return 0;
+}
+
 /* One option. A flag takes no value; an integer is stored in the field at off (of size
  * 4 or 8) after a check against [min, max]; anything else goes through set. */
 typedef struct rp_optdef {
@@ -111,7 +135,32 @@ typedef struct rp_optdef {
     {nm, RP_OPT_INT, offsetof(rp_opts, field), sizeof(((rp_opts *)0)->field), lo, hi, NULL}
 #define RP_FN(nm, fn) {nm, RP_OPT_FN, 0, 0, 0, 0, fn}
 
+static int rp_set_policy(rp_opts *o, const char *val)
+{
+    if (!fx_cli_psim_known(val)) {
+        fprintf(stderr, "fluxon demo: --eviction-policy %s: must be one of lru, s3fifo, slru\n", val);
+        return -1;
+    }
+    o->eviction_policy = val;
+    return 0;
+}
+
+static int rp_set_writeback(rp_opts *o, const char *val)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(val, &end);
+    if (!*val || *end || errno || !(d > 0 && d < 1)) {
+        fprintf(stderr, "fluxon demo: --writeback-watermark %s: must be in (0, 1) (a share of the hot tier)\n", val);
+        return -1;
+    }
+    o->writeback_watermark = d;
+    return 0;
+}
+
 static const rp_optdef rp_optdefs[] = {
+    {"--simulate", RP_OPT_FLAG, offsetof(rp_opts, simulate), sizeof(int), 0, 0, NULL},
+    RP_FN("--eviction-policy", rp_set_policy),
     {"--skip-bad-lines", RP_OPT_FLAG, offsetof(rp_opts, skip_bad_lines), sizeof(int), 0, 0, NULL},
     RP_FN("--trace", rp_set_trace),
     RP_INT("--requests", requests, 0, 1ull << 40),
@@ -125,6 +174,11 @@ static const rp_optdef rp_optdefs[] = {
     RP_INT("--capacity-blocks", capacity_blocks, 1, 1ull << 40),
     RP_FN("--config", rp_set_config),
     RP_FN("--key-prefix", rp_set_key_prefix),
+    RP_FN("--metrics-listen", rp_set_metrics_listen),
+    RP_INT("--metrics-linger-ms", metrics_linger_ms, 0, 3600000),
+    RP_INT("--cpu-owners", cpu_owners, 0, RP_MAX_OWNERS),
+    RP_INT("--cpu-capacity-blocks", cpu_capacity_blocks, 1, 1ull << 40),
+    RP_FN("--writeback-watermark", rp_set_writeback),
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
@@ -159,10 +213,25 @@ static int rp_opts_check(rp_opts *o)
             fprintf(stderr, "fluxon demo: --capacity-blocks sizes the embedded owners; not with --config\n");
             return -1;
         }
+        if (o->metrics_listen) {
+            fprintf(stderr, "fluxon demo: --metrics-listen serves the embedded nodes; not with --config "
+                            "(give those nodes metrics_listen)\n");
+            return -1;
+        }
         o->owners = o->n_configs;
     } else if (!o->owners) {
         o->owners = 1;
     }
+    if (o->simulate && !o->capacity_blocks) {
+        fprintf(stderr, "fluxon demo: --simulate needs --capacity-blocks N\n");
+        return -1;
+    }
+    if ((o->cpu_owners || o->cpu_capacity_blocks) && (o->n_configs || !o->capacity_blocks)) {
+        fprintf(stderr, "fluxon demo: --cpu-owners/--cpu-capacity-blocks need --capacity-blocks (embedded owners "
+                        "that evict), not --config\n");
+        return -1;
+    }
+    if (o->cpu_owners && !o->cpu_capacity_blocks) o->cpu_capacity_blocks = o->capacity_blocks;
     return 0;
 }
 
@@ -174,6 +243,8 @@ static void rp_opts_defaults(rp_opts *o)
     o->tp = 1;
     o->group_pages = 1;
     o->key_prefix = "demo";
+    o->eviction_policy = "s3fifo";
+    o->writeback_watermark = 0.95;
     const char *env = getenv("FLUXON_TRACE");
     /* the copy in the repository first, then the shared data directory beside it */
     o->trace = env && *env ? env
@@ -185,7 +256,8 @@ int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help)
 {
     _Static_assert(sizeof(o->requests) == 8 && sizeof(o->value_len) == 8 && sizeof(o->capacity_blocks) == 8 &&
                        sizeof(o->workers) == 4 && sizeof(o->owners) == 4 && sizeof(o->tp) == 4 &&
-                       sizeof(o->group_pages) == 4,
+                       sizeof(o->group_pages) == 4 &&
+                       sizeof(o->cpu_owners) == 4 && sizeof(o->cpu_capacity_blocks) == 8,
                    "rp_opt_apply stores 4- or 8-byte integers");
     rp_opts_defaults(o);
     for (int i = 1; i < argc; i++) {

@@ -1,6 +1,7 @@
 /* replay_report.c — the results of `fluxon demo`: latency samples, the totals merged from
  * the workers and the collector, the printed summary, and with --out summary.json (cJSON),
- * timeseries.csv (per second) and latency_cdf.csv. */
+ * timeseries.csv (per second, or per 1/60 of the requests when shorter than 60 s) and
+ * latency_cdf.csv. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -47,7 +48,7 @@ typedef struct rp_totals {
     uint64_t skipped_batches; /* futures refused at publish (batches, not keys) */
     uint64_t errors_by[RP_NSTATUS], skipped_by[RP_NSTATUS];
     rp_samples lat[RP_NCALLS];    /* merged and sorted */
-    double secs, req_per_s, ratio, ref_ratio, lru_ref_ratio;
+    double secs, req_per_s, ratio, ref_ratio, lru_ref_ratio, policy_ref_ratio;
     int baseline_ok, remote_known;
     long peak_rss_kib;
 } rp_totals;
@@ -103,6 +104,7 @@ static void rp_merge(rp_run *r, rp_totals *t, int baseline_ok)
     t->ratio = t->lookups ? (double)t->hits / (double)t->lookups : 0;
     t->ref_ratio = r->ref_lookups ? (double)r->ref_hits / (double)r->ref_lookups : 0;
     t->lru_ref_ratio = r->ref_lookups ? (double)r->lru_ref_hits / (double)r->ref_lookups : 0;
+    t->policy_ref_ratio = r->ref_lookups ? (double)r->policy_ref_hits / (double)r->ref_lookups : 0;
     t->baseline_ok = baseline_ok;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) t->peak_rss_kib = ru.ru_maxrss;
@@ -136,6 +138,9 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
     if (o->capacity_blocks)
         printf("reference LRU     %.2f %% prefix hits (LRU of %llu pages, trace order, same keys)\n",
                100 * t->lru_ref_ratio, (unsigned long long)o->capacity_blocks);
+    if (o->capacity_blocks)
+        printf("policy simulator  %.2f %% prefix hits (%s, its own code offline, one block = one value)\n",
+               100 * t->policy_ref_ratio, o->eviction_policy);
     for (unsigned k = 0; k < r->n_owners; k++) {
         const rp_owner_stats *s = &r->owners[k];
         if (!s->ev_known || (!s->evictions && !s->claim_waits && !s->busy_retries)) continue;
@@ -187,6 +192,15 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
         }
     }
     printf("\npeak RSS          %.1f MiB (one process: nodes, clients and workers)\n", t->peak_rss_kib / 1024.0);
+    if (r->cl.embedded && r->segment_bytes) {
+        /* each worker's client maps its owner's segment too, and RSS counts shared pages
+         * once per mapping: the memory in use counts each segment once */
+        double seg = (double)r->segment_bytes * r->n_owners / 1048576.0;
+        double dup = (double)r->segment_bytes * r->n_workers / 1048576.0;
+        printf("memory in use     about %.0f MiB: RSS counts the %.0f MiB of segments once per mapping (the owners "
+               "and %u worker clients)\n", t->peak_rss_kib / 1024.0 - dup > seg ? t->peak_rss_kib / 1024.0 - dup : seg,
+               seg, r->n_workers);
+    }
 }
 
 int rp_mkdirs(const char *dir)
@@ -221,6 +235,8 @@ static void rp_json_totals(cJSON *j, const rp_run *r, const rp_totals *t)
     cJSON_AddNumberToObject(j, "prefix_hit_ratio", t->ratio);
     cJSON_AddNumberToObject(j, "reference_prefix_hit_ratio", t->ref_ratio);
     if (r->o.capacity_blocks) cJSON_AddNumberToObject(j, "reference_lru_prefix_hit_ratio", t->lru_ref_ratio);
+    if (r->o.capacity_blocks) cJSON_AddNumberToObject(j, "reference_policy_prefix_hit_ratio", t->policy_ref_ratio);
+    cJSON_AddStringToObject(j, "eviction_policy", r->o.eviction_policy);
     cJSON_AddNumberToObject(j, "local_hits", (double)(t->hits > t->remote_hits ? t->hits - t->remote_hits : 0));
     cJSON_AddNumberToObject(j, "remote_hits", (double)t->remote_hits);
     cJSON_AddBoolToObject(j, "remote_hits_reported", t->remote_known);
@@ -342,63 +358,89 @@ static int rp_write_summary_json(const rp_run *r, const rp_totals *t)
     return rc;
 }
 
-/* Per second of the run (by completion time): requests, lookups, hits, hit ratio of the
- * second and cumulative, request latency p50/p99, get_start and put_start p50, bytes. */
+/* One row of timeseries.csv over the requests idx[0..n) (a, b, c: scratch of n). */
+static void rp_ts_row(FILE *f, const rp_run *r, const size_t *idx, size_t n, const char *x, uint64_t *cum_l,
+                      uint64_t *cum_h, uint64_t *a, uint64_t *b, uint64_t *c)
+{
+    uint64_t lk = 0, ht = 0, br = 0, bw = 0;
+    size_t nb = 0, nc = 0;
+    for (size_t k = 0; k < n; k++) {
+        const rp_reqrec *q = &r->recs[idx[k]];
+        lk += q->pages;
+        ht += q->hits;
+        br += q->bytes_restored;
+        bw += q->bytes_written;
+        a[k] = q->lat_ns;
+        if (q->get_start_ns) b[nb++] = q->get_start_ns;
+        if (q->put_start_ns) c[nc++] = q->put_start_ns;
+    }
+    qsort(a, n, sizeof *a, rp_cmp_u64);
+    qsort(b, nb, sizeof *b, rp_cmp_u64);
+    qsort(c, nc, sizeof *c, rp_cmp_u64);
+    *cum_l += lk;
+    *cum_h += ht;
+    fprintf(f, "%s,%zu,%llu,%llu,%.6f,%.6f,%.1f,%.1f,%.1f,%.1f,%llu,%llu\n", x, n, (unsigned long long)lk,
+            (unsigned long long)ht, lk ? (double)ht / (double)lk : 0.0, *cum_l ? (double)*cum_h / (double)*cum_l : 0.0,
+            rp_pct(a, n, 50) / 1e3, rp_pct(a, n, 99) / 1e3, rp_pct(b, nb, 50) / 1e3, rp_pct(c, nc, 50) / 1e3,
+            (unsigned long long)br, (unsigned long long)bw);
+}
+
+typedef struct rp_tdone {
+    uint64_t t;
+    size_t i;
+} rp_tdone;
+
+static int rp_cmp_tdone(const void *x, const void *y)
+{
+    const rp_tdone *p = x, *q = y;
+    return p->t < q->t ? -1 : p->t > q->t ? 1 : (p->i > q->i) - (p->i < q->i);
+}
+
+/* By completion time: requests, lookups, hits, hit ratio of the row and cumulative,
+ * request latency p50/p99, get_start and put_start p50, bytes. A run of at least
+ * RP_TS_ROWS seconds has a row per second ("second" = that second); a shorter one is
+ * sampled by request count instead — RP_TS_ROWS rows of equal requests, "second" = when
+ * the row's last request completed (fractional) — so a 4 s run still draws a curve. */
+#define RP_TS_ROWS 60
 static int rp_write_timeseries(const rp_run *r)
 {
-    uint64_t secs = 0;
-    for (size_t i = 0; i < r->n_req; i++)
-        if (r->recs[i].done && r->recs[i].t_done_ns / 1000000000ull + 1 > secs)
-            secs = r->recs[i].t_done_ns / 1000000000ull + 1;
-    size_t *cnt = calloc(secs + 1, sizeof *cnt), *start = calloc(secs + 2, sizeof *start);
-    size_t *order = malloc((r->n_req ? r->n_req : 1) * sizeof *order);
-    uint64_t *a = malloc((r->n_req ? r->n_req : 1) * sizeof *a), *b = malloc((r->n_req ? r->n_req : 1) * sizeof *b),
-             *c = malloc((r->n_req ? r->n_req : 1) * sizeof *c);
+    size_t nd = 0, cap = r->n_req ? r->n_req : 1;
+    rp_tdone *d = malloc(cap * sizeof *d);
+    size_t *idx = malloc(cap * sizeof *idx);
+    uint64_t *a = malloc(cap * sizeof *a), *b = malloc(cap * sizeof *b), *c = malloc(cap * sizeof *c);
     FILE *f = NULL;
     int rc = -1;
-    if (!cnt || !start || !order || !a || !b || !c) goto out;
+    if (!d || !idx || !a || !b || !c) goto out;
     for (size_t i = 0; i < r->n_req; i++)
-        if (r->recs[i].done) cnt[r->recs[i].t_done_ns / 1000000000ull]++;
-    for (uint64_t s = 0; s < secs; s++) start[s + 1] = start[s] + cnt[s];
-    memset(cnt, 0, (secs + 1) * sizeof *cnt);
-    for (size_t i = 0; i < r->n_req; i++)
-        if (r->recs[i].done) {
-            uint64_t s = r->recs[i].t_done_ns / 1000000000ull;
-            order[start[s] + cnt[s]++] = i;
-        }
+        if (r->recs[i].done) d[nd++] = (rp_tdone){r->recs[i].t_done_ns, i};
+    qsort(d, nd, sizeof *d, rp_cmp_tdone);
+    for (size_t k = 0; k < nd; k++) idx[k] = d[k].i;
     if (!(f = rp_open_out(r->o.out_dir, "timeseries.csv"))) goto out;
     fprintf(f, "second,requests,lookups,prefix_hits,hit_ratio,cum_hit_ratio,request_p50_us,request_p99_us,"
                "get_start_p50_us,put_start_p50_us,bytes_restored,bytes_written\n");
-    uint64_t cum_l = 0, cum_h = 0;
-    for (uint64_t s = 0; s < secs; s++) {
-        uint64_t lk = 0, ht = 0, br = 0, bw = 0;
-        size_t n = cnt[s], nb = 0, nc = 0;
-        for (size_t k = 0; k < n; k++) {
-            const rp_reqrec *q = &r->recs[order[start[s] + k]];
-            lk += q->pages;
-            ht += q->hits;
-            br += q->bytes_restored;
-            bw += q->bytes_written;
-            a[k] = q->lat_ns;
-            if (q->get_start_ns) b[nb++] = q->get_start_ns;
-            if (q->put_start_ns) c[nc++] = q->put_start_ns;
+    uint64_t cum_l = 0, cum_h = 0, secs = nd ? d[nd - 1].t / 1000000000ull + 1 : 0;
+    char x[32];
+    if (secs >= RP_TS_ROWS) { /* a row per second, empty seconds included */
+        size_t k = 0;
+        for (uint64_t sec = 0; sec < secs; sec++) {
+            size_t k0 = k;
+            while (k < nd && d[k].t / 1000000000ull == sec) k++;
+            snprintf(x, sizeof x, "%llu", (unsigned long long)sec);
+            rp_ts_row(f, r, idx + k0, k - k0, x, &cum_l, &cum_h, a, b, c);
         }
-        qsort(a, n, sizeof *a, rp_cmp_u64);
-        qsort(b, nb, sizeof *b, rp_cmp_u64);
-        qsort(c, nc, sizeof *c, rp_cmp_u64);
-        cum_l += lk;
-        cum_h += ht;
-        fprintf(f, "%llu,%zu,%llu,%llu,%.6f,%.6f,%.1f,%.1f,%.1f,%.1f,%llu,%llu\n", (unsigned long long)s, n,
-                (unsigned long long)lk, (unsigned long long)ht, lk ? (double)ht / (double)lk : 0.0,
-                cum_l ? (double)cum_h / (double)cum_l : 0.0, rp_pct(a, n, 50) / 1e3, rp_pct(a, n, 99) / 1e3,
-                rp_pct(b, nb, 50) / 1e3, rp_pct(c, nc, 50) / 1e3, (unsigned long long)br, (unsigned long long)bw);
+    } else { /* RP_TS_ROWS rows of (about) equal request counts */
+        size_t per = nd / RP_TS_ROWS + (nd % RP_TS_ROWS != 0);
+        for (size_t k0 = 0; per && k0 < nd; k0 += per) {
+            size_t n = per < nd - k0 ? per : nd - k0;
+            snprintf(x, sizeof x, "%.3f", (double)d[k0 + n - 1].t / 1e9);
+            rp_ts_row(f, r, idx + k0, n, x, &cum_l, &cum_h, a, b, c);
+        }
     }
     rc = 0;
 out:
     if (f && fclose(f) != 0) rc = -1;
-    free(cnt);
-    free(start);
-    free(order);
+    free(d);
+    free(idx);
     free(a);
     free(b);
     free(c);
@@ -433,11 +475,12 @@ int rp_report(rp_run *r)
     rp_totals t;
     rp_merge(r, &t, baseline_ok);
     rp_print_summary(r, &t);
+    int remote_rc = rp_remote_report(r, NULL); /* issue 16: --cpu-owners */
     fflush(stdout);
     int wrc = 0;
     if (o->out_dir) wrc = rp_write_summary_json(r, &t) | rp_write_timeseries(r) | rp_write_cdf(r, &t);
     if (wrc) fprintf(stderr, "fluxon demo: could not write every file in %s\n", o->out_dir);
-    int ex = t.errors == 0 && t.checksum_failures == 0 && baseline_ok && !wrc && !rp_interrupted &&
+    int ex = t.errors == 0 && t.checksum_failures == 0 && baseline_ok && !wrc && !rp_interrupted && !remote_rc &&
                      t.requests == r->n_req
                  ? 0
                  : 1;

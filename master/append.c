@@ -1,0 +1,562 @@
+/* append.c — replica tasks and write-backs on the master (issue 16, ARCHITECTURE §9):
+ *
+ *   APPEND_START {value_len, keys, offsets, put_ms, put_ver, group_lens}: atomic groups
+ *     (or TP cohorts) of the sender's committed values, one batch (G8). Per key: the route must be at that
+ *     version with that replica on the sender (else STALE); a key another append is copying
+ *     is KEY_BEING_WRITTEN; a key that already has a replica on a target is KEY_EXISTS
+ *     ("already satisfied"). A group shares ONE status when any key fails (a partial copy
+ *     never counts as one), except that satisfied keys stay satisfied. The master picks
+ *     ONE target for the batch (so each group lands whole on one) among the alive owners whose node role is in replica_target_roles (default
+ *     remote_cache only, never another role: none with room = NO_SPACE), allocates a range
+ *     per key and records an in-flight append (token, TTL inflight_ttl_ms). Answer:
+ *     put_place_ack (put_token = the append token).
+ *   APPEND_DONE {token, pushed}: pushed: each key whose route is still at that version and
+ *     still names the sender's source replica (so the source slot was intact for the whole
+ *     copy: D1) gets the target's range as a replica; the others are freed and counted
+ *     obsolete. Not pushed: every range is freed (failed, by cause transfer).
+ *
+ * Targets keep their own coldest values out: the replicas appended to targets form one FIFO;
+ * when no target has room for a batch, the oldest of them are dropped (the route goes with
+ * its last replica: a later miss) until one fits or MAPP_EVICT_MAX were dropped. Entries
+ * whose replica went otherwise (replaced, deleted, evicted) are skipped when met.
+ *
+ * Counters (stats JSON, member "append_*", "hits_*", "evict_*"): every started append's keys
+ * end in exactly one of completed / obsolete / failed_transfer / expired. Reactor thread only. */
+#include <stdio.h>
+
+#include "groups.h"
+#include "log.h"
+#include "mkv.h"
+
+#define MAPP_MAX_KEYS 4096u   /* keys of one APPEND_START (one group / cohort) */
+#define MAPP_EVICT_MAX 65536u /* cold replicas dropped per APPEND_START looking for room */
+
+typedef struct mapp_rec {
+    uint64_t token, deadline_ms;
+    master_node_t *src, *tgt;
+    uint64_t src_gen, tgt_gen, value_len, range_bytes;
+    uint32_t n;
+    char **keys;
+    uint32_t *klens;
+    uint64_t *src_offs, *put_ms, *put_ver, *offs;
+    struct mapp_rec *prev, *next; /* FIFO by deadline */
+} mapp_rec_t;
+
+typedef struct mapp_cold { /* one replica appended to a target, oldest first */
+    struct mapp_cold *next;
+    master_node_t *node;
+    uint64_t seq, gen, off, put_ms, put_ver;
+    uint32_t klen;
+    char key[];
+} mapp_cold_t;
+
+#define MAPP_COUNTERS(X)                                                                       \
+    X(append_requests) X(append_started) X(append_keys_started) X(append_keys_completed)        \
+    X(append_keys_obsolete) X(append_keys_failed_transfer) X(append_keys_expired)               \
+    X(append_rejected_stale) X(append_rejected_busy) X(append_rejected_no_target)              \
+    X(append_rejected_no_space) X(append_keys_already) X(append_done_unknown)                   \
+    X(target_replicas_remote_cache) X(target_replicas_gpu_owner) X(target_cold_dropped)        \
+    X(target_cold_routes_deleted) X(hits_local) X(hits_remote_gpu) X(hits_cpu_owner)             \
+    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_promoted_away)
+
+typedef struct fx_mappend {
+    mkv_t *s;
+    fx_hmap_t *by_token, *busy_keys; /* token -> rec; key -> count of in-flight appends */
+    fx_hmap_t *cold_seq;             /* key -> seq of its newest cold entry (older ones are void) */
+    mapp_rec_t *head, *tail;
+    mapp_cold_t *cold_head, *cold_tail;
+    uint64_t n_cold, next_token, next_seq;
+    fx_timer_t timer;
+    struct {
+#define MAPP_FIELD(name) uint64_t name;
+        MAPP_COUNTERS(MAPP_FIELD)
+#undef MAPP_FIELD
+    } c;
+} fx_mappend_t;
+
+static uint32_t mapp_ttl(const mkv_t *s) { return s->m->cfg.inflight_ttl_ms ? s->m->cfg.inflight_ttl_ms : 60000u; }
+
+static bool mapp_is_target(const mkv_t *s, const master_node_t *n)
+{
+    return (s->m->cfg.replica_target_roles & (1u << n->node_role)) != 0;
+}
+
+static void mapp_busy(fx_mappend_t *a, const char *k, uint32_t kl, int delta)
+{
+    uintptr_t c = (uintptr_t)fx_hmap_get(a->busy_keys, k, kl);
+    if (delta > 0) {
+        if (fx_hmap_put(a->busy_keys, k, kl, (void *)(c + 1), NULL) != FLUXON_OK)
+            FX_WARN("append: out of memory marking a key busy");
+    } else if (c <= 1) {
+        fx_hmap_del(a->busy_keys, k, kl, NULL);
+    } else {
+        fx_hmap_put(a->busy_keys, k, kl, (void *)(c - 1), NULL);
+    }
+}
+
+static void mapp_free_range(mapp_rec_t *r, uint32_t i)
+{
+    master_node_t *t = r->tgt;
+    if (!r->offs[i] || t->generation != r->tgt_gen || !t->alloc) return;
+    if (fx_offset_alloc_free(t->alloc, r->offs[i]) == FLUXON_OK)
+        t->placed_bytes -= FX_MIN(t->placed_bytes, r->range_bytes);
+    r->offs[i] = 0;
+}
+
+/* Out of the tables; frees the ranges still set in r->offs and r itself. */
+static void mapp_rec_end(fx_mappend_t *a, mapp_rec_t *r)
+{
+    fx_hmap_del(a->by_token, &r->token, sizeof r->token, NULL);
+    if (r->prev) r->prev->next = r->next;
+    else a->head = r->next;
+    if (r->next) r->next->prev = r->prev;
+    else a->tail = r->prev;
+    for (uint32_t i = 0; i < r->n; i++) {
+        mapp_free_range(r, i);
+        if (r->keys && r->keys[i]) {
+            mapp_busy(a, r->keys[i], r->klens[i], -1);
+            fx_free(r->keys[i]);
+        }
+    }
+    fx_free(r->keys);
+    fx_free(r->klens);
+    fx_free(r->src_offs);
+    fx_free(r->put_ms);
+    fx_free(r->put_ver);
+    fx_free(r->offs);
+    fx_free(r);
+}
+
+static void mapp_on_timer(fx_reactor_t *rx, fx_timer_t *t);
+
+static void mapp_arm(fx_mappend_t *a)
+{
+    if (fx_timer_armed(&a->timer) || !a->head) return;
+    uint64_t now = fx_now_ms();
+    uint64_t when = FX_MAX(a->head->deadline_ms, now + 1);
+    fx_timer_arm(a->s->m->r, &a->timer, when - now, mapp_on_timer);
+}
+
+static void mapp_on_timer(fx_reactor_t *rx, fx_timer_t *t)
+{
+    (void)rx;
+    fx_mappend_t *a = FX_CONTAINER_OF(t, fx_mappend_t, timer);
+    uint64_t now = fx_now_ms();
+    while (a->head && a->head->deadline_ms <= now) { /* TTL: the ranges go */
+        mapp_rec_t *r = a->head;
+        FX_WARN("append %llu of %u keys from %s expired after %u ms; its ranges on %s are freed",
+                (unsigned long long)r->token, r->n, r->src->node_id, mapp_ttl(a->s), r->tgt->node_id);
+        a->c.append_keys_expired += r->n;
+        mapp_rec_end(a, r);
+    }
+    mapp_arm(a);
+}
+
+/* ---- the targets' cold FIFO ----
+ * An entry per replica appended to a target, in order; pushing the same key again (its
+ * replica was found again by a write-back: "already") voids the older entry, so the order
+ * is the one in which the GPU owners let go of the values (an exclusive second level). */
+static void mapp_cold_compact(fx_mappend_t *a, fx_mkv_inv_t *inv);
+
+static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint64_t off, uint64_t pms, uint64_t pver,
+                           fx_mkv_inv_t *inv)
+{
+    mapp_cold_t *e = fx_malloc(sizeof *e + key.len);
+    uint64_t seq = ++a->next_seq;
+    if (!e || fx_hmap_put(a->cold_seq, key.p, key.len, (void *)(uintptr_t)seq, NULL) != FLUXON_OK) {
+        fx_free(e); /* the replica stays; only target-side eviction cannot pick it */
+        return;
+    }
+    *e = (mapp_cold_t){NULL, n, seq, n->generation, off, pms, pver, key.len};
+    memcpy(e->key, key.p, key.len);
+    if (a->cold_tail) a->cold_tail->next = e;
+    else a->cold_head = e;
+    a->cold_tail = e;
+    a->n_cold++;
+    mapp_cold_compact(a, inv);
+}
+
+/* The entry still names a routed replica (its newest entry, same version, same range). */
+static bool mapp_cold_live(fx_mappend_t *a, const mapp_cold_t *e, fx_mkv_inv_t *inv)
+{
+    fx_str_t key = {e->key, e->klen};
+    if ((uintptr_t)fx_hmap_get(a->cold_seq, key.p, key.len) != e->seq || e->node->generation != e->gen) return false;
+    mkv_route_t *r = mkv_route_get(a->s, key, inv);
+    return r && r->put_ms == e->put_ms && r->put_ver == e->put_ver && mkv_route_find(r, e->node, e->off) >= 0;
+}
+
+/* Without room pressure nothing pops the FIFO: when it holds many entries that no longer
+ * name a replica (voided, deleted, replaced, evicted), they go in one pass. */
+static void mapp_cold_compact(fx_mappend_t *a, fx_mkv_inv_t *inv)
+{
+    if (a->n_cold < 4096 || a->n_cold < 2 * (uint64_t)mkv_routes_count(a->s)) return;
+    mapp_cold_t **pp = &a->cold_head, *last = NULL;
+    while (*pp) {
+        mapp_cold_t *e = *pp;
+        if (mapp_cold_live(a, e, inv)) {
+            last = e;
+            pp = &e->next;
+            continue;
+        }
+        if ((uintptr_t)fx_hmap_get(a->cold_seq, e->key, e->klen) == e->seq) fx_hmap_del(a->cold_seq, e->key, e->klen, NULL);
+        *pp = e->next;
+        a->n_cold--;
+        fx_free(e);
+    }
+    a->cold_tail = last;
+}
+
+/* Drops the oldest replica on a target (if it is still routed). false: the FIFO is empty. */
+static bool mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
+{
+    mapp_cold_t *e = a->cold_head;
+    if (!e) return false;
+    a->cold_head = e->next;
+    if (!a->cold_head) a->cold_tail = NULL;
+    a->n_cold--;
+    mkv_t *s = a->s;
+    fx_str_t key = {e->key, e->klen};
+    if ((uintptr_t)fx_hmap_get(a->cold_seq, key.p, key.len) != e->seq) { /* void: a newer entry stands */
+        fx_free(e);
+        return true;
+    }
+    fx_hmap_del(a->cold_seq, key.p, key.len, NULL);
+    mkv_route_t *r = e->node->generation == e->gen ? mkv_route_get(s, key, inv) : NULL;
+    int j = r && r->put_ms == e->put_ms && r->put_ver == e->put_ver ? mkv_route_find(r, e->node, e->off) : -1;
+    if (j >= 0) {
+        a->c.target_cold_dropped++;
+        if (mkv_route_drop_replica(s, key, r, (uint32_t)j)) a->c.target_cold_routes_deleted++;
+    }
+    fx_free(e);
+    return true;
+}
+
+/* ---- APPEND_START ---- */
+/* Per-key checks of keys [from, to) (one group); returns the group's status (OK when at
+ * least one key needs a copy). */
+static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *b, uint64_t *st, fx_mkv_inv_t *inv,
+                      size_t from, size_t to)
+{
+    fx_mappend_t *a = s->append;
+    int batch = FLUXON_OK;
+    uint32_t need = 0;
+    for (size_t i = from; i < to; i++) {
+        fx_str_t k = b->keys.v[i];
+        mkv_route_t *r = mkv_route_get(s, k, inv);
+        int ks = FLUXON_OK;
+        if (!r || r->put_ms != b->put_ms.v[i] || r->put_ver != b->put_ver.v[i] || r->value_len != b->value_len ||
+            mkv_route_find(r, n, b->offsets.v[i]) < 0) {
+            ks = FLUXON_ERR_STALE;
+        } else if (fx_hmap_get(a->busy_keys, k.p, k.len)) {
+            ks = FLUXON_ERR_KEY_BEING_WRITTEN;
+        } else {
+            for (uint32_t j = 0; j < r->n_rep && ks == FLUXON_OK; j++)
+                if (r->rep[j].node != n && mkv_replica_alive(&r->rep[j]) && mapp_is_target(s, r->rep[j].node)) {
+                    ks = FLUXON_ERR_KEY_EXISTS; /* already satisfied: it is let go of now */
+                    if (r->rep[j].range_bytes) {
+                        mapp_cold_push(a, r->rep[j].node, k, r->rep[j].offset, r->put_ms, r->put_ver, inv);
+                        a->c.target_refreshed++;
+                    }
+                }
+        }
+        st[i] = MKV_ST(ks);
+        if (ks == FLUXON_OK) need++;
+        else if (ks != FLUXON_ERR_KEY_EXISTS && batch == FLUXON_OK) batch = ks;
+    }
+    if (batch == FLUXON_OK && !need) return FLUXON_ERR_KEY_EXISTS;
+    if (batch != FLUXON_OK) /* the group is copied whole or not at all */
+        for (size_t i = from; i < to; i++)
+            if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(batch);
+    if (batch == FLUXON_ERR_STALE) a->c.append_rejected_stale++;
+    else if (batch == FLUXON_ERR_KEY_BEING_WRITTEN) a->c.append_rejected_busy++;
+    return batch;
+}
+
+static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, const fx_body_append_start_t *b,
+                                const uint64_t *st, const uint64_t *aoffs, uint32_t m, uint64_t bytes)
+{
+    fx_mappend_t *a = s->append;
+    mapp_rec_t *r = fx_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->keys = fx_calloc(m, sizeof *r->keys);
+    r->klens = fx_calloc(m, sizeof *r->klens);
+    r->src_offs = fx_calloc(m, sizeof *r->src_offs);
+    r->put_ms = fx_calloc(m, sizeof *r->put_ms);
+    r->put_ver = fx_calloc(m, sizeof *r->put_ver);
+    r->offs = fx_calloc(m, sizeof *r->offs);
+    r->token = ++a->next_token;
+    r->src = n;
+    r->tgt = t;
+    r->src_gen = n->generation;
+    r->tgt_gen = t->generation;
+    r->value_len = b->value_len;
+    r->range_bytes = bytes;
+    r->deadline_ms = fx_now_ms() + mapp_ttl(s);
+    bool ok = r->keys && r->klens && r->src_offs && r->put_ms && r->put_ver && r->offs;
+    for (uint32_t i = 0, k = 0; ok && i < b->keys.n; i++) {
+        if (st[i] != MKV_ST(FLUXON_OK)) continue;
+        r->offs[k] = aoffs[k]; /* owned by r from here (freed by mapp_rec_end) */
+        if (!(r->keys[k] = fx_strndup(b->keys.v[i].p, b->keys.v[i].len))) ok = false;
+        r->klens[k] = b->keys.v[i].len;
+        r->src_offs[k] = b->offsets.v[i];
+        r->put_ms[k] = b->put_ms.v[i];
+        r->put_ver[k] = b->put_ver.v[i];
+        r->n = ++k;
+        if (ok) mapp_busy(a, r->keys[k - 1], r->klens[k - 1], +1);
+    }
+    if (ok) ok = fx_hmap_put(a->by_token, &r->token, sizeof r->token, r, NULL) == FLUXON_OK;
+    r->prev = a->tail;
+    if (a->tail) a->tail->next = r;
+    else a->head = r;
+    a->tail = r;
+    if (!ok) {
+        for (uint32_t k = r->n; k < m; k++) /* ranges not yet owned by r */
+            if (fx_offset_alloc_free(t->alloc, aoffs[k]) == FLUXON_OK)
+                t->placed_bytes -= FX_MIN(t->placed_bytes, bytes);
+        mapp_rec_end(a, r);
+        return NULL;
+    }
+    mapp_arm(a);
+    return r;
+}
+
+/* The TP cohort of key: keys differing only in a trailing "_<rank>_<size>" hash alike. */
+static uint64_t mapp_cohort_hash(fx_str_t key)
+{
+    size_t end = key.len, cut = key.len;
+    for (int part = 0; part < 2; part++) { /* strip "_<digits>" twice */
+        size_t d = end;
+        while (d > 0 && key.p[d - 1] >= '0' && key.p[d - 1] <= '9') d--;
+        if (d == end || d == 0 || key.p[d - 1] != '_') {
+            cut = key.len;
+            break;
+        }
+        end = cut = d - 1;
+    }
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < cut; i++) h = (h ^ (uint8_t)key.p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Picks a target for m ranges of bytes, dropping the targets' oldest replicas for room. */
+static master_node_t *mapp_pick(mkv_t *s, master_node_t *n, fx_str_t key0, uint64_t bytes, uint32_t m,
+                                uint64_t *aoffs, bool *any, fx_mkv_inv_t *inv)
+{
+    fx_mappend_t *a = s->append;
+    uint64_t aff = mapp_cohort_hash(key0);
+    master_node_t *t = fx_mplace_pick_target(s->m, aff, n, bytes, m, aoffs, any);
+    for (uint32_t k = 0; !t && *any && k < MAPP_EVICT_MAX; k++) {
+        if (!mapp_cold_pop(a, inv)) break;
+        t = fx_mplace_pick_target(s->m, aff, n, bytes, m, aoffs, any);
+    }
+    return t;
+}
+
+FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                  fx_arena_t *arena)
+{
+    fx_mappend_t *a = s->append;
+    fx_body_append_start_t b;
+    MKV_DECODE(s, p, h, body, arena, append_start, &b);
+    const mkv_array_t arrays[] = {
+        {"offsets", b.offsets.n, false}, {"put_ms", b.put_ms.n, false}, {"put_ver", b.put_ver.n, false}};
+    mkv_batch_spec_t spec = {"append_start", b.keys, arrays, FX_ARRAY_LEN(arrays), 1, MAPP_MAX_KEYS, true, 3};
+    uint64_t *cols;
+    master_node_t *n = mkv_batch_open(s, p, h, &spec, arena, &cols);
+    if (!n) return;
+    uint32_t nk = b.keys.n;
+    char why[160];
+    uint64_t bytes = b.value_len > UINT64_MAX - 8192 ? 0 : FX_MAX((b.value_len + 4095) & ~4095ull, 4096ull);
+    if (b.value_len == 0 || !bytes || b.value_len > n->segment_bytes) {
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "append_start from %s: value_len %llu must be 1..the segment "
+                 "size (%llu)", n->node_id, (unsigned long long)b.value_len, (unsigned long long)n->segment_bytes);
+        return;
+    }
+    if (!fx_groups_check(b.group_lens.v, b.group_lens.n, nk, why, sizeof why)) {
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "append_start from %s: %s", n->node_id, why);
+        return;
+    }
+    a->c.append_requests++;
+    uint64_t *st = cols, *offs = cols + nk, *aoffs = cols + 2 * (size_t)nk;
+    memset(offs, 0, nk * sizeof *offs);
+    fx_mkv_inv_t inv = {0};
+    fx_group_iter_t it = fx_group_iter(b.group_lens.v, b.group_lens.n, nk);
+    uint32_t groups_ok = 0;
+    while (fx_group_next(&it)) groups_ok += mapp_check(s, n, &b, st, &inv, it.start, it.start + it.len) == FLUXON_OK;
+    int batch = groups_ok ? FLUXON_OK : FLUXON_ERR_KEY_EXISTS;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < nk; i++) m += st[i] == MKV_ST(FLUXON_OK);
+    for (uint32_t i = 0; i < nk; i++) a->c.append_keys_already += st[i] == MKV_ST(FLUXON_ERR_KEY_EXISTS);
+    master_node_t *t = NULL;
+    mapp_rec_t *r = NULL;
+    bool any = false;
+    if (batch == FLUXON_OK) {
+        t = mapp_pick(s, n, b.keys.v[0], bytes, m, aoffs, &any, &inv);
+        if (!t) {
+            batch = FLUXON_ERR_NO_SPACE;
+            if (any) a->c.append_rejected_no_space += groups_ok;
+            else a->c.append_rejected_no_target += groups_ok;
+            for (uint32_t i = 0; i < nk; i++)
+                if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(FLUXON_ERR_NO_SPACE);
+        } else if (!(r = mapp_rec_new(s, n, t, &b, st, aoffs, m, bytes))) {
+            mkv_inv_flush(s, &inv);
+            mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "append_start of %u keys: out of memory", nk);
+            return;
+        }
+    }
+    if (r) {
+        a->c.append_started++;
+        a->c.append_keys_started += m;
+        for (uint32_t i = 0, k = 0; i < nk; i++)
+            if (st[i] == MKV_ST(FLUXON_OK)) offs[i] = r->offs[k++];
+    }
+    if (!t) t = n; /* the answer names no target: statuses say why */
+    fx_body_put_place_ack_t ack = {r ? r->token : 0,
+                                   fx_str_c(t->node_id),
+                                   t->generation,
+                                   {(const char *)t->ucx_address, t->ucx_address_len},
+                                   {(const char *)t->rkey, t->rkey_len},
+                                   t->segment_base,
+                                   {st, nk},
+                                   {offs, nk},
+                                   mapp_ttl(s)};
+    mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, put_place_ack, &ack);
+}
+
+/* ---- APPEND_DONE ---- */
+FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                 fx_arena_t *arena)
+{
+    fx_mappend_t *a = s->append;
+    fx_body_append_done_t b;
+    MKV_DECODE(s, p, h, body, arena, append_done, &b);
+    master_node_t *n = mkv_need_node(s, p, h);
+    if (!n) return;
+    mapp_rec_t *r = fx_hmap_get(a->by_token, &b.token, sizeof b.token);
+    if (!r || r->src != n || r->src_gen != n->generation) {
+        a->c.append_done_unknown++;
+        mkv_fail(s, p, h, FLUXON_ERR_STALE, "append_done from %s: token %llu is unknown (expired, or not its own)",
+                 n->node_id, (unsigned long long)b.token);
+        return;
+    }
+    uint64_t *st = mkv_arena_u64(arena, r->n);
+    if (!st) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "append_done: out of memory");
+        return;
+    }
+    bool tgt_ok = r->tgt->alive && r->tgt->generation == r->tgt_gen;
+    fx_mkv_inv_t inv = {0};
+    for (uint32_t i = 0; i < r->n; i++) {
+        st[i] = MKV_ST(FLUXON_ERR_STALE);
+        if (!b.pushed) {
+            a->c.append_keys_failed_transfer++;
+            continue;
+        }
+        fx_str_t key = {r->keys[i], r->klens[i]};
+        mkv_route_t *rt = tgt_ok ? mkv_route_get(s, key, &inv) : NULL;
+        bool current = rt && rt->put_ms == r->put_ms[i] && rt->put_ver == r->put_ver[i] &&
+                       mkv_route_find(rt, n, r->src_offs[i]) >= 0;
+        if (!current || mkv_route_add_replica(s, rt, r->tgt, r->offs[i]) != FLUXON_OK) {
+            a->c.append_keys_obsolete++;
+            continue;
+        }
+        rt->rep[rt->n_rep - 1].range_bytes = r->range_bytes; /* freed when the replica goes */
+        mapp_cold_push(a, r->tgt, key, r->offs[i], r->put_ms[i], r->put_ver[i], &inv);
+        r->offs[i] = 0; /* the route owns the range now */
+        st[i] = MKV_ST(FLUXON_OK);
+        a->c.append_keys_completed++;
+        if (r->tgt->node_role == FX_NODE_REMOTE_CACHE) a->c.target_replicas_remote_cache++;
+        else a->c.target_replicas_gpu_owner++;
+    }
+    uint32_t nk = r->n;
+    mapp_rec_end(a, r);
+    fx_body_statuses_t ack = {{st, nk}};
+    mkv_inv_flush(s, &inv);
+    MKV_REPLY(p, h, statuses, &ack);
+}
+
+/* A durable copy of key was made on req from src: when src is a replica target, its copy
+ * goes (exclusive levels: the value lives on the GPU owner again, and is written back
+ * when it gets cold there). */
+FX_INTERNAL void fx_mappend_promoted(mkv_t *s, fx_str_t key, mkv_route_t *r, const master_node_t *req,
+                                     master_node_t *src, uint64_t src_off)
+{
+    fx_mappend_t *a = s->append;
+    if (!src || src == req || !mapp_is_target(s, src)) return;
+    int j = mkv_route_find(r, src, src_off);
+    if (j < 0 || !r->rep[j].range_bytes || r->n_rep < 2) return;
+    if (!mkv_route_drop_replica(s, key, r, (uint32_t)j)) a->c.target_promoted_away++;
+}
+
+/* ---- counters ---- */
+FX_INTERNAL void fx_mappend_count_hit(mkv_t *s, const master_node_t *req, const master_node_t *src)
+{
+    fx_mappend_t *a = s->append;
+    if (src == req) a->c.hits_local++;
+    else if (src->node_role == FX_NODE_REMOTE_CACHE) a->c.hits_cpu_owner++;
+    else a->c.hits_remote_gpu++;
+}
+
+FX_INTERNAL void fx_mappend_count_evict(mkv_t *s, const mkv_route_t *r)
+{
+    fx_mappend_t *a = s->append;
+    bool kept = false;
+    for (uint32_t j = 0; r && j < r->n_rep && !kept; j++)
+        kept = mkv_replica_alive(&r->rep[j]) && mapp_is_target(s, r->rep[j].node);
+    if (kept) a->c.evict_demoted++;
+    else a->c.evict_dropped++;
+}
+
+FX_INTERNAL void fx_mappend_metrics(mkv_t *s, fx_mmetrics_t *mm)
+{
+    fx_mappend_t *a = s->append;
+    if (!a) return;
+    uint64_t keys = 0;
+    for (mapp_rec_t *r = a->head; r; r = r->next) keys += r->n;
+    mm->append_inflight = fx_hmap_count(a->by_token);
+    mm->append_inflight_keys = keys;
+    mm->target_cold_entries = a->n_cold;
+#define MAPP_COPY(name) mm->name = a->c.name;
+    MAPP_COUNTERS(MAPP_COPY)
+#undef MAPP_COPY
+}
+
+/* ---- life ---- */
+FX_INTERNAL int fx_mappend_create(mkv_t *s)
+{
+    fx_mappend_t *a = fx_calloc(1, sizeof *a);
+    if (!a) return FLUXON_ERR_NOMEM;
+    a->s = s;
+    fx_timer_init(&a->timer);
+    a->next_token = s->m->generation << 16;
+    int rc = fx_hmap_create(64, &a->by_token);
+    if (rc == FLUXON_OK) rc = fx_hmap_create(64, &a->busy_keys);
+    if (rc == FLUXON_OK) rc = fx_hmap_create(1024, &a->cold_seq);
+    if (rc != FLUXON_OK) {
+        fx_hmap_destroy(a->by_token);
+        fx_hmap_destroy(a->busy_keys);
+        fx_free(a);
+        return rc;
+    }
+    s->append = a;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_mappend_destroy(mkv_t *s)
+{
+    fx_mappend_t *a = s->append;
+    if (!a) return;
+    fx_timer_disarm(s->m->r, &a->timer);
+    while (a->head) mapp_rec_end(a, a->head);
+    while (a->cold_head) {
+        mapp_cold_t *e = a->cold_head;
+        a->cold_head = e->next;
+        fx_free(e);
+    }
+    fx_hmap_destroy(a->by_token);
+    fx_hmap_destroy(a->busy_keys);
+    fx_hmap_destroy(a->cold_seq);
+    fx_free(a);
+    s->append = NULL;
+}

@@ -1,0 +1,127 @@
+/* master_metrics.h — THE master's metric catalog (see owner/owner_metrics.h for the row
+ * format). fx_mmetrics_t, the snapshot the reactor publishes, is generated from it; the
+ * `fluxon master-stats` JSON and /metrics are both rendered from these rows (stats.c).
+ *
+ * Adding a KV counter is ONE row in FX_MASTER_KV_COUNTERS: the mkv_t counter field
+ * (s->c.<name>), the JSON member and the family all come from it; increment it where it
+ * happens. Other numbers: a row in the block of the file that fills it (master.c:
+ * FX_MASTER_NODE_METRICS; stats.c: FX_MASTER_KV_GAUGES) and its assignment there. */
+#ifndef FX_MASTER_METRICS_H
+#define FX_MASTER_METRICS_H
+
+#include "metrics.h"
+
+/* master.c: identity (first in the master-stats document) */
+#define FX_MASTER_IDENTITY_METRICS(X)                                                                            \
+    X(generation, GAUGE, "master_generation", "", "The master's generation (changes on restart)")                \
+    X(owners, GAUGE, "master_owners", "", "Owners the master knows (alive or dead)")
+
+/* master.c: nodes and connections */
+#define FX_MASTER_NODE_METRICS(X)                                                                                \
+    X(owners_alive, GAUGE, "master_nodes", "state=\"alive\"", "Known owners by liveness")                        \
+    X(owners_dead, GAUGE, "master_nodes", "state=\"dead\"", "")                                                 \
+    X(registrations, COUNTER, "master_registrations_total", "kind=\"new\"", "REGISTER accepted: new owner, new generation of a known one, reconnect") \
+    X(reregistrations, COUNTER, "master_registrations_total", "kind=\"new_generation\"", "")                    \
+    X(reconnects, COUNTER, "master_registrations_total", "kind=\"reconnect\"", "")                              \
+    X(owners_declared_dead, COUNTER, "master_owners_declared_dead_total", "", "Owners declared dead (missed heartbeats or lost connection)") \
+    X(connections, GAUGE, "master_connections", "", "Connections open to the master")
+
+/* stats.c: gauges of the KV state */
+#define FX_MASTER_KV_GAUGES(X)                                                                                   \
+    X(routes, GAUGE, "master_routes", "", "Keys with a route")                                                   \
+    X(replicas, GAUGE, "master_replicas", "", "Replicas recorded over all routes")                               \
+    X(leases, GAUGE, "master_leases", "", "Leases held")                                                        \
+    X(put_dedup_acks, GAUGE, "master_put_dedup_acks", "", "PUT_DONE answers kept for deduplication")            \
+    X(put_dedup_bytes, GAUGE, "master_put_dedup_bytes", "", "Bytes of PUT_DONE answers kept for deduplication")
+
+/* inflight.c: in-flight records */
+#define FX_MASTER_INFLIGHT_METRICS(X)                                                                            \
+    X(inflight_puts, GAUGE, "master_inflight", "kind=\"puts\"", "In-flight records at the master")              \
+    X(inflight_put_keys, GAUGE, "master_inflight", "kind=\"put_keys\"", "")                                     \
+    X(inflight_gets, GAUGE, "master_inflight", "kind=\"gets\"", "")
+
+/* the KV counters (mkv_t's c.<name>, incremented by the KV files) */
+#define FX_MASTER_KV_COUNTERS(X)                                                                                 \
+    X(put_done_batches, COUNTER, "master_put_done_batches_total", "", "PUT_DONE batches received")               \
+    X(put_dedup, COUNTER, "master_put_dedup_total", "", "PUT_DONE batches answered from the dedup record")       \
+    X(puts, COUNTER, "master_puts_total", "", "Keys published")                                                 \
+    X(put_converged, COUNTER, "master_put_converged_total", "", "Keys whose same-put_id race converged")        \
+    X(put_rejected, COUNTER, "master_put_rejected_total", "", "Keys refused at publish")                        \
+    X(lookups, COUNTER, "master_lookups_total", "", "Keys looked up")                                           \
+    X(lookup_hits, COUNTER, "master_lookup_hits_total", "", "Keys looked up that had a live replica")           \
+    X(get_done_replicas, COUNTER, "master_get_done_replicas_total", "", "Replicas added by GET_DONE")           \
+    X(get_done_stale, COUNTER, "master_get_done_stale_total", "", "GET_DONE keys refused as stale")             \
+    X(get_durable, COUNTER, "master_get_copies_total", "kind=\"durable\"", "Fetch copies by kind")              \
+    X(get_temporary, COUNTER, "master_get_copies_total", "kind=\"temporary\"", "")                              \
+    X(get_reuse, COUNTER, "master_get_copies_total", "kind=\"reuse\"", "")                                      \
+    X(deletes, COUNTER, "master_deletes_total", "", "Keys deleted")                                             \
+    X(invalidations_sent, COUNTER, "master_invalidations_sent_total", "", "Replicas invalidated")               \
+    X(invalidate_msgs, COUNTER, "master_invalidate_messages_total", "", "INVALIDATE messages sent")             \
+    X(grants, COUNTER, "master_grants_total", "", "Segment grants handed out")                                  \
+    X(leases_granted, COUNTER, "master_leases_granted_total", "", "Leases granted")                             \
+    X(leases_expired, COUNTER, "master_leases_expired_total", "", "Leases expired")                             \
+    X(lease_routes_expired, COUNTER, "master_lease_routes_expired_total", "", "Routes dropped with their lease") \
+    X(generation_routes_dropped, COUNTER, "master_generation_routes_dropped_total", "", "Replicas dropped because their owner's generation changed") \
+    X(error_replies, COUNTER, "master_error_replies_total", "", "KV requests answered with an error")          \
+    X(evict_batches, COUNTER, "master_evict_batches_total", "", "EVICT batches received")                      \
+    X(evicted_replicas, COUNTER, "master_evicted_replicas_total", "", "Replicas dropped by eviction")          \
+    X(evict_stale, COUNTER, "master_evict_stale_total", "", "Eviction entries refused as stale")               \
+    X(evict_routes_deleted, COUNTER, "master_evict_routes_deleted_total", "", "Routes deleted by eviction")    \
+    X(places, COUNTER, "master_places_total", "", "PUT_PLACE requests")                                        \
+    X(place_remote, COUNTER, "master_placements_total", "where=\"remote\"", "Placement decisions")              \
+    X(place_local, COUNTER, "master_placements_total", "where=\"local\"", "")                                   \
+    X(place_rejected, COUNTER, "master_placements_total", "where=\"rejected\"", "")                             \
+    X(place_fallback, COUNTER, "master_placements_total", "where=\"fallback\"", "")                             \
+    X(revokes, COUNTER, "master_revokes_total", "", "PUT_REVOKE received")                                     \
+    X(inflight_expired, COUNTER, "master_inflight_expired_total", "", "In-flight records expired by the TTL")  \
+    X(put_done_stale_token, COUNTER, "master_put_done_stale_token_total", "", "PUT_DONE with an unknown placement token") \
+    X(put_dedup_forgotten, COUNTER, "master_put_dedup_forgotten_total", "", "Dedup records swept")             \
+    X(put_done_too_old, COUNTER, "master_put_done_too_old_total", "", "PUT_DONE older than the dedup window")     \
+    X(grants_returned, COUNTER, "master_grants_returned_total", "", "Idle grants owners gave back to the allocator") \
+    X(republish_batches, COUNTER, "master_republish_batches_total", "", "REPUBLISH batches received (issue 17)")   \
+    X(republished, COUNTER, "master_republished_keys_total", "outcome=\"routed\"", "Re-published keys by outcome") \
+    X(republish_stale, COUNTER, "master_republished_keys_total", "outcome=\"stale\"", "")                        \
+    X(republish_replaced, COUNTER, "master_republished_keys_total", "outcome=\"replaced\"", "")                  \
+    X(republish_refused, COUNTER, "master_republished_keys_total", "outcome=\"refused\"", "")                    \
+    X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended")
+
+/* append.c (issue 16): replica tasks to remote_cache targets, hits by tier, demotion */
+#define FX_MASTER_APPEND_METRICS(X)                                                                              \
+    X(append_inflight, GAUGE, "master_append_inflight", "", "Appends (replica copies) in flight")                \
+    X(append_inflight_keys, GAUGE, "master_append_inflight_keys", "", "Keys of the appends in flight")           \
+    X(target_cold_entries, GAUGE, "master_target_cold_entries", "", "Replicas held only by a replica target")    \
+    X(append_requests, COUNTER, "master_append_requests_total", "", "APPEND_START requests")                     \
+    X(append_started, COUNTER, "master_appends_started_total", "", "Appends started (ranges allocated)")         \
+    X(append_keys_started, COUNTER, "master_append_keys_total", "outcome=\"started\"", "Append keys by outcome") \
+    X(append_keys_completed, COUNTER, "master_append_keys_total", "outcome=\"completed\"", "")                   \
+    X(append_keys_obsolete, COUNTER, "master_append_keys_total", "outcome=\"obsolete\"", "")                     \
+    X(append_keys_failed_transfer, COUNTER, "master_append_keys_total", "outcome=\"failed_transfer\"", "")       \
+    X(append_keys_expired, COUNTER, "master_append_keys_total", "outcome=\"expired\"", "")                       \
+    X(append_rejected_stale, COUNTER, "master_append_rejected_total", "reason=\"stale\"", "APPEND_START refused by reason") \
+    X(append_rejected_busy, COUNTER, "master_append_rejected_total", "reason=\"busy\"", "")                      \
+    X(append_rejected_no_target, COUNTER, "master_append_rejected_total", "reason=\"no_target\"", "")            \
+    X(append_rejected_no_space, COUNTER, "master_append_rejected_total", "reason=\"no_space\"", "")              \
+    X(append_keys_already, COUNTER, "master_append_keys_already_total", "", "Append keys already on a target")  \
+    X(append_done_unknown, COUNTER, "master_append_done_unknown_total", "", "APPEND_DONE for no append in flight") \
+    X(target_replicas_remote_cache, COUNTER, "master_replica_targets_total", "role=\"remote_cache\"", "Replicas added by appends, by target role") \
+    X(target_replicas_gpu_owner, COUNTER, "master_replica_targets_total", "role=\"gpu_owner\"", "")              \
+    X(target_cold_dropped, COUNTER, "master_target_cold_dropped_total", "", "Target-only replicas dropped")      \
+    X(target_cold_routes_deleted, COUNTER, "master_target_cold_routes_deleted_total", "", "Routes deleted with their last target replica") \
+    X(hits_local, COUNTER, "master_lookup_hits_by_tier_total", "tier=\"local\"", "Lookup hits by the tier that serves them") \
+    X(hits_remote_gpu, COUNTER, "master_lookup_hits_by_tier_total", "tier=\"remote_gpu_owner\"", "")             \
+    X(hits_cpu_owner, COUNTER, "master_lookup_hits_by_tier_total", "tier=\"cpu_owner\"", "")                     \
+    X(evict_demoted, COUNTER, "master_evicted_groups_total", "outcome=\"demoted\"", "Evicted groups: demoted (a copy kept on a target) or dropped") \
+    X(evict_dropped, COUNTER, "master_evicted_groups_total", "outcome=\"dropped\"", "")                          \
+    X(target_refreshed, COUNTER, "master_target_refreshed_total", "", "Target replicas refreshed by a read")     \
+    X(target_promoted_away, COUNTER, "master_target_promoted_away_total", "", "Target replicas left after a promotion")
+
+/* the order of the master-stats document */
+#define FX_MASTER_METRICS(X)                                                                                     \
+    FX_MASTER_IDENTITY_METRICS(X) FX_MASTER_KV_GAUGES(X) FX_MASTER_KV_COUNTERS(X) FX_MASTER_INFLIGHT_METRICS(X)     \
+    FX_MASTER_NODE_METRICS(X) FX_MASTER_APPEND_METRICS(X)
+
+typedef struct fx_mmetrics {
+    FX_MASTER_METRICS(FX_METRIC_FIELD)
+} fx_mmetrics_t;
+
+#endif

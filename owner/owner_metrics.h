@@ -1,0 +1,179 @@
+/* owner_metrics.h — THE owner's metric catalog. One row per number: the `fluxon stats`
+ * JSON member (the row's name), the Prometheus family it feeds (fluxon_ + family, with
+ * labels), its kind and help. fx_ometrics_t (the snapshot the reactor publishes) is
+ * generated from it, and both renderers (stats.c: JSON and /metrics) walk it, so a name
+ * cannot drift between the CLI and Prometheus.
+ *
+ * Adding a number: one row here, in the block of the module that owns it, and the one
+ * assignment `m->name = ...` in that module's fx_o<module>_metrics (a counter kept in the
+ * module's own state; histograms are fx_hist_t fed by fx_hist_observe). Rows of one family
+ * stay adjacent (test_metrics checks it). Labels stay low-cardinality: never a key.
+ *
+ * X(name, KIND, family, labels, help) with KIND COUNTER | GAUGE | SGAUGE | BOOL | HIST | NSCOUNTER | MSGAUGE. */
+#ifndef FX_OWNER_METRICS_H
+#define FX_OWNER_METRICS_H
+
+#include "metrics.h"
+
+#define FX_OWNER_METRICS(X)                                                                                      \
+    /* identity (stats.c) */                                                                                     \
+    X(generation, GAUGE, "owner_generation", "", "This owner's registration generation")                         \
+    X(segment_bytes, GAUGE, "owner_segment_bytes", "", "Size of the owner's shared segment")                     \
+    /* ext.c */                                                                                                  \
+    X(externals, GAUGE, "owner_externals", "", "External clients connected on the owner socket")                 \
+    X(requests, COUNTER, "owner_ext_frames_total", "", "Frames received from externals")                        \
+    X(errors, COUNTER, "owner_ext_errors_total", "", "External frames refused (protocol error or unserved type)") \
+    /* master_link.c */                                                                                          \
+    X(master_connected, BOOL, "owner_master_connected", "", "1 while the owner is registered with the master")   \
+    X(master_generation, GAUGE, "owner_master_generation", "", "The master's generation this owner knows")       \
+    X(forwarded, COUNTER, "owner_forwarded_total", "", "External requests forwarded to the master")             \
+    X(heartbeats_sent, COUNTER, "owner_heartbeats_total", "result=\"sent\"", "Heartbeats to the master")         \
+    X(heartbeat_failures, COUNTER, "owner_heartbeats_total", "result=\"failed\"", "")                            \
+    X(owners_alive, SGAUGE, "owner_cluster_owners_alive", "", "Alive owners the master last reported (-1 unknown)") \
+    /* store.c */                                                                                                \
+    X(index_keys, GAUGE, "owner_index_keys", "", "Keys visible in this owner's index")                           \
+    X(holders, GAUGE, "owner_holders", "", "Holders (pins) open on this owner's slots")                          \
+    X(invalidations, COUNTER, "owner_invalidations_total", "", "Invalidations received from the master")         \
+    X(invalidations_malformed, COUNTER, "owner_invalidations_malformed_total", "", "Invalidations that did not decode") \
+    X(slots_free, GAUGE, "owner_slots", "state=\"free\"", "Slots per state")                                     \
+    X(slots_prepared, GAUGE, "owner_slots", "state=\"prepared\"", "")                                            \
+    X(slots_pending, GAUGE, "owner_slots", "state=\"pending\"", "")                                              \
+    X(slots_committed, GAUGE, "owner_slots", "state=\"committed\"", "")                                          \
+    X(slots_draining, GAUGE, "owner_slots_draining", "", "Slots dropped while readers still hold them")         \
+    X(slot_holder_refs, GAUGE, "owner_slot_holder_refs", "", "Holder references on slots")                       \
+    X(grants, GAUGE, "owner_grants", "", "Segment grants the master gave this owner")                            \
+    X(granted_bytes, GAUGE, "owner_granted_bytes", "", "Bytes of the segment under grants")                      \
+    X(used_bytes, GAUGE, "owner_segment_used_bytes", "", "Bytes of the segment in non-free slots")              \
+    X(free_bytes, GAUGE, "owner_segment_free_bytes", "", "Bytes of the segment not in a non-free slot")          \
+    /* claims.c */                                                                                               \
+    X(max_grants, GAUGE, "owner_max_grants", "", "Most grants this owner may hold")                             \
+    X(grants_received, COUNTER, "owner_grants_received_total", "", "Grants received from the master")           \
+    X(claim_waits, COUNTER, "owner_claim_waits_total", "", "Slot claims that had to wait for room")             \
+    X(claim_timeouts, COUNTER, "owner_claim_timeouts_total", "", "Slot claims that timed out waiting for room")  \
+    X(grants_returned, COUNTER, "owner_grants_returned_total", "", "Idle grants given back to the master")       \
+    X(grants_recarved, COUNTER, "owner_grants_recarved_total", "", "Idle grants re-carved for another slot size") \
+    X(grants_returning, GAUGE, "owner_grants_returning", "", "Grant returns not yet confirmed by the master")     \
+    X(claim_no_space, COUNTER, "owner_claim_no_space_total", "", "Slot claims answered NO_SPACE")               \
+    X(master_grants, GAUGE, "owner_master_grants", "", "Grants held from the master's allocator")              \
+    X(grant_chunks, GAUGE, "owner_grant_chunks", "", "Sub-grant chunks a master grant is carved into")         \
+    /* put.c */                                                                                                  \
+    X(puts_inflight, GAUGE, "owner_put_plans_open", "", "Put plans open (claimed, prepared or publishing)")     \
+    X(puts_started, COUNTER, "owner_puts_total", "stage=\"started\"", "Put batches by stage reached")           \
+    X(puts_committed, COUNTER, "owner_puts_total", "stage=\"committed\"", "")                                   \
+    X(puts_published, COUNTER, "owner_puts_total", "stage=\"published\"", "")                                   \
+    X(puts_aborted, COUNTER, "owner_puts_total", "stage=\"aborted\"", "")                                       \
+    X(put_keys_published, COUNTER, "owner_put_keys_published_total", "", "Keys published to the master")       \
+    X(put_rejected, COUNTER, "owner_put_rejected_total", "", "Put batches the master rejected")                 \
+    X(put_done_retries, COUNTER, "owner_put_done_retries_total", "", "PUT_DONE resent after an uncertain outcome") \
+    X(put_plans_expired, COUNTER, "owner_put_plans_expired_total", "", "Prepared plans never committed in time") \
+    X(put_value_bytes, COUNTER, "owner_value_bytes_total", "op=\"put\"", "Value bytes committed by puts, and answered as transferable by gets") \
+    X(get_value_bytes, COUNTER, "owner_value_bytes_total", "op=\"get\"", "") /* get.c fills it (family kept adjacent) */ \
+    X(put_start_latency, HIST, "owner_put_start_seconds", "", "put_start: request to answer (slots claimed, placed)") \
+    X(commit_latency, HIST, "owner_commit_seconds", "phase=\"local_ready\"", "put commit: request to local-ready answer, and to global publish") \
+    X(publish_latency, HIST, "owner_commit_seconds", "phase=\"global\"", "")                                    \
+    /* place.c */                                                                                                \
+    X(place_requests, COUNTER, "owner_place_requests_total", "", "PUT_PLACE requests to the master")            \
+    X(placed_remote, COUNTER, "owner_placements_total", "where=\"remote\"", "Placement outcomes")               \
+    X(placed_local, COUNTER, "owner_placements_total", "where=\"local\"", "")                                   \
+    X(place_fallbacks, COUNTER, "owner_placements_total", "where=\"fallback\"", "")                             \
+    X(pushed_keys, COUNTER, "owner_pushed_keys_total", "", "Keys pushed to a remote owner")                     \
+    X(pushed_bytes, COUNTER, "owner_pushed_bytes_total", "", "Bytes pushed to a remote owner")                  \
+    X(revokes_sent, COUNTER, "owner_revokes_total", "", "PUT_REVOKE sent for abandoned placements")             \
+    X(push_master_lost, COUNTER, "owner_push_master_lost_total", "", "Placements never pushed: the master connection was lost since") \
+    X(push_latency, HIST, "owner_push_seconds", "", "Push of a put batch to its remote target")                 \
+    /* get.c */                                                                                                  \
+    X(handles_open, GAUGE, "owner_handles_open", "", "Get handles not yet consumed")                           \
+    X(gets_inflight, GAUGE, "owner_gets_inflight", "", "Keys with a fetch in flight")                           \
+    X(get_batches, COUNTER, "owner_get_batches_total", "", "get_start batches")                                 \
+    X(get_keys, COUNTER, "owner_get_keys_total", "", "Keys asked by get_start")                                 \
+    X(local_hits, COUNTER, "owner_get_hits_total", "tier=\"local\"", "Keys served, by tier: already here, joined an in-flight fetch, led a fetch") \
+    X(joined_hits, COUNTER, "owner_get_hits_total", "tier=\"joined\"", "")                                      \
+    X(leader_hits, COUNTER, "owner_get_hits_total", "tier=\"leader\"", "")                                      \
+    X(joined, COUNTER, "owner_get_fetch_keys_total", "role=\"joined\"", "Keys not here: joined or led a fetch")  \
+    X(leaders, COUNTER, "owner_get_fetch_keys_total", "role=\"leader\"", "")                                    \
+    X(misses, COUNTER, "owner_get_misses_total", "", "Keys get_start answered as missing")                      \
+    X(miss_not_found, COUNTER, "owner_get_miss_reasons_total", "reason=\"not_found\"", "Missing keys by reason")  \
+    X(miss_unavailable, COUNTER, "owner_get_miss_reasons_total", "reason=\"unavailable\"", "")                  \
+    X(miss_no_space, COUNTER, "owner_get_miss_reasons_total", "reason=\"no_space\"", "")                        \
+    X(miss_timeout, COUNTER, "owner_get_miss_reasons_total", "reason=\"timeout\"", "")                          \
+    X(miss_nomem, COUNTER, "owner_get_miss_reasons_total", "reason=\"nomem\"", "")                              \
+    X(miss_internal, COUNTER, "owner_get_miss_reasons_total", "reason=\"internal\"", "")                        \
+    X(prefix_raw_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"raw\"", "Prefix keys of get_start answers: raw hits and transferable") \
+    X(prefix_transferable_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"transferable\"", "")            \
+    X(handles_opened, COUNTER, "owner_handles_opened_total", "", "Get handles opened")                          \
+    X(get_start_latency, HIST, "owner_get_start_seconds", "", "get_start: request to answer")                  \
+    /* fetch.c */                                                                                                \
+    X(lookup_batches, COUNTER, "owner_lookup_batches_total", "", "LOOKUP batches to the master")                \
+    X(lookups_skipped, COUNTER, "owner_lookups_skipped_total", "", "Lookups skipped (no other owner alive)")    \
+    X(transfers, COUNTER, "owner_fetch_transfers_total", "", "UCX transfers from remote owners")               \
+    X(transfer_keys, COUNTER, "owner_fetch_transfer_keys_total", "", "Keys in UCX transfers")                  \
+    X(transfer_bytes, COUNTER, "owner_fetch_transfer_bytes_total", "", "Bytes fetched over UCX")               \
+    X(remote_hits, COUNTER, "owner_fetch_hits_total", "source=\"gpu_owner\"", "Keys fetched, by source owner kind") \
+    X(cpu_hits, COUNTER, "owner_fetch_hits_total", "source=\"cpu_owner\"", "")                                  \
+    X(reuse_hits, COUNTER, "owner_fetch_reuse_hits_total", "", "Fetches answered by a copy already here")      \
+    X(self_copies, COUNTER, "owner_fetch_self_copies_total", "", "Keys copied within this segment")            \
+    X(temp_copies, COUNTER, "owner_fetch_temp_copies_total", "", "Fetched copies kept as temporary")           \
+    X(get_done_stale, COUNTER, "owner_get_done_stale_total", "", "GET_DONE answers saying the copy is stale")   \
+    X(get_done_resends, COUNTER, "owner_get_done_resends_total", "", "GET_DONE resent after an uncertain outcome") \
+    X(fetch_latency, HIST, "owner_remote_fetch_seconds", "", "Remote fetch: LOOKUP sent to transfer done")     \
+    X(transfer_latency, HIST, "owner_get_transfer_seconds", "", "UCX transfer of a fetch batch")                \
+    /* evict.c */                                                                                                \
+    X(hot_bytes, GAUGE, "owner_hot_bytes", "", "Bytes in the hot tier")                                        \
+    X(hot_values, GAUGE, "owner_hot_values", "", "Values in the hot tier")                                     \
+    X(hot_capacity_bytes, GAUGE, "owner_hot_capacity_bytes", "", "The hot tier's watermark")                   \
+    X(evictions, COUNTER, "owner_evictions_total", "", "Values evicted")                                       \
+    X(evicted_bytes, COUNTER, "owner_evicted_bytes_total", "", "Bytes evicted")                                \
+    X(cohorts, COUNTER, "owner_evict_cohorts_total", "", "Eviction cohorts sent to the master")                \
+    X(busy_retries, COUNTER, "owner_evict_busy_retries_total", "", "Evictions retried because a reader held the value") \
+    X(left_hot, COUNTER, "owner_demotions_total", "", "Values that left the hot tier")                         \
+    X(restored, COUNTER, "owner_evict_restored_total", "", "Selected values restored (the master kept them)")  \
+    X(selected_bytes, COUNTER, "owner_evict_selected_bytes_total", "", "Bytes selected for eviction")          \
+    X(eviction_debt, GAUGE, "owner_selection_debt_bytes", "", "Bytes still to select to reach the watermark")  \
+    X(evict_stale, COUNTER, "owner_evict_stale_total", "", "Eviction answers that were stale")                 \
+    X(evict_resends, COUNTER, "owner_evict_resends_total", "", "EVICT resent after an uncertain outcome")      \
+    X(grants_retired, COUNTER, "owner_grants_retired_total", "", "Grants emptied by eviction for another slot size") \
+    X(claims_no_space_fast, COUNTER, "owner_claims_no_space_fast_total", "", "Claims refused at once: everything held") \
+    X(eviction_policy_lru, BOOL, "owner_eviction_policy", "policy=\"lru\"", "1 for the hot tier's eviction_policy") \
+    X(eviction_policy_s3fifo, BOOL, "owner_eviction_policy", "policy=\"s3fifo\"", "")                             \
+    X(eviction_policy_slru, BOOL, "owner_eviction_policy", "policy=\"slru\"", "")                                 \
+    X(policy_promotions, COUNTER, "owner_evict_policy_promotions_total", "", "Values the policy promoted to its main queue") \
+    X(policy_ghost_hits, COUNTER, "owner_evict_policy_ghost_hits_total", "", "Admissions the policy's ghost list recognised") \
+    X(evict_writeback_waits, COUNTER, "owner_evict_writeback_waits_total", "", "Evictions that waited for a write-back") \
+    /* replica.c (issue 16): eager replica tasks and write-back to replica targets */                            \
+    X(repl_queued, GAUGE, "owner_replica_tasks_queued", "", "Replica tasks queued")                              \
+    X(repl_inflight, GAUGE, "owner_replica_tasks_inflight", "", "Replica tasks in flight")                       \
+    X(repl_tasks_eager, COUNTER, "owner_replica_tasks_total", "kind=\"eager\"", "Replica tasks enqueued, by kind") \
+    X(repl_tasks_writeback, COUNTER, "owner_replica_tasks_total", "kind=\"writeback\"", "")                      \
+    X(repl_completed, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"completed\"", "Replica tasks by outcome") \
+    X(repl_already, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"already\"", "")                     \
+    X(repl_obsolete, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"obsolete\"", "")                   \
+    X(repl_failed_no_space, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_no_space\"", "")     \
+    X(repl_failed_busy, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_busy\"", "")             \
+    X(repl_failed_stale, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_stale\"", "")           \
+    X(repl_failed_transfer, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_transfer\"", "")     \
+    X(repl_failed_master, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_master\"", "")         \
+    X(repl_failed_queue_full, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_queue_full\"", "") \
+    X(repl_busy_retries, COUNTER, "owner_replica_busy_retries_total", "", "APPEND_START retried after KEY_BEING_WRITTEN") \
+    X(repl_batches, COUNTER, "owner_replica_batches_total", "", "APPEND_START batches sent")                   \
+    X(repl_pushed_keys, COUNTER, "owner_replica_pushed_keys_total", "", "Keys pushed to replica targets")        \
+    X(repl_pushed_bytes, COUNTER, "owner_replica_pushed_bytes_total", "", "Bytes pushed to replica targets")     \
+    X(repl_push_ns, NSCOUNTER, "owner_replica_push_seconds_total", "", "Time spent in replica pushes") \
+    /* republish.c (issue 17): re-publication to a master that did not know this owner */                     \
+    X(republishing, BOOL, "owner_republishing", "", "1 while re-publishing to a new master")                       \
+    X(republish_rounds, COUNTER, "owner_republish_rounds_total", "", "Re-publication rounds started")             \
+    X(republish_batches, COUNTER, "owner_republish_batches_total", "", "REPUBLISH batches sent")                  \
+    X(republish_keys, COUNTER, "owner_republish_keys_total", "", "Keys re-published")                             \
+    X(republish_stale, COUNTER, "owner_republish_outcomes_total", "outcome=\"stale\"", "Re-published keys the master did not route, by outcome") \
+    X(republish_refused, COUNTER, "owner_republish_outcomes_total", "outcome=\"refused\"", "")                  \
+    X(republish_leased_dropped, COUNTER, "owner_republish_leased_dropped_total", "", "Leased values dropped instead of re-published") \
+    X(republish_resends, COUNTER, "owner_republish_resends_total", "", "REPUBLISH batches resent")                 \
+    X(republish_last_ms, MSGAUGE, "owner_republish_last_seconds", "", "Duration of the last re-publication") \
+    X(republish_last_keys, GAUGE, "owner_republish_last_keys", "", "Keys of the last re-publication")             \
+    X(placed_ranges_held, GAUGE, "owner_placed_ranges_held", "", "Placed values held for other owners' puts")    \
+    X(placed_malformed, COUNTER, "owner_placed_malformed_total", "", "PLACED messages that did not decode")
+
+typedef struct fx_ometrics {
+    FX_OWNER_METRICS(FX_METRIC_FIELD)
+} fx_ometrics_t;
+
+#endif

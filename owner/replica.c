@@ -1,0 +1,527 @@
+/* replica.c — replica tasks and write-backs from this owner (issue 16, owner_replica.h).
+ *
+ * A task is ONE atomic group / TP cohort of this owner's COMMITTED values, identified by
+ * (slot, put_ms, put_ver) per member (looked up again by identity at every step, never kept
+ * as pointers across turns). A bounded FIFO (OREPL_QUEUE_MAX) feeds at most
+ * OREPL_INFLIGHT_MAX tasks at once:
+ *   APPEND_START → per key OK / KEY_EXISTS (a target already holds it) / STALE /
+ *     KEY_BEING_WRITTEN (retried at most OREPL_BUSY_RETRIES times, 25 then 50 ms) /
+ *     NO_SPACE (no target has room: replica targets are strict);
+ *   → ONE UCX PUT batch from the slots into the target's ranges, bounded by 3/4 of the
+ *     master's in-flight TTL;
+ *   → APPEND_DONE {token, pushed}: the master keeps a replica only for keys still at that
+ *     version with this owner's source replica still routed (the slot was intact: D1).
+ * Outcomes (exactly one per task): completed (every key a replica), already, obsolete
+ * (some key's version changed meanwhile), failed by cause. Only "completed" and "already"
+ * mark the members OREPL_COPIED: a failed, stale or partial copy never counts. The local
+ * primary never changes here. Reactor thread only. */
+#include <stdio.h>
+
+#include "hmap.h"
+#include "log.h"
+#include "owner_link.h"
+#include "owner_peers.h"
+#include "owner_replica.h"
+
+#define OREPL_QUEUE_MAX 4096u
+#define OREPL_BATCHES_MAX 8u      /* APPEND_START batches in flight */
+#define OREPL_BATCH_GROUPS 128u   /* tasks (groups) per batch (G8) */
+#define OREPL_BATCH_KEYS 2048u    /* keys per batch (the master takes up to 4096) */
+#define OREPL_BUSY_RETRIES 3u
+
+typedef struct orepl_task {
+    uint64_t id;
+    struct orepl_task *next; /* queue */
+    fx_owner_t *o;
+    bool eager;
+    uint32_t n, attempts;
+    uint64_t value_len;
+    fx_slot_ref_t *slots;
+    char **keys;
+    uint32_t *klens;
+    uint64_t *offs, *put_ms, *put_ver, *tgt_offs; /* tgt_offs[i] 0: key i is not copied */
+    fx_timer_t retry;
+} orepl_task_t;
+
+/* One APPEND_START / push / APPEND_DONE round for up to OREPL_BATCH_GROUPS tasks of one
+ * value length: ONE target, ONE UCX batch, ONE APPEND_DONE. */
+typedef struct orepl_batch {
+    uint64_t id;
+    fx_owner_t *o;
+    orepl_task_t **t; /* NULL once a task left the batch (finished, or waiting to retry) */
+    uint32_t nt, n;
+    uint64_t value_len, token, sent_ms, push_deadline_ms;
+    bool pushed;
+    char target_id[FX_ID_MAX];
+    fx_ucx_range_t *ranges;
+    size_t n_ranges;
+} orepl_batch_t;
+
+#define OREPL_COUNTERS(X)                                                                  \
+    X(tasks_eager) X(tasks_writeback) X(completed) X(already) X(obsolete) X(failed_no_space) \
+    X(failed_busy) X(failed_stale) X(failed_transfer) X(failed_master) X(failed_queue_full)  \
+    X(busy_retries) X(batches) X(pushed_keys) X(pushed_bytes) X(push_ns)
+
+typedef struct orepl {
+    fx_hmap_t *tasks, *batches; /* id -> task (queued, batched or waiting to retry); id -> batch */
+    orepl_task_t *qhead, *qtail;
+    uint32_t queued, inflight;  /* tasks in the queue; tasks batched or waiting to retry */
+    struct {
+#define OREPL_FIELD(name) uint64_t name;
+        OREPL_COUNTERS(OREPL_FIELD)
+#undef OREPL_FIELD
+    } c;
+} orepl_t;
+
+typedef struct orepl_ctx {
+    fx_owner_t *o;
+    uint64_t id; /* a batch */
+    uint64_t t0_ns;
+} orepl_ctx_t;
+
+enum { OR_COMPLETED, OR_ALREADY, OR_OBSOLETE, OR_NO_SPACE, OR_BUSY, OR_STALE, OR_TRANSFER, OR_MASTER };
+
+FX_INTERNAL int fx_orepl_state(const owner_entry_t *en) { return en->repl; }
+FX_INTERNAL void fx_orepl_touched(owner_entry_t *en)
+{
+    if (en->repl == OREPL_COPIED) en->repl = OREPL_NONE; /* hot again: its copy is written back anew */
+}
+FX_INTERNAL bool fx_orepl_room(fx_owner_t *o) { return o->repl && o->repl->queued < OREPL_QUEUE_MAX; }
+FX_INTERNAL bool fx_orepl_idle(fx_owner_t *o) { return !o->repl || (!o->repl->queued && !o->repl->inflight); }
+
+static void orepl_task_free(orepl_task_t *t)
+{
+    if (!t) return;
+    for (uint32_t i = 0; t->keys && i < t->n; i++) fx_free(t->keys[i]);
+    fx_free(t->keys);
+    fx_free(t->klens);
+    fx_free(t->slots);
+    fx_free(t->offs);
+    fx_free(t->put_ms);
+    fx_free(t->put_ver);
+    fx_free(t->tgt_offs);
+    fx_free(t);
+}
+
+static void orepl_pump(fx_owner_t *o);
+
+/* A task's outcome: counted once, members marked, the task freed (never pumps: callers do). */
+static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
+{
+    orepl_t *s = o->repl;
+    switch (outcome) {
+    case OR_COMPLETED: s->c.completed++; break;
+    case OR_ALREADY: s->c.already++; break;
+    case OR_OBSOLETE: s->c.obsolete++; break;
+    case OR_NO_SPACE: s->c.failed_no_space++; break;
+    case OR_BUSY: s->c.failed_busy++; break;
+    case OR_STALE: s->c.failed_stale++; break;
+    case OR_TRANSFER: s->c.failed_transfer++; break;
+    default: s->c.failed_master++; break;
+    }
+    bool copied = outcome == OR_COMPLETED || outcome == OR_ALREADY;
+    for (uint32_t i = 0; i < t->n; i++) {
+        owner_entry_t *en = fx_ostore_find(o, &t->slots[i]);
+        if (en && en->put_ms == t->put_ms[i] && en->put_ver == t->put_ver[i])
+            en->repl = copied ? OREPL_COPIED : t->eager || outcome == OR_OBSOLETE ? OREPL_NONE : OREPL_FAILED;
+    }
+    fx_timer_disarm(o->r, &t->retry);
+    fx_hmap_del(s->tasks, &t->id, sizeof t->id, NULL);
+    s->inflight--;
+    orepl_task_free(t);
+}
+
+/* Ends a batch: every task still in it gets outcome (OR_COMPLETED: per task, from st). */
+static void orepl_batch_end(fx_owner_t *o, orepl_batch_t *b, int outcome, const fx_u64v_t *st)
+{
+    orepl_t *s = o->repl;
+    size_t k = 0;
+    for (uint32_t j = 0; j < b->nt; j++) {
+        orepl_task_t *t = b->t[j];
+        if (!t) continue;
+        int out = outcome;
+        if (st) {
+            bool all = true;
+            for (uint32_t i = 0; i < t->n; i++)
+                if (t->tgt_offs[i]) all &= k < st->n && (int)(int64_t)st->v[k++] == FLUXON_OK;
+            out = all ? OR_COMPLETED : OR_OBSOLETE;
+        }
+        orepl_finish(o, t, out);
+    }
+    fx_hmap_del(s->batches, &b->id, sizeof b->id, NULL);
+    fx_free(b->t);
+    fx_free(b->ranges);
+    fx_free(b);
+    orepl_pump(o);
+}
+
+static orepl_batch_t *orepl_ctx_batch(orepl_ctx_t *c)
+{
+    fx_owner_t *o = c->o;
+    return o->repl ? fx_hmap_get(o->repl->batches, &c->id, sizeof c->id) : NULL;
+}
+
+/* Every member still holds the version the task names (COMMITTED, same slot use). */
+static bool orepl_members_live(fx_owner_t *o, orepl_task_t *t)
+{
+    for (uint32_t i = 0; i < t->n; i++) {
+        owner_entry_t *en = fx_ostore_find(o, &t->slots[i]);
+        if (!en || en->state != OE_COMMITTED || en->put_ms != t->put_ms[i] || en->put_ver != t->put_ver[i])
+            return false;
+    }
+    return true;
+}
+
+/* ---- APPEND_DONE ---- */
+static void orepl_on_done(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    orepl_ctx_t *c = arg;
+    fx_owner_t *o = c->o;
+    orepl_batch_t *b = orepl_ctx_batch(c);
+    fx_free(c);
+    if (!b) return;
+    fx_body_statuses_t a;
+    memset(&a, 0, sizeof a);
+    if (status == FLUXON_OK && fx_body_statuses_decode(body, h->body_len, &a, arena) != FLUXON_OK)
+        status = FLUXON_ERR_PROTOCOL;
+    if (!b->pushed) orepl_batch_end(o, b, OR_TRANSFER, NULL); /* the ranges went back: the push failed */
+    else if (status == FLUXON_ERR_STALE) orepl_batch_end(o, b, OR_OBSOLETE, NULL); /* forgotten (TTL) */
+    else if (status != FLUXON_OK || a.statuses.n != b->n_ranges)
+        orepl_batch_end(o, b, OR_MASTER, NULL); /* uncertain: never counted as a copy */
+    else orepl_batch_end(o, b, OR_COMPLETED, &a.statuses);
+}
+
+static void orepl_send_done(fx_owner_t *o, orepl_batch_t *b, bool pushed)
+{
+    b->pushed = pushed;
+    fx_conn_t *mc = fx_olink_conn(o);
+    orepl_ctx_t *c = fx_malloc(sizeof *c);
+    fx_body_append_done_t d = {b->token, pushed ? 1 : 0};
+    if (c) *c = (orepl_ctx_t){o, b->id, 0};
+    if (!c || !mc || FX_RPC_CALL(mc, APPEND_DONE, append_done, &d, o->cfg.master_timeout_ms, orepl_on_done, c) !=
+                         FLUXON_OK) {
+        fx_free(c); /* the master frees the ranges at the TTL */
+        orepl_batch_end(o, b, pushed ? OR_MASTER : OR_TRANSFER, NULL);
+    }
+}
+
+/* ---- the push ---- */
+static void orepl_on_pushed(void *arg, int status)
+{
+    orepl_ctx_t *c = arg;
+    fx_owner_t *o = c->o;
+    orepl_batch_t *b = orepl_ctx_batch(c);
+    uint64_t dt = fx_now_ns() - c->t0_ns;
+    fx_free(c);
+    if (!b) return;
+    if (status == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: this push fails */
+        o->cfg.fail_transfers--;
+        status = FLUXON_ERR_INTERNAL;
+    }
+    if (status == FLUXON_OK) {
+        o->repl->c.pushed_keys += b->n_ranges;
+        o->repl->c.pushed_bytes += b->n_ranges * b->value_len;
+        o->repl->c.push_ns += dt;
+    } else {
+        FX_WARN("replica push of %zu values to %s failed (%s); the local copies stay", b->n_ranges, b->target_id,
+                fluxon_status_string(status));
+    }
+    orepl_send_done(o, b, status == FLUXON_OK);
+}
+
+static void orepl_push(fx_owner_t *o, orepl_batch_t *b, const fx_body_put_place_ack_t *a)
+{
+    uint64_t now = fx_now_ms();
+    fx_ucx_peer_t *peer = fx_opeers_get(o, a->target_node_id, a->target_generation, a->target_address,
+                                        a->target_rkey, a->target_base);
+    b->ranges = fx_calloc(b->n, sizeof *b->ranges);
+    orepl_ctx_t *c = fx_malloc(sizeof *c);
+    int rc = FLUXON_ERR_NOMEM;
+    if (b->ranges && c && now < b->push_deadline_ms) {
+        /* a member retired since is harmless: APPEND_DONE keeps a copy only while its source
+         * replica is still routed, i.e. its slot was never reused (D1) */
+        uint8_t *base = fx_segment_base(o->seg);
+        for (uint32_t j = 0; j < b->nt; j++)
+            for (uint32_t i = 0; b->t[j] && i < b->t[j]->n; i++)
+                if (b->t[j]->tgt_offs[i])
+                    b->ranges[b->n_ranges++] =
+                        (fx_ucx_range_t){base + b->t[j]->offs[i], b->t[j]->tgt_offs[i], b->value_len};
+        *c = (orepl_ctx_t){o, b->id, fx_now_ns()};
+        fx_ucx_set_timeout_ms(fx_opeers_ucx(o),
+                              (uint32_t)FX_MIN(b->push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
+        rc = peer ? fx_ucx_transfer(fx_opeers_ucx(o), peer, FX_UCX_PUT, b->ranges, b->n_ranges, orepl_on_pushed, c)
+                  : FLUXON_ERR_UNAVAILABLE;
+        fx_ucx_set_timeout_ms(fx_opeers_ucx(o), 0);
+    } else if (b->ranges && c) {
+        rc = FLUXON_ERR_TIMEOUT;
+    }
+    if (rc == FLUXON_OK) return;
+    fx_free(c);
+    FX_DEBUG("replica batch %llu: cannot push (%s)", (unsigned long long)b->id, fluxon_status_string(rc));
+    orepl_send_done(o, b, false);
+}
+
+/* ---- APPEND_START ---- */
+static void orepl_on_retry(fx_reactor_t *r, fx_timer_t *tm)
+{
+    (void)r;
+    orepl_task_t *t = FX_CONTAINER_OF(tm, orepl_task_t, retry);
+    orepl_t *s = t->o->repl;
+    s->inflight--; /* back to the head of the queue */
+    s->queued++;
+    t->next = s->qhead;
+    s->qhead = t;
+    if (!s->qtail) s->qtail = t;
+    orepl_pump(t->o);
+}
+
+/* Task j's part of the answer (statuses from k): true when it stays in the batch. */
+static bool orepl_task_answer(fx_owner_t *o, orepl_task_t *t, const fx_body_put_place_ack_t *a, size_t k)
+{
+    int worst = FLUXON_OK;
+    uint32_t ok = 0, exists = 0;
+    for (uint32_t i = 0; i < t->n; i++) {
+        int ks = (int)(int64_t)a->statuses.v[k + i];
+        t->tgt_offs[i] = ks == FLUXON_OK ? a->offsets.v[k + i] : 0;
+        ok += ks == FLUXON_OK;
+        exists += ks == FLUXON_ERR_KEY_EXISTS;
+        if (ks != FLUXON_OK && ks != FLUXON_ERR_KEY_EXISTS && worst == FLUXON_OK) worst = ks;
+    }
+    if (worst == FLUXON_ERR_KEY_BEING_WRITTEN && t->attempts < OREPL_BUSY_RETRIES) {
+        o->repl->c.busy_retries++;
+        fx_timer_arm(o->r, &t->retry, t->attempts++ ? 50u : 25u, orepl_on_retry);
+        return false;
+    }
+    if (worst != FLUXON_OK) {
+        orepl_finish(o, t, worst == FLUXON_ERR_KEY_BEING_WRITTEN ? OR_BUSY
+                           : worst == FLUXON_ERR_NO_SPACE       ? OR_NO_SPACE
+                                                                : OR_STALE);
+        return false;
+    }
+    if (!ok) {
+        orepl_finish(o, t, exists == t->n ? OR_ALREADY : OR_STALE);
+        return false;
+    }
+    return true;
+}
+
+static void orepl_on_start(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
+                           fx_arena_t *arena)
+{
+    orepl_ctx_t *c = arg;
+    fx_owner_t *o = c->o;
+    orepl_batch_t *b = orepl_ctx_batch(c);
+    fx_free(c);
+    if (!b) return;
+    fx_body_put_place_ack_t a;
+    memset(&a, 0, sizeof a);
+    if (status == FLUXON_OK && fx_body_put_place_ack_decode(body, h->body_len, &a, arena) != FLUXON_OK)
+        status = FLUXON_ERR_PROTOCOL;
+    if (status == FLUXON_OK && (a.statuses.n != b->n || a.offsets.n != b->n)) status = FLUXON_ERR_PROTOCOL;
+    if (status != FLUXON_OK) { /* an append the master may have recorded expires by its TTL */
+        orepl_batch_end(o, b, OR_MASTER, NULL);
+        return;
+    }
+    size_t k = 0, left = 0;
+    for (uint32_t j = 0; j < b->nt; j++) {
+        orepl_task_t *t = b->t[j];
+        uint32_t tn = t->n; /* t may be freed by its answer */
+        if (!orepl_task_answer(o, t, &a, k)) b->t[j] = NULL;
+        else left++;
+        k += tn;
+    }
+    if (!left) { /* nothing to copy: no append was recorded */
+        orepl_batch_end(o, b, OR_MASTER, NULL);
+        return;
+    }
+    b->token = a.put_token;
+    b->push_deadline_ms = b->sent_ms + (uint64_t)a.ttl_ms * 3 / 4;
+    fx_str_copy(a.target_node_id, b->target_id, sizeof b->target_id);
+    orepl_push(o, b, &a);
+}
+
+/* One APPEND_START for the tasks of b (arrays concatenated in task order). */
+static void orepl_send_start(fx_owner_t *o, orepl_batch_t *b)
+{
+    fx_conn_t *mc = fx_olink_conn(o);
+    fx_str_t *keys = fx_calloc(b->n, sizeof *keys);
+    uint64_t *cols = fx_calloc((size_t)b->n * 3 + b->nt, sizeof *cols);
+    orepl_ctx_t *c = fx_malloc(sizeof *c);
+    int rc = FLUXON_ERR_UNAVAILABLE;
+    if (keys && cols && c && mc) {
+        uint64_t *offs = cols, *pms = cols + b->n, *pver = cols + 2 * (size_t)b->n, *glen = cols + 3 * (size_t)b->n;
+        size_t k = 0;
+        for (uint32_t j = 0; j < b->nt; j++) {
+            orepl_task_t *t = b->t[j];
+            glen[j] = t->n;
+            for (uint32_t i = 0; i < t->n; i++, k++) {
+                keys[k] = (fx_str_t){t->keys[i], t->klens[i]};
+                offs[k] = t->offs[i];
+                pms[k] = t->put_ms[i];
+                pver[k] = t->put_ver[i];
+            }
+        }
+        fx_body_append_start_t body = {b->value_len, {keys, b->n}, {offs, b->n},
+                                       {pms, b->n},  {pver, b->n}, {glen, b->nt}};
+        *c = (orepl_ctx_t){o, b->id, 0};
+        b->sent_ms = fx_now_ms();
+        rc = FX_RPC_CALL(mc, APPEND_START, append_start, &body, o->cfg.master_timeout_ms, orepl_on_start, c);
+    }
+    fx_free(keys);
+    fx_free(cols);
+    if (rc == FLUXON_OK) {
+        o->repl->c.batches++;
+        return;
+    }
+    fx_free(c);
+    orepl_batch_end(o, b, OR_MASTER, NULL);
+}
+
+/* Forms batches from the queue head (one value length each) while fewer than
+ * OREPL_BATCHES_MAX are in flight. */
+static void orepl_pump(fx_owner_t *o)
+{
+    orepl_t *s = o->repl;
+    while (s->qhead && fx_hmap_count(s->batches) < OREPL_BATCHES_MAX) {
+        orepl_batch_t *b = fx_calloc(1, sizeof *b);
+        if (b) b->t = fx_calloc(OREPL_BATCH_GROUPS, sizeof *b->t);
+        if (b && b->t) {
+            b->id = fx_ostore_next_id(o);
+            b->o = o;
+        }
+        if (!b || !b->t || fx_hmap_put(s->batches, &b->id, sizeof b->id, b, NULL) != FLUXON_OK) {
+            if (b) fx_free(b->t);
+            fx_free(b);
+            return; /* out of memory: the queue waits for the next pump */
+        }
+        while (s->qhead && b->nt < OREPL_BATCH_GROUPS && b->n + s->qhead->n <= OREPL_BATCH_KEYS &&
+               (!b->nt || s->qhead->value_len == b->value_len)) {
+            orepl_task_t *t = s->qhead;
+            s->qhead = t->next;
+            if (!s->qhead) s->qtail = NULL;
+            s->queued--;
+            s->inflight++;
+            t->next = NULL;
+            if (!orepl_members_live(o, t)) { /* evicted, replaced or deleted meanwhile */
+                orepl_finish(o, t, OR_STALE);
+                continue;
+            }
+            b->value_len = t->value_len;
+            b->t[b->nt++] = t;
+            b->n += t->n;
+        }
+        if (!b->nt) { /* every task taken was stale */
+            fx_hmap_del(s->batches, &b->id, sizeof b->id, NULL);
+            fx_free(b->t);
+            fx_free(b);
+            continue;
+        }
+        orepl_send_start(o, b);
+    }
+}
+
+FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, size_t n, bool eager)
+{
+    orepl_t *s = o->repl;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) m += members[i] && members[i]->state == OE_COMMITTED && members[i]->repl == OREPL_NONE;
+    if (!s || !m || m > UINT32_MAX) return false;
+    if (eager) s->c.tasks_eager++;
+    else s->c.tasks_writeback++;
+    if (s->queued >= OREPL_QUEUE_MAX) {
+        s->c.failed_queue_full++;
+        return false;
+    }
+    orepl_task_t *t = fx_calloc(1, sizeof *t);
+    if (t) {
+        t->keys = fx_calloc(m, sizeof *t->keys);
+        t->klens = fx_calloc(m, sizeof *t->klens);
+        t->slots = fx_calloc(m, sizeof *t->slots);
+        t->offs = fx_calloc(m, sizeof *t->offs);
+        t->put_ms = fx_calloc(m, sizeof *t->put_ms);
+        t->put_ver = fx_calloc(m, sizeof *t->put_ver);
+        t->tgt_offs = fx_calloc(m, sizeof *t->tgt_offs);
+    }
+    bool ok = t && t->keys && t->klens && t->slots && t->offs && t->put_ms && t->put_ver && t->tgt_offs;
+    for (size_t i = 0; ok && i < n; i++) {
+        owner_entry_t *en = members[i];
+        if (!en || en->state != OE_COMMITTED || en->repl != OREPL_NONE) continue;
+        if (!(t->keys[t->n] = fx_strndup(en->key, en->klen))) ok = false;
+        t->klens[t->n] = en->klen;
+        t->slots[t->n] = en->slot;
+        t->offs[t->n] = en->slot.offset;
+        t->put_ms[t->n] = en->put_ms;
+        t->put_ver[t->n] = en->put_ver;
+        t->value_len = en->value_len;
+        t->n++;
+    }
+    if (ok) {
+        t->o = o;
+        t->eager = eager;
+        t->id = fx_ostore_next_id(o);
+        fx_timer_init(&t->retry);
+        ok = fx_hmap_put(s->tasks, &t->id, sizeof t->id, t, NULL) == FLUXON_OK;
+    }
+    if (!ok) {
+        orepl_task_free(t);
+        s->c.failed_queue_full++; /* out of memory: counted with the queue bound */
+        return false;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (members[i] && members[i]->state == OE_COMMITTED && members[i]->repl == OREPL_NONE)
+            members[i]->repl = OREPL_INFLIGHT;
+    if (s->qtail) s->qtail->next = t;
+    else s->qhead = t;
+    s->qtail = t;
+    s->queued++;
+    orepl_pump(o);
+    return true;
+}
+
+FX_INTERNAL void fx_orepl_metrics(fx_owner_t *o, fx_ometrics_t *m)
+{
+    orepl_t *s = o->repl;
+    if (!s) return;
+    m->repl_queued = s->queued;
+    m->repl_inflight = s->inflight;
+#define OREPL_COPY(name) m->repl_##name = s->c.name;
+    OREPL_COUNTERS(OREPL_COPY)
+#undef OREPL_COPY
+}
+
+FX_INTERNAL int fx_orepl_init(fx_owner_t *o)
+{
+    orepl_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    if (fx_hmap_create(64, &s->tasks) != FLUXON_OK || fx_hmap_create(16, &s->batches) != FLUXON_OK) {
+        fx_hmap_destroy(s->tasks);
+        fx_free(s);
+        return FLUXON_ERR_NOMEM;
+    }
+    o->repl = s;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_orepl_fini(fx_owner_t *o)
+{
+    orepl_t *s = o->repl;
+    if (!s) return;
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    void *v;
+    while (fx_hmap_iter_next(s->tasks, &it, NULL, NULL, &v)) {
+        orepl_task_t *t = v;
+        fx_timer_disarm(o->r, &t->retry);
+        orepl_task_free(t);
+    }
+    while (fx_hmap_iter_next(s->batches, &(fx_hmap_iter_t){0}, NULL, NULL, &v)) {
+        orepl_batch_t *b = v;
+        fx_hmap_del(s->batches, &b->id, sizeof b->id, NULL);
+        fx_free(b->t);
+        fx_free(b->ranges);
+        fx_free(b);
+    }
+    fx_hmap_destroy(s->tasks);
+    fx_hmap_destroy(s->batches);
+    fx_free(s);
+    o->repl = NULL;
+}

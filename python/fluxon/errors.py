@@ -1,0 +1,109 @@
+"""Fluxon statuses (include/fluxon.h) and the FluxonError exception family.
+
+Every failing call raises a subclass of FluxonError; the exception carries the status
+code (`status`, an int), its C name (`name`, e.g. "FLUXON_ERR_TIMEOUT") and the
+operation that failed. Per-key outcomes are lists of Status values (an IntEnum), never
+exceptions.
+"""
+import enum
+
+from ._lib import lib
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    IN_PROGRESS = 1
+    ERR_INVALID_ARGUMENT = -1
+    ERR_NOT_FOUND = -2
+    ERR_KEY_BEING_WRITTEN = -3
+    ERR_KEY_EXISTS = -4
+    ERR_GROUP_REJECTED = -5
+    ERR_NO_SPACE = -6
+    ERR_TIMEOUT = -7
+    ERR_STALE = -8
+    ERR_BUSY = -9
+    ERR_UNAVAILABLE = -10
+    ERR_PROTOCOL = -11
+    ERR_AUTH = -12
+    ERR_WRONG_HANDLE = -13
+    ERR_CANCELLED = -14
+    ERR_LEASE_EXPIRED = -15
+    ERR_CONFIG = -16
+    ERR_NOMEM = -17
+    ERR_INTERNAL = -18
+
+    @property
+    def c_name(self):
+        """The C name, as fluxon_status_string() gives it."""
+        return lib.fluxon_status_string(int(self)).decode()
+
+
+def status_name(status):
+    """The C name of a status code ("FLUXON_ERR_UNKNOWN" for an unknown value)."""
+    return lib.fluxon_status_string(int(status)).decode()
+
+
+def to_status(code):
+    """Status for a known code, else the int itself."""
+    try:
+        return Status(code)
+    except ValueError:
+        return code
+
+
+class FluxonError(Exception):
+    """A Fluxon call failed. `status` is the code, `name` its C name."""
+
+    def __init__(self, status, what="", detail=""):
+        self.status = int(status)
+        self.name = status_name(status)
+        self.what = what
+        msg = f"{what}: {self.name}" if what else self.name
+        if detail:
+            msg += f" ({detail})"
+        super().__init__(msg)
+
+
+class InvalidArgument(FluxonError, ValueError): pass
+class NotFound(FluxonError, KeyError):
+    def __str__(self):  # KeyError would repr() the message
+        return Exception.__str__(self)
+class KeyBeingWritten(FluxonError): pass
+class KeyExists(FluxonError): pass
+class GroupRejected(FluxonError): pass
+class NoSpace(FluxonError): pass
+class Timeout(FluxonError, TimeoutError): pass
+class Stale(FluxonError): pass
+class Busy(FluxonError): pass
+class Unavailable(FluxonError, ConnectionError): pass
+class ProtocolError(FluxonError): pass
+class AuthError(FluxonError, PermissionError): pass
+class WrongHandle(FluxonError): pass
+class Cancelled(FluxonError): pass
+class LeaseExpired(FluxonError): pass
+class ConfigError(FluxonError, ValueError): pass
+class NoMemory(FluxonError, MemoryError): pass
+class InternalError(FluxonError): pass
+
+
+_BY_STATUS = {
+    Status.ERR_INVALID_ARGUMENT: InvalidArgument, Status.ERR_NOT_FOUND: NotFound,
+    Status.ERR_KEY_BEING_WRITTEN: KeyBeingWritten, Status.ERR_KEY_EXISTS: KeyExists,
+    Status.ERR_GROUP_REJECTED: GroupRejected, Status.ERR_NO_SPACE: NoSpace,
+    Status.ERR_TIMEOUT: Timeout, Status.ERR_STALE: Stale, Status.ERR_BUSY: Busy,
+    Status.ERR_UNAVAILABLE: Unavailable, Status.ERR_PROTOCOL: ProtocolError,
+    Status.ERR_AUTH: AuthError, Status.ERR_WRONG_HANDLE: WrongHandle,
+    Status.ERR_CANCELLED: Cancelled, Status.ERR_LEASE_EXPIRED: LeaseExpired,
+    Status.ERR_CONFIG: ConfigError, Status.ERR_NOMEM: NoMemory, Status.ERR_INTERNAL: InternalError,
+}
+
+
+def error_for(status, what="", detail=""):
+    """The FluxonError subclass instance for a failing status."""
+    return _BY_STATUS.get(status, FluxonError)(status, what, detail)
+
+
+def check(status, what, detail=""):
+    """Raises the matching FluxonError unless status is OK."""
+    if status != 0:
+        raise error_for(status, what, detail)

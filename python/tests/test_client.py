@@ -1,0 +1,304 @@
+"""The fluxon package: every Client call, Node, misuse raising clear errors, no leaked
+holders after garbage collection, the asyncio future."""
+import array
+import asyncio
+import gc
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fluxon
+from fluxon import Status
+from conftest import quiet, wait_stat
+
+
+def test_import_from_the_build_tree_with_one_variable():
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    env = {k: v for k, v in os.environ.items() if k != "FLUXON_LIB"}
+    env["PYTHONPATH"] = os.path.join(root, "python")
+    out = subprocess.run([sys.executable, "-c", "import fluxon; print(fluxon.library_path, fluxon.__version__)"],
+                         env=env, cwd="/", capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == os.path.join(root, "build", "libfluxon.so")
+
+
+def test_a_bad_FLUXON_LIB_names_the_path():
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    env = dict(os.environ, FLUXON_LIB="/nonexistent/libfluxon.so", PYTHONPATH=os.path.join(root, "python"))
+    out = subprocess.run([sys.executable, "-c", "import fluxon"], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode != 0
+    assert "/nonexistent/libfluxon.so" in out.stderr and "FLUXON_LIB" in out.stderr
+
+
+def test_put_get_delete_exists(client):
+    client.put("k1", b"hello")
+    assert client.get("k1") == b"hello"
+    assert client.exists("k1") and not client.exists("nope")
+    client.put(b"k2", bytearray(b"x" * 300000))  # over the inline limit: the plan path
+    assert client.get("k2") == b"x" * 300000
+    client.put("k3", np.arange(1000, dtype=np.int32))
+    assert np.frombuffer(client.get("k3"), np.int32).tolist() == list(range(1000))
+    client.put("k4", array.array("d", [1.5, 2.5]))
+    assert client.batch_exists(["k1", "k2", "missing", "k3"]) == 2
+    client.delete("k1")
+    with pytest.raises(fluxon.NotFound) as e:
+        client.get("k1")
+    assert e.value.name == "FLUXON_ERR_NOT_FOUND" and e.value.status == Status.ERR_NOT_FOUND
+    with pytest.raises(fluxon.NotFound):
+        client.delete("k1")
+    with pytest.raises(fluxon.KeyExists):
+        client.put("k2", b"y", reject_if_exists=True)
+    assert sorted(client.list_keys("k")) == ["k2", "k3", "k4"]
+    lid = client.lease_grant(60000)
+    client.put("leased", b"v", lease_id=lid)
+    client.put("local", b"v", local_first=True)
+    quiet(client)
+
+
+def test_stats_ping_segment_nodes(client):
+    s = client.stats()
+    assert "owner" in s and "client" in s
+    assert client.ping() > 0 and client.ping(to_master=True) > 0
+    node_id, base, length, gen = client.segment()
+    assert node_id == "py0" and base % 4096 == 0 and length > 0
+    assert {n["node_id"] for n in client.cluster_nodes() if n["role"] != "master"} == {"py0", "py1"}
+    assert "puts" in client.master_stats()
+
+
+def test_hostless_put_plan_views_and_arrays_round_trip(cluster, client):
+    plan = client.put_start(["h0", "h1", "h2"], 8192)
+    assert plan.statuses == [Status.OK] * 3 and len(plan) == 3
+    assert all(p % 4096 == 0 for p in plan.value_ptrs)
+    plan.view(0)[:] = b"a" * 8192
+    a = plan.array(1, dtype=np.float64, shape=(8, 128))
+    a[:] = 3.25
+    del a
+    v2 = plan.views[2]
+    v2[0:4] = b"wxyz"
+    fut = plan.commit()
+    fut.wait(10)
+    assert fut.done() and fut.status() == Status.OK
+    with pytest.raises(ValueError):  # the put plan's views die with the commit
+        v2[0]
+    other = cluster.client(1)
+    h = other.get_start(["h0", "h1", "h2", "absent"])
+    assert (h.raw_prefix_hit_len, h.transferable_len, h.first_miss_index) == (3, 3, 3)
+    assert h.miss_status == Status.ERR_NOT_FOUND and not h.all_hit
+    with h.transfer() as rp:
+        assert rp.value_lens == [8192] * 3
+        assert bytes(rp.view(0)) == b"a" * 8192
+        assert (rp.array(1, np.float64) == 3.25).all()
+        assert rp.tobytes(2)[:4] == b"wxyz"
+        assert rp.view(0).readonly
+        with pytest.raises(TypeError):
+            rp.view(0)[0] = 1
+    gc.collect()
+    quiet(other)
+    other.close()
+
+
+def test_released_views_raise_and_double_release_is_wrong_handle(client):
+    client.batch_put_from(["r0"], [b"z" * 4096])
+    h = client.get_start(["r0"])
+    rp = h.transfer()
+    v = rp.view(0)
+    rp.release()
+    with pytest.raises(ValueError, match="released"):
+        bytes(v)
+    with pytest.raises(fluxon.WrongHandle) as e:
+        rp.release()
+    assert e.value.name == "FLUXON_ERR_WRONG_HANDLE"
+    with pytest.raises(fluxon.WrongHandle):
+        rp.view(0)
+    with pytest.raises(fluxon.WrongHandle):
+        rp.release_views()
+    with pytest.raises(fluxon.WrongHandle):
+        h.get_transfer()
+    with pytest.raises(fluxon.WrongHandle):
+        h.cancel()
+    # a live numpy array blocks the release: it could not be invalidated
+    rp = client.get_start(["r0"]).transfer()
+    arr = rp.array(0)
+    with pytest.raises(fluxon.Busy, match="numpy"):
+        rp.release()
+    del arr
+    rp.release()
+    # put plans: double commit / abort after commit
+    p = client.put_start(["r1"], 4096)
+    p.commit().wait(5)
+    with pytest.raises(fluxon.WrongHandle):
+        p.commit()
+    with pytest.raises(fluxon.WrongHandle):
+        p.abort()
+    p = client.put_start(["r2"], 4096)
+    p.abort()
+    with pytest.raises(fluxon.WrongHandle):
+        p.abort()
+    assert not client.exists("r2")
+    quiet(client)
+
+
+def test_wrong_types_and_values_raise_clear_errors(client):
+    with pytest.raises(TypeError, match="key"):
+        client.put(123, b"x")
+    with pytest.raises(TypeError, match="not a buffer"):
+        client.put("k", 12345)
+    with pytest.raises(ValueError, match="1..1024"):
+        client.put("", b"x")
+    with pytest.raises(ValueError, match="1..1024"):
+        client.get("x" * 1025)
+    with pytest.raises(TypeError, match="sequence of keys"):
+        client.batch_exists("abc")
+    with pytest.raises(ValueError, match="at least one key"):
+        client.batch_exists([])
+    with pytest.raises(ValueError, match="value_len"):
+        client.put_start(["a"], 0)
+    with pytest.raises(ValueError, match="atomic_groups"):
+        client.put_start(["a", "b"], 4096, atomic_groups=[3])
+    with pytest.raises(ValueError, match="buffers"):
+        client.batch_put_from(["a", "b"], [b"x"])
+    with pytest.raises(ValueError, match="read-only"):
+        client.batch_get_into(["a"], [b"immutable"])
+    with pytest.raises(ValueError, match="C-contiguous"):
+        client.batch_put_from(["a"], [np.zeros((8, 8))[:, ::2]])
+    with pytest.raises(fluxon.InvalidArgument) as e:  # the C library's check: lengths differ
+        client.batch_put_from(["a", "b"], [b"x" * 10, b"y" * 11])
+    assert isinstance(e.value, ValueError) and e.value.status == Status.ERR_INVALID_ARGUMENT
+    with pytest.raises(fluxon.ConfigError):
+        fluxon.Node({"role": "nonsense"})
+    with pytest.raises(fluxon.Unavailable):
+        fluxon.Client("/nonexistent/dir/s.sock", cluster_id="pytest", timeout_ms=500)
+    quiet(client)
+
+
+def test_wrong_token_is_auth(cluster):
+    with pytest.raises(fluxon.AuthError):
+        fluxon.Client(cluster.socket(0), cluster_id="pytest", cluster_token="wrong")
+
+
+def test_batch_put_from_and_get_into_with_every_buffer_kind(cluster, client):
+    class Tensorish:  # what torch offers: data_ptr(), numel(), element_size(), device
+        def __init__(self, a):
+            self.a = a
+            self.device = "cpu"
+
+        def data_ptr(self):
+            return self.a.ctypes.data
+
+        def numel(self):
+            return self.a.size
+
+        def element_size(self):
+            return self.a.itemsize
+
+        def is_contiguous(self):
+            return True
+
+    src = [bytes(range(256)) * 16, bytearray(b"b" * 4096), np.full(1024, 7, np.int32),
+           memoryview(bytearray(b"m" * 4096)), Tensorish(np.full(512, 9, np.int64))]
+    keys = [f"bk{i}" for i in range(len(src))]
+    assert client.batch_put_from(keys, src) == [Status.OK] * 5
+    assert client.batch_put_from(keys[:2], src[:2]) == [Status.ERR_KEY_EXISTS] * 2
+    dst = [bytearray(4096), np.zeros(4096, np.uint8), np.zeros(1024, np.int32), memoryview(bytearray(4096)),
+           Tensorish(np.zeros(512, np.int64))]
+    other = cluster.client(1)
+    r = other.batch_get_into(keys + ["bk-absent"], dst + [bytearray(4096)])
+    assert r.n_restored == 5 and r.value_lens[:5] == [4096] * 5
+    assert r.statuses == [Status.OK] * 5 + [Status.ERR_NOT_FOUND]
+    assert bytes(dst[0]) == src[0] and bytes(dst[1]) == b"b" * 4096 and (dst[2] == 7).all()
+    assert bytes(dst[3]) == b"m" * 4096 and (dst[4].a == 9).all()
+    # prefix semantics, groups, all-or-nothing
+    r = other.batch_get_into(["bk0", "nope", "bk1"], [bytearray(4096) for _ in range(3)])
+    assert r.n_restored == 1 and r.statuses == [Status.OK, Status.ERR_NOT_FOUND, Status.ERR_CANCELLED]
+    r = other.batch_get_into(["bk0", "bk1", "bk2", "nope"], [bytearray(4096) for _ in range(4)],
+                             atomic_groups=[2, 2])
+    assert r.n_restored == 2 and r.statuses[2] == Status.ERR_GROUP_REJECTED
+    r = other.batch_get_into(["bk0", "nope"], [bytearray(4096) for _ in range(2)], prefix_best_effort=False)
+    assert r.n_restored == 0 and r.statuses == [Status.ERR_GROUP_REJECTED, Status.ERR_NOT_FOUND]
+    # too small a destination: InvalidArgument naming the key, with what was restored
+    with pytest.raises(fluxon.InvalidArgument, match="key 1") as e:
+        other.batch_get_into(["bk0", "bk1"], [bytearray(4096), bytearray(100)])
+    assert e.value.result.n_restored == 1
+    # atomic groups on put: one member exists, the group is rejected
+    st = client.batch_put_from(["g0", "bk0"], [b"x" * 4096, b"y" * 4096], atomic_groups=[2])
+    assert st == [Status.ERR_GROUP_REJECTED, Status.ERR_KEY_EXISTS]
+    quiet(client)
+    quiet(other)
+    other.close()
+
+
+def test_no_holders_leak_after_garbage_collection(client):
+    client.batch_put_from([f"gc{i}" for i in range(8)], [b"q" * 4096] * 8)
+    for _ in range(3):
+        rp = client.get_start([f"gc{i}" for i in range(8)]).transfer()
+        views = rp.views
+        assert len(views) == 8
+        del rp, views  # never released explicitly
+        client.get_start(["gc0", "gc1"])  # a handle dropped unconsumed
+        client.put_start(["gc-never"], 4096)  # a put plan dropped: aborted
+    gc.collect()
+    quiet(client)
+    assert not client.exists("gc-never")
+
+
+def test_client_close_invalidates_views_and_later_calls_raise(cluster):
+    c = cluster.client(0)
+    c.batch_put_from(["cl0"], [b"c" * 4096])
+    rp = c.get_start(["cl0"]).transfer()
+    v = rp.view(0)
+    c.close()
+    with pytest.raises(ValueError):
+        bytes(v)
+    with pytest.raises(fluxon.FluxonError, match="closed"):
+        c.get("cl0")
+    c.close()  # twice: a no-op
+    c2 = cluster.client(0)
+    wait_stat(c2, "holders", 0)
+    c2.close()
+
+
+def test_future_is_awaitable_in_asyncio(client):
+    async def main():
+        plans = [client.put_start([f"as{i}"], 4096) for i in range(4)]
+        for p in plans:
+            p.view(0)[:4] = b"asyn"
+        futs = [p.commit() for p in plans]
+        await asyncio.wait_for(asyncio.gather(*futs), 10)
+        return [f.status() for f in futs]
+
+    assert asyncio.run(main()) == [Status.OK] * 4
+    assert client.get("as3")[:4] == b"asyn"
+    f = client.put_start(["as-fd"], 4096).commit()
+    assert f.fileno() >= 0
+    f.wait(5)
+    f.free()
+    with pytest.raises(fluxon.WrongHandle):
+        f.wait(1)
+
+
+def test_node_roles_and_ports():
+    with fluxon.LocalCluster(owners=1, cluster_id="nodes") as lc:
+        assert lc.master.port > 0 and lc.owners[0].port == 0
+        with lc.client() as c:
+            c.put("n", b"1")
+    lc.stop()  # twice: harmless
+
+
+def test_make_install_installs_a_package_that_finds_its_library(tmp_path):
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    r = subprocess.run(["make", "-s", "install", f"DESTDIR={tmp_path}", "PREFIX=/usr"], cwd=root,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    ver = "python%d.%d" % sys.version_info[:2]
+    site = tmp_path / "usr" / "lib" / ver / "dist-packages"
+    assert (site / "fluxon" / "sglang.py").exists()
+    env = {k: v for k, v in os.environ.items() if k != "FLUXON_LIB"}
+    env["PYTHONPATH"] = str(site)
+    out = subprocess.run([sys.executable, "-c", "import fluxon; print(fluxon.library_path)"], env=env, cwd="/",
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(tmp_path / "usr" / "lib" / "libfluxon.so.0")

@@ -1,0 +1,378 @@
+/* seeds.c — writes the seed corpora and the frame dictionaries of the fuzz targets
+ * (`make fuzz-seeds`; the output is kept in the repository, small):
+ *   corpus/codec/   one valid request and one OK response of every catalog type, plus an
+ *                   error response (values filled per field kind, so a new message type
+ *                   gets its seeds with no change here);
+ *   corpus/master/  sessions against fuzz_master.c's in-process master: grants, publish,
+ *                   lookups, durable gets, evict/delete/exists/list, leases and their expiry,
+ *                   placement (remote target, PUT_DONE of the token, revoke, TTL expiry),
+ *                   new owners, an owner restart with a new generation, an external client;
+ *   dict/codec.dict, dict/master.dict   the magic, every type id, flags, common values.
+ * Recorded traffic of the integration suites (FLUXON_RECORD_FRAMES, test/fixtures/mkvfix.h)
+ * adds sessions to corpus/master: fuzz_seeds OUTDIR [RECORDED-SESSION...]. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "hello.h"
+#include "msg.h"
+
+static const char *out_dir;
+
+/* ---- a growing byte buffer ---- */
+typedef struct sb {
+    uint8_t *p;
+    size_t n, cap;
+} sb_t;
+static void sb_put(sb_t *b, const void *p, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 256;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p) abort();
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+static void sb_u8(sb_t *b, uint8_t v) { sb_put(b, &v, 1); }
+
+static void write_file(const char *sub, const char *name, const void *p, size_t n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", out_dir, sub);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/%s", out_dir, sub, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "fuzz_seeds: cannot write %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+}
+
+/* Appends one frame (header + encoded body). */
+#define FRAME(sb, type, flags, status, req, body, bp)                                          \
+    do {                                                                                       \
+        size_t bl_ = fx_body_##body##_size(bp);                                                \
+        uint8_t *f_ = malloc(FX_FRAME_HEADER_BYTES + bl_ + 1);                                 \
+        fx_frame_header_t h_ = {FX_FRAME_MAGIC, (type), (flags), (uint32_t)bl_, (status), (req)}; \
+        fx_frame_header_encode(&h_, f_);                                                       \
+        fx_body_##body##_encode((bp), f_ + FX_FRAME_HEADER_BYTES);                             \
+        sb_put((sb), f_, FX_FRAME_HEADER_BYTES + bl_);                                         \
+        free(f_);                                                                              \
+    } while (0)
+
+/* ---- codec: plausible values per field kind ---- */
+static const char *const g_keys[3] = {"model/layer0/page:00000001", "model/layer0/page:00000002", "k"};
+static fx_str_t g_strv[3];
+static const uint64_t g_u64v[3] = {4096, 8192, 1};
+#define FILL_U8(f) b->f = 1;
+#define FILL_U16(f) b->f = 1;
+#define FILL_U32(f) b->f = 1000;
+#define FILL_U64(f) b->f = 4096;
+#define FILL_I32(f) b->f = 0;
+#define FILL_I64(f) b->f = -1;
+#define FILL_STR(f) b->f = fx_str_c(g_keys[0]);
+#define FILL_U64V(f) b->f = (fx_u64v_t){g_u64v, 2};
+#define FILL_STRV(f) b->f = (fx_strv_t){g_strv, 2};
+#define FILL(kind, f) FILL_##kind(f)
+#define FILL_FN(body) static __attribute__((unused)) void fill_##body(fx_body_##body##_t *b) { (void)b; FX_BODY_##body(FILL) }
+FX_BODY_LIST(FILL_FN)
+
+static void codec_seeds(void)
+{
+#define CODEC_SEED(nm, id, rq, rs)                                                     \
+    {                                                                                  \
+        sb_t s = {0};                                                                  \
+        fx_body_##rq##_t q;                                                            \
+        memset(&q, 0, sizeof q);                                                       \
+        fill_##rq(&q);                                                                 \
+        FRAME(&s, id, 0, 0, 7, rq, &q);                                                \
+        write_file("corpus/codec", #nm "-request", s.p, s.n);                          \
+        s.n = 0;                                                                       \
+        fx_body_##rs##_t r;                                                            \
+        memset(&r, 0, sizeof r);                                                       \
+        fill_##rs(&r);                                                                 \
+        FRAME(&s, id, FX_FLAG_RESPONSE, 0, 7, rs, &r);                                 \
+        write_file("corpus/codec", #nm "-response", s.p, s.n);                         \
+        free(s.p);                                                                     \
+    }
+    FX_MSG_CATALOG(CODEC_SEED)
+#undef CODEC_SEED
+    sb_t s = {0};
+    fx_body_error_t e = {fx_str_c("lookup: 3 keys but 2 offsets (lengths must match)")};
+    FRAME(&s, FX_MSG_LOOKUP, FX_FLAG_RESPONSE, FLUXON_ERR_INVALID_ARGUMENT, 7, error, &e);
+    write_file("corpus/codec", "error-response", s.p, s.n);
+    /* two frames in one stream */
+    fx_body_heartbeat_t hb = {1};
+    FRAME(&s, FX_MSG_HEARTBEAT, 0, 0, 8, heartbeat, &hb);
+    write_file("corpus/codec", "two-frames", s.p, s.n);
+    free(s.p);
+}
+
+/* ---- master sessions: [op][frame] records (fuzz_master.c) ---- */
+static fx_config_t g_cfg;
+static uint64_t g_req = 100;
+#define REQ(sb, peer, type, body, bp)      \
+    do {                                   \
+        sb_u8((sb), (uint8_t)(peer));      \
+        FRAME((sb), (type), 0, 0, g_req++, body, (bp)); \
+    } while (0)
+#define OP_TIME(shift) (0xE0 | (shift)) /* advance 16 ms << shift, fire due timers */
+#define OP_CLOSE(peer) (0xF0 | (peer))  /* close the peer's connection, open a new one */
+
+static fx_strv_t keys_of(fx_str_t *unused, const char *const *k, uint32_t n)
+{
+    (void)unused;
+    fx_str_t *buf = calloc(n, sizeof *buf); /* each batch its own array (a generator: never freed) */
+    if (!buf) abort();
+    for (uint32_t i = 0; i < n; i++) buf[i] = fx_str_c(k[i]);
+    return (fx_strv_t){buf, n};
+}
+#define U64V(...) ((fx_u64v_t){(const uint64_t[]){__VA_ARGS__}, sizeof((const uint64_t[]){__VA_ARGS__}) / 8})
+#define NOV ((fx_u64v_t){NULL, 0})
+#define KEYS(buf, ...)                                                                      \
+    keys_of((buf), (const char *const[]){__VA_ARGS__},                                      \
+            sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
+static void hello_register(sb_t *s, int peer, const char *id, uint64_t gen, const char *sub, fx_u64v_t gids,
+                           fx_u64v_t goffs)
+{
+    fx_body_hello_t h;
+    fx_hello_fill(&g_cfg, FX_ROLE_OWNER, id, gen, &h);
+    REQ(s, peer, FX_MSG_HELLO, hello, &h);
+    fx_body_register_t r = {fx_str_c(id), gen, FX_NODE_GPU_OWNER, 8ull << 20, 0x7f0000000000ull, fx_str_c("ucx"),
+                            fx_str_c("rkey"), 1ull << 20, gids, goffs, fx_str_c(sub)};
+    REQ(s, peer, FX_MSG_REGISTER, register, &r);
+}
+
+static void master_seeds(void)
+{
+    fx_str_t kb[8];
+    const uint64_t PMS = 1700001000000ull; /* put_ms of the first put (fuzz_master.c's clock) */
+    /* A: grants, publish, lookup, durable get, the key commands */
+    sb_t s = {0};
+    fx_body_grant_t g = {4096, 2};
+    REQ(&s, 0, FX_MSG_GRANT, grant, &g);
+    fx_body_put_done_t pd = {1, 4096, 0, 0, KEYS(kb, "a/1", "a/2", "a/3"), U64V(4096, 8192, 12288), NOV, 0};
+    REQ(&s, 0, FX_MSG_PUT_DONE, put_done, &pd);
+    REQ(&s, 0, FX_MSG_PUT_DONE, put_done, &pd); /* a retry: the first answer again */
+    fx_body_lookup_t lk = {KEYS(kb, "a/1", "a/2", "zz")};
+    REQ(&s, 1, FX_MSG_LOOKUP, lookup, &lk);
+    fx_body_get_done_t gd = {KEYS(kb, "a/1"), U64V(4096), U64V(PMS), U64V(0), U64V(4096), fx_str_c("o0"), 1,
+                             U64V(4096), U64V(FX_GET_DURABLE)};
+    REQ(&s, 1, FX_MSG_GET_DONE, get_done, &gd);
+    REQ(&s, 1, FX_MSG_LOOKUP, lookup, &lk);
+    fx_body_keys_t ex = {KEYS(kb, "a/1", "a/2", "nope")};
+    REQ(&s, 1, FX_MSG_EXISTS, keys, &ex);
+    fx_body_list_t ls = {fx_str_c("a/"), {NULL, 0}, 10};
+    REQ(&s, 1, FX_MSG_LIST, list, &ls);
+    fx_body_evict_t ev = {KEYS(kb, "a/1", "a/2"), U64V(4096, 8192), U64V(PMS, PMS), U64V(0, 1)};
+    REQ(&s, 0, FX_MSG_EVICT, evict, &ev);
+    fx_body_key_t dk = {fx_str_c("a/3")};
+    REQ(&s, 1, FX_MSG_DELETE, key, &dk);
+    REQ(&s, 1, FX_MSG_LOOKUP, lookup, &lk);
+    write_file("corpus/master", "session-publish-lookup", s.p, s.n);
+
+    /* B: leases and their expiry; atomic groups */
+    s.n = 0;
+    fx_body_lease_t le = {200};
+    REQ(&s, 0, FX_MSG_LEASE_GRANT, lease, &le);
+    fx_body_put_done_t pl = {2, 100, 0, 1, KEYS(kb, "l/1", "l/2", "l/3", "l/4"), U64V(4096, 8192, 12288, 16384),
+                             U64V(2, 2), 0};
+    REQ(&s, 0, FX_MSG_PUT_DONE, put_done, &pl);
+    REQ(&s, 1, FX_MSG_LOOKUP, lookup, &lk);
+    sb_u8(&s, OP_TIME(4)); /* 256 ms: the lease expired */
+    fx_body_lookup_t ll = {KEYS(kb, "l/1", "l/2")};
+    REQ(&s, 1, FX_MSG_LOOKUP, lookup, &ll);
+    fx_body_put_done_t prej = {3, 100, FX_PUT_REJECT_IF_EXIST, 0, KEYS(kb, "l/1", "a/9"), U64V(4096, 8192), U64V(2), 0};
+    REQ(&s, 1, FX_MSG_PUT_DONE, put_done, &prej);
+    REQ(&s, 0, FX_MSG_PUT_DONE, put_done, &prej);
+    write_file("corpus/master", "session-lease-groups", s.p, s.n);
+
+    /* C: placement on the other owner, PUT_DONE of the token, revoke, TTL expiry */
+    s.n = 0;
+    fx_body_put_place_t pp = {KEYS(kb, "p/1", "p/2"), 8192, FX_PUT_PLACE, NOV, fx_str_c("b")};
+    REQ(&s, 0, FX_MSG_PUT_PLACE, put_place, &pp); /* token 1001 on o1 */
+    fx_body_put_done_t ppd = {4, 8192, FX_PUT_PLACE, 0, KEYS(kb, "p/1", "p/2"), U64V(4096, 12288), NOV, 1001};
+    REQ(&s, 0, FX_MSG_PUT_DONE, put_done, &ppd);
+    fx_body_lookup_t pl2 = {KEYS(kb, "p/1", "p/2")};
+    REQ(&s, 0, FX_MSG_LOOKUP, lookup, &pl2);
+    fx_body_put_place_t pp3 = {KEYS(kb, "p/3"), 100, FX_PUT_PLACE | FX_PUT_REJECT_IF_INFLIGHT, NOV, fx_str_c("b")};
+    REQ(&s, 0, FX_MSG_PUT_PLACE, put_place, &pp3); /* token 1002 */
+    REQ(&s, 1, FX_MSG_PUT_PLACE, put_place, &pp3); /* rejected: in flight */
+    fx_body_put_revoke_t rv = {1002};
+    REQ(&s, 0, FX_MSG_PUT_REVOKE, put_revoke, &rv);
+    fx_body_put_place_t pp4 = {KEYS(kb, "p/4"), 4096, FX_PUT_PLACE | FX_PUT_LOCAL_FIRST, NOV, {NULL, 0}};
+    REQ(&s, 1, FX_MSG_PUT_PLACE, put_place, &pp4); /* token 1003, local */
+    fx_body_put_place_t pp5 = {KEYS(kb, "p/5"), 4096, FX_PUT_PLACE | FX_PUT_WRITE_THROUGH, NOV, {NULL, 0}};
+    REQ(&s, 1, FX_MSG_PUT_PLACE, put_place, &pp5); /* token 1004, remote */
+    sb_u8(&s, OP_TIME(13)); /* 131 s: past the in-flight TTL */
+    REQ(&s, 0, FX_MSG_LOOKUP, lookup, &pl2);
+    write_file("corpus/master", "session-place", s.p, s.n);
+
+    /* D: new owners, liveness, cluster queries, an owner restart, an external client */
+    s.n = 0;
+    hello_register(&s, 2, "o2", 7, "b", U64V(1), U64V(4096));
+    fx_body_heartbeat_t hb = {7};
+    REQ(&s, 2, FX_MSG_HEARTBEAT, heartbeat, &hb);
+    fx_body_ping_t pg = {1, 12345};
+    REQ(&s, 2, FX_MSG_PING, ping, &pg);
+    fx_body_empty_t em;
+    REQ(&s, 2, FX_MSG_CLUSTER_NODES, empty, &em);
+    REQ(&s, 2, FX_MSG_MASTER_STATS, empty, &em);
+    fx_body_put_done_t p2 = {1, 4096, 0, 0, KEYS(kb, "d/1"), U64V(4096), NOV, 0};
+    REQ(&s, 2, FX_MSG_PUT_DONE, put_done, &p2);
+    REQ(&s, 0, FX_MSG_PUT_DONE, put_done, &p2);
+    fx_body_lookup_t dl = {KEYS(kb, "d/1")};
+    REQ(&s, 1, FX_MSG_LOOKUP, lookup, &dl);
+    sb_u8(&s, OP_CLOSE(0)); /* o0's connection drops */
+    REQ(&s, 1, FX_MSG_LOOKUP, lookup, &dl);
+    hello_register(&s, 0, "o0", 5, "a", NOV, NOV); /* o0 restarted: generation 5 */
+    REQ(&s, 1, FX_MSG_LOOKUP, lookup, &dl);
+    fx_body_hello_t eh;
+    fx_hello_fill(&g_cfg, FX_ROLE_EXTERNAL, "ext:1", 0, &eh);
+    REQ(&s, 3, FX_MSG_HELLO, hello, &eh);
+    REQ(&s, 3, FX_MSG_CLUSTER_NODES, empty, &em);
+    REQ(&s, 3, FX_MSG_LOOKUP, lookup, &dl); /* not an owner */
+    sb_u8(&s, OP_TIME(8)); /* 4 s: o2's heartbeat is late */
+    REQ(&s, 2, FX_MSG_HEARTBEAT, heartbeat, &hb);
+    write_file("corpus/master", "session-owners", s.p, s.n);
+    free(s.p);
+}
+
+/* ---- recorded traffic (FLUXON_RECORD_FRAMES files): HELLOs re-signed for fuzz_master's
+ * cluster ("fz", token "tok"); sessions over 64 KiB (the target's input limit) skipped ---- */
+static void import_recorded(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "fuzz_seeds: cannot read %s\n", path);
+        exit(1);
+    }
+    sb_t in = {0}, out = {0};
+    uint8_t buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sb_put(&in, buf, n);
+    fclose(f);
+    size_t off = 0;
+    while (off + 1 + FX_FRAME_HEADER_BYTES <= in.n) {
+        uint8_t peer = in.p[off];
+        fx_frame_header_t h;
+        fx_frame_header_decode(in.p + off + 1, UINT32_MAX, &h);
+        size_t total = FX_FRAME_HEADER_BYTES + (size_t)h.body_len;
+        if (off + 1 + total > in.n) break;
+        const uint8_t *body = in.p + off + 1 + FX_FRAME_HEADER_BYTES;
+        fx_body_hello_t hb;
+        fx_arena_t a = {0};
+        sb_u8(&out, peer);
+        if (h.type == FX_MSG_HELLO && fx_body_hello_decode(body, h.body_len, &hb, &a) == FLUXON_OK) {
+            hb.cluster_id = fx_str_c(g_cfg.cluster_id);
+            hb.auth = fx_str_c(g_cfg.cluster_token);
+            FRAME(&out, h.type, h.flags, h.status, h.req_id, hello, &hb);
+        } else {
+            sb_put(&out, in.p + off + 1, total);
+        }
+        fx_arena_free(&a);
+        off += 1 + total;
+    }
+    if (out.n && out.n <= 65536) {
+        const char *base = strrchr(path, '/');
+        char name[256];
+        snprintf(name, sizeof name, "recorded-%s", base ? base + 1 : path);
+        write_file("corpus/master", name, out.p, out.n);
+    }
+    free(in.p);
+    free(out.p);
+}
+
+/* ---- dictionaries ---- */
+static void dict_bytes(FILE *f, const char *name, const uint8_t *p, size_t n)
+{
+    fprintf(f, "%s=\"", name);
+    for (size_t i = 0; i < n; i++) fprintf(f, "\\x%02x", p[i]);
+    fprintf(f, "\"\n");
+}
+static void dict_u(FILE *f, const char *name, uint64_t v, int bytes)
+{
+    uint8_t b[8];
+    for (int i = 0; i < bytes; i++) b[i] = (uint8_t)(v >> (8 * i));
+    dict_bytes(f, name, b, (size_t)bytes);
+}
+
+static void dicts(void)
+{
+    for (int t = 0; t < 2; t++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/dict/%s.dict", out_dir, t ? "master" : "codec");
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "fuzz_seeds: cannot write %s\n", path);
+            exit(1);
+        }
+        fprintf(f, "# %s.dict — written by test/fuzz/seeds.c (make fuzz-seeds) from the catalog\n",
+                t ? "master" : "codec");
+        dict_u(f, "magic", FX_FRAME_MAGIC, 4);
+        for (unsigned id = 1; id < FX_MSG_MAX_ID; id++) {
+            if (!fx_msg_name(id)) continue;
+            char n[64];
+            snprintf(n, sizeof n, "type_%s", fx_msg_name(id));
+            dict_u(f, n, id, 2);
+            snprintf(n, sizeof n, "resp_%s", fx_msg_name(id));
+            dict_u(f, n, id | (uint32_t)FX_FLAG_RESPONSE << 16, 4);
+        }
+        dict_u(f, "u32_zero", 0, 4);
+        dict_u(f, "u32_one", 1, 4);
+        dict_u(f, "u32_max", 0xffffffffu, 4);
+        dict_u(f, "u64_page", 4096, 8);
+        dict_u(f, "u64_two_pages", 8192, 8);
+        dict_u(f, "u64_max", UINT64_MAX, 8);
+        dict_u(f, "status_stale", (uint64_t)(int64_t)FLUXON_ERR_STALE, 8);
+        for (unsigned fl = 1; fl <= FX_PUT_LOCAL_FIRST; fl <<= 1) {
+            char n[32];
+            snprintf(n, sizeof n, "put_flag_%u", fl);
+            dict_u(f, n, fl, 8);
+        }
+        if (t) { /* the master target's fixed identities (fuzz_master.c) */
+            fprintf(f, "owner0=\"\\x02\\x00\\x00\\x00o0\"\nowner1=\"\\x02\\x00\\x00\\x00o1\"\n");
+            fprintf(f, "cluster=\"\\x02\\x00\\x00\\x00fz\"\ntoken=\"\\x03\\x00\\x00\\x00tok\"\n");
+            dict_u(f, "token_first", 1001, 8);
+            dict_u(f, "token_second", 1002, 8);
+            dict_u(f, "gen_o0", 1, 8);
+            dict_u(f, "gen_o1", 2, 8);
+            dict_u(f, "put_ms_first", 1700001000000ull, 8);
+            dict_u(f, "proto", FX_PROTOCOL_VERSION, 4);
+            fprintf(f, "op_time=\"\\xe4\"\nop_time_long=\"\\xed\"\nop_close=\"\\xf0\"\n");
+        }
+        fclose(f);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: fuzz_seeds OUTDIR [RECORDED-SESSION...]\n");
+        return 2;
+    }
+    out_dir = argv[1];
+    for (int i = 0; i < 3; i++) g_strv[i] = fx_str_c(g_keys[i]);
+    char err[256];
+    if (fx_config_parse("{\"role\":\"master\",\"cluster_id\":\"fz\",\"cluster_token\":\"tok\"}", &g_cfg, err,
+                        sizeof err) != FLUXON_OK) {
+        fprintf(stderr, "fuzz_seeds: %s\n", err);
+        return 1;
+    }
+    char d[512];
+    snprintf(d, sizeof d, "%s/corpus", out_dir);
+    mkdir(d, 0755);
+    snprintf(d, sizeof d, "%s/dict", out_dir);
+    mkdir(d, 0755);
+    codec_seeds();
+    master_seeds();
+    dicts();
+    for (int i = 2; i < argc; i++) import_recorded(argv[i]);
+    printf("fuzz_seeds: corpus/codec, corpus/master and dict/{codec,master}.dict written under %s\n", out_dir);
+    return 0;
+}

@@ -1,0 +1,361 @@
+/* test_capacity.c — an owner serves any mix of value sizes (issue 15): an idle grant is
+ * re-carved for another size at once and goes back to the master after
+ * reserve.idle_grant_return_ms; a claim whose size no grant serves retires the coldest
+ * grant of another size (its values evicted whole) instead of failing; NO_SPACE comes
+ * only when everything is held, fast, and the owner's log names why. Embedded master and
+ * one owner, plain puts through the public API, every byte checked. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "kvfix.h"
+
+TestSuite(capacity, .fini = kf_down, .timeout = 120);
+static void (*const cap_unused)(int) __attribute__((unused)) = kf_up; /* kvfix's 2-owner start */
+
+/* master + one owner "ownA" of segment bytes; extra: more owner members */
+static void cap_up(const char *segment, const char *extra)
+{
+    kf_dir = th_tmpdir();
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownA\","
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s/ownA/s.sock\",\"segment_bytes\":\"%s\","
+             "\"log_level\":\"error\"%s}",
+             fluxon_node_port(kf_master), kf_dir, segment, extra ? extra : "");
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK, "%s", cfg);
+}
+
+static uint64_t seed_of(const char *key, uint64_t len)
+{
+    uint64_t h = 1469598103934665603ull ^ len;
+    for (const char *p = key; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h;
+}
+
+static uint8_t *cap_buf;
+
+static int put_len(fluxon_client *c, const char *key, uint64_t len)
+{
+    kf_fill(cap_buf, len, seed_of(key, len));
+    fluxon_put_options o = {.local_first = 1};
+    return fluxon_put(c, key, cap_buf, len, &o);
+}
+
+/* 1: present with its bytes, 0: absent; fails the test on wrong bytes (D1) */
+static int check_len(fluxon_client *c, const char *key, uint64_t len)
+{
+    fluxon_holder *h = NULL;
+    int rc = fluxon_get(c, key, &h);
+    if (rc == FLUXON_ERR_NOT_FOUND) return 0;
+    cr_assert_eq(rc, FLUXON_OK, "get %s: %s", key, fluxon_status_string(rc));
+    cr_assert_eq(fluxon_holder_len(h), len, "%s length", key);
+    cr_assert(kf_check(fluxon_holder_data(h), len, seed_of(key, len)), "D1: bytes of %s", key);
+    fluxon_holder_release(h);
+    return 1;
+}
+
+static void cap_setup(size_t max_len)
+{
+    cap_buf = malloc(max_len);
+    cr_assert_not_null(cap_buf);
+}
+
+/* The issue's first sequence: a 256 MiB owner (15 grants of 16 MiB) stores 4096·N bytes
+ * for N = 1..15, then 64 KiB and 68 KiB succeed (was NO_SPACE with 491,520 bytes used, one
+ * size per grant, 15/15 taken): small sizes get sub-grants of one 1 MiB chunk, so the
+ * seventeen sizes take two master grants and nothing is evicted. */
+Test(capacity, fifteen_sizes_then_two_more_all_succeed)
+{
+    cap_up("256MiB", NULL);
+    cap_setup(68 << 10);
+    fluxon_client *c = kf_client(0);
+    char k[32];
+    for (int n = 1; n <= 15; n++) {
+        snprintf(k, sizeof k, "f-%d", n);
+        cr_assert_eq(put_len(c, k, 4096ull * n), FLUXON_OK, "put of %d bytes", 4096 * n);
+    }
+    cr_assert_eq(put_len(c, "f-64k", 64 << 10), FLUXON_OK, "64 KiB after 15 sizes");
+    cr_assert_eq(put_len(c, "f-68k", 68 << 10), FLUXON_OK, "68 KiB after 16 sizes");
+    cr_assert_eq(check_len(c, "f-64k", 64 << 10), 1);
+    cr_assert_eq(check_len(c, "f-68k", 68 << 10), 1);
+    for (int n = 1; n <= 15; n++) {
+        snprintf(k, sizeof k, "f-%d", n);
+        cr_assert_eq(check_len(c, k, 4096ull * n), 1, "%s kept", k);
+    }
+    cr_log_info("17 small sizes: %lld master grants, %lld slot-pool grants", kf_stat(c, "master_grants"),
+                kf_stat(c, "grants"));
+    cr_assert_eq(kf_stat(c, "master_grants"), 2, "seventeen one-chunk sub-grants in two master grants");
+    cr_assert_eq(kf_stat(c, "evictions"), 0);
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* The same with sizes that each need a whole grant (5 MiB + 4 KiB·i: three per 16 MiB
+ * grant, which no smaller sub-grant holds): 15 sizes take the 15 grants; two more sizes
+ * (9 MiB and 9 MiB + 4 KiB, whole grants too) retire the coldest grants of other sizes
+ * (their values evicted whole) and re-carve them. */
+Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
+{
+    cap_up("256MiB", NULL);
+    cap_setup(10 << 20);
+    fluxon_client *c = kf_client(0);
+    char k[32];
+    for (int n = 0; n < 15; n++) {
+        snprintf(k, sizeof k, "w-%d", n);
+        cr_assert_eq(put_len(c, k, (5ull << 20) + 4096ull * n), FLUXON_OK, "put %d", n);
+    }
+    cr_assert_eq(kf_stat(c, "master_grants"), 15, "one whole grant per size, all taken");
+    cr_assert_eq(put_len(c, "w-a", 9ull << 20), FLUXON_OK, "a 16th size");
+    cr_assert_eq(put_len(c, "w-b", (9ull << 20) + 4096), FLUXON_OK, "a 17th size");
+    cr_assert_eq(check_len(c, "w-a", 9ull << 20), 1);
+    cr_assert_eq(check_len(c, "w-b", (9ull << 20) + 4096), 1);
+    int kept = 0;
+    for (int n = 0; n < 15; n++) {
+        snprintf(k, sizeof k, "w-%d", n);
+        kept += check_len(c, k, (5ull << 20) + 4096ull * n);
+    }
+    cr_log_info("15 whole-grant sizes then two more: %d of 15 kept, %lld retired", kept, kf_stat(c, "grants_retired"));
+    cr_assert_eq(kept, 13, "exactly the two coldest sizes made room");
+    cr_assert_eq(check_len(c, "w-0", 5ull << 20), 0, "the coldest (first) value went");
+    cr_assert_eq(check_len(c, "w-1", (5ull << 20) + 4096), 0);
+    cr_assert_eq(kf_stat(c, "grants_retired"), 2);
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* The issue's second sequence: a 64 MiB owner (15 grants of 4 MiB) filled by 1 MiB values
+ * (more than it holds: older ones are evicted), then 64 KiB puts succeed; every key
+ * deleted, 64 KiB and a 4 KiB hostless put succeed at once (idle grants re-carved), and
+ * idle grants go back to the master after the grace. */
+Test(capacity, one_mib_fill_then_small_puts_then_delete_all)
+{
+    cap_up("64MiB", ",\"reserve\":{\"idle_grant_return_ms\":300}");
+    cap_setup(1 << 20);
+    fluxon_client *c = kf_client(0);
+    char k[32];
+    for (int i = 0; i < 80; i++) {
+        snprintf(k, sizeof k, "m-%d", i);
+        cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK, "1 MiB put %d", i);
+    }
+    cr_assert_eq(kf_stat(c, "master_grants"), 15);
+    cr_assert_gt(kf_stat(c, "evictions"), 0, "more than fits: the oldest went");
+    double t0 = th_now_s();
+    for (int i = 0; i < 20; i++) {
+        snprintf(k, sizeof k, "s-%d", i);
+        cr_assert_eq(put_len(c, k, 64 << 10), FLUXON_OK, "64 KiB put %d after the 1 MiB fill", i);
+    }
+    cr_log_info("20 puts of 64 KiB after the fill: %.3f s", th_now_s() - t0);
+    for (int i = 0; i < 20; i++) {
+        snprintf(k, sizeof k, "s-%d", i);
+        cr_assert_eq(check_len(c, k, 64 << 10), 1);
+    }
+    for (int i = 0; i < 80; i++) {
+        snprintf(k, sizeof k, "m-%d", i);
+        int rc = fluxon_delete(c, k);
+        cr_assert(rc == FLUXON_OK || rc == FLUXON_ERR_NOT_FOUND, "delete %s: %s", k, fluxon_status_string(rc));
+    }
+    for (int i = 0; i < 20; i++) {
+        snprintf(k, sizeof k, "s-%d", i);
+        cr_assert_eq(fluxon_delete(c, k), FLUXON_OK);
+    }
+    cr_assert(kf_wait_stat(c, "used_bytes", 0, 5000), "every slot free after the deletes");
+    /* at once, before the grace: idle grants of another size are re-carved */
+    cr_assert_eq(put_len(c, "after-64k", 64 << 10), FLUXON_OK);
+    const char *hk = "after-4k";
+    fluxon_plan *plan = NULL;
+    int st = -1;
+    cr_assert_eq(fluxon_local_fast_put_start(c, &hk, 1, 4096, NULL, &plan, &st), FLUXON_OK);
+    cr_assert_eq(st, FLUXON_OK, "4 KiB hostless put after delete-all: %s", fluxon_status_string(st));
+    kf_fill((uint8_t *)(uintptr_t)plan->value_ptrs[0], 4096, seed_of(hk, 4096));
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    cr_assert_eq(check_len(c, hk, 4096), 1);
+    /* idle grants go back: one stays (both sizes in use are sub-grants of it) */
+    cr_assert(kf_wait_stat(c, "master_grants", 1, 5000), "idle grants returned (grants %lld)",
+              kf_stat(c, "master_grants"));
+    cr_assert_eq(kf_stat(c, "grants_returned"), 14);
+    cr_assert_eq(kf_stat(c, "grants_returning"), 0, "every return confirmed by the master");
+    /* and the room serves again: a fresh fill of another size */
+    for (int i = 0; i < 30; i++) {
+        snprintf(k, sizeof k, "r-%d", i);
+        cr_assert_eq(put_len(c, k, 512 << 10), FLUXON_OK, "512 KiB put %d after the returns", i);
+    }
+    cr_assert_eq(check_len(c, "after-64k", 64 << 10), 1);
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* A second 100 MiB value does not evict the first while the hot tier is far from full. */
+Test(capacity, a_second_large_value_keeps_the_first)
+{
+    cap_up("1GiB", ",\"reserve\":{\"grant_bytes\":\"256MiB\"}");
+    cap_setup(100 << 20);
+    fluxon_client *c = kf_client(0);
+    cr_assert_eq(put_len(c, "big-1", 100 << 20), FLUXON_OK);
+    cr_assert_eq(put_len(c, "big-2", 100 << 20), FLUXON_OK);
+    cr_assert_eq(check_len(c, "big-1", 100 << 20), 1, "the first 100 MiB value stays");
+    cr_assert_eq(check_len(c, "big-2", 100 << 20), 1);
+    cr_assert_eq(kf_stat(c, "evictions"), 0);
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* Everything held: NO_SPACE within the stuck bound (far below the caller's timeout). */
+Test(capacity, all_held_answers_no_space_fast)
+{
+    cap_up("64MiB", ",\"hot_capacity_bytes\":\"60MiB\"");
+    cap_setup(1 << 20);
+    fluxon_client *c = kf_client(0);
+    char k[32];
+    fluxon_holder *h[60];
+    int n = 0;
+    for (int i = 0; i < 60; i++) { /* 15 grants x 4 slots of 1 MiB, every one held */
+        snprintf(k, sizeof k, "h-%d", i);
+        cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK, "put %d", i);
+        cr_assert_eq(fluxon_get(c, k, &h[n]), FLUXON_OK);
+        n++;
+    }
+    double t0 = th_now_s();
+    int rc = put_len(c, "h-small", 8192);
+    double took = th_now_s() - t0;
+    cr_assert_eq(rc, FLUXON_ERR_NO_SPACE, "all held: %s", fluxon_status_string(rc));
+    cr_assert_lt(took, 2.5, "answered in %.2f s, far below the 5 s timeout", took);
+    cr_assert_gt(kf_stat(c, "claims_no_space_fast"), 0);
+    for (int i = 0; i < n; i++) fluxon_holder_release(h[i]);
+    cr_assert_eq(put_len(c, "h-small", 8192), FLUXON_OK, "released: room again");
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* 20 sizes from 4 KiB to 8 MiB, random order, 10x the segment written: no put fails while
+ * nothing is held; the payload held at steady state is reported (utilization). */
+Test(capacity, random_mix_of_twenty_sizes_never_fails, .timeout = 240)
+{
+    cap_up("128MiB", ",\"reserve\":{\"grant_bytes\":\"8MiB\"}");
+    cap_setup(8 << 20);
+    fluxon_client *c = kf_client(0);
+    uint64_t sizes[20];
+    for (int i = 0; i < 20; i++) { /* log-spaced, not page aligned (but the largest) */
+        double x = 4096.0 * pow(2048.0, i / 19.0);
+        sizes[i] = i == 19 ? (8u << 20) : (uint64_t)x + (uint64_t)(i * 37);
+    }
+    enum { MAXK = 4096 };
+    static uint64_t lens[MAXK];
+    uint64_t rng = 0x9e3779b97f4a7c15ull, written = 0, target = 10ull * (128 << 20);
+    int nk = 0, fails = 0;
+    double util_sum = 0;
+    int util_n = 0;
+    char k[32];
+    while (written < target && nk < MAXK) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        uint64_t len = sizes[rng % 20];
+        snprintf(k, sizeof k, "x-%d", nk);
+        int rc = put_len(c, k, len);
+        if (rc != FLUXON_OK) {
+            fails++;
+            cr_log_error("put %d of %llu bytes: %s", nk, (unsigned long long)len, fluxon_status_string(rc));
+        }
+        lens[nk++] = len;
+        written += len;
+        if (written > 3ull * (128 << 20) && nk % 100 == 0) { /* steady state: payload held / segment */
+            uint64_t held = 0;
+            for (int i = 0; i < nk; i++) {
+                snprintf(k, sizeof k, "x-%d", i);
+                const char *kp = k;
+                size_t ex = 0;
+                if (fluxon_batch_exists(c, &kp, 1, &ex) == FLUXON_OK && ex) held += lens[i];
+            }
+            util_sum += (double)held / (128 << 20);
+            util_n++;
+        }
+    }
+    cr_assert_eq(fails, 0, "no put fails while nothing is held");
+    int present = 0;
+    for (int i = nk - 20; i < nk; i++) {
+        snprintf(k, sizeof k, "x-%d", i);
+        present += check_len(c, k, lens[i]);
+    }
+    cr_assert_gt(present, 0);
+    cr_log_info("random mix: %d puts, %.2f GiB written, payload utilization at steady state %.1f %% of the "
+                "segment (%d samples), %lld re-carved, %lld retired, %lld evictions",
+                nk, written / (double)(1 << 30), util_n ? 100 * util_sum / util_n : 0.0, util_n,
+                kf_stat(c, "grants_recarved"), kf_stat(c, "grants_retired"), kf_stat(c, "evictions"));
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* Fragmentation: values of a random mix of 20 sizes (4 KiB..8 MiB) are put and held until
+ * the first NO_SPACE; payload bytes / segment bytes at that point is reported: 72.4 %
+ * (179 values over 15 grants of 16 MiB cut into 1 MiB chunks; 15.6 %, 30 values, with
+ * one size per whole grant). The rest is tails (a sub-grant holds whole slots only), the
+ * half-empty last sub-grant of each size, and a size that needs a free run of its chunk
+ * count. Released, the room serves again. */
+Test(capacity, mixed_sizes_held_until_the_first_no_space, .timeout = 240)
+{
+    cap_up("256MiB", ",\"hot_capacity_bytes\":\"256MiB\"");
+    cap_setup(8 << 20);
+    fluxon_client *c = kf_client(0);
+    uint64_t sizes[20];
+    for (int i = 0; i < 20; i++) sizes[i] = i == 19 ? (8u << 20) : (uint64_t)(4096.0 * pow(2048.0, i / 19.0)) + i * 37;
+    enum { MAXH = 4096 };
+    static fluxon_holder *h[MAXH];
+    uint64_t rng = 0x2545F4914F6CDD1Dull, payload = 0;
+    int n = 0, rc = FLUXON_OK;
+    char k[32];
+    while (n < MAXH) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        uint64_t len = sizes[rng % 20];
+        snprintf(k, sizeof k, "y-%d", n);
+        rc = put_len(c, k, len);
+        if (rc != FLUXON_OK) break;
+        cr_assert_eq(fluxon_get(c, k, &h[n]), FLUXON_OK, "hold %s", k);
+        payload += len;
+        n++;
+    }
+    cr_assert_eq(rc, FLUXON_ERR_NO_SPACE, "ends with NO_SPACE: %s", fluxon_status_string(rc));
+    double util = (double)payload / (256 << 20);
+    cr_log_info("mixed sizes held: first NO_SPACE after %d values, payload %.1f MiB = %.1f %% of the 256 MiB "
+                "segment (%lld grants of 16 MiB, %lld re-carved)", n, payload / 1048576.0, 100 * util,
+                kf_stat(c, "master_grants"), kf_stat(c, "grants_recarved"));
+    cr_assert_gt(util, 0.6, "utilization %.3f", util);
+    for (int i = 0; i < n; i++) fluxon_holder_release(h[i]);
+    cr_assert_eq(put_len(c, "y-after", 8 << 20), FLUXON_OK, "released: room again");
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* A GRANT_RETURN whose answer is lost (test fault: the master's reply dropped) is sent
+ * again with the same grants; the master, which already freed them, answers OK (it frees
+ * only grants it records: the repeat frees nothing twice); the room serves later grants. */
+Test(capacity, a_lost_grant_return_answer_is_resent_and_frees_nothing_twice)
+{
+    cap_up("64MiB", ",\"reserve\":{\"idle_grant_return_ms\":200},\"master_timeout_ms\":500,"
+                    "\"test\":{\"fault_message\":\"GRANT_RETURN\",\"fault\":\"drop\",\"fault_count\":1}");
+    cap_setup(1 << 20);
+    fluxon_client *c = kf_client(0);
+    char k[32];
+    for (int i = 0; i < 40; i++) { /* 10 master grants of 4 MiB */
+        snprintf(k, sizeof k, "g-%d", i);
+        cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK);
+    }
+    long long held = kf_stat(c, "master_grants");
+    cr_assert_geq(held, 10);
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof k, "g-%d", i);
+        cr_assert_eq(fluxon_delete(c, k), FLUXON_OK);
+    }
+    cr_assert(kf_wait_stat(c, "master_grants", 0, 5000), "every idle grant handed back");
+    cr_assert(kf_wait_stat(c, "grants_returning", 0, 8000), "the return was confirmed after its resend");
+    cr_assert_eq(kf_stat(c, "grants_returned"), held);
+    for (int i = 0; i < 60; i++) { /* the whole segment again: nothing leaked at the master */
+        snprintf(k, sizeof k, "h-%d", i);
+        cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK, "put %d after the returns", i);
+    }
+    cr_assert_eq(kf_stat(c, "master_grants"), 15, "the master hands out all 15 grants again");
+    fluxon_client_close(c);
+    free(cap_buf);
+}

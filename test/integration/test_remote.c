@@ -1,0 +1,267 @@
+/* test_remote.c — remote capacity (issue 16): replica tasks to remote_cache owners, strict
+ * targets, reads served by a CPU owner, write-back before eviction and single-copy
+ * demotion, counters that reconcile. Owners A, B are GPU owners, C (when present) a
+ * remote_cache owner (no workers, no clients of its own). */
+#include <criterion/criterion.h>
+
+#include "kvfix.h"
+
+#define KIB 1024ull
+#define VLEN (16 * KIB)
+
+static void down(void) { kf_down(); }
+
+TestSuite(remote, .fini = down, .timeout = 120);
+
+static long long master_stat(fluxon_client *c, const char *name)
+{
+    char buf[16384];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_master_stats(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf);
+    cr_assert_not_null(doc, "%s", buf);
+    cJSON *v = cJSON_GetObjectItem(doc, name);
+    cr_assert(cJSON_IsNumber(v), "%s missing in %s", name, buf);
+    long long r = (long long)cJSON_GetNumberValue(v);
+    cJSON_Delete(doc);
+    return r;
+}
+
+static int wait_master_stat(fluxon_client *c, const char *name, long long want, int timeout_ms)
+{
+    double end = th_now_s() + timeout_ms / 1000.0;
+    while (th_now_s() < end) {
+        if (master_stat(c, name) == want) return 1;
+        th_sleep_ms(10);
+    }
+    return 0;
+}
+
+/* placed_bytes of owner node_id in the master's node table (-1: not listed) */
+static long long placed_bytes(fluxon_client *c, const char *node_id)
+{
+    char buf[8192];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_cluster_nodes(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf), *n;
+    long long r = -1;
+    cJSON_ArrayForEach(n, doc)
+    {
+        cJSON *id = cJSON_GetObjectItem(n, "node_id");
+        if (cJSON_IsString(id) && !strcmp(id->valuestring, node_id))
+            r = (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(n, "placed_bytes"));
+    }
+    cJSON_Delete(doc);
+    return r;
+}
+
+static void keyname(char *buf, size_t cap, const char *pfx, int i) { snprintf(buf, cap, "%s-%04d", pfx, i); }
+static uint64_t seed_of(const char *pfx, int i)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *q = pfx; *q; q++) h = (h ^ (uint8_t)*q) * 1099511628211ull;
+    return h + (uint64_t)i * 131;
+}
+
+/* A hostless put of pfx-[0, n) in groups of glen; returns once published. */
+static void put_groups(fluxon_client *c, const char *pfx, int n, uint32_t glen, int make_replica,
+                       const uint8_t *mask)
+{
+    char names[64][48];
+    const char *keys[64];
+    uint32_t groups[64];
+    cr_assert_leq(n, 64);
+    for (int i = 0; i < n; i++) {
+        keyname(names[i], 48, pfx, i);
+        keys[i] = names[i];
+    }
+    for (int g = 0; g < n / (int)glen; g++) groups[g] = glen;
+    fluxon_put_options o = {0};
+    o.field_mask = FLUXON_PUT_OPT_MAKE_REPLICA_TASK | FLUXON_PUT_OPT_ATOMIC_GROUPS |
+                   (mask ? FLUXON_PUT_OPT_REPLICA_MASK : 0);
+    o.make_replica_task = make_replica;
+    o.make_replica_task_mask = mask;
+    o.atomic_group_lens = groups;
+    o.n_atomic_groups = (size_t)n / glen;
+    fluxon_plan *plan = NULL;
+    int st[64];
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, (size_t)n, VLEN, &o, &plan, st), FLUXON_OK);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(st[i], FLUXON_OK, "key %d: %s", i, fluxon_status_string(st[i]));
+        kf_fill((uint8_t *)(uintptr_t)plan->value_ptrs[i], VLEN, seed_of(pfx, i));
+    }
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+}
+
+/* get_start over pfx-[0, n) in groups of glen; returns the transferable length after
+ * checking every transferred value byte-exact. */
+static uint64_t get_check(fluxon_client *c, const char *pfx, int n, uint32_t glen)
+{
+    char names[64][48];
+    const char *keys[64];
+    uint32_t groups[64];
+    for (int i = 0; i < n; i++) {
+        keyname(names[i], 48, pfx, i);
+        keys[i] = names[i];
+    }
+    for (int g = 0; g < n / (int)glen; g++) groups[g] = glen;
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    cr_assert_eq(fluxon_get_start(c, keys, (size_t)n, 1, groups, (size_t)n / glen, &h, &r), FLUXON_OK);
+    cr_assert_eq(r.transferable_len % glen, 0, "atomic groups are never cut");
+    fluxon_plan *p = NULL;
+    if (!r.transferable_len) {
+        cr_assert_eq(fluxon_cancel_get_transfer(c, h), FLUXON_OK);
+        return 0;
+    }
+    cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_OK);
+    for (uint64_t i = 0; i < p->count; i++)
+        cr_assert(kf_check((const uint8_t *)(uintptr_t)p->value_ptrs[i], VLEN, seed_of(pfx, (int)i)),
+                  "%s value %llu byte-exact", pfx, (unsigned long long)i);
+    cr_assert_eq(fluxon_release_views(c, p), FLUXON_OK);
+    return r.transferable_len;
+}
+
+static const char *const gpu_gpu_cpu[] = {NULL, NULL, ",\"node_role\":\"remote_cache\""};
+
+/* Eager replica tasks: one per group, all to the CPU owner; the writer stops, and a client
+ * on the other GPU owner restores every value byte-exact from the CPU owner. */
+Test(remote, eager_replicas_survive_writer)
+{
+    kf_up_ex(3, NULL, gpu_gpu_cpu);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_groups(a, "ea", 16, 4, 1, NULL);
+    cr_assert(wait_master_stat(a, "append_keys_completed", 16, 10000), "16 replicas appended");
+    cr_assert_eq(master_stat(a, "target_replicas_remote_cache"), 16);
+    cr_assert_eq(master_stat(a, "target_replicas_gpu_owner"), 0, "never a GPU owner");
+    cr_assert_eq(master_stat(a, "append_started"), 4, "one append per group");
+    cr_assert(kf_wait_stat(a, "repl_completed", 4, 5000));
+    cr_assert_eq(kf_stat(a, "repl_tasks_eager"), 4);
+    cr_assert(kf_wait_stat(a, "repl_inflight", 0, 5000), "R1: no task in flight");
+    cr_assert_eq(master_stat(a, "append_inflight"), 0, "R1: no append in flight at the master");
+    fluxon_client_close(a);
+    fluxon_node_stop(kf_owner[0]); /* the writer goes: its primaries with it */
+    kf_owner[0] = NULL;
+    long long cpu0 = master_stat(b, "hits_cpu_owner");
+    cr_assert_eq(get_check(b, "ea", 16, 4), 16, "every replicated value restores from the CPU owner");
+    cr_assert_eq(master_stat(b, "hits_cpu_owner") - cpu0, 16, "hits counted on the CPU tier");
+    fluxon_client_close(b);
+}
+
+/* Strict targets: no remote_cache owner = NO_SPACE, never another GPU owner; the local
+ * primary stays readable. */
+Test(remote, no_target_is_no_space)
+{
+    kf_up(2);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_groups(a, "nt", 8, 2, 1, NULL);
+    cr_assert(kf_wait_stat(a, "repl_failed_no_space", 4, 5000), "4 groups: NO_SPACE");
+    cr_assert_eq(master_stat(a, "append_rejected_no_target"), 4);
+    cr_assert_eq(master_stat(a, "target_replicas_gpu_owner"), 0);
+    cr_assert_eq(kf_stat(a, "repl_completed"), 0);
+    cr_assert_eq(get_check(a, "nt", 8, 2), 8, "the local primary stays");
+    cr_assert_eq(get_check(b, "nt", 8, 2), 8, "and is read by others from the GPU owner");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+/* The mask is per group: only marked groups get a task; without make_replica_task none. */
+Test(remote, mask_and_flag)
+{
+    kf_up_ex(3, NULL, gpu_gpu_cpu);
+    fluxon_client *a = kf_client(0);
+    uint8_t mask[8] = {1, 1, 0, 0, 1, 1, 0, 0};
+    put_groups(a, "mk", 8, 2, 1, mask);
+    cr_assert(wait_master_stat(a, "append_keys_completed", 4, 5000), "2 groups of 2 appended");
+    put_groups(a, "nf", 8, 2, 0, NULL);
+    cr_assert(kf_wait_stat(a, "repl_completed", 2, 5000));
+    cr_assert_eq(kf_stat(a, "repl_tasks_eager"), 2, "no task without make_replica_task");
+    fluxon_client_close(a);
+}
+
+/* replica_target_roles is validated: unknown roles and duplicates name the field. */
+Test(remote, target_roles_config)
+{
+    fluxon_node *m = NULL;
+    const char *bad[] = {"[\"cpu\"]", "[]", "[\"remote_cache\",\"remote_cache\"]", "\"remote_cache\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cfg[512];
+        snprintf(cfg, sizeof cfg, "{\"role\":\"master\",\"cluster_id\":\"kv\",\"listen\":\"127.0.0.1:0\","
+                 "\"log_level\":\"off\",\"replica_target_roles\":%s}", bad[i]);
+        cr_assert_eq(fluxon_node_start(cfg, &m), FLUXON_ERR_CONFIG, "%s", cfg);
+    }
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"listen\":\"127.0.0.1:0\","
+                                   "\"log_level\":\"off\",\"replica_target_roles\":[\"gpu_owner\",\"remote_cache\"]}",
+                                   &m), FLUXON_OK);
+    fluxon_node_stop(m);
+}
+
+/* Write-back before eviction, then single-copy demotion: A's hot tier holds 64 values and
+ * writes back what is colder than half of it; 160 values later every one is still
+ * restorable (from the CPU owner when A dropped its copy), nothing was dropped, and the
+ * counters reconcile: tasks = completed + already + failed + obsolete, evictions = demoted
+ * (+ 0 dropped), replicas only on the remote_cache owner. */
+Test(remote, writeback_then_demotion)
+{
+    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5", NULL,
+                                 ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(3, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    char pfx[16];
+    for (int r = 0; r < 10; r++) {
+        snprintf(pfx, sizeof pfx, "wb%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(kf_wait_stat(a, "repl_inflight", 0, 10000), "R1: write-backs over");
+    cr_assert(kf_wait_stat(a, "repl_queued", 0, 1000));
+    double end = th_now_s() + 10; /* eviction runs once the write-backs it waited for are over */
+    while (kf_stat(a, "hot_bytes") > kf_stat(a, "hot_capacity_bytes") && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_leq(kf_stat(a, "hot_bytes"), kf_stat(a, "hot_capacity_bytes"), "A's hot tier back under its capacity");
+    cr_assert_gt(kf_stat(a, "evictions"), 0, "A evicted");
+    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    cr_assert_eq(master_stat(a, "evict_dropped"), 0, "nothing dropped while the CPU owner has room");
+    cr_assert_eq(master_stat(a, "evict_demoted"), master_stat(a, "evicted_replicas"), "every eviction is a demotion");
+    cr_assert_eq(master_stat(a, "target_replicas_gpu_owner"), 0);
+    long long tasks = kf_stat(a, "repl_tasks_writeback"), done = kf_stat(a, "repl_completed"),
+              already = kf_stat(a, "repl_already"), obsolete = kf_stat(a, "repl_obsolete");
+    long long failed = kf_stat(a, "repl_failed_no_space") + kf_stat(a, "repl_failed_busy") +
+                       kf_stat(a, "repl_failed_stale") + kf_stat(a, "repl_failed_transfer") +
+                       kf_stat(a, "repl_failed_master") + kf_stat(a, "repl_failed_queue_full");
+    cr_assert_gt(tasks, 0);
+    cr_assert_eq(tasks, done + already + failed + obsolete, "tasks %lld = %lld + %lld + %lld + %lld", tasks, done,
+                 already, failed, obsolete);
+    cr_assert_eq(master_stat(a, "append_keys_completed"), master_stat(a, "target_replicas_remote_cache"));
+    cr_assert_eq(master_stat(a, "append_inflight"), 0, "R1");
+    for (int r = 0; r < 10; r++) {
+        snprintf(pfx, sizeof pfx, "wb%d", r);
+        cr_assert_eq(get_check(b, pfx, 16, 4), 16, "%s restorable", pfx);
+    }
+    cr_assert_gt(master_stat(b, "hits_cpu_owner"), 0, "some hits from the CPU owner");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+/* A failed push keeps the local primary, frees the target's ranges and is counted by cause;
+ * the other task completes. */
+Test(remote, failed_push_is_counted)
+{
+    const char *const extra[] = {",\"test\":{\"fail_transfers\":1}", NULL, ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(3, NULL, extra);
+    fluxon_client *a = kf_client(0);
+    put_groups(a, "fp", 8, 4, 1, NULL); /* 2 groups: the first push fails */
+    cr_assert(kf_wait_stat(a, "repl_inflight", 0, 5000), "R1");
+    cr_assert(kf_wait_stat(a, "repl_queued", 0, 1000));
+    long long failed = kf_stat(a, "repl_failed_transfer"), done = kf_stat(a, "repl_completed");
+    cr_assert_eq(failed, 1, "one task failed: transfer");
+    cr_assert_eq(done, 1, "the other completed");
+    cr_assert_eq(kf_stat(a, "repl_tasks_eager"), failed + done);
+    cr_assert(wait_master_stat(a, "append_keys_failed_transfer", 4, 5000));
+    cr_assert_eq(master_stat(a, "append_keys_completed"), 4);
+    cr_assert_eq(master_stat(a, "append_inflight"), 0, "R1");
+    cr_assert_eq(placed_bytes(a, "ownC"), (long long)(4 * VLEN), "the failed push's ranges were freed");
+    cr_assert_eq(get_check(a, "fp", 8, 4), 8, "the local primaries stay");
+    fluxon_client_close(a);
+}

@@ -1,0 +1,223 @@
+/* cli_top.c — `top`: every second, the owner's stats, the master's stats and the node table
+ * (public API), shown as a screen: nodes alive/dead, ops/s by op, hit ratio by tier, p50/p99
+ * of the latency histograms (from the same catalog /metrics serves), capacity. Rates and
+ * percentiles are over the last interval (over the whole run on the first frame). q or
+ * Ctrl-C quits; on a terminal stdin is put in non-canonical mode and restored on exit. */
+#define _GNU_SOURCE
+#include <cJSON.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cli_top.h"
+#include "cli_util.h"
+
+static volatile sig_atomic_t top_quit;
+static void top_on_signal(int sig) { top_quit = sig; }
+
+typedef struct top_frame {
+    cJSON *owner, *master, *nodes; /* owned */
+    uint64_t t_ns;
+} top_frame;
+
+static void top_frame_free(top_frame *f)
+{
+    cJSON_Delete(f->owner);
+    cJSON_Delete(f->master);
+    cJSON_Delete(f->nodes);
+    memset(f, 0, sizeof *f);
+}
+
+static cJSON *top_fetch(fluxon_client *c, fx_cli_json_fn fn)
+{
+    char *buf = NULL;
+    if (fx_cli_json_call(c, fn, 1 << 16, &buf) != FLUXON_OK) return NULL;
+    cJSON *d = cJSON_Parse(buf);
+    free(buf);
+    return d;
+}
+
+static double top_num(cJSON *o, const char *name)
+{
+    cJSON *v = cJSON_GetObjectItem(o, name);
+    return cJSON_IsNumber(v) ? v->valuedouble : cJSON_IsTrue(v) ? 1 : 0;
+}
+
+/* cur - prev of member name (cur alone when there is no previous frame) */
+static double top_delta(cJSON *cur, cJSON *prev, const char *name)
+{
+    return top_num(cur, name) - (prev ? top_num(prev, name) : 0);
+}
+
+/* the q-quantile (seconds) of histogram name over cur - prev, interpolated in its bucket */
+static double top_quantile(cJSON *cur, cJSON *prev, const char *name, double q)
+{
+    cJSON *bounds = cJSON_GetObjectItem(cur, "hist_bounds_ns");
+    cJSON *hb = cJSON_GetObjectItem(cJSON_GetObjectItem(cur, name), "buckets");
+    cJSON *pb = prev ? cJSON_GetObjectItem(cJSON_GetObjectItem(prev, name), "buckets") : NULL;
+    int nb = cJSON_GetArraySize(hb), nbounds = cJSON_GetArraySize(bounds);
+    if (nb < 2 || nbounds != nb - 1) return -1;
+    double d[64], total = 0;
+    for (int i = 0; i < nb && i < 64; i++) {
+        d[i] = cJSON_GetArrayItem(hb, i)->valuedouble - (pb ? cJSON_GetArrayItem(pb, i)->valuedouble : 0);
+        total += d[i];
+    }
+    if (total <= 0) return -1;
+    double rank = q * total, cum = 0;
+    for (int i = 0; i < nb && i < 64; i++) {
+        if (d[i] > 0 && cum + d[i] >= rank) {
+            if (i == nb - 1) return cJSON_GetArrayItem(bounds, nbounds - 1)->valuedouble / 1e9;
+            double lo = i ? cJSON_GetArrayItem(bounds, i - 1)->valuedouble : 0, hi = cJSON_GetArrayItem(bounds, i)->valuedouble;
+            return (lo + (hi - lo) * (rank - cum) / d[i]) / 1e9;
+        }
+        cum += d[i];
+    }
+    return -1;
+}
+
+static void top_fmt_s(double s, char *out, size_t cap)
+{
+    if (s < 0) snprintf(out, cap, "%9s", "-");
+    else if (s < 1e-3) snprintf(out, cap, "%6.1f us", s * 1e6);
+    else if (s < 1) snprintf(out, cap, "%6.2f ms", s * 1e3);
+    else snprintf(out, cap, "%6.2f s ", s);
+}
+
+static void top_ops(cJSON *cur, cJSON *prev, double dt)
+{
+    cJSON *by = cJSON_GetObjectItem(cur, "requests_by_op"), *pby = prev ? cJSON_GetObjectItem(prev, "requests_by_op") : NULL;
+    printf("ops/s       ");
+    int shown = 0;
+    cJSON *op;
+    cJSON_ArrayForEach(op, by) {
+        double n = 0, e = 0;
+        cJSON *st;
+        cJSON_ArrayForEach(st, op) {
+            double v = st->valuedouble - (pby ? top_num(cJSON_GetObjectItem(pby, op->string), st->string) : 0);
+            n += v;
+            if (strcmp(st->string, "OK")) e += v;
+        }
+        if (n <= 0) continue;
+        printf("%s%s %.0f%s", shown++ % 4 == 0 && shown > 1 ? "\n            " : shown > 1 ? "  " : "", op->string,
+               n / dt, e > 0 ? " (errors)" : "");
+    }
+    printf("%s\n", shown ? "" : "idle");
+}
+
+static void top_draw(const top_frame *f, const top_frame *p, bool tty)
+{
+    cJSON *o = f->owner ? cJSON_GetObjectItem(f->owner, "owner") : NULL;
+    cJSON *po = p && p->owner ? cJSON_GetObjectItem(p->owner, "owner") : NULL;
+    cJSON *m = f->master, *pm = p ? p->master : NULL;
+    double dt = p ? (double)(f->t_ns - p->t_ns) / 1e9 : 1;
+    if (tty) printf("\033[H\033[2J");
+    printf("fluxon top   owner %s   master generation %.0f   owners alive %.0f dead %.0f   (%s)\n",
+           o ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "node_id")) : "?", top_num(m, "generation"),
+           top_num(m, "owners_alive"), top_num(m, "owners_dead"), p ? "last second" : "since start; q quits");
+    double keys = top_delta(o, po, "get_keys");
+    double loc = top_delta(o, po, "local_hits"), join = top_delta(o, po, "joined_hits"),
+           lead = top_delta(o, po, "leader_hits"), pref = top_delta(o, po, "prefix_transferable_keys");
+    if (keys > 0)
+        printf("hit ratio   %.1f %%  (local %.1f, joined %.1f, leader %.1f)   transferable prefix %.1f %%   keys/s %.0f\n",
+               100 * (loc + join + lead) / keys, 100 * loc / keys, 100 * join / keys, 100 * lead / keys,
+               100 * pref / keys, keys / dt);
+    else
+        printf("hit ratio   - (no gets)\n");
+    top_ops(o, po, dt);
+    static const char *const h[][2] = {{"get_start_latency", "get_start"}, {"put_start_latency", "put_start"},
+                                       {"commit_latency", "commit"},       {"publish_latency", "publish"},
+                                       {"fetch_latency", "remote fetch"},  {"transfer_latency", "get transfer"},
+                                       {"push_latency", "push"}};
+    printf("latency          p50        p99\n");
+    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++) {
+        char a[32], b[32];
+        top_fmt_s(top_quantile(o, po, h[i][0], 0.5), a, sizeof a);
+        top_fmt_s(top_quantile(o, po, h[i][0], 0.99), b, sizeof b);
+        printf("  %-12s %s  %s\n", h[i][1], a, b);
+    }
+    printf("segment     used %.1f MiB of %.1f MiB   hot %.1f MiB   evictions/s %.0f   handles %.0f   plans %.0f\n",
+           top_num(o, "used_bytes") / 1048576, top_num(o, "segment_bytes") / 1048576, top_num(o, "hot_bytes") / 1048576,
+           top_delta(o, po, "evictions") / dt, top_num(o, "handles_open"), top_num(o, "puts_inflight"));
+    printf("master      routes %.0f   in flight: puts %.0f gets %.0f   lookups/s %.0f\n", top_num(m, "routes"),
+           top_num(m, "inflight_puts"), top_num(m, "inflight_gets"), top_delta(m, pm, "lookups") / dt);
+    printf("nodes       %-20s %-12s %-6s %s\n", "node_id", "role", "alive", "segment");
+    cJSON *n;
+    cJSON_ArrayForEach(n, f->nodes) {
+        cJSON *id = cJSON_GetObjectItem(n, "node_id"), *role = cJSON_GetObjectItem(n, "role");
+        printf("            %-20s %-12s %-6s %.0f MiB\n", cJSON_GetStringValue(id) ? cJSON_GetStringValue(id) : "?",
+               cJSON_GetStringValue(role) ? cJSON_GetStringValue(role) : "?",
+               cJSON_IsTrue(cJSON_GetObjectItem(n, "alive")) ? "yes" : "no", top_num(n, "segment_bytes") / 1048576);
+    }
+    fflush(stdout);
+}
+
+static int top_args(int argc, char **argv, long *iters, long *interval)
+{
+    for (int i = 0; i < argc; i++) {
+        char *end = NULL;
+        if (!strcmp(argv[i], "--once")) *iters = 1;
+        else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) *iters = strtol(argv[++i], &end, 10);
+        else if (!strcmp(argv[i], "--interval-ms") && i + 1 < argc) *interval = strtol(argv[++i], &end, 10);
+        else end = argv[i];
+        if ((end && *end) || *iters < 0 || *interval < 10 || *interval > 60000) {
+            fprintf(stderr, "usage: top [--once] [--iterations N] [--interval-ms 10..60000]\n");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int fx_cli_top(fluxon_client *c, int argc, char **argv)
+{
+    long iters = 0, interval = 1000;
+    if (top_args(argc, argv, &iters, &interval)) return 2;
+    bool tty = isatty(STDOUT_FILENO), raw = isatty(STDIN_FILENO);
+    struct termios saved;
+    if (raw && tcgetattr(STDIN_FILENO, &saved) == 0) {
+        struct termios t = saved;
+        t.c_lflag &= ~(tcflag_t)(ICANON | ECHO); /* ISIG kept: Ctrl-C still signals */
+        tcsetattr(STDIN_FILENO, TCSANOW, &t);
+    } else {
+        raw = false;
+    }
+    struct sigaction sa = {.sa_handler = top_on_signal}, old_int, old_term;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    top_frame prev = {0}, cur = {0};
+    int ex = 0;
+    for (long k = 0; !top_quit && (!iters || k < iters); k++) {
+        cur.t_ns = fx_cli_now_ns();
+        cur.owner = top_fetch(c, fluxon_client_stats);
+        cur.master = top_fetch(c, fluxon_client_master_stats);
+        cur.nodes = top_fetch(c, fluxon_client_cluster_nodes);
+        if (!cur.owner) {
+            fprintf(stderr, "fluxon: top: the owner's stats are unavailable\n");
+            ex = 1;
+            break;
+        }
+        top_draw(&cur, k ? &prev : NULL, tty);
+        top_frame_free(&prev);
+        prev = cur;
+        memset(&cur, 0, sizeof cur);
+        if (iters && k + 1 == iters) break;
+        struct pollfd pf = {STDIN_FILENO, POLLIN, 0};
+        uint64_t end = fx_cli_now_ns() + (uint64_t)interval * 1000000u;
+        for (uint64_t now = fx_cli_now_ns(); !top_quit && now < end; now = fx_cli_now_ns()) {
+            int r = poll(&pf, raw ? 1 : 0, (int)((end - now) / 1000000u) + 1);
+            char ch;
+            if (r > 0 && read(STDIN_FILENO, &ch, 1) == 1 && (ch == 'q' || ch == 'Q')) top_quit = 1;
+        }
+    }
+    top_frame_free(&prev);
+    top_frame_free(&cur);
+    if (raw) tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    top_quit = 0;
+    return ex;
+}

@@ -1,0 +1,24 @@
+/* cli_simulate.h — `fluxon demo --simulate`: the owner's eviction policy code
+ * (cache/evict_policy.c, compiled into the CLI) played offline over a trace, one block =
+ * one value of one slot, so a policy's prefix-hit ratio is known in seconds without a
+ * cluster (issue 15). Semantics of the reference simulator (cli_trace.h): a request looks
+ * up its blocks in order (prefix hit = leading blocks present), then every block is
+ * touched (present) or inserted (absent), evicting while the policy is over capacity. */
+#ifndef FX_CLI_SIMULATE_H
+#define FX_CLI_SIMULATE_H
+
+#include "cli_trace.h"
+
+typedef struct fx_cli_psim_result {
+    uint64_t requests, lookups, prefix_hits, inserted, evictions;
+    double ratio; /* prefix_hits / lookups */
+} fx_cli_psim_result;
+
+/* policy: "lru" or "s3fifo" (NULL: lru). Returns 0; -1 on an unknown policy or out of
+ * memory. capacity in blocks (> 0). */
+int fx_cli_psim_run(const fx_cli_trace *t, size_t n_requests, uint64_t capacity, const char *policy,
+                    fx_cli_psim_result *out);
+/* 1 when name is a policy the simulator and the owner know. */
+int fx_cli_psim_known(const char *policy);
+
+#endif /* FX_CLI_SIMULATE_H */
