@@ -12,6 +12,7 @@
 #include "owner_get.h"
 #include "owner_link.h"
 #include "owner_peers.h"
+#include "owner_place.h"
 #include "owner_put.h"
 #include "owner_replica.h"
 #include "owner_republish.h"
@@ -196,6 +197,7 @@ static void owner_registered(fx_owner_t *o, bool master_changed)
 static void owner_lost(fx_owner_t *o)
 {
     fx_oclaims_master_lost(o);
+    fx_oplace_master_lost(o);
     fx_orepub_lost(o);
 }
 

@@ -79,6 +79,7 @@
     X(pushed_keys, COUNTER, "owner_pushed_keys_total", "", "Keys pushed to a remote owner")                     \
     X(pushed_bytes, COUNTER, "owner_pushed_bytes_total", "", "Bytes pushed to a remote owner")                  \
     X(revokes_sent, COUNTER, "owner_revokes_total", "", "PUT_REVOKE sent for abandoned placements")             \
+    X(push_master_lost, COUNTER, "owner_push_master_lost_total", "", "Placements never pushed: the master connection was lost since") \
     X(push_latency, HIST, "owner_push_seconds", "", "Push of a put batch to its remote target")                 \
     /* get.c */                                                                                                  \
     X(handles_open, GAUGE, "owner_handles_open", "", "Get handles not yet consumed")                           \

@@ -28,6 +28,9 @@ FX_INTERNAL void fx_oplace_stale(fx_owner_t *o, owner_plan_t *p);
 /* Where key i is published: the target's range when pushed there, else the local slot. */
 FX_INTERNAL uint64_t fx_oplace_offset(const owner_plan_t *p, size_t i);
 FX_INTERNAL void fx_oplace_plan_free(owner_plan_t *p);
+/* The master connection went away: placements made before are never pushed (a new
+ * master does not know their ranges); their plans publish locally. */
+FX_INTERNAL void fx_oplace_master_lost(fx_owner_t *o);
 FX_INTERNAL void fx_oplace_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

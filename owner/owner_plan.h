@@ -17,6 +17,7 @@ typedef struct owner_placement {
     uint64_t *target_offsets;  /* n entries: where key i goes in the target's segment */
     uint64_t place_sent_ms;    /* when PUT_PLACE left (fx_now_ms) */
     uint64_t push_deadline_ms; /* the push must be over by then: 3/4 of the master's TTL */
+    uint64_t link_epoch;       /* place.c's count of lost master connections at PUT_PLACE */
 } owner_placement_t;
 
 /* States: CLAIMING (slots being claimed, maybe placed) -> PREPARED (put_start answered,

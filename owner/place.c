@@ -20,6 +20,8 @@
 typedef struct oplace {
     fx_oplace_ops_t ops;
     uint64_t place_requests, placed_remote, placed_local, place_fallbacks, pushed_keys, pushed_bytes, revokes_sent;
+    uint64_t link_epoch; /* master connections lost so far (fx_oplace_master_lost) */
+    uint64_t push_master_lost;
     fx_hist_t push_latency;
 } oplace_t;
 
@@ -173,6 +175,7 @@ FX_INTERNAL bool fx_oplace_start(fx_owner_t *o, owner_plan_t *p)
                                  fx_str_c(p->place.preferred)};
         *c = (oplace_ctx_t){o, p->id};
         p->place.place_sent_ms = fx_now_ms();
+        p->place.link_epoch = kv->link_epoch;
         sent = FX_RPC_CALL(mc, PUT_PLACE, put_place, &b, o->cfg.master_timeout_ms, oplace_on_place, c) ==
                FLUXON_OK;
     }
@@ -229,6 +232,16 @@ FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
     for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
     if (!m) return false;
     uint64_t now = fx_now_ms();
+    if (p->place.link_epoch != kv->link_epoch) {
+        /* the master that placed it may be gone (issue 17): a new one does not know these
+         * ranges and may hand them out again, so never start writing into them */
+        FX_WARN("put of %zu values: the master connection was lost since its placement; publishing them here "
+                "instead", m);
+        fx_oplace_revoke(o, p);
+        kv->place_fallbacks++;
+        kv->push_master_lost++;
+        return false;
+    }
     if (now >= p->place.push_deadline_ms) { /* too late to write into the ranges safely */
         FX_WARN("put of %zu values: committed %llu ms after its placement, past 3/4 of the in-flight TTL; "
                 "publishing them here instead", m, (unsigned long long)(now - p->place.place_sent_ms));
@@ -279,6 +292,8 @@ FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
     return false; /* publish the local copy now */
 }
 
+FX_INTERNAL void fx_oplace_master_lost(fx_owner_t *o) { o->place->link_epoch++; }
+
 FX_INTERNAL void fx_oplace_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oplace_t *kv = o->place;
@@ -289,5 +304,6 @@ FX_INTERNAL void fx_oplace_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->pushed_keys = kv->pushed_keys;
     m->pushed_bytes = kv->pushed_bytes;
     m->revokes_sent = kv->revokes_sent;
+    m->push_master_lost = kv->push_master_lost;
     m->push_latency = kv->push_latency;
 }

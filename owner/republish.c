@@ -1,6 +1,6 @@
 /* republish.c — the owner's half of a master restart or failover (issue 17): when it
  * registers with a master generation it has not registered with before, it walks its
- * slots grant by grant (a cursor kept across reactor turns: nothing blocks the reactor,
+ * master grants page by page (a cursor kept across reactor turns: nothing blocks the reactor,
  * heartbeats keep flowing) and sends every COMMITTED value it finds in REPUBLISH batches
  * (at most RP_BATCH_KEYS keys or about 1 MiB each, RP_WINDOW in flight) with key,
  * value_len, put_id and atomic-group size, then the placed values it holds in ranges
@@ -44,8 +44,8 @@ typedef struct rp_range {
 
 typedef struct orepub {
     fx_hmap_t *ranges; /* u64 offset -> rp_range_t */
-    uint64_t *grants;  /* the grant ids held when the walk started */
-    size_t n_grants, g, slot; /* the walk's cursor: grant index, slot index */
+    uint64_t *grant_offs; /* the master grants held when the walk started (segment offsets) */
+    size_t n_grants, g, slot; /* the walk's cursor: grant index, byte offset in it */
     rp_id_t *ids; /* the snapshot of the placed ranges */
     size_t n, cap, next, found;
     uint64_t epoch, started_ms;
@@ -84,7 +84,7 @@ FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
     if (s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
     fx_hmap_destroy(s->ranges);
     fx_free(s->ids);
-    fx_free(s->grants);
+    fx_free(s->grant_offs);
     fx_free(s);
     o->repub = NULL;
 }
@@ -190,9 +190,9 @@ static void rp_done(fx_owner_t *o)
             (unsigned long long)s->batches, (unsigned long long)s->stale, (unsigned long long)s->refused,
             (unsigned long long)s->leased);
     fx_free(s->ids);
-    fx_free(s->grants);
+    fx_free(s->grant_offs);
     s->ids = NULL;
-    s->grants = NULL;
+    s->grant_offs = NULL;
     s->n = s->cap = s->next = s->n_grants = 0;
 }
 
@@ -311,22 +311,22 @@ out:
 
 static bool rp_walk_done(const orepub_t *s) { return s->g >= s->n_grants && s->next >= s->n; }
 
-/* The next batch's identities from the walk (slots grant by grant, then the placed
- * ranges) into ids[RP_BATCH_KEYS]; looks at no more than RP_SCAN_MAX slots. */
+/* The next batch's identities from the walk (the segment page by page through each master
+ * grant held — slots start on 4 KiB pages whatever sub-grant they belong to — then the
+ * placed ranges) into ids[RP_BATCH_KEYS]; looks at no more than RP_SCAN_MAX pages. */
 static size_t rp_collect(fx_owner_t *o, rp_id_t *ids)
 {
     orepub_t *s = o->repub;
     size_t m = 0, bytes = 0, scanned = 0;
-    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    uint64_t gb = o->cfg.grant_bytes;
     while (s->g < s->n_grants && m < RP_BATCH_KEYS && bytes < RP_MAX_BYTES && scanned < RP_SCAN_MAX) {
-        fx_slot_grant_stats_t gs;
-        if (fx_slot_pool_grant_stats(pool, s->grants[s->g], &gs) != FLUXON_OK || s->slot >= gs.slots) {
-            s->g++; /* the grant went, or its slots are walked */
+        if (s->slot >= gb) { /* this grant's pages are walked */
+            s->g++;
             s->slot = 0;
             continue;
         }
-        owner_entry_t *en = fx_ostore_at(o, gs.offset + s->slot * gs.slot_size);
-        s->slot++;
+        owner_entry_t *en = fx_ostore_at(o, s->grant_offs[s->g] + s->slot);
+        s->slot += 4096;
         scanned++;
         if (!en || en->state != OE_COMMITTED || en->retired || en->evicting) continue;
         ids[m++] = (rp_id_t){en->slot.offset, en->slot.use_seq};
@@ -366,23 +366,23 @@ FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
     s->epoch++; /* answers of an earlier attempt are ignored */
     s->in_flight = 0;
     s->n = s->next = s->found = s->g = s->slot = 0;
-    fx_u64v_t gids; /* the slot pool's grants: sub-grants carved from the master's grants */
-    fx_oclaims_pool_grants(o, &gids);
-    fx_free(s->grants);
-    s->grants = fx_malloc((gids.n ? gids.n : 1) * sizeof *s->grants);
-    if (!s->grants) {
+    fx_u64v_t gids, goffs;
+    fx_oclaims_grants(o, &gids, &goffs);
+    fx_free(s->grant_offs);
+    s->grant_offs = fx_malloc((goffs.n ? goffs.n : 1) * sizeof *s->grant_offs);
+    if (!s->grant_offs) {
         FX_ERROR("re-publishing: out of memory; retrying at the next registration");
         rp_abandon(s);
         return;
     }
-    if (gids.n) memcpy(s->grants, gids.v, gids.n * sizeof *s->grants);
-    s->n_grants = gids.n;
+    if (goffs.n) memcpy(s->grant_offs, goffs.v, goffs.n * sizeof *s->grant_offs);
+    s->n_grants = goffs.n;
     rp_snap_ranges(s);
     s->active = true;
     s->pending = false;
     s->rounds++;
     s->started_ms = fx_now_ms();
-    FX_INFO("registered with a master that does not know this owner: re-publishing what it holds (%zu slot-pool grants, "
+    FX_INFO("registered with a master that does not know this owner: re-publishing what it holds (%zu grants, "
             "%zu placed values)", s->n_grants, s->n);
     if (rp_walk_done(s)) {
         /* still tell the master (one empty last batch): it logs the owner as done */
