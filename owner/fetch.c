@@ -112,7 +112,17 @@ static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, owner_entry_t *
         fx_ostore_retire(o, en);
         return;
     }
-    if (ks == FLUXON_OK && !cur && fx_ostore_commit(o, en, en->put_ms, en->put_ver) == FLUXON_OK) {
+    /* OK: the master recorded this copy as a replica of ours (a route names this slot), so
+     * it is committed even when a local put of the key overtook the fetch: freed silently,
+     * its slot would be reused while readers elsewhere still copy from it (and the master
+     * accepts their copies, the replica being recorded). It then stays out of the index
+     * (the put's entry serves local readers) until the master drops it (INVALIDATE when the
+     * put replaces the version) or names it again to a local reader (ReuseReplica). */
+    if (ks == FLUXON_OK && fx_ostore_commit(o, en, en->put_ms, en->put_ver) == FLUXON_OK) {
+        if (cur) {
+            kv->done(o, og, cur);
+            return;
+        }
         fx_ostore_index(o, en); /* a durable replica: in the hot tier from now on */
         kv->remote_hits++;
         kv->done(o, og, en);
@@ -288,11 +298,16 @@ static void ofetch_on_xfer(void *arg, int status)
     kv->transfers++;
     if (status != FLUXON_OK) FX_WARN("remote fetch of %zu values failed: %s", n, fluxon_status_string(status));
     if (!ok) ofetch_abandon(o, x->og, n);
-    for (size_t k = 0; k < n; k++) {
+    /* the overtaken ones are abandoned before any is served: done() may free its get */
+    for (size_t k = 0; ok && k < n; k++)
+        if (fx_ostore_lookup(o, x->og[k]->key, x->og[k]->klen)) ab[n_ab++] = x->og[k];
+    ofetch_abandon(o, ab, n_ab);
+    for (size_t k = 0, j = 0; k < n; k++) {
         owner_oget_t *og = x->og[k];
-        owner_entry_t *cur = fx_ostore_lookup(o, og->key, og->klen);
-        if (!ok || cur) { /* failed, or a local put overtook the fetch: serve that one */
-            if (ok) ab[n_ab++] = og;
+        bool overtaken = j < n_ab && ab[j] == og;
+        j += overtaken;
+        if (!ok || overtaken) { /* failed, or a local put overtook the fetch: serve that one */
+            owner_entry_t *cur = ok ? fx_ostore_lookup(o, og->key, og->klen) : NULL;
             og->why = status != FLUXON_OK ? status : FLUXON_ERR_UNAVAILABLE;
             fx_slot_pool_release_prepared(fx_ostore_pool(o), &og->slot);
             o->fetch->done(o, og, ok ? cur : NULL);
@@ -320,7 +335,6 @@ static void ofetch_on_xfer(void *arg, int status)
         c->og[m] = og;
         c->slot[m++] = en->slot;
     }
-    ofetch_abandon(o, ab, n_ab);
     fx_free(ab);
     if (m) { /* one GET_DONE per transfer batch (G8) */
         c->o = o;
