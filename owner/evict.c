@@ -29,7 +29,7 @@
  * Sizes (issue 15): when a waiting size finds too few victims of its own size, the
  * sub-grants of the master grant whose values are coldest are retired (they serve no new
  * claim) and emptied the same way, whole groups, then carved again for the waiting size
- * (claims.c). When claims wait and nothing could be chosen for OEV_STUCK_MS (everything
+ * (claims.c; the grant-level choice is in evict_grants.c). When claims wait and nothing could be chosen for OEV_STUCK_MS (everything
  * held), they answer NO_SPACE with a line naming the sizes, grants and holds.
  *
  * Reactor thread only. Static helpers are oev_*. */
@@ -38,6 +38,7 @@
 #include "log.h"
 #include "owner_claims.h"
 #include "owner_evict.h"
+#include "owner_evict_grants.h"
 #include "owner_link.h"
 #include "owner_replica.h"
 
@@ -295,46 +296,6 @@ FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, siz
 
 static void oev_grant_added(fx_owner_t *o, uint64_t slot_size) {}
 
-/* Why a claim gets NO_SPACE: the sizes the grants serve and what holds their slots. */
-static void oev_no_space_log(fx_owner_t *o, uint64_t value_len, size_t count, const char *why)
-{
-    oev_t *kv = o->ev;
-    uint64_t now = fx_now_ms();
-    if (kv->no_space_log_ms && now - kv->no_space_log_ms < 1000) return; /* one line a second */
-    kv->no_space_log_ms = now;
-    fx_slot_pool_t *pool = fx_ostore_pool(o);
-    fx_slot_pool_stats_t st;
-    fx_slot_pool_stats(pool, &st);
-    fx_u64v_t ids;
-    fx_oclaims_pool_grants(o, &ids);
-    char sizes[256];
-    size_t len = 0, shown = 0;
-    uint64_t seen[8];
-    sizes[0] = 0;
-    for (uint32_t i = 0; i < ids.n && shown < 8; i++) {
-        fx_slot_grant_stats_t g;
-        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK) continue;
-        size_t k = 0, n = 0;
-        while (k < shown && seen[k] != g.slot_size) k++;
-        if (k < shown) continue;
-        seen[shown++] = g.slot_size;
-        for (uint32_t j = 0; j < ids.n; j++) {
-            fx_slot_grant_stats_t h;
-            n += fx_slot_pool_grant_stats(pool, ids.v[j], &h) == FLUXON_OK && h.slot_size == g.slot_size;
-        }
-        int w = snprintf(sizes + len, sizeof sizes - len, "%s%llux%zu", len ? " " : "",
-                         (unsigned long long)g.slot_size, n);
-        if (w > 0 && (size_t)w < sizeof sizes - len) len += (size_t)w;
-    }
-    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants); "
-            "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
-            "%llu committed",
-            count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),
-            (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "", (unsigned long long)st.holder_refs,
-            (unsigned long long)st.draining, (unsigned long long)st.prepared, (unsigned long long)st.pending,
-            (unsigned long long)st.committed);
-}
-
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
 {
     oev_t *kv = o->ev;
@@ -347,12 +308,14 @@ static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
     uint64_t grants = FX_MAX(held, fx_oclaims_max(o));
     if (count > per * grants) { /* could never complete, whatever is evicted */
         kv->no_space_fast++;
-        oev_no_space_log(o, value_len, count, "more than every grant re-carved to this size holds");
+        fx_oevg_no_space_log(o, value_len, count, "more than every grant re-carved to this size holds",
+                             &kv->no_space_log_ms);
         return false;
     }
     if (kv->stuck_since_ms && fx_now_ms() - kv->stuck_since_ms >= OEV_STUCK_MS) {
         kv->no_space_fast++;
-        oev_no_space_log(o, value_len, count, "nothing is evictable (every candidate is held)");
+        fx_oevg_no_space_log(o, value_len, count, "nothing is evictable (every candidate is held)",
+                             &kv->no_space_log_ms);
         return false;
     }
     return true;
@@ -514,11 +477,6 @@ static void oev_on_delay(fx_reactor_t *r, fx_timer_t *t)
     oev_transmit(c->o, c);
 }
 
-static bool oev_evictable(const owner_entry_t *e)
-{
-    return e && !e->retired && !e->evicting && e->state == OE_COMMITTED && e->indexed && fx_evp_linked(&e->lru);
-}
-
 /* Sends ONE EVICT for the victims (already hidden); on failure restores them. */
 static void oev_send(fx_owner_t *o, owner_entry_t **v, size_t n)
 {
@@ -591,7 +549,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
     size_t mn = g ? g->n : 1, cnt = 0;
     bool pinned = false;
     for (size_t i = 0; i < mn; i++) {
-        if (!oev_evictable(m[i])) continue;
+        if (!fx_oevg_evictable(m[i])) continue;
         cnt++;
         fx_slot_info_t info;
         if (fx_slot_pool_inspect(fx_ostore_pool(o), &m[i]->slot, &info) != FLUXON_OK || info.holder_refs) pinned = true;
@@ -605,7 +563,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
             *tries = 0;
             kv->left_hot++;
             for (size_t i = 0; i < mn; i++)
-                if (oev_evictable(m[i]) && !oev_vec_push(&rd->hot, m[i])) rd->nomem = true;
+                if (fx_oevg_evictable(m[i]) && !oev_vec_push(&rd->hot, m[i])) rd->nomem = true;
         }
         return;
     }
@@ -617,7 +575,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
     }
     for (size_t i = 0; i < mn && !rd->nomem; i++) {
         owner_entry_t *e = m[i];
-        if (!oev_evictable(e)) continue;
+        if (!fx_oevg_evictable(e)) continue;
         if (wb_wait) { /* not a victim yet: its bytes count against the demand */
             for (size_t k = 0; k < rd->nc; k++)
                 if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
@@ -702,94 +660,12 @@ static void oev_drain(fx_owner_t *o, oev_round_t *rd)
         if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || !g.retiring || !g.committed) continue;
         for (uint64_t k = 0; k < g.slots && !rd->nomem; k++) {
             owner_entry_t *en = fx_ostore_at(o, g.offset + k * g.slot_size);
-            if (!oev_evictable(en)) continue;
+            if (!fx_oevg_evictable(en)) continue;
             if (en->group && en->group->round == rd->round) continue;
             if (en->group) en->group->round = rd->round;
             oev_take(o, rd, en);
         }
     }
-}
-
-/* Slots of slot_size the master grants with retiring sub-grants will give once empty. */
-static uint64_t oev_retiring_slots(fx_owner_t *o, uint64_t slot_size)
-{
-    fx_slot_pool_t *pool = fx_ostore_pool(o);
-    uint64_t n = 0, masters = fx_oclaims_count(o);
-    for (size_t m = 0; m < masters; m++) {
-        fx_u64v_t ids;
-        fx_oclaims_sub_grants(o, m, &ids);
-        bool retiring = false;
-        for (uint32_t i = 0; i < ids.n && !retiring; i++) {
-            fx_slot_grant_stats_t g;
-            retiring = fx_slot_pool_grant_stats(pool, ids.v[i], &g) == FLUXON_OK && g.retiring;
-        }
-        if (retiring) n += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
-    }
-    return n;
-}
-
-/* Recency and holds of one sub-grant's values: the hottest stamp; held: slots being
- * written or pinned. */
-static void oev_grant_heat(fx_owner_t *o, const fx_slot_grant_stats_t *g, uint64_t *hottest, uint64_t *held)
-{
-    fx_slot_pool_t *pool = fx_ostore_pool(o);
-    *held += g->prepared + g->pending;
-    for (uint64_t k = 0; k < g->slots && g->committed; k++) {
-        owner_entry_t *en = fx_ostore_at(o, g->offset + k * g->slot_size);
-        if (!en) continue;
-        fx_slot_info_t info;
-        if (fx_slot_pool_inspect(pool, &en->slot, &info) == FLUXON_OK && info.holder_refs) (*held)++;
-        if (oev_evictable(en)) *hottest = FX_MAX(*hottest, en->lru.stamp);
-    }
-}
-
-/* Retires the sub-grants (of sizes no claim waits for) of the master grant whose values
- * are coldest (its hottest value is the least recent): they serve no new claim and are
- * emptied by oev_drain, then carved again. Master grants with slots being written or
- * pinned, or holding a waiting size, come last. Returns whether any was retired. */
-static bool oev_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t nc)
-{
-    oev_t *kv = o->ev;
-    fx_slot_pool_t *pool = fx_ostore_pool(o);
-    uint64_t masters = fx_oclaims_count(o), best_score = UINT64_MAX;
-    size_t best = SIZE_MAX;
-    for (size_t m = 0; m < masters; m++) {
-        fx_u64v_t ids;
-        fx_oclaims_sub_grants(o, m, &ids);
-        uint64_t hottest = 0, held = 0, candidates = 0;
-        bool wanted_here = false;
-        for (uint32_t i = 0; i < ids.n; i++) {
-            fx_slot_grant_stats_t g;
-            if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
-            bool wanted = false;
-            for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
-            wanted_here |= wanted;
-            if (wanted) continue;
-            candidates++;
-            oev_grant_heat(o, &g, &hottest, &held);
-        }
-        if (!candidates) continue;
-        uint64_t score = FX_MIN(hottest, (1ull << 48) - 1) + (held ? (1ull << 49) : 0) + (wanted_here ? (1ull << 48) : 0);
-        if (score < best_score) {
-            best_score = score;
-            best = m;
-        }
-    }
-    if (best == SIZE_MAX) return false;
-    fx_u64v_t ids;
-    fx_oclaims_sub_grants(o, best, &ids);
-    uint64_t retire[32];
-    size_t n = 0;
-    for (uint32_t i = 0; i < ids.n && n < 32; i++) {
-        fx_slot_grant_stats_t g;
-        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
-        bool wanted = false;
-        for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
-        if (!wanted) retire[n++] = ids.v[i];
-    }
-    for (size_t i = 0; i < n; i++) fx_slot_pool_retire_grant(pool, retire[i], true);
-    kv->grants_retired++;
-    return n > 0;
 }
 
 /* One round: same-size victims coldest first; a size whose claims that cannot cover
@@ -802,7 +678,10 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
     oev_walk(o, &rd);
     bool retired = false;
     for (size_t k = 0; k < nc && !retired; k++)
-        if (needs[k] > oev_retiring_slots(o, sizes[k])) retired = oev_retire_one(o, sizes, nc);
+        if (needs[k] > fx_oevg_retiring_slots(o, sizes[k]) && fx_oevg_retire_one(o, sizes, nc)) {
+            retired = true;
+            kv->grants_retired++;
+        }
     if (retired) fx_oclaims_pump(o); /* an idle grant re-carves at once */
     oev_drain(o, &rd);
     for (size_t i = 0; i < rd.hot.n; i++) fx_evp_skip(&kv->hot, &rd.hot.v[i]->lru);

@@ -1,0 +1,134 @@
+/* evict_grants.c — eviction's grant-level helpers (owner_evict_grants.h): the evictable
+ * test, grant retirement for sizes no grant serves (coldest master grant first, whole
+ * sub-grants; evict.c empties them), and the NO_SPACE report naming sizes and holds. */
+#include <stdio.h>
+
+#include "log.h"
+#include "owner_claims.h"
+#include "owner_evict_grants.h"
+
+FX_INTERNAL bool fx_oevg_evictable(const owner_entry_t *e)
+{
+    return e && !e->retired && !e->evicting && e->state == OE_COMMITTED && e->indexed && fx_evp_linked(&e->lru);
+}
+
+/* Slots of slot_size the master grants with retiring sub-grants will give once empty. */
+FX_INTERNAL uint64_t fx_oevg_retiring_slots(fx_owner_t *o, uint64_t slot_size)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    uint64_t n = 0, masters = fx_oclaims_count(o);
+    for (size_t m = 0; m < masters; m++) {
+        fx_u64v_t ids;
+        fx_oclaims_sub_grants(o, m, &ids);
+        bool retiring = false;
+        for (uint32_t i = 0; i < ids.n && !retiring; i++) {
+            fx_slot_grant_stats_t g;
+            retiring = fx_slot_pool_grant_stats(pool, ids.v[i], &g) == FLUXON_OK && g.retiring;
+        }
+        if (retiring) n += fx_slots_per_grant(o->cfg.grant_bytes, slot_size);
+    }
+    return n;
+}
+
+/* Recency and holds of one sub-grant's values: the hottest stamp; held: slots being
+ * written or pinned. */
+static void oevg_heat(fx_owner_t *o, const fx_slot_grant_stats_t *g, uint64_t *hottest, uint64_t *held)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    *held += g->prepared + g->pending;
+    for (uint64_t k = 0; k < g->slots && g->committed; k++) {
+        owner_entry_t *en = fx_ostore_at(o, g->offset + k * g->slot_size);
+        if (!en) continue;
+        fx_slot_info_t info;
+        if (fx_slot_pool_inspect(pool, &en->slot, &info) == FLUXON_OK && info.holder_refs) (*held)++;
+        if (fx_oevg_evictable(en)) *hottest = FX_MAX(*hottest, en->lru.stamp);
+    }
+}
+
+/* Retires the sub-grants (of sizes no claim waits for) of the master grant whose values
+ * are coldest (its hottest value is the least recent): they serve no new claim and are
+ * emptied by evict.c's drain, then carved again. Master grants with slots being written or
+ * pinned, or holding a waiting size, come last. Returns whether any was retired. */
+FX_INTERNAL bool fx_oevg_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t nc)
+{
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    uint64_t masters = fx_oclaims_count(o), best_score = UINT64_MAX;
+    size_t best = SIZE_MAX;
+    for (size_t m = 0; m < masters; m++) {
+        fx_u64v_t ids;
+        fx_oclaims_sub_grants(o, m, &ids);
+        uint64_t hottest = 0, held = 0, candidates = 0;
+        bool wanted_here = false;
+        for (uint32_t i = 0; i < ids.n; i++) {
+            fx_slot_grant_stats_t g;
+            if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
+            bool wanted = false;
+            for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
+            wanted_here |= wanted;
+            if (wanted) continue;
+            candidates++;
+            oevg_heat(o, &g, &hottest, &held);
+        }
+        if (!candidates) continue;
+        uint64_t score = FX_MIN(hottest, (1ull << 48) - 1) + (held ? (1ull << 49) : 0) + (wanted_here ? (1ull << 48) : 0);
+        if (score < best_score) {
+            best_score = score;
+            best = m;
+        }
+    }
+    if (best == SIZE_MAX) return false;
+    fx_u64v_t ids;
+    fx_oclaims_sub_grants(o, best, &ids);
+    uint64_t retire[32];
+    size_t n = 0;
+    for (uint32_t i = 0; i < ids.n && n < 32; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || g.retiring) continue;
+        bool wanted = false;
+        for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
+        if (!wanted) retire[n++] = ids.v[i];
+    }
+    for (size_t i = 0; i < n; i++) fx_slot_pool_retire_grant(pool, retire[i], true);
+    return n > 0;
+}
+
+/* Why a claim gets NO_SPACE: the sizes the grants serve and what holds their slots. */
+FX_INTERNAL void fx_oevg_no_space_log(fx_owner_t *o, uint64_t value_len, size_t count, const char *why,
+                                      uint64_t *last_ms)
+{
+    uint64_t now = fx_now_ms();
+    if (*last_ms && now - *last_ms < 1000) return; /* one line a second */
+    *last_ms = now;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    fx_slot_pool_stats_t st;
+    fx_slot_pool_stats(pool, &st);
+    fx_u64v_t ids;
+    fx_oclaims_pool_grants(o, &ids);
+    char sizes[256];
+    size_t len = 0, shown = 0;
+    uint64_t seen[8];
+    sizes[0] = 0;
+    for (uint32_t i = 0; i < ids.n && shown < 8; i++) {
+        fx_slot_grant_stats_t g;
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK) continue;
+        size_t k = 0, n = 0;
+        while (k < shown && seen[k] != g.slot_size) k++;
+        if (k < shown) continue;
+        seen[shown++] = g.slot_size;
+        for (uint32_t j = 0; j < ids.n; j++) {
+            fx_slot_grant_stats_t h;
+            n += fx_slot_pool_grant_stats(pool, ids.v[j], &h) == FLUXON_OK && h.slot_size == g.slot_size;
+        }
+        int w = snprintf(sizes + len, sizeof sizes - len, "%s%llux%zu", len ? " " : "",
+                         (unsigned long long)g.slot_size, n);
+        if (w > 0 && (size_t)w < sizeof sizes - len) len += (size_t)w;
+    }
+    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants); "
+            "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
+            "%llu committed",
+            count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),
+            (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "", (unsigned long long)st.holder_refs,
+            (unsigned long long)st.draining, (unsigned long long)st.prepared, (unsigned long long)st.pending,
+            (unsigned long long)st.committed);
+}
+
