@@ -109,7 +109,7 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
 {
     olink_t *l = arg;
     fx_owner_t *o = l->o;
-    if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
+    if (status == FLUXON_ERR_UNAVAILABLE && !h) return; /* connection lost: reconnect scheduled */
     if (status != FLUXON_OK) {
         olink_refused(l, "registration", status, h, body, arena);
         return;
@@ -131,7 +131,7 @@ static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *
 {
     olink_t *l = arg;
     fx_owner_t *o = l->o;
-    if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
+    if (status == FLUXON_ERR_UNAVAILABLE && !h) return; /* connection lost: reconnect scheduled */
     if (status != FLUXON_OK) {
         olink_refused(l, "HELLO", status, h, body, arena);
         return;
