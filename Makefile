@@ -154,7 +154,7 @@ test: all $(TESTS) $(STRESS) $(FUZZ_REPLAY)
 # FUZZ_SECONDS, one at a time, printing execs, exec/s, coverage and crashes per target.
 FUZZ_DEPS    := test/fuzz/fuzz.h test/fuzz/replay.c
 # the master target runs on its own clock (fuzz_master.c)
-FUZZ_LDFLAGS_master := -Wl,--wrap=fx_now_ms -Wl,--wrap=fx_now_ns -Wl,--wrap=fx_realtime_ns
+FUZZ_LDFLAGS_master := -Wl,--wrap=fx_now_ms -Wl,--wrap=fx_now_ns -Wl,--wrap=fx_realtime_ns -Wl,--wrap=fx_hmap_create
 $(BUILD)/test/fuzz_replay_%: test/fuzz/fuzz_%.c $(FUZZ_DEPS) $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -Wno-unused-function -Itest/fuzz -DFUZZ_CORPUS='"$(abspath test/fuzz/corpus/$*)"' \

@@ -243,7 +243,8 @@ static void master_seeds(void)
     free(s.p);
 }
 
-/* ---- recorded traffic (FLUXON_RECORD_FRAMES files): HELLOs re-signed for fuzz_master's
+/* ---- recorded traffic (FLUXON_RECORD_FRAMES files): HELLOs re-signed (and set to this
+ * protocol version) for fuzz_master's
  * cluster ("fz", token "tok"); sessions over 64 KiB (the target's input limit) skipped ---- */
 static void import_recorded(const char *path)
 {
@@ -269,6 +270,7 @@ static void import_recorded(const char *path)
         fx_arena_t a = {0};
         sb_u8(&out, peer);
         if (h.type == FX_MSG_HELLO && fx_body_hello_decode(body, h.body_len, &hb, &a) == FLUXON_OK) {
+            hb.proto_version = FX_PROTOCOL_VERSION; /* recordings of an older protocol still pass HELLO */
             hb.cluster_id = fx_str_c(g_cfg.cluster_id);
             hb.auth = fx_str_c(g_cfg.cluster_token);
             FRAME(&out, h.type, h.flags, h.status, h.req_id, hello, &hb);
