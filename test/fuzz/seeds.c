@@ -474,6 +474,7 @@ int main(int argc, char **argv)
         return 2;
     }
     out_dir = argv[1];
+    mkdir(out_dir, 0755);
     for (int i = 0; i < 3; i++) g_strv[i] = fx_str_c(g_keys[i]);
     char err[256];
     if (fx_config_parse("{\"role\":\"master\",\"cluster_id\":\"fz\",\"cluster_token\":\"tok\"}", &g_cfg, err,
