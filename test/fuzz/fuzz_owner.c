@@ -412,7 +412,10 @@ static void fz_check(void)
     FUZZ_CHECK(mm.granted_bytes <= FZ_SEG, "%llu bytes granted of a %llu-byte segment",
                (unsigned long long)mm.granted_bytes, (unsigned long long)FZ_SEG);
     FUZZ_CHECK(slots < (1ull << 40), "%llu slots", (unsigned long long)slots);
-    FUZZ_CHECK(mm.externals <= FZ_EXTS, "%llu externals", (unsigned long long)mm.externals);
+    uint64_t open = 0;
+    for (int i = 0; i < FZ_EXTS; i++) open += fz_peer[i] && fx_conn_is_open(fz_peer[i]);
+    FUZZ_CHECK(mm.externals == open, "%llu externals, %llu connected", (unsigned long long)mm.externals,
+               (unsigned long long)open);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -484,7 +487,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fx_ometrics_t mm;
     for (int i = 0; i < 40; i++) {
         fz_metrics(&mm);
-        if (mm.master_connected && mm.puts_inflight == 0) break;
+        if (mm.master_connected && mm.puts_inflight == 0 && mm.gets_inflight == 0 && mm.slots_pending == 0) break;
         fz_clock_ns += 250000000ull;
         fx_reactor_run_due_timers(fz_r);
         fz_pump();
@@ -500,6 +503,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                (unsigned long long)mm.puts_inflight);
     FUZZ_CHECK(mm.slots_prepared == 0, "R1: %llu prepared slots after every external left",
                (unsigned long long)mm.slots_prepared);
+    FUZZ_CHECK(mm.slots_pending == 0, "%llu slots still pending 10 s after every external left",
+               (unsigned long long)mm.slots_pending);
+    FUZZ_CHECK(mm.gets_inflight == 0, "%llu fetches in flight 10 s after every external left",
+               (unsigned long long)mm.gets_inflight);
 
     fx_owner_shutdown(fz_o);
     fz_pump();
