@@ -32,7 +32,8 @@
     X(replicas, GAUGE, "master_replicas", "", "Replicas recorded over all routes")                               \
     X(leases, GAUGE, "master_leases", "", "Leases held")                                                        \
     X(put_dedup_acks, GAUGE, "master_put_dedup_acks", "", "PUT_DONE answers kept for deduplication")            \
-    X(put_dedup_bytes, GAUGE, "master_put_dedup_bytes", "", "Bytes of PUT_DONE answers kept for deduplication")
+    X(put_dedup_bytes, GAUGE, "master_put_dedup_bytes", "", "Bytes of PUT_DONE answers kept for deduplication") \
+    X(prefix_index_keys, GAUGE, "master_prefix_index_keys", "", "Keys in the prefix index (0: not built; LIST builds it)")
 
 /* inflight.c: in-flight records */
 #define FX_MASTER_INFLIGHT_METRICS(X)                                                                            \
@@ -83,7 +84,8 @@
     X(republish_stale, COUNTER, "master_republished_keys_total", "outcome=\"stale\"", "")                        \
     X(republish_replaced, COUNTER, "master_republished_keys_total", "outcome=\"replaced\"", "")                  \
     X(republish_refused, COUNTER, "master_republished_keys_total", "outcome=\"refused\"", "")                    \
-    X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended")
+    X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended") \
+    X(prefix_index_builds, COUNTER, "master_prefix_index_builds_total", "", "Prefix indexes built by a LIST (issue 18)")
 
 /* append.c (issue 16): replica tasks to remote_cache targets, hits by tier, demotion */
 #define FX_MASTER_APPEND_METRICS(X)                                                                              \
