@@ -27,7 +27,7 @@ TESTS    := $(patsubst %.c,$(BUILD)/test/%,$(notdir $(TEST_SRCS)))
 # plain programs (no Criterion) that suites run, and that `make tsan` runs directly
 STRESS   := $(patsubst test/stress/%.c,$(BUILD)/test/stress_%,$(wildcard test/stress/*.c))
 
-PKGS     := ucx liburing libcjson numa libxxhash
+PKGS     := ucx liburing libcjson numa libxxhash libcurl
 SETUP_OK := build/.setup-ok
 # pkg-config runs only after setup installed it (lazy '=' expansion)
 DEP_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -36,7 +36,7 @@ DEP_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # libnuma dynamic because libucs links the shared one (a second, static copy breaks it),
 # cJSON and mimalloc ship no static archive in Debian 12.
 STATIC_DEPS  = -Wl,-Bstatic -luring -lxxhash -Wl,-Bdynamic
-DYNAMIC_DEPS = -lucp -luct -lucs -lnuma -lcjson -lmimalloc -lpthread -lm
+DYNAMIC_DEPS = -lucp -luct -lucs -lnuma -lcjson -lcurl -lmimalloc -lpthread -lm
 DEP_LIBS     = $(STATIC_DEPS) $(DYNAMIC_DEPS)
 SO_DEP_LIBS  = -luring -lxxhash $(DYNAMIC_DEPS)
 

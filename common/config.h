@@ -87,6 +87,12 @@ typedef struct fx_config {
     uint32_t fail_transfers;              /* "test.fail_transfers": UCX fetches to fail [0] */
     int huge_pages;                       /* FX_HUGE_OFF/TRY/ON: segment on hugetlb pages ["off"] */
 
+    /* "ha" (master and owner, issue 17): masters elect a leader through etcd; owners find
+     * it there. Off when ha_etcd is "". */
+    char ha_etcd[512];                    /* "ha.etcd": "http://host:port[,...]" (1..8 endpoints) */
+    uint32_t ha_lease_ttl_ms;             /* "ha.lease_ttl_ms" [5000], 1000..600000, whole seconds */
+    char ha_key[128];                     /* "ha.key": the election's name ["fluxon/<cluster_id>/master"] */
+
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
     bool prefault_segment;                /* map the segment's page tables at open [true] */

@@ -59,7 +59,9 @@ struct fx_master {
     size_t n_nodes, cap_nodes;
     fx_timer_t liveness_timer;
     bool shutting_down;
+    bool resetting; /* a deposed master closes its connections (issue 17) */
     void *kv; /* the KV state (mkv.h): routes, leases, in-flight records, counters */
+    void *ha; /* ha.c's election state (master_ha.h); NULL without "ha" */
     /* metrics (FX_MASTER_NODE_METRICS) */
     uint64_t registrations, reregistrations, reconnects, owners_declared_dead;
     size_t n_peers;

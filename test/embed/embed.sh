@@ -18,7 +18,7 @@
 # linking against the installed library, which was built with them.
 set -euo pipefail
 
-DEPS="ucx liburing libcjson libxxhash numa"
+DEPS="ucx liburing libcjson libxxhash numa libcurl"
 EXTRA_LIBS="-lmimalloc -lpthread"
 
 die() { echo "embed.sh: $*" >&2; exit 1; }
