@@ -24,7 +24,11 @@
     X(reregistrations, COUNTER, "master_registrations_total", "kind=\"new_generation\"", "")                    \
     X(reconnects, COUNTER, "master_registrations_total", "kind=\"reconnect\"", "")                              \
     X(owners_declared_dead, COUNTER, "master_owners_declared_dead_total", "", "Owners declared dead (missed heartbeats or lost connection)") \
-    X(connections, GAUGE, "master_connections", "", "Connections open to the master")
+    X(connections, GAUGE, "master_connections", "", "Connections open to the master")                           \
+    /* the test message chaos (issue 17; 0 unless the "test" section sets it) */                                  \
+    X(chaos_dropped, COUNTER, "master_test_chaos_frames_total", "fault=\"dropped\"", "Control frames received that the test message chaos dropped, delayed or duplicated") \
+    X(chaos_delayed, COUNTER, "master_test_chaos_frames_total", "fault=\"delayed\"", "")                          \
+    X(chaos_duplicated, COUNTER, "master_test_chaos_frames_total", "fault=\"duplicated\"", "")
 
 /* stats.c: gauges of the KV state */
 #define FX_MASTER_KV_GAUGES(X)                                                                                   \
