@@ -27,7 +27,11 @@
     X(connections, GAUGE, "master_connections", "", "Connections open to the master")                          \
     X(ha_leader, GAUGE, "master_ha_leader", "", "1 while this master serves (always without \"ha\"; issue 17)")    \
     X(ha_elections, COUNTER, "master_ha_elections_total", "", "Times this master was elected leader through etcd") \
-    X(ha_depositions, COUNTER, "master_ha_depositions_total", "", "Times it lost the leadership (lease expired or unsure)")
+    X(ha_depositions, COUNTER, "master_ha_depositions_total", "", "Times it lost the leadership (lease expired or unsure)") \
+    /* the test message chaos (issue 17; 0 unless the "test" section sets it) */                                  \
+    X(chaos_dropped, COUNTER, "master_test_chaos_frames_total", "fault=\"dropped\"", "Control frames received that the test message chaos dropped, delayed or duplicated") \
+    X(chaos_delayed, COUNTER, "master_test_chaos_frames_total", "fault=\"delayed\"", "")                          \
+    X(chaos_duplicated, COUNTER, "master_test_chaos_frames_total", "fault=\"duplicated\"", "")
 
 /* stats.c: gauges of the KV state */
 #define FX_MASTER_KV_GAUGES(X)                                                                                   \
