@@ -51,7 +51,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"reserve", CFG_O},                     {"hot_capacity_ratio", CFG_O},
     {"handle_ttl_ms", CFG_O},               {"heartbeat_interval_ms", CFG_O},
     {"claim_timeout_ms", CFG_O},            {"timeout_ms", CFG_E},
-    {"master_timeout_ms", CFG_O | CFG_M},   {"test", CFG_O},
+    {"master_timeout_ms", CFG_O | CFG_M},   {"test", CFG_O | CFG_M},
     {"hot_capacity_bytes", CFG_O},          {"sub_cluster", CFG_O},
     {"put_plan_ttl_ms", CFG_O},
     {"prefault_segment", CFG_E},
@@ -63,7 +63,11 @@ static const struct cfg_field cfg_top_fields[] = {
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
-                                                   {"fail_transfers", CFG_O}};
+                                                   {"fail_transfers", CFG_O},
+                                                   /* message chaos (issue 17): master and owners */
+                                                   {"drop_ppm", CFG_O | CFG_M}, {"delay_ppm", CFG_O | CFG_M},
+                                                   {"delay_ms", CFG_O | CFG_M}, {"dup_ppm", CFG_O | CFG_M},
+                                                   {"seed", CFG_O | CFG_M}};
 static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O},
                                                       {"idle_grant_return_ms", CFG_O}};
 static const struct cfg_field cfg_ha_fields[] = {{"etcd", CFG_M | CFG_O}, {"lease_ttl_ms", CFG_M | CFG_O},
@@ -379,6 +383,24 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
                                 "must be \"delay\", \"drop\", \"duplicate\", \"delay_request\" or \"truncate\"");
             continue;
         }
+        if (k >= 5 && k <= 8) { /* chaos rates (ppm) and the delay bound */
+            double hi = k == 7 ? 60000 : 1000000;
+            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > hi ||
+                it->valuedouble != (double)(uint32_t)it->valuedouble)
+                return cfg_bad(c, path, it, k == 7 ? "must be an integer in 0..60000 (ms)"
+                                                   : "must be an integer in 0..1000000 (parts per million)");
+            uint32_t x = (uint32_t)it->valuedouble;
+            *(k == 5 ? &cfg->chaos_drop_ppm : k == 6 ? &cfg->chaos_delay_ppm : k == 7 ? &cfg->chaos_delay_ms
+                                                                             : &cfg->chaos_dup_ppm) = x;
+            continue;
+        }
+        if (k == 9) {
+            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 9007199254740991.0 ||
+                it->valuedouble != floor(it->valuedouble))
+                return cfg_bad(c, path, it, "must be an integer in 0..2^53-1");
+            cfg->chaos_seed = (uint64_t)it->valuedouble;
+            continue;
+        }
         if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 86400000 ||
             it->valuedouble != (double)(uint32_t)it->valuedouble)
             return cfg_bad(c, path, it, "must be an integer in 0..86400000");
@@ -387,6 +409,11 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
         else if (k == 3) cfg->fault_count = x;
         else cfg->fail_transfers = x;
     }
+    if (cfg->chaos_delay_ppm && !cfg->chaos_delay_ms)
+        return cfg_fail(c, "test.delay_ms", "missing or 0 (required > 0 with test.delay_ppm)");
+    if ((uint64_t)cfg->chaos_drop_ppm + cfg->chaos_delay_ppm + cfg->chaos_dup_ppm > 1000000u)
+        return cfg_fail(c, "test.drop_ppm", "drop_ppm %u + delay_ppm %u + dup_ppm %u exceed 1000000",
+                        cfg->chaos_drop_ppm, cfg->chaos_delay_ppm, cfg->chaos_dup_ppm);
     if (cfg->fault_message[0] && !cfg->fault_kind)
         return cfg_fail(c, "test.fault", "missing (required with test.fault_message)");
     return 0;

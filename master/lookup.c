@@ -276,7 +276,12 @@ FX_INTERNAL void fx_mkv_list(mkv_t *s, master_peer_t *p, const fx_frame_header_t
         mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "list: out of memory");
         return;
     }
-    uint32_t n = mkv_routes_list(s, b.prefix, b.after, keys, cap); /* views valid until the reply is sent */
+    uint32_t n = 0; /* views valid until the reply is sent */
+    if (mkv_routes_list(s, b.prefix, b.after, keys, cap, &n) != FLUXON_OK) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "list: out of memory for the prefix index of %zu keys",
+                 mkv_routes_count(s));
+        return;
+    }
     fx_body_keys_t ack = {{keys, n}};
     MKV_REPLY(p, h, keys, &ack);
 }

@@ -237,6 +237,9 @@ FX_INTERNAL void fx_master_snap(fx_master_t *m, fx_master_snap_t *s)
     mm->owners_declared_dead = m->owners_declared_dead;
     mm->connections = m->n_peers;
     fx_mha_metrics(m, mm);
+    mm->chaos_dropped = m->chaos.dropped;
+    mm->chaos_delayed = m->chaos.delayed;
+    mm->chaos_duplicated = m->chaos.duplicated;
     fx_master_kv_metrics(m, mm);
     s->replies = m->replies;
 }
@@ -408,6 +411,7 @@ static void master_on_accept(void *arg, int fd)
         return;
     }
     fx_conn_count_replies(p->conn, &m->replies);
+    if (m->chaos_on) fx_conn_set_chaos(p->conn, &m->chaos); /* test-only message chaos */
     m->n_peers++;
     p->next = m->peers;
     if (m->peers) m->peers->prev = p;
@@ -459,6 +463,7 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
     m->r = r;
     m->cfg = *cfg;
     m->generation = fx_realtime_ns();
+    m->chaos_on = fx_chaos_init(&m->chaos, cfg, "master");
     int rc = fx_master_kv_init(m);
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_tcp_listen(cfg->listen_host, cfg->listen_port, &m->listen_fd, &m->port);

@@ -5,6 +5,7 @@
 #define FX_MASTER_INT_H
 
 #include "master.h"
+#include "chaos.h"
 #include "master_metrics.h"
 
 struct fx_offset_alloc;
@@ -66,6 +67,8 @@ struct fx_master {
     uint64_t registrations, reregistrations, reconnects, owners_declared_dead;
     size_t n_peers;
     fx_reply_counts_t replies; /* every peer connection counts its replies here */
+    fx_chaos_t chaos;          /* test message chaos on every peer connection (issue 17) */
+    bool chaos_on;
 };
 
 /* kv.c, called by master.c */

@@ -194,6 +194,7 @@ static void olink_on_connect(fx_connect_op_t *op, int res)
         o->cfg.fault_kind != FX_FAULT_TRUNCATE) /* test-only: faults of the connection itself */
         fx_conn_set_fault(l->mconn, (uint16_t)fx_msg_by_name(o->cfg.fault_message), o->cfg.fault_kind,
                           o->cfg.fault_ms, o->cfg.fault_count);
+    fx_conn_set_chaos(l->mconn, fx_owner_chaos(o)); /* test-only message chaos (NULL: off) */
     l->mstate = OM_HELLO;
     fx_body_hello_t hb;
     fx_hello_fill(&o->cfg, FX_ROLE_OWNER, o->cfg.node_id, o->generation, &hb);

@@ -299,6 +299,7 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
         fx_free(o);
         return FLUXON_ERR_CONFIG;
     }
+    o->chaos_on = fx_chaos_init(&o->chaos, cfg, cfg->node_id);
     int rc = fx_segment_create_huge(cfg->segment_bytes, cfg->numa_node, o->generation, cfg->node_id,
                                     cfg->huge_pages, &o->seg);
     if (rc != FLUXON_OK) goto err_free;

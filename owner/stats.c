@@ -38,6 +38,12 @@ FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
     s->node_role = fx_node_role_name(o->cfg.node_role);
     s->m.generation = o->generation;
     s->m.segment_bytes = fx_segment_len(o->seg);
+    const fx_chaos_t *ch = fx_owner_chaos(o);
+    if (ch) {
+        s->m.chaos_dropped = ch->dropped;
+        s->m.chaos_delayed = ch->delayed;
+        s->m.chaos_duplicated = ch->duplicated;
+    }
     void (*parts[])(fx_owner_t *, fx_ometrics_t *) = {fx_oext_metrics,   fx_olink_metrics, fx_ostore_metrics,
                                                       fx_oclaims_metrics, fx_oput_metrics,  fx_oplace_metrics,
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
