@@ -4,7 +4,8 @@
  * (demos) at random, and the master and owners drop, delay and duplicate control frames
  * (their "test" chaos section, transport/chaos.c). It ends with 0 checksum failures (every
  * demo's log and summary, then a verification replay through each owner alone), every
- * in-flight record, prepared slot, handle and holder back to baseline (R1), and a report:
+ * in-flight record, prepared slot, handle and holder back to baseline (R1), every replica
+ * the master records a committed slot of its owner and back, and a report:
  * kills per role, message faults by kind, checksum failures, and for each master restart
  * how long the cluster's hit ratio took to come back.
  *
@@ -372,7 +373,7 @@ static bool cx_baseline(int timeout_ms, char *why, size_t cap)
 
 /* What the master routes next to what the owners hold (after R1): a replica the master
  * records is a value its owner indexes, and an owner's committed value is routed. */
-static void cx_census(long long *replicas_p, long long *held_p)
+static bool cx_census_once(void)
 {
     static const char *const mn[2] = {"routes", "replicas"};
     static const char *const on[3] = {"index_keys", "slots_committed", "placed_ranges_held"};
@@ -386,8 +387,16 @@ static void cx_census(long long *replicas_p, long long *held_p)
     }
     snprintf(cx.census, sizeof cx.census, "master routes %lld, replicas %lld; owners index %lld keys, %lld committed slots, "
              "%lld placed ranges", m[0], m[1], idx, com, placed);
-    *replicas_p = m[1];
-    *held_p = idx;
+    return m[1] == com && m[1] >= 0;
+}
+
+/* The census until the master's replicas and the owners' committed slots agree (bounded). */
+static bool cx_census(void)
+{
+    double end = th_now_s() + 10;
+    bool ok;
+    while (!(ok = cx_census_once()) && th_now_s() < end) th_sleep_ms(200);
+    return ok;
 }
 
 /* A replay through each owner alone, no process killed (message faults still on): every
@@ -535,8 +544,7 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     long long verify_fails = cx_verify(&verify_hits);
     char why[160];
     bool r1 = cx_baseline(30000, why, sizeof why);
-    long long replicas = 0, held = 0;
-    cx_census(&replicas, &held);
+    bool census = cx_census();
     cx_collect_faults(true, 0);
     for (int i = 0; i < CX_OWNERS; i++) cx_collect_faults(false, i);
     if (cx.n_ev) cx.ev[cx.n_ev - 1].next_t = sampled_s; /* the recovery search ends with the samples */
@@ -545,6 +553,7 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     cr_assert_eq(demo_fails, 0, "checksum failures in the replays under chaos (see %s)", rf.dir);
     cr_assert_eq(verify_fails, 0, "checksum failures in the verification replays (see %s)", rf.dir);
     cr_assert(r1, "R1: %s (see %s)", why, rf.dir);
+    cr_assert(census, "every replica the master records is a committed slot of its owner and back: %s", cx.census);
     cr_assert_gt(verify_hits, 0, "the cache still serves after the chaos");
     for (int k = 0; k < CX_NKINDS; k++) cr_assert_geq(cx.kills[k], 1, "at least one %s killed", cx_kind_name[k]);
     cr_assert_gt(cx.faults[0][0] + cx.faults[0][1] + cx.faults[1][0] + cx.faults[1][1], 0, "message faults injected");
