@@ -82,6 +82,7 @@ static void rp_raise_nofile(void)
 /* clients open, collector started, workers run, report; 0, or the exit status */
 static int rp_play_run(rp_run *r)
 {
+    r->t_open_ns = fx_cli_now_ns();
     int ex = rp_workers_open(r);
     if (ex) return ex;
     rp_stats_before(r);
@@ -133,6 +134,7 @@ int fx_cli_replay_main(int argc, char **argv)
         ex = rp_simulate(r);
     } else if (!ex && !help) {
         rp_raise_nofile();
+        r->t_setup_ns = fx_cli_now_ns();
         ex = rp_cluster_up(r);
         fx_cli_metrics *metrics = NULL;
         if (!ex && r->o.metrics_listen) {

@@ -161,6 +161,7 @@ typedef struct rp_run {
     unsigned n_workers, n_owners;
     rp_collector col;
     uint64_t t_start_ns, t_end_ns;
+    uint64_t t_setup_ns, t_open_ns; /* cluster up started; clients' opening started (issue 18) */
     _Atomic size_t next_req;
     _Atomic int stop;
     /* progress, relaxed: exact totals are summed from the workers at the end */
