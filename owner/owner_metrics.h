@@ -19,6 +19,8 @@
     /* identity (stats.c) */                                                                                     \
     X(generation, GAUGE, "owner_generation", "", "This owner's registration generation")                         \
     X(segment_bytes, GAUGE, "owner_segment_bytes", "", "Size of the owner's shared segment")                     \
+    /* prefault.c */                                                                                             \
+    X(segment_prefaulting, BOOL, "owner_segment_prefaulting", "", "1 while the owner faults its segment in")      \
     /* ext.c */                                                                                                  \
     X(externals, GAUGE, "owner_externals", "", "External clients connected on the owner socket")                 \
     X(requests, COUNTER, "owner_ext_frames_total", "", "Frames received from externals")                        \

@@ -85,6 +85,8 @@ static int rp_play_run(rp_run *r)
     r->t_open_ns = fx_cli_now_ns();
     int ex = rp_workers_open(r);
     if (ex) return ex;
+    r->t_opened_ns = fx_cli_now_ns();
+    rp_wait_prefault(r); /* the owners' own prefault must not run under the replay */
     rp_stats_before(r);
     if (rp_collector_init(&r->col) || rp_collector_start(&r->col)) return 1;
     if (rp_run_workers(r) != 0) {
