@@ -12,6 +12,9 @@
  * allocated and only maps them, in parallel with this thread's own mapping pass.
  * segment_prefaulting (metrics) tells an embedder, such as `fluxon demo` before its replay,
  * when the thread is done. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* fallocate */
+#endif
 #include <fcntl.h>
 #include <sys/mman.h>
 
