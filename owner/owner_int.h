@@ -57,9 +57,11 @@ struct fx_owner {
     fx_ready_fn ready;
     void *ready_arg;
     bool ready_sent;
+    /* prefault.c */
     pthread_t prefault_thread; /* faults the segment in while the owner registers */
     bool prefault_running;
     int prefault_stop; /* atomic: set at destroy */
+    int prefault_done; /* atomic: set by the thread when it ends */
 };
 
 /* Test-only (config "test": fault `kind` of message msg): true when it applies now
