@@ -30,7 +30,8 @@ enum {
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
-    CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES
+    CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
+    CFG_K_TRANSPORT /* issue 18 */
 };
 
 struct cfg_field {
@@ -58,6 +59,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"replica_target_roles", CFG_M}, /* issue 16 */
     {"writeback_watermark", CFG_O},  /* issue 16 */
     {"huge_pages", CFG_O},
+    {"transport", CFG_E}, /* issue 18 */
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -129,15 +131,15 @@ __attribute__((format(printf, 4, 5))) static int cfg_bad(struct cfg_ctx *c, cons
 /* Matches an object member against a key table: returns its index, or -1 with the
  * error written (unknown for this role, or duplicate). seen: one bit per index. */
 static int cfg_match(struct cfg_ctx *c, const cJSON *it, const char *prefix,
-                     const struct cfg_field *tab, int n, uint32_t *seen)
+                     const struct cfg_field *tab, int n, uint64_t *seen)
 {
     char path[160], key[72];
     const char *name = it->string ? it->string : "";
     for (int i = 0; i < n; i++) {
         if (strcmp(name, tab[i].name) != 0 || !(tab[i].roles & (1u << c->role))) continue;
         snprintf(path, sizeof path, "%s%s", prefix, name);
-        if (*seen & (1u << i)) return cfg_fail(c, path, "duplicate field"), -1;
-        *seen |= 1u << i;
+        if (*seen & (1ull << i)) return cfg_fail(c, path, "duplicate field"), -1;
+        *seen |= 1ull << i;
         return i;
     }
     cfg_sanitize(name, false, key, sizeof key);
@@ -285,6 +287,10 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
     } else {
         cfg->timeout_ms = 30000;
         cfg->prefault_segment = true;
+        /* issue 18: the shared-memory rings unless the environment picks the socket (the
+         * test suites run both ways); the config field "transport" overrides both */
+        const char *t = getenv("FLUXON_CLIENT_TRANSPORT");
+        cfg->transport_socket = t && strcmp(t, "socket") == 0;
     }
 }
 
@@ -292,7 +298,7 @@ static int cfg_parse_expected(struct cfg_ctx *c, const cJSON *obj, fx_config_t *
 {
     int rc = cfg_want_object(c, "reserve.expected", obj);
     if (rc) return rc;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
         int k = cfg_match(c, it, "reserve.expected.", cfg_expected_fields,
                           (int)FX_ARRAY_LEN(cfg_expected_fields), &seen);
@@ -333,7 +339,7 @@ static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *c
 {
     int rc = cfg_want_object(c, "reserve", obj);
     if (rc) return rc;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
         int k = cfg_match(c, it, "reserve.", cfg_reserve_fields,
                           (int)FX_ARRAY_LEN(cfg_reserve_fields), &seen);
@@ -352,7 +358,7 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
     int rc = cfg_want_object(c, "test", obj);
     if (rc) return rc;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
         int k = cfg_match(c, it, "test.", cfg_test_fields, (int)FX_ARRAY_LEN(cfg_test_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
@@ -492,6 +498,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         if (!cJSON_IsBool(v)) return cfg_bad(c, path, v, "must be true or false");
         cfg->prefault_segment = cJSON_IsTrue(v);
         return 0;
+    case CFG_K_TRANSPORT:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (strcmp(v->valuestring, "ring") == 0) cfg->transport_socket = false;
+        else if (strcmp(v->valuestring, "socket") == 0) cfg->transport_socket = true;
+        else return cfg_bad(c, path, v, "must be one of ring, socket");
+        return 0;
     default: return cfg_fail(c, path, "internal error: no parser");
     }
 }
@@ -533,7 +545,7 @@ static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
 }
 
 /* Derived defaults and required fields once every member was read. */
-static int cfg_finish(struct cfg_ctx *c, uint32_t seen, fx_config_t *cfg)
+static int cfg_finish(struct cfg_ctx *c, uint64_t seen, fx_config_t *cfg)
 {
     if (!(seen & (1u << CFG_K_CLUSTER_ID))) return cfg_fail(c, "cluster_id", "missing (required)");
     if (cfg->role == FX_ROLE_EXTERNAL) {
@@ -586,7 +598,7 @@ static int cfg_parse_root(struct cfg_ctx *c, const cJSON *root, fx_config_t *cfg
     if (role == FX_ROLE_NONE) return cfg_bad(c, "role", r, "must be one of master, owner, external");
     c->role = role;
     cfg_defaults(cfg, role);
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     for (const cJSON *it = root->child; it; it = it->next) {
         int k = cfg_match(c, it, "", cfg_top_fields, (int)FX_ARRAY_LEN(cfg_top_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
