@@ -25,10 +25,16 @@ static void st_run(const char *name, const char *arg, int limit_s)
     char *dir = th_tmpdir();
     char log[PATH_MAX];
     snprintf(log, sizeof log, "%s/out.log", dir);
+    /* the child suite must start as a fresh Criterion runner, not as this one's worker */
+    const char *map = getenv("BXFI_MAP");
+    char *saved = map ? strdup(map) : NULL;
+    unsetenv("BXFI_MAP");
     setenv("FLUXON_CLIENT_TRANSPORT", "socket", 1);
     const char *argv[] = {exe, arg, NULL};
     pid_t pid = th_spawn(argv, log);
     unsetenv("FLUXON_CLIENT_TRANSPORT");
+    if (saved) setenv("BXFI_MAP", saved, 1);
+    free(saved);
     cr_assert_gt(pid, 0);
     int st = 0;
     double end = th_now_s() + limit_s;
