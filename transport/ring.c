@@ -120,9 +120,13 @@ FX_INTERNAL int64_t fx_ring_take_oneway(void *base, uint64_t *head, uint8_t *buf
 {
     fx_ring_hdr_t *h = base;
     const uint8_t *q = fx_ring_oneway(base);
+    uint64_t pos = *head; /* *head moves only past what was read whole */
     for (int wraps = 0; wraps < 2; wraps++) {
-        uint64_t tail = __atomic_load_n(&h->ow_tail, __ATOMIC_ACQUIRE), pos = *head;
-        if (tail == pos) return 0;
+        uint64_t tail = __atomic_load_n(&h->ow_tail, __ATOMIC_ACQUIRE);
+        if (tail == pos) {
+            *head = pos;
+            return 0;
+        }
         uint64_t used = tail - pos;
         if (used > FX_RING_ONEWAY_BYTES || (used & 7)) {
             *why = "one-way tail out of bounds";
@@ -136,7 +140,7 @@ FX_INTERNAL int64_t fx_ring_take_oneway(void *base, uint64_t *head, uint8_t *buf
                 *why = "one-way wrap marker past the tail";
                 return FLUXON_ERR_PROTOCOL;
             }
-            *head = pos + room;
+            pos += room;
             continue;
         }
         uint64_t rec = (8 + (uint64_t)len + 7) & ~7ull;
