@@ -124,7 +124,9 @@ static void owner_on_held(fx_reactor_t *r, fx_timer_t *t)
     owner_ext_t *e = fx_conn_is_open(x->conn) ? fx_conn_ud(x->conn) : NULL;
     if (e) {
         fx_arena_t arena = {0};
+        fx_conn_t *prev = fx_oext_reply_conn(e, x->conn); /* its socket or its ring */
         owner_ext_dispatch(o, e, &x->h, x->body, &arena);
+        fx_oext_reply_conn(e, prev);
         fx_arena_free(&arena);
     }
     owner_held_free(o, x);

@@ -22,7 +22,9 @@
 typedef struct owner_ext {
     struct owner_ext *prev, *next;
     fx_owner_t *o;
-    fx_conn_t *conn;
+    fx_conn_t *conn;              /* where the request being served replies: sock, or the ring's conn */
+    fx_conn_t *sock;              /* the unix socket (HELLO, liveness, notifications) */
+    struct owner_ring *ring;      /* shared-memory rings (ext_ring.c), NULL if none */
     bool hello_ok;
     char node_id[FX_ID_MAX];
     struct owner_holder *holders; /* pins this external holds (store.c; released when it goes) */
