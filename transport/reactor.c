@@ -311,6 +311,10 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
 {
     reactor_efd_arm(r);
     while (!r->stop) {
+        /* completions that arrived while this thread was busy (or not scheduled) are handled
+         * before timers: a reply already here never loses to its own timeout */
+        reactor_reap(r);
+        if (r->stop) break;
         reactor_run_timers(r);
         if (r->stop) break;
         bool busy = r->idle_hook ? r->idle_hook(r->idle_arg) : false;
