@@ -19,7 +19,7 @@
 set -euo pipefail
 
 DEPS="ucx liburing libcjson libxxhash numa libcurl"
-EXTRA_LIBS="-lmimalloc -lpthread"
+EXTRA_LIBS="-lmimalloc -lpthread -lm"
 
 die() { echo "embed.sh: $*" >&2; exit 1; }
 if [ ! -f fluxon.c ] || [ ! -f fluxon.h ] || [ ! -f include/fluxon.h ]; then
