@@ -31,7 +31,7 @@ enum {
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
-    CFG_K_HA /* issue 17 */
+    CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */
 };
 
 struct cfg_field {
@@ -60,6 +60,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"writeback_watermark", CFG_O},  /* issue 16 */
     {"huge_pages", CFG_O},
     {"ha", CFG_M | CFG_O}, /* issue 17 */
+    {"transport", CFG_E},  /* issue 18 */
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -295,6 +296,10 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
     } else {
         cfg->timeout_ms = 30000;
         cfg->prefault_segment = true;
+        /* issue 18: the shared-memory rings unless the environment picks the socket (the
+         * test suites run both ways); the config field "transport" overrides both */
+        const char *t = getenv("FLUXON_CLIENT_TRANSPORT");
+        cfg->transport_socket = t && strcmp(t, "socket") == 0;
     }
 }
 
@@ -572,6 +577,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_PREFAULT:
         if (!cJSON_IsBool(v)) return cfg_bad(c, path, v, "must be true or false");
         cfg->prefault_segment = cJSON_IsTrue(v);
+        return 0;
+    case CFG_K_TRANSPORT:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (strcmp(v->valuestring, "ring") == 0) cfg->transport_socket = false;
+        else if (strcmp(v->valuestring, "socket") == 0) cfg->transport_socket = true;
+        else return cfg_bad(c, path, v, "must be one of ring, socket");
         return 0;
     default: return cfg_fail(c, path, "internal error: no parser");
     }

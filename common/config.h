@@ -102,6 +102,8 @@ typedef struct fx_config {
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
     bool prefault_segment;                /* map the segment's page tables at open [true] */
+    bool transport_socket;                /* "transport": "socket" (else "ring") [ring; env
+                                             FLUXON_CLIENT_TRANSPORT=socket picks socket] */
 } fx_config_t;
 
 /* Parses and validates json (NUL-terminated) into *cfg (defaults applied first).

@@ -22,7 +22,9 @@
 typedef struct owner_ext {
     struct owner_ext *prev, *next;
     fx_owner_t *o;
-    fx_conn_t *conn;
+    fx_conn_t *conn;              /* where the request being served replies: sock, or the ring's conn */
+    fx_conn_t *sock;              /* the unix socket (HELLO, liveness, notifications) */
+    struct owner_ring *ring;      /* shared-memory rings (ext_ring.c), NULL if none */
     bool hello_ok;
     char node_id[FX_ID_MAX];
     struct owner_holder *holders; /* pins this external holds (store.c; released when it goes) */
@@ -57,9 +59,11 @@ struct fx_owner {
     fx_ready_fn ready;
     void *ready_arg;
     bool ready_sent;
+    /* prefault.c */
     pthread_t prefault_thread; /* faults the segment in while the owner registers */
     bool prefault_running;
     int prefault_stop; /* atomic: set at destroy */
+    int prefault_done; /* atomic: set by the thread when it ends */
 };
 
 /* Test-only (config "test": fault `kind` of message msg): true when it applies now

@@ -331,6 +331,9 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
             return FLUXON_ERR_INTERNAL;
         }
         reactor_reap(r);
+        /* issue 18: what the completions queued (replies first of all) goes out now, not
+         * after the next turn's timers and idle hook (UCX progress) */
+        if (io_uring_sq_ready(&r->ring)) io_uring_submit(&r->ring);
     }
     return FLUXON_OK;
 }

@@ -4,7 +4,8 @@
  * (demos) at random, and the master and owners drop, delay and duplicate control frames
  * (their "test" chaos section, transport/chaos.c). It ends with 0 checksum failures (every
  * demo's log and summary, then a verification replay through each owner alone), every
- * in-flight record, prepared slot, handle and holder back to baseline (R1), and a report:
+ * in-flight record, prepared slot, handle and holder back to baseline (R1), every replica
+ * the master records a committed slot of its owner and back, and a report:
  * kills per role, message faults by kind, checksum failures, and for each master restart
  * how long the cluster's hit ratio took to come back.
  *
@@ -67,6 +68,7 @@ static struct {
     int n_ev, kills[CX_NKINDS];
     long long faults[3][2]; /* [dropped, delayed, duplicated][master, owners] of ended incarnations */
     long long republished;
+    char census[256]; /* the master's routes and replicas next to what the owners hold, at the end */
 } cx;
 
 static double cx_now(void) { return th_now_s() - cx.t0; }
@@ -369,6 +371,34 @@ static bool cx_baseline(int timeout_ms, char *why, size_t cap)
     return false;
 }
 
+/* What the master routes next to what the owners hold (after R1): a replica the master
+ * records is a value its owner indexes, and an owner's committed value is routed. */
+static bool cx_census_once(void)
+{
+    static const char *const mn[2] = {"routes", "replicas"};
+    static const char *const on[3] = {"index_keys", "slots_committed", "placed_ranges_held"};
+    long long m[2] = {-1, -1}, o[3], idx = 0, com = 0, placed = 0;
+    for (int tries = 0; tries < 5 && !cx_stats(cx.hc[0], true, mn, m, 2); tries++) th_sleep_ms(100);
+    for (int i = 0; i < CX_OWNERS; i++) {
+        for (int tries = 0; tries < 5 && !cx_stats(cx.hc[i], false, on, o, 3); tries++) th_sleep_ms(100);
+        idx += o[0];
+        com += o[1];
+        placed += o[2];
+    }
+    snprintf(cx.census, sizeof cx.census, "master routes %lld, replicas %lld; owners index %lld keys, %lld committed slots, "
+             "%lld placed ranges", m[0], m[1], idx, com, placed);
+    return m[1] == com && m[1] >= 0;
+}
+
+/* The census until the master's replicas and the owners' committed slots agree (bounded). */
+static bool cx_census(void)
+{
+    double end = th_now_s() + 10;
+    bool ok;
+    while (!(ok = cx_census_once()) && th_now_s() < end) th_sleep_ms(200);
+    return ok;
+}
+
 /* A replay through each owner alone, no process killed (message faults still on): every
  * hit checked by its checksum. Returns the checksum failures; *hits_p the prefix hits. */
 static long long cx_verify(double *hits_p)
@@ -420,6 +450,7 @@ static void cx_report(double seconds, long long demo_fails, long long verify_fai
     CXP("R1 (handles, prepared/pending slots, holders, plans, fetches, in-flight puts/gets at 0): %s%s%s\n",
         r1 ? "back to baseline" : "NOT back to baseline: ", r1 ? "" : r1_why, "");
     CXP("values re-published to restarted masters: %lld\n", cx.republished);
+    CXP("at the end: %s\n", cx.census);
     double rec[CX_MAX_EVENTS];
     int nrec = 0, nm = 0;
     for (int e = 0; e < cx.n_ev; e++) {
@@ -513,6 +544,7 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     long long verify_fails = cx_verify(&verify_hits);
     char why[160];
     bool r1 = cx_baseline(30000, why, sizeof why);
+    bool census = cx_census();
     cx_collect_faults(true, 0);
     for (int i = 0; i < CX_OWNERS; i++) cx_collect_faults(false, i);
     if (cx.n_ev) cx.ev[cx.n_ev - 1].next_t = sampled_s; /* the recovery search ends with the samples */
@@ -521,6 +553,7 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     cr_assert_eq(demo_fails, 0, "checksum failures in the replays under chaos (see %s)", rf.dir);
     cr_assert_eq(verify_fails, 0, "checksum failures in the verification replays (see %s)", rf.dir);
     cr_assert(r1, "R1: %s (see %s)", why, rf.dir);
+    cr_assert(census, "every replica the master records is a committed slot of its owner and back: %s", cx.census);
     cr_assert_gt(verify_hits, 0, "the cache still serves after the chaos");
     for (int k = 0; k < CX_NKINDS; k++) cr_assert_geq(cx.kills[k], 1, "at least one %s killed", cx_kind_name[k]);
     cr_assert_gt(cx.faults[0][0] + cx.faults[0][1] + cx.faults[1][0] + cx.faults[1][1], 0, "message faults injected");
@@ -538,4 +571,58 @@ Test(chaos_long, run, .timeout = 14400, .fini = fini)
     double s = cx_env("FLUXON_CHAOS_SECONDS", 0);
     if (s <= 0) cr_skip_test("make chaos CHAOS_SECONDS=N runs it");
     cx_run(s, 4, 10);
+}
+
+/* Found by the chaos run: a durable copy's GET_DONE whose answer was lost is sent again;
+ * if its source replica went meanwhile (its owner restarted), the master answered STALE
+ * though it had recorded the copy the first time, so the fetcher freed a slot a route
+ * still named, and readers elsewhere copied whatever was written there next (checksum
+ * failures). The resend of a recorded copy is OK again: the copy stays, routed and served. */
+static void *cx_get_thread(void *arg)
+{
+    fluxon_holder *h = NULL;
+    int rc = fluxon_get(arg, "K", &h);
+    if (rc == FLUXON_OK) {
+        rc = fluxon_holder_len(h) == 20000 && th_pattern(NULL, fluxon_holder_data(h), 20000, 5) ? FLUXON_OK : -1000;
+        fluxon_holder_release(h);
+    }
+    return (void *)(intptr_t)rc;
+}
+
+Test(chaos, a_resent_get_done_keeps_a_recorded_copy_when_its_source_went, .timeout = 120, .fini = fini)
+{
+    /* o1's first GET_DONE answer is lost: it resends after its master_timeout_ms (3 s) */
+    const char *extra[2] = {NULL, ",\"test\":{\"fault_message\":\"GET_DONE\",\"fault\":\"drop\"}"};
+    memset(&cx, 0, sizeof cx);
+    rf_up(2, extra);
+    fluxon_client *c0 = rf_client(0), *c1 = rf_client(1);
+    static uint8_t v[20000];
+    th_pattern(v, NULL, sizeof v, 5);
+    fluxon_put_options lf = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    cr_assert_eq(fluxon_put(c0, "K", v, sizeof v, &lf), FLUXON_OK);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, cx_get_thread, c1), 0); /* o1 fetches K from o0 */
+    cr_assert(rf_wait_stat(c0, true, "get_done_replicas", 1, 1, 10000), "the master records o1's copy");
+    long long gen0 = rf_stat(c0, false, "generation");
+    fluxon_client_close(c0);
+    int st = th_stop(rf.owner[0], SIGKILL, 5000); /* the source goes before o1's resend */
+    cr_assert(WIFSIGNALED(st));
+    cx_start_owner(0);
+    c0 = rf_client(0);
+    cr_assert_neq(rf_stat(c0, false, "generation"), gen0);
+    void *rc = NULL;
+    pthread_join(th, &rc);
+    cr_assert_eq((int)(intptr_t)rc, FLUXON_OK, "o1's get: %s", fluxon_status_string((int)(intptr_t)rc));
+    cr_assert_geq(rf_stat(c1, false, "get_done_resends"), 1, "the GET_DONE was resent");
+    cr_assert_eq(rf_stat(c1, false, "get_done_stale"), 0, "the recorded copy is not called stale");
+    cr_assert_eq(rf_stat(c1, false, "index_keys"), 1, "o1 keeps and serves its copy");
+    cr_assert_eq(rf_stat(c1, true, "replicas"), 1, "routed to o1's copy only (o0's went with its generation)");
+    fluxon_holder *h = NULL;
+    for (int i = 0; i < 2; i++) { /* through both owners: o1's bytes */
+        cr_assert_eq(fluxon_get(i ? c1 : c0, "K", &h), FLUXON_OK);
+        cr_assert(th_pattern(NULL, fluxon_holder_data(h), sizeof v, 5), "byte-exact through o%d", i);
+        fluxon_holder_release(h);
+    }
+    fluxon_client_close(c0);
+    fluxon_client_close(c1);
 }
