@@ -174,6 +174,7 @@ static void oext_on_accept(void *arg, int fd)
     e->o = o;
     e->conn = e->sock = fx_conn_new(o->r, fd, &oext_ops, e, o->cfg.max_frame_bytes, "new external");
     if (e->conn) fx_conn_count_replies(e->conn, &o->ext->replies);
+    if (e->conn) fx_conn_set_chaos(e->conn, fx_owner_chaos(o)); /* test-only message chaos (NULL: off) */
     if (!e->conn) {
         fx_free(e);
         return;

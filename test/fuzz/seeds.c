@@ -7,7 +7,10 @@
  *                   lookups, durable gets, evict/delete/exists/list, leases and their expiry,
  *                   placement (remote target, PUT_DONE of the token, revoke, TTL expiry),
  *                   new owners, an owner restart with a new generation, an external client;
- *   dict/codec.dict, dict/master.dict   the magic, every type id, flags, common values.
+ *   corpus/owner/   sessions against fuzz_owner.c's in-process owner: put/commit/get/consume/
+ *                   release, the forwarded commands, abandoned plans and handles, TTLs,
+ *                   a remote key, placement, the master link dropping, the handshake;
+ *   dict/{codec,master,owner}.dict   the magic, every type id, flags, common values.
  * Recorded traffic of the integration suites (FLUXON_RECORD_FRAMES, test/fixtures/mkvfix.h)
  * adds sessions to corpus/master: fuzz_seeds OUTDIR [RECORDED-SESSION...]. */
 #include <errno.h>
@@ -243,7 +246,111 @@ static void master_seeds(void)
     free(s.p);
 }
 
-/* ---- recorded traffic (FLUXON_RECORD_FRAMES files): HELLOs re-signed for fuzz_master's
+/* ---- owner sessions: [op][frame] records (fuzz_owner.c: peers 0 and 1 are externals past
+ * HELLO, 2 a new external, 3 the second owner o1 talking to the master; the owner's ids
+ * of plans, handles and holders count from 1) ---- */
+#define OP_LINK_DROP 0xF8 /* the owner's master connection drops */
+static void owner_seeds(void)
+{
+    fx_str_t kb[8];
+    sb_t s = {0};
+    fx_body_empty_t em;
+    /* A: put_start, commit, get_start, consume, release, the forwarded commands */
+    fx_body_put_start_t ps = {KEYS(kb, "k/1", "k/2"), 4096, 0, NOV, {NULL, 0}, 0, {NULL, 0}, 1000};
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &ps);
+    fx_body_plan_ref_t pr = {1};
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr);
+    fx_body_get_start_t gs = {KEYS(kb, "k/1", "k/2", "k/3"), NOV, 1, 1000};
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &gs);
+    fx_body_handle_consume_t hc = {4, 1}; /* handle 4 pins holders 2 and 3 */
+    REQ(&s, 1, FX_MSG_HANDLE_CONSUME, handle_consume, &hc);
+    fx_body_release_t rl = {U64V(3, 99)};
+    REQ(&s, 1, FX_MSG_RELEASE, release, &rl);
+    fx_body_keys_t ex = {KEYS(kb, "k/1", "k/2", "nope")};
+    REQ(&s, 1, FX_MSG_EXISTS, keys, &ex);
+    fx_body_put_inline_t pi = {fx_str_c("i/1"), fx_str_c("an inline value"), 0, 0, {NULL, 0}, 1000};
+    REQ(&s, 0, FX_MSG_PUT_INLINE, put_inline, &pi);
+    fx_body_list_t ls = {fx_str_c("k/"), {NULL, 0}, 10};
+    REQ(&s, 1, FX_MSG_LIST, list, &ls);
+    fx_body_key_t dk = {fx_str_c("k/1")};
+    REQ(&s, 1, FX_MSG_DELETE, key, &dk);
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &gs);
+    fx_body_lease_t le = {200};
+    REQ(&s, 0, FX_MSG_LEASE_GRANT, lease, &le);
+    fx_body_ping_t pg0 = {0, 1}, pg1 = {1, 2};
+    REQ(&s, 0, FX_MSG_PING, ping, &pg0);
+    REQ(&s, 0, FX_MSG_PING, ping, &pg1);
+    REQ(&s, 0, FX_MSG_CLUSTER_NODES, empty, &em);
+    REQ(&s, 0, FX_MSG_MASTER_STATS, empty, &em);
+    REQ(&s, 0, FX_MSG_OWNER_STATS, empty, &em);
+    write_file("corpus/owner", "session-put-get", s.p, s.n);
+
+    /* B: what externals abandon: a put plan and a handle of a closed external, an abort,
+     * plans and handles past their TTL, groups, reject-if-exist */
+    s.n = 0;
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &ps); /* plan 1 */
+    sb_u8(&s, OP_CLOSE(0));
+    fx_body_put_start_t pg = {KEYS(kb, "g/1", "g/2", "g/3"), 8192, FX_PUT_REJECT_IF_EXIST, U64V(2, 1), {NULL, 0}, 0,
+                              {NULL, 0}, 1000};
+    REQ(&s, 1, FX_MSG_PUT_START, put_start, &pg);
+    fx_body_plan_ref_t pr2 = {2};
+    REQ(&s, 1, FX_MSG_PUT_ABORT, plan_ref, &pr2);
+    REQ(&s, 1, FX_MSG_PUT_START, put_start, &pg);
+    fx_body_plan_ref_t pr3 = {3};
+    REQ(&s, 1, FX_MSG_PUT_COMMIT, plan_ref, &pr3);
+    fx_body_get_start_t gg = {KEYS(kb, "g/1", "g/2", "g/3"), U64V(2, 1), 0, 1000};
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &gg);
+    REQ(&s, 0, FX_MSG_GET_START, get_start, &gg);
+    sb_u8(&s, OP_CLOSE(0));
+    REQ(&s, 1, FX_MSG_PUT_START, put_start, &ps);
+    sb_u8(&s, OP_TIME(11)); /* 32 s: plan and handle TTLs */
+    fx_body_plan_ref_t pr5 = {12}; /* expired */
+    REQ(&s, 1, FX_MSG_PUT_COMMIT, plan_ref, &pr5);
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &gg);
+    write_file("corpus/owner", "session-abandon", s.p, s.n);
+
+    /* C: a key published by o1 (a remote fetch that fails), placement on o1, the master
+     * link dropping mid-put, a lease */
+    s.n = 0;
+    fx_body_put_done_t pd = {1, 4096, 0, 0, KEYS(kb, "r/1"), U64V(4096), NOV, 0};
+    REQ(&s, 3, FX_MSG_PUT_DONE, put_done, &pd);
+    fx_body_get_start_t gr = {KEYS(kb, "r/1"), NOV, 1, 1000};
+    REQ(&s, 0, FX_MSG_GET_START, get_start, &gr);
+    fx_body_put_start_t pp = {KEYS(kb, "p/1"), 4096, FX_PUT_PLACE, NOV, {NULL, 0}, 0, fx_str_c("b"), 1000};
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &pp);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr);
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &ps);
+    sb_u8(&s, OP_LINK_DROP);
+    fx_body_plan_ref_t prp = {2};
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &prp);
+    REQ(&s, 1, FX_MSG_EXISTS, keys, &ex);
+    sb_u8(&s, OP_TIME(4)); /* 256 ms: the link is back */
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &ps);
+    REQ(&s, 0, FX_MSG_LEASE_GRANT, lease, &le);
+    fx_body_put_start_t pl = {KEYS(kb, "l/1"), 4096, 0, NOV, {NULL, 0}, 1, {NULL, 0}, 1000};
+    REQ(&s, 1, FX_MSG_PUT_START, put_start, &pl);
+    sb_u8(&s, OP_TIME(6));
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &gr);
+    write_file("corpus/owner", "session-remote-link", s.p, s.n);
+
+    /* D: the handshake: a request before HELLO, a HELLO of the wrong role, a good one */
+    s.n = 0;
+    REQ(&s, 2, FX_MSG_EXISTS, keys, &ex);
+    fx_body_hello_t ho;
+    fx_hello_fill(&g_cfg, FX_ROLE_OWNER, "x2", 0, &ho);
+    REQ(&s, 2, FX_MSG_HELLO, hello, &ho);
+    fx_body_hello_t he;
+    fx_hello_fill(&g_cfg, FX_ROLE_EXTERNAL, "x2", 0, &he);
+    REQ(&s, 2, FX_MSG_HELLO, hello, &he);
+    REQ(&s, 2, FX_MSG_PUT_START, put_start, &ps);
+    REQ(&s, 2, FX_MSG_HELLO, hello, &he);
+    REQ(&s, 2, FX_MSG_GRANT, empty, &em);
+    write_file("corpus/owner", "session-handshake", s.p, s.n);
+    free(s.p);
+}
+
+/* ---- recorded traffic (FLUXON_RECORD_FRAMES files): HELLOs re-signed (and set to this
+ * protocol version) for fuzz_master's
  * cluster ("fz", token "tok"); sessions over 64 KiB (the target's input limit) skipped ---- */
 static void import_recorded(const char *path)
 {
@@ -269,6 +376,7 @@ static void import_recorded(const char *path)
         fx_arena_t a = {0};
         sb_u8(&out, peer);
         if (h.type == FX_MSG_HELLO && fx_body_hello_decode(body, h.body_len, &hb, &a) == FLUXON_OK) {
+            hb.proto_version = FX_PROTOCOL_VERSION; /* recordings of an older protocol still pass HELLO */
             hb.cluster_id = fx_str_c(g_cfg.cluster_id);
             hb.auth = fx_str_c(g_cfg.cluster_token);
             FRAME(&out, h.type, h.flags, h.status, h.req_id, hello, &hb);
@@ -304,16 +412,16 @@ static void dict_u(FILE *f, const char *name, uint64_t v, int bytes)
 
 static void dicts(void)
 {
-    for (int t = 0; t < 2; t++) {
+    static const char *const names[3] = {"codec", "master", "owner"};
+    for (int t = 0; t < 3; t++) {
         char path[512];
-        snprintf(path, sizeof path, "%s/dict/%s.dict", out_dir, t ? "master" : "codec");
+        snprintf(path, sizeof path, "%s/dict/%s.dict", out_dir, names[t]);
         FILE *f = fopen(path, "w");
         if (!f) {
             fprintf(stderr, "fuzz_seeds: cannot write %s\n", path);
             exit(1);
         }
-        fprintf(f, "# %s.dict — written by test/fuzz/seeds.c (make fuzz-seeds) from the catalog\n",
-                t ? "master" : "codec");
+        fprintf(f, "# %s.dict — written by test/fuzz/seeds.c (make fuzz-seeds) from the catalog\n", names[t]);
         dict_u(f, "magic", FX_FRAME_MAGIC, 4);
         for (unsigned id = 1; id < FX_MSG_MAX_ID; id++) {
             if (!fx_msg_name(id)) continue;
@@ -335,7 +443,16 @@ static void dicts(void)
             snprintf(n, sizeof n, "put_flag_%u", fl);
             dict_u(f, n, fl, 8);
         }
-        if (t) { /* the master target's fixed identities (fuzz_master.c) */
+        if (t == 2) { /* the owner target's (fuzz_owner.c): ids of plans, handles, holders */
+            for (unsigned id = 1; id <= 4; id++) {
+                char n[32];
+                snprintf(n, sizeof n, "id_%u", id);
+                dict_u(f, n, id, 8);
+            }
+            fprintf(f, "op_time=\"\\xe4\"\nop_time_long=\"\\xed\"\nop_close=\"\\xf0\"\nop_link_drop=\"\\xf8\"\n");
+            dict_u(f, "proto", FX_PROTOCOL_VERSION, 4);
+        }
+        if (t == 1) { /* the master target's fixed identities (fuzz_master.c) */
             fprintf(f, "owner0=\"\\x02\\x00\\x00\\x00o0\"\nowner1=\"\\x02\\x00\\x00\\x00o1\"\n");
             fprintf(f, "cluster=\"\\x02\\x00\\x00\\x00fz\"\ntoken=\"\\x03\\x00\\x00\\x00tok\"\n");
             dict_u(f, "token_first", 1001, 8);
@@ -357,6 +474,7 @@ int main(int argc, char **argv)
         return 2;
     }
     out_dir = argv[1];
+    mkdir(out_dir, 0755);
     for (int i = 0; i < 3; i++) g_strv[i] = fx_str_c(g_keys[i]);
     char err[256];
     if (fx_config_parse("{\"role\":\"master\",\"cluster_id\":\"fz\",\"cluster_token\":\"tok\"}", &g_cfg, err,
@@ -373,6 +491,7 @@ int main(int argc, char **argv)
     master_seeds();
     dicts();
     for (int i = 2; i < argc; i++) import_recorded(argv[i]);
-    printf("fuzz_seeds: corpus/codec, corpus/master and dict/{codec,master}.dict written under %s\n", out_dir);
+    owner_seeds();
+    printf("fuzz_seeds: corpus/{codec,master,owner} and dict/{codec,master,owner}.dict written under %s\n", out_dir);
     return 0;
 }
