@@ -96,7 +96,13 @@ FX_INTERNAL int64_t fx_ring_take_slot(void *base, uint32_t i, uint8_t *buf, cons
 {
     if (i >= FX_RING_SLOTS) return 0;
     fx_ring_slot_t *s = fx_ring_slot(base, i);
-    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != FX_RING_REQ) return 0;
+    /* TAKEN first, then the copy: a caller that gave up turns REQ back to FREE and its
+     * slot may carry another caller's request by the time a copy made before the flip
+     * would be served (A-B-A); once TAKEN, the request in the slot is the one whose caller
+     * waits for it (the client writes a slot only while it is FREE) */
+    uint32_t req = FX_RING_REQ;
+    if (!__atomic_compare_exchange_n(&s->state, &req, FX_RING_TAKEN, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        return 0; /* no request, or its caller gave up before it was taken: not served */
     uint32_t len = __atomic_load_n(&s->req_len, __ATOMIC_RELAXED); /* read once */
     if (len < FX_FRAME_HEADER_BYTES || len > FX_RING_SLOT_CAP) {
         *why = "request length out of bounds";
@@ -110,9 +116,6 @@ FX_INTERNAL int64_t fx_ring_take_slot(void *base, uint32_t i, uint8_t *buf, cons
         *why = "a one-way message in a request slot";
         return FLUXON_ERR_PROTOCOL;
     }
-    uint32_t req = FX_RING_REQ;
-    if (!__atomic_compare_exchange_n(&s->state, &req, FX_RING_TAKEN, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-        return 0; /* its caller gave up before it was taken: not served */
     return len;
 }
 

@@ -38,7 +38,7 @@
 #define FX_RING_WRAP 0xffffffffu /* one-way record length: continue at offset 0 */
 
 /* slot states (the futex word) */
-/* FREE -> REQ (client) -> TAKEN (owner, once copied out) -> DONE (owner) -> FREE (client).
+/* FREE -> REQ (client) -> TAKEN (owner, then it copies it out) -> DONE (owner) -> FREE (client).
  * A caller that gives up turns REQ back to FREE (never served) or TAKEN into ABANDONED
  * (the owner still answers: the client reaps the late reply). */
 enum { FX_RING_FREE = 0, FX_RING_REQ = 1, FX_RING_DONE = 2, FX_RING_ABANDONED = 3, FX_RING_TAKEN = 4 };
@@ -80,10 +80,10 @@ static inline uint8_t *fx_ring_oneway(void *base)
 FX_INTERNAL int fx_ring_create(uint64_t generation, int *memfd_p, int *efd_p, void **base_p);
 FX_INTERNAL void fx_ring_unmap(void *base);
 
-/* Copies the request of slot i (state REQ) into buf (FX_RING_SLOT_CAP bytes) and checks
- * it is exactly one request frame (no response flag, body within the slot), then marks it
- * TAKEN. Returns its length (> 0), 0 when the slot holds no request (or its caller took
- * it back before it was taken), or FLUXON_ERR_PROTOCOL (< 0) with *why
+/* Takes the request of slot i (state REQ), copies it into buf (FX_RING_SLOT_CAP bytes), checks
+ * it is exactly one request frame (no response flag, body within the slot); the slot is
+ * marked TAKEN before the copy. Returns its length (> 0), 0 when the slot holds no request
+ * (or its caller took it back before it was taken), or FLUXON_ERR_PROTOCOL (< 0) with *why
  * naming what was wrong. */
 FX_INTERNAL int64_t fx_ring_take_slot(void *base, uint32_t i, uint8_t *buf, const char **why);
 /* Copies the next one-way record past *head (the owner's own counter) into buf
