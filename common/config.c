@@ -401,7 +401,7 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
         }
         if (k == 9) {
             if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 9007199254740991.0 ||
-                it->valuedouble != floor(it->valuedouble))
+                it->valuedouble != (double)(uint64_t)it->valuedouble)
                 return cfg_bad(c, path, it, "must be an integer in 0..2^53-1");
             cfg->chaos_seed = (uint64_t)it->valuedouble;
             continue;

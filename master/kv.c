@@ -110,7 +110,11 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
 {
     mkv_t *s = m->kv;
     if (!s) return FLUXON_ERR_INTERNAL;
-    if (n->kv && old_generation == n->generation) return FLUXON_OK; /* reconnect: the state stays */
+    if (n->kv && old_generation == n->generation) { /* reconnect: the state stays */
+        mkv_inv_held_send(s, n); /* what was invalidated while it was away */
+        return FLUXON_OK;
+    }
+    mkv_inv_held_drop(n); /* a new process: the old one's copies went with it */
     fx_offset_alloc_t *a = NULL;
     uint64_t top = n->segment_bytes / FX_OFFSET_ALLOC_PAGE * FX_OFFSET_ALLOC_PAGE;
     if (top > FX_OFFSET_ALLOC_PAGE) {
@@ -163,6 +167,7 @@ FX_INTERNAL void fx_master_kv_node_dead(fx_master_t *m, master_node_t *n)
 FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n)
 {
     fx_mkv_dedup_free(m->kv, n);
+    mkv_inv_held_drop(n);
     fx_offset_alloc_destroy(n->alloc);
     n->alloc = NULL;
     fx_free(n->grant_ids);

@@ -193,6 +193,12 @@ FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char
  * body would pass ~1 MiB), counts them, and frees the queue (v is zeroed, reusable).
  * Callers flush BEFORE they answer the request that caused the invalidations. */
 FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v);
+/* Invalidations of an owner that was not connected are held (n->inv_held, at most
+ * RT_INV_HELD_MAX) instead of dropped: it may come back with the same generation, still
+ * holding the copies (a lost connection, not a restart) — it must not go on serving them.
+ * _send: it reconnected (before its REGISTER answer); _drop: a new generation, or freed. */
+FX_INTERNAL void mkv_inv_held_send(mkv_t *s, master_node_t *n);
+FX_INTERNAL void mkv_inv_held_drop(master_node_t *n);
 
 /* ---- routes.c: the route table ---- */
 FX_INTERNAL int mkv_routes_create(mkv_t *s);

@@ -24,6 +24,7 @@
 #include "mkv.h"
 
 #define RT_INV_CHUNK_BYTES (1u << 20) /* an INVALIDATE body is split at about 1 MiB */
+#define RT_INV_HELD_MAX (1u << 20)    /* invalidations held per disconnected owner */
 
 /* ---- INVALIDATE batches ---- */
 FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char *key, size_t klen,
@@ -84,6 +85,37 @@ static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t
     fx_free(cols);
 }
 
+/* The held invalidations of a node (created on first use; NULL when out of memory). */
+static fx_mkv_inv_t *rt_inv_held(master_node_t *n)
+{
+    if (!n->inv_held) n->inv_held = fx_calloc(1, sizeof *n->inv_held);
+    if (!n->inv_held) FX_ERROR("invalidate: out of memory holding invalidations for %s", n->node_id);
+    return n->inv_held;
+}
+
+FX_INTERNAL void mkv_inv_held_drop(master_node_t *n)
+{
+    if (!n->inv_held) return;
+    fx_free(n->inv_held->e);
+    fx_free(n->inv_held->keys);
+    fx_free(n->inv_held);
+    n->inv_held = NULL;
+}
+
+FX_INTERNAL void mkv_inv_held_send(mkv_t *s, master_node_t *n)
+{
+    fx_mkv_inv_t *v = n->inv_held;
+    if (!v) return;
+    n->inv_held = NULL;
+    if (v->lost)
+        FX_ERROR("owner %s reconnected: %zu invalidations made while it was away were not kept (more than %u); it "
+                 "may serve those replaced values until it restarts", n->node_id, v->lost, RT_INV_HELD_MAX);
+    v->lost = 0;
+    FX_INFO("owner %s reconnected: sending %zu invalidations made while it was away", n->node_id, v->n);
+    mkv_inv_flush(s, v); /* connected now: sent (held again if the connection is already gone) */
+    fx_free(v);
+}
+
 FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
 {
     uint64_t *replicas_p = &s->c.invalidations_sent, *msgs_p = &s->c.invalidate_msgs;
@@ -95,10 +127,17 @@ FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
         master_node_t *node = v->e[i].node;
         bool connected = node->peer && node->peer->conn && fx_conn_is_open(node->peer->conn);
         size_t cnt = 0, bytes = 0;
+        fx_mkv_inv_t *held = connected ? NULL : rt_inv_held(node);
         for (size_t j = i; j < v->n; j++) {
             if (v->e[j].sent || v->e[j].node != node) continue;
             v->e[j].sent = true;
-            if (!connected) continue;
+            if (!connected) {
+                const fx_mkv_inv_ent_t *e = &v->e[j];
+                if (held && held->n < RT_INV_HELD_MAX)
+                    fx_mkv_inv_add(held, node, v->keys + e->koff, e->klen, e->offset, e->put_ms, e->put_ver);
+                else if (held) held->lost++;
+                continue;
+            }
             idx[cnt++] = j;
             bytes += 28 + v->e[j].klen;
             if (bytes >= RT_INV_CHUNK_BYTES) {
@@ -107,7 +146,7 @@ FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
             }
         }
         if (cnt) rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p);
-        if (!connected) FX_DEBUG("invalidate: owner %s is not connected; not told", node->node_id);
+        if (!connected) FX_DEBUG("invalidate: owner %s is not connected; told when it reconnects", node->node_id);
     }
     fx_free(idx);
     fx_free(v->e);

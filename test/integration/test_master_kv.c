@@ -482,6 +482,44 @@ Test(master_kv, dead_owner_replicas_are_hidden_then_back)
     cr_assert(str_is(la.src_node_ids.v[la.src.v[0]], "n1"));
 }
 
+/* Found by the chaos run (issue 17): an INVALIDATE for an owner whose connection was down
+ * was dropped, so the owner, back with the same generation, kept serving the replaced
+ * version (and its slot). It is held and sent when the owner reconnects; a new generation
+ * (a restarted process, its copies gone) gets none. */
+Test(master_kv, invalidations_made_while_an_owner_was_away_reach_it_when_it_reconnects)
+{
+    t_owner(&c1, "n1", 100);
+    t_owner(&c2, "n2", 200);
+    uint64_t ms1, ver1;
+    t_put1(&c1, 1, "k", 4096, 10, 0, &ms1, &ver1);
+    t_put1(&c1, 2, "j", 8192, 10, 0, NULL, NULL);
+    t_close(&c1); /* the connection drops; the process lives on */
+    fx_body_lookup_ack_t la;
+    uint64_t st = ST(FLUXON_OK);
+    for (int i = 0; i < 200 && st == ST(FLUXON_OK); i++) { /* the master notices the close */
+        st = t_lookup1(&c2, "k", &la);
+        if (st == ST(FLUXON_OK)) th_sleep_ms(10);
+    }
+    cr_assert_eq(st, ST(FLUXON_ERR_NOT_FOUND));
+    t_put1(&c2, 1, "k", 4096, 10, 0, NULL, NULL); /* replaces n1's version while it is away */
+    t_owner(&c1, "n1", 100);
+    fx_body_invalidate_t inv;
+    cr_assert(t_invalidate(&c1, &inv, 2000), "the invalidation made while n1 was away reaches it");
+    cr_assert(inv.keys.n == 1 && str_is(inv.keys.v[0], "k") && inv.offsets.v[0] == 4096);
+    cr_assert(inv.put_ms.v[0] == ms1 && inv.put_ver.v[0] == ver1);
+    cr_assert_not(t_invalidate(&c1, &inv, 100), "once");
+    /* away again, and back as a new process: nothing held for the old one's copies */
+    t_close(&c1);
+    st = ST(FLUXON_OK);
+    for (int i = 0; i < 200 && st == ST(FLUXON_OK); i++) {
+        st = t_lookup1(&c2, "j", &la);
+        if (st == ST(FLUXON_OK)) th_sleep_ms(10);
+    }
+    t_put1(&c2, 2, "j", 8192, 10, 0, NULL, NULL);
+    t_owner(&c1, "n1", 101);
+    cr_assert_not(t_invalidate(&c1, &inv, 200), "a new generation is told nothing of the old one's copies");
+}
+
 Test(master_kv, new_generation_drops_old_routes)
 {
     t_owner(&c1, "n1", 100);
