@@ -138,42 +138,37 @@ FX_INTERNAL void fx_prefix_index_destroy(fx_prefix_index_t *idx)
     fx_free(idx);
 }
 
-FX_INTERNAL int fx_prefix_index_insert(fx_prefix_index_t *idx, const void *key, size_t klen)
+/* A leaf holding a copy of key, or NULL. */
+static pi_leaf_t *pi_leaf_new(const void *key, size_t klen)
 {
-    FX_ASSERT(idx && (key || klen == 0));
-    size_t b = 0;
-    uint32_t m = 0;
-    if (idx->root) {
-        pi_leaf_t *l = pi_descend(idx->root, key, klen);
-        if (!pi_diff(key, klen, l->key, l->klen, &b, &m)) return FLUXON_ERR_KEY_EXISTS;
-    }
-    if (klen > SIZE_MAX - sizeof(pi_leaf_t) - 1) return FLUXON_ERR_NOMEM;
+    if (klen > SIZE_MAX - sizeof(pi_leaf_t) - 1) return NULL;
     pi_leaf_t *leaf = fx_malloc(sizeof *leaf + klen + 1);
-    if (!leaf) return FLUXON_ERR_NOMEM;
+    if (!leaf) return NULL;
     leaf->klen = klen;
     if (klen) memcpy(leaf->key, key, klen);
     leaf->key[klen] = 0;
-    if (!idx->root) {
-        leaf->parent = NULL;
-        idx->root = pi_leaf_ref(leaf);
-        idx->count = 1;
-        return FLUXON_OK;
-    }
+    return leaf;
+}
+
+/* Hangs leaf into a non-empty index under a new inner node at critical position (b, m),
+ * above the first node on key's path whose position follows (b, m); right: follow the
+ * right spine (key is greater than every key present) instead of key's bits. */
+static int pi_link(fx_prefix_index_t *idx, pi_leaf_t *leaf, size_t b, uint32_t m, bool right)
+{
     pi_inner_t *in = fx_malloc(sizeof *in);
     if (!in) {
         fx_free(leaf);
         return FLUXON_ERR_NOMEM;
     }
-    /* The new node goes above the first node whose critical position follows (b, m). */
     pi_ref_t *where = &idx->root;
     pi_inner_t *par = NULL;
     while (!pi_is_leaf(*where)) {
         pi_inner_t *n = pi_as_inner(*where);
         if (!pi_pos_before(n->byte, n->mask, b, m)) break;
         par = n;
-        where = &n->child[pi_dir(key, klen, n)];
+        where = &n->child[right ? 1 : pi_dir(leaf->key, leaf->klen, n)];
     }
-    int nd = (pi_sym(key, klen, b) & m) != 0;
+    int nd = (pi_sym(leaf->key, leaf->klen, b) & m) != 0;
     in->byte = b;
     in->mask = m;
     in->parent = par;
@@ -184,6 +179,41 @@ FX_INTERNAL int fx_prefix_index_insert(fx_prefix_index_t *idx, const void *key, 
     *where = (pi_ref_t)in;
     idx->count++;
     return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_prefix_index_insert(fx_prefix_index_t *idx, const void *key, size_t klen)
+{
+    FX_ASSERT(idx && (key || klen == 0));
+    size_t b = 0;
+    uint32_t m = 0;
+    if (idx->root) {
+        pi_leaf_t *l = pi_descend(idx->root, key, klen);
+        if (!pi_diff(key, klen, l->key, l->klen, &b, &m)) return FLUXON_ERR_KEY_EXISTS;
+    }
+    pi_leaf_t *leaf = pi_leaf_new(key, klen);
+    if (!leaf) return FLUXON_ERR_NOMEM;
+    if (!idx->root) {
+        leaf->parent = NULL;
+        idx->root = pi_leaf_ref(leaf);
+        idx->count = 1;
+        return FLUXON_OK;
+    }
+    /* The new node goes above the first node whose critical position follows (b, m). */
+    return pi_link(idx, leaf, b, m, false);
+}
+
+FX_INTERNAL int fx_prefix_index_append(fx_prefix_index_t *idx, const void *key, size_t klen)
+{
+    FX_ASSERT(idx && (key || klen == 0));
+    if (!idx->root) return fx_prefix_index_insert(idx, key, klen);
+    const pi_leaf_t *last = pi_edge(idx->root, 1);
+    size_t b;
+    uint32_t m;
+    if (!pi_diff(key, klen, last->key, last->klen, &b, &m) || !(pi_sym(key, klen, b) & m))
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    pi_leaf_t *leaf = pi_leaf_new(key, klen);
+    if (!leaf) return FLUXON_ERR_NOMEM;
+    return pi_link(idx, leaf, b, m, true);
 }
 
 FX_INTERNAL int fx_prefix_index_remove(fx_prefix_index_t *idx, const void *key, size_t klen)

@@ -31,6 +31,13 @@ FX_INTERNAL void fx_prefix_index_destroy(fx_prefix_index_t *idx);
  * FLUXON_ERR_NOMEM (nothing changed). */
 FX_INTERNAL int fx_prefix_index_insert(fx_prefix_index_t *idx, const void *key, size_t klen);
 
+/* fx_prefix_index_insert of a key greater than every key present (building an index
+ * from sorted keys): no descent, only the right spine (hot in cache) and one comparison,
+ * with the current greatest key. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (key is
+ * not greater than the greatest key present; nothing changed); FLUXON_ERR_NOMEM (nothing
+ * changed). */
+FX_INTERNAL int fx_prefix_index_append(fx_prefix_index_t *idx, const void *key, size_t klen);
+
 /* Removes key and frees its copy. Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND. */
 FX_INTERNAL int fx_prefix_index_remove(fx_prefix_index_t *idx, const void *key, size_t klen);
 

@@ -18,6 +18,7 @@
 #include "hello.h"
 #include "jsonbuf.h"
 #include "segment.h"
+#include "ring.h"
 
 
 static void client_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
@@ -35,6 +36,7 @@ static void client_on_close(fx_conn_t *c, int status)
     fluxon_client *cl = fx_conn_ud(c);
     cl->conn = NULL;
     __atomic_store_n(&cl->owner_lost, true, __ATOMIC_RELEASE);
+    fx_client_ring_lost(cl);
     fx_client_rpc_fail_all(cl);
     fx_client_futures_fail_all(cl);
     if (!fx_reactor_stopping(cl->r))
@@ -49,6 +51,7 @@ static uint64_t client_sweep_ms(const fluxon_client *cl) { return FX_MIN(FX_MAX(
 static void client_on_handle_timer(fx_reactor_t *r, fx_timer_t *t)
 {
     fluxon_client *cl = FX_CONTAINER_OF(t, fluxon_client, handle_timer);
+    fx_client_ring_sweep(cl); /* late ring replies hand back what they reserved */
     fx_client_handles_expire(cl);
     if (!fx_reactor_stopping(r)) fx_timer_arm(r, t, client_sweep_ms(cl), client_on_handle_timer);
 }
@@ -79,12 +82,13 @@ static int client_wait_fd(int fd, short events, uint64_t deadline_ms)
     }
 }
 
-/* Reads one whole frame; an fd passed with any of its bytes is returned in *fd_p. */
+/* Reads one whole frame; the fds passed with its bytes are returned in fds[0..3) in
+ * order (-1: none; more are closed). */
 static int client_read_frame(int sock, uint8_t *buf, size_t cap, uint64_t max_body,
-                             fx_frame_header_t *h, int *fd_p, uint64_t deadline_ms)
+                             fx_frame_header_t *h, int fds[3], uint64_t deadline_ms)
 {
-    size_t have = 0, need = FX_FRAME_HEADER_BYTES;
-    *fd_p = -1;
+    size_t have = 0, need = FX_FRAME_HEADER_BYTES, n_fds = 0;
+    fds[0] = fds[1] = fds[2] = -1;
     while (have < need) {
         int rc = client_wait_fd(sock, POLLIN, deadline_ms);
         if (rc != FLUXON_OK) return rc;
@@ -104,7 +108,7 @@ static int client_read_frame(int sock, uint8_t *buf, size_t cap, uint64_t max_bo
             for (size_t i = 0; i < nfd; i++) {
                 int f;
                 memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
-                if (*fd_p < 0) *fd_p = f;
+                if (n_fds < 3) fds[n_fds++] = f;
                 else close(f);
             }
         }
@@ -119,11 +123,18 @@ static int client_read_frame(int sock, uint8_t *buf, size_t cap, uint64_t max_bo
     return FLUXON_OK;
 }
 
-static int client_handshake(fluxon_client *cl, int sock, int *seg_fd_p)
+static void client_close_fds(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0) close(fds[i]);
+}
+
+/* fds_p[0]: the segment's memfd; [1], [2]: the rings' memfd and doorbell (-1: none). */
+static int client_handshake(fluxon_client *cl, int sock, int fds_p[3])
 {
     uint64_t deadline = fx_now_ms() + cl->cfg.timeout_ms;
     fx_body_hello_t hb;
-    fx_hello_fill(&cl->cfg, FX_ROLE_EXTERNAL, cl->cfg.node_id, 0, &hb);
+    fx_hello_fill(&cl->cfg, FX_ROLE_EXTERNAL, cl->cfg.node_id, cl->cfg.transport_socket ? 0 : FX_RING_HELLO_WANT, &hb);
     uint8_t out[1024];
     size_t bl = fx_body_hello_size(&hb);
     if (bl + FX_FRAME_HEADER_BYTES > sizeof out) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -141,10 +152,11 @@ static int client_handshake(fluxon_client *cl, int sock, int *seg_fd_p)
     }
     uint8_t in[2048];
     fx_frame_header_t rh;
-    int fd = -1;
-    int rc = client_read_frame(sock, in, sizeof in, sizeof in, &rh, &fd, deadline);
+    int fds[3];
+    int rc = client_read_frame(sock, in, sizeof in, sizeof in, &rh, fds, deadline);
+    int fd = fds[0];
     if (rc != FLUXON_OK) {
-        if (fd >= 0) close(fd);
+        client_close_fds(fds, 3);
         FX_ERROR("handshake with owner at %s failed: %s", cl->cfg.socket_path, fluxon_status_string(rc));
         return rc;
     }
@@ -168,10 +180,10 @@ static int client_handshake(fluxon_client *cl, int sock, int *seg_fd_p)
         fx_str_copy(ack.node_id, cl->owner_node_id, sizeof cl->owner_node_id);
         cl->owner_generation = ack.generation;
         cl->handle_ttl_ms = ack.handle_ttl_ms;
-        *seg_fd_p = fd;
-        fd = -1;
+        memcpy(fds_p, fds, sizeof fds);
+        fds[0] = fds[1] = fds[2] = -1;
     }
-    if (fd >= 0) close(fd);
+    client_close_fds(fds, 3);
     fx_arena_free(&arena);
     return rc;
 }
@@ -261,14 +273,14 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
         goto err_free;
     }
     fx_log_apply_config_level(cl->cfg.log_level);
-    int sock = -1, seg_fd = -1;
+    int sock = -1, fds[3] = {-1, -1, -1};
     rc = client_socket_connect(cl->cfg.socket_path, (int)cl->cfg.timeout_ms, &sock);
     if (rc != FLUXON_OK) goto err_free;
-    rc = client_handshake(cl, sock, &seg_fd);
+    rc = client_handshake(cl, sock, fds);
     if (rc != FLUXON_OK) goto err_sock;
-    rc = fx_segment_attach(seg_fd, cl->owner_generation, &cl->seg); /* takes seg_fd on success only */
+    rc = fx_segment_attach(fds[0], cl->owner_generation, &cl->seg); /* takes the fd on success only */
     if (rc != FLUXON_OK) {
-        close(seg_fd); /* still ours: a leaked memfd would pin the owner's whole segment */
+        client_close_fds(fds, 3); /* still ours: a leaked memfd would pin the owner's whole segment */
         FX_ERROR("cannot map the segment of owner %s: %s", cl->owner_node_id, fluxon_status_string(rc));
         goto err_sock;
     }
@@ -279,6 +291,9 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     if (cl->cfg.prefault_segment &&
         madvise(fx_segment_base(cl->seg), fx_segment_len(cl->seg), MADV_POPULATE_WRITE) != 0)
         FX_DEBUG("segment prefault skipped: %m");
+    /* issue 18: the rings, unless "transport": "socket" (or the owner offered none) */
+    if (fds[1] >= 0 && fds[2] >= 0 && !cl->cfg.transport_socket) fx_client_ring_attach(cl, fds[1], fds[2]);
+    else client_close_fds(fds + 1, 2);
     rc = fx_reactor_create(&cl->r);
     if (rc != FLUXON_OK) goto err_seg;
     if ((rc = fx_client_rpc_init(cl)) != FLUXON_OK || (rc = fx_client_futures_init(cl)) != FLUXON_OK ||
@@ -308,6 +323,7 @@ err_state:
     client_state_fini(cl);
     fx_reactor_destroy(cl->r);
 err_seg:
+    fx_client_ring_fini(cl);
     fx_segment_destroy(cl->seg);
 err_sock:
     if (sock >= 0) close(sock);
@@ -337,6 +353,7 @@ void fluxon_client_close(fluxon_client *cl)
     pthread_join(cl->thread, NULL);
     client_state_fini(cl);
     fx_reactor_destroy(cl->r);
+    fx_client_ring_fini(cl);
     if (cl->close_hook) cl->close_hook(cl->close_hook_arg); /* before the segment goes */
     fx_segment_destroy(cl->seg);
     fx_free(cl);

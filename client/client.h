@@ -51,13 +51,15 @@ struct fluxon_client {
     bool owner_lost; /* written by the reactor, read by callers */
     uint64_t requests, errors, timeouts, handles_expired; /* atomics */
     fx_client_rpc_t rpc;     /* rpc.c */
-    fx_hmap_t *futures;      /* future.c, reactor thread only: future id -> fluxon_future */
-    struct {                 /* future.c, reactor thread only: PUBLISHED for no armed future */
+    fx_hmap_t *futures;      /* future.c, under futures_lock: future id -> fluxon_future */
+    struct {                 /* future.c, under futures_lock: PUBLISHED for no armed future */
         uint64_t id;         /* (a commit whose answer was lost), kept for a retried commit */
         int status;
     } orphans[FX_CLIENT_ORPHANS];
     unsigned orphan_next;
     fx_plan_reg_t *plans;    /* hostless.c: live plans and get handles */
+    struct cring *ring;      /* ring.c (issue 18): shared-memory rings with the owner, NULL: socket only */
+    pthread_mutex_t futures_lock; /* future.c: futures and orphans (armed by callers on the ring path) */
     void (*close_hook)(void *arg); /* an upper layer's undo at close (cuda/register.c) */
     void *close_hook_arg;
 };
@@ -92,6 +94,8 @@ FX_INTERNAL int fx_client_call_decode(fluxon_client *cl, uint16_t type, uint8_t 
 FX_INTERNAL void fx_client_send_oneway(fluxon_client *cl, uint16_t type, uint8_t *body, uint32_t len);
 /* Logs an error reply's message (bad input at warn level, ordinary outcomes at debug). */
 FX_INTERNAL void fx_client_log_error(const char *what, int rc, const uint8_t *resp, uint32_t len);
+/* A reply whose caller gave up (body not yet validated): what it reserved is handed back. */
+FX_INTERNAL void fx_client_late_answer(fluxon_client *cl, const fx_frame_header_t *h, const uint8_t *body);
 /* reactor thread: the response to a request a caller wrote directly */
 FX_INTERNAL void fx_client_on_response(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                                        fx_arena_t *arena);
@@ -106,14 +110,34 @@ FX_INTERNAL void fx_client_rpc_fail_all(fluxon_client *cl);
         if (out_buf) fx_body_##bodykind##_encode((bp), out_buf);        \
     } while (0)
 
+/* ---- ring.c (issue 18): the shared-memory rings with the owner ---- */
+/* Maps the rings (memfd and efd taken over); FLUXON_OK, else the client stays on the socket. */
+FX_INTERNAL int fx_client_ring_attach(fluxon_client *cl, int memfd, int efd);
+FX_INTERNAL void fx_client_ring_fini(fluxon_client *cl);
+/* A request through a ring slot: false when it does not travel on the ring (no rings, a
+ * type whose reply is unbounded, too large: the caller uses the socket); true with the
+ * outcome in *rc_p as fx_client_call returns it (req is not taken over). */
+FX_INTERNAL bool fx_client_ring_call(fluxon_client *cl, uint16_t type, const uint8_t *req, uint32_t len,
+                                     fx_client_hook_fn hook, void *hook_ctx, uint8_t **resp_p, uint32_t *resp_len_p,
+                                     int *rc_p);
+/* A one-way frame through the ring's one-way queue; false: use the socket. */
+FX_INTERNAL bool fx_client_ring_oneway(fluxon_client *cl, uint16_t type, const uint8_t *req, uint32_t len);
+/* Before anything goes on the socket: waits (up to timeout_ms) until the owner consumed
+ * the one-way frames queued on the ring so far (their order before what follows). */
+FX_INTERNAL void fx_client_ring_barrier(fluxon_client *cl);
+/* reactor thread: the owner is gone; every caller waiting on a slot gets UNAVAILABLE */
+FX_INTERNAL void fx_client_ring_lost(fluxon_client *cl);
+/* Reaps the late replies of callers that timed out (what they reserved is handed back). */
+FX_INTERNAL void fx_client_ring_sweep(fluxon_client *cl);
+
 /* ---- future.c ---- */
 FX_INTERNAL int fx_client_futures_init(fluxon_client *cl);
 FX_INTERNAL void fx_client_futures_fini(fluxon_client *cl);
 /* A new future (one reference, the caller's); NULL on NOMEM. */
 FX_INTERNAL fluxon_future *fx_future_new(fluxon_client *cl);
 FX_INTERNAL void fx_future_complete(fluxon_future *f, int status);
-/* reactor thread: f completes when the owner's PUBLISHED for future_id arrives (or at
- * once if it arrived before, unclaimed: the answer to a commit was lost) */
+/* Any thread: f completes when the owner's PUBLISHED for future_id arrives (or at once
+ * if it arrived before, unclaimed: the answer to a commit was lost) */
 FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t future_id);
 /* reactor thread: an owner notification (PUBLISHED); true if handled */
 FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_frame_header_t *h,

@@ -1,5 +1,6 @@
 /* future.c — fluxon_future: the outcome of a commit, completed on the client's reactor
- * when the owner's PUBLISHED notification arrives (or UNAVAILABLE when the owner goes).
+ * when the owner's PUBLISHED notification arrives (armed by the committing caller under
+ * futures_lock when its answer came through the ring) (or UNAVAILABLE when the owner goes).
  * A future costs no file descriptor: waiters sleep on its condition variable; an eventfd
  * is made only when the caller asks for one (fluxon_future_fd). */
 #include <errno.h>
@@ -22,7 +23,9 @@ struct fluxon_future {
 
 FX_INTERNAL int fx_client_futures_init(fluxon_client *cl)
 {
-    return fx_hmap_create(64, &cl->futures) == FLUXON_OK ? FLUXON_OK : FLUXON_ERR_NOMEM;
+    if (fx_hmap_create(64, &cl->futures) != FLUXON_OK) return FLUXON_ERR_NOMEM;
+    pthread_mutex_init(&cl->futures_lock, NULL);
+    return FLUXON_OK;
 }
 
 static void cfut_unref(fluxon_future *f)
@@ -70,18 +73,23 @@ FX_INTERNAL void fx_future_complete(fluxon_future *f, int status)
 
 FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t future_id)
 {
-    for (unsigned i = 0; i < FX_CLIENT_ORPHANS; i++)
+    int done = FLUXON_IN_PROGRESS;
+    pthread_mutex_lock(&cl->futures_lock);
+    for (unsigned i = 0; i < FX_CLIENT_ORPHANS && done == FLUXON_IN_PROGRESS; i++)
         if (cl->orphans[i].id == future_id) {
             cl->orphans[i].id = 0;
-            fx_future_complete(f, cl->orphans[i].status);
-            return;
+            done = cl->orphans[i].status;
         }
-    f->id = future_id;
-    __atomic_add_fetch(&f->refs, 1, __ATOMIC_ACQ_REL);
-    if (fx_hmap_put(cl->futures, &f->id, sizeof f->id, f, NULL) != FLUXON_OK) {
-        __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL);
-        fx_future_complete(f, FLUXON_ERR_NOMEM);
+    if (done == FLUXON_IN_PROGRESS) {
+        f->id = future_id;
+        __atomic_add_fetch(&f->refs, 1, __ATOMIC_ACQ_REL);
+        if (fx_hmap_put(cl->futures, &f->id, sizeof f->id, f, NULL) != FLUXON_OK) {
+            __atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL);
+            done = FLUXON_ERR_NOMEM;
+        }
     }
+    pthread_mutex_unlock(&cl->futures_lock);
+    if (done != FLUXON_IN_PROGRESS) fx_future_complete(f, done);
 }
 
 FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_frame_header_t *h,
@@ -91,25 +99,35 @@ FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_fram
     fx_body_published_t b;
     fx_body_published_decode(body, h->body_len, &b, arena);
     fluxon_future *f = NULL;
-    if (fx_hmap_del(cl->futures, &b.future_id, sizeof b.future_id, (void **)&f) == FLUXON_OK) {
+    pthread_mutex_lock(&cl->futures_lock);
+    if (fx_hmap_del(cl->futures, &b.future_id, sizeof b.future_id, (void **)&f) != FLUXON_OK) {
+        f = NULL;
+        if (b.future_id) { /* its commit's answer was lost (or not read yet): kept for its commit */
+            unsigned i = cl->orphan_next++ % FX_CLIENT_ORPHANS;
+            cl->orphans[i].id = b.future_id;
+            cl->orphans[i].status = b.status;
+        }
+    }
+    pthread_mutex_unlock(&cl->futures_lock);
+    if (f) {
         fx_future_complete(f, b.status);
         cfut_unref(f);
-    } else if (b.future_id) { /* its commit's answer was lost: kept for a retried commit */
-        unsigned i = cl->orphan_next++ % FX_CLIENT_ORPHANS;
-        cl->orphans[i].id = b.future_id;
-        cl->orphans[i].status = b.status;
     }
     return true;
 }
 
 FX_INTERNAL void fx_client_futures_fail_all(fluxon_client *cl)
 {
-    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
-    const char *k;
-    size_t kl;
-    void *v;
-    while (fx_hmap_iter_next(cl->futures, &it, &k, &kl, &v)) {
-        fx_hmap_del(cl->futures, k, kl, NULL);
+    for (;;) {
+        fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+        const char *k;
+        size_t kl;
+        void *v = NULL;
+        pthread_mutex_lock(&cl->futures_lock);
+        if (fx_hmap_iter_next(cl->futures, &it, &k, &kl, &v)) fx_hmap_del(cl->futures, k, kl, NULL);
+        else v = NULL;
+        pthread_mutex_unlock(&cl->futures_lock);
+        if (!v) return;
         fx_future_complete(v, FLUXON_ERR_UNAVAILABLE);
         cfut_unref(v);
     }
@@ -121,6 +139,7 @@ FX_INTERNAL void fx_client_futures_fini(fluxon_client *cl)
     fx_client_futures_fail_all(cl); /* futures still armed complete as UNAVAILABLE */
     fx_hmap_destroy(cl->futures);
     cl->futures = NULL;
+    pthread_mutex_destroy(&cl->futures_lock);
 }
 
 int fluxon_future_poll(fluxon_future *f)

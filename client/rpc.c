@@ -85,6 +85,7 @@ static void crpc_finish(fluxon_client *cl, crpc_t *r, int status)
  * they are handed back at once (one-way) instead of staying until this client closes. */
 static void crpc_late(fluxon_client *cl, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
 {
+    if (fx_msg_validate(h, body, arena) != FLUXON_OK) return; /* ring replies come unvalidated */
     uint8_t *req = NULL;
     uint32_t len = 0;
     uint16_t type = 0;
@@ -106,6 +107,13 @@ static void crpc_late(fluxon_client *cl, const fx_frame_header_t *h, const uint8
     FX_WARN("the answer to a %s arrived after its caller gave up (timeout_ms %u): handing back what it reserved",
             fx_msg_name(h->type), cl->cfg.timeout_ms);
     fx_client_send_oneway(cl, type, req, len);
+}
+
+FX_INTERNAL void fx_client_late_answer(fluxon_client *cl, const fx_frame_header_t *h, const uint8_t *body)
+{
+    fx_arena_t arena = {0};
+    crpc_late(cl, h, body, &arena);
+    fx_arena_free(&arena);
 }
 
 FX_INTERNAL void fx_client_on_response(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
@@ -328,6 +336,11 @@ FX_INTERNAL void fx_client_send_oneway(fluxon_client *cl, uint16_t type, uint8_t
 {
     int rc;
     if (!req || crpc_refuse(cl, type, req, len, &rc)) return;
+    if (fx_client_ring_oneway(cl, type, req, len)) {
+        fx_free(req);
+        return;
+    }
+    fx_client_ring_barrier(cl); /* what the ring holds goes first */
     fx_frame_header_t h = {FX_FRAME_MAGIC, type, 0, len, 0, 0};
     uint64_t seq;
     crpc_enqueue(cl, &h, req, false, &seq);
@@ -354,6 +367,12 @@ FX_INTERNAL int fx_client_call(fluxon_client *cl, uint16_t type, uint8_t *req, u
     if (!req) return FLUXON_ERR_NOMEM;
     int rc;
     if (crpc_refuse(cl, type, req, req_len, &rc)) return rc;
+    if (fx_client_ring_call(cl, type, req, req_len, hook, hook_ctx, resp_p, resp_len_p, &rc)) {
+        fx_free(req);
+        if (rc < 0) __atomic_add_fetch(&cl->errors, 1, __ATOMIC_RELAXED);
+        return rc;
+    }
+    fx_client_ring_barrier(cl); /* the ring's one-way frames go first (FIFO as on the socket) */
     crpc_t *r = fx_calloc(1, sizeof *r);
     if (!r) {
         fx_free(req);

@@ -30,7 +30,8 @@ enum {
     CFG_K_RESERVE, CFG_K_HOT_RATIO, CFG_K_HANDLE_TTL, CFG_K_HB_INTERVAL, CFG_K_CLAIM_TIMEOUT,
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
-    CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES
+    CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
+    CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */
 };
 
 struct cfg_field {
@@ -50,7 +51,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"reserve", CFG_O},                     {"hot_capacity_ratio", CFG_O},
     {"handle_ttl_ms", CFG_O},               {"heartbeat_interval_ms", CFG_O},
     {"claim_timeout_ms", CFG_O},            {"timeout_ms", CFG_E},
-    {"master_timeout_ms", CFG_O | CFG_M},   {"test", CFG_O},
+    {"master_timeout_ms", CFG_O | CFG_M},   {"test", CFG_O | CFG_M},
     {"hot_capacity_bytes", CFG_O},          {"sub_cluster", CFG_O},
     {"put_plan_ttl_ms", CFG_O},
     {"prefault_segment", CFG_E},
@@ -58,12 +59,20 @@ static const struct cfg_field cfg_top_fields[] = {
     {"replica_target_roles", CFG_M}, /* issue 16 */
     {"writeback_watermark", CFG_O},  /* issue 16 */
     {"huge_pages", CFG_O},
+    {"ha", CFG_M | CFG_O}, /* issue 17 */
+    {"transport", CFG_E},  /* issue 18 */
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
-                                                   {"fail_transfers", CFG_O}};
+                                                   {"fail_transfers", CFG_O},
+                                                   /* message chaos (issue 17): master and owners */
+                                                   {"drop_ppm", CFG_O | CFG_M}, {"delay_ppm", CFG_O | CFG_M},
+                                                   {"delay_ms", CFG_O | CFG_M}, {"dup_ppm", CFG_O | CFG_M},
+                                                   {"seed", CFG_O | CFG_M}};
 static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O},
                                                       {"idle_grant_return_ms", CFG_O}};
+static const struct cfg_field cfg_ha_fields[] = {{"etcd", CFG_M | CFG_O}, {"lease_ttl_ms", CFG_M | CFG_O},
+                                                {"key", CFG_M | CFG_O}};
 static const struct cfg_field cfg_expected_fields[] = {{"value_len", CFG_O},
                                                        {"payload_capacity_bytes", CFG_O}};
 
@@ -129,15 +138,15 @@ __attribute__((format(printf, 4, 5))) static int cfg_bad(struct cfg_ctx *c, cons
 /* Matches an object member against a key table: returns its index, or -1 with the
  * error written (unknown for this role, or duplicate). seen: one bit per index. */
 static int cfg_match(struct cfg_ctx *c, const cJSON *it, const char *prefix,
-                     const struct cfg_field *tab, int n, uint32_t *seen)
+                     const struct cfg_field *tab, int n, uint64_t *seen)
 {
     char path[160], key[72];
     const char *name = it->string ? it->string : "";
     for (int i = 0; i < n; i++) {
         if (strcmp(name, tab[i].name) != 0 || !(tab[i].roles & (1u << c->role))) continue;
         snprintf(path, sizeof path, "%s%s", prefix, name);
-        if (*seen & (1u << i)) return cfg_fail(c, path, "duplicate field"), -1;
-        *seen |= 1u << i;
+        if (*seen & (1ull << i)) return cfg_fail(c, path, "duplicate field"), -1;
+        *seen |= 1ull << i;
         return i;
     }
     cfg_sanitize(name, false, key, sizeof key);
@@ -266,6 +275,7 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->inflight_ttl_ms = 60000;
         cfg->heartbeat_timeout_ms = 3000;
         cfg->replica_target_roles = 1u << FX_NODE_REMOTE_CACHE;
+        cfg->ha_lease_ttl_ms = 5000;
     } else if (role == FX_ROLE_OWNER) {
         fx_strlcpy(cfg->master_host, "127.0.0.1", sizeof cfg->master_host);
         cfg->master_port = 7600;
@@ -282,9 +292,14 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->eviction_policy = FX_EVICT_S3FIFO; /* beats lru on the conversation trace (issue 15) */
         cfg->master_timeout_ms = 5000;
         cfg->fault_count = 1;
+        cfg->ha_lease_ttl_ms = 5000;
     } else {
         cfg->timeout_ms = 30000;
         cfg->prefault_segment = true;
+        /* issue 18: the shared-memory rings unless the environment picks the socket (the
+         * test suites run both ways); the config field "transport" overrides both */
+        const char *t = getenv("FLUXON_CLIENT_TRANSPORT");
+        cfg->transport_socket = t && strcmp(t, "socket") == 0;
     }
 }
 
@@ -292,7 +307,7 @@ static int cfg_parse_expected(struct cfg_ctx *c, const cJSON *obj, fx_config_t *
 {
     int rc = cfg_want_object(c, "reserve.expected", obj);
     if (rc) return rc;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
         int k = cfg_match(c, it, "reserve.expected.", cfg_expected_fields,
                           (int)FX_ARRAY_LEN(cfg_expected_fields), &seen);
@@ -333,7 +348,7 @@ static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *c
 {
     int rc = cfg_want_object(c, "reserve", obj);
     if (rc) return rc;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
         int k = cfg_match(c, it, "reserve.", cfg_reserve_fields,
                           (int)FX_ARRAY_LEN(cfg_reserve_fields), &seen);
@@ -352,7 +367,7 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
     int rc = cfg_want_object(c, "test", obj);
     if (rc) return rc;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
         int k = cfg_match(c, it, "test.", cfg_test_fields, (int)FX_ARRAY_LEN(cfg_test_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
@@ -373,6 +388,24 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
                                 "must be \"delay\", \"drop\", \"duplicate\", \"delay_request\" or \"truncate\"");
             continue;
         }
+        if (k >= 5 && k <= 8) { /* chaos rates (ppm) and the delay bound */
+            double hi = k == 7 ? 60000 : 1000000;
+            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > hi ||
+                it->valuedouble != (double)(uint32_t)it->valuedouble)
+                return cfg_bad(c, path, it, k == 7 ? "must be an integer in 0..60000 (ms)"
+                                                   : "must be an integer in 0..1000000 (parts per million)");
+            uint32_t x = (uint32_t)it->valuedouble;
+            *(k == 5 ? &cfg->chaos_drop_ppm : k == 6 ? &cfg->chaos_delay_ppm : k == 7 ? &cfg->chaos_delay_ms
+                                                                             : &cfg->chaos_dup_ppm) = x;
+            continue;
+        }
+        if (k == 9) {
+            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 9007199254740991.0 ||
+                it->valuedouble != floor(it->valuedouble))
+                return cfg_bad(c, path, it, "must be an integer in 0..2^53-1");
+            cfg->chaos_seed = (uint64_t)it->valuedouble;
+            continue;
+        }
         if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 86400000 ||
             it->valuedouble != (double)(uint32_t)it->valuedouble)
             return cfg_bad(c, path, it, "must be an integer in 0..86400000");
@@ -381,8 +414,60 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
         else if (k == 3) cfg->fault_count = x;
         else cfg->fail_transfers = x;
     }
+    if (cfg->chaos_delay_ppm && !cfg->chaos_delay_ms)
+        return cfg_fail(c, "test.delay_ms", "missing or 0 (required > 0 with test.delay_ppm)");
+    if ((uint64_t)cfg->chaos_drop_ppm + cfg->chaos_delay_ppm + cfg->chaos_dup_ppm > 1000000u)
+        return cfg_fail(c, "test.drop_ppm", "drop_ppm %u + delay_ppm %u + dup_ppm %u exceed 1000000",
+                        cfg->chaos_drop_ppm, cfg->chaos_delay_ppm, cfg->chaos_dup_ppm);
     if (cfg->fault_message[0] && !cfg->fault_kind)
         return cfg_fail(c, "test.fault", "missing (required with test.fault_message)");
+    return 0;
+}
+
+/* One etcd endpoint of "ha.etcd": http://<IPv4 or localhost>:<port>, port > 0. */
+static bool cfg_etcd_endpoint_ok(const char *s, size_t n)
+{
+    char ep[128];
+    if (n < 8 || n >= sizeof ep || strncmp(s, "http://", 7) != 0) return false;
+    memcpy(ep, s + 7, n - 7);
+    ep[n - 7] = 0;
+    uint16_t port = 0;
+    return fx_parse_hostport(ep, NULL, 0, &port) == 0 && port > 0;
+}
+
+/* "ha": {"etcd": "http://h:p,...", "lease_ttl_ms": N, "key": "name"} (issue 17). */
+static int cfg_parse_ha(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
+{
+    int rc = cfg_want_object(c, "ha", obj);
+    if (rc) return rc;
+    uint64_t seen = 0;
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int k = cfg_match(c, it, "ha.", cfg_ha_fields, (int)FX_ARRAY_LEN(cfg_ha_fields), &seen);
+        if (k < 0) return FLUXON_ERR_CONFIG;
+        if (k == 1) {
+            int64_t x = 0;
+            if ((rc = cfg_get_int(c, "ha.lease_ttl_ms", it, 1000, 600000, &x))) return rc;
+            if (x % 1000) return cfg_bad(c, "ha.lease_ttl_ms", it, "is not a multiple of 1000 (etcd leases count whole seconds)");
+            cfg->ha_lease_ttl_ms = (uint32_t)x;
+            continue;
+        }
+        const char *path = k == 0 ? "ha.etcd" : "ha.key";
+        if ((rc = cfg_want_string(c, path, it))) return rc;
+        const char *v = it->valuestring;
+        size_t cap = k == 0 ? sizeof cfg->ha_etcd : sizeof cfg->ha_key;
+        if (!v[0] || strlen(v) >= cap) return cfg_bad(c, path, it, "must be 1..%zu bytes long", cap - 1);
+        if (k == 2 && strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") != strlen(v))
+            return cfg_bad(c, path, it, "must be characters of [A-Za-z0-9._/-]");
+        int n_eps = 0;
+        for (const char *p = v, *comma = p; k == 0 && comma; p = comma + 1) {
+            comma = strchr(p, ',');
+            if (++n_eps > 8 || !cfg_etcd_endpoint_ok(p, comma ? (size_t)(comma - p) : strlen(p)))
+                return cfg_bad(c, path, it, "endpoint %d is not http://host:port (IPv4 or localhost, port 1..65535; "
+                               "at most 8 endpoints)", n_eps);
+        }
+        fx_strlcpy(k == 0 ? cfg->ha_etcd : cfg->ha_key, v, cap);
+    }
+    if (!(seen & 1u)) return cfg_fail(c, "ha.etcd", "missing (required with \"ha\")");
     return 0;
 }
 
@@ -464,6 +549,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_MASTER_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->master_timeout_ms);
     case CFG_K_SUB_CLUSTER: return cfg_get_id(c, path, v, false, cfg->sub_cluster);
     case CFG_K_TEST: return cfg_parse_test(c, v, cfg);
+    case CFG_K_HA: return cfg_parse_ha(c, v, cfg);
     case CFG_K_EVICTION_POLICY:
         if ((rc = cfg_want_string(c, path, v))) return rc;
         if (strcmp(v->valuestring, "lru") == 0) cfg->eviction_policy = FX_EVICT_LRU;
@@ -491,6 +577,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_PREFAULT:
         if (!cJSON_IsBool(v)) return cfg_bad(c, path, v, "must be true or false");
         cfg->prefault_segment = cJSON_IsTrue(v);
+        return 0;
+    case CFG_K_TRANSPORT:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (strcmp(v->valuestring, "ring") == 0) cfg->transport_socket = false;
+        else if (strcmp(v->valuestring, "socket") == 0) cfg->transport_socket = true;
+        else return cfg_bad(c, path, v, "must be one of ring, socket");
         return 0;
     default: return cfg_fail(c, path, "internal error: no parser");
     }
@@ -533,12 +625,20 @@ static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
 }
 
 /* Derived defaults and required fields once every member was read. */
-static int cfg_finish(struct cfg_ctx *c, uint32_t seen, fx_config_t *cfg)
+static int cfg_finish(struct cfg_ctx *c, uint64_t seen, fx_config_t *cfg)
 {
-    if (!(seen & (1u << CFG_K_CLUSTER_ID))) return cfg_fail(c, "cluster_id", "missing (required)");
+    if (!(seen & (1ull << CFG_K_CLUSTER_ID))) return cfg_fail(c, "cluster_id", "missing (required)");
+    if (cfg->ha_etcd[0]) { /* issue 17 */
+        if (!cfg->ha_key[0]) snprintf(cfg->ha_key, sizeof cfg->ha_key, "fluxon/%s/master", cfg->cluster_id);
+        if (cfg->role == FX_ROLE_OWNER && (seen & (1ull << CFG_K_MASTER)))
+            return cfg_fail(c, "master", "cannot be combined with \"ha\" (the owner finds its master's address in etcd)");
+        if (cfg->role == FX_ROLE_MASTER && (strcmp(cfg->listen_host, "0.0.0.0") == 0 || cfg->listen_port == 0))
+            return cfg_fail(c, "listen", "\"%s:%u\" cannot be advertised through \"ha\" (give the address and port "
+                            "owners reach)", cfg->listen_host, cfg->listen_port);
+    }
     if (cfg->role == FX_ROLE_EXTERNAL) {
-        if (!(seen & (1u << CFG_K_SOCKET))) return cfg_fail(c, "socket", "missing (required)");
-        if (!(seen & (1u << CFG_K_NODE_ID))) {
+        if (!(seen & (1ull << CFG_K_SOCKET))) return cfg_fail(c, "socket", "missing (required)");
+        if (!(seen & (1ull << CFG_K_NODE_ID))) {
             char suffix[24];
             snprintf(suffix, sizeof suffix, ":%ld", (long)getpid());
             cfg_default_node_id(cfg->node_id, suffix);
@@ -546,8 +646,8 @@ static int cfg_finish(struct cfg_ctx *c, uint32_t seen, fx_config_t *cfg)
         return 0;
     }
     if (cfg->role != FX_ROLE_OWNER) return 0;
-    if (!(seen & (1u << CFG_K_NODE_ID))) cfg_default_node_id(cfg->node_id, "");
-    if (!(seen & (1u << CFG_K_SOCKET))) {
+    if (!(seen & (1ull << CFG_K_NODE_ID))) cfg_default_node_id(cfg->node_id, "");
+    if (!(seen & (1ull << CFG_K_SOCKET))) {
         const char *dir = getenv("XDG_RUNTIME_DIR");
         char path[512];
         snprintf(path, sizeof path, "%s/fluxon-%s/%s.sock", dir && dir[0] ? dir : "/tmp",
@@ -586,7 +686,7 @@ static int cfg_parse_root(struct cfg_ctx *c, const cJSON *root, fx_config_t *cfg
     if (role == FX_ROLE_NONE) return cfg_bad(c, "role", r, "must be one of master, owner, external");
     c->role = role;
     cfg_defaults(cfg, role);
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     for (const cJSON *it = root->child; it; it = it->next) {
         int k = cfg_match(c, it, "", cfg_top_fields, (int)FX_ARRAY_LEN(cfg_top_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;

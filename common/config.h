@@ -85,11 +85,25 @@ typedef struct fx_config {
     uint32_t fault_ms;                    /* "test.fault_ms": delay [0] */
     uint32_t fault_count;                 /* "test.fault_count": how many replies [1], 0 = all */
     uint32_t fail_transfers;              /* "test.fail_transfers": UCX fetches to fail [0] */
+    /* "test" message chaos (issue 17; master and owners, off by default): per control frame
+     * received, drop / delay (uniform in 1..delay_ms) / duplicate it with these probabilities
+     * in parts per million; a frame of a kind the protocol cannot survive losing is never
+     * touched (transport/chaos.c). seed: the fault stream's seed [0: from node_id] */
+    uint32_t chaos_drop_ppm, chaos_delay_ppm, chaos_delay_ms, chaos_dup_ppm;
+    uint64_t chaos_seed;
     int huge_pages;                       /* FX_HUGE_OFF/TRY/ON: segment on hugetlb pages ["off"] */
+
+    /* "ha" (master and owner, issue 17): masters elect a leader through etcd; owners find
+     * it there. Off when ha_etcd is "". */
+    char ha_etcd[512];                    /* "ha.etcd": "http://host:port[,...]" (1..8 endpoints) */
+    uint32_t ha_lease_ttl_ms;             /* "ha.lease_ttl_ms" [5000], 1000..600000, whole seconds */
+    char ha_key[128];                     /* "ha.key": the election's name ["fluxon/<cluster_id>/master"] */
 
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
     bool prefault_segment;                /* map the segment's page tables at open [true] */
+    bool transport_socket;                /* "transport": "socket" (else "ring") [ring; env
+                                             FLUXON_CLIENT_TRANSPORT=socket picks socket] */
 } fx_config_t;
 
 /* Parses and validates json (NUL-terminated) into *cfg (defaults applied first).

@@ -153,8 +153,15 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         mkv_route_t *r = mkv_route_get(s, b.keys.v[i], &inv);
-        if (!r || r->put_ms != b.put_ms.v[i] || r->put_ver != b.put_ver.v[i] || r->value_len != b.value_lens.v[i] ||
-            !src || src->generation != b.src_generation || mkv_route_find(r, src, b.src_offsets.v[i]) < 0) {
+        bool version = r && r->put_ms == b.put_ms.v[i] && r->put_ver == b.put_ver.v[i] && r->value_len == b.value_lens.v[i];
+        if (version && durable && mkv_route_find(r, n, b.offsets.v[i]) >= 0) {
+            /* a resend of a copy already recorded (its answer was lost): OK again, whatever
+             * became of the source since — a STALE here would make the sender free a slot
+             * this route still names, and readers would copy whatever lands in it next */
+            st[i] = MKV_ST(FLUXON_OK);
+            continue;
+        }
+        if (!version || !src || src->generation != b.src_generation || mkv_route_find(r, src, b.src_offsets.v[i]) < 0) {
             st[i] = MKV_ST(FLUXON_ERR_STALE); /* the version, or the copy's source, is gone */
             stale++;
             continue;
@@ -276,7 +283,12 @@ FX_INTERNAL void fx_mkv_list(mkv_t *s, master_peer_t *p, const fx_frame_header_t
         mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "list: out of memory");
         return;
     }
-    uint32_t n = mkv_routes_list(s, b.prefix, b.after, keys, cap); /* views valid until the reply is sent */
+    uint32_t n = 0; /* views valid until the reply is sent */
+    if (mkv_routes_list(s, b.prefix, b.after, keys, cap, &n) != FLUXON_OK) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "list: out of memory for the prefix index of %zu keys",
+                 mkv_routes_count(s));
+        return;
+    }
     fx_body_keys_t ack = {{keys, n}};
     MKV_REPLY(p, h, keys, &ack);
 }

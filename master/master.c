@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "jsonbuf.h"
+#include "master_ha.h"
 #include "mkv.h"
 
 static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
@@ -235,6 +236,10 @@ FX_INTERNAL void fx_master_snap(fx_master_t *m, fx_master_snap_t *s)
     mm->reconnects = m->reconnects;
     mm->owners_declared_dead = m->owners_declared_dead;
     mm->connections = m->n_peers;
+    fx_mha_metrics(m, mm);
+    mm->chaos_dropped = m->chaos.dropped;
+    mm->chaos_delayed = m->chaos.delayed;
+    mm->chaos_duplicated = m->chaos.duplicated;
     fx_master_kv_metrics(m, mm);
     s->replies = m->replies;
 }
@@ -323,10 +328,24 @@ static bool master_kv_request(mkv_t *s, master_peer_t *p, const fx_frame_header_
     }
 }
 
+/* Refuses a request on a master that does not serve (master_ha.h) and drops the peer:
+ * its owner asks etcd for the leader and reconnects there. */
+static void master_refuse_not_leader(master_peer_t *p, const fx_frame_header_t *h)
+{
+    char why[256];
+    fx_mha_why_not(p->m, why, sizeof why);
+    if (h->req_id) fx_conn_reply_error(p->conn, h, FLUXON_ERR_UNAVAILABLE, "%s", why);
+    fx_conn_close_after_flush(p->conn, FLUXON_ERR_UNAVAILABLE);
+}
+
 static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena)
 {
     master_peer_t *p = fx_conn_ud(c);
+    if (!fx_mha_serving(p->m)) { /* a standby, or a leader unsure of its lease: serves nobody (issue 17) */
+        master_refuse_not_leader(p, h);
+        return;
+    }
     if (!p->hello_ok) {
         if (h->type != FX_MSG_HELLO) {
             FX_ERROR("protocol error from %s: %s before HELLO; closing the connection",
@@ -362,7 +381,7 @@ static void master_on_close(fx_conn_t *c, int status)
     fx_master_t *m = p->m;
     if (p->node) {
         p->node->peer = NULL;
-        if (!m->shutting_down) master_mark_dead(m, p->node, "connection lost");
+        if (!m->shutting_down && !m->resetting) master_mark_dead(m, p->node, "connection lost");
     }
     if (p->prev) p->prev->next = p->next;
     else m->peers = p->next;
@@ -392,10 +411,48 @@ static void master_on_accept(void *arg, int fd)
         return;
     }
     fx_conn_count_replies(p->conn, &m->replies);
+    if (m->chaos_on) fx_conn_set_chaos(p->conn, &m->chaos); /* test-only message chaos */
     m->n_peers++;
     p->next = m->peers;
     if (m->peers) m->peers->prev = p;
     m->peers = p;
+}
+
+/* ---- standby masters (issue 17): the election's verdicts (ha.c) ---- */
+static void master_ha_elected(fx_master_t *m)
+{
+    FX_INFO("master generation %llu serves: owners register and re-publish what they hold",
+            (unsigned long long)m->generation);
+}
+
+/* Drops every node and the KV state: what this master knew may be stale now that another
+ * one may have led; if it leads again, owners re-register and re-publish to it. */
+static void master_forget_all(fx_master_t *m)
+{
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        fx_master_kv_node_free(m, m->nodes[i]);
+        fx_free(m->nodes[i]->ucx_address);
+        fx_free(m->nodes[i]->rkey);
+        fx_free(m->nodes[i]);
+    }
+    m->n_nodes = 0;
+    fx_master_kv_fini(m);
+    int rc = fx_master_kv_init(m);
+    if (rc != FLUXON_OK) FX_ERROR("master: cannot recreate its KV state: %s", fluxon_status_string(rc));
+    m->generation = fx_realtime_ns();
+}
+
+/* Stops serving at once: every connection closes (owners look up the new leader) and the
+ * state goes; the master stays a standby and campaigns again. */
+static void master_ha_deposed(fx_master_t *m, const char *why)
+{
+    size_t n = m->n_peers, owners = m->n_nodes;
+    m->resetting = true; /* closing is not owners dying: no dead marks, no broadcasts */
+    while (m->peers) fx_conn_close(m->peers->conn, FLUXON_ERR_UNAVAILABLE);
+    m->resetting = false;
+    master_forget_all(m);
+    FX_WARN("master deposed (%s): stopped serving, closed %zu connections, dropped the routes of %zu owners; "
+            "standby now (generation %llu)", why, n, owners, (unsigned long long)m->generation);
 }
 
 FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_ready_fn ready,
@@ -406,6 +463,7 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
     m->r = r;
     m->cfg = *cfg;
     m->generation = fx_realtime_ns();
+    m->chaos_on = fx_chaos_init(&m->chaos, cfg, "master");
     int rc = fx_master_kv_init(m);
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_tcp_listen(cfg->listen_host, cfg->listen_port, &m->listen_fd, &m->port);
@@ -416,6 +474,15 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
     fx_timer_arm(r, &m->liveness_timer, FX_MAX(cfg->heartbeat_timeout_ms / 8, 10u), master_on_liveness);
     FX_INFO("master listening on %s:%u (cluster %s, generation %llu)", cfg->listen_host, m->port,
             cfg->cluster_id, (unsigned long long)m->generation);
+    static const fx_mha_hooks_t ha_hooks = {master_ha_elected, master_ha_deposed};
+    rc = fx_mha_start(m, &ha_hooks); /* "ha": serves once elected */
+    if (rc != FLUXON_OK) {
+        FX_ERROR("master: cannot start the etcd election: %s", fluxon_status_string(rc));
+        fx_mha_free(m);
+        fx_timer_disarm(r, &m->liveness_timer);
+        fx_acceptor_stop(r, m->acceptor);
+        goto err_close;
+    }
     *m_p = m;
     ready(ready_arg, FLUXON_OK);
     return FLUXON_OK;
@@ -433,6 +500,7 @@ FX_INTERNAL uint16_t fx_master_port(const fx_master_t *m) { return m->port; }
 FX_INTERNAL void fx_master_shutdown(fx_master_t *m)
 {
     m->shutting_down = true;
+    fx_mha_stop(m); /* a leader hands over before its connections close */
     fx_timer_disarm(m->r, &m->liveness_timer);
     fx_acceptor_stop(m->r, m->acceptor);
     m->acceptor = NULL;
@@ -442,6 +510,7 @@ FX_INTERNAL void fx_master_shutdown(fx_master_t *m)
 FX_INTERNAL void fx_master_destroy(fx_master_t *m)
 {
     if (!m) return;
+    fx_mha_free(m);
     if (m->listen_fd > 0) close(m->listen_fd);
     fx_master_kv_fini(m);
     for (size_t i = 0; i < m->n_nodes; i++) {

@@ -5,6 +5,7 @@
 #define FX_MASTER_INT_H
 
 #include "master.h"
+#include "chaos.h"
 #include "master_metrics.h"
 
 struct fx_offset_alloc;
@@ -59,11 +60,15 @@ struct fx_master {
     size_t n_nodes, cap_nodes;
     fx_timer_t liveness_timer;
     bool shutting_down;
+    bool resetting; /* a deposed master closes its connections (issue 17) */
     void *kv; /* the KV state (mkv.h): routes, leases, in-flight records, counters */
+    void *ha; /* ha.c's election state (master_ha.h); NULL without "ha" */
     /* metrics (FX_MASTER_NODE_METRICS) */
     uint64_t registrations, reregistrations, reconnects, owners_declared_dead;
     size_t n_peers;
     fx_reply_counts_t replies; /* every peer connection counts its replies here */
+    fx_chaos_t chaos;          /* test message chaos on every peer connection (issue 17) */
+    bool chaos_on;
 };
 
 /* kv.c, called by master.c */

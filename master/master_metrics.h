@@ -24,7 +24,14 @@
     X(reregistrations, COUNTER, "master_registrations_total", "kind=\"new_generation\"", "")                    \
     X(reconnects, COUNTER, "master_registrations_total", "kind=\"reconnect\"", "")                              \
     X(owners_declared_dead, COUNTER, "master_owners_declared_dead_total", "", "Owners declared dead (missed heartbeats or lost connection)") \
-    X(connections, GAUGE, "master_connections", "", "Connections open to the master")
+    X(connections, GAUGE, "master_connections", "", "Connections open to the master")                          \
+    X(ha_leader, GAUGE, "master_ha_leader", "", "1 while this master serves (always without \"ha\"; issue 17)")    \
+    X(ha_elections, COUNTER, "master_ha_elections_total", "", "Times this master was elected leader through etcd") \
+    X(ha_depositions, COUNTER, "master_ha_depositions_total", "", "Times it lost the leadership (lease expired or unsure)") \
+    /* the test message chaos (issue 17; 0 unless the "test" section sets it) */                                  \
+    X(chaos_dropped, COUNTER, "master_test_chaos_frames_total", "fault=\"dropped\"", "Control frames received that the test message chaos dropped, delayed or duplicated") \
+    X(chaos_delayed, COUNTER, "master_test_chaos_frames_total", "fault=\"delayed\"", "")                          \
+    X(chaos_duplicated, COUNTER, "master_test_chaos_frames_total", "fault=\"duplicated\"", "")
 
 /* stats.c: gauges of the KV state */
 #define FX_MASTER_KV_GAUGES(X)                                                                                   \
@@ -32,7 +39,8 @@
     X(replicas, GAUGE, "master_replicas", "", "Replicas recorded over all routes")                               \
     X(leases, GAUGE, "master_leases", "", "Leases held")                                                        \
     X(put_dedup_acks, GAUGE, "master_put_dedup_acks", "", "PUT_DONE answers kept for deduplication")            \
-    X(put_dedup_bytes, GAUGE, "master_put_dedup_bytes", "", "Bytes of PUT_DONE answers kept for deduplication")
+    X(put_dedup_bytes, GAUGE, "master_put_dedup_bytes", "", "Bytes of PUT_DONE answers kept for deduplication") \
+    X(prefix_index_keys, GAUGE, "master_prefix_index_keys", "", "Keys in the prefix index (0: not built; LIST builds it)")
 
 /* inflight.c: in-flight records */
 #define FX_MASTER_INFLIGHT_METRICS(X)                                                                            \
@@ -83,7 +91,8 @@
     X(republish_stale, COUNTER, "master_republished_keys_total", "outcome=\"stale\"", "")                        \
     X(republish_replaced, COUNTER, "master_republished_keys_total", "outcome=\"replaced\"", "")                  \
     X(republish_refused, COUNTER, "master_republished_keys_total", "outcome=\"refused\"", "")                    \
-    X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended")
+    X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended") \
+    X(prefix_index_builds, COUNTER, "master_prefix_index_builds_total", "", "Prefix indexes built by a LIST (issue 18)")
 
 /* append.c (issue 16): replica tasks to remote_cache targets, hits by tier, demotion */
 #define FX_MASTER_APPEND_METRICS(X)                                                                              \

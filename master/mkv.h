@@ -29,6 +29,7 @@
 #define MKV_LEASE_TTL_MAX 86400000ull
 #define MKV_LIST_DEFAULT 1000u
 #define MKV_LIST_MAX 10000u
+#define MKV_INDEX_IDLE_MS 60000u          /* the prefix index is dropped this long after the last LIST */
 #define MKV_DEDUP_TTL_FACTOR 60u          /* PUT_DONE answers kept 60 x master_timeout_ms ... */
 #define MKV_DEDUP_MAX_BYTES (64u << 20)   /* ... and at most this much per owner (dedup.c) */
 #define MKV_ST(s) ((uint64_t)(int64_t)(s))
@@ -57,7 +58,9 @@ typedef struct mkv {
     fx_master_t *m;
     /* routes.c */
     fx_hmap_t *routes; /* key -> mkv_route_t */
-    fx_prefix_index_t *index;
+    fx_prefix_index_t *index; /* NULL until a LIST needs it (routes.c) */
+    uint64_t index_used_ms;   /* the last LIST */
+    fx_timer_t index_timer;   /* drops the index MKV_INDEX_IDLE_MS after the last LIST */
     uint64_t replicas;
     uint64_t last_put_ms;
     uint32_t last_put_ver;
@@ -220,8 +223,17 @@ FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v);
  * left without a replica are deleted (no INVALIDATE: nobody holds them). */
 FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation);
 /* Up to cap keys with prefix, after `after` (NULL: from the start), in order, into
- * keys[] (views of the route map's own copies: valid until the map changes). */
-FX_INTERNAL uint32_t mkv_routes_list(mkv_t *s, fx_str_t prefix, fx_str_t after, fx_str_t *keys, uint32_t cap);
+ * keys[] (views of the route map's own copies: valid until the map changes); *n_p gets
+ * their number. The first LIST (or the first after the index was dropped) builds the
+ * prefix index from the route map: O(routes log routes). Returns FLUXON_OK or
+ * FLUXON_ERR_NOMEM (the index could not be built; nothing listed). */
+FX_INTERNAL int mkv_routes_list(mkv_t *s, fx_str_t prefix, fx_str_t after, fx_str_t *keys, uint32_t cap,
+                                uint32_t *n_p);
+/* Drops the prefix index when no LIST came for MKV_INDEX_IDLE_MS before now_ms (the
+ * index timer calls it). Returns true when there is no index (left). */
+FX_INTERNAL bool mkv_routes_index_sweep(mkv_t *s, uint64_t now_ms);
+/* Keys in the prefix index: 0 while it is not built. */
+FX_INTERNAL size_t mkv_routes_index_keys(const mkv_t *s);
 
 /* ---- routes.c: re-published values (republish.c) ---- */
 /* The put-id generator resumes above (put_ms, put_ver) (a version an owner reported). */

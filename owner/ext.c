@@ -6,6 +6,8 @@
 
 #include "log.h"
 #include "owner_ext.h"
+#include "owner_ring.h"
+#include "ring.h"
 
 typedef struct oext_state {
     fx_oext_hooks_t hooks;
@@ -20,6 +22,19 @@ typedef struct oext_state {
 static void oext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
 static void oext_on_close(fx_conn_t *c, int status);
 static const fx_conn_ops_t oext_ops = {oext_on_request, oext_on_close, NULL};
+static void oext_ring_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
+static void oext_ring_closed(fx_conn_t *c, int status);
+static const fx_conn_ops_t oext_ring_ops = {oext_ring_request, oext_ring_closed, NULL};
+
+/* The rings for e (issue 18), whose fds travel with the HELLO ack: memfd_p/efd_p stay -1
+ * when there are none (the client then uses the socket). */
+static void oext_ring_new(owner_ext_t *e, int *memfd_p, int *efd_p)
+{
+    *memfd_p = *efd_p = -1;
+    e->ring = fx_oring_new(e->o, e->sock, &oext_ring_ops, e, memfd_p, efd_p);
+    if (!e->ring) return;
+    fx_conn_count_replies(fx_oring_conn(e->ring), &e->o->ext->replies);
+}
 
 static void oext_hello(owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
 {
@@ -53,14 +68,55 @@ static void oext_hello(owner_ext_t *e, const fx_frame_header_t *h, const uint8_t
     fx_frame_header_t rh = {FX_FRAME_MAGIC, FX_MSG_HELLO, FX_FLAG_RESPONSE, (uint32_t)bl, 0, h->req_id};
     fx_frame_header_encode(&rh, frame);
     fx_body_hello_ack_encode(&ack, frame + FX_FRAME_HEADER_BYTES);
-    /* 0: the reactor never waits (issue 13 item 13); a short send closes the connection */
-    rc = fx_unix_send_fd(fx_conn_fd(e->conn), fx_segment_fd(o->seg), frame, bl + FX_FRAME_HEADER_BYTES, 0);
+    /* the segment's memfd, then (issue 18) the rings' memfd and doorbell when there are
+     * rings; 0: the reactor never waits (issue 13 item 13); a short send closes the
+     * connection */
+    int memfd = -1, efd = -1;
+    if (b.generation == FX_RING_HELLO_WANT) oext_ring_new(e, &memfd, &efd);
+    int fds[3] = {fx_segment_fd(o->seg), memfd, efd};
+    rc = fx_unix_send_fds(fx_conn_fd(e->conn), fds, e->ring ? 3 : 1, frame, bl + FX_FRAME_HEADER_BYTES, 0);
+    if (memfd >= 0) close(memfd); /* the client has its own; the owner keeps its mapping */
+    if (rc == FLUXON_OK && e->ring) fx_oring_start(e->ring);
     if (rc != FLUXON_OK) {
         FX_WARN("cannot pass the segment to %s: %s", desc, fluxon_status_string(rc));
         fx_conn_close(e->conn, rc);
         return;
     }
     FX_DEBUG("external %s attached", e->node_id);
+}
+
+/* A request read from e's ring: served like one from the socket, its replies going to the
+ * ring's conn (e->conn while it is served). */
+static void oext_ring_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    owner_ext_t *e = fx_conn_ud(c);
+    fx_conn_t *prev = fx_oext_reply_conn(e, c);
+    oext_on_request(c, h, body, arena);
+    fx_oext_reply_conn(e, prev);
+}
+
+static void oext_close_task(void *arg)
+{
+    fx_conn_close(arg, FLUXON_ERR_PROTOCOL);
+    fx_conn_unref(arg);
+}
+
+/* The ring's conn closed: with the external (CANCELLED: nothing to do), or on a protocol
+ * error in the ring: then the external goes too, like one that sent a malformed frame on
+ * its socket (closed from a post: this runs inside a request being served). */
+static void oext_ring_closed(fx_conn_t *c, int status)
+{
+    owner_ext_t *e = fx_conn_ud(c);
+    if (status == FLUXON_ERR_CANCELLED || !fx_conn_is_open(e->sock)) return;
+    fx_conn_ref(e->sock);
+    if (fx_reactor_post(e->o->r, oext_close_task, e->sock) != FLUXON_OK) fx_conn_unref(e->sock);
+}
+
+FX_INTERNAL fx_conn_t *fx_oext_reply_conn(owner_ext_t *e, fx_conn_t *c)
+{
+    fx_conn_t *prev = e->conn;
+    e->conn = c;
+    return prev;
 }
 
 static void oext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
@@ -91,6 +147,9 @@ static void oext_on_close(fx_conn_t *c, int status)
     owner_ext_t *e = fx_conn_ud(c);
     fx_owner_t *o = e->o;
     oext_state_t *x = o->ext;
+    fx_oring_close(e->ring); /* no more requests nor replies through it */
+    e->ring = NULL;
+    e->conn = e->sock;
     x->hooks.closed(o, e);
     if (e->prev) e->prev->next = e->next;
     else x->exts = e->next;
@@ -113,8 +172,9 @@ static void oext_on_accept(void *arg, int fd)
         return;
     }
     e->o = o;
-    e->conn = fx_conn_new(o->r, fd, &oext_ops, e, o->cfg.max_frame_bytes, "new external");
+    e->conn = e->sock = fx_conn_new(o->r, fd, &oext_ops, e, o->cfg.max_frame_bytes, "new external");
     if (e->conn) fx_conn_count_replies(e->conn, &o->ext->replies);
+    if (e->conn) fx_conn_set_chaos(e->conn, fx_owner_chaos(o)); /* test-only message chaos (NULL: off) */
     if (!e->conn) {
         fx_free(e);
         return;
@@ -149,7 +209,7 @@ FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o)
     if (!x) return;
     if (x->acceptor) fx_acceptor_stop(o->r, x->acceptor);
     x->acceptor = NULL;
-    while (x->exts) fx_conn_close(x->exts->conn, FLUXON_ERR_CANCELLED);
+    while (x->exts) fx_conn_close(x->exts->sock, FLUXON_ERR_CANCELLED);
     if (x->listen_fd >= 0) {
         close(x->listen_fd);
         x->listen_fd = -1;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "owner_leader.h"
 #include "owner_link.h"
 
 enum { OM_DOWN, OM_CONNECTING, OM_HELLO, OM_REGISTERING, OM_READY };
@@ -29,6 +30,11 @@ typedef struct olink {
     int64_t owners_alive;
     bool others_seen; /* another live owner was announced once: it may have placed values here */
     uint64_t forwarded, heartbeats_sent, heartbeat_failures;
+    /* the master's address: the config's, or with "ha" the leader etcd names (issue 17) */
+    char host[FX_HOST_MAX];
+    uint16_t port;
+    fx_oleader_t *leader; /* NULL without "ha" */
+    int64_t leader_rev;   /* the leader key's revision this connection went to */
 } olink_t;
 
 static void olink_connect(olink_t *l);
@@ -52,7 +58,8 @@ static void olink_schedule_reconnect(olink_t *l)
 {
     if (l->o->shutting_down) return;
     l->mstate = OM_DOWN;
-    l->backoff_ms = l->backoff_ms ? FX_MIN(l->backoff_ms * 2, 2000u) : 100u;
+    uint32_t cap = l->leader ? 500u : 2000u; /* with "ha", a new leader is found within a TTL */
+    l->backoff_ms = l->backoff_ms ? FX_MIN(l->backoff_ms * 2, cap) : l->leader ? 20u : 100u;
     fx_timer_arm(l->o->r, &l->reconnect_timer, l->backoff_ms, olink_on_reconnect_timer);
 }
 
@@ -102,7 +109,7 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
 {
     olink_t *l = arg;
     fx_owner_t *o = l->o;
-    if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
+    if (status == FLUXON_ERR_UNAVAILABLE && !h) return; /* connection lost: reconnect scheduled */
     if (status != FLUXON_OK) {
         olink_refused(l, "registration", status, h, body, arena);
         return;
@@ -113,8 +120,7 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
     l->backoff_ms = 0;
     bool changed = l->master_generation && l->master_generation != ack.master_generation;
     l->master_generation = ack.master_generation;
-    FX_INFO("registered with master %s:%u (master generation %llu, owner generation %llu)", o->cfg.master_host,
-            o->cfg.master_port, (unsigned long long)ack.master_generation, (unsigned long long)o->generation);
+    FX_INFO("registered with master %s:%u (master generation %llu, owner generation %llu)", l->host, l->port, (unsigned long long)ack.master_generation, (unsigned long long)o->generation);
     fx_timer_arm(o->r, &l->heartbeat_timer, o->cfg.heartbeat_interval_ms, olink_on_heartbeat_timer);
     l->hooks.registered(o, changed);
     olink_started(l, FLUXON_OK);
@@ -125,7 +131,7 @@ static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *
 {
     olink_t *l = arg;
     fx_owner_t *o = l->o;
-    if (status == FLUXON_ERR_UNAVAILABLE) return; /* connection lost: reconnect scheduled */
+    if (status == FLUXON_ERR_UNAVAILABLE && !h) return; /* connection lost: reconnect scheduled */
     if (status != FLUXON_OK) {
         olink_refused(l, "HELLO", status, h, body, arena);
         return;
@@ -145,17 +151,17 @@ static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *
  * waited so far (the owner waits like a daemon; fluxon_node_start bounds the wait). */
 static void olink_log_waiting(olink_t *l, const char *why)
 {
-    fx_owner_t *o = l->o;
     uint64_t now = fx_now_ns();
+    char who[FX_HOST_MAX + 16] = "(the leader etcd names)";
+    if (l->port) snprintf(who, sizeof who, "%s:%u", l->host, l->port);
     l->reconnects++;
     if (!l->waiting_since_ns) {
         l->waiting_since_ns = l->waiting_logged_ns = now;
-        FX_WARN("waiting for master %s:%u (%s); %s, retrying with backoff up to 2 s", o->cfg.master_host,
-                o->cfg.master_port, why, l->started ? "serving local hits meanwhile" : "not registered yet");
+        FX_WARN("waiting for master %s (%s); %s, retrying with backoff up to %s", who, why,
+                l->started ? "serving local hits meanwhile" : "not registered yet", l->leader ? "0.5 s" : "2 s");
     } else if (now - l->waiting_logged_ns >= 5000000000ull) {
         l->waiting_logged_ns = now;
-        FX_WARN("still waiting for master %s:%u after %.0f s (%s)", o->cfg.master_host, o->cfg.master_port,
-                (double)(now - l->waiting_since_ns) / 1e9, why);
+        FX_WARN("still waiting for master %s after %.0f s (%s)", who, (double)(now - l->waiting_since_ns) / 1e9, why);
     }
 }
 
@@ -178,7 +184,7 @@ static void olink_on_connect(fx_connect_op_t *op, int res)
     }
     l->waiting_since_ns = 0;
     char desc[96];
-    snprintf(desc, sizeof desc, "master %s:%u", o->cfg.master_host, o->cfg.master_port);
+    snprintf(desc, sizeof desc, "master %s:%u", l->host, l->port);
     l->mconn = fx_conn_new(o->r, fd, &olink_ops, l, o->cfg.max_frame_bytes, desc);
     if (!l->mconn) {
         olink_schedule_reconnect(l);
@@ -188,6 +194,7 @@ static void olink_on_connect(fx_connect_op_t *op, int res)
         o->cfg.fault_kind != FX_FAULT_TRUNCATE) /* test-only: faults of the connection itself */
         fx_conn_set_fault(l->mconn, (uint16_t)fx_msg_by_name(o->cfg.fault_message), o->cfg.fault_kind,
                           o->cfg.fault_ms, o->cfg.fault_count);
+    fx_conn_set_chaos(l->mconn, fx_owner_chaos(o)); /* test-only message chaos (NULL: off) */
     l->mstate = OM_HELLO;
     fx_body_hello_t hb;
     fx_hello_fill(&o->cfg, FX_ROLE_OWNER, o->cfg.node_id, o->generation, &hb);
@@ -199,8 +206,13 @@ static void olink_connect(olink_t *l)
 {
     fx_owner_t *o = l->o;
     if (o->shutting_down || l->connect_inflight || l->mconn) return;
+    if (l->leader && !fx_oleader_get(l->leader, l->host, sizeof l->host, &l->port, &l->leader_rev)) {
+        olink_log_waiting(l, "etcd names no leader yet");
+        olink_schedule_reconnect(l);
+        return;
+    }
     int fd;
-    if (fx_tcp_socket(o->cfg.master_host, o->cfg.master_port, &fd, l->connect_op.addr, &l->connect_op.addrlen) !=
+    if (fx_tcp_socket(l->host, l->port, &fd, l->connect_op.addr, &l->connect_op.addrlen) !=
         FLUXON_OK) {
         olink_schedule_reconnect(l);
         return;
@@ -304,18 +316,59 @@ FX_INTERNAL int fx_olink_init(fx_owner_t *o, const fx_olink_hooks_t *hooks)
     l->hooks = *hooks;
     l->connect_fd = -1;
     l->owners_alive = -1;
+    fx_strlcpy(l->host, o->cfg.master_host, sizeof l->host);
+    l->port = o->cfg.ha_etcd[0] ? 0 : o->cfg.master_port; /* with "ha": etcd's leader */
     fx_timer_init(&l->reconnect_timer);
     fx_timer_init(&l->heartbeat_timer);
     o->link = l;
     return FLUXON_OK;
 }
 
-FX_INTERNAL void fx_olink_start(fx_owner_t *o) { olink_connect(o->link); }
+/* With "ha": etcd names another leader (or none). A connection to an older one goes (its
+ * requests fail over to the new leader's registration); a link waiting connects now. */
+static void olink_on_leader_changed(void *arg)
+{
+    olink_t *l = arg;
+    char host[FX_HOST_MAX];
+    uint16_t port;
+    int64_t rev;
+    if (l->o->shutting_down || !l->leader) return;
+    bool known = fx_oleader_get(l->leader, host, sizeof host, &port, &rev);
+    if (l->mconn || l->connect_inflight) {
+        if (known && rev == l->leader_rev) return;
+        FX_WARN("the master's leadership moved (%s:%u -> %s); leaving %s:%u", l->host, l->port,
+                known ? host : "no leader", l->host, l->port);
+        l->backoff_ms = 0;
+        if (l->mconn) fx_conn_close(l->mconn, FLUXON_ERR_STALE);
+        return; /* a connect in flight fails or is refused by the old leader: then the new one */
+    }
+    if (known && l->mstate == OM_DOWN) {
+        fx_timer_disarm(l->o->r, &l->reconnect_timer);
+        l->backoff_ms = 0;
+        olink_connect(l);
+    }
+}
+
+FX_INTERNAL void fx_olink_start(fx_owner_t *o)
+{
+    olink_t *l = o->link;
+    if (o->cfg.ha_etcd[0]) {
+        int rc = fx_oleader_start(o->r, &o->cfg, olink_on_leader_changed, l, &l->leader);
+        if (rc != FLUXON_OK) {
+            FX_ERROR("owner: cannot start the etcd leader lookup (ha.etcd %s): %s", o->cfg.ha_etcd,
+                     fluxon_status_string(rc));
+            olink_started(l, rc);
+            return;
+        }
+    }
+    olink_connect(l);
+}
 
 FX_INTERNAL void fx_olink_shutdown(fx_owner_t *o)
 {
     olink_t *l = o->link;
     if (!l) return;
+    fx_oleader_stop(l->leader); /* no more changes posted */
     fx_timer_disarm(o->r, &l->reconnect_timer);
     fx_timer_disarm(o->r, &l->heartbeat_timer);
     if (l->connect_inflight) {
@@ -327,6 +380,7 @@ FX_INTERNAL void fx_olink_shutdown(fx_owner_t *o)
 
 FX_INTERNAL void fx_olink_fini(fx_owner_t *o)
 {
+    if (o->link) fx_oleader_free(o->link->leader);
     fx_free(o->link);
     o->link = NULL;
 }

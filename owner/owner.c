@@ -13,6 +13,7 @@
 #include "owner_link.h"
 #include "owner_peers.h"
 #include "owner_place.h"
+#include "owner_prefault.h"
 #include "owner_put.h"
 #include "owner_replica.h"
 #include "owner_republish.h"
@@ -123,7 +124,9 @@ static void owner_on_held(fx_reactor_t *r, fx_timer_t *t)
     owner_ext_t *e = fx_conn_is_open(x->conn) ? fx_conn_ud(x->conn) : NULL;
     if (e) {
         fx_arena_t arena = {0};
+        fx_conn_t *prev = fx_oext_reply_conn(e, x->conn); /* its socket or its ring */
         owner_ext_dispatch(o, e, &x->h, x->body, &arena);
+        fx_oext_reply_conn(e, prev);
         fx_arena_free(&arena);
     }
     owner_held_free(o, x);
@@ -209,45 +212,6 @@ static void owner_started(fx_owner_t *o, int status)
 }
 
 /* ---- lifecycle ---- */
-/* Faults the whole segment in: first-touch faults of shared memory otherwise land on the
- * hot path of every first put and remote fetch into a fresh slot (they were the largest
- * cost of remote restores in profiles). On a thread of its own, in 64 MiB steps, while the
- * owner registers and serves (MADV_POPULATE_WRITE faults pages in without writing them, so
- * it may run under live puts): an 8 GiB segment takes 10-20 s, which must not count
- * against start_timeout_ms nor delay a stop. Best effort. */
-static void *owner_prefault_main(void *arg)
-{
-    fx_owner_t *o = arg;
-    uint8_t *base = fx_segment_base(o->seg);
-    uint64_t len = fx_segment_len(o->seg), step = 64ull << 20, off = 0;
-    uint64_t t0 = fx_now_ns();
-    fx_log_set_context("owner", o->cfg.node_id);
-    for (; off < len && !__atomic_load_n(&o->prefault_stop, __ATOMIC_RELAXED); off += step)
-        if (madvise(base + off, FX_MIN(step, len - off), MADV_POPULATE_WRITE) != 0) {
-            FX_DEBUG("segment prefault skipped: %m");
-            return NULL;
-        }
-    if (off >= len)
-        FX_INFO("segment prefaulted: %llu MiB in %.1f s", (unsigned long long)(len >> 20),
-                (double)(fx_now_ns() - t0) / 1e9);
-    return NULL;
-}
-
-static void owner_prefault_start(fx_owner_t *o)
-{
-    if (o->cfg.numa_node >= 0) return; /* fx_segment_create placed and touched every page */
-    o->prefault_running = pthread_create(&o->prefault_thread, NULL, owner_prefault_main, o) == 0;
-    if (!o->prefault_running) FX_DEBUG("segment prefault skipped: no thread");
-}
-
-static void owner_prefault_stop(fx_owner_t *o)
-{
-    if (!o->prefault_running) return;
-    __atomic_store_n(&o->prefault_stop, 1, __ATOMIC_RELAXED);
-    pthread_join(o->prefault_thread, NULL);
-    o->prefault_running = false;
-}
-
 static void owner_fini_modules(fx_owner_t *o)
 {
     fx_opeers_shutdown(o);
@@ -299,10 +263,11 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
         fx_free(o);
         return FLUXON_ERR_CONFIG;
     }
+    o->chaos_on = fx_chaos_init(&o->chaos, cfg, cfg->node_id);
     int rc = fx_segment_create_huge(cfg->segment_bytes, cfg->numa_node, o->generation, cfg->node_id,
                                     cfg->huge_pages, &o->seg);
     if (rc != FLUXON_OK) goto err_free;
-    owner_prefault_start(o);
+    fx_oprefault_start(o);
     rc = owner_init_modules(o);
     if (rc == FLUXON_OK) rc = fx_oext_init(o, &ext_hooks);
     if (rc != FLUXON_OK) goto err_modules;
@@ -315,7 +280,7 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
 
 err_modules:
     owner_fini_modules(o);
-    owner_prefault_stop(o);
+    fx_oprefault_stop(o);
     fx_segment_destroy(o->seg);
 err_free:
     fx_free(o);
@@ -338,7 +303,7 @@ FX_INTERNAL void fx_owner_destroy(fx_owner_t *o)
         owner_held_free(o, o->held);
     }
     owner_fini_modules(o);
-    owner_prefault_stop(o);
+    fx_oprefault_stop(o);
     fx_segment_destroy(o->seg);
     fx_free(o);
 }

@@ -17,6 +17,9 @@ FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks); /* li
 FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o); /* stops accepting, closes every external */
 FX_INTERNAL void fx_oext_fini(fx_owner_t *o);
 FX_INTERNAL void fx_oext_metrics(fx_owner_t *o, fx_ometrics_t *m);
+/* Makes c (e's socket or its ring's conn) where e's replies go; returns the previous one.
+ * A request served later (held back by a test fault) is served on the conn it came from. */
+FX_INTERNAL fx_conn_t *fx_oext_reply_conn(owner_ext_t *e, fx_conn_t *c);
 /* Replies to externals by (message type, status) since the owner started. */
 FX_INTERNAL const fx_reply_counts_t *fx_oext_replies(fx_owner_t *o);
 

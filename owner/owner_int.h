@@ -15,13 +15,16 @@
 
 #include "owner.h"
 #include "owner_metrics.h"
+#include "chaos.h"
 #include "segment.h"
 
 /* One external client connected on the owner's unix socket (ext.c). */
 typedef struct owner_ext {
     struct owner_ext *prev, *next;
     fx_owner_t *o;
-    fx_conn_t *conn;
+    fx_conn_t *conn;              /* where the request being served replies: sock, or the ring's conn */
+    fx_conn_t *sock;              /* the unix socket (HELLO, liveness, notifications) */
+    struct owner_ring *ring;      /* shared-memory rings (ext_ring.c), NULL if none */
     bool hello_ok;
     char node_id[FX_ID_MAX];
     struct owner_holder *holders; /* pins this external holds (store.c; released when it goes) */
@@ -51,12 +54,16 @@ struct fx_owner {
     struct orepub *repub;    /* republish.c */
     /* owner.c */
     struct owner_held *held; /* test fault delay_request: externals' requests held back */
+    fx_chaos_t chaos;        /* test message chaos (issue 17): set at create, read by fx_owner_chaos */
+    bool chaos_on;
     fx_ready_fn ready;
     void *ready_arg;
     bool ready_sent;
+    /* prefault.c */
     pthread_t prefault_thread; /* faults the segment in while the owner registers */
     bool prefault_running;
     int prefault_stop; /* atomic: set at destroy */
+    int prefault_done; /* atomic: set by the thread when it ends */
 };
 
 /* Test-only (config "test": fault `kind` of message msg): true when it applies now
@@ -68,6 +75,10 @@ static inline bool fx_owner_fault(fx_owner_t *o, int kind, const char *msg)
     o->faults_applied++;
     return true;
 }
+
+/* The message chaos to hand the owner's connections (master link, externals), NULL when
+ * the config's "test" section sets none (chaos.h). */
+static inline fx_chaos_t *fx_owner_chaos(fx_owner_t *o) { return o->chaos_on ? &o->chaos : NULL; }
 
 /* delay_request: this request to the master is held back fault_ms */
 static inline bool fx_owner_fault_delay(fx_owner_t *o, const char *msg)

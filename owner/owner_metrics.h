@@ -19,6 +19,12 @@
     /* identity (stats.c) */                                                                                     \
     X(generation, GAUGE, "owner_generation", "", "This owner's registration generation")                         \
     X(segment_bytes, GAUGE, "owner_segment_bytes", "", "Size of the owner's shared segment")                     \
+    /* stats.c: the test message chaos (issue 17; 0 unless the "test" section sets it) */                         \
+    X(chaos_dropped, COUNTER, "owner_test_chaos_frames_total", "fault=\"dropped\"", "Control frames received that the test message chaos dropped, delayed or duplicated") \
+    X(chaos_delayed, COUNTER, "owner_test_chaos_frames_total", "fault=\"delayed\"", "")                           \
+    X(chaos_duplicated, COUNTER, "owner_test_chaos_frames_total", "fault=\"duplicated\"", "")                     \
+    /* prefault.c */                                                                                             \
+    X(segment_prefaulting, BOOL, "owner_segment_prefaulting", "", "1 while the owner faults its segment in")      \
     /* ext.c */                                                                                                  \
     X(externals, GAUGE, "owner_externals", "", "External clients connected on the owner socket")                 \
     X(requests, COUNTER, "owner_ext_frames_total", "", "Frames received from externals")                        \

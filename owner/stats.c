@@ -10,6 +10,7 @@
 #include "owner_get.h"
 #include "owner_link.h"
 #include "owner_place.h"
+#include "owner_prefault.h"
 #include "owner_put.h"
 #include "owner_replica.h"
 #include "owner_republish.h"
@@ -38,10 +39,16 @@ FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
     s->node_role = fx_node_role_name(o->cfg.node_role);
     s->m.generation = o->generation;
     s->m.segment_bytes = fx_segment_len(o->seg);
+    const fx_chaos_t *ch = fx_owner_chaos(o);
+    if (ch) {
+        s->m.chaos_dropped = ch->dropped;
+        s->m.chaos_delayed = ch->delayed;
+        s->m.chaos_duplicated = ch->duplicated;
+    }
     void (*parts[])(fx_owner_t *, fx_ometrics_t *) = {fx_oext_metrics,   fx_olink_metrics, fx_ostore_metrics,
                                                       fx_oclaims_metrics, fx_oput_metrics,  fx_oplace_metrics,
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
-                                                      fx_orepl_metrics,   fx_orepub_metrics};
+                                                      fx_orepl_metrics,   fx_orepub_metrics, fx_oprefault_metrics};
     for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) parts[i](o, &s->m);
     s->replies = *fx_oext_replies(o);
 }

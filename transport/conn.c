@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "chaos.h"
 #include "config.h"
 #include "log.h"
 
@@ -54,6 +55,7 @@ struct fx_conn {
     uint32_t fault_ms, fault_left;
     bool fault_all;
     struct conn_delayed *delayed;
+    fx_chaos_t *chaos; /* test-only message chaos (chaos.h), NULL = off */
     fx_reply_counts_t *replies; /* fx_conn_count_replies: the role's table, or NULL */
     /* rpc */
     uint64_t next_req_id;
@@ -70,6 +72,7 @@ typedef struct conn_delayed {
     struct conn_delayed *next;
     fx_timer_t timer;
     fx_conn_t *c;
+    bool chaos; /* delayed by the message chaos: dispatched as received (request or response) */
     fx_frame_header_t h;
     uint8_t body[];
 } conn_delayed_t;
@@ -355,6 +358,26 @@ static void conn_deliver(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t
     fx_free(e);
 }
 
+/* A validated frame to its rpc callback, on_response or on_request (the arena holds its
+ * decoded arrays; the caller resets it). */
+static void conn_dispatch(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body)
+{
+    if (h->flags & FX_FLAG_RESPONSE) {
+        conn_rpc_t *e = conn_rpc_take(c, h->req_id);
+        if (e) {
+            e->cb(e->arg, h->status, h, body, &c->arena);
+            fx_free(e);
+        } else if (c->ops->on_response) {
+            c->ops->on_response(c, h, body, &c->arena);
+        } else {
+            FX_DEBUG("late or unknown response %llu (%s) from %s dropped", (unsigned long long)h->req_id,
+                     fx_msg_name(h->type), c->desc);
+        }
+    } else if (c->ops->on_request) {
+        c->ops->on_request(c, h, body, &c->arena);
+    }
+}
+
 static void conn_on_delayed(fx_reactor_t *r, fx_timer_t *t)
 {
     conn_delayed_t *d = FX_CONTAINER_OF(t, conn_delayed_t, timer);
@@ -363,12 +386,34 @@ static void conn_on_delayed(fx_reactor_t *r, fx_timer_t *t)
             *pp = d->next;
             break;
         }
-    if (d->c->open) {
+    if (d->c->open && !(d->chaos && d->c->closing)) {
         fx_arena_reset(&d->c->arena);
-        if (fx_msg_validate(&d->h, d->body, &d->c->arena) == FLUXON_OK) conn_deliver(d->c, &d->h, d->body);
+        if (fx_msg_validate(&d->h, d->body, &d->c->arena) == FLUXON_OK) {
+            if (d->chaos) conn_dispatch(d->c, &d->h, d->body);
+            else conn_deliver(d->c, &d->h, d->body);
+        }
+        fx_arena_reset(&d->c->arena);
     }
     fx_conn_unref(d->c);
     fx_free(d);
+}
+
+/* Holds a copy of the frame back ms, then delivers it (chaos: dispatches it); false when
+ * out of memory (the frame is handled now). */
+static bool conn_hold(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, uint32_t ms, bool chaos)
+{
+    conn_delayed_t *d = fx_malloc(sizeof *d + h->body_len);
+    if (!d) return false;
+    d->c = c;
+    d->chaos = chaos;
+    d->h = *h;
+    memcpy(d->body, body, h->body_len);
+    fx_conn_ref(c);
+    d->next = c->delayed;
+    c->delayed = d;
+    fx_timer_init(&d->timer);
+    fx_timer_arm(c->r, &d->timer, ms, conn_on_delayed);
+    return true;
 }
 
 /* Returns true when the frame was consumed by the fault (delayed or dropped). */
@@ -382,18 +427,27 @@ static bool conn_fault(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *
         conn_deliver(c, h, body);
         return false; /* the parse loop delivers it a second time: must be ignored */
     }
-    conn_delayed_t *d = fx_malloc(sizeof *d + h->body_len);
-    if (!d) return false;
-    d->c = c;
-    d->h = *h;
-    memcpy(d->body, body, h->body_len);
-    fx_conn_ref(c);
-    d->next = c->delayed;
-    c->delayed = d;
-    fx_timer_init(&d->timer);
-    fx_timer_arm(c->r, &d->timer, c->fault_ms, conn_on_delayed);
-    return true;
+    return conn_hold(c, h, body, c->fault_ms, false);
 }
+
+/* Message chaos (chaos.h): returns true when the frame was consumed (dropped or held back);
+ * a duplicated frame is dispatched once here and once more by the caller. */
+static bool conn_chaos(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body)
+{
+    uint32_t ms = 0;
+    int k = fx_chaos_pick(c->chaos, h, &ms);
+    if (k == FX_CHAOS_PASS) return false;
+    FX_DEBUG("test chaos: %s %s %llu from %s %s", fx_msg_name(h->type), h->flags & FX_FLAG_RESPONSE ? "response" : "request",
+             (unsigned long long)h->req_id, c->desc,
+             k == FX_CHAOS_DROP ? "dropped" : k == FX_CHAOS_DELAY ? "delayed" : "duplicated");
+    if (k == FX_CHAOS_DROP) return true;
+    if (k == FX_CHAOS_DELAY) return conn_hold(c, h, body, ms, true);
+    conn_dispatch(c, h, body);
+    fx_arena_reset(&c->arena);
+    return !c->open || c->closing; /* else the caller dispatches it again */
+}
+
+FX_INTERNAL void fx_conn_set_chaos(fx_conn_t *c, fx_chaos_t *ch) { c->chaos = ch; }
 
 FX_INTERNAL void fx_conn_set_fault(fx_conn_t *c, uint16_t type, int kind, uint32_t ms, uint32_t count)
 {
@@ -450,20 +504,12 @@ static void conn_parse(fx_conn_t *c)
             off += total;
             continue;
         }
-        if (h.flags & FX_FLAG_RESPONSE) {
-            conn_rpc_t *e = conn_rpc_take(c, h.req_id);
-            if (e) {
-                e->cb(e->arg, h.status, &h, body, &c->arena);
-                fx_free(e);
-            } else if (c->ops->on_response) {
-                c->ops->on_response(c, &h, body, &c->arena);
-            } else {
-                FX_DEBUG("late or unknown response %llu (%s) from %s dropped",
-                         (unsigned long long)h.req_id, fx_msg_name(h.type), c->desc);
-            }
-        } else if (c->ops->on_request) {
-            c->ops->on_request(c, &h, body, &c->arena);
+        if (c->chaos && conn_chaos(c, &h, body)) {
+            fx_arena_reset(&c->arena);
+            off += total;
+            continue;
         }
+        conn_dispatch(c, &h, body);
         fx_arena_reset(&c->arena);
         off += total;
     }

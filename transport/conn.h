@@ -124,6 +124,11 @@ FX_INTERNAL size_t fx_rpc_pending(const fx_conn_t *c);
  * (kind: FX_FAULT_* from config.h). */
 FX_INTERNAL void fx_conn_set_fault(fx_conn_t *c, uint16_t type, int kind, uint32_t ms, uint32_t count);
 
+/* Test-only message chaos (issue 17, chaos.h): every frame c receives from now on is
+ * offered to ch (NULL: off); ch outlives c or is detached with NULL. */
+struct fx_chaos;
+FX_INTERNAL void fx_conn_set_chaos(fx_conn_t *c, struct fx_chaos *ch);
+
 /* Socket helpers: non-blocking + CLOEXEC. */
 FX_INTERNAL int fx_tcp_listen(const char *host, uint16_t port, int *fd_p, uint16_t *bound_port_p);
 FX_INTERNAL int fx_tcp_socket(const char *host, uint16_t port, int *fd_p, void *sockaddr_out,

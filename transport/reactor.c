@@ -311,6 +311,10 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
 {
     reactor_efd_arm(r);
     while (!r->stop) {
+        /* completions that arrived while this thread was busy (or not scheduled) are handled
+         * before timers: a reply already here never loses to its own timeout */
+        reactor_reap(r);
+        if (r->stop) break;
         reactor_run_timers(r);
         if (r->stop) break;
         bool busy = r->idle_hook ? r->idle_hook(r->idle_arg) : false;
@@ -331,6 +335,9 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
             return FLUXON_ERR_INTERNAL;
         }
         reactor_reap(r);
+        /* issue 18: what the completions queued (replies first of all) goes out now, not
+         * after the next turn's timers and idle hook (UCX progress) */
+        if (io_uring_sq_ready(&r->ring)) io_uring_submit(&r->ring);
     }
     return FLUXON_OK;
 }

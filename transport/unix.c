@@ -57,10 +57,18 @@ static int ux_sock_errno_status(int e)
 
 FX_INTERNAL int fx_unix_send_fd(int sock, int fd, const void *data, size_t len, int timeout_ms)
 {
-    if (sock < 0 || fd < 0 || !data || len == 0 || timeout_ms < 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    return fx_unix_send_fds(sock, &fd, 1, data, len, timeout_ms);
+}
+
+FX_INTERNAL int fx_unix_send_fds(int sock, const int *fds, int n_fds, const void *data, size_t len, int timeout_ms)
+{
+    if (sock < 0 || !fds || n_fds < 1 || n_fds > FX_UNIX_MAX_FDS || !data || len == 0 || timeout_ms < 0)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    for (int i = 0; i < n_fds; i++)
+        if (fds[i] < 0) return FLUXON_ERR_INVALID_ARGUMENT;
     union {
         struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int) * FX_UNIX_MAX_FDS)];
     } ctl;
     memset(&ctl, 0, sizeof ctl);
     uint64_t deadline = fx_now_ms() + (uint64_t)timeout_ms;
@@ -71,12 +79,12 @@ FX_INTERNAL int fx_unix_send_fd(int sock, int fd, const void *data, size_t len, 
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
         if (!fd_sent) {
             msg.msg_control = ctl.buf;
-            msg.msg_controllen = sizeof ctl.buf;
+            msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n_fds);
             struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
             c->cmsg_level = SOL_SOCKET;
             c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(c), &fd, sizeof fd);
+            c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n_fds);
+            memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n_fds);
         }
         ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {

@@ -21,6 +21,10 @@
  * within timeout_ms: part of the message may have gone, close the socket);
  * FLUXON_ERR_INTERNAL. */
 FX_INTERNAL int fx_unix_send_fd(int sock, int fd, const void *data, size_t len, int timeout_ms);
+/* The same with n_fds (1..FX_UNIX_MAX_FDS) fds in one SCM_RIGHTS message, in order
+ * (issue 18: the segment, the rings' memfd, the doorbell eventfd). */
+#define FX_UNIX_MAX_FDS 4
+FX_INTERNAL int fx_unix_send_fds(int sock, const int *fds, int n_fds, const void *data, size_t len, int timeout_ms);
 
 /* Receives one message sent by fx_unix_send_fd: waits up to timeout_ms (>= 0; 0 = only
  * what is already queued) for data, then one recvmsg into buf (cap >= 1 bytes).

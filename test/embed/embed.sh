@@ -18,8 +18,8 @@
 # linking against the installed library, which was built with them.
 set -euo pipefail
 
-DEPS="ucx liburing libcjson libxxhash numa"
-EXTRA_LIBS="-lmimalloc -lpthread"
+DEPS="ucx liburing libcjson libxxhash numa libcurl"
+EXTRA_LIBS="-lmimalloc -lpthread -lm"
 
 die() { echo "embed.sh: $*" >&2; exit 1; }
 if [ ! -f fluxon.c ] || [ ! -f fluxon.h ] || [ ! -f include/fluxon.h ]; then

@@ -267,6 +267,15 @@ static const struct tc_bad tc_bads[] = {
      "\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\"}",
      "socket: \"/"}, /* default path longer than 107 bytes */
     {M "\"listen\":\"1.2.3.4:80\",\"listen\":\"1.2.3.4:81\"}", "listen: duplicate field"},
+    /* message chaos (issue 17) */
+    {M "\"test\":{\"drop_ppm\":1000001}}", "test.drop_ppm: 1000001 must be an integer in 0..1000000 (parts per million)"},
+    {O "\"test\":{\"dup_ppm\":-1}}", "test.dup_ppm: -1 must be an integer in 0..1000000"},
+    {O "\"test\":{\"delay_ppm\":10}}", "test.delay_ms: missing or 0 (required > 0 with test.delay_ppm)"},
+    {M "\"test\":{\"delay_ppm\":10,\"delay_ms\":60001}}", "test.delay_ms: 60001 must be an integer in 0..60000 (ms)"},
+    {O "\"test\":{\"drop_ppm\":600000,\"dup_ppm\":500000}}", "test.drop_ppm: drop_ppm 600000 + delay_ppm 0 + dup_ppm 500000 exceed 1000000"},
+    {M "\"test\":{\"seed\":1.5}}", "test.seed: 1.5 must be an integer in 0..2^53-1"},
+    {M "\"test\":{\"fault_message\":\"GRANT\"}}", "test.fault_message: unknown field for role master"},
+    {E "\"test\":{\"drop_ppm\":1}}", "test: unknown field for role external"},
 };
 #undef O
 #undef M
@@ -474,4 +483,20 @@ Test(config, eviction_policy_and_idle_grant_return)
     cr_assert(strstr(err, "reserve.idle_grant_return_ms"), "%s", err);
     cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c1\",\"eviction_policy\":\"lru\"}", &c, err),
                  FLUXON_ERR_CONFIG, "an owner field");
+}
+
+/* the message chaos fields (issue 17): master and owners, off by default */
+Test(config, test_chaos_fields)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert(!c.chaos_drop_ppm && !c.chaos_delay_ppm && !c.chaos_delay_ms && !c.chaos_dup_ppm && !c.chaos_seed, "off by default");
+    cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c1\",\"test\":{\"drop_ppm\":10,\"delay_ppm\":20,"
+                          "\"delay_ms\":300,\"dup_ppm\":30,\"seed\":77}}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.chaos_drop_ppm, 10);
+    cr_assert_eq(c.chaos_delay_ppm, 20);
+    cr_assert_eq(c.chaos_delay_ms, 300);
+    cr_assert_eq(c.chaos_dup_ppm, 30);
+    cr_assert_eq(c.chaos_seed, 77);
 }

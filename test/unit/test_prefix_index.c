@@ -391,3 +391,54 @@ Test(prefix_index, hex_keys_scale)
     coll_free(&c);
     fx_prefix_index_destroy(x);
 }
+
+/* Issue 18: the master builds its index from sorted keys with append: the same tree as
+ * inserting them (every invariant, every key listed in order), keys that are prefixes of
+ * the next and NUL bytes included; a key not greater than the greatest is refused and
+ * changes nothing. */
+static int kbuf_cmp(const void *a, const void *b)
+{
+    const kbuf_t *x = a, *y = b;
+    return kcmp(x->k, x->n, y->k, y->n);
+}
+
+Test(prefix_index, append_of_sorted_keys_builds_the_same_index_as_insert)
+{
+    enum { N = 5000 };
+    static char store[N][24];
+    kbuf_t v[N];
+    uint64_t s = 11;
+    size_t n = 0;
+    for (int i = 0; i < N; i++) {
+        uint64_t r = tp_rand(&s);
+        size_t len = 1 + r % 6; /* short keys over a tiny alphabet: many prefixes, many duplicates */
+        for (size_t j = 0; j < len; j++) store[i][j] = "ab\0c"[(r >> (8 + 2 * j)) & 3];
+        v[n++] = (kbuf_t){store[i], len};
+    }
+    qsort(v, n, sizeof *v, kbuf_cmp);
+    size_t u = 0; /* unique */
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || kcmp(v[u - 1].k, v[u - 1].n, v[i].k, v[i].n) != 0) v[u++] = v[i];
+    fx_prefix_index_t *a = mk();
+    cr_assert_eq(fx_prefix_index_append(a, S("")), FLUXON_OK, "the smallest key first");
+    for (size_t i = 0; i < u; i++) cr_assert_eq(fx_prefix_index_append(a, v[i].k, v[i].n), FLUXON_OK, "key %zu", i);
+    cr_assert_eq(fx_prefix_index_count(a), u + 1);
+    cr_assert_eq(fx_prefix_index_check(a), FLUXON_OK);
+    /* refused: equal to the greatest, smaller, a proper prefix of the greatest */
+    const kbuf_t *last = &v[u - 1];
+    cr_assert_eq(fx_prefix_index_append(a, last->k, last->n), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_prefix_index_append(a, v[0].k, v[0].n), FLUXON_ERR_INVALID_ARGUMENT);
+    if (last->n > 1) cr_assert_eq(fx_prefix_index_append(a, last->k, last->n - 1), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_prefix_index_count(a), u + 1);
+    coll_t c = {0};
+    cr_assert_eq(fx_prefix_index_list(a, NULL, 0, NULL, 0, SIZE_MAX, coll_cb, &c), u + 1);
+    cr_assert_eq(c.lens[0], 0);
+    for (size_t i = 0; i < u; i++)
+        cr_assert(c.lens[i + 1] == v[i].n && memcmp(c.keys[i + 1], v[i].k, v[i].n) == 0, "key %zu in order", i);
+    coll_free(&c);
+    /* the appended index keeps working as an ordinary one */
+    cr_assert_eq(fx_prefix_index_insert(a, S("ab\0zz")), FLUXON_OK);
+    cr_assert_eq(fx_prefix_index_remove(a, v[u / 2].k, v[u / 2].n), FLUXON_OK);
+    cr_assert_eq(fx_prefix_index_check(a), FLUXON_OK);
+    fx_prefix_index_destroy(a);
+}

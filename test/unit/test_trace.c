@@ -228,6 +228,28 @@ Test(page_keys, tp_suffixes)
     cr_assert_eq(fx_cli_page_key(k, 10, "m", h, 0, 1), -1, "too small a buffer is refused");
 }
 
+/* Issue 18: keys are built without printf; every length of prefix, hash, rank and TP gives
+ * snprintf's bytes and length, and a buffer one byte short is refused. */
+Test(page_keys, the_printf_free_key_equals_snprintf)
+{
+    const char *prefixes[] = {"", "d", "demo", "a-much-longer-key-prefix/with/slashes"};
+    const uint64_t hashes[] = {0, 1, 0xabcdefull, 0xffffffffffffffffull, 0x0123456789abcdefull};
+    const unsigned tps[][2] = {{0, 1}, {3, 4}, {9, 10}, {10, 11}, {99, 100}, {4294967294u, 4294967295u}};
+    char k[FX_CLI_KEY_MAX], want[FX_CLI_KEY_MAX];
+    for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++)
+        for (size_t h = 0; h < sizeof hashes / sizeof *hashes; h++)
+            for (size_t t = 0; t < sizeof tps / sizeof *tps; t++) {
+                int n = snprintf(want, sizeof want, "%s:%016llx_%u_%u", prefixes[p], (unsigned long long)hashes[h],
+                                 tps[t][0], tps[t][1]);
+                cr_assert_eq(fx_cli_page_key(k, sizeof k, prefixes[p], hashes[h], tps[t][0], tps[t][1]), n);
+                cr_assert_str_eq(k, want);
+                cr_assert_eq(fx_cli_page_key(k, (size_t)n + 1, prefixes[p], hashes[h], tps[t][0], tps[t][1]), n,
+                             "an exact fit");
+                cr_assert_str_eq(k, want);
+                cr_assert_eq(fx_cli_page_key(k, (size_t)n, prefixes[p], hashes[h], tps[t][0], tps[t][1]), -1);
+            }
+}
+
 Test(page_keys, chained_over_the_prefix)
 {
     uint64_t a[4] = {0, 1, 2, 3}, b[4] = {0, 1, 9, 3}, c[2] = {5, 3}, ha[4], hb[4], hc[2];

@@ -82,8 +82,11 @@ static void rp_raise_nofile(void)
 /* clients open, collector started, workers run, report; 0, or the exit status */
 static int rp_play_run(rp_run *r)
 {
+    r->t_open_ns = fx_cli_now_ns();
     int ex = rp_workers_open(r);
     if (ex) return ex;
+    r->t_opened_ns = fx_cli_now_ns();
+    rp_wait_prefault(r); /* the owners' own prefault must not run under the replay */
     rp_stats_before(r);
     if (rp_collector_init(&r->col) || rp_collector_start(&r->col)) return 1;
     if (rp_run_workers(r) != 0) {
@@ -133,6 +136,7 @@ int fx_cli_replay_main(int argc, char **argv)
         ex = rp_simulate(r);
     } else if (!ex && !help) {
         rp_raise_nofile();
+        r->t_setup_ns = fx_cli_now_ns();
         ex = rp_cluster_up(r);
         fx_cli_metrics *metrics = NULL;
         if (!ex && r->o.metrics_listen) {

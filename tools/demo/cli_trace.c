@@ -250,13 +250,38 @@ void fx_cli_chain_hashes(const uint64_t *blocks, size_t n, uint64_t *out)
     for (size_t i = 0; i < n; i++) out[i] = h = fx_cli_page_hash(h, blocks[i]);
 }
 
+/* Decimal digits of v at p; their count. */
+static size_t tr_put_uint(char *p, unsigned v)
+{
+    char d[10];
+    size_t n = 0;
+    do d[n++] = (char)('0' + v % 10); while ((v /= 10) && n < sizeof d);
+    for (size_t i = 0; i < n; i++) p[i] = d[n - 1 - i];
+    return n;
+}
+
+/* "%s:%016llx_%u_%u" without printf: the demo's workers build every key of every request
+ * (snprintf was most of their time outside Fluxon calls and the values, issue 18). */
 int fx_cli_page_key(char *buf, size_t cap, const char *key_prefix, uint64_t page_hash,
                     unsigned rank, unsigned tp)
 {
     if (!buf || !key_prefix || tp == 0 || rank >= tp) return -1;
-    int n = snprintf(buf, cap, "%s:%016llx_%u_%u", key_prefix, (unsigned long long)page_hash, rank, tp);
-    if (n < 0 || (size_t)n >= cap) return -1;
-    return n;
+    size_t pl = strlen(key_prefix);
+    if (cap < pl + 1 + 16 + 2 * 11 + 1) { /* room for the longest key; else the exact check */
+        int n = snprintf(buf, cap, "%s:%016llx_%u_%u", key_prefix, (unsigned long long)page_hash, rank, tp);
+        return n < 0 || (size_t)n >= cap ? -1 : n;
+    }
+    char *p = buf;
+    memcpy(p, key_prefix, pl);
+    p += pl;
+    *p++ = ':';
+    for (int i = 15; i >= 0; i--) *p++ = "0123456789abcdef"[(page_hash >> (4 * i)) & 15];
+    *p++ = '_';
+    p += tr_put_uint(p, rank);
+    *p++ = '_';
+    p += tr_put_uint(p, tp);
+    *p = 0;
+    return (int)(p - buf);
 }
 
 /* ---------------------------------------------------------------------------------

@@ -26,6 +26,7 @@
 #define RP_STALL_MS 120000          /* one request running this long: stop the run */
 #define RP_JOIN_MS 60000            /* bound on joining a worker or the collector */
 #define RP_BASELINE_MS 5000         /* counters must be back to baseline within this */
+#define RP_PREFAULT_WAIT_MS 300000  /* the owners' prefault threads are waited for at most this long */
 #define RP_STATS_CAP (64u << 10)
 #define RP_NSTATUS 20               /* index -status for FLUXON_OK..-18, 19 = other */
 #define RP_MAX_LOGGED_ERRORS 10
@@ -161,6 +162,7 @@ typedef struct rp_run {
     unsigned n_workers, n_owners;
     rp_collector col;
     uint64_t t_start_ns, t_end_ns;
+    uint64_t t_setup_ns, t_open_ns, t_opened_ns; /* cluster up started; clients' opening started, done (issue 18) */
     _Atomic size_t next_req;
     _Atomic int stop;
     /* progress, relaxed: exact totals are summed from the workers at the end */
@@ -226,6 +228,9 @@ int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help);
 int rp_cluster_up(rp_run *r);
 void rp_cluster_down(rp_run *r); /* safe on a partly started cluster */
 void rp_stats_before(rp_run *r);
+/* Embedded cluster: waits (bounded) until every owner's prefault thread is done
+ * (segment_prefaulting 0 in its metrics), so that it does not run under the replay. */
+void rp_wait_prefault(rp_run *r);
 /* R1: 1 when every owner's counters are back to their baseline within RP_BASELINE_MS */
 int rp_stats_after(rp_run *r);
 

@@ -127,6 +127,34 @@ int rp_stats_after(rp_run *r)
     return ok;
 }
 
+/* 1 while owner node's prefault thread runs, 0 once done, -1 unknown (no metrics). */
+static int rp_owner_prefaulting(fluxon_node *node, char **buf, size_t *cap)
+{
+    size_t len = 0;
+    int rc;
+    while ((rc = fluxon_node_metrics(node, *buf, *cap, &len)) == FLUXON_ERR_NO_SPACE && *cap < (64u << 20)) {
+        char *nb = realloc(*buf, *cap * 2);
+        if (!nb) return -1;
+        *buf = nb;
+        *cap *= 2;
+    }
+    const char *p = rc == FLUXON_OK ? strstr(*buf, "\nfluxon_owner_segment_prefaulting{") : NULL;
+    p = p ? strstr(p, "} ") : NULL;
+    return p ? atoi(p + 2) != 0 : -1;
+}
+
+void rp_wait_prefault(rp_run *r)
+{
+    if (!r->cl.embedded) return;
+    size_t cap = 1u << 20;
+    char *buf = malloc(cap);
+    uint64_t deadline = fx_cli_now_ns() + (uint64_t)RP_PREFAULT_WAIT_MS * 1000000ull;
+    for (unsigned k = 0; buf && k < r->n_owners; k++)
+        while (rp_owner_prefaulting(r->cl.owners[k], &buf, &cap) == 1 && fx_cli_now_ns() < deadline)
+            fx_cli_sleep_ms(10);
+    free(buf);
+}
+
 /* ---------------------------------------------------------------------------------
  * Embedded cluster
  * ------------------------------------------------------------------------------- */

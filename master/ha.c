@@ -1,0 +1,263 @@
+/* ha.c — the master's leader election through etcd (issue 17; see master_ha.h). A thread
+ * grants an etcd lease, keeps it alive (every third of its TTL) and campaigns with it
+ * through etcd's election API (etcd/v3election: the candidate whose key has the lowest
+ * revision leads; a key dies with its lease). The reactor learns "elected" and "deposed"
+ * by posts; the request path checks the lease deadline itself, so fencing does not wait
+ * for the thread: the deadline is the time a keepalive was SENT plus the TTL etcd
+ * renewed, minus a margin — etcd cannot expire the lease (and elect another master)
+ * before it. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "etcd.h"
+#include "log.h"
+#include "master_ha.h"
+#include "reactor.h"
+
+typedef struct mha {
+    fx_master_t *m;
+    fx_mha_hooks_t hooks;
+    fx_etcd_t *etcd;
+    pthread_t thread;
+    bool thread_started, stopping;
+    atomic_bool stop;
+    atomic_uint_fast64_t deadline_ms; /* leading and the lease surely held until then (monotonic); 0 = not leading */
+    atomic_uint_fast64_t term;        /* the leader key's create revision while leading */
+    char value[FX_ETCD_VALUE_MAX];    /* the address advertised: listen host:port */
+    pthread_mutex_t mu;
+    char why[256]; /* the last deposition's reason (mu) */
+    /* reactor side */
+    bool leading;
+    uint64_t elections, depositions;
+} mha_t;
+
+/* ---- reactor side ---- */
+static void mha_on_elected(void *arg)
+{
+    mha_t *h = arg;
+    if (h->stopping || h->leading || !atomic_load(&h->deadline_ms)) return; /* lost again before this ran */
+    h->leading = true;
+    h->elections++;
+    FX_INFO("master %s is the leader of \"%s\" (etcd key revision %llu): serving", h->value, h->m->cfg.ha_key,
+            (unsigned long long)atomic_load(&h->term));
+    h->hooks.elected(h->m);
+}
+
+static void mha_on_deposed(void *arg)
+{
+    mha_t *h = arg;
+    if (h->stopping || !h->leading) return;
+    h->leading = false;
+    h->depositions++;
+    char why[256];
+    pthread_mutex_lock(&h->mu);
+    fx_strlcpy(why, h->why, sizeof why);
+    pthread_mutex_unlock(&h->mu);
+    h->hooks.deposed(h->m, why);
+}
+
+FX_INTERNAL bool fx_mha_serving(fx_master_t *m)
+{
+    mha_t *h = m->ha;
+    return !h || (h->leading && fx_now_ms() < atomic_load(&h->deadline_ms));
+}
+
+FX_INTERNAL const char *fx_mha_why_not(fx_master_t *m, char *buf, size_t cap)
+{
+    mha_t *h = m->ha;
+    if (h && h->leading)
+        snprintf(buf, cap, "master %.64s cannot be sure it still holds its etcd lease (leader of \"%.100s\"): not serving",
+                 h->value, m->cfg.ha_key);
+    else
+        snprintf(buf, cap, "master %.64s is a standby, not the leader of \"%.100s\" (ask etcd for the leader)",
+                 h ? h->value : "?", m->cfg.ha_key);
+    return buf;
+}
+
+FX_INTERNAL void fx_mha_metrics(fx_master_t *m, fx_mmetrics_t *mm)
+{
+    mha_t *h = m->ha;
+    mm->ha_leader = fx_mha_serving(m);
+    mm->ha_elections = h ? h->elections : 0;
+    mm->ha_depositions = h ? h->depositions : 0;
+}
+
+/* ---- the election thread ---- */
+typedef struct mha_run {
+    int64_t lease;
+    uint64_t lease_deadline, next_ka; /* monotonic ms */
+    uint32_t ttl_ms;
+    bool campaigning, leader;
+    uint64_t warned_ms;
+} mha_run_t;
+
+static uint32_t mha_margin(uint32_t ttl_ms) { return FX_MAX(ttl_ms / 4, 100u); }
+
+/* Leading or not, the lease is gone or unsure: stop serving (first the deadline, read by
+ * the request path, then the reactor's state), withdraw the candidacy. */
+static void mha_lose(mha_t *h, mha_run_t *x, const char *why)
+{
+    fx_etcd_campaign_cancel(h->etcd);
+    x->campaigning = false;
+    if (x->leader) {
+        atomic_store(&h->deadline_ms, 0);
+        atomic_store(&h->term, 0);
+        pthread_mutex_lock(&h->mu);
+        fx_strlcpy(h->why, why, sizeof h->why);
+        pthread_mutex_unlock(&h->mu);
+        x->leader = false;
+        FX_WARN("master %s lost the leadership of \"%s\": %s", h->value, h->m->cfg.ha_key, why);
+        fx_reactor_post(h->m->r, mha_on_deposed, h);
+    }
+    x->lease = 0;
+}
+
+/* etcd cannot be reached: said at once, then every 5 s. */
+static void mha_warn(mha_t *h, mha_run_t *x, const char *what, const char *err)
+{
+    uint64_t now = fx_now_ms();
+    if (x->warned_ms && now - x->warned_ms < 5000) return;
+    x->warned_ms = now;
+    FX_WARN("master %s: %s: %s; retrying", h->value, what, err);
+}
+
+static void mha_grant(mha_t *h, mha_run_t *x)
+{
+    const fx_config_t *cfg = &h->m->cfg;
+    char err[256];
+    uint32_t granted = 0;
+    uint64_t t0 = fx_now_ms();
+    int rc = fx_etcd_lease_grant(h->etcd, cfg->ha_lease_ttl_ms / 1000, FX_MAX(cfg->ha_lease_ttl_ms / 3, 200u), &x->lease,
+                                 &granted, err, sizeof err);
+    if (rc == FLUXON_OK) {
+        x->ttl_ms = granted * 1000;
+        x->lease_deadline = t0 + x->ttl_ms - mha_margin(x->ttl_ms);
+        x->next_ka = t0 + x->ttl_ms / 3;
+        rc = fx_etcd_campaign_start(h->etcd, cfg->ha_key, x->lease, h->value);
+        if (rc == FLUXON_OK) {
+            x->campaigning = true;
+            x->warned_ms = 0;
+            FX_INFO("master %s campaigns for \"%s\" through etcd %s (lease %llx, TTL %u s)", h->value, cfg->ha_key,
+                    fx_etcd_endpoint(h->etcd), (unsigned long long)x->lease, granted);
+            return;
+        }
+        snprintf(err, sizeof err, "cannot start the campaign: %s", fluxon_status_string(rc));
+        fx_etcd_lease_revoke(h->etcd, x->lease, 500);
+        x->lease = 0;
+    }
+    mha_warn(h, x, "cannot get an etcd lease", err);
+    int64_t rev;
+    fx_etcd_campaign_poll(h->etcd, 200, &rev, err, sizeof err); /* an interruptible pause */
+}
+
+static void mha_keepalive(mha_t *h, mha_run_t *x)
+{
+    char err[256];
+    uint32_t ttl_s = 0;
+    uint64_t t0 = fx_now_ms();
+    int rc = fx_etcd_lease_keepalive(h->etcd, x->lease, FX_MAX(x->ttl_ms / 4, 100u), &ttl_s, err, sizeof err);
+    if (rc == FLUXON_OK) {
+        x->ttl_ms = ttl_s * 1000;
+        x->lease_deadline = t0 + x->ttl_ms - mha_margin(x->ttl_ms);
+        x->next_ka = t0 + x->ttl_ms / 3;
+        if (x->leader) atomic_store(&h->deadline_ms, x->lease_deadline);
+        return;
+    }
+    if (rc == FLUXON_ERR_NOT_FOUND) {
+        mha_lose(h, x, err);
+        return;
+    }
+    mha_warn(h, x, "cannot renew the etcd lease", err);
+    x->next_ka = fx_now_ms() + 50; /* retried until the deadline passes */
+}
+
+static void mha_step(mha_t *h, mha_run_t *x)
+{
+    char err[256];
+    if (x->lease && fx_now_ms() >= x->lease_deadline) {
+        snprintf(err, sizeof err, "the etcd lease could not be renewed within its TTL (%u ms, margin %u ms)", x->ttl_ms,
+                 mha_margin(x->ttl_ms));
+        mha_lose(h, x, err);
+    }
+    if (!x->lease) {
+        mha_grant(h, x);
+        return;
+    }
+    uint64_t now = fx_now_ms();
+    uint32_t wait = x->next_ka > now ? (uint32_t)FX_MIN(x->next_ka - now, 1000u) : 0;
+    int64_t rev = 0;
+    int rc = fx_etcd_campaign_poll(h->etcd, wait, &rev, err, sizeof err); /* sleeps when not campaigning */
+    if (x->campaigning && rc == FLUXON_OK) {
+        x->campaigning = false;
+        x->leader = true;
+        atomic_store(&h->term, (uint64_t)rev);
+        atomic_store(&h->deadline_ms, x->lease_deadline);
+        fx_reactor_post(h->m->r, mha_on_elected, h);
+    } else if (x->campaigning && rc != FX_ETCD_WAITING) {
+        x->campaigning = false;
+        mha_warn(h, x, "the campaign failed", err);
+        fx_etcd_lease_revoke(h->etcd, x->lease, 500); /* start over with a new lease */
+        mha_lose(h, x, err);
+        return;
+    }
+    if (!atomic_load(&h->stop) && fx_now_ms() >= x->next_ka) mha_keepalive(h, x);
+}
+
+static void *mha_thread(void *arg)
+{
+    mha_t *h = arg;
+    fx_log_set_context("master", "ha");
+    mha_run_t x = {0};
+    while (!atomic_load(&h->stop)) mha_step(h, &x);
+    fx_etcd_campaign_cancel(h->etcd);
+    if (x.leader) { /* stop serving first, then hand over: revoking deletes the leader key */
+        atomic_store(&h->deadline_ms, 0);
+        FX_INFO("master %s resigns the leadership of \"%s\"", h->value, h->m->cfg.ha_key);
+    }
+    if (x.lease) fx_etcd_lease_revoke(h->etcd, x.lease, 500);
+    return NULL;
+}
+
+FX_INTERNAL int fx_mha_start(fx_master_t *m, const fx_mha_hooks_t *hooks)
+{
+    if (!m->cfg.ha_etcd[0]) return FLUXON_OK;
+    mha_t *h = fx_calloc(1, sizeof *h);
+    if (!h) return FLUXON_ERR_NOMEM;
+    h->m = m;
+    h->hooks = *hooks;
+    snprintf(h->value, sizeof h->value, "%s:%u", m->cfg.listen_host, m->port);
+    pthread_mutex_init(&h->mu, NULL);
+    m->ha = h;
+    int rc = fx_etcd_new(m->cfg.ha_etcd, &h->etcd);
+    if (rc != FLUXON_OK) return rc;
+    if (pthread_create(&h->thread, NULL, mha_thread, h) != 0) return FLUXON_ERR_INTERNAL;
+    h->thread_started = true;
+    FX_INFO("master %s: standby until elected (etcd %s, election \"%s\", lease TTL %u ms)", h->value,
+            m->cfg.ha_etcd, m->cfg.ha_key, m->cfg.ha_lease_ttl_ms);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_mha_stop(fx_master_t *m)
+{
+    mha_t *h = m->ha;
+    if (!h) return;
+    h->stopping = true;
+    h->leading = false;
+    if (!h->thread_started) return;
+    atomic_store(&h->stop, true);
+    fx_etcd_wakeup(h->etcd);
+    pthread_join(h->thread, NULL);
+    h->thread_started = false;
+}
+
+FX_INTERNAL void fx_mha_free(fx_master_t *m)
+{
+    mha_t *h = m->ha;
+    if (!h) return;
+    fx_mha_stop(m);
+    fx_etcd_free(h->etcd);
+    pthread_mutex_destroy(&h->mu);
+    fx_free(h);
+    m->ha = NULL;
+}

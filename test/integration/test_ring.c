@@ -1,0 +1,345 @@
+/* test_ring.c — the shared-memory rings between an external and its owner (issue 18): the
+ * owner treats the region as hostile (a client that scribbles garbage into its slots or
+ * its one-way queue is closed like one that sends a malformed frame, and the owner keeps
+ * serving the others), the region cannot be resized under the owner, the ring and the
+ * socket serve the same calls, and a client killed in the middle of a request leaves no
+ * pin, plan or handle behind. */
+#include <criterion/criterion.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+
+#include "config.h"
+#include "hello.h"
+#include "kvfix.h"
+#include "ring.h"
+#include "sockio.h"
+#include "unix.h"
+
+TestSuite(ring, .fini = kf_down, .timeout = 120);
+static void (*const rg_unused)(int) __attribute__((unused)) = kf_up;
+static int (*const rg_unused2)(const uint8_t *, size_t, uint64_t) __attribute__((unused)) = kf_check;
+
+/* An external that speaks the bootstrap itself and asks for rings: the socket, the
+ * region mapped, its memfd and doorbell. */
+typedef struct rg_raw {
+    int sock, memfd, efd;
+    void *base;
+} rg_raw_t;
+
+static rg_raw_t rg_raw_open(int owner)
+{
+    char path[512], cfgjson[1024], err[256];
+    snprintf(path, sizeof path, "%s/own%c/s.sock", kf_dir, 'A' + owner);
+    snprintf(cfgjson, sizeof cfgjson, "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+             "\"socket\":\"%s\"}", path);
+    fx_config_t cfg;
+    cr_assert_eq(fx_config_parse(cfgjson, &cfg, err, sizeof err), FLUXON_OK, "%s", err);
+    rg_raw_t r = {-1, -1, -1, NULL};
+    cr_assert_eq(fx_unix_connect(path, 2000, &r.sock), FLUXON_OK);
+    fx_body_hello_t hb;
+    fx_hello_fill(&cfg, FX_ROLE_EXTERNAL, "raw-ring", FX_RING_HELLO_WANT, &hb);
+    uint8_t out[2048];
+    size_t bl = fx_body_hello_size(&hb);
+    fx_frame_header_t h = {FX_FRAME_MAGIC, FX_MSG_HELLO, 0, (uint32_t)bl, 0, 1};
+    fx_frame_header_encode(&h, out);
+    fx_body_hello_encode(&hb, out + FX_FRAME_HEADER_BYTES);
+    cr_assert_eq(sio_write_all(r.sock, out, FX_FRAME_HEADER_BYTES + bl), 0);
+    /* the header with the three fds, then the ack's body */
+    struct pollfd pf = {r.sock, POLLIN, 0};
+    cr_assert_eq(poll(&pf, 1, 5000), 1, "the HELLO ack arrives");
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+    } ctl;
+    struct iovec iov = {out, FX_FRAME_HEADER_BYTES};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(r.sock, &msg, MSG_CMSG_CLOEXEC);
+    cr_assert_gt(n, 0);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cr_assert(cm && cm->cmsg_type == SCM_RIGHTS, "fds came with the ack");
+    size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    cr_assert_eq(nfd, 3, "the segment, the rings' memfd and the doorbell (got %zu fds)", nfd);
+    int fds[3];
+    memcpy(fds, CMSG_DATA(cm), sizeof fds);
+    close(fds[0]);
+    r.memfd = fds[1];
+    r.efd = fds[2];
+    if (n < (ssize_t)FX_FRAME_HEADER_BYTES)
+        cr_assert_eq(sio_read_all(r.sock, out + n, FX_FRAME_HEADER_BYTES - (size_t)n, 2000), 0);
+    fx_frame_header_t rh;
+    cr_assert_eq(fx_frame_header_decode(out, sizeof out, &rh), FLUXON_OK);
+    cr_assert_eq(rh.status, FLUXON_OK);
+    cr_assert_eq(sio_read_all(r.sock, out, rh.body_len, 2000), 0);
+    r.base = mmap(NULL, fx_ring_region_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, r.memfd, 0);
+    cr_assert_neq(r.base, MAP_FAILED);
+    return r;
+}
+
+static void rg_raw_close(rg_raw_t *r)
+{
+    munmap(r->base, fx_ring_region_bytes());
+    close(r->memfd);
+    close(r->efd);
+    close(r->sock);
+}
+
+static void rg_ring(rg_raw_t *r)
+{
+    uint64_t one = 1;
+    cr_assert_eq(write(r->efd, &one, sizeof one), (ssize_t)sizeof one);
+}
+
+/* 1 when the owner closed r's socket within timeout_ms (EOF), 0 when it stays open. */
+static int rg_closed_by_owner(rg_raw_t *r, int timeout_ms)
+{
+    double end = th_now_s() + timeout_ms / 1000.0;
+    while (th_now_s() < end) {
+        struct pollfd pf = {r->sock, POLLIN, 0};
+        if (poll(&pf, 1, 20) == 1) {
+            char b[256];
+            ssize_t k = recv(r->sock, b, sizeof b, MSG_DONTWAIT);
+            if (k == 0 || (k < 0 && errno == ECONNRESET)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* A valid PING request frame in slot i (req_len set), not yet flipped to REQ. */
+static uint32_t rg_put_ping(rg_raw_t *r, uint32_t i)
+{
+    fx_body_ping_t b = {0, 42};
+    size_t bl = fx_body_ping_size(&b);
+    uint8_t *d = fx_ring_slot_data(r->base, i);
+    fx_frame_header_t h = {FX_FRAME_MAGIC, FX_MSG_PING, 0, (uint32_t)bl, 0, 7};
+    fx_frame_header_encode(&h, d);
+    fx_body_ping_encode(&b, d + FX_FRAME_HEADER_BYTES);
+    fx_ring_slot(r->base, i)->req_len = (uint32_t)(FX_FRAME_HEADER_BYTES + bl);
+    return (uint32_t)(FX_FRAME_HEADER_BYTES + bl);
+}
+
+static void rg_submit(rg_raw_t *r, uint32_t i)
+{
+    __atomic_store_n(&fx_ring_slot(r->base, i)->state, FX_RING_REQ, __ATOMIC_SEQ_CST);
+    rg_ring(r);
+}
+
+/* The well-behaved path first: a raw ring request is answered in its slot. */
+Test(ring, a_request_in_a_slot_is_answered_in_place_and_the_region_cannot_be_resized)
+{
+    kf_up(1);
+    rg_raw_t r = rg_raw_open(0);
+    cr_assert_neq(ftruncate(r.memfd, 4096), 0, "the region is sealed against shrinking");
+    cr_assert_neq(ftruncate(r.memfd, (off_t)fx_ring_region_bytes() * 2), 0, "and growing");
+    rg_put_ping(&r, 3);
+    rg_submit(&r, 3);
+    fx_ring_slot_t *s = fx_ring_slot(r.base, 3);
+    double end = th_now_s() + 5;
+    while (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != FX_RING_DONE && th_now_s() < end) th_sleep_ms(1);
+    cr_assert_eq(s->state, FX_RING_DONE, "the owner answered in the slot");
+    fx_frame_header_t rh;
+    cr_assert_eq(fx_frame_header_decode(fx_ring_slot_data(r.base, 3), FX_RING_SLOT_CAP, &rh), FLUXON_OK);
+    cr_assert_eq(rh.type, FX_MSG_PING);
+    cr_assert(rh.flags & FX_FLAG_RESPONSE);
+    cr_assert_eq(rh.status, FLUXON_OK);
+    cr_assert_eq(s->resp_len, FX_FRAME_HEADER_BYTES + rh.body_len);
+    rg_raw_close(&r);
+}
+
+enum { RG_LEN_HUGE, RG_LEN_SHORT, RG_BAD_MAGIC, RG_BODY_MISMATCH, RG_RESPONSE, RG_MALFORMED_BODY, RG_ONEWAY_IN_SLOT,
+       RG_OW_TAIL, RG_OW_LEN, RG_OW_TYPE, RG_CASES };
+static const char *const rg_case_names[RG_CASES] = {
+    "req_len past the slot", "req_len below a header", "bad magic", "body_len past req_len", "a response frame",
+    "a body that does not decode", "RELEASE in a request slot", "one-way tail past the queue",
+    "one-way record length past the queue", "one-way record of a request type"};
+
+/* Writes garbage of one kind into r's region. */
+static void rg_scribble(rg_raw_t *r, int kind)
+{
+    fx_ring_hdr_t *hdr = r->base;
+    uint8_t *q = fx_ring_oneway(r->base);
+    uint8_t *d = fx_ring_slot_data(r->base, 5);
+    fx_ring_slot_t *s = fx_ring_slot(r->base, 5);
+    uint32_t len = rg_put_ping(r, 5);
+    switch (kind) {
+    case RG_LEN_HUGE: s->req_len = 0xfffffff0u; break;
+    case RG_LEN_SHORT: s->req_len = 3; break;
+    case RG_BAD_MAGIC: d[0] ^= 0xff; break;
+    case RG_BODY_MISMATCH: s->req_len = len - 4; break;
+    case RG_RESPONSE: d[6] = FX_FLAG_RESPONSE; break;
+    case RG_MALFORMED_BODY: {
+        fx_frame_header_t h = {FX_FRAME_MAGIC, FX_MSG_GET_START, 0, 9, 0, 7}; /* strv count past the body */
+        fx_frame_header_encode(&h, d);
+        memset(d + FX_FRAME_HEADER_BYTES, 0xff, 9);
+        s->req_len = FX_FRAME_HEADER_BYTES + 9;
+        break;
+    }
+    case RG_ONEWAY_IN_SLOT: d[4] = FX_MSG_RELEASE; break;
+    case RG_OW_TAIL: __atomic_store_n(&hdr->ow_tail, 12345677ull, __ATOMIC_RELEASE); break;
+    case RG_OW_LEN: {
+        uint32_t l = FX_RING_ONEWAY_BYTES;
+        memcpy(q, &l, 4);
+        __atomic_store_n(&hdr->ow_tail, 64ull, __ATOMIC_RELEASE);
+        break;
+    }
+    case RG_OW_TYPE: { /* a PING with req_id 0 as a one-way record */
+        uint32_t l = len;
+        memcpy(q, &l, 4);
+        memcpy(q + 8, d, len);
+        memset(q + 8 + 16, 0, 8);
+        __atomic_store_n(&hdr->ow_tail, (8ull + len + 7) & ~7ull, __ATOMIC_RELEASE);
+        break;
+    }
+    }
+    if (kind < RG_OW_TAIL) rg_submit(r, 5);
+    else rg_ring(r);
+}
+
+/* Every kind of garbage closes that client (a protocol error, as on the socket) and
+ * nothing else: a well-behaved client of the same owner is served throughout; random
+ * bytes over the whole region are refused the same way. */
+Test(ring, a_client_scribbling_garbage_is_closed_and_the_others_are_served)
+{
+    kf_up(1);
+    fluxon_client *c = kf_client(0);
+    for (int kind = 0; kind < RG_CASES; kind++) {
+        rg_raw_t r = rg_raw_open(0);
+        cr_assert(kf_wait_stat(c, "externals", 2, 5000), "%s: both attached", rg_case_names[kind]);
+        rg_scribble(&r, kind);
+        cr_assert(rg_closed_by_owner(&r, 5000), "%s: the owner closed the scribbler", rg_case_names[kind]);
+        cr_assert(kf_wait_stat(c, "externals", 1, 5000), "%s: only the good client is left", rg_case_names[kind]);
+        const char *k = "good-key";
+        uint8_t v[100];
+        kf_fill(v, sizeof v, (uint64_t)kind);
+        cr_assert_eq(fluxon_put(c, k, v, sizeof v, NULL), FLUXON_OK, "%s: the good client is served",
+                     rg_case_names[kind]);
+        fluxon_holder *hd = NULL;
+        cr_assert_eq(fluxon_get(c, k, &hd), FLUXON_OK);
+        cr_assert(kf_check(fluxon_holder_data(hd), sizeof v, (uint64_t)kind));
+        fluxon_holder_release(hd);
+        rg_raw_close(&r);
+    }
+    /* random bytes over the whole region, with every slot flipped to REQ: closed, never a crash */
+    for (int round = 0; round < 8; round++) {
+        rg_raw_t r = rg_raw_open(0);
+        uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(round + 1);
+        uint64_t *w = r.base;
+        for (size_t i = 0; i < fx_ring_region_bytes() / 8; i++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w[i] = x;
+        }
+        for (uint32_t i = 0; i < FX_RING_SLOTS; i++) fx_ring_slot(r.base, i)->state = FX_RING_REQ;
+        rg_ring(&r);
+        cr_assert(rg_closed_by_owner(&r, 5000), "random round %d: closed", round);
+        rg_raw_close(&r);
+    }
+    cr_assert(kf_wait_stat(c, "externals", 1, 5000));
+    cr_assert_eq(kf_stat(c, "holders"), 0);
+    fluxon_client_close(c);
+}
+
+/* A request the owner copied out is served from its copy: the client scribbling over
+ * its slot after submitting changes nothing the owner reads (it answers the PING it
+ * took, or refuses garbage; never reads the slot twice). */
+Test(ring, scribbling_over_a_submitted_request_does_not_reach_the_owner)
+{
+    kf_up(1);
+    fluxon_client *c = kf_client(0);
+    rg_raw_t r = rg_raw_open(0);
+    int answered = 0;
+    for (int round = 0; round < 200; round++) {
+        uint32_t i = (uint32_t)round % FX_RING_SLOTS;
+        fx_ring_slot_t *s = fx_ring_slot(r.base, i);
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == FX_RING_REQ ||
+            __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == FX_RING_TAKEN)
+            continue;
+        rg_put_ping(&r, i);
+        rg_submit(&r, i);
+        /* scribble the body (never the header or the length) right away */
+        memset(fx_ring_slot_data(r.base, i) + FX_FRAME_HEADER_BYTES, round & 0xff, 9);
+    }
+    double end = th_now_s() + 5;
+    while (th_now_s() < end && answered < (int)FX_RING_SLOTS) {
+        answered = 0;
+        for (uint32_t i = 0; i < FX_RING_SLOTS; i++)
+            answered += __atomic_load_n(&fx_ring_slot(r.base, i)->state, __ATOMIC_ACQUIRE) == FX_RING_DONE;
+        th_sleep_ms(5);
+    }
+    cr_assert_eq(answered, (int)FX_RING_SLOTS, "every ping was answered (a ping's body is two u64s: any bytes decode)");
+    cr_assert_eq(rg_closed_by_owner(&r, 200), 0, "and the client stays connected");
+    rg_raw_close(&r);
+    cr_assert(kf_wait_stat(c, "externals", 1, 5000));
+    fluxon_client_close(c);
+}
+
+/* A client process killed while its get_start is in the owner's hands (held back 800 ms
+ * by the test fault delay_request) and while it holds a prepared put plan and an
+ * unconsumed get handle: the owner releases all of it when the socket closes, and the
+ * request served late finds the client gone (no handle appears). Forks before any
+ * thread exists. */
+Test(ring, a_client_killed_mid_request_leaves_no_pins_plans_or_handles)
+{
+    int go[2], ready[2];
+    cr_assert_eq(pipe(go), 0);
+    cr_assert_eq(pipe(ready), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        char path[512] = "";
+        if (read(go[0], path, sizeof path - 1) <= 0) _exit(1);
+        char cfg[700];
+        snprintf(cfg, sizeof cfg,
+                 "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s\","
+                 "\"log_level\":\"error\",\"transport\":\"ring\"}", path);
+        fluxon_client *c = NULL;
+        if (fluxon_client_open(cfg, &c) != FLUXON_OK) _exit(2);
+        const char *k = "kept-key", *p = "prepared-key";
+        uint8_t v[64] = {1};
+        if (fluxon_put(c, k, v, sizeof v, NULL) != FLUXON_OK) _exit(3);
+        fluxon_plan *plan = NULL;
+        int st;
+        if (fluxon_local_fast_put_start(c, &p, 1, 4096, NULL, &plan, &st) != FLUXON_OK || st) _exit(4);
+        fluxon_get_handle *h = NULL;
+        fluxon_get_start_result res;
+        if (fluxon_get_start(c, &k, 1, 1, NULL, 0, &h, &res) != FLUXON_OK || !res.all_hit) _exit(5);
+        char one = 1;
+        if (write(ready[1], &one, 1) != 1) _exit(6);
+        fluxon_get_start(c, &k, 1, 1, NULL, 0, &h, &res); /* held by the owner: killed in it */
+        _exit(7);
+    }
+    const char *extra[1] = {",\"test\":{\"fault_message\":\"GET_START\",\"fault\":\"delay_request\","
+                            "\"fault_ms\":800,\"fault_count\":2}"};
+    kf_up_ex(1, NULL, extra);
+    fluxon_client *c = kf_client(0);
+    long long r0 = kf_stat(c, "requests");
+    char path[512];
+    snprintf(path, sizeof path, "%s/ownA/s.sock", kf_dir);
+    cr_assert_eq(write(go[1], path, strlen(path)), (ssize_t)strlen(path));
+    char one;
+    struct pollfd pf = {ready[0], POLLIN, 0};
+    cr_assert_eq(poll(&pf, 1, 20000), 1, "the child reached its held get_start");
+    cr_assert_eq(read(ready[0], &one, 1), 1);
+    cr_assert(kf_wait_stat(c, "handles_open", 1, 5000), "the child's first handle is open");
+    cr_assert_eq(kf_stat(c, "slots_prepared"), 1, "the child's plan is prepared");
+    /* the child's 5 frames (HELLO, put, put_start, 2 get_starts) reached the owner, the
+     * last one held 800 ms; every stats call of ours counts one frame too */
+    int polls = 2, in_hands = 0;
+    for (double end = th_now_s() + 5; !in_hands && th_now_s() < end; th_sleep_ms(2))
+        in_hands = kf_stat(c, "requests") - r0 - ++polls >= 5;
+    cr_assert(in_hands, "the child's second get_start reached the owner");
+    kill(child, SIGKILL);
+    int status = 0;
+    cr_assert_eq(sio_reap(child, 5000, &status), 0);
+    cr_assert(WIFSIGNALED(status), "the child was killed (status %d)", status);
+    cr_assert(kf_wait_stat(c, "externals", 1, 5000), "the owner saw the child go");
+    cr_assert(kf_wait_stat(c, "handles_open", 0, 5000), "its handle is released");
+    cr_assert(kf_wait_stat(c, "slots_prepared", 0, 5000), "its plan is released");
+    cr_assert(kf_wait_stat(c, "holders", 0, 5000), "no pin is left");
+    th_sleep_ms(1000); /* past the held request: served late, it finds the client gone */
+    cr_assert_eq(kf_stat(c, "handles_open"), 0);
+    cr_assert_eq(kf_stat(c, "holders"), 0);
+    fluxon_holder *hd = NULL;
+    cr_assert_eq(fluxon_get(c, "kept-key", &hd), FLUXON_OK, "what the child stored stays");
+    fluxon_holder_release(hd);
+    fluxon_client_close(c);
+}

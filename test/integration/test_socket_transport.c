@@ -1,0 +1,61 @@
+/* test_socket_transport.c — the socket transport stays tested (issue 18): clients use the
+ * shared-memory rings by default, so this suite runs the key client suites again (the
+ * suites built next to it in the build folder) with FLUXON_CLIENT_TRANSPORT=socket, which
+ * makes every client of those runs take the unix socket for its requests, and asserts
+ * each passed. */
+#include <criterion/criterion.h>
+#include <limits.h>
+
+#include "helpers.h"
+
+TestSuite(socket_transport, .timeout = 400);
+
+/* Runs the sibling program `name` with args under the socket transport; its output is
+ * shown; asserts it exited 0 within limit_s. */
+static void st_run(const char *name, const char *arg, int limit_s)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    cr_assert_gt(n, 0);
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    cr_assert_not_null(slash);
+    snprintf(slash + 1, sizeof exe - (size_t)(slash + 1 - exe), "%s", name);
+    cr_assert_eq(access(exe, X_OK), 0, "%s is built with this suite", exe);
+    char *dir = th_tmpdir();
+    char log[PATH_MAX];
+    snprintf(log, sizeof log, "%s/out.log", dir);
+    /* the child suite must start as a fresh Criterion runner, not as this one's worker */
+    const char *map = getenv("BXFI_MAP");
+    char *saved = map ? strdup(map) : NULL;
+    unsetenv("BXFI_MAP");
+    setenv("FLUXON_CLIENT_TRANSPORT", "socket", 1);
+    const char *argv[] = {exe, arg, NULL};
+    pid_t pid = th_spawn(argv, log);
+    unsetenv("FLUXON_CLIENT_TRANSPORT");
+    if (saved) setenv("BXFI_MAP", saved, 1);
+    free(saved);
+    cr_assert_gt(pid, 0);
+    int st = 0;
+    double end = th_now_s() + limit_s;
+    pid_t w;
+    while ((w = waitpid(pid, &st, WNOHANG)) == 0 && th_now_s() < end) th_sleep_ms(50);
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "grep -E 'Synthesis|FAIL|passed|failed' '%s' >&2", log);
+    if (system(cmd) != 0) { /* the summary is only shown */ }
+    th_rmtree(dir);
+    free(dir);
+    cr_assert_neq(w, 0, "%s ended within %d s", name, limit_s);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s passed on the socket transport (status %d)", name, st);
+}
+
+Test(socket_transport, hostless_suite) { st_run("test_hostless", "--jobs=1", 300); }
+Test(socket_transport, client_suite) { st_run("test_client", "--jobs=1", 300); }
+Test(socket_transport, kv_suite) { st_run("test_kv", "--jobs=1", 300); }
+Test(socket_transport, batch_suite) { st_run("test_batch", "--jobs=1", 300); }
+Test(socket_transport, uncertain_suite) { st_run("test_uncertain", "--jobs=1", 300); }
+Test(socket_transport, threads_stress_program) { st_run("stress_hostless_threads", "90", 150); }
