@@ -7,8 +7,8 @@
  *   - fx_unix_listen / fx_acceptor_start / fx_acceptor_stop: no socket; the harness keeps
  *     the owner's accept callback and calls it to connect an external;
  *   - fx_conn_new: a socketless conn (fx_conn_new_sink) for every external and for the
- *     owner's master link; fx_unix_send_fd (the HELLO ack that carries the memfd) goes to
- *     the external's output like any frame;
+ *     owner's master link; fx_unix_send_fd(s) (the HELLO ack that carries the memfd) goes
+ *     to the external's output like any frame;
  *   - fx_tcp_socket / fx_connect_start: the master link "connects" at once;
  *   - fx_segment_create_huge / fx_segment_destroy: one small segment, made once and kept;
  *   - fx_opeers_*, fx_ucx_set_timeout_ms: no UCX (no other owner is reachable: fetches
@@ -285,6 +285,14 @@ fx_conn_t *__wrap_fx_conn_new(fx_reactor_t *r, int fd, const fx_conn_ops_t *ops,
 }
 int __wrap_fx_unix_send_fd(int sock, int fd, const void *data, size_t len, int timeout_ms);
 int __wrap_fx_unix_send_fd(int sock, int fd, const void *data, size_t len, int timeout_ms)
+{
+    fz_check_frames("an external (HELLO ack)", data, len);
+    return FLUXON_OK;
+}
+
+/* the same for the HELLO ack that also carries an external's rings (issue 18) */
+int __wrap_fx_unix_send_fds(int sock, const int *fds, int n_fds, const void *data, size_t len, int timeout_ms);
+int __wrap_fx_unix_send_fds(int sock, const int *fds, int n_fds, const void *data, size_t len, int timeout_ms)
 {
     fz_check_frames("an external (HELLO ack)", data, len);
     return FLUXON_OK;
