@@ -25,4 +25,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
         }                                                                            \
     } while (0)
 
+/* Encodes one request frame of the catalog's `body` type and feeds it to connection c (the
+ * handler targets; the including file has the codec and conn headers). */
+#define FZ_SEND(c, type, reqid, body, bp)                                                      \
+    do {                                                                                       \
+        size_t bl_ = fx_body_##body##_size(bp);                                                \
+        uint8_t *f_ = malloc(FX_FRAME_HEADER_BYTES + bl_);                                     \
+        fx_frame_header_t h_ = {FX_FRAME_MAGIC, (type), 0, (uint32_t)bl_, 0, (reqid)};         \
+        fx_frame_header_encode(&h_, f_);                                                       \
+        fx_body_##body##_encode((bp), f_ + FX_FRAME_HEADER_BYTES);                             \
+        fx_conn_feed((c), f_, FX_FRAME_HEADER_BYTES + bl_);                                    \
+        free(f_);                                                                              \
+    } while (0)
+
 #endif

@@ -125,28 +125,17 @@ static fx_conn_t *fz_peer_new(fx_master_t *m)
     return p->conn;
 }
 
-/* Encodes one request frame and feeds it to p. */
-#define FZ_SEND(p, type, reqid, body, bp)                                                      \
-    do {                                                                                       \
-        size_t bl_ = fx_body_##body##_size(bp);                                                \
-        uint8_t *f_ = malloc(FX_FRAME_HEADER_BYTES + bl_);                                     \
-        fx_frame_header_t h_ = {FX_FRAME_MAGIC, (type), 0, (uint32_t)bl_, 0, (reqid)};         \
-        fx_frame_header_encode(&h_, f_);                                                       \
-        fx_body_##body##_encode((bp), f_ + FX_FRAME_HEADER_BYTES);                             \
-        fx_conn_feed((p)->conn, f_, FX_FRAME_HEADER_BYTES + bl_);                              \
-        free(f_);                                                                              \
-    } while (0)
 
 static void fz_register(fx_conn_t *c, const char *id, uint64_t gen, const char *sub)
 {
     master_peer_t *p = fx_conn_ud(c);
     fx_body_hello_t hb;
     fx_hello_fill(&fz_cfg, FX_ROLE_OWNER, id, gen, &hb);
-    FZ_SEND(p, FX_MSG_HELLO, 1, hello, &hb);
+    FZ_SEND(p->conn, FX_MSG_HELLO, 1, hello, &hb);
     fx_body_register_t rb = {fx_str_c(id), gen, FX_NODE_GPU_OWNER, FZ_SEG, 0x7f0000000000ull,
                              fx_str_c("ucx-address"), fx_str_c("rkey"), FZ_GRANT, {NULL, 0}, {NULL, 0},
                              fx_str_c(sub)};
-    FZ_SEND(p, FX_MSG_REGISTER, 2, register, &rb);
+    FZ_SEND(p->conn, FX_MSG_REGISTER, 2, register, &rb);
     FUZZ_CHECK(p->node && p->node->alive, "the harness's owner %s did not register", id);
 }
 

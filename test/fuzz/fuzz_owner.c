@@ -165,17 +165,6 @@ static fx_conn_t *fz_mpeer_new(fx_conn_sink_fn sink)
     return p->conn;
 }
 
-/* Encodes one request frame and feeds it to conn c. */
-#define FZ_SEND(c, type, reqid, body, bp)                                                      \
-    do {                                                                                       \
-        size_t bl_ = fx_body_##body##_size(bp);                                                \
-        uint8_t *f_ = malloc(FX_FRAME_HEADER_BYTES + bl_);                                     \
-        fx_frame_header_t h_ = {FX_FRAME_MAGIC, (type), 0, (uint32_t)bl_, 0, (reqid)};         \
-        fx_frame_header_encode(&h_, f_);                                                       \
-        fx_body_##body##_encode((bp), f_ + FX_FRAME_HEADER_BYTES);                             \
-        fx_conn_feed((c), f_, FX_FRAME_HEADER_BYTES + bl_);                                    \
-        free(f_);                                                                              \
-    } while (0)
 
 static fx_conn_t *fz_o1_new(void)
 {
