@@ -89,7 +89,8 @@ FX_INTERNAL void fx_client_ring_fini(fluxon_client *cl)
 static void cring_doorbell(struct cring *g)
 {
     fx_ring_hdr_t *h = g->base;
-    if (!__atomic_exchange_n(&h->armed, 0, __ATOMIC_SEQ_CST)) return;
+    /* a load first: while the owner polls, the line stays shared (no write, no bounce) */
+    if (!__atomic_load_n(&h->armed, __ATOMIC_SEQ_CST) || !__atomic_exchange_n(&h->armed, 0, __ATOMIC_SEQ_CST)) return;
     uint64_t one = 1;
     ssize_t w = write(g->efd, &one, sizeof one);
     (void)w; /* EAGAIN: the counter is saturated, the owner is woken anyway */

@@ -31,7 +31,7 @@ enum {
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
-    CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */
+    CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL
 };
 
 struct cfg_field {
@@ -61,6 +61,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"huge_pages", CFG_O},
     {"ha", CFG_M | CFG_O}, /* issue 17 */
     {"transport", CFG_E},  /* issue 18 */
+    {"ring_poll_us", CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -293,6 +294,13 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->master_timeout_ms = 5000;
         cfg->fault_count = 1;
         cfg->ha_lease_ttl_ms = 5000;
+        /* issue 18: poll the externals' rings this long after the last request; by
+         * default only where the reactor can have a core to itself (FX_RING_POLL_MIN_CPUS);
+         * env FLUXON_RING_POLL_US sets the default (benchmarks), the field overrides it */
+        const char *p = getenv("FLUXON_RING_POLL_US");
+        long n = p ? strtol(p, NULL, 10) : -1;
+        cfg->ring_poll_us = n >= 0 && n <= CFG_RING_POLL_MAX ? (uint32_t)n
+                            : sysconf(_SC_NPROCESSORS_ONLN) >= FX_RING_POLL_MIN_CPUS ? FX_RING_POLL_DEFAULT_US : 0;
     } else {
         cfg->timeout_ms = 30000;
         cfg->prefault_segment = true;
@@ -584,6 +592,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         else if (strcmp(v->valuestring, "socket") == 0) cfg->transport_socket = true;
         else return cfg_bad(c, path, v, "must be one of ring, socket");
         return 0;
+    case CFG_K_RING_POLL: {
+        int64_t us = 0;
+        if ((rc = cfg_get_int(c, path, v, 0, CFG_RING_POLL_MAX, &us))) return rc;
+        cfg->ring_poll_us = (uint32_t)us;
+        return 0;
+    }
     default: return cfg_fail(c, path, "internal error: no parser");
     }
 }

@@ -99,12 +99,21 @@ typedef struct fx_config {
     uint32_t ha_lease_ttl_ms;             /* "ha.lease_ttl_ms" [5000], 1000..600000, whole seconds */
     char ha_key[128];                     /* "ha.key": the election's name ["fluxon/<cluster_id>/master"] */
 
+    uint32_t ring_poll_us;                /* after a ring request, poll the rings this long before
+                                             sleeping on their doorbells [FX_RING_POLL_DEFAULT_US
+                                             on hosts with >= FX_RING_POLL_MIN_CPUS CPUs, else 0;
+                                             env FLUXON_RING_POLL_US], 0..CFG_RING_POLL_MAX */
+
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
     bool prefault_segment;                /* map the segment's page tables at open [true] */
     bool transport_socket;                /* "transport": "socket" (else "ring") [ring; env
                                              FLUXON_CLIENT_TRANSPORT=socket picks socket] */
 } fx_config_t;
+
+#define FX_RING_POLL_DEFAULT_US 50
+#define FX_RING_POLL_MIN_CPUS 8
+#define CFG_RING_POLL_MAX 1000000
 
 /* Parses and validates json (NUL-terminated) into *cfg (defaults applied first).
  * On error returns FLUXON_ERR_CONFIG and writes a one-line message into err (errcap

@@ -17,6 +17,10 @@ typedef struct oext_state {
     size_t n_exts;
     uint64_t requests, errors;
     fx_reply_counts_t replies; /* every external connection counts its replies here */
+    /* ring polling (ring_poll_us > 0, issue 18): after a ring request the reactor polls the
+     * rings instead of sleeping on their doorbells until poll_ns pass with no request */
+    uint64_t poll_ns, poll_last_ns;
+    bool polling, poll_hooked;
 } oext_state_t;
 
 static void oext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
@@ -33,6 +37,7 @@ static void oext_ring_new(owner_ext_t *e, int *memfd_p, int *efd_p)
     *memfd_p = *efd_p = -1;
     e->ring = fx_oring_new(e->o, e->sock, &oext_ring_ops, e, memfd_p, efd_p);
     if (!e->ring) return;
+    if (e->o->ext->poll_ns) fx_oring_set_polled(e->ring, &e->o->ext->poll_last_ns);
     fx_conn_count_replies(fx_oring_conn(e->ring), &e->o->ext->replies);
 }
 
@@ -185,13 +190,51 @@ static void oext_on_accept(void *arg, int fd)
     x->n_exts++;
 }
 
+/* The reactor's idle hook while ring_poll_us > 0: polls every ring (callers then skip
+ * the doorbell) until poll_ns pass with no request, then parks them (doorbells armed, a
+ * last look) and lets the reactor sleep. A ring request is served by one loop turn's
+ * pass, with no eventfd write, wake-up or io_uring completion in between. */
+static bool oext_poll_idle(void *arg)
+{
+    fx_owner_t *o = arg;
+    oext_state_t *x = o->ext;
+    uint64_t now = fx_now_ns();
+    bool work = false;
+    if (x->polling)
+        for (owner_ext_t *e = x->exts, *nx; e; e = nx) {
+            nx = e->next; /* a ring pass never frees an external: its close is posted */
+            if (e->ring) work |= fx_oring_poll(e->ring);
+        }
+    if (work) x->poll_last_ns = now;
+    if (now - x->poll_last_ns < x->poll_ns) {
+        x->polling = true;
+        return true;
+    }
+    if (!x->polling) return false;
+    x->polling = false;
+    for (owner_ext_t *e = x->exts, *nx; e; e = nx) {
+        nx = e->next;
+        if (e->ring && fx_oring_park(e->ring)) {
+            x->poll_last_ns = fx_now_ns(); /* a request came as it parked: poll on */
+            x->polling = true;
+        }
+    }
+    return x->polling;
+}
+
 FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
 {
     oext_state_t *x = fx_calloc(1, sizeof *x);
     if (!x) return FLUXON_ERR_NOMEM;
     x->hooks = *hooks;
     x->listen_fd = -1;
+    x->poll_ns = (uint64_t)o->cfg.ring_poll_us * 1000u;
     o->ext = x;
+    if (x->poll_ns) {
+        int prc = fx_reactor_add_idle_hook(o->r, oext_poll_idle, o);
+        if (prc != FLUXON_OK) return prc;
+        x->poll_hooked = true;
+    }
     int rc = fx_unix_listen(o->cfg.socket_path, &x->listen_fd);
     if (rc != FLUXON_OK) return rc;
     rc = fx_acceptor_start(o->r, x->listen_fd, oext_on_accept, o, &x->acceptor);
@@ -209,6 +252,8 @@ FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o)
     if (!x) return;
     if (x->acceptor) fx_acceptor_stop(o->r, x->acceptor);
     x->acceptor = NULL;
+    if (x->poll_hooked) fx_reactor_del_idle_hook(o->r, oext_poll_idle, o);
+    x->poll_hooked = false;
     while (x->exts) fx_conn_close(x->exts->sock, FLUXON_ERR_CANCELLED);
     if (x->listen_fd >= 0) {
         close(x->listen_fd);
@@ -219,6 +264,7 @@ FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o)
 
 FX_INTERNAL void fx_oext_fini(fx_owner_t *o)
 {
+    if (o->ext && o->ext->poll_hooked) fx_reactor_del_idle_hook(o->r, oext_poll_idle, o);
     fx_free(o->ext);
     o->ext = NULL;
 }

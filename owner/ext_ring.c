@@ -18,6 +18,7 @@ struct owner_ring {
     bool read_inflight, closed;
     int refs;            /* the external's + the doorbell read in flight + a pass running */
     fx_reactor_t *r;
+    uint64_t *poll_last_ns; /* polled (ring_poll_us > 0): the owner's time of the last ring work */
     fx_conn_t *conn;     /* the sink conn the requests are fed into */
     fx_conn_t *sock;     /* the external's socket: notifications */
     int efd;
@@ -136,9 +137,12 @@ static void oring_on_efd(fx_reactor_t *r, fx_io_t *io, int res, uint32_t flags)
         g->refs++;
         __atomic_store_n(&hdr->armed, 0, __ATOMIC_SEQ_CST);
         oring_pass(g);
-        /* armed before the last look: a request published after it rings the doorbell */
+        /* armed before the last look: a request published after it rings the doorbell.
+         * Polled or not: the poller disarms it while it polls (fx_oring_poll) and arms it
+         * again when it stops, and may see the time below only after its window ended */
         __atomic_store_n(&hdr->armed, 1, __ATOMIC_SEQ_CST);
         oring_pass(g);
+        if (g->poll_last_ns) *g->poll_last_ns = fx_now_ns(); /* poll from now on */
         if (!g->closed) oring_arm_read(g);
         oring_unref(g);
     }
@@ -181,6 +185,24 @@ FX_INTERNAL owner_ring_t *fx_oring_new(fx_owner_t *o, fx_conn_t *sock, const fx_
 }
 
 FX_INTERNAL fx_conn_t *fx_oring_conn(const owner_ring_t *g) { return g->conn; }
+
+FX_INTERNAL void fx_oring_set_polled(owner_ring_t *g, uint64_t *last_ns) { g->poll_last_ns = last_ns; }
+
+/* A pass with the doorbell disarmed (callers skip the eventfd write while it is polled),
+ * or, parking, a pass after arming it: a request published after that look rings. */
+static bool oring_poll_pass(owner_ring_t *g, uint32_t armed)
+{
+    if (g->closed) return false;
+    fx_ring_hdr_t *hdr = g->base;
+    if (__atomic_load_n(&hdr->armed, __ATOMIC_RELAXED) != armed) __atomic_store_n(&hdr->armed, armed, __ATOMIC_SEQ_CST);
+    g->refs++;
+    bool work = oring_pass(g);
+    oring_unref(g);
+    return work;
+}
+
+FX_INTERNAL bool fx_oring_poll(owner_ring_t *g) { return oring_poll_pass(g, 0); }
+FX_INTERNAL bool fx_oring_park(owner_ring_t *g) { return oring_poll_pass(g, 1); }
 
 FX_INTERNAL void fx_oring_start(owner_ring_t *g)
 {

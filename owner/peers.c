@@ -66,7 +66,8 @@ FX_INTERNAL int fx_opeers_init(fx_owner_t *o)
     if (rc != FLUXON_OK) return rc;
     rc = fx_reactor_watch_fd(o->r, fx_ucx_efd(u->ucx), opeer_event, u, &u->watch);
     if (rc != FLUXON_OK) return rc;
-    fx_reactor_set_idle_hook(o->r, opeer_idle, u);
+    rc = fx_reactor_add_idle_hook(o->r, opeer_idle, u);
+    if (rc != FLUXON_OK) return rc;
     fx_timer_arm(o->r, &u->timer, 100, opeer_tick);
     return FLUXON_OK;
 }
@@ -76,7 +77,7 @@ FX_INTERNAL void fx_opeers_shutdown(fx_owner_t *o)
     opeers_t *u = o->peers;
     if (!u) return;
     fx_timer_disarm(o->r, &u->timer);
-    fx_reactor_set_idle_hook(o->r, NULL, NULL);
+    fx_reactor_del_idle_hook(o->r, opeer_idle, u);
     if (u->watch) fx_reactor_unwatch(o->r, u->watch);
     u->watch = NULL;
 }

@@ -264,11 +264,23 @@ typedef enum fx_msg_type {
     B(republish) B(placed)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
-/* A bump arena for decoded arrays; freed in one go after the frame is handled. */
+/* Body kinds, for the arena's decode memo. */
+#define FX_BODY_KIND(body) FX_BODY_KIND_##body,
+enum { FX_BODY_KIND_NONE, FX_BODY_LIST(FX_BODY_KIND) FX_BODY_KIND_COUNT };
+#undef FX_BODY_KIND
+
+/* A bump arena for decoded arrays; freed in one go after the frame is handled. It also
+ * remembers the last body fx_msg_validate decoded into it (decode once per hop): a
+ * handler's fx_body_X_decode of the same bytes, length and kind copies that struct instead
+ * of decoding again. fx_arena_reset forgets it. */
 typedef struct fx_arena {
     uint8_t *buf;
     size_t cap, used;
     struct fx_arena_chunk *chunks; /* overflow chunks */
+    const uint8_t *memo_in;        /* the validated body's bytes, or NULL */
+    size_t memo_len;
+    int memo_kind;                 /* FX_BODY_KIND_* */
+    const void *memo_body;         /* its decoded struct, in this arena */
 } fx_arena_t;
 FX_INTERNAL void *fx_arena_alloc(fx_arena_t *a, size_t n);
 FX_INTERNAL void fx_arena_reset(fx_arena_t *a);

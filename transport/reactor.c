@@ -37,8 +37,11 @@ struct fx_reactor {
     uint64_t efd_buf;
     fx_io_t efd_io;
     bool efd_armed;
-    bool (*idle_hook)(void *);
-    void *idle_arg;
+    struct {
+        bool (*fn)(void *);
+        void *arg;
+    } idle[FX_REACTOR_IDLE_HOOKS];
+    uint32_t n_idle;
     uint64_t inflight; /* submitted operations with an fx_io whose CQE has not arrived */
 };
 
@@ -235,10 +238,23 @@ static void reactor_run_timers(fx_reactor_t *r)
 
 FX_INTERNAL void fx_reactor_run_due_timers(fx_reactor_t *r) { reactor_run_timers(r); }
 
-FX_INTERNAL void fx_reactor_set_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg)
+FX_INTERNAL int fx_reactor_add_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg)
 {
-    r->idle_hook = hook;
-    r->idle_arg = arg;
+    if (r->n_idle == FX_REACTOR_IDLE_HOOKS) return FLUXON_ERR_NOMEM;
+    r->idle[r->n_idle].fn = hook;
+    r->idle[r->n_idle].arg = arg;
+    r->n_idle++;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_reactor_del_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg)
+{
+    for (uint32_t i = 0; i < r->n_idle; i++)
+        if (r->idle[i].fn == hook && r->idle[i].arg == arg) {
+            memmove(&r->idle[i], &r->idle[i + 1], (r->n_idle - i - 1) * sizeof r->idle[0]);
+            r->n_idle--;
+            return;
+        }
 }
 
 /* ---- fd watches ---- */
@@ -317,11 +333,17 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
         if (r->stop) break;
         reactor_run_timers(r);
         if (r->stop) break;
-        bool busy = r->idle_hook ? r->idle_hook(r->idle_arg) : false;
-        struct __kernel_timespec ts = {0, 0}, *tsp = NULL;
+        bool busy = false;
+        for (uint32_t i = 0; i < r->n_idle; i++) busy |= r->idle[i].fn(r->idle[i].arg);
         if (busy) {
-            tsp = &ts;
-        } else if (r->heap_len) {
+            /* a hook has more to do (UCX progress, ring polling): no wait, and no system
+             * call unless something is queued; completions are read from the shared CQ */
+            if (io_uring_sq_ready(&r->ring)) io_uring_submit(&r->ring);
+            reactor_reap(r);
+            continue;
+        }
+        struct __kernel_timespec ts = {0, 0}, *tsp = NULL;
+        if (r->heap_len) {
             uint64_t now = fx_now_ns(), d = r->heap[0]->deadline_ns;
             uint64_t wait = d > now ? d - now : 0;
             ts.tv_sec = (long long)(wait / 1000000000ull);

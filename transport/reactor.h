@@ -59,9 +59,14 @@ FX_INTERNAL bool fx_timer_armed(const fx_timer_t *t);
  * (the fuzz targets of test/fuzz, on a clock they control) fires its timers this way. */
 FX_INTERNAL void fx_reactor_run_due_timers(fx_reactor_t *r);
 
-/* The idle hook runs each loop iteration before the reactor sleeps; it returns true
- * when the loop must not sleep (more work pending: e.g. ucp_worker_arm said BUSY). */
-FX_INTERNAL void fx_reactor_set_idle_hook(fx_reactor_t *r, bool (*hook)(void *arg), void *arg);
+/* Idle hooks (at most FX_REACTOR_IDLE_HOOKS, in the order added) run each loop iteration
+ * before the reactor sleeps; one returning true keeps the loop from sleeping (more work
+ * pending: ucp_worker_arm said BUSY; the owner polls its rings): the loop then reads
+ * completions without a system call. Reactor thread (or before the loop runs). add:
+ * FLUXON_ERR_NOMEM when full; del of a hook never added does nothing. */
+#define FX_REACTOR_IDLE_HOOKS 4
+FX_INTERNAL int fx_reactor_add_idle_hook(fx_reactor_t *r, bool (*hook)(void *arg), void *arg);
+FX_INTERNAL void fx_reactor_del_idle_hook(fx_reactor_t *r, bool (*hook)(void *arg), void *arg);
 
 /* Watches fd for readability (one-shot poll re-armed after each callback) and calls
  * cb(arg) on the reactor thread: the hook point for the UCX worker's event fd. */

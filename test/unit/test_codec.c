@@ -201,3 +201,50 @@ Test(codec, fuzz_random_frames_never_crash)
     fx_arena_free(&ar);
     cr_log_info("random frames accepted as valid: %d of 200000", accepted);
 }
+
+Test(codec, a_validated_body_is_decoded_once_and_forgotten_at_reset)
+{
+    fx_arena_t ar = {0};
+    fx_str_t keys[3] = {fx_str_c("a"), fx_str_c("bb"), fx_str_c("ccc")};
+    uint64_t lens[2] = {1, 2};
+    fx_body_get_start_t g = {{keys, 3}, {lens, 2}, 1, 250};
+    uint8_t body[256];
+    size_t n = fx_body_get_start_size(&g);
+    cr_assert_leq(n, sizeof body);
+    fx_body_get_start_encode(&g, body);
+    fx_frame_header_t h = {FX_FRAME_MAGIC, FX_MSG_GET_START, 0, (uint32_t)n, 0, 7};
+    cr_assert_eq(fx_msg_validate(&h, body, &ar), FLUXON_OK);
+    cr_assert_not_null(ar.memo_body, "validation keeps what it decoded");
+
+    fx_body_get_start_t d1, d2;
+    cr_assert_eq(fx_body_get_start_decode(body, n, &d1, &ar), FLUXON_OK);
+    cr_assert_eq(fx_body_get_start_decode(body, n, &d2, &ar), FLUXON_OK);
+    cr_assert_eq(d1.keys.v, d2.keys.v, "both handlers' decodes share the one validated decode");
+    cr_assert_eq(d1.keys.n, 3);
+    cr_assert_eq(d1.keys.v[2].len, 3);
+    cr_assert_eq(memcmp(d1.keys.v[1].p, "bb", 2), 0);
+    cr_assert_eq(d1.group_lens.n, 2);
+    cr_assert_eq(d1.group_lens.v[1], 2);
+    cr_assert_eq(d1.best_effort, 1);
+    cr_assert_eq(d1.timeout_ms, 250);
+
+    /* the same bytes read as another body kind, or a shorter length, decode afresh */
+    fx_body_json_t j;
+    cr_assert_eq(fx_body_json_decode(body, 4, &j, &ar), FLUXON_ERR_PROTOCOL);
+    cr_assert_eq(fx_body_get_start_decode(body, n - 1, &d2, &ar), FLUXON_ERR_PROTOCOL);
+
+    /* after the reset (the next frame) new bytes at the same address are decoded */
+    fx_arena_reset(&ar);
+    cr_assert_null(ar.memo_body);
+    g.timeout_ms = 999;
+    fx_body_get_start_encode(&g, body);
+    cr_assert_eq(fx_body_get_start_decode(body, n, &d2, &ar), FLUXON_OK);
+    cr_assert_eq(d2.timeout_ms, 999);
+
+    /* a body that fails validation leaves no memo */
+    fx_arena_reset(&ar);
+    h.body_len = (uint32_t)n - 1;
+    cr_assert_eq(fx_msg_validate(&h, body, &ar), FLUXON_ERR_PROTOCOL);
+    cr_assert_null(ar.memo_body);
+    fx_arena_free(&ar);
+}
