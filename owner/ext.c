@@ -231,7 +231,7 @@ FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
     x->poll_ns = (uint64_t)o->cfg.ring_poll_us * 1000u;
     o->ext = x;
     if (x->poll_ns) {
-        int prc = fx_reactor_add_idle_hook(o->r, oext_poll_idle, o);
+        int prc = fx_reactor_add_idle_hook(o->r, oext_poll_idle, o, 0);
         if (prc != FLUXON_OK) return prc;
         x->poll_hooked = true;
     }

@@ -66,7 +66,7 @@ FX_INTERNAL int fx_opeers_init(fx_owner_t *o)
     if (rc != FLUXON_OK) return rc;
     rc = fx_reactor_watch_fd(o->r, fx_ucx_efd(u->ucx), opeer_event, u, &u->watch);
     if (rc != FLUXON_OK) return rc;
-    rc = fx_reactor_add_idle_hook(o->r, opeer_idle, u);
+    rc = fx_reactor_add_idle_hook(o->r, opeer_idle, u, 20000); /* 20 us while the rings are polled */
     if (rc != FLUXON_OK) return rc;
     fx_timer_arm(o->r, &u->timer, 100, opeer_tick);
     return FLUXON_OK;

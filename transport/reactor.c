@@ -40,8 +40,10 @@ struct fx_reactor {
     struct {
         bool (*fn)(void *);
         void *arg;
+        uint64_t busy_gap_ns, last_ns;
     } idle[FX_REACTOR_IDLE_HOOKS];
     uint32_t n_idle;
+    bool was_busy; /* the last iteration did not sleep */
     uint64_t inflight; /* submitted operations with an fx_io whose CQE has not arrived */
 };
 
@@ -238,13 +240,40 @@ static void reactor_run_timers(fx_reactor_t *r)
 
 FX_INTERNAL void fx_reactor_run_due_timers(fx_reactor_t *r) { reactor_run_timers(r); }
 
-FX_INTERNAL int fx_reactor_add_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg)
+FX_INTERNAL int fx_reactor_add_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg, uint64_t busy_gap_ns)
 {
     if (r->n_idle == FX_REACTOR_IDLE_HOOKS) return FLUXON_ERR_NOMEM;
     r->idle[r->n_idle].fn = hook;
     r->idle[r->n_idle].arg = arg;
+    r->idle[r->n_idle].busy_gap_ns = busy_gap_ns;
+    r->idle[r->n_idle].last_ns = 0;
     r->n_idle++;
     return FLUXON_OK;
+}
+
+/* The idle hooks of one iteration: true when one asks the loop not to sleep. While the
+ * loop is kept busy, a hook with a busy_gap_ns runs at most that often; but before the
+ * loop sleeps every hook has run in this iteration (UCX must be armed before a sleep). */
+static bool reactor_run_idle_hooks(fx_reactor_t *r)
+{
+    bool busy = false;
+    uint32_t skipped = 0;
+    uint64_t now = 0;
+    for (uint32_t i = 0; i < r->n_idle; i++) {
+        if (r->idle[i].busy_gap_ns && r->was_busy) {
+            if (!now) now = fx_now_ns();
+            if (now - r->idle[i].last_ns < r->idle[i].busy_gap_ns) {
+                skipped |= 1u << i;
+                continue;
+            }
+            r->idle[i].last_ns = now;
+        }
+        busy |= r->idle[i].fn(r->idle[i].arg);
+    }
+    for (uint32_t i = 0; !busy && skipped && i < r->n_idle; i++)
+        if (skipped & (1u << i)) busy |= r->idle[i].fn(r->idle[i].arg);
+    r->was_busy = busy;
+    return busy;
 }
 
 FX_INTERNAL void fx_reactor_del_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg)
@@ -333,9 +362,7 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
         if (r->stop) break;
         reactor_run_timers(r);
         if (r->stop) break;
-        bool busy = false;
-        for (uint32_t i = 0; i < r->n_idle; i++) busy |= r->idle[i].fn(r->idle[i].arg);
-        if (busy) {
+        if (reactor_run_idle_hooks(r)) {
             /* a hook has more to do (UCX progress, ring polling): no wait, and no system
              * call unless something is queued; completions are read from the shared CQ */
             if (io_uring_sq_ready(&r->ring)) io_uring_submit(&r->ring);
