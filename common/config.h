@@ -99,6 +99,7 @@ typedef struct fx_config {
     uint32_t ha_lease_ttl_ms;             /* "ha.lease_ttl_ms" [5000], 1000..600000, whole seconds */
     char ha_key[128];                     /* "ha.key": the election's name ["fluxon/<cluster_id>/master"] */
 
+    /* owner, issue 18 */
     uint32_t ring_poll_us;                /* after a ring request, poll the rings this long before
                                              sleeping on their doorbells [FX_RING_POLL_DEFAULT_US
                                              on hosts with >= FX_RING_POLL_MIN_CPUS CPUs, else 0;
