@@ -2,7 +2,8 @@
 # bench/rings_table.sh — the issue-18 table (external <-> owner hot path), medians of RUNS
 # runs of each figure: ping external->owner p50 (separate master and owner processes),
 # bench-hostless batch 64 x 64 KiB (local get_start+transfer, local put_start+commit),
-# batch 1 x 4 KiB get_start all-local, and the trace replay (3000 requests, 16 KiB, 1 owner).
+# batch 1 x 4 KiB get_start all-local, the same in steady state against the owner process
+# (`fluxon --role=external ... hot`), and the trace replay (3000 requests, 16 KiB, 1 owner).
 # FLUXON_CLIENT_TRANSPORT=ring|socket selects the client transport. Figures, not pass/fail.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,13 @@ for _ in $(seq "$RUNS"); do
     "$BIN" --role=external --config "$tmp/e.json" ping --count "${PING_COUNT:-20000}" 2>&1 |
         grep -m1 -oE "p50[^0-9]*[0-9.]+" | head -1 | grep -oE "[0-9.]+$" >> "$tmp/ping"
 done
+for _ in $(seq "$RUNS"); do # steady state against the owner process: `hot`
+    "$BIN" --role=external --config "$tmp/e.json" hot --batch 64 --value-len 65536 --iters 1000 > "$tmp/hot64" 2>&1
+    grep "get_start+get_transfer" "$tmp/hot64" | awk '{print $4}' >> "$tmp/sg64"
+    grep "put_start+commit" "$tmp/hot64" | awk '{print $4}' >> "$tmp/sp64"
+    "$BIN" --role=external --config "$tmp/e.json" hot --batch 1 --value-len 4096 --iters 2000 > "$tmp/hot1" 2>&1
+    grep "get_start+get_transfer" "$tmp/hot1" | awk '{print $4}' >> "$tmp/sg1"
+done
 for _ in $(seq "$RUNS"); do
     "$BIN" bench-hostless --batch 64 --value-len 65536 --iters 50 > "$tmp/h64" 2>&1
     grep "local get_start+transfer" "$tmp/h64" | awk '{print $(NF-4)}' >> "$tmp/g64"
@@ -48,4 +56,7 @@ printf "  %-48s %s\n" "batch 64x64KiB get_start+transfer p50 (us)" "$(med < "$tm
 printf "  %-48s %s\n" "batch 64x64KiB put_start+commit p50 (us)" "$(med < "$tmp/p64")  [runs: $(tr '\n' ' ' < "$tmp/p64")]"
 printf "  %-48s %s\n" "batch 1 get_start all-local p50 (us)" "$(med < "$tmp/g1")  [runs: $(tr '\n' ' ' < "$tmp/g1")]"
 printf "  %-48s %s\n" "batch 1 put_start p50 (us)" "$(med < "$tmp/p1")  [runs: $(tr '\n' ' ' < "$tmp/p1")]"
+printf "  %-48s %s\n" "hot: batch 64 get_start+transfer p50 (us)" "$(med < "$tmp/sg64")  [runs: $(tr '\n' ' ' < "$tmp/sg64")]"
+printf "  %-48s %s\n" "hot: batch 64 put_start+commit p50 (us)" "$(med < "$tmp/sp64")  [runs: $(tr '\n' ' ' < "$tmp/sp64")]"
+printf "  %-48s %s\n" "hot: batch 1 get_start+transfer p50 (us)" "$(med < "$tmp/sg1")  [runs: $(tr '\n' ' ' < "$tmp/sg1")]"
 printf "  %-48s %s\n" "trace replay 3000 x 16KiB, 1 owner (req/s)" "$(med < "$tmp/rep")  [runs: $(tr '\n' ' ' < "$tmp/rep")]"

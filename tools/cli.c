@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli_bench.h"
+#include "cli_hot.h"
 #include "cli_kv.h"
 #include "cli_metrics.h"
 #include "cli_top.h"
@@ -41,6 +42,8 @@ static void usage(FILE *f)
             "      del KEY               delete a key\n"
             "      ls [PREFIX]           list keys by prefix\n"
             "      top [--once] [--iterations N]   live view: nodes, hit ratio, ops/s, p50/p99 (q quits)\n"
+            "      hot [--batch N] [--value-len B] [--iters N]   the hostless hot path in steady state against\n"
+            "                            this owner: restores of one batch, then fresh puts (p50/p90/p99)\n"
             "  fluxon demo [--trace FILE] [--requests N] [--value-len B] [--workers N] [--owners K]\n"
             "              [--tp T] [--group-pages G] [--speed X] [--out DIR] [--capacity-blocks N]\n"
             "                                              replay an LLM trace through the hostless API\n"
@@ -247,11 +250,12 @@ static const struct {
     int (*fn)(fluxon_client *, int, char **);
 } external_cmds[] = {{"ping", cmd_ping}, {"stat", cmd_stat},  {"stats", fx_cli_stats}, {"master-stats", fx_cli_master_stats},
                      {"put", fx_cli_put},
-                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}, {"top", fx_cli_top}};
+                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}, {"top", fx_cli_top},
+                     {"hot", fx_cli_hot}};
 
 static int run_external(const char *json, int argc, char **argv)
 {
-    const char *names = "ping, stat, stats, master-stats, put, get, del, ls, top";
+    const char *names = "ping, stat, stats, master-stats, put, get, del, ls, top, hot";
     if (argc < 1) {
         fprintf(stderr, "fluxon: --role=external needs a command (%s)\n", names);
         return EXIT_USAGE;

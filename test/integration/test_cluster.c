@@ -126,6 +126,26 @@ Test(cluster, ping_and_stat_through_processes, .timeout = 60, .fini = teardown)
     cluster_down(&c);
 }
 
+/* `hot` (issue 18's steady-state figures): both series over the asked rounds, its keys
+ * deleted afterwards, bad arguments refused with usage status 2 */
+Test(cluster, hot_reports_steady_state_latencies_and_leaves_no_key, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    char out[4096];
+    int ex = run_external(c.ecfg, "hot", "--iters", "20", out, sizeof out);
+    cr_assert_eq(ex, 0, "hot failed: %s", out);
+    cr_assert(strstr(out, "batch 64 x 65536 bytes, 20 rounds"), "%s", out);
+    cr_assert(strstr(out, "get_start+get_transfer       n=20 ") && strstr(out, "put_start+commit             n=20 "),
+              "%s", out);
+    ex = run_external(c.ecfg, "master-stats", NULL, NULL, out, sizeof out);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "\"routes\":0"), "every key hot wrote is deleted: %s", out);
+    cr_assert_eq(run_external(c.ecfg, "hot", "--batch", "0", out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "--batch 0 must be an integer in 1..4096"), "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "hot", "--iters", NULL, out, sizeof out), 2, "%s", out);
+    cluster_down(&c);
+}
+
 Test(cluster, wrong_token_and_cluster_id_are_refused_with_auth, .timeout = 60, .fini = teardown)
 {
     cluster_up(&c);

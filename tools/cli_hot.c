@@ -1,0 +1,131 @@
+/* cli_hot.c — `hot`: the hostless hot path in steady state against a running owner
+ * (cli_hot.h). Unlike bench-hostless (a master and two owners in the benchmark's own
+ * process), the owner here is its own process, as next to an inference engine. */
+#include "cli_util.h" /* first: it defines _GNU_SOURCE */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_hot.h"
+
+typedef struct hot_series {
+    const char *name;
+    uint64_t *ns;
+    long n;
+} hot_series_t;
+
+static int hot_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void hot_print(hot_series_t *s)
+{
+    if (!s->n) return;
+    qsort(s->ns, (size_t)s->n, sizeof *s->ns, hot_cmp);
+    printf("  %-28s n=%-6ld p50 %9.1f us   p90 %9.1f us   p99 %9.1f us\n", s->name, s->n, s->ns[s->n / 2] / 1e3,
+           s->ns[s->n * 9 / 10] / 1e3, s->ns[s->n * 99 / 100] / 1e3);
+}
+
+static long hot_arg(const char *name, const char *v, long lo, long hi)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < lo || x > hi) {
+        fprintf(stderr, "fluxon: hot: %s %s must be an integer in %ld..%ld\n", name, v, lo, hi);
+        return -1;
+    }
+    return x;
+}
+
+/* Puts keys[0..n) with value_len bytes each (fill: a byte per batch), commits and waits
+ * for the publish; *ns: put_start + commit. */
+static int hot_put(fluxon_client *c, const char *const *keys, long n, long vlen, int fill, uint64_t *ns)
+{
+    fluxon_plan *plan = NULL;
+    fluxon_future *f = NULL;
+    uint64_t t0 = fx_cli_now_ns();
+    int rc = fluxon_local_fast_put_start(c, keys, (size_t)n, (uint64_t)vlen, NULL, &plan, NULL);
+    uint64_t t1 = fx_cli_now_ns();
+    if (rc != FLUXON_OK) return rc;
+    for (long i = 0; i < n; i++) memset((void *)(uintptr_t)plan->value_ptrs[i], fill, (size_t)vlen);
+    uint64_t t2 = fx_cli_now_ns();
+    rc = fluxon_local_fast_put_commit(c, plan, &f);
+    *ns = (t1 - t0) + (fx_cli_now_ns() - t2);
+    if (rc != FLUXON_OK) return rc;
+    rc = fluxon_future_wait(f, 30000);
+    fluxon_future_free(f);
+    return rc;
+}
+
+int fx_cli_hot(fluxon_client *c, int argc, char **argv)
+{
+    long batch = 64, vlen = 65536, iters = 2000;
+    for (int i = 0; i < argc; i++) {
+        long *dst = !strcmp(argv[i], "--batch") ? &batch : !strcmp(argv[i], "--value-len") ? &vlen
+                                                         : !strcmp(argv[i], "--iters")   ? &iters : NULL;
+        if (!dst) {
+            fprintf(stderr, "fluxon: hot: unknown argument %s (--batch N, --value-len B, --iters N)\n", argv[i]);
+            return 2;
+        }
+        if (i + 1 == argc) {
+            fprintf(stderr, "fluxon: hot: %s needs a value\n", argv[i]);
+            return 2;
+        }
+        long hi = dst == &batch ? 4096 : dst == &vlen ? (64l << 20) : 10000000;
+        if ((*dst = hot_arg(argv[i], argv[i + 1], 1, hi)) < 0) return 2;
+        i++;
+    }
+    char (*names)[64] = malloc((size_t)batch * 64);
+    const char **keys = malloc((size_t)batch * sizeof *keys);
+    hot_series_t get = {"get_start+get_transfer", calloc((size_t)iters, 8), 0},
+                 put = {"put_start+commit", calloc((size_t)iters, 8), 0};
+    int rc = names && keys && get.ns && put.ns ? FLUXON_OK : FLUXON_ERR_NOMEM;
+    const char *failed = "memory";
+    long pid = (long)getpid();
+    for (long i = 0; rc == FLUXON_OK && i < batch; i++) {
+        snprintf(names[i], 64, "hot:%ld:r:%ld", pid, i);
+        keys[i] = names[i];
+    }
+    uint64_t ns = 0;
+    if (rc == FLUXON_OK && (rc = hot_put(c, keys, batch, vlen, 1, &ns)) != FLUXON_OK) failed = "the first put";
+    /* restores of the same batch */
+    for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
+        fluxon_get_handle *h = NULL;
+        fluxon_get_start_result r;
+        fluxon_plan *rp = NULL;
+        uint64_t t0 = fx_cli_now_ns();
+        rc = fluxon_get_start(c, keys, (size_t)batch, 1, NULL, 0, &h, &r);
+        if (rc == FLUXON_OK && !r.all_hit) {
+            fluxon_cancel_get_transfer(c, h);
+            rc = FLUXON_ERR_NOT_FOUND;
+        }
+        if (rc == FLUXON_OK) rc = fluxon_get_transfer(c, h, 0, &rp);
+        get.ns[get.n++] = fx_cli_now_ns() - t0;
+        if (rc == FLUXON_OK) fluxon_release_views(c, rp);
+        else failed = "a restore";
+    }
+    for (long i = 0; i < batch && names && keys; i++) fluxon_delete(c, keys[i]);
+    /* fresh batches */
+    for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
+        for (long i = 0; i < batch; i++) snprintf(names[i], 64, "hot:%ld:p%ld:%ld", pid, it, i);
+        if ((rc = hot_put(c, keys, batch, vlen, (int)it, &put.ns[put.n])) != FLUXON_OK) failed = "a put";
+        else put.n++;
+        for (long i = 0; i < batch; i++) fluxon_delete(c, keys[i]);
+    }
+    if (rc == FLUXON_OK) {
+        printf("fluxon hot: batch %ld x %ld bytes, %ld rounds, against the owner of this client\n", batch, vlen, iters);
+        hot_print(&get);
+        hot_print(&put);
+    } else {
+        fprintf(stderr, "fluxon: hot: %s failed: %s\n", failed, fluxon_status_string(rc));
+    }
+    free(names);
+    free(keys);
+    free(get.ns);
+    free(put.ns);
+    return rc == FLUXON_OK ? 0 : 1;
+}
