@@ -38,19 +38,13 @@ static void st_run_env(const char *name, const char *arg, int limit_s, const cha
     free(saved);
     cr_assert_gt(pid, 0);
     int st = 0;
-    double end = th_now_s() + limit_s;
-    pid_t w;
-    while ((w = waitpid(pid, &st, WNOHANG)) == 0 && th_now_s() < end) th_sleep_ms(50);
-    if (w == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-    }
+    int ended = th_wait_exit(pid, limit_s, &st);
     char cmd[PATH_MAX + 64];
     snprintf(cmd, sizeof cmd, "grep -E 'Synthesis|FAIL|passed|failed' '%s' >&2", log);
     if (system(cmd) != 0) { /* the summary is only shown */ }
     th_rmtree(dir);
     free(dir);
-    cr_assert_neq(w, 0, "%s ended within %d s", name, limit_s);
+    cr_assert(ended, "%s ended within %d s", name, limit_s);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s passed with %s=%s (status %d)", name, env, val, st);
 }
 

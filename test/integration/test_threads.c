@@ -25,18 +25,12 @@ Test(threads, one_client_hostless_from_8_threads_matches_the_model, .timeout = 1
     pid_t pid = th_spawn(argv, log);
     cr_assert_gt(pid, 0);
     int st = 0;
-    double end = th_now_s() + 120;
-    pid_t w;
-    while ((w = waitpid(pid, &st, WNOHANG)) == 0 && th_now_s() < end) th_sleep_ms(50);
-    if (w == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-    }
+    int ended = th_wait_exit(pid, 120, &st);
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "cat '%s' >&2", log);
     if (system(cmd) != 0) { /* the log is only shown */ }
     th_rmtree(dir);
     free(dir);
-    cr_assert_neq(w, 0, "the stress program ended within 120 s");
+    cr_assert(ended, "the stress program ended within 120 s");
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the stress program passed (status %d)", st);
 }
