@@ -15,11 +15,15 @@
 #include "log.h"
 #include "ring.h"
 
-/* Polls of a slot's state word before sleeping on it (env FLUXON_RING_SPIN overrides):
- * worth it only when the owner's reactor has a core of its own; on a host with few CPUs
- * the spinning caller takes the core the owner needs (measured on 2 vCPUs: spin 0
- * get_start p50 ~20 us, 200 polls ~40 us, 3000 polls ~120 us). */
-#define CRING_SPIN 200
+/* How long a caller polls its slot's state word before sleeping on it, in microseconds
+ * (env FLUXON_RING_SPIN_US overrides, 0..1000000): worth it only when the owner's reactor
+ * has a core of its own; on a host with few CPUs the spinning caller takes the core the
+ * owner needs (measured on 2 vCPUs without owner polling: no spin get_start p50 ~20 us,
+ * a few us of spin ~40 us). A bound in time, not in polls: a PAUSE costs 10 to 150 cycles
+ * depending on the CPU. With a polling owner (ring_poll_us) on 2 vCPUs, `hot` batch 64
+ * get_start+get_transfer p50: ~4 us of spin 25.6 us, 50 us of spin ~14 us. */
+#define CRING_SPIN_US 50
+#define CRING_SPIN_MAX_US 1000000
 #define CRING_SPIN_MIN_CPUS 8
 #if defined(__x86_64__) || defined(__i386__)
 #define CRING_PAUSE() __builtin_ia32_pause()
@@ -32,7 +36,7 @@ struct cring {
     void *base;
     int efd;
     int lost; /* atomic: the owner is gone (its socket closed) */
-    int spin; /* polls of a slot's state word before sleeping on it */
+    uint64_t spin_ns; /* how long a caller polls its slot's state word before sleeping on it */
     pthread_mutex_t lock; /* guards the free list and the abandoned slots */
     pthread_cond_t cond;  /* a slot was freed (CLOCK_MONOTONIC) */
     uint32_t free_list[FX_RING_SLOTS], n_free, n_abandoned;
@@ -40,6 +44,20 @@ struct cring {
     pthread_mutex_t ow_lock; /* guards the one-way queue's tail */
     uint64_t ow_tail;
 };
+
+/* FLUXON_RING_SPIN_US, or the default for this host's CPU count */
+static uint64_t cring_spin_us(void)
+{
+    const char *sp = getenv("FLUXON_RING_SPIN_US");
+    if (!sp || !*sp) return sysconf(_SC_NPROCESSORS_ONLN) >= CRING_SPIN_MIN_CPUS ? CRING_SPIN_US : 0;
+    char *end;
+    unsigned long long v = strtoull(sp, &end, 10);
+    if (*end || *sp == '-' || v > CRING_SPIN_MAX_US) {
+        FX_WARN("FLUXON_RING_SPIN_US=%s is not an integer in 0..%u (microseconds): no spin", sp, CRING_SPIN_MAX_US);
+        return 0;
+    }
+    return v;
+}
 
 FX_INTERNAL int fx_client_ring_attach(fluxon_client *cl, int memfd, int efd)
 {
@@ -61,8 +79,7 @@ FX_INTERNAL int fx_client_ring_attach(fluxon_client *cl, int memfd, int efd)
     }
     g->base = base;
     g->efd = efd;
-    const char *sp = getenv("FLUXON_RING_SPIN");
-    g->spin = sp ? atoi(sp) : sysconf(_SC_NPROCESSORS_ONLN) >= CRING_SPIN_MIN_CPUS ? CRING_SPIN : 0;
+    g->spin_ns = cring_spin_us() * 1000ull;
     pthread_mutex_init(&g->lock, NULL);
     pthread_mutex_init(&g->ow_lock, NULL);
     for (uint32_t i = 0; i < FX_RING_SLOTS; i++) g->free_list[i] = FX_RING_SLOTS - 1 - i;
@@ -214,9 +231,13 @@ static uint64_t cring_reply_bound(uint16_t type, const uint8_t *req, uint32_t le
 static int cring_wait(struct cring *g, uint32_t i, uint64_t deadline_ns)
 {
     fx_ring_slot_t *s = fx_ring_slot(g->base, i);
-    for (int k = 0; k < g->spin; k++) {
-        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == FX_RING_DONE) return FLUXON_OK;
-        CRING_PAUSE();
+    if (g->spin_ns) { /* the clock read once every 32 polls */
+        uint64_t until = fx_now_ns() + g->spin_ns;
+        for (uint32_t k = 1;; k++) {
+            if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == FX_RING_DONE) return FLUXON_OK;
+            CRING_PAUSE();
+            if (!(k & 31) && fx_now_ns() >= until) break;
+        }
     }
     __atomic_store_n(&s->waiters, 1, __ATOMIC_SEQ_CST);
     for (;;) {

@@ -42,8 +42,8 @@ static long hot_arg(const char *name, const char *v, long lo, long hi)
 }
 
 /* Puts keys[0..n) with value_len bytes each (fill: a byte per batch), commits and waits
- * for the publish; *ns: put_start + commit. */
-static int hot_put(fluxon_client *c, const char *const *keys, long n, long vlen, int fill, uint64_t *ns)
+ * for the publish; ns[0]: put_start, ns[1]: put_commit (local-ready). */
+static int hot_put(fluxon_client *c, const char *const *keys, long n, long vlen, int fill, uint64_t ns[2])
 {
     fluxon_plan *plan = NULL;
     fluxon_future *f = NULL;
@@ -54,7 +54,8 @@ static int hot_put(fluxon_client *c, const char *const *keys, long n, long vlen,
     for (long i = 0; i < n; i++) memset((void *)(uintptr_t)plan->value_ptrs[i], fill, (size_t)vlen);
     uint64_t t2 = fx_cli_now_ns();
     rc = fluxon_local_fast_put_commit(c, plan, &f);
-    *ns = (t1 - t0) + (fx_cli_now_ns() - t2);
+    ns[0] = t1 - t0;
+    ns[1] = fx_cli_now_ns() - t2;
     if (rc != FLUXON_OK) return rc;
     rc = fluxon_future_wait(f, 30000);
     fluxon_future_free(f);
@@ -82,16 +83,18 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
     char (*names)[64] = malloc((size_t)batch * 64);
     const char **keys = malloc((size_t)batch * sizeof *keys);
     hot_series_t get = {"get_start+get_transfer", calloc((size_t)iters, 8), 0},
-                 put = {"put_start+commit", calloc((size_t)iters, 8), 0};
-    int rc = names && keys && get.ns && put.ns ? FLUXON_OK : FLUXON_ERR_NOMEM;
+                 put = {"put_start+commit", calloc((size_t)iters, 8), 0},
+                 start = {"  of which put_start", calloc((size_t)iters, 8), 0},
+                 commit = {"  of which put_commit", calloc((size_t)iters, 8), 0};
+    int rc = names && keys && get.ns && put.ns && start.ns && commit.ns ? FLUXON_OK : FLUXON_ERR_NOMEM;
     const char *failed = "memory";
     long pid = (long)getpid();
     for (long i = 0; rc == FLUXON_OK && i < batch; i++) {
         snprintf(names[i], 64, "hot:%ld:r:%ld", pid, i);
         keys[i] = names[i];
     }
-    uint64_t ns = 0;
-    if (rc == FLUXON_OK && (rc = hot_put(c, keys, batch, vlen, 1, &ns)) != FLUXON_OK) failed = "the first put";
+    uint64_t ns[2];
+    if (rc == FLUXON_OK && (rc = hot_put(c, keys, batch, vlen, 1, ns)) != FLUXON_OK) failed = "the first put";
     /* restores of the same batch */
     for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
         fluxon_get_handle *h = NULL;
@@ -112,14 +115,21 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
     /* fresh batches */
     for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
         for (long i = 0; i < batch; i++) snprintf(names[i], 64, "hot:%ld:p%ld:%ld", pid, it, i);
-        if ((rc = hot_put(c, keys, batch, vlen, (int)it, &put.ns[put.n])) != FLUXON_OK) failed = "a put";
-        else put.n++;
+        if ((rc = hot_put(c, keys, batch, vlen, (int)it, ns)) != FLUXON_OK) {
+            failed = "a put";
+        } else {
+            start.ns[start.n++] = ns[0];
+            commit.ns[commit.n++] = ns[1];
+            put.ns[put.n++] = ns[0] + ns[1];
+        }
         for (long i = 0; i < batch; i++) fluxon_delete(c, keys[i]);
     }
     if (rc == FLUXON_OK) {
         printf("fluxon hot: batch %ld x %ld bytes, %ld rounds, against the owner of this client\n", batch, vlen, iters);
         hot_print(&get);
         hot_print(&put);
+        hot_print(&start);
+        hot_print(&commit);
     } else {
         fprintf(stderr, "fluxon: hot: %s failed: %s\n", failed, fluxon_status_string(rc));
     }
@@ -127,5 +137,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
     free(keys);
     free(get.ns);
     free(put.ns);
+    free(start.ns);
+    free(commit.ns);
     return rc == FLUXON_OK ? 0 : 1;
 }
