@@ -100,6 +100,7 @@ static void evp_ghost_del_at(fx_evp_t *p, uint32_t i)
         i = j;
     }
     p->ghost_set[i] = 0;
+    p->ghost_live--;
 }
 
 static void evp_ghost_add(fx_evp_t *p, uint64_t key)
@@ -117,12 +118,13 @@ static void evp_ghost_add(fx_evp_t *p, uint64_t key)
     uint32_t i = (uint32_t)(h >> 7) & p->ghost_mask;
     while (p->ghost_set[i]) i = (i + 1) & p->ghost_mask;
     p->ghost_set[i] = h;
+    p->ghost_live++;
 }
 
 /* Is key in the ghost? (It stays in the ring; the set forgets it, so it counts once.) */
 static bool evp_ghost_take(fx_evp_t *p, uint64_t key)
 {
-    if (!p->ghost_cap) return false;
+    if (!p->ghost_live) return false; /* nothing to find: no random read of the set */
     uint32_t at = evp_ghost_find(p, evp_mix(key));
     if (at == UINT32_MAX) return false;
     evp_ghost_del_at(p, at);
@@ -275,6 +277,7 @@ FX_INTERNAL int fx_evp_check(const fx_evp_t *p)
         if (s->prev != prev || qb != p->qbytes[q]) return FLUXON_ERR_INTERNAL;
         bytes += qb;
     }
-    if (count != p->count || bytes != p->bytes || p->ghost_n > p->ghost_cap) return FLUXON_ERR_INTERNAL;
+    if (count != p->count || bytes != p->bytes || p->ghost_n > p->ghost_cap || p->ghost_live > p->ghost_n)
+        return FLUXON_ERR_INTERNAL;
     return FLUXON_OK;
 }

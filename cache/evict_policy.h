@@ -51,6 +51,7 @@ typedef struct fx_evp {
     uint32_t ghost_head, ghost_n;
     uint64_t *ghost_set;      /* 2 * ghost_cap slots (power of two) */
     uint32_t ghost_mask;
+    uint32_t ghost_live;      /* keys in the set (a ring entry taken since is no longer there) */
     uint64_t promotions, ghost_hits, reinserts;
 } fx_evp_t;
 

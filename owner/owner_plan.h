@@ -32,7 +32,8 @@ typedef struct owner_plan {
     struct owner_plan *prev, *next;
     int state;
     size_t n;
-    char **keys;
+    char **keys;              /* n pointers into key_bytes (each key NUL-terminated) */
+    char *key_bytes;          /* the plan's keys, one allocation */
     uint32_t *klens;
     int *status;
     fx_slot_ref_t *slots;     /* 2n: per key, then the claim's scratch; once committed, key i's

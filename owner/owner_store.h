@@ -14,7 +14,7 @@
  * put_ver) once committed; callbacks that outlive a reactor turn look it up again by
  * identity (fx_ostore_at), never keep the pointer. */
 typedef struct owner_entry {
-    char *key;
+    char *key; /* klen bytes + NUL, in the same allocation as the entry */
     uint32_t klen;
     fx_slot_ref_t slot;
     uint64_t value_len, put_ms, put_ver;

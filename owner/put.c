@@ -50,7 +50,7 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
     fx_hmap_del(o->put->plans, &p->id, sizeof p->id, NULL);
     fx_timer_disarm(o->r, &p->retry_timer);
     if (p->reply_conn) fx_conn_unref(p->reply_conn);
-    for (size_t i = 0; p->keys && i < p->n; i++) fx_free(p->keys[i]);
+    fx_free(p->key_bytes);
     fx_free(p->keys);
     fx_free(p->klens);
     fx_free(p->status);
@@ -156,7 +156,8 @@ static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
             accepted++;
         } else {
             s->put_rejected++;
-            oput_inflight_drop(s, p, i);
+            /* not the second of a key twice in the plan: the mark is its first's */
+            if (p->status[i] != FLUXON_ERR_INVALID_ARGUMENT) oput_inflight_drop(s, p, i);
         }
         if (st) {
             st[i] = (uint64_t)(int64_t)p->status[i];
@@ -257,11 +258,16 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     p->status = fx_calloc(n, sizeof *p->status);
     p->slots = fx_calloc(2 * n, sizeof *p->slots);
     p->group_lens = fx_calloc(b->group_lens.n ? b->group_lens.n : 1, sizeof *p->group_lens);
-    if (!p->keys || !p->klens || !p->status || !p->slots || !p->group_lens) goto nomem;
-    for (size_t i = 0; i < n; i++) {
-        p->keys[i] = fx_strndup(b->keys.v[i].p, b->keys.v[i].len);
-        if (!p->keys[i]) goto nomem;
+    size_t kb = 0; /* keys are at most FLUXON_MAX_KEY_BYTES (oput_check): no overflow */
+    for (size_t i = 0; i < n; i++) kb += b->keys.v[i].len + 1;
+    p->key_bytes = fx_malloc(kb ? kb : 1);
+    if (!p->keys || !p->key_bytes || !p->klens || !p->status || !p->slots || !p->group_lens) goto nomem;
+    for (size_t i = 0, off = 0; i < n; i++) {
+        p->keys[i] = p->key_bytes + off;
+        memcpy(p->keys[i], b->keys.v[i].p, b->keys.v[i].len);
+        p->keys[i][b->keys.v[i].len] = 0;
         p->klens[i] = b->keys.v[i].len;
+        off += b->keys.v[i].len + 1;
     }
     if (b->group_lens.n) memcpy(p->group_lens, b->group_lens.v, b->group_lens.n * sizeof(uint64_t));
     p->n_groups = b->group_lens.n;
@@ -292,29 +298,29 @@ nomem:
     return NULL;
 }
 
-/* Per-key admission: in flight here, exists here, or the same key twice in the plan (one
- * hash set: O(n)). Returns FLUXON_OK or NOMEM. */
+/* Per-key admission, one pass that also marks the keys in flight (s->inflight -> p): the
+ * same key twice in the plan (the mark is already p's), in flight in another plan, or
+ * exists here. A refused key leaves the marks as they were. Returns FLUXON_OK or NOMEM
+ * (then the caller drops p's marks: oput_plan_abort). */
 static int oput_admit(fx_owner_t *o, owner_plan_t *p)
 {
     oput_t *s = o->put;
-    fx_keyset_t *seen = NULL;
-    if (fx_keyset_create(p->n, &seen) != FLUXON_OK) return FLUXON_ERR_NOMEM;
+    for (size_t i = 0; i < p->n; i++) p->status[i] = FLUXON_OK;
     for (size_t i = 0; i < p->n; i++) {
-        p->status[i] = FLUXON_OK;
-        int rc = fx_keyset_add(seen, p->keys[i], p->klens[i]);
-        if (rc != FLUXON_OK && rc != FLUXON_ERR_KEY_EXISTS) {
-            fx_keyset_destroy(seen);
-            return FLUXON_ERR_NOMEM;
-        }
-        bool dup = rc == FLUXON_ERR_KEY_EXISTS;
-        if (dup)
+        void *old = NULL;
+        if (fx_hmap_put(s->inflight, p->keys[i], p->klens[i], p, &old) != FLUXON_OK) return FLUXON_ERR_NOMEM;
+        if (old == p) {
             p->status[i] = FLUXON_ERR_INVALID_ARGUMENT; /* the same key twice in one plan (the header's status) */
-        else if ((p->flags & FX_PUT_REJECT_IF_INFLIGHT) && fx_hmap_get(s->inflight, p->keys[i], p->klens[i]))
+            continue;
+        }
+        if (old && (p->flags & FX_PUT_REJECT_IF_INFLIGHT))
             p->status[i] = FLUXON_ERR_KEY_BEING_WRITTEN;
         else if ((p->flags & FX_PUT_REJECT_IF_EXIST) && fx_ostore_lookup(o, p->keys[i], p->klens[i]))
             p->status[i] = FLUXON_ERR_KEY_EXISTS;
+        if (p->status[i] == FLUXON_OK) continue;
+        if (old) fx_hmap_put(s->inflight, p->keys[i], p->klens[i], old, NULL); /* the entry exists: no allocation */
+        else fx_hmap_del(s->inflight, p->keys[i], p->klens[i], NULL);
     }
-    fx_keyset_destroy(seen);
     return FLUXON_OK;
 }
 
@@ -327,17 +333,20 @@ static void oput_start_b(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t 
     if (!oput_check(o, e, h, &b)) return;
     owner_plan_t *p = oput_plan_new(o, e, &b, value);
     if (!p || oput_admit(o, p) != FLUXON_OK) {
-        if (p) oput_plan_free(o, p);
+        if (p) {
+            for (size_t i = 0; i < p->n; i++) oput_inflight_drop(s, p, i);
+            oput_plan_free(o, p);
+        }
         fx_conn_reply_error(e->conn, h, FLUXON_ERR_NOMEM, "put_start: owner out of memory");
         return;
     }
+    /* the accepted keys are in flight from now on, also while the slots are being claimed;
+     * a member of a refused group is not */
     oput_reject_groups(o, p, false);
     size_t want = 0;
     for (size_t i = 0; i < p->n; i++) {
-        if (p->status[i] != FLUXON_OK) continue;
-        want++;
-        /* in flight from now on, also while the slots are being claimed */
-        fx_hmap_put(s->inflight, p->keys[i], p->klens[i], p, NULL);
+        if (p->status[i] == FLUXON_OK) want++;
+        else if (p->status[i] == FLUXON_ERR_GROUP_REJECTED) oput_inflight_drop(s, p, i);
     }
     s->puts_started++;
     p->state = OP_CLAIMING;

@@ -49,9 +49,7 @@ FX_INTERNAL void fx_ostore_set_hooks(fx_owner_t *o, const fx_ostore_hooks_t *hoo
 
 static void ostore_entry_free(void *v)
 {
-    owner_entry_t *en = v;
-    fx_free(en->key);
-    fx_free(en);
+    fx_free(v); /* the key lives in the same allocation */
 }
 
 /* Shutdown: the bookkeeping goes (the process or node is going away; the segment with it). */
@@ -82,13 +80,10 @@ FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, u
                                                const fx_slot_ref_t *slot, uint64_t value_len)
 {
     ostore_t *s = o->store;
-    owner_entry_t *en = fx_calloc(1, sizeof *en);
+    owner_entry_t *en = fx_calloc(1, sizeof *en + (size_t)klen + 1); /* the key after it: one allocation */
     if (!en) return NULL;
-    en->key = fx_strndup(key, klen);
-    if (!en->key) {
-        fx_free(en);
-        return NULL;
-    }
+    en->key = (char *)(en + 1);
+    memcpy(en->key, key, klen);
     en->klen = klen;
     en->slot = *slot;
     en->value_len = value_len;

@@ -268,6 +268,12 @@ Test(hostless, A1_atomic_groups_match_a_reference_model)
     cr_assert_eq(st[2], FLUXON_OK);
     cr_assert_eq(st[3], FLUXON_OK);
     cr_assert_eq(plan->value_ptrs[0], 0);
+    /* the refused group's members are not in flight: another plan may write them now */
+    fluxon_plan *other = NULL;
+    int ost[1];
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, 1, VLEN, NULL, &other, ost), FLUXON_OK);
+    cr_assert_eq(ost[0], FLUXON_OK, "%s", fluxon_status_string(ost[0]));
+    cr_assert_eq(fluxon_put_abort(c, other), FLUXON_OK);
     cr_assert_eq(fluxon_put_abort(c, plan), FLUXON_OK);
     /* keys present: 0..11 except 6 (a miss inside group 2) */
     put_sync(c, "a", 0, 5);
@@ -515,6 +521,12 @@ Test(hostless, the_same_key_twice_in_a_batch_is_invalid_argument)
     cr_assert(st[0] == FLUXON_OK && st[1] == FLUXON_OK, "%d %d", st[0], st[1]);
     cr_assert_eq(st[2], FLUXON_ERR_INVALID_ARGUMENT, "%s", fluxon_status_string(st[2]));
     cr_assert_eq(p->value_ptrs[2], 0);
+    /* the refused second one does not take the first one's in-flight mark with it */
+    fluxon_plan *q = NULL;
+    int qst[1];
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, 1, 4096, NULL, &q, qst), FLUXON_OK);
+    cr_assert_eq(qst[0], FLUXON_ERR_KEY_BEING_WRITTEN, "%s", fluxon_status_string(qst[0]));
+    cr_assert_eq(fluxon_put_abort(c, q), FLUXON_OK);
     cr_assert_eq(fluxon_put_abort(c, p), FLUXON_OK);
     fluxon_client_close(c);
 }
