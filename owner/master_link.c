@@ -80,8 +80,12 @@ static void olink_on_heartbeat_timer(fx_reactor_t *r, fx_timer_t *t)
     fx_owner_t *o = l->o;
     if (l->mstate != OM_READY || !l->mconn) return;
     fx_body_heartbeat_t b = {o->generation};
-    uint32_t to = FX_MAX(o->cfg.heartbeat_interval_ms * 3, 100u);
-    if (FX_RPC_CALL(l->mconn, HEARTBEAT, heartbeat, &b, to, olink_on_heartbeat_resp, l) == FLUXON_OK)
+    /* answered within master_timeout_ms, like every request to the master: a late answer
+     * is no lost link (3 intervals, 300 ms at 100 ms heartbeats, dropped a working link on
+     * a loaded machine and refused puts until it was back); a dead master closes the
+     * connection, a hung one is given up on after master_timeout_ms */
+    if (FX_RPC_CALL(l->mconn, HEARTBEAT, heartbeat, &b, o->cfg.master_timeout_ms, olink_on_heartbeat_resp, l) ==
+        FLUXON_OK)
         l->heartbeats_sent++;
     fx_timer_arm(r, t, o->cfg.heartbeat_interval_ms, olink_on_heartbeat_timer);
 }

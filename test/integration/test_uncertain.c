@@ -266,6 +266,29 @@ Test(uncertain, a_put_plan_answered_after_the_client_gave_up_is_handed_back)
     fluxon_client_close(a);
 }
 
+/* A late heartbeat answer is no lost link: with heartbeats every 100 ms, the master's
+ * first three answers arrive 600 ms late; the owner waits master_timeout_ms for each
+ * (it used to give up after 3 intervals, drop the working link and refuse puts with
+ * UNAVAILABLE until it was back: the restart suite's rare failure on a loaded machine). */
+Test(uncertain, a_late_heartbeat_answer_keeps_the_master_link)
+{
+    const char *extra[1] = {",\"heartbeat_interval_ms\":100,"
+                            "\"test\":{\"fault_message\":\"HEARTBEAT\",\"fault\":\"delay\",\"fault_ms\":600,"
+                            "\"fault_count\":3}"};
+    kf_up_ex(1, NULL, extra);
+    fluxon_client *a = kf_client(0);
+    /* 15 heartbeats sent: 1.5 s, well past the delayed answers (at most 0.3 + 0.6 s) */
+    cr_assert(kf_wait_stat(a, "heartbeats_sent", 15, 20000), "15 heartbeats within 20 s");
+    cr_assert_eq(kf_stat(a, "heartbeat_failures"), 0, "no heartbeat given up on");
+    const char *k = "hb-key";
+    fluxon_plan *plan = NULL;
+    int st = -1;
+    cr_assert_eq(fluxon_local_fast_put_start(a, &k, 1, UVLEN, NULL, &plan, &st), FLUXON_OK);
+    cr_assert_eq(st, FLUXON_OK, "%s", fluxon_status_string(st));
+    cr_assert_eq(fluxon_put_abort(a, plan), FLUXON_OK);
+    fluxon_client_close(a);
+}
+
 /* Item 11, the owner's own bound: an engine that got its put plan but never commits nor
  * aborts it (hung, or a bug) does not hold the slots and the key until it exits: the
  * owner releases the plan after put_plan_ttl_ms and the key can be written again. */
