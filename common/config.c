@@ -298,7 +298,12 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
          * default only where the reactor can have a core to itself (FX_RING_POLL_MIN_CPUS);
          * env FLUXON_RING_POLL_US sets the default (benchmarks), the field overrides it */
         const char *p = getenv("FLUXON_RING_POLL_US");
-        long n = p ? strtol(p, NULL, 10) : -1;
+        char *end = NULL;
+        long n = p ? strtol(p, &end, 10) : -1;
+        if (p && (!*p || *end || n < 0 || n > CFG_RING_POLL_MAX)) {
+            FX_WARN("FLUXON_RING_POLL_US=%s is not an integer in 0..%u (microseconds): ignored", p, CFG_RING_POLL_MAX);
+            n = -1;
+        }
         cfg->ring_poll_us = n >= 0 && n <= CFG_RING_POLL_MAX ? (uint32_t)n
                             : sysconf(_SC_NPROCESSORS_ONLN) >= FX_RING_POLL_MIN_CPUS ? FX_RING_POLL_DEFAULT_US : 0;
     } else {
@@ -308,6 +313,8 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
          * test suites run both ways); the config field "transport" overrides both */
         const char *t = getenv("FLUXON_CLIENT_TRANSPORT");
         cfg->transport_socket = t && strcmp(t, "socket") == 0;
+        if (t && *t && !cfg->transport_socket && strcmp(t, "ring"))
+            FX_WARN("FLUXON_CLIENT_TRANSPORT=%s is neither ring nor socket: ignored (ring)", t);
     }
 }
 

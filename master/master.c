@@ -72,8 +72,10 @@ static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
     for (size_t i = 0; i < m->n_nodes; i++) {
         master_node_t *n = m->nodes[i];
         if (n->alive && now - n->last_heartbeat_ms > m->cfg.heartbeat_timeout_ms) {
-            char why[128];
-            snprintf(why, sizeof why, "no heartbeat for %llu ms (heartbeat_timeout_ms %u)",
+            char why[192];
+            snprintf(why, sizeof why,
+                     "no heartbeat for %llu ms (heartbeat_timeout_ms %u; an owner's heartbeat_interval_ms must "
+                     "be well below it)",
                      (unsigned long long)(now - n->last_heartbeat_ms), m->cfg.heartbeat_timeout_ms);
             master_mark_dead(m, n, why);
         }

@@ -99,7 +99,10 @@ static void olink_refused(olink_t *l, const char *what, int status, const fx_fra
     char msg[256] = "";
     fx_body_error_t e;
     if (h && fx_body_error_decode(body, h->body_len, &e, arena) == FLUXON_OK) fx_str_copy(e.message, msg, sizeof msg);
-    if (!l->started || l->reconnects++ % 10 == 0)
+    bool say = !l->started || l->reconnects++ % 10 == 0;
+    if (say && status == FLUXON_ERR_TIMEOUT) /* no answer is no refusal */
+        FX_ERROR("master did not answer %s within master_timeout_ms %u", what, l->o->cfg.master_timeout_ms);
+    else if (say)
         FX_ERROR("master refused %s: %s%s%s", what, fluxon_status_string(status), msg[0] ? ": " : "", msg);
     if ((status == FLUXON_ERR_AUTH || status == FLUXON_ERR_BUSY) && !l->started) {
         l->refused_final = true; /* the start fails with this status: one message, no "reconnecting" */

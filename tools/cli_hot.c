@@ -42,15 +42,25 @@ static long hot_arg(const char *name, const char *v, long lo, long hi)
 }
 
 /* Puts keys[0..n) with value_len bytes each (fill: a byte per batch), commits and waits
- * for the publish; ns[0]: put_start, ns[1]: put_commit (local-ready). */
-static int hot_put(fluxon_client *c, const char *const *keys, long n, long vlen, int fill, uint64_t ns[2])
+ * for the publish; ns[0]: put_start, ns[1]: put_commit (local-ready). st: n statuses (the
+ * caller's). A key the owner turned down (no space, no master) aborts the plan: the first
+ * refusal is returned and *refused counts them. */
+static int hot_put(fluxon_client *c, const char *const *keys, long n, long vlen, int fill, int *st, long *refused,
+                   uint64_t ns[2])
 {
     fluxon_plan *plan = NULL;
     fluxon_future *f = NULL;
     uint64_t t0 = fx_cli_now_ns();
-    int rc = fluxon_local_fast_put_start(c, keys, (size_t)n, (uint64_t)vlen, NULL, &plan, NULL);
+    int rc = fluxon_local_fast_put_start(c, keys, (size_t)n, (uint64_t)vlen, NULL, &plan, st);
     uint64_t t1 = fx_cli_now_ns();
     if (rc != FLUXON_OK) return rc;
+    *refused = 0;
+    for (long i = 0; i < n; i++)
+        if (st[i] != FLUXON_OK && (*refused)++ == 0) rc = st[i];
+    if (rc != FLUXON_OK) {
+        fluxon_put_abort(c, plan);
+        return rc;
+    }
     for (long i = 0; i < n; i++) memset((void *)(uintptr_t)plan->value_ptrs[i], fill, (size_t)vlen);
     uint64_t t2 = fx_cli_now_ns();
     rc = fluxon_local_fast_put_commit(c, plan, &f);
@@ -72,7 +82,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
             fprintf(stderr, "fluxon: hot: unknown argument %s (--batch N, --value-len B, --iters N)\n", argv[i]);
             return 2;
         }
-        if (i + 1 == argc) {
+        if (i + 1 == argc || !strncmp(argv[i + 1], "--", 2)) {
             fprintf(stderr, "fluxon: hot: %s needs a value\n", argv[i]);
             return 2;
         }
@@ -82,11 +92,13 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
     }
     char (*names)[64] = malloc((size_t)batch * 64);
     const char **keys = malloc((size_t)batch * sizeof *keys);
+    int *st = malloc((size_t)batch * sizeof *st);
+    long refused = 0;
     hot_series_t get = {"get_start+get_transfer", calloc((size_t)iters, 8), 0},
                  put = {"put_start+commit", calloc((size_t)iters, 8), 0},
                  start = {"  of which put_start", calloc((size_t)iters, 8), 0},
                  commit = {"  of which put_commit", calloc((size_t)iters, 8), 0};
-    int rc = names && keys && get.ns && put.ns && start.ns && commit.ns ? FLUXON_OK : FLUXON_ERR_NOMEM;
+    int rc = names && keys && st && get.ns && put.ns && start.ns && commit.ns ? FLUXON_OK : FLUXON_ERR_NOMEM;
     const char *failed = "memory";
     long pid = (long)getpid();
     for (long i = 0; rc == FLUXON_OK && i < batch; i++) {
@@ -94,7 +106,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
         keys[i] = names[i];
     }
     uint64_t ns[2];
-    if (rc == FLUXON_OK && (rc = hot_put(c, keys, batch, vlen, 1, ns)) != FLUXON_OK) failed = "the first put";
+    if (rc == FLUXON_OK && (rc = hot_put(c, keys, batch, vlen, 1, st, &refused, ns)) != FLUXON_OK) failed = "the first put";
     /* restores of the same batch */
     for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
         fluxon_get_handle *h = NULL;
@@ -115,7 +127,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
     /* fresh batches */
     for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
         for (long i = 0; i < batch; i++) snprintf(names[i], 64, "hot:%ld:p%ld:%ld", pid, it, i);
-        if ((rc = hot_put(c, keys, batch, vlen, (int)it, ns)) != FLUXON_OK) {
+        if ((rc = hot_put(c, keys, batch, vlen, (int)it, st, &refused, ns)) != FLUXON_OK) {
             failed = "a put";
         } else {
             start.ns[start.n++] = ns[0];
@@ -131,10 +143,13 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
         hot_print(&start);
         hot_print(&commit);
     } else {
-        fprintf(stderr, "fluxon: hot: %s failed: %s\n", failed, fluxon_status_string(rc));
+        fprintf(stderr, "fluxon: hot: %s failed: %s", failed, fluxon_status_string(rc));
+        if (refused) fprintf(stderr, " (the owner turned down %ld of %ld keys)", refused, batch);
+        fputc('\n', stderr);
     }
     free(names);
     free(keys);
+    free(st);
     free(get.ns);
     free(put.ns);
     free(start.ns);

@@ -91,7 +91,7 @@ static void top_fmt_s(double s, char *out, size_t cap)
 static void top_ops(cJSON *cur, cJSON *prev, double dt)
 {
     cJSON *by = cJSON_GetObjectItem(cur, "requests_by_op"), *pby = prev ? cJSON_GetObjectItem(prev, "requests_by_op") : NULL;
-    printf("ops/s       ");
+    printf(prev ? "ops/s       " : "ops         ");
     int shown = 0;
     cJSON *op;
     cJSON_ArrayForEach(op, by) {
@@ -114,7 +114,8 @@ static void top_draw(const top_frame *f, const top_frame *p, bool tty)
     cJSON *o = f->owner ? cJSON_GetObjectItem(f->owner, "owner") : NULL;
     cJSON *po = p && p->owner ? cJSON_GetObjectItem(p->owner, "owner") : NULL;
     cJSON *m = f->master, *pm = p ? p->master : NULL;
-    double dt = p ? (double)(f->t_ns - p->t_ns) / 1e9 : 1;
+    double dt = p ? (double)(f->t_ns - p->t_ns) / 1e9 : 1; /* the first frame: totals since start */
+    const char *per = p ? "/s" : " (total)";
     if (tty) printf("\033[H\033[2J");
     printf("fluxon top   owner %s   master generation %.0f   owners alive %.0f dead %.0f   (%s)\n",
            o ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "node_id")) : "?", top_num(m, "generation"),
@@ -123,9 +124,9 @@ static void top_draw(const top_frame *f, const top_frame *p, bool tty)
     double loc = top_delta(o, po, "local_hits"), join = top_delta(o, po, "joined_hits"),
            lead = top_delta(o, po, "leader_hits"), pref = top_delta(o, po, "prefix_transferable_keys");
     if (keys > 0)
-        printf("hit ratio   %.1f %%  (local %.1f, joined %.1f, leader %.1f)   transferable prefix %.1f %%   keys/s %.0f\n",
+        printf("hit ratio   %.1f %%  (local %.1f, joined %.1f, leader %.1f)   transferable prefix %.1f %%   keys%s %.0f\n",
                100 * (loc + join + lead) / keys, 100 * loc / keys, 100 * join / keys, 100 * lead / keys,
-               100 * pref / keys, keys / dt);
+               100 * pref / keys, per, keys / dt);
     else
         printf("hit ratio   - (no gets)\n");
     top_ops(o, po, dt);
@@ -140,11 +141,11 @@ static void top_draw(const top_frame *f, const top_frame *p, bool tty)
         top_fmt_s(top_quantile(o, po, h[i][0], 0.99), b, sizeof b);
         printf("  %-12s %s  %s\n", h[i][1], a, b);
     }
-    printf("segment     used %.1f MiB of %.1f MiB   hot %.1f MiB   evictions/s %.0f   handles %.0f   plans %.0f\n",
+    printf("segment     used %.1f MiB of %.1f MiB   hot %.1f MiB   evictions%s %.0f   handles %.0f   plans %.0f\n",
            top_num(o, "used_bytes") / 1048576, top_num(o, "segment_bytes") / 1048576, top_num(o, "hot_bytes") / 1048576,
-           top_delta(o, po, "evictions") / dt, top_num(o, "handles_open"), top_num(o, "puts_inflight"));
-    printf("master      routes %.0f   in flight: puts %.0f gets %.0f   lookups/s %.0f\n", top_num(m, "routes"),
-           top_num(m, "inflight_puts"), top_num(m, "inflight_gets"), top_delta(m, pm, "lookups") / dt);
+           per, top_delta(o, po, "evictions") / dt, top_num(o, "handles_open"), top_num(o, "puts_inflight"));
+    printf("master      routes %.0f   in flight: puts %.0f gets %.0f   lookups%s %.0f\n", top_num(m, "routes"),
+           top_num(m, "inflight_puts"), top_num(m, "inflight_gets"), per, top_delta(m, pm, "lookups") / dt);
     printf("nodes       %-20s %-12s %-6s %s\n", "node_id", "role", "alive", "segment");
     cJSON *n;
     cJSON_ArrayForEach(n, f->nodes) {
@@ -158,9 +159,10 @@ static void top_draw(const top_frame *f, const top_frame *p, bool tty)
 
 static int top_args(int argc, char **argv, long *iters, long *interval)
 {
+    bool once = false; /* --once wins over --iterations, in any order */
     for (int i = 0; i < argc; i++) {
         char *end = NULL;
-        if (!strcmp(argv[i], "--once")) *iters = 1;
+        if (!strcmp(argv[i], "--once")) once = true;
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) *iters = strtol(argv[++i], &end, 10);
         else if (!strcmp(argv[i], "--interval-ms") && i + 1 < argc) *interval = strtol(argv[++i], &end, 10);
         else end = argv[i];
@@ -169,6 +171,7 @@ static int top_args(int argc, char **argv, long *iters, long *interval)
             return -1;
         }
     }
+    if (once) *iters = 1;
     return 0;
 }
 

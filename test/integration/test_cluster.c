@@ -127,7 +127,8 @@ Test(cluster, ping_and_stat_through_processes, .timeout = 60, .fini = teardown)
 }
 
 /* `hot` (issue 18's steady-state figures): both series over the asked rounds, its keys
- * deleted afterwards, bad arguments refused with usage status 2 */
+ * deleted afterwards, bad arguments refused with usage status 2, a batch the owner turns
+ * down reported (it crashed); `top --once` */
 Test(cluster, hot_reports_steady_state_latencies_and_leaves_no_key, .timeout = 60, .fini = teardown)
 {
     cluster_up(&c);
@@ -143,6 +144,17 @@ Test(cluster, hot_reports_steady_state_latencies_and_leaves_no_key, .timeout = 6
     cr_assert_eq(run_external(c.ecfg, "hot", "--batch", "0", out, sizeof out), 2, "%s", out);
     cr_assert(strstr(out, "--batch 0 must be an integer in 1..4096"), "%s", out);
     cr_assert_eq(run_external(c.ecfg, "hot", "--iters", NULL, out, sizeof out), 2, "%s", out);
+    /* a batch the 32 MiB owner cannot hold: keys turned down, reported, nothing left */
+    cr_assert_eq(run_external(c.ecfg, "hot", "--value-len", "1048576", out, sizeof out), 1, "%s", out);
+    cr_assert(strstr(out, "the first put failed: FLUXON_ERR_NO_SPACE (the owner turned down"), "%s", out);
+    ex = run_external(c.ecfg, "master-stats", NULL, NULL, out, sizeof out);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "\"routes\":0"), "nothing of the refused batch is published: %s", out);
+    /* `top --once`: one frame of totals since start, labelled as totals, not rates; --once
+     * wins over an unbounded --iterations 0 */
+    cr_assert_eq(run_external(c.ecfg, "top", "--iterations 0", "--once", out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "fluxon top") && strstr(out, "since start") && strstr(out, "lookups (total)"), "%s", out);
+    cr_assert(!strstr(out, "ops/s") && !strstr(out, "keys/s") && !strstr(out, "evictions/s"), "%s", out);
     cluster_down(&c);
 }
 
