@@ -23,6 +23,7 @@ typedef struct olink {
     bool connect_inflight, started;
     fx_timer_t reconnect_timer, heartbeat_timer;
     uint32_t backoff_ms;
+    uint32_t hb_interval_ms; /* heartbeat_interval_ms, or less: a third of the master's heartbeat_timeout_ms */
     uint64_t master_generation;
     uint32_t reconnects;
     uint64_t waiting_since_ns, waiting_logged_ns; /* unreachable master: since when, last log */
@@ -87,7 +88,7 @@ static void olink_on_heartbeat_timer(fx_reactor_t *r, fx_timer_t *t)
     if (FX_RPC_CALL(l->mconn, HEARTBEAT, heartbeat, &b, o->cfg.master_timeout_ms, olink_on_heartbeat_resp, l) ==
         FLUXON_OK)
         l->heartbeats_sent++;
-    fx_timer_arm(r, t, o->cfg.heartbeat_interval_ms, olink_on_heartbeat_timer);
+    fx_timer_arm(r, t, l->hb_interval_ms, olink_on_heartbeat_timer);
 }
 
 /* The master answered HELLO or REGISTER with an error: log its reason (rate-limited once
@@ -128,7 +129,16 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
     bool changed = l->master_generation && l->master_generation != ack.master_generation;
     l->master_generation = ack.master_generation;
     FX_INFO("registered with master %s:%u (master generation %llu, owner generation %llu)", l->host, l->port, (unsigned long long)ack.master_generation, (unsigned long long)o->generation);
-    fx_timer_arm(o->r, &l->heartbeat_timer, o->cfg.heartbeat_interval_ms, olink_on_heartbeat_timer);
+    /* heartbeats rarer than the master's timeout would have it declare this owner dead
+     * between two of them: at most a third of it, said once per registration */
+    uint32_t hb = o->cfg.heartbeat_interval_ms, cap = FX_MAX(ack.heartbeat_timeout_ms / 3, 1u);
+    if (ack.heartbeat_timeout_ms && hb > cap) {
+        FX_WARN("heartbeat_interval_ms %u is not well below the master's heartbeat_timeout_ms %u (it would declare "
+                "this owner dead between two heartbeats): heartbeating every %u ms", hb, ack.heartbeat_timeout_ms, cap);
+        hb = cap;
+    }
+    l->hb_interval_ms = hb;
+    fx_timer_arm(o->r, &l->heartbeat_timer, l->hb_interval_ms, olink_on_heartbeat_timer);
     l->hooks.registered(o, changed);
     olink_started(l, FLUXON_OK);
 }

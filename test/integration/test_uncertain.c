@@ -289,6 +289,20 @@ Test(uncertain, a_late_heartbeat_answer_keeps_the_master_link)
     fluxon_client_close(a);
 }
 
+/* Heartbeats rarer than the master's timeout (its REGISTER answer says it) would have the
+ * master declare the owner dead between two of them, for good: the owner heartbeats at
+ * a third of that timeout instead (and warns). */
+Test(uncertain, heartbeats_rarer_than_the_masters_timeout_are_brought_below_it)
+{
+    const char *extra[1] = {",\"heartbeat_interval_ms\":86400000"};
+    kf_up_ex(1, ",\"heartbeat_timeout_ms\":600", extra);
+    fluxon_client *a = kf_client(0);
+    cr_assert(kf_wait_stat(a, "heartbeats_sent", 6, 10000), "a heartbeat every 200 ms, not every day");
+    cr_assert_eq(kf_stat(a, "heartbeat_failures"), 0);
+    cr_assert_eq(kf_stat(a, "owners_alive"), 1, "the master never declared the owner dead");
+    fluxon_client_close(a);
+}
+
 /* Item 11, the owner's own bound: an engine that got its put plan but never commits nor
  * aborts it (hung, or a bug) does not hold the slots and the key until it exits: the
  * owner releases the plan after put_plan_ttl_ms and the key can be written again. */
