@@ -1,12 +1,13 @@
 /* cli_metrics.c — the /metrics HTTP endpoint (cli_metrics.h) on libmicrohttpd. The socket
  * is bound here first, so a bad address or a port in use is reported by its name before
- * any thread starts; microhttpd then serves it from its internal polling thread. */
+ * any thread starts; microhttpd then serves it from its internal polling thread (epoll). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,19 @@ static int metrics_bind(const char *field, const char *listen_addr, char *host_o
     return fd;
 }
 
+/* microhttpd's own messages (a client closing early, an unreadable request): anyone who
+ * can connect can cause them, so only the first 10 and then one in 1000 reach the log */
+static void metrics_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    static unsigned long seen;
+    unsigned long n = __atomic_fetch_add(&seen, 1, __ATOMIC_RELAXED);
+    if (n >= 10 && n % 1000) return;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = 0;
+    fprintf(stderr, "fluxon: metrics: %s (HTTP server message %lu)\n", line, n + 1);
+}
+
 fx_cli_metrics *fx_cli_metrics_start(const char *field, const char *listen_addr, fluxon_node *const *nodes, size_t n,
                                      uint16_t *port_p)
 {
@@ -129,9 +143,12 @@ fx_cli_metrics *fx_cli_metrics_start(const char *field, const char *listen_addr,
     }
     memcpy(s->nodes, nodes, n * sizeof *nodes);
     s->n = n;
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, metrics_handler, s,
+    /* epoll, not select: a process with more than FD_SETSIZE descriptors (an owner with
+     * hundreds of clients) still serves scrapes; at most 256 scrapers at once */
+    s->d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, metrics_handler, s,
                             MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                            MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_EXTERNAL_LOGGER, metrics_mhd_log,
+                            NULL, MHD_OPTION_END);
     if (!s->d) {
         fprintf(stderr, "fluxon: %s: the HTTP server on \"%s\" did not start\n", field, listen_addr);
         close(fd);

@@ -36,6 +36,8 @@ def _key(k, i=None):
 def _keys(keys):
     if isinstance(keys, (str, bytes)):
         raise TypeError("keys: a sequence of keys, not one key")
+    if not isinstance(keys, (list, tuple)):
+        keys = list(keys)  # an iterator is read once: both paths below need every key
     try:  # the fast path: every key a str, checked in bulk
         enc = [k.encode() for k in keys]
         ok = enc and 0 < min(map(len, enc)) and max(map(len, enc)) <= 1024 and b"\0" not in b"".join(enc)

@@ -4,7 +4,12 @@
  * metrics_listen values exit 2 naming the field; the catalogs' own rules. */
 #include <cJSON.h>
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
 #include "fluxon.h"
 #include "helpers.h"
@@ -110,6 +115,17 @@ static cJSON *master_json(fluxon_client *c)
 
 static char text[1 << 20];
 
+/* entries of a directory (a process's fds), or -1 */
+static int count_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    int n = 0;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n - 2; /* . and .. */
+}
+
 Test(metrics, master_and_owner_processes_serve_what_their_stats_say)
 {
     dir = th_tmpdir();
@@ -187,6 +203,36 @@ Test(metrics, master_and_owner_processes_serve_what_their_stats_say)
 
     /* only GET /metrics is served */
     cr_assert_eq(pf_http_get(master_metrics, "/other", text, sizeof text, 5000), 404);
+
+    /* past FD_SETSIZE: the master holds over 1024 descriptors (idle connections the test
+     * opens to its listen port) and still serves scrapes (microhttpd on epoll, not select) */
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < 1300 && rl.rlim_max >= 1300) {
+        rl.rlim_cur = 1300;
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    }
+    enum { IDLE = 1100 };
+    static int idle[IDLE];
+    int n_idle = 0;
+    for (; rl.rlim_cur >= 1300 && n_idle < IDLE; n_idle++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)mport)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        idle[n_idle] = socket(AF_INET, SOCK_STREAM, 0);
+        cr_assert_geq(idle[n_idle], 0);
+        cr_assert_eq(connect(idle[n_idle], (struct sockaddr *)&a, sizeof a), 0, "connection %d", n_idle);
+    }
+    if (n_idle) { /* every one accepted: the master's socket count is past 1024 */
+        char fds[64];
+        snprintf(fds, sizeof fds, "/proc/%d/fd", (int)pids[0]);
+        int open_fds = 0;
+        double end = th_now_s() + 10;
+        while (th_now_s() < end && (open_fds = count_dir(fds)) < 1030) th_sleep_ms(20);
+        cr_assert_geq(open_fds, 1030, "the master holds %d descriptors", open_fds);
+        cr_assert_eq(pf_http_get(master_metrics, "/metrics", text, sizeof text, 5000), 200,
+                     "a scrape of a master holding %d descriptors", open_fds);
+        for (int i = 0; i < n_idle; i++) close(idle[i]);
+    }
     cJSON_Delete(ob);
     cJSON_Delete(oa);
     cJSON_Delete(mb);
