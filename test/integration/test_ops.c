@@ -502,7 +502,8 @@ Test(ops, put_del_and_ls_escape_control_bytes_alike, .timeout = 60, .fini = ops_
 /* Items 10 and 12. Before: a ~4 s demo wrote 4 timeseries rows (a point per second) and
  * `scripts/plot` with no argument printed "line 6: 1: usage: ..."; --help said nothing of
  * memory. Now a short run is sampled by request count (60 rows), the plot script prints
- * its usage, and demo --help states the memory it needs. */
+ * its usage, and demo --help states the memory it needs (and a run that needs more than
+ * the host has is refused). */
 Test(ops, short_demo_runs_are_sampled_by_request_count, .timeout = 120, .fini = ops_fini)
 {
     ops_init(NULL, NULL);
@@ -521,6 +522,14 @@ Test(ops, short_demo_runs_are_sampled_by_request_count, .timeout = 120, .fini = 
     ex = ops_cli(out, sizeof out, "demo --help");
     cr_assert(ex == 0 && strstr(out, "Memory:") && strstr(out, "3.5 GiB by default") && strstr(out, "--key-prefix"),
               "%s", out);
+    /* segments this host cannot hold are refused before anything is mapped, naming the
+     * size and the RAM (1 GiB pages of the whole trace: ~220 TiB); a pace the clock cannot
+     * count is a usage error */
+    ex = ops_cli(out, sizeof out, "demo --value-len 1073741824");
+    cr_assert(ex == 1 && strstr(out, "GiB (1 owner(s)") && strstr(out, "of this host's") &&
+              strstr(out, "--capacity-blocks"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "demo --speed 1e-12");
+    cr_assert(ex == 2 && strstr(out, "0.001..1e9"), "exit %d: %s", ex, out);
     if (access("scripts/plot", X_OK) == 0) {
         FILE *p = popen("scripts/plot 2>&1", "r");
         size_t n = fread(out, 1, sizeof out - 1, p);

@@ -208,6 +208,25 @@ static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)
     return FLUXON_OK;
 }
 
+/* The segments are faulted in whole (prefault): refuse sizes this host cannot hold, naming
+ * them, rather than let the kernel's OOM killer end the run (or something else). */
+static int rp_check_memory(const rp_run *r)
+{
+    uint64_t slot = (r->o.value_len < 4096 ? 4096 : r->o.value_len + 4095) / 4096 * 4096;
+    uint64_t cpu_seg = 4096 + r->o.cpu_capacity_blocks * r->o.tp * slot + r->grant_bytes;
+    uint64_t need = r->segment_bytes * r->o.owners + (r->o.cpu_owners ? cpu_seg * r->o.cpu_owners : 0);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    if (!ram || need <= ram / 10 * 9) return FLUXON_OK;
+    fprintf(stderr,
+            "fluxon demo: the segments need %.1f GiB (%u owner(s) x %.1f GiB: %llu distinct pages x %u TP rank(s) x "
+            "%llu-byte slots, + 25 %%), more than 90 %% of this host's %.1f GiB of RAM: lower --value-len or "
+            "--requests, or bound each owner with --capacity-blocks\n",
+            (double)need / (1u << 30), r->o.owners, (double)r->segment_bytes / (1u << 30),
+            (unsigned long long)r->distinct_pages, r->o.tp, (unsigned long long)slot, (double)ram / (1u << 30));
+    return FLUXON_ERR_NO_SPACE;
+}
+
 static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owners, char *dir,
                             char socks[][160])
 {
@@ -219,6 +238,7 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         return rc;
     }
     rp_size_owner(&r->o, r->distinct_pages, &r->segment_bytes, &r->grant_bytes);
+    if ((rc = rp_check_memory(r)) != FLUXON_OK) return rc;
     /* --capacity-blocks N: at most, and once full exactly, N pages × T values stay
      * resident: the expected capacity (§6: prewarmed, a hard cap) holds them and the hot
      * tier's watermark is exactly their slots, so the owner evicts its coldest values to
