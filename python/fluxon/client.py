@@ -9,6 +9,7 @@ handle and view the client still has; their views raise ValueError afterwards.
 import asyncio
 import ctypes
 import json
+import sys
 import threading
 import weakref
 
@@ -25,7 +26,7 @@ _U64P = ctypes.POINTER(ctypes.c_uint64)
 def _key(k, i=None):
     where = "key" if i is None else f"keys[{i}]"
     if isinstance(k, str):
-        k = k.encode()
+        k = k.encode("utf-8", "surrogateescape")  # list_keys' str of a non-UTF-8 key round-trips
     elif not isinstance(k, (bytes, bytearray)):
         raise TypeError(f"{where}: a key is str or bytes, not {type(k).__name__}")
     if not k or len(k) > 1024 or b"\0" in k:
@@ -39,7 +40,7 @@ def _keys(keys):
     if not isinstance(keys, (list, tuple)):
         keys = list(keys)  # an iterator is read once: both paths below need every key
     try:  # the fast path: every key a str, checked in bulk
-        enc = [k.encode() for k in keys]
+        enc = [k.encode("utf-8", "surrogateescape") for k in keys]
         ok = enc and 0 < min(map(len, enc)) and max(map(len, enc)) <= 1024 and b"\0" not in b"".join(enc)
     except (AttributeError, TypeError):
         ok = False
@@ -48,6 +49,16 @@ def _keys(keys):
         if not enc:
             raise ValueError("keys: a batch has at least one key")
     return enc, (ctypes.c_char_p * len(enc))(*enc)
+
+
+def _get_copy(c, k):
+    """fluxon_get, a copy of the holder's bytes, its release: one call on client c."""
+    h = ctypes.c_void_p()
+    check(lib.fluxon_get(c, k, ctypes.byref(h)), "get", f"key {k!r}")
+    try:
+        return ctypes.string_at(lib.fluxon_holder_data(h), lib.fluxon_holder_len(h))
+    finally:
+        lib.fluxon_holder_release(h)
 
 
 def _statuses(arr):
@@ -121,9 +132,10 @@ class _Plan:
         words = ctypes.cast(ptr, _U64P)
         self.count = int(words[1])
         self.value_ptrs = [int(words[2 + i]) for i in range(self.count)]
-        lens = lib.fluxon_plan_value_lens(client._c, ptr)
+        lens = client._call(lib.fluxon_plan_value_lens, ptr)
         self.value_lens = [int(lens[i]) for i in range(self.count)] if lens else [0] * self.count
         self._views = {}
+        self._carrs = []  # the ctypes arrays the views export (a refcount above ours: a slice)
         self._arrays = []  # weakrefs to numpy arrays handed out
         client._track(self)
 
@@ -145,6 +157,7 @@ class _Plan:
         v = self._views.get(i)
         if v is None:
             carr = (ctypes.c_char * self.value_lens[i]).from_address(self.value_ptrs[i])
+            self._carrs.append(carr)
             v = memoryview(carr).cast("B")
             if self._readonly:
                 ro = v.toreadonly()
@@ -173,16 +186,30 @@ class _Plan:
         return a
 
     def _invalidate(self, force):
+        """Revokes every view before the plan is consumed. What cannot be revoked refuses it
+        (Busy) unless force: numpy arrays from array(), and buffers made from a view (a
+        slice, memoryview(view), numpy.frombuffer(view)) -- they would outlive the slot."""
         alive = sum(1 for r in self._arrays if r() is not None)
-        if alive and not force:
-            raise Busy(Status.ERR_BUSY, type(self).__name__,
-                       f"{alive} numpy array(s) over this plan are alive; delete them before consuming it")
-        for v in self._views.values():
+        exported = 0
+        for i in list(self._views):
             try:
-                v.release()
-            except BufferError:
-                pass  # exported further (e.g. memoryview(view)): cannot be revoked
+                self._views[i].release()
+            except BufferError:  # memoryview(view) or numpy.frombuffer(view) holds it
+                exported += 1
+                continue
+            del self._views[i]  # view(i) makes a new one while the plan lives
+        # a slice of a released view keeps its buffer, and so a reference to its array
+        keep = [v.obj for v in self._views.values()]  # the arrays of views counted above
+        held = [a for a in self._carrs  # references: the list, a, getrefcount's argument
+                if not any(a is k for k in keep) and sys.getrefcount(a) > 3]
+        exported += len(held)
+        self._carrs = keep + held
+        if (alive or exported) and not force:
+            raise Busy(Status.ERR_BUSY, type(self).__name__,
+                       f"{alive} numpy array(s) and {exported} buffer(s) made from its views (slices, "
+                       "memoryview(view), numpy.frombuffer) are alive; delete them before consuming it")
         self._views.clear()
+        self._carrs.clear()
         self._live = False
         self._client._untrack(self)
 
@@ -205,7 +232,7 @@ class PutPlan(_Plan):
             self._check_live()
             self._invalidate(False)
             f = ctypes.c_void_p()
-            rc = lib.fluxon_local_fast_put_commit(self._client._c, self._ptr, ctypes.byref(f))
+            rc = self._client._call(lib.fluxon_local_fast_put_commit, self._ptr, ctypes.byref(f))
             if rc == Status.ERR_TIMEOUT:  # still live: a retry learns the outcome
                 self._live = True
                 self._client._track(self)
@@ -217,12 +244,12 @@ class PutPlan(_Plan):
         with self._lock:
             self._check_live()
             self._invalidate(False)
-            check(lib.fluxon_put_abort(self._client._c, self._ptr), "put_abort")
+            check(self._client._call(lib.fluxon_put_abort, self._ptr), "put_abort")
 
     def _gc_release(self):
         if self._live:
             self._invalidate(True)
-            lib.fluxon_put_abort(self._client._c, self._ptr)
+            self._client._call(lib.fluxon_put_abort, self._ptr)
 
     def __enter__(self):
         return self
@@ -247,14 +274,14 @@ class ReadPlan(_Plan):
         with self._lock:
             self._check_live()
             self._invalidate(False)
-            check(lib.fluxon_release_views(self._client._c, self._ptr), "release_views")
+            check(self._client._call(lib.fluxon_release_views, self._ptr), "release_views")
 
     release_views = release  # the C name
 
     def _gc_release(self):
         if self._live:
             self._invalidate(True)
-            lib.fluxon_release_views(self._client._c, self._ptr)
+            self._client._call(lib.fluxon_release_views, self._ptr)
 
     def tobytes(self, i):
         """A copy of value i."""
@@ -303,7 +330,7 @@ class GetHandle:
         if self.transferable_len == 0:
             raise ValueError("nothing transferable (transferable_len is 0): cancel() the handle")
         p = ctypes.c_void_p()
-        rc = lib.fluxon_get_transfer(self._client._c, self._ptr, int(consume_prefix_len), ctypes.byref(p))
+        rc = self._client._call(lib.fluxon_get_transfer, self._ptr, int(consume_prefix_len), ctypes.byref(p))
         if rc != Status.ERR_INVALID_ARGUMENT and rc != Status.ERR_NOMEM:
             self._live = False
             self._client._untrack(self)
@@ -316,13 +343,13 @@ class GetHandle:
         self._take()
         self._live = False
         self._client._untrack(self)
-        check(lib.fluxon_cancel_get_transfer(self._client._c, self._ptr), "cancel_get_transfer")
+        check(self._client._call(lib.fluxon_cancel_get_transfer, self._ptr), "cancel_get_transfer")
 
     def _gc_release(self):
         if self._live:
             self._live = False
             self._client._untrack(self)
-            lib.fluxon_cancel_get_transfer(self._client._c, self._ptr)
+            self._client._call(lib.fluxon_cancel_get_transfer, self._ptr)
 
     def __enter__(self):
         return self
@@ -443,6 +470,10 @@ class Client:
         self._c = None
         self._objs = weakref.WeakSet()
         self._objs_lock = threading.Lock()
+        self._calls_cv = threading.Condition()  # guards _c and _calls
+        self._calls = 0  # C calls in flight on this client (close waits for them)
+        self._closing = None  # the C client close() took but has not freed yet
+        self._timeout_s = int(cfg.get("timeout_ms", 30000)) / 1000
         p = ctypes.c_void_p()
         check(lib.fluxon_client_open(json.dumps(cfg).encode(), ctypes.byref(p)), "client_open",
               f"socket {cfg.get('socket')}")
@@ -462,15 +493,38 @@ class Client:
             raise FluxonError(Status.ERR_INVALID_ARGUMENT, "client", "closed")
         return self._c
 
+    def _call(self, fn, *args):
+        """fn(client, *args), counted in flight: close() frees the C client only once no
+        call is using it (another thread's call never finds it freed)."""
+        with self._calls_cv:
+            c = self._handle()
+            self._calls += 1
+        try:
+            return fn(c, *args)
+        finally:
+            with self._calls_cv:
+                self._calls -= 1
+                if not self._calls:
+                    self._calls_cv.notify_all()
+
     @property
     def closed(self):
         return not self._c
 
     def close(self):
         """Closes the client: every plan and handle it still has is released and their views
-        invalidated (numpy arrays over them dangle: do not use them afterwards)."""
-        if not self._c:
-            return
+        invalidated (numpy arrays and other buffers made from them dangle: do not use them
+        afterwards). Calls other threads are making finish first (each is bounded by the
+        client's timeout_ms); calls made after close() raise. Raises Busy if some did not
+        finish within timeout_ms + 5 s (the client is then closed by a later close())."""
+        with self._calls_cv:
+            if not self._c and not self._closing:
+                return
+            if self._c:
+                self._closing, self._c = self._c, None  # new calls are refused from here
+            if not self._calls_cv.wait_for(lambda: self._calls == 0, timeout=self._timeout_s + 5):
+                raise Busy(Status.ERR_BUSY, "client", f"{self._calls} call(s) of other threads still running")
+            c, self._closing = self._closing, None
         with self._objs_lock:
             objs = list(self._objs)
         for o in objs:
@@ -478,7 +532,6 @@ class Client:
                 o._invalidate(True)
             elif isinstance(o, GetHandle):
                 o._live = False
-        c, self._c = self._c, None
         lib.fluxon_client_close(c)
 
     def __enter__(self):
@@ -499,7 +552,7 @@ class Client:
         while True:
             buf = ctypes.create_string_buffer(cap)
             n = ctypes.c_size_t()
-            rc = fn(self._handle(), buf, cap, ctypes.byref(n))
+            rc = self._call(fn, buf, cap, ctypes.byref(n))
             if rc == Status.ERR_INVALID_ARGUMENT and n.value >= cap:
                 cap = n.value + 1
                 continue
@@ -519,14 +572,14 @@ class Client:
     def ping(self, to_master=False):
         """Round-trip time in seconds."""
         ns = ctypes.c_uint64()
-        check(lib.fluxon_client_ping(self._handle(), int(bool(to_master)), ctypes.byref(ns)), "ping")
+        check(self._call(lib.fluxon_client_ping, int(bool(to_master)), ctypes.byref(ns)), "ping")
         return ns.value / 1e9
 
     def segment(self):
         """(node_id, base address, length, generation) of the owner's segment as mapped here."""
         info = _lib.SegmentInfo()
         n = ctypes.c_size_t()
-        check(lib.fluxon_wait_local_segments_ready(self._handle(), 0, ctypes.byref(info), 1, ctypes.byref(n)),
+        check(self._call(lib.fluxon_wait_local_segments_ready, 0, ctypes.byref(info), 1, ctypes.byref(n)),
               "segments")
         return info.node_id.decode(), int(info.write_ptr or 0), int(info.len), int(info.generation)
 
@@ -540,29 +593,23 @@ class Client:
             raise ValueError("value: a value is at least 1 byte")
         o, okeep = _options(None, 1, write_through, lease_id, preferred_sub_cluster, local_first,
                             reject_if_exists, reject_if_inflight)
-        rc = lib.fluxon_put(self._handle(), k, addr, n, ctypes.byref(o))
+        rc = self._call(lib.fluxon_put, k, addr, n, ctypes.byref(o))
         del keep, okeep
         check(rc, "put", f"key {k!r}")
 
     def get(self, key):
         """A copy of the value's bytes; raises NotFound when there is none."""
-        k = _key(key)
-        h = ctypes.c_void_p()
-        check(lib.fluxon_get(self._handle(), k, ctypes.byref(h)), "get", f"key {k!r}")
-        try:
-            return ctypes.string_at(lib.fluxon_holder_data(h), lib.fluxon_holder_len(h))
-        finally:
-            lib.fluxon_holder_release(h)
+        return self._call(_get_copy, _key(key))  # the holder's bytes are read inside the call
 
     def delete(self, key):
         k = _key(key)
-        check(lib.fluxon_delete(self._handle(), k), "delete", f"key {k!r}")
+        check(self._call(lib.fluxon_delete, k), "delete", f"key {k!r}")
 
     def batch_exists(self, keys):
         """How many of keys exist counted from the first, up to the first missing one."""
         enc, arr = _keys(keys)
         n = ctypes.c_size_t()
-        check(lib.fluxon_batch_exists(self._handle(), arr, len(enc), ctypes.byref(n)), "batch_exists")
+        check(self._call(lib.fluxon_batch_exists, arr, len(enc), ctypes.byref(n)), "batch_exists")
         return n.value
 
     def exists(self, key):
@@ -570,19 +617,26 @@ class Client:
 
     def lease_grant(self, ttl_ms):
         lid = ctypes.c_uint64()
-        check(lib.fluxon_lease_grant(self._handle(), int(ttl_ms), ctypes.byref(lid)), "lease_grant")
+        check(self._call(lib.fluxon_lease_grant, int(ttl_ms), ctypes.byref(lid)), "lease_grant")
         return lid.value
 
     def list_keys(self, prefix="", after=None, limit=1000):
+        """Keys under prefix (str or bytes), after `after`, at most limit. A key that is not
+        UTF-8 comes back as a str with surrogate escapes: given back to any call, it names
+        the same bytes."""
         out = []
 
         @_lib.LIST_CB
         def cb(_arg, k):
-            out.append(k.decode())
+            out.append(k.decode("utf-8", "surrogateescape"))  # any bytes: given back, the same key
 
         n = ctypes.c_size_t()
-        check(lib.fluxon_list_keys(self._handle(), prefix.encode(), after.encode() if after else None, int(limit),
-                                   ctypes.cast(cb, ctypes.c_void_p), None, ctypes.byref(n)), "list_keys")
+        if prefix is None:
+            prefix = ""
+        pb = prefix.encode("utf-8", "surrogateescape") if isinstance(prefix, str) else bytes(prefix)
+        ab = (after.encode("utf-8", "surrogateescape") if isinstance(after, str) else bytes(after)) if after else None
+        check(self._call(lib.fluxon_list_keys, pb, ab, int(limit), ctypes.cast(cb, ctypes.c_void_p), None,
+                         ctypes.byref(n)), "list_keys")
         return out
 
     # ---- hostless ----
@@ -596,10 +650,10 @@ class Client:
         o, keep = _options(atomic_groups, len(enc), write_through, lease_id, preferred_sub_cluster)
         st = (ctypes.c_int * len(enc))()
         p = ctypes.c_void_p()
-        check(lib.fluxon_local_fast_put_start(self._handle(), arr, len(enc), value_len, ctypes.byref(o),
+        check(self._call(lib.fluxon_local_fast_put_start, arr, len(enc), value_len, ctypes.byref(o),
                                               ctypes.byref(p), st), "put_start")
         del keep
-        return PutPlan(self, p.value, [k.decode(errors="replace") for k in enc], _statuses(st))
+        return PutPlan(self, p.value, [k.decode("utf-8", "surrogateescape") for k in enc], _statuses(st))
 
     def get_start(self, keys, prefix_best_effort=True, atomic_groups=None):
         """Pins the longest restorable prefix of keys: a GetHandle."""
@@ -607,7 +661,7 @@ class Client:
         garr, ng = _groups(atomic_groups, len(enc))
         h = ctypes.c_void_p()
         res = _lib.GetStartResult()
-        check(lib.fluxon_get_start(self._handle(), arr, len(enc), int(bool(prefix_best_effort)), garr, ng,
+        check(self._call(lib.fluxon_get_start, arr, len(enc), int(bool(prefix_best_effort)), garr, ng,
                                    ctypes.byref(h), ctypes.byref(res)), "get_start")
         return GetHandle(self, h.value, res, len(enc))
 
@@ -628,7 +682,7 @@ class Client:
             keep.append(kp)
         o, okeep = _options(atomic_groups, n, write_through, lease_id, preferred_sub_cluster)
         st = (ctypes.c_int * n)()
-        rc = lib.fluxon_batch_put_from(self._handle(), arr, n, ptrs, lens, ctypes.byref(o), st)
+        rc = self._call(lib.fluxon_batch_put_from, arr, n, ptrs, lens, ctypes.byref(o), st)
         del keep, okeep
         check(rc, "batch_put_from")
         return _statuses(st)
@@ -641,7 +695,7 @@ class Client:
             raise ValueError(f"{len(ptrs)} ptrs and {len(lens)} lens for {n} keys")
         o, okeep = _options(atomic_groups, n)
         st = (ctypes.c_int * n)()
-        check(lib.fluxon_batch_put_from(self._handle(), arr, n, (ctypes.c_void_p * n)(*ptrs),
+        check(self._call(lib.fluxon_batch_put_from, arr, n, (ctypes.c_void_p * n)(*ptrs),
                                         (ctypes.c_uint64 * n)(*lens), ctypes.byref(o), st), "batch_put_from")
         return _statuses(st)
 
@@ -649,7 +703,7 @@ class Client:
         n = len(enc)
         garr, ng = _groups(atomic_groups, n)
         st, vl, nr = (ctypes.c_int * n)(), (ctypes.c_uint64 * n)(), ctypes.c_size_t()
-        rc = lib.fluxon_batch_get_into(self._handle(), arr, n, ptrs, caps, int(bool(prefix_best_effort)), garr, ng,
+        rc = self._call(lib.fluxon_batch_get_into, arr, n, ptrs, caps, int(bool(prefix_best_effort)), garr, ng,
                                        st, vl, ctypes.byref(nr))
         res = BatchGetResult(nr.value, _statuses(st), vl[:])
         if rc == Status.ERR_INVALID_ARGUMENT and any(s == Status.ERR_INVALID_ARGUMENT for s in res.statuses):
