@@ -15,12 +15,13 @@
 
 #define OFETCH_RESEND_MS 100u      /* first resend of an uncertain GET_DONE */
 #define OFETCH_RESEND_MAX_MS 1000u /* backoff cap */
+#define OFETCH_LOOKUPS_MAX 3u      /* LOOKUPs for one get of a key being replaced meanwhile */
 
 typedef struct ofetch {
     fx_ofetch_done_fn done;
     struct ofetch_gd *waiting; /* GET_DONEs scheduled to be (re)sent */
     uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
-        temp_copies, reuse_hits, self_copies, get_done_resends;
+        temp_copies, reuse_hits, self_copies, get_done_resends, relookups;
     fx_hist_t fetch_latency, transfer_latency;
 } ofetch_t;
 
@@ -92,6 +93,25 @@ static void ofetch_gd_ctx_free(ofetch_getdone_ctx_t *c)
 }
 
 /* The master's word on one copy: ks is its status. */
+/* A copy the master refused as STALE: the version it copied was replaced (or deleted)
+ * meanwhile, and the key may well exist in a newer one. Look again, at most
+ * OFETCH_LOOKUPS_MAX times in all and within the first fetch's deadline, rather than
+ * report a miss for a key that is there (concurrent overwrites). True: og is fetched anew. */
+static bool ofetch_look_again(fx_owner_t *o, owner_oget_t *og)
+{
+    if (o->shutting_down || og->lookups >= OFETCH_LOOKUPS_MAX || fx_now_ms() + 10 >= og->deadline_ms) return false;
+    owner_oget_t **one = fx_malloc(sizeof *one);
+    if (!one) return false;
+    og->have_slot = og->found = false;
+    og->mode = 0;
+    og->why = 0;
+    memset(&og->slot, 0, sizeof og->slot);
+    one[0] = og;
+    o->fetch->relookups++;
+    fx_ofetch_start(o, one, 1, 0);
+    return true;
+}
+
 static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en, int ks)
 {
     ofetch_t *kv = o->fetch;
@@ -131,7 +151,8 @@ static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, owner_entry_t *
     if (ks != FLUXON_OK) kv->get_done_stale++;
     og->why = ks; /* STALE reads as NOT_FOUND; a lost master as itself */
     fx_ostore_retire(o, en); /* not published (or a local put overtook it) */
-    kv->done(o, og, ks == FLUXON_OK ? cur : NULL);
+    if (ks == FLUXON_ERR_STALE && !cur && ofetch_look_again(o, og)) return;
+    kv->done(o, og, ks == FLUXON_OK || ks == FLUXON_ERR_STALE ? cur : NULL); /* a local put that overtook: served */
 }
 
 /* Durable fetches that made no copy: one-way GET_DONE (ABANDON) so the master forgets
@@ -591,6 +612,11 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
     f->og = ogs;
     f->n = n;
     f->deadline_ms = fx_oclaim_deadline(o, caller_timeout_ms);
+    for (size_t k = 0; k < n; k++) { /* a second look (ofetch_look_again) keeps the first one's deadline */
+        owner_oget_t *og = ogs[k];
+        if (og->lookups++ == 0) og->deadline_ms = f->deadline_ms;
+        else f->deadline_ms = FX_MIN(f->deadline_ms, og->deadline_ms);
+    }
     fx_str_t *lk = fx_calloc(n, sizeof *lk);
     fx_conn_t *mc = fx_olink_conn(o);
     int rc = FLUXON_ERR_UNAVAILABLE;
@@ -644,6 +670,7 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->remote_hits = s->remote_hits;
     m->cpu_hits = 0; /* no CPU (remote_cache) owner serves fetches yet */
     m->get_done_stale = s->get_done_stale;
+    m->get_relookups = s->relookups;
     m->temp_copies = s->temp_copies;
     m->reuse_hits = s->reuse_hits;
     m->self_copies = s->self_copies;

@@ -120,6 +120,7 @@
     X(self_copies, COUNTER, "owner_fetch_self_copies_total", "", "Keys copied within this segment")            \
     X(temp_copies, COUNTER, "owner_fetch_temp_copies_total", "", "Fetched copies kept as temporary")           \
     X(get_done_stale, COUNTER, "owner_get_done_stale_total", "", "GET_DONE answers saying the copy is stale")   \
+    X(get_relookups, COUNTER, "owner_get_relookups_total", "", "Keys looked up again: their copy's version was replaced meanwhile") \
     X(get_done_resends, COUNTER, "owner_get_done_resends_total", "", "GET_DONE resent after an uncertain outcome") \
     X(fetch_latency, HIST, "owner_remote_fetch_seconds", "", "Remote fetch: LOOKUP sent to transfer done")     \
     X(transfer_latency, HIST, "owner_get_transfer_seconds", "", "UCX transfer of a fetch batch")                \
