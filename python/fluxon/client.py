@@ -142,6 +142,10 @@ class _Plan:
     def __len__(self):
         return self.count
 
+    def _index(self, i):
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.count:
+            raise IndexError(f"value {i!r} of a plan of {self.count} (0..{self.count - 1})")
+
     def _check_live(self):
         if not self._live:
             raise WrongHandle(Status.ERR_WRONG_HANDLE, type(self).__name__, "the plan was consumed (released, "
@@ -150,8 +154,7 @@ class _Plan:
     def view(self, i):
         """A memoryview of value i (read-only for a read plan); invalid once the plan is consumed."""
         self._check_live()
-        if not 0 <= i < self.count:
-            raise IndexError(f"value {i} of a plan of {self.count}")
+        self._index(i)
         if self.value_ptrs[i] == 0:
             raise ValueError(f"value {i} was rejected at put_start (status {self.statuses[i].name}): no slot")
         v = self._views.get(i)
@@ -176,6 +179,7 @@ class _Plan:
         (Busy): numpy arrays cannot be invalidated, so drop them first."""
         import numpy as np
         self._check_live()
+        self._index(i)
         if self.value_ptrs[i] == 0:
             raise ValueError(f"value {i} was rejected at put_start: no slot")
         a = np.asarray(_ArrayIface(self.value_ptrs[i], self.value_lens[i], self._readonly, self))
@@ -286,6 +290,7 @@ class ReadPlan(_Plan):
     def tobytes(self, i):
         """A copy of value i."""
         self._check_live()
+        self._index(i)
         return ctypes.string_at(self.value_ptrs[i], self.value_lens[i])
 
     def __enter__(self):
@@ -389,7 +394,8 @@ class Future:
     def wait(self, timeout=None):
         """Blocks up to timeout seconds (None: forever); raises the outcome's FluxonError
         (Timeout when not done yet: the future stays usable)."""
-        ms = 0xFFFFFFFF if timeout is None else max(0, min(int(timeout * 1000), 0xFFFFFFFE))
+        forever = timeout is None or (isinstance(timeout, float) and timeout == float("inf"))
+        ms = 0xFFFFFFFF if forever else max(0, min(int(timeout * 1000), 0xFFFFFFFE))
         check(lib.fluxon_future_wait(self._ptr(), ms), "future")
 
     result = wait
@@ -645,8 +651,8 @@ class Client:
         """Reserves one slot of value_len bytes per key in this owner: a PutPlan whose
         statuses[i] says whether key i was accepted (rejected keys have no view)."""
         enc, arr = _keys(keys)
-        if not isinstance(value_len, int) or value_len <= 0:
-            raise ValueError(f"value_len {value_len!r}: an int >= 1")
+        if isinstance(value_len, bool) or not isinstance(value_len, int) or not 0 < value_len < 1 << 63:
+            raise ValueError(f"value_len {value_len!r}: an int in 1..2**63-1")
         o, keep = _options(atomic_groups, len(enc), write_through, lease_id, preferred_sub_cluster)
         st = (ctypes.c_int * len(enc))()
         p = ctypes.c_void_p()

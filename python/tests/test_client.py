@@ -342,6 +342,27 @@ def test_a_get_during_concurrent_overwrites_finds_a_version(client):
     assert client.stats()["owner"]["get_relookups"] >= 0
 
 
+def test_bad_indices_lengths_and_timeouts_are_refused(client):
+    for bad in (True, 2 ** 64 + 4096, 0, -1, 1.5):
+        with pytest.raises(ValueError, match="value_len"):
+            client.put_start(["bi"], bad)
+    client.batch_put_from(["bi"], [b"q" * 4096])
+    rp = client.get_start(["bi"]).transfer()
+    for bad in (-1, 1, True):
+        with pytest.raises(IndexError):
+            rp.tobytes(bad)
+        with pytest.raises(IndexError):
+            rp.view(bad)
+    assert rp.tobytes(0) == b"q" * 4096
+    rp.release()
+    p = client.put_start(["bi2"], 4096)
+    with pytest.raises(IndexError):
+        p.array(-1)
+    p.view(0)[:] = b"w" * 4096
+    p.commit().wait(float("inf"))  # inf: no bound, like None
+    assert client.get("bi2") == b"w" * 4096
+
+
 def test_keys_given_as_an_iterator_are_all_used(client):
     p = client.put_start((k for k in ["g1", b"g2", "g3"]), 4096)
     assert p.keys == ["g1", "g2", "g3"], p.keys
