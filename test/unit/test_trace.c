@@ -167,6 +167,28 @@ Test(trace_reader, skip_bad_lines_counts_them)
     free(path);
 }
 
+/* A line that starts with a NUL byte is malformed, not blank (it was skipped as blank);
+ * a directory given as the trace says so. */
+Test(trace_reader, a_leading_nul_is_malformed_and_a_directory_is_named)
+{
+    char path[] = "/tmp/fluxon-trace-nul-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    static const char body[] = "\0garbage\n";
+    cr_assert_eq(write(fd, body, sizeof body - 1), (ssize_t)(sizeof body - 1));
+    close(fd);
+    fx_cli_trace t;
+    char err[256] = "";
+    cr_assert_eq(fx_cli_trace_load(path, 0, 0, &t, err, sizeof err), -1);
+    cr_assert(strstr(err, ":1: malformed line: contains a NUL byte"), "%s", err);
+    cr_assert_eq(fx_cli_trace_load(path, 0, 1, &t, err, sizeof err), 0, "%s", err);
+    cr_assert(t.n_reqs == 0 && t.skipped_lines == 1 && t.first_skipped_line == 1);
+    fx_cli_trace_free(&t);
+    unlink(path);
+    cr_assert_eq(fx_cli_trace_load("/tmp", 0, 0, &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "Is a directory"), "%s", err);
+}
+
 /* Found by fuzz_trace (issue 22): a trace whose requests have no block at all has no pool;
  * the loader offset the NULL pool for each request (undefined behaviour, UBSan stops
  * `make asan` there). Now such requests load with blocks NULL and n_blocks 0. */

@@ -30,12 +30,17 @@ static int rp_load(rp_run *r)
     char err[512];
     if (fx_cli_trace_load(o->trace, o->requests, o->skip_bad_lines, &r->trace, err, sizeof err)) {
         fprintf(stderr, "fluxon demo: %s\n", err);
-        if (strstr(err, ": cannot open: ")) fprintf(stderr, "fluxon demo: pass --trace FILE (or set FLUXON_TRACE)\n");
+        if (strstr(err, ": cannot open: ") && !o->trace_given)
+            fprintf(stderr, "fluxon demo: pass --trace FILE (or set FLUXON_TRACE)\n");
         return RP_EXIT_USAGE;
     }
     r->n_req = r->trace.n_reqs;
     if (r->n_req == 0) {
-        fprintf(stderr, "fluxon demo: %s holds no request\n", o->trace);
+        if (r->trace.skipped_lines)
+            fprintf(stderr, "fluxon demo: %s holds no request (%zu malformed line(s) skipped, the first at line %zu)\n",
+                    o->trace, r->trace.skipped_lines, r->trace.first_skipped_line);
+        else
+            fprintf(stderr, "fluxon demo: %s holds no request\n", o->trace);
         return RP_EXIT_USAGE;
     }
     fx_cli_sim_result ref;

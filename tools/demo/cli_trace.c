@@ -164,9 +164,7 @@ int fx_cli_trace_load(const char *path, size_t max_requests, int skip_bad_lines,
     while ((max_requests == 0 || b.n_reqs < max_requests) && (len = getline(&line, &linecap, f)) >= 0) {
         lineno++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-        size_t sp = strspn(line, " \t");
-        if (line[sp] == 0) continue; /* blank line */
-        if ((size_t)len != strlen(line)) {
+        if ((size_t)len != strlen(line)) { /* first: a NUL at the start is no blank line */
             if (skip_bad_lines) {
                 if (!skipped++) first_skipped = lineno;
                 continue;
@@ -175,6 +173,8 @@ int fx_cli_trace_load(const char *path, size_t max_requests, int skip_bad_lines,
             rc = -1;
             break;
         }
+        size_t sp = strspn(line, " \t");
+        if (line[sp] == 0) continue; /* blank line */
         const char *why = "malformed";
         int prc = tr_parse_line(line, lineno, &b, &why, whybuf, sizeof whybuf);
         if (prc == -2) {
@@ -192,8 +192,8 @@ int fx_cli_trace_load(const char *path, size_t max_requests, int skip_bad_lines,
             break;
         }
     }
-    if (rc == 0 && ferror(f)) {
-        tr_err(err, errcap, "%s: read error after line %zu", path, lineno);
+    if (rc == 0 && ferror(f)) { /* e.g. a directory: EISDIR */
+        tr_err(err, errcap, "%s: read error after line %zu: %s", path, lineno, strerror(errno));
         rc = -1;
     }
     free(line);

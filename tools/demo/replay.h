@@ -46,6 +46,7 @@ extern volatile sig_atomic_t rp_interrupted;
 
 typedef struct rp_opts {
     const char *trace;
+    int trace_given;          /* --trace on the command line (else the default or $FLUXON_TRACE) */
     size_t requests;          /* 0 = all */
     uint64_t value_len;
     unsigned workers, owners, tp, group_pages;

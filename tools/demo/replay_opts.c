@@ -24,7 +24,7 @@ void rp_usage(FILE *f)
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
             "  --trace FILE         trace [$FLUXON_TRACE, else data/conversation_trace.jsonl]\n"
-            "  --requests N         only the first N requests [all]\n"
+            "  --requests N         only the first N requests (0: all) [all]\n"
             "  --value-len BYTES    bytes per value (one page of one TP rank) [4096]\n"
             "  --workers N          worker threads per owner, each its own client [2]\n"
             "  --owners K           embedded owners [1]\n"
@@ -73,6 +73,7 @@ static int rp_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t m
 static int rp_set_trace(rp_opts *o, const char *val)
 {
     o->trace = val;
+    o->trace_given = 1;
     return 0;
 }
 
