@@ -183,6 +183,8 @@ class FluxonStore(HiCacheStorage):
         c = self._client
         if c is not None and not c.closed:
             return c
+        if self._closed:
+            raise FluxonError(Status.ERR_INVALID_ARGUMENT, "FluxonStore", "closed")
         self._start_reconnect()
         raise FluxonError(Status.ERR_UNAVAILABLE, "FluxonStore", f"no owner at {self.socket}; re-attaching "
                           "in the background")
