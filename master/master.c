@@ -68,7 +68,16 @@ static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
 static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
 {
     fx_master_t *m = FX_CONTAINER_OF(t, fx_master_t, liveness_timer);
-    uint64_t now = fx_now_ms();
+    uint64_t now = fx_now_ms(), period = FX_MAX(m->cfg.heartbeat_timeout_ms / 8, 10u);
+    uint64_t late = m->liveness_last_ms ? now - m->liveness_last_ms : 0;
+    m->liveness_last_ms = now;
+    if (late > period + m->cfg.heartbeat_timeout_ms / 2) {
+        /* this master did not run (stopped, starved): the owners' silence was its own, and
+         * their heartbeats wait unread in its sockets; their liveness counts from now */
+        FX_WARN("this master did not run for %llu ms (its liveness check is due every %llu ms): owners' "
+                "heartbeats are counted from now", (unsigned long long)late, (unsigned long long)period);
+        for (size_t i = 0; i < m->n_nodes; i++) m->nodes[i]->last_heartbeat_ms = now;
+    }
     for (size_t i = 0; i < m->n_nodes; i++) {
         master_node_t *n = m->nodes[i];
         if (n->alive && now - n->last_heartbeat_ms > m->cfg.heartbeat_timeout_ms) {
@@ -80,7 +89,7 @@ static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
             master_mark_dead(m, n, why);
         }
     }
-    fx_timer_arm(r, t, FX_MAX(m->cfg.heartbeat_timeout_ms / 8, 10u), master_on_liveness);
+    fx_timer_arm(r, t, period, master_on_liveness);
 }
 
 /* ---- requests ---- */

@@ -61,6 +61,7 @@ struct fx_master {
     master_node_t **nodes;
     size_t n_nodes, cap_nodes;
     fx_timer_t liveness_timer;
+    uint64_t liveness_last_ms; /* the liveness check's last run (a late one: this master stalled) */
     bool shutting_down;
     bool resetting; /* a deposed master closes its connections (issue 17) */
     void *kv; /* the KV state (mkv.h): routes, leases, in-flight records, counters */
