@@ -259,7 +259,7 @@ static int ux_clear_stale(const char *path, const struct sockaddr_un *addr, sock
     /* A full backlog (EAGAIN) still means someone listens. */
     if (r == 0 || e == EAGAIN || e == EINPROGRESS) {
         FX_ERROR("unix socket: '%s': socket in use (another process is listening)", path);
-        return FLUXON_ERR_UNAVAILABLE;
+        return FLUXON_ERR_BUSY; /* an operator's mistake: the CLI exits 2 */
     }
     if (e == ENOENT) return FLUXON_OK;
     if (e != ECONNREFUSED) {
@@ -303,7 +303,7 @@ FX_INTERNAL int fx_unix_listen(const char *path, int *fd_p)
         }
         if (errno == EADDRINUSE) {
             FX_ERROR("unix socket: '%s': socket in use (taken again while replacing it)", path);
-            rc = FLUXON_ERR_UNAVAILABLE;
+            rc = FLUXON_ERR_BUSY;
         } else {
             int e = errno;
             rc = (e == EACCES || e == EROFS || e == ENOTDIR || e == ENOENT || e == EISDIR ||

@@ -51,7 +51,7 @@ FX_INTERNAL int fx_unix_recv_fd(int sock, int *fd_p, void *buf, size_t cap, size
  *  fd_p  receives the listening fd (caller owns it).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL/empty path, NULL fd_p);
  * FLUXON_ERR_CONFIG (path too long for sun_path, directory cannot be made or has the
- * wrong owner/mode, path is not a socket, permission denied); FLUXON_ERR_UNAVAILABLE
+ * wrong owner/mode, path is not a socket, permission denied); FLUXON_ERR_BUSY
  * ("socket in use": another process listens there); FLUXON_ERR_NOMEM;
  * FLUXON_ERR_INTERNAL. */
 FX_INTERNAL int fx_unix_listen(const char *path, int *fd_p);

@@ -223,6 +223,23 @@ Test(cluster, garbage_on_the_master_port_does_not_take_it_down, .timeout = 60, .
     cluster_down(&c);
 }
 
+/* A second copy of a running owner (same config: same socket) is an operator's mistake:
+ * exit 2 naming the socket, and the first one keeps serving. */
+Test(cluster, a_second_owner_on_a_socket_in_use_exits_2, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    char cmd[1200], out[4096];
+    snprintf(cmd, sizeof cmd, "timeout 20 %s --role=owner --config %s 2>&1", th_fluxon_bin(), c.ocfg);
+    FILE *p = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit %d: %s", WEXITSTATUS(st), out);
+    cr_assert(strstr(out, "socket in use") && strstr(out, c.sock), "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "ping", "--count", "10", out, sizeof out), 0, "%s", out);
+    cluster_down(&c);
+}
+
 /* A master that did not run (SIGSTOP) for twice its heartbeat_timeout_ms does not take the
  * owners' silence for their death: it says it stalled and counts their heartbeats from
  * then (it used to declare them dead, advising them to heartbeat more often). */

@@ -547,7 +547,7 @@ Test(segment, listen_modes_in_use_and_stale, .timeout = TSEG_TEST_TIMEOUT_S)
 
     /* A second listener is refused and leaves the first one working. */
     int lfd2 = -1;
-    cr_assert_eq(fx_unix_listen(path, &lfd2), FLUXON_ERR_UNAVAILABLE);
+    cr_assert_eq(fx_unix_listen(path, &lfd2), FLUXON_ERR_BUSY);
     cr_assert_eq(lfd2, -1);
     /* Its liveness probe reached the live listener as a connection that closes unused. */
     int probe = tseg_accept(lfd, 1000);
