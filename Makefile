@@ -158,7 +158,7 @@ FUZZ_DEPS    := test/fuzz/fuzz.h test/fuzz/replay.c
 FUZZ_LDFLAGS_master := -Wl,--wrap=fx_now_ms -Wl,--wrap=fx_now_ns -Wl,--wrap=fx_realtime_ns -Wl,--wrap=fx_hmap_create
 comma := ,
 # the owner target: no socket, no UCX, one segment (fuzz_owner.c)
-FUZZ_LDFLAGS_owner := $(FUZZ_LDFLAGS_master) $(patsubst %,-Wl$(comma)--wrap=%,fx_segment_create_huge fx_segment_destroy \
+FUZZ_LDFLAGS_owner := $(FUZZ_LDFLAGS_master) $(patsubst %,-Wl$(comma)--wrap=%,fx_segment_create_huge fx_segment_destroy fx_segment_memory_limit \
 	fx_unix_listen fx_acceptor_start fx_acceptor_stop fx_tcp_socket fx_connect_start fx_conn_new fx_unix_send_fd fx_unix_send_fds \
 	fx_opeers_init fx_opeers_shutdown fx_opeers_fini fx_opeers_ucx fx_opeers_info fx_opeers_get fx_ucx_set_timeout_ms)
 $(BUILD)/test/fuzz_replay_%: test/fuzz/fuzz_%.c $(FUZZ_DEPS) $(TEST_DEPS)

@@ -264,6 +264,14 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
         return FLUXON_ERR_CONFIG;
     }
     o->chaos_on = fx_chaos_init(&o->chaos, cfg, cfg->node_id);
+    char limit_what[700];
+    uint64_t limit = fx_segment_memory_limit(limit_what, sizeof limit_what);
+    if (limit && cfg->segment_bytes > limit) { /* faulted in whole, it would end in an OOM kill */
+        FX_ERROR("config rejected: segment_bytes %llu is more than %s, %llu bytes: lower segment_bytes",
+                 (unsigned long long)cfg->segment_bytes, limit_what, (unsigned long long)limit);
+        fx_free(o);
+        return FLUXON_ERR_CONFIG;
+    }
     int rc = fx_segment_create_huge(cfg->segment_bytes, cfg->numa_node, o->generation, cfg->node_id,
                                     cfg->huge_pages, &o->seg);
     if (rc != FLUXON_OK) goto err_free;

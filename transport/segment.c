@@ -7,6 +7,8 @@
 #include <numa.h>
 #include <numaif.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -350,3 +352,50 @@ FX_INTERNAL void fx_segment_destroy(fx_segment_t *seg)
 }
 
 #undef SEG_SEALS
+
+/* ---- how much memory a segment can have ---- */
+static uint64_t seg_read_limit(const char *file)
+{
+    FILE *f = fopen(file, "r");
+    if (!f) return 0;
+    char buf[64] = "";
+    bool ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    if (!ok || !strncmp(buf, "max", 3)) return 0;
+    char *end;
+    unsigned long long v = strtoull(buf, &end, 10);
+    return end != buf ? (uint64_t)v : 0;
+}
+
+FX_INTERNAL uint64_t fx_segment_memory_limit(char *what, size_t cap)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t lim = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    snprintf(what, cap, "the host's RAM");
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) { /* "0::/path" (v2) or "N:memory:/path" (v1) */
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c2 = 0;
+        bool v2 = !strcmp(c1 + 1, ""), v1 = !strcmp(c1 + 1, "memory");
+        if (!v1 && !v2) continue;
+        char path[512], file[600];
+        snprintf(path, sizeof path, "%s", c2 + 1);
+        for (;;) { /* the path and each ancestor: the lowest limit holds */
+            snprintf(file, sizeof file, "/sys/fs/cgroup%s%s/%s", v1 ? "/memory" : "", strcmp(path, "/") ? path : "",
+                     v1 ? "memory.limit_in_bytes" : "memory.max");
+            uint64_t l = seg_read_limit(file);
+            if (l && (!lim || l < lim)) {
+                lim = l;
+                snprintf(what, cap, "the memory cgroup's limit (%s)", file);
+            }
+            char *slash = strrchr(path, '/');
+            if (!slash || slash == path) break;
+            *slash = 0;
+        }
+    }
+    if (f) fclose(f);
+    return lim;
+}

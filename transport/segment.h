@@ -91,4 +91,10 @@ FX_INTERNAL bool fx_segment_huge(const fx_segment_t *seg);  /* on hugetlb pages 
  * while any other process still maps it or holds the fd. */
 FX_INTERNAL void fx_segment_destroy(fx_segment_t *seg);
 
+/* The most memory a segment of this process can have: the host's RAM, or less when the
+ * process's memory cgroup (v1 memory.limit_in_bytes, v2 memory.max, up to the root) has a
+ * lower limit; what: "RAM" or the cgroup file that set it (NUL-terminated, at most cap
+ * bytes). 0 when unknown. A segment is faulted in whole: a larger one ends in an OOM kill. */
+FX_INTERNAL uint64_t fx_segment_memory_limit(char *what, size_t cap);
+
 #endif /* FX_SEGMENT_H */

@@ -11,6 +11,7 @@
  *     to the external's output like any frame;
  *   - fx_tcp_socket / fx_connect_start: the master link "connects" at once;
  *   - fx_segment_create_huge / fx_segment_destroy: one small segment, made once and kept;
+ *     fx_segment_memory_limit: unknown (no /proc and /sys reads per input);
  *   - fx_opeers_*, fx_ucx_set_timeout_ms: no UCX (no other owner is reachable: fetches
  *     and pushes to a remote owner fail as UNAVAILABLE);
  *   - fx_now_ms / fx_now_ns / fx_realtime_ns: the harness's clock (a run replays exactly);
@@ -224,6 +225,8 @@ int __wrap_fx_segment_create_huge(uint64_t bytes, int numa_node, uint64_t genera
     *seg_p = fz_seg;
     return FLUXON_OK;
 }
+uint64_t __wrap_fx_segment_memory_limit(char *what, size_t cap);
+uint64_t __wrap_fx_segment_memory_limit(char *what, size_t cap) { return 0; } /* no /proc read per input */
 void __wrap_fx_segment_destroy(fx_segment_t *seg);
 void __wrap_fx_segment_destroy(fx_segment_t *seg) { FUZZ_CHECK(seg == fz_seg, "an unknown segment"); }
 

@@ -343,6 +343,19 @@ Test(cluster, cli_usage_and_config_errors_exit_2, .timeout = 60, .fini = teardow
     int st = pclose(p);
     cr_assert_eq(WEXITSTATUS(st), 2, "%s", out);
     cr_assert(strstr(out, "listen"), "the message names the field: %s", out);
+    /* a segment larger than this host's memory is refused, naming the field and the limit
+     * (it would be faulted in and end in an OOM kill) */
+    th_write_file(cfg, "{\"role\":\"owner\",\"cluster_id\":\"x\",\"node_id\":\"big\",\"master\":\"127.0.0.1:1\","
+                       "\"socket\":\"/nonexistent-dir/big.sock\",\"segment_bytes\":\"64TiB\"}");
+    snprintf(cmd, sizeof cmd, "timeout 20 %s --role=owner --config %s 2>&1", th_fluxon_bin(), cfg);
+    p = popen(cmd, "r");
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    st = pclose(p);
+    cr_assert_eq(WEXITSTATUS(st), 2, "%s", out);
+    cr_assert(strstr(out, "segment_bytes 70368744177664 is more than") && strstr(out, "bytes: lower segment_bytes"),
+              "%s", out);
+    snprintf(cfg, sizeof cfg, "%s/bad.json", dir);
     snprintf(cmd, sizeof cmd, "%s --role=nobody --config %s >/dev/null 2>&1", th_fluxon_bin(), cfg);
     cr_assert_eq(WEXITSTATUS(system(cmd)), 2);
     snprintf(cmd, sizeof cmd, "%s --role=master --config %s/missing.json >/dev/null 2>&1", th_fluxon_bin(), dir);

@@ -700,3 +700,13 @@ Test(segment, send_fd_with_zero_timeout_never_waits)
     close(sv[0]);
     close(sv[1]);
 }
+
+/* The memory a segment can have: the host's RAM at most, named */
+Test(segment, the_memory_limit_is_at_most_the_ram_and_says_where_it_comes_from)
+{
+    char what[700] = "";
+    uint64_t lim = fx_segment_memory_limit(what, sizeof what);
+    uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    cr_assert(lim > 0 && lim <= ram, "limit %llu, RAM %llu", (unsigned long long)lim, (unsigned long long)ram);
+    cr_assert(strstr(what, "RAM") || strstr(what, "cgroup"), "%s", what);
+}
