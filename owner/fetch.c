@@ -92,7 +92,6 @@ static void ofetch_gd_ctx_free(ofetch_getdone_ctx_t *c)
     fx_free(c);
 }
 
-/* The master's word on one copy: ks is its status. */
 /* A copy the master refused as STALE: the version it copied was replaced (or deleted)
  * meanwhile, and the key may well exist in a newer one. Look again, at most
  * OFETCH_LOOKUPS_MAX times in all and within the first fetch's deadline, rather than
@@ -112,6 +111,7 @@ static bool ofetch_look_again(fx_owner_t *o, owner_oget_t *og)
     return true;
 }
 
+/* The master's word on one copy: ks is its status. */
 static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en, int ks)
 {
     ofetch_t *kv = o->fetch;
