@@ -240,24 +240,6 @@ Test(cluster, a_second_owner_on_a_socket_in_use_exits_2, .timeout = 60, .fini = 
     cluster_down(&c);
 }
 
-/* A master that did not run (SIGSTOP) for twice its heartbeat_timeout_ms does not take the
- * owners' silence for their death: it says it stalled and counts their heartbeats from
- * then (it used to declare them dead, advising them to heartbeat more often). */
-Test(cluster, a_stalled_master_does_not_declare_its_owners_dead, .timeout = 60, .fini = teardown)
-{
-    cluster_up(&c);
-    cr_assert_eq(kill(c.master, SIGSTOP), 0);
-    th_sleep_ms(2000); /* heartbeat_timeout_ms is 1000 */
-    cr_assert_eq(kill(c.master, SIGCONT), 0);
-    cr_assert(th_wait_log(c.mlog, "this master did not run for", 5000), "no stall reported (see %s)", c.mlog);
-    th_sleep_ms(1500); /* more than a heartbeat timeout after it ran again: still alive */
-    cr_assert(!th_wait_log(c.mlog, "declared dead", 1), "an owner was declared dead (see %s)", c.mlog);
-    char out[4096];
-    cr_assert_eq(run_external(c.ecfg, "stat", NULL, NULL, out, sizeof out), 0, "%s", out);
-    cr_assert(strstr(out, "o1") && !strstr(out, " no "), "%s", out);
-    cluster_down(&c);
-}
-
 Test(cluster, killed_owner_is_declared_dead_and_reregisters_with_new_generation, .timeout = 60, .fini = teardown)
 {
     cluster_up(&c);
