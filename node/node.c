@@ -52,6 +52,9 @@ static void *node_thread(void *arg)
     n->created_status = rc;
     sem_post(&n->created_sem); /* local setup done (or failed): only the master is waited for now */
     if (rc != FLUXON_OK) {
+        /* what the failed start left in flight (a watch's poll removal) completes and is
+         * freed here, not leaked with the ring */
+        fx_reactor_drain(n->r, 2000);
         node_on_ready(n, rc);
         return NULL;
     }
