@@ -162,6 +162,12 @@ void rp_wait_prefault(rp_run *r)
 #define RP_CLUSTER_ID "fluxon-demo"
 #define RP_TOKEN "demo-token"
 
+/* The slot a value of value_len bytes takes (ARCHITECTURE §6): align_up(max(len, 4096), 4096). */
+static uint64_t rp_slot_bytes(uint64_t value_len)
+{
+    return (value_len < 4096 ? 4096 : value_len + 4095) / 4096 * 4096;
+}
+
 /* Segment and grant for one owner (ARCHITECTURE §6: slot = align_up(max(value_len,
  * 4096), 4096), grants hold whole slots, the segment a 4096-byte header + grants).
  * Whole-run sizing: every distinct page of the slice × T values + 25 % + one spare grant,
@@ -170,7 +176,7 @@ void rp_wait_prefault(rp_run *r)
  * grants (at most one grant more). */
 static void rp_size_owner(const rp_opts *o, uint64_t distinct_pages, uint64_t *seg_p, uint64_t *grant_p)
 {
-    uint64_t slot = (o->value_len < 4096 ? 4096 : o->value_len + 4095) / 4096 * 4096;
+    uint64_t slot = rp_slot_bytes(o->value_len);
     uint64_t values = (o->capacity_blocks ? o->capacity_blocks : distinct_pages) * o->tp;
     if (!o->capacity_blocks) values += values / 4 + 64;
     uint64_t max_spg = (512ull << 20) / slot ? (512ull << 20) / slot : 1;
@@ -186,10 +192,14 @@ static void rp_size_owner(const rp_opts *o, uint64_t distinct_pages, uint64_t *s
 /* Issue 16: --cpu-owners K remote_cache owners of --cpu-capacity-blocks pages each. The
  * master places write-backs in their segments (ranges it allocates), so a segment is those
  * pages' slots, plus the one grant the placement limit keeps free, plus the header. */
+static uint64_t rp_cpu_segment_bytes(const rp_run *r)
+{
+    return 4096 + r->o.cpu_capacity_blocks * r->o.tp * rp_slot_bytes(r->o.value_len) + r->grant_bytes;
+}
+
 static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)
 {
-    uint64_t slot = (r->o.value_len < 4096 ? 4096 : r->o.value_len + 4095) / 4096 * 4096;
-    uint64_t seg = 4096 + r->o.cpu_capacity_blocks * r->o.tp * slot + r->grant_bytes;
+    uint64_t seg = rp_cpu_segment_bytes(r);
     for (unsigned k = 0; k < r->o.cpu_owners; k++) {
         char cfg[1024];
         snprintf(cfg, sizeof cfg,
@@ -212,9 +222,8 @@ static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)
  * them, rather than let the kernel's OOM killer end the run (or something else). */
 static int rp_check_memory(const rp_run *r)
 {
-    uint64_t slot = (r->o.value_len < 4096 ? 4096 : r->o.value_len + 4095) / 4096 * 4096;
-    uint64_t cpu_seg = 4096 + r->o.cpu_capacity_blocks * r->o.tp * slot + r->grant_bytes;
-    uint64_t need = r->segment_bytes * r->o.owners + (r->o.cpu_owners ? cpu_seg * r->o.cpu_owners : 0);
+    uint64_t slot = rp_slot_bytes(r->o.value_len);
+    uint64_t need = r->segment_bytes * r->o.owners + rp_cpu_segment_bytes(r) * r->o.cpu_owners;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
     if (!ram || need <= ram / 10 * 9) return FLUXON_OK;
@@ -245,7 +254,7 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
      * make room (issue 7) */
     char capacity[256] = "";
     if (r->o.capacity_blocks) {
-        uint64_t slot = (r->o.value_len < 4096 ? 4096 : r->o.value_len + 4095) / 4096 * 4096;
+        uint64_t slot = rp_slot_bytes(r->o.value_len);
         uint64_t payload = r->o.capacity_blocks * r->o.tp * slot;
         char wb[64] = ""; /* issue 16: write back ahead of eviction when CPU owners take it */
         if (r->o.cpu_owners) snprintf(wb, sizeof wb, ",\"writeback_watermark\":%.6g", r->o.writeback_watermark);
