@@ -33,6 +33,19 @@ static inline uint64_t hm_hash(const void *key, size_t klen)
     return h ? h : 1;
 }
 
+/* The _h variants trust the caller's hash; sanitizer builds (make asan/tsan, the fuzzers)
+ * check it, release builds do not pay for a second hash. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define HM_CHECK_H(key, klen, h) FX_ASSERT((h) == hm_hash((key), (klen)))
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define HM_CHECK_H(key, klen, h) FX_ASSERT((h) == hm_hash((key), (klen)))
+#endif
+#endif
+#ifndef HM_CHECK_H
+#define HM_CHECK_H(key, klen, h) ((void)0)
+#endif
+
 /* Probe distance of the occupant of slot i from its home slot. */
 static inline size_t hm_dist(const fx_hmap_t *m, size_t i)
 {
@@ -130,11 +143,24 @@ FX_INTERNAL void fx_hmap_clear(fx_hmap_t *m, void (*free_fn)(void *val))
     m->mods++;
 }
 
-FX_INTERNAL void *fx_hmap_get(const fx_hmap_t *m, const void *key, size_t klen)
+FX_INTERNAL uint64_t fx_hmap_hash(const void *key, size_t klen) { return hm_hash(key, klen); }
+
+FX_INTERNAL void fx_hmap_prefetch(const fx_hmap_t *m, uint64_t h)
+{
+    __builtin_prefetch(&m->slots[(size_t)h & m->mask], 0, 3);
+}
+
+FX_INTERNAL void *fx_hmap_get_h(const fx_hmap_t *m, const void *key, size_t klen, uint64_t h)
 {
     FX_ASSERT(m && (key || klen == 0));
-    size_t i = hm_find(m, key, klen, hm_hash(key, klen));
+    HM_CHECK_H(key, klen, h);
+    size_t i = hm_find(m, key, klen, h);
     return i == SIZE_MAX ? NULL : m->slots[i].e->val;
+}
+
+FX_INTERNAL void *fx_hmap_get(const fx_hmap_t *m, const void *key, size_t klen)
+{
+    return fx_hmap_get_h(m, key, klen, hm_hash(key, klen));
 }
 
 FX_INTERNAL int fx_hmap_get_key(const fx_hmap_t *m, const void *key, size_t klen,
@@ -150,8 +176,13 @@ FX_INTERNAL int fx_hmap_get_key(const fx_hmap_t *m, const void *key, size_t klen
 FX_INTERNAL int fx_hmap_put(fx_hmap_t *m, const void *key, size_t klen, void *val,
                             void **old_p)
 {
+    return fx_hmap_put_h(m, key, klen, hm_hash(key, klen), val, old_p);
+}
+
+FX_INTERNAL int fx_hmap_put_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void *val, void **old_p)
+{
     FX_ASSERT(m && (key || klen == 0));
-    uint64_t h = hm_hash(key, klen);
+    HM_CHECK_H(key, klen, h);
     size_t i = hm_find(m, key, klen, h);
     if (i != SIZE_MAX) {
         hm_entry_t *e = m->slots[i].e;
@@ -181,8 +212,14 @@ FX_INTERNAL int fx_hmap_put(fx_hmap_t *m, const void *key, size_t klen, void *va
 
 FX_INTERNAL int fx_hmap_del(fx_hmap_t *m, const void *key, size_t klen, void **val_p)
 {
+    return fx_hmap_del_h(m, key, klen, hm_hash(key, klen), val_p);
+}
+
+FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void **val_p)
+{
     FX_ASSERT(m && (key || klen == 0));
-    size_t i = hm_find(m, key, klen, hm_hash(key, klen));
+    HM_CHECK_H(key, klen, h);
+    size_t i = hm_find(m, key, klen, h);
     if (i == SIZE_MAX) return FLUXON_ERR_NOT_FOUND;
     hm_entry_t *e = m->slots[i].e;
     if (val_p) *val_p = e->val;
@@ -243,5 +280,6 @@ FX_INTERNAL bool fx_hmap_iter_next(const fx_hmap_t *m, fx_hmap_iter_t *it, const
     return false;
 }
 
+#undef HM_CHECK_H
 #undef HM_MIN_CAP
 #undef HM_FITS

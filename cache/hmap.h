@@ -58,6 +58,18 @@ FX_INTERNAL int fx_hmap_put(fx_hmap_t *m, const void *key, size_t klen, void *va
  * the call. Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (val_p untouched). */
 FX_INTERNAL int fx_hmap_del(fx_hmap_t *m, const void *key, size_t klen, void **val_p);
 
+/* Batches (hot path, issue 18): the _h variants take the key's hash, computed once by
+ * fx_hmap_hash (XXH3, never 0) and shared by the maps a key is in; fx_hmap_prefetch
+ * starts loading the key's home slot, so a batch prefetches every key first and then
+ * probes: the cache misses overlap instead of adding up. A prefetch is only a hint (a
+ * later growth just wastes it). h must be fx_hmap_hash(key, klen) (asserted in debug
+ * builds); otherwise the _h variants behave as their plain counterparts. */
+FX_INTERNAL uint64_t fx_hmap_hash(const void *key, size_t klen);
+FX_INTERNAL void fx_hmap_prefetch(const fx_hmap_t *m, uint64_t h);
+FX_INTERNAL void *fx_hmap_get_h(const fx_hmap_t *m, const void *key, size_t klen, uint64_t h);
+FX_INTERNAL int fx_hmap_put_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void *val, void **old_p);
+FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void **val_p);
+
 /* Deletes every entry, calling free_fn(value) on each (free_fn may be NULL); the map stays
  * usable. O(capacity). */
 FX_INTERNAL void fx_hmap_clear(fx_hmap_t *m, void (*free_fn)(void *val));

@@ -335,7 +335,7 @@ static void ofetch_on_xfer(void *arg, int status)
             continue;
         }
         fx_slot_pool_mark_pending(fx_ostore_pool(o), &og->slot);
-        owner_entry_t *en = fx_ostore_entry_new(o, og->key, og->klen, &og->slot, og->value_len);
+        owner_entry_t *en = fx_ostore_entry_new(o, og->key, og->klen, 0, &og->slot, og->value_len);
         if (!en) {
             fx_slot_pool_release_prepared(fx_ostore_pool(o), &og->slot);
             o->fetch->done(o, og, NULL);

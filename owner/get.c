@@ -330,8 +330,14 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
     b->pending = 1; /* held until every key is classified */
     size_t nl = 0;
     /* G1/G2: classify and pin every key before any leader work starts */
+    uint64_t kh[64]; /* blocks of 64 keys: hashed and prefetched, then looked up (misses overlap) */
     for (size_t i = 0; i < n; i++) {
-        owner_entry_t *en = fx_ostore_lookup(o, g.keys.v[i].p, g.keys.v[i].len);
+        if (i % 64 == 0)
+            for (size_t j = i; j < n && j < i + 64; j++) {
+                kh[j - i] = fx_hmap_hash(g.keys.v[j].p, g.keys.v[j].len);
+                fx_ostore_prefetch_key(o, kh[j - i]);
+            }
+        owner_entry_t *en = fx_ostore_lookup_h(o, g.keys.v[i].p, g.keys.v[i].len, kh[i % 64]);
         if (en) {
             oget_set_hit(b, i, en);
             s->local_hits += b->res[i] == 1;

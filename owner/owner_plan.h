@@ -32,9 +32,11 @@ typedef struct owner_plan {
     struct owner_plan *prev, *next;
     int state;
     size_t n;
-    char **keys;              /* n pointers into key_bytes (each key NUL-terminated) */
-    char *key_bytes;          /* the plan's keys, one allocation */
+    /* the per-key arrays, the group lengths and the keys' bytes: one allocation (arrays) */
+    void *arrays;
+    char **keys;              /* n pointers into the key bytes (each key NUL-terminated) */
     uint32_t *klens;
+    uint64_t *khash;          /* fx_hmap_hash of each key: hashed once, for every map it is in */
     int *status;
     fx_slot_ref_t *slots;     /* 2n: per key, then the claim's scratch; once committed, key i's
                                * entry is fx_ostore_find(slots[i]) (identity, never a pointer) */

@@ -16,6 +16,7 @@
 typedef struct owner_entry {
     char *key; /* klen bytes + NUL, in the same allocation as the entry */
     uint32_t klen;
+    uint64_t khash; /* fx_hmap_hash(key, klen) */
     fx_slot_ref_t slot;
     uint64_t value_len, put_ms, put_ver;
     uint8_t state;  /* OE_PENDING (local-visible, V1) or OE_COMMITTED (route live, V3) */
@@ -55,9 +56,15 @@ FX_INTERNAL fx_slot_pool_t *fx_ostore_pool(fx_owner_t *o);
 FX_INTERNAL uint64_t fx_ostore_next_id(fx_owner_t *o); /* ids of holders, plans, handles, batches */
 FX_INTERNAL bool fx_ostore_key_ok(fx_str_t k);
 
-FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, uint32_t klen,
+/* khash: fx_hmap_hash(key, klen) when the caller has it, else 0 (computed here) */
+FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash,
                                                const fx_slot_ref_t *slot, uint64_t value_len);
 FX_INTERNAL owner_entry_t *fx_ostore_lookup(fx_owner_t *o, const void *key, size_t klen); /* visible */
+FX_INTERNAL owner_entry_t *fx_ostore_lookup_h(fx_owner_t *o, const void *key, size_t klen, uint64_t khash);
+/* Batches: start loading the index slot of a key (its fx_hmap_hash) and the identity
+ * slot of a segment offset, before the batch's lookups (fx_hmap_prefetch). */
+FX_INTERNAL void fx_ostore_prefetch_key(fx_owner_t *o, uint64_t khash);
+FX_INTERNAL void fx_ostore_prefetch_offset(fx_owner_t *o, uint64_t offset);
 FX_INTERNAL owner_entry_t *fx_ostore_at(fx_owner_t *o, uint64_t offset); /* any live entry */
 /* The live entry in exactly this use of the slot (offset + use_seq), or NULL: how a
  * callback that outlived a reactor turn finds its entry again. */

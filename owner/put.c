@@ -50,12 +50,7 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
     fx_hmap_del(o->put->plans, &p->id, sizeof p->id, NULL);
     fx_timer_disarm(o->r, &p->retry_timer);
     if (p->reply_conn) fx_conn_unref(p->reply_conn);
-    fx_free(p->key_bytes);
-    fx_free(p->keys);
-    fx_free(p->klens);
-    fx_free(p->status);
-    fx_free(p->slots);
-    fx_free(p->group_lens);
+    fx_free(p->arrays);
     fx_oplace_plan_free(p);
     fx_free(p->inline_value);
     fx_free(p->repl_mask);
@@ -66,7 +61,8 @@ static owner_plan_t *oput_find(fx_owner_t *o, uint64_t id) { return fx_hmap_get(
 
 static void oput_inflight_drop(oput_t *s, owner_plan_t *p, size_t i)
 {
-    if (fx_hmap_get(s->inflight, p->keys[i], p->klens[i]) == p) fx_hmap_del(s->inflight, p->keys[i], p->klens[i], NULL);
+    if (fx_hmap_get_h(s->inflight, p->keys[i], p->klens[i], p->khash[i]) == p)
+        fx_hmap_del_h(s->inflight, p->keys[i], p->klens[i], p->khash[i], NULL);
 }
 
 /* Releases the reservations of a plan that was never committed. */
@@ -253,20 +249,26 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     p->o = o;
     p->t0_ns = fx_now_ns();
     p->n = n;
-    p->keys = fx_calloc(n, sizeof *p->keys);
-    p->klens = fx_calloc(n, sizeof *p->klens);
-    p->status = fx_calloc(n, sizeof *p->status);
-    p->slots = fx_calloc(2 * n, sizeof *p->slots);
-    p->group_lens = fx_calloc(b->group_lens.n ? b->group_lens.n : 1, sizeof *p->group_lens);
-    size_t kb = 0; /* keys are at most FLUXON_MAX_KEY_BYTES (oput_check): no overflow */
+    /* one allocation, the 8-byte-aligned arrays first; keys are at most
+     * FLUXON_MAX_KEY_BYTES and n is bounded by the frame (oput_check): no overflow */
+    size_t ng = b->group_lens.n, kb = 0;
     for (size_t i = 0; i < n; i++) kb += b->keys.v[i].len + 1;
-    p->key_bytes = fx_malloc(kb ? kb : 1);
-    if (!p->keys || !p->key_bytes || !p->klens || !p->status || !p->slots || !p->group_lens) goto nomem;
-    for (size_t i = 0, off = 0; i < n; i++) {
-        p->keys[i] = p->key_bytes + off;
+    size_t at_hash = 2 * n * sizeof *p->slots, at_groups = at_hash + n * sizeof *p->khash,
+           at_keys = at_groups + (ng ? ng : 1) * sizeof *p->group_lens, at_klens = at_keys + n * sizeof *p->keys,
+           at_status = at_klens + n * sizeof *p->klens, at_bytes = at_status + n * sizeof *p->status;
+    uint8_t *a = p->arrays = fx_calloc(1, at_bytes + kb + 1);
+    if (!a) goto nomem;
+    p->slots = (fx_slot_ref_t *)a;
+    p->khash = (uint64_t *)(a + at_hash);
+    p->group_lens = (uint64_t *)(a + at_groups);
+    p->keys = (char **)(a + at_keys);
+    p->klens = (uint32_t *)(a + at_klens);
+    p->status = (int *)(a + at_status);
+    for (size_t i = 0, off = at_bytes; i < n; i++) {
+        p->keys[i] = (char *)a + off;
         memcpy(p->keys[i], b->keys.v[i].p, b->keys.v[i].len);
-        p->keys[i][b->keys.v[i].len] = 0;
         p->klens[i] = b->keys.v[i].len;
+        p->khash[i] = fx_hmap_hash(p->keys[i], p->klens[i]);
         off += b->keys.v[i].len + 1;
     }
     if (b->group_lens.n) memcpy(p->group_lens, b->group_lens.v, b->group_lens.n * sizeof(uint64_t));
@@ -305,21 +307,28 @@ nomem:
 static int oput_admit(fx_owner_t *o, owner_plan_t *p)
 {
     oput_t *s = o->put;
-    for (size_t i = 0; i < p->n; i++) p->status[i] = FLUXON_OK;
+    for (size_t i = 0; i < p->n; i++) { /* the batch's misses overlap (fx_hmap_prefetch) */
+        p->status[i] = FLUXON_OK;
+        fx_hmap_prefetch(s->inflight, p->khash[i]);
+        if (p->flags & FX_PUT_REJECT_IF_EXIST) fx_ostore_prefetch_key(o, p->khash[i]);
+    }
     for (size_t i = 0; i < p->n; i++) {
         void *old = NULL;
-        if (fx_hmap_put(s->inflight, p->keys[i], p->klens[i], p, &old) != FLUXON_OK) return FLUXON_ERR_NOMEM;
+        const char *k = p->keys[i];
+        uint32_t kl = p->klens[i];
+        uint64_t kh = p->khash[i];
+        if (fx_hmap_put_h(s->inflight, k, kl, kh, p, &old) != FLUXON_OK) return FLUXON_ERR_NOMEM;
         if (old == p) {
             p->status[i] = FLUXON_ERR_INVALID_ARGUMENT; /* the same key twice in one plan (the header's status) */
             continue;
         }
         if (old && (p->flags & FX_PUT_REJECT_IF_INFLIGHT))
             p->status[i] = FLUXON_ERR_KEY_BEING_WRITTEN;
-        else if ((p->flags & FX_PUT_REJECT_IF_EXIST) && fx_ostore_lookup(o, p->keys[i], p->klens[i]))
+        else if ((p->flags & FX_PUT_REJECT_IF_EXIST) && fx_ostore_lookup_h(o, k, kl, kh))
             p->status[i] = FLUXON_ERR_KEY_EXISTS;
         if (p->status[i] == FLUXON_OK) continue;
-        if (old) fx_hmap_put(s->inflight, p->keys[i], p->klens[i], old, NULL); /* the entry exists: no allocation */
-        else fx_hmap_del(s->inflight, p->keys[i], p->klens[i], NULL);
+        if (old) fx_hmap_put_h(s->inflight, k, kl, kh, old, NULL); /* the entry exists: no allocation */
+        else fx_hmap_del_h(s->inflight, k, kl, kh, NULL);
     }
     return FLUXON_OK;
 }
@@ -503,6 +512,8 @@ static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done
     if (ack->statuses.n != m || ack->put_ms.n != m || ack->put_ver.n != m) return FLUXON_ERR_PROTOCOL;
     owner_entry_t **admit = fx_calloc(p->n, sizeof *admit); /* [i]: committed just now */
     size_t k = 0;
+    for (size_t i = 0; i < p->n; i++) /* the batch's misses overlap (fx_hmap_prefetch) */
+        if (p->status[i] == FLUXON_OK) fx_ostore_prefetch_offset(o, p->slots[i].offset);
     for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] != FLUXON_OK) continue;
         owner_entry_t *en = fx_ostore_find(o, &p->slots[i]); /* by identity: it may be gone */
@@ -591,12 +602,19 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     oput_t *s = o->put;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     p->t0_ns = fx_now_ns();
+    for (size_t i = 0; i < p->n; i++) { /* the batch's misses overlap (fx_hmap_prefetch) */
+        if (p->status[i] != FLUXON_OK) continue;
+        fx_hmap_prefetch(s->inflight, p->khash[i]);
+        fx_ostore_prefetch_offset(o, p->slots[i].offset);
+        fx_ostore_prefetch_key(o, p->khash[i]);
+    }
     /* local-read-ready now (V1): index the values before anything else */
     for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] != FLUXON_OK) continue;
-        fx_hmap_del(s->inflight, p->keys[i], p->klens[i], NULL);
+        fx_hmap_del_h(s->inflight, p->keys[i], p->klens[i], p->khash[i], NULL);
         fx_slot_pool_mark_pending(pool, &p->slots[i]);
-        owner_entry_t *en = fx_ostore_entry_new(o, p->keys[i], p->klens[i], &p->slots[i], p->value_len);
+        owner_entry_t *en =
+            fx_ostore_entry_new(o, p->keys[i], p->klens[i], p->khash[i], &p->slots[i], p->value_len);
         if (!en) {
             p->status[i] = FLUXON_ERR_NOMEM;
             fx_slot_pool_release_prepared(pool, &p->slots[i]);

@@ -76,7 +76,7 @@ FX_INTERNAL fx_slot_pool_t *fx_ostore_pool(fx_owner_t *o) { return o->store->poo
 FX_INTERNAL uint64_t fx_ostore_next_id(fx_owner_t *o) { return ++o->store->next_id; }
 
 /* ---- entries ---- */
-FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, uint32_t klen,
+FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash,
                                                const fx_slot_ref_t *slot, uint64_t value_len)
 {
     ostore_t *s = o->store;
@@ -85,6 +85,7 @@ FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, u
     en->key = (char *)(en + 1);
     memcpy(en->key, key, klen);
     en->klen = klen;
+    en->khash = khash ? khash : fx_hmap_hash(key, klen);
     en->slot = *slot;
     en->value_len = value_len;
     en->state = OE_PENDING;
@@ -98,6 +99,18 @@ FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, u
 FX_INTERNAL owner_entry_t *fx_ostore_lookup(fx_owner_t *o, const void *key, size_t klen)
 {
     return fx_hmap_get(o->store->index, key, klen);
+}
+
+FX_INTERNAL owner_entry_t *fx_ostore_lookup_h(fx_owner_t *o, const void *key, size_t klen, uint64_t khash)
+{
+    return fx_hmap_get_h(o->store->index, key, klen, khash);
+}
+
+FX_INTERNAL void fx_ostore_prefetch_key(fx_owner_t *o, uint64_t khash) { fx_hmap_prefetch(o->store->index, khash); }
+
+FX_INTERNAL void fx_ostore_prefetch_offset(fx_owner_t *o, uint64_t offset)
+{
+    fx_hmap_prefetch(o->store->by_offset, fx_hmap_hash(&offset, sizeof offset));
 }
 
 FX_INTERNAL owner_entry_t *fx_ostore_at(fx_owner_t *o, uint64_t offset)
@@ -114,7 +127,7 @@ FX_INTERNAL owner_entry_t *fx_ostore_find(fx_owner_t *o, const fx_slot_ref_t *sl
 FX_INTERNAL void fx_ostore_index(fx_owner_t *o, owner_entry_t *en)
 {
     void *old = NULL;
-    if (fx_hmap_put(o->store->index, en->key, en->klen, en, &old) != FLUXON_OK) return;
+    if (fx_hmap_put_h(o->store->index, en->key, en->klen, en->khash, en, &old) != FLUXON_OK) return;
     if (old && old != en) ((owner_entry_t *)old)->indexed = false;
     en->indexed = true;
 }
@@ -122,7 +135,7 @@ FX_INTERNAL void fx_ostore_index(fx_owner_t *o, owner_entry_t *en)
 FX_INTERNAL void fx_ostore_hide(fx_owner_t *o, owner_entry_t *en)
 {
     if (!en->indexed) return;
-    fx_hmap_del(o->store->index, en->key, en->klen, NULL);
+    fx_hmap_del_h(o->store->index, en->key, en->klen, en->khash, NULL);
     en->indexed = false;
 }
 

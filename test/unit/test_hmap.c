@@ -1,6 +1,7 @@
 /* test_hmap.c — Criterion suite for the string-keyed hash map (cache/hmap.c): basic
  * operations, odd keys (NUL bytes, empty, 64 KiB), growth keeping stored-key pointers,
- * iteration with deletion of the current entry, and a 1M-op differential test. */
+ * iteration with deletion of the current entry, and a 1M-op differential test (every
+ * other op through the hash-once _h variants after a prefetch). */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -381,10 +382,16 @@ Test(hmap, randomized_differential, .timeout = 300)
         /* Phases bias the mix so the map grows, shrinks and refills: puts 0..put_hi,
          * deletes put_hi..del_hi, gets (and get_key) the rest. */
         bool del_phase = (op / 100000) % 2 == 1;
+        /* every other op through the hash-once variants (batch paths), after a prefetch */
+        bool via_h = op & 1;
+        uint64_t h = fx_hmap_hash(keys[u], klens[u]);
+        cr_assert_neq(h, 0);
+        if (via_h) fx_hmap_prefetch(m, h);
         unsigned put_hi = del_phase ? 2u : 4u, del_hi = del_phase ? 6u : 5u;
         if (kind < put_hi) {
             void *nv = V(op + 1), *old = V(1);
-            cr_assert_eq(fx_hmap_put(m, keys[u], klens[u], nv, &old), FLUXON_OK);
+            cr_assert_eq(via_h ? fx_hmap_put_h(m, keys[u], klens[u], h, nv, &old) : fx_hmap_put(m, keys[u], klens[u], nv, &old),
+                         FLUXON_OK);
             cr_assert_eq(old, present[u] ? ref[u] : NULL);
             if (!present[u]) {
                 count++;
@@ -394,7 +401,7 @@ Test(hmap, randomized_differential, .timeout = 300)
             ref[u] = nv;
         } else if (kind < del_hi) {
             void *v = V(1);
-            int rc = fx_hmap_del(m, keys[u], klens[u], &v);
+            int rc = via_h ? fx_hmap_del_h(m, keys[u], klens[u], h, &v) : fx_hmap_del(m, keys[u], klens[u], &v);
             if (present[u]) {
                 cr_assert_eq(rc, FLUXON_OK);
                 cr_assert_eq(v, ref[u]);
@@ -407,7 +414,8 @@ Test(hmap, randomized_differential, .timeout = 300)
         } else {
             const char *sk = NULL;
             int rc = fx_hmap_get_key(m, keys[u], klens[u], &sk);
-            cr_assert_eq(fx_hmap_get(m, keys[u], klens[u]), present[u] ? ref[u] : NULL);
+            cr_assert_eq(via_h ? fx_hmap_get_h(m, keys[u], klens[u], h) : fx_hmap_get(m, keys[u], klens[u]),
+                         present[u] ? ref[u] : NULL);
             cr_assert_eq(rc, present[u] ? FLUXON_OK : FLUXON_ERR_NOT_FOUND);
             if (present[u]) cr_assert_eq(sk, stored[u], "stored key pointer changed");
         }
