@@ -365,16 +365,16 @@ int fluxon_client_ping(fluxon_client *cl, int to_master, uint64_t *rtt_ns_p)
 {
     if (!cl) return FLUXON_ERR_INVALID_ARGUMENT;
     fx_body_ping_t b = {to_master ? 1 : 0, fx_now_ns()};
-    uint32_t len = (uint32_t)fx_body_ping_size(&b);
-    uint8_t *req = fx_malloc(len);
+    uint8_t *req;
+    uint32_t len;
+    FX_CLIENT_ENCODE(ping, &b, req, len);
     if (!req) return FLUXON_ERR_NOMEM;
-    fx_body_ping_encode(&b, req);
     uint8_t *resp = NULL;
     uint32_t rlen = 0;
     uint64_t t0 = fx_now_ns();
     int rc = fx_client_call(cl, FX_MSG_PING, req, len, NULL, NULL, &resp, &rlen);
     uint64_t t1 = fx_now_ns();
-    fx_free(resp);
+    fx_client_buf_free(resp);
     if (rc == FLUXON_OK && rtt_ns_p) *rtt_ns_p = t1 - t0;
     return rc;
 }
@@ -464,7 +464,7 @@ static int client_json_call(fluxon_client *cl, uint16_t type, char *json, size_t
         if (rc == FLUXON_OK && !(out = client_nodes_to_json(&b, &len))) rc = FLUXON_ERR_PROTOCOL;
     }
     fx_arena_free(&arena);
-    fx_free(resp);
+    fx_client_buf_free(resp);
     if (rc == FLUXON_OK) {
         if (len + 1 > cap) {
             *len_p = len;

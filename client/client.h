@@ -1,7 +1,8 @@
 /* client.h — client/: the external client every engine embeds. Internals shared by its
  * files, in layer order: client.c (open/close, handshake, segment, ping/stats/nodes),
  * rpc.c (the request path: pending table, socket writes, one-way queue), future.c
- * (futures), hostless.c (plans and get handles), kv.c (plain KV on top). */
+ * (futures), hostless.c (plans and get handles), kv.c (plain KV on top); scratch.c (the
+ * calling thread's buffers) and ring.c (the shared-memory rings) below rpc.c. */
 #ifndef FX_CLIENT_H
 #define FX_CLIENT_H
 
@@ -79,9 +80,9 @@ FX_INTERNAL void fx_client_rpc_fini(fluxon_client *cl);
 FX_INTERNAL void fx_client_rpc_attach(fluxon_client *cl, fx_conn_t *conn);
 /* Runs on the reactor with the response (any status) before the caller wakes. */
 typedef void (*fx_client_hook_fn)(fluxon_client *cl, void *ctx, int status, const uint8_t *body, uint32_t len);
-/* Sends type with body (len bytes, taken over: freed by the call; NULL = NOMEM) and waits
- * up to timeout_ms for the answer; *resp_p (fx_free; may be NULL) receives the response
- * body, also an error body. Returns the response status, or FLUXON_ERR_TIMEOUT /
+/* Sends type with body (len bytes, taken over: given back by the call, fx_client_buf_free;
+ * NULL = NOMEM) and waits up to timeout_ms for the answer; *resp_p (fx_client_buf_free;
+ * may be NULL) receives the response body, also an error body. Returns the response status, or FLUXON_ERR_TIMEOUT /
  * UNAVAILABLE / NOMEM. Any thread. */
 FX_INTERNAL int fx_client_call(fluxon_client *cl, uint16_t type, uint8_t *body, uint32_t len,
                                fx_client_hook_fn hook, void *ctx, uint8_t **resp_p, uint32_t *resp_len_p);
@@ -106,9 +107,25 @@ FX_INTERNAL void fx_client_rpc_fail_all(fluxon_client *cl);
 #define FX_CLIENT_ENCODE(bodykind, bp, out_buf, out_len)                 \
     do {                                                                \
         out_len = (uint32_t)fx_body_##bodykind##_size(bp);              \
-        out_buf = fx_malloc((size_t)out_len + 8);                       \
+        out_buf = fx_client_buf(FX_CLIENT_REQ, (size_t)out_len + 8);    \
         if (out_buf) fx_body_##bodykind##_encode((bp), out_buf);        \
     } while (0)
+
+/* ---- scratch.c: the calling thread's buffers (no heap allocation per call) ---- */
+enum { FX_CLIENT_REQ = 0, FX_CLIENT_RESP = 1 };
+/* n bytes: the thread's request or response buffer when it is free (lent until
+ * fx_client_buf_free), else the heap; NULL on NOMEM. */
+FX_INTERNAL uint8_t *fx_client_buf(int which, size_t n);
+/* Gives back a buffer from fx_client_buf, or fx_free's anything else (NULL: no-op). Only
+ * on the thread that got it. */
+FX_INTERNAL void fx_client_buf_free(void *p);
+/* p itself when it is heap memory, else a heap copy of its n bytes (p given back): for
+ * a body that outlives the call (the socket's out-queue). NULL on NOMEM (p given back). */
+FX_INTERNAL uint8_t *fx_client_buf_own(uint8_t *p, size_t n);
+/* The thread's decode arena when it is free, else *fallback (zeroed); give it back with
+ * fx_client_arena_done (reset and kept, or freed). */
+FX_INTERNAL fx_arena_t *fx_client_arena(fx_arena_t *fallback);
+FX_INTERNAL void fx_client_arena_done(fx_arena_t *a);
 
 /* ---- ring.c (issue 18): the shared-memory rings with the owner ---- */
 /* Maps the rings (memfd and efd taken over); FLUXON_OK, else the client stays on the socket. */
@@ -149,7 +166,12 @@ FX_INTERNAL void fx_client_futures_fail_all(fluxon_client *cl);
 FX_INTERNAL int fx_client_ready(fluxon_client *cl);
 FX_INTERNAL bool fx_client_key_ok(const char *k);
 /* keys[0..n) checked (1..1000000 keys of 1..FLUXON_MAX_KEY_BYTES) into *out (fx_free). */
-FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t **out);
+/* Checks a batch's keys and views them as fx_str_t: into stack[FX_CLIENT_STACK_KEYS]
+ * when they fit (batches of up to 64 keys allocate nothing), else a heap array; release
+ * with fx_client_keys_done(*out, stack). */
+#define FX_CLIENT_STACK_KEYS 64
+FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t *stack, fx_str_t **out);
+FX_INTERNAL void fx_client_keys_done(fx_str_t *kv, const fx_str_t *stack);
 /* The scalar put options (flags, lease, preferred sub-cluster) on top of *flags_p. */
 FX_INTERNAL int fx_client_put_scalars(const fluxon_put_options *opts, uint64_t *flags_p, uint64_t *lease_p,
                                       const char **preferred_p);

@@ -28,20 +28,25 @@ FX_INTERNAL bool fx_client_key_ok(const char *k)
     return n > 0 && n <= FLUXON_MAX_KEY_BYTES;
 }
 
-FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t **out)
+FX_INTERNAL void fx_client_keys_done(fx_str_t *kv, const fx_str_t *stack)
+{
+    if (kv != stack) fx_free(kv);
+}
+
+FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t *stack, fx_str_t **out)
 {
     if (!keys || n == 0 || n > FLUXON_MAX_BATCH_KEYS) {
         FX_WARN("keys is %s and n_keys is %zu: a batch has 1..%d keys (FLUXON_MAX_BATCH_KEYS)", keys ? "set" : "NULL",
                 n, FLUXON_MAX_BATCH_KEYS);
         return FLUXON_ERR_INVALID_ARGUMENT;
     }
-    fx_str_t *v = fx_malloc(n * sizeof *v);
+    fx_str_t *v = n <= FX_CLIENT_STACK_KEYS ? stack : fx_malloc(n * sizeof *v);
     if (!v) return FLUXON_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
         if (!fx_client_key_ok(keys[i])) {
             FX_WARN("key %zu is %s (keys are 1..%d bytes)", i, !keys[i] ? "NULL" : !keys[i][0] ? "empty" : "too long",
                     FLUXON_MAX_KEY_BYTES);
-            fx_free(v);
+            fx_client_keys_done(v, stack);
             return FLUXON_ERR_INVALID_ARGUMENT;
         }
         v[i] = fx_str_c(keys[i]);
@@ -184,17 +189,17 @@ FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, 
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!plan_p || value_len == 0) return FLUXON_ERR_INVALID_ARGUMENT;
-    fx_str_t *kv = NULL;
+    fx_str_t stack[FX_CLIENT_STACK_KEYS], *kv = NULL;
     uint64_t *groups = NULL;
     size_t n_groups = 0;
     const uint8_t *mask = NULL;
     uint64_t flags = forced_flags, lease = 0;
     const char *preferred = NULL;
-    if ((rc = fx_client_keys(keys, n, &kv)) != FLUXON_OK) return rc;
+    if ((rc = fx_client_keys(keys, n, stack, &kv)) != FLUXON_OK) return rc;
     rc = fx_client_put_scalars(opts, &flags, &lease, &preferred);
     if (rc == FLUXON_OK) rc = chl_put_batch_opts(opts, n, &groups, &n_groups, &mask);
     if (rc != FLUXON_OK) {
-        fx_free(kv);
+        fx_client_keys_done(kv, stack);
         fx_free(groups);
         return rc;
     }
@@ -204,26 +209,26 @@ FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, 
     uint8_t *req;
     uint32_t len;
     FX_CLIENT_ENCODE(put_start, &b, req, len);
-    fx_free(kv);
+    fx_client_keys_done(kv, stack);
     fx_free(groups);
     uint8_t *resp = NULL;
     uint32_t rlen = 0;
     rc = fx_client_call(cl, FX_MSG_PUT_START, req, len, NULL, NULL, &resp, &rlen);
     fx_client_log_error("put_start", rc, resp, rlen);
     if (rc != FLUXON_OK) {
-        fx_free(resp);
+        fx_client_buf_free(resp);
         return rc;
     }
     fx_body_put_start_ack_t ack;
-    fx_arena_t a = {0};
-    rc = fx_body_put_start_ack_decode(resp, rlen, &ack, &a);
+    fx_arena_t local, *a = fx_client_arena(&local);
+    rc = fx_body_put_start_ack_decode(resp, rlen, &ack, a);
     if (rc == FLUXON_OK && (ack.statuses.n != n || ack.offsets.n != n)) rc = FLUXON_ERR_PROTOCOL;
     if (rc == FLUXON_OK) {
         rc = chl_put_plan(cl, &ack, n, value_len, plan_p, key_status);
         if (rc != FLUXON_OK && ack.plan_id) chl_abort_id(cl, ack.plan_id); /* give the slots back */
     }
-    fx_arena_free(&a);
-    fx_free(resp);
+    fx_client_arena_done(a);
+    fx_client_buf_free(resp);
     return rc;
 }
 
@@ -255,9 +260,9 @@ static void chl_commit_hook(fluxon_client *cl, void *ctx, int status, const uint
     }
     if (status != FLUXON_OK) return;
     fx_body_put_commit_ack_t ack;
-    fx_arena_t a = {0};
-    if (fx_body_put_commit_ack_decode(body, len, &ack, &a) == FLUXON_OK) fx_future_arm(cl, c->f, ack.future_id);
-    fx_arena_free(&a);
+    fx_arena_t local, *a = fx_client_arena(&local);
+    if (fx_body_put_commit_ack_decode(body, len, &ack, a) == FLUXON_OK) fx_future_arm(cl, c->f, ack.future_id);
+    fx_client_arena_done(a);
 }
 
 int fluxon_local_fast_put_commit(fluxon_client *cl, fluxon_plan *plan, fluxon_future **future_p)
@@ -294,7 +299,7 @@ int fluxon_local_fast_put_commit(fluxon_client *cl, fluxon_plan *plan, fluxon_fu
     rc = fx_client_call(cl, FX_MSG_PUT_COMMIT, req, len, chl_commit_hook, &ctx, &resp, &rlen);
     if (ctx.adopted) rc = FLUXON_OK; /* the earlier commit's outcome, on f */
     fx_client_log_error("put_commit", rc, resp, rlen);
-    fx_free(resp);
+    fx_client_buf_free(resp);
     if (rc != FLUXON_OK) {
         fluxon_future_free(f);
         if (rc == FLUXON_ERR_TIMEOUT || rc == FLUXON_ERR_NOMEM) fx_plan_reg_add(cl->plans, o); /* plan still usable */
@@ -358,14 +363,16 @@ static int chl_get_handle(fluxon_client *cl, const fx_body_get_start_ack_t *ack,
                           fluxon_get_handle **handle_p)
 {
     size_t t = ack->transferable;
+    /* the holder ids, offsets and lengths in one allocation (not in the blob: the
+     * registry's arena never reuses an address, so each blob byte is a fresh page's) */
     fx_plan_obj_t *o = fx_plan_obj_new(cl->plans, FX_PLAN_HANDLE, sizeof(fluxon_get_handle));
-    if (o) {
-        o->holder_ids = fx_malloc((t ? t : 1) * sizeof(uint64_t));
-        o->offsets = fx_malloc((t ? t : 1) * sizeof(uint64_t));
-        o->lens = fx_malloc((t ? t : 1) * sizeof(uint64_t));
+    if (o && (o->holder_ids = fx_malloc((t ? 3 * t : 1) * sizeof(uint64_t)))) {
+        o->offsets = o->holder_ids + t;
+        o->lens = o->offsets + t;
+        o->arrays_one_block = true;
     }
     int rc = FLUXON_ERR_NOMEM;
-    if (o && o->holder_ids && o->offsets && o->lens) {
+    if (o && o->holder_ids) {
         memcpy(o->holder_ids, ack->holder_ids.v, t * sizeof(uint64_t));
         memcpy(o->offsets, ack->offsets.v, t * sizeof(uint64_t));
         memcpy(o->lens, ack->value_lens.v, t * sizeof(uint64_t));
@@ -397,11 +404,11 @@ int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int p
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!handle_p || !result) return FLUXON_ERR_INVALID_ARGUMENT;
-    fx_str_t *kv = NULL;
+    fx_str_t stack[FX_CLIENT_STACK_KEYS], *kv = NULL;
     uint64_t *groups = NULL;
-    if ((rc = fx_client_keys(keys, n, &kv)) != FLUXON_OK) return rc;
+    if ((rc = fx_client_keys(keys, n, stack, &kv)) != FLUXON_OK) return rc;
     if ((rc = chl_groups(atomic_group_lens, n_atomic_groups, n, &groups)) != FLUXON_OK) {
-        fx_free(kv);
+        fx_client_keys_done(kv, stack);
         return rc;
     }
     size_t ng = groups ? n_atomic_groups : 0;
@@ -410,15 +417,15 @@ int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int p
     uint8_t *req;
     uint32_t len;
     FX_CLIENT_ENCODE(get_start, &b, req, len);
-    fx_free(kv);
+    fx_client_keys_done(kv, stack);
     uint8_t *resp = NULL;
     uint32_t rlen = 0;
     rc = fx_client_call(cl, FX_MSG_GET_START, req, len, NULL, NULL, &resp, &rlen);
     fx_client_log_error("get_start", rc, resp, rlen);
     fx_body_get_start_ack_t ack;
-    fx_arena_t a = {0};
+    fx_arena_t local, *a = fx_client_arena(&local);
     if (rc == FLUXON_OK) {
-        rc = fx_body_get_start_ack_decode(resp, rlen, &ack, &a);
+        rc = fx_body_get_start_ack_decode(resp, rlen, &ack, a);
         if (rc == FLUXON_OK && (ack.transferable > n || ack.offsets.n != ack.transferable ||
                                 ack.holder_ids.n != ack.transferable || ack.value_lens.n != ack.transferable))
             rc = FLUXON_ERR_PROTOCOL;
@@ -429,8 +436,8 @@ int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int p
                                             ack.first_miss_index, ack.first_miss_group, ack.all_hit,
                                             ack.miss_status};
     fx_free(groups);
-    fx_arena_free(&a);
-    fx_free(resp);
+    fx_client_arena_done(a);
+    fx_client_buf_free(resp);
     return rc;
 }
 

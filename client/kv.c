@@ -137,13 +137,13 @@ int fluxon_batch_exists(fluxon_client *cl, const char *const *keys, size_t n, si
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!leading_hits_p) return FLUXON_ERR_INVALID_ARGUMENT;
-    fx_str_t *kv;
-    if ((rc = fx_client_keys(keys, n, &kv)) != FLUXON_OK) return rc;
+    fx_str_t stack[FX_CLIENT_STACK_KEYS], *kv;
+    if ((rc = fx_client_keys(keys, n, stack, &kv)) != FLUXON_OK) return rc;
     fx_body_keys_t b = {{kv, (uint32_t)n}};
     uint8_t *req;
     uint32_t len;
     FX_CLIENT_ENCODE(keys, &b, req, len);
-    fx_free(kv);
+    fx_client_keys_done(kv, stack);
     return fx_client_call_decode(cl, FX_MSG_EXISTS, req, len, "EXISTS", ckv_decode_count, leading_hits_p);
 }
 

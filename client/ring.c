@@ -301,14 +301,15 @@ FX_INTERNAL bool fx_client_ring_call(fluxon_client *cl, uint16_t type, const uin
         FX_FRAME_HEADER_BYTES + (uint64_t)rh.body_len == rlen && rh.type == type) {
         rc = rh.status;
         uint8_t *body = NULL;
-        if (rh.body_len && !(body = fx_malloc(rh.body_len))) rc = rc == FLUXON_OK ? FLUXON_ERR_NOMEM : rc;
+        if (rh.body_len && !(body = fx_client_buf(FX_CLIENT_RESP, rh.body_len)))
+            rc = rc == FLUXON_OK ? FLUXON_ERR_NOMEM : rc;
         if (body) memcpy(body, d + FX_FRAME_HEADER_BYTES, rh.body_len);
         if (hook) hook(cl, hook_ctx, rc, body, body ? rh.body_len : 0);
         if (resp_p) {
             *resp_p = body;
             *resp_len_p = body ? rh.body_len : 0;
         } else {
-            fx_free(body);
+            fx_client_buf_free(body);
         }
     }
     cring_slot_put(g, i, false);

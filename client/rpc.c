@@ -252,7 +252,8 @@ static void crpc_kick(fluxon_client *cl)
 static int crpc_enqueue(fluxon_client *cl, const fx_frame_header_t *h, uint8_t *body, bool write_now,
                         uint64_t *seq_p)
 {
-    crpc_out_t *o = fx_calloc(1, sizeof *o);
+    body = fx_client_buf_own(body, h->body_len); /* the queue outlives the call */
+    crpc_out_t *o = body ? fx_calloc(1, sizeof *o) : NULL;
     if (!o) {
         fx_free(body);
         return FLUXON_ERR_NOMEM;
@@ -322,7 +323,7 @@ static bool crpc_refuse(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t
     int rc = crpc_check_size(cl, type, len);
     if (rc == FLUXON_OK && __atomic_load_n(&cl->owner_lost, __ATOMIC_ACQUIRE)) rc = FLUXON_ERR_UNAVAILABLE;
     if (rc == FLUXON_OK) return false;
-    fx_free(req);
+    fx_client_buf_free(req);
     __atomic_add_fetch(&cl->errors, 1, __ATOMIC_RELAXED);
     *rc_p = rc;
     return true;
@@ -337,7 +338,7 @@ FX_INTERNAL void fx_client_send_oneway(fluxon_client *cl, uint16_t type, uint8_t
     int rc;
     if (!req || crpc_refuse(cl, type, req, len, &rc)) return;
     if (fx_client_ring_oneway(cl, type, req, len)) {
-        fx_free(req);
+        fx_client_buf_free(req);
         return;
     }
     fx_client_ring_barrier(cl); /* what the ring holds goes first */
@@ -368,14 +369,14 @@ FX_INTERNAL int fx_client_call(fluxon_client *cl, uint16_t type, uint8_t *req, u
     int rc;
     if (crpc_refuse(cl, type, req, req_len, &rc)) return rc;
     if (fx_client_ring_call(cl, type, req, req_len, hook, hook_ctx, resp_p, resp_len_p, &rc)) {
-        fx_free(req);
+        fx_client_buf_free(req);
         if (rc < 0) __atomic_add_fetch(&cl->errors, 1, __ATOMIC_RELAXED);
         return rc;
     }
     fx_client_ring_barrier(cl); /* the ring's one-way frames go first (FIFO as on the socket) */
     crpc_t *r = fx_calloc(1, sizeof *r);
     if (!r) {
-        fx_free(req);
+        fx_client_buf_free(req);
         return FLUXON_ERR_NOMEM;
     }
     r->refs = 2;
@@ -387,7 +388,7 @@ FX_INTERNAL int fx_client_call(fluxon_client *cl, uint16_t type, uint8_t *req, u
     rc = fx_hmap_put(cl->rpc.pending, &r->id, sizeof r->id, r, NULL);
     pthread_mutex_unlock(&cl->rpc.pend_lock);
     if (rc != FLUXON_OK) {
-        fx_free(req);
+        fx_client_buf_free(req);
         sem_destroy(&r->done);
         fx_free(r);
         return rc;
@@ -435,6 +436,6 @@ FX_INTERNAL int fx_client_call_decode(fluxon_client *cl, uint16_t type, uint8_t 
     int rc = fx_client_call(cl, type, req, len, NULL, NULL, &resp, &rlen);
     fx_client_log_error(what, rc, resp, rlen);
     if (rc == FLUXON_OK && decode) rc = decode(resp, rlen, arg);
-    fx_free(resp);
+    fx_client_buf_free(resp);
     return rc;
 }

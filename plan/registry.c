@@ -115,8 +115,10 @@ static void plan_obj_free(fx_plan_reg_t *r, fx_plan_obj_t *o)
 {
     if (!o) return;
     fx_free(o->holder_ids);
-    fx_free(o->offsets);
-    fx_free(o->lens);
+    if (!o->arrays_one_block) {
+        fx_free(o->offsets);
+        fx_free(o->lens);
+    }
     fx_free(o->group_lens);
     if (o->blob) {
         plan_hdr_t *h = plan_hdr(o->blob);

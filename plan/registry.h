@@ -22,7 +22,8 @@ typedef struct fx_plan_obj {
     uint64_t owner_id;   /* plan id / handle id at the owner */
     uint64_t generation; /* the owner's, when it was made */
     size_t n;            /* put plan: keys; read plan: holders; handle: transferable */
-    uint64_t *holder_ids, *offsets, *lens;
+    uint64_t *holder_ids, *offsets, *lens; /* freed with the object */
+    bool arrays_one_block; /* offsets and lens point into holder_ids' allocation */
     uint64_t *group_lens; /* handle: the batch's groups (for boundary checks) */
     size_t n_groups;
     uint64_t expires_ms; /* handle: the client cancels it then if still unconsumed */
