@@ -153,6 +153,7 @@ FX_INTERNAL void fx_hmap_prefetch(const fx_hmap_t *m, uint64_t h)
 FX_INTERNAL void *fx_hmap_get_h(const fx_hmap_t *m, const void *key, size_t klen, uint64_t h)
 {
     FX_ASSERT(m && (key || klen == 0));
+    FX_ASSERT(h != 0); /* 0 marks an empty slot */
     HM_CHECK_H(key, klen, h);
     size_t i = hm_find(m, key, klen, h);
     return i == SIZE_MAX ? NULL : m->slots[i].e->val;
@@ -182,6 +183,7 @@ FX_INTERNAL int fx_hmap_put(fx_hmap_t *m, const void *key, size_t klen, void *va
 FX_INTERNAL int fx_hmap_put_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void *val, void **old_p)
 {
     FX_ASSERT(m && (key || klen == 0));
+    FX_ASSERT(h != 0); /* 0 marks an empty slot */
     HM_CHECK_H(key, klen, h);
     size_t i = hm_find(m, key, klen, h);
     if (i != SIZE_MAX) {
@@ -218,6 +220,7 @@ FX_INTERNAL int fx_hmap_del(fx_hmap_t *m, const void *key, size_t klen, void **v
 FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void **val_p)
 {
     FX_ASSERT(m && (key || klen == 0));
+    FX_ASSERT(h != 0); /* 0 marks an empty slot */
     HM_CHECK_H(key, klen, h);
     size_t i = hm_find(m, key, klen, h);
     if (i == SIZE_MAX) return FLUXON_ERR_NOT_FOUND;

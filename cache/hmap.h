@@ -62,8 +62,9 @@ FX_INTERNAL int fx_hmap_del(fx_hmap_t *m, const void *key, size_t klen, void **v
  * fx_hmap_hash (XXH3, never 0) and shared by the maps a key is in; fx_hmap_prefetch
  * starts loading the key's home slot, so a batch prefetches every key first and then
  * probes: the cache misses overlap instead of adding up. A prefetch is only a hint (a
- * later growth just wastes it). h must be fx_hmap_hash(key, klen) (asserted in debug
- * builds); otherwise the _h variants behave as their plain counterparts. */
+ * later growth just wastes it). h must be fx_hmap_hash(key, klen): 0 aborts in every
+ * build, any other mismatch is caught in sanitizer builds only (make asan/tsan, the
+ * fuzzers); otherwise the _h variants behave as their plain counterparts. */
 FX_INTERNAL uint64_t fx_hmap_hash(const void *key, size_t klen);
 FX_INTERNAL void fx_hmap_prefetch(const fx_hmap_t *m, uint64_t h);
 FX_INTERNAL void *fx_hmap_get_h(const fx_hmap_t *m, const void *key, size_t klen, uint64_t h);

@@ -103,7 +103,8 @@ FX_INTERNAL void fx_client_on_response(fx_conn_t *c, const fx_frame_header_t *h,
 /* reactor thread: the owner is gone; every waiting caller gets UNAVAILABLE */
 FX_INTERNAL void fx_client_rpc_fail_all(fluxon_client *cl);
 
-/* Encodes a message body into a fresh buffer (NULL on NOMEM) for fx_client_call. */
+/* Encodes a message body for fx_client_call into the thread's request buffer when it is
+ * free, else a heap one (fx_client_buf; NULL on NOMEM). */
 #define FX_CLIENT_ENCODE(bodykind, bp, out_buf, out_len)                 \
     do {                                                                \
         out_len = (uint32_t)fx_body_##bodykind##_size(bp);              \
@@ -165,10 +166,9 @@ FX_INTERNAL void fx_client_futures_fail_all(fluxon_client *cl);
 /* ---- hostless.c (used by kv.c) ---- */
 FX_INTERNAL int fx_client_ready(fluxon_client *cl);
 FX_INTERNAL bool fx_client_key_ok(const char *k);
-/* keys[0..n) checked (1..1000000 keys of 1..FLUXON_MAX_KEY_BYTES) into *out (fx_free). */
-/* Checks a batch's keys and views them as fx_str_t: into stack[FX_CLIENT_STACK_KEYS]
- * when they fit (batches of up to 64 keys allocate nothing), else a heap array; release
- * with fx_client_keys_done(*out, stack). */
+/* Checks keys[0..n) (1..1000000 keys of 1..FLUXON_MAX_KEY_BYTES) and views them as
+ * fx_str_t: into stack[FX_CLIENT_STACK_KEYS] when they fit (batches of up to 64 keys
+ * allocate nothing), else a heap array; release with fx_client_keys_done(*out, stack). */
 #define FX_CLIENT_STACK_KEYS 64
 FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t *stack, fx_str_t **out);
 FX_INTERNAL void fx_client_keys_done(fx_str_t *kv, const fx_str_t *stack);

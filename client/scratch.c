@@ -3,7 +3,8 @@
  * path makes no heap allocation for its request, its reply or the decoded reply. Each
  * is lent to one user at a time: a nested call (an abort inside a put_start) finds it
  * lent and falls back to the heap. Buffers above CLS_KEEP_MAX come from the heap and go
- * back to it. Freed when the thread exits (a pthread key's destructor). */
+ * back to it. Freed when the thread exits (a pthread key's destructor): up to ~144 KiB
+ * per thread that used a client (two 64 KiB buffers and a 16 KiB arena) until then. */
 #include <pthread.h>
 
 #include "client.h"
@@ -38,6 +39,14 @@ static void cls_destroy(void *arg)
 
 static void cls_key_init(void) { cls_key_ok = pthread_key_create(&cls_key, cls_destroy) == 0; }
 
+/* Unloaded (dlclose of libfluxon.so) or exiting: no thread may run cls_destroy, code that
+ * is gone, afterwards; the scratch of threads still alive then is left to the process. */
+__attribute__((destructor)) static void cls_unload(void)
+{
+    if (cls_key_ok) pthread_key_delete(cls_key);
+    cls_key_ok = false;
+}
+
 /* This thread's scratch, made on first use; NULL (the heap is used) when it cannot be. */
 static cls_t *cls_get(void)
 {
@@ -55,9 +64,10 @@ static cls_t *cls_get(void)
 
 FX_INTERNAL uint8_t *fx_client_buf(int which, size_t n)
 {
+    if (!n) n = 1; /* a lent buffer is never NULL: NULL means NOMEM and is never given back */
     cls_t *s = n <= CLS_KEEP_MAX ? cls_get() : NULL;
     cls_buf_t *b = s ? &s->buf[which] : NULL;
-    if (!b || b->lent) return fx_malloc(n ? n : 1);
+    if (!b || b->lent) return fx_malloc(n);
     if (b->cap < n) {
         size_t cap = n < 4096 ? 4096 : n;
         uint8_t *p = fx_malloc(cap);

@@ -103,3 +103,13 @@ Test(client_scratch, each_thread_has_its_own_and_it_goes_with_the_thread)
     }
     fx_client_buf_free(mine);
 }
+
+Test(client_scratch, a_zero_byte_buffer_is_lent_and_given_back_like_any_other)
+{
+    uint8_t *z = fx_client_buf(FX_CLIENT_RESP, 0); /* never NULL: NULL would mean NOMEM and stay lent */
+    cr_assert_not_null(z);
+    fx_client_buf_free(z);
+    uint8_t *a = fx_client_buf(FX_CLIENT_RESP, 10);
+    cr_assert_eq(a, z, "the buffer was not given back");
+    fx_client_buf_free(a);
+}
