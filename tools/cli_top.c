@@ -22,6 +22,7 @@ static void top_on_signal(int sig) { top_quit = sig; }
 
 typedef struct top_frame {
     cJSON *owner, *master, *nodes; /* owned */
+    char generation[24];           /* the master's, as its JSON wrote it (not through a double) */
     uint64_t t_ns;
 } top_frame;
 
@@ -33,11 +34,24 @@ static void top_frame_free(top_frame *f)
     memset(f, 0, sizeof *f);
 }
 
-static cJSON *top_fetch(fluxon_client *c, fx_cli_json_fn fn)
+/* The digits of the first `"name":` member in json (the master's stats are one flat
+ * object): u64 counters above 2^53, such as the generation (ns since the epoch), do not
+ * survive cJSON's double. */
+static void top_raw_u64(const char *json, const char *name, char *out, size_t cap)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", name);
+    const char *p = json ? strstr(json, pat) : NULL;
+    size_t n = p ? strspn(p + strlen(pat), "0123456789") : 0;
+    snprintf(out, cap, "%.*s", n && n < cap ? (int)n : 1, n && n < cap ? p + strlen(pat) : "?");
+}
+
+static cJSON *top_fetch(fluxon_client *c, fx_cli_json_fn fn, char *generation, size_t cap)
 {
     char *buf = NULL;
     if (fx_cli_json_call(c, fn, 1 << 16, &buf) != FLUXON_OK) return NULL;
     cJSON *d = cJSON_Parse(buf);
+    if (generation) top_raw_u64(buf, "generation", generation, cap);
     free(buf);
     return d;
 }
@@ -117,8 +131,8 @@ static void top_draw(const top_frame *f, const top_frame *p, bool tty)
     double dt = p ? (double)(f->t_ns - p->t_ns) / 1e9 : 1; /* the first frame: totals since start */
     const char *per = p ? "/s" : " (total)";
     if (tty) printf("\033[H\033[2J");
-    printf("fluxon top   owner %s   master generation %.0f   owners alive %.0f dead %.0f   (%s)\n",
-           o ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "node_id")) : "?", top_num(m, "generation"),
+    printf("fluxon top   owner %s   master generation %s   owners alive %.0f dead %.0f   (%s)\n",
+           o ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "node_id")) : "?", m ? f->generation : "?",
            top_num(m, "owners_alive"), top_num(m, "owners_dead"), p ? "last second" : "since start; q quits");
     double keys = top_delta(o, po, "get_keys");
     double loc = top_delta(o, po, "local_hits"), join = top_delta(o, po, "joined_hits"),
@@ -195,9 +209,9 @@ int fx_cli_top(fluxon_client *c, int argc, char **argv)
     int ex = 0;
     for (long k = 0; !top_quit && (!iters || k < iters); k++) {
         cur.t_ns = fx_cli_now_ns();
-        cur.owner = top_fetch(c, fluxon_client_stats);
-        cur.master = top_fetch(c, fluxon_client_master_stats);
-        cur.nodes = top_fetch(c, fluxon_client_cluster_nodes);
+        cur.owner = top_fetch(c, fluxon_client_stats, NULL, 0);
+        cur.master = top_fetch(c, fluxon_client_master_stats, cur.generation, sizeof cur.generation);
+        cur.nodes = top_fetch(c, fluxon_client_cluster_nodes, NULL, 0);
         if (!cur.owner) {
             fprintf(stderr, "fluxon: top: the owner's stats are unavailable\n");
             ex = 1;

@@ -151,8 +151,14 @@ Test(cluster, hot_reports_steady_state_latencies_and_leaves_no_key, .timeout = 6
     cr_assert_eq(ex, 0, "%s", out);
     cr_assert(strstr(out, "\"routes\":0"), "nothing of the refused batch is published: %s", out);
     /* `top --once`: one frame of totals since start, labelled as totals, not rates; --once
-     * wins over an unbounded --iterations 0 */
+     * wins over an unbounded --iterations 0; the master's generation (ns since the epoch,
+     * above 2^53) exactly as master-stats says it, not rounded through a double */
+    char gen[48] = "";
+    const char *g = strstr(out, "\"generation\":");
+    cr_assert_not_null(g, "%s", out);
+    snprintf(gen, sizeof gen, "generation %.*s ", (int)strspn(g + 13, "0123456789"), g + 13);
     cr_assert_eq(run_external(c.ecfg, "top", "--iterations 0", "--once", out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, gen), "top does not print the master's %s: %s", gen, out);
     cr_assert(strstr(out, "fluxon top") && strstr(out, "since start") && strstr(out, "lookups (total)"), "%s", out);
     cr_assert(!strstr(out, "ops/s") && !strstr(out, "keys/s") && !strstr(out, "evictions/s"), "%s", out);
     cluster_down(&c);
