@@ -530,6 +530,10 @@ Test(ops, short_demo_runs_are_sampled_by_request_count, .timeout = 120, .fini = 
               strstr(out, "--capacity-blocks"), "exit %d: %s", ex, out);
     ex = ops_cli(out, sizeof out, "demo --speed 1e-12");
     cr_assert(ex == 2 && strstr(out, "0.001..1e9"), "exit %d: %s", ex, out);
+    /* --out naming a file is refused before the replay, not after it */
+    ex = ops_cli(out, sizeof out, "demo --requests 600 --out %s/out/summary.json", t.dir);
+    cr_assert(ex == 2 && strstr(out, "is not a directory this process can write into") && !strstr(out, "requests/s"),
+              "exit %d: %s", ex, out);
     if (access("scripts/plot", X_OK) == 0) {
         FILE *p = popen("scripts/plot 2>&1", "r");
         size_t n = fread(out, 1, sizeof out - 1, p);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_metrics.h"
@@ -69,6 +70,12 @@ static int rp_load(rp_run *r)
     if (!r->recs) return 1;
     if (o->out_dir && rp_mkdirs(o->out_dir)) {
         fprintf(stderr, "fluxon demo: cannot create --out %s: %s\n", o->out_dir, strerror(errno));
+        return RP_EXIT_USAGE;
+    }
+    struct stat st; /* an existing file, or a directory we cannot write: said now, not after the replay */
+    if (o->out_dir && (stat(o->out_dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(o->out_dir, W_OK | X_OK) != 0)) {
+        fprintf(stderr, "fluxon demo: --out %s is not a directory this process can write into: %s\n", o->out_dir,
+                errno ? strerror(errno) : "not a directory");
         return RP_EXIT_USAGE;
     }
     return 0;
