@@ -530,6 +530,11 @@ Test(ops, short_demo_runs_are_sampled_by_request_count, .timeout = 120, .fini = 
               strstr(out, "--capacity-blocks"), "exit %d: %s", ex, out);
     ex = ops_cli(out, sizeof out, "demo --speed 1e-12");
     cr_assert(ex == 2 && strstr(out, "0.001..1e9"), "exit %d: %s", ex, out);
+    /* --value-len takes the config's size units; a unit it does not know is a usage error */
+    ex = ops_cli(out, sizeof out, "demo --requests 20 --value-len 16KiB");
+    cr_assert(ex == 0 && strstr(out, "value_len 16384,"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "demo --requests 20 --value-len 16kib");
+    cr_assert(ex == 2 && strstr(out, "with a unit: KiB"), "exit %d: %s", ex, out);
     /* --out naming a file is refused before the replay, not after it */
     ex = ops_cli(out, sizeof out, "demo --requests 600 --out %s/out/summary.json", t.dir);
     cr_assert(ex == 2 && strstr(out, "is not a directory this process can write into") && !strstr(out, "requests/s"),

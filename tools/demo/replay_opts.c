@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ void rp_usage(FILE *f)
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
             "  --trace FILE         trace [$FLUXON_TRACE, else data/conversation_trace.jsonl]\n"
             "  --requests N         only the first N requests (0: all) [all]\n"
-            "  --value-len BYTES    bytes per value (one page of one TP rank) [4096]\n"
+            "  --value-len BYTES    bytes per value (one page of one TP rank; 16KiB, 1MiB, ... too) [4096]\n"
             "  --workers N          worker threads per owner, each its own client [2]\n"
             "  --owners K           embedded owners [1]\n"
             "  --tp T               TP ranks: T keys per page, restored together [1]\n"
@@ -56,17 +57,27 @@ void rp_usage(FILE *f)
             "1 runtime failure, 2 usage error.\n");
 }
 
-static int rp_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+/* units: a size may end in KiB, MiB, GiB (powers of 1024) or KB, MB, GB (of 1000), as
+ * the config's sizes do */
+static int rp_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, bool units, uint64_t *out)
 {
+    static const struct { const char *sfx; uint64_t mul; } u[] = {
+        {"", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"KB", 1000}, {"MB", 1000000},
+        {"GB", 1000000000}};
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || errno || s[0] == '-' || v < min || v > max) {
-        fprintf(stderr, "fluxon demo: %s %s: must be an integer in %llu..%llu\n", opt, s,
-                (unsigned long long)min, (unsigned long long)max);
+    size_t k = 0;
+    while (k < (units ? sizeof u / sizeof *u : 1) && strcmp(end, u[k].sfx)) k++;
+    bool ok = *s && end != s && !errno && s[0] != '-' && k < (units ? sizeof u / sizeof *u : 1) &&
+              v <= max / u[k].mul && v * u[k].mul >= min;
+    if (!ok) {
+        fprintf(stderr, "fluxon demo: %s %s: must be an integer in %llu..%llu%s\n", opt, s,
+                (unsigned long long)min, (unsigned long long)max,
+                units ? " (bytes, or with a unit: KiB, MiB, GiB, KB, MB, GB)" : "");
         return -1;
     }
-    *out = v;
+    *out = v * u[k].mul;
     return 0;
 }
 
@@ -127,7 +138,7 @@ static int rp_set_metrics_listen(rp_opts *o, const char *val)
  * 4 or 8) after a check against [min, max]; anything else goes through set. */
 typedef struct rp_optdef {
     const char *name;
-    enum { RP_OPT_FLAG, RP_OPT_INT, RP_OPT_FN } kind;
+    enum { RP_OPT_FLAG, RP_OPT_INT, RP_OPT_BYTES, RP_OPT_FN } kind;
     size_t off, size;
     uint64_t min, max;
     int (*set)(rp_opts *o, const char *val);
@@ -135,6 +146,8 @@ typedef struct rp_optdef {
 
 #define RP_INT(nm, field, lo, hi) \
     {nm, RP_OPT_INT, offsetof(rp_opts, field), sizeof(((rp_opts *)0)->field), lo, hi, NULL}
+#define RP_BYTES(nm, field, lo, hi) \
+    {nm, RP_OPT_BYTES, offsetof(rp_opts, field), sizeof(((rp_opts *)0)->field), lo, hi, NULL}
 #define RP_FN(nm, fn) {nm, RP_OPT_FN, 0, 0, 0, 0, fn}
 
 static int rp_set_policy(rp_opts *o, const char *val)
@@ -166,7 +179,7 @@ static const rp_optdef rp_optdefs[] = {
     {"--skip-bad-lines", RP_OPT_FLAG, offsetof(rp_opts, skip_bad_lines), sizeof(int), 0, 0, NULL},
     RP_FN("--trace", rp_set_trace),
     RP_INT("--requests", requests, 0, 1ull << 40),
-    RP_INT("--value-len", value_len, 1, 1ull << 30),
+    RP_BYTES("--value-len", value_len, 1, 1ull << 30),
     RP_INT("--workers", workers, 1, RP_MAX_WORKERS_PER_OWNER),
     RP_INT("--owners", owners, 1, RP_MAX_OWNERS),
     RP_INT("--tp", tp, 1, 64),
@@ -194,7 +207,8 @@ static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
     case RP_OPT_FN:
         return d->set(o, val);
     case RP_OPT_INT:
-        if (rp_parse_u64(d->name, val, d->min, d->max, &v)) return -1;
+    case RP_OPT_BYTES:
+        if (rp_parse_u64(d->name, val, d->min, d->max, d->kind == RP_OPT_BYTES, &v)) return -1;
         if (d->size == sizeof(uint32_t)) *(uint32_t *)field = (uint32_t)v;
         else *(uint64_t *)field = v;
         return 0;
