@@ -534,7 +534,7 @@ Test(ops, short_demo_runs_are_sampled_by_request_count, .timeout = 120, .fini = 
     ex = ops_cli(out, sizeof out, "demo --requests 20 --value-len 16KiB");
     cr_assert(ex == 0 && strstr(out, "value_len 16384,"), "exit %d: %s", ex, out);
     ex = ops_cli(out, sizeof out, "demo --requests 20 --value-len 16kib");
-    cr_assert(ex == 2 && strstr(out, "with a unit: KiB"), "exit %d: %s", ex, out);
+    cr_assert(ex == 2 && strstr(out, "with a unit: B, KiB"), "exit %d: %s", ex, out);
     /* --out naming a file is refused before the replay, not after it */
     ex = ops_cli(out, sizeof out, "demo --requests 600 --out %s/out/summary.json", t.dir);
     cr_assert(ex == 2 && strstr(out, "is not a directory this process can write into") && !strstr(out, "requests/s"),

@@ -57,12 +57,13 @@ void rp_usage(FILE *f)
             "1 runtime failure, 2 usage error.\n");
 }
 
-/* units: a size may end in KiB, MiB, GiB (powers of 1024) or KB, MB, GB (of 1000), as
- * the config's sizes do */
+/* units: a size may end in B, KiB, MiB, GiB (powers of 1024) or KB, MB, GB (of 1000), as
+ * the config's sizes do (fx_parse_size, which this CLI-side code cannot call: the
+ * library's internals are static in the amalgamation the binary is built from) */
 static int rp_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, bool units, uint64_t *out)
 {
     static const struct { const char *sfx; uint64_t mul; } u[] = {
-        {"", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"KB", 1000}, {"MB", 1000000},
+        {"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"KB", 1000}, {"MB", 1000000},
         {"GB", 1000000000}};
     char *end;
     errno = 0;
@@ -74,7 +75,7 @@ static int rp_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t m
     if (!ok) {
         fprintf(stderr, "fluxon demo: %s %s: must be an integer in %llu..%llu%s\n", opt, s,
                 (unsigned long long)min, (unsigned long long)max,
-                units ? " (bytes, or with a unit: KiB, MiB, GiB, KB, MB, GB)" : "");
+                units ? " (bytes, or with a unit: B, KiB, MiB, GiB, KB, MB, GB)" : "");
         return -1;
     }
     *out = v * u[k].mul;
