@@ -31,7 +31,7 @@ enum {
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
-    CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL
+    CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN
 };
 
 struct cfg_field {
@@ -62,6 +62,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"ha", CFG_M | CFG_O}, /* issue 17 */
     {"transport", CFG_E},  /* issue 18 */
     {"ring_poll_us", CFG_O},
+    {"ring_poll_plan_us", CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -304,6 +305,7 @@ static void cfg_defaults(fx_config_t *cfg, fx_role_t role)
             FX_WARN("FLUXON_RING_POLL_US=%s is not an integer in 0..%u (microseconds): ignored", p, CFG_RING_POLL_MAX);
             n = -1;
         }
+        cfg->ring_poll_plan_us = FX_RING_POLL_PLAN_DEFAULT_US;
         cfg->ring_poll_us = n >= 0 && n <= CFG_RING_POLL_MAX ? (uint32_t)n
                             : sysconf(_SC_NPROCESSORS_ONLN) >= FX_RING_POLL_MIN_CPUS ? FX_RING_POLL_DEFAULT_US : 0;
     } else {
@@ -603,6 +605,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         int64_t us = 0;
         if ((rc = cfg_get_int(c, path, v, 0, CFG_RING_POLL_MAX, &us))) return rc;
         cfg->ring_poll_us = (uint32_t)us;
+        return 0;
+    }
+    case CFG_K_RING_POLL_PLAN: {
+        int64_t us = 0;
+        if ((rc = cfg_get_int(c, path, v, 0, CFG_RING_POLL_MAX, &us))) return rc;
+        cfg->ring_poll_plan_us = (uint32_t)us;
         return 0;
     }
     default: return cfg_fail(c, path, "internal error: no parser");

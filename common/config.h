@@ -104,6 +104,10 @@ typedef struct fx_config {
                                              sleeping on their doorbells [FX_RING_POLL_DEFAULT_US
                                              on hosts with >= FX_RING_POLL_MIN_CPUS CPUs, else 0;
                                              env FLUXON_RING_POLL_US], 0..CFG_RING_POLL_MAX */
+    uint32_t ring_poll_plan_us;           /* while a ring client holds a put plan (put_start answered,
+                                             commit or abort not read yet) the window is at least
+                                             this long [FX_RING_POLL_PLAN_DEFAULT_US], 0..
+                                             CFG_RING_POLL_MAX; no effect when ring_poll_us is 0 */
 
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
@@ -114,6 +118,7 @@ typedef struct fx_config {
 
 #define FX_RING_POLL_DEFAULT_US 50
 #define FX_RING_POLL_MIN_CPUS 8
+#define FX_RING_POLL_PLAN_DEFAULT_US 2000
 #define CFG_RING_POLL_MAX 1000000
 
 /* Parses and validates json (NUL-terminated) into *cfg (defaults applied first).

@@ -18,8 +18,9 @@ typedef struct oext_state {
     uint64_t requests, errors;
     fx_reply_counts_t replies; /* every external connection counts its replies here */
     /* ring polling (ring_poll_us > 0, issue 18): after a ring request the reactor polls the
-     * rings instead of sleeping on their doorbells until poll_ns pass with no request */
-    uint64_t poll_ns, poll_last_ns;
+     * rings instead of sleeping on their doorbells until poll_ns pass with no request,
+     * plan_ns while a ring client holds a put plan (its commit is on its way) */
+    uint64_t poll_ns, plan_ns, poll_last_ns;
     bool polling, poll_hooked;
 } oext_state_t;
 
@@ -190,9 +191,19 @@ static void oext_on_accept(void *arg, int fd)
     x->n_exts++;
 }
 
+/* Does a ring client hold a put plan (put_start answered or being claimed)? */
+static bool oext_ring_plans(const oext_state_t *x)
+{
+    for (const owner_ext_t *e = x->exts; e; e = e->next)
+        if (e->ring && e->plans) return true;
+    return false;
+}
+
 /* The reactor's idle hook while ring_poll_us > 0: polls every ring (callers then skip
- * the doorbell) until poll_ns pass with no request, then parks them (doorbells armed, a
- * last look) and lets the reactor sleep. A ring request is served by one loop turn's
+ * the doorbell) until poll_ns pass with no request (plan_ns if longer while a ring client
+ * holds a put plan: the engine is writing its values and the commit follows, so the commit
+ * finds the owner awake instead of paying its wake-up), then parks them (doorbells armed,
+ * a last look) and lets the reactor sleep. A ring request is served by one loop turn's
  * pass, with no eventfd write, wake-up or io_uring completion in between. */
 static bool oext_poll_idle(void *arg)
 {
@@ -206,7 +217,8 @@ static bool oext_poll_idle(void *arg)
             if (e->ring) work |= fx_oring_poll(e->ring);
         }
     if (work) x->poll_last_ns = now;
-    if (now - x->poll_last_ns < x->poll_ns) {
+    uint64_t idle = now - x->poll_last_ns;
+    if (idle < x->poll_ns || (idle < x->plan_ns && oext_ring_plans(x))) {
         x->polling = true;
         return true;
     }
@@ -229,6 +241,7 @@ FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
     x->hooks = *hooks;
     x->listen_fd = -1;
     x->poll_ns = (uint64_t)o->cfg.ring_poll_us * 1000u;
+    x->plan_ns = (uint64_t)o->cfg.ring_poll_plan_us * 1000u;
     o->ext = x;
     if (x->poll_ns) {
         int prc = fx_reactor_add_idle_hook(o->r, oext_poll_idle, o, 0);

@@ -385,6 +385,40 @@ Test(ring, a_polling_owner_serves_without_the_doorbell_and_arms_it_again_when_id
     rg_raw_close(&r);
 }
 
+/* While a ring client holds a put plan (its engine writing the values, the commit on its
+ * way) the owner polls for ring_poll_plan_us even when ring_poll_us is shorter: a request
+ * with no doorbell is served, and once the plan is gone the doorbell is armed again. */
+Test(ring, a_polling_owner_keeps_polling_while_a_put_plan_awaits_its_commit)
+{
+    const char *extra[] = {",\"ring_poll_us\":1,\"ring_poll_plan_us\":1000000"};
+    kf_up_ex(1, NULL, extra);
+    char cfg[700];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
+             "\"log_level\":\"error\",\"transport\":\"ring\"}", kf_dir);
+    fluxon_client *c = NULL;
+    cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_OK);
+    rg_raw_t r = rg_raw_open(0);
+    fx_ring_slot_t *s0 = fx_ring_slot(r.base, 0);
+    const char *k = "planned";
+    fluxon_plan *plan = NULL;
+    int st = -1;
+    cr_assert_eq(fluxon_local_fast_put_start(c, &k, 1, 4096, NULL, &plan, &st), FLUXON_OK);
+    cr_assert_eq(st, FLUXON_OK);
+    rg_put_ping(&r, 0);
+    __atomic_store_n(&s0->state, FX_RING_REQ, __ATOMIC_SEQ_CST); /* no doorbell */
+    cr_assert(rg_wait_state(s0, FX_RING_DONE, 5),
+              "a request with no doorbell is served while a put plan awaits its commit (ring_poll_us is 1)");
+    memset((void *)(uintptr_t)plan->value_ptrs[0], 7, 4096);
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+    cr_assert(rg_wait_armed(&r, 1, 5), "the doorbell is armed again once no plan is held");
+    rg_raw_close(&r);
+    fluxon_client_close(c);
+}
+
 /* A window shorter than one loop turn: the owner sees the time of the wake-up only after
  * the window ended, and must not sleep with its doorbell disarmed (found by the bench:
  * every caller after the first waited for its timeout). */
@@ -422,6 +456,15 @@ Test(ring, ring_poll_us_out_of_range_is_a_config_error)
     cr_assert_eq(fx_config_parse("{\"role\":\"owner\",\"cluster_id\":\"kv\",\"ring_poll_us\":0}", &cfg, err, sizeof err),
                  FLUXON_OK, "%s", err);
     cr_assert_eq(cfg.ring_poll_us, 0);
+    cr_assert_eq(cfg.ring_poll_plan_us, FX_RING_POLL_PLAN_DEFAULT_US, "the plan window's default");
+    cr_assert_eq(fx_config_parse("{\"role\":\"owner\",\"cluster_id\":\"kv\",\"ring_poll_plan_us\":1000001}", &cfg,
+                                 err, sizeof err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "ring_poll_plan_us") && strstr(err, "1000001"), "%s", err);
+    cr_assert_eq(fx_config_parse("{\"role\":\"external\",\"cluster_id\":\"kv\",\"ring_poll_plan_us\":5}", &cfg, err,
+                                 sizeof err), FLUXON_ERR_CONFIG, "an owner field");
+    cr_assert_eq(fx_config_parse("{\"role\":\"owner\",\"cluster_id\":\"kv\",\"ring_poll_plan_us\":0}", &cfg, err,
+                                 sizeof err), FLUXON_OK, "%s", err);
+    cr_assert_eq(cfg.ring_poll_plan_us, 0);
     /* the environment's default: a clean integer in range, else ignored (warned) */
     const char *owner = "{\"role\":\"owner\",\"cluster_id\":\"kv\"}";
     cr_assert_eq(setenv("FLUXON_RING_POLL_US", "200", 1), 0);
