@@ -14,6 +14,12 @@
  * NULL or n 0); FLUXON_ERR_NOMEM. */
 FX_INTERNAL int fx_hmap_bench(FILE *out, uint64_t n);
 
+/* Benchmark (u64map_bench.c): n segment offsets in the u64-keyed map and, as its peer,
+ * in fx_hmap with the same 8-byte keys: inserts, shuffled hits, misses and deletions, one
+ * line each with both ns/op. Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (out NULL, n 0
+ * or above 2^28); FLUXON_ERR_NOMEM. */
+FX_INTERNAL int fx_u64map_bench(FILE *out, uint64_t n);
+
 /* Benchmark (offset_alloc_bench.c): after a warm-up fill, runs `ops` free+alloc pairs with
  * random sizes 4 KiB .. 8 MiB on a large range and prints one line with pairs per second
  * to out. Returns 0; FLUXON_ERR_INVALID_ARGUMENT (out NULL or ops 0); FLUXON_ERR_NOMEM. */

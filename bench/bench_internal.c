@@ -1,5 +1,6 @@
 /* bench_internal.c — benchmarks of internal modules (built by `make bench`, linked with
- * the separately compiled objects): offset allocator alloc+free ops/s, hash map ops/s,
+ * the separately compiled objects): offset allocator alloc+free ops/s, hash map ops/s
+ * (string keys; u64 keys next to fx_hmap),
  * and owner-to-owner UCX transfers of 64 x 4.5 MiB over tcp and shared memory next to
  * ucx_perftest for the same transport and size. Figures, not pass/fail. */
 #include <stdio.h>
@@ -16,6 +17,7 @@ int main(int argc, char **argv)
     int rc = 0;
     if (!strcmp(only, "all") || !strcmp(only, "alloc")) rc |= fx_offset_alloc_bench(stdout, 2000000);
     if (!strcmp(only, "all") || !strcmp(only, "hmap")) rc |= fx_hmap_bench(stdout, 1000000);
+    if (!strcmp(only, "all") || !strcmp(only, "u64map")) rc |= fx_u64map_bench(stdout, 1000000);
     if (!strcmp(only, "all") || !strcmp(only, "ucx")) {
         rc |= fx_ucx_bench(stdout, "tcp", 64, 4718592, 5);
         rc |= fx_ucx_bench(stdout, "posix,sysv,self", 64, 4718592, 5);

@@ -25,80 +25,6 @@
 
 #include "slot_pool_int.h"
 
-/* ---- map ------------------------------------------------------------------------------ */
-
-static uint64_t sp_hash(uint64_t x)
-{
-    x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27; x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static size_t sp_map_find(const sp_map_t *m, uint64_t key)
-{
-    if (!m->cap) return SIZE_MAX;
-    for (size_t mask = m->cap - 1, i = sp_hash(key) & mask;; i = (i + 1) & mask) {
-        if (m->keys[i] == key) return i;
-        if (m->keys[i] == 0) return SIZE_MAX;
-    }
-}
-
-FX_INTERNAL void *fx_sp_map_get(const sp_map_t *m, uint64_t key)
-{
-    size_t i = sp_map_find(m, key);
-    return i == SIZE_MAX ? NULL : m->vals[i];
-}
-
-static void sp_map_insert_raw(sp_map_t *m, uint64_t key, void *val)
-{
-    size_t mask = m->cap - 1, i = sp_hash(key) & mask;
-    while (m->keys[i]) i = (i + 1) & mask;
-    m->keys[i] = key;
-    m->vals[i] = val;
-    m->count++;
-}
-
-/* key must be absent and non-zero; grows at 3/4 load. */
-static int sp_map_put(sp_map_t *m, uint64_t key, void *val)
-{
-    FX_ASSERT(key != 0 && sp_map_find(m, key) == SIZE_MAX);
-    if ((m->count + 1) * 4 > m->cap * 3) {
-        sp_map_t old = *m;
-        size_t ncap = old.cap ? old.cap * 2 : 16;
-        uint64_t *nk = fx_calloc(ncap, sizeof *nk);
-        void **nv = fx_calloc(ncap, sizeof *nv);
-        if (!nk || !nv) {
-            fx_free(nk);
-            fx_free(nv);
-            return FLUXON_ERR_NOMEM;
-        }
-        *m = (sp_map_t){nk, nv, ncap, 0};
-        for (size_t i = 0; i < old.cap; i++)
-            if (old.keys[i]) sp_map_insert_raw(m, old.keys[i], old.vals[i]);
-        fx_free(old.keys);
-        fx_free(old.vals);
-    }
-    sp_map_insert_raw(m, key, val);
-    return FLUXON_OK;
-}
-
-static void sp_map_del(sp_map_t *m, uint64_t key)
-{
-    size_t i = sp_map_find(m, key), j, mask = m->cap - 1;
-    FX_ASSERT(i != SIZE_MAX);
-    for (j = (i + 1) & mask; m->keys[j]; j = (j + 1) & mask) {
-        size_t k = sp_hash(m->keys[j]) & mask;
-        /* an entry may fill the hole only if its home is not cyclically in (i, j] */
-        if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
-        m->keys[i] = m->keys[j];
-        m->vals[i] = m->vals[j];
-        i = j;
-    }
-    m->keys[i] = 0;
-    m->vals[i] = NULL;
-    m->count--;
-}
-
 /* ---- sizing ----------------------------------------------------------------------------- */
 
 FX_INTERNAL uint64_t fx_slot_size_for(uint64_t value_len)
@@ -278,7 +204,7 @@ static void sp_flush(fx_slot_pool_t *pool)
     sp_waiter_t *w;
     while ((w = pool->dl_head)) {
         SP_UNLINK(pool->dl_head, pool->dl_tail, w, prev, next);
-        sp_map_del(&pool->waiters_by_id, w->id);
+        fx_u64map_del(&pool->waiters_by_id, w->id, NULL);
         fx_slot_ref_t ref = w->ref;
         int status = w->status;
         fx_slot_wait_cb cb = w->cb;
@@ -310,10 +236,8 @@ FX_INTERNAL void fx_slot_pool_destroy(fx_slot_pool_t *pool)
     }
     for (size_t i = 0; i < pool->nclasses; i++) fx_free(pool->classes[i]);
     fx_free(pool->classes);
-    fx_free(pool->grants_by_id.keys);
-    fx_free(pool->grants_by_id.vals);
-    fx_free(pool->waiters_by_id.keys);
-    fx_free(pool->waiters_by_id.vals);
+    fx_u64map_free(&pool->grants_by_id);
+    fx_u64map_free(&pool->waiters_by_id);
     fx_free(pool);
 }
 
@@ -359,7 +283,7 @@ FX_INTERNAL int fx_slot_pool_add_grant_sized(fx_slot_pool_t *pool, uint64_t gran
     if (grant_id == 0 || offset % FX_SLOT_PAGE || slot_size == 0 || gb % FX_SLOT_PAGE ||
         gb > pool->cfg.grant_bytes || slot_size % FX_SLOT_PAGE || slot_size > gb || offset > UINT64_MAX - gb)
         return FLUXON_ERR_INVALID_ARGUMENT;
-    if (fx_sp_map_get(&pool->grants_by_id, grant_id)) return FLUXON_ERR_KEY_EXISTS;
+    if (fx_u64map_get(&pool->grants_by_id, grant_id)) return FLUXON_ERR_KEY_EXISTS;
     if (pool->cfg.max_grants && pool->ngrants >= pool->cfg.max_grants)
         return FLUXON_ERR_NO_SPACE;
     /* two grants over the same bytes would hand one range to two values; rare call */
@@ -372,7 +296,7 @@ FX_INTERNAL int fx_slot_pool_add_grant_sized(fx_slot_pool_t *pool, uint64_t gran
     uint64_t nslots = gb / slot_size;
     sp_grant_t *g = fx_calloc(1, sizeof *g);
     sp_slot_t *slots = fx_calloc(nslots, sizeof *slots);
-    if (!g || !slots || sp_map_put(&pool->grants_by_id, grant_id, g) != FLUXON_OK) {
+    if (!g || !slots || fx_u64map_put(&pool->grants_by_id, grant_id, g, NULL) != FLUXON_OK) {
         fx_free(g);
         fx_free(slots);
         return FLUXON_ERR_NOMEM;
@@ -402,7 +326,7 @@ FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_i
 {
     if (!pool || grant_id == 0) return FLUXON_ERR_INVALID_ARGUMENT;
     if (pool->closing) return FLUXON_ERR_CANCELLED;
-    sp_grant_t *g = fx_sp_map_get(&pool->grants_by_id, grant_id);
+    sp_grant_t *g = fx_u64map_get(&pool->grants_by_id, grant_id);
     if (!g) return FLUXON_ERR_NOT_FOUND;
     if (g->n[FX_SLOT_FREE] != g->nslots) return FLUXON_ERR_BUSY;
     for (uint64_t i = 0; i < g->nslots; i++)
@@ -418,7 +342,7 @@ FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_i
     pool->slot_bytes -= g->nslots * g->slot_size;
     pool->grants_removed++;
     g->cls->grants--;
-    sp_map_del(&pool->grants_by_id, grant_id);
+    fx_u64map_del(&pool->grants_by_id, grant_id, NULL);
     SP_UNLINK(pool->grant_head, pool->grant_tail, g, prev, next);
     fx_free(g->slots);
     fx_free(g);
@@ -429,7 +353,7 @@ FX_INTERNAL int fx_slot_pool_retire_grant(fx_slot_pool_t *pool, uint64_t grant_i
 {
     if (!pool || grant_id == 0) return FLUXON_ERR_INVALID_ARGUMENT;
     if (pool->closing) return FLUXON_ERR_CANCELLED;
-    sp_grant_t *g = fx_sp_map_get(&pool->grants_by_id, grant_id);
+    sp_grant_t *g = fx_u64map_get(&pool->grants_by_id, grant_id);
     if (!g) return FLUXON_ERR_NOT_FOUND;
     if (g->retiring == retire) return FLUXON_OK;
     if (retire) {
@@ -484,7 +408,7 @@ FX_INTERNAL int fx_slot_pool_wait(fx_slot_pool_t *pool, uint64_t value_len, uint
     sp_waiter_t *w = fx_calloc(1, sizeof *w);
     if (!w) return FLUXON_ERR_NOMEM;
     w->id = ++pool->next_wait_id;
-    if (sp_map_put(&pool->waiters_by_id, w->id, w) != FLUXON_OK) {
+    if (fx_u64map_put(&pool->waiters_by_id, w->id, w, NULL) != FLUXON_OK) {
         fx_free(w);
         return FLUXON_ERR_NOMEM;
     }
@@ -510,7 +434,7 @@ FX_INTERNAL int fx_slot_pool_cancel_wait(fx_slot_pool_t *pool, uint64_t wait_id)
 {
     if (!pool) return FLUXON_ERR_INVALID_ARGUMENT;
     if (pool->closing) return FLUXON_ERR_CANCELLED;
-    sp_waiter_t *w = wait_id ? fx_sp_map_get(&pool->waiters_by_id, wait_id) : NULL;
+    sp_waiter_t *w = wait_id ? fx_u64map_get(&pool->waiters_by_id, wait_id) : NULL;
     if (!w) return FLUXON_ERR_NOT_FOUND;
     if (w->where == SP_W_QUEUED) {
         sp_wait_unqueue(pool, w);
@@ -522,7 +446,7 @@ FX_INTERNAL int fx_slot_pool_cancel_wait(fx_slot_pool_t *pool, uint64_t wait_id)
             sp_release_slot(pool, w->slot);
         }
     }
-    sp_map_del(&pool->waiters_by_id, w->id);
+    fx_u64map_del(&pool->waiters_by_id, w->id, NULL);
     fx_free(w);
     pool->waits_cancelled++;
     sp_flush(pool);
@@ -592,7 +516,7 @@ static int sp_resolve(const fx_slot_pool_t *pool, const fx_slot_ref_t *ref, sp_s
     if (pool->closing) return FLUXON_ERR_CANCELLED;
     if (ref->grant_id == 0 || ref->use_seq == 0 || ref->use_seq > pool->next_use_seq)
         return FLUXON_ERR_INVALID_ARGUMENT;
-    sp_grant_t *g = fx_sp_map_get(&pool->grants_by_id, ref->grant_id);
+    sp_grant_t *g = fx_u64map_get(&pool->grants_by_id, ref->grant_id);
     if (!g || ref->use_seq <= g->added_seq) return FLUXON_ERR_STALE;
     if (ref->index >= g->nslots || ref->slot_size != g->slot_size ||
         ref->offset != g->offset + (uint64_t)ref->index * g->slot_size)

@@ -5,6 +5,7 @@
 #define FX_SLOT_POOL_INT_H
 
 #include "slot_pool.h"
+#include "u64map.h"
 
 typedef struct sp_grant sp_grant_t;
 typedef struct sp_class sp_class_t;
@@ -50,16 +51,9 @@ struct sp_waiter {
     fx_slot_ref_t ref;
 };
 
-/* u64 key (never 0) → pointer; linear probing with backward-shift deletion. */
-typedef struct sp_map {
-    uint64_t *keys;
-    void **vals;
-    size_t cap, count;
-} sp_map_t;
-
 struct fx_slot_pool {
     fx_slot_pool_config_t cfg;
-    sp_map_t grants_by_id, waiters_by_id;
+    fx_u64map_t grants_by_id, waiters_by_id;
     sp_grant_t *grant_head, *grant_tail;
     sp_class_t **classes; /* few (one per value size in use): searched linearly */
     size_t nclasses, classes_cap;
@@ -74,9 +68,6 @@ struct fx_slot_pool {
         waits_cancelled, grants_added, grants_removed;
     bool flushing, closing;
 };
-
-/* the value stored under key (never 0), or NULL */
-FX_INTERNAL void *fx_sp_map_get(const sp_map_t *m, uint64_t key);
 
 /* a used slot waiting for its last holder before it may be freed (S2) */
 static inline bool sp_is_draining(const sp_slot_t *s)

@@ -31,7 +31,7 @@ FX_INTERNAL int fx_slot_pool_grant_stats(const fx_slot_pool_t *pool, uint64_t gr
                                          fx_slot_grant_stats_t *st)
 {
     if (!pool || !st || grant_id == 0) return FLUXON_ERR_INVALID_ARGUMENT;
-    const sp_grant_t *g = fx_sp_map_get(&pool->grants_by_id, grant_id);
+    const sp_grant_t *g = fx_u64map_get(&pool->grants_by_id, grant_id);
     if (!g) return FLUXON_ERR_NOT_FOUND;
     *st = (fx_slot_grant_stats_t){g->id, g->offset, g->slot_size, g->nslots,
                                   g->n[FX_SLOT_FREE], g->n[FX_SLOT_PREPARED],
@@ -147,7 +147,7 @@ FX_INTERNAL int fx_slot_pool_check(fx_slot_pool_t *pool)
     }
     for (sp_grant_t *g = pool->grant_head; g; g = g->next) {
         uint64_t n[FX_SLOT_NSTATES] = {0};
-        SP_CHECK(fx_sp_map_get(&pool->grants_by_id, g->id) == g, "grant %" PRIu64 " map", g->id);
+        SP_CHECK(fx_u64map_get(&pool->grants_by_id, g->id) == g, "grant %" PRIu64 " map", g->id);
         for (uint64_t i = 0; i < g->nslots; i++) {
             sp_slot_t *s = &g->slots[i];
             SP_CHECK(s->state < FX_SLOT_NSTATES && s->grant == g && s->index == i,

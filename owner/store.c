@@ -7,12 +7,13 @@
 #include "hmap.h"
 #include "log.h"
 #include "owner_store.h"
+#include "u64map.h"
 
 typedef struct ostore {
     fx_slot_pool_t *pool;
     fx_hmap_t *index;     /* key -> owner_entry_t (the visible version) */
-    fx_hmap_t *by_offset; /* u64 offset -> owner_entry_t (every live entry) */
-    fx_hmap_t *holders;   /* u64 id -> owner_holder_t */
+    fx_u64map_t by_offset; /* segment offset (never 0: the header page) -> owner_entry_t, every live entry */
+    fx_u64map_t holders;   /* id -> owner_holder_t */
     uint64_t next_id, invalidations, malformed;
     fx_ostore_hooks_t hooks;
 } ostore_t;
@@ -39,8 +40,8 @@ FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants)
     pc.max_grants = 0; /* the pool holds sub-grants carved from at most max_grants master grants (claims.c) */
     int rc = fx_slot_pool_create(&pc, &s->pool);
     if (rc != FLUXON_OK) return rc;
-    if (fx_hmap_create(1024, &s->index) || fx_hmap_create(1024, &s->by_offset) ||
-        fx_hmap_create(1024, &s->holders))
+    if (fx_hmap_create(1024, &s->index) || fx_u64map_reserve(&s->by_offset, 1024) ||
+        fx_u64map_reserve(&s->holders, 1024))
         return FLUXON_ERR_NOMEM;
     return FLUXON_OK;
 }
@@ -57,16 +58,14 @@ FX_INTERNAL void fx_ostore_fini(fx_owner_t *o)
 {
     ostore_t *s = o->store;
     if (!s) return;
-    if (s->by_offset) {
-        fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
-        void *v;
-        while (fx_hmap_iter_next(s->by_offset, &it, NULL, NULL, &v)) s->hooks.retired(o, v);
-        fx_hmap_clear(s->by_offset, ostore_entry_free);
-    }
-    if (s->holders) fx_hmap_clear(s->holders, fx_free);
+    void *v;
+    size_t it = 0;
+    while (fx_u64map_next(&s->by_offset, &it, NULL, &v)) s->hooks.retired(o, v);
+    for (it = 0; fx_u64map_next(&s->by_offset, &it, NULL, &v);) ostore_entry_free(v);
+    for (it = 0; fx_u64map_next(&s->holders, &it, NULL, &v);) fx_free(v);
     fx_hmap_destroy(s->index);
-    fx_hmap_destroy(s->by_offset);
-    fx_hmap_destroy(s->holders);
+    fx_u64map_free(&s->by_offset);
+    fx_u64map_free(&s->holders);
     fx_slot_pool_destroy(s->pool);
     fx_free(s);
     o->store = NULL;
@@ -89,7 +88,7 @@ FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, u
     en->slot = *slot;
     en->value_len = value_len;
     en->state = OE_PENDING;
-    if (fx_hmap_put(s->by_offset, &slot->offset, sizeof slot->offset, en, NULL) != FLUXON_OK) {
+    if (fx_u64map_put(&s->by_offset, slot->offset, en, NULL) != FLUXON_OK) {
         ostore_entry_free(en);
         return NULL;
     }
@@ -110,12 +109,12 @@ FX_INTERNAL void fx_ostore_prefetch_key(fx_owner_t *o, uint64_t khash) { fx_hmap
 
 FX_INTERNAL void fx_ostore_prefetch_offset(fx_owner_t *o, uint64_t offset)
 {
-    fx_hmap_prefetch(o->store->by_offset, fx_hmap_hash(&offset, sizeof offset));
+    fx_u64map_prefetch(&o->store->by_offset, offset);
 }
 
 FX_INTERNAL owner_entry_t *fx_ostore_at(fx_owner_t *o, uint64_t offset)
 {
-    return fx_hmap_get(o->store->by_offset, &offset, sizeof offset);
+    return fx_u64map_get(&o->store->by_offset, offset);
 }
 
 FX_INTERNAL owner_entry_t *fx_ostore_find(fx_owner_t *o, const fx_slot_ref_t *slot)
@@ -157,7 +156,7 @@ FX_INTERNAL void fx_ostore_retire(fx_owner_t *o, owner_entry_t *en)
     en->retired = true;
     s->hooks.retired(o, en); /* out of the hot tier and its group */
     fx_ostore_hide(o, en);
-    fx_hmap_del(s->by_offset, &en->slot.offset, sizeof en->slot.offset, NULL);
+    fx_u64map_del(&s->by_offset, en->slot.offset, NULL);
     /* Reuse at once is safe: the master removed this replica before telling us, and a
      * fetch that copied from it is only served once the master confirms the replica
      * still existed after the copy (GET_DONE, D1). */
@@ -206,7 +205,7 @@ FX_INTERNAL owner_holder_t *fx_ostore_holder_new(fx_owner_t *o, owner_ext_t *e, 
     if (!h) goto err_unref;
     h->id = fx_ostore_next_id(o);
     h->slot = *slot;
-    if (fx_hmap_put(s->holders, &h->id, sizeof h->id, h, NULL) != FLUXON_OK) goto err_free;
+    if (fx_u64map_put(&s->holders, h->id, h, NULL) != FLUXON_OK) goto err_free;
     h->ext = e;
     if (e) {
         h->next = e->holders;
@@ -224,7 +223,7 @@ err_unref:
 FX_INTERNAL void fx_ostore_holder_release(fx_owner_t *o, owner_holder_t *h)
 {
     ostore_t *s = o->store;
-    fx_hmap_del(s->holders, &h->id, sizeof h->id, NULL);
+    fx_u64map_del(&s->holders, h->id, NULL);
     if (h->ext) {
         if (h->prev) h->prev->next = h->next;
         else h->ext->holders = h->next;
@@ -238,7 +237,7 @@ FX_INTERNAL void fx_ostore_holder_release(fx_owner_t *o, owner_holder_t *h)
 
 FX_INTERNAL int fx_ostore_holder_release_id(fx_owner_t *o, owner_ext_t *e, uint64_t id)
 {
-    owner_holder_t *h = fx_hmap_get(o->store->holders, &id, sizeof id);
+    owner_holder_t *h = fx_u64map_get(&o->store->holders, id);
     if (!h || h->ext != e) return FLUXON_ERR_NOT_FOUND;
     fx_ostore_holder_release(o, h);
     return FLUXON_OK;
@@ -256,7 +255,7 @@ FX_INTERNAL void fx_ostore_metrics(fx_owner_t *o, fx_ometrics_t *m)
     fx_slot_pool_stats_t st;
     fx_slot_pool_stats(s->pool, &st);
     m->index_keys = fx_hmap_count(s->index);
-    m->holders = fx_hmap_count(s->holders);
+    m->holders = fx_u64map_count(&s->holders);
     m->invalidations = s->invalidations;
     m->invalidations_malformed = s->malformed;
     m->slots_free = st.free;
