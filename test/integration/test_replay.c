@@ -37,6 +37,11 @@ static void common_checks(cJSON *d)
     cr_assert_eq(num(d, "errors"), 0);
     cr_assert_eq(num(d, "baseline_ok"), 1, "R1: counters back to baseline");
     cr_assert_gt(num(d, "requests_per_s"), 0);
+    /* the engine's own work is measured: values written (every run backs up misses) and
+     * restored ones checked (hits), each within the run's time on some worker */
+    cr_assert_gt(num(d, "engine_fill_s"), 0);
+    cr_assert_gt(num(d, "engine_check_s"), 0);
+    cr_assert_lt(num(d, "engine_fill_s") + num(d, "engine_check_s"), 64 * num(d, "elapsed_s"), "a sane figure");
 }
 
 Test(replay, one_worker_matches_the_reference_exactly, .fini = fini, .timeout = 300)

@@ -92,7 +92,7 @@ static uint64_t rp_restore(rp_worker *w, size_t req, fluxon_get_handle *h, uint6
         rp_worker_error(w, req, "get_transfer: plan count differs from transferable_len", 0);
         if (n > transferable) n = transferable;
     }
-    uint64_t good = 0;
+    uint64_t good = 0, tc = fx_cli_now_ns();
     for (uint64_t j = 0; j < n; j++) {
         const void *src = (const void *)(uintptr_t)plan->value_ptrs[j];
         if (!src) {
@@ -111,6 +111,7 @@ static uint64_t rp_restore(rp_worker *w, size_t req, fluxon_get_handle *h, uint6
         good++;
     }
     t0 = fx_cli_now_ns();
+    w->check_ns += t0 - tc;
     rc = fluxon_release_views(c, plan);
     rp_samples_push(&w->lat[RP_C_RELEASE], fx_cli_now_ns() - t0);
     if (rc != FLUXON_OK) rp_worker_error(w, req, "release_views", rc);
@@ -148,6 +149,7 @@ static void rp_backup(rp_worker *w, size_t req, size_t first_page, size_t np, rp
         return;
     }
     size_t accepted = 0, cnt = plan->count < n ? (size_t)plan->count : n;
+    uint64_t tf = fx_cli_now_ns();
     if (plan->count != n) rp_worker_error(w, req, "local_fast_put_start: plan count differs from n_keys", 0);
     for (size_t i = 0; i < cnt; i++) {
         void *dst = (void *)(uintptr_t)plan->value_ptrs[i];
@@ -165,6 +167,7 @@ static void rp_backup(rp_worker *w, size_t req, size_t first_page, size_t np, rp
                             st == FLUXON_OK || st == FLUXON_IN_PROGRESS ? 0 : st);
         }
     }
+    w->fill_ns += fx_cli_now_ns() - tf;
     if (accepted == 0) { /* nothing to publish: give the plan back */
         t0 = fx_cli_now_ns();
         rc = fluxon_put_abort(c, plan);
