@@ -7,8 +7,10 @@
  * handed out again until the pointer has gone round the whole arena (64 GiB: hundreds of
  * millions of plans), so a stale pointer never finds someone else's live object and is
  * FLUXON_ERR_WRONG_HANDLE. Each 4 KiB page counts its live blobs; a page whose blobs are
- * all released goes back to the kernel (MADV_DONTNEED): a long-lived plan keeps only its
- * own pages resident. */
+ * all released goes back to the kernel (MADV_DONTNEED, in runs of PLAN_RELEASE_RUN pages):
+ * a long-lived plan keeps only its own pages resident. Fresh pages are faulted in ahead of
+ * the pointer, PLAN_POPULATE_RUN at a time (MADV_POPULATE_WRITE): a batch-64 plan once
+ * paid a page fault every few calls, and a release a TLB shootdown per page. */
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -19,6 +21,11 @@
 #define PLAN_MAGIC_LIVE 0x45564c4e414c5058ull /* "XPLANLVE" */
 #define PLAN_MAGIC_DEAD 0x44414544414c5058ull
 #define PLAN_CHUNK 4096ull /* the unit of live counts and of giving memory back */
+/* Dead chunks go back to the kernel in runs of this many (one madvise and one TLB
+ * shootdown per 256 KiB, not per page), and fresh ones are faulted in this many at a time
+ * (MADV_POPULATE_WRITE, one system call instead of a fault per page). */
+#define PLAN_RELEASE_RUN 64u
+#define PLAN_POPULATE_RUN 16u
 
 typedef struct plan_hdr { /* hidden, just before every blob */
     uint64_t magic;
@@ -32,6 +39,9 @@ struct fx_plan_reg {
     uint8_t *base; /* the arena */
     size_t bytes, top, nchunks;
     uint32_t *live; /* per chunk: blobs not yet released (mapped: pages appear as used) */
+    size_t rel_first, rel_n; /* dead chunks [rel_first, +rel_n) not yet given back */
+    size_t pop_end;          /* chunks below this were populated ahead of the pointer */
+    bool no_populate;        /* the kernel has no MADV_POPULATE_WRITE */
 };
 
 FX_INTERNAL int fx_plan_reg_create(fx_plan_reg_t **r_p)
@@ -65,11 +75,45 @@ FX_INTERNAL int fx_plan_reg_create(fx_plan_reg_t **r_p)
 
 static size_t arena_size(size_t blob_bytes) { return (sizeof(plan_hdr_t) + blob_bytes + 15) & ~(size_t)15; }
 
-/* Under the lock: may chunk c go back to the kernel? (not the one being filled) */
+/* Under the lock: gives the pending run of dead chunks back. */
+static void arena_release_flush(fx_plan_reg_t *r)
+{
+    if (!r->rel_n) return;
+    madvise(r->base + r->rel_first * PLAN_CHUNK, r->rel_n * PLAN_CHUNK, MADV_DONTNEED);
+    r->rel_n = 0;
+}
+
+/* Under the lock: may chunk c go back to the kernel? (not the one being filled) It joins
+ * the pending run; a run that is long enough, or a chunk that does not extend it, flushes. */
 static void arena_maybe_release(fx_plan_reg_t *r, size_t c)
 {
     if (r->live[c] || (c == r->top / PLAN_CHUNK && r->top % PLAN_CHUNK)) return;
-    madvise(r->base + c * PLAN_CHUNK, PLAN_CHUNK, MADV_DONTNEED);
+    if (r->rel_n && c == r->rel_first + r->rel_n) {
+        r->rel_n++;
+    } else {
+        arena_release_flush(r);
+        r->rel_first = c;
+        r->rel_n = 1;
+    }
+    if (r->rel_n >= PLAN_RELEASE_RUN) arena_release_flush(r);
+}
+
+/* Under the lock: chunks [first, last] are about to hold a blob. A pending release over
+ * them goes first (it would zero the new blob), then the pages ahead are faulted in. */
+static void arena_prepare(fx_plan_reg_t *r, size_t first, size_t last)
+{
+    if (r->rel_n && first < r->rel_first + r->rel_n && last >= r->rel_first) arena_release_flush(r);
+    if (r->no_populate || (last < r->pop_end && first + PLAN_POPULATE_RUN >= r->pop_end)) return;
+#ifdef MADV_POPULATE_WRITE
+    size_t end = first + PLAN_POPULATE_RUN > last + 1 ? first + PLAN_POPULATE_RUN : last + 1;
+    if (end > r->nchunks) end = r->nchunks;
+    if (r->rel_n && first < r->rel_first + r->rel_n && end > r->rel_first) arena_release_flush(r);
+    if (madvise(r->base + first * PLAN_CHUNK, (end - first) * PLAN_CHUNK, MADV_POPULATE_WRITE) != 0)
+        r->no_populate = true; /* an older kernel: pages fault in one by one, as before */
+    r->pop_end = end;
+#else
+    r->no_populate = true;
+#endif
 }
 
 /* Under the lock: a zeroed run of `size` bytes never handed out since the pointer last
@@ -91,6 +135,7 @@ static void *arena_alloc(fx_plan_reg_t *r, size_t size)
             if (old != r->top / PLAN_CHUNK) arena_maybe_release(r, old);
             continue;
         }
+        arena_prepare(r, first, last);
         for (size_t c = first; c <= last; c++) r->live[c]++;
         r->top = pos + size;
         if (old != first) arena_maybe_release(r, old);

@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hmap.h"
 #include "registry.h"
@@ -93,5 +94,45 @@ Test(registry, released_pages_go_back)
     }
     long grown = rss_kib() - before;
     cr_assert_lt(grown, 16 << 10, "RSS grew by %ld KiB for 125 MiB of released blobs", grown);
+    fx_plan_reg_destroy(r);
+}
+
+/* Dead chunks go back in runs and fresh ones are faulted in ahead: neither may touch a
+ * live blob. Long-lived blobs of every size sit among thousands released around them (their
+ * chunks join, leave and flush release runs); each keeps the bytes written into it. */
+Test(registry, batched_release_and_populate_never_touch_a_live_blob)
+{
+    fx_plan_reg_t *r = reg_new();
+    enum { KEEP = 64 };
+    fx_plan_obj_t *kept[KEEP] = {0};
+    uint64_t seed = 99;
+    for (int i = 0; i < 40000; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        size_t bytes = 16 + (size_t)((seed >> 33) % 9000); /* within a chunk or across two or three */
+        fx_plan_obj_t *o = fx_plan_obj_new(r, FX_PLAN_READ, bytes);
+        cr_assert_not_null(o);
+        for (size_t k = 0; k < bytes; k++) cr_assert_eq(((unsigned char *)o->blob)[k], 0, "a new blob is zeroed");
+        memset(o->blob, (int)(o->seq & 0xff) | 1, bytes);
+        int slot = (int)((seed >> 20) % (KEEP * 4));
+        if (slot < KEEP) { /* keep it; the one it replaces goes (a straggler's chunk) */
+            if (kept[slot]) {
+                const unsigned char *b = kept[slot]->blob;
+                for (size_t k = 0; k < kept[slot]->blob_bytes; k++)
+                    cr_assert_eq(b[k], (unsigned char)((kept[slot]->seq & 0xff) | 1), "blob %llu byte %zu",
+                                 (unsigned long long)kept[slot]->seq, k);
+                fx_plan_reg_retire(r, kept[slot]);
+            }
+            kept[slot] = o;
+        } else {
+            fx_plan_reg_retire(r, o);
+        }
+    }
+    for (int s = 0; s < KEEP; s++) {
+        if (!kept[s]) continue;
+        const unsigned char *b = kept[s]->blob;
+        for (size_t k = 0; k < kept[s]->blob_bytes; k++)
+            cr_assert_eq(b[k], (unsigned char)((kept[s]->seq & 0xff) | 1));
+        fx_plan_reg_retire(r, kept[s]);
+    }
     fx_plan_reg_destroy(r);
 }
