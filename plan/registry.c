@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 
 #include "registry.h"
-#include "hmap.h"
+#include "u64map.h"
 #include "log.h"
 
 #define PLAN_MAGIC_LIVE 0x45564c4e414c5058ull /* "XPLANLVE" */
@@ -34,7 +34,7 @@ typedef struct plan_hdr { /* hidden, just before every blob */
 
 struct fx_plan_reg {
     pthread_mutex_t lock; /* guards everything below */
-    fx_hmap_t *objs;      /* blob pointer -> fx_plan_obj_t */
+    fx_u64map_t objs;     /* blob address -> fx_plan_obj_t */
     uint64_t next_seq;
     uint8_t *base; /* the arena */
     size_t bytes, top, nchunks;
@@ -61,7 +61,7 @@ FX_INTERNAL int fx_plan_reg_create(fx_plan_reg_t **r_p)
                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
                          : MAP_FAILED;
     r->live = live == MAP_FAILED ? NULL : live;
-    if (!r->live || fx_hmap_create(64, &r->objs) != FLUXON_OK) {
+    if (!r->live || fx_u64map_reserve(&r->objs, 64) != FLUXON_OK) {
         FX_ERROR("plan registry: cannot reserve its arena: %m");
         if (r->base) munmap(r->base, r->bytes);
         if (r->live) munmap(r->live, r->nchunks * sizeof *r->live);
@@ -176,15 +176,10 @@ static void plan_obj_free(fx_plan_reg_t *r, fx_plan_obj_t *o)
 FX_INTERNAL void fx_plan_reg_destroy(fx_plan_reg_t *r)
 {
     if (!r) return;
-    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
-    const char *k;
-    size_t kl;
+    size_t it = 0;
     void *v;
-    while (fx_hmap_iter_next(r->objs, &it, &k, &kl, &v)) {
-        fx_hmap_del(r->objs, k, kl, NULL);
-        plan_obj_free(r, v);
-    }
-    fx_hmap_destroy(r->objs);
+    while (fx_u64map_next(&r->objs, &it, NULL, &v)) plan_obj_free(r, v);
+    fx_u64map_free(&r->objs);
     munmap(r->base, r->bytes);
     munmap(r->live, r->nchunks * sizeof *r->live);
     pthread_mutex_destroy(&r->lock);
@@ -225,7 +220,7 @@ FX_INTERNAL int fx_plan_reg_add(fx_plan_reg_t *r, fx_plan_obj_t *o)
 {
     pthread_mutex_lock(&r->lock);
     plan_hdr(o->blob)->magic = PLAN_MAGIC_LIVE;
-    int rc = fx_hmap_put(r->objs, &o->blob, sizeof o->blob, o, NULL);
+    int rc = fx_u64map_put(&r->objs, (uintptr_t)o->blob, o, NULL);
     pthread_mutex_unlock(&r->lock);
     return rc;
 }
@@ -236,14 +231,14 @@ FX_INTERNAL int fx_plan_reg_take(fx_plan_reg_t *r, const void *blob, int kind, f
     *o_p = NULL;
     pthread_mutex_lock(&r->lock);
     /* the header is read only for an address the registry knows: never freed memory */
-    fx_plan_obj_t *o = fx_hmap_get(r->objs, &blob, sizeof blob);
+    fx_plan_obj_t *o = fx_u64map_get(&r->objs, (uintptr_t)blob);
     int rc = o && o->kind == kind && plan_hdr(blob)->magic == PLAN_MAGIC_LIVE && plan_hdr(blob)->seq == o->seq
                  ? FLUXON_OK
                  : FLUXON_ERR_WRONG_HANDLE;
     bool discard = false;
     if (rc == FLUXON_OK && check) rc = check(o, arg, &discard);
     if (rc == FLUXON_OK || discard) {
-        fx_hmap_del(r->objs, &blob, sizeof blob, NULL);
+        fx_u64map_del(&r->objs, (uintptr_t)blob, NULL);
         plan_hdr(blob)->magic = PLAN_MAGIC_DEAD; /* taken: no longer a live plan */
     }
     if (rc == FLUXON_OK) *o_p = o;
@@ -257,14 +252,14 @@ FX_INTERNAL size_t fx_plan_reg_take_expired(fx_plan_reg_t *r, int kind, uint64_t
 {
     size_t n = 0;
     pthread_mutex_lock(&r->lock);
-    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
-    const char *k;
-    size_t kl;
+    size_t it = 0;
+    uint64_t k;
     void *v;
-    while (n < cap && fx_hmap_iter_next(r->objs, &it, &k, &kl, &v)) {
+    while (n < cap && fx_u64map_next(&r->objs, &it, &k, &v)) {
         fx_plan_obj_t *o = v;
         if (o->kind != kind || !o->expires_ms || o->expires_ms > now_ms) continue;
-        fx_hmap_del(r->objs, k, kl, NULL); /* the entry just returned: allowed while iterating */
+        fx_u64map_del(&r->objs, k, NULL);
+        it--; /* the deletion may have shifted a later entry into this slot: look again */
         plan_hdr(o->blob)->magic = PLAN_MAGIC_DEAD;
         out[n++] = o;
     }
@@ -275,7 +270,7 @@ FX_INTERNAL size_t fx_plan_reg_take_expired(fx_plan_reg_t *r, int kind, uint64_t
 FX_INTERNAL int fx_plan_reg_kind(fx_plan_reg_t *r, const void *blob)
 {
     pthread_mutex_lock(&r->lock);
-    fx_plan_obj_t *o = fx_hmap_get(r->objs, &blob, sizeof blob);
+    fx_plan_obj_t *o = fx_u64map_get(&r->objs, (uintptr_t)blob);
     /* the header is read only for an address the registry knows: never freed memory */
     int kind = o && plan_hdr(blob)->magic == PLAN_MAGIC_LIVE && plan_hdr(blob)->seq == o->seq ? o->kind : 0;
     pthread_mutex_unlock(&r->lock);

@@ -136,3 +136,40 @@ Test(registry, batched_release_and_populate_never_touch_a_live_blob)
     }
     fx_plan_reg_destroy(r);
 }
+
+/* take_expired deletes while it walks the registry: every expired handle comes out exactly
+ * once (in calls of at most cap), the others and the other kinds stay. */
+Test(registry, take_expired_returns_each_expired_handle_once)
+{
+    fx_plan_reg_t *r = reg_new();
+    enum { N = 3000 };
+    static fx_plan_obj_t *objs[N];
+    static int taken[N];
+    for (int i = 0; i < N; i++) {
+        objs[i] = fx_plan_obj_new(r, i % 5 == 4 ? FX_PLAN_READ : FX_PLAN_HANDLE, 8);
+        cr_assert_not_null(objs[i]);
+        objs[i]->expires_ms = i % 3 == 0 ? 1000 : i % 3 == 1 ? 5000 : 0; /* 0: no expiry */
+        objs[i]->owner_id = (uint64_t)i;
+        cr_assert_eq(fx_plan_reg_add(r, objs[i]), FLUXON_OK);
+    }
+    int want = 0;
+    for (int i = 0; i < N; i++) want += i % 5 != 4 && i % 3 == 0;
+    fx_plan_obj_t *out[7];
+    int got = 0;
+    for (int round = 0; round < N; round++) {
+        size_t n = fx_plan_reg_take_expired(r, FX_PLAN_HANDLE, 2000, out, 7);
+        for (size_t k = 0; k < n; k++) {
+            int i = (int)out[k]->owner_id;
+            cr_assert(i % 3 == 0 && i % 5 != 4, "handle %d was not due", i);
+            cr_assert_eq(taken[i]++, 0, "handle %d taken twice", i);
+            got++;
+            fx_plan_reg_retire(r, out[k]);
+        }
+        if (n < 7) break;
+    }
+    cr_assert_eq(got, want, "every expired handle, in calls of at most 7");
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(fx_plan_reg_kind(r, taken[i] ? (void *)16 : objs[i]->blob), /* a retired one is freed */
+                     taken[i] ? 0 : (i % 5 == 4 ? FX_PLAN_READ : FX_PLAN_HANDLE), "object %d", i);
+    fx_plan_reg_destroy(r);
+}
