@@ -1,10 +1,12 @@
 /* hmap_bench.c — throughput figures for the string-keyed hash map with the keys the cache
  * really uses: 68-byte page keys (64 hex chars + "_0_2"). Inserts grow the map from empty;
- * lookups, replacements and deletions run in a shuffled order so they miss the caches. */
+ * lookups, replacements and deletions run in a shuffled order so they miss the caches; then
+ * inserts, hits and deletions of the same keys in an intrusive map (values hold their keys). */
 #include "bench.h"
 #include "hmap.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 
 #define HM_BENCH_KLEN 68u
 
@@ -27,10 +29,15 @@ static void hm_bench_key(char *k, uint64_t *s)
     memcpy(k + 64, "_0_2", 4);
 }
 
+typedef struct hm_bench_obj {
+    const char *key;
+    uint32_t klen;
+} hm_bench_obj_t;
+
 static void hm_bench_line(FILE *out, const char *what, uint64_t n, uint64_t ns)
 {
     double s = (double)(ns ? ns : 1) / 1e9;
-    fprintf(out, "hmap %-8s %10" PRIu64 " ops  %8.1f ns/op  %12.0f ops/s\n", what, n,
+    fprintf(out, "hmap %-18s %10" PRIu64 " ops  %8.1f ns/op  %12.0f ops/s\n", what, n,
             (double)ns / (double)n, (double)n / s);
 }
 
@@ -40,7 +47,8 @@ FX_INTERNAL int fx_hmap_bench(FILE *out, uint64_t n)
     char *keys = fx_malloc((size_t)n * HM_BENCH_KLEN);
     char *miss = fx_malloc((size_t)n * HM_BENCH_KLEN);
     size_t *order = fx_malloc((size_t)n * sizeof *order);
-    fx_hmap_t *m = NULL;
+    fx_hmap_t *m = NULL, *im = NULL;
+    hm_bench_obj_t *objs = NULL;
     int rc = FLUXON_ERR_NOMEM;
     if (!keys || !miss || !order || fx_hmap_create(0, &m) != FLUXON_OK) goto out;
     uint64_t s = 42;
@@ -94,8 +102,34 @@ FX_INTERNAL int fx_hmap_bench(FILE *out, uint64_t n)
     t1 = fx_now_ns();
     hm_bench_line(out, "del", n, t1 - t0);
     FX_ASSERT(fx_hmap_count(m) == 0);
+
+    /* the same keys in an intrusive map (the owner's index: each value holds its key) */
+    if (fx_hmap_create_intrusive(0, offsetof(hm_bench_obj_t, key), offsetof(hm_bench_obj_t, klen), &im) != FLUXON_OK ||
+        !(objs = fx_malloc((size_t)n * sizeof *objs)))
+        goto out;
+    for (uint64_t i = 0; i < n; i++) objs[i] = (hm_bench_obj_t){keys + i * HM_BENCH_KLEN, HM_BENCH_KLEN};
+    t0 = fx_now_ns();
+    for (uint64_t i = 0; i < n; i++)
+        if (fx_hmap_put(im, objs[i].key, HM_BENCH_KLEN, &objs[i], NULL) != FLUXON_OK) goto out;
+    t1 = fx_now_ns();
+    hm_bench_line(out, "put-new, intrusive", n, t1 - t0);
+    t0 = fx_now_ns();
+    for (uint64_t i = 0; i < n; i++)
+        sum += (uintptr_t)(fx_hmap_get(im, keys + order[i] * HM_BENCH_KLEN, HM_BENCH_KLEN) == &objs[order[i]]);
+    t1 = fx_now_ns();
+    hm_bench_line(out, "get-hit, intrusive", n, t1 - t0);
+    FX_ASSERT(sum == (uintptr_t)(n * (n + 1) / 2 + n));
+    t0 = fx_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        int d = fx_hmap_del(im, keys + order[i] * HM_BENCH_KLEN, HM_BENCH_KLEN, NULL);
+        FX_ASSERT(d == FLUXON_OK);
+    }
+    t1 = fx_now_ns();
+    hm_bench_line(out, "del, intrusive", n, t1 - t0);
     rc = FLUXON_OK;
 out:
+    fx_hmap_destroy(im);
+    fx_free(objs);
     fx_hmap_destroy(m);
     fx_free(order);
     fx_free(miss);

@@ -1,6 +1,7 @@
 /* hmap.c — robin-hood hash map with byte-string keys (see hmap.h). Slots hold the cached
- * XXH3 hash (0 = empty) and a pointer to a separately allocated entry {value, key copy},
- * so growth moves 16-byte slots only; deletion shifts the displaced run back by one. */
+ * XXH3 hash (0 = empty) and a pointer to a separately allocated entry {value, key copy}
+ * (or, intrusive, to the value itself, which holds its key), so growth moves 16-byte slots
+ * only; deletion shifts the displaced run back by one. */
 #include "hmap.h"
 
 #include <xxhash.h>
@@ -16,13 +17,15 @@ typedef struct hm_entry {
 } hm_entry_t;
 
 typedef struct hm_slot {
-    uint64_t hash;    /* 0 = empty; never 0 for an occupied slot */
-    hm_entry_t *e;
+    uint64_t hash; /* 0 = empty; never 0 for an occupied slot */
+    void *e;       /* hm_entry_t *, or the value itself in an intrusive map */
 } hm_slot_t;
 
 struct fx_hmap {
     hm_slot_t *slots;
     size_t cap, mask, count;
+    bool intrusive;          /* values hold their key: char * at key_off, uint32_t at klen_off */
+    size_t key_off, klen_off;
     uint64_t mods;      /* bumped by every insert of a new key and every deletion */
     uintptr_t last_del; /* entry freed by the latest deletion (iteration check only) */
 };
@@ -44,7 +47,30 @@ static inline uint64_t hm_hash(const void *key, size_t klen)
 #endif
 #ifndef HM_CHECK_H
 #define HM_CHECK_H(key, klen, h) ((void)0)
+#define HM_CHECK_OBJ(m, val, key, klen) ((void)0)
+#else
+#define HM_CHECK_OBJ(m, val, key, klen)                                                                      \
+    FX_ASSERT(!(m)->intrusive ||                                                                            \
+              (hm_klen((m), (val)) == (klen) && (!(klen) || !memcmp(hm_key((m), (val)), (key), (klen)))))
 #endif
+
+static inline size_t hm_klen(const fx_hmap_t *m, const void *e)
+{
+    if (!m->intrusive) return ((const hm_entry_t *)e)->klen;
+    uint32_t l;
+    memcpy(&l, (const char *)e + m->klen_off, sizeof l);
+    return l;
+}
+
+static inline const char *hm_key(const fx_hmap_t *m, const void *e)
+{
+    if (!m->intrusive) return ((const hm_entry_t *)e)->key;
+    const char *k;
+    memcpy(&k, (const char *)e + m->key_off, sizeof k);
+    return k;
+}
+
+static inline void *hm_val(const fx_hmap_t *m, void *e) { return m->intrusive ? e : ((hm_entry_t *)e)->val; }
 
 /* Probe distance of the occupant of slot i from its home slot. */
 static inline size_t hm_dist(const fx_hmap_t *m, size_t i)
@@ -59,13 +85,13 @@ static size_t hm_find(const fx_hmap_t *m, const void *key, size_t klen, uint64_t
     for (size_t d = 0;; d++, i = (i + 1) & m->mask) {
         const hm_slot_t *s = &m->slots[i];
         if (s->hash == 0 || hm_dist(m, i) < d) return SIZE_MAX;
-        if (s->hash == h && s->e->klen == klen && (klen == 0 || memcmp(s->e->key, key, klen) == 0))
+        if (s->hash == h && hm_klen(m, s->e) == klen && (klen == 0 || memcmp(hm_key(m, s->e), key, klen) == 0))
             return i;
     }
 }
 
 /* Robin-hood placement of (h, e) into slots that are known to have room. */
-static void hm_place(hm_slot_t *slots, size_t mask, uint64_t h, hm_entry_t *e)
+static void hm_place(hm_slot_t *slots, size_t mask, uint64_t h, void *e)
 {
     size_t i = (size_t)h & mask;
     for (size_t d = 0;; d++, i = (i + 1) & mask) {
@@ -78,7 +104,7 @@ static void hm_place(hm_slot_t *slots, size_t mask, uint64_t h, hm_entry_t *e)
         size_t sd = (i - (size_t)(s->hash & mask)) & mask;
         if (sd < d) { /* the richer occupant yields its slot and moves on */
             uint64_t th = s->hash;
-            hm_entry_t *te = s->e;
+            void *te = s->e;
             s->hash = h;
             s->e = e;
             h = th;
@@ -119,10 +145,20 @@ FX_INTERNAL int fx_hmap_create(size_t initial_cap, fx_hmap_t **m_p)
     return FLUXON_OK;
 }
 
+FX_INTERNAL int fx_hmap_create_intrusive(size_t initial_cap, size_t key_off, size_t klen_off, fx_hmap_t **m_p)
+{
+    int rc = fx_hmap_create(initial_cap, m_p);
+    if (rc != FLUXON_OK) return rc;
+    (*m_p)->intrusive = true;
+    (*m_p)->key_off = key_off;
+    (*m_p)->klen_off = klen_off;
+    return FLUXON_OK;
+}
+
 FX_INTERNAL void fx_hmap_destroy(fx_hmap_t *m)
 {
     if (!m) return;
-    for (size_t i = 0; i < m->cap; i++)
+    for (size_t i = 0; i < m->cap && !m->intrusive; i++)
         if (m->slots[i].hash) fx_free(m->slots[i].e);
     fx_free(m->slots);
     fx_free(m);
@@ -133,8 +169,8 @@ FX_INTERNAL void fx_hmap_clear(fx_hmap_t *m, void (*free_fn)(void *val))
     if (!m) return;
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->slots[i].hash) continue;
-        void *val = m->slots[i].e->val;
-        fx_free(m->slots[i].e);
+        void *val = hm_val(m, m->slots[i].e);
+        if (!m->intrusive) fx_free(m->slots[i].e);
         m->slots[i].hash = 0;
         m->slots[i].e = NULL;
         if (free_fn) free_fn(val);
@@ -156,7 +192,7 @@ FX_INTERNAL void *fx_hmap_get_h(const fx_hmap_t *m, const void *key, size_t klen
     FX_ASSERT(h != 0); /* 0 marks an empty slot */
     HM_CHECK_H(key, klen, h);
     size_t i = hm_find(m, key, klen, h);
-    return i == SIZE_MAX ? NULL : m->slots[i].e->val;
+    return i == SIZE_MAX ? NULL : hm_val(m, m->slots[i].e);
 }
 
 FX_INTERNAL void *fx_hmap_get(const fx_hmap_t *m, const void *key, size_t klen)
@@ -170,7 +206,7 @@ FX_INTERNAL int fx_hmap_get_key(const fx_hmap_t *m, const void *key, size_t klen
     FX_ASSERT(m && (key || klen == 0));
     size_t i = hm_find(m, key, klen, hm_hash(key, klen));
     if (i == SIZE_MAX) return FLUXON_ERR_NOT_FOUND;
-    if (stored_key_p) *stored_key_p = m->slots[i].e->key;
+    if (stored_key_p) *stored_key_p = hm_key(m, m->slots[i].e);
     return FLUXON_OK;
 }
 
@@ -185,23 +221,35 @@ FX_INTERNAL int fx_hmap_put_h(fx_hmap_t *m, const void *key, size_t klen, uint64
     FX_ASSERT(m && (key || klen == 0));
     FX_ASSERT(h != 0); /* 0 marks an empty slot */
     HM_CHECK_H(key, klen, h);
+    /* intrusive: val is the object and holds this very key (checked in sanitizer builds) */
+    FX_ASSERT(!m->intrusive || val);
+    HM_CHECK_OBJ(m, val, key, klen);
     size_t i = hm_find(m, key, klen, h);
     if (i != SIZE_MAX) {
+        if (m->intrusive) {
+            if (old_p) *old_p = m->slots[i].e;
+            m->slots[i].e = val;
+            return FLUXON_OK;
+        }
         hm_entry_t *e = m->slots[i].e;
         if (old_p) *old_p = e->val;
         e->val = val;
         return FLUXON_OK;
     }
-    if (klen > SIZE_MAX - sizeof(hm_entry_t) - 1) return FLUXON_ERR_NOMEM;
-    hm_entry_t *e = fx_malloc(sizeof *e + klen + 1);
-    if (!e) return FLUXON_ERR_NOMEM;
-    e->val = val;
-    e->klen = klen;
-    if (klen) memcpy(e->key, key, klen);
-    e->key[klen] = 0;
+    void *e = val;
+    if (!m->intrusive) {
+        if (klen > SIZE_MAX - sizeof(hm_entry_t) - 1) return FLUXON_ERR_NOMEM;
+        hm_entry_t *ne = fx_malloc(sizeof *ne + klen + 1);
+        if (!ne) return FLUXON_ERR_NOMEM;
+        ne->val = val;
+        ne->klen = klen;
+        if (klen) memcpy(ne->key, key, klen);
+        ne->key[klen] = 0;
+        e = ne;
+    }
     if (!HM_FITS(m->count + 1, m->cap)) {
         if (m->cap > SIZE_MAX / 2 / sizeof(hm_slot_t) || hm_resize(m, m->cap * 2) != FLUXON_OK) {
-            fx_free(e);
+            if (!m->intrusive) fx_free(e);
             return FLUXON_ERR_NOMEM;
         }
     }
@@ -224,8 +272,8 @@ FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64
     HM_CHECK_H(key, klen, h);
     size_t i = hm_find(m, key, klen, h);
     if (i == SIZE_MAX) return FLUXON_ERR_NOT_FOUND;
-    hm_entry_t *e = m->slots[i].e;
-    if (val_p) *val_p = e->val;
+    void *e = m->slots[i].e;
+    if (val_p) *val_p = hm_val(m, e);
     /* Backward shift: pull each following displaced occupant one slot towards home. */
     for (;;) {
         size_t j = (i + 1) & m->mask;
@@ -238,7 +286,7 @@ FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64
     m->count--;
     m->mods++;
     m->last_del = (uintptr_t)e;
-    fx_free(e);
+    if (!m->intrusive) fx_free(e);
     return FLUXON_OK;
 }
 
@@ -273,9 +321,9 @@ FX_INTERNAL bool fx_hmap_iter_next(const fx_hmap_t *m, fx_hmap_iter_t *it, const
         it->off++;
         if (s->hash) {
             it->last = (uintptr_t)s->e;
-            if (key) *key = s->e->key;
-            if (klen) *klen = s->e->klen;
-            if (val) *val = s->e->val;
+            if (key) *key = hm_key(m, s->e);
+            if (klen) *klen = hm_klen(m, s->e);
+            if (val) *val = hm_val(m, s->e);
             return true;
         }
     }
@@ -284,5 +332,6 @@ FX_INTERNAL bool fx_hmap_iter_next(const fx_hmap_t *m, fx_hmap_iter_t *it, const
 }
 
 #undef HM_CHECK_H
+#undef HM_CHECK_OBJ
 #undef HM_MIN_CAP
 #undef HM_FITS

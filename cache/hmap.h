@@ -31,6 +31,14 @@ typedef struct fx_hmap fx_hmap_t;
  * NULL or initial_cap absurdly large); FLUXON_ERR_NOMEM. */
 FX_INTERNAL int fx_hmap_create(size_t initial_cap, fx_hmap_t **m_p);
 
+/* An intrusive map: each value is an object that holds its own key (a `char *` at key_off
+ * and its length, a uint32_t, at klen_off), and the map stores the object itself: no
+ * entry is allocated and no key copied, a lookup reaches the object in one step. Every
+ * put's val must hold exactly the put's key (asserted), and must keep that key unchanged
+ * and stay alive while it is in the map; replacing a key's value replaces the object.
+ * fx_hmap_get_key returns the object's key. Otherwise as fx_hmap_create. */
+FX_INTERNAL int fx_hmap_create_intrusive(size_t initial_cap, size_t key_off, size_t klen_off, fx_hmap_t **m_p);
+
 /* Frees the map, its slots and every stored key copy. Values are NOT freed (iterate first
  * if they are owned). NULL is a no-op. */
 FX_INTERNAL void fx_hmap_destroy(fx_hmap_t *m);

@@ -2,6 +2,7 @@
  * of visible values, by_offset (identity), holders, retire and invalidation. Raises
  * retired / committed / unpinned through the hooks evict.c registers; calls nothing
  * above it. */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "hmap.h"
@@ -11,7 +12,7 @@
 
 typedef struct ostore {
     fx_slot_pool_t *pool;
-    fx_hmap_t *index;     /* key -> owner_entry_t (the visible version) */
+    fx_hmap_t *index;      /* key -> owner_entry_t (the visible version); intrusive: the entry's key */
     fx_u64map_t by_offset; /* segment offset (never 0: the header page) -> owner_entry_t, every live entry */
     fx_u64map_t holders;   /* id -> owner_holder_t */
     uint64_t next_id, invalidations, malformed;
@@ -40,7 +41,9 @@ FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants)
     pc.max_grants = 0; /* the pool holds sub-grants carved from at most max_grants master grants (claims.c) */
     int rc = fx_slot_pool_create(&pc, &s->pool);
     if (rc != FLUXON_OK) return rc;
-    if (fx_hmap_create(1024, &s->index) || fx_u64map_reserve(&s->by_offset, 1024) ||
+    /* the index stores the entries themselves (each holds its key): no allocation per key */
+    if (fx_hmap_create_intrusive(1024, offsetof(owner_entry_t, key), offsetof(owner_entry_t, klen), &s->index) ||
+        fx_u64map_reserve(&s->by_offset, 1024) ||
         fx_u64map_reserve(&s->holders, 1024))
         return FLUXON_ERR_NOMEM;
     return FLUXON_OK;

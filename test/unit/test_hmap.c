@@ -5,7 +5,9 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hmap.h"
 
@@ -451,4 +453,107 @@ Test(hmap, randomized_differential, .timeout = 300)
 Test(hmap, nomem_not_testable, .disabled = true)
 {
     /* fx_malloc failure cannot be injected (mimalloc underneath, no hook): skipped. */
+}
+
+/* ---- intrusive maps: the value holds its key ---- */
+typedef struct hm_obj {
+    int tag;
+    char *key;
+    uint32_t klen;
+    char buf[72];
+} hm_obj_t;
+
+static hm_obj_t *obj_new(uint64_t i, int tag)
+{
+    hm_obj_t *o = calloc(1, sizeof *o);
+    cr_assert_not_null(o);
+    page_key(o->buf, i);
+    o->key = o->buf;
+    o->klen = (uint32_t)strlen(o->buf);
+    o->tag = tag;
+    return o;
+}
+
+Test(hmap, intrusive_stores_the_objects_themselves)
+{
+    fx_hmap_t *m = NULL;
+    cr_assert_eq(fx_hmap_create_intrusive(0, offsetof(hm_obj_t, key), offsetof(hm_obj_t, klen), &m), FLUXON_OK);
+    hm_obj_t *a = obj_new(1, 1), *a2 = obj_new(1, 2), *b = obj_new(2, 3);
+    void *old = V(1);
+    cr_assert_eq(fx_hmap_put(m, a->key, a->klen, a, &old), FLUXON_OK);
+    cr_assert_null(old);
+    cr_assert_eq(fx_hmap_put(m, b->key, b->klen, b, NULL), FLUXON_OK);
+    cr_assert_eq(fx_hmap_get(m, a->key, a->klen), a, "the object itself, found by its key");
+    const char *sk = NULL;
+    cr_assert_eq(fx_hmap_get_key(m, a2->key, a2->klen, &sk), FLUXON_OK);
+    cr_assert_eq(sk, a->key, "the stored key is the object's own");
+    cr_assert_eq(fx_hmap_put(m, a2->key, a2->klen, a2, &old), FLUXON_OK, "the same key, another object");
+    cr_assert_eq(old, a, "replacing returns the previous object");
+    cr_assert_eq(fx_hmap_get(m, a->key, a->klen), a2);
+    cr_assert_eq(fx_hmap_count(m), 2);
+    free(a); /* out of the map: the map never reads it again */
+    void *v = NULL;
+    cr_assert_eq(fx_hmap_del(m, b->key, b->klen, &v), FLUXON_OK);
+    cr_assert_eq(v, b);
+    cr_assert_null(fx_hmap_get(m, b->key, b->klen));
+    free(b);
+    fx_hmap_clear(m, free); /* frees a2 through free_fn, once */
+    cr_assert_eq(fx_hmap_count(m), 0);
+    fx_hmap_destroy(m);
+}
+
+/* 200k random operations over 4000 keys against an array, in an intrusive map; then an
+ * iteration that deletes as it goes returns every object once. */
+Test(hmap, intrusive_differential_and_iteration_with_deletion)
+{
+    enum { NK = 4000 };
+    static hm_obj_t *ref[NK];
+    fx_hmap_t *m = NULL;
+    cr_assert_eq(fx_hmap_create_intrusive(8, offsetof(hm_obj_t, key), offsetof(hm_obj_t, klen), &m), FLUXON_OK);
+    uint64_t s = 5;
+    for (int op = 0; op < 200000; op++) {
+        uint64_t r = th_rand(&s), k = r % NK;
+        char kb[72];
+        page_key(kb, k);
+        size_t kl = strlen(kb);
+        uint64_t h = fx_hmap_hash(kb, kl);
+        switch ((r >> 32) % 3) {
+        case 0: {
+            hm_obj_t *o = obj_new(k, op), *prev = NULL;
+            cr_assert_eq(fx_hmap_put_h(m, o->key, o->klen, fx_hmap_hash(o->key, o->klen), o, (void **)&prev), FLUXON_OK);
+            cr_assert_eq(prev, ref[k]);
+            free(prev);
+            ref[k] = o;
+            break;
+        }
+        case 1: {
+            hm_obj_t *v = NULL;
+            int rc = fx_hmap_del_h(m, kb, kl, h, (void **)&v);
+            cr_assert_eq(rc, ref[k] ? FLUXON_OK : FLUXON_ERR_NOT_FOUND);
+            cr_assert_eq(v, ref[k]);
+            free(v);
+            ref[k] = NULL;
+            break;
+        }
+        default: cr_assert_eq(fx_hmap_get_h(m, kb, kl, h), ref[k], "op %d", op);
+        }
+    }
+    size_t live = 0, seen = 0;
+    for (int k = 0; k < NK; k++) live += ref[k] != NULL;
+    cr_assert_eq(fx_hmap_count(m), live);
+    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
+    const char *key;
+    size_t kl;
+    void *v;
+    while (fx_hmap_iter_next(m, &it, &key, &kl, &v)) {
+        hm_obj_t *o = v;
+        cr_assert_eq(key, o->key);
+        cr_assert_eq(kl, o->klen);
+        cr_assert_eq(fx_hmap_del(m, key, kl, NULL), FLUXON_OK);
+        free(o);
+        seen++;
+    }
+    cr_assert_eq(seen, live);
+    cr_assert_eq(fx_hmap_count(m), 0);
+    fx_hmap_destroy(m);
 }
