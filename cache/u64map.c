@@ -42,7 +42,7 @@ static int u64m_grow(fx_u64map_t *m, size_t ncap)
 FX_INTERNAL int fx_u64map_reserve(fx_u64map_t *m, size_t n)
 {
     size_t cap = 16;
-    while (cap * 3 < n * 4) {
+    while (cap < n * 2) {
         if (cap > SIZE_MAX / 4 / sizeof(fx_u64map_slot_t)) return FLUXON_ERR_NOMEM;
         cap *= 2;
     }
@@ -73,7 +73,7 @@ FX_INTERNAL int fx_u64map_put(fx_u64map_t *m, uint64_t key, void *val, void **ol
             m->slots[i].val = val;
             return FLUXON_OK;
         }
-        if ((m->count + 1) * 4 <= m->cap * 3) {
+        if ((m->count + 1) * 2 <= m->cap) {
             m->slots[i] = (fx_u64map_slot_t){key, val};
             m->count++;
             return FLUXON_OK;

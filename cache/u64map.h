@@ -4,7 +4,8 @@
  * key and its value sit together in the slot array: an insert allocates nothing (except
  * when the array doubles) and a lookup touches one cache line, not a slot and an entry.
  * Linear probing over a splitmix64 hash, backward-shift deletion (no tombstones), load
- * factor <= 3/4; the array never shrinks. */
+ * factor <= 1/2 (an insert or a miss probes ~2.5 slots: one cache line), the array never
+ * shrinks. */
 #ifndef FX_U64MAP_H
 #define FX_U64MAP_H
 
