@@ -154,5 +154,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
     free(put.ns);
     free(start.ns);
     free(commit.ns);
-    return rc == FLUXON_OK ? 0 : 1;
+    /* the exit statuses of put/get/del: a refused argument (a value larger than the
+     * owner's reserve.grant_bytes) is a usage error */
+    return rc == FLUXON_OK ? 0 : rc == FLUXON_ERR_INVALID_ARGUMENT ? 2 : 1;
 }

@@ -144,6 +144,9 @@ Test(cluster, hot_reports_steady_state_latencies_and_leaves_no_key, .timeout = 6
     cr_assert_eq(run_external(c.ecfg, "hot", "--batch", "0", out, sizeof out), 2, "%s", out);
     cr_assert(strstr(out, "--batch 0 must be an integer in 1..4096"), "%s", out);
     cr_assert_eq(run_external(c.ecfg, "hot", "--iters", NULL, out, sizeof out), 2, "%s", out);
+    /* a value larger than the owner's reserve.grant_bytes (8 MiB): refused, exit 2 as put's */
+    cr_assert_eq(run_external(c.ecfg, "hot", "--value-len", "16777216", out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "the first put failed: FLUXON_ERR_INVALID_ARGUMENT"), "%s", out);
     /* a batch the 32 MiB owner cannot hold: keys turned down, reported, nothing left */
     cr_assert_eq(run_external(c.ecfg, "hot", "--value-len", "1048576", out, sizeof out), 1, "%s", out);
     cr_assert(strstr(out, "the first put failed: FLUXON_ERR_NO_SPACE (the owner turned down"), "%s", out);
