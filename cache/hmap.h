@@ -15,8 +15,8 @@
  *    the key (followed by a NUL byte not counted in the length, so hex keys can be used
  *    as C strings); an intrusive map (fx_hmap_create_intrusive) stores the values
  *    themselves, which hold their keys. Entries never move: growth moves only the 16-byte
- *    slots (cached hash + entry pointer), so a stored key pointer (fx_hmap_get_key, iteration) stays valid
- *    until that entry is deleted or the map is destroyed.
+ *    slots (cached hash + entry pointer), so a stored key pointer (fx_hmap_get_key,
+ *    iteration) stays valid until that entry is deleted or the map is destroyed.
  *  - Capacity is a power of two (minimum 8); the load factor stays <= 0.85: an insert that
  *    would pass it first doubles the slot array. The map never shrinks.
  *  - Deletion shifts the following run of displaced slots back by one (Knuth's Algorithm
