@@ -121,6 +121,9 @@ typedef struct fx_config {
 #define FX_RING_POLL_PLAN_DEFAULT_US 2000
 #define CFG_RING_POLL_MAX 1000000
 
+/* Resets *cfg to role's defaults (config_defaults.c): what fx_config_parse starts from. */
+FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role);
+
 /* Parses and validates json (NUL-terminated) into *cfg (defaults applied first).
  * On error returns FLUXON_ERR_CONFIG and writes a one-line message into err (errcap
  * bytes, always NUL-terminated when errcap > 0) naming the field, value and rule.

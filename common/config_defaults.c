@@ -1,0 +1,66 @@
+/* config_defaults.c — the per-role defaults of a configuration (ARCHITECTURE §11), set
+ * before config.c reads the file's fields over them; the environment variables that only
+ * move a default (FLUXON_RING_POLL_US, FLUXON_CLIENT_TRANSPORT) are read here. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->role = role;
+    cfg->log_level = FX_LOG_INFO;
+    cfg->start_timeout_ms = 10000;
+    cfg->max_frame_bytes = 64ull << 20;
+    if (role == FX_ROLE_MASTER) {
+        fx_strlcpy(cfg->listen_host, "127.0.0.1", sizeof cfg->listen_host);
+        cfg->listen_port = 7600;
+        cfg->inflight_ttl_ms = 60000;
+        cfg->heartbeat_timeout_ms = 3000;
+        cfg->replica_target_roles = 1u << FX_NODE_REMOTE_CACHE;
+        cfg->ha_lease_ttl_ms = 5000;
+    } else if (role == FX_ROLE_OWNER) {
+        fx_strlcpy(cfg->master_host, "127.0.0.1", sizeof cfg->master_host);
+        cfg->master_port = 7600;
+        cfg->segment_bytes = 1ull << 30;
+        cfg->node_role = FX_NODE_GPU_OWNER;
+        cfg->numa_node = -1;
+        cfg->grant_bytes = 512ull << 20;
+        cfg->hot_capacity_ratio = 0.95;
+        cfg->handle_ttl_ms = 30000;
+        cfg->put_plan_ttl_ms = 20000; /* below the client's default timeout_ms (30000) */
+        cfg->heartbeat_interval_ms = 1000;
+        cfg->claim_timeout_ms = 30000;
+        cfg->idle_grant_return_ms = 2000;
+        cfg->eviction_policy = FX_EVICT_S3FIFO; /* beats lru on the conversation trace (issue 15) */
+        cfg->master_timeout_ms = 5000;
+        cfg->fault_count = 1;
+        cfg->ha_lease_ttl_ms = 5000;
+        /* issue 18: poll the externals' rings this long after the last request; by
+         * default only where the reactor can have a core to itself (FX_RING_POLL_MIN_CPUS);
+         * env FLUXON_RING_POLL_US sets the default (benchmarks), the field overrides it */
+        const char *p = getenv("FLUXON_RING_POLL_US");
+        char *end = NULL;
+        long n = p ? strtol(p, &end, 10) : -1;
+        if (p && (!*p || *end || n < 0 || n > CFG_RING_POLL_MAX)) {
+            FX_WARN("FLUXON_RING_POLL_US=%s is not an integer in 0..%u (microseconds): ignored", p, CFG_RING_POLL_MAX);
+            n = -1;
+        }
+        cfg->ring_poll_plan_us = FX_RING_POLL_PLAN_DEFAULT_US;
+        cfg->ring_poll_us = n >= 0 && n <= CFG_RING_POLL_MAX ? (uint32_t)n
+                            : sysconf(_SC_NPROCESSORS_ONLN) >= FX_RING_POLL_MIN_CPUS ? FX_RING_POLL_DEFAULT_US : 0;
+    } else {
+        cfg->timeout_ms = 30000;
+        cfg->prefault_segment = true;
+        /* issue 18: the shared-memory rings unless the environment picks the socket (the
+         * test suites run both ways); the config field "transport" overrides both */
+        const char *t = getenv("FLUXON_CLIENT_TRANSPORT");
+        cfg->transport_socket = t && strcmp(t, "socket") == 0;
+        if (t && *t && !cfg->transport_socket && strcmp(t, "ring"))
+            FX_WARN("FLUXON_CLIENT_TRANSPORT=%s is neither ring nor socket: ignored (ring)", t);
+    }
+}
