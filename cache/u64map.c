@@ -41,6 +41,7 @@ static int u64m_grow(fx_u64map_t *m, size_t ncap)
 
 FX_INTERNAL int fx_u64map_reserve(fx_u64map_t *m, size_t n)
 {
+    if (n > SIZE_MAX / 4 / sizeof(fx_u64map_slot_t)) return FLUXON_ERR_NOMEM;
     size_t cap = 16;
     while (cap < n * 2) {
         if (cap > SIZE_MAX / 4 / sizeof(fx_u64map_slot_t)) return FLUXON_ERR_NOMEM;

@@ -87,7 +87,9 @@ static void arena_release_flush(fx_plan_reg_t *r)
  * the pending run; a run that is long enough, or a chunk that does not extend it, flushes. */
 static void arena_maybe_release(fx_plan_reg_t *r, size_t c)
 {
-    if (r->live[c] || (c == r->top / PLAN_CHUNK && r->top % PLAN_CHUNK)) return;
+    /* c == nchunks: the pointer stood exactly at the arena's end (a blob ended there); no
+     * such chunk: its count would be read past `live`, and the page past the arena given back */
+    if (c >= r->nchunks || r->live[c] || (c == r->top / PLAN_CHUNK && r->top % PLAN_CHUNK)) return;
     if (r->rel_n && c == r->rel_first + r->rel_n) {
         r->rel_n++;
     } else {
