@@ -101,15 +101,16 @@ static void arena_maybe_release(fx_plan_reg_t *r, size_t c)
 }
 
 /* Under the lock: chunks [first, last] are about to hold a blob. A pending release over
- * them goes first (it would zero the new blob), then the pages ahead are faulted in. */
+ * them, or over the pages faulted in ahead with them, goes first (it would zero the new
+ * blob), then the pages ahead are faulted in. */
 static void arena_prepare(fx_plan_reg_t *r, size_t first, size_t last)
 {
-    if (r->rel_n && first < r->rel_first + r->rel_n && last >= r->rel_first) arena_release_flush(r);
-    if (r->no_populate || (last < r->pop_end && first + PLAN_POPULATE_RUN >= r->pop_end)) return;
-#ifdef MADV_POPULATE_WRITE
-    size_t end = first + PLAN_POPULATE_RUN > last + 1 ? first + PLAN_POPULATE_RUN : last + 1;
-    if (end > r->nchunks) end = r->nchunks;
+    size_t end = last + 1; /* [first, end): the chunks touched now */
+    bool populate = !r->no_populate && !(last < r->pop_end && first + PLAN_POPULATE_RUN >= r->pop_end);
+    if (populate) end = FX_MIN(FX_MAX(first + PLAN_POPULATE_RUN, last + 1), r->nchunks);
     if (r->rel_n && first < r->rel_first + r->rel_n && end > r->rel_first) arena_release_flush(r);
+    if (!populate) return;
+#ifdef MADV_POPULATE_WRITE
     if (madvise(r->base + first * PLAN_CHUNK, (end - first) * PLAN_CHUNK, MADV_POPULATE_WRITE) != 0)
         r->no_populate = true; /* an older kernel: pages fault in one by one, as before */
     r->pop_end = end;

@@ -74,13 +74,15 @@ Test(registry, kinds_checks_and_readd)
     fx_plan_reg_destroy(r);
 }
 
-static long rss_kib(void)
+/* A "Vm...:" line of /proc/self/status in KiB (field: "VmRSS", "VmSize"); -1 if absent. */
+static long proc_status_kib(const char *field)
 {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
+    size_t n = strlen(field);
     long v = -1;
     while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &v) == 1) break;
+        if (!strncmp(line, field, n) && line[n] == ':' && sscanf(line + n + 1, "%ld", &v) == 1) break;
     if (f) fclose(f);
     return v;
 }
@@ -88,13 +90,13 @@ static long rss_kib(void)
 Test(registry, released_pages_go_back)
 {
     fx_plan_reg_t *r = reg_new();
-    long before = rss_kib();
+    long before = proc_status_kib("VmRSS");
     for (int i = 0; i < 2000; i++) { /* 2000 x 64 KiB read plans, one at a time: 125 MiB of blobs */
         fx_plan_obj_t *o = fx_plan_obj_new(r, FX_PLAN_READ, 64 << 10);
         cr_assert_not_null(o);
         fx_plan_reg_retire(r, o);
     }
-    long grown = rss_kib() - before;
+    long grown = proc_status_kib("VmRSS") - before;
     cr_assert_lt(grown, 16 << 10, "RSS grew by %ld KiB for 125 MiB of released blobs", grown);
     fx_plan_reg_destroy(r);
 }
@@ -176,17 +178,6 @@ Test(registry, take_expired_returns_each_expired_handle_once)
     fx_plan_reg_destroy(r);
 }
 
-static long vm_size_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %ld", &v) == 1) break;
-    if (f) fclose(f);
-    return v;
-}
-
 /* A blob that ends exactly at the arena's end: the next one wraps to the start, and the
  * chunk "after the last" (there is none) is neither counted nor given back. Found in
  * review: its live count was read past the array, and the page after the arena could be
@@ -196,7 +187,7 @@ Test(registry, a_blob_ending_at_the_arena_end_wraps_without_touching_the_page_af
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     cr_skip_test("a sanitizer's shadow memory cannot live under a capped address space");
 #else
-    long vm = vm_size_kib();
+    long vm = proc_status_kib("VmSize");
     cr_assert_gt(vm, 0);
     struct rlimit rl;
     cr_assert_eq(getrlimit(RLIMIT_AS, &rl), 0);
