@@ -30,6 +30,19 @@ static double reference_ratio(void)
     return r.ratio;
 }
 
+/* The time of the last request's end (s since the run started): the last row of
+ * timeseries.csv, whose first column is that for a run shorter than 60 s. */
+static double last_done_s(void)
+{
+    char path[512], line[512], last[512] = "";
+    snprintf(path, sizeof path, "%s/timeseries.csv", dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "no timeseries.csv");
+    while (fgets(line, sizeof line, f)) snprintf(last, sizeof last, "%s", line);
+    fclose(f);
+    return strtod(last, NULL);
+}
+
 static void common_checks(cJSON *d)
 {
     cr_assert_eq(num(d, "requests"), 300);
@@ -42,6 +55,11 @@ static void common_checks(cJSON *d)
     cr_assert_gt(num(d, "engine_fill_s"), 0);
     cr_assert_gt(num(d, "engine_check_s"), 0);
     cr_assert_lt(num(d, "engine_fill_s") + num(d, "engine_check_s"), 64 * num(d, "elapsed_s"), "a sane figure");
+    /* the replay's time ends with its last request (requests_per_s counts nothing else),
+     * not at the progress loop's next 50 ms step */
+    double end = last_done_s();
+    cr_assert_geq(num(d, "elapsed_s"), end - 0.0015, "elapsed %f s, last request done at %f s", num(d, "elapsed_s"), end);
+    cr_assert_lt(num(d, "elapsed_s"), end + 0.005, "elapsed %f s, last request done at %f s", num(d, "elapsed_s"), end);
 }
 
 Test(replay, one_worker_matches_the_reference_exactly, .fini = fini, .timeout = 300)

@@ -112,6 +112,7 @@ typedef struct rp_worker {
     pthread_t thread;
     int started, joined;
     _Atomic uint64_t busy_since_ns; /* start of the request in play, 0 between requests */
+    uint64_t t_exit_ns;       /* when its last request ended (read after the join) */
     /* scratch sized for the largest request */
     size_t max_keys;
     uint64_t *page_hash;

@@ -286,6 +286,7 @@ static void *rp_worker_main(void *arg)
         rp_play(w, req);
         atomic_store_explicit(&w->busy_since_ns, 0, memory_order_relaxed);
     }
+    w->t_exit_ns = fx_cli_now_ns();
     return NULL;
 }
 
@@ -463,7 +464,14 @@ int rp_run_workers(rp_run *r)
     }
     rp_wait_run(r);
     int leaked = rp_join_workers(r);
-    r->t_end_ns = fx_cli_now_ns();
+    /* the replay ends when its last worker does, not when rp_wait_run's 50 ms step next
+     * looks (that added 0-50 ms to a ~1 s run); a worker not joined ends it now */
+    uint64_t end = 0;
+    int running = 0;
+    for (unsigned i = 0; i < r->n_workers; i++)
+        if (r->workers[i].joined) end = r->workers[i].t_exit_ns > end ? r->workers[i].t_exit_ns : end;
+        else if (r->workers[i].started) running = 1;
+    r->t_end_ns = end && !running ? end : fx_cli_now_ns();
     /* every future is collected (or given up after RP_FUTURE_TIMEOUT_MS) */
     if (rp_collector_close(&r->col) != 0) {
         fprintf(stderr, "fluxon demo: the future collector did not finish\n");
