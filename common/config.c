@@ -46,7 +46,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"listen", CFG_M},                      {"metrics_listen", CFG_M | CFG_O},
     {"inflight_ttl_ms", CFG_M},             {"heartbeat_timeout_ms", CFG_M},
     {"node_id", CFG_O | CFG_E},             {"master", CFG_O},
-    {"socket", CFG_O | CFG_E},              {"segment_bytes", CFG_O},
+    {"socket", CFG_M | CFG_O | CFG_E},      {"segment_bytes", CFG_O},
     {"node_role", CFG_O},                   {"numa_node", CFG_O},
     {"reserve", CFG_O},                     {"hot_capacity_ratio", CFG_O},
     {"handle_ttl_ms", CFG_O},               {"heartbeat_interval_ms", CFG_O},
@@ -473,9 +473,17 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_HB_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->heartbeat_timeout_ms);
     case CFG_K_NODE_ID: return cfg_get_id(c, path, v, true, cfg->node_id);
     case CFG_K_MASTER:
-        if ((rc = cfg_get_hostport(c, path, v, cfg->master_host, sizeof cfg->master_host,
-                                   &cfg->master_port)))
-            return rc;
+        if (cJSON_IsString(v) && strncmp(v->valuestring, "unix:", 5) == 0) { /* a master on this host */
+            const char *sp = v->valuestring + 5;
+            if (!*sp) return cfg_bad(c, path, v, "names no path after \"unix:\"");
+            if (strlen(sp) >= FX_PATH_MAX) return cfg_bad(c, path, v, "has a path longer than %d bytes", FX_PATH_MAX - 1);
+            fx_strlcpy(cfg->master_socket, sp, sizeof cfg->master_socket);
+            return 0;
+        }
+        cfg->master_socket[0] = 0;
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (fx_parse_hostport(v->valuestring, cfg->master_host, sizeof cfg->master_host, &cfg->master_port) != 0)
+            return cfg_bad(c, path, v, "is neither host:port (IPv4 or localhost, port 1..65535) nor unix:PATH");
         return cfg->master_port ? 0 : cfg_bad(c, path, v, "port must be > 0");
     case CFG_K_SOCKET:
         if ((rc = cfg_want_string(c, path, v))) return rc;

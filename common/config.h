@@ -55,7 +55,11 @@ typedef struct fx_config {
     /* owner */
     char master_host[FX_HOST_MAX];        /* "master" ["127.0.0.1:7600"] */
     uint16_t master_port;                 /* must be > 0 */
-    char socket_path[FX_PATH_MAX];        /* owner: where it listens; external: owner's */
+    char master_socket[FX_PATH_MAX];      /* "master": "unix:PATH": the master's unix socket on
+                                           * this host (its "socket"), used instead of TCP [""] */
+    char socket_path[FX_PATH_MAX];        /* owner: where it listens; external: owner's; master:
+                                           * a unix socket it also listens on for owners on its
+                                           * host [""] = none */
     uint64_t segment_bytes;               /* ["1GiB"], multiple of 4096 */
     fx_node_role_t node_role;             /* ["gpu_owner"] */
     char sub_cluster[FX_ID_MAX];          /* placement group for preferred_sub_cluster [""] */

@@ -13,6 +13,7 @@
 #include "jsonbuf.h"
 #include "master_ha.h"
 #include "mkv.h"
+#include "unix.h"
 
 static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena);
@@ -408,8 +409,11 @@ static void master_on_accept(void *arg, int fd)
         FX_ERROR("accept failed: %s", strerror(-fd));
         return;
     }
-    int one = 1; /* replies are small and latency-bound: no Nagle */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int one = 1; /* replies are small and latency-bound: no Nagle (a unix socket has none) */
+    struct sockaddr_storage sa;
+    socklen_t salen = sizeof sa;
+    if (getsockname(fd, (struct sockaddr *)&sa, &salen) == 0 && sa.ss_family != AF_UNIX)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     master_peer_t *p = fx_calloc(1, sizeof *p);
     if (!p) {
         close(fd);
@@ -466,6 +470,15 @@ static void master_ha_deposed(fx_master_t *m, const char *why)
             "standby now (generation %llu)", why, n, owners, (unsigned long long)m->generation);
 }
 
+/* Closes the unix listener and removes its file (the acceptor is stopped first). */
+static void master_unix_close(fx_master_t *m)
+{
+    if (m->unix_fd < 0) return;
+    close(m->unix_fd);
+    m->unix_fd = -1;
+    unlink(m->cfg.socket_path);
+}
+
 FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_ready_fn ready,
                                  void *ready_arg, fx_master_t **m_p)
 {
@@ -481,10 +494,22 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_acceptor_start(r, m->listen_fd, master_on_accept, m, &m->acceptor);
     if (rc != FLUXON_OK) goto err_close;
+    m->unix_fd = -1;
+    if (cfg->socket_path[0]) { /* owners on this host: "master": "unix:PATH" (issue 18) */
+        rc = fx_unix_listen(cfg->socket_path, &m->unix_fd);
+        if (rc == FLUXON_OK) rc = fx_acceptor_start(r, m->unix_fd, master_on_accept, m, &m->unix_acceptor);
+        if (rc != FLUXON_OK) {
+            FX_ERROR("master: cannot listen on socket %s: %s", cfg->socket_path, fluxon_status_string(rc));
+            master_unix_close(m);
+            fx_acceptor_stop(r, m->acceptor);
+            goto err_close;
+        }
+    }
     fx_timer_init(&m->liveness_timer);
     fx_timer_arm(r, &m->liveness_timer, FX_MAX(cfg->heartbeat_timeout_ms / 8, 10u), master_on_liveness);
-    FX_INFO("master listening on %s:%u (cluster %s, generation %llu)", cfg->listen_host, m->port,
-            cfg->cluster_id, (unsigned long long)m->generation);
+    FX_INFO("master listening on %s:%u%s%s (cluster %s, generation %llu)", cfg->listen_host, m->port,
+            cfg->socket_path[0] ? " and unix:" : "", cfg->socket_path, cfg->cluster_id,
+            (unsigned long long)m->generation);
     static const fx_mha_hooks_t ha_hooks = {master_ha_elected, master_ha_deposed};
     rc = fx_mha_start(m, &ha_hooks); /* "ha": serves once elected */
     if (rc != FLUXON_OK) {
@@ -492,6 +517,8 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
         fx_mha_free(m);
         fx_timer_disarm(r, &m->liveness_timer);
         fx_acceptor_stop(r, m->acceptor);
+        if (m->unix_acceptor) fx_acceptor_stop(r, m->unix_acceptor);
+        master_unix_close(m);
         goto err_close;
     }
     *m_p = m;
@@ -515,6 +542,8 @@ FX_INTERNAL void fx_master_shutdown(fx_master_t *m)
     fx_timer_disarm(m->r, &m->liveness_timer);
     fx_acceptor_stop(m->r, m->acceptor);
     m->acceptor = NULL;
+    if (m->unix_acceptor) fx_acceptor_stop(m->r, m->unix_acceptor);
+    m->unix_acceptor = NULL;
     while (m->peers) fx_conn_close(m->peers->conn, FLUXON_ERR_CANCELLED);
 }
 
@@ -523,6 +552,7 @@ FX_INTERNAL void fx_master_destroy(fx_master_t *m)
     if (!m) return;
     fx_mha_free(m);
     if (m->listen_fd > 0) close(m->listen_fd);
+    master_unix_close(m);
     fx_master_kv_fini(m);
     for (size_t i = 0; i < m->n_nodes; i++) {
         fx_master_kv_node_free(m, m->nodes[i]);

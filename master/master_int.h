@@ -57,6 +57,8 @@ struct fx_master {
     int listen_fd;
     uint16_t port;
     fx_acceptor_t *acceptor;
+    int unix_fd;                   /* "socket": owners on this host connect here; -1 = none */
+    fx_acceptor_t *unix_acceptor;
     master_peer_t *peers;
     master_node_t **nodes;
     size_t n_nodes, cap_nodes;

@@ -265,9 +265,11 @@ int fluxon_node_start(const char *config_json, fluxon_node **node_p)
     rc = fluxon_node_wait_ready(n, n->cfg.start_timeout_ms);
     if (rc == FLUXON_ERR_TIMEOUT && !n->ready_known) {
         if (n->cfg.role == FX_ROLE_OWNER) {
-            FX_ERROR("owner %s did not register with its master %s:%u within start_timeout_ms %u (its own "
-                     "setup is not counted)", n->cfg.node_id, n->cfg.master_host, n->cfg.master_port,
-                     n->cfg.start_timeout_ms);
+            char who[FX_PATH_MAX + 8];
+            if (n->cfg.master_socket[0]) snprintf(who, sizeof who, "unix:%s", n->cfg.master_socket);
+            else snprintf(who, sizeof who, "%s:%u", n->cfg.master_host, n->cfg.master_port);
+            FX_ERROR("owner %s did not register with its master %s within start_timeout_ms %u (its own "
+                     "setup is not counted)", n->cfg.node_id, who, n->cfg.start_timeout_ms);
             rc = FLUXON_ERR_UNAVAILABLE;
         } else {
             FX_ERROR("%s did not become ready within start_timeout_ms %u", fx_role_name(n->cfg.role),

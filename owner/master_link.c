@@ -10,6 +10,7 @@
 #include "log.h"
 #include "owner_leader.h"
 #include "owner_link.h"
+#include "unix.h"
 
 enum { OM_DOWN, OM_CONNECTING, OM_HELLO, OM_REGISTERING, OM_READY };
 
@@ -48,6 +49,15 @@ static void olink_started(olink_t *l, int status)
     if (l->started) return;
     l->started = true;
     l->hooks.started(l->o, status);
+}
+
+/* The master as the logs name it: unix:PATH, host:port, or etcd's leader not known yet. */
+static const char *olink_who(const olink_t *l, char *buf, size_t cap)
+{
+    if (l->o->cfg.master_socket[0] && !l->leader) snprintf(buf, cap, "unix:%s", l->o->cfg.master_socket);
+    else if (l->port) snprintf(buf, cap, "%s:%u", l->host, l->port);
+    else snprintf(buf, cap, "(the leader etcd names)");
+    return buf;
 }
 
 static void olink_on_reconnect_timer(fx_reactor_t *r, fx_timer_t *t)
@@ -128,7 +138,9 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
     l->backoff_ms = 0;
     bool changed = l->master_generation && l->master_generation != ack.master_generation;
     l->master_generation = ack.master_generation;
-    FX_INFO("registered with master %s:%u (master generation %llu, owner generation %llu)", l->host, l->port, (unsigned long long)ack.master_generation, (unsigned long long)o->generation);
+    char who[FX_PATH_MAX + 8];
+    FX_INFO("registered with master %s (master generation %llu, owner generation %llu)", olink_who(l, who, sizeof who),
+            (unsigned long long)ack.master_generation, (unsigned long long)o->generation);
     /* heartbeats rarer than the master's timeout would have it declare this owner dead
      * between two of them: at most a third of it, said once per registration */
     uint32_t hb = o->cfg.heartbeat_interval_ms, cap = FX_MAX(ack.heartbeat_timeout_ms / 3, 1u);
@@ -169,8 +181,8 @@ static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *
 static void olink_log_waiting(olink_t *l, const char *why)
 {
     uint64_t now = fx_now_ns();
-    char who[FX_HOST_MAX + 16] = "(the leader etcd names)";
-    if (l->port) snprintf(who, sizeof who, "%s:%u", l->host, l->port);
+    char who[FX_PATH_MAX + 8];
+    olink_who(l, who, sizeof who);
     l->reconnects++;
     if (!l->waiting_since_ns) {
         l->waiting_since_ns = l->waiting_logged_ns = now;
@@ -200,8 +212,8 @@ static void olink_on_connect(fx_connect_op_t *op, int res)
         return;
     }
     l->waiting_since_ns = 0;
-    char desc[96];
-    snprintf(desc, sizeof desc, "master %s:%u", l->host, l->port);
+    char desc[FX_PATH_MAX + 16], who[FX_PATH_MAX + 8];
+    snprintf(desc, sizeof desc, "master %s", olink_who(l, who, sizeof who));
     l->mconn = fx_conn_new(o->r, fd, &olink_ops, l, o->cfg.max_frame_bytes, desc);
     if (!l->mconn) {
         olink_schedule_reconnect(l);
@@ -229,8 +241,11 @@ static void olink_connect(olink_t *l)
         return;
     }
     int fd;
-    if (fx_tcp_socket(l->host, l->port, &fd, l->connect_op.addr, &l->connect_op.addrlen) !=
-        FLUXON_OK) {
+    /* a master on this host: its unix socket, no TCP stack on either side (issue 18) */
+    int rc = o->cfg.master_socket[0] && !l->leader
+                 ? fx_unix_socket(o->cfg.master_socket, &fd, l->connect_op.addr, &l->connect_op.addrlen)
+                 : fx_tcp_socket(l->host, l->port, &fd, l->connect_op.addr, &l->connect_op.addrlen);
+    if (rc != FLUXON_OK) {
         olink_schedule_reconnect(l);
         return;
     }

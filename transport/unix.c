@@ -275,6 +275,24 @@ static int ux_clear_stale(const char *path, const struct sockaddr_un *addr, sock
     return FLUXON_OK;
 }
 
+FX_INTERNAL int fx_unix_socket(const char *path, int *fd_p, void *sockaddr_out, uint32_t *addrlen_p)
+{
+    if (!path || !*path || !fd_p || !sockaddr_out || !addrlen_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    struct sockaddr_un addr;
+    socklen_t alen;
+    int rc = ux_unix_addr(path, &addr, &alen);
+    if (rc != FLUXON_OK) return rc;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        FX_ERROR("unix socket: socket() failed: %m");
+        return FLUXON_ERR_INTERNAL;
+    }
+    memcpy(sockaddr_out, &addr, alen);
+    *addrlen_p = alen;
+    *fd_p = fd;
+    return FLUXON_OK;
+}
+
 FX_INTERNAL int fx_unix_listen(const char *path, int *fd_p)
 {
     if (!path || !*path || !fd_p) return FLUXON_ERR_INVALID_ARGUMENT;

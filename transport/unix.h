@@ -66,4 +66,11 @@ FX_INTERNAL int fx_unix_listen(const char *path, int *fd_p);
  * at debug level; or a permanent error such as EACCES, logged); FLUXON_ERR_INTERNAL. */
 FX_INTERNAL int fx_unix_connect(const char *path, int timeout_ms, int *fd_p);
 
+/* A unix stream socket (non-blocking, close-on-exec) and the address of path, for an
+ * asynchronous connect (fx_connect_start: the owner's link to a master on its host).
+ *  sockaddr_out  receives a struct sockaddr_un (at least sizeof(struct sockaddr_un) bytes)
+ * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL/empty path or outputs);
+ * FLUXON_ERR_CONFIG (path too long for sun_path); FLUXON_ERR_INTERNAL (socket failed). */
+FX_INTERNAL int fx_unix_socket(const char *path, int *fd_p, void *sockaddr_out, uint32_t *addrlen_p);
+
 #endif /* FX_UNIX_H */

@@ -12,6 +12,7 @@ typedef struct cluster {
     int port;
     pid_t master, owner;
     char mcfg[256], ocfg[256], ecfg[256], mlog[256], olog[256], sock[256];
+    char msock[256]; /* set before cluster_up: the owner reaches the master on this unix socket */
 } cluster_t;
 
 static void write_configs(cluster_t *c, const char *token_e, const char *cluster_e)
@@ -23,14 +24,18 @@ static void write_configs(cluster_t *c, const char *token_e, const char *cluster
     snprintf(c->mlog, sizeof c->mlog, "%s/master.log", c->dir);
     snprintf(c->olog, sizeof c->olog, "%s/owner.log", c->dir);
     snprintf(c->sock, sizeof c->sock, "%s/run/o1.sock", c->dir);
+    char msock[300] = "", master[320];
+    if (c->msock[0]) snprintf(msock, sizeof msock, "\"socket\":\"%s\",", c->msock);
+    if (c->msock[0]) snprintf(master, sizeof master, "unix:%s", c->msock);
+    else snprintf(master, sizeof master, "127.0.0.1:%d", c->port);
     snprintf(buf, sizeof buf,
-             "{\"role\":\"master\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
-             "\"listen\":\"127.0.0.1:%d\",\"heartbeat_timeout_ms\":1000}", c->port);
+             "{\"role\":\"master\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",%s"
+             "\"listen\":\"127.0.0.1:%d\",\"heartbeat_timeout_ms\":1000}", msock, c->port);
     th_write_file(c->mcfg, buf);
     snprintf(buf, sizeof buf,
              "{\"role\":\"owner\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\",\"node_id\":\"o1\","
-             "\"master\":\"127.0.0.1:%d\",\"socket\":\"%s\",\"segment_bytes\":\"32MiB\","
-             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"heartbeat_interval_ms\":100}", c->port, c->sock);
+             "\"master\":\"%s\",\"socket\":\"%s\",\"segment_bytes\":\"32MiB\","
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"heartbeat_interval_ms\":100}", master, c->sock);
     th_write_file(c->ocfg, buf);
     snprintf(buf, sizeof buf,
              "{\"role\":\"external\",\"cluster_id\":\"%s\",\"cluster_token\":\"%s\",\"socket\":\"%s\","
@@ -46,11 +51,13 @@ static pid_t start_role(const char *role, const char *cfg, const char *log)
     return th_spawn(argv, log);
 }
 
-static void cluster_up(cluster_t *c)
+/* unix_master: the master also listens on <dir>/run/master.sock and the owner uses it */
+static void cluster_up_with(cluster_t *c, bool unix_master)
 {
     memset(c, 0, sizeof *c);
     c->dir = th_tmpdir();
     cr_assert_not_null(c->dir);
+    if (unix_master) snprintf(c->msock, sizeof c->msock, "%s/run/master.sock", c->dir);
     c->port = th_free_port();
     write_configs(c, "secret", "t1");
     c->master = start_role("master", c->mcfg, c->mlog);
@@ -60,6 +67,8 @@ static void cluster_up(cluster_t *c)
     cr_assert(th_wait_log(c->olog, "registered with master", 5000), "owner did not see its registration");
     cr_assert(th_wait_path(c->sock, 5000));
 }
+
+static void cluster_up(cluster_t *c) { cluster_up_with(c, false); }
 
 static void cluster_down(cluster_t *c)
 {
@@ -305,6 +314,43 @@ Test(cluster, owner_reconnects_when_the_master_restarts, .timeout = 60, .fini = 
     }
     cr_assert(ok, "ping through the new master");
     fluxon_client_close(cl);
+    cluster_down(&c);
+}
+
+/* "master": "unix:PATH" (issue 18): an owner on the master's host registers, forwards and
+ * reconnects over the master's unix socket; a restarted master replaces the stale socket
+ * file; an orderly stop removes it. */
+Test(cluster, an_owner_on_the_masters_host_reaches_it_on_its_unix_socket, .timeout = 60, .fini = teardown)
+{
+    cluster_up_with(&c, true);
+    char want[320], out[4096];
+    snprintf(want, sizeof want, "registered with master unix:%s", c.msock);
+    cr_assert(th_wait_log(c.olog, want, 3000), "the owner names the socket it registered on");
+    cr_assert(th_wait_log(c.mlog, "and unix:", 1000), "the master names its socket");
+    cr_assert_eq(run_external(c.ecfg, "ping", "--count", "50", out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "external->owner->master"), "%s", out);
+    char val[300];
+    snprintf(val, sizeof val, "%s/v.bin", c.dir);
+    th_write_file(val, "over the unix socket\n");
+    cr_assert_eq(run_external(c.ecfg, "put", "u1", val, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_external(c.ecfg, "master-stats", NULL, NULL, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "\"owners\":1,\"routes\":1"), "published through the master: %s", out);
+
+    th_stop(c.master, SIGKILL, 1000); /* leaves its socket file behind */
+    cr_assert(th_wait_log(c.olog, "lost the master connection", 3000));
+    cr_assert_eq(access(c.msock, F_OK), 0, "a killed master leaves its socket file");
+    char mlog2[300];
+    snprintf(mlog2, sizeof mlog2, "%s/master2.log", c.dir);
+    c.master = start_role("master", c.mcfg, mlog2);
+    cr_assert(th_wait_log(mlog2, "owner o1 registered", 8000), "the owner came back over the socket");
+    cr_assert(th_wait_log(mlog2, "re-learned", 3000), "the new master re-learns the owner's values");
+    cr_assert_eq(run_external(c.ecfg, "get", "u1", NULL, out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "over the unix socket"), "%s", out);
+
+    int st = th_stop(c.master, SIGTERM, 5000);
+    c.master = -1;
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "master exit status %d", st);
+    cr_assert_neq(access(c.msock, F_OK), 0, "an orderly stop removes the socket file");
     cluster_down(&c);
 }
 

@@ -57,6 +57,10 @@ Test(config, master_values)
     cr_assert_eq(c.log_level, FX_LOG_DEBUG);
     cr_assert_eq(c.start_timeout_ms, 250);
     cr_assert_eq(c.max_frame_bytes, 1u << 20);
+    cr_assert_str_eq(c.socket_path, "", "no unix socket unless asked");
+    cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c1\",\"socket\":\"/run/f/m.sock\"}", &c, err),
+                 FLUXON_OK, "%s", err);
+    cr_assert_str_eq(c.socket_path, "/run/f/m.sock");
 }
 
 Test(config, owner_defaults)
@@ -91,6 +95,10 @@ Test(config, owner_defaults)
     cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c2\",\"node_id\":\"n9\"}", &c, err),
                  FLUXON_OK, "%s", err);
     cr_assert_str_eq(c.socket_path, "/tmp/fluxon-c2/n9.sock");
+    /* a master on this host: its unix socket instead of TCP (issue 18) */
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c2\",\"master\":\"unix:/run/f/m.sock\"}", &c, err),
+                 FLUXON_OK, "%s", err);
+    cr_assert_str_eq(c.master_socket, "/run/f/m.sock");
 }
 
 Test(config, owner_values)
@@ -108,6 +116,7 @@ Test(config, owner_values)
     cr_assert_str_eq(c.node_id, "gpu-3");
     cr_assert_str_eq(c.master_host, "10.0.0.2");
     cr_assert_eq(c.master_port, 7601);
+    cr_assert_str_eq(c.master_socket, "");
     cr_assert_str_eq(c.socket_path, "/tmp/x.sock");
     cr_assert_eq(c.segment_bytes, 2ull << 30);
     cr_assert_eq(c.node_role, FX_NODE_REMOTE_CACHE);
@@ -205,6 +214,12 @@ static const struct tc_bad tc_bads[] = {
     {M "\"listen\":\"127.0.0.1:65536\"}", "listen: \"127.0.0.1:65536\" is not host:port"},
     {M "\"metrics_listen\":\"1.2.3.4:x\"}", "metrics_listen:"},
     {O "\"master\":\"127.0.0.1:0\"}", "master: \"127.0.0.1:0\" port must be > 0"},
+    {O "\"master\":\"unix:\"}", "master: \"unix:\" names no path after \"unix:\""},
+    {O "\"master\":\"/run/m.sock\"}", "master: \"/run/m.sock\" is neither host:port"},
+    {O "\"master\":7600}", "master: 7600 is not a string"},
+    {O "\"master\":\"unix:/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}",
+     "has a path longer than 107 bytes"},
+    {M "\"socket\":\"\"}", "socket: \"\" must not be empty"},
     {O "\"hot_capacity_ratio\":-0.5}", "hot_capacity_ratio: -0.5 must be in (0, 1]"},
     {O "\"hot_capacity_ratio\":1.01}", "hot_capacity_ratio: 1.01 must be in (0, 1]"},
     {O "\"hot_capacity_ratio\":0}", "hot_capacity_ratio: 0 must be in (0, 1]"},

@@ -204,10 +204,10 @@ static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)
         char cfg[1024];
         snprintf(cfg, sizeof cfg,
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
-                 "\"node_id\":\"demo-cpu-%u\",\"node_role\":\"remote_cache\",\"master\":\"127.0.0.1:%u\","
+                 "\"node_id\":\"demo-cpu-%u\",\"node_role\":\"remote_cache\",\"master\":\"unix:%s/master.sock\","
                  "\"socket\":\"%s/cpu%u.sock\",\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu},"
                  "\"log_level\":\"warn\",\"start_timeout_ms\":120000}",
-                 k, fluxon_node_port(master), dir, k, (unsigned long long)seg, (unsigned long long)r->grant_bytes);
+                 k, dir, dir, k, (unsigned long long)seg, (unsigned long long)r->grant_bytes);
         int rc = fluxon_node_start(cfg, &r->cl.cpu[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: CPU owner %u did not start: %s (segment_bytes %llu)\n", k,
@@ -239,9 +239,14 @@ static int rp_check_memory(const rp_run *r)
 static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owners, char *dir,
                             char socks[][160])
 {
-    int rc = fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN
-                               "\",\"listen\":\"127.0.0.1:0\",\"log_level\":\"warn\"}",
-                               master);
+    /* the owners share the master's host: they reach it on its unix socket (no TCP stack
+     * per PUT_DONE; the CPU owners too); remote owners would use "listen" */
+    char mcfg[512];
+    snprintf(mcfg, sizeof mcfg,
+             "{\"role\":\"master\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN
+             "\",\"listen\":\"127.0.0.1:0\",\"socket\":\"%s/master.sock\",\"log_level\":\"warn\"}",
+             dir);
+    int rc = fluxon_node_start(mcfg, master);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon demo: master did not start: %s\n", fluxon_status_string(rc));
         return rc;
@@ -269,10 +274,10 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         snprintf(socks[k], 160, "%s/owner%u.sock", dir, k);
         snprintf(cfg, sizeof cfg,
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
-                 "\"node_id\":\"demo-owner-%u\",\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\","
+                 "\"node_id\":\"demo-owner-%u\",\"master\":\"unix:%s/master.sock\",\"socket\":\"%s\","
                  "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\","
                  "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000}", /* a multi-GiB segment is faulted in at start */
-                 k, fluxon_node_port(*master), socks[k], (unsigned long long)r->segment_bytes,
+                 k, dir, socks[k], (unsigned long long)r->segment_bytes,
                  (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy);
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {

@@ -188,6 +188,9 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
         printf("engine work       %.1f us per request writing values, %.1f us copying and checking restored ones "
                "(the engine's side, as in Mooncake's replay): %.0f %% of the workers' time\n", fill, chk,
                100.0 * (double)(t->fill_ns + t->check_ns) / 1e9 / (t->secs * r->n_workers));
+        printf("cpu               %.2f s of process CPU in the replay (user %.2f, sys %.2f: master, owners, clients "
+               "and workers together) = %.1f us per request\n", r->cpu_user_s + r->cpu_sys_s, r->cpu_user_s,
+               r->cpu_sys_s, (r->cpu_user_s + r->cpu_sys_s) * 1e6 / (double)t->requests);
     }
     printf("baseline (R1)     %s", t->baseline_ok ? "ok" : "NOT REACHED");
     for (unsigned k = 0; k < r->n_owners; k++) {
@@ -266,6 +269,8 @@ static void rp_json_totals(cJSON *j, const rp_run *r, const rp_totals *t)
     cJSON_AddNumberToObject(j, "requests_per_s", t->req_per_s);
     cJSON_AddNumberToObject(j, "engine_fill_s", (double)t->fill_ns / 1e9);
     cJSON_AddNumberToObject(j, "engine_check_s", (double)t->check_ns / 1e9);
+    cJSON_AddNumberToObject(j, "cpu_user_s", r->cpu_user_s);
+    cJSON_AddNumberToObject(j, "cpu_sys_s", r->cpu_sys_s);
     cJSON_AddBoolToObject(j, "baseline_ok", t->baseline_ok);
     cJSON_AddNumberToObject(j, "peak_rss_kib", (double)t->peak_rss_kib);
     cJSON_AddNumberToObject(j, "futures_completed", (double)r->col.completed);

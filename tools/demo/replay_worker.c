@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli_util.h"
@@ -452,6 +453,8 @@ int rp_run_workers(rp_run *r)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    struct rusage ru0, ru1;
+    int ru_ok = getrusage(RUSAGE_SELF, &ru0) == 0;
     r->t_start_ns = fx_cli_now_ns();
     for (unsigned i = 0; i < r->n_workers; i++) {
         if (pthread_create(&r->workers[i].thread, NULL, rp_worker_main, &r->workers[i]) != 0) {
@@ -472,6 +475,12 @@ int rp_run_workers(rp_run *r)
         if (r->workers[i].joined) end = r->workers[i].t_exit_ns > end ? r->workers[i].t_exit_ns : end;
         else if (r->workers[i].started) running = 1;
     r->t_end_ns = end && !running ? end : fx_cli_now_ns();
+    if (ru_ok && getrusage(RUSAGE_SELF, &ru1) == 0) { /* every thread: master, owners, clients, workers */
+        r->cpu_user_s = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
+                        (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6;
+        r->cpu_sys_s = (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+                       (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+    }
     /* every future is collected (or given up after RP_FUTURE_TIMEOUT_MS) */
     if (rp_collector_close(&r->col) != 0) {
         fprintf(stderr, "fluxon demo: the future collector did not finish\n");
