@@ -285,6 +285,7 @@ FX_INTERNAL bool fx_client_ring_call(fluxon_client *cl, uint16_t type, const uin
     s->req_len = FX_FRAME_HEADER_BYTES + len;
     s->waiters = 0;
     __atomic_store_n(&s->state, FX_RING_REQ, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&((fx_ring_hdr_t *)g->base)->posted, 1, __ATOMIC_SEQ_CST); /* after REQ: ring.h */
     cring_doorbell(g);
     int rc = cring_wait(g, i, deadline);
     if (rc != FLUXON_OK) {

@@ -25,6 +25,7 @@ struct owner_ring {
     void *base;
     uint64_t ow_head;    /* one-way bytes consumed: the owner's counter, published to the region */
     uint64_t seq[FX_RING_SLOTS]; /* per slot: the request being served (0: none) */
+    uint64_t posted_seen;        /* the header's `posted` at the last look at the slots */
     uint64_t next_seq;
     uint8_t buf[FX_RING_SLOT_CAP]; /* the private copy of the frame being fed */
 };
@@ -105,6 +106,13 @@ static bool oring_pass(owner_ring_t *g)
         fx_conn_feed(g->conn, g->buf, (size_t)n);
     }
     __atomic_store_n(&hdr->ow_head, g->ow_head, __ATOMIC_RELEASE);
+    /* the slots only when the client posted since the last look: read before the slots,
+     * so a request whose raise this load saw has its REQ visible below, and one raised
+     * after it moves `posted` again for the next pass (a client that never raises it is
+     * only never served) */
+    uint64_t posted = __atomic_load_n(&hdr->posted, __ATOMIC_SEQ_CST);
+    if (posted == g->posted_seen) return work;
+    g->posted_seen = posted;
     for (uint32_t i = 0; i < FX_RING_SLOTS && fx_conn_is_open(g->conn); i++) {
         if (g->seq[i]) continue; /* being served */
         int64_t n = fx_ring_take_slot(g->base, i, g->buf, &why);

@@ -101,7 +101,10 @@ FX_INTERNAL int64_t fx_ring_take_slot(void *base, uint32_t i, uint8_t *buf, cons
      * would be served (A-B-A); once TAKEN, the request in the slot is the one whose caller
      * waits for it (the client writes a slot only while it is FREE) */
     uint32_t req = FX_RING_REQ;
-    if (!__atomic_compare_exchange_n(&s->state, &req, FX_RING_TAKEN, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    /* a load first: a locked compare-and-swap takes the line from the client even when it
+     * fails, and most slots of a pass hold no request */
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != FX_RING_REQ ||
+        !__atomic_compare_exchange_n(&s->state, &req, FX_RING_TAKEN, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         return 0; /* no request, or its caller gave up before it was taken: not served */
     uint32_t len = __atomic_load_n(&s->req_len, __ATOMIC_RELAXED); /* read once */
     if (len < FX_FRAME_HEADER_BYTES || len > FX_RING_SLOT_CAP) {

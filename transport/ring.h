@@ -25,7 +25,10 @@
 
 #include "msg.h"
 
-#define FX_RING_MAGIC 0x474e4952464c5846ull /* "FXLFRING" */
+/* "FXLFRNG2": layout 2 added `posted` (a client of layout 1 never raises it, so an owner
+ * of layout 2 would never see its requests: each side refuses the other's region and the
+ * client stays on the socket) */
+#define FX_RING_MAGIC 0x32474e52464c5846ull
 /* An external asks for rings with this value in its HELLO's generation field (an
  * external has no generation: 0 there keeps the socket-only bootstrap, one fd). */
 #define FX_RING_HELLO_WANT 0x474e4952ull /* "RING" */
@@ -53,6 +56,9 @@ typedef struct fx_ring_hdr {
     uint64_t ow_head;      /* owner: one-way bytes consumed (published after serving) */
     uint64_t pad2[7];
     uint64_t ow_tail;      /* client: one-way bytes written */
+    uint64_t posted;       /* client: raised after each slot it turns REQ; the owner looks
+                            * at the slots only when it moved (one load per pass, not one
+                            * per slot, each on a page of its own) */
 } fx_ring_hdr_t;
 
 typedef struct fx_ring_slot {

@@ -117,10 +117,35 @@ static uint32_t rg_put_ping(rg_raw_t *r, uint32_t i)
     return (uint32_t)(FX_FRAME_HEADER_BYTES + bl);
 }
 
-static void rg_submit(rg_raw_t *r, uint32_t i)
+/* Slot i's request posted as a client does (REQ, then `posted` raised), no doorbell. */
+static void rg_post(rg_raw_t *r, uint32_t i)
 {
     __atomic_store_n(&fx_ring_slot(r->base, i)->state, FX_RING_REQ, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&((fx_ring_hdr_t *)r->base)->posted, 1, __ATOMIC_SEQ_CST);
+}
+
+static void rg_submit(rg_raw_t *r, uint32_t i)
+{
+    rg_post(r, i);
     rg_ring(r);
+}
+
+/* Layout 2 (`posted`): a client maps a region of its own layout only; one of layout 1
+ * ("FXLFRING") is refused, so a client and an owner of different layouts keep to the
+ * socket instead of posting requests the other never looks at. */
+Test(ring, a_region_of_another_layout_is_refused)
+{
+    int memfd = -1, efd = -1;
+    void *base = NULL, *mapped = NULL;
+    cr_assert_eq(fx_ring_create(77, &memfd, &efd, &base), FLUXON_OK);
+    cr_assert_eq(fx_ring_map(memfd, 77, &mapped), FLUXON_OK, "its own layout maps");
+    cr_assert_eq(((fx_ring_hdr_t *)mapped)->posted, 0);
+    fx_ring_unmap(mapped);
+    ((fx_ring_hdr_t *)base)->magic = 0x474e4952464c5846ull; /* "FXLFRING": layout 1 */
+    cr_assert_eq(fx_ring_map(memfd, 77, &mapped), FLUXON_ERR_PROTOCOL, "layout 1 is refused");
+    fx_ring_unmap(base);
+    close(memfd);
+    close(efd);
 }
 
 /* The well-behaved path first: a raw ring request is answered in its slot. */
@@ -375,7 +400,7 @@ Test(ring, a_polling_owner_serves_without_the_doorbell_and_arms_it_again_when_id
     cr_assert(rg_wait_state(s0, FX_RING_DONE, 5), "answered");
     /* polling starts within the window (an earlier pass may still have been arming it) */
     rg_put_ping(&r, 1);
-    __atomic_store_n(&s1->state, FX_RING_REQ, __ATOMIC_SEQ_CST); /* no doorbell */
+    rg_post(&r, 1); /* no doorbell */
     cr_assert(rg_wait_state(s1, FX_RING_DONE, 5), "a request with no doorbell is served while the owner polls");
     cr_assert(rg_wait_armed(&r, 1, 5), "the doorbell is armed again once the window passed with no request");
     __atomic_store_n(&s0->state, FX_RING_FREE, __ATOMIC_SEQ_CST);
@@ -406,7 +431,7 @@ Test(ring, a_polling_owner_keeps_polling_while_a_put_plan_awaits_its_commit)
     cr_assert_eq(fluxon_local_fast_put_start(c, &k, 1, 4096, NULL, &plan, &st), FLUXON_OK);
     cr_assert_eq(st, FLUXON_OK);
     rg_put_ping(&r, 0);
-    __atomic_store_n(&s0->state, FX_RING_REQ, __ATOMIC_SEQ_CST); /* no doorbell */
+    rg_post(&r, 0); /* no doorbell */
     cr_assert(rg_wait_state(s0, FX_RING_DONE, 5),
               "a request with no doorbell is served while a put plan awaits its commit (ring_poll_us is 1)");
     memset((void *)(uintptr_t)plan->value_ptrs[0], 7, 4096);
