@@ -635,6 +635,8 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
     if (rc != FLUXON_OK) ofetch_on_lookup(f, rc, NULL, NULL, NULL); /* all leaders miss */
 }
 
+FX_INTERNAL void fx_ofetch_lookup_skipped(fx_owner_t *o) { o->fetch->lookups_skipped++; }
+
 FX_INTERNAL int fx_ofetch_init(fx_owner_t *o, fx_ofetch_done_fn done)
 {
     ofetch_t *s = fx_calloc(1, sizeof *s);

@@ -25,6 +25,7 @@ typedef struct owner_getb {
     fx_conn_t *conn;
     uint64_t req_id;
     size_t n, n_groups;
+    size_t looked; /* keys [0, looked) were looked up (an owner alone stops at a miss) */
     uint64_t *group_lens;
     uint8_t best_effort;
     int8_t *res; /* 0 pending, 1 hit, < 0 miss (oget_miss_code: the reason) */
@@ -50,7 +51,7 @@ typedef struct owner_handle {
 typedef struct oget_state {
     fx_hmap_t *gets;    /* key -> owner_oget_t (one in-flight get per key, G6) */
     fx_hmap_t *handles; /* u64 id -> owner_handle_t */
-    uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened;
+    uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened, keys_past_miss;
     uint64_t joined_hits, leader_hits, prefix_raw_keys, prefix_transferable_keys;
     uint64_t miss_reason[6]; /* by -res[] code - 1 (oget_why_status order) */
     uint64_t get_value_bytes; /* value bytes of the transferable prefixes answered */
@@ -208,7 +209,8 @@ static void oget_batch_finalize(owner_getb_t *b)
     fx_owner_t *o = b->o;
     size_t n = b->n;
     oget_prefix_t x = oget_prefix(b);
-    for (size_t i = 0; i < n; i++) {
+    o->get->keys_past_miss += n - b->looked;
+    for (size_t i = 0; i < b->looked; i++) {
         if (b->res[i] == 1) continue;
         o->get->misses++;
         if (b->res[i] < 0 && -b->res[i] <= 6) o->get->miss_reason[-b->res[i] - 1]++;
@@ -255,7 +257,7 @@ static owner_getb_t *oget_batch_new(fx_owner_t *o, owner_ext_t *e, const fx_fram
     fx_conn_ref(e->conn);
     b->req_id = h->req_id;
     b->t0_ns = fx_now_ns();
-    b->n = n;
+    b->n = b->looked = n;
     b->best_effort = g->best_effort;
     b->n_groups = g->group_lens.n;
     b->group_lens = fx_calloc(b->n_groups ? b->n_groups : 1, sizeof *b->group_lens);
@@ -329,6 +331,10 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
     s->get_keys += n;
     b->pending = 1; /* held until every key is classified */
     size_t nl = 0;
+    /* the only owner the cluster ever had (fetch.c): a key missing here is held nowhere, and
+     * the first miss settles the answer (raw prefix, transferable groups, all_hit): nothing
+     * past it is looked up, pinned or fetched */
+    bool alone = fx_olink_alone(o) && fx_olink_conn(o);
     /* G1/G2: classify and pin every key before any leader work starts */
     uint64_t kh[64]; /* blocks of 64 keys: hashed and prefetched, then looked up (misses overlap) */
     for (size_t i = 0; i < n; i++) {
@@ -341,6 +347,11 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
         if (en) {
             oget_set_hit(b, i, en);
             s->local_hits += b->res[i] == 1;
+        } else if (alone && !fx_hmap_get(s->gets, g.keys.v[i].p, g.keys.v[i].len)) {
+            b->res[i] = oget_miss_code(FLUXON_ERR_NOT_FOUND);
+            b->looked = i + 1;
+            fx_ofetch_lookup_skipped(o);
+            break;
         } else {
             owner_oget_t *og = oget_join_or_lead(o, b, i, g.keys.v[i]);
             if (og) leaders[nl++] = og;
@@ -480,6 +491,7 @@ FX_INTERNAL void fx_oget_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->joined = s->joined;
     m->leaders = s->leaders;
     m->misses = s->misses;
+    m->keys_past_miss = s->keys_past_miss;
     m->miss_not_found = s->miss_reason[0];
     m->miss_unavailable = s->miss_reason[1];
     m->miss_no_space = s->miss_reason[2];

@@ -37,5 +37,8 @@ FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o);
  * (TIMEOUT), not its own timeout. */
 FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, uint32_t caller_timeout_ms);
 FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m);
+/* get.c settled a miss without asking the master (the owner is alone): counted as a
+ * skipped lookup. */
+FX_INTERNAL void fx_ofetch_lookup_skipped(fx_owner_t *o);
 
 #endif

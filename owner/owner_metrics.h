@@ -98,6 +98,7 @@
     X(joined, COUNTER, "owner_get_fetch_keys_total", "role=\"joined\"", "Keys not here: joined or led a fetch")  \
     X(leaders, COUNTER, "owner_get_fetch_keys_total", "role=\"leader\"", "")                                    \
     X(misses, COUNTER, "owner_get_misses_total", "", "Keys get_start answered as missing")                      \
+    X(keys_past_miss, COUNTER, "owner_get_keys_past_miss_total", "", "Keys get_start never looked at: an owner alone stops at the first miss, which settles the answer") \
     X(miss_not_found, COUNTER, "owner_get_miss_reasons_total", "reason=\"not_found\"", "Missing keys by reason")  \
     X(miss_unavailable, COUNTER, "owner_get_miss_reasons_total", "reason=\"unavailable\"", "")                  \
     X(miss_no_space, COUNTER, "owner_get_miss_reasons_total", "reason=\"no_space\"", "")                        \

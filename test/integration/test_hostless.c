@@ -283,6 +283,8 @@ Test(hostless, A1_atomic_groups_match_a_reference_model)
     uint32_t shapes[][6] = {{3, 3, 3, 3}, {4, 4, 4}, {2, 2, 2, 2, 2, 2}, {12}, {1, 1, 1, 1, 1, 7}, {5, 2, 5}};
     int nshapes[] = {4, 3, 6, 1, 6, 3};
     int *ids = seq(0, 12);
+    long long past0 = kf_stat(c, "keys_past_miss"), miss0 = kf_stat(c, "misses"),
+              skipped0 = kf_stat(c, "lookups_skipped");
     for (int s = 0; s < 6; s++) {
         fluxon_get_start_result r;
         fluxon_get_handle *h = get_range(c, "a", ids, 12, shapes[s], (size_t)nshapes[s], &r);
@@ -304,9 +306,41 @@ Test(hostless, A1_atomic_groups_match_a_reference_model)
         cr_assert_eq(p->count, trans);
         fluxon_release_views(c, p);
     }
+    /* the only owner: key 6's miss settles each answer, so keys 7..11 are never looked
+     * up, pinned or fetched, and key 6 is the one miss (no master asked) */
+    cr_assert_eq(kf_stat(c, "keys_past_miss") - past0, 6 * 5);
+    cr_assert_eq(kf_stat(c, "misses") - miss0, 6);
+    cr_assert_eq(kf_stat(c, "lookups_skipped") - skipped0, 6);
     free(ids);
     cr_assert(kf_wait_stat(c, "holders", 0, 3000));
     fluxon_client_close(c);
+}
+
+/* The counterpart of A1's "alone" check: an owner that knows another owner asks the master
+ * for every key it misses (the first miss may be held elsewhere and fetched), so the keys
+ * past a miss are looked up and fetched too. */
+Test(hostless, an_owner_with_a_peer_looks_up_every_key_it_misses)
+{
+    kf_up(2);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_sync(a, "p", 0, 1);
+    put_sync(a, "p", 2, 3); /* p-0001 is nowhere */
+    cr_assert(kf_wait_stat(b, "owners_alive", 2, 5000));
+    int ids[] = {0, 1, 2};
+    uint32_t groups[] = {1, 1, 1};
+    fluxon_get_start_result r;
+    fluxon_get_handle *h = get_range(b, "p", ids, 3, groups, 3, &r);
+    cr_assert_eq(r.raw_prefix_hit_len, 1);
+    cr_assert_eq(r.first_miss_index, 1);
+    cr_assert_eq(r.all_hit, 0);
+    cr_assert_eq(kf_stat(b, "keys_past_miss"), 0);
+    cr_assert_eq(kf_stat(b, "leaders"), 3, "all three missed keys were looked up on the master");
+    cr_assert_eq(kf_stat(b, "leader_hits"), 2, "p-0000 and p-0002 were fetched from A");
+    cr_assert_eq(kf_stat(b, "lookups_skipped"), 0);
+    cr_assert_eq(fluxon_cancel_get_transfer(b, h), FLUXON_OK);
+    cr_assert(kf_wait_stat(b, "holders", 0, 3000));
+    fluxon_client_close(a);
+    fluxon_client_close(b);
 }
 
 Test(hostless, misuse_returns_specific_statuses_and_changes_nothing)
