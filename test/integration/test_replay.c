@@ -60,6 +60,8 @@ static void common_checks(cJSON *d)
     double cpu = num(d, "cpu_user_s") + num(d, "cpu_sys_s");
     cr_assert_geq(cpu, 0.5 * (num(d, "engine_fill_s") + num(d, "engine_check_s")), "cpu %f s", cpu);
     cr_assert_leq(cpu, (num(d, "elapsed_s") + 0.1) * (double)sysconf(_SC_NPROCESSORS_ONLN) + 0.05, "cpu %f s", cpu);
+    cr_assert_gt(num(d, "worker_cpu_s"), 0);
+    cr_assert_leq(num(d, "worker_cpu_s"), cpu + 0.01, "the workers' threads are part of the process");
     /* the replay's time ends with its last request (requests_per_s counts nothing else),
      * not at the progress loop's next 50 ms step */
     double end = last_done_s();

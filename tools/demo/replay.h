@@ -113,6 +113,7 @@ typedef struct rp_worker {
     int started, joined;
     _Atomic uint64_t busy_since_ns; /* start of the request in play, 0 between requests */
     uint64_t t_exit_ns;       /* when its last request ended (read after the join) */
+    uint64_t cpu_ns;          /* the thread's own CPU time over its requests */
     /* scratch sized for the largest request */
     size_t max_keys;
     uint64_t *page_hash;

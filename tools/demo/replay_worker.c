@@ -278,6 +278,8 @@ static void *rp_worker_main(void *arg)
 {
     rp_worker *w = arg;
     rp_run *r = w->run;
+    struct timespec c0, c1;
+    int cpu_ok = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0) == 0;
     for (;;) {
         if (atomic_load_explicit(&r->stop, memory_order_relaxed) || rp_interrupted) break;
         size_t req = atomic_fetch_add_explicit(&r->next_req, 1, memory_order_relaxed);
@@ -288,6 +290,8 @@ static void *rp_worker_main(void *arg)
         atomic_store_explicit(&w->busy_since_ns, 0, memory_order_relaxed);
     }
     w->t_exit_ns = fx_cli_now_ns();
+    if (cpu_ok && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1) == 0)
+        w->cpu_ns = (uint64_t)((c1.tv_sec - c0.tv_sec) * 1000000000ll + (c1.tv_nsec - c0.tv_nsec));
     return NULL;
 }
 
