@@ -207,14 +207,19 @@ FX_INTERNAL size_t mkv_routes_count(const mkv_t *s);
 /* The route of key, or NULL; a route whose lease expired is deleted here (v collects the
  * invalidations). */
 FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v);
+/* The same with key's fx_hmap_hash h already computed (a batch hashes its keys and
+ * prefetches their slots first: mkv_routes_prefetch). */
+FX_INTERNAL mkv_route_t *mkv_route_get_h(mkv_t *s, fx_str_t key, uint64_t h, fx_mkv_inv_t *v);
+FX_INTERNAL void mkv_routes_prefetch(const mkv_t *s, uint64_t h);
 /* Removes the route of key (r is its value) from the map and the prefix index, queues
  * INVALIDATEs for its replicas (if v) and frees r. key may be the map's own copy. */
 FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v);
-/* Installs a new route for key with the single replica rep and a fresh put id (returned
- * in *pms / *pver); a route it replaces is released (INVALIDATEs into v). Returns
- * FLUXON_OK or FLUXON_ERR_NOMEM (nothing changed). */
-FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t value_len, uint64_t lease_id, uint32_t group_len,
-                                  const mkv_replica_t *rep, uint64_t *pms, uint32_t *pver, fx_mkv_inv_t *v);
+/* Installs a new route for key (h: its fx_hmap_hash, or 0 to compute it) with the single
+ * replica rep and a fresh put id (returned in *pms / *pver); a route it replaces is
+ * released (INVALIDATEs into v). Returns FLUXON_OK or FLUXON_ERR_NOMEM (nothing changed). */
+FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t h, uint64_t value_len, uint64_t lease_id,
+                                  uint32_t group_len, const mkv_replica_t *rep, uint64_t *pms, uint32_t *pver,
+                                  fx_mkv_inv_t *v);
 /* Adds replica (n, offset) to r, first forgetting replicas of dead processes when r is
  * full. Returns FLUXON_OK or FLUXON_ERR_NO_SPACE (MKV_MAX_REPLICAS current ones). */
 FX_INTERNAL int mkv_route_add_replica(mkv_t *s, mkv_route_t *r, master_node_t *n, uint64_t offset);

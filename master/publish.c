@@ -30,6 +30,7 @@ typedef struct pub_req {
     mkv_inflight_t *rec;   /* a placed batch's in-flight record, or NULL */
     uint32_t nk;
     uint64_t *st, *pms, *pver;
+    uint64_t *kh; /* each key's fx_hmap_hash: hashed once, its route slot prefetched */
     uint8_t *act, *kept;
 } pub_req_t;
 
@@ -118,7 +119,12 @@ static size_t pub_decide(pub_req_t *q, fx_mkv_inv_t *inv, size_t *n_conv)
     bool lease_ok = !b->lease_id || fx_lease_live(q->s->leases, b->lease_id, fx_now_ms());
     size_t first_rej = SIZE_MAX;
     for (uint32_t i = 0; i < q->nk; i++) {
-        mkv_route_t *r = mkv_route_get(q->s, b->keys.v[i], inv);
+        if (i % 32 == 0) /* blocks of 32 keys: hashed and prefetched, then looked up (the misses overlap) */
+            for (uint32_t j = i; j < q->nk && j < i + 32; j++) {
+                q->kh[j] = fx_hmap_hash(b->keys.v[j].p, b->keys.v[j].len);
+                mkv_routes_prefetch(q->s, q->kh[j]);
+            }
+        mkv_route_t *r = mkv_route_get_h(q->s, b->keys.v[i], q->kh[i], inv);
         q->st[i] = MKV_ST(FLUXON_OK);
         q->pms[i] = q->pver[i] = 0;
         q->act[i] = PUB_INSTALL;
@@ -170,7 +176,7 @@ static size_t pub_install(pub_req_t *q, fx_mkv_inv_t *inv)
             }
             mkv_replica_t rep = {q->tn, q->tn->generation, b->offsets.v[i], q->rec ? q->rec->range_bytes : 0};
             uint32_t ver = 0;
-            if (mkv_route_install(q->s, b->keys.v[i], b->value_len, b->lease_id, (uint32_t)it.len, &rep, &q->pms[i],
+            if (mkv_route_install(q->s, b->keys.v[i], q->kh[i], b->value_len, b->lease_id, (uint32_t)it.len, &rep, &q->pms[i],
                                   &ver, inv) != FLUXON_OK) {
                 FX_ERROR("put_done batch %llu from %s: out of memory installing %.*s", (unsigned long long)b->batch_id,
                          q->n->node_id, MKV_KEYF(b->keys.v[i]));
@@ -221,7 +227,8 @@ FX_INTERNAL void fx_mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     q.pver = cols + 2 * (size_t)q.nk;
     q.act = fx_arena_alloc(arena, q.nk);
     q.kept = fx_arena_alloc(arena, q.nk);
-    if (!q.act || !q.kept) {
+    q.kh = fx_arena_alloc(arena, (size_t)q.nk * sizeof *q.kh);
+    if (!q.act || !q.kept || !q.kh) {
         mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "put_done batch %llu: out of memory", (unsigned long long)q.b.batch_id);
         return;
     }

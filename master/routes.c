@@ -352,9 +352,16 @@ FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_ro
     fx_hmap_del(s->routes, key, klen, NULL);
 }
 
+FX_INTERNAL void mkv_routes_prefetch(const mkv_t *s, uint64_t h) { fx_hmap_prefetch(s->routes, h); }
+
 FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v)
 {
-    mkv_route_t *r = fx_hmap_get(s->routes, key.p, key.len);
+    return mkv_route_get_h(s, key, fx_hmap_hash(key.p, key.len), v);
+}
+
+FX_INTERNAL mkv_route_t *mkv_route_get_h(mkv_t *s, fx_str_t key, uint64_t h, fx_mkv_inv_t *v)
+{
+    mkv_route_t *r = fx_hmap_get_h(s->routes, key.p, key.len, h);
     if (r && r->lease_id && !fx_lease_live(s->leases, r->lease_id, fx_now_ms())) {
         FX_DEBUG("route %.*s: lease %llu expired; deleting", MKV_KEYF(key), (unsigned long long)r->lease_id);
         s->c.lease_routes_expired++;
@@ -364,8 +371,9 @@ FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v)
     return r;
 }
 
-FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t value_len, uint64_t lease_id, uint32_t group_len,
-                                  const mkv_replica_t *rep, uint64_t *pms, uint32_t *pver, fx_mkv_inv_t *v)
+FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t h, uint64_t value_len, uint64_t lease_id,
+                                  uint32_t group_len, const mkv_replica_t *rep, uint64_t *pms, uint32_t *pver,
+                                  fx_mkv_inv_t *v)
 {
     mkv_route_t *nr = fx_calloc(1, sizeof *nr);
     if (!nr) return FLUXON_ERR_NOMEM;
@@ -376,7 +384,7 @@ FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t value_len, ui
     nr->rep[0] = *rep;
     rt_next_put_id(s, &nr->put_ms, &nr->put_ver);
     void *old = NULL;
-    if (fx_hmap_put(s->routes, key.p, key.len, nr, &old) != FLUXON_OK) {
+    if (fx_hmap_put_h(s->routes, key.p, key.len, h ? h : fx_hmap_hash(key.p, key.len), nr, &old) != FLUXON_OK) {
         fx_free(nr);
         return FLUXON_ERR_NOMEM;
     }

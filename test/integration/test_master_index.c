@@ -125,7 +125,7 @@ Test(master_index, an_idle_index_is_dropped_and_the_next_list_rebuilds_it)
     char key[32];
     for (int i = 0; i < 1000; i++) {
         snprintf(key, sizeof key, "k/%04d", (i * 7919) % 1000);
-        cr_assert_eq(mkv_route_install(s, fx_str_c(key), 10, 0, 1, &rep, &pms, &pver, NULL), FLUXON_OK);
+        cr_assert_eq(mkv_route_install(s, fx_str_c(key), 0, 10, 0, 1, &rep, &pms, &pver, NULL), FLUXON_OK);
     }
     cr_assert_eq(mkv_routes_index_keys(s), 0, "publishing builds nothing");
     fx_str_t keys[16];
@@ -145,7 +145,7 @@ Test(master_index, an_idle_index_is_dropped_and_the_next_list_rebuilds_it)
     cr_assert(mkv_routes_index_sweep(s, now + MKV_INDEX_IDLE_MS + 1000), "idle: dropped");
     cr_assert_eq(mkv_routes_index_keys(s), 0);
     /* routes change while there is no index; the next LIST sees them all */
-    cr_assert_eq(mkv_route_install(s, fx_str_c("k/0995x"), 10, 0, 1, &rep, &pms, &pver, NULL), FLUXON_OK);
+    cr_assert_eq(mkv_route_install(s, fx_str_c("k/0995x"), 0, 10, 0, 1, &rep, &pms, &pver, NULL), FLUXON_OK);
     r = mkv_route_get(s, fx_str_c("k/0998"), NULL);
     mkv_route_remove(s, "k/0998", 6, r, NULL);
     cr_assert_eq(mkv_routes_list(s, fx_str_c("k/099"), fx_str_c(""), keys, 16, &got), FLUXON_OK);
