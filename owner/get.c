@@ -347,7 +347,7 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
         if (en) {
             oget_set_hit(b, i, en);
             s->local_hits += b->res[i] == 1;
-        } else if (alone && !fx_hmap_get(s->gets, g.keys.v[i].p, g.keys.v[i].len)) {
+        } else if (alone && !fx_hmap_get_h(s->gets, g.keys.v[i].p, g.keys.v[i].len, kh[i % 64])) {
             b->res[i] = oget_miss_code(FLUXON_ERR_NOT_FOUND);
             b->looked = i + 1;
             fx_ofetch_lookup_skipped(o);
