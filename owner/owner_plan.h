@@ -25,6 +25,16 @@ typedef struct owner_placement {
  * its outcome is known) -> freed. Abort frees it from CLAIMING or PREPARED. */
 enum { OP_CLAIMING = 1, OP_PREPARED = 2, OP_PUBLISHING = 3 };
 
+struct owner_plan;
+/* Key i of a plan as the owner's in-flight map holds it (an intrusive map: no entry
+ * allocated, no key copied); key and klen are the plan's own. */
+typedef struct owner_plan_key {
+    char *key;
+    uint32_t klen;
+    uint32_t i;
+    struct owner_plan *p;
+} owner_plan_key_t;
+
 typedef struct owner_plan {
     uint64_t id;
     fx_owner_t *o;
@@ -38,6 +48,7 @@ typedef struct owner_plan {
     uint32_t *klens;
     uint64_t *khash;          /* fx_hmap_hash of each key: hashed once, for every map it is in */
     int *status;
+    owner_plan_key_t *ikeys;  /* n: what the in-flight map stores for each key (put.c) */
     fx_slot_ref_t *slots;     /* 2n: per key, then the claim's scratch; once committed, key i's
                                * entry is fx_ostore_find(slots[i]) (identity, never a pointer) */
     uint64_t value_len, flags, lease_id;

@@ -21,7 +21,7 @@
 #define OPUT_RETRY_MAX_MS 1000u
 
 typedef struct oput {
-    fx_hmap_t *inflight; /* key -> owner_plan_t (prepared, not committed) */
+    fx_hmap_t *inflight; /* key -> owner_plan_key_t of its plan (prepared, not committed); intrusive */
     fx_hmap_t *plans;    /* u64 id -> owner_plan_t */
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected, put_done_retries,
         puts_aborted, put_plans_expired;
@@ -59,10 +59,12 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
 
 static owner_plan_t *oput_find(fx_owner_t *o, uint64_t id) { return fx_hmap_get(o->put->plans, &id, sizeof id); }
 
+/* Key i of p leaves the in-flight map if p is the plan it names there (a later plan may
+ * have taken the key over: then it stays, that plan's). */
 static void oput_inflight_drop(oput_t *s, owner_plan_t *p, size_t i)
 {
-    if (fx_hmap_get_h(s->inflight, p->keys[i], p->klens[i], p->khash[i]) == p)
-        fx_hmap_del_h(s->inflight, p->keys[i], p->klens[i], p->khash[i], NULL);
+    owner_plan_key_t *k = fx_hmap_get_h(s->inflight, p->keys[i], p->klens[i], p->khash[i]);
+    if (k && k->p == p) fx_hmap_del_h(s->inflight, p->keys[i], p->klens[i], p->khash[i], NULL);
 }
 
 /* Releases the reservations of a plan that was never committed. */
@@ -253,12 +255,14 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
      * FLUXON_MAX_KEY_BYTES and n is bounded by the frame (oput_check): no overflow */
     size_t ng = b->group_lens.n, kb = 0;
     for (size_t i = 0; i < n; i++) kb += b->keys.v[i].len + 1;
-    size_t at_hash = 2 * n * sizeof *p->slots, at_groups = at_hash + n * sizeof *p->khash,
+    size_t at_ikeys = 2 * n * sizeof *p->slots, at_hash = at_ikeys + n * sizeof *p->ikeys,
+           at_groups = at_hash + n * sizeof *p->khash,
            at_keys = at_groups + (ng ? ng : 1) * sizeof *p->group_lens, at_klens = at_keys + n * sizeof *p->keys,
            at_status = at_klens + n * sizeof *p->klens, at_bytes = at_status + n * sizeof *p->status;
     uint8_t *a = p->arrays = fx_calloc(1, at_bytes + kb + 1);
     if (!a) goto nomem;
     p->slots = (fx_slot_ref_t *)a;
+    p->ikeys = (owner_plan_key_t *)(a + at_ikeys);
     p->khash = (uint64_t *)(a + at_hash);
     p->group_lens = (uint64_t *)(a + at_groups);
     p->keys = (char **)(a + at_keys);
@@ -269,6 +273,7 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
         memcpy(p->keys[i], b->keys.v[i].p, b->keys.v[i].len);
         p->klens[i] = b->keys.v[i].len;
         p->khash[i] = fx_hmap_hash(p->keys[i], p->klens[i]);
+        p->ikeys[i] = (owner_plan_key_t){p->keys[i], p->klens[i], (uint32_t)i, p};
         off += b->keys.v[i].len + 1;
     }
     if (b->group_lens.n) memcpy(p->group_lens, b->group_lens.v, b->group_lens.n * sizeof(uint64_t));
@@ -313,12 +318,13 @@ static int oput_admit(fx_owner_t *o, owner_plan_t *p)
         if (p->flags & FX_PUT_REJECT_IF_EXIST) fx_ostore_prefetch_key(o, p->khash[i]);
     }
     for (size_t i = 0; i < p->n; i++) {
-        void *old = NULL;
+        owner_plan_key_t *old = NULL;
         const char *k = p->keys[i];
         uint32_t kl = p->klens[i];
         uint64_t kh = p->khash[i];
-        if (fx_hmap_put_h(s->inflight, k, kl, kh, p, &old) != FLUXON_OK) return FLUXON_ERR_NOMEM;
-        if (old == p) {
+        if (fx_hmap_put_h(s->inflight, k, kl, kh, &p->ikeys[i], (void **)&old) != FLUXON_OK) return FLUXON_ERR_NOMEM;
+        if (old && old->p == p) {
+            fx_hmap_put_h(s->inflight, k, kl, kh, old, NULL); /* the first of the two stays in flight */
             p->status[i] = FLUXON_ERR_INVALID_ARGUMENT; /* the same key twice in one plan (the header's status) */
             continue;
         }
@@ -327,7 +333,7 @@ static int oput_admit(fx_owner_t *o, owner_plan_t *p)
         else if ((p->flags & FX_PUT_REJECT_IF_EXIST) && fx_ostore_lookup_h(o, k, kl, kh))
             p->status[i] = FLUXON_ERR_KEY_EXISTS;
         if (p->status[i] == FLUXON_OK) continue;
-        if (old) fx_hmap_put_h(s->inflight, k, kl, kh, old, NULL); /* the entry exists: no allocation */
+        if (old) fx_hmap_put_h(s->inflight, k, kl, kh, old, NULL); /* the slot exists: no growth */
         else fx_hmap_del_h(s->inflight, k, kl, kh, NULL);
     }
     return FLUXON_OK;
@@ -611,7 +617,7 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     /* local-read-ready now (V1): index the values before anything else */
     for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] != FLUXON_OK) continue;
-        fx_hmap_del_h(s->inflight, p->keys[i], p->klens[i], p->khash[i], NULL);
+        oput_inflight_drop(s, p, i);
         fx_slot_pool_mark_pending(pool, &p->slots[i]);
         owner_entry_t *en =
             fx_ostore_entry_new(o, p->keys[i], p->klens[i], p->khash[i], &p->slots[i], p->value_len);
@@ -704,7 +710,9 @@ FX_INTERNAL int fx_oput_init(fx_owner_t *o)
     oput_t *s = fx_calloc(1, sizeof *s);
     if (!s) return FLUXON_ERR_NOMEM;
     o->put = s;
-    if (fx_hmap_create(64, &s->inflight) || fx_hmap_create(64, &s->plans)) return FLUXON_ERR_NOMEM;
+    if (fx_hmap_create_intrusive(64, offsetof(owner_plan_key_t, key), offsetof(owner_plan_key_t, klen), &s->inflight) ||
+        fx_hmap_create(64, &s->plans))
+        return FLUXON_ERR_NOMEM;
     return fx_oplace_init(o, &(fx_oplace_ops_t){oput_find, oput_placed, oput_pushed});
 }
 
