@@ -351,6 +351,13 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
             b->res[i] = oget_miss_code(FLUXON_ERR_NOT_FOUND);
             b->looked = i + 1;
             fx_ofetch_lookup_skipped(o);
+            /* nobody reads the keys past it, but they stay as warm as the other path leaves
+             * them (a hit past the prefix is pinned, touched and released at once): the
+             * eviction order does not depend on being alone */
+            for (size_t j = i + 1; j < n; j++) {
+                owner_entry_t *past = fx_ostore_lookup(o, g.keys.v[j].p, g.keys.v[j].len);
+                if (past) fx_oev_touch(o, past);
+            }
             break;
         } else {
             owner_oget_t *og = oget_join_or_lead(o, b, i, g.keys.v[i]);

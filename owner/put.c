@@ -46,6 +46,10 @@ static void oput_plan_unlink(owner_plan_t *p)
 /* The one plan teardown (every path frees through it). */
 static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
 {
+#ifdef FX_USE_LIBC_MALLOC /* sanitizer builds: no record of this plan stays in the in-flight map */
+    for (size_t i = 0; o->put->inflight && p->arrays && i < p->n; i++)
+        FX_ASSERT(fx_hmap_get_h(o->put->inflight, p->keys[i], p->klens[i], p->khash[i]) != &p->ikeys[i]);
+#endif
     oput_plan_unlink(p);
     fx_hmap_del(o->put->plans, &p->id, sizeof p->id, NULL);
     fx_timer_disarm(o->r, &p->retry_timer);
@@ -59,12 +63,15 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
 
 static owner_plan_t *oput_find(fx_owner_t *o, uint64_t id) { return fx_hmap_get(o->put->plans, &id, sizeof id); }
 
-/* Key i of p leaves the in-flight map if p is the plan it names there (a later plan may
- * have taken the key over: then it stays, that plan's). */
+/* Key i of p leaves the in-flight map if its mark there is this very record (a later plan
+ * may have taken the key over: then it stays, that plan's; the second of a key repeated
+ * in one plan never had a mark: the first's stays). Safe on every path for every key, so
+ * no plan's record outlives it in the map. */
 static void oput_inflight_drop(oput_t *s, owner_plan_t *p, size_t i)
 {
+    if (!s->inflight) return; /* fx_oput_fini */
     owner_plan_key_t *k = fx_hmap_get_h(s->inflight, p->keys[i], p->klens[i], p->khash[i]);
-    if (k && k->p == p) fx_hmap_del_h(s->inflight, p->keys[i], p->klens[i], p->khash[i], NULL);
+    if (k == &p->ikeys[i]) fx_hmap_del_h(s->inflight, p->keys[i], p->klens[i], p->khash[i], NULL);
 }
 
 /* Releases the reservations of a plan that was never committed. */
@@ -154,8 +161,7 @@ static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
             accepted++;
         } else {
             s->put_rejected++;
-            /* not the second of a key twice in the plan: the mark is its first's */
-            if (p->status[i] != FLUXON_ERR_INVALID_ARGUMENT) oput_inflight_drop(s, p, i);
+            oput_inflight_drop(s, p, i); /* its own mark only: a repeated key's stays its first's */
         }
         if (st) {
             st[i] = (uint64_t)(int64_t)p->status[i];
@@ -721,6 +727,8 @@ FX_INTERNAL void fx_oput_fini(fx_owner_t *o)
 {
     oput_t *s = o->put;
     if (!s) return;
+    fx_hmap_destroy(s->inflight); /* it holds the plans' own records: it goes first */
+    s->inflight = NULL;
     if (s->plans) {
         fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
         void *v;
@@ -730,7 +738,6 @@ FX_INTERNAL void fx_oput_fini(fx_owner_t *o)
             oput_plan_free(o, p);
         }
     }
-    fx_hmap_destroy(s->inflight);
     fx_hmap_destroy(s->plans);
     fx_free(s);
     o->put = NULL;

@@ -332,6 +332,27 @@ Test(evict, single_owner_evicts_exactly_what_a_reference_lru_evicts)
     fluxon_client_close(c);
 }
 
+/* An owner alone stops a get_start at its first miss (owner/get.c), yet a value past the
+ * miss is kept as warm as the path that looks at every key leaves it (touched): the
+ * eviction order does not depend on being alone. */
+Test(evict, a_value_past_the_first_miss_is_still_touched)
+{
+    enum { CAP = 4 };
+    ev_up(CAP, NULL);
+    fluxon_client *c = kf_client(0);
+    const char *k[] = {"w-0", "w-1", "w-2", "w-3", "w-4"};
+    for (int i = 0; i < CAP; i++) put_one(c, k[i]); /* LRU order: w-0 oldest */
+    const char *q[] = {"w-none", "w-0"};
+    cr_assert_eq(probe(c, q, 2, NULL, 0, 0), 0, "the prefix ends at the missing first key");
+    cr_assert_eq(kf_stat(c, "keys_past_miss"), 1, "w-0 was past the first miss (the owner is alone)");
+    put_one(c, k[4]); /* the owner is full: its least recently used value goes */
+    cr_assert(kf_wait_stat(c, "evictions", 1, 5000));
+    cr_assert(hits(c, "w-0"), "w-0 was touched past the miss: not the least recently used");
+    cr_assert_not(hits(c, "w-1"), "w-1 was the least recently used");
+    baseline(c);
+    fluxon_client_close(c);
+}
+
 Test(evict, an_unanswered_evict_keeps_its_values_hidden_and_is_resent)
 {
     enum { CAP = 4 };

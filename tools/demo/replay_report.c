@@ -190,9 +190,11 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
         printf("engine work       %.1f us per request writing values, %.1f us copying and checking restored ones "
                "(the engine's side, as in Mooncake's replay): %.0f %% of the workers' time\n", fill, chk,
                100.0 * (double)(t->fill_ns + t->check_ns) / 1e9 / (t->secs * r->n_workers));
-        printf("cpu               %.2f s of process CPU in the replay (user %.2f, sys %.2f: master, owners, clients "
-               "and workers together) = %.1f us per request, of which the workers' threads %.1f us (engine work "
-               "included)\n", r->cpu_user_s + r->cpu_sys_s, r->cpu_user_s, r->cpu_sys_s,
+        printf("cpu               %.2f s of process CPU in the replay (user %.2f, sys %.2f: %s) = %.1f us per "
+               "request, of which the workers' threads %.1f us (engine work included)\n",
+               r->cpu_user_s + r->cpu_sys_s, r->cpu_user_s, r->cpu_sys_s,
+               r->cl.embedded ? "master, owners, clients and workers together"
+                              : "clients and workers; the --config cluster's nodes run elsewhere",
                (r->cpu_user_s + r->cpu_sys_s) * 1e6 / (double)t->requests,
                (double)t->worker_cpu_ns / 1e3 / (double)t->requests);
     }
