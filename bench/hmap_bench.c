@@ -41,6 +41,18 @@ static void hm_bench_line(FILE *out, const char *what, uint64_t n, uint64_t ns)
             (double)ns / (double)n, (double)n / s);
 }
 
+/* Deletes every key of keys (in order[]) from m, timed as one line; each must be there. */
+static void hm_bench_del(FILE *out, fx_hmap_t *m, const char *keys, const size_t *order, uint64_t n,
+                         const char *what)
+{
+    uint64_t t0 = fx_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        int d = fx_hmap_del(m, keys + order[i] * HM_BENCH_KLEN, HM_BENCH_KLEN, NULL);
+        FX_ASSERT(d == FLUXON_OK);
+    }
+    hm_bench_line(out, what, n, fx_now_ns() - t0);
+}
+
 FX_INTERNAL int fx_hmap_bench(FILE *out, uint64_t n)
 {
     if (!out || n == 0 || n > (SIZE_MAX / HM_BENCH_KLEN / 2)) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -94,13 +106,7 @@ FX_INTERNAL int fx_hmap_bench(FILE *out, uint64_t n)
     t1 = fx_now_ns();
     hm_bench_line(out, "put-repl", n, t1 - t0);
 
-    t0 = fx_now_ns();
-    for (uint64_t i = 0; i < n; i++) {
-        int d = fx_hmap_del(m, keys + order[i] * HM_BENCH_KLEN, HM_BENCH_KLEN, NULL);
-        FX_ASSERT(d == FLUXON_OK);
-    }
-    t1 = fx_now_ns();
-    hm_bench_line(out, "del", n, t1 - t0);
+    hm_bench_del(out, m, keys, order, n, "del");
     FX_ASSERT(fx_hmap_count(m) == 0);
 
     /* the same keys in an intrusive map (the owner's index: each value holds its key) */
@@ -119,13 +125,7 @@ FX_INTERNAL int fx_hmap_bench(FILE *out, uint64_t n)
     t1 = fx_now_ns();
     hm_bench_line(out, "get-hit, intrusive", n, t1 - t0);
     FX_ASSERT(sum == (uintptr_t)(n * (n + 1) / 2 + n));
-    t0 = fx_now_ns();
-    for (uint64_t i = 0; i < n; i++) {
-        int d = fx_hmap_del(im, keys + order[i] * HM_BENCH_KLEN, HM_BENCH_KLEN, NULL);
-        FX_ASSERT(d == FLUXON_OK);
-    }
-    t1 = fx_now_ns();
-    hm_bench_line(out, "del, intrusive", n, t1 - t0);
+    hm_bench_del(out, im, keys, order, n, "del, intrusive");
     rc = FLUXON_OK;
 out:
     fx_hmap_destroy(im);
