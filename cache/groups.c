@@ -65,6 +65,7 @@ FX_INTERNAL size_t fx_groups_reject(const uint64_t *lens, size_t n_groups, size_
                                     int rejected, void (*on_reject)(void *arg, size_t i), void *arg)
 {
     size_t count = 0;
+    if (n_groups == 0) return 0; /* every key its own group: a refused key takes no other with it */
     fx_group_iter_t it = fx_group_iter(lens, n_groups, n);
     while (fx_group_next(&it)) {
         bool bad = false;

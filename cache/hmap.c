@@ -265,15 +265,10 @@ FX_INTERNAL int fx_hmap_del(fx_hmap_t *m, const void *key, size_t klen, void **v
     return fx_hmap_del_h(m, key, klen, hm_hash(key, klen), val_p);
 }
 
-FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void **val_p)
+/* Removes the occupant of slot i (backward shift). */
+static void hm_remove_at(fx_hmap_t *m, size_t i)
 {
-    FX_ASSERT(m && (key || klen == 0));
-    FX_ASSERT(h != 0); /* 0 marks an empty slot */
-    HM_CHECK_H(key, klen, h);
-    size_t i = hm_find(m, key, klen, h);
-    if (i == SIZE_MAX) return FLUXON_ERR_NOT_FOUND;
     void *e = m->slots[i].e;
-    if (val_p) *val_p = hm_val(m, e);
     /* Backward shift: pull each following displaced occupant one slot towards home. */
     for (;;) {
         size_t j = (i + 1) & m->mask;
@@ -287,6 +282,32 @@ FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64
     m->mods++;
     m->last_del = (uintptr_t)e;
     if (!m->intrusive) fx_free(e);
+}
+
+FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void **val_p)
+{
+    FX_ASSERT(m && (key || klen == 0));
+    FX_ASSERT(h != 0); /* 0 marks an empty slot */
+    HM_CHECK_H(key, klen, h);
+    size_t i = hm_find(m, key, klen, h);
+    if (i == SIZE_MAX) return FLUXON_ERR_NOT_FOUND;
+    if (val_p) *val_p = hm_val(m, m->slots[i].e);
+    hm_remove_at(m, i);
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_hmap_del_obj(fx_hmap_t *m, uint64_t h, const void *obj)
+{
+    FX_ASSERT(m && m->intrusive && obj);
+    FX_ASSERT(h != 0); /* 0 marks an empty slot */
+    HM_CHECK_H(hm_key(m, obj), hm_klen(m, obj), h);
+    size_t i = (size_t)h & m->mask;
+    for (size_t d = 0;; d++, i = (i + 1) & m->mask) {
+        const hm_slot_t *s = &m->slots[i];
+        if (s->hash == 0 || hm_dist(m, i) < d) return FLUXON_ERR_NOT_FOUND;
+        if (s->hash == h && s->e == obj) break;
+    }
+    hm_remove_at(m, i);
     return FLUXON_OK;
 }
 

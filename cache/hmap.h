@@ -80,6 +80,11 @@ FX_INTERNAL void *fx_hmap_get_h(const fx_hmap_t *m, const void *key, size_t klen
 FX_INTERNAL int fx_hmap_put_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void *val, void **old_p);
 FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void **val_p);
 
+/* Intrusive maps only: removes obj itself, the object stored under its key's hash h,
+ * found by identity (no key comparison). Another object stored under the same key stays.
+ * Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (obj is not in the map; nothing changes). */
+FX_INTERNAL int fx_hmap_del_obj(fx_hmap_t *m, uint64_t h, const void *obj);
+
 /* Deletes every entry, calling free_fn(value) on each (free_fn may be NULL); the map stays
  * usable. O(capacity). */
 FX_INTERNAL void fx_hmap_clear(fx_hmap_t *m, void (*free_fn)(void *val));

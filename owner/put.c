@@ -70,8 +70,7 @@ static owner_plan_t *oput_find(fx_owner_t *o, uint64_t id) { return fx_hmap_get(
 static void oput_inflight_drop(oput_t *s, owner_plan_t *p, size_t i)
 {
     if (!s->inflight) return; /* fx_oput_fini */
-    owner_plan_key_t *k = fx_hmap_get_h(s->inflight, p->keys[i], p->klens[i], p->khash[i]);
-    if (k == &p->ikeys[i]) fx_hmap_del_h(s->inflight, p->keys[i], p->klens[i], p->khash[i], NULL);
+    fx_hmap_del_obj(s->inflight, p->khash[i], &p->ikeys[i]); /* by identity: NOT_FOUND when not its own */
 }
 
 /* Releases the reservations of a plan that was never committed. */
@@ -154,7 +153,7 @@ static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
     }
     oput_t *s = o->put;
     oput_reject_groups(o, p, true);
-    uint64_t *st = fx_calloc(2 * p->n, sizeof *st);
+    uint64_t *st = fx_malloc(2 * p->n * sizeof *st); /* n <= the frame's key count: no overflow */
     size_t accepted = 0;
     for (size_t i = 0; i < p->n; i++) {
         if (p->status[i] == FLUXON_OK) {
@@ -265,8 +264,11 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
            at_groups = at_hash + n * sizeof *p->khash,
            at_keys = at_groups + (ng ? ng : 1) * sizeof *p->group_lens, at_klens = at_keys + n * sizeof *p->keys,
            at_status = at_klens + n * sizeof *p->klens, at_bytes = at_status + n * sizeof *p->status;
-    uint8_t *a = p->arrays = fx_calloc(1, at_bytes + kb + 1);
+    /* not zeroed but for the per-key slot refs (a never-claimed one stays invalid);
+     * every other array is written below or by oput_admit before it is read */
+    uint8_t *a = p->arrays = fx_malloc(at_bytes + kb + 1);
     if (!a) goto nomem;
+    memset(a, 0, n * sizeof *p->slots);
     p->slots = (fx_slot_ref_t *)a;
     p->ikeys = (owner_plan_key_t *)(a + at_ikeys);
     p->khash = (uint64_t *)(a + at_hash);
@@ -277,6 +279,7 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     for (size_t i = 0, off = at_bytes; i < n; i++) {
         p->keys[i] = (char *)a + off;
         memcpy(p->keys[i], b->keys.v[i].p, b->keys.v[i].len);
+        p->keys[i][b->keys.v[i].len] = 0;
         p->klens[i] = b->keys.v[i].len;
         p->khash[i] = fx_hmap_hash(p->keys[i], p->klens[i]);
         p->ikeys[i] = (owner_plan_key_t){p->keys[i], p->klens[i], (uint32_t)i, p};
@@ -614,6 +617,12 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     oput_t *s = o->put;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     p->t0_ns = fx_now_ns();
+    if (h) { /* answered first: this reactor indexes the values below before it reads any
+              * other request, so every request after the answer finds them (V1); the answer
+              * carries no per-key outcome (that is PUBLISHED's) */
+        fx_body_put_commit_ack_t ack = {p->id};
+        FX_CONN_REPLY(conn, h, put_commit_ack, &ack);
+    }
     for (size_t i = 0; i < p->n; i++) { /* the batch's misses overlap (fx_hmap_prefetch) */
         if (p->status[i] != FLUXON_OK) continue;
         fx_hmap_prefetch(s->inflight, p->khash[i]);
@@ -642,10 +651,6 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     fx_conn_ref(conn);
     s->puts_committed++;
     for (size_t i = 0; i < p->n; i++) s->put_value_bytes += p->status[i] == FLUXON_OK ? p->value_len : 0;
-    if (h) {
-        fx_body_put_commit_ack_t ack = {p->id};
-        FX_CONN_REPLY(conn, h, put_commit_ack, &ack);
-    }
     fx_hist_observe(&s->commit_latency, fx_now_ns() - p->t0_ns);
     if (fx_owner_fault_delay(o, "PUT_DONE")) { /* test-only: the master hears of this batch fault_ms later */
         FX_WARN("test fault: PUT_DONE of batch %llu held back %u ms", (unsigned long long)p->id, o->cfg.fault_ms);

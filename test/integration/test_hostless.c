@@ -120,6 +120,46 @@ Test(hostless, V1_local_read_ready_before_the_master_and_V2_invisible_elsewhere)
     fluxon_client_close(b);
 }
 
+/* The owner answers put_commit before it indexes the batch (issue 18): the answer is still
+ * a promise of V1, for every external of the owner, not only the committing one, because
+ * the owner's reactor finishes the indexing before it reads another request. The master
+ * hears of each batch 2 s late, so what the second external finds is the local index. */
+Test(hostless, V1_another_external_of_the_owner_finds_a_batch_once_its_commit_returned)
+{
+    kf_dir = th_tmpdir();
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 0, ",\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"delay_request\",\"fault_ms\":2000,\"fault_count\":16}");
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK);
+    fluxon_client *a = kf_client(0), *b = kf_client(0);
+    enum { ROUNDS = 16, N = 64 };
+    fluxon_future *f[ROUNDS];
+    int *ids = seq(0, N);
+    for (int r = 0; r < ROUNDS; r++) {
+        char pfx[16];
+        snprintf(pfx, sizeof pfx, "v1x%02d", r);
+        f[r] = put_range(a, pfx, 0, N, NULL);
+        fluxon_get_start_result res;
+        fluxon_get_handle *h = get_range(b, pfx, ids, N, NULL, 0, &res);
+        cr_assert(res.all_hit && res.transferable_len == N, "round %d: %llu of %d keys found by the other external", r,
+                  (unsigned long long)res.raw_prefix_hit_len, N);
+        int fs = fluxon_future_poll(f[r]);
+        cr_assert_eq(fs, FLUXON_IN_PROGRESS, "round %d: found locally, not through the master (%s)", r, fluxon_status_string(fs));
+        fluxon_plan *p = NULL;
+        cr_assert_eq(fluxon_get_transfer(b, h, 0, &p), FLUXON_OK);
+        verify_plan(p, pfx, ids);
+        cr_assert_eq(fluxon_release_views(b, p), FLUXON_OK);
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        cr_assert_eq(fluxon_future_wait(f[r], 10000), FLUXON_OK, "round %d published", r);
+        fluxon_future_free(f[r]);
+    }
+    free(ids);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
 Test(hostless, T1_dropped_put_done_is_retried_with_the_same_identity)
 {
     kf_dir = th_tmpdir();
