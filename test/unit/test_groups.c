@@ -57,6 +57,12 @@ Test(groups, iterator_and_whole_group_rejection)
     cr_assert_eq(fx_groups_reject(lens, 3, 6, st, 0, 9, count_cb, seen), 2);
     cr_assert(st[0] == 0 && st[1] == 0 && st[2] == 0 && st[3] == 9 && st[4] == 5 && st[5] == 9);
     cr_assert(seen[3] == 1 && seen[5] == 1 && seen[4] == 0);
+    /* no groups: each key is its own group, so a refused key takes no other with it */
+    int solo[4] = {0, 5, 0, 7};
+    size_t seen0[4] = {0};
+    cr_assert_eq(fx_groups_reject(NULL, 0, 4, solo, 0, 9, count_cb, seen0), 0);
+    cr_assert(solo[0] == 0 && solo[1] == 5 && solo[2] == 0 && solo[3] == 7);
+    cr_assert(!seen0[0] && !seen0[1] && !seen0[2] && !seen0[3]);
 }
 
 Test(groups, keyset_finds_exactly_the_duplicates)

@@ -502,6 +502,55 @@ Test(hmap, intrusive_stores_the_objects_themselves)
     fx_hmap_destroy(m);
 }
 
+/* fx_hmap_del_obj removes an object by identity: another object under the same key stays,
+ * an object not in the map changes nothing, and the displaced run behind a removed object
+ * stays reachable (64 keys in a small table, removed in a shuffled order). */
+Test(hmap, intrusive_delete_by_identity)
+{
+    fx_hmap_t *m = NULL;
+    cr_assert_eq(fx_hmap_create_intrusive(8, offsetof(hm_obj_t, key), offsetof(hm_obj_t, klen), &m), FLUXON_OK);
+    hm_obj_t *a = obj_new(1, 1), *a2 = obj_new(1, 2);
+    uint64_t ha = fx_hmap_hash(a->key, a->klen);
+    cr_assert_eq(fx_hmap_put_h(m, a->key, a->klen, ha, a, NULL), FLUXON_OK);
+    cr_assert_eq(fx_hmap_del_obj(m, ha, a2), FLUXON_ERR_NOT_FOUND, "same key, another object: not removed");
+    cr_assert_eq(fx_hmap_get(m, a->key, a->klen), a);
+    cr_assert_eq(fx_hmap_put_h(m, a2->key, a2->klen, ha, a2, NULL), FLUXON_OK); /* a2 takes the key over */
+    cr_assert_eq(fx_hmap_del_obj(m, ha, a), FLUXON_ERR_NOT_FOUND, "the replaced object is no longer there");
+    cr_assert_eq(fx_hmap_get(m, a->key, a->klen), a2);
+    cr_assert_eq(fx_hmap_del_obj(m, ha, a2), FLUXON_OK);
+    cr_assert_null(fx_hmap_get(m, a->key, a->klen));
+    cr_assert_eq(fx_hmap_count(m), 0);
+    enum { N = 64 };
+    hm_obj_t *o[N];
+    uint64_t h[N];
+    int order[N];
+    for (int i = 0; i < N; i++) {
+        o[i] = obj_new(100 + (uint64_t)i, i);
+        h[i] = fx_hmap_hash(o[i]->key, o[i]->klen);
+        cr_assert_eq(fx_hmap_put_h(m, o[i]->key, o[i]->klen, h[i], o[i], NULL), FLUXON_OK);
+        order[i] = i;
+    }
+    uint64_t x = 88172645463325252ull;
+    for (int i = N - 1; i > 0; i--) { /* xorshift shuffle */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int j = (int)(x % (uint64_t)(i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    for (int k = 0; k < N; k++) {
+        int i = order[k];
+        cr_assert_eq(fx_hmap_del_obj(m, h[i], o[i]), FLUXON_OK, "object %d", i);
+        cr_assert_eq(fx_hmap_del_obj(m, h[i], o[i]), FLUXON_ERR_NOT_FOUND, "object %d twice", i);
+        for (int q = k + 1; q < N; q++)
+            cr_assert_eq(fx_hmap_get(m, o[order[q]]->key, o[order[q]]->klen), o[order[q]], "object %d after %d left",
+                         order[q], i);
+    }
+    cr_assert_eq(fx_hmap_count(m), 0);
+    for (int i = 0; i < N; i++) free(o[i]);
+    free(a);
+    free(a2);
+    fx_hmap_destroy(m);
+}
+
 /* 200k random operations over 4000 keys against an array, in an intrusive map; then an
  * iteration that deletes as it goes returns every object once. */
 Test(hmap, intrusive_differential_and_iteration_with_deletion)
