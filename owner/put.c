@@ -617,6 +617,12 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     oput_t *s = o->put;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     p->t0_ns = fx_now_ns();
+    oput_plan_unlink(p); /* no longer the external's to abort, whatever happens to its conn */
+    fx_timer_disarm(o->r, &p->retry_timer); /* the PREPARED TTL: the same timer retries publishes */
+    p->state = OP_PUBLISHING;
+    p->batch_id = p->id;
+    p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
+    fx_conn_ref(conn);
     if (h) { /* answered first: this reactor indexes the values below before it reads any
               * other request, so every request after the answer finds them (V1); the answer
               * carries no per-key outcome (that is PUBLISHED's) */
@@ -643,12 +649,6 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
         }
         fx_ostore_index(o, en);
     }
-    oput_plan_unlink(p);
-    fx_timer_disarm(o->r, &p->retry_timer); /* the PREPARED TTL: the same timer retries publishes */
-    p->state = OP_PUBLISHING;
-    p->batch_id = p->id;
-    p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
-    fx_conn_ref(conn);
     s->puts_committed++;
     for (size_t i = 0; i < p->n; i++) s->put_value_bytes += p->status[i] == FLUXON_OK ? p->value_len : 0;
     fx_hist_observe(&s->commit_latency, fx_now_ns() - p->t0_ns);
