@@ -82,14 +82,9 @@ static int *seq(int from, int n)
 
 Test(hostless, V1_local_read_ready_before_the_master_and_V2_invisible_elsewhere)
 {
-    kf_dir = th_tmpdir();
-    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
-                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
-    char cfg[1024];
-    kf_owner_cfg(cfg, sizeof cfg, 0, ",\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"delay_request\",\"fault_ms\":2000}");
-    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK);
-    kf_owner_cfg(cfg, sizeof cfg, 1, NULL);
-    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[1]), FLUXON_OK);
+    const char *extra[] = {",\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"delay_request\",\"fault_ms\":2000}",
+                           NULL};
+    kf_up_ex(2, NULL, extra);
     fluxon_client *a = kf_client(0), *b = kf_client(1);
     double t0 = th_now_s();
     fluxon_future *f = put_range(a, "v1", 0, 16, NULL);
@@ -126,12 +121,9 @@ Test(hostless, V1_local_read_ready_before_the_master_and_V2_invisible_elsewhere)
  * hears of each batch 2 s late, so what the second external finds is the local index. */
 Test(hostless, V1_another_external_of_the_owner_finds_a_batch_once_its_commit_returned)
 {
-    kf_dir = th_tmpdir();
-    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
-                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
-    char cfg[1024];
-    kf_owner_cfg(cfg, sizeof cfg, 0, ",\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"delay_request\",\"fault_ms\":2000,\"fault_count\":16}");
-    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK);
+    const char *extra[] = {
+        ",\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"delay_request\",\"fault_ms\":2000,\"fault_count\":16}"};
+    kf_up_ex(1, NULL, extra);
     fluxon_client *a = kf_client(0), *b = kf_client(0);
     enum { ROUNDS = 16, N = 64 };
     fluxon_future *f[ROUNDS];
