@@ -13,6 +13,7 @@ typedef struct owner_peer {
 } owner_peer_t;
 
 typedef struct opeers {
+    fx_reactor_t *r;
     fx_ucx_t *ucx;
     fx_ucx_mem_t *mem;
     void *rkey;
@@ -26,11 +27,13 @@ typedef struct opeers {
 } opeers_t;
 
 /* Runs before the reactor sleeps: progress, then arm the worker's event fd; a busy
- * worker (arm refused) keeps the loop from sleeping. */
+ * worker (arm refused) keeps the loop from sleeping. While the rings are polled the loop
+ * does not sleep: progress only (the arm drains the event fd, a system call every 20 us). */
 static bool opeer_idle(void *arg)
 {
     opeers_t *u = arg;
     fx_ucx_progress(u->ucx);
+    if (fx_reactor_idle_kept_busy(u->r)) return false;
     return fx_ucx_arm(u->ucx) == 0;
 }
 
@@ -52,6 +55,7 @@ FX_INTERNAL int fx_opeers_init(fx_owner_t *o)
     opeers_t *u = fx_calloc(1, sizeof *u);
     if (!u) return FLUXON_ERR_NOMEM;
     fx_timer_init(&u->timer);
+    u->r = o->r;
     o->peers = u;
     int rc = fx_ucx_create(NULL, &u->ucx);
     if (rc != FLUXON_OK) return rc;

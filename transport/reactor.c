@@ -44,6 +44,7 @@ struct fx_reactor {
     } idle[FX_REACTOR_IDLE_HOOKS];
     uint32_t n_idle;
     bool was_busy; /* the last iteration did not sleep */
+    bool idle_busy; /* inside this iteration's idle hooks: one has kept the loop busy */
     uint64_t inflight; /* submitted operations with an fx_io whose CQE has not arrived */
 };
 
@@ -243,10 +244,13 @@ FX_INTERNAL void fx_reactor_run_due_timers(fx_reactor_t *r) { reactor_run_timers
 FX_INTERNAL int fx_reactor_add_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg, uint64_t busy_gap_ns)
 {
     if (r->n_idle == FX_REACTOR_IDLE_HOOKS) return FLUXON_ERR_NOMEM;
-    r->idle[r->n_idle].fn = hook;
-    r->idle[r->n_idle].arg = arg;
-    r->idle[r->n_idle].busy_gap_ns = busy_gap_ns;
-    r->idle[r->n_idle].last_ns = 0;
+    uint32_t at = r->n_idle; /* the hooks without a gap (pollers) run before those with one */
+    while (!busy_gap_ns && at > 0 && r->idle[at - 1].busy_gap_ns) at--;
+    memmove(&r->idle[at + 1], &r->idle[at], (r->n_idle - at) * sizeof r->idle[0]);
+    r->idle[at].fn = hook;
+    r->idle[at].arg = arg;
+    r->idle[at].busy_gap_ns = busy_gap_ns;
+    r->idle[at].last_ns = 0;
     r->n_idle++;
     return FLUXON_OK;
 }
@@ -268,13 +272,20 @@ static bool reactor_run_idle_hooks(fx_reactor_t *r)
             }
             r->idle[i].last_ns = now;
         }
+        r->idle_busy = busy;
         busy |= r->idle[i].fn(r->idle[i].arg);
     }
     for (uint32_t i = 0; !busy && skipped && i < r->n_idle; i++)
-        if (skipped & (1u << i)) busy |= r->idle[i].fn(r->idle[i].arg);
+        if (skipped & (1u << i)) {
+            r->idle_busy = busy;
+            busy |= r->idle[i].fn(r->idle[i].arg);
+        }
+    r->idle_busy = false;
     r->was_busy = busy;
     return busy;
 }
+
+FX_INTERNAL bool fx_reactor_idle_kept_busy(const fx_reactor_t *r) { return r->idle_busy; }
 
 FX_INTERNAL void fx_reactor_del_idle_hook(fx_reactor_t *r, bool (*hook)(void *), void *arg)
 {
@@ -369,6 +380,7 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
             reactor_reap(r);
             continue;
         }
+        if (r->stop) break; /* a hook stopped the loop: no wait */
         struct __kernel_timespec ts = {0, 0}, *tsp = NULL;
         if (r->heap_len) {
             uint64_t now = fx_now_ns(), d = r->heap[0]->deadline_ns;

@@ -59,7 +59,8 @@ FX_INTERNAL bool fx_timer_armed(const fx_timer_t *t);
  * (the fuzz targets of test/fuzz, on a clock they control) fires its timers this way. */
 FX_INTERNAL void fx_reactor_run_due_timers(fx_reactor_t *r);
 
-/* Idle hooks (at most FX_REACTOR_IDLE_HOOKS, in the order added) run each loop iteration
+/* Idle hooks (at most FX_REACTOR_IDLE_HOOKS; those without a busy gap first, each kind in
+ * the order added) run each loop iteration
  * before the reactor sleeps; one returning true keeps the loop from sleeping (more work
  * pending: ucp_worker_arm said BUSY; the owner polls its rings): the loop then reads
  * completions without a system call. While the loop is kept busy, a hook with busy_gap_ns
@@ -70,6 +71,10 @@ FX_INTERNAL void fx_reactor_run_due_timers(fx_reactor_t *r);
 #define FX_REACTOR_IDLE_HOOKS 4
 FX_INTERNAL int fx_reactor_add_idle_hook(fx_reactor_t *r, bool (*hook)(void *arg), void *arg, uint64_t busy_gap_ns);
 FX_INTERNAL void fx_reactor_del_idle_hook(fx_reactor_t *r, bool (*hook)(void *arg), void *arg);
+/* Inside an idle hook: true when a hook before it in this iteration already keeps the loop
+ * from sleeping, so this one need not prepare for a sleep (UCX: progress without the arm,
+ * whose event-fd drain is a system call); it runs again before any sleep. */
+FX_INTERNAL bool fx_reactor_idle_kept_busy(const fx_reactor_t *r);
 
 /* Watches fd for readability (one-shot poll re-armed after each callback) and calls
  * cb(arg) on the reactor thread: the hook point for the UCX worker's event fd. */

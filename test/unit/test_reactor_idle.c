@@ -1,0 +1,114 @@
+/* test_reactor_idle.c — Criterion suite for the reactor's idle hooks (transport/reactor.c):
+ * hooks without a busy gap (ring pollers) run before those with one (UCX), whatever the
+ * order they were added in; a later hook learns whether an earlier one keeps the loop from
+ * sleeping (then UCX progresses without arming its event fd), and every hook runs with
+ * the flag clear in the iteration before the loop sleeps. */
+#include <criterion/criterion.h>
+
+#include "reactor.h"
+
+#define IDLE_PASSES 5 /* the poller keeps the loop busy for this many iterations */
+
+typedef struct idle_log {
+    fx_reactor_t *r;
+    int poller_calls, gapped_calls;
+    int order_ok;       /* the gapped hook found the poller already called in this iteration */
+    int busy_seen;      /* gapped-hook calls that saw fx_reactor_idle_kept_busy */
+    int clear_seen;     /* gapped-hook calls that saw it clear */
+    int after_last_pass; /* the gapped hook ran after the poller stopped keeping the loop busy */
+    int poller_in_iter;
+} idle_log_t;
+
+static bool idle_poller(void *arg)
+{
+    idle_log_t *l = arg;
+    l->poller_calls++;
+    l->poller_in_iter = 1;
+    return l->poller_calls <= IDLE_PASSES;
+}
+
+static bool idle_gapped(void *arg)
+{
+    idle_log_t *l = arg;
+    l->gapped_calls++;
+    l->order_ok += l->poller_in_iter;
+    l->poller_in_iter = 0;
+    if (fx_reactor_idle_kept_busy(l->r)) {
+        l->busy_seen++;
+    } else {
+        l->clear_seen++;
+        if (l->poller_calls > IDLE_PASSES) {
+            l->after_last_pass = 1;
+            fx_reactor_stop(l->r); /* the loop would sleep now: the test is over */
+        }
+    }
+    return false;
+}
+
+/* the bound of every loop here: a hook that never stops it fails the test, not hangs it */
+static void idle_deadline(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)t;
+    fx_reactor_stop(r);
+}
+
+Test(reactor_idle, pollers_run_first_and_later_hooks_see_the_loop_kept_busy)
+{
+    fx_reactor_t *r = NULL;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    fx_timer_t deadline;
+    fx_timer_init(&deadline);
+    fx_timer_arm(r, &deadline, 2000, idle_deadline);
+    idle_log_t l = {.r = r};
+    /* the gapped hook is added first, as the owner adds UCX before its ring poller; a gap
+     * of 0 ns never skips it, so it runs in every iteration */
+    cr_assert_eq(fx_reactor_add_idle_hook(r, idle_gapped, &l, 1), FLUXON_OK);
+    cr_assert_eq(fx_reactor_add_idle_hook(r, idle_poller, &l, 0), FLUXON_OK);
+    cr_assert_eq(fx_reactor_run(r), FLUXON_OK);
+    cr_assert(l.after_last_pass, "the gapped hook ran before the loop would sleep");
+    cr_assert_eq(l.order_ok, l.gapped_calls, "the poller ran before the gapped hook in each iteration (%d of %d)",
+                 l.order_ok, l.gapped_calls);
+    cr_assert_geq(l.busy_seen, 1, "the gapped hook saw the loop kept busy by the poller");
+    cr_assert_leq(l.busy_seen, IDLE_PASSES);
+    cr_assert_eq(l.clear_seen, 1, "only the last iteration (no poller work) prepared for a sleep");
+    fx_reactor_del_idle_hook(r, idle_poller, &l);
+    fx_reactor_del_idle_hook(r, idle_gapped, &l);
+    fx_timer_disarm(r, &deadline);
+    fx_reactor_destroy(r);
+}
+
+static bool idle_never_busy(void *arg)
+{
+    (*(int *)arg)++;
+    return false;
+}
+
+static int idle_flag_in_hook;
+static fx_reactor_t *idle_flag_r;
+
+static bool idle_record_flag(void *arg)
+{
+    idle_flag_in_hook = fx_reactor_idle_kept_busy(idle_flag_r) ? 1 : 2;
+    fx_reactor_stop(idle_flag_r);
+    return false;
+}
+
+Test(reactor_idle, nothing_busy_leaves_the_flag_clear_and_outside_hooks_it_is_false)
+{
+    fx_reactor_t *r = NULL;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    idle_flag_r = r;
+    fx_timer_t deadline;
+    fx_timer_init(&deadline);
+    fx_timer_arm(r, &deadline, 2000, idle_deadline);
+    int calls = 0;
+    cr_assert_not(fx_reactor_idle_kept_busy(r), "outside a hook the flag is clear");
+    cr_assert_eq(fx_reactor_add_idle_hook(r, idle_never_busy, &calls, 0), FLUXON_OK);
+    cr_assert_eq(fx_reactor_add_idle_hook(r, idle_record_flag, NULL, 20000), FLUXON_OK);
+    cr_assert_eq(fx_reactor_run(r), FLUXON_OK);
+    cr_assert_eq(calls, 1);
+    cr_assert_eq(idle_flag_in_hook, 2, "no hook kept the loop busy: the flag is clear");
+    cr_assert_not(fx_reactor_idle_kept_busy(r), "cleared after the hooks ran");
+    fx_timer_disarm(r, &deadline);
+    fx_reactor_destroy(r);
+}
