@@ -60,6 +60,7 @@ static void *client_thread(void *arg)
 {
     fluxon_client *cl = arg;
     fx_log_set_context("external", cl->cfg.node_id);
+    fx_thread_name("client", NULL);
     fx_timer_init(&cl->handle_timer);
     fx_timer_arm(cl->r, &cl->handle_timer, client_sweep_ms(cl), client_on_handle_timer);
     fx_reactor_run(cl->r);

@@ -5,6 +5,7 @@
 #include <mimalloc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 
 #include "log.h"
 
@@ -96,6 +97,13 @@ FX_INTERNAL bool fx_ct_equal(const void *a, size_t alen, const void *b, size_t b
         diff |= (unsigned char)(cx ^ cy);
     }
     return diff == 0;
+}
+
+FX_INTERNAL void fx_thread_name(const char *what, const char *id)
+{
+    char name[16];
+    snprintf(name, sizeof name, id && *id ? "fx-%s-%s" : "fx-%s", what, id);
+    (void)prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
 FX_INTERNAL size_t fx_strlcpy(char *dst, const char *src, size_t cap)

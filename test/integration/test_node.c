@@ -2,6 +2,7 @@
  * the test process (several at once), clients from threads, start errors, stats, and
  * behaviour when the owner goes away. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
 
 #include "helpers.h"
@@ -45,6 +46,26 @@ static fluxon_client *open_client(const char *owner_id, const char *token)
     return rc == FLUXON_OK ? c : NULL;
 }
 
+/* true when a thread of this process is named `name` (/proc/self/task/TID/comm) */
+static bool has_thread_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    cr_assert_not_null(d);
+    bool found = false;
+    struct dirent *de;
+    while (!found && (de = readdir(d))) {
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
+        fclose(f);
+        found = !strcmp(comm, name);
+    }
+    closedir(d);
+    return found;
+}
+
 static void start_master(void)
 {
     dir = th_tmpdir();
@@ -61,6 +82,9 @@ Test(node, master_and_two_owners_in_one_process, .fini = fini, .timeout = 60)
     cr_assert_eq(fluxon_node_port(owner_a), 0);
     fluxon_client *ca = open_client("oa", "tok"), *cb = open_client("ob", "tok");
     cr_assert(ca && cb);
+    /* each node's and client's thread carries its role (and node id): top -H, perf, gdb */
+    cr_assert(has_thread_named("fx-master") && has_thread_named("fx-owner-oa") && has_thread_named("fx-owner-ob") &&
+              has_thread_named("fx-client"));
     uint64_t rtt = 0;
     cr_assert_eq(fluxon_client_ping(ca, 0, &rtt), FLUXON_OK);
     cr_assert_eq(fluxon_client_ping(cb, 1, &rtt), FLUXON_OK);

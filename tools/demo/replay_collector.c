@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #endif
 #include <poll.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 
 #include "cli_util.h"
@@ -72,6 +73,7 @@ static void rp_collector_done(rp_collector *c, rp_fut *e, int st, uint64_t now)
 static void *rp_collector_main(void *arg)
 {
     rp_collector *c = arg;
+    (void)prctl(PR_SET_NAME, "fx-collector", 0, 0, 0);
     rp_fut *pend[RP_FUTURES_MAX];
     struct pollfd pfd[RP_FUTURES_MAX];
     size_t n = 0;

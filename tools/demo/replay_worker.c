@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -278,6 +279,9 @@ static void *rp_worker_main(void *arg)
 {
     rp_worker *w = arg;
     rp_run *r = w->run;
+    char name[16];
+    snprintf(name, sizeof name, "fx-worker-%u", w->id);
+    (void)prctl(PR_SET_NAME, name, 0, 0, 0); /* top -H, perf --sort comm */
     struct timespec c0, c1;
     int cpu_ok = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0) == 0;
     for (;;) {
