@@ -17,8 +17,8 @@ typedef struct oext_state {
     size_t n_exts;
     uint64_t requests, errors;
     fx_reply_counts_t replies; /* every external connection counts its replies here */
-    /* ring polling (ring_poll_us > 0, issue 18): after a ring request the reactor polls the
-     * rings instead of sleeping on their doorbells until poll_ns pass with no request,
+    /* ring polling (ring_poll_us > 0, issue 18): after a ring request or reply the reactor
+     * polls the rings instead of sleeping on their doorbells until poll_ns pass with none,
      * plan_ns while a ring client holds a put plan (its commit is on its way) */
     uint64_t poll_ns, plan_ns, poll_last_ns;
     bool polling, poll_hooked;
@@ -200,7 +200,7 @@ static bool oext_ring_plans(const oext_state_t *x)
 }
 
 /* The reactor's idle hook while ring_poll_us > 0: polls every ring (callers then skip
- * the doorbell) until poll_ns pass with no request (plan_ns if longer while a ring client
+ * the doorbell) until poll_ns pass with no request or reply (plan_ns if longer while a ring client
  * holds a put plan: the engine is writing its values and the commit follows, so the commit
  * finds the owner awake instead of paying its wake-up), then parks them (doorbells armed,
  * a last look) and lets the reactor sleep. A ring request is served by one loop turn's
@@ -216,8 +216,9 @@ static bool oext_poll_idle(void *arg)
             nx = e->next; /* a ring pass never frees an external: its close is posted */
             if (e->ring) work |= fx_oring_poll(e->ring);
         }
-    if (work) x->poll_last_ns = now;
-    uint64_t idle = now - x->poll_last_ns;
+    if (work && x->poll_last_ns < now) x->poll_last_ns = now;
+    /* a reply written during this pass stamped a time after `now` */
+    uint64_t idle = now > x->poll_last_ns ? now - x->poll_last_ns : 0;
     if (idle < x->poll_ns || (idle < x->plan_ns && oext_ring_plans(x))) {
         x->polling = true;
         return true;

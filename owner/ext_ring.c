@@ -65,6 +65,10 @@ static void oring_sink(void *arg, const uint8_t *frames, size_t len)
             continue;
         }
         g->seq[i] = 0;
+        /* the caller's next request follows its reply, not its request: a polled owner
+         * polls from the reply on (one that waited on the master or a peer past the window
+         * had parked, and the next call paid the doorbell and a wake-up) */
+        if (g->poll_last_ns) *g->poll_last_ns = fx_now_ns();
         if (fx_ring_complete(g->base, i, f, total)) continue;
         /* the client sends on the ring only what it bounds below the slot; say so if not */
         FX_ERROR("ring %s: the %u-byte reply to %s does not fit a ring slot (%u bytes)", fx_conn_desc(g->conn),
