@@ -26,14 +26,17 @@ typedef struct opeers {
     size_t n_peers, cap_peers;
 } opeers_t;
 
-/* Runs before the reactor sleeps: progress, then arm the worker's event fd; a busy
- * worker (arm refused) keeps the loop from sleeping. While the rings are polled the loop
- * does not sleep: progress only (the arm drains the event fd, a system call every 20 us). */
+/* Runs before the reactor sleeps: progress until idle, then arm the worker's event fd; a
+ * busy worker (progress did work, or arm refused) keeps the loop from sleeping, and so
+ * does a ring reply that progress completed (the ring poller, which ran before this hook,
+ * sees its stamp next turn). While the rings are polled the loop does not sleep: progress
+ * only (the arm drains the event fd, a system call every 20 us). */
 static bool opeer_idle(void *arg)
 {
     opeers_t *u = arg;
-    fx_ucx_progress(u->ucx);
+    unsigned done = fx_ucx_progress(u->ucx);
     if (fx_reactor_idle_kept_busy(u->r)) return false;
+    if (done) return true;
     return fx_ucx_arm(u->ucx) == 0;
 }
 

@@ -66,8 +66,9 @@ FX_INTERNAL void fx_reactor_run_due_timers(fx_reactor_t *r);
  * completions without a system call. While the loop is kept busy, a hook with busy_gap_ns
  * > 0 runs at most once per busy_gap_ns (UCX progress and arm cost system calls; the ring
  * poll must not wait for them), but every hook runs in the iteration before the loop
- * sleeps. Reactor thread (or before the loop runs). add: FLUXON_ERR_NOMEM when full; del
- * of a hook never added does nothing. */
+ * sleeps. Reactor thread (or before the loop runs), never from inside an idle hook (the
+ * iteration tracks hooks by index). add: FLUXON_ERR_NOMEM when full; del of a hook never
+ * added does nothing. */
 #define FX_REACTOR_IDLE_HOOKS 4
 FX_INTERNAL int fx_reactor_add_idle_hook(fx_reactor_t *r, bool (*hook)(void *arg), void *arg, uint64_t busy_gap_ns);
 FX_INTERNAL void fx_reactor_del_idle_hook(fx_reactor_t *r, bool (*hook)(void *arg), void *arg);
