@@ -60,7 +60,6 @@ static void *client_thread(void *arg)
 {
     fluxon_client *cl = arg;
     fx_log_set_context("external", cl->cfg.node_id);
-    fx_thread_name("client", NULL);
     fx_timer_init(&cl->handle_timer);
     fx_timer_arm(cl->r, &cl->handle_timer, client_sweep_ms(cl), client_on_handle_timer);
     fx_reactor_run(cl->r);
@@ -317,6 +316,7 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
         fx_reactor_drain(cl->r, 1000);
         goto err_state;
     }
+    fx_thread_name(cl->thread, "client", NULL); /* named before the caller can look */
     *client_p = cl;
     return FLUXON_OK;
 

@@ -5,7 +5,6 @@
 #include <mimalloc.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 
 #include "log.h"
 
@@ -99,11 +98,11 @@ FX_INTERNAL bool fx_ct_equal(const void *a, size_t alen, const void *b, size_t b
     return diff == 0;
 }
 
-FX_INTERNAL void fx_thread_name(const char *what, const char *id)
+FX_INTERNAL void fx_thread_name(pthread_t t, const char *what, const char *id)
 {
     char name[16];
     snprintf(name, sizeof name, id && *id ? "fx-%s-%s" : "fx-%s", what, id);
-    (void)prctl(PR_SET_NAME, name, 0, 0, 0);
+    (void)pthread_setname_np(t, name);
 }
 
 FX_INTERNAL size_t fx_strlcpy(char *dst, const char *src, size_t cap)

@@ -67,9 +67,10 @@ FX_INTERNAL int fx_cond_init_monotonic(pthread_cond_t *c);
 /* Constant-time comparison of two byte strings (length leaks, contents do not). */
 FX_INTERNAL bool fx_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 
-/* Names the calling thread "fx-<what>[-<id>]" (the kernel keeps 15 bytes), as top -H, ps
- * -L, perf and gdb show it; best effort, nothing on failure. */
-FX_INTERNAL void fx_thread_name(const char *what, const char *id);
+/* Names thread t (pthread_self() or one just created) "fx-<what>[-<id>]" (the kernel
+ * keeps 15 bytes), as top -H, ps -L, perf and gdb show it; best effort, nothing on
+ * failure. A creator names its thread before it returns to its caller. */
+FX_INTERNAL void fx_thread_name(pthread_t t, const char *what, const char *id);
 
 /* snprintf into a fixed buffer that always NUL-terminates; returns needed length. */
 FX_INTERNAL size_t fx_strlcpy(char *dst, const char *src, size_t cap);

@@ -208,7 +208,7 @@ static void *mha_thread(void *arg)
 {
     mha_t *h = arg;
     fx_log_set_context("master", "ha");
-    fx_thread_name("master-ha", NULL);
+    fx_thread_name(pthread_self(), "master-ha", NULL);
     mha_run_t x = {0};
     while (!atomic_load(&h->stop)) mha_step(h, &x);
     fx_etcd_campaign_cancel(h->etcd);

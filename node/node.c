@@ -46,7 +46,7 @@ static void *node_thread(void *arg)
     fluxon_node *n = arg;
     fx_log_set_context(fx_role_name(n->cfg.role), n->cfg.role == FX_ROLE_MASTER && !n->cfg.node_id[0]
                                                        ? "master" : n->cfg.node_id);
-    fx_thread_name(fx_role_name(n->cfg.role), n->cfg.role == FX_ROLE_MASTER ? NULL : n->cfg.node_id);
+    fx_thread_name(pthread_self(), fx_role_name(n->cfg.role), n->cfg.role == FX_ROLE_MASTER ? NULL : n->cfg.node_id);
     int rc = n->cfg.role == FX_ROLE_MASTER
                  ? fx_master_create(n->r, &n->cfg, node_on_ready, n, &n->master)
                  : fx_owner_create(n->r, &n->cfg, node_on_ready, n, &n->owner);

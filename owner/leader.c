@@ -55,7 +55,7 @@ static void *ol_thread(void *arg)
 {
     fx_oleader_t *w = arg;
     fx_log_set_context("owner", "leader");
-    fx_thread_name("leader", NULL);
+    fx_thread_name(pthread_self(), "leader", NULL);
     uint64_t warned_ms = 0;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {

@@ -47,7 +47,7 @@ static void *opf_main(void *arg)
     fx_owner_t *o = arg;
     uint64_t t0 = fx_now_ns();
     fx_log_set_context("owner", o->cfg.node_id);
-    fx_thread_name("prefault", o->cfg.node_id);
+    fx_thread_name(pthread_self(), "prefault", o->cfg.node_id);
     opf_pass(o, true);
     uint64_t t1 = fx_now_ns();
     if (opf_pass(o, false))

@@ -97,7 +97,13 @@ Test(registry, released_pages_go_back)
         fx_plan_reg_retire(r, o);
     }
     long grown = proc_status_kib("VmRSS") - before;
-    cr_assert_lt(grown, 16 << 10, "RSS grew by %ld KiB for 125 MiB of released blobs", grown);
+    long bound = 16 << 10;
+#ifdef __SANITIZE_ADDRESS__
+    /* the arena hands out fresh addresses by design: AddressSanitizer's shadow (1 byte per
+     * 8) of the 125 MiB of blob addresses written stays resident, ~15.6 MiB */
+    bound += (2000L * 64) / 8;
+#endif
+    cr_assert_lt(grown, bound, "RSS grew by %ld KiB for 125 MiB of released blobs (bound %ld KiB)", grown, bound);
     fx_plan_reg_destroy(r);
 }
 
