@@ -468,6 +468,33 @@ Test(ring, a_polling_owner_polls_again_from_a_late_reply_on)
     fluxon_client_close(c);
 }
 
+/* The same for a put's future: its PUBLISHED ends the caller's wait as a reply does (here
+ * the PUT_DONE to the master is held back 600 ms, the window is 200 ms): the owner polls
+ * again from the notification on. */
+Test(ring, a_polling_owner_polls_again_from_a_late_published_on)
+{
+    const char *extra[] = {",\"ring_poll_us\":200000,\"test\":{\"fault_message\":\"PUT_DONE\","
+                           "\"fault\":\"delay_request\",\"fault_ms\":600,\"fault_count\":1}"};
+    kf_up_ex(1, NULL, extra);
+    fluxon_client *c = kf_client(0);
+    rg_raw_t r = rg_raw_open(0);
+    const char *key = "late-published";
+    fluxon_plan *plan = NULL;
+    cr_assert_eq(fluxon_local_fast_put_start(c, &key, 1, 64, NULL, &plan, NULL), FLUXON_OK);
+    memset((void *)(uintptr_t)plan->value_ptrs[0], 7, 64);
+    fluxon_future *f = NULL;
+    double t0 = th_now_s();
+    cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+    cr_assert(rg_wait_armed(&r, 1, 5), "the window passed while the PUT_DONE was held back: the owner parked");
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+    cr_assert_geq(th_now_s() - t0, 0.5, "the PUBLISHED came after the held-back PUT_DONE");
+    cr_assert(rg_wait_armed(&r, 0, 0.15), "the owner polls again from the PUBLISHED on (doorbells disarmed)");
+    cr_assert(rg_wait_armed(&r, 1, 5), "and parks again when the window passed with no request");
+    rg_raw_close(&r);
+    fluxon_client_close(c);
+}
+
 /* A window shorter than one loop turn: the owner sees the time of the wake-up only after
  * the window ended, and must not sleep with its doorbell disarmed (found by the bench:
  * every caller after the first waited for its timeout). */
