@@ -628,6 +628,9 @@ static int cfg_finish(struct cfg_ctx *c, uint64_t seen, fx_config_t *cfg)
     }
     if (cfg->role != FX_ROLE_OWNER) return 0;
     if (!(seen & (1ull << CFG_K_NODE_ID))) cfg_default_node_id(cfg->node_id, "");
+    /* a chosen poll window comes with the plan window's default on any host (defaults) */
+    if ((seen & (1ull << CFG_K_RING_POLL)) && !(seen & (1ull << CFG_K_RING_POLL_PLAN)))
+        cfg->ring_poll_plan_us = FX_RING_POLL_PLAN_DEFAULT_US;
     if (!(seen & (1ull << CFG_K_SOCKET))) {
         const char *dir = getenv("XDG_RUNTIME_DIR");
         char path[512];

@@ -104,14 +104,16 @@ typedef struct fx_config {
     char ha_key[128];                     /* "ha.key": the election's name ["fluxon/<cluster_id>/master"] */
 
     /* owner, issue 18 */
-    uint32_t ring_poll_us;                /* after a ring request, poll the rings this long before
-                                             sleeping on their doorbells [FX_RING_POLL_DEFAULT_US
-                                             on hosts with >= FX_RING_POLL_MIN_CPUS CPUs, else 0;
-                                             env FLUXON_RING_POLL_US], 0..CFG_RING_POLL_MAX */
+    uint32_t ring_poll_us;                /* after a ring request or reply, poll the rings this long
+                                             before sleeping on their doorbells
+                                             [FX_RING_POLL_DEFAULT_US; env FLUXON_RING_POLL_US],
+                                             0..CFG_RING_POLL_MAX */
     uint32_t ring_poll_plan_us;           /* while a ring client holds a put plan (put_start answered,
                                              commit or abort not read yet) the window is at least
-                                             this long [FX_RING_POLL_PLAN_DEFAULT_US], 0..
-                                             CFG_RING_POLL_MAX; no effect when ring_poll_us is 0 */
+                                             this long [FX_RING_POLL_PLAN_DEFAULT_US on hosts with >=
+                                             FX_RING_POLL_MIN_CPUS CPUs or when ring_poll_us is set
+                                             (field or env), else 0], 0..CFG_RING_POLL_MAX; no
+                                             effect when ring_poll_us is 0 */
 
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */

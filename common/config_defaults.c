@@ -40,9 +40,11 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->master_timeout_ms = 5000;
         cfg->fault_count = 1;
         cfg->ha_lease_ttl_ms = 5000;
-        /* issue 18: poll the externals' rings this long after the last request; by
-         * default only where the reactor can have a core to itself (FX_RING_POLL_MIN_CPUS);
-         * env FLUXON_RING_POLL_US sets the default (benchmarks), the field overrides it */
+        /* issue 18: poll the externals' rings this long after the last request or reply
+         * (env FLUXON_RING_POLL_US sets the default, the field overrides it). The window
+         * through an engine's writes (ring_poll_plan_us) costs a core while a client holds
+         * a plan: by default only where the reactor can have one to itself
+         * (FX_RING_POLL_MIN_CPUS) or where ring_poll_us was chosen (cfg_finish) */
         const char *p = getenv("FLUXON_RING_POLL_US");
         char *end = NULL;
         long n = p ? strtol(p, &end, 10) : -1;
@@ -50,9 +52,10 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
             FX_WARN("FLUXON_RING_POLL_US=%s is not an integer in 0..%u (microseconds): ignored", p, CFG_RING_POLL_MAX);
             n = -1;
         }
-        cfg->ring_poll_plan_us = FX_RING_POLL_PLAN_DEFAULT_US;
-        cfg->ring_poll_us = n >= 0 && n <= CFG_RING_POLL_MAX ? (uint32_t)n
-                            : sysconf(_SC_NPROCESSORS_ONLN) >= FX_RING_POLL_MIN_CPUS ? FX_RING_POLL_DEFAULT_US : 0;
+        cfg->ring_poll_us = n >= 0 ? (uint32_t)n : FX_RING_POLL_DEFAULT_US;
+        cfg->ring_poll_plan_us = n >= 0 || sysconf(_SC_NPROCESSORS_ONLN) >= FX_RING_POLL_MIN_CPUS
+                                     ? FX_RING_POLL_PLAN_DEFAULT_US
+                                     : 0;
     } else {
         cfg->timeout_ms = 30000;
         cfg->prefault_segment = true;

@@ -2,8 +2,8 @@
  * shared-memory rings by default, so this suite runs the key client suites again (the
  * suites built next to it in the build folder) with FLUXON_CLIENT_TRANSPORT=socket, which
  * makes every client of those runs take the unix socket for its requests, and asserts
- * each passed; and two of them with FLUXON_RING_POLL_US=50 (owners that poll the rings
- * instead of sleeping on their doorbells). */
+ * each passed; and some of them with FLUXON_RING_POLL_US=50 (owners that poll the rings
+ * through an engine's writes too) or 0 (owners that never poll). */
 #include <criterion/criterion.h>
 #include <limits.h>
 
@@ -60,11 +60,16 @@ Test(socket_transport, batch_suite) { st_run("test_batch", "--jobs=1", 300); }
 Test(socket_transport, uncertain_suite) { st_run("test_uncertain", "--jobs=1", 300); }
 Test(socket_transport, threads_stress_program) { st_run("stress_hostless_threads", "90", 150); }
 
-/* Owners that poll their rings (ring_poll_us, the default on hosts with >= 8 CPUs) serve
- * the same suites: here the default is no polling, so the environment turns it on. */
+/* Owners that poll their rings through an engine's writes (ring_poll_us chosen: the plan
+ * window too, the default only on hosts with >= 8 CPUs) and owners that never poll
+ * (ring_poll_us 0) serve the same suites as the default (a short window). */
 Test(socket_transport, hostless_suite_with_polling_owners)
 {
     st_run_env("test_hostless", "--jobs=1", 300, "FLUXON_RING_POLL_US", "50");
+}
+Test(socket_transport, hostless_suite_with_owners_that_never_poll)
+{
+    st_run_env("test_hostless", "--jobs=1", 300, "FLUXON_RING_POLL_US", "0");
 }
 Test(socket_transport, threads_stress_program_with_polling_owners)
 {
