@@ -17,9 +17,10 @@ typedef struct oext_state {
     size_t n_exts;
     uint64_t requests, errors;
     fx_reply_counts_t replies; /* every external connection counts its replies here */
-    /* ring polling (ring_poll_us > 0, issue 18): after a ring request or reply the reactor
-     * polls the rings instead of sleeping on their doorbells until poll_ns pass with none,
-     * plan_ns while a ring client holds a put plan (its commit is on its way) */
+    /* ring polling (ring_poll_us > 0, issue 18): after a ring request, reply or PUBLISHED
+     * the reactor polls the rings instead of sleeping on their doorbells until poll_ns
+     * pass with none, plan_ns while a ring client holds a put plan (its commit is on its
+     * way) */
     uint64_t poll_ns, plan_ns, poll_last_ns;
     bool polling, poll_hooked;
 } oext_state_t;
@@ -200,11 +201,12 @@ static bool oext_ring_plans(const oext_state_t *x)
 }
 
 /* The reactor's idle hook while ring_poll_us > 0: polls every ring (callers then skip
- * the doorbell) until poll_ns pass with no request or reply (plan_ns if longer while a ring client
- * holds a put plan: the engine is writing its values and the commit follows, so the commit
- * finds the owner awake instead of paying its wake-up), then parks them (doorbells armed,
- * a last look) and lets the reactor sleep. A ring request is served by one loop turn's
- * pass, with no eventfd write, wake-up or io_uring completion in between. */
+ * the doorbell) until poll_ns pass with no request, reply or PUBLISHED (plan_ns if
+ * longer while a ring client holds a put plan: the engine is writing its values and the
+ * commit follows, so the commit finds the owner awake instead of paying its wake-up),
+ * then parks them (doorbells armed, a last look) and lets the reactor sleep. A ring
+ * request is served by one loop turn's pass, with no eventfd write, wake-up or io_uring
+ * completion in between. */
 static bool oext_poll_idle(void *arg)
 {
     fx_owner_t *o = arg;

@@ -55,10 +55,11 @@ static void oring_sink(void *arg, const uint8_t *frames, size_t len)
         const uint8_t *f = frames + off;
         off += total;
         if (!(h.flags & FX_FLAG_RESPONSE)) {
+            if (!fx_conn_is_open(g->sock)) continue;
             /* a PUBLISHED ends the wait on a put's future: the caller's next request
              * follows it as it follows a reply (below) */
             if (g->poll_last_ns) *g->poll_last_ns = fx_now_ns();
-            if (fx_conn_is_open(g->sock)) fx_conn_send_bytes(g->sock, &h, f + FX_FRAME_HEADER_BYTES);
+            fx_conn_send_bytes(g->sock, &h, f + FX_FRAME_HEADER_BYTES);
             continue;
         }
         uint32_t i = (uint32_t)(h.req_id & 0xffff);

@@ -21,9 +21,10 @@ FX_INTERNAL owner_ring_t *fx_oring_new(fx_owner_t *o, fx_conn_t *sock, const fx_
 FX_INTERNAL fx_conn_t *fx_oring_conn(const owner_ring_t *g);
 /* Polling (owner field ring_poll_us; ext.c drives it from a reactor idle hook): once
  * set_polled, a doorbell wake leaves the doorbell disarmed and writes the time into
- * *last_ns (which outlives the ring's serving); fx_oring_poll serves what is there with
- * the doorbell disarmed, fx_oring_park arms it and takes a last look. Both return true
- * when they served something; neither does anything on a closed ring. */
+ * *last_ns (which outlives the ring's serving), as does each reply or PUBLISHED it
+ * sends; fx_oring_poll serves what is there with the doorbell disarmed, fx_oring_park
+ * arms it and takes a last look. Both return true when they served something; neither
+ * does anything on a closed ring. */
 FX_INTERNAL void fx_oring_set_polled(owner_ring_t *g, uint64_t *last_ns);
 FX_INTERNAL bool fx_oring_poll(owner_ring_t *g);
 FX_INTERNAL bool fx_oring_park(owner_ring_t *g);

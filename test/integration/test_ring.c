@@ -558,7 +558,15 @@ Test(ring, ring_poll_us_out_of_range_is_a_config_error)
     cr_assert_eq(cfg.ring_poll_plan_us, 7);
     cr_assert_eq(setenv("FLUXON_RING_POLL_US", "100", 1), 0);
     cr_assert_eq(fx_config_parse(owner, &cfg, err, sizeof err), FLUXON_OK, "%s", err);
+    cr_assert_eq(cfg.ring_poll_us, 100);
     cr_assert_eq(cfg.ring_poll_plan_us, FX_RING_POLL_PLAN_DEFAULT_US, "so does the environment's");
+    cr_assert_eq(fx_config_parse("{\"role\":\"owner\",\"cluster_id\":\"kv\",\"ring_poll_us\":300}", &cfg, err,
+                                 sizeof err), FLUXON_OK, "%s", err);
+    cr_assert_eq(cfg.ring_poll_us, 300, "the field beats the environment");
+    cr_assert_eq(setenv("FLUXON_RING_POLL_US", "0", 1), 0);
+    cr_assert_eq(fx_config_parse(owner, &cfg, err, sizeof err), FLUXON_OK, "%s", err);
+    cr_assert_eq(cfg.ring_poll_us, 0);
+    cr_assert_eq(cfg.ring_poll_plan_us, FX_RING_POLL_PLAN_DEFAULT_US, "a chosen 0 too (it has no effect then)");
     /* the environment's default: a clean integer in range, else ignored (warned) */
     cr_assert_eq(setenv("FLUXON_RING_POLL_US", "200", 1), 0);
     cr_assert_eq(fx_config_parse(owner, &cfg, err, sizeof err), FLUXON_OK, "%s", err);
@@ -568,6 +576,8 @@ Test(ring, ring_poll_us_out_of_range_is_a_config_error)
         cr_assert_eq(setenv("FLUXON_RING_POLL_US", bad[i], 1), 0);
         cr_assert_eq(fx_config_parse(owner, &cfg, err, sizeof err), FLUXON_OK, "%s", err);
         cr_assert_eq(cfg.ring_poll_us, FX_RING_POLL_DEFAULT_US, "FLUXON_RING_POLL_US=%s", bad[i]);
+        cr_assert_eq(cfg.ring_poll_plan_us, big ? FX_RING_POLL_PLAN_DEFAULT_US : 0u, "FLUXON_RING_POLL_US=%s: as unset",
+                     bad[i]);
     }
     unsetenv("FLUXON_RING_POLL_US");
 }
