@@ -143,6 +143,10 @@ FX_INTERNAL bool fx_client_ring_oneway(fluxon_client *cl, uint16_t type, const u
 /* Before anything goes on the socket: waits (up to timeout_ms) until the owner consumed
  * the one-way frames queued on the ring so far (their order before what follows). */
 FX_INTERNAL void fx_client_ring_barrier(fluxon_client *cl);
+/* The caller's spin before it sleeps on its slot, in microseconds: after a call that found
+ * the owner polling, and after one that rang its doorbell (FLUXON_RING_SPIN_US sets both;
+ * by default 50 and, on hosts with fewer than 8 CPUs, 0). */
+FX_INTERNAL void fx_client_ring_spin_us(uint64_t *polled_us, uint64_t *parked_us);
 /* reactor thread: the owner is gone; every caller waiting on a slot gets UNAVAILABLE */
 FX_INTERNAL void fx_client_ring_lost(fluxon_client *cl);
 /* Reaps the late replies of callers that timed out (what they reserved is handed back). */

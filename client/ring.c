@@ -16,12 +16,15 @@
 #include "ring.h"
 
 /* How long a caller polls its slot's state word before sleeping on it, in microseconds
- * (env FLUXON_RING_SPIN_US overrides, 0..1000000): worth it only when the owner's reactor
- * has a core of its own; on a host with few CPUs the spinning caller takes the core the
- * owner needs (measured on 2 vCPUs without owner polling: no spin get_start p50 ~20 us,
- * a few us of spin ~40 us). A bound in time, not in polls: a PAUSE costs 10 to 150 cycles
- * depending on the CPU. With a polling owner (ring_poll_us) on 2 vCPUs, `hot` batch 64
- * get_start+get_transfer p50: ~4 us of spin 25.6 us, 50 us of spin ~14 us. */
+ * (env FLUXON_RING_SPIN_US overrides, 0..1000000, for every call). By default on a host
+ * with CRING_SPIN_MIN_CPUS CPUs, for every call; on a smaller one only for a call that
+ * found the owner polling (its doorbell disarmed): an owner that sleeps must be woken
+ * first, and there a spinning caller takes the core the owner needs (measured on 2 vCPUs
+ * without owner polling: no spin get_start p50 ~20 us, a few us of spin ~40 us), while
+ * a polling owner answers in a few us (session 13, 2 vCPUs, the owner polling 50 us by
+ * default, 3 interleaved runs: `hot` batch 64 get_start+get_transfer p50 18.4 us without
+ * a spin, 5.8 us with 50 us of spin). A bound in time, not in polls: a PAUSE costs 10 to
+ * 150 cycles depending on the CPU. */
 #define CRING_SPIN_US 50
 #define CRING_SPIN_MAX_US 1000000
 #define CRING_SPIN_MIN_CPUS 8
@@ -36,7 +39,8 @@ struct cring {
     void *base;
     int efd;
     int lost; /* atomic: the owner is gone (its socket closed) */
-    uint64_t spin_ns; /* how long a caller polls its slot's state word before sleeping on it */
+    uint64_t spin_ns;        /* how long a caller polls its slot's state word before sleeping on it */
+    uint64_t spin_parked_ns; /* the same when the call had to ring the doorbell (the owner slept) */
     pthread_mutex_t lock; /* guards the free list and the abandoned slots */
     pthread_cond_t cond;  /* a slot was freed (CLOCK_MONOTONIC) */
     uint32_t free_list[FX_RING_SLOTS], n_free, n_abandoned;
@@ -45,18 +49,23 @@ struct cring {
     uint64_t ow_tail;
 };
 
-/* FLUXON_RING_SPIN_US, or the default for this host's CPU count */
-static uint64_t cring_spin_us(void)
+/* FLUXON_RING_SPIN_US for every call, or the defaults for this host's CPU count: the
+ * spin after a call that found the owner polling, and after one that rang its doorbell */
+FX_INTERNAL void fx_client_ring_spin_us(uint64_t *polled_us, uint64_t *parked_us)
 {
     const char *sp = getenv("FLUXON_RING_SPIN_US");
-    if (!sp || !*sp) return sysconf(_SC_NPROCESSORS_ONLN) >= CRING_SPIN_MIN_CPUS ? CRING_SPIN_US : 0;
+    if (!sp || !*sp) {
+        *polled_us = CRING_SPIN_US;
+        *parked_us = sysconf(_SC_NPROCESSORS_ONLN) >= CRING_SPIN_MIN_CPUS ? CRING_SPIN_US : 0;
+        return;
+    }
     char *end;
     unsigned long long v = strtoull(sp, &end, 10);
     if (*end || *sp == '-' || v > CRING_SPIN_MAX_US) {
         FX_WARN("FLUXON_RING_SPIN_US=%s is not an integer in 0..%u (microseconds): no spin", sp, CRING_SPIN_MAX_US);
-        return 0;
+        v = 0;
     }
-    return v;
+    *polled_us = *parked_us = v;
 }
 
 FX_INTERNAL int fx_client_ring_attach(fluxon_client *cl, int memfd, int efd)
@@ -79,7 +88,10 @@ FX_INTERNAL int fx_client_ring_attach(fluxon_client *cl, int memfd, int efd)
     }
     g->base = base;
     g->efd = efd;
-    g->spin_ns = cring_spin_us() * 1000ull;
+    uint64_t polled_us, parked_us;
+    fx_client_ring_spin_us(&polled_us, &parked_us);
+    g->spin_ns = polled_us * 1000ull;
+    g->spin_parked_ns = parked_us * 1000ull;
     pthread_mutex_init(&g->lock, NULL);
     pthread_mutex_init(&g->ow_lock, NULL);
     for (uint32_t i = 0; i < FX_RING_SLOTS; i++) g->free_list[i] = FX_RING_SLOTS - 1 - i;
@@ -102,15 +114,19 @@ FX_INTERNAL void fx_client_ring_fini(fluxon_client *cl)
     fx_free(g);
 }
 
-/* Wakes the owner when it sleeps (it set armed before its last look at the region). */
-static void cring_doorbell(struct cring *g)
+/* Wakes the owner when it sleeps (it set armed before its last look at the region).
+ * False when it was polling: the doorbell was disarmed (or another caller rang it just
+ * now and the owner is waking up, polling from then on). */
+static bool cring_doorbell(struct cring *g)
 {
     fx_ring_hdr_t *h = g->base;
     /* a load first: while the owner polls, the line stays shared (no write, no bounce) */
-    if (!__atomic_load_n(&h->armed, __ATOMIC_SEQ_CST) || !__atomic_exchange_n(&h->armed, 0, __ATOMIC_SEQ_CST)) return;
+    if (!__atomic_load_n(&h->armed, __ATOMIC_SEQ_CST) || !__atomic_exchange_n(&h->armed, 0, __ATOMIC_SEQ_CST))
+        return false;
     uint64_t one = 1;
     ssize_t w = write(g->efd, &one, sizeof one);
     (void)w; /* EAGAIN: the counter is saturated, the owner is woken anyway */
+    return true;
 }
 
 /* ---- slots ---- */
@@ -228,11 +244,11 @@ static uint64_t cring_reply_bound(uint16_t type, const uint8_t *req, uint32_t le
 /* Waits for slot i's reply until deadline_ns. FLUXON_OK: the reply is in; TIMEOUT: the
  * slot was abandoned (the owner may still answer: the reply is then reaped);
  * UNAVAILABLE: the owner is gone. */
-static int cring_wait(struct cring *g, uint32_t i, uint64_t deadline_ns)
+static int cring_wait(struct cring *g, uint32_t i, uint64_t spin_ns, uint64_t deadline_ns)
 {
     fx_ring_slot_t *s = fx_ring_slot(g->base, i);
-    if (g->spin_ns) { /* the clock read once every 32 polls */
-        uint64_t until = fx_now_ns() + g->spin_ns;
+    if (spin_ns) { /* the clock read once every 32 polls */
+        uint64_t until = fx_now_ns() + spin_ns;
         for (uint32_t k = 1;; k++) {
             if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == FX_RING_DONE) return FLUXON_OK;
             CRING_PAUSE();
@@ -286,8 +302,8 @@ FX_INTERNAL bool fx_client_ring_call(fluxon_client *cl, uint16_t type, const uin
     s->waiters = 0;
     __atomic_store_n(&s->state, FX_RING_REQ, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&((fx_ring_hdr_t *)g->base)->posted, 1, __ATOMIC_SEQ_CST); /* after REQ: ring.h */
-    cring_doorbell(g);
-    int rc = cring_wait(g, i, deadline);
+    bool rang = cring_doorbell(g);
+    int rc = cring_wait(g, i, rang ? g->spin_parked_ns : g->spin_ns, deadline);
     if (rc != FLUXON_OK) {
         if (rc != FLUXON_ERR_UNAVAILABLE) __atomic_add_fetch(&cl->timeouts, 1, __ATOMIC_RELAXED);
         cring_slot_put(g, i, rc != CRING_NOT_SENT);
