@@ -145,7 +145,8 @@ FX_INTERNAL bool fx_client_ring_oneway(fluxon_client *cl, uint16_t type, const u
 FX_INTERNAL void fx_client_ring_barrier(fluxon_client *cl);
 /* The caller's spin before it sleeps on its slot, in microseconds: after a call that found
  * the owner polling, and after one that rang its doorbell (FLUXON_RING_SPIN_US sets both;
- * by default 50 and, on hosts with fewer than 8 CPUs, 0). */
+ * by default, or when it is not an integer in 0..1000000 (warned), 50 and, on hosts with
+ * fewer than 8 CPUs, 0). */
 FX_INTERNAL void fx_client_ring_spin_us(uint64_t *polled_us, uint64_t *parked_us);
 /* reactor thread: the owner is gone; every caller waiting on a slot gets UNAVAILABLE */
 FX_INTERNAL void fx_client_ring_lost(fluxon_client *cl);

@@ -54,16 +54,17 @@ struct cring {
 FX_INTERNAL void fx_client_ring_spin_us(uint64_t *polled_us, uint64_t *parked_us)
 {
     const char *sp = getenv("FLUXON_RING_SPIN_US");
+    char *end = NULL;
+    unsigned long long v = sp && *sp ? strtoull(sp, &end, 10) : 0;
+    if (sp && *sp && (*end || *sp == '-' || !(*sp >= '0' && *sp <= '9') || v > CRING_SPIN_MAX_US)) {
+        FX_WARN("FLUXON_RING_SPIN_US=%s is not an integer in 0..%u (microseconds): ignored (the default)", sp,
+                CRING_SPIN_MAX_US);
+        sp = NULL;
+    }
     if (!sp || !*sp) {
         *polled_us = CRING_SPIN_US;
         *parked_us = sysconf(_SC_NPROCESSORS_ONLN) >= CRING_SPIN_MIN_CPUS ? CRING_SPIN_US : 0;
         return;
-    }
-    char *end;
-    unsigned long long v = strtoull(sp, &end, 10);
-    if (*end || *sp == '-' || v > CRING_SPIN_MAX_US) {
-        FX_WARN("FLUXON_RING_SPIN_US=%s is not an integer in 0..%u (microseconds): no spin", sp, CRING_SPIN_MAX_US);
-        v = 0;
     }
     *polled_us = *parked_us = v;
 }

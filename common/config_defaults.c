@@ -48,8 +48,9 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
         const char *p = getenv("FLUXON_RING_POLL_US");
         char *end = NULL;
         long n = p ? strtol(p, &end, 10) : -1;
-        if (p && (!*p || *end || n < 0 || n > CFG_RING_POLL_MAX)) {
-            FX_WARN("FLUXON_RING_POLL_US=%s is not an integer in 0..%u (microseconds): ignored", p, CFG_RING_POLL_MAX);
+        if (p && (!*p || *end || !(*p >= '0' && *p <= '9') || n < 0 || n > CFG_RING_POLL_MAX)) {
+            FX_WARN("FLUXON_RING_POLL_US=%s is not an integer in 0..%u (microseconds): ignored (the default)", p,
+                    CFG_RING_POLL_MAX);
             n = -1;
         }
         cfg->ring_poll_us = n >= 0 ? (uint32_t)n : FX_RING_POLL_DEFAULT_US;

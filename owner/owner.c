@@ -279,9 +279,10 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
     rc = owner_init_modules(o);
     if (rc == FLUXON_OK) rc = fx_oext_init(o, &ext_hooks);
     if (rc != FLUXON_OK) goto err_modules;
-    FX_INFO("owner %s serving externals on %s (segment %llu bytes%s, generation %llu)", cfg->node_id,
-            cfg->socket_path, (unsigned long long)cfg->segment_bytes, fx_segment_huge(o->seg) ? " on huge pages" : "",
-            (unsigned long long)o->generation);
+    FX_INFO("owner %s serving externals on %s (segment %llu bytes%s, generation %llu; rings polled %u us after "
+            "each request, %u us while a client holds a put plan)", cfg->node_id, cfg->socket_path,
+            (unsigned long long)cfg->segment_bytes, fx_segment_huge(o->seg) ? " on huge pages" : "",
+            (unsigned long long)o->generation, cfg->ring_poll_us, cfg->ring_poll_us ? cfg->ring_poll_plan_us : 0);
     *o_p = o;
     fx_olink_start(o); /* ready is signalled once registered */
     return FLUXON_OK;

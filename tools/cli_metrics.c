@@ -146,9 +146,10 @@ fx_cli_metrics *fx_cli_metrics_start(const char *field, const char *listen_addr,
     /* epoll, not select: a process with more than FD_SETSIZE descriptors (an owner with
      * hundreds of clients) still serves scrapes; at most 256 scrapers at once */
     s->d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, metrics_handler, s,
-                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)256, MHD_OPTION_EXTERNAL_LOGGER, metrics_mhd_log,
-                            NULL, MHD_OPTION_END);
+                            /* the logger first: libmicrohttpd warns about any option before it */
+                            MHD_OPTION_EXTERNAL_LOGGER, metrics_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+                            MHD_OPTION_END);
     if (!s->d) {
         fprintf(stderr, "fluxon: %s: the HTTP server on \"%s\" did not start\n", field, listen_addr);
         close(fd);

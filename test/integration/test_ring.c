@@ -571,7 +571,7 @@ Test(ring, ring_poll_us_out_of_range_is_a_config_error)
     cr_assert_eq(setenv("FLUXON_RING_POLL_US", "200", 1), 0);
     cr_assert_eq(fx_config_parse(owner, &cfg, err, sizeof err), FLUXON_OK, "%s", err);
     cr_assert_eq(cfg.ring_poll_us, 200);
-    const char *bad[] = {"200x", "", "-1", "1000001", "99999999999999999999"};
+    const char *bad[] = {"200x", "", "-1", " 200", "+200", "1000001", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cr_assert_eq(setenv("FLUXON_RING_POLL_US", bad[i], 1), 0);
         cr_assert_eq(fx_config_parse(owner, &cfg, err, sizeof err), FLUXON_OK, "%s", err);
