@@ -14,6 +14,7 @@
 #include "hmap.h"
 #include "reactor.h"
 #include "registry.h"
+#include "prefault.h"
 #include "segment.h"
 
 /* rpc.c's state: requests go out from the calling thread (no hand-off to the reactor);
@@ -63,6 +64,7 @@ struct fluxon_client {
     pthread_mutex_t futures_lock; /* future.c: futures and orphans (armed by callers on the ring path) */
     void (*close_hook)(void *arg); /* an upper layer's undo at close (cuda/register.c) */
     void *close_hook_arg;
+    fx_prefault_t prefault;  /* faults the owner's segment into this mapping (prefault_segment) */
 };
 
 /* ---- client.c ---- */

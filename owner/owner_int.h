@@ -16,6 +16,7 @@
 #include "owner.h"
 #include "owner_metrics.h"
 #include "chaos.h"
+#include "prefault.h"
 #include "segment.h"
 
 /* One external client connected on the owner's unix socket (ext.c). */
@@ -60,10 +61,7 @@ struct fx_owner {
     void *ready_arg;
     bool ready_sent;
     /* prefault.c */
-    pthread_t prefault_thread; /* faults the segment in while the owner registers */
-    bool prefault_running;
-    int prefault_stop; /* atomic: set at destroy */
-    int prefault_done; /* atomic: set by the thread when it ends */
+    fx_prefault_t prefault; /* faults the segment in while the owner registers */
 };
 
 /* Test-only (config "test": fault `kind` of message msg): true when it applies now

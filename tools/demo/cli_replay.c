@@ -98,7 +98,7 @@ static int rp_play_run(rp_run *r)
     int ex = rp_workers_open(r);
     if (ex) return ex;
     r->t_opened_ns = fx_cli_now_ns();
-    rp_wait_prefault(r); /* the owners' own prefault must not run under the replay */
+    rp_wait_prefault(r); /* the owners' and the clients' prefault must not run under the replay */
     rp_stats_before(r);
     if (rp_collector_init(&r->col) || rp_collector_start(&r->col)) return 1;
     if (rp_run_workers(r) != 0) {

@@ -235,8 +235,9 @@ int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help);
 int rp_cluster_up(rp_run *r);
 void rp_cluster_down(rp_run *r); /* safe on a partly started cluster */
 void rp_stats_before(rp_run *r);
-/* Embedded cluster: waits (bounded) until every owner's prefault thread is done
- * (segment_prefaulting 0 in its metrics), so that it does not run under the replay. */
+/* Waits (bounded) until every embedded owner's prefault thread is done (segment_prefaulting
+ * 0 in its metrics), and every worker client's (its stats), so that they do not run under
+ * the replay. */
 void rp_wait_prefault(rp_run *r);
 /* R1: 1 when every owner's counters are back to their baseline within RP_BASELINE_MS */
 int rp_stats_after(rp_run *r);

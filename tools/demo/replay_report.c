@@ -133,7 +133,7 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
     if (r->t_setup_ns && r->t_start_ns >= r->t_opened_ns && r->t_opened_ns >= r->t_open_ns &&
         r->t_open_ns >= r->t_setup_ns)
         printf("  before the replay: %.2f s (cluster %.2f s; clients %.2f s: each maps its owner's segment and "
-               "faults its page tables in; then %.2f s until the owners' own prefault was done)\n",
+               "starts faulting its page tables in; then %.2f s until the owners' and the clients' prefault was done)\n",
                (double)(r->t_start_ns - r->t_setup_ns) / 1e9, (double)(r->t_open_ns - r->t_setup_ns) / 1e9,
                (double)(r->t_opened_ns - r->t_open_ns) / 1e9, (double)(r->t_start_ns - r->t_opened_ns) / 1e9);
     if (r->trace.skipped_lines)

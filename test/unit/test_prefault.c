@@ -1,0 +1,110 @@
+/* test_prefault.c — Criterion suite for transport/prefault.c: the thread faults a real
+ * memfd mapping in without changing a byte, reads every page exactly when its probe says a
+ * mapped page's first access costs, stops promptly when asked, and the touch pass itself
+ * counts its pages and honours the stop flag. Every wait is bounded. */
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "prefault.h"
+
+#define TPF_MIB (1024u * 1024u)
+#define TPF_WAIT_MS 20000
+#define TPF_TEST_TIMEOUT_S 60
+
+static void *tpf_map(int fd, size_t len)
+{
+    cr_assert_eq(ftruncate(fd, (off_t)len), 0);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    return p;
+}
+
+static uint64_t tpf_sum(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Waits (bounded) until the thread has ended; true when it did. */
+static bool tpf_wait_done(fx_prefault_t *pf)
+{
+    uint64_t deadline = fx_now_ns() + (uint64_t)TPF_WAIT_MS * 1000000ull;
+    while (fx_prefault_running(pf) && fx_now_ns() < deadline) usleep(2000);
+    return !fx_prefault_running(pf);
+}
+
+Test(prefault, maps_a_segment_without_changing_a_byte_and_reads_every_page_when_the_probe_says_so,
+     .timeout = TPF_TEST_TIMEOUT_S)
+{
+    size_t len = 24 * TPF_MIB;
+    int fd = memfd_create("tpf", MFD_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    uint8_t *writer = tpf_map(fd, len); /* another mapping of the same memfd: the owner's */
+    for (size_t i = 0; i < len; i += 4096) /* every page different; some left as holes */
+        if ((i / 4096) % 3) memset(writer + i, (int)(i / 4096 * 7 + 1), 4096);
+    uint64_t before = tpf_sum(writer, len);
+    uint8_t *reader = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert_neq(reader, MAP_FAILED);
+
+    fx_prefault_t pf = {0};
+    fx_prefault_start(&pf, reader, len, fd, "client", "tpf");
+    cr_assert(pf.running, "the thread starts");
+    cr_assert(tpf_wait_done(&pf), "the prefault of 24 MiB ends within %d ms", TPF_WAIT_MS);
+    fx_prefault_stop(&pf);
+    cr_assert_not(pf.running);
+    cr_assert_not(fx_prefault_running(&pf));
+    cr_assert_gt(pf.probe_ns, 0, "the mapping was probed");
+    if (pf.probe_ns >= FX_PREFAULT_TOUCH_PROBE_NS)
+        cr_assert_eq(pf.touched_pages, len / 4096, "probe %llu ns: every page read once",
+                     (unsigned long long)pf.probe_ns);
+    else
+        cr_assert_eq(pf.touched_pages, 0, "probe %llu ns: no page read", (unsigned long long)pf.probe_ns);
+    cr_assert_eq(tpf_sum(writer, len), before, "not a byte changed");
+    cr_assert_eq(tpf_sum(reader, len), before);
+    fx_prefault_stop(&pf); /* again: a no-op */
+    munmap(reader, len);
+    munmap(writer, len);
+    close(fd);
+}
+
+Test(prefault, stops_between_steps_when_asked, .timeout = TPF_TEST_TIMEOUT_S)
+{
+    size_t len = 512 * TPF_MIB; /* sparse: only what the thread reaches before the stop is allocated */
+    int fd = memfd_create("tpf-stop", MFD_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    uint8_t *p = tpf_map(fd, len);
+    fx_prefault_t pf = {0};
+    fx_prefault_start(&pf, p, len, -1, "owner", NULL);
+    cr_assert(pf.running);
+    uint64_t t0 = fx_now_ns();
+    fx_prefault_stop(&pf);
+    uint64_t ms = (fx_now_ns() - t0) / 1000000u;
+    cr_assert_lt(ms, 5000, "stopped after %llu ms (one 64 MiB step, then it looks)", (unsigned long long)ms);
+    cr_assert_not(pf.running);
+    cr_assert_not(fx_prefault_running(&pf));
+    munmap(p, len);
+    close(fd);
+}
+
+Test(prefault, the_touch_pass_reads_every_page_and_honours_its_stop_flag, .timeout = TPF_TEST_TIMEOUT_S)
+{
+    size_t len = 4 * TPF_MIB + 4096 + 100; /* a partial page at the end is not a page */
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    memset(p, 0x5a, len);
+    int stop = 0;
+    cr_assert_eq(fx_prefault_touch(p, len, &stop), (4 * TPF_MIB + 4096) / 4096);
+    cr_assert_eq(fx_prefault_touch(p, len, NULL), (4 * TPF_MIB + 4096) / 4096);
+    stop = 1;
+    cr_assert_eq(fx_prefault_touch(p, len, &stop), 0, "a set stop flag reads nothing");
+    cr_assert_eq(fx_prefault_touch(p, 100, NULL), 0, "less than a page");
+    for (size_t i = 0; i < len; i++) cr_assert_eq(p[i], 0x5a);
+    cr_assert_gt(fx_prefault_probe_ns(p, len, 8), 0);
+    cr_assert_eq(fx_prefault_probe_ns(p, len, 0), 0, "no page asked: 0");
+    cr_assert_eq(fx_prefault_probe_ns(p, 100, 4), 0, "no whole page: 0");
+    munmap(p, len);
+}
