@@ -62,3 +62,58 @@ int fx_cli_json_call(fluxon_client *c, fx_cli_json_fn fn, size_t cap, char **buf
     *buf_p = buf;
     return rc;
 }
+
+/* 1 while owner node's prefault thread runs, 0 once done, -1 unknown (no metrics). */
+static int cli_owner_prefaulting(fluxon_node *node, char **buf, size_t *cap)
+{
+    size_t len = 0;
+    int rc;
+    while ((rc = fluxon_node_metrics(node, *buf, *cap, &len)) == FLUXON_ERR_NO_SPACE && *cap < (64u << 20)) {
+        char *nb = realloc(*buf, *cap * 2);
+        if (!nb) return -1;
+        *buf = nb;
+        *cap *= 2;
+    }
+    const char *p = rc == FLUXON_OK ? strstr(*buf, "\nfluxon_owner_segment_prefaulting{") : NULL;
+    p = p ? strstr(p, "} ") : NULL;
+    return p ? atoi(p + 2) != 0 : -1;
+}
+
+/* 1 while the client's own prefault thread runs (its stats), 0 once done, -1 unknown. */
+static int cli_client_prefaulting(fluxon_client *c, char **buf, size_t *cap)
+{
+    size_t len = 0;
+    int rc;
+    while ((rc = fluxon_client_stats(c, *buf, *cap, &len)) == FLUXON_ERR_INVALID_ARGUMENT && len + 1 > *cap &&
+           *cap < (64u << 20)) {
+        char *nb = realloc(*buf, len + 1);
+        if (!nb) return -1;
+        *buf = nb;
+        *cap = len + 1;
+    }
+    const char *key = "\"segment_prefaulting\":";
+    const char *p = rc == FLUXON_OK ? strstr(*buf, key) : NULL;
+    return p ? atoi(p + strlen(key)) != 0 : -1;
+}
+
+int fx_cli_wait_prefault(fluxon_node *const *owners, unsigned n_owners, fluxon_client *const *clients,
+                         unsigned n_clients, unsigned timeout_ms)
+{
+    size_t cap = 1u << 20;
+    char *buf = malloc(cap);
+    uint64_t deadline = fx_cli_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    int st = buf ? 0 : -1;
+    for (unsigned i = 0; st == 0 && i < n_owners + n_clients; i++)
+        for (;;) {
+            int r = i < n_owners ? cli_owner_prefaulting(owners[i], &buf, &cap)
+                                 : cli_client_prefaulting(clients[i - n_owners], &buf, &cap);
+            if (r == 0) break;
+            if (r < 0 || fx_cli_now_ns() >= deadline) {
+                st = -1;
+                break;
+            }
+            fx_cli_sleep_ms(10);
+        }
+    free(buf);
+    return st;
+}

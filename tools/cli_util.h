@@ -96,4 +96,11 @@ static inline int fx_cli_join_ms(pthread_t t, uint64_t ms)
 #endif
 }
 
+/* Waits (bounded by timeout_ms in all) until the segment prefault threads are done: each
+ * owner's (segment_prefaulting 0 in its metrics; n_owners may be 0) and each client's (its
+ * stats), so that a measurement does not run beside them. 0 when all are done, -1 when
+ * the time ran out or a state could not be read. */
+int fx_cli_wait_prefault(fluxon_node *const *owners, unsigned n_owners, fluxon_client *const *clients,
+                         unsigned n_clients, unsigned timeout_ms);
+
 #endif /* FX_CLI_UTIL_H */

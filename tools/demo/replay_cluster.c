@@ -127,50 +127,14 @@ int rp_stats_after(rp_run *r)
     return ok;
 }
 
-/* 1 while owner node's prefault thread runs, 0 once done, -1 unknown (no metrics). */
-static int rp_owner_prefaulting(fluxon_node *node, char **buf, size_t *cap)
-{
-    size_t len = 0;
-    int rc;
-    while ((rc = fluxon_node_metrics(node, *buf, *cap, &len)) == FLUXON_ERR_NO_SPACE && *cap < (64u << 20)) {
-        char *nb = realloc(*buf, *cap * 2);
-        if (!nb) return -1;
-        *buf = nb;
-        *cap *= 2;
-    }
-    const char *p = rc == FLUXON_OK ? strstr(*buf, "\nfluxon_owner_segment_prefaulting{") : NULL;
-    p = p ? strstr(p, "} ") : NULL;
-    return p ? atoi(p + 2) != 0 : -1;
-}
-
-/* 1 while the client's own prefault thread runs (its stats), 0 once done, -1 unknown. */
-static int rp_client_prefaulting(fluxon_client *c, char **buf, size_t *cap)
-{
-    size_t len = 0;
-    int rc;
-    while ((rc = fluxon_client_stats(c, *buf, *cap, &len)) == FLUXON_ERR_INVALID_ARGUMENT && len + 1 > *cap &&
-           *cap < (64u << 20)) {
-        char *nb = realloc(*buf, len + 1);
-        if (!nb) return -1;
-        *buf = nb;
-        *cap = len + 1;
-    }
-    const char *p = rc == FLUXON_OK ? strstr(*buf, "\"segment_prefaulting\":") : NULL;
-    return p ? atoi(p + strlen("\"segment_prefaulting\":")) != 0 : -1;
-}
-
 void rp_wait_prefault(rp_run *r)
 {
-    size_t cap = 1u << 20;
-    char *buf = malloc(cap);
-    uint64_t deadline = fx_cli_now_ns() + (uint64_t)RP_PREFAULT_WAIT_MS * 1000000ull;
-    for (unsigned k = 0; buf && r->cl.embedded && k < r->n_owners; k++)
-        while (rp_owner_prefaulting(r->cl.owners[k], &buf, &cap) == 1 && fx_cli_now_ns() < deadline)
-            fx_cli_sleep_ms(10);
-    for (unsigned i = 0; buf && i < r->n_workers; i++)
-        while (rp_client_prefaulting(r->workers[i].client, &buf, &cap) == 1 && fx_cli_now_ns() < deadline)
-            fx_cli_sleep_ms(10);
-    free(buf);
+    fluxon_client **clients = calloc(r->n_workers ? r->n_workers : 1, sizeof *clients);
+    for (unsigned i = 0; clients && i < r->n_workers; i++) clients[i] = r->workers[i].client;
+    if (clients)
+        (void)fx_cli_wait_prefault(r->cl.owners, r->cl.embedded ? r->n_owners : 0, clients, r->n_workers,
+                                   RP_PREFAULT_WAIT_MS);
+    free(clients);
 }
 
 /* ---------------------------------------------------------------------------------
