@@ -313,10 +313,12 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     /* Map every page of the (owner-prefaulted) segment, on a thread of its own: otherwise
      * the first write of each page by this process takes a fault on the put path
      * (measured: most of a 4.5 MiB put into a fresh slot; on this project's VM ~24 us of
-     * each fresh 16 KiB value). Page tables only, no new memory. Best effort; off
+     * each fresh 16 KiB value). Page tables; memory only for pages the owner's own
+     * prefault has not allocated yet (it does the same). Best effort; off
      * ("prefault_segment": false) for short-lived clients such as the CLI. */
     if (cl->cfg.prefault_segment)
-        fx_prefault_start(&cl->prefault, fx_segment_base(cl->seg), fx_segment_len(cl->seg), -1, "client",
+        fx_prefault_start(&cl->prefault, fx_segment_base(cl->seg), fx_segment_len(cl->seg),
+                          fx_segment_huge(cl->seg) ? FX_SEGMENT_HUGE_BYTES : FX_SEGMENT_PAGE_BYTES, -1, "external",
                           cl->cfg.node_id);
     *client_p = cl;
     return FLUXON_OK;
@@ -442,12 +444,12 @@ static int client_json_call(fluxon_client *cl, uint16_t type, char *json, size_t
         char head[384]; /* node_id (< 64 bytes) and five numbers: never truncated */
         int hn = snprintf(head, sizeof head,
                           "{\"client\":{\"node_id\":\"%s\",\"requests\":%llu,\"errors\":%llu,"
-                          "\"timeouts\":%llu,\"handles_expired\":%llu,\"segment_prefaulting\":%d},\"owner\":",
+                          "\"timeouts\":%llu,\"handles_expired\":%llu,\"segment_prefaulting\":%s},\"owner\":",
                           cl->cfg.node_id, (unsigned long long)__atomic_load_n(&cl->requests, __ATOMIC_RELAXED),
                           (unsigned long long)__atomic_load_n(&cl->errors, __ATOMIC_RELAXED),
                           (unsigned long long)__atomic_load_n(&cl->timeouts, __ATOMIC_RELAXED),
                           (unsigned long long)__atomic_load_n(&cl->handles_expired, __ATOMIC_RELAXED),
-                          fx_prefault_running(&cl->prefault));
+                          fx_prefault_running(&cl->prefault) ? "true" : "false");
         out = rc == FLUXON_OK ? fx_malloc((size_t)hn + b.json.len + 2) : NULL;
         if (rc == FLUXON_OK && !out) rc = FLUXON_ERR_NOMEM;
         if (out) {

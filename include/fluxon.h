@@ -174,11 +174,14 @@ typedef struct fluxon_client fluxon_client;
  *  client_p     receives the client; the caller owns it (fluxon_client_close).
  * Waits at most "timeout_ms" (default 30000 ms) for the owner.
  * With "prefault_segment" (default true) a thread of the client then faults the owner's
- * segment into this process's mapping, not waited for: the engine's first write of each
- * page skips the fault; the client's stats say "segment_prefaulting" until it is done
- * (~0.1 s per GiB on bare metal; ~1.5 s per GiB on a VM whose hypervisor makes a page's
- * translation at its first access, where the thread reads every page once, at nice 19).
- * fluxon_client_close stops it within one step.
+ * segment into this process's mapping (MADV_POPULATE_WRITE), not waited for: the engine's
+ * first write of each page skips the fault; the client's stats say "segment_prefaulting"
+ * until it is done. Where a mapped page's first access still costs (probed; a VM whose
+ * hypervisor makes each translation at the first access, ~6 us a page), the thread also
+ * reads every page once: ~2-3 s of CPU per GiB there, the cost the engine's first writes
+ * would otherwise pay. Each client of a process does this for its own mapping.
+ * fluxon_client_close stops it (it looks every 64 MiB it maps and every 64 pages it
+ * reads).
  * Every request of a client encodes to one frame of at most the client's
  * "max_frame_bytes" (default 64 MiB; the owner's must be as large): a larger batch is
  * refused before anything is sent with FLUXON_ERR_INVALID_ARGUMENT and a warning naming
@@ -202,8 +205,9 @@ void fluxon_client_close(fluxon_client *client);
  * (cap bytes, NUL-terminated on success). *len_p receives strlen of the document; when
  * cap is too small, returns FLUXON_ERR_INVALID_ARGUMENT and sets *len_p to the size
  * needed (excluding the NUL) so the caller can retry.
- * Keys: "client": {"requests", "errors", "timeouts", "handles_expired",
- * "segment_prefaulting" (1 while the client's prefault thread, below, still works)},
+ * Keys: "client": {"node_id", "requests", "errors", "timeouts", "handles_expired",
+ * "segment_prefaulting" (true while the client's prefault, see fluxon_client_open, still
+ * works)},
  * "owner": {"node_id",
  * "generation", "externals", "master_connected", ...}.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE (owner gone);

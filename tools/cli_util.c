@@ -93,7 +93,7 @@ static int cli_client_prefaulting(fluxon_client *c, char **buf, size_t *cap)
     }
     const char *key = "\"segment_prefaulting\":";
     const char *p = rc == FLUXON_OK ? strstr(*buf, key) : NULL;
-    return p ? atoi(p + strlen(key)) != 0 : -1;
+    return p ? strncmp(p + strlen(key), "true", 4) == 0 : -1;
 }
 
 int fx_cli_wait_prefault(fluxon_node *const *owners, unsigned n_owners, fluxon_client *const *clients,
@@ -103,13 +103,14 @@ int fx_cli_wait_prefault(fluxon_node *const *owners, unsigned n_owners, fluxon_c
     char *buf = malloc(cap);
     uint64_t deadline = fx_cli_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     int st = buf ? 0 : -1;
-    for (unsigned i = 0; st == 0 && i < n_owners + n_clients; i++)
-        for (;;) {
+    for (unsigned i = 0; buf && i < n_owners + n_clients; i++)
+        for (;;) { /* one that cannot be read (-1) is skipped: the others are still waited for */
             int r = i < n_owners ? cli_owner_prefaulting(owners[i], &buf, &cap)
                                  : cli_client_prefaulting(clients[i - n_owners], &buf, &cap);
             if (r == 0) break;
             if (r < 0 || fx_cli_now_ns() >= deadline) {
                 st = -1;
+                if (r > 0) i = n_owners + n_clients; /* out of time: stop waiting for any */
                 break;
             }
             fx_cli_sleep_ms(10);

@@ -12,15 +12,11 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "log.h"
 
 #define PF_STEP (64ull << 20)  /* allocate and map in steps this large */
-#define PF_PAGE 4096ull
-#define PF_STOP_EVERY 64u      /* touch: look at the stop flag every 64 pages (256 KiB) */
+#define PF_STOP_EVERY 64u      /* touch: look at the stop flag every 64 pages */
 #define PF_PROBE_PAGES 16u
 
 static bool pf_stopped(const int *stop) { return stop && __atomic_load_n(stop, __ATOMIC_RELAXED); }
@@ -38,14 +34,14 @@ static int pf_cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-FX_INTERNAL uint64_t fx_prefault_probe_ns(const void *base, uint64_t len, unsigned n)
+FX_INTERNAL uint64_t fx_prefault_probe_ns(const void *base, uint64_t len, uint64_t page, unsigned n)
 {
-    uint64_t pages = len / PF_PAGE, ns[64];
+    uint64_t pages = page ? len / page : 0, ns[64];
     if (n == 0 || pages == 0) return 0;
     if (n > 64) n = 64;
     if (n > pages) n = (unsigned)pages;
     for (unsigned i = 0; i < n; i++) {
-        const uint8_t *p = (const uint8_t *)base + (pages * i / n) * PF_PAGE;
+        const uint8_t *p = (const uint8_t *)base + (pages * i / n) * page;
         uint64_t t0 = fx_now_ns();
         (void)pf_read(p);
         ns[i] = fx_now_ns() - t0;
@@ -54,34 +50,45 @@ FX_INTERNAL uint64_t fx_prefault_probe_ns(const void *base, uint64_t len, unsign
     return ns[n / 2];
 }
 
-FX_INTERNAL uint64_t fx_prefault_touch(const void *base, uint64_t len, const int *stop)
+FX_INTERNAL uint64_t fx_prefault_touch(const void *base, uint64_t len, uint64_t page, const int *stop,
+                                       uint64_t *progress)
 {
     const uint8_t *p = base;
-    uint64_t pages = len / PF_PAGE, i = 0;
+    uint64_t pages = page ? len / page : 0, i = 0;
     uint8_t acc = 0;
     for (; i < pages; i++) {
-        if (i % PF_STOP_EVERY == 0 && pf_stopped(stop)) break;
-        acc ^= pf_read(p + i * PF_PAGE);
+        if (i % PF_STOP_EVERY == 0) {
+            if (progress) __atomic_store_n(progress, i * page, __ATOMIC_RELAXED);
+            if (pf_stopped(stop)) break;
+        }
+        acc ^= pf_read(p + i * page);
     }
+    if (progress) __atomic_store_n(progress, i * page, __ATOMIC_RELAXED);
     (void)acc;
     return i;
 }
 
-/* One pass over the mapping: allocate (fallocate) or map (MADV_POPULATE_WRITE). Returns
- * true when it covered the whole mapping. */
+/* Step 1 (allocate) or 2 (map) over the mapping. Returns true when it covered all of it. */
 static bool pf_pass(fx_prefault_t *pf, bool allocate)
 {
     uint64_t off = 0;
+    __atomic_store_n(&pf->progress, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pf->pass, allocate ? 1 : 2, __ATOMIC_RELAXED);
     for (; off < pf->len && !pf_stopped(&pf->stop); off += PF_STEP) {
         uint64_t n = FX_MIN(PF_STEP, pf->len - off);
         if (allocate && fallocate(pf->alloc_fd, 0, (off_t)off, (off_t)n) != 0) {
             FX_DEBUG("segment preallocation skipped: %m"); /* the mapping pass's faults allocate */
             return false;
         }
+#ifdef MADV_POPULATE_WRITE
         if (!allocate && madvise(pf->base + off, n, MADV_POPULATE_WRITE) != 0) {
-            FX_DEBUG("segment prefault skipped: %m");
+            FX_INFO("segment prefault: MADV_POPULATE_WRITE failed (%m); reading every page instead");
             return false;
         }
+#else
+        if (!allocate) return false;
+#endif
+        __atomic_store_n(&pf->progress, off + n, __ATOMIC_RELAXED);
     }
     return off >= pf->len;
 }
@@ -90,37 +97,35 @@ static void *pf_main(void *arg)
 {
     fx_prefault_t *pf = arg;
     uint64_t t0 = fx_now_ns(), t1 = t0;
-    fx_log_set_context(pf->role, pf->id);
+    fx_log_set_context(pf->role, pf->id[0] ? pf->id : NULL);
     if (pf->alloc_fd >= 0) {
         pf_pass(pf, true);
         t1 = fx_now_ns();
     }
     bool mapped = pf_pass(pf, false);
     uint64_t t2 = fx_now_ns();
-    if (mapped) {
-        pf->probe_ns = fx_prefault_probe_ns(pf->base, pf->len, PF_PROBE_PAGES);
-        if (pf->probe_ns >= FX_PREFAULT_TOUCH_PROBE_NS) {
-            /* only CPU nobody else wants: an engine's threads come first */
-            if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) != 0)
-                FX_DEBUG("segment touch: cannot lower its priority: %m");
-            pf->touched_pages = fx_prefault_touch(pf->base, pf->len, &pf->stop);
-        }
+    uint64_t threshold = pf->touch_probe_ns ? pf->touch_probe_ns : FX_PREFAULT_TOUCH_PROBE_NS;
+    if (mapped) pf->probe_ns = fx_prefault_probe_ns(pf->base, pf->len, pf->page, PF_PROBE_PAGES);
+    if (!pf_stopped(&pf->stop) && (!mapped || pf->probe_ns >= threshold)) {
+        __atomic_store_n(&pf->pass, 3, __ATOMIC_RELAXED);
+        pf->touched_pages = fx_prefault_touch(pf->base, pf->len, pf->page, &pf->stop, &pf->progress);
     }
-    if (mapped && !pf_stopped(&pf->stop))
+    if (!pf_stopped(&pf->stop))
         FX_INFO("segment prefaulted: %llu MiB in %.1f s (allocated in %.1f s, mapped in %.1f s; a mapped page's "
-                "first access took %.1f us, %s)",
+                "first access took %.1f us: %s)",
                 (unsigned long long)(pf->len >> 20), (double)(fx_now_ns() - t0) / 1e9, (double)(t1 - t0) / 1e9,
                 (double)(t2 - t1) / 1e9, (double)pf->probe_ns / 1e3,
-                pf->touched_pages ? "so every page was read once" : "no page read");
+                pf->touched_pages ? "every page read once" : "no page read");
     __atomic_store_n(&pf->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
-FX_INTERNAL void fx_prefault_start(fx_prefault_t *pf, void *base, uint64_t len, int alloc_fd,
+FX_INTERNAL void fx_prefault_start(fx_prefault_t *pf, void *base, uint64_t len, uint64_t page, int alloc_fd,
                                    const char *role, const char *id)
 {
     pf->base = base;
     pf->len = len;
+    pf->page = page ? page : 4096;
     pf->alloc_fd = alloc_fd;
     fx_strlcpy(pf->role, role ? role : "", sizeof pf->role);
     fx_strlcpy(pf->id, id ? id : "", sizeof pf->id);

@@ -105,11 +105,11 @@ Test(node, master_and_two_owners_in_one_process, .fini = fini, .timeout = 60)
     cr_assert_eq(fluxon_client_stats(ca, json, need + 1, &len), FLUXON_OK);
     /* the client's own prefault of the segment (prefault_segment, on by default) ends */
     cr_assert(strstr(json, "\"segment_prefaulting\":"), "%s", json);
-    for (int i = 0; i < 2000 && !strstr(json, "\"segment_prefaulting\":0"); i++) {
+    for (int i = 0; i < 2000 && !strstr(json, "\"segment_prefaulting\":false"); i++) {
         th_sleep_ms(10);
         cr_assert_eq(fluxon_client_stats(ca, json, sizeof json, &len), FLUXON_OK);
     }
-    cr_assert(strstr(json, "\"segment_prefaulting\":0"), "the prefault ended within 20 s: %s", json);
+    cr_assert(strstr(json, "\"segment_prefaulting\":false"), "the prefault ended within 20 s: %s", json);
     fluxon_client_close(ca);
     fluxon_client_close(cb);
 }

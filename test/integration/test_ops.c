@@ -291,7 +291,7 @@ Test(ops, the_cli_does_not_prefault_the_segment, .timeout = 60, .fini = ops_fini
     for (int i = 0; i < 6000 && !done && th_now_s() - t0 < 30.0; i++) {
         cr_assert_eq(fluxon_client_stats(c, js, sizeof js, &len), FLUXON_OK);
         cr_assert(strstr(js, "\"segment_prefaulting\":"), "%s", js);
-        done = strstr(js, "\"segment_prefaulting\":0") != NULL;
+        done = strstr(js, "\"segment_prefaulting\":false") != NULL;
         if (!done) th_sleep_ms(5);
     }
     cr_assert(done, "the client's prefault did not finish within 30 s: %s", js);

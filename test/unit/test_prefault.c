@@ -1,7 +1,8 @@
 /* test_prefault.c — Criterion suite for transport/prefault.c: the thread faults a real
  * memfd mapping in without changing a byte, reads every page exactly when its probe says a
- * mapped page's first access costs, stops promptly when asked, and the touch pass itself
- * counts its pages and honours the stop flag. Every wait is bounded. */
+ * mapped page's first access costs (or when the test lowers the threshold), stops part way
+ * through a pass when asked, and the touch pass itself counts its pages and honours the
+ * stop flag. Every wait is bounded. */
 #include "helpers.h"
 
 #include <criterion/criterion.h>
@@ -37,8 +38,9 @@ static bool tpf_wait_done(fx_prefault_t *pf)
     return !fx_prefault_running(pf);
 }
 
-Test(prefault, maps_a_segment_without_changing_a_byte_and_reads_every_page_when_the_probe_says_so,
-     .timeout = TPF_TEST_TIMEOUT_S)
+/* One run over a 24 MiB memfd mapped twice (the "owner's" mapping written, holes left):
+ * nothing changes, and the touch pass runs exactly when the probe reaches the threshold. */
+static void tpf_run(uint64_t touch_probe_ns)
 {
     size_t len = 24 * TPF_MIB;
     int fd = memfd_create("tpf", MFD_CLOEXEC);
@@ -50,15 +52,16 @@ Test(prefault, maps_a_segment_without_changing_a_byte_and_reads_every_page_when_
     uint8_t *reader = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     cr_assert_neq(reader, MAP_FAILED);
 
-    fx_prefault_t pf = {0};
-    fx_prefault_start(&pf, reader, len, fd, "client", "tpf");
+    fx_prefault_t pf = {.touch_probe_ns = touch_probe_ns};
+    fx_prefault_start(&pf, reader, len, 4096, fd, "external", "tpf");
     cr_assert(pf.running, "the thread starts");
     cr_assert(tpf_wait_done(&pf), "the prefault of 24 MiB ends within %d ms", TPF_WAIT_MS);
     fx_prefault_stop(&pf);
     cr_assert_not(pf.running);
     cr_assert_not(fx_prefault_running(&pf));
     cr_assert_gt(pf.probe_ns, 0, "the mapping was probed");
-    if (pf.probe_ns >= FX_PREFAULT_TOUCH_PROBE_NS)
+    uint64_t threshold = touch_probe_ns ? touch_probe_ns : FX_PREFAULT_TOUCH_PROBE_NS;
+    if (pf.probe_ns >= threshold)
         cr_assert_eq(pf.touched_pages, len / 4096, "probe %llu ns: every page read once",
                      (unsigned long long)pf.probe_ns);
     else
@@ -71,23 +74,52 @@ Test(prefault, maps_a_segment_without_changing_a_byte_and_reads_every_page_when_
     close(fd);
 }
 
-Test(prefault, stops_between_steps_when_asked, .timeout = TPF_TEST_TIMEOUT_S)
+Test(prefault, maps_a_segment_without_changing_a_byte_and_reads_every_page_when_the_probe_says_so,
+     .timeout = TPF_TEST_TIMEOUT_S)
 {
-    size_t len = 512 * TPF_MIB; /* sparse: only what the thread reaches before the stop is allocated */
+    tpf_run(0); /* this host's own verdict */
+    tpf_run(1); /* a threshold every probe reaches: the touch pass runs on any host */
+}
+
+/* Starts a prefault of a 512 MiB memfd (sparse: only what the thread reaches is allocated)
+ * and stops it once it has covered part of pass `pass`; the pass must end short of the
+ * whole mapping. */
+static void tpf_stop_in_pass(int pass)
+{
+    size_t len = 512 * TPF_MIB;
     int fd = memfd_create("tpf-stop", MFD_CLOEXEC);
     cr_assert_geq(fd, 0);
     uint8_t *p = tpf_map(fd, len);
-    fx_prefault_t pf = {0};
-    fx_prefault_start(&pf, p, len, -1, "owner", NULL);
+    fx_prefault_t pf = {.touch_probe_ns = 1}; /* the touch pass runs on any host */
+    fx_prefault_start(&pf, p, len, 4096, -1, "owner", NULL);
     cr_assert(pf.running);
+    uint64_t deadline = fx_now_ns() + (uint64_t)TPF_WAIT_MS * 1000000ull;
+    while (fx_prefault_running(&pf) && fx_now_ns() < deadline &&
+           !(__atomic_load_n(&pf.pass, __ATOMIC_RELAXED) == pass && __atomic_load_n(&pf.progress, __ATOMIC_RELAXED) > 0))
+        usleep(200);
+    cr_assert(fx_prefault_running(&pf), "the thread was still in pass %d when asked to stop", pass);
     uint64_t t0 = fx_now_ns();
     fx_prefault_stop(&pf);
     uint64_t ms = (fx_now_ns() - t0) / 1000000u;
-    cr_assert_lt(ms, 5000, "stopped after %llu ms (one 64 MiB step, then it looks)", (unsigned long long)ms);
     cr_assert_not(pf.running);
     cr_assert_not(fx_prefault_running(&pf));
+    cr_assert_eq(pf.pass, pass, "it stopped in pass %d, not %d", pf.pass, pass);
+    cr_assert_lt(pf.progress, len, "pass %d stopped part way (%llu of %zu bytes)", pass,
+                 (unsigned long long)pf.progress, len);
+    cr_assert_lt(ms, 5000, "stopped after %llu ms", (unsigned long long)ms);
+    if (pass == 3) cr_assert_lt(pf.touched_pages, len / 4096);
     munmap(p, len);
     close(fd);
+}
+
+Test(prefault, stops_part_way_through_the_mapping_pass_when_asked, .timeout = TPF_TEST_TIMEOUT_S)
+{
+    tpf_stop_in_pass(2);
+}
+
+Test(prefault, stops_part_way_through_the_touch_pass_when_asked, .timeout = TPF_TEST_TIMEOUT_S)
+{
+    tpf_stop_in_pass(3);
 }
 
 Test(prefault, the_touch_pass_reads_every_page_and_honours_its_stop_flag, .timeout = TPF_TEST_TIMEOUT_S)
@@ -97,14 +129,19 @@ Test(prefault, the_touch_pass_reads_every_page_and_honours_its_stop_flag, .timeo
     cr_assert_neq(p, MAP_FAILED);
     memset(p, 0x5a, len);
     int stop = 0;
-    cr_assert_eq(fx_prefault_touch(p, len, &stop), (4 * TPF_MIB + 4096) / 4096);
-    cr_assert_eq(fx_prefault_touch(p, len, NULL), (4 * TPF_MIB + 4096) / 4096);
+    uint64_t progress = 0;
+    cr_assert_eq(fx_prefault_touch(p, len, 4096, &stop, &progress), (4 * TPF_MIB + 4096) / 4096);
+    cr_assert_eq(progress, 4 * TPF_MIB + 4096, "progress: every whole page");
+    cr_assert_eq(fx_prefault_touch(p, len, 4096, NULL, NULL), (4 * TPF_MIB + 4096) / 4096);
+    cr_assert_eq(fx_prefault_touch(p, len, 2u << 20, NULL, NULL), 2, "2 MiB pages: two whole ones");
     stop = 1;
-    cr_assert_eq(fx_prefault_touch(p, len, &stop), 0, "a set stop flag reads nothing");
-    cr_assert_eq(fx_prefault_touch(p, 100, NULL), 0, "less than a page");
+    cr_assert_eq(fx_prefault_touch(p, len, 4096, &stop, &progress), 0, "a set stop flag reads nothing");
+    cr_assert_eq(progress, 0);
+    cr_assert_eq(fx_prefault_touch(p, 100, 4096, NULL, NULL), 0, "less than a page");
+    cr_assert_eq(fx_prefault_touch(p, len, 0, NULL, NULL), 0, "no page size: nothing");
     for (size_t i = 0; i < len; i++) cr_assert_eq(p[i], 0x5a);
-    cr_assert_gt(fx_prefault_probe_ns(p, len, 8), 0);
-    cr_assert_eq(fx_prefault_probe_ns(p, len, 0), 0, "no page asked: 0");
-    cr_assert_eq(fx_prefault_probe_ns(p, 100, 4), 0, "no whole page: 0");
+    cr_assert_gt(fx_prefault_probe_ns(p, len, 4096, 8), 0);
+    cr_assert_eq(fx_prefault_probe_ns(p, len, 4096, 0), 0, "no page asked: 0");
+    cr_assert_eq(fx_prefault_probe_ns(p, 100, 4096, 4), 0, "no whole page: 0");
     munmap(p, len);
 }
