@@ -316,6 +316,7 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
      * each fresh 16 KiB value). Page tables; memory only for pages the owner's own
      * prefault has not allocated yet (it does the same). Best effort; off
      * ("prefault_segment": false) for short-lived clients such as the CLI. */
+    cl->prefault.touch = cl->cfg.segment_touch;
     if (cl->cfg.prefault_segment)
         fx_prefault_start(&cl->prefault, fx_segment_base(cl->seg), fx_segment_len(cl->seg),
                           fx_segment_huge(cl->seg) ? FX_SEGMENT_HUGE_BYTES : FX_SEGMENT_PAGE_BYTES, -1, "external",

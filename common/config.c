@@ -31,7 +31,8 @@ enum {
     CFG_K_TIMEOUT, CFG_K_MASTER_TIMEOUT, CFG_K_TEST, CFG_K_HOT_BYTES, CFG_K_SUB_CLUSTER, CFG_K_PLAN_TTL,
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
-    CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN
+    CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
+    CFG_K_SEGMENT_TOUCH
 };
 
 struct cfg_field {
@@ -63,6 +64,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"transport", CFG_E},  /* issue 18 */
     {"ring_poll_us", CFG_O},
     {"ring_poll_plan_us", CFG_O},
+    {"segment_touch", CFG_O | CFG_E},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -546,6 +548,13 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_PREFAULT:
         if (!cJSON_IsBool(v)) return cfg_bad(c, path, v, "must be true or false");
         cfg->prefault_segment = cJSON_IsTrue(v);
+        return 0;
+    case CFG_K_SEGMENT_TOUCH:
+        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if (strcmp(v->valuestring, "auto") == 0) cfg->segment_touch = FX_TOUCH_AUTO;
+        else if (strcmp(v->valuestring, "off") == 0) cfg->segment_touch = FX_TOUCH_OFF;
+        else if (strcmp(v->valuestring, "on") == 0) cfg->segment_touch = FX_TOUCH_ON;
+        else return cfg_bad(c, path, v, "must be one of auto, off, on");
         return 0;
     case CFG_K_TRANSPORT:
         if ((rc = cfg_want_string(c, path, v))) return rc;

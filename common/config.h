@@ -30,6 +30,10 @@ enum { FX_EVICT_LRU = 0, FX_EVICT_S3FIFO = 1, FX_EVICT_SLRU = 2 }; /* owner "evi
 /* "huge_pages" of an owner: its segment on MFD_HUGETLB pages — never, when available
  * (else 4 KiB pages, the reason logged), or required (else the owner does not start). */
 enum { FX_HUGE_OFF = 0, FX_HUGE_TRY = 1, FX_HUGE_ON = 2 };
+/* "segment_touch" of an owner or external: after its segment prefault maps the pages, read
+ * every page once where a probe finds a mapped page's first access costly (auto), never,
+ * or always (transport/prefault.h). */
+enum { FX_TOUCH_AUTO = 0, FX_TOUCH_OFF = 1, FX_TOUCH_ON = 2 };
 enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4,
        FX_FAULT_TRUNCATE = 5 };
 
@@ -118,6 +122,7 @@ typedef struct fx_config {
     /* external */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
     bool prefault_segment;                /* map the segment's page tables at open [true] */
+    int segment_touch;                    /* FX_TOUCH_AUTO/OFF/ON, owner and external ["auto"] */
     bool transport_socket;                /* "transport": "socket" (else "ring") [ring; env
                                              FLUXON_CLIENT_TRANSPORT=socket picks socket] */
 } fx_config_t;

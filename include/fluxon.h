@@ -179,7 +179,8 @@ typedef struct fluxon_client fluxon_client;
  * until it is done. Where a mapped page's first access still costs (probed; a VM whose
  * hypervisor makes each translation at the first access, ~6 us a page), the thread also
  * reads every page once: ~2-3 s of CPU per GiB there, the cost the engine's first writes
- * would otherwise pay. Each client of a process does this for its own mapping.
+ * would otherwise pay ("segment_touch": "auto", or "off" / "on"). Each client of a
+ * process does this for its own mapping.
  * fluxon_client_close stops it (it looks every 64 MiB it maps and every 64 pages it
  * reads).
  * Every request of a client encodes to one frame of at most the client's

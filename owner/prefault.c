@@ -10,6 +10,7 @@
 FX_INTERNAL void fx_oprefault_start(fx_owner_t *o)
 {
     if (o->cfg.numa_node >= 0) return; /* fx_segment_create placed and touched every page */
+    o->prefault.touch = o->cfg.segment_touch;
     fx_prefault_start(&o->prefault, fx_segment_base(o->seg), fx_segment_len(o->seg),
                       fx_segment_huge(o->seg) ? FX_SEGMENT_HUGE_BYTES : FX_SEGMENT_PAGE_BYTES, fx_segment_fd(o->seg),
                       "owner", o->cfg.node_id);

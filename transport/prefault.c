@@ -10,6 +10,7 @@
 #include "prefault.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -105,17 +106,22 @@ static void *pf_main(void *arg)
     bool mapped = pf_pass(pf, false);
     uint64_t t2 = fx_now_ns();
     uint64_t threshold = pf->touch_probe_ns ? pf->touch_probe_ns : FX_PREFAULT_TOUCH_PROBE_NS;
-    if (mapped) pf->probe_ns = fx_prefault_probe_ns(pf->base, pf->len, pf->page, PF_PROBE_PAGES);
-    if (!pf_stopped(&pf->stop) && (!mapped || pf->probe_ns >= threshold)) {
+    if (mapped && pf->touch == FX_TOUCH_AUTO)
+        pf->probe_ns = fx_prefault_probe_ns(pf->base, pf->len, pf->page, PF_PROBE_PAGES);
+    bool touch = pf->touch == FX_TOUCH_ON || (pf->touch == FX_TOUCH_AUTO && (!mapped || pf->probe_ns >= threshold));
+    if (!pf_stopped(&pf->stop) && touch) {
         __atomic_store_n(&pf->pass, 3, __ATOMIC_RELAXED);
         pf->touched_pages = fx_prefault_touch(pf->base, pf->len, pf->page, &pf->stop, &pf->progress);
     }
     if (!pf_stopped(&pf->stop))
-        FX_INFO("segment prefaulted: %llu MiB in %.1f s (allocated in %.1f s, mapped in %.1f s; a mapped page's "
-                "first access took %.1f us: %s)",
+    {
+        char probe[64] = "";
+        if (pf->probe_ns) snprintf(probe, sizeof probe, ", a mapped page's first access took %.1f us", (double)pf->probe_ns / 1e3);
+        FX_INFO("segment prefaulted: %llu MiB in %.1f s (allocated in %.1f s, mapped in %.1f s; segment_touch %s%s: %s)",
                 (unsigned long long)(pf->len >> 20), (double)(fx_now_ns() - t0) / 1e9, (double)(t1 - t0) / 1e9,
-                (double)(t2 - t1) / 1e9, (double)pf->probe_ns / 1e3,
-                pf->touched_pages ? "every page read once" : "no page read");
+                (double)(t2 - t1) / 1e9, pf->touch == FX_TOUCH_ON ? "on" : pf->touch == FX_TOUCH_OFF ? "off" : "auto",
+                probe, pf->touched_pages ? "every page read once" : "no page read");
+    }
     __atomic_store_n(&pf->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }

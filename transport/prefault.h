@@ -16,6 +16,8 @@
  *     only, never writes: the pages may hold live values. Where step 2 is not available
  *     (a kernel before 5.14) or fails, step 3 runs without a probe: its reads fault the
  *     pages in.
+ * Config "segment_touch" (owner and external): "auto" as above, "off" never step 3, "on"
+ * step 3 without a probe.
  * The thread runs at the process's priority: a lower one made a stop wait for it up to
  * ~1 s on a loaded host (measured at nice 19 with 4 busy threads). Best effort. */
 #ifndef FX_PREFAULT_H
@@ -36,6 +38,7 @@ typedef struct fx_prefault {
     uint64_t page;    /* the mapping's page size: 4096, or 2 MiB on hugetlb pages */
     int alloc_fd;     /* borrowed: fallocate this memfd first; -1: do not */
     char role[16], id[FX_ID_MAX]; /* log context: "owner"/"external", node id ("" = none) */
+    int touch;                    /* set before start: FX_TOUCH_AUTO (probe), OFF or ON (config.h) */
     uint64_t touch_probe_ns;      /* set before start: the probe threshold (0: the default) */
     uint64_t progress;            /* atomic: bytes the current pass has covered */
     int pass;                     /* atomic: 1 allocate, 2 map, 3 touch, 0 none yet */
@@ -44,7 +47,7 @@ typedef struct fx_prefault {
 } fx_prefault_t;
 
 /* Starts the thread over [base, base + len) (len a multiple of page), pf zeroed by the
- * caller but for touch_probe_ns. role: "owner" or "external"; id: its node id or NULL (the
+ * caller but for touch and touch_probe_ns. role: "owner" or "external"; id: its node id or NULL (the
  * thread is fx-prefault[-id], cut to 15 characters; its log context role[id]). No thread:
  * logged (debug), nothing done, fx_prefault_running false. */
 FX_INTERNAL void fx_prefault_start(fx_prefault_t *pf, void *base, uint64_t len, uint64_t page, int alloc_fd,

@@ -170,9 +170,23 @@ Test(config, external_defaults_and_values)
     cr_assert_eq(c.start_timeout_ms, 10000);
     cr_assert_eq(c.log_level, FX_LOG_INFO);
     cr_assert(c.prefault_segment, "a library client prefaults its mapping by default");
+    cr_assert_eq(c.segment_touch, FX_TOUCH_AUTO, "segment_touch defaults to auto");
     snprintf(suffix, sizeof suffix, ":%ld", (long)getpid());
     size_t n = strlen(c.node_id), s = strlen(suffix);
     cr_assert(n > s && strcmp(c.node_id + n - s, suffix) == 0, "node_id %s", c.node_id);
+    const char *touch_names[3] = {"auto", "off", "on"};
+    const int touch_modes[3] = {FX_TOUCH_AUTO, FX_TOUCH_OFF, FX_TOUCH_ON};
+    for (int i = 0; i < 3; i++) {
+        char js[256];
+        snprintf(js, sizeof js, "{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"s\",\"segment_touch\":\"%s\"}",
+                 touch_names[i]);
+        cr_assert_eq(tc_parse(js, &c, err), FLUXON_OK, "%s", err);
+        cr_assert_eq(c.segment_touch, touch_modes[i], "external segment_touch %s", touch_names[i]);
+        snprintf(js, sizeof js, "{\"role\":\"owner\",\"cluster_id\":\"c1\",\"node_id\":\"o\",\"master\":\"127.0.0.1:1\","
+                 "\"segment_touch\":\"%s\"}", touch_names[i]);
+        cr_assert_eq(tc_parse(js, &c, err), FLUXON_OK, "%s", err);
+        cr_assert_eq(c.segment_touch, touch_modes[i], "owner segment_touch %s", touch_names[i]);
+    }
 
     cr_assert_eq(tc_parse("{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"s\","
                           "\"timeout_ms\":1,\"node_id\":\"me:42\",\"cluster_token\":\"t\","
@@ -267,6 +281,9 @@ static const struct tc_bad tc_bads[] = {
     {E "\"timeout_ms\":0}", "timeout_ms: 0 must be"},
     {E "\"prefault_segment\":1}", "prefault_segment: 1 must be true or false"},
     {O "\"huge_pages\":\"yes\"}", "huge_pages: \"yes\" must be one of off, try, on"},
+    {O "\"segment_touch\":\"always\"}", "segment_touch: \"always\" must be one of auto, off, on"},
+    {E "\"segment_touch\":true}", "segment_touch: true is not a string"},
+    {M "\"segment_touch\":\"off\"}", "segment_touch: unknown field for role master"},
     {O "\"prefault_segment\":false}", "prefault_segment: unknown field for role owner"},
     {M "\"start_timeout_ms\":1e300}", "start_timeout_ms: 1e+300 must be"},
     {O "\"numa_node\":-2}", "numa_node: -2 must be an integer in [-1,"},

@@ -40,7 +40,7 @@ static bool tpf_wait_done(fx_prefault_t *pf)
 
 /* One run over a 24 MiB memfd mapped twice (the "owner's" mapping written, holes left):
  * nothing changes, and the touch pass runs exactly when the probe reaches the threshold. */
-static void tpf_run(uint64_t touch_probe_ns)
+static void tpf_run(int touch, uint64_t touch_probe_ns)
 {
     size_t len = 24 * TPF_MIB;
     int fd = memfd_create("tpf", MFD_CLOEXEC);
@@ -52,20 +52,25 @@ static void tpf_run(uint64_t touch_probe_ns)
     uint8_t *reader = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     cr_assert_neq(reader, MAP_FAILED);
 
-    fx_prefault_t pf = {.touch_probe_ns = touch_probe_ns};
+    fx_prefault_t pf = {.touch = touch, .touch_probe_ns = touch_probe_ns};
     fx_prefault_start(&pf, reader, len, 4096, fd, "external", "tpf");
     cr_assert(pf.running, "the thread starts");
     cr_assert(tpf_wait_done(&pf), "the prefault of 24 MiB ends within %d ms", TPF_WAIT_MS);
     fx_prefault_stop(&pf);
     cr_assert_not(pf.running);
     cr_assert_not(fx_prefault_running(&pf));
-    cr_assert_gt(pf.probe_ns, 0, "the mapping was probed");
     uint64_t threshold = touch_probe_ns ? touch_probe_ns : FX_PREFAULT_TOUCH_PROBE_NS;
-    if (pf.probe_ns >= threshold)
-        cr_assert_eq(pf.touched_pages, len / 4096, "probe %llu ns: every page read once",
-                     (unsigned long long)pf.probe_ns);
-    else
-        cr_assert_eq(pf.touched_pages, 0, "probe %llu ns: no page read", (unsigned long long)pf.probe_ns);
+    if (touch != FX_TOUCH_AUTO) {
+        cr_assert_eq(pf.probe_ns, 0, "segment_touch %d: no probe", touch);
+        cr_assert_eq(pf.touched_pages, touch == FX_TOUCH_ON ? len / 4096 : 0, "segment_touch %d", touch);
+    } else {
+        cr_assert_gt(pf.probe_ns, 0, "the mapping was probed");
+        if (pf.probe_ns >= threshold)
+            cr_assert_eq(pf.touched_pages, len / 4096, "probe %llu ns: every page read once",
+                         (unsigned long long)pf.probe_ns);
+        else
+            cr_assert_eq(pf.touched_pages, 0, "probe %llu ns: no page read", (unsigned long long)pf.probe_ns);
+    }
     cr_assert_eq(tpf_sum(writer, len), before, "not a byte changed");
     cr_assert_eq(tpf_sum(reader, len), before);
     fx_prefault_stop(&pf); /* again: a no-op */
@@ -77,8 +82,10 @@ static void tpf_run(uint64_t touch_probe_ns)
 Test(prefault, maps_a_segment_without_changing_a_byte_and_reads_every_page_when_the_probe_says_so,
      .timeout = TPF_TEST_TIMEOUT_S)
 {
-    tpf_run(0); /* this host's own verdict */
-    tpf_run(1); /* a threshold every probe reaches: the touch pass runs on any host */
+    tpf_run(FX_TOUCH_AUTO, 0); /* this host's own verdict */
+    tpf_run(FX_TOUCH_AUTO, 1); /* a threshold every probe reaches: the touch pass runs on any host */
+    tpf_run(FX_TOUCH_ON, 0);   /* segment_touch "on": every page read, no probe */
+    tpf_run(FX_TOUCH_OFF, 1);  /* "off": none, whatever a probe would say */
 }
 
 /* Starts a prefault of a 512 MiB memfd (sparse: only what the thread reaches is allocated)
