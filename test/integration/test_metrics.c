@@ -142,6 +142,7 @@ Test(metrics, master_and_owner_processes_serve_what_their_stats_say)
              "\"timeout_ms\":5000,\"log_level\":\"warn\"}", dir);
     fluxon_client *c = NULL;
     cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_OK);
+    cr_assert(th_wait_registered(c, 10000), "the owner registered with its master within 10 s");
 
     /* a workload: small puts (one request), big puts (put_start + commit), hits, a miss */
     static uint8_t big[300 << 10];

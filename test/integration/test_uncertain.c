@@ -509,16 +509,7 @@ Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .f
              "\"timeout_ms\":5000,\"log_level\":\"error\"}", sock);
     fluxon_client *p = NULL, *a = NULL;
     cr_assert_eq(fluxon_client_open(cfg, &p), FLUXON_OK);
-    /* its socket appears before it has registered with the master, and a put meanwhile
-     * is refused (UNAVAILABLE): wait for the registration */
-    static char js[8192];
-    size_t jl = 0;
-    bool ready = false;
-    for (int i = 0; i < 1000 && !ready; i++) {
-        ready = fluxon_client_stats(p, js, sizeof js, &jl) == FLUXON_OK && strstr(js, "\"master_connected\":true");
-        if (!ready) th_sleep_ms(10);
-    }
-    cr_assert(ready, "owner P registered with the master within 10 s: %s", js);
+    cr_assert(th_wait_registered(p, 10000), "owner P registered with the master within 10 s");
     const char *k = "stalled-0";
     fluxon_future *f = un_put(p, &k, 1, 90);
     cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
