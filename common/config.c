@@ -164,6 +164,26 @@ static int cfg_want_string(struct cfg_ctx *c, const char *path, const cJSON *v)
     return cJSON_IsString(v) ? 0 : cfg_bad(c, path, v, "is not a string");
 }
 
+/* v must be one of the n names; *idx receives its index (the enum values follow the names'
+ * order). Else "must be one of a, b, c". */
+static int cfg_get_choice(struct cfg_ctx *c, const char *path, const cJSON *v, const char *const *names, int n,
+                          int *idx)
+{
+    int rc = cfg_want_string(c, path, v);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++)
+        if (strcmp(v->valuestring, names[i]) == 0) {
+            *idx = i;
+            return 0;
+        }
+    char why[128] = "must be one of ";
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(why);
+        snprintf(why + l, sizeof why - l, "%s%s", i ? ", " : "", names[i]);
+    }
+    return cfg_bad(c, path, v, why);
+}
+
 static int cfg_want_object(struct cfg_ctx *c, const char *path, const cJSON *v)
 {
     return cJSON_IsObject(v) ? 0 : cfg_bad(c, path, v, "is not an object");
@@ -495,12 +515,13 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         fx_strlcpy(cfg->socket_path, v->valuestring, sizeof cfg->socket_path);
         return 0;
     case CFG_K_SEGMENT: return cfg_get_pages(c, path, v, &cfg->segment_bytes);
-    case CFG_K_NODE_ROLE:
-        if ((rc = cfg_want_string(c, path, v))) return rc;
-        if (strcmp(v->valuestring, "gpu_owner") == 0) cfg->node_role = FX_NODE_GPU_OWNER;
-        else if (strcmp(v->valuestring, "remote_cache") == 0) cfg->node_role = FX_NODE_REMOTE_CACHE;
-        else return cfg_bad(c, path, v, "must be one of gpu_owner, remote_cache");
+    case CFG_K_NODE_ROLE: {
+        static const char *const roles[] = {"gpu_owner", "remote_cache"}; /* FX_NODE_* */
+        int i = 0;
+        if ((rc = cfg_get_choice(c, path, v, roles, 2, &i))) return rc;
+        cfg->node_role = (fx_node_role_t)i;
         return 0;
+    }
     case CFG_K_NUMA:
         if ((rc = cfg_get_int(c, path, v, -1, CFG_NUMA_MAX, &x))) return rc;
         cfg->numa_node = (int)x;
@@ -521,13 +542,10 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_SUB_CLUSTER: return cfg_get_id(c, path, v, false, cfg->sub_cluster);
     case CFG_K_TEST: return cfg_parse_test(c, v, cfg);
     case CFG_K_HA: return cfg_parse_ha(c, v, cfg);
-    case CFG_K_EVICTION_POLICY:
-        if ((rc = cfg_want_string(c, path, v))) return rc;
-        if (strcmp(v->valuestring, "lru") == 0) cfg->eviction_policy = FX_EVICT_LRU;
-        else if (strcmp(v->valuestring, "s3fifo") == 0) cfg->eviction_policy = FX_EVICT_S3FIFO;
-        else if (strcmp(v->valuestring, "slru") == 0) cfg->eviction_policy = FX_EVICT_SLRU;
-        else return cfg_bad(c, path, v, "must be one of lru, s3fifo, slru");
-        return 0;
+    case CFG_K_EVICTION_POLICY: {
+        static const char *const policies[] = {"lru", "s3fifo", "slru"}; /* FX_EVICT_* */
+        return cfg_get_choice(c, path, v, policies, 3, &cfg->eviction_policy);
+    }
     case CFG_K_REPLICA_ROLES: return cfg_parse_replica_roles(c, path, v, cfg);
     case CFG_K_WRITEBACK:
         if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not a number");
@@ -538,30 +556,25 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
         return cfg->hot_capacity_bytes ? 0 : cfg_bad(c, path, v, "must be > 0");
-    case CFG_K_HUGE_PAGES:
-        if ((rc = cfg_want_string(c, path, v))) return rc;
-        if (strcmp(v->valuestring, "off") == 0) cfg->huge_pages = FX_HUGE_OFF;
-        else if (strcmp(v->valuestring, "try") == 0) cfg->huge_pages = FX_HUGE_TRY;
-        else if (strcmp(v->valuestring, "on") == 0) cfg->huge_pages = FX_HUGE_ON;
-        else return cfg_bad(c, path, v, "must be one of off, try, on");
-        return 0;
+    case CFG_K_HUGE_PAGES: {
+        static const char *const modes[] = {"off", "try", "on"}; /* FX_HUGE_* */
+        return cfg_get_choice(c, path, v, modes, 3, &cfg->huge_pages);
+    }
     case CFG_K_PREFAULT:
         if (!cJSON_IsBool(v)) return cfg_bad(c, path, v, "must be true or false");
         cfg->prefault_segment = cJSON_IsTrue(v);
         return 0;
-    case CFG_K_SEGMENT_TOUCH:
-        if ((rc = cfg_want_string(c, path, v))) return rc;
-        if (strcmp(v->valuestring, "auto") == 0) cfg->segment_touch = FX_TOUCH_AUTO;
-        else if (strcmp(v->valuestring, "off") == 0) cfg->segment_touch = FX_TOUCH_OFF;
-        else if (strcmp(v->valuestring, "on") == 0) cfg->segment_touch = FX_TOUCH_ON;
-        else return cfg_bad(c, path, v, "must be one of auto, off, on");
+    case CFG_K_SEGMENT_TOUCH: {
+        static const char *const modes[] = {"auto", "off", "on"}; /* FX_TOUCH_* */
+        return cfg_get_choice(c, path, v, modes, 3, &cfg->segment_touch);
+    }
+    case CFG_K_TRANSPORT: {
+        static const char *const transports[] = {"ring", "socket"};
+        int i = 0;
+        if ((rc = cfg_get_choice(c, path, v, transports, 2, &i))) return rc;
+        cfg->transport_socket = i == 1;
         return 0;
-    case CFG_K_TRANSPORT:
-        if ((rc = cfg_want_string(c, path, v))) return rc;
-        if (strcmp(v->valuestring, "ring") == 0) cfg->transport_socket = false;
-        else if (strcmp(v->valuestring, "socket") == 0) cfg->transport_socket = true;
-        else return cfg_bad(c, path, v, "must be one of ring, socket");
-        return 0;
+    }
     case CFG_K_RING_POLL: {
         int64_t us = 0;
         if ((rc = cfg_get_int(c, path, v, 0, CFG_RING_POLL_MAX, &us))) return rc;
