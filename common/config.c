@@ -32,7 +32,7 @@ enum {
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
-    CFG_K_SEGMENT_TOUCH
+    CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE
 };
 
 struct cfg_field {
@@ -65,6 +65,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"ring_poll_us", CFG_O},
     {"ring_poll_plan_us", CFG_O},
     {"segment_touch", CFG_O | CFG_E},
+    {"heap_reserve_mib", CFG_M | CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -587,6 +588,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         cfg->ring_poll_plan_us = (uint32_t)us;
         return 0;
     }
+    case CFG_K_HEAP_RESERVE: {
+        int64_t mib = 0;
+        if ((rc = cfg_get_int(c, path, v, 0, CFG_HEAP_RESERVE_MAX_MIB, &mib))) return rc;
+        cfg->heap_reserve_mib = (uint32_t)mib;
+        return 0;
+    }
     default: return cfg_fail(c, path, "internal error: no parser");
     }
 }
@@ -650,6 +657,8 @@ static int cfg_finish(struct cfg_ctx *c, uint64_t seen, fx_config_t *cfg)
     }
     if (cfg->role != FX_ROLE_OWNER) return 0;
     if (!(seen & (1ull << CFG_K_NODE_ID))) cfg_default_node_id(cfg->node_id, "");
+    if (!(seen & (1ull << CFG_K_HEAP_RESERVE))) /* an eighth of the segment, at most 1 GiB */
+        cfg->heap_reserve_mib = (uint32_t)FX_MIN(cfg->segment_bytes / 8 >> 20, (uint64_t)FX_HEAP_RESERVE_OWNER_MAX_MIB);
     /* a chosen poll window comes with the plan window's default on any host (defaults) */
     if ((seen & (1ull << CFG_K_RING_POLL)) && !(seen & (1ull << CFG_K_RING_POLL_PLAN)))
         cfg->ring_poll_plan_us = FX_RING_POLL_PLAN_DEFAULT_US;

@@ -123,6 +123,11 @@ typedef struct fx_config {
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
     bool prefault_segment;                /* map the segment's page tables at open [true] */
     int segment_touch;                    /* FX_TOUCH_AUTO/OFF/ON, owner and external ["auto"] */
+    uint32_t heap_reserve_mib;            /* master and owner: MiB handed to the heap once per
+                                             process, before the node's thread starts, and faulted
+                                             in on a thread (common/heap.c), rounded up to 64 MiB;
+                                             0 = none [master 64; owner segment_bytes / 8, at most
+                                             1024], 0..65536 */
     bool transport_socket;                /* "transport": "socket" (else "ring") [ring; env
                                              FLUXON_CLIENT_TRANSPORT=socket picks socket] */
 } fx_config_t;
@@ -131,6 +136,12 @@ typedef struct fx_config {
 #define FX_RING_POLL_MIN_CPUS 8
 #define FX_RING_POLL_PLAN_DEFAULT_US 2000
 #define CFG_RING_POLL_MAX 1000000
+/* "heap_reserve_mib" (master and owner): MiB of heap faulted in ahead of the cache's
+ * growth (common/heap.c); the master's default, and the owner's: segment_bytes / 8, at
+ * most FX_HEAP_RESERVE_OWNER_MAX_MIB */
+#define FX_HEAP_RESERVE_MASTER_MIB 64
+#define FX_HEAP_RESERVE_OWNER_MAX_MIB 1024
+#define CFG_HEAP_RESERVE_MAX_MIB 65536
 
 /* Resets *cfg to role's defaults (config_defaults.c): what fx_config_parse starts from. */
 FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role);

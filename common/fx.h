@@ -40,6 +40,12 @@ FX_INTERNAL void *fx_realloc(void *p, size_t n);
 FX_INTERNAL char *fx_strdup(const char *s);
 FX_INTERNAL char *fx_strndup(const char *s, size_t n);
 FX_INTERNAL void fx_free(void *p);
+/* The heap reserve (heap.c): maps `bytes` (rounded up to 64 MiB) of private memory and
+ * hands it to mimalloc, which places new heap segments there before asking the OS; the
+ * caller faults it in ahead of use (the prefault thread). Once per process: a later call,
+ * bytes 0, the sanitizer build or a failure (logged) return NULL. *len_p: the reserve's
+ * length (0 with NULL). The memory is mimalloc's until the process ends. Thread-safe. */
+FX_INTERNAL void *fx_heap_reserve(uint64_t bytes, uint64_t *len_p);
 
 /* Assertion for states that must never happen (Redis' serverAssert): logs file, line
  * and the expression, then aborts. Always on, also in release builds. */

@@ -15,6 +15,7 @@
 #include "master.h"
 #include "metrics.h"
 #include "owner.h"
+#include "prefault.h"
 
 struct fluxon_node {
     fx_config_t cfg;
@@ -25,6 +26,7 @@ struct fluxon_node {
     bool ready_known; /* ready_sem was taken: ready_status is final */
     fx_master_t *master;
     fx_owner_t *owner;
+    fx_prefault_t heap_pf; /* faults the heap reserve in (heap_reserve_mib) */
     /* metrics (node_metrics.c): the reactor copies its numbers into work, then publishes
      * them to snap under mu; readers wait on cv (bounded) for done >= their request */
     pthread_mutex_t mu;
@@ -186,10 +188,23 @@ int fluxon_node_metrics(fluxon_node *node, char *buf, size_t cap, size_t *len_p)
 }
 
 /* Stops the node's reactor and joins its thread; frees everything. */
+/* The heap reserve (common/heap.c), once per process: before the node's thread starts,
+ * so that the segments its heap grows into come from it; faulted in on a thread. */
+static void node_heap_reserve(fluxon_node *n)
+{
+    fx_prefault_t *pf = &n->heap_pf;
+    pf->heap_base = fx_heap_reserve((uint64_t)n->cfg.heap_reserve_mib << 20, &pf->heap_len);
+    if (!pf->heap_base) return;
+    pf->touch = n->cfg.role == FX_ROLE_OWNER ? n->cfg.segment_touch : FX_TOUCH_AUTO;
+    const char *id = n->cfg.role == FX_ROLE_MASTER ? NULL : n->cfg.node_id;
+    fx_prefault_start(pf, NULL, 0, 4096, -1, fx_role_name(n->cfg.role), id);
+}
+
 static void node_join_free(fluxon_node *n)
 {
     fx_reactor_post(n->r, node_stop_on_reactor, n);
     pthread_join(n->thread, NULL);
+    fx_prefault_stop(&n->heap_pf);
     sem_destroy(&n->created_sem);
     sem_destroy(&n->ready_sem);
     fx_reactor_destroy(n->r);
@@ -222,8 +237,10 @@ int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
     sem_init(&n->created_sem, 0, 0);
     sem_init(&n->ready_sem, 0, 0);
     n->ready_status = FLUXON_ERR_TIMEOUT;
+    node_heap_reserve(n);
     if (pthread_create(&n->thread, NULL, node_thread, n) != 0) {
         FX_ERROR("cannot start the node thread: %m");
+        fx_prefault_stop(&n->heap_pf);
         sem_destroy(&n->created_sem);
         sem_destroy(&n->ready_sem);
         fx_reactor_destroy(n->r);

@@ -69,21 +69,22 @@ FX_INTERNAL uint64_t fx_prefault_touch(const void *base, uint64_t len, uint64_t 
     return i;
 }
 
-/* Step 1 (allocate) or 2 (map) over the mapping. Returns true when it covered all of it. */
-static bool pf_pass(fx_prefault_t *pf, bool allocate)
+/* Step 1 (allocate) or 2 (map) over [base, base + len) (alloc_fd: the memfd behind it).
+ * Returns true when it covered all of it. */
+static bool pf_pass(fx_prefault_t *pf, uint8_t *base, uint64_t len, int alloc_fd, bool allocate)
 {
     uint64_t off = 0;
     __atomic_store_n(&pf->progress, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&pf->pass, allocate ? 1 : 2, __ATOMIC_RELAXED);
-    for (; off < pf->len && !pf_stopped(&pf->stop); off += PF_STEP) {
-        uint64_t n = FX_MIN(PF_STEP, pf->len - off);
-        if (allocate && fallocate(pf->alloc_fd, 0, (off_t)off, (off_t)n) != 0) {
+    for (; off < len && !pf_stopped(&pf->stop); off += PF_STEP) {
+        uint64_t n = FX_MIN(PF_STEP, len - off);
+        if (allocate && fallocate(alloc_fd, 0, (off_t)off, (off_t)n) != 0) {
             FX_DEBUG("segment preallocation skipped: %m"); /* the mapping pass's faults allocate */
             return false;
         }
 #ifdef MADV_POPULATE_WRITE
-        if (!allocate && madvise(pf->base + off, n, MADV_POPULATE_WRITE) != 0) {
-            FX_INFO("segment prefault: MADV_POPULATE_WRITE failed (%m); reading every page instead");
+        if (!allocate && madvise(base + off, n, MADV_POPULATE_WRITE) != 0) {
+            FX_INFO("prefault: MADV_POPULATE_WRITE failed (%m); reading every page instead");
             return false;
         }
 #else
@@ -91,7 +92,25 @@ static bool pf_pass(fx_prefault_t *pf, bool allocate)
 #endif
         __atomic_store_n(&pf->progress, off + n, __ATOMIC_RELAXED);
     }
-    return off >= pf->len;
+    return off >= len;
+}
+
+/* Steps 2 and 3 over the heap reserve (4 KiB pages, private memory mimalloc may already
+ * be using: populating and reading never change a byte). */
+static void pf_heap(fx_prefault_t *pf, uint64_t threshold)
+{
+    uint64_t t0 = fx_now_ns();
+    bool mapped = pf_pass(pf, pf->heap_base, pf->heap_len, -1, false);
+    uint64_t probe = mapped && pf->touch == FX_TOUCH_AUTO
+                         ? fx_prefault_probe_ns(pf->heap_base, pf->heap_len, 4096, PF_PROBE_PAGES) : 0;
+    bool touch = pf->touch == FX_TOUCH_ON || (pf->touch == FX_TOUCH_AUTO && (!mapped || probe >= threshold));
+    if (!pf_stopped(&pf->stop) && touch) {
+        __atomic_store_n(&pf->pass, 3, __ATOMIC_RELAXED);
+        pf->heap_touched_pages = fx_prefault_touch(pf->heap_base, pf->heap_len, 4096, &pf->stop, &pf->progress);
+    }
+    if (!pf_stopped(&pf->stop))
+        FX_INFO("heap reserve prefaulted: %llu MiB in %.2f s (%s)", (unsigned long long)(pf->heap_len >> 20),
+                (double)(fx_now_ns() - t0) / 1e9, pf->heap_touched_pages ? "every page read once" : "no page read");
 }
 
 static void *pf_main(void *arg)
@@ -99,13 +118,18 @@ static void *pf_main(void *arg)
     fx_prefault_t *pf = arg;
     uint64_t t0 = fx_now_ns(), t1 = t0;
     fx_log_set_context(pf->role, pf->id[0] ? pf->id : NULL);
+    uint64_t threshold = pf->touch_probe_ns ? pf->touch_probe_ns : FX_PREFAULT_TOUCH_PROBE_NS;
+    if (pf->heap_len) { /* first: the heap grows from the first request on */
+        pf_heap(pf, threshold);
+        t0 = t1 = fx_now_ns();
+    }
+    if (!pf->len) goto done;
     if (pf->alloc_fd >= 0) {
-        pf_pass(pf, true);
+        pf_pass(pf, pf->base, pf->len, pf->alloc_fd, true);
         t1 = fx_now_ns();
     }
-    bool mapped = pf_pass(pf, false);
+    bool mapped = pf_pass(pf, pf->base, pf->len, -1, false);
     uint64_t t2 = fx_now_ns();
-    uint64_t threshold = pf->touch_probe_ns ? pf->touch_probe_ns : FX_PREFAULT_TOUCH_PROBE_NS;
     if (mapped && pf->touch == FX_TOUCH_AUTO)
         pf->probe_ns = fx_prefault_probe_ns(pf->base, pf->len, pf->page, PF_PROBE_PAGES);
     bool touch = pf->touch == FX_TOUCH_ON || (pf->touch == FX_TOUCH_AUTO && (!mapped || pf->probe_ns >= threshold));
@@ -122,6 +146,7 @@ static void *pf_main(void *arg)
                 (double)(t2 - t1) / 1e9, pf->touch == FX_TOUCH_ON ? "on" : pf->touch == FX_TOUCH_OFF ? "off" : "auto",
                 probe, pf->touched_pages ? "every page read once" : "no page read");
     }
+done:
     __atomic_store_n(&pf->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }

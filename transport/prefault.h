@@ -44,10 +44,14 @@ typedef struct fx_prefault {
     int pass;                     /* atomic: 1 allocate, 2 map, 3 touch, 0 none yet */
     uint64_t touched_pages;       /* pages read by step 3 (0: not needed or not run) */
     uint64_t probe_ns;            /* median first access of a mapped page, as probed */
+    uint8_t *heap_base;           /* set before start: a heap reserve (fx_heap_reserve) to fault in
+                                     first, steps 2 and 3; NULL: none */
+    uint64_t heap_len;
+    uint64_t heap_touched_pages;  /* pages of it read by step 3 */
 } fx_prefault_t;
 
-/* Starts the thread over [base, base + len) (len a multiple of page), pf zeroed by the
- * caller but for touch and touch_probe_ns. role: "owner" or "external"; id: its node id or NULL (the
+/* Starts the thread over [base, base + len) (len a multiple of page; 0: the heap reserve
+ * only), pf zeroed by the caller but for touch, touch_probe_ns and the heap reserve. role: "owner" or "external"; id: its node id or NULL (the
  * thread is fx-prefault[-id], cut to 15 characters; its log context role[id]). No thread:
  * logged (debug), nothing done, fx_prefault_running false. */
 FX_INTERNAL void fx_prefault_start(fx_prefault_t *pf, void *base, uint64_t len, uint64_t page, int alloc_fd,

@@ -158,6 +158,32 @@ Test(config, expected_capacity_boundary)
     cr_assert_eq(tc_parse(eq, &c, err), FLUXON_OK, "%s", err);
 }
 
+/* heap_reserve_mib (issue 18): the master's default, the owner's (an eighth of its segment,
+ * at most 1 GiB), a chosen value and 0 */
+Test(config, heap_reserve_defaults_and_values)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.heap_reserve_mib, FX_HEAP_RESERVE_MASTER_MIB);
+    const struct { const char *seg; uint32_t want; } owners[] = {
+        {"\"1GiB\"", 128}, {"\"72MiB\"", 9}, {"8192", 0}, {"\"64GiB\"", FX_HEAP_RESERVE_OWNER_MAX_MIB}};
+    for (size_t i = 0; i < FX_ARRAY_LEN(owners); i++) {
+        char js[256];
+        snprintf(js, sizeof js, "{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\",\"segment_bytes\":%s}",
+                 owners[i].seg);
+        cr_assert_eq(tc_parse(js, &c, err), FLUXON_OK, "%s", err);
+        cr_assert_eq(c.heap_reserve_mib, owners[i].want, "segment_bytes %s: heap_reserve_mib %u", owners[i].seg,
+                     c.heap_reserve_mib);
+    }
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\",\"heap_reserve_mib\":0}",
+                          &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.heap_reserve_mib, 0);
+    cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c\",\"heap_reserve_mib\":65536}", &c, err),
+                 FLUXON_OK, "%s", err);
+    cr_assert_eq(c.heap_reserve_mib, 65536);
+}
+
 Test(config, external_defaults_and_values)
 {
     fx_config_t c;
@@ -287,6 +313,10 @@ static const struct tc_bad tc_bads[] = {
     {O "\"node_role\":1}", "node_role: 1 is not a string"},
     {E "\"segment_touch\":true}", "segment_touch: true is not a string"},
     {M "\"segment_touch\":\"off\"}", "segment_touch: unknown field for role master"},
+    {O "\"heap_reserve_mib\":-1}", "heap_reserve_mib: -1 must be an integer in [0, 65536]"},
+    {M "\"heap_reserve_mib\":65537}", "heap_reserve_mib: 65537 must be an integer in [0, 65536]"},
+    {O "\"heap_reserve_mib\":\"64MiB\"}", "heap_reserve_mib: \"64MiB\" is not an integer"},
+    {E "\"heap_reserve_mib\":64}", "heap_reserve_mib: unknown field for role external"},
     {O "\"prefault_segment\":false}", "prefault_segment: unknown field for role owner"},
     {M "\"start_timeout_ms\":1e300}", "start_timeout_ms: 1e+300 must be"},
     {O "\"numa_node\":-2}", "numa_node: -2 must be an integer in [-1,"},

@@ -2,10 +2,12 @@
  * memfd mapping in without changing a byte, reads every page exactly when its probe says a
  * mapped page's first access costs (or when the test lowers the threshold), stops part way
  * through a pass when asked, and the touch pass itself counts its pages and honours the
- * stop flag. Every wait is bounded. */
+ * stop flag; the heap reserve (common/heap.c) is made once per process, a new thread's heap
+ * grows into it, and the thread faults it in without changing a byte. Every wait is bounded. */
 #include "helpers.h"
 
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -151,4 +153,49 @@ Test(prefault, the_touch_pass_reads_every_page_and_honours_its_stop_flag, .timeo
     cr_assert_eq(fx_prefault_probe_ns(p, len, 4096, 0), 0, "no page asked: 0");
     cr_assert_eq(fx_prefault_probe_ns(p, 100, 4096, 4), 0, "no whole page: 0");
     munmap(p, len);
+}
+
+static void *tpf_alloc_thread(void *arg)
+{
+    (void)arg;
+    uint8_t *p = fx_malloc(TPF_MIB);
+    if (p) memset(p, 0x5a, TPF_MIB);
+    return p;
+}
+
+/* Criterion runs each test in a process of its own: this one makes the process's reserve. */
+Test(prefault, the_heap_reserve_is_made_once_and_new_threads_grow_into_it, .timeout = TPF_TEST_TIMEOUT_S)
+{
+    uint64_t len = 1;
+    cr_assert_null(fx_heap_reserve(0, &len), "0 MiB: no reserve");
+    cr_assert_eq(len, 0);
+    uint8_t *base = fx_heap_reserve(40 * TPF_MIB, &len);
+#ifdef FX_USE_LIBC_MALLOC
+    cr_assert_null(base, "the sanitizer build allocates with libc: no reserve");
+    cr_assert_eq(len, 0);
+#else
+    cr_assert_not_null(base);
+    cr_assert_eq(len, 64 * TPF_MIB, "rounded up to 64 MiB: %llu", (unsigned long long)len);
+    cr_assert_eq((uintptr_t)base % (64 * TPF_MIB), 0, "aligned as mimalloc places its segments");
+    uint64_t len2 = 1;
+    cr_assert_null(fx_heap_reserve(64 * TPF_MIB, &len2), "once per process");
+    cr_assert_eq(len2, 0);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, tpf_alloc_thread, NULL), 0);
+    void *p = NULL;
+    cr_assert_eq(pthread_join(t, &p), 0);
+    cr_assert_not_null(p);
+    cr_assert((uint8_t *)p >= base && (uint8_t *)p + TPF_MIB <= base + len,
+              "a new thread's 1 MiB came from the reserve [%p, %p): %p", (void *)base, (void *)(base + len), p);
+    uint64_t before = tpf_sum(p, TPF_MIB);
+    fx_prefault_t pf = {.touch = FX_TOUCH_ON, .heap_base = base, .heap_len = len};
+    fx_prefault_start(&pf, NULL, 0, 4096, -1, "owner", "tpf");
+    cr_assert(pf.running, "the thread starts");
+    cr_assert(tpf_wait_done(&pf), "the heap prefault of 64 MiB ends within %d ms", TPF_WAIT_MS);
+    fx_prefault_stop(&pf);
+    cr_assert_eq(pf.heap_touched_pages, len / 4096, "every page of the reserve read once");
+    cr_assert_eq(pf.touched_pages, 0, "no segment");
+    cr_assert_eq(tpf_sum(p, TPF_MIB), before, "the live allocation kept every byte");
+    fx_free(p);
+#endif
 }

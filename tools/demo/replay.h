@@ -169,6 +169,7 @@ typedef struct rp_run {
     rp_collector col;
     uint64_t t_start_ns, t_end_ns;
     double cpu_user_s, cpu_sys_s; /* the process's CPU from the start to the workers' join */
+    uint64_t minor_faults;        /* the process's page faults (minor) over the same span */
     uint64_t t_setup_ns, t_open_ns, t_opened_ns; /* cluster up started; clients' opening started, done (issue 18) */
     _Atomic size_t next_req;
     _Atomic int stop;

@@ -223,18 +223,24 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
 {
     /* the owners share the master's host: they reach it on its unix socket (no TCP stack
      * per PUT_DONE; the CPU owners too); remote owners would use "listen" */
+    rp_size_owner(&r->o, r->distinct_pages, &r->segment_bytes, &r->grant_bytes);
+    int rc = rp_check_memory(r);
+    if (rc != FLUXON_OK) return rc;
+    /* one heap reserve per process (common/heap.c), made by the node that starts first:
+     * the master's covers the owners' default (an eighth of every segment) too */
+    uint64_t heap_mib = (r->segment_bytes * r->o.owners + rp_cpu_segment_bytes(r) * r->o.cpu_owners) / 8 >> 20;
+    heap_mib = heap_mib > 1024 ? 1024 : heap_mib < 64 ? 64 : heap_mib;
     char mcfg[512];
     snprintf(mcfg, sizeof mcfg,
              "{\"role\":\"master\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN
-             "\",\"listen\":\"127.0.0.1:0\",\"socket\":\"%s/master.sock\",\"log_level\":\"warn\"}",
-             dir);
-    int rc = fluxon_node_start(mcfg, master);
+             "\",\"listen\":\"127.0.0.1:0\",\"socket\":\"%s/master.sock\",\"log_level\":\"warn\","
+             "\"heap_reserve_mib\":%llu}",
+             dir, (unsigned long long)heap_mib);
+    rc = fluxon_node_start(mcfg, master);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon demo: master did not start: %s\n", fluxon_status_string(rc));
         return rc;
     }
-    rp_size_owner(&r->o, r->distinct_pages, &r->segment_bytes, &r->grant_bytes);
-    if ((rc = rp_check_memory(r)) != FLUXON_OK) return rc;
     /* --capacity-blocks N: at most, and once full exactly, N pages × T values stay
      * resident: the expected capacity (§6: prewarmed, a hard cap) holds them and the hot
      * tier's watermark is exactly their slots, so the owner evicts its coldest values to

@@ -197,6 +197,9 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
                               : "clients and workers; the --config cluster's nodes run elsewhere",
                (r->cpu_user_s + r->cpu_sys_s) * 1e6 / (double)t->requests,
                (double)t->worker_cpu_ns / 1e3 / (double)t->requests);
+        printf("page faults       %llu minor in the replay = %.1f per request (first touches of memory the "
+               "heaps and tables grow into)\n",
+               (unsigned long long)r->minor_faults, (double)r->minor_faults / (double)t->requests);
     }
     printf("baseline (R1)     %s", t->baseline_ok ? "ok" : "NOT REACHED");
     for (unsigned k = 0; k < r->n_owners; k++) {
@@ -276,6 +279,7 @@ static void rp_json_totals(cJSON *j, const rp_run *r, const rp_totals *t)
     cJSON_AddNumberToObject(j, "engine_fill_s", (double)t->fill_ns / 1e9);
     cJSON_AddNumberToObject(j, "engine_check_s", (double)t->check_ns / 1e9);
     cJSON_AddNumberToObject(j, "cpu_user_s", r->cpu_user_s);
+    cJSON_AddNumberToObject(j, "minor_faults", (double)r->minor_faults);
     cJSON_AddNumberToObject(j, "cpu_sys_s", r->cpu_sys_s);
     cJSON_AddNumberToObject(j, "worker_cpu_s", (double)t->worker_cpu_ns / 1e9);
     cJSON_AddBoolToObject(j, "baseline_ok", t->baseline_ok);

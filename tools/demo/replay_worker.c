@@ -488,6 +488,7 @@ int rp_run_workers(rp_run *r)
                         (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6;
         r->cpu_sys_s = (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
                        (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+        r->minor_faults = (uint64_t)(ru1.ru_minflt - ru0.ru_minflt);
     }
     /* every future is collected (or given up after RP_FUTURE_TIMEOUT_MS) */
     if (rp_collector_close(&r->col) != 0) {
