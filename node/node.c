@@ -193,7 +193,18 @@ int fluxon_node_metrics(fluxon_node *node, char *buf, size_t cap, size_t *len_p)
 static void node_heap_reserve(fluxon_node *n)
 {
     fx_prefault_t *pf = &n->heap_pf;
-    pf->heap_base = fx_heap_reserve((uint64_t)n->cfg.heap_reserve_mib << 20, &pf->heap_len);
+    uint64_t bytes = (uint64_t)n->cfg.heap_reserve_mib << 20;
+    char what[700];
+    uint64_t limit = bytes ? fx_segment_memory_limit(what, sizeof what) : 0;
+    uint64_t seg = n->cfg.role == FX_ROLE_OWNER ? n->cfg.segment_bytes : 0;
+    uint64_t fit = limit > seg ? (limit - seg) / 4 : 0; /* at most a quarter of what the segment leaves */
+    if (limit && bytes > fit) {
+        FX_WARN("heap_reserve_mib %u lowered to %llu MiB: at most a quarter of what segment_bytes %llu leaves under "
+                "%s, %llu bytes", n->cfg.heap_reserve_mib, (unsigned long long)(fit >> 26 << 6),
+                (unsigned long long)seg, what, (unsigned long long)limit);
+        bytes = fit >> 26 << 26; /* whole 64 MiB */
+    }
+    pf->heap_base = fx_heap_reserve(bytes, &pf->heap_len);
     if (!pf->heap_base) return;
     pf->touch = n->cfg.role == FX_ROLE_OWNER ? n->cfg.segment_touch : FX_TOUCH_AUTO;
     const char *id = n->cfg.role == FX_ROLE_MASTER ? NULL : n->cfg.node_id;
