@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "owner.h"
 #include "prefault.h"
+#include "segment.h"
 
 struct fluxon_node {
     fx_config_t cfg;
@@ -207,7 +208,7 @@ static void node_heap_reserve(fluxon_node *n)
     pf->heap_base = fx_heap_reserve(bytes, &pf->heap_len);
     if (!pf->heap_base) return;
     pf->touch = n->cfg.role == FX_ROLE_OWNER ? n->cfg.segment_touch : FX_TOUCH_AUTO;
-    const char *id = n->cfg.role == FX_ROLE_MASTER ? NULL : n->cfg.node_id;
+    const char *id = n->cfg.role == FX_ROLE_MASTER && !n->cfg.node_id[0] ? "master" : n->cfg.node_id;
     fx_prefault_start(pf, NULL, 0, 4096, -1, fx_role_name(n->cfg.role), id);
 }
 

@@ -158,8 +158,8 @@ Test(config, expected_capacity_boundary)
     cr_assert_eq(tc_parse(eq, &c, err), FLUXON_OK, "%s", err);
 }
 
-/* heap_reserve_mib (issue 18): the master's default, the owner's (an eighth of its segment,
- * at most 1 GiB), a chosen value and 0 */
+/* heap_reserve_mib (issue 18): the master's default, the owner's (an eighth of its segment
+ * in whole 64 MiB, at most 1 GiB), a chosen value and 0 */
 Test(config, heap_reserve_defaults_and_values)
 {
     fx_config_t c;
@@ -167,7 +167,8 @@ Test(config, heap_reserve_defaults_and_values)
     cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c\"}", &c, err), FLUXON_OK, "%s", err);
     cr_assert_eq(c.heap_reserve_mib, FX_HEAP_RESERVE_MASTER_MIB);
     const struct { const char *seg; uint32_t want; } owners[] = {
-        {"\"1GiB\"", 128}, {"\"72MiB\"", 9}, {"8192", 0}, {"\"64GiB\"", FX_HEAP_RESERVE_OWNER_MAX_MIB}};
+        {"\"1GiB\"", 128}, {"\"1400MiB\"", 128}, {"\"700MiB\"", 64}, {"\"72MiB\"", 0}, {"8192", 0},
+        {"\"64GiB\"", FX_HEAP_RESERVE_OWNER_MAX_MIB}};
     for (size_t i = 0; i < FX_ARRAY_LEN(owners); i++) {
         char js[256];
         snprintf(js, sizeof js, "{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\",\"segment_bytes\":%s}",
