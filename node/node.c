@@ -200,9 +200,11 @@ static void node_heap_reserve(fluxon_node *n)
     uint64_t seg = n->cfg.role == FX_ROLE_OWNER ? n->cfg.segment_bytes : 0;
     uint64_t fit = limit > seg ? (limit - seg) / 4 : 0; /* at most a quarter of what the segment leaves */
     if (limit && bytes > fit) {
-        FX_WARN("heap_reserve_mib %u lowered to %llu MiB: at most a quarter of what segment_bytes %llu leaves under "
-                "%s, %llu bytes", n->cfg.heap_reserve_mib, (unsigned long long)(fit >> 26 << 6),
-                (unsigned long long)seg, what, (unsigned long long)limit);
+        char segment[64] = "";
+        if (seg) snprintf(segment, sizeof segment, "what segment_bytes %llu leaves under ", (unsigned long long)seg);
+        FX_WARN("heap_reserve_mib %u lowered to %llu MiB: at most a quarter of %s%s, %llu bytes",
+                n->cfg.heap_reserve_mib, (unsigned long long)(fit >> 26 << 6), segment, what,
+                (unsigned long long)limit);
         bytes = fit >> 26 << 26; /* whole 64 MiB */
     }
     pf->heap_base = fx_heap_reserve(bytes, &pf->heap_len);
