@@ -126,7 +126,7 @@ typedef struct fx_config {
     uint32_t heap_reserve_mib;            /* master and owner: MiB handed to the heap once per
                                              process, before the node's thread starts, and faulted
                                              in on a thread (common/heap.c), rounded up to 64 MiB;
-                                             0 = none [master 64; owner segment_bytes / 8 in whole
+                                             0 = none [master 0; owner segment_bytes / 8 in whole
                                              64 MiB, at most 1024], 0..65536 */
     bool transport_socket;                /* "transport": "socket" (else "ring") [ring; env
                                              FLUXON_CLIENT_TRANSPORT=socket picks socket] */
@@ -137,9 +137,8 @@ typedef struct fx_config {
 #define FX_RING_POLL_PLAN_DEFAULT_US 2000
 #define CFG_RING_POLL_MAX 1000000
 /* "heap_reserve_mib" (master and owner): MiB of heap faulted in ahead of the cache's
- * growth (common/heap.c); the master's default, and the owner's: segment_bytes / 8 in
- * whole 64 MiB (none under a 512 MiB segment), at most FX_HEAP_RESERVE_OWNER_MAX_MIB */
-#define FX_HEAP_RESERVE_MASTER_MIB 64
+ * growth (common/heap.c); the owner's default: segment_bytes / 8 in whole 64 MiB (none
+ * under a 512 MiB segment), at most FX_HEAP_RESERVE_OWNER_MAX_MIB; the master's: none */
 #define FX_HEAP_RESERVE_OWNER_MAX_MIB 1024
 #define CFG_HEAP_RESERVE_MAX_MIB 65536
 

@@ -23,7 +23,6 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->heartbeat_timeout_ms = 3000;
         cfg->replica_target_roles = 1u << FX_NODE_REMOTE_CACHE;
         cfg->ha_lease_ttl_ms = 5000;
-        cfg->heap_reserve_mib = FX_HEAP_RESERVE_MASTER_MIB;
     } else if (role == FX_ROLE_OWNER) {
         fx_strlcpy(cfg->master_host, "127.0.0.1", sizeof cfg->master_host);
         cfg->master_port = 7600;

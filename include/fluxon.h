@@ -114,10 +114,10 @@ typedef struct fluxon_node fluxon_node;
  * is bounded by the start timeout ("start_timeout_ms", default 10000 ms). An owner's
  * segment is prefaulted on a thread of its own while it registers, not waited for.
  * The first node started in a process also hands the heap allocator a reserve of
- * "heap_reserve_mib" (master 64 MiB, owner segment_bytes / 8 in whole 64 MiB up to
- * 1 GiB; 0: none) that a thread faults in meanwhile: this process's memory grows by that
- * much, for its life (the heap the nodes grow into then costs no page faults on their hot
- * paths).
+ * "heap_reserve_mib" (owner: segment_bytes / 8 in whole 64 MiB up to 1 GiB; master:
+ * none unless set; 0: none) that a thread faults in meanwhile: this process's memory
+ * grows by that much, for its life (the heap the nodes grow into then costs no page
+ * faults on their hot paths).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL argument);
  * FLUXON_ERR_CONFIG (the config was rejected; the reason is logged, naming the field);
  * FLUXON_ERR_UNAVAILABLE (listen/bind failed, or the owner's master was unreachable

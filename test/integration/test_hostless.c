@@ -602,30 +602,27 @@ Test(hostless, the_same_key_twice_in_a_batch_is_invalid_argument)
  * three put_start+abort rounds of 1,024 and 8,192 keys (the fastest: a loaded machine
  * only ever adds time), write_through so the master's PUT_PLACE runs too; the ratio is
  * asserted, not a time, so a slow machine does not fail it. */
-static double put_start_ms(fluxon_client *c, int n, const fluxon_put_options *o)
+/* One put_start of n fresh keys (tag keeps the keys of separate calls apart), aborted;
+ * its time in ms. */
+static double put_start_ms(fluxon_client *c, int n, const fluxon_put_options *o, int tag)
 {
-    char (*names)[24] = malloc((size_t)n * 24);
+    char (*names)[32] = malloc((size_t)n * 32);
     const char **keys = malloc((size_t)n * sizeof *keys);
     int *st = malloc((size_t)n * sizeof *st);
-    double best[3];
-    for (int round = 0; round < 3; round++) {
-        for (int i = 0; i < n; i++) {
-            snprintf(names[i], 24, "lin-%d-%d-%d", n, round, i);
-            keys[i] = names[i];
-        }
-        fluxon_plan *p = NULL;
-        double t0 = th_now_s();
-        cr_assert_eq(fluxon_local_fast_put_start(c, keys, (size_t)n, 4096, o, &p, st), FLUXON_OK);
-        best[round] = (th_now_s() - t0) * 1000;
-        cr_assert_eq(st[n - 1], FLUXON_OK);
-        cr_assert_eq(fluxon_put_abort(c, p), FLUXON_OK);
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], 32, "lin-%d-%d-%d", n, tag, i);
+        keys[i] = names[i];
     }
+    fluxon_plan *p = NULL;
+    double t0 = th_now_s();
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, (size_t)n, 4096, o, &p, st), FLUXON_OK);
+    double ms = (th_now_s() - t0) * 1000;
+    cr_assert_eq(st[n - 1], FLUXON_OK);
+    cr_assert_eq(fluxon_put_abort(c, p), FLUXON_OK);
     free(st);
     free(keys);
     free(names);
-    double m = best[0];
-    for (int round = 1; round < 3; round++) m = best[round] < m ? best[round] : m;
-    return m;
+    return ms;
 }
 
 Test(hostless, put_start_cost_is_linear_in_the_batch, .timeout = 120)
@@ -633,8 +630,15 @@ Test(hostless, put_start_cost_is_linear_in_the_batch, .timeout = 120)
     kf_up(2);
     fluxon_client *c = kf_client(0);
     fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
-    put_start_ms(c, 8192, &wt); /* warm-up: grants, connections */
-    double small = put_start_ms(c, 1024, &wt), large = put_start_ms(c, 8192, &wt);
+    put_start_ms(c, 8192, &wt, 0); /* warm-up: grants, connections */
+    /* the two sizes alternate, the fastest of each kept: a burst of load from the suites
+     * running alongside (2 vCPUs) slows both, not one */
+    double small = 1e9, large = 1e9;
+    for (int k = 1; k <= 5; k++) {
+        double s1 = put_start_ms(c, 1024, &wt, k), s8 = put_start_ms(c, 8192, &wt, k);
+        small = s1 < small ? s1 : small;
+        large = s8 < large ? s8 : large;
+    }
     cr_log_info("put_start write_through: 1,024 keys %.2f ms, 8,192 keys %.2f ms (%.1fx)", small, large, large / small);
     cr_assert_lt(large / small, 24.0, "8x the keys cost %.1fx the time (%.2f ms vs %.2f ms)", large / small, large,
                  small);

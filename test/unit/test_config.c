@@ -165,7 +165,7 @@ Test(config, heap_reserve_defaults_and_values)
     fx_config_t c;
     char err[ERRCAP];
     cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c\"}", &c, err), FLUXON_OK, "%s", err);
-    cr_assert_eq(c.heap_reserve_mib, FX_HEAP_RESERVE_MASTER_MIB);
+    cr_assert_eq(c.heap_reserve_mib, 0, "a master makes no reserve unless asked");
     const struct { const char *seg; uint32_t want; } owners[] = {
         {"\"1GiB\"", 128}, {"\"1400MiB\"", 128}, {"\"700MiB\"", 64}, {"\"72MiB\"", 0}, {"8192", 0},
         {"\"64GiB\"", FX_HEAP_RESERVE_OWNER_MAX_MIB}};
