@@ -447,7 +447,9 @@ int fluxon_local_fast_put_start(fluxon_client *c, const char *const *keys, size_
  * that one went through (the batch is never published twice), else it commits now. Do
  * not abort a plan whose commit timed out (WRONG_HANDLE if that commit went through).
  * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (not a live put plan: a read plan, already
- * committed or aborted, unknown pointer); FLUXON_ERR_INVALID_ARGUMENT (NULL);
+ * committed or aborted, unknown pointer, or expired: the owner released it when it was
+ * neither committed nor aborted within its put_plan_ttl_ms, 20000 by default, and logs
+ * so); FLUXON_ERR_INVALID_ARGUMENT (NULL);
  * FLUXON_ERR_STALE (the owner restarted); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
 int fluxon_local_fast_put_commit(fluxon_client *c, fluxon_plan *plan, fluxon_future **future_p);
 

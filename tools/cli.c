@@ -271,6 +271,9 @@ static int run_external(const char *json, int argc, char **argv)
      * more than the command (1.2 s for 4 GiB), so the CLI does not prefault unless told */
     cJSON *doc = cJSON_Parse(json);
     char *cjson = NULL;
+    const cJSON *to = doc ? cJSON_GetObjectItemCaseSensitive(doc, "timeout_ms") : NULL;
+    if (cJSON_IsNumber(to) && to->valuedouble >= 1 && to->valuedouble <= 4294967295.0)
+        fx_cli_timeout_ms = (unsigned)to->valuedouble; /* a bad value: the open below refuses it */
     if (doc && cJSON_IsObject(doc) && !cJSON_GetObjectItemCaseSensitive(doc, "prefault_segment") &&
         cJSON_AddFalseToObject(doc, "prefault_segment"))
         cjson = cJSON_PrintUnformatted(doc);

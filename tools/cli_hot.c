@@ -67,9 +67,25 @@ static int hot_put(fluxon_client *c, const char *const *keys, long n, long vlen,
     ns[0] = t1 - t0;
     ns[1] = fx_cli_now_ns() - t2;
     if (rc != FLUXON_OK) return rc;
-    rc = fluxon_future_wait(f, 30000);
+    rc = fluxon_future_wait(f, fx_cli_timeout_ms);
     fluxon_future_free(f);
     return rc;
+}
+
+/* Deletes keys[0..n); stops at the first that timed out or found the owner or the master
+ * gone (each of the others would wait as long: 64 keys x timeout_ms), saying how many it
+ * left, and returns that status (else FLUXON_OK) */
+static int hot_delete(fluxon_client *c, const char *const *keys, long n)
+{
+    for (long i = 0; i < n; i++) {
+        int rc = fluxon_delete(c, keys[i]);
+        if (rc == FLUXON_ERR_TIMEOUT || rc == FLUXON_ERR_UNAVAILABLE) {
+            fprintf(stderr, "fluxon: hot: deleting its keys stopped at %s: %s (%ld of %ld left)\n", keys[i],
+                    fluxon_status_string(rc), n - i, n);
+            return rc;
+        }
+    }
+    return FLUXON_OK;
 }
 
 int fx_cli_hot(fluxon_client *c, int argc, char **argv)
@@ -123,7 +139,10 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
         if (rc == FLUXON_OK) fluxon_release_views(c, rp);
         else failed = "a restore";
     }
-    for (long i = 0; i < batch && names && keys; i++) fluxon_delete(c, keys[i]);
+    if (names && keys) {
+        int drc = hot_delete(c, keys, batch);
+        if (rc == FLUXON_OK && drc != FLUXON_OK) rc = drc, failed = "a delete";
+    }
     /* fresh batches */
     for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
         for (long i = 0; i < batch; i++) snprintf(names[i], 64, "hot:%ld:p%ld:%ld", pid, it, i);
@@ -134,7 +153,8 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
             commit.ns[commit.n++] = ns[1];
             put.ns[put.n++] = ns[0] + ns[1];
         }
-        for (long i = 0; i < batch; i++) fluxon_delete(c, keys[i]);
+        int drc = hot_delete(c, keys, batch);
+        if (rc == FLUXON_OK && drc != FLUXON_OK) rc = drc, failed = "a delete";
     }
     if (rc == FLUXON_OK) {
         printf("fluxon hot: batch %ld x %ld bytes, %ld rounds, against the owner of this client\n", batch, vlen, iters);
@@ -145,6 +165,9 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
     } else {
         fprintf(stderr, "fluxon: hot: %s failed: %s", failed, fluxon_status_string(rc));
         if (refused) fprintf(stderr, " (the owner turned down %ld of %ld keys)", refused, batch);
+        else if (rc == FLUXON_ERR_WRONG_HANDLE)
+            fprintf(stderr, " (the plan is no longer live: the owner releases one not committed within its "
+                            "put_plan_ttl_ms)");
         fputc('\n', stderr);
     }
     free(names);

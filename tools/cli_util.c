@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+unsigned fx_cli_timeout_ms = 30000;
+
 #define CLI_CONFIG_MAX (16u << 20)
 
 char *fx_cli_read_config(const char *who, const char *path)

@@ -176,6 +176,39 @@ Test(cluster, hot_reports_steady_state_latencies_and_leaves_no_key, .timeout = 6
     cluster_down(&c);
 }
 
+/* `hot` against an owner that stops answering (SIGSTOP): it ends within a few of its
+ * timeout_ms (3000), not after a timed-out delete for each of its 64 keys (192 s), and
+ * says how many keys it left */
+Test(cluster, hot_ends_within_its_timeout_when_the_owner_stalls, .timeout = 60, .fini = teardown)
+{
+    cluster_up(&c);
+    char log[300], out[4096];
+    snprintf(log, sizeof log, "%s/hot.log", c.dir);
+    const char *argv[] = {th_fluxon_bin(), "--role=external", "--config", c.ecfg, "hot", "--iters", "10000000", NULL};
+    extra_pid = th_spawn(argv, log);
+    cr_assert_gt(extra_pid, 0);
+    bool running = false; /* its first batch is published: it is restoring */
+    for (int i = 0; i < 200 && !running; i++) {
+        cr_assert_eq(run_external(c.ecfg, "master-stats", NULL, NULL, out, sizeof out), 0, "%s", out);
+        running = strstr(out, "\"routes\":64") != NULL;
+        if (!running) th_sleep_ms(25);
+    }
+    cr_assert(running, "hot published nothing: %s", out);
+    cr_assert_eq(kill(c.owner, SIGSTOP), 0);
+    double t0 = th_now_s();
+    int st = 0;
+    int ended = th_wait_exit(extra_pid, 30, &st);
+    double took = th_now_s() - t0;
+    extra_pid = -1;
+    kill(c.owner, SIGCONT);
+    cr_assert(ended, "hot still ran 30 s after its owner stopped");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+    cr_assert_lt(took, 15.0, "hot took %.1f s to give up", took);
+    cr_assert(th_wait_log(log, "deleting its keys stopped at", 1000), "no word of the keys it left");
+    cr_assert(th_wait_log(log, "FLUXON_ERR_TIMEOUT", 1000));
+    cluster_down(&c);
+}
+
 Test(cluster, wrong_token_and_cluster_id_are_refused_with_auth, .timeout = 60, .fini = teardown)
 {
     cluster_up(&c);
