@@ -74,18 +74,18 @@ static int hot_put(fluxon_client *c, const char *const *keys, long n, long vlen,
 
 /* Deletes keys[0..n); stops at the first that timed out or found the owner or the master
  * gone (each of the others would wait as long: 64 keys x timeout_ms), saying how many it
- * left, and returns that status (else FLUXON_OK) */
-static int hot_delete(fluxon_client *c, const char *const *keys, long n)
+ * left, and makes that status the run's (*rc, *failed) unless the run already failed */
+static void hot_delete(fluxon_client *c, const char *const *keys, long n, int *rc_p, const char **failed_p)
 {
     for (long i = 0; i < n; i++) {
         int rc = fluxon_delete(c, keys[i]);
         if (rc == FLUXON_ERR_TIMEOUT || rc == FLUXON_ERR_UNAVAILABLE) {
             fprintf(stderr, "fluxon: hot: deleting its keys stopped at %s: %s (%ld of %ld left)\n", keys[i],
                     fluxon_status_string(rc), n - i, n);
-            return rc;
+            if (*rc_p == FLUXON_OK) *rc_p = rc, *failed_p = "a delete";
+            return;
         }
     }
-    return FLUXON_OK;
 }
 
 int fx_cli_hot(fluxon_client *c, int argc, char **argv)
@@ -139,10 +139,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
         if (rc == FLUXON_OK) fluxon_release_views(c, rp);
         else failed = "a restore";
     }
-    if (names && keys) {
-        int drc = hot_delete(c, keys, batch);
-        if (rc == FLUXON_OK && drc != FLUXON_OK) rc = drc, failed = "a delete";
-    }
+    if (names && keys) hot_delete(c, keys, batch, &rc, &failed);
     /* fresh batches */
     for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
         for (long i = 0; i < batch; i++) snprintf(names[i], 64, "hot:%ld:p%ld:%ld", pid, it, i);
@@ -153,8 +150,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
             commit.ns[commit.n++] = ns[1];
             put.ns[put.n++] = ns[0] + ns[1];
         }
-        int drc = hot_delete(c, keys, batch);
-        if (rc == FLUXON_OK && drc != FLUXON_OK) rc = drc, failed = "a delete";
+        hot_delete(c, keys, batch, &rc, &failed);
     }
     if (rc == FLUXON_OK) {
         printf("fluxon hot: batch %ld x %ld bytes, %ld rounds, against the owner of this client\n", batch, vlen, iters);

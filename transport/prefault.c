@@ -73,9 +73,9 @@ FX_INTERNAL uint64_t fx_prefault_touch(const void *base, uint64_t len, uint64_t 
     return i;
 }
 
-/* Step 1 (allocate) or 2 (map) over [base, base + len) (alloc_fd: the memfd behind it).
- * Returns true when it covered all of it. */
-/* page: the mapping's page size (a step is never smaller: a huge page is populated whole) */
+/* Step 1 (allocate) or 2 (map) over [base, base + len) (alloc_fd: the memfd behind it;
+ * page: the mapping's page size, below which a map step never goes: a huge page is
+ * populated whole). Returns true when it covered all of it. */
 static bool pf_pass(fx_prefault_t *pf, uint8_t *base, uint64_t len, uint64_t page, int alloc_fd, bool allocate)
 {
     uint64_t off = 0;
