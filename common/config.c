@@ -32,7 +32,7 @@ enum {
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
-    CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE
+    CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL
 };
 
 struct cfg_field {
@@ -66,6 +66,8 @@ static const struct cfg_field cfg_top_fields[] = {
     {"ring_poll_plan_us", CFG_O},
     {"segment_touch", CFG_O | CFG_E},
     {"heap_reserve_mib", CFG_M | CFG_O},
+    {"writeback_admission", CFG_O}, /* issue 38 */
+    {"writeback_max_stall_ms", CFG_O},
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -554,6 +556,16 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
             return cfg_bad(c, path, v, "must be in [0, 1) (a share of the hot tier's capacity; 0 = off)");
         cfg->writeback_watermark = v->valuedouble;
         return 0;
+    case CFG_K_WB_ADMISSION: {
+        static const char *const adm[] = {"all", "second_touch"}; /* FX_WB_ADMIT_* */
+        return cfg_get_choice(c, path, v, adm, 2, &cfg->writeback_admission);
+    }
+    case CFG_K_WB_STALL: {
+        int64_t ms = 0;
+        if ((rc = cfg_get_int(c, path, v, 0, 60000, &ms))) return rc;
+        cfg->writeback_max_stall_ms = (uint32_t)ms;
+        return 0;
+    }
     case CFG_K_HOT_BYTES:
         if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
         return cfg->hot_capacity_bytes ? 0 : cfg_bad(c, path, v, "must be > 0");

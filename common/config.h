@@ -20,6 +20,7 @@ typedef enum fx_node_role {
 } fx_node_role_t;
 
 enum { FX_EVICT_LRU = 0, FX_EVICT_S3FIFO = 1, FX_EVICT_SLRU = 2 }; /* owner "eviction_policy" (issue 15) */
+enum { FX_WB_ADMIT_ALL = 0, FX_WB_ADMIT_SECOND_TOUCH = 1 }; /* owner "writeback_admission" (issue 38) */
 
 #define FX_ID_MAX 64          /* cluster_id / node_id: at most 63 bytes + NUL */
 #define FX_TOKEN_MAX 256      /* cluster_token: at most 255 bytes + NUL */
@@ -86,6 +87,12 @@ typedef struct fx_config {
                                            * of the hot tier are written back to a replica
                                            * target, and eviction takes copied groups
                                            * (single-copy demotion) before others (issue 16) */
+    int writeback_admission;              /* "writeback_admission" ["second_touch"]: which cold
+                                           * values get a copy: all, or those whose key was seen
+                                           * twice (a hit, or a put after an eviction) (issue 38) */
+    uint32_t writeback_max_stall_ms;      /* "writeback_max_stall_ms" [0]: how long a claim may wait
+                                           * for the copy of a value it would evict; 0: never (the
+                                           * value goes without its copy: a later miss, not a stall) */
     uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */
     /* "test": fault injection for tests (owner only, off by default) */
     char fault_message[32];               /* "test.fault_message": master reply type, "" = off */

@@ -37,6 +37,7 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->claim_timeout_ms = 30000;
         cfg->idle_grant_return_ms = 2000;
         cfg->eviction_policy = FX_EVICT_S3FIFO; /* beats lru on the conversation trace (issue 15) */
+        cfg->writeback_admission = FX_WB_ADMIT_SECOND_TOUCH; /* issue 38: 29 % of the copies, 28.4 of 28.8 % hits */
         cfg->master_timeout_ms = 5000;
         cfg->fault_count = 1;
         cfg->ha_lease_ttl_ms = 5000;

@@ -35,6 +35,7 @@
  * Reactor thread only. Static helpers are oev_*. */
 #include <stdio.h>
 
+#include "freq_sketch.h"
 #include "log.h"
 #include "owner_claims.h"
 #include "owner_evict.h"
@@ -55,6 +56,7 @@ typedef struct oev {
     fx_owner_t *o;
     fx_evp_t hot;          /* COMMITTED values, weighted by slot_size (eviction_policy) */
     uint64_t *ghost;       /* the policy's ghost keys */
+    fx_freq_sketch_t seen; /* issue 38: how often each key was put or hit (writeback_admission) */
     uint64_t hot_capacity; /* bytes; the watermark, never the configured capacity (S5) */
     uint64_t stuck_since_ms; /* claims wait and nothing is evictable (held) since; 0: not stuck */
     struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
@@ -63,7 +65,10 @@ typedef struct oev {
     uint64_t round;
     uint32_t backoff_ms;
     uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
-        resends, grants_retired, no_space_fast, wb_waits;
+        resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
+        not_admitted, wb_waits;
+    uint64_t tick_at_ms;     /* when the armed tick_timer fires */
+    uint64_t stall_since_ms; /* writeback_max_stall_ms: claims first waited for a copy; 0: none wait */
     uint64_t no_space_log_ms;
 } oev_t;
 
@@ -119,7 +124,6 @@ static void oev_cohort_free(oev_cohort_t *c);
 
 /* ---- lifecycle ---- */
 static void oev_admit(fx_owner_t *o, owner_entry_t *en);
-static void oev_writeback(fx_owner_t *o);
 static void oev_forget(fx_owner_t *o, owner_entry_t *en);
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count);
 FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en) { return en->group ? en->group->n : 1; }
@@ -154,6 +158,9 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
         if (!kv->ghost) return FLUXON_ERR_NOMEM;
     }
     fx_evp_init(&kv->hot, o->cfg.eviction_policy, kv->hot_capacity, kv->ghost, kv->ghost ? ghost_n : 0);
+    if (o->cfg.writeback_watermark > 0 && o->cfg.writeback_admission == FX_WB_ADMIT_SECOND_TOUCH &&
+        fx_freq_sketch_init(&kv->seen, kv->hot_capacity / unit) != FLUXON_OK)
+        return FLUXON_ERR_NOMEM;
     fx_ostore_set_hooks(o, &(fx_ostore_hooks_t){oev_forget, oev_admit, fx_oev_kick});
     fx_oclaims_set_policy(o, &(fx_oclaims_policy_t){oev_claim_can_wait, fx_oev_kick, oev_grant_added});
     return FLUXON_OK;
@@ -184,31 +191,24 @@ FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o)
 FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 {
     if (o->ev) fx_free(o->ev->ghost);
+    if (o->ev) fx_freq_sketch_fini(&o->ev->seen);
     fx_free(o->ev);
     o->ev = NULL;
 }
 
 /* ---- write-back (issue 16; replica.c decides and copies) ---- */
 
-/* Values colder than writeback_watermark x the hot capacity are written back whole
- * (bounded by the replica queue); the walk stops at the watermark. */
-static void oev_writeback(fx_owner_t *o)
+/* writeback_admission (issue 38): whether en's group deserves a copy when it gets cold —
+ * every group, or (second_touch) a group one of whose keys was seen twice: hit while hot,
+ * or put again after an eviction (the reuse a CPU owner's copy would have served). */
+static bool oev_wb_admit(fx_owner_t *o, const owner_entry_t *en)
 {
     oev_t *kv = o->ev;
-    uint64_t mark = (uint64_t)(o->cfg.writeback_watermark * (double)kv->hot_capacity);
-    if (kv->hot.bytes <= mark) return;
-    uint64_t over = kv->hot.bytes - mark, seen = 0, round = ++kv->round;
-    for (fx_evp_node_t *n = fx_evp_coldest(&kv->hot); n && seen < over && fx_orepl_room(o);
-         n = fx_evp_warmer(&kv->hot, n)) {
-        owner_entry_t *en = oev_entry_of(n);
-        seen += en->slot.slot_size;
-        oev_group_t *g = en->group;
-        if (g && g->round == round) continue;
-        if (g) g->round = round;
-        if (fx_orepl_state(en) != OREPL_NONE) continue;
-        owner_entry_t *one = en;
-        fx_orepl_writeback_group(o, g ? g->m : &one, g ? g->n : 1);
-    }
+    if (o->cfg.writeback_admission != FX_WB_ADMIT_SECOND_TOUCH) return true;
+    if (!en->group) return fx_freq_sketch_estimate(&kv->seen, en->lru.key) >= 2;
+    for (uint32_t i = 0; i < en->group->n; i++)
+        if (en->group->m[i] && fx_freq_sketch_estimate(&kv->seen, en->group->m[i]->lru.key) >= 2) return true;
+    return false;
 }
 
 /* Bytes of the next victims an eviction round writes back ahead: (1 - watermark) x the hot
@@ -223,17 +223,10 @@ static uint64_t oev_wb_ahead_bytes(fx_owner_t *o)
 static void oev_wb_ahead(fx_owner_t *o, owner_entry_t *en)
 {
     owner_entry_t *one = en;
-    if (fx_orepl_room(o) && fx_orepl_state(en) == OREPL_NONE)
+    if (fx_orepl_room(o) && fx_orepl_state(en) == OREPL_NONE && oev_wb_admit(o, en))
         fx_orepl_writeback_group(o, en->group ? en->group->m : &one, en->group ? en->group->n : 1);
 }
 
-/* With write-back on, a group is evicted once recoverable (a complete copy on a replica
- * target: the master keeps that one, single-copy demotion) or when no copy can be made
- * (write-back failed, queue full: dropped). true: it waits for its write-back. */
-static bool oev_wb_wait(fx_owner_t *o, owner_entry_t *const *m, size_t mn)
-{
-    return o->cfg.writeback_watermark > 0 && fx_orepl_writeback_group(o, m, mn);
-}
 
 /* ---- hot tier ---- */
 static void oev_admit(fx_owner_t *o, owner_entry_t *en)
@@ -241,13 +234,14 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
     oev_t *kv = o->ev;
     if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
     fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
+    fx_freq_sketch_add(&kv->seen, en->lru.key); /* a no-op without second_touch admission */
     if (kv->hot.bytes > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
-    if (o->cfg.writeback_watermark > 0) oev_writeback(o);
 }
 
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
 {
     fx_evp_touch(&o->ev->hot, &en->lru);
+    if (fx_evp_linked(&en->lru)) fx_freq_sketch_add(&o->ev->seen, en->lru.key);
     fx_orepl_touched(en); /* issue 16 */
 }
 
@@ -342,10 +336,17 @@ FX_INTERNAL void fx_oev_kick(fx_owner_t *o)
     fx_timer_arm(o->r, &kv->kick_timer, 0, oev_on_kick);
 }
 
+/* The tick runs at the earlier of its armed deadline and ms from now. */
 static void oev_tick_arm(fx_owner_t *o, uint32_t ms)
 {
     oev_t *kv = o->ev;
-    if (!kv->closing && !fx_timer_armed(&kv->tick_timer)) fx_timer_arm(o->r, &kv->tick_timer, ms, oev_on_tick);
+    if (kv->closing) return;
+    if (fx_timer_armed(&kv->tick_timer)) {
+        if (kv->tick_at_ms <= fx_now_ms() + ms) return;
+        fx_timer_disarm(o->r, &kv->tick_timer);
+    }
+    kv->tick_at_ms = fx_now_ms() + ms;
+    fx_timer_arm(o->r, &kv->tick_timer, ms, oev_on_tick);
 }
 
 /* Back into the index (unless a newer local version took the key meanwhile) and into the
@@ -539,8 +540,20 @@ typedef struct oev_round {
     uint64_t excess;
 } oev_round_t;
 
+/* The evictable members of en's group have a complete copy on a replica target (or no copy
+ * can be made: failed, too large) — evicting them now loses nothing write-back could keep.
+ * Members without a copy are queued for one (write-back on only). */
+static bool oev_wb_clean(fx_owner_t *o, owner_entry_t *en)
+{
+    if (o->cfg.writeback_watermark <= 0 || !oev_wb_admit(o, en)) return true;
+    owner_entry_t *one = en, *const *m = en->group ? en->group->m : &one;
+    size_t mn = en->group ? en->group->n : 1;
+    return !fx_orepl_writeback_group(o, m, mn);
+}
+
 /* Decides en's whole atomic group (A1): victims, or skipped as Busy when a reader pins a
- * member (after OEV_BUSY_MAX rounds left hot). */
+ * member (after OEV_BUSY_MAX rounds left hot). A group without a complete copy is never
+ * waited for: a claim that reaches it drops it (evicted without its copy, counted). */
 static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
@@ -568,22 +581,16 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
         return;
     }
     *tries = 0;
-    bool wb_wait = oev_wb_wait(o, m, mn); /* issue 16: its copy is being made: counted as coming */
-    if (wb_wait) {
-        rd->busy = true;
-        kv->wb_waits++;
-    }
+    bool wb = o->cfg.writeback_watermark > 0, admitted = wb && oev_wb_admit(o, en);
     for (size_t i = 0; i < mn && !rd->nomem; i++) {
         owner_entry_t *e = m[i];
         if (!fx_oevg_evictable(e)) continue;
-        if (wb_wait) { /* not a victim yet: its bytes count against the demand */
-            for (size_t k = 0; k < rd->nc; k++)
-                if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
-                    rd->needs[k]--;
-                    break;
-                }
-            rd->excess -= FX_MIN(rd->excess, e->slot.slot_size);
-            continue;
+        if (wb) { /* issue 38: demoted, or dropped without a copy (and why) */
+            int rs = fx_orepl_state(e);
+            if (rs == OREPL_INFLIGHT) kv->dropped_copying++;
+            else if (rs == OREPL_NONE && admitted) kv->dropped_behind++;
+            else if (rs == OREPL_NONE) kv->not_admitted++;
+            else if (rs == OREPL_FAILED) kv->dropped_failed++;
         }
         if (!oev_vec_push(&rd->victims, e)) {
             rd->nomem = true;
@@ -600,41 +607,91 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
     }
 }
 
+/* writeback_max_stall_ms: whether claims may still wait for copies (since the first round
+ * that found one to wait for; the clock restarts once no claim waits). */
+static bool oev_may_stall(fx_owner_t *o, bool want)
+{
+    oev_t *kv = o->ev;
+    if (!o->cfg.writeback_max_stall_ms || !want) return false;
+    uint64_t now = fx_now_ms();
+    if (!kv->stall_since_ms) kv->stall_since_ms = now;
+    return now - kv->stall_since_ms < o->cfg.writeback_max_stall_ms;
+}
+
+/* en's group waits for its copy: not a victim this round, its bytes count as coming. */
+static void oev_wait_copy(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
+{
+    oev_t *kv = o->ev;
+    owner_entry_t *one = en, **m = en->group ? en->group->m : &one;
+    size_t mn = en->group ? en->group->n : 1;
+    rd->busy = true;
+    kv->wb_waits++;
+    for (size_t i = 0; i < mn; i++) {
+        owner_entry_t *e = m[i];
+        if (!fx_oevg_evictable(e)) continue;
+        for (size_t k = 0; k < rd->nc; k++)
+            if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
+                rd->needs[k]--;
+                break;
+            }
+        rd->excess -= FX_MIN(rd->excess, e->slot.slot_size);
+    }
+}
+
+static bool oev_demand(const oev_round_t *rd)
+{
+    bool more = rd->excess > 0;
+    for (size_t k = 0; k < rd->nc && !more; k++) more = rd->needs[k] > 0;
+    return more;
+}
+
+static bool oev_useful(const oev_round_t *rd, const owner_entry_t *en)
+{
+    bool useful = rd->excess > 0;
+    for (size_t k = 0; k < rd->nc && !useful; k++) useful = rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
+    return useful;
+}
+
 /* Victims in the policy's order, whole groups, until the demand is met. A victim that
  * cannot go now (another size than the waiting claims', pinned, decided with its group) is
  * held aside and put back where it was at the end of the round; each value is looked at
- * once per round. */
+ * once per round.
+ *
+ * With write-back on (issue 38), a claim never waits for a copy: the walk takes groups
+ * whose copy is complete first (demoted: the CPU owner keeps the only copy) and defers
+ * those without one (their write-back queued), looking at most the write-back window
+ * ((1 - writeback_watermark) x the hot tier) ahead; when the demand is still not met, the
+ * deferred groups go in the policy's order without their copy (dropped: a later miss,
+ * never a stall). After the demand, the next victims of the window are written back ahead. */
 static void oev_walk(fx_owner_t *o, oev_round_t *rd)
 {
     oev_t *kv = o->ev;
-    oev_vec_t held = {0};
-    uint64_t ahead = oev_wb_ahead_bytes(o); /* issue 16 */
+    oev_vec_t held = {0}, deferred = {0};
+    uint64_t ahead = oev_wb_ahead_bytes(o), deferred_bytes = 0; /* issue 16 */
     for (uint64_t budget = kv->hot.count; budget && !rd->nomem; budget--) {
-        bool more = rd->excess > 0;
-        for (size_t k = 0; k < rd->nc; k++) more |= rd->needs[k] > 0;
+        bool more = oev_demand(rd);
         if (!more && !ahead) break;
+        if (more && ahead && deferred_bytes >= ahead) break; /* the window holds no more copies */
         fx_evp_node_t *n = fx_evp_victim(&kv->hot);
         if (!n) break;
         owner_entry_t *en = oev_entry_of(n);
         oev_group_t *g = en->group;
+        bool first = !(g && g->round == rd->round);
         if (!more) { /* issue 16: the next victims, in the policy's order, are written back ahead */
             ahead -= FX_MIN(ahead, en->slot.slot_size);
-            if (!(g && g->round == rd->round)) {
+            if (first) {
                 if (g) g->round = rd->round;
                 oev_wb_ahead(o, en);
             }
-            if (!oev_vec_push(&held, en)) {
-                rd->nomem = true;
-                break;
-            }
-            fx_evp_hold(&kv->hot, n);
-            continue;
-        }
-        bool useful = rd->excess > 0;
-        for (size_t k = 0; k < rd->nc && !useful; k++) useful = rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
-        if (useful && !(g && g->round == rd->round)) {
+        } else if (oev_useful(rd, en) && first) {
             if (g) g->round = rd->round;
-            oev_take(o, rd, en);
+            if (oev_wb_clean(o, en)) {
+                oev_take(o, rd, en);
+            } else if (!oev_vec_push(&deferred, en)) {
+                rd->nomem = true;
+            } else {
+                deferred_bytes += en->slot.slot_size * (g ? g->live : 1);
+            }
         }
         if (fx_evp_linked(n)) { /* not taken */
             if (!oev_vec_push(&held, en)) {
@@ -644,8 +701,18 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
             fx_evp_hold(&kv->hot, n);
         }
     }
-    for (size_t i = held.n; i-- > 0;) fx_evp_put_back(&kv->hot, &held.v[i]->lru);
+    /* the demand is still there: the deferred groups go without their copy, coldest first,
+     * unless writeback_max_stall_ms lets the claims wait for them a while */
+    bool stall = oev_may_stall(o, deferred.n > 0);
+    for (size_t i = 0; i < deferred.n && !rd->nomem && oev_demand(rd); i++) {
+        if (!oev_useful(rd, deferred.v[i])) continue;
+        if (stall) oev_wait_copy(o, rd, deferred.v[i]);
+        else oev_take(o, rd, deferred.v[i]);
+    }
+    for (size_t i = held.n; i-- > 0;)
+        if (!held.v[i]->evicting) fx_evp_put_back(&kv->hot, &held.v[i]->lru);
     fx_free(held.v);
+    fx_free(deferred.v);
 }
 
 /* Every committed value of the retiring grants goes (whole groups): they empty, and
@@ -717,6 +784,7 @@ static void oev_step(fx_owner_t *o)
     uint64_t excess = kv->hot.bytes > kv->hot_capacity ? kv->hot.bytes - kv->hot_capacity : 0;
     bool progress = false;
     if ((want || excess) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess, &progress);
+    if (!fx_oclaims_waiting(o)) kv->stall_since_ms = 0;
     /* claims wait, nothing was chosen and nothing is on its way: everything left is held */
     if (want && !progress && !kv->cohorts) {
         if (!kv->stuck_since_ms) kv->stuck_since_ms = FX_MAX(fx_now_ms(), 1ull);
@@ -753,7 +821,11 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->eviction_policy_slru = kv->hot.kind == FX_EVICT_SLRU;
     m->policy_promotions = kv->hot.promotions;
     m->policy_ghost_hits = kv->hot.ghost_hits;
-    m->evict_writeback_waits = kv->wb_waits; /* issue 16 */
+    m->evict_dropped_behind = kv->dropped_behind; /* issue 38 */
+    m->evict_dropped_copying = kv->dropped_copying;
+    m->evict_dropped_failed = kv->dropped_failed;
+    m->evict_not_admitted = kv->not_admitted;
+    m->evict_writeback_waits = kv->wb_waits;
 }
 
 #undef OEV_BUSY_MAX

@@ -146,7 +146,11 @@
     X(eviction_policy_slru, BOOL, "owner_eviction_policy", "policy=\"slru\"", "")                                 \
     X(policy_promotions, COUNTER, "owner_evict_policy_promotions_total", "", "Values the policy promoted to its main queue") \
     X(policy_ghost_hits, COUNTER, "owner_evict_policy_ghost_hits_total", "", "Admissions the policy's ghost list recognised") \
-    X(evict_writeback_waits, COUNTER, "owner_evict_writeback_waits_total", "", "Evictions that waited for a write-back") \
+    X(evict_dropped_behind, COUNTER, "owner_evict_dropped_total", "cause=\"behind\"", "Values evicted without a copy (write-back on): never copied, copy in flight, copy failed") \
+    X(evict_dropped_copying, COUNTER, "owner_evict_dropped_total", "cause=\"copying\"", "")                   \
+    X(evict_dropped_failed, COUNTER, "owner_evict_dropped_total", "cause=\"failed\"", "")                     \
+    X(evict_not_admitted, COUNTER, "owner_evict_dropped_total", "cause=\"not_admitted\"", "")                 \
+    X(evict_writeback_waits, COUNTER, "owner_evict_writeback_waits_total", "", "Eviction rounds' groups that waited for a copy (writeback_max_stall_ms)") \
     /* replica.c (issue 16): eager replica tasks and write-back to replica targets */                            \
     X(repl_queued, GAUGE, "owner_replica_tasks_queued", "", "Replica tasks queued")                              \
     X(repl_inflight, GAUGE, "owner_replica_tasks_inflight", "", "Replica tasks in flight")                       \

@@ -51,6 +51,9 @@ typedef struct fx_ostore_hooks {
 
 FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants);
 FX_INTERNAL void fx_ostore_set_hooks(fx_owner_t *o, const fx_ostore_hooks_t *hooks);
+/* Something changed that may let eviction or a waiting claim progress (a copy ended): the
+ * unpinned hook, for the layers above the store that evict.c sits on (replica.c). */
+FX_INTERNAL void fx_ostore_kick(fx_owner_t *o);
 FX_INTERNAL void fx_ostore_fini(fx_owner_t *o); /* frees entries, holders and the pool */
 FX_INTERNAL fx_slot_pool_t *fx_ostore_pool(fx_owner_t *o);
 FX_INTERNAL uint64_t fx_ostore_next_id(fx_owner_t *o); /* ids of holders, plans, handles, batches */

@@ -24,13 +24,16 @@
 #include "owner_replica.h"
 
 #define OREPL_QUEUE_MAX 4096u
-#define OREPL_BATCHES_MAX 8u      /* APPEND_START batches in flight */
+#define OREPL_BATCHES_MAX 2u      /* APPEND_START batches in flight: while they are, the queue
+                                   * fills and the next batch carries many groups (issue 38) */
 #define OREPL_BATCH_GROUPS 128u   /* tasks (groups) per batch (G8) */
 #define OREPL_BATCH_KEYS 2048u    /* keys per batch (the master takes up to 4096) */
+#define OREPL_BATCH_MIN 64u       /* groups queued before a batch goes ... */
+#define OREPL_BATCH_WAIT_MS 2u    /* ... or the oldest waited this long (issue 38) */
 #define OREPL_BUSY_RETRIES 3u
 
 typedef struct orepl_task {
-    uint64_t id;
+    uint64_t id, queued_ms;
     struct orepl_task *next; /* queue */
     fx_owner_t *o;
     bool eager;
@@ -64,8 +67,10 @@ typedef struct orepl_batch {
 
 typedef struct orepl {
     fx_hmap_t *tasks, *batches; /* id -> task (queued, batched or waiting to retry); id -> batch */
+    fx_timer_t pump_timer;      /* the queue is pumped once per reactor turn: a round's tasks share batches */
     orepl_task_t *qhead, *qtail;
     uint32_t queued, inflight;  /* tasks in the queue; tasks batched or waiting to retry */
+    fx_owner_t *o;
     struct {
 #define OREPL_FIELD(name) uint64_t name;
         OREPL_COUNTERS(OREPL_FIELD)
@@ -129,6 +134,7 @@ static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
     fx_hmap_del(s->tasks, &t->id, sizeof t->id, NULL);
     s->inflight--;
     orepl_task_free(t);
+    fx_ostore_kick(o); /* a claim that may stall for this copy (writeback_max_stall_ms) looks again */
 }
 
 /* Ends a batch: every task still in it gets outcome (OR_COMPLETED: per task, from st). */
@@ -379,10 +385,26 @@ static void orepl_send_start(fx_owner_t *o, orepl_batch_t *b)
 
 /* Forms batches from the queue head (one value length each) while fewer than
  * OREPL_BATCHES_MAX are in flight. */
+static void orepl_on_pump(fx_reactor_t *r, fx_timer_t *tm);
+
+/* A batch goes when OREPL_BATCH_MIN groups are queued or when the oldest queued task has
+ * waited OREPL_BATCH_WAIT_MS (else the pump timer is armed for then). */
+static bool orepl_batch_ready(fx_owner_t *o)
+{
+    orepl_t *s = o->repl;
+    if (!s->qhead) return false;
+    if (s->queued >= OREPL_BATCH_MIN) return true;
+    uint64_t now = fx_now_ms();
+    if (now >= s->qhead->queued_ms + OREPL_BATCH_WAIT_MS) return true;
+    if (!fx_timer_armed(&s->pump_timer))
+        fx_timer_arm(o->r, &s->pump_timer, (uint32_t)(s->qhead->queued_ms + OREPL_BATCH_WAIT_MS - now), orepl_on_pump);
+    return false;
+}
+
 static void orepl_pump(fx_owner_t *o)
 {
     orepl_t *s = o->repl;
-    while (s->qhead && fx_hmap_count(s->batches) < OREPL_BATCHES_MAX) {
+    while (fx_hmap_count(s->batches) < OREPL_BATCHES_MAX && orepl_batch_ready(o)) {
         orepl_batch_t *b = fx_calloc(1, sizeof *b);
         if (b) b->t = fx_calloc(OREPL_BATCH_GROUPS, sizeof *b->t);
         if (b && b->t) {
@@ -418,6 +440,18 @@ static void orepl_pump(fx_owner_t *o)
         }
         orepl_send_start(o, b);
     }
+}
+
+static void orepl_on_pump(fx_reactor_t *r, fx_timer_t *tm)
+{
+    (void)r;
+    orepl_pump(FX_CONTAINER_OF(tm, orepl_t, pump_timer)->o);
+}
+
+static void orepl_pump_soon(fx_owner_t *o)
+{
+    orepl_t *s = o->repl;
+    if (!fx_timer_armed(&s->pump_timer)) fx_timer_arm(o->r, &s->pump_timer, 0, orepl_on_pump);
 }
 
 FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, size_t n, bool eager)
@@ -470,11 +504,12 @@ FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, 
     for (size_t i = 0; i < n; i++)
         if (members[i] && members[i]->state == OE_COMMITTED && members[i]->repl == OREPL_NONE)
             members[i]->repl = OREPL_INFLIGHT;
+    t->queued_ms = fx_now_ms();
     if (s->qtail) s->qtail->next = t;
     else s->qhead = t;
     s->qtail = t;
     s->queued++;
-    orepl_pump(o);
+    orepl_pump_soon(o);
     return true;
 }
 
@@ -516,6 +551,8 @@ FX_INTERNAL int fx_orepl_init(fx_owner_t *o)
         fx_free(s);
         return FLUXON_ERR_NOMEM;
     }
+    s->o = o;
+    fx_timer_init(&s->pump_timer);
     o->repl = s;
     return FLUXON_OK;
 }
@@ -524,6 +561,7 @@ FX_INTERNAL void fx_orepl_fini(fx_owner_t *o)
 {
     orepl_t *s = o->repl;
     if (!s) return;
+    fx_timer_disarm(o->r, &s->pump_timer);
     fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
     void *v;
     while (fx_hmap_iter_next(s->tasks, &it, NULL, NULL, &v)) {

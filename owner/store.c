@@ -50,6 +50,10 @@ FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants)
 }
 
 FX_INTERNAL void fx_ostore_set_hooks(fx_owner_t *o, const fx_ostore_hooks_t *hooks) { o->store->hooks = *hooks; }
+FX_INTERNAL void fx_ostore_kick(fx_owner_t *o)
+{
+    if (o->store && o->store->hooks.unpinned) o->store->hooks.unpinned(o);
+}
 
 static void ostore_entry_free(void *v)
 {

@@ -12,6 +12,7 @@ struct ucxdp_tgt {
     fx_ucx_t *u;
     ucp_ep_h reply_ep;
     ucxdp_hdr_t hdr;
+    void *vtmp; /* a rendezvous PUTV's payload, scattered once received */
     struct ucxdp_tgt *prev, *next;
 };
 
@@ -45,6 +46,7 @@ static void ucxdp_tgt_free(ucxdp_tgt_t *t)
     fx_ucx_t *u = t->u;
     if (t->prev) t->prev->next = t->next; else u->tgts = t->next;
     if (t->next) t->next->prev = t->prev;
+    fx_free(t->vtmp);
     fx_free(t);
 }
 
@@ -146,6 +148,80 @@ static ucs_status_t ucxdp_am_put_req(void *arg, const void *header, size_t hlen,
     return UCS_OK;
 }
 
+/* Checks a PUTV payload (the range list, then the bytes: ucx_int.h) and copies each range
+ * to its place; FLUXON_OK, or FLUXON_ERR_INVALID_ARGUMENT with nothing written. */
+static int ucxdp_putv_scatter(const fx_ucx_t *u, const ucxdp_hdr_t *h, const uint8_t *data, size_t len)
+{
+    uint64_t n = (uint64_t)(uint32_t)h->status, list_bytes = n * 2 * sizeof(uint64_t), sum = 0;
+    if (n < 1 || n > UCXDP_V_MAX_N || h->len != len || len < list_bytes) return FLUXON_ERR_INVALID_ARGUMENT;
+    const uint8_t *lp = data;
+    for (uint64_t j = 0; j < n; j++) {
+        uint64_t a, l;
+        memcpy(&a, lp + 16 * j, 8);
+        memcpy(&l, lp + 16 * j + 8, 8);
+        if (!l || l > len || sum > len - list_bytes - l || !ucxdp_region_ok(u, a, l)) {
+            FX_WARN("ucx: rejected PUT of %llu ranges: range %llu (%llu bytes at 0x%llx) is outside mapped "
+                    "regions or the message",
+                    (unsigned long long)n, (unsigned long long)j, (unsigned long long)l, (unsigned long long)a);
+            return FLUXON_ERR_INVALID_ARGUMENT;
+        }
+        sum += l;
+    }
+    if (sum != len - list_bytes) return FLUXON_ERR_INVALID_ARGUMENT;
+    const uint8_t *src = data + list_bytes;
+    for (uint64_t j = 0; j < n; j++) {
+        uint64_t a, l;
+        memcpy(&a, lp + 16 * j, 8);
+        memcpy(&l, lp + 16 * j + 8, 8);
+        memcpy((void *)(uintptr_t)a, src, l);
+        src += l;
+    }
+    return FLUXON_OK;
+}
+
+static void ucxdp_tgt_putv_cb(void *req, ucs_status_t st, size_t len, void *ud)
+{
+    ucxdp_tgt_t *t = ud;
+    ucp_request_free(req);
+    if (st != UCS_OK) {
+        FX_DEBUG("ucx: AM PUT receive failed: %s", ucs_status_string(st));
+        ucxdp_tgt_free(t);
+        return;
+    }
+    ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, ucxdp_putv_scatter(t->u, &t->hdr, t->vtmp, (size_t)t->hdr.len), NULL, 0);
+}
+
+static ucs_status_t ucxdp_am_putv_req(void *arg, const void *header, size_t hlen, void *data,
+                                      size_t len, const ucp_am_recv_param_t *param)
+{
+    fx_ucx_t *u = arg;
+    ucxdp_hdr_t h;
+    ucp_ep_h ep = ucxdp_reply_ep(param);
+    if (hlen != sizeof h || !ep) return UCS_OK;
+    memcpy(&h, header, sizeof h);
+    ucxdp_tgt_t *t = ucxdp_tgt_new(u, ep, &h);
+    if (!t) return UCS_OK;
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) { /* eager: valid during this call */
+        ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, ucxdp_putv_scatter(u, &h, data, len), NULL, 0);
+        return UCS_OK;
+    }
+    if (h.len != len || len > (uint64_t)UCXDP_V_MAX_BYTES + UCXDP_V_MAX_N * 16u || !(t->vtmp = fx_malloc(len))) {
+        ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, t->vtmp || h.len != len ? FLUXON_ERR_INVALID_ARGUMENT : FLUXON_ERR_NOMEM,
+                        NULL, 0);
+        return UCS_OK; /* drops a rendezvous descriptor */
+    }
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.recv_am = ucxdp_tgt_putv_cb,
+        .user_data = t,
+    };
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(u->worker, data, t->vtmp, len, &rp);
+    if (UCS_PTR_IS_PTR(r)) return UCS_OK;
+    int st = UCS_PTR_STATUS(r) == UCS_OK ? ucxdp_putv_scatter(u, &h, t->vtmp, len) : ucxdp_map(UCS_PTR_STATUS(r));
+    ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, st, NULL, 0);
+    return UCS_OK;
+}
+
 FX_INTERNAL ucs_status_t fx_ucxdp_am_set_handler(fx_ucx_t *u, unsigned id, ucp_am_recv_callback_t cb)
 {
     ucp_am_handler_param_t hp = {
@@ -163,6 +239,7 @@ FX_INTERNAL ucs_status_t fx_ucxdp_target_init(fx_ucx_t *u)
 {
     ucs_status_t st = fx_ucxdp_am_set_handler(u, FX_UCX_AM_ID_GET_REQ, ucxdp_am_get_req);
     if (st == UCS_OK) st = fx_ucxdp_am_set_handler(u, FX_UCX_AM_ID_PUT_REQ, ucxdp_am_put_req);
+    if (st == UCS_OK) st = fx_ucxdp_am_set_handler(u, FX_UCX_AM_ID_PUTV_REQ, ucxdp_am_putv_req);
     return st;
 }
 

@@ -143,6 +143,7 @@ FX_INTERNAL bool fx_ucxdp_memh_in_use(const fx_ucx_t *u, ucp_mem_h memh)
 
 FX_INTERNAL void fx_ucxdp_xfer_free(ucxdp_xfer_t *x)
 {
+    for (size_t i = 0; i < x->n; i++) fx_free(x->r[i].vbuf);
     fx_free(x);
 }
 
@@ -219,6 +220,60 @@ static int ucxdp_post(ucxdp_xfer_t *x, size_t i)
     return FLUXON_OK;
 }
 
+/* How many ranges from i go in one AM PUTV message (1: range i goes alone). */
+static size_t ucxdp_v_count(const ucxdp_xfer_t *x, size_t i)
+{
+    if (x->mech != FX_UCX_MECH_AM || x->op != FX_UCX_PUT) return 1;
+    size_t k = 0;
+    uint64_t bytes = 0;
+    while (i + k < x->n && k < UCXDP_V_MAX_N && x->r[i + k].len <= UCXDP_V_MAX_RANGE &&
+           bytes + x->r[i + k].len <= UCXDP_V_MAX_BYTES)
+        bytes += x->r[i + k++].len;
+    return k ? k : 1;
+}
+
+/* Posts ranges [i, i + k) (k >= 2) as one AM PUTV; the ack names range i. */
+static int ucxdp_post_v(ucxdp_xfer_t *x, size_t i, size_t k)
+{
+    fx_ucx_peer_t *p = x->peer;
+    ucxdp_rng_t *r = &x->r[i];
+    /* iov[0] = the range list, iov[1..k] = the bytes */
+    size_t iov_bytes = (k + 1) * sizeof(ucp_dt_iov_t);
+    r->vbuf = fx_malloc(iov_bytes + k * 2 * sizeof(uint64_t));
+    if (!r->vbuf) return FLUXON_ERR_NOMEM;
+    ucp_dt_iov_t *iov = r->vbuf;
+    uint64_t *list = (uint64_t *)((char *)r->vbuf + iov_bytes), total = k * 2 * sizeof(uint64_t);
+    for (size_t j = 0; j < k; j++) {
+        list[2 * j] = x->r[i + j].addr;
+        list[2 * j + 1] = x->r[i + j].len;
+        iov[1 + j] = (ucp_dt_iov_t){x->r[i + j].local, x->r[i + j].len};
+        total += x->r[i + j].len;
+    }
+    iov[0] = (ucp_dt_iov_t){list, k * 2 * sizeof(uint64_t)};
+    r->vn = (uint32_t)k;
+    r->hdr = (ucxdp_hdr_t){.token = x->token, .addr = 0, .len = total, .idx = (uint32_t)i, .status = (int32_t)k};
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS |
+                        UCP_OP_ATTR_FIELD_DATATYPE,
+        .cb.send = ucxdp_amreq_cb,
+        .user_data = r,
+        .flags = UCP_AM_SEND_FLAG_REPLY,
+        .datatype = ucp_dt_make_iov(),
+    };
+    r->awaiting = 1;
+    x->pending++;
+    ucs_status_ptr_t q = ucp_am_send_nbx(p->ep, FX_UCX_AM_ID_PUTV_REQ, &r->hdr, sizeof r->hdr, iov, k + 1, &rp);
+    if (UCS_PTR_IS_ERR(q)) { /* never sent: no ack will come */
+        r->awaiting = 0;
+        x->pending--;
+        fx_log(FX_LOG_WARN, "ucx: posting PUT ranges %zu..%zu of %zu: %s", i, i + k - 1, x->n,
+               ucs_status_string(UCS_PTR_STATUS(q)));
+        return ucxdp_map(UCS_PTR_STATUS(q));
+    }
+    if (q) x->pending++;
+    return FLUXON_OK;
+}
+
 FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op,
                                 const fx_ucx_range_t *ranges, size_t n, fx_ucx_done_cb cb,
                                 void *arg)
@@ -265,7 +320,10 @@ FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op
     peer->refs++;
 
     int st = FLUXON_OK;
-    for (size_t i = 0; i < n && st == FLUXON_OK; i++) st = ucxdp_post(x, i);
+    for (size_t i = 0, k; i < n && st == FLUXON_OK; i += k) {
+        k = ucxdp_v_count(x, i);
+        st = k > 1 ? ucxdp_post_v(x, i, k) : ucxdp_post(x, i);
+    }
     if (st == FLUXON_OK && op == FX_UCX_PUT && x->mech == FX_UCX_MECH_RMA) {
         /* RMA put completion only means "local buffer reusable"; the flush makes the
          * callback mean "visible at the target". */

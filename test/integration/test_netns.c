@@ -267,7 +267,7 @@ Test(netns, replicas_survive_kill9_over_tcp)
     while (master_stat(g1, "append_keys_completed") < NKEYS && th_now_s() < end) th_sleep_ms(20);
     cr_assert_eq(master_stat(g1, "append_keys_completed"), NKEYS, "every value replicated to the CPU owner");
     cr_assert_eq(master_stat(g1, "target_replicas_gpu_owner"), 0);
-    char sbuf[16384];
+    static char sbuf[1 << 16];
     size_t slen = 0;
     cr_assert_eq(fluxon_client_stats(g1, sbuf, sizeof sbuf, &slen), FLUXON_OK);
     cJSON *sd = cJSON_Parse(sbuf), *so = cJSON_GetObjectItem(sd, "owner");

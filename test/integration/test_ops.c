@@ -284,7 +284,7 @@ Test(ops, the_cli_does_not_prefault_the_segment, .timeout = 60, .fini = ops_fini
     cr_assert_geq(before, 0, "no RssShmem in /proc/self/status");
     fluxon_client *c = NULL;
     cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_OK);
-    static char js[8192];
+    static char js[1 << 16];
     size_t len = 0;
     bool done = false;
     double t0 = th_now_s();

@@ -9,13 +9,23 @@
 #define KIB 1024ull
 #define VLEN (16 * KIB)
 
-static void down(void) { kf_down(); }
+static pid_t rm_proc = -1; /* a CPU owner in a process of its own (SIGSTOP) */
+
+static void down(void)
+{
+    if (rm_proc > 0) {
+        kill(rm_proc, SIGCONT);
+        th_stop(rm_proc, SIGTERM, 5000);
+        rm_proc = -1;
+    }
+    kf_down();
+}
 
 TestSuite(remote, .fini = down, .timeout = 120);
 
 static long long master_stat(fluxon_client *c, const char *name)
 {
-    char buf[16384];
+    static char buf[1 << 16];
     size_t len = 0;
     cr_assert_eq(fluxon_client_master_stats(c, buf, sizeof buf, &len), FLUXON_OK);
     cJSON *doc = cJSON_Parse(buf);
@@ -34,6 +44,48 @@ static int wait_master_stat(fluxon_client *c, const char *name, long long want, 
         if (master_stat(c, name) == want) return 1;
         th_sleep_ms(10);
     }
+    return 0;
+}
+
+/* No replica task queued or in flight (R1), within timeout_ms. */
+static int repl_idle(fluxon_client *c, int timeout_ms)
+{
+    double end = th_now_s() + timeout_ms / 1000.0;
+    do {
+        if (kf_stat(c, "repl_queued") == 0 && kf_stat(c, "repl_inflight") == 0) return 1;
+        th_sleep_ms(10);
+    } while (th_now_s() < end);
+    return 0;
+}
+
+/* One stats document of c's owner: no task queued or in flight, and every task ended
+ * once: tasks (eager + write-back) = completed + already + obsolete + failed by cause. */
+static int repl_settled_once(fluxon_client *c, char *why, size_t cap)
+{
+    static char buf[1 << 16];
+    size_t len = 0;
+    if (fluxon_client_stats(c, buf, sizeof buf, &len) != FLUXON_OK) return 0;
+    cJSON *doc = cJSON_Parse(buf), *own = cJSON_GetObjectItem(doc, "owner");
+    static const char *const ends[] = {"repl_completed", "repl_already", "repl_obsolete", "repl_failed_no_space",
+                                       "repl_failed_busy", "repl_failed_stale", "repl_failed_transfer",
+                                       "repl_failed_master", "repl_failed_queue_full"};
+    long long v[4] = {0}, sum = 0;
+    const char *const names[] = {"repl_queued", "repl_inflight", "repl_tasks_eager", "repl_tasks_writeback"};
+    for (int i = 0; i < 4; i++) v[i] = (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(own, names[i]));
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+        sum += (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(own, ends[i]));
+    cJSON_Delete(doc);
+    snprintf(why, cap, "queued %lld, in flight %lld, tasks %lld + %lld, ended %lld", v[0], v[1], v[2], v[3], sum);
+    return v[0] == 0 && v[1] == 0 && v[2] + v[3] == sum;
+}
+
+static int repl_settled(fluxon_client *c, int timeout_ms, char *why, size_t cap)
+{
+    double end = th_now_s() + timeout_ms / 1000.0;
+    do {
+        if (repl_settled_once(c, why, cap)) return 1;
+        th_sleep_ms(10);
+    } while (th_now_s() < end);
     return 0;
 }
 
@@ -137,10 +189,10 @@ Test(remote, eager_replicas_survive_writer)
     cr_assert(wait_master_stat(a, "append_keys_completed", 16, 10000), "16 replicas appended");
     cr_assert_eq(master_stat(a, "target_replicas_remote_cache"), 16);
     cr_assert_eq(master_stat(a, "target_replicas_gpu_owner"), 0, "never a GPU owner");
-    cr_assert_eq(master_stat(a, "append_started"), 4, "one append per group");
+    cr_assert_eq(master_stat(a, "append_started"), 1, "the 4 groups' tasks share one APPEND_START (issue 38)");
     cr_assert(kf_wait_stat(a, "repl_completed", 4, 5000));
     cr_assert_eq(kf_stat(a, "repl_tasks_eager"), 4);
-    cr_assert(kf_wait_stat(a, "repl_inflight", 0, 5000), "R1: no task in flight");
+    cr_assert(repl_idle(a, 5000), "R1: no task in flight");
     cr_assert_eq(master_stat(a, "append_inflight"), 0, "R1: no append in flight at the master");
     fluxon_client_close(a);
     fluxon_node_stop(kf_owner[0]); /* the writer goes: its primaries with it */
@@ -206,7 +258,9 @@ Test(remote, target_roles_config)
  * (+ 0 dropped), replicas only on the remote_cache owner. */
 Test(remote, writeback_then_demotion)
 {
-    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5", NULL,
+    /* every value copied, and claims may wait for copies (else a slow copy is a drop) */
+    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                                 "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000", NULL,
                                  ",\"node_role\":\"remote_cache\""};
     kf_up_ex(3, NULL, extra);
     fluxon_client *a = kf_client(0), *b = kf_client(1);
@@ -215,8 +269,7 @@ Test(remote, writeback_then_demotion)
         snprintf(pfx, sizeof pfx, "wb%d", r);
         put_groups(a, pfx, 16, 4, 0, NULL);
     }
-    cr_assert(kf_wait_stat(a, "repl_inflight", 0, 10000), "R1: write-backs over");
-    cr_assert(kf_wait_stat(a, "repl_queued", 0, 1000));
+    cr_assert(repl_idle(a, 10000), "R1: write-backs over");
     double end = th_now_s() + 10; /* eviction runs once the write-backs it waited for are over */
     while (kf_stat(a, "hot_bytes") > kf_stat(a, "hot_capacity_bytes") && th_now_s() < end) th_sleep_ms(10);
     cr_assert_leq(kf_stat(a, "hot_bytes"), kf_stat(a, "hot_capacity_bytes"), "A's hot tier back under its capacity");
@@ -251,9 +304,11 @@ Test(remote, failed_push_is_counted)
     const char *const extra[] = {",\"test\":{\"fail_transfers\":1}", NULL, ",\"node_role\":\"remote_cache\""};
     kf_up_ex(3, NULL, extra);
     fluxon_client *a = kf_client(0);
-    put_groups(a, "fp", 8, 4, 1, NULL); /* 2 groups: the first push fails */
-    cr_assert(kf_wait_stat(a, "repl_inflight", 0, 5000), "R1");
-    cr_assert(kf_wait_stat(a, "repl_queued", 0, 1000));
+    put_groups(a, "fp", 4, 4, 1, NULL); /* 2 puts of one group (one batch each): the first push fails */
+    cr_assert(kf_wait_stat(a, "repl_failed_transfer", 1, 5000), "the first push failed");
+    put_groups(a, "fq", 4, 4, 1, NULL);
+    cr_assert(kf_wait_stat(a, "repl_completed", 1, 5000), "the second completed");
+    cr_assert(repl_idle(a, 5000), "R1");
     long long failed = kf_stat(a, "repl_failed_transfer"), done = kf_stat(a, "repl_completed");
     cr_assert_eq(failed, 1, "one task failed: transfer");
     cr_assert_eq(done, 1, "the other completed");
@@ -262,6 +317,78 @@ Test(remote, failed_push_is_counted)
     cr_assert_eq(master_stat(a, "append_keys_completed"), 4);
     cr_assert_eq(master_stat(a, "append_inflight"), 0, "R1");
     cr_assert_eq(placed_bytes(a, "ownC"), (long long)(4 * VLEN), "the failed push's ranges were freed");
-    cr_assert_eq(get_check(a, "fp", 8, 4), 8, "the local primaries stay");
+    cr_assert_eq(get_check(a, "fp", 4, 4), 4, "the local primaries stay");
+    cr_assert_eq(get_check(a, "fq", 4, 4), 4);
     fluxon_client_close(a);
+}
+
+/* Issue 38: a put never waits for a write-back. A's CPU owner C runs in a process of its own;
+ * once C is stopped (SIGSTOP) its copies can never finish, yet every later put of A is
+ * served at once: the values that needed room went without their copy (counted as dropped
+ * while copying or behind, or failed once the master gave up on C). Before, a claim waited
+ * for the copy of its victim: the puts stalled until the push timed out (tens of seconds). */
+Test(remote, put_never_waits_for_a_stopped_cpu_owner)
+{
+    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                                 "\"writeback_admission\":\"all\""};
+    kf_up_ex(1, ",\"inflight_ttl_ms\":60000", extra);
+    char cfg[1024], path[512], log[512], sock[512];
+    snprintf(sock, sizeof sock, "%s/ownC.sock", kf_dir);
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownC\","
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"72MiB\",\"node_role\":\"remote_cache\","
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"error\"}", fluxon_node_port(kf_master), sock);
+    snprintf(path, sizeof path, "%s/ownC.json", kf_dir);
+    snprintf(log, sizeof log, "%s/ownC.log", kf_dir);
+    th_write_file(path, cfg);
+    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", path, NULL};
+    rm_proc = th_spawn(argv, log);
+    cr_assert_gt(rm_proc, 0);
+    fluxon_client *a = kf_client(0);
+    double end = th_now_s() + 20;
+    while (placed_bytes(a, "ownC") < 0 && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_geq(placed_bytes(a, "ownC"), 0, "C registered");
+    char pfx[16];
+    for (int r = 0; r < 8; r++) { /* 128 values through a hot tier of 64 values: C gets copies */
+        snprintf(pfx, sizeof pfx, "ok%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(repl_idle(a, 20000), "write-backs over while C runs");
+    cr_assert_gt(kf_stat(a, "repl_completed"), 0, "C holds copies");
+    cr_assert_eq(kill(rm_proc, SIGSTOP), 0);
+    double worst = 0;
+    for (int r = 0; r < 300; r++) { /* 4,800 values more (the pool holds 4,096): none may wait for C */
+        snprintf(pfx, sizeof pfx, "st%d", r);
+        double t0 = th_now_s();
+        put_groups(a, pfx, 16, 4, 0, NULL);
+        double dt = th_now_s() - t0;
+        if (dt > worst) worst = dt;
+    }
+    cr_assert_lt(worst, 3.0, "the slowest put took %.3f s with C stopped", worst);
+    long long dropped = kf_stat(a, "evict_dropped_copying") + kf_stat(a, "evict_dropped_behind") +
+                        kf_stat(a, "evict_dropped_failed");
+    cr_assert_gt(dropped, 0, "values went without their copy: dropped %lld", dropped);
+    cr_assert_eq(get_check(a, "st299", 16, 4), 16, "the newest values are readable");
+    cr_assert_eq(kill(rm_proc, SIGCONT), 0);
+    /* everything converges: every task ends (the stopped pushes finish or time out), and the
+     * counters reconcile */
+    char why[256];
+    cr_assert(repl_settled(a, 60000, why, sizeof why), "R1: write-backs over after C resumed: %s", why);
+    cr_assert(wait_master_stat(a, "append_inflight", 0, 60000), "R1 at the master");
+    fluxon_client_close(a);
+}
+
+/* writeback_admission and writeback_max_stall_ms are validated, naming the field. */
+Test(remote, writeback_config)
+{
+    fluxon_node *m = NULL;
+    const char *bad[] = {"\"writeback_admission\":\"twice\"", "\"writeback_admission\":2",
+                         "\"writeback_max_stall_ms\":-1", "\"writeback_max_stall_ms\":60001",
+                         "\"writeback_max_stall_ms\":1.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cfg[512];
+        snprintf(cfg, sizeof cfg, "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"master\":\"127.0.0.1:1\","
+                 "\"socket\":\"/nonexistent/s.sock\",\"log_level\":\"off\",%s}", bad[i]);
+        cr_assert_eq(fluxon_node_start(cfg, &m), FLUXON_ERR_CONFIG, "%s", cfg);
+    }
 }

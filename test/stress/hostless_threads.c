@@ -219,7 +219,7 @@ static int failures;
 
 static long long owner_stat(const char *name)
 {
-    char buf[16384];
+    static char buf[1 << 16];
     size_t len;
     if (fluxon_client_stats(shared_client, buf, sizeof buf, &len) != FLUXON_OK) return -1;
     cJSON *doc = cJSON_Parse(buf);

@@ -496,6 +496,72 @@ Test(ucx_dp, am_target_rejects_outside_region, .timeout = 60)
     tucx_self_teardown(&s);
 }
 
+/* Issue 38: many small PUT ranges travel together (PUTV: one message and one ack for up to
+ * 256 ranges): 300 ranges of odd sizes (1 B .. 3 KiB), scattered sources, permuted targets,
+ * one 80 KiB range between them (sent alone), land byte-exact. */
+Test(ucx_dp, am_small_puts_vectored, .timeout = 60)
+{
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AM);
+    enum { N = 301, SLOT = 3072 };
+    static fx_ucx_range_t r[N];
+    memset(s.buf, 0, TUCX_SELF_LEN);
+    for (size_t i = 0; i < N; i++) {
+        size_t j = (i * 37 + 11) % N; /* target slot: a permutation */
+        uint64_t len = i == 150 ? 80 * 1024 : 1 + (i * 97) % SLOT;
+        uint64_t roff = i == 150 ? TUCX_SELF_LEN - 80 * 1024 : (uint64_t)j * SLOT;
+        if (i != 150 && roff + len > TUCX_SELF_LEN - 80 * 1024) roff = (uint64_t)(j % 200) * SLOT;
+        r[i] = (fx_ucx_range_t){.local = s.buf + TUCX_SELF_LEN + (N - 1 - i) * SLOT % (TUCX_SELF_LEN - 80 * 1024),
+                                .remote_offset = roff, .len = len};
+    }
+    /* targets must not overlap: keep the ranges whose slot is unique */
+    static bool used[N];
+    size_t n = 0;
+    for (size_t i = 0; i < N; i++) {
+        size_t slot = i == 150 ? N - 1 : (size_t)(r[i].remote_offset / SLOT);
+        if (used[slot]) continue;
+        used[slot] = true;
+        r[n++] = r[i];
+    }
+    cr_assert_gt(n, 256, "more ranges than one message carries (%zu)", n);
+    tucx_done_t d = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_PUT, r, n, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_OK, "%s", fluxon_status_string(d.status));
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(memcmp(s.buf + r[i].remote_offset, r[i].local, r[i].len), 0, "range %zu (%llu bytes)", i,
+                     (unsigned long long)r[i].len);
+    tucx_self_teardown(&s);
+}
+
+/* A PUTV message with one range outside the target's mapped region is refused whole:
+ * INVALID_ARGUMENT, nothing written, the peer stays usable. */
+Test(ucx_dp, am_putv_rejects_outside_region, .timeout = 60)
+{
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AM);
+    memset(s.buf, 0, TUCX_SELF_LEN);
+    fx_ucx_range_t r[4];
+    for (size_t i = 0; i < 4; i++)
+        r[i] = (fx_ucx_range_t){.local = s.buf + TUCX_SELF_LEN + i * 4096, .remote_offset = i * 8192, .len = 4096};
+    r[2].remote_offset = TUCX_SELF_LEN - 100; /* its end passes the region */
+    tucx_done_t d = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_PUT, r, 4, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_ERR_INVALID_ARGUMENT, "%s", fluxon_status_string(d.status));
+    static const char zero[4096];
+    cr_assert_eq(memcmp(s.buf, zero, sizeof zero), 0, "nothing written");
+    cr_assert_eq(memcmp(s.buf + 8192, zero, sizeof zero), 0, "nothing written");
+    cr_assert_eq(fx_ucx_peer_status(s.p), FLUXON_OK);
+    r[2].remote_offset = 2 * 8192;
+    d = (tucx_done_t){0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_PUT, r, 4, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_OK);
+    for (size_t i = 0; i < 4; i++) cr_assert_eq(memcmp(s.buf + i * 8192, r[i].local, 4096), 0);
+    tucx_self_teardown(&s);
+}
+
 /* Closing a peer with a transfer in flight cancels it; destroy cancels the rest. */
 Test(ucx_dp, close_and_destroy_cancel, .timeout = 60)
 {

@@ -20,9 +20,9 @@ static const char *const rr_owner_keys[] = {
     "repl_obsolete",        "repl_failed_no_space", "repl_failed_busy",       "repl_failed_stale",
     "repl_failed_transfer", "repl_failed_master",   "repl_failed_queue_full", "repl_queued",
     "repl_inflight",        "repl_pushed_bytes",    "repl_push_ns",           "evictions",
-    "evict_writeback_waits"};
+    "evict_dropped_behind", "evict_dropped_copying", "evict_dropped_failed", "repl_batches", "repl_pushed_keys", "evict_not_admitted"};
 #define RR_NOWNER (sizeof rr_owner_keys / sizeof rr_owner_keys[0])
-enum { O_EAGER, O_WB, O_DONE, O_ALREADY, O_OBSOLETE, O_F0, O_QUEUED = 11, O_INFLIGHT, O_BYTES, O_NS, O_EVICT, O_WAITS };
+enum { O_EAGER, O_WB, O_DONE, O_ALREADY, O_OBSOLETE, O_F0, O_QUEUED = 11, O_INFLIGHT, O_BYTES, O_NS, O_EVICT, O_DROP_BEHIND, O_DROP_COPYING, O_DROP_FAILED, O_BATCHES, O_PKEYS, O_NOT_ADMITTED };
 
 static const char *const rr_master_keys[] = {
     "append_keys_completed", "target_replicas_remote_cache", "target_replicas_gpu_owner", "evicted_replicas",
@@ -105,11 +105,17 @@ int rp_remote_report(rp_run *r, cJSON *summary)
            (unsigned long long)mv[M_APPENDED], (unsigned long long)mv[M_T_CPU], (unsigned long long)mv[M_T_GPU],
            ok_targets ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)mv[M_COLD]);
     printf("  eviction        GPU replicas evicted %llu = demoted %llu (single copy on a CPU owner) + dropped %llu "
-           "%s; claims waited for a write-back %llu times\n",
+           "%s;\n                  the GPU owners evicted without a copy %llu (not admitted) + %llu (write-back behind) + "
+           "%llu (copy in flight) + %llu (copy failed); puts never wait for a copy\n",
            (unsigned long long)mv[M_EVICTED], (unsigned long long)mv[M_DEMOTED], (unsigned long long)mv[M_DROPPED],
-           ok_evict ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)ov[O_WAITS]);
-    printf("  pushes          %.1f MiB written back, %.2f GB/s per push (UCX, summed push time)\n",
-           (double)ov[O_BYTES] / 1048576.0, ov[O_NS] ? (double)ov[O_BYTES] / (double)ov[O_NS] : 0.0);
+           ok_evict ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)ov[O_NOT_ADMITTED],
+           (unsigned long long)ov[O_DROP_BEHIND],
+           (unsigned long long)ov[O_DROP_COPYING], (unsigned long long)ov[O_DROP_FAILED]);
+    printf("  pushes          %.1f MiB written back in %llu batches (%.1f values each), %.2f GB/s per push "
+           "(UCX, summed push time)\n",
+           (double)ov[O_BYTES] / 1048576.0, (unsigned long long)ov[O_BATCHES],
+           ov[O_BATCHES] ? (double)ov[O_PKEYS] / (double)ov[O_BATCHES] : 0.0,
+           ov[O_NS] ? (double)ov[O_BYTES] / (double)ov[O_NS] : 0.0);
     if (!ok_r1) printf("  R1              %llu appends still in flight at the master\n", (unsigned long long)mv[M_INFL]);
     if (summary) {
         cJSON *j = cJSON_AddObjectToObject(summary, "remote_capacity");

@@ -1,0 +1,32 @@
+/* freq_sketch.h — a count-min sketch of how often keys were seen (TinyLFU's frequency
+ * sketch: Einziger et al., "TinyLFU: A Highly Efficient Cache Admission Policy", 2017), for
+ * the owner's write-back admission (issue 38): a value is worth a copy on a CPU owner when
+ * its key was seen at least twice (a hit while hot, or a put again after an eviction).
+ *
+ * Four rows of 8-bit counters (saturating at 15) indexed by four hashes derived from the
+ * caller's 64-bit key hash; the estimate is the minimum of the four. Ageing: after
+ * 10 x width additions every counter is halved, so old popularity fades. Pure: no I/O, no
+ * clock; one allocation at init. Single-threaded. */
+#ifndef FX_FREQ_SKETCH_H
+#define FX_FREQ_SKETCH_H
+
+#include "fx.h"
+
+typedef struct fx_freq_sketch {
+    uint8_t *c;      /* 4 rows x width counters */
+    uint32_t mask;   /* width - 1 (width: a power of two) */
+    uint64_t adds;   /* additions since the last halving */
+    uint64_t halvings;
+} fx_freq_sketch_t;
+
+/* Sized for about `keys` distinct keys (width = the next power of two >= 4 x keys, between
+ * 1,024 and 2^22 counters per row). FLUXON_OK; FLUXON_ERR_NOMEM. */
+FX_INTERNAL int fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys);
+FX_INTERNAL void fx_freq_sketch_fini(fx_freq_sketch_t *s); /* NULL-safe, idempotent */
+/* One more sighting of the key with hash h. */
+FX_INTERNAL void fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h);
+/* Sightings of h (an overestimate at worst, never below the true count since the last
+ * halvings' effect), 0..15. */
+FX_INTERNAL uint32_t fx_freq_sketch_estimate(const fx_freq_sketch_t *s, uint64_t h);
+
+#endif
