@@ -21,7 +21,7 @@ static uint32_t fs_index(const fx_freq_sketch_t *s, uint64_t h, uint32_t row)
 FX_INTERNAL int fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys)
 {
     uint64_t w = 1024;
-    while (w < keys * 4 && w < (1ull << 22)) w <<= 1;
+    while (w < keys * 64 && w < (1ull << 22)) w <<= 1;
     *s = (fx_freq_sketch_t){0};
     s->c = fx_calloc(FS_ROWS * w, 1);
     if (!s->c) return FLUXON_ERR_NOMEM;
@@ -44,7 +44,7 @@ FX_INTERNAL void fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h)
         uint8_t *c = &s->c[r * w + fs_index(s, h, r)];
         if (*c < FS_MAX) (*c)++;
     }
-    if (++s->adds >= 10 * w) { /* ageing: every counter halves */
+    if (++s->adds >= w / 2) { /* ageing: every counter halves */
         for (uint64_t i = 0; i < FS_ROWS * w; i++) s->c[i] >>= 1;
         s->adds = 0;
         s->halvings++;

@@ -4,9 +4,14 @@
  * its key was seen at least twice (a hit while hot, or a put again after an eviction).
  *
  * Four rows of 8-bit counters (saturating at 15) indexed by four hashes derived from the
- * caller's 64-bit key hash; the estimate is the minimum of the four. Ageing: after
- * 10 x width additions every counter is halved, so old popularity fades. Pure: no I/O, no
- * clock; one allocation at init. Single-threaded. */
+ * caller's 64-bit key hash; the estimate is the minimum of the four. Ageing: after width / 2
+ * additions every counter is halved, so old popularity fades (and no row is more than half
+ * full: a key seen once reads as twice with probability < (1 - e^-0.5)^4 = 2.4 %). Sizing,
+ * measured by replaying the conversation trace through an LRU hot tier of 10,000 values
+ * and a CPU tier of as many: 64 counters per hot value (1 M, 4 MiB) gives 28.42 % prefix
+ * hits with 29 % of the evicted values copied (exact counts: 28.43 %), 4 per value gave
+ * 26.5 % with 78 % copied (the rows fill up). Pure: no I/O, no clock; one allocation at
+ * init. Single-threaded. */
 #ifndef FX_FREQ_SKETCH_H
 #define FX_FREQ_SKETCH_H
 
@@ -19,8 +24,8 @@ typedef struct fx_freq_sketch {
     uint64_t halvings;
 } fx_freq_sketch_t;
 
-/* Sized for about `keys` distinct keys (width = the next power of two >= 4 x keys, between
- * 1,024 and 2^22 counters per row). FLUXON_OK; FLUXON_ERR_NOMEM. */
+/* Sized for a cache of about `keys` values (width = the next power of two >= 64 x keys,
+ * between 1,024 and 2^22 counters per row: at most 16 MiB). FLUXON_OK; FLUXON_ERR_NOMEM. */
 FX_INTERNAL int fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys);
 FX_INTERNAL void fx_freq_sketch_fini(fx_freq_sketch_t *s); /* NULL-safe, idempotent */
 /* One more sighting of the key with hash h. */

@@ -52,6 +52,10 @@
 #define OEV_MAX_CLASSES 16 /* slot sizes of waiting claims considered per round */
 #define OEV_STUCK_MS 1000u /* nothing evictable this long: waiting claims answer NO_SPACE */
 
+/* owner_entry_t.ev_cause: decided at selection, counted when the master confirmed (issue 38) */
+enum { OEV_CAUSE_NONE = 0, OEV_CAUSE_COPIED, OEV_CAUSE_COPYING, OEV_CAUSE_FAILED, OEV_CAUSE_BEHIND,
+       OEV_CAUSE_NOT_ADMITTED };
+
 typedef struct oev {
     fx_owner_t *o;
     fx_evp_t hot;          /* COMMITTED values, weighted by slot_size (eviction_policy) */
@@ -66,7 +70,7 @@ typedef struct oev {
     uint32_t backoff_ms;
     uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
         resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
-        not_admitted, wb_waits;
+        not_admitted, wb_waits, evict_copied;
     uint64_t tick_at_ms;     /* when the armed tick_timer fires */
     uint64_t stall_since_ms; /* writeback_max_stall_ms: claims first waited for a copy; 0: none wait */
     uint64_t no_space_log_ms;
@@ -379,6 +383,19 @@ static void oev_cohort_unlink(oev_t *kv, oev_cohort_t *c)
     c->prev = c->next = NULL;
 }
 
+/* An evicted value with write-back on: with its copy (demoted) or without it, and why. */
+static void oev_count_cause(oev_t *kv, owner_entry_t *en)
+{
+    switch (en->ev_cause) {
+    case OEV_CAUSE_COPIED: kv->evict_copied++; break;
+    case OEV_CAUSE_COPYING: kv->dropped_copying++; break;
+    case OEV_CAUSE_FAILED: kv->dropped_failed++; break;
+    case OEV_CAUSE_BEHIND: kv->dropped_behind++; break;
+    case OEV_CAUSE_NOT_ADMITTED: kv->not_admitted++; break;
+    default: break;
+    }
+}
+
 /* The master answered (st: per key) or could not be asked (status != OK): entries still
  * hidden under their identity retire (evicted) or go back (restored). */
 static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body_statuses_t *stp)
@@ -399,6 +416,7 @@ static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body
             kv->evictions++;
             kv->evicted_bytes += en->slot.slot_size;
             kv->stale += ks == FLUXON_ERR_STALE;
+            oev_count_cause(kv, en);
             fx_ostore_retire(o, en);
         } else {
             oev_restore(o, en);
@@ -585,12 +603,13 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
     for (size_t i = 0; i < mn && !rd->nomem; i++) {
         owner_entry_t *e = m[i];
         if (!fx_oevg_evictable(e)) continue;
-        if (wb) { /* issue 38: demoted, or dropped without a copy (and why) */
+        if (wb) { /* issue 38: demoted, or dropped without a copy (and why); counted once evicted */
             int rs = fx_orepl_state(e);
-            if (rs == OREPL_INFLIGHT) kv->dropped_copying++;
-            else if (rs == OREPL_NONE && admitted) kv->dropped_behind++;
-            else if (rs == OREPL_NONE) kv->not_admitted++;
-            else if (rs == OREPL_FAILED) kv->dropped_failed++;
+            e->ev_cause = rs == OREPL_COPIED     ? OEV_CAUSE_COPIED
+                          : rs == OREPL_INFLIGHT ? OEV_CAUSE_COPYING
+                          : rs == OREPL_FAILED   ? OEV_CAUSE_FAILED
+                          : admitted             ? OEV_CAUSE_BEHIND
+                                                 : OEV_CAUSE_NOT_ADMITTED;
         }
         if (!oev_vec_push(&rd->victims, e)) {
             rd->nomem = true;
@@ -825,6 +844,7 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->evict_dropped_copying = kv->dropped_copying;
     m->evict_dropped_failed = kv->dropped_failed;
     m->evict_not_admitted = kv->not_admitted;
+    m->evict_copied = kv->evict_copied;
     m->evict_writeback_waits = kv->wb_waits;
 }
 

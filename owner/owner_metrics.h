@@ -146,6 +146,7 @@
     X(eviction_policy_slru, BOOL, "owner_eviction_policy", "policy=\"slru\"", "")                                 \
     X(policy_promotions, COUNTER, "owner_evict_policy_promotions_total", "", "Values the policy promoted to its main queue") \
     X(policy_ghost_hits, COUNTER, "owner_evict_policy_ghost_hits_total", "", "Admissions the policy's ghost list recognised") \
+    X(evict_copied, COUNTER, "owner_evict_demoted_total", "", "Values evicted with a complete copy on a replica target (write-back on)") \
     X(evict_dropped_behind, COUNTER, "owner_evict_dropped_total", "cause=\"behind\"", "Values evicted without a copy (write-back on): never copied, copy in flight, copy failed") \
     X(evict_dropped_copying, COUNTER, "owner_evict_dropped_total", "cause=\"copying\"", "")                   \
     X(evict_dropped_failed, COUNTER, "owner_evict_dropped_total", "cause=\"failed\"", "")                     \

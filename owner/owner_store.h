@@ -33,6 +33,7 @@ typedef struct owner_entry {
     struct oev_group *group; /* the atomic group it was published in; NULL = alone */
     fx_evp_node_t lru;       /* hot tier (eviction policy): linked while COMMITTED and not evicting */
     uint8_t repl;            /* replica.c: OREPL_* (issue 16) */
+    uint8_t ev_cause;        /* evict.c: how it goes when evicted with write-back on (OEV_CAUSE_*) */
 } owner_entry_t;
 enum { OE_PENDING = 1, OE_COMMITTED = 2 };
 

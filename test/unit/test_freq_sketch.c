@@ -1,6 +1,6 @@
 /* test_freq_sketch.c — Criterion suite for the count-min frequency sketch (cache/freq_sketch.c)
  * behind the owner's write-back admission (issue 38): counts never under-estimate before an
- * ageing, saturate at 15, halve after 10 x width additions, stay mostly exact for a working
+ * ageing, saturate at 15, halve after width / 2 additions, stay mostly exact for a working
  * set the size it was made for, and the calls are safe on an unmade sketch. */
 #include <criterion/criterion.h>
 
@@ -41,7 +41,7 @@ Test(freq_sketch, few_false_second_touches)
     fx_freq_sketch_fini(&s);
 }
 
-/* After 10 x width additions every counter halves: a key seen 8 times reads 4. */
+/* After width / 2 additions every counter halves: a key seen 8 times reads 4. */
 Test(freq_sketch, ageing_halves)
 {
     fx_freq_sketch_t s;
@@ -51,7 +51,7 @@ Test(freq_sketch, ageing_halves)
     for (int i = 0; i < 8; i++) fx_freq_sketch_add(&s, key(7));
     uint64_t filler = 0;
     while (s.halvings == 0) fx_freq_sketch_add(&s, key(1000000 + filler++ % 3)); /* 3 other keys */
-    cr_assert_eq(filler, 10 * width - 8, "halved after 10 x width additions");
+    cr_assert_eq(filler, width / 2 - 8, "halved after width / 2 additions");
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(7)), 4);
     fx_freq_sketch_fini(&s);
 }

@@ -3,7 +3,9 @@
  * counters of the GPU owners and the master, and checks that they reconcile:
  *   tasks (eager + write-back) = completed + already + obsolete + failed (by cause);
  *   appended keys = replicas on remote_cache owners (+ 0 on GPU owners);
- *   evicted replicas = demoted + dropped; in-flight appends and tasks back to 0 (R1). */
+ *   evicted replicas = demoted + dropped (the master's view), and at the GPU owners
+ *   evictions = with a copy + not admitted + behind + copy in flight + copy failed (issue 38);
+ *   in-flight appends and tasks back to 0 (R1). */
 #define _GNU_SOURCE
 #include <cJSON.h>
 #include <stdio.h>
@@ -20,9 +22,9 @@ static const char *const rr_owner_keys[] = {
     "repl_obsolete",        "repl_failed_no_space", "repl_failed_busy",       "repl_failed_stale",
     "repl_failed_transfer", "repl_failed_master",   "repl_failed_queue_full", "repl_queued",
     "repl_inflight",        "repl_pushed_bytes",    "repl_push_ns",           "evictions",
-    "evict_dropped_behind", "evict_dropped_copying", "evict_dropped_failed", "repl_batches", "repl_pushed_keys", "evict_not_admitted"};
+    "evict_dropped_behind", "evict_dropped_copying", "evict_dropped_failed", "repl_batches", "repl_pushed_keys", "evict_not_admitted", "evict_copied"};
 #define RR_NOWNER (sizeof rr_owner_keys / sizeof rr_owner_keys[0])
-enum { O_EAGER, O_WB, O_DONE, O_ALREADY, O_OBSOLETE, O_F0, O_QUEUED = 11, O_INFLIGHT, O_BYTES, O_NS, O_EVICT, O_DROP_BEHIND, O_DROP_COPYING, O_DROP_FAILED, O_BATCHES, O_PKEYS, O_NOT_ADMITTED };
+enum { O_EAGER, O_WB, O_DONE, O_ALREADY, O_OBSOLETE, O_F0, O_QUEUED = 11, O_INFLIGHT, O_BYTES, O_NS, O_EVICT, O_DROP_BEHIND, O_DROP_COPYING, O_DROP_FAILED, O_BATCHES, O_PKEYS, O_NOT_ADMITTED, O_COPIED };
 
 static const char *const rr_master_keys[] = {
     "append_keys_completed", "target_replicas_remote_cache", "target_replicas_gpu_owner", "evicted_replicas",
@@ -85,7 +87,8 @@ int rp_remote_report(rp_run *r, cJSON *summary)
     uint64_t tasks = ov[O_EAGER] + ov[O_WB], ends = ov[O_DONE] + ov[O_ALREADY] + ov[O_OBSOLETE] + failed;
     int ok_tasks = tasks == ends && !ov[O_QUEUED] && !ov[O_INFLIGHT];
     int ok_targets = mv[M_APPENDED] == mv[M_T_CPU] + mv[M_T_GPU] && mv[M_T_GPU] == 0;
-    int ok_evict = mv[M_EVICTED] == mv[M_DEMOTED] + mv[M_DROPPED];
+    uint64_t owner_ways = ov[O_COPIED] + ov[O_NOT_ADMITTED] + ov[O_DROP_BEHIND] + ov[O_DROP_COPYING] + ov[O_DROP_FAILED];
+    int ok_evict = mv[M_EVICTED] == mv[M_DEMOTED] + mv[M_DROPPED] && ov[O_EVICT] == owner_ways;
     int ok_r1 = mv[M_INFL] == 0;
     uint64_t hits = mv[M_H_LOCAL] + mv[M_H_GPU] + mv[M_H_CPU];
     printf("remote capacity   %u CPU owner(s) x %llu pages; write-back watermark %g of the hot tier\n",
@@ -105,10 +108,11 @@ int rp_remote_report(rp_run *r, cJSON *summary)
            (unsigned long long)mv[M_APPENDED], (unsigned long long)mv[M_T_CPU], (unsigned long long)mv[M_T_GPU],
            ok_targets ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)mv[M_COLD]);
     printf("  eviction        GPU replicas evicted %llu = demoted %llu (single copy on a CPU owner) + dropped %llu "
-           "%s;\n                  the GPU owners evicted without a copy %llu (not admitted) + %llu (write-back behind) + "
-           "%llu (copy in flight) + %llu (copy failed); puts never wait for a copy\n",
+           "%s;\n                  at the GPU owners: evicted %llu = with a copy %llu + without: %llu not admitted + "
+           "%llu write-back behind + %llu copy in flight + %llu copy failed (puts never wait for a copy)\n",
            (unsigned long long)mv[M_EVICTED], (unsigned long long)mv[M_DEMOTED], (unsigned long long)mv[M_DROPPED],
-           ok_evict ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)ov[O_NOT_ADMITTED],
+           ok_evict ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)ov[O_EVICT],
+           (unsigned long long)ov[O_COPIED], (unsigned long long)ov[O_NOT_ADMITTED],
            (unsigned long long)ov[O_DROP_BEHIND],
            (unsigned long long)ov[O_DROP_COPYING], (unsigned long long)ov[O_DROP_FAILED]);
     printf("  pushes          %.1f MiB written back in %llu batches (%.1f values each), %.2f GB/s per push "
