@@ -1,6 +1,8 @@
 /* freq_sketch.c — count-min frequency sketch with halving (freq_sketch.h). */
 #include "freq_sketch.h"
 
+#include <string.h>
+
 #define FS_ROWS 4u
 #define FS_MAX 15u
 
@@ -18,22 +20,23 @@ static uint32_t fs_index(const fx_freq_sketch_t *s, uint64_t h, uint32_t row)
     return (uint32_t)(fs_mix(h + 0x9e3779b97f4a7c15ull * (row + 1)) & s->mask);
 }
 
-FX_INTERNAL int fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys)
+static uint64_t fs_width(uint64_t keys)
 {
     uint64_t w = 1024;
     while (w < keys * 64 && w < (1ull << 22)) w <<= 1;
-    *s = (fx_freq_sketch_t){0};
-    s->c = fx_calloc(FS_ROWS * w, 1);
-    if (!s->c) return FLUXON_ERR_NOMEM;
-    s->mask = (uint32_t)(w - 1);
-    return FLUXON_OK;
+    return w;
 }
 
-FX_INTERNAL void fx_freq_sketch_fini(fx_freq_sketch_t *s)
+FX_INTERNAL size_t fx_freq_sketch_bytes(uint64_t keys) { return (size_t)(FS_ROWS * fs_width(keys)); }
+
+FX_INTERNAL void fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys, uint8_t *counters)
 {
-    if (!s) return;
-    fx_free(s->c);
-    s->c = NULL;
+    uint64_t w = fs_width(keys);
+    *s = (fx_freq_sketch_t){0};
+    if (!counters) return;
+    memset(counters, 0, FS_ROWS * w);
+    s->c = counters;
+    s->mask = (uint32_t)(w - 1);
 }
 
 FX_INTERNAL void fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h)

@@ -10,24 +10,27 @@
  * measured by replaying the conversation trace through an LRU hot tier of 10,000 values
  * and a CPU tier of as many: 64 counters per hot value (1 M, 4 MiB) gives 28.42 % prefix
  * hits with 29 % of the evicted values copied (exact counts: 28.43 %), 4 per value gave
- * 26.5 % with 78 % copied (the rows fill up). Pure: no I/O, no clock; one allocation at
- * init. Single-threaded. */
+ * 26.5 % with 78 % copied (the rows fill up). Pure: no I/O, no clock, no allocation (the
+ * caller's memory, as the eviction policy's ghost), so the same code runs in the owner and
+ * in the offline simulator. Single-threaded. */
 #ifndef FX_FREQ_SKETCH_H
 #define FX_FREQ_SKETCH_H
 
 #include "fx.h"
 
 typedef struct fx_freq_sketch {
-    uint8_t *c;      /* 4 rows x width counters */
+    uint8_t *c;      /* 4 rows x width counters (the caller's memory) */
     uint32_t mask;   /* width - 1 (width: a power of two) */
     uint64_t adds;   /* additions since the last halving */
     uint64_t halvings;
 } fx_freq_sketch_t;
 
-/* Sized for a cache of about `keys` values (width = the next power of two >= 64 x keys,
- * between 1,024 and 2^22 counters per row: at most 16 MiB). FLUXON_OK; FLUXON_ERR_NOMEM. */
-FX_INTERNAL int fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys);
-FX_INTERNAL void fx_freq_sketch_fini(fx_freq_sketch_t *s); /* NULL-safe, idempotent */
+/* Bytes of caller memory for a cache of about `keys` values: 4 rows of width = the next
+ * power of two >= 64 x keys counters, between 1,024 and 2^22 per row (at most 16 MiB). */
+FX_INTERNAL size_t fx_freq_sketch_bytes(uint64_t keys);
+/* Over counters (fx_freq_sketch_bytes(keys) bytes of the caller's, zeroed here; the caller
+ * frees them after the sketch). counters NULL: an unmade sketch (adds nothing, reads 0). */
+FX_INTERNAL void fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys, uint8_t *counters);
 /* One more sighting of the key with hash h. */
 FX_INTERNAL void fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h);
 /* Sightings of h (an overestimate at worst, never below the true count since the last

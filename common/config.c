@@ -547,6 +547,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_HA: return cfg_parse_ha(c, v, cfg);
     case CFG_K_EVICTION_POLICY: {
         static const char *const policies[] = {"lru", "s3fifo", "slru"}; /* FX_EVICT_* */
+        cfg->eviction_policy_set = true;
         return cfg_get_choice(c, path, v, policies, 3, &cfg->eviction_policy);
     }
     case CFG_K_REPLICA_ROLES: return cfg_parse_replica_roles(c, path, v, cfg);

@@ -82,7 +82,9 @@ typedef struct fx_config {
     uint32_t claim_timeout_ms;            /* slot claim hard timeout [30000], > 0 */
     uint32_t idle_grant_return_ms;        /* "reserve.idle_grant_return_ms" [2000]: an idle grant
                                            * goes back to the master after this (issue 15) */
-    int eviction_policy;                  /* "eviction_policy" ["s3fifo"]: FX_EVICT_* (lru, s3fifo, slru) */
+    int eviction_policy;                  /* "eviction_policy" ["s3fifo"; "lru" when writeback_watermark
+                                           * is set]: FX_EVICT_* (lru, s3fifo, slru) */
+    bool eviction_policy_set;             /* the config named it */
     double writeback_watermark;           /* [0] = off; in (0, 1): values colder than this share
                                            * of the hot tier are written back to a replica
                                            * target, and eviction takes copied groups

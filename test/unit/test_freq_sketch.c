@@ -1,17 +1,28 @@
 /* test_freq_sketch.c — Criterion suite for the count-min frequency sketch (cache/freq_sketch.c)
  * behind the owner's write-back admission (issue 38): counts never under-estimate before an
  * ageing, saturate at 15, halve after width / 2 additions, stay mostly exact for a working
- * set the size it was made for, and the calls are safe on an unmade sketch. */
+ * set the size it was made for, are sized as documented, and are safe on an unmade sketch. */
 #include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "freq_sketch.h"
 
 static uint64_t key(uint64_t i) { return i * 0x9e3779b97f4a7c15ull + 17; }
 
+static void make(fx_freq_sketch_t *s, uint64_t keys)
+{
+    uint8_t *c = malloc(fx_freq_sketch_bytes(keys));
+    cr_assert_not_null(c);
+    memset(c, 0xAB, fx_freq_sketch_bytes(keys)); /* init zeroes it */
+    fx_freq_sketch_init(s, keys, c);
+}
+
 Test(freq_sketch, counts_and_saturates)
 {
     fx_freq_sketch_t s;
-    cr_assert_eq(fx_freq_sketch_init(&s, 100), FLUXON_OK);
+    make(&s, 100);
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 0, "never seen");
     fx_freq_sketch_add(&s, key(1));
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 1);
@@ -19,8 +30,7 @@ Test(freq_sketch, counts_and_saturates)
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 2, "seen twice: admitted by second_touch");
     for (int i = 0; i < 40; i++) fx_freq_sketch_add(&s, key(2));
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(2)), 15, "saturates at 15");
-    fx_freq_sketch_fini(&s);
-    fx_freq_sketch_fini(&s); /* idempotent */
+    free(s.c);
 }
 
 /* A working set of n keys in a sketch sized for n: every key seen once reads >= 1, and few
@@ -29,7 +39,7 @@ Test(freq_sketch, few_false_second_touches)
 {
     enum { N = 10000 };
     fx_freq_sketch_t s;
-    cr_assert_eq(fx_freq_sketch_init(&s, N), FLUXON_OK);
+    make(&s, N);
     for (uint64_t i = 0; i < N; i++) fx_freq_sketch_add(&s, key(i));
     unsigned twice = 0;
     for (uint64_t i = 0; i < N; i++) {
@@ -38,14 +48,14 @@ Test(freq_sketch, few_false_second_touches)
         twice += e >= 2;
     }
     cr_assert_lt(twice, N / 100, "%u of %d keys seen once read as twice", twice, N);
-    fx_freq_sketch_fini(&s);
+    free(s.c);
 }
 
 /* After width / 2 additions every counter halves: a key seen 8 times reads 4. */
 Test(freq_sketch, ageing_halves)
 {
     fx_freq_sketch_t s;
-    cr_assert_eq(fx_freq_sketch_init(&s, 1), FLUXON_OK); /* the smallest: 1,024 counters per row */
+    make(&s, 1); /* the smallest: 1,024 counters per row */
     uint64_t width = (uint64_t)s.mask + 1;
     cr_assert_eq(width, 1024);
     for (int i = 0; i < 8; i++) fx_freq_sketch_add(&s, key(7));
@@ -53,7 +63,7 @@ Test(freq_sketch, ageing_halves)
     while (s.halvings == 0) fx_freq_sketch_add(&s, key(1000000 + filler++ % 3)); /* 3 other keys */
     cr_assert_eq(filler, width / 2 - 8, "halved after width / 2 additions");
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(7)), 4);
-    fx_freq_sketch_fini(&s);
+    free(s.c);
 }
 
 Test(freq_sketch, unmade_is_harmless)
@@ -61,6 +71,9 @@ Test(freq_sketch, unmade_is_harmless)
     fx_freq_sketch_t s = {0};
     fx_freq_sketch_add(&s, key(1));
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 0);
-    fx_freq_sketch_fini(&s);
-    fx_freq_sketch_fini(NULL);
+    fx_freq_sketch_init(&s, 10, NULL);
+    cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 0);
+    cr_assert_eq(fx_freq_sketch_bytes(1), 4 * 1024u);
+    cr_assert_eq(fx_freq_sketch_bytes(10000), 4u << 20, "64 counters per value, rounded up");
+    cr_assert_eq(fx_freq_sketch_bytes(1ull << 40), 4u << 22, "capped at 2^22 per row");
 }

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "cli_simulate.h"
+#include "config.h"
 #include "cli_trace.h"
 #include "replayfix.h"
 
@@ -50,11 +51,11 @@ Test(replay_lru, the_policy_simulators_include_each_policy, .timeout = 120)
     fx_cli_sim_result ref;
     cr_assert_eq(fx_cli_sim_run(&t, 0, 2000, 1, &ref), 0);
     fx_cli_psim_result lru, s3, slru;
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", &lru), 0);
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "s3fifo", &s3), 0);
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", &slru), 0);
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lfu", &slru), -1, "an unknown policy is refused");
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", &slru), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 0, 0, &lru), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "s3fifo", 0, 0, &s3), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", 0, 0, &slru), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lfu", 0, 0, &slru), -1, "an unknown policy is refused");
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", 0, 0, &slru), 0);
     cr_log_info("2,000 requests at 2,000 blocks: reference LRU %.4f, lru %.4f, s3fifo %.4f, slru %.4f", ref.ratio,
                 lru.ratio, s3.ratio, slru.ratio);
     cr_assert_eq(lru.prefix_hits, ref.prefix_hits, "the policy code's lru is the reference LRU, hit for hit");
@@ -78,4 +79,27 @@ Test(replay_lru, s3fifo_replay_matches_its_simulator, .fini = fini, .timeout = 3
     cr_assert_leq(fabs(ratio - sim), 0.005, "replay %f, simulator %f\n%s", ratio, sim, out);
     cr_assert_gt(ratio, lru, "better than LRU on this slice");
     cJSON_Delete(d);
+}
+
+/* Issue 38: the simulator's CPU tier. With an lru hot tier of 2,000 blocks and a CPU tier
+ * of as many, every admission rule restores more than the hot tier alone; "all" copies every
+ * evicted block, second_touch fewer, and the CPU tier is really read. */
+Test(replay_lru, the_simulator_models_a_cpu_tier, .timeout = 120)
+{
+    fx_cli_trace t;
+    char err[256];
+    cr_assert_eq(fx_cli_trace_load(trace_path(), 4000, 0, &t, err, sizeof err), 0, "%s", err);
+    fx_cli_psim_result alone, all, st;
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 0, 0, &alone), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 2000, FX_WB_ADMIT_ALL, &all), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 2000, FX_WB_ADMIT_SECOND_TOUCH, &st), 0);
+    cr_log_info("lru 2,000 + CPU 2,000: alone %.4f, all %.4f (%llu copies), second_touch %.4f (%llu copies)",
+                alone.ratio, all.ratio, (unsigned long long)all.copies, st.ratio, (unsigned long long)st.copies);
+    cr_assert_eq(alone.copies + alone.cpu_hits, 0, "no CPU tier, no copies");
+    cr_assert_eq(all.copies, all.evictions, "all: every victim copied");
+    cr_assert_lt(st.copies, all.copies / 2, "second_touch copies fewer than half");
+    cr_assert_gt(all.ratio, alone.ratio + 0.02);
+    cr_assert_gt(st.ratio, alone.ratio + 0.02);
+    cr_assert_gt(st.cpu_hits, 0);
+    fx_cli_trace_free(&t);
 }

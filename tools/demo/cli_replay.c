@@ -60,7 +60,7 @@ static int rp_load(rp_run *r)
         }
         r->lru_ref_hits = lref.prefix_hits;
         fx_cli_psim_result pref;
-        if (fx_cli_psim_run(&r->trace, 0, o->capacity_blocks, o->eviction_policy, &pref)) {
+        if (fx_cli_psim_run(&r->trace, 0, o->capacity_blocks, o->eviction_policy, 0, 0, &pref)) {
             fprintf(stderr, "fluxon demo: out of memory for the policy simulator\n");
             return 1;
         }
@@ -122,6 +122,20 @@ static int rp_simulate(rp_run *r)
     printf("policy %-8s %.2f %% prefix hits (%llu)\n", o->eviction_policy, 100 * pol,
            (unsigned long long)r->policy_ref_hits);
     printf("reference LRU   %.2f %% prefix hits\nunlimited       %.2f %% prefix hits\n", 100 * lru, 100 * unl);
+    if (o->cpu_owners) { /* issue 38: a CPU tier under each write-back admission rule */
+        static const char *const adm[] = {"all", "second_touch"}; /* FX_WB_ADMIT_* */
+        uint64_t cpu_blocks = (uint64_t)o->cpu_owners * o->cpu_capacity_blocks;
+        for (int a = 0; a < 2; a++) {
+            fx_cli_psim_result res;
+            if (fx_cli_psim_run(&r->trace, 0, o->capacity_blocks, o->eviction_policy, cpu_blocks, a, &res)) return 1;
+            printf("+ CPU tier of %llu blocks, writeback_admission %-12s %.2f %% prefix hits (%.2f %% from the CPU "
+                   "tier); %llu of %llu evicted blocks copied (%.0f %%)\n",
+                   (unsigned long long)cpu_blocks, adm[a], 100 * res.ratio,
+                   res.lookups ? 100.0 * (double)res.cpu_hits / (double)res.lookups : 0.0,
+                   (unsigned long long)res.copies, (unsigned long long)res.evictions,
+                   res.evictions ? 100.0 * (double)res.copies / (double)res.evictions : 0.0);
+        }
+    }
     if (o->out_dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/simulate.json", o->out_dir);

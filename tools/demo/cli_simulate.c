@@ -6,20 +6,37 @@
 
 #include "config.h"
 #include "evict_policy.h"
+#include "freq_sketch.h"
 
 typedef struct ps_block {
     fx_evp_node_t node;
     uint64_t key;
 } ps_block;
 
+typedef struct ps_map { /* key -> index + 1 (0: empty); open addressing, no tombstones */
+    uint64_t *mkeys;
+    uint32_t *mvals;
+    size_t mask;
+} ps_map;
+
+/* The CPU tier (issue 38): a FIFO of the values written back, exclusive (a hit moves the
+ * value back to the hot tier); admission by the owner's writeback_admission rule. */
+typedef struct ps_cpu {
+    uint64_t cap, head, n; /* ring of keys */
+    uint64_t *ring;
+    uint8_t *live;         /* ring slot still holds its key (not promoted) */
+    ps_map map;            /* key -> ring slot + 1 */
+    int admission;         /* -1: no CPU tier; FX_WB_ADMIT_* */
+    fx_freq_sketch_t seen;
+} ps_cpu;
+
 typedef struct ps_sim {
     fx_evp_t p;
     ps_block *blocks; /* capacity of them */
     uint32_t *free_list, n_free;
-    uint64_t *mkeys;  /* map: key -> block index + 1 (0: empty) */
-    uint32_t *mvals;
-    size_t mask;
+    ps_map map;       /* key -> block index + 1 */
     uint64_t *ghost;
+    ps_cpu cpu;
 } ps_sim;
 
 static uint64_t ps_mix(uint64_t x)
@@ -29,7 +46,7 @@ static uint64_t ps_mix(uint64_t x)
     return x ^ (x >> 29);
 }
 
-static size_t ps_find(const ps_sim *s, uint64_t k)
+static size_t ps_find(const ps_map *s, uint64_t k)
 {
     for (size_t i = ps_mix(k) & s->mask;; i = (i + 1) & s->mask) {
         if (!s->mvals[i]) return SIZE_MAX;
@@ -37,7 +54,7 @@ static size_t ps_find(const ps_sim *s, uint64_t k)
     }
 }
 
-static void ps_put(ps_sim *s, uint64_t k, uint32_t v)
+static void ps_put(ps_map *s, uint64_t k, uint32_t v)
 {
     size_t i = ps_mix(k) & s->mask;
     while (s->mvals[i]) i = (i + 1) & s->mask;
@@ -45,7 +62,7 @@ static void ps_put(ps_sim *s, uint64_t k, uint32_t v)
     s->mvals[i] = v;
 }
 
-static void ps_del_at(ps_sim *s, size_t i)
+static void ps_del_at(ps_map *s, size_t i)
 {
     for (size_t j = (i + 1) & s->mask; s->mvals[j]; j = (j + 1) & s->mask) {
         size_t h = ps_mix(s->mkeys[j]) & s->mask;
@@ -57,6 +74,22 @@ static void ps_del_at(ps_sim *s, size_t i)
     s->mvals[i] = 0;
 }
 
+static int ps_map_init(ps_map *m, uint64_t capacity)
+{
+    size_t buckets = 1024;
+    while (buckets < capacity * 2) buckets *= 2;
+    m->mask = buckets - 1;
+    m->mkeys = malloc(buckets * sizeof *m->mkeys);
+    m->mvals = calloc(buckets, sizeof *m->mvals);
+    return m->mkeys && m->mvals ? 0 : -1;
+}
+
+static void ps_map_free(ps_map *m)
+{
+    free(m->mkeys);
+    free(m->mvals);
+}
+
 int fx_cli_psim_known(const char *policy)
 {
     return !policy || strcmp(policy, "lru") == 0 || strcmp(policy, "s3fifo") == 0 || strcmp(policy, "slru") == 0;
@@ -66,57 +99,98 @@ static void ps_free(ps_sim *s)
 {
     free(s->blocks);
     free(s->free_list);
-    free(s->mkeys);
-    free(s->mvals);
+    ps_map_free(&s->map);
     free(s->ghost);
+    free(s->cpu.ring);
+    free(s->cpu.live);
+    ps_map_free(&s->cpu.map);
+    free(s->cpu.seen.c);
 }
 
-static int ps_init(ps_sim *s, uint64_t capacity, int kind)
+static int ps_init(ps_sim *s, uint64_t capacity, int kind, uint64_t cpu_capacity, int admission)
 {
     memset(s, 0, sizeof *s);
-    size_t buckets = 1024;
-    while (buckets < capacity * 2) buckets *= 2;
-    s->mask = buckets - 1;
+    s->cpu.admission = cpu_capacity ? admission : -1;
     s->blocks = calloc(capacity, sizeof *s->blocks);
     s->free_list = malloc(capacity * sizeof *s->free_list);
-    s->mkeys = malloc(buckets * sizeof *s->mkeys);
-    s->mvals = calloc(buckets, sizeof *s->mvals);
     uint32_t ghost_n = (uint32_t)capacity; /* as many ghosts as the capacity holds blocks */
     s->ghost = calloc(fx_evp_ghost_words(ghost_n) + 1, sizeof *s->ghost);
-    if (!s->blocks || !s->free_list || !s->mkeys || !s->mvals || !s->ghost) return -1;
+    if (ps_map_init(&s->map, capacity) || !s->blocks || !s->free_list || !s->ghost) return -1;
+    if (cpu_capacity) {
+        s->cpu.cap = cpu_capacity;
+        s->cpu.ring = calloc(cpu_capacity, sizeof *s->cpu.ring);
+        s->cpu.live = calloc(cpu_capacity, 1);
+        if (ps_map_init(&s->cpu.map, cpu_capacity) || !s->cpu.ring || !s->cpu.live) return -1;
+        if (admission == FX_WB_ADMIT_SECOND_TOUCH) {
+            uint8_t *counters = malloc(fx_freq_sketch_bytes(capacity));
+            if (!counters) return -1;
+            fx_freq_sketch_init(&s->cpu.seen, capacity, counters);
+        }
+    }
     for (uint32_t i = 0; i < capacity; i++) s->free_list[i] = (uint32_t)(capacity - 1 - i);
     s->n_free = (uint32_t)capacity;
     fx_evp_init(&s->p, kind, capacity, s->ghost, ghost_n);
     return 0;
 }
 
+/* A victim leaves the hot tier: written back to the CPU tier when admitted. */
+static void ps_writeback(ps_sim *s, uint64_t k, fx_cli_psim_result *r)
+{
+    ps_cpu *c = &s->cpu;
+    if (c->admission < 0) return;
+    if (c->admission == FX_WB_ADMIT_SECOND_TOUCH && fx_freq_sketch_estimate(&c->seen, k) < 2) return;
+    r->copies++;
+    if (c->n == c->cap) { /* the oldest copy goes */
+        if (c->live[c->head]) ps_del_at(&c->map, ps_find(&c->map, c->ring[c->head]));
+        c->head = (c->head + 1) % c->cap;
+        c->n--;
+    }
+    uint64_t at = (c->head + c->n++) % c->cap;
+    c->ring[at] = k;
+    c->live[at] = 1;
+    ps_put(&c->map, k, (uint32_t)at + 1);
+}
+
+static bool ps_present(const ps_sim *s, uint64_t k)
+{
+    return ps_find(&s->map, k) != SIZE_MAX || (s->cpu.admission >= 0 && ps_find(&s->cpu.map, k) != SIZE_MAX);
+}
+
 /* one block touched or inserted; evicts first when full */
 static void ps_access(ps_sim *s, uint64_t k, fx_cli_psim_result *r, int cold)
 {
-    size_t at = ps_find(s, k);
+    size_t at = ps_find(&s->map, k);
     if (at != SIZE_MAX) {
-        fx_evp_touch(&s->p, &s->blocks[s->mvals[at] - 1].node);
+        fx_evp_touch(&s->p, &s->blocks[s->map.mvals[at] - 1].node);
+        fx_freq_sketch_add(&s->cpu.seen, k);
         return;
+    }
+    if (s->cpu.admission >= 0 && (at = ps_find(&s->cpu.map, k)) != SIZE_MAX) { /* promoted: exclusive */
+        s->cpu.live[s->cpu.map.mvals[at] - 1] = 0;
+        ps_del_at(&s->cpu.map, at);
+        r->cpu_hits++;
     }
     if (!s->n_free) {
         fx_evp_node_t *v = fx_evp_victim(&s->p);
         ps_block *b = (ps_block *)v; /* node is the first member */
-        ps_del_at(s, ps_find(s, b->key));
+        ps_del_at(&s->map, ps_find(&s->map, b->key));
         fx_evp_evicted(&s->p, v);
         s->free_list[s->n_free++] = (uint32_t)(b - s->blocks);
         r->evictions++;
+        ps_writeback(s, b->key, r);
     }
     uint32_t bi = s->free_list[--s->n_free];
     ps_block *b = &s->blocks[bi];
     b->key = k;
     if (cold) fx_evp_insert_cold(&s->p, &b->node, 1, k);
     else fx_evp_insert(&s->p, &b->node, 1, k);
-    ps_put(s, k, bi + 1);
+    ps_put(&s->map, k, bi + 1);
+    fx_freq_sketch_add(&s->cpu.seen, k);
     r->inserted++;
 }
 
 int fx_cli_psim_run(const fx_cli_trace *t, size_t n_requests, uint64_t capacity, const char *policy,
-                    fx_cli_psim_result *out)
+                    uint64_t cpu_capacity, int admission, fx_cli_psim_result *out)
 {
     if (!fx_cli_psim_known(policy) || capacity == 0 || capacity >= UINT32_MAX / 4) return -1;
     int kind = !policy ? FX_EVICT_LRU : strcmp(policy, "s3fifo") == 0 ? FX_EVICT_S3FIFO
@@ -126,12 +200,12 @@ int fx_cli_psim_run(const fx_cli_trace *t, size_t n_requests, uint64_t capacity,
     uint64_t *h = malloc((t->max_blocks ? t->max_blocks : 1) * sizeof *h);
     int rc = -1;
     memset(out, 0, sizeof *out);
-    if (!h || ps_init(&s, capacity, kind)) goto done;
+    if (!h || ps_init(&s, capacity, kind, cpu_capacity, admission)) goto done;
     for (size_t i = 0; i < n; i++) {
         const fx_cli_trace_req *q = &t->reqs[i];
         fx_cli_chain_hashes(q->blocks, q->n_blocks, h);
         size_t hit = 0;
-        while (hit < q->n_blocks && ps_find(&s, h[hit]) != SIZE_MAX) hit++;
+        while (hit < q->n_blocks && ps_present(&s, h[hit])) hit++;
         out->requests++;
         out->lookups += q->n_blocks;
         out->prefix_hits += hit;

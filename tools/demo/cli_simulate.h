@@ -11,13 +11,16 @@
 
 typedef struct fx_cli_psim_result {
     uint64_t requests, lookups, prefix_hits, inserted, evictions;
+    uint64_t copies, cpu_hits; /* with a CPU tier: values written back, blocks restored from it */
     double ratio; /* prefix_hits / lookups */
 } fx_cli_psim_result;
 
 /* policy: "lru" or "s3fifo" (NULL: lru). Returns 0; -1 on an unknown policy or out of
- * memory. capacity in blocks (> 0). */
+ * memory. capacity in blocks (> 0). cpu_capacity > 0 adds a CPU tier of that many blocks
+ * (a FIFO, exclusive: a hit moves the block back) that the hot tier's victims are written
+ * back to when admission (FX_WB_ADMIT_*, the owner's writeback_admission) admits them. */
 int fx_cli_psim_run(const fx_cli_trace *t, size_t n_requests, uint64_t capacity, const char *policy,
-                    fx_cli_psim_result *out);
+                    uint64_t cpu_capacity, int admission, fx_cli_psim_result *out);
 /* 1 when name is a policy the simulator and the owner know. */
 int fx_cli_psim_known(const char *policy);
 

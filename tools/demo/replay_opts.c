@@ -37,7 +37,8 @@ void rp_usage(FILE *f)
             "  --capacity-blocks N  size each embedded owner for N pages [the whole run]\n"
             "  --config FILE        join a cluster: external config of one owner (repeatable)\n"
             "  --key-prefix P       key namespace [demo]\n"
-            "  --eviction-policy P  embedded owners' eviction policy: lru, s3fifo, slru [s3fifo]\n"
+            "  --eviction-policy P  embedded owners' eviction policy: lru, s3fifo, slru [s3fifo;\n"
+            "                       lru with --cpu-owners, as an owner with write-back on]\n"
             "  --simulate           no cluster: play the policy's own code offline over the trace\n"
             "                       at --capacity-blocks (one block = one value) and print the\n"
             "                       prefix-hit ratio next to the reference LRU's\n"
@@ -260,7 +261,7 @@ static void rp_opts_defaults(rp_opts *o)
     o->tp = 1;
     o->group_pages = 1;
     o->key_prefix = "demo";
-    o->eviction_policy = "s3fifo";
+    o->eviction_policy = NULL; /* s3fifo, or lru with --cpu-owners (the owner's default) */
     o->writeback_watermark = 0.95;
     const char *env = getenv("FLUXON_TRACE");
     /* the copy in the repository first, then the shared data directory beside it */
@@ -312,5 +313,6 @@ int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help)
         }
         if (rp_opt_apply(d, o, val)) return -1;
     }
+    if (!o->eviction_policy) o->eviction_policy = o->cpu_owners ? "lru" : "s3fifo";
     return rp_opts_check(o);
 }
