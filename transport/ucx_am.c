@@ -222,6 +222,93 @@ static ucs_status_t ucxdp_am_putv_req(void *arg, const void *header, size_t hlen
     return UCS_OK;
 }
 
+/* GETV: answers t with one GET_REP carrying the bytes of the ranges listed at t->vtmp (n x
+ * {address, length}; an iov over the mapped regions follows the list in the same buffer and
+ * lives until the reply's send completes). */
+static void ucxdp_getv_serve(ucxdp_tgt_t *t, uint64_t n)
+{
+    fx_ucx_t *u = t->u;
+    const uint8_t *lp = t->vtmp;
+    ucp_dt_iov_t *iov = (ucp_dt_iov_t *)((uint8_t *)t->vtmp + n * 16);
+    uint64_t sum = 0;
+    for (uint64_t j = 0; j < n; j++) {
+        uint64_t a, l;
+        memcpy(&a, lp + 16 * j, 8);
+        memcpy(&l, lp + 16 * j + 8, 8);
+        if (!l || l > UCXDP_V_MAX_BYTES || !ucxdp_region_ok(u, a, l)) {
+            FX_WARN("ucx: rejected GET of %llu ranges: range %llu (%llu bytes at 0x%llx) is outside mapped regions",
+                    (unsigned long long)n, (unsigned long long)j, (unsigned long long)l, (unsigned long long)a);
+            ucxdp_tgt_reply(t, FX_UCX_AM_ID_GET_REP, FLUXON_ERR_INVALID_ARGUMENT, NULL, 0);
+            return;
+        }
+        iov[j] = (ucp_dt_iov_t){(void *)(uintptr_t)a, l};
+        sum += l;
+    }
+    if (sum != t->hdr.len) {
+        ucxdp_tgt_reply(t, FX_UCX_AM_ID_GET_REP, FLUXON_ERR_INVALID_ARGUMENT, NULL, 0);
+        return;
+    }
+    t->hdr.status = FLUXON_OK;
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
+        .cb.send = ucxdp_tgt_send_cb,
+        .user_data = t,
+        .datatype = ucp_dt_make_iov(),
+    };
+    ucs_status_ptr_t r = ucp_am_send_nbx(t->reply_ep, FX_UCX_AM_ID_GET_REP, &t->hdr, sizeof t->hdr, iov, n, &rp);
+    if (UCS_PTR_IS_PTR(r)) return;
+    if (UCS_PTR_IS_ERR(r)) FX_DEBUG("ucx: AM reply failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+    ucxdp_tgt_free(t);
+}
+
+static void ucxdp_tgt_getv_cb(void *req, ucs_status_t st, size_t len, void *ud)
+{
+    ucxdp_tgt_t *t = ud;
+    ucp_request_free(req);
+    if (st != UCS_OK) {
+        FX_DEBUG("ucx: AM GET list receive failed: %s", ucs_status_string(st));
+        ucxdp_tgt_free(t);
+        return;
+    }
+    ucxdp_getv_serve(t, len / 16);
+}
+
+static ucs_status_t ucxdp_am_getv_req(void *arg, const void *header, size_t hlen, void *data,
+                                      size_t len, const ucp_am_recv_param_t *param)
+{
+    fx_ucx_t *u = arg;
+    ucxdp_hdr_t h;
+    ucp_ep_h ep = ucxdp_reply_ep(param);
+    if (hlen != sizeof h || !ep) return UCS_OK;
+    memcpy(&h, header, sizeof h);
+    ucxdp_tgt_t *t = ucxdp_tgt_new(u, ep, &h);
+    if (!t) return UCS_OK;
+    uint64_t n = (uint64_t)(uint32_t)h.status;
+    if (n < 2 || n > UCXDP_V_MAX_N || len != n * 16) {
+        ucxdp_tgt_reply(t, FX_UCX_AM_ID_GET_REP, FLUXON_ERR_INVALID_ARGUMENT, NULL, 0);
+        return UCS_OK; /* drops a rendezvous descriptor */
+    }
+    if (!(t->vtmp = fx_malloc(n * 16 + n * sizeof(ucp_dt_iov_t)))) {
+        ucxdp_tgt_reply(t, FX_UCX_AM_ID_GET_REP, FLUXON_ERR_NOMEM, NULL, 0);
+        return UCS_OK;
+    }
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) { /* eager: valid during this call */
+        memcpy(t->vtmp, data, len);
+        ucxdp_getv_serve(t, n);
+        return UCS_OK;
+    }
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.recv_am = ucxdp_tgt_getv_cb,
+        .user_data = t,
+    };
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(u->worker, data, t->vtmp, len, &rp);
+    if (UCS_PTR_IS_PTR(r)) return UCS_OK;
+    if (UCS_PTR_IS_ERR(r)) ucxdp_tgt_reply(t, FX_UCX_AM_ID_GET_REP, ucxdp_map(UCS_PTR_STATUS(r)), NULL, 0);
+    else ucxdp_getv_serve(t, n);
+    return UCS_OK;
+}
+
 FX_INTERNAL ucs_status_t fx_ucxdp_am_set_handler(fx_ucx_t *u, unsigned id, ucp_am_recv_callback_t cb)
 {
     ucp_am_handler_param_t hp = {
@@ -240,6 +327,7 @@ FX_INTERNAL ucs_status_t fx_ucxdp_target_init(fx_ucx_t *u)
     ucs_status_t st = fx_ucxdp_am_set_handler(u, FX_UCX_AM_ID_GET_REQ, ucxdp_am_get_req);
     if (st == UCS_OK) st = fx_ucxdp_am_set_handler(u, FX_UCX_AM_ID_PUT_REQ, ucxdp_am_put_req);
     if (st == UCS_OK) st = fx_ucxdp_am_set_handler(u, FX_UCX_AM_ID_PUTV_REQ, ucxdp_am_putv_req);
+    if (st == UCS_OK) st = fx_ucxdp_am_set_handler(u, FX_UCX_AM_ID_GETV_REQ, ucxdp_am_getv_req);
     return st;
 }
 

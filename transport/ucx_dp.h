@@ -90,6 +90,7 @@ typedef void (*fx_ucx_done_cb)(void *arg, int status);
 #define FX_UCX_AM_ID_PUT_REQ 0xF3u
 #define FX_UCX_AM_ID_PUT_ACK 0xF4u
 #define FX_UCX_AM_ID_PUTV_REQ 0xF5u /* several ranges in one message (answered by PUT_ACK) */
+#define FX_UCX_AM_ID_GETV_REQ 0xF6u /* several ranges asked in one message (one GET_REP) */
 
 /* Creates a UCX context (features RMA|AM|WAKEUP) and one single-threaded worker with an
  * event fd.

@@ -29,15 +29,18 @@ typedef struct ucxdp_rng {
     ucp_mem_h memh; /* local registration if the range lies in a mapped region */
     ucxdp_hdr_t hdr; /* AM request header: UCX may read it until the send completes */
     uint8_t awaiting; /* AM: reply/ack not yet received */
-    uint32_t vn;      /* AM PUT: ranges [i, i + vn) sent in this range's one PUTV message (0: alone) */
+    uint32_t vn;      /* AM: ranges [i, i + vn) in this range's one PUTV/GETV message (0: alone) */
     void *vbuf;       /* that message's iov + range list, freed with the transfer */
+    void *rtmp;       /* GETV: a rendezvous reply's bytes, scattered once received */
 } ucxdp_rng_t;
 
-/* AM PUTV (ucx_am.c, ucx_xfer.c): small ranges travel together, one message and one ack
- * for up to UCXDP_V_MAX_N ranges of at most UCXDP_V_MAX_RANGE bytes, UCXDP_V_MAX_BYTES in
- * all. The payload is the range list (UCXDP_V_MAX_N x {absolute address, length}, uint64
- * each) followed by the ranges' bytes in that order; hdr.len is the payload's length and
- * hdr.status the number of ranges. Over tcp this is one send instead of one per range. */
+/* AM PUTV / GETV (ucx_am.c, ucx_xfer.c): small ranges travel together, one message and one
+ * answer for up to UCXDP_V_MAX_N ranges of at most UCXDP_V_MAX_RANGE bytes, UCXDP_V_MAX_BYTES
+ * in all. PUTV's payload is the range list (n x {absolute address, length}, uint64 each)
+ * followed by the ranges' bytes in that order; hdr.len is the payload's length, hdr.status
+ * the number of ranges; PUT_ACK answers. GETV's payload is the range list alone, hdr.len the
+ * bytes asked; one GET_REP carries them back in list order. Over tcp this is one send
+ * instead of one per range. */
 #define UCXDP_V_MAX_N 256u
 #define UCXDP_V_MAX_RANGE (64u * 1024u)
 #define UCXDP_V_MAX_BYTES (1024u * 1024u)

@@ -89,6 +89,65 @@ static ucxdp_rng_t *ucxdp_reply_rng(fx_ucx_t *u, const void *header, size_t hlen
     return &x->r[h->idx];
 }
 
+/* Copies a GETV reply's bytes (the ranges of r's message, in order) to their places. */
+static void ucxdp_getv_scatter(ucxdp_rng_t *r, const uint8_t *src)
+{
+    for (uint32_t j = 0; j < r->vn; j++) {
+        ucxdp_rng_t *q = r + j;
+        memcpy(q->local, src, q->len);
+        src += q->len;
+    }
+}
+
+static void ucxdp_getv_recv_cb(void *req, ucs_status_t st, size_t len, void *ud)
+{
+    ucxdp_rng_t *r = ud;
+    (void)len;
+    if (st == UCS_OK) ucxdp_getv_scatter(r, r->rtmp);
+    fx_free(r->rtmp);
+    r->rtmp = NULL;
+    ucxdp_xfer_event(r->x, ucxdp_map(st));
+    ucp_request_free(req);
+}
+
+static ucs_status_t ucxdp_getv_rep(fx_ucx_t *u, ucxdp_rng_t *r, void *data, size_t len,
+                                   const ucp_am_recv_param_t *param)
+{
+    ucxdp_xfer_t *x = r->x;
+    uint64_t want = 0;
+    for (uint32_t j = 0; j < r->vn; j++) want += r[j].len;
+    if (len != want) {
+        FX_ERROR("ucx: GET reply of %zu bytes for %u ranges of %llu bytes", len, r->vn, (unsigned long long)want);
+        ucxdp_xfer_event(x, FLUXON_ERR_INTERNAL);
+        return UCS_OK;
+    }
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        ucxdp_getv_scatter(r, data);
+        ucxdp_xfer_event(x, FLUXON_OK);
+        return UCS_OK;
+    }
+    if (!(r->rtmp = fx_malloc(len))) {
+        ucxdp_xfer_event(x, FLUXON_ERR_NOMEM); /* drops a rendezvous descriptor */
+        return UCS_OK;
+    }
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.recv_am = ucxdp_getv_recv_cb,
+        .user_data = r,
+    };
+    ucs_status_ptr_t q = ucp_am_recv_data_nbx(u->worker, data, r->rtmp, len, &rp);
+    if (UCS_PTR_IS_PTR(q)) {
+        x->pending++; /* before the reply's event can finish x */
+        ucxdp_xfer_event(x, FLUXON_OK);
+        return UCS_OK;
+    }
+    if (!UCS_PTR_IS_ERR(q)) ucxdp_getv_scatter(r, r->rtmp); /* completed in place */
+    fx_free(r->rtmp);
+    r->rtmp = NULL;
+    ucxdp_xfer_event(x, UCS_PTR_IS_ERR(q) ? ucxdp_map(UCS_PTR_STATUS(q)) : FLUXON_OK);
+    return UCS_OK;
+}
+
 static ucs_status_t ucxdp_am_get_rep(void *arg, const void *header, size_t hlen, void *data,
                                      size_t len, const ucp_am_recv_param_t *param)
 {
@@ -101,6 +160,7 @@ static ucs_status_t ucxdp_am_get_rep(void *arg, const void *header, size_t hlen,
         ucxdp_xfer_event(x, h.status);
         return UCS_OK;
     }
+    if (r->vn > 1) return ucxdp_getv_rep(u, r, data, len, param);
     if (len != r->len) {
         FX_ERROR("ucx: GET reply of %zu bytes for a %llu-byte range", len,
                  (unsigned long long)r->len);
@@ -143,7 +203,10 @@ FX_INTERNAL bool fx_ucxdp_memh_in_use(const fx_ucx_t *u, ucp_mem_h memh)
 
 FX_INTERNAL void fx_ucxdp_xfer_free(ucxdp_xfer_t *x)
 {
-    for (size_t i = 0; i < x->n; i++) fx_free(x->r[i].vbuf);
+    for (size_t i = 0; i < x->n; i++) {
+        fx_free(x->r[i].vbuf);
+        fx_free(x->r[i].rtmp);
+    }
     fx_free(x);
 }
 
@@ -223,7 +286,7 @@ static int ucxdp_post(ucxdp_xfer_t *x, size_t i)
 /* How many ranges from i go in one AM PUTV message (1: range i goes alone). */
 static size_t ucxdp_v_count(const ucxdp_xfer_t *x, size_t i)
 {
-    if (x->mech != FX_UCX_MECH_AM || x->op != FX_UCX_PUT) return 1;
+    if (x->mech != FX_UCX_MECH_AM) return 1;
     size_t k = 0;
     uint64_t bytes = 0;
     while (i + k < x->n && k < UCXDP_V_MAX_N && x->r[i + k].len <= UCXDP_V_MAX_RANGE &&
@@ -232,25 +295,28 @@ static size_t ucxdp_v_count(const ucxdp_xfer_t *x, size_t i)
     return k ? k : 1;
 }
 
-/* Posts ranges [i, i + k) (k >= 2) as one AM PUTV; the ack names range i. */
+/* Posts ranges [i, i + k) (k >= 2) as one AM PUTV (the ack names range i) or GETV (the
+ * reply names range i and carries the k ranges' bytes). */
 static int ucxdp_post_v(ucxdp_xfer_t *x, size_t i, size_t k)
 {
     fx_ucx_peer_t *p = x->peer;
     ucxdp_rng_t *r = &x->r[i];
-    /* iov[0] = the range list, iov[1..k] = the bytes */
+    bool put = x->op == FX_UCX_PUT;
+    /* PUTV: iov[0] = the range list, iov[1..k] = the bytes; GETV: the list alone */
     size_t iov_bytes = (k + 1) * sizeof(ucp_dt_iov_t);
     r->vbuf = fx_malloc(iov_bytes + k * 2 * sizeof(uint64_t));
     if (!r->vbuf) return FLUXON_ERR_NOMEM;
     ucp_dt_iov_t *iov = r->vbuf;
-    uint64_t *list = (uint64_t *)((char *)r->vbuf + iov_bytes), total = k * 2 * sizeof(uint64_t);
+    uint64_t *list = (uint64_t *)((char *)r->vbuf + iov_bytes), bytes = 0;
     for (size_t j = 0; j < k; j++) {
         list[2 * j] = x->r[i + j].addr;
         list[2 * j + 1] = x->r[i + j].len;
         iov[1 + j] = (ucp_dt_iov_t){x->r[i + j].local, x->r[i + j].len};
-        total += x->r[i + j].len;
+        bytes += x->r[i + j].len;
     }
     iov[0] = (ucp_dt_iov_t){list, k * 2 * sizeof(uint64_t)};
     r->vn = (uint32_t)k;
+    uint64_t total = put ? bytes + k * 2 * sizeof(uint64_t) : bytes;
     r->hdr = (ucxdp_hdr_t){.token = x->token, .addr = 0, .len = total, .idx = (uint32_t)i, .status = (int32_t)k};
     ucp_request_param_t rp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS |
@@ -262,11 +328,12 @@ static int ucxdp_post_v(ucxdp_xfer_t *x, size_t i, size_t k)
     };
     r->awaiting = 1;
     x->pending++;
-    ucs_status_ptr_t q = ucp_am_send_nbx(p->ep, FX_UCX_AM_ID_PUTV_REQ, &r->hdr, sizeof r->hdr, iov, k + 1, &rp);
-    if (UCS_PTR_IS_ERR(q)) { /* never sent: no ack will come */
+    ucs_status_ptr_t q = put ? ucp_am_send_nbx(p->ep, FX_UCX_AM_ID_PUTV_REQ, &r->hdr, sizeof r->hdr, iov, k + 1, &rp)
+                             : ucp_am_send_nbx(p->ep, FX_UCX_AM_ID_GETV_REQ, &r->hdr, sizeof r->hdr, iov, 1, &rp);
+    if (UCS_PTR_IS_ERR(q)) { /* never sent: no answer will come */
         r->awaiting = 0;
         x->pending--;
-        fx_log(FX_LOG_WARN, "ucx: posting PUT ranges %zu..%zu of %zu: %s", i, i + k - 1, x->n,
+        fx_log(FX_LOG_WARN, "ucx: posting %s ranges %zu..%zu of %zu: %s", put ? "PUT" : "GET", i, i + k - 1, x->n,
                ucs_status_string(UCS_PTR_STATUS(q)));
         return ucxdp_map(UCS_PTR_STATUS(q));
     }

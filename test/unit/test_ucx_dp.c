@@ -534,6 +534,37 @@ Test(ucx_dp, am_small_puts_vectored, .timeout = 60)
     tucx_self_teardown(&s);
 }
 
+/* Many small GET ranges travel together too (GETV: one request, one reply with the bytes in
+ * order): 300 ranges of odd sizes from permuted places, byte-exact; and a GETV naming a range
+ * outside the target's region is refused whole (the peer stays usable). */
+Test(ucx_dp, am_small_gets_vectored, .timeout = 60)
+{
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AM);
+    enum { N = 300, SLOT = 3000 };
+    static fx_ucx_range_t r[N];
+    memset(s.buf + TUCX_SELF_LEN, 0, TUCX_SELF_LEN);
+    for (size_t i = 0; i < N; i++) {
+        size_t j = (i * 37 + 11) % N;
+        r[i] = (fx_ucx_range_t){.local = s.buf + TUCX_SELF_LEN + i * SLOT, .remote_offset = (uint64_t)j * SLOT + 7,
+                                .len = 1 + (i * 97) % (SLOT - 8)};
+    }
+    tucx_done_t d = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, r, N, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_OK, "%s", fluxon_status_string(d.status));
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(memcmp(r[i].local, s.buf + r[i].remote_offset, r[i].len), 0, "range %zu", i);
+    r[5].remote_offset = TUCX_SELF_LEN - 10; /* passes the region's end */
+    r[5].len = 100;
+    d = (tucx_done_t){0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, r, 8, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_ERR_INVALID_ARGUMENT, "%s", fluxon_status_string(d.status));
+    cr_assert_eq(fx_ucx_peer_status(s.p), FLUXON_OK);
+    tucx_self_teardown(&s);
+}
+
 /* A PUTV message with one range outside the target's mapped region is refused whole:
  * INVALID_ARGUMENT, nothing written, the peer stays usable. */
 Test(ucx_dp, am_putv_rejects_outside_region, .timeout = 60)
