@@ -714,8 +714,8 @@ class Client:
         res = BatchGetResult(nr.value, _statuses(st), vl[:])
         if rc == Status.ERR_INVALID_ARGUMENT and any(s == Status.ERR_INVALID_ARGUMENT for s in res.statuses):
             i = [s for s in res.statuses].index(Status.ERR_INVALID_ARGUMENT)
-            e = error_for(rc, "batch_get_into", f"key {i} ({enc[i]!r}) is larger than its buffer of "
-                          f"{caps[i]} bytes; {res.n_restored} leading keys were copied")
+            e = error_for(rc, "batch_get_into", f"key {i} ({enc[i]!r}) is not exactly the length of its "
+                          f"buffer ({caps[i]} bytes); {res.n_restored} leading keys were copied")
             e.result = res
             raise e
         check(rc, "batch_get_into")
@@ -723,7 +723,8 @@ class Client:
 
     def batch_get_into(self, keys, buffers, *, prefix_best_effort=True, atomic_groups=None):
         """Restores the longest prefix of keys into buffers (writable): a BatchGetResult
-        (n_restored, statuses, value_lens). A value larger than its buffer raises
+        (n_restored, statuses, value_lens). Each value must be exactly its buffer's length:
+        a value of another length (shorter or longer) is not copied and raises
         InvalidArgument (its .result holds what was restored before it)."""
         enc, arr = _keys(keys)
         n = len(enc)
@@ -740,7 +741,7 @@ class Client:
             del keep
 
     def batch_get_into_ptrs(self, keys, ptrs, caps, *, prefix_best_effort=True, atomic_groups=None):
-        """batch_get_into over raw host addresses (ints) and capacities."""
+        """batch_get_into over raw host addresses (ints) and exact lengths."""
         enc, arr = _keys(keys)
         n = len(enc)
         if len(ptrs) != n or len(caps) != n:
