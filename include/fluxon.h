@@ -85,6 +85,18 @@ enum {
 /* Keys are byte strings of 1..FLUXON_MAX_KEY_BYTES bytes without NUL bytes. */
 #define FLUXON_MAX_KEY_BYTES 1024
 
+/* Key grammar: TP cohorts. Keys are opaque to Fluxon except for one suffix: a key that
+ * ends in "_<rank>_<size>" (two runs of 1..9 ASCII digits, rank < size, at least one byte
+ * before them) belongs to the TP cohort named by the key without that suffix; any other
+ * key is a cohort of its own. The tensor-parallel ranks of an engine that store their
+ * shares of one page under <page key>_<tp_rank>_<tp_size> form one cohort, and when the
+ * master copies values to a remote_cache owner (replica tasks and write-backs, issue 16)
+ * it places a batch on the target its first key's cohort hashes to (while that target
+ * has room), so every rank's share of a page lands on the same CPU owner. The SGLang
+ * backend writes <namespace>_<page hash>_<part>_<tp_rank>_<tp_size>, part "k"/"v" (MHA)
+ * or "kv" with "_0_1" (MLA: one copy for all ranks): python/fluxon/sglang_keys.py and
+ * docs/sglang.md. The master parses it in one place (fx_cohort_len, cache/groups.c). */
+
 /* A batch (put_start, get_start, batch_exists) has 1..FLUXON_MAX_BATCH_KEYS keys, and its
  * request must also encode within the client's and owner's "max_frame_bytes" (default
  * 64 MiB: about 60k keys of 1 KiB). Past either limit the call returns
