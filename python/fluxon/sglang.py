@@ -239,9 +239,11 @@ class FluxonStore(HiCacheStorage):
     def _flat_meta(self, keys, pages, writable):
         """(object keys, pieces, keepalive) of flat pages (SGLang's get_data_page /
         get_dummy_flat_data_page: every object of a page, K then V), or of (address, size)
-        pairs."""
+        pairs. A flat page may have another size than the registered pool's: SGLang's
+        generic draft-model calls (keys "<hash>.draft", the draft pool's pages) come here
+        too; a restore still needs a value of exactly the destination's object length."""
         okeys = self.object_keys(keys)
-        m, ob = self.keys.per_page, self.object_bytes
+        m = self.keys.per_page
         pieces, keep = [], []
         for i, pg in enumerate(pages):
             if isinstance(pg, tuple):
@@ -249,9 +251,10 @@ class FluxonStore(HiCacheStorage):
             else:
                 addr, n, kp = address_of(pg, writable, f"page {i}")
                 keep.append(kp)
-            if n != m * ob:
-                raise ValueError(f"page {i} ({keys[i]}): {n} bytes, a page on this rank is {m * ob} "
-                                 f"({m} objects of {ob})")
+            if n == 0 or n % m:
+                raise ValueError(f"page {i} ({keys[i]}): {n} bytes is not {m} equal objects (a page on this "
+                                 f"rank is {m} objects of {self.object_bytes} bytes)")
+            ob = n // m
             pieces.extend([[(addr + o * ob, ob)] for o in range(m)])
         return okeys, pieces, keep
 

@@ -138,9 +138,17 @@ def test_the_generic_path_and_interface_v1_name_the_same_objects(cluster, mla):
     assert ranks[0].set("one", pools[0].get_data_page(0)) is True and ranks[0].batch_exists(["one"]) == 1
     assert ranks[0].get("one").tobytes() == pools[0].get_data_page(0).tobytes()
     assert ranks[0].get("nope") is None
-    # a flat page of the wrong size is refused (False), never stored
-    assert ranks[0].batch_set(["bad"], [np.zeros(16, np.uint8)]) is False
-    assert ranks[0].batch_exists(["bad"]) == 0
+    # SGLang's generic draft-model calls (CC _draft_page_set_generic / _get_generic, keys
+    # "<hash>.draft", pages of the draft pool's size) round-trip; a restore into a page of
+    # another size is a miss
+    if not mla:
+        assert ranks[0].batch_set(["bad"], [np.zeros(15, np.uint8)]) is False  # not K + V
+        assert ranks[0].batch_exists(["bad"]) == 0
+    draft = np.arange(256, dtype=np.uint8)
+    assert ranks[0].batch_set(["gen0.draft"], [draft]) is True
+    back = ranks[0].batch_get(["gen0.draft", "gen1.draft"], [np.zeros(256, np.uint8), np.zeros(256, np.uint8)])
+    assert back[1] is None and (back[0] == draft).all()
+    assert ranks[0].batch_get(["gen0.draft"], [pools[0].get_dummy_flat_data_page()]) == [None]
     quiet(ranks[0]._get_client())
     for s in ranks:
         s.close()
