@@ -39,6 +39,7 @@ from ._sglang_compat import (HAVE_SGLANG, HiCacheStorage, HiCacheStorageConfig, 
 from .client import Client
 from .errors import FluxonError, Status
 from .sglang_keys import KeySpace
+from .sglang_replica import ReplicaAdmission
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ SGLANG_MEMBERS = ("backend_name", "module_path", "class_name", "interface_v1", "
                   "prefetch_threshold", "prefetch_timeout_base", "prefetch_timeout_per_ki_token",
                   "prefetch_timeout_max", "hicache_storage_pass_prefix_keys")
 FLUXON_MEMBERS = ("socket", "cluster_id", "cluster_token", "timeout_ms", "log_level", "extra_backend_tag",
-                  "make_replica_task")
+                  "replica_task")
 
 
 def _tolist(indices):
@@ -81,7 +82,7 @@ class FluxonStore(HiCacheStorage):
             raise ValueError("FluxonStore: should_split_heads (extra_config tp_lcm_size with layout page_head) "
                              "is not supported: leave tp_lcm_size out")
         self.interface_v1 = _bool(extra, "interface_v1")
-        self.make_replica_task = _bool(extra, "make_replica_task")
+        self.replica = ReplicaAdmission(extra.get("replica_task"))
         timeout_ms = extra.get("timeout_ms")
         if timeout_ms is not None and (isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int)
                                        or not 0 < timeout_ms <= 3_600_000):
@@ -283,38 +284,38 @@ class FluxonStore(HiCacheStorage):
             return []
         try:
             okeys, pieces = self._meta(keys, host_indices)
+            replicate = self.replica.admit(self.keys.namespace, keys, extra_info)
             t0 = time.perf_counter()
-            ok = self._stored(self._put_objects(okeys, pieces), n)
+            ok = self._stored(self._put_objects(okeys, pieces, replicate), n)
             self._record("backup", n, t0)
             return ok
         except Exception as e:
             self._failed("batch_set_v1", e)
             return [False] * n
 
-    def _put_objects(self, okeys, pieces):
+    def _put_objects(self, okeys, pieces, replicate):
         c = self._get_client()
         m = self.keys.per_page
         groups = [m] * (len(okeys) // m) if m > 1 else None
-        st = self._put(c, okeys, pieces, groups)
+        st = self._put(c, okeys, pieces, groups, replicate)
         if groups:  # a group rejected because one member exists (the other was lost): store the rest
             redo = [i for i, s in enumerate(st) if s == Status.ERR_GROUP_REJECTED and
                     any(st[j] == Status.ERR_KEY_EXISTS for j in range(i - i % m, i - i % m + m))]
             if redo:
-                st2 = self._put(c, [okeys[i] for i in redo], [pieces[i] for i in redo], None)
+                st2 = self._put(c, [okeys[i] for i in redo], [pieces[i] for i in redo], None, replicate)
                 for i, s in zip(redo, st2):
                     st[i] = s
         return st
 
-    def _put(self, c, okeys, pieces, groups):
+    def _put(self, c, okeys, pieces, groups, replicate):
         if all(len(p) == 1 for p in pieces):
             return c.batch_put_from_ptrs(okeys, [p[0][0] for p in pieces], [p[0][1] for p in pieces],
-                                         atomic_groups=groups, make_replica_task=self.make_replica_task)
-        return self._put_pieces(c, okeys, pieces, groups)
+                                         atomic_groups=groups, make_replica_task=replicate)
+        return self._put_pieces(c, okeys, pieces, groups, replicate)
 
-    def _put_pieces(self, c, okeys, pieces, groups):
+    def _put_pieces(self, c, okeys, pieces, groups, replicate):
         """Objects gathered from several buffers (layer_first): one put plan, memmoves."""
-        plan = c.put_start(okeys, self.object_bytes, atomic_groups=groups,
-                           make_replica_task=self.make_replica_task)
+        plan = c.put_start(okeys, self.object_bytes, atomic_groups=groups, make_replica_task=replicate)
         try:
             for i, p in enumerate(pieces):
                 dst = plan.value_ptrs[i]
@@ -416,8 +417,9 @@ class FluxonStore(HiCacheStorage):
             if len(pages) != len(keys):
                 raise ValueError(f"{len(keys)} keys but {len(pages)} pages")
             okeys, pieces, keep = self._flat_meta(list(keys), pages, False)
+            replicate = self.replica.admit(self.keys.namespace, list(keys), None)
             t0 = time.perf_counter()
-            ok = self._stored(self._put_objects(okeys, pieces), len(keys))
+            ok = self._stored(self._put_objects(okeys, pieces, replicate), len(keys))
             del keep
             self._record("backup", len(keys), t0)
             return all(ok)

@@ -432,3 +432,35 @@ def test_every_c_status_has_a_python_status():
     for name, v in codes.items():
         assert Status(v).c_name == name
     assert isinstance(fluxon.errors.error_for(-19), fluxon.UnknownOutcome)
+
+
+def test_replica_task_flag_and_mask():
+    """make_replica_task copies every atomic group to the remote_cache owner; a mask only
+    the groups it marks; a mask that differs inside a group is refused."""
+    with fluxon.LocalCluster(owners=2, cluster_id="repl", owner_configs=[{}, {"node_role": "remote_cache"}]) as lc:
+        c = lc.client(0)
+        buf = b"r" * 4096
+
+        def appended(want):
+            end = time.monotonic() + 10
+            while c.master_stats().get("append_keys_completed") != want:
+                assert time.monotonic() < end, f"append_keys_completed {want} within 10 s"
+                time.sleep(0.01)
+
+        assert c.batch_put_from([f"m{i}" for i in range(4)], [buf] * 4, atomic_groups=[2, 2],
+                                make_replica_task_mask=[1, 1, 0, 0]) == [Status.OK] * 4
+        appended(2)
+        assert c.batch_put_from(["f0", "f1"], [buf] * 2, atomic_groups=[2], make_replica_task=True) == [Status.OK] * 2
+        appended(4)
+        plan = c.put_start(["p0"], 4096, make_replica_task_mask=[True])
+        plan.view(0)[:] = buf
+        plan.commit().wait()
+        appended(5)
+        assert c.batch_put_from(["n0"], [buf]) == [Status.OK]  # no flag: no copy
+        with pytest.raises(fluxon.InvalidArgument):
+            c.batch_put_from(["x0", "x1"], [buf] * 2, atomic_groups=[2], make_replica_task_mask=[1, 0])
+        with pytest.raises(ValueError, match="make_replica_task_mask"):
+            c.batch_put_from(["y0"], [buf], make_replica_task_mask=[1, 1])
+        assert c.master_stats()["append_keys_completed"] == 5
+        quiet(c)
+        c.close()

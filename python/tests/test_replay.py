@@ -1,6 +1,6 @@
 """A slice of the Mooncake conversation trace replayed through FluxonStore the way SGLang
 drives it — two TP ranks, each on its own owner, with a CPU owner (node_role remote_cache)
-taking a copy of every backed-up page (make_replica_task); per request: batch_exists on
+taking a copy of every backed-up page (replica_task "eager_all"); per request: batch_exists on
 each rank, the minimum over the ranks (SGLang's all_reduce MIN), batch_get_v1 of that
 prefix on both ranks, then batch_set_v1 of the rest on both — gives the same prefix hits
 as the C demo (`fluxon demo`, one worker) on the same slice."""
@@ -45,7 +45,7 @@ def test_python_backend_replay_matches_the_c_demo():
         ranks = []
         for r in range(2):
             st = FluxonStore(HiCacheStorageConfig(tp_rank=r, tp_size=2, model_name="trace", extra_config={
-                "socket": lc.socket(r), "cluster_id": "replay", "interface_v1": True, "make_replica_task": True}),
+                "socket": lc.socket(r), "cluster_id": "replay", "interface_v1": True, "replica_task": "eager_all"}),
                 {})
             st.register_mem_pool_host(pools[r])
             ranks.append(st)

@@ -1,5 +1,5 @@
 """The TP cohort grammar end to end: two TP ranks of one SGLang deployment, each on its own
-owner (gpu_owner), back up the same pages through FluxonStore with make_replica_task; the
+owner (gpu_owner), back up the same pages through FluxonStore with replica_task "eager_all"; the
 master copies each batch to one of two CPU owners (node_role remote_cache), and every
 rank's K and V of a page land on the SAME CPU owner, because FluxonStore's keys end in
 include/fluxon.h's "_<tp_rank>_<tp_size>". A control shows the old "<hash>_<rank>_k" keys
@@ -56,7 +56,7 @@ def test_a_pages_tp_ranks_land_on_one_cpu_owner(tp_cluster):
                                    extra_config={"backend_name": "fluxon", "module_path": "fluxon.sglang",
                                                  "class_name": "FluxonStore", "interface_v1": True,
                                                  "socket": lc.socket(r), "cluster_id": lc.cluster_id,
-                                                 "cluster_token": lc.cluster_token, "make_replica_task": True})
+                                                 "cluster_token": lc.cluster_token, "replica_task": "eager_all"})
         s = FluxonStore(cfg, {})
         s.register_mem_pool_host(pools[r])
         ranks.append(s)
@@ -94,4 +94,55 @@ def test_a_pages_tp_ranks_land_on_one_cpu_owner(tp_cluster):
     print(f"old keys: {split} of 8 pages split over the CPU owners; new keys: targets {targets}")
     c.close()
     for s in ranks:
+        s.close()
+
+
+def make_rank(lc, r, replica_task):
+    cfg = HiCacheStorageConfig(tp_rank=r, tp_size=2, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
+                               is_mla_model=False, enable_storage_metrics=False, is_page_first_layout=True,
+                               model_name="org/model-7b",
+                               extra_config={"backend_name": "fluxon", "module_path": "fluxon.sglang",
+                                             "class_name": "FluxonStore", "interface_v1": True,
+                                             "socket": lc.socket(r), "cluster_id": lc.cluster_id,
+                                             "cluster_token": lc.cluster_token, "replica_task": replica_task})
+    s = FluxonStore(cfg, {})
+    s.register_mem_pool_host(HostPool())
+    return s
+
+
+def test_replica_task_admission_decides_per_backup_call_alike_on_every_rank(tp_cluster):
+    from fluxon.sglang import HiCacheStorageExtraInfo as X
+    lc = tp_cluster
+    c = lc.client(0)
+    done = 0
+
+    def backup(ranks, keys, extra_info, copied):
+        nonlocal done
+        for s in ranks:
+            assert s.batch_set_v1(keys, s.mem_pool_host.indices(range(len(keys))), extra_info) == [True] * len(keys)
+        done += 2 * 2 * len(keys) if copied else 0  # 2 ranks x K and V
+        if copied:
+            wait_appended(c, done)
+        # nothing else is in flight: a later copy would show in the next wait (exact counts)
+        assert c.master_stats().get("append_keys_completed", 0) == done
+
+    off = [make_rank(lc, r, "off") for r in range(2)]
+    backup(off, ["o0", "o1"], None, False)
+    eager = [make_rank(lc, r, "eager_all") for r in range(2)]
+    backup(eager, ["e0", "e1"], None, True)
+    pol = {"policy": "prefix_end_depth_ratio", "depth_limit": 4, "admission_ratio": 1.0, "anchor_pages": 1}
+    depth = [make_rank(lc, r, pol) for r in range(2)]
+    backup(depth, ["d0", "d1", "d2"], None, False)  # no prefix keys: depth unknown, no copy
+    backup(depth, ["r0", "r1", "r2"], X(prefix_keys=[]), True)  # a root node ending at depth 3 <= 4
+    backup(depth, ["d0", "d1", "d2"], X(prefix_keys=[]), False)  # stored already: no put, no copy
+    backup(depth, ["d3", "d4", "d5"], X(prefix_keys=["r0", "r1"]), False)  # ends at depth 5 > 4
+    backup(depth, ["d6"], X(prefix_keys=["r0", "r1", "r2"]), True)  # ends at depth 4
+    none = [make_rank(lc, r, dict(pol, admission_ratio=0.0)) for r in range(2)]
+    backup(none, ["z0"], X(prefix_keys=[]), False)  # ratio 0: no branch admitted
+    for bad in ("sometimes", {"policy": "eager_all", "depth": 3}, {"policy": "prefix_end_depth_ratio",
+                                                                  "admission_ratio": 2}):
+        with pytest.raises(ValueError, match="replica_task"):
+            make_rank(lc, 0, bad)
+    c.close()
+    for s in off + eager + depth + none:
         s.close()
