@@ -179,6 +179,10 @@ class FluxonStore(HiCacheStorage):
 
     # ---- pool and keys ----
     def register_mem_pool_host(self, mem_pool_host):
+        if getattr(mem_pool_host, "kv_buffer", True) is None:
+            raise ValueError("FluxonStore: the host pool has no kv_buffer (a hybrid model's logical anchor pool: "
+                             "Mamba, SWA, DSA); its pages move through the v2 calls, which FluxonStore does not "
+                             "implement")
         super().register_mem_pool_host(mem_pool_host)
         self.mem_pool_host = mem_pool_host
         layer_num = int(mem_pool_host.layer_num)

@@ -300,6 +300,8 @@ def test_no_kv_buffer_and_disabled_metrics(cluster):
     pool.kv_buffer = None  # a hybrid pool's logical anchor: no I/O is not success
     assert on.batch_set_v1(["m1"], range(pool.page_size)) == [False]
     assert on.batch_get_v1(["m0"], range(pool.page_size)) == [False]
+    with pytest.raises(ValueError, match="kv_buffer"):  # registering such a pool stops the start, named
+        attach(cluster, pool)
     for s in (st, on):
         s.close()
 
