@@ -34,12 +34,15 @@ import time
 from typing import Any, List
 
 from ._buf import address_of
-from ._sglang_compat import (HAVE_SGLANG, HiCacheStorage, HiCacheStorageConfig,  # noqa: F401 (re-exported)
-                             HiCacheStorageExtraInfo, StorageMetrics)
+from ._sglang_compat import (HAVE_SGLANG, HiCacheStorage, HiCacheStorageConfig, HiCacheStorageExtraInfo,
+                             StorageMetrics)
 from .client import Client
 from .errors import FluxonError, Status
 from .sglang_keys import KeySpace
 from .sglang_replica import ReplicaAdmission
+
+__all__ = ["FluxonStore", "HAVE_SGLANG", "HiCacheStorage", "HiCacheStorageConfig", "HiCacheStorageExtraInfo",
+           "StorageMetrics", "SGLANG_MEMBERS", "FLUXON_MEMBERS"]
 
 logger = logging.getLogger(__name__)
 
