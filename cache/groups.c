@@ -126,3 +126,25 @@ FX_INTERNAL int fx_keyset_add(fx_keyset_t *s, const void *key, size_t klen)
 }
 
 FX_INTERNAL void fx_keyset_destroy(fx_keyset_t *s) { fx_free(s); }
+
+/* One "_<digits>" run ending at end: the digits' value in *v and the index of its '_'
+ * (SIZE_MAX when there is none, or more than 9 digits). */
+static size_t cohort_number(const char *key, size_t end, uint64_t *v)
+{
+    size_t d = end;
+    while (d > 0 && end - d < 10 && key[d - 1] >= '0' && key[d - 1] <= '9') d--;
+    if (d == end || end - d > 9 || d == 0 || key[d - 1] != '_') return SIZE_MAX;
+    uint64_t x = 0;
+    for (size_t i = d; i < end; i++) x = x * 10 + (uint64_t)(key[i] - '0');
+    *v = x;
+    return d - 1;
+}
+
+FX_INTERNAL size_t fx_cohort_len(const char *key, size_t len)
+{
+    uint64_t rank = 0, size = 0;
+    size_t u2 = key ? cohort_number(key, len, &size) : SIZE_MAX;
+    size_t u1 = u2 != SIZE_MAX ? cohort_number(key, u2, &rank) : SIZE_MAX;
+    if (u1 == SIZE_MAX || u1 == 0 || rank >= size) return len;
+    return u1;
+}

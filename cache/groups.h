@@ -42,4 +42,10 @@ FX_INTERNAL int fx_keyset_create(size_t expected, fx_keyset_t **s_p);
 FX_INTERNAL int fx_keyset_add(fx_keyset_t *s, const void *key, size_t klen);
 FX_INTERNAL void fx_keyset_destroy(fx_keyset_t *s);
 
+/* The TP cohort grammar (include/fluxon.h, "Key grammar: TP cohorts"): a key ending in
+ * "_<rank>_<size>" (two runs of 1..9 ASCII digits, rank < size, something before them)
+ * belongs to the cohort named by the key without that suffix. Returns the cohort id's
+ * length (len minus the suffix), or len when the key has no such suffix (its own cohort). */
+FX_INTERNAL size_t fx_cohort_len(const char *key, size_t len);
+
 #endif

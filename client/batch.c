@@ -83,19 +83,19 @@ int fluxon_batch_put_from(fluxon_client *cl, const char *const *keys, size_t n_k
 
 /* ---- get ---- */
 static int cb_get_args(fluxon_client *cl, const char *const *keys, size_t n, void *const *dst,
-                       const uint64_t *caps, int *per_key_status, size_t *n_restored_p)
+                       const uint64_t *lens, int *per_key_status, size_t *n_restored_p)
 {
-    if (!cl || !keys || !dst || !caps || !per_key_status || !n_restored_p || n == 0) {
+    if (!cl || !keys || !dst || !lens || !per_key_status || !n_restored_p || n == 0) {
         FX_WARN("batch_get_into: %s is %s (every pointer argument but value_lens is required, n_keys >= 1)",
-                !cl ? "client" : !keys ? "keys" : !dst ? "dst_ptrs" : !caps ? "dst_caps"
+                !cl ? "client" : !keys ? "keys" : !dst ? "dst_ptrs" : !lens ? "dst_lens"
                 : !per_key_status ? "per_key_status" : !n_restored_p ? "n_restored_p" : "n_keys",
                 n == 0 ? "0" : "NULL");
         return FLUXON_ERR_INVALID_ARGUMENT;
     }
     for (size_t i = 0; i < n; i++)
-        if (!dst[i] || caps[i] == 0) {
+        if (!dst[i] || lens[i] == 0) {
             FX_WARN("batch_get_into: key %zu has %s (every key needs a destination of >= 1 byte)", i,
-                    !dst[i] ? "dst_ptrs[i] NULL" : "dst_caps[i] 0");
+                    !dst[i] ? "dst_ptrs[i] NULL" : "dst_lens[i] 0");
             return FLUXON_ERR_INVALID_ARGUMENT;
         }
     return FLUXON_OK;
@@ -126,10 +126,10 @@ static void cb_mark_tail(int *st, size_t n, size_t cut, int64_t stop, int stop_s
 }
 
 int fluxon_batch_get_into(fluxon_client *cl, const char *const *keys, size_t n_keys, void *const *dst_ptrs,
-                          const uint64_t *dst_caps, int prefix_best_effort, const uint32_t *atomic_group_lens,
+                          const uint64_t *dst_lens, int prefix_best_effort, const uint32_t *atomic_group_lens,
                           size_t n_atomic_groups, int *per_key_status, uint64_t *value_lens, size_t *n_restored_p)
 {
-    int rc = cb_get_args(cl, keys, n_keys, dst_ptrs, dst_caps, per_key_status, n_restored_p);
+    int rc = cb_get_args(cl, keys, n_keys, dst_ptrs, dst_lens, per_key_status, n_restored_p);
     if (rc != FLUXON_OK) return rc;
     fluxon_get_handle *h = NULL;
     fluxon_get_start_result r;
@@ -148,15 +148,16 @@ int fluxon_batch_get_into(fluxon_client *cl, const char *const *keys, size_t n_k
         fluxon_release_views(cl, plan);
         return FLUXON_ERR_INTERNAL;
     }
-    /* the restored prefix stops at the first value larger than its destination */
+    /* the restored prefix stops at the first value whose length is not its destination's:
+     * a shorter value is never restored as good (the rest of the page would be stale) */
     size_t cut = t;
     int64_t stop = r.first_miss_index;
     int stop_status = r.miss_status;
     for (size_t i = 0; i < t; i++)
-        if (vl[i] > dst_caps[i]) {
-            FX_WARN("batch_get_into: key %zu (%s) holds %llu bytes but dst_caps[%zu] is %llu: restored the "
-                    "prefix before its atomic group only",
-                    i, keys[i], (unsigned long long)vl[i], i, (unsigned long long)dst_caps[i]);
+        if (vl[i] != dst_lens[i]) {
+            FX_WARN("batch_get_into: key %zu (%s) holds %llu bytes but dst_lens[%zu] is %llu (a value must be "
+                    "exactly its destination's length): restored the prefix before its atomic group only",
+                    i, keys[i], (unsigned long long)vl[i], i, (unsigned long long)dst_lens[i]);
             cut = prefix_best_effort ? cb_group_start(atomic_group_lens, n_atomic_groups, i) : 0;
             stop = (int64_t)i;
             stop_status = FLUXON_ERR_INVALID_ARGUMENT;

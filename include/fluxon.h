@@ -85,6 +85,18 @@ enum {
 /* Keys are byte strings of 1..FLUXON_MAX_KEY_BYTES bytes without NUL bytes. */
 #define FLUXON_MAX_KEY_BYTES 1024
 
+/* Key grammar: TP cohorts. Keys are opaque to Fluxon except for one suffix: a key that
+ * ends in "_<rank>_<size>" (two runs of 1..9 ASCII digits, rank < size, at least one byte
+ * before them) belongs to the TP cohort named by the key without that suffix; any other
+ * key is a cohort of its own. The tensor-parallel ranks of an engine that store their
+ * shares of one page under <page key>_<tp_rank>_<tp_size> form one cohort, and when the
+ * master copies values to a remote_cache owner (replica tasks and write-backs, issue 16)
+ * it places a batch on the target its first key's cohort hashes to (while that target
+ * has room), so every rank's share of a page lands on the same CPU owner. The SGLang
+ * backend writes <namespace>_<page hash>_<part>_<tp_rank>_<tp_size>, part "k"/"v" (MHA)
+ * or "kv" with "_0_1" (MLA: one copy for all ranks): python/fluxon/sglang_keys.py and
+ * docs/sglang.md. The master parses it in one place (fx_cohort_len, cache/groups.c). */
+
 /* A batch (put_start, get_start, batch_exists) has 1..FLUXON_MAX_BATCH_KEYS keys, and its
  * request must also encode within the client's and owner's "max_frame_bytes" (default
  * 64 MiB: about 60k keys of 1 KiB). Past either limit the call returns
@@ -578,29 +590,33 @@ int fluxon_batch_put_from(fluxon_client *c, const char *const *keys, size_t n_ke
 
 /* Restores a batch of keys in order into the caller's buffers: ONE get_start (prefix
  * semantics, atomic groups and cross-owner fetches as fluxon_get_start), then the values
- * of the restored prefix are copied to dst_ptrs[i] (value length bytes; the rest of
- * dst_caps[i] is left untouched) and released at once.
- *  dst_ptrs/dst_caps  n_keys non-NULL destinations and their capacities in bytes (>= 1).
+ * of the restored prefix are copied to dst_ptrs[i] and released at once. Each restored
+ * value must be EXACTLY dst_lens[i] bytes: a value of another length (shorter or longer:
+ * another writer's layout, dtype or page size under the same key) is never copied and
+ * stops the prefix like a miss, so a short value can never pass for a whole page.
+ *  dst_ptrs/dst_lens  n_keys non-NULL destinations and the exact length in bytes (>= 1)
+ *              each value must have.
  *  prefix_best_effort, atomic_group_lens, n_atomic_groups  as fluxon_get_start.
  *  per_key_status  required, n_keys entries: FLUXON_OK for the restored keys
  *              [0, *n_restored_p); the key that stopped the prefix gets why
  *              (FLUXON_ERR_NOT_FOUND, _NO_SPACE, _UNAVAILABLE, _TIMEOUT: the get_start
- *              miss_status; FLUXON_ERR_INVALID_ARGUMENT: its value is larger than
- *              dst_caps[i]); keys before it that were not restored (the rest of its
+ *              miss_status; FLUXON_ERR_INVALID_ARGUMENT: its value is not dst_lens[i]
+ *              bytes long); keys before it that were not restored (the rest of its
  *              atomic group; every key, all-or-nothing) FLUXON_ERR_GROUP_REJECTED; keys
  *              after it FLUXON_ERR_CANCELLED (not restored: past the prefix).
  *  value_lens  NULL or n_keys entries: the bytes copied per key (0 past the prefix).
  *  n_restored_p  required: how many leading keys were copied (a whole number of groups).
- * Outputs are written on FLUXON_OK and on the dst_caps error below.
+ * Outputs are written on FLUXON_OK and on the length error below.
  * Returns FLUXON_OK (also when nothing hit: *n_restored_p is 0);
  * FLUXON_ERR_INVALID_ARGUMENT before anything is looked up (a NULL pointer, n_keys 0,
- * dst_ptrs[i] NULL or dst_caps[i] 0, a bad key or groups), or after the copy when a
- * restored value was larger than its dst_caps[i]: the keys before that key's atomic
- * group (none, all-or-nothing) were copied, the log names the key index, the value's
- * length and the capacity; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_STALE; FLUXON_ERR_TIMEOUT
- * (also a handle that expired between get_start and the copy); FLUXON_ERR_NOMEM. */
+ * dst_ptrs[i] NULL or dst_lens[i] 0, a bad key or groups), or after the copy when a
+ * restored value's length was not its dst_lens[i]: the keys before that key's atomic
+ * group (none, all-or-nothing) were copied, that group and the rest are untouched, the
+ * log names the key index, the value's length and dst_lens[i]; FLUXON_ERR_UNAVAILABLE;
+ * FLUXON_ERR_STALE; FLUXON_ERR_TIMEOUT (also a handle that expired between get_start and
+ * the copy); FLUXON_ERR_NOMEM. */
 int fluxon_batch_get_into(fluxon_client *c, const char *const *keys, size_t n_keys,
-                          void *const *dst_ptrs, const uint64_t *dst_caps,
+                          void *const *dst_ptrs, const uint64_t *dst_lens,
                           int prefix_best_effort, const uint32_t *atomic_group_lens,
                           size_t n_atomic_groups, int *per_key_status, uint64_t *value_lens,
                           size_t *n_restored_p);

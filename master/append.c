@@ -320,19 +320,11 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
     return r;
 }
 
-/* The TP cohort of key: keys differing only in a trailing "_<rank>_<size>" hash alike. */
+/* The TP cohort of key (fx_cohort_len: the grammar of include/fluxon.h): keys differing
+ * only in a trailing "_<rank>_<size>" (rank < size) hash alike. */
 static uint64_t mapp_cohort_hash(fx_str_t key)
 {
-    size_t end = key.len, cut = key.len;
-    for (int part = 0; part < 2; part++) { /* strip "_<digits>" twice */
-        size_t d = end;
-        while (d > 0 && key.p[d - 1] >= '0' && key.p[d - 1] <= '9') d--;
-        if (d == end || d == 0 || key.p[d - 1] != '_') {
-            cut = key.len;
-            break;
-        }
-        end = cut = d - 1;
-    }
+    size_t cut = fx_cohort_len(key.p, key.len);
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < cut; i++) h = (h ^ (uint8_t)key.p[i]) * 1099511628211ull;
     return h;

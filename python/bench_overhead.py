@@ -41,7 +41,7 @@ with fluxon.LocalCluster(owners=1, cluster_id="bench", segment_bytes=f"{max(256,
                 cpu["py_get"].append(u2 - u1)
             else:
                 # the same two C calls, arrays prepared outside the timing
-                okeys, _ = st._object_keys(st._tag_keys([f"c{r}-p{i}" for i in range(pages)]))
+                okeys = st.object_keys([f"c{r}-p{i}" for i in range(pages)])
                 ptrs, sizes = pool.get_page_buffer_meta(idx)
                 n = len(okeys)
                 karr = (ctypes.c_char_p * n)(*[k.encode() for k in okeys])
@@ -61,7 +61,7 @@ with fluxon.LocalCluster(owners=1, cluster_id="bench", segment_bytes=f"{max(256,
                 assert nr.value == n
                 c_set.append(t1 - t0)
                 c_get.append(t2 - t1)
-        for k in okeys + st._object_keys(st._tag_keys(keys))[0]:
+        for k in okeys + st.object_keys(keys):
             c.delete(k)
     st.close()
 med = lambda v: statistics.median(v) * 1e6  # noqa: E731

@@ -12,7 +12,8 @@ from ._lib import path as library_path
 from ._lib import lib as _clib
 from .errors import (Status, status_name, FluxonError, InvalidArgument, NotFound, KeyBeingWritten, KeyExists,
                      GroupRejected, NoSpace, Timeout, Stale, Busy, Unavailable, ProtocolError, AuthError,
-                     WrongHandle, Cancelled, LeaseExpired, ConfigError, NoMemory, InternalError)
+                     WrongHandle, Cancelled, LeaseExpired, ConfigError, NoMemory, InternalError,
+                     UnknownOutcome)
 from .client import Client, PutPlan, ReadPlan, GetHandle, Future, BatchGetResult
 from .node import Node, LocalCluster
 
@@ -22,4 +23,5 @@ __all__ = ["Client", "Node", "LocalCluster", "PutPlan", "ReadPlan", "GetHandle",
            "Status", "status_name", "FluxonError", "InvalidArgument", "NotFound", "KeyBeingWritten", "KeyExists",
            "GroupRejected", "NoSpace", "Timeout", "Stale", "Busy", "Unavailable", "ProtocolError", "AuthError",
            "WrongHandle", "Cancelled", "LeaseExpired", "ConfigError", "NoMemory", "InternalError",
+           "UnknownOutcome",
            "library_path", "__version__"]

@@ -79,9 +79,20 @@ def _groups(groups, n):
 
 
 def _options(atomic_groups=None, n=0, write_through=False, lease_id=None, preferred_sub_cluster=None,
-             local_first=False, reject_if_exists=False, reject_if_inflight=False):
+             local_first=False, reject_if_exists=False, reject_if_inflight=False, make_replica_task=False,
+             make_replica_task_mask=None):
     o = _lib.PutOptions()
     keep = []
+    if make_replica_task or make_replica_task_mask is not None:
+        o.field_mask |= _lib.OPT_MAKE_REPLICA_TASK
+        o.make_replica_task = 1
+    if make_replica_task_mask is not None:
+        if len(make_replica_task_mask) != n:
+            raise ValueError(f"make_replica_task_mask: {len(make_replica_task_mask)} entries for {n} keys")
+        m = (ctypes.c_uint8 * n)(*[1 if x else 0 for x in make_replica_task_mask])
+        keep.append(m)
+        o.field_mask |= _lib.OPT_REPLICA_MASK
+        o.make_replica_task_mask = ctypes.cast(m, ctypes.POINTER(ctypes.c_uint8))
     if atomic_groups is not None:
         arr, ng = _groups(atomic_groups, n)
         o.field_mask |= _lib.OPT_ATOMIC_GROUPS
@@ -647,13 +658,18 @@ class Client:
 
     # ---- hostless ----
     def put_start(self, keys, value_len, *, atomic_groups=None, write_through=False, lease_id=None,
-                  preferred_sub_cluster=None):
+                  preferred_sub_cluster=None, make_replica_task=False, make_replica_task_mask=None):
         """Reserves one slot of value_len bytes per key in this owner: a PutPlan whose
-        statuses[i] says whether key i was accepted (rejected keys have no view)."""
+        statuses[i] says whether key i was accepted (rejected keys have no view).
+        make_replica_task: after publication each atomic group is copied to a remote_cache
+        owner (FLUXON_PUT_OPT_MAKE_REPLICA_TASK); make_replica_task_mask: one bool per key,
+        the same within an atomic group, copies only the groups marked
+        (FLUXON_PUT_OPT_REPLICA_MASK)."""
         enc, arr = _keys(keys)
         if isinstance(value_len, bool) or not isinstance(value_len, int) or not 0 < value_len < 1 << 63:
             raise ValueError(f"value_len {value_len!r}: an int in 1..2**63-1")
-        o, keep = _options(atomic_groups, len(enc), write_through, lease_id, preferred_sub_cluster)
+        o, keep = _options(atomic_groups, len(enc), write_through, lease_id, preferred_sub_cluster,
+                           make_replica_task=make_replica_task, make_replica_task_mask=make_replica_task_mask)
         st = (ctypes.c_int * len(enc))()
         p = ctypes.c_void_p()
         check(self._call(lib.fluxon_local_fast_put_start, arr, len(enc), value_len, ctypes.byref(o),
@@ -673,7 +689,7 @@ class Client:
 
     # ---- batch copy ----
     def batch_put_from(self, keys, buffers, *, atomic_groups=None, write_through=False, lease_id=None,
-                       preferred_sub_cluster=None):
+                       preferred_sub_cluster=None, make_replica_task=False, make_replica_task_mask=None):
         """Stores buffers[i] under keys[i] (one put_start, copies in C, commit, publication);
         all buffers of one call have the same length. Returns the per-key statuses (a list
         of Status: OK, ERR_KEY_EXISTS, ...)."""
@@ -686,20 +702,24 @@ class Client:
             a, ln, kp = address_of(b, False, f"buffers[{i}]")
             ptrs[i], lens[i] = a, ln
             keep.append(kp)
-        o, okeep = _options(atomic_groups, n, write_through, lease_id, preferred_sub_cluster)
+        o, okeep = _options(atomic_groups, n, write_through, lease_id, preferred_sub_cluster,
+                            make_replica_task=make_replica_task, make_replica_task_mask=make_replica_task_mask)
         st = (ctypes.c_int * n)()
         rc = self._call(lib.fluxon_batch_put_from, arr, n, ptrs, lens, ctypes.byref(o), st)
         del keep, okeep
         check(rc, "batch_put_from")
         return _statuses(st)
 
-    def batch_put_from_ptrs(self, keys, ptrs, lens, *, atomic_groups=None):
-        """batch_put_from over raw host addresses (ints) and byte lengths."""
+    def batch_put_from_ptrs(self, keys, ptrs, lens, *, atomic_groups=None, make_replica_task=False,
+                            make_replica_task_mask=None):
+        """batch_put_from over raw host addresses (ints) and byte lengths; make_replica_task
+        and make_replica_task_mask as put_start."""
         enc, arr = _keys(keys)
         n = len(enc)
         if len(ptrs) != n or len(lens) != n:
             raise ValueError(f"{len(ptrs)} ptrs and {len(lens)} lens for {n} keys")
-        o, okeep = _options(atomic_groups, n)
+        o, okeep = _options(atomic_groups, n, make_replica_task=make_replica_task,
+                            make_replica_task_mask=make_replica_task_mask)
         st = (ctypes.c_int * n)()
         check(self._call(lib.fluxon_batch_put_from, arr, n, (ctypes.c_void_p * n)(*ptrs),
                                         (ctypes.c_uint64 * n)(*lens), ctypes.byref(o), st), "batch_put_from")
@@ -714,8 +734,8 @@ class Client:
         res = BatchGetResult(nr.value, _statuses(st), vl[:])
         if rc == Status.ERR_INVALID_ARGUMENT and any(s == Status.ERR_INVALID_ARGUMENT for s in res.statuses):
             i = [s for s in res.statuses].index(Status.ERR_INVALID_ARGUMENT)
-            e = error_for(rc, "batch_get_into", f"key {i} ({enc[i]!r}) is larger than its buffer of "
-                          f"{caps[i]} bytes; {res.n_restored} leading keys were copied")
+            e = error_for(rc, "batch_get_into", f"key {i} ({enc[i]!r}) is not exactly the length of its "
+                          f"buffer ({caps[i]} bytes); {res.n_restored} leading keys were copied")
             e.result = res
             raise e
         check(rc, "batch_get_into")
@@ -723,7 +743,8 @@ class Client:
 
     def batch_get_into(self, keys, buffers, *, prefix_best_effort=True, atomic_groups=None):
         """Restores the longest prefix of keys into buffers (writable): a BatchGetResult
-        (n_restored, statuses, value_lens). A value larger than its buffer raises
+        (n_restored, statuses, value_lens). Each value must be exactly its buffer's length:
+        a value of another length (shorter or longer) is not copied and raises
         InvalidArgument (its .result holds what was restored before it)."""
         enc, arr = _keys(keys)
         n = len(enc)
@@ -740,7 +761,7 @@ class Client:
             del keep
 
     def batch_get_into_ptrs(self, keys, ptrs, caps, *, prefix_best_effort=True, atomic_groups=None):
-        """batch_get_into over raw host addresses (ints) and capacities."""
+        """batch_get_into over raw host addresses (ints) and exact lengths."""
         enc, arr = _keys(keys)
         n = len(enc)
         if len(ptrs) != n or len(caps) != n:

@@ -31,6 +31,7 @@ class Status(enum.IntEnum):
     ERR_CONFIG = -16
     ERR_NOMEM = -17
     ERR_INTERNAL = -18
+    ERR_UNKNOWN_OUTCOME = -19
 
     @property
     def c_name(self):
@@ -84,6 +85,7 @@ class LeaseExpired(FluxonError): pass
 class ConfigError(FluxonError, ValueError): pass
 class NoMemory(FluxonError, MemoryError): pass
 class InternalError(FluxonError): pass
+class UnknownOutcome(FluxonError): pass
 
 
 _BY_STATUS = {
@@ -95,6 +97,7 @@ _BY_STATUS = {
     Status.ERR_AUTH: AuthError, Status.ERR_WRONG_HANDLE: WrongHandle,
     Status.ERR_CANCELLED: Cancelled, Status.ERR_LEASE_EXPIRED: LeaseExpired,
     Status.ERR_CONFIG: ConfigError, Status.ERR_NOMEM: NoMemory, Status.ERR_INTERNAL: InternalError,
+    Status.ERR_UNKNOWN_OUTCOME: UnknownOutcome,
 }
 
 

@@ -52,7 +52,9 @@ class LocalCluster:
     with LocalCluster(owners=2) as lc: c = lc.client(0)."""
 
     def __init__(self, owners=1, cluster_id="fluxon", cluster_token=None, segment_bytes="64MiB",
-                 grant_bytes="8MiB", log_level="warn", owner_extra=None):
+                 grant_bytes="8MiB", log_level="warn", owner_extra=None, owner_configs=None):
+        """owner_extra: config members added to every owner; owner_configs: a list of one
+        dict per owner added after it (e.g. [{}, {"node_role": "remote_cache"}])."""
         self.dir = tempfile.mkdtemp(prefix="fluxon-py-")
         self.cluster_id, self.cluster_token, self.log_level = cluster_id, cluster_token, log_level
         base = {"cluster_id": cluster_id, "log_level": log_level}
@@ -66,6 +68,7 @@ class LocalCluster:
                            socket=os.path.join(self.dir, f"o{i}", "s.sock"), segment_bytes=segment_bytes,
                            reserve={"grant_bytes": grant_bytes})
                 cfg.update(owner_extra or {})
+                cfg.update((owner_configs or [])[i] if i < len(owner_configs or []) else {})
                 self.owners.append(Node(cfg))
         except BaseException:
             self.stop()

@@ -1,174 +1,111 @@
 """FluxonStore: an SGLang HiCache L3 storage backend (HiCacheStorage) over Fluxon.
 
-Load it through SGLang's dynamic backend:
+SGLang loads it through its dynamic backend; docs/sglang.md is the launch guide (every
+flag and every extra_config member). The short form:
 
-    --enable-hierarchical-cache --hicache-mem-layout page_first \
-    --hicache-storage-backend dynamic \
+    --enable-hierarchical-cache --hicache-mem-layout page_first \\
+    --hicache-storage-backend dynamic \\
     --hicache-storage-backend-extra-config '{"backend_name": "fluxon",
-        "module_path": "fluxon.sglang", "class_name": "FluxonStore",
+        "module_path": "fluxon.sglang", "class_name": "FluxonStore", "interface_v1": true,
         "socket": "/run/fluxon/owner.sock", "cluster_id": "prod", "cluster_token": "..."}'
 
-extra_config members (besides the three above): socket (the local owner's unix socket;
-else $FLUXON_SOCKET), cluster_id (default "fluxon"), cluster_token, timeout_ms (client
-timeout, default 30000), log_level, extra_backend_tag (a key prefix, as Mooncake's).
+Both of SGLang's paths work and name the same objects: with "interface_v1" SGLang calls
+batch_set_v1 / batch_get_v1 (host page indices: the bytes move in C between the host
+pool and the owner's segment, no copy in Python); without it, batch_set(keys, flat pages)
+and batch_get(keys, flat destination pages) — one copy more, the same keys, so a page
+stored by one path is found and restored by the other.
 
-Keys follow the Mooncake backend's convention so a deployment can switch backends:
-[<extra_backend_tag>_][<model name, '/' -> '-'>_]<page hash> then, MHA,
-"_<tp_rank>_k" / "_<tp_rank>_v" ("_<tp_rank>_<pp_rank>_k" with pipeline parallelism),
-MLA "__k" ("_<pp_rank>_k"). A page's K and V objects are one atomic group: stored
-together or not at all, restored together or not at all.
-
-Data path: batch_set_v1 / batch_get_v1 copy straight between the host pool's pages
-(get_page_buffer_meta addresses: page_first and page_first_direct, MHA and MLA) and the
-owner's shared segment, in C (fluxon_batch_put_from / fluxon_batch_get_into), one
-hostless round per call; MLA layer_first (one object spread over the layers' buffers)
-goes through a put plan / read plan with one memmove per piece. Keys already stored are
-skipped (the hostless put rejects them as KEY_EXISTS: counted as stored).
+Keys (fluxon/sglang_keys.py): <namespace>_<page hash>_<part>_<tp_rank>_<tp_size>, the
+namespace a digest of the model, dtype, page size, byte order and MLA, so deployments
+never read each other's pages; the "_<rank>_<size>" suffix is the TP cohort grammar of
+include/fluxon.h. A page's objects (MHA K and V) are one atomic group: stored together or
+not at all, restored together or not at all. A stored value that is not exactly the page
+object's length is a miss (fluxon_batch_get_into compares lengths).
 
 Failures never raise into SGLang's prefetch/backup threads (they are never restarted):
-they become False entries (0 hits); a lost owner is re-attached on a later call.
-
-SGLang is optional: when `sglang` cannot be imported (it needs torch), a minimal
-HiCacheStorage base with the same abstract methods, HiCacheStorageConfig and
-HiCacheStorageExtraInfo are defined here, so the backend can be tested without it.
+they become False entries / 0 hits; a lost owner is re-attached on a later call.
 """
 import ctypes
 import logging
+import numbers
 import os
 import threading
 import time
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, List
 
+from ._buf import address_of
+from ._sglang_compat import (HAVE_SGLANG, HiCacheStorage, HiCacheStorageConfig, HiCacheStorageExtraInfo,
+                             StorageMetrics)
 from .client import Client
 from .errors import FluxonError, Status
+from .sglang_keys import KeySpace
+from .sglang_replica import ReplicaAdmission
+
+__all__ = ["FluxonStore", "HAVE_SGLANG", "HiCacheStorage", "HiCacheStorageConfig", "HiCacheStorageExtraInfo",
+           "StorageMetrics", "SGLANG_MEMBERS", "FLUXON_MEMBERS"]
 
 logger = logging.getLogger(__name__)
 
-try:  # the real base class when SGLang is installed
-    from sglang.srt.mem_cache.hicache_storage import (HiCacheStorage, HiCacheStorageConfig,
-                                                      HiCacheStorageExtraInfo)
-    HAVE_SGLANG = True
-except Exception:  # SGLang (or torch) absent: a compatible minimal base
-    HAVE_SGLANG = False
-
-    @dataclass
-    class HiCacheStorageConfig:
-        tp_rank: int = 0
-        tp_size: int = 1
-        pp_rank: int = 0
-        pp_size: int = 1
-        attn_cp_rank: int = 0
-        attn_cp_size: int = 1
-        is_mla_model: bool = False
-        enable_storage_metrics: bool = False
-        is_page_first_layout: bool = True
-        model_name: Optional[str] = None
-        dp_rank: int = 0
-        dp_size: int = 1
-        tp_lcm_size: Optional[int] = None
-        should_split_heads: bool = False
-        extra_config: Optional[dict] = None
-
-    @dataclass
-    class HiCacheStorageExtraInfo:
-        prefix_keys: Optional[List[str]] = None
-        extra_info: Optional[dict] = None
-
-    class HiCacheStorage(ABC):
-        """The subset of sglang.srt.mem_cache.hicache_storage.HiCacheStorage a backend implements."""
-
-        def register_mem_pool_host(self, mem_pool_host):
-            self.mem_pool_host = mem_pool_host
-
-        def batch_get_v1(self, keys, host_indices, extra_info=None):
-            raise NotImplementedError()
-
-        def batch_set_v1(self, keys, host_indices, extra_info=None):
-            raise NotImplementedError()
-
-        @abstractmethod
-        def get(self, key, target_location=None, target_sizes=None): ...
-
-        @abstractmethod
-        def batch_get(self, keys, target_locations=None, target_sizes=None): ...
-
-        @abstractmethod
-        def set(self, key, value=None, target_location=None, target_sizes=None): ...
-
-        @abstractmethod
-        def batch_set(self, keys, values=None, target_locations=None, target_sizes=None): ...
-
-        @abstractmethod
-        def exists(self, key): ...
-
-        def batch_exists(self, keys, extra_info=None):
-            for i, k in enumerate(keys):
-                if not self.exists(k):
-                    return i
-            return len(keys)
-
-        def clear(self):
-            pass
-
-        def get_stats(self):
-            return None
-
-try:
-    from sglang.srt.observability.metrics_collector import StorageMetrics
-except Exception:
-    try:
-        from sglang.srt.metrics.collector import StorageMetrics
-    except Exception:
-        @dataclass
-        class StorageMetrics:
-            prefetch_pgs: list = field(default_factory=list)
-            backup_pgs: list = field(default_factory=list)
-            prefetch_bandwidth: list = field(default_factory=list)
-            backup_bandwidth: list = field(default_factory=list)
+# extra_config members: SGLang's dynamic loader's, SGLang's own (popped before the backend
+# sees them in the pinned revision, accepted here too), and this backend's.
+SGLANG_MEMBERS = ("backend_name", "module_path", "class_name", "interface_v1", "tp_lcm_size",
+                  "prefetch_threshold", "prefetch_timeout_base", "prefetch_timeout_per_ki_token",
+                  "prefetch_timeout_max", "hicache_storage_pass_prefix_keys")
+FLUXON_MEMBERS = ("socket", "cluster_id", "cluster_token", "timeout_ms", "log_level", "extra_backend_tag",
+                  "replica_task")
 
 
 def _tolist(indices):
     return indices.tolist() if hasattr(indices, "tolist") else list(indices)
 
 
-# a put whose key another writer holds or stored: the page is (being) stored
-_STORED = (Status.OK, Status.ERR_KEY_EXISTS, Status.ERR_KEY_BEING_WRITTEN)
+def _bool(extra, name, default=False):
+    v = extra.get(name, default)
+    if isinstance(v, bool) or v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.lower() in ("true", "false", "1", "0"):
+        return v.lower() in ("true", "1")
+    raise ValueError(f"FluxonStore: extra_config[{name!r}] is {v!r}: a boolean (true/false) is expected")
 
 
 class FluxonStore(HiCacheStorage):
     def __init__(self, storage_config: HiCacheStorageConfig = None, kwargs: Any = None):
-        sc = storage_config
-        extra = dict((getattr(sc, "extra_config", None) or {}))
+        sc = storage_config if storage_config is not None else HiCacheStorageConfig()
+        extra = dict(getattr(sc, "extra_config", None) or {})
         self.extra_config = extra
+        unknown = sorted(k for k in extra if k not in SGLANG_MEMBERS + FLUXON_MEMBERS)
+        if unknown:
+            logger.warning("FluxonStore: extra_config members %s are not known and are ignored (known: %s)",
+                           unknown, ", ".join(SGLANG_MEMBERS + FLUXON_MEMBERS))
         self.socket = extra.get("socket") or os.environ.get("FLUXON_SOCKET")
         if not self.socket:
             raise ValueError("FluxonStore: extra_config has no \"socket\" (the local owner's unix socket) "
                              "and FLUXON_SOCKET is not set")
-        if sc is not None and getattr(sc, "should_split_heads", False):
-            raise ValueError("FluxonStore: should_split_heads (tp_lcm_size) is not supported")
+        if getattr(sc, "should_split_heads", False):
+            raise ValueError("FluxonStore: should_split_heads (extra_config tp_lcm_size with layout page_head) "
+                             "is not supported: leave tp_lcm_size out")
+        self.interface_v1 = _bool(extra, "interface_v1")
+        self.replica = ReplicaAdmission(extra.get("replica_task"))
+        timeout_ms = extra.get("timeout_ms")
+        if timeout_ms is not None and (isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int)
+                                       or not 0 < timeout_ms <= 3_600_000):
+            raise ValueError(f"FluxonStore: extra_config['timeout_ms'] is {timeout_ms!r}: an int in 1..3600000")
         self._client_kw = {"cluster_id": extra.get("cluster_id", "fluxon"),
                            "cluster_token": extra.get("cluster_token"),
-                           "timeout_ms": extra.get("timeout_ms"), "log_level": extra.get("log_level")}
-        self.local_rank = sc.tp_rank if sc is not None else 0
-        self.pp_rank = sc.pp_rank if sc is not None else 0
-        self.pp_size = sc.pp_size if sc is not None else 1
-        self.is_mla_backend = bool(sc.is_mla_model) if sc is not None else False
+                           "timeout_ms": timeout_ms, "log_level": extra.get("log_level")}
+        self.tag = None if extra.get("extra_backend_tag") is None else str(extra["extra_backend_tag"])
+        self.model_name = sc.model_name
+        self.tp_rank, self.tp_size = int(sc.tp_rank), int(sc.tp_size)
+        self.pp_rank, self.pp_size = int(getattr(sc, "pp_rank", 0)), int(getattr(sc, "pp_size", 1))
+        self.attn_cp_rank = int(getattr(sc, "attn_cp_rank", 0))
+        self.attn_cp_size = int(getattr(sc, "attn_cp_size", 1))
+        self.is_mla_backend = bool(sc.is_mla_model)
         self.enable_storage_metrics = bool(getattr(sc, "enable_storage_metrics", False))
-        if self.pp_size > 1:
-            self.mha_suffix, self.mla_suffix = f"{self.local_rank}_{self.pp_rank}", f"{self.pp_rank}"
-        else:
-            self.mha_suffix, self.mla_suffix = f"{self.local_rank}", ""
-        parts = []
-        if extra.get("extra_backend_tag") is not None:
-            parts.append(str(extra["extra_backend_tag"]))
-        if sc is not None and sc.model_name:
-            parts.append("-".join(sc.model_name.split("/")))
-        self.config_prefix = "_".join(parts) if parts else None
+        self.keys = None  # the KeySpace, once the host pool is registered (its dtype, layout, sizes)
         self.mem_pool_host = None
-        self.gb_per_page = None
+        self.object_bytes = None  # one object of one page (MHA: K or V; MLA: the page)
         self.prefetch_pgs, self.backup_pgs, self.prefetch_bandwidth, self.backup_bandwidth = [], [], [], []
+        self._warned = set()
         self._lock = threading.Lock()
         self._client = None
         self._closed = False
@@ -231,6 +168,11 @@ class FluxonStore(HiCacheStorage):
                     pass
             self._start_reconnect()
 
+    def _warn_once(self, what, msg):
+        if what not in self._warned:
+            self._warned.add(what)
+            logger.warning("FluxonStore: %s", msg)
+
     def close(self):
         with self._lock:
             self._closed = True
@@ -238,100 +180,149 @@ class FluxonStore(HiCacheStorage):
         if c is not None:
             c.close()
 
-    # ---- keys ----
-    def _tag_keys(self, keys):
-        if self.config_prefix is None:
-            return list(keys)
-        return [f"{self.config_prefix}_{k}" for k in keys]
-
-    def _object_keys(self, keys):
-        """(object keys, objects per page) of tagged page keys."""
-        if self.is_mla_backend:
-            return [f"{k}_{self.mla_suffix}_k" for k in keys], 1
-        out = []
-        for k in keys:
-            out.append(f"{k}_{self.mha_suffix}_k")
-            out.append(f"{k}_{self.mha_suffix}_v")
-        return out, 2
-
-    # ---- pool ----
+    # ---- pool and keys ----
     def register_mem_pool_host(self, mem_pool_host):
+        if getattr(mem_pool_host, "kv_buffer", True) is None:
+            raise ValueError("FluxonStore: the host pool has no kv_buffer (a hybrid model's logical anchor pool: "
+                             "Mamba, SWA, DSA); its pages move through the v2 calls, which FluxonStore does not "
+                             "implement")
         super().register_mem_pool_host(mem_pool_host)
         self.mem_pool_host = mem_pool_host
-        try:
-            per_token = mem_pool_host.get_ksize_per_token() if hasattr(mem_pool_host, "get_ksize_per_token") else 0
-            self.gb_per_page = per_token * mem_pool_host.page_size / (1 << 30) if per_token else None
-        except Exception:
-            self.gb_per_page = None
+        layer_num = int(mem_pool_host.layer_num)
+        ksize = int(mem_pool_host.get_ksize_per_token())  # one object, one token, every layer of this rank
+        self.object_bytes = ksize * int(mem_pool_host.page_size)
+        self.keys = KeySpace(model=self.model_name, dtype=mem_pool_host.dtype, page_size=mem_pool_host.page_size,
+                             layout=mem_pool_host.layout, mla=self.is_mla_backend, row_bytes=ksize // layer_num,
+                             tp_rank=self.tp_rank, tp_size=self.tp_size, pp_rank=self.pp_rank, pp_size=self.pp_size,
+                             attn_cp_rank=self.attn_cp_rank, attn_cp_size=self.attn_cp_size, tag=self.tag)
+        logger.info("FluxonStore: rank %d/%d keys %s<page hash>_%s (%d B per object, %s)", self.tp_rank,
+                    self.tp_size, self.keys.prefix(), "|".join(self.keys.parts), self.object_bytes, self.keys.fields)
+
+    def _keyspace(self):
+        if self.keys is None:
+            raise ValueError("FluxonStore: no host pool registered yet (register_mem_pool_host names the keys: "
+                             "dtype, page size and layout are part of them)")
+        return self.keys
+
+    def object_keys(self, page_hashes):
+        """The Fluxon keys of pages (what SGLang calls keys: page hashes), page by page."""
+        return self._keyspace().object_keys(page_hashes)
+
+    @property
+    def page_bytes(self):
+        """Bytes of one page on this rank (every object: MHA K and V)."""
+        return self.object_bytes * self._keyspace().per_page
 
     def _meta(self, keys, host_indices):
-        """(object keys, per-object lists of (ptr, size) pieces, objects per page)."""
+        """(object keys, per-object lists of (ptr, size) pieces) of pages at host indices."""
         pool = self.mem_pool_host
+        if pool is None:
+            self._keyspace()
+        if getattr(pool, "kv_buffer", True) is None:
+            raise ValueError("the host pool has no kv_buffer (a hybrid pool's logical anchor): its pages are "
+                             "moved by the v2 calls, which FluxonStore does not implement")
         page_size = pool.page_size
         idx = _tolist(host_indices)
         if len(idx) != len(keys) * page_size:
             raise ValueError(f"{len(keys)} keys but {len(idx)} host indices (page_size {page_size})")
-        okeys, mult = self._object_keys(self._tag_keys(keys))
+        okeys = self.object_keys(keys)
+        m = self.keys.per_page
         ptrs, sizes = pool.get_page_buffer_meta(host_indices)
         if isinstance(sizes, int):
             sizes = [sizes] * len(ptrs)
-        if len(ptrs) == len(okeys):
-            return okeys, [[(int(p), int(s))] for p, s in zip(ptrs, sizes)], mult
-        if not self.is_mla_backend or len(ptrs) % len(okeys):
-            raise ValueError(f"layout {getattr(pool, 'layout', '?')}: {len(ptrs)} buffers for {len(okeys)} objects "
-                             "(MHA needs page_first or page_first_direct)")
-        per = len(ptrs) // len(okeys)
-        pieces = [[(int(ptrs[i * per + j]), int(sizes[i * per + j])) for j in range(per)] for i in range(len(okeys))]
-        return okeys, pieces, mult
+        per = len(ptrs) // len(keys) if keys else 0
+        if per * len(keys) != len(ptrs) or per % m:
+            raise ValueError(f"layout {getattr(pool, 'layout', '?')}: {len(ptrs)} buffers for {len(keys)} pages "
+                             f"of {m} objects")
+        # per page: per buffers; object o's pieces are o, o + m, o + 2m, ... (layer_first MHA
+        # interleaves K and V layer by layer; page_first has one buffer per object)
+        pieces = [[(int(ptrs[p * per + j]), int(sizes[p * per + j])) for j in range(o, per, m)]
+                  for p in range(len(keys)) for o in range(m)]
+        for i, pc in enumerate(pieces):
+            if sum(s for _, s in pc) != self.object_bytes:
+                raise ValueError(f"object {okeys[i]}: its buffers hold {sum(s for _, s in pc)} bytes, a page "
+                                 f"object is {self.object_bytes}")
+        return okeys, pieces
 
-    # ---- v1 zero-copy batch calls ----
+    def _flat_meta(self, keys, pages, writable):
+        """(object keys, pieces, keepalive) of flat pages (SGLang's get_data_page /
+        get_dummy_flat_data_page: every object of a page, K then V), or of (address, size)
+        pairs. A flat page may have another size than the registered pool's: SGLang's
+        generic draft-model calls (keys "<hash>.draft", the draft pool's pages) come here
+        too; a restore still needs a value of exactly the destination's object length."""
+        okeys = self.object_keys(keys)
+        m = self.keys.per_page
+        pieces, keep = [], []
+        for i, pg in enumerate(pages):
+            if isinstance(pg, tuple):
+                addr, n = int(pg[0]), int(pg[1])
+            else:
+                addr, n, kp = address_of(pg, writable, f"page {i}")
+                keep.append(kp)
+            if n == 0 or n % m:
+                raise ValueError(f"page {i} ({keys[i]}): {n} bytes is not {m} equal objects (a page on this "
+                                 f"rank is {m} objects of {self.object_bytes} bytes)")
+            ob = n // m
+            pieces.extend([[(addr + o * ob, ob)] for o in range(m)])
+        return okeys, pieces, keep
+
+    # ---- storing ----
+    def _stored(self, st, n):
+        """Per page: True when each of its objects is stored (OK) or was already (KEY_EXISTS).
+        KEY_BEING_WRITTEN (another writer's put in flight) is not stored yet."""
+        m = self.keys.per_page
+        return [all(s in (Status.OK, Status.ERR_KEY_EXISTS) for s in st[i * m:(i + 1) * m]) for i in range(n)]
+
+    def _record(self, kind, n, t0):
+        if not self.enable_storage_metrics or not n:
+            return
+        gb = n * self.page_bytes / (1 << 30)
+        bw = gb / max(time.perf_counter() - t0, 1e-9)
+        if kind == "backup":
+            self.backup_pgs.append(n)
+            self.backup_bandwidth.append(bw)
+        else:
+            self.prefetch_pgs.append(n)
+            self.prefetch_bandwidth.append(bw)
+
     def batch_set_v1(self, keys: List[str], host_indices, extra_info=None) -> List[bool]:
         n = len(keys)
         if n == 0:
             return []
         try:
-            if getattr(self.mem_pool_host, "kv_buffer", True) is None:
-                return [True] * n
-            okeys, pieces, mult = self._meta(keys, host_indices)
+            okeys, pieces = self._meta(keys, host_indices)
+            replicate = self.replica.admit(self.keys.namespace, keys, extra_info)
             t0 = time.perf_counter()
-            st = self._put_objects(okeys, pieces, mult)
-            if self.enable_storage_metrics and self.gb_per_page:
-                self.backup_pgs.append(n)
-                self.backup_bandwidth.append(n / max(time.perf_counter() - t0, 1e-9) * self.gb_per_page)
-            return [all(s in _STORED for s in st[i * mult:(i + 1) * mult]) for i in range(n)]
+            ok = self._stored(self._put_objects(okeys, pieces, replicate), n)
+            self._record("backup", n, t0)
+            return ok
         except Exception as e:
             self._failed("batch_set_v1", e)
             return [False] * n
 
-    def _put_objects(self, okeys, pieces, mult):
+    def _put_objects(self, okeys, pieces, replicate):
         c = self._get_client()
-        groups = [mult] * (len(okeys) // mult) if mult > 1 else None
-        if all(len(p) == 1 for p in pieces) and len({p[0][1] for p in pieces}) == 1:
-            st = c.batch_put_from_ptrs(okeys, [p[0][0] for p in pieces], [p[0][1] for p in pieces],
-                                       atomic_groups=groups)
-        else:
-            st = self._put_pieces(c, okeys, pieces, groups)
+        m = self.keys.per_page
+        groups = [m] * (len(okeys) // m) if m > 1 else None
+        st = self._put(c, okeys, pieces, groups, replicate)
         if groups:  # a group rejected because one member exists (the other was lost): store the rest
             redo = [i for i, s in enumerate(st) if s == Status.ERR_GROUP_REJECTED and
-                    any(st[j] == Status.ERR_KEY_EXISTS for j in range(i - i % mult, i - i % mult + mult))]
+                    any(st[j] == Status.ERR_KEY_EXISTS for j in range(i - i % m, i - i % m + m))]
             if redo:
-                st2 = self._put_objects_flat(c, [okeys[i] for i in redo], [pieces[i] for i in redo])
+                st2 = self._put(c, [okeys[i] for i in redo], [pieces[i] for i in redo], None, replicate)
                 for i, s in zip(redo, st2):
                     st[i] = s
         return st
 
-    def _put_objects_flat(self, c, okeys, pieces):
-        if all(len(p) == 1 for p in pieces) and len({p[0][1] for p in pieces}) == 1:
-            return c.batch_put_from_ptrs(okeys, [p[0][0] for p in pieces], [p[0][1] for p in pieces])
-        return self._put_pieces(c, okeys, pieces, None)
+    def _put(self, c, okeys, pieces, groups, replicate):
+        if all(len(p) == 1 for p in pieces):
+            return c.batch_put_from_ptrs(okeys, [p[0][0] for p in pieces], [p[0][1] for p in pieces],
+                                         atomic_groups=groups, make_replica_task=replicate)
+        return self._put_pieces(c, okeys, pieces, groups, replicate)
 
-    @staticmethod
-    def _put_pieces(c, okeys, pieces, groups):
-        """Objects gathered from several buffers (MLA layer_first): one put plan, memmoves."""
-        total = sum(s for _, s in pieces[0])
-        if any(sum(s for _, s in p) != total for p in pieces):
-            raise ValueError("objects of one batch differ in size")
-        plan = c.put_start(okeys, total, atomic_groups=groups)
+    def _put_pieces(self, c, okeys, pieces, groups, replicate):
+        """Objects gathered from several buffers (layer_first): one put plan, memmoves."""
+        plan = c.put_start(okeys, self.object_bytes, atomic_groups=groups, make_replica_task=replicate)
         try:
             for i, p in enumerate(pieces):
                 dst = plan.value_ptrs[i]
@@ -353,29 +344,27 @@ class FluxonStore(HiCacheStorage):
             plan.abort()
         return st
 
+    # ---- restoring ----
     def batch_get_v1(self, keys: List[str], host_indices, extra_info=None) -> List[bool]:
         n = len(keys)
         if n == 0:
             return []
         try:
-            if getattr(self.mem_pool_host, "kv_buffer", True) is None:
-                return [True] * n
-            okeys, pieces, mult = self._meta(keys, host_indices)
+            okeys, pieces = self._meta(keys, host_indices)
             t0 = time.perf_counter()
-            restored = self._get_objects(okeys, pieces, mult)
-            if self.enable_storage_metrics and self.gb_per_page:
-                self.prefetch_pgs.append(n)
-                self.prefetch_bandwidth.append(n / max(time.perf_counter() - t0, 1e-9) * self.gb_per_page)
-            pages = restored // mult
+            pages = self._get_objects(okeys, pieces) // self.keys.per_page
+            self._record("prefetch", pages, t0)
             return [i < pages for i in range(n)]
         except Exception as e:
             self._failed("batch_get_v1", e)
             return [False] * n
 
-    def _get_objects(self, okeys, pieces, mult):
-        """How many leading objects were restored (whole pages)."""
+    def _get_objects(self, okeys, pieces):
+        """How many leading objects were restored (whole pages; a value that is not exactly
+        an object's length stops the prefix before its page)."""
         c = self._get_client()
-        groups = [mult] * (len(okeys) // mult) if mult > 1 else None
+        m = self.keys.per_page
+        groups = [m] * (len(okeys) // m) if m > 1 else None
         if all(len(p) == 1 for p in pieces):
             try:
                 r = c.batch_get_into_ptrs(okeys, [p[0][0] for p in pieces], [p[0][1] for p in pieces],
@@ -384,22 +373,27 @@ class FluxonStore(HiCacheStorage):
                 r = getattr(e, "result", None)
                 if r is None:
                     raise
-                logger.warning("FluxonStore batch_get_v1: %s", e)
-            return r.n_restored
+                logger.warning("FluxonStore batch_get: %s", e)
+            return r.n_restored - r.n_restored % m
         h = c.get_start(okeys, True, groups)
         if h.transferable_len == 0:
             h.cancel()
             return 0
         rp = h.transfer()
         try:
+            good = rp.count - rp.count % m
             for i in range(rp.count):
-                if rp.value_lens[i] != sum(s for _, s in pieces[i]):
-                    return i - i % mult
+                if rp.value_lens[i] != self.object_bytes:
+                    logger.warning("FluxonStore batch_get: %s holds %d bytes, a page object is %d: a miss",
+                                   okeys[i], rp.value_lens[i], self.object_bytes)
+                    good = i - i % m
+                    break
+            for i in range(good):
                 src = rp.value_ptrs[i]
                 for ptr, size in pieces[i]:
                     ctypes.memmove(ptr, src, size)
                     src += size
-            return rp.count
+            return good
         finally:
             rp.release()
 
@@ -407,18 +401,37 @@ class FluxonStore(HiCacheStorage):
         if not keys:
             return 0
         try:
-            okeys, mult = self._object_keys(self._tag_keys(keys))
-            return self._get_client().batch_exists(okeys) // mult
+            okeys = self.object_keys(keys)
+            return self._get_client().batch_exists(okeys) // self.keys.per_page
         except Exception as e:
             self._failed("batch_exists", e)
             return 0
 
-    # ---- the older per-key calls (raw keys, as Mooncake's) ----
-    def exists(self, key) -> bool:
+    # ---- the generic path (SGLang without interface_v1): flat pages, the same keys ----
+    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None) -> bool:
+        """Stores flat pages (SGLang's get_data_page: tensors, arrays, buffers), or pages at
+        target_locations (addresses) of target_sizes bytes, under the same objects as
+        batch_set_v1. True when every page is stored."""
+        if not keys:
+            return False
         try:
-            return self._get_client().exists(key)
+            if values is not None:
+                pages = list(values)
+            elif target_locations is not None and target_sizes is not None:
+                pages = [(int(p), int(s)) for p, s in zip(target_locations, target_sizes)]
+            else:
+                return False
+            if len(pages) != len(keys):
+                raise ValueError(f"{len(keys)} keys but {len(pages)} pages")
+            okeys, pieces, keep = self._flat_meta(list(keys), pages, False)
+            replicate = self.replica.admit(self.keys.namespace, list(keys), None)
+            t0 = time.perf_counter()
+            ok = self._stored(self._put_objects(okeys, pieces, replicate), len(keys))
+            del keep
+            self._record("backup", len(keys), t0)
+            return all(ok)
         except Exception as e:
-            self._failed("exists", e)
+            self._failed("batch_set", e)
             return False
 
     def set(self, key, value=None, target_location=None, target_sizes=None) -> bool:
@@ -426,61 +439,55 @@ class FluxonStore(HiCacheStorage):
                               None if target_location is None else [target_location],
                               None if target_sizes is None else [target_sizes])
 
-    def batch_set(self, keys, values=None, target_locations=None, target_sizes=None) -> bool:
-        """Stores values (buffers / arrays / tensors) or, zero-copy, target_locations
-        (addresses) of target_sizes bytes; True when every key is stored."""
-        if not keys:
-            return False
-        try:
-            c = self._get_client()
-            if target_locations is not None and target_sizes is not None:
-                st = self._put_objects_flat(c, list(keys), [[(int(p), int(s))] for p, s in
-                                                            zip(target_locations, target_sizes)])
-            elif values is not None:
-                st = [s for k, v in zip(keys, values) for s in c.batch_put_from([k], [v])]
-            else:
-                return False
-            return len(st) == len(keys) and all(s in _STORED for s in st)
-        except Exception as e:
-            self._failed("batch_set", e)
-            return False
-
-    def get(self, key, target_location=None, target_sizes=None):
-        """With target_location (an address) and target_sizes: copies into it, True/False.
-        Without: the value's bytes, or None when absent."""
-        try:
-            c = self._get_client()
-            if target_location is not None and target_sizes is not None:
-                return c.batch_get_into_ptrs([key], [int(target_location)], [int(target_sizes)]).n_restored == 1
-            return c.get(key)
-        except Exception as e:
-            if not (isinstance(e, FluxonError) and e.status == Status.ERR_NOT_FOUND):
-                self._failed("get", e)
-            return False if target_location is not None else None
-
     def batch_get(self, keys, target_locations=None, target_sizes=None):
-        """Zero-copy into target_locations: the number of leading keys restored. Without
-        targets: a list of bytes / None per key."""
-        if not keys:
-            return 0
+        """Restores the leading pages of keys, as batch_get_v1 but into flat pages.
+        target_locations of tensors / arrays / buffers (SGLang's get_dummy_flat_data_page)
+        or none: a list with each restored page (the destination given, else a new one from
+        the pool's get_dummy_flat_data_page or a bytearray) and None past the first miss.
+        target_locations of addresses with target_sizes: the number of leading pages."""
+        n = len(keys) if keys else 0
+        addresses = target_locations is not None and target_sizes is not None and n and \
+            isinstance(target_locations[0], numbers.Integral)
+        if n == 0:
+            return 0 if addresses else []
         try:
-            c = self._get_client()
-            if target_locations is not None and target_sizes is not None:
-                return c.batch_get_into_ptrs(list(keys), [int(p) for p in target_locations],
-                                             [int(s) for s in target_sizes]).n_restored
-            return [self.get(k) for k in keys]
+            if addresses:
+                dst = [(int(p), int(s)) for p, s in zip(target_locations, target_sizes)]
+            elif target_locations is not None:
+                dst = list(target_locations)
+            else:
+                mk = getattr(self.mem_pool_host, "get_dummy_flat_data_page", None)
+                dst = [mk() if mk else bytearray(self.page_bytes) for _ in range(n)]
+            if len(dst) != n:
+                raise ValueError(f"{n} keys but {len(dst)} destinations")
+            okeys, pieces, keep = self._flat_meta(list(keys), dst, True)
+            t0 = time.perf_counter()
+            pages = self._get_objects(okeys, pieces) // self.keys.per_page
+            del keep
+            self._record("prefetch", pages, t0)
+            return pages if addresses else [dst[i] if i < pages else None for i in range(n)]
         except Exception as e:
             self._failed("batch_get", e)
-            return 0 if target_locations is not None else [None] * len(keys)
+            return 0 if addresses else [None] * n
 
+    def get(self, key, target_location=None, target_sizes=None):
+        if target_location is not None and target_sizes is not None and isinstance(target_location, numbers.Integral):
+            return self.batch_get([key], [target_location], [target_sizes]) == 1
+        return self.batch_get([key], None if target_location is None else [target_location])[0]
+
+    def exists(self, key) -> bool:
+        return self.batch_exists([key]) == 1
+
+    # ---- housekeeping ----
     def clear(self) -> None:
-        """Deletes every key of this backend's prefix (extra_backend_tag / model name), or every
-        key of the cluster when there is none (as Mooncake's remove_all)."""
+        """Deletes every key of this deployment's namespace (every rank's: SGLang calls it on
+        each rank, a key another rank deleted first is skipped), never another's."""
         try:
             c = self._get_client()
-            prefix = f"{self.config_prefix}_" if self.config_prefix else ""
-            for _ in range(100000):
-                ks = c.list_keys(prefix, None, 10000)
+            prefix = self._keyspace().prefix()
+            after = None
+            for _ in range(1_000_000):
+                ks = c.list_keys(prefix, after, 10000)
                 if not ks:
                     break
                 for k in ks:
@@ -489,10 +496,15 @@ class FluxonStore(HiCacheStorage):
                     except FluxonError as e:
                         if e.status != Status.ERR_NOT_FOUND:
                             raise
+                after = ks[-1]
         except Exception as e:
             self._failed("clear", e)
 
     def get_stats(self):
+        """StorageMetrics of the calls since the last get_stats (pages and GB/s, K and V
+        bytes both counted), or None when storage metrics are off."""
+        if not self.enable_storage_metrics:
+            return None
         m = StorageMetrics()
         m.prefetch_pgs.extend(self.prefetch_pgs)
         m.backup_pgs.extend(self.backup_pgs)

@@ -1,7 +1,13 @@
 """A numpy test double of SGLang's host KV pools (MHATokenToKVPoolHost /
 MLATokenToKVPoolHost): the attributes and methods a storage backend uses — kv_buffer,
-layout, page_size, dtype, get_size_per_token, get_ksize_per_token and
-get_page_buffer_meta(indices), whose addresses follow SGLang's formulas per layout."""
+layout, page_size, layer_num, dtype, get_size_per_token, get_ksize_per_token,
+get_page_buffer_meta(indices) (the v1 path) and get_data_page / get_dummy_flat_data_page /
+set_from_flat_data_page (the generic path), following SGLang's formulas per layout:
+python/sglang/srt/mem_cache/memory_pool_host.py at SGLang a10a24e9 (read as
+noob512/sglang_fluxon@19499d41): MHA init_kv_buffer :148, get_data_page :445,
+get_dummy_flat_data_page :459, set_from_flat_data_page :467, get_page_buffer_meta :549;
+MLA init_kv_buffer :1012, get_data_page :1280, get_dummy_flat_data_page :1294,
+set_from_flat_data_page :1307, get_page_buffer_meta :1334."""
 import numpy as np
 
 
@@ -20,7 +26,8 @@ class HostPool:
         else:
             dims = {"layer_first": (2, layer_num, self.size, head_num, head_dim),
                     "page_first": (2, self.size, layer_num, head_num, head_dim),
-                    "page_first_direct": (2, pages, layer_num, page_size, head_num, head_dim)}[layout]
+                    "page_first_direct": (2, pages, layer_num, page_size, head_num, head_dim),
+                    "page_head": (2, pages, head_num, page_size, layer_num, head_dim)}[layout]
         self.kv_buffer = np.zeros(dims, self.dtype)
 
     def _row(self):
@@ -53,6 +60,25 @@ class HostPool:
             elem = self.layer_num * row * self.page_size
         return ptrs, [elem] * len(ptrs)
 
+    def get_data_page(self, index, flat=True):
+        b, ps = self.kv_buffer, self.page_size
+        if self.layout == "layer_first":
+            d = b[:, index:index + ps] if self.is_mla else b[:, :, index:index + ps]
+        elif self.layout == "page_first":
+            d = b[index:index + ps] if self.is_mla else b[:, index:index + ps]
+        else:
+            d = b[index // ps:index // ps + 1] if self.is_mla else b[:, index // ps:index // ps + 1]
+        return np.ascontiguousarray(d).reshape(-1) if flat else d
+
+    def get_dummy_flat_data_page(self):
+        shape = (self.layer_num, self.page_size, 1, self.kv_cache_dim) if self.is_mla else \
+            (2, self.layer_num, self.page_size, self.head_num, self.head_dim)
+        return np.zeros(shape, self.dtype).reshape(-1)
+
+    def set_from_flat_data_page(self, index, data_page):
+        d = self.get_data_page(index, flat=False)
+        d[...] = np.asarray(data_page).reshape(d.shape)
+
     # ---- test helpers ----
     def indices(self, pages):
         """Token indices of host pages (page_size tokens each)."""
@@ -72,7 +98,7 @@ class HostPool:
             return b[:, :, t0:t1].tobytes()
         if self.layout == "page_first":
             return b[:, t0:t1].tobytes()
-        return b[:, page].tobytes()
+        return b[:, page].tobytes()  # page_first_direct, page_head
 
     def fill_page(self, page, seed):
         rng = np.random.default_rng(seed)

@@ -234,6 +234,12 @@ def test_batch_put_from_and_get_into_with_every_buffer_kind(cluster, client):
     with pytest.raises(fluxon.InvalidArgument, match="key 1") as e:
         other.batch_get_into(["bk0", "bk1"], [bytearray(4096), bytearray(100)])
     assert e.value.result.n_restored == 1
+    # too large a destination (a short value under the key): not restored as good either
+    big = bytearray(b"\xab" * 8192)
+    with pytest.raises(fluxon.InvalidArgument, match="key 1") as e:
+        other.batch_get_into(["bk0", "bk1"], [bytearray(4096), big])
+    assert e.value.result.n_restored == 1 and e.value.result.statuses[1] == Status.ERR_INVALID_ARGUMENT
+    assert big == bytearray(b"\xab" * 8192)
     # atomic groups on put: one member exists, the group is rejected
     st = client.batch_put_from(["g0", "bk0"], [b"x" * 4096, b"y" * 4096], atomic_groups=[2])
     assert st == [Status.ERR_GROUP_REJECTED, Status.ERR_KEY_EXISTS]
@@ -413,3 +419,48 @@ def test_make_install_installs_a_package_that_finds_its_library(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(tmp_path / "usr" / "lib" / "libfluxon.so.0")
+
+
+def test_every_c_status_has_a_python_status():
+    """fluxon.h's statuses, by their C names, are all in Status (UNKNOWN_OUTCOME included)."""
+    import re
+    hdr = open(os.path.join(os.path.dirname(__file__), "..", "..", "include", "fluxon.h")).read()
+    start = re.search(r"FLUXON_OK\s*=\s*0", hdr).start()
+    body = hdr[start:hdr.index("};", start)]
+    codes = {n: int(v) for n, v in re.findall(r"(FLUXON_\w+)\s*=\s*(-?\d+)", body)}
+    assert len(codes) >= 20 and codes["FLUXON_ERR_UNKNOWN_OUTCOME"] == -19
+    for name, v in codes.items():
+        assert Status(v).c_name == name
+    assert isinstance(fluxon.errors.error_for(-19), fluxon.UnknownOutcome)
+
+
+def test_replica_task_flag_and_mask():
+    """make_replica_task copies every atomic group to the remote_cache owner; a mask only
+    the groups it marks; a mask that differs inside a group is refused."""
+    with fluxon.LocalCluster(owners=2, cluster_id="repl", owner_configs=[{}, {"node_role": "remote_cache"}]) as lc:
+        c = lc.client(0)
+        buf = b"r" * 4096
+
+        def appended(want):
+            end = time.monotonic() + 10
+            while c.master_stats().get("append_keys_completed") != want:
+                assert time.monotonic() < end, f"append_keys_completed {want} within 10 s"
+                time.sleep(0.01)
+
+        assert c.batch_put_from([f"m{i}" for i in range(4)], [buf] * 4, atomic_groups=[2, 2],
+                                make_replica_task_mask=[1, 1, 0, 0]) == [Status.OK] * 4
+        appended(2)
+        assert c.batch_put_from(["f0", "f1"], [buf] * 2, atomic_groups=[2], make_replica_task=True) == [Status.OK] * 2
+        appended(4)
+        plan = c.put_start(["p0"], 4096, make_replica_task_mask=[True])
+        plan.view(0)[:] = buf
+        plan.commit().wait()
+        appended(5)
+        assert c.batch_put_from(["n0"], [buf]) == [Status.OK]  # no flag: no copy
+        with pytest.raises(fluxon.InvalidArgument):
+            c.batch_put_from(["x0", "x1"], [buf] * 2, atomic_groups=[2], make_replica_task_mask=[1, 0])
+        with pytest.raises(ValueError, match="make_replica_task_mask"):
+            c.batch_put_from(["y0"], [buf], make_replica_task_mask=[1, 1])
+        assert c.master_stats()["append_keys_completed"] == 5
+        quiet(c)
+        c.close()

@@ -1,7 +1,7 @@
 /* test_batch.c — the batch copy API (issue 20): fluxon_batch_put_from and
  * fluxon_batch_get_into. Byte-exact round trips (local and through another owner),
  * every per-key status (stored, exists, duplicate, group rejected; restored, miss,
- * group rejected, cancelled, too small a destination), prefix and all-or-nothing
+ * group rejected, cancelled, a destination of another length), prefix and all-or-nothing
  * semantics, atomic groups, and bad input refused with a specific status before
  * anything is reserved. Every test ends with the owner's holders, handles and prepared
  * slots back at zero. */
@@ -82,16 +82,22 @@ Test(batch, round_trip_is_byte_exact_locally_and_through_another_owner)
     cr_assert_eq(fluxon_batch_get_into(b, t->keys, BN, t->dstp, t->caps, 1, NULL, 0, t->st, NULL, &nr), FLUXON_OK);
     cr_assert_eq(nr, BN);
     for (int i = 0; i < BN; i++) cr_assert(kf_check(t->dst[i], BLEN, 100 + (uint64_t)i), "remote key %d byte-exact", i);
-    /* a larger destination than the value: only the value's bytes are written */
+    /* a destination longer than the value (a short value under a page's key): never
+     * restored as good, nothing written, the key's status says why */
     uint8_t *big = malloc(BLEN * 2);
     memset(big, 0xAB, BLEN * 2);
-    void *bigp[1] = {big};
-    uint64_t cap2[1] = {BLEN * 2}, vl[1];
-    int st1[1];
-    cr_assert_eq(fluxon_batch_get_into(a, t->keys, 1, bigp, cap2, 1, NULL, 0, st1, vl, &nr), FLUXON_OK);
-    cr_assert_eq(vl[0], BLEN);
-    cr_assert(kf_check(big, BLEN, 100));
-    cr_assert_eq(big[BLEN], 0xAB, "bytes past the value untouched");
+    void *bigp[2] = {t->dst[0], big};
+    uint64_t len2[2] = {BLEN, BLEN * 2}, vl[2];
+    int st1[2];
+    cr_assert_eq(fluxon_batch_get_into(a, t->keys, 2, bigp, len2, 1, NULL, 0, st1, vl, &nr),
+                 FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(nr, 1, "the prefix before the short value is restored");
+    cr_assert_eq(st1[0], FLUXON_OK);
+    cr_assert_eq(st1[1], FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(vl[1], 0);
+    cr_assert(kf_check(t->dst[0], BLEN, 100));
+    cr_assert_eq(big[0], 0xAB, "the short value is not copied");
+    cr_assert_eq(big[BLEN], 0xAB);
     free(big);
     quiet(a);
     quiet(b);
@@ -181,7 +187,7 @@ Test(batch, get_prefix_stops_at_the_first_miss_with_per_key_reasons)
     fluxon_client_close(c);
 }
 
-Test(batch, too_small_a_destination_names_the_key_and_keeps_the_prefix_before_its_group)
+Test(batch, a_destination_of_another_length_names_the_key_and_keeps_the_prefix_before_its_group)
 {
     kf_up(1);
     fluxon_client *c = kf_client(0);

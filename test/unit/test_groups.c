@@ -161,3 +161,22 @@ Test(groups, monotonic_waits)
     cr_assert_eq(fx_cond_init_monotonic(&c), 0);
     pthread_cond_destroy(&c);
 }
+
+/* The TP cohort grammar of include/fluxon.h, as FluxonStore writes it
+ * (python/fluxon/sglang_keys.py: <namespace>_<hash>_<part>_<rank>_<size>). */
+Test(groups, cohort_suffix_is_rank_then_size)
+{
+    struct { const char *key; size_t cut; } c[] = {
+        {"m.0123456789ab_deadbeef_k_0_2", 25}, {"m.0123456789ab_deadbeef_k_1_2", 25},
+        {"m.0123456789ab_deadbeef_v_1_2", 25}, {"x_kv_0_1", 4}, {"p_k.pp1_3_8", 7},
+        {"a_2_2", 5},            /* rank >= size: no cohort, the whole key */
+        {"a_1_0", 5}, {"_0_2", 4}, /* nothing before the suffix */
+        {"a_k_2", 5}, {"a__2", 4}, {"a_0_", 4}, {"0_2", 3}, {"", 0},
+        {"a_0_1234567890", 14},  /* more than 9 digits */
+        {"a_12_123456789", 1},   {"hash_7_k", 8}, /* the old "_<rank>_k" keys: no cohort */
+    };
+    for (size_t i = 0; i < FX_ARRAY_LEN(c); i++)
+        cr_assert_eq(fx_cohort_len(c[i].key, strlen(c[i].key)), c[i].cut, "%s: %zu", c[i].key,
+                     fx_cohort_len(c[i].key, strlen(c[i].key)));
+    cr_assert_eq(fx_cohort_len(NULL, 0), 0);
+}
