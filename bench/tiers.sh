@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# bench/tiers.sh — `make bench-tiers`: what a CPU (remote_cache) owner costs and buys in the
+# trace replay (embedded cluster, 1 worker, 4 KiB values), interleaved runs of each setup,
+# medians of RUNS: a GPU owner of CAP values alone; + a CPU owner of CAP values; 2 GPU owners
+# of CAP/2 alone and + a CPU owner. Then write-back bandwidth (the demo's pushes) next to
+# ucx_perftest's put bandwidth on the same transport (tcp loopback), and the same replay with
+# the CPU owner on another "host" (bench/tiers_netns.sh, needs root). Figures, not pass/fail.
+# env: RUNS [3], REQUESTS [0 = the whole trace], CAP [10000], FLUXON_BIN [./fluxon]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${FLUXON_BIN:-./fluxon}
+RUNS=${RUNS:-3} REQUESTS=${REQUESTS:-0} CAP=${CAP:-10000}
+tmp=$(mktemp -d /tmp/fluxon-tiers-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+med() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "n/a"}'; }
+field() { # file, line regex, the word after "="
+    awk -v re="$2" '$0 ~ re {for (i = 1; i <= NF; i++) if ($i == "=") {print $(i + 1); exit}}' "$1"
+}
+setups=("alone|--capacity-blocks $CAP"
+        "cpu|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP"
+        "alone2|--owners 2 --capacity-blocks $((CAP / 2))"
+        "cpu2|--owners 2 --capacity-blocks $((CAP / 2)) --cpu-owners 1 --cpu-capacity-blocks $CAP")
+echo "== tiers: trace replay, 1 worker, 4 KiB values, ${RUNS} interleaved runs each, load $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq "$RUNS"); do
+    for s in "${setups[@]}"; do
+        name=${s%%|*} args=${s#*|}
+        # shellcheck disable=SC2086
+        "$BIN" demo --workers 1 --requests "$REQUESTS" $args > "$tmp/$name.$r" 2>&1 || echo "  $name run $r: exit $?"
+        field "$tmp/$name.$r" '^requests' >> "$tmp/$name.rps"
+        awk '/prefix hits/ {for (i = 1; i <= NF; i++) if ($i == "=") {print $(i + 1); exit}}' "$tmp/$name.$r" >> "$tmp/$name.hits"
+        field "$tmp/$name.$r" '^cpu' >> "$tmp/$name.cpu"
+        awk '$1 == "put_start" {print $5}' "$tmp/$name.$r" >> "$tmp/$name.p99"
+        awk '/pushes/ {for (i = 1; i <= NF; i++) if ($i == "GB/s") print $(i - 1)}' "$tmp/$name.$r" >> "$tmp/$name.gbs"
+    done
+done
+row() { # name label base
+    local rps hits cpu p99 brps
+    rps=$(med < "$tmp/$1.rps") hits=$(med < "$tmp/$1.hits") cpu=$(med < "$tmp/$1.cpu") p99=$(med < "$tmp/$1.p99")
+    brps=$(med < "$tmp/$3.rps")
+    printf '%-40s %9s req/s (%s x alone)  prefix hits %6s %%  put_start p99 %8s us  CPU %7s us/request\n' "$2" \
+        "$rps" "$(awk -v a="$rps" -v b="$brps" 'BEGIN {printf("%.2f", (b > 0 ? a / b : 0))}')" "$hits" "$p99" "$cpu"
+}
+row alone "1 GPU owner x $CAP" alone
+row cpu "1 GPU owner x $CAP + 1 CPU owner x $CAP" alone
+row alone2 "2 GPU owners x $((CAP / 2))" alone2
+row cpu2 "2 GPU owners x $((CAP / 2)) + 1 CPU owner" alone2
+grep -h "eviction        GPU\|at the GPU owners\|pushes\|write-back      tasks" "$tmp/cpu.1" | sed 's/^/  (1st run with a CPU owner) /'
+echo
+echo "== write-back bandwidth next to ucx_perftest on the same transport (tcp loopback)"
+printf 'fluxon write-back (demo, summed push time)      %s GB/s (median of the runs with a CPU owner)\n' "$(med < "$tmp/cpu.gbs")"
+if command -v ucx_perftest >/dev/null; then
+    for sz in 4096 262144; do
+        port=$((20000 + RANDOM % 20000))
+        timeout 60 env UCX_TLS=tcp ucx_perftest -t ucp_put_bw -s "$sz" -n 2000 -p "$port" >/dev/null 2>&1 & srv=$!
+        sleep 0.5
+        bw=$(timeout 60 env UCX_TLS=tcp ucx_perftest 127.0.0.1 -t ucp_put_bw -s "$sz" -n 2000 -p "$port" 2>/dev/null |
+            awk '$1 == "Final:" {print $7}')
+        wait "$srv" 2>/dev/null
+        printf 'ucx_perftest ucp_put_bw tcp, %7d-byte messages  %s GB/s\n' "$sz" \
+            "$(awk -v m="${bw:-0}" 'BEGIN {if (m > 0) printf("%.2f", m * 1048576 / 1e9); else printf("n/a")}')"
+    done
+else
+    echo "ucx_perftest not installed (Debian's ucx-utils)"
+fi
+echo
+echo "== the CPU owner on another host (TCP between network namespaces)"
+REQUESTS=$REQUESTS RUNS=$RUNS CAP=$CAP CPU_CAP=$CAP FLUXON_BIN="$BIN" bench/tiers_netns.sh
