@@ -65,6 +65,9 @@ class ProcCluster:
             if self.procs[i].poll() is not None:
                 with open(os.path.join(self.dir, f"o{i}.log")) as f:
                     raise RuntimeError(f"owner {i} exited {self.procs[i].returncode}: {f.read()[-2000:]}")
+            if not os.path.exists(self.socket(i)):
+                time.sleep(0.02)
+                continue
             try:
                 with self.client(i) as c:
                     nodes = c.cluster_nodes()

@@ -250,9 +250,9 @@ class SchedulerCore:
         self._load_specs = {}   # req_id -> (locally computed tokens, tokens the store covers)
         self._ready = []        # LoadRequests waiting for the next step's metadata
         self._trackers = {}
-        self._announced = OrderedDict()  # external hashes reported stored (for BlockRemoved)
+        self._announced = OrderedDict()  # low 64 bits (hex) -> hash reported stored (for BlockRemoved)
         self._max_announced = max_announced
-        self._removed = []      # external hashes seen missing after being announced
+        self._removed = []      # hashes (hex) seen missing after being announced
         self.stats = {"lookups": 0, "lookup_blocks": 0, "hit_blocks": 0, "lookup_errors": 0,
                       "planned_load_blocks": 0, "planned_save_blocks": 0}
 
@@ -368,18 +368,19 @@ class SchedulerCore:
         self._load_specs.pop(rid, None)
 
     # ---- events bookkeeping ----
-    def note_announced(self, external_hashes):
-        """Remembers blocks reported stored, so a lookup that finds one gone reports it removed."""
-        for h in external_hashes:
-            self._announced[h] = None
-            self._announced.move_to_end(h)
+    def note_announced(self, hashes_hex):
+        """Remembers blocks reported stored (block_hash_hex, or the 16 hex digits of an int
+        ExternalBlockHash), so a lookup that finds one gone reports it removed (take_removed)."""
+        for h in hashes_hex:
+            k = h[-16:]
+            self._announced[k] = h
+            self._announced.move_to_end(k)
         while len(self._announced) > self._max_announced:
             self._announced.popitem(last=False)
 
     def _note_missing(self, hash_hex):
-        h = external_block_hash(hash_hex)
-        if h in self._announced:
-            del self._announced[h]
+        h = self._announced.pop(hash_hex[-16:], None)
+        if h is not None:
             self._removed.append(h)
 
     def take_removed(self):
