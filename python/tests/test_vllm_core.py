@@ -189,3 +189,24 @@ def test_bad_input_gets_a_clear_error():
     w = WorkerCore(spec(), 0, None)
     (res,) = w.load([LoadRequest("x", [1, 2], ["aa", "bb"])])
     assert res.failed == [1, 2] and "no KV caches" in res.reason
+
+
+def test_hashes_finer_than_a_block_key_each_block_by_its_last_hash(pc):
+    sp = spec()
+    sched = SchedulerCore(sp, holder(pc, 0), hash_block_size=BS // 2)
+    w = WorkerCore(sp, 0, holder(pc, 0), paged(kv_arrays(8, seed=3)))
+    req = Req("fine", prompt(3 * BS + 1, salt=8))
+    req.block_hashes = [bytes([i]) * 32 for i in range(6)]  # two hashes per block
+    sched.get_num_new_matched_tokens(req, 0)
+    sched.update_state_after_alloc(req, [0, 1, 2, 3], 0)
+    plan = sched.build_step([("fine", [0, 1, 2, 3], 0)], [], {"fine": req.num_tokens})
+    assert [b.hash for b in plan.saves[0].blocks] == [(bytes([i]) * 32).hex() for i in (1, 3, 5)]
+    w.save(plan.saves)
+    assert len(w.poll_saves(5.0)) == 3
+    again = Req("fine2", list(req.all_token_ids))
+    again.block_hashes = list(req.block_hashes)
+    assert sched.get_num_new_matched_tokens(again, 0) == (3 * BS, False)
+    with pytest.raises(ValueError, match="hash_block_size 5"):
+        SchedulerCore(sp, None, hash_block_size=5)
+    w.close()
+    sched.holder.close()

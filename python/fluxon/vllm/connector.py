@@ -10,8 +10,9 @@ exactly what is and is not shown). Load it with
 kv_connector_extra_config: socket (the local owner's unix socket; else $FLUXON_SOCKET),
 cluster_id ("fluxon"), cluster_token, timeout_ms, log_level, key_prefix (""),
 max_object_bytes (4 MiB: a block larger than this is cut into parts, one atomic group),
-kv_inner_layout ("NHD" or "HND"), load_async (false), save_decode (false), tp_rank
-(default: vLLM's tensor-parallel rank).
+kv_inner_layout ("NHD" or "HND"), load_async (false), save_decode (false), hash_block_size
+(the granularity of request.block_hashes when vLLM hashes finer than block_size; default
+block_size), tp_rank (default: vLLM's tensor-parallel rank).
 
 Scheduler side: get_num_new_matched_tokens (a TP-complete prefix lookup), update_state_after_alloc,
 build_connector_meta (this step's load and save plans), request_finished, take_events.
@@ -146,7 +147,8 @@ class FluxonConnector(KVConnectorBase_V1):
             kv_role = getattr(tc, "kv_role", None) or "kv_both"
             self._sched = SchedulerCore(self._spec, self._holder, load=kv_role in ("kv_consumer", "kv_both"),
                                         save=kv_role in ("kv_producer", "kv_both"),
-                                        load_async=_bool(extra, "load_async"), save_decode=_bool(extra, "save_decode"))
+                                        load_async=_bool(extra, "load_async"), save_decode=_bool(extra, "save_decode"),
+                                        hash_block_size=extra.get("hash_block_size"))
             self._stored_ranks = OrderedDict()  # BlockStored -> ranks that reported it
             self._stored_ready = []
         else:

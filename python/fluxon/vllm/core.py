@@ -243,8 +243,12 @@ class SchedulerCore:
     num_prompt_tokens and all_token_ids (duck-typed: vLLM's Request)."""
 
     def __init__(self, spec, holder, load=True, save=True, load_async=False, save_decode=False,
-                 max_announced=1 << 20):
+                 hash_block_size=None, max_announced=1 << 20):
         self.spec, self.holder = spec, holder
+        hbs = spec.block_size if hash_block_size is None else int(hash_block_size)
+        if hbs <= 0 or spec.block_size % hbs:
+            raise ValueError(f"hash_block_size {hash_block_size} does not divide block_size {spec.block_size}")
+        self.hashes_per_block = spec.block_size // hbs
         self.load, self.save, self.load_async, self.save_decode = load, save, load_async, save_decode
         self._hit_blocks = {}   # req_id -> blocks found in the store by the last lookup
         self._load_specs = {}   # req_id -> (locally computed tokens, tokens the store covers)
@@ -256,6 +260,14 @@ class SchedulerCore:
         self.stats = {"lookups": 0, "lookup_blocks": 0, "hit_blocks": 0, "lookup_errors": 0,
                       "planned_load_blocks": 0, "planned_save_blocks": 0}
 
+    def block_hashes(self, request):
+        """One hash per vLLM block: request.block_hashes, or the last hash of each block's
+        run when vLLM hashes at a finer hash_block_size (it chains the whole prefix)."""
+        h, r = request.block_hashes, self.hashes_per_block
+        if r == 1:
+            return h
+        return [h[(i + 1) * r - 1] for i in range(len(h) // r)]
+
     # ---- lookup ----
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         """(tokens to load beyond num_computed_tokens, load asynchronously). A failed lookup
@@ -266,11 +278,12 @@ class SchedulerCore:
         if not self.load:
             return 0, False
         n_tokens = int(request.num_tokens)
-        nblk = min(len(request.block_hashes), n_tokens // bs)
+        all_hashes = self.block_hashes(request)
+        nblk = min(len(all_hashes), n_tokens // bs)
         if nblk == 0:
             self._hit_blocks[rid] = 0
             return 0, False
-        hashes = [block_hash_hex(h) for h in request.block_hashes[:nblk]]
+        hashes = [block_hash_hex(h) for h in all_hashes[:nblk]]
         self.stats["lookups"] += 1
         self.stats["lookup_blocks"] += nblk
         try:
@@ -305,7 +318,7 @@ class SchedulerCore:
         if local % bs or (local + int(num_external_tokens)) % bs or end > len(block_ids):
             raise ValueError(f"request {rid}: {num_external_tokens} external tokens after {local} local ones "
                              f"are not whole blocks of {bs} within the {len(block_ids)} allocated blocks")
-        hashes = [block_hash_hex(h) for h in request.block_hashes[start:end]]
+        hashes = [block_hash_hex(h) for h in self.block_hashes(request)[start:end]]
         self._ready.append(LoadRequest(rid, [int(b) for b in block_ids[start:end]], hashes))
         self.stats["planned_load_blocks"] += end - start
 
@@ -344,14 +357,15 @@ class SchedulerCore:
             return
         r, bs = tr.request, self.spec.block_size
         limit = int(r.num_tokens) if self.save_decode else int(getattr(r, "num_prompt_tokens", r.num_tokens))
-        full = min(min(computed_after, limit) // bs, len(r.block_hashes), len(tr.block_ids))
+        hashes = self.block_hashes(r)
+        full = min(min(computed_after, limit) // bs, len(hashes), len(tr.block_ids))
         if full <= tr.saved_upto:
             return
         toks = r.all_token_ids
         blocks = []
-        prev = block_hash_hex(r.block_hashes[tr.saved_upto - 1]) if tr.saved_upto else None
+        prev = block_hash_hex(hashes[tr.saved_upto - 1]) if tr.saved_upto else None
         for i in range(tr.saved_upto, full):
-            h = block_hash_hex(r.block_hashes[i])
+            h = block_hash_hex(hashes[i])
             blocks.append(SaveBlock(tr.block_ids[i], h, prev, [int(t) for t in toks[i * bs:(i + 1) * bs]]))
             prev = h
         tr.saved_upto = full
