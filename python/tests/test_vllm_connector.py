@@ -246,6 +246,10 @@ def test_configuration_errors_are_clear(stub, pc):
     kvc.kv_cache_groups = [KVCacheGroupSpec(["x"], MLAAttentionSpec(BS, 1, 64, "torch.float16"))]
     with pytest.raises(ValueError, match="MLAAttentionSpec"):
         cls(vc, KVConnectorRole.SCHEDULER, kvc)
+    vc, kvc = vllm_driver.configs(pc.socket(0), pc.cluster_id)
+    vc.parallel_config.pipeline_parallel_size = 2
+    with pytest.raises(ValueError, match="pipeline_parallel_size = 2"):
+        cls(vc, KVConnectorRole.SCHEDULER, kvc)
     vc, kvc = vllm_driver.configs(pc.socket(0), pc.cluster_id, tp_rank=0)
     w = cls(vc, KVConnectorRole.WORKER, kvc)
     with pytest.raises(ValueError, match="no tensor for layers"):

@@ -210,3 +210,37 @@ def test_hashes_finer_than_a_block_key_each_block_by_its_last_hash(pc):
         SchedulerCore(sp, None, hash_block_size=5)
     w.close()
     sched.holder.close()
+
+
+class FakeTensor:
+    """What paged.py reads of a torch tensor (data_ptr, shape, stride in elements,
+    element_size, device), over a numpy array."""
+
+    def __init__(self, a, device="cpu"):
+        self.a, self.shape = a, a.shape
+        self.device = type("Device", (), {"type": device, "__str__": lambda s: f"{device}:0"})()
+
+    def data_ptr(self):
+        return self.a.ctypes.data
+
+    def stride(self):
+        return tuple(s // self.a.itemsize for s in self.a.strides)
+
+    def element_size(self):
+        return self.a.itemsize
+
+
+def test_cpu_tensors_work_like_arrays_and_device_tensors_are_refused():
+    import ctypes
+    src = kv_arrays(4, "blocks_first", seed=21)
+    dst = kv_arrays(4, "kv_first")
+    p_src = paged(src)
+    from fluxon.vllm.paged import PagedKV
+    p_dst = PagedKV([FakeTensor(a) for a in dst], 4, BS, 2, 8, 2)
+    buf = ctypes.create_string_buffer(len(block_bytes(src, 2)))
+    p_src.copy_out(2, 0, len(src), ctypes.addressof(buf))
+    assert buf.raw == block_bytes(src, 2)
+    p_dst.copy_in(1, 0, len(dst), ctypes.addressof(buf))
+    assert block_bytes(dst, 1) == block_bytes(src, 2)
+    with pytest.raises(ValueError, match="device cuda:0"):
+        PagedKV([FakeTensor(a, "cuda") for a in dst], 4, BS, 2, 8, 2)

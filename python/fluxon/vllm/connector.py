@@ -114,6 +114,11 @@ def kv_spec(vllm_config, kv_cache_config, extra):
     if s.page_size_bytes % per_elem:
         raise ValueError(f"{type(s).__name__}: page_size_bytes {s.page_size_bytes} is not 2 x block_size x heads"
                          " x head_size elements")
+    pc = vllm_config.parallel_config
+    for name in ("pipeline_parallel_size", "decode_context_parallel_size", "prefill_context_parallel_size"):
+        if int(getattr(pc, name, 1) or 1) > 1:
+            raise ValueError(f"FluxonConnector: parallel_config.{name} = {getattr(pc, name)}; keys carry the TP "
+                             "rank only, so pipeline and context parallelism are not supported (set it to 1)")
     block_size = int(getattr(vllm_config.cache_config, "block_size", s.block_size))
     if block_size != s.block_size:
         raise ValueError(f"cache_config.block_size {block_size} differs from the KV spec's {s.block_size}")
