@@ -255,3 +255,36 @@ def test_configuration_errors_are_clear(stub, pc):
     with pytest.raises(ValueError, match="no tensor for layers"):
         w.register_kv_caches({})
     w.shutdown()
+
+
+def test_a_block_is_announced_once_every_rank_reported_it_even_steps_apart(stub):
+    import vllm_driver
+    from vllm.distributed.kv_events import BlockStored
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from vllm.v1.outputs import KVConnectorOutput
+    from fluxon.vllm.connector import FluxonKVEvents
+    vc, kvc = vllm_driver.configs("/nonexistent/owner.sock", "x", tp_size=2)  # no call reaches an owner
+    sched = load_connector_class(vc)(vc, KVConnectorRole.SCHEDULER, kvc)
+    e = BlockStored(block_hashes=[7], parent_block_hash=None, token_ids=[1] * BS, block_size=BS, lora_id=None,
+                    medium="EXTERNAL", lora_name=None)
+
+    def deliver(*per_rank):
+        ev = None
+        for rank, events in per_rank:  # combined as vLLM's KVOutputAggregator does
+            w = FluxonKVEvents(rank, events)
+            if ev is None:
+                ev = w
+            else:
+                ev.add_events(w.get_all_events())
+                ev.increment_workers(1)
+        sched.update_connector_output(KVConnectorOutput(kv_cache_events=ev))
+        return list(sched.take_events())
+    e2 = BlockStored(block_hashes=[8], parent_block_hash=7, token_ids=[2] * BS, block_size=BS, lora_id=None,
+                     medium="EXTERNAL", lora_name=None)
+    assert deliver((0, []), (1, [e2])) == []       # rank 1 alone, twice (its rank survives the combining)
+    assert deliver((0, []), (1, [e2])) == []
+    assert deliver((0, [e]), (1, [])) == []        # rank 1 has not published its shard yet
+    assert deliver((0, [e]), (1, [])) == []        # rank 0 again: still one rank
+    assert deliver((0, []), (1, [e])) == [e]       # a step later rank 1 did: announced once
+    assert deliver((0, []), (1, [])) == []
+    sched.shutdown()

@@ -244,3 +244,16 @@ def test_cpu_tensors_work_like_arrays_and_device_tensors_are_refused():
     assert block_bytes(dst, 1) == block_bytes(src, 2)
     with pytest.raises(ValueError, match="device cuda:0"):
         PagedKV([FakeTensor(a, "cuda") for a in dst], 4, BS, 2, 8, 2)
+
+
+def test_a_save_with_a_bad_block_id_stores_nothing_and_does_not_raise(pc):
+    sp = spec()
+    w = WorkerCore(sp, 0, holder(pc, 0), paged(kv_arrays(4, seed=1)))
+    from fluxon.vllm.core import SaveBlock, SaveRequest
+    bad = [SaveRequest("x", [SaveBlock(1, "aa01", None, []), SaveBlock(9, "aa02", "aa01", [])])]
+    assert w.save(bad) == 0
+    assert w.stats["save_failed"] == 2 and w.poll_saves(1.0) == []
+    with pc.client(0) as c:
+        assert c.batch_exists(sp.block_keys("aa01", 0)) == 0  # the plan was aborted whole
+        assert c.stats()["owner"]["slots_prepared"] == 0
+    w.close()

@@ -109,8 +109,12 @@ class Engine:
         out = KVConnectorOutput(finished_recving=set().union(*[o.finished_recving or set() for o in outs]) or None,
                                 invalid_block_ids=set().union(*[o.invalid_block_ids for o in outs]))
         ev = None
-        for o in outs:
-            ev = o.kv_cache_events if ev is None else ev.merge(o.kv_cache_events)
+        for o in outs:  # as vLLM's KVOutputAggregator combines the workers' events
+            if ev is None:
+                ev = o.kv_cache_events
+            elif o.kv_cache_events:
+                ev.add_events(o.kv_cache_events.get_all_events())
+                ev.increment_workers(1)
         out.kv_cache_events = ev
         self.sched.update_connector_output(out)
         self.events.extend(self.sched.take_events())

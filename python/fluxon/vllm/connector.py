@@ -47,9 +47,16 @@ class FluxonConnectorMetadata(KVConnectorMetadata):
         self.plan = plan
 
 
+class _RankedEvents(list):
+    """get_all_events' list, with the TP rank of each event in .ranks (vLLM's
+    KVOutputAggregator hands it straight to the first worker's add_events)."""
+    ranks = ()
+
+
 class FluxonKVEvents(KVConnectorKVEvents):
     """The BlockStored events of the workers, each with the TP rank that stored its shard;
-    the scheduler side reports a block once every rank did (FluxonConnector.take_events)."""
+    the scheduler side reports a block once every rank did (FluxonConnector.take_events).
+    An event whose rank got lost on the way counts as one more reporting rank."""
 
     def __init__(self, rank=0, events=()):
         self._ranked = [(rank, e) for e in events]
@@ -59,14 +66,10 @@ class FluxonKVEvents(KVConnectorKVEvents):
         return list(self._ranked)
 
     def add_events(self, events):
-        self._ranked.extend((None, e) for e in events)
-
-    def merge(self, other):
-        if isinstance(other, FluxonKVEvents):
-            self._ranked.extend(other.ranked())
-        else:
-            self.add_events(other.get_all_events())
-        return self
+        ranks = getattr(events, "ranks", None)
+        if ranks is None or len(ranks) != len(events):
+            ranks = [None] * len(events)
+        self._ranked.extend(zip(ranks, events))
 
     def aggregate(self):
         return self  # per-rank counting happens in the scheduler (events of one step may lag)
@@ -75,7 +78,9 @@ class FluxonKVEvents(KVConnectorKVEvents):
         self._workers += count
 
     def get_all_events(self):
-        return [e for _, e in self._ranked]
+        out = _RankedEvents(e for _, e in self._ranked)
+        out.ranks = [r for r, _ in self._ranked]
+        return out
 
     def get_number_of_workers(self):
         return self._workers
@@ -192,7 +197,7 @@ class FluxonConnector(KVConnectorBase_V1):
             return
         for rank, e in ev.ranked():
             ranks = self._stored_ranks.setdefault(e, set())
-            ranks.add(rank)
+            ranks.add(rank if rank is not None else object())
             if len(ranks) >= self._spec.tp_size:  # every rank's shard is stored
                 del self._stored_ranks[e]
                 self._stored_ready.append(e)

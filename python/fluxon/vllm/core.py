@@ -543,6 +543,11 @@ class WorkerCore:
                     self.stats["save_existing"] += 1
                 else:
                     self.stats["save_failed"] += 1
+        except ValueError as e:  # a block id outside the paged KV: nothing of this plan is stored
+            plan.abort()
+            self.stats["save_failed"] += len(blocks)
+            logger.warning("fluxon vllm: save of %d blocks dropped: %s", len(blocks), e)
+            return 0
         except BaseException:
             plan.abort()
             raise
