@@ -186,6 +186,8 @@ def test_bad_input_gets_a_clear_error():
     p = paged(kv_arrays(4))
     with pytest.raises(ValueError, match="block id 4"):
         p.copy_in(4, 0, 1, 0)
+    with pytest.raises(ValueError, match="no lookup of this connector matched"):
+        SchedulerCore(spec(), None).update_state_after_alloc(Req("n", prompt(40)), [0, 1, 2], 16)
     w = WorkerCore(spec(), 0, None)
     (res,) = w.load([LoadRequest("x", [1, 2], ["aa", "bb"])])
     assert res.failed == [1, 2] and "no KV caches" in res.reason

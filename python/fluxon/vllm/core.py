@@ -40,7 +40,9 @@ LOOKUP_CHUNK_KEYS = 8192  # keys per batch_exists call (a frame holds ~60k keys 
 
 
 def block_hash_hex(h):
-    """The key text of a vLLM block hash: bytes as hex, an int as 16 hex digits, a str as is."""
+    """The key text of a vLLM block hash: bytes as hex, an int as 16 hex digits, a str as is
+    (an older vLLM's BlockHashType: its hash_value)."""
+    h = getattr(h, "hash_value", h)
     if isinstance(h, (bytes, bytearray)):
         if not h:
             raise ValueError("an empty block hash")
@@ -310,8 +312,11 @@ class SchedulerCore:
         if tr is None:
             tr = self._trackers[rid] = _Tracker(request, list(block_ids), self._hit_blocks.pop(rid, 0))
         spec = self._load_specs.pop(rid, None)
-        if spec is None or num_external_tokens <= 0:
+        if num_external_tokens <= 0:
             return
+        if spec is None:  # vLLM would take unloaded blocks for loaded ones: refuse loudly
+            raise ValueError(f"request {rid}: {num_external_tokens} external tokens allocated, but no lookup of "
+                             "this connector matched any")
         bs = self.spec.block_size
         local, _ = spec
         start, end = local // bs, (local + int(num_external_tokens)) // bs
