@@ -115,7 +115,6 @@ def test_an_owner_killed_mid_load_yields_the_failed_block_ids(pc):
     reqs = [Req("a", prompt(3 * BS + 1, salt=1)), Req("b", prompt(3 * BS + 1, salt=2))]
     save_all(sched, [w0], reqs[0], [0, 1, 2, 3])
     save_all(sched, [w0], reqs[1], [4, 5, 6, 7])
-    loads = []
     for r, ids in zip(reqs, ([8, 9, 10, 11], [12, 13, 14, 15])):
         again = Req(r.request_id + "2", list(r.all_token_ids))
         n, _ = sched.get_num_new_matched_tokens(again, 0)
