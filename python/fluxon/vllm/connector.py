@@ -205,12 +205,11 @@ class FluxonConnector(KVConnectorBase_V1):
             self._stored_ranks.popitem(last=False)
 
     def take_events(self):
+        """A list (taken at the call, whether or not the caller iterates it)."""
         ready, self._stored_ready = self._stored_ready, []
         for e in ready:
             self._sched.note_announced([_hex(h) for h in e.block_hashes])
-            yield e
-        for h in self._sched.take_removed():
-            yield BlockRemoved(block_hashes=[self._ext(h)], medium=MEDIUM)
+        return ready + [BlockRemoved(block_hashes=[self._ext(h)], medium=MEDIUM) for h in self._sched.take_removed()]
 
     # ============================== worker side ==============================
     def register_kv_caches(self, kv_caches):
