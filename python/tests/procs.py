@@ -37,6 +37,15 @@ class ProcCluster:
             self.stop()
             raise
 
+    def restart(self, i):
+        """Owner i again, on the same socket (after kill(i)); waits until it is ready."""
+        self.kill(i)
+        p = self.procs[i]
+        log = open(os.path.join(self.dir, f"o{i}.log"), "a")
+        self.procs[i] = subprocess.Popen(p.args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        log.close()
+        self.wait_ready(i)
+
     def _spawn(self, i, segment_bytes, grant_bytes):
         cfg = {"role": "owner", "cluster_id": self.cluster_id, "node_id": f"vo{i}", "log_level": "error",
                "master": f"127.0.0.1:{self.master.port}", "socket": self.socket(i),

@@ -258,3 +258,30 @@ def test_a_save_with_a_bad_block_id_stores_nothing_and_does_not_raise(pc):
         assert c.batch_exists(sp.block_keys("aa01", 0)) == 0  # the plan was aborted whole
         assert c.stats()["owner"]["slots_prepared"] == 0
     w.close()
+
+
+def test_a_restarted_owner_is_attached_again_by_a_later_call(pc):
+    import time
+    sp = spec()
+    src = kv_arrays(8, seed=31)
+    h = ClientHolder(pc.socket(0), retry_s=0.05, cluster_id=pc.cluster_id, timeout_ms=3000, log_level="error")
+    w, sched = WorkerCore(sp, 0, h, paged(src)), SchedulerCore(sp, h)
+    req = Req("r", prompt(2 * BS + 1, salt=12))
+    save_all(sched, [w], req, [0, 1, 2])
+    pc.kill(0)
+    assert sched.get_num_new_matched_tokens(Req("r2", list(req.all_token_ids)), 0) == (0, False)  # a miss
+    (res,) = w.load([LoadRequest("r3", [4, 5], [block_hash_hex(x) for x in req.block_hashes])])
+    assert res.failed == [4, 5]
+    pc.restart(0)
+    end = time.monotonic() + 10  # the holder opens a new client at most every retry_s
+    while True:  # until a lookup goes through (the new owner is empty: a miss, not an error)
+        errors = sched.stats["lookup_errors"]
+        assert sched.get_num_new_matched_tokens(Req("r4", list(req.all_token_ids)), 0) == (0, False)
+        if sched.stats["lookup_errors"] == errors:
+            break
+        assert time.monotonic() < end, "attached again within 10 s"
+        time.sleep(0.05)
+    save_all(sched, [w], Req("r5", list(req.all_token_ids)), [0, 1, 2])  # the new owner starts empty
+    assert sched.get_num_new_matched_tokens(Req("r6", list(req.all_token_ids)), 0) == (2 * BS, False)
+    w.close()
+    h.close()
