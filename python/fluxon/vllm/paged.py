@@ -41,7 +41,7 @@ def _geometry(t, what):
         dtype = getattr(dev, "type", None) if dev is not None else "cpu"
         if dtype not in (None, "cpu"):
             raise ValueError(f"{what}: a tensor on device {dev}: this connector copies host memory only "
-                             "(the KV cache must be on the CPU, e.g. vLLM's CPU backend)")
+                             "(the KV cache must be in host memory)")
         item = int(t.element_size())
         shape = tuple(int(d) for d in t.shape)
         return int(t.data_ptr()), shape, tuple(int(s) * item for s in t.stride()), item
