@@ -285,3 +285,24 @@ def test_a_restarted_owner_is_attached_again_by_a_later_call(pc):
     assert sched.get_num_new_matched_tokens(Req("r6", list(req.all_token_ids)), 0) == (2 * BS, False)
     w.close()
     h.close()
+
+
+def test_padded_tensors_copy_through_the_fallback_and_match_the_c_layout_path():
+    import ctypes
+    import numpy as np
+    src = kv_arrays(6, "blocks_first", seed=41)
+    padded = [np.zeros((6, 3, BS, 2, 8), np.float16) for _ in src]  # a block stride of 3 halves
+    views = [p[:, :2] for p in padded]
+    for v, a in zip(views, src):
+        v[...] = a
+    fast, slow = paged(src), paged(views)
+    assert fast._c[0] is not None and slow._c[0] is None  # C layout path vs memmove fallback
+    n = len(block_bytes(src, 0))
+    bufs = [ctypes.create_string_buffer(n) for _ in range(3)]
+    slow.backup([5, 0, 3], [ctypes.addressof(b) for b in bufs], 0, len(src))
+    assert [b.raw for b in bufs] == [block_bytes(src, i) for i in (5, 0, 3)]
+    dst = [np.zeros((6, 3, BS, 2, 8), np.float16)[:, :2] for _ in src]
+    paged(dst).restore([1, 2, 4], [ctypes.addressof(b) for b in bufs], 0, len(src))
+    assert [block_bytes(dst, i) for i in (1, 2, 4)] == [block_bytes(src, i) for i in (5, 0, 3)]
+    with pytest.raises(ValueError, match="2 block ids for 3 values"):
+        fast.restore([1, 2], [0, 0, 0], 0, 1)

@@ -478,23 +478,26 @@ class WorkerCore:
         except FluxonError as e:
             self.holder.failed(e)
             return LoadResult(lr.req_id, [], ids, f"get_transfer: {e}")
-        loaded, failed = [], []
+        loaded, failed, good = [], [], []
         try:
-            lpp = spec.layers_per_part
             for j in range(got):
                 lens = rp.value_lens[j * parts:(j + 1) * parts]
                 if any(n != spec.part_bytes for n in lens):
                     failed.append(ids[j])
                     reason = reason or f"block {j}: stored with {lens} bytes, expected {spec.part_bytes}"
-                    continue
-                try:
-                    for p in range(parts):
-                        self.paged.copy_in(ids[j], p * lpp, (p + 1) * lpp, rp.value_ptrs[j * parts + p])
-                except ValueError as e:
+                elif not self.paged.valid(ids[j]):
                     failed.append(ids[j])
-                    reason = reason or str(e)
-                    continue
-                loaded.append(ids[j])
+                    reason = reason or f"block id {ids[j]} is outside the paged KV"
+                else:
+                    good.append(j)
+            lpp = spec.layers_per_part
+            for p in range(parts):  # one batch per part: every good block of the request
+                self.paged.restore([ids[j] for j in good], [rp.value_ptrs[j * parts + p] for j in good],
+                                   p * lpp, (p + 1) * lpp)
+            loaded = [ids[j] for j in good]
+        except ValueError as e:  # not restored byte-complete: every block of the batch fails
+            failed += [ids[j] for j in good]
+            reason = reason or str(e)
         finally:
             try:
                 rp.release()
@@ -535,19 +538,20 @@ class WorkerCore:
             self.stats["save_failed"] += len(blocks)
             logger.warning("fluxon vllm: save of %d blocks failed: %s", len(blocks), e)
             return 0
-        accepted = []
+        accepted = []  # (index in blocks, SaveBlock)
         try:
-            lpp = spec.layers_per_part
             for j, b in enumerate(blocks):
                 st = plan.statuses[j * parts:(j + 1) * parts]
                 if all(s == Status.OK for s in st):
-                    for p in range(parts):
-                        self.paged.copy_out(b.block_id, p * lpp, (p + 1) * lpp, plan.value_ptrs[j * parts + p])
-                    accepted.append(b)
+                    accepted.append((j, b))
                 elif any(s in (Status.ERR_KEY_EXISTS, Status.ERR_KEY_BEING_WRITTEN) for s in st):
                     self.stats["save_existing"] += 1
                 else:
                     self.stats["save_failed"] += 1
+            lpp = spec.layers_per_part
+            for p in range(parts):  # one batch per part: every accepted block
+                self.paged.backup([b.block_id for _, b in accepted],
+                                  [plan.value_ptrs[j * parts + p] for j, _ in accepted], p * lpp, (p + 1) * lpp)
         except ValueError as e:  # a block id outside the paged KV: nothing of this plan is stored
             plan.abort()
             self.stats["save_failed"] += len(blocks)
@@ -574,7 +578,7 @@ class WorkerCore:
             self.stats["save_failed"] += len(accepted)
             logger.warning("fluxon vllm: commit of %d blocks timed out twice; outcome unknown", len(accepted))
             return 0
-        self._pending.append((fut, accepted, time.monotonic() + self.commit_wait_s))
+        self._pending.append((fut, [b for _, b in accepted], time.monotonic() + self.commit_wait_s))
         return len(accepted)
 
     def poll_saves(self, wait_s=0.0):

@@ -18,6 +18,30 @@ the same object bytes, so engines with different attention backends share blocks
 """
 import ctypes
 
+from .._lib import lib
+from ..errors import check
+
+KV_LAYER_FIRST, KV_PAGE_FIRST = 1, 2  # fluxon_cuda.h
+
+
+class KVLayout(ctypes.Structure):
+    """struct fluxon_kv_layout (fluxon_cuda.h)."""
+    _fields_ = [("kind", ctypes.c_uint32), ("num_layers", ctypes.c_uint32), ("chunk_bytes", ctypes.c_uint64),
+                ("num_pages", ctypes.c_uint64), ("kv_factor", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+                ("page_stride", ctypes.c_uint64), ("layer_stride", ctypes.c_uint64), ("kv_stride", ctypes.c_uint64),
+                ("value_len", ctypes.c_uint64), ("pool_bytes", ctypes.c_uint64)]
+
+
+_I64P, _U64P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64)
+lib.fluxon_kv_layout_init.restype = ctypes.c_int
+lib.fluxon_kv_layout_init.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64,
+                                      ctypes.POINTER(KVLayout)]
+lib.fluxon_kv_backup_cpu.restype = ctypes.c_int
+lib.fluxon_kv_backup_cpu.argtypes = [ctypes.POINTER(KVLayout), ctypes.c_void_p, _I64P, _U64P, ctypes.c_size_t]
+lib.fluxon_kv_restore_cpu.restype = ctypes.c_int
+lib.fluxon_kv_restore_cpu.argtypes = [ctypes.POINTER(KVLayout), ctypes.c_void_p, _I64P, _U64P, _U64P,
+                                      ctypes.c_size_t, ctypes.c_int32]
+
 
 def _geometry(t, what):
     """(address, shape, strides in bytes, itemsize) of a host tensor."""
@@ -64,6 +88,7 @@ class PagedKV:
         self._keep = list(tensors)
         self.layers = []  # (address, block stride, K->V offset) per layer
         self.layouts = []
+        self._c = []  # per layer: a one-layer fluxon_kv_layout when its strides are the C layout's, else None
         for i, t in enumerate(tensors):
             addr, shape, strides, item = _geometry(t, f"layer {i}")
             if item != itemsize:
@@ -85,10 +110,69 @@ class PagedKV:
                                  "(kv_cache_config.num_blocks) in either layout")
             self.layers.append((addr, bstride, kvoff))
             self.layouts.append(layout)
+            self._c.append(self._c_layout(layout, bstride, kvoff))
+
+    def _c_layout(self, layout, bstride, kvoff):
+        """One layer's tensor as a one-layer pool of fluxon_kv_layout (blocks-first is
+        PAGE_FIRST, kv-first is LAYER_FIRST), so fluxon_kv_backup_cpu / _restore_cpu copy a
+        whole batch of blocks in one call; None when the strides say otherwise (padding)."""
+        h, nb = self.half, self.num_blocks
+        if (layout, bstride, kvoff) == ("blocks_first", 2 * h, h):
+            kind = KV_PAGE_FIRST
+        elif (layout, bstride, kvoff) == ("kv_first", h, nb * h):
+            kind = KV_LAYER_FIRST
+        else:
+            return None
+        lay = KVLayout()
+        check(lib.fluxon_kv_layout_init(kind, 1, h, nb, ctypes.byref(lay)), "kv_layout_init", f"{nb} blocks of {h} B")
+        return lay
+
+    def restore(self, block_ids, srcs, layer0, layer1):
+        """Writes, for each i, the canonical bytes at address srcs[i] (layers layer0..layer1-1)
+        into block block_ids[i]."""
+        self._copy(block_ids, srcs, layer0, layer1, True)
+
+    def backup(self, block_ids, dsts, layer0, layer1):
+        """Writes the canonical bytes of each block block_ids[i] (layers layer0..layer1-1) at
+        address dsts[i]."""
+        self._copy(block_ids, dsts, layer0, layer1, False)
+
+    def _copy(self, block_ids, addrs, layer0, layer1, to_pool):
+        if len(block_ids) != len(addrs):
+            raise ValueError(f"{len(block_ids)} block ids for {len(addrs)} values")
+        for b in block_ids:
+            self._check(b)
+        n, h = len(block_ids), self.half
+        if n == 0:
+            return
+        idx = (ctypes.c_int64 * n)(*block_ids)
+        for k, li in enumerate(range(layer0, layer1)):
+            addr, bstride, kvoff = self.layers[li]
+            off = k * 2 * h
+            lay = self._c[li]
+            if lay is not None:
+                ptrs = (ctypes.c_uint64 * n)(*[a + off for a in addrs])
+                if to_pool:
+                    rc = lib.fluxon_kv_restore_cpu(ctypes.byref(lay), addr, idx, ptrs, None, n, -1)
+                else:
+                    rc = lib.fluxon_kv_backup_cpu(ctypes.byref(lay), addr, idx, ptrs, n)
+                check(rc, "kv_restore_cpu" if to_pool else "kv_backup_cpu", f"layer {li}")
+                continue
+            for b, a in zip(block_ids, addrs):
+                k_addr, v = addr + b * bstride, a + off
+                if to_pool:
+                    ctypes.memmove(k_addr, v, h)
+                    ctypes.memmove(k_addr + kvoff, v + h, h)
+                else:
+                    ctypes.memmove(v, k_addr, h)
+                    ctypes.memmove(v + h, k_addr + kvoff, h)
 
     @property
     def num_layers(self):
         return len(self.layers)
+
+    def valid(self, block_id):
+        return not isinstance(block_id, bool) and isinstance(block_id, int) and 0 <= block_id < self.num_blocks
 
     def _check(self, block_id):
         if isinstance(block_id, bool) or not isinstance(block_id, int) or not 0 <= block_id < self.num_blocks:
@@ -96,22 +180,8 @@ class PagedKV:
 
     def copy_in(self, block_id, layer0, layer1, src):
         """Writes the canonical bytes at address src (layers layer0..layer1-1) into block_id."""
-        self._check(block_id)
-        h = self.half
-        for li in range(layer0, layer1):
-            addr, bstride, kvoff = self.layers[li]
-            k = addr + block_id * bstride
-            ctypes.memmove(k, src, h)
-            ctypes.memmove(k + kvoff, src + h, h)
-            src += 2 * h
+        self.restore([block_id], [src], layer0, layer1)
 
     def copy_out(self, block_id, layer0, layer1, dst):
         """Writes the canonical bytes of block_id (layers layer0..layer1-1) at address dst."""
-        self._check(block_id)
-        h = self.half
-        for li in range(layer0, layer1):
-            addr, bstride, kvoff = self.layers[li]
-            k = addr + block_id * bstride
-            ctypes.memmove(dst, k, h)
-            ctypes.memmove(dst + h, k + kvoff, h)
-            dst += 2 * h
+        self.backup([block_id], [dst], layer0, layer1)
