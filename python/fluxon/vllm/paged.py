@@ -13,8 +13,12 @@ stride() / element_size() on the CPU (a torch CPU tensor). Device tensors are re
 this version copies host memory only (see docs/vllm.md).
 
 The canonical bytes of one block of one layer are [K of the block][V of the block]; an
-object holds the canonical bytes of a run of layers, in layer order. Both layouts give
-the same object bytes, so engines with different attention backends share blocks.
+object holds the canonical bytes of a run of layers, in layer order (the value layout of
+fluxon_cuda.h). Both layouts give the same object bytes, so engines with different
+attention backends share blocks. Copies go through fluxon_kv_backup_cpu /
+fluxon_kv_restore_cpu, one call per layer for a batch of blocks (each layer's tensor is a
+one-layer PAGE_FIRST or LAYER_FIRST pool); a tensor with other strides (padding) is
+copied with one memmove per block and layer.
 """
 import ctypes
 
