@@ -173,6 +173,14 @@ def test_a_step_saves_then_a_prefix_hit_loads_byte_exact_and_events_flow(stub, p
     assert [e.token_ids for e in evs] == [a.all_token_ids[i * BS:(i + 1) * BS] for i in range(5)]
     assert {(e.block_size, e.medium, e.lora_id, e.lora_name) for e in evs} == {(BS, "EXTERNAL", None, None)}
     eng.step(finished=["a"])
+    # a request with a LoRA: its events name it (its block hashes differ: vLLM hashes the LoRA in)
+    lo = Req("lo", prompt(BS + 1, salt=9))
+    lo.lora_request = type("LoRARequest", (), {"lora_name": "sql-adapter", "lora_int_id": 3})()
+    eng.step(new=[lo])
+    evs = settle(eng, 6)
+    assert (evs[5].lora_id, evs[5].lora_name) == (3, "sql-adapter")
+    eng.step(finished=["lo"])
+    del eng.events[5]
     # b shares a's first 4 blocks: 64 tokens come from Fluxon, loaded before the forward pass
     b = Req("b", a.all_token_ids[:4 * BS] + prompt(2 * BS + 1, salt=2))
     n, is_async = eng.sched.get_num_new_matched_tokens(b, 0)

@@ -251,7 +251,8 @@ class FluxonConnector(KVConnectorBase_V1):
         bs = self._spec.block_size
         evs = [BlockStored(block_hashes=[self._ext(b.hash)],
                            parent_block_hash=self._ext(b.parent) if b.parent else None,
-                           token_ids=list(b.token_ids), block_size=bs, lora_id=None, medium=MEDIUM, lora_name=None)
+                           token_ids=list(b.token_ids), block_size=bs, lora_id=b.lora_id, medium=MEDIUM,
+                           lora_name=b.lora_name)
                for b in stored]
         return FluxonKVEvents(self._worker.rank, evs)  # also when empty: this rank reported
 

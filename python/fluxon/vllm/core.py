@@ -187,6 +187,8 @@ class SaveBlock:
     hash: str
     parent: Optional[str]
     token_ids: List[int]
+    lora_id: Optional[int] = None    # the request's LoRA (for the BlockStored event)
+    lora_name: Optional[str] = None
 
 
 @dataclass
@@ -367,11 +369,14 @@ class SchedulerCore:
         if full <= tr.saved_upto:
             return
         toks = r.all_token_ids
+        lora = getattr(r, "lora_request", None)
+        lora_id, lora_name = getattr(lora, "lora_int_id", None), getattr(lora, "lora_name", None)
         blocks = []
         prev = block_hash_hex(hashes[tr.saved_upto - 1]) if tr.saved_upto else None
         for i in range(tr.saved_upto, full):
             h = block_hash_hex(hashes[i])
-            blocks.append(SaveBlock(tr.block_ids[i], h, prev, [int(t) for t in toks[i * bs:(i + 1) * bs]]))
+            blocks.append(SaveBlock(tr.block_ids[i], h, prev, [int(t) for t in toks[i * bs:(i + 1) * bs]],
+                                    lora_id, lora_name))
             prev = h
         tr.saved_upto = full
         self.stats["planned_save_blocks"] += len(blocks)
