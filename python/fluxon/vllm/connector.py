@@ -31,7 +31,9 @@ from vllm.distributed.kv_events import BlockRemoved, BlockStored, KVConnectorKVE
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1, KVConnectorMetadata,
                                                                 KVConnectorRole)
 
-from .core import ClientHolder, SchedulerCore, WorkerCore, KVSpec, external_block_hash
+from .core import SchedulerCore, WorkerCore
+from .holder import ClientHolder
+from .keys import KVSpec, external_block_hash
 from .paged import PagedKV
 
 logger = logging.getLogger("fluxon.vllm")
