@@ -64,7 +64,7 @@ help:
 	@echo "make asan          the same tests under AddressSanitizer + UBSan (build-asan/)"
 	@echo "make tsan          the concurrent workloads under ThreadSanitizer (build-tsan/)"
 	@echo "make test-embed    only the embed suite: amalgamation from two files, C/C++ embeds, install"
-	@echo "make test-python   the Python package and SGLang backend suites (pytest, Debian's python3)"
+	@echo "make test-python   the Python package, SGLang backend and vLLM connector suites (pytest, Debian's python3)"
 	@echo "make bench         benchmarks (figures, not pass/fail)"
 	@echo "make bench-tiers   what a CPU owner costs and buys in the trace replay (RUNS=3; minutes)"
 	@echo "make cuda          build/libfluxon_cuda.so (nvcc; scripts/setup --cuda if absent) and run the GPU tests (skip without a GPU)"
@@ -281,6 +281,8 @@ install: all
 	    scripts/fluxon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fluxon.pc
 	install -d $(DESTDIR)$(PYTHONDIR)/fluxon
 	install -m 0644 python/fluxon/*.py $(DESTDIR)$(PYTHONDIR)/fluxon/
+	install -d $(DESTDIR)$(PYTHONDIR)/fluxon/vllm
+	install -m 0644 python/fluxon/vllm/*.py $(DESTDIR)$(PYTHONDIR)/fluxon/vllm/
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz fluxon fluxon.c fluxon.h

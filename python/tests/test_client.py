@@ -413,9 +413,10 @@ def test_make_install_installs_a_package_that_finds_its_library(tmp_path):
     ver = "python%d.%d" % sys.version_info[:2]
     site = tmp_path / "usr" / "lib" / ver / "dist-packages"
     assert (site / "fluxon" / "sglang.py").exists()
+    assert (site / "fluxon" / "vllm" / "core.py").exists() and (site / "fluxon" / "vllm" / "connector.py").exists()
     env = {k: v for k, v in os.environ.items() if k != "FLUXON_LIB"}
     env["PYTHONPATH"] = str(site)
-    out = subprocess.run([sys.executable, "-c", "import fluxon; print(fluxon.library_path)"], env=env, cwd="/",
+    out = subprocess.run([sys.executable, "-c", "import fluxon, fluxon.vllm.core; print(fluxon.library_path)"], env=env, cwd="/",
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(tmp_path / "usr" / "lib" / "libfluxon.so.0")

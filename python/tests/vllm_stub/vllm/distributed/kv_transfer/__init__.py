@@ -1,0 +1,1 @@
+"""Stub package (tests only)."""
