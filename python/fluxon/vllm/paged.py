@@ -25,26 +25,11 @@ import ctypes
 from .._lib import lib
 from ..errors import check
 
-KV_LAYER_FIRST, KV_PAGE_FIRST = 1, 2  # fluxon_cuda.h
+from ..kvcopy import LAYER_FIRST as KV_LAYER_FIRST, PAGE_FIRST as KV_PAGE_FIRST, Layout as KVLayout
 
-
-class KVLayout(ctypes.Structure):
-    """struct fluxon_kv_layout (fluxon_cuda.h)."""
-    _fields_ = [("kind", ctypes.c_uint32), ("num_layers", ctypes.c_uint32), ("chunk_bytes", ctypes.c_uint64),
-                ("num_pages", ctypes.c_uint64), ("kv_factor", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
-                ("page_stride", ctypes.c_uint64), ("layer_stride", ctypes.c_uint64), ("kv_stride", ctypes.c_uint64),
-                ("value_len", ctypes.c_uint64), ("pool_bytes", ctypes.c_uint64)]
-
-
+# fluxon.kvcopy binds fluxon_kv_layout_init / backup_cpu / restore_cpu once (ctypes argtypes
+# are per process: a second binding with another Structure class would break the first)
 _I64P, _U64P = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64)
-lib.fluxon_kv_layout_init.restype = ctypes.c_int
-lib.fluxon_kv_layout_init.argtypes = [ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64,
-                                      ctypes.POINTER(KVLayout)]
-lib.fluxon_kv_backup_cpu.restype = ctypes.c_int
-lib.fluxon_kv_backup_cpu.argtypes = [ctypes.POINTER(KVLayout), ctypes.c_void_p, _I64P, _U64P, ctypes.c_size_t]
-lib.fluxon_kv_restore_cpu.restype = ctypes.c_int
-lib.fluxon_kv_restore_cpu.argtypes = [ctypes.POINTER(KVLayout), ctypes.c_void_p, _I64P, _U64P, _U64P,
-                                      ctypes.c_size_t, ctypes.c_int32]
 
 
 def _geometry(t, what):
