@@ -213,14 +213,17 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 /* writeback_admission (issue 38): whether en's group deserves a copy when it gets cold —
  * every group, or (second_touch) a group one of whose keys was seen twice: hit while hot,
  * or put again after an eviction (the reuse a CPU owner's copy would have served). */
-static bool oev_wb_admit(fx_owner_t *o, const owner_entry_t *en)
+static bool oev_wb_admit(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     if (o->cfg.writeback_admission != FX_WB_ADMIT_SECOND_TOUCH) return true;
-    if (!en->group) return fx_freq_sketch_estimate(&kv->seen, en->lru.key) >= 2;
-    for (uint32_t i = 0; i < en->group->n; i++)
-        if (en->group->m[i] && fx_freq_sketch_estimate(&kv->seen, en->group->m[i]->lru.key) >= 2) return true;
-    return false;
+    if (en->wb_rejected) return false; /* the sketch is read once per group until a hit */
+    bool admit = false;
+    if (!en->group) admit = fx_freq_sketch_estimate(&kv->seen, en->lru.key) >= 2;
+    for (uint32_t i = 0; en->group && i < en->group->n && !admit; i++)
+        admit = en->group->m[i] && fx_freq_sketch_estimate(&kv->seen, en->group->m[i]->lru.key) >= 2;
+    en->wb_rejected = !admit;
+    return admit;
 }
 
 /* Bytes of the next victims an eviction round writes back ahead: (1 - watermark) x the hot
@@ -254,6 +257,12 @@ FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
 {
     fx_evp_touch(&o->ev->hot, &en->lru);
     if (fx_evp_linked(&en->lru)) fx_freq_sketch_add(&o->ev->seen, en->lru.key);
+    if (en->group) { /* any member's count may now admit the group */
+        for (uint32_t i = 0; i < en->group->n; i++)
+            if (en->group->m[i]) en->group->m[i]->wb_rejected = false;
+    } else {
+        en->wb_rejected = false;
+    }
     fx_orepl_touched(en); /* issue 16 */
 }
 

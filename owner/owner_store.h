@@ -34,6 +34,8 @@ typedef struct owner_entry {
     fx_evp_node_t lru;       /* hot tier (eviction policy): linked while COMMITTED and not evicting */
     uint8_t repl;            /* replica.c: OREPL_* (issue 16) */
     uint8_t ev_cause;        /* evict.c: how it goes when evicted with write-back on (OEV_CAUSE_*) */
+    bool wb_rejected;        /* evict.c: second_touch did not admit it (kept until a hit: only a hit of
+                              * this entry can raise its key's count) */
 } owner_entry_t;
 enum { OE_PENDING = 1, OE_COMMITTED = 2 };
 
