@@ -44,14 +44,24 @@ static master_node_t *master_add_node(fx_master_t *m, const char *node_id)
 }
 
 /* Tells every connected owner how many owners are alive (one-way): an owner that is
- * alone can answer misses without asking the master (nobody else can hold the key). */
+ * alone can answer misses without asking the master (nobody else can hold the key). With
+ * remote_cache owners (issue 38): how many of the alive take puts (not remote_cache), and
+ * whether any remote_cache owner holds replicas now (placed bytes, re-published ones too):
+ * a GPU owner that saw no other GPU owner and no such replica when it joined knows every
+ * copy on them is one it made. */
 static void master_broadcast_info(fx_master_t *m)
 {
-    uint64_t alive = 0;
-    for (size_t i = 0; i < m->n_nodes; i++) alive += m->nodes[i]->alive;
-    fx_body_count_t b = {alive};
+    uint64_t alive = 0, gpu_alive = 0, targets_held = 0;
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        const master_node_t *n = m->nodes[i];
+        alive += n->alive;
+        gpu_alive += n->alive && n->node_role != FX_NODE_REMOTE_CACHE;
+        targets_held |= n->node_role == FX_NODE_REMOTE_CACHE && n->placed_bytes > 0;
+    }
+    fx_body_cluster_info_t b = {alive, gpu_alive, targets_held};
     for (size_t i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i]->peer) FX_CONN_SEND(m->nodes[i]->peer->conn, FX_MSG_CLUSTER_INFO, 0, 0, 0, count, &b);
+        if (m->nodes[i]->peer)
+            FX_CONN_SEND(m->nodes[i]->peer->conn, FX_MSG_CLUSTER_INFO, 0, 0, 0, cluster_info, &b);
 }
 
 static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)

@@ -14,6 +14,7 @@
 #include "groups.h"
 #include "hmap.h"
 #include "log.h"
+#include "owner_elsewhere.h"
 #include "owner_evict.h"
 #include "owner_fetch.h"
 #include "owner_get.h"
@@ -331,9 +332,10 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
     s->get_keys += n;
     b->pending = 1; /* held until every key is classified */
     size_t nl = 0;
-    /* the only owner the cluster ever had (fetch.c): a key missing here is held nowhere, and
-     * the first miss settles the answer (raw prefix, transferable groups, all_hit): nothing
-     * past it is looked up, pinned or fetched */
+    /* the only owner the cluster ever had (fetch.c), or a key this owner never copied while
+     * every copy on a remote_cache owner is its own (elsewhere.c, issue 38): a key missing
+     * here is held nowhere, and the first such miss settles the answer (raw prefix,
+     * transferable groups, all_hit): nothing past it is looked up, pinned or fetched */
     bool alone = fx_olink_alone(o) && fx_olink_conn(o);
     /* G1/G2: classify and pin every key before any leader work starts */
     uint64_t kh[64]; /* blocks of 64 keys: hashed and prefetched, then looked up (misses overlap) */
@@ -347,7 +349,8 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
         if (en) {
             oget_set_hit(b, i, en);
             s->local_hits += b->res[i] == 1;
-        } else if (alone && !fx_hmap_get_h(s->gets, g.keys.v[i].p, g.keys.v[i].len, kh[i % 64])) {
+        } else if ((alone || fx_oelse_nowhere(o, kh[i % 64])) &&
+                   !fx_hmap_get_h(s->gets, g.keys.v[i].p, g.keys.v[i].len, kh[i % 64])) {
             b->res[i] = oget_miss_code(FLUXON_ERR_NOT_FOUND);
             b->looked = i + 1;
             fx_ofetch_lookup_skipped(o);

@@ -31,6 +31,10 @@ typedef struct olink {
     bool refused_final; /* AUTH/BUSY before the start: the start failed, no reconnect */
     int64_t owners_alive;
     bool others_seen; /* another live owner was announced once: it may have placed values here */
+    bool info_seen;   /* a CLUSTER_INFO came since this process started */
+    bool copies_mine; /* issue 38: at the first, no remote_cache owner held replicas, and since then no
+                       * other owner that takes puts was announced: every copy on a remote_cache owner
+                       * is one this owner made */
     uint64_t forwarded, heartbeats_sent, heartbeat_failures;
     /* the master's address: the config's, or with "ha" the leader etcd names (issue 17) */
     char host[FX_HOST_MAX];
@@ -274,10 +278,18 @@ static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uin
 {
     olink_t *l = fx_conn_ud(c);
     if (h->type == FX_MSG_CLUSTER_INFO) {
-        fx_body_count_t b;
-        fx_body_count_decode(body, h->body_len, &b, arena);
+        fx_body_cluster_info_t b;
+        if (fx_body_cluster_info_decode(body, h->body_len, &b, arena) != FLUXON_OK) {
+            l->owners_alive = -1; /* unknown: ask the master about every miss */
+            l->others_seen = true;
+            l->copies_mine = false;
+            return;
+        }
         l->owners_alive = (int64_t)b.count;
         if (b.count > 1) l->others_seen = true;
+        if (!l->info_seen) l->copies_mine = !b.targets_held && b.gpu_alive <= 1;
+        if (b.gpu_alive > 1) l->copies_mine = false;
+        l->info_seen = true;
         return;
     }
     if (l->hooks.request(l->o, h, body, arena)) return;
@@ -429,6 +441,12 @@ FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o) { return o->link->owner
  * to it: another owner's puts may have been placed in this segment (served without their
  * keys being known here), so once one was seen a local miss proves nothing. */
 FX_INTERNAL bool fx_olink_alone(fx_owner_t *o) { return o->link->owners_alive == 1 && !o->link->others_seen; }
+
+FX_INTERNAL bool fx_olink_copies_mine(fx_owner_t *o)
+{
+    olink_t *l = o->link;
+    return l->copies_mine && l->owners_alive >= 1 && o->cfg.node_role != FX_NODE_REMOTE_CACHE;
+}
 
 FX_INTERNAL void fx_olink_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {

@@ -15,6 +15,7 @@
 #include "owner_place.h"
 #include "owner_prefault.h"
 #include "owner_put.h"
+#include "owner_elsewhere.h"
 #include "owner_replica.h"
 #include "owner_republish.h"
 #include "owner_stats.h"
@@ -219,6 +220,7 @@ static void owner_fini_modules(fx_owner_t *o)
     fx_oclaims_fail_all(o); /* queued claims fail: their gets miss */
     fx_opeers_fini(o);      /* transfers in flight complete (CANCELLED) while the state exists */
     fx_orepl_fini(o);
+    fx_oelse_fini(o);
     fx_orepub_fini(o);
     fx_oget_fini(o);
     fx_oput_fini(o);
@@ -237,6 +239,7 @@ static int owner_init_modules(fx_owner_t *o)
     int rc = fx_ostore_init(o, max_grants);
     if (rc == FLUXON_OK) rc = fx_olink_init(o, &link_hooks);
     if (rc == FLUXON_OK) rc = fx_oclaims_init(o, max_grants);
+    if (rc == FLUXON_OK) rc = fx_oelse_init(o);
     if (rc == FLUXON_OK) rc = fx_orepl_init(o);
     if (rc == FLUXON_OK) rc = fx_oev_init(o);
     if (rc == FLUXON_OK) rc = fx_oput_init(o);

@@ -52,6 +52,7 @@ struct fx_owner {
     struct ofetch *fetch;    /* fetch.c */
     struct oget_state *get;  /* get.c */
     struct orepl *repl;      /* replica.c (issue 16) */
+    struct oelse *elsewhere; /* elsewhere.c (issue 38) */
     struct orepub *repub;    /* republish.c */
     /* owner.c */
     struct owner_held *held; /* test fault delay_request: externals' requests held back */

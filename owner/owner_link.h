@@ -28,6 +28,12 @@ FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o);
 FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o);
 /* The only owner there ever was (with this owner): a local miss is a miss everywhere. */
 FX_INTERNAL bool fx_olink_alone(fx_owner_t *o);
+/* Issue 38: every copy of a key on a remote_cache owner is one this owner made (at the first
+ * CLUSTER_INFO no remote_cache owner held replicas, and no other owner that takes puts has
+ * been announced since): together with elsewhere.c's record of what it copied, a local miss
+ * of a key it never copied is held nowhere (a remote_cache owner's own clients' puts are
+ * not seen: they would be missed, never served wrong). */
+FX_INTERNAL bool fx_olink_copies_mine(fx_owner_t *o);
 /* Forwards an external's request to the master and relays the answer. */
 FX_INTERNAL void fx_olink_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body);
 FX_INTERNAL void fx_olink_metrics(fx_owner_t *o, fx_ometrics_t *m);

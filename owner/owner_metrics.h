@@ -153,6 +153,9 @@
     X(evict_not_admitted, COUNTER, "owner_evict_dropped_total", "cause=\"not_admitted\"", "")                 \
     X(evict_writeback_waits, COUNTER, "owner_evict_writeback_waits_total", "", "Eviction rounds' groups that waited for a copy (writeback_max_stall_ms)") \
     /* replica.c (issue 16): eager replica tasks and write-back to replica targets */                            \
+    X(copies_recorded, COUNTER, "owner_copies_recorded_total", "", "Keys copied to other owners, recorded to settle misses locally") \
+    X(misses_settled_locally, COUNTER, "owner_misses_settled_locally_total", "", "Local misses answered without a LOOKUP: never copied") \
+    X(copies_record_on, BOOL, "owner_copies_record_on", "", "1 while the record of copies settles misses") \
     X(repl_queued, GAUGE, "owner_replica_tasks_queued", "", "Replica tasks queued")                              \
     X(repl_inflight, GAUGE, "owner_replica_tasks_inflight", "", "Replica tasks in flight")                       \
     X(repl_tasks_eager, COUNTER, "owner_replica_tasks_total", "kind=\"eager\"", "Replica tasks enqueued, by kind") \

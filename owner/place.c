@@ -13,6 +13,7 @@
 
 #include "groups.h"
 #include "log.h"
+#include "owner_elsewhere.h"
 #include "owner_link.h"
 #include "owner_peers.h"
 #include "owner_place.h"
@@ -156,6 +157,7 @@ FX_INTERNAL bool fx_oplace_start(fx_owner_t *o, owner_plan_t *p)
 {
     oplace_t *kv = o->place;
     if (!(p->flags & (FX_PUT_PLACE | FX_PUT_WRITE_THROUGH)) || !p->ext) return false;
+    fx_oelse_off(o, "a placed or write-through put"); /* issue 38: its copies are not recorded */
     size_t m = 0, ng = 0;
     for (size_t i = 0; i < p->n; i++) m += p->status[i] == FLUXON_OK;
     fx_conn_t *mc = fx_olink_conn(o);

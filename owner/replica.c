@@ -19,6 +19,7 @@
 
 #include "hmap.h"
 #include "log.h"
+#include "owner_elsewhere.h"
 #include "owner_link.h"
 #include "owner_peers.h"
 #include "owner_replica.h"
@@ -502,8 +503,10 @@ FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, 
         return false;
     }
     for (size_t i = 0; i < n; i++)
-        if (members[i] && members[i]->state == OE_COMMITTED && members[i]->repl == OREPL_NONE)
+        if (members[i] && members[i]->state == OE_COMMITTED && members[i]->repl == OREPL_NONE) {
             members[i]->repl = OREPL_INFLIGHT;
+            fx_oelse_copied(o, members[i]->khash); /* before its APPEND_START: a miss of it asks the master */
+        }
     t->queued_ms = fx_now_ms();
     if (s->qtail) s->qtail->next = t;
     else s->qhead = t;

@@ -134,6 +134,9 @@ typedef struct fx_strv {
 #define FX_BODY_evict(F) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver)
 #define FX_BODY_keys(F) F(STRV, keys)
 #define FX_BODY_count(F) F(U64, count)
+/* master -> owners, one-way: alive owners; of them, those not remote_cache (they take puts);
+ * whether replicas live on replica targets (remote_cache owners) right now (issue 38) */
+#define FX_BODY_cluster_info(F) F(U64, count) F(U64, gpu_alive) F(U64, targets_held)
 #define FX_BODY_lease(F) F(U64, ttl_ms)
 #define FX_BODY_lease_ack(F) F(U64, lease_id)
 #define FX_BODY_list(F) F(STR, prefix) F(STR, after) F(U32, limit)
@@ -219,7 +222,7 @@ typedef struct fx_strv {
     X(GET_START, 20, get_start, get_start_ack)                                        \
     X(HANDLE_CONSUME, 21, handle_consume, empty) /* external -> owner, one-way */     \
     X(RELEASE, 22, release, empty)           /* external -> owner, one-way */         \
-    X(CLUSTER_INFO, 23, count, empty)        /* master -> owners, one-way: alive owners */ \
+    X(CLUSTER_INFO, 23, cluster_info, empty) /* master -> owners, one-way: alive owners */ \
     X(EVICT, 24, evict, statuses)            /* owner -> master: drop exact replicas */ \
     X(PUT_PLACE, 25, put_place, put_place_ack) /* owner -> master: PutStart */        \
     X(PUT_REVOKE, 26, put_revoke, empty)     /* owner -> master: PutRevoke */         \
@@ -256,7 +259,7 @@ typedef enum fx_msg_type {
 /* Every body kind, once: generates structs and codec prototypes. */
 #define FX_BODY_LIST(B) B(empty) B(error) B(hello) B(hello_ack) B(register) B(register_ack) \
     B(heartbeat) B(ping) B(nodes) B(json) B(grant) B(grant_ack) B(put_done) B(put_done_ack)   \
-    B(lookup) B(lookup_ack) B(get_done) B(statuses) B(key) B(invalidate) B(keys) B(count)    \
+    B(lookup) B(lookup_ack) B(get_done) B(statuses) B(key) B(invalidate) B(keys) B(count) B(cluster_info) \
     B(lease) B(lease_ack) B(list) B(put_start) B(put_start_ack) B(plan_ref)                  \
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
     B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline)                        \

@@ -398,3 +398,73 @@ Test(remote, writeback_config)
         cr_assert_eq(fluxon_node_start(cfg, &m), FLUXON_ERR_CONFIG, "%s", cfg);
     }
 }
+
+/* Issue 38: while A is the only owner that takes puts and every copy on the CPU owner C is
+ * one A made, a miss of a key A never copied is settled without a LOOKUP; a key A wrote back
+ * is still looked up and restored from C; once another GPU owner is announced, every miss
+ * asks the master again. */
+Test(remote, misses_of_keys_never_copied_skip_the_master)
+{
+    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                                 "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000",
+                                 ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0);
+    char pfx[16];
+    for (int r = 0; r < 8; r++) { /* 128 values through a hot tier of 64: the oldest live on C only */
+        snprintf(pfx, sizeof pfx, "nc%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(repl_idle(a, 20000), "write-backs over");
+    cr_assert_gt(kf_stat(a, "copies_recorded"), 0);
+    long long batches = kf_stat(a, "lookup_batches"), settled = kf_stat(a, "misses_settled_locally");
+    cr_assert_eq(get_check(a, "never", 8, 4), 0, "keys never put: a miss");
+    cr_assert_eq(kf_stat(a, "lookup_batches"), batches, "no LOOKUP for a key A never copied");
+    cr_assert_gt(kf_stat(a, "misses_settled_locally"), settled);
+    long long cpu0 = master_stat(a, "hits_cpu_owner");
+    cr_assert_eq(get_check(a, "nc0", 16, 4), 16, "the values only C holds are found and restored byte-exact");
+    cr_assert_gt(kf_stat(a, "lookup_batches"), batches, "a key A copied is looked up");
+    cr_assert_gt(master_stat(a, "hits_cpu_owner"), cpu0);
+    /* another GPU owner: its puts and copies are not in A's record */
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 2, NULL);
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[2]), FLUXON_OK);
+    double end = th_now_s() + 20;
+    while (kf_stat(a, "owners_alive") < 3 && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_eq(kf_stat(a, "owners_alive"), 3, "A heard of B");
+    batches = kf_stat(a, "lookup_batches");
+    cr_assert_eq(get_check(a, "never2", 8, 4), 0);
+    cr_assert_gt(kf_stat(a, "lookup_batches"), batches, "with another GPU owner, a miss asks the master");
+    fluxon_client_close(a);
+}
+
+/* A GPU owner that joins while the CPU owner already holds copies (another GPU owner's, gone
+ * since) never settles a miss itself: it finds those copies through the master. */
+Test(remote, an_owner_that_joins_after_copies_asks_the_master)
+{
+    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                                 "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000",
+                                 ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0);
+    char pfx[16];
+    for (int r = 0; r < 8; r++) {
+        snprintf(pfx, sizeof pfx, "jo%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(repl_idle(a, 20000), "write-backs over");
+    cr_assert_gt(placed_bytes(a, "ownB"), 0, "C holds copies");
+    fluxon_client_close(a);
+    fluxon_node_stop(kf_owner[0]); /* A goes, its copies on C stay */
+    kf_owner[0] = NULL;
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 2, NULL); /* D: a new GPU owner */
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[2]), FLUXON_OK);
+    fluxon_client *d = kf_client(2);
+    cr_assert(th_wait_registered(d, 20000));
+    long long batches = kf_stat(d, "lookup_batches");
+    cr_assert_eq(get_check(d, "jo0", 16, 4), 16, "A's copies on C are found through the master");
+    cr_assert_gt(kf_stat(d, "lookup_batches"), batches);
+    cr_assert_eq(kf_stat(d, "misses_settled_locally"), 0, "D never settles a miss itself");
+    fluxon_client_close(d);
+}

@@ -1,0 +1,89 @@
+/* elsewhere.c — the owner's record of the keys it copied to other owners (issue 38,
+ * owner_elsewhere.h). With CPU (remote_cache) owners alive, an owner is no longer alone, so
+ * every local miss cost a LOOKUP round trip to the master — in the trace replay with one
+ * GPU owner, a LOOKUP on nearly every request, for the ~7 % of lookups a CPU owner serves.
+ * But when this owner is the only one that takes puts and found no copies on remote_cache
+ * owners when it joined (fx_olink_copies_mine), a key can be on one only if this owner
+ * copied it there (a write-back or an eager replica task). So every copy is recorded, before
+ * its APPEND_START, in a Bloom filter of key hashes; a miss of a key the filter never saw is
+ * held nowhere and needs no LOOKUP. A false positive costs a LOOKUP, never a hit.
+ *
+ * The filter is made at the first copy (an owner that never copies pays nothing), sized at
+ * 16 bits a key for 8 x the segment's 4 KiB pages (at most 32 MiB), and stops being used
+ * when it holds that many keys (every miss asks the master again; logged once). A placed or
+ * write-through put (copies this record cannot name) also stops it. */
+#include "bloom.h"
+#include "log.h"
+#include "owner_elsewhere.h"
+#include "owner_link.h"
+
+typedef struct oelse {
+    fx_bloom_t f;
+    uint64_t limit; /* keys the filter takes before it is given up */
+    bool made, off;
+    uint64_t misses_settled; /* misses answered without a LOOKUP thanks to the record */
+} oelse_t;
+
+FX_INTERNAL int fx_oelse_init(fx_owner_t *o)
+{
+    o->elsewhere = fx_calloc(1, sizeof *o->elsewhere);
+    return o->elsewhere ? FLUXON_OK : FLUXON_ERR_NOMEM;
+}
+
+FX_INTERNAL void fx_oelse_fini(fx_owner_t *o)
+{
+    if (!o->elsewhere) return;
+    fx_free(o->elsewhere->f.bits);
+    fx_free(o->elsewhere);
+    o->elsewhere = NULL;
+}
+
+FX_INTERNAL void fx_oelse_off(fx_owner_t *o, const char *why)
+{
+    oelse_t *e = o->elsewhere;
+    if (!e || e->off) return;
+    e->off = true;
+    FX_INFO("copies of this owner's keys elsewhere are no longer tracked (%s): every local miss asks the master",
+            why);
+}
+
+FX_INTERNAL void fx_oelse_copied(fx_owner_t *o, uint64_t khash)
+{
+    oelse_t *e = o->elsewhere;
+    if (!e || e->off) return;
+    if (!e->made) {
+        uint64_t keys = FX_MAX(o->cfg.segment_bytes / 4096, 1u) * 8;
+        uint64_t bits = fx_bloom_bits_for(keys);
+        uint64_t *words = fx_malloc(bits / 8);
+        if (!words) {
+            fx_oelse_off(o, "out of memory for the record");
+            return;
+        }
+        fx_bloom_init(&e->f, words, bits);
+        e->limit = bits / 16;
+        e->made = true;
+    }
+    if (e->f.added >= e->limit) {
+        fx_oelse_off(o, "the record is full");
+        return;
+    }
+    fx_bloom_add(&e->f, khash);
+}
+
+FX_INTERNAL bool fx_oelse_nowhere(fx_owner_t *o, uint64_t khash)
+{
+    oelse_t *e = o->elsewhere;
+    if (!e || e->off || !fx_olink_copies_mine(o)) return false;
+    if (e->made && fx_bloom_may_contain(&e->f, khash)) return false;
+    e->misses_settled++;
+    return true;
+}
+
+FX_INTERNAL void fx_oelse_metrics(fx_owner_t *o, fx_ometrics_t *m)
+{
+    oelse_t *e = o->elsewhere;
+    if (!e) return;
+    m->copies_recorded = e->made ? e->f.added : 0;
+    m->misses_settled_locally = e->misses_settled;
+    m->copies_record_on = !e->off && fx_olink_copies_mine(o);
+}

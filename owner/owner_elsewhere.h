@@ -1,0 +1,22 @@
+/* owner_elsewhere.h — what this owner knows of copies of its keys on other owners
+ * (elsewhere.c, issue 38). Above the store and the master link; replica.c, place.c and
+ * get.c call it. Reactor thread only. */
+#ifndef FX_OWNER_ELSEWHERE_H
+#define FX_OWNER_ELSEWHERE_H
+
+#include "owner_int.h"
+
+FX_INTERNAL int fx_oelse_init(fx_owner_t *o);
+FX_INTERNAL void fx_oelse_fini(fx_owner_t *o);
+/* A copy of the key with hash khash (fx_hmap_hash) is about to be made on another owner. */
+FX_INTERNAL void fx_oelse_copied(fx_owner_t *o, uint64_t khash);
+/* Copies were made that the record cannot name (a placed or write-through put): from now on
+ * every miss asks the master. why: for the log line (once). */
+FX_INTERNAL void fx_oelse_off(fx_owner_t *o, const char *why);
+/* true: a key with hash khash missing here is held nowhere (this owner never copied it and
+ * every copy on a remote_cache owner is one it made: fx_olink_copies_mine); false: ask the
+ * master. */
+FX_INTERNAL bool fx_oelse_nowhere(fx_owner_t *o, uint64_t khash);
+FX_INTERNAL void fx_oelse_metrics(fx_owner_t *o, fx_ometrics_t *m);
+
+#endif
