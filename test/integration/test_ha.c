@@ -156,7 +156,7 @@ Test(ha, leader_killed_mid_replay_a_standby_leads_within_two_ttls_and_nothing_is
     cr_assert_eq(rf_stat(c[0], true, "republish_refused"), 0);
     int ex;
     cJSON *d = rf_demo_wait(demo, "pass1", 240000, &ex);
-    rf_demo_explain(d, "pass1", ex);
+    rf_demo_explain(d, "pass1", ex, "FLUXON_ERR_UNAVAILABLE"); /* refusals while no master led */
     cr_assert_eq(rf_num(d, "checksum_failures"), 0);
     cr_assert_eq(rf_num(d, "contract_violations"), 0);
     cr_assert_eq(rf_num(d, "futures_failed"), 0, "puts in flight either publish or fall back");
@@ -177,7 +177,7 @@ Test(ha, leader_killed_mid_replay_a_standby_leads_within_two_ttls_and_nothing_is
         char name[32];
         snprintf(name, sizeof name, "pass2-o%d", o);
         d = rf_demo_wait(rf_demo_start(name, 1u << o, 6000, "rp"), name, 240000, &ex);
-        rf_demo_explain(d, name, ex);
+        rf_demo_explain(d, name, ex, NULL);
         cr_assert_eq(ex, 0, "replay through o%d alone: see %s/%s.log", o, rf.dir, name);
         cr_assert_eq(rf_num(d, "checksum_failures"), 0);
         cr_assert_gt(rf_num(d, "prefix_hits"), 0);
