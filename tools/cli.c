@@ -55,7 +55,7 @@ static void usage(FILE *f)
             "(also wrong credentials, a node_id already taken); 3 outcome unknown: a put was sent but not\n"
             "confirmed (FLUXON_ERR_UNKNOWN_OUTCOME: no master, or no answer in time) - the owner holds\n"
             "the value and publishes it when its master answers; read it back to know.\n"
-            "Config fields and defaults: README.md.\n");
+            "Config fields and defaults: docs/config.md.\n");
 }
 
 /* configuration-like failures (bad config, wrong credentials, node_id taken) exit 2 */
