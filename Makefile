@@ -45,7 +45,7 @@ SO_DEP_LIBS  = -luring -lxxhash $(DYNAMIC_DEPS)
 TOOL_LIBS    = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 GIT_COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla -Wformat -Wformat-security
 CFLAGS   ?=
 CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) -DFX_GIT_COMMIT='"$(GIT_COMMIT)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)

@@ -182,7 +182,7 @@ static int cfg_get_choice(struct cfg_ctx *c, const char *path, const cJSON *v, c
         size_t l = strlen(why);
         snprintf(why + l, sizeof why - l, "%s%s", i ? ", " : "", names[i]);
     }
-    return cfg_bad(c, path, v, why);
+    return cfg_bad(c, path, v, "%s", why);
 }
 
 static int cfg_want_object(struct cfg_ctx *c, const char *path, const cJSON *v)

@@ -119,9 +119,10 @@ typedef struct fluxon_node fluxon_node;
  * grows by that much, for its life (the heap the nodes grow into then costs no page
  * faults on their hot paths).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL argument);
- * FLUXON_ERR_CONFIG (the config was rejected; the reason is logged, naming the field);
- * FLUXON_ERR_UNAVAILABLE (listen/bind failed, or the owner's master was unreachable
- * for the whole start timeout); FLUXON_ERR_AUTH (the master refused the owner);
+ * FLUXON_ERR_CONFIG (the config was rejected; the reason is logged, naming the field;
+ * also a master's "listen" address that is in use, not local or privileged);
+ * FLUXON_ERR_UNAVAILABLE (another listen/bind failure, or the owner's master was
+ * unreachable for the whole start timeout); FLUXON_ERR_AUTH (the master refused the owner);
  * FLUXON_ERR_BUSY (another live owner registered this node_id);
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM; FLUXON_ERR_INTERNAL. */
 int fluxon_node_start(const char *config_json, fluxon_node **node_p);

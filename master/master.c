@@ -3,6 +3,7 @@
  * rkey), tracks heartbeats and declares silent owners dead, answers cluster queries, and
  * dispatches KV requests to the modules of mkv.h (no file there calls back into this
  * one). Payload bytes never pass through here. */
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -491,6 +492,14 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
     int rc = fx_master_kv_init(m);
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_tcp_listen(cfg->listen_host, cfg->listen_port, &m->listen_fd, &m->port);
+    if (rc == FLUXON_ERR_UNAVAILABLE && (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == EACCES)) {
+        FX_ERROR("config rejected: listen: %s:%u %s; set \"listen\" to a free port of this host", cfg->listen_host,
+                 cfg->listen_port,
+                 errno == EADDRINUSE    ? "is in use (another process listens there)"
+                 : errno == EACCES      ? "needs privileges this process lacks"
+                                        : "is not an address of this host");
+        rc = FLUXON_ERR_CONFIG;
+    }
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_acceptor_start(r, m->listen_fd, master_on_accept, m, &m->acceptor);
     if (rc != FLUXON_OK) goto err_close;

@@ -159,6 +159,7 @@ static int ping_series(fluxon_client *c, int to_master, long count, const char *
         int rc = fluxon_client_ping(c, to_master, &rtt[i]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon: ping %s failed at %ld: %s\n", label, i, fluxon_status_string(rc));
+            if (to_master) fx_cli_explain_unavailable(c, "ping", rc);
             if (i) ping_print(rtt, i, label, "  (before the failure)");
             free(rtt);
             return 1;
