@@ -240,7 +240,9 @@ int fluxon_client_master_stats(fluxon_client *client, char *json, size_t cap, si
 /* Writes the cluster's node table as a JSON array into json (same cap/len_p rules as
  * fluxon_client_stats): [{"node_id","role","generation","alive","segment_bytes",
  * "sub_cluster","placed_bytes"}...]; placed_bytes: bytes of that owner's segment the
- * master allocated for placed values. The document is always whole (never truncated),
+ * master allocated for placed values. The master's own row comes first, its node_id
+ * "master@<listen host>:<port>" (the master that answered: with standby masters, the
+ * leader). The document is always whole (never truncated),
  * whatever the number of nodes and the length of their ids.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE;
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */

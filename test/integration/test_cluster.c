@@ -304,7 +304,7 @@ Test(cluster, killed_owner_is_declared_dead_and_reregisters_with_new_generation,
     kill(c.owner, SIGKILL);
     waitpid(c.owner, NULL, 0);
     c.owner = -1;
-    cr_assert(th_wait_log(c.mlog, "owner o1 (generation", 10000) && th_wait_log(c.mlog, "declared dead", 10000),
+    cr_assert(th_wait_log(c.mlog, "owner o1 (generation", 10000) && th_wait_log(c.mlog, "left: its connection closed", 10000),
               "master did not report the dead owner");
     double dt = th_now_s() - t0;
     /* the lost connection tells at once, the 1 s heartbeat timeout at the latest; the bound

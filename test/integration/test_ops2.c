@@ -116,3 +116,29 @@ Test(ops2, plot_names_its_files_without_a_double_slash, .timeout = 120, .fini = 
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
     cr_assert(strstr(out, "/out/hit_ratio.png") && !strstr(out, "//"), "%s", out);
 }
+
+/* Findings 12 and 14. Before: an orderly owner stop was logged by the master as "declared
+ * dead: connection lost" and the owner's last line was "SIGTERM received, shutting down";
+ * after a master restart the master logged "re-published what it holds (last batch: 0
+ * keys, ...)" for an owner that re-published 3 values. Now the master says the owner left,
+ * the owner says it stopped, and the re-publication's line gives its totals. */
+Test(ops2, orderly_stops_and_republications_are_logged_as_what_they_are, .timeout = 90, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char out[4096], val[300];
+    snprintf(val, sizeof val, "%s/v", t.dir);
+    th_write_file(val, "value");
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s put k%d %s", t.ecfg, i, val), 0, "%s", out);
+    th_stop(t.master, SIGTERM, 10000);
+    t.master = ops_start("master", t.mcfg, t.mlog); /* appends to the same log */
+    cr_assert(th_wait_log(t.mlog, "owner o1 re-published what it holds: 3 keys, 3 routed", 20000),
+              "the master's re-publication line (see %s)", t.mlog);
+    th_stop(t.owner, SIGTERM, 10000);
+    t.owner = -1;
+    cr_assert(th_wait_log(t.olog, "owner o1 stopped", 5000), "the owner's last line (see %s)", t.olog);
+    cr_assert(th_wait_log(t.mlog, "owner o1 (generation", 5000) &&
+                  th_wait_log(t.mlog, "left: its connection closed (it stopped, or its process ended)", 5000),
+              "see %s", t.mlog);
+    cr_assert(!ops_file_has(t.mlog, "declared dead"), "an orderly stop is not a death (see %s)", t.mlog);
+}
