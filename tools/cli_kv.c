@@ -2,11 +2,13 @@
  * `del KEY`, `ls [PREFIX]`, `stats`: the plain KV API from a shell. Public API only.
  * Exit status: 0 ok, 1 runtime error (NOT_FOUND included), 2 usage error. */
 #define _GNU_SOURCE
+#include <cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli_kv.h"
 #include "cli_util.h"
@@ -189,7 +191,11 @@ static int cli_json(fluxon_client *c, const char *name, fx_cli_json_fn fn)
 {
     char *buf = NULL;
     int rc = fx_cli_json_call(c, fn, 1 << 16, &buf);
-    if (rc == FLUXON_OK) printf("%s\n", buf);
+    cJSON *doc = rc == FLUXON_OK && isatty(STDOUT_FILENO) ? cJSON_Parse(buf) : NULL;
+    char *pretty = doc ? cJSON_Print(doc) : NULL; /* indented for a reader; one line for a pipe */
+    if (rc == FLUXON_OK) printf("%s\n", pretty ? pretty : buf);
+    free(pretty);
+    cJSON_Delete(doc);
     free(buf);
     return rc ? kv_fail(c, name, NULL, rc) : 0;
 }

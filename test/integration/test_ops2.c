@@ -142,3 +142,38 @@ Test(ops2, orderly_stops_and_republications_are_logged_as_what_they_are, .timeou
               "see %s", t.mlog);
     cr_assert(!ops_file_has(t.mlog, "declared dead"), "an orderly stop is not a death (see %s)", t.mlog);
 }
+
+/* Finding 15. Before: `top` flagged an op that had failures with "(errors)" and no count
+ * ("DELETE 128066 (errors)"). Now it gives the count ("(2 errors)" on the totals screen). */
+Test(ops2, top_counts_the_errors_of_each_op, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char out[8192];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s del missing%d", t.ecfg, i), 1, "%s", out);
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s top --once", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "(2 errors)") && !strstr(out, "(errors)"), "exit %d: %s", ex, out);
+}
+
+/* Finding 15. Before: `stats` printed one 4.9 KB line of JSON on a terminal too. Now a
+ * terminal gets it indented; a pipe still gets one line (scripts parse it). */
+Test(ops2, stats_is_indented_on_a_terminal_and_one_line_in_a_pipe, .timeout = 60, .fini = ops_fini)
+{
+    if (access("/usr/bin/script", X_OK) != 0) cr_skip_test("no /usr/bin/script to give the CLI a terminal");
+    ops_up(NULL, NULL);
+    static char out[1 << 16];
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s stats", t.ecfg);
+    cr_assert(ex == 0 && out[0] == '{' && strchr(out, '\n') == out + strlen(out) - 1, "one line: %.200s", out);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "timeout 60 /usr/bin/script -qec '%s --role=external --config %s stats' /dev/null",
+             th_fluxon_bin(), t.ecfg);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    ex = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int lines = 0;
+    for (const char *p = out; (p = strchr(p, '\n')) && lines < 1000; p++) lines++;
+    cr_assert(ex == 0 && lines > 20 && strstr(out, "\"owner\":"), "exit %d, %d lines: %.300s", ex, lines, out);
+}
