@@ -174,6 +174,6 @@ Test(ops2, stats_is_indented_on_a_terminal_and_one_line_in_a_pipe, .timeout = 60
     int st = pclose(p);
     ex = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     int lines = 0;
-    for (const char *p = out; (p = strchr(p, '\n')) && lines < 1000; p++) lines++;
+    for (const char *q = out; (q = strchr(q, '\n')) && lines < 1000; q++) lines++;
     cr_assert(ex == 0 && lines > 20 && strstr(out, "\"owner\":"), "exit %d, %d lines: %.300s", ex, lines, out);
 }
