@@ -45,7 +45,7 @@ SO_DEP_LIBS  = -luring -lxxhash $(DYNAMIC_DEPS)
 TOOL_LIBS    = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 GIT_COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla -Wformat -Wformat-security
 CFLAGS   ?=
 CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) -DFX_GIT_COMMIT='"$(GIT_COMMIT)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
@@ -60,7 +60,7 @@ help:
 	@echo "make               build ./fluxon, build/libfluxon.{a,so}, build/fluxon.pc (runs setup if needed)"
 	@echo "make setup         install missing Debian packages (scripts/setup; root)"
 	@echo "make amalgamation  generate fluxon.c + fluxon.h (single-file embed)"
-	@echo "make test          build, then run every Criterion suite and integration test"
+	@echo "make test          build, then run every Criterion suite and the Python tests (all, whatever fails)"
 	@echo "make asan          the same tests under AddressSanitizer + UBSan (build-asan/)"
 	@echo "make tsan          the concurrent workloads under ThreadSanitizer (build-tsan/)"
 	@echo "make test-embed    only the embed suite: amalgamation from two files, C/C++ embeds, install"
@@ -145,9 +145,15 @@ $(BUILD)/test/stress_%: test/stress/%.c $(TEST_DEPS)
 # fuzz targets (test/fuzz/fuzz_X.c): `make test` replays their corpora (see "fuzzing" below)
 FUZZ_TARGETS := $(patsubst test/fuzz/fuzz_%.c,%,$(wildcard test/fuzz/fuzz_*.c))
 FUZZ_REPLAY  := $(patsubst %,$(BUILD)/test/fuzz_replay_%,$(FUZZ_TARGETS))
+# Every suite and the Python tests run, whatever fails; the end says what failed. Suites'
+# output: $(BUILD)/test-logs/<suite>.log (scripts/run-tests).
+TEST_LOGS = $(abspath $(BUILD))/test-logs
 test: all $(TESTS) $(STRESS) $(FUZZ_REPLAY)
-	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS) $(FUZZ_REPLAY)
-	$(MAKE) --no-print-directory test-python
+	@t0=$$(date +%s); rc=0; \
+	FLUXON_TEST_LOGS=$(TEST_LOGS) FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(TESTS) $(FUZZ_REPLAY) || rc=1; \
+	$(MAKE) --no-print-directory test-python || { rc=1; echo "test-python" >> $(TEST_LOGS)/FAILED; }; \
+	if [ $$rc = 0 ]; then echo "== make test: every suite and the Python tests passed in $$(( $$(date +%s) - t0 )) s"; \
+	else echo "== make test FAILED after $$(( $$(date +%s) - t0 )) s:" $$(cat $(TEST_LOGS)/FAILED); exit 1; fi
 
 # ---- fuzzing (issue 22): libFuzzer targets test/fuzz/fuzz_X.c ----
 # `make test` replays each target's corpus (test/fuzz/corpus/X) with a plain driver built
@@ -208,8 +214,10 @@ PYTHON   ?= /usr/bin/python3
 PYTHONDIR = $(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null || echo python3)/dist-packages
 test-python: all
 	@if [ -n "$(SAN)" ]; then echo "test-python: skipped (SAN is set)"; else \
+	    tmp=$$(mktemp -d /tmp/fluxon-pytest-XXXXXX) && \
 	    FLUXON_LIB=$(abspath $(BUILD))/libfluxon.so FLUXON_BIN=$(abspath $(BIN)) PYTHONPATH=$(abspath python) \
-	    timeout -k 10 600 $(PYTHON) -m pytest -q -p no:cacheprovider python/tests; fi
+	    timeout -k 10 600 $(PYTHON) -m pytest -q -p no:cacheprovider --basetemp=$$tmp/t python/tests; \
+	    rc=$$?; rm -rf "$$tmp"; exit $$rc; fi
 
 # The embed suite (issue 8) builds the amalgamation the way an embedder does, from
 # fluxon.c + fluxon.h alone, and runs `make install` into a temporary prefix; programs
@@ -218,7 +226,7 @@ EMBED_FILES := $(wildcard test/embed/*)
 $(BUILD)/test/test_embed: fluxon.c fluxon.h $(EMBED_FILES)
 test test-embed: export FLUXON_SAN = $(SAN)
 test-embed: all $(BUILD)/test/test_embed
-	FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(BUILD)/test/test_embed
+	FLUXON_TEST_LOGS=$(TEST_LOGS) FLUXON_BIN=$(abspath $(BIN)) ./scripts/run-tests $(BUILD)/test/test_embed
 
 asan:
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(abspath scripts/lsan.supp) \

@@ -282,7 +282,11 @@ done:
                     op_name[op], n_ranges, range_len, mech_name[mech],
                     strcmp(auto_mech, mech_name[mech]) == 0 ? ", auto" : "", res[mech][op],
                     iters);
-            if (pt > 0)
+            if (pt > 0 && pt_get > 0 && pt < pt_get / 5) /* the peer's own outlier: say so */
+                fprintf(out, "ucx_perftest %s: %.2f GB/s, a fifth of its own ucp_get (%.2f GB/s) on the same "
+                             "transport in this run: not a fair peer; ratio to ucp_get %.2f\n",
+                        test, pt, pt_get, res[mech][op] / pt_get);
+            else if (pt > 0)
                 fprintf(out, "ucx_perftest %s: %.2f GB/s; ratio %.2f\n", test, pt,
                         res[mech][op] / pt);
             else

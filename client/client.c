@@ -242,6 +242,14 @@ static int client_socket_connect(const char *path, int timeout_ms, int *sock_p)
         FX_ERROR("no owner listens at socket %s: no such file (%s)", path, socks);
         return FLUXON_ERR_UNAVAILABLE;
     }
+    if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) { /* the config names a folder or a plain file */
+        char inside[FX_PATH_MAX + 2];
+        snprintf(inside, sizeof inside, "%s/", path);
+        client_list_sockets(S_ISDIR(st.st_mode) ? inside : path, socks, sizeof socks);
+        FX_ERROR("socket %s is a %s, not an owner's socket (%s)", path, S_ISDIR(st.st_mode) ? "directory" : "regular file",
+                 socks);
+        return FLUXON_ERR_UNAVAILABLE;
+    }
     int rc = fx_unix_connect(path, timeout_ms, sock_p);
     if (rc == FLUXON_OK) return rc;
     int e = errno;

@@ -142,8 +142,29 @@ __attribute__((format(printf, 4, 5))) static int cfg_bad(struct cfg_ctx *c, cons
     return cfg_fail(c, path, "%s %s", cfg_vtext(v, vt, sizeof vt), rule);
 }
 
+/* Levenshtein distance of a and b, or more than max (stops early; names under 64 bytes). */
+static int cfg_distance(const char *a, const char *b, int max)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la >= 64 || lb >= 64 || (la > lb ? la - lb : lb - la) > (size_t)max) return max + 1;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0], best = row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j], v = FX_MIN(FX_MIN(row[j] + 1, row[j - 1] + 1), diag + (a[i - 1] != b[j - 1]));
+            diag = up;
+            row[j] = v;
+            best = FX_MIN(best, v);
+        }
+        if (best > max) return max + 1;
+    }
+    return row[lb];
+}
+
 /* Matches an object member against a key table: returns its index, or -1 with the
- * error written (unknown for this role, or duplicate). seen: one bit per index. */
+ * error written (unknown for this role, or duplicate; an unknown name within two edits
+ * of a field of the role gets "did you mean"). seen: one bit per index. */
 static int cfg_match(struct cfg_ctx *c, const cJSON *it, const char *prefix,
                      const struct cfg_field *tab, int n, uint64_t *seen)
 {
@@ -158,7 +179,14 @@ static int cfg_match(struct cfg_ctx *c, const cJSON *it, const char *prefix,
     }
     cfg_sanitize(name, false, key, sizeof key);
     snprintf(path, sizeof path, "%s%s", prefix, key);
-    cfg_fail(c, path, "unknown field for role %s", fx_role_name(c->role));
+    int near = -1, near_d = 3;
+    for (int i = 0; i < n; i++) {
+        int d = (tab[i].roles & (1u << c->role)) ? cfg_distance(name, tab[i].name, 2) : 3;
+        if (d < near_d) near = i, near_d = d;
+    }
+    if (near >= 0) cfg_fail(c, path, "unknown field for role %s (did you mean %s%s?)", fx_role_name(c->role), prefix,
+                            tab[near].name);
+    else cfg_fail(c, path, "unknown field for role %s", fx_role_name(c->role));
     return -1;
 }
 
@@ -184,7 +212,7 @@ static int cfg_get_choice(struct cfg_ctx *c, const char *path, const cJSON *v, c
         size_t l = strlen(why);
         snprintf(why + l, sizeof why - l, "%s%s", i ? ", " : "", names[i]);
     }
-    return cfg_bad(c, path, v, why);
+    return cfg_bad(c, path, v, "%s", why);
 }
 
 static int cfg_want_object(struct cfg_ctx *c, const char *path, const cJSON *v)

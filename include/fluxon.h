@@ -131,9 +131,10 @@ typedef struct fluxon_node fluxon_node;
  * grows by that much, for its life (the heap the nodes grow into then costs no page
  * faults on their hot paths).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL argument);
- * FLUXON_ERR_CONFIG (the config was rejected; the reason is logged, naming the field);
- * FLUXON_ERR_UNAVAILABLE (listen/bind failed, or the owner's master was unreachable
- * for the whole start timeout); FLUXON_ERR_AUTH (the master refused the owner);
+ * FLUXON_ERR_CONFIG (the config was rejected; the reason is logged, naming the field;
+ * also a master's "listen" address that is in use, not local or privileged);
+ * FLUXON_ERR_UNAVAILABLE (another listen/bind failure, or the owner's master was
+ * unreachable for the whole start timeout); FLUXON_ERR_AUTH (the master refused the owner);
  * FLUXON_ERR_BUSY (another live owner registered this node_id);
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM; FLUXON_ERR_INTERNAL. */
 int fluxon_node_start(const char *config_json, fluxon_node **node_p);
@@ -251,7 +252,9 @@ int fluxon_client_master_stats(fluxon_client *client, char *json, size_t cap, si
 /* Writes the cluster's node table as a JSON array into json (same cap/len_p rules as
  * fluxon_client_stats): [{"node_id","role","generation","alive","segment_bytes",
  * "sub_cluster","placed_bytes"}...]; placed_bytes: bytes of that owner's segment the
- * master allocated for placed values. The document is always whole (never truncated),
+ * master allocated for placed values. The master's own row comes first, its node_id
+ * "master@<listen host>:<port>" (the master that answered: with standby masters, the
+ * leader). The document is always whole (never truncated),
  * whatever the number of nodes and the length of their ids.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE;
  * FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */

@@ -3,6 +3,7 @@
  * rkey), tracks heartbeats and declares silent owners dead, answers cluster queries, and
  * dispatches KV requests to the modules of mkv.h (no file there calls back into this
  * one). Payload bytes never pass through here. */
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -71,9 +72,13 @@ static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
     m->owners_declared_dead++;
     fx_master_kv_node_dead(m, n);
     master_broadcast_info(m);
-    /* a closed connection is usually an orderly stop: info; silence is a failure: warn */
-    fx_log(strcmp(why, "connection lost") ? FX_LOG_WARN : FX_LOG_INFO,
-           "owner %s (generation %llu) declared dead: %s", n->node_id, (unsigned long long)n->generation, why);
+    /* a closed connection is usually an orderly stop (the master cannot tell it from a
+     * process that ended): info, in plain words; silence is a failure: warn */
+    if (!strcmp(why, "connection lost"))
+        FX_INFO("owner %s (generation %llu) left: its connection closed (it stopped, or its process ended); it "
+                "serves nothing until it registers again", n->node_id, (unsigned long long)n->generation);
+    else
+        FX_WARN("owner %s (generation %llu) declared dead: %s", n->node_id, (unsigned long long)n->generation, why);
 }
 
 static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
@@ -201,6 +206,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->role = p->role;
     n->node_role = b.node_role;
     n->generation = b.generation;
+    n->rp_keys = n->rp_ok = n->rp_stale = n->rp_replaced = 0; /* a re-publication starts over */
     n->grant_bytes = b.grant_bytes;
     n->segment_bytes = b.segment_bytes;
     n->segment_base = b.segment_base;
@@ -301,7 +307,10 @@ static void master_handle_nodes(master_peer_t *p, const fx_frame_header_t *h)
         return;
     }
     uint64_t *roles = cols, *gens = cols + n, *alive = cols + 2 * n, *seg = cols + 3 * n, *placed = cols + 4 * n;
-    ids[0] = fx_str_c(m->cfg.node_id[0] ? m->cfg.node_id : "master");
+    char self[FX_ID_MAX + 32]; /* where this master listens: in HA, which one leads */
+    if (m->cfg.node_id[0]) fx_strlcpy(self, m->cfg.node_id, sizeof self);
+    else snprintf(self, sizeof self, "master@%s:%u", m->cfg.listen_host, (unsigned)m->port);
+    ids[0] = fx_str_c(self);
     roles[0] = FX_ROLE_MASTER;
     gens[0] = m->generation;
     alive[0] = 1;
@@ -501,6 +510,14 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
     int rc = fx_master_kv_init(m);
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_tcp_listen(cfg->listen_host, cfg->listen_port, &m->listen_fd, &m->port);
+    if (rc == FLUXON_ERR_UNAVAILABLE && (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == EACCES)) {
+        FX_ERROR("config rejected: listen: %s:%u %s; set \"listen\" to a free port of this host", cfg->listen_host,
+                 cfg->listen_port,
+                 errno == EADDRINUSE    ? "is in use (another process listens there)"
+                 : errno == EACCES      ? "needs privileges this process lacks"
+                                        : "is not an address of this host");
+        rc = FLUXON_ERR_CONFIG;
+    }
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_acceptor_start(r, m->listen_fd, master_on_accept, m, &m->acceptor);
     if (rc != FLUXON_OK) goto err_close;

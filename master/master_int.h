@@ -36,6 +36,7 @@ typedef struct master_node {
     const uint64_t *reg_grant_ids, *reg_grant_offsets;
     uint32_t reg_n_grants;
     void *kv; /* publish.c's per-node state (batch dedup); set once registered */
+    uint64_t rp_keys, rp_ok, rp_stale, rp_replaced; /* republish.c: this re-publication's totals so far */
     struct fx_mkv_inv *inv_held; /* routes.c: INVALIDATEs for this generation while it was not
                                   * connected, sent when it reconnects (issue 17) */
 } master_node_t;

@@ -142,10 +142,16 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
     if (first_bad != SIZE_MAX)
         FX_WARN("republish from %s: key %zu (%.*s) refused: %s", n->node_id, first_bad,
                 MKV_KEYF(b.keys.v[first_bad]), why);
-    if (b.last) {
+    n->rp_keys += b.keys.n;
+    n->rp_ok += ok;
+    n->rp_stale += stale;
+    n->rp_replaced += replaced;
+    if (b.last) { /* the totals of every batch since its registration */
         s->c.republish_owners_done++;
-        FX_INFO("owner %s re-published what it holds (last batch: %u keys, %zu routed, %zu older than the routed "
-                "version, %zu replaced an older route)", n->node_id, b.keys.n, ok, stale, replaced);
+        FX_INFO("owner %s re-published what it holds: %llu keys, %llu routed, %llu older than the routed version, "
+                "%llu replaced an older route", n->node_id, (unsigned long long)n->rp_keys,
+                (unsigned long long)n->rp_ok, (unsigned long long)n->rp_stale, (unsigned long long)n->rp_replaced);
+        n->rp_keys = n->rp_ok = n->rp_stale = n->rp_replaced = 0;
     }
     mkv_inv_flush(s, &inv); /* owners of replaced versions drop them before the reporter hears */
     fx_body_statuses_t ack = {{st, b.keys.n}};

@@ -318,7 +318,14 @@ int fluxon_node_start(const char *config_json, fluxon_node **node_p)
 
 void fluxon_node_stop(fluxon_node *n)
 {
-    if (n) node_join_free(n);
+    if (!n) return;
+    bool master = n->cfg.role == FX_ROLE_MASTER;
+    char id[sizeof n->cfg.node_id];
+    fx_strlcpy(id, n->cfg.node_id, sizeof id);
+    node_join_free(n);
+    /* an orderly stop says so: its master only saw a connection close */
+    if (master) FX_INFO("master stopped");
+    else FX_INFO("owner %s stopped", id);
 }
 
 /* The master's TCP port (useful when "listen" asked for port 0); 0 for an owner. */

@@ -21,6 +21,7 @@ struct fx_oleader {
     bool stop, refresh;            /* mu */
     char value[FX_ETCD_VALUE_MAX]; /* mu: "" = no leader known */
     int64_t rev;                   /* mu */
+    bool answered;                 /* mu: etcd answered a lookup (leader or none) */
 };
 
 /* Asks etcd once; true when the leader changed. */
@@ -43,6 +44,7 @@ static bool ol_query(fx_oleader_t *w, uint64_t *warned_ms)
     bool changed = strcmp(value, w->value) != 0 || rev != w->rev;
     fx_strlcpy(w->value, value, sizeof w->value);
     w->rev = rev;
+    w->answered = true;
     pthread_mutex_unlock(&w->mu);
     if (changed) {
         if (value[0]) FX_INFO("etcd names master %s the leader of \"%s\" (revision %lld)", value, w->key, (long long)rev);
@@ -102,6 +104,14 @@ FX_INTERNAL bool fx_oleader_get(fx_oleader_t *w, char *host, size_t cap, uint16_
     *rev = w->rev;
     pthread_mutex_unlock(&w->mu);
     return value[0] && fx_parse_hostport(value, host, cap, port) == 0 && *port;
+}
+
+FX_INTERNAL bool fx_oleader_answered(fx_oleader_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool a = w->answered;
+    pthread_mutex_unlock(&w->mu);
+    return a;
 }
 
 FX_INTERNAL void fx_oleader_refresh(fx_oleader_t *w)

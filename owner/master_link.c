@@ -180,8 +180,8 @@ static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *
         fx_conn_close(l->mconn, FLUXON_ERR_UNAVAILABLE);
 }
 
-/* The master cannot be reached: said at the first failure, then every 5 s with the time
- * waited so far (the owner waits like a daemon; fluxon_node_start bounds the wait). */
+/* The master cannot be reached: said at the first failure, then at the first retry past
+ * each 5 s mark (retries come every 2 s at most) with the time waited so far (the owner waits like a daemon; fluxon_node_start bounds the wait). */
 static void olink_log_waiting(olink_t *l, const char *why)
 {
     uint64_t now = fx_now_ns();
@@ -192,8 +192,8 @@ static void olink_log_waiting(olink_t *l, const char *why)
         l->waiting_since_ns = l->waiting_logged_ns = now;
         FX_WARN("waiting for master %s (%s); %s, retrying with backoff up to %s", who, why,
                 l->started ? "serving local hits meanwhile" : "not registered yet", l->leader ? "0.5 s" : "2 s");
-    } else if (now - l->waiting_logged_ns >= 5000000000ull) {
-        l->waiting_logged_ns = now;
+    } else if (now - l->waiting_logged_ns >= 5000000000ull) { /* at the first retry past each 5 s mark */
+        l->waiting_logged_ns += (now - l->waiting_logged_ns) / 5000000000ull * 5000000000ull;
         FX_WARN("still waiting for master %s after %.0f s (%s)", who, (double)(now - l->waiting_since_ns) / 1e9, why);
     }
 }
@@ -240,7 +240,8 @@ static void olink_connect(olink_t *l)
     fx_owner_t *o = l->o;
     if (o->shutting_down || l->connect_inflight || l->mconn) return;
     if (l->leader && !fx_oleader_get(l->leader, l->host, sizeof l->host, &l->port, &l->leader_rev)) {
-        olink_log_waiting(l, "etcd names no leader yet");
+        /* before etcd's first answer there is nothing to say: the lookup posts its result */
+        if (fx_oleader_answered(l->leader)) olink_log_waiting(l, "etcd names no leader yet");
         olink_schedule_reconnect(l);
         return;
     }

@@ -44,18 +44,19 @@ static void usage(FILE *f)
             "      top [--once] [--iterations N]   live view: nodes, hit ratio, ops/s, p50/p99 (q quits)\n"
             "      hot [--batch N] [--value-len B] [--iters N]   the hostless hot path in steady state against\n"
             "                            this owner: restores of one batch, then fresh puts (p50/p90/p99)\n"
-            "  fluxon demo [--trace FILE] [--requests N] [--value-len B] [--workers N] [--owners K]\n"
-            "              [--tp T] [--group-pages G] [--speed X] [--out DIR] [--capacity-blocks N]\n"
-            "                                              replay an LLM trace through the hostless API\n"
+            "  fluxon demo [OPTIONS]                       replay an LLM trace through the hostless API\n"
+            "                                              (its options: below)\n"
             "  fluxon bench-hostless [--batch N] [--value-len B] [--iters N]   hostless API latencies\n"
             "  fluxon bench-kv [--value-len B] [--count N]                    plain put/get ops/s\n"
             "  fluxon bench-batch [--batch N] [--value-len B] [--iters N]     batch copy API vs hostless C, GB/s\n"
             "  fluxon --help | --version\n"
             "Exit status: 0 ok; 1 runtime error (a missing key included); 2 usage or configuration error\n"
-            "(also wrong credentials, a node_id already taken); 3 outcome unknown: a put was sent but not\n"
-            "confirmed (FLUXON_ERR_UNKNOWN_OUTCOME: no master, or no answer in time) - the owner holds\n"
+            "(also wrong credentials, a node_id already taken, a listen port in use); 3 outcome unknown: a\n"
+            "put was sent but not confirmed (FLUXON_ERR_UNKNOWN_OUTCOME: the owner lost its master, or no\n"
+            "answer came in time) - the owner holds\n"
             "the value and publishes it when its master answers; read it back to know.\n"
-            "Config fields and defaults: README.md.\n");
+            "Config fields and defaults: docs/config.md.\n\n");
+    fx_cli_replay_usage(f); /* every demo option, as `fluxon demo --help` prints them */
 }
 
 /* configuration-like failures (bad config, wrong credentials, node_id taken) exit 2 */
@@ -159,6 +160,7 @@ static int ping_series(fluxon_client *c, int to_master, long count, const char *
         int rc = fluxon_client_ping(c, to_master, &rtt[i]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon: ping %s failed at %ld: %s\n", label, i, fluxon_status_string(rc));
+            if (to_master) fx_cli_explain_unavailable(c, "ping", rc);
             if (i) ping_print(rtt, i, label, "  (before the failure)");
             free(rtt);
             return 1;

@@ -2,20 +2,30 @@
  * `del KEY`, `ls [PREFIX]`, `stats`: the plain KV API from a shell. Public API only.
  * Exit status: 0 ok, 1 runtime error (NOT_FOUND included), 2 usage error. */
 #define _GNU_SOURCE
+#include <cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli_kv.h"
 #include "cli_util.h"
 
 static void kv_key_print(FILE *f, const char *key);
 
-static int kv_fail(const char *what, int rc)
+/* Prints what failed and why (naming the key when there is one); the exit status. */
+static int kv_fail(fluxon_client *c, const char *what, const char *key, int rc)
 {
-    fprintf(stderr, "fluxon: %s: %s\n", what, fluxon_status_string(rc));
+    if (key) {
+        fprintf(stderr, "fluxon: %s: %s (key ", what, fluxon_status_string(rc));
+        kv_key_print(stderr, key);
+        fputs(")\n", stderr);
+    } else {
+        fprintf(stderr, "fluxon: %s: %s\n", what, fluxon_status_string(rc));
+    }
+    if (c) fx_cli_explain_unavailable(c, what, rc);
     if (rc == FLUXON_ERR_NO_SPACE && !strcmp(what, "get"))
         fprintf(stderr, "fluxon: get: the value exists but this owner has no room for a copy: it is larger than the "
                         "owner's reserve.grant_bytes (its log names both sizes), or every slot is held by readers\n");
@@ -68,6 +78,12 @@ int fx_cli_put(fluxon_client *c, int argc, char **argv)
         fprintf(stderr, "fluxon: put: %s is a directory\n", argv[1]);
         return 2;
     }
+    if (strcmp(argv[1], "-") && stat(argv[1], &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > KV_MAX_VALUE) {
+        fprintf(stderr, "fluxon: put: %s is %lld bytes, larger than %d MiB, the most `fluxon put` reads (a value "
+                        "must also fit the owner's reserve.grant_bytes)\n", argv[1], (long long)sb.st_size,
+                KV_MAX_VALUE >> 20);
+        return 2;
+    }
     FILE *f = strcmp(argv[1], "-") ? fopen(argv[1], "rb") : stdin;
     if (!f) {
         fprintf(stderr, "fluxon: put: cannot read %s: %s\n", argv[1], strerror(errno));
@@ -81,10 +97,10 @@ int fx_cli_put(fluxon_client *c, int argc, char **argv)
                         "also fit the owner's reserve.grant_bytes)\n", KV_MAX_VALUE >> 20);
         return 2;
     }
-    if (!buf) return kv_fail("put", FLUXON_ERR_NOMEM);
+    if (!buf) return kv_fail(NULL, "put", NULL, FLUXON_ERR_NOMEM);
     int rc = len ? fluxon_put(c, argv[0], buf, len, NULL) : FLUXON_ERR_INVALID_ARGUMENT;
     free(buf);
-    if (rc) return kv_fail(len ? "put" : "put (an empty value cannot be stored)", rc);
+    if (rc) return kv_fail(c, len ? "put" : "put (an empty value cannot be stored)", argv[0], rc);
     fputs("put ", stdout);
     kv_key_print(stdout, argv[0]);
     printf(": %zu bytes\n", len);
@@ -101,7 +117,7 @@ int fx_cli_get(fluxon_client *c, int argc, char **argv)
     }
     fluxon_holder *h = NULL;
     int rc = fluxon_get(c, argv[0], &h);
-    if (rc) return kv_fail("get", rc);
+    if (rc) return kv_fail(c, "get", argv[0], rc);
     FILE *f = out ? fopen(out, "wb") : stdout;
     int ex = 0;
     if (!f || fwrite(fluxon_holder_data(h), 1, fluxon_holder_len(h), f) != fluxon_holder_len(h)) {
@@ -120,7 +136,7 @@ int fx_cli_del(fluxon_client *c, int argc, char **argv)
         return 2;
     }
     int rc = fluxon_delete(c, argv[0]);
-    if (rc) return kv_fail("del", rc);
+    if (rc) return kv_fail(c, "del", argv[0], rc);
     fputs("deleted ", stdout);
     kv_key_print(stdout, argv[0]);
     putchar('\n');
@@ -165,7 +181,7 @@ int fx_cli_ls(fluxon_client *c, int argc, char **argv)
     for (;;) { /* page through the master's prefix index */
         size_t n = 0;
         int rc = fluxon_list_keys(c, argc ? argv[0] : "", l.total ? l.last : NULL, 1000, kv_ls_print, &l, &n);
-        if (rc) return kv_fail("ls", rc);
+        if (rc) return kv_fail(c, "ls", NULL, rc);
         if (n < 1000) break;
     }
     return 0;
@@ -175,9 +191,13 @@ static int cli_json(fluxon_client *c, const char *name, fx_cli_json_fn fn)
 {
     char *buf = NULL;
     int rc = fx_cli_json_call(c, fn, 1 << 16, &buf);
-    if (rc == FLUXON_OK) printf("%s\n", buf);
+    cJSON *doc = rc == FLUXON_OK && isatty(STDOUT_FILENO) ? cJSON_Parse(buf) : NULL;
+    char *pretty = doc ? cJSON_Print(doc) : NULL; /* indented for a reader; one line for a pipe */
+    if (rc == FLUXON_OK) printf("%s\n", pretty ? pretty : buf);
+    free(pretty);
+    cJSON_Delete(doc);
     free(buf);
-    return rc ? kv_fail(name, rc) : 0;
+    return rc ? kv_fail(c, name, NULL, rc) : 0;
 }
 
 int fx_cli_stats(fluxon_client *c, int argc, char **argv)

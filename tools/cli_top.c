@@ -117,8 +117,10 @@ static void top_ops(cJSON *cur, cJSON *prev, double dt)
             if (strcmp(st->string, "OK")) e += v;
         }
         if (n <= 0) continue;
+        char err[48] = ""; /* how many of them failed (per second, like n; a count on the first screen) */
+        if (e > 0) snprintf(err, sizeof err, " (%.0f %s)", e / dt, e / dt >= 1.5 ? "errors" : "error");
         printf("%s%s %.0f%s", shown++ % 4 == 0 && shown > 1 ? "\n            " : shown > 1 ? "  " : "", op->string,
-               n / dt, e > 0 ? " (errors)" : "");
+               n / dt, err);
     }
     printf("%s\n", shown ? "" : "idle");
 }

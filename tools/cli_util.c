@@ -65,6 +65,21 @@ int fx_cli_json_call(fluxon_client *c, fx_cli_json_fn fn, size_t cap, char **buf
     return rc;
 }
 
+void fx_cli_explain_unavailable(fluxon_client *c, const char *what, int rc)
+{
+    if (rc != FLUXON_ERR_UNAVAILABLE && rc != FLUXON_ERR_UNKNOWN_OUTCOME) return;
+    char *js = NULL;
+    if (fx_cli_json_call(c, fluxon_client_stats, 1 << 16, &js) != FLUXON_OK) return;
+    const char *owner = strstr(js, "\"owner\":{\"node_id\":\"");
+    char id[80] = "?";
+    if (owner) sscanf(owner + strlen("\"owner\":{\"node_id\":\""), "%79[^\"]", id);
+    if (strstr(js, "\"master_connected\":false"))
+        fprintf(stderr, "fluxon: %s: owner %s is not connected to its master (not registered yet, or the master is "
+                        "down or unreachable); it keeps retrying, and its log names the master it waits for\n",
+                what, id);
+    free(js);
+}
+
 /* 1 while owner node's prefault thread runs, 0 once done, -1 unknown (no metrics). */
 static int cli_owner_prefaulting(fluxon_node *node, char **buf, size_t *cap)
 {

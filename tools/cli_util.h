@@ -30,6 +30,11 @@ typedef int (*fx_cli_json_fn)(fluxon_client *c, char *buf, size_t cap, size_t *l
  * status (FLUXON_ERR_NOMEM when no buffer) with *buf_p NULL. */
 int fx_cli_json_call(fluxon_client *c, fx_cli_json_fn fn, size_t cap, char **buf_p);
 
+/* After a command failed with rc UNAVAILABLE or UNKNOWN_OUTCOME: when the client's owner
+ * is not connected to its master, says so on stderr ("fluxon: WHAT: owner ID is not
+ * connected to its master ..."); otherwise nothing. */
+void fx_cli_explain_unavailable(fluxon_client *c, const char *what, int rc);
+
 /* The external's timeout_ms as its config set it (30000 when it did not): `fluxon
  * --role=external` sets it before the command runs; a command's own waits (a future's)
  * take it as their bound, like the client's calls. */

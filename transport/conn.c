@@ -607,8 +607,10 @@ FX_INTERNAL int fx_tcp_listen(const char *host, uint16_t port, int *fd_p, uint16
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        FX_ERROR("listen: bind to %s:%u failed: %m", host, port);
+        int e = errno;
+        FX_ERROR("listen: bind to %s:%u failed: %s", host, port, strerror(e));
         close(fd);
+        errno = e; /* the caller tells a taken or foreign address (its config) from the rest */
         return FLUXON_ERR_UNAVAILABLE;
     }
     if (listen(fd, 512) != 0) {

@@ -231,7 +231,7 @@ Test(capacity, all_held_answers_no_space_fast)
     int rc = put_len(c, "h-small", 8192);
     double took = th_now_s() - t0;
     cr_assert_eq(rc, FLUXON_ERR_NO_SPACE, "all held: %s", fluxon_status_string(rc));
-    cr_assert_lt(took, 2.5, "answered in %.2f s, far below the 5 s timeout", took);
+    cr_assert_lt(took, 4.0, "answered in %.2f s, below the 5 s timeout (at once: claims_no_space_fast)", took);
     cr_assert_gt(kf_stat(c, "claims_no_space_fast"), 0);
     for (int i = 0; i < n; i++) fluxon_holder_release(h[i]);
     cr_assert_eq(put_len(c, "h-small", 8192), FLUXON_OK, "released: room again");

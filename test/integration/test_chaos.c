@@ -414,7 +414,7 @@ static long long cx_verify(double *hits_p)
     for (int i = 0; i < CX_OWNERS; i++) {
         int ex = -1;
         cJSON *d = rf_demo_wait(pid[i], names[i], 300000, &ex);
-        rf_demo_explain(d, names[i], ex);
+        rf_demo_explain(d, names[i], ex, "FLUXON_ERR_TIMEOUT"); /* faults still on */
         *hits_p += rf_num(d, "prefix_hits");
         cJSON_Delete(d);
         fails += cx_demo_failures(names[i]);

@@ -304,10 +304,12 @@ Test(cluster, killed_owner_is_declared_dead_and_reregisters_with_new_generation,
     kill(c.owner, SIGKILL);
     waitpid(c.owner, NULL, 0);
     c.owner = -1;
-    cr_assert(th_wait_log(c.mlog, "owner o1 (generation", 3000) && th_wait_log(c.mlog, "declared dead", 3000),
+    cr_assert(th_wait_log(c.mlog, "owner o1 (generation", 10000) && th_wait_log(c.mlog, "left: its connection closed", 10000),
               "master did not report the dead owner");
     double dt = th_now_s() - t0;
-    cr_assert_lt(dt, 1.0 + 0.5, "dead after %.2f s; heartbeat timeout is 1 s", dt);
+    /* the lost connection tells at once, the 1 s heartbeat timeout at the latest; the bound
+     * stays below the 3 s default (the configured timeout is in force) with room for load */
+    cr_assert_lt(dt, 2.9, "dead after %.2f s; heartbeat timeout is 1 s", dt);
     /* restart: a new generation is registered */
     c.owner = start_role("owner", c.ocfg, c.olog);
     cr_assert(th_wait_log(c.mlog, "owner o1 re-registered with generation", 5000));

@@ -406,7 +406,9 @@ Test(evict, a_full_owner_answers_before_the_callers_timeout)
     double took = th_now_s() - t0;
     cr_assert_eq(rc, FLUXON_OK, "the owner answered (%s after %.2f s)", fluxon_status_string(rc), took);
     cr_assert_eq(st, FLUXON_ERR_NO_SPACE, "no room: %s", fluxon_status_string(st));
-    cr_assert_lt(took, 2.0, "answered within the caller's 2 s (%.2f s)", took);
+    /* the answer itself proves it came before the caller's 2 s (else TIMEOUT); the bound
+     * only catches a stall, with room for a loaded host */
+    cr_assert_lt(took, 3.0, "answered within the caller's 2 s (%.2f s)", took);
     cr_assert_eq(fluxon_put_abort(w, plan), FLUXON_OK);
     cr_assert_eq(fluxon_release_views(c, p), FLUXON_OK);
     baseline(c);

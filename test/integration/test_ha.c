@@ -106,6 +106,9 @@ Test(ha, two_masters_one_leads_owners_register_with_it_a_standby_serves_nobody, 
     for (int i = 0; i < 2; i++) {
         snprintf(log, sizeof log, "%s/owner%d.log", rf.dir, i);
         cr_assert(th_wait_log(log, want, 1), "owner %d registered with the leader", i);
+        /* a leader elected before the owner started: no "no leader" warning before etcd's
+         * first answer (new user's finding 21) */
+        cr_assert(!th_wait_log(log, "etcd names no leader", 1), "owner %d warned before its first lookup", i);
     }
     fluxon_client *c[2] = {rf_client(0), rf_client(1)};
     put_seeded(c[0], "a", 1);
@@ -151,12 +154,20 @@ Test(ha, leader_killed_mid_replay_a_standby_leads_within_two_ttls_and_nothing_is
     cr_log_info("leader SIGKILL -> standby leads %.2f s, owners re-registered %.2f s (lease TTL %d ms)", elected_s,
                 th_now_s() - t0, TTL_MS);
     cr_assert_eq(hf_etcd_leader(), 1);
+    { /* `fluxon stat` tells which master leads (new user's finding 22) */
+        static char nodes[1 << 16];
+        char want[64];
+        size_t nl = 0;
+        cr_assert_eq(fluxon_client_cluster_nodes(c[0], nodes, sizeof nodes, &nl), FLUXON_OK);
+        snprintf(want, sizeof want, "\"node_id\":\"master@127.0.0.1:%d\"", hf.mport[1]);
+        cr_assert(strstr(nodes, want), "the leader's row names it: %s", nodes);
+    }
     long long routes_after = rf_stat(c[0], true, "routes");
     cr_assert_geq(routes_after, routes_before, "routes after the failover %lld, before %lld", routes_after, routes_before);
     cr_assert_eq(rf_stat(c[0], true, "republish_refused"), 0);
     int ex;
     cJSON *d = rf_demo_wait(demo, "pass1", 240000, &ex);
-    rf_demo_explain(d, "pass1", ex);
+    rf_demo_explain(d, "pass1", ex, "FLUXON_ERR_UNAVAILABLE"); /* refusals while no master led */
     cr_assert_eq(rf_num(d, "checksum_failures"), 0);
     cr_assert_eq(rf_num(d, "contract_violations"), 0);
     cr_assert_eq(rf_num(d, "futures_failed"), 0, "puts in flight either publish or fall back");
@@ -177,7 +188,7 @@ Test(ha, leader_killed_mid_replay_a_standby_leads_within_two_ttls_and_nothing_is
         char name[32];
         snprintf(name, sizeof name, "pass2-o%d", o);
         d = rf_demo_wait(rf_demo_start(name, 1u << o, 6000, "rp"), name, 240000, &ex);
-        rf_demo_explain(d, name, ex);
+        rf_demo_explain(d, name, ex, NULL);
         cr_assert_eq(ex, 0, "replay through o%d alone: see %s/%s.log", o, rf.dir, name);
         cr_assert_eq(rf_num(d, "checksum_failures"), 0);
         cr_assert_gt(rf_num(d, "prefix_hits"), 0);

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <math.h>
+#include <sys/stat.h>
 
 #include "fluxon.h"
 #include "promfix.h"
@@ -62,13 +63,14 @@ static double prom_value(cJSON *d)
     return cJSON_IsString(s) ? strtod(s->valuestring, NULL) : NAN;
 }
 
-static void start_prometheus(int prom_port, int target_port)
+/* Prometheus on prom_port scraping the target every interval ("200ms", "5s") */
+static void start_prometheus(int prom_port, int target_port, const char *interval)
 {
     char cfg[1024], path[512], data[512], listen[64], cfgarg[600], dataarg[600], log[512];
     snprintf(cfg, sizeof cfg,
-             "global:\n  scrape_interval: 200ms\n  scrape_timeout: 200ms\n"
+             "global:\n  scrape_interval: %s\n  scrape_timeout: 200ms\n"
              "scrape_configs:\n  - job_name: fluxon-demo\n    static_configs:\n      - targets: ['127.0.0.1:%d']\n",
-             target_port);
+             interval, target_port);
     snprintf(path, sizeof path, "%s/prometheus.yml", dir);
     snprintf(data, sizeof data, "%s/data", dir);
     snprintf(log, sizeof log, "%s/prometheus.log", dir);
@@ -124,7 +126,7 @@ Test(metrics_prom, prometheus_computes_the_demo_hit_ratio_and_runs_every_dashboa
     int prom_port = th_free_port(), demo_port;
     do demo_port = th_free_port();
     while (demo_port == prom_port);
-    start_prometheus(prom_port, demo_port);
+    start_prometheus(prom_port, demo_port, "200ms");
 
     static char out[8192], args[256];
     snprintf(args, sizeof args, "--requests 300 --workers 2 --metrics-listen 127.0.0.1:%d --metrics-linger-ms 1500",
@@ -196,4 +198,45 @@ Test(metrics_prom, prometheus_computes_the_demo_hit_ratio_and_runs_every_dashboa
     cJSON_Delete(dash);
     cr_assert_eq(system("promtool check config deploy/prometheus.yml > /dev/null 2>&1"), 0, "deploy/prometheus.yml");
     cJSON_Delete(sum);
+}
+
+/* Finding 19 of the second new user's trial. Before: scripts/metrics-plot put 5s for
+ * $__rate_interval, so against deploy/prometheus.yml's 5 s scrape every rate window held
+ * one sample: the rate panels had no data, and the "no data" fallback failed on the
+ * latency panels' log axis (gnuplot exit 1, a traceback). Now the window is 4 x the
+ * server's scrape interval, an empty panel says so on a linear axis, and nothing is left
+ * in /tmp. */
+Test(metrics_prom, metrics_plot_draws_rates_from_a_5s_scrape)
+{
+    dir = th_tmpdir();
+    int prom_port = th_free_port(), demo_port;
+    do demo_port = th_free_port();
+    while (demo_port == prom_port);
+    start_prometheus(prom_port, demo_port, "5s");
+    static char out[8192], args[256];
+    snprintf(args, sizeof args, "--requests 300 --workers 2 --metrics-listen 127.0.0.1:%d --metrics-linger-ms 17000",
+             demo_port); /* served ~17 s after the replay: 3 scrapes or more */
+    cJSON *sum = run_demo(args, out, sizeof out);
+    cJSON_Delete(sum);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "TMPDIR=%s scripts/metrics-plot http://127.0.0.1:%d %s/panels.png 120 2>&1", dir,
+             prom_port, dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "metrics-plot: %s", out);
+    cr_assert(strstr(out, "wrote ") && strstr(out, "rate window 20s"), "%s", out);
+    const char *nodata = strstr(out, "no data:");
+    cr_assert(!nodata || !strstr(nodata, "Requests per second"), "no rate data: %s", out);
+    char png[600];
+    snprintf(png, sizeof png, "%s/panels.png", dir);
+    struct stat sb;
+    cr_assert(stat(png, &sb) == 0 && sb.st_size > 1000, "%s", out);
+    snprintf(cmd, sizeof cmd, "ls -d %s/fluxon-plot-* 2>/dev/null | wc -l", dir);
+    p = popen(cmd, "r");
+    cr_assert(p && fgets(out, sizeof out, p));
+    pclose(p);
+    cr_assert_eq(atoi(out), 0, "metrics-plot left its temporary directory");
 }

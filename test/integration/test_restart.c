@@ -92,7 +92,7 @@ Test(restart, master_killed_mid_replay_loses_nothing, .timeout = 300, .fini = fi
         char name[32];
         snprintf(name, sizeof name, "pass2-o%d", o);
         d = rf_demo_wait(rf_demo_start(name, 1u << o, 6000, "rp"), name, 240000, &ex);
-        rf_demo_explain(d, name, ex);
+        rf_demo_explain(d, name, ex, NULL);
         cr_assert_eq(ex, 0, "replay through o%d alone: see %s/%s.log", o, rf.dir, name);
         cr_assert_eq(rf_num(d, "checksum_failures"), 0);
         cr_assert_eq(rf_num(d, "errors"), 0);
@@ -315,7 +315,7 @@ Test(restart, repeated_master_kills_during_a_replay, .timeout = 300, .fini = fin
         char name[32];
         snprintf(name, sizeof name, "chaos-check-o%d", o);
         d = rf_demo_wait(rf_demo_start(name, 1u << o, 12000, "ch"), name, 240000, &ex);
-        rf_demo_explain(d, name, ex);
+        rf_demo_explain(d, name, ex, NULL);
         cr_assert_eq(ex, 0, "see %s/%s.log", rf.dir, name);
         cr_assert_eq(rf_num(d, "checksum_failures"), 0);
         cJSON_Delete(d);

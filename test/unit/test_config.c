@@ -236,6 +236,10 @@ static const struct tc_bad tc_bads[] = {
     {M "\"inflight_ttl_ms\":\"60000\"}", "inflight_ttl_ms: \"60000\" is not an integer"},
     {M "\"listen\":7600}", "listen: 7600 is not a string"},
     {O "\"colour\":1}", "colour: unknown field for role owner"},
+    /* a typo within two edits of a field of the role (new user's finding 15) */
+    {O "\"segmnet_bytes\":4096}", "segmnet_bytes: unknown field for role owner (did you mean segment_bytes?)"},
+    {M "\"lisen\":\"127.0.0.1:1\"}", "lisen: unknown field for role master (did you mean listen?)"},
+    {O "\"reserve\":{\"grant_byte\":4096}}", "reserve.grant_byte: unknown field for role owner (did you mean reserve.grant_bytes?)"},
     {O "\"reserve\":{\"grant\":4096}}", "reserve.grant: unknown field for role owner"},
     {O "\"reserve\":{\"expected\":{\"value_len\":1,\"payload_capacity_bytes\":1,\"x\":1}}}",
      "reserve.expected.x: unknown field"},

@@ -1,30 +1,52 @@
-/* test_readme.c — every JSON config block of README.md loads (issue 14 item 9): each
- * ```json block is split into its JSON documents, and each must pass fx_config_parse, the
- * loader of every role. A fragment (a block starting with a member, like the "test"
- * section) is loaded inside a minimal owner config. The README is what a new user copies. */
+/* test_readme.c — every JSON config block of README.md and of each docs/ file loads (issue 14 item
+ * 9): each ```json block is split into its JSON documents, and each must pass
+ * fx_config_parse, the loader of every role. A fragment (a block starting with a member,
+ * like the "test" section) is loaded inside a minimal owner config. The README and the
+ * docs are what a new user copies. */
 #include <cJSON.h>
 #include <criterion/criterion.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 
-static char *tr_read_readme(void)
+/* The repository root as seen from the current directory ("" , "../" or "../../"), found by
+ * its README.md; $FLUXON_README names the README itself. NULL when not found. */
+static const char *tr_root(void)
 {
-    static const char *cands[] = {"README.md", "../README.md", "../../README.md"};
-    const char *env = getenv("FLUXON_README");
-    for (int i = -1; i < (int)(sizeof cands / sizeof *cands); i++) {
-        const char *path = i < 0 ? env : cands[i];
-        FILE *f = path ? fopen(path, "rb") : NULL;
-        if (!f) continue;
-        static char buf[1 << 20];
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        if (strstr(buf, "# Fluxon")) return buf;
+    static const char *cands[] = {"", "../", "../../"};
+    for (size_t i = 0; i < sizeof cands / sizeof *cands; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "%sREADME.md", cands[i]);
+        if (access(path, R_OK) == 0) return cands[i];
     }
     return NULL;
+}
+
+/* The text of path (a static buffer, overwritten by the next call), or NULL. */
+static char *tr_read(const char *path)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+static char *tr_read_readme(void)
+{
+    const char *env = getenv("FLUXON_README");
+    if (env) return tr_read(env);
+    const char *root = tr_root();
+    char path[64];
+    snprintf(path, sizeof path, "%sREADME.md", root ? root : "");
+    char *md = root ? tr_read(path) : NULL;
+    return md && strstr(md, "# Fluxon") ? md : NULL;
 }
 
 /* Loads one document; returns 1 if the loader accepts it (err names the field if not). */
@@ -34,15 +56,15 @@ static int tr_load(const char *doc, char *err, size_t cap)
     return fx_config_parse(doc, &cfg, err, cap) == FLUXON_OK;
 }
 
-Test(readme, every_json_config_block_loads)
+/* Loads every ```json block of md (named name in messages); *docs_p counts its documents.
+ * Returns the number of blocks. */
+static int tr_check_blocks(const char *name, char *md, int *docs_p)
 {
-    char *md = tr_read_readme();
-    cr_assert_not_null(md, "README.md not found (run from the repository root or set FLUXON_README)");
     int blocks = 0, docs = 0;
     for (char *p = strstr(md, "```json\n"); p && blocks < 100; p = strstr(p, "```json\n")) {
         p += 8;
         char *end = strstr(p, "\n```");
-        cr_assert_not_null(end, "unterminated ```json block");
+        cr_assert_not_null(end, "%s: unterminated ```json block", name);
         *end = 0;
         blocks++;
         const char *q = p;
@@ -51,25 +73,54 @@ Test(readme, every_json_config_block_loads)
         if (*q == '"') { /* a member: inside a minimal owner config */
             char doc[4096];
             snprintf(doc, sizeof doc, "{\"role\":\"owner\",\"cluster_id\":\"c1\",%s}", q);
-            cr_assert(tr_load(doc, err, sizeof err), "README block %d (%s): %s", blocks, q, err);
+            cr_assert(tr_load(doc, err, sizeof err), "%s block %d (%s): %s", name, blocks, q, err);
             docs++;
             q += strlen(q);
         }
         for (int guard = 0; *q == '{' && guard < 16; guard++) { /* one or more documents */
             const char *next = NULL;
             cJSON *j = cJSON_ParseWithOpts(q, &next, 0);
-            cr_assert_not_null(j, "README block %d is not JSON near: %.60s", blocks, next ? next : q);
+            cr_assert_not_null(j, "%s block %d is not JSON near: %.60s", name, blocks, next ? next : q);
             char *one = cJSON_PrintUnformatted(j);
             cJSON_Delete(j);
-            cr_assert(tr_load(one, err, sizeof err), "README block %d (%s): %s", blocks, one, err);
+            cr_assert(tr_load(one, err, sizeof err), "%s block %d (%s): %s", name, blocks, one, err);
             free(one);
             docs++;
             q = next;
             while (*q == ' ' || *q == '\n') q++;
         }
-        cr_assert_eq(*q, 0, "README block %d: text after its JSON: %.60s", blocks, q);
+        cr_assert_eq(*q, 0, "%s block %d: text after its JSON: %.60s", name, blocks, q);
         p = end + 4;
     }
+    *docs_p += docs;
+    return blocks;
+}
+
+Test(readme, every_json_config_block_loads)
+{
+    char *md = tr_read_readme();
+    cr_assert_not_null(md, "README.md not found (run from the repository root or set FLUXON_README)");
+    int docs = 0;
+    int blocks = tr_check_blocks("README", md, &docs);
     cr_assert_geq(blocks, 4, "only %d ```json blocks found", blocks);
     cr_assert_geq(docs, 4);
+}
+
+Test(readme, every_json_config_block_of_the_docs_loads)
+{
+    const char *root = tr_root();
+    cr_assert_not_null(root, "README.md not found (run from the repository root)");
+    char pat[64];
+    snprintf(pat, sizeof pat, "%sdocs/*.md", root);
+    glob_t g;
+    cr_assert_eq(glob(pat, 0, NULL, &g), 0, "no %s", pat);
+    int blocks = 0, docs = 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        char *md = tr_read(g.gl_pathv[i]);
+        cr_assert_not_null(md, "%s", g.gl_pathv[i]);
+        blocks += tr_check_blocks(g.gl_pathv[i], md, &docs);
+    }
+    cr_assert_geq(g.gl_pathc, 5, "docs/ has %zu files", g.gl_pathc);
+    globfree(&g);
+    cr_assert_geq(blocks, 4, "only %d ```json blocks in docs/", blocks);
 }

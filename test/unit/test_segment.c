@@ -444,7 +444,7 @@ Test(segment, recv_fd_times_out, .timeout = TSEG_TEST_TIMEOUT_S)
     cr_assert(ms >= 190 && ms < 1500, "waited %.1f ms for a 200 ms timeout", ms);
     t0 = th_now_s();
     cr_assert_eq(fx_unix_recv_fd(sv[0], &fd, buf, sizeof buf, &got, 0), FLUXON_ERR_TIMEOUT);
-    cr_assert_lt(th_now_s() - t0, 0.1);
+    cr_assert_lt(th_now_s() - t0, 1.0, "a zero timeout polls once (microseconds; 1 s allows a loaded host)");
     cr_assert_eq(fd, -1);
     cr_assert_eq(fx_unix_recv_fd(sv[0], &fd, buf, sizeof buf, &got, -1),
                  FLUXON_ERR_INVALID_ARGUMENT);
@@ -693,7 +693,7 @@ Test(segment, send_fd_with_zero_timeout_never_waits)
     cr_assert_eq(pipe(p), 0);
     double t0 = th_now_s();
     cr_assert_eq(fx_unix_send_fd(sv[0], p[0], "hello", 5, 0), FLUXON_ERR_TIMEOUT);
-    cr_assert_lt(th_now_s() - t0, 0.2, "returned without waiting");
+    cr_assert_lt(th_now_s() - t0, 1.0, "returned without waiting (microseconds; 1 s allows a loaded host)");
     cr_assert_eq(fx_unix_send_fd(sv[0], p[0], "hello", 5, -1), FLUXON_ERR_INVALID_ARGUMENT);
     close(p[0]);
     close(p[1]);

@@ -299,12 +299,15 @@ static void tucx_killed_peer(const char *tls, fx_ucx_mech_t mech, bool shm)
 {
     tucx_env_t e;
     if (tucx_setup(&e, tls, mech) != 0) cr_skip_test("transport %s not available", tls);
-    if (shm) fx_ucx_set_timeout_ms(e.u, 2000);
     static fx_ucx_range_t r[TUCX_N];
     for (size_t i = 0; i < TUCX_N; i++)
         r[i] = (fx_ucx_range_t){.local = e.base + i * TUCX_LEN, .remote_offset = i * TUCX_LEN,
                                 .len = TUCX_LEN};
-    cr_assert_eq(tucx_batch(&e, FX_UCX_GET, r, 2), FLUXON_OK); /* wired up and working */
+    /* wired up and working, under the setup's generous TUCX_XFER_MS: the first transfer to
+     * a freshly forked peer can take seconds on a loaded host. Only then the short bound
+     * that ends the dead peer's transfer on shm. */
+    cr_assert_eq(tucx_batch(&e, FX_UCX_GET, r, 2), FLUXON_OK);
+    if (shm) fx_ucx_set_timeout_ms(e.u, 2000);
 
     kill(e.child, SIGKILL);
     tucx_reap(e.child, 10000);
@@ -688,7 +691,7 @@ Test(ucx_dp, transfer_timeout, .timeout = 60)
     cr_assert(tucx_wait(u, &d, 10000));
     double dt = tucx_now() - t0;
     cr_assert_eq(d.status, FLUXON_ERR_TIMEOUT, "%s", fluxon_status_string(d.status));
-    cr_assert(dt >= 0.45 && dt < 5.0, "timed out after %.3f s", dt);
+    cr_assert(dt >= 0.45 && dt < 9.0, "timed out after %.3f s", dt); /* 0.5 s, far below the wait */
     for (int i = 0; i < 3; i++) fx_ucx_progress(u);
     cr_assert_eq(fx_ucx_peer_status(p), FLUXON_ERR_UNAVAILABLE);
     sio_write_all(sv[0], "Q", 1);

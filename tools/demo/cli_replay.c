@@ -184,3 +184,8 @@ int fx_cli_replay_main(int argc, char **argv)
     free(r);
     return ex;
 }
+
+void fx_cli_replay_usage(FILE *f)
+{
+    rp_usage(f);
+}

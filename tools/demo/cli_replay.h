@@ -4,6 +4,8 @@
 #ifndef FX_CLI_REPLAY_H
 #define FX_CLI_REPLAY_H
 
+#include <stdio.h>
+
 /* Runs `fluxon demo [options]`. argv[0] is the sub-command ("demo"); options follow:
  *   --trace FILE          Mooncake JSONL trace [$FLUXON_TRACE, else
  *                         ../shared/data/conversation_trace.jsonl]
@@ -23,5 +25,8 @@
  * Exit status: 0 the run passed (no errors, no checksum failures, counters back to
  * baseline), 1 runtime failure, 2 usage or configuration error. */
 int fx_cli_replay_main(int argc, char **argv);
+
+/* Prints every `fluxon demo` option (what `fluxon demo --help` prints) to f. */
+void fx_cli_replay_usage(FILE *f);
 
 #endif /* FX_CLI_REPLAY_H */

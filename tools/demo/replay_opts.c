@@ -244,9 +244,14 @@ static int rp_opts_check(rp_opts *o)
         fprintf(stderr, "fluxon demo: --simulate needs --capacity-blocks N\n");
         return -1;
     }
-    if ((o->cpu_owners || o->cpu_capacity_blocks) && (o->n_configs || !o->capacity_blocks)) {
-        fprintf(stderr, "fluxon demo: --cpu-owners/--cpu-capacity-blocks need --capacity-blocks (embedded owners "
-                        "that evict), not --config\n");
+    if ((o->cpu_owners || o->cpu_capacity_blocks) && o->n_configs) {
+        fprintf(stderr, "fluxon demo: --cpu-owners/--cpu-capacity-blocks start embedded CPU owners: they cannot "
+                        "join a cluster given by --config\n");
+        return -1;
+    }
+    if ((o->cpu_owners || o->cpu_capacity_blocks) && !o->capacity_blocks) {
+        fprintf(stderr, "fluxon demo: --cpu-owners/--cpu-capacity-blocks need --capacity-blocks N (GPU owners of N "
+                        "pages, which evict to the CPU owners), e.g. --capacity-blocks 10000 --cpu-owners 1\n");
         return -1;
     }
     if (o->cpu_owners && !o->cpu_capacity_blocks) o->cpu_capacity_blocks = o->capacity_blocks;

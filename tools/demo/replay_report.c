@@ -169,6 +169,7 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
     for (int s = 0; s < RP_NSTATUS; s++)
         if (t->skipped_by[s]) printf("  %s %llu", rp_status_name(s), (unsigned long long)t->skipped_by[s]);
     if (t->skipped_batches) printf("  + %llu batch(es) refused at publish", (unsigned long long)t->skipped_batches);
+    if (t->skipped || t->skipped_batches) printf("  (pages another worker was storing at that moment: stored once)");
     printf("\nchecksum failures %llu\nerrors            %llu", (unsigned long long)t->checksum_failures,
            (unsigned long long)t->errors);
     for (int s = 0; s < RP_NSTATUS; s++)
@@ -201,7 +202,8 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
                "heaps and tables grow into)\n",
                (unsigned long long)r->minor_faults, (double)r->minor_faults / (double)t->requests);
     }
-    printf("baseline (R1)     %s", t->baseline_ok ? "ok" : "NOT REACHED");
+    printf("baseline (R1)     %s", t->baseline_ok ? "ok: nothing left in flight (handles, plans, pinned pages, puts)"
+                                                  : "NOT REACHED: something was left in flight");
     for (unsigned k = 0; k < r->n_owners; k++) {
         const rp_owner_stats *s = &r->owners[k];
         if (!s->stats_ok) {

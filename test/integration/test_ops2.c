@@ -1,0 +1,179 @@
+/* test_ops2.c — operability, round 2 (issue 43): what a new user's second trial of the
+ * README hit (shared/design/NEWCOMER-2026-12b.md, its numbered findings). Real `fluxon`
+ * processes on loopback in a private temporary directory (opsfix.h). */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+
+#include "helpers.h"
+#include "opsfix.h"
+
+/* Findings 8 and 15. Before: an owner that had not reached its master made put, get and
+ * ping fail with a bare "FLUXON_ERR_UNAVAILABLE", and get did not name its key. Now the
+ * CLI names the key and says that the owner is not connected to its master. */
+Test(ops2, an_owner_without_its_master_says_so_and_a_failed_get_names_its_key, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    t.owner = ops_start("owner", t.ocfg, t.olog); /* no master */
+    cr_assert(th_wait_path(t.sock, 10000), "the owner does not serve its socket while it waits");
+    char out[4096], val[300];
+    snprintf(val, sizeof val, "%s/v", t.dir);
+    th_write_file(val, "x");
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put k1 %s", t.ecfg, val);
+    cr_assert(ex == 1 && strstr(out, "put: FLUXON_ERR_UNAVAILABLE (key k1)"), "exit %d: %s", ex, out);
+    cr_assert(strstr(out, "owner o1 is not connected to its master"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s get k1", t.ecfg);
+    cr_assert(ex == 1 && strstr(out, "get: FLUXON_ERR_UNAVAILABLE (key k1)") &&
+                  strstr(out, "owner o1 is not connected to its master"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s ping --count 3", t.ecfg);
+    cr_assert(ex == 1 && strstr(out, "ping: owner o1 is not connected to its master"), "exit %d: %s", ex, out);
+    /* once registered, a missing key is NOT_FOUND, named, with no word about the master */
+    t.master = ops_start("master", t.mcfg, t.mlog);
+    cr_assert(th_wait_log(t.olog, "registered with master", 20000), "owner did not register");
+    ex = ops_cli(out, sizeof out, "--role=external --config %s get 'no/such key'", t.ecfg);
+    cr_assert(ex == 1 && strstr(out, "get: FLUXON_ERR_NOT_FOUND (key no/such key)") && !strstr(out, "master"),
+              "exit %d: %s", ex, out);
+}
+
+/* Finding 9. Before: `fluxon put` of a 600 MiB file read it whole (14 s) before refusing
+ * it. Now a regular file larger than what put reads is refused from its size: the message
+ * gives the file's size (only the size check knows it; the file is sparse, nothing read). */
+Test(ops2, a_too_large_file_is_refused_from_its_size, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    t.owner = ops_start("owner", t.ocfg, t.olog); /* the client opens before the command runs */
+    cr_assert(th_wait_path(t.sock, 10000));
+    char big[300], out[4096];
+    snprintf(big, sizeof big, "%s/big.bin", t.dir);
+    int fd = open(big, O_CREAT | O_WRONLY, 0600);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, 600ll << 20), 0);
+    close(fd);
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put big %s", t.ecfg, big);
+    cr_assert(ex == 2 && strstr(out, "is 629145600 bytes, larger than 512 MiB"), "exit %d: %s", ex, out);
+}
+
+/* Finding 10. Before: a client whose socket named a directory was told "the file is there
+ * but nobody accepts: its owner exited (owner sockets in /tmp: none)". Now it is told
+ * that it is a directory, and which owner sockets that directory holds. */
+Test(ops2, a_socket_naming_a_directory_is_called_one, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    t.owner = ops_start("owner", t.ocfg, t.olog);
+    cr_assert(th_wait_path(t.sock, 10000));
+    char cfg[300], buf[600], out[4096];
+    snprintf(cfg, sizeof cfg, "%s/dir-client.json", t.dir);
+    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
+                              "\"socket\":\"%s/run\"}", t.dir);
+    th_write_file(cfg, buf);
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s stat", cfg);
+    cr_assert(ex == 1 && strstr(out, "/run is a directory, not an owner's socket") &&
+                  strstr(out, "owner sockets in ") && strstr(out, "o1.sock"), "exit %d: %s", ex, out);
+    cr_assert(!strstr(out, "nobody accepts"), "%s", out);
+}
+
+/* Finding 11. Before: a master whose "listen" port was taken exited 1 (a runtime error)
+ * with "listen: bind ... failed"; a metrics_listen in use exited 2 naming its field. Now
+ * both exit 2 and name the field. */
+Test(ops2, a_listen_port_in_use_exits_2_naming_listen, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    t.master = ops_start("master", t.mcfg, t.mlog);
+    cr_assert(th_wait_log(t.mlog, "master listening", 10000), "master did not start");
+    char out[4096];
+    int ex = ops_cli(out, sizeof out, "--role=master --config %s", t.mcfg); /* the same port again */
+    cr_assert(ex == 2 && strstr(out, "config rejected: listen: 127.0.0.1:") && strstr(out, "is in use") &&
+                  strstr(out, "FLUXON_ERR_CONFIG"), "exit %d: %s", ex, out);
+}
+
+/* Finding 24. Before: `fluxon demo --cpu-owners 1` alone said "need --capacity-blocks
+ * (...), not --config" although no --config was given. */
+Test(ops2, cpu_owners_without_capacity_blocks_says_what_is_missing, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    char out[4096];
+    int ex = ops_cli(out, sizeof out, "demo --cpu-owners 1");
+    cr_assert(ex == 2 && strstr(out, "need --capacity-blocks N") && !strstr(out, "not --config"), "exit %d: %s", ex,
+              out);
+    ex = ops_cli(out, sizeof out, "demo --cpu-owners 1 --config %s", t.ecfg);
+    cr_assert(ex == 2 && strstr(out, "cannot join a cluster given by --config"), "exit %d: %s", ex, out);
+}
+
+/* Finding 27. Before: `scripts/plot out/` printed "wrote out//hit_ratio.png". */
+Test(ops2, plot_names_its_files_without_a_double_slash, .timeout = 120, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    if (access("/usr/bin/gnuplot", X_OK) != 0) cr_skip_test("gnuplot is not installed");
+    char out[1 << 15], cmd[600];
+    int ex = ops_cli(out, sizeof out, "demo --requests 300 --out %s/out", t.dir);
+    cr_assert_eq(ex, 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "scripts/plot %s/out/ 2>&1", t.dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
+    cr_assert(strstr(out, "/out/hit_ratio.png") && !strstr(out, "//"), "%s", out);
+}
+
+/* Findings 12 and 14. Before: an orderly owner stop was logged by the master as "declared
+ * dead: connection lost" and the owner's last line was "SIGTERM received, shutting down";
+ * after a master restart the master logged "re-published what it holds (last batch: 0
+ * keys, ...)" for an owner that re-published 3 values. Now the master says the owner left,
+ * the owner says it stopped, and the re-publication's line gives its totals. */
+Test(ops2, orderly_stops_and_republications_are_logged_as_what_they_are, .timeout = 90, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char out[4096], val[300];
+    snprintf(val, sizeof val, "%s/v", t.dir);
+    th_write_file(val, "value");
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s put k%d %s", t.ecfg, i, val), 0, "%s", out);
+    th_stop(t.master, SIGTERM, 10000);
+    t.master = ops_start("master", t.mcfg, t.mlog); /* appends to the same log */
+    cr_assert(th_wait_log(t.mlog, "owner o1 re-published what it holds: 3 keys, 3 routed", 20000),
+              "the master's re-publication line (see %s)", t.mlog);
+    th_stop(t.owner, SIGTERM, 10000);
+    t.owner = -1;
+    cr_assert(th_wait_log(t.olog, "owner o1 stopped", 5000), "the owner's last line (see %s)", t.olog);
+    cr_assert(th_wait_log(t.mlog, "owner o1 (generation", 5000) &&
+                  th_wait_log(t.mlog, "left: its connection closed (it stopped, or its process ended)", 5000),
+              "see %s", t.mlog);
+    cr_assert(!ops_file_has(t.mlog, "declared dead"), "an orderly stop is not a death (see %s)", t.mlog);
+}
+
+/* Finding 15. Before: `top` flagged an op that had failures with "(errors)" and no count
+ * ("DELETE 128066 (errors)"). Now it gives the count ("(2 errors)" on the totals screen). */
+Test(ops2, top_counts_the_errors_of_each_op, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char out[8192];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s del missing%d", t.ecfg, i), 1, "%s", out);
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s top --once", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "(2 errors)") && !strstr(out, "(errors)"), "exit %d: %s", ex, out);
+}
+
+/* Finding 15. Before: `stats` printed one 4.9 KB line of JSON on a terminal too. Now a
+ * terminal gets it indented; a pipe still gets one line (scripts parse it). */
+Test(ops2, stats_is_indented_on_a_terminal_and_one_line_in_a_pipe, .timeout = 60, .fini = ops_fini)
+{
+    if (access("/usr/bin/script", X_OK) != 0) cr_skip_test("no /usr/bin/script to give the CLI a terminal");
+    ops_up(NULL, NULL);
+    static char out[1 << 16];
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s stats", t.ecfg);
+    cr_assert(ex == 0 && out[0] == '{' && strchr(out, '\n') == out + strlen(out) - 1, "one line: %.200s", out);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "timeout 60 /usr/bin/script -qec '%s --role=external --config %s stats' /dev/null",
+             th_fluxon_bin(), t.ecfg);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    ex = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int lines = 0;
+    for (const char *q = out; (q = strchr(q, '\n')) && lines < 1000; q++) lines++;
+    cr_assert(ex == 0 && lines > 20 && strstr(out, "\"owner\":"), "exit %d, %d lines: %.300s", ex, lines, out);
+}
