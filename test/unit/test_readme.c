@@ -2,7 +2,9 @@
  * 9): each ```json block is split into its JSON documents, and each must pass
  * fx_config_parse, the loader of every role. A fragment (a block starting with a member,
  * like the "test" section) is loaded inside a minimal owner config. The README and the
- * docs are what a new user copies. */
+ * docs are what a new user copies. A block just after an HTML comment saying "not a node
+ * config" (or "sglang-extra-config") is another program's config and is skipped. */
+#define _GNU_SOURCE /* memmem */
 #include <cJSON.h>
 #include <criterion/criterion.h>
 #include <glob.h>
@@ -62,7 +64,19 @@ static int tr_check_blocks(const char *name, char *md, int *docs_p)
 {
     int blocks = 0, docs = 0;
     for (char *p = strstr(md, "```json\n"); p && blocks < 100; p = strstr(p, "```json\n")) {
+        /* a block an HTML comment just before marks as another program's config (SGLang's
+         * extra config: python/tests/test_sglang_docs.py loads it) is not a node's */
+        char *line = p > md ? p - 1 : p;
+        while (line > md && (*line == '\n' || *line == ' ')) line--;
+        bool foreign = line - md >= 3 && strncmp(line - 2, "-->", 3) == 0;
+        if (foreign) {
+            char *open = line;
+            while (open > md && strncmp(open, "<!--", 4) != 0) open--;
+            foreign = (size_t)(line - open) < 400 && (memmem(open, (size_t)(line - open), "not a node config", 17) ||
+                                                       memmem(open, (size_t)(line - open), "sglang-extra-config", 19));
+        }
         p += 8;
+        if (foreign) continue;
         char *end = strstr(p, "\n```");
         cr_assert_not_null(end, "%s: unterminated ```json block", name);
         *end = 0;
