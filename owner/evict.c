@@ -737,6 +737,10 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
             fx_evp_hold(&kv->hot, n);
         }
     }
+    /* back in the policy where they were (a held value is not evictable: the deferred ones
+     * are taken below from their places) */
+    for (size_t i = held.n; i-- > 0;)
+        if (!held.v[i]->evicting) fx_evp_put_back(&kv->hot, &held.v[i]->lru);
     /* the demand is still there: the deferred groups go without their copy, coldest first,
      * unless writeback_max_stall_ms lets the claims wait for them a while */
     bool stall = oev_may_stall(o, deferred.n > 0);
@@ -745,8 +749,6 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
         if (stall) oev_wait_copy(o, rd, deferred.v[i]);
         else oev_take(o, rd, deferred.v[i]);
     }
-    for (size_t i = held.n; i-- > 0;)
-        if (!held.v[i]->evicting) fx_evp_put_back(&kv->hot, &held.v[i]->lru);
     fx_free(held.v);
     fx_free(deferred.v);
 }
