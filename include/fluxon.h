@@ -223,7 +223,9 @@ void fluxon_client_close(fluxon_client *client);
 /* Writes a JSON object with the client's counters and its owner's counters into json
  * (cap bytes, NUL-terminated on success). *len_p receives strlen of the document; when
  * cap is too small, returns FLUXON_ERR_INVALID_ARGUMENT and sets *len_p to the size
- * needed (excluding the NUL) so the caller can retry.
+ * needed (excluding the NUL) so the caller can retry. The counters move between calls, so
+ * the next document may be a little longer: retry with room to spare (e.g. twice the size
+ * needed) and loop while the answer is still INVALID_ARGUMENT with a larger *len_p.
  * Keys: "client": {"node_id", "requests", "errors", "timeouts", "handles_expired",
  * "segment_prefaulting" (true while the client's prefault, see fluxon_client_open, still
  * works)},

@@ -43,8 +43,9 @@ FX_INTERNAL void fx_oelse_off(fx_owner_t *o, const char *why)
     oelse_t *e = o->elsewhere;
     if (!e || e->off) return;
     e->off = true;
-    FX_INFO("copies of this owner's keys elsewhere are no longer tracked (%s): every local miss asks the master",
-            why);
+    /* it matters (info) only where misses were being settled here: remote_cache owners alive */
+    fx_log(fx_olink_copies_mine(o) && fx_olink_owners_alive(o) > 1 ? FX_LOG_INFO : FX_LOG_DEBUG,
+           "copies of this owner's keys elsewhere are no longer tracked (%s): every local miss asks the master", why);
 }
 
 FX_INTERNAL void fx_oelse_copied(fx_owner_t *o, uint64_t khash)

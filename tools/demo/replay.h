@@ -64,6 +64,7 @@ typedef struct rp_opts {
     unsigned cpu_owners;          /* issue 16: embedded remote_cache owners (no workers) */
     uint64_t cpu_capacity_blocks; /* pages each of them holds [--capacity-blocks] */
     double writeback_watermark;   /* GPU owners' writeback_watermark with cpu_owners [0.95] */
+    const char *writeback_admission; /* GPU owners' writeback_admission with cpu_owners [NULL: theirs] */
 } rp_opts;
 
 typedef struct rp_samples {

@@ -249,8 +249,11 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
     if (r->o.capacity_blocks) {
         uint64_t slot = rp_slot_bytes(r->o.value_len);
         uint64_t payload = r->o.capacity_blocks * r->o.tp * slot;
-        char wb[64] = ""; /* issue 16: write back ahead of eviction when CPU owners take it */
-        if (r->o.cpu_owners) snprintf(wb, sizeof wb, ",\"writeback_watermark\":%.6g", r->o.writeback_watermark);
+        char wb[128] = ""; /* issue 16: write back ahead of eviction when CPU owners take it */
+        if (r->o.cpu_owners)
+            snprintf(wb, sizeof wb, ",\"writeback_watermark\":%.6g%s%s%s", r->o.writeback_watermark,
+                     r->o.writeback_admission ? ",\"writeback_admission\":\"" : "",
+                     r->o.writeback_admission ? r->o.writeback_admission : "", r->o.writeback_admission ? "\"" : "");
         snprintf(capacity, sizeof capacity,
                  ",\"expected\":{\"value_len\":%llu,\"payload_capacity_bytes\":%llu}},\"hot_capacity_bytes\":%llu%s",
                  (unsigned long long)r->o.value_len, (unsigned long long)payload, (unsigned long long)payload, wb);

@@ -21,6 +21,7 @@ void rp_usage(FILE *f)
             "                   [--key-prefix P] [--eviction-policy P] [--simulate]\n"
             "                   [--metrics-listen ADDR [--metrics-linger-ms N]]\n"
             "                   [--cpu-owners K] [--cpu-capacity-blocks N] [--writeback-watermark X]\n"
+            "                   [--writeback-admission all|second_touch]\n"
             "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
@@ -50,6 +51,8 @@ void rp_usage(FILE *f)
             "  --cpu-capacity-blocks N  pages each CPU owner holds [--capacity-blocks]\n"
             "  --writeback-watermark X  with --cpu-owners: values colder than X of a GPU owner's\n"
             "                       hot tier are written back ahead of eviction [0.95]\n"
+            "  --writeback-admission A  with --cpu-owners: which cold values get a copy: all, or\n"
+            "                       second_touch (seen twice) [the owner's default, second_touch]\n"
             "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
             "the whole default trace, 4 KiB pages; x T with --tp T; --requests or --capacity-blocks\n"
             "shrink it). Peak RSS counts it once per mapping, the owner's and each worker client's:\n"
@@ -162,6 +165,16 @@ static int rp_set_policy(rp_opts *o, const char *val)
     return 0;
 }
 
+static int rp_set_admission(rp_opts *o, const char *val)
+{
+    if (strcmp(val, "all") && strcmp(val, "second_touch")) {
+        fprintf(stderr, "fluxon demo: --writeback-admission %s: must be one of all, second_touch\n", val);
+        return -1;
+    }
+    o->writeback_admission = val;
+    return 0;
+}
+
 static int rp_set_writeback(rp_opts *o, const char *val)
 {
     char *end;
@@ -196,6 +209,7 @@ static const rp_optdef rp_optdefs[] = {
     RP_INT("--cpu-owners", cpu_owners, 0, RP_MAX_OWNERS),
     RP_INT("--cpu-capacity-blocks", cpu_capacity_blocks, 1, 1ull << 40),
     RP_FN("--writeback-watermark", rp_set_writeback),
+    RP_FN("--writeback-admission", rp_set_admission),
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
@@ -254,6 +268,12 @@ static int rp_opts_check(rp_opts *o)
                         "pages, which evict to the CPU owners), e.g. --capacity-blocks 10000 --cpu-owners 1\n");
         return -1;
     }
+    if ((o->writeback_watermark > 0 || o->writeback_admission) && !o->cpu_owners) {
+        fprintf(stderr, "fluxon demo: --writeback-watermark/--writeback-admission set how GPU owners copy to CPU "
+                        "owners: they need --cpu-owners K\n");
+        return -1;
+    }
+    if (!o->writeback_watermark) o->writeback_watermark = 0.95;
     if (o->cpu_owners && !o->cpu_capacity_blocks) o->cpu_capacity_blocks = o->capacity_blocks;
     return 0;
 }
@@ -267,7 +287,7 @@ static void rp_opts_defaults(rp_opts *o)
     o->group_pages = 1;
     o->key_prefix = "demo";
     o->eviction_policy = NULL; /* s3fifo, or lru with --cpu-owners (the owner's default) */
-    o->writeback_watermark = 0.95;
+    o->writeback_watermark = 0; /* unset: 0.95 with --cpu-owners */
     const char *env = getenv("FLUXON_TRACE");
     /* the copy in the repository first, then the shared data directory beside it */
     o->trace = env && *env ? env
