@@ -470,6 +470,17 @@ int fluxon_put_abort(fluxon_client *c, fluxon_plan *plan);
  * All thread-safe; a future outlives its client only for free. */
 int  fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms);
 int  fluxon_future_poll(fluxon_future *f);
+/* Each key's outcome of a done commit future (fluxon_local_fast_put_commit): for every key
+ * accepted at put_start (value_ptrs[i] != 0) key_status[i] becomes FLUXON_OK (stored and
+ * published) or why that key alone was not: FLUXON_ERR_KEY_EXISTS (another owner
+ * published the key first), FLUXON_ERR_GROUP_REJECTED (another member of its atomic group
+ * was refused), FLUXON_ERR_LEASE_EXPIRED, FLUXON_ERR_NOMEM; or, when the batch failed as a
+ * whole (the owner restarted or went away), the future's status. Entries of keys refused
+ * at put_start are left as they are: pass the array put_start filled and it ends with
+ * every key's outcome. n_keys: the plan's key count. Returns FLUXON_OK;
+ * FLUXON_IN_PROGRESS (not done: nothing written); FLUXON_ERR_INVALID_ARGUMENT (NULL,
+ * n_keys not the plan's count, or not a commit's future). Thread-safe, never blocks. */
+int  fluxon_future_key_statuses(fluxon_future *f, int *key_status, size_t n_keys);
 int  fluxon_future_fd(const fluxon_future *f);
 void fluxon_future_free(fluxon_future *f);
 
@@ -563,7 +574,9 @@ int fluxon_release_views(fluxon_client *c, fluxon_plan *plan);
  *              FLUXON_OK (stored and published), the put_start rejections
  *              (FLUXON_ERR_KEY_EXISTS, _KEY_BEING_WRITTEN, _GROUP_REJECTED, _NO_SPACE,
  *              _INVALID_ARGUMENT for the same key twice), or for accepted keys the
- *              commit's outcome when it was not FLUXON_OK (the future's status, e.g.
+ *              key's own outcome when it was not FLUXON_OK (fluxon_future_key_statuses:
+ *              FLUXON_ERR_KEY_EXISTS when another owner published that key first, the
+ *              other keys stay FLUXON_OK), or when the batch failed as a whole its status (e.g.
  *              FLUXON_ERR_TIMEOUT: readable through this owner, publication not
  *              confirmed within timeout_ms; FLUXON_ERR_STALE / _UNAVAILABLE).
  * Returns FLUXON_OK when the batch ran (even if some keys were rejected: read

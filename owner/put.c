@@ -405,7 +405,7 @@ static owner_plan_t *oput_prepared(fx_owner_t *o, owner_ext_t *e, uint64_t id)
     return p && p->ext == e && p->state == OP_PREPARED ? p : NULL;
 }
 
-static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status)
+static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status, const uint64_t *kst)
 {
     if (!p->reply_conn || !fx_conn_is_open(p->reply_conn)) return;
     if (p->is_inline) { /* the PUT_INLINE answer */
@@ -418,7 +418,9 @@ static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status)
         }
         return;
     }
-    fx_body_published_t b = {p->id, status};
+    fx_body_published_t b = {p->id, status, {NULL, 0}};
+    for (size_t i = 0; kst && i < p->n && !b.key_statuses.n; i++) /* per key only when one is not OK */
+        if (kst[i] != (uint64_t)(int64_t)FLUXON_OK) b.key_statuses = (fx_u64v_t){kst, (uint32_t)p->n};
     FX_CONN_SEND(p->reply_conn, FX_MSG_PUBLISHED, 0, 0, 0, published, &b);
 }
 
@@ -518,7 +520,7 @@ static void oput_admit_groups(fx_owner_t *o, owner_plan_t *p, owner_entry_t **ad
 /* The master answered PUT_DONE: each accepted key is committed (or, placed remotely, its
  * staging copy goes), or retired when refused. Returns the plan's outcome, or
  * FLUXON_ERR_PROTOCOL (nothing applied) when the answer's columns do not match the batch. */
-static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done_ack_t *ack)
+static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done_ack_t *ack, uint64_t *kst)
 {
     oput_t *s = o->put;
     int outcome = FLUXON_OK;
@@ -530,9 +532,11 @@ static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done
     for (size_t i = 0; i < p->n; i++) /* the batch's misses overlap (fx_hmap_prefetch) */
         if (p->status[i] == FLUXON_OK) fx_ostore_prefetch_offset(o, p->slots[i].offset);
     for (size_t i = 0; i < p->n; i++) {
+        if (kst) kst[i] = (uint64_t)(int64_t)p->status[i]; /* refused at put_start (or commit): as it was */
         if (p->status[i] != FLUXON_OK) continue;
         owner_entry_t *en = fx_ostore_find(o, &p->slots[i]); /* by identity: it may be gone */
         int ks = (int)(int64_t)ack->statuses.v[k];
+        if (kst) kst[i] = (uint64_t)(int64_t)ks; /* what the master did with this key (R4) */
         if (ks == FLUXON_OK && en && (p->place.target_remote || en->invalidated)) {
             /* published on the target (the staging copy goes), or published and invalidated
              * since (deleted or replaced meanwhile): this copy is done */
@@ -579,19 +583,22 @@ static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, 
         return;
     }
     int outcome = status;
+    uint64_t *kst = fx_malloc(p->n * sizeof *kst); /* per key, for PUBLISHED; NULL: the outcome only */
     if (status == FLUXON_OK) {
         bool all_stale = p->place.put_token && ack.statuses.n > 0;
         for (uint32_t k = 0; all_stale && k < ack.statuses.n; k++)
             all_stale = (int)(int64_t)ack.statuses.v[k] == FLUXON_ERR_STALE;
         if (all_stale) { /* the placement expired or its target died: publish the local copy */
+            fx_free(kst);
             fx_oplace_stale(o, p);
             p->batch_id = fx_ostore_next_id(o); /* a new batch: the old id has its answer */
             p->attempts = 0;
             oput_publish(o, p);
             return;
         }
-        outcome = oput_apply_ack(o, p, &ack);
+        outcome = oput_apply_ack(o, p, &ack, kst);
         if (outcome == FLUXON_ERR_PROTOCOL) { /* malformed: the outcome is unknown (T1) */
+            fx_free(kst);
             FX_ERROR("malformed PUT_DONE answer for batch %llu (%u statuses, %u put_ms, %u put_ver); retrying",
                      (unsigned long long)p->batch_id, ack.statuses.n, ack.put_ms.n, ack.put_ver.n);
             oput_retry_later(o, p);
@@ -601,11 +608,13 @@ static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, 
         for (size_t i = 0; i < p->n; i++) {
             owner_entry_t *en = p->status[i] == FLUXON_OK ? fx_ostore_find(o, &p->slots[i]) : NULL;
             if (en) fx_ostore_retire(o, en);
+            if (kst) kst[i] = (uint64_t)(int64_t)(p->status[i] == FLUXON_OK ? status : p->status[i]);
         }
     }
     o->put->puts_published++;
     fx_hist_observe(&o->put->publish_latency, fx_now_ns() - p->t0_ns);
-    oput_notify(o, p, outcome);
+    oput_notify(o, p, outcome, kst);
+    fx_free(kst);
     oput_plan_free(o, p);
 }
 

@@ -147,8 +147,10 @@ typedef struct fx_strv {
 #define FX_BODY_put_start_ack(F) F(U64, plan_id) F(U64V, statuses) F(U64V, offsets)
 #define FX_BODY_plan_ref(F) F(U64, plan_id)
 #define FX_BODY_put_commit_ack(F) F(U64, future_id)
-/* owner -> external (one-way): the batch of future_id is published (or failed) */
-#define FX_BODY_published(F) F(U64, future_id) F(I32, status)
+/* owner -> external (one-way): the batch of future_id is published (or failed). status: the
+ * batch outcome (the first refused key's status); key_statuses: empty when every key of the
+ * plan is FLUXON_OK, else one per plan key (a key refused at put_start: that status) */
+#define FX_BODY_published(F) F(U64, future_id) F(I32, status) F(U64V, key_statuses)
 /* timeout_ms: the caller's wait; the owner bounds the fetch it leads (the copy's claim,
  * the UCX transfer) below it. 0: the owner's own bounds. */
 #define FX_BODY_get_start(F) F(STRV, keys) F(U64V, group_lens) F(U8, best_effort) F(U32, timeout_ms)
