@@ -327,11 +327,13 @@ typedef struct fluxon_put_options {
  * ------------------------------------------------------------------------------- */
 typedef struct fluxon_holder fluxon_holder;
 
-/* Stores a copy of value (value_len bytes, 1..the owner's reserve.grant_bytes) under key
+/* Stores a copy of value (value_len bytes, 1..the owner's reserve.grant_bytes, and its slot
+ * at most the owner's hot tier: hot_capacity_bytes, else hot_capacity_ratio x the payload
+ * capacity; a larger value would be evicted as soon as stored) under key
  * (1..FLUXON_MAX_KEY_BYTES bytes, NUL-terminated, no embedded NUL) and waits until the
  * master published it (at most timeout_ms of the client config). opts may be NULL.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad key, value NULL, value_len 0 or
- * larger than a grant, local_first together with write_through, preferred_sub_cluster
+ * larger than a grant or than the owner's hot tier (the log names it), local_first together with write_through, preferred_sub_cluster
  * not 1..63 characters of [A-Za-z0-9._-], field_mask bits this library does not know); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN
  * (with the matching option); FLUXON_ERR_NO_SPACE (the owner cannot stage it: no free
  * slot of its size and no room for a grant of that size, see reserve.grant_bytes);
@@ -418,7 +420,11 @@ typedef struct fluxon_future fluxon_future;
 /* Reserves one slot per key in this client's owner and returns a put plan whose
  * value_ptrs[i] is where the engine writes key i's value_len bytes.
  *  keys        n_keys NUL-terminated keys (borrowed for the call); n_keys >= 1.
- *  value_len   bytes per value, 1..reserve.grant_bytes of the owner.
+ *  value_len   bytes per value, 1..reserve.grant_bytes of the owner; a value's slot, and
+ *              an atomic group's slots together, at most the owner's hot tier
+ *              (hot_capacity_bytes, else hot_capacity_ratio x the payload capacity):
+ *              else FLUXON_ERR_INVALID_ARGUMENT naming the hot tier (it would be evicted
+ *              as soon as stored).
  *  opts        NULL or options; reject_if_inflight_same_key and
  *              reject_if_exist_same_key are always on for this path.
  *  plan_p      receives the plan (owned by the library; pass it to exactly one of

@@ -27,6 +27,7 @@ typedef struct oput {
         puts_aborted, put_plans_expired;
     fx_hist_t put_start_latency, commit_latency, publish_latency;
     uint64_t put_value_bytes; /* value bytes committed (local-ready) */
+    uint64_t hot_capacity;    /* the hot tier's bytes (evict.c; fixed at start, S5), 0: not read yet */
 } oput_t;
 
 static void oput_publish(fx_owner_t *o, owner_plan_t *p);
@@ -203,6 +204,50 @@ static void oput_claimed(fx_owner_t *o, void *arg, size_t got)
     oput_start_reply(o, p);
 }
 
+/* The hot tier's capacity in bytes (it never changes: read once). */
+static uint64_t oput_hot_capacity(fx_owner_t *o)
+{
+    if (!o->put->hot_capacity) {
+        fx_ometrics_t *m = fx_calloc(1, sizeof *m);
+        if (!m) return UINT64_MAX; /* no check this time */
+        fx_oev_metrics(o, m);
+        o->put->hot_capacity = m->hot_capacity_bytes;
+        fx_free(m);
+    }
+    return o->put->hot_capacity ? o->put->hot_capacity : UINT64_MAX;
+}
+
+/* R3: a value (or an atomic group, evicted whole) larger than the hot tier would be
+ * evicted as soon as it is committed: refused, naming the hot tier. */
+static bool oput_check_hot(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const fx_body_put_start_t *b,
+                           uint64_t slot_size)
+{
+    uint64_t hot = oput_hot_capacity(o), most = 1;
+    size_t g_most = 0;
+    fx_group_iter_t it = fx_group_iter(b->group_lens.v, b->group_lens.n, b->keys.n);
+    while (b->group_lens.n && fx_group_next(&it))
+        if (it.len > most) {
+            most = it.len;
+            g_most = it.g;
+        }
+    if (slot_size <= hot / most) return true;
+    if (most == 1)
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                            "put_start: value_len %llu (a %llu-byte slot) is larger than owner %s's hot tier of %llu "
+                            "bytes (hot_capacity_bytes, else hot_capacity_ratio x the payload capacity): it would "
+                            "be evicted as soon as it is stored",
+                            (unsigned long long)b->value_len, (unsigned long long)slot_size, o->cfg.node_id,
+                            (unsigned long long)hot);
+    else
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                            "put_start: atomic group %zu holds %llu values of a %llu-byte slot (%llu bytes), more "
+                            "than owner %s's hot tier of %llu bytes (hot_capacity_bytes, else hot_capacity_ratio x "
+                            "the payload capacity): it would be evicted whole as soon as it is stored",
+                            g_most, (unsigned long long)most, (unsigned long long)slot_size,
+                            (unsigned long long)(most * slot_size), o->cfg.node_id, (unsigned long long)hot);
+    return false;
+}
+
 /* Validates everything before anything is reserved; replies and returns false if bad. */
 static bool oput_check(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const fx_body_put_start_t *b)
 {
@@ -230,6 +275,7 @@ static bool oput_check(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h
         fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "put_start: %s", why);
         return false;
     }
+    if (!oput_check_hot(o, e, h, b, slot_size)) return false;
     if (b->replica_mask.len && b->replica_mask.len != n) {
         fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
                             "put_start: make_replica_task_mask has %u entries, n_keys is %zu", b->replica_mask.len, n);
