@@ -58,9 +58,10 @@ static void owner_release(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t
 {
     fx_body_release_t b;
     fx_body_release_decode(body, h->body_len, &b, arena);
+    uint64_t unknown = 0, first = 0;
     for (uint32_t i = 0; i < b.holder_ids.n; i++)
-        if (fx_ostore_holder_release_id(o, e, b.holder_ids.v[i]) != FLUXON_OK)
-            FX_WARN("%s released unknown holder %llu", fx_conn_desc(e->conn), (unsigned long long)b.holder_ids.v[i]);
+        if (fx_ostore_holder_release_id(o, e, b.holder_ids.v[i]) != FLUXON_OK && !unknown++) first = b.holder_ids.v[i];
+    fx_oext_unknown(o, e, "holder ids in RELEASE", first, unknown); /* C2: counted, a line a second at most */
 }
 
 static const struct {
