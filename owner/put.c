@@ -675,7 +675,10 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     oput_plan_unlink(p); /* no longer the external's to abort, whatever happens to its conn */
     fx_timer_disarm(o->r, &p->retry_timer); /* the PREPARED TTL: the same timer retries publishes */
     p->state = OP_PUBLISHING;
-    p->batch_id = p->id;
+    /* the batch id is the commit's (W9): ids reach the master in the order of their first
+     * attempt, so a plan committed long after its put_start is not below the dedup
+     * watermark a later batch's forgotten answer raised (p->id stays the future's id) */
+    p->batch_id = fx_ostore_next_id(o);
     p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
     fx_conn_ref(conn);
     if (h) { /* answered first: this reactor indexes the values below before it reads any

@@ -388,3 +388,48 @@ Test(batch, a_key_refused_at_publish_fails_only_itself)
     fluxon_client_close(a);
     fluxon_client_close(b);
 }
+
+static long long master_stat(fluxon_client *c, const char *name)
+{
+    static char buf[1 << 16];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_master_stats(c, buf, sizeof buf, &len), FLUXON_OK);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", name);
+    char *at = strstr(buf, pat);
+    cr_assert(at, "master stats lack %s", name);
+    return atoll(at + strlen(pat));
+}
+
+/* W9: the master forgets PUT_DONE answers (here after 60 x 10 ms) and refuses a batch id at
+ * or below the highest one it forgot. A plan put_started BEFORE a later batch whose answer
+ * was forgotten, and committed after, was refused STALE (its values retired) though it was
+ * never attempted: the batch id is the commit's, not the put_start's. */
+Test(batch, a_commit_made_after_a_later_batch_was_forgotten_is_published)
+{
+    kf_up_ex(1, ",\"master_timeout_ms\":10", NULL);
+    fluxon_client *c = kf_client(0);
+    bt_t *t = bt_new("w9", 9);
+    fluxon_plan *plan = NULL;
+    int st[1];
+    cr_assert_eq(fluxon_local_fast_put_start(c, t->keys, 1, BLEN, NULL, &plan, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_OK);
+    memcpy((void *)(uintptr_t)plan->value_ptrs[0], t->src[0], BLEN);
+    cr_assert_eq(fluxon_batch_put_from(c, &t->keys[1], 1, &t->srcp[1], t->lens, NULL, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_OK, "a later batch is published");
+    double end = th_now_s() + 10;
+    while (master_stat(c, "put_dedup_forgotten") < 1 && th_now_s() < end) th_sleep_ms(20);
+    cr_assert_geq(master_stat(c, "put_dedup_forgotten"), 1, "the later batch's answer was forgotten within 10 s");
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+    int rc = fluxon_future_wait(f, 10000);
+    cr_assert_eq(rc, FLUXON_OK, "the first attempt of a valid commit is published: %s", fluxon_status_string(rc));
+    fluxon_future_free(f);
+    size_t nr = 0;
+    cr_assert_eq(fluxon_batch_get_into(c, t->keys, 1, t->dstp, t->caps, 1, NULL, 0, t->st, NULL, &nr), FLUXON_OK);
+    cr_assert_eq(nr, 1);
+    cr_assert(kf_check(t->dst[0], BLEN, 900));
+    quiet(c);
+    bt_free(t);
+    fluxon_client_close(c);
+}
