@@ -73,7 +73,9 @@ static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"f
                                                    /* message chaos (issue 17): master and owners */
                                                    {"drop_ppm", CFG_O | CFG_M}, {"delay_ppm", CFG_O | CFG_M},
                                                    {"delay_ms", CFG_O | CFG_M}, {"dup_ppm", CFG_O | CFG_M},
-                                                   {"seed", CFG_O | CFG_M}};
+                                                   {"seed", CFG_O | CFG_M},
+                                                   /* W6: a master's put-id clock skewed (a standby on another host) */
+                                                   {"clock_offset_ms", CFG_M}};
 static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O},
                                                       {"idle_grant_return_ms", CFG_O}};
 static const struct cfg_field cfg_ha_fields[] = {{"etcd", CFG_M | CFG_O}, {"lease_ttl_ms", CFG_M | CFG_O},
@@ -381,6 +383,13 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
             uint32_t x = (uint32_t)it->valuedouble;
             *(k == 5 ? &cfg->chaos_drop_ppm : k == 6 ? &cfg->chaos_delay_ppm : k == 7 ? &cfg->chaos_delay_ms
                                                                              : &cfg->chaos_dup_ppm) = x;
+            continue;
+        }
+        if (k == 10) {
+            if (!cJSON_IsNumber(it) || it->valuedouble < -86400000.0 || it->valuedouble > 86400000.0 ||
+                it->valuedouble != (double)(int64_t)it->valuedouble)
+                return cfg_bad(c, path, it, "must be an integer in -86400000..86400000 (ms)");
+            cfg->test_clock_offset_ms = (int64_t)it->valuedouble;
             continue;
         }
         if (k == 9) {

@@ -99,6 +99,8 @@ typedef struct fx_config {
      * touched (transport/chaos.c). seed: the fault stream's seed [0: from node_id] */
     uint32_t chaos_drop_ppm, chaos_delay_ppm, chaos_delay_ms, chaos_dup_ppm;
     uint64_t chaos_seed;
+    int64_t test_clock_offset_ms;         /* "test.clock_offset_ms" (master): its put-id clock runs this
+                                           * far off CLOCK_REALTIME (a standby on a skewed host) [0] */
     int huge_pages;                       /* FX_HUGE_OFF/TRY/ON: segment on hugetlb pages ["off"] */
 
     /* "ha" (master and owner, issue 17): masters elect a leader through etcd; owners find

@@ -199,6 +199,11 @@ FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
     return FLUXON_OK;
 }
 
+FX_INTERNAL void fx_master_kv_put_floor(fx_master_t *m, uint64_t put_ms)
+{
+    if (m->kv && put_ms) mkv_put_id_floor(m->kv, put_ms);
+}
+
 FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)
 {
     mkv_t *s = m->kv;

@@ -436,6 +436,7 @@ static void master_on_accept(void *arg, int fd)
 /* ---- standby masters (issue 17): the election's verdicts (ha.c) ---- */
 static void master_ha_elected(fx_master_t *m)
 {
+    fx_master_kv_put_floor(m, fx_mha_put_floor(m)); /* above every id an earlier leader issued (W6) */
     FX_INFO("master generation %llu serves: owners register and re-publish what they hold",
             (unsigned long long)m->generation);
 }

@@ -79,6 +79,8 @@ struct fx_master {
 /* kv.c, called by master.c */
 FX_INTERNAL int fx_master_kv_init(fx_master_t *m);
 FX_INTERNAL void fx_master_kv_fini(fx_master_t *m);
+/* Every put id issued from now on is above (put_ms, any): a new leader's floor (W6). */
+FX_INTERNAL void fx_master_kv_put_floor(fx_master_t *m, uint64_t put_ms);
 /* A node registered (new or new generation: old_generation != generation, 0 if new).
  * Resets its allocator and drops every replica of an older generation. */
 FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, uint64_t old_generation);

@@ -249,6 +249,8 @@ FX_INTERNAL size_t mkv_routes_index_keys(const mkv_t *s);
 /* ---- routes.c: re-published values (republish.c) ---- */
 /* The put-id generator resumes above (put_ms, put_ver) (a version an owner reported). */
 FX_INTERNAL void mkv_put_id_seen(mkv_t *s, uint64_t put_ms, uint32_t put_ver);
+/* Every put id from now on is above (put_ms, any put_ver): a new leader's floor (W6). */
+FX_INTERNAL void mkv_put_id_floor(mkv_t *s, uint64_t put_ms);
 /* An owner reports replica rep of key at version (put_ms, put_ver): no route yet: one is
  * made with that version (no lease); the same version: rep joins its replicas; an older
  * route: replaced by this version (its replicas invalidated through v); a newer route:

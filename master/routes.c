@@ -21,6 +21,7 @@
 
 #include "hmap.h"
 #include "log.h"
+#include "master_ha.h"
 #include "mkv.h"
 
 #define RT_INV_CHUNK_BYTES (1u << 20) /* an INVALIDATE body is split at about 1 MiB */
@@ -155,12 +156,18 @@ FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
 }
 
 /* ---- put ids ---- */
-static uint64_t rt_realtime_ms(void) { return fx_realtime_ns() / 1000000ull; }
+static uint64_t rt_realtime_ms(const mkv_t *s)
+{
+    return s->m ? fx_master_put_clock_ms(&s->m->cfg) : fx_realtime_ns() / 1000000ull;
+}
 
-/* ONE global monotonic put_id generator: strictly increasing across the whole master. */
+/* ONE global monotonic put_id generator: strictly increasing across the whole master, and
+ * across masters (W6): with standbys, never above the ceiling this leader stored in etcd
+ * (the next leader starts above it), whatever this host's clock says. */
 static void rt_next_put_id(mkv_t *s, uint64_t *ms, uint32_t *ver)
 {
-    uint64_t now = rt_realtime_ms();
+    uint64_t now = rt_realtime_ms(s), ceil = s->m ? fx_mha_put_ceiling(s->m) : 0;
+    if (ceil && now > ceil) now = ceil; /* ids go on in put_ver (4 G of them) until it is extended */
     if (now > s->last_put_ms) {
         s->last_put_ms = now;
         s->last_put_ver = 0;
@@ -172,6 +179,11 @@ static void rt_next_put_id(mkv_t *s, uint64_t *ms, uint32_t *ver)
     }
     *ms = s->last_put_ms;
     *ver = s->last_put_ver;
+}
+
+FX_INTERNAL void mkv_put_id_floor(mkv_t *s, uint64_t put_ms)
+{
+    mkv_put_id_seen(s, put_ms, UINT32_MAX); /* the next id is above every (put_ms, *) */
 }
 
 FX_INTERNAL void mkv_put_id_seen(mkv_t *s, uint64_t put_ms, uint32_t put_ver)
@@ -293,7 +305,7 @@ FX_INTERNAL int mkv_routes_create(mkv_t *s)
 {
     int rc = fx_hmap_create(1024, &s->routes);
     fx_timer_init(&s->index_timer);
-    s->last_put_ms = rt_realtime_ms(); /* every put id of an older master's is from before */
+    s->last_put_ms = rt_realtime_ms(s); /* without standbys, every put id of an older master's is from before */
     if (rc != FLUXON_OK) mkv_routes_destroy(s);
     return rc;
 }

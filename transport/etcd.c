@@ -236,6 +236,41 @@ FX_INTERNAL int fx_etcd_leader(fx_etcd_t *e, const char *name, uint32_t timeout_
     return FLUXON_OK;
 }
 
+FX_INTERNAL int fx_etcd_get(fx_etcd_t *e, const char *key, uint32_t timeout_ms, char *value, size_t cap, char *err,
+                            size_t errcap)
+{
+    char kb[400], body[480];
+    if (!fx_b64_encode(key, strlen(key), kb, sizeof kb)) return FLUXON_ERR_INVALID_ARGUMENT;
+    snprintf(body, sizeof body, "{\"key\":\"%s\"}", kb);
+    cJSON *d = NULL;
+    int rc = etcd_post(e, "/v3/kv/range", body, timeout_ms, &d, err, errcap);
+    if (rc != FLUXON_OK) return rc;
+    cJSON *kv = cJSON_GetArrayItem(cJSON_GetObjectItem(d, "kvs"), 0);
+    cJSON *v = cJSON_GetObjectItem(kv, "value");
+    ssize_t n = !kv ? -2 : cJSON_IsString(v) ? fx_b64_decode(v->valuestring, (uint8_t *)value, cap - 1) : 0;
+    cJSON_Delete(d);
+    if (n == -2) return FLUXON_ERR_NOT_FOUND;
+    if (n < 0) {
+        if (err) snprintf(err, errcap, "/v3/kv/range %s: the value is not base64 or longer than %zu bytes", key, cap - 1);
+        return FLUXON_ERR_PROTOCOL;
+    }
+    value[n] = 0;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_etcd_put(fx_etcd_t *e, const char *key, const char *value, uint32_t timeout_ms, char *err,
+                            size_t errcap)
+{
+    char kb[400], vb[400], body[840];
+    if (!fx_b64_encode(key, strlen(key), kb, sizeof kb) || !fx_b64_encode(value, strlen(value), vb, sizeof vb))
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", kb, vb);
+    cJSON *d = NULL;
+    int rc = etcd_post(e, "/v3/kv/put", body, timeout_ms, &d, err, errcap);
+    cJSON_Delete(d);
+    return rc;
+}
+
 FX_INTERNAL int fx_etcd_campaign_start(fx_etcd_t *e, const char *name, int64_t lease, const char *value)
 {
     fx_etcd_campaign_cancel(e);

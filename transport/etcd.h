@@ -39,6 +39,12 @@ FX_INTERNAL int fx_etcd_leader(fx_etcd_t *e, const char *name, uint32_t timeout_
  * early by fx_etcd_wakeup from any thread). Poll returns FX_ETCD_WAITING while the
  * campaign waits, FLUXON_OK when elected (*rev: the leader key's create revision), or an
  * error. Cancelling drops the request: etcd withdraws the candidacy. One at a time. */
+/* A plain key (/v3/kv/range, /v3/kv/put; no lease: it outlives its writer). get: the value
+ * (NUL-terminated, at most cap-1 bytes) or FLUXON_ERR_NOT_FOUND when the key has none. */
+FX_INTERNAL int fx_etcd_get(fx_etcd_t *e, const char *key, uint32_t timeout_ms, char *value, size_t cap, char *err,
+                            size_t errcap);
+FX_INTERNAL int fx_etcd_put(fx_etcd_t *e, const char *key, const char *value, uint32_t timeout_ms, char *err,
+                            size_t errcap);
 FX_INTERNAL int fx_etcd_campaign_start(fx_etcd_t *e, const char *name, int64_t lease, const char *value);
 FX_INTERNAL int fx_etcd_campaign_poll(fx_etcd_t *e, uint32_t wait_ms, int64_t *rev, char *err, size_t errcap);
 FX_INTERNAL void fx_etcd_campaign_cancel(fx_etcd_t *e);

@@ -276,3 +276,33 @@ Test(ha, failover_time_median_of_10, .timeout = 300, .fini = fini)
     cr_assert_leq((l2[4] + l2[5]) / 2, 2.0 * TTL / 1000, "the median election is within 2 x lease TTL");
     fluxon_client_close(c);
 }
+
+/* W6: put ids grow across masters whatever the hosts' clocks say. Master 1's put clock is
+ * 10 minutes behind master 0's. k is put through master 0 on owner 0, which is then
+ * stopped (SIGSTOP) while master 0 is killed; k is put again through master 1 on owner 1;
+ * owner 0 resumes and re-publishes its older k. That version had the higher put id (the
+ * faster clock's) and replaced the newer one; now master 1 issues ids above the ceiling
+ * master 0 kept in etcd, and the older k is refused. */
+Test(ha, a_standby_with_a_slower_clock_issues_put_ids_above_the_old_leaders, .timeout = 120, .fini = fini)
+{
+    HF_REQUIRE_ETCD();
+    hf_master_extra[1] = ",\"test\":{\"clock_offset_ms\":-600000}";
+    hf_up(2, 2, TTL_MS);
+    hf_master_extra[1] = NULL;
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_opt(c[0], "k", 1, true); /* on owner 0 */
+    cr_assert_eq(kill(rf.owner[0], SIGSTOP), 0);
+    hf_kill_master(0);
+    cr_assert(hf_wait_leads(1, 4 * TTL_MS), "master 1 takes over (see %s)", hf.mlog[1]);
+    char want[80], log[400];
+    snprintf(want, sizeof want, "registered with master 127.0.0.1:%d", hf.mport[1]);
+    snprintf(log, sizeof log, "%s/owner1.log", rf.dir);
+    cr_assert(th_wait_log(log, want, 20000), "owner 1 registered with master 1 (see %s)", log);
+    put_opt(c[1], "k", 2, true); /* the newer k, on owner 1, through the slower clock */
+    cr_assert_eq(kill(rf.owner[0], SIGCONT), 0);
+    cr_assert(rf_wait_stat(c[1], true, "republish_owners_done", 1, 2, 30000), "owner 0 re-publishes to master 1");
+    get_check(c[1], "k", 2, "o1");
+    get_check(c[0], "k", 2, "o0");
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
