@@ -32,7 +32,7 @@ enum {
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
-    CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE
+    CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_DEAD_GRACE
 };
 
 struct cfg_field {
@@ -66,6 +66,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"ring_poll_plan_us", CFG_O},
     {"segment_touch", CFG_O | CFG_E},
     {"heap_reserve_mib", CFG_M | CFG_O},
+    {"dead_owner_grace_ms", CFG_M}, /* L1 */
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -503,6 +504,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     }
     case CFG_K_INFLIGHT_TTL: return cfg_get_ms(c, path, v, &cfg->inflight_ttl_ms);
     case CFG_K_HB_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->heartbeat_timeout_ms);
+    case CFG_K_DEAD_GRACE: return cfg_get_ms(c, path, v, &cfg->dead_owner_grace_ms);
     case CFG_K_NODE_ID: return cfg_get_id(c, path, v, true, cfg->node_id);
     case CFG_K_MASTER:
         if (cJSON_IsString(v) && strncmp(v->valuestring, "unix:", 5) == 0) { /* a master on this host */

@@ -52,6 +52,7 @@ typedef struct fx_config {
     char metrics_listen[FX_HOST_MAX + 8]; /* "" = off */
     uint32_t inflight_ttl_ms;             /* [60000], > 0 */
     uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
+    uint32_t dead_owner_grace_ms;         /* [600000], > 0: a dead owner is forgotten after this (L1) */
     uint32_t replica_target_roles;        /* "replica_target_roles" [["remote_cache"]]: bit
                                            * (1 << fx_node_role_t) per node role that may receive
                                            * replica tasks and write-backs (issue 16) */

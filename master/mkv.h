@@ -233,6 +233,8 @@ FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v);
 /* n came back with a new generation: forgets its replicas of older generations; routes
  * left without a replica are deleted (no INVALIDATE: nobody holds them). */
 FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation);
+/* Drops every replica on n, whatever its generation (n is forgotten: L1); O(routes). */
+FX_INTERNAL void mkv_routes_drop_node(mkv_t *s, master_node_t *n);
 /* Up to cap keys with prefix, after `after` (NULL: from the start), in order, into
  * keys[] (views of the route map's own copies: valid until the map changes); *n_p gets
  * their number. The first LIST (or the first after the index was dropped) builds the

@@ -499,7 +499,9 @@ FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v)
     return dropped;
 }
 
-FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation)
+/* Drops n's replicas (all, or those not of its current generation); deletes routes left
+ * with none. */
+static void rt_drop_node_replicas(mkv_t *s, master_node_t *n, bool all, size_t *dropped_p, size_t *routes_p)
 {
     size_t dropped = 0, routes = 0;
     fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
@@ -510,7 +512,7 @@ FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t
         mkv_route_t *r = v;
         uint32_t keep = 0;
         for (uint32_t j = 0; j < r->n_rep; j++)
-            if (r->rep[j].node != n || r->rep[j].generation == n->generation) r->rep[keep++] = r->rep[j];
+            if (r->rep[j].node != n || (!all && r->rep[j].generation == n->generation)) r->rep[keep++] = r->rep[j];
         dropped += r->n_rep - keep;
         s->replicas -= r->n_rep - keep;
         r->n_rep = keep;
@@ -519,6 +521,21 @@ FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t
             routes++;
         }
     }
+    *dropped_p = dropped;
+    *routes_p = routes;
+}
+
+FX_INTERNAL void mkv_routes_drop_node(mkv_t *s, master_node_t *n)
+{
+    size_t dropped, routes;
+    rt_drop_node_replicas(s, n, true, &dropped, &routes);
+    FX_INFO("owner %s forgotten: dropped its %zu replicas (%zu routes deleted)", n->node_id, dropped, routes);
+}
+
+FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation)
+{
+    size_t dropped, routes;
+    rt_drop_node_replicas(s, n, false, &dropped, &routes);
     s->c.generation_routes_dropped += routes;
     FX_INFO("owner %s: generation %llu -> %llu: dropped %zu replicas of the old generation (%zu routes deleted)",
             n->node_id, (unsigned long long)old_generation, (unsigned long long)n->generation, dropped, routes);

@@ -190,8 +190,12 @@ static void owner_registering(fx_owner_t *o, fx_body_register_t *reg)
     fx_oclaims_grants(o, &reg->grant_ids, &reg->grant_offsets);
 }
 
-static void owner_registered(fx_owner_t *o, bool master_changed)
+static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten)
 {
+    if (forgotten) { /* L1: nothing held here is routed any more, and some of it is stale */
+        fx_ostore_forget_all(o);
+        fx_orepub_forget_all(o);
+    }
     fx_orepub_registered(o, master_changed); /* a new master learns what this owner holds */
     fx_oput_master_ready(o);
     fx_oclaims_master_ready(o);

@@ -68,7 +68,9 @@ typedef struct fx_strv {
     F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)          \
     F(U64V, grant_ids) F(U64V, grant_offsets) /* grants held: a restarted master re-learns them */ \
     F(STR, sub_cluster)
-#define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms)
+/* forgotten: this master forgot the owner's generation (dead longer than dead_owner_grace_ms,
+ * L1): it missed deletions and overwrites meanwhile and drops every value it holds */
+#define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms) F(U8, forgotten)
 #define FX_BODY_heartbeat(F) F(U64, generation)
 #define FX_BODY_ping(F) F(U8, to_master) F(U64, t_ns)
 #define FX_BODY_nodes(F)                                                              \
