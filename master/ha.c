@@ -117,6 +117,11 @@ typedef struct mha_run {
 
 static uint32_t mha_margin(uint32_t ttl_ms) { return FX_MAX(ttl_ms / 4, 100u); }
 
+/* H1: the campaign's long-poll is bounded (then the candidacy starts over with a new lease);
+ * the leader check at every keepalive is what notices an election the campaign's answer
+ * never brought */
+static uint32_t mha_campaign_bound_ms(uint32_t ttl_ms) { return FX_MAX(10 * ttl_ms, 10000u); }
+
 /* Stores a put-id ceiling MHA_PUT_AHEAD_MS past max(the put clock, floor); the reactor
  * may issue ids up to it once stored. */
 static int mha_put_ceiling_store(mha_t *h, uint64_t floor, char *err, size_t errcap)
@@ -188,7 +193,7 @@ static void mha_grant(mha_t *h, mha_run_t *x)
         x->ttl_ms = granted * 1000;
         x->lease_deadline = t0 + x->ttl_ms - mha_margin(x->ttl_ms);
         x->next_ka = t0 + x->ttl_ms / 3;
-        rc = fx_etcd_campaign_start(h->etcd, cfg->ha_key, x->lease, h->value);
+        rc = fx_etcd_campaign_start(h->etcd, cfg->ha_key, x->lease, h->value, mha_campaign_bound_ms(x->ttl_ms));
         if (rc == FLUXON_OK) {
             x->campaigning = true;
             x->warned_ms = 0;
@@ -203,6 +208,47 @@ static void mha_grant(mha_t *h, mha_run_t *x)
     mha_warn(h, x, "cannot get an etcd lease", err);
     int64_t rev;
     fx_etcd_campaign_poll(h->etcd, 200, &rev, err, sizeof err); /* an interruptible pause */
+}
+
+/* Elected (the campaign's answer, or the leader check found the leader key ours): the
+ * put ids are claimed first; false when that failed (the candidacy was given up). */
+static bool mha_elected(mha_t *h, mha_run_t *x, int64_t rev, const char *how)
+{
+    char err[256];
+    x->campaigning = false;
+    if (!mha_put_ids_claim(h, err, sizeof err)) {
+        mha_warn(h, x, "elected, but the put-id ceiling could not be read or stored in etcd; campaigning again", err);
+        fx_etcd_lease_revoke(h->etcd, x->lease, 500); /* hand the leadership on */
+        mha_lose(h, x, err);
+        return false;
+    }
+    x->leader = true;
+    atomic_store(&h->term, (uint64_t)rev);
+    atomic_store(&h->deadline_ms, x->lease_deadline);
+    if (strcmp(how, "campaign")) FX_WARN("master %s: elected, learnt from %s (the campaign's answer never came)", h->value, how);
+    fx_reactor_post(h->m->r, mha_on_elected, h);
+    return true;
+}
+
+/* H1: who leads, asked at every keepalive. A candidate whose key leads is elected even
+ * when its campaign's answer was lost (its connection died silently); a leader whose key no
+ * longer leads (deleted, another lease) steps down. Errors change nothing. */
+static void mha_check_leader(mha_t *h, mha_run_t *x)
+{
+    if (!x->campaigning && !x->leader) return;
+    char err[256];
+    int64_t lease = 0, rev = 0;
+    int rc = fx_etcd_leader_lease(h->etcd, h->m->cfg.ha_key, FX_MAX(x->ttl_ms / 4, 100u), &lease, &rev, err, sizeof err);
+    if (x->campaigning && rc == FLUXON_OK && lease == x->lease) {
+        /* the campaign request is left to end by itself: cancelling it while etcd still
+         * waits in it would have etcd resign this very key */
+        mha_elected(h, x, rev, "the leader check");
+    } else if (x->leader && (rc == FLUXON_ERR_NOT_FOUND || (rc == FLUXON_OK && lease != x->lease))) {
+        snprintf(err, sizeof err, "etcd names %s as the leader of \"%s\"",
+                 rc == FLUXON_OK ? "another candidate" : "nobody", h->m->cfg.ha_key);
+        fx_etcd_lease_revoke(h->etcd, x->lease, 500);
+        mha_lose(h, x, err);
+    }
 }
 
 static void mha_keepalive(mha_t *h, mha_run_t *x)
@@ -220,6 +266,7 @@ static void mha_keepalive(mha_t *h, mha_run_t *x)
         if (x->leader && ceil < fx_master_put_clock_ms(&h->m->cfg) + MHA_PUT_AHEAD_MS / 2 &&
             mha_put_ceiling_store(h, ceil, err, sizeof err) != FLUXON_OK)
             mha_warn(h, x, "cannot extend the put-id ceiling in etcd (put ids stop at the old one)", err);
+        mha_check_leader(h, x);
         return;
     }
     if (rc == FLUXON_ERR_NOT_FOUND) {
@@ -246,19 +293,8 @@ static void mha_step(mha_t *h, mha_run_t *x)
     uint32_t wait = x->next_ka > now ? (uint32_t)FX_MIN(x->next_ka - now, 1000u) : 0;
     int64_t rev = 0;
     int rc = fx_etcd_campaign_poll(h->etcd, wait, &rev, err, sizeof err); /* sleeps when not campaigning */
-    if (x->campaigning && rc == FLUXON_OK && !mha_put_ids_claim(h, err, sizeof err)) {
-        x->campaigning = false;
-        mha_warn(h, x, "elected, but the put-id ceiling could not be read or stored in etcd; campaigning again", err);
-        fx_etcd_lease_revoke(h->etcd, x->lease, 500); /* hand the leadership on */
-        mha_lose(h, x, err);
-        return;
-    }
     if (x->campaigning && rc == FLUXON_OK) {
-        x->campaigning = false;
-        x->leader = true;
-        atomic_store(&h->term, (uint64_t)rev);
-        atomic_store(&h->deadline_ms, x->lease_deadline);
-        fx_reactor_post(h->m->r, mha_on_elected, h);
+        if (!mha_elected(h, x, rev, "campaign")) return;
     } else if (x->campaigning && rc != FX_ETCD_WAITING) {
         x->campaigning = false;
         mha_warn(h, x, "the campaign failed", err);

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "hafix.h"
+#include "tcpproxy.h"
 
 #define VLEN 20000
 #define N_PRE 48
@@ -305,4 +306,49 @@ Test(ha, a_standby_with_a_slower_clock_issues_put_ids_above_the_old_leaders, .ti
     get_check(c[0], "k", 2, "o0");
     fluxon_client_close(c[0]);
     fluxon_client_close(c[1]);
+}
+
+/* H1: the standby's campaign connection dies silently (a proxy the test controls stops
+ * relaying it, closing nothing) while its lease stays alive through other connections.
+ * The leader is killed: etcd elects the standby, whose campaign answer never arrives. It
+ * used to wait for it for ever (elected in etcd, serving nobody: owners refused); now its
+ * leader check at the next keepalive finds the leader key its own and it serves. */
+static tcp_proxy_t px;
+
+static void fini_proxy(void)
+{
+    hf_down();
+    tp_stop(&px);
+}
+
+Test(ha, a_standby_whose_campaign_connection_died_silently_still_takes_over, .timeout = 120, .fini = fini_proxy)
+{
+    HF_REQUIRE_ETCD();
+    tp_start(&px, &hf.etcd_port);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", px.port);
+    hf_master_etcd[1] = url;
+    hf_up(2, 1, TTL_MS);
+    hf_master_etcd[1] = NULL;
+    double end = th_now_s() + 10;
+    while (atomic_load(&px.campaigns_seen) < 1 && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_geq(atomic_load(&px.campaigns_seen), 1, "master 1's campaign went through the proxy");
+    th_sleep_ms(200); /* etcd holds master 1's candidacy */
+    atomic_store(&px.freeze_campaigns, true);
+    end = th_now_s() + 5;
+    while (atomic_load(&px.frozen) < 1 && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_geq(atomic_load(&px.frozen), 1, "the campaign connection is silent");
+    hf_kill_master(0);
+    cr_assert(hf_wait_leads(1, 5 * TTL_MS), "master 1 serves though its campaign's answer never came (see %s)",
+              hf.mlog[1]);
+    cr_assert_eq(hf_etcd_leader(), 1);
+    hf_wait_owner(0, "registered with master");
+    char want[80], log[400];
+    snprintf(want, sizeof want, "registered with master 127.0.0.1:%d", hf.mport[1]);
+    snprintf(log, sizeof log, "%s/owner0.log", rf.dir);
+    cr_assert(th_wait_log(log, want, 20000), "the owner registers with master 1 (see %s)", log);
+    fluxon_client *c = rf_client(0);
+    put_seeded(c, "after", 5);
+    get_check(c, "after", 5, "o0");
+    fluxon_client_close(c);
 }
