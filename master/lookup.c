@@ -24,7 +24,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
     master_node_t *self = p->node;
     uint32_t nk = b.keys.n;
     size_t max_src = FX_MAX(FX_MIN((size_t)nk, s->m->n_nodes), (size_t)1);
-    uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 7);
+    uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 8);
     uint64_t *sgen = mkv_arena_u64(arena, max_src), *sbase = mkv_arena_u64(arena, max_src);
     fx_str_t *sid = fx_arena_alloc(arena, max_src * sizeof *sid);
     fx_str_t *saddr = fx_arena_alloc(arena, max_src * sizeof *saddr);
@@ -35,13 +35,14 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
         return;
     }
     uint64_t *st = cols, *src = cols + nk, *offs = cols + 2 * (size_t)nk, *vlen = cols + 3 * (size_t)nk,
-             *pms = cols + 4 * (size_t)nk, *pver = cols + 5 * (size_t)nk, *modes = cols + 6 * (size_t)nk;
+             *pms = cols + 4 * (size_t)nk, *pver = cols + 5 * (size_t)nk, *modes = cols + 6 * (size_t)nk,
+             *seqs = cols + 7 * (size_t)nk;
     uint32_t nsrc = 0, hits = 0;
     fx_mkv_inv_t inv = {0};
     for (uint32_t i = 0; i < nk; i++) {
         st[i] = MKV_ST(FLUXON_ERR_NOT_FOUND);
         src[i] = UINT64_MAX;
-        offs[i] = vlen[i] = pms[i] = pver[i] = modes[i] = 0;
+        offs[i] = vlen[i] = pms[i] = pver[i] = modes[i] = seqs[i] = 0;
         mkv_route_t *r = mkv_key_ok(b.keys.v[i]) ? mkv_route_get(s, b.keys.v[i], &inv) : NULL;
         if (!r) continue;
         /* a replica on the requester itself first (no network), else the first alive one */
@@ -86,6 +87,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
         st[i] = MKV_ST(FLUXON_OK);
         src[i] = si;
         offs[i] = rep->offset;
+        seqs[i] = rep->seq;
         vlen[i] = r->value_len;
         pms[i] = r->put_ms;
         pver[i] = r->put_ver;
@@ -97,7 +99,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
     if (hits < nk) FX_DEBUG("lookup from %s: %u of %u keys hit", fx_conn_desc(p->conn), hits, nk);
     fx_body_lookup_ack_t ack = {{st, nk},     {src, nk},   {offs, nk},  {vlen, nk},   {pms, nk},   {pver, nk},
                                 {sid, nsrc},  {sgen, nsrc}, {saddr, nsrc}, {srkey, nsrc}, {sbase, nsrc},
-                                {modes, nk}};
+                                {modes, nk}, {seqs, nk}};
     mkv_inv_flush(s, &inv);
     MKV_REPLY(p, h, lookup_ack, &ack);
 }
@@ -133,7 +135,8 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     MKV_DECODE(s, p, h, body, arena, get_done, &b);
     const mkv_array_t arrays[] = {{"offsets", b.offsets.n, false},        {"put_ms", b.put_ms.n, false},
                                   {"put_ver", b.put_ver.n, false},        {"value_lens", b.value_lens.n, false},
-                                  {"src_offsets", b.src_offsets.n, false}, {"modes", b.modes.n, true}};
+                                  {"src_offsets", b.src_offsets.n, false}, {"modes", b.modes.n, true},
+                                  {"src_seqs", b.src_seqs.n, true}};
     mkv_batch_spec_t spec = {"get_done", b.keys, arrays, FX_ARRAY_LEN(arrays), 0, UINT32_MAX, false, 1};
     uint64_t *st;
     master_node_t *n = mkv_batch_open(s, p, h, &spec, arena, &st);
@@ -161,7 +164,8 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             st[i] = MKV_ST(FLUXON_OK);
             continue;
         }
-        if (!version || !src || src->generation != b.src_generation || mkv_route_find(r, src, b.src_offsets.v[i]) < 0) {
+        int sj = version && src && src->generation == b.src_generation ? mkv_route_find(r, src, b.src_offsets.v[i]) : -1;
+        if (sj < 0 || (b.src_seqs.n && r->rep[sj].seq != b.src_seqs.v[i])) { /* W3: that very replica */
             st[i] = MKV_ST(FLUXON_ERR_STALE); /* the version, or the copy's source, is gone */
             stale++;
             continue;

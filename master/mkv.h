@@ -41,6 +41,9 @@ typedef struct mkv_replica {
     uint64_t generation, offset;
     uint64_t range_bytes; /* > 0: a range this master allocated in node's segment (a placed
                            * put); freed when the replica goes. 0: a slot of the owner's grants */
+    uint64_t seq;         /* W3: this replica's number, never used again by this master: a
+                           * replica removed and added again (same node, generation, offset,
+                           * version) is another one; LOOKUP names it, GET_DONE echoes it */
 } mkv_replica_t;
 
 typedef struct mkv_route {
@@ -62,6 +65,7 @@ typedef struct mkv {
     uint64_t index_used_ms;   /* the last LIST */
     fx_timer_t index_timer;   /* drops the index MKV_INDEX_IDLE_MS after the last LIST */
     uint64_t replicas;
+    uint64_t rep_seq; /* the last replica number given (mkv_replica_t.seq) */
     uint64_t last_put_ms;
     uint32_t last_put_ver;
     /* lease_table.c (the table) and leases.c (the timer) */

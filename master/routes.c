@@ -394,6 +394,7 @@ FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t h, uint64_t v
     nr->group_len = group_len;
     nr->n_rep = 1;
     nr->rep[0] = *rep;
+    nr->rep[0].seq = ++s->rep_seq;
     rt_next_put_id(s, &nr->put_ms, &nr->put_ver);
     void *old = NULL;
     if (fx_hmap_put_h(s->routes, key.p, key.len, h ? h : fx_hmap_hash(key.p, key.len), nr, &old) != FLUXON_OK) {
@@ -447,6 +448,7 @@ FX_INTERNAL int mkv_route_restore(mkv_t *s, fx_str_t key, uint64_t value_len, ui
     *nr = (mkv_route_t){.value_len = value_len, .put_ms = put_ms, .put_ver = put_ver, .group_len = group_len,
                         .n_rep = 1};
     nr->rep[0] = *rep;
+    nr->rep[0].seq = ++s->rep_seq;
     int rc = rt_restore_new(s, key, nr, v);
     if (rc != FLUXON_OK) {
         fx_free(nr);
@@ -467,7 +469,7 @@ FX_INTERNAL int mkv_route_add_replica(mkv_t *s, mkv_route_t *r, master_node_t *n
         r->n_rep = k;
     }
     if (r->n_rep == MKV_MAX_REPLICAS) return FLUXON_ERR_NO_SPACE;
-    r->rep[r->n_rep++] = (mkv_replica_t){n, n->generation, offset, 0};
+    r->rep[r->n_rep++] = (mkv_replica_t){n, n->generation, offset, 0, ++s->rep_seq};
     s->replicas++;
     return FLUXON_OK;
 }
