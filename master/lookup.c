@@ -233,6 +233,45 @@ FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_
 }
 
 /* ---- DELETE / EXISTS / LIST ---- */
+/* A DELETE waits for its INVALIDATEs (W6): the owners holding a copy answer once they
+ * dropped it, so a master restarted after the caller heard OK meets no owner that would
+ * re-publish the key. Nothing here touches the KV state (the master may be deposed before
+ * the answers come): the requester's connection and request only. */
+typedef struct lk_del {
+    fx_conn_t *conn; /* the requester's (referenced) */
+    fx_frame_header_t h;
+    uint32_t pending, unconfirmed, timeout_ms;
+    int why; /* the first unconfirmed one's status */
+    char key[84];
+} lk_del_t;
+
+static void lk_del_end(lk_del_t *d)
+{
+    if (--d->pending) return;
+    if (d->h.req_id && fx_conn_is_open(d->conn)) {
+        if (!d->unconfirmed) {
+            fx_body_empty_t e;
+            FX_CONN_REPLY(d->conn, &d->h, empty, &e);
+        } else {
+            FX_WARN("delete of %s: %u owners holding a copy did not confirm dropping it within %u ms (%s)", d->key,
+                    d->unconfirmed, d->timeout_ms, fluxon_status_string(d->why));
+            fx_conn_reply_error(d->conn, &d->h, FLUXON_ERR_UNKNOWN_OUTCOME,
+                                "delete of %s: the route is gone, but %u owners holding a copy did not confirm "
+                                "dropping it within %u ms (%s): if the master restarts before they do, the key "
+                                "may come back", d->key, d->unconfirmed, d->timeout_ms, fluxon_status_string(d->why));
+        }
+    }
+    fx_conn_unref(d->conn);
+    fx_free(d);
+}
+
+static void lk_on_inv_ack(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    lk_del_t *d = arg;
+    if (status != FLUXON_OK && !d->unconfirmed++) d->why = status;
+    lk_del_end(d);
+}
+
 FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                                fx_arena_t *arena)
 {
@@ -252,9 +291,23 @@ FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header
     }
     mkv_route_remove(s, b.key.p, b.key.len, r, &inv); /* the route goes first ... */
     s->c.deletes++;
-    mkv_inv_flush(s, &inv); /* ... then the owners are told, then the caller answered */
-    fx_body_empty_t e;
-    MKV_REPLY(p, h, empty, &e);
+    lk_del_t *d = fx_calloc(1, sizeof *d);
+    if (!d) { /* ... then the owners are told, then the caller answered (not waiting: no memory) */
+        mkv_inv_flush(s, &inv);
+        fx_body_empty_t e;
+        MKV_REPLY(p, h, empty, &e);
+        return;
+    }
+    d->conn = p->conn;
+    fx_conn_ref(d->conn);
+    d->h = *h;
+    d->pending = 1; /* ours, until every request is out */
+    d->timeout_ms = FX_MAX((s->m->cfg.master_timeout_ms ? s->m->cfg.master_timeout_ms : 5000u) / 2, 100u);
+    snprintf(d->key, sizeof d->key, "%.*s", MKV_KEYF(b.key));
+    /* ... then the owners holding a copy drop it, then the caller is answered (an owner not
+     * connected is told when it reconnects to this master) */
+    d->pending += (uint32_t)mkv_inv_flush_acked(s, &inv, d->timeout_ms, lk_on_inv_ack, d);
+    lk_del_end(d);
 }
 
 FX_INTERNAL void fx_mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,

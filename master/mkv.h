@@ -197,6 +197,10 @@ FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char
  * body would pass ~1 MiB), counts them, and frees the queue (v is zeroed, reusable).
  * Callers flush BEFORE they answer the request that caused the invalidations. */
 FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v);
+/* As mkv_inv_flush, but each INVALIDATE to a connected owner is a request it answers once
+ * it dropped those copies (W6: a DELETE is answered after that): cb(arg, ...) runs once per
+ * request sent (FLUXON_ERR_TIMEOUT after timeout_ms). Returns how many were sent. */
+FX_INTERNAL size_t mkv_inv_flush_acked(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg);
 /* Invalidations of an owner that was not connected are held (n->inv_held, at most
  * RT_INV_HELD_MAX) instead of dropped: it may come back with the same generation, still
  * holding the copies (a lost connection, not a restart) — it must not go on serving them.

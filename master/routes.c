@@ -56,8 +56,10 @@ FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char
     v->kused += klen;
 }
 
-static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t *idx, size_t cnt,
-                          uint64_t *replicas_p, uint64_t *msgs_p)
+/* Sends one INVALIDATE of cnt entries: one-way, or (cb) a request node answers once it
+ * dropped the copies (cb runs once). Returns true when sent. */
+static bool rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t *idx, size_t cnt,
+                        uint64_t *replicas_p, uint64_t *msgs_p, uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
 {
     fx_str_t *keys = fx_malloc(cnt * sizeof *keys);
     uint64_t *cols = fx_malloc(cnt * 3 * sizeof *cols);
@@ -65,7 +67,7 @@ static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t
         FX_ERROR("invalidate %s: out of memory; %zu replicas not invalidated", node->node_id, cnt);
         fx_free(keys);
         fx_free(cols);
-        return;
+        return false;
     }
     for (size_t i = 0; i < cnt; i++) {
         const fx_mkv_inv_ent_t *e = &v->e[idx[i]];
@@ -76,7 +78,9 @@ static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t
     }
     uint32_t n = (uint32_t)cnt;
     fx_body_invalidate_t b = {{keys, n}, {cols, n}, {cols + cnt, n}, {cols + 2 * cnt, n}};
-    if (FX_CONN_SEND(node->peer->conn, FX_MSG_INVALIDATE, 0, 0, 0, invalidate, &b) == FLUXON_OK) {
+    int rc = cb ? FX_RPC_CALL(node->peer->conn, INVALIDATE, invalidate, &b, timeout_ms, cb, arg)
+                : FX_CONN_SEND(node->peer->conn, FX_MSG_INVALIDATE, 0, 0, 0, invalidate, &b);
+    if (rc == FLUXON_OK) {
         *replicas_p += cnt;
         (*msgs_p)++;
     } else {
@@ -84,6 +88,7 @@ static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t
     }
     fx_free(keys);
     fx_free(cols);
+    return rc == FLUXON_OK;
 }
 
 /* The held invalidations of a node (created on first use; NULL when out of memory). */
@@ -117,8 +122,18 @@ FX_INTERNAL void mkv_inv_held_send(mkv_t *s, master_node_t *n)
     fx_free(v);
 }
 
-FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
+static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg);
+
+FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v) { rt_inv_flush(s, v, 0, NULL, NULL); }
+
+FX_INTERNAL size_t mkv_inv_flush_acked(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
 {
+    return rt_inv_flush(s, v, timeout_ms, cb, arg);
+}
+
+static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
+{
+    size_t acked = 0;
     uint64_t *replicas_p = &s->c.invalidations_sent, *msgs_p = &s->c.invalidate_msgs;
     if (v->lost) FX_ERROR("out of memory collecting invalidations: %zu replicas not invalidated", v->lost);
     size_t *idx = v->n ? fx_malloc(v->n * sizeof *idx) : NULL;
@@ -142,17 +157,18 @@ FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
             idx[cnt++] = j;
             bytes += 28 + v->e[j].klen;
             if (bytes >= RT_INV_CHUNK_BYTES) {
-                rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p);
+                acked += rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p, timeout_ms, cb, arg) && cb;
                 cnt = bytes = 0;
             }
         }
-        if (cnt) rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p);
+        if (cnt) acked += rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p, timeout_ms, cb, arg) && cb;
         if (!connected) FX_DEBUG("invalidate: owner %s is not connected; told when it reconnects", node->node_id);
     }
     fx_free(idx);
     fx_free(v->e);
     fx_free(v->keys);
     memset(v, 0, sizeof *v);
+    return acked;
 }
 
 /* ---- put ids ---- */

@@ -354,3 +354,27 @@ Test(restart, a_dead_owner_is_forgotten_after_its_grace_and_its_late_return_drop
     fluxon_client_close(c[0]);
     fluxon_client_close(c[1]);
 }
+
+/* W6: a delete answered OK stays deleted across a master restart. The owner holding the
+ * key gets the INVALIDATE late (a test fault holds it 1 s, and drops it if the master link
+ * goes first, as a master crash drops what it had not flushed). The master answered the
+ * DELETE at once, so killing it right after left the owner to re-publish the key to the
+ * next master; now the DELETE is answered once the owner confirmed dropping its copy. */
+Test(restart, a_delete_answered_ok_is_not_undone_by_a_master_restart, .timeout = 120, .fini = fini)
+{
+    const char *extra[2] = {",\"test\":{\"fault_message\":\"INVALIDATE\",\"fault\":\"delay_request\",\"fault_ms\":1000}",
+                            NULL};
+    rf_up(2, extra);
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_seeded(c[0], "gone", 1, true); /* on owner 0 */
+    put_seeded(c[0], "kept", 2, true);
+    cr_assert_eq(fluxon_delete(c[1], "gone"), FLUXON_OK);
+    rf_kill_master();
+    restart_master_and_wait(c[1]);
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(c[1], "gone", &h), FLUXON_ERR_NOT_FOUND, "the deleted key came back");
+    cr_assert_eq(fluxon_get(c[0], "gone", &h), FLUXON_ERR_NOT_FOUND, "the deleted key came back (owner 0)");
+    get_check(c[1], "kept", 2, "o1");
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
