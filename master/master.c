@@ -111,7 +111,7 @@ static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
                      (unsigned long long)(now - n->last_heartbeat_ms), m->cfg.heartbeat_timeout_ms);
             master_mark_dead(m, n, why);
         }
-        if (!n->alive && !n->forgotten && now - n->dead_since_ms > m->cfg.dead_owner_grace_ms)
+        if (!n->alive && !n->forgotten && n->dead_since_ms && now - n->dead_since_ms > m->cfg.dead_owner_grace_ms)
             master_forget_node(m, n, now);
     }
     fx_timer_arm(r, t, period, master_on_liveness);
