@@ -180,6 +180,10 @@ FX_INTERNAL int64_t fx_ring_drain_oneway(void *base, uint64_t *head, uint8_t *bu
      * that appends as fast as the owner reads cannot keep the reactor in this loop, and a
      * pass reads at most the queue's size */
     uint64_t end = __atomic_load_n(&h->ow_tail, __ATOMIC_ACQUIRE);
+    if (end - *head > FX_RING_ONEWAY_BYTES) { /* behind the owner's head, or past the queue */
+        *why = "one-way tail out of bounds";
+        return FLUXON_ERR_PROTOCOL;
+    }
     int64_t fed = 0;
     while ((int64_t)(end - *head) > 0) {
         int64_t n = fx_ring_take_oneway(base, head, buf, why);

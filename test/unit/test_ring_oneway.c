@@ -101,6 +101,10 @@ Test(ring_oneway, a_client_appending_while_the_owner_drains_cannot_hold_the_pass
     cr_assert_eq((uint64_t)fed, left, "the next pass reads the %llu records appended during the first",
                  (unsigned long long)left);
     cr_assert_eq(fx_ring_drain_oneway(base, &head, buf, ow_feed_append, &f, &why), 0, "then the queue is empty");
+    /* a tail moved back behind the owner's head is refused, as one past the queue is */
+    __atomic_store_n(&((fx_ring_hdr_t *)base)->ow_tail, head - 8, __ATOMIC_RELEASE);
+    cr_assert_eq(fx_ring_drain_oneway(base, &head, buf, ow_feed_append, &f, &why), FLUXON_ERR_PROTOCOL);
+    cr_assert(strstr(why, "tail"), "%s", why);
     free(buf);
     fx_ring_unmap(base);
     close(memfd);
