@@ -38,16 +38,24 @@ static int cb_put_args(fluxon_client *cl, const char *const *keys, size_t n, con
 
 /* Commits the plan, retrying with the same plan identity when the answer was late (the
  * retry learns the first commit's outcome, never publishes twice); then waits for the
- * publication. Returns the batch outcome. */
-static int cb_commit_wait(fluxon_client *cl, fluxon_plan *plan)
+ * publication. Returns the batch outcome; st (put_start's statuses) then holds each key's
+ * own outcome (R4: one key refused at publish fails that key alone). */
+static int cb_commit_wait(fluxon_client *cl, fluxon_plan *plan, size_t n, int *st)
 {
     fluxon_future *f = NULL;
     int rc = FLUXON_ERR_TIMEOUT;
     for (int attempt = 0; attempt < 3 && rc == FLUXON_ERR_TIMEOUT; attempt++)
         rc = fluxon_local_fast_put_commit(cl, plan, &f);
-    if (rc != FLUXON_OK) return rc;
-    rc = fluxon_future_wait(f, cl->cfg.timeout_ms);
-    fluxon_future_free(f);
+    if (rc == FLUXON_OK) {
+        rc = fluxon_future_wait(f, cl->cfg.timeout_ms);
+        bool per_key = rc != FLUXON_ERR_TIMEOUT && fluxon_future_key_statuses(f, st, n) == FLUXON_OK;
+        fluxon_future_free(f);
+        if (per_key) return rc;
+        if (rc == FLUXON_OK) rc = FLUXON_ERR_INTERNAL; /* done, yet no per-key outcome: cannot happen */
+    }
+    if (rc != FLUXON_OK)
+        for (size_t i = 0; i < n; i++)
+            if (st[i] == FLUXON_OK) st[i] = rc;
     return rc;
 }
 
@@ -72,10 +80,7 @@ int fluxon_batch_put_from(fluxon_client *cl, const char *const *keys, size_t n_k
         fluxon_put_abort(cl, plan);
         return FLUXON_OK;
     }
-    rc = cb_commit_wait(cl, plan);
-    if (rc != FLUXON_OK)
-        for (size_t i = 0; i < n_keys; i++)
-            if (per_key_status[i] == FLUXON_OK) per_key_status[i] = rc;
+    rc = cb_commit_wait(cl, plan, n_keys, per_key_status);
     /* the batch ran: per-key outcomes say what was stored; a commit that could not be
      * sent at all (the owner gone) is the call's failure too */
     return rc == FLUXON_ERR_STALE || rc == FLUXON_ERR_UNAVAILABLE ? rc : FLUXON_OK;

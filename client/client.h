@@ -57,6 +57,8 @@ struct fluxon_client {
     struct {                 /* future.c, under futures_lock: PUBLISHED for no armed future */
         uint64_t id;         /* (a commit whose answer was lost), kept for a retried commit */
         int status;
+        uint64_t *kst;       /* NULL, or n_kst per-key statuses (fx_malloc'd) */
+        uint32_t n_kst;
     } orphans[FX_CLIENT_ORPHANS];
     unsigned orphan_next;
     fx_plan_reg_t *plans;    /* hostless.c: live plans and get handles */
@@ -160,6 +162,9 @@ FX_INTERNAL int fx_client_futures_init(fluxon_client *cl);
 FX_INTERNAL void fx_client_futures_fini(fluxon_client *cl);
 /* A new future (one reference, the caller's); NULL on NOMEM. */
 FX_INTERNAL fluxon_future *fx_future_new(fluxon_client *cl);
+/* Before arming: f is the outcome of a put plan of n keys, key i accepted at put_start
+ * when accepted[i] (a plan's value_ptrs). NOMEM: f reports its status only. */
+FX_INTERNAL int fx_future_keys(fluxon_future *f, const uint64_t *accepted, size_t n);
 FX_INTERNAL void fx_future_complete(fluxon_future *f, int status);
 /* Any thread: f completes when the owner's PUBLISHED for future_id arrives (or at once
  * if it arrived before, unclaimed: the answer to a commit was lost) */

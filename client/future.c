@@ -19,7 +19,11 @@ struct fluxon_future {
     pthread_mutex_t lock; /* guards efd and the wake-up */
     pthread_cond_t cond;  /* CLOCK_MONOTONIC */
     int efd;              /* -1 until fluxon_future_fd */
+    int *kst;             /* n: each plan key's outcome (CFUT_KEEP: refused at put_start), or NULL */
+    size_t n;
 };
+
+#define CFUT_KEEP INT32_MIN /* a key refused at put_start: fluxon_future_key_statuses leaves it */
 
 FX_INTERNAL int fx_client_futures_init(fluxon_client *cl)
 {
@@ -32,6 +36,7 @@ static void cfut_unref(fluxon_future *f)
 {
     if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         if (f->efd >= 0) close(f->efd);
+        fx_free(f->kst);
         pthread_mutex_destroy(&f->lock);
         pthread_cond_destroy(&f->cond);
         fx_free(f);
@@ -61,9 +66,22 @@ static void cfut_signal_fd(fluxon_future *f)
     (void)w;
 }
 
-FX_INTERNAL void fx_future_complete(fluxon_future *f, int status)
+FX_INTERNAL int fx_future_keys(fluxon_future *f, const uint64_t *accepted, size_t n)
+{
+    f->kst = fx_malloc((n ? n : 1) * sizeof *f->kst);
+    if (!f->kst) return FLUXON_ERR_NOMEM;
+    f->n = n;
+    for (size_t i = 0; i < n; i++) f->kst[i] = accepted[i] ? FLUXON_IN_PROGRESS : CFUT_KEEP;
+    return FLUXON_OK;
+}
+
+/* Completes f with the batch status and, when the owner sent them (kst: n entries, one per
+ * plan key), each key's: a key accepted at put_start gets its own, else the batch's. */
+static void cfut_complete_keys(fluxon_future *f, int status, const uint64_t *kst, size_t n)
 {
     pthread_mutex_lock(&f->lock);
+    for (size_t i = 0; f->kst && i < f->n; i++)
+        if (f->kst[i] != CFUT_KEEP) f->kst[i] = kst && n == f->n ? (int)(int64_t)kst[i] : status;
     __atomic_store_n(&f->status, status, __ATOMIC_RELEASE);
     __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&f->cond);
@@ -71,14 +89,21 @@ FX_INTERNAL void fx_future_complete(fluxon_future *f, int status)
     pthread_mutex_unlock(&f->lock);
 }
 
+FX_INTERNAL void fx_future_complete(fluxon_future *f, int status) { cfut_complete_keys(f, status, NULL, 0); }
+
 FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t future_id)
 {
     int done = FLUXON_IN_PROGRESS;
+    uint64_t *kst = NULL;
+    uint32_t n_kst = 0;
     pthread_mutex_lock(&cl->futures_lock);
     for (unsigned i = 0; i < FX_CLIENT_ORPHANS && done == FLUXON_IN_PROGRESS; i++)
         if (cl->orphans[i].id == future_id) {
             cl->orphans[i].id = 0;
             done = cl->orphans[i].status;
+            kst = cl->orphans[i].kst; /* ours now */
+            n_kst = cl->orphans[i].n_kst;
+            cl->orphans[i].kst = NULL;
         }
     if (done == FLUXON_IN_PROGRESS) {
         f->id = future_id;
@@ -89,7 +114,8 @@ FX_INTERNAL void fx_future_arm(fluxon_client *cl, fluxon_future *f, uint64_t fut
         }
     }
     pthread_mutex_unlock(&cl->futures_lock);
-    if (done != FLUXON_IN_PROGRESS) fx_future_complete(f, done);
+    if (done != FLUXON_IN_PROGRESS) cfut_complete_keys(f, done, kst, n_kst);
+    fx_free(kst);
 }
 
 FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_frame_header_t *h,
@@ -106,11 +132,18 @@ FX_INTERNAL bool fx_client_futures_notification(fluxon_client *cl, const fx_fram
             unsigned i = cl->orphan_next++ % FX_CLIENT_ORPHANS;
             cl->orphans[i].id = b.future_id;
             cl->orphans[i].status = b.status;
+            fx_free(cl->orphans[i].kst);
+            cl->orphans[i].kst = NULL;
+            cl->orphans[i].n_kst = 0;
+            if (b.key_statuses.n && (cl->orphans[i].kst = fx_malloc(b.key_statuses.n * sizeof(uint64_t)))) {
+                memcpy(cl->orphans[i].kst, b.key_statuses.v, b.key_statuses.n * sizeof(uint64_t));
+                cl->orphans[i].n_kst = b.key_statuses.n;
+            }
         }
     }
     pthread_mutex_unlock(&cl->futures_lock);
     if (f) {
-        fx_future_complete(f, b.status);
+        cfut_complete_keys(f, b.status, b.key_statuses.n ? b.key_statuses.v : NULL, b.key_statuses.n);
         cfut_unref(f);
     }
     return true;
@@ -139,6 +172,10 @@ FX_INTERNAL void fx_client_futures_fini(fluxon_client *cl)
     fx_client_futures_fail_all(cl); /* futures still armed complete as UNAVAILABLE */
     fx_hmap_destroy(cl->futures);
     cl->futures = NULL;
+    for (unsigned i = 0; i < FX_CLIENT_ORPHANS; i++) {
+        fx_free(cl->orphans[i].kst);
+        cl->orphans[i].kst = NULL;
+    }
     pthread_mutex_destroy(&cl->futures_lock);
 }
 
@@ -162,6 +199,15 @@ int fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms)
     pthread_mutex_unlock(&f->lock);
     st = fluxon_future_poll(f);
     return st == FLUXON_IN_PROGRESS ? FLUXON_ERR_TIMEOUT : st;
+}
+
+int fluxon_future_key_statuses(fluxon_future *f, int *key_status, size_t n_keys)
+{
+    if (!f || !key_status || !f->kst || n_keys != f->n) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!__atomic_load_n(&f->done, __ATOMIC_ACQUIRE)) return FLUXON_IN_PROGRESS;
+    for (size_t i = 0; i < n_keys; i++) /* written before done, read after: no lock needed */
+        if (f->kst[i] != CFUT_KEEP) key_status[i] = f->kst[i];
+    return FLUXON_OK;
 }
 
 int fluxon_future_fd(const fluxon_future *cf)

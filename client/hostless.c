@@ -278,6 +278,10 @@ int fluxon_local_fast_put_commit(fluxon_client *cl, fluxon_plan *plan, fluxon_fu
     bool any = false;
     for (size_t i = 0; i < o->n; i++) any |= plan->value_ptrs[i] != 0;
     fluxon_future *f = fx_future_new(cl);
+    if (f && fx_future_keys(f, plan->value_ptrs, o->n) != FLUXON_OK) {
+        fluxon_future_free(f);
+        f = NULL;
+    }
     if (!f) {
         fx_plan_reg_add(cl->plans, o);
         return FLUXON_ERR_NOMEM;

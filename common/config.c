@@ -32,7 +32,8 @@ enum {
     CFG_K_PREFAULT, CFG_K_EVICTION_POLICY,
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
-    CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL
+    CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
+    CFG_K_DEAD_GRACE
 };
 
 struct cfg_field {
@@ -68,6 +69,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"heap_reserve_mib", CFG_M | CFG_O},
     {"writeback_admission", CFG_O}, /* issue 38 */
     {"writeback_max_stall_ms", CFG_O},
+    {"dead_owner_grace_ms", CFG_M}, /* L1 */
 };
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
@@ -75,7 +77,9 @@ static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"f
                                                    /* message chaos (issue 17): master and owners */
                                                    {"drop_ppm", CFG_O | CFG_M}, {"delay_ppm", CFG_O | CFG_M},
                                                    {"delay_ms", CFG_O | CFG_M}, {"dup_ppm", CFG_O | CFG_M},
-                                                   {"seed", CFG_O | CFG_M}};
+                                                   {"seed", CFG_O | CFG_M},
+                                                   /* W6: a master's put-id clock skewed (a standby on another host) */
+                                                   {"clock_offset_ms", CFG_M}};
 static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O},
                                                       {"idle_grant_return_ms", CFG_O}};
 static const struct cfg_field cfg_ha_fields[] = {{"etcd", CFG_M | CFG_O}, {"lease_ttl_ms", CFG_M | CFG_O},
@@ -413,6 +417,13 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
                                                                              : &cfg->chaos_dup_ppm) = x;
             continue;
         }
+        if (k == 10) {
+            if (!cJSON_IsNumber(it) || it->valuedouble < -86400000.0 || it->valuedouble > 86400000.0 ||
+                it->valuedouble != (double)(int64_t)it->valuedouble)
+                return cfg_bad(c, path, it, "must be an integer in -86400000..86400000 (ms)");
+            cfg->test_clock_offset_ms = (int64_t)it->valuedouble;
+            continue;
+        }
         if (k == 9) {
             if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 9007199254740991.0 ||
                 it->valuedouble != (double)(uint64_t)it->valuedouble)
@@ -524,6 +535,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     }
     case CFG_K_INFLIGHT_TTL: return cfg_get_ms(c, path, v, &cfg->inflight_ttl_ms);
     case CFG_K_HB_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->heartbeat_timeout_ms);
+    case CFG_K_DEAD_GRACE: return cfg_get_ms(c, path, v, &cfg->dead_owner_grace_ms);
     case CFG_K_NODE_ID: return cfg_get_id(c, path, v, true, cfg->node_id);
     case CFG_K_MASTER:
         if (cJSON_IsString(v) && strncmp(v->valuestring, "unix:", 5) == 0) { /* a master on this host */

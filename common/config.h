@@ -53,6 +53,7 @@ typedef struct fx_config {
     char metrics_listen[FX_HOST_MAX + 8]; /* "" = off */
     uint32_t inflight_ttl_ms;             /* [60000], > 0 */
     uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
+    uint32_t dead_owner_grace_ms;         /* [600000], > 0: a dead owner is forgotten after this (L1) */
     uint32_t replica_target_roles;        /* "replica_target_roles" [["remote_cache"]]: bit
                                            * (1 << fx_node_role_t) per node role that may receive
                                            * replica tasks and write-backs (issue 16) */
@@ -108,6 +109,8 @@ typedef struct fx_config {
      * touched (transport/chaos.c). seed: the fault stream's seed [0: from node_id] */
     uint32_t chaos_drop_ppm, chaos_delay_ppm, chaos_delay_ms, chaos_dup_ppm;
     uint64_t chaos_seed;
+    int64_t test_clock_offset_ms;         /* "test.clock_offset_ms" (master): its put-id clock runs this
+                                           * far off CLOCK_REALTIME (a standby on a skewed host) [0] */
     int huge_pages;                       /* FX_HUGE_OFF/TRY/ON: segment on hugetlb pages ["off"] */
 
     /* "ha" (master and owner, issue 17): masters elect a leader through etcd; owners find

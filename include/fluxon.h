@@ -344,11 +344,13 @@ typedef struct fluxon_put_options {
  * ------------------------------------------------------------------------------- */
 typedef struct fluxon_holder fluxon_holder;
 
-/* Stores a copy of value (value_len bytes, 1..the owner's reserve.grant_bytes) under key
+/* Stores a copy of value (value_len bytes, 1..the owner's reserve.grant_bytes, and its slot
+ * at most the owner's hot tier: hot_capacity_bytes, else hot_capacity_ratio x the payload
+ * capacity; a larger value would be evicted as soon as stored) under key
  * (1..FLUXON_MAX_KEY_BYTES bytes, NUL-terminated, no embedded NUL) and waits until the
  * master published it (at most timeout_ms of the client config). opts may be NULL.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad key, value NULL, value_len 0 or
- * larger than a grant, local_first together with write_through, preferred_sub_cluster
+ * larger than a grant or than the owner's hot tier (the log names it), local_first together with write_through, preferred_sub_cluster
  * not 1..63 characters of [A-Za-z0-9._-], field_mask bits this library does not know); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN
  * (with the matching option); FLUXON_ERR_NO_SPACE (the owner cannot stage it: no free
  * slot of its size and no room for a grant of that size, see reserve.grant_bytes);
@@ -380,9 +382,15 @@ uint64_t fluxon_holder_len(const fluxon_holder *h);
 void fluxon_holder_release(fluxon_holder *h);
 
 /* Deletes key cluster-wide: the route goes first, replicas are invalidated afterwards;
- * memory is reused once every holder of the old value is released.
+ * memory is reused once every holder of the old value is released. FLUXON_OK comes once
+ * every connected owner holding a copy confirmed dropping it (so a master restart cannot
+ * bring the key back from them; an owner not connected then is told when it reconnects to
+ * the same master).
  * Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (no such key — never a silent success);
- * FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
+ * FLUXON_ERR_UNKNOWN_OUTCOME (the route is gone, but an owner holding a copy did not
+ * confirm within half the master's master_timeout_ms: a master restart before it does may
+ * bring the key back); FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE;
+ * FLUXON_ERR_TIMEOUT. */
 int fluxon_delete(fluxon_client *c, const char *key);
 
 /* *leading_hits_p receives how many of keys[0..n_keys) exist, counted from the first
@@ -435,7 +443,11 @@ typedef struct fluxon_future fluxon_future;
 /* Reserves one slot per key in this client's owner and returns a put plan whose
  * value_ptrs[i] is where the engine writes key i's value_len bytes.
  *  keys        n_keys NUL-terminated keys (borrowed for the call); n_keys >= 1.
- *  value_len   bytes per value, 1..reserve.grant_bytes of the owner.
+ *  value_len   bytes per value, 1..reserve.grant_bytes of the owner; a value's slot, and
+ *              an atomic group's slots together, at most the owner's hot tier
+ *              (hot_capacity_bytes, else hot_capacity_ratio x the payload capacity):
+ *              else FLUXON_ERR_INVALID_ARGUMENT naming the hot tier (it would be evicted
+ *              as soon as stored).
  *  opts        NULL or options; reject_if_inflight_same_key and
  *              reject_if_exist_same_key are always on for this path.
  *  plan_p      receives the plan (owned by the library; pass it to exactly one of
@@ -487,6 +499,17 @@ int fluxon_put_abort(fluxon_client *c, fluxon_plan *plan);
  * All thread-safe; a future outlives its client only for free. */
 int  fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms);
 int  fluxon_future_poll(fluxon_future *f);
+/* Each key's outcome of a done commit future (fluxon_local_fast_put_commit): for every key
+ * accepted at put_start (value_ptrs[i] != 0) key_status[i] becomes FLUXON_OK (stored and
+ * published) or why that key alone was not: FLUXON_ERR_KEY_EXISTS (another owner
+ * published the key first), FLUXON_ERR_GROUP_REJECTED (another member of its atomic group
+ * was refused), FLUXON_ERR_LEASE_EXPIRED, FLUXON_ERR_NOMEM; or, when the batch failed as a
+ * whole (the owner restarted or went away), the future's status. Entries of keys refused
+ * at put_start are left as they are: pass the array put_start filled and it ends with
+ * every key's outcome. n_keys: the plan's key count. Returns FLUXON_OK;
+ * FLUXON_IN_PROGRESS (not done: nothing written); FLUXON_ERR_INVALID_ARGUMENT (NULL,
+ * n_keys not the plan's count, or not a commit's future). Thread-safe, never blocks. */
+int  fluxon_future_key_statuses(fluxon_future *f, int *key_status, size_t n_keys);
 int  fluxon_future_fd(const fluxon_future *f);
 void fluxon_future_free(fluxon_future *f);
 
@@ -580,7 +603,9 @@ int fluxon_release_views(fluxon_client *c, fluxon_plan *plan);
  *              FLUXON_OK (stored and published), the put_start rejections
  *              (FLUXON_ERR_KEY_EXISTS, _KEY_BEING_WRITTEN, _GROUP_REJECTED, _NO_SPACE,
  *              _INVALID_ARGUMENT for the same key twice), or for accepted keys the
- *              commit's outcome when it was not FLUXON_OK (the future's status, e.g.
+ *              key's own outcome when it was not FLUXON_OK (fluxon_future_key_statuses:
+ *              FLUXON_ERR_KEY_EXISTS when another owner published that key first, the
+ *              other keys stay FLUXON_OK), or when the batch failed as a whole its status (e.g.
  *              FLUXON_ERR_TIMEOUT: readable through this owner, publication not
  *              confirmed within timeout_ms; FLUXON_ERR_STALE / _UNAVAILABLE).
  * Returns FLUXON_OK when the batch ran (even if some keys were rejected: read

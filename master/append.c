@@ -39,6 +39,7 @@ typedef struct mapp_rec {
     char **keys;
     uint32_t *klens;
     uint64_t *src_offs, *put_ms, *put_ver, *offs;
+    uint64_t *src_seqs; /* W3: the number of each source replica at APPEND_START */
     struct mapp_rec *prev, *next; /* FIFO by deadline */
 } mapp_rec_t;
 
@@ -121,6 +122,7 @@ static void mapp_rec_end(fx_mappend_t *a, mapp_rec_t *r)
     fx_free(r->keys);
     fx_free(r->klens);
     fx_free(r->src_offs);
+    fx_free(r->src_seqs);
     fx_free(r->put_ms);
     fx_free(r->put_ver);
     fx_free(r->offs);
@@ -234,8 +236,8 @@ static bool mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
 /* ---- APPEND_START ---- */
 /* Per-key checks of keys [from, to) (one group); returns the group's status (OK when at
  * least one key needs a copy). */
-static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *b, uint64_t *st, fx_mkv_inv_t *inv,
-                      size_t from, size_t to)
+static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *b, uint64_t *st, uint64_t *seqs,
+                      fx_mkv_inv_t *inv, size_t from, size_t to)
 {
     fx_mappend_t *a = s->append;
     int batch = FLUXON_OK;
@@ -243,9 +245,9 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
     for (size_t i = from; i < to; i++) {
         fx_str_t k = b->keys.v[i];
         mkv_route_t *r = mkv_route_get(s, k, inv);
-        int ks = FLUXON_OK;
+        int ks = FLUXON_OK, sj = -1;
         if (!r || r->put_ms != b->put_ms.v[i] || r->put_ver != b->put_ver.v[i] || r->value_len != b->value_len ||
-            mkv_route_find(r, n, b->offsets.v[i]) < 0) {
+            (sj = mkv_route_find(r, n, b->offsets.v[i])) < 0) {
             ks = FLUXON_ERR_STALE;
         } else if (fx_hmap_get(a->busy_keys, k.p, k.len)) {
             ks = FLUXON_ERR_KEY_BEING_WRITTEN;
@@ -260,6 +262,7 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
                 }
         }
         st[i] = MKV_ST(ks);
+        seqs[i] = sj >= 0 ? r->rep[sj].seq : 0; /* the source replica the push copies (W3) */
         if (ks == FLUXON_OK) need++;
         else if (ks != FLUXON_ERR_KEY_EXISTS && batch == FLUXON_OK) batch = ks;
     }
@@ -273,7 +276,8 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
 }
 
 static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, const fx_body_append_start_t *b,
-                                const uint64_t *st, const uint64_t *aoffs, uint32_t m, uint64_t bytes)
+                                const uint64_t *st, const uint64_t *seqs, const uint64_t *aoffs, uint32_t m,
+                                uint64_t bytes)
 {
     fx_mappend_t *a = s->append;
     mapp_rec_t *r = fx_calloc(1, sizeof *r);
@@ -281,6 +285,7 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
     r->keys = fx_calloc(m, sizeof *r->keys);
     r->klens = fx_calloc(m, sizeof *r->klens);
     r->src_offs = fx_calloc(m, sizeof *r->src_offs);
+    r->src_seqs = fx_calloc(m, sizeof *r->src_seqs);
     r->put_ms = fx_calloc(m, sizeof *r->put_ms);
     r->put_ver = fx_calloc(m, sizeof *r->put_ver);
     r->offs = fx_calloc(m, sizeof *r->offs);
@@ -292,13 +297,14 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
     r->value_len = b->value_len;
     r->range_bytes = bytes;
     r->deadline_ms = fx_now_ms() + mapp_ttl(s);
-    bool ok = r->keys && r->klens && r->src_offs && r->put_ms && r->put_ver && r->offs;
+    bool ok = r->keys && r->klens && r->src_offs && r->src_seqs && r->put_ms && r->put_ver && r->offs;
     for (uint32_t i = 0, k = 0; ok && i < b->keys.n; i++) {
         if (st[i] != MKV_ST(FLUXON_OK)) continue;
         r->offs[k] = aoffs[k]; /* owned by r from here (freed by mapp_rec_end) */
         if (!(r->keys[k] = fx_strndup(b->keys.v[i].p, b->keys.v[i].len))) ok = false;
         r->klens[k] = b->keys.v[i].len;
         r->src_offs[k] = b->offsets.v[i];
+        r->src_seqs[k] = seqs[i];
         r->put_ms[k] = b->put_ms.v[i];
         r->put_ver[k] = b->put_ver.v[i];
         r->n = ++k;
@@ -369,12 +375,17 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
         return;
     }
     a->c.append_requests++;
-    uint64_t *st = cols, *offs = cols + nk, *aoffs = cols + 2 * (size_t)nk;
+    uint64_t *st = cols, *offs = cols + nk, *aoffs = cols + 2 * (size_t)nk, *seqs = mkv_arena_u64(arena, nk);
+    if (!seqs) {
+        mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "append_start of %u keys: out of memory", nk);
+        return;
+    }
     memset(offs, 0, nk * sizeof *offs);
     fx_mkv_inv_t inv = {0};
     fx_group_iter_t it = fx_group_iter(b.group_lens.v, b.group_lens.n, nk);
     uint32_t groups_ok = 0;
-    while (fx_group_next(&it)) groups_ok += mapp_check(s, n, &b, st, &inv, it.start, it.start + it.len) == FLUXON_OK;
+    while (fx_group_next(&it))
+        groups_ok += mapp_check(s, n, &b, st, seqs, &inv, it.start, it.start + it.len) == FLUXON_OK;
     int batch = groups_ok ? FLUXON_OK : FLUXON_ERR_KEY_EXISTS;
     uint32_t m = 0;
     for (uint32_t i = 0; i < nk; i++) m += st[i] == MKV_ST(FLUXON_OK);
@@ -390,7 +401,7 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
             else a->c.append_rejected_no_target += groups_ok;
             for (uint32_t i = 0; i < nk; i++)
                 if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(FLUXON_ERR_NO_SPACE);
-        } else if (!(r = mapp_rec_new(s, n, t, &b, st, aoffs, m, bytes))) {
+        } else if (!(r = mapp_rec_new(s, n, t, &b, st, seqs, aoffs, m, bytes))) {
             mkv_inv_flush(s, &inv);
             mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "append_start of %u keys: out of memory", nk);
             return;
@@ -447,8 +458,9 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
         }
         fx_str_t key = {r->keys[i], r->klens[i]};
         mkv_route_t *rt = tgt_ok ? mkv_route_get(s, key, &inv) : NULL;
-        bool current = rt && rt->put_ms == r->put_ms[i] && rt->put_ver == r->put_ver[i] &&
-                       mkv_route_find(rt, n, r->src_offs[i]) >= 0;
+        int sj = rt && rt->put_ms == r->put_ms[i] && rt->put_ver == r->put_ver[i] ? mkv_route_find(rt, n, r->src_offs[i])
+                                                                                 : -1;
+        bool current = sj >= 0 && rt->rep[sj].seq == r->src_seqs[i]; /* W3: the very replica pushed from */
         if (!current || mkv_route_add_replica(s, rt, r->tgt, r->offs[i]) != FLUXON_OK) {
             a->c.append_keys_obsolete++;
             continue;

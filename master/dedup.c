@@ -12,7 +12,10 @@
  * FLUXON_ERR_STALE (the owner drops that put) instead of being applied a second time —
  * losing a value is allowed, resurrecting a deleted key or overwriting a newer value is
  * not. Only a batch whose FIRST attempt arrives after a later batch's answer was dropped
- * is refused spuriously. A new generation starts over (its ids are its own).
+ * is refused spuriously; an owner numbers a batch when it is committed and sends it at
+ * once (W9: not at put_start, up to put_plan_ttl_ms earlier), so that takes a batch held
+ * unsent past the TTL or 64 MiB of later answers. A new generation starts over (its ids
+ * are its own).
  * The sweep runs on a timer (a quarter of the TTL) while answers are kept. */
 #include "log.h"
 #include "mkv.h"

@@ -5,8 +5,15 @@
  * by posts; the request path checks the lease deadline itself, so fencing does not wait
  * for the thread: the deadline is the time a keepalive was SENT plus the TTL etcd
  * renewed, minus a margin — etcd cannot expire the lease (and elect another master)
- * before it. */
+ * before it.
+ *
+ * Put ids (W6): they must grow across masters, whatever the hosts' clocks say. The leader
+ * keeps a ceiling in etcd (key <ha.key>.put_id_ceiling, outside the election's prefix
+ * <ha.key>/ whose keys are candidates), MHA_PUT_AHEAD_MS past its put clock and extended
+ * as it goes, and never issues a put id above the ceiling it stored; a new leader reads it
+ * before it serves and issues ids above it. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -14,6 +21,8 @@
 #include "log.h"
 #include "master_ha.h"
 #include "reactor.h"
+
+#define MHA_PUT_AHEAD_MS 60000u /* the put-id ceiling runs this far ahead of the put clock */
 
 typedef struct mha {
     fx_master_t *m;
@@ -24,6 +33,8 @@ typedef struct mha {
     atomic_bool stop;
     atomic_uint_fast64_t deadline_ms; /* leading and the lease surely held until then (monotonic); 0 = not leading */
     atomic_uint_fast64_t term;        /* the leader key's create revision while leading */
+    atomic_uint_fast64_t put_floor;   /* the previous leaders' put-id ceiling (put_ms), read at election */
+    atomic_uint_fast64_t put_ceiling; /* put_ms this leader stored in etcd: no put id above it; 0: none */
     char value[FX_ETCD_VALUE_MAX];    /* the address advertised: listen host:port */
     pthread_mutex_t mu;
     char why[256]; /* the last deposition's reason (mu) */
@@ -75,6 +86,18 @@ FX_INTERNAL const char *fx_mha_why_not(fx_master_t *m, char *buf, size_t cap)
     return buf;
 }
 
+FX_INTERNAL uint64_t fx_mha_put_floor(fx_master_t *m)
+{
+    mha_t *h = m->ha;
+    return h ? atomic_load(&h->put_floor) : 0;
+}
+
+FX_INTERNAL uint64_t fx_mha_put_ceiling(fx_master_t *m)
+{
+    mha_t *h = m->ha;
+    return h ? atomic_load(&h->put_ceiling) : 0;
+}
+
 FX_INTERNAL void fx_mha_metrics(fx_master_t *m, fx_mmetrics_t *mm)
 {
     mha_t *h = m->ha;
@@ -94,6 +117,41 @@ typedef struct mha_run {
 
 static uint32_t mha_margin(uint32_t ttl_ms) { return FX_MAX(ttl_ms / 4, 100u); }
 
+/* H1: the campaign's long-poll is bounded (then the candidacy starts over with a new lease);
+ * the leader check at every keepalive is what notices an election the campaign's answer
+ * never brought */
+static uint32_t mha_campaign_bound_ms(uint32_t ttl_ms) { return FX_MAX(10 * ttl_ms, 10000u); }
+
+/* Stores a put-id ceiling MHA_PUT_AHEAD_MS past max(the put clock, floor); the reactor
+ * may issue ids up to it once stored. */
+static int mha_put_ceiling_store(mha_t *h, uint64_t floor, char *err, size_t errcap)
+{
+    char key[FX_ID_MAX + 300], val[32];
+    snprintf(key, sizeof key, "%s.put_id_ceiling", h->m->cfg.ha_key);
+    uint64_t c = FX_MAX(fx_master_put_clock_ms(&h->m->cfg), floor) + MHA_PUT_AHEAD_MS;
+    snprintf(val, sizeof val, "%llu", (unsigned long long)c);
+    int rc = fx_etcd_put(h->etcd, key, val, FX_MAX(h->m->cfg.ha_lease_ttl_ms / 3, 200u), err, errcap);
+    if (rc == FLUXON_OK) atomic_store(&h->put_ceiling, c);
+    return rc;
+}
+
+/* Just elected: the ceiling the previous leaders stored is this leader's floor (every id
+ * they issued is at or below it); then its own. False: not safe to serve (etcd failed). */
+static bool mha_put_ids_claim(mha_t *h, char *err, size_t errcap)
+{
+    char key[FX_ID_MAX + 300], val[32];
+    snprintf(key, sizeof key, "%s.put_id_ceiling", h->m->cfg.ha_key);
+    uint64_t floor = 0;
+    int rc = fx_etcd_get(h->etcd, key, FX_MAX(h->m->cfg.ha_lease_ttl_ms / 3, 200u), val, sizeof val, err, errcap);
+    if (rc == FLUXON_OK) floor = strtoull(val, NULL, 10);
+    else if (rc != FLUXON_ERR_NOT_FOUND) return false;
+    atomic_store(&h->put_floor, floor);
+    if (mha_put_ceiling_store(h, floor, err, errcap) != FLUXON_OK) return false;
+    FX_INFO("master %s: put ids above %llu (the previous leaders' ceiling), up to %llu for now", h->value,
+            (unsigned long long)floor, (unsigned long long)atomic_load(&h->put_ceiling));
+    return true;
+}
+
 /* Leading or not, the lease is gone or unsure: stop serving (first the deadline, read by
  * the request path, then the reactor's state), withdraw the candidacy. */
 static void mha_lose(mha_t *h, mha_run_t *x, const char *why)
@@ -103,6 +161,7 @@ static void mha_lose(mha_t *h, mha_run_t *x, const char *why)
     if (x->leader) {
         atomic_store(&h->deadline_ms, 0);
         atomic_store(&h->term, 0);
+        atomic_store(&h->put_ceiling, 0);
         pthread_mutex_lock(&h->mu);
         fx_strlcpy(h->why, why, sizeof h->why);
         pthread_mutex_unlock(&h->mu);
@@ -134,7 +193,7 @@ static void mha_grant(mha_t *h, mha_run_t *x)
         x->ttl_ms = granted * 1000;
         x->lease_deadline = t0 + x->ttl_ms - mha_margin(x->ttl_ms);
         x->next_ka = t0 + x->ttl_ms / 3;
-        rc = fx_etcd_campaign_start(h->etcd, cfg->ha_key, x->lease, h->value);
+        rc = fx_etcd_campaign_start(h->etcd, cfg->ha_key, x->lease, h->value, mha_campaign_bound_ms(x->ttl_ms));
         if (rc == FLUXON_OK) {
             x->campaigning = true;
             x->warned_ms = 0;
@@ -151,6 +210,47 @@ static void mha_grant(mha_t *h, mha_run_t *x)
     fx_etcd_campaign_poll(h->etcd, 200, &rev, err, sizeof err); /* an interruptible pause */
 }
 
+/* Elected (the campaign's answer, or the leader check found the leader key ours): the
+ * put ids are claimed first; false when that failed (the candidacy was given up). */
+static bool mha_elected(mha_t *h, mha_run_t *x, int64_t rev, const char *how)
+{
+    char err[256];
+    x->campaigning = false;
+    if (!mha_put_ids_claim(h, err, sizeof err)) {
+        mha_warn(h, x, "elected, but the put-id ceiling could not be read or stored in etcd; campaigning again", err);
+        fx_etcd_lease_revoke(h->etcd, x->lease, 500); /* hand the leadership on */
+        mha_lose(h, x, err);
+        return false;
+    }
+    x->leader = true;
+    atomic_store(&h->term, (uint64_t)rev);
+    atomic_store(&h->deadline_ms, x->lease_deadline);
+    if (strcmp(how, "campaign")) FX_WARN("master %s: elected, learnt from %s (the campaign's answer never came)", h->value, how);
+    fx_reactor_post(h->m->r, mha_on_elected, h);
+    return true;
+}
+
+/* H1: who leads, asked at every keepalive. A candidate whose key leads is elected even
+ * when its campaign's answer was lost (its connection died silently); a leader whose key no
+ * longer leads (deleted, another lease) steps down. Errors change nothing. */
+static void mha_check_leader(mha_t *h, mha_run_t *x)
+{
+    if (!x->campaigning && !x->leader) return;
+    char err[256];
+    int64_t lease = 0, rev = 0;
+    int rc = fx_etcd_leader_lease(h->etcd, h->m->cfg.ha_key, FX_MAX(x->ttl_ms / 4, 100u), &lease, &rev, err, sizeof err);
+    if (x->campaigning && rc == FLUXON_OK && lease == x->lease) {
+        /* the campaign request is left to end by itself: cancelling it while etcd still
+         * waits in it would have etcd resign this very key */
+        mha_elected(h, x, rev, "the leader check");
+    } else if (x->leader && (rc == FLUXON_ERR_NOT_FOUND || (rc == FLUXON_OK && lease != x->lease))) {
+        snprintf(err, sizeof err, "etcd names %s as the leader of \"%s\"",
+                 rc == FLUXON_OK ? "another candidate" : "nobody", h->m->cfg.ha_key);
+        fx_etcd_lease_revoke(h->etcd, x->lease, 500);
+        mha_lose(h, x, err);
+    }
+}
+
 static void mha_keepalive(mha_t *h, mha_run_t *x)
 {
     char err[256];
@@ -162,6 +262,11 @@ static void mha_keepalive(mha_t *h, mha_run_t *x)
         x->lease_deadline = t0 + x->ttl_ms - mha_margin(x->ttl_ms);
         x->next_ka = t0 + x->ttl_ms / 3;
         if (x->leader) atomic_store(&h->deadline_ms, x->lease_deadline);
+        uint64_t ceil = atomic_load(&h->put_ceiling);
+        if (x->leader && ceil < fx_master_put_clock_ms(&h->m->cfg) + MHA_PUT_AHEAD_MS / 2 &&
+            mha_put_ceiling_store(h, ceil, err, sizeof err) != FLUXON_OK)
+            mha_warn(h, x, "cannot extend the put-id ceiling in etcd (put ids stop at the old one)", err);
+        mha_check_leader(h, x);
         return;
     }
     if (rc == FLUXON_ERR_NOT_FOUND) {
@@ -189,11 +294,7 @@ static void mha_step(mha_t *h, mha_run_t *x)
     int64_t rev = 0;
     int rc = fx_etcd_campaign_poll(h->etcd, wait, &rev, err, sizeof err); /* sleeps when not campaigning */
     if (x->campaigning && rc == FLUXON_OK) {
-        x->campaigning = false;
-        x->leader = true;
-        atomic_store(&h->term, (uint64_t)rev);
-        atomic_store(&h->deadline_ms, x->lease_deadline);
-        fx_reactor_post(h->m->r, mha_on_elected, h);
+        if (!mha_elected(h, x, rev, "campaign")) return;
     } else if (x->campaigning && rc != FX_ETCD_WAITING) {
         x->campaigning = false;
         mha_warn(h, x, "the campaign failed", err);
@@ -262,3 +363,5 @@ FX_INTERNAL void fx_mha_free(fx_master_t *m)
     fx_free(h);
     m->ha = NULL;
 }
+
+#undef MHA_PUT_AHEAD_MS

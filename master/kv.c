@@ -176,6 +176,12 @@ FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n)
     n->n_grants = n->cap_grants = 0;
 }
 
+FX_INTERNAL void fx_master_kv_node_forget(fx_master_t *m, master_node_t *n)
+{
+    if (m->kv) mkv_routes_drop_node(m->kv, n);
+    fx_master_kv_node_free(m, n);
+}
+
 FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
 {
     mkv_t *s = fx_calloc(1, sizeof *s);
@@ -197,6 +203,11 @@ FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
     }
     m->kv = s;
     return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_master_kv_put_floor(fx_master_t *m, uint64_t put_ms)
+{
+    if (m->kv && put_ms) mkv_put_id_floor(m->kv, put_ms);
 }
 
 FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)

@@ -24,7 +24,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
     master_node_t *self = p->node;
     uint32_t nk = b.keys.n;
     size_t max_src = FX_MAX(FX_MIN((size_t)nk, s->m->n_nodes), (size_t)1);
-    uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 7);
+    uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 8);
     uint64_t *sgen = mkv_arena_u64(arena, max_src), *sbase = mkv_arena_u64(arena, max_src);
     fx_str_t *sid = fx_arena_alloc(arena, max_src * sizeof *sid);
     fx_str_t *saddr = fx_arena_alloc(arena, max_src * sizeof *saddr);
@@ -35,13 +35,14 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
         return;
     }
     uint64_t *st = cols, *src = cols + nk, *offs = cols + 2 * (size_t)nk, *vlen = cols + 3 * (size_t)nk,
-             *pms = cols + 4 * (size_t)nk, *pver = cols + 5 * (size_t)nk, *modes = cols + 6 * (size_t)nk;
+             *pms = cols + 4 * (size_t)nk, *pver = cols + 5 * (size_t)nk, *modes = cols + 6 * (size_t)nk,
+             *seqs = cols + 7 * (size_t)nk;
     uint32_t nsrc = 0, hits = 0;
     fx_mkv_inv_t inv = {0};
     for (uint32_t i = 0; i < nk; i++) {
         st[i] = MKV_ST(FLUXON_ERR_NOT_FOUND);
         src[i] = UINT64_MAX;
-        offs[i] = vlen[i] = pms[i] = pver[i] = modes[i] = 0;
+        offs[i] = vlen[i] = pms[i] = pver[i] = modes[i] = seqs[i] = 0;
         mkv_route_t *r = mkv_key_ok(b.keys.v[i]) ? mkv_route_get(s, b.keys.v[i], &inv) : NULL;
         if (!r) continue;
         /* a replica on the requester itself first (no network), else the first alive one */
@@ -86,6 +87,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
         st[i] = MKV_ST(FLUXON_OK);
         src[i] = si;
         offs[i] = rep->offset;
+        seqs[i] = rep->seq;
         vlen[i] = r->value_len;
         pms[i] = r->put_ms;
         pver[i] = r->put_ver;
@@ -97,7 +99,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
     if (hits < nk) FX_DEBUG("lookup from %s: %u of %u keys hit", fx_conn_desc(p->conn), hits, nk);
     fx_body_lookup_ack_t ack = {{st, nk},     {src, nk},   {offs, nk},  {vlen, nk},   {pms, nk},   {pver, nk},
                                 {sid, nsrc},  {sgen, nsrc}, {saddr, nsrc}, {srkey, nsrc}, {sbase, nsrc},
-                                {modes, nk}};
+                                {modes, nk}, {seqs, nk}};
     mkv_inv_flush(s, &inv);
     MKV_REPLY(p, h, lookup_ack, &ack);
 }
@@ -133,7 +135,8 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     MKV_DECODE(s, p, h, body, arena, get_done, &b);
     const mkv_array_t arrays[] = {{"offsets", b.offsets.n, false},        {"put_ms", b.put_ms.n, false},
                                   {"put_ver", b.put_ver.n, false},        {"value_lens", b.value_lens.n, false},
-                                  {"src_offsets", b.src_offsets.n, false}, {"modes", b.modes.n, true}};
+                                  {"src_offsets", b.src_offsets.n, false}, {"modes", b.modes.n, true},
+                                  {"src_seqs", b.src_seqs.n, true}};
     mkv_batch_spec_t spec = {"get_done", b.keys, arrays, FX_ARRAY_LEN(arrays), 0, UINT32_MAX, false, 1};
     uint64_t *st;
     master_node_t *n = mkv_batch_open(s, p, h, &spec, arena, &st);
@@ -161,7 +164,8 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             st[i] = MKV_ST(FLUXON_OK);
             continue;
         }
-        if (!version || !src || src->generation != b.src_generation || mkv_route_find(r, src, b.src_offsets.v[i]) < 0) {
+        int sj = version && src && src->generation == b.src_generation ? mkv_route_find(r, src, b.src_offsets.v[i]) : -1;
+        if (sj < 0 || (b.src_seqs.n && r->rep[sj].seq != b.src_seqs.v[i])) { /* W3: that very replica */
             st[i] = MKV_ST(FLUXON_ERR_STALE); /* the version, or the copy's source, is gone */
             stale++;
             continue;
@@ -229,6 +233,45 @@ FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_
 }
 
 /* ---- DELETE / EXISTS / LIST ---- */
+/* A DELETE waits for its INVALIDATEs (W6): the owners holding a copy answer once they
+ * dropped it, so a master restarted after the caller heard OK meets no owner that would
+ * re-publish the key. Nothing here touches the KV state (the master may be deposed before
+ * the answers come): the requester's connection and request only. */
+typedef struct lk_del {
+    fx_conn_t *conn; /* the requester's (referenced) */
+    fx_frame_header_t h;
+    uint32_t pending, unconfirmed, timeout_ms;
+    int why; /* the first unconfirmed one's status */
+    char key[84];
+} lk_del_t;
+
+static void lk_del_end(lk_del_t *d)
+{
+    if (--d->pending) return;
+    if (d->h.req_id && fx_conn_is_open(d->conn)) {
+        if (!d->unconfirmed) {
+            fx_body_empty_t e;
+            FX_CONN_REPLY(d->conn, &d->h, empty, &e);
+        } else {
+            FX_WARN("delete of %s: %u owners holding a copy did not confirm dropping it within %u ms (%s)", d->key,
+                    d->unconfirmed, d->timeout_ms, fluxon_status_string(d->why));
+            fx_conn_reply_error(d->conn, &d->h, FLUXON_ERR_UNKNOWN_OUTCOME,
+                                "delete of %s: the route is gone, but %u owners holding a copy did not confirm "
+                                "dropping it within %u ms (%s): if the master restarts before they do, the key "
+                                "may come back", d->key, d->unconfirmed, d->timeout_ms, fluxon_status_string(d->why));
+        }
+    }
+    fx_conn_unref(d->conn);
+    fx_free(d);
+}
+
+static void lk_on_inv_ack(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    lk_del_t *d = arg;
+    if (status != FLUXON_OK && !d->unconfirmed++) d->why = status;
+    lk_del_end(d);
+}
+
 FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                                fx_arena_t *arena)
 {
@@ -248,9 +291,23 @@ FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header
     }
     mkv_route_remove(s, b.key.p, b.key.len, r, &inv); /* the route goes first ... */
     s->c.deletes++;
-    mkv_inv_flush(s, &inv); /* ... then the owners are told, then the caller answered */
-    fx_body_empty_t e;
-    MKV_REPLY(p, h, empty, &e);
+    lk_del_t *d = fx_calloc(1, sizeof *d);
+    if (!d) { /* ... then the owners are told, then the caller answered (not waiting: no memory) */
+        mkv_inv_flush(s, &inv);
+        fx_body_empty_t e;
+        MKV_REPLY(p, h, empty, &e);
+        return;
+    }
+    d->conn = p->conn;
+    fx_conn_ref(d->conn);
+    d->h = *h;
+    d->pending = 1; /* ours, until every request is out */
+    d->timeout_ms = FX_MAX((s->m->cfg.master_timeout_ms ? s->m->cfg.master_timeout_ms : 5000u) / 2, 100u);
+    snprintf(d->key, sizeof d->key, "%.*s", MKV_KEYF(b.key));
+    /* ... then the owners holding a copy drop it, then the caller is answered (an owner not
+     * connected is told when it reconnects to this master) */
+    d->pending += (uint32_t)mkv_inv_flush_acked(s, &inv, d->timeout_ms, lk_on_inv_ack, d);
+    lk_del_end(d);
 }
 
 FX_INTERNAL void fx_mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,

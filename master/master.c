@@ -69,6 +69,7 @@ static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
 {
     if (!n->alive) return;
     n->alive = false;
+    n->dead_since_ms = fx_now_ms();
     m->owners_declared_dead++;
     fx_master_kv_node_dead(m, n);
     master_broadcast_info(m);
@@ -79,6 +80,27 @@ static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
                 "serves nothing until it registers again", n->node_id, (unsigned long long)n->generation);
     else
         FX_WARN("owner %s (generation %llu) declared dead: %s", n->node_id, (unsigned long long)n->generation, why);
+}
+
+/* L1: an owner dead past dead_owner_grace_ms is forgotten: its connection (a silent one may
+ * still be open) closes, its replicas leave the routes, what was held for it goes. The
+ * node's name and generation stay (a small record): if that process comes back it is told
+ * at registration that it was forgotten, and drops what it holds. */
+static void master_forget_node(fx_master_t *m, master_node_t *n, uint64_t now)
+{
+    if (n->peer) {
+        master_peer_t *p = n->peer;
+        p->node = NULL;
+        n->peer = NULL;
+        fx_conn_close(p->conn, FLUXON_ERR_STALE);
+    }
+    fx_master_kv_node_forget(m, n);
+    n->forgotten = true;
+    n->forgotten_generation = n->generation;
+    m->owners_forgotten++;
+    FX_WARN("owner %s (generation %llu) forgotten: dead for %llu ms (dead_owner_grace_ms %u); if it comes back it "
+            "drops every value it holds", n->node_id, (unsigned long long)n->generation,
+            (unsigned long long)(now - n->dead_since_ms), m->cfg.dead_owner_grace_ms);
 }
 
 static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
@@ -104,6 +126,8 @@ static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
                      (unsigned long long)(now - n->last_heartbeat_ms), m->cfg.heartbeat_timeout_ms);
             master_mark_dead(m, n, why);
         }
+        if (!n->alive && !n->forgotten && n->dead_since_ms && now - n->dead_since_ms > m->cfg.dead_owner_grace_ms)
+            master_forget_node(m, n, now);
     }
     fx_timer_arm(r, t, period, master_on_liveness);
 }
@@ -203,6 +227,12 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->rkey = rk;
     n->rkey_len = b.rkey.len;
     uint64_t old_generation = n->generation;
+    /* L1: the very process this master forgot: it missed what happened meanwhile */
+    bool forgotten = n->forgotten && n->forgotten_generation == b.generation;
+    if (forgotten)
+        FX_WARN("owner %s (generation %llu) is back after it was forgotten: it drops every value it holds",
+                node_id, (unsigned long long)b.generation);
+    n->forgotten = false;
     n->role = p->role;
     n->node_role = b.node_role;
     n->generation = b.generation;
@@ -227,7 +257,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
         return;
     }
     master_broadcast_info(m); /* before the ack: the owner knows its peers when it serves */
-    fx_body_register_ack_t ack = {m->generation, m->cfg.heartbeat_timeout_ms};
+    fx_body_register_ack_t ack = {m->generation, m->cfg.heartbeat_timeout_ms, forgotten};
     FX_CONN_REPLY(p->conn, h, register_ack, &ack);
 }
 
@@ -263,6 +293,7 @@ FX_INTERNAL void fx_master_snap(fx_master_t *m, fx_master_snap_t *s)
     mm->reregistrations = m->reregistrations;
     mm->reconnects = m->reconnects;
     mm->owners_declared_dead = m->owners_declared_dead;
+    mm->owners_forgotten = m->owners_forgotten;
     mm->connections = m->n_peers;
     fx_mha_metrics(m, mm);
     mm->chaos_dropped = m->chaos.dropped;
@@ -455,6 +486,7 @@ static void master_on_accept(void *arg, int fd)
 /* ---- standby masters (issue 17): the election's verdicts (ha.c) ---- */
 static void master_ha_elected(fx_master_t *m)
 {
+    fx_master_kv_put_floor(m, fx_mha_put_floor(m)); /* above every id an earlier leader issued (W6) */
     FX_INFO("master generation %llu serves: owners register and re-publish what they hold",
             (unsigned long long)m->generation);
 }

@@ -24,5 +24,16 @@ FX_INTERNAL bool fx_mha_serving(fx_master_t *m);
 /* Why it does not serve (for the refusal's message). */
 FX_INTERNAL const char *fx_mha_why_not(fx_master_t *m, char *buf, size_t cap);
 FX_INTERNAL void fx_mha_metrics(fx_master_t *m, fx_mmetrics_t *mm);
+/* Put ids (W6): every id the previous leaders issued has put_ms <= the floor (read from
+ * etcd at election); this leader issues none with put_ms above the ceiling it stored
+ * (0: no limit, HA off or not leading). */
+FX_INTERNAL uint64_t fx_mha_put_floor(fx_master_t *m);
+FX_INTERNAL uint64_t fx_mha_put_ceiling(fx_master_t *m);
+
+/* The clock put ids are taken from (ms): CLOCK_REALTIME, plus test.clock_offset_ms. */
+static inline uint64_t fx_master_put_clock_ms(const fx_config_t *cfg)
+{
+    return (uint64_t)((int64_t)(fx_realtime_ns() / 1000000ull) + cfg->test_clock_offset_ms);
+}
 
 #endif

@@ -20,6 +20,9 @@ typedef struct master_node {
     bool alive;
     uint64_t segment_bytes, segment_base;
     uint64_t last_heartbeat_ms;
+    uint64_t dead_since_ms;        /* when it was declared dead (L1) */
+    bool forgotten;                /* dead past dead_owner_grace_ms: its state is gone (L1) */
+    uint64_t forgotten_generation; /* the generation forgotten: told so if it registers again */
     struct master_peer *peer; /* live connection, or NULL */
     uint8_t *ucx_address, *rkey;
     uint32_t ucx_address_len, rkey_len;
@@ -70,7 +73,7 @@ struct fx_master {
     void *kv; /* the KV state (mkv.h): routes, leases, in-flight records, counters */
     void *ha; /* ha.c's election state (master_ha.h); NULL without "ha" */
     /* metrics (FX_MASTER_NODE_METRICS) */
-    uint64_t registrations, reregistrations, reconnects, owners_declared_dead;
+    uint64_t registrations, reregistrations, reconnects, owners_declared_dead, owners_forgotten;
     size_t n_peers;
     fx_reply_counts_t replies; /* every peer connection counts its replies here */
     fx_chaos_t chaos;          /* test message chaos on every peer connection (issue 17) */
@@ -80,11 +83,16 @@ struct fx_master {
 /* kv.c, called by master.c */
 FX_INTERNAL int fx_master_kv_init(fx_master_t *m);
 FX_INTERNAL void fx_master_kv_fini(fx_master_t *m);
+/* Every put id issued from now on is above (put_ms, any): a new leader's floor (W6). */
+FX_INTERNAL void fx_master_kv_put_floor(fx_master_t *m, uint64_t put_ms);
 /* A node registered (new or new generation: old_generation != generation, 0 if new).
  * Resets its allocator and drops every replica of an older generation. */
 FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, uint64_t old_generation);
 FX_INTERNAL void fx_master_kv_node_dead(fx_master_t *m, master_node_t *n);
 FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n);
+/* L1: n is dead past the grace: its replicas leave the routes (routes left empty are
+ * deleted), its held INVALIDATEs, allocator, grants and batch answers go. */
+FX_INTERNAL void fx_master_kv_node_forget(fx_master_t *m, master_node_t *n);
 /* What the master publishes: the catalog's numbers and the replies by op and status. */
 struct fx_master_snap {
     fx_mmetrics_t m;

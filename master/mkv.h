@@ -41,6 +41,9 @@ typedef struct mkv_replica {
     uint64_t generation, offset;
     uint64_t range_bytes; /* > 0: a range this master allocated in node's segment (a placed
                            * put); freed when the replica goes. 0: a slot of the owner's grants */
+    uint64_t seq;         /* W3: this replica's number, never used again by this master: a
+                           * replica removed and added again (same node, generation, offset,
+                           * version) is another one; LOOKUP names it, GET_DONE echoes it */
 } mkv_replica_t;
 
 typedef struct mkv_route {
@@ -62,6 +65,7 @@ typedef struct mkv {
     uint64_t index_used_ms;   /* the last LIST */
     fx_timer_t index_timer;   /* drops the index MKV_INDEX_IDLE_MS after the last LIST */
     uint64_t replicas;
+    uint64_t rep_seq; /* the last replica number given (mkv_replica_t.seq) */
     uint64_t last_put_ms;
     uint32_t last_put_ver;
     /* lease_table.c (the table) and leases.c (the timer) */
@@ -193,6 +197,10 @@ FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char
  * body would pass ~1 MiB), counts them, and frees the queue (v is zeroed, reusable).
  * Callers flush BEFORE they answer the request that caused the invalidations. */
 FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v);
+/* As mkv_inv_flush, but each INVALIDATE to a connected owner is a request it answers once
+ * it dropped those copies (W6: a DELETE is answered after that): cb(arg, ...) runs once per
+ * request sent (FLUXON_ERR_TIMEOUT after timeout_ms). Returns how many were sent. */
+FX_INTERNAL size_t mkv_inv_flush_acked(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg);
 /* Invalidations of an owner that was not connected are held (n->inv_held, at most
  * RT_INV_HELD_MAX) instead of dropped: it may come back with the same generation, still
  * holding the copies (a lost connection, not a restart) — it must not go on serving them.
@@ -233,6 +241,8 @@ FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v);
 /* n came back with a new generation: forgets its replicas of older generations; routes
  * left without a replica are deleted (no INVALIDATE: nobody holds them). */
 FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation);
+/* Drops every replica on n, whatever its generation (n is forgotten: L1); O(routes). */
+FX_INTERNAL void mkv_routes_drop_node(mkv_t *s, master_node_t *n);
 /* Up to cap keys with prefix, after `after` (NULL: from the start), in order, into
  * keys[] (views of the route map's own copies: valid until the map changes); *n_p gets
  * their number. The first LIST (or the first after the index was dropped) builds the
@@ -249,6 +259,8 @@ FX_INTERNAL size_t mkv_routes_index_keys(const mkv_t *s);
 /* ---- routes.c: re-published values (republish.c) ---- */
 /* The put-id generator resumes above (put_ms, put_ver) (a version an owner reported). */
 FX_INTERNAL void mkv_put_id_seen(mkv_t *s, uint64_t put_ms, uint32_t put_ver);
+/* Every put id from now on is above (put_ms, any put_ver): a new leader's floor (W6). */
+FX_INTERNAL void mkv_put_id_floor(mkv_t *s, uint64_t put_ms);
 /* An owner reports replica rep of key at version (put_ms, put_ver): no route yet: one is
  * made with that version (no lease); the same version: rep joins its replicas; an older
  * route: replaced by this version (its replicas invalidated through v); a newer route:

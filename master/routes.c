@@ -21,6 +21,7 @@
 
 #include "hmap.h"
 #include "log.h"
+#include "master_ha.h"
 #include "mkv.h"
 
 #define RT_INV_CHUNK_BYTES (1u << 20) /* an INVALIDATE body is split at about 1 MiB */
@@ -55,8 +56,10 @@ FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char
     v->kused += klen;
 }
 
-static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t *idx, size_t cnt,
-                          uint64_t *replicas_p, uint64_t *msgs_p)
+/* Sends one INVALIDATE of cnt entries: one-way, or (cb) a request node answers once it
+ * dropped the copies (cb runs once). Returns true when sent. */
+static bool rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t *idx, size_t cnt,
+                        uint64_t *replicas_p, uint64_t *msgs_p, uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
 {
     fx_str_t *keys = fx_malloc(cnt * sizeof *keys);
     uint64_t *cols = fx_malloc(cnt * 3 * sizeof *cols);
@@ -64,7 +67,7 @@ static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t
         FX_ERROR("invalidate %s: out of memory; %zu replicas not invalidated", node->node_id, cnt);
         fx_free(keys);
         fx_free(cols);
-        return;
+        return false;
     }
     for (size_t i = 0; i < cnt; i++) {
         const fx_mkv_inv_ent_t *e = &v->e[idx[i]];
@@ -75,7 +78,9 @@ static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t
     }
     uint32_t n = (uint32_t)cnt;
     fx_body_invalidate_t b = {{keys, n}, {cols, n}, {cols + cnt, n}, {cols + 2 * cnt, n}};
-    if (FX_CONN_SEND(node->peer->conn, FX_MSG_INVALIDATE, 0, 0, 0, invalidate, &b) == FLUXON_OK) {
+    int rc = cb ? FX_RPC_CALL(node->peer->conn, INVALIDATE, invalidate, &b, timeout_ms, cb, arg)
+                : FX_CONN_SEND(node->peer->conn, FX_MSG_INVALIDATE, 0, 0, 0, invalidate, &b);
+    if (rc == FLUXON_OK) {
         *replicas_p += cnt;
         (*msgs_p)++;
     } else {
@@ -83,6 +88,7 @@ static void rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t
     }
     fx_free(keys);
     fx_free(cols);
+    return rc == FLUXON_OK;
 }
 
 /* The held invalidations of a node (created on first use; NULL when out of memory). */
@@ -116,8 +122,18 @@ FX_INTERNAL void mkv_inv_held_send(mkv_t *s, master_node_t *n)
     fx_free(v);
 }
 
-FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
+static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg);
+
+FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v) { rt_inv_flush(s, v, 0, NULL, NULL); }
+
+FX_INTERNAL size_t mkv_inv_flush_acked(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
 {
+    return rt_inv_flush(s, v, timeout_ms, cb, arg);
+}
+
+static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
+{
+    size_t acked = 0;
     uint64_t *replicas_p = &s->c.invalidations_sent, *msgs_p = &s->c.invalidate_msgs;
     if (v->lost) FX_ERROR("out of memory collecting invalidations: %zu replicas not invalidated", v->lost);
     size_t *idx = v->n ? fx_malloc(v->n * sizeof *idx) : NULL;
@@ -141,26 +157,33 @@ FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v)
             idx[cnt++] = j;
             bytes += 28 + v->e[j].klen;
             if (bytes >= RT_INV_CHUNK_BYTES) {
-                rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p);
+                acked += rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p, timeout_ms, cb, arg) && cb;
                 cnt = bytes = 0;
             }
         }
-        if (cnt) rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p);
+        if (cnt) acked += rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p, timeout_ms, cb, arg) && cb;
         if (!connected) FX_DEBUG("invalidate: owner %s is not connected; told when it reconnects", node->node_id);
     }
     fx_free(idx);
     fx_free(v->e);
     fx_free(v->keys);
     memset(v, 0, sizeof *v);
+    return acked;
 }
 
 /* ---- put ids ---- */
-static uint64_t rt_realtime_ms(void) { return fx_realtime_ns() / 1000000ull; }
+static uint64_t rt_realtime_ms(const mkv_t *s)
+{
+    return s->m ? fx_master_put_clock_ms(&s->m->cfg) : fx_realtime_ns() / 1000000ull;
+}
 
-/* ONE global monotonic put_id generator: strictly increasing across the whole master. */
+/* ONE global monotonic put_id generator: strictly increasing across the whole master, and
+ * across masters (W6): with standbys, never above the ceiling this leader stored in etcd
+ * (the next leader starts above it), whatever this host's clock says. */
 static void rt_next_put_id(mkv_t *s, uint64_t *ms, uint32_t *ver)
 {
-    uint64_t now = rt_realtime_ms();
+    uint64_t now = rt_realtime_ms(s), ceil = s->m ? fx_mha_put_ceiling(s->m) : 0;
+    if (ceil && now > ceil) now = ceil; /* ids go on in put_ver (4 G of them) until it is extended */
     if (now > s->last_put_ms) {
         s->last_put_ms = now;
         s->last_put_ver = 0;
@@ -172,6 +195,11 @@ static void rt_next_put_id(mkv_t *s, uint64_t *ms, uint32_t *ver)
     }
     *ms = s->last_put_ms;
     *ver = s->last_put_ver;
+}
+
+FX_INTERNAL void mkv_put_id_floor(mkv_t *s, uint64_t put_ms)
+{
+    mkv_put_id_seen(s, put_ms, UINT32_MAX); /* the next id is above every (put_ms, *) */
 }
 
 FX_INTERNAL void mkv_put_id_seen(mkv_t *s, uint64_t put_ms, uint32_t put_ver)
@@ -293,7 +321,7 @@ FX_INTERNAL int mkv_routes_create(mkv_t *s)
 {
     int rc = fx_hmap_create(1024, &s->routes);
     fx_timer_init(&s->index_timer);
-    s->last_put_ms = rt_realtime_ms(); /* every put id of an older master's is from before */
+    s->last_put_ms = rt_realtime_ms(s); /* without standbys, every put id of an older master's is from before */
     if (rc != FLUXON_OK) mkv_routes_destroy(s);
     return rc;
 }
@@ -382,6 +410,7 @@ FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t h, uint64_t v
     nr->group_len = group_len;
     nr->n_rep = 1;
     nr->rep[0] = *rep;
+    nr->rep[0].seq = ++s->rep_seq;
     rt_next_put_id(s, &nr->put_ms, &nr->put_ver);
     void *old = NULL;
     if (fx_hmap_put_h(s->routes, key.p, key.len, h ? h : fx_hmap_hash(key.p, key.len), nr, &old) != FLUXON_OK) {
@@ -435,6 +464,7 @@ FX_INTERNAL int mkv_route_restore(mkv_t *s, fx_str_t key, uint64_t value_len, ui
     *nr = (mkv_route_t){.value_len = value_len, .put_ms = put_ms, .put_ver = put_ver, .group_len = group_len,
                         .n_rep = 1};
     nr->rep[0] = *rep;
+    nr->rep[0].seq = ++s->rep_seq;
     int rc = rt_restore_new(s, key, nr, v);
     if (rc != FLUXON_OK) {
         fx_free(nr);
@@ -455,7 +485,7 @@ FX_INTERNAL int mkv_route_add_replica(mkv_t *s, mkv_route_t *r, master_node_t *n
         r->n_rep = k;
     }
     if (r->n_rep == MKV_MAX_REPLICAS) return FLUXON_ERR_NO_SPACE;
-    r->rep[r->n_rep++] = (mkv_replica_t){n, n->generation, offset, 0};
+    r->rep[r->n_rep++] = (mkv_replica_t){n, n->generation, offset, 0, ++s->rep_seq};
     s->replicas++;
     return FLUXON_OK;
 }
@@ -487,7 +517,9 @@ FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v)
     return dropped;
 }
 
-FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation)
+/* Drops n's replicas (all, or those not of its current generation); deletes routes left
+ * with none. */
+static void rt_drop_node_replicas(mkv_t *s, master_node_t *n, bool all, size_t *dropped_p, size_t *routes_p)
 {
     size_t dropped = 0, routes = 0;
     fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
@@ -498,7 +530,7 @@ FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t
         mkv_route_t *r = v;
         uint32_t keep = 0;
         for (uint32_t j = 0; j < r->n_rep; j++)
-            if (r->rep[j].node != n || r->rep[j].generation == n->generation) r->rep[keep++] = r->rep[j];
+            if (r->rep[j].node != n || (!all && r->rep[j].generation == n->generation)) r->rep[keep++] = r->rep[j];
         dropped += r->n_rep - keep;
         s->replicas -= r->n_rep - keep;
         r->n_rep = keep;
@@ -507,6 +539,21 @@ FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t
             routes++;
         }
     }
+    *dropped_p = dropped;
+    *routes_p = routes;
+}
+
+FX_INTERNAL void mkv_routes_drop_node(mkv_t *s, master_node_t *n)
+{
+    size_t dropped, routes;
+    rt_drop_node_replicas(s, n, true, &dropped, &routes);
+    FX_INFO("owner %s forgotten: dropped its %zu replicas (%zu routes deleted)", n->node_id, dropped, routes);
+}
+
+FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation)
+{
+    size_t dropped, routes;
+    rt_drop_node_replicas(s, n, false, &dropped, &routes);
     s->c.generation_routes_dropped += routes;
     FX_INFO("owner %s: generation %llu -> %llu: dropped %zu replicas of the old generation (%zu routes deleted)",
             n->node_id, (unsigned long long)old_generation, (unsigned long long)n->generation, dropped, routes);

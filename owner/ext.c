@@ -9,6 +9,8 @@
 #include "owner_ring.h"
 #include "ring.h"
 
+#define OEXT_UNKNOWN_LOG_MS 1000 /* C2: at most one "unknown ids" line a second per external */
+
 typedef struct oext_state {
     fx_oext_hooks_t hooks;
     int listen_fd;
@@ -16,6 +18,7 @@ typedef struct oext_state {
     owner_ext_t *exts;
     size_t n_exts;
     uint64_t requests, errors;
+    uint64_t unknown_ids; /* holder ids / get handles externals named that no longer exist (C2) */
     fx_reply_counts_t replies; /* every external connection counts its replies here */
     /* ring polling (ring_poll_us > 0, issue 18): after a ring request, reply or PUBLISHED
      * the reactor polls the rings instead of sleeping on their doorbells until poll_ns
@@ -291,6 +294,23 @@ FX_INTERNAL void fx_oext_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->externals = x->n_exts;
     m->requests = x->requests;
     m->errors = x->errors;
+    m->ext_unknown_ids = x->unknown_ids;
+}
+
+FX_INTERNAL void fx_oext_unknown(fx_owner_t *o, owner_ext_t *e, const char *what, uint64_t first, uint64_t n)
+{
+    if (!n) return;
+    o->ext->unknown_ids += n;
+    e->unknown_unlogged += n;
+    uint64_t now = fx_now_ms();
+    if (e->unknown_log_ms && now - e->unknown_log_ms < OEXT_UNKNOWN_LOG_MS) return; /* counted, not logged */
+    FX_WARN("%s named %llu unknown %s (this one %llu) since the last such line (one line a second per client at "
+            "most; the owner stat ext_unknown_ids counts them all)",
+            fx_conn_desc(e->sock), (unsigned long long)e->unknown_unlogged, what, (unsigned long long)first);
+    e->unknown_log_ms = now ? now : 1;
+    e->unknown_unlogged = 0;
 }
 
 FX_INTERNAL const fx_reply_counts_t *fx_oext_replies(fx_owner_t *o) { return &o->ext->replies; }
+
+#undef OEXT_UNKNOWN_LOG_MS

@@ -96,24 +96,26 @@ static void oring_protocol_error(owner_ring_t *g, const char *why)
     fx_conn_close(g->conn, FLUXON_ERR_PROTOCOL);
 }
 
+static bool oring_feed(void *arg, const uint8_t *frame, size_t len)
+{
+    owner_ring_t *g = arg;
+    fx_conn_feed(g->conn, frame, len);
+    return fx_conn_is_open(g->conn);
+}
+
 /* One pass: the one-way queue, then every slot not being served. True if it found work. */
 static bool oring_pass(owner_ring_t *g)
 {
     fx_ring_hdr_t *hdr = g->base;
     const char *why = "";
-    bool work = false;
-    for (;;) {
-        if (!fx_conn_is_open(g->conn)) return work;
-        int64_t n = fx_ring_take_oneway(g->base, &g->ow_head, g->buf, &why);
-        if (n < 0) {
-            oring_protocol_error(g, why);
-            return work;
-        }
-        if (n == 0) break;
-        work = true;
-        fx_conn_feed(g->conn, g->buf, (size_t)n);
+    if (!fx_conn_is_open(g->conn)) return false;
+    int64_t fed = fx_ring_drain_oneway(g->base, &g->ow_head, g->buf, oring_feed, g, &why);
+    if (fed < 0) {
+        oring_protocol_error(g, why);
+        return false;
     }
-    __atomic_store_n(&hdr->ow_head, g->ow_head, __ATOMIC_RELEASE);
+    bool work = fed > 0;
+    if (!fx_conn_is_open(g->conn)) return work;
     /* the slots only when the client posted since the last look: read before the slots,
      * so a request whose raise this load saw has its REQ visible below, and one raised
      * after it moves `posted` again for the next pass (a client that never raises it is

@@ -172,7 +172,7 @@ static void ofetch_abandon(fx_owner_t *o, owner_oget_t *const *ogs, size_t n)
         }
     if (m) {
         fx_u64v_t z = {cols, (uint32_t)m};
-        fx_body_get_done_t gd = {{keys, (uint32_t)m}, z, z, z, z, fx_str_c(""), 0, z, {cols + n, (uint32_t)m}};
+        fx_body_get_done_t gd = {{keys, (uint32_t)m}, z, z, z, z, fx_str_c(""), 0, z, {cols + n, (uint32_t)m}, {NULL, 0}};
         (void)FX_CONN_SEND(mc, FX_MSG_GET_DONE, 0, 0, 0, get_done, &gd);
     }
     fx_free(keys);
@@ -186,7 +186,7 @@ typedef struct ofetch_gd {
     struct ofetch_gd *prev, *next; /* in ofetch_t.waiting while a (re)send is scheduled */
     ofetch_getdone_ctx_t *c;
     fx_str_t *keys; /* the copies' keys (their PENDING entries live until the outcome) */
-    uint64_t *cols; /* 6 columns of n: offsets, put_ms, put_ver, value_lens, src_offsets, modes */
+    uint64_t *cols; /* 7 columns of n: offsets, put_ms, put_ver, value_lens, src_offsets, modes, src_seqs */
     size_t n;
     char src_id[FX_ID_MAX];
     uint64_t src_gen;
@@ -271,7 +271,8 @@ static void ofetch_gd_send(ofetch_gd_t *d)
     size_t n = d->n;
     uint64_t *cols = d->cols;
     fx_body_get_done_t gd = {{d->keys, m}, {cols, m}, {cols + n, m}, {cols + 2 * n, m}, {cols + 3 * n, m},
-                             fx_str_c(d->src_id), d->src_gen, {cols + 4 * n, m}, {cols + 5 * n, m}};
+                             fx_str_c(d->src_id), d->src_gen, {cols + 4 * n, m}, {cols + 5 * n, m},
+                             {cols + 6 * n, m}};
     fx_conn_t *mc = fx_olink_conn(o);
     int rc = mc ? FX_RPC_CALL(mc, GET_DONE, get_done, &gd, o->cfg.master_timeout_ms, ofetch_on_get_done, d)
                 : FLUXON_ERR_UNAVAILABLE;
@@ -308,7 +309,7 @@ static void ofetch_on_xfer(void *arg, int status)
     size_t n = x->n, m = 0;
     ofetch_getdone_ctx_t *c = fx_calloc(1, sizeof *c);
     fx_str_t *keys = fx_calloc(n, sizeof *keys);
-    uint64_t *cols = fx_calloc(6 * n, sizeof *cols);
+    uint64_t *cols = fx_calloc(7 * n, sizeof *cols);
     if (c) {
         c->og = fx_calloc(n, sizeof *c->og);
         c->slot = fx_calloc(n, sizeof *c->slot);
@@ -353,6 +354,7 @@ static void ofetch_on_xfer(void *arg, int status)
         cols[3 * n + m] = en->value_len;
         cols[4 * n + m] = og->src_off;
         cols[5 * n + m] = og->mode;
+        cols[6 * n + m] = og->src_seq;
         c->og[m] = og;
         c->slot[m++] = en->slot;
     }
@@ -513,7 +515,8 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
     bool shape_ok = status == FLUXON_OK && a.statuses.n == f->n && a.src.n == f->n && a.offsets.n == f->n &&
                     a.value_lens.n == f->n && a.put_ms.n == f->n && a.put_ver.n == f->n &&
                     a.src_generations.n == ns && a.src_addresses.n == ns && a.src_rkeys.n == ns &&
-                    a.src_bases.n == ns && (a.modes.n == f->n || a.modes.n == 0);
+                    a.src_bases.n == ns && (a.modes.n == f->n || a.modes.n == 0) &&
+                    (a.src_seqs.n == f->n || a.src_seqs.n == 0);
     if (status == FLUXON_OK && !shape_ok) FX_ERROR("malformed LOOKUP answer from the master");
     if (shape_ok && ns) {
         f->n_src = ns;
@@ -553,7 +556,8 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
             owner_entry_t *en = fx_ostore_at(o, a.offsets.v[k]);
             bool ok = !strcmp(f->src_ids[a.src.v[k]], o->cfg.node_id) && en && !en->retired && !en->evicting &&
                       en->state == OE_COMMITTED && en->put_ms == a.put_ms.v[k] && en->put_ver == a.put_ver.v[k] &&
-                      en->value_len == a.value_lens.v[k];
+                      en->value_len == a.value_lens.v[k] && en->klen == og->klen &&
+                      !memcmp(en->key, og->key, og->klen); /* W8: the slot holds this very key */
             if (ok && !fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
             if (ok) o->fetch->reuse_hits++;
             f->og[k] = NULL;
@@ -575,6 +579,7 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
         og->found = true;
         og->src = (uint32_t)a.src.v[k];
         og->src_off = a.offsets.v[k];
+        og->src_seq = a.src_seqs.n ? a.src_seqs.v[k] : 0;
         og->value_len = a.value_lens.v[k];
         og->put_ms = a.put_ms.v[k];
         og->put_ver = a.put_ver.v[k];

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "owner_elsewhere.h"
 #include "owner_evict.h"
+#include "owner_ext.h"
 #include "owner_fetch.h"
 #include "owner_get.h"
 #include "owner_link.h"
@@ -378,7 +379,7 @@ static void oget_consume(fx_owner_t *o, owner_ext_t *e, uint64_t handle_id, uint
 {
     owner_handle_t *hd = fx_hmap_get(o->get->handles, &handle_id, sizeof handle_id);
     if (!hd || hd->ext != e) {
-        FX_WARN("%s consumed unknown get handle %llu", fx_conn_desc(e->conn), (unsigned long long)handle_id);
+        fx_oext_unknown(o, e, "get handles in HANDLE_CONSUME", handle_id, 1); /* C2: a line a second at most */
         return;
     }
     for (size_t i = FX_MIN(consume, hd->n); i < hd->n; i++) fx_ostore_holder_release_id(o, hd->ext, hd->holder_ids[i]);

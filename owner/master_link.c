@@ -155,7 +155,10 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
     }
     l->hb_interval_ms = hb;
     fx_timer_arm(o->r, &l->heartbeat_timer, l->hb_interval_ms, olink_on_heartbeat_timer);
-    l->hooks.registered(o, changed);
+    if (ack.forgotten)
+        FX_WARN("master %s had forgotten this owner (dead longer than its dead_owner_grace_ms): it missed the "
+                "deletions and overwrites meanwhile, so every value held here is dropped", who);
+    l->hooks.registered(o, changed, ack.forgotten != 0);
     olink_started(l, FLUXON_OK);
 }
 

@@ -59,9 +59,10 @@ static void owner_release(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t
 {
     fx_body_release_t b;
     fx_body_release_decode(body, h->body_len, &b, arena);
+    uint64_t unknown = 0, first = 0;
     for (uint32_t i = 0; i < b.holder_ids.n; i++)
-        if (fx_ostore_holder_release_id(o, e, b.holder_ids.v[i]) != FLUXON_OK)
-            FX_WARN("%s released unknown holder %llu", fx_conn_desc(e->conn), (unsigned long long)b.holder_ids.v[i]);
+        if (fx_ostore_holder_release_id(o, e, b.holder_ids.v[i]) != FLUXON_OK && !unknown++) first = b.holder_ids.v[i];
+    fx_oext_unknown(o, e, "holder ids in RELEASE", first, unknown); /* C2: counted, a line a second at most */
 }
 
 static const struct {
@@ -102,6 +103,7 @@ static bool owner_ext_dispatch(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
 typedef struct owner_held {
     fx_timer_t t;
     fx_owner_t *o;
+    bool from_master; /* an INVALIDATE from the master (served only on the same link) */
     fx_conn_t *conn;
     fx_frame_header_t h;
     uint8_t *body;
@@ -118,10 +120,20 @@ static void owner_held_free(fx_owner_t *o, owner_held_t *x)
     fx_free(x);
 }
 
+static bool owner_master_apply(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
+
 static void owner_on_held(fx_reactor_t *r, fx_timer_t *t)
 {
     owner_held_t *x = FX_CONTAINER_OF(t, owner_held_t, t);
     fx_owner_t *o = x->o;
+    if (x->from_master) { /* the link it came on is gone: it was lost with it */
+        fx_arena_t arena = {0};
+        if (fx_conn_is_open(x->conn) && x->conn == fx_olink_conn(o)) owner_master_apply(o, &x->h, x->body, &arena);
+        else FX_WARN("test fault: held %s dropped: the master link it came on is gone", fx_msg_name(x->h.type));
+        fx_arena_free(&arena);
+        owner_held_free(o, x);
+        return;
+    }
     owner_ext_t *e = fx_conn_is_open(x->conn) ? fx_conn_ud(x->conn) : NULL;
     if (e) {
         fx_arena_t arena = {0};
@@ -174,6 +186,28 @@ static bool owner_master_request(fx_owner_t *o, const fx_frame_header_t *h, cons
         return true;
     }
     if (h->type != FX_MSG_INVALIDATE) return false;
+    owner_held_t *x = fx_owner_fault_delay(o, "INVALIDATE") ? fx_calloc(1, sizeof *x) : NULL; /* test-only */
+    fx_conn_t *mc = fx_olink_conn(o);
+    if (x && (!mc || !(x->body = fx_malloc(h->body_len ? h->body_len : 1)))) {
+        fx_free(x);
+        x = NULL;
+    }
+    if (x) {
+        FX_WARN("test fault: INVALIDATE from the master held back %u ms", o->cfg.fault_ms);
+        memcpy(x->body, body, h->body_len);
+        *x = (owner_held_t){.o = o, .from_master = true, .conn = mc, .h = *h, .body = x->body, .next = o->held};
+        fx_conn_ref(mc);
+        if (x->next) x->next->prev = x;
+        o->held = x;
+        fx_timer_init(&x->t);
+        fx_timer_arm(o->r, &x->t, o->cfg.fault_ms, owner_on_held);
+        return true;
+    }
+    return owner_master_apply(o, h, body, arena);
+}
+
+static bool owner_master_apply(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
     fx_ostore_invalidate(o, body, h->body_len, arena);
     fx_orepub_invalidate(o, body, h->body_len, arena);
     fx_conn_t *mc = fx_olink_conn(o);
@@ -190,8 +224,12 @@ static void owner_registering(fx_owner_t *o, fx_body_register_t *reg)
     fx_oclaims_grants(o, &reg->grant_ids, &reg->grant_offsets);
 }
 
-static void owner_registered(fx_owner_t *o, bool master_changed)
+static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten)
 {
+    if (forgotten) { /* L1: nothing held here is routed any more, and some of it is stale */
+        fx_ostore_forget_all(o);
+        fx_orepub_forget_all(o);
+    }
     fx_orepub_registered(o, master_changed); /* a new master learns what this owner holds */
     fx_oput_master_ready(o);
     fx_oclaims_master_ready(o);

@@ -20,6 +20,10 @@ FX_INTERNAL void fx_oext_metrics(fx_owner_t *o, fx_ometrics_t *m);
 /* Makes c (e's socket or its ring's conn) where e's replies go; returns the previous one.
  * A request served later (held back by a test fault) is served on the conn it came from. */
 FX_INTERNAL fx_conn_t *fx_oext_reply_conn(owner_ext_t *e, fx_conn_t *c);
+/* C2: e named n ids (holders, get handles: `what`) the owner does not know, `first` the
+ * first of them: counted; logged (on the reactor, synchronously) at most once a second per
+ * external, with the count since the last line. */
+FX_INTERNAL void fx_oext_unknown(fx_owner_t *o, owner_ext_t *e, const char *what, uint64_t first, uint64_t n);
 /* Replies to externals by (message type, status) since the owner started. */
 FX_INTERNAL const fx_reply_counts_t *fx_oext_replies(fx_owner_t *o);
 

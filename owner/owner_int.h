@@ -31,6 +31,8 @@ typedef struct owner_ext {
     struct owner_holder *holders; /* pins this external holds (store.c; released when it goes) */
     struct owner_plan *plans;     /* put plans not yet committed (put.c) */
     struct owner_handle *handles; /* get handles not yet consumed (get.c) */
+    uint64_t unknown_unlogged;    /* ext.c: unknown ids it named since the last log line */
+    uint64_t unknown_log_ms;      /* ext.c: when that line was written (0: never) */
 } owner_ext_t;
 
 struct fx_owner {

@@ -29,6 +29,7 @@
     X(externals, GAUGE, "owner_externals", "", "External clients connected on the owner socket")                 \
     X(requests, COUNTER, "owner_ext_frames_total", "", "Frames received from externals")                        \
     X(errors, COUNTER, "owner_ext_errors_total", "", "External frames refused (protocol error or unserved type)") \
+    X(ext_unknown_ids, COUNTER, "owner_ext_unknown_ids_total", "", "Holder ids and get handles externals released or consumed that the owner does not know (logged at most once a second per external)") \
     /* master_link.c */                                                                                          \
     X(master_connected, BOOL, "owner_master_connected", "", "1 while the owner is registered with the master")   \
     X(master_generation, GAUGE, "owner_master_generation", "", "The master's generation this owner knows")       \

@@ -17,6 +17,8 @@ FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed);
 /* The master connection went away: a re-publication under way resumes from the start at
  * the next registration. */
 FX_INTERNAL void fx_orepub_lost(fx_owner_t *o);
+/* L1: the master forgot this owner: the placed ranges it recorded are no longer its. */
+FX_INTERNAL void fx_orepub_forget_all(fx_owner_t *o);
 /* PLACED from the master: these placed values live in ranges of this segment (kept to
  * be re-published). INVALIDATE: the ranges it names are no longer routed. */
 FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);

@@ -84,6 +84,9 @@ FX_INTERNAL int fx_ostore_commit(fx_owner_t *o, owner_entry_t *en, uint64_t put_
 FX_INTERNAL void fx_ostore_retire(fx_owner_t *o, owner_entry_t *en);
 /* INVALIDATE from the master: COMMITTED versions it names retire; PENDING ones (their
  * PUT_DONE or GET_DONE outcome still unknown) are marked invalidated and hidden. */
+/* L1: the master forgot this owner: every COMMITTED value is retired (a PENDING one, being
+ * published or fetched now, is left to its publish/GET_DONE). Returns how many. */
+FX_INTERNAL size_t fx_ostore_forget_all(fx_owner_t *o);
 FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
 
 FX_INTERNAL owner_holder_t *fx_ostore_holder_new(fx_owner_t *o, owner_ext_t *e, const fx_slot_ref_t *slot);

@@ -27,6 +27,7 @@ typedef struct oput {
         puts_aborted, put_plans_expired;
     fx_hist_t put_start_latency, commit_latency, publish_latency;
     uint64_t put_value_bytes; /* value bytes committed (local-ready) */
+    uint64_t hot_capacity;    /* the hot tier's bytes (evict.c; fixed at start, S5), 0: not read yet */
 } oput_t;
 
 static void oput_publish(fx_owner_t *o, owner_plan_t *p);
@@ -203,6 +204,50 @@ static void oput_claimed(fx_owner_t *o, void *arg, size_t got)
     oput_start_reply(o, p);
 }
 
+/* The hot tier's capacity in bytes (it never changes: read once). */
+static uint64_t oput_hot_capacity(fx_owner_t *o)
+{
+    if (!o->put->hot_capacity) {
+        fx_ometrics_t *m = fx_calloc(1, sizeof *m);
+        if (!m) return UINT64_MAX; /* no check this time */
+        fx_oev_metrics(o, m);
+        o->put->hot_capacity = m->hot_capacity_bytes;
+        fx_free(m);
+    }
+    return o->put->hot_capacity ? o->put->hot_capacity : UINT64_MAX;
+}
+
+/* R3: a value (or an atomic group, evicted whole) larger than the hot tier would be
+ * evicted as soon as it is committed: refused, naming the hot tier. */
+static bool oput_check_hot(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const fx_body_put_start_t *b,
+                           uint64_t slot_size)
+{
+    uint64_t hot = oput_hot_capacity(o), most = 1;
+    size_t g_most = 0;
+    fx_group_iter_t it = fx_group_iter(b->group_lens.v, b->group_lens.n, b->keys.n);
+    while (b->group_lens.n && fx_group_next(&it))
+        if (it.len > most) {
+            most = it.len;
+            g_most = it.g;
+        }
+    if (slot_size <= hot / most) return true;
+    if (most == 1)
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                            "put_start: value_len %llu (a %llu-byte slot) is larger than owner %s's hot tier of %llu "
+                            "bytes (hot_capacity_bytes, else hot_capacity_ratio x the payload capacity): it would "
+                            "be evicted as soon as it is stored",
+                            (unsigned long long)b->value_len, (unsigned long long)slot_size, o->cfg.node_id,
+                            (unsigned long long)hot);
+    else
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
+                            "put_start: atomic group %zu holds %llu values of a %llu-byte slot (%llu bytes), more "
+                            "than owner %s's hot tier of %llu bytes (hot_capacity_bytes, else hot_capacity_ratio x "
+                            "the payload capacity): it would be evicted whole as soon as it is stored",
+                            g_most, (unsigned long long)most, (unsigned long long)slot_size,
+                            (unsigned long long)(most * slot_size), o->cfg.node_id, (unsigned long long)hot);
+    return false;
+}
+
 /* Validates everything before anything is reserved; replies and returns false if bad. */
 static bool oput_check(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const fx_body_put_start_t *b)
 {
@@ -230,6 +275,7 @@ static bool oput_check(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h
         fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "put_start: %s", why);
         return false;
     }
+    if (!oput_check_hot(o, e, h, b, slot_size)) return false;
     if (b->replica_mask.len && b->replica_mask.len != n) {
         fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
                             "put_start: make_replica_task_mask has %u entries, n_keys is %zu", b->replica_mask.len, n);
@@ -405,7 +451,7 @@ static owner_plan_t *oput_prepared(fx_owner_t *o, owner_ext_t *e, uint64_t id)
     return p && p->ext == e && p->state == OP_PREPARED ? p : NULL;
 }
 
-static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status)
+static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status, const uint64_t *kst)
 {
     if (!p->reply_conn || !fx_conn_is_open(p->reply_conn)) return;
     if (p->is_inline) { /* the PUT_INLINE answer */
@@ -418,7 +464,9 @@ static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status)
         }
         return;
     }
-    fx_body_published_t b = {p->id, status};
+    fx_body_published_t b = {p->id, status, {NULL, 0}};
+    for (size_t i = 0; kst && i < p->n && !b.key_statuses.n; i++) /* per key only when one is not OK */
+        if (kst[i] != (uint64_t)(int64_t)FLUXON_OK) b.key_statuses = (fx_u64v_t){kst, (uint32_t)p->n};
     FX_CONN_SEND(p->reply_conn, FX_MSG_PUBLISHED, 0, 0, 0, published, &b);
 }
 
@@ -518,7 +566,7 @@ static void oput_admit_groups(fx_owner_t *o, owner_plan_t *p, owner_entry_t **ad
 /* The master answered PUT_DONE: each accepted key is committed (or, placed remotely, its
  * staging copy goes), or retired when refused. Returns the plan's outcome, or
  * FLUXON_ERR_PROTOCOL (nothing applied) when the answer's columns do not match the batch. */
-static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done_ack_t *ack)
+static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done_ack_t *ack, uint64_t *kst)
 {
     oput_t *s = o->put;
     int outcome = FLUXON_OK;
@@ -530,9 +578,11 @@ static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done
     for (size_t i = 0; i < p->n; i++) /* the batch's misses overlap (fx_hmap_prefetch) */
         if (p->status[i] == FLUXON_OK) fx_ostore_prefetch_offset(o, p->slots[i].offset);
     for (size_t i = 0; i < p->n; i++) {
+        if (kst) kst[i] = (uint64_t)(int64_t)p->status[i]; /* refused at put_start (or commit): as it was */
         if (p->status[i] != FLUXON_OK) continue;
         owner_entry_t *en = fx_ostore_find(o, &p->slots[i]); /* by identity: it may be gone */
         int ks = (int)(int64_t)ack->statuses.v[k];
+        if (kst) kst[i] = (uint64_t)(int64_t)ks; /* what the master did with this key (R4) */
         if (ks == FLUXON_OK && en && (p->place.target_remote || en->invalidated)) {
             /* published on the target (the staging copy goes), or published and invalidated
              * since (deleted or replaced meanwhile): this copy is done */
@@ -579,19 +629,22 @@ static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, 
         return;
     }
     int outcome = status;
+    uint64_t *kst = fx_malloc(p->n * sizeof *kst); /* per key, for PUBLISHED; NULL: the outcome only */
     if (status == FLUXON_OK) {
         bool all_stale = p->place.put_token && ack.statuses.n > 0;
         for (uint32_t k = 0; all_stale && k < ack.statuses.n; k++)
             all_stale = (int)(int64_t)ack.statuses.v[k] == FLUXON_ERR_STALE;
         if (all_stale) { /* the placement expired or its target died: publish the local copy */
+            fx_free(kst);
             fx_oplace_stale(o, p);
             p->batch_id = fx_ostore_next_id(o); /* a new batch: the old id has its answer */
             p->attempts = 0;
             oput_publish(o, p);
             return;
         }
-        outcome = oput_apply_ack(o, p, &ack);
+        outcome = oput_apply_ack(o, p, &ack, kst);
         if (outcome == FLUXON_ERR_PROTOCOL) { /* malformed: the outcome is unknown (T1) */
+            fx_free(kst);
             FX_ERROR("malformed PUT_DONE answer for batch %llu (%u statuses, %u put_ms, %u put_ver); retrying",
                      (unsigned long long)p->batch_id, ack.statuses.n, ack.put_ms.n, ack.put_ver.n);
             oput_retry_later(o, p);
@@ -601,11 +654,13 @@ static void oput_on_put_done(void *arg, int status, const fx_frame_header_t *h, 
         for (size_t i = 0; i < p->n; i++) {
             owner_entry_t *en = p->status[i] == FLUXON_OK ? fx_ostore_find(o, &p->slots[i]) : NULL;
             if (en) fx_ostore_retire(o, en);
+            if (kst) kst[i] = (uint64_t)(int64_t)(p->status[i] == FLUXON_OK ? status : p->status[i]);
         }
     }
     o->put->puts_published++;
     fx_hist_observe(&o->put->publish_latency, fx_now_ns() - p->t0_ns);
-    oput_notify(o, p, outcome);
+    oput_notify(o, p, outcome, kst);
+    fx_free(kst);
     oput_plan_free(o, p);
 }
 
@@ -620,7 +675,10 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     oput_plan_unlink(p); /* no longer the external's to abort, whatever happens to its conn */
     fx_timer_disarm(o->r, &p->retry_timer); /* the PREPARED TTL: the same timer retries publishes */
     p->state = OP_PUBLISHING;
-    p->batch_id = p->id;
+    /* the batch id is the commit's (W9): ids reach the master in the order of their first
+     * attempt, so a plan committed long after its put_start is not below the dedup
+     * watermark a later batch's forgotten answer raised (p->id stays the future's id) */
+    p->batch_id = fx_ostore_next_id(o);
     p->reply_conn = conn; /* PUBLISHED (or the PUT_INLINE answer) goes here */
     fx_conn_ref(conn);
     if (h) { /* answered first: this reactor indexes the values below before it reads any

@@ -89,6 +89,12 @@ FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
     o->repub = NULL;
 }
 
+FX_INTERNAL void fx_orepub_forget_all(fx_owner_t *o)
+{
+    orepub_t *s = o->repub;
+    if (s && s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
+}
+
 /* ---- placed values in ranges of this segment ---- */
 FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
 {

@@ -173,6 +173,29 @@ FX_INTERNAL void fx_ostore_retire(fx_owner_t *o, owner_entry_t *en)
     ostore_entry_free(en);
 }
 
+FX_INTERNAL size_t fx_ostore_forget_all(fx_owner_t *o)
+{
+    ostore_t *s = o->store;
+    size_t it = 0, n = 0, cap = 64;
+    owner_entry_t **v = fx_malloc(cap * sizeof *v), *en;
+    uint64_t off;
+    while (v && fx_u64map_next(&s->by_offset, &it, &off, (void **)&en)) { /* collected: retiring changes the map */
+        if (en->state != OE_COMMITTED) continue;
+        if (n == cap) {
+            owner_entry_t **nv = fx_realloc(v, 2 * cap * sizeof *v);
+            if (!nv) break;
+            v = nv;
+            cap *= 2;
+        }
+        v[n++] = en;
+    }
+    if (!v) FX_ERROR("out of memory forgetting the values held here: they stay (some may be stale)");
+    for (size_t i = 0; i < n; i++) fx_ostore_retire(o, v[i]);
+    fx_free(v);
+    FX_WARN("dropped %zu values: the master forgot this owner", n);
+    return n;
+}
+
 FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
 {
     ostore_t *s = o->store;

@@ -35,6 +35,9 @@ static unsigned chaos_allowed(const fx_frame_header_t *h)
      * connecting again, not by a retry with the same identity; faulting them only measures
      * the reconnect backoff. Never touched. */
     if (h->type == FX_MSG_HELLO || h->type == FX_MSG_REGISTER) return 0;
+    /* INVALIDATE, one-way or a request (a DELETE waits for its answer, W6): a lost one
+     * leaves a copy the master no longer routes (below); never touched (its answer may be) */
+    if (h->type == FX_MSG_INVALIDATE && !(h->flags & FX_FLAG_RESPONSE)) return 0;
     /* One-way frames (req_id 0: INVALIDATE, PLACED, CLUSTER_INFO, PUBLISHED,
      * HANDLE_CONSUME, RELEASE) have no answer, so nobody retries them: a lost INVALIDATE
      * leaves a copy the master no longer routes, a lost PLACED a value never re-published,

@@ -13,6 +13,7 @@
 
 #define ETCD_BODY_MAX (64u << 10)
 #define ETCD_CONNECT_MS 1000L
+#define ETCD_KEEPALIVE_S 2L /* TCP keepalive: idle seconds before the first probe, then between probes */
 
 typedef struct etcd_buf {
     char *p;
@@ -107,6 +108,9 @@ static void etcd_setup(fx_etcd_t *e, CURL *h, int ep, const char *path, const ch
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, FX_MIN(ETCD_CONNECT_MS, timeout_ms ? timeout_ms : ETCD_CONNECT_MS));
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L); /* H1: a peer gone silent is noticed */
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, ETCD_KEEPALIVE_S);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, ETCD_KEEPALIVE_S);
 }
 
 /* The gateway's answer as JSON; an {"error": ...} answer is an error with its message. */
@@ -236,7 +240,63 @@ FX_INTERNAL int fx_etcd_leader(fx_etcd_t *e, const char *name, uint32_t timeout_
     return FLUXON_OK;
 }
 
-FX_INTERNAL int fx_etcd_campaign_start(fx_etcd_t *e, const char *name, int64_t lease, const char *value)
+FX_INTERNAL int fx_etcd_get(fx_etcd_t *e, const char *key, uint32_t timeout_ms, char *value, size_t cap, char *err,
+                            size_t errcap)
+{
+    char kb[400], body[480];
+    if (!fx_b64_encode(key, strlen(key), kb, sizeof kb)) return FLUXON_ERR_INVALID_ARGUMENT;
+    snprintf(body, sizeof body, "{\"key\":\"%s\"}", kb);
+    cJSON *d = NULL;
+    int rc = etcd_post(e, "/v3/kv/range", body, timeout_ms, &d, err, errcap);
+    if (rc != FLUXON_OK) return rc;
+    cJSON *kv = cJSON_GetArrayItem(cJSON_GetObjectItem(d, "kvs"), 0);
+    cJSON *v = cJSON_GetObjectItem(kv, "value");
+    ssize_t n = !kv ? -2 : cJSON_IsString(v) ? fx_b64_decode(v->valuestring, (uint8_t *)value, cap - 1) : 0;
+    cJSON_Delete(d);
+    if (n == -2) return FLUXON_ERR_NOT_FOUND;
+    if (n < 0) {
+        if (err) snprintf(err, errcap, "/v3/kv/range %s: the value is not base64 or longer than %zu bytes", key, cap - 1);
+        return FLUXON_ERR_PROTOCOL;
+    }
+    value[n] = 0;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_etcd_put(fx_etcd_t *e, const char *key, const char *value, uint32_t timeout_ms, char *err,
+                            size_t errcap)
+{
+    char kb[400], vb[400], body[840];
+    if (!fx_b64_encode(key, strlen(key), kb, sizeof kb) || !fx_b64_encode(value, strlen(value), vb, sizeof vb))
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", kb, vb);
+    cJSON *d = NULL;
+    int rc = etcd_post(e, "/v3/kv/put", body, timeout_ms, &d, err, errcap);
+    cJSON_Delete(d);
+    return rc;
+}
+
+FX_INTERNAL int fx_etcd_leader_lease(fx_etcd_t *e, const char *name, uint32_t timeout_ms, int64_t *lease,
+                                     int64_t *rev, char *err, size_t errcap)
+{
+    char body[512];
+    if (!etcd_name_json(name, body, sizeof body - 1)) return FLUXON_ERR_INVALID_ARGUMENT;
+    strcat(body, "}");
+    cJSON *d = NULL;
+    int rc = etcd_post(e, "/v3/election/leader", body, timeout_ms, &d, err, errcap);
+    if (rc != FLUXON_OK) return rc;
+    cJSON *kv = cJSON_GetObjectItem(d, "kv");
+    *lease = etcd_i64(kv, "lease");
+    *rev = etcd_i64(kv, "create_revision");
+    cJSON_Delete(d);
+    if (!*lease) {
+        if (err) snprintf(err, errcap, "/v3/election/leader: the leader key names no lease");
+        return FLUXON_ERR_PROTOCOL;
+    }
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_etcd_campaign_start(fx_etcd_t *e, const char *name, int64_t lease, const char *value,
+                                       uint32_t timeout_ms)
 {
     fx_etcd_campaign_cancel(e);
     char head[300], vb[2 * FX_ETCD_VALUE_MAX];
@@ -251,7 +311,7 @@ FX_INTERNAL int fx_etcd_campaign_start(fx_etcd_t *e, const char *name, int64_t l
     }
     snprintf(e->camp_body, cap, "%s,\"lease\":\"%lld\",\"value\":\"%s\"}", head, (long long)lease, vb);
     e->camp_ep = e->cur;
-    etcd_setup(e, e->camp, e->camp_ep, "/v3/election/campaign", e->camp_body, &e->camp_buf, 0);
+    etcd_setup(e, e->camp, e->camp_ep, "/v3/election/campaign", e->camp_body, &e->camp_buf, (long)timeout_ms);
     if (curl_multi_add_handle(e->multi, e->camp) != CURLM_OK) {
         fx_etcd_campaign_cancel(e);
         return FLUXON_ERR_INTERNAL;
@@ -352,3 +412,4 @@ FX_INTERNAL ssize_t fx_b64_decode(const char *s, uint8_t *out, size_t cap)
 
 #undef ETCD_BODY_MAX
 #undef ETCD_CONNECT_MS
+#undef ETCD_KEEPALIVE_S

@@ -34,12 +34,27 @@ FX_INTERNAL int fx_etcd_lease_revoke(fx_etcd_t *e, int64_t id, uint32_t timeout_
 FX_INTERNAL int fx_etcd_leader(fx_etcd_t *e, const char *name, uint32_t timeout_ms, char *value, size_t cap,
                                int64_t *rev, char *err, size_t errcap);
 
+/* The lease of the leader key of election `name` (*lease; *rev its create revision);
+ * FLUXON_ERR_NOT_FOUND when the election has no leader. */
+FX_INTERNAL int fx_etcd_leader_lease(fx_etcd_t *e, const char *name, uint32_t timeout_ms, int64_t *lease,
+                                     int64_t *rev, char *err, size_t errcap);
+
+/* A plain key (/v3/kv/range, /v3/kv/put; no lease: it outlives its writer). get: the value
+ * (NUL-terminated, at most cap-1 bytes) or FLUXON_ERR_NOT_FOUND when the key has none. */
+FX_INTERNAL int fx_etcd_get(fx_etcd_t *e, const char *key, uint32_t timeout_ms, char *value, size_t cap, char *err,
+                            size_t errcap);
+FX_INTERNAL int fx_etcd_put(fx_etcd_t *e, const char *key, const char *value, uint32_t timeout_ms, char *err,
+                            size_t errcap);
+
 /* A campaign (POST /v3/election/campaign) blocks in etcd until this candidate leads, so
  * it runs asynchronously: start it, then poll (which also sleeps up to wait_ms, woken
  * early by fx_etcd_wakeup from any thread). Poll returns FX_ETCD_WAITING while the
  * campaign waits, FLUXON_OK when elected (*rev: the leader key's create revision), or an
- * error. Cancelling drops the request: etcd withdraws the candidacy. One at a time. */
-FX_INTERNAL int fx_etcd_campaign_start(fx_etcd_t *e, const char *name, int64_t lease, const char *value);
+ * error. Cancelling drops the request: etcd withdraws the candidacy. One at a time.
+ * timeout_ms bounds the request (H1: a connection that died silently is not waited on
+ * for ever; its TCP keepalive probes it too): past it poll returns an error. */
+FX_INTERNAL int fx_etcd_campaign_start(fx_etcd_t *e, const char *name, int64_t lease, const char *value,
+                                       uint32_t timeout_ms);
 FX_INTERNAL int fx_etcd_campaign_poll(fx_etcd_t *e, uint32_t wait_ms, int64_t *rev, char *err, size_t errcap);
 FX_INTERNAL void fx_etcd_campaign_cancel(fx_etcd_t *e);
 FX_INTERNAL void fx_etcd_wakeup(fx_etcd_t *e);

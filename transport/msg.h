@@ -68,7 +68,9 @@ typedef struct fx_strv {
     F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)          \
     F(U64V, grant_ids) F(U64V, grant_offsets) /* grants held: a restarted master re-learns them */ \
     F(STR, sub_cluster)
-#define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms)
+/* forgotten: this master forgot the owner's generation (dead longer than dead_owner_grace_ms,
+ * L1): it missed deletions and overwrites meanwhile and drops every value it holds */
+#define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms) F(U8, forgotten)
 #define FX_BODY_heartbeat(F) F(U64, generation)
 #define FX_BODY_ping(F) F(U8, to_master) F(U64, t_ns)
 #define FX_BODY_nodes(F)                                                              \
@@ -94,18 +96,21 @@ typedef struct fx_strv {
 #define FX_BODY_lookup(F) F(STRV, keys)
 /* per key: status, source index into the src_* arrays, offset, value_len, put_id,
  * group id and group length (A1); per source owner: id, generation, UCX worker address,
- * packed rkey and segment base address (for RMA). */
+ * packed rkey and segment base address (for RMA); per key the get mode and the source
+ * replica's number (src_seqs, W3: never reused; GET_DONE echoes it). */
 #define FX_BODY_lookup_ack(F)                                                         \
     F(U64V, statuses) F(U64V, src) F(U64V, offsets) F(U64V, value_lens) F(U64V, put_ms)  \
     F(U64V, put_ver) F(STRV, src_node_ids) F(U64V, src_generations)                     \
-    F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases) F(U64V, modes)
+    F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases) F(U64V, modes) F(U64V, src_seqs)
 /* owner -> master: durable replicas now held here (GetDone, batch), copied from the
- * source replica (src node, generation, src_offsets). The master accepts a key only if
- * that source replica still exists: it was then intact for the whole copy (replicas
- * are removed before their slots can be reused), so the copy is byte-exact (D1). */
+ * source replica (src node, generation, src_offsets, and src_seqs: the number LOOKUP gave
+ * it; empty: not checked). The master accepts a key only if that very source replica
+ * still exists: it was then intact for the whole copy (replicas are removed before their
+ * slots can be reused, and one added again is another number), so the copy is
+ * byte-exact (D1). */
 #define FX_BODY_get_done(F)                                                           \
     F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver) F(U64V, value_lens)  \
-    F(STR, src_node_id) F(U64, src_generation) F(U64V, src_offsets) F(U64V, modes)
+    F(STR, src_node_id) F(U64, src_generation) F(U64V, src_offsets) F(U64V, modes) F(U64V, src_seqs)
 /* owner -> master: place a batch (PutStart of §7). The master applies the reject flags
  * against routes and its in-flight puts, picks ONE target owner for the batch (placement
  * policy in master/place.c), allocates a range per accepted key in the target's segment
@@ -150,8 +155,10 @@ typedef struct fx_strv {
 #define FX_BODY_put_start_ack(F) F(U64, plan_id) F(U64V, statuses) F(U64V, offsets)
 #define FX_BODY_plan_ref(F) F(U64, plan_id)
 #define FX_BODY_put_commit_ack(F) F(U64, future_id)
-/* owner -> external (one-way): the batch of future_id is published (or failed) */
-#define FX_BODY_published(F) F(U64, future_id) F(I32, status)
+/* owner -> external (one-way): the batch of future_id is published (or failed). status: the
+ * batch outcome (the first refused key's status); key_statuses: empty when every key of the
+ * plan is FLUXON_OK, else one per plan key (a key refused at put_start: that status) */
+#define FX_BODY_published(F) F(U64, future_id) F(I32, status) F(U64V, key_statuses)
 /* timeout_ms: the caller's wait; the owner bounds the fetch it leads (the copy's claim,
  * the UCX transfer) below it. 0: the owner's own bounds. */
 #define FX_BODY_get_start(F) F(STRV, keys) F(U64V, group_lens) F(U8, best_effort) F(U32, timeout_ms)

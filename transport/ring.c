@@ -171,6 +171,31 @@ FX_INTERNAL int64_t fx_ring_take_oneway(void *base, uint64_t *head, uint8_t *buf
     return FLUXON_ERR_PROTOCOL;
 }
 
+FX_INTERNAL int64_t fx_ring_drain_oneway(void *base, uint64_t *head, uint8_t *buf, fx_ring_feed_fn feed, void *arg,
+                                         const char **why)
+{
+    fx_ring_hdr_t *h = base;
+    /* C1: the pass ends at the tail it saw first. Records appended meanwhile are the next
+     * pass's (the client rings the doorbell for them once the owner re-arms it): a client
+     * that appends as fast as the owner reads cannot keep the reactor in this loop, and a
+     * pass reads at most the queue's size */
+    uint64_t end = __atomic_load_n(&h->ow_tail, __ATOMIC_ACQUIRE);
+    if (end - *head > FX_RING_ONEWAY_BYTES) { /* behind the owner's head, or past the queue */
+        *why = "one-way tail out of bounds";
+        return FLUXON_ERR_PROTOCOL;
+    }
+    int64_t fed = 0;
+    while ((int64_t)(end - *head) > 0) {
+        int64_t n = fx_ring_take_oneway(base, head, buf, why);
+        if (n < 0) return n;
+        if (n == 0) break;
+        fed++;
+        __atomic_store_n(&h->ow_head, *head, __ATOMIC_RELEASE); /* room for the client at once */
+        if (!feed(arg, buf, (size_t)n)) break;
+    }
+    return fed;
+}
+
 FX_INTERNAL bool fx_ring_complete(void *base, uint32_t i, const uint8_t *frame, size_t len)
 {
     if (i >= FX_RING_SLOTS || len > FX_RING_SLOT_CAP) return false;

@@ -96,6 +96,14 @@ FX_INTERNAL int64_t fx_ring_take_slot(void *base, uint32_t i, uint8_t *buf, cons
  * (FX_RING_SLOT_CAP bytes): > 0 its frame length (*head advanced past it), 0 nothing
  * more, < 0 bad contents (*why says what). Only HANDLE_CONSUME and RELEASE, req_id 0. */
 FX_INTERNAL int64_t fx_ring_take_oneway(void *base, uint64_t *head, uint8_t *buf, const char **why);
+/* One pass over the one-way queue: each record queued when the pass began (never more:
+ * a client appending meanwhile cannot hold the owner in the loop) is copied into buf and
+ * handed to feed (which returns false to stop: the external closed); the region's ow_head
+ * follows *head after every record. Returns the records fed (>= 0), or
+ * FLUXON_ERR_PROTOCOL (< 0) with *why. */
+typedef bool (*fx_ring_feed_fn)(void *arg, const uint8_t *frame, size_t len);
+FX_INTERNAL int64_t fx_ring_drain_oneway(void *base, uint64_t *head, uint8_t *buf, fx_ring_feed_fn feed, void *arg,
+                                         const char **why);
 /* Writes a reply frame (len bytes) into slot i, flips it DONE and wakes its caller.
  * False when it does not fit (nothing written). */
 FX_INTERNAL bool fx_ring_complete(void *base, uint32_t i, const uint8_t *frame, size_t len);

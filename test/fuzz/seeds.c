@@ -165,7 +165,7 @@ static void master_seeds(void)
     fx_body_lookup_t lk = {KEYS(kb, "a/1", "a/2", "zz")};
     REQ(&s, 1, FX_MSG_LOOKUP, lookup, &lk);
     fx_body_get_done_t gd = {KEYS(kb, "a/1"), U64V(4096), U64V(PMS), U64V(0), U64V(4096), fx_str_c("o0"), 1,
-                             U64V(4096), U64V(FX_GET_DURABLE)};
+                             U64V(4096), U64V(FX_GET_DURABLE), {NULL, 0}};
     REQ(&s, 1, FX_MSG_GET_DONE, get_done, &gd);
     REQ(&s, 1, FX_MSG_LOOKUP, lookup, &lk);
     fx_body_keys_t ex = {KEYS(kb, "a/1", "a/2", "nope")};

@@ -345,3 +345,97 @@ Test(batch, a_key_being_written_and_a_full_owner_are_per_key_statuses)
     bt_free(t);
     fluxon_client_close(c);
 }
+
+/* R4: a key another owner published first is refused by the master at publish time
+ * (KEY_EXISTS); only that key fails: the other keys of the batch were stored and published
+ * and say FLUXON_OK (they said KEY_EXISTS too before). The hostless commit's future tells
+ * the same per key (fluxon_future_key_statuses). */
+Test(batch, a_key_refused_at_publish_fails_only_itself)
+{
+    kf_up(2);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    bt_t *t = bt_new("pk", 8);
+    bt_put_ok(a, t, 1); /* key 0 is owner 0's: owner 1's put_start does not see it */
+    cr_assert_eq(fluxon_batch_put_from(b, t->keys, 4, t->srcp, t->lens, NULL, t->st), FLUXON_OK);
+    cr_assert_eq(t->st[0], FLUXON_ERR_KEY_EXISTS, "key 0: %s", fluxon_status_string(t->st[0]));
+    for (int i = 1; i < 4; i++) cr_assert_eq(t->st[i], FLUXON_OK, "key %d: %s", i, fluxon_status_string(t->st[i]));
+    size_t hits = 0;
+    cr_assert_eq(fluxon_batch_exists(a, &t->keys[1], 3, &hits), FLUXON_OK);
+    cr_assert_eq(hits, 3, "the fresh keys were published");
+    /* the hostless calls: keys 4, 0 (refused at publish), 5, and 4 again (refused at put_start) */
+    const char *hk[4] = {t->keys[4], t->keys[0], t->keys[5], t->keys[4]};
+    fluxon_plan *plan = NULL;
+    int st[4];
+    cr_assert_eq(fluxon_local_fast_put_start(b, hk, 4, BLEN, NULL, &plan, st), FLUXON_OK);
+    cr_assert_eq(st[3], FLUXON_ERR_INVALID_ARGUMENT, "the same key twice");
+    for (int i = 0; i < 3; i++) memcpy((void *)(uintptr_t)plan->value_ptrs[i], t->src[i == 1 ? 0 : i + 3], BLEN);
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(b, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_ERR_KEY_EXISTS, "the batch outcome: the first key's error");
+    cr_assert_eq(fluxon_future_key_statuses(f, st, 3), FLUXON_ERR_INVALID_ARGUMENT, "n_keys must be the plan's");
+    cr_assert_eq(fluxon_future_key_statuses(f, st, 4), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_OK);
+    cr_assert_eq(st[1], FLUXON_ERR_KEY_EXISTS);
+    cr_assert_eq(st[2], FLUXON_OK);
+    cr_assert_eq(st[3], FLUXON_ERR_INVALID_ARGUMENT, "a put_start rejection is left as it was");
+    fluxon_future_free(f);
+    /* every key fine: the future's per-key statuses are all FLUXON_OK */
+    const char *ok2[1] = {t->keys[6]};
+    cr_assert_eq(fluxon_local_fast_put_start(b, ok2, 1, BLEN, NULL, &plan, st), FLUXON_OK);
+    cr_assert_eq(fluxon_local_fast_put_commit(b, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    st[0] = 12345;
+    cr_assert_eq(fluxon_future_key_statuses(f, st, 1), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_OK);
+    fluxon_future_free(f);
+    quiet(a);
+    quiet(b);
+    bt_free(t);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+static long long master_stat(fluxon_client *c, const char *name)
+{
+    static char buf[1 << 16];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_master_stats(c, buf, sizeof buf, &len), FLUXON_OK);
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", name);
+    char *at = strstr(buf, pat);
+    cr_assert(at, "master stats lack %s", name);
+    return atoll(at + strlen(pat));
+}
+
+/* W9: the master forgets PUT_DONE answers (here after 60 x 10 ms) and refuses a batch id at
+ * or below the highest one it forgot. A plan put_started BEFORE a later batch whose answer
+ * was forgotten, and committed after, was refused STALE (its values retired) though it was
+ * never attempted: the batch id is the commit's, not the put_start's. */
+Test(batch, a_commit_made_after_a_later_batch_was_forgotten_is_published)
+{
+    kf_up_ex(1, ",\"master_timeout_ms\":10", NULL);
+    fluxon_client *c = kf_client(0);
+    bt_t *t = bt_new("w9", 9);
+    fluxon_plan *plan = NULL;
+    int st[1];
+    cr_assert_eq(fluxon_local_fast_put_start(c, t->keys, 1, BLEN, NULL, &plan, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_OK);
+    memcpy((void *)(uintptr_t)plan->value_ptrs[0], t->src[0], BLEN);
+    cr_assert_eq(fluxon_batch_put_from(c, &t->keys[1], 1, &t->srcp[1], t->lens, NULL, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_OK, "a later batch is published");
+    double end = th_now_s() + 10;
+    while (master_stat(c, "put_dedup_forgotten") < 1 && th_now_s() < end) th_sleep_ms(20);
+    cr_assert_geq(master_stat(c, "put_dedup_forgotten"), 1, "the later batch's answer was forgotten within 10 s");
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+    int rc = fluxon_future_wait(f, 10000);
+    cr_assert_eq(rc, FLUXON_OK, "the first attempt of a valid commit is published: %s", fluxon_status_string(rc));
+    fluxon_future_free(f);
+    size_t nr = 0;
+    cr_assert_eq(fluxon_batch_get_into(c, t->keys, 1, t->dstp, t->caps, 1, NULL, 0, t->st, NULL, &nr), FLUXON_OK);
+    cr_assert_eq(nr, 1);
+    cr_assert(kf_check(t->dst[0], BLEN, 900));
+    quiet(c);
+    bt_free(t);
+    fluxon_client_close(c);
+}

@@ -367,3 +367,47 @@ Test(capacity, a_lost_grant_return_answer_is_resent_and_frees_nothing_twice)
     fluxon_client_close(c);
     free(cap_buf);
 }
+
+/* R3: a value within the grant but larger than the owner's hot tier was acknowledged OK and
+ * evicted at once (never readable). It is refused at put_start, naming the hot tier (the
+ * log); so is an atomic group whose values together exceed it. A value that fits stays. */
+Test(capacity, a_value_larger_than_the_hot_tier_is_refused_not_acked_then_evicted)
+{
+    cap_up("72MiB", ",\"reserve\":{\"grant_bytes\":\"8MiB\"},\"hot_capacity_bytes\":\"4MiB\"");
+    cap_setup(6 << 20);
+    fluxon_client *c = kf_client(0);
+    int rc = put_len(c, "over-hot", 6 << 20);
+    cr_assert_eq(rc, FLUXON_ERR_INVALID_ARGUMENT, "6 MiB into a 4 MiB hot tier: %s", fluxon_status_string(rc));
+    cr_assert_eq(check_len(c, "over-hot", 6 << 20), 0);
+    cr_assert_eq(put_len(c, "fits", 3 << 20), FLUXON_OK);
+    cr_assert_eq(check_len(c, "fits", 3 << 20), 1, "a value within the hot tier stays readable");
+    /* an atomic group of two 3 MiB values: 6 MiB together */
+    const char *keys[2] = {"grp-a", "grp-b"};
+    uint32_t groups[1] = {2};
+    fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_ATOMIC_GROUPS, .atomic_group_lens = groups, .n_atomic_groups = 1};
+    fluxon_plan *plan = NULL;
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, 2, 3 << 20, &o, &plan, NULL), FLUXON_ERR_INVALID_ARGUMENT);
+    /* two single values of 3 MiB in one batch are fine (each fits; the older may go) */
+    int st[2];
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, 2, 3 << 20, NULL, &plan, st), FLUXON_OK);
+    cr_assert_eq(fluxon_put_abort(c, plan), FLUXON_OK);
+    cr_assert_eq(check_len(c, "fits", 3 << 20), 1);
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* R3 with the default ratio: a segment that holds one 8 MiB grant has a 0.95 x 8 MiB hot
+ * tier; a value of the whole grant is refused, one below the hot tier stays. */
+Test(capacity, a_whole_grant_value_over_the_ratio_hot_tier_is_refused)
+{
+    cap_up("12MiB", ",\"reserve\":{\"grant_bytes\":\"8MiB\"}");
+    cap_setup(8 << 20);
+    fluxon_client *c = kf_client(0);
+    int rc = put_len(c, "whole", 8 << 20);
+    cr_assert_eq(rc, FLUXON_ERR_INVALID_ARGUMENT, "8 MiB into a 7.6 MiB hot tier: %s", fluxon_status_string(rc));
+    cr_assert_eq(check_len(c, "whole", 8 << 20), 0);
+    cr_assert_eq(put_len(c, "seven", 7 << 20), FLUXON_OK);
+    cr_assert_eq(check_len(c, "seven", 7 << 20), 1);
+    fluxon_client_close(c);
+    free(cap_buf);
+}

@@ -339,7 +339,7 @@ static bool fo_plans(fake_owner_t *fo, int s, const fx_frame_header_t *h, const 
     int n = h->type == FX_MSG_PUT_COMMIT ? __atomic_add_fetch(&fo->commits, 1, __ATOMIC_ACQ_REL)
                                          : __atomic_add_fetch(&fo->aborts, 1, __ATOMIC_ACQ_REL);
     if (n == 1 && h->type == FX_MSG_PUT_COMMIT) { /* committed, published; the ack never arrives */
-        fx_body_published_t pb = {FO_PLAN_ID, FLUXON_OK};
+        fx_body_published_t pb = {FO_PLAN_ID, FLUXON_OK, {NULL, 0}};
         fx_body_published_encode(&pb, out);
         fo_reply(s, FX_MSG_PUBLISHED, 0, 0, 0, out, fx_body_published_size(&pb));
     } else if (n > 1) {
@@ -616,7 +616,7 @@ Test(client, oneway_send_never_blocks_the_reactor)
     cr_assert_eq(fluxon_cancel_get_transfer(c, h), FLUXON_OK);
     th_sleep_ms(20); /* lets an old-style reactor pick the one-way frame up; the assertion holds without it */
     uint8_t out[64];
-    fx_body_published_t pb = {FO_PLAN_ID, FLUXON_OK};
+    fx_body_published_t pb = {FO_PLAN_ID, FLUXON_OK, {NULL, 0}};
     fx_body_published_encode(&pb, out);
     double t0 = th_now_s();
     fo_reply(__atomic_load_n(&fo.sock, __ATOMIC_ACQUIRE), FX_MSG_PUBLISHED, 0, 0, 0, out, fx_body_published_size(&pb));

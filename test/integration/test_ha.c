@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "hafix.h"
+#include "tcpproxy.h"
 
 #define VLEN 20000
 #define N_PRE 48
@@ -285,5 +286,80 @@ Test(ha, failover_time_median_of_10, .timeout = 300, .fini = fini)
                 "%.2f); -> owners re-registered and re-published median %.2f s (min %.2f, max %.2f)",
                 TTL, ROUNDS, (l2[4] + l2[5]) / 2, l2[0], l2[ROUNDS - 1], (r2[4] + r2[5]) / 2, r2[0], r2[ROUNDS - 1]);
     cr_assert_leq((l2[4] + l2[5]) / 2, 2.0 * TTL / 1000, "the median election is within 2 x lease TTL");
+    fluxon_client_close(c);
+}
+
+/* W6: put ids grow across masters whatever the hosts' clocks say. Master 1's put clock is
+ * 10 minutes behind master 0's. k is put through master 0 on owner 0, which is then
+ * stopped (SIGSTOP) while master 0 is killed; k is put again through master 1 on owner 1;
+ * owner 0 resumes and re-publishes its older k. That version had the higher put id (the
+ * faster clock's) and replaced the newer one; now master 1 issues ids above the ceiling
+ * master 0 kept in etcd, and the older k is refused. */
+Test(ha, a_standby_with_a_slower_clock_issues_put_ids_above_the_old_leaders, .timeout = 120, .fini = fini)
+{
+    HF_REQUIRE_ETCD();
+    hf_master_extra[1] = ",\"test\":{\"clock_offset_ms\":-600000}";
+    hf_up(2, 2, TTL_MS);
+    hf_master_extra[1] = NULL;
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_opt(c[0], "k", 1, true); /* on owner 0 */
+    cr_assert_eq(kill(rf.owner[0], SIGSTOP), 0);
+    hf_kill_master(0);
+    cr_assert(hf_wait_leads(1, 4 * TTL_MS), "master 1 takes over (see %s)", hf.mlog[1]);
+    char want[80], log[400];
+    snprintf(want, sizeof want, "registered with master 127.0.0.1:%d", hf.mport[1]);
+    snprintf(log, sizeof log, "%s/owner1.log", rf.dir);
+    cr_assert(th_wait_log(log, want, 20000), "owner 1 registered with master 1 (see %s)", log);
+    put_opt(c[1], "k", 2, true); /* the newer k, on owner 1, through the slower clock */
+    cr_assert_eq(kill(rf.owner[0], SIGCONT), 0);
+    cr_assert(rf_wait_stat(c[1], true, "republish_owners_done", 1, 2, 30000), "owner 0 re-publishes to master 1");
+    get_check(c[1], "k", 2, "o1");
+    get_check(c[0], "k", 2, "o0");
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
+
+/* H1: the standby's campaign connection dies silently (a proxy the test controls stops
+ * relaying it, closing nothing) while its lease stays alive through other connections.
+ * The leader is killed: etcd elects the standby, whose campaign answer never arrives. It
+ * used to wait for it for ever (elected in etcd, serving nobody: owners refused); now its
+ * leader check at the next keepalive finds the leader key its own and it serves. */
+static tcp_proxy_t px;
+
+static void fini_proxy(void)
+{
+    hf_down();
+    tp_stop(&px);
+}
+
+Test(ha, a_standby_whose_campaign_connection_died_silently_still_takes_over, .timeout = 120, .fini = fini_proxy)
+{
+    HF_REQUIRE_ETCD();
+    tp_start(&px, &hf.etcd_port);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", px.port);
+    hf_master_etcd[1] = url;
+    hf_up(2, 1, TTL_MS);
+    hf_master_etcd[1] = NULL;
+    double end = th_now_s() + 10;
+    while (atomic_load(&px.campaigns_seen) < 1 && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_geq(atomic_load(&px.campaigns_seen), 1, "master 1's campaign went through the proxy");
+    th_sleep_ms(200); /* etcd holds master 1's candidacy */
+    atomic_store(&px.freeze_campaigns, true);
+    end = th_now_s() + 5;
+    while (atomic_load(&px.frozen) < 1 && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_geq(atomic_load(&px.frozen), 1, "the campaign connection is silent");
+    hf_kill_master(0);
+    cr_assert(hf_wait_leads(1, 5 * TTL_MS), "master 1 serves though its campaign's answer never came (see %s)",
+              hf.mlog[1]);
+    cr_assert_eq(hf_etcd_leader(), 1);
+    hf_wait_owner(0, "registered with master");
+    char want[80], log[400];
+    snprintf(want, sizeof want, "registered with master 127.0.0.1:%d", hf.mport[1]);
+    snprintf(log, sizeof log, "%s/owner0.log", rf.dir);
+    cr_assert(th_wait_log(log, want, 20000), "the owner registers with master 1 (see %s)", log);
+    fluxon_client *c = rf_client(0);
+    put_seeded(c, "after", 5);
+    get_check(c, "after", 5, "o0");
     fluxon_client_close(c);
 }

@@ -75,7 +75,7 @@ Test(master_place, durable_for_two_owners_then_temporary)
     const char *k = "dk";
     uint64_t off = 20480, bad_modes[] = {FX_GET_REUSE}, two_modes[] = {1, 1};
     fx_body_get_done_t gd = {t_keys(&k, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, {&la.value_lens.v[0], 1},
-                             fx_str_c("n4"), OWN[3].gen, {&la.offsets.v[0], 1}, {bad_modes, 1}};
+                             fx_str_c("n4"), OWN[3].gen, {&la.offsets.v[0], 1}, {bad_modes, 1}, {NULL, 0}};
     fx_body_statuses_t gs;
     cr_assert_eq(T_CALL(&oc[4], GET_DONE, get_done, &gd, statuses, &gs), FLUXON_ERR_INVALID_ARGUMENT);
     gd.modes = (fx_u64v_t){two_modes, 2};
@@ -132,4 +132,35 @@ Test(master_place, get_done_and_evict_retries_are_idempotent)
     cr_assert_eq(pm_stat("replicas"), 1, "n2's replica stays");
     cr_assert_eq(t_lookup1(&oc[0], "rk", &la), ST(FLUXON_OK));
     cr_assert(!strcmp(src_of(&la, 0), "n2") && la.offsets.v[0] == 40960);
+}
+
+/* W3: a copy is accepted only from the very replica its LOOKUP named. n1 holds w3 at x,
+ * n2 copies it; n3 starts copying from n1:x; n1 evicts its replica and copies the same
+ * version back into x (the same node, generation, offset and version: another replica,
+ * its bytes rewritten meanwhile). n3's GET_DONE used to pass (the identity matched); the
+ * master now gives every replica a number never used again, LOOKUP names it and GET_DONE
+ * must echo it. */
+Test(master_place, a_copy_from_a_replica_removed_and_added_again_is_stale)
+{
+    for (int i = 0; i < 3; i++) up(i, false, "");
+    uint64_t ms, ver;
+    t_put1(&oc[0], 1, "w3", 40960, 100, 0, &ms, &ver); /* n1:x */
+    fx_body_lookup_ack_t lr, lf, ls;
+    cr_assert_eq(t_lookup1(&oc[1], "w3", &lr), ST(FLUXON_OK));
+    cr_assert_eq(t_get_done(&oc[1], "w3", 8192, &lr, FX_GET_DURABLE), ST(FLUXON_OK)); /* n2:y */
+    cr_assert_eq(t_lookup1(&oc[2], "w3", &lf), ST(FLUXON_OK));
+    cr_assert(!strcmp(src_of(&lf, 0), "n1") && lf.offsets.v[0] == 40960, "n3 copies from n1:x");
+    const char *k = "w3";
+    uint64_t x = 40960;
+    fx_body_evict_t eb = {t_keys(&k, 1), {&x, 1}, {&ms, 1}, {&ver, 1}};
+    fx_body_statuses_t es;
+    cr_assert_eq(T_CALL(&oc[0], EVICT, evict, &eb, statuses, &es), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(es.statuses.v[0], ST(FLUXON_OK), "n1 drops its replica");
+    cr_assert_eq(t_lookup1(&oc[0], "w3", &ls), ST(FLUXON_OK));
+    cr_assert(!strcmp(src_of(&ls, 0), "n2"));
+    cr_assert_eq(t_get_done(&oc[0], "w3", 40960, &ls, FX_GET_DURABLE), ST(FLUXON_OK), "n1 copies it back into x");
+    cr_assert_eq(pm_stat("replicas"), 2);
+    cr_assert_eq(t_get_done(&oc[2], "w3", 12288, &lf, lf.modes.v[0]), ST(FLUXON_ERR_STALE),
+                 "n3's copy came from the replica that was removed");
+    cr_assert_eq(pm_stat("replicas"), 2, "and adds nothing");
 }

@@ -119,7 +119,7 @@ Test(master_index, an_idle_index_is_dropped_and_the_next_list_rebuilds_it)
     memset(&n, 0, sizeof n);
     strcpy(n.node_id, "d1");
     n.generation = 1;
-    mkv_replica_t rep = {&n, 1, 4096, 0};
+    mkv_replica_t rep = {&n, 1, 4096, 0, 0};
     uint64_t pms;
     uint32_t pver;
     char key[32];

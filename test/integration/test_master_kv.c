@@ -211,7 +211,7 @@ Test(master_kv, lookup_get_done_and_replicas)
     uint64_t goffs[] = {8192, 12288, 16384}, gms[] = {ms, ms, ms}, gver[] = {ver, ver + 1, ver};
     uint64_t glens[] = {100, 100, 100}, gsrc[] = {40960, 40960, 40960};
     fx_body_get_done_t gd = {t_keys(gk, 3), {goffs, 3}, {gms, 3}, {gver, 3}, {glens, 3},
-                             {"n1", 2}, 100, {gsrc, 3}, {NULL, 0}};
+                             {"n1", 2}, 100, {gsrc, 3}, {NULL, 0}, {NULL, 0}};
     fx_body_statuses_t gs;
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK, "%s", last_err);
     cr_assert_eq(gs.statuses.n, 3);
@@ -234,12 +234,12 @@ Test(master_kv, lookup_get_done_and_replicas)
     uint64_t more[] = {20480, 24576, 28672};
     for (int i = 0; i < 3; i++) {
         fx_body_get_done_t g1 = {t_keys(gk, 1), {&more[i], 1}, {&ms, 1}, {&ver, 1}, {glens, 1},
-                                 {"n1", 2}, 100, {gsrc, 1}, {NULL, 0}};
+                                 {"n1", 2}, 100, {gsrc, 1}, {NULL, 0}, {NULL, 0}};
         cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &g1, statuses, &gs), FLUXON_OK);
         cr_assert_eq(gs.statuses.v[0], i < 2 ? ST(FLUXON_OK) : ST(FLUXON_ERR_NO_SPACE), "replica %d", i);
     }
     /* mismatched arrays: INVALID_ARGUMENT */
-    fx_body_get_done_t badg = {t_keys(gk, 2), {goffs, 1}, {gms, 2}, {gver, 2}, {glens, 2}, {"n1", 2}, 100, {gsrc, 2}, {NULL, 0}};
+    fx_body_get_done_t badg = {t_keys(gk, 2), {goffs, 1}, {gms, 2}, {gver, 2}, {glens, 2}, {"n1", 2}, 100, {gsrc, 2}, {NULL, 0}, {NULL, 0}};
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &badg, statuses, &gs), FLUXON_ERR_INVALID_ARGUMENT);
     /* replacing g invalidates every replica, each on its own node */
     t_put1(&c1, 2, "g", 45056, 100, 0, NULL, NULL);
@@ -533,7 +533,7 @@ Test(master_kv, new_generation_drops_old_routes)
     cr_assert_eq(t_lookup1(&c2, "shared", &la), ST(FLUXON_OK));
     uint64_t ms = la.put_ms.v[0], ver = la.put_ver.v[0], off = 12288, len10 = 10, soff = 8192;
     const char *sk = "shared";
-    fx_body_get_done_t gd = {t_keys(&sk, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, {&len10, 1}, {"n1", 2}, 100, {&soff, 1}, {NULL, 0}};
+    fx_body_get_done_t gd = {t_keys(&sk, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, {&len10, 1}, {"n1", 2}, 100, {&soff, 1}, {NULL, 0}, {NULL, 0}};
     fx_body_statuses_t gs;
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
     cr_assert_eq(gs.statuses.v[0], ST(FLUXON_OK));
@@ -690,7 +690,7 @@ Test(master_kv, random_requests_never_break_the_master)
         case 2: {
             fx_body_get_done_t b = {fz_keys(n), fz_u64(fz(4) ? n : (uint32_t)fz(6), SEG), fz_u64(n, 4),
                                     fz_u64(fz(4) ? n : (uint32_t)fz(6), 3), fz_u64(n, 70000), {"n1", 2},
-                                    fz(200), fz_u64(fz(4) ? n : (uint32_t)fz(6), SEG), {NULL, 0}};
+                                    fz(200), fz_u64(fz(4) ? n : (uint32_t)fz(6), SEG), {NULL, 0}, {NULL, 0}};
             fx_body_statuses_t a;
             (void)T_CALL(c, GET_DONE, get_done, &b, statuses, &a);
             break;
@@ -728,7 +728,7 @@ Test(master_kv, get_done_requires_the_source_replica_to_still_exist)
     uint64_t off = 8192, len = 100, wrong_src = 45056, right_src = 40960;
     fx_body_statuses_t gs;
     /* a copy claiming another source offset, or another source generation: STALE (D1) */
-    fx_body_get_done_t gd = {t_keys(&k, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, {&len, 1}, {"n1", 2}, 100, {&wrong_src, 1}, {NULL, 0}};
+    fx_body_get_done_t gd = {t_keys(&k, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, {&len, 1}, {"n1", 2}, 100, {&wrong_src, 1}, {NULL, 0}, {NULL, 0}};
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &gd, statuses, &gs), FLUXON_OK);
     cr_assert_eq(gs.statuses.v[0], ST(FLUXON_ERR_STALE));
     gd.src_offsets.v = &right_src;

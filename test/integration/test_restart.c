@@ -322,3 +322,59 @@ Test(restart, repeated_master_kills_during_a_replay, .timeout = 300, .fini = fin
     }
     fluxon_client_close(c);
 }
+
+/* L1: a dead owner is forgotten after dead_owner_grace_ms: its replicas leave the routes
+ * (the routes of values only it held are deleted) and what was held for it goes. When that
+ * very process comes back (SIGCONT) it is told it was forgotten and drops what it holds: a
+ * key overwritten meanwhile reads the new value through it, not its stale copy, and a key
+ * only it held is gone. */
+Test(restart, a_dead_owner_is_forgotten_after_its_grace_and_its_late_return_drops_its_copies, .timeout = 120,
+     .fini = fini)
+{
+    rf_master_extra = ",\"dead_owner_grace_ms\":1000";
+    rf_up(2, NULL);
+    rf_master_extra = "";
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_seeded(c[0], "k", 1, true);     /* on owner 0 */
+    put_seeded(c[0], "only0", 3, true); /* on owner 0 */
+    cr_assert_eq(rf_stat(c[1], true, "routes"), 2);
+    cr_assert_eq(kill(rf.owner[0], SIGSTOP), 0);
+    /* declared dead after heartbeat_timeout_ms 5000, forgotten 1000 ms later */
+    cr_assert(rf_wait_stat(c[1], true, "owners_forgotten", 1, 1, 20000), "owner 0 is forgotten (see %s)", rf.dir);
+    cr_assert_eq(rf_stat(c[1], true, "routes"), 0, "the routes of values only owner 0 held are deleted");
+    put_seeded(c[1], "k", 2, true); /* overwritten meanwhile, on owner 1 */
+    cr_assert_eq(kill(rf.owner[0], SIGCONT), 0);
+    char log[400];
+    snprintf(log, sizeof log, "%s/owner0.log", rf.dir);
+    cr_assert(th_wait_log(log, "had forgotten this owner", 20000), "owner 0 is told it was forgotten (see %s)", log);
+    get_check(c[0], "k", 2, "o0 (back)");
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(c[0], "only0", &h), FLUXON_ERR_NOT_FOUND, "its stale copies are dropped");
+    get_check(c[1], "k", 2, "o1");
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
+
+/* W6: a delete answered OK stays deleted across a master restart. The owner holding the
+ * key gets the INVALIDATE late (a test fault holds it 1 s, and drops it if the master link
+ * goes first, as a master crash drops what it had not flushed). The master answered the
+ * DELETE at once, so killing it right after left the owner to re-publish the key to the
+ * next master; now the DELETE is answered once the owner confirmed dropping its copy. */
+Test(restart, a_delete_answered_ok_is_not_undone_by_a_master_restart, .timeout = 120, .fini = fini)
+{
+    const char *extra[2] = {",\"test\":{\"fault_message\":\"INVALIDATE\",\"fault\":\"delay_request\",\"fault_ms\":1000}",
+                            NULL};
+    rf_up(2, extra);
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_seeded(c[0], "gone", 1, true); /* on owner 0 */
+    put_seeded(c[0], "kept", 2, true);
+    cr_assert_eq(fluxon_delete(c[1], "gone"), FLUXON_OK);
+    rf_kill_master();
+    restart_master_and_wait(c[1]);
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(c[1], "gone", &h), FLUXON_ERR_NOT_FOUND, "the deleted key came back");
+    cr_assert_eq(fluxon_get(c[0], "gone", &h), FLUXON_ERR_NOT_FOUND, "the deleted key came back (owner 0)");
+    get_check(c[1], "kept", 2, "o1");
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}

@@ -581,3 +581,92 @@ Test(ring, ring_poll_us_out_of_range_is_a_config_error)
     }
     unsetenv("FLUXON_RING_POLL_US");
 }
+
+/* ---- C2: unknown ids do not flood the owner's log ---- */
+/* Sends one frame (req_id 0: one-way) on the raw client's socket. */
+static void rg_send(rg_raw_t *r, uint16_t type, const uint8_t *body, size_t bl, uint64_t req_id)
+{
+    uint8_t *out = malloc(FX_FRAME_HEADER_BYTES + bl);
+    fx_frame_header_t h = {FX_FRAME_MAGIC, type, 0, (uint32_t)bl, 0, req_id};
+    fx_frame_header_encode(&h, out);
+    memcpy(out + FX_FRAME_HEADER_BYTES, body, bl);
+    cr_assert_eq(sio_write_all(r->sock, out, FX_FRAME_HEADER_BYTES + bl), 0);
+    free(out);
+}
+
+/* A PING on the socket and its answer: everything sent before it was served. */
+static void rg_ping_sock(rg_raw_t *r)
+{
+    fx_body_ping_t b = {0, 42};
+    uint8_t body[64];
+    fx_body_ping_encode(&b, body);
+    rg_send(r, FX_MSG_PING, body, fx_body_ping_size(&b), 99);
+    uint8_t hb[FX_FRAME_HEADER_BYTES];
+    fx_frame_header_t rh;
+    for (int i = 0; i < 16; i++) { /* skip notifications, if any */
+        cr_assert_eq(sio_read_all(r->sock, hb, sizeof hb, 10000), 0, "the PING answer arrives");
+        cr_assert_eq(fx_frame_header_decode(hb, sizeof hb, &rh), FLUXON_OK);
+        uint8_t *skip = malloc(rh.body_len + 1);
+        cr_assert_eq(sio_read_all(r->sock, skip, rh.body_len, 5000), 0);
+        free(skip);
+        if (rh.req_id == 99) return;
+    }
+    cr_assert_fail("no PING answer");
+}
+
+static size_t rg_count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[4096];
+    size_t n = 0;
+    while (fgets(line, sizeof line, f)) n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* A RELEASE of 8,000 holder ids the owner does not know, and 200 consumes of unknown get
+ * handles: the owner's log (written on its reactor) gets a line per external and second
+ * naming the count, not a line per id (8,200 lines before); the counter says how many. */
+Test(ring, unknown_ids_are_counted_and_logged_at_most_once_a_second)
+{
+    kf_up(1);
+    rg_raw_t r = rg_raw_open(0);
+    int fl = fcntl(r.sock, F_GETFL);
+    cr_assert_eq(fcntl(r.sock, F_SETFL, fl & ~O_NONBLOCK), 0, "blocking writes: the RELEASE is 64 KiB");
+    char logp[600];
+    snprintf(logp, sizeof logp, "%s/owner-stderr.log", kf_dir);
+    int saved = dup(2), lf = open(logp, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    cr_assert(saved >= 0 && lf >= 0);
+    fflush(stderr);
+    cr_assert_eq(dup2(lf, 2), 2);
+    enum { NIDS = 8000, NCONS = 200 };
+    uint64_t *ids = malloc(NIDS * sizeof *ids);
+    for (int i = 0; i < NIDS; i++) ids[i] = 0x7700000000ull + (uint64_t)i;
+    fx_body_release_t rb = {{ids, NIDS}};
+    size_t bl = fx_body_release_size(&rb);
+    uint8_t *body = malloc(bl);
+    fx_body_release_encode(&rb, body);
+    rg_send(&r, FX_MSG_RELEASE, body, bl, 0);
+    for (int i = 0; i < NCONS; i++) {
+        fx_body_handle_consume_t cb = {0x6600000000ull + (uint64_t)i, 1};
+        uint8_t cbuf[64];
+        fx_body_handle_consume_encode(&cb, cbuf);
+        rg_send(&r, FX_MSG_HANDLE_CONSUME, cbuf, fx_body_handle_consume_size(&cb), 0);
+    }
+    rg_ping_sock(&r);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(lf);
+    size_t lines = rg_count_lines(logp, "unknown");
+    cr_assert_leq(lines, 2, "%zu log lines for %d unknown ids (at most one a second per external)", lines,
+                  NIDS + NCONS);
+    cr_assert_geq(lines, 1, "the first is logged");
+    fluxon_client *c = kf_client(0);
+    cr_assert_eq(kf_stat(c, "ext_unknown_ids"), NIDS + NCONS);
+    fluxon_client_close(c);
+    free(body);
+    free(ids);
+    rg_raw_close(&r);
+}
