@@ -57,8 +57,11 @@ def test_a_burst_of_prefetches_beyond_the_cap_is_refused_while_puts_succeed(clus
         assert granted == [4], "nothing was granted (or pinned) past the cap"
         b = reader.prefetch_budget
         assert (b.in_use, b.peak, b.refused, b.refused_calls) == (4, 4, 8, 2)
-        # another client's puts go through while the cap is held
+        # the refused pages were never pinned nor fetched into the reader's owner
         other = cluster.client(1)
+        o = other.stats()["owner"]
+        assert (o["holders"], o["handles_open"]) == (0, 0), o
+        # another client's puts go through while the cap is held
         st = other.batch_put_from([f"other{i}" for i in range(8)], [bytes([i]) * 65536 for i in range(8)])
         assert st == [Status.OK] * 8
         other.close()
