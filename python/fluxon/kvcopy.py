@@ -140,6 +140,11 @@ def _tensors(lay, k_layers, v_layers):
             nb = _nbytes(t)
             if nb is not None and nb < need:
                 raise ValueError(f"{name}[{i}]: {nb} bytes, {lay.num_pages} pages of {lay.chunk_bytes} B need {need}")
+            flags = getattr(t, "flags", None)
+            contiguous = t.is_contiguous() if hasattr(t, "is_contiguous") else \
+                getattr(flags, "c_contiguous", True) if flags is not None else True
+            if not contiguous:
+                raise ValueError(f"{name}[{i}]: not contiguous; a layer's tensor must be [page][chunk] bytes in order")
         out.append((ctypes.c_uint64 * len(ts))(*[_addr(t, f"{name}[{i}]") for i, t in enumerate(ts)]))
     return out[0], out[1]
 

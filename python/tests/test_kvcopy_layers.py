@@ -100,6 +100,8 @@ def test_per_layer_bad_input_is_refused(cluster):
         kvcopy.layers_backup_cpu(lay, ks, None, [0], ptr)
     with pytest.raises(ValueError, match=r"v_layers\[1\]: .* bytes"):
         kvcopy.layers_backup_cpu(lay, ks, [vs[0], vs[1][:ps]], [0], ptr)
+    with pytest.raises(ValueError, match=r"k_layers\[0\]: not contiguous"):
+        kvcopy.layers_backup_cpu(lay, [np.asfortranarray(ks[0]), ks[1]], vs, [0], ptr)
     with pytest.raises(fluxon.InvalidArgument):  # a zero address
         kvcopy.layers_backup_cpu(lay, [ks[0].ctypes.data, 0], vs, [0], ptr)
     with pytest.raises(fluxon.InvalidArgument):  # a page outside the tensors
