@@ -27,6 +27,20 @@ FX_KV_HD uint64_t fx_kv_value_off(const fluxon_kv_layout *l, uint32_t layer, uin
     return ((uint64_t)layer * l->kv_factor + kv) * l->chunk_bytes;
 }
 
+/* A per-layer kind (FLUXON_KV_LAYER_TENSORS*): the pool is one tensor per layer (and K/V). */
+FX_KV_HD int fx_kv_per_layer(const fluxon_kv_layout *l)
+{
+    return l->kind == FLUXON_KV_LAYER_TENSORS || l->kind == FLUXON_KV_LAYER_TENSORS_MLA;
+}
+
+/* Address of (page, layer, kv) in a per-layer pool: k_ptrs[layer] (kv 0) or v_ptrs[layer]
+ * (kv 1) plus page * page_stride. */
+FX_KV_HD uint64_t fx_kv_layer_addr(const fluxon_kv_layout *l, const uint64_t *k_ptrs, const uint64_t *v_ptrs,
+                                   uint64_t page, uint32_t layer, uint32_t kv)
+{
+    return (kv ? v_ptrs[layer] : k_ptrs[layer]) + page * l->page_stride;
+}
+
 /* Sets kv_factor and the strides (bytes) of l->kind; 0 on an unknown kind. */
 FX_KV_HD int fx_kv_strides(fluxon_kv_layout *l)
 {
@@ -49,6 +63,13 @@ FX_KV_HD int fx_kv_strides(fluxon_kv_layout *l)
         l->kv_stride = 0;
         l->page_stride = c;
         l->layer_stride = p * c;
+        return 1;
+    case FLUXON_KV_LAYER_TENSORS:     /* per layer: a K tensor and a V tensor, each [page][chunk] */
+    case FLUXON_KV_LAYER_TENSORS_MLA: /* per layer: one tensor [page][chunk] */
+        l->kv_factor = l->kind == FLUXON_KV_LAYER_TENSORS ? 2 : 1;
+        l->kv_stride = 0;
+        l->layer_stride = 0; /* the layer's tensor comes from the caller's per-layer addresses */
+        l->page_stride = c;
         return 1;
     default:
         return 0;

@@ -14,6 +14,17 @@ __array_interface__ (numpy); the CPU calls also take a list of page indices. The
 next to libfluxon.so) take device addresses — pool and page_idx as CUDA tensors — and a
 stream (an int cudaStream_t, or an object with cuda_stream, e.g. torch.cuda.Stream);
 register_segments(client) first makes the owner's segment device-mapped.
+
+SGLang's GPU pool is one K and one V tensor per layer (MHATokenToKVPool.k_buffer[l] /
+v_buffer[l], [tokens, heads, head_dim]; MLA: kv_buffer[l]): layout LAYER_TENSORS (MLA:
+LAYER_TENSORS_MLA) with chunk_bytes = page_size * heads * head_dim * itemsize and
+num_pages = tokens // page_size, and the layers_* calls taking the lists of tensors:
+
+    lay = kvcopy.layout(kvcopy.LAYER_TENSORS, layer_num, chunk_bytes, num_pages)
+    kvcopy.layers_backup_cpu(lay, pool.k_buffer, pool.v_buffer, pages, plan)
+    kvcopy.layers_restore(lay, pool.k_buffer, pool.v_buffer, pages_dev, rp, layer=l, stream=s)
+
+The value is the same bytes as from a PAGE_FIRST pool of the same pages.
 """
 import ctypes
 import os
@@ -22,6 +33,7 @@ from ._lib import lib, path as _libpath
 from .errors import check
 
 LAYER_FIRST, PAGE_FIRST, MLA = 1, 2, 3
+LAYER_TENSORS, LAYER_TENSORS_MLA = 4, 5  # one tensor per layer (and per K/V): the layers_* calls
 
 
 class Layout(ctypes.Structure):
@@ -37,6 +49,9 @@ for _n, _a in {"fluxon_kv_layout_init": [ctypes.c_uint32, ctypes.c_uint32, ctype
                "fluxon_kv_backup_cpu": [_LP, ctypes.c_void_p, _I64P, _U64P, ctypes.c_size_t],
                "fluxon_kv_restore_cpu": [_LP, ctypes.c_void_p, _I64P, _U64P, _U64P, ctypes.c_size_t,
                                          ctypes.c_int32],
+               "fluxon_kv_layers_backup_cpu": [_LP, _U64P, _U64P, _I64P, _U64P, ctypes.c_size_t],
+               "fluxon_kv_layers_restore_cpu": [_LP, _U64P, _U64P, _I64P, _U64P, _U64P, ctypes.c_size_t,
+                                                ctypes.c_int32],
                "fluxon_cuda_register_segments": [ctypes.c_void_p, ctypes.c_uint],
                "fluxon_cuda_unregister_segments": [ctypes.c_void_p]}.items():
     getattr(lib, _n).restype, getattr(lib, _n).argtypes = ctypes.c_int, _a
@@ -98,6 +113,60 @@ def restore_cpu(lay, pool, page_idx, plan, layer=-1):
           "kv_restore_cpu")
 
 
+def _nbytes(x):
+    if hasattr(x, "nbytes"):
+        return int(x.nbytes)
+    if hasattr(x, "numel") and hasattr(x, "element_size"):
+        return int(x.numel()) * int(x.element_size())
+    return None  # an address: its size is the caller's word
+
+
+def _tensors(lay, k_layers, v_layers):
+    """(K addresses, V addresses or None) of per-layer tensors: lists of num_layers tensors,
+    arrays or addresses; a tensor's size, when it has one, must hold num_pages chunks."""
+    if lay.kind not in (LAYER_TENSORS, LAYER_TENSORS_MLA):
+        raise ValueError(f"layout kind {lay.kind} is one pool: the layers_* calls take LAYER_TENSORS (4) or "
+                         f"LAYER_TENSORS_MLA (5); use backup_cpu / restore_cpu")
+    need = lay.num_pages * lay.chunk_bytes
+    out = []
+    for name, ts in (("k_layers", k_layers), ("v_layers", v_layers)):
+        if name == "v_layers" and lay.kind == LAYER_TENSORS_MLA:
+            out.append(None)
+            continue
+        if ts is None or len(ts) != lay.num_layers:
+            raise ValueError(f"{name}: {0 if ts is None else len(ts)} tensors, the layout has {lay.num_layers} "
+                             f"layers")
+        for i, t in enumerate(ts):
+            nb = _nbytes(t)
+            if nb is not None and nb < need:
+                raise ValueError(f"{name}[{i}]: {nb} bytes, {lay.num_pages} pages of {lay.chunk_bytes} B need {need}")
+            flags = getattr(t, "flags", None)
+            contiguous = t.is_contiguous() if hasattr(t, "is_contiguous") else \
+                getattr(flags, "c_contiguous", True) if flags is not None else True
+            if not contiguous:
+                raise ValueError(f"{name}[{i}]: not contiguous; a layer's tensor must be [page][chunk] bytes in order")
+        out.append((ctypes.c_uint64 * len(ts))(*[_addr(t, f"{name}[{i}]") for i, t in enumerate(ts)]))
+    return out[0], out[1]
+
+
+def layers_backup_cpu(lay, k_layers, v_layers, page_idx, plan):
+    """CPU reference, per-layer pool: every layer of pages page_idx (K tensor l, V tensor l;
+    MLA: v_layers None) -> the plan's values."""
+    k, v = _tensors(lay, k_layers, v_layers)
+    idx, n = _pages(page_idx)
+    ptrs, _ = _values(plan, n)
+    check(lib.fluxon_kv_layers_backup_cpu(ctypes.byref(lay), k, v, idx, ptrs, n), "kv_layers_backup_cpu")
+
+
+def layers_restore_cpu(lay, k_layers, v_layers, page_idx, plan, layer=-1):
+    """CPU reference, per-layer pool: the plan's values -> pages page_idx, every layer (-1) or one."""
+    k, v = _tensors(lay, k_layers, v_layers)
+    idx, n = _pages(page_idx)
+    ptrs, lens = _values(plan, n)
+    check(lib.fluxon_kv_layers_restore_cpu(ctypes.byref(lay), k, v, idx, ptrs, lens, n, layer),
+          "kv_layers_restore_cpu")
+
+
 def register_segments(client):
     """Pins the client's mapping of the owner's segment for the GPU (once per client)."""
     check(client._call(lib.fluxon_cuda_register_segments, 0), "cuda_register_segments")
@@ -126,6 +195,11 @@ def _cuda_lib():
             raise ImportError("libfluxon_cuda.so not found (build it with `make cuda` or set FLUXON_CUDA_LIB); "
                               "tried: " + "; ".join(errors))
         c.fluxon_cuda_backup.restype = c.fluxon_cuda_restore.restype = ctypes.c_int
+        c.fluxon_cuda_layers_backup.restype = c.fluxon_cuda_layers_restore.restype = ctypes.c_int
+        c.fluxon_cuda_layers_backup.argtypes = [_LP, _U64P, _U64P, ctypes.c_void_p, ctypes.c_void_p,
+                                                ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
+        c.fluxon_cuda_layers_restore.argtypes = [_LP, _U64P, _U64P, ctypes.c_void_p, ctypes.c_void_p,
+                                                 ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int32, ctypes.c_void_p]
         c.fluxon_cuda_backup.argtypes = [_LP, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                          ctypes.c_size_t, ctypes.c_void_p]
         c.fluxon_cuda_restore.argtypes = [_LP, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
@@ -160,3 +234,24 @@ def restore(lay, pool, page_idx_dev, plan, first=0, n=None, layer=-1, stream=Non
     n = len(plan.value_ptrs) - first if n is None else n
     check(_cuda_lib().fluxon_cuda_restore(ctypes.byref(lay), _addr(pool, "pool"), _addr(page_idx_dev, "page_idx"),
                                           _plan_ptr(plan), first, n, layer, _stream(stream)), "cuda_restore")
+
+
+def layers_backup(lay, k_layers, v_layers, page_idx_dev, plan, first=0, n=None, stream=None):
+    """GPU, per-layer pool (SGLang's k_buffer / v_buffer lists of CUDA tensors): pages
+    page_idx_dev (n device int64) -> plan values [first, first+n), queued on stream;
+    synchronize it before the plan's commit."""
+    k, v = _tensors(lay, k_layers, v_layers)
+    n = len(plan.value_ptrs) - first if n is None else n
+    check(_cuda_lib().fluxon_cuda_layers_backup(ctypes.byref(lay), k, v, _addr(page_idx_dev, "page_idx"),
+                                                _plan_ptr(plan), first, n, _stream(stream)), "cuda_layers_backup")
+
+
+def layers_restore(lay, k_layers, v_layers, page_idx_dev, plan, first=0, n=None, layer=-1, stream=None):
+    """GPU, per-layer pool: read plan values [first, first+n) -> pages page_idx_dev of every
+    layer's tensors, or of one layer (to overlap loading with compute), queued on stream;
+    keep the plan until the stream has passed it."""
+    k, v = _tensors(lay, k_layers, v_layers)
+    n = len(plan.value_ptrs) - first if n is None else n
+    check(_cuda_lib().fluxon_cuda_layers_restore(ctypes.byref(lay), k, v, _addr(page_idx_dev, "page_idx"),
+                                                 _plan_ptr(plan), first, n, layer, _stream(stream)),
+          "cuda_layers_restore")

@@ -22,6 +22,10 @@ include/fluxon.h. A page's objects (MHA K and V) are one atomic group: stored to
 not at all, restored together or not at all. A stored value that is not exactly the page
 object's length is a miss (fluxon_batch_get_into compares lengths).
 
+Prefetches are bounded (fluxon/sglang_prefetch.py): each restore looks its pages up,
+takes at most prefetch_max_pages from this store's budget, and pins and moves only those;
+pages beyond the cap are reported not restored, so a burst never pins the owner's memory.
+
 Failures never raise into SGLang's prefetch/backup threads (they are never restarted):
 they become False entries / 0 hits; a lost owner is re-attached on a later call.
 """
@@ -39,6 +43,7 @@ from ._sglang_compat import (HAVE_SGLANG, HiCacheStorage, HiCacheStorageConfig, 
 from .client import Client
 from .errors import FluxonError, Status
 from .sglang_keys import KeySpace
+from .sglang_prefetch import PrefetchBudget
 from .sglang_replica import ReplicaAdmission
 
 __all__ = ["FluxonStore", "HAVE_SGLANG", "HiCacheStorage", "HiCacheStorageConfig", "HiCacheStorageExtraInfo",
@@ -52,7 +57,7 @@ SGLANG_MEMBERS = ("backend_name", "module_path", "class_name", "interface_v1", "
                   "prefetch_threshold", "prefetch_timeout_base", "prefetch_timeout_per_ki_token",
                   "prefetch_timeout_max", "hicache_storage_pass_prefix_keys")
 FLUXON_MEMBERS = ("socket", "cluster_id", "cluster_token", "timeout_ms", "log_level", "extra_backend_tag",
-                  "replica_task")
+                  "replica_task", "prefetch_max_pages", "prefetch_wait_ms")
 
 
 def _tolist(indices):
@@ -86,6 +91,8 @@ class FluxonStore(HiCacheStorage):
                              "is not supported: leave tp_lcm_size out")
         self.interface_v1 = _bool(extra, "interface_v1")
         self.replica = ReplicaAdmission(extra.get("replica_task"))
+        self.prefetch_budget = PrefetchBudget.from_extra(extra)  # fluxon/sglang_prefetch.py
+        self.on_prefetch_granted = None  # called with the pages granted, before they are pinned (tests)
         timeout_ms = extra.get("timeout_ms")
         if timeout_ms is not None and (isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int)
                                        or not 0 < timeout_ms <= 3_600_000):
@@ -361,8 +368,30 @@ class FluxonStore(HiCacheStorage):
 
     def _get_objects(self, okeys, pieces):
         """How many leading objects were restored (whole pages; a value that is not exactly
-        an object's length stops the prefix before its page)."""
+        an object's length stops the prefix before its page). The plan of
+        fluxon/sglang_prefetch.py: look up (nothing pinned), decide (the pages the prefetch
+        budget grants), pin and move those only, give the budget back."""
         c = self._get_client()
+        m = self.keys.per_page
+        found = c.batch_exists(okeys) // m  # 1. look up
+        if found == 0:
+            return 0
+        granted = self.prefetch_budget.take(found)  # 2. decide
+        if granted < found:
+            logger.info("FluxonStore prefetch: %d of %d pages found refused (prefetch_max_pages %d held by "
+                        "in-flight prefetches; %d refused so far)", found - granted, found,
+                        self.prefetch_budget.max_pages, self.prefetch_budget.refused)
+        if granted == 0:
+            return 0
+        try:
+            if self.on_prefetch_granted is not None:
+                self.on_prefetch_granted(granted)
+            k = granted * m
+            return self._pin_and_move(c, okeys[:k], pieces[:k])  # 3. pin, 4. move
+        finally:
+            self.prefetch_budget.give(granted)
+
+    def _pin_and_move(self, c, okeys, pieces):
         m = self.keys.per_page
         groups = [m] * (len(okeys) // m) if m > 1 else None
         if all(len(p) == 1 for p in pieces):

@@ -1,6 +1,6 @@
 /* test_cuda.cu — GPU checks of the KV copy kernels (`make cuda` builds and runs it):
  *  1. kernels vs the CPU reference, byte-exact, every layout, odd chunks, random pages,
- *     per-layer restore;
+ *     per-layer restore; the per-layer pools (one tensor per layer and K/V) likewise;
  *  2. a real owner's segment registered with CUDA, and the engine's whole cycle:
  *     put_start → backup kernel → commit → get_start → get_transfer → restore kernel;
  *  3. with --bench: backup/restore GB/s for 64 pages × 4.5 MiB and 1,024 pages × 64 KiB
@@ -98,6 +98,79 @@ static void kernels_match_reference(uint32_t kind, uint32_t L, uint64_t C, uint6
     cudaFree(pool_d);
     cudaFree(idx_d);
     printf("ok   kernels = CPU reference: kind %u, %u layers, %llu-byte chunks, %zu pages\n", kind, L,
+           (unsigned long long)C, n);
+}
+
+/* The per-layer kernels (fluxon_cuda_layers_*: one device tensor per layer and K/V, SGLang's
+ * GPU pool) against the CPU reference fluxon_kv_layers_*_cpu on host copies, byte-exact:
+ * backup, then restore layer by layer and all layers; bad input refused. */
+static void layers_match_reference(uint32_t kind, uint32_t L, uint64_t C, uint64_t P, size_t n)
+{
+    fluxon_kv_layout l;
+    CHECK(fluxon_kv_layout_init(kind, L, C, P, &l) == FLUXON_OK, "layout");
+    uint32_t kvf = l.kv_factor;
+    std::vector<std::vector<uint8_t>> host(2 * L, std::vector<uint8_t>(P * C));
+    std::vector<uint8_t *> dev(2 * L, nullptr);
+    std::vector<uint64_t> kd(L), vd(L), kh(L), vh(L);
+    for (uint32_t t = 0; t < kvf * L; t++) {
+        fill(host[t].data(), P * C);
+        CU(cudaMalloc((void **)&dev[t], P * C));
+        CU(cudaMemcpy(dev[t], host[t].data(), P * C, cudaMemcpyHostToDevice));
+    }
+    for (uint32_t ly = 0; ly < L; ly++) {
+        kd[ly] = (uint64_t)(uintptr_t)dev[ly], kh[ly] = (uint64_t)(uintptr_t)host[ly].data();
+        vd[ly] = kvf == 2 ? (uint64_t)(uintptr_t)dev[L + ly] : 0;
+        vh[ly] = kvf == 2 ? (uint64_t)(uintptr_t)host[L + ly].data() : 0;
+    }
+    std::vector<int64_t> idx(n);
+    for (size_t i = 0; i < n; i++) idx[i] = (int64_t)i * 3 % (int64_t)P;
+    int64_t *idx_d = NULL;
+    uint8_t *vals_h = NULL;
+    std::vector<uint8_t> ref_vals(n * l.value_len);
+    CU(cudaMalloc((void **)&idx_d, n * sizeof(int64_t)));
+    CU(cudaMemcpy(idx_d, idx.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice));
+    CU(cudaHostAlloc((void **)&vals_h, n * l.value_len, cudaHostAllocMapped | cudaHostAllocPortable));
+    memset(vals_h, 0, n * l.value_len);
+    std::vector<uint64_t> ptrs(n), ref_ptrs(n);
+    for (size_t i = 0; i < n; i++) {
+        ptrs[i] = (uint64_t)(uintptr_t)(vals_h + i * l.value_len);
+        ref_ptrs[i] = (uint64_t)(uintptr_t)(ref_vals.data() + i * l.value_len);
+    }
+    const uint64_t *vdp = kvf == 2 ? vd.data() : NULL, *vhp = kvf == 2 ? vh.data() : NULL;
+    fluxon_plan *put = fake_plan(FLUXON_PUT_PLAN_MAGIC, ptrs.data(), n);
+    CHECK(fluxon_cuda_layers_backup(&l, kd.data(), vdp, idx_d, put, 0, n, NULL) == FLUXON_OK, "layers backup launch");
+    CU(cudaDeviceSynchronize());
+    CHECK(fluxon_kv_layers_backup_cpu(&l, kh.data(), vhp, idx.data(), ref_ptrs.data(), n) == FLUXON_OK, "cpu");
+    CHECK(memcmp(vals_h, ref_vals.data(), n * l.value_len) == 0, "kind %u L %u C %llu: layers backup differs", kind, L,
+          (unsigned long long)C);
+    fill(vals_h, n * l.value_len);
+    memcpy(ref_vals.data(), vals_h, n * l.value_len);
+    fluxon_plan *rd = fake_plan(FLUXON_READ_PLAN_MAGIC, ptrs.data(), n);
+    for (int32_t ly = -1; ly < (int32_t)L; ly += (L > 2 ? 2 : 1)) {
+        CHECK(fluxon_cuda_layers_restore(&l, kd.data(), vdp, idx_d, rd, 0, n, ly, NULL) == FLUXON_OK, "restore");
+        CHECK(fluxon_kv_layers_restore_cpu(&l, kh.data(), vhp, idx.data(), ref_ptrs.data(), NULL, n, ly) == FLUXON_OK,
+              "cpu restore");
+    }
+    CU(cudaDeviceSynchronize());
+    std::vector<uint8_t> got(P * C);
+    for (uint32_t t = 0; t < kvf * L; t++) {
+        CU(cudaMemcpy(got.data(), dev[t], P * C, cudaMemcpyDeviceToHost));
+        CHECK(got == host[t], "kind %u tensor %u: layers restore differs from the CPU reference", kind, t);
+    }
+    std::vector<uint64_t> zero_k(kd);
+    zero_k[L - 1] = 0;
+    CHECK(fluxon_cuda_layers_restore(&l, zero_k.data(), vdp, idx_d, rd, 0, n, -1, NULL) == FLUXON_ERR_INVALID_ARGUMENT,
+          "a zero tensor address");
+    CHECK(fluxon_cuda_layers_restore(&l, kd.data(), vdp, idx_d, put, 0, n, -1, NULL) == FLUXON_ERR_INVALID_ARGUMENT,
+          "put plan refused");
+    CHECK(fluxon_cuda_backup(&l, dev[0], idx_d, put, 0, n, NULL) == FLUXON_ERR_INVALID_ARGUMENT,
+          "a per-layer kind to the one-pool call");
+    free(put);
+    free(rd);
+    cudaFreeHost(vals_h);
+    cudaFree(idx_d);
+    for (uint32_t t = 0; t < kvf * L; t++) cudaFree(dev[t]);
+    printf("ok   layers kernels = CPU reference: kind %u, %u layers, %llu-byte chunks, %zu pages\n", kind, L,
            (unsigned long long)C, n);
 }
 
@@ -266,6 +339,9 @@ int main(int argc, char **argv)
         kernels_match_reference(kinds[k], 1, 17, 7, 7);
         full_cycle_through_a_registered_segment(kinds[k]);
     }
+    layers_match_reference(FLUXON_KV_LAYER_TENSORS, 4, 16 * 8 * 128 * 2, 9, 5); /* SGLang MHA, page 16 */
+    layers_match_reference(FLUXON_KV_LAYER_TENSORS, 3, 1000, 13, 4);            /* odd chunk: the byte path */
+    layers_match_reference(FLUXON_KV_LAYER_TENSORS_MLA, 5, 16 * 576 * 2, 7, 5);  /* SGLang MLA */
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
         bench(64, 36, 64 * 1024); /* 64 pages x 4.5 MiB */
         bench(1024, 32, 1024);    /* 1,024 pages x 64 KiB */
