@@ -250,6 +250,12 @@ static sp_class_t *sp_class_find(const fx_slot_pool_t *pool, uint64_t slot_size)
     return NULL;
 }
 
+FX_INTERNAL uint64_t fx_slot_pool_class_grants(const fx_slot_pool_t *pool, uint64_t slot_size)
+{
+    const sp_class_t *c = pool ? sp_class_find(pool, slot_size) : NULL;
+    return c ? c->grants : 0;
+}
+
 static int sp_class_get_or_add(fx_slot_pool_t *pool, uint64_t slot_size, sp_class_t **c_p)
 {
     if ((*c_p = sp_class_find(pool, slot_size))) return FLUXON_OK;
@@ -341,7 +347,16 @@ FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_i
     pool->nslots -= g->nslots;
     pool->slot_bytes -= g->nslots * g->slot_size;
     pool->grants_removed++;
-    g->cls->grants--;
+    sp_class_t *cls = g->cls;
+    cls->grants--;
+    if (!cls->grants && !cls->nwait && !cls->nfree) { /* a size no longer in use: forgotten (issue 44) */
+        size_t i = 0;
+        while (i < pool->nclasses && pool->classes[i] != cls) i++;
+        if (i < pool->nclasses) {
+            pool->classes[i] = pool->classes[--pool->nclasses];
+            fx_free(cls);
+        }
+    }
     fx_u64map_del(&pool->grants_by_id, grant_id, NULL);
     SP_UNLINK(pool->grant_head, pool->grant_tail, g, prev, next);
     fx_free(g->slots);

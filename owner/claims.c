@@ -1,10 +1,10 @@
 /* claims.c — slot claims and grants: claims are served FIFO from the pool.
  *
  * Grants and their carving (issue 15): a master grant is cut into up to 16 equal chunks;
- * a size class gets a sub-grant of k contiguous chunks (k: the fewest whose sub-grants
- * hold within 1/32 as many slots as the whole grant would, exactly as many for the
- * expected value size; whole grants for large values), added to the slot pool as a grant
- * of its own. When the pool
+ * a size class gets a sub-grant of k contiguous chunks (k: the fewest whose tail wastes at
+ * most 1/8 of it, issue 44; for the expected value size the fewest power of two whose
+ * sub-grants hold exactly as many slots as the whole grant would), added to the slot pool
+ * as a grant of its own. When the pool
  * has no free slot of a claim's size: a sub-grant is carved from free chunks; else an idle
  * sub-grant of a size no queued claim wants is taken apart and its chunks carved again;
  * else a GRANT is requested from the master (one in flight); at capacity the claim waits
@@ -107,7 +107,7 @@ static bool ocl_can_grow(fx_owner_t *o)
 
 static void ocl_grant_request(fx_owner_t *o);
 static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c);
-static bool ocl_carve(fx_owner_t *o, uint64_t slot_size);
+static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need);
 static void ocl_idle_arm(fx_owner_t *o);
 
 /* Serves queued claims from free slots, in order. What is left: the pool grows when it
@@ -127,7 +127,7 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
             while (c->got < c->count && fx_slot_pool_claim(pool, c->value_len, &c->slots[c->got]) == FLUXON_OK)
                 c->got++;
             if (c->got == c->count || cs->closing || !size || size > o->cfg.grant_bytes) break;
-            if (!ocl_carve(o, size) && !ocl_free_idle_one(o, c)) break;
+            if (!ocl_carve(o, size, c->count - c->got) && !ocl_free_idle_one(o, c)) break;
         }
         bool finished = c->got == c->count;
         if (!finished && !cs->closing && now >= c->deadline_ms) {
@@ -211,33 +211,57 @@ static uint64_t ocl_sub_id(const oclaims_t *c, size_t i, unsigned chunk)
     return c->grant_ids[i] << OCL_SUB_SHIFT | chunk;
 }
 
-/* Chunks of a sub-grant for slot_size: the fewest k (a power of two) whose chunks/k
- * sub-grants hold nearly as many slots as one whole grant (at most 1/32 fewer: tails; none
- * fewer for the expected value size, whose grant count is a hard cap, S5). */
+/* Chunks of a sub-grant for slot_size. The expected value size: the fewest k (a power of
+ * two) whose chunks/k sub-grants hold as many slots as one whole grant (its grant count is
+ * a hard cap, S5). Any other size (issue 44 R2): the fewest k whose tail wastes at most 1/8
+ * of the sub-grant, so that a size of its own (values of random lengths) takes little more
+ * than its bytes, not a whole grant for a few slots. */
 static unsigned ocl_chunks_for(const fx_owner_t *o, const oclaims_t *c, uint64_t grant_bytes, uint64_t slot_size)
 {
     uint64_t whole = grant_bytes / slot_size;
-    bool exact = o->cfg.has_expected && slot_size == fx_slot_size_for(o->cfg.expected_value_len);
-    for (unsigned k = 1; k < c->chunks; k *= 2) {
-        uint64_t b = k * c->chunk_bytes, total = b / slot_size * (c->chunks / k);
-        if (b >= slot_size && (exact ? total >= whole : total * 32 >= whole * 31)) return k;
+    if (o->cfg.has_expected && slot_size == fx_slot_size_for(o->cfg.expected_value_len)) {
+        for (unsigned k = 1; k < c->chunks; k *= 2) {
+            uint64_t b = k * c->chunk_bytes, total = b / slot_size * (c->chunks / k);
+            if (b >= slot_size && total >= whole) return k;
+        }
+        return c->chunks;
+    }
+    for (unsigned k = 1; k < c->chunks; k++) {
+        uint64_t b = k * c->chunk_bytes;
+        if (b >= slot_size && b % slot_size * 8 <= b) return k;
     }
     return c->chunks;
+}
+
+FX_INTERNAL uint64_t fx_oclaims_carve_bytes(fx_owner_t *o, uint64_t slot_size)
+{
+    oclaims_t *c = o->claims;
+    if (!slot_size || slot_size > o->cfg.grant_bytes) return o->cfg.grant_bytes;
+    return ocl_chunks_for(o, c, o->cfg.grant_bytes, slot_size) * c->chunk_bytes;
 }
 
 static uint32_t ocl_mask(unsigned k) { return k >= 32 ? UINT32_MAX : (1u << k) - 1; }
 
 /* A sub-grant of slot_size from free chunks (master grants already cut first, so that
- * empty ones stay whole). Returns whether one was added. */
-static bool ocl_carve(fx_owner_t *o, uint64_t slot_size)
+ * empty ones stay whole). A size no grant serves yet gets no more chunks than hold the
+ * need slots its claim waits for (issue 44 R2: a value length of its own, as with random
+ * lengths, would leave the other slots of a larger sub-grant free for good); a size in use
+ * (it repeats) gets ocl_chunks_for's. need 0: ocl_chunks_for's. Returns whether one was added. */
+static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need)
 {
     oclaims_t *c = o->claims;
     unsigned k = ocl_chunks_for(o, c, o->cfg.grant_bytes, slot_size);
+    if (need && !fx_slot_pool_class_grants(fx_ostore_pool(o), slot_size)) {
+        uint64_t fit = (need * slot_size + c->chunk_bytes - 1) / c->chunk_bytes; /* chunks holding need slots */
+        while (fit < k && fit * c->chunk_bytes / slot_size < need) fit++;
+        k = (unsigned)FX_MIN((uint64_t)k, fit);
+    }
     uint32_t m = ocl_mask(k);
+    bool pow2 = (k & (k - 1)) == 0; /* aligned: power-of-two runs never straddle each other */
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < c->n_grants; i++) {
             if ((c->grant_used[i] != 0) != (pass == 0)) continue;
-            for (unsigned at = 0; at + k <= c->chunks; at += k) {
+            for (unsigned at = 0; at + k <= c->chunks; at += pow2 ? k : 1) { /* first fit */
                 if (c->grant_used[i] & (m << at)) continue;
                 int rc = fx_slot_pool_add_grant_sized(fx_ostore_pool(o), ocl_sub_id(c, i, at),
                                                       c->grant_offsets[i] + at * c->chunk_bytes, k * c->chunk_bytes,
@@ -333,7 +357,7 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
                 continue;
             }
             /* prewarm: carved for the expected size now; otherwise on demand */
-            while (prewarm && ocl_carve(o, slot_size)) {}
+            while (prewarm && ocl_carve(o, slot_size, 0)) {}
             c->policy.grant_added(o, slot_size);
             c->grants_received++;
             grew = true;

@@ -564,6 +564,12 @@ typedef struct oev_round {
     uint64_t *needs;
     size_t nc;
     uint64_t excess;
+    /* issue 44 R2: bytes of colder values of other sizes the walk passed over; a waiting
+     * size whose next victim comes after more than a sub-grant of them (limits[k]) is
+     * blocked: its own values are hotter, a grant of other sizes is retired instead */
+    uint64_t passed;
+    const uint64_t *limits;
+    uint32_t blocked; /* bit k: sizes[k] takes no more victims of its own this round */
 } oev_round_t;
 
 /* The evictable members of en's group have a complete copy on a replica target (or no copy
@@ -668,15 +674,31 @@ static void oev_wait_copy(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
 static bool oev_demand(const oev_round_t *rd)
 {
     bool more = rd->excess > 0;
-    for (size_t k = 0; k < rd->nc && !more; k++) more = rd->needs[k] > 0;
+    for (size_t k = 0; k < rd->nc && !more; k++) more = rd->needs[k] > 0 && !(rd->blocked & (1u << k));
     return more;
 }
 
 static bool oev_useful(const oev_round_t *rd, const owner_entry_t *en)
 {
     bool useful = rd->excess > 0;
-    for (size_t k = 0; k < rd->nc && !useful; k++) useful = rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
+    for (size_t k = 0; k < rd->nc && !useful; k++)
+        useful = rd->needs[k] > 0 && !(rd->blocked & (1u << k)) && rd->sizes[k] == en->slot.slot_size;
     return useful;
+}
+
+/* Issue 44 R2: en (useful to a waiting size only) comes after more colder values of other
+ * sizes than a sub-grant of its size holds: its size stops taking its own values this round
+ * (they are all hotter) and keeps its need, so that a grant of the colder sizes is retired
+ * and re-carved for it. Returns whether en's size is now blocked. */
+static bool oev_block(oev_round_t *rd, const owner_entry_t *en)
+{
+    if (rd->excess || !rd->limits) return false;
+    for (size_t k = 0; k < rd->nc; k++)
+        if (rd->sizes[k] == en->slot.slot_size && rd->needs[k] && rd->passed >= rd->limits[k]) {
+            rd->blocked |= 1u << k;
+            return true;
+        }
+    return false;
 }
 
 /* Victims in the policy's order, whole groups, until the demand is met. A victim that
@@ -710,7 +732,9 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
                 if (g) g->round = rd->round;
                 oev_wb_ahead(o, en);
             }
-        } else if (oev_useful(rd, en) && first) {
+        } else if (!oev_useful(rd, en)) {
+            rd->passed += en->slot.slot_size; /* colder than what the waiting sizes take next */
+        } else if (first && !oev_block(rd, en)) {
             if (g) g->round = rd->round;
             if (oev_wb_clean(o, en)) {
                 oev_take(o, rd, en);
@@ -768,7 +792,10 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
                        bool *progress)
 {
     oev_t *kv = o->ev;
-    oev_round_t rd = {.round = ++kv->round, .sizes = sizes, .needs = needs, .nc = nc, .excess = excess};
+    uint64_t limits[OEV_MAX_CLASSES];
+    for (size_t k = 0; k < nc; k++) limits[k] = fx_oclaims_carve_bytes(o, sizes[k]);
+    oev_round_t rd = {
+        .round = ++kv->round, .sizes = sizes, .needs = needs, .nc = nc, .excess = excess, .limits = limits};
     oev_walk(o, &rd);
     bool retired = false;
     for (size_t k = 0; k < nc && !retired; k++)

@@ -92,10 +92,11 @@ Test(capacity, fifteen_sizes_then_two_more_all_succeed)
     free(cap_buf);
 }
 
-/* The same with sizes that each need a whole grant (5 MiB + 4 KiB·i: three per 16 MiB
- * grant, which no smaller sub-grant holds): 15 sizes take the 15 grants; two more sizes
- * (9 MiB and 9 MiB + 4 KiB, whole grants too) retire the coldest grants of other sizes
- * (their values evicted whole) and re-carve them. */
+/* The same with sizes of which one value takes more than half a grant (8 MiB + 4 KiB·i:
+ * nine 1 MiB chunks of a 16 MiB grant each; issue 44: a size of its own gets the chunks
+ * its value needs, no more): 15 sizes take the 15 grants; two more sizes (9 MiB and 9 MiB
+ * + 4 KiB, ten chunks) retire the coldest grants of other sizes (their values evicted
+ * whole) and re-carve them. */
 Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
 {
     cap_up("256MiB", NULL);
@@ -104,7 +105,7 @@ Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
     char k[32];
     for (int n = 0; n < 15; n++) {
         snprintf(k, sizeof k, "w-%d", n);
-        cr_assert_eq(put_len(c, k, (5ull << 20) + 4096ull * n), FLUXON_OK, "put %d", n);
+        cr_assert_eq(put_len(c, k, (8ull << 20) + 4096ull * n), FLUXON_OK, "put %d", n);
     }
     cr_assert_eq(kf_stat(c, "master_grants"), 15, "one whole grant per size, all taken");
     cr_assert_eq(put_len(c, "w-a", 9ull << 20), FLUXON_OK, "a 16th size");
@@ -114,12 +115,12 @@ Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
     int kept = 0;
     for (int n = 0; n < 15; n++) {
         snprintf(k, sizeof k, "w-%d", n);
-        kept += check_len(c, k, (5ull << 20) + 4096ull * n);
+        kept += check_len(c, k, (8ull << 20) + 4096ull * n);
     }
     cr_log_info("15 whole-grant sizes then two more: %d of 15 kept, %lld retired", kept, kf_stat(c, "grants_retired"));
     cr_assert_eq(kept, 13, "exactly the two coldest sizes made room");
-    cr_assert_eq(check_len(c, "w-0", 5ull << 20), 0, "the coldest (first) value went");
-    cr_assert_eq(check_len(c, "w-1", (5ull << 20) + 4096), 0);
+    cr_assert_eq(check_len(c, "w-0", 8ull << 20), 0, "the coldest (first) value went");
+    cr_assert_eq(check_len(c, "w-1", (8ull << 20) + 4096), 0);
     cr_assert_eq(kf_stat(c, "grants_retired"), 2);
     fluxon_client_close(c);
     free(cap_buf);
@@ -364,6 +365,104 @@ Test(capacity, a_lost_grant_return_answer_is_resent_and_frees_nothing_twice)
         cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK, "put %d after the returns", i);
     }
     cr_assert_eq(kf_stat(c, "master_grants"), 15, "the master hands out all 15 grants again");
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* 1: key present (without reading it) */
+static int cap_exists(fluxon_client *c, const char *key)
+{
+    size_t ex = 0;
+    cr_assert_eq(fluxon_batch_exists(c, &key, 1, &ex), FLUXON_OK);
+    return ex != 0;
+}
+
+/* Issue 44 R2: after a fill of never-read 64 KiB values put in batches (their chain tails
+ * admitted as the first victims), 1 MiB puts under the default policy take room from the
+ * cold 64 KiB values: the newest 1 MiB values stay (they were only 12-16 slots, evicting
+ * each other, while ~86 % of the hot tier kept 64 KiB values nobody read) and the hot
+ * tier stays full. */
+Test(capacity, one_mib_puts_take_room_from_a_cold_batch_fill)
+{
+    cap_up("128MiB", NULL);
+    cap_setup(1 << 20);
+    fluxon_client *c = kf_client(0);
+    enum { B = 8, FILL = 2400, BIG = 150 };
+    char kb[B][32];
+    const char *keys[B];
+    const void *src[B];
+    uint64_t lens[B];
+    int st[B];
+    static uint8_t small[B][64 << 10];
+    for (int i = 0; i < FILL; i += B) {
+        for (int j = 0; j < B; j++) {
+            snprintf(kb[j], sizeof kb[j], "s64-%d", i + j);
+            keys[j] = kb[j];
+            kf_fill(small[j], 64 << 10, seed_of(kb[j], 64 << 10));
+            src[j] = small[j];
+            lens[j] = 64 << 10;
+        }
+        cr_assert_eq(fluxon_batch_put_from(c, keys, B, src, lens, NULL, st), FLUXON_OK);
+        for (int j = 0; j < B; j++) cr_assert_eq(st[j], FLUXON_OK, "fill %s: %s", kb[j], fluxon_status_string(st[j]));
+    }
+    char k[32];
+    for (int i = 0; i < BIG; i++) {
+        snprintf(k, sizeof k, "m1-%d", i);
+        cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK, "1 MiB put %d", i);
+    }
+    int present = 0, small_left = 0;
+    for (int i = BIG - 100; i < BIG; i++) {
+        snprintf(k, sizeof k, "m1-%d", i);
+        present += cap_exists(c, k);
+    }
+    for (int i = 0; i < FILL; i++) {
+        snprintf(k, sizeof k, "s64-%d", i);
+        small_left += cap_exists(c, k);
+    }
+    long long hot = kf_stat(c, "hot_bytes"), cap = kf_stat(c, "hot_capacity_bytes");
+    cr_log_info("R2: %d of the last 100 1 MiB values present, %d of %d 64 KiB values left, hot tier %.1f %% "
+                "full, %lld retired, %lld re-carved", present, small_left, FILL, 100.0 * hot / cap,
+                kf_stat(c, "grants_retired"), kf_stat(c, "grants_recarved"));
+    cr_assert_geq(present, 80, "the newest 1 MiB values stay (%d of 100)", present);
+    cr_assert_geq(hot, cap * 8 / 10, "the hot tier stays full (%lld of %lld bytes)", hot, cap);
+    for (int i = BIG - 5; i < BIG; i++) {
+        snprintf(k, sizeof k, "m1-%d", i);
+        cr_assert_eq(check_len(c, k, 1 << 20), 1, "%s readable", k);
+    }
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* Issue 44 R2: 1,000 puts of random lengths from 4 KiB to 8 MiB (every one its own slot
+ * size) under the default policy: the hot tier stays nearly full (it sat at 35 %: each
+ * new size found no room it could take from the other sizes' cold values). */
+Test(capacity, random_lengths_keep_the_hot_tier_full, .timeout = 240)
+{
+    cap_up("256MiB", NULL);
+    cap_setup(8 << 20);
+    fluxon_client *c = kf_client(0);
+    uint64_t rng = 0x853c49e6748fea9bull;
+    double fill_sum = 0;
+    int fill_n = 0, fails = 0;
+    char k[32];
+    long long cap = kf_stat(c, "hot_capacity_bytes");
+    for (int i = 0; i < 1000; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        uint64_t len = 4096 + rng % ((8u << 20) - 4096 + 1);
+        snprintf(k, sizeof k, "rl-%d", i);
+        int rc = put_len(c, k, len);
+        if (rc != FLUXON_OK) fails++;
+        if (i >= 500 && i % 25 == 0) {
+            fill_sum += (double)kf_stat(c, "hot_bytes") / cap;
+            fill_n++;
+        }
+    }
+    double fill = fill_sum / fill_n;
+    cr_log_info("R2 random lengths: hot tier %.1f %% full on average over the last 500 puts, %d failed, %lld "
+                "retired, %lld re-carved, %lld evictions", 100 * fill, fails, kf_stat(c, "grants_retired"),
+                kf_stat(c, "grants_recarved"), kf_stat(c, "evictions"));
+    cr_assert_eq(fails, 0);
+    cr_assert_geq(fill, 0.8, "the hot tier stays full (%.1f %%)", 100 * fill);
     fluxon_client_close(c);
     free(cap_buf);
 }
