@@ -382,9 +382,9 @@ static int cap_exists(fluxon_client *c, const char *key)
  * cold 64 KiB values: the newest 1 MiB values stay (they were only 12-16 slots, evicting
  * each other, while ~86 % of the hot tier kept 64 KiB values nobody read) and the hot
  * tier stays full. */
-Test(capacity, one_mib_puts_take_room_from_a_cold_batch_fill)
+static void cap_cold_batch_fill(const char *extra)
 {
-    cap_up("128MiB", NULL);
+    cap_up("128MiB", extra);
     cap_setup(1 << 20);
     fluxon_client *c = kf_client(0);
     enum { B = 8, FILL = 2400, BIG = 150 };
@@ -431,6 +431,13 @@ Test(capacity, one_mib_puts_take_room_from_a_cold_batch_fill)
     }
     fluxon_client_close(c);
     free(cap_buf);
+}
+
+Test(capacity, one_mib_puts_take_room_from_a_cold_batch_fill) { cap_cold_batch_fill(NULL); }
+
+Test(capacity, one_mib_puts_take_room_from_a_cold_batch_fill_slru)
+{
+    cap_cold_batch_fill(",\"eviction_policy\":\"slru\"");
 }
 
 /* Issue 44 R2: 1,000 puts of random lengths from 4 KiB to 8 MiB (every one its own slot
