@@ -851,6 +851,8 @@ static void oev_step(fx_owner_t *o)
     kv->in_step = false;
 }
 
+FX_INTERNAL uint64_t fx_oev_hot_capacity(fx_owner_t *o) { return o->ev ? o->ev->hot_capacity : 0; }
+
 /* ---- stats ---- */
 FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {

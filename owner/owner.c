@@ -63,6 +63,13 @@ static void owner_release(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t
             FX_WARN("%s released unknown holder %llu", fx_conn_desc(e->conn), (unsigned long long)b.holder_ids.v[i]);
 }
 
+/* put_start, unless the client holds client_limits.max_plans plans already (issue 44 C3) */
+static void owner_put_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                            fx_arena_t *arena)
+{
+    if (!fx_oext_plans_full(o, e, h)) fx_oput_start(o, e, h, body, arena);
+}
+
 static const struct {
     uint16_t type;
     owner_handler_fn fn;
@@ -71,7 +78,7 @@ static const struct {
     {FX_MSG_CLUSTER_NODES, owner_forward},
     {FX_MSG_MASTER_STATS, owner_forward},
     {FX_MSG_OWNER_STATS, owner_stats},
-    {FX_MSG_PUT_START, fx_oput_start},
+    {FX_MSG_PUT_START, owner_put_start},
     {FX_MSG_PUT_INLINE, fx_oput_inline},
     {FX_MSG_PUT_COMMIT, fx_oput_commit},
     {FX_MSG_PUT_ABORT, fx_oput_abort},

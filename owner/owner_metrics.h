@@ -105,6 +105,11 @@
     X(miss_timeout, COUNTER, "owner_get_miss_reasons_total", "reason=\"timeout\"", "")                          \
     X(miss_nomem, COUNTER, "owner_get_miss_reasons_total", "reason=\"nomem\"", "")                              \
     X(miss_internal, COUNTER, "owner_get_miss_reasons_total", "reason=\"internal\"", "")                        \
+    X(miss_client_limit, COUNTER, "owner_get_miss_reasons_total", "reason=\"client_limit\"", "")                \
+    X(client_limit_pins, COUNTER, "owner_client_limit_refusals_total", "limit=\"max_pinned_bytes\"", "Requests refused because the client held its client_limits share (issue 44)") \
+    X(client_limit_handles, COUNTER, "owner_client_limit_refusals_total", "limit=\"max_handles\"", "") \
+    X(client_limit_plans, COUNTER, "owner_client_limit_refusals_total", "limit=\"max_plans\"", "") \
+    X(clients_expired, COUNTER, "owner_clients_expired_total", "", "Clients disconnected because a pin outlived client_limits.pin_expire_ms") \
     X(prefix_raw_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"raw\"", "Prefix keys of get_start answers: raw hits and transferable") \
     X(prefix_transferable_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"transferable\"", "")            \
     X(handles_opened, COUNTER, "owner_handles_opened_total", "", "Get handles opened")                          \
