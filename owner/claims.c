@@ -30,7 +30,7 @@ typedef struct owner_claim {
 } owner_claim_t;
 
 typedef struct oclaims {
-    owner_claim_t *claims;
+    owner_claim_t *claims, *claims_tail; /* FIFO */
     fx_oclaims_policy_t policy;
     uint64_t max_grants;
     fx_owner_t *owner;
@@ -40,6 +40,7 @@ typedef struct oclaims {
     uint32_t *grant_used, *grant_starts; /* per master grant: chunks carved, chunks a sub-grant starts at */
     size_t n_grants, cap_grants;
     unsigned chunks;      /* per master grant (1..OCL_CHUNKS) */
+    uint64_t used_chunks; /* carved chunks over every master grant (issue 44 P2: O(1) "none free") */
     uint64_t chunk_bytes; /* grant_bytes / chunks */
     uint64_t *sub_buf;    /* fx_oclaims_pool_grants / _sub_grants answers */
     size_t sub_cap;
@@ -117,17 +118,27 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
 {
     oclaims_t *cs = o->claims;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
-    owner_claim_t **pp = &cs->claims;
+    owner_claim_t **pp = &cs->claims, *last = NULL;
     owner_claim_t *done = NULL, **done_tail = &done;
     uint64_t now = fx_now_ms();
+    /* issue 44 P2: a size that found no free slot, no chunks and no idle sub-grant stays
+     * stuck for the rest of the pass: its later claims only try the free list (O(1)), so a
+     * pass costs O(claims + sizes x grants), not O(claims x grants) */
+    uint64_t stuck[16];
+    size_t nstuck = 0;
     while (*pp) {
         owner_claim_t *c = *pp;
         uint64_t size = fx_slot_size_for(c->value_len);
+        bool is_stuck = false;
+        for (size_t k = 0; k < nstuck && !is_stuck; k++) is_stuck = stuck[k] == size;
         for (;;) { /* free slots; a sub-grant carved from free chunks; an idle one taken apart */
             while (c->got < c->count && fx_slot_pool_claim(pool, c->value_len, &c->slots[c->got]) == FLUXON_OK)
                 c->got++;
-            if (c->got == c->count || cs->closing || !size || size > o->cfg.grant_bytes) break;
-            if (!ocl_carve(o, size, c->count - c->got) && !ocl_free_idle_one(o, c)) break;
+            if (c->got == c->count || cs->closing || !size || size > o->cfg.grant_bytes || is_stuck) break;
+            if (!ocl_carve(o, size, c->count - c->got) && !ocl_free_idle_one(o, c)) {
+                if (nstuck < FX_ARRAY_LEN(stuck)) stuck[nstuck++] = size;
+                break;
+            }
         }
         bool finished = c->got == c->count;
         if (!finished && !cs->closing && now >= c->deadline_ms) {
@@ -150,9 +161,11 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
             *done_tail = c;
             done_tail = &c->next;
         } else {
+            last = c;
             pp = &c->next;
         }
     }
+    cs->claims_tail = last;
     if (cs->claims && can_grow) ocl_grant_request(o);
     else if (cs->claims) cs->policy.kick(o); /* capacity reached: free slots by eviction */
     while (done) { /* callbacks last: they may claim again */
@@ -256,6 +269,7 @@ static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need)
         while (fit < k && fit * c->chunk_bytes / slot_size < need) fit++;
         k = (unsigned)FX_MIN((uint64_t)k, fit);
     }
+    if (c->used_chunks + k > (uint64_t)c->n_grants * c->chunks) return false; /* not that many free: O(1) */
     uint32_t m = ocl_mask(k);
     bool pow2 = (k & (k - 1)) == 0; /* aligned: power-of-two runs never straddle each other */
     for (int pass = 0; pass < 2; pass++)
@@ -274,6 +288,7 @@ static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need)
                 }
                 c->grant_used[i] |= m << at;
                 c->grant_starts[i] |= 1u << at;
+                c->used_chunks += k;
                 c->grant_idle_ms[i] = 0;
                 return true;
             }
@@ -293,6 +308,7 @@ static bool ocl_uncarve(fx_owner_t *o, size_t i, unsigned at)
     unsigned k = (unsigned)(g.bytes / c->chunk_bytes);
     c->grant_used[i] &= ~(ocl_mask(k) << at);
     c->grant_starts[i] &= ~(1u << at);
+    c->used_chunks -= k;
     return true;
 }
 
@@ -313,6 +329,7 @@ static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c)
     oclaims_t *cs = o->claims;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     uint64_t want = fx_slot_size_for(c->value_len);
+    if (!fx_slot_pool_idle_grants(pool)) return false; /* issue 44 P2: nothing idle, no scan */
     size_t best = SIZE_MAX;
     unsigned best_at = 0;
     bool best_retiring = false;
@@ -571,9 +588,19 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
         return;
     }
     *c = (owner_claim_t){NULL, value_len, deadline_ms, false, count, got, slots, cb, arg};
-    owner_claim_t **pp = &cs->claims;
-    while (*pp) pp = &(*pp)->next;
-    *pp = c;
+    /* issue 44 P2: behind a queued claim of its size it cannot be served before that one
+     * (FIFO): queued without a pass over the queue (a batch of fetches queues one claim per
+     * key); what serves the earlier claim (a grant, eviction) serves it next */
+    uint64_t size = fx_slot_size_for(value_len);
+    bool behind = cs->claims_tail && fx_slot_size_for(cs->claims_tail->value_len) == size; /* a batch: O(1) */
+    for (owner_claim_t *q = cs->claims; q && !behind; q = q->next) behind = fx_slot_size_for(q->value_len) == size;
+    if (cs->claims_tail) cs->claims_tail->next = c;
+    else cs->claims = c;
+    cs->claims_tail = c;
+    if (behind) {
+        if (!cs->grant_inflight && !ocl_can_grow(o)) cs->policy.kick(o);
+        return;
+    }
     ocl_serve(o, cs->grant_inflight || ocl_can_grow(o)); /* carving first, then a grant or eviction */
 }
 
@@ -673,6 +700,7 @@ FX_INTERNAL void fx_oclaims_fini(fx_owner_t *o)
         cs->claims = c->next;
         fx_free(c);
     }
+    cs->claims_tail = NULL;
     fx_free(cs->grant_ids);
     fx_free(cs->grant_offsets);
     fx_free(cs->grant_idle_ms);
