@@ -1,7 +1,7 @@
 /* bench_internal.c — benchmarks of internal modules (built by `make bench`, linked with
  * the separately compiled objects): offset allocator alloc+free ops/s, hash map ops/s
  * (string keys; u64 keys next to fx_hmap), the owner's claims and eviction per request at
- * 10 k, 100 k and 1 M resident values ("evict"; EVICT_BENCH_MAX caps n),
+ * 10 k, 100 k and 1 M resident values ("evict"; EVICT_BENCH_MIN/_MAX bound n),
  * and owner-to-owner UCX transfers of 64 x 4.5 MiB over tcp and shared memory next to
  * ucx_perftest for the same transport and size. Figures, not pass/fail. */
 #include <stdio.h>
@@ -21,8 +21,9 @@ int main(int argc, char **argv)
     if (!strcmp(only, "all") || !strcmp(only, "u64map")) rc |= fx_u64map_bench(stdout, 1000000);
     if (!strcmp(only, "evict")) { /* issue 44: claims and eviction per request at 10 k .. 1 M values */
         const char *max_s = getenv("EVICT_BENCH_MAX");
-        uint64_t max = max_s ? strtoull(max_s, NULL, 10) : 1000000;
-        for (uint64_t n = 10000; n <= max; n *= 10) rc |= fx_evict_bench(stdout, n, 200);
+        const char *min_s = getenv("EVICT_BENCH_MIN");
+        uint64_t max = max_s ? strtoull(max_s, NULL, 10) : 1000000, min = min_s ? strtoull(min_s, NULL, 10) : 10000;
+        for (uint64_t n = FX_MAX(min, 10000u); n <= max; n *= 10) rc |= fx_evict_bench(stdout, n, 200);
     }
     if (!strcmp(only, "all") || !strcmp(only, "ucx")) {
         rc |= fx_ucx_bench(stdout, "tcp", 64, 4718592, 5);
