@@ -70,7 +70,7 @@ typedef struct oev {
     uint32_t backoff_ms;
     uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
         resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
-        not_admitted, wb_waits, evict_copied;
+        not_admitted, wb_waits, evict_copied, rounds, walked;
     uint64_t tick_at_ms;     /* when the armed tick_timer fires */
     struct oev_drain_cur *dc; /* issue 44 P4: where the drain of each retiring sub-grant is */
     size_t ndc, capdc;
@@ -749,6 +749,7 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
         if (more && ahead && deferred_bytes >= ahead) break; /* the window holds no more copies */
         fx_evp_node_t *n = fx_evp_victim(&kv->hot);
         if (!n) break;
+        kv->walked++;
         owner_entry_t *en = oev_entry_of(n);
         oev_group_t *g = en->group;
         bool first = !(g && g->round == rd->round);
@@ -859,6 +860,7 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
     oev_t *kv = o->ev;
     uint64_t limits[OEV_MAX_CLASSES];
     for (size_t k = 0; k < nc; k++) limits[k] = fx_oclaims_carve_bytes(o, sizes[k]);
+    kv->rounds++;
     oev_round_t rd = {.round = ++kv->round, .sizes = sizes, .needs = needs, .nc = nc, .excess = excess,
                       .limits = limits, .coldest_other = UINT64_MAX};
     oev_walk(o, &rd);
@@ -937,6 +939,8 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->evict_resends = kv->resends;
     m->grants_retired = kv->grants_retired;
     m->claims_no_space_fast = kv->no_space_fast;
+    m->evict_rounds = kv->rounds;
+    m->evict_walked = kv->walked;
     m->eviction_policy_lru = kv->hot.kind == FX_EVICT_LRU;
     m->eviction_policy_s3fifo = kv->hot.kind == FX_EVICT_S3FIFO;
     m->eviction_policy_slru = kv->hot.kind == FX_EVICT_SLRU;

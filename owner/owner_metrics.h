@@ -146,6 +146,8 @@
     X(evict_resends, COUNTER, "owner_evict_resends_total", "", "EVICT resent after an uncertain outcome")      \
     X(grants_retired, COUNTER, "owner_grants_retired_total", "", "Grants emptied by eviction for another slot size") \
     X(claims_no_space_fast, COUNTER, "owner_claims_no_space_fast_total", "", "Claims refused at once: everything held") \
+    X(evict_rounds, COUNTER, "owner_evict_rounds_total", "", "Eviction rounds run (issue 44)") \
+    X(evict_walked, COUNTER, "owner_evict_walked_total", "", "Values eviction rounds looked at in the policy's order (issue 44: bounded per round)") \
     X(eviction_policy_lru, BOOL, "owner_eviction_policy", "policy=\"lru\"", "1 for the hot tier's eviction_policy") \
     X(eviction_policy_s3fifo, BOOL, "owner_eviction_policy", "policy=\"s3fifo\"", "")                             \
     X(eviction_policy_slru, BOOL, "owner_eviction_policy", "policy=\"slru\"", "")                                 \

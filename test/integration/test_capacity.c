@@ -423,6 +423,10 @@ static void cap_cold_batch_fill(const char *extra)
     cr_log_info("R2: %d of the last 100 1 MiB values present, %d of %d 64 KiB values left, hot tier %.1f %% "
                 "full, %lld retired, %lld re-carved", present, small_left, FILL, 100.0 * hot / cap,
                 kf_stat(c, "grants_retired"), kf_stat(c, "grants_recarved"));
+    long long rounds = kf_stat(c, "evict_rounds"), walked = kf_stat(c, "evict_walked");
+    cr_log_info("R2/P4: %lld eviction rounds looked at %lld values (%.1f a round)", rounds, walked,
+                rounds ? (double)walked / rounds : 0.0);
+    cr_assert_leq(walked, 64 * rounds + 64, "P4: a round looks at a bounded number of values, not the hot tier");
     cr_assert_geq(present, 80, "the newest 1 MiB values stay (%d of 100)", present);
     cr_assert_geq(hot, cap * 8 / 10, "the hot tier stays full (%lld of %lld bytes)", hot, cap);
     for (int i = BIG - 5; i < BIG; i++) {
