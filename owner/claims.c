@@ -49,6 +49,7 @@ typedef struct oclaims {
     size_t n_ret, cap_ret;
     bool return_inflight;
     uint64_t grants_received, claim_waits, claim_timeouts, grants_returned, grants_recarved, claim_no_space;
+    uint64_t claim_scans; /* walks over the grants for free chunks or an idle sub-grant (issue 44 P2) */
 } oclaims_t;
 
 #define OCL_CHUNKS 16u  /* at most this many chunks per master grant */
@@ -270,6 +271,7 @@ static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need)
         k = (unsigned)FX_MIN((uint64_t)k, fit);
     }
     if (c->used_chunks + k > (uint64_t)c->n_grants * c->chunks) return false; /* not that many free: O(1) */
+    c->claim_scans++;
     uint32_t m = ocl_mask(k);
     bool pow2 = (k & (k - 1)) == 0; /* aligned: power-of-two runs never straddle each other */
     for (int pass = 0; pass < 2; pass++)
@@ -330,6 +332,7 @@ static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c)
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     uint64_t want = fx_slot_size_for(c->value_len);
     if (!fx_slot_pool_idle_grants(pool)) return false; /* issue 44 P2: nothing idle, no scan */
+    cs->claim_scans++;
     size_t best = SIZE_MAX;
     unsigned best_at = 0;
     bool best_retiring = false;
@@ -598,7 +601,11 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
     else cs->claims = c;
     cs->claims_tail = c;
     if (behind) {
-        if (!cs->grant_inflight && !ocl_can_grow(o)) cs->policy.kick(o);
+        if (!cs->grant_inflight && !ocl_can_grow(o)) { /* at capacity: it waits for eviction */
+            c->waited = true;
+            cs->claim_waits++;
+            cs->policy.kick(o);
+        }
         return;
     }
     ocl_serve(o, cs->grant_inflight || ocl_can_grow(o)); /* carving first, then a grant or eviction */
@@ -724,6 +731,7 @@ FX_INTERNAL void fx_oclaims_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->grants_recarved = c->grants_recarved;
     m->grants_returning = c->n_ret;
     m->claim_no_space = c->claim_no_space;
+    m->claim_scans = c->claim_scans;
     m->master_grants = c->n_grants;
     m->grant_chunks = c->chunks;
 }

@@ -477,3 +477,42 @@ Test(capacity, random_lengths_keep_the_hot_tier_full, .timeout = 240)
     fluxon_client_close(c);
     free(cap_buf);
 }
+
+/* Issue 44 P2: a get batch of 64 keys held by another owner, on an owner whose pool has no
+ * free slot (its grants all taken by its own values), queues one claim per key; each queued claim used to re-serve every queued claim,
+ * each scanning every grant for free chunks and an idle sub-grant (O(Q^2 G)). Now a claim
+ * behind one of its size is only appended, and a scan runs only when chunks or an idle
+ * sub-grant exist: the walks over the grants stay O(batch). */
+Test(capacity, a_fetch_batch_on_a_full_pool_scans_the_grants_a_bounded_number_of_times)
+{
+    const char *extra[] = {",\"hot_capacity_ratio\":1", NULL};
+    kf_up_ex(2, NULL, extra);
+    cap_setup(64 << 10);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    char k[32];
+    enum { FAR = 64 };
+    static char far[FAR][32];
+    const char *fk[FAR];
+    for (int i = 0; i < FAR; i++) {
+        snprintf(far[i], sizeof far[i], "far-%d", i);
+        fk[i] = far[i];
+        cr_assert_eq(put_len(b, far[i], 64 << 10), FLUXON_OK);
+    }
+    for (int i = 0; i < 1200; i++) { /* A's pool full of its own values */
+        snprintf(k, sizeof k, "near-%d", i);
+        cr_assert_eq(put_len(a, k, 64 << 10), FLUXON_OK, "near put %d", i);
+    }
+    long long scans0 = kf_stat(a, "claim_scans"), waits0 = kf_stat(a, "claim_waits");
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    cr_assert_eq(fluxon_get_start(a, fk, FAR, 1, NULL, 0, &h, &r), FLUXON_OK);
+    long long scans = kf_stat(a, "claim_scans") - scans0, waits = kf_stat(a, "claim_waits") - waits0;
+    cr_log_info("P2: %d fetched keys (%llu transferable), %lld claims waited, %lld grant scans", FAR,
+                (unsigned long long)r.transferable_len, waits, scans);
+    cr_assert_leq(scans, 4 * FAR, "grant scans stay O(batch): %lld", scans);
+    cr_assert_gt(r.transferable_len, 0);
+    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+    free(cap_buf);
+}
