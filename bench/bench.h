@@ -34,4 +34,11 @@ FX_INTERNAL int fx_offset_alloc_bench(FILE *out, uint64_t ops);
 FX_INTERNAL int fx_ucx_bench(FILE *out, const char *tls, size_t n_ranges, size_t range_len,
                              int iters);
 
+/* Benchmark (evict_bench.c, issue 44): an embedded master and one owner whose hot tier
+ * holds n values of 4 KiB, filled by batch puts of 64, then `rounds` put batches of 64 that
+ * each evict 64 values of the same size and `rounds` of another size (grants retired and
+ * re-carved); prints the fill time and each phase's p50/p90 batch wall time. Returns
+ * FLUXON_OK, or the first failure (printed). */
+FX_INTERNAL int fx_evict_bench(FILE *out, uint64_t n, uint64_t rounds);
+
 #endif

@@ -116,8 +116,10 @@ static void sp_set_state(fx_slot_pool_t *pool, sp_slot_t *s, int to)
     int from = s->state;
     sp_grant_t *g = s->grant;
     FX_ASSERT(sp_legal(from, to) && g->n[from] > 0 && pool->n[from] > 0);
+    if (from == FX_SLOT_FREE && g->n[FX_SLOT_FREE] == g->nslots) pool->idle_grants--; /* no longer idle */
     g->n[from]--, g->n[to]++;
     pool->n[from]--, pool->n[to]++;
+    if (to == FX_SLOT_FREE && g->n[FX_SLOT_FREE] == g->nslots) pool->idle_grants++; /* every slot free */
     if (from == FX_SLOT_FREE) pool->used_bytes += g->slot_size;
     if (to == FX_SLOT_FREE) pool->used_bytes -= g->slot_size;
     s->state = (uint8_t)to;
@@ -250,6 +252,14 @@ static sp_class_t *sp_class_find(const fx_slot_pool_t *pool, uint64_t slot_size)
     return NULL;
 }
 
+FX_INTERNAL uint64_t fx_slot_pool_idle_grants(const fx_slot_pool_t *pool) { return pool ? pool->idle_grants : 0; }
+
+FX_INTERNAL uint64_t fx_slot_pool_class_grants(const fx_slot_pool_t *pool, uint64_t slot_size)
+{
+    const sp_class_t *c = pool ? sp_class_find(pool, slot_size) : NULL;
+    return c ? c->grants : 0;
+}
+
 static int sp_class_get_or_add(fx_slot_pool_t *pool, uint64_t slot_size, sp_class_t **c_p)
 {
     if ((*c_p = sp_class_find(pool, slot_size))) return FLUXON_OK;
@@ -308,6 +318,7 @@ FX_INTERNAL int fx_slot_pool_add_grant_sized(fx_slot_pool_t *pool, uint64_t gran
     SP_APPEND(pool->grant_head, pool->grant_tail, g, prev, next);
     pool->n[FX_SLOT_FREE] += nslots;
     pool->ngrants++;
+    pool->idle_grants++;
     pool->granted_bytes += gb;
     pool->nslots += nslots;
     pool->slot_bytes += nslots * slot_size;
@@ -337,11 +348,21 @@ FX_INTERNAL int fx_slot_pool_remove_grant(fx_slot_pool_t *pool, uint64_t grant_i
     }
     pool->n[FX_SLOT_FREE] -= g->nslots;
     pool->ngrants--;
+    pool->idle_grants--;
     pool->granted_bytes -= g->bytes;
     pool->nslots -= g->nslots;
     pool->slot_bytes -= g->nslots * g->slot_size;
     pool->grants_removed++;
-    g->cls->grants--;
+    sp_class_t *cls = g->cls;
+    cls->grants--;
+    if (!cls->grants && !cls->nwait && !cls->nfree) { /* a size no longer in use: forgotten (issue 44) */
+        size_t i = 0;
+        while (i < pool->nclasses && pool->classes[i] != cls) i++;
+        if (i < pool->nclasses) {
+            pool->classes[i] = pool->classes[--pool->nclasses];
+            fx_free(cls);
+        }
+    }
     fx_u64map_del(&pool->grants_by_id, grant_id, NULL);
     SP_UNLINK(pool->grant_head, pool->grant_tail, g, prev, next);
     fx_free(g->slots);

@@ -229,6 +229,11 @@ FX_INTERNAL int fx_slot_pool_inspect(const fx_slot_pool_t *pool, const fx_slot_r
 
 /* ---- observability --------------------------------------------------------------- */
 
+/* Grants whose every slot is FREE (retiring ones included). O(1). */
+FX_INTERNAL uint64_t fx_slot_pool_idle_grants(const fx_slot_pool_t *pool);
+/* Grants installed for slot_size (0: none, or an unknown size). O(classes). */
+FX_INTERNAL uint64_t fx_slot_pool_class_grants(const fx_slot_pool_t *pool, uint64_t slot_size);
+
 FX_INTERNAL void fx_slot_pool_stats(const fx_slot_pool_t *pool, fx_slot_pool_stats_t *st);
 
 /* Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND; FLUXON_ERR_INVALID_ARGUMENT. */

@@ -62,6 +62,7 @@ struct fx_slot_pool {
     uint64_t n[FX_SLOT_NSTATES];
     uint64_t granted_bytes;            /* sum of the grants' bytes */
     uint64_t retiring, retiring_free; /* retiring grants; their FREE slots (off the lists) */
+    uint64_t idle_grants; /* grants whose every slot is FREE (O(1) for fx_slot_pool_idle_grants) */
     uint64_t ngrants, nslots, slot_bytes, used_bytes, holder_refs, draining, nwaiters;
     uint64_t next_use_seq, next_wait_id, last_now_ms, check_epoch;
     uint64_t claims, frees, claim_no_space, waits_queued, waits_served, waits_timed_out,

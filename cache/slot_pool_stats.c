@@ -127,7 +127,7 @@ FX_INTERNAL int fx_slot_pool_check(fx_slot_pool_t *pool)
     uint64_t epoch = ++pool->check_epoch;
     uint64_t tot[FX_SLOT_NSTATES] = {0}, ngrants = 0, nslots = 0, slot_bytes = 0, used = 0;
     uint64_t holders = 0, draining = 0, on_lists = 0, nwait = 0, gw = 0, dl = 0, last = 0;
-    uint64_t retiring = 0, retiring_free = 0;
+    uint64_t retiring = 0, retiring_free = 0, idle = 0;
     for (size_t i = 0; i < pool->nclasses; i++) {
         sp_class_t *c = pool->classes[i];
         uint64_t n = 0, w = 0;
@@ -168,6 +168,7 @@ FX_INTERNAL int fx_slot_pool_check(fx_slot_pool_t *pool)
             SP_CHECK(s->state >= FX_SLOT_PENDING || s->holder_refs == 0,
                      "slot %" PRIu64 " pinned while unreadable", i);
         }
+        idle += n[FX_SLOT_FREE] == g->nslots;
         for (int k = 0; k < FX_SLOT_NSTATES; k++) {
             SP_CHECK(n[k] == g->n[k], "grant %" PRIu64 " state %d: %" PRIu64 " != %" PRIu64,
                      g->id, k, n[k], g->n[k]);
@@ -185,6 +186,7 @@ FX_INTERNAL int fx_slot_pool_check(fx_slot_pool_t *pool)
              "retiring grants %" PRIu64 " free %" PRIu64, retiring, retiring_free);
     SP_CHECK(on_lists + retiring_free == pool->n[FX_SLOT_FREE], "free lists hold %" PRIu64, on_lists);
     SP_CHECK(ngrants == pool->ngrants && ngrants == pool->grants_by_id.count, "grant count");
+    SP_CHECK(idle == pool->idle_grants, "idle grants: %" PRIu64 " != %" PRIu64, idle, pool->idle_grants);
     SP_CHECK(nslots == pool->nslots && slot_bytes == pool->slot_bytes, "slot totals");
     SP_CHECK(used == pool->used_bytes && holders == pool->holder_refs &&
              draining == pool->draining, "used %" PRIu64 " holders %" PRIu64

@@ -33,7 +33,7 @@ enum {
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
-    CFG_K_DEAD_GRACE
+    CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */
 };
 
 struct cfg_field {
@@ -70,7 +70,10 @@ static const struct cfg_field cfg_top_fields[] = {
     {"writeback_admission", CFG_O}, /* issue 38 */
     {"writeback_max_stall_ms", CFG_O},
     {"dead_owner_grace_ms", CFG_M}, /* L1 */
+    {"client_limits", CFG_O}, /* issue 44 C3 */
 };
+static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
+                                                            {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
 static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"fault", CFG_O},
                                                    {"fault_ms", CFG_O},      {"fault_count", CFG_O},
                                                    {"fail_transfers", CFG_O},
@@ -380,6 +383,34 @@ static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *c
     return 0;
 }
 
+/* "client_limits" (owner, issue 44 C3): what one external client may hold at once. */
+static int cfg_parse_client_limits(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
+{
+    int rc = cfg_want_object(c, "client_limits", obj);
+    if (rc) return rc;
+    uint64_t seen = 0;
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int k = cfg_match(c, it, "client_limits.", cfg_client_limits_fields,
+                          (int)FX_ARRAY_LEN(cfg_client_limits_fields), &seen);
+        if (k < 0) return FLUXON_ERR_CONFIG;
+        int64_t x = 0;
+        switch (k) {
+        case 0: rc = cfg_get_size(c, "client_limits.max_pinned_bytes", it, &cfg->client_max_pinned_bytes); break;
+        case 1:
+            rc = cfg_get_int(c, "client_limits.max_handles", it, 1, UINT32_MAX, &x);
+            if (!rc) cfg->client_max_handles = (uint32_t)x;
+            break;
+        case 2:
+            rc = cfg_get_int(c, "client_limits.max_plans", it, 1, UINT32_MAX, &x);
+            if (!rc) cfg->client_max_plans = (uint32_t)x;
+            break;
+        default: rc = cfg_get_ms(c, "client_limits.pin_expire_ms", it, &cfg->client_pin_expire_ms); break;
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 /* "test": fault injection, documented in the README; off unless fault_message is set. */
 static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
@@ -570,6 +601,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         cfg->numa_node = (int)x;
         return 0;
     case CFG_K_RESERVE: return cfg_parse_reserve(c, v, cfg);
+    case CFG_K_CLIENT_LIMITS: return cfg_parse_client_limits(c, v, cfg);
     case CFG_K_HOT_RATIO:
         if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not a number");
         if (!(v->valuedouble > 0 && v->valuedouble <= 1))

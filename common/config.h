@@ -97,6 +97,13 @@ typedef struct fx_config {
                                            * for the copy of a value it would evict; 0: never (the
                                            * value goes without its copy: a later miss, not a stall) */
     uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */
+    /* "client_limits" (owner, issue 44 C3): what ONE external client may hold at once */
+    uint64_t client_max_pinned_bytes;     /* ".max_pinned_bytes": slot bytes its pins (get handles and
+                                           * read plans) hold [0 = three quarters of the hot tier] */
+    uint32_t client_max_handles;          /* ".max_handles": get handles not yet consumed [4096] */
+    uint32_t client_max_plans;            /* ".max_plans": put plans not yet committed [1024] */
+    uint32_t client_pin_expire_ms;        /* ".pin_expire_ms": a client whose oldest pin is older is
+                                           * disconnected, every plan, handle and pin revoked [600000] */
     /* "test": fault injection for tests (owner only, off by default) */
     char fault_message[32];               /* "test.fault_message": master reply type, "" = off */
     int fault_kind;                       /* "test.fault": FX_FAULT_DELAY/_DROP/_DUPLICATE */

@@ -33,6 +33,9 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->grant_bytes = 512ull << 20;
         cfg->hot_capacity_ratio = 0.95;
         cfg->handle_ttl_ms = 30000;
+        cfg->client_max_handles = 4096; /* issue 44 C3 */
+        cfg->client_max_plans = 1024;
+        cfg->client_pin_expire_ms = 600000;
         cfg->put_plan_ttl_ms = 20000; /* below the client's default timeout_ms (30000) */
         cfg->heartbeat_interval_ms = 1000;
         cfg->claim_timeout_ms = 30000;

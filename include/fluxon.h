@@ -371,6 +371,8 @@ int fluxon_put(fluxon_client *c, const char *key, const void *value, uint64_t va
  * whatever deletes or replaces the key meanwhile. *holder_p is owned by the caller.
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_NOT_FOUND (no value);
  * FLUXON_ERR_NO_SPACE (a value exists but this owner has no room for the copy);
+ * FLUXON_ERR_BUSY (this client already pins its share of the owner's hot tier, the
+ * owner's client_limits.max_pinned_bytes: release holders or plans first);
  * FLUXON_ERR_UNAVAILABLE (no master, or the transfer failed); FLUXON_ERR_TIMEOUT;
  * FLUXON_ERR_NOMEM; FLUXON_ERR_INTERNAL. Thread-safe. */
 int fluxon_get(fluxon_client *c, const char *key, fluxon_holder **holder_p);
@@ -461,7 +463,9 @@ typedef struct fluxon_future fluxon_future;
  * read key_status; when all were rejected *plan_p is still a plan, of zeros, to abort);
  * FLUXON_ERR_INVALID_ARGUMENT (NULL pointers, n_keys 0, a bad key, value_len 0 or too
  * large, groups not > 0 or not summing to n_keys, mask length or non-uniform mask);
- * FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
+ * FLUXON_ERR_BUSY (this client holds client_limits.max_plans put plans of this owner
+ * not yet committed or aborted, 1024 by default: nothing reserved; the owner logs the
+ * limit); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_local_fast_put_start(fluxon_client *c, const char *const *keys, size_t n_keys,
                                 uint64_t value_len, const fluxon_put_options *opts,
                                 fluxon_plan **plan_p, int *key_status);
@@ -523,7 +527,10 @@ typedef struct fluxon_get_start_result {
     int      miss_status;            /* why key first_miss_index missed: FLUXON_ERR_NOT_FOUND
                                         (no value), _NO_SPACE (no room here for the copy),
                                         _UNAVAILABLE / _TIMEOUT (no master, or the copy's
-                                        transfer failed), _NOMEM, _INTERNAL; 0 when all hit */
+                                        transfer failed), _BUSY (this client pins its
+                                        share, client_limits.max_pinned_bytes, of the
+                                        owner: release some), _NOMEM, _INTERNAL; 0 when
+                                        all hit */
 } fluxon_get_start_result;
 typedef struct fluxon_get_handle fluxon_get_handle;
 
@@ -543,10 +550,15 @@ typedef struct fluxon_get_handle fluxon_get_handle;
  *                     owner never expires a handle itself, so a read plan returned by
  *                     fluxon_get_transfer holds its pins until fluxon_release_views, however
  *                     late the owner reads the consume (only the client's close or death
- *                     releases them earlier).
+ *                     releases them earlier — or the owner's client_limits.pin_expire_ms,
+ *                     600000 by default: a client holding a pin longer is disconnected by
+ *                     the owner, every plan, handle and pin of it revoked, and its calls
+ *                     then fail as with an owner that went away).
  *  result             receives the prefix figures.
  * Returns FLUXON_OK (also when nothing hit); FLUXON_ERR_INVALID_ARGUMENT;
- * FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_STALE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
+ * FLUXON_ERR_BUSY (this client holds client_limits.max_handles get handles of the owner
+ * not yet consumed, 4096 by default: nothing pinned); FLUXON_ERR_UNAVAILABLE;
+ * FLUXON_ERR_STALE; FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_get_start(fluxon_client *c, const char *const *keys, size_t n_keys,
                      int prefix_best_effort, const uint32_t *atomic_group_lens,
                      size_t n_atomic_groups, fluxon_get_handle **handle_p,

@@ -1,10 +1,10 @@
 /* claims.c — slot claims and grants: claims are served FIFO from the pool.
  *
  * Grants and their carving (issue 15): a master grant is cut into up to 16 equal chunks;
- * a size class gets a sub-grant of k contiguous chunks (k: the fewest whose sub-grants
- * hold within 1/32 as many slots as the whole grant would, exactly as many for the
- * expected value size; whole grants for large values), added to the slot pool as a grant
- * of its own. When the pool
+ * a size class gets a sub-grant of k contiguous chunks (k: the fewest whose tail wastes at
+ * most 1/8 of it, issue 44; for the expected value size the fewest power of two whose
+ * sub-grants hold exactly as many slots as the whole grant would), added to the slot pool
+ * as a grant of its own. When the pool
  * has no free slot of a claim's size: a sub-grant is carved from free chunks; else an idle
  * sub-grant of a size no queued claim wants is taken apart and its chunks carved again;
  * else a GRANT is requested from the master (one in flight); at capacity the claim waits
@@ -30,7 +30,7 @@ typedef struct owner_claim {
 } owner_claim_t;
 
 typedef struct oclaims {
-    owner_claim_t *claims;
+    owner_claim_t *claims, *claims_tail; /* FIFO */
     fx_oclaims_policy_t policy;
     uint64_t max_grants;
     fx_owner_t *owner;
@@ -40,6 +40,7 @@ typedef struct oclaims {
     uint32_t *grant_used, *grant_starts; /* per master grant: chunks carved, chunks a sub-grant starts at */
     size_t n_grants, cap_grants;
     unsigned chunks;      /* per master grant (1..OCL_CHUNKS) */
+    uint64_t used_chunks; /* carved chunks over every master grant (issue 44 P2: O(1) "none free") */
     uint64_t chunk_bytes; /* grant_bytes / chunks */
     uint64_t *sub_buf;    /* fx_oclaims_pool_grants / _sub_grants answers */
     size_t sub_cap;
@@ -48,6 +49,7 @@ typedef struct oclaims {
     size_t n_ret, cap_ret;
     bool return_inflight;
     uint64_t grants_received, claim_waits, claim_timeouts, grants_returned, grants_recarved, claim_no_space;
+    uint64_t claim_scans; /* walks over the grants for free chunks or an idle sub-grant (issue 44 P2) */
 } oclaims_t;
 
 #define OCL_CHUNKS 16u  /* at most this many chunks per master grant */
@@ -107,7 +109,7 @@ static bool ocl_can_grow(fx_owner_t *o)
 
 static void ocl_grant_request(fx_owner_t *o);
 static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c);
-static bool ocl_carve(fx_owner_t *o, uint64_t slot_size);
+static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need);
 static void ocl_idle_arm(fx_owner_t *o);
 
 /* Serves queued claims from free slots, in order. What is left: the pool grows when it
@@ -117,17 +119,27 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
 {
     oclaims_t *cs = o->claims;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
-    owner_claim_t **pp = &cs->claims;
+    owner_claim_t **pp = &cs->claims, *last = NULL;
     owner_claim_t *done = NULL, **done_tail = &done;
     uint64_t now = fx_now_ms();
+    /* issue 44 P2: a size that found no free slot, no chunks and no idle sub-grant stays
+     * stuck for the rest of the pass: its later claims only try the free list (O(1)), so a
+     * pass costs O(claims + sizes x grants), not O(claims x grants) */
+    uint64_t stuck[16];
+    size_t nstuck = 0;
     while (*pp) {
         owner_claim_t *c = *pp;
         uint64_t size = fx_slot_size_for(c->value_len);
+        bool is_stuck = false;
+        for (size_t k = 0; k < nstuck && !is_stuck; k++) is_stuck = stuck[k] == size;
         for (;;) { /* free slots; a sub-grant carved from free chunks; an idle one taken apart */
             while (c->got < c->count && fx_slot_pool_claim(pool, c->value_len, &c->slots[c->got]) == FLUXON_OK)
                 c->got++;
-            if (c->got == c->count || cs->closing || !size || size > o->cfg.grant_bytes) break;
-            if (!ocl_carve(o, size) && !ocl_free_idle_one(o, c)) break;
+            if (c->got == c->count || cs->closing || !size || size > o->cfg.grant_bytes || is_stuck) break;
+            if (!ocl_carve(o, size, c->count - c->got) && !ocl_free_idle_one(o, c)) {
+                if (nstuck < FX_ARRAY_LEN(stuck)) stuck[nstuck++] = size;
+                break;
+            }
         }
         bool finished = c->got == c->count;
         if (!finished && !cs->closing && now >= c->deadline_ms) {
@@ -150,9 +162,11 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
             *done_tail = c;
             done_tail = &c->next;
         } else {
+            last = c;
             pp = &c->next;
         }
     }
+    cs->claims_tail = last;
     if (cs->claims && can_grow) ocl_grant_request(o);
     else if (cs->claims) cs->policy.kick(o); /* capacity reached: free slots by eviction */
     while (done) { /* callbacks last: they may claim again */
@@ -211,33 +225,59 @@ static uint64_t ocl_sub_id(const oclaims_t *c, size_t i, unsigned chunk)
     return c->grant_ids[i] << OCL_SUB_SHIFT | chunk;
 }
 
-/* Chunks of a sub-grant for slot_size: the fewest k (a power of two) whose chunks/k
- * sub-grants hold nearly as many slots as one whole grant (at most 1/32 fewer: tails; none
- * fewer for the expected value size, whose grant count is a hard cap, S5). */
+/* Chunks of a sub-grant for slot_size. The expected value size: the fewest k (a power of
+ * two) whose chunks/k sub-grants hold as many slots as one whole grant (its grant count is
+ * a hard cap, S5). Any other size (issue 44 R2): the fewest k whose tail wastes at most 1/8
+ * of the sub-grant, so that a size of its own (values of random lengths) takes little more
+ * than its bytes, not a whole grant for a few slots. */
 static unsigned ocl_chunks_for(const fx_owner_t *o, const oclaims_t *c, uint64_t grant_bytes, uint64_t slot_size)
 {
     uint64_t whole = grant_bytes / slot_size;
-    bool exact = o->cfg.has_expected && slot_size == fx_slot_size_for(o->cfg.expected_value_len);
-    for (unsigned k = 1; k < c->chunks; k *= 2) {
-        uint64_t b = k * c->chunk_bytes, total = b / slot_size * (c->chunks / k);
-        if (b >= slot_size && (exact ? total >= whole : total * 32 >= whole * 31)) return k;
+    if (o->cfg.has_expected && slot_size == fx_slot_size_for(o->cfg.expected_value_len)) {
+        for (unsigned k = 1; k < c->chunks; k *= 2) {
+            uint64_t b = k * c->chunk_bytes, total = b / slot_size * (c->chunks / k);
+            if (b >= slot_size && total >= whole) return k;
+        }
+        return c->chunks;
+    }
+    for (unsigned k = 1; k < c->chunks; k++) {
+        uint64_t b = k * c->chunk_bytes;
+        if (b >= slot_size && b % slot_size * 8 <= b) return k;
     }
     return c->chunks;
+}
+
+FX_INTERNAL uint64_t fx_oclaims_carve_bytes(fx_owner_t *o, uint64_t slot_size)
+{
+    oclaims_t *c = o->claims;
+    if (!slot_size || slot_size > o->cfg.grant_bytes) return o->cfg.grant_bytes;
+    return ocl_chunks_for(o, c, o->cfg.grant_bytes, slot_size) * c->chunk_bytes;
 }
 
 static uint32_t ocl_mask(unsigned k) { return k >= 32 ? UINT32_MAX : (1u << k) - 1; }
 
 /* A sub-grant of slot_size from free chunks (master grants already cut first, so that
- * empty ones stay whole). Returns whether one was added. */
-static bool ocl_carve(fx_owner_t *o, uint64_t slot_size)
+ * empty ones stay whole). A size no grant serves yet gets no more chunks than hold the
+ * need slots its claim waits for (issue 44 R2: a value length of its own, as with random
+ * lengths, would leave the other slots of a larger sub-grant free for good); a size in use
+ * (it repeats) gets ocl_chunks_for's. need 0: ocl_chunks_for's. Returns whether one was added. */
+static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need)
 {
     oclaims_t *c = o->claims;
     unsigned k = ocl_chunks_for(o, c, o->cfg.grant_bytes, slot_size);
+    if (need && !fx_slot_pool_class_grants(fx_ostore_pool(o), slot_size)) {
+        uint64_t fit = (need * slot_size + c->chunk_bytes - 1) / c->chunk_bytes; /* chunks holding need slots */
+        while (fit < k && fit * c->chunk_bytes / slot_size < need) fit++;
+        k = (unsigned)FX_MIN((uint64_t)k, fit);
+    }
+    if (c->used_chunks + k > (uint64_t)c->n_grants * c->chunks) return false; /* not that many free: O(1) */
+    c->claim_scans++;
     uint32_t m = ocl_mask(k);
+    bool pow2 = (k & (k - 1)) == 0; /* aligned: power-of-two runs never straddle each other */
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < c->n_grants; i++) {
             if ((c->grant_used[i] != 0) != (pass == 0)) continue;
-            for (unsigned at = 0; at + k <= c->chunks; at += k) {
+            for (unsigned at = 0; at + k <= c->chunks; at += pow2 ? k : 1) { /* first fit */
                 if (c->grant_used[i] & (m << at)) continue;
                 int rc = fx_slot_pool_add_grant_sized(fx_ostore_pool(o), ocl_sub_id(c, i, at),
                                                       c->grant_offsets[i] + at * c->chunk_bytes, k * c->chunk_bytes,
@@ -250,6 +290,7 @@ static bool ocl_carve(fx_owner_t *o, uint64_t slot_size)
                 }
                 c->grant_used[i] |= m << at;
                 c->grant_starts[i] |= 1u << at;
+                c->used_chunks += k;
                 c->grant_idle_ms[i] = 0;
                 return true;
             }
@@ -269,6 +310,7 @@ static bool ocl_uncarve(fx_owner_t *o, size_t i, unsigned at)
     unsigned k = (unsigned)(g.bytes / c->chunk_bytes);
     c->grant_used[i] &= ~(ocl_mask(k) << at);
     c->grant_starts[i] &= ~(1u << at);
+    c->used_chunks -= k;
     return true;
 }
 
@@ -289,6 +331,8 @@ static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c)
     oclaims_t *cs = o->claims;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     uint64_t want = fx_slot_size_for(c->value_len);
+    if (!fx_slot_pool_idle_grants(pool)) return false; /* issue 44 P2: nothing idle, no scan */
+    cs->claim_scans++;
     size_t best = SIZE_MAX;
     unsigned best_at = 0;
     bool best_retiring = false;
@@ -333,7 +377,7 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
                 continue;
             }
             /* prewarm: carved for the expected size now; otherwise on demand */
-            while (prewarm && ocl_carve(o, slot_size)) {}
+            while (prewarm && ocl_carve(o, slot_size, 0)) {}
             c->policy.grant_added(o, slot_size);
             c->grants_received++;
             grew = true;
@@ -547,9 +591,23 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
         return;
     }
     *c = (owner_claim_t){NULL, value_len, deadline_ms, false, count, got, slots, cb, arg};
-    owner_claim_t **pp = &cs->claims;
-    while (*pp) pp = &(*pp)->next;
-    *pp = c;
+    /* issue 44 P2: behind a queued claim of its size it cannot be served before that one
+     * (FIFO): queued without a pass over the queue (a batch of fetches queues one claim per
+     * key); what serves the earlier claim (a grant, eviction) serves it next */
+    uint64_t size = fx_slot_size_for(value_len);
+    bool behind = cs->claims_tail && fx_slot_size_for(cs->claims_tail->value_len) == size; /* a batch: O(1) */
+    for (owner_claim_t *q = cs->claims; q && !behind; q = q->next) behind = fx_slot_size_for(q->value_len) == size;
+    if (cs->claims_tail) cs->claims_tail->next = c;
+    else cs->claims = c;
+    cs->claims_tail = c;
+    if (behind) {
+        if (!cs->grant_inflight && !ocl_can_grow(o)) { /* at capacity: it waits for eviction */
+            c->waited = true;
+            cs->claim_waits++;
+            cs->policy.kick(o);
+        }
+        return;
+    }
     ocl_serve(o, cs->grant_inflight || ocl_can_grow(o)); /* carving first, then a grant or eviction */
 }
 
@@ -649,6 +707,7 @@ FX_INTERNAL void fx_oclaims_fini(fx_owner_t *o)
         cs->claims = c->next;
         fx_free(c);
     }
+    cs->claims_tail = NULL;
     fx_free(cs->grant_ids);
     fx_free(cs->grant_offsets);
     fx_free(cs->grant_idle_ms);
@@ -672,6 +731,7 @@ FX_INTERNAL void fx_oclaims_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->grants_recarved = c->grants_recarved;
     m->grants_returning = c->n_ret;
     m->claim_no_space = c->claim_no_space;
+    m->claim_scans = c->claim_scans;
     m->master_grants = c->n_grants;
     m->grant_chunks = c->chunks;
 }

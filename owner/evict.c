@@ -70,11 +70,22 @@ typedef struct oev {
     uint32_t backoff_ms;
     uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
         resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
-        not_admitted, wb_waits, evict_copied;
+        not_admitted, wb_waits, evict_copied, rounds, walked;
     uint64_t tick_at_ms;     /* when the armed tick_timer fires */
+    struct oev_drain_cur *dc; /* issue 44 P4: where the drain of each retiring sub-grant is */
+    size_t ndc, capdc;
     uint64_t stall_since_ms; /* writeback_max_stall_ms: claims first waited for a copy; 0: none wait */
     uint64_t no_space_log_ms;
 } oev_t;
+
+/* The drain of one retiring sub-grant (issue 44 P4): slots [0, next) were looked at. No
+ * claim takes a slot of a retiring sub-grant, so one sweep takes all; a sweep that met a
+ * pinned group or slots still being written starts over next round, and a restored value
+ * restarts every sweep. */
+typedef struct oev_drain_cur {
+    uint64_t id, next;
+    bool seen; /* still retiring this round */
+} oev_drain_cur_t;
 
 /* The atomic group a version was published in: its members while they live. */
 typedef struct oev_group {
@@ -204,6 +215,7 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 {
     if (o->ev) fx_free(o->ev->ghost);
     if (o->ev) fx_free(o->ev->seen.c);
+    if (o->ev) fx_free(o->ev->dc);
     fx_free(o->ev);
     o->ev = NULL;
 }
@@ -376,6 +388,7 @@ static void oev_restore(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     en->evicting = false;
+    for (size_t i = 0; i < kv->ndc; i++) kv->dc[i].next = 0; /* evictable again: drains look again */
     if (!fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
     fx_evp_insert_cold(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
     kv->restored++;
@@ -573,6 +586,14 @@ typedef struct oev_round {
     uint64_t *needs;
     size_t nc;
     uint64_t excess;
+    /* issue 44 R2: bytes of colder values of other sizes the walk passed over; a waiting
+     * size whose next victim comes after more than a sub-grant of them (limits[k]) is
+     * blocked: its own values are hotter, a grant of other sizes is retired instead */
+    uint64_t passed;
+    const uint64_t *limits;
+    uint32_t blocked; /* bit k: sizes[k] takes no more victims of its own this round */
+    uint64_t coldest_other; /* segment offset of the first value of another size passed over
+                             * (UINT64_MAX: none): its grant is the one to retire (P4) */
 } oev_round_t;
 
 /* The evictable members of en's group have a complete copy on a replica target (or no copy
@@ -677,15 +698,42 @@ static void oev_wait_copy(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
 static bool oev_demand(const oev_round_t *rd)
 {
     bool more = rd->excess > 0;
-    for (size_t k = 0; k < rd->nc && !more; k++) more = rd->needs[k] > 0;
+    for (size_t k = 0; k < rd->nc && !more; k++) more = rd->needs[k] > 0 && !(rd->blocked & (1u << k));
     return more;
 }
 
 static bool oev_useful(const oev_round_t *rd, const owner_entry_t *en)
 {
     bool useful = rd->excess > 0;
-    for (size_t k = 0; k < rd->nc && !useful; k++) useful = rd->needs[k] > 0 && rd->sizes[k] == en->slot.slot_size;
+    for (size_t k = 0; k < rd->nc && !useful; k++)
+        useful = rd->needs[k] > 0 && !(rd->blocked & (1u << k)) && rd->sizes[k] == en->slot.slot_size;
     return useful;
+}
+
+/* Issue 44 P4: the walk passed more values of other sizes than any waiting size accepts
+ * before its own: walking on finds nothing it may take (a size no value has yet would
+ * otherwise walk the whole hot tier, O(values) per round). */
+static bool oev_passed_all(const oev_round_t *rd)
+{
+    if (rd->excess || !rd->limits) return false;
+    for (size_t k = 0; k < rd->nc; k++)
+        if (rd->needs[k] && !(rd->blocked & (1u << k)) && rd->passed < rd->limits[k]) return false;
+    return true;
+}
+
+/* Issue 44 R2: en (useful to a waiting size only) comes after more colder values of other
+ * sizes than a sub-grant of its size holds: its size stops taking its own values this round
+ * (they are all hotter) and keeps its need, so that a grant of the colder sizes is retired
+ * and re-carved for it. Returns whether en's size is now blocked. */
+static bool oev_block(oev_round_t *rd, const owner_entry_t *en)
+{
+    if (rd->excess || !rd->limits) return false;
+    for (size_t k = 0; k < rd->nc; k++)
+        if (rd->sizes[k] == en->slot.slot_size && rd->needs[k] && rd->passed >= rd->limits[k]) {
+            rd->blocked |= 1u << k;
+            return true;
+        }
+    return false;
 }
 
 /* Victims in the policy's order, whole groups, until the demand is met. A victim that
@@ -710,6 +758,7 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
         if (more && ahead && deferred_bytes >= ahead) break; /* the window holds no more copies */
         fx_evp_node_t *n = fx_evp_victim(&kv->hot);
         if (!n) break;
+        kv->walked++;
         owner_entry_t *en = oev_entry_of(n);
         oev_group_t *g = en->group;
         bool first = !(g && g->round == rd->round);
@@ -719,7 +768,11 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
                 if (g) g->round = rd->round;
                 oev_wb_ahead(o, en);
             }
-        } else if (oev_useful(rd, en) && first) {
+        } else if (!oev_useful(rd, en)) {
+            rd->passed += en->slot.slot_size; /* colder than what the waiting sizes take next */
+            if (rd->coldest_other == UINT64_MAX) rd->coldest_other = en->slot.offset;
+            if (oev_passed_all(rd)) break; /* issue 44 P4: every waiting size would be blocked */
+        } else if (first && !oev_block(rd, en)) {
             if (g) g->round = rd->round;
             if (oev_wb_clean(o, en)) {
                 oev_take(o, rd, en);
@@ -755,22 +808,59 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
 
 /* Every committed value of the retiring grants goes (whole groups): they empty, and
  * claims.c re-carves them for the sizes that wait. */
+static oev_drain_cur_t *oev_drain_cur(oev_t *kv, uint64_t id)
+{
+    for (size_t i = 0; i < kv->ndc; i++)
+        if (kv->dc[i].id == id) return &kv->dc[i];
+    if (kv->ndc == kv->capdc) {
+        size_t nc = kv->capdc ? kv->capdc * 2 : 8;
+        oev_drain_cur_t *nd = fx_realloc(kv->dc, nc * sizeof *nd);
+        if (!nd) return NULL;
+        kv->dc = nd;
+        kv->capdc = nc;
+    }
+    kv->dc[kv->ndc] = (oev_drain_cur_t){id, 0, false};
+    return &kv->dc[kv->ndc++];
+}
+
+/* Each slot of a retiring sub-grant is looked at once per sweep (issue 44 P4: the whole
+ * sub-grant was walked again every round until it emptied). */
 static void oev_drain(fx_owner_t *o, oev_round_t *rd)
 {
+    oev_t *kv = o->ev;
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     fx_u64v_t ids;
     fx_oclaims_pool_grants(o, &ids);
+    for (size_t i = 0; i < kv->ndc; i++) kv->dc[i].seen = false;
     for (uint32_t i = 0; i < ids.n && !rd->nomem; i++) {
         fx_slot_grant_stats_t g;
-        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || !g.retiring || !g.committed) continue;
-        for (uint64_t k = 0; k < g.slots && !rd->nomem; k++) {
+        if (fx_slot_pool_grant_stats(pool, ids.v[i], &g) != FLUXON_OK || !g.retiring) continue;
+        oev_drain_cur_t *cur = oev_drain_cur(kv, ids.v[i]);
+        if (!cur) {
+            rd->nomem = true;
+            break;
+        }
+        cur->seen = true;
+        if (!g.committed || cur->next >= g.slots) continue;
+        bool busy = rd->busy;
+        rd->busy = false;
+        uint64_t k = cur->next;
+        for (; k < g.slots && !rd->nomem; k++) {
             owner_entry_t *en = fx_ostore_at(o, g.offset + k * g.slot_size);
             if (!fx_oevg_evictable(en)) continue;
             if (en->group && en->group->round == rd->round) continue;
             if (en->group) en->group->round = rd->round;
             oev_take(o, rd, en);
         }
+        /* a pinned group, or slots still being written (they commit later): the next round
+         * sweeps again */
+        cur->next = rd->busy || rd->nomem || g.prepared || g.pending ? 0 : k;
+        rd->busy |= busy;
     }
+    size_t w = 0; /* sub-grants no longer retiring: forgotten */
+    for (size_t i = 0; i < kv->ndc; i++)
+        if (kv->dc[i].seen) kv->dc[w++] = kv->dc[i];
+    kv->ndc = w;
 }
 
 /* One round: same-size victims coldest first; a size whose claims that cannot cover
@@ -779,11 +869,15 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
                        bool *progress)
 {
     oev_t *kv = o->ev;
-    oev_round_t rd = {.round = ++kv->round, .sizes = sizes, .needs = needs, .nc = nc, .excess = excess};
+    uint64_t limits[OEV_MAX_CLASSES];
+    for (size_t k = 0; k < nc; k++) limits[k] = fx_oclaims_carve_bytes(o, sizes[k]);
+    kv->rounds++;
+    oev_round_t rd = {.round = ++kv->round, .sizes = sizes, .needs = needs, .nc = nc, .excess = excess,
+                      .limits = limits, .coldest_other = UINT64_MAX};
     oev_walk(o, &rd);
     bool retired = false;
     for (size_t k = 0; k < nc && !retired; k++)
-        if (needs[k] > fx_oevg_retiring_slots(o, sizes[k]) && fx_oevg_retire_one(o, sizes, nc)) {
+        if (needs[k] > fx_oevg_retiring_slots(o, sizes[k]) && fx_oevg_retire_one(o, sizes, nc, rd.coldest_other)) {
             retired = true;
             kv->grants_retired++;
         }
@@ -835,6 +929,8 @@ static void oev_step(fx_owner_t *o)
     kv->in_step = false;
 }
 
+FX_INTERNAL uint64_t fx_oev_hot_capacity(fx_owner_t *o) { return o->ev ? o->ev->hot_capacity : 0; }
+
 /* ---- stats ---- */
 FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
@@ -854,6 +950,8 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->evict_resends = kv->resends;
     m->grants_retired = kv->grants_retired;
     m->claims_no_space_fast = kv->no_space_fast;
+    m->evict_rounds = kv->rounds;
+    m->evict_walked = kv->walked;
     m->eviction_policy_lru = kv->hot.kind == FX_EVICT_LRU;
     m->eviction_policy_s3fifo = kv->hot.kind == FX_EVICT_S3FIFO;
     m->eviction_policy_slru = kv->hot.kind == FX_EVICT_SLRU;

@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "owner_ext.h"
+#include "owner_plan.h"
 #include "owner_ring.h"
 #include "ring.h"
 
@@ -26,7 +27,13 @@ typedef struct oext_state {
      * way) */
     uint64_t poll_ns, plan_ns, poll_last_ns;
     bool polling, poll_hooked;
+    /* client_limits (issue 44 C3) */
+    fx_timer_t expire_timer; /* runs while externals are connected: pin_expire_ms */
+    uint64_t limit_plans, expired, limit_log_ms;
+    fx_owner_t *ext_owner;
 } oext_state_t;
+
+static void oext_expire_arm(fx_owner_t *o);
 
 static void oext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
 static void oext_on_close(fx_conn_t *c, int status);
@@ -193,6 +200,60 @@ static void oext_on_accept(void *arg, int fd)
     if (x->exts) x->exts->prev = e;
     x->exts = e;
     x->n_exts++;
+    oext_expire_arm(o);
+}
+
+/* ---- client_limits (issue 44 C3) ---- */
+
+/* client_limits.pin_expire_ms: a client whose oldest pin (a get handle or read plan it never
+ * released) is older is disconnected: its plans, handles and pins are all revoked at once, as
+ * when it goes away, and its library reports the owner lost. A client that pins the hot tier
+ * and never releases cannot starve the others for longer than this. */
+static void oext_on_expire(fx_reactor_t *r, fx_timer_t *t)
+{
+    fx_owner_t *o = FX_CONTAINER_OF(t, oext_state_t, expire_timer)->ext_owner;
+    oext_state_t *x = o->ext;
+    uint64_t now = fx_now_ms(), limit = o->cfg.client_pin_expire_ms;
+    for (owner_ext_t *e = x->exts, *nx; e; e = nx) {
+        nx = e->next;
+        const owner_holder_t *h = e->holders_tail;
+        if (!h || now - h->since_ms < limit) continue;
+        x->expired++;
+        FX_ERROR("client %s holds a pin for %llu ms, longer than client_limits.pin_expire_ms %llu: disconnected, "
+                 "its plans, handles and %llu pinned bytes revoked",
+                 e->node_id[0] ? e->node_id : fx_conn_desc(e->sock), (unsigned long long)(now - h->since_ms),
+                 (unsigned long long)limit, (unsigned long long)e->pinned_bytes);
+        fx_conn_close(e->sock, FLUXON_ERR_LEASE_EXPIRED);
+    }
+    oext_expire_arm(o);
+}
+
+static void oext_expire_arm(fx_owner_t *o)
+{
+    oext_state_t *x = o->ext;
+    if (!x->exts || !x->acceptor || fx_timer_armed(&x->expire_timer)) return;
+    uint32_t ms = FX_MIN(FX_MAX(o->cfg.client_pin_expire_ms / 4, 10u), 1000u);
+    fx_timer_arm(o->r, &x->expire_timer, ms, oext_on_expire);
+}
+
+FX_INTERNAL bool fx_oext_plans_full(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h)
+{
+    oext_state_t *x = o->ext;
+    uint32_t n = 0, cap = o->cfg.client_max_plans;
+    for (const owner_plan_t *p = e->plans; p && n < cap; p = p->next) n++; /* at most cap steps */
+    if (n < cap) return false;
+    x->limit_plans++;
+    uint64_t now = fx_now_ms();
+    if (!x->limit_log_ms || now - x->limit_log_ms >= 1000) { /* one line a second */
+        x->limit_log_ms = now;
+        FX_WARN("client %s holds %u put plans not committed, at its limit (client_limits.max_plans %u): refused "
+                "with FLUXON_ERR_BUSY until it commits or aborts some",
+                e->node_id[0] ? e->node_id : fx_conn_desc(e->conn), n, cap);
+    }
+    fx_conn_reply_error(e->conn, h, FLUXON_ERR_BUSY,
+                        "put_start: this client holds %u put plans not committed (client_limits.max_plans %u)", n,
+                        cap);
+    return true;
 }
 
 /* Does a ring client hold a put plan (put_start answered or being claimed)? */
@@ -246,6 +307,8 @@ FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
     if (!x) return FLUXON_ERR_NOMEM;
     x->hooks = *hooks;
     x->listen_fd = -1;
+    x->ext_owner = o;
+    fx_timer_init(&x->expire_timer);
     x->poll_ns = (uint64_t)o->cfg.ring_poll_us * 1000u;
     x->plan_ns = (uint64_t)o->cfg.ring_poll_plan_us * 1000u;
     o->ext = x;
@@ -273,6 +336,7 @@ FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o)
     x->acceptor = NULL;
     if (x->poll_hooked) fx_reactor_del_idle_hook(o->r, oext_poll_idle, o);
     x->poll_hooked = false;
+    fx_timer_disarm(o->r, &x->expire_timer);
     while (x->exts) fx_conn_close(x->exts->sock, FLUXON_ERR_CANCELLED);
     if (x->listen_fd >= 0) {
         close(x->listen_fd);
@@ -295,6 +359,8 @@ FX_INTERNAL void fx_oext_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->requests = x->requests;
     m->errors = x->errors;
     m->ext_unknown_ids = x->unknown_ids;
+    m->client_limit_plans = x->limit_plans;
+    m->clients_expired = x->expired;
 }
 
 FX_INTERNAL void fx_oext_unknown(fx_owner_t *o, owner_ext_t *e, const char *what, uint64_t first, uint64_t n)

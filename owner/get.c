@@ -55,7 +55,9 @@ typedef struct oget_state {
     fx_hmap_t *handles; /* u64 id -> owner_handle_t */
     uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened, keys_past_miss;
     uint64_t joined_hits, leader_hits, prefix_raw_keys, prefix_transferable_keys;
-    uint64_t miss_reason[6]; /* by -res[] code - 1 (oget_why_status order) */
+    uint64_t miss_reason[7]; /* by -res[] code - 1 (oget_why_status order) */
+    uint64_t limit_pins, limit_handles; /* client_limits refusals (issue 44 C3) */
+    uint64_t limit_log_ms;              /* last warning about them (one a second) */
     uint64_t get_value_bytes; /* value bytes of the transferable prefixes answered */
     fx_hist_t get_start_latency;
 } oget_state_t;
@@ -63,11 +65,13 @@ typedef struct oget_state {
 /* A miss reason as a res[] code and back: the caller of fluxon_get learns whether the key
  * is absent or could not be copied (no room, no master, transfer failed). */
 static const int oget_why_status[] = {0, FLUXON_ERR_NOT_FOUND, FLUXON_ERR_UNAVAILABLE, FLUXON_ERR_NO_SPACE,
-                                      FLUXON_ERR_TIMEOUT, FLUXON_ERR_NOMEM, FLUXON_ERR_INTERNAL};
+                                      FLUXON_ERR_TIMEOUT, FLUXON_ERR_NOMEM, FLUXON_ERR_INTERNAL,
+                                      FLUXON_ERR_BUSY /* client_limits (issue 44 C3) */};
 
 static int8_t oget_miss_code(int why)
 {
     if (why == 0 || why == FLUXON_ERR_STALE) return -1; /* STALE: the version went meanwhile */
+    if (why == FLUXON_ERR_BUSY) return -7;
     for (int8_t c = 1; c < (int8_t)FX_ARRAY_LEN(oget_why_status); c++)
         if (oget_why_status[c] == why) return (int8_t)-c;
     return -6; /* any other failure: internal */
@@ -87,9 +91,33 @@ static void oget_batch_free(owner_getb_t *b)
     fx_free(b);
 }
 
+/* client_limits.max_pinned_bytes (issue 44 C3): 0 means three quarters of the hot tier. */
+static uint64_t oget_pin_limit(fx_owner_t *o)
+{
+    return o->cfg.client_max_pinned_bytes ? o->cfg.client_max_pinned_bytes : fx_oev_hot_capacity(o) / 4 * 3;
+}
+
+static void oget_limit_log(fx_owner_t *o, owner_ext_t *e, const char *what, uint64_t held, const char *field,
+                           uint64_t limit)
+{
+    uint64_t now = fx_now_ms();
+    if (o->get->limit_log_ms && now - o->get->limit_log_ms < 1000) return; /* one line a second */
+    o->get->limit_log_ms = now;
+    FX_WARN("client %s holds %llu %s, at its limit (%s %llu): refused with FLUXON_ERR_BUSY until it releases some",
+            e->node_id[0] ? e->node_id : fx_conn_desc(e->conn), (unsigned long long)held, what, field,
+            (unsigned long long)limit);
+}
+
 static void oget_set_hit(owner_getb_t *b, size_t i, owner_entry_t *en)
 {
     fx_owner_t *o = b->o;
+    if (b->ext && b->ext->pinned_bytes + en->slot.slot_size > oget_pin_limit(o)) { /* issue 44 C3 */
+        o->get->limit_pins++;
+        oget_limit_log(o, b->ext, "pinned bytes", b->ext->pinned_bytes, "client_limits.max_pinned_bytes",
+                       oget_pin_limit(o));
+        b->res[i] = oget_miss_code(FLUXON_ERR_BUSY);
+        return;
+    }
     owner_holder_t *h = fx_conn_is_open(b->conn) ? fx_ostore_holder_new(o, b->ext, &en->slot) : NULL;
     if (h) {
         fx_oev_touch(o, en); /* a local hit (inline or joined) warms the hot tier */
@@ -145,6 +173,7 @@ static void oget_handle_free(fx_owner_t *o, owner_handle_t *hd, bool release_hol
     if (hd->prev) hd->prev->next = hd->next;
     else hd->ext->handles = hd->next;
     if (hd->next) hd->next->prev = hd->prev;
+    hd->ext->n_handles--;
     if (release_holders)
         for (size_t i = 0; i < hd->n; i++) fx_ostore_holder_release_id(o, hd->ext, hd->holder_ids[i]);
     fx_free(hd->holder_ids);
@@ -169,6 +198,7 @@ static uint64_t oget_handle_new(owner_getb_t *b, size_t n)
             hd->next = b->ext->handles;
             if (b->ext->handles) b->ext->handles->prev = hd;
             b->ext->handles = hd;
+            b->ext->n_handles++;
             s->handles_opened++;
             return hd->id;
         }
@@ -215,13 +245,25 @@ static void oget_batch_finalize(owner_getb_t *b)
     for (size_t i = 0; i < b->looked; i++) {
         if (b->res[i] == 1) continue;
         o->get->misses++;
-        if (b->res[i] < 0 && -b->res[i] <= 6) o->get->miss_reason[-b->res[i] - 1]++;
+        if (b->res[i] < 0 && -b->res[i] <= 7) o->get->miss_reason[-b->res[i] - 1]++;
     }
     bool open = fx_conn_is_open(b->conn) && b->ext;
     /* G5: everything past transferable_len goes now */
     for (size_t i = open ? x.transferable : 0; i < n; i++)
         if (b->res[i] == 1) fx_ostore_holder_release_id(o, b->ext, b->holder_ids[i]);
     if (!open) {
+        oget_batch_free(b);
+        return;
+    }
+    if (x.transferable && b->ext->n_handles >= o->cfg.client_max_handles) { /* issue 44 C3 */
+        for (size_t i = 0; i < x.transferable; i++) fx_ostore_holder_release_id(o, b->ext, b->holder_ids[i]);
+        o->get->limit_handles++;
+        oget_limit_log(o, b->ext, "get handles not consumed", b->ext->n_handles, "client_limits.max_handles",
+                       o->cfg.client_max_handles);
+        fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_GET_START, 0, 0, 0, b->req_id};
+        fx_conn_reply_error(b->conn, &q, FLUXON_ERR_BUSY,
+                            "get_start: this client holds %u get handles not consumed (client_limits.max_handles %u)",
+                            b->ext->n_handles, o->cfg.client_max_handles);
         oget_batch_free(b);
         return;
     }
@@ -509,6 +551,9 @@ FX_INTERNAL void fx_oget_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->miss_timeout = s->miss_reason[3];
     m->miss_nomem = s->miss_reason[4];
     m->miss_internal = s->miss_reason[5];
+    m->miss_client_limit = s->miss_reason[6];
+    m->client_limit_pins = s->limit_pins;
+    m->client_limit_handles = s->limit_handles;
     m->prefix_raw_keys = s->prefix_raw_keys;
     m->prefix_transferable_keys = s->prefix_transferable_keys;
     m->handles_opened = s->handles_opened;

@@ -65,6 +65,13 @@ static void owner_release(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t
     fx_oext_unknown(o, e, "holder ids in RELEASE", first, unknown); /* C2: counted, a line a second at most */
 }
 
+/* put_start, unless the client holds client_limits.max_plans plans already (issue 44 C3) */
+static void owner_put_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                            fx_arena_t *arena)
+{
+    if (!fx_oext_plans_full(o, e, h)) fx_oput_start(o, e, h, body, arena);
+}
+
 static const struct {
     uint16_t type;
     owner_handler_fn fn;
@@ -73,7 +80,7 @@ static const struct {
     {FX_MSG_CLUSTER_NODES, owner_forward},
     {FX_MSG_MASTER_STATS, owner_forward},
     {FX_MSG_OWNER_STATS, owner_stats},
-    {FX_MSG_PUT_START, fx_oput_start},
+    {FX_MSG_PUT_START, owner_put_start},
     {FX_MSG_PUT_INLINE, fx_oput_inline},
     {FX_MSG_PUT_COMMIT, fx_oput_commit},
     {FX_MSG_PUT_ABORT, fx_oput_abort},

@@ -43,6 +43,8 @@ FX_INTERNAL bool fx_oclaims_segment_full(fx_owner_t *o);
 FX_INTERNAL void fx_oclaims_pump(fx_owner_t *o);
 /* Slots still missing per class over the queued claims: sizes[i], needs[i] for i < return. */
 FX_INTERNAL size_t fx_oclaims_deficit(fx_owner_t *o, uint64_t *sizes, uint64_t *needs, size_t cap);
+/* Bytes of the sub-grant a claim of slot_size gets carved (its chunks of a master grant). */
+FX_INTERNAL uint64_t fx_oclaims_carve_bytes(fx_owner_t *o, uint64_t slot_size);
 /* master grants held */
 FX_INTERNAL uint64_t fx_oclaims_count(fx_owner_t *o);
 /* the slot pool's grants: sub-grants carved from the master grants (valid until the next

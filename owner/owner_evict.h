@@ -18,6 +18,8 @@ FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_
 /* something changed that may let eviction or a waiting claim progress */
 FX_INTERNAL void fx_oev_kick(fx_owner_t *o);
 FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m);
+/* the hot tier's watermark in bytes */
+FX_INTERNAL uint64_t fx_oev_hot_capacity(fx_owner_t *o);
 /* How many values the atomic group en was published in had (1: alone). */
 FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en);
 

@@ -24,6 +24,9 @@ FX_INTERNAL fx_conn_t *fx_oext_reply_conn(owner_ext_t *e, fx_conn_t *c);
  * first of them: counted; logged (on the reactor, synchronously) at most once a second per
  * external, with the count since the last line. */
 FX_INTERNAL void fx_oext_unknown(fx_owner_t *o, owner_ext_t *e, const char *what, uint64_t first, uint64_t n);
+/* client_limits.max_plans (issue 44 C3): true when e already holds that many put plans not
+ * committed; the request h was then answered FLUXON_ERR_BUSY (naming the field and limit). */
+FX_INTERNAL bool fx_oext_plans_full(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h);
 /* Replies to externals by (message type, status) since the owner started. */
 FX_INTERNAL const fx_reply_counts_t *fx_oext_replies(fx_owner_t *o);
 

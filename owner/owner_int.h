@@ -28,7 +28,10 @@ typedef struct owner_ext {
     struct owner_ring *ring;      /* shared-memory rings (ext_ring.c), NULL if none */
     bool hello_ok;
     char node_id[FX_ID_MAX];
-    struct owner_holder *holders; /* pins this external holds (store.c; released when it goes) */
+    struct owner_holder *holders; /* pins this external holds, newest first (store.c; released when it goes) */
+    struct owner_holder *holders_tail; /* its oldest pin (client_limits.pin_expire_ms, issue 44 C3) */
+    uint64_t pinned_bytes;        /* slot bytes its pins hold (store.c; client_limits.max_pinned_bytes) */
+    uint32_t n_handles;           /* get handles not yet consumed (get.c; client_limits.max_handles) */
     struct owner_plan *plans;     /* put plans not yet committed (put.c) */
     struct owner_handle *handles; /* get handles not yet consumed (get.c) */
     uint64_t unknown_unlogged;    /* ext.c: unknown ids it named since the last log line */

@@ -61,6 +61,7 @@
     X(grants_recarved, COUNTER, "owner_grants_recarved_total", "", "Idle grants re-carved for another slot size") \
     X(grants_returning, GAUGE, "owner_grants_returning", "", "Grant returns not yet confirmed by the master")     \
     X(claim_no_space, COUNTER, "owner_claim_no_space_total", "", "Slot claims answered NO_SPACE")               \
+    X(claim_scans, COUNTER, "owner_claim_scans_total", "", "Walks over the grants for free chunks or an idle sub-grant (issue 44)") \
     X(master_grants, GAUGE, "owner_master_grants", "", "Grants held from the master's allocator")              \
     X(grant_chunks, GAUGE, "owner_grant_chunks", "", "Sub-grant chunks a master grant is carved into")         \
     /* put.c */                                                                                                  \
@@ -106,6 +107,11 @@
     X(miss_timeout, COUNTER, "owner_get_miss_reasons_total", "reason=\"timeout\"", "")                          \
     X(miss_nomem, COUNTER, "owner_get_miss_reasons_total", "reason=\"nomem\"", "")                              \
     X(miss_internal, COUNTER, "owner_get_miss_reasons_total", "reason=\"internal\"", "")                        \
+    X(miss_client_limit, COUNTER, "owner_get_miss_reasons_total", "reason=\"client_limit\"", "")                \
+    X(client_limit_pins, COUNTER, "owner_client_limit_refusals_total", "limit=\"max_pinned_bytes\"", "Requests refused because the client held its client_limits share (issue 44)") \
+    X(client_limit_handles, COUNTER, "owner_client_limit_refusals_total", "limit=\"max_handles\"", "") \
+    X(client_limit_plans, COUNTER, "owner_client_limit_refusals_total", "limit=\"max_plans\"", "") \
+    X(clients_expired, COUNTER, "owner_clients_expired_total", "", "Clients disconnected because a pin outlived client_limits.pin_expire_ms") \
     X(prefix_raw_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"raw\"", "Prefix keys of get_start answers: raw hits and transferable") \
     X(prefix_transferable_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"transferable\"", "")            \
     X(handles_opened, COUNTER, "owner_handles_opened_total", "", "Get handles opened")                          \
@@ -142,6 +148,8 @@
     X(evict_resends, COUNTER, "owner_evict_resends_total", "", "EVICT resent after an uncertain outcome")      \
     X(grants_retired, COUNTER, "owner_grants_retired_total", "", "Grants emptied by eviction for another slot size") \
     X(claims_no_space_fast, COUNTER, "owner_claims_no_space_fast_total", "", "Claims refused at once: everything held") \
+    X(evict_rounds, COUNTER, "owner_evict_rounds_total", "", "Eviction rounds run (issue 44)") \
+    X(evict_walked, COUNTER, "owner_evict_walked_total", "", "Values eviction rounds looked at in the policy's order (issue 44: bounded per round)") \
     X(eviction_policy_lru, BOOL, "owner_eviction_policy", "policy=\"lru\"", "1 for the hot tier's eviction_policy") \
     X(eviction_policy_s3fifo, BOOL, "owner_eviction_policy", "policy=\"s3fifo\"", "")                             \
     X(eviction_policy_slru, BOOL, "owner_eviction_policy", "policy=\"slru\"", "")                                 \

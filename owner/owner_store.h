@@ -43,6 +43,7 @@ typedef struct owner_holder {
     uint64_t id;
     fx_slot_ref_t slot;
     owner_ext_t *ext;
+    uint64_t since_ms; /* pinned at (fx_now_ms): client_limits.pin_expire_ms */
     struct owner_holder *prev, *next;
 } owner_holder_t;
 

@@ -237,10 +237,13 @@ FX_INTERNAL owner_holder_t *fx_ostore_holder_new(fx_owner_t *o, owner_ext_t *e, 
     h->slot = *slot;
     if (fx_u64map_put(&s->holders, h->id, h, NULL) != FLUXON_OK) goto err_free;
     h->ext = e;
+    h->since_ms = fx_now_ms();
     if (e) {
         h->next = e->holders;
         if (e->holders) e->holders->prev = h;
+        else e->holders_tail = h;
         e->holders = h;
+        e->pinned_bytes += slot->slot_size;
     }
     return h;
 err_free:
@@ -258,6 +261,8 @@ FX_INTERNAL void fx_ostore_holder_release(fx_owner_t *o, owner_holder_t *h)
         if (h->prev) h->prev->next = h->next;
         else h->ext->holders = h->next;
         if (h->next) h->next->prev = h->prev;
+        else h->ext->holders_tail = h->prev;
+        h->ext->pinned_bytes -= h->slot.slot_size;
     }
     int rc = fx_slot_pool_holder_unref(s->pool, &h->slot);
     if (rc != FLUXON_OK) FX_ERROR("holder %llu: unref failed: %s", (unsigned long long)h->id, fluxon_status_string(rc));

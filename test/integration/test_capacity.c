@@ -92,10 +92,11 @@ Test(capacity, fifteen_sizes_then_two_more_all_succeed)
     free(cap_buf);
 }
 
-/* The same with sizes that each need a whole grant (5 MiB + 4 KiB·i: three per 16 MiB
- * grant, which no smaller sub-grant holds): 15 sizes take the 15 grants; two more sizes
- * (9 MiB and 9 MiB + 4 KiB, whole grants too) retire the coldest grants of other sizes
- * (their values evicted whole) and re-carve them. */
+/* The same with sizes of which one value takes more than half a grant (8 MiB + 4 KiB·i:
+ * nine 1 MiB chunks of a 16 MiB grant each; issue 44: a size of its own gets the chunks
+ * its value needs, no more): 15 sizes take the 15 grants; two more sizes (9 MiB and 9 MiB
+ * + 4 KiB, ten chunks) retire the coldest grants of other sizes (their values evicted
+ * whole) and re-carve them. */
 Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
 {
     cap_up("256MiB", NULL);
@@ -104,7 +105,7 @@ Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
     char k[32];
     for (int n = 0; n < 15; n++) {
         snprintf(k, sizeof k, "w-%d", n);
-        cr_assert_eq(put_len(c, k, (5ull << 20) + 4096ull * n), FLUXON_OK, "put %d", n);
+        cr_assert_eq(put_len(c, k, (8ull << 20) + 4096ull * n), FLUXON_OK, "put %d", n);
     }
     cr_assert_eq(kf_stat(c, "master_grants"), 15, "one whole grant per size, all taken");
     cr_assert_eq(put_len(c, "w-a", 9ull << 20), FLUXON_OK, "a 16th size");
@@ -114,12 +115,12 @@ Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
     int kept = 0;
     for (int n = 0; n < 15; n++) {
         snprintf(k, sizeof k, "w-%d", n);
-        kept += check_len(c, k, (5ull << 20) + 4096ull * n);
+        kept += check_len(c, k, (8ull << 20) + 4096ull * n);
     }
     cr_log_info("15 whole-grant sizes then two more: %d of 15 kept, %lld retired", kept, kf_stat(c, "grants_retired"));
     cr_assert_eq(kept, 13, "exactly the two coldest sizes made room");
-    cr_assert_eq(check_len(c, "w-0", 5ull << 20), 0, "the coldest (first) value went");
-    cr_assert_eq(check_len(c, "w-1", (5ull << 20) + 4096), 0);
+    cr_assert_eq(check_len(c, "w-0", 8ull << 20), 0, "the coldest (first) value went");
+    cr_assert_eq(check_len(c, "w-1", (8ull << 20) + 4096), 0);
     cr_assert_eq(kf_stat(c, "grants_retired"), 2);
     fluxon_client_close(c);
     free(cap_buf);
@@ -215,7 +216,7 @@ Test(capacity, a_second_large_value_keeps_the_first)
 /* Everything held: NO_SPACE within the stuck bound (far below the caller's timeout). */
 Test(capacity, all_held_answers_no_space_fast)
 {
-    cap_up("64MiB", ",\"hot_capacity_bytes\":\"60MiB\"");
+    cap_up("64MiB", ",\"hot_capacity_bytes\":\"60MiB\",\"client_limits\":{\"max_pinned_bytes\":\"1GiB\"}");
     cap_setup(1 << 20);
     fluxon_client *c = kf_client(0);
     char k[32];
@@ -297,14 +298,14 @@ Test(capacity, random_mix_of_twenty_sizes_never_fails, .timeout = 240)
 }
 
 /* Fragmentation: values of a random mix of 20 sizes (4 KiB..8 MiB) are put and held until
- * the first NO_SPACE; payload bytes / segment bytes at that point is reported: 72.4 %
- * (179 values over 15 grants of 16 MiB cut into 1 MiB chunks; 15.6 %, 30 values, with
+ * the first NO_SPACE; payload bytes / segment bytes at that point is reported: 80.0 %
+ * (187 values over 15 grants of 16 MiB cut into 1 MiB chunks, issue 44; 72.4 % before; 15.6 %, 30 values, with
  * one size per whole grant). The rest is tails (a sub-grant holds whole slots only), the
  * half-empty last sub-grant of each size, and a size that needs a free run of its chunk
  * count. Released, the room serves again. */
 Test(capacity, mixed_sizes_held_until_the_first_no_space, .timeout = 240)
 {
-    cap_up("256MiB", ",\"hot_capacity_bytes\":\"256MiB\"");
+    cap_up("256MiB", ",\"hot_capacity_bytes\":\"256MiB\",\"client_limits\":{\"max_pinned_bytes\":\"1GiB\"}");
     cap_setup(8 << 20);
     fluxon_client *c = kf_client(0);
     uint64_t sizes[20];
@@ -396,6 +397,74 @@ Test(capacity, a_value_larger_than_the_hot_tier_is_refused_not_acked_then_evicte
     free(cap_buf);
 }
 
+/* 1: key present (without reading it) */
+static int cap_exists(fluxon_client *c, const char *key)
+{
+    size_t ex = 0;
+    cr_assert_eq(fluxon_batch_exists(c, &key, 1, &ex), FLUXON_OK);
+    return ex != 0;
+}
+
+/* Issue 44 R2: after a fill of never-read 64 KiB values put in batches (their chain tails
+ * admitted as the first victims), 1 MiB puts under the default policy take room from the
+ * cold 64 KiB values: the newest 1 MiB values stay (they were only 12-16 slots, evicting
+ * each other, while ~86 % of the hot tier kept 64 KiB values nobody read) and the hot
+ * tier stays full. */
+static void cap_cold_batch_fill(const char *extra)
+{
+    cap_up("128MiB", extra);
+    cap_setup(1 << 20);
+    fluxon_client *c = kf_client(0);
+    enum { B = 8, FILL = 2400, BIG = 150 };
+    char kb[B][32];
+    const char *keys[B];
+    const void *src[B];
+    uint64_t lens[B];
+    int st[B];
+    static uint8_t small[B][64 << 10];
+    for (int i = 0; i < FILL; i += B) {
+        for (int j = 0; j < B; j++) {
+            snprintf(kb[j], sizeof kb[j], "s64-%d", i + j);
+            keys[j] = kb[j];
+            kf_fill(small[j], 64 << 10, seed_of(kb[j], 64 << 10));
+            src[j] = small[j];
+            lens[j] = 64 << 10;
+        }
+        cr_assert_eq(fluxon_batch_put_from(c, keys, B, src, lens, NULL, st), FLUXON_OK);
+        for (int j = 0; j < B; j++) cr_assert_eq(st[j], FLUXON_OK, "fill %s: %s", kb[j], fluxon_status_string(st[j]));
+    }
+    char k[32];
+    for (int i = 0; i < BIG; i++) {
+        snprintf(k, sizeof k, "m1-%d", i);
+        cr_assert_eq(put_len(c, k, 1 << 20), FLUXON_OK, "1 MiB put %d", i);
+    }
+    int present = 0, small_left = 0;
+    for (int i = BIG - 100; i < BIG; i++) {
+        snprintf(k, sizeof k, "m1-%d", i);
+        present += cap_exists(c, k);
+    }
+    for (int i = 0; i < FILL; i++) {
+        snprintf(k, sizeof k, "s64-%d", i);
+        small_left += cap_exists(c, k);
+    }
+    long long hot = kf_stat(c, "hot_bytes"), cap = kf_stat(c, "hot_capacity_bytes");
+    cr_log_info("R2: %d of the last 100 1 MiB values present, %d of %d 64 KiB values left, hot tier %.1f %% "
+                "full, %lld retired, %lld re-carved", present, small_left, FILL, 100.0 * hot / cap,
+                kf_stat(c, "grants_retired"), kf_stat(c, "grants_recarved"));
+    long long rounds = kf_stat(c, "evict_rounds"), walked = kf_stat(c, "evict_walked");
+    cr_log_info("R2/P4: %lld eviction rounds looked at %lld values (%.1f a round)", rounds, walked,
+                rounds ? (double)walked / rounds : 0.0);
+    cr_assert_leq(walked, 64 * rounds + 64, "P4: a round looks at a bounded number of values, not the hot tier");
+    cr_assert_geq(present, 80, "the newest 1 MiB values stay (%d of 100)", present);
+    cr_assert_geq(hot, cap * 8 / 10, "the hot tier stays full (%lld of %lld bytes)", hot, cap);
+    for (int i = BIG - 5; i < BIG; i++) {
+        snprintf(k, sizeof k, "m1-%d", i);
+        cr_assert_eq(check_len(c, k, 1 << 20), 1, "%s readable", k);
+    }
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
 /* R3 with the default ratio: a segment that holds one 8 MiB grant has a 0.95 x 8 MiB hot
  * tier; a value of the whole grant is refused, one below the hot tier stays. */
 Test(capacity, a_whole_grant_value_over_the_ratio_hot_tier_is_refused)
@@ -409,5 +478,85 @@ Test(capacity, a_whole_grant_value_over_the_ratio_hot_tier_is_refused)
     cr_assert_eq(put_len(c, "seven", 7 << 20), FLUXON_OK);
     cr_assert_eq(check_len(c, "seven", 7 << 20), 1);
     fluxon_client_close(c);
+    free(cap_buf);
+}
+
+Test(capacity, one_mib_puts_take_room_from_a_cold_batch_fill) { cap_cold_batch_fill(NULL); }
+
+Test(capacity, one_mib_puts_take_room_from_a_cold_batch_fill_slru)
+{
+    cap_cold_batch_fill(",\"eviction_policy\":\"slru\"");
+}
+
+/* Issue 44 R2: 1,000 puts of random lengths from 4 KiB to 8 MiB (every one its own slot
+ * size) under the default policy: the hot tier stays nearly full (it sat at 35 %: each
+ * new size found no room it could take from the other sizes' cold values). */
+Test(capacity, random_lengths_keep_the_hot_tier_full, .timeout = 240)
+{
+    cap_up("256MiB", NULL);
+    cap_setup(8 << 20);
+    fluxon_client *c = kf_client(0);
+    uint64_t rng = 0x853c49e6748fea9bull;
+    double fill_sum = 0;
+    int fill_n = 0, fails = 0;
+    char k[32];
+    long long cap = kf_stat(c, "hot_capacity_bytes");
+    for (int i = 0; i < 1000; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        uint64_t len = 4096 + rng % ((8u << 20) - 4096 + 1);
+        snprintf(k, sizeof k, "rl-%d", i);
+        int rc = put_len(c, k, len);
+        if (rc != FLUXON_OK) fails++;
+        if (i >= 500 && i % 25 == 0) {
+            fill_sum += (double)kf_stat(c, "hot_bytes") / cap;
+            fill_n++;
+        }
+    }
+    double fill = fill_sum / fill_n;
+    cr_log_info("R2 random lengths: hot tier %.1f %% full on average over the last 500 puts, %d failed, %lld "
+                "retired, %lld re-carved, %lld evictions", 100 * fill, fails, kf_stat(c, "grants_retired"),
+                kf_stat(c, "grants_recarved"), kf_stat(c, "evictions"));
+    cr_assert_eq(fails, 0);
+    cr_assert_geq(fill, 0.8, "the hot tier stays full (%.1f %%)", 100 * fill);
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
+/* Issue 44 P2: a get batch of 64 keys held by another owner, on an owner whose pool has no
+ * free slot (its grants all taken by its own values), queues one claim per key; each queued claim used to re-serve every queued claim,
+ * each scanning every grant for free chunks and an idle sub-grant (O(Q^2 G)). Now a claim
+ * behind one of its size is only appended, and a scan runs only when chunks or an idle
+ * sub-grant exist: the walks over the grants stay O(batch). */
+Test(capacity, a_fetch_batch_on_a_full_pool_scans_the_grants_a_bounded_number_of_times)
+{
+    const char *extra[] = {",\"hot_capacity_ratio\":1", NULL};
+    kf_up_ex(2, NULL, extra);
+    cap_setup(64 << 10);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    char k[32];
+    enum { FAR = 64 };
+    static char far[FAR][32];
+    const char *fk[FAR];
+    for (int i = 0; i < FAR; i++) {
+        snprintf(far[i], sizeof far[i], "far-%d", i);
+        fk[i] = far[i];
+        cr_assert_eq(put_len(b, far[i], 64 << 10), FLUXON_OK);
+    }
+    for (int i = 0; i < 1200; i++) { /* A's pool full of its own values */
+        snprintf(k, sizeof k, "near-%d", i);
+        cr_assert_eq(put_len(a, k, 64 << 10), FLUXON_OK, "near put %d", i);
+    }
+    long long scans0 = kf_stat(a, "claim_scans"), waits0 = kf_stat(a, "claim_waits");
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    cr_assert_eq(fluxon_get_start(a, fk, FAR, 1, NULL, 0, &h, &r), FLUXON_OK);
+    long long scans = kf_stat(a, "claim_scans") - scans0, waits = kf_stat(a, "claim_waits") - waits0;
+    cr_log_info("P2: %d fetched keys (%llu transferable), %lld claims waited, %lld grant scans", FAR,
+                (unsigned long long)r.transferable_len, waits, scans);
+    cr_assert_leq(scans, 4 * FAR, "grant scans stay O(batch): %lld", scans);
+    cr_assert_gt(r.transferable_len, 0);
+    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
     free(cap_buf);
 }

@@ -570,3 +570,38 @@ Test(config, test_chaos_fields)
     cr_assert_eq(c.chaos_dup_ppm, 30);
     cr_assert_eq(c.chaos_seed, 77);
 }
+
+/* client_limits (issue 44 C3): owner only, defaults, values, and errors naming the field */
+Test(config, client_limits)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.client_max_pinned_bytes, 0, "0: three quarters of the hot tier");
+    cr_assert_eq(c.client_max_handles, 4096);
+    cr_assert_eq(c.client_max_plans, 1024);
+    cr_assert_eq(c.client_pin_expire_ms, 600000);
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"client_limits\":{\"max_pinned_bytes\":\"1GiB\","
+                          "\"max_handles\":7,\"max_plans\":3,\"pin_expire_ms\":250}}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.client_max_pinned_bytes, 1ull << 30);
+    cr_assert_eq(c.client_max_handles, 7);
+    cr_assert_eq(c.client_max_plans, 3);
+    cr_assert_eq(c.client_pin_expire_ms, 250);
+    static const struct tc_bad bad[] = {
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"client_limits\":{\"max_handles\":0}}",
+         "client_limits.max_handles: 0 must be an integer in [1, 4294967295]"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"client_limits\":{\"max_plans\":1.5}}", "client_limits.max_plans"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"client_limits\":{\"pin_expire_ms\":0}}",
+         "client_limits.pin_expire_ms"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"client_limits\":{\"max_pinned_bytes\":\"lots\"}}",
+         "client_limits.max_pinned_bytes: \"lots\" is not a size"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"client_limits\":{\"max_pins\":1}}",
+         "client_limits.max_pins: unknown field"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"client_limits\":3}", "client_limits"},
+        {"{\"role\":\"master\",\"cluster_id\":\"c1\",\"client_limits\":{}}", "client_limits: unknown field for role master"},
+    };
+    for (size_t i = 0; i < FX_ARRAY_LEN(bad); i++) {
+        cr_assert_eq(tc_parse(bad[i].json, &c, err), FLUXON_ERR_CONFIG, "case %zu", i);
+        cr_assert(strstr(err, bad[i].want), "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].want);
+    }
+}
