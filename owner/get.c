@@ -111,7 +111,9 @@ static void oget_limit_log(fx_owner_t *o, owner_ext_t *e, const char *what, uint
 static void oget_set_hit(owner_getb_t *b, size_t i, owner_entry_t *en)
 {
     fx_owner_t *o = b->o;
-    if (b->ext && b->ext->pinned_bytes + en->slot.slot_size > oget_pin_limit(o)) { /* issue 44 C3 */
+    /* issue 44 C3; a client holding nothing may always pin one value (a value larger than the
+     * limit would be unreadable otherwise: R3 admits values up to the hot tier) */
+    if (b->ext && b->ext->pinned_bytes && b->ext->pinned_bytes + en->slot.slot_size > oget_pin_limit(o)) {
         o->get->limit_pins++;
         oget_limit_log(o, b->ext, "pinned bytes", b->ext->pinned_bytes, "client_limits.max_pinned_bytes",
                        oget_pin_limit(o));
