@@ -51,6 +51,7 @@
 
 #define OEV_MAX_CLASSES 16 /* slot sizes of waiting claims considered per round */
 #define OEV_STUCK_MS 1000u /* nothing evictable this long: waiting claims answer NO_SPACE */
+#define OEV_COLD_OTHERS 8  /* coldest values of other sizes a round remembers (grant retirement) */
 
 /* owner_entry_t.ev_cause: decided at selection, counted when the master confirmed (issue 38) */
 enum { OEV_CAUSE_NONE = 0, OEV_CAUSE_COPIED, OEV_CAUSE_COPYING, OEV_CAUSE_FAILED, OEV_CAUSE_BEHIND,
@@ -592,8 +593,10 @@ typedef struct oev_round {
     uint64_t passed;
     const uint64_t *limits;
     uint32_t blocked; /* bit k: sizes[k] takes no more victims of its own this round */
-    uint64_t coldest_other; /* segment offset of the first value of another size passed over
-                             * (UINT64_MAX: none): its grant is the one to retire (P4) */
+    uint64_t cold_other[OEV_COLD_OTHERS]; /* segment offsets of the first values of sizes no
+                                           * claim waits for the walk met, coldest first:
+                                           * the grants to retire (P4) */
+    size_t n_cold_other;
 } oev_round_t;
 
 /* The evictable members of en's group have a complete copy on a replica target (or no copy
@@ -710,6 +713,13 @@ static bool oev_useful(const oev_round_t *rd, const owner_entry_t *en)
     return useful;
 }
 
+static bool oev_waiting_size(const oev_round_t *rd, uint64_t slot_size)
+{
+    for (size_t k = 0; k < rd->nc; k++)
+        if (rd->sizes[k] == slot_size) return true;
+    return false;
+}
+
 /* Issue 44 P4: the walk passed more values of other sizes than any waiting size accepts
  * before its own: walking on finds nothing it may take (a size no value has yet would
  * otherwise walk the whole hot tier, O(values) per round). */
@@ -762,6 +772,8 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
         owner_entry_t *en = oev_entry_of(n);
         oev_group_t *g = en->group;
         bool first = !(g && g->round == rd->round);
+        if (rd->n_cold_other < OEV_COLD_OTHERS && !oev_waiting_size(rd, en->slot.slot_size))
+            rd->cold_other[rd->n_cold_other++] = en->slot.offset;
         if (!more) { /* issue 16: the next victims, in the policy's order, are written back ahead */
             ahead -= FX_MIN(ahead, en->slot.slot_size);
             if (first) {
@@ -770,7 +782,6 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
             }
         } else if (!oev_useful(rd, en)) {
             rd->passed += en->slot.slot_size; /* colder than what the waiting sizes take next */
-            if (rd->coldest_other == UINT64_MAX) rd->coldest_other = en->slot.offset;
             if (oev_passed_all(rd)) break; /* issue 44 P4: every waiting size would be blocked */
         } else if (first && !oev_block(rd, en)) {
             if (g) g->round = rd->round;
@@ -873,11 +884,11 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
     for (size_t k = 0; k < nc; k++) limits[k] = fx_oclaims_carve_bytes(o, sizes[k]);
     kv->rounds++;
     oev_round_t rd = {.round = ++kv->round, .sizes = sizes, .needs = needs, .nc = nc, .excess = excess,
-                      .limits = limits, .coldest_other = UINT64_MAX};
+                      .limits = limits};
     oev_walk(o, &rd);
     bool retired = false;
     for (size_t k = 0; k < nc && !retired; k++)
-        if (needs[k] > fx_oevg_retiring_slots(o, sizes[k]) && fx_oevg_retire_one(o, sizes, nc, rd.coldest_other)) {
+        if (needs[k] > fx_oevg_retiring_slots(o, sizes[k]) && fx_oevg_retire_one(o, sizes, nc, rd.cold_other, rd.n_cold_other)) {
             retired = true;
             kv->grants_retired++;
         }
@@ -972,3 +983,4 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
 #undef OEV_BACKOFF_MAX_MS
 #undef OEV_MAX_CLASSES
 #undef OEV_STUCK_MS
+#undef OEV_COLD_OTHERS

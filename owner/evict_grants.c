@@ -49,16 +49,18 @@ static void oevg_heat(fx_owner_t *o, const fx_slot_grant_stats_t *g, uint64_t *h
  * are coldest (its hottest value is the least recent): they serve no new claim and are
  * emptied by evict.c's drain, then carved again. Master grants with slots being written or
  * pinned, or holding a waiting size, come last. Returns whether any was retired. */
-FX_INTERNAL bool fx_oevg_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t nc, uint64_t coldest_offset)
+FX_INTERNAL bool fx_oevg_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t nc, const uint64_t *cold,
+                                    size_t ncold)
 {
     fx_slot_pool_t *pool = fx_ostore_pool(o);
     uint64_t masters = fx_oclaims_count(o), best_score = UINT64_MAX;
     size_t best = SIZE_MAX, best_m = SIZE_MAX;
-    if (coldest_offset != UINT64_MAX) { /* issue 44 P4: the grant of the coldest value, O(grants) */
+    if (ncold) { /* issue 44 P4: the grant of the coldest value of another size, O(grants) */
         fx_u64v_t mids, moffs;
         fx_oclaims_grants(o, &mids, &moffs);
         for (size_t m = 0; m < moffs.n && best == SIZE_MAX; m++)
-            if (coldest_offset >= moffs.v[m] && coldest_offset - moffs.v[m] < o->cfg.grant_bytes) best = m;
+            if (cold[0] >= moffs.v[m] && cold[0] - moffs.v[m] < o->cfg.grant_bytes) best = m;
+        if (best == SIZE_MAX) return fx_oevg_retire_one(o, sizes, nc, cold + 1, ncold - 1);
     }
     for (size_t m = 0; m < masters && best == SIZE_MAX; m++) { /* else: the coldest hottest value, O(slots) */
         fx_u64v_t ids;
@@ -95,7 +97,7 @@ FX_INTERNAL bool fx_oevg_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t
         for (size_t k = 0; k < nc; k++) wanted |= sizes[k] == g.slot_size;
         if (!wanted) retire[n++] = ids.v[i];
     }
-    if (!n && coldest_offset != UINT64_MAX) return fx_oevg_retire_one(o, sizes, nc, UINT64_MAX);
+    if (!n && ncold) return fx_oevg_retire_one(o, sizes, nc, cold + 1, ncold - 1); /* the next coldest */
     for (size_t i = 0; i < n; i++) fx_slot_pool_retire_grant(pool, retire[i], true);
     return n > 0;
 }
