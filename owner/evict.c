@@ -73,6 +73,13 @@ typedef struct oev {
         resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
         not_admitted, wb_waits, evict_copied, rounds, walked;
     uint64_t tick_at_ms;     /* when the armed tick_timer fires */
+    /* the write-back look-ahead's cursor (issue 38, P3): the warmest value it looked at in
+     * this epoch; wb_seen_bytes: the bytes of the values looked at (wb_epoch) still in the
+     * policy. A value that leaves or moves is unseen again (oev_moved); the cursor's own
+     * move starts a new epoch (the walk restarts from the coldest). */
+    owner_entry_t *wb_cursor;
+    uint64_t wb_seen_bytes;
+    uint32_t wb_epoch;
     struct oev_drain_cur *dc; /* issue 44 P4: where the drain of each retiring sub-grant is */
     size_t ndc, capdc;
     uint64_t stall_since_ms; /* writeback_max_stall_ms: claims first waited for a copy; 0: none wait */
@@ -155,6 +162,7 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
     fx_timer_init(&kv->kick_timer);
     fx_timer_init(&kv->tick_timer);
     kv->backoff_ms = 1;
+    kv->wb_epoch = 1;
     uint64_t max_grants = fx_oclaims_max(o);
     if (o->cfg.hot_capacity_bytes) {
         kv->hot_capacity = o->cfg.hot_capacity_bytes;
@@ -256,6 +264,44 @@ static void oev_wb_ahead(fx_owner_t *o, owner_entry_t *en)
 }
 
 
+/* en leaves the policy or moves in it (evicted, retired, touched, put first in line): the
+ * look-ahead has not seen it where it is now. */
+static void oev_moved(oev_t *kv, owner_entry_t *en)
+{
+    if (en->wb_epoch && en->wb_epoch == kv->wb_epoch) {
+        kv->wb_seen_bytes -= FX_MIN(kv->wb_seen_bytes, en->slot.slot_size);
+        en->wb_epoch = 0;
+    }
+    if (en == kv->wb_cursor) {
+        kv->wb_cursor = NULL;
+        kv->wb_seen_bytes = 0;
+        if (++kv->wb_epoch == 0) kv->wb_epoch = 1;
+    }
+}
+
+/* Write-back ahead of eviction (issue 16; issue 38 P3): the values that eviction takes next,
+ * (1 - writeback_watermark) x the hot tier of them, get their write-back queued (admitted
+ * groups without a copy). The walk goes on from where the last one stopped (the cursor), in
+ * about the order victims come, without touching the policy's order or state: a round costs
+ * the values that entered the window since, not the window. */
+static void oev_lookahead(fx_owner_t *o)
+{
+    oev_t *kv = o->ev;
+    uint64_t ahead = oev_wb_ahead_bytes(o);
+    if (!ahead) return;
+    fx_evp_node_t *n = kv->wb_cursor ? fx_evp_warmer(&kv->hot, &kv->wb_cursor->lru) : fx_evp_coldest(&kv->hot);
+    for (uint32_t budget = 4096; n && budget && kv->wb_seen_bytes < ahead && fx_orepl_room(o); budget--) {
+        owner_entry_t *en = oev_entry_of(n);
+        if (en->wb_epoch != kv->wb_epoch) {
+            en->wb_epoch = kv->wb_epoch;
+            kv->wb_seen_bytes += en->slot.slot_size;
+        }
+        kv->wb_cursor = en;
+        oev_wb_ahead(o, en);
+        n = fx_evp_warmer(&kv->hot, n);
+    }
+}
+
 /* ---- hot tier ---- */
 static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
@@ -268,6 +314,7 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
 {
+    if (fx_evp_linked(&en->lru)) oev_moved(o->ev, en);
     fx_evp_touch(&o->ev->hot, &en->lru);
     if (fx_evp_linked(&en->lru)) fx_freq_sketch_add(&o->ev->seen, en->lru.key);
     if (en->group) { /* any member's count may now admit the group */
@@ -286,6 +333,7 @@ FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_
     for (size_t i = n; i-- > 0;) {
         owner_entry_t *en = members[i];
         if (!fx_evp_linked(&en->lru)) continue;
+        oev_moved(kv, en);
         fx_evp_insert_cold(&kv->hot, &en->lru, en->lru.weight, en->lru.key);
     }
 }
@@ -293,6 +341,7 @@ FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_
 static void oev_forget(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
+    oev_moved(kv, en);
     fx_evp_remove(&kv->hot, &en->lru);
     oev_group_t *g = en->group;
     if (g) {
@@ -389,6 +438,7 @@ static void oev_restore(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     en->evicting = false;
+    oev_moved(kv, en);
     for (size_t i = 0; i < kv->ndc; i++) kv->dc[i].next = 0; /* evictable again: drains look again */
     if (!fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
     fx_evp_insert_cold(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
@@ -657,6 +707,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
             break;
         }
         e->evicting = true; /* decided: later members of the walk skip it */
+        oev_moved(kv, e);
         fx_evp_evicted(&kv->hot, &e->lru);
         for (size_t k = 0; k < rd->nc; k++)
             if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
@@ -756,16 +807,15 @@ static bool oev_block(oev_round_t *rd, const owner_entry_t *en)
  * those without one (their write-back queued), looking at most the write-back window
  * ((1 - writeback_watermark) x the hot tier) ahead; when the demand is still not met, the
  * deferred groups go in the policy's order without their copy (dropped: a later miss,
- * never a stall). After the demand, the next victims of the window are written back ahead. */
+ * never a stall). The window ahead is written back by oev_lookahead after the round. */
 static void oev_walk(fx_owner_t *o, oev_round_t *rd)
 {
     oev_t *kv = o->ev;
     oev_vec_t held = {0}, deferred = {0};
     uint64_t ahead = oev_wb_ahead_bytes(o), deferred_bytes = 0; /* issue 16 */
     for (uint64_t budget = kv->hot.count; budget && !rd->nomem; budget--) {
-        bool more = oev_demand(rd);
-        if (!more && !ahead) break;
-        if (more && ahead && deferred_bytes >= ahead) break; /* the window holds no more copies */
+        if (!oev_demand(rd)) break;
+        if (ahead && deferred_bytes >= ahead) break; /* the window holds no more copies */
         fx_evp_node_t *n = fx_evp_victim(&kv->hot);
         if (!n) break;
         kv->walked++;
@@ -774,13 +824,7 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
         bool first = !(g && g->round == rd->round);
         if (rd->n_cold_other < OEV_COLD_OTHERS && !oev_waiting_size(rd, en->slot.slot_size))
             rd->cold_other[rd->n_cold_other++] = en->slot.offset;
-        if (!more) { /* issue 16: the next victims, in the policy's order, are written back ahead */
-            ahead -= FX_MIN(ahead, en->slot.slot_size);
-            if (first) {
-                if (g) g->round = rd->round;
-                oev_wb_ahead(o, en);
-            }
-        } else if (!oev_useful(rd, en)) {
+        if (!oev_useful(rd, en)) {
             rd->passed += en->slot.slot_size; /* colder than what the waiting sizes take next */
             if (oev_passed_all(rd)) break; /* issue 44 P4: every waiting size would be blocked */
         } else if (first && !oev_block(rd, en)) {
@@ -894,14 +938,19 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
         }
     if (retired) fx_oclaims_pump(o); /* an idle grant re-carves at once */
     oev_drain(o, &rd);
-    for (size_t i = 0; i < rd.hot.n; i++) fx_evp_skip(&kv->hot, &rd.hot.v[i]->lru);
+    for (size_t i = 0; i < rd.hot.n; i++) {
+        oev_moved(kv, rd.hot.v[i]);
+        fx_evp_skip(&kv->hot, &rd.hot.v[i]->lru);
+    }
     if (rd.nomem) FX_WARN("eviction round: out of memory for its victim list");
     for (size_t i = 0; i < rd.victims.n; i++) { /* hidden: no new local pin can start */
         owner_entry_t *e = rd.victims.v[i];
         fx_ostore_hide(o, e);
+        oev_moved(kv, e);
         fx_evp_remove(&kv->hot, &e->lru);
     }
     *progress = rd.victims.n > 0 || retired;
+    oev_lookahead(o); /* issue 38: what eviction takes next is copied meanwhile */
     if (rd.victims.n) oev_send(o, rd.victims.v, rd.victims.n);
     fx_free(rd.victims.v);
     fx_free(rd.hot.v);

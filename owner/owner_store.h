@@ -34,6 +34,7 @@ typedef struct owner_entry {
     fx_evp_node_t lru;       /* hot tier (eviction policy): linked while COMMITTED and not evicting */
     uint8_t repl;            /* replica.c: OREPL_* (issue 16) */
     uint8_t ev_cause;        /* evict.c: how it goes when evicted with write-back on (OEV_CAUSE_*) */
+    uint32_t wb_epoch;       /* evict.c: the write-back look-ahead saw it in this epoch (0: not seen) */
     bool wb_rejected;        /* evict.c: second_touch did not admit it (kept until a hit: only a hit of
                               * this entry can raise its key's count) */
 } owner_entry_t;
