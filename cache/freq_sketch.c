@@ -15,9 +15,12 @@ static uint64_t fs_mix(uint64_t x) /* splitmix64's finaliser */
     return x ^ (x >> 31);
 }
 
-static uint32_t fs_index(const fx_freq_sketch_t *s, uint64_t h, uint32_t row)
+/* The four counters of h: one 64-byte block of the table (one cache line: one miss, not
+ * four), a counter in each quarter of it, chosen by different bits of the mixed hash. */
+static uint8_t *fs_counter(const fx_freq_sketch_t *s, uint64_t x, uint32_t row)
 {
-    return (uint32_t)(fs_mix(h + 0x9e3779b97f4a7c15ull * (row + 1)) & s->mask);
+    uint64_t block = (x & s->mask) & ~(uint64_t)63;
+    return &s->c[block + row * 16u + ((x >> (40 + 4 * row)) & 15u)];
 }
 
 static uint64_t fs_width(uint64_t keys)
@@ -36,19 +39,20 @@ FX_INTERNAL void fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys, uint8_t
     if (!counters) return;
     memset(counters, 0, FS_ROWS * w);
     s->c = counters;
-    s->mask = (uint32_t)(w - 1);
+    s->mask = FS_ROWS * w - 1; /* the whole table: blocks of 64 counters */
 }
 
 FX_INTERNAL void fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h)
 {
     if (!s->c) return;
-    uint64_t w = (uint64_t)s->mask + 1;
+    uint64_t x = fs_mix(h);
     for (uint32_t r = 0; r < FS_ROWS; r++) {
-        uint8_t *c = &s->c[r * w + fs_index(s, h, r)];
+        uint8_t *c = fs_counter(s, x, r);
         if (*c < FS_MAX) (*c)++;
     }
-    if (++s->adds >= w / 2) { /* ageing: every counter halves */
-        for (uint64_t i = 0; i < FS_ROWS * w; i++) s->c[i] >>= 1;
+    uint64_t cells = (uint64_t)s->mask + 1; /* every counter, the 4 rows together */
+    if (++s->adds >= cells / FS_ROWS / 2) { /* ageing: every counter halves */
+        for (uint64_t i = 0; i < cells; i++) s->c[i] >>= 1;
         s->adds = 0;
         s->halvings++;
     }
@@ -57,10 +61,10 @@ FX_INTERNAL void fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h)
 FX_INTERNAL uint32_t fx_freq_sketch_estimate(const fx_freq_sketch_t *s, uint64_t h)
 {
     if (!s->c) return 0;
-    uint64_t w = (uint64_t)s->mask + 1;
+    uint64_t x = fs_mix(h);
     uint32_t m = FS_MAX;
     for (uint32_t r = 0; r < FS_ROWS; r++) {
-        uint32_t v = s->c[r * w + fs_index(s, h, r)];
+        uint32_t v = *fs_counter(s, x, r);
         if (v < m) m = v;
     }
     return m;

@@ -3,8 +3,10 @@
  * the owner's write-back admission (issue 38): a value is worth a copy on a CPU owner when
  * its key was seen at least twice (a hit while hot, or a put again after an eviction).
  *
- * Four rows of 8-bit counters (saturating at 15) indexed by four hashes derived from the
- * caller's 64-bit key hash; the estimate is the minimum of the four. Ageing: after width / 2
+ * Four 8-bit counters a key (saturating at 15), all in one 64-byte block of the table (a
+ * blocked count-min, as Caffeine's sketch: one cache miss a call, not four), one in each
+ * quarter of the block, chosen by different bits of the mixed hash; the estimate is the
+ * minimum of the four. Ageing: after width / 2
  * additions every counter is halved, so old popularity fades (and no row is more than half
  * full: a key seen once reads as twice with probability < (1 - e^-0.5)^4 = 2.4 %). Sizing,
  * measured by replaying the conversation trace through an LRU hot tier of 10,000 values
@@ -20,7 +22,7 @@
 
 typedef struct fx_freq_sketch {
     uint8_t *c;      /* 4 rows x width counters (the caller's memory) */
-    uint32_t mask;   /* width - 1 (width: a power of two) */
+    uint64_t mask;   /* 4 x width - 1: the table's counters (width: a power of two) */
     uint64_t adds;   /* additions since the last halving */
     uint64_t halvings;
 } fx_freq_sketch_t;
