@@ -41,7 +41,8 @@ static void usage(FILE *f)
             "      get KEY [-o FILE]     print (or save) a value\n"
             "      del KEY               delete a key\n"
             "      ls [PREFIX]           list keys by prefix\n"
-            "      top [--once] [--iterations N]   live view: nodes, hit ratio, ops/s, p50/p99 (q quits)\n"
+            "      top [--once] [--iterations N] [--interval-ms 10..60000]   live view: nodes, hit ratio,\n"
+            "                            ops/s, p50/p99 (q quits) [1000]\n"
             "      hot [--batch N] [--value-len B] [--iters N]   the hostless hot path in steady state against\n"
             "                            this owner: restores of one batch, then fresh puts (p50/p90/p99)\n"
             "  fluxon demo [OPTIONS]                       replay an LLM trace through the hostless API\n"
@@ -53,8 +54,8 @@ static void usage(FILE *f)
             "Exit status: 0 ok; 1 runtime error (a missing key included); 2 usage or configuration error\n"
             "(also wrong credentials, a node_id already taken, a listen port in use); 3 outcome unknown: a\n"
             "put was sent but not confirmed (FLUXON_ERR_UNKNOWN_OUTCOME: the owner lost its master, or no\n"
-            "answer came in time) - the owner holds\n"
-            "the value and publishes it when its master answers; read it back to know.\n"
+            "answer came in time) - the owner holds the value and publishes it when its master\n"
+            "answers; read it back to know.\n"
             "Config fields and defaults: docs/config.md.\n\n");
     fx_cli_replay_usage(f); /* every demo option, as `fluxon demo --help` prints them */
 }

@@ -12,7 +12,8 @@ struct ucxdp_tgt {
     fx_ucx_t *u;
     ucp_ep_h reply_ep;
     ucxdp_hdr_t hdr;
-    void *vtmp; /* a rendezvous PUTV's payload, scattered once received */
+    void *vtmp; /* a PUTV's rendezvous payload, scattered once received; a GETV's range list */
+    bool getv;  /* a GETV: the receive brings its range list */
     struct ucxdp_tgt *prev, *next;
 };
 
@@ -102,17 +103,24 @@ static ucs_status_t ucxdp_am_get_req(void *arg, const void *header, size_t hlen,
     return UCS_OK;
 }
 
+static int ucxdp_putv_scatter(const fx_ucx_t *u, const ucxdp_hdr_t *h, const uint8_t *data, size_t len);
+static void ucxdp_getv_serve(ucxdp_tgt_t *t, uint64_t n);
+
+/* A rendezvous receive on the target ended: a PUT's bytes landed in place (ack), a PUTV's
+ * payload in t->vtmp (scatter, then ack), or a GETV's range list in t->vtmp (serve it). */
 static void ucxdp_tgt_recv_cb(void *req, ucs_status_t st, size_t len, void *ud)
 {
     ucxdp_tgt_t *t = ud;
     ucp_request_free(req);
     if (st != UCS_OK) {
-        /* The initiator's endpoint failed mid-transfer: nobody to acknowledge. */
-        FX_DEBUG("ucx: AM PUT receive failed: %s", ucs_status_string(st));
+        /* The initiator's endpoint failed mid-transfer: nobody to answer. */
+        FX_DEBUG("ucx: AM receive failed: %s", ucs_status_string(st));
         ucxdp_tgt_free(t);
         return;
     }
-    ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, FLUXON_OK, NULL, 0);
+    if (t->getv) ucxdp_getv_serve(t, len / 16);
+    else ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK,
+                         t->vtmp ? ucxdp_putv_scatter(t->u, &t->hdr, t->vtmp, (size_t)t->hdr.len) : FLUXON_OK, NULL, 0);
 }
 
 static ucs_status_t ucxdp_am_put_req(void *arg, const void *header, size_t hlen, void *data,
@@ -148,6 +156,13 @@ static ucs_status_t ucxdp_am_put_req(void *arg, const void *header, size_t hlen,
     return UCS_OK;
 }
 
+/* Entry j of a PUTV/GETV range list (ucx_int.h): absolute address and length. */
+static void ucxdp_list_at(const uint8_t *lp, uint64_t j, uint64_t *a, uint64_t *l)
+{
+    memcpy(a, lp + 16 * j, 8);
+    memcpy(l, lp + 16 * j + 8, 8);
+}
+
 /* Checks a PUTV payload (the range list, then the bytes: ucx_int.h) and copies each range
  * to its place; FLUXON_OK, or FLUXON_ERR_INVALID_ARGUMENT with nothing written. */
 static int ucxdp_putv_scatter(const fx_ucx_t *u, const ucxdp_hdr_t *h, const uint8_t *data, size_t len)
@@ -157,8 +172,7 @@ static int ucxdp_putv_scatter(const fx_ucx_t *u, const ucxdp_hdr_t *h, const uin
     const uint8_t *lp = data;
     for (uint64_t j = 0; j < n; j++) {
         uint64_t a, l;
-        memcpy(&a, lp + 16 * j, 8);
-        memcpy(&l, lp + 16 * j + 8, 8);
+        ucxdp_list_at(lp, j, &a, &l);
         if (!l || l > len || sum > len - list_bytes - l || !ucxdp_region_ok(u, a, l)) {
             FX_WARN("ucx: rejected PUT of %llu ranges: range %llu (%llu bytes at 0x%llx) is outside mapped "
                     "regions or the message",
@@ -171,24 +185,11 @@ static int ucxdp_putv_scatter(const fx_ucx_t *u, const ucxdp_hdr_t *h, const uin
     const uint8_t *src = data + list_bytes;
     for (uint64_t j = 0; j < n; j++) {
         uint64_t a, l;
-        memcpy(&a, lp + 16 * j, 8);
-        memcpy(&l, lp + 16 * j + 8, 8);
+        ucxdp_list_at(lp, j, &a, &l);
         memcpy((void *)(uintptr_t)a, src, l);
         src += l;
     }
     return FLUXON_OK;
-}
-
-static void ucxdp_tgt_putv_cb(void *req, ucs_status_t st, size_t len, void *ud)
-{
-    ucxdp_tgt_t *t = ud;
-    ucp_request_free(req);
-    if (st != UCS_OK) {
-        FX_DEBUG("ucx: AM PUT receive failed: %s", ucs_status_string(st));
-        ucxdp_tgt_free(t);
-        return;
-    }
-    ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, ucxdp_putv_scatter(t->u, &t->hdr, t->vtmp, (size_t)t->hdr.len), NULL, 0);
 }
 
 static ucs_status_t ucxdp_am_putv_req(void *arg, const void *header, size_t hlen, void *data,
@@ -212,7 +213,7 @@ static ucs_status_t ucxdp_am_putv_req(void *arg, const void *header, size_t hlen
     }
     ucp_request_param_t rp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.recv_am = ucxdp_tgt_putv_cb,
+        .cb.recv_am = ucxdp_tgt_recv_cb,
         .user_data = t,
     };
     ucs_status_ptr_t r = ucp_am_recv_data_nbx(u->worker, data, t->vtmp, len, &rp);
@@ -233,8 +234,7 @@ static void ucxdp_getv_serve(ucxdp_tgt_t *t, uint64_t n)
     uint64_t sum = 0;
     for (uint64_t j = 0; j < n; j++) {
         uint64_t a, l;
-        memcpy(&a, lp + 16 * j, 8);
-        memcpy(&l, lp + 16 * j + 8, 8);
+        ucxdp_list_at(lp, j, &a, &l);
         if (!l || l > UCXDP_V_MAX_BYTES || !ucxdp_region_ok(u, a, l)) {
             FX_WARN("ucx: rejected GET of %llu ranges: range %llu (%llu bytes at 0x%llx) is outside mapped regions",
                     (unsigned long long)n, (unsigned long long)j, (unsigned long long)l, (unsigned long long)a);
@@ -261,18 +261,6 @@ static void ucxdp_getv_serve(ucxdp_tgt_t *t, uint64_t n)
     ucxdp_tgt_free(t);
 }
 
-static void ucxdp_tgt_getv_cb(void *req, ucs_status_t st, size_t len, void *ud)
-{
-    ucxdp_tgt_t *t = ud;
-    ucp_request_free(req);
-    if (st != UCS_OK) {
-        FX_DEBUG("ucx: AM GET list receive failed: %s", ucs_status_string(st));
-        ucxdp_tgt_free(t);
-        return;
-    }
-    ucxdp_getv_serve(t, len / 16);
-}
-
 static ucs_status_t ucxdp_am_getv_req(void *arg, const void *header, size_t hlen, void *data,
                                       size_t len, const ucp_am_recv_param_t *param)
 {
@@ -288,6 +276,7 @@ static ucs_status_t ucxdp_am_getv_req(void *arg, const void *header, size_t hlen
         ucxdp_tgt_reply(t, FX_UCX_AM_ID_GET_REP, FLUXON_ERR_INVALID_ARGUMENT, NULL, 0);
         return UCS_OK; /* drops a rendezvous descriptor */
     }
+    t->getv = true;
     if (!(t->vtmp = fx_malloc(n * 16 + n * sizeof(ucp_dt_iov_t)))) {
         ucxdp_tgt_reply(t, FX_UCX_AM_ID_GET_REP, FLUXON_ERR_NOMEM, NULL, 0);
         return UCS_OK;
@@ -299,7 +288,7 @@ static ucs_status_t ucxdp_am_getv_req(void *arg, const void *header, size_t hlen
     }
     ucp_request_param_t rp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-        .cb.recv_am = ucxdp_tgt_getv_cb,
+        .cb.recv_am = ucxdp_tgt_recv_cb,
         .user_data = t,
     };
     ucs_status_ptr_t r = ucp_am_recv_data_nbx(u->worker, data, t->vtmp, len, &rp);
