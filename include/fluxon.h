@@ -482,11 +482,10 @@ int fluxon_local_fast_put_start(fluxon_client *c, const char *const *keys, size_
  * Returns FLUXON_OK; FLUXON_ERR_WRONG_HANDLE (not a live put plan: a read plan, already
  * committed or aborted, unknown pointer, or expired: the owner released it when it was
  * neither committed nor aborted within its put_plan_ttl_ms, 20000 by default, and logs
- * so. WARNING: an expired plan's slots are reused at once, so its value_ptrs must not be
- * written past put_plan_ttl_ms: such writes land in other keys' values, which may already
- * be served. An engine that can stall longer (a GPU hang, a preempted process) must
- * commit or abort well within the TTL, or raise put_plan_ttl_ms; a safe quarantine of
- * expired plans' slots is not built yet); FLUXON_ERR_INVALID_ARGUMENT (NULL);
+ * so: its keys can be written again at once, but its slots are kept (not reused) while
+ * this client is connected, since its engine may still be writing through value_ptrs;
+ * this commit or an abort of the expired plan answers WRONG_HANDLE and releases them, as
+ * does closing the client); FLUXON_ERR_INVALID_ARGUMENT (NULL);
  * FLUXON_ERR_STALE (the owner restarted); FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
 int fluxon_local_fast_put_commit(fluxon_client *c, fluxon_plan *plan, fluxon_future **future_p);
 

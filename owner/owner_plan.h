@@ -23,7 +23,9 @@ typedef struct owner_placement {
 /* States: CLAIMING (slots being claimed, maybe placed) -> PREPARED (put_start answered,
  * the external writes) -> PUBLISHING (committed: local-visible, [pushed], PUT_DONE until
  * its outcome is known) -> freed. Abort frees it from CLAIMING or PREPARED. */
-enum { OP_CLAIMING = 1, OP_PREPARED = 2, OP_PUBLISHING = 3 };
+enum { OP_CLAIMING = 1, OP_PREPARED = 2, OP_PUBLISHING = 3,
+       OP_EXPIRED = 4 /* past put_plan_ttl_ms: keys free, slots kept until the client's commit,
+                       * abort or disconnect (its engine may still write them: W5) */ };
 
 struct owner_plan;
 /* Key i of a plan as the owner's in-flight map holds it (an intrusive map: no entry

@@ -134,16 +134,42 @@ static void oput_inline_claimed(fx_owner_t *o, owner_plan_t *p)
 }
 
 /* A prepared plan nobody committed or aborted within put_plan_ttl_ms (its answer may
- * have reached a client that had given up): its reservations go. */
+ * have reached a client that had given up): its keys can be written again at once. Its
+ * slots are not reused while its client is connected (issue 44 W5): that client's engine
+ * may still be writing through the plan's value_ptrs (a stalled GPU, a preempted process)
+ * and its writes would land in other keys' values. They go when the client commits or
+ * aborts the plan (answered WRONG_HANDLE: it learns the plan expired, its writes are
+ * over) or disconnects; client_limits.max_plans bounds how many it can hold so. */
 static void oput_on_plan_ttl(fx_reactor_t *r, fx_timer_t *t)
 {
     owner_plan_t *p = FX_CONTAINER_OF(t, owner_plan_t, retry_timer);
     fx_owner_t *o = p->o;
     if (p->state != OP_PREPARED) return;
     o->put->put_plans_expired++;
-    FX_WARN("put plan %llu (%zu keys) neither committed nor aborted within put_plan_ttl_ms %u: released",
+    if (!p->ext) {
+        FX_WARN("put plan %llu (%zu keys) neither committed nor aborted within put_plan_ttl_ms %u: released",
+                (unsigned long long)p->id, p->n, o->cfg.put_plan_ttl_ms);
+        oput_plan_abort(o, p);
+        return;
+    }
+    FX_WARN("put plan %llu (%zu keys) neither committed nor aborted within put_plan_ttl_ms %u: its keys are "
+            "released, its slots kept until the client commits or aborts it or disconnects",
             (unsigned long long)p->id, p->n, o->cfg.put_plan_ttl_ms);
+    for (size_t i = 0; i < p->n; i++) oput_inflight_drop(o->put, p, i);
+    p->state = OP_EXPIRED;
+}
+
+/* The client named its expired plan (commit or abort): it is done with it, the slots go. */
+static bool oput_expired_named(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, uint64_t id,
+                               const char *what)
+{
+    owner_plan_t *p = oput_find(o, id);
+    if (!p || p->ext != e || p->state != OP_EXPIRED) return false;
     oput_plan_abort(o, p);
+    fx_conn_reply_error(e->conn, h, FLUXON_ERR_WRONG_HANDLE,
+                        "%s: plan %llu expired (put_plan_ttl_ms %u); its slots are released now", what,
+                        (unsigned long long)id, o->cfg.put_plan_ttl_ms);
+    return true;
 }
 
 static void oput_start_reply(fx_owner_t *o, owner_plan_t *p)
@@ -723,6 +749,7 @@ FX_INTERNAL void fx_oput_commit(fx_owner_t *o, owner_ext_t *e, const fx_frame_he
 {
     fx_body_plan_ref_t b;
     fx_body_plan_ref_decode(body, h->body_len, &b, arena);
+    if (oput_expired_named(o, e, h, b.plan_id, "put_commit")) return;
     owner_plan_t *p = oput_prepared(o, e, b.plan_id);
     if (!p || p->is_inline) {
         fx_conn_reply_error(e->conn, h, FLUXON_ERR_WRONG_HANDLE,
@@ -738,6 +765,7 @@ FX_INTERNAL void fx_oput_abort(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
 {
     fx_body_plan_ref_t b;
     fx_body_plan_ref_decode(body, h->body_len, &b, arena);
+    if (oput_expired_named(o, e, h, b.plan_id, "put_abort")) return;
     owner_plan_t *p = oput_prepared(o, e, b.plan_id);
     if (!p) {
         fx_conn_reply_error(e->conn, h, FLUXON_ERR_WRONG_HANDLE,

@@ -304,8 +304,11 @@ Test(uncertain, heartbeats_rarer_than_the_masters_timeout_are_brought_below_it)
 }
 
 /* Item 11, the owner's own bound: an engine that got its put plan but never commits nor
- * aborts it (hung, or a bug) does not hold the slots and the key until it exits: the
- * owner releases the plan after put_plan_ttl_ms and the key can be written again. */
+ * aborts it (hung, or a bug) does not hold the key until it exits: the owner expires the
+ * plan after put_plan_ttl_ms and the key can be written again. Issue 44 W5: the plan's
+ * slot is not reused meanwhile (the stalled engine may still write through its
+ * value_ptrs): it stays prepared until the client names the plan again (its commit is
+ * refused WRONG_HANDLE and the slot goes) or disconnects. */
 Test(uncertain, a_put_plan_nobody_commits_expires_on_the_owner)
 {
     const char *extra[1] = {",\"put_plan_ttl_ms\":700"};
@@ -319,13 +322,15 @@ Test(uncertain, a_put_plan_nobody_commits_expires_on_the_owner)
     cr_assert_eq(fluxon_local_fast_put_start(b, &k, 1, UVLEN, NULL, &plan, &st), FLUXON_OK);
     cr_assert_eq(st, FLUXON_ERR_KEY_BEING_WRITTEN, "the prepared plan holds the key");
     cr_assert_eq(fluxon_put_abort(b, plan), FLUXON_OK);
-    cr_assert(kf_wait_stat(a, "put_plans_expired", 1, 5000), "the owner released the plan");
-    cr_assert_eq(kf_stat(a, "slots_prepared"), 0);
+    cr_assert(kf_wait_stat(a, "put_plans_expired", 1, 5000), "the owner expired the plan");
+    cr_assert_eq(kf_stat(a, "slots_prepared"), 1, "W5: the expired plan's slot is not reused while its client lives");
     cr_assert_eq(fluxon_local_fast_put_start(b, &k, 1, UVLEN, NULL, &plan, &st), FLUXON_OK);
     cr_assert_eq(st, FLUXON_OK, "the key can be written again: %s", fluxon_status_string(st));
+    cr_assert_neq(plan->value_ptrs[0], orphan->value_ptrs[0], "another slot than the expired plan's");
     cr_assert_eq(fluxon_put_abort(b, plan), FLUXON_OK);
     fluxon_future *f = NULL;
-    cr_assert_neq(fluxon_local_fast_put_commit(a, orphan, &f), FLUXON_OK, "the expired plan is not published");
+    cr_assert_eq(fluxon_local_fast_put_commit(a, orphan, &f), FLUXON_ERR_WRONG_HANDLE, "the expired plan is not published");
+    cr_assert(kf_wait_stat(a, "slots_prepared", 0, 5000), "naming it again released its slot");
     fluxon_client_close(b);
     fluxon_client_close(a);
 }
