@@ -1,9 +1,10 @@
 /* config.c — loads one role's JSON configuration (cJSON) into fx_config_t: applies the
  * per-role defaults of ARCHITECTURE §11, rejects unknown fields and wrong types, checks
- * every value and the owner's segment/grant/expected-capacity rules (§6). See config.h. */
-#include "config.h"
+ * every value and the owner's segment/grant/expected-capacity rules (§6). See config.h. This
+ * file: the field tables, the sections and the per-role checks; the context, error messages
+ * and typed value readers are in config_read.c (config_int.h). */
+#include "config_int.h"
 
-#include <cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,11 +14,8 @@
 
 #include "log.h"
 
-#define CFG_PAGE 4096u
-#define CFG_MS_MAX 86400000.0
 #define CFG_NUMA_MAX 1023
 #define CFG_FILE_MAX (16u << 20)
-#define CFG_SIZE_HELP "is not a size (integer bytes, or a string like \"512MiB\")"
 #define CFG_M (1u << FX_ROLE_MASTER)
 #define CFG_O (1u << FX_ROLE_OWNER)
 #define CFG_E (1u << FX_ROLE_EXTERNAL)
@@ -34,11 +32,6 @@ enum {
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
     CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */
-};
-
-struct cfg_field {
-    const char *name;
-    unsigned roles; /* bit (1 << fx_role_t) for each role that accepts the key */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -90,258 +83,24 @@ static const struct cfg_field cfg_ha_fields[] = {{"etcd", CFG_M | CFG_O}, {"leas
 static const struct cfg_field cfg_expected_fields[] = {{"value_len", CFG_O},
                                                        {"payload_capacity_bytes", CFG_O}};
 
-struct cfg_ctx {
-    char *err;
-    size_t errcap;
-    fx_role_t role;
-};
-
-/* Writes "<path>: <formatted rest>" into the caller's buffer; returns FLUXON_ERR_CONFIG. */
-__attribute__((format(printf, 3, 4))) static int cfg_fail(struct cfg_ctx *c, const char *path,
-                                                           const char *fmt, ...)
-{
-    if (!c->err || c->errcap == 0) return FLUXON_ERR_CONFIG;
-    char rest[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(rest, sizeof rest, fmt, ap);
-    va_end(ap);
-    snprintf(c->err, c->errcap, "%s: %s", path, rest);
-    return FLUXON_ERR_CONFIG;
-}
-
-/* Copies s into buf (quoted when quote), non-printable bytes as '?', cut with "...". */
-static void cfg_sanitize(const char *s, bool quote, char *buf, size_t cap)
-{
-    size_t o = 0, lim = cap > 8 ? cap - 6 : 0;
-    if (quote && o < lim) buf[o++] = '"';
-    for (; *s && o < lim; s++) buf[o++] = (*s >= 0x20 && *s < 0x7f) ? *s : '?';
-    if (*s) for (int i = 0; i < 3 && o + 2 < cap; i++) buf[o++] = '.';
-    if (quote && o + 1 < cap) buf[o++] = '"';
-    if (cap) buf[o < cap ? o : cap - 1] = 0;
-}
-
-/* A short text for a JSON value in an error message: 100, -0.5, "abc", true, {...}. */
-static const char *cfg_vtext(const cJSON *v, char *buf, size_t cap)
-{
-    if (cJSON_IsString(v)) {
-        cfg_sanitize(v->valuestring, true, buf, cap);
-    } else if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        snprintf(buf, cap, "%.15g", d);
-        if (strtod(buf, NULL) != d) snprintf(buf, cap, "%.17g", d);
-    } else {
-        snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : cJSON_IsFalse(v) ? "false"
-                                 : cJSON_IsNull(v) ? "null" : cJSON_IsArray(v) ? "[...]" : "{...}");
-    }
-    return buf;
-}
-
-/* "<path>: <value> <rule>". */
-__attribute__((format(printf, 4, 5))) static int cfg_bad(struct cfg_ctx *c, const char *path,
-                                                          const cJSON *v, const char *fmt, ...)
-{
-    char vt[96], rule[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(rule, sizeof rule, fmt, ap);
-    va_end(ap);
-    return cfg_fail(c, path, "%s %s", cfg_vtext(v, vt, sizeof vt), rule);
-}
-
-/* Levenshtein distance of a and b, or more than max (stops early; names under 64 bytes). */
-static int cfg_distance(const char *a, const char *b, int max)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la >= 64 || lb >= 64 || (la > lb ? la - lb : lb - la) > (size_t)max) return max + 1;
-    int row[64];
-    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = row[0], best = row[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int up = row[j], v = FX_MIN(FX_MIN(row[j] + 1, row[j - 1] + 1), diag + (a[i - 1] != b[j - 1]));
-            diag = up;
-            row[j] = v;
-            best = FX_MIN(best, v);
-        }
-        if (best > max) return max + 1;
-    }
-    return row[lb];
-}
-
-/* Matches an object member against a key table: returns its index, or -1 with the
- * error written (unknown for this role, or duplicate; an unknown name within two edits
- * of a field of the role gets "did you mean"). seen: one bit per index. */
-static int cfg_match(struct cfg_ctx *c, const cJSON *it, const char *prefix,
-                     const struct cfg_field *tab, int n, uint64_t *seen)
-{
-    char path[160], key[72];
-    const char *name = it->string ? it->string : "";
-    for (int i = 0; i < n; i++) {
-        if (strcmp(name, tab[i].name) != 0 || !(tab[i].roles & (1u << c->role))) continue;
-        snprintf(path, sizeof path, "%s%s", prefix, name);
-        if (*seen & (1ull << i)) return cfg_fail(c, path, "duplicate field"), -1;
-        *seen |= 1ull << i;
-        return i;
-    }
-    cfg_sanitize(name, false, key, sizeof key);
-    snprintf(path, sizeof path, "%s%s", prefix, key);
-    int near = -1, near_d = 3;
-    for (int i = 0; i < n; i++) {
-        int d = (tab[i].roles & (1u << c->role)) ? cfg_distance(name, tab[i].name, 2) : 3;
-        if (d < near_d) near = i, near_d = d;
-    }
-    if (near >= 0) cfg_fail(c, path, "unknown field for role %s (did you mean %s%s?)", fx_role_name(c->role), prefix,
-                            tab[near].name);
-    else cfg_fail(c, path, "unknown field for role %s", fx_role_name(c->role));
-    return -1;
-}
-
-static int cfg_want_string(struct cfg_ctx *c, const char *path, const cJSON *v)
-{
-    return cJSON_IsString(v) ? 0 : cfg_bad(c, path, v, "is not a string");
-}
-
-/* v must be one of the n names; *idx receives its index (the enum values follow the names'
- * order). Else "must be one of a, b, c". */
-static int cfg_get_choice(struct cfg_ctx *c, const char *path, const cJSON *v, const char *const *names, int n,
-                          int *idx)
-{
-    int rc = cfg_want_string(c, path, v);
-    if (rc) return rc;
-    for (int i = 0; i < n; i++)
-        if (strcmp(v->valuestring, names[i]) == 0) {
-            *idx = i;
-            return 0;
-        }
-    char why[128] = "must be one of ";
-    for (int i = 0; i < n; i++) {
-        size_t l = strlen(why);
-        snprintf(why + l, sizeof why - l, "%s%s", i ? ", " : "", names[i]);
-    }
-    return cfg_bad(c, path, v, "%s", why);
-}
-
-static int cfg_want_object(struct cfg_ctx *c, const char *path, const cJSON *v)
-{
-    return cJSON_IsObject(v) ? 0 : cfg_bad(c, path, v, "is not an object");
-}
-
-/* An integral JSON number within [lo, hi]; the message says "must be an integer in". */
-static int cfg_get_int(struct cfg_ctx *c, const char *path, const cJSON *v, double lo,
-                       double hi, int64_t *out)
-{
-    if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not an integer");
-    double d = v->valuedouble;
-    if (!isfinite(d) || d < lo || d > hi || d != (double)(int64_t)d)
-        return cfg_bad(c, path, v, "must be an integer in [%.0f, %.0f]", lo, hi);
-    *out = (int64_t)d;
-    return 0;
-}
-
-static int cfg_get_ms(struct cfg_ctx *c, const char *path, const cJSON *v, uint32_t *out)
-{
-    int64_t x = 0;
-    int rc = cfg_get_int(c, path, v, 1, CFG_MS_MAX, &x);
-    if (rc == 0) *out = (uint32_t)x;
-    return rc;
-}
-
-/* A size: an integral non-negative JSON number (exact, < 2^53) or an fx_parse_size
- * string. */
-static int cfg_get_size(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out)
-{
-    if (cJSON_IsString(v)) {
-        if (fx_parse_size(v->valuestring, out) != 0) return cfg_bad(c, path, v, CFG_SIZE_HELP);
-        return 0;
-    }
-    if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, CFG_SIZE_HELP);
-    double d = v->valuedouble;
-    if (!isfinite(d) || d < 0 || d >= 9007199254740992.0 || d != (double)(uint64_t)d)
-        return cfg_bad(c, path, v, CFG_SIZE_HELP);
-    *out = (uint64_t)d;
-    return 0;
-}
-
-/* A size that must be > 0 and a multiple of 4096. */
-static int cfg_get_pages(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out)
-{
-    int rc = cfg_get_size(c, path, v, out);
-    if (rc) return rc;
-    if (*out == 0) return cfg_bad(c, path, v, "must be > 0");
-    if (*out % CFG_PAGE) return cfg_bad(c, path, v, "is not a multiple of 4096");
-    return 0;
-}
-
-static int cfg_get_hostport(struct cfg_ctx *c, const char *path, const cJSON *v, char *host,
-                            size_t hostcap, uint16_t *port)
-{
-    int rc = cfg_want_string(c, path, v);
-    if (rc) return rc;
-    if (fx_parse_hostport(v->valuestring, host, hostcap, port) != 0)
-        return cfg_bad(c, path, v, "is not host:port (IPv4 or localhost, port 0..65535)");
-    return 0;
-}
-
-/* 1..63 bytes of [A-Za-z0-9._-], plus ':' when colon. */
-static bool cfg_id_ok(const char *s, bool colon)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n >= FX_ID_MAX) return false;
-    for (; *s; s++) {
-        char ch = *s;
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '.' || ch == '_' || ch == '-' || (colon && ch == ':');
-        if (!ok) return false;
-    }
-    return true;
-}
-
-static int cfg_get_id(struct cfg_ctx *c, const char *path, const cJSON *v, bool colon, char *out)
-{
-    int rc = cfg_want_string(c, path, v);
-    if (rc) return rc;
-    if (!cfg_id_ok(v->valuestring, colon))
-        return cfg_bad(c, path, v, "must be 1..63 characters of %s",
-                       colon ? "[A-Za-z0-9._:-]" : "[A-Za-z0-9._-]");
-    fx_strlcpy(out, v->valuestring, FX_ID_MAX);
-    return 0;
-}
-
-/* Default node id: this host's name, characters outside [A-Za-z0-9._-] as '_', cut so
- * that suffix still fits in FX_ID_MAX. */
-static void cfg_default_node_id(char *out, const char *suffix)
-{
-    char host[256] = "";
-    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) fx_strlcpy(host, "localhost", sizeof host);
-    host[sizeof host - 1] = 0;
-    for (char *p = host; *p; p++) {
-        char s[2] = {*p, 0};
-        if (!cfg_id_ok(s, false)) *p = '_';
-    }
-    size_t slen = strlen(suffix), hlen = FX_MIN(strlen(host), FX_ID_MAX - 1 - slen);
-    memcpy(out, host, hlen);
-    memcpy(out + hlen, suffix, slen + 1);
-}
-
 static int cfg_parse_expected(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
-    int rc = cfg_want_object(c, "reserve.expected", obj);
+    int rc = fx_cfg_want_object(c, "reserve.expected", obj);
     if (rc) return rc;
     uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = cfg_match(c, it, "reserve.expected.", cfg_expected_fields,
+        int k = fx_cfg_match(c, it, "reserve.expected.", cfg_expected_fields,
                           (int)FX_ARRAY_LEN(cfg_expected_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
         char path[64];
         snprintf(path, sizeof path, "reserve.expected.%s", cfg_expected_fields[k].name);
         uint64_t *dst = k == 0 ? &cfg->expected_value_len : &cfg->expected_payload_bytes;
-        if ((rc = cfg_get_size(c, path, it, dst))) return rc;
-        if (*dst == 0) return cfg_bad(c, path, it, "must be > 0");
+        if ((rc = fx_cfg_get_size(c, path, it, dst))) return rc;
+        if (*dst == 0) return fx_cfg_bad(c, path, it, "must be > 0");
     }
-    if (!(seen & 1u)) return cfg_fail(c, "reserve.expected.value_len", "missing (required)");
+    if (!(seen & 1u)) return fx_cfg_fail(c, "reserve.expected.value_len", "missing (required)");
     if (!(seen & 2u))
-        return cfg_fail(c, "reserve.expected.payload_capacity_bytes", "missing (required)");
+        return fx_cfg_fail(c, "reserve.expected.payload_capacity_bytes", "missing (required)");
     cfg->has_expected = true;
     return 0;
 }
@@ -350,15 +109,15 @@ static int cfg_parse_expected(struct cfg_ctx *c, const cJSON *obj, fx_config_t *
 static int cfg_parse_replica_roles(struct cfg_ctx *c, const char *path, const cJSON *v, fx_config_t *cfg)
 {
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1)
-        return cfg_bad(c, path, v, "must be a non-empty array of node roles (gpu_owner, remote_cache)");
+        return fx_cfg_bad(c, path, v, "must be a non-empty array of node roles (gpu_owner, remote_cache)");
     uint32_t bits = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, v) {
         uint32_t b;
         if (cJSON_IsString(it) && strcmp(it->valuestring, "gpu_owner") == 0) b = 1u << FX_NODE_GPU_OWNER;
         else if (cJSON_IsString(it) && strcmp(it->valuestring, "remote_cache") == 0) b = 1u << FX_NODE_REMOTE_CACHE;
-        else return cfg_bad(c, path, it, "is not a node role (must be one of gpu_owner, remote_cache)");
-        if (bits & b) return cfg_bad(c, path, it, "is named twice");
+        else return fx_cfg_bad(c, path, it, "is not a node role (must be one of gpu_owner, remote_cache)");
+        if (bits & b) return fx_cfg_bad(c, path, it, "is named twice");
         bits |= b;
     }
     cfg->replica_target_roles = bits;
@@ -367,16 +126,16 @@ static int cfg_parse_replica_roles(struct cfg_ctx *c, const char *path, const cJ
 
 static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
-    int rc = cfg_want_object(c, "reserve", obj);
+    int rc = fx_cfg_want_object(c, "reserve", obj);
     if (rc) return rc;
     uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = cfg_match(c, it, "reserve.", cfg_reserve_fields,
+        int k = fx_cfg_match(c, it, "reserve.", cfg_reserve_fields,
                           (int)FX_ARRAY_LEN(cfg_reserve_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
         if (k == 0) cfg->has_grant_bytes = true;
-        rc = k == 0   ? cfg_get_pages(c, "reserve.grant_bytes", it, &cfg->grant_bytes)
-             : k == 2 ? cfg_get_ms(c, "reserve.idle_grant_return_ms", it, &cfg->idle_grant_return_ms)
+        rc = k == 0   ? fx_cfg_get_pages(c, "reserve.grant_bytes", it, &cfg->grant_bytes)
+             : k == 2 ? fx_cfg_get_ms(c, "reserve.idle_grant_return_ms", it, &cfg->idle_grant_return_ms)
                       : cfg_parse_expected(c, it, cfg);
         if (rc) return rc;
     }
@@ -386,25 +145,25 @@ static int cfg_parse_reserve(struct cfg_ctx *c, const cJSON *obj, fx_config_t *c
 /* "client_limits" (owner, issue 44 C3): what one external client may hold at once. */
 static int cfg_parse_client_limits(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
-    int rc = cfg_want_object(c, "client_limits", obj);
+    int rc = fx_cfg_want_object(c, "client_limits", obj);
     if (rc) return rc;
     uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = cfg_match(c, it, "client_limits.", cfg_client_limits_fields,
+        int k = fx_cfg_match(c, it, "client_limits.", cfg_client_limits_fields,
                           (int)FX_ARRAY_LEN(cfg_client_limits_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
         int64_t x = 0;
         switch (k) {
-        case 0: rc = cfg_get_size(c, "client_limits.max_pinned_bytes", it, &cfg->client_max_pinned_bytes); break;
+        case 0: rc = fx_cfg_get_size(c, "client_limits.max_pinned_bytes", it, &cfg->client_max_pinned_bytes); break;
         case 1:
-            rc = cfg_get_int(c, "client_limits.max_handles", it, 1, UINT32_MAX, &x);
+            rc = fx_cfg_get_int(c, "client_limits.max_handles", it, 1, UINT32_MAX, &x);
             if (!rc) cfg->client_max_handles = (uint32_t)x;
             break;
         case 2:
-            rc = cfg_get_int(c, "client_limits.max_plans", it, 1, UINT32_MAX, &x);
+            rc = fx_cfg_get_int(c, "client_limits.max_plans", it, 1, UINT32_MAX, &x);
             if (!rc) cfg->client_max_plans = (uint32_t)x;
             break;
-        default: rc = cfg_get_ms(c, "client_limits.pin_expire_ms", it, &cfg->client_pin_expire_ms); break;
+        default: rc = fx_cfg_get_ms(c, "client_limits.pin_expire_ms", it, &cfg->client_pin_expire_ms); break;
         }
         if (rc) return rc;
     }
@@ -414,26 +173,26 @@ static int cfg_parse_client_limits(struct cfg_ctx *c, const cJSON *obj, fx_confi
 /* "test": fault injection, documented in the README; off unless fault_message is set. */
 static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
-    int rc = cfg_want_object(c, "test", obj);
+    int rc = fx_cfg_want_object(c, "test", obj);
     if (rc) return rc;
     uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = cfg_match(c, it, "test.", cfg_test_fields, (int)FX_ARRAY_LEN(cfg_test_fields), &seen);
+        int k = fx_cfg_match(c, it, "test.", cfg_test_fields, (int)FX_ARRAY_LEN(cfg_test_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
         char path[64];
         snprintf(path, sizeof path, "test.%s", cfg_test_fields[k].name);
         if (k == 0 || k == 1) {
-            if (!cJSON_IsString(it)) return cfg_bad(c, path, it, "must be a string");
+            if (!cJSON_IsString(it)) return fx_cfg_bad(c, path, it, "must be a string");
             const char *v = it->valuestring;
             if (k == 0) {
-                if (strlen(v) >= sizeof cfg->fault_message) return cfg_bad(c, path, it, "is too long");
+                if (strlen(v) >= sizeof cfg->fault_message) return fx_cfg_bad(c, path, it, "is too long");
                 fx_strlcpy(cfg->fault_message, v, sizeof cfg->fault_message);
             } else if (!strcmp(v, "delay")) cfg->fault_kind = FX_FAULT_DELAY;
             else if (!strcmp(v, "drop")) cfg->fault_kind = FX_FAULT_DROP;
             else if (!strcmp(v, "duplicate")) cfg->fault_kind = FX_FAULT_DUPLICATE;
             else if (!strcmp(v, "delay_request")) cfg->fault_kind = FX_FAULT_DELAY_REQUEST;
             else if (!strcmp(v, "truncate")) cfg->fault_kind = FX_FAULT_TRUNCATE;
-            else return cfg_bad(c, path, it,
+            else return fx_cfg_bad(c, path, it,
                                 "must be \"delay\", \"drop\", \"duplicate\", \"delay_request\" or \"truncate\"");
             continue;
         }
@@ -441,7 +200,7 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
             double hi = k == 7 ? 60000 : 1000000;
             if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > hi ||
                 it->valuedouble != (double)(uint32_t)it->valuedouble)
-                return cfg_bad(c, path, it, k == 7 ? "must be an integer in 0..60000 (ms)"
+                return fx_cfg_bad(c, path, it, k == 7 ? "must be an integer in 0..60000 (ms)"
                                                    : "must be an integer in 0..1000000 (parts per million)");
             uint32_t x = (uint32_t)it->valuedouble;
             *(k == 5 ? &cfg->chaos_drop_ppm : k == 6 ? &cfg->chaos_delay_ppm : k == 7 ? &cfg->chaos_delay_ms
@@ -451,32 +210,32 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
         if (k == 10) {
             if (!cJSON_IsNumber(it) || it->valuedouble < -86400000.0 || it->valuedouble > 86400000.0 ||
                 it->valuedouble != (double)(int64_t)it->valuedouble)
-                return cfg_bad(c, path, it, "must be an integer in -86400000..86400000 (ms)");
+                return fx_cfg_bad(c, path, it, "must be an integer in -86400000..86400000 (ms)");
             cfg->test_clock_offset_ms = (int64_t)it->valuedouble;
             continue;
         }
         if (k == 9) {
             if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 9007199254740991.0 ||
                 it->valuedouble != (double)(uint64_t)it->valuedouble)
-                return cfg_bad(c, path, it, "must be an integer in 0..2^53-1");
+                return fx_cfg_bad(c, path, it, "must be an integer in 0..2^53-1");
             cfg->chaos_seed = (uint64_t)it->valuedouble;
             continue;
         }
         if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 86400000 ||
             it->valuedouble != (double)(uint32_t)it->valuedouble)
-            return cfg_bad(c, path, it, "must be an integer in 0..86400000");
+            return fx_cfg_bad(c, path, it, "must be an integer in 0..86400000");
         uint32_t x = (uint32_t)it->valuedouble;
         if (k == 2) cfg->fault_ms = x;
         else if (k == 3) cfg->fault_count = x;
         else cfg->fail_transfers = x;
     }
     if (cfg->chaos_delay_ppm && !cfg->chaos_delay_ms)
-        return cfg_fail(c, "test.delay_ms", "missing or 0 (required > 0 with test.delay_ppm)");
+        return fx_cfg_fail(c, "test.delay_ms", "missing or 0 (required > 0 with test.delay_ppm)");
     if ((uint64_t)cfg->chaos_drop_ppm + cfg->chaos_delay_ppm + cfg->chaos_dup_ppm > 1000000u)
-        return cfg_fail(c, "test.drop_ppm", "drop_ppm %u + delay_ppm %u + dup_ppm %u exceed 1000000",
+        return fx_cfg_fail(c, "test.drop_ppm", "drop_ppm %u + delay_ppm %u + dup_ppm %u exceed 1000000",
                         cfg->chaos_drop_ppm, cfg->chaos_delay_ppm, cfg->chaos_dup_ppm);
     if (cfg->fault_message[0] && !cfg->fault_kind)
-        return cfg_fail(c, "test.fault", "missing (required with test.fault_message)");
+        return fx_cfg_fail(c, "test.fault", "missing (required with test.fault_message)");
     return 0;
 }
 
@@ -494,36 +253,36 @@ static bool cfg_etcd_endpoint_ok(const char *s, size_t n)
 /* "ha": {"etcd": "http://h:p,...", "lease_ttl_ms": N, "key": "name"} (issue 17). */
 static int cfg_parse_ha(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
-    int rc = cfg_want_object(c, "ha", obj);
+    int rc = fx_cfg_want_object(c, "ha", obj);
     if (rc) return rc;
     uint64_t seen = 0;
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = cfg_match(c, it, "ha.", cfg_ha_fields, (int)FX_ARRAY_LEN(cfg_ha_fields), &seen);
+        int k = fx_cfg_match(c, it, "ha.", cfg_ha_fields, (int)FX_ARRAY_LEN(cfg_ha_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
         if (k == 1) {
             int64_t x = 0;
-            if ((rc = cfg_get_int(c, "ha.lease_ttl_ms", it, 1000, 600000, &x))) return rc;
-            if (x % 1000) return cfg_bad(c, "ha.lease_ttl_ms", it, "is not a multiple of 1000 (etcd leases count whole seconds)");
+            if ((rc = fx_cfg_get_int(c, "ha.lease_ttl_ms", it, 1000, 600000, &x))) return rc;
+            if (x % 1000) return fx_cfg_bad(c, "ha.lease_ttl_ms", it, "is not a multiple of 1000 (etcd leases count whole seconds)");
             cfg->ha_lease_ttl_ms = (uint32_t)x;
             continue;
         }
         const char *path = k == 0 ? "ha.etcd" : "ha.key";
-        if ((rc = cfg_want_string(c, path, it))) return rc;
+        if ((rc = fx_cfg_want_string(c, path, it))) return rc;
         const char *v = it->valuestring;
         size_t cap = k == 0 ? sizeof cfg->ha_etcd : sizeof cfg->ha_key;
-        if (!v[0] || strlen(v) >= cap) return cfg_bad(c, path, it, "must be 1..%zu bytes long", cap - 1);
+        if (!v[0] || strlen(v) >= cap) return fx_cfg_bad(c, path, it, "must be 1..%zu bytes long", cap - 1);
         if (k == 2 && strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-") != strlen(v))
-            return cfg_bad(c, path, it, "must be characters of [A-Za-z0-9._/-]");
+            return fx_cfg_bad(c, path, it, "must be characters of [A-Za-z0-9._/-]");
         int n_eps = 0;
         for (const char *p = v, *comma = p; k == 0 && comma; p = comma + 1) {
             comma = strchr(p, ',');
             if (++n_eps > 8 || !cfg_etcd_endpoint_ok(p, comma ? (size_t)(comma - p) : strlen(p)))
-                return cfg_bad(c, path, it, "endpoint %d is not http://host:port (IPv4 or localhost, port 1..65535; "
+                return fx_cfg_bad(c, path, it, "endpoint %d is not http://host:port (IPv4 or localhost, port 1..65535; "
                                "at most 8 endpoints)", n_eps);
         }
         fx_strlcpy(k == 0 ? cfg->ha_etcd : cfg->ha_key, v, cap);
     }
-    if (!(seen & 1u)) return cfg_fail(c, "ha.etcd", "missing (required with \"ha\")");
+    if (!(seen & 1u)) return fx_cfg_fail(c, "ha.etcd", "missing (required with \"ha\")");
     return 0;
 }
 
@@ -535,151 +294,151 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     int rc;
     switch (k) {
     case CFG_K_ROLE: return 0; /* parsed before the walk */
-    case CFG_K_CLUSTER_ID: return cfg_get_id(c, path, v, false, cfg->cluster_id);
+    case CFG_K_CLUSTER_ID: return fx_cfg_get_id(c, path, v, false, cfg->cluster_id);
     case CFG_K_TOKEN:
         /* the token is a secret: messages give its type or length, never its text */
-        if (!cJSON_IsString(v)) return cfg_fail(c, path, "(not shown) is not a string");
+        if (!cJSON_IsString(v)) return fx_cfg_fail(c, path, "(not shown) is not a string");
         if (strlen(v->valuestring) >= FX_TOKEN_MAX)
-            return cfg_fail(c, path, "(%zu bytes, not shown) is longer than %d bytes",
+            return fx_cfg_fail(c, path, "(%zu bytes, not shown) is longer than %d bytes",
                             strlen(v->valuestring), FX_TOKEN_MAX - 1);
         fx_strlcpy(cfg->cluster_token, v->valuestring, sizeof cfg->cluster_token);
         return 0;
     case CFG_K_LOG_LEVEL:
-        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if ((rc = fx_cfg_want_string(c, path, v))) return rc;
         if ((cfg->log_level = fx_log_level_parse(v->valuestring)) < 0)
-            return cfg_bad(c, path, v, "must be one of debug, info, warn, error, off");
+            return fx_cfg_bad(c, path, v, "must be one of debug, info, warn, error, off");
         return 0;
-    case CFG_K_START_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->start_timeout_ms);
+    case CFG_K_START_TIMEOUT: return fx_cfg_get_ms(c, path, v, &cfg->start_timeout_ms);
     case CFG_K_MAX_FRAME:
-        if ((rc = cfg_get_size(c, path, v, &cfg->max_frame_bytes))) return rc;
-        if (cfg->max_frame_bytes < CFG_PAGE) return cfg_bad(c, path, v, "must be >= 4096");
+        if ((rc = fx_cfg_get_size(c, path, v, &cfg->max_frame_bytes))) return rc;
+        if (cfg->max_frame_bytes < CFG_PAGE) return fx_cfg_bad(c, path, v, "must be >= 4096");
         return 0;
     case CFG_K_LISTEN:
-        return cfg_get_hostport(c, path, v, cfg->listen_host, sizeof cfg->listen_host,
+        return fx_cfg_get_hostport(c, path, v, cfg->listen_host, sizeof cfg->listen_host,
                                 &cfg->listen_port);
     case CFG_K_METRICS: {
         char host[FX_HOST_MAX];
         uint16_t port;
-        if ((rc = cfg_get_hostport(c, path, v, host, sizeof host, &port))) return rc;
+        if ((rc = fx_cfg_get_hostport(c, path, v, host, sizeof host, &port))) return rc;
         fx_strlcpy(cfg->metrics_listen, v->valuestring, sizeof cfg->metrics_listen);
         return 0;
     }
-    case CFG_K_INFLIGHT_TTL: return cfg_get_ms(c, path, v, &cfg->inflight_ttl_ms);
-    case CFG_K_HB_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->heartbeat_timeout_ms);
-    case CFG_K_DEAD_GRACE: return cfg_get_ms(c, path, v, &cfg->dead_owner_grace_ms);
-    case CFG_K_NODE_ID: return cfg_get_id(c, path, v, true, cfg->node_id);
+    case CFG_K_INFLIGHT_TTL: return fx_cfg_get_ms(c, path, v, &cfg->inflight_ttl_ms);
+    case CFG_K_HB_TIMEOUT: return fx_cfg_get_ms(c, path, v, &cfg->heartbeat_timeout_ms);
+    case CFG_K_DEAD_GRACE: return fx_cfg_get_ms(c, path, v, &cfg->dead_owner_grace_ms);
+    case CFG_K_NODE_ID: return fx_cfg_get_id(c, path, v, true, cfg->node_id);
     case CFG_K_MASTER:
         if (cJSON_IsString(v) && strncmp(v->valuestring, "unix:", 5) == 0) { /* a master on this host */
             const char *sp = v->valuestring + 5;
-            if (!*sp) return cfg_bad(c, path, v, "names no path after \"unix:\"");
-            if (strlen(sp) >= FX_PATH_MAX) return cfg_bad(c, path, v, "has a path longer than %d bytes", FX_PATH_MAX - 1);
+            if (!*sp) return fx_cfg_bad(c, path, v, "names no path after \"unix:\"");
+            if (strlen(sp) >= FX_PATH_MAX) return fx_cfg_bad(c, path, v, "has a path longer than %d bytes", FX_PATH_MAX - 1);
             fx_strlcpy(cfg->master_socket, sp, sizeof cfg->master_socket);
             return 0;
         }
         cfg->master_socket[0] = 0;
-        if ((rc = cfg_want_string(c, path, v))) return rc;
+        if ((rc = fx_cfg_want_string(c, path, v))) return rc;
         if (fx_parse_hostport(v->valuestring, cfg->master_host, sizeof cfg->master_host, &cfg->master_port) != 0)
-            return cfg_bad(c, path, v, "is neither host:port (IPv4 or localhost, port 1..65535) nor unix:PATH");
-        return cfg->master_port ? 0 : cfg_bad(c, path, v, "port must be > 0");
+            return fx_cfg_bad(c, path, v, "is neither host:port (IPv4 or localhost, port 1..65535) nor unix:PATH");
+        return cfg->master_port ? 0 : fx_cfg_bad(c, path, v, "port must be > 0");
     case CFG_K_SOCKET:
-        if ((rc = cfg_want_string(c, path, v))) return rc;
-        if (!v->valuestring[0]) return cfg_bad(c, path, v, "must not be empty");
+        if ((rc = fx_cfg_want_string(c, path, v))) return rc;
+        if (!v->valuestring[0]) return fx_cfg_bad(c, path, v, "must not be empty");
         if (strlen(v->valuestring) >= FX_PATH_MAX)
-            return cfg_bad(c, path, v, "is longer than %d bytes", FX_PATH_MAX - 1);
+            return fx_cfg_bad(c, path, v, "is longer than %d bytes", FX_PATH_MAX - 1);
         fx_strlcpy(cfg->socket_path, v->valuestring, sizeof cfg->socket_path);
         return 0;
-    case CFG_K_SEGMENT: return cfg_get_pages(c, path, v, &cfg->segment_bytes);
+    case CFG_K_SEGMENT: return fx_cfg_get_pages(c, path, v, &cfg->segment_bytes);
     case CFG_K_NODE_ROLE: {
         static const char *const roles[] = {"gpu_owner", "remote_cache"}; /* FX_NODE_* */
         int i = 0;
-        if ((rc = cfg_get_choice(c, path, v, roles, 2, &i))) return rc;
+        if ((rc = fx_cfg_get_choice(c, path, v, roles, 2, &i))) return rc;
         cfg->node_role = (fx_node_role_t)i;
         return 0;
     }
     case CFG_K_NUMA:
-        if ((rc = cfg_get_int(c, path, v, -1, CFG_NUMA_MAX, &x))) return rc;
+        if ((rc = fx_cfg_get_int(c, path, v, -1, CFG_NUMA_MAX, &x))) return rc;
         cfg->numa_node = (int)x;
         return 0;
     case CFG_K_RESERVE: return cfg_parse_reserve(c, v, cfg);
     case CFG_K_CLIENT_LIMITS: return cfg_parse_client_limits(c, v, cfg);
     case CFG_K_HOT_RATIO:
-        if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not a number");
+        if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not a number");
         if (!(v->valuedouble > 0 && v->valuedouble <= 1))
-            return cfg_bad(c, path, v, "must be in (0, 1]");
+            return fx_cfg_bad(c, path, v, "must be in (0, 1]");
         cfg->hot_capacity_ratio = v->valuedouble;
         return 0;
-    case CFG_K_HANDLE_TTL: return cfg_get_ms(c, path, v, &cfg->handle_ttl_ms);
-    case CFG_K_PLAN_TTL: return cfg_get_ms(c, path, v, &cfg->put_plan_ttl_ms);
-    case CFG_K_HB_INTERVAL: return cfg_get_ms(c, path, v, &cfg->heartbeat_interval_ms);
-    case CFG_K_CLAIM_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->claim_timeout_ms);
-    case CFG_K_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->timeout_ms);
-    case CFG_K_MASTER_TIMEOUT: return cfg_get_ms(c, path, v, &cfg->master_timeout_ms);
-    case CFG_K_SUB_CLUSTER: return cfg_get_id(c, path, v, false, cfg->sub_cluster);
+    case CFG_K_HANDLE_TTL: return fx_cfg_get_ms(c, path, v, &cfg->handle_ttl_ms);
+    case CFG_K_PLAN_TTL: return fx_cfg_get_ms(c, path, v, &cfg->put_plan_ttl_ms);
+    case CFG_K_HB_INTERVAL: return fx_cfg_get_ms(c, path, v, &cfg->heartbeat_interval_ms);
+    case CFG_K_CLAIM_TIMEOUT: return fx_cfg_get_ms(c, path, v, &cfg->claim_timeout_ms);
+    case CFG_K_TIMEOUT: return fx_cfg_get_ms(c, path, v, &cfg->timeout_ms);
+    case CFG_K_MASTER_TIMEOUT: return fx_cfg_get_ms(c, path, v, &cfg->master_timeout_ms);
+    case CFG_K_SUB_CLUSTER: return fx_cfg_get_id(c, path, v, false, cfg->sub_cluster);
     case CFG_K_TEST: return cfg_parse_test(c, v, cfg);
     case CFG_K_HA: return cfg_parse_ha(c, v, cfg);
     case CFG_K_EVICTION_POLICY: {
         static const char *const policies[] = {"lru", "s3fifo", "slru"}; /* FX_EVICT_* */
         cfg->eviction_policy_set = true;
-        return cfg_get_choice(c, path, v, policies, 3, &cfg->eviction_policy);
+        return fx_cfg_get_choice(c, path, v, policies, 3, &cfg->eviction_policy);
     }
     case CFG_K_REPLICA_ROLES: return cfg_parse_replica_roles(c, path, v, cfg);
     case CFG_K_WRITEBACK:
-        if (!cJSON_IsNumber(v)) return cfg_bad(c, path, v, "is not a number");
+        if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not a number");
         if (!(v->valuedouble >= 0 && v->valuedouble < 1))
-            return cfg_bad(c, path, v, "must be in [0, 1) (a share of the hot tier's capacity; 0 = off)");
+            return fx_cfg_bad(c, path, v, "must be in [0, 1) (a share of the hot tier's capacity; 0 = off)");
         cfg->writeback_watermark = v->valuedouble;
         return 0;
     case CFG_K_WB_ADMISSION: {
         static const char *const adm[] = {"all", "second_touch"}; /* FX_WB_ADMIT_* */
-        return cfg_get_choice(c, path, v, adm, 2, &cfg->writeback_admission);
+        return fx_cfg_get_choice(c, path, v, adm, 2, &cfg->writeback_admission);
     }
     case CFG_K_WB_STALL: {
         int64_t ms = 0;
-        if ((rc = cfg_get_int(c, path, v, 0, 60000, &ms))) return rc;
+        if ((rc = fx_cfg_get_int(c, path, v, 0, 60000, &ms))) return rc;
         cfg->writeback_max_stall_ms = (uint32_t)ms;
         return 0;
     }
     case CFG_K_HOT_BYTES:
-        if ((rc = cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
-        return cfg->hot_capacity_bytes ? 0 : cfg_bad(c, path, v, "must be > 0");
+        if ((rc = fx_cfg_get_size(c, path, v, &cfg->hot_capacity_bytes))) return rc;
+        return cfg->hot_capacity_bytes ? 0 : fx_cfg_bad(c, path, v, "must be > 0");
     case CFG_K_HUGE_PAGES: {
         static const char *const modes[] = {"off", "try", "on"}; /* FX_HUGE_* */
-        return cfg_get_choice(c, path, v, modes, 3, &cfg->huge_pages);
+        return fx_cfg_get_choice(c, path, v, modes, 3, &cfg->huge_pages);
     }
     case CFG_K_PREFAULT:
-        if (!cJSON_IsBool(v)) return cfg_bad(c, path, v, "must be true or false");
+        if (!cJSON_IsBool(v)) return fx_cfg_bad(c, path, v, "must be true or false");
         cfg->prefault_segment = cJSON_IsTrue(v);
         return 0;
     case CFG_K_SEGMENT_TOUCH: {
         static const char *const modes[] = {"auto", "off", "on"}; /* FX_TOUCH_* */
-        return cfg_get_choice(c, path, v, modes, 3, &cfg->segment_touch);
+        return fx_cfg_get_choice(c, path, v, modes, 3, &cfg->segment_touch);
     }
     case CFG_K_TRANSPORT: {
         static const char *const transports[] = {"ring", "socket"};
         int i = 0;
-        if ((rc = cfg_get_choice(c, path, v, transports, 2, &i))) return rc;
+        if ((rc = fx_cfg_get_choice(c, path, v, transports, 2, &i))) return rc;
         cfg->transport_socket = i == 1;
         return 0;
     }
     case CFG_K_RING_POLL: {
         int64_t us = 0;
-        if ((rc = cfg_get_int(c, path, v, 0, CFG_RING_POLL_MAX, &us))) return rc;
+        if ((rc = fx_cfg_get_int(c, path, v, 0, CFG_RING_POLL_MAX, &us))) return rc;
         cfg->ring_poll_us = (uint32_t)us;
         return 0;
     }
     case CFG_K_RING_POLL_PLAN: {
         int64_t us = 0;
-        if ((rc = cfg_get_int(c, path, v, 0, CFG_RING_POLL_MAX, &us))) return rc;
+        if ((rc = fx_cfg_get_int(c, path, v, 0, CFG_RING_POLL_MAX, &us))) return rc;
         cfg->ring_poll_plan_us = (uint32_t)us;
         return 0;
     }
     case CFG_K_HEAP_RESERVE: {
         int64_t mib = 0;
-        if ((rc = cfg_get_int(c, path, v, 0, CFG_HEAP_RESERVE_MAX_MIB, &mib))) return rc;
+        if ((rc = fx_cfg_get_int(c, path, v, 0, CFG_HEAP_RESERVE_MAX_MIB, &mib))) return rc;
         cfg->heap_reserve_mib = (uint32_t)mib;
         return 0;
     }
-    default: return cfg_fail(c, path, "internal error: no parser");
+    default: return fx_cfg_fail(c, path, "internal error: no parser");
     }
 }
 
@@ -689,19 +448,19 @@ static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
 {
     uint64_t seg = cfg->segment_bytes, grant = cfg->grant_bytes;
     if (seg < 2 * CFG_PAGE)
-        return cfg_fail(c, "segment_bytes", "%llu is too small: at least 8192 (the 4096-byte header page plus a "
+        return fx_cfg_fail(c, "segment_bytes", "%llu is too small: at least 8192 (the 4096-byte header page plus a "
                         "one-page grant)", (unsigned long long)seg);
     if (grant > seg - CFG_PAGE)
-        return cfg_fail(c, "segment_bytes",
+        return fx_cfg_fail(c, "segment_bytes",
                         "%llu is smaller than one grant (reserve.grant_bytes %llu) plus the "
                         "4096-byte header", (unsigned long long)seg, (unsigned long long)grant);
     if (cfg->hot_capacity_bytes > seg)
-        return cfg_fail(c, "hot_capacity_bytes", "%llu is larger than segment_bytes %llu",
+        return fx_cfg_fail(c, "hot_capacity_bytes", "%llu is larger than segment_bytes %llu",
                         (unsigned long long)cfg->hot_capacity_bytes, (unsigned long long)seg);
     if (!cfg->has_expected) return 0;
     uint64_t vlen = cfg->expected_value_len, payload = cfg->expected_payload_bytes;
     if (vlen > grant)
-        return cfg_fail(c, "reserve.expected.value_len",
+        return fx_cfg_fail(c, "reserve.expected.value_len",
                         "%llu is larger than one grant (reserve.grant_bytes %llu)",
                         (unsigned long long)vlen, (unsigned long long)grant);
     uint64_t slot = FX_ALIGN_UP(FX_MAX(vlen, (uint64_t)CFG_PAGE), (uint64_t)CFG_PAGE);
@@ -709,7 +468,7 @@ static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
     uint64_t need = payload / per_grant + (payload % per_grant != 0);
     uint64_t fit = (seg - CFG_PAGE) / grant;
     if (need > fit)
-        return cfg_fail(c, "reserve.expected.payload_capacity_bytes",
+        return fx_cfg_fail(c, "reserve.expected.payload_capacity_bytes",
                         "%llu needs %llu grants of %llu bytes (%llu slots of %llu) but "
                         "segment_bytes %llu fits only %llu",
                         (unsigned long long)payload, (unsigned long long)need,
@@ -722,26 +481,26 @@ static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
 /* Derived defaults and required fields once every member was read. */
 static int cfg_finish(struct cfg_ctx *c, uint64_t seen, fx_config_t *cfg)
 {
-    if (!(seen & (1ull << CFG_K_CLUSTER_ID))) return cfg_fail(c, "cluster_id", "missing (required)");
+    if (!(seen & (1ull << CFG_K_CLUSTER_ID))) return fx_cfg_fail(c, "cluster_id", "missing (required)");
     if (cfg->ha_etcd[0]) { /* issue 17 */
         if (!cfg->ha_key[0]) snprintf(cfg->ha_key, sizeof cfg->ha_key, "fluxon/%s/master", cfg->cluster_id);
         if (cfg->role == FX_ROLE_OWNER && (seen & (1ull << CFG_K_MASTER)))
-            return cfg_fail(c, "master", "cannot be combined with \"ha\" (the owner finds its master's address in etcd)");
+            return fx_cfg_fail(c, "master", "cannot be combined with \"ha\" (the owner finds its master's address in etcd)");
         if (cfg->role == FX_ROLE_MASTER && (strcmp(cfg->listen_host, "0.0.0.0") == 0 || cfg->listen_port == 0))
-            return cfg_fail(c, "listen", "\"%s:%u\" cannot be advertised through \"ha\" (give the address and port "
+            return fx_cfg_fail(c, "listen", "\"%s:%u\" cannot be advertised through \"ha\" (give the address and port "
                             "owners reach)", cfg->listen_host, cfg->listen_port);
     }
     if (cfg->role == FX_ROLE_EXTERNAL) {
-        if (!(seen & (1ull << CFG_K_SOCKET))) return cfg_fail(c, "socket", "missing (required)");
+        if (!(seen & (1ull << CFG_K_SOCKET))) return fx_cfg_fail(c, "socket", "missing (required)");
         if (!(seen & (1ull << CFG_K_NODE_ID))) {
             char suffix[24];
             snprintf(suffix, sizeof suffix, ":%ld", (long)getpid());
-            cfg_default_node_id(cfg->node_id, suffix);
+            fx_cfg_default_node_id(cfg->node_id, suffix);
         }
         return 0;
     }
     if (cfg->role != FX_ROLE_OWNER) return 0;
-    if (!(seen & (1ull << CFG_K_NODE_ID))) cfg_default_node_id(cfg->node_id, "");
+    if (!(seen & (1ull << CFG_K_NODE_ID))) fx_cfg_default_node_id(cfg->node_id, "");
     if (!(seen & (1ull << CFG_K_HEAP_RESERVE))) /* an eighth of the segment in whole 64 MiB, at most 1 GiB */
         cfg->heap_reserve_mib =
             (uint32_t)FX_MIN(cfg->segment_bytes / 8 >> 26 << 6, (uint64_t)FX_HEAP_RESERVE_OWNER_MAX_MIB);
@@ -755,8 +514,8 @@ static int cfg_finish(struct cfg_ctx *c, uint64_t seen, fx_config_t *cfg)
                  cfg->cluster_id, cfg->node_id);
         if (strlen(path) >= FX_PATH_MAX) {
             char shown[160];
-            cfg_sanitize(path, true, shown, sizeof shown);
-            return cfg_fail(c, "socket", "%s (default) is longer than %d bytes; set \"socket\"",
+            fx_cfg_sanitize(path, true, shown, sizeof shown);
+            return fx_cfg_fail(c, "socket", "%s (default) is longer than %d bytes; set \"socket\"",
                             shown, FX_PATH_MAX - 1);
         }
         fx_strlcpy(cfg->socket_path, path, sizeof cfg->socket_path);
@@ -775,21 +534,21 @@ static int cfg_finish(struct cfg_ctx *c, uint64_t seen, fx_config_t *cfg)
 
 static int cfg_parse_root(struct cfg_ctx *c, const cJSON *root, fx_config_t *cfg)
 {
-    if (!cJSON_IsObject(root)) return cfg_bad(c, "config", root, "is not a JSON object");
+    if (!cJSON_IsObject(root)) return fx_cfg_bad(c, "config", root, "is not a JSON object");
     const cJSON *r = NULL;
     for (const cJSON *it = root->child; it && !r; it = it->next)
         if (it->string && strcmp(it->string, "role") == 0) r = it;
-    if (!r) return cfg_fail(c, "role", "missing (required)");
-    if (!cJSON_IsString(r)) return cfg_bad(c, "role", r, "is not a string");
+    if (!r) return fx_cfg_fail(c, "role", "missing (required)");
+    if (!cJSON_IsString(r)) return fx_cfg_bad(c, "role", r, "is not a string");
     fx_role_t role = FX_ROLE_NONE;
     for (int i = FX_ROLE_MASTER; i <= FX_ROLE_EXTERNAL; i++)
         if (strcmp(r->valuestring, fx_role_name((fx_role_t)i)) == 0) role = (fx_role_t)i;
-    if (role == FX_ROLE_NONE) return cfg_bad(c, "role", r, "must be one of master, owner, external");
+    if (role == FX_ROLE_NONE) return fx_cfg_bad(c, "role", r, "must be one of master, owner, external");
     c->role = role;
     fx_config_defaults(cfg, role);
     uint64_t seen = 0;
     for (const cJSON *it = root->child; it; it = it->next) {
-        int k = cfg_match(c, it, "", cfg_top_fields, (int)FX_ARRAY_LEN(cfg_top_fields), &seen);
+        int k = fx_cfg_match(c, it, "", cfg_top_fields, (int)FX_ARRAY_LEN(cfg_top_fields), &seen);
         if (k < 0) return FLUXON_ERR_CONFIG;
         int rc = cfg_parse_field(c, k, it, cfg);
         if (rc) return rc;
@@ -801,13 +560,13 @@ FX_INTERNAL int fx_config_parse(const char *json, fx_config_t *cfg, char *err, s
 {
     struct cfg_ctx c = {.err = err, .errcap = errcap, .role = FX_ROLE_NONE};
     if (err && errcap) err[0] = 0;
-    if (!json) return cfg_fail(&c, "config", "NULL is not a JSON document");
-    if (!cfg) return cfg_fail(&c, "config", "NULL output struct");
+    if (!json) return fx_cfg_fail(&c, "config", "NULL is not a JSON document");
+    if (!cfg) return fx_cfg_fail(&c, "config", "NULL output struct");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
     if (!root) {
         size_t at = end && end >= json ? (size_t)(end - json) : 0;
-        return cfg_fail(&c, "config", "not valid JSON near byte %zu", at);
+        return fx_cfg_fail(&c, "config", "not valid JSON near byte %zu", at);
     }
     fx_config_t tmp;
     int rc = cfg_parse_root(&c, root, &tmp);
@@ -821,23 +580,23 @@ FX_INTERNAL int fx_config_load_file(const char *path, fx_config_t *cfg, char *er
                                     size_t errcap)
 {
     struct cfg_ctx c = {.err = err, .errcap = errcap, .role = FX_ROLE_NONE};
-    if (!path) return cfg_fail(&c, "config", "NULL is not a file path");
+    if (!path) return fx_cfg_fail(&c, "config", "NULL is not a file path");
     char shown[160];
-    cfg_sanitize(path, true, shown, sizeof shown);
+    fx_cfg_sanitize(path, true, shown, sizeof shown);
     FILE *f = fopen(path, "rb");
-    if (!f) return cfg_fail(&c, "config", "cannot open %s: %s", shown, strerror(errno));
+    if (!f) return fx_cfg_fail(&c, "config", "cannot open %s: %s", shown, strerror(errno));
     char *buf = NULL;
     size_t cap = 0, len = 0;
     int rc = 0;
     for (;;) {
         if (len + 1 >= cap) {
             if (cap >= CFG_FILE_MAX) {
-                rc = cfg_fail(&c, "config", "%s is too large (limit %u bytes)", shown, CFG_FILE_MAX);
+                rc = fx_cfg_fail(&c, "config", "%s is too large (limit %u bytes)", shown, CFG_FILE_MAX);
                 break;
             }
             char *nb = fx_realloc(buf, cap ? cap * 2 : 4096);
             if (!nb) {
-                cfg_fail(&c, "config", "out of memory reading %s", shown);
+                fx_cfg_fail(&c, "config", "out of memory reading %s", shown);
                 rc = FLUXON_ERR_NOMEM;
                 break;
             }
@@ -847,7 +606,7 @@ FX_INTERNAL int fx_config_load_file(const char *path, fx_config_t *cfg, char *er
         size_t got = fread(buf + len, 1, cap - 1 - len, f);
         len += got;
         if (got == 0) {
-            if (ferror(f)) rc = cfg_fail(&c, "config", "cannot read %s: %s", shown, strerror(errno));
+            if (ferror(f)) rc = fx_cfg_fail(&c, "config", "cannot read %s: %s", shown, strerror(errno));
             break;
         }
     }
@@ -858,7 +617,7 @@ FX_INTERNAL int fx_config_load_file(const char *path, fx_config_t *cfg, char *er
     }
     buf[len] = 0;
     if (strlen(buf) != len)
-        rc = cfg_fail(&c, "config", "not valid JSON near byte %zu (NUL byte in %s)", strlen(buf),
+        rc = fx_cfg_fail(&c, "config", "not valid JSON near byte %zu (NUL byte in %s)", strlen(buf),
                       shown);
     else
         rc = fx_config_parse(buf, cfg, err, errcap);
@@ -866,11 +625,8 @@ FX_INTERNAL int fx_config_load_file(const char *path, fx_config_t *cfg, char *er
     return rc;
 }
 
-#undef CFG_PAGE
-#undef CFG_MS_MAX
 #undef CFG_NUMA_MAX
 #undef CFG_FILE_MAX
-#undef CFG_SIZE_HELP
 #undef CFG_M
 #undef CFG_O
 #undef CFG_E

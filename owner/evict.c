@@ -32,89 +32,24 @@
  * (claims.c; the grant-level choice is in evict_grants.c). When claims wait and nothing could be chosen for OEV_STUCK_MS (everything
  * held), they answer NO_SPACE with a line naming the sizes, grants and holds.
  *
- * Reactor thread only. Static helpers are oev_*. */
+ * Write-back ahead of eviction is in evict_wb.c, the EVICT messages in evict_send.c (their
+ * shared state: owner_evict_int.h). Reactor thread only. Static helpers are oev_*. */
 #include <stdio.h>
 
-#include "freq_sketch.h"
 #include "log.h"
 #include "owner_claims.h"
-#include "owner_evict.h"
 #include "owner_evict_grants.h"
+#include "owner_evict_int.h"
 #include "owner_link.h"
 #include "owner_replica.h"
 
 #define OEV_BUSY_MAX 4u        /* rounds a pinned group is skipped before it is left hot */
 #define OEV_TICK_MS 10u        /* while claims wait: expiry and a safety re-run */
-#define OEV_RETRY_MS 100u      /* after the master could not be reached */
-#define OEV_RESEND_MAX_MS 1000u /* backoff cap of an uncertain EVICT's resend */
 #define OEV_BACKOFF_MAX_MS 64u /* busy backoff cap */
 
 #define OEV_MAX_CLASSES 16 /* slot sizes of waiting claims considered per round */
 #define OEV_STUCK_MS 1000u /* nothing evictable this long: waiting claims answer NO_SPACE */
 #define OEV_COLD_OTHERS 8  /* coldest values of other sizes a round remembers (grant retirement) */
-
-/* owner_entry_t.ev_cause: decided at selection, counted when the master confirmed (issue 38) */
-enum { OEV_CAUSE_NONE = 0, OEV_CAUSE_COPIED, OEV_CAUSE_COPYING, OEV_CAUSE_FAILED, OEV_CAUSE_BEHIND,
-       OEV_CAUSE_NOT_ADMITTED };
-
-typedef struct oev {
-    fx_owner_t *o;
-    fx_evp_t hot;          /* COMMITTED values, weighted by slot_size (eviction_policy) */
-    uint64_t *ghost;       /* the policy's ghost keys */
-    fx_freq_sketch_t seen; /* issue 38: how often each key was put or hit (writeback_admission) */
-    uint64_t hot_capacity; /* bytes; the watermark, never the configured capacity (S5) */
-    uint64_t stuck_since_ms; /* claims wait and nothing is evictable (held) since; 0: not stuck */
-    struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
-    fx_timer_t kick_timer, tick_timer;
-    bool in_step, closing;
-    uint64_t round;
-    uint32_t backoff_ms;
-    uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
-        resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
-        not_admitted, wb_waits, evict_copied, rounds, walked;
-    uint64_t tick_at_ms;     /* when the armed tick_timer fires */
-    /* the write-back look-ahead's cursor (issue 38, P3): the warmest value it looked at in
-     * this epoch; wb_seen_bytes: the bytes of the values looked at (wb_epoch) still in the
-     * policy. A value that leaves or moves is unseen again (oev_moved); the cursor's own
-     * move starts a new epoch (the walk restarts from the coldest). */
-    owner_entry_t *wb_cursor;
-    uint64_t wb_seen_bytes;
-    uint32_t wb_epoch;
-    struct oev_drain_cur *dc; /* issue 44 P4: where the drain of each retiring sub-grant is */
-    size_t ndc, capdc;
-    uint64_t stall_since_ms; /* writeback_max_stall_ms: claims first waited for a copy; 0: none wait */
-    uint64_t no_space_log_ms;
-} oev_t;
-
-/* The drain of one retiring sub-grant (issue 44 P4): slots [0, next) were looked at. No
- * claim takes a slot of a retiring sub-grant, so one sweep takes all; a sweep that met a
- * pinned group or slots still being written starts over next round, and a restored value
- * restarts every sweep. */
-typedef struct oev_drain_cur {
-    uint64_t id, next;
-    bool seen; /* still retiring this round */
-} oev_drain_cur_t;
-
-/* The atomic group a version was published in: its members while they live. */
-typedef struct oev_group {
-    uint32_t n, live, busy_tries;
-    uint64_t round;
-    owner_entry_t *m[];
-} oev_group_t;
-
-/* One EVICT message in flight: the identities it names. */
-typedef struct oev_cohort {
-    fx_owner_t *o;
-    struct oev_cohort *prev, *next;
-    size_t n;
-    uint64_t bytes;
-    uint64_t *offsets, *put_ms, *put_ver, *slot_sizes;
-    char *kbuf;       /* the keys, back to back (kept: a delayed send outlives entries) */
-    uint32_t *klens;
-    fx_timer_t delay; /* test fault: EVICT held back; the retry of an uncertain one */
-    bool uncertain;   /* sent once without a definite answer: never restored */
-    uint32_t attempts;
-} oev_cohort_t;
 
 typedef struct oev_vec {
     owner_entry_t **v;
@@ -134,16 +69,6 @@ static bool oev_vec_push(oev_vec_t *a, owner_entry_t *en)
     return true;
 }
 
-static owner_entry_t *oev_entry_of(fx_evp_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
-
-static uint64_t oev_key_hash(const owner_entry_t *en) /* FNV-1a: the policy's ghost key */
-{
-    uint64_t h = 1469598103934665603ull;
-    for (uint32_t i = 0; i < en->klen; i++) h = (h ^ (uint8_t)en->key[i]) * 1099511628211ull;
-    return h;
-}
-
-static void oev_cohort_free(oev_cohort_t *c);
 
 /* ---- lifecycle ---- */
 static void oev_admit(fx_owner_t *o, owner_entry_t *en);
@@ -214,7 +139,7 @@ FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o)
         c->prev = c->next = NULL;
         if (fx_timer_armed(&c->delay)) {
             fx_timer_disarm(o->r, &c->delay);
-            oev_cohort_free(c);
+            fx_oevs_cohort_free(c);
         }
         c = next;
     }
@@ -229,92 +154,19 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
     o->ev = NULL;
 }
 
-/* ---- write-back (issue 16; replica.c decides and copies) ---- */
-
-/* writeback_admission (issue 38): whether en's group deserves a copy when it gets cold —
- * every group, or (second_touch) a group one of whose keys was seen twice: hit while hot,
- * or put again after an eviction (the reuse a CPU owner's copy would have served). */
-static bool oev_wb_admit(fx_owner_t *o, owner_entry_t *en)
-{
-    oev_t *kv = o->ev;
-    if (o->cfg.writeback_admission != FX_WB_ADMIT_SECOND_TOUCH) return true;
-    if (en->wb_rejected) return false; /* the sketch is read once per group until a hit */
-    bool admit = false;
-    if (!en->group) admit = fx_freq_sketch_estimate(&kv->seen, en->lru.key) >= 2;
-    for (uint32_t i = 0; en->group && i < en->group->n && !admit; i++)
-        admit = en->group->m[i] && fx_freq_sketch_estimate(&kv->seen, en->group->m[i]->lru.key) >= 2;
-    en->wb_rejected = !admit;
-    return admit;
-}
-
-/* Bytes of the next victims an eviction round writes back ahead: (1 - watermark) x the hot
- * capacity (0: write-back off). */
-static uint64_t oev_wb_ahead_bytes(fx_owner_t *o)
-{
-    double w = o->cfg.writeback_watermark;
-    return w > 0 ? (uint64_t)((1.0 - w) * (double)o->ev->hot_capacity) : 0;
-}
-
-/* en's group, a coming victim: written back now if it has no copy (queue room allowing). */
-static void oev_wb_ahead(fx_owner_t *o, owner_entry_t *en)
-{
-    owner_entry_t *one = en;
-    if (fx_orepl_room(o) && fx_orepl_state(en) == OREPL_NONE && oev_wb_admit(o, en))
-        fx_orepl_writeback_group(o, en->group ? en->group->m : &one, en->group ? en->group->n : 1);
-}
-
-
-/* en leaves the policy or moves in it (evicted, retired, touched, put first in line): the
- * look-ahead has not seen it where it is now. */
-static void oev_moved(oev_t *kv, owner_entry_t *en)
-{
-    if (en->wb_epoch && en->wb_epoch == kv->wb_epoch) {
-        kv->wb_seen_bytes -= FX_MIN(kv->wb_seen_bytes, en->slot.slot_size);
-        en->wb_epoch = 0;
-    }
-    if (en == kv->wb_cursor) {
-        kv->wb_cursor = NULL;
-        kv->wb_seen_bytes = 0;
-        if (++kv->wb_epoch == 0) kv->wb_epoch = 1;
-    }
-}
-
-/* Write-back ahead of eviction (issue 16; issue 38 P3): the values that eviction takes next,
- * (1 - writeback_watermark) x the hot tier of them, get their write-back queued (admitted
- * groups without a copy). The walk goes on from where the last one stopped (the cursor), in
- * about the order victims come, without touching the policy's order or state: a round costs
- * the values that entered the window since, not the window. */
-static void oev_lookahead(fx_owner_t *o)
-{
-    oev_t *kv = o->ev;
-    uint64_t ahead = oev_wb_ahead_bytes(o);
-    if (!ahead) return;
-    fx_evp_node_t *n = kv->wb_cursor ? fx_evp_warmer(&kv->hot, &kv->wb_cursor->lru) : fx_evp_coldest(&kv->hot);
-    for (uint32_t budget = 4096; n && budget && kv->wb_seen_bytes < ahead && fx_orepl_room(o); budget--) {
-        owner_entry_t *en = oev_entry_of(n);
-        if (en->wb_epoch != kv->wb_epoch) {
-            en->wb_epoch = kv->wb_epoch;
-            kv->wb_seen_bytes += en->slot.slot_size;
-        }
-        kv->wb_cursor = en;
-        oev_wb_ahead(o, en);
-        n = fx_evp_warmer(&kv->hot, n);
-    }
-}
-
 /* ---- hot tier ---- */
 static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
-    fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
+    fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
     fx_freq_sketch_add(&kv->seen, en->lru.key); /* a no-op without second_touch admission */
     if (kv->hot.bytes > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
 }
 
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
 {
-    if (fx_evp_linked(&en->lru)) oev_moved(o->ev, en);
+    if (fx_evp_linked(&en->lru)) fx_oevw_moved(o->ev, en);
     fx_evp_touch(&o->ev->hot, &en->lru);
     if (fx_evp_linked(&en->lru)) fx_freq_sketch_add(&o->ev->seen, en->lru.key);
     if (en->group) { /* any member's count may now admit the group */
@@ -333,7 +185,7 @@ FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_
     for (size_t i = n; i-- > 0;) {
         owner_entry_t *en = members[i];
         if (!fx_evp_linked(&en->lru)) continue;
-        oev_moved(kv, en);
+        fx_oevw_moved(kv, en);
         fx_evp_insert_cold(&kv->hot, &en->lru, en->lru.weight, en->lru.key);
     }
 }
@@ -341,7 +193,7 @@ FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_
 static void oev_forget(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
-    oev_moved(kv, en);
+    fx_oevw_moved(kv, en);
     fx_evp_remove(&kv->hot, &en->lru);
     oev_group_t *g = en->group;
     if (g) {
@@ -419,8 +271,7 @@ FX_INTERNAL void fx_oev_kick(fx_owner_t *o)
     fx_timer_arm(o->r, &kv->kick_timer, 0, oev_on_kick);
 }
 
-/* The tick runs at the earlier of its armed deadline and ms from now. */
-static void oev_tick_arm(fx_owner_t *o, uint32_t ms)
+FX_INTERNAL void fx_oev_tick_arm(fx_owner_t *o, uint32_t ms)
 {
     oev_t *kv = o->ev;
     if (kv->closing) return;
@@ -430,202 +281,6 @@ static void oev_tick_arm(fx_owner_t *o, uint32_t ms)
     }
     kv->tick_at_ms = fx_now_ms() + ms;
     fx_timer_arm(o->r, &kv->tick_timer, ms, oev_on_tick);
-}
-
-/* Back into the index (unless a newer local version took the key meanwhile) and into the
- * hot tier as the coldest: it goes first next time. */
-static void oev_restore(fx_owner_t *o, owner_entry_t *en)
-{
-    oev_t *kv = o->ev;
-    en->evicting = false;
-    oev_moved(kv, en);
-    for (size_t i = 0; i < kv->ndc; i++) kv->dc[i].next = 0; /* evictable again: drains look again */
-    if (!fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
-    fx_evp_insert_cold(&kv->hot, &en->lru, en->slot.slot_size, oev_key_hash(en));
-    kv->restored++;
-}
-
-static void oev_cohort_free(oev_cohort_t *c)
-{
-    fx_free(c->kbuf);
-    fx_free(c->klens);
-    fx_free(c->offsets);
-    fx_free(c->put_ms);
-    fx_free(c->put_ver);
-    fx_free(c->slot_sizes);
-    fx_free(c);
-}
-
-static void oev_cohort_unlink(oev_t *kv, oev_cohort_t *c)
-{
-    if (c->prev) c->prev->next = c->next;
-    else if (kv->cohorts == c) kv->cohorts = c->next;
-    if (c->next) c->next->prev = c->prev;
-    c->prev = c->next = NULL;
-}
-
-/* An evicted value with write-back on: with its copy (demoted) or without it, and why. */
-static void oev_count_cause(oev_t *kv, owner_entry_t *en)
-{
-    switch (en->ev_cause) {
-    case OEV_CAUSE_COPIED: kv->evict_copied++; break;
-    case OEV_CAUSE_COPYING: kv->dropped_copying++; break;
-    case OEV_CAUSE_FAILED: kv->dropped_failed++; break;
-    case OEV_CAUSE_BEHIND: kv->dropped_behind++; break;
-    case OEV_CAUSE_NOT_ADMITTED: kv->not_admitted++; break;
-    default: break;
-    }
-}
-
-/* The master answered (st: per key) or could not be asked (status != OK): entries still
- * hidden under their identity retire (evicted) or go back (restored). */
-static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body_statuses_t *stp)
-{
-    oev_t *kv = o->ev;
-    oev_cohort_unlink(kv, c);
-    fx_body_statuses_t st = stp ? *stp : (fx_body_statuses_t){{NULL, 0}};
-    bool ok = status == FLUXON_OK && st.statuses.n == c->n;
-    size_t restored = 0;
-    for (size_t i = 0; i < c->n; i++) {
-        owner_entry_t *en = fx_ostore_at(o, c->offsets[i]);
-        if (!en || !en->evicting || en->put_ms != c->put_ms[i] || en->put_ver != c->put_ver[i])
-            continue; /* invalidated meanwhile: already retired */
-        int ks = ok ? (int)(int64_t)st.statuses.v[i] : (status == FLUXON_OK ? FLUXON_ERR_PROTOCOL : status);
-        if (ks == FLUXON_OK || ks == FLUXON_ERR_STALE) {
-            /* the master no longer routes this replica (STALE: the key moved on or is
-             * gone, and the old version is ours to drop) */
-            kv->evictions++;
-            kv->evicted_bytes += en->slot.slot_size;
-            kv->stale += ks == FLUXON_ERR_STALE;
-            oev_count_cause(kv, en);
-            fx_ostore_retire(o, en);
-        } else {
-            oev_restore(o, en);
-            restored++;
-        }
-    }
-    kv->debt -= FX_MIN(kv->debt, c->bytes);
-    if (restored) {
-        FX_WARN("eviction of %zu values not confirmed by the master (%s): restored, retry in %u ms", restored,
-                fluxon_status_string(ok ? FLUXON_ERR_INTERNAL : status), OEV_RETRY_MS);
-        oev_tick_arm(o, OEV_RETRY_MS);
-    }
-    oev_cohort_free(c);
-    fx_oev_kick(o);
-}
-
-static void oev_on_delay(fx_reactor_t *r, fx_timer_t *t);
-
-/* The outcome of c is unknown: keep its entries hidden, send the same identities again. */
-static void oev_resend_later(fx_owner_t *o, oev_cohort_t *c, int status)
-{
-    c->uncertain = true;
-    uint32_t ms = FX_MIN(OEV_RETRY_MS << FX_MIN(c->attempts, 4u), OEV_RESEND_MAX_MS);
-    c->attempts++;
-    o->ev->resends++;
-    FX_WARN("eviction of %zu values: outcome unknown (%s); kept hidden, sent again in %u ms", c->n,
-            fluxon_status_string(status), ms);
-    fx_timer_arm(o->r, &c->delay, ms, oev_on_delay);
-}
-
-static void oev_on_evict(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
-                         fx_arena_t *arena)
-{
-    oev_cohort_t *c = arg;
-    if (!c->o->ev || c->o->ev->closing) { /* shut down meanwhile */
-        oev_cohort_free(c);
-        return;
-    }
-    fx_body_statuses_t st = {{NULL, 0}};
-    if (status == FLUXON_OK && fx_body_statuses_decode(body, h->body_len, &st, arena) != FLUXON_OK)
-        st.statuses.n = 0;
-    if (status == FLUXON_OK && st.statuses.n != c->n) {
-        FX_ERROR("malformed EVICT answer from the master (%u statuses for %zu values)", st.statuses.n, c->n);
-        status = FLUXON_ERR_PROTOCOL;
-    }
-    if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL) {
-        oev_resend_later(c->o, c, status); /* the master may have dropped them */
-        return;
-    }
-    oev_finish(c->o, c, status, &st);
-}
-
-static void oev_transmit(fx_owner_t *o, oev_cohort_t *c)
-{
-    fx_str_t *keys = fx_calloc(c->n, sizeof *keys);
-    int rc = FLUXON_ERR_NOMEM;
-    if (keys) {
-        size_t off = 0;
-        for (size_t i = 0; i < c->n; off += c->klens[i], i++) keys[i] = (fx_str_t){c->kbuf + off, c->klens[i]};
-        fx_body_evict_t b = {{keys, (uint32_t)c->n}, {c->offsets, (uint32_t)c->n}, {c->put_ms, (uint32_t)c->n},
-                             {c->put_ver, (uint32_t)c->n}};
-        fx_conn_t *mc = fx_olink_conn(o);
-        rc = mc ? FX_RPC_CALL(mc, EVICT, evict, &b, o->cfg.master_timeout_ms, oev_on_evict, c) : FLUXON_ERR_UNAVAILABLE;
-        fx_free(keys);
-    }
-    if (rc != FLUXON_OK && c->uncertain) {
-        oev_resend_later(o, c, rc); /* an earlier send may have been applied: never restore */
-    } else if (rc != FLUXON_OK) {
-        FX_WARN("cannot send EVICT of %zu values: %s", c->n, fluxon_status_string(rc));
-        oev_finish(o, c, rc, NULL); /* never sent: restores them */
-    }
-}
-
-static void oev_on_delay(fx_reactor_t *r, fx_timer_t *t)
-{
-    oev_cohort_t *c = FX_CONTAINER_OF(t, oev_cohort_t, delay);
-    oev_transmit(c->o, c);
-}
-
-/* Sends ONE EVICT for the victims (already hidden); on failure restores them. */
-static void oev_send(fx_owner_t *o, owner_entry_t **v, size_t n)
-{
-    oev_t *kv = o->ev;
-    size_t kbytes = 0;
-    for (size_t i = 0; i < n; i++) kbytes += v[i]->klen;
-    oev_cohort_t *c = fx_calloc(1, sizeof *c);
-    if (c) {
-        c->offsets = fx_calloc(n, sizeof *c->offsets);
-        c->put_ms = fx_calloc(n, sizeof *c->put_ms);
-        c->put_ver = fx_calloc(n, sizeof *c->put_ver);
-        c->slot_sizes = fx_calloc(n, sizeof *c->slot_sizes);
-        c->klens = fx_calloc(n, sizeof *c->klens);
-        c->kbuf = fx_malloc(kbytes ? kbytes : 1);
-    }
-    if (!c || !c->offsets || !c->put_ms || !c->put_ver || !c->slot_sizes || !c->klens || !c->kbuf) {
-        if (c) oev_cohort_free(c);
-        for (size_t i = 0; i < n; i++) oev_restore(o, v[i]);
-        FX_WARN("eviction of %zu values: out of memory; retry in %u ms", n, OEV_RETRY_MS);
-        oev_tick_arm(o, OEV_RETRY_MS);
-        return;
-    }
-    c->o = o;
-    c->n = n;
-    fx_timer_init(&c->delay);
-    size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        owner_entry_t *en = v[i];
-        memcpy(c->kbuf + off, en->key, en->klen);
-        off += en->klen;
-        c->klens[i] = en->klen;
-        c->offsets[i] = en->slot.offset;
-        c->put_ms[i] = en->put_ms;
-        c->put_ver[i] = en->put_ver;
-        c->slot_sizes[i] = en->slot.slot_size;
-        c->bytes += en->slot.slot_size;
-    }
-    c->next = kv->cohorts;
-    if (kv->cohorts) kv->cohorts->prev = c;
-    kv->cohorts = c;
-    kv->n_cohorts++;
-    kv->selected_bytes += c->bytes;
-    kv->debt += c->bytes;
-    if (fx_owner_fault_delay(o, "EVICT")) { /* test-only: the master hears of this cohort fault_ms later */
-        FX_WARN("test fault: EVICT of %zu values held back %u ms", n, o->cfg.fault_ms);
-        fx_timer_arm(o->r, &c->delay, o->cfg.fault_ms, oev_on_delay);
-        return;
-    }
-    oev_transmit(o, c);
 }
 
 /* One round's decisions: the victims (hidden at the end), groups left hot, the demand. */
@@ -648,17 +303,6 @@ typedef struct oev_round {
                                            * the grants to retire (P4) */
     size_t n_cold_other;
 } oev_round_t;
-
-/* The evictable members of en's group have a complete copy on a replica target (or no copy
- * can be made: failed, too large) — evicting them now loses nothing write-back could keep.
- * Members without a copy are queued for one (write-back on only). */
-static bool oev_wb_clean(fx_owner_t *o, owner_entry_t *en)
-{
-    if (o->cfg.writeback_watermark <= 0 || !oev_wb_admit(o, en)) return true;
-    owner_entry_t *one = en, *const *m = en->group ? en->group->m : &one;
-    size_t mn = en->group ? en->group->n : 1;
-    return !fx_orepl_writeback_group(o, m, mn);
-}
 
 /* Decides en's whole atomic group (A1): victims, or skipped as Busy when a reader pins a
  * member (after OEV_BUSY_MAX rounds left hot). A group without a complete copy is never
@@ -690,7 +334,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
         return;
     }
     *tries = 0;
-    bool wb = o->cfg.writeback_watermark > 0, admitted = wb && oev_wb_admit(o, en);
+    bool wb = o->cfg.writeback_watermark > 0, admitted = wb && fx_oevw_admit(o, en);
     for (size_t i = 0; i < mn && !rd->nomem; i++) {
         owner_entry_t *e = m[i];
         if (!fx_oevg_evictable(e)) continue;
@@ -707,7 +351,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
             break;
         }
         e->evicting = true; /* decided: later members of the walk skip it */
-        oev_moved(kv, e);
+        fx_oevw_moved(kv, e);
         fx_evp_evicted(&kv->hot, &e->lru);
         for (size_t k = 0; k < rd->nc; k++)
             if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
@@ -812,14 +456,14 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
 {
     oev_t *kv = o->ev;
     oev_vec_t held = {0}, deferred = {0};
-    uint64_t ahead = oev_wb_ahead_bytes(o), deferred_bytes = 0; /* issue 16 */
+    uint64_t ahead = fx_oevw_ahead_bytes(o), deferred_bytes = 0; /* issue 16 */
     for (uint64_t budget = kv->hot.count; budget && !rd->nomem; budget--) {
         if (!oev_demand(rd)) break;
         if (ahead && deferred_bytes >= ahead) break; /* the window holds no more copies */
         fx_evp_node_t *n = fx_evp_victim(&kv->hot);
         if (!n) break;
         kv->walked++;
-        owner_entry_t *en = oev_entry_of(n);
+        owner_entry_t *en = fx_oev_entry_of(n);
         oev_group_t *g = en->group;
         bool first = !(g && g->round == rd->round);
         if (rd->n_cold_other < OEV_COLD_OTHERS && !oev_waiting_size(rd, en->slot.slot_size))
@@ -829,7 +473,7 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
             if (oev_passed_all(rd)) break; /* issue 44 P4: every waiting size would be blocked */
         } else if (first && !oev_block(rd, en)) {
             if (g) g->round = rd->round;
-            if (oev_wb_clean(o, en)) {
+            if (fx_oevw_clean(o, en)) {
                 oev_take(o, rd, en);
             } else if (!oev_vec_push(&deferred, en)) {
                 rd->nomem = true;
@@ -939,19 +583,19 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
     if (retired) fx_oclaims_pump(o); /* an idle grant re-carves at once */
     oev_drain(o, &rd);
     for (size_t i = 0; i < rd.hot.n; i++) {
-        oev_moved(kv, rd.hot.v[i]);
+        fx_oevw_moved(kv, rd.hot.v[i]);
         fx_evp_skip(&kv->hot, &rd.hot.v[i]->lru);
     }
     if (rd.nomem) FX_WARN("eviction round: out of memory for its victim list");
     for (size_t i = 0; i < rd.victims.n; i++) { /* hidden: no new local pin can start */
         owner_entry_t *e = rd.victims.v[i];
         fx_ostore_hide(o, e);
-        oev_moved(kv, e);
+        fx_oevw_moved(kv, e);
         fx_evp_remove(&kv->hot, &e->lru);
     }
     *progress = rd.victims.n > 0 || retired;
-    oev_lookahead(o); /* issue 38: what eviction takes next is copied meanwhile */
-    if (rd.victims.n) oev_send(o, rd.victims.v, rd.victims.n);
+    fx_oevw_lookahead(o); /* issue 38: what eviction takes next is copied meanwhile */
+    if (rd.victims.n) fx_oevs_send(o, rd.victims.v, rd.victims.n);
     fx_free(rd.victims.v);
     fx_free(rd.hot.v);
     return rd.busy;
@@ -984,8 +628,8 @@ static void oev_step(fx_owner_t *o)
         kv->stuck_since_ms = 0;
     }
     kv->backoff_ms = busy ? FX_MIN(kv->backoff_ms * 2, OEV_BACKOFF_MAX_MS) : 1;
-    if (busy) oev_tick_arm(o, kv->backoff_ms);
-    else if (fx_oclaims_waiting(o)) oev_tick_arm(o, OEV_TICK_MS);
+    if (busy) fx_oev_tick_arm(o, kv->backoff_ms);
+    else if (fx_oclaims_waiting(o)) fx_oev_tick_arm(o, OEV_TICK_MS);
     kv->in_step = false;
 }
 
@@ -1027,8 +671,6 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
 
 #undef OEV_BUSY_MAX
 #undef OEV_TICK_MS
-#undef OEV_RETRY_MS
-#undef OEV_RESEND_MAX_MS
 #undef OEV_BACKOFF_MAX_MS
 #undef OEV_MAX_CLASSES
 #undef OEV_STUCK_MS

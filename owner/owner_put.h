@@ -18,5 +18,9 @@ FX_INTERNAL void fx_oput_abort(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
 FX_INTERNAL void fx_oput_ext_closed(fx_owner_t *o, owner_ext_t *e); /* its uncommitted plans go */
 FX_INTERNAL void fx_oput_master_ready(fx_owner_t *o);               /* retries uncertain publishes */
 FX_INTERNAL void fx_oput_metrics(fx_owner_t *o, fx_ometrics_t *m);
+/* put_check.c: validates a put_start request before anything is reserved; false: it was
+ * answered with the error (INVALID_ARGUMENT naming the value, the limit and the field). */
+FX_INTERNAL bool fx_oput_check(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h,
+                               const fx_body_put_start_t *b);
 
 #endif

@@ -27,7 +27,6 @@ typedef struct oput {
         puts_aborted, put_plans_expired;
     fx_hist_t put_start_latency, commit_latency, publish_latency;
     uint64_t put_value_bytes; /* value bytes committed (local-ready) */
-    uint64_t hot_capacity;    /* the hot tier's bytes (evict.c; fixed at start, S5), 0: not read yet */
 } oput_t;
 
 static void oput_publish(fx_owner_t *o, owner_plan_t *p);
@@ -230,94 +229,6 @@ static void oput_claimed(fx_owner_t *o, void *arg, size_t got)
     oput_start_reply(o, p);
 }
 
-/* The hot tier's capacity in bytes (it never changes: read once). */
-static uint64_t oput_hot_capacity(fx_owner_t *o)
-{
-    if (!o->put->hot_capacity) {
-        fx_ometrics_t *m = fx_calloc(1, sizeof *m);
-        if (!m) return UINT64_MAX; /* no check this time */
-        fx_oev_metrics(o, m);
-        o->put->hot_capacity = m->hot_capacity_bytes;
-        fx_free(m);
-    }
-    return o->put->hot_capacity ? o->put->hot_capacity : UINT64_MAX;
-}
-
-/* R3: a value (or an atomic group, evicted whole) larger than the hot tier would be
- * evicted as soon as it is committed: refused, naming the hot tier. */
-static bool oput_check_hot(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const fx_body_put_start_t *b,
-                           uint64_t slot_size)
-{
-    uint64_t hot = oput_hot_capacity(o), most = 1;
-    size_t g_most = 0;
-    fx_group_iter_t it = fx_group_iter(b->group_lens.v, b->group_lens.n, b->keys.n);
-    while (b->group_lens.n && fx_group_next(&it))
-        if (it.len > most) {
-            most = it.len;
-            g_most = it.g;
-        }
-    if (slot_size <= hot / most) return true;
-    if (most == 1)
-        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
-                            "put_start: value_len %llu (a %llu-byte slot) is larger than owner %s's hot tier of %llu "
-                            "bytes (hot_capacity_bytes, else hot_capacity_ratio x the payload capacity): it would "
-                            "be evicted as soon as it is stored",
-                            (unsigned long long)b->value_len, (unsigned long long)slot_size, o->cfg.node_id,
-                            (unsigned long long)hot);
-    else
-        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
-                            "put_start: atomic group %zu holds %llu values of a %llu-byte slot (%llu bytes), more "
-                            "than owner %s's hot tier of %llu bytes (hot_capacity_bytes, else hot_capacity_ratio x "
-                            "the payload capacity): it would be evicted whole as soon as it is stored",
-                            g_most, (unsigned long long)most, (unsigned long long)slot_size,
-                            (unsigned long long)(most * slot_size), o->cfg.node_id, (unsigned long long)hot);
-    return false;
-}
-
-/* Validates everything before anything is reserved; replies and returns false if bad. */
-static bool oput_check(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const fx_body_put_start_t *b)
-{
-    size_t n = b->keys.n;
-    char why[160];
-    if (n == 0) {
-        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "put_start: n_keys is 0");
-        return false;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (!fx_ostore_key_ok(b->keys.v[i])) {
-            fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
-                                "put_start: key %zu is empty, longer than %d bytes or contains NUL", i,
-                                FLUXON_MAX_KEY_BYTES);
-            return false;
-        }
-    uint64_t slot_size = fx_slot_size_for(b->value_len);
-    if (b->value_len == 0 || slot_size == 0 || slot_size > o->cfg.grant_bytes) {
-        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
-                            "put_start: value_len %llu must be in 1..%llu (reserve.grant_bytes)",
-                            (unsigned long long)b->value_len, (unsigned long long)o->cfg.grant_bytes);
-        return false;
-    }
-    if (!fx_groups_check(b->group_lens.v, b->group_lens.n, n, why, sizeof why)) {
-        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "put_start: %s", why);
-        return false;
-    }
-    if (!oput_check_hot(o, e, h, b, slot_size)) return false;
-    if (b->replica_mask.len && b->replica_mask.len != n) {
-        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
-                            "put_start: make_replica_task_mask has %u entries, n_keys is %zu", b->replica_mask.len, n);
-        return false;
-    }
-    fx_group_iter_t it = fx_group_iter(b->group_lens.v, b->group_lens.n, n);
-    while (b->replica_mask.len && b->group_lens.n && fx_group_next(&it))
-        for (size_t i = it.start + 1; i < it.start + it.len; i++)
-            if ((b->replica_mask.p[i] != 0) != (b->replica_mask.p[it.start] != 0)) {
-                fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
-                                    "put_start: make_replica_task_mask differs inside atomic group %zu", it.g);
-                return false;
-            }
-    return true;
-}
-
 /* A plan for a checked request, registered and linked to its external; NULL: no memory. */
 static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_put_start_t *b, const void *value)
 {
@@ -329,7 +240,7 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     p->t0_ns = fx_now_ns();
     p->n = n;
     /* one allocation, the 8-byte-aligned arrays first; keys are at most
-     * FLUXON_MAX_KEY_BYTES and n is bounded by the frame (oput_check): no overflow */
+     * FLUXON_MAX_KEY_BYTES and n is bounded by the frame (fx_oput_check): no overflow */
     size_t ng = b->group_lens.n, kb = 0;
     for (size_t i = 0; i < n; i++) kb += b->keys.v[i].len + 1;
     size_t at_ikeys = 2 * n * sizeof *p->slots, at_hash = at_ikeys + n * sizeof *p->ikeys,
@@ -426,7 +337,7 @@ static void oput_start_b(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t 
                          const void *value)
 {
     oput_t *s = o->put;
-    if (!oput_check(o, e, h, &b)) return;
+    if (!fx_oput_check(o, e, h, &b)) return;
     owner_plan_t *p = oput_plan_new(o, e, &b, value);
     if (!p || oput_admit(o, p) != FLUXON_OK) {
         if (p) {

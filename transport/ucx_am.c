@@ -82,16 +82,25 @@ static ucp_ep_h ucxdp_reply_ep(const ucp_am_recv_param_t *param)
     return (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
 }
 
+/* A request's target-side state (its header copied to h), or NULL: not ours (no reply
+ * endpoint, a foreign header: nobody to answer) or out of memory (the initiator's timeout
+ * covers it). */
+static ucxdp_tgt_t *ucxdp_tgt_begin(fx_ucx_t *u, const void *header, size_t hlen, const ucp_am_recv_param_t *param,
+                                    ucxdp_hdr_t *h)
+{
+    ucp_ep_h ep = ucxdp_reply_ep(param);
+    if (hlen != sizeof *h || !ep) return NULL;
+    memcpy(h, header, sizeof *h);
+    return ucxdp_tgt_new(u, ep, h);
+}
+
 static ucs_status_t ucxdp_am_get_req(void *arg, const void *header, size_t hlen, void *data,
                                      size_t len, const ucp_am_recv_param_t *param)
 {
     fx_ucx_t *u = arg;
     ucxdp_hdr_t h;
-    ucp_ep_h ep = ucxdp_reply_ep(param);
-    if (hlen != sizeof h || !ep) return UCS_OK; /* not ours: nobody to answer */
-    memcpy(&h, header, sizeof h);
-    ucxdp_tgt_t *t = ucxdp_tgt_new(u, ep, &h);
-    if (!t) return UCS_OK; /* the initiator's timeout covers it */
+    ucxdp_tgt_t *t = ucxdp_tgt_begin(u, header, hlen, param, &h);
+    if (!t) return UCS_OK;
     if (!ucxdp_region_ok(u, h.addr, h.len)) {
         FX_WARN("ucx: rejected GET of %llu bytes at 0x%llx: outside mapped regions",
                 (unsigned long long)h.len, (unsigned long long)h.addr);
@@ -128,10 +137,7 @@ static ucs_status_t ucxdp_am_put_req(void *arg, const void *header, size_t hlen,
 {
     fx_ucx_t *u = arg;
     ucxdp_hdr_t h;
-    ucp_ep_h ep = ucxdp_reply_ep(param);
-    if (hlen != sizeof h || !ep) return UCS_OK;
-    memcpy(&h, header, sizeof h);
-    ucxdp_tgt_t *t = ucxdp_tgt_new(u, ep, &h);
+    ucxdp_tgt_t *t = ucxdp_tgt_begin(u, header, hlen, param, &h);
     if (!t) return UCS_OK;
     if (h.len != len || !ucxdp_region_ok(u, h.addr, h.len)) {
         FX_WARN("ucx: rejected PUT of %zu bytes at 0x%llx: outside mapped regions", len,
@@ -197,10 +203,7 @@ static ucs_status_t ucxdp_am_putv_req(void *arg, const void *header, size_t hlen
 {
     fx_ucx_t *u = arg;
     ucxdp_hdr_t h;
-    ucp_ep_h ep = ucxdp_reply_ep(param);
-    if (hlen != sizeof h || !ep) return UCS_OK;
-    memcpy(&h, header, sizeof h);
-    ucxdp_tgt_t *t = ucxdp_tgt_new(u, ep, &h);
+    ucxdp_tgt_t *t = ucxdp_tgt_begin(u, header, hlen, param, &h);
     if (!t) return UCS_OK;
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) { /* eager: valid during this call */
         ucxdp_tgt_reply(t, FX_UCX_AM_ID_PUT_ACK, ucxdp_putv_scatter(u, &h, data, len), NULL, 0);
@@ -266,10 +269,7 @@ static ucs_status_t ucxdp_am_getv_req(void *arg, const void *header, size_t hlen
 {
     fx_ucx_t *u = arg;
     ucxdp_hdr_t h;
-    ucp_ep_h ep = ucxdp_reply_ep(param);
-    if (hlen != sizeof h || !ep) return UCS_OK;
-    memcpy(&h, header, sizeof h);
-    ucxdp_tgt_t *t = ucxdp_tgt_new(u, ep, &h);
+    ucxdp_tgt_t *t = ucxdp_tgt_begin(u, header, hlen, param, &h);
     if (!t) return UCS_OK;
     uint64_t n = (uint64_t)(uint32_t)h.status;
     if (n < 2 || n > UCXDP_V_MAX_N || len != n * 16) {

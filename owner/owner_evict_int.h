@@ -1,0 +1,106 @@
+/* owner_evict_int.h — the state the files of the owner's eviction share (evict.c: the hot
+ * tier and eviction rounds; evict_wb.c: write-back ahead of eviction; evict_send.c: the
+ * EVICT messages to the master). Internal to them; others use owner_evict.h. Reactor thread
+ * only. */
+#ifndef FX_OWNER_EVICT_INT_H
+#define FX_OWNER_EVICT_INT_H
+
+#include "freq_sketch.h"
+#include "owner_evict.h"
+
+/* owner_entry_t.ev_cause: decided at selection, counted when the master confirmed (issue 38) */
+enum { OEV_CAUSE_NONE = 0, OEV_CAUSE_COPIED, OEV_CAUSE_COPYING, OEV_CAUSE_FAILED, OEV_CAUSE_BEHIND,
+       OEV_CAUSE_NOT_ADMITTED };
+
+typedef struct oev {
+    fx_owner_t *o;
+    fx_evp_t hot;          /* COMMITTED values, weighted by slot_size (eviction_policy) */
+    uint64_t *ghost;       /* the policy's ghost keys */
+    fx_freq_sketch_t seen; /* issue 38: how often each key was put or hit (writeback_admission) */
+    uint64_t hot_capacity; /* bytes; the watermark, never the configured capacity (S5) */
+    uint64_t stuck_since_ms; /* claims wait and nothing is evictable (held) since; 0: not stuck */
+    struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
+    fx_timer_t kick_timer, tick_timer;
+    bool in_step, closing;
+    uint64_t round;
+    uint32_t backoff_ms;
+    uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
+        resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
+        not_admitted, wb_waits, evict_copied, rounds, walked;
+    uint64_t tick_at_ms;     /* when the armed tick_timer fires */
+    /* the write-back look-ahead's cursor (issue 38, P3): the warmest value it looked at in
+     * this epoch; wb_seen_bytes: the bytes of the values looked at (wb_epoch) still in the
+     * policy. A value that leaves or moves is unseen again (oev_moved); the cursor's own
+     * move starts a new epoch (the walk restarts from the coldest). */
+    owner_entry_t *wb_cursor;
+    uint64_t wb_seen_bytes;
+    uint32_t wb_epoch;
+    struct oev_drain_cur *dc; /* issue 44 P4: where the drain of each retiring sub-grant is */
+    size_t ndc, capdc;
+    uint64_t stall_since_ms; /* writeback_max_stall_ms: claims first waited for a copy; 0: none wait */
+    uint64_t no_space_log_ms;
+} oev_t;
+
+/* The drain of one retiring sub-grant (issue 44 P4): slots [0, next) were looked at. No
+ * claim takes a slot of a retiring sub-grant, so one sweep takes all; a sweep that met a
+ * pinned group or slots still being written starts over next round, and a restored value
+ * restarts every sweep. */
+typedef struct oev_drain_cur {
+    uint64_t id, next;
+    bool seen; /* still retiring this round */
+} oev_drain_cur_t;
+
+/* The atomic group a version was published in: its members while they live. */
+typedef struct oev_group {
+    uint32_t n, live, busy_tries;
+    uint64_t round;
+    owner_entry_t *m[];
+} oev_group_t;
+
+/* One EVICT message in flight: the identities it names. */
+typedef struct oev_cohort {
+    fx_owner_t *o;
+    struct oev_cohort *prev, *next;
+    size_t n;
+    uint64_t bytes;
+    uint64_t *offsets, *put_ms, *put_ver, *slot_sizes;
+    char *kbuf;       /* the keys, back to back (kept: a delayed send outlives entries) */
+    uint32_t *klens;
+    fx_timer_t delay; /* test fault: EVICT held back; the retry of an uncertain one */
+    bool uncertain;   /* sent once without a definite answer: never restored */
+    uint32_t attempts;
+} oev_cohort_t;
+
+static inline owner_entry_t *fx_oev_entry_of(fx_evp_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
+
+static inline uint64_t fx_oev_key_hash(const owner_entry_t *en) /* FNV-1a: the policy's ghost key */
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < en->klen; i++) h = (h ^ (uint8_t)en->key[i]) * 1099511628211ull;
+    return h;
+}
+
+
+/* ---- evict.c ---- */
+/* The tick runs at the earlier of its armed deadline and ms from now. */
+FX_INTERNAL void fx_oev_tick_arm(fx_owner_t *o, uint32_t ms);
+
+/* ---- evict_wb.c: write-back ahead of eviction (issues 16, 38) ---- */
+/* writeback_admission: whether en's group deserves a copy when it gets cold. */
+FX_INTERNAL bool fx_oevw_admit(fx_owner_t *o, owner_entry_t *en);
+/* Bytes of the look-ahead window: (1 - writeback_watermark) x the hot tier (0: off). */
+FX_INTERNAL uint64_t fx_oevw_ahead_bytes(fx_owner_t *o);
+/* en leaves the policy or moves in it: the look-ahead has not seen it where it is now. */
+FX_INTERNAL void fx_oevw_moved(oev_t *kv, owner_entry_t *en);
+/* Queues the write-back of the values entering the window since the last call. */
+FX_INTERNAL void fx_oevw_lookahead(fx_owner_t *o);
+/* en's group may go now (copied, not admitted, no copy possible); else its copy is queued. */
+FX_INTERNAL bool fx_oevw_clean(fx_owner_t *o, owner_entry_t *en);
+
+/* ---- evict_send.c: one EVICT message per round ---- */
+/* Sends ONE EVICT for the victims v[0..n) (already hidden); their outcome retires them
+ * (counted by how they went) or restores them. */
+FX_INTERNAL void fx_oevs_send(fx_owner_t *o, owner_entry_t **v, size_t n);
+FX_INTERNAL void fx_oevs_cohort_free(oev_cohort_t *c);
+
+#endif
