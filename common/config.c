@@ -31,7 +31,7 @@ enum {
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
-    CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */
+    CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -64,6 +64,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"writeback_max_stall_ms", CFG_O},
     {"dead_owner_grace_ms", CFG_M}, /* L1 */
     {"client_limits", CFG_O}, /* issue 44 C3 */
+    {"disk", CFG_O},          /* issue 39 */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -361,6 +362,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         return 0;
     case CFG_K_RESERVE: return cfg_parse_reserve(c, v, cfg);
     case CFG_K_CLIENT_LIMITS: return cfg_parse_client_limits(c, v, cfg);
+    case CFG_K_DISK: return fx_cfg_parse_disk(c, v, cfg);
     case CFG_K_HOT_RATIO:
         if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not a number");
         if (!(v->valuedouble > 0 && v->valuedouble <= 1))

@@ -104,6 +104,12 @@ typedef struct fx_config {
     uint32_t client_max_plans;            /* ".max_plans": put plans not yet committed [1024] */
     uint32_t client_pin_expire_ms;        /* ".pin_expire_ms": a client whose oldest pin is older is
                                            * disconnected, every plan, handle and pin revoked [600000] */
+    /* "disk" (owner, issue 39): the disk tier, off unless disk.path is set */
+    char disk_path[FX_PATH_MAX];          /* ".path": the directory (one owner per directory) */
+    uint64_t disk_capacity_bytes;         /* ".capacity_bytes": bytes of segment files at most (required) */
+    uint64_t disk_segment_bytes;          /* ".segment_bytes" [256 MiB]: one segment file */
+    int disk_direct_io;                   /* ".direct_io" ["auto"]: FX_DISK_DIRECT_* order: auto, on, off */
+    int disk_admission;                   /* ".admission" ["all"]: FX_WB_ADMIT_* (all, second_touch) */
     /* "test": fault injection for tests (owner only, off by default) */
     char fault_message[32];               /* "test.fault_message": master reply type, "" = off */
     int fault_kind;                       /* "test.fault": FX_FAULT_DELAY/_DROP/_DUPLICATE */

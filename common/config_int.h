@@ -37,6 +37,8 @@ FX_INTERNAL int fx_cfg_want_object(struct cfg_ctx *c, const char *path, const cJ
 FX_INTERNAL int fx_cfg_get_int(struct cfg_ctx *c, const char *path, const cJSON *v, double lo,
                        double hi, int64_t *out);
 FX_INTERNAL int fx_cfg_get_ms(struct cfg_ctx *c, const char *path, const cJSON *v, uint32_t *out);
+/* "disk" (config_disk.c, issue 39) */
+FX_INTERNAL int fx_cfg_parse_disk(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg);
 FX_INTERNAL int fx_cfg_get_size(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out);
 FX_INTERNAL int fx_cfg_get_pages(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out);
 FX_INTERNAL int fx_cfg_get_hostport(struct cfg_ctx *c, const char *path, const cJSON *v, char *host,

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "disk.h"
 #include "mkv.h"
 
 /* ---- LOOKUP ---- */
@@ -45,23 +46,30 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
         offs[i] = vlen[i] = pms[i] = pver[i] = modes[i] = seqs[i] = 0;
         mkv_route_t *r = mkv_key_ok(b.keys.v[i]) ? mkv_route_get(s, b.keys.v[i], &inv) : NULL;
         if (!r) continue;
-        /* a replica on the requester itself first (no network), else the first alive one */
-        int pick = -1;
+        /* a replica in the requester's own memory first (no network), else the first alive
+         * one in memory, else the requester's own disk tier (issue 39: it reads it and
+         * publishes the copy as any fetched one); another owner's disk is not read */
+        int pick = -1, own_disk = -1;
         for (uint32_t j = 0; j < r->n_rep; j++) {
             if (!mkv_replica_alive(&r->rep[j])) continue;
+            if (fx_disk_is_off(r->rep[j].offset)) {
+                if (r->rep[j].node == self) own_disk = (int)j;
+                continue;
+            }
             if (r->rep[j].node == self) {
                 pick = (int)j;
                 break;
             }
             if (pick < 0) pick = (int)j;
         }
+        if (pick < 0) pick = own_disk;
         if (pick < 0) continue;
         const mkv_replica_t *rep = &r->rep[pick];
         /* ReuseReplica: the requester's own slot holds it; otherwise a copy is made,
          * durable for at most 2 owners at once, temporary beyond (§7) */
         uint32_t live = 0; /* replicas of current generations: a GET_DONE could only add past these */
         for (uint32_t j = 0; j < r->n_rep; j++) live += r->rep[j].node->generation == r->rep[j].generation;
-        if (rep->node == self && !rep->range_bytes) {
+        if (rep->node == self && !rep->range_bytes && !fx_disk_is_off(rep->offset)) {
             modes[i] = FX_GET_REUSE;
             s->c.get_reuse++;
         } else if (self && live < MKV_MAX_REPLICAS) {
@@ -193,26 +201,57 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
  * a route left without replicas is deleted (later lookups miss). Anything else (no
  * route, another version, no such replica) answers STALE and changes nothing: a key
  * replaced while its old version was being evicted keeps its new version. No INVALIDATE
- * is sent: the sender drops its copy itself, the other replicas stay routed. */
+ * is sent: the sender drops its copy itself, the other replicas stay routed.
+ * A key with a disk offset (issue 39) is not dropped: the replica moves to the sender's
+ * disk tier, routed at that offset under a new replica number (a LOOKUP from the sender
+ * finds it there; others do not read another owner's disk). A resend of a move already
+ * made (its answer was lost) is OK again. */
 FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena)
 {
     fx_body_evict_t b;
     MKV_DECODE(s, p, h, body, arena, evict, &b);
-    const mkv_array_t arrays[] = {
-        {"offsets", b.offsets.n, false}, {"put_ms", b.put_ms.n, false}, {"put_ver", b.put_ver.n, false}};
+    const mkv_array_t arrays[] = {{"offsets", b.offsets.n, false},
+                                  {"put_ms", b.put_ms.n, false},
+                                  {"put_ver", b.put_ver.n, false},
+                                  {"disk_offsets", b.disk_offsets.n, true}};
     mkv_batch_spec_t spec = {"evict", b.keys, arrays, FX_ARRAY_LEN(arrays), 0, UINT32_MAX, false, 1};
     uint64_t *st;
     master_node_t *n = mkv_batch_open(s, p, h, &spec, arena, &st);
     if (!n) return;
     uint32_t nk = b.keys.n;
+    for (uint32_t i = 0; i < b.disk_offsets.n; i++) {
+        uint64_t d = b.disk_offsets.v[i];
+        if (d && (!fx_disk_is_off(d) || fx_disk_is_off(b.offsets.v[i]))) {
+            mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT,
+                     "evict from %s: key %u moves from offset %#llx to disk offset %#llx (a disk offset has bit 63 "
+                     "set, a memory offset not)", n->node_id, i, (unsigned long long)b.offsets.v[i],
+                     (unsigned long long)d);
+            return;
+        }
+    }
     fx_mkv_inv_t inv = {0};
     uint32_t stale = 0;
     for (uint32_t i = 0; i < nk; i++) {
         fx_str_t key = b.keys.v[i];
+        uint64_t disk = b.disk_offsets.n ? b.disk_offsets.v[i] : 0;
         mkv_route_t *r = mkv_route_get(s, key, &inv);
-        int j = r && r->put_ms == b.put_ms.v[i] && r->put_ver == b.put_ver.v[i] ? mkv_route_find(r, n, b.offsets.v[i])
-                                                                              : -1;
+        bool version = r && r->put_ms == b.put_ms.v[i] && r->put_ver == b.put_ver.v[i];
+        int j = version ? mkv_route_find(r, n, b.offsets.v[i]) : -1;
+        if (j < 0 && disk && version && mkv_route_find(r, n, disk) >= 0) { /* moved already: a resend */
+            st[i] = MKV_ST(FLUXON_OK);
+            continue;
+        }
+        if (j >= 0 && disk) { /* issue 39: the replica moves to the sender's disk */
+            mkv_replica_t *rep = &r->rep[j];
+            fx_mkv_replica_free(s, rep); /* a placed range goes back to the allocator */
+            rep->range_bytes = 0;
+            rep->offset = disk;
+            rep->seq = ++s->rep_seq;
+            s->c.evict_to_disk++;
+            st[i] = MKV_ST(FLUXON_OK);
+            continue;
+        }
         if (j < 0) {
             st[i] = MKV_ST(FLUXON_ERR_STALE);
             stale++;

@@ -76,6 +76,7 @@
     X(evicted_replicas, COUNTER, "master_evicted_replicas_total", "", "Replicas dropped by eviction")          \
     X(evict_stale, COUNTER, "master_evict_stale_total", "", "Eviction entries refused as stale")               \
     X(evict_routes_deleted, COUNTER, "master_evict_routes_deleted_total", "", "Routes deleted by eviction")    \
+    X(evict_to_disk, COUNTER, "master_evict_to_disk_total", "", "Replicas an owner moved to its disk tier (issue 39)") \
     X(places, COUNTER, "master_places_total", "", "PUT_PLACE requests")                                        \
     X(place_remote, COUNTER, "master_placements_total", "where=\"remote\"", "Placement decisions")              \
     X(place_local, COUNTER, "master_placements_total", "where=\"local\"", "")                                   \

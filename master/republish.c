@@ -9,18 +9,26 @@
  *    replaced (its replicas are invalidated, their slots free once unpinned), an older
  *    report answers STALE (the owner drops that copy);
  *  - the put-id generator resumes above every version reported, so a later put wins.
+ * A value in an owner's disk tier (issue 39) is reported at its disk offset (bit 63 set).
  * Until an owner's last batch, lookups of keys it has not reported yet miss (no route):
  * never the bytes of another version. */
 #include <stdio.h>
 
 #include "log.h"
+#include "disk.h"
 #include "mkv.h"
 
 /* Checks key i's identity against the sender's segment; false with *why set. */
 static bool rp_key_ok(const master_node_t *n, const fx_body_republish_t *b, uint32_t i, char *why, size_t cap)
 {
     uint64_t off = b->offsets.v[i], len = b->value_lens.v[i];
-    if (len == 0 || !mkv_range_ok(n, off, len)) {
+    bool disk = fx_disk_is_off(off); /* issue 39: a value in the owner's disk tier */
+    if (disk && b->range_bytes.v[i]) {
+        snprintf(why, cap, "disk offset %#llx with range_bytes %llu (a disk value holds no range)",
+                 (unsigned long long)off, (unsigned long long)b->range_bytes.v[i]);
+        return false;
+    }
+    if (len == 0 || (!disk && !mkv_range_ok(n, off, len))) {
         snprintf(why, cap, "offset %llu + value_len %llu is outside the payload range [4096, %llu)",
                  (unsigned long long)off, (unsigned long long)len, (unsigned long long)n->segment_bytes);
         return false;

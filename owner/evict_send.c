@@ -3,6 +3,7 @@
  * by how they went: demoted, or dropped and why) or restores them; an uncertain outcome is
  * sent again with the same identities, never restored. Reactor thread only. */
 #include "log.h"
+#include "owner_disk.h"
 #include "owner_evict_int.h"
 #include "owner_link.h"
 
@@ -30,6 +31,7 @@ FX_INTERNAL void fx_oevs_cohort_free(oev_cohort_t *c)
     fx_free(c->put_ms);
     fx_free(c->put_ver);
     fx_free(c->slot_sizes);
+    fx_free(c->disk);
     fx_free(c);
 }
 
@@ -64,10 +66,14 @@ static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body
     bool ok = status == FLUXON_OK && st.statuses.n == c->n;
     size_t restored = 0;
     for (size_t i = 0; i < c->n; i++) {
+        int ks = ok ? (int)(int64_t)st.statuses.v[i] : (status == FLUXON_OK ? FLUXON_ERR_PROTOCOL : status);
+        if (c->disk && c->disk[i]) {
+            fx_odisk_moved(o, c->disk[i], ks); /* not moved: the record goes */
+            kv->to_disk += ks == FLUXON_OK;
+        }
         owner_entry_t *en = fx_ostore_at(o, c->offsets[i]);
         if (!en || !en->evicting || en->put_ms != c->put_ms[i] || en->put_ver != c->put_ver[i])
             continue; /* invalidated meanwhile: already retired */
-        int ks = ok ? (int)(int64_t)st.statuses.v[i] : (status == FLUXON_OK ? FLUXON_ERR_PROTOCOL : status);
         if (ks == FLUXON_OK || ks == FLUXON_ERR_STALE) {
             /* the master no longer routes this replica (STALE: the key moved on or is
              * gone, and the old version is ours to drop) */
@@ -135,7 +141,7 @@ static void oev_transmit(fx_owner_t *o, oev_cohort_t *c)
         size_t off = 0;
         for (size_t i = 0; i < c->n; off += c->klens[i], i++) keys[i] = (fx_str_t){c->kbuf + off, c->klens[i]};
         fx_body_evict_t b = {{keys, (uint32_t)c->n}, {c->offsets, (uint32_t)c->n}, {c->put_ms, (uint32_t)c->n},
-                             {c->put_ver, (uint32_t)c->n}};
+                             {c->put_ver, (uint32_t)c->n}, {c->disk, c->disk ? (uint32_t)c->n : 0}};
         fx_conn_t *mc = fx_olink_conn(o);
         rc = mc ? FX_RPC_CALL(mc, EVICT, evict, &b, o->cfg.master_timeout_ms, oev_on_evict, c) : FLUXON_ERR_UNAVAILABLE;
         fx_free(keys);
@@ -152,6 +158,43 @@ static void oev_on_delay(fx_reactor_t *r, fx_timer_t *t)
 {
     oev_cohort_t *c = FX_CONTAINER_OF(t, oev_cohort_t, delay);
     oev_transmit(c->o, c);
+}
+
+/* disk.admission (issue 39), per atomic group: all, or a group one of whose keys was seen
+ * twice (the write-back sketch). */
+static bool oev_disk_admit(fx_owner_t *o, owner_entry_t *en)
+{
+    if (o->cfg.disk_admission != FX_WB_ADMIT_SECOND_TOUCH) return true;
+    oev_t *kv = o->ev;
+    if (!en->group) return fx_freq_sketch_estimate(&kv->seen, en->lru.key) >= 2;
+    for (uint32_t i = 0; i < en->group->n; i++)
+        if (en->group->m[i] && fx_freq_sketch_estimate(&kv->seen, en->group->m[i]->lru.key) >= 2) return true;
+    return false;
+}
+
+/* The victims the disk tier admits are copied there; the EVICT moves their replicas. */
+static void oev_demote_to_disk(fx_owner_t *o, oev_cohort_t *c, owner_entry_t **v, size_t n)
+{
+    if (!fx_odisk_on(o)) return;
+    fx_disk_meta_t *adm = fx_calloc(n, sizeof *adm);
+    c->disk = fx_calloc(n, sizeof *c->disk);
+    if (!adm || !c->disk) {
+        fx_free(adm);
+        fx_free(c->disk);
+        c->disk = NULL;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        owner_entry_t *en = v[i];
+        if (!oev_disk_admit(o, en)) {
+            o->ev->disk_not_admitted++;
+            continue; /* group_size 0: not admitted */
+        }
+        adm[i] = (fx_disk_meta_t){en->value_len, en->put_ms, en->put_ver, en->group ? en->group->n : 1,
+                                  en->group ? en->group_idx : 0};
+    }
+    fx_odisk_demote(o, v, adm, n, c->disk);
+    fx_free(adm);
 }
 
 /* Sends ONE EVICT for the victims (already hidden); on failure restores them. */
@@ -191,6 +234,7 @@ FX_INTERNAL void fx_oevs_send(fx_owner_t *o, owner_entry_t **v, size_t n)
         c->slot_sizes[i] = en->slot.slot_size;
         c->bytes += en->slot.slot_size;
     }
+    oev_demote_to_disk(o, c, v, n);
     c->next = kv->cohorts;
     if (kv->cohorts) kv->cohorts->prev = c;
     kv->cohorts = c;

@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "owner_claims.h"
+#include "owner_disk.h"
 #include "owner_fetch.h"
 #include "owner_link.h"
 #include "owner_peers.h"
@@ -21,7 +22,7 @@ typedef struct ofetch {
     fx_ofetch_done_fn done;
     struct ofetch_gd *waiting; /* GET_DONEs scheduled to be (re)sent */
     uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
-        temp_copies, reuse_hits, self_copies, get_done_resends, relookups;
+        temp_copies, reuse_hits, self_copies, get_done_resends, relookups, disk_hits, disk_misses;
     fx_hist_t fetch_latency, transfer_latency;
 } ofetch_t;
 
@@ -49,7 +50,15 @@ typedef struct ofetch_xfer {
     owner_oget_t **og;
     fx_ucx_range_t *ranges;
     uint64_t t0_ns; /* the transfer started (fx_now_ns) */
+    size_t disk_pending; /* issue 39: reads of this owner's disk still running */
+    struct ofetch_dr *dr;
 } ofetch_xfer_t;
+
+/* One read of this owner's disk tier for a transfer (issue 39). */
+typedef struct ofetch_dr {
+    ofetch_xfer_t *x;
+    size_t k;
+} ofetch_dr_t;
 
 static void ofetch_batch_free(ofetch_batch_t *f)
 {
@@ -104,6 +113,7 @@ static bool ofetch_look_again(fx_owner_t *o, owner_oget_t *og)
     og->have_slot = og->found = false;
     og->mode = 0;
     og->why = 0;
+    og->disk_rc = 0;
     memset(&og->slot, 0, sizeof og->slot);
     one[0] = og;
     o->fetch->relookups++;
@@ -322,7 +332,7 @@ static void ofetch_on_xfer(void *arg, int status)
     if (!ok) ofetch_abandon(o, x->og, n);
     /* the overtaken ones are abandoned before any is served: done() may free its get */
     for (size_t k = 0; ok && k < n; k++)
-        if (fx_ostore_lookup(o, x->og[k]->key, x->og[k]->klen)) ab[n_ab++] = x->og[k];
+        if (x->og[k]->disk_rc || fx_ostore_lookup(o, x->og[k]->key, x->og[k]->klen)) ab[n_ab++] = x->og[k];
     ofetch_abandon(o, ab, n_ab);
     for (size_t k = 0, j = 0; k < n; k++) {
         owner_oget_t *og = x->og[k];
@@ -330,7 +340,7 @@ static void ofetch_on_xfer(void *arg, int status)
         j += overtaken;
         if (!ok || overtaken) { /* failed, or a local put overtook the fetch: serve that one */
             owner_entry_t *cur = ok ? fx_ostore_lookup(o, og->key, og->klen) : NULL;
-            og->why = status != FLUXON_OK ? status : FLUXON_ERR_UNAVAILABLE;
+            og->why = status != FLUXON_OK ? status : og->disk_rc ? og->disk_rc : FLUXON_ERR_UNAVAILABLE;
             fx_slot_pool_release_prepared(fx_ostore_pool(o), &og->slot);
             o->fetch->done(o, og, ok ? cur : NULL);
             continue;
@@ -388,15 +398,70 @@ static void ofetch_on_xfer(void *arg, int status)
     f->xfers_pending--;
     fx_free(x->og);
     fx_free(x->ranges);
+    fx_free(x->dr);
     fx_free(x);
     ofetch_batch_done_if_idle(f);
+}
+
+/* A read of this owner's disk tier ended (issue 39); the last one ends the transfer. */
+static void ofetch_on_disk_read(void *arg, int status)
+{
+    ofetch_dr_t *dr = arg;
+    ofetch_xfer_t *x = dr->x;
+    owner_oget_t *og = x->og[dr->k];
+    fx_owner_t *o = x->f->o;
+    if (status == FLUXON_OK) {
+        o->fetch->disk_hits++;
+    } else { /* gone or failed its checksum: a miss, and the master stops routing it */
+        og->disk_rc = status == FLUXON_ERR_UNAVAILABLE ? status : FLUXON_ERR_NOT_FOUND;
+        o->fetch->disk_misses++;
+        if (status == FLUXON_ERR_NOT_FOUND)
+            fx_odisk_forget(o, og->key, og->klen, og->src_off, og->put_ms, og->put_ver);
+    }
+    if (--x->disk_pending == 0) ofetch_on_xfer(x, FLUXON_OK);
+}
+
+/* This owner's own replicas: a range of its segment (a placed value) is memcpy'd, a disk
+ * replica is read (issue 39). Returns true when the transfer ends later (disk reads). */
+static bool ofetch_self_copy(fx_owner_t *o, ofetch_xfer_t *x, uint8_t *base)
+{
+    size_t nd = 0;
+    for (size_t k = 0; k < x->n; k++) {
+        fx_ucx_range_t *rg = &x->ranges[k];
+        if (fx_disk_is_off(rg->remote_offset)) nd++;
+        else memcpy(rg->local, base + rg->remote_offset, rg->len);
+    }
+    o->fetch->self_copies += x->n - nd;
+    if (!nd) return false;
+    x->dr = fx_calloc(nd, sizeof *x->dr);
+    x->disk_pending = 1; /* held while the reads are issued */
+    for (size_t k = 0, j = 0; k < x->n; k++) {
+        fx_ucx_range_t *rg = &x->ranges[k];
+        owner_oget_t *og = x->og[k];
+        if (!fx_disk_is_off(rg->remote_offset)) continue;
+        int rc = FLUXON_ERR_NOMEM;
+        if (x->dr) {
+            x->dr[j] = (ofetch_dr_t){x, k};
+            rc = fx_odisk_read(o, rg->remote_offset, og->key, og->klen, rg->local, rg->len, ofetch_on_disk_read,
+                               &x->dr[j]);
+            j++;
+        }
+        if (rc == FLUXON_OK) {
+            x->disk_pending++;
+        } else {
+            og->disk_rc = rc == FLUXON_ERR_NOMEM ? rc : FLUXON_ERR_NOT_FOUND;
+            o->fetch->disk_misses++;
+            if (rc == FLUXON_ERR_NOT_FOUND) fx_odisk_forget(o, og->key, og->klen, rg->remote_offset, og->put_ms, og->put_ver);
+        }
+    }
+    if (--x->disk_pending) return true;
+    return false; /* every read refused at once: the transfer ends now */
 }
 
 /* All claims of a fetch resolved: one UCX transfer batch per source owner. */
 static void ofetch_batch_transfer(ofetch_batch_t *f)
 {
     fx_owner_t *o = f->o;
-    ofetch_t *kv = o->fetch;
     uint8_t *base = fx_segment_base(o->seg);
     f->xfers_pending++; /* a copy from this owner's own segment completes inline: keep f alive */
     for (size_t s = 0; s < f->n_src; s++) {
@@ -425,14 +490,9 @@ static void ofetch_batch_transfer(ofetch_batch_t *f)
                 x->n++;
                 f->og[k] = NULL; /* owned by the transfer now */
             }
-            if (self) { /* a range of this segment (a placed value): memcpy, then the same GET_DONE */
-                for (size_t k = 0; k < x->n; k++) {
-                    fx_ucx_range_t *rg = &x->ranges[k];
-                    memcpy(rg->local, base + rg->remote_offset, rg->len);
-                }
-                kv->self_copies += x->n;
+            if (self) { /* a range of this segment (a placed value), or this owner's disk: then the same GET_DONE */
                 f->xfers_pending++;
-                ofetch_on_xfer(x, FLUXON_OK);
+                if (!ofetch_self_copy(o, x, base)) ofetch_on_xfer(x, FLUXON_OK);
                 continue;
             }
             if (peer) { /* the transfer ends by the batch's deadline (at least 1 ms from now) */
@@ -625,7 +685,9 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
     fx_str_t *lk = fx_calloc(n, sizeof *lk);
     fx_conn_t *mc = fx_olink_conn(o);
     int rc = FLUXON_ERR_UNAVAILABLE;
-    if (fx_olink_alone(o) && mc) {
+    bool disk = false; /* issue 39: a key on this owner's disk is routed by the master */
+    for (size_t k = 0; k < n && !disk && fx_odisk_on(o); k++) disk = fx_odisk_has(o, ogs[k]->key, ogs[k]->klen);
+    if (fx_olink_alone(o) && mc && !disk) {
         /* the only owner the cluster ever had: a key missing here is held nowhere, skip the
          * master (never once another owner lived: it may have placed values here) */
         s->lookups_skipped++;
@@ -681,6 +743,8 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->temp_copies = s->temp_copies;
     m->reuse_hits = s->reuse_hits;
     m->self_copies = s->self_copies;
+    m->disk_hits = s->disk_hits;
+    m->disk_misses = s->disk_misses;
     m->get_done_resends = s->get_done_resends;
     m->fetch_latency = s->fetch_latency;
     m->transfer_latency = s->transfer_latency;

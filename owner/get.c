@@ -14,6 +14,7 @@
 #include "groups.h"
 #include "hmap.h"
 #include "log.h"
+#include "owner_disk.h"
 #include "owner_elsewhere.h"
 #include "owner_evict.h"
 #include "owner_ext.h"
@@ -395,7 +396,8 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
             oget_set_hit(b, i, en);
             s->local_hits += b->res[i] == 1;
         } else if ((alone || fx_oelse_nowhere(o, kh[i % 64])) &&
-                   !fx_hmap_get_h(s->gets, g.keys.v[i].p, g.keys.v[i].len, kh[i % 64])) {
+                   !fx_hmap_get_h(s->gets, g.keys.v[i].p, g.keys.v[i].len, kh[i % 64]) &&
+                   !fx_odisk_has(o, g.keys.v[i].p, g.keys.v[i].len)) { /* issue 39: on disk, the master routes it */
             b->res[i] = oget_miss_code(FLUXON_ERR_NOT_FOUND);
             b->looked = i + 1;
             fx_ofetch_lookup_skipped(o);

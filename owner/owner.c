@@ -15,6 +15,7 @@
 #include "owner_place.h"
 #include "owner_prefault.h"
 #include "owner_put.h"
+#include "owner_disk.h"
 #include "owner_elsewhere.h"
 #include "owner_replica.h"
 #include "owner_republish.h"
@@ -237,7 +238,9 @@ static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten)
         fx_ostore_forget_all(o);
         fx_orepub_forget_all(o);
     }
-    fx_orepub_registered(o, master_changed); /* a new master learns what this owner holds */
+    /* a new master learns what this owner holds; so does the first one when the disk tier
+     * kept values from an earlier run (issue 39) */
+    fx_orepub_registered(o, master_changed || fx_odisk_first_registration(o));
     fx_oput_master_ready(o);
     fx_oclaims_master_ready(o);
     fx_oev_kick(o);
@@ -267,6 +270,7 @@ static void owner_fini_modules(fx_owner_t *o)
     fx_orepl_fini(o);
     fx_oelse_fini(o);
     fx_orepub_fini(o);
+    fx_odisk_fini(o);
     fx_oget_fini(o);
     fx_oput_fini(o);
     fx_ostore_fini(o);
@@ -285,6 +289,7 @@ static int owner_init_modules(fx_owner_t *o)
     if (rc == FLUXON_OK) rc = fx_olink_init(o, &link_hooks);
     if (rc == FLUXON_OK) rc = fx_oclaims_init(o, max_grants);
     if (rc == FLUXON_OK) rc = fx_oelse_init(o);
+    if (rc == FLUXON_OK) rc = fx_odisk_init(o);
     if (rc == FLUXON_OK) rc = fx_orepl_init(o);
     if (rc == FLUXON_OK) rc = fx_oev_init(o);
     if (rc == FLUXON_OK) rc = fx_oput_init(o);

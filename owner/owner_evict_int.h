@@ -27,6 +27,7 @@ typedef struct oev {
     uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
         resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
         not_admitted, wb_waits, evict_copied, rounds, walked;
+    uint64_t to_disk, disk_not_admitted; /* issue 39: replicas moved to the disk tier; victims it did not admit */
     uint64_t tick_at_ms;     /* when the armed tick_timer fires */
     /* the write-back look-ahead's cursor (issue 38, P3): the warmest value it looked at in
      * this epoch; wb_seen_bytes: the bytes of the values looked at (wb_epoch) still in the
@@ -64,6 +65,7 @@ typedef struct oev_cohort {
     size_t n;
     uint64_t bytes;
     uint64_t *offsets, *put_ms, *put_ver, *slot_sizes;
+    uint64_t *disk; /* issue 39: the disk offset each replica moves to (0: dropped); NULL: none */
     char *kbuf;       /* the keys, back to back (kept: a delayed send outlives entries) */
     uint32_t *klens;
     fx_timer_t delay; /* test fault: EVICT held back; the retry of an uncertain one */

@@ -25,6 +25,7 @@ typedef struct owner_oget {
     uint8_t lookups;      /* LOOKUPs made for it: a copy superseded meanwhile looks again */
     uint64_t deadline_ms; /* its first fetch's: a second look ends by then too */
     int why;      /* a miss: why (0 = FLUXON_ERR_NOT_FOUND) */
+    int disk_rc;  /* issue 39: the read of this owner's disk replica failed (a miss) */
 } owner_oget_t;
 
 /* og is over: en is the version to serve (NULL: a miss, og->why says why). */

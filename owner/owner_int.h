@@ -59,6 +59,7 @@ struct fx_owner {
     struct orepl *repl;      /* replica.c (issue 16) */
     struct oelse *elsewhere; /* elsewhere.c (issue 38) */
     struct orepub *repub;    /* republish.c */
+    struct odisk *disk;      /* disk.c (issue 39) */
     /* owner.c */
     struct owner_held *held; /* test fault delay_request: externals' requests held back */
     fx_chaos_t chaos;        /* test message chaos (issue 17): set at create, read by fx_owner_chaos */

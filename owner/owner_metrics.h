@@ -126,6 +126,8 @@
     X(cpu_hits, COUNTER, "owner_fetch_hits_total", "source=\"cpu_owner\"", "")                                  \
     X(reuse_hits, COUNTER, "owner_fetch_reuse_hits_total", "", "Fetches answered by a copy already here")      \
     X(self_copies, COUNTER, "owner_fetch_self_copies_total", "", "Keys copied within this segment")            \
+    X(disk_hits, COUNTER, "owner_fetch_disk_hits_total", "", "Keys read back from this owner's disk tier (issue 39)") \
+    X(disk_misses, COUNTER, "owner_fetch_disk_misses_total", "", "Disk replicas that could not be read (gone, checksum): misses") \
     X(temp_copies, COUNTER, "owner_fetch_temp_copies_total", "", "Fetched copies kept as temporary")           \
     X(get_done_stale, COUNTER, "owner_get_done_stale_total", "", "GET_DONE answers saying the copy is stale")   \
     X(get_relookups, COUNTER, "owner_get_relookups_total", "", "Keys looked up again: their copy's version was replaced meanwhile") \
@@ -160,6 +162,8 @@
     X(evict_dropped_copying, COUNTER, "owner_evict_dropped_total", "cause=\"copying\"", "")                   \
     X(evict_dropped_failed, COUNTER, "owner_evict_dropped_total", "cause=\"failed\"", "")                     \
     X(evict_not_admitted, COUNTER, "owner_evict_dropped_total", "cause=\"not_admitted\"", "")                 \
+    X(evict_to_disk, COUNTER, "owner_evict_to_disk_total", "", "Evicted values whose replica moved to the disk tier (issue 39)") \
+    X(evict_disk_not_admitted, COUNTER, "owner_evict_disk_not_admitted_total", "", "Evicted values disk.admission did not admit") \
     X(evict_writeback_waits, COUNTER, "owner_evict_writeback_waits_total", "", "Eviction rounds' groups that waited for a copy (writeback_max_stall_ms)") \
     /* replica.c (issue 16): eager replica tasks and write-back to replica targets */                            \
     X(copies_recorded, COUNTER, "owner_copies_recorded_total", "", "Keys copied to other owners, recorded to settle misses locally") \
@@ -195,7 +199,38 @@
     X(republish_last_ms, MSGAUGE, "owner_republish_last_seconds", "", "Duration of the last re-publication") \
     X(republish_last_keys, GAUGE, "owner_republish_last_keys", "", "Keys of the last re-publication")             \
     X(placed_ranges_held, GAUGE, "owner_placed_ranges_held", "", "Placed values held for other owners' puts")    \
-    X(placed_malformed, COUNTER, "owner_placed_malformed_total", "", "PLACED messages that did not decode")
+    X(placed_malformed, COUNTER, "owner_placed_malformed_total", "", "PLACED messages that did not decode")   \
+    /* disk.c and the store disk/ (issue 39): the disk tier */                                                  \
+    X(disk_on, BOOL, "owner_disk_on", "", "1 while the disk tier is open")                                       \
+    X(disk_direct_io, BOOL, "owner_disk_direct_io", "", "1 while the disk tier uses O_DIRECT")                   \
+    X(disk_direct_fallbacks, COUNTER, "owner_disk_direct_fallbacks_total", "", "O_DIRECT refused by the file system: buffered I/O instead") \
+    X(disk_capacity_bytes, GAUGE, "owner_disk_capacity_bytes", "", "Bytes of segment files the disk tier may hold") \
+    X(disk_used_bytes, GAUGE, "owner_disk_used_bytes", "", "Bytes of segment files the disk tier holds")         \
+    X(disk_records, GAUGE, "owner_disk_records", "", "Values indexed in the disk tier")                          \
+    X(disk_segments, GAUGE, "owner_disk_segments", "", "Segment files of the disk tier")                         \
+    X(disk_appends, COUNTER, "owner_disk_appends_total", "", "Values copied into the disk tier")                 \
+    X(disk_append_bytes, COUNTER, "owner_disk_append_bytes_total", "", "Key and value bytes copied into the disk tier") \
+    X(disk_writes, COUNTER, "owner_disk_writes_total", "", "Writes of staging buffers and index blocks")         \
+    X(disk_write_bytes, COUNTER, "owner_disk_write_bytes_total", "", "Bytes written to segment files")           \
+    X(disk_write_errors, COUNTER, "owner_disk_write_errors_total", "", "Writes that failed")                     \
+    X(disk_reads, COUNTER, "owner_disk_reads_total", "", "Values read from the disk tier")                       \
+    X(disk_read_bytes, COUNTER, "owner_disk_read_bytes_total", "", "Bytes read from segment files")              \
+    X(disk_reads_in_flight, GAUGE, "owner_disk_reads_in_flight", "", "Disk reads in flight")                     \
+    X(disk_read_errors, COUNTER, "owner_disk_read_errors_total", "", "Disk reads that failed (I/O error)")        \
+    X(disk_crc_failures, COUNTER, "owner_disk_checksum_failures_total", "", "Records that failed a check on read: a miss, never bytes served") \
+    X(disk_staged_reads, COUNTER, "owner_disk_staged_reads_total", "", "Reads served from a staging buffer not yet written") \
+    X(disk_segments_freed, COUNTER, "owner_disk_segments_freed_total", "", "Segment files removed for room")     \
+    X(disk_recovered_records, GAUGE, "owner_disk_recovered_records", "", "Records re-indexed when the owner started") \
+    X(disk_recovered_torn, GAUGE, "owner_disk_recovered_torn", "", "Segments whose torn tail was cut when the owner started") \
+    X(disk_recover_ms, MSGAUGE, "owner_disk_recover_seconds", "", "Time to re-index the disk tier when the owner started") \
+    X(disk_moved, COUNTER, "owner_disk_moved_total", "", "Evicted values whose replica moved to the disk tier")   \
+    X(disk_move_refused, COUNTER, "owner_disk_move_refused_total", "", "Moves to disk the master refused (a newer version): record dropped") \
+    X(disk_demote_busy, COUNTER, "owner_disk_demote_busy_total", "", "Admitted victims dropped: no staging room (the disk is behind)") \
+    X(disk_demote_reused, COUNTER, "owner_disk_demote_reused_total", "", "Victims whose version was on disk already (read back earlier)") \
+    X(disk_forgotten, COUNTER, "owner_disk_forgotten_total", "", "Routed disk replicas that could not be read: dropped at the master") \
+    X(disk_retired_records, COUNTER, "owner_disk_retired_records_total", "", "Records of segments removed for room") \
+    X(disk_routes_dropped, COUNTER, "owner_disk_routes_dropped_total", "", "Disk replicas unpublished at the master") \
+    X(disk_route_drops_failed, COUNTER, "owner_disk_route_drops_failed_total", "", "Disk replicas whose unpublishing was given up")
 
 typedef struct fx_ometrics {
     FX_OWNER_METRICS(FX_METRIC_FIELD)

@@ -55,6 +55,9 @@ typedef struct fx_ostore_hooks {
 } fx_ostore_hooks_t;
 
 FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants);
+/* INVALIDATE named a replica outside the segment (a disk offset, issue 39): disk.c's. */
+typedef void (*fx_ostore_disk_inv_fn)(fx_owner_t *o, uint64_t disk_off);
+FX_INTERNAL void fx_ostore_set_disk_hook(fx_owner_t *o, fx_ostore_disk_inv_fn fn);
 FX_INTERNAL void fx_ostore_set_hooks(fx_owner_t *o, const fx_ostore_hooks_t *hooks);
 /* Something changed that may let eviction or a waiting claim progress (a copy ended): the
  * unpinned hook, for the layers above the store that evict.c sits on (replica.c). */

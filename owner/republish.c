@@ -21,6 +21,7 @@
 #include "hmap.h"
 #include "log.h"
 #include "owner_claims.h"
+#include "owner_disk.h"
 #include "owner_evict.h"
 #include "owner_link.h"
 #include "owner_republish.h"
@@ -32,18 +33,22 @@
 #define RP_SCAN_MAX 65536u    /* slots looked at per batch built */
 
 typedef struct rp_id {
-    uint64_t offset, use_seq; /* use_seq 0: a placed range (ranges), not a slot */
+    uint64_t offset, use_seq; /* use_seq 0: a placed range (ranges), RP_DISK: a disk record
+                               * (offset: its disk offset), else a slot */
 } rp_id_t;
+#define RP_DISK UINT64_MAX
 
 /* A placed value in a range of this segment (the master said so with PLACED). */
 typedef struct rp_range {
     char *key;
     uint32_t klen;
     uint64_t value_len, put_ms, put_ver;
+    uint32_t group_size; /* disk records (issue 39); 1 for placed values */
 } rp_range_t;
 
 typedef struct orepub {
     fx_hmap_t *ranges; /* u64 offset -> rp_range_t */
+    fx_hmap_t *disk;   /* u64 disk offset -> rp_range_t: the disk records when the walk started (issue 39) */
     uint64_t *grant_offs; /* the master grants held when the walk started (segment offsets) */
     size_t n_grants, g, slot; /* the walk's cursor: grant index, byte offset in it */
     rp_id_t *ids; /* the snapshot of the placed ranges */
@@ -67,7 +72,8 @@ FX_INTERNAL int fx_orepub_init(fx_owner_t *o)
     orepub_t *s = fx_calloc(1, sizeof *s);
     if (!s) return FLUXON_ERR_NOMEM;
     o->repub = s;
-    return fx_hmap_create(256, &s->ranges);
+    int rc = fx_hmap_create(256, &s->ranges);
+    return rc == FLUXON_OK ? fx_hmap_create(256, &s->disk) : rc;
 }
 
 static void rp_range_free(void *v)
@@ -83,6 +89,8 @@ FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
     if (!s) return;
     if (s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
     fx_hmap_destroy(s->ranges);
+    if (s->disk) fx_hmap_clear(s->disk, rp_range_free);
+    fx_hmap_destroy(s->disk);
     fx_free(s->ids);
     fx_free(s->grant_offs);
     fx_free(s);
@@ -118,7 +126,7 @@ FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len
                      (int)FX_MIN(b.keys.v[i].len, 80u), b.keys.v[i].p);
             continue;
         }
-        *g = (rp_range_t){g->key, b.keys.v[i].len, b.value_len, b.put_ms.v[i], b.put_ver.v[i]};
+        *g = (rp_range_t){g->key, b.keys.v[i].len, b.value_len, b.put_ms.v[i], b.put_ver.v[i], 1};
         if (old) rp_range_free(old); /* the range was freed and placed again */
     }
 }
@@ -153,6 +161,19 @@ static owner_entry_t *rp_find(fx_owner_t *o, const rp_id_t *id)
     return en && en->state == OE_COMMITTED && !en->retired && !en->evicting ? en : NULL;
 }
 
+static bool rp_id_add(orepub_t *s, uint64_t off, uint64_t use_seq)
+{
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 1024;
+        rp_id_t *ni = fx_realloc(s->ids, nc * sizeof *ni);
+        if (!ni) return false;
+        s->ids = ni;
+        s->cap = nc;
+    }
+    s->ids[s->n++] = (rp_id_t){off, use_seq};
+    return true;
+}
+
 static void rp_snap_ranges(orepub_t *s)
 {
     fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
@@ -160,23 +181,47 @@ static void rp_snap_ranges(orepub_t *s)
     size_t kl;
     void *v;
     while (fx_hmap_iter_next(s->ranges, &it, &k, &kl, &v)) {
-        if (s->n == s->cap) {
-            size_t nc = s->cap ? s->cap * 2 : 1024;
-            rp_id_t *ni = fx_realloc(s->ids, nc * sizeof *ni);
-            if (!ni) return;
-            s->ids = ni;
-            s->cap = nc;
-        }
         uint64_t off;
         memcpy(&off, k, sizeof off);
-        s->ids[s->n++] = (rp_id_t){off, 0};
+        if (!rp_id_add(s, off, 0)) return;
     }
+}
+
+/* issue 39: the disk records, reported after the memory ones at their disk offsets */
+static bool rp_snap_disk_one(void *arg, uint64_t off, const char *key, uint32_t klen, const fx_disk_meta_t *m)
+{
+    orepub_t *s = arg;
+    rp_range_t *g = fx_calloc(1, sizeof *g);
+    char *kc = g ? fx_strndup(key, klen) : NULL;
+    if (!g || !kc) {
+        fx_free(g);
+        return false;
+    }
+    *g = (rp_range_t){kc, klen, m->value_len, m->put_ms, m->put_ver, FX_MAX(m->group_size, 1u)};
+    void *old = NULL;
+    if (fx_hmap_put(s->disk, &off, sizeof off, g, &old) != FLUXON_OK) {
+        rp_range_free(g);
+        return false;
+    }
+    if (old) rp_range_free(old);
+    return rp_id_add(s, off, RP_DISK);
+}
+
+static void rp_snap_disk(fx_owner_t *o)
+{
+    orepub_t *s = o->repub;
+    fx_hmap_clear(s->disk, rp_range_free);
+    fx_odisk_foreach(o, rp_snap_disk_one, s);
 }
 
 static void rp_pump(fx_owner_t *o);
 
 static void rp_retire(fx_owner_t *o, const rp_id_t *id)
 {
+    if (id->use_seq == RP_DISK) { /* not routed: the record goes */
+        fx_odisk_drop(o, id->offset);
+        return;
+    }
     if (!id->use_seq) {
         rp_range_drop(o->repub, id->offset);
         return;
@@ -197,12 +242,18 @@ static void rp_done(fx_owner_t *o)
             (unsigned long long)s->leased);
     fx_free(s->ids);
     fx_free(s->grant_offs);
+    fx_hmap_clear(s->disk, rp_range_free);
     s->ids = NULL;
     s->grant_offs = NULL;
     s->n = s->cap = s->next = s->n_grants = 0;
 }
 
 static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last);
+
+static bool rp_disk_current(fx_owner_t *o, const rp_range_t *g, uint64_t off, uint64_t *cur, fx_disk_meta_t *dm)
+{
+    return o->disk && fx_odisk_find(o, g->key, g->klen, cur, dm) && *cur == off;
+}
 
 /* Stops this attempt; the next registration starts a new one (answers still on their way
  * belong to an old epoch and are ignored). */
@@ -264,6 +315,22 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
     }
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
+        if (ids[i].use_seq == RP_DISK) { /* a disk record, still indexed at that offset */
+            rp_range_t *g = fx_hmap_get(s->disk, &ids[i].offset, sizeof ids[i].offset);
+            uint64_t cur = 0;
+            fx_disk_meta_t dm;
+            if (!g || !rp_disk_current(o, g, ids[i].offset, &cur, &dm)) continue;
+            b->ids[m] = ids[i];
+            keys[m] = (fx_str_t){g->key, g->klen};
+            cols[m] = ids[i].offset;
+            cols[n + m] = g->value_len;
+            cols[2 * n + m] = g->put_ms;
+            cols[3 * n + m] = g->put_ver;
+            cols[4 * n + m] = g->group_size;
+            cols[5 * n + m] = 0;
+            m++;
+            continue;
+        }
         if (!ids[i].use_seq) { /* a placed range */
             rp_range_t *g = fx_hmap_get(s->ranges, &ids[i].offset, sizeof ids[i].offset);
             if (!g) continue;
@@ -339,7 +406,8 @@ static size_t rp_collect(fx_owner_t *o, rp_id_t *ids)
         bytes += 56 + en->klen;
     }
     while (s->g >= s->n_grants && s->next < s->n && m < RP_BATCH_KEYS && bytes < RP_MAX_BYTES) {
-        const rp_range_t *g = fx_hmap_get(s->ranges, &s->ids[s->next].offset, sizeof s->ids[s->next].offset);
+        const rp_range_t *g = fx_hmap_get(s->ids[s->next].use_seq == RP_DISK ? s->disk : s->ranges,
+                                          &s->ids[s->next].offset, sizeof s->ids[s->next].offset);
         bytes += 56 + (g ? g->klen : 0);
         ids[m++] = s->ids[s->next++];
     }
@@ -384,12 +452,14 @@ FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
     if (goffs.n) memcpy(s->grant_offs, goffs.v, goffs.n * sizeof *s->grant_offs);
     s->n_grants = goffs.n;
     rp_snap_ranges(s);
+    size_t n_ranges = s->n;
+    rp_snap_disk(o);
     s->active = true;
     s->pending = false;
     s->rounds++;
     s->started_ms = fx_now_ms();
     FX_INFO("registered with a master that does not know this owner: re-publishing what it holds (%zu grants, "
-            "%zu placed values)", s->n_grants, s->n);
+            "%zu placed values, %zu values on disk)", s->n_grants, n_ranges, s->n - n_ranges);
     if (rp_walk_done(s)) {
         /* still tell the master (one empty last batch): it logs the owner as done */
         rp_send(o, NULL, 0, true);

@@ -14,6 +14,7 @@
 #include "owner_put.h"
 #include "owner_replica.h"
 #include "owner_republish.h"
+#include "owner_disk.h"
 #include "owner_elsewhere.h"
 #include "owner_stats.h"
 
@@ -50,7 +51,7 @@ FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
                                                       fx_oclaims_metrics, fx_oput_metrics,  fx_oplace_metrics,
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
                                                       fx_orepl_metrics,   fx_orepub_metrics, fx_oprefault_metrics,
-                                                      fx_oelse_metrics};
+                                                      fx_oelse_metrics,  fx_odisk_metrics};
     for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) parts[i](o, &s->m);
     s->replies = *fx_oext_replies(o);
 }

@@ -17,6 +17,7 @@ typedef struct ostore {
     fx_u64map_t holders;   /* id -> owner_holder_t */
     uint64_t next_id, invalidations, malformed;
     fx_ostore_hooks_t hooks;
+    fx_ostore_disk_inv_fn disk_inv; /* issue 39: INVALIDATEs of disk offsets */
 } ostore_t;
 
 static void ostore_nop_entry(fx_owner_t *o, owner_entry_t *en) {}
@@ -50,6 +51,7 @@ FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants)
 }
 
 FX_INTERNAL void fx_ostore_set_hooks(fx_owner_t *o, const fx_ostore_hooks_t *hooks) { o->store->hooks = *hooks; }
+FX_INTERNAL void fx_ostore_set_disk_hook(fx_owner_t *o, fx_ostore_disk_inv_fn fn) { o->store->disk_inv = fn; }
 FX_INTERNAL void fx_ostore_kick(fx_owner_t *o)
 {
     if (o->store && o->store->hooks.unpinned) o->store->hooks.unpinned(o);
@@ -212,6 +214,11 @@ FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t
         return;
     }
     for (uint32_t i = 0; i < n; i++) {
+        if (b.offsets.v[i] >> 63) { /* a disk offset (FX_DISK_OFF_BIT): the record goes */
+            s->invalidations++;
+            if (s->disk_inv) s->disk_inv(o, b.offsets.v[i]);
+            continue;
+        }
         owner_entry_t *en = fx_ostore_at(o, b.offsets.v[i]);
         if (!en || en->klen != b.keys.v[i].len || memcmp(en->key, b.keys.v[i].p, en->klen)) continue;
         if (en->state == OE_COMMITTED && (en->put_ms != b.put_ms.v[i] || en->put_ver != b.put_ver.v[i]))

@@ -136,7 +136,9 @@ typedef struct fx_strv {
 /* owner -> master: capacity eviction (issue 7): drop exactly these replicas of the
  * sender, (node, offset, put_id) per key; the route goes with its last replica. Answer:
  * statuses, per key OK or STALE (no such route/version/replica: nothing changed). */
-#define FX_BODY_evict(F) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver)
+/* disk_offsets (issue 39): empty, or per key 0 (drop the replica) or a disk offset
+ * (FX_DISK_OFF_BIT set: the replica stays routed, moved to the sender's disk tier there). */
+#define FX_BODY_evict(F) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver) F(U64V, disk_offsets)
 #define FX_BODY_keys(F) F(STRV, keys)
 #define FX_BODY_count(F) F(U64, count)
 /* master -> owners, one-way: alive owners; of them, those not remote_cache (they take puts);

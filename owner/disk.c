@@ -1,0 +1,458 @@
+/* disk.c — the owner's disk tier (issue 39; owner_disk.h). The store (disk/) keeps the
+ * bytes and the key index; this file decides what goes there and keeps the master's routes
+ * true to it:
+ *  - a victim of eviction that is admitted is copied into the store (a memcpy into a staging
+ *    buffer: the put that needs its slot never waits for the disk) and its EVICT names the
+ *    record's disk offset: the master moves the replica there instead of dropping it;
+ *  - an EVICT that did not move it (STALE: a newer version; or never sent) drops the record;
+ *  - an INVALIDATE naming a disk offset drops the record (a newer put, a DELETE);
+ *  - a segment leaving for room: its records leave the index at once (a LOOKUP that still
+ *    names one reads NOT_FOUND: a miss, never other bytes — disk offsets are never reused)
+ *    and one EVICT per batch drops their routes; reads in flight hold the file;
+ *  - a disk replica that cannot be read (checksum, gone) is dropped at the master too.
+ * Reactor thread only. */
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "owner_disk.h"
+#include "owner_link.h"
+
+#define ODISK_EVICT_BATCH 4096u
+#define ODISK_RESEND_MS 100u
+#define ODISK_RESEND_MAX_MS 2000u
+#define ODISK_ATTEMPTS 20u /* an unanswered drop of disk routes is given up after these (logged) */
+
+/* One EVICT of disk replicas (routes of records this owner no longer has). */
+typedef struct odisk_drop {
+    fx_owner_t *o;
+    struct odisk_drop *next;
+    size_t n, cap;
+    char *kbuf;
+    size_t kused, kcap;
+    uint32_t *klens;
+    uint64_t *offs, *pms, *pvs;
+    uint32_t attempts;
+    fx_timer_t t;
+} odisk_drop_t;
+
+/* A segment the store retires, handled on the next reactor turn. */
+typedef struct odisk_retiring {
+    struct odisk_retiring *next;
+    uint64_t seg;
+    size_t n;
+    uint64_t *offs;
+    uint32_t *klens;
+    char *kbuf;
+} odisk_retiring_t;
+
+typedef struct odisk {
+    fx_owner_t *o;
+    fx_disk_t *d;
+    odisk_retiring_t *retiring;
+    fx_timer_t retire_timer;
+    odisk_drop_t *filling; /* the batch being filled (sent on the next reactor turn) */
+    odisk_drop_t *sending; /* sent, or waiting to be sent again */
+    fx_timer_t flush_timer;
+    bool registered; /* registered once: recovered records were offered to the master */
+    uint64_t moved, move_refused, demote_busy, demote_reused, reads_ok, reads_missed, forgotten, routes_dropped,
+        route_drops_failed, retired_records, retired_segments;
+} odisk_t;
+
+FX_INTERNAL bool fx_odisk_on(const fx_owner_t *o) { return o->disk && o->disk->d; }
+
+/* ---- dropping routes of disk records ---- */
+static void odisk_drop_free(odisk_drop_t *b)
+{
+    fx_free(b->kbuf);
+    fx_free(b->klens);
+    fx_free(b->offs);
+    fx_free(b->pms);
+    fx_free(b->pvs);
+    fx_free(b);
+}
+
+static void odisk_unlink_sending(odisk_t *s, odisk_drop_t *b)
+{
+    for (odisk_drop_t **p = &s->sending; *p; p = &(*p)->next)
+        if (*p == b) {
+            *p = b->next;
+            return;
+        }
+}
+
+static void odisk_send(odisk_drop_t *b);
+
+static void odisk_on_resend(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    odisk_send(FX_CONTAINER_OF(t, odisk_drop_t, t));
+}
+
+static void odisk_retry(odisk_drop_t *b, int status)
+{
+    odisk_t *s = b->o->disk;
+    if (++b->attempts >= ODISK_ATTEMPTS) {
+        FX_WARN("disk tier: dropping the routes of %zu records at the master failed %u times (%s): given up; "
+                "lookups of them read nothing and miss", b->n, b->attempts, fluxon_status_string(status));
+        s->route_drops_failed += b->n;
+        odisk_unlink_sending(s, b);
+        odisk_drop_free(b);
+        return;
+    }
+    uint32_t ms = FX_MIN(ODISK_RESEND_MS << FX_MIN(b->attempts, 5u), ODISK_RESEND_MAX_MS);
+    fx_timer_arm(b->o->r, &b->t, ms, odisk_on_resend);
+}
+
+static void odisk_on_evict(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    (void)h;
+    (void)body;
+    (void)arena;
+    odisk_drop_t *b = arg;
+    if (!b->o->disk) { /* shut down meanwhile: fini freed nothing in flight */
+        odisk_drop_free(b);
+        return;
+    }
+    if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL) {
+        odisk_retry(b, status); /* same identities again: dropping twice is STALE, harmless */
+        return;
+    }
+    /* answered: OK or STALE per key, either way not routed any more */
+    b->o->disk->routes_dropped += b->n;
+    odisk_unlink_sending(b->o->disk, b);
+    odisk_drop_free(b);
+}
+
+static void odisk_send(odisk_drop_t *b)
+{
+    fx_owner_t *o = b->o;
+    fx_conn_t *mc = fx_olink_conn(o);
+    fx_str_t *keys = fx_calloc(b->n, sizeof *keys);
+    int rc = FLUXON_ERR_NOMEM;
+    if (keys && mc) {
+        size_t off = 0;
+        for (size_t i = 0; i < b->n; off += b->klens[i], i++) keys[i] = (fx_str_t){b->kbuf + off, b->klens[i]};
+        fx_body_evict_t eb = {{keys, (uint32_t)b->n}, {b->offs, (uint32_t)b->n}, {b->pms, (uint32_t)b->n},
+                              {b->pvs, (uint32_t)b->n}, {NULL, 0}};
+        rc = FX_RPC_CALL(mc, EVICT, evict, &eb, o->cfg.master_timeout_ms, odisk_on_evict, b);
+    } else if (keys) {
+        rc = FLUXON_ERR_UNAVAILABLE;
+    }
+    fx_free(keys);
+    if (rc != FLUXON_OK) odisk_retry(b, rc);
+}
+
+static void odisk_on_flush(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    odisk_t *s = FX_CONTAINER_OF(t, odisk_t, flush_timer);
+    odisk_drop_t *b = s->filling;
+    s->filling = NULL;
+    if (!b) return;
+    b->next = s->sending;
+    s->sending = b;
+    odisk_send(b);
+}
+
+static bool odisk_grow(odisk_drop_t *b, uint32_t klen)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        uint32_t *kl = fx_realloc(b->klens, cap * sizeof *kl);
+        if (kl) b->klens = kl;
+        uint64_t *a = fx_realloc(b->offs, cap * 8);
+        if (a) b->offs = a;
+        uint64_t *c = fx_realloc(b->pms, cap * 8);
+        if (c) b->pms = c;
+        uint64_t *v = fx_realloc(b->pvs, cap * 8);
+        if (v) b->pvs = v;
+        if (!kl || !a || !c || !v) return false;
+        b->cap = cap;
+    }
+    if (b->kused + klen > b->kcap) {
+        size_t cap = FX_MAX(b->kcap * 2, b->kused + klen + 1024);
+        char *k = fx_realloc(b->kbuf, cap);
+        if (!k) return false;
+        b->kbuf = k;
+        b->kcap = cap;
+    }
+    return true;
+}
+
+/* Queues the drop of the route (key, off, version) at the master. */
+static void odisk_route_drop(fx_owner_t *o, const char *key, uint32_t klen, uint64_t off, uint64_t pms, uint64_t pv)
+{
+    odisk_t *s = o->disk;
+    if (s->filling && s->filling->n >= ODISK_EVICT_BATCH) odisk_on_flush(o->r, &s->flush_timer);
+    if (!s->filling) {
+        s->filling = fx_calloc(1, sizeof *s->filling);
+        if (!s->filling) {
+            s->route_drops_failed++;
+            return;
+        }
+        s->filling->o = o;
+        fx_timer_init(&s->filling->t);
+        fx_timer_arm(o->r, &s->flush_timer, 0, odisk_on_flush);
+    }
+    odisk_drop_t *b = s->filling;
+    if (!odisk_grow(b, klen)) {
+        s->route_drops_failed++;
+        return;
+    }
+    memcpy(b->kbuf + b->kused, key, klen);
+    b->kused += klen;
+    b->klens[b->n] = klen;
+    b->offs[b->n] = off;
+    b->pms[b->n] = pms;
+    b->pvs[b->n] = pv;
+    b->n++;
+}
+
+/* ---- the store's hook: a segment leaves for room ---- */
+/* The hook runs inside the store (an append that opened a segment): the segment's records
+ * are handled on the next reactor turn, outside it. */
+static void odisk_on_retire(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    odisk_t *s = FX_CONTAINER_OF(t, odisk_t, retire_timer);
+    fx_owner_t *o = s->o;
+    odisk_retiring_t *q = s->retiring;
+    s->retiring = NULL;
+    while (q) {
+        odisk_retiring_t *next = q->next;
+        size_t koff = 0;
+        for (size_t i = 0; i < q->n; koff += q->klens[i], i++) {
+            uint64_t off = 0;
+            fx_disk_meta_t m;
+            const char *key = q->kbuf + koff;
+            if (fx_disk_find(s->d, key, q->klens[i], &off, &m) != FLUXON_OK || off != q->offs[i]) continue;
+            odisk_route_drop(o, key, q->klens[i], off, m.put_ms, m.put_ver);
+            fx_disk_drop(s->d, off);
+            s->retired_records++;
+        }
+        s->retired_segments++;
+        fx_disk_segment_free(s->d, q->seg); /* reads in flight hold the file; nothing names it now */
+        fx_free(q);
+        q = next;
+    }
+}
+
+static void odisk_segment_retiring(void *arg, uint64_t seg, const uint64_t *offs, const char *const *keys,
+                                   const uint32_t *klens, size_t n)
+{
+    fx_owner_t *o = arg;
+    odisk_t *s = o->disk;
+    size_t kb = 0;
+    for (size_t i = 0; i < n; i++) kb += klens[i];
+    odisk_retiring_t *q = fx_malloc(sizeof *q + n * (8 + 4) + kb);
+    if (!q) { /* its records stay indexed and routed; the store stays past capacity by it */
+        FX_ERROR("disk tier: out of memory retiring segment %llu (%zu records)", (unsigned long long)seg, n);
+        return;
+    }
+    q->seg = seg;
+    q->n = n;
+    q->offs = (uint64_t *)(q + 1);
+    q->klens = (uint32_t *)(q->offs + n);
+    q->kbuf = (char *)(q->klens + n);
+    for (size_t i = 0, ko = 0; i < n; ko += klens[i], i++) {
+        q->offs[i] = offs[i];
+        q->klens[i] = klens[i];
+        memcpy(q->kbuf + ko, keys[i], klens[i]);
+    }
+    q->next = s->retiring;
+    s->retiring = q;
+    fx_timer_arm(o->r, &s->retire_timer, 0, odisk_on_retire);
+}
+
+/* ---- lifecycle ---- */
+FX_INTERNAL int fx_odisk_init(fx_owner_t *o)
+{
+    odisk_t *s = fx_calloc(1, sizeof *s);
+    if (!s) return FLUXON_ERR_NOMEM;
+    o->disk = s;
+    s->o = o;
+    fx_timer_init(&s->flush_timer);
+    fx_timer_init(&s->retire_timer);
+    if (!o->cfg.disk_path[0]) return FLUXON_OK;
+    fx_ostore_set_disk_hook(o, fx_odisk_drop);
+    fx_disk_cfg_t dc = {.path = o->cfg.disk_path,
+                        .owner_id = o->cfg.node_id,
+                        .capacity_bytes = o->cfg.disk_capacity_bytes,
+                        .segment_bytes = o->cfg.disk_segment_bytes,
+                        .direct_io = o->cfg.disk_direct_io};
+    fx_disk_hooks_t hooks = {odisk_segment_retiring, o};
+    char err[512] = "";
+    int rc = fx_disk_open(o->r, &dc, &hooks, &s->d, err, sizeof err);
+    if (rc != FLUXON_OK) {
+        FX_ERROR("config rejected: disk: %s", err[0] ? err : fluxon_status_string(rc));
+        s->d = NULL;
+        return FLUXON_ERR_CONFIG;
+    }
+    fx_disk_stats_t st;
+    fx_disk_stats(s->d, &st);
+    FX_INFO("disk tier at %s: %llu records in %llu segments re-indexed in %llu ms (%llu torn tails), %llu of %llu "
+            "bytes used, %s", o->cfg.disk_path, (unsigned long long)st.recovered_records,
+            (unsigned long long)st.recovered_segments, (unsigned long long)st.recover_ms,
+            (unsigned long long)st.recovered_torn, (unsigned long long)st.used_bytes,
+            (unsigned long long)st.capacity_bytes, st.direct_io ? "O_DIRECT" : "buffered I/O");
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_odisk_fini(fx_owner_t *o)
+{
+    odisk_t *s = o->disk;
+    if (!s) return;
+    fx_timer_disarm(o->r, &s->flush_timer);
+    fx_timer_disarm(o->r, &s->retire_timer);
+    while (s->retiring) {
+        odisk_retiring_t *q = s->retiring;
+        s->retiring = q->next;
+        fx_free(q);
+    }
+    if (s->filling) odisk_drop_free(s->filling);
+    while (s->sending) { /* one still waiting for its answer is freed by odisk_on_evict */
+        odisk_drop_t *b = s->sending;
+        s->sending = b->next;
+        if (fx_timer_armed(&b->t)) {
+            fx_timer_disarm(o->r, &b->t);
+            odisk_drop_free(b);
+        }
+    }
+    fx_disk_close(s->d, 2000);
+    fx_free(s);
+    o->disk = NULL;
+}
+
+/* ---- what the other modules call ---- */
+FX_INTERNAL bool fx_odisk_find(fx_owner_t *o, const char *key, uint32_t klen, uint64_t *off, fx_disk_meta_t *m)
+{
+    return fx_odisk_on(o) && fx_disk_find(o->disk->d, key, klen, off, m) == FLUXON_OK;
+}
+
+FX_INTERNAL bool fx_odisk_has(fx_owner_t *o, const char *key, uint32_t klen)
+{
+    uint64_t off;
+    fx_disk_meta_t m;
+    return fx_odisk_on(o) && fx_disk_find(o->disk->d, key, klen, &off, &m) == FLUXON_OK;
+}
+
+FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const fx_disk_meta_t *meta, size_t n,
+                                 uint64_t *disk)
+{
+    memset(disk, 0, n * sizeof *disk);
+    if (!fx_odisk_on(o)) return;
+    odisk_t *s = o->disk;
+    size_t need = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!meta[i].group_size) continue;
+        uint64_t off;
+        fx_disk_meta_t m;
+        if (fx_disk_find(s->d, v[i]->key, v[i]->klen, &off, &m) == FLUXON_OK && m.put_ms == v[i]->put_ms &&
+            m.put_ver == v[i]->put_ver) {
+            disk[i] = off; /* read back from disk earlier: that record is this version */
+            s->demote_reused++;
+            continue;
+        }
+        need++;
+        bytes += v[i]->klen + v[i]->value_len;
+    }
+    if (need && !fx_disk_room(s->d, need, bytes)) { /* no staging room: dropped, never a wait */
+        s->demote_busy += need;
+        return;
+    }
+    const uint8_t *base = fx_segment_base(o->seg);
+    for (size_t i = 0; i < n && need; i++) {
+        owner_entry_t *en = v[i];
+        if (!meta[i].group_size || disk[i]) continue;
+        uint64_t off = 0;
+        if (fx_disk_append(s->d, en->key, en->klen, base + en->slot.offset, &meta[i], &off) == FLUXON_OK) disk[i] = off;
+        else s->demote_busy++;
+    }
+}
+
+FX_INTERNAL void fx_odisk_moved(fx_owner_t *o, uint64_t disk_off, int st)
+{
+    if (!fx_odisk_on(o) || !disk_off) return;
+    if (st == FLUXON_OK) {
+        o->disk->moved++;
+        return;
+    }
+    o->disk->move_refused++;
+    fx_disk_drop(o->disk->d, disk_off);
+}
+
+FX_INTERNAL void fx_odisk_drop(fx_owner_t *o, uint64_t disk_off)
+{
+    if (fx_odisk_on(o)) fx_disk_drop(o->disk->d, disk_off);
+}
+
+FX_INTERNAL int fx_odisk_read(fx_owner_t *o, uint64_t off, const char *key, uint32_t klen, void *dst, uint64_t len,
+                              fx_disk_read_fn done, void *arg)
+{
+    if (!fx_odisk_on(o)) return FLUXON_ERR_NOT_FOUND;
+    return fx_disk_read(o->disk->d, off, key, klen, dst, len, done, arg);
+}
+
+FX_INTERNAL void fx_odisk_forget(fx_owner_t *o, const char *key, uint32_t klen, uint64_t off, uint64_t put_ms,
+                                 uint64_t put_ver)
+{
+    if (!o->disk) return;
+    o->disk->forgotten++;
+    if (fx_odisk_on(o)) fx_disk_drop(o->disk->d, off);
+    odisk_route_drop(o, key, klen, off, put_ms, put_ver);
+}
+
+FX_INTERNAL bool fx_odisk_first_registration(fx_owner_t *o)
+{
+    if (!fx_odisk_on(o) || o->disk->registered) return false;
+    o->disk->registered = true;
+    fx_disk_stats_t st;
+    fx_disk_stats(o->disk->d, &st);
+    return st.records > 0;
+}
+
+FX_INTERNAL void fx_odisk_foreach(fx_owner_t *o, fx_disk_visit_fn cb, void *arg)
+{
+    if (fx_odisk_on(o)) fx_disk_foreach(o->disk->d, cb, arg);
+}
+
+FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m)
+{
+    odisk_t *s = o->disk;
+    if (!s) return;
+    m->disk_moved = s->moved;
+    m->disk_move_refused = s->move_refused;
+    m->disk_demote_busy = s->demote_busy;
+    m->disk_demote_reused = s->demote_reused;
+    m->disk_forgotten = s->forgotten;
+    m->disk_routes_dropped = s->routes_dropped;
+    m->disk_route_drops_failed = s->route_drops_failed;
+    m->disk_retired_records = s->retired_records;
+    if (!s->d) return;
+    fx_disk_stats_t st;
+    fx_disk_stats(s->d, &st);
+    m->disk_on = true;
+    m->disk_capacity_bytes = st.capacity_bytes;
+    m->disk_used_bytes = st.used_bytes;
+    m->disk_records = st.records;
+    m->disk_segments = st.segments;
+    m->disk_appends = st.appends;
+    m->disk_append_bytes = st.append_bytes;
+    m->disk_writes = st.writes;
+    m->disk_write_bytes = st.write_bytes;
+    m->disk_write_errors = st.write_errors;
+    m->disk_reads = st.reads;
+    m->disk_read_bytes = st.read_bytes;
+    m->disk_reads_in_flight = st.reads_in_flight;
+    m->disk_read_errors = st.read_errors;
+    m->disk_crc_failures = st.crc_failures;
+    m->disk_staged_reads = st.staged_reads;
+    m->disk_segments_freed = st.segments_freed;
+    m->disk_recovered_records = st.recovered_records;
+    m->disk_recovered_torn = st.recovered_torn;
+    m->disk_recover_ms = st.recover_ms;
+    m->disk_direct_io = st.direct_io;
+    m->disk_direct_fallbacks = st.direct_fallbacks;
+}

@@ -1,0 +1,48 @@
+/* owner_disk.h — the owner's disk tier (disk.c, issue 39): values leaving the memory tier
+ * are copied into the disk store (disk/) and their replica at the master moves there (EVICT
+ * with a disk offset); a get of a key on disk reads it back into a slot through the fetch
+ * path (LOOKUP names this owner's disk replica, GET_DONE publishes the copy); INVALIDATEs
+ * naming disk offsets drop records; segments that leave for room are unpublished. Above
+ * the store and the master link; evict_send.c, fetch.c, get.c, store.c and republish.c
+ * call it. Reactor thread only. Every function is a no-op (or false) with the tier off. */
+#ifndef FX_OWNER_DISK_H
+#define FX_OWNER_DISK_H
+
+#include "disk.h"
+#include "owner_store.h"
+
+/* Opens the configured directory (rebuilding its index); FLUXON_OK with the tier off.
+ * FLUXON_ERR_CONFIG (logged, naming the field or the holder of the directory) otherwise. */
+FX_INTERNAL int fx_odisk_init(fx_owner_t *o);
+FX_INTERNAL void fx_odisk_fini(fx_owner_t *o);
+FX_INTERNAL bool fx_odisk_on(const fx_owner_t *o);
+/* The key's record on disk: true with its offset and meta. */
+FX_INTERNAL bool fx_odisk_find(fx_owner_t *o, const char *key, uint32_t klen, uint64_t *off, fx_disk_meta_t *m);
+/* The key has a record on disk (a miss here is not settled without the master). */
+FX_INTERNAL bool fx_odisk_has(fx_owner_t *o, const char *key, uint32_t klen);
+/* Eviction: m[i] is victim v[i]'s record meta, group_size 0 when it does not deserve a disk
+ * copy (whole groups: the caller decides per group). Fills disk[i]: the disk offset its
+ * replica moves to (the record is written or already there in that version), or 0
+ * (dropped as before). */
+FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const fx_disk_meta_t *m, size_t n,
+                                 uint64_t *disk);
+/* The EVICT that moved a replica to disk_off answered st (OK: routed there; else the
+ * record is dropped: the master does not route it). */
+FX_INTERNAL void fx_odisk_moved(fx_owner_t *o, uint64_t disk_off, int st);
+/* INVALIDATE or a refused re-publication named this disk offset. */
+FX_INTERNAL void fx_odisk_drop(fx_owner_t *o, uint64_t disk_off);
+/* Reads the value of the record at off into dst (fetch.c); done as fx_disk_read's. */
+FX_INTERNAL int fx_odisk_read(fx_owner_t *o, uint64_t off, const char *key, uint32_t klen, void *dst, uint64_t len,
+                              fx_disk_read_fn done, void *arg);
+/* A disk replica the master routes could not be read (gone, or failed its checksum): the
+ * master is told to drop it (EVICT), so later lookups miss instead of reading again. */
+FX_INTERNAL void fx_odisk_forget(fx_owner_t *o, const char *key, uint32_t klen, uint64_t off, uint64_t put_ms,
+                                 uint64_t put_ver);
+/* True once, at the first registration, when the directory held records from an earlier
+ * run: they are re-published like values a new master does not know. */
+FX_INTERNAL bool fx_odisk_first_registration(fx_owner_t *o);
+/* republish.c: every record (key, offset, meta) to report to a new master. */
+FX_INTERNAL void fx_odisk_foreach(fx_owner_t *o, fx_disk_visit_fn cb, void *arg);
+FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m);
+
+#endif

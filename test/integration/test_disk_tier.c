@@ -1,0 +1,201 @@
+/* test_disk_tier.c — the disk tier end to end (issue 39), fluxon processes on loopback
+ * (restartfix.h): values evicted from an owner's memory come back from its disk with their
+ * bytes; the disk cache survives an owner kill -9 and a master kill -9 (re-published);
+ * a byte flipped in a segment file makes its key a miss, never wrong bytes; a second owner
+ * on the same directory refuses to start. */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+
+#include "restartfix.h"
+
+#define VLEN 65536
+#define N_KEYS 1200 /* ~75 MiB of values through a 32 MiB segment: most go to disk */
+
+static char disk_extra[600];
+static const char *extras[1] = {disk_extra};
+
+static void fini(void)
+{
+    if (getenv("FLUXON_KEEP_DIR")) rf.dir = NULL;
+    rf_down();
+}
+
+static void up(const char *admission)
+{
+    snprintf(rf_segment, sizeof rf_segment, "32MiB");
+    snprintf(rf_grant, sizeof rf_grant, "4MiB");
+    /* a directory of its own (the owner makes disk.path), removed with the run's */
+    char *d = th_tmpdir();
+    cr_assert_not_null(d);
+    snprintf(disk_extra, sizeof disk_extra,
+             ",\"disk\":{\"path\":\"%s/disk\",\"capacity_bytes\":\"512MiB\",\"segment_bytes\":\"8MiB\","
+             "\"admission\":\"%s\"}", d, admission);
+    free(d);
+    rf_up(1, extras);
+}
+
+static void put_seeded(fluxon_client *c, const char *key, uint64_t seed)
+{
+    static uint8_t v[VLEN];
+    th_pattern(v, NULL, VLEN, seed);
+    int rc = fluxon_put(c, key, v, VLEN, NULL);
+    cr_assert_eq(rc, FLUXON_OK, "put %s: %s", key, fluxon_status_string(rc));
+}
+
+/* 1: the value read is exactly the one put; 0: a miss; fails on wrong bytes or any error
+ * but NOT_FOUND. */
+static int get_check(fluxon_client *c, const char *key, uint64_t seed)
+{
+    fluxon_holder *h = NULL;
+    int rc = fluxon_get(c, key, &h);
+    if (rc == FLUXON_ERR_NOT_FOUND) return 0;
+    cr_assert_eq(rc, FLUXON_OK, "get %s: %s", key, fluxon_status_string(rc));
+    cr_assert_eq(fluxon_holder_len(h), VLEN);
+    cr_assert(th_pattern(NULL, fluxon_holder_data(h), VLEN, seed), "%s: wrong bytes", key);
+    fluxon_holder_release(h);
+    return 1;
+}
+
+static void put_all(fluxon_client *c)
+{
+    char key[64];
+    for (int i = 0; i < N_KEYS; i++) {
+        snprintf(key, sizeof key, "k:%d", i);
+        put_seeded(c, key, 5000 + (uint64_t)i);
+    }
+}
+
+static int get_all(fluxon_client *c)
+{
+    char key[64];
+    int hits = 0;
+    for (int i = 0; i < N_KEYS; i++) {
+        snprintf(key, sizeof key, "k:%d", i);
+        hits += get_check(c, key, 5000 + (uint64_t)i);
+    }
+    return hits;
+}
+
+/* The segment files in the owner's disk directory (paths into out[], at most cap). */
+static int seg_files(char out[][512], int cap)
+{
+    char dir[512];
+    const char *p = strstr(disk_extra, "\"path\":\"") + 8;
+    snprintf(dir, sizeof dir, "%.*s", (int)(strchr(p, '"') - p), p);
+    DIR *dd = opendir(dir);
+    cr_assert_not_null(dd, "%s", dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dd)) && n < cap)
+        if (strstr(e->d_name, ".seg")) snprintf(out[n++], 512, "%s/%s", dir, e->d_name);
+    closedir(dd);
+    return n;
+}
+
+Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini)
+{
+    up("all");
+    fluxon_client *c = rf_client(0);
+    put_all(c);
+    cr_assert_gt(rf_stat(c, false, "evict_to_disk"), N_KEYS / 3, "most evicted values moved to disk");
+    int hits = get_all(c);
+    long long disk_hits = rf_stat(c, false, "disk_hits"), moved = rf_stat(c, false, "evict_to_disk");
+    /* every value moved to disk and not pushed out of it is read back: the misses are the
+     * victims the disk could not take at once (no staging room, counted) */
+    long long busy = rf_stat(c, false, "disk_demote_busy");
+    cr_assert_geq(hits + busy, N_KEYS, "hits %d + dropped for room %lld of %d keys", hits, busy, N_KEYS);
+    cr_assert_gt(disk_hits, 0, "hits came from disk (%lld moved there)", moved);
+    cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
+    cr_assert_eq(rf_stat(c, true, "evict_to_disk"), moved, "the master moved what the owner counts");
+    fluxon_client_close(c);
+}
+
+Test(disk_tier, survives_owner_and_master_kill_9, .timeout = 300, .fini = fini)
+{
+    up("all");
+    fluxon_client *c = rf_client(0);
+    put_all(c);
+    long long moved = rf_stat(c, false, "evict_to_disk");
+    cr_assert_gt(moved, N_KEYS / 3);
+    fluxon_client_close(c);
+    /* the owner dies with nothing flushed: what its disk held comes back, memory does not */
+    int st = th_stop(rf.owner[0], SIGKILL, 5000);
+    cr_assert(WIFSIGNALED(st));
+    rf.owner[0] = -1;
+    char log[400];
+    snprintf(log, sizeof log, "%s/owner0.log", rf.dir);
+    rf_start_owner(0);
+    cr_assert(th_wait_log(log, "re-published", 60000), "the restarted owner re-publishes its disk (%s)", log);
+    c = rf_client(0);
+    cr_assert_gt(rf_stat(c, false, "disk_recovered_records"), 0);
+    int hits = get_all(c);
+    cr_assert_geq(hits, moved / 2, "after the owner's kill -9: %d hits of %lld values on disk", hits, moved);
+    cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
+    /* then the master dies: the owner re-publishes to the new one, disk values included */
+    rf_kill_master();
+    rf_start_master();
+    cr_assert(rf_wait_stat(c, true, "republish_owners_done", 1, 1, 30000), "the owner re-publishes (%s)", rf.dir);
+    int hits2 = get_all(c);
+    cr_assert_geq(hits2, hits / 2, "after the master's kill -9: %d hits (%d before)", hits2, hits);
+    cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
+    fluxon_client_close(c);
+}
+
+Test(disk_tier, a_flipped_byte_is_a_miss_never_wrong_bytes, .timeout = 240, .fini = fini)
+{
+    up("all");
+    fluxon_client *c = rf_client(0);
+    put_all(c);
+    fluxon_client_close(c);
+    cr_assert_eq(WEXITSTATUS(th_stop(rf.owner[0], SIGTERM, 10000)), 0);
+    rf.owner[0] = -1;
+    char segs[64][512];
+    int n = seg_files(segs, 64);
+    cr_assert_gt(n, 0);
+    int flipped = 0;
+    for (int i = 0; i < n; i++) { /* one byte in the middle of each segment's first 4 MiB */
+        int fd = open(segs[i], O_RDWR);
+        cr_assert_geq(fd, 0);
+        off_t at = (off_t)(4096 * 7 + 123);
+        uint8_t b;
+        if (pread(fd, &b, 1, at) == 1) {
+            b ^= 0x5a;
+            cr_assert_eq(pwrite(fd, &b, 1, at), 1);
+            flipped++;
+        }
+        close(fd);
+    }
+    cr_assert_gt(flipped, 0);
+    char log[400];
+    snprintf(log, sizeof log, "%s/owner0.log", rf.dir);
+    rf_start_owner(0);
+    cr_assert(th_wait_log(log, "re-published", 60000), "%s", log);
+    c = rf_client(0);
+    int hits = get_all(c); /* fails on any wrong byte */
+    cr_assert_gt(hits, 0, "the records not touched still hit");
+    cr_assert_lt(hits, N_KEYS, "the flipped records miss");
+    cr_assert_gt(rf_stat(c, false, "disk_crc_failures"), 0, "the flips were detected");
+    fluxon_client_close(c);
+}
+
+Test(disk_tier, a_second_owner_on_the_same_directory_exits_2, .timeout = 120, .fini = fini)
+{
+    up("all");
+    char cfg[400], log[400], buf[2048];
+    snprintf(cfg, sizeof cfg, "%s/owner-b.json", rf.dir);
+    snprintf(log, sizeof log, "%s/owner-b.log", rf.dir);
+    snprintf(buf, sizeof buf,
+             "{\"role\":\"owner\",\"cluster_id\":\"rs\",\"cluster_token\":\"tok\",\"node_id\":\"ob\","
+             "\"master\":\"127.0.0.1:%d\",\"socket\":\"%s/runb/o.sock\",\"segment_bytes\":\"32MiB\","
+             "\"segment_touch\":\"off\"%s}", rf.port, rf.dir, disk_extra);
+    th_write_file(cfg, buf);
+    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", cfg, NULL};
+    pid_t b = th_spawn(argv, log);
+    cr_assert_gt(b, 0);
+    int st = 0;
+    cr_assert(th_wait_exit(b, 20, &st), "the second owner exits on its own (see %s)", log);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "second owner: status %d (see %s)", st, log);
+    cr_assert(th_wait_log(log, "held by owner o0", 10), "it names the holder (%s)", log);
+}
