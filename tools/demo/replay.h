@@ -65,6 +65,9 @@ typedef struct rp_opts {
     uint64_t cpu_capacity_blocks; /* pages each of them holds [--capacity-blocks] */
     double writeback_watermark;   /* GPU owners' writeback_watermark with cpu_owners [0.95] */
     const char *writeback_admission; /* GPU owners' writeback_admission with cpu_owners [NULL: theirs] */
+    const char *disk_dir;            /* issue 39: a disk tier per owner in disk_dir/owner<k> */
+    uint64_t disk_capacity_blocks;   /* values each disk tier holds */
+    const char *disk_admission;      /* its admission [NULL: all] */
 } rp_opts;
 
 typedef struct rp_samples {
@@ -278,5 +281,9 @@ int rp_report(rp_run *r);
  * reconcile; adds "remote_capacity" to summary (may be NULL). 0, or 1 when they do not. */
 struct cJSON;
 int rp_remote_report(rp_run *r, struct cJSON *summary);
+/* replay_disk.c (issue 39): with --disk-dir, prints what the disk tiers moved and read back;
+ * adds "disk" to summary (may be NULL). 0, or 1 on a checksum failure or counts that do not
+ * reconcile. */
+int rp_disk_report(rp_run *r, struct cJSON *summary);
 
 #endif /* FX_REPLAY_H */

@@ -226,6 +226,10 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
     rp_size_owner(&r->o, r->distinct_pages, &r->segment_bytes, &r->grant_bytes);
     int rc = rp_check_memory(r);
     if (rc != FLUXON_OK) return rc;
+    if (r->o.disk_dir && rp_mkdirs(r->o.disk_dir) != 0) {
+        fprintf(stderr, "fluxon demo: --disk-dir %s: cannot make it: %s\n", r->o.disk_dir, strerror(errno));
+        return FLUXON_ERR_CONFIG;
+    }
     /* one heap reserve per process (common/heap.c), made by the node that starts first:
      * the master's covers the owners' default (an eighth of every segment) too */
     uint64_t heap_mib = (r->segment_bytes * r->o.owners + rp_cpu_segment_bytes(r) * r->o.cpu_owners) / 8 >> 20;
@@ -261,15 +265,24 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         snprintf(capacity, sizeof capacity, "}");
     }
     for (unsigned k = 0; k < r->n_owners; k++) {
-        char cfg[1024];
+        char cfg[1536], disk[600] = "";
         snprintf(socks[k], 160, "%s/owner%u.sock", dir, k);
+        if (r->o.disk_dir) { /* issue 39: a record takes a 4 KiB header block + the value's 4 KiB blocks */
+            uint64_t rec = 4096 + (r->o.value_len + 4095) / 4096 * 4096, seg = 64ull << 20;
+            uint64_t cap = r->o.disk_capacity_blocks * r->o.tp * rec;
+            if (cap < 2 * seg) cap = 2 * seg;
+            snprintf(disk, sizeof disk,
+                     ",\"disk\":{\"path\":\"%s/owner%u\",\"capacity_bytes\":%llu,\"segment_bytes\":%llu,"
+                     "\"admission\":\"%s\"}", r->o.disk_dir, k, (unsigned long long)cap, (unsigned long long)seg,
+                     r->o.disk_admission ? r->o.disk_admission : "all");
+        }
         snprintf(cfg, sizeof cfg,
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-owner-%u\",\"master\":\"unix:%s/master.sock\",\"socket\":\"%s\","
                  "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\","
-                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000}", /* a multi-GiB segment is faulted in at start */
+                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000%s}", /* a multi-GiB segment is faulted in at start */
                  k, dir, socks[k], (unsigned long long)r->segment_bytes,
-                 (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy);
+                 (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy, disk);
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n", k,

@@ -22,6 +22,7 @@ void rp_usage(FILE *f)
             "                   [--metrics-listen ADDR [--metrics-linger-ms N]]\n"
             "                   [--cpu-owners K] [--cpu-capacity-blocks N] [--writeback-watermark X]\n"
             "                   [--writeback-admission all|second_touch]\n"
+            "                   [--disk-dir DIR --disk-capacity-blocks N [--disk-admission A]]\n"
             "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
@@ -53,6 +54,11 @@ void rp_usage(FILE *f)
             "                       hot tier are written back ahead of eviction [0.95]\n"
             "  --writeback-admission A  with --cpu-owners: which cold values get a copy: all, or\n"
             "                       second_touch (seen twice) [the owner's default, second_touch]\n"
+            "  --disk-dir DIR       a disk tier per embedded owner in DIR/owner<k> (issue 39); it is\n"
+            "                       kept after the run: a second run re-indexes it and hits from it\n"
+            "  --disk-capacity-blocks N  values each owner's disk tier holds (its capacity_bytes is\n"
+            "                       N records of the value's size; at least 2 segments)\n"
+            "  --disk-admission A   which evicted values go to disk: all, second_touch [all]\n"
             "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
             "the whole default trace, 4 KiB pages; x T with --tp T; --requests or --capacity-blocks\n"
             "shrink it). Peak RSS counts it once per mapping, the owner's and each worker client's:\n"
@@ -175,6 +181,26 @@ static int rp_set_admission(rp_opts *o, const char *val)
     return 0;
 }
 
+static int rp_set_disk_dir(rp_opts *o, const char *val)
+{
+    if (!*val || strlen(val) > 200) {
+        fprintf(stderr, "fluxon demo: --disk-dir: a directory path of 1..200 bytes\n");
+        return -1;
+    }
+    o->disk_dir = val;
+    return 0;
+}
+
+static int rp_set_disk_admission(rp_opts *o, const char *val)
+{
+    if (strcmp(val, "all") && strcmp(val, "second_touch")) {
+        fprintf(stderr, "fluxon demo: --disk-admission %s: must be one of all, second_touch\n", val);
+        return -1;
+    }
+    o->disk_admission = val;
+    return 0;
+}
+
 static int rp_set_writeback(rp_opts *o, const char *val)
 {
     char *end;
@@ -210,6 +236,9 @@ static const rp_optdef rp_optdefs[] = {
     RP_INT("--cpu-capacity-blocks", cpu_capacity_blocks, 1, 1ull << 40),
     RP_FN("--writeback-watermark", rp_set_writeback),
     RP_FN("--writeback-admission", rp_set_admission),
+    RP_FN("--disk-dir", rp_set_disk_dir),
+    RP_INT("--disk-capacity-blocks", disk_capacity_blocks, 1, 1ull << 40),
+    RP_FN("--disk-admission", rp_set_disk_admission),
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
@@ -271,6 +300,17 @@ static int rp_opts_check(rp_opts *o)
     if ((o->writeback_watermark > 0 || o->writeback_admission) && !o->cpu_owners) {
         fprintf(stderr, "fluxon demo: --writeback-watermark/--writeback-admission set how GPU owners copy to CPU "
                         "owners: they need --cpu-owners K\n");
+        return -1;
+    }
+    if ((o->disk_dir != NULL) != (o->disk_capacity_blocks != 0) || (o->disk_admission && !o->disk_dir)) {
+        fprintf(stderr, "fluxon demo: the disk tier needs both --disk-dir DIR and --disk-capacity-blocks N "
+                        "(--disk-admission only with them)\n");
+        return -1;
+    }
+    if (o->disk_dir && (o->n_configs || !o->capacity_blocks)) {
+        fprintf(stderr, "fluxon demo: --disk-dir gives the embedded owners a disk tier below their memory: it "
+                        "needs --capacity-blocks N (and no --config), e.g. --capacity-blocks 10000 --disk-dir "
+                        "/var/tmp/fx --disk-capacity-blocks 100000\n");
         return -1;
     }
     if (!o->writeback_watermark) o->writeback_watermark = 0.95;

@@ -511,6 +511,7 @@ int rp_report(rp_run *r)
     rp_merge(r, &t, baseline_ok);
     rp_print_summary(r, &t);
     int remote_rc = rp_remote_report(r, NULL); /* issue 16: --cpu-owners */
+    remote_rc |= rp_disk_report(r, NULL);      /* issue 39: --disk-dir */
     fflush(stdout);
     int wrc = 0;
     if (o->out_dir) wrc = rp_write_summary_json(r, &t) | rp_write_timeseries(r) | rp_write_cdf(r, &t);
