@@ -3,6 +3,7 @@
  * disk, hits read back and their bytes, read GB/s over the replay's wall time, records
  * re-indexed at start (a second run on the same directory), checksum failures — and checks
  * that the master moved what the owners counted and that no record failed its checksum. */
+#define _GNU_SOURCE
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
