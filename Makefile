@@ -50,7 +50,7 @@ CFLAGS   ?=
 CFLAGS_ALL = -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SAN) $(INC) $(DEP_CFLAGS) -DFX_GIT_COMMIT='"$(GIT_COMMIT)"' $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 
-.PHONY: all amalgamation setup test test-embed asan tsan bench bench-tiers demo help clean install cuda cuda-build cuda-bench \
+.PHONY: all amalgamation setup test test-embed asan tsan bench bench-tiers bench-disk demo help clean install cuda cuda-build cuda-bench \
 	test-python fuzz fuzz-build fuzz-seeds chaos
 .DEFAULT_GOAL := all
 
@@ -67,6 +67,7 @@ help:
 	@echo "make test-python   the Python package, SGLang backend and vLLM connector suites (pytest, Debian's python3)"
 	@echo "make bench         benchmarks (figures, not pass/fail)"
 	@echo "make bench-tiers   what a CPU owner costs and buys in the trace replay (RUNS=3; minutes)"
+	@echo "make bench-disk    what the disk tier costs and buys in the trace replay, and across a restart (RUNS=3; minutes)"
 	@echo "make cuda          build/libfluxon_cuda.so (nvcc; scripts/setup --cuda if absent) and run the GPU tests (skip without a GPU)"
 	@echo "make cuda-bench    the GPU tests, then backup/restore GB/s next to pinned cudaMemcpyAsync"
 	@echo "make demo          replay the real LLM-serving trace (embedded master, owner, workers)"
@@ -251,6 +252,9 @@ $(BUILD)/bench_internal: bench/bench_internal.c $(BENCH_OBJS) $(BUILD)/libfx_tes
 # over TCP between network namespaces (issue 38; minutes: RUNS=3 whole-trace replays of 4 setups)
 bench-tiers: all
 	FLUXON_BIN=$(abspath $(BIN)) ./bench/tiers.sh
+
+bench-disk: all
+	FLUXON_BIN=$(abspath $(BIN)) ./bench/disk_tier.sh
 
 bench: all $(BUILD)/bench_internal
 	FLUXON_BIN=$(abspath $(BIN)) FLUXON_BENCH_INTERNAL=$(abspath $(BUILD)/bench_internal) ./scripts/bench
