@@ -242,6 +242,12 @@ FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_
             st[i] = MKV_ST(FLUXON_OK);
             continue;
         }
+        if (j >= 0 && disk && mkv_route_find(r, n, disk) >= 0) { /* read back from disk earlier: it is there */
+            (void)mkv_route_drop_replica(s, key, r, (uint32_t)j); /* the disk replica stays: never the last */
+            s->c.evict_to_disk++;
+            st[i] = MKV_ST(FLUXON_OK);
+            continue;
+        }
         if (j >= 0 && disk) { /* issue 39: the replica moves to the sender's disk */
             mkv_replica_t *rep = &r->rep[j];
             fx_mkv_replica_free(s, rep); /* a placed range goes back to the allocator */

@@ -55,7 +55,7 @@ typedef struct odisk {
     odisk_drop_t *sending; /* sent, or waiting to be sent again */
     fx_timer_t flush_timer;
     bool registered; /* registered once: recovered records were offered to the master */
-    uint64_t moved, move_refused, demote_busy, demote_reused, reads_ok, reads_missed, forgotten, routes_dropped,
+    uint64_t move_refused, demote_busy, demote_reused, reads_ok, reads_missed, forgotten, routes_dropped,
         route_drops_failed, retired_records, retired_segments;
 } odisk_t;
 
@@ -375,10 +375,7 @@ FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const f
 FX_INTERNAL void fx_odisk_moved(fx_owner_t *o, uint64_t disk_off, int st)
 {
     if (!fx_odisk_on(o) || !disk_off) return;
-    if (st == FLUXON_OK) {
-        o->disk->moved++;
-        return;
-    }
+    if (st == FLUXON_OK) return; /* counted by eviction: evict_to_disk */
     o->disk->move_refused++;
     fx_disk_drop(o->disk->d, disk_off);
 }
@@ -422,7 +419,6 @@ FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     odisk_t *s = o->disk;
     if (!s) return;
-    m->disk_moved = s->moved;
     m->disk_move_refused = s->move_refused;
     m->disk_demote_busy = s->demote_busy;
     m->disk_demote_reused = s->demote_reused;

@@ -223,7 +223,6 @@
     X(disk_recovered_records, GAUGE, "owner_disk_recovered_records", "", "Records re-indexed when the owner started") \
     X(disk_recovered_torn, GAUGE, "owner_disk_recovered_torn", "", "Segments whose torn tail was cut when the owner started") \
     X(disk_recover_ms, MSGAUGE, "owner_disk_recover_seconds", "", "Time to re-index the disk tier when the owner started") \
-    X(disk_moved, COUNTER, "owner_disk_moved_total", "", "Evicted values whose replica moved to the disk tier")   \
     X(disk_move_refused, COUNTER, "owner_disk_move_refused_total", "", "Moves to disk the master refused (a newer version): record dropped") \
     X(disk_demote_busy, COUNTER, "owner_disk_demote_busy_total", "", "Admitted victims dropped: no staging room (the disk is behind)") \
     X(disk_demote_reused, COUNTER, "owner_disk_demote_reused_total", "", "Victims whose version was on disk already (read back earlier)") \
