@@ -14,7 +14,7 @@ SOVER    := $(firstword $(subst ., ,$(VERSION)))
 
 # The library: these folders, lowest layer first (scripts/amalgamate sweeps the same list).
 # tools/ (the CLI), bench/ and test/ are never part of it.
-DIRS     := common transport cache plan client master owner node cuda
+DIRS     := common transport cache disk plan client master owner node cuda
 TOOL_DIRS:= tools tools/demo bench test/fixtures
 INC      := -Iinclude $(addprefix -I,$(DIRS) $(TOOL_DIRS))
 LIB_SRCS := $(foreach d,$(DIRS),$(wildcard $(d)/*.c))
