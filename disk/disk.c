@@ -194,7 +194,7 @@ static void dk_retire(fx_disk_t *d, dk_seg_t *s)
     s->state = DK_SEG_RETIRING;
     FX_INFO("disk: segment %" PRIu64 " retires (%u live records) to stay within disk.capacity_bytes %" PRIu64, s->id,
             s->live, d->cfg.capacity_bytes);
-    if (!d->hooks.segment_retiring) {
+    if (!d->hooks.segment_retiring) { /* nobody above to tell */
         fx_disk_segment_free(d, s->id);
         return;
     }
@@ -275,7 +275,7 @@ FX_INTERNAL void fx_disk_segment_free(fx_disk_t *d, uint64_t seg)
 {
     dk_seg_t *s = d->segs;
     while (s && s->id != seg) s = s->next;
-    if (!s || s->state == DK_SEG_OPEN || s->state == DK_SEG_FREED) return;
+    if (!s || s->state != DK_SEG_RETIRING) return; /* only a segment the hook named */
     s->state = DK_SEG_FREED;
     while (s->recs) {
         d->st.records_dropped++;

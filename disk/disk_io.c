@@ -175,7 +175,7 @@ FX_INTERNAL bool fx_disk_room(fx_disk_t *d, size_t n, uint64_t bytes)
     if (d->failed) return false;
     if (!n) return true;
     uint64_t need = bytes + (uint64_t)n * 2 * FX_DISK_BLOCK; /* header block + padding, at most */
-    uint64_t ent = bytes + (uint64_t)n * (FX_DISK_IDX_ENTRY + 8);
+    uint64_t ent = FX_MIN(bytes, (uint64_t)n * FX_DISK_MAX_KEY) + (uint64_t)n * (FX_DISK_IDX_ENTRY + 8);
     dk_seg_t *s = d->open_seg;
     bool roll = !s || !fx_disk_seg_fits(d, s, need, ent);
     if (roll && !fx_disk_can_roll(d)) return false;
