@@ -17,6 +17,11 @@ FX_INTERNAL void *fx_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); 
 FX_INTERNAL char *fx_strdup(const char *s) { return s ? strdup(s) : NULL; }
 FX_INTERNAL char *fx_strndup(const char *s, size_t n) { return s ? strndup(s, n) : NULL; }
 FX_INTERNAL void fx_free(void *p) { free(p); }
+FX_INTERNAL void *fx_malloc_aligned(size_t align, size_t n)
+{
+    void *p = NULL;
+    return posix_memalign(&p, align, n ? n : 1) == 0 ? p : NULL;
+}
 #else
 FX_INTERNAL void *fx_malloc(size_t n) { return mi_malloc(n ? n : 1); }
 FX_INTERNAL void *fx_calloc(size_t n, size_t size) { return mi_calloc(n ? n : 1, size ? size : 1); }
@@ -24,6 +29,7 @@ FX_INTERNAL void *fx_realloc(void *p, size_t n) { return mi_realloc(p, n ? n : 1
 FX_INTERNAL char *fx_strdup(const char *s) { return s ? mi_strdup(s) : NULL; }
 FX_INTERNAL char *fx_strndup(const char *s, size_t n) { return s ? mi_strndup(s, n) : NULL; }
 FX_INTERNAL void fx_free(void *p) { mi_free(p); }
+FX_INTERNAL void *fx_malloc_aligned(size_t align, size_t n) { return mi_malloc_aligned(n ? n : 1, align); }
 #endif
 
 FX_INTERNAL void fx_assert_fail(const char *expr, const char *file, int line, const char *func)

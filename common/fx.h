@@ -40,6 +40,8 @@ FX_INTERNAL void *fx_realloc(void *p, size_t n);
 FX_INTERNAL char *fx_strdup(const char *s);
 FX_INTERNAL char *fx_strndup(const char *s, size_t n);
 FX_INTERNAL void fx_free(void *p);
+/* n bytes aligned to align (a power of two: O_DIRECT buffers); freed with fx_free. */
+FX_INTERNAL void *fx_malloc_aligned(size_t align, size_t n);
 /* The heap reserve (heap.c): maps `bytes` (rounded up to 64 MiB) of private memory and
  * hands it to mimalloc, which places new heap segments there before asking the OS; the
  * caller faults it in ahead of use (the prefault thread). Once per process: a later call,

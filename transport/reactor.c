@@ -348,9 +348,10 @@ FX_INTERNAL void fx_reactor_unwatch(fx_reactor_t *r, fx_watch_t *w)
 }
 
 /* ---- the loop ---- */
-static void reactor_reap(fx_reactor_t *r)
+static int reactor_reap(fx_reactor_t *r)
 {
     struct io_uring_cqe *cqe;
+    int n = 0;
     while (io_uring_peek_cqe(&r->ring, &cqe) == 0 && cqe) {
         fx_io_t *io = io_uring_cqe_get_data(cqe);
         int res = cqe->res;
@@ -359,8 +360,18 @@ static void reactor_reap(fx_reactor_t *r)
         if (io) {
             r->inflight--;
             io->cb(r, io, res, fl);
+            n++;
         }
     }
+    return n;
+}
+
+FX_INTERNAL int fx_reactor_poll(fx_reactor_t *r, uint32_t timeout_ms)
+{
+    struct __kernel_timespec ts = {(long long)(timeout_ms / 1000u), (long long)(timeout_ms % 1000u) * 1000000ll};
+    struct io_uring_cqe *cqe = NULL;
+    io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
+    return reactor_reap(r);
 }
 
 FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)

@@ -41,6 +41,11 @@ FX_INTERNAL bool fx_reactor_stopping(const fx_reactor_t *r);
  * then runs the posts still queued. Used by orderly shutdown. */
 FX_INTERNAL void fx_reactor_drain(fx_reactor_t *r, uint32_t timeout_ms);
 
+/* Outside the loop (a store closing, a test driving I/O): submits what is queued, waits at
+ * most timeout_ms for a completion and runs the callbacks of those that arrived (not the
+ * timers, not the posts). Returns how many ran. Reactor thread only. */
+FX_INTERNAL int fx_reactor_poll(fx_reactor_t *r, uint32_t timeout_ms);
+
 /* Returns a zeroed SQE whose user_data is io (NULL io: completion ignored). Submits
  * pending SQEs first when the ring is full; never returns NULL. Reactor thread only. */
 FX_INTERNAL struct io_uring_sqe *fx_reactor_sqe(fx_reactor_t *r, fx_io_t *io);

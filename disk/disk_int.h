@@ -1,0 +1,169 @@
+/* disk_int.h — the disk store's internals shared by disk.c (open, close, index, capacity),
+ * disk_format.c (the byte layout, the rebuild) and disk_io.c (staging, writes, seals,
+ * reads). docs/disk.md has the byte table. */
+#ifndef FX_DISK_INT_H
+#define FX_DISK_INT_H
+
+#include "disk.h"
+#include "hmap.h"
+#include "u64map.h"
+
+#define FX_DISK_REC_MAGIC 0x52445846u  /* "FXDR" little-endian */
+#define FX_DISK_IDX_MAGIC 0x58445846u  /* "FXDX": the index footer */
+#define FX_DISK_VERSION 1u
+#define FX_DISK_HDR_BYTES 64u          /* the record header before the key */
+#define FX_DISK_IDX_ENTRY 48u          /* an index entry before its key (8-aligned total) */
+#define FX_DISK_FLUSH_MS 2u            /* a partly filled staging buffer is written after this */
+#define FX_DISK_OVER_SEGMENTS 2u       /* segments past capacity while the layer above frees */
+
+/* The record header (little-endian, 64 bytes), then the key, zero padding to 4 KiB, the
+ * value, zero padding to 4 KiB. */
+typedef struct fx_disk_hdr {
+    uint32_t magic;
+    uint16_t version, flags;
+    uint32_t key_len, group_size, group_idx;
+    uint32_t blk;      /* this record's byte offset in its segment / 4096 */
+    uint64_t value_len, put_ms, put_ver;
+    uint64_t seg_id;
+    uint64_t checksum; /* XXH3-64 over this header (checksum 0) + key + value */
+} fx_disk_hdr_t;
+_Static_assert(sizeof(fx_disk_hdr_t) == FX_DISK_HDR_BYTES, "record header is 64 bytes");
+
+/* An index entry (48 bytes + key, padded to 8). */
+typedef struct fx_disk_ient {
+    uint64_t offset; /* byte offset of the record in the segment */
+    uint64_t value_len, put_ms, put_ver;
+    uint32_t group_size, group_idx;
+    uint32_t key_len, pad;
+} fx_disk_ient_t;
+_Static_assert(sizeof(fx_disk_ient_t) == FX_DISK_IDX_ENTRY, "index entry is 48 bytes");
+
+/* The footer: the last 4 KiB block of a sealed segment (64 bytes used). */
+typedef struct fx_disk_foot {
+    uint32_t magic;
+    uint16_t version, flags;
+    uint32_t count, pad;
+    uint64_t seg_id;
+    uint64_t data_end;    /* records occupy [0, data_end); the index entries start there */
+    uint64_t entry_bytes; /* bytes of index entries (the region is padded to 4 KiB) */
+    uint64_t reserved[2];
+    uint64_t checksum;    /* XXH3-64 over the entries + this footer (checksum 0) */
+} fx_disk_foot_t;
+_Static_assert(sizeof(fx_disk_foot_t) == 64, "footer is 64 bytes");
+
+enum { DK_SEG_OPEN, DK_SEG_CLOSED, DK_SEG_RETIRING, DK_SEG_FREED };
+
+typedef struct dk_rec dk_rec_t;
+typedef struct dk_seg {
+    uint64_t id;
+    int fd;
+    int state;
+    bool sealing, sealed;     /* the index block is being / was written */
+    uint64_t data_end;        /* bytes of records (staged or written) */
+    uint64_t file_bytes;      /* bytes of the file (data, then the index block) */
+    uint64_t entry_bytes;     /* index entries the records so far need (all, not just live) */
+    uint32_t live;            /* records indexed */
+    uint32_t readers, writes; /* reads, writes (data, fsync, index) in flight */
+    dk_rec_t *recs;           /* its indexed records (doubly linked) */
+    struct dk_seg *next;      /* the segments by id, oldest first */
+    fx_io_t seal_io;          /* the fsync, then the index write */
+    char *seal_buf;
+    size_t seal_len;
+    int seal_step;
+    struct fx_disk *seal_d;
+} dk_seg_t;
+
+struct dk_rec {
+    char *key; /* after the struct */
+    uint32_t klen;
+    uint64_t off; /* the disk offset */
+    fx_disk_meta_t m;
+    dk_seg_t *seg;
+    dk_rec_t *prev, *next; /* in seg->recs */
+};
+
+enum { DK_BUF_FREE, DK_BUF_FILL, DK_BUF_WRITE };
+typedef struct dk_buf {
+    fx_io_t io;
+    struct fx_disk *d;
+    int state;
+    char *mem;
+    size_t cap, len, done; /* done: bytes already written (short writes go on) */
+    dk_seg_t *seg;
+    uint64_t file_off;
+} dk_buf_t;
+
+typedef struct dk_read {
+    fx_io_t io;
+    struct fx_disk *d;
+    dk_seg_t *seg; /* NULL: a completion posted through a NOP (status below) */
+    uint64_t off, value_len;
+    void *dst;
+    fx_disk_read_fn done;
+    void *arg;
+    int status;
+    char *bounce;
+    size_t len, got;
+    uint32_t klen;
+    char key[]; /* the key asked for */
+} dk_read_t;
+
+struct fx_disk {
+    fx_reactor_t *r;
+    fx_disk_cfg_t cfg; /* path and owner_id point at the copies below */
+    char *path, *owner_id;
+    fx_disk_hooks_t hooks;
+    int lock_fd;
+    bool direct, failed, closing;
+    uint32_t dio_align;
+    bool first_write_done;
+    int fault_err; /* fx_disk_fault_next_write */
+    fx_hmap_t *by_key; /* key -> dk_rec_t (intrusive) */
+    fx_u64map_t by_off; /* disk offset -> dk_rec_t */
+    dk_seg_t *segs, *open_seg;
+    uint64_t next_seg_id, max_segs;
+    dk_buf_t *bufs; /* cfg.write_buffers */
+    dk_buf_t *cur;  /* the buffer being filled, or NULL */
+    fx_timer_t flush_timer;
+    uint64_t ops; /* I/O of this store in flight (writes, reads, NOP completions) */
+    fx_disk_stats_t st;
+};
+
+/* disk_format.c */
+FX_INTERNAL uint64_t fx_disk_rec_bytes(uint64_t value_len);
+FX_INTERNAL uint64_t fx_disk_ient_bytes(uint32_t klen);
+/* Writes the record (header block with key, value, padding) at p (fx_disk_rec_bytes). */
+FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off, const char *key, uint32_t klen,
+                                    const void *value, const fx_disk_meta_t *m);
+/* Checks the record at p (len bytes read): a reason string on failure, NULL when good.
+ * key may be NULL (the rebuild: any key). */
+FX_INTERNAL const char *fx_disk_rec_check(const char *p, size_t len, uint64_t seg_id, uint64_t byte_off,
+                                          const char *key, uint32_t klen);
+/* The index block of seg (its live records) into a new aligned buffer; *len_p its bytes. */
+FX_INTERNAL char *fx_disk_index_encode(const dk_seg_t *seg, size_t *len_p);
+FX_INTERNAL void fx_disk_seg_path(const fx_disk_t *d, uint64_t id, char *buf, size_t cap);
+/* The rebuild: lists DIR, reads every segment of this owner, fills the index. */
+FX_INTERNAL int fx_disk_rebuild(fx_disk_t *d, char *err, size_t errlen);
+
+/* disk.c */
+FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off, const char *key, uint32_t klen,
+                                  const fx_disk_meta_t *m, bool newest_wins);
+FX_INTERNAL void fx_disk_rec_drop(fx_disk_t *d, dk_rec_t *rec);
+FX_INTERNAL dk_seg_t *fx_disk_seg_new(fx_disk_t *d, uint64_t id, int fd);
+FX_INTERNAL int fx_disk_seg_open_fd(fx_disk_t *d, const char *path, int flags, char *err, size_t errlen);
+FX_INTERNAL void fx_disk_seg_maybe_unlink(fx_disk_t *d, dk_seg_t *seg);
+FX_INTERNAL bool fx_disk_can_roll(const fx_disk_t *d);
+FX_INTERNAL int fx_disk_roll(fx_disk_t *d, uint64_t rec_bytes, uint64_t ent_bytes);
+FX_INTERNAL bool fx_disk_seg_fits(const fx_disk_t *d, const dk_seg_t *s, uint64_t rec_bytes, uint64_t ent_bytes);
+FX_INTERNAL void *fx_disk_aligned(size_t n);
+
+/* disk_io.c */
+FX_INTERNAL void fx_disk_buf_submit(fx_disk_t *d, dk_buf_t *b);
+FX_INTERNAL dk_buf_t *fx_disk_buf_take(fx_disk_t *d, dk_seg_t *seg, uint64_t need);
+FX_INTERNAL void fx_disk_seal(fx_disk_t *d, dk_seg_t *seg);
+FX_INTERNAL uint32_t fx_disk_free_bufs(const fx_disk_t *d);
+/* Test hook (test_disk): the next write completes with -err (its bytes did reach the file),
+ * as a file system refusing O_DIRECT only at write time would make it. */
+FX_INTERNAL void fx_disk_fault_next_write(fx_disk_t *d, int err);
+
+#endif

@@ -1,0 +1,430 @@
+/* disk_io.c — the disk store's I/O on the reactor's io_uring (disk.h): appends into staging
+ * buffers written whole (one write each, at most write_buffers in flight), the seal of a
+ * full segment (fdatasync, then its index block), and reads checked before a byte is
+ * served. Every completion runs on the reactor thread. */
+#include "disk_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "log.h"
+
+FX_INTERNAL void fx_disk_fault_next_write(fx_disk_t *d, int err) { d->fault_err = err; }
+
+FX_INTERNAL uint32_t fx_disk_free_bufs(const fx_disk_t *d)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < d->cfg.write_buffers; i++) n += d->bufs[i].state == DK_BUF_FREE;
+    return n;
+}
+
+static void dk_seal_step(fx_disk_t *d, dk_seg_t *seg);
+
+/* ---- writes ---- */
+
+static void dk_write_sqe(fx_disk_t *d, dk_buf_t *b)
+{
+    struct io_uring_sqe *sqe = fx_reactor_sqe(d->r, &b->io);
+    io_uring_prep_write(sqe, b->seg->fd, b->mem + b->done, (unsigned)(b->len - b->done), b->file_off + b->done);
+}
+
+/* Falls back to buffered I/O: every segment file loses O_DIRECT (fcntl; no reopen). */
+static void dk_direct_fallback(fx_disk_t *d, const char *why)
+{
+    d->direct = false;
+    d->st.direct_fallbacks++;
+    for (dk_seg_t *s = d->segs; s; s = s->next) fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) & ~O_DIRECT);
+    FX_WARN("disk: %s refuses O_DIRECT (%s): buffered I/O with POSIX_FADV_DONTNEED after each write", d->path, why);
+}
+
+static void dk_buf_done(fx_disk_t *d, dk_buf_t *b)
+{
+    dk_seg_t *seg = b->seg;
+    b->state = DK_BUF_FREE;
+    b->seg = NULL;
+    b->len = b->done = 0;
+    if (b->cap > d->cfg.buffer_bytes) { /* a record larger than a buffer had it grown */
+        fx_free(b->mem);
+        b->mem = NULL;
+        b->cap = 0;
+    }
+    seg->writes--;
+    if (d->closing) return;
+    if (seg->sealing && seg->seal_step == 0) dk_seal_step(d, seg);
+    fx_disk_seg_maybe_unlink(d, seg);
+}
+
+static void dk_on_write(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
+{
+    (void)r, (void)fl;
+    dk_buf_t *b = FX_CONTAINER_OF(io, dk_buf_t, io);
+    fx_disk_t *d = b->d;
+    d->ops--;
+    if (d->fault_err) {
+        res = -d->fault_err;
+        d->fault_err = 0;
+    }
+    if (!d->first_write_done && d->direct && d->cfg.direct_io == FX_DISK_DIRECT_AUTO && (res == -EINVAL || res == -EOPNOTSUPP)) {
+        d->first_write_done = true;
+        dk_direct_fallback(d, res == -EINVAL ? "EINVAL at the first write" : "EOPNOTSUPP at the first write");
+        b->done = 0; /* the whole buffer again, buffered */
+        dk_write_sqe(d, b);
+        d->ops++;
+        return;
+    }
+    d->first_write_done = true;
+    if (res == -EINTR || res == -EAGAIN) {
+        dk_write_sqe(d, b);
+        d->ops++;
+        return;
+    }
+    if (res > 0 && b->done + (size_t)res < b->len) { /* short write: the rest */
+        b->done += (size_t)res;
+        dk_write_sqe(d, b);
+        d->ops++;
+        return;
+    }
+    if (res <= 0) {
+        d->st.write_errors++;
+        if (!d->failed)
+            FX_ERROR("disk: write of %zu bytes at byte %" PRIu64 " of segment %" PRIu64 " in %s failed: %s; writes to the disk tier stop",
+                     b->len, b->file_off, b->seg->id, d->path, res ? strerror(-res) : "no progress");
+        d->failed = true;
+        /* the records of this buffer are not on the file: out of the index */
+        uint64_t lo = b->file_off, hi = b->file_off + b->len;
+        for (dk_rec_t *x = b->seg->recs, *nx; x; x = nx) {
+            nx = x->next;
+            uint64_t bo = (x->off & 0xffffffffull) * FX_DISK_BLOCK;
+            if (bo >= lo && bo < hi) fx_disk_rec_drop(d, x);
+        }
+    } else {
+        d->st.writes++;
+        d->st.write_bytes += b->len;
+        if (!d->direct) posix_fadvise(b->seg->fd, (off_t)b->file_off, (off_t)b->len, POSIX_FADV_DONTNEED);
+    }
+    dk_buf_done(d, b);
+}
+
+FX_INTERNAL void fx_disk_buf_submit(fx_disk_t *d, dk_buf_t *b)
+{
+    if (d->cur == b) {
+        d->cur = NULL;
+        fx_timer_disarm(d->r, &d->flush_timer);
+    }
+    if (!b->len) {
+        b->state = DK_BUF_FREE;
+        b->seg->writes--;
+        b->seg = NULL;
+        return;
+    }
+    b->state = DK_BUF_WRITE;
+    b->done = 0;
+    b->io.cb = dk_on_write;
+    dk_write_sqe(d, b);
+    d->ops++;
+}
+
+static void dk_on_flush_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    fx_disk_t *d = FX_CONTAINER_OF(t, fx_disk_t, flush_timer);
+    if (d->cur) fx_disk_buf_submit(d, d->cur);
+}
+
+FX_INTERNAL void fx_disk_flush(fx_disk_t *d)
+{
+    if (d && d->cur) fx_disk_buf_submit(d, d->cur);
+}
+
+/* A buffer being filled for seg with `need` bytes free (the current one, else a free one);
+ * NULL when every buffer is in flight. A buffer counts as one of seg's writes from here. */
+FX_INTERNAL dk_buf_t *fx_disk_buf_take(fx_disk_t *d, dk_seg_t *seg, uint64_t need)
+{
+    dk_buf_t *b = d->cur;
+    if (b && (b->seg != seg || b->cap - b->len < need)) {
+        fx_disk_buf_submit(d, b);
+        b = NULL;
+    }
+    if (b) return b;
+    for (uint32_t i = 0; i < d->cfg.write_buffers && !b; i++)
+        if (d->bufs[i].state == DK_BUF_FREE) b = &d->bufs[i];
+    if (!b) return NULL;
+    if (b->cap < need || !b->mem) {
+        size_t cap = FX_MAX((size_t)need, (size_t)d->cfg.buffer_bytes);
+        char *m = fx_disk_aligned(cap);
+        if (!m) return NULL;
+        fx_free(b->mem);
+        b->mem = m;
+        b->cap = cap;
+    }
+    b->state = DK_BUF_FILL;
+    b->seg = seg;
+    b->file_off = seg->data_end;
+    b->len = b->done = 0;
+    seg->writes++;
+    d->cur = b;
+    fx_timer_arm(d->r, &d->flush_timer, FX_DISK_FLUSH_MS, dk_on_flush_timer);
+    return b;
+}
+
+FX_INTERNAL bool fx_disk_room(fx_disk_t *d, size_t n, uint64_t bytes)
+{
+    if (d->failed) return false;
+    if (!n) return true;
+    uint64_t need = bytes + (uint64_t)n * 2 * FX_DISK_BLOCK; /* header block + padding, at most */
+    uint64_t ent = FX_MIN(bytes, (uint64_t)n * FX_DISK_MAX_KEY) + (uint64_t)n * (FX_DISK_IDX_ENTRY + 8);
+    dk_seg_t *s = d->open_seg;
+    bool roll = !s || !fx_disk_seg_fits(d, s, need, ent);
+    if (roll && !fx_disk_can_roll(d)) return false;
+    if (!roll && d->cur && d->cur->seg == s && d->cur->cap - d->cur->len >= need) return true;
+    uint64_t bb = d->cfg.buffer_bytes;
+    uint64_t k = FX_MIN((uint64_t)n, 2 * ((need + bb - 1) / bb) + 1) + 1;
+    return fx_disk_free_bufs(d) + (d->cur ? 1 : 0) >= k;
+}
+
+FX_INTERNAL int fx_disk_append(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
+                               const fx_disk_meta_t *m, uint64_t *off)
+{
+    if (d->failed) return FLUXON_ERR_UNAVAILABLE;
+    if (klen > FX_DISK_MAX_KEY || (klen && !key) || (m->value_len && !value)) return FLUXON_ERR_INVALID_ARGUMENT;
+    uint64_t rb = fx_disk_rec_bytes(m->value_len), eb = fx_disk_ient_bytes(klen);
+    if (m->value_len > d->cfg.segment_bytes ||
+        rb + FX_ALIGN_UP(eb, (uint64_t)FX_DISK_BLOCK) + FX_DISK_BLOCK > d->cfg.segment_bytes)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!d->open_seg || !fx_disk_seg_fits(d, d->open_seg, rb, eb)) {
+        int rc = fx_disk_roll(d, rb, eb);
+        if (rc != FLUXON_OK) {
+            d->st.append_busy += rc == FLUXON_ERR_BUSY;
+            return rc;
+        }
+    }
+    dk_seg_t *seg = d->open_seg;
+    dk_buf_t *b = fx_disk_buf_take(d, seg, rb);
+    if (!b) {
+        d->st.append_busy++;
+        return FLUXON_ERR_BUSY;
+    }
+    uint64_t byte_off = seg->data_end;
+    fx_disk_rec_encode(b->mem + b->len, seg->id, byte_off, key, klen, value, m);
+    int rc = fx_disk_index_add(d, seg, byte_off, key, klen, m, false);
+    if (rc != FLUXON_OK) return rc; /* the bytes are staged but never indexed: harmless */
+    b->len += rb;
+    seg->data_end += rb;
+    seg->entry_bytes += eb;
+    d->st.appends++;
+    d->st.append_bytes += klen + m->value_len;
+    if (off) *off = FX_DISK_OFF_BIT | seg->id << 32 | byte_off / FX_DISK_BLOCK;
+    if (b->len == b->cap) fx_disk_buf_submit(d, b);
+    return FLUXON_OK;
+}
+
+/* ---- the seal: fdatasync of the data, then the index block ---- */
+
+static void dk_on_seal(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
+{
+    (void)r, (void)fl;
+    dk_seg_t *seg = FX_CONTAINER_OF(io, dk_seg_t, seal_io);
+    fx_disk_t *d = seg->seal_d;
+    d->ops--;
+    seg->writes--;
+    if (d->closing) return;
+    if (res == -EINTR || res == -EAGAIN) {
+        seg->seal_step--; /* the same step again */
+        dk_seal_step(d, seg);
+        return;
+    }
+    bool ok = seg->seal_step == 1 ? res >= 0 : res >= 0 && (size_t)res == seg->seal_len;
+    if (!ok) {
+        d->st.write_errors++;
+        FX_ERROR("disk: sealing segment %" PRIu64 " of %s failed at its %s: %s; it stays unsealed (scanned at restart)",
+                 seg->id, d->path, seg->seal_step == 1 ? "fdatasync" : "index block",
+                 res < 0 ? strerror(-res) : "short write");
+        seg->sealing = false;
+        fx_free(seg->seal_buf);
+        seg->seal_buf = NULL;
+    } else {
+        dk_seal_step(d, seg);
+    }
+    fx_disk_seg_maybe_unlink(d, seg);
+}
+
+static void dk_seal_step(fx_disk_t *d, dk_seg_t *seg)
+{
+    if (seg->state == DK_SEG_FREED || d->failed) { /* no point any more */
+        seg->sealing = false;
+        return;
+    }
+    seg->seal_io.cb = dk_on_seal;
+    seg->seal_d = d;
+    if (seg->seal_step == 0) {
+        if (seg->writes) return; /* its data is still being written */
+        struct io_uring_sqe *sqe = fx_reactor_sqe(d->r, &seg->seal_io);
+        io_uring_prep_fsync(sqe, seg->fd, IORING_FSYNC_DATASYNC);
+    } else if (seg->seal_step == 1) {
+        seg->seal_buf = fx_disk_index_encode(seg, &seg->seal_len);
+        if (!seg->seal_buf) {
+            FX_ERROR("disk: out of memory for the index block of segment %" PRIu64 ": it stays unsealed", seg->id);
+            seg->sealing = false;
+            return;
+        }
+        struct io_uring_sqe *sqe = fx_reactor_sqe(d->r, &seg->seal_io);
+        io_uring_prep_write(sqe, seg->fd, seg->seal_buf, (unsigned)seg->seal_len, seg->data_end);
+    } else {
+        seg->sealing = false;
+        seg->sealed = true;
+        seg->file_bytes = seg->data_end + seg->seal_len;
+        fx_free(seg->seal_buf);
+        seg->seal_buf = NULL;
+        if (!d->direct) posix_fadvise(seg->fd, 0, 0, POSIX_FADV_DONTNEED);
+        return;
+    }
+    seg->seal_step++;
+    seg->writes++;
+    d->ops++;
+}
+
+FX_INTERNAL void fx_disk_seal(fx_disk_t *d, dk_seg_t *seg)
+{
+    if (seg->sealing || seg->sealed) return;
+    seg->sealing = true;
+    seg->seal_step = 0;
+    dk_seal_step(d, seg);
+}
+
+/* ---- reads ---- */
+
+static void dk_read_finish(fx_disk_t *d, dk_read_t *rd, int status)
+{
+    fx_disk_read_fn done = rd->done;
+    void *arg = rd->arg;
+    fx_free(rd->bounce);
+    fx_free(rd);
+    if (done) done(arg, status);
+}
+
+static void dk_on_posted(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
+{
+    (void)r, (void)res, (void)fl;
+    dk_read_t *rd = FX_CONTAINER_OF(io, dk_read_t, io);
+    rd->d->ops--;
+    dk_read_finish(rd->d, rd, rd->status);
+}
+
+static void dk_read_sqe(fx_disk_t *d, dk_read_t *rd)
+{
+    struct io_uring_sqe *sqe = fx_reactor_sqe(d->r, &rd->io);
+    io_uring_prep_read(sqe, rd->seg->fd, rd->bounce + rd->got, (unsigned)(rd->len - rd->got),
+                       (rd->off & 0xffffffffull) * FX_DISK_BLOCK + rd->got);
+    d->ops++;
+}
+
+static void dk_on_read(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
+{
+    (void)r, (void)fl;
+    dk_read_t *rd = FX_CONTAINER_OF(io, dk_read_t, io);
+    fx_disk_t *d = rd->d;
+    dk_seg_t *seg = rd->seg;
+    d->ops--;
+    if (res == -EINTR || res == -EAGAIN) {
+        dk_read_sqe(d, rd);
+        return;
+    }
+    if (res > 0 && rd->got + (size_t)res < rd->len) { /* short read: the rest (EOF ends it with 0) */
+        rd->got += (size_t)res;
+        dk_read_sqe(d, rd);
+        return;
+    }
+    if (res > 0) rd->got += (size_t)res;
+    seg->readers--;
+    d->st.reads_in_flight--;
+    int status = FLUXON_OK;
+    uint64_t bo = (rd->off & 0xffffffffull) * FX_DISK_BLOCK;
+    char path[4096];
+    if (res < 0) {
+        d->st.read_errors++;
+        fx_disk_seg_path(d, seg->id, path, sizeof path);
+        FX_ERROR("disk: read of %zu bytes at byte %" PRIu64 " of %s failed: %s", rd->len, bo, path, strerror(-res));
+        status = FLUXON_ERR_UNAVAILABLE;
+    } else {
+        const char *bad = fx_disk_rec_check(rd->bounce, rd->got, seg->id, bo, rd->key, rd->klen);
+        fx_disk_hdr_t h;
+        memcpy(&h, rd->bounce, sizeof h);
+        if (!bad && h.value_len != rd->value_len) bad = "another value length";
+        if (bad) {
+            d->st.crc_failures++;
+            fx_disk_seg_path(d, seg->id, path, sizeof path);
+            FX_WARN("disk: record at byte %" PRIu64 " of %s fails its check (%s): a miss, dropped from the index", bo,
+                    path, bad);
+            dk_rec_t *x = d->closing ? NULL : fx_u64map_get(&d->by_off, rd->off);
+            if (x) {
+                d->st.records_dropped++;
+                fx_disk_rec_drop(d, x);
+            }
+            status = FLUXON_ERR_NOT_FOUND;
+        } else if (!d->closing && !fx_u64map_get(&d->by_off, rd->off)) {
+            status = FLUXON_ERR_NOT_FOUND; /* dropped while it was read */
+        } else {
+            memcpy(rd->dst, rd->bounce + FX_DISK_BLOCK, rd->value_len);
+            d->st.read_bytes += rd->value_len;
+        }
+    }
+    if (!d->closing) fx_disk_seg_maybe_unlink(d, seg);
+    dk_read_finish(d, rd, status);
+}
+
+FX_INTERNAL int fx_disk_read(fx_disk_t *d, uint64_t off, const char *key, uint32_t klen, void *dst,
+                             uint64_t value_len, fx_disk_read_fn done, void *arg)
+{
+    dk_rec_t *x = fx_u64map_get(&d->by_off, off);
+    if (!x || klen > FX_DISK_MAX_KEY) return FLUXON_ERR_NOT_FOUND;
+    dk_read_t *rd = fx_malloc(sizeof *rd + klen + 1);
+    if (!rd) return FLUXON_ERR_NOMEM;
+    memset(rd, 0, sizeof *rd);
+    rd->d = d;
+    rd->off = off;
+    rd->value_len = value_len;
+    rd->dst = dst;
+    rd->done = done;
+    rd->arg = arg;
+    rd->klen = klen;
+    if (klen) memcpy(rd->key, key, klen);
+    d->st.reads++;
+    dk_seg_t *seg = x->seg;
+    uint64_t bo = (off & 0xffffffffull) * FX_DISK_BLOCK;
+    dk_buf_t *b = NULL;
+    for (uint32_t i = 0; i < d->cfg.write_buffers && !b; i++) {
+        dk_buf_t *c = &d->bufs[i];
+        if (c->state != DK_BUF_FREE && c->seg == seg && bo >= c->file_off && bo < c->file_off + c->len) b = c;
+    }
+    if (x->klen != klen || (klen && memcmp(x->key, key, klen))) {
+        rd->status = FLUXON_ERR_NOT_FOUND; /* not the record of this key */
+    } else if (value_len != x->m.value_len) {
+        rd->status = FLUXON_ERR_INVALID_ARGUMENT;
+    } else if (b) { /* still in a staging buffer: our own bytes, copied */
+        if (value_len) memcpy(dst, b->mem + (bo - b->file_off) + FX_DISK_BLOCK, value_len);
+        d->st.staged_reads++;
+        d->st.read_bytes += value_len;
+        rd->status = FLUXON_OK;
+    } else {
+        rd->len = fx_disk_rec_bytes(value_len);
+        rd->bounce = fx_disk_aligned(rd->len);
+        if (!rd->bounce) {
+            fx_free(rd);
+            return FLUXON_ERR_NOMEM;
+        }
+        rd->seg = seg;
+        rd->io.cb = dk_on_read;
+        seg->readers++;
+        d->st.reads_in_flight++;
+        dk_read_sqe(d, rd);
+        return FLUXON_OK;
+    }
+    /* done runs from the completion of a NOP on the ring: later, never inside this call */
+    rd->io.cb = dk_on_posted;
+    fx_reactor_sqe(d->r, &rd->io);
+    d->ops++;
+    return FLUXON_OK;
+}
