@@ -15,11 +15,15 @@
 
 static char disk_extra[600];
 static const char *extras[1] = {disk_extra};
+static char *disk_parent; /* the disk directory's parent (a temporary directory of its own) */
 
 static void fini(void)
 {
     if (getenv("FLUXON_KEEP_DIR")) rf.dir = NULL;
     rf_down();
+    if (disk_parent && !getenv("FLUXON_KEEP_DIR")) th_rmtree(disk_parent);
+    free(disk_parent);
+    disk_parent = NULL;
 }
 
 static void up(const char *admission)
@@ -27,12 +31,11 @@ static void up(const char *admission)
     snprintf(rf_segment, sizeof rf_segment, "32MiB");
     snprintf(rf_grant, sizeof rf_grant, "4MiB");
     /* a directory of its own (the owner makes disk.path), removed with the run's */
-    char *d = th_tmpdir();
-    cr_assert_not_null(d);
+    disk_parent = th_tmpdir();
+    cr_assert_not_null(disk_parent);
     snprintf(disk_extra, sizeof disk_extra,
              ",\"disk\":{\"path\":\"%s/disk\",\"capacity_bytes\":\"512MiB\",\"segment_bytes\":\"8MiB\","
-             "\"admission\":\"%s\"}", d, admission);
-    free(d);
+             "\"admission\":\"%s\"}", disk_parent, admission);
     rf_up(1, extras);
 }
 
@@ -79,7 +82,7 @@ static int get_all(fluxon_client *c)
 }
 
 /* The segment files in the owner's disk directory (paths into out[], at most cap). */
-static int seg_files(char out[][512], int cap)
+static int seg_files(char out[][800], int cap)
 {
     char dir[512];
     const char *p = strstr(disk_extra, "\"path\":\"") + 8;
@@ -89,7 +92,7 @@ static int seg_files(char out[][512], int cap)
     int n = 0;
     struct dirent *e;
     while ((e = readdir(dd)) && n < cap)
-        if (strstr(e->d_name, ".seg")) snprintf(out[n++], 512, "%s/%s", dir, e->d_name);
+        if (strstr(e->d_name, ".seg")) snprintf(out[n++], 800, "%s/%s", dir, e->d_name);
     closedir(dd);
     return n;
 }
@@ -105,6 +108,8 @@ Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini
     /* every value moved to disk and not pushed out of it is read back: the misses are the
      * victims the disk could not take at once (no staging room, counted) */
     long long busy = rf_stat(c, false, "disk_demote_busy");
+    fprintf(stderr, "disk tier: %d of %d keys hit, %lld read back from disk, %lld values moved there, %lld dropped for "
+            "want of staging room\n", hits, N_KEYS, disk_hits, moved, busy);
     cr_assert_geq(hits + busy, N_KEYS, "hits %d + dropped for room %lld of %d keys", hits, busy, N_KEYS);
     cr_assert_gt(disk_hits, 0, "hits came from disk (%lld moved there)", moved);
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
@@ -131,6 +136,8 @@ Test(disk_tier, survives_owner_and_master_kill_9, .timeout = 300, .fini = fini)
     c = rf_client(0);
     cr_assert_gt(rf_stat(c, false, "disk_recovered_records"), 0);
     int hits = get_all(c);
+    fprintf(stderr, "after the owner's kill -9: %d hits of %lld values on disk (%lld records re-indexed)\n", hits, moved,
+            rf_stat(c, false, "disk_recovered_records"));
     cr_assert_geq(hits, moved / 2, "after the owner's kill -9: %d hits of %lld values on disk", hits, moved);
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
     /* then the master dies: the owner re-publishes to the new one, disk values included */
@@ -138,6 +145,7 @@ Test(disk_tier, survives_owner_and_master_kill_9, .timeout = 300, .fini = fini)
     rf_start_master();
     cr_assert(rf_wait_stat(c, true, "republish_owners_done", 1, 1, 30000), "the owner re-publishes (%s)", rf.dir);
     int hits2 = get_all(c);
+    fprintf(stderr, "after the master's kill -9: %d hits\n", hits2);
     cr_assert_geq(hits2, hits / 2, "after the master's kill -9: %d hits (%d before)", hits2, hits);
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
     fluxon_client_close(c);
@@ -151,7 +159,7 @@ Test(disk_tier, a_flipped_byte_is_a_miss_never_wrong_bytes, .timeout = 240, .fin
     fluxon_client_close(c);
     cr_assert_eq(WEXITSTATUS(th_stop(rf.owner[0], SIGTERM, 10000)), 0);
     rf.owner[0] = -1;
-    char segs[64][512];
+    char segs[64][800];
     int n = seg_files(segs, 64);
     cr_assert_gt(n, 0);
     int flipped = 0;
@@ -174,6 +182,8 @@ Test(disk_tier, a_flipped_byte_is_a_miss_never_wrong_bytes, .timeout = 240, .fin
     cr_assert(th_wait_log(log, "re-published", 60000), "%s", log);
     c = rf_client(0);
     int hits = get_all(c); /* fails on any wrong byte */
+    fprintf(stderr, "%d bytes flipped: %d of %d keys hit, %lld checksum failures\n", flipped, hits, N_KEYS,
+            rf_stat(c, false, "disk_crc_failures"));
     cr_assert_gt(hits, 0, "the records not touched still hit");
     cr_assert_lt(hits, N_KEYS, "the flipped records miss");
     cr_assert_gt(rf_stat(c, false, "disk_crc_failures"), 0, "the flips were detected");
