@@ -173,7 +173,8 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         int sj = version && src && src->generation == b.src_generation ? mkv_route_find(r, src, b.src_offsets.v[i]) : -1;
-        if (sj < 0 || (b.src_seqs.n && r->rep[sj].seq != b.src_seqs.v[i])) { /* W3: that very replica */
+        /* W3: that very replica (0: not named — a disk offset, issue 39, is never reused) */
+        if (sj < 0 || (b.src_seqs.n && b.src_seqs.v[i] && r->rep[sj].seq != b.src_seqs.v[i])) {
             st[i] = MKV_ST(FLUXON_ERR_STALE); /* the version, or the copy's source, is gone */
             stale++;
             continue;

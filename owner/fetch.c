@@ -18,49 +18,9 @@
 #define OFETCH_RESEND_MAX_MS 1000u /* backoff cap */
 #define OFETCH_LOOKUPS_MAX 3u      /* LOOKUPs for one get of a key being replaced meanwhile */
 
-typedef struct ofetch {
-    fx_ofetch_done_fn done;
-    struct ofetch_gd *waiting; /* GET_DONEs scheduled to be (re)sent */
-    uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
-        temp_copies, reuse_hits, self_copies, get_done_resends, relookups, disk_hits, disk_misses;
-    fx_hist_t fetch_latency, transfer_latency;
-} ofetch_t;
+#include "owner_fetch_int.h"
 
-typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
-    fx_owner_t *o;
-    size_t n;
-    owner_oget_t **og;
-    size_t claims_pending;
-    /* copies of the lookup's source table (the arena dies with the callback) */
-    size_t n_src;
-    char (*src_ids)[FX_ID_MAX];
-    uint64_t *src_gens, *src_bases;
-    uint8_t **src_addr, **src_rkey;
-    uint32_t *src_addr_len, *src_rkey_len;
-    size_t xfers_pending;
-    uint64_t deadline_ms; /* claims and transfers end by then (below the caller's wait) */
-    uint64_t t0_ns;       /* the fetch started (fx_now_ns) */
-} ofetch_batch_t;
-
-typedef struct ofetch_xfer {
-    bool inject_failure;
-    size_t src; /* index into the fetch's source table */
-    ofetch_batch_t *f;
-    size_t n;
-    owner_oget_t **og;
-    fx_ucx_range_t *ranges;
-    uint64_t t0_ns; /* the transfer started (fx_now_ns) */
-    size_t disk_pending; /* issue 39: reads of this owner's disk still running */
-    struct ofetch_dr *dr;
-} ofetch_xfer_t;
-
-/* One read of this owner's disk tier for a transfer (issue 39). */
-typedef struct ofetch_dr {
-    ofetch_xfer_t *x;
-    size_t k;
-} ofetch_dr_t;
-
-static void ofetch_batch_free(ofetch_batch_t *f)
+FX_INTERNAL void ofetch_batch_free(ofetch_batch_t *f)
 {
     for (size_t s = 0; s < f->n_src; s++) {
         fx_free(f->src_addr[s]);
@@ -308,7 +268,7 @@ static void ofetch_gd_timer(fx_reactor_t *r, fx_timer_t *t)
     ofetch_gd_send(d);
 }
 
-static void ofetch_on_xfer(void *arg, int status)
+FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
 {
     ofetch_xfer_t *x = arg;
     ofetch_batch_t *f = x->f;
@@ -401,61 +361,6 @@ static void ofetch_on_xfer(void *arg, int status)
     fx_free(x->dr);
     fx_free(x);
     ofetch_batch_done_if_idle(f);
-}
-
-/* A read of this owner's disk tier ended (issue 39); the last one ends the transfer. */
-static void ofetch_on_disk_read(void *arg, int status)
-{
-    ofetch_dr_t *dr = arg;
-    ofetch_xfer_t *x = dr->x;
-    owner_oget_t *og = x->og[dr->k];
-    fx_owner_t *o = x->f->o;
-    if (status == FLUXON_OK) {
-        o->fetch->disk_hits++;
-    } else { /* gone or failed its checksum: a miss, and the master stops routing it */
-        og->disk_rc = status == FLUXON_ERR_UNAVAILABLE ? status : FLUXON_ERR_NOT_FOUND;
-        o->fetch->disk_misses++;
-        if (status == FLUXON_ERR_NOT_FOUND)
-            fx_odisk_forget(o, og->key, og->klen, og->src_off, og->put_ms, og->put_ver);
-    }
-    if (--x->disk_pending == 0) ofetch_on_xfer(x, FLUXON_OK);
-}
-
-/* This owner's own replicas: a range of its segment (a placed value) is memcpy'd, a disk
- * replica is read (issue 39). Returns true when the transfer ends later (disk reads). */
-static bool ofetch_self_copy(fx_owner_t *o, ofetch_xfer_t *x, uint8_t *base)
-{
-    size_t nd = 0;
-    for (size_t k = 0; k < x->n; k++) {
-        fx_ucx_range_t *rg = &x->ranges[k];
-        if (fx_disk_is_off(rg->remote_offset)) nd++;
-        else memcpy(rg->local, base + rg->remote_offset, rg->len);
-    }
-    o->fetch->self_copies += x->n - nd;
-    if (!nd) return false;
-    x->dr = fx_calloc(nd, sizeof *x->dr);
-    x->disk_pending = 1; /* held while the reads are issued */
-    for (size_t k = 0, j = 0; k < x->n; k++) {
-        fx_ucx_range_t *rg = &x->ranges[k];
-        owner_oget_t *og = x->og[k];
-        if (!fx_disk_is_off(rg->remote_offset)) continue;
-        int rc = FLUXON_ERR_NOMEM;
-        if (x->dr) {
-            x->dr[j] = (ofetch_dr_t){x, k};
-            rc = fx_odisk_read(o, rg->remote_offset, og->key, og->klen, rg->local, rg->len, ofetch_on_disk_read,
-                               &x->dr[j]);
-            j++;
-        }
-        if (rc == FLUXON_OK) {
-            x->disk_pending++;
-        } else {
-            og->disk_rc = rc == FLUXON_ERR_NOMEM ? rc : FLUXON_ERR_NOT_FOUND;
-            o->fetch->disk_misses++;
-            if (rc == FLUXON_ERR_NOT_FOUND) fx_odisk_forget(o, og->key, og->klen, rg->remote_offset, og->put_ms, og->put_ver);
-        }
-    }
-    if (--x->disk_pending) return true;
-    return false; /* every read refused at once: the transfer ends now */
 }
 
 /* All claims of a fetch resolved: one UCX transfer batch per source owner. */
@@ -644,6 +549,13 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
         og->put_ms = a.put_ms.v[k];
         og->put_ver = a.put_ver.v[k];
     }
+    ofetch_claim_all(f);
+}
+
+/* Claims a slot for every leader still in f (decided), then transfers. */
+FX_INTERNAL void ofetch_claim_all(ofetch_batch_t *f)
+{
+    fx_owner_t *o = f->o;
     for (size_t k = 0; k < f->n; k++) {
         owner_oget_t *og = f->og[k];
         if (!og) continue;
@@ -663,6 +575,10 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
 FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, uint32_t caller_timeout_ms)
 {
     ofetch_t *s = o->fetch;
+    if (fx_odisk_on(o) && (n = ofetch_start_disk(o, ogs, n, caller_timeout_ms)) == 0) {
+        fx_free(ogs);
+        return;
+    }
     ofetch_batch_t *f = fx_calloc(1, sizeof *f);
     if (!f) {
         for (size_t k = 0; k < n; k++) {
@@ -685,9 +601,7 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
     fx_str_t *lk = fx_calloc(n, sizeof *lk);
     fx_conn_t *mc = fx_olink_conn(o);
     int rc = FLUXON_ERR_UNAVAILABLE;
-    bool disk = false; /* issue 39: a key on this owner's disk is routed by the master */
-    for (size_t k = 0; k < n && !disk && fx_odisk_on(o); k++) disk = fx_odisk_has(o, ogs[k]->key, ogs[k]->klen);
-    if (fx_olink_alone(o) && mc && !disk) {
+    if (fx_olink_alone(o) && mc) {
         /* the only owner the cluster ever had: a key missing here is held nowhere, skip the
          * master (never once another owner lived: it may have placed values here) */
         s->lookups_skipped++;
@@ -745,6 +659,7 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->self_copies = s->self_copies;
     m->disk_hits = s->disk_hits;
     m->disk_misses = s->disk_misses;
+    m->disk_direct = s->disk_direct;
     m->get_done_resends = s->get_done_resends;
     m->fetch_latency = s->fetch_latency;
     m->transfer_latency = s->transfer_latency;

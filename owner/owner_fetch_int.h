@@ -1,0 +1,69 @@
+/* owner_fetch_int.h — what fetch.c (LOOKUP, claims, UCX transfers, GET_DONE) and
+ * fetch_disk.c (the transfers from this owner's own disk tier, issue 39) share. Internal to
+ * them; others use owner_fetch.h. Reactor thread only. */
+#ifndef FX_OWNER_FETCH_INT_H
+#define FX_OWNER_FETCH_INT_H
+
+#include "owner_fetch.h"
+#include "ucx_dp.h"
+
+typedef struct ofetch {
+    fx_ofetch_done_fn done;
+    struct ofetch_gd *waiting; /* GET_DONEs scheduled to be (re)sent */
+    uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
+        temp_copies, reuse_hits, self_copies, get_done_resends, relookups, disk_hits, disk_misses, disk_direct;
+    fx_hist_t fetch_latency, transfer_latency;
+} ofetch_t;
+
+typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
+    fx_owner_t *o;
+    size_t n;
+    owner_oget_t **og;
+    size_t claims_pending;
+    /* copies of the lookup's source table (the arena dies with the callback) */
+    size_t n_src;
+    char (*src_ids)[FX_ID_MAX];
+    uint64_t *src_gens, *src_bases;
+    uint8_t **src_addr, **src_rkey;
+    uint32_t *src_addr_len, *src_rkey_len;
+    size_t xfers_pending;
+    uint64_t deadline_ms; /* claims and transfers end by then (below the caller's wait) */
+    uint64_t t0_ns;       /* the fetch started (fx_now_ns) */
+} ofetch_batch_t;
+
+typedef struct ofetch_xfer {
+    bool inject_failure;
+    size_t src; /* index into the fetch's source table */
+    ofetch_batch_t *f;
+    size_t n;
+    owner_oget_t **og;
+    fx_ucx_range_t *ranges;
+    uint64_t t0_ns; /* the transfer started (fx_now_ns) */
+    size_t disk_pending; /* issue 39: reads of this owner's disk still running */
+    struct ofetch_dr *dr;
+} ofetch_xfer_t;
+
+/* One read of this owner's disk tier for a transfer (issue 39). */
+typedef struct ofetch_dr {
+    ofetch_xfer_t *x;
+    size_t k;
+} ofetch_dr_t;
+
+
+/* ---- fetch.c ---- */
+FX_INTERNAL void ofetch_batch_free(ofetch_batch_t *f);
+/* The transfer x ended (status for all its keys; a key with disk_rc set is a miss). */
+FX_INTERNAL void ofetch_on_xfer(void *arg, int status);
+/* Claims a slot for every leader still in f (decided, f->claims_pending held at 1), then
+ * transfers. */
+FX_INTERNAL void ofetch_claim_all(ofetch_batch_t *f);
+
+/* ---- fetch_disk.c ---- */
+/* This owner's own replicas of x: a range of its segment (a placed value) is memcpy'd, a
+ * disk replica is read. True when the transfer ends later (disk reads in flight). */
+FX_INTERNAL bool ofetch_self_copy(fx_owner_t *o, ofetch_xfer_t *x, uint8_t *base);
+/* The leaders whose key this owner's disk holds are read from it without a LOOKUP; the
+ * others stay in ogs[0..return). */
+FX_INTERNAL size_t ofetch_start_disk(fx_owner_t *o, owner_oget_t **ogs, size_t n, uint32_t caller_timeout_ms);
+
+#endif
