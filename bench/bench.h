@@ -41,4 +41,10 @@ FX_INTERNAL int fx_ucx_bench(FILE *out, const char *tls, size_t n_ranges, size_t
  * FLUXON_OK, or the first failure (printed). */
 FX_INTERNAL int fx_evict_bench(FILE *out, uint64_t n, uint64_t rounds);
 
+/* Benchmark (disk_bench.c, issue 39): n records of vlen bytes appended to the disk tier's
+ * store in a fresh directory under dir, then read back (checked) with qd reads in flight,
+ * shuffled, for at least a second; prints GB/s, IOPS and the I/O mode (O_DIRECT or
+ * buffered), and removes the directory. Returns FLUXON_OK, or the first failure. */
+FX_INTERNAL int fx_disk_bench(FILE *out, const char *dir, uint64_t n, uint64_t vlen, uint64_t qd);
+
 #endif

@@ -77,13 +77,16 @@ typedef struct fx_disk_hooks {
  * the path and the errno). err gets a message on any failure. */
 FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx_disk_hooks_t *hooks, fx_disk_t **d_p,
                              char *err, size_t errlen);
-/* Writes what is staged, seals the open segment (index block) when time_ms allows, waits
- * at most timeout_ms for writes in flight (driving the reactor's completions), releases the
- * lock and frees everything. NULL is fine. */
+/* Writes what is staged, seals the open segment (index block) when timeout_ms allows, waits
+ * at most timeout_ms for its I/O in flight (driving the reactor's completions with
+ * fx_reactor_poll: reads still in flight complete, their done runs), releases the lock and
+ * frees everything. I/O still in flight after timeout_ms: the store is left allocated (the
+ * kernel may still use its buffers) and a warning logged. NULL is fine. */
 FX_INTERNAL void fx_disk_close(fx_disk_t *d, uint32_t timeout_ms);
 
 /* Visiting the index (after open: what the rebuild found; the owner re-publishes it).
- * cb returns false to stop. Keys are not NUL-terminated. */
+ * cb returns false to stop; it must not change the store (collect, then drop). Keys are
+ * not NUL-terminated. */
 typedef bool (*fx_disk_visit_fn)(void *arg, uint64_t off, const char *key, uint32_t klen, const fx_disk_meta_t *m);
 FX_INTERNAL void fx_disk_foreach(fx_disk_t *d, fx_disk_visit_fn cb, void *arg);
 
@@ -95,7 +98,8 @@ FX_INTERNAL bool fx_disk_room(fx_disk_t *d, size_t n, uint64_t bytes);
  * indexes the record under key (replacing an older version of the key: that one is dropped)
  * and returns its disk offset in *off. The bytes reach the file in the background (a full
  * buffer, or fx_disk_flush, or 2 ms later); until then reads are served from the buffer.
- * FLUXON_ERR_BUSY: no staging room (fx_disk_room said so); FLUXON_ERR_INVALID_ARGUMENT: key
+ * FLUXON_ERR_BUSY: no staging room, or capacity + 2 segments reached while retiring
+ * segments wait for fx_disk_segment_free (fx_disk_room said so); FLUXON_ERR_INVALID_ARGUMENT: key
  * too long or value longer than a segment can take; FLUXON_ERR_UNAVAILABLE: the directory
  * failed (writes to it stopped; logged once). */
 FX_INTERNAL int fx_disk_append(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
@@ -112,17 +116,21 @@ FX_INTERNAL void fx_disk_drop(fx_disk_t *d, uint64_t off);
 /* Reads the record at off into dst (value_len bytes; dst needs no alignment) and checks it:
  * magic, key == (key, klen), lengths, and the checksum. done(arg, status) runs later on the
  * reactor thread (never inside this call): FLUXON_OK; FLUXON_ERR_NOT_FOUND (no such record
- * indexed, or dropped meanwhile, or the record failed a check: it is then dropped from the
- * index, counted in crc_failures and logged with its file and byte offset — never bytes
- * served); FLUXON_ERR_UNAVAILABLE: the read failed (errno logged). The call itself returns
+ * indexed, or off is another key's record, or dropped meanwhile, or the record failed a
+ * check: it is then dropped from the index, counted in crc_failures and logged with its file
+ * and byte offset — never bytes served); FLUXON_ERR_INVALID_ARGUMENT: value_len is not the
+ * record's (a caller's bug; the record stays); FLUXON_ERR_UNAVAILABLE: the read failed
+ * (errno logged). The call itself returns
  * FLUXON_OK (done will run) or FLUXON_ERR_NOT_FOUND (off not indexed: done will not run). dst must stay valid until done ran. Reads of one segment hold it: its file
  * is removed only after they ended. */
 typedef void (*fx_disk_read_fn)(void *arg, int status);
 FX_INTERNAL int fx_disk_read(fx_disk_t *d, uint64_t off, const char *key, uint32_t klen, void *dst,
                              uint64_t value_len, fx_disk_read_fn done, void *arg);
 
-/* The layer above unpublished every record of a retiring segment: its file goes once the
- * reads holding it ended. */
+/* The layer above unpublished every record of a retiring segment: they leave the index
+ * (reads of them: NOT_FOUND) and its file goes once the reads holding it ended. A segment
+ * that is not retiring (not named by segment_retiring): nothing. It may be called from
+ * inside segment_retiring. */
 FX_INTERNAL void fx_disk_segment_free(fx_disk_t *d, uint64_t seg);
 
 typedef struct fx_disk_stats {
