@@ -73,7 +73,7 @@ static int dk_lock(fx_disk_t *d, char *err, size_t errlen)
     snprintf(lp, sizeof lp, "%s/LOCK", d->path);
     d->lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (d->lock_fd < 0) {
-        snprintf(err, errlen, "disk.path %s: cannot open %s: %s", d->path, lp, strerror(errno));
+        snprintf(err, errlen, "disk.path %.300s: cannot open its LOCK file: %s", d->path, strerror(errno));
         return FLUXON_ERR_UNAVAILABLE;
     }
     if (flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -87,7 +87,7 @@ static int dk_lock(fx_disk_t *d, char *err, size_t errlen)
         if (e == EWOULDBLOCK)
             snprintf(err, errlen, "disk.path %s is held by owner %s pid %ld", d->path, owner, pid);
         else
-            snprintf(err, errlen, "disk.path %s: flock of %s failed: %s", d->path, lp, strerror(e));
+            snprintf(err, errlen, "disk.path %.300s: flock of its LOCK file failed: %s", d->path, strerror(e));
         return e == EWOULDBLOCK ? FLUXON_ERR_BUSY : FLUXON_ERR_UNAVAILABLE;
     }
     char me[128];

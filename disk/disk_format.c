@@ -292,7 +292,8 @@ FX_INTERNAL int fx_disk_rebuild(fx_disk_t *d, char *err, size_t errlen)
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         struct stat sb;
         if (fd < 0 || fstat(fd, &sb) != 0) {
-            snprintf(err, errlen, "disk.path %s: cannot read %s: %s", d->path, path, strerror(errno));
+            snprintf(err, errlen, "disk.path %.200s: cannot read segment %016llx: %s", d->path,
+                     (unsigned long long)ids[i], strerror(errno));
             if (fd >= 0) close(fd);
             rc = FLUXON_ERR_UNAVAILABLE;
             break;

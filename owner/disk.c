@@ -19,6 +19,7 @@
 #include "owner_link.h"
 
 #define ODISK_EVICT_BATCH 4096u
+#define ODISK_WRITE_BUFFERS 16u
 #define ODISK_RESEND_MS 100u
 #define ODISK_RESEND_MAX_MS 2000u
 #define ODISK_ATTEMPTS 20u /* an unanswered drop of disk routes is given up after these (logged) */
@@ -280,7 +281,10 @@ FX_INTERNAL int fx_odisk_init(fx_owner_t *o)
                         .owner_id = o->cfg.node_id,
                         .capacity_bytes = o->cfg.disk_capacity_bytes,
                         .segment_bytes = o->cfg.disk_segment_bytes,
-                        .direct_io = o->cfg.disk_direct_io};
+                        .direct_io = o->cfg.disk_direct_io,
+                        /* 16 MiB of staging: an eviction burst is copied, not dropped, while
+                         * the disk catches up (a put never waits for it) */
+                        .write_buffers = ODISK_WRITE_BUFFERS};
     fx_disk_hooks_t hooks = {odisk_segment_retiring, o};
     char err[512] = "";
     int rc = fx_disk_open(o->r, &dc, &hooks, &s->d, err, sizeof err);
