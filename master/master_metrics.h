@@ -82,6 +82,8 @@
     X(place_rejected, COUNTER, "master_placements_total", "where=\"rejected\"", "")                             \
     X(place_fallback, COUNTER, "master_placements_total", "where=\"fallback\"", "")                             \
     X(revokes, COUNTER, "master_revokes_total", "", "PUT_REVOKE received")                                     \
+    X(range_quarantines, COUNTER, "master_range_quarantines_total", "", "Owners whose segment took no new range for range_quarantine_ms: they had another master (W2)") \
+    X(range_quarantine_skips, COUNTER, "master_range_quarantine_skips_total", "", "Placements and appends that passed over a quarantined owner") \
     X(inflight_expired, COUNTER, "master_inflight_expired_total", "", "In-flight records expired by the TTL")  \
     X(put_done_stale_token, COUNTER, "master_put_done_stale_token_total", "", "PUT_DONE with an unknown placement token") \
     X(put_dedup_forgotten, COUNTER, "master_put_dedup_forgotten_total", "", "Dedup records swept")             \

@@ -67,7 +67,10 @@ typedef struct fx_strv {
     F(STR, node_id) F(U64, generation) F(U8, node_role) F(U64, segment_bytes)           \
     F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)          \
     F(U64V, grant_ids) F(U64V, grant_offsets) /* grants held: a restarted master re-learns them */ \
-    F(STR, sub_cluster)
+    F(STR, sub_cluster) F(U64, prev_master_generation)
+/* prev_master_generation: the master this owner process was last registered with (0: none).
+ * A master that (re)builds the owner's allocator while it is not 0 quarantines new ranges
+ * in its segment: pushes the old master started may still land there (W2). */
 /* forgotten: this master forgot the owner's generation (dead longer than dead_owner_grace_ms,
  * L1): it missed deletions and overwrites meanwhile and drops every value it holds */
 #define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms) F(U8, forgotten)
