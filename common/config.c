@@ -31,7 +31,8 @@ enum {
     CFG_K_REPLICA_ROLES, CFG_K_WRITEBACK /* issue 16 */, CFG_K_HUGE_PAGES,
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
-    CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */
+    CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */,
+    CFG_K_RANGE_QUARANTINE /* issue 44 W2 */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -65,6 +66,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"dead_owner_grace_ms", CFG_M}, /* L1 */
     {"client_limits", CFG_O}, /* issue 44 C3 */
     {"disk", CFG_O},          /* issue 39 */
+    {"range_quarantine_ms", CFG_M}, /* issue 44 W2 */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -327,6 +329,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_INFLIGHT_TTL: return fx_cfg_get_ms(c, path, v, &cfg->inflight_ttl_ms);
     case CFG_K_HB_TIMEOUT: return fx_cfg_get_ms(c, path, v, &cfg->heartbeat_timeout_ms);
     case CFG_K_DEAD_GRACE: return fx_cfg_get_ms(c, path, v, &cfg->dead_owner_grace_ms);
+    case CFG_K_RANGE_QUARANTINE: { /* 0: off */
+        int64_t q = 0;
+        if ((rc = fx_cfg_get_int(c, path, v, 0, CFG_MS_MAX, &q))) return rc;
+        cfg->range_quarantine_ms = (uint32_t)q;
+        return 0;
+    }
     case CFG_K_NODE_ID: return fx_cfg_get_id(c, path, v, true, cfg->node_id);
     case CFG_K_MASTER:
         if (cJSON_IsString(v) && strncmp(v->valuestring, "unix:", 5) == 0) { /* a master on this host */

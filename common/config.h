@@ -35,6 +35,10 @@ enum { FX_HUGE_OFF = 0, FX_HUGE_TRY = 1, FX_HUGE_ON = 2 };
  * every page once where a probe finds a mapped page's first access costly (auto), never,
  * or always (transport/prefault.h). */
 enum { FX_TOUCH_AUTO = 0, FX_TOUCH_OFF = 1, FX_TOUCH_ON = 2 };
+#define FX_RANGE_QUARANTINE_AUTO UINT32_MAX /* range_quarantine_ms not set: computed */
+/* beyond an owner's push deadline (3/4 inflight_ttl_ms after its PUT_PLACE / APPEND_START,
+ * owner/place.c, owner/replica.c): the UCX orphan grace (1 s, transport/ucx_dp.c) and margin */
+#define FX_RANGE_QUARANTINE_GRACE_MS 2000u
 enum { FX_FAULT_NONE = 0, FX_FAULT_DELAY = 1, FX_FAULT_DROP = 2, FX_FAULT_DUPLICATE = 3, FX_FAULT_DELAY_REQUEST = 4,
        FX_FAULT_TRUNCATE = 5 };
 
@@ -54,6 +58,11 @@ typedef struct fx_config {
     uint32_t inflight_ttl_ms;             /* [60000], > 0 */
     uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
     uint32_t dead_owner_grace_ms;         /* [600000], > 0: a dead owner is forgotten after this (L1) */
+    uint32_t range_quarantine_ms;         /* [FX_RANGE_QUARANTINE_AUTO: 3/4 inflight_ttl_ms +
+                                           * FX_RANGE_QUARANTINE_GRACE_MS], 0 = off (W2): after this
+                                           * master first learns an owner that had another master,
+                                           * no placed or appended range goes to its segment for so
+                                           * long (pushes the old master started may still land) */
     uint32_t replica_target_roles;        /* "replica_target_roles" [["remote_cache"]]: bit
                                            * (1 << fx_node_role_t) per node role that may receive
                                            * replica tasks and write-backs (issue 16) */

@@ -40,6 +40,7 @@ typedef struct mapp_rec {
     uint32_t *klens;
     uint64_t *src_offs, *put_ms, *put_ver, *offs;
     uint64_t *src_seqs; /* W3: the number of each source replica at APPEND_START */
+    bool abandoned; /* W4: its push failed but may still land: only its ranges are kept, until the TTL */
     struct mapp_rec *prev, *next; /* FIFO by deadline */
 } mapp_rec_t;
 
@@ -54,6 +55,7 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
 #define MAPP_COUNTERS(X)                                                                       \
     X(append_requests) X(append_started) X(append_keys_started) X(append_keys_completed)        \
     X(append_keys_obsolete) X(append_keys_failed_transfer) X(append_keys_expired)               \
+    X(append_keys_abandoned) /* of failed_transfer: ranges kept until the TTL (W4) */               \
     X(append_rejected_stale) X(append_rejected_busy) X(append_rejected_no_target)              \
     X(append_rejected_no_space) X(append_keys_already) X(append_done_unknown)                   \
     X(target_replicas_remote_cache) X(target_replicas_gpu_owner) X(target_cold_dropped)        \
@@ -131,6 +133,22 @@ static void mapp_rec_end(fx_mappend_t *a, mapp_rec_t *r)
 
 static void mapp_on_timer(fx_reactor_t *rx, fx_timer_t *t);
 
+/* W4: the push of r was started and failed or timed out, and UCX may still deliver its
+ * bytes: its keys are let go now (no longer busy, no APPEND_DONE for it any more), its
+ * ranges stay allocated until its TTL (beyond the owner's push deadline, 3/4 of it). */
+static void mapp_abandon(fx_mappend_t *a, mapp_rec_t *r)
+{
+    fx_hmap_del(a->by_token, &r->token, sizeof r->token, NULL);
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->keys && r->keys[i]) {
+            mapp_busy(a, r->keys[i], r->klens[i], -1);
+            fx_free(r->keys[i]);
+            r->keys[i] = NULL;
+        }
+    r->abandoned = true;
+    a->c.append_keys_abandoned += r->n;
+}
+
 static void mapp_arm(fx_mappend_t *a)
 {
     if (fx_timer_armed(&a->timer) || !a->head) return;
@@ -146,6 +164,10 @@ static void mapp_on_timer(fx_reactor_t *rx, fx_timer_t *t)
     uint64_t now = fx_now_ms();
     while (a->head && a->head->deadline_ms <= now) { /* TTL: the ranges go */
         mapp_rec_t *r = a->head;
+        if (r->abandoned) { /* answered already (failed_transfer): only its ranges were left */
+            mapp_rec_end(a, r);
+            continue;
+        }
         FX_WARN("append %llu of %u keys from %s expired after %u ms; its ranges on %s are freed",
                 (unsigned long long)r->token, r->n, r->src->node_id, mapp_ttl(a->s), r->tgt->node_id);
         a->c.append_keys_expired += r->n;
@@ -452,7 +474,7 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     fx_mkv_inv_t inv = {0};
     for (uint32_t i = 0; i < r->n; i++) {
         st[i] = MKV_ST(FLUXON_ERR_STALE);
-        if (!b.pushed) {
+        if (b.pushed != 1) { /* never started, or abandoned (W4) */
             a->c.append_keys_failed_transfer++;
             continue;
         }
@@ -474,7 +496,8 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
         else a->c.target_replicas_gpu_owner++;
     }
     uint32_t nk = r->n;
-    mapp_rec_end(a, r);
+    if (b.pushed == FX_APPEND_ABANDONED) mapp_abandon(a, r);
+    else mapp_rec_end(a, r);
     fx_body_statuses_t ack = {{st, nk}};
     mkv_inv_flush(s, &inv);
     MKV_REPLY(p, h, statuses, &ack);
@@ -517,7 +540,7 @@ FX_INTERNAL void fx_mappend_metrics(mkv_t *s, fx_mmetrics_t *mm)
     fx_mappend_t *a = s->append;
     if (!a) return;
     uint64_t keys = 0;
-    for (mapp_rec_t *r = a->head; r; r = r->next) keys += r->n;
+    for (mapp_rec_t *r = a->head; r; r = r->next) keys += r->abandoned ? 0 : r->n;
     mm->append_inflight = fx_hmap_count(a->by_token);
     mm->append_inflight_keys = keys;
     mm->target_cold_entries = a->n_cold;

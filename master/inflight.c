@@ -306,9 +306,18 @@ FX_INTERNAL void fx_mplace_put_revoke(mkv_t *s, master_peer_t *p, const fx_frame
                  (unsigned long long)b.put_token, n->node_id);
         return;
     }
+    s->c.revokes++;
+    if (b.abandoned) { /* W4: its push may still land: the keys go now, the ranges at the TTL */
+        fx_hmap_del(s->place->by_token, &r->token, sizeof r->token, NULL); /* no PUT_DONE for it */
+        for (uint32_t i = 0; !r->keys_released && i < r->n; i++) mpl_key_count(s->place, r->keys[i], r->klens[i], -1);
+        r->keys_released = true;
+        s->c.revokes_abandoned++;
+        fx_body_empty_t e;
+        MKV_REPLY(p, h, empty, &e);
+        return;
+    }
     mpl_unlink(s->place, r);
     fx_mplace_release(s, r, NULL);
-    s->c.revokes++;
     fx_body_empty_t e;
     MKV_REPLY(p, h, empty, &e);
 }

@@ -106,6 +106,31 @@ FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_
     MKV_REPLY(p, h, grant_ack, &ack);
 }
 
+/* W2: this allocator knows nothing of the ranges an earlier master allocated in n's
+ * segment, and pushes into them may still be running (an owner's push ends by 3/4
+ * inflight_ttl_ms after its PUT_PLACE / APPEND_START, plus the UCX orphan grace): no placed
+ * or appended range goes there for range_quarantine_ms. An owner that had no master before
+ * (prev_master_generation 0) starts at once. GRANTs are not held back (see README). */
+FX_INTERNAL uint32_t fx_mkv_quarantine_ms(const fx_master_t *m)
+{
+    uint32_t q = m->cfg.range_quarantine_ms;
+    if (q != FX_RANGE_QUARANTINE_AUTO) return q;
+    uint64_t ttl = m->cfg.inflight_ttl_ms ? m->cfg.inflight_ttl_ms : 60000u;
+    return (uint32_t)(ttl * 3 / 4 + FX_RANGE_QUARANTINE_GRACE_MS);
+}
+
+static void mkv_quarantine_start(mkv_t *s, master_node_t *n)
+{
+    n->quarantine_until_ms = 0;
+    uint32_t q = fx_mkv_quarantine_ms(s->m);
+    if (!n->reg_prev_master_generation || !q) return;
+    n->quarantine_until_ms = fx_now_ms() + q;
+    s->c.range_quarantines++;
+    FX_INFO("owner %s was registered with master generation %llu: no placed or appended range goes to its segment "
+            "for %u ms (range_quarantine_ms: pushes that master started may still land)", n->node_id,
+            (unsigned long long)n->reg_prev_master_generation, q);
+}
+
 FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, uint64_t old_generation)
 {
     mkv_t *s = m->kv;
@@ -152,6 +177,7 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
     }
     if (n->reg_n_grants)
         FX_INFO("owner %s: re-learned %u grants it holds", n->node_id, n->reg_n_grants);
+    mkv_quarantine_start(s, n);
     if (old_generation != 0 && old_generation != n->generation) mkv_routes_drop_generation(s, n, old_generation);
     return FLUXON_OK;
 }

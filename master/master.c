@@ -248,6 +248,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->reg_grant_ids = b.grant_ids.v;
     n->reg_grant_offsets = b.grant_offsets.v;
     n->reg_n_grants = b.grant_ids.n;
+    n->reg_prev_master_generation = b.prev_master_generation;
     int krc = fx_master_kv_node_registered(m, n, old_generation);
     n->reg_grant_ids = n->reg_grant_offsets = NULL;
     n->reg_n_grants = 0;

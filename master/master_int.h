@@ -38,6 +38,10 @@ typedef struct master_node {
      * re-learns them so it never hands the same range out twice) */
     const uint64_t *reg_grant_ids, *reg_grant_offsets;
     uint32_t reg_n_grants;
+    uint64_t reg_prev_master_generation; /* REGISTER only: the master it was registered with before */
+    uint64_t quarantine_until_ms; /* W2: no placed or appended range is allocated in its segment
+                                   * before this (fx_now_ms): pushes the master it had before
+                                   * started may still land in ranges this one knows nothing of */
     void *kv; /* publish.c's per-node state (batch dedup); set once registered */
     uint64_t rp_keys, rp_ok, rp_stale, rp_replaced; /* republish.c: this re-publication's totals so far */
     struct fx_mkv_inv *inv_held; /* routes.c: INVALIDATEs for this generation while it was not

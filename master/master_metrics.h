@@ -83,6 +83,9 @@
     X(place_rejected, COUNTER, "master_placements_total", "where=\"rejected\"", "")                             \
     X(place_fallback, COUNTER, "master_placements_total", "where=\"fallback\"", "")                             \
     X(revokes, COUNTER, "master_revokes_total", "", "PUT_REVOKE received")                                     \
+    X(revokes_abandoned, COUNTER, "master_revokes_abandoned_total", "", "PUT_REVOKE of a push that may still land: ranges kept until the TTL (W4)") \
+    X(range_quarantines, COUNTER, "master_range_quarantines_total", "", "Owners whose segment took no new range for range_quarantine_ms: they had another master (W2)") \
+    X(range_quarantine_skips, COUNTER, "master_range_quarantine_skips_total", "", "Placements and appends that passed over a quarantined owner") \
     X(inflight_expired, COUNTER, "master_inflight_expired_total", "", "In-flight records expired by the TTL")  \
     X(put_done_stale_token, COUNTER, "master_put_done_stale_token_total", "", "PUT_DONE with an unknown placement token") \
     X(put_dedup_forgotten, COUNTER, "master_put_dedup_forgotten_total", "", "Dedup records swept")             \
@@ -108,6 +111,7 @@
     X(append_keys_obsolete, COUNTER, "master_append_keys_total", "outcome=\"obsolete\"", "")                     \
     X(append_keys_failed_transfer, COUNTER, "master_append_keys_total", "outcome=\"failed_transfer\"", "")       \
     X(append_keys_expired, COUNTER, "master_append_keys_total", "outcome=\"expired\"", "")                       \
+    X(append_keys_abandoned, COUNTER, "master_append_keys_abandoned_total", "", "Keys of failed pushes that may still land: ranges kept until the TTL (W4)") \
     X(append_rejected_stale, COUNTER, "master_append_rejected_total", "reason=\"stale\"", "APPEND_START refused by reason") \
     X(append_rejected_busy, COUNTER, "master_append_rejected_total", "reason=\"busy\"", "")                      \
     X(append_rejected_no_target, COUNTER, "master_append_rejected_total", "reason=\"no_target\"", "")            \

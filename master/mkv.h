@@ -115,6 +115,8 @@ static inline int mkv_route_find(const mkv_route_t *r, const master_node_t *n, u
             return (int)i;
     return -1;
 }
+/* W2: n's segment takes no new placed or appended range now (kv.c) */
+static inline bool mkv_quarantined(const master_node_t *n, uint64_t now_ms) { return now_ms < n->quarantine_until_ms; }
 /* the value [offset, offset + value_len) lies in the payload range of n's segment */
 static inline bool mkv_range_ok(const master_node_t *n, uint64_t offset, uint64_t value_len)
 {
@@ -382,6 +384,8 @@ FX_INTERNAL void fx_mkv_lease_grant(mkv_t *s, master_peer_t *p, const fx_frame_h
 FX_INTERNAL void fx_mkv_leases_stop(mkv_t *s); /* disarms the lease timer */
 
 /* ---- kv.c ---- */
+/* range_quarantine_ms, or its computed default (W2) */
+FX_INTERNAL uint32_t fx_mkv_quarantine_ms(const fx_master_t *m);
 FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena);
 /* GRANT_RETURN: idle grants back to the owner's segment allocator (issue 15) */

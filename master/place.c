@@ -6,6 +6,8 @@
  *    another owner fits. An owner fits when it is alive, connected, and its segment can
  *    hold the whole batch within the placement limit (mpl_fits: half of a gpu_owner's
  *    segment, a remote_cache owner's all but one grant).
+ *  - An owner in its range quarantine (W2: kv.c) is passed over: a push the master it had
+ *    before started may still land in any range this master thinks free.
  *  - The requester always fits (its own slot pool decides), so placement never fails: a
  *    full cluster degrades to local writes. */
 #include "log.h"
@@ -51,6 +53,7 @@ FX_INTERNAL master_node_t *fx_mplace_pick(fx_master_t *m, uint64_t *rng, master_
     if (!c) return NULL;
     bool exclude_req = (flags & FX_PUT_WRITE_THROUGH) != 0;
     master_node_t *pick = NULL;
+    uint64_t now = fx_now_ms();
     for (int tier = preferred.len ? 0 : 1; tier < 2 && !pick; tier++) {
         size_t nc = 0;
         for (size_t i = 0; i < m->n_nodes; i++) {
@@ -58,6 +61,10 @@ FX_INTERNAL master_node_t *fx_mplace_pick(fx_master_t *m, uint64_t *rng, master_
             if (n->role != FX_ROLE_OWNER) continue;
             bool in_pref = preferred.len && fx_str_eq(preferred, n->sub_cluster);
             if (preferred.len && (tier == 0) != in_pref) continue;
+            if (n != req && mkv_quarantined(n, now)) { /* W2: the old master's pushes may land there */
+                ((mkv_t *)m->kv)->c.range_quarantine_skips++;
+                continue;
+            }
             if (n == req ? (!exclude_req && n->alive) : mpl_fits(n, bytes, count)) c[nc++] = n;
         }
         for (size_t i = nc; i > 1; i--) { /* Fisher-Yates */
@@ -80,10 +87,15 @@ FX_INTERNAL master_node_t *fx_mplace_pick_target(fx_master_t *m, uint64_t affini
     uint32_t roles = m->cfg.replica_target_roles;
     master_node_t *c[64];
     size_t nc = 0;
+    uint64_t now = fx_now_ms();
     *any_p = false;
     for (size_t i = 0; i < m->n_nodes && nc < FX_ARRAY_LEN(c); i++) {
         master_node_t *n = m->nodes[i];
         if (n->role != FX_ROLE_OWNER || n == src || !(roles & (1u << n->node_role)) || !n->alive) continue;
+        if (mkv_quarantined(n, now)) { /* W2; not "any" either: dropping its cold replicas makes no room */
+            ((mkv_t *)m->kv)->c.range_quarantine_skips++;
+            continue;
+        }
         *any_p = true;
         c[nc++] = n;
     }

@@ -176,7 +176,7 @@ static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *
     fx_body_register_t reg = {fx_str_c(o->cfg.node_id), o->generation, (uint8_t)o->cfg.node_role,
                               fx_segment_len(o->seg), (uint64_t)(uintptr_t)fx_segment_base(o->seg),
                               {NULL, 0}, {NULL, 0}, o->cfg.grant_bytes, {NULL, 0}, {NULL, 0},
-                              fx_str_c(o->cfg.sub_cluster)};
+                              fx_str_c(o->cfg.sub_cluster), l->master_generation};
     l->hooks.registering(o, &reg);
     if (FX_RPC_CALL(l->mconn, REGISTER, register, &reg, o->cfg.master_timeout_ms, olink_on_register_resp, l) !=
         FLUXON_OK)

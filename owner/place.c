@@ -79,17 +79,19 @@ static owner_plan_t *oplace_plan(oplace_ctx_t *c)
     return p;
 }
 
-FX_INTERNAL void fx_oplace_revoke(fx_owner_t *o, owner_plan_t *p)
+static void oplace_revoke(fx_owner_t *o, owner_plan_t *p, bool abandoned)
 {
     oplace_t *kv = o->place;
     fx_conn_t *mc = fx_olink_conn(o);
     if (p->place.put_token && mc) { /* one-way: the TTL covers a lost one */
-        fx_body_put_revoke_t b = {p->place.put_token};
+        fx_body_put_revoke_t b = {p->place.put_token, abandoned ? 1 : 0};
         if (FX_CONN_SEND(mc, FX_MSG_PUT_REVOKE, 0, 0, 0, put_revoke, &b) == FLUXON_OK) kv->revokes_sent++;
     }
     p->place.put_token = 0;
     p->place.target_remote = false;
 }
+
+FX_INTERNAL void fx_oplace_revoke(fx_owner_t *o, owner_plan_t *p) { oplace_revoke(o, p, false); }
 
 /* ---- put_start: ask the master where the batch goes ---- */
 static void oplace_on_place(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
@@ -219,7 +221,9 @@ static void oplace_on_pushed(void *arg, int status)
     } else {
         FX_WARN("pushing %zu values to owner %s failed (%s); revoking the placement and publishing them here", n,
                 p->place.target_id, fluxon_status_string(status));
-        fx_oplace_revoke(o, p);
+        /* W4: a failed or timed-out push may still land (UCX may hold its requests, or the
+         * target's worker has yet to read them): the master keeps the ranges until the TTL */
+        oplace_revoke(o, p, true);
         kv->place_fallbacks++;
     }
     kv->ops.pushed(o, p);

@@ -198,17 +198,19 @@ static void orepl_on_done(void *arg, int status, const fx_frame_header_t *h, con
     else orepl_batch_end(o, b, OR_COMPLETED, &a.statuses);
 }
 
-static void orepl_send_done(fx_owner_t *o, orepl_batch_t *b, bool pushed)
+/* pushed: 1 done, 0 never started, FX_APPEND_ABANDONED started and failed (W4: the master
+ * keeps the ranges until the TTL: UCX may still deliver the bytes) */
+static void orepl_send_done(fx_owner_t *o, orepl_batch_t *b, uint8_t pushed)
 {
-    b->pushed = pushed;
+    b->pushed = pushed == 1;
     fx_conn_t *mc = fx_olink_conn(o);
     orepl_ctx_t *c = fx_malloc(sizeof *c);
-    fx_body_append_done_t d = {b->token, pushed ? 1 : 0};
+    fx_body_append_done_t d = {b->token, pushed};
     if (c) *c = (orepl_ctx_t){o, b->id, 0};
     if (!c || !mc || FX_RPC_CALL(mc, APPEND_DONE, append_done, &d, o->cfg.master_timeout_ms, orepl_on_done, c) !=
                          FLUXON_OK) {
         fx_free(c); /* the master frees the ranges at the TTL */
-        orepl_batch_end(o, b, pushed ? OR_MASTER : OR_TRANSFER, NULL);
+        orepl_batch_end(o, b, b->pushed ? OR_MASTER : OR_TRANSFER, NULL);
     }
 }
 
@@ -233,7 +235,7 @@ static void orepl_on_pushed(void *arg, int status)
         FX_WARN("replica push of %zu values to %s failed (%s); the local copies stay", b->n_ranges, b->target_id,
                 fluxon_status_string(status));
     }
-    orepl_send_done(o, b, status == FLUXON_OK);
+    orepl_send_done(o, b, status == FLUXON_OK ? 1 : FX_APPEND_ABANDONED);
 }
 
 static void orepl_push(fx_owner_t *o, orepl_batch_t *b, const fx_body_put_place_ack_t *a)
@@ -265,7 +267,7 @@ static void orepl_push(fx_owner_t *o, orepl_batch_t *b, const fx_body_put_place_
     if (rc == FLUXON_OK) return;
     fx_free(c);
     FX_DEBUG("replica batch %llu: cannot push (%s)", (unsigned long long)b->id, fluxon_status_string(rc));
-    orepl_send_done(o, b, false);
+    orepl_send_done(o, b, 0);
 }
 
 /* ---- APPEND_START ---- */

@@ -67,7 +67,10 @@ typedef struct fx_strv {
     F(STR, node_id) F(U64, generation) F(U8, node_role) F(U64, segment_bytes)           \
     F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)          \
     F(U64V, grant_ids) F(U64V, grant_offsets) /* grants held: a restarted master re-learns them */ \
-    F(STR, sub_cluster)
+    F(STR, sub_cluster) F(U64, prev_master_generation)
+/* prev_master_generation: the master this owner process was last registered with (0: none).
+ * A master that (re)builds the owner's allocator while it is not 0 quarantines new ranges
+ * in its segment: pushes the old master started may still land there (W2). */
 /* forgotten: this master forgot the owner's generation (dead longer than dead_owner_grace_ms,
  * L1): it missed deletions and overwrites meanwhile and drops every value it holds */
 #define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms) F(U8, forgotten)
@@ -123,7 +126,10 @@ typedef struct fx_strv {
     F(STR, target_rkey) F(U64, target_base) F(U64V, statuses) F(U64V, offsets) F(U32, ttl_ms)
 /* ttl_ms: the in-flight TTL; the sender must finish writing the ranges well within it
  * (counted from when it sent PUT_PLACE), or not write them at all */
-#define FX_BODY_put_revoke(F) F(U64, put_token)
+/* abandoned (W4): the push into the placement's ranges was started and failed or timed out:
+ * UCX may still deliver its bytes, so the ranges stay allocated until the TTL (the keys are
+ * released at once); 0: nothing was written, the ranges go at once */
+#define FX_BODY_put_revoke(F) F(U64, put_token) F(U8, abandoned)
 /* external -> owner: a whole plain put in one request (small values): the owner stages
  * the bytes, places and publishes them, and answers once published (empty body). */
 #define FX_BODY_put_inline(F)                                                         \
@@ -186,8 +192,11 @@ typedef struct fx_strv {
 #define FX_BODY_append_start(F)                                                       \
     F(U64, value_len) F(STRV, keys) F(U64V, offsets) F(U64V, put_ms) F(U64V, put_ver)   \
     F(U64V, group_lens)
-/* owner -> master: the push of append `token` ended (pushed = 1) or failed (0, the ranges
- * go). Answer: statuses, per key OK (a replica now) or STALE (obsolete: freed). */
+/* owner -> master: the push of append `token` ended (pushed = 1), was never started (0, the
+ * ranges go) or was started and failed or timed out (FX_APPEND_ABANDONED, W4: UCX may still
+ * deliver its bytes: the keys are let go at once, the ranges only at the append's TTL).
+ * Answer: statuses, per key OK (a replica now) or STALE (obsolete: freed). */
+#define FX_APPEND_ABANDONED 2u
 #define FX_BODY_append_done(F) F(U64, token) F(U8, pushed)
 /* owner -> master (issue 17): after registering with a master that did not know it, an
  * owner re-publishes the values it holds committed, in batches of at most

@@ -246,19 +246,26 @@ Test(place, write_through_places_hostless_values_on_another_owner)
 Test(place, failed_push_revokes_and_publishes_the_writers_copy)
 {
     const char *extra[2] = {",\"test\":{\"fail_transfers\":1}", ",\"sub_cluster\":\"x\""};
-    kf_up_ex(2, NULL, extra);
+    kf_up_ex(2, ",\"inflight_ttl_ms\":6000", extra);
     fluxon_client *a = kf_client(0), *b = kf_client(1);
     fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER, .preferred_sub_cluster = "x"};
+    double t0 = th_now_s();
     put_seeded(a, "revoked", VLEN, 600, &o);
     cr_assert_eq(kf_stat(a, "placed_remote"), 1);
     cr_assert_eq(kf_stat(a, "revokes_sent"), 1);
     cr_assert_eq(kf_stat(a, "place_fallbacks"), 1);
-    cr_assert(wait_placed(a, "ownB", 0, 3000), "PUT_REVOKE freed the range");
     cr_assert_eq(kf_stat(a, "slots_committed"), 1, "published from the writer's own slot");
     get_check(b, "revoked", VLEN, 600);
+    /* W4: the failed push may still land: PUT_REVOKE (abandoned) keeps its range until the
+     * TTL (the old code freed it at once), while the key is free for the next put */
+    double end = th_now_s() + 3; /* PUT_REVOKE is one-way */
+    while (master_stat(a, "revokes_abandoned") != 1 && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_eq(master_stat(a, "revokes_abandoned"), 1);
+    cr_assert_lt(th_now_s() - t0, 6.0, "checked within the TTL");
+    cr_assert_eq(placed_bytes(a, "ownB"), (long long)VLEN, "the failed push's range is kept");
     /* the next push works again */
     put_seeded(a, "pushed", VLEN, 601, &o);
-    cr_assert_eq(placed_bytes(a, "ownB"), (long long)VLEN);
+    cr_assert(wait_placed(a, "ownB", VLEN, 20000), "the failed push's range goes at the TTL");
     get_check(b, "pushed", VLEN, 601);
     get_check(a, "pushed", VLEN, 601);
     fluxon_client_close(a);

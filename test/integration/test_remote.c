@@ -297,13 +297,16 @@ Test(remote, writeback_then_demotion)
     fluxon_client_close(b);
 }
 
-/* A failed push keeps the local primary, frees the target's ranges and is counted by cause;
- * the other task completes. */
+/* A failed push keeps the local primary and is counted by cause; the other task completes.
+ * W4: the failed push may still land (UCX may hold its requests, the target may not have
+ * read them yet), so the target's ranges stay allocated until the append's TTL — never
+ * handed to the next append at once — and go then. (The old code freed them at once.) */
 Test(remote, failed_push_is_counted)
 {
     const char *const extra[] = {",\"test\":{\"fail_transfers\":1}", NULL, ",\"node_role\":\"remote_cache\""};
-    kf_up_ex(3, NULL, extra);
+    kf_up_ex(3, ",\"inflight_ttl_ms\":8000", extra);
     fluxon_client *a = kf_client(0);
+    double t0 = th_now_s();
     put_groups(a, "fp", 4, 4, 1, NULL); /* 2 puts of one group (one batch each): the first push fails */
     cr_assert(kf_wait_stat(a, "repl_failed_transfer", 1, 5000), "the first push failed");
     put_groups(a, "fq", 4, 4, 1, NULL);
@@ -313,10 +316,17 @@ Test(remote, failed_push_is_counted)
     cr_assert_eq(failed, 1, "one task failed: transfer");
     cr_assert_eq(done, 1, "the other completed");
     cr_assert_eq(kf_stat(a, "repl_tasks_eager"), failed + done);
-    cr_assert(wait_master_stat(a, "append_keys_failed_transfer", 4, 5000));
+    wait_master_stat(a, "append_keys_failed_transfer", 4, 5000);
+    cr_assert_eq(master_stat(a, "append_keys_failed_transfer"), 4);
     cr_assert_eq(master_stat(a, "append_keys_completed"), 4);
     cr_assert_eq(master_stat(a, "append_inflight"), 0, "R1");
-    cr_assert_eq(placed_bytes(a, "ownC"), (long long)(4 * VLEN), "the failed push's ranges were freed");
+    cr_assert_eq(master_stat(a, "append_keys_abandoned"), 4, "W4: the failed push was abandoned, not undone");
+    cr_assert_lt(th_now_s() - t0, 8.0, "checked within the append's TTL");
+    cr_assert_eq(placed_bytes(a, "ownC"), (long long)(8 * VLEN), "W4: the failed push's ranges are kept");
+    double end = th_now_s() + 20; /* the TTL (8 s) is over by then */
+    while (placed_bytes(a, "ownC") != (long long)(4 * VLEN) && th_now_s() < end) th_sleep_ms(50);
+    cr_assert_eq(placed_bytes(a, "ownC"), (long long)(4 * VLEN), "the failed push's ranges go at the TTL");
+    cr_assert_eq(master_stat(a, "append_keys_expired"), 0, "answered already: not counted again");
     cr_assert_eq(get_check(a, "fp", 4, 4), 4, "the local primaries stay");
     cr_assert_eq(get_check(a, "fq", 4, 4), 4);
     fluxon_client_close(a);
