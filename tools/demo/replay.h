@@ -68,6 +68,7 @@ typedef struct rp_opts {
     const char *disk_dir;            /* issue 39: a disk tier per owner in disk_dir/owner<k> */
     uint64_t disk_capacity_blocks;   /* values each disk tier holds */
     const char *disk_admission;      /* its admission [NULL: all] */
+    const char *disk_direct_io;      /* its direct_io [NULL: auto] */
 } rp_opts;
 
 typedef struct rp_samples {

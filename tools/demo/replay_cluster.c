@@ -273,8 +273,9 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
             if (cap < 2 * seg) cap = 2 * seg;
             snprintf(disk, sizeof disk,
                      ",\"disk\":{\"path\":\"%s/owner%u\",\"capacity_bytes\":%llu,\"segment_bytes\":%llu,"
-                     "\"admission\":\"%s\"}", r->o.disk_dir, k, (unsigned long long)cap, (unsigned long long)seg,
-                     r->o.disk_admission ? r->o.disk_admission : "all");
+                     "\"admission\":\"%s\",\"direct_io\":\"%s\"}", r->o.disk_dir, k, (unsigned long long)cap,
+                     (unsigned long long)seg, r->o.disk_admission ? r->o.disk_admission : "all",
+                     r->o.disk_direct_io ? r->o.disk_direct_io : "auto");
         }
         snprintf(cfg, sizeof cfg,
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","

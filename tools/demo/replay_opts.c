@@ -59,6 +59,7 @@ void rp_usage(FILE *f)
             "  --disk-capacity-blocks N  values each owner's disk tier holds (its capacity_bytes is\n"
             "                       N records of the value's size; at least 2 segments)\n"
             "  --disk-admission A   which evicted values go to disk: all, second_touch [all]\n"
+            "  --disk-direct-io M   O_DIRECT: auto, on, off (off: the page cache serves re-reads) [auto]\n"
             "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
             "the whole default trace, 4 KiB pages; x T with --tp T; --requests or --capacity-blocks\n"
             "shrink it). Peak RSS counts it once per mapping, the owner's and each worker client's:\n"
@@ -201,6 +202,16 @@ static int rp_set_disk_admission(rp_opts *o, const char *val)
     return 0;
 }
 
+static int rp_set_disk_direct(rp_opts *o, const char *val)
+{
+    if (strcmp(val, "auto") && strcmp(val, "on") && strcmp(val, "off")) {
+        fprintf(stderr, "fluxon demo: --disk-direct-io %s: must be one of auto, on, off\n", val);
+        return -1;
+    }
+    o->disk_direct_io = val;
+    return 0;
+}
+
 static int rp_set_writeback(rp_opts *o, const char *val)
 {
     char *end;
@@ -239,6 +250,7 @@ static const rp_optdef rp_optdefs[] = {
     RP_FN("--disk-dir", rp_set_disk_dir),
     RP_INT("--disk-capacity-blocks", disk_capacity_blocks, 1, 1ull << 40),
     RP_FN("--disk-admission", rp_set_disk_admission),
+    RP_FN("--disk-direct-io", rp_set_disk_direct),
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
@@ -302,9 +314,10 @@ static int rp_opts_check(rp_opts *o)
                         "owners: they need --cpu-owners K\n");
         return -1;
     }
-    if ((o->disk_dir != NULL) != (o->disk_capacity_blocks != 0) || (o->disk_admission && !o->disk_dir)) {
+    if ((o->disk_dir != NULL) != (o->disk_capacity_blocks != 0) ||
+        ((o->disk_admission || o->disk_direct_io) && !o->disk_dir)) {
         fprintf(stderr, "fluxon demo: the disk tier needs both --disk-dir DIR and --disk-capacity-blocks N "
-                        "(--disk-admission only with them)\n");
+                        "(--disk-admission and --disk-direct-io only with them)\n");
         return -1;
     }
     if (o->disk_dir && (o->n_configs || !o->capacity_blocks)) {
