@@ -160,6 +160,12 @@ static void top_draw(const top_frame *f, const top_frame *p, bool tty)
     printf("segment     used %.1f MiB of %.1f MiB   hot %.1f MiB   evictions%s %.0f   handles %.0f   plans %.0f\n",
            top_num(o, "used_bytes") / 1048576, top_num(o, "segment_bytes") / 1048576, top_num(o, "hot_bytes") / 1048576,
            per, top_delta(o, po, "evictions") / dt, top_num(o, "handles_open"), top_num(o, "puts_inflight"));
+    if (top_num(o, "disk_on") > 0) /* issue 39 */
+        printf("disk        used %.1f MiB of %.1f MiB   records %.0f   to disk%s %.0f   hits%s %.0f   reads in flight %.0f"
+               "   checksum failures %.0f\n",
+               top_num(o, "disk_used_bytes") / 1048576, top_num(o, "disk_capacity_bytes") / 1048576,
+               top_num(o, "disk_records"), per, top_delta(o, po, "evict_to_disk") / dt, per,
+               top_delta(o, po, "disk_hits") / dt, top_num(o, "disk_reads_in_flight"), top_num(o, "disk_crc_failures"));
     printf("master      routes %.0f   in flight: puts %.0f gets %.0f   lookups%s %.0f\n", top_num(m, "routes"),
            top_num(m, "inflight_puts"), top_num(m, "inflight_gets"), per, top_delta(m, pm, "lookups") / dt);
     printf("nodes       %-20s %-12s %-6s %s\n", "node_id", "role", "alive", "segment");
