@@ -2,8 +2,9 @@
 # bench/disk_tier.sh — `make bench-disk`: what the disk tier (issue 39) costs and buys in the
 # trace replay (embedded cluster, 1 worker, 4 KiB values), interleaved runs, medians of RUNS:
 # a GPU owner of CAP values alone, and with a disk tier of DISK_CAP values (a fresh directory
-# each run). Then the restart: one run fills a directory, a second run on the same directory
-# re-indexes it and hits from it (the cache survives the process). Figures, not pass/fail.
+# each run). Then the restarts (bench/disk_restart.sh): a replay, a kill -9 of the owner (then
+# of the master), the same replay again: its extra hits come from the disk. Figures, not
+# pass/fail.
 # env: RUNS [3], REQUESTS [0 = the whole trace], CAP [10000], DISK_CAP [100000],
 #      DISK_PARENT [a directory on the local disk: $TMPDIR or /var/tmp], FLUXON_BIN [./fluxon]
 set -uo pipefail
@@ -41,16 +42,6 @@ row alone "1 owner x $CAP values in DRAM"
 row disk "+ a disk tier of $DISK_CAP values"
 grep -h "^disk tier\|moved to disk\|disk hits" "$tmp/disk.1" | sed 's/^/  (1st run with a disk tier) /'
 echo
-echo "== the disk cache across a restart: the same replay twice on one directory"
-rm -rf "$disks/d"
-"$BIN" demo --workers 1 --requests "$REQUESTS" --capacity-blocks "$CAP" --disk-dir "$disks/d" \
-    --disk-capacity-blocks "$DISK_CAP" > "$tmp/first" 2>&1 || echo "  first run: exit $?"
-"$BIN" demo --workers 1 --requests "$REQUESTS" --capacity-blocks "$CAP" --disk-dir "$disks/d" \
-    --disk-capacity-blocks "$DISK_CAP" > "$tmp/second" 2>&1 || echo "  second run: exit $?"
-for f in first second; do
-    printf '%-7s run: prefix hits %s %%, %s req/s; ' "$f" \
-        "$(awk '/prefix hits/ {for (i = 1; i <= NF; i++) if ($i == "=") {print $(i + 1); exit}}' "$tmp/$f")" \
-        "$(field "$tmp/$f" '^requests')"
-    grep -h "^disk tier" "$tmp/$f" | sed 's/.*; //'
-done
-grep -h "disk hits" "$tmp/second" | sed 's/^/  (second run) /'
+REQUESTS=$REQUESTS CAP=$CAP DISK_CAP=$DISK_CAP KILL=owner DISK_PARENT="$parent" FLUXON_BIN="$BIN" bench/disk_restart.sh
+echo
+REQUESTS=$REQUESTS CAP=$CAP DISK_CAP=$DISK_CAP KILL=master DISK_PARENT="$parent" FLUXON_BIN="$BIN" bench/disk_restart.sh
