@@ -3,7 +3,7 @@
 # next to fio's on the same directory with the same block sizes and queue depth: io_uring,
 # O_DIRECT, random reads of 4.5 MiB (a 288 MiB file: 64 values) and of 16 KiB (a 16 MiB
 # file: 1,024 values), one job, 5 s each. Issue 39's goal: the store >= 0.7x fio.
-# Needs fio (apt-get install fio) and `make build/bench_internal`. Not part of `make bench`.
+# Needs fio (scripts/setup installs it) and `make build/bench_internal`; `make bench` runs it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-build}
