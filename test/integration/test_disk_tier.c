@@ -209,3 +209,65 @@ Test(disk_tier, a_second_owner_on_the_same_directory_exits_2, .timeout = 120, .f
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "second owner: status %d (see %s)", st, log);
     cr_assert(th_wait_log(log, "held by owner o0", 10), "it names the holder (%s)", log);
 }
+
+/* Atomic groups (issue 39): demoted to disk whole and restored whole — a get over a group
+ * hits all of its members or none, with their bytes. */
+#define G_N 200
+#define G_LEN 4
+
+static void gkey(char *buf, size_t cap, int g, int m) { snprintf(buf, cap, "grp:%d:%d", g, m); }
+
+Test(disk_tier, atomic_groups_come_back_whole, .timeout = 240, .fini = fini)
+{
+    up("all");
+    fluxon_client *c = rf_client(0);
+    static uint8_t v[VLEN];
+    char kb[G_LEN][32];
+    const char *keys[G_LEN];
+    uint32_t glen = G_LEN;
+    for (int m = 0; m < G_LEN; m++) keys[m] = kb[m];
+    for (int g = 0; g < G_N; g++) { /* 200 groups x 4 x 64 KiB = 50 MiB through a 32 MiB segment */
+        for (int m = 0; m < G_LEN; m++) gkey(kb[m], sizeof kb[m], g, m);
+        fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_ATOMIC_GROUPS, .atomic_group_lens = &glen,
+                                .n_atomic_groups = 1};
+        fluxon_plan *plan = NULL;
+        int st[G_LEN];
+        cr_assert_eq(fluxon_local_fast_put_start(c, keys, G_LEN, VLEN, &o, &plan, st), FLUXON_OK);
+        for (int m = 0; m < G_LEN; m++) {
+            cr_assert_eq(st[m], FLUXON_OK, "group %d member %d: %s", g, m, fluxon_status_string(st[m]));
+            th_pattern(v, NULL, VLEN, 9000 + (uint64_t)g * G_LEN + (uint64_t)m);
+            memcpy((void *)(uintptr_t)plan->value_ptrs[m], v, VLEN);
+        }
+        fluxon_future *f = NULL;
+        cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+        cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+        fluxon_future_free(f);
+    }
+    cr_assert_gt(rf_stat(c, false, "evict_to_disk"), G_N, "groups moved to disk");
+    int whole = 0;
+    for (int g = 0; g < G_N; g++) {
+        for (int m = 0; m < G_LEN; m++) gkey(kb[m], sizeof kb[m], g, m);
+        fluxon_get_handle *h = NULL;
+        fluxon_get_start_result r;
+        cr_assert_eq(fluxon_get_start(c, keys, G_LEN, 1, &glen, 1, &h, &r), FLUXON_OK);
+        cr_assert(r.transferable_len == 0 || r.transferable_len == G_LEN, "group %d: %llu of %d members", g,
+                  (unsigned long long)r.transferable_len, G_LEN);
+        if (!r.transferable_len) {
+            cr_assert_eq(fluxon_cancel_get_transfer(c, h), FLUXON_OK);
+            continue;
+        }
+        fluxon_plan *p = NULL;
+        cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_OK);
+        for (int m = 0; m < G_LEN; m++)
+            cr_assert(th_pattern(NULL, (const uint8_t *)(uintptr_t)p->value_ptrs[m], VLEN,
+                                 9000 + (uint64_t)g * G_LEN + (uint64_t)m), "group %d member %d: wrong bytes", g, m);
+        cr_assert_eq(fluxon_release_views(c, p), FLUXON_OK);
+        whole++;
+    }
+    long long busy = rf_stat(c, false, "disk_demote_busy");
+    fprintf(stderr, "atomic groups: %d of %d restored whole (%lld disk hits, %lld victims without room)\n", whole, G_N,
+            rf_stat(c, false, "disk_hits"), busy);
+    cr_assert_geq(whole * G_LEN + busy, G_N * G_LEN, "every group not dropped for room comes back whole");
+    cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
+    fluxon_client_close(c);
+}
