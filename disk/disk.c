@@ -289,11 +289,23 @@ static bool dk_newer(const fx_disk_meta_t *a, uint64_t aoff, const fx_disk_meta_
     return aoff > boff;
 }
 
+/* Out of the by-offset map and its segment's list, freed; the by-key map is the caller's. */
+static void dk_rec_unlink(fx_disk_t *d, dk_rec_t *r)
+{
+    fx_u64map_del(&d->by_off, r->off, NULL);
+    if (r->prev) r->prev->next = r->next;
+    else r->seg->recs = r->next;
+    if (r->next) r->next->prev = r->prev;
+    r->seg->live--;
+    fx_free(r);
+}
+
 FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off, const char *key, uint32_t klen,
                                   const fx_disk_meta_t *m, bool newest_wins)
 {
     uint64_t off = FX_DISK_OFF_BIT | seg->id << 32 | byte_off / FX_DISK_BLOCK;
-    dk_rec_t *old = fx_hmap_get(d->by_key, key, klen);
+    uint64_t h = fx_hmap_hash(key, klen); /* once: the lookup and the put (an append's hot path) */
+    dk_rec_t *old = fx_hmap_get_h(d->by_key, key, klen, h);
     if (old && newest_wins && dk_newer(&old->m, old->off, m, off)) return FLUXON_OK;
     dk_rec_t *r = fx_malloc(sizeof *r + klen + 1);
     if (!r) return FLUXON_ERR_NOMEM;
@@ -308,14 +320,15 @@ FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off
         fx_free(r);
         return FLUXON_ERR_NOMEM;
     }
-    if (old) {
-        d->st.records_dropped++;
-        fx_disk_rec_drop(d, old);
-    }
-    if (fx_hmap_put(d->by_key, r->key, klen, r, NULL) != FLUXON_OK) {
+    /* replaces old under the key (the intrusive map then holds r and r's key) */
+    if (fx_hmap_put_h(d->by_key, r->key, klen, h, r, NULL) != FLUXON_OK) {
         fx_u64map_del(&d->by_off, off, NULL);
         fx_free(r);
         return FLUXON_ERR_NOMEM;
+    }
+    if (old) {
+        d->st.records_dropped++;
+        dk_rec_unlink(d, old);
     }
     r->prev = NULL;
     r->next = seg->recs;
@@ -328,12 +341,7 @@ FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off
 FX_INTERNAL void fx_disk_rec_drop(fx_disk_t *d, dk_rec_t *r)
 {
     fx_hmap_del(d->by_key, r->key, r->klen, NULL);
-    fx_u64map_del(&d->by_off, r->off, NULL);
-    if (r->prev) r->prev->next = r->next;
-    else r->seg->recs = r->next;
-    if (r->next) r->next->prev = r->prev;
-    r->seg->live--;
-    fx_free(r);
+    dk_rec_unlink(d, r);
 }
 
 FX_INTERNAL void fx_disk_foreach(fx_disk_t *d, fx_disk_visit_fn cb, void *arg)
