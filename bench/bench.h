@@ -47,4 +47,10 @@ FX_INTERNAL int fx_evict_bench(FILE *out, uint64_t n, uint64_t rounds);
  * buffered), and removes the directory. Returns FLUXON_OK, or the first failure. */
 FX_INTERNAL int fx_disk_bench(FILE *out, const char *dir, uint64_t n, uint64_t vlen, uint64_t qd);
 
+/* Benchmark (disk_recover_bench.c, issue 39): n records of vlen bytes appended, the store
+ * closed and reopened (the rebuild from the index blocks), then reopened with the last
+ * segment unsealed (scanned); prints recover_ms and the records recovered for both and
+ * removes the directory. Returns FLUXON_OK, or the first failure. */
+FX_INTERNAL int fx_disk_recover_bench(FILE *out, const char *dir, uint64_t n, uint64_t vlen);
+
 #endif

@@ -140,13 +140,10 @@ FX_INTERNAL int fx_disk_seg_open_fd(fx_disk_t *d, const char *path, int flags, c
 {
     int fd = open(path, flags | O_CLOEXEC | (d->direct ? O_DIRECT : 0), 0600);
     if (fd < 0 && errno == EINVAL && d->direct && d->cfg.direct_io == FX_DISK_DIRECT_AUTO) {
-        d->direct = false;
-        d->st.direct_fallbacks++;
-        FX_WARN("disk: %s refuses O_DIRECT (EINVAL at open): buffered I/O with POSIX_FADV_DONTNEED", path);
-        for (dk_seg_t *s = d->segs; s; s = s->next) fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) & ~O_DIRECT);
+        fx_disk_direct_off(d, "EINVAL at open");
         fd = open(path, flags | O_CLOEXEC, 0600);
     }
-    if (fd < 0) snprintf(err, errlen, "disk.path %s: cannot open %s: %s", d->path, path, strerror(errno));
+    if (fd < 0) snprintf(err, errlen, "disk.path %.150s: cannot open %.150s: %s", d->path, path, strerror(errno));
     return fd;
 }
 
@@ -174,11 +171,10 @@ FX_INTERNAL bool fx_disk_seg_fits(const fx_disk_t *d, const dk_seg_t *s, uint64_
 
 FX_INTERNAL void fx_disk_seg_maybe_unlink(fx_disk_t *d, dk_seg_t *seg)
 {
-    if (seg->state != DK_SEG_FREED || seg->readers || seg->writes) return;
-    char path[4096];
-    fx_disk_seg_path(d, seg->id, path, sizeof path);
-    close(seg->fd);
-    if (unlink(path) != 0) FX_WARN("disk: cannot remove %s: %m", path);
+    if (seg->state != DK_SEG_FREED || seg->readers || seg->writes || seg->aux) return;
+    close(seg->fd); /* cheap: the file is still linked; the unlink (which frees its blocks) goes
+                     * through the ring */
+    fx_disk_unlink_async(d, seg->id);
     for (dk_seg_t **pp = &d->segs; *pp; pp = &(*pp)->next)
         if (*pp == seg) {
             *pp = seg->next;
@@ -226,14 +222,18 @@ static uint64_t dk_count_segs(const fx_disk_t *d, bool active_only)
     return n;
 }
 
-FX_INTERNAL bool fx_disk_can_roll(const fx_disk_t *d)
+static bool dk_count_allows(const fx_disk_t *d)
 {
-    return dk_count_segs(d, false) + 1 <= d->max_segs + FX_DISK_OVER_SEGMENTS && d->next_seg_id < (1ull << 31);
+    return dk_count_segs(d, false) + 1 <= d->max_segs + FX_DISK_OVER_SEGMENTS;
 }
 
+FX_INTERNAL bool fx_disk_can_roll(const fx_disk_t *d) { return dk_count_allows(d) && d->spare_fd >= 0; }
+
 /* The open segment is full (or there is none): it closes (its seal starts once its data is
- * written), the oldest segments retire while a new one would pass capacity, and a new
- * segment file is made. FLUXON_ERR_BUSY: past capacity + FX_DISK_OVER_SEGMENTS. */
+ * written), the oldest segments retire while a new one would pass capacity, and the spare
+ * (the file made ahead) becomes the open segment while the next spare is made through the
+ * ring. FLUXON_ERR_BUSY: past capacity + FX_DISK_OVER_SEGMENTS, or the spare is not made
+ * yet (segment_waits). */
 FX_INTERNAL int fx_disk_roll(fx_disk_t *d, uint64_t rec_bytes, uint64_t ent_bytes)
 {
     (void)rec_bytes, (void)ent_bytes;
@@ -251,23 +251,19 @@ FX_INTERNAL int fx_disk_roll(fx_disk_t *d, uint64_t rec_bytes, uint64_t ent_byte
         if (!old) break;
         dk_retire(d, old); /* may free it at once (no hook): the list is walked again */
     }
-    if (!fx_disk_can_roll(d)) return FLUXON_ERR_BUSY;
-    char path[4096], err[256];
-    fx_disk_seg_path(d, d->next_seg_id, path, sizeof path);
-    int fd = fx_disk_seg_open_fd(d, path, O_RDWR | O_CREAT | O_EXCL, err, sizeof err);
-    if (fd < 0) {
-        FX_ERROR("disk: %s: writes to the disk tier stop", err);
-        d->failed = true;
-        return FLUXON_ERR_UNAVAILABLE;
+    if (!dk_count_allows(d)) return FLUXON_ERR_BUSY;
+    if (d->spare_fd < 0) { /* the next file is still being made (or could not be): never made here */
+        if (d->failed) return FLUXON_ERR_UNAVAILABLE;
+        d->st.segment_waits++;
+        fx_disk_spare_start(d);
+        return FLUXON_ERR_BUSY;
     }
-    dk_seg_t *s = fx_disk_seg_new(d, d->next_seg_id++, fd);
-    if (!s) {
-        close(fd);
-        unlink(path);
-        return FLUXON_ERR_NOMEM;
-    }
+    dk_seg_t *s = fx_disk_seg_new(d, d->spare_id, d->spare_fd);
+    if (!s) return FLUXON_ERR_NOMEM; /* the spare stays for the next roll */
+    d->spare_fd = -1;
     s->state = DK_SEG_OPEN;
     d->open_seg = s;
+    fx_disk_spare_start(d); /* the one after it, made while this one fills */
     return FLUXON_OK;
 }
 
@@ -293,11 +289,23 @@ static bool dk_newer(const fx_disk_meta_t *a, uint64_t aoff, const fx_disk_meta_
     return aoff > boff;
 }
 
+/* Out of the by-offset map and its segment's list, freed; the by-key map is the caller's. */
+static void dk_rec_unlink(fx_disk_t *d, dk_rec_t *r)
+{
+    fx_u64map_del(&d->by_off, r->off, NULL);
+    if (r->prev) r->prev->next = r->next;
+    else r->seg->recs = r->next;
+    if (r->next) r->next->prev = r->prev;
+    r->seg->live--;
+    fx_free(r);
+}
+
 FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off, const char *key, uint32_t klen,
                                   const fx_disk_meta_t *m, bool newest_wins)
 {
     uint64_t off = FX_DISK_OFF_BIT | seg->id << 32 | byte_off / FX_DISK_BLOCK;
-    dk_rec_t *old = fx_hmap_get(d->by_key, key, klen);
+    uint64_t h = fx_hmap_hash(key, klen); /* once: the lookup and the put (an append's hot path) */
+    dk_rec_t *old = fx_hmap_get_h(d->by_key, key, klen, h);
     if (old && newest_wins && dk_newer(&old->m, old->off, m, off)) return FLUXON_OK;
     dk_rec_t *r = fx_malloc(sizeof *r + klen + 1);
     if (!r) return FLUXON_ERR_NOMEM;
@@ -312,14 +320,15 @@ FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off
         fx_free(r);
         return FLUXON_ERR_NOMEM;
     }
-    if (old) {
-        d->st.records_dropped++;
-        fx_disk_rec_drop(d, old);
-    }
-    if (fx_hmap_put(d->by_key, r->key, klen, r, NULL) != FLUXON_OK) {
+    /* replaces old under the key (the intrusive map then holds r and r's key) */
+    if (fx_hmap_put_h(d->by_key, r->key, klen, h, r, NULL) != FLUXON_OK) {
         fx_u64map_del(&d->by_off, off, NULL);
         fx_free(r);
         return FLUXON_ERR_NOMEM;
+    }
+    if (old) {
+        d->st.records_dropped++;
+        dk_rec_unlink(d, old);
     }
     r->prev = NULL;
     r->next = seg->recs;
@@ -332,12 +341,7 @@ FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off
 FX_INTERNAL void fx_disk_rec_drop(fx_disk_t *d, dk_rec_t *r)
 {
     fx_hmap_del(d->by_key, r->key, r->klen, NULL);
-    fx_u64map_del(&d->by_off, r->off, NULL);
-    if (r->prev) r->prev->next = r->next;
-    else r->seg->recs = r->next;
-    if (r->next) r->next->prev = r->prev;
-    r->seg->live--;
-    fx_free(r);
+    dk_rec_unlink(d, r);
 }
 
 FX_INTERNAL void fx_disk_foreach(fx_disk_t *d, fx_disk_visit_fn cb, void *arg)
@@ -386,6 +390,7 @@ static void dk_free_all(fx_disk_t *d)
         fx_free(s->seal_buf);
         fx_free(s);
     }
+    if (d->spare_fd >= 0) close(d->spare_fd); /* only after a failed open: close dropped it */
     for (uint32_t i = 0; d->bufs && i < d->cfg.write_buffers; i++) fx_free(d->bufs[i].mem);
     fx_free(d->bufs);
     if (d->lock_fd >= 0) close(d->lock_fd); /* releases the flock */
@@ -412,6 +417,7 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
     d->r = r;
     d->cfg = c;
     d->lock_fd = -1;
+    d->spare_fd = -1;
     d->path = fx_strdup(c.path);
     d->owner_id = fx_strdup(c.owner_id);
     d->cfg.path = d->path;
@@ -438,6 +444,7 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
     if (rc == FLUXON_OK) rc = dk_lock(d, err, errlen);
     if (rc == FLUXON_OK) rc = dk_probe_direct(d, err, errlen);
     if (rc == FLUXON_OK) rc = fx_disk_rebuild(d, err, errlen);
+    if (rc == FLUXON_OK) fx_disk_spare_make_sync(d); /* the first segment file, made ahead */
     if (rc != FLUXON_OK) {
         dk_free_all(d);
         return rc;
@@ -452,6 +459,8 @@ FX_INTERNAL void fx_disk_close(fx_disk_t *d, uint32_t timeout_ms)
 {
     if (!d) return;
     fx_disk_flush(d);
+    d->shutting = true; /* a spare still being made is unlinked when it is */
+    fx_disk_spare_drop(d);
     dk_seg_t *o = d->open_seg;
     if (o) {
         o->state = DK_SEG_CLOSED;

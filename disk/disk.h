@@ -22,7 +22,9 @@
  * names two records: the owner uses it as the replica's offset at the master.
  *
  * Threading: reactor thread only (every call, every callback). Nothing here blocks on I/O
- * except fx_disk_open (the rebuild reads the directory before the reactor runs).
+ * except fx_disk_open (the rebuild reads the directory before the reactor runs): writes,
+ * reads, fdatasync, the making of the next segment file (made ahead), unlinks and, in
+ * buffered mode, POSIX_FADV_DONTNEED all go through the reactor's io_uring (disk_fs.c).
  */
 #ifndef FX_DISK_H
 #define FX_DISK_H
@@ -138,6 +140,7 @@ typedef struct fx_disk_stats {
     uint64_t appends, append_bytes, append_busy, writes, write_bytes, write_errors;
     uint64_t reads, read_bytes, reads_in_flight, read_errors, crc_failures, staged_reads;
     uint64_t segments_freed, records_dropped;
+    uint64_t segment_waits; /* rolls refused (BUSY) while the next segment file was being made */
     uint64_t recovered_records, recovered_segments, recovered_torn, recover_ms;
     bool direct_io; /* O_DIRECT in use */
     uint64_t direct_fallbacks; /* O_DIRECT refused (at open or first write): buffered + DONTNEED */

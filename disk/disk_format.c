@@ -28,6 +28,16 @@ FX_INTERNAL void fx_disk_seg_path(const fx_disk_t *d, uint64_t id, char *buf, si
     snprintf(buf, cap, "%s/fxd-%s-%016" PRIx64 ".seg", d->path, d->owner_id, id);
 }
 
+/* hk: the header (checksum field 0) followed by its key, contiguous (klen bytes of key). */
+static uint64_t dk_rec_sum_hk(const void *hk, uint32_t klen, const void *value, uint64_t value_len)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, hk, FX_DISK_HDR_BYTES + (size_t)klen);
+    XXH3_64bits_update(&st, value, value_len);
+    return XXH3_64bits_digest(&st);
+}
+
 static uint64_t dk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *value)
 {
     fx_disk_hdr_t c = *h;
@@ -40,6 +50,10 @@ static uint64_t dk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *
     return XXH3_64bits_digest(&st);
 }
 
+/* The staging buffer gets the header block (header with checksum 0, key, zeros to 4 KiB:
+ * only the bytes after the key are cleared), the value and its padding; the checksum is
+ * then taken over header + key from the block itself (one contiguous span) and the value
+ * from the copy just made (in cache), and stored. Same bytes as before. */
 FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off, const char *key, uint32_t klen,
                                     const void *value, const fx_disk_meta_t *m)
 {
@@ -48,13 +62,14 @@ FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off,
         .group_size = m->group_size, .group_idx = m->group_idx, .blk = (uint32_t)(byte_off / FX_DISK_BLOCK),
         .value_len = m->value_len, .put_ms = m->put_ms, .put_ver = m->put_ver, .seg_id = seg_id,
     };
-    memset(p, 0, FX_DISK_BLOCK);
+    memcpy(p, &h, sizeof h);
     if (klen) memcpy(p + FX_DISK_HDR_BYTES, key, klen);
+    memset(p + FX_DISK_HDR_BYTES + klen, 0, FX_DISK_BLOCK - FX_DISK_HDR_BYTES - klen);
     if (m->value_len) memcpy(p + FX_DISK_BLOCK, value, m->value_len);
     uint64_t pad = FX_ALIGN_UP(m->value_len, (uint64_t)FX_DISK_BLOCK) - m->value_len;
     if (pad) memset(p + FX_DISK_BLOCK + m->value_len, 0, pad);
-    h.checksum = dk_rec_sum(&h, key, value);
-    memcpy(p, &h, sizeof h);
+    h.checksum = dk_rec_sum_hk(p, klen, p + FX_DISK_BLOCK, m->value_len);
+    memcpy(p + offsetof(fx_disk_hdr_t, checksum), &h.checksum, sizeof h.checksum);
 }
 
 FX_INTERNAL const char *fx_disk_rec_check(const char *p, size_t len, uint64_t seg_id, uint64_t byte_off,

@@ -64,6 +64,7 @@ typedef struct dk_seg {
     uint64_t entry_bytes;     /* index entries the records so far need (all, not just live) */
     uint32_t live;            /* records indexed */
     uint32_t readers, writes; /* reads, writes (data, fsync, index) in flight */
+    uint32_t aux;             /* other operations on its fd in flight (fadvise) */
     dk_rec_t *recs;           /* its indexed records (doubly linked) */
     struct dk_seg *next;      /* the segments by id, oldest first */
     fx_io_t seal_io;          /* the fsync, then the index write */
@@ -115,6 +116,10 @@ struct fx_disk {
     fx_disk_hooks_t hooks;
     int lock_fd;
     bool direct, failed, closing;
+    bool shutting;      /* fx_disk_close began: no spare is made any more */
+    bool spare_opening; /* the next segment file is being made (disk_fs.c) */
+    int spare_fd;       /* the next segment file, made ahead (-1: none yet) */
+    uint64_t spare_id;
     uint32_t dio_align;
     bool first_write_done;
     int fault_err; /* fx_disk_fault_next_write */
@@ -165,5 +170,21 @@ FX_INTERNAL uint32_t fx_disk_free_bufs(const fx_disk_t *d);
 /* Test hook (test_disk): the next write completes with -err (its bytes did reach the file),
  * as a file system refusing O_DIRECT only at write time would make it. */
 FX_INTERNAL void fx_disk_fault_next_write(fx_disk_t *d, int err);
+
+/* disk_fs.c: file system calls off the reactor thread */
+/* Turns O_DIRECT off on every segment file (and the spare), counted and logged once. */
+FX_INTERNAL void fx_disk_direct_off(fx_disk_t *d, const char *why);
+/* Unlinks segment id's file through the ring (its fd must be closed already). */
+FX_INTERNAL void fx_disk_unlink_async(fx_disk_t *d, uint64_t id);
+/* POSIX_FADV_DONTNEED over [off, off + len) of seg (0, 0: all) through the ring; holds
+ * seg (seg->aux) until it completed. */
+FX_INTERNAL void fx_disk_fadvise_async(fx_disk_t *d, dk_seg_t *seg, uint64_t off, uint64_t len);
+/* Starts making the next segment file (id next_seg_id) unless one is made or being made. */
+FX_INTERNAL void fx_disk_spare_start(fx_disk_t *d);
+/* At open (before the reactor runs): makes the first spare with a plain open. A failure
+ * stops writes (logged), as a failed roll did. */
+FX_INTERNAL void fx_disk_spare_make_sync(fx_disk_t *d);
+/* At close: the unused spare is closed and unlinked through the ring. */
+FX_INTERNAL void fx_disk_spare_drop(fx_disk_t *d);
 
 #endif

@@ -31,15 +31,6 @@ static void dk_write_sqe(fx_disk_t *d, dk_buf_t *b)
     io_uring_prep_write(sqe, b->seg->fd, b->mem + b->done, (unsigned)(b->len - b->done), b->file_off + b->done);
 }
 
-/* Falls back to buffered I/O: every segment file loses O_DIRECT (fcntl; no reopen). */
-static void dk_direct_fallback(fx_disk_t *d, const char *why)
-{
-    d->direct = false;
-    d->st.direct_fallbacks++;
-    for (dk_seg_t *s = d->segs; s; s = s->next) fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) & ~O_DIRECT);
-    FX_WARN("disk: %s refuses O_DIRECT (%s): buffered I/O with POSIX_FADV_DONTNEED after each write", d->path, why);
-}
-
 static void dk_buf_done(fx_disk_t *d, dk_buf_t *b)
 {
     dk_seg_t *seg = b->seg;
@@ -69,7 +60,7 @@ static void dk_on_write(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
     }
     if (!d->first_write_done && d->direct && d->cfg.direct_io == FX_DISK_DIRECT_AUTO && (res == -EINVAL || res == -EOPNOTSUPP)) {
         d->first_write_done = true;
-        dk_direct_fallback(d, res == -EINVAL ? "EINVAL at the first write" : "EOPNOTSUPP at the first write");
+        fx_disk_direct_off(d, res == -EINVAL ? "EINVAL at the first write" : "EOPNOTSUPP at the first write");
         b->done = 0; /* the whole buffer again, buffered */
         dk_write_sqe(d, b);
         d->ops++;
@@ -103,7 +94,7 @@ static void dk_on_write(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
     } else {
         d->st.writes++;
         d->st.write_bytes += b->len;
-        if (!d->direct) posix_fadvise(b->seg->fd, (off_t)b->file_off, (off_t)b->len, POSIX_FADV_DONTNEED);
+        if (!d->direct) fx_disk_fadvise_async(d, b->seg, b->file_off, b->len);
     }
     dk_buf_done(d, b);
 }
@@ -178,7 +169,10 @@ FX_INTERNAL bool fx_disk_room(fx_disk_t *d, size_t n, uint64_t bytes)
     uint64_t ent = FX_MIN(bytes, (uint64_t)n * FX_DISK_MAX_KEY) + (uint64_t)n * (FX_DISK_IDX_ENTRY + 8);
     dk_seg_t *s = d->open_seg;
     bool roll = !s || !fx_disk_seg_fits(d, s, need, ent);
-    if (roll && !fx_disk_can_roll(d)) return false;
+    if (roll && !fx_disk_can_roll(d)) {
+        fx_disk_spare_start(d); /* when none is made or being made (a failed allocation) */
+        return false;
+    }
     if (!roll && d->cur && d->cur->seg == s && d->cur->cap - d->cur->len >= need) return true;
     uint64_t bb = d->cfg.buffer_bytes;
     uint64_t k = FX_MIN((uint64_t)n, 2 * ((need + bb - 1) / bb) + 1) + 1;
@@ -278,7 +272,7 @@ static void dk_seal_step(fx_disk_t *d, dk_seg_t *seg)
         seg->file_bytes = seg->data_end + seg->seal_len;
         fx_free(seg->seal_buf);
         seg->seal_buf = NULL;
-        if (!d->direct) posix_fadvise(seg->fd, 0, 0, POSIX_FADV_DONTNEED);
+        if (!d->direct) fx_disk_fadvise_async(d, seg, 0, 0);
         return;
     }
     seg->seal_step++;

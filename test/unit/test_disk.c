@@ -3,133 +3,15 @@
  * segments through their index block, an unsealed tail by a scan, the highest version
  * winning), corruption of a header, a key, a value, an index block and a truncated tail
  * (misses, never bytes), the directory lock, capacity retirement through the hook, O_DIRECT
- * and its fallback, and refused configurations. The reactor is driven by hand
- * (fx_reactor_poll, fx_reactor_run_due_timers); every wait is bounded. */
+ * and its fallback, and refused configurations (segment switches: test_disk_roll.c). The
+ * reactor is driven by hand (fx_reactor_poll, fx_reactor_run_due_timers); every wait is
+ * bounded. */
 #include <criterion/criterion.h>
 
-#include "disk_int.h"
-#include "helpers.h"
+#include "diskfix.h"
 
 #include <dirent.h>
 #include <sys/statfs.h>
-
-#define MiB (1ull << 20)
-#define KiB 1024ull
-
-typedef struct rres {
-    int status, calls;
-} rres_t;
-
-static void on_read(void *arg, int status)
-{
-    rres_t *x = arg;
-    x->status = status;
-    x->calls++;
-}
-
-/* Drives the ring until the store has no I/O in flight (bounded: 5 s). */
-static void drain(fx_reactor_t *r, fx_disk_t *d)
-{
-    fx_disk_flush(d);
-    uint64_t end = fx_now_ms() + 5000;
-    for (int i = 0; i < 100000 && d->ops && fx_now_ms() < end; i++) fx_reactor_poll(r, 10);
-    cr_assert_eq(d->ops, 0, "the store's I/O ended within 5 s (%llu left)", (unsigned long long)d->ops);
-}
-
-/* Reads off (value_len bytes) into dst and waits for done; its status. */
-static int read_wait(fx_reactor_t *r, fx_disk_t *d, uint64_t off, const char *key, void *dst, uint64_t len)
-{
-    rres_t x = {0};
-    int rc = fx_disk_read(d, off, key, (uint32_t)strlen(key), dst, len, on_read, &x);
-    if (rc != FLUXON_OK) return rc;
-    cr_assert_eq(x.calls, 0, "done never runs inside fx_disk_read");
-    uint64_t end = fx_now_ms() + 5000;
-    for (int i = 0; i < 100000 && !x.calls && fx_now_ms() < end; i++) fx_reactor_poll(r, 10);
-    cr_assert_eq(x.calls, 1, "done ran once within 5 s");
-    return x.status;
-}
-
-static void fill(uint8_t *p, uint64_t len, uint64_t seed)
-{
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (uint64_t i = 0; i < len; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        p[i] = (uint8_t)s;
-    }
-}
-
-static fx_disk_cfg_t cfg_of(const char *dir, uint64_t seg, uint64_t cap)
-{
-    fx_disk_cfg_t c = {.path = dir, .owner_id = "o1", .capacity_bytes = cap, .segment_bytes = seg};
-    return c;
-}
-
-static fx_disk_t *open_ok(fx_reactor_t *r, const fx_disk_cfg_t *c, const fx_disk_hooks_t *h)
-{
-    fx_disk_t *d = NULL;
-    char err[512] = "";
-    int rc = fx_disk_open(r, c, h, &d, err, sizeof err);
-    cr_assert_eq(rc, FLUXON_OK, "fx_disk_open: %d %s", rc, err);
-    return d;
-}
-
-/* Appends key with a value of len bytes (pattern seed); drives the ring while the staging
- * buffers are all in flight (bounded). */
-static int put(fx_reactor_t *r, fx_disk_t *d, const char *key, uint64_t len, uint64_t seed, uint64_t put_ms,
-               uint64_t *off)
-{
-    uint8_t *v = malloc(len ? len : 1);
-    fill(v, len, seed);
-    fx_disk_meta_t m = {.value_len = len, .put_ms = put_ms, .put_ver = 1, .group_size = 1};
-    int rc = FLUXON_ERR_BUSY;
-    for (int i = 0; i < 1000; i++) {
-        if (fx_disk_room(d, 1, strlen(key) + len)) {
-            rc = fx_disk_append(d, key, (uint32_t)strlen(key), v, &m, off);
-            break;
-        }
-        if (!d->ops) break; /* nothing in flight: no room will come */
-        fx_reactor_poll(r, 10);
-    }
-    free(v);
-    return rc;
-}
-
-static void check_value(fx_reactor_t *r, fx_disk_t *d, const char *key, uint64_t len, uint64_t seed, int want)
-{
-    uint64_t off;
-    fx_disk_meta_t m;
-    int rc = fx_disk_find(d, key, (uint32_t)strlen(key), &off, &m);
-    if (want != FLUXON_OK && rc == FLUXON_ERR_NOT_FOUND) return;
-    cr_assert_eq(rc, FLUXON_OK, "%s is indexed", key);
-    cr_assert_eq(m.value_len, len);
-    uint8_t *got = malloc(len ? len : 1), *exp = malloc(len ? len : 1);
-    fill(exp, len, seed);
-    memset(got, 0, len);
-    rc = read_wait(r, d, off, key, got, len);
-    cr_assert_eq(rc, want, "read of %s: %d, want %d", key, rc, want);
-    if (want == FLUXON_OK) cr_assert(!memcmp(got, exp, len), "the bytes of %s", key);
-    free(got);
-    free(exp);
-}
-
-static void seg_file(const char *dir, uint64_t seg, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s/fxd-o1-%016llx.seg", dir, (unsigned long long)seg);
-}
-
-static void flip(const char *path, uint64_t at)
-{
-    int fd = open(path, O_RDWR);
-    cr_assert_geq(fd, 0, "open %s", path);
-    uint8_t b;
-    cr_assert_eq(pread(fd, &b, 1, (off_t)at), 1);
-    b ^= 0x5a;
-    cr_assert_eq(pwrite(fd, &b, 1, (off_t)at), 1);
-    close(fd);
-}
-
-static uint64_t off_seg(uint64_t off) { return (off >> 32) & 0x7fffffffull; }
-static uint64_t off_byte(uint64_t off) { return (off & 0xffffffffull) * FX_DISK_BLOCK; }
 
 Test(disk, append_then_read_from_staging_and_from_the_file)
 {
@@ -490,6 +372,7 @@ Test(disk, capacity_retires_the_oldest_segment_through_the_hook)
     struct stat sb;
     cr_assert_eq(stat(p0, &sb), 0);
     fx_disk_segment_free(d, 0);
+    drain(r, d); /* the unlink goes through the ring */
     cr_assert_neq(stat(p0, &sb), 0, "segment 0's file is gone once freed");
     uint8_t b[16];
     cr_assert_eq(fx_disk_read(d, l.offs[0], "a0", 2, b, 200 * KiB, on_read, NULL), FLUXON_ERR_NOT_FOUND);
@@ -536,6 +419,7 @@ Test(disk, a_freed_segment_waits_for_its_reads)
     for (int i = 0; i < 1000 && !x.calls; i++) fx_reactor_poll(r, 10);
     cr_assert_eq(x.calls, 1);
     cr_assert_eq(x.status, FLUXON_ERR_NOT_FOUND, "freed while read: a miss");
+    drain(r, d); /* the unlink goes through the ring */
     cr_assert_neq(stat(p0, &sb), 0, "gone after the read");
     free(buf);
     fx_disk_close(d, 5000);

@@ -1,0 +1,113 @@
+/* test_disk_roll.c — Criterion suite for the disk store's segment switches (issue 39): the
+ * next segment file is made ahead through the reactor's io_uring (disk_fs.c), never on the
+ * calling thread; freed files are unlinked through the ring; close removes the unused
+ * spare. The reactor is driven by hand (fx_reactor_poll); every wait is bounded. */
+#include "diskfix.h"
+
+#include <dirent.h>
+
+/* The .seg files of dir: how many, and how many are empty (a spare made ahead). */
+static int count_segs(const char *dir, int *empty)
+{
+    DIR *dd = opendir(dir);
+    cr_assert_not_null(dd);
+    struct dirent *de;
+    int n = 0;
+    *empty = 0;
+    char p[600];
+    struct stat sb;
+    for (int i = 0; i < 100000 && (de = readdir(dd)); i++) {
+        size_t l = strlen(de->d_name);
+        if (l < 4 || strcmp(de->d_name + l - 4, ".seg")) continue;
+        n++;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (stat(p, &sb) == 0 && sb.st_size == 0) (*empty)++;
+    }
+    closedir(dd);
+    return n;
+}
+
+/* Many segment switches (1 MiB segments, 3 records each), the oldest freed at once: every
+ * roll takes the file made ahead and asks for the next one through the ring. A roll whose
+ * next file is still being made is refused (BUSY, segment_waits; fx_disk_room agrees)
+ * instead of making it on the calling thread, and goes through once the ring made it. Ids
+ * stay consecutive; freed files are unlinked; close removes the unused spare. Both I/O modes
+ * (buffered: the DONTNEED advice goes through the ring too). */
+static void many_switches(int direct_io)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 1 * MiB, 4 * MiB);
+    c.direct_io = direct_io;
+    fx_disk_t *d = open_ok(r, &c, NULL); /* no hook: a retiring segment is freed at once */
+    int empty = 0;
+    cr_assert_eq(count_segs(dir, &empty), 1, "the first segment file is made at open");
+    cr_assert_eq(empty, 1);
+    char key[32];
+    uint64_t off = 0, prev_seg = 0;
+    int i = 0;
+    for (; i < 600; i++) {
+        snprintf(key, sizeof key, "m%d", i);
+        cr_assert_eq(put(r, d, key, 300 * KiB, (uint64_t)i, 1 + (uint64_t)i, &off), FLUXON_OK, "append %d", i);
+        cr_assert(off_seg(off) == prev_seg || off_seg(off) == prev_seg + 1, "ids are consecutive (%d)", i);
+        prev_seg = off_seg(off);
+    }
+    cr_assert_geq(prev_seg, 190, "about 200 segment switches (%llu)", (unsigned long long)prev_seg);
+    /* the open segment fills, the next roll takes the spare, the one after finds the next
+     * file not made yet: the ring was not driven in between */
+    drain(r, d);
+    cr_assert_geq(d->spare_fd, 0, "the next file is made once the ring ran");
+    fx_disk_stats_t st;
+    fx_disk_stats(d, &st);
+    uint64_t waits = st.segment_waits;
+    uint8_t *v = calloc(1, 300 * KiB);
+    fx_disk_meta_t m = {.value_len = 300 * KiB, .put_ms = 5000, .put_ver = 1, .group_size = 1};
+    uint64_t seg0 = prev_seg;
+    int rc = FLUXON_OK;
+    for (int k = 0; k < 8 && rc == FLUXON_OK; k++, i++) {
+        snprintf(key, sizeof key, "m%d", i);
+        rc = fx_disk_append(d, key, (uint32_t)strlen(key), v, &m, &off);
+        if (rc == FLUXON_OK) prev_seg = off_seg(off);
+    }
+    cr_assert_eq(rc, FLUXON_ERR_BUSY, "a roll without its next file made is refused, not made here");
+    cr_assert_eq(prev_seg, seg0 + 1, "one roll took the spare");
+    cr_assert_lt(d->spare_fd, 0);
+    fx_disk_stats(d, &st);
+    cr_assert_eq(st.segment_waits, waits + 1);
+    cr_assert(!fx_disk_room(d, 1, 300 * KiB + 8), "room agrees");
+    for (int k = 0; k < 500 && !fx_disk_room(d, 1, 300 * KiB + 8); k++) fx_reactor_poll(r, 10);
+    cr_assert_eq(fx_disk_append(d, key, (uint32_t)strlen(key), v, &m, &off), FLUXON_OK, "the ring made it");
+    cr_assert_eq(off_seg(off), seg0 + 2);
+    free(v);
+    check_value(r, d, "m599", 300 * KiB, 599, FLUXON_OK);
+    drain(r, d);
+    cr_assert_eq(d->ops, 0);
+    for (dk_seg_t *g = d->segs; g; g = g->next) cr_assert_eq(g->aux, 0, "no advice left holding segment %llu",
+                                                            (unsigned long long)g->id);
+    int n = count_segs(dir, &empty);
+    cr_assert_leq(n, (int)(4 + FX_DISK_OVER_SEGMENTS + 1), "freed segments are unlinked (%d files)", n);
+    cr_assert_eq(empty, 1, "one spare made ahead");
+    fx_disk_stats(d, &st);
+    cr_assert_eq(st.crc_failures, 0);
+    cr_assert_eq(st.write_errors, 0);
+    cr_assert_geq(st.segments_freed, 190);
+    fx_disk_close(d, 5000);
+    cr_assert_eq(count_segs(dir, &empty), n - 1, "close unlinked the spare");
+    cr_assert_eq(empty, 0);
+    d = open_ok(r, &c, NULL);
+    check_value(r, d, "m599", 300 * KiB, 599, FLUXON_OK);
+    cr_assert_eq(put(r, d, "after", 10, 1, 9000, &off), FLUXON_OK);
+    cr_assert_eq(off_seg(off), seg0 + 3, "the next id after the last segment written");
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(dir);
+    free(dir);
+}
+
+Test(disk, segment_switches_take_a_file_made_ahead_and_never_make_one_inline)
+{
+    many_switches(FX_DISK_DIRECT_AUTO);
+    many_switches(FX_DISK_DIRECT_OFF);
+}
+
