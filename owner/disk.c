@@ -17,6 +17,7 @@
 #include "log.h"
 #include "owner_disk.h"
 #include "owner_link.h"
+#include "u64map.h"
 
 #define ODISK_EVICT_BATCH 4096u
 #define ODISK_WRITE_BUFFERS 16u
@@ -56,6 +57,7 @@ typedef struct odisk {
     odisk_drop_t *sending; /* sent, or waiting to be sent again */
     fx_timer_t flush_timer;
     bool registered; /* registered once: recovered records were offered to the master */
+    fx_u64map_t read_once; /* disk offsets read back once (fx_odisk_promote) */
     uint64_t move_refused, demote_busy, demote_reused, reads_ok, reads_missed, forgotten, routes_dropped,
         route_drops_failed, retired_records, retired_segments;
 } odisk_t;
@@ -324,6 +326,7 @@ FX_INTERNAL void fx_odisk_fini(fx_owner_t *o)
         }
     }
     fx_disk_close(s->d, 2000);
+    fx_u64map_free(&s->read_once);
     fx_free(s);
     o->disk = NULL;
 }
@@ -394,6 +397,19 @@ FX_INTERNAL int fx_odisk_read(fx_owner_t *o, uint64_t off, const char *key, uint
 {
     if (!fx_odisk_on(o)) return FLUXON_ERR_NOT_FOUND;
     return fx_disk_read(o->disk->d, off, key, klen, dst, len, done, arg);
+}
+
+FX_INTERNAL bool fx_odisk_promote(fx_owner_t *o, uint64_t off)
+{
+    odisk_t *s = o->disk;
+    if (!s) return true;
+    if (fx_u64map_del(&s->read_once, off, NULL) == FLUXON_OK) return true;
+    /* bounded: the offsets of records read once, forgotten wholesale past twice the index */
+    fx_disk_stats_t st;
+    fx_disk_stats(s->d, &st);
+    if (s->read_once.count > 2 * st.records + 1024) fx_u64map_free(&s->read_once);
+    (void)fx_u64map_put(&s->read_once, off, NULL, NULL); /* out of memory: promoted next time anyway */
+    return false;
 }
 
 FX_INTERNAL void fx_odisk_forget(fx_owner_t *o, const char *key, uint32_t klen, uint64_t off, uint64_t put_ms,

@@ -113,7 +113,8 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
         if (!kv->ghost) return FLUXON_ERR_NOMEM;
     }
     fx_evp_init(&kv->hot, o->cfg.eviction_policy, kv->hot_capacity, kv->ghost, kv->ghost ? ghost_n : 0);
-    if (o->cfg.writeback_watermark > 0 && o->cfg.writeback_admission == FX_WB_ADMIT_SECOND_TOUCH) {
+    if ((o->cfg.writeback_watermark > 0 && o->cfg.writeback_admission == FX_WB_ADMIT_SECOND_TOUCH) ||
+        (o->cfg.disk_path[0] && o->cfg.disk_admission == FX_WB_ADMIT_SECOND_TOUCH)) { /* issue 39: disk.admission too */
         uint8_t *counters = fx_malloc(fx_freq_sketch_bytes(kv->hot_capacity / unit));
         if (!counters) return FLUXON_ERR_NOMEM;
         fx_freq_sketch_init(&kv->seen, kv->hot_capacity / unit, counters);

@@ -317,6 +317,16 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
         en->put_ver = og->put_ver;
         kv->transfer_keys++;
         kv->transfer_bytes += og->value_len;
+        if (og->mode == FX_GET_TEMPORARY && fx_disk_is_off(og->src_off)) {
+            /* issue 39: a first read-back from this owner's disk (fetch_disk.c): served to
+             * its readers only, never published (no GET_DONE, no EVICT later): its slot
+             * frees with the last reader. A second read-back promotes it. */
+            kv->temp_copies++;
+            kv->disk_temp++;
+            o->fetch->done(o, og, en);
+            fx_ostore_retire(o, en);
+            continue;
+        }
         keys[m] = (fx_str_t){en->key, en->klen};
         cols[m] = en->slot.offset;
         cols[n + m] = en->put_ms;
@@ -660,6 +670,7 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_hits = s->disk_hits;
     m->disk_misses = s->disk_misses;
     m->disk_direct = s->disk_direct;
+    m->disk_temp = s->disk_temp;
     m->get_done_resends = s->get_done_resends;
     m->fetch_latency = s->fetch_latency;
     m->transfer_latency = s->transfer_latency;

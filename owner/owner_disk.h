@@ -34,6 +34,9 @@ FX_INTERNAL void fx_odisk_drop(fx_owner_t *o, uint64_t disk_off);
 /* Reads the value of the record at off into dst (fetch.c); done as fx_disk_read's. */
 FX_INTERNAL int fx_odisk_read(fx_owner_t *o, uint64_t off, const char *key, uint32_t klen, void *dst, uint64_t len,
                               fx_disk_read_fn done, void *arg);
+/* A read-back of the record at off: true when it was read back before (promote it: a
+ * durable copy in memory), false the first time (a temporary copy for its readers). */
+FX_INTERNAL bool fx_odisk_promote(fx_owner_t *o, uint64_t off);
 /* A disk replica the master routes could not be read (gone, or failed its checksum): the
  * master is told to drop it (EVICT), so later lookups miss instead of reading again. */
 FX_INTERNAL void fx_odisk_forget(fx_owner_t *o, const char *key, uint32_t klen, uint64_t off, uint64_t put_ms,

@@ -11,7 +11,7 @@ typedef struct ofetch {
     fx_ofetch_done_fn done;
     struct ofetch_gd *waiting; /* GET_DONEs scheduled to be (re)sent */
     uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
-        temp_copies, reuse_hits, self_copies, get_done_resends, relookups, disk_hits, disk_misses, disk_direct;
+        temp_copies, reuse_hits, self_copies, get_done_resends, relookups, disk_hits, disk_misses, disk_direct, disk_temp;
     fx_hist_t fetch_latency, transfer_latency;
 } ofetch_t;
 

@@ -114,6 +114,18 @@ Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini
     cr_assert_gt(disk_hits, 0, "hits came from disk (%lld moved there)", moved);
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
     cr_assert_eq(rf_stat(c, true, "evict_to_disk"), moved, "the master moved what the owner counts");
+    /* a first read-back is a temporary copy; a second one promotes the value (published,
+     * in memory again): the second pass makes no temporary copy */
+    long long temp1 = rf_stat(c, false, "disk_temp"), reused1 = rf_stat(c, false, "disk_demote_reused");
+    cr_assert_gt(temp1, 0);
+    cr_assert_eq(get_all(c), hits, "the second pass hits the same keys");
+    /* every key read back once is promoted at its second read (the values they push out of
+     * memory are read back once, temporary, in their turn) */
+    long long promoted = (rf_stat(c, false, "disk_hits") - disk_hits) - (rf_stat(c, false, "disk_temp") - temp1);
+    cr_assert_geq(promoted, temp1, "read back twice: %lld promoted, %lld read once before", promoted, temp1);
+    put_all(c); /* pushes the promoted copies out again: their records are on disk already */
+    cr_assert_gt(rf_stat(c, false, "disk_demote_reused"), reused1, "a promoted copy evicted is not rewritten");
+    cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
     fluxon_client_close(c);
 }
 
