@@ -146,7 +146,7 @@ static void mpl_arm(fx_mplace_t *pl)
 /* Per-key admission (reject_if_inflight, duplicates, reject_if_exist), then whole-group
  * rejection; st[] gets each key's status. Returns the number accepted, or UINT32_MAX when
  * the duplicate set could not be made (out of memory). */
-static uint32_t mpl_admit(mkv_t *s, const fx_body_put_place_t *b, uint64_t *st)
+static uint32_t mpl_admit(mkv_t *s, const master_node_t *n, const fx_body_put_place_t *b, uint64_t *st)
 {
     fx_mplace_t *pl = s->place;
     uint32_t nk = b->keys.n;
@@ -166,7 +166,7 @@ static uint32_t mpl_admit(mkv_t *s, const fx_body_put_place_t *b, uint64_t *st)
             ist[i] = FLUXON_ERR_KEY_BEING_WRITTEN;
         else if (dup)
             ist[i] = FLUXON_ERR_INVALID_ARGUMENT;
-        else if ((b->flags & FX_PUT_REJECT_IF_EXIST) && (r = mkv_route_get(s, k, &inv)) && mkv_route_has_alive(r))
+        else if ((b->flags & FX_PUT_REJECT_IF_EXIST) && (r = mkv_route_get(s, k, &inv)) && mkv_route_has_alive_for(r, n))
             ist[i] = FLUXON_ERR_KEY_EXISTS;
     }
     fx_keyset_destroy(seen);
@@ -253,7 +253,7 @@ FX_INTERNAL void fx_mplace_put_place(mkv_t *s, master_peer_t *p, const fx_frame_
     }
     uint64_t *st = cols, *offs = cols + nk, *aoffs = cols + 2 * (size_t)nk;
     memset(offs, 0, nk * sizeof *offs);
-    uint32_t acc = mpl_admit(s, &b, st);
+    uint32_t acc = mpl_admit(s, n, &b, st);
     if (acc == UINT32_MAX) {
         mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "put_place of %u keys: out of memory", nk);
         return;

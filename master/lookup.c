@@ -366,7 +366,7 @@ FX_INTERNAL void fx_mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header
     while (count < b.keys.n) {
         fx_str_t k = b.keys.v[count];
         mkv_route_t *r = mkv_key_ok(k) ? mkv_route_get(s, k, &inv) : NULL;
-        if (!r || !mkv_route_has_alive(r)) break;
+        if (!r || !mkv_route_has_alive_for(r, p->node)) break;
         count++;
     }
     fx_body_count_t ack = {count};

@@ -108,6 +108,16 @@ static inline bool mkv_route_has_alive(const mkv_route_t *r)
         if (mkv_replica_alive(&r->rep[i])) return true;
     return false;
 }
+/* Restorable by reader (NULL: anyone): an alive replica in memory, or on reader's own disk
+ * tier (issue 39: an owner reads only its own disk; FX_DISK_OFF_BIT, disk/disk.h). A key
+ * only on another owner's disk is not there for reader: its put is not refused as existing
+ * (the new version supersedes the disk copy), its EXISTS says no. */
+static inline bool mkv_route_has_alive_for(const mkv_route_t *r, const master_node_t *reader)
+{
+    for (uint32_t i = 0; i < r->n_rep; i++)
+        if (mkv_replica_alive(&r->rep[i]) && (!(r->rep[i].offset >> 63) || r->rep[i].node == reader)) return true;
+    return false;
+}
 static inline int mkv_route_find(const mkv_route_t *r, const master_node_t *n, uint64_t offset)
 {
     for (uint32_t i = 0; i < r->n_rep; i++)

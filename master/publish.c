@@ -137,7 +137,7 @@ static size_t pub_decide(pub_req_t *q, fx_mkv_inv_t *inv, size_t *n_conv)
         } else if (!lease_ok) {
             q->act[i] = PUB_REJECTED;
             q->st[i] = MKV_ST(FLUXON_ERR_LEASE_EXPIRED);
-        } else if (r && (b->flags & FX_PUT_REJECT_IF_EXIST) && mkv_route_has_alive(r)) {
+        } else if (r && (b->flags & FX_PUT_REJECT_IF_EXIST) && mkv_route_has_alive_for(r, q->n)) {
             q->act[i] = PUB_REJECTED;
             q->st[i] = MKV_ST(FLUXON_ERR_KEY_EXISTS);
         }

@@ -122,7 +122,7 @@ Test(master_place, get_done_and_evict_retries_are_idempotent)
     cr_assert_eq(pm_stat("get_done_replicas"), 1);
     const char *k = "rk";
     uint64_t off = 8192;
-    fx_body_evict_t eb = {t_keys(&k, 1), {&off, 1}, {&ms, 1}, {&ver, 1}};
+    fx_body_evict_t eb = {t_keys(&k, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, {NULL, 0}};
     fx_body_statuses_t es;
     cr_assert_eq(T_CALL(&oc[0], EVICT, evict, &eb, statuses, &es), FLUXON_OK, "%s", last_err);
     cr_assert_eq(es.statuses.v[0], ST(FLUXON_OK));
@@ -152,7 +152,7 @@ Test(master_place, a_copy_from_a_replica_removed_and_added_again_is_stale)
     cr_assert(!strcmp(src_of(&lf, 0), "n1") && lf.offsets.v[0] == 40960, "n3 copies from n1:x");
     const char *k = "w3";
     uint64_t x = 40960;
-    fx_body_evict_t eb = {t_keys(&k, 1), {&x, 1}, {&ms, 1}, {&ver, 1}};
+    fx_body_evict_t eb = {t_keys(&k, 1), {&x, 1}, {&ms, 1}, {&ver, 1}, {NULL, 0}};
     fx_body_statuses_t es;
     cr_assert_eq(T_CALL(&oc[0], EVICT, evict, &eb, statuses, &es), FLUXON_OK, "%s", last_err);
     cr_assert_eq(es.statuses.v[0], ST(FLUXON_OK), "n1 drops its replica");
