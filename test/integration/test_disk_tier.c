@@ -283,3 +283,40 @@ Test(disk_tier, atomic_groups_come_back_whole, .timeout = 240, .fini = fini)
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
     fluxon_client_close(c);
 }
+
+/* Another owner does not read this owner's disk (issue 39): a key only on A's disk misses
+ * through B, B's put of it is not refused as existing, and the new version supersedes A's
+ * disk record (INVALIDATE): A's readers get B's bytes, never the old ones. */
+Test(disk_tier, a_key_on_another_owners_disk_is_superseded_by_a_new_put, .timeout = 240, .fini = fini)
+{
+    snprintf(rf_segment, sizeof rf_segment, "32MiB");
+    snprintf(rf_grant, sizeof rf_grant, "4MiB");
+    disk_parent = th_tmpdir();
+    cr_assert_not_null(disk_parent);
+    snprintf(disk_extra, sizeof disk_extra,
+             ",\"disk\":{\"path\":\"%s/disk\",\"capacity_bytes\":\"512MiB\",\"segment_bytes\":\"8MiB\"}", disk_parent);
+    const char *two[2] = {disk_extra, NULL};
+    rf_up(2, two);
+    fluxon_client *a = rf_client(0), *b = rf_client(1);
+    fluxon_put_options local = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    static uint8_t v[VLEN];
+    char key[64];
+    for (int i = 0; i < N_KEYS; i++) { /* on A: the first ones end on A's disk */
+        snprintf(key, sizeof key, "k:%d", i);
+        th_pattern(v, NULL, VLEN, 5000 + (uint64_t)i);
+        cr_assert_eq(fluxon_put(a, key, v, VLEN, &local), FLUXON_OK);
+    }
+    cr_assert_gt(rf_stat(a, false, "evict_to_disk"), 100);
+    /* k:0 went first: on A's disk only */
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(b, "k:0", &h), FLUXON_ERR_NOT_FOUND, "B does not read A's disk");
+    th_pattern(v, NULL, VLEN, 777);
+    fluxon_put_options rej = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST | FLUXON_PUT_OPT_REJECT_IF_EXIST,
+                              .local_first = 1, .reject_if_exist_same_key = 1};
+    int rc = fluxon_put(b, "k:0", v, VLEN, &rej);
+    cr_assert_eq(rc, FLUXON_OK, "B's put is not refused by A's disk copy: %s", fluxon_status_string(rc));
+    cr_assert_eq(get_check(a, "k:0", 777), 1, "A's readers get B's version, never the disk's older one");
+    cr_assert_eq(get_check(b, "k:0", 777), 1);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
