@@ -1,23 +1,36 @@
 /* leases.c — LEASE_GRANT and the lease timer: a lease is granted with a TTL; while leases
  * exist a timer (~20 ms) collects the expired ones and deletes every route still bound to
- * them (with INVALIDATEs). Routes meeting an expired lease on the way are deleted earlier
+ * them (with INVALIDATEs), found through each lease's own keys (issue 44 P5). Routes meeting an expired lease on the way are deleted earlier
  * by routes.c. The table itself is lease_table.c. */
 #include "log.h"
 #include "mkv.h"
 
+typedef struct lse_sweep {
+    mkv_t *s;
+    fx_mkv_inv_t inv;
+    size_t dropped;
+    bool walk; /* a lease lost some of its keys: walk the route table once */
+} lse_sweep_t;
+
+static void lse_expired(void *arg, uint64_t id, const uint8_t *keys, size_t n_keys, bool complete)
+{
+    lse_sweep_t *w = arg;
+    w->dropped += mkv_routes_drop_lease(w->s, id, keys, n_keys, &w->inv);
+    w->walk |= !complete;
+}
+
 static void lse_on_timer(fx_reactor_t *r, fx_timer_t *t)
 {
     mkv_t *s = FX_CONTAINER_OF(t, mkv_t, lease_timer);
-    uint64_t bound = 0;
-    size_t expired = fx_lease_expire(s->leases, fx_now_ms(), &bound);
+    lse_sweep_t w = {.s = s};
+    size_t expired = fx_lease_expire(s->leases, fx_now_ms(), lse_expired, &w);
     s->c.leases_expired += expired;
-    if (bound) { /* delete every route bound to a lease that is gone */
-        fx_mkv_inv_t inv = {0};
-        size_t dropped = mkv_routes_drop_unleased(s, &inv);
-        s->c.lease_routes_expired += dropped;
-        FX_INFO("%zu lease(s) expired: %zu routes deleted", expired, dropped);
-        mkv_inv_flush(s, &inv);
+    if (w.walk) w.dropped += mkv_routes_drop_unleased(s, &w.inv); /* keys lost to a failed allocation */
+    if (w.dropped || w.walk) { /* delete every route bound to a lease that is gone */
+        s->c.lease_routes_expired += w.dropped;
+        FX_INFO("%zu lease(s) expired: %zu routes deleted", expired, w.dropped);
     }
+    mkv_inv_flush(s, &w.inv);
     if (fx_lease_count(s->leases)) fx_timer_arm(r, t, MKV_LEASE_TICK_MS, lse_on_timer);
 }
 

@@ -177,11 +177,21 @@ FX_INTERNAL bool fx_lease_live(const fx_lease_table_t *t, uint64_t id, uint64_t 
 /* True when lease id is still in the table (live, or expired but not yet collected). */
 FX_INTERNAL bool fx_lease_exists(const fx_lease_table_t *t, uint64_t id);
 /* Counts a route bound to (delta +1) or unbound from (delta -1) lease id; unknown ids
- * are ignored. */
-FX_INTERNAL void fx_lease_bind(fx_lease_table_t *t, uint64_t id, int delta);
-/* Removes every lease whose deadline is <= now_ms. Returns how many; *routes_p gets the
- * number of routes still bound to them (0: no route needs to be looked at). */
-FX_INTERNAL size_t fx_lease_expire(fx_lease_table_t *t, uint64_t now_ms, uint64_t *routes_p);
+ * are ignored. A bind also records the route's key with the lease (issue 44 P5: its expiry
+ * visits the lease's keys, never the whole route table). A key recorded more often than
+ * the routes bound (routes replaced or deleted since) is compacted away: keep(arg, id, key)
+ * says whether the key's route is still bound to id. FLUXON_ERR_NOMEM: the key could not
+ * be recorded (the lease then falls back to a walk of the route table at its expiry). */
+typedef bool (*fx_lease_keep_fn)(void *arg, uint64_t id, const char *key, size_t klen);
+FX_INTERNAL int fx_lease_bind(fx_lease_table_t *t, uint64_t id, int delta, const char *key, size_t klen,
+                              fx_lease_keep_fn keep, void *arg);
+/* Removes every lease whose deadline is <= now_ms, calling expired(arg, id, keys, n_keys,
+ * complete) for each with routes bound: keys are its recorded keys as records of {u32
+ * length, bytes} back to back (n_keys of them; a key may repeat, its route may be gone or
+ * bound to another lease now); complete false when some could not be recorded. Returns
+ * how many leases expired. */
+typedef void (*fx_lease_expired_fn)(void *arg, uint64_t id, const uint8_t *keys, size_t n_keys, bool complete);
+FX_INTERNAL size_t fx_lease_expire(fx_lease_table_t *t, uint64_t now_ms, fx_lease_expired_fn expired, void *arg);
 FX_INTERNAL size_t fx_lease_count(const fx_lease_table_t *t);
 
 /* ---- routes.c: INVALIDATE batches ---- */
@@ -250,6 +260,9 @@ FX_INTERNAL bool mkv_route_drop_replica(mkv_t *s, fx_str_t key, mkv_route_t *r, 
 FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp);
 /* Deletes every route bound to a lease no longer in the table; returns how many. */
 FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v);
+/* Deletes the routes still bound to lease id among its recorded keys (lease_table.c's
+ * records): the expiry of one lease costs its own routes (issue 44 P5). */
+FX_INTERNAL size_t mkv_routes_drop_lease(mkv_t *s, uint64_t id, const uint8_t *keys, size_t n_keys, fx_mkv_inv_t *v);
 /* n came back with a new generation: forgets its replicas of older generations; routes
  * left without a replica are deleted (no INVALIDATE: nobody holds them). */
 FX_INTERNAL void mkv_routes_drop_generation(mkv_t *s, master_node_t *n, uint64_t old_generation);

@@ -367,7 +367,7 @@ static void rt_release(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, f
     if (v) rt_inv_route(v, key, klen, r);
     for (uint32_t i = 0; i < r->n_rep; i++) fx_mkv_replica_free(s, &r->rep[i]);
     s->replicas -= r->n_rep;
-    if (r->lease_id) fx_lease_bind(s->leases, r->lease_id, -1);
+    if (r->lease_id) (void)fx_lease_bind(s->leases, r->lease_id, -1, NULL, 0, NULL, NULL);
     fx_free(r);
 }
 
@@ -399,6 +399,14 @@ FX_INTERNAL mkv_route_t *mkv_route_get_h(mkv_t *s, fx_str_t key, uint64_t h, fx_
     return r;
 }
 
+/* A key a lease recorded is still bound to it (lease_table.c's compaction). */
+static bool rt_lease_keep(void *arg, uint64_t id, const char *key, size_t klen)
+{
+    mkv_t *s = arg;
+    const mkv_route_t *r = fx_hmap_get(s->routes, key, klen);
+    return r && r->lease_id == id;
+}
+
 FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t h, uint64_t value_len, uint64_t lease_id,
                                   uint32_t group_len, const mkv_replica_t *rep, uint64_t *pms, uint32_t *pver,
                                   fx_mkv_inv_t *v)
@@ -424,7 +432,7 @@ FX_INTERNAL int mkv_route_install(mkv_t *s, fx_str_t key, uint64_t h, uint64_t v
         fx_free(nr);
         return FLUXON_ERR_NOMEM;
     }
-    if (lease_id) fx_lease_bind(s->leases, lease_id, +1);
+    if (lease_id) (void)fx_lease_bind(s->leases, lease_id, +1, key.p, key.len, rt_lease_keep, s);
     s->replicas++;
     *pms = nr->put_ms;
     *pver = nr->put_ver;
@@ -499,6 +507,22 @@ FX_INTERNAL bool mkv_route_drop_replica(mkv_t *s, fx_str_t key, mkv_route_t *r, 
     if (r->n_rep) return false;
     mkv_route_remove(s, key.p, key.len, r, NULL); /* the last copy: the key is gone */
     return true;
+}
+
+FX_INTERNAL size_t mkv_routes_drop_lease(mkv_t *s, uint64_t id, const uint8_t *keys, size_t n_keys, fx_mkv_inv_t *v)
+{
+    size_t dropped = 0;
+    for (size_t i = 0, at = 0; i < n_keys; i++) {
+        uint32_t kl;
+        memcpy(&kl, keys + at, 4);
+        const char *k = (const char *)keys + at + 4;
+        at += 4 + (size_t)kl;
+        mkv_route_t *r = fx_hmap_get(s->routes, k, kl);
+        if (!r || r->lease_id != id) continue; /* replaced, deleted, or listed twice */
+        mkv_route_remove(s, k, kl, r, v);
+        dropped++;
+    }
+    return dropped;
 }
 
 FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v)
