@@ -230,11 +230,14 @@ static void mapp_cold_compact(fx_mappend_t *a, fx_mkv_inv_t *inv)
     a->cold_tail = last;
 }
 
-/* Drops the oldest replica on a target (if it is still routed). false: the FIFO is empty. */
-static bool mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
+/* Drops the oldest replica on a target (if it is still routed). MAPP_POP_EMPTY: the FIFO
+ * is empty; MAPP_POP_VOID: the entry named nothing any more (nothing freed); MAPP_POP_FREED:
+ * a replica went (its range freed when it had one). */
+enum { MAPP_POP_EMPTY = 0, MAPP_POP_VOID, MAPP_POP_FREED };
+static int mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
 {
     mapp_cold_t *e = a->cold_head;
-    if (!e) return false;
+    if (!e) return MAPP_POP_EMPTY;
     a->cold_head = e->next;
     if (!a->cold_head) a->cold_tail = NULL;
     a->n_cold--;
@@ -242,7 +245,7 @@ static bool mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
     fx_str_t key = {e->key, e->klen};
     if ((uintptr_t)fx_hmap_get(a->cold_seq, key.p, key.len) != e->seq) { /* void: a newer entry stands */
         fx_free(e);
-        return true;
+        return MAPP_POP_VOID;
     }
     fx_hmap_del(a->cold_seq, key.p, key.len, NULL);
     mkv_route_t *r = e->node->generation == e->gen ? mkv_route_get(s, key, inv) : NULL;
@@ -252,7 +255,7 @@ static bool mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
         if (mkv_route_drop_replica(s, key, r, (uint32_t)j)) a->c.target_cold_routes_deleted++;
     }
     fx_free(e);
-    return true;
+    return j >= 0 ? MAPP_POP_FREED : MAPP_POP_VOID;
 }
 
 /* ---- APPEND_START ---- */
@@ -365,9 +368,12 @@ static master_node_t *mapp_pick(mkv_t *s, master_node_t *n, fx_str_t key0, uint6
     fx_mappend_t *a = s->append;
     uint64_t aff = mapp_cohort_hash(key0);
     master_node_t *t = fx_mplace_pick_target(s->m, aff, n, bytes, m, aoffs, any);
+    /* issue 44 P6: a void entry frees nothing, so the targets are asked again only after
+     * a pop that freed a range (a pick is O(nodes), a void pop one hash lookup) */
     for (uint32_t k = 0; !t && *any && k < MAPP_EVICT_MAX; k++) {
-        if (!mapp_cold_pop(a, inv)) break;
-        t = fx_mplace_pick_target(s->m, aff, n, bytes, m, aoffs, any);
+        int pr = mapp_cold_pop(a, inv);
+        if (pr == MAPP_POP_EMPTY) break;
+        if (pr == MAPP_POP_FREED) t = fx_mplace_pick_target(s->m, aff, n, bytes, m, aoffs, any);
     }
     return t;
 }
