@@ -65,3 +65,20 @@ Test(late_xfer, a_timed_out_get_keeps_its_slot_until_ucx_retires_it)
     fluxon_client_close(a);
     fluxon_client_close(b);
 }
+
+/* A held slot whose GET never retires before the owner stops is released at shutdown (by
+ * fx_ucx_destroy, while the pool still exists): no crash, no leak (ASan). */
+Test(late_xfer, a_slot_held_at_shutdown_is_released_by_the_teardown)
+{
+    const char *extra[2] = {NULL, ",\"test\":{\"late_gets\":1,\"late_ms\":600000}"};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_seeded(a, "src", 910);
+    fluxon_holder *h = NULL;
+    cr_assert_neq(fluxon_get(b, "src", &h), FLUXON_OK);
+    cr_assert_eq(kf_stat(b, "fetch_slots_held"), 1);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+    fluxon_node_stop(kf_owner[1]); /* the held slot goes with the teardown */
+    kf_owner[1] = NULL;
+}
