@@ -125,6 +125,9 @@ typedef struct fx_config {
     uint32_t fault_ms;                    /* "test.fault_ms": delay [0] */
     uint32_t fault_count;                 /* "test.fault_count": how many replies [1], 0 = all */
     uint32_t fail_transfers;              /* "test.fail_transfers": UCX fetches to fail [0] */
+    uint32_t test_late_gets;              /* "test.late_gets": UCX GETs reported timed out at once and
+                                           * posted test.late_ms later (their bytes land late) [0] */
+    uint32_t test_late_ms;                /* "test.late_ms" [0] */
     /* "test" message chaos (issue 17; master and owners, off by default): per control frame
      * received, drop / delay (uniform in 1..delay_ms) / duplicate it with these probabilities
      * in parts per million; a frame of a kind the protocol cannot survive losing is never

@@ -60,7 +60,8 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
     X(append_rejected_no_space) X(append_keys_already) X(append_done_unknown)                   \
     X(target_replicas_remote_cache) X(target_replicas_gpu_owner) X(target_cold_dropped)        \
     X(target_cold_routes_deleted) X(hits_local) X(hits_remote_gpu) X(hits_cpu_owner)             \
-    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_promoted_away)
+    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_promoted_away)               \
+    X(target_ranges_invalidated) /* W1: dropped ranged replicas invalidated at their owner */
 
 typedef struct fx_mappend {
     mkv_t *s;
@@ -252,7 +253,9 @@ static int mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
     int j = r && r->put_ms == e->put_ms && r->put_ver == e->put_ver ? mkv_route_find(r, e->node, e->off) : -1;
     if (j >= 0) {
         a->c.target_cold_dropped++;
-        if (mkv_route_drop_replica(s, key, r, (uint32_t)j)) a->c.target_cold_routes_deleted++;
+        bool gone = false;
+        a->c.target_ranges_invalidated += mkv_route_drop_replica_inv(s, key, r, (uint32_t)j, inv, &gone); /* W1 */
+        if (gone) a->c.target_cold_routes_deleted++;
     }
     fx_free(e);
     return j >= 0 ? MAPP_POP_FREED : MAPP_POP_VOID;
@@ -513,13 +516,15 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
  * goes (exclusive levels: the value lives on the GPU owner again, and is written back
  * when it gets cold there). */
 FX_INTERNAL void fx_mappend_promoted(mkv_t *s, fx_str_t key, mkv_route_t *r, const master_node_t *req,
-                                     master_node_t *src, uint64_t src_off)
+                                     master_node_t *src, uint64_t src_off, fx_mkv_inv_t *inv)
 {
     fx_mappend_t *a = s->append;
     if (!src || src == req || !mapp_is_target(s, src)) return;
     int j = mkv_route_find(r, src, src_off);
     if (j < 0 || !r->rep[j].range_bytes || r->n_rep < 2) return;
-    if (!mkv_route_drop_replica(s, key, r, (uint32_t)j)) a->c.target_promoted_away++;
+    bool gone = false;
+    a->c.target_ranges_invalidated += mkv_route_drop_replica_inv(s, key, r, (uint32_t)j, inv, &gone); /* W1 */
+    if (!gone) a->c.target_promoted_away++;
 }
 
 /* ---- counters ---- */

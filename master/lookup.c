@@ -187,7 +187,7 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         s->c.get_done_replicas++;
-        fx_mappend_promoted(s, b.keys.v[i], r, n, src, b.src_offsets.v[i]); /* issue 16 */
+        fx_mappend_promoted(s, b.keys.v[i], r, n, src, b.src_offsets.v[i], &inv); /* issue 16 */
     }
     s->c.get_done_stale += stale;
     if (stale) FX_DEBUG("get_done from %s: %u of %u keys stale", n->node_id, stale, nk);

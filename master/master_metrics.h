@@ -128,7 +128,8 @@
     X(evict_demoted, COUNTER, "master_evicted_groups_total", "outcome=\"demoted\"", "Evicted groups: demoted (a copy kept on a target) or dropped") \
     X(evict_dropped, COUNTER, "master_evicted_groups_total", "outcome=\"dropped\"", "")                          \
     X(target_refreshed, COUNTER, "master_target_refreshed_total", "", "Target replicas refreshed by a read")     \
-    X(target_promoted_away, COUNTER, "master_target_promoted_away_total", "", "Target replicas left after a promotion")
+    X(target_promoted_away, COUNTER, "master_target_promoted_away_total", "", "Target replicas left after a promotion") \
+    X(target_ranges_invalidated, COUNTER, "master_target_ranges_invalidated_total", "", "Dropped target replicas with a range invalidated at their owner (its PLACED record goes, W1)")
 
 /* the order of the master-stats document */
 #define FX_MASTER_METRICS(X)                                                                                     \

@@ -256,6 +256,13 @@ FX_INTERNAL int mkv_route_add_replica(mkv_t *s, mkv_route_t *r, master_node_t *n
 /* Drops replica j of key's route r (its range is freed); the route goes with its last
  * replica (returns true then: r is freed). */
 FX_INTERNAL bool mkv_route_drop_replica(mkv_t *s, fx_str_t key, mkv_route_t *r, uint32_t j);
+/* W1 (issue 44): mkv_route_drop_replica for a drop the master decides (cold FIFO,
+ * promotion): a replica with a range (range_bytes > 0) of its node's current process is
+ * also invalidated there through v — a placed one is recorded by its owner (PLACED) and
+ * would otherwise be re-published to the next master after the range held other bytes.
+ * Returns whether it was invalidated (*gone_p: the route went with its last replica). */
+FX_INTERNAL bool mkv_route_drop_replica_inv(mkv_t *s, fx_str_t key, mkv_route_t *r, uint32_t j, fx_mkv_inv_t *v,
+                                            bool *gone_p);
 /* Frees the range behind a replica (no-op for slot replicas and older generations). */
 FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp);
 /* Deletes every route bound to a lease no longer in the table; returns how many. */
@@ -431,6 +438,6 @@ FX_INTERNAL void fx_mappend_metrics(mkv_t *s, fx_mmetrics_t *mm);
 /* GET_DONE made a durable copy of key (route r) on req from src's replica at src_off: a
  * copy on a replica target goes (exclusive levels) */
 FX_INTERNAL void fx_mappend_promoted(mkv_t *s, fx_str_t key, mkv_route_t *r, const master_node_t *req,
-                                     master_node_t *src, uint64_t src_off);
+                                     master_node_t *src, uint64_t src_off, fx_mkv_inv_t *inv);
 
 #endif

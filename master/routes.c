@@ -525,6 +525,16 @@ FX_INTERNAL size_t mkv_routes_drop_lease(mkv_t *s, uint64_t id, const uint8_t *k
     return dropped;
 }
 
+FX_INTERNAL bool mkv_route_drop_replica_inv(mkv_t *s, fx_str_t key, mkv_route_t *r, uint32_t j, fx_mkv_inv_t *v,
+                                            bool *gone_p)
+{
+    const mkv_replica_t *rp = &r->rep[j];
+    bool inv = v && rp->range_bytes && rp->node->generation == rp->generation;
+    if (inv) fx_mkv_inv_add(v, rp->node, key.p, key.len, rp->offset, r->put_ms, r->put_ver);
+    *gone_p = mkv_route_drop_replica(s, key, r, j); /* r may be freed */
+    return inv;
+}
+
 FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v)
 {
     size_t dropped = 0;

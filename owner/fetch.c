@@ -268,6 +268,57 @@ static void ofetch_gd_timer(fx_reactor_t *r, fx_timer_t *t)
     ofetch_gd_send(d);
 }
 
+/* W4: the destination slots of a failed GET that UCX has not retired yet (reported early,
+ * a timeout): UCX may still write them, so they stay PREPARED (no claim can take them)
+ * until the transfer retires (fx_ucx_hold_until_retired), then go back to the pool. */
+typedef struct ofetch_hold {
+    fx_owner_t *o;
+    size_t n;
+    uint64_t bytes;
+    fx_slot_ref_t slot[];
+} ofetch_hold_t;
+
+static void ofetch_hold_retired(void *arg)
+{
+    ofetch_hold_t *h = arg;
+    ofetch_t *kv = h->o->fetch;
+    for (size_t k = 0; k < h->n; k++) fx_slot_pool_release_prepared(fx_ostore_pool(h->o), &h->slot[k]);
+    kv->held_slots -= h->n;
+    kv->held_bytes -= h->bytes;
+    FX_INFO("%zu slots of a failed fetch freed: UCX retired the transfer", h->n);
+    fx_free(h);
+}
+
+/* A hold for x's slots when x failed before UCX retired it; NULL: free them at once. Bound:
+ * segment_bytes / 8 held at most. In NONE error-handling mode (shared memory only) UCX 1.13
+ * may keep an early-reported request until shutdown, so without a bound every such timeout
+ * would shrink the hot tier for good; beyond it slots are freed at once, as before W4 (the
+ * ep was force-closed: a late write there needs UCX to progress a request of a closed ep),
+ * counted in fetch_slots_hold_overflow. */
+static ofetch_hold_t *ofetch_hold_new(fx_owner_t *o, ofetch_xfer_t *x, int status)
+{
+    ofetch_t *kv = o->fetch;
+    if (status == FLUXON_OK || !o->peers || !fx_opeers_ucx(o)) return NULL;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < x->n; k++) bytes += x->og[k]->slot.slot_size;
+    if (kv->held_bytes + bytes > fx_segment_len(o->seg) / 8) {
+        kv->hold_overflow += x->n;
+        return NULL;
+    }
+    ofetch_hold_t *h = fx_calloc(1, sizeof *h + x->n * sizeof h->slot[0]);
+    if (!h) return NULL;
+    h->o = o;
+    if (!fx_ucx_hold_until_retired(fx_opeers_ucx(o), x, ofetch_hold_retired, h)) { /* retired already */
+        fx_free(h);
+        return NULL;
+    }
+    h->bytes = bytes;
+    kv->held_bytes += bytes;
+    FX_WARN("fetch of %zu values failed before UCX retired it (%s): their slots are kept until it does", x->n,
+            fluxon_status_string(status));
+    return h;
+}
+
 FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
 {
     ofetch_xfer_t *x = arg;
@@ -286,6 +337,7 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
     }
     owner_oget_t **ab = fx_calloc(n, sizeof *ab); /* durable fetches that made no copy */
     size_t n_ab = 0;
+    ofetch_hold_t *hold = ofetch_hold_new(o, x, status); /* W4: UCX may still write the slots */
     bool ok = status == FLUXON_OK && c && c->og && c->slot && keys && cols && ab && fx_olink_conn(o);
     kv->transfers++;
     if (status != FLUXON_OK) FX_WARN("remote fetch of %zu values failed: %s", n, fluxon_status_string(status));
@@ -301,7 +353,8 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
         if (!ok || overtaken) { /* failed, or a local put overtook the fetch: serve that one */
             owner_entry_t *cur = ok ? fx_ostore_lookup(o, og->key, og->klen) : NULL;
             og->why = status != FLUXON_OK ? status : og->disk_rc ? og->disk_rc : FLUXON_ERR_UNAVAILABLE;
-            fx_slot_pool_release_prepared(fx_ostore_pool(o), &og->slot);
+            if (hold) hold->slot[hold->n++] = og->slot;
+            else fx_slot_pool_release_prepared(fx_ostore_pool(o), &og->slot);
             o->fetch->done(o, og, ok ? cur : NULL);
             continue;
         }
@@ -339,6 +392,10 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
         c->slot[m++] = en->slot;
     }
     fx_free(ab);
+    if (hold) {
+        kv->held_slots += hold->n;
+        kv->held_total += hold->n;
+    }
     if (m) { /* one GET_DONE per transfer batch (G8) */
         c->o = o;
         c->n = m;
@@ -672,6 +729,9 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_direct = s->disk_direct;
     m->disk_temp = s->disk_temp;
     m->get_done_resends = s->get_done_resends;
+    m->fetch_slots_held = s->held_slots;
+    m->fetch_slots_held_total = s->held_total;
+    m->fetch_slots_hold_overflow = s->hold_overflow;
     m->fetch_latency = s->fetch_latency;
     m->transfer_latency = s->transfer_latency;
 }

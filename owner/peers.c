@@ -65,6 +65,7 @@ FX_INTERNAL int fx_opeers_init(fx_owner_t *o)
     const char *mech = getenv("FLUXON_UCX_MECH"); /* rma | am: override the measured choice */
     if (mech && !strcmp(mech, "rma")) fx_ucx_set_mech(u->ucx, FX_UCX_MECH_RMA);
     if (mech && !strcmp(mech, "am")) fx_ucx_set_mech(u->ucx, FX_UCX_MECH_AM);
+    fx_ucx_test_late_gets(u->ucx, o->cfg.test_late_gets, o->cfg.test_late_ms); /* test-only, 0 = off */
     rc = fx_ucx_mem_map(u->ucx, fx_segment_base(o->seg), fx_segment_len(o->seg), &u->mem);
     if (rc != FLUXON_OK) return rc;
     rc = fx_ucx_rkey_pack(u->mem, &u->rkey, &u->rkey_len);

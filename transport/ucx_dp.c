@@ -140,6 +140,14 @@ static unsigned ucxdp_reap(fx_ucx_t *u)
     unsigned n = 0;
     uint64_t now = fx_now_ns();
     u->need_reap = false;
+    ucxdp_xfer_t *nx;
+    for (ucxdp_xfer_t *x = u->live_head; x; x = nx) { /* posting may finish x (unlinked) */
+        nx = x->next;
+        if (x->test_post_ns && now >= x->test_post_ns) {
+            fx_ucxdp_xfer_post_late(x);
+            n++;
+        }
+    }
     for (ucxdp_xfer_t *x = u->live_head; x; x = x->next) {
         if (!x->timed_out && now >= x->deadline_ns) {
             x->timed_out = 1;
@@ -380,7 +388,9 @@ FX_INTERNAL void fx_ucx_destroy(fx_ucx_t *u)
     for (ucxdp_xfer_t *x = u->live_head; x; x = x->next) {
         fx_ucx_done_cb cb = x->cb;
         x->cb = NULL;
+        u->in_cb = x; /* not retired: a callback may hold its buffers until below */
         if (cb) cb(x->arg, x->status != FLUXON_OK ? x->status : FLUXON_ERR_CANCELLED);
+        u->in_cb = NULL;
     }
     for (fx_ucx_peer_t *p = u->peers; p; p = p->next) {
         if (p->close_req) ucp_request_free(p->close_req);
@@ -400,15 +410,17 @@ FX_INTERNAL void fx_ucx_destroy(fx_ucx_t *u)
      * event just reported, so at debug level (t_ucxdp_leaks_reported). */
     t_ucxdp_leaks_reported = held > 0;
     ucp_worker_destroy(u->worker);
+    /* The worker is gone: nothing writes or reads a transfer's buffers any more, so held
+     * callbacks (fx_ucx_hold_until_retired) run now. */
     while (u->live_head) {
         ucxdp_xfer_t *x = u->live_head;
         fx_ucxdp_xfer_unlink(u, x);
-        if (!x->queued) fx_ucxdp_xfer_free(x);
+        if (!x->queued) fx_ucxdp_xfer_retire(u, x);
     }
     while (u->q_head) {
         ucxdp_xfer_t *x = u->q_head;
         u->q_head = x->qnext;
-        fx_ucxdp_xfer_free(x);
+        fx_ucxdp_xfer_retire(u, x);
     }
     fx_ucxdp_target_fini(u);
     while (u->peers) ucxdp_peer_free(u->peers);
@@ -462,6 +474,7 @@ FX_INTERNAL int fx_ucx_next_timeout_ms(const fx_ucx_t *u)
         uint64_t d = x->timed_out ? (x->early ? UINT64_MAX : x->deadline_ns + UCXDP_ORPHAN_GRACE_NS)
                                   : x->deadline_ns;
         best = FX_MIN(best, d);
+        if (x->test_post_ns) best = FX_MIN(best, x->test_post_ns);
     }
     for (const fx_ucx_peer_t *p = u->peers; p; p = p->next)
         if (p->close_req) best = FX_MIN(best, p->close_deadline_ns);
@@ -475,6 +488,25 @@ FX_INTERNAL int fx_ucx_next_timeout_ms(const fx_ucx_t *u)
 FX_INTERNAL void fx_ucx_set_timeout_ms(fx_ucx_t *u, uint32_t ms)
 {
     if (u) u->timeout_ns = (uint64_t)(ms ? ms : FX_UCX_DEFAULT_TIMEOUT_MS) * UCXDP_NS_PER_MS;
+}
+
+FX_INTERNAL bool fx_ucx_hold_until_retired(fx_ucx_t *u, const void *xfer_arg, fx_ucx_retired_cb fn, void *arg)
+{
+    ucxdp_xfer_t *x = u ? u->in_cb : NULL;
+    if (!x || !fn || x->hold_fn || x->arg != xfer_arg) return false;
+    x->hold_fn = fn;
+    x->hold_arg = arg;
+    u->held++;
+    return true;
+}
+
+FX_INTERNAL size_t fx_ucx_held(const fx_ucx_t *u) { return u ? u->held : 0; }
+
+FX_INTERNAL void fx_ucx_test_late_gets(fx_ucx_t *u, uint32_t n, uint32_t ms)
+{
+    if (!u) return;
+    u->test_late_n = n;
+    u->test_late_ms = ms;
 }
 
 FX_INTERNAL void fx_ucx_set_mech(fx_ucx_t *u, fx_ucx_mech_t mech)

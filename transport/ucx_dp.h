@@ -82,6 +82,9 @@ typedef struct fx_ucx_range {
  * transfers and close peers; it must not call fx_ucx_destroy. */
 typedef void (*fx_ucx_done_cb)(void *arg, int status);
 
+/* Run once a transfer reported early is retired (fx_ucx_hold_until_retired). */
+typedef void (*fx_ucx_retired_cb)(void *arg);
+
 /* Default per-transfer timeout (the design's 30 s hard timeout). */
 #define FX_UCX_DEFAULT_TIMEOUT_MS 30000u
 /* Active message ids used by the AM mechanism on this instance's worker. */
@@ -210,6 +213,30 @@ FX_INTERNAL const char *fx_ucx_peer_mech_name(const fx_ucx_peer_t *p);
 FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op,
                                 const fx_ucx_range_t *ranges, size_t n, fx_ucx_done_cb cb,
                                 void *arg);
+
+/* Called from inside a transfer's done callback (and only there; xfer_arg is the arg that
+ * transfer was submitted with, so a call made for another transfer is refused): when it was
+ * reported before UCX retired its requests (a timeout: FLUXON_ERR_TIMEOUT, delivered at
+ * once without PEER error handling or after the orphan grace with it), its local buffers
+ * may still be written (GET) or read (PUT) by UCX. Then fn(arg) is kept and runs exactly
+ * once, from a later fx_ucx_progress when every request of the transfer has retired, or
+ * from fx_ucx_destroy (after the worker is destroyed: nothing can write any more; fn must
+ * not use u there). Returns true when fn was kept; false (fn is not called) when the
+ * transfer has retired (every normal completion: its buffers are free now), or when this
+ * is not xfer_arg's callback (nothing held). Issue 44 W4: a fetch keeps its destination slots until then. In NONE
+ * error-handling mode (shared memory only) UCX 1.13 may keep such requests until destroy:
+ * callers bound what they hold this way. */
+FX_INTERNAL bool fx_ucx_hold_until_retired(fx_ucx_t *u, const void *xfer_arg, fx_ucx_retired_cb fn, void *arg);
+
+/* Transfers reported early and not retired yet that hold a fx_ucx_hold_until_retired
+ * callback. */
+FX_INTERNAL size_t fx_ucx_held(const fx_ucx_t *u);
+
+/* Test-only (config "test.late_gets" / "test.late_ms"): the next n GET transfers are
+ * reported at once as FLUXON_ERR_TIMEOUT (an early report, as after a timeout) and their
+ * ranges are posted only ms later, so their bytes land after the report: a peer that
+ * answers after the timeout. The peer is not failed. n 0 = off. */
+FX_INTERNAL void fx_ucx_test_late_gets(fx_ucx_t *u, uint32_t n, uint32_t ms);
 
 /* Maps a UCX status to a FLUXON status (UNREACHABLE, CONNECTION_RESET, ENDPOINT_TIMEOUT,
  * IO_ERROR -> UNAVAILABLE; CANCELED -> CANCELLED; NO_MEMORY -> NOMEM; others ->

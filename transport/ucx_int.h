@@ -56,6 +56,9 @@ struct ucxdp_xfer {
     int status;     /* first error */
     uint8_t op, mech;
     uint8_t timed_out, finished, queued, early;
+    fx_ucx_retired_cb hold_fn; /* fx_ucx_hold_until_retired: run once x is retired */
+    void *hold_arg;
+    uint64_t test_post_ns; /* test hook (fx_ucx_test_late_gets): post the ranges then */
     ucxdp_xfer_t *prev, *next; /* u->live, submission order, until finished */
     ucxdp_xfer_t *qnext;       /* u->queue: callback due */
     size_t n;
@@ -103,6 +106,9 @@ struct fx_ucx {
     fx_ucx_mem_t *dead_mems; /* unmapped by the caller, still named by live requests */
     ucxdp_xfer_t *live_head, *live_tail;
     ucxdp_xfer_t *q_head, *q_tail;
+    ucxdp_xfer_t *in_cb; /* the unfinished transfer whose callback runs now (drain) */
+    size_t held;         /* transfers holding a fx_ucx_hold_until_retired callback */
+    uint32_t test_late_n, test_late_ms; /* fx_ucx_test_late_gets */
     ucxdp_tgt_t *tgts;
 };
 
@@ -146,6 +152,10 @@ FX_INTERNAL void fx_ucxdp_xfer_unlink(fx_ucx_t *u, ucxdp_xfer_t *x);
 /* Queues x for its callback at the next drain (once). */
 FX_INTERNAL void fx_ucxdp_xfer_queue(fx_ucx_t *u, ucxdp_xfer_t *x);
 FX_INTERNAL void fx_ucxdp_xfer_free(ucxdp_xfer_t *x);
+/* Frees x, then runs its fx_ucx_hold_until_retired callback if it has one. */
+FX_INTERNAL void fx_ucxdp_xfer_retire(fx_ucx_t *u, ucxdp_xfer_t *x);
+/* Posts every range of x (a test-late GET, fx_ucx_test_late_gets) and drops its guard. */
+FX_INTERNAL void fx_ucxdp_xfer_post_late(ucxdp_xfer_t *x);
 /* Delivers the queued callbacks (frees finished transfers first); the number run. */
 FX_INTERNAL unsigned fx_ucxdp_xfer_drain(fx_ucx_t *u);
 /* p failed or is closing: its transfers take p's status, awaited AM replies are given up. */

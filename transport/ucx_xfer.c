@@ -210,6 +210,17 @@ FX_INTERNAL void fx_ucxdp_xfer_free(ucxdp_xfer_t *x)
     fx_free(x);
 }
 
+FX_INTERNAL void fx_ucxdp_xfer_retire(fx_ucx_t *u, ucxdp_xfer_t *x)
+{
+    fx_ucx_retired_cb fn = x->hold_fn;
+    void *arg = x->hold_arg;
+    fx_ucxdp_xfer_free(x);
+    if (fn) {
+        u->held--;
+        fn(arg);
+    }
+}
+
 FX_INTERNAL unsigned fx_ucxdp_xfer_drain(fx_ucx_t *u)
 {
     unsigned n = 0;
@@ -223,11 +234,19 @@ FX_INTERNAL unsigned fx_ucxdp_xfer_drain(fx_ucx_t *u)
         fx_ucx_done_cb cb = x->cb;
         void *arg = x->arg;
         int st = x->status;
+        bool fin = x->finished;
         x->cb = NULL;
-        /* Callbacks run last: they may submit, close peers or free their buffers. */
-        if (x->finished) fx_ucxdp_xfer_free(x);
+        /* Callbacks run last: they may submit, close peers or free their buffers. A held
+         * callback (an early report, now retired) runs here too. */
+        if (fin) {
+            n += x->hold_fn != NULL;
+            fx_ucxdp_xfer_retire(u, x);
+        }
         if (cb) {
+            ucxdp_xfer_t *outer = u->in_cb;
+            u->in_cb = fin ? NULL : x; /* fx_ucx_hold_until_retired may keep a callback on x */
             cb(arg, st);
+            u->in_cb = outer;
             n++;
         }
     }
@@ -341,6 +360,35 @@ static int ucxdp_post_v(ucxdp_xfer_t *x, size_t i, size_t k)
     return FLUXON_OK;
 }
 
+/* Posts every range of x (and an RMA PUT's flush), then drops the submit guard. */
+static void ucxdp_xfer_post_all(ucxdp_xfer_t *x)
+{
+    fx_ucx_peer_t *peer = x->peer;
+    size_t n = x->n;
+    int st = FLUXON_OK;
+    for (size_t i = 0, k; i < n && st == FLUXON_OK; i += k) {
+        k = ucxdp_v_count(x, i);
+        st = k > 1 ? ucxdp_post_v(x, i, k) : ucxdp_post(x, i);
+    }
+    if (st == FLUXON_OK && x->op == FX_UCX_PUT && x->mech == FX_UCX_MECH_RMA) {
+        /* RMA put completion only means "local buffer reusable"; the flush makes the
+         * callback mean "visible at the target". */
+        ucp_request_param_t rp = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+            .cb.send = ucxdp_rma_cb,
+            .user_data = x,
+        };
+        ucs_status_ptr_t q = ucp_ep_flush_nbx(peer->ep, &rp);
+        if (UCS_PTR_IS_ERR(q)) {
+            FX_ERROR("ucx: flush after PUT: %s", ucs_status_string(UCS_PTR_STATUS(q)));
+            st = ucxdp_map(UCS_PTR_STATUS(q));
+        } else if (q) {
+            x->pending++;
+        }
+    }
+    ucxdp_xfer_event(x, st); /* drop the guard; a finished x waits in the queue */
+}
+
 FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op,
                                 const fx_ucx_range_t *ranges, size_t n, fx_ucx_done_cb cb,
                                 void *arg)
@@ -386,29 +434,29 @@ FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op
     u->live_tail = x;
     peer->refs++;
 
-    int st = FLUXON_OK;
-    for (size_t i = 0, k; i < n && st == FLUXON_OK; i += k) {
-        k = ucxdp_v_count(x, i);
-        st = k > 1 ? ucxdp_post_v(x, i, k) : ucxdp_post(x, i);
+    if (op == FX_UCX_GET && u->test_late_n) { /* test hook: reported now, posted later */
+        u->test_late_n--;
+        x->test_post_ns = fx_now_ns() + (uint64_t)u->test_late_ms * 1000000ull;
+        x->deadline_ns = UINT64_MAX;
+        x->timed_out = 1;
+        x->early = 1;
+        x->status = FLUXON_ERR_TIMEOUT;
+        FX_WARN("ucx test hook: GET of %zu ranges reported as timed out now, posted in %u ms", n, u->test_late_ms);
+        fx_ucxdp_xfer_queue(u, x);
+        return FLUXON_OK; /* the guard stays until fx_ucxdp_xfer_post_late */
     }
-    if (st == FLUXON_OK && op == FX_UCX_PUT && x->mech == FX_UCX_MECH_RMA) {
-        /* RMA put completion only means "local buffer reusable"; the flush makes the
-         * callback mean "visible at the target". */
-        ucp_request_param_t rp = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-            .cb.send = ucxdp_rma_cb,
-            .user_data = x,
-        };
-        ucs_status_ptr_t q = ucp_ep_flush_nbx(peer->ep, &rp);
-        if (UCS_PTR_IS_ERR(q)) {
-            FX_ERROR("ucx: flush after PUT: %s", ucs_status_string(UCS_PTR_STATUS(q)));
-            st = ucxdp_map(UCS_PTR_STATUS(q));
-        } else if (q) {
-            x->pending++;
-        }
-    }
-    ucxdp_xfer_event(x, st); /* drop the guard; a finished x waits in the queue */
+    ucxdp_xfer_post_all(x);
     return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_ucxdp_xfer_post_late(ucxdp_xfer_t *x)
+{
+    x->test_post_ns = 0;
+    if (x->peer->closing || x->peer->status != FLUXON_OK) {
+        ucxdp_xfer_event(x, x->peer->status != FLUXON_OK ? x->peer->status : FLUXON_ERR_CANCELLED);
+        return;
+    }
+    ucxdp_xfer_post_all(x);
 }
 
 FX_INTERNAL void fx_ucxdp_xfer_fail_peer(fx_ucx_t *u, fx_ucx_peer_t *p)

@@ -426,3 +426,65 @@ Test(restart, a_delete_answered_ok_is_not_undone_by_a_master_restart, .timeout =
     fluxon_client_close(c[0]);
     fluxon_client_close(c[1]);
 }
+
+/* An eager replica task for key (one key, one group): its owner pushes a copy to a replica
+ * target (APPEND_START: a range of the target's segment, no PLACED). */
+static void put_with_replica(fluxon_client *c, const char *key, uint64_t seed)
+{
+    const char *keys[1] = {key};
+    uint32_t groups[1] = {1};
+    fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_MAKE_REPLICA_TASK | FLUXON_PUT_OPT_ATOMIC_GROUPS,
+                            .make_replica_task = 1, .atomic_group_lens = groups, .n_atomic_groups = 1};
+    fluxon_plan *plan = NULL;
+    int st[1];
+    cr_assert_eq(fluxon_local_fast_put_start(c, keys, 1, VLEN, &o, &plan, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_OK);
+    th_pattern((uint8_t *)(uintptr_t)plan->value_ptrs[0], NULL, VLEN, seed);
+    fluxon_future *f = NULL;
+    cr_assert_eq(fluxon_local_fast_put_commit(c, plan, &f), FLUXON_OK);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+}
+
+/* W1: a placed value on a CPU owner (o1, remote_cache) whose replica the master drops
+ * (promotion: a durable copy made from it on o2) frees its range; the range is reused by an
+ * append (other bytes, no PLACED); the key is deleted. The master now invalidates the
+ * dropped placed replica at o1, so o1 forgets its PLACED record and a restarted master
+ * never routes the key to the reused range. The old code: o1 kept the record
+ * (placed_ranges_held 1) and re-published it, and the deleted key came back with the
+ * append's bytes. */
+Test(restart, a_placed_replica_the_master_dropped_is_not_republished, .timeout = 120, .fini = fini)
+{
+    const char *extra[3] = {NULL, ",\"node_role\":\"remote_cache\",\"sub_cluster\":\"x\"", NULL};
+    rf_up(3, extra);
+    fluxon_client *c[3] = {rf_client(0), rf_client(1), rf_client(2)};
+    fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH | FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER,
+                            .write_through = 1, .preferred_sub_cluster = "x"};
+    static uint8_t v[VLEN];
+    th_pattern(v, NULL, VLEN, 80);
+    cr_assert_eq(fluxon_put(c[0], "w1:placed", v, VLEN, &o), FLUXON_OK);
+    cr_assert_eq(rf_stat(c[0], true, "place_remote"), 1, "placed on o1");
+    cr_assert(rf_wait_stat(c[1], false, "placed_ranges_held", 0, 1, 5000), "o1 records it (PLACED)");
+    get_check(c[2], "w1:placed", 80, "o2"); /* a durable copy on o2: o1's replica is dropped */
+    cr_assert(rf_wait_stat(c[0], true, "target_promoted_away", 0, 1, 5000), "o1's replica dropped");
+    cr_assert(rf_wait_stat(c[1], false, "placed_ranges_held", 0, 0, 5000),
+              "o1 forgets the dropped placed replica (INVALIDATE)");
+    cr_assert_eq(rf_stat(c[0], true, "target_ranges_invalidated"), 1);
+    put_with_replica(c[0], "w1:append", 81); /* its copy to o1 takes the freed range */
+    cr_assert(rf_wait_stat(c[0], true, "append_keys_completed", 0, 1, 10000), "the append's copy is on o1");
+    cr_assert_eq(fluxon_delete(c[0], "w1:placed"), FLUXON_OK);
+    rf_kill_master();
+    restart_master_and_wait(c[0]);
+    for (int i = 0; i < 3; i += 2) {
+        fluxon_holder *h = NULL;
+        int rc = fluxon_get(c[i], "w1:placed", &h);
+        if (rc == FLUXON_OK) {
+            bool other = !th_pattern(NULL, fluxon_holder_data(h), VLEN, 80);
+            fluxon_holder_release(h);
+            cr_assert_fail("the deleted key came back through o%d%s", i, other ? " with other bytes" : "");
+        }
+        cr_assert_eq(rc, FLUXON_ERR_NOT_FOUND, "o%d: %s", i, fluxon_status_string(rc));
+    }
+    get_check(c[0], "w1:append", 81, "o0");
+    for (int i = 0; i < 3; i++) fluxon_client_close(c[i]);
+}

@@ -699,3 +699,63 @@ Test(ucx_dp, transfer_timeout, .timeout = 60)
     tucx_reap(c, 10000);
     fx_ucx_destroy(u);
 }
+
+/* Issue 44 W4: a transfer reported before UCX retired it (the test hook: a GET reported as
+ * timed out at once, posted 300 ms later) keeps a callback held by fx_ucx_hold_until_retired
+ * until its bytes have landed and it retired; a normal completion holds nothing; a held
+ * callback of a transfer never retired runs at destroy. */
+typedef struct tucx_hold {
+    fx_ucx_t *u;
+    tucx_done_t d;
+    int kept, retired;
+} tucx_hold_t;
+
+static void tucx_hold_retired(void *arg) { ((tucx_hold_t *)arg)->retired++; }
+
+static void tucx_hold_cb(void *arg, int status)
+{
+    tucx_hold_t *h = arg;
+    tucx_cb(&h->d, status);
+    h->kept = fx_ucx_hold_until_retired(h->u, h, tucx_hold_retired, h);
+    cr_assert_not(fx_ucx_hold_until_retired(h->u, NULL, tucx_hold_retired, h), "another transfer's arg");
+}
+
+Test(ucx_dp, hold_until_retired, .timeout = 60)
+{
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AM);
+    char *dst = s.buf + TUCX_SELF_LEN;
+    fx_ucx_range_t r = {.local = dst, .remote_offset = 0, .len = 65536};
+    cr_assert_not(fx_ucx_hold_until_retired(s.u, NULL, tucx_hold_retired, NULL), "outside a callback");
+    /* a normal completion: retired already, nothing held */
+    tucx_hold_t h0 = {.u = s.u};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &r, 1, tucx_hold_cb, &h0), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &h0.d, 10000));
+    cr_assert_eq(h0.d.status, FLUXON_OK);
+    cr_assert_eq(h0.kept, 0);
+    /* reported early: held until the late bytes landed */
+    memset(dst, 0, 65536);
+    fx_ucx_test_late_gets(s.u, 1, 300);
+    tucx_hold_t h = {.u = s.u};
+    double t0 = tucx_now();
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &r, 1, tucx_hold_cb, &h), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &h.d, 10000));
+    cr_assert_eq(h.d.status, FLUXON_ERR_TIMEOUT);
+    cr_assert_eq(h.kept, 1);
+    cr_assert_eq(h.retired, 0);
+    cr_assert_eq(fx_ucx_held(s.u), 1);
+    cr_assert_lt(tucx_now() - t0, 0.3, "reported before the bytes were posted");
+    cr_assert_neq(memcmp(dst, s.buf, 65536), 0, "nothing landed yet");
+    cr_assert_eq(ucxp_wait(s.u, &h.retired, 10000, 50), 1, "run once the transfer retired");
+    cr_assert_eq(memcmp(dst, s.buf, 65536), 0, "the late bytes landed before the callback");
+    cr_assert_eq(fx_ucx_held(s.u), 0);
+    cr_assert_eq(h.d.calls, 1);
+    /* never retired before destroy: run by fx_ucx_destroy */
+    fx_ucx_test_late_gets(s.u, 1, 60000);
+    tucx_hold_t h2 = {.u = s.u};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &r, 1, tucx_hold_cb, &h2), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &h2.d, 10000));
+    cr_assert_eq(h2.kept, 1);
+    tucx_self_teardown(&s);
+    cr_assert_eq(h2.retired, 1, "held callback run at destroy");
+}
