@@ -239,8 +239,9 @@ static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten)
         fx_orepub_forget_all(o);
     }
     /* a new master learns what this owner holds; so does the first one when the disk tier
-     * kept values from an earlier run (issue 39) */
-    fx_orepub_registered(o, master_changed || fx_odisk_first_registration(o));
+     * kept values from an earlier run, and one that had forgotten this owner (issue 39: its
+     * disk records are offered again, highest put_id winning, as after a restart) */
+    fx_orepub_registered(o, master_changed || fx_odisk_first_registration(o) || (forgotten && fx_odisk_on(o)));
     fx_oput_master_ready(o);
     fx_oclaims_master_ready(o);
     fx_oev_kick(o);
