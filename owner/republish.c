@@ -35,6 +35,9 @@
 typedef struct rp_id {
     uint64_t offset, use_seq; /* use_seq 0: a placed range (ranges), RP_DISK: a disk record
                                * (offset: its disk offset), else a slot */
+    uint64_t put_ms, put_ver; /* a placed range: the version recorded there (R1: a refused
+                               * report drops that record only, never a newer one placed at
+                               * the same offset meanwhile) */
 } rp_id_t;
 #define RP_DISK UINT64_MAX
 
@@ -56,7 +59,9 @@ typedef struct orepub {
     uint64_t epoch, started_ms;
     uint32_t in_flight;
     bool active, pending;
-    uint64_t rounds, batches, keys, stale, refused, leased, resends, last_ms, last_keys, placed_malformed;
+    uint64_t rounds, batches, keys, stale, refused, leased, resends, last_ms, last_keys, placed_malformed, r1_kept;
+    fx_timer_t hold; /* test fault delay_request "REPUBLISH": the round starts fault_ms later */
+    fx_owner_t *o;
 } orepub_t;
 
 typedef struct rp_batch {
@@ -72,6 +77,8 @@ FX_INTERNAL int fx_orepub_init(fx_owner_t *o)
     orepub_t *s = fx_calloc(1, sizeof *s);
     if (!s) return FLUXON_ERR_NOMEM;
     o->repub = s;
+    s->o = o;
+    fx_timer_init(&s->hold);
     int rc = fx_hmap_create(256, &s->ranges);
     return rc == FLUXON_OK ? fx_hmap_create(256, &s->disk) : rc;
 }
@@ -87,6 +94,7 @@ FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
 {
     orepub_t *s = o->repub;
     if (!s) return;
+    fx_timer_disarm(o->r, &s->hold);
     if (s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
     fx_hmap_destroy(s->ranges);
     if (s->disk) fx_hmap_clear(s->disk, rp_range_free);
@@ -148,8 +156,16 @@ FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t
     }
 }
 
-static void rp_range_drop(orepub_t *s, uint64_t offset)
+/* Drops the record at offset if it is still that version (R1: a value placed at the same
+ * offset since — a new master placing there while this owner's report was on its way —
+ * is another record, kept). */
+static void rp_range_drop(orepub_t *s, uint64_t offset, uint64_t put_ms, uint64_t put_ver)
 {
+    const rp_range_t *cur = fx_hmap_get(s->ranges, &offset, sizeof offset);
+    if (!cur || cur->put_ms != put_ms || cur->put_ver != put_ver) {
+        if (cur) s->r1_kept++;
+        return;
+    }
     void *g = NULL;
     if (fx_hmap_del(s->ranges, &offset, sizeof offset, &g) == FLUXON_OK && g) rp_range_free(g);
 }
@@ -161,7 +177,7 @@ static owner_entry_t *rp_find(fx_owner_t *o, const rp_id_t *id)
     return en && en->state == OE_COMMITTED && !en->retired && !en->evicting ? en : NULL;
 }
 
-static bool rp_id_add(orepub_t *s, uint64_t off, uint64_t use_seq)
+static bool rp_id_add(orepub_t *s, uint64_t off, uint64_t use_seq, uint64_t put_ms, uint64_t put_ver)
 {
     if (s->n == s->cap) {
         size_t nc = s->cap ? s->cap * 2 : 1024;
@@ -170,7 +186,7 @@ static bool rp_id_add(orepub_t *s, uint64_t off, uint64_t use_seq)
         s->ids = ni;
         s->cap = nc;
     }
-    s->ids[s->n++] = (rp_id_t){off, use_seq};
+    s->ids[s->n++] = (rp_id_t){off, use_seq, put_ms, put_ver};
     return true;
 }
 
@@ -183,7 +199,8 @@ static void rp_snap_ranges(orepub_t *s)
     while (fx_hmap_iter_next(s->ranges, &it, &k, &kl, &v)) {
         uint64_t off;
         memcpy(&off, k, sizeof off);
-        if (!rp_id_add(s, off, 0)) return;
+        const rp_range_t *g = v;
+        if (!rp_id_add(s, off, 0, g->put_ms, g->put_ver)) return;
     }
 }
 
@@ -204,7 +221,7 @@ static bool rp_snap_disk_one(void *arg, uint64_t off, const char *key, uint32_t 
         return false;
     }
     if (old) rp_range_free(old);
-    return rp_id_add(s, off, RP_DISK);
+    return rp_id_add(s, off, RP_DISK, m->put_ms, m->put_ver);
 }
 
 static void rp_snap_disk(fx_owner_t *o)
@@ -223,7 +240,7 @@ static void rp_retire(fx_owner_t *o, const rp_id_t *id)
         return;
     }
     if (!id->use_seq) {
-        rp_range_drop(o->repub, id->offset);
+        rp_range_drop(o->repub, id->offset, id->put_ms, id->put_ver);
         return;
     }
     owner_entry_t *en = rp_find(o, id);
@@ -331,9 +348,9 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
             m++;
             continue;
         }
-        if (!ids[i].use_seq) { /* a placed range */
+        if (!ids[i].use_seq) { /* a placed range, still the version snapshotted */
             rp_range_t *g = fx_hmap_get(s->ranges, &ids[i].offset, sizeof ids[i].offset);
-            if (!g) continue;
+            if (!g || g->put_ms != ids[i].put_ms || g->put_ver != ids[i].put_ver) continue;
             b->ids[m] = ids[i];
             keys[m] = (fx_str_t){g->key, g->klen};
             cols[m] = ids[i].offset;
@@ -402,7 +419,7 @@ static size_t rp_collect(fx_owner_t *o, rp_id_t *ids)
         s->slot += 4096;
         scanned++;
         if (!en || en->state != OE_COMMITTED || en->retired || en->evicting) continue;
-        ids[m++] = (rp_id_t){en->slot.offset, en->slot.use_seq};
+        ids[m++] = (rp_id_t){en->slot.offset, en->slot.use_seq, 0, 0};
         bytes += 56 + en->klen;
     }
     while (s->g >= s->n_grants && s->next < s->n && m < RP_BATCH_KEYS && bytes < RP_MAX_BYTES) {
@@ -433,10 +450,24 @@ static void rp_pump(fx_owner_t *o)
     if (s->active && s->in_flight == 0 && rp_walk_done(s)) rp_done(o);
 }
 
+static void rp_on_hold(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    orepub_t *s = FX_CONTAINER_OF(t, orepub_t, hold);
+    if (fx_olink_conn(s->o)) fx_orepub_registered(s->o, true);
+}
+
 FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
 {
     orepub_t *s = o->repub;
     if (!master_changed && !s->pending) return;
+    if (!fx_timer_armed(&s->hold) && fx_owner_fault_delay(o, "REPUBLISH")) { /* test-only: the round starts later */
+        FX_WARN("test fault: re-publication held back %u ms", o->cfg.fault_ms);
+        s->pending = true;
+        fx_timer_arm(o->r, &s->hold, o->cfg.fault_ms, rp_on_hold);
+        return;
+    }
+    fx_timer_disarm(o->r, &s->hold);
     s->epoch++; /* answers of an earlier attempt are ignored */
     s->in_flight = 0;
     s->n = s->next = s->found = s->g = s->slot = 0;
@@ -491,4 +522,5 @@ FX_INTERNAL void fx_orepub_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->republish_last_keys = s->last_keys;
     m->placed_ranges_held = fx_hmap_count(s->ranges);
     m->placed_malformed = s->placed_malformed;
+    m->republish_newer_kept = s->r1_kept;
 }

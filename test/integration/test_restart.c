@@ -488,3 +488,40 @@ Test(restart, a_placed_replica_the_master_dropped_is_not_republished, .timeout =
     get_check(c[0], "w1:append", 81, "o0");
     for (int i = 0; i < 3; i++) fluxon_client_close(c[i]);
 }
+
+/* R1 (issue 44): an acknowledged placed value survives every later restart. A new master
+ * (no range quarantine here) places a value on o1 at the offset where o1's report of an
+ * older placed value is still to come (o1's re-publication held back 3 s by a test fault);
+ * the master refuses that report (the range is taken), and o1 must drop the OLD record
+ * only: the new value's record stays, so the next master restart re-publishes it. */
+Test(restart, a_refused_report_never_drops_a_newer_value_placed_at_its_offset, .timeout = 120, .fini = fini)
+{
+    rf_master_extra = ",\"range_quarantine_ms\":0";
+    const char *extra[2] = {NULL, ",\"test\":{\"fault_message\":\"REPUBLISH\",\"fault\":\"delay_request\","
+                                  "\"fault_ms\":3000,\"fault_count\":1}"};
+    rf_up(2, extra);
+    fluxon_client *c0 = rf_client(0);
+    fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
+    static uint8_t v[VLEN];
+    th_pattern(v, NULL, VLEN, 81);
+    cr_assert_eq(fluxon_put(c0, "r1:old", v, VLEN, &wt), FLUXON_OK);
+    cr_assert_eq(rf_stat(c0, true, "place_remote"), 1, "placed on o1");
+    rf_kill_master();
+    rf_start_master();
+    /* o0 re-publishes at once; o1 holds its report 3 s: place on o1 meanwhile */
+    cr_assert(rf_wait_stat(c0, true, "republish_owners_done", 1, 1, 20000));
+    cr_assert(rf_wait_stat(c0, true, "owners_alive", 0, 2, 20000), "o1 registered with the new master");
+    th_pattern(v, NULL, VLEN, 82);
+    cr_assert_eq(fluxon_put(c0, "r1:new", v, VLEN, &wt), FLUXON_OK);
+    cr_assert_eq(rf_stat(c0, true, "place_remote"), 1, "the new master placed on o1 (same fresh allocator: the old offset)");
+    cr_assert(rf_wait_stat(c0, true, "republish_owners_done", 1, 2, 20000), "o1 re-published (held 3 s)");
+    fluxon_client *c1 = rf_client(1);
+    cr_assert_eq(rf_stat(c1, false, "placed_ranges_held"), 1, "o1 keeps the new value's record");
+    fluxon_client_close(c1);
+    get_check(c0, "r1:new", 82, "o0");
+    /* the next restart: o1 re-publishes the new value (with the old code it was forgotten) */
+    rf_kill_master();
+    restart_master_and_wait(c0);
+    get_check(c0, "r1:new", 82, "o0 after the second restart");
+    fluxon_client_close(c0);
+}
