@@ -60,7 +60,7 @@ typedef struct orepub {
     uint32_t in_flight;
     bool active, pending;
     uint64_t rounds, batches, keys, stale, refused, leased, resends, last_ms, last_keys, placed_malformed, r1_kept;
-    fx_timer_t hold; /* test fault delay_request "REPUBLISH": the round starts fault_ms later */
+    struct rp_held *held; /* test fault delay_request "REPUBLISH": a batch held back */
     fx_owner_t *o;
 } orepub_t;
 
@@ -72,13 +72,36 @@ typedef struct rp_batch {
     rp_id_t ids[]; /* the identities sent, in order */
 } rp_batch_t;
 
+/* Test fault delay_request "REPUBLISH": one batch, built now, reaches the master fault_ms
+ * later (a report overtaken by what the master does meanwhile: R1's race, made certain). */
+typedef struct rp_held {
+    fx_timer_t t;
+    fx_owner_t *o;
+    rp_batch_t *b;
+    char *kbuf;
+    uint32_t *klens;
+    uint64_t *cols; /* 6 columns of m */
+    uint32_t m;
+    bool last;
+} rp_held_t;
+
+static void rp_held_free(rp_held_t *hd)
+{
+    fx_free(hd->kbuf);
+    fx_free(hd->klens);
+    fx_free(hd->cols);
+    fx_free(hd);
+}
+
+static bool rp_hold(fx_owner_t *o, rp_batch_t *b, const fx_str_t *keys, const uint64_t *cols, size_t n, uint32_t m,
+                    bool last);
+
 FX_INTERNAL int fx_orepub_init(fx_owner_t *o)
 {
     orepub_t *s = fx_calloc(1, sizeof *s);
     if (!s) return FLUXON_ERR_NOMEM;
     o->repub = s;
     s->o = o;
-    fx_timer_init(&s->hold);
     int rc = fx_hmap_create(256, &s->ranges);
     return rc == FLUXON_OK ? fx_hmap_create(256, &s->disk) : rc;
 }
@@ -94,7 +117,11 @@ FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
 {
     orepub_t *s = o->repub;
     if (!s) return;
-    fx_timer_disarm(o->r, &s->hold);
+    if (s->held) { /* test fault: a held batch dies with the owner */
+        fx_timer_disarm(o->r, &s->held->t);
+        fx_free(s->held->b);
+        rp_held_free(s->held);
+    }
     if (s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
     fx_hmap_destroy(s->ranges);
     if (s->disk) fx_hmap_clear(s->disk, rp_range_free);
@@ -385,7 +412,12 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
     uint32_t k = (uint32_t)m;
     fx_body_republish_t body = {{keys, k},         {cols, k},         {cols + n, k},     {cols + 2 * n, k},
                                 {cols + 3 * n, k}, {cols + 4 * n, k}, {cols + 5 * n, k}, last};
-    if (FX_RPC_CALL(mc, REPUBLISH, republish, &body, o->cfg.master_timeout_ms, rp_on_answer, b) == FLUXON_OK) {
+    if (m && !s->held && fx_owner_fault_delay(o, "REPUBLISH") && rp_hold(o, b, keys, cols, n, k, last)) {
+        b = NULL; /* test-only: sent later (rp_on_hold), counted in flight now */
+        s->in_flight++;
+        s->batches++;
+        s->keys += m;
+    } else if (FX_RPC_CALL(mc, REPUBLISH, republish, &body, o->cfg.master_timeout_ms, rp_on_answer, b) == FLUXON_OK) {
         b = NULL;
         s->in_flight++;
         s->batches++;
@@ -450,24 +482,86 @@ static void rp_pump(fx_owner_t *o)
     if (s->active && s->in_flight == 0 && rp_walk_done(s)) rp_done(o);
 }
 
+/* The round's batches go (its snapshot is taken). */
+static void rp_start(fx_owner_t *o)
+{
+    orepub_t *s = o->repub;
+    if (rp_walk_done(s)) {
+        /* still tell the master (one empty last batch): it logs the owner as done */
+        rp_send(o, NULL, 0, true);
+        if (s->active && !s->in_flight) rp_done(o);
+        return;
+    }
+    rp_pump(o);
+}
+
+static void rp_on_answer(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
+
 static void rp_on_hold(fx_reactor_t *r, fx_timer_t *t)
 {
     (void)r;
-    orepub_t *s = FX_CONTAINER_OF(t, orepub_t, hold);
-    if (fx_olink_conn(s->o)) fx_orepub_registered(s->o, true);
+    rp_held_t *hd = FX_CONTAINER_OF(t, rp_held_t, t);
+    fx_owner_t *o = hd->o;
+    orepub_t *s = o->repub;
+    s->held = NULL;
+    fx_conn_t *mc = fx_olink_conn(o);
+    fx_str_t *keys = fx_calloc(hd->m ? hd->m : 1, sizeof *keys);
+    int rc = FLUXON_ERR_UNAVAILABLE;
+    if (keys && mc && hd->b->epoch == s->epoch && s->active) {
+        for (uint32_t i = 0, at = 0; i < hd->m; at += hd->klens[i], i++) keys[i] = (fx_str_t){hd->kbuf + at, hd->klens[i]};
+        uint64_t *c = hd->cols;
+        uint32_t m = hd->m;
+        fx_body_republish_t body = {{keys, m}, {c, m}, {c + m, m}, {c + 2 * m, m}, {c + 3 * m, m}, {c + 4 * m, m},
+                                    {c + 5 * m, m}, hd->last};
+        rc = FX_RPC_CALL(mc, REPUBLISH, republish, &body, o->cfg.master_timeout_ms, rp_on_answer, hd->b);
+    }
+    fx_free(keys);
+    if (rc == FLUXON_OK) {
+        hd->b = NULL;
+    } else if (s->active && hd->b->epoch == s->epoch) {
+        s->in_flight--;
+        rp_abandon(s);
+    }
+    fx_free(hd->b);
+    rp_held_free(hd);
+}
+
+/* Holds batch b (its body: keys[0..m), cols with column stride n) back fault_ms. */
+static bool rp_hold(fx_owner_t *o, rp_batch_t *b, const fx_str_t *keys, const uint64_t *cols, size_t n, uint32_t m,
+                    bool last)
+{
+    rp_held_t *hd = fx_calloc(1, sizeof *hd);
+    size_t kb = 0;
+    for (uint32_t i = 0; i < m; i++) kb += keys[i].len;
+    if (hd) {
+        hd->kbuf = fx_malloc(kb ? kb : 1);
+        hd->klens = fx_calloc(m ? m : 1, sizeof *hd->klens);
+        hd->cols = fx_calloc(6 * (size_t)(m ? m : 1), sizeof *hd->cols);
+    }
+    if (!hd || !hd->kbuf || !hd->klens || !hd->cols) {
+        if (hd) rp_held_free(hd);
+        return false;
+    }
+    for (uint32_t i = 0, at = 0; i < m; at += (uint32_t)keys[i].len, i++) {
+        memcpy(hd->kbuf + at, keys[i].p, keys[i].len);
+        hd->klens[i] = (uint32_t)keys[i].len;
+        for (int c = 0; c < 6; c++) hd->cols[(size_t)c * m + i] = cols[(size_t)c * n + i];
+    }
+    hd->o = o;
+    hd->b = b;
+    hd->m = m;
+    hd->last = last;
+    o->repub->held = hd;
+    fx_timer_init(&hd->t);
+    FX_WARN("test fault: a REPUBLISH batch of %u values held back %u ms", m, o->cfg.fault_ms);
+    fx_timer_arm(o->r, &hd->t, o->cfg.fault_ms, rp_on_hold);
+    return true;
 }
 
 FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
 {
     orepub_t *s = o->repub;
     if (!master_changed && !s->pending) return;
-    if (!fx_timer_armed(&s->hold) && fx_owner_fault_delay(o, "REPUBLISH")) { /* test-only: the round starts later */
-        FX_WARN("test fault: re-publication held back %u ms", o->cfg.fault_ms);
-        s->pending = true;
-        fx_timer_arm(o->r, &s->hold, o->cfg.fault_ms, rp_on_hold);
-        return;
-    }
-    fx_timer_disarm(o->r, &s->hold);
     s->epoch++; /* answers of an earlier attempt are ignored */
     s->in_flight = 0;
     s->n = s->next = s->found = s->g = s->slot = 0;
@@ -491,13 +585,7 @@ FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
     s->started_ms = fx_now_ms();
     FX_INFO("registered with a master that does not know this owner: re-publishing what it holds (%zu grants, "
             "%zu placed values, %zu values on disk)", s->n_grants, n_ranges, s->n - n_ranges);
-    if (rp_walk_done(s)) {
-        /* still tell the master (one empty last batch): it logs the owner as done */
-        rp_send(o, NULL, 0, true);
-        if (s->active && !s->in_flight) rp_done(o);
-        return;
-    }
-    rp_pump(o);
+    rp_start(o);
 }
 
 FX_INTERNAL void fx_orepub_lost(fx_owner_t *o)
