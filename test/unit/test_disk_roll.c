@@ -111,3 +111,47 @@ Test(disk, segment_switches_take_a_file_made_ahead_and_never_make_one_inline)
     many_switches(FX_DISK_DIRECT_OFF);
 }
 
+
+/* A directory written with a larger capacity (or smaller segments) than the store now opens
+ * with — an operator shrinks disk.capacity_bytes, or raises disk.segment_bytes, and
+ * restarts the owner — holds more segments than capacity + FX_DISK_OVER_SEGMENTS. The
+ * oldest must retire at the next roll so that appends go on. (Failed: fx_disk_room asks
+ * fx_disk_can_roll, which refuses past capacity + FX_DISK_OVER_SEGMENTS, so fx_disk_roll,
+ * the only place that retires, is never reached: every demotion is dropped as busy and the
+ * directory stays over its capacity for good.) */
+Test(disk, reopened_with_a_smaller_capacity_retires_down_to_it_and_appends_go_on)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 1 * MiB, 16 * MiB);
+    fx_disk_t *d = open_ok(r, &c, NULL);
+    char key[32];
+    for (int i = 0; i < 36; i++) { /* 3 records a segment: 12 segments */
+        snprintf(key, sizeof key, "s%d", i);
+        cr_assert_eq(put(r, d, key, 300 * KiB, (uint64_t)i, 1 + (uint64_t)i, NULL), FLUXON_OK, "append %d", i);
+    }
+    drain(r, d);
+    fx_disk_close(d, 5000);
+    c.capacity_bytes = 2 * MiB; /* 2 segments now */
+    d = open_ok(r, &c, NULL);
+    fx_disk_stats_t st;
+    fx_disk_stats(d, &st);
+    cr_assert_geq(st.segments, 10, "the directory was re-indexed (%llu segments)", (unsigned long long)st.segments);
+    for (int i = 0; i < 9; i++) {
+        snprintf(key, sizeof key, "n%d", i);
+        cr_assert_eq(put(r, d, key, 300 * KiB, 100 + (uint64_t)i, 1000 + (uint64_t)i, NULL), FLUXON_OK,
+                     "append %d after reopening with a smaller capacity", i);
+    }
+    drain(r, d);
+    check_value(r, d, "n8", 300 * KiB, 108, FLUXON_OK);
+    fx_disk_stats(d, &st);
+    cr_assert_leq(st.segments, 2 + FX_DISK_OVER_SEGMENTS + 1, "old segments retired (%llu left)",
+                  (unsigned long long)st.segments);
+    cr_assert_leq(st.used_bytes, c.capacity_bytes + (FX_DISK_OVER_SEGMENTS + 1) * c.segment_bytes,
+                  "within capacity (%llu bytes used)", (unsigned long long)st.used_bytes);
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(dir);
+    free(dir);
+}
