@@ -227,7 +227,26 @@ static bool dk_count_allows(const fx_disk_t *d)
     return dk_count_segs(d, false) + 1 <= d->max_segs + FX_DISK_OVER_SEGMENTS;
 }
 
-FX_INTERNAL bool fx_disk_can_roll(const fx_disk_t *d) { return dk_count_allows(d) && d->spare_fd >= 0; }
+/* The oldest closed segments retire while the active ones (and one more) pass capacity. */
+static void dk_retire_over(fx_disk_t *d)
+{
+    while (dk_count_segs(d, true) + 1 > d->max_segs) {
+        dk_seg_t *old = NULL;
+        for (dk_seg_t *s = d->segs; s && !old; s = s->next)
+            if (s->state == DK_SEG_CLOSED) old = s;
+        if (!old) break;
+        dk_retire(d, old); /* may free it at once (no hook): the list is walked again */
+    }
+}
+
+/* Past capacity + FX_DISK_OVER_SEGMENTS (a directory reopened with a smaller capacity, or
+ * the layer above slow to free), the oldest segments retire here too: roll is the other
+ * place, and it is reached only through here. */
+FX_INTERNAL bool fx_disk_can_roll(fx_disk_t *d)
+{
+    if (!dk_count_allows(d)) dk_retire_over(d);
+    return dk_count_allows(d) && d->spare_fd >= 0;
+}
 
 /* The open segment is full (or there is none): it closes (its seal starts once its data is
  * written), the oldest segments retire while a new one would pass capacity, and the spare
@@ -244,13 +263,7 @@ FX_INTERNAL int fx_disk_roll(fx_disk_t *d, uint64_t rec_bytes, uint64_t ent_byte
         d->open_seg = NULL;
         if (o->data_end) fx_disk_seal(d, o);
     }
-    while (dk_count_segs(d, true) + 1 > d->max_segs) {
-        dk_seg_t *old = NULL;
-        for (dk_seg_t *s = d->segs; s && !old; s = s->next)
-            if (s->state == DK_SEG_CLOSED) old = s;
-        if (!old) break;
-        dk_retire(d, old); /* may free it at once (no hook): the list is walked again */
-    }
+    dk_retire_over(d);
     if (!dk_count_allows(d)) return FLUXON_ERR_BUSY;
     if (d->spare_fd < 0) { /* the next file is still being made (or could not be): never made here */
         if (d->failed) return FLUXON_ERR_UNAVAILABLE;

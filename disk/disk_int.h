@@ -157,7 +157,7 @@ FX_INTERNAL void fx_disk_rec_drop(fx_disk_t *d, dk_rec_t *rec);
 FX_INTERNAL dk_seg_t *fx_disk_seg_new(fx_disk_t *d, uint64_t id, int fd);
 FX_INTERNAL int fx_disk_seg_open_fd(fx_disk_t *d, const char *path, int flags, char *err, size_t errlen);
 FX_INTERNAL void fx_disk_seg_maybe_unlink(fx_disk_t *d, dk_seg_t *seg);
-FX_INTERNAL bool fx_disk_can_roll(const fx_disk_t *d);
+FX_INTERNAL bool fx_disk_can_roll(fx_disk_t *d);
 FX_INTERNAL int fx_disk_roll(fx_disk_t *d, uint64_t rec_bytes, uint64_t ent_bytes);
 FX_INTERNAL bool fx_disk_seg_fits(const fx_disk_t *d, const dk_seg_t *s, uint64_t rec_bytes, uint64_t ent_bytes);
 FX_INTERNAL void *fx_disk_aligned(size_t n);
