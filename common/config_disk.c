@@ -25,6 +25,8 @@ FX_INTERNAL int fx_cfg_parse_disk(struct cfg_ctx *c, const cJSON *obj, fx_config
         case 0:
             if ((rc = fx_cfg_want_string(c, "disk.path", it))) return rc;
             if (!it->valuestring[0]) return fx_cfg_bad(c, "disk.path", it, "must not be empty");
+            if (it->valuestring[0] != '/')
+                return fx_cfg_bad(c, "disk.path", it, "must be an absolute path (the owner's working directory is no anchor)");
             if (strlen(it->valuestring) >= sizeof cfg->disk_path)
                 return fx_cfg_bad(c, "disk.path", it, "is longer than %zu bytes", sizeof cfg->disk_path - 1);
             memcpy(cfg->disk_path, it->valuestring, strlen(it->valuestring) + 1);

@@ -67,6 +67,23 @@ static int dk_check_cfg(const fx_disk_cfg_t *in, fx_disk_cfg_t *c, char *err, si
 
 /* ---- the lock ---- */
 
+/* mkdir -p: the missing parents 0755 (as for the owner's socket), the directory 0700. */
+static int dk_mkdirs(const char *path)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *c = p + 1; *c; c++)
+        if (*c == '/') {
+            *c = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return -1;
+            *c = '/';
+        }
+    return mkdir(p, 0700);
+}
+
 static int dk_lock(fx_disk_t *d, char *err, size_t errlen)
 {
     char lp[4096];
@@ -242,6 +259,36 @@ static void dk_retire_over(fx_disk_t *d)
 /* Past capacity + FX_DISK_OVER_SEGMENTS (a directory reopened with a smaller capacity, or
  * the layer above slow to free), the oldest segments retire here too: roll is the other
  * place, and it is reached only through here. */
+FX_INTERNAL void fx_disk_fail(fx_disk_t *d, int err, const char *what)
+{
+    d->st.write_stops += !d->failed;
+    if (!d->failed)
+        FX_ERROR("disk: %s in %s failed: %s; writes to the disk tier pause %u ms, then retry (values evicted meanwhile "
+                 "go without a disk copy, counted)", what, d->path, strerror(err), FX_MAX(d->fail_backoff_ms, 1000u));
+    d->failed = true;
+    d->failed_ms = fx_now_ms();
+    d->fail_backoff_ms = d->fail_backoff_ms ? FX_MIN(d->fail_backoff_ms * 2, 30000u) : 1000u;
+    if (d->open_seg) { /* a hole in it now: no record after it */
+        d->open_seg->state = DK_SEG_CLOSED;
+        d->open_seg = NULL;
+    }
+    if (err == ENOSPC) { /* a cache: the oldest segment makes room */
+        dk_seg_t *old = NULL;
+        for (dk_seg_t *s = d->segs; s && !old; s = s->next)
+            if (s->state == DK_SEG_CLOSED) old = s;
+        if (old) dk_retire(d, old);
+    }
+}
+
+FX_INTERNAL bool fx_disk_failing(fx_disk_t *d)
+{
+    if (!d->failed) return false;
+    if (fx_now_ms() - d->failed_ms < d->fail_backoff_ms) return true;
+    d->failed = false; /* the pause is over: the next write or file creation tries again */
+    FX_INFO("disk: writes to %s resume after a failure (%u ms pause)", d->path, d->fail_backoff_ms);
+    return false;
+}
+
 FX_INTERNAL bool fx_disk_can_roll(fx_disk_t *d)
 {
     if (!dk_count_allows(d)) dk_retire_over(d);
@@ -266,7 +313,7 @@ FX_INTERNAL int fx_disk_roll(fx_disk_t *d, uint64_t rec_bytes, uint64_t ent_byte
     dk_retire_over(d);
     if (!dk_count_allows(d)) return FLUXON_ERR_BUSY;
     if (d->spare_fd < 0) { /* the next file is still being made (or could not be): never made here */
-        if (d->failed) return FLUXON_ERR_UNAVAILABLE;
+        if (fx_disk_failing(d)) return FLUXON_ERR_UNAVAILABLE;
         d->st.segment_waits++;
         fx_disk_spare_start(d);
         return FLUXON_ERR_BUSY;
@@ -447,7 +494,7 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
     }
     for (uint32_t i = 0; i < c.write_buffers; i++) d->bufs[i].d = d;
     struct stat sb;
-    if (mkdir(d->path, 0700) != 0 && errno != EEXIST) {
+    if (dk_mkdirs(d->path) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "disk.path %s: cannot make it: %s", d->path, strerror(errno));
         rc = FLUXON_ERR_UNAVAILABLE;
     } else if (stat(d->path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
@@ -508,4 +555,5 @@ FX_INTERNAL void fx_disk_stats(const fx_disk_t *d, fx_disk_stats_t *s)
         if (g->state == DK_SEG_RETIRING || g->state == DK_SEG_FREED) s->segments_retiring++;
     }
     s->direct_io = d->direct;
+    s->writes_failing = d->failed && fx_now_ms() - d->failed_ms < d->fail_backoff_ms;
 }

@@ -141,6 +141,8 @@ typedef struct fx_disk_stats {
     uint64_t reads, read_bytes, reads_in_flight, read_errors, crc_failures, staged_reads;
     uint64_t segments_freed, records_dropped;
     uint64_t segment_waits; /* rolls refused (BUSY) while the next segment file was being made */
+    uint64_t write_stops;   /* times writes paused after a failed write or file creation (they retry) */
+    bool writes_failing;    /* paused now (a failure less than its backoff ago) */
     uint64_t recovered_records, recovered_segments, recovered_torn, recover_ms;
     bool direct_io; /* O_DIRECT in use */
     uint64_t direct_fallbacks; /* O_DIRECT refused (at open or first write): buffered + DONTNEED */

@@ -125,9 +125,9 @@ static void dk_on_spare(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
         fx_disk_unlink_async(d, op->id);
         fx_disk_spare_start(d);
     } else if (res < 0) {
-        FX_ERROR("disk: disk.path %s: cannot make %s: %s; writes to the disk tier stop", d->path, op->path,
-                 strerror(-res));
-        d->failed = true;
+        char what[160];
+        snprintf(what, sizeof what, "making segment file %016llx", (unsigned long long)op->id);
+        fx_disk_fail(d, -res, what);
     } else {
         if (op->direct && !d->direct) fcntl(res, F_SETFL, fcntl(res, F_GETFL) & ~O_DIRECT); /* fell back meanwhile */
         d->spare_fd = res;
@@ -138,7 +138,13 @@ static void dk_on_spare(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
 
 FX_INTERNAL void fx_disk_spare_start(fx_disk_t *d)
 {
-    if (d->spare_fd >= 0 || d->spare_opening || d->failed || d->shutting || d->next_seg_id >= (1ull << 31)) return;
+    if (d->spare_fd >= 0 || d->spare_opening || fx_disk_failing(d) || d->shutting) return;
+    if (d->next_seg_id >= (1ull << 31)) { /* ids are 31 bits in a disk offset */
+        if (!d->ids_exhausted) FX_ERROR("disk: %s: segment ids exhausted (2^31 made): writes to the disk tier stop; "
+                                        "empty the directory to start over", d->path);
+        d->ids_exhausted = true;
+        return;
+    }
     dk_op_t *op = dk_op_new(d, DK_OP_SPARE, d->next_seg_id, true);
     if (!op) return; /* the next roll asks again */
     d->next_seg_id++;
@@ -165,8 +171,7 @@ FX_INTERNAL void fx_disk_spare_make_sync(fx_disk_t *d)
         fd = open(path, dk_spare_flags(d), 0600);
     }
     if (fd < 0) {
-        FX_ERROR("disk: disk.path %s: cannot make %s: %m; writes to the disk tier stop", d->path, path);
-        d->failed = true;
+        fx_disk_fail(d, errno, "making the first segment file");
         return;
     }
     d->spare_fd = fd;

@@ -116,6 +116,9 @@ struct fx_disk {
     fx_disk_hooks_t hooks;
     int lock_fd;
     bool direct, failed, closing;
+    uint64_t failed_ms;   /* writes failed (fx_disk_fail) at this fx_now_ms: they pause, then retry */
+    uint32_t fail_backoff_ms;
+    bool ids_exhausted; /* logged once */
     bool shutting;      /* fx_disk_close began: no spare is made any more */
     bool spare_opening; /* the next segment file is being made (disk_fs.c) */
     int spare_fd;       /* the next segment file, made ahead (-1: none yet) */
@@ -158,6 +161,12 @@ FX_INTERNAL dk_seg_t *fx_disk_seg_new(fx_disk_t *d, uint64_t id, int fd);
 FX_INTERNAL int fx_disk_seg_open_fd(fx_disk_t *d, const char *path, int flags, char *err, size_t errlen);
 FX_INTERNAL void fx_disk_seg_maybe_unlink(fx_disk_t *d, dk_seg_t *seg);
 FX_INTERNAL bool fx_disk_can_roll(fx_disk_t *d);
+/* A write or a segment file's creation failed with -err: writes pause (1 s, doubling to
+ * 30 s while they keep failing), the open segment takes no more records, and ENOSPC
+ * retires the oldest segment for room (disk.c). Logged once per pause. */
+FX_INTERNAL void fx_disk_fail(fx_disk_t *d, int err, const char *what);
+/* Writes are paused by a failure (false once its pause is over: the next one retries). */
+FX_INTERNAL bool fx_disk_failing(fx_disk_t *d);
 FX_INTERNAL int fx_disk_roll(fx_disk_t *d, uint64_t rec_bytes, uint64_t ent_bytes);
 FX_INTERNAL bool fx_disk_seg_fits(const fx_disk_t *d, const dk_seg_t *s, uint64_t rec_bytes, uint64_t ent_bytes);
 FX_INTERNAL void *fx_disk_aligned(size_t n);

@@ -80,10 +80,10 @@ static void dk_on_write(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
     }
     if (res <= 0) {
         d->st.write_errors++;
-        if (!d->failed)
-            FX_ERROR("disk: write of %zu bytes at byte %" PRIu64 " of segment %" PRIu64 " in %s failed: %s; writes to the disk tier stop",
-                     b->len, b->file_off, b->seg->id, d->path, res ? strerror(-res) : "no progress");
-        d->failed = true;
+        char what[160];
+        snprintf(what, sizeof what, "a write of %zu bytes at byte %" PRIu64 " of segment %" PRIu64, b->len, b->file_off,
+                 b->seg->id);
+        fx_disk_fail(d, res ? -res : EIO, what);
         /* the records of this buffer are not on the file: out of the index */
         uint64_t lo = b->file_off, hi = b->file_off + b->len;
         for (dk_rec_t *x = b->seg->recs, *nx; x; x = nx) {
@@ -94,6 +94,7 @@ static void dk_on_write(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
     } else {
         d->st.writes++;
         d->st.write_bytes += b->len;
+        d->fail_backoff_ms = 0; /* writes work: the next failure pauses 1 s again */
         if (!d->direct) fx_disk_fadvise_async(d, b->seg, b->file_off, b->len);
     }
     dk_buf_done(d, b);
@@ -163,7 +164,7 @@ FX_INTERNAL dk_buf_t *fx_disk_buf_take(fx_disk_t *d, dk_seg_t *seg, uint64_t nee
 
 FX_INTERNAL bool fx_disk_room(fx_disk_t *d, size_t n, uint64_t bytes)
 {
-    if (d->failed) return false;
+    if (fx_disk_failing(d)) return false;
     if (!n) return true;
     uint64_t need = bytes + (uint64_t)n * 2 * FX_DISK_BLOCK; /* header block + padding, at most */
     uint64_t ent = FX_MIN(bytes, (uint64_t)n * FX_DISK_MAX_KEY) + (uint64_t)n * (FX_DISK_IDX_ENTRY + 8);
@@ -182,7 +183,7 @@ FX_INTERNAL bool fx_disk_room(fx_disk_t *d, size_t n, uint64_t bytes)
 FX_INTERNAL int fx_disk_append(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
                                const fx_disk_meta_t *m, uint64_t *off)
 {
-    if (d->failed) return FLUXON_ERR_UNAVAILABLE;
+    if (fx_disk_failing(d)) return FLUXON_ERR_UNAVAILABLE;
     if (klen > FX_DISK_MAX_KEY || (klen && !key) || (m->value_len && !value)) return FLUXON_ERR_INVALID_ARGUMENT;
     uint64_t rb = fx_disk_rec_bytes(m->value_len), eb = fx_disk_ient_bytes(klen);
     if (m->value_len > d->cfg.segment_bytes ||

@@ -58,6 +58,8 @@ typedef struct odisk {
     fx_timer_t flush_timer;
     bool registered; /* registered once: recovered records were offered to the master */
     fx_u64map_t read_once; /* disk offsets read back once (fx_odisk_promote) */
+    uint64_t segment_bytes; /* the store's (for messages) */
+    uint64_t demote_failing, demote_too_big;
     uint64_t move_refused, demote_busy, demote_reused, reads_ok, reads_missed, forgotten, routes_dropped,
         route_drops_failed, retired_records, retired_segments;
 } odisk_t;
@@ -295,13 +297,12 @@ FX_INTERNAL int fx_odisk_init(fx_owner_t *o)
         s->d = NULL;
         return FLUXON_ERR_CONFIG;
     }
-    fx_disk_stats_t st;
-    fx_disk_stats(s->d, &st);
-    FX_INFO("disk tier at %s: %llu records in %llu segments re-indexed in %llu ms (%llu torn tails), %llu of %llu "
-            "bytes used, %s", o->cfg.disk_path, (unsigned long long)st.recovered_records,
-            (unsigned long long)st.recovered_segments, (unsigned long long)st.recover_ms,
-            (unsigned long long)st.recovered_torn, (unsigned long long)st.used_bytes,
-            (unsigned long long)st.capacity_bytes, st.direct_io ? "O_DIRECT" : "buffered I/O");
+    s->segment_bytes = o->cfg.disk_segment_bytes ? o->cfg.disk_segment_bytes : FX_DISK_SEGMENT_DEFAULT;
+    if (o->cfg.grant_bytes && o->cfg.grant_bytes + 2 * FX_DISK_BLOCK > s->segment_bytes)
+        FX_WARN("disk tier: values up to reserve.grant_bytes %llu may be put, but a disk segment takes at most %llu "
+                "bytes of value (disk.segment_bytes %llu less a header block): larger ones never go to disk",
+                (unsigned long long)o->cfg.grant_bytes, (unsigned long long)(s->segment_bytes - 2 * FX_DISK_BLOCK),
+                (unsigned long long)s->segment_bytes);
     return FLUXON_OK;
 }
 
@@ -366,7 +367,10 @@ FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const f
         bytes += v[i]->klen + v[i]->value_len;
     }
     if (need && !fx_disk_room(s->d, need, bytes)) { /* no staging room: dropped, never a wait */
-        s->demote_busy += need;
+        fx_disk_stats_t st;
+        fx_disk_stats(s->d, &st);
+        if (st.writes_failing) s->demote_failing += need; /* writes paused after a failure */
+        else s->demote_busy += need;
         return;
     }
     const uint8_t *base = fx_segment_base(o->seg);
@@ -374,8 +378,17 @@ FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const f
         owner_entry_t *en = v[i];
         if (!meta[i].group_size || disk[i]) continue;
         uint64_t off = 0;
-        if (fx_disk_append(s->d, en->key, en->klen, base + en->slot.offset, &meta[i], &off) == FLUXON_OK) disk[i] = off;
-        else s->demote_busy++;
+        int rc = fx_disk_append(s->d, en->key, en->klen, base + en->slot.offset, &meta[i], &off);
+        if (rc == FLUXON_OK) {
+            disk[i] = off;
+        } else if (rc == FLUXON_ERR_INVALID_ARGUMENT) { /* larger than a segment can take */
+            if (!s->demote_too_big++)
+                FX_WARN("disk tier: a value of %llu bytes does not fit a segment (disk.segment_bytes %llu, less a 4 KiB "
+                        "header block): such values never go to disk (counted disk_demote_too_big)",
+                        (unsigned long long)en->value_len, (unsigned long long)s->segment_bytes);
+        } else {
+            s->demote_busy++;
+        }
     }
 }
 
@@ -441,6 +454,8 @@ FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m)
     if (!s) return;
     m->disk_move_refused = s->move_refused;
     m->disk_demote_busy = s->demote_busy;
+    m->disk_demote_failing = s->demote_failing;
+    m->disk_demote_too_big = s->demote_too_big;
     m->disk_demote_reused = s->demote_reused;
     m->disk_forgotten = s->forgotten;
     m->disk_routes_dropped = s->routes_dropped;
@@ -471,4 +486,7 @@ FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_recover_ms = st.recover_ms;
     m->disk_direct_io = st.direct_io;
     m->disk_direct_fallbacks = st.direct_fallbacks;
+    m->disk_writes_failing = st.writes_failing;
+    m->disk_write_stops = st.write_stops;
+    m->disk_segment_waits = st.segment_waits;
 }

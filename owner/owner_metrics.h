@@ -209,6 +209,9 @@
     /* disk.c and the store disk/ (issue 39): the disk tier */                                                  \
     X(disk_on, BOOL, "owner_disk_on", "", "1 while the disk tier is open")                                       \
     X(disk_direct_io, BOOL, "owner_disk_direct_io", "", "1 while the disk tier uses O_DIRECT")                   \
+    X(disk_writes_failing, BOOL, "owner_disk_writes_failing", "", "1 while disk writes pause after a failure (disk full, directory gone): they retry") \
+    X(disk_write_stops, COUNTER, "owner_disk_write_stops_total", "", "Times disk writes paused after a failed write or segment file creation") \
+    X(disk_segment_waits, COUNTER, "owner_disk_segment_waits_total", "", "Segment switches that waited for the next file being made") \
     X(disk_direct_fallbacks, COUNTER, "owner_disk_direct_fallbacks_total", "", "O_DIRECT refused by the file system: buffered I/O instead") \
     X(disk_capacity_bytes, GAUGE, "owner_disk_capacity_bytes", "", "Bytes of segment files the disk tier may hold") \
     X(disk_used_bytes, GAUGE, "owner_disk_used_bytes", "", "Bytes of segment files the disk tier holds")         \
@@ -231,6 +234,8 @@
     X(disk_recover_ms, MSGAUGE, "owner_disk_recover_seconds", "", "Time to re-index the disk tier when the owner started") \
     X(disk_move_refused, COUNTER, "owner_disk_move_refused_total", "", "Moves to disk the master refused (a newer version): record dropped") \
     X(disk_demote_busy, COUNTER, "owner_disk_demote_busy_total", "", "Admitted victims dropped: no staging room (the disk is behind)") \
+    X(disk_demote_failing, COUNTER, "owner_disk_demote_failing_total", "", "Admitted victims dropped while disk writes paused after a failure") \
+    X(disk_demote_too_big, COUNTER, "owner_disk_demote_too_big_total", "", "Admitted victims larger than a disk segment takes (never go to disk)") \
     X(disk_demote_reused, COUNTER, "owner_disk_demote_reused_total", "", "Victims whose version was on disk already (read back earlier)") \
     X(disk_forgotten, COUNTER, "owner_disk_forgotten_total", "", "Routed disk replicas that could not be read: dropped at the master") \
     X(disk_retired_records, COUNTER, "owner_disk_retired_records_total", "", "Records of segments removed for room") \
