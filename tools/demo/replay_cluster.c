@@ -268,8 +268,14 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         char cfg[1536], disk[600] = "";
         snprintf(socks[k], 160, "%s/owner%u.sock", dir, k);
         if (r->o.disk_dir) { /* issue 39: a record takes a 4 KiB header block + the value's 4 KiB blocks */
-            uint64_t rec = 4096 + (r->o.value_len + 4095) / 4096 * 4096, seg = 64ull << 20;
+            uint64_t rec = 4096 + (r->o.value_len + 4095) / 4096 * 4096;
             uint64_t cap = r->o.disk_capacity_blocks * r->o.tp * rec;
+            /* segments of an eighth of it (1..64 MiB, holding one record at least), so
+             * that about N values fit, not the 2-segment floor */
+            uint64_t seg = cap / 8 / (1u << 20) * (1u << 20);
+            if (seg < (1u << 20)) seg = 1u << 20;
+            if (seg > (64ull << 20)) seg = 64ull << 20;
+            if (seg < rec + 4096) seg = (rec + 4096 + (1u << 20) - 1) / (1u << 20) * (1u << 20);
             if (cap < 2 * seg) cap = 2 * seg;
             snprintf(disk, sizeof disk,
                      ",\"disk\":{\"path\":\"%s/owner%u\",\"capacity_bytes\":%llu,\"segment_bytes\":%llu,"

@@ -56,8 +56,9 @@ void rp_usage(FILE *f)
             "                       second_touch (seen twice) [the owner's default, second_touch]\n"
             "  --disk-dir DIR       a disk tier per embedded owner in DIR/owner<k> (issue 39); it is\n"
             "                       kept after the run: a second run re-indexes it and hits from it\n"
-            "  --disk-capacity-blocks N  values each owner's disk tier holds (its capacity_bytes is\n"
-            "                       N records of the value's size; at least 2 segments)\n"
+            "  --disk-capacity-blocks N  values each owner's disk tier holds (capacity_bytes: N\n"
+            "                       records of the value's size, in segments of an eighth of it,\n"
+            "                       1..64 MiB; at least 2 segments); keys are demo-v<len>-tp<T>:...\n"
             "  --disk-admission A   which evicted values go to disk: all, second_touch [all]\n"
             "  --disk-direct-io M   O_DIRECT: auto, on, off (off: the page cache serves re-reads) [auto]\n"
             "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
@@ -325,6 +326,13 @@ static int rp_opts_check(rp_opts *o)
                         "needs --capacity-blocks N (and no --config), e.g. --capacity-blocks 10000 --disk-dir "
                         "/var/tmp/fx --disk-capacity-blocks 100000\n");
         return -1;
+    }
+    if (o->disk_dir && !strcmp(o->key_prefix, "demo")) {
+        /* a disk directory outlives the run: a later run with another value length must
+         * not meet these keys (their values would be another length) */
+        static char prefix[48];
+        snprintf(prefix, sizeof prefix, "demo-v%llu-tp%u", (unsigned long long)o->value_len, o->tp);
+        o->key_prefix = prefix;
     }
     if (!o->writeback_watermark) o->writeback_watermark = 0.95;
     if (o->cpu_owners && !o->cpu_capacity_blocks) o->cpu_capacity_blocks = o->capacity_blocks;
