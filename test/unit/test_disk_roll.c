@@ -155,3 +155,42 @@ Test(disk, reopened_with_a_smaller_capacity_retires_down_to_it_and_appends_go_on
     th_rmtree(dir);
     free(dir);
 }
+
+/* A failed write (an I/O error) pauses writes and they resume after the pause: the tier
+ * does not stop for good. The records of the failed buffer are dropped (a miss, never bytes
+ * that are not on the file); those written before and after read back. (ENOSPC also gives
+ * up the oldest segment for room.) */
+Test(disk, a_failed_write_pauses_writes_then_they_resume)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 4 * MiB, 64 * MiB);
+    fx_disk_t *d = open_ok(r, &c, NULL);
+    cr_assert_eq(put(r, d, "before", 64 * KiB, 1, 1, NULL), FLUXON_OK);
+    drain(r, d);
+    fx_disk_fault_next_write(d, EIO);
+    cr_assert_eq(put(r, d, "lost", 64 * KiB, 2, 2, NULL), FLUXON_OK);
+    fx_disk_flush(d);
+    drain(r, d);
+    fx_disk_stats_t st;
+    fx_disk_stats(d, &st);
+    cr_assert(st.writes_failing, "writes pause after the failure");
+    cr_assert_eq(st.write_stops, 1);
+    cr_assert(!fx_disk_room(d, 1, 64 * KiB), "no room while paused");
+    check_value(r, d, "lost", 64 * KiB, 2, FLUXON_ERR_NOT_FOUND); /* its buffer never reached the file */
+    double end = th_now_s() + 5; /* the pause is 1 s: room comes back within it (bounded) */
+    while (!fx_disk_room(d, 1, 64 * KiB) && th_now_s() < end) fx_reactor_poll(r, 50);
+    cr_assert(fx_disk_room(d, 1, 64 * KiB), "writes resume after the pause");
+    cr_assert_eq(put(r, d, "after", 64 * KiB, 3, 3, NULL), FLUXON_OK);
+    fx_disk_flush(d);
+    drain(r, d);
+    check_value(r, d, "before", 64 * KiB, 1, FLUXON_OK);
+    check_value(r, d, "after", 64 * KiB, 3, FLUXON_OK);
+    fx_disk_stats(d, &st);
+    cr_assert(!st.writes_failing);
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(dir);
+    free(dir);
+}
