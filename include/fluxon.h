@@ -202,7 +202,10 @@ typedef struct fluxon_client fluxon_client;
 
 /* Opens a client: connects to the owner's socket ("socket" in config_json), performs
  * the HELLO handshake and starts the client's reactor thread.
- *  config_json  borrowed for the call: {"role":"external","cluster_id",...,"socket"}.
+ *  config_json  borrowed for the call: {"role":"external","cluster_id",...,"socket"};
+ *               "tenant" (default "default") and "tenant_token": the tenant this client
+ *               belongs to and its secret (issue 42, docs/tenants.md; see the key
+ *               grammar above for namespaces).
  *  client_p     receives the client; the caller owns it (fluxon_client_close).
  * Waits at most "timeout_ms" (default 30000 ms) for the owner.
  * With "prefault_segment" (default true) a thread of the client then faults the owner's
@@ -224,7 +227,8 @@ typedef struct fluxon_client fluxon_client;
  * FLUXON_ERR_UNAVAILABLE (no owner listening at the socket: a missing socket file fails
  * at once, a file nobody listens on within 300 ms, logging the owner sockets in that
  * directory); FLUXON_ERR_AUTH (wrong
- * cluster id/token or protocol version); FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
+ * cluster id/token or protocol version; a tenant the owner does not know, or a wrong
+ * or missing tenant_token); FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_client_open(const char *config_json, fluxon_client **client_p);
 
 /* Closes the client: releases everything it holds at its owner, stops its thread and
