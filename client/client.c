@@ -135,6 +135,8 @@ static int client_handshake(fluxon_client *cl, int sock, int fds_p[3])
     uint64_t deadline = fx_now_ms() + cl->cfg.timeout_ms;
     fx_body_hello_t hb;
     fx_hello_fill(&cl->cfg, FX_ROLE_EXTERNAL, cl->cfg.node_id, cl->cfg.transport_socket ? 0 : FX_RING_HELLO_WANT, &hb);
+    char auth[FX_HELLO_AUTH_MAX];
+    fx_hello_fill_tenant(&cl->cfg, &hb, auth, sizeof auth); /* issue 42: its tenant and token */
     uint8_t out[1024];
     size_t bl = fx_body_hello_size(&hb);
     if (bl + FX_FRAME_HEADER_BYTES > sizeof out) return FLUXON_ERR_INVALID_ARGUMENT;

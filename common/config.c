@@ -32,7 +32,7 @@ enum {
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
     CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */,
-    CFG_K_RANGE_QUARANTINE /* issue 44 W2 */
+    CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -67,6 +67,9 @@ static const struct cfg_field cfg_top_fields[] = {
     {"client_limits", CFG_O}, /* issue 44 C3 */
     {"disk", CFG_O},          /* issue 39 */
     {"range_quarantine_ms", CFG_M}, /* issue 44 W2 */
+    {"tenants", CFG_O},             /* issue 42 */
+    {"tenant", CFG_E},
+    {"tenant_token", CFG_E},
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -302,14 +305,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     switch (k) {
     case CFG_K_ROLE: return 0; /* parsed before the walk */
     case CFG_K_CLUSTER_ID: return fx_cfg_get_id(c, path, v, false, cfg->cluster_id);
-    case CFG_K_TOKEN:
-        /* the token is a secret: messages give its type or length, never its text */
-        if (!cJSON_IsString(v)) return fx_cfg_fail(c, path, "(not shown) is not a string");
-        if (strlen(v->valuestring) >= FX_TOKEN_MAX)
-            return fx_cfg_fail(c, path, "(%zu bytes, not shown) is longer than %d bytes",
-                            strlen(v->valuestring), FX_TOKEN_MAX - 1);
-        fx_strlcpy(cfg->cluster_token, v->valuestring, sizeof cfg->cluster_token);
-        return 0;
+    case CFG_K_TOKEN: return fx_cfg_get_token(c, path, v, cfg->cluster_token); /* a secret: never shown */
     case CFG_K_LOG_LEVEL:
         if ((rc = fx_cfg_want_string(c, path, v))) return rc;
         if ((cfg->log_level = fx_log_level_parse(v->valuestring)) < 0)
@@ -375,6 +371,9 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_RESERVE: return cfg_parse_reserve(c, v, cfg);
     case CFG_K_CLIENT_LIMITS: return cfg_parse_client_limits(c, v, cfg);
     case CFG_K_DISK: return fx_cfg_parse_disk(c, v, cfg);
+    case CFG_K_TENANTS: return fx_cfg_parse_tenants(c, v, cfg);
+    case CFG_K_TENANT: return fx_cfg_parse_tenant(c, v, cfg);
+    case CFG_K_TENANT_TOKEN: return fx_cfg_get_token(c, path, v, cfg->tenant_token);
     case CFG_K_HOT_RATIO:
         if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not a number");
         if (!(v->valuedouble > 0 && v->valuedouble <= 1))

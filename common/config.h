@@ -26,6 +26,16 @@ enum { FX_WB_ADMIT_ALL = 0, FX_WB_ADMIT_SECOND_TOUCH = 1 }; /* owner "writeback_
 #define FX_TOKEN_MAX 256      /* cluster_token: at most 255 bytes + NUL */
 #define FX_HOST_MAX 64
 #define FX_PATH_MAX 108       /* sizeof(sockaddr_un.sun_path) */
+/* tenants (issue 42): a name is 1..FX_TENANT_NAME_MAX-1 bytes of [A-Za-z0-9_.-]; an owner
+ * knows at most FX_TENANTS_MAX of them ("default" included) */
+#define FX_TENANT_NAME_MAX 33
+#define FX_TENANTS_MAX 32
+#define FX_TENANT_DEFAULT "default"
+
+typedef struct fx_tenant_cfg {
+    char name[FX_TENANT_NAME_MAX];
+    char token[FX_TOKEN_MAX]; /* "" only for "default" (no token asked) */
+} fx_tenant_cfg_t;
 
 /* reply faults act on the master's replies; delay_request holds an owner's request back */
 /* "huge_pages" of an owner: its segment on MFD_HUGETLB pages — never, when available
@@ -156,7 +166,14 @@ typedef struct fx_config {
                                              (field or env), else 0], 0..CFG_RING_POLL_MAX; no
                                              effect when ring_poll_us is 0 */
 
+    /* owner, issue 42: "tenants" {"NAME": {"token": "..."}}; "default" is always known,
+     * with no token unless it is listed with one */
+    fx_tenant_cfg_t tenants[FX_TENANTS_MAX];
+    uint32_t n_tenants;                   /* entries of tenants[] (configured; "default" only if listed) */
+
     /* external */
+    char tenant[FX_TENANT_NAME_MAX];      /* "tenant" ["default"] (issue 42) */
+    char tenant_token[FX_TOKEN_MAX];      /* "tenant_token" [""]: the tenant's secret */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
     bool prefault_segment;                /* map the segment's page tables at open [true] */
     int segment_touch;                    /* FX_TOUCH_AUTO/OFF/ON, owner and external ["auto"] */
@@ -204,6 +221,8 @@ FX_INTERNAL int fx_parse_size(const char *s, uint64_t *out);
 FX_INTERNAL int fx_parse_hostport(const char *s, char *host, size_t hostcap, uint16_t *port);
 
 FX_INTERNAL const char *fx_role_name(fx_role_t role);
+/* A tenant name: 1..FX_TENANT_NAME_MAX-1 bytes of [A-Za-z0-9_.-] (config_tenants.c). */
+FX_INTERNAL bool fx_tenant_name_ok(const char *s, size_t len);
 FX_INTERNAL const char *fx_node_role_name(fx_node_role_t r);
 
 #endif

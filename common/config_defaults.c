@@ -65,6 +65,7 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
                                      : 0;
     } else {
         cfg->timeout_ms = 30000;
+        fx_strlcpy(cfg->tenant, FX_TENANT_DEFAULT, sizeof cfg->tenant);
         cfg->prefault_segment = true;
         /* issue 18: the shared-memory rings unless the environment picks the socket (the
          * test suites run both ways); the config field "transport" overrides both */

@@ -39,6 +39,10 @@ FX_INTERNAL int fx_cfg_get_int(struct cfg_ctx *c, const char *path, const cJSON 
 FX_INTERNAL int fx_cfg_get_ms(struct cfg_ctx *c, const char *path, const cJSON *v, uint32_t *out);
 /* "disk" (config_disk.c, issue 39) */
 FX_INTERNAL int fx_cfg_parse_disk(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg);
+/* "tenants" (owner), "tenant" (external), a token (never shown) (config_tenants.c, issue 42) */
+FX_INTERNAL int fx_cfg_parse_tenants(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg);
+FX_INTERNAL int fx_cfg_parse_tenant(struct cfg_ctx *c, const cJSON *v, fx_config_t *cfg);
+FX_INTERNAL int fx_cfg_get_token(struct cfg_ctx *c, const char *path, const cJSON *v, char out[FX_TOKEN_MAX]);
 FX_INTERNAL int fx_cfg_get_size(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out);
 FX_INTERNAL int fx_cfg_get_pages(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out);
 FX_INTERNAL int fx_cfg_get_hostport(struct cfg_ctx *c, const char *path, const cJSON *v, char *host,

@@ -71,7 +71,8 @@ enum {
     FLUXON_ERR_BUSY              = -9,  /* resource held by a reader; retry later */
     FLUXON_ERR_UNAVAILABLE       = -10, /* peer (owner or master) not reachable */
     FLUXON_ERR_PROTOCOL          = -11, /* malformed, oversized or unknown message */
-    FLUXON_ERR_AUTH              = -12, /* wrong cluster token, cluster id or version */
+    FLUXON_ERR_AUTH              = -12, /* wrong cluster token, cluster id or version; an
+                                           unknown tenant or a wrong tenant_token (issue 42) */
     FLUXON_ERR_WRONG_HANDLE      = -13, /* handle/plan of the wrong type or state */
     FLUXON_ERR_CANCELLED         = -14, /* operation cancelled (shutdown, cancel call) */
     FLUXON_ERR_LEASE_EXPIRED     = -15, /* the lease bound to the value expired */
@@ -82,8 +83,21 @@ enum {
                                            yet (no master, lost answer); it converges */
 };
 
-/* Keys are byte strings of 1..FLUXON_MAX_KEY_BYTES bytes without NUL bytes. */
+/* Keys are byte strings of 1..FLUXON_MAX_KEY_BYTES bytes without NUL bytes, whose first
+ * byte is not FLUXON_TENANT_KEY_MARK (0x01).
+ * Tenants (issue 42, docs/tenants.md): an external client belongs to the tenant its config
+ * names ("tenant", default "default"; "tenant_token": the tenant's secret, checked by the
+ * owner at connect: an unknown tenant or a wrong token fails fluxon_client_open with
+ * FLUXON_ERR_AUTH). Keys live in the tenant's namespace: inside the cluster a key K of
+ * tenant T is stored as FLUXON_TENANT_KEY_MARK "T/" K, so no other tenant can read, list,
+ * check, delete or overwrite it, even with the same bytes. A tenant's keys are therefore
+ * at most FLUXON_MAX_KEY_BYTES - (strlen(T) + 2) bytes (longer: FLUXON_ERR_INVALID_ARGUMENT
+ * naming both lengths). The "default" tenant's keys are stored as they are (no prefix); a
+ * key starting with FLUXON_TENANT_KEY_MARK is refused (FLUXON_ERR_INVALID_ARGUMENT) for
+ * every tenant, and list_keys never shows another tenant's keys. The TP-cohort suffix
+ * below keeps working (the prefix goes at the front). */
 #define FLUXON_MAX_KEY_BYTES 1024
+#define FLUXON_TENANT_KEY_MARK '\x01'
 
 /* Key grammar: TP cohorts. Keys are opaque to Fluxon except for one suffix: a key that
  * ends in "_<rank>_<size>" (two runs of 1..9 ASCII digits, rank < size, at least one byte
@@ -188,7 +202,10 @@ typedef struct fluxon_client fluxon_client;
 
 /* Opens a client: connects to the owner's socket ("socket" in config_json), performs
  * the HELLO handshake and starts the client's reactor thread.
- *  config_json  borrowed for the call: {"role":"external","cluster_id",...,"socket"}.
+ *  config_json  borrowed for the call: {"role":"external","cluster_id",...,"socket"};
+ *               "tenant" (default "default") and "tenant_token": the tenant this client
+ *               belongs to and its secret (issue 42, docs/tenants.md; see the key
+ *               grammar above for namespaces).
  *  client_p     receives the client; the caller owns it (fluxon_client_close).
  * Waits at most "timeout_ms" (default 30000 ms) for the owner.
  * With "prefault_segment" (default true) a thread of the client then faults the owner's
@@ -210,7 +227,8 @@ typedef struct fluxon_client fluxon_client;
  * FLUXON_ERR_UNAVAILABLE (no owner listening at the socket: a missing socket file fails
  * at once, a file nobody listens on within 300 ms, logging the owner sockets in that
  * directory); FLUXON_ERR_AUTH (wrong
- * cluster id/token or protocol version); FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
+ * cluster id/token or protocol version; a tenant the owner does not know, or a wrong
+ * or missing tenant_token); FLUXON_ERR_TIMEOUT; FLUXON_ERR_NOMEM. */
 int fluxon_client_open(const char *config_json, fluxon_client **client_p);
 
 /* Closes the client: releases everything it holds at its owner, stops its thread and

@@ -8,6 +8,7 @@
 #include "owner_ext.h"
 #include "owner_plan.h"
 #include "owner_ring.h"
+#include "owner_tenant.h"
 #include "ring.h"
 
 #define OEXT_UNKNOWN_LOG_MS 1000 /* C2: at most one "unknown ids" line a second per external */
@@ -64,6 +65,8 @@ static void oext_hello(owner_ext_t *e, const fx_frame_header_t *h, const uint8_t
         snprintf(err, sizeof err, "role %s may not connect to an owner's socket", fx_role_name((fx_role_t)b.role));
         rc = FLUXON_ERR_AUTH;
     }
+    if (rc != FLUXON_OK) fx_otenant_refused(o);
+    else rc = fx_otenant_hello(o, e, &b, err, sizeof err); /* issue 42: its tenant and token */
     if (rc != FLUXON_OK) {
         FX_WARN("refusing a client on %s: %s", o->cfg.socket_path, err);
         fx_conn_reply_error(e->conn, h, rc, "%s", err);
@@ -153,6 +156,10 @@ static void oext_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint
         oext_hello(e, h, body, arena);
         return;
     }
+    /* issue 42: the keys in e's tenant's namespace (a LIST is forwarded from there) */
+    fx_frame_header_t th = *h;
+    if (!fx_otenant_request(o, e, &th, &body, arena)) return;
+    h = &th;
     if (x->hooks.request(o, e, h, body, arena)) return;
     x->errors++;
     if (h->req_id)
@@ -168,6 +175,7 @@ static void oext_on_close(fx_conn_t *c, int status)
     e->ring = NULL;
     e->conn = e->sock;
     x->hooks.closed(o, e);
+    if (e->hello_ok) fx_otenant_closed(o, e);
     if (e->prev) e->prev->next = e->next;
     else x->exts = e->next;
     if (e->next) e->next->prev = e->prev;
@@ -189,6 +197,7 @@ static void oext_on_accept(void *arg, int fd)
         return;
     }
     e->o = o;
+    e->tenant = -1;
     e->conn = e->sock = fx_conn_new(o->r, fd, &oext_ops, e, o->cfg.max_frame_bytes, "new external");
     if (e->conn) fx_conn_count_replies(e->conn, &o->ext->replies);
     if (e->conn) fx_conn_set_chaos(e->conn, fx_owner_chaos(o)); /* test-only message chaos (NULL: off) */
@@ -303,6 +312,8 @@ static bool oext_poll_idle(void *arg)
 
 FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
 {
+    int trc = fx_otenant_init(o);
+    if (trc != FLUXON_OK) return trc;
     oext_state_t *x = fx_calloc(1, sizeof *x);
     if (!x) return FLUXON_ERR_NOMEM;
     x->hooks = *hooks;
@@ -350,6 +361,7 @@ FX_INTERNAL void fx_oext_fini(fx_owner_t *o)
     if (o->ext && o->ext->poll_hooked) fx_reactor_del_idle_hook(o->r, oext_poll_idle, o);
     fx_free(o->ext);
     o->ext = NULL;
+    fx_otenant_fini(o);
 }
 
 FX_INTERNAL void fx_oext_metrics(fx_owner_t *o, fx_ometrics_t *m)

@@ -306,6 +306,9 @@ typedef struct olink_forward {
     fx_conn_t *ext;
     uint16_t type;
     uint64_t req_id;
+    fx_olink_relay_fn relay; /* NULL: the answer goes back as it came */
+    uint8_t tag_len;
+    char tag[FX_TENANT_NAME_MAX + 2];
 } olink_forward_t;
 
 static void olink_on_forward_resp(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body,
@@ -316,7 +319,8 @@ static void olink_on_forward_resp(void *arg, int status, const fx_frame_header_t
         if (h) {
             fx_frame_header_t rh = *h;
             rh.req_id = f->req_id;
-            fx_conn_send_bytes(f->ext, &rh, body);
+            if (f->relay) f->relay(f->ext, &rh, body, arena, f->tag, f->tag_len);
+            else fx_conn_send_bytes(f->ext, &rh, body);
         } else {
             fx_frame_header_t q = {FX_FRAME_MAGIC, f->type, 0, 0, 0, f->req_id};
             fx_conn_reply_error(f->ext, &q, status, "master %s",
@@ -328,6 +332,12 @@ static void olink_on_forward_resp(void *arg, int status, const fx_frame_header_t
 }
 
 FX_INTERNAL void fx_olink_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body)
+{
+    fx_olink_forward_relay(o, c, h, body, NULL, NULL, 0);
+}
+
+FX_INTERNAL void fx_olink_forward_relay(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
+                                        fx_olink_relay_fn relay, const char *tag, size_t tag_len)
 {
     olink_t *l = o->link;
     if (l->mstate != OM_READY || !l->mconn) {
@@ -342,6 +352,10 @@ FX_INTERNAL void fx_olink_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_he
     f->ext = c;
     f->type = h->type;
     f->req_id = h->req_id;
+    f->relay = relay;
+    FX_ASSERT(tag_len <= sizeof f->tag);
+    f->tag_len = (uint8_t)tag_len;
+    if (tag_len) memcpy(f->tag, tag, tag_len);
     fx_conn_ref(c);
     uint64_t rid = fx_rpc_register(l->mconn, o->cfg.master_timeout_ms, olink_on_forward_resp, f);
     fx_frame_header_t fh = {FX_FRAME_MAGIC, h->type, 0, h->body_len, 0, rid};

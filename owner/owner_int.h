@@ -36,6 +36,11 @@ typedef struct owner_ext {
     struct owner_handle *handles; /* get handles not yet consumed (get.c) */
     uint64_t unknown_unlogged;    /* ext.c: unknown ids it named since the last log line */
     uint64_t unknown_log_ms;      /* ext.c: when that line was written (0: never) */
+    /* tenant.c (issue 42): its tenant, and the prefix its keys carry inside the cluster
+     * (FLUXON_TENANT_KEY_MARK, the name, '/'; none for "default") */
+    int tenant;                   /* index of its tenant (tenant.c's table), -1 before HELLO */
+    uint8_t tag_len;
+    char tag[FX_TENANT_NAME_MAX + 2];
 } owner_ext_t;
 
 struct fx_owner {
@@ -60,6 +65,7 @@ struct fx_owner {
     struct oelse *elsewhere; /* elsewhere.c (issue 38) */
     struct orepub *repub;    /* republish.c */
     struct odisk *disk;      /* disk.c (issue 39) */
+    struct otenant *tenant;  /* tenant.c (issue 42; made and freed with ext.c's state) */
     /* owner.c */
     struct owner_held *held; /* test fault delay_request: externals' requests held back */
     fx_chaos_t chaos;        /* test message chaos (issue 17): set at create, read by fx_owner_chaos */

@@ -37,6 +37,13 @@ FX_INTERNAL bool fx_olink_alone(fx_owner_t *o);
 FX_INTERNAL bool fx_olink_copies_mine(fx_owner_t *o);
 /* Forwards an external's request to the master and relays the answer. */
 FX_INTERNAL void fx_olink_forward(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body);
+/* fx_olink_forward whose OK or error answer (h's req_id already the external's) goes to
+ * relay, which sends what the external gets; tag (<= FX_TENANT_NAME_MAX + 2 bytes) is
+ * copied and handed to it (issue 42: LIST answers of a tenant, tenant.c). */
+typedef void (*fx_olink_relay_fn)(fx_conn_t *ext, const fx_frame_header_t *rh, const uint8_t *body,
+                                  fx_arena_t *arena, const char *tag, size_t tag_len);
+FX_INTERNAL void fx_olink_forward_relay(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
+                                        fx_olink_relay_fn relay, const char *tag, size_t tag_len);
 FX_INTERNAL void fx_olink_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

@@ -29,6 +29,10 @@
     X(externals, GAUGE, "owner_externals", "", "External clients connected on the owner socket")                 \
     X(requests, COUNTER, "owner_ext_frames_total", "", "Frames received from externals")                        \
     X(errors, COUNTER, "owner_ext_errors_total", "", "External frames refused (protocol error or unserved type)") \
+    /* tenant.c (issue 42); per tenant: fluxon_owner_tenant_clients and                                          \
+     * fluxon_owner_tenant_auth_failures_total{tenant=...}, rendered by stats.c from the configured tenants */    \
+    X(tenant_auth_failures, COUNTER, "owner_auth_failures_total", "", "Clients refused at HELLO (cluster id or token, protocol, role, unknown tenant or wrong tenant_token)") \
+    X(tenant_key_refusals, COUNTER, "owner_tenant_key_refusals_total", "", "Requests refused for a key no tenant may use (first byte 0x01) or too long with its tenant's namespace prefix") \
     X(ext_unknown_ids, COUNTER, "owner_ext_unknown_ids_total", "", "Holder ids and get handles externals released or consumed that the owner does not know (logged at most once a second per external)") \
     /* master_link.c */                                                                                          \
     X(master_connected, BOOL, "owner_master_connected", "", "1 while the owner is registered with the master")   \

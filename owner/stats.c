@@ -17,12 +17,15 @@
 #include "owner_disk.h"
 #include "owner_elsewhere.h"
 #include "owner_stats.h"
+#include "owner_tenant.h"
 
 struct fx_owner_snap {
     fx_ometrics_t m;
     fx_reply_counts_t replies;
     char node_id[FX_ID_MAX];
     const char *node_role;
+    uint32_t n_tenants; /* issue 42: every tenant this owner knows, its clients and refusals */
+    fx_tenant_snap_t tenants[FX_TENANT_SNAP_MAX];
 };
 
 static const fx_metric_desc_t ostats_rows[] = {
@@ -51,9 +54,29 @@ FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
                                                       fx_oclaims_metrics, fx_oput_metrics,  fx_oplace_metrics,
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
                                                       fx_orepl_metrics,   fx_orepub_metrics, fx_oprefault_metrics,
-                                                      fx_oelse_metrics,  fx_odisk_metrics};
+                                                      fx_oelse_metrics,  fx_odisk_metrics, fx_otenant_metrics};
     for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) parts[i](o, &s->m);
     s->replies = *fx_oext_replies(o);
+    s->n_tenants = fx_otenant_snap(o, s->tenants);
+}
+
+/* per tenant (issue 42): configured names only, so the label's values are few and known */
+static void ostats_prom_tenants(fx_jbuf_t *j, const fx_owner_snap_t *const *s, const char *const *extra, size_t n)
+{
+    static const char *const fam[2] = {"owner_tenant_clients", "owner_tenant_auth_failures_total"};
+    static const char *const type[2] = {"gauge", "counter"};
+    static const char *const help[2] = {"External clients connected, per tenant",
+                                        "Clients of a tenant refused at HELLO for a wrong or missing tenant_token"};
+    for (int f = 0; f < 2; f++) {
+        fx_metrics_prom_head(j, fam[f], type[f], help[f]);
+        for (size_t k = 0; k < n; k++)
+            for (uint32_t i = 0; i < s[k]->n_tenants; i++) {
+                const fx_tenant_snap_t *t = &s[k]->tenants[i];
+                bool ex = extra[k] && extra[k][0];
+                fx_jbuf_printf(j, "fluxon_%s{tenant=\"%s\"%s%s} %llu\n", fam[f], t->name, ex ? "," : "",
+                               ex ? extra[k] : "", (unsigned long long)(f ? t->auth_failures : t->clients));
+            }
+    }
 }
 
 FX_INTERNAL void fx_owner_snap_prom(fx_jbuf_t *j, const fx_owner_snap_t *const *s, const char *const *extra,
@@ -68,6 +91,7 @@ FX_INTERNAL void fx_owner_snap_prom(fx_jbuf_t *j, const fx_owner_snap_t *const *
     }
     fx_metrics_prom(j, ostats_rows, FX_ARRAY_LEN(ostats_rows), ms, extra, n);
     fx_metrics_prom_replies(j, "owner", rs, fx_msg_name, extra, n);
+    ostats_prom_tenants(j, s, extra, n);
 }
 
 FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
@@ -81,6 +105,11 @@ FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
     fx_jbuf_printf(&j, ",\"node_role\":\"%s\"", s->node_role);
     fx_metrics_json(&j, ostats_rows, FX_ARRAY_LEN(ostats_rows), &s->m);
     fx_metrics_json_replies(&j, &s->replies, fx_msg_name);
+    fx_jbuf_printf(&j, ",\"tenants\":{");
+    for (uint32_t i = 0; i < s->n_tenants; i++)
+        fx_jbuf_printf(&j, "%s\"%s\":{\"clients\":%llu,\"auth_failures\":%llu}", i ? "," : "", s->tenants[i].name,
+                       (unsigned long long)s->tenants[i].clients, (unsigned long long)s->tenants[i].auth_failures);
+    fx_jbuf_printf(&j, "}");
     fx_jbuf_printf(&j, ",\"hist_bounds_ns\":[");
     for (size_t k = 0; k < FX_HIST_NB; k++)
         fx_jbuf_printf(&j, "%s%llu", k ? "," : "", (unsigned long long)fx_hist_bounds_ns[k]);

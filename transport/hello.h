@@ -15,5 +15,13 @@ FX_INTERNAL void fx_hello_fill(const fx_config_t *cfg, fx_role_t role, const cha
                                uint64_t generation, fx_body_hello_t *b);
 FX_INTERNAL int fx_hello_check(const fx_config_t *cfg, const fx_body_hello_t *b, char *err,
                                size_t errcap);
+/* Tenants (issue 42): an external whose tenant is not "default", or which has a
+ * tenant_token, sends auth = cluster_token NUL tenant NUL tenant_token (a token holds no
+ * NUL), so a default client's HELLO is byte for byte what it was. fill_tenant builds it in
+ * buf (cap >= FX_HELLO_AUTH_MAX); fx_hello_tenant reads it back (views into b): "default"
+ * and "" when auth has no NUL; an empty tenant when it is malformed. */
+#define FX_HELLO_AUTH_MAX (2 * FX_TOKEN_MAX + FX_TENANT_NAME_MAX + 2)
+FX_INTERNAL void fx_hello_fill_tenant(const fx_config_t *cfg, fx_body_hello_t *b, char *buf, size_t cap);
+FX_INTERNAL void fx_hello_tenant(const fx_body_hello_t *b, fx_str_t *tenant, fx_str_t *token);
 
 #endif

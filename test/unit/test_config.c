@@ -605,3 +605,65 @@ Test(config, client_limits)
         cr_assert(strstr(err, bad[i].want), "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].want);
     }
 }
+
+/* tenants (issue 42): the owner's "tenants", an external's "tenant" and "tenant_token" */
+Test(config, tenants)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(tc_parse("{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\"}", &c, err), FLUXON_OK, "%s",
+                 err);
+    cr_assert_str_eq(c.tenant, "default");
+    cr_assert_str_eq(c.tenant_token, "");
+    cr_assert_eq(tc_parse("{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"tenant\":\"team-A.1_x\","
+                          "\"tenant_token\":\"s3cret\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_str_eq(c.tenant, "team-A.1_x");
+    cr_assert_str_eq(c.tenant_token, "s3cret");
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.n_tenants, 0);
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"a\"},"
+                          "\"default\":{},\"b\":{\"token\":\"bb\"}}}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.n_tenants, 3);
+    cr_assert(!strcmp(c.tenants[0].name, "acme") && !strcmp(c.tenants[0].token, "a"));
+    cr_assert(!strcmp(c.tenants[1].name, "default") && !c.tenants[1].token[0]);
+    cr_assert(!strcmp(c.tenants[2].name, "b") && !strcmp(c.tenants[2].token, "bb"));
+    char many[4096] = "{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{";
+    for (int i = 0; i <= FX_TENANTS_MAX; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"t%d\":{\"token\":\"x\"}", i ? "," : "", i);
+    strcat(many, "}}");
+    const struct tc_bad bad[] = {
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"a b\":{\"token\":\"x\"}}}",
+         "tenants: \"a b\" is not a tenant name (1..32 characters of [A-Za-z0-9_.-])"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"\":{\"token\":\"x\"}}}", "tenants: \"\" is not a tenant name"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"abcdefghijabcdefghijabcdefghijabc\":{\"token\":\"x\"}}}",
+         "is not a tenant name (1..32 characters"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{}}}",
+         "tenants.acme.token: missing or empty (required, 1..255 bytes; only \"default\" may have none)"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"\"}}}", "tenants.acme.token: missing or empty"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":7}}}",
+         "tenants.acme.token: (not shown) is not a string"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"quota\":1}}}",
+         "tenants.acme.quota: is not a field of a tenant (known: token)"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\"},\"acme\":{\"token\":\"y\"}}}",
+         "tenants: \"acme\" is named twice"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":[]}", "tenants"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":\"x\"}}", "tenants.acme"},
+        {many, "tenants: names more than 32 tenants (at \"t32\")"},
+        {"{\"role\":\"master\",\"cluster_id\":\"c1\",\"tenants\":{}}", "tenants: unknown field for role master"},
+        {"{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"tenant\":\"a/b\"}",
+         "tenant: \"a/b\" is not a tenant name (1..32 characters of [A-Za-z0-9_.-])"},
+        {"{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"tenant\":\"\"}", "tenant: \"\" is not a tenant name"},
+        {"{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"tenant\":3}", "tenant: 3 is not a string"},
+        {"{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"tenant_token\":false}",
+         "tenant_token: (not shown) is not a string"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenant\":\"acme\"}", "tenant: unknown field for role owner"},
+    };
+    for (size_t i = 0; i < FX_ARRAY_LEN(bad); i++) {
+        cr_assert_eq(tc_parse(bad[i].json, &c, err), FLUXON_ERR_CONFIG, "case %zu", i);
+        cr_assert(strstr(err, bad[i].want), "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].want);
+    }
+    /* a token is never echoed */
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"SECRETSECRET\","
+                          "\"x\":1}}}", &c, err), FLUXON_ERR_CONFIG);
+    cr_assert_null(strstr(err, "SECRET"), "%s", err);
+}
