@@ -289,6 +289,11 @@ FX_INTERNAL int fx_disk_rebuild(fx_disk_t *d, char *err, size_t errlen)
             FX_WARN("disk: %s/%s: segment id out of range: ignored", d->path, de->d_name);
             continue;
         }
+        if (de->d_type != DT_REG && de->d_type != DT_UNKNOWN) { /* a directory or a link named like one */
+            FX_WARN("disk: %s/%s is not a regular file: ignored (its id is not reused)", d->path, de->d_name);
+            d->next_seg_id = FX_MAX(d->next_seg_id, id + 1);
+            continue;
+        }
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
             uint64_t *nids = fx_realloc(ids, cap * sizeof *ids);
