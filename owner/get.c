@@ -112,6 +112,10 @@ static void oget_limit_log(fx_owner_t *o, owner_ext_t *e, const char *what, uint
 static void oget_set_hit(owner_getb_t *b, size_t i, owner_entry_t *en)
 {
     fx_owner_t *o = b->o;
+    if (!fx_conn_is_open(b->conn)) { /* its client went: b->ext is freed (a fetch outlived it) */
+        b->res[i] = -1;
+        return;
+    }
     /* issue 44 C3; a client holding nothing may always pin one value (a value larger than the
      * limit would be unreadable otherwise: R3 admits values up to the hot tier) */
     if (b->ext && b->ext->pinned_bytes && b->ext->pinned_bytes + en->slot.slot_size > oget_pin_limit(o)) {
@@ -121,7 +125,7 @@ static void oget_set_hit(owner_getb_t *b, size_t i, owner_entry_t *en)
         b->res[i] = oget_miss_code(FLUXON_ERR_BUSY);
         return;
     }
-    owner_holder_t *h = fx_conn_is_open(b->conn) ? fx_ostore_holder_new(o, b->ext, &en->slot) : NULL;
+    owner_holder_t *h = fx_ostore_holder_new(o, b->ext, &en->slot);
     if (h) {
         fx_oev_touch(o, en); /* a local hit (inline or joined) warms the hot tier */
         b->res[i] = 1;

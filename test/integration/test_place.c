@@ -488,3 +488,33 @@ Test(place, a_get_says_why_it_missed)
     fluxon_client_close(a);
     fluxon_client_close(b);
 }
+
+/* A get whose client dies while the owner fetches for it (here: its GET_DONE held 1 s by a
+ * test fault) ends without touching the dead client: the fetch's completion found the
+ * client's record freed and read it (a use after free ASan reported in `make asan`'s chaos
+ * run: oget_set_hit read b->ext->pinned_bytes). The owner keeps serving; nothing is left
+ * pinned or in flight. */
+Test(place, a_get_whose_client_dies_during_its_fetch_ends_cleanly)
+{
+    const char *slow = ",\"test\":{\"fault_message\":\"GET_DONE\",\"fault\":\"delay_request\",\"fault_ms\":1000}";
+    const char *extra[2] = {NULL, slow};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    fluxon_put_options lf = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    put_seeded(a, "gone", VLEN, 720, &lf);
+    char cfg[600], log[600];
+    snprintf(cfg, sizeof cfg, "%s/extB-cli.json", kf_dir);
+    snprintf(log, sizeof log, "%s/extB-cli.log", kf_dir);
+    th_write_file(cfg, kf_client_cfg(1));
+    const char *argv[] = {th_fluxon_bin(), "--role=external", "--config", cfg, "get", "gone", "-o", "/dev/null", NULL};
+    pid_t p = th_spawn(argv, log);
+    cr_assert_gt(p, 0);
+    cr_assert(kf_wait_stat(b, "transfers", 1, 5000), "the fetch ran (its GET_DONE is held now)");
+    th_stop(p, SIGKILL, 5000); /* the client dies before its get is answered */
+    cr_assert(kf_wait_stat(b, "gets_inflight", 0, 5000), "the held GET_DONE completed the get");
+    get_check(b, "gone", VLEN, 720);
+    cr_assert(kf_wait_stat(b, "holders", 0, 3000), "nothing left pinned");
+    cr_assert_eq(kf_stat(b, "handles_open"), 0);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
