@@ -543,6 +543,13 @@ FX_INTERNAL void fx_disk_close(fx_disk_t *d, uint32_t timeout_ms)
     dk_free_all(d);
 }
 
+FX_INTERNAL uint64_t fx_disk_records(const fx_disk_t *d) { return fx_hmap_count(d->by_key); }
+
+FX_INTERNAL bool fx_disk_writes_paused(const fx_disk_t *d)
+{
+    return d->failed && fx_now_ms() - d->failed_ms < d->fail_backoff_ms;
+}
+
 FX_INTERNAL void fx_disk_stats(const fx_disk_t *d, fx_disk_stats_t *s)
 {
     *s = d->st;
@@ -555,5 +562,5 @@ FX_INTERNAL void fx_disk_stats(const fx_disk_t *d, fx_disk_stats_t *s)
         if (g->state == DK_SEG_RETIRING || g->state == DK_SEG_FREED) s->segments_retiring++;
     }
     s->direct_io = d->direct;
-    s->writes_failing = d->failed && fx_now_ms() - d->failed_ms < d->fail_backoff_ms;
+    s->writes_failing = fx_disk_writes_paused(d);
 }

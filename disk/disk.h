@@ -147,6 +147,9 @@ typedef struct fx_disk_stats {
     bool direct_io; /* O_DIRECT in use */
     uint64_t direct_fallbacks; /* O_DIRECT refused (at open or first write): buffered + DONTNEED */
 } fx_disk_stats_t;
-FX_INTERNAL void fx_disk_stats(const fx_disk_t *d, fx_disk_stats_t *s);
+FX_INTERNAL void fx_disk_stats(const fx_disk_t *d, fx_disk_stats_t *s); /* walks the segments */
+/* Cheap (no walk), for per-key and per-batch decisions: records indexed; writes paused now. */
+FX_INTERNAL uint64_t fx_disk_records(const fx_disk_t *d);
+FX_INTERNAL bool fx_disk_writes_paused(const fx_disk_t *d);
 
 #endif

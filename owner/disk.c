@@ -367,9 +367,7 @@ FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const f
         bytes += v[i]->klen + v[i]->value_len;
     }
     if (need && !fx_disk_room(s->d, need, bytes)) { /* no staging room: dropped, never a wait */
-        fx_disk_stats_t st;
-        fx_disk_stats(s->d, &st);
-        if (st.writes_failing) s->demote_failing += need; /* writes paused after a failure */
+        if (fx_disk_writes_paused(s->d)) s->demote_failing += need; /* writes paused after a failure */
         else s->demote_busy += need;
         return;
     }
@@ -418,9 +416,7 @@ FX_INTERNAL bool fx_odisk_promote(fx_owner_t *o, uint64_t off)
     if (!s) return true;
     if (fx_u64map_del(&s->read_once, off, NULL) == FLUXON_OK) return true;
     /* bounded: the offsets of records read once, forgotten wholesale past twice the index */
-    fx_disk_stats_t st;
-    fx_disk_stats(s->d, &st);
-    if (s->read_once.count > 2 * st.records + 1024) fx_u64map_free(&s->read_once);
+    if (s->read_once.count > 2 * fx_disk_records(s->d) + 1024) fx_u64map_free(&s->read_once);
     (void)fx_u64map_put(&s->read_once, off, NULL, NULL); /* out of memory: promoted next time anyway */
     return false;
 }
@@ -438,9 +434,7 @@ FX_INTERNAL bool fx_odisk_first_registration(fx_owner_t *o)
 {
     if (!fx_odisk_on(o) || o->disk->registered) return false;
     o->disk->registered = true;
-    fx_disk_stats_t st;
-    fx_disk_stats(o->disk->d, &st);
-    return st.records > 0;
+    return fx_disk_records(o->disk->d) > 0;
 }
 
 FX_INTERNAL void fx_odisk_foreach(fx_owner_t *o, fx_disk_visit_fn cb, void *arg)

@@ -71,9 +71,11 @@ FX_INTERNAL bool ofetch_self_copy(fx_owner_t *o, ofetch_xfer_t *x, uint8_t *base
  * others stay in ogs[0..return). */
 FX_INTERNAL size_t ofetch_start_disk(fx_owner_t *o, owner_oget_t **ogs, size_t n, uint32_t caller_timeout_ms)
 {
-    size_t nd = 0, m = 0;
-    for (size_t k = 0; k < n; k++) nd += fx_odisk_has(o, ogs[k]->key, ogs[k]->klen);
-    ofetch_batch_t *f = nd ? fx_calloc(1, sizeof *f) : NULL;
+    size_t first = 0, m = 0;
+    while (first < n && !fx_odisk_has(o, ogs[first]->key, ogs[first]->klen)) first++;
+    if (first == n) return n; /* none on disk: no batch made */
+    size_t nd = n - first; /* at most: each key is looked up once more below */
+    ofetch_batch_t *f = fx_calloc(1, sizeof *f);
     owner_oget_t **dk = f ? fx_calloc(nd, sizeof *dk) : NULL;
     if (f) {
         f->src_ids = fx_calloc(1, sizeof *f->src_ids);
@@ -98,7 +100,8 @@ FX_INTERNAL size_t ofetch_start_disk(fx_owner_t *o, owner_oget_t **ogs, size_t n
     fx_strlcpy(f->src_ids[0], o->cfg.node_id, FX_ID_MAX);
     f->src_gens[0] = o->generation;
     f->og = dk;
-    for (size_t k = 0; k < n; k++) {
+    m = first; /* ogs[0..first) hold no disk key: they stay */
+    for (size_t k = first; k < n; k++) {
         owner_oget_t *og = ogs[k];
         fx_disk_meta_t dm;
         uint64_t off = 0;
