@@ -198,6 +198,7 @@ FX_INTERNAL void fx_disk_seg_maybe_unlink(fx_disk_t *d, dk_seg_t *seg)
             break;
         }
     fx_free(seg->seal_buf);
+    fx_disk_tombs_free(&seg->tombs);
     fx_free(seg);
     d->st.segments_freed++;
 }
@@ -443,15 +444,20 @@ static void dk_free_all(fx_disk_t *d)
     while (fx_u64map_next(&d->by_off, &it, &k, &v)) fx_free(v);
     fx_u64map_free(&d->by_off);
     fx_hmap_destroy(d->by_key);
+    fx_disk_tombs_free(&d->rb_tombs);
     while (d->segs) {
         dk_seg_t *s = d->segs;
         d->segs = s->next;
         if (s->fd >= 0) close(s->fd);
         fx_free(s->seal_buf);
+        fx_disk_tombs_free(&s->tombs);
         fx_free(s);
     }
     if (d->spare_fd >= 0) close(d->spare_fd); /* only after a failed open: close dropped it */
-    for (uint32_t i = 0; d->bufs && i < d->cfg.write_buffers; i++) fx_free(d->bufs[i].mem);
+    for (uint32_t i = 0; d->bufs && i < d->cfg.write_buffers; i++) {
+        fx_disk_waiters_done(&d->bufs[i], FLUXON_ERR_CANCELLED); /* none after a clean close */
+        fx_free(d->bufs[i].mem);
+    }
     fx_free(d->bufs);
     if (d->lock_fd >= 0) close(d->lock_fd); /* releases the flock */
     fx_free(d->path);

@@ -114,6 +114,25 @@ FX_INTERNAL int fx_disk_find(fx_disk_t *d, const char *key, uint32_t klen, uint6
  * re-publication): out of the index. Its bytes stay until its segment goes. Unknown off:
  * nothing. */
 FX_INTERNAL void fx_disk_drop(fx_disk_t *d, uint64_t off);
+/* The record at off is dead and must stay dead across a reopen (an INVALIDATE: a DELETE or a
+ * newer version elsewhere, W6): a tombstone naming its key and version is staged (a 4 KiB
+ * record; a reopen drops every record of that key up to that version written before it),
+ * then the record leaves the index. FLUXON_OK: staged; FLUXON_ERR_NOT_FOUND: no record at
+ * off (nothing done); FLUXON_ERR_BUSY / FLUXON_ERR_UNAVAILABLE (no staging room, writes
+ * paused): the record left the index but a reopen may find it again. */
+FX_INTERNAL int fx_disk_kill(fx_disk_t *d, uint64_t off);
+/* Every record is dead (the master forgot this owner: it missed deletions): a barrier record
+ * is staged (a reopen drops every record written before it) and the index is emptied.
+ * Returns as fx_disk_kill (never NOT_FOUND). */
+FX_INTERNAL int fx_disk_barrier(fx_disk_t *d);
+/* cb(arg, status) runs once every byte staged before this call is on the file (written,
+ * not synced: a process crash keeps it, a power loss may not): FLUXON_OK, or the first
+ * failed write's FLUXON_ERR_UNAVAILABLE, or FLUXON_ERR_CANCELLED when the store closed
+ * first. The open staging buffer is written now. Returns true when cb will run (later, on
+ * the reactor thread), false when nothing was staged or in flight (cb does not run) or no
+ * memory (then cb does not run either: *nomem is set). */
+typedef void (*fx_disk_written_fn)(void *arg, int status);
+FX_INTERNAL bool fx_disk_when_written(fx_disk_t *d, fx_disk_written_fn cb, void *arg, bool *nomem);
 
 /* Reads the record at off into dst (value_len bytes; dst needs no alignment) and checks it:
  * magic, key == (key, klen), lengths, and the checksum. done(arg, status) runs later on the
@@ -140,6 +159,8 @@ typedef struct fx_disk_stats {
     uint64_t appends, append_bytes, append_busy, writes, write_bytes, write_errors;
     uint64_t reads, read_bytes, reads_in_flight, read_errors, crc_failures, staged_reads;
     uint64_t segments_freed, records_dropped;
+    uint64_t tombstones, barriers, tomb_failures; /* staged; not staged (BUSY, paused) */
+    uint64_t recovered_killed; /* records a reopen dropped for a tombstone or barrier */
     uint64_t segment_waits; /* rolls refused (BUSY) while the next segment file was being made */
     uint64_t write_stops;   /* times writes paused after a failed write or file creation (they retry) */
     bool writes_failing;    /* paused now (a failure less than its backoff ago) */

@@ -55,10 +55,10 @@ static uint64_t dk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *
  * then taken over header + key from the block itself (one contiguous span) and the value
  * from the copy just made (in cache), and stored. Same bytes as before. */
 FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off, const char *key, uint32_t klen,
-                                    const void *value, const fx_disk_meta_t *m)
+                                    const void *value, const fx_disk_meta_t *m, uint16_t flags)
 {
     fx_disk_hdr_t h = {
-        .magic = FX_DISK_REC_MAGIC, .version = FX_DISK_VERSION, .key_len = klen,
+        .magic = FX_DISK_REC_MAGIC, .version = FX_DISK_VERSION, .flags = flags, .key_len = klen,
         .group_size = m->group_size, .group_idx = m->group_idx, .blk = (uint32_t)(byte_off / FX_DISK_BLOCK),
         .value_len = m->value_len, .put_ms = m->put_ms, .put_ver = m->put_ver, .seg_id = seg_id,
     };
@@ -107,6 +107,10 @@ FX_INTERNAL char *fx_disk_index_encode(const dk_seg_t *seg, size_t *len_p)
         eb += fx_disk_ient_bytes(r->klen);
         n++;
     }
+    for (const dk_tomb_t *t = seg->tombs; t; t = t->next) {
+        eb += fx_disk_ient_bytes(t->klen);
+        n++;
+    }
     size_t len = FX_ALIGN_UP(eb, (uint64_t)FX_DISK_BLOCK) + FX_DISK_BLOCK;
     char *p = fx_disk_aligned(len);
     if (!p) return NULL;
@@ -120,6 +124,13 @@ FX_INTERNAL char *fx_disk_index_encode(const dk_seg_t *seg, size_t *len_p)
         memcpy(q, &e, sizeof e);
         if (r->klen) memcpy(q + sizeof e, r->key, r->klen);
         q += fx_disk_ient_bytes(r->klen);
+    }
+    for (const dk_tomb_t *t = seg->tombs; t; t = t->next) { /* tombstones and barriers: value_len 0 */
+        fx_disk_ient_t e = {.offset = t->byte_off, .put_ms = t->m.put_ms, .put_ver = t->m.put_ver,
+                            .key_len = t->klen, .flags = t->flags};
+        memcpy(q, &e, sizeof e);
+        if (t->klen) memcpy(q + sizeof e, t->key, t->klen);
+        q += fx_disk_ient_bytes(t->klen);
     }
     fx_disk_foot_t f = {.magic = FX_DISK_IDX_MAGIC, .version = FX_DISK_VERSION, .count = n, .seg_id = seg->id,
                         .data_end = seg->data_end, .entry_bytes = eb};
@@ -177,7 +188,9 @@ static bool dk_load_index(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, bo
         memcpy(&en, e + at, sizeof en);
         fx_disk_meta_t m = {.value_len = en.value_len, .put_ms = en.put_ms, .put_ver = en.put_ver,
                             .group_size = en.group_size, .group_idx = en.group_idx};
-        if (fx_disk_index_add(d, seg, en.offset, e + at + sizeof en, en.key_len, &m, true) != FLUXON_OK) ok = false;
+        if (en.flags ? !fx_disk_rb_mark(d, seg->id, en.offset, e + at + sizeof en, en.key_len, &m, en.flags)
+                     : fx_disk_index_add(d, seg, en.offset, e + at + sizeof en, en.key_len, &m, true) != FLUXON_OK)
+            ok = false;
         at += fx_disk_ient_bytes(en.key_len);
     }
     fx_free(e);
@@ -222,7 +235,8 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
         } else {
             fx_disk_meta_t m = {.value_len = h.value_len, .put_ms = h.put_ms, .put_ver = h.put_ver,
                                 .group_size = h.group_size, .group_idx = h.group_idx};
-            if (fx_disk_index_add(d, seg, off, buf + FX_DISK_HDR_BYTES, h.key_len, &m, true) != FLUXON_OK) {
+            if (h.flags ? !fx_disk_rb_mark(d, seg->id, off, buf + FX_DISK_HDR_BYTES, h.key_len, &m, h.flags)
+                        : fx_disk_index_add(d, seg, off, buf + FX_DISK_HDR_BYTES, h.key_len, &m, true) != FLUXON_OK) {
                 why = "out of memory";
                 break;
             }
@@ -354,6 +368,7 @@ FX_INTERNAL int fx_disk_rebuild(fx_disk_t *d, char *err, size_t errlen)
         d->st.recovered_segments++;
     }
     fx_free(ids);
+    fx_disk_rb_apply(d); /* tombstones and barriers: after every record is known */
     d->st.recovered_records = fx_hmap_count(d->by_key);
     d->st.recover_ms = (fx_now_ns() - t0) / 1000000u;
     if (rc == FLUXON_OK && n)

@@ -15,6 +15,9 @@
 #define FX_DISK_IDX_ENTRY 48u          /* an index entry before its key (8-aligned total) */
 #define FX_DISK_FLUSH_MS 2u            /* a partly filled staging buffer is written after this */
 #define FX_DISK_OVER_SEGMENTS 2u       /* segments past capacity while the layer above frees */
+#define FX_DISK_REC_TOMB 1u    /* record flags: a tombstone (no value): the key's versions up to its
+                                * put_ms/put_ver, written before it, are dead (an INVALIDATE) */
+#define FX_DISK_REC_BARRIER 2u /* record flags: every record written before it is dead (no key) */
 
 /* The record header (little-endian, 64 bytes), then the key, zero padding to 4 KiB, the
  * value, zero padding to 4 KiB. */
@@ -34,7 +37,7 @@ typedef struct fx_disk_ient {
     uint64_t offset; /* byte offset of the record in the segment */
     uint64_t value_len, put_ms, put_ver;
     uint32_t group_size, group_idx;
-    uint32_t key_len, pad;
+    uint32_t key_len, flags; /* flags: the record's (FX_DISK_REC_TOMB, FX_DISK_REC_BARRIER) */
 } fx_disk_ient_t;
 _Static_assert(sizeof(fx_disk_ient_t) == FX_DISK_IDX_ENTRY, "index entry is 48 bytes");
 
@@ -54,6 +57,29 @@ _Static_assert(sizeof(fx_disk_foot_t) == 64, "footer is 64 bytes");
 enum { DK_SEG_OPEN, DK_SEG_CLOSED, DK_SEG_RETIRING, DK_SEG_FREED };
 
 typedef struct dk_rec dk_rec_t;
+
+/* A tombstone or barrier: staged in the open segment (listed in its index block, then
+ * freed), or found by the rebuild (applied once every segment is read, then freed). */
+typedef struct dk_tomb {
+    struct dk_tomb *next;
+    uint64_t seg_id, byte_off;
+    fx_disk_meta_t m; /* the dead version (a tombstone) */
+    uint32_t klen, flags;
+    char key[];
+} dk_tomb_t;
+
+/* fx_disk_when_written: one waiter, linked from every staging buffer it waits for. */
+typedef struct dk_wait {
+    fx_disk_written_fn cb;
+    void *arg;
+    uint32_t left;
+    int status;
+} dk_wait_t;
+typedef struct dk_wlink {
+    struct dk_wlink *next;
+    dk_wait_t *w;
+} dk_wlink_t;
+
 typedef struct dk_seg {
     uint64_t id;
     int fd;
@@ -66,6 +92,7 @@ typedef struct dk_seg {
     uint32_t readers, writes; /* reads, writes (data, fsync, index) in flight */
     uint32_t aux;             /* other operations on its fd in flight (fadvise) */
     dk_rec_t *recs;           /* its indexed records (doubly linked) */
+    dk_tomb_t *tombs;         /* tombstones and barriers staged in it, until its index block */
     struct dk_seg *next;      /* the segments by id, oldest first */
     fx_io_t seal_io;          /* the fsync, then the index write */
     char *seal_buf;
@@ -92,6 +119,7 @@ typedef struct dk_buf {
     size_t cap, len, done; /* done: bytes already written (short writes go on) */
     dk_seg_t *seg;
     uint64_t file_off;
+    dk_wlink_t *waiters; /* fx_disk_when_written callers waiting for this buffer */
 } dk_buf_t;
 
 typedef struct dk_read {
@@ -135,6 +163,9 @@ struct fx_disk {
     fx_timer_t flush_timer;
     uint64_t ops; /* I/O of this store in flight (writes, reads, NOP completions) */
     fx_disk_stats_t st;
+    dk_tomb_t *rb_tombs; /* the rebuild's tombstones, applied after every segment is read */
+    bool rb_barrier;     /* the rebuild met a barrier at (rb_barrier_seg, rb_barrier_off) */
+    uint64_t rb_barrier_seg, rb_barrier_off;
 };
 
 /* disk_format.c */
@@ -142,7 +173,7 @@ FX_INTERNAL uint64_t fx_disk_rec_bytes(uint64_t value_len);
 FX_INTERNAL uint64_t fx_disk_ient_bytes(uint32_t klen);
 /* Writes the record (header block with key, value, padding) at p (fx_disk_rec_bytes). */
 FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off, const char *key, uint32_t klen,
-                                    const void *value, const fx_disk_meta_t *m);
+                                    const void *value, const fx_disk_meta_t *m, uint16_t flags);
 /* Checks the record at p (len bytes read): a reason string on failure, NULL when good.
  * key may be NULL (the rebuild: any key). */
 FX_INTERNAL const char *fx_disk_rec_check(const char *p, size_t len, uint64_t seg_id, uint64_t byte_off,
@@ -172,6 +203,8 @@ FX_INTERNAL bool fx_disk_seg_fits(const fx_disk_t *d, const dk_seg_t *s, uint64_
 FX_INTERNAL void *fx_disk_aligned(size_t n);
 
 /* disk_io.c */
+FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
+                              const fx_disk_meta_t *m, uint16_t flags, uint64_t *off);
 FX_INTERNAL void fx_disk_buf_submit(fx_disk_t *d, dk_buf_t *b);
 FX_INTERNAL dk_buf_t *fx_disk_buf_take(fx_disk_t *d, dk_seg_t *seg, uint64_t need);
 FX_INTERNAL void fx_disk_seal(fx_disk_t *d, dk_seg_t *seg);
@@ -179,6 +212,18 @@ FX_INTERNAL uint32_t fx_disk_free_bufs(const fx_disk_t *d);
 /* Test hook (test_disk): the next write completes with -err (its bytes did reach the file),
  * as a file system refusing O_DIRECT only at write time would make it. */
 FX_INTERNAL void fx_disk_fault_next_write(fx_disk_t *d, int err);
+
+/* disk_tomb.c: tombstones, barriers, write waiters */
+/* b's waiters hear status (b written, failed or dropped); each runs once all its buffers did. */
+FX_INTERNAL void fx_disk_waiters_done(dk_buf_t *b, int status);
+/* The rebuild met a tombstone or barrier at (seg_id, byte_off); false: no memory. */
+FX_INTERNAL bool fx_disk_rb_mark(fx_disk_t *d, uint64_t seg_id, uint64_t byte_off, const char *key, uint32_t klen,
+                                 const fx_disk_meta_t *m, uint32_t flags);
+/* After every segment is read: records older than the last barrier and those a tombstone
+ * names (its key, a version up to its own, written before it) leave the index. */
+FX_INTERNAL void fx_disk_rb_apply(fx_disk_t *d);
+/* Frees the tombstones listed for seg's index block (encoded, or the segment gone). */
+FX_INTERNAL void fx_disk_tombs_free(dk_tomb_t **list);
 
 /* disk_fs.c: file system calls off the reactor thread */
 /* Turns O_DIRECT off on every segment file (and the spare), counted and logged once. */

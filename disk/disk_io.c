@@ -31,8 +31,9 @@ static void dk_write_sqe(fx_disk_t *d, dk_buf_t *b)
     io_uring_prep_write(sqe, b->seg->fd, b->mem + b->done, (unsigned)(b->len - b->done), b->file_off + b->done);
 }
 
-static void dk_buf_done(fx_disk_t *d, dk_buf_t *b)
+static void dk_buf_done(fx_disk_t *d, dk_buf_t *b, int status)
 {
+    fx_disk_waiters_done(b, status);
     dk_seg_t *seg = b->seg;
     b->state = DK_BUF_FREE;
     b->seg = NULL;
@@ -97,7 +98,7 @@ static void dk_on_write(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
         d->fail_backoff_ms = 0; /* writes work: the next failure pauses 1 s again */
         if (!d->direct) fx_disk_fadvise_async(d, b->seg, b->file_off, b->len);
     }
-    dk_buf_done(d, b);
+    dk_buf_done(d, b, res <= 0 ? FLUXON_ERR_UNAVAILABLE : FLUXON_OK);
 }
 
 FX_INTERNAL void fx_disk_buf_submit(fx_disk_t *d, dk_buf_t *b)
@@ -107,6 +108,7 @@ FX_INTERNAL void fx_disk_buf_submit(fx_disk_t *d, dk_buf_t *b)
         fx_timer_disarm(d->r, &d->flush_timer);
     }
     if (!b->len) {
+        fx_disk_waiters_done(b, FLUXON_OK);
         b->state = DK_BUF_FREE;
         b->seg->writes--;
         b->seg = NULL;
@@ -180,8 +182,10 @@ FX_INTERNAL bool fx_disk_room(fx_disk_t *d, size_t n, uint64_t bytes)
     return fx_disk_free_bufs(d) + (d->cur ? 1 : 0) >= k;
 }
 
-FX_INTERNAL int fx_disk_append(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
-                               const fx_disk_meta_t *m, uint64_t *off)
+/* Stages one record (flags 0: a value, indexed; else a tombstone or barrier, listed for
+ * its segment's index block) and returns its disk offset in *off. */
+FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
+                              const fx_disk_meta_t *m, uint16_t flags, uint64_t *off)
 {
     if (fx_disk_failing(d)) return FLUXON_ERR_UNAVAILABLE;
     if (klen > FX_DISK_MAX_KEY || (klen && !key) || (m->value_len && !value)) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -203,17 +207,34 @@ FX_INTERNAL int fx_disk_append(fx_disk_t *d, const char *key, uint32_t klen, con
         return FLUXON_ERR_BUSY;
     }
     uint64_t byte_off = seg->data_end;
-    fx_disk_rec_encode(b->mem + b->len, seg->id, byte_off, key, klen, value, m);
-    int rc = fx_disk_index_add(d, seg, byte_off, key, klen, m, false);
-    if (rc != FLUXON_OK) return rc; /* the bytes are staged but never indexed: harmless */
+    fx_disk_rec_encode(b->mem + b->len, seg->id, byte_off, key, klen, value, m, flags);
+    if (!flags) {
+        int rc = fx_disk_index_add(d, seg, byte_off, key, klen, m, false);
+        if (rc != FLUXON_OK) return rc; /* the bytes are staged but never counted: overwritten */
+    } else {
+        dk_tomb_t *t = fx_malloc(sizeof *t + klen + 1);
+        if (!t) return FLUXON_ERR_NOMEM;
+        *t = (dk_tomb_t){seg->tombs, seg->id, byte_off, *m, klen, flags};
+        if (klen) memcpy(t->key, key, klen);
+        seg->tombs = t;
+    }
     b->len += rb;
     seg->data_end += rb;
     seg->entry_bytes += eb;
-    d->st.appends++;
-    d->st.append_bytes += klen + m->value_len;
     if (off) *off = FX_DISK_OFF_BIT | seg->id << 32 | byte_off / FX_DISK_BLOCK;
     if (b->len == b->cap) fx_disk_buf_submit(d, b);
     return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_disk_append(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
+                               const fx_disk_meta_t *m, uint64_t *off)
+{
+    int rc = fx_disk_stage(d, key, klen, value, m, 0, off);
+    if (rc == FLUXON_OK) {
+        d->st.appends++;
+        d->st.append_bytes += klen + m->value_len;
+    }
+    return rc;
 }
 
 /* ---- the seal: fdatasync of the data, then the index block ---- */
@@ -265,6 +286,7 @@ static void dk_seal_step(fx_disk_t *d, dk_seg_t *seg)
             seg->sealing = false;
             return;
         }
+        fx_disk_tombs_free(&seg->tombs); /* in the index block now (and in their records) */
         struct io_uring_sqe *sqe = fx_reactor_sqe(d->r, &seg->seal_io);
         io_uring_prep_write(sqe, seg->fd, seg->seal_buf, (unsigned)seg->seal_len, seg->data_end);
     } else {

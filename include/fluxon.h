@@ -403,14 +403,16 @@ void fluxon_holder_release(fluxon_holder *h);
 
 /* Deletes key cluster-wide: the route goes first, replicas are invalidated afterwards;
  * memory is reused once every holder of the old value is released. FLUXON_OK comes once
- * every connected owner holding a copy confirmed dropping it (so a master restart cannot
- * bring the key back from them; an owner not connected then is told when it reconnects to
- * the same master).
+ * every owner holding a copy confirmed dropping it — a copy on its disk tier included,
+ * written off there (a tombstone) before it confirms — so neither a master restart nor an
+ * owner restart brings the key back.
  * Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (no such key — never a silent success);
- * FLUXON_ERR_UNKNOWN_OUTCOME (the route is gone, but an owner holding a copy did not
- * confirm within half the master's master_timeout_ms: a master restart before it does may
- * bring the key back); FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE;
- * FLUXON_ERR_TIMEOUT. */
+ * FLUXON_ERR_UNKNOWN_OUTCOME (the route is gone, but an owner holding a copy is not
+ * connected, or did not confirm within half the master's master_timeout_ms: the copy is
+ * dropped when that owner answers or comes back to this master — restarted with its disk
+ * too — but if the master restarts first, the key may come back; a retry then finds it and
+ * deletes it again, else answers NOT_FOUND); FLUXON_ERR_INVALID_ARGUMENT;
+ * FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */
 int fluxon_delete(fluxon_client *c, const char *key);
 
 /* *leading_hits_p receives how many of keys[0..n_keys) exist, counted from the first

@@ -139,7 +139,11 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
         mkv_inv_held_send(s, n); /* what was invalidated while it was away */
         return FLUXON_OK;
     }
-    mkv_inv_held_drop(n); /* a new process: the old one's copies went with it */
+    /* a new process: the old one's memory copies went with it, but its disk records did not
+     * (issue 39): what was invalidated there while it was away goes to it before its
+     * registration is answered (the same connection, in order), so its re-publication skips
+     * them (W6) */
+    mkv_inv_held_keep_disk(n);
     fx_offset_alloc_t *a = NULL;
     uint64_t top = n->segment_bytes / FX_OFFSET_ALLOC_PAGE * FX_OFFSET_ALLOC_PAGE;
     if (top > FX_OFFSET_ALLOC_PAGE) {
@@ -179,6 +183,7 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
         FX_INFO("owner %s: re-learned %u grants it holds", n->node_id, n->reg_n_grants);
     mkv_quarantine_start(s, n);
     if (old_generation != 0 && old_generation != n->generation) mkv_routes_drop_generation(s, n, old_generation);
+    mkv_inv_held_send(s, n);
     return FLUXON_OK;
 }
 

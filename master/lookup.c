@@ -299,12 +299,16 @@ static void lk_del_end(lk_del_t *d)
             fx_body_empty_t e;
             FX_CONN_REPLY(d->conn, &d->h, empty, &e);
         } else {
-            FX_WARN("delete of %s: %u owners holding a copy did not confirm dropping it within %u ms (%s)", d->key,
-                    d->unconfirmed, d->timeout_ms, fluxon_status_string(d->why));
+            FX_WARN("delete of %s: %u copies were not confirmed dropped within %u ms (%s)", d->key, d->unconfirmed,
+                    d->timeout_ms, d->why == FLUXON_ERR_UNAVAILABLE ? "their owner is not connected"
+                                                                    : fluxon_status_string(d->why));
             fx_conn_reply_error(d->conn, &d->h, FLUXON_ERR_UNKNOWN_OUTCOME,
-                                "delete of %s: the route is gone, but %u owners holding a copy did not confirm "
-                                "dropping it within %u ms (%s): if the master restarts before they do, the key "
-                                "may come back", d->key, d->unconfirmed, d->timeout_ms, fluxon_status_string(d->why));
+                                "delete of %s: the route is gone, but %u copies were not confirmed dropped within "
+                                "%u ms (%s): they are dropped when their owner answers or comes back to this "
+                                "master; if the master restarts first, the key may come back",
+                                d->key, d->unconfirmed, d->timeout_ms,
+                                d->why == FLUXON_ERR_UNAVAILABLE ? "an owner holding one is not connected"
+                                                                 : fluxon_status_string(d->why));
         }
     }
     fx_conn_unref(d->conn);
@@ -352,7 +356,14 @@ FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header
     snprintf(d->key, sizeof d->key, "%.*s", MKV_KEYF(b.key));
     /* ... then the owners holding a copy drop it, then the caller is answered (an owner not
      * connected is told when it reconnects to this master) */
-    d->pending += (uint32_t)mkv_inv_flush_acked(s, &inv, d->timeout_ms, lk_on_inv_ack, d);
+    size_t held = 0;
+    d->pending += (uint32_t)mkv_inv_flush_acked(s, &inv, d->timeout_ms, lk_on_inv_ack, d, &held);
+    if (held) { /* W6: an owner away holds a copy; if this master goes before it is back, it
+                 * re-publishes the key to the next: the caller cannot be told OK */
+        if (!d->unconfirmed) d->why = FLUXON_ERR_UNAVAILABLE;
+        d->unconfirmed += (uint32_t)held;
+        s->c.deletes_unconfirmed_away++;
+    }
     lk_del_end(d);
 }
 

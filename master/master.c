@@ -96,7 +96,6 @@ static void master_forget_node(fx_master_t *m, master_node_t *n, uint64_t now)
     }
     fx_master_kv_node_forget(m, n);
     n->forgotten = true;
-    n->forgotten_generation = n->generation;
     m->owners_forgotten++;
     FX_WARN("owner %s (generation %llu) forgotten: dead for %llu ms (dead_owner_grace_ms %u); if it comes back it "
             "drops every value it holds", n->node_id, (unsigned long long)n->generation,
@@ -228,7 +227,9 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->rkey_len = b.rkey.len;
     uint64_t old_generation = n->generation;
     /* L1: the very process this master forgot: it missed what happened meanwhile */
-    bool forgotten = n->forgotten && n->forgotten_generation == b.generation;
+    /* any generation: a restarted process keeps its disk records, and the deletions made while
+     * it was away were not kept for it past the grace */
+    bool forgotten = n->forgotten;
     if (forgotten)
         FX_WARN("owner %s (generation %llu) is back after it was forgotten: it drops every value it holds",
                 node_id, (unsigned long long)b.generation);

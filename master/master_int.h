@@ -22,7 +22,6 @@ typedef struct master_node {
     uint64_t last_heartbeat_ms;
     uint64_t dead_since_ms;        /* when it was declared dead (L1) */
     bool forgotten;                /* dead past dead_owner_grace_ms: its state is gone (L1) */
-    uint64_t forgotten_generation; /* the generation forgotten: told so if it registers again */
     struct master_peer *peer; /* live connection, or NULL */
     uint8_t *ucx_address, *rkey;
     uint32_t ucx_address_len, rkey_len;

@@ -64,6 +64,7 @@
     X(get_temporary, COUNTER, "master_get_copies_total", "kind=\"temporary\"", "")                              \
     X(get_reuse, COUNTER, "master_get_copies_total", "kind=\"reuse\"", "")                                      \
     X(deletes, COUNTER, "master_deletes_total", "", "Keys deleted")                                             \
+    X(deletes_unconfirmed_away, COUNTER, "master_deletes_unconfirmed_away_total", "", "DELETEs answered UNKNOWN_OUTCOME because an owner holding a copy was not connected (W6)") \
     X(invalidations_sent, COUNTER, "master_invalidations_sent_total", "", "Replicas invalidated")               \
     X(invalidate_msgs, COUNTER, "master_invalidate_messages_total", "", "INVALIDATE messages sent")             \
     X(grants, COUNTER, "master_grants_total", "", "Segment grants handed out")                                  \

@@ -222,11 +222,15 @@ FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v);
 /* As mkv_inv_flush, but each INVALIDATE to a connected owner is a request it answers once
  * it dropped those copies (W6: a DELETE is answered after that): cb(arg, ...) runs once per
  * request sent (FLUXON_ERR_TIMEOUT after timeout_ms). Returns how many were sent. */
-FX_INTERNAL size_t mkv_inv_flush_acked(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg);
+FX_INTERNAL size_t mkv_inv_flush_acked(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg,
+                                       size_t *held_p); /* *held_p: replicas of owners not connected (held) */
 /* Invalidations of an owner that was not connected are held (n->inv_held, at most
  * RT_INV_HELD_MAX) instead of dropped: it may come back with the same generation, still
  * holding the copies (a lost connection, not a restart) — it must not go on serving them.
  * _send: it reconnected (before its REGISTER answer); _drop: a new generation, or freed. */
+/* A new generation of n registers: its memory copies went with the old process, its disk
+ * records did not (issue 39): only the held invalidations of disk offsets are kept for it. */
+FX_INTERNAL void mkv_inv_held_keep_disk(master_node_t *n);
 FX_INTERNAL void mkv_inv_held_send(mkv_t *s, master_node_t *n);
 FX_INTERNAL void mkv_inv_held_drop(master_node_t *n);
 

@@ -108,6 +108,18 @@ FX_INTERNAL void mkv_inv_held_drop(master_node_t *n)
     n->inv_held = NULL;
 }
 
+FX_INTERNAL void mkv_inv_held_keep_disk(master_node_t *n)
+{
+    fx_mkv_inv_t *v = n->inv_held;
+    if (!v) return;
+    size_t k = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (v->e[i].offset >> 63) v->e[k++] = v->e[i]; /* FX_DISK_OFF_BIT: a disk record (its key stays in keys) */
+    v->n = k;
+    v->lost = 0; /* what could not be held was counted when it was lost */
+    if (!k) mkv_inv_held_drop(n);
+}
+
 FX_INTERNAL void mkv_inv_held_send(mkv_t *s, master_node_t *n)
 {
     fx_mkv_inv_t *v = n->inv_held;
@@ -122,18 +134,21 @@ FX_INTERNAL void mkv_inv_held_send(mkv_t *s, master_node_t *n)
     fx_free(v);
 }
 
-static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg);
+static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg,
+                           size_t *held_p);
 
-FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v) { rt_inv_flush(s, v, 0, NULL, NULL); }
+FX_INTERNAL void mkv_inv_flush(mkv_t *s, fx_mkv_inv_t *v) { rt_inv_flush(s, v, 0, NULL, NULL, NULL); }
 
-FX_INTERNAL size_t mkv_inv_flush_acked(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
+FX_INTERNAL size_t mkv_inv_flush_acked(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg,
+                                       size_t *held_p)
 {
-    return rt_inv_flush(s, v, timeout_ms, cb, arg);
+    return rt_inv_flush(s, v, timeout_ms, cb, arg, held_p);
 }
 
-static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
+static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rpc_cb cb, void *arg,
+                           size_t *held_p)
 {
-    size_t acked = 0;
+    size_t acked = 0, held_n = 0;
     uint64_t *replicas_p = &s->c.invalidations_sent, *msgs_p = &s->c.invalidate_msgs;
     if (v->lost) FX_ERROR("out of memory collecting invalidations: %zu replicas not invalidated", v->lost);
     size_t *idx = v->n ? fx_malloc(v->n * sizeof *idx) : NULL;
@@ -148,6 +163,7 @@ static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rp
             if (v->e[j].sent || v->e[j].node != node) continue;
             v->e[j].sent = true;
             if (!connected) {
+                held_n++;
                 const fx_mkv_inv_ent_t *e = &v->e[j];
                 if (held && held->n < RT_INV_HELD_MAX)
                     fx_mkv_inv_add(held, node, v->keys + e->koff, e->klen, e->offset, e->put_ms, e->put_ver);
@@ -168,6 +184,7 @@ static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rp
     fx_free(v->e);
     fx_free(v->keys);
     memset(v, 0, sizeof *v);
+    if (held_p) *held_p = held_n;
     return acked;
 }
 

@@ -395,12 +395,25 @@ FX_INTERNAL void fx_odisk_moved(fx_owner_t *o, uint64_t disk_off, int st)
     if (!fx_odisk_on(o) || !disk_off) return;
     if (st == FLUXON_OK) return; /* counted by eviction: evict_to_disk */
     o->disk->move_refused++;
-    fx_disk_drop(o->disk->d, disk_off);
+    (void)fx_disk_kill(o->disk->d, disk_off); /* refused: the key may be deleted or replaced meanwhile */
 }
 
-FX_INTERNAL void fx_odisk_drop(fx_owner_t *o, uint64_t disk_off)
+FX_INTERNAL int fx_odisk_drop(fx_owner_t *o, uint64_t disk_off)
 {
-    if (fx_odisk_on(o)) fx_disk_drop(o->disk->d, disk_off);
+    return fx_odisk_on(o) ? fx_disk_kill(o->disk->d, disk_off) : FLUXON_ERR_NOT_FOUND;
+}
+
+FX_INTERNAL void fx_odisk_forget_all(fx_owner_t *o)
+{
+    if (!fx_odisk_on(o)) return;
+    (void)fx_disk_barrier(o->disk->d);
+    fx_u64map_free(&o->disk->read_once);
+}
+
+FX_INTERNAL bool fx_odisk_when_written(fx_owner_t *o, fx_disk_written_fn cb, void *arg, bool *nomem)
+{
+    *nomem = false;
+    return fx_odisk_on(o) && fx_disk_when_written(o->disk->d, cb, arg, nomem);
 }
 
 FX_INTERNAL int fx_odisk_read(fx_owner_t *o, uint64_t off, const char *key, uint32_t klen, void *dst, uint64_t len,
@@ -426,7 +439,7 @@ FX_INTERNAL void fx_odisk_forget(fx_owner_t *o, const char *key, uint32_t klen, 
 {
     if (!o->disk) return;
     o->disk->forgotten++;
-    if (fx_odisk_on(o)) fx_disk_drop(o->disk->d, off);
+    if (fx_odisk_on(o)) (void)fx_disk_kill(o->disk->d, off);
     odisk_route_drop(o, key, klen, off, put_ms, put_ver);
 }
 
@@ -475,6 +488,10 @@ FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_crc_failures = st.crc_failures;
     m->disk_staged_reads = st.staged_reads;
     m->disk_segments_freed = st.segments_freed;
+    m->disk_recovered_killed = st.recovered_killed;
+    m->disk_tombstones = st.tombstones;
+    m->disk_barriers = st.barriers;
+    m->disk_tomb_failures = st.tomb_failures;
     m->disk_recovered_records = st.recovered_records;
     m->disk_recovered_torn = st.recovered_torn;
     m->disk_recover_ms = st.recover_ms;

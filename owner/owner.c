@@ -214,15 +214,55 @@ static bool owner_master_request(fx_owner_t *o, const fx_frame_header_t *h, cons
     return owner_master_apply(o, h, body, arena);
 }
 
+/* An acked INVALIDATE (a DELETE waits for it) that killed disk records is answered once
+ * their tombstones are on the file: a kill -9 right after the DELETE's OK finds them at the
+ * restart (W6). The answer goes only on the link the request came on. */
+typedef struct owner_inv_ack {
+    fx_owner_t *o;
+    fx_conn_t *conn;
+    fx_frame_header_t h;
+} owner_inv_ack_t;
+
+static void owner_inv_answer(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_t *h, int status)
+{
+    if (!h->req_id || !c || !fx_conn_is_open(c) || c != fx_olink_conn(o)) return;
+    if (status == FLUXON_OK) {
+        fx_body_empty_t em;
+        FX_CONN_REPLY(c, h, empty, &em);
+    } else {
+        fx_conn_reply_error(c, h, status, "owner %s: the disk tombstones of this INVALIDATE were not written (%s): a "
+                            "restart may find the records again", o->cfg.node_id, fluxon_status_string(status));
+    }
+}
+
+static void owner_inv_written(void *arg, int status)
+{
+    owner_inv_ack_t *a = arg;
+    owner_inv_answer(a->o, a->conn, &a->h, status);
+    fx_conn_unref(a->conn);
+    fx_free(a);
+}
+
 static bool owner_master_apply(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
 {
-    fx_ostore_invalidate(o, body, h->body_len, arena);
+    int tombs = fx_ostore_invalidate(o, body, h->body_len, arena);
     fx_orepub_invalidate(o, body, h->body_len, arena);
     fx_conn_t *mc = fx_olink_conn(o);
-    if (h->req_id && mc) {
-        fx_body_empty_t em;
-        FX_CONN_REPLY(mc, h, empty, &em);
+    if (!h->req_id || !mc) return true;
+    if (tombs < 0) {
+        owner_inv_answer(o, mc, h, FLUXON_ERR_UNAVAILABLE);
+        return true;
     }
+    owner_inv_ack_t *a = tombs ? fx_malloc(sizeof *a) : NULL;
+    bool nomem = tombs && !a;
+    if (a) {
+        *a = (owner_inv_ack_t){o, mc, *h};
+        fx_conn_ref(mc);
+        if (fx_odisk_when_written(o, owner_inv_written, a, &nomem)) return true;
+        fx_conn_unref(mc);
+        fx_free(a);
+    }
+    owner_inv_answer(o, mc, h, nomem ? FLUXON_ERR_NOMEM : FLUXON_OK);
     return true;
 }
 
@@ -237,11 +277,12 @@ static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten)
     if (forgotten) { /* L1: nothing held here is routed any more, and some of it is stale */
         fx_ostore_forget_all(o);
         fx_orepub_forget_all(o);
+        fx_odisk_forget_all(o); /* the disk's too: deletions it missed were not kept for it */
     }
     /* a new master learns what this owner holds; so does the first one when the disk tier
      * kept values from an earlier run, and one that had forgotten this owner (issue 39: its
      * disk records are offered again, highest put_id winning, as after a restart) */
-    fx_orepub_registered(o, master_changed || fx_odisk_first_registration(o) || (forgotten && fx_odisk_on(o)));
+    fx_orepub_registered(o, master_changed || fx_odisk_first_registration(o));
     fx_oput_master_ready(o);
     fx_oclaims_master_ready(o);
     fx_oev_kick(o);

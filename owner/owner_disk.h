@@ -29,8 +29,15 @@ FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const f
 /* The EVICT that moved a replica to disk_off answered st (OK: routed there; else the
  * record is dropped: the master does not route it). */
 FX_INTERNAL void fx_odisk_moved(fx_owner_t *o, uint64_t disk_off, int st);
-/* INVALIDATE or a refused re-publication named this disk offset. */
-FX_INTERNAL void fx_odisk_drop(fx_owner_t *o, uint64_t disk_off);
+/* INVALIDATE or a refused re-publication named this disk offset: the record is killed (a
+ * tombstone keeps it dead across a restart, W6). Returns fx_disk_kill's status
+ * (FLUXON_ERR_NOT_FOUND: no such record, or no disk tier). */
+FX_INTERNAL int fx_odisk_drop(fx_owner_t *o, uint64_t disk_off);
+/* The master forgot this owner: every record is dropped, for good (a barrier). */
+FX_INTERNAL void fx_odisk_forget_all(fx_owner_t *o);
+/* cb(arg, status) once the tombstones staged so far are on the file (fx_disk_when_written);
+ * false: nothing to wait for (cb does not run; *nomem says whether that was memory). */
+FX_INTERNAL bool fx_odisk_when_written(fx_owner_t *o, fx_disk_written_fn cb, void *arg, bool *nomem);
 /* Reads the value of the record at off into dst (fetch.c); done as fx_disk_read's. */
 FX_INTERNAL int fx_odisk_read(fx_owner_t *o, uint64_t off, const char *key, uint32_t klen, void *dst, uint64_t len,
                               fx_disk_read_fn done, void *arg);

@@ -235,6 +235,10 @@
     X(disk_segments_freed, COUNTER, "owner_disk_segments_freed_total", "", "Segment files removed for room")     \
     X(disk_recovered_records, GAUGE, "owner_disk_recovered_records", "", "Records re-indexed when the owner started") \
     X(disk_recovered_torn, GAUGE, "owner_disk_recovered_torn", "", "Segments whose torn tail was cut when the owner started") \
+    X(disk_recovered_killed, GAUGE, "owner_disk_recovered_killed", "", "Records a restart found dead (a tombstone or barrier after them)") \
+    X(disk_tombstones, COUNTER, "owner_disk_tombstones_total", "", "Tombstones written: invalidated disk records stay dead across a restart") \
+    X(disk_barriers, COUNTER, "owner_disk_barriers_total", "", "Barriers written: every record dropped (the master forgot this owner)") \
+    X(disk_tomb_failures, COUNTER, "owner_disk_tomb_failures_total", "", "Tombstones or barriers that could not be staged (no room, writes paused)") \
     X(disk_recover_ms, MSGAUGE, "owner_disk_recover_seconds", "", "Time to re-index the disk tier when the owner started") \
     X(disk_move_refused, COUNTER, "owner_disk_move_refused_total", "", "Moves to disk the master refused (a newer version): record dropped") \
     X(disk_demote_busy, COUNTER, "owner_disk_demote_busy_total", "", "Admitted victims dropped: no staging room (the disk is behind)") \

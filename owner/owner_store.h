@@ -56,7 +56,7 @@ typedef struct fx_ostore_hooks {
 
 FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants);
 /* INVALIDATE named a replica outside the segment (a disk offset, issue 39): disk.c's. */
-typedef void (*fx_ostore_disk_inv_fn)(fx_owner_t *o, uint64_t disk_off);
+typedef int (*fx_ostore_disk_inv_fn)(fx_owner_t *o, uint64_t disk_off); /* fx_odisk_drop's result */
 FX_INTERNAL void fx_ostore_set_disk_hook(fx_owner_t *o, fx_ostore_disk_inv_fn fn);
 FX_INTERNAL void fx_ostore_set_hooks(fx_owner_t *o, const fx_ostore_hooks_t *hooks);
 /* Something changed that may let eviction or a waiting claim progress (a copy ended): the
@@ -92,7 +92,9 @@ FX_INTERNAL void fx_ostore_retire(fx_owner_t *o, owner_entry_t *en);
 /* L1: the master forgot this owner: every COMMITTED value is retired (a PENDING one, being
  * published or fetched now, is left to its publish/GET_DONE). Returns how many. */
 FX_INTERNAL size_t fx_ostore_forget_all(fx_owner_t *o);
-FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
+/* Returns the disk records it killed: > 0 tombstones staged (an acked INVALIDATE is answered
+ * once they are written, fx_odisk_when_written), < 0 one could not be staged. */
+FX_INTERNAL int fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
 
 FX_INTERNAL owner_holder_t *fx_ostore_holder_new(fx_owner_t *o, owner_ext_t *e, const fx_slot_ref_t *slot);
 FX_INTERNAL void fx_ostore_holder_release(fx_owner_t *o, owner_holder_t *h);

@@ -263,7 +263,7 @@ static void rp_pump(fx_owner_t *o);
 static void rp_retire(fx_owner_t *o, const rp_id_t *id)
 {
     if (id->use_seq == RP_DISK) { /* not routed: the record goes */
-        fx_odisk_drop(o, id->offset);
+        (void)fx_odisk_drop(o, id->offset);
         return;
     }
     if (!id->use_seq) {

@@ -198,8 +198,10 @@ FX_INTERNAL size_t fx_ostore_forget_all(fx_owner_t *o)
     return n;
 }
 
-FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
+FX_INTERNAL int fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
 {
+    int tombs = 0;
+    bool tomb_failed = false;
     ostore_t *s = o->store;
     fx_body_invalidate_t b;
     memset(&b, 0, sizeof b);
@@ -211,12 +213,14 @@ FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t
         s->malformed++;
         FX_ERROR("malformed INVALIDATE from the master (%u keys, %u offsets, %u put_ms, %u put_ver): ignored", n,
                  b.offsets.n, b.put_ms.n, b.put_ver.n);
-        return;
+        return 0;
     }
     for (uint32_t i = 0; i < n; i++) {
         if (b.offsets.v[i] >> 63) { /* a disk offset (FX_DISK_OFF_BIT): the record goes */
             s->invalidations++;
-            if (s->disk_inv) s->disk_inv(o, b.offsets.v[i]);
+            int drc = s->disk_inv ? s->disk_inv(o, b.offsets.v[i]) : FLUXON_ERR_NOT_FOUND;
+            tombs += drc == FLUXON_OK;
+            tomb_failed |= drc != FLUXON_OK && drc != FLUXON_ERR_NOT_FOUND;
             continue;
         }
         owner_entry_t *en = fx_ostore_at(o, b.offsets.v[i]);
@@ -231,6 +235,7 @@ FX_INTERNAL void fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t
         }
         fx_ostore_retire(o, en);
     }
+    return tomb_failed ? -1 : tombs;
 }
 
 /* ---- holders ---- */

@@ -8,78 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 
-#include "restartfix.h"
-
-#define VLEN 65536
-#define N_KEYS 1200 /* ~75 MiB of values through a 32 MiB segment: most go to disk */
-
-static char disk_extra[600];
-static const char *extras[1] = {disk_extra};
-static char *disk_parent; /* the disk directory's parent (a temporary directory of its own) */
-
-static void fini(void)
-{
-    if (getenv("FLUXON_KEEP_DIR")) rf.dir = NULL;
-    rf_down();
-    if (disk_parent && !getenv("FLUXON_KEEP_DIR")) th_rmtree(disk_parent);
-    free(disk_parent);
-    disk_parent = NULL;
-}
-
-static void up(const char *admission)
-{
-    snprintf(rf_segment, sizeof rf_segment, "32MiB");
-    snprintf(rf_grant, sizeof rf_grant, "4MiB");
-    /* a directory of its own (the owner makes disk.path), removed with the run's */
-    disk_parent = th_tmpdir();
-    cr_assert_not_null(disk_parent);
-    snprintf(disk_extra, sizeof disk_extra,
-             ",\"disk\":{\"path\":\"%s/disk\",\"capacity_bytes\":\"512MiB\",\"segment_bytes\":\"8MiB\","
-             "\"admission\":\"%s\"}", disk_parent, admission);
-    rf_up(1, extras);
-}
-
-static void put_seeded(fluxon_client *c, const char *key, uint64_t seed)
-{
-    static uint8_t v[VLEN];
-    th_pattern(v, NULL, VLEN, seed);
-    int rc = fluxon_put(c, key, v, VLEN, NULL);
-    cr_assert_eq(rc, FLUXON_OK, "put %s: %s", key, fluxon_status_string(rc));
-}
-
-/* 1: the value read is exactly the one put; 0: a miss; fails on wrong bytes or any error
- * but NOT_FOUND. */
-static int get_check(fluxon_client *c, const char *key, uint64_t seed)
-{
-    fluxon_holder *h = NULL;
-    int rc = fluxon_get(c, key, &h);
-    if (rc == FLUXON_ERR_NOT_FOUND) return 0;
-    cr_assert_eq(rc, FLUXON_OK, "get %s: %s", key, fluxon_status_string(rc));
-    cr_assert_eq(fluxon_holder_len(h), VLEN);
-    cr_assert(th_pattern(NULL, fluxon_holder_data(h), VLEN, seed), "%s: wrong bytes", key);
-    fluxon_holder_release(h);
-    return 1;
-}
-
-static void put_all(fluxon_client *c)
-{
-    char key[64];
-    for (int i = 0; i < N_KEYS; i++) {
-        snprintf(key, sizeof key, "k:%d", i);
-        put_seeded(c, key, 5000 + (uint64_t)i);
-    }
-}
-
-static int get_all(fluxon_client *c)
-{
-    char key[64];
-    int hits = 0;
-    for (int i = 0; i < N_KEYS; i++) {
-        snprintf(key, sizeof key, "k:%d", i);
-        hits += get_check(c, key, 5000 + (uint64_t)i);
-    }
-    return hits;
-}
+#include "disktierfix.h"
 
 /* The segment files in the owner's disk directory (paths into out[], at most cap). */
 static int seg_files(char out[][800], int cap)
@@ -297,14 +226,7 @@ Test(disk_tier, atomic_groups_come_back_whole, .timeout = 240, .fini = fini)
  * disk record (INVALIDATE): A's readers get B's bytes, never the old ones. */
 Test(disk_tier, a_key_on_another_owners_disk_is_superseded_by_a_new_put, .timeout = 240, .fini = fini)
 {
-    snprintf(rf_segment, sizeof rf_segment, "32MiB");
-    snprintf(rf_grant, sizeof rf_grant, "4MiB");
-    disk_parent = th_tmpdir();
-    cr_assert_not_null(disk_parent);
-    snprintf(disk_extra, sizeof disk_extra,
-             ",\"disk\":{\"path\":\"%s/disk\",\"capacity_bytes\":\"512MiB\",\"segment_bytes\":\"8MiB\"}", disk_parent);
-    const char *two[2] = {disk_extra, NULL};
-    rf_up(2, two);
+    up_two();
     fluxon_client *a = rf_client(0), *b = rf_client(1);
     fluxon_put_options local = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
     static uint8_t v[VLEN];

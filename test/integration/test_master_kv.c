@@ -485,7 +485,8 @@ Test(master_kv, dead_owner_replicas_are_hidden_then_back)
 /* Found by the chaos run (issue 17): an INVALIDATE for an owner whose connection was down
  * was dropped, so the owner, back with the same generation, kept serving the replaced
  * version (and its slot). It is held and sent when the owner reconnects; a new generation
- * (a restarted process, its copies gone) gets none. */
+ * (a restarted process, its memory copies gone) gets none of those (of its disk records it
+ * does: test_disk_dead). */
 Test(master_kv, invalidations_made_while_an_owner_was_away_reach_it_when_it_reconnects)
 {
     t_owner(&c1, "n1", 100);

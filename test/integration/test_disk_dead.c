@@ -1,0 +1,144 @@
+/* test_disk_dead.c — a deleted or replaced value never comes back from a disk tier (issue
+ * 44 W6 on the disk tier, issue 39), fluxon processes on loopback (disktierfix.h):
+ *  - deleted and overwritten keys whose records were on disk stay gone after the owner's
+ *    kill -9 (tombstones; a DELETE is answered once they are written);
+ *  - a DELETE while the owner holding the only copy is down is answered UNKNOWN_OUTCOME,
+ *    and the owner restarted with its disk does not bring the key back (the master hands it
+ *    what was invalidated meanwhile before it re-publishes);
+ *  - an owner the master forgot drops its disk too (a barrier), whatever its generation.
+ * On the old code every one of these keys came back: the index dropped records in memory
+ * only, the master dropped held invalidations for a new generation, and told only the same
+ * generation it was forgotten. */
+#include <criterion/criterion.h>
+
+#include "disktierfix.h"
+
+/* Owner i killed -9 and started again (the caller waits for what it needs). */
+static void owner_kill_restart(int i)
+{
+    int st = th_stop(rf.owner[i], SIGKILL, 5000);
+    cr_assert(WIFSIGNALED(st));
+    rf.owner[i] = -1;
+    rf_start_owner(i);
+}
+
+Test(disk_dead, deleted_and_replaced_keys_stay_gone_after_an_owner_kill_9, .timeout = 240, .fini = fini)
+{
+    up("all");
+    fluxon_client *c = rf_client(0);
+    put_all(c); /* the first keys went to disk */
+    cr_assert(rf_wait_stat(c, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    cr_assert_gt(rf_stat(c, true, "evict_to_disk"), 100);
+    char key[64];
+    int deleted = 0;
+    for (int i = 10; i < 20; i++) { /* replaced: the new version in memory only */
+        snprintf(key, sizeof key, "k:%d", i);
+        put_seeded(c, key, 9000 + (uint64_t)i);
+    }
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof key, "k:%d", i);
+        int rc = fluxon_delete(c, key);
+        cr_assert(rc == FLUXON_OK || rc == FLUXON_ERR_NOT_FOUND, "delete %s: %s", key, fluxon_status_string(rc));
+        deleted += rc == FLUXON_OK;
+    }
+    cr_assert_geq(deleted, 5, "most of the first keys were on disk (%d deleted)", deleted);
+    long long tombs = rf_stat(c, false, "disk_tombstones");
+    cr_assert_geq(tombs, deleted, "a tombstone per deleted disk record (%lld)", tombs);
+    fluxon_client_close(c);
+    owner_kill_restart(0); /* right after the last DELETE's OK */
+    c = client_when_up(0, 30000);
+    cr_assert(rf_wait_stat(c, true, "republish_owners_done", 1, 1, 60000), "the restarted owner re-publishes (%s)",
+              rf.dir);
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof key, "k:%d", i);
+        cr_assert_eq(get_check(c, key, 5000 + (uint64_t)i), 0, "deleted %s came back after the owner's kill -9", key);
+    }
+    cr_assert_gt(rf_stat(c, false, "disk_recovered_records"), 0);
+    cr_assert_gt(rf_stat(c, false, "disk_recovered_killed"), 0, "the restart met the tombstones");
+    for (int i = 10; i < 20; i++) { /* the new version went with the memory; never the old one */
+        snprintf(key, sizeof key, "k:%d", i);
+        get_check(c, key, 9000 + (uint64_t)i);
+    }
+    cr_assert_eq(get_check(c, "k:30", 5030), 1, "the other disk records are back");
+    fluxon_client_close(c);
+}
+
+Test(disk_dead, a_delete_while_the_holder_is_down_is_unknown_and_its_restart_does_not_bring_it_back, .timeout = 240,
+     .fini = fini)
+{
+    up_two();
+    fluxon_client *a = rf_client(0), *b = rf_client(1);
+    fluxon_put_options local = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    static uint8_t v[VLEN];
+    char key[64];
+    for (int i = 0; i < N_KEYS; i++) { /* on owner 0: the first ones end on its disk */
+        snprintf(key, sizeof key, "k:%d", i);
+        th_pattern(v, NULL, VLEN, 5000 + (uint64_t)i);
+        cr_assert_eq(fluxon_put(a, key, v, VLEN, &local), FLUXON_OK);
+    }
+    cr_assert(rf_wait_stat(a, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    cr_assert_gt(rf_stat(a, true, "evict_to_disk"), 100);
+    fluxon_client_close(a);
+    int st = th_stop(rf.owner[0], SIGKILL, 5000);
+    cr_assert(WIFSIGNALED(st));
+    rf.owner[0] = -1;
+    cr_assert(rf_wait_stat(b, true, "owners_alive", 0, 1, 10000), "the master saw owner 0 go");
+    int rc = fluxon_delete(b, "k:0");
+    cr_assert_eq(rc, FLUXON_ERR_UNKNOWN_OUTCOME, "a delete with the only copy's owner away is not OK: %s",
+                 fluxon_status_string(rc));
+    cr_assert_eq(rf_stat(b, true, "deletes_unconfirmed_away"), 1);
+    rf_start_owner(0);
+    cr_assert(rf_wait_stat(b, true, "republish_owners_done", 1, 1, 60000), "owner 0 re-publishes its disk (%s)",
+              rf.dir);
+    cr_assert_eq(get_check(b, "k:0", 5000), 0, "the deleted key came back with the restarted owner's disk");
+    a = client_when_up(0, 30000);
+    cr_assert_eq(get_check(a, "k:0", 5000), 0, "the deleted key came back (owner 0)");
+    cr_assert_eq(get_check(a, "k:1", 5001), 1, "owner 0's other disk records are back");
+    cr_assert_eq(fluxon_delete(b, "k:0"), FLUXON_ERR_NOT_FOUND, "the retry finds it deleted");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+Test(disk_dead, an_owner_the_master_forgot_drops_its_disk_in_a_new_generation_too, .timeout = 240, .fini = fini)
+{
+    rf_master_extra = ",\"dead_owner_grace_ms\":1000";
+    up_two();
+    rf_master_extra = "";
+    fluxon_client *a = rf_client(0), *b = rf_client(1);
+    fluxon_put_options local = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    static uint8_t v[VLEN];
+    char key[64];
+    for (int i = 0; i < N_KEYS; i++) {
+        snprintf(key, sizeof key, "k:%d", i);
+        th_pattern(v, NULL, VLEN, 5000 + (uint64_t)i);
+        cr_assert_eq(fluxon_put(a, key, v, VLEN, &local), FLUXON_OK);
+    }
+    cr_assert(rf_wait_stat(a, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    cr_assert_gt(rf_stat(a, true, "evict_to_disk"), 100);
+    fluxon_client_close(a);
+    int st = th_stop(rf.owner[0], SIGKILL, 5000);
+    cr_assert(WIFSIGNALED(st));
+    rf.owner[0] = -1;
+    cr_assert(rf_wait_stat(b, true, "owners_alive", 0, 1, 10000), "the master saw owner 0 go");
+    cr_assert_eq(fluxon_delete(b, "k:0"), FLUXON_ERR_UNKNOWN_OUTCOME);
+    cr_assert(rf_wait_stat(b, true, "owners_forgotten", 1, 1, 20000), "owner 0 is forgotten (see %s)", rf.dir);
+    rf_start_owner(0); /* a new process: the invalidations held for it went with the forgetting */
+    cr_assert(rf_wait_stat(b, true, "reregistrations", 1, 1, 30000), "owner 0 registers again (see %s)", rf.dir);
+    a = client_when_up(0, 30000);
+    cr_assert(rf_wait_stat(a, false, "disk_barriers", 0, 1, 10000), "owner 0 dropped its disk (a barrier)");
+    char log[400];
+    snprintf(log, sizeof log, "%s/owner0.log", rf.dir);
+    cr_assert(th_wait_log(log, "had forgotten this owner", 1000), "owner 0 is told it was forgotten (see %s)", log);
+    cr_assert_eq(get_check(b, "k:0", 5000), 0, "the key deleted while owner 0 was away came back");
+    cr_assert_eq(get_check(a, "k:1", 5001), 0, "owner 0's disk was dropped");
+    cr_assert_eq(rf_stat(a, false, "disk_records"), 0);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+    /* and it stays dropped across another restart (the barrier is on the file) */
+    owner_kill_restart(0);
+    a = client_when_up(0, 30000);
+    cr_assert(rf_wait_stat(a, false, "master_connected", 0, 1, 30000));
+    cr_assert_eq(rf_stat(a, false, "disk_records"), 0, "the barrier kept the old records dropped");
+    cr_assert_eq(get_check(a, "k:1", 5001), 0);
+    fluxon_client_close(a);
+}

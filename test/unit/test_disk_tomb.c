@@ -1,0 +1,177 @@
+/* test_disk_tomb.c — Criterion suite for what keeps a dead disk record dead across a reopen
+ * (issue 44 W6 on the disk tier, disk/disk_tomb.c): a killed record (INVALIDATE) is not
+ * found again whether its tombstone is read from an index block or by a scan; a newer
+ * version written after the tombstone stays; a barrier drops everything before it and
+ * nothing after; fx_disk_when_written reports a written tombstone and a failed write. The
+ * old code dropped records from memory only: every one came back at the reopen. */
+#include <criterion/criterion.h>
+
+#include "diskfix.h"
+
+typedef struct wres {
+    int status, calls;
+} wres_t;
+
+static void on_written(void *arg, int status)
+{
+    wres_t *w = arg;
+    w->status = status;
+    w->calls++;
+}
+
+/* Waits (bounded) for what was staged so far to be on the file; its status. */
+static int written_wait(fx_reactor_t *r, fx_disk_t *d)
+{
+    wres_t w = {0};
+    bool nomem;
+    if (!fx_disk_when_written(d, on_written, &w, &nomem)) {
+        cr_assert(!nomem);
+        return FLUXON_OK;
+    }
+    cr_assert_eq(w.calls, 0, "cb never runs inside fx_disk_when_written");
+    uint64_t end = fx_now_ms() + 5000;
+    for (int i = 0; i < 100000 && !w.calls && fx_now_ms() < end; i++) fx_reactor_poll(r, 10);
+    cr_assert_eq(w.calls, 1, "cb ran once within 5 s");
+    return w.status;
+}
+
+static uint64_t off_of(fx_disk_t *d, const char *key)
+{
+    uint64_t off = 0;
+    cr_assert_eq(fx_disk_find(d, key, (uint32_t)strlen(key), &off, NULL), FLUXON_OK, "%s is indexed", key);
+    return off;
+}
+
+static void fillers(fx_reactor_t *r, fx_disk_t *d, int from, int to)
+{
+    char key[16];
+    for (int i = from; i < to; i++) {
+        snprintf(key, sizeof key, "f%d", i);
+        cr_assert_eq(put(r, d, key, 60 * KiB, (uint64_t)i, 100, NULL), FLUXON_OK);
+    }
+}
+
+static void truncate_index_block(const char *dir, uint64_t seg)
+{
+    char path[512];
+    seg_file(dir, seg, path, sizeof path);
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0);
+    int fd = open(path, O_RDWR);
+    fx_disk_foot_t f;
+    cr_assert_eq(pread(fd, &f, sizeof f, sb.st_size - 4096), (ssize_t)sizeof f);
+    cr_assert_eq(f.magic, FX_DISK_IDX_MAGIC, "segment %llu was sealed", (unsigned long long)seg);
+    cr_assert_eq(ftruncate(fd, (off_t)f.data_end), 0);
+    close(fd);
+}
+
+static void expect_after_reopen(fx_reactor_t *r, fx_disk_t *d)
+{
+    cr_assert_eq(fx_disk_find(d, "a", 1, NULL, NULL), FLUXON_ERR_NOT_FOUND, "a (killed, sealed before) came back");
+    cr_assert_eq(fx_disk_find(d, "c", 1, NULL, NULL), FLUXON_ERR_NOT_FOUND, "c (killed in its own segment) came back");
+    fx_disk_meta_t m;
+    cr_assert_eq(fx_disk_find(d, "dv", 2, NULL, &m), FLUXON_OK, "the newer dv, written after the tombstone, stays");
+    cr_assert_eq(m.put_ms, 200);
+    check_value(r, d, "dv", 5000, 21, FLUXON_OK);
+    check_value(r, d, "b", 3000, 2, FLUXON_OK); /* never killed */
+    check_value(r, d, "f3", 60 * KiB, 3, FLUXON_OK);
+}
+
+Test(disk_tomb, a_killed_record_stays_dead_after_a_reopen_from_an_index_block_or_a_scan)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 1 * MiB, 64 * MiB);
+    fx_disk_t *d = open_ok(r, &c, NULL);
+    cr_assert_eq(put(r, d, "a", 3000, 1, 100, NULL), FLUXON_OK);
+    cr_assert_eq(put(r, d, "b", 3000, 2, 100, NULL), FLUXON_OK);
+    fillers(r, d, 0, 20); /* a and b's segment fills and is sealed with them in its index block */
+    drain(r, d);
+    uint64_t a_off = off_of(d, "a");
+    cr_assert_eq(fx_disk_kill(d, a_off), FLUXON_OK);
+    cr_assert_eq(fx_disk_kill(d, a_off), FLUXON_ERR_NOT_FOUND, "a second kill finds nothing");
+    cr_assert_eq(put(r, d, "c", 3000, 3, 100, NULL), FLUXON_OK);
+    cr_assert_eq(fx_disk_kill(d, off_of(d, "c")), FLUXON_OK);
+    cr_assert_eq(put(r, d, "dv", 5000, 20, 100, NULL), FLUXON_OK); /* version 100 */
+    cr_assert_eq(fx_disk_kill(d, off_of(d, "dv")), FLUXON_OK);
+    cr_assert_eq(put(r, d, "dv", 5000, 21, 200, NULL), FLUXON_OK); /* version 200, after the tombstone */
+    cr_assert_eq(written_wait(r, d), FLUXON_OK, "the tombstones are on the file");
+    fx_disk_stats_t st;
+    fx_disk_stats(d, &st);
+    cr_assert_eq(st.tombstones, 3);
+    cr_assert_eq(st.tomb_failures, 0);
+    uint64_t last = off_seg(off_of(d, "dv"));
+    fx_disk_close(d, 5000); /* seals the last segment: its index block lists the tombstones */
+
+    d = open_ok(r, &c, NULL);
+    expect_after_reopen(r, d);
+    fx_disk_stats(d, &st);
+    cr_assert_eq(st.recovered_killed, 1, "a, listed in a sealed index block, dropped for its tombstone");
+    cr_assert_eq(st.recovered_records, 22, "b, 20 fillers and dv");
+    fx_disk_close(d, 5000);
+
+    truncate_index_block(dir, last); /* the tombstones' segment is now read record by record */
+    d = open_ok(r, &c, NULL);
+    expect_after_reopen(r, d);
+    fx_disk_stats(d, &st);
+    cr_assert_eq(st.recovered_killed, 2, "a and c (scanned: its record, then its tombstone)");
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(dir);
+    free(dir);
+}
+
+Test(disk_tomb, a_barrier_drops_every_record_before_it_and_none_after)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 1 * MiB, 64 * MiB);
+    fx_disk_t *d = open_ok(r, &c, NULL);
+    fillers(r, d, 0, 30); /* over two segments */
+    drain(r, d);
+    uint64_t in_sealed = 0; /* listed in index blocks: the reopen meets them, then the barrier */
+    for (dk_seg_t *s = d->segs; s; s = s->next) in_sealed += s->sealed ? s->live : 0;
+    cr_assert_gt(in_sealed, 0);
+    cr_assert_eq(fx_disk_barrier(d), FLUXON_OK);
+    cr_assert_eq(fx_disk_records(d), 0, "the index is empty at once");
+    fillers(r, d, 100, 103);
+    cr_assert_eq(written_wait(r, d), FLUXON_OK);
+    fx_disk_close(d, 5000);
+    d = open_ok(r, &c, NULL);
+    fx_disk_stats_t st;
+    fx_disk_stats(d, &st);
+    cr_assert_eq(fx_disk_records(d), 3, "only what was written after the barrier");
+    cr_assert_eq(st.recovered_killed, in_sealed);
+    check_value(r, d, "f101", 60 * KiB, 101, FLUXON_OK);
+    cr_assert_eq(fx_disk_find(d, "f1", 2, NULL, NULL), FLUXON_ERR_NOT_FOUND);
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(dir);
+    free(dir);
+}
+
+Test(disk_tomb, when_written_reports_a_failed_write_and_nothing_pending)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 1 * MiB, 64 * MiB);
+    fx_disk_t *d = open_ok(r, &c, NULL);
+    wres_t w = {0};
+    bool nomem = true;
+    cr_assert(!fx_disk_when_written(d, on_written, &w, &nomem), "nothing staged: no wait");
+    cr_assert(!nomem);
+    cr_assert_eq(put(r, d, "k", 3000, 1, 100, NULL), FLUXON_OK);
+    drain(r, d);
+    cr_assert(!fx_disk_when_written(d, on_written, &w, &nomem), "everything written: no wait");
+    fx_disk_fault_next_write(d, EIO);
+    cr_assert_eq(fx_disk_kill(d, off_of(d, "k")), FLUXON_OK);
+    cr_assert_eq(written_wait(r, d), FLUXON_ERR_UNAVAILABLE, "the tombstone's write failed");
+    cr_assert_eq(w.calls, 0);
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(dir);
+    free(dir);
+}
