@@ -81,24 +81,31 @@ static bool ofetch_look_again(fx_owner_t *o, owner_oget_t *og)
     return true;
 }
 
-/* The master's word on one copy: ks is its status. */
-static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en, int ks)
+/* og's readers hear en (NULL: a miss) — unless they were answered at their deadline (og
+ * NULL: the copy is settled with nobody waiting, L3). */
+static void ofetch_done(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en)
+{
+    if (og) o->fetch->done(o, og, en);
+}
+
+/* The master's word on one copy (mode: FX_GET_*, as asked): ks is its status. */
+static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, uint8_t mode, owner_entry_t *en, int ks)
 {
     ofetch_t *kv = o->fetch;
     if (!en) { /* cannot happen: a PENDING copy is only retired by its GET_DONE outcome */
-        og->why = FLUXON_ERR_INTERNAL;
-        kv->done(o, og, NULL);
+        if (og) og->why = FLUXON_ERR_INTERNAL;
+        ofetch_done(o, og, NULL);
         return;
     }
     if (en->invalidated && ks == FLUXON_OK) ks = FLUXON_ERR_STALE; /* registered, then deleted or replaced */
     owner_entry_t *cur = fx_ostore_lookup(o, en->key, en->klen);
     /* NO_SPACE: the copy is intact (the source was checked first) but the key has all
      * the replicas it may have: serve it as a temporary copy */
-    if ((ks == FLUXON_OK && og->mode == FX_GET_TEMPORARY) || ks == FLUXON_ERR_NO_SPACE) {
+    if ((ks == FLUXON_OK && mode == FX_GET_TEMPORARY) || ks == FLUXON_ERR_NO_SPACE) {
         /* the copy is intact (D1) but is not a replica: its readers' holders keep it,
          * the slot frees with the last one */
         kv->temp_copies++;
-        kv->done(o, og, en);
+        ofetch_done(o, og, en);
         fx_ostore_retire(o, en);
         return;
     }
@@ -110,17 +117,18 @@ static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, owner_entry_t *
      * put replaces the version) or names it again to a local reader (ReuseReplica). */
     if (ks == FLUXON_OK && fx_ostore_commit(o, en, en->put_ms, en->put_ver) == FLUXON_OK) {
         if (cur) {
-            kv->done(o, og, cur);
+            ofetch_done(o, og, cur);
             return;
         }
         fx_ostore_index(o, en); /* a durable replica: in the hot tier from now on */
-        kv->remote_hits++;
-        kv->done(o, og, en);
+        kv->remote_hits += og != NULL;
+        ofetch_done(o, og, en);
         return;
     }
     if (ks != FLUXON_OK) kv->get_done_stale++;
-    og->why = ks; /* STALE reads as NOT_FOUND; a lost master as itself */
     fx_ostore_retire(o, en); /* not published (or a local put overtook it) */
+    if (!og) return;
+    og->why = ks; /* STALE reads as NOT_FOUND; a lost master as itself */
     if (ks == FLUXON_ERR_STALE && !cur && ofetch_look_again(o, og)) return;
     kv->done(o, og, ks == FLUXON_OK || ks == FLUXON_ERR_STALE ? cur : NULL); /* a local put that overtook: served */
 }
@@ -152,6 +160,7 @@ static void ofetch_abandon(fx_owner_t *o, owner_oget_t *const *ogs, size_t n)
 /* A GET_DONE on its way (held back only by the test fault delay_request). */
 typedef struct ofetch_gd {
     fx_timer_t t;
+    fx_timer_t dl; /* L3: the readers' deadline (their answer does not wait for the master's) */
     fx_owner_t *o;
     struct ofetch_gd *prev, *next; /* in ofetch_t.waiting while a (re)send is scheduled */
     ofetch_getdone_ctx_t *c;
@@ -165,6 +174,7 @@ typedef struct ofetch_gd {
 
 static void ofetch_gd_free(ofetch_gd_t *d)
 {
+    fx_timer_disarm(d->o->r, &d->dl);
     if (d->c) ofetch_gd_ctx_free(d->c);
     fx_free(d->keys);
     fx_free(d->cols);
@@ -177,6 +187,7 @@ static void ofetch_gd_fail(fx_owner_t *o, ofetch_getdone_ctx_t *c)
     for (size_t i = 0; i < c->n; i++) {
         owner_entry_t *en = fx_ostore_find(o, &c->slot[i]);
         if (en) fx_ostore_retire(o, en);
+        if (!c->og[i]) continue; /* answered at its deadline */
         c->og[i]->why = FLUXON_ERR_UNAVAILABLE;
         o->fetch->done(o, c->og[i], NULL);
     }
@@ -229,9 +240,31 @@ static void ofetch_on_get_done(void *arg, int status, const fx_frame_header_t *h
     }
     for (size_t i = 0; i < c->n; i++) {
         int ks = status != FLUXON_OK ? status : (int)(int64_t)st.statuses.v[i];
-        ofetch_get_done_one(o, c->og[i], fx_ostore_find(o, &c->slot[i]), ks);
+        ofetch_get_done_one(o, c->og[i], (uint8_t)d->cols[5 * d->n + i], fx_ostore_find(o, &c->slot[i]), ks);
     }
     ofetch_gd_free(d);
+}
+
+/* L3: the readers' deadline passed while the master's word on their copies is still
+ * unknown (a master that does not answer): they are answered now, as misses
+ * (FLUXON_ERR_TIMEOUT), below their own wait; the copies stay hidden and PENDING until the
+ * word comes (a copy the master recorded is then indexed; any other retires). */
+static void ofetch_gd_deadline(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    ofetch_gd_t *d = FX_CONTAINER_OF(t, ofetch_gd_t, dl);
+    size_t n = 0;
+    for (size_t i = 0; i < d->c->n; i++) {
+        owner_oget_t *og = d->c->og[i];
+        if (!og) continue;
+        d->c->og[i] = NULL;
+        og->why = FLUXON_ERR_TIMEOUT;
+        d->o->fetch->done(d->o, og, NULL);
+        n++;
+    }
+    d->o->fetch->get_done_readers_timed_out += n;
+    FX_WARN("get_done of %zu copies: no word from the master by their readers' deadline: %zu keys answered as misses "
+            "(TIMEOUT); the copies stay hidden until the master answers", d->c->n, n);
 }
 
 static void ofetch_gd_send(ofetch_gd_t *d)
@@ -407,6 +440,9 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
             cols = NULL;
             c = NULL;
             fx_timer_init(&d->t);
+            fx_timer_init(&d->dl);
+            uint64_t now = fx_now_ms(), dl = f->deadline_ms > now ? f->deadline_ms - now : 1;
+            fx_timer_arm(o->r, &d->dl, (uint32_t)FX_MIN(dl, (uint64_t)UINT32_MAX), ofetch_gd_deadline);
             if (fx_owner_fault_delay(o, "GET_DONE")) { /* test-only: the master hears of this copy fault_ms later */
                 FX_WARN("test fault: GET_DONE of %zu keys held back %u ms", m, o->cfg.fault_ms);
                 ofetch_gd_later(d, o->cfg.fault_ms);
@@ -729,6 +765,7 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_direct = s->disk_direct;
     m->disk_temp = s->disk_temp;
     m->get_done_resends = s->get_done_resends;
+    m->get_done_readers_timed_out = s->get_done_readers_timed_out;
     m->fetch_slots_held = s->held_slots;
     m->fetch_slots_held_total = s->held_total;
     m->fetch_slots_hold_overflow = s->hold_overflow;

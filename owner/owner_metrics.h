@@ -138,6 +138,7 @@
     X(get_done_stale, COUNTER, "owner_get_done_stale_total", "", "GET_DONE answers saying the copy is stale")   \
     X(get_relookups, COUNTER, "owner_get_relookups_total", "", "Keys looked up again: their copy's version was replaced meanwhile") \
     X(get_done_resends, COUNTER, "owner_get_done_resends_total", "", "GET_DONE resent after an uncertain outcome") \
+    X(get_done_readers_timed_out, COUNTER, "owner_get_done_readers_timed_out_total", "", "Keys answered as misses at their readers' deadline while the master's word on their copy was still unknown (issue 44 L3)") \
     X(fetch_slots_held, GAUGE, "owner_fetch_slots_held", "", "Destination slots of failed fetches kept until UCX retires the GET (W4)") \
     X(fetch_slots_held_total, COUNTER, "owner_fetch_slots_held_total", "", "Destination slots of failed fetches kept until UCX retired the GET") \
     X(fetch_slots_hold_overflow, COUNTER, "owner_fetch_slots_hold_overflow_total", "", "Failed fetches' slots freed at once: the hold bound (segment_bytes / 8) was reached") \

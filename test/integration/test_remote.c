@@ -278,14 +278,12 @@ Test(remote, writeback_then_demotion)
     cr_assert_eq(master_stat(a, "evict_dropped"), 0, "nothing dropped while the CPU owner has room");
     cr_assert_eq(master_stat(a, "evict_demoted"), master_stat(a, "evicted_replicas"), "every eviction is a demotion");
     cr_assert_eq(master_stat(a, "target_replicas_gpu_owner"), 0);
-    long long tasks = kf_stat(a, "repl_tasks_writeback"), done = kf_stat(a, "repl_completed"),
-              already = kf_stat(a, "repl_already"), obsolete = kf_stat(a, "repl_obsolete");
-    long long failed = kf_stat(a, "repl_failed_no_space") + kf_stat(a, "repl_failed_busy") +
-                       kf_stat(a, "repl_failed_stale") + kf_stat(a, "repl_failed_transfer") +
-                       kf_stat(a, "repl_failed_master") + kf_stat(a, "repl_failed_queue_full");
-    cr_assert_gt(tasks, 0);
-    cr_assert_eq(tasks, done + already + failed + obsolete, "tasks %lld = %lld + %lld + %lld + %lld", tasks, done,
-                 already, failed, obsolete);
+    /* the evictions may have queued more write-backs: read the counters from one stats
+     * document once none is queued or in flight (reading them one by one while copies end
+     * under load did not add up) */
+    char why[200];
+    cr_assert(repl_settled(a, 10000, why, sizeof why), "tasks = completed + already + failed + obsolete: %s", why);
+    cr_assert_gt(kf_stat(a, "repl_tasks_writeback"), 0);
     cr_assert_eq(master_stat(a, "append_keys_completed"), master_stat(a, "target_replicas_remote_cache"));
     cr_assert_eq(master_stat(a, "append_inflight"), 0, "R1");
     for (int r = 0; r < 10; r++) {

@@ -538,3 +538,45 @@ Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .f
     cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
     fluxon_client_close(a);
 }
+
+/* L3 (issue 44): a master that does not answer a GET_DONE (held back 6 s by a test fault on
+ * owner B, as a hung master would) no longer holds B's readers past their own wait: the
+ * reader's get_start (client timeout_ms 2000) is answered by B — a miss that says
+ * TIMEOUT — while the copy stays hidden; once the master answers, B keeps the copy as a
+ * replica. The old code kept the reader waiting for the master: the client gave up
+ * (FLUXON_ERR_TIMEOUT) and B's get stayed in flight until the answer came. */
+Test(uncertain, readers_of_a_copy_the_master_does_not_confirm_are_answered_by_their_deadline)
+{
+    const char *extra[2] = {NULL, ",\"test\":{\"fault_message\":\"GET_DONE\",\"fault\":\"delay_request\","
+                                  "\"fault_ms\":6000,\"fault_count\":1}"};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = NULL, *b2 = kf_client(1);
+    const char *k = "l3-key";
+    fluxon_future *f = un_put(a, &k, 1, 44);
+    cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
+    fluxon_future_free(f);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownB/s.sock\","
+             "\"timeout_ms\":2000,\"log_level\":\"error\"}", kf_dir);
+    cr_assert_eq(fluxon_client_open(cfg, &b), FLUXON_OK);
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    double t0 = th_now_s();
+    int rc = fluxon_get_start(b, &k, 1, 1, NULL, 0, &h, &r);
+    double took = th_now_s() - t0;
+    cr_assert_eq(rc, FLUXON_OK, "owner B answered within the reader's wait (%s after %.2f s)",
+                 fluxon_status_string(rc), took);
+    cr_assert_eq(r.raw_prefix_hit_len, 0);
+    cr_assert_eq(r.miss_status, FLUXON_ERR_TIMEOUT, "the miss says why: %s", fluxon_status_string(r.miss_status));
+    cr_assert_eq(fluxon_cancel_get_transfer(b, h), FLUXON_OK);
+    cr_assert_eq(kf_stat(b2, "get_done_readers_timed_out"), 1);
+    cr_assert_eq(kf_stat(b2, "gets_inflight"), 0, "nothing of the get waits for the master");
+    /* the held GET_DONE goes; the master records the copy, B indexes it */
+    cr_assert(kf_wait_stat(b2, "slots_committed", 1, 15000), "B keeps the copy the master recorded");
+    cr_assert(un_hits(b2, k), "the replica is local now");
+    cr_assert_eq(kf_stat(b2, "remote_hits"), 0, "nobody was served by that fetch");
+    fluxon_client_close(b);
+    fluxon_client_close(b2);
+    fluxon_client_close(a);
+}
