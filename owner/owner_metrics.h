@@ -77,6 +77,7 @@
     X(put_keys_published, COUNTER, "owner_put_keys_published_total", "", "Keys published to the master")       \
     X(put_rejected, COUNTER, "owner_put_rejected_total", "", "Put batches the master rejected")                 \
     X(put_done_retries, COUNTER, "owner_put_done_retries_total", "", "PUT_DONE resent after an uncertain outcome") \
+    X(put_inline_answered_uncertain, COUNTER, "owner_put_inline_answered_uncertain_total", "", "Puts answered UNKNOWN_OUTCOME at their caller's deadline, the master's word still to come (issue 44 L3)") \
     X(put_plans_expired, COUNTER, "owner_put_plans_expired_total", "", "Prepared plans never committed in time") \
     X(put_value_bytes, COUNTER, "owner_value_bytes_total", "op=\"put\"", "Value bytes committed by puts, and answered as transferable by gets") \
     X(get_value_bytes, COUNTER, "owner_value_bytes_total", "op=\"get\"", "") /* get.c fills it (family kept adjacent) */ \

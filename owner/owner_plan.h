@@ -63,6 +63,8 @@ typedef struct owner_plan {
     fx_conn_t *reply_conn;
     uint8_t *inline_value;    /* PUT_INLINE: the bytes to stage (freed once copied); */
     bool is_inline;           /* the answer to req_id is the publish outcome */
+    uint64_t answer_by_ms;    /* PUT_INLINE: answered by then (fx_now_ms), below the caller's wait (L3) */
+    fx_timer_t answer_timer;  /* PUT_INLINE publishing: UNKNOWN_OUTCOME at answer_by_ms */
     owner_placement_t place;  /* place.c */
     uint64_t t0_ns;           /* put_start arrived, then commit arrived (fx_now_ns): latency histograms */
     uint8_t *repl_mask;       /* n entries: key i gets an eager replica task (make_replica_task and

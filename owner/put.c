@@ -23,6 +23,7 @@
 typedef struct oput {
     fx_hmap_t *inflight; /* key -> owner_plan_key_t of its plan (prepared, not committed); intrusive */
     fx_hmap_t *plans;    /* u64 id -> owner_plan_t */
+    uint64_t inline_answered_uncertain; /* L3: PUT_INLINEs answered UNKNOWN_OUTCOME by their caller's deadline */
     uint64_t puts_started, puts_committed, puts_published, put_keys_published, put_rejected, put_done_retries,
         puts_aborted, put_plans_expired;
     fx_hist_t put_start_latency, commit_latency, publish_latency;
@@ -53,6 +54,7 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
     oput_plan_unlink(p);
     fx_hmap_del(o->put->plans, &p->id, sizeof p->id, NULL);
     fx_timer_disarm(o->r, &p->retry_timer);
+    fx_timer_disarm(o->r, &p->answer_timer);
     if (p->reply_conn) fx_conn_unref(p->reply_conn);
     fx_free(p->arrays);
     fx_oplace_plan_free(p);
@@ -236,6 +238,7 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     owner_plan_t *p = fx_calloc(1, sizeof *p);
     if (!p) return NULL;
     fx_timer_init(&p->retry_timer);
+    fx_timer_init(&p->answer_timer);
     p->o = o;
     p->t0_ns = fx_now_ns();
     p->n = n;
@@ -360,7 +363,8 @@ static void oput_start_b(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t 
     p->req_id = h->req_id;
     p->reply_conn = e->conn;
     fx_conn_ref(e->conn);
-    fx_oclaim(o, b.value_len, want, p->slots + p->n, fx_oclaim_deadline(o, b.timeout_ms), oput_claimed, p);
+    p->answer_by_ms = fx_oclaim_deadline(o, b.timeout_ms);
+    fx_oclaim(o, b.value_len, want, p->slots + p->n, p->answer_by_ms, oput_claimed, p);
 }
 
 FX_INTERNAL void fx_oput_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
@@ -392,6 +396,7 @@ static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status, const uint64
 {
     if (!p->reply_conn || !fx_conn_is_open(p->reply_conn)) return;
     if (p->is_inline) { /* the PUT_INLINE answer */
+        fx_timer_disarm(o->r, &p->answer_timer);
         fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
         if (status == FLUXON_OK) {
             fx_body_empty_t em;
@@ -407,20 +412,30 @@ static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status, const uint64
     FX_CONN_SEND(p->reply_conn, FX_MSG_PUBLISHED, 0, 0, 0, published, &b);
 }
 
-/* No master to publish to: a PUT_INLINE's caller is told at once that the outcome is not
- * known yet (the value is readable here and is published with the same batch id when the
- * master returns) instead of waiting out its timeout; the plan keeps retrying. */
-static void oput_uncertain(fx_owner_t *o, owner_plan_t *p)
+/* No master to publish to, or no answer from it by the caller's deadline (L3): a
+ * PUT_INLINE's caller is told that the outcome is not known yet (the value is readable here
+ * and is published with the same batch id when the master answers) instead of waiting out
+ * its timeout; the plan keeps retrying. */
+static void oput_uncertain(fx_owner_t *o, owner_plan_t *p, const char *why)
 {
     if (!p->is_inline || !p->reply_conn) return;
+    fx_timer_disarm(o->r, &p->answer_timer);
     if (fx_conn_is_open(p->reply_conn)) {
         fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
         fx_conn_reply_error(p->reply_conn, &q, FLUXON_ERR_UNKNOWN_OUTCOME,
-                            "put of %s: stored on owner %s and readable there, not published yet: no master "
-                            "connection (it is published when the master returns)", p->keys[0], o->cfg.node_id);
+                            "put of %s: stored on owner %s and readable there, not published yet: %s (it is "
+                            "published when the master answers)", p->keys[0], o->cfg.node_id, why);
     }
     fx_conn_unref(p->reply_conn);
     p->reply_conn = NULL;
+}
+
+static void oput_on_answer_by(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    owner_plan_t *p = FX_CONTAINER_OF(t, owner_plan_t, answer_timer);
+    p->o->put->inline_answered_uncertain++;
+    oput_uncertain(p->o, p, "no answer from the master by the caller's deadline");
 }
 
 static void oput_on_retry(fx_reactor_t *r, fx_timer_t *t)
@@ -442,7 +457,7 @@ static void oput_publish(fx_owner_t *o, owner_plan_t *p)
     if (fx_oplace_before_publish(o, p)) return; /* the values are on their way to the target */
     fx_conn_t *mc = fx_olink_conn(o);
     if (!mc) { /* fx_oput_master_ready retries */
-        oput_uncertain(o, p);
+        oput_uncertain(o, p, "no master connection");
         return;
     }
     size_t m = 0;
@@ -647,6 +662,11 @@ static void oput_commit_plan(fx_owner_t *o, owner_plan_t *p, fx_conn_t *conn, co
     s->puts_committed++;
     for (size_t i = 0; i < p->n; i++) s->put_value_bytes += p->status[i] == FLUXON_OK ? p->value_len : 0;
     fx_hist_observe(&s->commit_latency, fx_now_ns() - p->t0_ns);
+    if (p->is_inline && p->reply_conn) { /* L3: answered by the caller's deadline, whatever the master does */
+        uint64_t now = fx_now_ms();
+        fx_timer_arm(o->r, &p->answer_timer, (uint32_t)FX_MIN(p->answer_by_ms > now ? p->answer_by_ms - now : 1,
+                                                              (uint64_t)UINT32_MAX), oput_on_answer_by);
+    }
     if (fx_owner_fault_delay(o, "PUT_DONE")) { /* test-only: the master hears of this batch fault_ms later */
         FX_WARN("test fault: PUT_DONE of batch %llu held back %u ms", (unsigned long long)p->id, o->cfg.fault_ms);
         fx_timer_arm(o->r, &p->retry_timer, o->cfg.fault_ms, oput_on_retry);
@@ -752,6 +772,7 @@ FX_INTERNAL void fx_oput_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->puts_inflight = fx_hmap_count(s->plans);
     m->puts_started = s->puts_started;
     m->puts_committed = s->puts_committed;
+    m->put_inline_answered_uncertain = s->inline_answered_uncertain;
     m->puts_published = s->puts_published;
     m->put_keys_published = s->put_keys_published;
     m->put_rejected = s->put_rejected;

@@ -580,3 +580,37 @@ Test(uncertain, readers_of_a_copy_the_master_does_not_confirm_are_answered_by_th
     fluxon_client_close(b2);
     fluxon_client_close(a);
 }
+
+/* L3 (issue 44), the put side: a PUT_DONE the master does not answer (held back 6 s by a
+ * test fault, as a hung master would) no longer holds an inline put past its caller's wait:
+ * the client (timeout_ms 2000) hears UNKNOWN_OUTCOME from the owner, and the value is
+ * published with the same batch id once the master answers. The old code left the caller
+ * to give up on its own (FLUXON_ERR_TIMEOUT). */
+Test(uncertain, an_inline_put_the_master_does_not_confirm_is_answered_unknown_by_its_deadline)
+{
+    const char *extra[1] = {",\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"delay_request\","
+                            "\"fault_ms\":6000,\"fault_count\":1}"};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = NULL, *a2 = kf_client(0), *b = kf_client(1);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
+             "\"timeout_ms\":2000,\"log_level\":\"error\"}", kf_dir);
+    cr_assert_eq(fluxon_client_open(cfg, &a), FLUXON_OK);
+    uint8_t v[4096];
+    kf_fill(v, sizeof v, 61);
+    double t0 = th_now_s();
+    int rc = fluxon_put(a, "l3-put", v, sizeof v, NULL);
+    double took = th_now_s() - t0;
+    cr_assert_eq(rc, FLUXON_ERR_UNKNOWN_OUTCOME, "the owner answered within the caller's wait (%s after %.2f s)",
+                 fluxon_status_string(rc), took);
+    cr_assert_eq(kf_stat(a2, "put_inline_answered_uncertain"), 1);
+    cr_assert(un_hits(a2, "l3-put"), "readable on its owner meanwhile");
+    double end = th_now_s() + 15;
+    while (!un_exists(b, "l3-put") && th_now_s() < end) th_sleep_ms(50);
+    cr_assert(un_exists(b, "l3-put"), "published with the same batch once the master answered");
+    cr_assert(kf_wait_stat(a2, "puts_inflight", 0, 3000), "the plan ended");
+    fluxon_client_close(a);
+    fluxon_client_close(a2);
+    fluxon_client_close(b);
+}
