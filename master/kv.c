@@ -71,16 +71,6 @@ FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_
                  (unsigned long long)b.slot_size, (unsigned long long)n->grant_bytes, b.count, MKV_MAX_GRANTS);
         return;
     }
-    uint64_t now = fx_now_ms();
-    if (n->quarantine_until_ms > now) { /* W2: a range of the previous master may be anywhere outside its
-                                         * grants, a push still landing there */
-        s->c.range_quarantine_grants_refused++;
-        mkv_fail(s, p, h, FLUXON_ERR_BUSY,
-                 "grant: the segment of %s is in range quarantine for %llu ms more (range_quarantine_ms %u: pushes "
-                 "the previous master started may still land in ranges this master thinks free); its grants serve "
-                 "meanwhile", n->node_id, (unsigned long long)(n->quarantine_until_ms - now), fx_mkv_quarantine_ms(s->m));
-        return;
-    }
     uint64_t *ids = mkv_arena_u64(arena, b.count), *offs = mkv_arena_u64(arena, b.count);
     if (!ids || !offs) {
         mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "grant: out of memory");
@@ -120,8 +110,7 @@ FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_
  * segment, and pushes into them may still be running (an owner's push ends by 3/4
  * inflight_ttl_ms after its PUT_PLACE / APPEND_START, plus the UCX orphan grace): no placed
  * or appended range goes there for range_quarantine_ms. An owner that had no master before
- * (prev_master_generation 0) starts at once. GRANTs are refused (BUSY) meanwhile: a new one
- * could overlap such a range just as well; the owner's grants serve (it evicts within them). */
+ * (prev_master_generation 0) starts at once. GRANTs are not held back (see README). */
 FX_INTERNAL uint32_t fx_mkv_quarantine_ms(const fx_master_t *m)
 {
     uint32_t q = m->cfg.range_quarantine_ms;

@@ -384,8 +384,7 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
         }
     } else {
         FX_WARN("grant request failed: %s", fluxon_status_string(status));
-        /* no room, or BUSY: the master's range quarantine (W2): asked again in a second */
-        if (status == FLUXON_ERR_NO_SPACE || status == FLUXON_ERR_BUSY) c->grant_nospace_ms = FX_MAX(fx_now_ms(), 1ull);
+        if (status == FLUXON_ERR_NO_SPACE) c->grant_nospace_ms = FX_MAX(fx_now_ms(), 1ull);
     }
     if (grew) c->grant_nospace_ms = 0;
     if (grew) ocl_idle_arm(o);

@@ -316,47 +316,6 @@ Test(restart, a_new_master_places_nothing_in_an_owner_segment_during_its_quarant
     fluxon_client_close(c[1]);
 }
 
-/* W2, grants: during an owner's range quarantine a new master hands it no GRANT either (a
- * grant could overlap a range of the dead master a push still lands in): o0 puts three
- * times what its grants hold and evicts within them; once the quarantine is over it gets
- * grants again. The old code granted at once. */
-Test(restart, a_new_master_grants_nothing_in_an_owner_segment_during_its_quarantine, .timeout = 120, .fini = fini)
-{
-    rf_master_extra = ",\"range_quarantine_ms\":8000";
-    rf_up(1, NULL);
-    rf_master_extra = "";
-    fluxon_client *c = rf_client(0);
-    put_seeded(c, "g:old", 1, true);
-    long long held = rf_stat(c, false, "master_grants");
-    cr_assert_gt(held, 0);
-    rf_kill_master();
-    double t0 = th_now_s();
-    restart_master_and_wait(c);
-    cr_assert_eq(rf_stat(c, true, "range_quarantines"), 1);
-    char key[32];
-    long long bytes = 3 * held * 8 * 1024 * 1024; /* rf_grant: 8 MiB */
-    int n = (int)(bytes / VLEN);
-    for (int i = 0; i < n; i++) {
-        snprintf(key, sizeof key, "g:%d", i);
-        put_seeded(c, key, 10 + (uint64_t)i, true);
-    }
-    double t_puts = th_now_s() - t0;
-    cr_assert_lt(t_puts, 8.0, "the puts came within the quarantine (%.1f s after the kill)", t_puts);
-    cr_assert_eq(rf_stat(c, true, "grants"), 0, "no grant during the quarantine");
-    cr_assert_geq(rf_stat(c, true, "range_quarantine_grants_refused"), 1, "o0 asked and was refused");
-    cr_assert_gt(rf_stat(c, false, "evictions"), 0, "o0 evicted within its grants");
-    get_check(c, key, 10 + (uint64_t)n - 1, "o0");
-    /* after the quarantine, grants come again (bounded: 8 s + 20 s) */
-    for (int i = 0; i < 140 && rf_stat(c, true, "grants") == 0; i++) {
-        snprintf(key, sizeof key, "g:after:%d", i);
-        put_seeded(c, key, 7, true);
-        if (rf_stat(c, true, "grants") == 0) th_sleep_ms(200);
-    }
-    cr_assert_gt(rf_stat(c, true, "grants"), 0, "granted again after the quarantine");
-    cr_assert_geq(th_now_s() - t0, 8.0, "not before the quarantine was over");
-    fluxon_client_close(c);
-}
-
 /* The short chaos run of make test (issue 17, item 3, masters only): the master is
  * SIGKILLed and restarted 3 times during one replay; every time the owners re-publish,
  * the replay ends with 0 checksum failures, only outage refusals as errors, its counters
