@@ -49,6 +49,7 @@ static uint64_t clock_ns(clockid_t id)
 FX_INTERNAL uint64_t fx_now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 FX_INTERNAL uint64_t fx_now_ms(void) { return clock_ns(CLOCK_MONOTONIC) / 1000000ull; }
 FX_INTERNAL uint64_t fx_realtime_ns(void) { return clock_ns(CLOCK_REALTIME); }
+FX_INTERNAL uint64_t fx_boot_ms(void) { return clock_ns(CLOCK_BOOTTIME) / 1000000ull; }
 
 /* ThreadSanitizer (make tsan) does not intercept sem_clockwait: tell it that a successful
  * wait acquires what the sem_post released, as its sem_wait interceptor does. */

@@ -61,6 +61,7 @@ FX_INTERNAL void fx_assert_fail(const char *expr, const char *file, int line,
 /* Clocks. */
 FX_INTERNAL uint64_t fx_now_ns(void);      /* CLOCK_MONOTONIC */
 FX_INTERNAL uint64_t fx_now_ms(void);      /* CLOCK_MONOTONIC */
+FX_INTERNAL uint64_t fx_boot_ms(void);     /* CLOCK_BOOTTIME: goes on through a suspend (lease deadlines, H2) */
 FX_INTERNAL uint64_t fx_realtime_ns(void); /* CLOCK_REALTIME, for generations */
 
 /* Deadlines and bounded waits, all on CLOCK_MONOTONIC (a wall-clock step never shortens

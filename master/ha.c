@@ -31,7 +31,9 @@ typedef struct mha {
     pthread_t thread;
     bool thread_started, stopping;
     atomic_bool stop;
-    atomic_uint_fast64_t deadline_ms; /* leading and the lease surely held until then (monotonic); 0 = not leading */
+    atomic_uint_fast64_t deadline_ms; /* leading and the lease surely held until then (fx_boot_ms: CLOCK_BOOTTIME
+                                       * goes on through a suspend or VM pause, as etcd's clock does: H2);
+                                       * 0 = not leading */
     atomic_uint_fast64_t term;        /* the leader key's create revision while leading */
     atomic_uint_fast64_t put_floor;   /* the previous leaders' put-id ceiling (put_ms), read at election */
     atomic_uint_fast64_t put_ceiling; /* put_ms this leader stored in etcd: no put id above it; 0: none */
@@ -40,6 +42,7 @@ typedef struct mha {
     char why[256]; /* the last deposition's reason (mu) */
     /* reactor side */
     bool leading;
+    uint64_t leading_term; /* the term the elected post ran for: served only while it is the thread's (H3) */
     uint64_t elections, depositions;
 } mha_t;
 
@@ -49,6 +52,7 @@ static void mha_on_elected(void *arg)
     mha_t *h = arg;
     if (h->stopping || h->leading || !atomic_load(&h->deadline_ms)) return; /* lost again before this ran */
     h->leading = true;
+    h->leading_term = atomic_load(&h->term);
     h->elections++;
     FX_INFO("master %s is the leader of \"%s\" (etcd key revision %llu): serving", h->value, h->m->cfg.ha_key,
             (unsigned long long)atomic_load(&h->term));
@@ -71,7 +75,8 @@ static void mha_on_deposed(void *arg)
 FX_INTERNAL bool fx_mha_serving(fx_master_t *m)
 {
     mha_t *h = m->ha;
-    return !h || (h->leading && fx_now_ms() < atomic_load(&h->deadline_ms));
+    /* H3: lost and won again before the deposed post ran: the state is the old term's, not served */
+    return !h || (h->leading && h->leading_term == atomic_load(&h->term) && fx_boot_ms() < atomic_load(&h->deadline_ms));
 }
 
 FX_INTERNAL const char *fx_mha_why_not(fx_master_t *m, char *buf, size_t cap)
@@ -175,7 +180,7 @@ static void mha_lose(mha_t *h, mha_run_t *x, const char *why)
 /* etcd cannot be reached: said at once, then every 5 s. */
 static void mha_warn(mha_t *h, mha_run_t *x, const char *what, const char *err)
 {
-    uint64_t now = fx_now_ms();
+    uint64_t now = fx_boot_ms();
     if (x->warned_ms && now - x->warned_ms < 5000) return;
     x->warned_ms = now;
     FX_WARN("master %s: %s: %s; retrying", h->value, what, err);
@@ -186,7 +191,7 @@ static void mha_grant(mha_t *h, mha_run_t *x)
     const fx_config_t *cfg = &h->m->cfg;
     char err[256];
     uint32_t granted = 0;
-    uint64_t t0 = fx_now_ms();
+    uint64_t t0 = fx_boot_ms();
     int rc = fx_etcd_lease_grant(h->etcd, cfg->ha_lease_ttl_ms / 1000, FX_MAX(cfg->ha_lease_ttl_ms / 3, 200u), &x->lease,
                                  &granted, err, sizeof err);
     if (rc == FLUXON_OK) {
@@ -255,7 +260,7 @@ static void mha_keepalive(mha_t *h, mha_run_t *x)
 {
     char err[256];
     uint32_t ttl_s = 0;
-    uint64_t t0 = fx_now_ms();
+    uint64_t t0 = fx_boot_ms();
     int rc = fx_etcd_lease_keepalive(h->etcd, x->lease, FX_MAX(x->ttl_ms / 4, 100u), &ttl_s, err, sizeof err);
     if (rc == FLUXON_OK) {
         x->ttl_ms = ttl_s * 1000;
@@ -274,13 +279,13 @@ static void mha_keepalive(mha_t *h, mha_run_t *x)
         return;
     }
     mha_warn(h, x, "cannot renew the etcd lease", err);
-    x->next_ka = fx_now_ms() + 50; /* retried until the deadline passes */
+    x->next_ka = fx_boot_ms() + 50; /* retried until the deadline passes */
 }
 
 static void mha_step(mha_t *h, mha_run_t *x)
 {
     char err[256];
-    if (x->lease && fx_now_ms() >= x->lease_deadline) {
+    if (x->lease && fx_boot_ms() >= x->lease_deadline) {
         snprintf(err, sizeof err, "the etcd lease could not be renewed within its TTL (%u ms, margin %u ms)", x->ttl_ms,
                  mha_margin(x->ttl_ms));
         mha_lose(h, x, err);
@@ -289,7 +294,7 @@ static void mha_step(mha_t *h, mha_run_t *x)
         mha_grant(h, x);
         return;
     }
-    uint64_t now = fx_now_ms();
+    uint64_t now = fx_boot_ms();
     uint32_t wait = x->next_ka > now ? (uint32_t)FX_MIN(x->next_ka - now, 1000u) : 0;
     int64_t rev = 0;
     int rc = fx_etcd_campaign_poll(h->etcd, wait, &rev, err, sizeof err); /* sleeps when not campaigning */
@@ -302,7 +307,7 @@ static void mha_step(mha_t *h, mha_run_t *x)
         mha_lose(h, x, err);
         return;
     }
-    if (!atomic_load(&h->stop) && fx_now_ms() >= x->next_ka) mha_keepalive(h, x);
+    if (!atomic_load(&h->stop) && fx_boot_ms() >= x->next_ka) mha_keepalive(h, x);
 }
 
 static void *mha_thread(void *arg)

@@ -90,7 +90,9 @@ enum { OR_COMPLETED, OR_ALREADY, OR_OBSOLETE, OR_NO_SPACE, OR_BUSY, OR_STALE, OR
 FX_INTERNAL int fx_orepl_state(const owner_entry_t *en) { return en->repl; }
 FX_INTERNAL void fx_orepl_touched(owner_entry_t *en)
 {
-    if (en->repl == OREPL_COPIED) en->repl = OREPL_NONE; /* hot again: its copy is written back anew */
+    /* hot again: its copy is written back anew; a failed one is tried again when it comes back
+     * to the write-back window (L4: a master blip no longer fails it for life) */
+    if (en->repl == OREPL_COPIED || en->repl == OREPL_FAILED) en->repl = OREPL_NONE;
 }
 FX_INTERNAL bool fx_orepl_room(fx_owner_t *o) { return o->repl && o->repl->queued < OREPL_QUEUE_MAX; }
 FX_INTERNAL bool fx_orepl_idle(fx_owner_t *o) { return !o->repl || (!o->repl->queued && !o->repl->inflight); }
