@@ -71,6 +71,7 @@ typedef struct orepl {
     fx_timer_t pump_timer;      /* the queue is pumped once per reactor turn: a round's tasks share batches */
     orepl_task_t *qhead, *qtail;
     uint32_t queued, inflight;  /* tasks in the queue; tasks batched or waiting to retry */
+    bool pumping;               /* in orepl_pump: a batch that ends inside it (no master) does not re-enter */
     fx_owner_t *o;
     struct {
 #define OREPL_FIELD(name) uint64_t name;
@@ -409,6 +410,8 @@ static bool orepl_batch_ready(fx_owner_t *o)
 static void orepl_pump(fx_owner_t *o)
 {
     orepl_t *s = o->repl;
+    if (s->pumping) return; /* the loop below goes on: no recursion as deep as the queue (review §7) */
+    s->pumping = true;
     while (fx_hmap_count(s->batches) < OREPL_BATCHES_MAX && orepl_batch_ready(o)) {
         orepl_batch_t *b = fx_calloc(1, sizeof *b);
         if (b) b->t = fx_calloc(OREPL_BATCH_GROUPS, sizeof *b->t);
@@ -419,7 +422,7 @@ static void orepl_pump(fx_owner_t *o)
         if (!b || !b->t || fx_hmap_put(s->batches, &b->id, sizeof b->id, b, NULL) != FLUXON_OK) {
             if (b) fx_free(b->t);
             fx_free(b);
-            return; /* out of memory: the queue waits for the next pump */
+            break; /* out of memory: the queue waits for the next pump */
         }
         while (s->qhead && b->nt < OREPL_BATCH_GROUPS && b->n + s->qhead->n <= OREPL_BATCH_KEYS &&
                (!b->nt || s->qhead->value_len == b->value_len)) {
@@ -445,6 +448,7 @@ static void orepl_pump(fx_owner_t *o)
         }
         orepl_send_start(o, b);
     }
+    s->pumping = false;
 }
 
 static void orepl_on_pump(fx_reactor_t *r, fx_timer_t *tm)
