@@ -588,8 +588,8 @@ Test(uncertain, readers_of_a_copy_the_master_does_not_confirm_are_answered_by_th
  * to give up on its own (FLUXON_ERR_TIMEOUT). */
 Test(uncertain, an_inline_put_the_master_does_not_confirm_is_answered_unknown_by_its_deadline)
 {
-    const char *extra[1] = {",\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"delay_request\","
-                            "\"fault_ms\":6000,\"fault_count\":1}"};
+    const char *extra[2] = {",\"test\":{\"fault_message\":\"PUT_DONE\",\"fault\":\"delay_request\","
+                            "\"fault_ms\":6000,\"fault_count\":1}", NULL};
     kf_up_ex(2, NULL, extra);
     fluxon_client *a = NULL, *a2 = kf_client(0), *b = kf_client(1);
     char cfg[512];
