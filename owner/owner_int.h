@@ -66,6 +66,7 @@ struct fx_owner {
     struct orepub *repub;    /* republish.c */
     struct odisk *disk;      /* disk.c (issue 39) */
     struct otenant *tenant;  /* tenant.c (issue 42; made and freed with ext.c's state) */
+    struct opin *pin;        /* pins.c (issue 42; made and freed with put.c's state) */
     /* owner.c */
     struct owner_held *held; /* test fault delay_request: externals' requests held back */
     fx_chaos_t chaos;        /* test message chaos (issue 17): set at create, read by fx_owner_chaos */
