@@ -75,6 +75,11 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en);
 static void oev_forget(fx_owner_t *o, owner_entry_t *en);
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count);
 FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en) { return en->group ? en->group->n : 1; }
+FX_INTERNAL owner_entry_t *const *fx_oev_group_members(owner_entry_t *const *one, const owner_entry_t *en, size_t *n_p)
+{
+    *n_p = en->group ? en->group->n : 1;
+    return en->group ? (owner_entry_t *const *)en->group->m : one;
+}
 
 static void oev_grant_added(fx_owner_t *o, uint64_t slot_size);
 

@@ -22,6 +22,9 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m);
 FX_INTERNAL uint64_t fx_oev_hot_capacity(fx_owner_t *o);
 /* How many values the atomic group en was published in had (1: alone). */
 FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en);
+/* The members of en's atomic group (*one, holding en, when it has none), n_p of them; a
+ * member that went is NULL. */
+FX_INTERNAL owner_entry_t *const *fx_oev_group_members(owner_entry_t *const *one, const owner_entry_t *en, size_t *n_p);
 
 /* Pins (issue 42, pins.c above): its news of the hot tier, registered at its init. Each
  * may be NULL. admitted: en became COMMITTED and entered the policy; forgotten: en goes

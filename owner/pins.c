@@ -142,11 +142,9 @@ static void opin_on_timer(fx_reactor_t *r, fx_timer_t *t)
     opin_arm(o);
 }
 
-/* The members of en's atomic group (en alone when it has none). */
 static owner_entry_t *const *opin_members(owner_entry_t *const *one, const owner_entry_t *en, size_t *n_p)
 {
-    *n_p = en->group ? en->group->n : 1;
-    return en->group ? (owner_entry_t *const *)en->group->m : one;
+    return fx_oev_group_members(one, en, n_p);
 }
 
 /* Pins en's whole group until now + ttl_ms (ttl_ms 0: unpins it). FLUXON_OK, or
