@@ -354,6 +354,52 @@ Test(pins, bad_input_gets_a_status_and_moves_no_counter)
     fluxon_client_close(c);
 }
 
+/* Every value of a full segment pinned: a put is answered NO_SPACE within the stuck bound,
+ * never left waiting; unpinning makes room. Values of 1 MiB (the plan path of fluxon_put). */
+Test(pins, a_put_that_only_pinned_values_could_make_room_for_gets_no_space)
+{
+    kf_dir = th_tmpdir();
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\","
+                                   "\"listen\":\"127.0.0.1:0\",\"log_level\":\"error\"}", &kf_master), FLUXON_OK);
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownA\","
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s/ownA/s.sock\",\"segment_bytes\":\"64MiB\","
+             "\"hot_capacity_bytes\":\"60MiB\",\"pin_budget_ratio\":1,\"log_level\":\"error\"}",
+             fluxon_node_port(kf_master), kf_dir);
+    cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK, "%s", cfg);
+    fluxon_client *c = pn_client(NULL);
+    size_t big = 1u << 20;
+    uint8_t *v = calloc(1, big);
+    cr_assert_not_null(v);
+    fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_PIN_TTL, .pin_ttl_ms = 60000};
+    char k[32];
+    int n = 0, rc = FLUXON_OK;
+    for (; n < 80; n++) { /* 15 grants x 4 slots of 1 MiB fill the segment */
+        snprintf(k, sizeof k, "p-%d", n);
+        rc = fluxon_put(c, k, v, big, &o);
+        if (rc != FLUXON_OK) break;
+    }
+    cr_assert_eq(rc, FLUXON_ERR_NO_SPACE, "put %d: %s", n, fluxon_status_string(rc));
+    cr_assert_geq(n, 50, "%d values pinned before the segment was full", n);
+    cr_assert_eq(kf_stat(c, "pinned_values"), n);
+    double t0 = th_now_s();
+    rc = pn_put(c, "small", 1, 0);
+    double took = th_now_s() - t0;
+    cr_assert_eq(rc, FLUXON_ERR_NO_SPACE, "everything pinned: %s", fluxon_status_string(rc));
+    cr_assert_lt(took, 4.0, "answered in %.2f s, below the 5 s timeout", took);
+    cr_assert_gt(kf_stat(c, "claims_no_space_fast"), 0);
+    const char *first[1] = {"p-0"};
+    int st[1];
+    cr_assert_eq(fluxon_pin(c, first, 1, 0, 0, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_OK);
+    double end = th_now_s() + th_wait_bound_s(10000);
+    while ((rc = pn_put(c, "small", 1, 0)) == FLUXON_ERR_NO_SPACE && th_now_s() < end) th_sleep_ms(50);
+    cr_assert_eq(rc, FLUXON_OK, "unpinned: room again (%s)", fluxon_status_string(rc));
+    fluxon_client_close(c);
+    free(v);
+}
+
 /* ---- pins are the owner's: a master kill -9 and restart leaves them (processes) ---- */
 TestSuite(pins_restart, .fini = rf_down, .timeout = 180);
 
