@@ -474,8 +474,8 @@ int fluxon_list_keys(fluxon_client *c, const char *prefix, const char *after, ui
  *            the tenant, its pinned bytes and its budget); FLUXON_ERR_NOT_FOUND (this owner
  *            holds no published copy of the key: never put, deleted, evicted, or held by
  *            another owner only); FLUXON_ERR_KEY_BEING_WRITTEN (held here but not published
- *            yet: pin it once its put returned); FLUXON_ERR_INVALID_ARGUMENT (the same key
- *            twice: the first is acted on).
+ *            yet: pin it once its put returned). A key named twice is acted on
+ *            twice (the second pin replaces the first's deadline).
  * Returns FLUXON_OK (read statuses); FLUXON_ERR_INVALID_ARGUMENT before anything is sent
  * or changed (NULL c, keys or statuses, n_keys 0 or too many, a bad key, ttl_ms over
  * FLUXON_PIN_TTL_MAX_MS, unknown flags; the log names which); FLUXON_ERR_UNAVAILABLE (the

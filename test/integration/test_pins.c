@@ -354,6 +354,28 @@ Test(pins, bad_input_gets_a_status_and_moves_no_counter)
     fluxon_client_close(c);
 }
 
+/* PIN travels on the rings (the default) and on the unix socket alike */
+Test(pins, pin_on_the_socket_transport)
+{
+    pn_up();
+    char cfg[768];
+    const char *base = kf_client_cfg(0);
+    snprintf(cfg, sizeof cfg, "%.*s,\"transport\":\"socket\"}", (int)strlen(base) - 1, base);
+    fluxon_client *c = NULL;
+    cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_OK);
+    cr_assert_eq(pn_put(c, "s/0", 1, 0), FLUXON_OK);
+    cr_assert_eq(pn_put(c, "s/1", 2, 60000), FLUXON_OK);
+    const char *k[3] = {"s/0", "s/1", "s/none"};
+    int st[3];
+    cr_assert_eq(fluxon_pin(c, k, 3, 60000, 0, st), FLUXON_OK);
+    cr_assert_eq(st[0], FLUXON_OK);
+    cr_assert_eq(st[1], FLUXON_OK);
+    cr_assert_eq(st[2], FLUXON_ERR_NOT_FOUND);
+    cr_assert_eq(kf_stat(c, "pinned_values"), 2);
+    cr_assert_eq(kf_stat(c, "pin_requests"), 1);
+    fluxon_client_close(c);
+}
+
 /* Every value of a full segment pinned: a put is answered NO_SPACE within the stuck bound,
  * never left waiting; unpinning makes room. Values of 1 MiB (the plan path of fluxon_put). */
 Test(pins, a_put_that_only_pinned_values_could_make_room_for_gets_no_space)
