@@ -161,6 +161,10 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 }
 
 /* ---- hot tier ---- */
+/* The hot tier's bytes against its watermark: the policy's and the pinned values' (issue
+ * 42: pins take their share of the hot tier, the unpinned values the rest). */
+static uint64_t oev_held(const oev_t *kv) { return kv->hot.bytes + kv->pinned_bytes; }
+
 static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
@@ -168,7 +172,7 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
     fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
     fx_freq_sketch_add(&kv->seen, en->lru.key); /* a no-op without second_touch admission */
     if (kv->pin.admitted) kv->pin.admitted(o, en); /* issue 42: its tenant's bytes */
-    if (kv->hot.bytes > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
+    if (oev_held(kv) > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
 }
 
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
@@ -276,7 +280,7 @@ FX_INTERNAL void fx_oev_kick(fx_owner_t *o)
 {
     oev_t *kv = o->ev;
     if (!kv || kv->closing || kv->in_step || fx_timer_armed(&kv->kick_timer)) return;
-    if (!fx_oclaims_waiting(o) && kv->hot.bytes <= kv->hot_capacity) return;
+    if (!fx_oclaims_waiting(o) && oev_held(kv) <= kv->hot_capacity) return;
     fx_timer_arm(o->r, &kv->kick_timer, 0, oev_on_kick);
 }
 
@@ -627,7 +631,7 @@ static void oev_step(fx_owner_t *o)
         needs[k] = needs[k] > coming ? needs[k] - coming : 0;
         want |= needs[k] > 0;
     }
-    uint64_t excess = kv->hot.bytes > kv->hot_capacity ? kv->hot.bytes - kv->hot_capacity : 0;
+    uint64_t excess = oev_held(kv) > kv->hot_capacity ? oev_held(kv) - kv->hot_capacity : 0;
     bool progress = false;
     if ((want || excess) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess, &progress);
     if (!fx_oclaims_waiting(o)) kv->stall_since_ms = 0;
