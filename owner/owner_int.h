@@ -3,7 +3,7 @@
  * go through its functions), the external connection record, and the test-fault helper.
  * Layers inside owner/, lowest first:
  *   store (entries, index, holders)  peers (UCX)  master_link  ext (externals)
- *   claims (grants)  evict  place  put  fetch  get  republish  stats  owner.c (lifecycle, dispatch)
+ *   claims (grants)  evict  pins  place  put  fetch  get  republish  stats  owner.c (lifecycle, dispatch)
  * A module calls only modules below it; upward news travels through hooks registered at
  * init (store hooks, claims policy, place callbacks, fetch completion, link and ext hooks).
  * Reactor thread only. */

@@ -356,6 +356,26 @@ Test(pins, bad_input_gets_a_status_and_moves_no_counter)
     fluxon_client_close(c);
 }
 
+/* the default policy (s3fifo): pins take values out of its queues and put them back */
+Test(pins, pins_work_with_the_s3fifo_policy)
+{
+    const char *extra[1] = {",\"hot_capacity_bytes\":\"1MiB\",\"eviction_policy\":\"s3fifo\""};
+    kf_up_ex(1, NULL, extra);
+    fluxon_client *c = pn_client(NULL);
+    const char *keys[4] = {"s3/0", "s3/1", "s3/2", "s3/3"};
+    for (int i = 0; i < 4; i++) cr_assert_eq(pn_put(c, keys[i], 60 + (uint64_t)i, 60000), FLUXON_OK);
+    pn_flood(c, "f1", 3 * PN_HOT);
+    pn_settle(c);
+    for (int i = 0; i < 4; i++) cr_assert(pn_exists(c, keys[i]), "%s pinned through the flood", keys[i]);
+    int st[4];
+    cr_assert_eq(fluxon_pin(c, keys, 4, 0, 0, st), FLUXON_OK);
+    cr_assert_eq(kf_stat(c, "pinned_values"), 0);
+    pn_flood(c, "f2", 3 * PN_HOT);
+    pn_settle(c);
+    for (int i = 0; i < 4; i++) cr_assert_eq(pn_exists(c, keys[i]), 0, "%s evicted once unpinned", keys[i]);
+    fluxon_client_close(c);
+}
+
 /* PIN travels on the rings (the default) and on the unix socket alike */
 Test(pins, pin_on_the_socket_transport)
 {
