@@ -21,8 +21,9 @@ FX_INTERNAL void fx_opin_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_h
  * kst[i] = FLUXON_PIN_REFUSED. Returns how many were refused. */
 FX_INTERNAL size_t fx_opin_plan(fx_owner_t *o, const fx_slot_ref_t *slots, size_t n, uint32_t ttl_ms, bool refresh,
                                 uint64_t *kst);
-/* A line naming the pinned bytes and budgets, for a NO_SPACE answer ("" when none pinned). */
-FX_INTERNAL void fx_opin_describe(fx_owner_t *o, char *buf, size_t cap);
+/* For an answer of status: with NO_SPACE while values are pinned, a note naming the pinned
+ * bytes and the budget ("; ..."); else "". Valid until the next call on this thread. */
+FX_INTERNAL const char *fx_opin_note(fx_owner_t *o, int status);
 FX_INTERNAL void fx_opin_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

@@ -331,16 +331,15 @@ FX_INTERNAL void fx_opin_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_h
     FX_CONN_REPLY(e->conn, h, statuses, &out);
 }
 
-FX_INTERNAL void fx_opin_describe(fx_owner_t *o, char *buf, size_t cap)
+FX_INTERNAL const char *fx_opin_note(fx_owner_t *o, int status)
 {
+    static __thread char note[256]; /* the reactor thread's */
     opin_t *s = o->pin;
-    if (!s || !s->pinned_bytes) {
-        if (cap) buf[0] = 0;
-        return;
-    }
-    snprintf(buf, cap, "; %llu bytes of the hot tier are pinned (%u values; the owner's pin budget is %llu bytes, "
-             "pin_budget_ratio %.2f; tenants.NAME.pinned_bytes_max)",
+    if (status != FLUXON_ERR_NO_SPACE || !s || !s->pinned_bytes) return "";
+    snprintf(note, sizeof note, "; %llu bytes of the hot tier are pinned (%u values; the owner's pin budget is %llu "
+             "bytes, pin_budget_ratio %.2f; tenants.NAME.pinned_bytes_max)",
              (unsigned long long)s->pinned_bytes, s->n, (unsigned long long)s->cap_bytes, o->cfg.pin_budget_ratio);
+    return note;
 }
 
 FX_INTERNAL void fx_opin_metrics(fx_owner_t *o, fx_ometrics_t *m)

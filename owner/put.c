@@ -119,11 +119,9 @@ static void oput_inline_claimed(fx_owner_t *o, owner_plan_t *p)
     fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
     if (p->status[0] != FLUXON_OK) {
         o->put->put_rejected++;
-        char pins[256]; /* issue 42: NO_SPACE names what pins hold */
-        fx_opin_describe(o, pins, p->status[0] == FLUXON_ERR_NO_SPACE ? sizeof pins : 1);
-        if (fx_conn_is_open(c))
+        if (fx_conn_is_open(c)) /* issue 42: a NO_SPACE names what pins hold */
             fx_conn_reply_error(c, &q, p->status[0], "put of %s: %s%s", p->keys[0], fluxon_status_string(p->status[0]),
-                                pins);
+                                fx_opin_note(o, p->status[0]));
         oput_plan_abort(o, p);
     } else if (!fx_conn_is_open(c) || !p->ext) {
         oput_plan_abort(o, p); /* the external went away meanwhile */
@@ -398,10 +396,8 @@ static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status, const uint64
     if (!p->reply_conn || !fx_conn_is_open(p->reply_conn)) return;
     if (p->is_inline) { /* the PUT_INLINE answer */
         fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
-        if (status == FLUXON_OK && kst && (int)(int64_t)kst[0] == FLUXON_PIN_REFUSED) { /* issue 42 */
-            fx_conn_reply_error(p->reply_conn, &q, FLUXON_PIN_REFUSED, "put of %s: stored, not pinned (see the "
-                                "owner's log: its tenant's pin budget, or the value was placed elsewhere)", p->keys[0]);
-        } else if (status == FLUXON_OK) {
+        if (status == FLUXON_OK && kst && (int)(int64_t)kst[0] == FLUXON_PIN_REFUSED) status = FLUXON_PIN_REFUSED;
+        if (status == FLUXON_OK) {
             fx_body_empty_t em;
             FX_CONN_REPLY(p->reply_conn, &q, empty, &em);
         } else {
