@@ -184,9 +184,9 @@ FX_INTERNAL bool fx_client_key_ok(const char *k);
 #define FX_CLIENT_STACK_KEYS 64
 FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t *stack, fx_str_t **out);
 FX_INTERNAL void fx_client_keys_done(fx_str_t *kv, const fx_str_t *stack);
-/* The scalar put options (flags, lease, preferred sub-cluster) on top of *flags_p. */
+/* The scalar put options (flags, lease, preferred sub-cluster, pin TTL) on top of *flags_p. */
 FX_INTERNAL int fx_client_put_scalars(const fluxon_put_options *opts, uint64_t *flags_p, uint64_t *lease_p,
-                                      const char **preferred_p);
+                                      const char **preferred_p, uint32_t *pin_ttl_p);
 FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, size_t n, uint64_t value_len,
                                     const fluxon_put_options *opts, uint64_t forced_flags, fluxon_plan **plan_p,
                                     int *key_status);

@@ -95,15 +95,27 @@ static int chl_mask_uniform(const uint8_t *mask, const uint64_t *groups, size_t 
 static uint8_t *chl_base(fluxon_client *cl) { return fx_segment_base(cl->seg); }
 
 FX_INTERNAL int fx_client_put_scalars(const fluxon_put_options *opts, uint64_t *flags_p, uint64_t *lease_p,
-                                      const char **preferred_p)
+                                      const char **preferred_p, uint32_t *pin_ttl_p)
 {
+    *pin_ttl_p = 0;
     if (!opts) return FLUXON_OK;
     uint64_t fm = opts->field_mask, flags = *flags_p;
-    if (fm & ~((FLUXON_PUT_OPT_LOCAL_FIRST << 1) - 1)) {
+    if (fm & ~((FLUXON_PUT_OPT_PIN_REFRESH_ON_HIT << 1) - 1)) {
         FX_WARN("put: field_mask 0x%llx has bits this library does not know (it knows 0x%llx)",
-                (unsigned long long)fm, (unsigned long long)((FLUXON_PUT_OPT_LOCAL_FIRST << 1) - 1));
+                (unsigned long long)fm, (unsigned long long)((FLUXON_PUT_OPT_PIN_REFRESH_ON_HIT << 1) - 1));
         return FLUXON_ERR_INVALID_ARGUMENT;
     }
+    uint32_t pin = fm & FLUXON_PUT_OPT_PIN_TTL ? opts->pin_ttl_ms : 0; /* issue 42 */
+    if (pin > FLUXON_PIN_TTL_MAX_MS) {
+        FX_WARN("put: pin_ttl_ms %u is over FLUXON_PIN_TTL_MAX_MS (%u)", pin, FLUXON_PIN_TTL_MAX_MS);
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
+    if (pin && (fm & FLUXON_PUT_OPT_WRITE_THROUGH) && opts->write_through) {
+        FX_WARN("put: pin_ttl_ms pins the copy on this client's owner: not with write_through");
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
+    if (pin && (fm & FLUXON_PUT_OPT_PIN_REFRESH_ON_HIT) && opts->pin_refresh_on_hit) flags |= FX_PUT_PIN_REFRESH;
+    if (pin && (flags & FX_PUT_PLACE)) flags = (flags & ~FX_PUT_PLACE) | FX_PUT_LOCAL_FIRST; /* pins are the owner's */
     if ((fm & FLUXON_PUT_OPT_REJECT_IF_INFLIGHT) && opts->reject_if_inflight_same_key) flags |= FX_PUT_REJECT_IF_INFLIGHT;
     if ((fm & FLUXON_PUT_OPT_REJECT_IF_EXIST) && opts->reject_if_exist_same_key) flags |= FX_PUT_REJECT_IF_EXIST;
     if ((fm & FLUXON_PUT_OPT_WRITE_THROUGH) && opts->write_through) flags |= FX_PUT_WRITE_THROUGH;
@@ -126,6 +138,7 @@ FX_INTERNAL int fx_client_put_scalars(const fluxon_put_options *opts, uint64_t *
     }
     *flags_p = flags;
     *preferred_p = preferred;
+    *pin_ttl_p = pin;
     return FLUXON_OK;
 }
 
@@ -195,8 +208,9 @@ FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, 
     const uint8_t *mask = NULL;
     uint64_t flags = forced_flags, lease = 0;
     const char *preferred = NULL;
+    uint32_t pin = 0;
     if ((rc = fx_client_keys(keys, n, stack, &kv)) != FLUXON_OK) return rc;
-    rc = fx_client_put_scalars(opts, &flags, &lease, &preferred);
+    rc = fx_client_put_scalars(opts, &flags, &lease, &preferred, &pin);
     if (rc == FLUXON_OK) rc = chl_put_batch_opts(opts, n, &groups, &n_groups, &mask);
     if (rc != FLUXON_OK) {
         fx_client_keys_done(kv, stack);
@@ -205,7 +219,7 @@ FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, 
     }
     fx_body_put_start_t b = {{kv, (uint32_t)n}, value_len, flags, {groups, (uint32_t)n_groups},
                              {(const char *)mask, mask ? (uint32_t)n : 0}, lease, fx_str_c(preferred),
-                             cl->cfg.timeout_ms};
+                             cl->cfg.timeout_ms, pin};
     uint8_t *req;
     uint32_t len;
     FX_CLIENT_ENCODE(put_start, &b, req, len);

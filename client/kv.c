@@ -1,6 +1,6 @@
 /* kv.c — plain KV calls on top of the request path and the hostless calls: fluxon_put,
  * fluxon_get (+ holders), fluxon_delete, fluxon_batch_exists, fluxon_lease_grant,
- * fluxon_list_keys, fluxon_wait_local_segments_ready. */
+ * fluxon_pin, fluxon_list_keys, fluxon_wait_local_segments_ready. */
 #include "client.h"
 #include "log.h"
 
@@ -22,10 +22,11 @@ static int ckv_put_inline(fluxon_client *cl, const char *key, const void *value,
 {
     uint64_t flags = FX_PUT_PLACE, lease = 0;
     const char *preferred = NULL;
-    int rc = fx_client_put_scalars(opts, &flags, &lease, &preferred);
+    uint32_t pin = 0;
+    int rc = fx_client_put_scalars(opts, &flags, &lease, &preferred, &pin);
     if (rc != FLUXON_OK) return rc;
     fx_body_put_inline_t b = {fx_str_c(key), {(const char *)value, (uint32_t)value_len}, flags, lease,
-                              fx_str_c(preferred), cl->cfg.timeout_ms};
+                              fx_str_c(preferred), cl->cfg.timeout_ms, pin};
     uint8_t *req;
     uint32_t len;
     FX_CLIENT_ENCODE(put_inline, &b, req, len);
@@ -64,6 +65,8 @@ int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t v
         return rc;
     }
     rc = fluxon_future_wait(f, cl->cfg.timeout_ms);
+    if (rc == FLUXON_OK && fluxon_future_key_statuses(f, &st, 1) == FLUXON_OK && st == FLUXON_PIN_REFUSED)
+        rc = st; /* stored, not pinned (issue 42) */
     fluxon_future_free(f);
     return rc == FLUXON_ERR_TIMEOUT ? FLUXON_ERR_UNKNOWN_OUTCOME : rc; /* committed: it converges */
 }
@@ -167,6 +170,46 @@ int fluxon_lease_grant(fluxon_client *cl, uint64_t ttl_ms, uint64_t *lease_id_p)
     uint32_t len;
     FX_CLIENT_ENCODE(lease, &b, req, len);
     return fx_client_call_decode(cl, FX_MSG_LEASE_GRANT, req, len, "LEASE_GRANT", ckv_decode_lease, lease_id_p);
+}
+
+/* ---- pins (issue 42) ---- */
+typedef struct ckv_pin_ctx {
+    int *statuses;
+    size_t n;
+} ckv_pin_ctx_t;
+
+static int ckv_decode_pin(const uint8_t *body, uint32_t len, void *arg)
+{
+    ckv_pin_ctx_t *x = arg;
+    fx_body_statuses_t b;
+    fx_arena_t a = {0};
+    int rc = fx_body_statuses_decode(body, len, &b, &a);
+    if (rc == FLUXON_OK && b.statuses.n != x->n) rc = FLUXON_ERR_PROTOCOL;
+    for (size_t i = 0; rc == FLUXON_OK && i < x->n; i++) x->statuses[i] = (int)(int64_t)b.statuses.v[i];
+    fx_arena_free(&a);
+    return rc;
+}
+
+int fluxon_pin(fluxon_client *cl, const char *const *keys, size_t n_keys, uint32_t ttl_ms, uint32_t flags,
+               int *statuses)
+{
+    int rc = fx_client_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    if (!statuses || ttl_ms > FLUXON_PIN_TTL_MAX_MS || (flags & ~FLUXON_PIN_REFRESH_ON_HIT)) {
+        FX_WARN("pin: %s", !statuses                          ? "statuses is NULL"
+                           : ttl_ms > FLUXON_PIN_TTL_MAX_MS ? "ttl_ms is over FLUXON_PIN_TTL_MAX_MS (86400000)"
+                                                            : "flags has bits other than FLUXON_PIN_REFRESH_ON_HIT");
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
+    fx_str_t stack[FX_CLIENT_STACK_KEYS], *kv;
+    if ((rc = fx_client_keys(keys, n_keys, stack, &kv)) != FLUXON_OK) return rc;
+    fx_body_pin_t b = {{kv, (uint32_t)n_keys}, ttl_ms, flags};
+    uint8_t *req;
+    uint32_t len;
+    FX_CLIENT_ENCODE(pin, &b, req, len);
+    fx_client_keys_done(kv, stack);
+    ckv_pin_ctx_t x = {statuses, n_keys};
+    return fx_client_call_decode(cl, FX_MSG_PIN, req, len, "PIN", ckv_decode_pin, &x);
 }
 
 typedef struct ckv_list_ctx {

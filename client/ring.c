@@ -223,7 +223,7 @@ static void cring_slot_put(struct cring *g, uint32_t i, bool abandoned)
  * at most ~600 bytes. */
 static uint64_t cring_reply_bound(uint16_t type, const uint8_t *req, uint32_t len)
 {
-    /* get_start and put_start bodies begin with the keys: a u32 count (little-endian) */
+    /* get_start, put_start and pin bodies begin with the keys: a u32 count (little-endian) */
     uint64_t n_keys = len >= 4 ? (uint64_t)req[0] | (uint64_t)req[1] << 8 | (uint64_t)req[2] << 16 |
                                      (uint64_t)req[3] << 24
                                : 0;
@@ -238,6 +238,7 @@ static uint64_t cring_reply_bound(uint16_t type, const uint8_t *req, uint32_t le
     /* the acks: 3 u64 per transferable key (get), 2 per key (put), plus fixed fields */
     case FX_MSG_GET_START: return 1024 + n_keys * 24;
     case FX_MSG_PUT_START: return 1024 + n_keys * 16;
+    case FX_MSG_PIN: return 1024 + n_keys * 8; /* a status per key (its body begins with the keys too) */
     default: return 0;
     }
 }

@@ -32,7 +32,7 @@ enum {
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
     CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */,
-    CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN
+    CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN, CFG_K_PIN_RATIO
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -70,6 +70,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"tenants", CFG_O},             /* issue 42 */
     {"tenant", CFG_E},
     {"tenant_token", CFG_E},
+    {"pin_budget_ratio", CFG_O}, /* issue 42 */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -379,6 +380,11 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         if (!(v->valuedouble > 0 && v->valuedouble <= 1))
             return fx_cfg_bad(c, path, v, "must be in (0, 1]");
         cfg->hot_capacity_ratio = v->valuedouble;
+        return 0;
+    case CFG_K_PIN_RATIO:
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1))
+            return fx_cfg_bad(c, path, v, "must be a number in [0, 1]");
+        cfg->pin_budget_ratio = v->valuedouble;
         return 0;
     case CFG_K_HANDLE_TTL: return fx_cfg_get_ms(c, path, v, &cfg->handle_ttl_ms);
     case CFG_K_PLAN_TTL: return fx_cfg_get_ms(c, path, v, &cfg->put_plan_ttl_ms);

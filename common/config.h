@@ -35,6 +35,9 @@ enum { FX_WB_ADMIT_ALL = 0, FX_WB_ADMIT_SECOND_TOUCH = 1 }; /* owner "writeback_
 typedef struct fx_tenant_cfg {
     char name[FX_TENANT_NAME_MAX];
     char token[FX_TOKEN_MAX]; /* "" only for "default" (no token asked) */
+    uint64_t pinned_bytes_max; /* "pinned_bytes_max": its pins' budget in bytes (capped by the owner's
+                                * pin_budget_ratio x the hot tier); used when has_pinned_max */
+    bool has_pinned_max;
 } fx_tenant_cfg_t;
 
 /* reply faults act on the master's replies; delay_request holds an owner's request back */
@@ -95,6 +98,8 @@ typedef struct fx_config {
     uint64_t expected_value_len;          /* "reserve.expected.value_len" > 0 */
     uint64_t expected_payload_bytes;      /* "reserve.expected.payload_capacity_bytes" */
     double hot_capacity_ratio;            /* [0.95], in (0, 1] */
+    double pin_budget_ratio;              /* [0.5], in [0, 1]: pinned bytes of all tenants together at
+                                           * most this share of the hot tier (issue 42) */
     uint64_t hot_capacity_bytes;          /* hot tier watermark in bytes; 0 = the ratio [0] */
     uint32_t handle_ttl_ms;               /* [30000], > 0 */
     uint32_t put_plan_ttl_ms;             /* [20000], > 0: a prepared put plan not committed by then is released */

@@ -33,6 +33,7 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->numa_node = -1;
         cfg->grant_bytes = 512ull << 20;
         cfg->hot_capacity_ratio = 0.95;
+        cfg->pin_budget_ratio = 0.5; /* issue 42: pins never take more than half the hot tier */
         cfg->handle_ttl_ms = 30000;
         cfg->client_max_handles = 4096; /* issue 44 C3 */
         cfg->client_max_plans = 1024;

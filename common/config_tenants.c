@@ -44,8 +44,8 @@ FX_INTERNAL int fx_cfg_parse_tenant(struct cfg_ctx *c, const cJSON *v, fx_config
     return 0;
 }
 
-/* "tenants": {"NAME": {"token": "..."}, ...}: at most FX_TENANTS_MAX names, each once; a
- * token (1..FX_TOKEN_MAX-1 bytes) is required except for "default". */
+/* "tenants": {"NAME": {"token": "...", "pinned_bytes_max": SIZE}, ...}: at most FX_TENANTS_MAX
+ * names, each once; a token (1..FX_TOKEN_MAX-1 bytes) is required except for "default". */
 FX_INTERNAL int fx_cfg_parse_tenants(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
     int rc = fx_cfg_want_object(c, "tenants", obj);
@@ -70,8 +70,13 @@ FX_INTERNAL int fx_cfg_parse_tenants(struct cfg_ctx *c, const cJSON *obj, fx_con
         for (const cJSON *f = it->child; f; f = f->next) {
             char fpath[112];
             snprintf(fpath, sizeof fpath, "%s.%s", path, f->string ? f->string : "");
+            if (f->string && !strcmp(f->string, "pinned_bytes_max")) { /* its pins' budget */
+                if ((rc = fx_cfg_get_size(c, fpath, f, &t->pinned_bytes_max))) return rc;
+                t->has_pinned_max = true;
+                continue;
+            }
             if (!f->string || strcmp(f->string, "token"))
-                return fx_cfg_fail(c, fpath, "is not a field of a tenant (known: token)");
+                return fx_cfg_fail(c, fpath, "is not a field of a tenant (known: token, pinned_bytes_max)");
             if ((rc = fx_cfg_get_token(c, fpath, f, t->token))) return rc;
         }
         if (!t->token[0] && !is_default) {

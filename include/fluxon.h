@@ -60,6 +60,10 @@ extern "C" {
 enum {
     FLUXON_OK                    = 0,   /* success */
     FLUXON_IN_PROGRESS           = 1,   /* operation not finished yet (futures) */
+    FLUXON_PIN_REFUSED           = 2,   /* success without the pin asked for: the value is
+                                           stored (or held) but not pinned, e.g. its tenant's
+                                           pinned-bytes budget is full (issue 42; a per-key
+                                           status, see fluxon_pin) */
     FLUXON_ERR_INVALID_ARGUMENT  = -1,  /* a caller-supplied value broke the contract */
     FLUXON_ERR_NOT_FOUND         = -2,  /* key (or object) does not exist */
     FLUXON_ERR_KEY_BEING_WRITTEN = -3,  /* a put of the same key is in flight */
@@ -321,6 +325,19 @@ int fluxon_wait_local_segments_ready(fluxon_client *client, uint32_t timeout_ms,
 #define FLUXON_PUT_OPT_LEASE_ID           (1ull << 6)
 #define FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER (1ull << 7)
 #define FLUXON_PUT_OPT_LOCAL_FIRST        (1ull << 8)
+#define FLUXON_PUT_OPT_PIN_TTL            (1ull << 9)
+#define FLUXON_PUT_OPT_PIN_REFRESH_ON_HIT (1ull << 10)
+
+/* Pins (issue 42, docs/tenants.md): a pinned value is not evicted from its owner's hot tier
+ * (nor demoted to a CPU owner or the disk tier) before its deadline; an atomic group is
+ * pinned whole. Pins are the owner's own state: they bind the copy on the owner that took
+ * the put (a pinned put is stored there, as local_first), survive a master restart, and
+ * are lost with that owner. Each tenant's pinned bytes (slot bytes: values rounded up to
+ * 4 KiB) are bounded by its budget (owner config tenants.NAME.pinned_bytes_max, at most
+ * pin_budget_ratio x the hot tier, which also bounds all tenants together); a pin past it
+ * is refused per key with FLUXON_PIN_REFUSED and the value is kept unpinned. */
+#define FLUXON_PIN_TTL_MAX_MS 86400000u /* 24 h */
+#define FLUXON_PIN_REFRESH_ON_HIT 0x1u  /* fluxon_pin flags: each hit restarts the TTL */
 
 typedef struct fluxon_put_options {
     uint64_t field_mask;                   /* FLUXON_PUT_OPT_* bits of the fields set */
@@ -347,6 +364,14 @@ typedef struct fluxon_put_options {
                                               (no placement round trip); the hostless
                                               local_fast_put path always is local-first.
                                               Not with write_through (INVALID_ARGUMENT) */
+    uint32_t pin_ttl_ms;                   /* 0: no pin; 1..FLUXON_PIN_TTL_MAX_MS: pin each
+                                              stored value for this many ms from its
+                                              publication (see Pins above; implies
+                                              local_first; not with write_through:
+                                              INVALID_ARGUMENT). A key whose pin was not
+                                              applied reports FLUXON_PIN_REFUSED */
+    int pin_refresh_on_hit;                /* with pin_ttl_ms: each hit of a pinned value on
+                                              its owner restarts its TTL */
 } fluxon_put_options;
 
 /* ---------------------------------------------------------------------------------
@@ -367,9 +392,12 @@ typedef struct fluxon_holder fluxon_holder;
  * capacity; a larger value would be evicted as soon as stored) under key
  * (1..FLUXON_MAX_KEY_BYTES bytes, NUL-terminated, no embedded NUL) and waits until the
  * master published it (at most timeout_ms of the client config). opts may be NULL.
- * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (bad key, value NULL, value_len 0 or
+ * Returns FLUXON_OK; FLUXON_PIN_REFUSED (opts asked for a pin: the value is stored and
+ * published but not pinned — its tenant's pinned-bytes budget is full, or the value went
+ * to another owner; the owner logs why); FLUXON_ERR_INVALID_ARGUMENT (bad key, value NULL, value_len 0 or
  * larger than a grant or than the owner's hot tier (the log names it), local_first together with write_through, preferred_sub_cluster
- * not 1..63 characters of [A-Za-z0-9._-], field_mask bits this library does not know); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN
+ * not 1..63 characters of [A-Za-z0-9._-], field_mask bits this library does not know,
+ * pin_ttl_ms over FLUXON_PIN_TTL_MAX_MS or with write_through); FLUXON_ERR_KEY_EXISTS / FLUXON_ERR_KEY_BEING_WRITTEN
  * (with the matching option); FLUXON_ERR_NO_SPACE (the owner cannot stage it: no free
  * slot of its size and no room for a grant of that size, see reserve.grant_bytes);
  * FLUXON_ERR_LEASE_EXPIRED
@@ -434,6 +462,31 @@ int fluxon_lease_grant(fluxon_client *c, uint64_t ttl_ms, uint64_t *lease_id_p);
 int fluxon_list_keys(fluxon_client *c, const char *prefix, const char *after, uint32_t limit,
                      void (*cb)(void *arg, const char *key), void *arg, size_t *n_p);
 
+/* Pins (or unpins) values this client's owner already holds (see Pins above): each key's
+ * value is kept in the owner's hot tier for ttl_ms from now (replacing an earlier pin's
+ * deadline), its whole atomic group with it.
+ *  keys      n_keys NUL-terminated keys of this client's tenant (borrowed for the call);
+ *            n_keys 1..FLUXON_MAX_BATCH_KEYS.
+ *  ttl_ms    1..FLUXON_PIN_TTL_MAX_MS ms; 0 unpins (the value is evictable again at once,
+ *            as a value just stored).
+ *  flags     0 or FLUXON_PIN_REFRESH_ON_HIT (each hit on the owner restarts the TTL).
+ *  statuses  required, n_keys entries, written on FLUXON_OK: FLUXON_OK (pinned, or unpinned
+ *            with ttl_ms 0, also when it was not pinned); FLUXON_PIN_REFUSED (held, not
+ *            pinned: the tenant's pinned-bytes budget would be exceeded — the owner logs
+ *            the tenant, its pinned bytes and its budget); FLUXON_ERR_NOT_FOUND (this owner
+ *            holds no published copy of the key: never put, deleted, evicted, or held by
+ *            another owner only); FLUXON_ERR_KEY_BEING_WRITTEN (held here but not published
+ *            yet: pin it once its put returned). A key named twice is acted on
+ *            twice (the second pin replaces the first's deadline).
+ * Returns FLUXON_OK (read statuses); FLUXON_ERR_INVALID_ARGUMENT before anything is sent
+ * or changed (NULL c, keys or statuses, n_keys 0 or too many, a bad key, ttl_ms over
+ * FLUXON_PIN_TTL_MAX_MS, unknown flags; the log names which); FLUXON_ERR_UNAVAILABLE (the
+ * owner went away); FLUXON_ERR_TIMEOUT (no answer within timeout_ms: some pins may have
+ * applied; pinning again is harmless); FLUXON_ERR_NOMEM. One round trip to the owner, no
+ * master involved. Thread-safe. */
+int fluxon_pin(fluxon_client *c, const char *const *keys, size_t n_keys, uint32_t ttl_ms, uint32_t flags,
+               int *statuses);
+
 /* ---------------------------------------------------------------------------------
  * Hostless API (ARCHITECTURE.md §8; after the SGLang/Fluxon hostless design).
  * A plan is a blob the library owns: {magic, count, value_ptrs[count]}; value_ptrs are
@@ -471,7 +524,9 @@ typedef struct fluxon_future fluxon_future;
  *              else FLUXON_ERR_INVALID_ARGUMENT naming the hot tier (it would be evicted
  *              as soon as stored).
  *  opts        NULL or options; reject_if_inflight_same_key and
- *              reject_if_exist_same_key are always on for this path.
+ *              reject_if_exist_same_key are always on for this path. pin_ttl_ms pins
+ *              the values once published (fluxon_future_key_statuses reports
+ *              FLUXON_PIN_REFUSED for a key whose pin did not fit its tenant's budget).
  *  plan_p      receives the plan (owned by the library; pass it to exactly one of
  *              fluxon_local_fast_put_commit / fluxon_put_abort).
  *  key_status  NULL or n_keys entries: FLUXON_OK, FLUXON_ERR_KEY_BEING_WRITTEN,
@@ -530,7 +585,9 @@ int  fluxon_future_poll(fluxon_future *f);
  * accepted at put_start (value_ptrs[i] != 0) key_status[i] becomes FLUXON_OK (stored and
  * published) or why that key alone was not: FLUXON_ERR_KEY_EXISTS (another owner
  * published the key first), FLUXON_ERR_GROUP_REJECTED (another member of its atomic group
- * was refused), FLUXON_ERR_LEASE_EXPIRED, FLUXON_ERR_NOMEM; or, when the batch failed as a
+ * was refused), FLUXON_ERR_LEASE_EXPIRED, FLUXON_ERR_NOMEM, or FLUXON_PIN_REFUSED (stored
+ * and published but not pinned: opts asked for pin_ttl_ms and the tenant's pinned-bytes
+ * budget was full); or, when the batch failed as a
  * whole (the owner restarted or went away), the future's status. Entries of keys refused
  * at put_start are left as they are: pass the array put_start filled and it ends with
  * every key's outcome. n_keys: the plan's key count. Returns FLUXON_OK;
@@ -640,7 +697,7 @@ int fluxon_release_views(fluxon_client *c, fluxon_plan *plan);
  *              _INVALID_ARGUMENT for the same key twice), or for accepted keys the
  *              key's own outcome when it was not FLUXON_OK (fluxon_future_key_statuses:
  *              FLUXON_ERR_KEY_EXISTS when another owner published that key first, the
- *              other keys stay FLUXON_OK), or when the batch failed as a whole its status (e.g.
+ *              other keys stay FLUXON_OK; FLUXON_PIN_REFUSED: stored, not pinned), or when the batch failed as a whole its status (e.g.
  *              FLUXON_ERR_TIMEOUT: readable through this owner, publication not
  *              confirmed within timeout_ms; FLUXON_ERR_STALE / _UNAVAILABLE).
  * Returns FLUXON_OK when the batch ran (even if some keys were rejected: read

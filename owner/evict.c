@@ -75,6 +75,11 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en);
 static void oev_forget(fx_owner_t *o, owner_entry_t *en);
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count);
 FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en) { return en->group ? en->group->n : 1; }
+FX_INTERNAL owner_entry_t *const *fx_oev_group_members(owner_entry_t *const *one, const owner_entry_t *en, size_t *n_p)
+{
+    *n_p = en->group ? en->group->n : 1;
+    return en->group ? (owner_entry_t *const *)en->group->m : one;
+}
 
 static void oev_grant_added(fx_owner_t *o, uint64_t slot_size);
 
@@ -156,17 +161,23 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 }
 
 /* ---- hot tier ---- */
+/* The hot tier's bytes against its watermark: the policy's and the pinned values' (issue
+ * 42: pins take their share of the hot tier, the unpinned values the rest). */
+static uint64_t oev_held(const oev_t *kv) { return kv->hot.bytes + kv->pinned_bytes; }
+
 static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
     fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
     fx_freq_sketch_add(&kv->seen, en->lru.key); /* a no-op without second_touch admission */
-    if (kv->hot.bytes > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
+    if (kv->pin.admitted) kv->pin.admitted(o, en); /* issue 42: its tenant's bytes */
+    if (oev_held(kv) > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
 }
 
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
 {
+    if (en->pin_until_ms && o->ev->pin.touched) o->ev->pin.touched(o, en); /* issue 42: refresh on hit */
     if (fx_evp_linked(&en->lru)) fx_oevw_moved(o->ev, en);
     fx_evp_touch(&o->ev->hot, &en->lru);
     if (fx_evp_linked(&en->lru)) fx_freq_sketch_add(&o->ev->seen, en->lru.key);
@@ -194,6 +205,7 @@ FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_
 static void oev_forget(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
+    if (kv->pin.forgotten) kv->pin.forgotten(o, en); /* issue 42: unpinned, its tenant's bytes */
     fx_oevw_moved(kv, en);
     fx_evp_remove(&kv->hot, &en->lru);
     oev_group_t *g = en->group;
@@ -268,7 +280,7 @@ FX_INTERNAL void fx_oev_kick(fx_owner_t *o)
 {
     oev_t *kv = o->ev;
     if (!kv || kv->closing || kv->in_step || fx_timer_armed(&kv->kick_timer)) return;
-    if (!fx_oclaims_waiting(o) && kv->hot.bytes <= kv->hot_capacity) return;
+    if (!fx_oclaims_waiting(o) && oev_held(kv) <= kv->hot_capacity) return;
     fx_timer_arm(o->r, &kv->kick_timer, 0, oev_on_kick);
 }
 
@@ -316,6 +328,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
     size_t mn = g ? g->n : 1, cnt = 0;
     bool pinned = false;
     for (size_t i = 0; i < mn; i++) {
+        if (m[i] && m[i]->pin_until_ms) return; /* issue 42: a pinned member keeps its group whole */
         if (!fx_oevg_evictable(m[i])) continue;
         cnt++;
         fx_slot_info_t info;
@@ -618,7 +631,7 @@ static void oev_step(fx_owner_t *o)
         needs[k] = needs[k] > coming ? needs[k] - coming : 0;
         want |= needs[k] > 0;
     }
-    uint64_t excess = kv->hot.bytes > kv->hot_capacity ? kv->hot.bytes - kv->hot_capacity : 0;
+    uint64_t excess = oev_held(kv) > kv->hot_capacity ? oev_held(kv) - kv->hot_capacity : 0;
     bool progress = false;
     if ((want || excess) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess, &progress);
     if (!fx_oclaims_waiting(o)) kv->stall_since_ms = 0;
@@ -635,6 +648,39 @@ static void oev_step(fx_owner_t *o)
 }
 
 FX_INTERNAL uint64_t fx_oev_hot_capacity(fx_owner_t *o) { return o->ev ? o->ev->hot_capacity : 0; }
+
+/* ---- pins (issue 42): pinned values are off the policy until their pin ends ---- */
+FX_INTERNAL void fx_oev_set_pin_hooks(fx_owner_t *o, const fx_oev_pin_hooks_t *hooks) { o->ev->pin = *hooks; }
+
+FX_INTERNAL bool fx_oev_pin_out(fx_owner_t *o, owner_entry_t *en)
+{
+    oev_t *kv = o->ev;
+    if (!fx_evp_linked(&en->lru) || en->evicting || en->retired) return false;
+    fx_oevw_moved(kv, en);
+    fx_evp_remove(&kv->hot, &en->lru);
+    kv->pinned_bytes += en->slot.slot_size;
+    kv->pinned_values++;
+    return true;
+}
+
+FX_INTERNAL void fx_oev_pin_in(fx_owner_t *o, owner_entry_t *en, bool readmit)
+{
+    oev_t *kv = o->ev;
+    kv->pinned_bytes -= FX_MIN(kv->pinned_bytes, en->slot.slot_size);
+    kv->pinned_values -= kv->pinned_values > 0;
+    if (!readmit || en->retired || en->evicting || en->state != OE_COMMITTED || fx_evp_linked(&en->lru)) return;
+    fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
+    for (size_t i = 0; i < kv->ndc; i++) kv->dc[i].next = 0; /* evictable again: drains look again */
+    fx_oev_kick(o);
+}
+
+FX_INTERNAL void fx_oev_pinned(fx_owner_t *o, uint64_t *bytes_p, uint64_t *values_p, uint64_t *budget_p)
+{
+    oev_t *kv = o->ev;
+    *bytes_p = kv ? kv->pinned_bytes : 0;
+    *values_p = kv ? kv->pinned_values : 0;
+    *budget_p = kv ? (uint64_t)(o->cfg.pin_budget_ratio * (double)kv->hot_capacity) : 0;
+}
 
 /* ---- stats ---- */
 FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)

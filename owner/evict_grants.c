@@ -5,6 +5,7 @@
 
 #include "log.h"
 #include "owner_claims.h"
+#include "owner_evict.h"
 #include "owner_evict_grants.h"
 
 FX_INTERNAL bool fx_oevg_evictable(const owner_entry_t *e)
@@ -114,6 +115,8 @@ FX_INTERNAL void fx_oevg_no_space_log(fx_owner_t *o, uint64_t value_len, size_t 
     fx_slot_pool_stats(pool, &st);
     fx_u64v_t ids;
     fx_oclaims_pool_grants(o, &ids);
+    uint64_t pb, pv, budget;
+    fx_oev_pinned(o, &pb, &pv, &budget);
     char sizes[256];
     size_t len = 0, shown = 0;
     uint64_t seen[8];
@@ -135,10 +138,12 @@ FX_INTERNAL void fx_oevg_no_space_log(fx_owner_t *o, uint64_t value_len, size_t 
     }
     FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants); "
             "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
-            "%llu committed",
+            "%llu committed, of them %llu bytes pinned in %llu values (issue 42: the owner's pin budget is %llu bytes, "
+            "pin_budget_ratio %.2f of the %llu-byte hot tier; tenants.NAME.pinned_bytes_max)",
             count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),
             (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "", (unsigned long long)st.holder_refs,
             (unsigned long long)st.draining, (unsigned long long)st.prepared, (unsigned long long)st.pending,
-            (unsigned long long)st.committed);
+            (unsigned long long)st.committed, (unsigned long long)pb, (unsigned long long)pv,
+            (unsigned long long)budget, o->cfg.pin_budget_ratio, (unsigned long long)fx_oev_hot_capacity(o));
 }
 

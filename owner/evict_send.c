@@ -6,6 +6,7 @@
 #include "owner_disk.h"
 #include "owner_evict_int.h"
 #include "owner_link.h"
+#include "owner_tenant.h"
 
 #define OEV_RETRY_MS 100u       /* after the master could not be reached */
 #define OEV_RESEND_MAX_MS 1000u /* backoff cap of an uncertain EVICT's resend */
@@ -79,6 +80,7 @@ static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body
              * gone, and the old version is ours to drop) */
             kv->evictions++;
             kv->evicted_bytes += en->slot.slot_size;
+            if (en->tenant) fx_otenant_at(o, en->tenant - 1)->evictions++; /* issue 42 */
             kv->stale += ks == FLUXON_ERR_STALE;
             oev_count_cause(kv, en);
             fx_ostore_retire(o, en);

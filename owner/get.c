@@ -14,6 +14,7 @@
 #include "groups.h"
 #include "hmap.h"
 #include "log.h"
+#include "owner_tenant.h"
 #include "owner_disk.h"
 #include "owner_elsewhere.h"
 #include "owner_evict.h"
@@ -35,6 +36,7 @@ typedef struct owner_getb {
     uint64_t *holder_ids, *offsets, *lens;
     size_t pending;
     uint64_t t0_ns; /* get_start arrived (fx_now_ns), for the latency histogram */
+    int tenant;     /* its external's tenant (tenant.c's index; -1: none), whose hits and misses it counts */
 } owner_getb_t;
 
 typedef struct oget_waiter {
@@ -249,7 +251,9 @@ static void oget_batch_finalize(owner_getb_t *b)
     size_t n = b->n;
     oget_prefix_t x = oget_prefix(b);
     o->get->keys_past_miss += n - b->looked;
+    fx_tenant_snap_t *t = b->tenant >= 0 ? fx_otenant_at(o, b->tenant) : NULL; /* issue 42 */
     for (size_t i = 0; i < b->looked; i++) {
+        if (t) (*(b->res[i] == 1 ? &t->hits : &t->misses))++;
         if (b->res[i] == 1) continue;
         o->get->misses++;
         if (b->res[i] < 0 && -b->res[i] <= 7) o->get->miss_reason[-b->res[i] - 1]++;
@@ -304,6 +308,7 @@ static owner_getb_t *oget_batch_new(fx_owner_t *o, owner_ext_t *e, const fx_fram
     if (!b) return NULL;
     b->o = o;
     b->ext = e;
+    b->tenant = e ? e->tenant : -1;
     b->conn = e->conn;
     fx_conn_ref(e->conn);
     b->req_id = h->req_id;

@@ -12,6 +12,7 @@
 #include "owner_get.h"
 #include "owner_link.h"
 #include "owner_peers.h"
+#include "owner_pins.h"
 #include "owner_place.h"
 #include "owner_prefault.h"
 #include "owner_put.h"
@@ -92,6 +93,7 @@ static const struct {
     {FX_MSG_DELETE, owner_forward},
     {FX_MSG_LEASE_GRANT, owner_forward},
     {FX_MSG_LIST, owner_forward},
+    {FX_MSG_PIN, fx_opin_request}, /* issue 42 */
 };
 
 static bool owner_ext_dispatch(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,

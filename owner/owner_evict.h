@@ -22,5 +22,27 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m);
 FX_INTERNAL uint64_t fx_oev_hot_capacity(fx_owner_t *o);
 /* How many values the atomic group en was published in had (1: alone). */
 FX_INTERNAL uint32_t fx_oev_group_size(const owner_entry_t *en);
+/* The members of en's atomic group (*one, holding en, when it has none), n_p of them; a
+ * member that went is NULL. */
+FX_INTERNAL owner_entry_t *const *fx_oev_group_members(owner_entry_t *const *one, const owner_entry_t *en, size_t *n_p);
+
+/* Pins (issue 42, pins.c above): its news of the hot tier, registered at its init. Each
+ * may be NULL. admitted: en became COMMITTED and entered the policy; forgotten: en goes
+ * (retired, shutdown); touched: a local hit of en. */
+typedef struct fx_oev_pin_hooks {
+    void (*admitted)(fx_owner_t *o, owner_entry_t *en);
+    void (*forgotten)(fx_owner_t *o, owner_entry_t *en);
+    void (*touched)(fx_owner_t *o, owner_entry_t *en);
+} fx_oev_pin_hooks_t;
+FX_INTERNAL void fx_oev_set_pin_hooks(fx_owner_t *o, const fx_oev_pin_hooks_t *hooks);
+/* en (COMMITTED, in the policy, not being evicted) leaves the policy while pinned: never a
+ * victim, nor demoted. Returns false (nothing changed) when en is not in the policy. */
+FX_INTERNAL bool fx_oev_pin_out(fx_owner_t *o, owner_entry_t *en);
+/* en's pin ended: back into the policy as a value just admitted when readmit (unpin,
+ * expiry), else only uncounted (en goes). */
+FX_INTERNAL void fx_oev_pin_in(fx_owner_t *o, owner_entry_t *en, bool readmit);
+/* The bytes and values kept off the policy by pins, and the owner's pin budget in bytes
+ * (pin_budget_ratio x the hot tier). */
+FX_INTERNAL void fx_oev_pinned(fx_owner_t *o, uint64_t *bytes_p, uint64_t *values_p, uint64_t *budget_p);
 
 #endif

@@ -40,6 +40,9 @@ typedef struct oev {
     size_t ndc, capdc;
     uint64_t stall_since_ms; /* writeback_max_stall_ms: claims first waited for a copy; 0: none wait */
     uint64_t no_space_log_ms;
+    /* issue 42: pins.c's news (hooks) and the values it keeps off the policy */
+    fx_oev_pin_hooks_t pin;
+    uint64_t pinned_bytes, pinned_values;
 } oev_t;
 
 /* The drain of one retiring sub-grant (issue 44 P4): slots [0, next) were looked at. No

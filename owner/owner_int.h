@@ -3,7 +3,7 @@
  * go through its functions), the external connection record, and the test-fault helper.
  * Layers inside owner/, lowest first:
  *   store (entries, index, holders)  peers (UCX)  master_link  ext (externals)
- *   claims (grants)  evict  place  put  fetch  get  republish  stats  owner.c (lifecycle, dispatch)
+ *   claims (grants)  evict  pins  place  put  fetch  get  republish  stats  owner.c (lifecycle, dispatch)
  * A module calls only modules below it; upward news travels through hooks registered at
  * init (store hooks, claims policy, place callbacks, fetch completion, link and ext hooks).
  * Reactor thread only. */
@@ -66,6 +66,7 @@ struct fx_owner {
     struct orepub *repub;    /* republish.c */
     struct odisk *disk;      /* disk.c (issue 39) */
     struct otenant *tenant;  /* tenant.c (issue 42; made and freed with ext.c's state) */
+    struct opin *pin;        /* pins.c (issue 42; made and freed with put.c's state) */
     /* owner.c */
     struct owner_held *held; /* test fault delay_request: externals' requests held back */
     fx_chaos_t chaos;        /* test message chaos (issue 17): set at create, read by fx_owner_chaos */

@@ -33,6 +33,17 @@
      * fluxon_owner_tenant_auth_failures_total{tenant=...}, rendered by stats.c from the configured tenants */    \
     X(tenant_auth_failures, COUNTER, "owner_auth_failures_total", "", "Clients refused at HELLO (cluster id or token, protocol, role, unknown tenant or wrong tenant_token)") \
     X(tenant_key_refusals, COUNTER, "owner_tenant_key_refusals_total", "", "Requests refused for a key no tenant may use (first byte 0x01) or too long with its tenant's namespace prefix") \
+    /* pins.c (issue 42): pins with a TTL; per tenant: fluxon_owner_tenant_bytes, _pinned_bytes,                  \
+     * _pin_budget_bytes, _hits_total, _misses_total, _evictions_total, _pins_refused_total{tenant=...} (stats.c) */ \
+    X(pinned_bytes, GAUGE, "owner_pinned_bytes", "", "Slot bytes of the hot tier pinned (kept off eviction until their pin ends)") \
+    X(pinned_values, GAUGE, "owner_pinned_values", "", "Values pinned")                                          \
+    X(pin_budget_bytes, GAUGE, "owner_pin_budget_bytes", "", "Most slot bytes all tenants may pin together (pin_budget_ratio x the hot tier)") \
+    X(pin_requests, COUNTER, "owner_pin_requests_total", "", "PIN requests served (fluxon_pin)")                  \
+    X(pins_applied, COUNTER, "owner_pins_total", "outcome=\"applied\"", "Pins asked of this owner (a put's pin_ttl_ms per key, fluxon_pin per key), by outcome") \
+    X(pins_refused, COUNTER, "owner_pins_total", "outcome=\"refused\"", "")                                       \
+    X(pins_unpinned, COUNTER, "owner_pins_total", "outcome=\"unpinned\"", "")                                     \
+    X(pins_expired, COUNTER, "owner_pins_expired_total", "", "Values whose pin expired (back to normal eviction)") \
+    X(pins_refreshed, COUNTER, "owner_pins_refreshed_total", "", "Hits that restarted a pin (pin_refresh_on_hit)") \
     X(ext_unknown_ids, COUNTER, "owner_ext_unknown_ids_total", "", "Holder ids and get handles externals released or consumed that the owner does not know (logged at most once a second per external)") \
     /* master_link.c */                                                                                          \
     X(master_connected, BOOL, "owner_master_connected", "", "1 while the owner is registered with the master")   \

@@ -54,6 +54,7 @@ typedef struct owner_plan {
     fx_slot_ref_t *slots;     /* 2n: per key, then the claim's scratch; once committed, key i's
                                * entry is fx_ostore_find(slots[i]) (identity, never a pointer) */
     uint64_t value_len, flags, lease_id;
+    uint32_t pin_ttl_ms;      /* issue 42: pin the values once published (pins.c); 0: none */
     uint64_t *group_lens;
     size_t n_groups;
     uint64_t batch_id;

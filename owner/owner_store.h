@@ -37,6 +37,13 @@ typedef struct owner_entry {
     uint32_t wb_epoch;       /* evict.c: the write-back look-ahead saw it in this epoch (0: not seen) */
     bool wb_rejected;        /* evict.c: second_touch did not admit it (kept until a hit: only a hit of
                               * this entry can raise its key's count) */
+    /* pins.c (issue 42): pinned until pin_until_ms (0: not pinned), kept off the hot tier's
+     * policy meanwhile; pin_idx: its place in the deadline heap; pin_ttl_ms: a hit restarts
+     * the pin for this long (0: hits do not); tenant: tenant.c's index + 1 of its key's
+     * tenant, whose bytes count it since its commit (0: not counted) */
+    uint64_t pin_until_ms;
+    uint32_t pin_idx, pin_ttl_ms;
+    uint8_t tenant;
 } owner_entry_t;
 enum { OE_PENDING = 1, OE_COMMITTED = 2 };
 

@@ -14,6 +14,11 @@
 typedef struct fx_tenant_snap {
     char name[FX_TENANT_NAME_MAX];
     uint64_t clients, auth_failures;
+    /* issue 42, updated where the events happen by the modules above (fx_otenant_at):
+     * slot bytes of its values held here (committed; pins.c), of them pinned, its pin
+     * budget; its clients' get keys that hit and missed (get.c); its values evicted
+     * (evict_send.c); pins refused for its budget (pins.c) */
+    uint64_t bytes, pinned_bytes, pin_budget, hits, misses, evictions, pins_refused;
 } fx_tenant_snap_t;
 #define FX_TENANT_SNAP_MAX (FX_TENANTS_MAX + 1) /* the configured ones, and "default" */
 
@@ -32,6 +37,13 @@ FX_INTERNAL void fx_otenant_refused(fx_owner_t *o);
 FX_INTERNAL bool fx_otenant_request(fx_owner_t *o, owner_ext_t *e, fx_frame_header_t *h_p, const uint8_t **body_p,
                                     fx_arena_t *arena);
 FX_INTERNAL void fx_otenant_metrics(fx_owner_t *o, fx_ometrics_t *m);
+/* The tenant whose namespace the stored key is in: its index in the table (a key without
+ * the mark: "default"), or -1 when this owner does not list it. O(tenants) on a tenant's
+ * key, O(1) on a default key. */
+FX_INTERNAL int fx_otenant_of_key(fx_owner_t *o, const char *key, uint32_t klen);
+/* Tenant k's numbers (0 <= k < the table's count), for the modules above to update. */
+FX_INTERNAL fx_tenant_snap_t *fx_otenant_at(fx_owner_t *o, int k);
+FX_INTERNAL uint32_t fx_otenant_count(fx_owner_t *o);
 /* Fills out[0..FX_TENANT_SNAP_MAX) with every tenant's numbers; returns how many. */
 FX_INTERNAL uint32_t fx_otenant_snap(fx_owner_t *o, fx_tenant_snap_t *out);
 

@@ -14,6 +14,7 @@
 #include "owner_claims.h"
 #include "owner_evict.h"
 #include "owner_link.h"
+#include "owner_pins.h"
 #include "owner_place.h"
 #include "owner_put.h"
 #include "owner_replica.h"
@@ -120,8 +121,9 @@ static void oput_inline_claimed(fx_owner_t *o, owner_plan_t *p)
     fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
     if (p->status[0] != FLUXON_OK) {
         o->put->put_rejected++;
-        if (fx_conn_is_open(c))
-            fx_conn_reply_error(c, &q, p->status[0], "put of %s: %s", p->keys[0], fluxon_status_string(p->status[0]));
+        if (fx_conn_is_open(c)) /* issue 42: a NO_SPACE names what pins hold */
+            fx_conn_reply_error(c, &q, p->status[0], "put of %s: %s%s", p->keys[0], fluxon_status_string(p->status[0]),
+                                fx_opin_note(o, p->status[0]));
         oput_plan_abort(o, p);
     } else if (!fx_conn_is_open(c) || !p->ext) {
         oput_plan_abort(o, p); /* the external went away meanwhile */
@@ -276,6 +278,7 @@ static owner_plan_t *oput_plan_new(fx_owner_t *o, owner_ext_t *e, const fx_body_
     p->value_len = b->value_len;
     p->flags = b->flags;
     p->lease_id = b->lease_id;
+    p->pin_ttl_ms = b->pin_ttl_ms;
     if ((b->flags & FX_PUT_MAKE_REPLICA) && !(b->flags & FX_PUT_WRITE_THROUGH)) { /* issue 16: eager replicas */
         if (!(p->repl_mask = fx_malloc(n))) goto nomem;
         for (size_t i = 0; i < n; i++) p->repl_mask[i] = b->replica_mask.len ? b->replica_mask.p[i] != 0 : 1;
@@ -381,7 +384,7 @@ FX_INTERNAL void fx_oput_inline(fx_owner_t *o, owner_ext_t *e, const fx_frame_he
     fx_body_put_inline_t in;
     fx_body_put_inline_decode(body, h->body_len, &in, arena);
     fx_body_put_start_t b = {{&in.key, 1}, in.value.len, in.flags, {NULL, 0}, {NULL, 0}, in.lease_id,
-                             in.preferred_sub_cluster, in.timeout_ms};
+                             in.preferred_sub_cluster, in.timeout_ms, in.pin_ttl_ms};
     oput_start_b(o, e, h, b, in.value.p ? in.value.p : "");
 }
 
@@ -398,6 +401,7 @@ static void oput_notify(fx_owner_t *o, owner_plan_t *p, int status, const uint64
     if (p->is_inline) { /* the PUT_INLINE answer */
         fx_timer_disarm(o->r, &p->answer_timer);
         fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
+        if (status == FLUXON_OK && kst && (int)(int64_t)kst[0] == FLUXON_PIN_REFUSED) status = FLUXON_PIN_REFUSED;
         if (status == FLUXON_OK) {
             fx_body_empty_t em;
             FX_CONN_REPLY(p->reply_conn, &q, empty, &em);
@@ -552,6 +556,7 @@ static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done
     }
     oput_admit_groups(o, p, admit);
     fx_free(admit);
+    if (p->pin_ttl_ms && kst) fx_opin_plan(o, p->slots, p->n, p->pin_ttl_ms, p->flags & FX_PUT_PIN_REFRESH, kst);
     return outcome;
 }
 
@@ -741,7 +746,8 @@ FX_INTERNAL int fx_oput_init(fx_owner_t *o)
     if (fx_hmap_create_intrusive(64, offsetof(owner_plan_key_t, key), offsetof(owner_plan_key_t, klen), &s->inflight) ||
         fx_hmap_create(64, &s->plans))
         return FLUXON_ERR_NOMEM;
-    return fx_oplace_init(o, &(fx_oplace_ops_t){oput_find, oput_placed, oput_pushed});
+    int rc = fx_oplace_init(o, &(fx_oplace_ops_t){oput_find, oput_placed, oput_pushed});
+    return rc == FLUXON_OK ? fx_opin_init(o) : rc; /* issue 42: pins ride on put's lifetime */
 }
 
 /* Plans still publishing go with their bookkeeping (the node is going away). */
@@ -764,6 +770,7 @@ FX_INTERNAL void fx_oput_fini(fx_owner_t *o)
     fx_free(s);
     o->put = NULL;
     fx_oplace_fini(o);
+    fx_opin_fini(o);
 }
 
 FX_INTERNAL void fx_oput_metrics(fx_owner_t *o, fx_ometrics_t *m)

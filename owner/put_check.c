@@ -64,6 +64,11 @@ FX_INTERNAL bool fx_oput_check(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
         return false;
     }
     if (!oput_check_hot(o, e, h, b, slot_size)) return false;
+    if (b->pin_ttl_ms > FLUXON_PIN_TTL_MAX_MS) { /* issue 42 */
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT, "put_start: pin_ttl_ms %u is over %u (FLUXON_PIN_TTL_MAX_MS)",
+                            b->pin_ttl_ms, FLUXON_PIN_TTL_MAX_MS);
+        return false;
+    }
     if (b->replica_mask.len && b->replica_mask.len != n) {
         fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
                             "put_start: make_replica_task_mask has %u entries, n_keys is %zu", b->replica_mask.len, n);

@@ -18,6 +18,7 @@
 #include "owner_elsewhere.h"
 #include "owner_stats.h"
 #include "owner_tenant.h"
+#include "owner_pins.h"
 
 struct fx_owner_snap {
     fx_ometrics_t m;
@@ -54,27 +55,52 @@ FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
                                                       fx_oclaims_metrics, fx_oput_metrics,  fx_oplace_metrics,
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
                                                       fx_orepl_metrics,   fx_orepub_metrics, fx_oprefault_metrics,
-                                                      fx_oelse_metrics,  fx_odisk_metrics, fx_otenant_metrics};
+                                                      fx_oelse_metrics,  fx_odisk_metrics, fx_otenant_metrics,
+                                                      fx_opin_metrics};
     for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) parts[i](o, &s->m);
     s->replies = *fx_oext_replies(o);
     s->n_tenants = fx_otenant_snap(o, s->tenants);
 }
 
 /* per tenant (issue 42): configured names only, so the label's values are few and known */
+static const struct {
+    const char *fam, *type, *help;
+    size_t off;
+} ostats_tenant_rows[] = {
+#define OSTATS_T(f, t, h, field) {f, t, h, offsetof(fx_tenant_snap_t, field)}
+    OSTATS_T("owner_tenant_clients", "gauge", "External clients connected, per tenant", clients),
+    OSTATS_T("owner_tenant_auth_failures_total", "counter",
+             "Clients of a tenant refused at HELLO for a wrong or missing tenant_token", auth_failures),
+    OSTATS_T("owner_tenant_bytes", "gauge", "Slot bytes of a tenant's values this owner holds (committed)", bytes),
+    OSTATS_T("owner_tenant_pinned_bytes", "gauge", "Slot bytes of a tenant's values pinned on this owner",
+             pinned_bytes),
+    OSTATS_T("owner_tenant_pin_budget_bytes", "gauge",
+             "Most slot bytes a tenant may pin on this owner (tenants.NAME.pinned_bytes_max, capped)", pin_budget),
+    OSTATS_T("owner_tenant_hits_total", "counter", "Get keys of a tenant's clients that hit (local or fetched)", hits),
+    OSTATS_T("owner_tenant_misses_total", "counter", "Get keys of a tenant's clients that missed", misses),
+    OSTATS_T("owner_tenant_evictions_total", "counter", "A tenant's values evicted from this owner's hot tier",
+             evictions),
+    OSTATS_T("owner_tenant_pins_refused_total", "counter", "Pins of a tenant refused for its pin budget",
+             pins_refused),
+#undef OSTATS_T
+};
+
+static uint64_t ostats_tenant_val(const fx_tenant_snap_t *t, size_t off)
+{
+    return *(const uint64_t *)((const char *)t + off);
+}
+
 static void ostats_prom_tenants(fx_jbuf_t *j, const fx_owner_snap_t *const *s, const char *const *extra, size_t n)
 {
-    static const char *const fam[2] = {"owner_tenant_clients", "owner_tenant_auth_failures_total"};
-    static const char *const type[2] = {"gauge", "counter"};
-    static const char *const help[2] = {"External clients connected, per tenant",
-                                        "Clients of a tenant refused at HELLO for a wrong or missing tenant_token"};
-    for (int f = 0; f < 2; f++) {
-        fx_metrics_prom_head(j, fam[f], type[f], help[f]);
+    for (size_t f = 0; f < FX_ARRAY_LEN(ostats_tenant_rows); f++) {
+        fx_metrics_prom_head(j, ostats_tenant_rows[f].fam, ostats_tenant_rows[f].type, ostats_tenant_rows[f].help);
         for (size_t k = 0; k < n; k++)
             for (uint32_t i = 0; i < s[k]->n_tenants; i++) {
                 const fx_tenant_snap_t *t = &s[k]->tenants[i];
                 bool ex = extra[k] && extra[k][0];
-                fx_jbuf_printf(j, "fluxon_%s{tenant=\"%s\"%s%s} %llu\n", fam[f], t->name, ex ? "," : "",
-                               ex ? extra[k] : "", (unsigned long long)(f ? t->auth_failures : t->clients));
+                fx_jbuf_printf(j, "fluxon_%s{tenant=\"%s\"%s%s} %llu\n", ostats_tenant_rows[f].fam, t->name,
+                               ex ? "," : "", ex ? extra[k] : "",
+                               (unsigned long long)ostats_tenant_val(t, ostats_tenant_rows[f].off));
             }
     }
 }
@@ -106,9 +132,16 @@ FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
     fx_metrics_json(&j, ostats_rows, FX_ARRAY_LEN(ostats_rows), &s->m);
     fx_metrics_json_replies(&j, &s->replies, fx_msg_name);
     fx_jbuf_printf(&j, ",\"tenants\":{");
-    for (uint32_t i = 0; i < s->n_tenants; i++)
-        fx_jbuf_printf(&j, "%s\"%s\":{\"clients\":%llu,\"auth_failures\":%llu}", i ? "," : "", s->tenants[i].name,
-                       (unsigned long long)s->tenants[i].clients, (unsigned long long)s->tenants[i].auth_failures);
+    static const char *const tnames[] = {"clients", "auth_failures", "bytes", "pinned_bytes", "pin_budget",
+                                         "hits", "misses", "evictions", "pins_refused"};
+    _Static_assert(FX_ARRAY_LEN(tnames) == FX_ARRAY_LEN(ostats_tenant_rows), "a JSON name per tenant row");
+    for (uint32_t i = 0; i < s->n_tenants; i++) {
+        fx_jbuf_printf(&j, "%s\"%s\":{", i ? "," : "", s->tenants[i].name);
+        for (size_t f = 0; f < FX_ARRAY_LEN(tnames); f++)
+            fx_jbuf_printf(&j, "%s\"%s\":%llu", f ? "," : "", tnames[f],
+                           (unsigned long long)ostats_tenant_val(&s->tenants[i], ostats_tenant_rows[f].off));
+        fx_jbuf_printf(&j, "}");
+    }
     fx_jbuf_printf(&j, "}");
     fx_jbuf_printf(&j, ",\"hist_bounds_ns\":[");
     for (size_t k = 0; k < FX_HIST_NB; k++)

@@ -16,6 +16,7 @@ typedef struct otenant {
     const char *token[FX_TENANT_SNAP_MAX];   /* into o->cfg ("" for an unlisted "default") */
     uint64_t refused;                        /* every refusal at HELLO (unknown tenants too) */
     uint64_t key_refusals;                   /* requests refused for a key (mark, empty, too long) */
+    int dflt;                                /* the index of "default" */
 } otenant_t;
 
 /* the greatest possible first bytes of a tenant's key: the mark, then a name character
@@ -28,11 +29,13 @@ FX_INTERNAL int fx_otenant_init(fx_owner_t *o)
     if (!s) return FLUXON_ERR_NOMEM;
     bool has_default = false;
     for (uint32_t i = 0; i < o->cfg.n_tenants; i++) {
+        if (!strcmp(o->cfg.tenants[i].name, FX_TENANT_DEFAULT)) s->dflt = (int)s->n;
         fx_strlcpy(s->t[s->n].name, o->cfg.tenants[i].name, sizeof s->t[0].name);
         s->token[s->n++] = o->cfg.tenants[i].token;
         has_default |= !strcmp(o->cfg.tenants[i].name, FX_TENANT_DEFAULT);
     }
     if (!has_default) {
+        s->dflt = (int)s->n;
         fx_strlcpy(s->t[s->n].name, FX_TENANT_DEFAULT, sizeof s->t[0].name);
         s->token[s->n++] = "";
     }
@@ -89,6 +92,21 @@ FX_INTERNAL void fx_otenant_closed(fx_owner_t *o, owner_ext_t *e)
 {
     if (e->tenant >= 0 && o->tenant->t[e->tenant].clients) o->tenant->t[e->tenant].clients--;
     e->tenant = -1;
+}
+
+FX_INTERNAL uint32_t fx_otenant_count(fx_owner_t *o) { return o->tenant->n; }
+FX_INTERNAL fx_tenant_snap_t *fx_otenant_at(fx_owner_t *o, int k) { return &o->tenant->t[k]; }
+
+FX_INTERNAL int fx_otenant_of_key(fx_owner_t *o, const char *key, uint32_t klen)
+{
+    otenant_t *s = o->tenant;
+    if (!klen || key[0] != FLUXON_TENANT_KEY_MARK) return s->dflt;
+    const char *slash = memchr(key + 1, '/', FX_MIN((size_t)klen - 1, (size_t)FX_TENANT_NAME_MAX));
+    if (!slash) return -1;
+    size_t nl = (size_t)(slash - key - 1);
+    for (uint32_t i = 0; i < s->n; i++)
+        if (!strncmp(s->t[i].name, key + 1, nl) && s->t[i].name[nl] == 0) return (int)i;
+    return -1;
 }
 
 /* ---- keys ---- */
@@ -290,6 +308,12 @@ FX_INTERNAL bool fx_otenant_request(fx_owner_t *o, owner_ext_t *e, fx_frame_head
         if (fx_body_key_decode(body, h->body_len, &b, arena) != FLUXON_OK) return true;
         if ((rc = tn_key(o, e, "delete", &b.key, arena, err, sizeof err)) != FLUXON_OK) goto refuse;
         TN_REENCODE(key, &b);
+    }
+    case FX_MSG_PIN: { /* issue 42 */
+        fx_body_pin_t b;
+        if (fx_body_pin_decode(body, h->body_len, &b, arena) != FLUXON_OK) return true;
+        if ((rc = tn_keys(o, e, "pin", &b.keys, arena, err, sizeof err)) != FLUXON_OK) goto refuse;
+        TN_REENCODE(pin, &b);
     }
     case FX_MSG_LIST:
         if (!tn_list(o, e, h, body, arena, err, sizeof err, &rc)) return true;

@@ -40,6 +40,7 @@ static void usage(FILE *f)
             "      put KEY FILE|-        store a value (a file, or stdin)\n"
             "      get KEY [-o FILE]     print (or save) a value\n"
             "      del KEY               delete a key\n"
+            "      pin TTL_MS KEY...     keep values this owner holds for TTL_MS ms (0 unpins; docs/tenants.md)\n"
             "      ls [PREFIX]           list keys by prefix\n"
             "      top [--once] [--iterations N] [--interval-ms 10..60000]   live view: nodes, hit ratio,\n"
             "                            ops/s, p50/p99 (q quits) [1000]\n"
@@ -253,12 +254,12 @@ static const struct {
     int (*fn)(fluxon_client *, int, char **);
 } external_cmds[] = {{"ping", cmd_ping}, {"stat", cmd_stat},  {"stats", fx_cli_stats}, {"master-stats", fx_cli_master_stats},
                      {"put", fx_cli_put},
-                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"ls", fx_cli_ls}, {"top", fx_cli_top},
+                     {"get", fx_cli_get},  {"del", fx_cli_del}, {"pin", fx_cli_pin}, {"ls", fx_cli_ls}, {"top", fx_cli_top},
                      {"hot", fx_cli_hot}};
 
 static int run_external(const char *json, int argc, char **argv)
 {
-    const char *names = "ping, stat, stats, master-stats, put, get, del, ls, top, hot";
+    const char *names = "ping, stat, stats, master-stats, put, get, del, pin, ls, top, hot";
     if (argc < 1) {
         fprintf(stderr, "fluxon: --role=external needs a command (%s)\n", names);
         return EXIT_USAGE;

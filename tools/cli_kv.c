@@ -107,6 +107,36 @@ int fx_cli_put(fluxon_client *c, int argc, char **argv)
     return 0;
 }
 
+/* pin TTL_MS KEY...: pins (0: unpins) values the client's owner holds (issue 42); one line
+ * per key with its status; exit 1 when a key was not pinned. */
+int fx_cli_pin(fluxon_client *c, int argc, char **argv)
+{
+    char *end = NULL;
+    unsigned long long ttl = argc >= 2 ? strtoull(argv[0], &end, 10) : 0;
+    if (argc < 2 || !end || *end || argv[0][0] == '-' || ttl > FLUXON_PIN_TTL_MAX_MS) {
+        fprintf(stderr, "usage: pin TTL_MS KEY... (TTL_MS 0..%u; 0 unpins)\n", FLUXON_PIN_TTL_MAX_MS);
+        return 2;
+    }
+    size_t n = (size_t)argc - 1;
+    int *st = calloc(n, sizeof *st);
+    if (!st) return kv_fail(NULL, "pin", NULL, FLUXON_ERR_NOMEM);
+    int rc = fluxon_pin(c, (const char *const *)argv + 1, n, (uint32_t)ttl, 0, st);
+    if (rc) {
+        free(st);
+        return kv_fail(c, "pin", NULL, rc);
+    }
+    int ex = 0;
+    for (size_t i = 0; i < n; i++) {
+        fputs(st[i] == FLUXON_OK ? (ttl ? "pinned " : "unpinned ") : "not pinned ", stdout);
+        kv_key_print(stdout, argv[1 + i]);
+        if (st[i] == FLUXON_OK) printf(ttl ? ": %llu ms\n" : "\n", ttl);
+        else printf(": %s\n", fluxon_status_string(st[i]));
+        ex |= st[i] != FLUXON_OK;
+    }
+    free(st);
+    return ex;
+}
+
 int fx_cli_get(fluxon_client *c, int argc, char **argv)
 {
     const char *out = NULL;

@@ -1,4 +1,4 @@
-/* cli_kv.h — `fluxon --role=external` KV commands: put, get, del, ls, stats. */
+/* cli_kv.h — `fluxon --role=external` KV commands: put, get, del, pin, ls, stats. */
 #ifndef FX_CLI_KV_H
 #define FX_CLI_KV_H
 #include "fluxon.h"
@@ -8,6 +8,7 @@
 int fx_cli_put(fluxon_client *c, int argc, char **argv);
 int fx_cli_get(fluxon_client *c, int argc, char **argv);
 int fx_cli_del(fluxon_client *c, int argc, char **argv);
+int fx_cli_pin(fluxon_client *c, int argc, char **argv);
 int fx_cli_ls(fluxon_client *c, int argc, char **argv);
 int fx_cli_stats(fluxon_client *c, int argc, char **argv);
 int fx_cli_master_stats(fluxon_client *c, int argc, char **argv);

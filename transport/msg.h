@@ -20,6 +20,7 @@
 #define FX_PUT_MAKE_REPLICA 0x8ull
 #define FX_PUT_PLACE 0x10ull       /* the master places the value (plain put's default) */
 #define FX_PUT_LOCAL_FIRST 0x20ull /* placement: the requester's own owner when it fits */
+#define FX_PUT_PIN_REFRESH 0x40ull /* issue 42: a hit restarts the pin's TTL (owner-local; the master ignores it) */
 /* get modes (lookup_ack.modes, get_done.modes), ARCHITECTURE §7 */
 #define FX_GET_DURABLE 1u   /* copy here and register it as a replica (at most 2 at once per key) */
 #define FX_GET_TEMPORARY 2u /* copy here for the readers of this fetch only (holders), no replica */
@@ -134,7 +135,7 @@ typedef struct fx_strv {
  * the bytes, places and publishes them, and answers once published (empty body). */
 #define FX_BODY_put_inline(F)                                                         \
     F(STR, key) F(STR, value) F(U64, flags) F(U64, lease_id) F(STR, preferred_sub_cluster) \
-    F(U32, timeout_ms)
+    F(U32, timeout_ms) F(U32, pin_ttl_ms)
 #define FX_BODY_statuses(F) F(U64V, statuses)
 #define FX_BODY_key(F) F(STR, key)
 /* master -> owner (one-way, req_id 0): these replicas on you are no longer routed */
@@ -159,7 +160,9 @@ typedef struct fx_strv {
  * caller gave up because of a server wait as long as the caller's. 0: claim_timeout_ms. */
 #define FX_BODY_put_start(F)                                                          \
     F(STRV, keys) F(U64, value_len) F(U64, flags) F(U64V, group_lens) F(STR, replica_mask) \
-    F(U64, lease_id) F(STR, preferred_sub_cluster) F(U32, timeout_ms)
+    F(U64, lease_id) F(STR, preferred_sub_cluster) F(U32, timeout_ms) F(U32, pin_ttl_ms)
+/* pin_ttl_ms (put_start, put_inline; issue 42): 0, or pin each value for that long once
+ * published (owner-local; FX_PUT_PIN_REFRESH: a hit restarts it) */
 #define FX_BODY_put_start_ack(F) F(U64, plan_id) F(U64V, statuses) F(U64V, offsets)
 #define FX_BODY_plan_ref(F) F(U64, plan_id)
 #define FX_BODY_put_commit_ack(F) F(U64, future_id)
@@ -215,6 +218,9 @@ typedef struct fx_strv {
 #define FX_BODY_placed(F)                                                             \
     F(STRV, keys) F(U64V, offsets) F(U64, value_len) F(U64V, put_ms) F(U64V, put_ver) F(U64, lease_id)
 #define FX_REPUBLISH_MAX_KEYS 8192u
+/* external -> owner (issue 42): pin these keys' values held by this owner for ttl_ms (0:
+ * unpin); flags: FLUXON_PIN_REFRESH_ON_HIT. Answer: statuses, one per key. */
+#define FX_BODY_pin(F) F(STRV, keys) F(U32, ttl_ms) F(U32, flags)
 
 /* ---- catalog: X(NAME, id, request body, response body) ---- */
 #define FX_MSG_CATALOG(X)                                                             \
@@ -250,6 +256,7 @@ typedef struct fx_strv {
     /* ---- issue 17 (master restart) ---- */                                          \
     X(REPUBLISH, 30, republish, statuses)    /* owner -> master: what it holds (restart) */ \
     X(PLACED, 31, placed, empty)             /* master -> owner, one-way: placed values */ \
+    X(PIN, 32, pin, statuses)                /* external -> owner: pin held values (issue 42) */ \
     /* ---- issue 16 (remote capacity): ids 40..; the last entry has the highest id ---- */ \
     X(APPEND_START, 40, append_start, put_place_ack) /* owner -> master: replica task */ \
     X(APPEND_DONE, 41, append_done, statuses) /* owner -> master: replica pushed */
@@ -282,7 +289,7 @@ typedef enum fx_msg_type {
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
     B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline)                        \
     B(append_start) B(append_done) /* issue 16 */ \
-    B(republish) B(placed)
+    B(republish) B(placed) B(pin)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* Body kinds, for the arena's decode memo. */

@@ -33,6 +33,8 @@ class PutOptions(ctypes.Structure):
         ("lease_id", ctypes.c_uint64),
         ("preferred_sub_cluster", ctypes.c_char_p),
         ("local_first", ctypes.c_int),
+        ("pin_ttl_ms", ctypes.c_uint32),  # issue 42
+        ("pin_refresh_on_hit", ctypes.c_int),
     ]
 
 
@@ -45,6 +47,10 @@ OPT_ATOMIC_GROUPS = 1 << 5
 OPT_LEASE_ID = 1 << 6
 OPT_PREFERRED_SUB_CLUSTER = 1 << 7
 OPT_LOCAL_FIRST = 1 << 8
+OPT_PIN_TTL = 1 << 9
+OPT_PIN_REFRESH_ON_HIT = 1 << 10
+PIN_REFRESH_ON_HIT = 0x1  # fluxon_pin flags
+PIN_TTL_MAX_MS = 86400000
 
 PUT_PLAN_MAGIC = 0x4E414C5054555046
 READ_PLAN_MAGIC = 0x4E414C5044414552
@@ -98,6 +104,7 @@ _PROTOS = {
     "fluxon_delete": (ctypes.c_int, [_VP, ctypes.c_char_p]),
     "fluxon_batch_exists": (ctypes.c_int, [_VP, c_char_pp, ctypes.c_size_t, c_size_p]),
     "fluxon_lease_grant": (ctypes.c_int, [_VP, ctypes.c_uint64, c_u64_p]),
+    "fluxon_pin": (ctypes.c_int, [_VP, c_char_pp, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint32, c_int_p]),
     "fluxon_list_keys": (ctypes.c_int, [_VP, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32, _VP, _VP,
                                         c_size_p]),
     "fluxon_local_fast_put_start": (ctypes.c_int, [_VP, c_char_pp, ctypes.c_size_t, ctypes.c_uint64,

@@ -80,9 +80,17 @@ def _groups(groups, n):
 
 def _options(atomic_groups=None, n=0, write_through=False, lease_id=None, preferred_sub_cluster=None,
              local_first=False, reject_if_exists=False, reject_if_inflight=False, make_replica_task=False,
-             make_replica_task_mask=None):
+             make_replica_task_mask=None, pin_ttl_ms=0, pin_refresh_on_hit=False):
     o = _lib.PutOptions()
     keep = []
+    if pin_ttl_ms:  # issue 42: pinned on this client's owner once published
+        if isinstance(pin_ttl_ms, bool) or not isinstance(pin_ttl_ms, int) or not 0 < pin_ttl_ms <= _lib.PIN_TTL_MAX_MS:
+            raise ValueError(f"pin_ttl_ms {pin_ttl_ms!r}: an int in 1..{_lib.PIN_TTL_MAX_MS}")
+        o.field_mask |= _lib.OPT_PIN_TTL
+        o.pin_ttl_ms = pin_ttl_ms
+        if pin_refresh_on_hit:
+            o.field_mask |= _lib.OPT_PIN_REFRESH_ON_HIT
+            o.pin_refresh_on_hit = 1
     if make_replica_task or make_replica_task_mask is not None:
         o.field_mask |= _lib.OPT_MAKE_REPLICA_TASK
         o.make_replica_task = 1
@@ -602,17 +610,38 @@ class Client:
 
     # ---- plain KV ----
     def put(self, key, value, *, write_through=False, lease_id=None, preferred_sub_cluster=None,
-            local_first=False, reject_if_exists=False, reject_if_inflight=False):
-        """Stores a copy of value (bytes-like, numpy array, tensor) and waits until published."""
+            local_first=False, reject_if_exists=False, reject_if_inflight=False, pin_ttl_ms=0,
+            pin_refresh_on_hit=False):
+        """Stores a copy of value (bytes-like, numpy array, tensor) and waits until published.
+        pin_ttl_ms (1..86400000): keep it in its owner's hot tier that long (a hit restarts
+        it with pin_refresh_on_hit). Returns Status.OK, or Status.PIN_REFUSED when the value
+        is stored but its tenant's pin budget had no room for the pin."""
         k = _key(key)
         addr, n, keep = address_of(value, False, "value")
         if n == 0:
             raise ValueError("value: a value is at least 1 byte")
         o, okeep = _options(None, 1, write_through, lease_id, preferred_sub_cluster, local_first,
-                            reject_if_exists, reject_if_inflight)
+                            reject_if_exists, reject_if_inflight, pin_ttl_ms=pin_ttl_ms,
+                            pin_refresh_on_hit=pin_refresh_on_hit)
         rc = self._call(lib.fluxon_put, k, addr, n, ctypes.byref(o))
         del keep, okeep
+        if rc == Status.PIN_REFUSED:
+            return Status.PIN_REFUSED
         check(rc, "put", f"key {k!r}")
+        return Status.OK
+
+    def pin(self, keys, ttl_ms, *, refresh_on_hit=False):
+        """Pins the values this client's owner holds under keys for ttl_ms (0 unpins; at most
+        86400000), their atomic groups whole (fluxon_pin). Returns the per-key statuses: OK,
+        PIN_REFUSED (over the tenant's pin budget), ERR_NOT_FOUND (not held by this owner),
+        ERR_KEY_BEING_WRITTEN (not published yet)."""
+        enc, arr = _keys(keys)
+        if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 0 <= ttl_ms <= _lib.PIN_TTL_MAX_MS:
+            raise ValueError(f"ttl_ms {ttl_ms!r}: an int in 0..{_lib.PIN_TTL_MAX_MS}")
+        st = (ctypes.c_int * len(enc))()
+        flags = _lib.PIN_REFRESH_ON_HIT if refresh_on_hit else 0
+        check(self._call(lib.fluxon_pin, arr, len(enc), ttl_ms, flags, st), "pin")
+        return _statuses(st)
 
     def get(self, key):
         """A copy of the value's bytes; raises NotFound when there is none."""
@@ -658,7 +687,8 @@ class Client:
 
     # ---- hostless ----
     def put_start(self, keys, value_len, *, atomic_groups=None, write_through=False, lease_id=None,
-                  preferred_sub_cluster=None, make_replica_task=False, make_replica_task_mask=None):
+                  preferred_sub_cluster=None, make_replica_task=False, make_replica_task_mask=None,
+                  pin_ttl_ms=0, pin_refresh_on_hit=False):
         """Reserves one slot of value_len bytes per key in this owner: a PutPlan whose
         statuses[i] says whether key i was accepted (rejected keys have no view).
         make_replica_task: after publication each atomic group is copied to a remote_cache
@@ -669,7 +699,8 @@ class Client:
         if isinstance(value_len, bool) or not isinstance(value_len, int) or not 0 < value_len < 1 << 63:
             raise ValueError(f"value_len {value_len!r}: an int in 1..2**63-1")
         o, keep = _options(atomic_groups, len(enc), write_through, lease_id, preferred_sub_cluster,
-                           make_replica_task=make_replica_task, make_replica_task_mask=make_replica_task_mask)
+                           make_replica_task=make_replica_task, make_replica_task_mask=make_replica_task_mask,
+                           pin_ttl_ms=pin_ttl_ms, pin_refresh_on_hit=pin_refresh_on_hit)
         st = (ctypes.c_int * len(enc))()
         p = ctypes.c_void_p()
         check(self._call(lib.fluxon_local_fast_put_start, arr, len(enc), value_len, ctypes.byref(o),
@@ -689,10 +720,11 @@ class Client:
 
     # ---- batch copy ----
     def batch_put_from(self, keys, buffers, *, atomic_groups=None, write_through=False, lease_id=None,
-                       preferred_sub_cluster=None, make_replica_task=False, make_replica_task_mask=None):
+                       preferred_sub_cluster=None, make_replica_task=False, make_replica_task_mask=None,
+                       pin_ttl_ms=0, pin_refresh_on_hit=False):
         """Stores buffers[i] under keys[i] (one put_start, copies in C, commit, publication);
         all buffers of one call have the same length. Returns the per-key statuses (a list
-        of Status: OK, ERR_KEY_EXISTS, ...)."""
+        of Status: OK, ERR_KEY_EXISTS, PIN_REFUSED (stored, not pinned), ...)."""
         enc, arr = _keys(keys)
         if len(buffers) != len(enc):
             raise ValueError(f"buffers: {len(buffers)} buffers for {len(enc)} keys")
@@ -703,7 +735,8 @@ class Client:
             ptrs[i], lens[i] = a, ln
             keep.append(kp)
         o, okeep = _options(atomic_groups, n, write_through, lease_id, preferred_sub_cluster,
-                            make_replica_task=make_replica_task, make_replica_task_mask=make_replica_task_mask)
+                            make_replica_task=make_replica_task, make_replica_task_mask=make_replica_task_mask,
+                            pin_ttl_ms=pin_ttl_ms, pin_refresh_on_hit=pin_refresh_on_hit)
         st = (ctypes.c_int * n)()
         rc = self._call(lib.fluxon_batch_put_from, arr, n, ptrs, lens, ctypes.byref(o), st)
         del keep, okeep

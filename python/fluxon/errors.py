@@ -13,6 +13,7 @@ from ._lib import lib
 class Status(enum.IntEnum):
     OK = 0
     IN_PROGRESS = 1
+    PIN_REFUSED = 2  # stored (or held) but not pinned: its tenant's pin budget is full (issue 42)
     ERR_INVALID_ARGUMENT = -1
     ERR_NOT_FOUND = -2
     ERR_KEY_BEING_WRITTEN = -3

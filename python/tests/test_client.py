@@ -465,3 +465,29 @@ def test_replica_task_flag_and_mask():
         assert c.master_stats()["append_keys_completed"] == 5
         quiet(c)
         c.close()
+
+
+def test_pins_put_and_pin_with_a_tenant_budget():
+    """pin_ttl_ms on put / batch_put_from and Client.pin (issue 42): within the tenant's
+    pin budget OK, past it PIN_REFUSED with the value stored; unpin gives the budget back;
+    per-tenant numbers in stats."""
+    extra = {"tenants": {"acme": {"token": "s", "pinned_bytes_max": "8KiB"}}}
+    with fluxon.LocalCluster(owners=1, cluster_id="pins", owner_extra=extra) as lc:
+        c = lc.client(0, config={"tenant": "acme", "tenant_token": "s"})
+        buf = b"p" * 4096
+        assert c.put("a", buf, pin_ttl_ms=60000) == Status.OK
+        assert c.batch_put_from(["b", "c"], [buf] * 2, pin_ttl_ms=60000) == [Status.OK, Status.PIN_REFUSED]
+        assert c.get("c") == buf  # stored, unpinned
+        assert c.put("d", buf, pin_ttl_ms=60000) == Status.PIN_REFUSED
+        t = c.stats()["owner"]["tenants"]["acme"]
+        assert (t["pinned_bytes"], t["pin_budget"], t["pins_refused"], t["bytes"]) == (8192, 8192, 2, 4 * 4096)
+        assert c.pin(["a", "nope"], 0) == [Status.OK, Status.ERR_NOT_FOUND]
+        assert c.pin(["c"], 60000, refresh_on_hit=True) == [Status.OK]
+        assert c.stats()["owner"]["pinned_values"] == 2
+        with pytest.raises(ValueError, match="ttl_ms"):
+            c.pin(["a"], -1)
+        with pytest.raises(ValueError, match="pin_ttl_ms"):
+            c.put("e", buf, pin_ttl_ms=86400001)
+        with pytest.raises(ValueError, match="at least one key"):
+            c.pin([], 1000)
+        c.close()

@@ -256,7 +256,7 @@ static void owner_seeds(void)
     sb_t s = {0};
     fx_body_empty_t em;
     /* A: put_start, commit, get_start, consume, release, the forwarded commands */
-    fx_body_put_start_t ps = {KEYS(kb, "k/1", "k/2"), 4096, 0, NOV, {NULL, 0}, 0, {NULL, 0}, 1000};
+    fx_body_put_start_t ps = {KEYS(kb, "k/1", "k/2"), 4096, 0, NOV, {NULL, 0}, 0, {NULL, 0}, 1000, 0};
     REQ(&s, 0, FX_MSG_PUT_START, put_start, &ps);
     fx_body_plan_ref_t pr = {1};
     REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr);
@@ -268,7 +268,7 @@ static void owner_seeds(void)
     REQ(&s, 1, FX_MSG_RELEASE, release, &rl);
     fx_body_keys_t ex = {KEYS(kb, "k/1", "k/2", "nope")};
     REQ(&s, 1, FX_MSG_EXISTS, keys, &ex);
-    fx_body_put_inline_t pi = {fx_str_c("i/1"), fx_str_c("an inline value"), 0, 0, {NULL, 0}, 1000};
+    fx_body_put_inline_t pi = {fx_str_c("i/1"), fx_str_c("an inline value"), 0, 0, {NULL, 0}, 1000, 0};
     REQ(&s, 0, FX_MSG_PUT_INLINE, put_inline, &pi);
     fx_body_list_t ls = {fx_str_c("k/"), {NULL, 0}, 10};
     REQ(&s, 1, FX_MSG_LIST, list, &ls);
@@ -291,7 +291,7 @@ static void owner_seeds(void)
     REQ(&s, 0, FX_MSG_PUT_START, put_start, &ps); /* plan 1 */
     sb_u8(&s, OP_CLOSE(0));
     fx_body_put_start_t pg = {KEYS(kb, "g/1", "g/2", "g/3"), 8192, FX_PUT_REJECT_IF_EXIST, U64V(2, 1), {NULL, 0}, 0,
-                              {NULL, 0}, 1000};
+                              {NULL, 0}, 1000, 0};
     REQ(&s, 1, FX_MSG_PUT_START, put_start, &pg);
     fx_body_plan_ref_t pr2 = {2};
     REQ(&s, 1, FX_MSG_PUT_ABORT, plan_ref, &pr2);
@@ -316,7 +316,7 @@ static void owner_seeds(void)
     REQ(&s, 3, FX_MSG_PUT_DONE, put_done, &pd);
     fx_body_get_start_t gr = {KEYS(kb, "r/1"), NOV, 1, 1000};
     REQ(&s, 0, FX_MSG_GET_START, get_start, &gr);
-    fx_body_put_start_t pp = {KEYS(kb, "p/1"), 4096, FX_PUT_PLACE, NOV, {NULL, 0}, 0, fx_str_c("b"), 1000};
+    fx_body_put_start_t pp = {KEYS(kb, "p/1"), 4096, FX_PUT_PLACE, NOV, {NULL, 0}, 0, fx_str_c("b"), 1000, 0};
     REQ(&s, 0, FX_MSG_PUT_START, put_start, &pp);
     REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr);
     REQ(&s, 0, FX_MSG_PUT_START, put_start, &ps);
@@ -327,7 +327,7 @@ static void owner_seeds(void)
     sb_u8(&s, OP_TIME(4)); /* 256 ms: the link is back */
     REQ(&s, 0, FX_MSG_PUT_START, put_start, &ps);
     REQ(&s, 0, FX_MSG_LEASE_GRANT, lease, &le);
-    fx_body_put_start_t pl = {KEYS(kb, "l/1"), 4096, 0, NOV, {NULL, 0}, 1, {NULL, 0}, 1000};
+    fx_body_put_start_t pl = {KEYS(kb, "l/1"), 4096, 0, NOV, {NULL, 0}, 1, {NULL, 0}, 1000, 0};
     REQ(&s, 1, FX_MSG_PUT_START, put_start, &pl);
     sb_u8(&s, OP_TIME(6));
     REQ(&s, 1, FX_MSG_GET_START, get_start, &gr);

@@ -627,6 +627,15 @@ Test(config, tenants)
     cr_assert(!strcmp(c.tenants[0].name, "acme") && !strcmp(c.tenants[0].token, "a"));
     cr_assert(!strcmp(c.tenants[1].name, "default") && !c.tenants[1].token[0]);
     cr_assert(!strcmp(c.tenants[2].name, "b") && !strcmp(c.tenants[2].token, "bb"));
+    cr_assert(!c.tenants[0].has_pinned_max);
+    cr_assert_float_eq(c.pin_budget_ratio, 0.5, 1e-9, "pin_budget_ratio's default");
+    /* issue 42: a tenant's pin budget, the owner's pin ratio */
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"pin_budget_ratio\":0.25,\"tenants\":{\"acme\":"
+                          "{\"token\":\"a\",\"pinned_bytes_max\":\"64MiB\"},\"default\":{\"pinned_bytes_max\":0}}}",
+                          &c, err), FLUXON_OK, "%s", err);
+    cr_assert(c.tenants[0].has_pinned_max && c.tenants[0].pinned_bytes_max == 64ull << 20);
+    cr_assert(c.tenants[1].has_pinned_max && c.tenants[1].pinned_bytes_max == 0);
+    cr_assert_float_eq(c.pin_budget_ratio, 0.25, 1e-9);
     char many[4096] = "{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{";
     for (int i = 0; i <= FX_TENANTS_MAX; i++)
         snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"t%d\":{\"token\":\"x\"}", i ? "," : "", i);
@@ -643,7 +652,15 @@ Test(config, tenants)
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":7}}}",
          "tenants.acme.token: (not shown) is not a string"},
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"quota\":1}}}",
-         "tenants.acme.quota: is not a field of a tenant (known: token)"},
+         "tenants.acme.quota: is not a field of a tenant (known: token, pinned_bytes_max)"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"pinned_bytes_max\":-1}}}",
+         "tenants.acme.pinned_bytes_max"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"pinned_bytes_max\":\"lots\"}}}",
+         "tenants.acme.pinned_bytes_max"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"pin_budget_ratio\":1.5}", "pin_budget_ratio: 1.5 must be a number in [0, 1]"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"pin_budget_ratio\":\"half\"}", "pin_budget_ratio"},
+        {"{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"pin_budget_ratio\":0.5}",
+         "pin_budget_ratio: unknown field for role external"},
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\"},\"acme\":{\"token\":\"y\"}}}",
          "tenants: \"acme\" is named twice"},
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":[]}", "tenants"},
