@@ -459,6 +459,7 @@ static void dk_free_all(fx_disk_t *d)
         fx_free(d->bufs[i].mem);
     }
     fx_free(d->bufs);
+    if (d->contact_fd >= 0) close(d->contact_fd);
     if (d->lock_fd >= 0) close(d->lock_fd); /* releases the flock */
     fx_free(d->path);
     fx_free(d->owner_id);
@@ -484,6 +485,7 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
     d->cfg = c;
     d->lock_fd = -1;
     d->spare_fd = -1;
+    d->contact_fd = -1;
     d->path = fx_strdup(c.path);
     d->owner_id = fx_strdup(c.owner_id);
     d->cfg.path = d->path;
@@ -508,6 +510,7 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
         rc = FLUXON_ERR_UNAVAILABLE;
     }
     if (rc == FLUXON_OK) rc = dk_lock(d, err, errlen);
+    if (rc == FLUXON_OK) fx_disk_contact_open(d);
     if (rc == FLUXON_OK) rc = dk_probe_direct(d, err, errlen);
     if (rc == FLUXON_OK) rc = fx_disk_rebuild(d, err, errlen);
     if (rc == FLUXON_OK) fx_disk_spare_make_sync(d); /* the first segment file, made ahead */

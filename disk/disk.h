@@ -132,6 +132,13 @@ FX_INTERNAL int fx_disk_barrier(fx_disk_t *d);
  * the reactor thread), false when nothing was staged or in flight (cb does not run) or no
  * memory (then cb does not run either: *nomem is set). */
 typedef void (*fx_disk_written_fn)(void *arg, int status);
+/* Records that a master was heard from at contact_ms (CLOCK_REALTIME) and forgets an owner
+ * away longer than grace_ms: written to DIR/CONTACT through the ring (one write in flight;
+ * a call while one is in flight is dropped). */
+FX_INTERNAL void fx_disk_note_contact(fx_disk_t *d, uint64_t contact_ms, uint64_t grace_ms);
+/* What DIR/CONTACT said when the store opened: true with the last contact and the grace,
+ * false when nothing was recorded (a new directory, a damaged file). */
+FX_INTERNAL bool fx_disk_last_contact(const fx_disk_t *d, uint64_t *contact_ms, uint64_t *grace_ms);
 FX_INTERNAL bool fx_disk_when_written(fx_disk_t *d, fx_disk_written_fn cb, void *arg, bool *nomem);
 
 /* Reads the record at off into dst (value_len bytes; dst needs no alignment) and checks it:
@@ -161,6 +168,7 @@ typedef struct fx_disk_stats {
     uint64_t segments_freed, records_dropped;
     uint64_t tombstones, barriers, tomb_failures; /* staged; not staged (BUSY, paused) */
     uint64_t recovered_killed; /* records a reopen dropped for a tombstone or barrier */
+    uint64_t contact_writes;   /* DIR/CONTACT writes */
     uint64_t segment_waits; /* rolls refused (BUSY) while the next segment file was being made */
     uint64_t write_stops;   /* times writes paused after a failed write or file creation (they retry) */
     bool writes_failing;    /* paused now (a failure less than its backoff ago) */

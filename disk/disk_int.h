@@ -68,6 +68,16 @@ typedef struct dk_tomb {
     char key[];
 } dk_tomb_t;
 
+/* DIR/CONTACT (disk_contact.c): when this owner last heard from a master, and its grace. */
+typedef struct dk_contact_rec {
+    uint32_t magic;
+    uint16_t version, flags;
+    uint64_t contact_ms, grace_ms;
+    uint64_t reserved[4];
+    uint64_t checksum;
+} dk_contact_rec_t;
+_Static_assert(sizeof(dk_contact_rec_t) == 64, "the CONTACT record is 64 bytes");
+
 /* fx_disk_when_written: one waiter, linked from every staging buffer it waits for. */
 typedef struct dk_wait {
     fx_disk_written_fn cb;
@@ -166,6 +176,12 @@ struct fx_disk {
     dk_tomb_t *rb_tombs; /* the rebuild's tombstones, applied after every segment is read */
     bool rb_barrier;     /* the rebuild met a barrier at (rb_barrier_seg, rb_barrier_off) */
     uint64_t rb_barrier_seg, rb_barrier_off;
+    int contact_fd;      /* DIR/CONTACT (-1: none) */
+    bool contact_known, contact_inflight;
+    uint32_t contact_failed;
+    uint64_t contact_ms, contact_grace_ms; /* what the file said at open */
+    dk_contact_rec_t contact_buf;
+    fx_io_t contact_io;
 };
 
 /* disk_format.c */
@@ -224,6 +240,9 @@ FX_INTERNAL bool fx_disk_rb_mark(fx_disk_t *d, uint64_t seg_id, uint64_t byte_of
 FX_INTERNAL void fx_disk_rb_apply(fx_disk_t *d);
 /* Frees the tombstones listed for seg's index block (encoded, or the segment gone). */
 FX_INTERNAL void fx_disk_tombs_free(dk_tomb_t **list);
+
+/* disk_contact.c: opens DIR/CONTACT and reads what it says (at open, before the reactor runs). */
+FX_INTERNAL void fx_disk_contact_open(fx_disk_t *d);
 
 /* disk_fs.c: file system calls off the reactor thread */
 /* Turns O_DIRECT off on every segment file (and the spare), counted and logged once. */

@@ -259,7 +259,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
         return;
     }
     master_broadcast_info(m); /* before the ack: the owner knows its peers when it serves */
-    fx_body_register_ack_t ack = {m->generation, m->cfg.heartbeat_timeout_ms, forgotten};
+    fx_body_register_ack_t ack = {m->generation, m->cfg.heartbeat_timeout_ms, forgotten, m->cfg.dead_owner_grace_ms};
     FX_CONN_REPLY(p->conn, h, register_ack, &ack);
 }
 

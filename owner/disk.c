@@ -56,10 +56,11 @@ typedef struct odisk {
     odisk_drop_t *filling; /* the batch being filled (sent on the next reactor turn) */
     odisk_drop_t *sending; /* sent, or waiting to be sent again */
     fx_timer_t flush_timer;
+    fx_timer_t contact_timer; /* DIR/CONTACT: a master heard from, every ODISK_CONTACT_MS */
     bool registered; /* registered once: recovered records were offered to the master */
     fx_u64map_t read_once; /* disk offsets read back once (fx_odisk_promote) */
     uint64_t segment_bytes; /* the store's (for messages) */
-    uint64_t demote_failing, demote_too_big;
+    uint64_t demote_failing, demote_too_big, stale_drops;
     uint64_t move_refused, demote_busy, demote_reused, reads_ok, reads_missed, forgotten, routes_dropped,
         route_drops_failed, retired_records, retired_segments;
 } odisk_t;
@@ -270,6 +271,38 @@ static void odisk_segment_retiring(void *arg, uint64_t seg, const uint64_t *offs
     fx_timer_arm(o->r, &s->retire_timer, 0, odisk_on_retire);
 }
 
+/* ---- DIR/CONTACT (W6): a master heard from, and its grace ---- */
+#define ODISK_CONTACT_MS 5000u
+
+static void odisk_contact(fx_owner_t *o)
+{
+    uint32_t grace = fx_olink_dead_grace_ms(o); /* 0: not registered now */
+    if (fx_odisk_on(o) && grace) fx_disk_note_contact(o->disk->d, fx_realtime_ns() / 1000000u, grace);
+}
+
+static void odisk_on_contact(fx_reactor_t *r, fx_timer_t *t)
+{
+    odisk_t *s = FX_CONTAINER_OF(t, odisk_t, contact_timer);
+    odisk_contact(s->o);
+    fx_timer_arm(r, t, ODISK_CONTACT_MS, odisk_on_contact);
+}
+
+/* Started again after longer than the master's dead_owner_grace_ms since the last contact
+ * (DIR/CONTACT): a master may have forgotten this owner, and the deletions it missed, and
+ * then restarted itself (so it cannot say so): the records go rather than come back. */
+static void odisk_drop_if_stale(fx_owner_t *o)
+{
+    odisk_t *s = o->disk;
+    uint64_t at, grace, now = fx_realtime_ns() / 1000000u;
+    if (!fx_disk_records(s->d) || !fx_disk_last_contact(s->d, &at, &grace) || !grace || now <= at + grace) return;
+    FX_WARN("disk: the last contact with a master was %.0f s ago, longer than its dead_owner_grace_ms %llu: it may "
+            "have forgotten this owner and the deletions made meanwhile, so the disk's %llu records are dropped, not "
+            "re-published", (double)(now - at) / 1000.0, (unsigned long long)grace,
+            (unsigned long long)fx_disk_records(s->d));
+    s->stale_drops++;
+    fx_odisk_forget_all(o);
+}
+
 /* ---- lifecycle ---- */
 FX_INTERNAL int fx_odisk_init(fx_owner_t *o)
 {
@@ -279,6 +312,7 @@ FX_INTERNAL int fx_odisk_init(fx_owner_t *o)
     s->o = o;
     fx_timer_init(&s->flush_timer);
     fx_timer_init(&s->retire_timer);
+    fx_timer_init(&s->contact_timer);
     if (!o->cfg.disk_path[0]) return FLUXON_OK;
     fx_ostore_set_disk_hook(o, fx_odisk_drop);
     fx_disk_cfg_t dc = {.path = o->cfg.disk_path,
@@ -298,6 +332,7 @@ FX_INTERNAL int fx_odisk_init(fx_owner_t *o)
         return FLUXON_ERR_CONFIG;
     }
     s->segment_bytes = o->cfg.disk_segment_bytes ? o->cfg.disk_segment_bytes : FX_DISK_SEGMENT_DEFAULT;
+    fx_timer_arm(o->r, &s->contact_timer, ODISK_CONTACT_MS, odisk_on_contact);
     if (o->cfg.grant_bytes && o->cfg.grant_bytes + 2 * FX_DISK_BLOCK > s->segment_bytes)
         FX_WARN("disk tier: values up to reserve.grant_bytes %llu may be put, but a disk segment takes at most %llu "
                 "bytes of value (disk.segment_bytes %llu less a header block): larger ones never go to disk",
@@ -312,6 +347,7 @@ FX_INTERNAL void fx_odisk_fini(fx_owner_t *o)
     if (!s) return;
     fx_timer_disarm(o->r, &s->flush_timer);
     fx_timer_disarm(o->r, &s->retire_timer);
+    fx_timer_disarm(o->r, &s->contact_timer);
     while (s->retiring) {
         odisk_retiring_t *q = s->retiring;
         s->retiring = q->next;
@@ -445,9 +481,12 @@ FX_INTERNAL void fx_odisk_forget(fx_owner_t *o, const char *key, uint32_t klen, 
 
 FX_INTERNAL bool fx_odisk_first_registration(fx_owner_t *o)
 {
-    if (!fx_odisk_on(o) || o->disk->registered) return false;
+    if (!fx_odisk_on(o)) return false;
+    bool first = !o->disk->registered;
     o->disk->registered = true;
-    return fx_disk_records(o->disk->d) > 0;
+    if (first) odisk_drop_if_stale(o); /* before anything is re-published */
+    odisk_contact(o);                  /* registered: the master's grace is known now */
+    return first && fx_disk_records(o->disk->d) > 0;
 }
 
 FX_INTERNAL void fx_odisk_foreach(fx_owner_t *o, fx_disk_visit_fn cb, void *arg)
@@ -492,6 +531,8 @@ FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_tombstones = st.tombstones;
     m->disk_barriers = st.barriers;
     m->disk_tomb_failures = st.tomb_failures;
+    m->disk_contact_writes = st.contact_writes;
+    m->disk_stale_drops = s->stale_drops;
     m->disk_recovered_records = st.recovered_records;
     m->disk_recovered_torn = st.recovered_torn;
     m->disk_recover_ms = st.recover_ms;

@@ -26,6 +26,7 @@ typedef struct olink {
     uint32_t backoff_ms;
     uint32_t hb_interval_ms; /* heartbeat_interval_ms, or less: a third of the master's heartbeat_timeout_ms */
     uint64_t master_generation;
+    uint32_t dead_grace_ms; /* the master's dead_owner_grace_ms (REGISTER's answer; 0: not told) */
     uint32_t reconnects;
     uint64_t waiting_since_ns, waiting_logged_ns; /* unreachable master: since when, last log */
     bool refused_final; /* AUTH/BUSY before the start: the start failed, no reconnect */
@@ -142,6 +143,7 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
     l->backoff_ms = 0;
     bool changed = l->master_generation && l->master_generation != ack.master_generation;
     l->master_generation = ack.master_generation;
+    l->dead_grace_ms = ack.dead_owner_grace_ms;
     char who[FX_PATH_MAX + 8];
     FX_INFO("registered with master %s (master generation %llu, owner generation %llu)", olink_who(l, who, sizeof who),
             (unsigned long long)ack.master_generation, (unsigned long long)o->generation);
@@ -454,6 +456,11 @@ FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o)
 }
 
 FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o) { return o->link->owners_alive; }
+
+FX_INTERNAL uint32_t fx_olink_dead_grace_ms(fx_owner_t *o)
+{
+    return o->link && o->link->mstate == OM_READY ? o->link->dead_grace_ms : 0;
+}
 
 /* True only while this owner is the only one alive AND no other owner was ever announced
  * to it: another owner's puts may have been placed in this segment (served without their

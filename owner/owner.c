@@ -284,7 +284,8 @@ static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten)
     /* a new master learns what this owner holds; so does the first one when the disk tier
      * kept values from an earlier run, and one that had forgotten this owner (issue 39: its
      * disk records are offered again, highest put_id winning, as after a restart) */
-    fx_orepub_registered(o, master_changed || fx_odisk_first_registration(o));
+    bool disk_first = fx_odisk_first_registration(o); /* every registration: DIR/CONTACT noted */
+    fx_orepub_registered(o, master_changed || disk_first);
     fx_oput_master_ready(o);
     fx_oclaims_master_ready(o);
     fx_oev_kick(o);

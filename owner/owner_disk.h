@@ -48,8 +48,10 @@ FX_INTERNAL bool fx_odisk_promote(fx_owner_t *o, uint64_t off);
  * master is told to drop it (EVICT), so later lookups miss instead of reading again. */
 FX_INTERNAL void fx_odisk_forget(fx_owner_t *o, const char *key, uint32_t klen, uint64_t off, uint64_t put_ms,
                                  uint64_t put_ver);
-/* True once, at the first registration, when the directory held records from an earlier
- * run: they are re-published like values a new master does not know. */
+/* At every registration (DIR/CONTACT notes the master heard from). True once, at the first,
+ * when the directory held records from an earlier run: they are re-published like values a
+ * new master does not know — unless the last contact recorded is older than that master's
+ * dead_owner_grace_ms: then they are dropped first (W6), and it says false. */
 FX_INTERNAL bool fx_odisk_first_registration(fx_owner_t *o);
 /* republish.c: every record (key, offset, meta) to report to a new master. */
 FX_INTERNAL void fx_odisk_foreach(fx_owner_t *o, fx_disk_visit_fn cb, void *arg);

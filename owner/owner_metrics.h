@@ -252,6 +252,8 @@
     X(disk_tombstones, COUNTER, "owner_disk_tombstones_total", "", "Tombstones written: invalidated disk records stay dead across a restart") \
     X(disk_barriers, COUNTER, "owner_disk_barriers_total", "", "Barriers written: every record dropped (the master forgot this owner)") \
     X(disk_tomb_failures, COUNTER, "owner_disk_tomb_failures_total", "", "Tombstones or barriers that could not be staged (no room, writes paused)") \
+    X(disk_contact_writes, COUNTER, "owner_disk_contact_writes_total", "", "DIR/CONTACT writes: a master heard from (W6)") \
+    X(disk_stale_drops, COUNTER, "owner_disk_stale_drops_total", "", "Starts whose disk was dropped: the last contact with a master was longer ago than its dead_owner_grace_ms") \
     X(disk_recover_ms, MSGAUGE, "owner_disk_recover_seconds", "", "Time to re-index the disk tier when the owner started") \
     X(disk_move_refused, COUNTER, "owner_disk_move_refused_total", "", "Moves to disk the master refused (a newer version): record dropped") \
     X(disk_demote_busy, COUNTER, "owner_disk_demote_busy_total", "", "Admitted victims dropped: no staging room (the disk is behind)") \

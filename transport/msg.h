@@ -74,7 +74,8 @@ typedef struct fx_strv {
  * in its segment: pushes the old master started may still land there (W2). */
 /* forgotten: this master forgot the owner's generation (dead longer than dead_owner_grace_ms,
  * L1): it missed deletions and overwrites meanwhile and drops every value it holds */
-#define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms) F(U8, forgotten)
+#define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms) F(U8, forgotten) \
+    F(U32, dead_owner_grace_ms)
 #define FX_BODY_heartbeat(F) F(U64, generation)
 #define FX_BODY_ping(F) F(U8, to_master) F(U64, t_ns)
 #define FX_BODY_nodes(F)                                                              \

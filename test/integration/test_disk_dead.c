@@ -5,12 +5,19 @@
  *  - a DELETE while the owner holding the only copy is down is answered UNKNOWN_OUTCOME,
  *    and the owner restarted with its disk does not bring the key back (the master hands it
  *    what was invalidated meanwhile before it re-publishes);
- *  - an owner the master forgot drops its disk too (a barrier), whatever its generation.
+ *  - an owner the master forgot drops its disk too (a barrier), whatever its generation;
+ *  - an owner away longer than the master's grace (DIR/CONTACT) drops its disk when it
+ *    starts again, even when the master restarted meanwhile and cannot tell it.
  * On the old code every one of these keys came back: the index dropped records in memory
  * only, the master dropped held invalidations for a new generation, and told only the same
  * generation it was forgotten. */
 #include <criterion/criterion.h>
 
+#include <fcntl.h>
+#include <stddef.h>
+#include <xxhash.h>
+
+#include "disk_int.h"
 #include "disktierfix.h"
 
 /* Owner i killed -9 and started again (the caller waits for what it needs). */
@@ -141,4 +148,62 @@ Test(disk_dead, an_owner_the_master_forgot_drops_its_disk_in_a_new_generation_to
     cr_assert_eq(rf_stat(a, false, "disk_records"), 0, "the barrier kept the old records dropped");
     cr_assert_eq(get_check(a, "k:1", 5001), 0);
     fluxon_client_close(a);
+}
+
+/* DIR/CONTACT says when this owner last heard from a master, and that master's grace. An
+ * owner started again after a longer absence drops its disk: the master may have forgotten
+ * it (and the deletions it missed) and then restarted, so that nobody can tell it. Here the
+ * master restarts while owner 0 is down (losing the invalidation it held), and owner 0's
+ * CONTACT is set back past the grace (as a long absence would leave it). The old code
+ * re-published the deleted key to the new master. */
+static void contact_set_back(uint64_t ago_ms)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/disk/CONTACT", disk_parent);
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0, "%s", path);
+    dk_contact_rec_t c;
+    cr_assert_eq(pread(fd, &c, sizeof c, 0), (ssize_t)sizeof c, "CONTACT was written");
+    c.contact_ms = fx_realtime_ns() / 1000000u - ago_ms;
+    c.checksum = XXH3_64bits(&c, offsetof(dk_contact_rec_t, checksum));
+    cr_assert_eq(pwrite(fd, &c, sizeof c, 0), (ssize_t)sizeof c);
+    close(fd);
+}
+
+Test(disk_dead, an_owner_away_longer_than_the_grace_drops_its_disk_even_after_a_master_restart, .timeout = 240,
+     .fini = fini)
+{
+    rf_master_extra = ",\"dead_owner_grace_ms\":60000";
+    up_two();
+    fluxon_client *a = rf_client(0), *b = rf_client(1);
+    fluxon_put_options local = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    static uint8_t v[VLEN];
+    char key[64];
+    for (int i = 0; i < N_KEYS; i++) {
+        snprintf(key, sizeof key, "k:%d", i);
+        th_pattern(v, NULL, VLEN, 5000 + (uint64_t)i);
+        cr_assert_eq(fluxon_put(a, key, v, VLEN, &local), FLUXON_OK);
+    }
+    cr_assert(rf_wait_stat(a, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    cr_assert_gt(rf_stat(a, true, "evict_to_disk"), 100);
+    cr_assert(rf_wait_stat(a, false, "disk_contact_writes", 1, 1, 10000), "owner 0 noted the master's contact");
+    fluxon_client_close(a);
+    int st = th_stop(rf.owner[0], SIGKILL, 5000);
+    cr_assert(WIFSIGNALED(st));
+    rf.owner[0] = -1;
+    cr_assert(rf_wait_stat(b, true, "owners_alive", 0, 1, 10000), "the master saw owner 0 go");
+    cr_assert_eq(fluxon_delete(b, "k:0"), FLUXON_ERR_UNKNOWN_OUTCOME);
+    rf_kill_master(); /* the invalidation held for owner 0 goes with it */
+    rf_start_master();
+    cr_assert(rf_wait_stat(b, true, "republish_owners_done", 1, 1, 30000), "owner 1 re-registers (%s)", rf.dir);
+    contact_set_back(120000); /* twice the grace */
+    rf_start_owner(0);
+    a = client_when_up(0, 30000);
+    cr_assert(rf_wait_stat(a, false, "master_connected", 0, 1, 30000));
+    cr_assert_eq(get_check(b, "k:0", 5000), 0, "the key deleted while owner 0 was away came back");
+    cr_assert_eq(get_check(a, "k:0", 5000), 0, "the key deleted while owner 0 was away came back (owner 0)");
+    cr_assert_eq(rf_stat(a, false, "disk_stale_drops"), 1);
+    cr_assert_eq(rf_stat(a, false, "disk_records"), 0, "the disk was dropped");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
 }
