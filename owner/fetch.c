@@ -421,8 +421,17 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
         cols[4 * n + m] = og->src_off;
         cols[5 * n + m] = og->mode;
         cols[6 * n + m] = og->src_seq;
-        c->og[m] = og;
-        c->slot[m++] = en->slot;
+        c->slot[m] = en->slot;
+        /* a second read-back of this owner's disk (a promotion): its record was checked (key,
+         * checksum) and is this owner's, so no copy can have raced it: served now, as a first
+         * read-back is; GET_DONE then publishes the copy with nobody waiting (og NULL) */
+        bool served = fx_disk_is_off(og->src_off);
+        c->og[m++] = served ? NULL : og;
+        if (served) {
+            kv->disk_promoted_early++;
+            kv->remote_hits++; /* as it was counted once the master answered */
+            o->fetch->done(o, og, en);
+        }
     }
     fx_free(ab);
     if (hold) {
@@ -766,6 +775,7 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_temp = s->disk_temp;
     m->get_done_resends = s->get_done_resends;
     m->get_done_readers_timed_out = s->get_done_readers_timed_out;
+    m->disk_promoted_early = s->disk_promoted_early;
     m->fetch_slots_held = s->held_slots;
     m->fetch_slots_held_total = s->held_total;
     m->fetch_slots_hold_overflow = s->hold_overflow;
