@@ -301,9 +301,19 @@ FX_INTERNAL bool fx_disk_can_roll(fx_disk_t *d)
  * (the file made ahead) becomes the open segment while the next spare is made through the
  * ring. FLUXON_ERR_BUSY: past capacity + FX_DISK_OVER_SEGMENTS, or the spare is not made
  * yet (segment_waits). */
+static int dk_roll(fx_disk_t *d);
+
 FX_INTERNAL int fx_disk_roll(fx_disk_t *d, uint64_t rec_bytes, uint64_t ent_bytes)
 {
     (void)rec_bytes, (void)ent_bytes;
+    d->in_roll = true; /* a segment freed inside (no hook) stages its retirement mark after */
+    int rc = dk_roll(d);
+    d->in_roll = false;
+    return rc;
+}
+
+static int dk_roll(fx_disk_t *d)
+{
     dk_seg_t *o = d->open_seg;
     if (o) {
         if (d->cur && d->cur->seg == o) fx_disk_buf_submit(d, d->cur);
@@ -338,6 +348,7 @@ FX_INTERNAL void fx_disk_segment_free(fx_disk_t *d, uint64_t seg)
         d->st.records_dropped++;
         fx_disk_rec_drop(d, s->recs);
     }
+    fx_disk_retire_mark(d, seg); /* an unlink that fails (or never runs: kill -9) is not a resurrection */
     fx_disk_seg_maybe_unlink(d, s);
 }
 
@@ -514,6 +525,10 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
     if (rc == FLUXON_OK) rc = dk_probe_direct(d, err, errlen);
     if (rc == FLUXON_OK) rc = fx_disk_rebuild(d, err, errlen);
     if (rc == FLUXON_OK) fx_disk_spare_make_sync(d); /* the first segment file, made ahead */
+    for (dk_seg_t *s = d->segs, *nx; rc == FLUXON_OK && s; s = nx) { /* retired before, file left: it goes */
+        nx = s->next;
+        if (s->state == DK_SEG_FREED) fx_disk_seg_maybe_unlink(d, s);
+    }
     if (rc != FLUXON_OK) {
         dk_free_all(d);
         return rc;

@@ -169,6 +169,8 @@ typedef struct fx_disk_stats {
     uint64_t tombstones, barriers, tomb_failures; /* staged; not staged (BUSY, paused) */
     uint64_t recovered_killed; /* records a reopen dropped for a tombstone or barrier */
     uint64_t contact_writes;   /* DIR/CONTACT writes */
+    uint64_t retire_marks;     /* retirement marks staged (a file that could not be removed is not read again) */
+    uint64_t recovered_retired; /* segments a reopen found retired (their file left): not read */
     uint64_t segment_waits; /* rolls refused (BUSY) while the next segment file was being made */
     uint64_t write_stops;   /* times writes paused after a failed write or file creation (they retry) */
     bool writes_failing;    /* paused now (a failure less than its backoff ago) */

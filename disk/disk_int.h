@@ -18,6 +18,8 @@
 #define FX_DISK_REC_TOMB 1u    /* record flags: a tombstone (no value): the key's versions up to its
                                 * put_ms/put_ver, written before it, are dead (an INVALIDATE) */
 #define FX_DISK_REC_BARRIER 2u /* record flags: every record written before it is dead (no key) */
+#define FX_DISK_REC_RETIRED 4u /* record flags: every segment with an id up to its put_ms retired (no key):
+                                * one whose file could not be removed is not read again */
 
 /* The record header (little-endian, 64 bytes), then the key, zero padding to 4 KiB, the
  * value, zero padding to 4 KiB. */
@@ -175,6 +177,9 @@ struct fx_disk {
     fx_disk_stats_t st;
     dk_tomb_t *rb_tombs; /* the rebuild's tombstones, applied after every segment is read */
     bool rb_barrier;     /* the rebuild met a barrier at (rb_barrier_seg, rb_barrier_off) */
+    uint64_t rb_retired;     /* the rebuild: segments with an id below this retired (a mark said so) */
+    uint64_t retire_pending; /* a retirement mark to stage (1 + the highest id retired; 0: none) */
+    bool in_roll;            /* fx_disk_roll runs: a mark waits for the next staging */
     uint64_t rb_barrier_seg, rb_barrier_off;
     int contact_fd;      /* DIR/CONTACT (-1: none) */
     bool contact_known, contact_inflight;
@@ -238,6 +243,10 @@ FX_INTERNAL bool fx_disk_rb_mark(fx_disk_t *d, uint64_t seg_id, uint64_t byte_of
 /* After every segment is read: records older than the last barrier and those a tombstone
  * names (its key, a version up to its own, written before it) leave the index. */
 FX_INTERNAL void fx_disk_rb_apply(fx_disk_t *d);
+/* A segment retired (FIFO): a mark "every segment up to seg retired" is staged now, or at the
+ * next staging when a roll is running. */
+FX_INTERNAL void fx_disk_retire_mark(fx_disk_t *d, uint64_t seg);
+FX_INTERNAL void fx_disk_retire_mark_flush(fx_disk_t *d); /* a pending mark, staged when no roll runs */
 /* Frees the tombstones listed for seg's index block (encoded, or the segment gone). */
 FX_INTERNAL void fx_disk_tombs_free(dk_tomb_t **list);
 

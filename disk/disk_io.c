@@ -189,6 +189,7 @@ FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, cons
 {
     if (fx_disk_failing(d)) return FLUXON_ERR_UNAVAILABLE;
     if (klen > FX_DISK_MAX_KEY || (klen && !key) || (m->value_len && !value)) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!(flags & FX_DISK_REC_RETIRED)) fx_disk_retire_mark_flush(d); /* a mark left by a roll goes first */
     uint64_t rb = fx_disk_rec_bytes(m->value_len), eb = fx_disk_ient_bytes(klen);
     if (m->value_len > d->cfg.segment_bytes ||
         rb + FX_ALIGN_UP(eb, (uint64_t)FX_DISK_BLOCK) + FX_DISK_BLOCK > d->cfg.segment_bytes)

@@ -59,6 +59,32 @@ FX_INTERNAL int fx_disk_barrier(fx_disk_t *d)
     return rc;
 }
 
+/* ---- retirement marks ---- */
+
+static void dk_retire_mark_stage(fx_disk_t *d)
+{
+    uint64_t upto = d->retire_pending; /* 1 + the highest retired id */
+    fx_disk_meta_t m = {.put_ms = upto - 1};
+    d->retire_pending = 0;
+    int rc = fx_disk_stage(d, NULL, 0, NULL, &m, FX_DISK_REC_RETIRED, NULL);
+    if (rc == FLUXON_OK) {
+        d->st.retire_marks++;
+        return;
+    }
+    if (!d->retire_pending) d->retire_pending = upto; /* tried again at the next staging */
+}
+
+FX_INTERNAL void fx_disk_retire_mark(fx_disk_t *d, uint64_t seg)
+{
+    d->retire_pending = FX_MAX(d->retire_pending, seg + 1);
+    if (!d->in_roll && !d->closing) dk_retire_mark_stage(d);
+}
+
+FX_INTERNAL void fx_disk_retire_mark_flush(fx_disk_t *d)
+{
+    if (d->retire_pending && !d->in_roll) dk_retire_mark_stage(d);
+}
+
 /* ---- write waiters ---- */
 
 FX_INTERNAL void fx_disk_waiters_done(dk_buf_t *b, int status)
@@ -112,6 +138,10 @@ FX_INTERNAL bool fx_disk_when_written(fx_disk_t *d, fx_disk_written_fn cb, void 
 FX_INTERNAL bool fx_disk_rb_mark(fx_disk_t *d, uint64_t seg_id, uint64_t byte_off, const char *key, uint32_t klen,
                                  const fx_disk_meta_t *m, uint32_t flags)
 {
+    if (flags & FX_DISK_REC_RETIRED) {
+        d->rb_retired = FX_MAX(d->rb_retired, m->put_ms + 1);
+        return true;
+    }
     if (flags & FX_DISK_REC_BARRIER) {
         if (!d->rb_barrier || seg_id > d->rb_barrier_seg ||
             (seg_id == d->rb_barrier_seg && byte_off > d->rb_barrier_off)) {
@@ -138,6 +168,17 @@ static bool dk_before(uint64_t seg, uint64_t off, uint64_t tseg, uint64_t toff)
 FX_INTERNAL void fx_disk_rb_apply(fx_disk_t *d)
 {
     uint64_t killed = 0;
+    for (dk_seg_t *s = d->segs; s && d->rb_retired; s = s->next) { /* retired, its file still there */
+        if (s->id >= d->rb_retired || s->state == DK_SEG_FREED) continue;
+        FX_WARN("disk: segment %" PRIu64 " retired before the restart but its file is still there: its %u records "
+                "are not read; the file goes now", s->id, s->live);
+        while (s->recs) {
+            fx_disk_rec_drop(d, s->recs);
+            killed++;
+        }
+        s->state = DK_SEG_FREED; /* unlinked once the reactor runs (fx_disk_seg_maybe_unlink at open) */
+        d->st.recovered_retired++;
+    }
     if (d->rb_barrier)
         for (dk_seg_t *s = d->segs; s; s = s->next)
             for (dk_rec_t *r = s->recs, *nx; r; r = nx) {

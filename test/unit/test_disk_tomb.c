@@ -175,3 +175,55 @@ Test(disk_tomb, when_written_reports_a_failed_write_and_nothing_pending)
     th_rmtree(dir);
     free(dir);
 }
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    cr_assert(in && out, "%s -> %s", from, to);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) cr_assert_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    fclose(out);
+}
+
+/* A segment retired for room whose file stays (its unlink failed: a read-only or immutable
+ * directory, EIO; or a kill -9 before the unlink ran) is not read again: a retirement mark
+ * says every segment up to it retired. The old code re-indexed it, and its records (deleted
+ * or replaced since) came back. */
+Test(disk_tomb, a_retired_segment_whose_file_stays_is_not_read_again)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 1 * MiB, 4 * MiB);
+    fx_disk_t *d = open_ok(r, &c, NULL);
+    cr_assert_eq(put(r, d, "old", 3000, 1, 100, NULL), FLUXON_OK);
+    fillers(r, d, 0, 20); /* segment 0 fills and is sealed */
+    drain(r, d);
+    char seg0[512], saved[600];
+    seg_file(dir, 0, seg0, sizeof seg0);
+    snprintf(saved, sizeof saved, "%s.saved", seg0);
+    copy_file(seg0, saved);
+    fillers(r, d, 20, 80); /* past 4 segments: segment 0 retires (no hook: freed at once) */
+    drain(r, d);
+    cr_assert_eq(fx_disk_find(d, "old", 3, NULL, NULL), FLUXON_ERR_NOT_FOUND, "retired");
+    fx_disk_stats_t st;
+    fx_disk_stats(d, &st);
+    uint64_t marks = st.retire_marks;
+    fx_disk_close(d, 5000);
+    copy_file(saved, seg0); /* the file is back, as an unlink that failed leaves it */
+    unlink(saved);
+    d = open_ok(r, &c, NULL);
+    cr_assert_eq(fx_disk_find(d, "old", 3, NULL, NULL), FLUXON_ERR_NOT_FOUND, "a retired segment was read again");
+    fx_disk_stats(d, &st);
+    cr_assert_eq(st.recovered_retired, 1);
+    cr_assert_geq(marks, 1, "retirements were marked");
+    check_value(r, d, "f79", 60 * KiB, 79, FLUXON_OK);
+    drain(r, d); /* its file goes through the ring */
+    cr_assert_neq(access(seg0, F_OK), 0, "the retired segment's file was removed");
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(dir);
+    free(dir);
+}
