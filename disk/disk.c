@@ -263,12 +263,13 @@ static void dk_retire_over(fx_disk_t *d)
 FX_INTERNAL void fx_disk_fail(fx_disk_t *d, int err, const char *what)
 {
     d->st.write_stops += !d->failed;
-    if (!d->failed)
-        FX_ERROR("disk: %s in %s failed: %s; writes to the disk tier pause %u ms, then retry (values evicted meanwhile "
-                 "go without a disk copy, counted)", what, d->path, strerror(err), FX_MAX(d->fail_backoff_ms, 1000u));
+    bool was_failed = d->failed;
     d->failed = true;
     d->failed_ms = fx_now_ms();
     d->fail_backoff_ms = d->fail_backoff_ms ? FX_MIN(d->fail_backoff_ms * 2, 30000u) : 1000u;
+    if (!was_failed)
+        FX_ERROR("disk: %s in %s failed: %s; writes to the disk tier pause %u ms, then retry (values evicted meanwhile "
+                 "go without a disk copy, counted)", what, d->path, strerror(err), d->fail_backoff_ms);
     if (d->open_seg) { /* a hole in it now: no record after it */
         d->open_seg->state = DK_SEG_CLOSED;
         d->open_seg = NULL;

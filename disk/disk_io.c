@@ -95,7 +95,8 @@ static void dk_on_write(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
     } else {
         d->st.writes++;
         d->st.write_bytes += b->len;
-        d->fail_backoff_ms = 0; /* writes work: the next failure pauses 1 s again */
+        if (!d->failed) d->fail_backoff_ms = 0; /* writes work: the next failure pauses 1 s again (a write
+                                                 * issued before a failure ending now does not cut the pause) */
         if (!d->direct) fx_disk_fadvise_async(d, b->seg, b->file_off, b->len);
     }
     dk_buf_done(d, b, res <= 0 ? FLUXON_ERR_UNAVAILABLE : FLUXON_OK);

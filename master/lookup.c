@@ -286,7 +286,8 @@ FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_
 typedef struct lk_del {
     fx_conn_t *conn; /* the requester's (referenced) */
     fx_frame_header_t h;
-    uint32_t pending, unconfirmed, timeout_ms;
+    uint32_t pending, unconfirmed, away, timeout_ms; /* unconfirmed: answers not OK; away: copies of owners
+                                                      * not connected */
     int why; /* the first unconfirmed one's status */
     char key[84];
 } lk_del_t;
@@ -295,20 +296,22 @@ static void lk_del_end(lk_del_t *d)
 {
     if (--d->pending) return;
     if (d->h.req_id && fx_conn_is_open(d->conn)) {
-        if (!d->unconfirmed) {
+        if (!d->unconfirmed && !d->away) {
             fx_body_empty_t e;
             FX_CONN_REPLY(d->conn, &d->h, empty, &e);
         } else {
-            FX_WARN("delete of %s: %u copies were not confirmed dropped within %u ms (%s)", d->key, d->unconfirmed,
-                    d->timeout_ms, d->why == FLUXON_ERR_UNAVAILABLE ? "their owner is not connected"
-                                                                    : fluxon_status_string(d->why));
+            char why[160] = "";
+            int k = 0;
+            if (d->away) k = snprintf(why, sizeof why, "%u held by owners not connected", d->away);
+            if (d->unconfirmed && k >= 0 && (size_t)k < sizeof why)
+                snprintf(why + k, sizeof why - (size_t)k, "%s%u not confirmed by their owner (%s)", k ? ", " : "",
+                         d->unconfirmed, d->why == FLUXON_ERR_TIMEOUT ? "no answer within the master's bound"
+                                                                      : fluxon_status_string(d->why));
+            FX_WARN("delete of %s: copies not dropped yet: %s", d->key, why);
             fx_conn_reply_error(d->conn, &d->h, FLUXON_ERR_UNKNOWN_OUTCOME,
-                                "delete of %s: the route is gone, but %u copies were not confirmed dropped within "
-                                "%u ms (%s): they are dropped when their owner answers or comes back to this "
-                                "master; if the master restarts first, the key may come back",
-                                d->key, d->unconfirmed, d->timeout_ms,
-                                d->why == FLUXON_ERR_UNAVAILABLE ? "an owner holding one is not connected"
-                                                                 : fluxon_status_string(d->why));
+                                "delete of %s: the route is gone, but copies are not dropped yet: %s; their owners "
+                                "drop them when they come back to this master; if the master restarts first, the "
+                                "key may come back", d->key, why);
         }
     }
     fx_conn_unref(d->conn);
@@ -360,8 +363,7 @@ FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header
     d->pending += (uint32_t)mkv_inv_flush_acked(s, &inv, d->timeout_ms, lk_on_inv_ack, d, &held);
     if (held) { /* W6: an owner away holds a copy; if this master goes before it is back, it
                  * re-publishes the key to the next: the caller cannot be told OK */
-        if (!d->unconfirmed) d->why = FLUXON_ERR_UNAVAILABLE;
-        d->unconfirmed += (uint32_t)held;
+        d->away += (uint32_t)held;
         s->c.deletes_unconfirmed_away++;
     }
     lk_del_end(d);

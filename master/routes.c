@@ -56,9 +56,48 @@ FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char
     v->kused += klen;
 }
 
+/* An acked INVALIDATE (a DELETE waits for it) that the owner did not confirm — it answered
+ * an error (its disk tombstone could not be written), did not answer in time, or its
+ * connection went — is held for that owner like one made while it was away: sent again when
+ * it comes back to this master, restarted with its disk too (new user's finding: a DELETE
+ * whose tombstone failed came back at the owner's restart). */
+static fx_mkv_inv_t *rt_inv_held(master_node_t *n);
+
+typedef struct rt_inv_ack {
+    mkv_t *s;
+    fx_rpc_cb cb;
+    void *arg;
+    uint64_t generation;
+    fx_mkv_inv_t ents; /* what was sent, for the owner of this node_id */
+    char node_id[FX_ID_MAX];
+} rt_inv_ack_t;
+
+static void rt_on_inv_ack(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    rt_inv_ack_t *a = arg;
+    mkv_t *s = a->s;
+    if (status != FLUXON_OK && !s->m->shutting_down && !s->m->resetting) {
+        master_node_t *n = NULL;
+        for (size_t i = 0; i < s->m->n_nodes && !n; i++)
+            if (!strcmp(s->m->nodes[i]->node_id, a->node_id)) n = s->m->nodes[i];
+        fx_mkv_inv_t *held = n && n->generation == a->generation && !n->forgotten ? rt_inv_held(n) : NULL;
+        for (size_t i = 0; held && i < a->ents.n; i++) {
+            const fx_mkv_inv_ent_t *e = &a->ents.e[i];
+            if (held->n < RT_INV_HELD_MAX)
+                fx_mkv_inv_add(held, n, a->ents.keys + e->koff, e->klen, e->offset, e->put_ms, e->put_ver);
+            else held->lost++;
+        }
+        if (held) s->c.invalidations_held_unconfirmed += a->ents.n;
+    }
+    a->cb(a->arg, status, h, body, arena);
+    fx_free(a->ents.e);
+    fx_free(a->ents.keys);
+    fx_free(a);
+}
+
 /* Sends one INVALIDATE of cnt entries: one-way, or (cb) a request node answers once it
  * dropped the copies (cb runs once). Returns true when sent. */
-static bool rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t *idx, size_t cnt,
+static bool rt_inv_send(mkv_t *s, master_node_t *node, const fx_mkv_inv_t *v, const size_t *idx, size_t cnt,
                         uint64_t *replicas_p, uint64_t *msgs_p, uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
 {
     fx_str_t *keys = fx_malloc(cnt * sizeof *keys);
@@ -78,8 +117,23 @@ static bool rt_inv_send(master_node_t *node, const fx_mkv_inv_t *v, const size_t
     }
     uint32_t n = (uint32_t)cnt;
     fx_body_invalidate_t b = {{keys, n}, {cols, n}, {cols + cnt, n}, {cols + 2 * cnt, n}};
-    int rc = cb ? FX_RPC_CALL(node->peer->conn, INVALIDATE, invalidate, &b, timeout_ms, cb, arg)
-                : FX_CONN_SEND(node->peer->conn, FX_MSG_INVALIDATE, 0, 0, 0, invalidate, &b);
+    rt_inv_ack_t *a = cb ? fx_calloc(1, sizeof *a) : NULL;
+    if (a) {
+        *a = (rt_inv_ack_t){.s = s, .cb = cb, .arg = arg, .generation = node->generation};
+        fx_strlcpy(a->node_id, node->node_id, sizeof a->node_id);
+        for (size_t i = 0; i < cnt; i++) {
+            const fx_mkv_inv_ent_t *e = &v->e[idx[i]];
+            fx_mkv_inv_add(&a->ents, node, v->keys + e->koff, e->klen, e->offset, e->put_ms, e->put_ver);
+        }
+    }
+    int rc = a ? FX_RPC_CALL(node->peer->conn, INVALIDATE, invalidate, &b, timeout_ms, rt_on_inv_ack, a)
+         : cb ? FX_RPC_CALL(node->peer->conn, INVALIDATE, invalidate, &b, timeout_ms, cb, arg) /* no memory: as before */
+              : FX_CONN_SEND(node->peer->conn, FX_MSG_INVALIDATE, 0, 0, 0, invalidate, &b);
+    if (rc != FLUXON_OK && a) {
+        fx_free(a->ents.e);
+        fx_free(a->ents.keys);
+        fx_free(a);
+    }
     if (rc == FLUXON_OK) {
         *replicas_p += cnt;
         (*msgs_p)++;
@@ -173,11 +227,11 @@ static size_t rt_inv_flush(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeout_ms, fx_rp
             idx[cnt++] = j;
             bytes += 28 + v->e[j].klen;
             if (bytes >= RT_INV_CHUNK_BYTES) {
-                acked += rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p, timeout_ms, cb, arg) && cb;
+                acked += rt_inv_send(s, node, v, idx, cnt, replicas_p, msgs_p, timeout_ms, cb, arg) && cb;
                 cnt = bytes = 0;
             }
         }
-        if (cnt) acked += rt_inv_send(node, v, idx, cnt, replicas_p, msgs_p, timeout_ms, cb, arg) && cb;
+        if (cnt) acked += rt_inv_send(s, node, v, idx, cnt, replicas_p, msgs_p, timeout_ms, cb, arg) && cb;
         if (!connected) FX_DEBUG("invalidate: owner %s is not connected; told when it reconnects", node->node_id);
     }
     fx_free(idx);

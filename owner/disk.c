@@ -436,7 +436,13 @@ FX_INTERNAL void fx_odisk_moved(fx_owner_t *o, uint64_t disk_off, int st)
 
 FX_INTERNAL int fx_odisk_drop(fx_owner_t *o, uint64_t disk_off)
 {
-    return fx_odisk_on(o) ? fx_disk_kill(o->disk->d, disk_off) : FLUXON_ERR_NOT_FOUND;
+    if (!fx_odisk_on(o)) return FLUXON_ERR_NOT_FOUND;
+    if (fx_owner_fault(o, FX_FAULT_DROP, "INVALIDATE")) { /* test-only: no tombstone, as when none can be staged */
+        FX_WARN("test fault: no tombstone for the disk record at %llx", (unsigned long long)disk_off);
+        fx_disk_drop(o->disk->d, disk_off);
+        return FLUXON_ERR_UNAVAILABLE;
+    }
+    return fx_disk_kill(o->disk->d, disk_off);
 }
 
 FX_INTERNAL void fx_odisk_forget_all(fx_owner_t *o)

@@ -323,6 +323,12 @@ static void olink_on_forward_resp(void *arg, int status, const fx_frame_header_t
             rh.req_id = f->req_id;
             if (f->relay) f->relay(f->ext, &rh, body, arena, f->tag, f->tag_len);
             else fx_conn_send_bytes(f->ext, &rh, body);
+        } else if (f->type == FX_MSG_DELETE) { /* sent: the master may have applied it (never guessed) */
+            fx_frame_header_t q = {FX_FRAME_MAGIC, f->type, 0, 0, 0, f->req_id};
+            fx_conn_reply_error(f->ext, &q, FLUXON_ERR_UNKNOWN_OUTCOME,
+                                "master %s after the delete was sent: it may have been applied; a retry deletes "
+                                "it, or answers NOT_FOUND if it was",
+                                status == FLUXON_ERR_TIMEOUT ? "did not answer in time" : "connection lost");
         } else {
             fx_frame_header_t q = {FX_FRAME_MAGIC, f->type, 0, 0, 0, f->req_id};
             fx_conn_reply_error(f->ext, &q, status, "master %s",

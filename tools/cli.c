@@ -304,6 +304,9 @@ int main(int argc, char **argv)
 {
     const char *role = NULL, *config = NULL;
     int i = 1;
+    /* a closed stdout or stderr pipe (`| head`, a log collector restarted) is a failed write
+     * (EPIPE), never the death of a daemon (new user's finding) */
+    signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && strcmp(argv[1], "demo") == 0) return fx_cli_replay_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-hostless") == 0) return fx_cli_bench_hostless(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-kv") == 0) return fx_cli_bench_kv(argc - 1, argv + 1);

@@ -29,6 +29,13 @@ static int kv_fail(fluxon_client *c, const char *what, const char *key, int rc)
     if (rc == FLUXON_ERR_NO_SPACE && !strcmp(what, "get"))
         fprintf(stderr, "fluxon: get: the value exists but this owner has no room for a copy: it is larger than the "
                         "owner's reserve.grant_bytes (its log names both sizes), or every slot is held by readers\n");
+    if (rc == FLUXON_ERR_UNKNOWN_OUTCOME && !strcmp(what, "del")) {
+        fprintf(stderr, "fluxon: del: the outcome is not known yet: the key is gone from the master's routes, but an "
+                        "owner holding a copy has not confirmed dropping it (it is down, or did not answer in time); "
+                        "it drops it when it comes back to this master; a master restart before that may bring the "
+                        "key back; run del again to know\n");
+        return FX_CLI_EXIT_UNKNOWN;
+    }
     if (rc == FLUXON_ERR_UNKNOWN_OUTCOME) {
         fprintf(stderr, "fluxon: %s: the outcome is not known yet: the owner holds the value (readable through "
                         "it) and publishes it when its master answers; read it back to know\n", what);
@@ -113,7 +120,8 @@ int fx_cli_pin(fluxon_client *c, int argc, char **argv)
 {
     char *end = NULL;
     unsigned long long ttl = argc >= 2 ? strtoull(argv[0], &end, 10) : 0;
-    if (argc < 2 || !end || *end || argv[0][0] == '-' || ttl > FLUXON_PIN_TTL_MAX_MS) {
+    int digits = argc >= 2 && argv[0][0] && strspn(argv[0], "0123456789") == strlen(argv[0]); /* "" is no 0 */
+    if (argc < 2 || !digits || !end || *end || ttl > FLUXON_PIN_TTL_MAX_MS) {
         fprintf(stderr, "usage: pin TTL_MS KEY... (TTL_MS 0..%u; 0 unpins)\n", FLUXON_PIN_TTL_MAX_MS);
         return 2;
     }

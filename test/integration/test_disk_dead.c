@@ -226,3 +226,37 @@ Test(disk_dead, an_owner_away_longer_than_the_grace_drops_its_disk_even_after_a_
     fluxon_client_close(a);
     fluxon_client_close(b);
 }
+
+/* A DELETE whose tombstone could not be written (a test fault stands for a paused or full
+ * disk) is answered UNKNOWN_OUTCOME, and the master holds the invalidation for the owner as
+ * for one that was away: the owner restarted with its disk gets it before it re-publishes,
+ * and the key stays deleted. The old code counted the failure and forgot the
+ * invalidation: the key came back with the restart (a new user's finding). */
+Test(disk_dead, a_delete_whose_tombstone_failed_stays_deleted_after_an_owner_restart, .timeout = 240, .fini = fini)
+{
+    snprintf(rf_segment, sizeof rf_segment, "32MiB");
+    snprintf(rf_grant, sizeof rf_grant, "4MiB");
+    disk_parent = th_tmpdir();
+    cr_assert_not_null(disk_parent);
+    snprintf(disk_extra, sizeof disk_extra,
+             ",\"disk\":{\"path\":\"%s/disk\",\"capacity_bytes\":\"512MiB\",\"segment_bytes\":\"8MiB\","
+             "\"admission\":\"all\"},\"test\":{\"fault_message\":\"INVALIDATE\",\"fault\":\"drop\",\"fault_count\":1}",
+             disk_parent);
+    rf_up(1, extras);
+    fluxon_client *c = rf_client(0);
+    put_all(c);
+    cr_assert(rf_wait_stat(c, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    cr_assert_gt(rf_stat(c, true, "evict_to_disk"), 100);
+    int rc = fluxon_delete(c, "k:0"); /* on disk: evicted first */
+    cr_assert_eq(rc, FLUXON_ERR_UNKNOWN_OUTCOME, "a delete whose tombstone failed is not OK: %s",
+                 fluxon_status_string(rc));
+    fluxon_client_close(c);
+    owner_kill_restart(0);
+    c = client_when_up(0, 30000);
+    cr_assert(rf_wait_stat(c, true, "republish_owners_done", 1, 1, 60000), "the restarted owner re-publishes (%s)",
+              rf.dir);
+    cr_assert_eq(get_check(c, "k:0", 5000), 0, "the key whose tombstone failed came back after the owner's restart");
+    cr_assert_eq(get_check(c, "k:1", 5001), 1, "the other disk records are back");
+    cr_assert_eq(rf_stat(c, true, "invalidations_held_unconfirmed"), 1, "the master held the unconfirmed one");
+    fluxon_client_close(c);
+}
