@@ -94,6 +94,7 @@ static const struct {
     {FX_MSG_LEASE_GRANT, owner_forward},
     {FX_MSG_LIST, owner_forward},
     {FX_MSG_PIN, fx_opin_request}, /* issue 42 */
+    {FX_MSG_TENANT_SET, fx_oevq_request}, /* issue 42 quotas */
 };
 
 static bool owner_ext_dispatch(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
