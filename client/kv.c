@@ -231,7 +231,16 @@ int fluxon_tenant_set(fluxon_client *cl, const char *tenant, uint64_t quota_byte
     uint8_t *req;
     uint32_t len;
     FX_CLIENT_ENCODE(tenant_set, &b, req, len);
-    return fx_client_call_decode(cl, FX_MSG_TENANT_SET, req, len, "TENANT_SET", NULL, NULL);
+    uint8_t *resp = NULL;
+    uint32_t rlen = 0;
+    rc = fx_client_call(cl, FX_MSG_TENANT_SET, req, len, NULL, NULL, &resp, &rlen);
+    fx_body_error_t e; /* an admin's request: the owner's reason is always shown */
+    fx_arena_t a = {0};
+    if (rc < 0 && resp && fx_body_error_decode(resp, rlen, &e, &a) == FLUXON_OK && e.message.len)
+        FX_WARN("tenant set %s: %s: %.*s", tenant, fluxon_status_string(rc), (int)e.message.len, e.message.p);
+    fx_arena_free(&a);
+    fx_client_buf_free(resp);
+    return rc;
 }
 
 typedef struct ckv_list_ctx {

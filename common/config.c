@@ -377,7 +377,10 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_TENANTS: return fx_cfg_parse_tenants(c, v, cfg);
     case CFG_K_TENANT: return fx_cfg_parse_tenant(c, v, cfg);
     case CFG_K_TENANT_TOKEN: return fx_cfg_get_token(c, path, v, cfg->tenant_token);
-    case CFG_K_TENANT_ADMIN: return fx_cfg_get_token(c, path, v, cfg->tenant_admin_token);
+    case CFG_K_TENANT_ADMIN: /* issue 42 quotas: "" would let anyone in */
+        if (cJSON_IsString(v) && !v->valuestring[0])
+            return fx_cfg_fail(c, path, "is empty (omit it: then only a tenant's own clients change its quota)");
+        return fx_cfg_get_token(c, path, v, cfg->tenant_admin_token);
     case CFG_K_HOT_RATIO:
         if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not a number");
         if (!(v->valuedouble > 0 && v->valuedouble <= 1))
