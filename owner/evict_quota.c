@@ -53,7 +53,7 @@ static void oevq_manage(fx_owner_t *o, uint32_t k)
     oev_t *kv = o->ev;
     oev_tq_t *t = &kv->tq[k];
     if (t->managed) return;
-    fx_evp_init(&t->pol, kv->hot.kind, kv->hot_capacity, NULL, 0);
+    fx_evp_init(&t->pol, kv->hot.kind, t->quota ? t->quota : kv->hot_capacity, NULL, 0); /* sizes s3fifo's small queue */
     t->managed = true;
     kv->managed[kv->n_managed++] = (uint8_t)k;
     uint64_t moved = 0;
@@ -317,6 +317,7 @@ FX_INTERNAL void fx_oevq_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_h
     t->quota = quota;
     t->guaranteed = gtd;
     if (quota || gtd) oevq_manage(o, (uint32_t)k);
+    if (t->managed) t->pol.capacity = quota ? quota : kv->hot_capacity;
     kv->q_changes++;
     FX_INFO("tenant \"%s\": quota_bytes %llu, guaranteed_bytes %llu (tenant set, by %s)", name,
             (unsigned long long)quota, (unsigned long long)gtd, admin ? "the admin token" : "its own client");
