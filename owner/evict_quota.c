@@ -23,12 +23,14 @@
  *
  * Changes at run time: TENANT_SET (fluxon ... tenant set NAME --quota B --guaranteed B),
  * accepted with the owner's tenant_admin_token or from a client of that very tenant (which
- * proved the tenant's token at HELLO); applied at once on this owner only. Reactor thread
- * only. Static helpers are oevq_*. */
+ * proved the tenant's token at HELLO); applied at once, then sent to the master as a
+ * TENANT_PUSH, which sends it on to every other owner (master/tenants.c); a push is applied
+ * within this owner's own checks. Reactor thread only. Static helpers are oevq_*. */
 #include <stdio.h>
 
 #include "log.h"
 #include "owner_evict_int.h"
+#include "owner_link.h"
 
 /* ---- state ---- */
 static oev_tq_t *oevq_at(oev_t *kv, int k) { return kv->tq && k >= 0 && k < FX_TENANT_SNAP_MAX ? &kv->tq[k] : NULL; }
@@ -264,7 +266,39 @@ FX_INTERNAL void fx_oevq_note(fx_owner_t *o, char *buf, size_t cap)
     }
 }
 
-/* ---- run-time changes (TENANT_SET) ---- */
+/* ---- run-time changes (TENANT_SET, TENANT_PUSH) ---- */
+/* Checks b's fields for tenant k and applies them (a first quota or guarantee: its own
+ * policy); FLUXON_OK, or INVALID_ARGUMENT and err naming the values (nothing changed). */
+static int oevq_apply(fx_owner_t *o, int k, const fx_body_tenant_set_t *b, char *err, size_t cap)
+{
+    oev_t *kv = o->ev;
+    oev_tq_t *t = &kv->tq[k];
+    const char *name = fx_otenant_at(o, k)->name;
+    uint64_t quota = b->fields & FX_TENANT_SET_QUOTA ? b->quota_bytes : t->quota;
+    uint64_t gtd = b->fields & FX_TENANT_SET_GUARANTEED ? b->guaranteed_bytes : t->guaranteed;
+    uint64_t sum = gtd;
+    for (uint32_t i = 0; i < fx_otenant_count(o) && i < FX_TENANT_SNAP_MAX; i++)
+        if ((int)i != k) sum += kv->tq[i].guaranteed;
+    const char *bad = !b->fields || (b->fields & ~(FX_TENANT_SET_QUOTA | FX_TENANT_SET_GUARANTEED))
+                          ? "give --quota, --guaranteed or both (fields 1, 2)"
+                      : quota && gtd > quota ? "the guarantee is above the quota (a guarantee is a share of the quota)"
+                      : sum > kv->hot_capacity ? "the guarantees of all tenants would sum above this owner's hot tier"
+                                               : NULL;
+    if (bad) {
+        snprintf(err, cap,
+                 "tenant set %s: %s (quota_bytes %llu, guaranteed_bytes %llu, all guarantees %llu, hot tier %llu bytes)",
+                 name, bad, (unsigned long long)quota, (unsigned long long)gtd, (unsigned long long)sum,
+                 (unsigned long long)kv->hot_capacity);
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
+    t->quota = quota;
+    t->guaranteed = gtd;
+    if (quota || gtd) oevq_manage(o, (uint32_t)k);
+    if (t->managed) t->pol.capacity = quota ? quota : kv->hot_capacity;
+    fx_oev_kick(o); /* a lower quota: its own coldest go now */
+    return FLUXON_OK;
+}
+
 FX_INTERNAL void fx_oevq_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
                                  fx_arena_t *arena)
 {
@@ -295,35 +329,52 @@ FX_INTERNAL void fx_oevq_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_h
                             name, b.admin_token.len ? " (the one given does not match)" : "", name);
         return;
     }
-    oev_tq_t *t = &kv->tq[k];
-    uint64_t quota = b.fields & FX_TENANT_SET_QUOTA ? b.quota_bytes : t->quota;
-    uint64_t gtd = b.fields & FX_TENANT_SET_GUARANTEED ? b.guaranteed_bytes : t->guaranteed;
-    uint64_t sum = gtd;
-    for (uint32_t i = 0; i < fx_otenant_count(o) && i < FX_TENANT_SNAP_MAX; i++)
-        if ((int)i != k) sum += kv->tq[i].guaranteed;
-    const char *bad = !b.fields || (b.fields & ~(FX_TENANT_SET_QUOTA | FX_TENANT_SET_GUARANTEED))
-                          ? "give --quota, --guaranteed or both (fields 1, 2)"
-                      : quota && gtd > quota ? "the guarantee is above the quota (a guarantee is a share of the quota)"
-                      : sum > kv->hot_capacity ? "the guarantees of all tenants would sum above this owner's hot tier"
-                                               : NULL;
-    if (bad) {
-        fx_conn_reply_error(e->conn, h, FLUXON_ERR_INVALID_ARGUMENT,
-                            "tenant set %s: %s (quota_bytes %llu, guaranteed_bytes %llu, all guarantees %llu, hot tier "
-                            "%llu bytes)",
-                            name, bad, (unsigned long long)quota, (unsigned long long)gtd, (unsigned long long)sum,
-                            (unsigned long long)kv->hot_capacity);
+    char err[400];
+    int rc = oevq_apply(o, k, &b, err, sizeof err);
+    if (rc != FLUXON_OK) {
+        fx_conn_reply_error(e->conn, h, rc, "%s", err);
         return;
     }
-    t->quota = quota;
-    t->guaranteed = gtd;
-    if (quota || gtd) oevq_manage(o, (uint32_t)k);
-    if (t->managed) t->pol.capacity = quota ? quota : kv->hot_capacity;
     kv->q_changes++;
     FX_INFO("tenant \"%s\": quota_bytes %llu, guaranteed_bytes %llu (tenant set, by %s)", name,
-            (unsigned long long)quota, (unsigned long long)gtd, admin ? "the admin token" : "its own client");
-    fx_oev_kick(o); /* a lower quota: its own coldest go now */
+            (unsigned long long)kv->tq[k].quota, (unsigned long long)kv->tq[k].guaranteed,
+            admin ? "the admin token" : "its own client");
+    fx_conn_t *mc = fx_olink_conn(o); /* the master sends it on to every owner (and later ones) */
+    if (mc) {
+        fx_body_tenant_set_t pb = {b.tenant, b.quota_bytes, b.guaranteed_bytes, b.fields, fx_str_c("")};
+        FX_CONN_SEND(mc, FX_MSG_TENANT_PUSH, 0, 0, 0, tenant_set, &pb);
+    } else {
+        FX_WARN("tenant \"%s\": quota changed on this owner only: no master connection to send it on", name);
+    }
     fx_body_empty_t em;
     FX_CONN_REPLY(e->conn, h, empty, &em);
+}
+
+/* A change another owner applied, from the master: applied here within this owner's checks
+ * (a tenant it does not list, a guarantee its hot tier cannot hold: logged, skipped). */
+FX_INTERNAL void fx_oevq_pushed(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    oev_t *kv = o->ev;
+    fx_body_tenant_set_t b;
+    char err[400];
+    int k = -1, rc = fx_body_tenant_set_decode(body, h->body_len, &b, arena);
+    if (rc == FLUXON_OK && fx_tenant_name_ok(b.tenant.p, b.tenant.len)) k = fx_otenant_find(o, b.tenant);
+    if (rc != FLUXON_OK || k < 0) {
+        FX_INFO("a quota pushed by the master for a tenant this owner does not list (or malformed): ignored");
+        return;
+    }
+    const oev_tq_t *t = &kv->tq[k];
+    if ((!(b.fields & FX_TENANT_SET_QUOTA) || b.quota_bytes == t->quota) &&
+        (!(b.fields & FX_TENANT_SET_GUARANTEED) || b.guaranteed_bytes == t->guaranteed))
+        return; /* already so (a register's replay) */
+    if ((rc = oevq_apply(o, k, &b, err, sizeof err)) != FLUXON_OK) {
+        kv->q_push_refused++;
+        FX_WARN("a quota pushed by the master is not applied on this owner: %s", err);
+        return;
+    }
+    kv->q_pushed++;
+    FX_INFO("tenant \"%s\": quota_bytes %llu, guaranteed_bytes %llu (pushed by the master)",
+            fx_otenant_at(o, k)->name, (unsigned long long)t->quota, (unsigned long long)t->guaranteed);
 }
 
 /* ---- stats ---- */
@@ -335,6 +386,8 @@ FX_INTERNAL void fx_oevq_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->quota_changes = kv->q_changes;
     m->evictions_quota = kv->q_ev_quota;
     m->evictions_pressure = kv->q_ev_pressure;
+    m->quota_pushes = kv->q_pushed;
+    m->quota_push_refusals = kv->q_push_refused;
     for (uint32_t k = 0; o->tenant && k < fx_otenant_count(o); k++) { /* a few tenants, no values walked */
         fx_tenant_snap_t *s = fx_otenant_at(o, (int)k);
         s->quota_bytes = kv->tq[k].quota;

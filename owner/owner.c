@@ -192,6 +192,10 @@ static void owner_ext_closed(fx_owner_t *o, owner_ext_t *e)
 /* ---- the master link's news ---- */
 static bool owner_master_request(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
 {
+    if (h->type == FX_MSG_TENANT_PUSH) { /* issue 42: another owner's quota change */
+        fx_oevq_pushed(o, h, body, arena);
+        return true;
+    }
     if (h->type == FX_MSG_PLACED) {
         fx_orepub_placed(o, body, h->body_len, arena);
         return true;

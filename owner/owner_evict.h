@@ -55,6 +55,8 @@ FX_INTERNAL void fx_oevq_release(fx_owner_t *o, int tenant, uint64_t bytes);
 /* TENANT_SET of e (after tenant.c's filter). */
 FX_INTERNAL void fx_oevq_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
                                  fx_arena_t *arena);
+/* TENANT_PUSH from the master: another owner's change, applied here within this owner's checks. */
+FX_INTERNAL void fx_oevq_pushed(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
 /* Appends to a NO_SPACE message what guarantees keep (the tenants at or under theirs). */
 FX_INTERNAL void fx_oevq_note(fx_owner_t *o, char *buf, size_t cap);
 FX_INTERNAL void fx_oevq_metrics(fx_owner_t *o, fx_ometrics_t *m);

@@ -62,7 +62,7 @@ typedef struct oev {
     oev_tq_t *tq;
     uint8_t managed[FX_TENANT_SNAP_MAX];
     uint32_t n_managed;
-    uint64_t q_refused, q_changes, q_ev_quota, q_ev_pressure, q_log_ms;
+    uint64_t q_refused, q_changes, q_ev_quota, q_ev_pressure, q_log_ms, q_pushed, q_push_refused;
 } oev_t;
 
 /* The drain of one retiring sub-grant (issue 44 P4): slots [0, next) were looked at. No

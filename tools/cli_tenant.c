@@ -1,6 +1,6 @@
 /* cli_tenant.c — `fluxon --role=external --config F tenant set NAME [--quota BYTES]
  * [--guaranteed BYTES] [--admin-token TOKEN]`: a tenant's quota and guaranteed share on this
- * client's owner, at run time (issue 42, fluxon_tenant_set; docs/tenants.md). BYTES: an
+ * client's owner (which sends it on to the others through the master), at run time (issue 42, fluxon_tenant_set; docs/tenants.md). BYTES: an
  * integer with an optional suffix K/KiB, M/MiB, G/GiB, T/TiB (powers of 1024) or B; 0 clears.
  * Public API only. Exit status: 0 applied, 1 refused or failed, 2 usage error. */
 #include <errno.h>
@@ -79,6 +79,6 @@ int fx_cli_tenant(fluxon_client *c, int argc, char **argv)
     printf("tenant %s:", name);
     if (flags & FLUXON_TENANT_SET_QUOTA) printf(" quota_bytes %llu", (unsigned long long)quota);
     if (flags & FLUXON_TENANT_SET_GUARANTEED) printf(" guaranteed_bytes %llu", (unsigned long long)gtd);
-    printf(" (this owner; fluxon stats shows them)\n");
+    printf(" (applied on this owner, sent on to every owner through the master; fluxon stats shows them)\n");
     return 0;
 }

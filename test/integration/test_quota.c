@@ -301,3 +301,50 @@ Test(quota, the_cli_sets_quotas_and_a_refused_put_names_its_tenant_and_field, .f
     cr_assert(strstr(out, "\"guaranteed_bytes\":262144"), "%s", out);
     cr_assert(strstr(out, "\"quota_changes\":2"), "%s", out);
 }
+
+/* Owner A applies a `tenant set`, sends it to the master, which pushes it to owner B and to
+ * an owner C that registers later: each shows it in its stats within a second; a change A
+ * refuses is sent nowhere. */
+Test(quota, a_change_on_one_owner_reaches_every_owner_and_later_ones, .fini = kf_down)
+{
+    const char *tn = ",\"hot_capacity_bytes\":\"1MiB\",\"tenant_admin_token\":\"adm-secret\",\"tenants\":{"
+                     "\"acme\":{\"token\":\"acme-secret\"},\"beta\":{\"token\":\"beta-secret\",\"guaranteed_bytes\":\"512KiB\"}}";
+    const char *ex[2] = {tn, tn};
+    kf_up_ex(2, NULL, ex);
+    fluxon_client *a = qt_client("acme"); /* owner A's */
+    char cfg[768];
+    const char *base = kf_client_cfg(1);
+    snprintf(cfg, sizeof cfg, "%.*s}", (int)strlen(base) - 1, base);
+    fluxon_client *b = NULL;
+    cr_assert_eq(fluxon_client_open(cfg, &b), FLUXON_OK); /* owner B's, default tenant */
+    cr_assert_eq(fluxon_tenant_set(a, "acme", 256 * 1024, 128 * 1024,
+                                   FLUXON_TENANT_SET_QUOTA | FLUXON_TENANT_SET_GUARANTEED, NULL), FLUXON_OK);
+    double t0 = th_now_s(), end = t0 + 1.0;
+    while (th_now_s() < end && qt_tstat(b, "acme", "quota_bytes") != 256 * 1024) th_sleep_ms(5);
+    cr_assert_eq(qt_tstat(b, "acme", "quota_bytes"), 256 * 1024, "owner B within a second (%.3f s)", th_now_s() - t0);
+    cr_assert_eq(qt_tstat(b, "acme", "guaranteed_bytes"), 128 * 1024);
+    cr_assert_eq(kf_stat(b, "quota_pushes"), 1);
+    cr_assert_eq(kf_stat(b, "quota_changes"), 0, "B did not take a tenant set itself");
+    cr_assert_eq(kf_stat(a, "quota_pushes"), 0, "not sent back to A");
+    /* guarantees above the hot tier (beta's 512 KiB + 640 KiB): refused by A, sent nowhere */
+    cr_assert_eq(fluxon_tenant_set(a, "acme", 0, 640 * 1024, FLUXON_TENANT_SET_GUARANTEED, "adm-secret"),
+                 FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(qt_tstat(b, "acme", "guaranteed_bytes"), 128 * 1024);
+    cr_assert_eq(kf_stat(b, "quota_pushes") + kf_stat(b, "quota_push_refusals"), 1);
+    /* owner C registers after the change: the master hands it the table */
+    char ocfg[1024];
+    kf_owner_cfg(ocfg, sizeof ocfg, 2, tn);
+    cr_assert_eq(fluxon_node_start(ocfg, &kf_owner[2]), FLUXON_OK);
+    base = kf_client_cfg(2);
+    snprintf(cfg, sizeof cfg, "%.*s}", (int)strlen(base) - 1, base);
+    fluxon_client *c = NULL;
+    cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_OK);
+    t0 = th_now_s();
+    end = t0 + th_wait_bound_s(1000);
+    while (th_now_s() < end && qt_tstat(c, "acme", "quota_bytes") != 256 * 1024) th_sleep_ms(5);
+    cr_assert_eq(qt_tstat(c, "acme", "quota_bytes"), 256 * 1024, "owner C got it at registration");
+    cr_assert_eq(qt_tstat(c, "acme", "guaranteed_bytes"), 128 * 1024);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+    fluxon_client_close(c);
+}
