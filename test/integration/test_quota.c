@@ -348,3 +348,40 @@ Test(quota, a_change_on_one_owner_reaches_every_owner_and_later_ones, .fini = kf
     fluxon_client_close(b);
     fluxon_client_close(c);
 }
+
+/* Pinned values count toward their tenant's bytes and are never its victims: a tenant whose
+ * quota is all pinned gets NO_SPACE for a new put, the message naming it; unpinning makes
+ * room (its own coldest then go). */
+Test(quota, pinned_values_count_toward_the_quota_and_are_not_evicted_for_it, .fini = kf_down)
+{
+    qt_up("\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"64KiB\"}");
+    fluxon_client *a = qt_client("acme");
+    static uint8_t v[QT_VAL];
+    fluxon_put_options po = {.field_mask = FLUXON_PUT_OPT_PIN_TTL, .pin_ttl_ms = 60000};
+    char key[32];
+    const char *ks[16];
+    static char kb[16][32];
+    for (int i = 0; i < 16; i++) { /* 64 KiB pinned: the whole quota */
+        snprintf(kb[i], sizeof kb[i], "p/%d", i);
+        ks[i] = kb[i];
+        kf_fill(v, sizeof v, (uint64_t)i);
+        cr_assert_eq(fluxon_put(a, kb[i], v, sizeof v, &po), FLUXON_OK);
+    }
+    cr_assert_eq(qt_tstat(a, "acme", "bytes"), 64 * 1024);
+    cr_assert_eq(qt_tstat(a, "acme", "pinned_bytes"), 64 * 1024);
+    long long rf = qt_tstat(a, "acme", "quota_refusals");
+    snprintf(key, sizeof key, "x");
+    cr_assert_eq(qt_put(a, key, 1), FLUXON_ERR_NO_SPACE, "nothing of acme's is evictable");
+    cr_assert_eq(qt_tstat(a, "acme", "quota_refusals"), rf + 1);
+    cr_assert_eq(kf_stat(a, "quota_refusals"), rf + 1);
+    for (int i = 0; i < 16; i++) cr_assert_eq(qt_exists(a, kb[i]), 1, "%s stays pinned", kb[i]);
+    int st[16];
+    cr_assert_eq(fluxon_pin(a, ks, 16, 0, 0, st), FLUXON_OK); /* unpinned: evictable again */
+    cr_assert_eq(qt_put(a, key, 1), FLUXON_OK);
+    double end = th_now_s() + th_wait_bound_s(5000);
+    while (th_now_s() < end && qt_tstat(a, "acme", "bytes") > 64 * 1024) th_sleep_ms(5);
+    cr_assert_leq(qt_tstat(a, "acme", "bytes"), 64 * 1024);
+    cr_assert_eq(qt_exists(a, "p/0"), 0, "its coldest went for its quota");
+    cr_assert_eq(qt_exists(a, "x"), 1);
+    fluxon_client_close(a);
+}
