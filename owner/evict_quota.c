@@ -10,8 +10,9 @@
  * EVICT is not settled.
  *
  * - Admission (put_start): a put whose bytes would take its tenant over its quota is admitted
- *   only if the tenant's own evictable values can make room; else NO_SPACE, naming the
- *   tenant, its bytes, its quota and the field. Then each eviction round first takes, from
+ *   only if the tenant's own evictable values (and its puts in flight, evictable once
+ *   published) can make room; else NO_SPACE (its values pinned, or the put alone larger than
+ *   the quota), naming the tenant, its bytes, its quota and the field. Then each eviction round first takes, from
  *   each tenant over its quota, its own coldest values (cause "quota").
  * - Pressure (claims waiting, the hot tier over its watermark): victims come from the policy
  *   whose tenant holds the most bytes above its guarantee (the shared policy: all its bytes),
@@ -219,7 +220,8 @@ FX_INTERNAL int fx_oevq_admit(fx_owner_t *o, int tenant, uint64_t bytes, char *e
     oev_t *kv = o->ev;
     oev_tq_t *t = oevq_at(kv, tenant);
     if (!t || !t->managed || !t->quota) return FLUXON_OK;
-    uint64_t h = oevq_held(o, (uint32_t)tenant), room = t->pol.bytes; /* its own evictable values */
+    /* room: its own evictable values, and its puts in flight (evictable once published) */
+    uint64_t h = oevq_held(o, (uint32_t)tenant), room = t->pol.bytes + t->charged;
     if (h + bytes <= t->quota) return FLUXON_OK;
     uint64_t over = h + bytes - t->quota;
     if (bytes <= t->quota && over <= room) return FLUXON_OK; /* its own coldest make room */
@@ -230,8 +232,14 @@ FX_INTERNAL int fx_oevq_admit(fx_owner_t *o, int tenant, uint64_t bytes, char *e
              "put_start: tenant \"%s\" holds %llu bytes on owner %s (with its puts in flight), its quota is %llu bytes "
              "(tenants.%s.quota_bytes) and %s: %llu bytes more do not fit",
              name, (unsigned long long)h, o->cfg.node_id, (unsigned long long)t->quota, name,
-             bytes > t->quota ? "the put alone is larger" : "its own evictable values cannot make room",
+             bytes > t->quota ? "the put alone is larger"
+                              : "its own evictable values and puts in flight cannot make room (pinned)",
              (unsigned long long)bytes);
+    uint64_t now = fx_now_ms();
+    if (!kv->q_log_ms || now - kv->q_log_ms >= 1000) { /* a line a second at most */
+        kv->q_log_ms = now;
+        FX_WARN("%s (%llu puts refused for quotas so far)", err, (unsigned long long)kv->q_refused);
+    }
     return FLUXON_ERR_NO_SPACE;
 }
 
