@@ -212,6 +212,37 @@ int fluxon_pin(fluxon_client *cl, const char *const *keys, size_t n_keys, uint32
     return fx_client_call_decode(cl, FX_MSG_PIN, req, len, "PIN", ckv_decode_pin, &x);
 }
 
+/* ---- quotas (issue 42) ---- */
+int fluxon_tenant_set(fluxon_client *cl, const char *tenant, uint64_t quota_bytes, uint64_t guaranteed_bytes,
+                      uint32_t flags, const char *admin_token)
+{
+    int rc = fx_client_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    uint32_t known = FLUXON_TENANT_SET_QUOTA | FLUXON_TENANT_SET_GUARANTEED;
+    if (!tenant || !flags || (flags & ~known)) {
+        FX_WARN("tenant_set: %s", !tenant ? "tenant is NULL"
+                                  : !flags ? "flags is 0 (FLUXON_TENANT_SET_QUOTA and/or _GUARANTEED)"
+                                           : "flags has unknown bits");
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
+    _Static_assert(FLUXON_TENANT_SET_QUOTA == FX_TENANT_SET_QUOTA && FLUXON_TENANT_SET_GUARANTEED == FX_TENANT_SET_GUARANTEED,
+                   "the wire's bits are the API's");
+    fx_body_tenant_set_t b = {fx_str_c(tenant), quota_bytes, guaranteed_bytes, flags, fx_str_c(admin_token ? admin_token : "")};
+    uint8_t *req;
+    uint32_t len;
+    FX_CLIENT_ENCODE(tenant_set, &b, req, len);
+    uint8_t *resp = NULL;
+    uint32_t rlen = 0;
+    rc = fx_client_call(cl, FX_MSG_TENANT_SET, req, len, NULL, NULL, &resp, &rlen);
+    fx_body_error_t e; /* an admin's request: the owner's reason is always shown */
+    fx_arena_t a = {0};
+    if (rc < 0 && resp && fx_body_error_decode(resp, rlen, &e, &a) == FLUXON_OK && e.message.len)
+        FX_WARN("tenant set %s: %s: %.*s", tenant, fluxon_status_string(rc), (int)e.message.len, e.message.p);
+    fx_arena_free(&a);
+    fx_client_buf_free(resp);
+    return rc;
+}
+
 typedef struct ckv_list_ctx {
     void (*cb)(void *arg, const char *key);
     void *arg;

@@ -32,7 +32,8 @@ enum {
     CFG_K_HA /* issue 17 */, CFG_K_TRANSPORT /* issue 18 */, CFG_K_RING_POLL, CFG_K_RING_POLL_PLAN,
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
     CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */,
-    CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN, CFG_K_PIN_RATIO
+    CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN, CFG_K_PIN_RATIO,
+    CFG_K_TENANT_ADMIN /* issue 42 quotas */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -71,6 +72,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"tenant", CFG_E},
     {"tenant_token", CFG_E},
     {"pin_budget_ratio", CFG_O}, /* issue 42 */
+    {"tenant_admin_token", CFG_O}, /* issue 42: who may change any tenant's quota (tenant set) */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -375,6 +377,10 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_TENANTS: return fx_cfg_parse_tenants(c, v, cfg);
     case CFG_K_TENANT: return fx_cfg_parse_tenant(c, v, cfg);
     case CFG_K_TENANT_TOKEN: return fx_cfg_get_token(c, path, v, cfg->tenant_token);
+    case CFG_K_TENANT_ADMIN: /* issue 42 quotas: "" would let anyone in */
+        if (cJSON_IsString(v) && !v->valuestring[0])
+            return fx_cfg_fail(c, path, "is empty (omit it: then only a tenant's own clients change its quota)");
+        return fx_cfg_get_token(c, path, v, cfg->tenant_admin_token);
     case CFG_K_HOT_RATIO:
         if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not a number");
         if (!(v->valuedouble > 0 && v->valuedouble <= 1))

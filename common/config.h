@@ -38,6 +38,9 @@ typedef struct fx_tenant_cfg {
     uint64_t pinned_bytes_max; /* "pinned_bytes_max": its pins' budget in bytes (capped by the owner's
                                 * pin_budget_ratio x the hot tier); used when has_pinned_max */
     bool has_pinned_max;
+    /* quotas (issue 42, owner/evict_quota.c): the most slot bytes of this owner's hot tier the
+     * tenant may hold, and the share other tenants' puts never evict (0: none) */
+    uint64_t quota_bytes, guaranteed_bytes;
 } fx_tenant_cfg_t;
 
 /* reply faults act on the master's replies; delay_request holds an owner's request back */
@@ -179,6 +182,8 @@ typedef struct fx_config {
     /* external */
     char tenant[FX_TENANT_NAME_MAX];      /* "tenant" ["default"] (issue 42) */
     char tenant_token[FX_TOKEN_MAX];      /* "tenant_token" [""]: the tenant's secret */
+    char tenant_admin_token[FX_TOKEN_MAX]; /* owner "tenant_admin_token" [""]: a `tenant set` carrying it may
+                                            * change any tenant's quota ("": only a tenant's own clients) */
     uint32_t timeout_ms;                  /* per-request timeout [30000], > 0 */
     bool prefault_segment;                /* map the segment's page tables at open [true] */
     int segment_touch;                    /* FX_TOUCH_AUTO/OFF/ON, owner and external ["auto"] */

@@ -44,7 +44,8 @@ FX_INTERNAL int fx_cfg_parse_tenant(struct cfg_ctx *c, const cJSON *v, fx_config
     return 0;
 }
 
-/* "tenants": {"NAME": {"token": "...", "pinned_bytes_max": SIZE}, ...}: at most FX_TENANTS_MAX
+/* "tenants": {"NAME": {"token": "...", "pinned_bytes_max": SIZE, "quota_bytes": SIZE,
+ * "guaranteed_bytes": SIZE}, ...} (a guarantee at most the quota, when both are given): at most FX_TENANTS_MAX
  * names, each once; a token (1..FX_TOKEN_MAX-1 bytes) is required except for "default". */
 FX_INTERNAL int fx_cfg_parse_tenants(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
 {
@@ -75,8 +76,17 @@ FX_INTERNAL int fx_cfg_parse_tenants(struct cfg_ctx *c, const cJSON *obj, fx_con
                 t->has_pinned_max = true;
                 continue;
             }
+            if (f->string && !strcmp(f->string, "quota_bytes")) { /* issue 42: quotas */
+                if ((rc = fx_cfg_get_size(c, fpath, f, &t->quota_bytes))) return rc;
+                continue;
+            }
+            if (f->string && !strcmp(f->string, "guaranteed_bytes")) {
+                if ((rc = fx_cfg_get_size(c, fpath, f, &t->guaranteed_bytes))) return rc;
+                continue;
+            }
             if (!f->string || strcmp(f->string, "token"))
-                return fx_cfg_fail(c, fpath, "is not a field of a tenant (known: token, pinned_bytes_max)");
+                return fx_cfg_fail(c, fpath, "is not a field of a tenant (known: token, pinned_bytes_max, quota_bytes, "
+                                             "guaranteed_bytes)");
             if ((rc = fx_cfg_get_token(c, fpath, f, t->token))) return rc;
         }
         if (!t->token[0] && !is_default) {
@@ -85,6 +95,11 @@ FX_INTERNAL int fx_cfg_parse_tenants(struct cfg_ctx *c, const cJSON *obj, fx_con
             return fx_cfg_fail(c, tpath, "missing or empty (required, 1..%d bytes; only \"default\" may have none)",
                                FX_TOKEN_MAX - 1);
         }
+        if (t->quota_bytes && t->guaranteed_bytes > t->quota_bytes)
+            return fx_cfg_fail(c, path,
+                               "guaranteed_bytes (%llu) is above quota_bytes (%llu): a guarantee is a share of the "
+                               "quota",
+                               (unsigned long long)t->guaranteed_bytes, (unsigned long long)t->quota_bytes);
         cfg->n_tenants++;
     }
     return 0;

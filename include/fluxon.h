@@ -487,6 +487,25 @@ int fluxon_list_keys(fluxon_client *c, const char *prefix, const char *after, ui
 int fluxon_pin(fluxon_client *c, const char *const *keys, size_t n_keys, uint32_t ttl_ms, uint32_t flags,
                int *statuses);
 
+/* Quotas (issue 42, docs/tenants.md): sets tenant's quota (the most slot bytes of its owner's
+ * hot tier it may hold; 0: none) and/or guaranteed share (bytes other tenants' puts never
+ * evict; 0: none) on this client's owner, at once, no restart; `fluxon stats` shows them.
+ *  flags        FLUXON_TENANT_SET_QUOTA and/or FLUXON_TENANT_SET_GUARANTEED: which to change.
+ *  admin_token  the owner's tenant_admin_token, or NULL/"": then only a client of tenant
+ *               itself (which proved its tenant_token at HELLO) may change it.
+ * Returns FLUXON_OK (applied on this owner; it sends the change to the master, which pushes
+ * it to every other owner and to owners that register later, each applying it within its
+ * own checks);
+ * FLUXON_ERR_INVALID_ARGUMENT (NULL c or tenant, no or unknown flags; or the owner's
+ * refusal: a guarantee above the quota, guarantees summing above its hot tier — its
+ * message names the values); FLUXON_ERR_NOT_FOUND (the owner does not list the tenant);
+ * FLUXON_ERR_AUTH (neither the admin token nor a client of that tenant); UNAVAILABLE,
+ * TIMEOUT, NOMEM. Thread-safe. */
+#define FLUXON_TENANT_SET_QUOTA 0x1u
+#define FLUXON_TENANT_SET_GUARANTEED 0x2u
+int fluxon_tenant_set(fluxon_client *c, const char *tenant, uint64_t quota_bytes, uint64_t guaranteed_bytes,
+                      uint32_t flags, const char *admin_token);
+
 /* ---------------------------------------------------------------------------------
  * Hostless API (ARCHITECTURE.md §8; after the SGLang/Fluxon hostless design).
  * A plan is a blob the library owns: {magic, count, value_ptrs[count]}; value_ptrs are

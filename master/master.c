@@ -261,6 +261,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     master_broadcast_info(m); /* before the ack: the owner knows its peers when it serves */
     fx_body_register_ack_t ack = {m->generation, m->cfg.heartbeat_timeout_ms, forgotten, m->cfg.dead_owner_grace_ms};
     FX_CONN_REPLY(p->conn, h, register_ack, &ack);
+    fx_mtenants_registered(m, p); /* issue 42: the quotas pushed so far, after the ack */
 }
 
 static void master_handle_heartbeat(master_peer_t *p, const fx_frame_header_t *h,
@@ -296,6 +297,7 @@ FX_INTERNAL void fx_master_snap(fx_master_t *m, fx_master_snap_t *s)
     mm->reconnects = m->reconnects;
     mm->owners_declared_dead = m->owners_declared_dead;
     mm->owners_forgotten = m->owners_forgotten;
+    mm->tenant_pushes = m->tenant_pushes;
     mm->connections = m->n_peers;
     fx_mha_metrics(m, mm);
     mm->chaos_dropped = m->chaos.dropped;
@@ -431,6 +433,7 @@ static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const ui
     }
     case FX_MSG_CLUSTER_NODES: master_handle_nodes(p, h); break;
     case FX_MSG_MASTER_STATS: master_handle_stats(p, h); break;
+    case FX_MSG_TENANT_PUSH: fx_mtenants_push(p, h, body, arena); break; /* issue 42 */
     default:
         if (master_kv_request(p->m->kv, p, h, body, arena)) break;
         if (h->req_id)

@@ -57,6 +57,13 @@ typedef struct master_peer {
     master_node_t *node; /* set by REGISTER */
 } master_peer_t;
 
+/* tenants.c (issue 42): the latest quota and guarantee pushed per tenant (fields: which were) */
+typedef struct fx_mtenant {
+    char name[FX_TENANT_NAME_MAX];
+    uint64_t quota, guaranteed;
+    uint32_t fields;
+} fx_mtenant_t;
+
 struct fx_master {
     fx_reactor_t *r;
     fx_config_t cfg;
@@ -81,7 +88,16 @@ struct fx_master {
     fx_reply_counts_t replies; /* every peer connection counts its replies here */
     fx_chaos_t chaos;          /* test message chaos on every peer connection (issue 17) */
     bool chaos_on;
+    fx_mtenant_t tenants[FX_TENANTS_MAX + 1]; /* tenants.c (issue 42) */
+    uint32_t n_tenants;
+    uint64_t tenant_pushes;
 };
+
+/* tenants.c (issue 42): an owner's TENANT_PUSH (kept, sent on to the other owners); the
+ * table sent to an owner that just registered. */
+FX_INTERNAL void fx_mtenants_push(master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                  fx_arena_t *arena);
+FX_INTERNAL void fx_mtenants_registered(fx_master_t *m, master_peer_t *p);
 
 /* kv.c, called by master.c */
 FX_INTERNAL int fx_master_kv_init(fx_master_t *m);

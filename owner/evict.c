@@ -126,7 +126,7 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
     }
     fx_ostore_set_hooks(o, &(fx_ostore_hooks_t){oev_forget, oev_admit, fx_oev_kick});
     fx_oclaims_set_policy(o, &(fx_oclaims_policy_t){oev_claim_can_wait, fx_oev_kick, oev_grant_added});
-    return FLUXON_OK;
+    return fx_oevq_init(o); /* issue 42: the tenants' quotas and guarantees */
 }
 
 FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o)
@@ -156,6 +156,7 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
     if (o->ev) fx_free(o->ev->ghost);
     if (o->ev) fx_free(o->ev->seen.c);
     if (o->ev) fx_free(o->ev->dc);
+    if (o->ev) fx_oevq_fini(o);
     fx_free(o->ev);
     o->ev = NULL;
 }
@@ -163,23 +164,24 @@ FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 /* ---- hot tier ---- */
 /* The hot tier's bytes against its watermark: the policy's and the pinned values' (issue
  * 42: pins take their share of the hot tier, the unpinned values the rest). */
-static uint64_t oev_held(const oev_t *kv) { return kv->hot.bytes + kv->pinned_bytes; }
+static uint64_t oev_held(const oev_t *kv) { return fx_oevq_bytes(kv) + kv->pinned_bytes; }
 
 static void oev_admit(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
-    fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
+    fx_oevq_place(o, en); /* issue 42: its tenant's bytes; its tenant's policy when managed */
+    fx_evp_insert(fx_oevq_pol(kv, en), &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
     fx_freq_sketch_add(&kv->seen, en->lru.key); /* a no-op without second_touch admission */
     if (kv->pin.admitted) kv->pin.admitted(o, en); /* issue 42: its tenant's bytes */
-    if (oev_held(kv) > kv->hot_capacity || fx_oclaims_waiting(o)) fx_oev_kick(o);
+    if (oev_held(kv) > kv->hot_capacity || fx_oclaims_waiting(o) || (en->in_tq && fx_oevq_over(o))) fx_oev_kick(o);
 }
 
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
 {
     if (en->pin_until_ms && o->ev->pin.touched) o->ev->pin.touched(o, en); /* issue 42: refresh on hit */
     if (fx_evp_linked(&en->lru)) fx_oevw_moved(o->ev, en);
-    fx_evp_touch(&o->ev->hot, &en->lru);
+    fx_evp_touch(fx_oevq_pol(o->ev, en), &en->lru);
     if (fx_evp_linked(&en->lru)) fx_freq_sketch_add(&o->ev->seen, en->lru.key);
     if (en->group) { /* any member's count may now admit the group */
         for (uint32_t i = 0; i < en->group->n; i++)
@@ -198,16 +200,17 @@ FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_
         owner_entry_t *en = members[i];
         if (!fx_evp_linked(&en->lru)) continue;
         fx_oevw_moved(kv, en);
-        fx_evp_insert_cold(&kv->hot, &en->lru, en->lru.weight, en->lru.key);
+        fx_evp_insert_cold(fx_oevq_pol(kv, en), &en->lru, en->lru.weight, en->lru.key);
     }
 }
 
 static void oev_forget(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
+    if (en->q_cause) fx_oevq_settled(o, en, false); /* issue 42: no longer its tenant's selected bytes */
     if (kv->pin.forgotten) kv->pin.forgotten(o, en); /* issue 42: unpinned, its tenant's bytes */
     fx_oevw_moved(kv, en);
-    fx_evp_remove(&kv->hot, &en->lru);
+    fx_evp_remove(fx_oevq_pol(kv, en), &en->lru);
     oev_group_t *g = en->group;
     if (g) {
         g->m[en->group_idx] = NULL;
@@ -280,7 +283,7 @@ FX_INTERNAL void fx_oev_kick(fx_owner_t *o)
 {
     oev_t *kv = o->ev;
     if (!kv || kv->closing || kv->in_step || fx_timer_armed(&kv->kick_timer)) return;
-    if (!fx_oclaims_waiting(o) && oev_held(kv) <= kv->hot_capacity) return;
+    if (!fx_oclaims_waiting(o) && oev_held(kv) <= kv->hot_capacity && !fx_oevq_over(o)) return;
     fx_timer_arm(o->r, &kv->kick_timer, 0, oev_on_kick);
 }
 
@@ -315,6 +318,12 @@ typedef struct oev_round {
                                            * claim waits for the walk met, coldest first:
                                            * the grants to retire (P4) */
     size_t n_cold_other;
+    /* issue 42 quotas: the policy being walked; own: the tenant (index + 1) whose quota the
+     * walk serves (0: pressure); guarded: a group was kept for its tenant's guarantee (the
+     * walk of that tenant stops) */
+    fx_evp_t *pol;
+    uint32_t own;
+    bool guarded;
 } oev_round_t;
 
 /* Decides en's whole atomic group (A1): victims, or skipped as Busy when a reader pins a
@@ -335,6 +344,13 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
         if (fx_slot_pool_inspect(fx_ostore_pool(o), &m[i]->slot, &info) != FLUXON_OK || info.holder_refs) pinned = true;
     }
     if (!cnt) return;
+    uint64_t gbytes = 0; /* issue 42: a tenant under its guarantee keeps the group whole */
+    for (size_t i = 0; i < mn; i++)
+        if (fx_oevg_evictable(m[i])) gbytes += m[i]->slot.slot_size;
+    if (!fx_oevq_may_take(o, en, gbytes, rd->own)) {
+        rd->guarded = true;
+        return;
+    }
     uint32_t *tries = g ? &g->busy_tries : &en->busy_tries;
     if (pinned) { /* Busy: a reader holds a member; skip the group this round */
         rd->busy = true;
@@ -365,8 +381,9 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
             break;
         }
         e->evicting = true; /* decided: later members of the walk skip it */
+        fx_oevq_chosen(o, e, rd->own ? OEV_Q_QUOTA : OEV_Q_PRESSURE);
         fx_oevw_moved(kv, e);
-        fx_evp_evicted(&kv->hot, &e->lru);
+        fx_evp_evicted(fx_oevq_pol(kv, e), &e->lru);
         for (size_t k = 0; k < rd->nc; k++)
             if (rd->sizes[k] == e->slot.slot_size && rd->needs[k]) {
                 rd->needs[k]--;
@@ -471,16 +488,18 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
     oev_t *kv = o->ev;
     oev_vec_t held = {0}, deferred = {0};
     uint64_t ahead = fx_oevw_ahead_bytes(o), deferred_bytes = 0; /* issue 16 */
-    for (uint64_t budget = kv->hot.count; budget && !rd->nomem; budget--) {
+    fx_evp_t *pol = rd->pol; /* issue 42: the shared policy or one tenant's */
+    rd->guarded = false;
+    for (uint64_t budget = pol->count; budget && !rd->nomem && !rd->guarded; budget--) {
         if (!oev_demand(rd)) break;
         if (ahead && deferred_bytes >= ahead) break; /* the window holds no more copies */
-        fx_evp_node_t *n = fx_evp_victim(&kv->hot);
+        fx_evp_node_t *n = fx_evp_victim(pol);
         if (!n) break;
         kv->walked++;
         owner_entry_t *en = fx_oev_entry_of(n);
         oev_group_t *g = en->group;
         bool first = !(g && g->round == rd->round);
-        if (rd->n_cold_other < OEV_COLD_OTHERS && !oev_waiting_size(rd, en->slot.slot_size))
+        if (!rd->own && rd->n_cold_other < OEV_COLD_OTHERS && !oev_waiting_size(rd, en->slot.slot_size))
             rd->cold_other[rd->n_cold_other++] = en->slot.offset;
         if (!oev_useful(rd, en)) {
             rd->passed += en->slot.slot_size; /* colder than what the waiting sizes take next */
@@ -500,17 +519,17 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
                 rd->nomem = true;
                 break;
             }
-            fx_evp_hold(&kv->hot, n);
+            fx_evp_hold(pol, n);
         }
     }
     /* back in the policy where they were (a held value is not evictable: the deferred ones
      * are taken below from their places) */
     for (size_t i = held.n; i-- > 0;)
-        if (!held.v[i]->evicting) fx_evp_put_back(&kv->hot, &held.v[i]->lru);
+        if (!held.v[i]->evicting) fx_evp_put_back(pol, &held.v[i]->lru);
     /* the demand is still there: the deferred groups go without their copy, coldest first,
      * unless writeback_max_stall_ms lets the claims wait for them a while */
     bool stall = oev_may_stall(o, deferred.n > 0);
-    for (size_t i = 0; i < deferred.n && !rd->nomem && oev_demand(rd); i++) {
+    for (size_t i = 0; i < deferred.n && !rd->nomem && !rd->guarded && oev_demand(rd); i++) {
         if (!oev_useful(rd, deferred.v[i])) continue;
         if (stall) oev_wait_copy(o, rd, deferred.v[i]);
         else oev_take(o, rd, deferred.v[i]);
@@ -567,7 +586,8 @@ static void oev_drain(fx_owner_t *o, oev_round_t *rd)
         }
         /* a pinned group, or slots still being written (they commit later): the next round
          * sweeps again */
-        cur->next = rd->busy || rd->nomem || g.prepared || g.pending ? 0 : k;
+        cur->next = rd->busy || rd->guarded || rd->nomem || g.prepared || g.pending ? 0 : k;
+        rd->guarded = false;
         rd->busy |= busy;
     }
     size_t w = 0; /* sub-grants no longer retiring: forgotten */
@@ -587,7 +607,27 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
     kv->rounds++;
     oev_round_t rd = {.round = ++kv->round, .sizes = sizes, .needs = needs, .nc = nc, .excess = excess,
                       .limits = limits};
-    oev_walk(o, &rd);
+    for (uint32_t i = 0; i < kv->n_managed; i++) { /* issue 42: a tenant over its quota gives its own coldest */
+        uint32_t k = kv->managed[i];
+        uint64_t over = fx_oevq_over_by(o, k), ex = rd.excess, before = kv->tq[k].selected;
+        if (!over) continue;
+        rd.nc = 0;
+        rd.excess = over;
+        rd.own = k + 1;
+        rd.pol = &kv->tq[k].pol;
+        oev_walk(o, &rd);
+        rd.excess = ex - FX_MIN(ex, kv->tq[k].selected - before);
+    }
+    rd.nc = nc;
+    rd.own = 0;
+    fx_evp_t *pols[FX_TENANT_SNAP_MAX + 1];
+    size_t np = fx_oevq_order(o, pols, FX_ARRAY_LEN(pols)); /* pressure: the shared policy alone without quotas */
+    for (size_t i = 0; i < np && !rd.nomem && oev_demand(&rd); i++) {
+        rd.pol = pols[i];
+        rd.passed = 0;
+        oev_walk(o, &rd);
+    }
+    rd.guarded = false;
     bool retired = false;
     for (size_t k = 0; k < nc && !retired; k++)
         if (needs[k] > fx_oevg_retiring_slots(o, sizes[k]) && fx_oevg_retire_one(o, sizes, nc, rd.cold_other, rd.n_cold_other)) {
@@ -598,14 +638,14 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
     oev_drain(o, &rd);
     for (size_t i = 0; i < rd.hot.n; i++) {
         fx_oevw_moved(kv, rd.hot.v[i]);
-        fx_evp_skip(&kv->hot, &rd.hot.v[i]->lru);
+        fx_evp_skip(fx_oevq_pol(kv, rd.hot.v[i]), &rd.hot.v[i]->lru);
     }
     if (rd.nomem) FX_WARN("eviction round: out of memory for its victim list");
     for (size_t i = 0; i < rd.victims.n; i++) { /* hidden: no new local pin can start */
         owner_entry_t *e = rd.victims.v[i];
         fx_ostore_hide(o, e);
         fx_oevw_moved(kv, e);
-        fx_evp_remove(&kv->hot, &e->lru);
+        fx_evp_remove(fx_oevq_pol(kv, e), &e->lru);
     }
     *progress = rd.victims.n > 0 || retired;
     fx_oevw_lookahead(o); /* issue 38: what eviction takes next is copied meanwhile */
@@ -633,7 +673,7 @@ static void oev_step(fx_owner_t *o)
     }
     uint64_t excess = oev_held(kv) > kv->hot_capacity ? oev_held(kv) - kv->hot_capacity : 0;
     bool progress = false;
-    if ((want || excess) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess, &progress);
+    if ((want || excess || fx_oevq_over(o)) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess, &progress);
     if (!fx_oclaims_waiting(o)) kv->stall_since_ms = 0;
     /* claims wait, nothing was chosen and nothing is on its way: everything left is held */
     if (want && !progress && !kv->cohorts) {
@@ -657,7 +697,7 @@ FX_INTERNAL bool fx_oev_pin_out(fx_owner_t *o, owner_entry_t *en)
     oev_t *kv = o->ev;
     if (!fx_evp_linked(&en->lru) || en->evicting || en->retired) return false;
     fx_oevw_moved(kv, en);
-    fx_evp_remove(&kv->hot, &en->lru);
+    fx_evp_remove(fx_oevq_pol(kv, en), &en->lru);
     kv->pinned_bytes += en->slot.slot_size;
     kv->pinned_values++;
     return true;
@@ -669,7 +709,8 @@ FX_INTERNAL void fx_oev_pin_in(fx_owner_t *o, owner_entry_t *en, bool readmit)
     kv->pinned_bytes -= FX_MIN(kv->pinned_bytes, en->slot.slot_size);
     kv->pinned_values -= kv->pinned_values > 0;
     if (!readmit || en->retired || en->evicting || en->state != OE_COMMITTED || fx_evp_linked(&en->lru)) return;
-    fx_evp_insert(&kv->hot, &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
+    fx_oevq_place(o, en);
+    fx_evp_insert(fx_oevq_pol(kv, en), &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
     for (size_t i = 0; i < kv->ndc; i++) kv->dc[i].next = 0; /* evictable again: drains look again */
     fx_oev_kick(o);
 }
@@ -686,8 +727,8 @@ FX_INTERNAL void fx_oev_pinned(fx_owner_t *o, uint64_t *bytes_p, uint64_t *value
 FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oev_t *kv = o->ev;
-    m->hot_bytes = kv->hot.bytes;
-    m->hot_values = kv->hot.count;
+    m->hot_bytes = fx_oevq_bytes(kv); /* issue 42: the shared policy and the tenants' */
+    m->hot_values = fx_oevq_count(kv);
     m->hot_capacity_bytes = kv->hot_capacity;
     m->evictions = kv->evictions;
     m->evicted_bytes = kv->evicted_bytes;

@@ -20,7 +20,9 @@ static void oev_restore(fx_owner_t *o, owner_entry_t *en)
     fx_oevw_moved(kv, en);
     for (size_t i = 0; i < kv->ndc; i++) kv->dc[i].next = 0; /* evictable again: drains look again */
     if (!fx_ostore_lookup(o, en->key, en->klen)) fx_ostore_index(o, en);
-    fx_evp_insert_cold(&kv->hot, &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
+    if (en->q_cause) fx_oevq_settled(o, en, false); /* issue 42 */
+    fx_oevq_place(o, en);
+    fx_evp_insert_cold(fx_oevq_pol(kv, en), &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
     kv->restored++;
 }
 
@@ -81,6 +83,7 @@ static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body
             kv->evictions++;
             kv->evicted_bytes += en->slot.slot_size;
             if (en->tenant) fx_otenant_at(o, en->tenant - 1)->evictions++; /* issue 42 */
+            if (en->q_cause) fx_oevq_settled(o, en, true); /* by cause: its quota or pressure */
             kv->stale += ks == FLUXON_ERR_STALE;
             oev_count_cause(kv, en);
             fx_ostore_retire(o, en);

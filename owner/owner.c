@@ -94,6 +94,7 @@ static const struct {
     {FX_MSG_LEASE_GRANT, owner_forward},
     {FX_MSG_LIST, owner_forward},
     {FX_MSG_PIN, fx_opin_request}, /* issue 42 */
+    {FX_MSG_TENANT_SET, fx_oevq_request}, /* issue 42 quotas */
 };
 
 static bool owner_ext_dispatch(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
@@ -191,6 +192,10 @@ static void owner_ext_closed(fx_owner_t *o, owner_ext_t *e)
 /* ---- the master link's news ---- */
 static bool owner_master_request(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
 {
+    if (h->type == FX_MSG_TENANT_PUSH) { /* issue 42: another owner's quota change */
+        fx_oevq_pushed(o, h, body, arena);
+        return true;
+    }
     if (h->type == FX_MSG_PLACED) {
         fx_orepub_placed(o, body, h->body_len, arena);
         return true;

@@ -45,4 +45,20 @@ FX_INTERNAL void fx_oev_pin_in(fx_owner_t *o, owner_entry_t *en, bool readmit);
  * (pin_budget_ratio x the hot tier). */
 FX_INTERNAL void fx_oev_pinned(fx_owner_t *o, uint64_t *bytes_p, uint64_t *values_p, uint64_t *budget_p);
 
+/* Quotas and guaranteed shares (issue 42, evict_quota.c). put_start of tenant (an index of
+ * tenant.c's table) for bytes of slots: FLUXON_OK, or FLUXON_ERR_NO_SPACE and err naming the
+ * tenant, its bytes, its quota and the config field (counted). */
+FX_INTERNAL int fx_oevq_admit(fx_owner_t *o, int tenant, uint64_t bytes, char *err, size_t cap);
+/* A plan's bytes charged to its tenant while it lives (put.c). */
+FX_INTERNAL void fx_oevq_charge(fx_owner_t *o, int tenant, uint64_t bytes);
+FX_INTERNAL void fx_oevq_release(fx_owner_t *o, int tenant, uint64_t bytes);
+/* TENANT_SET of e (after tenant.c's filter). */
+FX_INTERNAL void fx_oevq_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                                 fx_arena_t *arena);
+/* TENANT_PUSH from the master: another owner's change, applied here within this owner's checks. */
+FX_INTERNAL void fx_oevq_pushed(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
+/* Appends to a NO_SPACE message what guarantees keep (the tenants at or under theirs). */
+FX_INTERNAL void fx_oevq_note(fx_owner_t *o, char *buf, size_t cap);
+FX_INTERNAL void fx_oevq_metrics(fx_owner_t *o, fx_ometrics_t *m);
+
 #endif

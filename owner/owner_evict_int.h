@@ -7,10 +7,24 @@
 
 #include "freq_sketch.h"
 #include "owner_evict.h"
+#include "owner_tenant.h"
 
 /* owner_entry_t.ev_cause: decided at selection, counted when the master confirmed (issue 38) */
 enum { OEV_CAUSE_NONE = 0, OEV_CAUSE_COPIED, OEV_CAUSE_COPYING, OEV_CAUSE_FAILED, OEV_CAUSE_BEHIND,
        OEV_CAUSE_NOT_ADMITTED };
+
+/* issue 42 quotas (evict_quota.c), per tenant (tenant.c's index). A tenant with a quota or a
+ * guarantee ("managed") keeps its COMMITTED unpinned values in a policy of its own (pol),
+ * the others share `hot`: a victim is chosen tenant first, then that tenant's coldest. */
+enum { OEV_Q_NONE = 0, OEV_Q_QUOTA = 1, OEV_Q_PRESSURE = 2 };
+typedef struct oev_tq {
+    fx_evp_t pol;
+    bool managed;
+    uint64_t quota, guaranteed; /* slot bytes of this owner's hot tier; 0: none */
+    uint64_t charged;           /* slot bytes of its put_starts whose plans live (admission) */
+    uint64_t selected;          /* slot bytes of its victims whose EVICT is not settled */
+    uint64_t refused, ev_quota, ev_pressure;
+} oev_tq_t;
 
 typedef struct oev {
     fx_owner_t *o;
@@ -43,6 +57,12 @@ typedef struct oev {
     /* issue 42: pins.c's news (hooks) and the values it keeps off the policy */
     fx_oev_pin_hooks_t pin;
     uint64_t pinned_bytes, pinned_values;
+    /* issue 42 quotas (evict_quota.c): tq[FX_TENANT_SNAP_MAX]; managed[0..n_managed): the
+     * indices of the managed tenants */
+    oev_tq_t *tq;
+    uint8_t managed[FX_TENANT_SNAP_MAX];
+    uint32_t n_managed;
+    uint64_t q_refused, q_changes, q_ev_quota, q_ev_pressure, q_log_ms, q_pushed, q_push_refused;
 } oev_t;
 
 /* The drain of one retiring sub-grant (issue 44 P4): slots [0, next) were looked at. No
@@ -85,6 +105,33 @@ static inline uint64_t fx_oev_key_hash(const owner_entry_t *en) /* FNV-1a: the p
     return h;
 }
 
+
+/* ---- evict_quota.c: quotas and guaranteed shares (issue 42) ---- */
+/* The policy en is (or goes) in: its tenant's when in_tq, else the shared one. */
+static inline fx_evp_t *fx_oevq_pol(oev_t *kv, const owner_entry_t *en)
+{
+    return en->in_tq ? &kv->tq[en->tenant - 1].pol : &kv->hot;
+}
+FX_INTERNAL int fx_oevq_init(fx_owner_t *o); /* end of fx_oev_init: the config's quotas */
+FX_INTERNAL void fx_oevq_fini(fx_owner_t *o);
+/* Before en (not linked) enters a policy: its tenant (counted in its bytes once) and list. */
+FX_INTERNAL void fx_oevq_place(fx_owner_t *o, owner_entry_t *en);
+/* Values and bytes in every policy (the shared one and the tenants'). */
+FX_INTERNAL uint64_t fx_oevq_bytes(const oev_t *kv);
+FX_INTERNAL uint64_t fx_oevq_count(const oev_t *kv);
+/* Bytes managed tenant k holds (with its puts in flight) above its quota, not yet chosen. */
+FX_INTERNAL uint64_t fx_oevq_over_by(fx_owner_t *o, uint32_t k);
+FX_INTERNAL bool fx_oevq_over(fx_owner_t *o);
+/* Pressure's order: the policies to take victims from, the tenant holding most above its
+ * guarantee first (the shared policy: its bytes). Returns how many (<= cap). */
+FX_INTERNAL size_t fx_oevq_order(fx_owner_t *o, fx_evp_t **pols, size_t cap);
+/* Whether the group of en (bytes of its evictable members) may go: always for the shared
+ * policy's tenants and for own (tenant index + 1: its own quota), else only while its
+ * tenant keeps at least its guarantee. */
+FX_INTERNAL bool fx_oevq_may_take(fx_owner_t *o, const owner_entry_t *en, uint64_t bytes, uint32_t own);
+/* en was chosen as a victim (cause OEV_Q_*); settled: evicted (counted by cause) or not. */
+FX_INTERNAL void fx_oevq_chosen(fx_owner_t *o, owner_entry_t *en, int cause);
+FX_INTERNAL void fx_oevq_settled(fx_owner_t *o, owner_entry_t *en, bool evicted);
 
 /* ---- evict.c ---- */
 /* The tick runs at the earlier of its armed deadline and ms from now. */

@@ -44,6 +44,14 @@
     X(pins_unpinned, COUNTER, "owner_pins_total", "outcome=\"unpinned\"", "")                                     \
     X(pins_expired, COUNTER, "owner_pins_expired_total", "", "Values whose pin expired (back to normal eviction)") \
     X(pins_refreshed, COUNTER, "owner_pins_refreshed_total", "", "Hits that restarted a pin (pin_refresh_on_hit)") \
+    /* evict_quota.c (issue 42 quotas); per tenant: fluxon_owner_tenant_quota_bytes, _guaranteed_bytes,           \
+     * _quota_refusals_total, _evictions_by_cause_total{tenant=...,cause=...} (stats.c) */                        \
+    X(quota_refusals, COUNTER, "owner_quota_refusals_total", "", "Puts refused with NO_SPACE at put_start: their tenant's own values could not make room under its quota") \
+    X(quota_changes, COUNTER, "owner_quota_changes_total", "", "Quotas or guarantees changed at run time (tenant set)") \
+    X(quota_pushes, COUNTER, "owner_quota_pushes_total", "outcome=\"applied\"", "Quota changes other owners made, pushed by the master, by outcome (refused: this owner's checks, logged)") \
+    X(quota_push_refusals, COUNTER, "owner_quota_pushes_total", "outcome=\"refused\"", "")                         \
+    X(evictions_quota, COUNTER, "owner_evictions_by_cause_total", "cause=\"quota\"", "Values evicted from the hot tier, by cause: their tenant's own quota, or pressure (claims waiting, the watermark)") \
+    X(evictions_pressure, COUNTER, "owner_evictions_by_cause_total", "cause=\"pressure\"", "")                     \
     X(ext_unknown_ids, COUNTER, "owner_ext_unknown_ids_total", "", "Holder ids and get handles externals released or consumed that the owner does not know (logged at most once a second per external)") \
     /* master_link.c */                                                                                          \
     X(master_connected, BOOL, "owner_master_connected", "", "1 while the owner is registered with the master")   \

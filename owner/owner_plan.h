@@ -55,6 +55,8 @@ typedef struct owner_plan {
                                * entry is fx_ostore_find(slots[i]) (identity, never a pointer) */
     uint64_t value_len, flags, lease_id;
     uint32_t pin_ttl_ms;      /* issue 42: pin the values once published (pins.c); 0: none */
+    uint64_t q_charged;       /* issue 42 quotas: slot bytes charged to tenant q_tenant at put_start */
+    int q_tenant;
     uint64_t *group_lens;
     size_t n_groups;
     uint64_t batch_id;

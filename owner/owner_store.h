@@ -44,6 +44,11 @@ typedef struct owner_entry {
     uint64_t pin_until_ms;
     uint32_t pin_idx, pin_ttl_ms;
     uint8_t tenant;
+    /* evict_quota.c (issue 42 quotas): in_tq: linked in its tenant's own policy (the tenant
+     * has a quota or a guarantee), not the shared one; q_cause: chosen as a victim for its
+     * tenant's quota or for pressure (OEV_Q_*), its bytes counted as selected until settled */
+    bool in_tq;
+    uint8_t q_cause;
 } owner_entry_t;
 enum { OE_PENDING = 1, OE_COMMITTED = 2 };
 

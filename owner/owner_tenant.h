@@ -19,6 +19,9 @@ typedef struct fx_tenant_snap {
      * budget; its clients' get keys that hit and missed (get.c); its values evicted
      * (evict_send.c); pins refused for its budget (pins.c) */
     uint64_t bytes, pinned_bytes, pin_budget, hits, misses, evictions, pins_refused;
+    /* quotas (evict_quota.c): its quota and guarantee on this owner (0: none), puts refused
+     * for its quota, its values evicted for its own quota and for pressure */
+    uint64_t quota_bytes, guaranteed_bytes, quota_refusals, evictions_quota, evictions_pressure;
 } fx_tenant_snap_t;
 #define FX_TENANT_SNAP_MAX (FX_TENANTS_MAX + 1) /* the configured ones, and "default" */
 
@@ -44,6 +47,10 @@ FX_INTERNAL int fx_otenant_of_key(fx_owner_t *o, const char *key, uint32_t klen)
 /* Tenant k's numbers (0 <= k < the table's count), for the modules above to update. */
 FX_INTERNAL fx_tenant_snap_t *fx_otenant_at(fx_owner_t *o, int k);
 FX_INTERNAL uint32_t fx_otenant_count(fx_owner_t *o);
+/* The index of the tenant called name (-1: not listed); whether tenant k's clients prove a
+ * token at HELLO (issue 42 quotas: only then may they change its quota themselves). */
+FX_INTERNAL int fx_otenant_find(fx_owner_t *o, fx_str_t name);
+FX_INTERNAL bool fx_otenant_has_token(fx_owner_t *o, int k);
 /* Fills out[0..FX_TENANT_SNAP_MAX) with every tenant's numbers; returns how many. */
 FX_INTERNAL uint32_t fx_otenant_snap(fx_owner_t *o, fx_tenant_snap_t *out);
 

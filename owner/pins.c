@@ -214,15 +214,6 @@ static int opin_group(fx_owner_t *o, owner_entry_t *en, uint32_t ttl_ms, bool re
 }
 
 /* ---- the hot tier's news (evict.c's pin hooks) ---- */
-static void opin_admitted(fx_owner_t *o, owner_entry_t *en)
-{
-    if (en->tenant || !o->tenant) return;
-    int k = fx_otenant_of_key(o, en->key, en->klen);
-    if (k < 0) return; /* a tenant this owner does not list (a replica of another owner's) */
-    en->tenant = (uint8_t)(k + 1);
-    fx_otenant_at(o, k)->bytes += en->slot.slot_size;
-}
-
 static void opin_forgotten(fx_owner_t *o, owner_entry_t *en)
 {
     if (en->pin_until_ms) opin_unpin(o, en, false);
@@ -257,7 +248,8 @@ FX_INTERNAL int fx_opin_init(fx_owner_t *o)
     fx_timer_init(&s->timer);
     s->cap_bytes = (uint64_t)(o->cfg.pin_budget_ratio * (double)fx_oev_hot_capacity(o));
     o->pin = s; /* the tenant table comes later (ext.c's init): budgets are read from the config */
-    fx_oev_set_pin_hooks(o, &(fx_oev_pin_hooks_t){opin_admitted, opin_forgotten, opin_touched});
+    fx_oev_set_pin_hooks(o, &(fx_oev_pin_hooks_t){NULL, opin_forgotten, opin_touched}); /* the tenant's bytes:
+                                                                                         * evict_quota.c */
     return FLUXON_OK;
 }
 
@@ -333,12 +325,15 @@ FX_INTERNAL void fx_opin_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_h
 
 FX_INTERNAL const char *fx_opin_note(fx_owner_t *o, int status)
 {
-    static __thread char note[256]; /* the reactor thread's */
+    static __thread char note[768]; /* the reactor thread's */
     opin_t *s = o->pin;
-    if (status != FLUXON_ERR_NO_SPACE || !s || !s->pinned_bytes) return "";
-    snprintf(note, sizeof note, "; %llu bytes of the hot tier are pinned (%u values; the owner's pin budget is %llu "
+    note[0] = 0;
+    if (status != FLUXON_ERR_NO_SPACE || !s) return note;
+    if (s->pinned_bytes)
+        snprintf(note, sizeof note, "; %llu bytes of the hot tier are pinned (%u values; the owner's pin budget is %llu "
              "bytes, pin_budget_ratio %.2f; tenants.NAME.pinned_bytes_max)",
              (unsigned long long)s->pinned_bytes, s->n, (unsigned long long)s->cap_bytes, o->cfg.pin_budget_ratio);
+    fx_oevq_note(o, note, sizeof note); /* issue 42 quotas: what guarantees keep */
     return note;
 }
 

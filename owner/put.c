@@ -56,6 +56,7 @@ static void oput_plan_free(fx_owner_t *o, owner_plan_t *p)
     fx_hmap_del(o->put->plans, &p->id, sizeof p->id, NULL);
     fx_timer_disarm(o->r, &p->retry_timer);
     fx_timer_disarm(o->r, &p->answer_timer);
+    if (p->q_charged) fx_oevq_release(o, p->q_tenant, p->q_charged); /* issue 42 quotas */
     if (p->reply_conn) fx_conn_unref(p->reply_conn);
     fx_free(p->arrays);
     fx_oplace_plan_free(p);
@@ -362,6 +363,7 @@ static void oput_start_b(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t 
         else if (p->status[i] == FLUXON_ERR_GROUP_REJECTED) oput_inflight_drop(s, p, i);
     }
     s->puts_started++;
+    fx_oevq_charge(o, p->q_tenant = e->tenant, p->q_charged = want * fx_slot_size_for(b.value_len)); /* issue 42 */
     p->state = OP_CLAIMING;
     p->req_id = h->req_id;
     p->reply_conn = e->conn;

@@ -82,5 +82,10 @@ FX_INTERNAL bool fx_oput_check(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
                                     "put_start: make_replica_task_mask differs inside atomic group %zu", it.g);
                 return false;
             }
+    char qerr[512]; /* issue 42 quotas: last, so that bad input moves no counter */
+    if (fx_oevq_admit(o, e->tenant, n * slot_size, qerr, sizeof qerr) != FLUXON_OK) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_NO_SPACE, "%s", qerr);
+        return false;
+    }
     return true;
 }

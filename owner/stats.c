@@ -56,7 +56,7 @@ FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
                                                       fx_orepl_metrics,   fx_orepub_metrics, fx_oprefault_metrics,
                                                       fx_oelse_metrics,  fx_odisk_metrics, fx_otenant_metrics,
-                                                      fx_opin_metrics};
+                                                      fx_opin_metrics,    fx_oevq_metrics};
     for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) parts[i](o, &s->m);
     s->replies = *fx_oext_replies(o);
     s->n_tenants = fx_otenant_snap(o, s->tenants);
@@ -82,6 +82,18 @@ static const struct {
              evictions),
     OSTATS_T("owner_tenant_pins_refused_total", "counter", "Pins of a tenant refused for its pin budget",
              pins_refused),
+    OSTATS_T("owner_tenant_quota_bytes", "gauge",
+             "Most slot bytes of this owner's hot tier a tenant may hold (tenants.NAME.quota_bytes, tenant set; 0: none)",
+             quota_bytes),
+    OSTATS_T("owner_tenant_guaranteed_bytes", "gauge",
+             "Slot bytes of a tenant other tenants' puts never evict (tenants.NAME.guaranteed_bytes; 0: none)",
+             guaranteed_bytes),
+    OSTATS_T("owner_tenant_quota_refusals_total", "counter", "Puts of a tenant refused NO_SPACE for its quota",
+             quota_refusals),
+    OSTATS_T("owner_tenant_evictions_quota_total", "counter", "A tenant's values evicted for its own quota",
+             evictions_quota),
+    OSTATS_T("owner_tenant_evictions_pressure_total", "counter",
+             "A tenant's values evicted for pressure (claims waiting, the hot tier's watermark)", evictions_pressure),
 #undef OSTATS_T
 };
 
@@ -133,7 +145,9 @@ FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
     fx_metrics_json_replies(&j, &s->replies, fx_msg_name);
     fx_jbuf_printf(&j, ",\"tenants\":{");
     static const char *const tnames[] = {"clients", "auth_failures", "bytes", "pinned_bytes", "pin_budget",
-                                         "hits", "misses", "evictions", "pins_refused"};
+                                         "hits", "misses", "evictions", "pins_refused", "quota_bytes",
+                                         "guaranteed_bytes", "quota_refusals", "evictions_quota",
+                                         "evictions_pressure"};
     _Static_assert(FX_ARRAY_LEN(tnames) == FX_ARRAY_LEN(ostats_tenant_rows), "a JSON name per tenant row");
     for (uint32_t i = 0; i < s->n_tenants; i++) {
         fx_jbuf_printf(&j, "%s\"%s\":{", i ? "," : "", s->tenants[i].name);

@@ -95,6 +95,15 @@ FX_INTERNAL void fx_otenant_closed(fx_owner_t *o, owner_ext_t *e)
 }
 
 FX_INTERNAL uint32_t fx_otenant_count(fx_owner_t *o) { return o->tenant->n; }
+
+FX_INTERNAL int fx_otenant_find(fx_owner_t *o, fx_str_t name)
+{
+    for (uint32_t i = 0; i < o->tenant->n; i++)
+        if (fx_str_eq(name, o->tenant->t[i].name)) return (int)i;
+    return -1;
+}
+
+FX_INTERNAL bool fx_otenant_has_token(fx_owner_t *o, int k) { return o->tenant->token[k][0] != 0; }
 FX_INTERNAL fx_tenant_snap_t *fx_otenant_at(fx_owner_t *o, int k) { return &o->tenant->t[k]; }
 
 FX_INTERNAL int fx_otenant_of_key(fx_owner_t *o, const char *key, uint32_t klen)

@@ -42,6 +42,8 @@ static void usage(FILE *f)
             "      del KEY               delete a key\n"
             "      pin TTL_MS KEY...     keep values this owner holds for TTL_MS ms (0 unpins; docs/tenants.md)\n"
             "      ls [PREFIX]           list keys by prefix\n"
+            "      tenant set NAME [--quota BYTES] [--guaranteed BYTES] [--admin-token T]   a tenant's quota and\n"
+            "                            guaranteed share on this owner, at once (docs/tenants.md)\n"
             "      top [--once] [--iterations N] [--interval-ms 10..60000]   live view: nodes, hit ratio,\n"
             "                            ops/s, p50/p99 (q quits) [1000]\n"
             "      hot [--batch N] [--value-len B] [--iters N]   the hostless hot path in steady state against\n"
@@ -255,11 +257,11 @@ static const struct {
 } external_cmds[] = {{"ping", cmd_ping}, {"stat", cmd_stat},  {"stats", fx_cli_stats}, {"master-stats", fx_cli_master_stats},
                      {"put", fx_cli_put},
                      {"get", fx_cli_get},  {"del", fx_cli_del}, {"pin", fx_cli_pin}, {"ls", fx_cli_ls}, {"top", fx_cli_top},
-                     {"hot", fx_cli_hot}};
+                     {"hot", fx_cli_hot}, {"tenant", fx_cli_tenant}};
 
 static int run_external(const char *json, int argc, char **argv)
 {
-    const char *names = "ping, stat, stats, master-stats, put, get, del, pin, ls, top, hot";
+    const char *names = "ping, stat, stats, master-stats, put, get, del, pin, ls, top, hot, tenant";
     if (argc < 1) {
         fprintf(stderr, "fluxon: --role=external needs a command (%s)\n", names);
         return EXIT_USAGE;

@@ -12,4 +12,5 @@ int fx_cli_pin(fluxon_client *c, int argc, char **argv);
 int fx_cli_ls(fluxon_client *c, int argc, char **argv);
 int fx_cli_stats(fluxon_client *c, int argc, char **argv);
 int fx_cli_master_stats(fluxon_client *c, int argc, char **argv);
+int fx_cli_tenant(fluxon_client *c, int argc, char **argv); /* cli_tenant.c: tenant set (issue 42) */
 #endif

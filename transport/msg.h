@@ -222,6 +222,12 @@ typedef struct fx_strv {
 /* external -> owner (issue 42): pin these keys' values held by this owner for ttl_ms (0:
  * unpin); flags: FLUXON_PIN_REFRESH_ON_HIT. Answer: statuses, one per key. */
 #define FX_BODY_pin(F) F(STRV, keys) F(U32, ttl_ms) F(U32, flags)
+/* external -> owner (issue 42 quotas): set tenant's quota_bytes (fields & FX_TENANT_SET_QUOTA)
+ * and guaranteed_bytes (& FX_TENANT_SET_GUARANTEED) on this owner; admin_token: the owner's
+ * tenant_admin_token, or empty (then only the tenant's own clients may). Answer: empty. */
+#define FX_BODY_tenant_set(F) F(STR, tenant) F(U64, quota_bytes) F(U64, guaranteed_bytes) F(U32, fields) F(STR, admin_token)
+#define FX_TENANT_SET_QUOTA 1u
+#define FX_TENANT_SET_GUARANTEED 2u
 
 /* ---- catalog: X(NAME, id, request body, response body) ---- */
 #define FX_MSG_CATALOG(X)                                                             \
@@ -258,6 +264,8 @@ typedef struct fx_strv {
     X(REPUBLISH, 30, republish, statuses)    /* owner -> master: what it holds (restart) */ \
     X(PLACED, 31, placed, empty)             /* master -> owner, one-way: placed values */ \
     X(PIN, 32, pin, statuses)                /* external -> owner: pin held values (issue 42) */ \
+    X(TENANT_SET, 33, tenant_set, empty)     /* external -> owner: a tenant's quota (issue 42) */ \
+    X(TENANT_PUSH, 34, tenant_set, empty)    /* owner -> master -> owners, one-way: the same, applied */ \
     /* ---- issue 16 (remote capacity): ids 40..; the last entry has the highest id ---- */ \
     X(APPEND_START, 40, append_start, put_place_ack) /* owner -> master: replica task */ \
     X(APPEND_DONE, 41, append_done, statuses) /* owner -> master: replica pushed */
@@ -290,7 +298,7 @@ typedef enum fx_msg_type {
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
     B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline)                        \
     B(append_start) B(append_done) /* issue 16 */ \
-    B(republish) B(placed) B(pin)
+    B(republish) B(placed) B(pin) B(tenant_set)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* Body kinds, for the arena's decode memo. */

@@ -51,6 +51,8 @@ OPT_PIN_TTL = 1 << 9
 OPT_PIN_REFRESH_ON_HIT = 1 << 10
 PIN_REFRESH_ON_HIT = 0x1  # fluxon_pin flags
 PIN_TTL_MAX_MS = 86400000
+TENANT_SET_QUOTA = 0x1  # fluxon_tenant_set flags (issue 42 quotas)
+TENANT_SET_GUARANTEED = 0x2
 
 PUT_PLAN_MAGIC = 0x4E414C5054555046
 READ_PLAN_MAGIC = 0x4E414C5044414552
@@ -105,6 +107,8 @@ _PROTOS = {
     "fluxon_batch_exists": (ctypes.c_int, [_VP, c_char_pp, ctypes.c_size_t, c_size_p]),
     "fluxon_lease_grant": (ctypes.c_int, [_VP, ctypes.c_uint64, c_u64_p]),
     "fluxon_pin": (ctypes.c_int, [_VP, c_char_pp, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint32, c_int_p]),
+    "fluxon_tenant_set": (ctypes.c_int, [_VP, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32,
+                                         ctypes.c_char_p]),
     "fluxon_list_keys": (ctypes.c_int, [_VP, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32, _VP, _VP,
                                         c_size_p]),
     "fluxon_local_fast_put_start": (ctypes.c_int, [_VP, c_char_pp, ctypes.c_size_t, ctypes.c_uint64,

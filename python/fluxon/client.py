@@ -643,6 +643,26 @@ class Client:
         check(self._call(lib.fluxon_pin, arr, len(enc), ttl_ms, flags, st), "pin")
         return _statuses(st)
 
+    def tenant_set(self, tenant, *, quota_bytes=None, guaranteed_bytes=None, admin_token=None):
+        """Sets tenant's quota and/or guaranteed share (bytes of an owner's hot tier; 0 clears)
+        on this client's owner, which sends it on to every owner through the master
+        (fluxon_tenant_set, docs/tenants.md). Without admin_token (the owners'
+        tenant_admin_token) only a client of that tenant may. Raises AuthError, NotFound (a
+        tenant the owner does not list), InvalidArgument (a guarantee above the quota, all
+        guarantees above the hot tier)."""
+        flags, q, g = 0, 0, 0
+        for name, v in (("quota_bytes", quota_bytes), ("guaranteed_bytes", guaranteed_bytes)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 64):
+                raise ValueError(f"{name} {v!r}: an int in 0..2**64-1")
+        if quota_bytes is not None:
+            flags, q = flags | _lib.TENANT_SET_QUOTA, quota_bytes
+        if guaranteed_bytes is not None:
+            flags, g = flags | _lib.TENANT_SET_GUARANTEED, guaranteed_bytes
+        if not flags:
+            raise ValueError("tenant_set: give quota_bytes, guaranteed_bytes or both")
+        tok = admin_token.encode() if admin_token is not None else None
+        check(self._call(lib.fluxon_tenant_set, tenant.encode(), q, g, flags, tok), "tenant_set")
+
     def get(self, key):
         """A copy of the value's bytes; raises NotFound when there is none."""
         return self._call(_get_copy, _key(key))  # the holder's bytes are read inside the call

@@ -467,6 +467,35 @@ def test_replica_task_flag_and_mask():
         c.close()
 
 
+def test_tenant_set_quotas_and_guarantees():
+    """Client.tenant_set (issue 42 quotas): by the tenant's own client or the admin token,
+    visible in stats; refusals raise with the matching error and change nothing."""
+    extra = {"tenant_admin_token": "adm", "hot_capacity_bytes": "1MiB",
+             "tenants": {"acme": {"token": "s", "quota_bytes": "512KiB"}, "beta": {"token": "b"}}}
+    with fluxon.LocalCluster(owners=1, cluster_id="quota", owner_extra=extra) as lc:
+        a = lc.client(0, config={"tenant": "acme", "tenant_token": "s"})
+        b = lc.client(0, config={"tenant": "beta", "tenant_token": "b"})
+        t = a.stats()["owner"]["tenants"]["acme"]
+        assert (t["quota_bytes"], t["guaranteed_bytes"]) == (512 * 1024, 0)
+        a.tenant_set("acme", quota_bytes=256 * 1024, guaranteed_bytes=64 * 1024)
+        b.tenant_set("acme", guaranteed_bytes=128 * 1024, admin_token="adm")
+        t = a.stats()["owner"]["tenants"]["acme"]
+        assert (t["quota_bytes"], t["guaranteed_bytes"]) == (256 * 1024, 128 * 1024)
+        with pytest.raises(fluxon.AuthError):
+            b.tenant_set("acme", quota_bytes=1)
+        with pytest.raises(fluxon.NotFound):
+            a.tenant_set("gamma", quota_bytes=1, admin_token="adm")
+        with pytest.raises(fluxon.InvalidArgument):
+            a.tenant_set("acme", guaranteed_bytes=512 * 1024)  # above its quota
+        with pytest.raises(ValueError, match="give quota_bytes"):
+            a.tenant_set("acme")
+        with pytest.raises(ValueError, match="quota_bytes"):
+            a.tenant_set("acme", quota_bytes=-1)
+        assert a.stats()["owner"]["quota_changes"] == 2
+        a.close()
+        b.close()
+
+
 def test_pins_put_and_pin_with_a_tenant_budget():
     """pin_ttl_ms on put / batch_put_from and Client.pin (issue 42): within the tenant's
     pin budget OK, past it PIN_REFUSED with the value stored; unpin gives the budget back;

@@ -122,3 +122,30 @@ Test(replay, tight_writeback_cluster_serves_only_each_keys_own_bytes, .fini = fi
         fini();
     }
 }
+
+/* --tenants 2 (issue 42): the workers split into two tenants, each with half the hot tier as
+ * its quota; every request is counted for one tenant, hits per tenant add up, and the run
+ * passes (no errors, no checksum failure, nothing skipped: the quota makes room from each
+ * tenant's own values). */
+Test(replay, two_tenants_with_quotas_count_hits_per_tenant, .fini = fini, .timeout = 300)
+{
+    cJSON *d = run_slice("--workers 2 --tenants 2 --capacity-blocks 2000");
+    cr_assert_eq(num(d, "errors"), 0);
+    cr_assert_eq(num(d, "checksum_failures"), 0);
+    cr_assert_eq(num(d, "skipped_backups"), 0, "a put of a tenant under 1000 pages always fits its quota");
+    cJSON *ta = cJSON_GetObjectItem(d, "tenants");
+    cr_assert(cJSON_IsArray(ta) && cJSON_GetArraySize(ta) == 2);
+    double req = 0, look = 0, hits = 0;
+    for (int k = 0; k < 2; k++) {
+        cJSON *e = cJSON_GetArrayItem(ta, k);
+        cr_assert_eq(num(e, "quota_pages"), 1000);
+        cr_assert_gt(num(e, "requests"), 0, "tenant %d played requests", k);
+        req += num(e, "requests");
+        look += num(e, "lookups");
+        hits += num(e, "prefix_hits");
+    }
+    cr_assert_eq(req, num(d, "requests"));
+    cr_assert_eq(look, num(d, "lookups"));
+    cr_assert_eq(hits, num(d, "prefix_hits"));
+    cJSON_Delete(d);
+}

@@ -636,6 +636,14 @@ Test(config, tenants)
     cr_assert(c.tenants[0].has_pinned_max && c.tenants[0].pinned_bytes_max == 64ull << 20);
     cr_assert(c.tenants[1].has_pinned_max && c.tenants[1].pinned_bytes_max == 0);
     cr_assert_float_eq(c.pin_budget_ratio, 0.25, 1e-9);
+    cr_assert(!c.tenants[0].quota_bytes && !c.tenants[0].guaranteed_bytes, "no quota, no guarantee by default");
+    /* issue 42 quotas: a quota and a guarantee per tenant, the admin token */
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenant_admin_token\":\"adm\",\"tenants\":"
+                          "{\"acme\":{\"token\":\"a\",\"quota_bytes\":\"64MiB\",\"guaranteed_bytes\":\"16MiB\"},"
+                          "\"default\":{\"guaranteed_bytes\":4096}}}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert(c.tenants[0].quota_bytes == 64ull << 20 && c.tenants[0].guaranteed_bytes == 16ull << 20);
+    cr_assert(!c.tenants[1].quota_bytes && c.tenants[1].guaranteed_bytes == 4096);
+    cr_assert_str_eq(c.tenant_admin_token, "adm");
     char many[4096] = "{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{";
     for (int i = 0; i <= FX_TENANTS_MAX; i++)
         snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"t%d\":{\"token\":\"x\"}", i ? "," : "", i);
@@ -652,7 +660,18 @@ Test(config, tenants)
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":7}}}",
          "tenants.acme.token: (not shown) is not a string"},
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"quota\":1}}}",
-         "tenants.acme.quota: is not a field of a tenant (known: token, pinned_bytes_max)"},
+         "tenants.acme.quota: is not a field of a tenant (known: token, pinned_bytes_max, quota_bytes, guaranteed_bytes)"},
+        /* issue 42 quotas */
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"quota_bytes\":\"1MiB\","
+         "\"guaranteed_bytes\":\"2MiB\"}}}",
+         "tenants.acme: guaranteed_bytes (2097152) is above quota_bytes (1048576)"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"quota_bytes\":-5}}}",
+         "tenants.acme.quota_bytes"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"guaranteed_bytes\":\"many\"}}}",
+         "tenants.acme.guaranteed_bytes"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenant_admin_token\":\"\"}", "tenant_admin_token"},
+        {"{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"tenant_admin_token\":\"a\"}",
+         "tenant_admin_token: unknown field for role external"},
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"pinned_bytes_max\":-1}}}",
          "tenants.acme.pinned_bytes_max"},
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"pinned_bytes_max\":\"lots\"}}}",

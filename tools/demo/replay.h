@@ -21,6 +21,7 @@
 #define RP_EXIT_USAGE 2
 #define RP_MAX_OWNERS 16
 #define RP_MAX_WORKERS_PER_OWNER 64
+#define RP_MAX_TENANTS 8 /* --tenants (issue 42) */
 #define RP_FUTURES_MAX 256          /* committed futures not yet collected (bounds fds) */
 #define RP_FUTURE_TIMEOUT_MS 30000  /* a future pending longer is counted timed out */
 #define RP_STALL_MS 120000          /* one request running this long: stop the run */
@@ -50,6 +51,7 @@ typedef struct rp_opts {
     size_t requests;          /* 0 = all */
     uint64_t value_len;
     unsigned workers, owners, tp, group_pages;
+    unsigned tenants;         /* issue 42: --tenants T: workers split into T tenants, quotas of 1/T each [0] */
     double speed;             /* 0 = as fast as possible */
     const char *out_dir;
     int skip_bad_lines;
@@ -81,6 +83,7 @@ typedef struct rp_reqrec {
     uint64_t t_done_ns;       /* since the run started */
     uint64_t lat_ns, get_start_ns, put_start_ns;
     uint32_t pages, hits;
+    uint32_t tenant;          /* --tenants: the tenant of the worker that played it */
     uint64_t bytes_restored, bytes_written;
     int done;
 } rp_reqrec;
@@ -113,6 +116,7 @@ struct rp_run;
 typedef struct rp_worker {
     struct rp_run *run;
     unsigned id, owner;
+    unsigned tenant;          /* --tenants: t<tenant>, whose quota the owners' config gives */
     fluxon_client *client;
     pthread_t thread;
     int started, joined;

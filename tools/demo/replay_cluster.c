@@ -249,7 +249,8 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
      * resident: the expected capacity (§6: prewarmed, a hard cap) holds them and the hot
      * tier's watermark is exactly their slots, so the owner evicts its coldest values to
      * make room (issue 7) */
-    char capacity[256] = "";
+    char capacity[256] = "", tenants[RP_MAX_TENANTS * 96 + 32] = "";
+    uint64_t quota = 0; /* issue 42: --tenants T: each tenant 1/T of the hot tier */
     if (r->o.capacity_blocks) {
         uint64_t slot = rp_slot_bytes(r->o.value_len);
         uint64_t payload = r->o.capacity_blocks * r->o.tp * slot;
@@ -261,11 +262,20 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         snprintf(capacity, sizeof capacity,
                  ",\"expected\":{\"value_len\":%llu,\"payload_capacity_bytes\":%llu}},\"hot_capacity_bytes\":%llu%s",
                  (unsigned long long)r->o.value_len, (unsigned long long)payload, (unsigned long long)payload, wb);
+        if (r->o.tenants) quota = payload / r->o.tenants;
     } else {
         snprintf(capacity, sizeof capacity, "}");
     }
+    for (unsigned t = 0; t < r->o.tenants; t++) {
+        size_t at = strlen(tenants);
+        snprintf(tenants + at, sizeof tenants - at, "%s\"t%u\":{\"token\":\"demo-t%u\"", t ? "," : ",\"tenants\":{", t, t);
+        at = strlen(tenants);
+        if (quota) snprintf(tenants + at, sizeof tenants - at, ",\"quota_bytes\":%llu", (unsigned long long)quota);
+        at = strlen(tenants);
+        snprintf(tenants + at, sizeof tenants - at, "}%s", t + 1 == r->o.tenants ? "}" : "");
+    }
     for (unsigned k = 0; k < r->n_owners; k++) {
-        char cfg[1536], disk[600] = "";
+        char cfg[2560], disk[600] = "";
         snprintf(socks[k], 160, "%s/owner%u.sock", dir, k);
         if (r->o.disk_dir) { /* issue 39: a record takes a 4 KiB header block + the value's 4 KiB blocks */
             uint64_t rec = 4096 + (r->o.value_len + 4095) / 4096 * 4096;
@@ -287,9 +297,9 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-owner-%u\",\"master\":\"unix:%s/master.sock\",\"socket\":\"%s\","
                  "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\","
-                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000%s}", /* a multi-GiB segment is faulted in at start */
+                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000%s%s}", /* a multi-GiB segment is faulted in at start */
                  k, dir, socks[k], (unsigned long long)r->segment_bytes,
-                 (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy, disk);
+                 (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy, disk, tenants);
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n", k,

@@ -31,6 +31,9 @@ void rp_usage(FILE *f)
             "  --value-len BYTES    bytes per value (one page of one TP rank; 16KiB, 1MiB, ... too) [4096]\n"
             "  --workers N          worker threads per owner, each its own client [2]\n"
             "  --owners K           embedded owners [1]\n"
+            "  --tenants T          split each owner's workers into T tenants t0..t<T-1> (issue 42), each\n"
+            "                       with a quota of 1/T of the owners' hot tier (with --capacity-blocks);\n"
+            "                       prints hits per tenant [0: no tenants]\n"
             "  --tp T               TP ranks: T keys per page, restored together [1]\n"
             "  --group-pages G      pages per atomic group [1]\n"
             "  --speed X            replay timestamps X times faster (0.001..1e9); 0 = flat out [0]\n"
@@ -235,6 +238,7 @@ static const rp_optdef rp_optdefs[] = {
     RP_BYTES("--value-len", value_len, 1, 1ull << 30),
     RP_INT("--workers", workers, 1, RP_MAX_WORKERS_PER_OWNER),
     RP_INT("--owners", owners, 1, RP_MAX_OWNERS),
+    RP_INT("--tenants", tenants, 0, RP_MAX_TENANTS),
     RP_INT("--tp", tp, 1, 64),
     RP_INT("--group-pages", group_pages, 1, 1u << 20),
     RP_FN("--speed", rp_set_speed),
@@ -325,6 +329,11 @@ static int rp_opts_check(rp_opts *o)
         fprintf(stderr, "fluxon demo: --disk-dir gives the embedded owners a disk tier below their memory: it "
                         "needs --capacity-blocks N (and no --config), e.g. --capacity-blocks 10000 --disk-dir "
                         "/var/tmp/fx --disk-capacity-blocks 100000\n");
+        return -1;
+    }
+    if (o->tenants && (o->n_configs || o->tenants > o->workers)) {
+        fprintf(stderr, "fluxon demo: --tenants T splits the embedded owners' workers (no --config): it needs "
+                        "--workers of at least T (each owner serves every tenant), e.g. --tenants 2 --workers 4\n");
         return -1;
     }
     if (o->disk_dir && !strcmp(o->key_prefix, "demo")) {

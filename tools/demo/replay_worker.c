@@ -203,6 +203,7 @@ static void rp_play(rp_worker *w, size_t req)
     size_t np = q->n_blocks, nk = np * o->tp;
     uint64_t t_req = fx_cli_now_ns();
     rec->pages = (uint32_t)np;
+    rec->tenant = w->tenant;
     if (np > 0 && rp_build_keys(w, q) == 0) {
         size_t ng = rp_groups(w, 0, np);
         fluxon_get_handle *h = NULL;
@@ -387,6 +388,7 @@ static void rp_wait_run(rp_run *r)
 typedef struct rp_opener {
     rp_worker *w;
     const char *cfg;
+    char tcfg[1024]; /* --tenants: the owner's external config with the worker's tenant */
     pthread_t thread;
     int started, rc;
 } rp_opener;
@@ -412,6 +414,13 @@ int rp_workers_open(rp_run *r)
         rp_worker *w = &r->workers[i];
         if (rp_worker_init(w, r, i, i % r->n_owners)) ex = 1;
         ops[i] = (rp_opener){.w = w, .cfg = r->cl.ext_cfg[w->owner], .rc = FLUXON_ERR_INTERNAL};
+        if (!ex && r->o.tenants) { /* issue 42: the owner's k-th worker is tenant k mod T */
+            const char *base = r->cl.ext_cfg[w->owner];
+            w->tenant = (i / r->n_owners) % r->o.tenants;
+            snprintf(ops[i].tcfg, sizeof ops[i].tcfg, "%.*s,\"tenant\":\"t%u\",\"tenant_token\":\"demo-t%u\"}",
+                     (int)strlen(base) - 1, base, w->tenant, w->tenant);
+            ops[i].cfg = ops[i].tcfg;
+        }
         if (!ex) ops[i].started = pthread_create(&ops[i].thread, NULL, rp_open_main, &ops[i]) == 0;
         if (!ex && !ops[i].started) rp_open_main(&ops[i]); /* no thread: open it here */
     }
