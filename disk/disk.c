@@ -88,7 +88,7 @@ static int dk_lock(fx_disk_t *d, char *err, size_t errlen)
 {
     char lp[4096];
     snprintf(lp, sizeof lp, "%s/LOCK", d->path);
-    d->lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    d->lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600); /* never a link's target */
     if (d->lock_fd < 0) {
         snprintf(err, errlen, "disk.path %.300s: cannot open its LOCK file: %s", d->path, strerror(errno));
         return FLUXON_ERR_UNAVAILABLE;
@@ -520,6 +520,9 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
     } else if (stat(d->path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         snprintf(err, errlen, "disk.path %s: not a directory", d->path);
         rc = FLUXON_ERR_UNAVAILABLE;
+    } else if (sb.st_mode & (S_IWGRP | S_IWOTH)) {
+        FX_WARN("disk.path %s is writable by other users (mode %04o): they could plant or change its files; "
+                "0700 is safe (a directory this owner makes is)", d->path, (unsigned)(sb.st_mode & 07777));
     }
     if (rc == FLUXON_OK) rc = dk_lock(d, err, errlen);
     if (rc == FLUXON_OK) fx_disk_contact_open(d);

@@ -30,7 +30,7 @@ FX_INTERNAL void fx_disk_contact_open(fx_disk_t *d)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s/CONTACT", d->path);
-    d->contact_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    d->contact_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (d->contact_fd < 0) {
         FX_WARN("disk: %s: cannot open CONTACT (%s): a restart after a long absence cannot be told", d->path,
                 strerror(errno));

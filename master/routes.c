@@ -181,7 +181,8 @@ FX_INTERNAL void mkv_inv_held_send(mkv_t *s, master_node_t *n)
     n->inv_held = NULL;
     if (v->lost)
         FX_ERROR("owner %s reconnected: %zu invalidations made while it was away were not kept (more than %u); it "
-                 "may serve those replaced values until it restarts", n->node_id, v->lost, RT_INV_HELD_MAX);
+                 "may serve those replaced or deleted values, from memory until it restarts and from its disk tier "
+                 "after it", n->node_id, v->lost, RT_INV_HELD_MAX);
     v->lost = 0;
     FX_INFO("owner %s reconnected: sending %zu invalidations made while it was away", n->node_id, v->n);
     mkv_inv_flush(s, v); /* connected now: sent (held again if the connection is already gone) */

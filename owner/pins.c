@@ -175,12 +175,14 @@ static int opin_group(fx_owner_t *o, owner_entry_t *en, uint32_t ttl_ms, bool re
         uint64_t now = fx_now_ms();
         if (!s->refuse_log_ms || now - s->refuse_log_ms >= 1000) { /* one line a second */
             s->refuse_log_ms = now;
-            FX_WARN("pin refused (stored unpinned): %llu bytes more would pass tenant \"%s\"'s pin budget (%llu of "
-                    "%llu bytes pinned, tenants.NAME.pinned_bytes_max) or the owner's (%llu of %llu bytes, "
-                    "pin_budget_ratio %.2f of the hot tier)",
-                    (unsigned long long)need, t ? t->name : "?", (unsigned long long)(t ? t->pinned_bytes : 0),
-                    (unsigned long long)budget, (unsigned long long)s->pinned_bytes,
-                    (unsigned long long)s->cap_bytes, o->cfg.pin_budget_ratio);
+            bool own = t && t->pinned_bytes + need > budget; /* the tenant's budget, or all tenants' */
+            FX_WARN("pin refused (stored unpinned): %llu bytes more would pass %s%s%s (%llu of %llu bytes pinned; "
+                    "%s%s%s)", (unsigned long long)need, own ? "tenant \"" : "the owner's pin budget",
+                    own ? t->name : "", own ? "\"'s pin budget" : "",
+                    (unsigned long long)(own ? t->pinned_bytes : s->pinned_bytes),
+                    (unsigned long long)(own ? budget : s->cap_bytes),
+                    own ? "tenants." : "pin_budget_ratio of the hot tier", own ? t->name : "",
+                    own ? ".pinned_bytes_max, at most pin_budget_ratio of the hot tier" : "");
         }
         return FLUXON_PIN_REFUSED;
     }
