@@ -94,21 +94,9 @@ Test(disk_dead, a_delete_while_the_holder_is_down_is_unknown_and_its_restart_doe
 {
     up_two();
     fluxon_client *a = rf_client(0), *b = rf_client(1);
-    fluxon_put_options local = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
-    static uint8_t v[VLEN];
-    char key[64];
-    for (int i = 0; i < N_KEYS; i++) { /* on owner 0: the first ones end on its disk */
-        snprintf(key, sizeof key, "k:%d", i);
-        th_pattern(v, NULL, VLEN, 5000 + (uint64_t)i);
-        cr_assert_eq(fluxon_put(a, key, v, VLEN, &local), FLUXON_OK);
-    }
-    cr_assert(rf_wait_stat(a, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
-    cr_assert_gt(rf_stat(a, true, "evict_to_disk"), 100);
+    put_all_local(a); /* on owner 0: the first ones end on its disk */
     fluxon_client_close(a);
-    int st = th_stop(rf.owner[0], SIGKILL, 5000);
-    cr_assert(WIFSIGNALED(st));
-    rf.owner[0] = -1;
-    cr_assert(rf_wait_stat(b, true, "owners_alive", 0, 1, 10000), "the master saw owner 0 go");
+    owner0_killed(b);
     int rc = fluxon_delete(b, "k:0");
     cr_assert_eq(rc, FLUXON_ERR_UNKNOWN_OUTCOME, "a delete with the only copy's owner away is not OK: %s",
                  fluxon_status_string(rc));
@@ -131,21 +119,9 @@ Test(disk_dead, an_owner_the_master_forgot_drops_its_disk_in_a_new_generation_to
     up_two();
     rf_master_extra = "";
     fluxon_client *a = rf_client(0), *b = rf_client(1);
-    fluxon_put_options local = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
-    static uint8_t v[VLEN];
-    char key[64];
-    for (int i = 0; i < N_KEYS; i++) {
-        snprintf(key, sizeof key, "k:%d", i);
-        th_pattern(v, NULL, VLEN, 5000 + (uint64_t)i);
-        cr_assert_eq(fluxon_put(a, key, v, VLEN, &local), FLUXON_OK);
-    }
-    cr_assert(rf_wait_stat(a, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
-    cr_assert_gt(rf_stat(a, true, "evict_to_disk"), 100);
+    put_all_local(a); /* on owner 0: the first ones end on its disk */
     fluxon_client_close(a);
-    int st = th_stop(rf.owner[0], SIGKILL, 5000);
-    cr_assert(WIFSIGNALED(st));
-    rf.owner[0] = -1;
-    cr_assert(rf_wait_stat(b, true, "owners_alive", 0, 1, 10000), "the master saw owner 0 go");
+    owner0_killed(b);
     cr_assert_eq(fluxon_delete(b, "k:0"), FLUXON_ERR_UNKNOWN_OUTCOME);
     cr_assert(rf_wait_stat(b, true, "owners_forgotten", 1, 1, 20000), "owner 0 is forgotten (see %s)", rf.dir);
     rf_start_owner(0); /* a new process: the invalidations held for it went with the forgetting */
@@ -195,22 +171,10 @@ Test(disk_dead, an_owner_away_longer_than_the_grace_drops_its_disk_even_after_a_
     rf_master_extra = ",\"dead_owner_grace_ms\":60000";
     up_two();
     fluxon_client *a = rf_client(0), *b = rf_client(1);
-    fluxon_put_options local = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
-    static uint8_t v[VLEN];
-    char key[64];
-    for (int i = 0; i < N_KEYS; i++) {
-        snprintf(key, sizeof key, "k:%d", i);
-        th_pattern(v, NULL, VLEN, 5000 + (uint64_t)i);
-        cr_assert_eq(fluxon_put(a, key, v, VLEN, &local), FLUXON_OK);
-    }
-    cr_assert(rf_wait_stat(a, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
-    cr_assert_gt(rf_stat(a, true, "evict_to_disk"), 100);
+    put_all_local(a); /* on owner 0: the first ones end on its disk */
     cr_assert(rf_wait_stat(a, false, "disk_contact_writes", 1, 1, 10000), "owner 0 noted the master's contact");
     fluxon_client_close(a);
-    int st = th_stop(rf.owner[0], SIGKILL, 5000);
-    cr_assert(WIFSIGNALED(st));
-    rf.owner[0] = -1;
-    cr_assert(rf_wait_stat(b, true, "owners_alive", 0, 1, 10000), "the master saw owner 0 go");
+    owner0_killed(b);
     cr_assert_eq(fluxon_delete(b, "k:0"), FLUXON_ERR_UNKNOWN_OUTCOME);
     rf_kill_master(); /* the invalidation held for owner 0 goes with it */
     rf_start_master();
@@ -234,15 +198,7 @@ Test(disk_dead, an_owner_away_longer_than_the_grace_drops_its_disk_even_after_a_
  * invalidation: the key came back with the restart (a new user's finding). */
 Test(disk_dead, a_delete_whose_tombstone_failed_stays_deleted_after_an_owner_restart, .timeout = 240, .fini = fini)
 {
-    snprintf(rf_segment, sizeof rf_segment, "32MiB");
-    snprintf(rf_grant, sizeof rf_grant, "4MiB");
-    disk_parent = th_tmpdir();
-    cr_assert_not_null(disk_parent);
-    snprintf(disk_extra, sizeof disk_extra,
-             ",\"disk\":{\"path\":\"%s/disk\",\"capacity_bytes\":\"512MiB\",\"segment_bytes\":\"8MiB\","
-             "\"admission\":\"all\"},\"test\":{\"fault_message\":\"INVALIDATE\",\"fault\":\"drop\",\"fault_count\":1}",
-             disk_parent);
-    rf_up(1, extras);
+    up_with("all", ",\"test\":{\"fault_message\":\"INVALIDATE\",\"fault\":\"drop\",\"fault_count\":1}");
     fluxon_client *c = rf_client(0);
     put_all(c);
     cr_assert(rf_wait_stat(c, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kvfix.h"
+#include "tenantfix.h"
 #include "promfix.h"
 #include "restartfix.h"
 
@@ -32,32 +33,6 @@ static void pn_up(void)
 {
     const char *extra[1] = {PN_OWNER};
     kf_up_ex(1, NULL, extra);
-}
-
-static fluxon_client *pn_client(const char *tenant)
-{
-    char cfg[768], extra[160] = "";
-    if (tenant) snprintf(extra, sizeof extra, ",\"tenant\":\"%s\",\"tenant_token\":\"%s-secret\"", tenant, tenant);
-    const char *base = kf_client_cfg(0);
-    snprintf(cfg, sizeof cfg, "%.*s%s}", (int)strlen(base) - 1, base, extra);
-    fluxon_client *c = NULL;
-    int rc = fluxon_client_open(cfg, &c);
-    cr_assert_eq(rc, FLUXON_OK, "client of %s: %s", tenant ? tenant : "default", fluxon_status_string(rc));
-    return c;
-}
-
-static long long pn_tstat(fluxon_client *c, const char *tenant, const char *name)
-{
-    static char buf[1 << 17];
-    size_t len;
-    cr_assert_eq(fluxon_client_stats(c, buf, sizeof buf, &len), FLUXON_OK);
-    cJSON *doc = cJSON_Parse(buf);
-    cr_assert_not_null(doc);
-    cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "owner"), "tenants"), tenant);
-    cJSON *v = cJSON_GetObjectItem(t, name);
-    long long r = cJSON_IsNumber(v) ? (long long)cJSON_GetNumberValue(v) : -1;
-    cJSON_Delete(doc);
-    return r;
 }
 
 static int pn_put(fluxon_client *c, const char *key, uint64_t seed, uint32_t pin_ttl_ms)
@@ -117,7 +92,7 @@ static int pn_exists(fluxon_client *c, const char *key)
 Test(pins, pinned_values_survive_floods_until_their_pin_ends_then_are_evicted)
 {
     pn_up();
-    fluxon_client *c = pn_client("beta");
+    fluxon_client *c = tf_client("beta");
     char key[8][32];
     for (int i = 0; i < 8; i++) {
         snprintf(key[i], sizeof key[i], "keep/%d", i);
@@ -126,7 +101,7 @@ Test(pins, pinned_values_survive_floods_until_their_pin_ends_then_are_evicted)
     }
     cr_assert_eq(kf_stat(c, "pinned_values"), 8);
     cr_assert_eq(kf_stat(c, "pinned_bytes"), 8 * PN_VAL);
-    cr_assert_eq(pn_tstat(c, "beta", "pinned_bytes"), 8 * PN_VAL);
+    cr_assert_eq(tf_stat(c, "beta", "pinned_bytes"), 8 * PN_VAL);
     long long ev0 = kf_stat(c, "evictions");
     pn_flood(c, "flood1", 3 * PN_HOT); /* three hot tiers' worth */
     pn_settle(c);
@@ -142,7 +117,7 @@ Test(pins, pinned_values_survive_floods_until_their_pin_ends_then_are_evicted)
     for (int i = 0; i < 8; i++) cr_assert_eq(st[i], FLUXON_OK, "%s: %s", key[i], fluxon_status_string(st[i]));
     cr_assert(kf_wait_stat(c, "pinned_values", 0, 10000), "the pins expired");
     cr_assert_eq(kf_stat(c, "pins_expired"), 8);
-    cr_assert_eq(pn_tstat(c, "beta", "pinned_bytes"), 0);
+    cr_assert_eq(tf_stat(c, "beta", "pinned_bytes"), 0);
     for (int i = 0; i < 8; i++) cr_assert(pn_has(c, key[i], (uint64_t)i), "%s still held when its pin ends", key[i]);
     pn_flood(c, "flood2", 2 * PN_HOT);
     pn_settle(c);
@@ -153,7 +128,7 @@ Test(pins, pinned_values_survive_floods_until_their_pin_ends_then_are_evicted)
 Test(pins, pins_over_the_tenant_budget_are_refused_per_key_and_the_values_stored)
 {
     pn_up();
-    fluxon_client *a = pn_client("acme"), *b = pn_client("beta");
+    fluxon_client *a = tf_client("acme"), *b = tf_client("beta");
     const char *keys[6] = {"r/0", "r/1", "r/2", "r/3", "r/4", "r/5"};
     static uint8_t buf[6][PN_VAL];
     const void *src[6];
@@ -172,20 +147,20 @@ Test(pins, pins_over_the_tenant_budget_are_refused_per_key_and_the_values_stored
     /* a plain put over the budget: stored, says so */
     cr_assert_eq(pn_put(a, "r/plain", 77, 60000), FLUXON_PIN_REFUSED);
     cr_assert(pn_has(a, "r/plain", 77));
-    cr_assert_eq(pn_tstat(a, "acme", "pinned_bytes"), 4 * PN_VAL);
-    cr_assert_eq(pn_tstat(a, "acme", "pin_budget"), 4 * PN_VAL);
-    cr_assert_eq(pn_tstat(a, "acme", "pins_refused"), 3);
+    cr_assert_eq(tf_stat(a, "acme", "pinned_bytes"), 4 * PN_VAL);
+    cr_assert_eq(tf_stat(a, "acme", "pin_budget"), 4 * PN_VAL);
+    cr_assert_eq(tf_stat(a, "acme", "pins_refused"), 3);
     /* another tenant's budget is its own */
     cr_assert_eq(pn_put(b, "r/0", 78, 60000), FLUXON_OK);
-    cr_assert_eq(pn_tstat(b, "beta", "pinned_bytes"), PN_VAL);
-    cr_assert_eq(pn_tstat(b, "beta", "pin_budget"), PN_HOT * PN_VAL / 2);
+    cr_assert_eq(tf_stat(b, "beta", "pinned_bytes"), PN_VAL);
+    cr_assert_eq(tf_stat(b, "beta", "pin_budget"), PN_HOT * PN_VAL / 2);
     /* unpinning gives the budget back */
     cr_assert_eq(fluxon_pin(a, keys, 1, 0, 0, st), FLUXON_OK);
     cr_assert_eq(st[0], FLUXON_OK);
-    cr_assert_eq(pn_tstat(a, "acme", "pinned_bytes"), 3 * PN_VAL);
+    cr_assert_eq(tf_stat(a, "acme", "pinned_bytes"), 3 * PN_VAL);
     cr_assert_eq(fluxon_pin(a, keys + 4, 1, 60000, 0, st), FLUXON_OK);
     cr_assert_eq(st[0], FLUXON_OK, "r/4 fits now: %s", fluxon_status_string(st[0]));
-    cr_assert_eq(pn_tstat(a, "acme", "pinned_bytes"), 4 * PN_VAL);
+    cr_assert_eq(tf_stat(a, "acme", "pinned_bytes"), 4 * PN_VAL);
     fluxon_client_close(a);
     fluxon_client_close(b);
 }
@@ -193,7 +168,7 @@ Test(pins, pins_over_the_tenant_budget_are_refused_per_key_and_the_values_stored
 Test(pins, pin_and_unpin_existing_keys)
 {
     pn_up();
-    fluxon_client *c = pn_client(NULL);
+    fluxon_client *c = tf_client(NULL);
     const char *keys[4] = {"e/0", "e/1", "e/2", "e/3"};
     for (int i = 0; i < 4; i++) cr_assert_eq(pn_put(c, keys[i], 10 + (uint64_t)i, 0), FLUXON_OK);
     cr_assert_eq(kf_stat(c, "pinned_values"), 0);
@@ -203,7 +178,7 @@ Test(pins, pin_and_unpin_existing_keys)
     for (int i = 0; i < 4; i++) cr_assert_eq(st[i], FLUXON_OK, "%s: %s", keys[i], fluxon_status_string(st[i]));
     cr_assert_eq(st[4], FLUXON_ERR_NOT_FOUND);
     cr_assert_eq(kf_stat(c, "pinned_values"), 4);
-    cr_assert_eq(pn_tstat(c, "default", "pinned_bytes"), 4 * PN_VAL);
+    cr_assert_eq(tf_stat(c, "default", "pinned_bytes"), 4 * PN_VAL);
     pn_flood(c, "f1", 2 * PN_HOT);
     pn_settle(c);
     for (int i = 0; i < 4; i++) cr_assert(pn_has(c, keys[i], 10 + (uint64_t)i), "%s pinned through the flood", keys[i]);
@@ -212,7 +187,7 @@ Test(pins, pin_and_unpin_existing_keys)
     cr_assert_eq(fluxon_pin(c, keys, 4, 0, 0, st), FLUXON_OK);
     for (int i = 0; i < 4; i++) cr_assert_eq(st[i], FLUXON_OK);
     cr_assert_eq(kf_stat(c, "pinned_values"), 0);
-    cr_assert_eq(pn_tstat(c, "default", "pinned_bytes"), 0);
+    cr_assert_eq(tf_stat(c, "default", "pinned_bytes"), 0);
     pn_flood(c, "f2", 2 * PN_HOT);
     pn_settle(c);
     for (int i = 0; i < 4; i++) cr_assert_eq(pn_exists(c, keys[i]), 0, "%s evicted once unpinned", keys[i]);
@@ -222,7 +197,7 @@ Test(pins, pin_and_unpin_existing_keys)
 Test(pins, a_pinned_atomic_group_stays_whole)
 {
     pn_up();
-    fluxon_client *c = pn_client(NULL);
+    fluxon_client *c = tf_client(NULL);
     /* an unpinned group of three; pinning one member pins the three */
     const char *g[3] = {"g/0", "g/1", "g/2"};
     uint32_t lens[1] = {3};
@@ -266,35 +241,35 @@ Test(pins, a_pinned_atomic_group_stays_whole)
 Test(pins, per_tenant_bytes_hits_misses_and_evictions_are_exact)
 {
     pn_up();
-    fluxon_client *a = pn_client("acme"), *d = pn_client(NULL);
+    fluxon_client *a = tf_client("acme"), *d = tf_client(NULL);
     for (int i = 0; i < 3; i++) {
         char key[16];
         snprintf(key, sizeof key, "t/%d", i);
         cr_assert_eq(pn_put(a, key, (uint64_t)i, 0), FLUXON_OK);
     }
     cr_assert_eq(pn_put(a, "t/pinned", 9, 60000), FLUXON_OK);
-    cr_assert_eq(pn_tstat(a, "acme", "bytes"), 4 * PN_VAL);
-    cr_assert_eq(pn_tstat(a, "acme", "pinned_bytes"), PN_VAL);
-    cr_assert_eq(pn_tstat(a, "default", "bytes"), 0);
+    cr_assert_eq(tf_stat(a, "acme", "bytes"), 4 * PN_VAL);
+    cr_assert_eq(tf_stat(a, "acme", "pinned_bytes"), PN_VAL);
+    cr_assert_eq(tf_stat(a, "default", "bytes"), 0);
     cr_assert(pn_has(a, "t/0", 0));
     cr_assert(pn_has(a, "t/1", 1));
     cr_assert_eq(pn_has(a, "t/none", 0), 0);
-    cr_assert_eq(pn_tstat(a, "acme", "hits"), 2);
-    cr_assert_eq(pn_tstat(a, "acme", "misses"), 1);
-    cr_assert_eq(pn_tstat(a, "default", "hits"), 0);
+    cr_assert_eq(tf_stat(a, "acme", "hits"), 2);
+    cr_assert_eq(tf_stat(a, "acme", "misses"), 1);
+    cr_assert_eq(tf_stat(a, "default", "hits"), 0);
     /* a delete retires the value: its bytes go */
     cr_assert_eq(fluxon_delete(a, "t/2"), FLUXON_OK);
     double end = th_now_s() + th_wait_bound_s(5000);
-    while (th_now_s() < end && pn_tstat(a, "acme", "bytes") != 3 * PN_VAL) th_sleep_ms(10);
-    cr_assert_eq(pn_tstat(a, "acme", "bytes"), 3 * PN_VAL);
+    while (th_now_s() < end && tf_stat(a, "acme", "bytes") != 3 * PN_VAL) th_sleep_ms(10);
+    cr_assert_eq(tf_stat(a, "acme", "bytes"), 3 * PN_VAL);
     /* the default tenant floods: acme's unpinned values are evicted, counted as acme's */
     pn_flood(d, "f", 2 * PN_HOT);
     pn_settle(d);
-    cr_assert_eq(pn_tstat(a, "acme", "evictions"), 2);
-    cr_assert_eq(pn_tstat(a, "acme", "bytes"), PN_VAL, "only the pinned value is left");
-    long long dbytes = pn_tstat(d, "default", "bytes");
+    cr_assert_eq(tf_stat(a, "acme", "evictions"), 2);
+    cr_assert_eq(tf_stat(a, "acme", "bytes"), PN_VAL, "only the pinned value is left");
+    long long dbytes = tf_stat(d, "default", "bytes");
     cr_assert_eq(dbytes, kf_stat(d, "hot_bytes"), "the hot tier is default's values");
-    cr_assert_eq(pn_tstat(d, "default", "evictions"), 2 * PN_HOT - dbytes / PN_VAL);
+    cr_assert_eq(tf_stat(d, "default", "evictions"), 2 * PN_HOT - dbytes / PN_VAL);
     /* /metrics: the same numbers, labelled, and a valid exposition */
     static char text[1 << 20];
     size_t len = 0;
@@ -318,7 +293,7 @@ Test(pins, per_tenant_bytes_hits_misses_and_evictions_are_exact)
 Test(pins, bad_input_gets_a_status_and_moves_no_counter)
 {
     pn_up();
-    fluxon_client *c = pn_client("acme");
+    fluxon_client *c = tf_client("acme");
     cr_assert_eq(pn_put(c, "b/0", 1, 0), FLUXON_OK);
     static const char *const counters[] = {"pin_requests", "pins_applied", "pins_refused", "pins_unpinned",
                                            "pinned_values", "tenant_key_refusals"};
@@ -360,7 +335,7 @@ Test(pins, pins_work_with_the_s3fifo_policy)
 {
     const char *extra[1] = {",\"hot_capacity_bytes\":\"1MiB\",\"eviction_policy\":\"s3fifo\""};
     kf_up_ex(1, NULL, extra);
-    fluxon_client *c = pn_client(NULL);
+    fluxon_client *c = tf_client(NULL);
     const char *keys[4] = {"s3/0", "s3/1", "s3/2", "s3/3"};
     for (int i = 0; i < 4; i++) cr_assert_eq(pn_put(c, keys[i], 60 + (uint64_t)i, 60000), FLUXON_OK);
     pn_flood(c, "f1", 3 * PN_HOT);
@@ -411,7 +386,7 @@ Test(pins, a_put_that_only_pinned_values_could_make_room_for_gets_no_space)
              "\"hot_capacity_bytes\":\"60MiB\",\"pin_budget_ratio\":1,\"log_level\":\"error\"}",
              fluxon_node_port(kf_master), kf_dir);
     cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK, "%s", cfg);
-    fluxon_client *c = pn_client(NULL);
+    fluxon_client *c = tf_client(NULL);
     size_t big = 1u << 20;
     uint8_t *v = calloc(1, big);
     cr_assert_not_null(v);

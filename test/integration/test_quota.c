@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kvfix.h"
+#include "tenantfix.h"
 #include "opsfix.h"
 
 /* the fixtures' helpers this suite does not call */
@@ -28,33 +29,6 @@ static void qt_up(const char *tenants)
              "\"tenants\":{%s}", tenants);
     const char *ex[1] = {extra};
     kf_up_ex(1, NULL, ex);
-}
-
-static fluxon_client *qt_client(const char *tenant)
-{
-    char cfg[768], extra[160] = "";
-    if (tenant) snprintf(extra, sizeof extra, ",\"tenant\":\"%s\",\"tenant_token\":\"%s-secret\"", tenant, tenant);
-    const char *base = kf_client_cfg(0);
-    snprintf(cfg, sizeof cfg, "%.*s%s}", (int)strlen(base) - 1, base, extra);
-    fluxon_client *c = NULL;
-    int rc = fluxon_client_open(cfg, &c);
-    cr_assert_eq(rc, FLUXON_OK, "client of %s: %s", tenant ? tenant : "default", fluxon_status_string(rc));
-    return c;
-}
-
-/* one number of the owner's "tenants" object in `stats` (-1: absent) */
-static long long qt_tstat(fluxon_client *c, const char *tenant, const char *name)
-{
-    static char buf[1 << 17];
-    size_t len;
-    cr_assert_eq(fluxon_client_stats(c, buf, sizeof buf, &len), FLUXON_OK);
-    cJSON *doc = cJSON_Parse(buf);
-    cr_assert_not_null(doc);
-    cJSON *tn = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "owner"), "tenants"), tenant);
-    cJSON *v = cJSON_GetObjectItem(tn, name);
-    long long r = cJSON_IsNumber(v) ? (long long)cJSON_GetNumberValue(v) : -1;
-    cJSON_Delete(doc);
-    return r;
 }
 
 static int qt_put(fluxon_client *c, const char *key, uint64_t seed)
@@ -99,14 +73,14 @@ Test(quota, a_guaranteed_share_survives_another_tenants_flood, .fini = kf_down)
     /* acme: 768 KiB (192 values) guaranteed, of a 1 MiB hot tier; beta floods three hot tiers'
      * worth (blind to tenants, or splitting the tier evenly, acme would keep 512 KiB at most) */
     qt_up("\"acme\":{\"token\":\"acme-secret\",\"guaranteed_bytes\":\"768KiB\"},\"beta\":{\"token\":\"beta-secret\"}");
-    fluxon_client *a = qt_client("acme"), *b = qt_client("beta");
-    cr_assert_eq(qt_tstat(a, "acme", "guaranteed_bytes"), 768 * 1024);
-    cr_assert_eq(qt_tstat(a, "acme", "quota_bytes"), 0, "no quota by default");
-    cr_assert_eq(qt_tstat(a, "beta", "guaranteed_bytes"), 0, "no guarantee by default");
+    fluxon_client *a = tf_client("acme"), *b = tf_client("beta");
+    cr_assert_eq(tf_stat(a, "acme", "guaranteed_bytes"), 768 * 1024);
+    cr_assert_eq(tf_stat(a, "acme", "quota_bytes"), 0, "no quota by default");
+    cr_assert_eq(tf_stat(a, "beta", "guaranteed_bytes"), 0, "no guarantee by default");
     qt_puts(a, "a", 224); /* 896 KiB: 128 KiB above its guarantee */
     qt_puts(b, "b", 3 * QT_HOT);
     qt_settle(b);
-    long long ab = qt_tstat(a, "acme", "bytes"), bb = qt_tstat(a, "beta", "bytes");
+    long long ab = tf_stat(a, "acme", "bytes"), bb = tf_stat(a, "beta", "bytes");
     cr_assert_geq(ab, 768 * 1024, "acme holds %lld bytes: under its guarantee of 768 KiB", ab);
     cr_assert_gt(bb, 0, "beta holds what is left");
     cr_assert_leq(ab + bb, (long long)(QT_HOT * QT_VAL));
@@ -118,12 +92,12 @@ Test(quota, a_guaranteed_share_survives_another_tenants_flood, .fini = kf_down)
     }
     cr_assert_geq(held, 192, "acme's values held: %d of 224 (its guarantee is 192)", held);
     cr_assert_eq(qt_exists(a, "a/223"), 1, "acme's newest stay");
-    cr_assert_gt(qt_tstat(a, "beta", "evictions_pressure"), 0, "beta's flood evicted its own values");
-    cr_assert_leq(qt_tstat(a, "acme", "evictions_pressure"), 32, "at most acme's bytes above its guarantee went");
-    cr_assert_eq(qt_tstat(a, "acme", "evictions_quota") + qt_tstat(a, "beta", "evictions_quota"), 0);
-    cr_assert_eq(kf_stat(a, "evictions_pressure"), qt_tstat(a, "acme", "evictions_pressure") +
-                                                      qt_tstat(a, "beta", "evictions_pressure") +
-                                                      qt_tstat(a, "default", "evictions_pressure"));
+    cr_assert_gt(tf_stat(a, "beta", "evictions_pressure"), 0, "beta's flood evicted its own values");
+    cr_assert_leq(tf_stat(a, "acme", "evictions_pressure"), 32, "at most acme's bytes above its guarantee went");
+    cr_assert_eq(tf_stat(a, "acme", "evictions_quota") + tf_stat(a, "beta", "evictions_quota"), 0);
+    cr_assert_eq(kf_stat(a, "evictions_pressure"), tf_stat(a, "acme", "evictions_pressure") +
+                                                      tf_stat(a, "beta", "evictions_pressure") +
+                                                      tf_stat(a, "default", "evictions_pressure"));
     fluxon_client_close(a);
     fluxon_client_close(b);
 }
@@ -133,19 +107,19 @@ Test(quota, a_tenant_at_its_quota_evicts_its_own_values_not_anothers, .fini = kf
     /* acme may hold 256 KiB (64 values); beta has no quota; together they stay far under the
      * hot tier, so every eviction is acme's own quota */
     qt_up("\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"256KiB\"},\"beta\":{\"token\":\"beta-secret\"}");
-    fluxon_client *a = qt_client("acme"), *b = qt_client("beta");
+    fluxon_client *a = tf_client("acme"), *b = tf_client("beta");
     qt_puts(b, "k", 64);   /* beta's keys first: the coldest of the hot tier */
     qt_puts(a, "k", 128);  /* the same key bytes, acme's namespace */
     qt_settle(a);
     double end = th_now_s() + th_wait_bound_s(5000);
-    while (th_now_s() < end && qt_tstat(a, "acme", "bytes") > 256 * 1024) th_sleep_ms(10);
-    cr_assert_leq(qt_tstat(a, "acme", "bytes"), 256 * 1024, "acme stays at its quota");
-    cr_assert_eq(qt_tstat(a, "beta", "bytes"), 64 * QT_VAL, "beta's values all stay");
-    cr_assert_eq(qt_tstat(a, "acme", "bytes"), 256 * 1024, "no more evicted than the quota asks");
-    cr_assert_eq(qt_tstat(a, "acme", "evictions_quota"), 64, "acme's own quota evicted its 64 coldest");
-    cr_assert_eq(qt_tstat(a, "beta", "evictions_quota") + qt_tstat(a, "beta", "evictions_pressure"), 0);
-    cr_assert_eq(qt_tstat(a, "acme", "evictions_pressure"), 0, "no pressure: the hot tier has room");
-    cr_assert_eq(qt_tstat(a, "acme", "quota_refusals"), 0, "its own values made room: no put refused");
+    while (th_now_s() < end && tf_stat(a, "acme", "bytes") > 256 * 1024) th_sleep_ms(10);
+    cr_assert_leq(tf_stat(a, "acme", "bytes"), 256 * 1024, "acme stays at its quota");
+    cr_assert_eq(tf_stat(a, "beta", "bytes"), 64 * QT_VAL, "beta's values all stay");
+    cr_assert_eq(tf_stat(a, "acme", "bytes"), 256 * 1024, "no more evicted than the quota asks");
+    cr_assert_eq(tf_stat(a, "acme", "evictions_quota"), 64, "acme's own quota evicted its 64 coldest");
+    cr_assert_eq(tf_stat(a, "beta", "evictions_quota") + tf_stat(a, "beta", "evictions_pressure"), 0);
+    cr_assert_eq(tf_stat(a, "acme", "evictions_pressure"), 0, "no pressure: the hot tier has room");
+    cr_assert_eq(tf_stat(a, "acme", "quota_refusals"), 0, "its own values made room: no put refused");
     char key[32];
     for (int i = 0; i < 64; i++) {
         snprintf(key, sizeof key, "k/%d", i);
@@ -161,32 +135,32 @@ Test(quota, a_tenant_at_its_quota_evicts_its_own_values_not_anothers, .fini = kf
 Test(quota, a_quota_changed_at_run_time_applies_within_a_second, .fini = kf_down)
 {
     qt_up("\"acme\":{\"token\":\"acme-secret\"},\"beta\":{\"token\":\"beta-secret\"}");
-    fluxon_client *a = qt_client("acme"), *b = qt_client("beta");
+    fluxon_client *a = tf_client("acme"), *b = tf_client("beta");
     qt_puts(a, "a", 128); /* 512 KiB, no quota yet */
     qt_puts(b, "b", 16);
-    cr_assert_eq(qt_tstat(a, "acme", "bytes"), 128 * QT_VAL);
+    cr_assert_eq(tf_stat(a, "acme", "bytes"), 128 * QT_VAL);
     /* its own client (it proved acme's token) lowers its quota to 128 KiB */
     double t0 = th_now_s();
     int rc = fluxon_tenant_set(a, "acme", 128 * 1024, 0, FLUXON_TENANT_SET_QUOTA, NULL);
     cr_assert_eq(rc, FLUXON_OK, "%s", fluxon_status_string(rc));
-    cr_assert_eq(qt_tstat(a, "acme", "quota_bytes"), 128 * 1024, "visible in stats at once");
+    cr_assert_eq(tf_stat(a, "acme", "quota_bytes"), 128 * 1024, "visible in stats at once");
     cr_assert_eq(kf_stat(a, "quota_changes"), 1);
     double end = t0 + 1.0;
-    while (th_now_s() < end && qt_tstat(a, "acme", "bytes") > 128 * 1024) th_sleep_ms(5);
-    cr_assert_leq(qt_tstat(a, "acme", "bytes"), 128 * 1024, "within a second of the change (%.3f s)", th_now_s() - t0);
-    cr_assert_eq(qt_tstat(a, "beta", "bytes"), 16 * QT_VAL, "beta untouched");
-    cr_assert_geq(qt_tstat(a, "acme", "evictions_quota"), 96);
+    while (th_now_s() < end && tf_stat(a, "acme", "bytes") > 128 * 1024) th_sleep_ms(5);
+    cr_assert_leq(tf_stat(a, "acme", "bytes"), 128 * 1024, "within a second of the change (%.3f s)", th_now_s() - t0);
+    cr_assert_eq(tf_stat(a, "beta", "bytes"), 16 * QT_VAL, "beta untouched");
+    cr_assert_geq(tf_stat(a, "acme", "evictions_quota"), 96);
     /* the admin token changes any tenant's; the guarantee shows too */
     rc = fluxon_tenant_set(b, "acme", 0, 64 * 1024, FLUXON_TENANT_SET_GUARANTEED, "adm-secret");
     cr_assert_eq(rc, FLUXON_OK, "%s", fluxon_status_string(rc));
-    cr_assert_eq(qt_tstat(a, "acme", "guaranteed_bytes"), 64 * 1024);
-    cr_assert_eq(qt_tstat(a, "acme", "quota_bytes"), 128 * 1024, "a field not given keeps its value");
+    cr_assert_eq(tf_stat(a, "acme", "guaranteed_bytes"), 64 * 1024);
+    cr_assert_eq(tf_stat(a, "acme", "quota_bytes"), 128 * 1024, "a field not given keeps its value");
     /* raising the quota: new puts fit again without evicting */
     rc = fluxon_tenant_set(a, "acme", 0, 0, FLUXON_TENANT_SET_QUOTA, NULL);
     cr_assert_eq(rc, FLUXON_OK);
-    long long ev = qt_tstat(a, "acme", "evictions_quota");
+    long long ev = tf_stat(a, "acme", "evictions_quota");
     qt_puts(a, "c", 64);
-    cr_assert_eq(qt_tstat(a, "acme", "evictions_quota"), ev, "no quota: nothing of acme's evicted for it");
+    cr_assert_eq(tf_stat(a, "acme", "evictions_quota"), ev, "no quota: nothing of acme's evicted for it");
     cr_assert_eq(kf_stat(a, "quota_changes"), 3);
     fluxon_client_close(a);
     fluxon_client_close(b);
@@ -195,7 +169,7 @@ Test(quota, a_quota_changed_at_run_time_applies_within_a_second, .fini = kf_down
 Test(quota, bad_tenant_set_input_is_refused_and_moves_no_counter, .fini = kf_down)
 {
     qt_up("\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"512KiB\"},\"beta\":{\"token\":\"beta-secret\"}");
-    fluxon_client *a = qt_client("acme"), *b = qt_client("beta"), *d = qt_client(NULL);
+    fluxon_client *a = tf_client("acme"), *b = tf_client("beta"), *d = tf_client(NULL);
     long long ch0 = kf_stat(a, "quota_changes"), rf0 = kf_stat(a, "quota_refusals");
     /* another tenant's client, without or with a wrong admin token; default has no token */
     cr_assert_eq(fluxon_tenant_set(b, "acme", 1024 * 1024, 0, FLUXON_TENANT_SET_QUOTA, NULL), FLUXON_ERR_AUTH);
@@ -215,9 +189,9 @@ Test(quota, bad_tenant_set_input_is_refused_and_moves_no_counter, .fini = kf_dow
     cr_assert_eq(fluxon_tenant_set(a, NULL, 1, 1, FLUXON_TENANT_SET_QUOTA, NULL), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(kf_stat(a, "quota_changes"), ch0, "no change counted");
     cr_assert_eq(kf_stat(a, "quota_refusals"), rf0);
-    cr_assert_eq(qt_tstat(a, "acme", "quota_bytes"), 512 * 1024, "nothing changed");
-    cr_assert_eq(qt_tstat(a, "beta", "guaranteed_bytes"), 0);
-    cr_assert_eq(qt_tstat(a, "default", "quota_bytes"), 0);
+    cr_assert_eq(tf_stat(a, "acme", "quota_bytes"), 512 * 1024, "nothing changed");
+    cr_assert_eq(tf_stat(a, "beta", "guaranteed_bytes"), 0);
+    cr_assert_eq(tf_stat(a, "default", "quota_bytes"), 0);
     /* bad put input with a quota: refused before admission, no quota refusal counted */
     cr_assert_eq(qt_put(a, "", 1), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(kf_stat(a, "quota_refusals"), rf0);
@@ -312,7 +286,7 @@ Test(quota, a_change_on_one_owner_reaches_every_owner_and_later_ones, .fini = kf
                      "\"acme\":{\"token\":\"acme-secret\"},\"beta\":{\"token\":\"beta-secret\",\"guaranteed_bytes\":\"512KiB\"}}";
     const char *ex[2] = {tn, tn};
     kf_up_ex(2, NULL, ex);
-    fluxon_client *a = qt_client("acme"); /* owner A's */
+    fluxon_client *a = tf_client("acme"); /* owner A's */
     char cfg[768];
     const char *base = kf_client_cfg(1);
     snprintf(cfg, sizeof cfg, "%.*s}", (int)strlen(base) - 1, base);
@@ -321,16 +295,16 @@ Test(quota, a_change_on_one_owner_reaches_every_owner_and_later_ones, .fini = kf
     cr_assert_eq(fluxon_tenant_set(a, "acme", 256 * 1024, 128 * 1024,
                                    FLUXON_TENANT_SET_QUOTA | FLUXON_TENANT_SET_GUARANTEED, NULL), FLUXON_OK);
     double t0 = th_now_s(), end = t0 + 1.0;
-    while (th_now_s() < end && qt_tstat(b, "acme", "quota_bytes") != 256 * 1024) th_sleep_ms(5);
-    cr_assert_eq(qt_tstat(b, "acme", "quota_bytes"), 256 * 1024, "owner B within a second (%.3f s)", th_now_s() - t0);
-    cr_assert_eq(qt_tstat(b, "acme", "guaranteed_bytes"), 128 * 1024);
+    while (th_now_s() < end && tf_stat(b, "acme", "quota_bytes") != 256 * 1024) th_sleep_ms(5);
+    cr_assert_eq(tf_stat(b, "acme", "quota_bytes"), 256 * 1024, "owner B within a second (%.3f s)", th_now_s() - t0);
+    cr_assert_eq(tf_stat(b, "acme", "guaranteed_bytes"), 128 * 1024);
     cr_assert_eq(kf_stat(b, "quota_pushes"), 1);
     cr_assert_eq(kf_stat(b, "quota_changes"), 0, "B did not take a tenant set itself");
     cr_assert_eq(kf_stat(a, "quota_pushes"), 0, "not sent back to A");
     /* guarantees above the hot tier (beta's 512 KiB + 640 KiB): refused by A, sent nowhere */
     cr_assert_eq(fluxon_tenant_set(a, "acme", 0, 640 * 1024, FLUXON_TENANT_SET_GUARANTEED, "adm-secret"),
                  FLUXON_ERR_INVALID_ARGUMENT);
-    cr_assert_eq(qt_tstat(b, "acme", "guaranteed_bytes"), 128 * 1024);
+    cr_assert_eq(tf_stat(b, "acme", "guaranteed_bytes"), 128 * 1024);
     cr_assert_eq(kf_stat(b, "quota_pushes") + kf_stat(b, "quota_push_refusals"), 1);
     /* owner C registers after the change: the master hands it the table */
     char ocfg[1024];
@@ -342,9 +316,9 @@ Test(quota, a_change_on_one_owner_reaches_every_owner_and_later_ones, .fini = kf
     cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_OK);
     t0 = th_now_s();
     end = t0 + th_wait_bound_s(1000);
-    while (th_now_s() < end && qt_tstat(c, "acme", "quota_bytes") != 256 * 1024) th_sleep_ms(5);
-    cr_assert_eq(qt_tstat(c, "acme", "quota_bytes"), 256 * 1024, "owner C got it at registration");
-    cr_assert_eq(qt_tstat(c, "acme", "guaranteed_bytes"), 128 * 1024);
+    while (th_now_s() < end && tf_stat(c, "acme", "quota_bytes") != 256 * 1024) th_sleep_ms(5);
+    cr_assert_eq(tf_stat(c, "acme", "quota_bytes"), 256 * 1024, "owner C got it at registration");
+    cr_assert_eq(tf_stat(c, "acme", "guaranteed_bytes"), 128 * 1024);
     fluxon_client_close(a);
     fluxon_client_close(b);
     fluxon_client_close(c);
@@ -356,7 +330,7 @@ Test(quota, a_change_on_one_owner_reaches_every_owner_and_later_ones, .fini = kf
 Test(quota, pinned_values_count_toward_the_quota_and_are_not_evicted_for_it, .fini = kf_down)
 {
     qt_up("\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"64KiB\"}");
-    fluxon_client *a = qt_client("acme");
+    fluxon_client *a = tf_client("acme");
     static uint8_t v[QT_VAL];
     fluxon_put_options po = {.field_mask = FLUXON_PUT_OPT_PIN_TTL, .pin_ttl_ms = 60000};
     char key[32];
@@ -368,20 +342,20 @@ Test(quota, pinned_values_count_toward_the_quota_and_are_not_evicted_for_it, .fi
         kf_fill(v, sizeof v, (uint64_t)i);
         cr_assert_eq(fluxon_put(a, kb[i], v, sizeof v, &po), FLUXON_OK);
     }
-    cr_assert_eq(qt_tstat(a, "acme", "bytes"), 64 * 1024);
-    cr_assert_eq(qt_tstat(a, "acme", "pinned_bytes"), 64 * 1024);
-    long long rf = qt_tstat(a, "acme", "quota_refusals");
+    cr_assert_eq(tf_stat(a, "acme", "bytes"), 64 * 1024);
+    cr_assert_eq(tf_stat(a, "acme", "pinned_bytes"), 64 * 1024);
+    long long rf = tf_stat(a, "acme", "quota_refusals");
     snprintf(key, sizeof key, "x");
     cr_assert_eq(qt_put(a, key, 1), FLUXON_ERR_NO_SPACE, "nothing of acme's is evictable");
-    cr_assert_eq(qt_tstat(a, "acme", "quota_refusals"), rf + 1);
+    cr_assert_eq(tf_stat(a, "acme", "quota_refusals"), rf + 1);
     cr_assert_eq(kf_stat(a, "quota_refusals"), rf + 1);
     for (int i = 0; i < 16; i++) cr_assert_eq(qt_exists(a, kb[i]), 1, "%s stays pinned", kb[i]);
     int st[16];
     cr_assert_eq(fluxon_pin(a, ks, 16, 0, 0, st), FLUXON_OK); /* unpinned: evictable again */
     cr_assert_eq(qt_put(a, key, 1), FLUXON_OK);
     double end = th_now_s() + th_wait_bound_s(5000);
-    while (th_now_s() < end && qt_tstat(a, "acme", "bytes") > 64 * 1024) th_sleep_ms(5);
-    cr_assert_leq(qt_tstat(a, "acme", "bytes"), 64 * 1024);
+    while (th_now_s() < end && tf_stat(a, "acme", "bytes") > 64 * 1024) th_sleep_ms(5);
+    cr_assert_leq(tf_stat(a, "acme", "bytes"), 64 * 1024);
     cr_assert_eq(qt_exists(a, "p/0"), 0, "its coldest went for its quota");
     cr_assert_eq(qt_exists(a, "x"), 1);
     fluxon_client_close(a);

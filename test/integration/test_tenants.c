@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kvfix.h"
+#include "tenantfix.h"
 
 #define TN_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -211,21 +212,6 @@ Test(tenants, hostless_put_and_get_start_stay_in_the_tenant)
     fluxon_client_close(b);
 }
 
-/* per tenant in the owner's stats JSON (the "tenants" member); -1 when absent */
-static long long tn_tenant_stat(fluxon_client *c, const char *tenant, const char *name)
-{
-    static char buf[1 << 16];
-    size_t len;
-    cr_assert_eq(fluxon_client_stats(c, buf, sizeof buf, &len), FLUXON_OK);
-    cJSON *doc = cJSON_Parse(buf);
-    cr_assert_not_null(doc);
-    cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "owner"), "tenants"), tenant);
-    cJSON *v = cJSON_GetObjectItem(t, name);
-    long long r = cJSON_IsNumber(v) ? (long long)cJSON_GetNumberValue(v) : -1;
-    cJSON_Delete(doc);
-    return r;
-}
-
 Test(tenants, a_forged_tenant_is_refused_at_hello)
 {
     tn_up();
@@ -244,11 +230,11 @@ Test(tenants, a_forged_tenant_is_refused_at_hello)
     }
     fluxon_client *a = tn_client(0, "acme"), *d = tn_client(0, NULL);
     cr_assert_eq(kf_stat(d, "tenant_auth_failures"), 5);
-    cr_assert_eq(tn_tenant_stat(d, "acme", "auth_failures"), 3);
-    cr_assert_eq(tn_tenant_stat(d, "default", "auth_failures"), 1);
-    cr_assert_eq(tn_tenant_stat(d, "acme", "clients"), 1);
-    cr_assert_eq(tn_tenant_stat(d, "default", "clients"), 1);
-    cr_assert_eq(tn_tenant_stat(d, "gamma", "clients"), -1, "an unknown name is never a label");
+    cr_assert_eq(tf_stat(d, "acme", "auth_failures"), 3);
+    cr_assert_eq(tf_stat(d, "default", "auth_failures"), 1);
+    cr_assert_eq(tf_stat(d, "acme", "clients"), 1);
+    cr_assert_eq(tf_stat(d, "default", "clients"), 1);
+    cr_assert_eq(tf_stat(d, "gamma", "clients"), -1, "an unknown name is never a label");
     /* the owner's /metrics has the per-tenant families */
     static char text[1 << 20];
     size_t len = 0;
@@ -258,7 +244,7 @@ Test(tenants, a_forged_tenant_is_refused_at_hello)
     cr_assert(strstr(text, "fluxon_owner_auth_failures_total{node=\"ownA\"} 5"));
     fluxon_client_close(a);
     cr_assert(kf_wait_stat(d, "externals", 1, 5000));
-    cr_assert_eq(tn_tenant_stat(d, "acme", "clients"), 0);
+    cr_assert_eq(tf_stat(d, "acme", "clients"), 0);
     fluxon_client_close(d);
 }
 
