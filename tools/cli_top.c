@@ -133,9 +133,15 @@ static void top_draw(const top_frame *f, const top_frame *p, bool tty)
     double dt = p ? (double)(f->t_ns - p->t_ns) / 1e9 : 1; /* the first frame: totals since start */
     const char *per = p ? "/s" : " (total)";
     if (tty) printf("\033[H\033[2J");
-    printf("fluxon top   owner %s   master generation %s   owners alive %.0f dead %.0f   (%s)\n",
-           o ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "node_id")) : "?", m ? f->generation : "?",
-           top_num(m, "owners_alive"), top_num(m, "owners_dead"), p ? "last second" : "since start; q quits");
+    if (m)
+        printf("fluxon top   owner %s   master generation %s   owners alive %.0f dead %.0f   (%s)\n",
+               o ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "node_id")) : "?", f->generation,
+               top_num(m, "owners_alive"), top_num(m, "owners_dead"), p ? "last second" : "since start; q quits");
+    else /* not an empty cluster: a master this owner cannot reach (new user's finding) */
+        printf("fluxon top   owner %s   MASTER UNREACHABLE (the owner's master link is down or the master does not "
+               "answer: the master's rows are missing)   (%s)\n",
+               o ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "node_id")) : "?",
+               p ? "last second" : "since start; q quits");
     double keys = top_delta(o, po, "get_keys");
     double loc = top_delta(o, po, "local_hits"), join = top_delta(o, po, "joined_hits"),
            lead = top_delta(o, po, "leader_hits"), pref = top_delta(o, po, "prefix_transferable_keys");
@@ -226,6 +232,7 @@ int fx_cli_top(fluxon_client *c, int argc, char **argv)
             break;
         }
         top_draw(&cur, k ? &prev : NULL, tty);
+        ex = cur.master ? 0 : 1; /* the last frame says whether the master answered */
         top_frame_free(&prev);
         prev = cur;
         memset(&cur, 0, sizeof cur);

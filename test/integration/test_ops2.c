@@ -155,6 +155,21 @@ Test(ops2, top_counts_the_errors_of_each_op, .timeout = 60, .fini = ops_fini)
     cr_assert(ex == 0 && strstr(out, "(2 errors)") && !strstr(out, "(errors)"), "exit %d: %s", ex, out);
 }
 
+/* A new user's finding (session 19): with the master gone, `top --once` drew an empty
+ * cluster (generation ?, 0 owners, 0 routes) and exited 0. Now its header says the master
+ * is unreachable and it exits 1. */
+Test(ops2, top_says_when_the_master_is_unreachable, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char out[8192];
+    int st = th_stop(t.master, SIGKILL, 5000);
+    cr_assert(WIFSIGNALED(st));
+    t.master = -1;
+    cr_assert(th_wait_log(t.olog, "lost the master connection", 5000), "see %s", t.olog);
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s top --once", t.ecfg);
+    cr_assert(ex == 1 && strstr(out, "MASTER UNREACHABLE"), "exit %d: %s", ex, out);
+}
+
 /* Finding 15. Before: `stats` printed one 4.9 KB line of JSON on a terminal too. Now a
  * terminal gets it indented; a pipe still gets one line (scripts parse it). */
 Test(ops2, stats_is_indented_on_a_terminal_and_one_line_in_a_pipe, .timeout = 60, .fini = ops_fini)
