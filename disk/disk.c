@@ -206,8 +206,16 @@ FX_INTERNAL void fx_disk_seg_maybe_unlink(fx_disk_t *d, dk_seg_t *seg)
 static void dk_retire(fx_disk_t *d, dk_seg_t *s)
 {
     s->state = DK_SEG_RETIRING;
-    FX_INFO("disk: segment %" PRIu64 " retires (%u live records) to stay within disk.capacity_bytes %" PRIu64, s->id,
-            s->live, d->cfg.capacity_bytes);
+    uint64_t now = fx_now_ms(); /* a line every 10 s at most: small segments retire many a second */
+    if (!d->retire_log_ms || now - d->retire_log_ms >= 10000) {
+        FX_INFO("disk: segment %016" PRIx64 " retires (%u live records) to stay within disk.capacity_bytes %" PRIu64
+                "%s", s->id, s->live, d->cfg.capacity_bytes,
+                d->retire_quiet ? " (more retired since the last such line: see segments_freed)" : "");
+        d->retire_log_ms = now;
+        d->retire_quiet = 0;
+    } else {
+        d->retire_quiet++;
+    }
     if (!d->hooks.segment_retiring) { /* nobody above to tell */
         fx_disk_segment_free(d, s->id);
         return;

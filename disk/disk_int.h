@@ -180,6 +180,7 @@ struct fx_disk {
     uint64_t rb_retired;     /* the rebuild: segments with an id below this retired (a mark said so) */
     uint64_t retire_pending; /* a retirement mark to stage (1 + the highest id retired; 0: none) */
     bool in_roll;            /* fx_disk_roll runs: a mark waits for the next staging */
+    uint64_t retire_log_ms, retire_quiet; /* retirements logged every 10 s at most */
     uint64_t rb_barrier_seg, rb_barrier_off;
     int contact_fd;      /* DIR/CONTACT (-1: none) */
     bool contact_known, contact_inflight;

@@ -68,7 +68,17 @@ static void oext_hello(owner_ext_t *e, const fx_frame_header_t *h, const uint8_t
     if (rc != FLUXON_OK) fx_otenant_refused(o);
     else rc = fx_otenant_hello(o, e, &b, err, sizeof err); /* issue 42: its tenant and token */
     if (rc != FLUXON_OK) {
-        FX_WARN("refusing a client on %s: %s", o->cfg.socket_path, err);
+        /* one line a second at most: a client retrying in a loop must not flood the log
+         * (the refusals are counted: auth_failures) */
+        uint64_t now = fx_now_ms();
+        if (!o->refuse_log_ms || now - o->refuse_log_ms >= 1000) {
+            FX_WARN("refusing a client on %s: %s%s", o->cfg.socket_path, err,
+                    o->refuse_quiet ? " (and others since the last such line: see auth_failures)" : "");
+            o->refuse_log_ms = now;
+            o->refuse_quiet = 0;
+        } else {
+            o->refuse_quiet++;
+        }
         fx_conn_reply_error(e->conn, h, rc, "%s", err);
         fx_conn_close_after_flush(e->conn, rc);
         return;

@@ -583,8 +583,9 @@ FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
     s->pending = false;
     s->rounds++;
     s->started_ms = fx_now_ms();
-    FX_INFO("registered with a master that does not know this owner: re-publishing what it holds (%zu grants, "
-            "%zu placed values, %zu values on disk)", s->n_grants, n_ranges, s->n - n_ranges);
+    FX_INFO("registered with a master that does not hold this owner's values (a new master, or this owner's first "
+            "registration with its disk): re-publishing what it holds (%zu grants, %zu placed values, %zu values on "
+            "disk)", s->n_grants, n_ranges, s->n - n_ranges);
     rp_start(o);
 }
 
