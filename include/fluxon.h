@@ -492,14 +492,16 @@ int fluxon_pin(fluxon_client *c, const char *const *keys, size_t n_keys, uint32_
  * evict; 0: none) on this client's owner, at once, no restart; `fluxon stats` shows them.
  *  flags        FLUXON_TENANT_SET_QUOTA and/or FLUXON_TENANT_SET_GUARANTEED: which to change.
  *  admin_token  the owner's tenant_admin_token, or NULL/"": then only a client of tenant
- *               itself (which proved its tenant_token at HELLO) may change it.
+ *               itself (which proved its tenant_token at HELLO) may change it, and only
+ *               lower it (a higher or cleared quota, a higher guarantee: FLUXON_ERR_AUTH).
  * Returns FLUXON_OK (applied on this owner; it sends the change to the master, which pushes
  * it to every other owner and to owners that register later, each applying it within its
  * own checks);
  * FLUXON_ERR_INVALID_ARGUMENT (NULL c or tenant, no or unknown flags; or the owner's
  * refusal: a guarantee above the quota, guarantees summing above its hot tier — its
  * message names the values); FLUXON_ERR_NOT_FOUND (the owner does not list the tenant);
- * FLUXON_ERR_AUTH (neither the admin token nor a client of that tenant); UNAVAILABLE,
+ * FLUXON_ERR_AUTH (neither the admin token nor a client of that tenant, or that client
+ * raising its own limits); UNAVAILABLE,
  * TIMEOUT, NOMEM. Thread-safe. */
 #define FLUXON_TENANT_SET_QUOTA 0x1u
 #define FLUXON_TENANT_SET_GUARANTEED 0x2u

@@ -23,7 +23,8 @@
  * policy once (one walk of it, an admin request's cost).
  *
  * Changes at run time: TENANT_SET (fluxon ... tenant set NAME --quota B --guaranteed B),
- * accepted with the owner's tenant_admin_token or from a client of that very tenant (which
+ * accepted with the owner's tenant_admin_token, or — to lower its own limits only — from a
+ * client of that very tenant (which
  * proved the tenant's token at HELLO); applied at once, then sent to the master as a
  * TENANT_PUSH, which sends it on to every other owner (master/tenants.c); a push is applied
  * within this owner's own checks. Reactor thread only. Static helpers are oevq_*. */
@@ -335,6 +336,18 @@ FX_INTERNAL void fx_oevq_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_h
                             "tenant set: changing tenant \"%s\"'s quota takes the owner's tenant_admin_token%s, or a "
                             "client of \"%s\" (which proves its tenant_token)",
                             name, b.admin_token.len ? " (the one given does not match)" : "", name);
+        return;
+    }
+    /* a tenant's own client may lower its limits, never raise them: more takes the admin token */
+    const oev_tq_t *cur = &kv->tq[k];
+    bool raises = ((b.fields & FX_TENANT_SET_QUOTA) && (cur->quota ? !b.quota_bytes || b.quota_bytes > cur->quota
+                                                                   : false)) ||
+                  ((b.fields & FX_TENANT_SET_GUARANTEED) && b.guaranteed_bytes > cur->guaranteed);
+    if (!admin && raises) {
+        fx_conn_reply_error(e->conn, h, FLUXON_ERR_AUTH,
+                            "tenant set: a client of \"%s\" may lower its quota_bytes (%llu) or guaranteed_bytes "
+                            "(%llu), not raise them: that takes the owner's tenant_admin_token", name,
+                            (unsigned long long)cur->quota, (unsigned long long)cur->guaranteed);
         return;
     }
     char err[400];

@@ -156,7 +156,9 @@ Test(quota, a_quota_changed_at_run_time_applies_within_a_second, .fini = kf_down
     cr_assert_eq(tf_stat(a, "acme", "guaranteed_bytes"), 64 * 1024);
     cr_assert_eq(tf_stat(a, "acme", "quota_bytes"), 128 * 1024, "a field not given keeps its value");
     /* raising the quota: new puts fit again without evicting */
-    rc = fluxon_tenant_set(a, "acme", 0, 0, FLUXON_TENANT_SET_QUOTA, NULL);
+    rc = fluxon_tenant_set(a, "acme", 0, 0, FLUXON_TENANT_SET_QUOTA, NULL); /* removing it raises it */
+    cr_assert_eq(rc, FLUXON_ERR_AUTH, "a tenant lifts its own quota: %s", fluxon_status_string(rc));
+    rc = fluxon_tenant_set(a, "acme", 0, 0, FLUXON_TENANT_SET_QUOTA, "adm-secret");
     cr_assert_eq(rc, FLUXON_OK);
     long long ev = tf_stat(a, "acme", "evictions_quota");
     qt_puts(a, "c", 64);
@@ -180,6 +182,8 @@ Test(quota, bad_tenant_set_input_is_refused_and_moves_no_counter, .fini = kf_dow
     cr_assert_eq(fluxon_tenant_set(a, "a/b", 4096, 0, FLUXON_TENANT_SET_QUOTA, "adm-secret"), FLUXON_ERR_NOT_FOUND);
     /* a guarantee above the quota; guarantees above the hot tier (1 MiB) */
     cr_assert_eq(fluxon_tenant_set(a, "acme", 0, 1024 * 1024, FLUXON_TENANT_SET_GUARANTEED, NULL),
+                 FLUXON_ERR_AUTH, "a tenant raises its own guarantee");
+    cr_assert_eq(fluxon_tenant_set(a, "acme", 0, 1024 * 1024, FLUXON_TENANT_SET_GUARANTEED, "adm-secret"),
                  FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(fluxon_tenant_set(a, "beta", 0, 2 * 1024 * 1024, FLUXON_TENANT_SET_GUARANTEED, "adm-secret"),
                  FLUXON_ERR_INVALID_ARGUMENT);
@@ -254,15 +258,19 @@ Test(quota, the_cli_sets_quotas_and_a_refused_put_names_its_tenant_and_field, .f
     ex = ops_cli(out, sizeof out, "--role=external --config %s tenant frob", acfg);
     cr_assert_eq(ex, 2, "%s", out);
     /* refused by the owner, with its reason */
-    ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set acme --quota 64KiB --guaranteed 1MiB", acfg);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set acme --quota 64KiB --guaranteed 1MiB "
+                 "--admin-token adm", acfg);
     cr_assert_eq(ex, 2, "%s", out);
     cr_assert(strstr(out, "the guarantee is above the quota"), "%s", out);
     ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set acme --quota 1MiB", t.ecfg);
     cr_assert_eq(ex, 1, "%s", out);
     cr_assert(strstr(out, "FLUXON_ERR_AUTH"), "%s", out);
     cr_assert(strstr(out, "tenant_admin_token"), "%s", out);
-    /* applied: by the tenant's own client, and by the admin token from default's client */
+    /* its own client may lower its limits, not raise them; the admin token may */
     ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set acme --quota 1MiB", acfg);
+    cr_assert_eq(ex, 1, "a tenant raising its own quota: %s", out);
+    cr_assert(strstr(out, "not raise them"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set acme --quota 1MiB --admin-token adm", acfg);
     cr_assert_eq(ex, 0, "%s", out);
     cr_assert(strstr(out, "tenant acme: quota_bytes 1048576"), "%s", out);
     ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set acme --guaranteed 256KiB --admin-token adm",
@@ -293,7 +301,7 @@ Test(quota, a_change_on_one_owner_reaches_every_owner_and_later_ones, .fini = kf
     fluxon_client *b = NULL;
     cr_assert_eq(fluxon_client_open(cfg, &b), FLUXON_OK); /* owner B's, default tenant */
     cr_assert_eq(fluxon_tenant_set(a, "acme", 256 * 1024, 128 * 1024,
-                                   FLUXON_TENANT_SET_QUOTA | FLUXON_TENANT_SET_GUARANTEED, NULL), FLUXON_OK);
+                                   FLUXON_TENANT_SET_QUOTA | FLUXON_TENANT_SET_GUARANTEED, "adm-secret"), FLUXON_OK);
     double t0 = th_now_s(), end = t0 + 1.0;
     while (th_now_s() < end && tf_stat(b, "acme", "quota_bytes") != 256 * 1024) th_sleep_ms(5);
     cr_assert_eq(tf_stat(b, "acme", "quota_bytes"), 256 * 1024, "owner B within a second (%.3f s)", th_now_s() - t0);
