@@ -37,10 +37,11 @@ int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t v
                const fluxon_put_options *opts)
 {
     if (!cl || !fx_client_key_ok(key) || !value || value_len == 0) {
-        if (cl)
-            FX_WARN("put: %s", !fx_client_key_ok(key) ? "the key must be 1..1024 bytes"
-                               : !value                ? "value is NULL"
-                                                       : "value_len is 0");
+        if (cl && !fx_client_key_ok(key))
+            FX_WARN("put: the key must be 1..%u bytes (%s)", FLUXON_MAX_KEY_BYTES,
+                    !key ? "it is NULL" : !*key ? "it is empty" : "it is longer");
+        else if (cl)
+            FX_WARN("put: %s", !value ? "value is NULL" : "value_len is 0");
         return FLUXON_ERR_INVALID_ARGUMENT;
     }
     if (value_len <= CKV_PUT_INLINE_MAX &&

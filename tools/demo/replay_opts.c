@@ -188,8 +188,14 @@ static int rp_set_admission(rp_opts *o, const char *val)
 
 static int rp_set_disk_dir(rp_opts *o, const char *val)
 {
-    if (!*val || strlen(val) > 200) {
-        fprintf(stderr, "fluxon demo: --disk-dir: a directory path of 1..200 bytes\n");
+    static char abs_dir[512]; /* a relative path is taken from the current directory (disk.path is absolute) */
+    char cwd[300];
+    if (*val && *val != '/' && getcwd(cwd, sizeof cwd) &&
+        (size_t)snprintf(abs_dir, sizeof abs_dir, "%s/%s", cwd, val) < sizeof abs_dir)
+        val = abs_dir;
+    if (!*val || *val != '/' || strlen(val) > 200) {
+        fprintf(stderr, "fluxon demo: --disk-dir: a directory path of 1..200 bytes (absolute once the current "
+                        "directory is put in front of a relative one)\n");
         return -1;
     }
     o->disk_dir = val;
