@@ -111,6 +111,7 @@ $(BUILD)/libfluxon.a: $(BUILD)/fluxon.o
 $(BUILD)/libfluxon.so: $(BUILD)/fluxon.o scripts/fluxon.map
 	$(CC) -shared $(LDFLAGS_ALL) -Wl,-soname,libfluxon.so.$(SOVER) -Wl,--version-script=scripts/fluxon.map \
 	    -o $@ $(BUILD)/fluxon.o $(SO_DEP_LIBS)
+	ln -sf libfluxon.so $(BUILD)/libfluxon.so.$(SOVER) # its soname: a program linked with -L$(BUILD) -lfluxon runs from here
 
 $(BUILD)/fluxon.pc: scripts/fluxon.pc.in include/fluxon.h
 	@mkdir -p $(@D)

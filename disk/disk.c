@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -532,6 +533,12 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
         FX_WARN("disk.path %s is writable by other users (mode %04o): they could plant or change its files; "
                 "0700 is safe (a directory this owner makes is)", d->path, (unsigned)(sb.st_mode & 07777));
     }
+    struct statvfs vfs;
+    if (rc == FLUXON_OK && statvfs(d->path, &vfs) == 0 &&
+        (uint64_t)vfs.f_bavail * vfs.f_frsize < c.capacity_bytes) /* it may be freed later: a warning */
+        FX_WARN("disk.capacity_bytes %" PRIu64 " is more than the %" PRIu64 " bytes free on %s now: when the file system "
+                "fills, the oldest segments give up their room (ENOSPC)", c.capacity_bytes,
+                (uint64_t)vfs.f_bavail * vfs.f_frsize, d->path);
     if (rc == FLUXON_OK) rc = dk_lock(d, err, errlen);
     if (rc == FLUXON_OK) fx_disk_contact_open(d);
     if (rc == FLUXON_OK) rc = dk_probe_direct(d, err, errlen);
