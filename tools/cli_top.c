@@ -1,8 +1,9 @@
 /* cli_top.c — `top`: every second, the owner's stats, the master's stats and the node table
  * (public API), shown as a screen: nodes alive/dead, ops/s by op, hit ratio by tier, p50/p99
  * of the latency histograms (from the same catalog /metrics serves), capacity. Rates and
- * percentiles are over the last interval (over the whole run on the first frame). q or
- * Ctrl-C quits; on a terminal stdin is put in non-canonical mode and restored on exit. */
+ * percentiles are over the last interval (over the whole run on the first frame); a row per
+ * tenant when the owner has tenants or quotas (issue 42). q or Ctrl-C quits; on a terminal
+ * stdin is put in non-canonical mode and restored on exit. */
 #define _GNU_SOURCE
 #include <cJSON.h>
 #include <poll.h>
@@ -125,6 +126,48 @@ static void top_ops(cJSON *cur, cJSON *prev, double dt)
     printf("%s\n", shown ? "" : "idle");
 }
 
+/* bytes as B, KiB, MiB or GiB with one decimal; "-" for a limit that is 0 (none) */
+static void top_fmt_bytes(double b, bool zero_is_none, char *out, size_t cap)
+{
+    if (zero_is_none && b <= 0) snprintf(out, cap, "-");
+    else if (b < 1024) snprintf(out, cap, "%.0f B", b);
+    else if (b < 1048576) snprintf(out, cap, "%.1f KiB", b / 1024);
+    else if (b < 1073741824) snprintf(out, cap, "%.1f MiB", b / 1048576);
+    else snprintf(out, cap, "%.1f GiB", b / 1073741824);
+}
+
+/* Issue 42: a row per tenant of the owner's "tenants" object (at most 33: the configured
+ * ones and "default"), shown when there is more than "default" or a tenant has a quota or
+ * a guarantee. Bytes as they are now; counters per second (totals on the first screen). */
+static void top_tenants(cJSON *o, cJSON *po, double dt, bool first)
+{
+    cJSON *ts = cJSON_GetObjectItem(o, "tenants"), *pts = po ? cJSON_GetObjectItem(po, "tenants") : NULL, *t;
+    bool limits = false;
+    cJSON_ArrayForEach(t, ts) limits |= top_num(t, "quota_bytes") > 0 || top_num(t, "guaranteed_bytes") > 0;
+    if (cJSON_GetArraySize(ts) < 2 && !limits) return;
+    printf("tenants     %-16s %10s %10s %10s %10s %6s %8s %8s %s   %s   (%s)\n", "tenant", "held", "quota", "guaranteed",
+           "pinned", "hit %", "hits", "misses", "evictions (quota, pressure)", "refused (quota, pin)",
+           first ? "counts since start" : "counts per second");
+    cJSON_ArrayForEach(t, ts) {
+        cJSON *pt = pts ? cJSON_GetObjectItem(pts, t->string) : NULL;
+        char held[16], quota[16], guar[16], pin[16], ratio[16] = "-";
+        top_fmt_bytes(top_num(t, "bytes"), false, held, sizeof held);
+        top_fmt_bytes(top_num(t, "quota_bytes"), true, quota, sizeof quota);
+        top_fmt_bytes(top_num(t, "guaranteed_bytes"), true, guar, sizeof guar);
+        top_fmt_bytes(top_num(t, "pinned_bytes"), false, pin, sizeof pin);
+        double hits = top_delta(t, pt, "hits"), misses = top_delta(t, pt, "misses");
+        if (hits + misses > 0) snprintf(ratio, sizeof ratio, "%.1f", 100 * hits / (hits + misses));
+        char ev[48], ref[48];
+        snprintf(ev, sizeof ev, "%.0f (%.0f, %.0f)", top_delta(t, pt, "evictions") / dt,
+                 top_delta(t, pt, "evictions_quota") / dt, top_delta(t, pt, "evictions_pressure") / dt);
+        snprintf(ref, sizeof ref, "%.0f (%.0f, %.0f)",
+                 (top_delta(t, pt, "quota_refusals") + top_delta(t, pt, "pins_refused")) / dt,
+                 top_delta(t, pt, "quota_refusals") / dt, top_delta(t, pt, "pins_refused") / dt);
+        printf("            %-16s %10s %10s %10s %10s %6s %8.0f %8.0f %-27s   %s\n", t->string, held, quota, guar, pin,
+               ratio, hits / dt, misses / dt, ev, ref);
+    }
+}
+
 static void top_draw(const top_frame *f, const top_frame *p, bool tty)
 {
     cJSON *o = f->owner ? cJSON_GetObjectItem(f->owner, "owner") : NULL;
@@ -172,6 +215,7 @@ static void top_draw(const top_frame *f, const top_frame *p, bool tty)
                top_num(o, "disk_used_bytes") / 1048576, top_num(o, "disk_capacity_bytes") / 1048576,
                top_num(o, "disk_records"), per, top_delta(o, po, "evict_to_disk") / dt, per,
                top_delta(o, po, "disk_hits") / dt, top_num(o, "disk_reads_in_flight"), top_num(o, "disk_crc_failures"));
+    top_tenants(o, po, dt, !p);
     printf("master      routes %.0f   in flight: puts %.0f gets %.0f   lookups%s %.0f\n", top_num(m, "routes"),
            top_num(m, "inflight_puts"), top_num(m, "inflight_gets"), per, top_delta(m, pm, "lookups") / dt);
     printf("nodes       %-20s %-12s %-6s %s\n", "node_id", "role", "alive", "segment");

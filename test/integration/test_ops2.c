@@ -153,6 +153,52 @@ Test(ops2, top_counts_the_errors_of_each_op, .timeout = 60, .fini = ops_fini)
         cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s del missing%d", t.ecfg, i), 1, "%s", out);
     int ex = ops_cli(out, sizeof out, "--role=external --config %s top --once", t.ecfg);
     cr_assert(ex == 0 && strstr(out, "(2 errors)") && !strstr(out, "(errors)"), "exit %d: %s", ex, out);
+    /* only "default", without limits: no tenants section (issue 42) */
+    cr_assert(!strstr(out, "\ntenants "), "%s", out);
+}
+
+/* The row of tenant name in top's tenants section, copied into row ("" when there is none). */
+static void ops_tenant_row(const char *out, const char *name, char *row, size_t cap)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\n            %s ", name);
+    const char *sec = strstr(out, "\ntenants "), *r = sec ? strstr(sec, pat) : NULL;
+    size_t n = r ? strcspn(r + 1, "\n") : 0;
+    snprintf(row, cap, "%.*s", (int)n, r ? r + 1 : "");
+}
+
+/* Issue 42. Before: `top` showed no tenant at all. Now, with tenants configured, it has a
+ * row per tenant: held bytes, quota and guarantee (as the owner has them now, a `tenant
+ * set` included), pinned bytes, hits, misses, evictions, refusals. */
+Test(ops2, top_shows_each_tenants_bytes_and_quota, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, ",\"tenants\":{\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"8MiB\","
+                 "\"guaranteed_bytes\":\"1MiB\"}},\"tenant_admin_token\":\"admin-secret\"");
+    char acme[300], buf[600], val[300], out[8192], row[512];
+    snprintf(acme, sizeof acme, "%s/acme.json", t.dir);
+    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
+                              "\"socket\":\"%s\",\"tenant\":\"acme\",\"tenant_token\":\"acme-secret\"}", t.sock);
+    th_write_file(acme, buf);
+    snprintf(val, sizeof val, "%s/v", t.dir);
+    th_write_file(val, "value");
+    cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s put k1 %s", acme, val), 0, "%s", out);
+    cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s get k1 -o /dev/null", acme), 0, "%s", out);
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s top --once", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "\ntenants     tenant ") && strstr(out, "quota") && strstr(out, "guaranteed"),
+              "exit %d: %s", ex, out);
+    ops_tenant_row(out, "acme", row, sizeof row);
+    /* held: one 4 KiB slot; quota 8 MiB, guarantee 1 MiB; one hit (100.0 %) */
+    cr_assert(strstr(row, " 4.0 KiB ") && strstr(row, " 8.0 MiB ") && strstr(row, " 1.0 MiB ") &&
+                  strstr(row, " 100.0 "), "acme's row: [%s] in %s", row, out);
+    ops_tenant_row(out, "default", row, sizeof row);
+    cr_assert(row[0], "default has a row too: %s", out);
+    /* a quota changed at run time is what top shows */
+    ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set acme --quota 12MiB --admin-token admin-secret",
+                 t.ecfg);
+    cr_assert_eq(ex, 0, "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s top --once", t.ecfg);
+    ops_tenant_row(out, "acme", row, sizeof row);
+    cr_assert(ex == 0 && strstr(row, " 12.0 MiB ") && !strstr(row, " 8.0 MiB "), "acme's row: [%s] in %s", row, out);
 }
 
 /* A new user's finding (session 19): with the master gone, `top --once` drew an empty
