@@ -86,7 +86,9 @@ static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"f
                                                    /* W6: a master's put-id clock skewed (a standby on another host) */
                                                    {"clock_offset_ms", CFG_M},
                                                    /* W4: GETs reported timed out at once, posted late */
-                                                   {"late_gets", CFG_O}, {"late_ms", CFG_O}};
+                                                   {"late_gets", CFG_O}, {"late_ms", CFG_O},
+                                                   /* W2: pushes reported timed out at once, posted late */
+                                                   {"late_puts", CFG_O}};
 static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O},
                                                       {"idle_grant_return_ms", CFG_O}};
 static const struct cfg_field cfg_ha_fields[] = {{"etcd", CFG_M | CFG_O}, {"lease_ttl_ms", CFG_M | CFG_O},
@@ -240,6 +242,7 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
         else if (k == 3) cfg->fault_count = x;
         else if (k == 11) cfg->test_late_gets = x;
         else if (k == 12) cfg->test_late_ms = x;
+        else if (k == 13) cfg->test_late_puts = x;
         else cfg->fail_transfers = x;
     }
     if (cfg->chaos_delay_ppm && !cfg->chaos_delay_ms)

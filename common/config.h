@@ -146,6 +146,7 @@ typedef struct fx_config {
     uint32_t test_late_gets;              /* "test.late_gets": UCX GETs reported timed out at once and
                                            * posted test.late_ms later (their bytes land late) [0] */
     uint32_t test_late_ms;                /* "test.late_ms" [0] */
+    uint32_t test_late_puts;              /* "test.late_puts": the same for UCX PUTs (pushes) [0] */
     /* "test" message chaos (issue 17; master and owners, off by default): per control frame
      * received, drop / delay (uniform in 1..delay_ms) / duplicate it with these probabilities
      * in parts per million; a frame of a kind the protocol cannot survive losing is never

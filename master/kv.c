@@ -47,7 +47,8 @@ FX_INTERNAL void fx_mkv_grant_return(mkv_t *s, master_peer_t *p, const fx_frame_
         while (k < n->n_grants && (n->grant_ids[k] != b.grant_ids.v[i] || n->grant_offs[k] != b.offsets.v[i])) k++;
         st[i] = FLUXON_OK; /* not held (any more): an earlier return was applied */
         if (k == n->n_grants) continue;
-        if (n->alloc && fx_offset_alloc_free(n->alloc, n->grant_offs[k]) != FLUXON_OK)
+        fx_offset_alloc_t *ga = mkv_alloc_of(n, n->grant_offs[k]);
+        if (ga && fx_offset_alloc_free(ga, n->grant_offs[k]) != FLUXON_OK)
             FX_WARN("grant_return: %s grant %llu at %llu was not allocated", n->node_id,
                     (unsigned long long)n->grant_ids[k], (unsigned long long)n->grant_offs[k]);
         n->grant_ids[k] = n->grant_ids[n->n_grants - 1];
@@ -71,6 +72,9 @@ FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_
                  (unsigned long long)b.slot_size, (unsigned long long)n->grant_bytes, b.count, MKV_MAX_GRANTS);
         return;
     }
+    /* W2: in quarantine a range of the earlier master's pushes may be anywhere in alloc: only
+     * the grant-only zone then */
+    bool quarantined = mkv_quarantined(n, fx_now_ms());
     uint64_t *ids = mkv_arena_u64(arena, b.count), *offs = mkv_arena_u64(arena, b.count);
     if (!ids || !offs) {
         mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "grant: out of memory");
@@ -78,57 +82,41 @@ FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_
     }
     uint32_t k = 0;
     int arc = FLUXON_ERR_NO_SPACE;
-    while (k < b.count && n->alloc) {
-        arc = fx_offset_alloc_alloc(n->alloc, n->grant_bytes, &offs[k]);
+    while (k < b.count) { /* the grant-only zone first: the rest stays for placed ranges */
+        fx_offset_alloc_t *ga = n->alloc_lo;
+        arc = ga ? fx_offset_alloc_alloc(ga, n->grant_bytes, &offs[k]) : FLUXON_ERR_NO_SPACE;
+        if (arc != FLUXON_OK && !quarantined && n->alloc) {
+            ga = n->alloc;
+            arc = fx_offset_alloc_alloc(ga, n->grant_bytes, &offs[k]);
+        }
         if (arc != FLUXON_OK) break;
         if (!mkv_grant_keep(n, n->next_grant_id, offs[k])) {
-            fx_offset_alloc_free(n->alloc, offs[k]);
+            fx_offset_alloc_free(ga, offs[k]);
             arc = FLUXON_ERR_NOMEM;
             break;
         }
         ids[k++] = n->next_grant_id++;
     }
+    if (k == 0 && quarantined && arc == FLUXON_ERR_NO_SPACE && fx_mq_grant_refused(s, p, h, n)) return;
     if (k == 0) {
         mkv_fail(s, p, h, arc == FLUXON_ERR_NOMEM ? FLUXON_ERR_NOMEM : FLUXON_ERR_NO_SPACE,
                  "grant: no room for a %llu-byte grant (slot_size %llu) in the segment of %s "
                  "(generation %llu, %llu bytes, %llu free, largest free %llu)",
                  (unsigned long long)n->grant_bytes, (unsigned long long)b.slot_size, n->node_id,
                  (unsigned long long)n->generation, (unsigned long long)n->segment_bytes,
-                 (unsigned long long)(n->alloc ? fx_offset_alloc_free_bytes(n->alloc) : 0),
-                 (unsigned long long)(n->alloc ? fx_offset_alloc_largest_free(n->alloc) : 0));
+                 (unsigned long long)((n->alloc ? fx_offset_alloc_free_bytes(n->alloc) : 0) +
+                                      (n->alloc_lo ? fx_offset_alloc_free_bytes(n->alloc_lo) : 0)),
+                 (unsigned long long)FX_MAX(n->alloc ? fx_offset_alloc_largest_free(n->alloc) : 0,
+                                            n->alloc_lo ? fx_offset_alloc_largest_free(n->alloc_lo) : 0));
         return;
     }
     s->c.grants += k;
+    if (quarantined) s->c.range_quarantine_grants += k;
     if (k < b.count)
         FX_INFO("grant: %s asked for %u grants of %llu bytes, %u fit", n->node_id, b.count,
                 (unsigned long long)n->grant_bytes, k);
     fx_body_grant_ack_t ack = {{ids, k}, {offs, k}};
     MKV_REPLY(p, h, grant_ack, &ack);
-}
-
-/* W2: this allocator knows nothing of the ranges an earlier master allocated in n's
- * segment, and pushes into them may still be running (an owner's push ends by 3/4
- * inflight_ttl_ms after its PUT_PLACE / APPEND_START, plus the UCX orphan grace): no placed
- * or appended range goes there for range_quarantine_ms. An owner that had no master before
- * (prev_master_generation 0) starts at once. GRANTs are not held back (see README). */
-FX_INTERNAL uint32_t fx_mkv_quarantine_ms(const fx_master_t *m)
-{
-    uint32_t q = m->cfg.range_quarantine_ms;
-    if (q != FX_RANGE_QUARANTINE_AUTO) return q;
-    uint64_t ttl = m->cfg.inflight_ttl_ms ? m->cfg.inflight_ttl_ms : 60000u;
-    return (uint32_t)(ttl * 3 / 4 + FX_RANGE_QUARANTINE_GRACE_MS);
-}
-
-static void mkv_quarantine_start(mkv_t *s, master_node_t *n)
-{
-    n->quarantine_until_ms = 0;
-    uint32_t q = fx_mkv_quarantine_ms(s->m);
-    if (!n->reg_prev_master_generation || !q) return;
-    n->quarantine_until_ms = fx_now_ms() + q;
-    s->c.range_quarantines++;
-    FX_INFO("owner %s was registered with master generation %llu: no placed or appended range goes to its segment "
-            "for %u ms (range_quarantine_ms: pushes that master started may still land)", n->node_id,
-            (unsigned long long)n->reg_prev_master_generation, q);
 }
 
 FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, uint64_t old_generation)
@@ -144,32 +132,44 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
      * registration is answered (the same connection, in order), so its re-publication skips
      * them (W6) */
     mkv_inv_held_keep_disk(n);
-    fx_offset_alloc_t *a = NULL;
-    uint64_t top = n->segment_bytes / FX_OFFSET_ALLOC_PAGE * FX_OFFSET_ALLOC_PAGE;
-    if (top > FX_OFFSET_ALLOC_PAGE) {
-        int rc = fx_offset_alloc_create(FX_OFFSET_ALLOC_PAGE, top - FX_OFFSET_ALLOC_PAGE, &a);
-        if (rc != FLUXON_OK) {
-            FX_ERROR("owner %s: cannot create the segment allocator over [4096, %llu): %s", n->node_id,
-                     (unsigned long long)top, fluxon_status_string(rc));
-            return rc;
-        }
-    } else {
+    fx_offset_alloc_t *a = NULL, *lo = NULL;
+    uint64_t top = n->segment_bytes / FX_OFFSET_ALLOC_PAGE * FX_OFFSET_ALLOC_PAGE, lo_end = FX_OFFSET_ALLOC_PAGE;
+    /* W2: whole grants of a gpu_owner's lower half, but one, are a grant-only zone: no placed
+     * range ever lies there, so a master in quarantine can grant from it (quarantine.c). The
+     * rest holds the placed ranges (half the segment at most, place.c) with a grant to spare. */
+    if (n->node_role != FX_NODE_REMOTE_CACHE && n->grant_bytes && n->grant_bytes % FX_OFFSET_ALLOC_PAGE == 0 &&
+        top / 2 > n->grant_bytes + FX_OFFSET_ALLOC_PAGE)
+        lo_end += (top / 2 - n->grant_bytes - FX_OFFSET_ALLOC_PAGE) / n->grant_bytes * n->grant_bytes;
+    int rc = FLUXON_OK;
+    if (lo_end > FX_OFFSET_ALLOC_PAGE) rc = fx_offset_alloc_create(FX_OFFSET_ALLOC_PAGE, lo_end - FX_OFFSET_ALLOC_PAGE, &lo);
+    if (rc == FLUXON_OK && top > lo_end) rc = fx_offset_alloc_create(lo_end, top - lo_end, &a);
+    if (rc != FLUXON_OK) {
+        FX_ERROR("owner %s: cannot create the segment allocators over [4096, %llu): %s", n->node_id,
+                 (unsigned long long)top, fluxon_status_string(rc));
+        fx_offset_alloc_destroy(lo);
+        return rc;
+    }
+    if (top <= FX_OFFSET_ALLOC_PAGE)
         FX_WARN("owner %s: segment of %llu bytes has no payload range; it gets no grants", n->node_id,
                 (unsigned long long)n->segment_bytes);
-    }
     if (fx_mkv_dedup_reset(s, n) != FLUXON_OK) {
         fx_offset_alloc_destroy(a);
+        fx_offset_alloc_destroy(lo);
         FX_ERROR("owner %s: out of memory for its KV state", n->node_id);
         return FLUXON_ERR_NOMEM;
     }
     fx_offset_alloc_destroy(n->alloc);
+    fx_offset_alloc_destroy(n->alloc_lo);
     n->alloc = a;
+    n->alloc_lo = lo;
+    n->lo_end = lo_end;
     n->placed_bytes = 0;
     n->next_grant_id = 1;
     n->n_grants = 0;
     /* grants the owner already holds (this master restarted under it) */
-    for (uint32_t i = 0; a && i < n->reg_n_grants; i++) {
-        int rc = fx_offset_alloc_reserve(a, n->reg_grant_offsets[i], n->grant_bytes);
+    for (uint32_t i = 0; i < n->reg_n_grants; i++) {
+        fx_offset_alloc_t *ga = mkv_alloc_of(n, n->reg_grant_offsets[i]);
+        rc = ga ? fx_offset_alloc_reserve(ga, n->reg_grant_offsets[i], n->grant_bytes) : FLUXON_ERR_NO_SPACE;
         if (rc != FLUXON_OK)
             FX_ERROR("owner %s: its grant %llu at %llu cannot be re-learned: %s", n->node_id,
                      (unsigned long long)n->reg_grant_ids[i], (unsigned long long)n->reg_grant_offsets[i],
@@ -181,7 +181,7 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
     }
     if (n->reg_n_grants)
         FX_INFO("owner %s: re-learned %u grants it holds", n->node_id, n->reg_n_grants);
-    mkv_quarantine_start(s, n);
+    fx_mq_start(s, n, n->reg_peer_ids, n->reg_peer_gens);
     if (old_generation != 0 && old_generation != n->generation) mkv_routes_drop_generation(s, n, old_generation);
     mkv_inv_held_send(s, n);
     return FLUXON_OK;
@@ -198,9 +198,11 @@ FX_INTERNAL void fx_master_kv_node_dead(fx_master_t *m, master_node_t *n)
 FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n)
 {
     fx_mkv_dedup_free(m->kv, n);
+    fx_mq_node_free(n);
     mkv_inv_held_drop(n);
     fx_offset_alloc_destroy(n->alloc);
-    n->alloc = NULL;
+    fx_offset_alloc_destroy(n->alloc_lo);
+    n->alloc = n->alloc_lo = NULL;
     fx_free(n->grant_ids);
     fx_free(n->grant_offs);
     n->grant_ids = n->grant_offs = NULL;

@@ -53,16 +53,29 @@ static master_node_t *master_add_node(fx_master_t *m, const char *node_id)
 static void master_broadcast_info(fx_master_t *m)
 {
     uint64_t alive = 0, gpu_alive = 0, targets_held = 0;
+    fx_str_t *ids = fx_malloc((m->n_nodes ? m->n_nodes : 1) * sizeof *ids);
+    uint64_t *gens = fx_malloc((m->n_nodes ? m->n_nodes : 1) * sizeof *gens);
+    uint32_t k = 0;
     for (size_t i = 0; i < m->n_nodes; i++) {
         const master_node_t *n = m->nodes[i];
         alive += n->alive;
         gpu_alive += n->alive && n->node_role != FX_NODE_REMOTE_CACHE;
         targets_held |= n->node_role == FX_NODE_REMOTE_CACHE && n->placed_bytes > 0;
+        if (n->alive && ids && gens) { /* W2: the writers a later master must wait for (quarantine.c) */
+            ids[k] = fx_str_c(n->node_id);
+            gens[k++] = n->generation;
+        }
     }
-    fx_body_cluster_info_t b = {alive, gpu_alive, targets_held};
+    if (!ids || !gens) { /* out of memory: no list (a later master then keeps the whole quarantine) */
+        FX_ERROR("master: out of memory listing the alive owners for CLUSTER_INFO");
+        k = 0;
+    }
+    fx_body_cluster_info_t b = {alive, gpu_alive, targets_held, {ids, k}, {gens, k}};
     for (size_t i = 0; i < m->n_nodes; i++)
         if (m->nodes[i]->peer)
             FX_CONN_SEND(m->nodes[i]->peer->conn, FX_MSG_CLUSTER_INFO, 0, 0, 0, cluster_info, &b);
+    fx_free(ids);
+    fx_free(gens);
 }
 
 static void master_mark_dead(fx_master_t *m, master_node_t *n, const char *why)
@@ -128,6 +141,7 @@ static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
         if (!n->alive && !n->forgotten && n->dead_since_ms && now - n->dead_since_ms > m->cfg.dead_owner_grace_ms)
             master_forget_node(m, n, now);
     }
+    fx_mq_review(m); /* W2: writers back as newer processes are done after a grace */
     fx_timer_arm(r, t, period, master_on_liveness);
 }
 
@@ -250,14 +264,21 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->reg_grant_offsets = b.grant_offsets.v;
     n->reg_n_grants = b.grant_ids.n;
     n->reg_prev_master_generation = b.prev_master_generation;
+    n->reg_peer_ids = b.peer_ids;
+    n->reg_peer_gens = b.peer_generations;
+    n->registered_ms = fx_now_ms();
+    fx_mq_unsettled_set(n, b.unsettled);
     int krc = fx_master_kv_node_registered(m, n, old_generation);
     n->reg_grant_ids = n->reg_grant_offsets = NULL;
     n->reg_n_grants = 0;
+    n->reg_peer_ids = (fx_strv_t){NULL, 0};
+    n->reg_peer_gens = (fx_u64v_t){NULL, 0};
     if (krc != FLUXON_OK) {
         n->alive = false;
         fx_conn_reply_error(p->conn, h, krc, "register: cannot set up the segment allocator of %s", node_id);
         return;
     }
+    fx_mq_review(m); /* W2: quarantines this registration ends (its own too) */
     master_broadcast_info(m); /* before the ack: the owner knows its peers when it serves */
     fx_body_register_ack_t ack = {m->generation, m->cfg.heartbeat_timeout_ms, forgotten, m->cfg.dead_owner_grace_ms};
     FX_CONN_REPLY(p->conn, h, register_ack, &ack);
@@ -276,11 +297,14 @@ static void master_handle_heartbeat(master_peer_t *p, const fx_frame_header_t *h
         return;
     }
     n->last_heartbeat_ms = fx_now_ms();
+    bool review = fx_mq_unsettled_set(n, b.unsettled);
     if (!n->alive) {
         n->alive = true;
+        review = true;
         FX_INFO("owner %s (generation %llu) alive again", n->node_id, (unsigned long long)n->generation);
         master_broadcast_info(p->m);
     }
+    if (review) fx_mq_review(p->m); /* W2 */
     fx_body_empty_t e;
     FX_CONN_REPLY(p->conn, h, empty, &e);
 }

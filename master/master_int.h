@@ -28,7 +28,11 @@ typedef struct master_node {
     uint64_t grant_bytes;
     char sub_cluster[FX_ID_MAX]; /* "" = none (placement: preferred_sub_cluster) */
     uint64_t placed_bytes;       /* bytes of ranges allocated for placed values (this generation) */
-    struct fx_offset_alloc *alloc; /* payload range [4096, segment_bytes) of this generation */
+    struct fx_offset_alloc *alloc; /* payload range [lo_end, segment_bytes) of this generation:
+                                    * placed and appended ranges, and grants */
+    struct fx_offset_alloc *alloc_lo; /* [4096, lo_end): grants only (W2: no push ever lands
+                                       * there, so a quarantined owner is granted from it) */
+    uint64_t lo_end;
     uint64_t next_grant_id;
     uint64_t *grant_ids, *grant_offs; /* grants the owner holds (this generation): a GRANT_RETURN
                                        * frees only these, so a repeated return is harmless */
@@ -38,9 +42,18 @@ typedef struct master_node {
     const uint64_t *reg_grant_ids, *reg_grant_offsets;
     uint32_t reg_n_grants;
     uint64_t reg_prev_master_generation; /* REGISTER only: the master it was registered with before */
-    uint64_t quarantine_until_ms; /* W2: no placed or appended range is allocated in its segment
-                                   * before this (fx_now_ms): pushes the master it had before
-                                   * started may still land in ranges this one knows nothing of */
+    uint64_t quarantine_until_ms; /* W2: nothing (placed or appended range, grant) is allocated in
+                                   * its segment before this (fx_now_ms): pushes the master it had
+                                   * before started may still land in ranges this one knows nothing
+                                   * of (quarantine.c) */
+    uint64_t quarantine_since_ms, registered_ms;
+    fx_strv_t reg_peer_ids;       /* REGISTER only: the owners its earlier master announced */
+    fx_u64v_t reg_peer_gens;
+    struct fx_mq_peer *q_wait;    /* quarantine.c: those writers not known done yet */
+    uint32_t n_q_wait;
+    bool q_wait_unknown;          /* the owner named no usable list: the quarantine runs to its end */
+    char (*unsettled)[FX_ID_MAX]; /* the owners this one last said it has unsettled pushes to */
+    uint32_t n_unsettled;
     void *kv; /* publish.c's per-node state (batch dedup); set once registered */
     uint64_t rp_keys, rp_ok, rp_stale, rp_replaced; /* republish.c: this re-publication's totals so far */
     struct fx_mkv_inv *inv_held; /* routes.c: INVALIDATEs for this generation while it was not

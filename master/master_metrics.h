@@ -87,8 +87,11 @@
     X(place_fallback, COUNTER, "master_placements_total", "where=\"fallback\"", "")                             \
     X(revokes, COUNTER, "master_revokes_total", "", "PUT_REVOKE received")                                     \
     X(revokes_abandoned, COUNTER, "master_revokes_abandoned_total", "", "PUT_REVOKE of a push that may still land: ranges kept until the TTL (W4)") \
-    X(range_quarantines, COUNTER, "master_range_quarantines_total", "", "Owners whose segment took no new range for range_quarantine_ms: they had another master (W2)") \
+    X(range_quarantines, COUNTER, "master_range_quarantines_total", "", "Owners whose segment took no new range (placed, appended, grant) for a while: they had another master (W2)") \
     X(range_quarantine_skips, COUNTER, "master_range_quarantine_skips_total", "", "Placements and appends that passed over a quarantined owner") \
+    X(range_quarantine_grants, COUNTER, "master_range_quarantine_grants_total", "", "Grants handed to an owner in range quarantine: from the grant-only lower part of its segment, where no push lands (W2)") \
+    X(range_quarantine_grants_refused, COUNTER, "master_range_quarantine_grants_refused_total", "", "GRANTs refused (BUSY) to an owner in range quarantine: its grant-only part was full") \
+    X(range_quarantines_lifted, COUNTER, "master_range_quarantines_lifted_total", "", "Range quarantines ended early: every owner the earlier master announced was back with no push to it unsettled") \
     X(inflight_expired, COUNTER, "master_inflight_expired_total", "", "In-flight records expired by the TTL")  \
     X(put_done_stale_token, COUNTER, "master_put_done_stale_token_total", "", "PUT_DONE with an unknown placement token") \
     X(put_dedup_forgotten, COUNTER, "master_put_dedup_forgotten_total", "", "Dedup records swept")             \

@@ -125,6 +125,11 @@ static inline int mkv_route_find(const mkv_route_t *r, const master_node_t *n, u
             return (int)i;
     return -1;
 }
+/* The allocator a range of n's segment at off came from (grants: either; pushes: alloc) */
+static inline struct fx_offset_alloc *mkv_alloc_of(const master_node_t *n, uint64_t off)
+{
+    return off < n->lo_end && n->alloc_lo ? n->alloc_lo : n->alloc;
+}
 /* W2: n's segment takes no new placed or appended range now (kv.c) */
 static inline bool mkv_quarantined(const master_node_t *n, uint64_t now_ms) { return now_ms < n->quarantine_until_ms; }
 /* the value [offset, offset + value_len) lies in the payload range of n's segment */
@@ -418,8 +423,19 @@ FX_INTERNAL void fx_mkv_lease_grant(mkv_t *s, master_peer_t *p, const fx_frame_h
 FX_INTERNAL void fx_mkv_leases_stop(mkv_t *s); /* disarms the lease timer */
 
 /* ---- kv.c ---- */
-/* range_quarantine_ms, or its computed default (W2) */
+/* ---- quarantine.c (W2) ---- */
+/* range_quarantine_ms, or its computed default */
 FX_INTERNAL uint32_t fx_mkv_quarantine_ms(const fx_master_t *m);
+/* n registered as a new process or with a new master: its quarantine starts when it had an
+ * earlier master (n->reg_prev_master_generation), awaiting the writers it names. */
+FX_INTERNAL void fx_mq_start(mkv_t *s, master_node_t *n, fx_strv_t peer_ids, fx_u64v_t peer_gens);
+/* Records the owners n has unsettled pushes to; true when the list changed. */
+FX_INTERNAL bool fx_mq_unsettled_set(master_node_t *n, fx_strv_t v);
+/* Ends the quarantines whose writers are all known done. */
+FX_INTERNAL void fx_mq_review(fx_master_t *m);
+/* GRANT to n while in quarantine: answered BUSY (counted), true. */
+FX_INTERNAL bool fx_mq_grant_refused(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, master_node_t *n);
+FX_INTERNAL void fx_mq_node_free(master_node_t *n);
 FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena);
 /* GRANT_RETURN: idle grants back to the owner's segment allocator (issue 15) */

@@ -383,8 +383,13 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
             grew = true;
         }
     } else {
-        FX_WARN("grant request failed: %s", fluxon_status_string(status));
-        if (status == FLUXON_ERR_NO_SPACE) c->grant_nospace_ms = FX_MAX(fx_now_ms(), 1ull);
+        if (status == FLUXON_ERR_BUSY) /* the master's range quarantine (W2): said by the master */
+            FX_INFO("grant request refused for now (the master's range quarantine of this segment): evicting within "
+                    "the grants held, asking again in a second");
+        else
+            FX_WARN("grant request failed: %s", fluxon_status_string(status));
+        /* no room, or BUSY: asked again in a second */
+        if (status == FLUXON_ERR_NO_SPACE || status == FLUXON_ERR_BUSY) c->grant_nospace_ms = FX_MAX(fx_now_ms(), 1ull);
     }
     if (grew) c->grant_nospace_ms = 0;
     if (grew) ocl_idle_arm(o);

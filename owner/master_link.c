@@ -14,6 +14,12 @@
 
 enum { OM_DOWN, OM_CONNECTING, OM_HELLO, OM_REGISTERING, OM_READY };
 
+typedef struct olink_peers {
+    char (*ids)[FX_ID_MAX];
+    uint64_t *gens;
+    uint32_t n, cap;
+} olink_peers_t;
+
 typedef struct olink {
     fx_owner_t *o;
     fx_olink_hooks_t hooks;
@@ -37,6 +43,13 @@ typedef struct olink {
                        * other owner that takes puts was announced: every copy on a remote_cache owner
                        * is one this owner made */
     uint64_t forwarded, heartbeats_sent, heartbeat_failures;
+    /* W2: the owners master `peers_master` announced (CLUSTER_INFO, every one since it became
+     * this owner's master: any of them may have pushed here); sent with the REGISTER to the
+     * next master, which waits for them before it allocates in this segment. pending: those
+     * a master announced while this owner registered with it (before its answer). */
+    olink_peers_t peers, pending;
+    uint64_t peers_master;
+    bool pending_bad;
     /* the master's address: the config's, or with "ha" the leader etcd names (issue 17) */
     char host[FX_HOST_MAX];
     uint16_t port;
@@ -45,6 +58,49 @@ typedef struct olink {
 } olink_t;
 
 static void olink_connect(olink_t *l);
+
+/* ---- W2: the owners a master announced ---- */
+static void olink_peers_free(olink_peers_t *s)
+{
+    fx_free(s->ids);
+    fx_free(s->gens);
+    *s = (olink_peers_t){0};
+}
+
+/* Adds (or updates the generation of) the announced owners; false when out of memory. */
+static bool olink_peers_add(olink_peers_t *s, fx_strv_t ids, fx_u64v_t gens)
+{
+    for (uint32_t i = 0; i < ids.n && i < gens.n; i++) {
+        uint32_t k = 0;
+        while (k < s->n && !fx_str_eq(ids.v[i], s->ids[k])) k++;
+        if (k == s->n) {
+            if (s->n == s->cap) {
+                uint32_t nc = s->cap ? s->cap * 2 : 8;
+                char(*ni)[FX_ID_MAX] = fx_realloc(s->ids, nc * sizeof *ni);
+                if (ni) s->ids = ni;
+                uint64_t *ng = fx_realloc(s->gens, nc * sizeof *ng);
+                if (ng) s->gens = ng;
+                if (!ni || !ng) return false;
+                s->cap = nc;
+            }
+            fx_str_copy(ids.v[i], s->ids[s->n++], FX_ID_MAX);
+        }
+        s->gens[k] = gens.v[i];
+    }
+    return true;
+}
+
+/* What REGISTER says the previous master announced: nothing when not known (the new master
+ * then waits out the whole quarantine); views into l->peers, valid while the REGISTER is sent. */
+static void olink_peers_for_register(olink_t *l, fx_body_register_t *reg, fx_str_t *view)
+{
+    olink_peers_free(&l->pending);
+    l->pending_bad = false;
+    if (!l->master_generation || l->peers_master != l->master_generation || !view) return;
+    for (uint32_t i = 0; i < l->peers.n; i++) view[i] = fx_str_c(l->peers.ids[i]);
+    reg->peer_ids = (fx_strv_t){view, l->peers.n};
+    reg->peer_generations = (fx_u64v_t){l->peers.gens, l->peers.n};
+}
 static void olink_on_close(fx_conn_t *c, int status);
 static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
 static const fx_conn_ops_t olink_ops = {olink_on_request, olink_on_close, NULL};
@@ -95,7 +151,7 @@ static void olink_on_heartbeat_timer(fx_reactor_t *r, fx_timer_t *t)
     olink_t *l = FX_CONTAINER_OF(t, olink_t, heartbeat_timer);
     fx_owner_t *o = l->o;
     if (l->mstate != OM_READY || !l->mconn) return;
-    fx_body_heartbeat_t b = {o->generation};
+    fx_body_heartbeat_t b = {o->generation, l->hooks.unsettled(o)};
     /* answered within master_timeout_ms, like every request to the master: a late answer
      * is no lost link (3 intervals, 300 ms at 100 ms heartbeats, dropped a working link on
      * a loaded machine and refused puts until it was back); a dead master closes the
@@ -143,6 +199,18 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
     l->backoff_ms = 0;
     bool changed = l->master_generation && l->master_generation != ack.master_generation;
     l->master_generation = ack.master_generation;
+    if (l->peers_master != ack.master_generation) { /* W2: a new master: its announcements start over */
+        olink_peers_free(&l->peers);
+        l->peers_master = ack.master_generation;
+    }
+    for (uint32_t i = 0; i < l->pending.n; i++) { /* announced before this answer, on this connection */
+        fx_str_t id = fx_str_c(l->pending.ids[i]);
+        if (!olink_peers_add(&l->peers, (fx_strv_t){&id, 1}, (fx_u64v_t){&l->pending.gens[i], 1}))
+            l->pending_bad = true;
+    }
+    if (l->pending_bad) l->peers_master = 0; /* out of memory: the list is not whole, so it is not sent */
+    olink_peers_free(&l->pending);
+    l->pending_bad = false;
     l->dead_grace_ms = ack.dead_owner_grace_ms;
     char who[FX_PATH_MAX + 8];
     FX_INFO("registered with master %s (master generation %llu, owner generation %llu)", olink_who(l, who, sizeof who),
@@ -178,11 +246,15 @@ static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *
     fx_body_register_t reg = {fx_str_c(o->cfg.node_id), o->generation, (uint8_t)o->cfg.node_role,
                               fx_segment_len(o->seg), (uint64_t)(uintptr_t)fx_segment_base(o->seg),
                               {NULL, 0}, {NULL, 0}, o->cfg.grant_bytes, {NULL, 0}, {NULL, 0},
-                              fx_str_c(o->cfg.sub_cluster), l->master_generation};
+                              fx_str_c(o->cfg.sub_cluster), l->master_generation, {NULL, 0}, {NULL, 0},
+                              {NULL, 0}};
     l->hooks.registering(o, &reg);
+    fx_str_t *view = fx_malloc((l->peers.n ? l->peers.n : 1) * sizeof *view);
+    olink_peers_for_register(l, &reg, view);
     if (FX_RPC_CALL(l->mconn, REGISTER, register, &reg, o->cfg.master_timeout_ms, olink_on_register_resp, l) !=
         FLUXON_OK)
         fx_conn_close(l->mconn, FLUXON_ERR_UNAVAILABLE);
+    fx_free(view);
 }
 
 /* The master cannot be reached: said at the first failure, then at the first retry past
@@ -292,6 +364,12 @@ static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uin
             return;
         }
         l->owners_alive = (int64_t)b.count;
+        /* W2: before the REGISTER answer the announcement is of the master being registered with */
+        if (l->mstate != OM_READY) {
+            if (!olink_peers_add(&l->pending, b.node_ids, b.generations)) l->pending_bad = true;
+        } else if (l->peers_master == l->master_generation && !olink_peers_add(&l->peers, b.node_ids, b.generations)) {
+            l->peers_master = 0; /* out of memory: not whole, so not sent */
+        }
         if (b.count > 1) l->others_seen = true;
         if (!l->info_seen) l->copies_mine = !b.targets_held && b.gpu_alive <= 1;
         if (b.gpu_alive > 1) l->copies_mine = false;
@@ -450,7 +528,11 @@ FX_INTERNAL void fx_olink_shutdown(fx_owner_t *o)
 
 FX_INTERNAL void fx_olink_fini(fx_owner_t *o)
 {
-    if (o->link) fx_oleader_free(o->link->leader);
+    if (o->link) {
+        fx_oleader_free(o->link->leader);
+        olink_peers_free(&o->link->peers);
+        olink_peers_free(&o->link->pending);
+    }
     fx_free(o->link);
     o->link = NULL;
 }

@@ -17,6 +17,8 @@ typedef struct fx_olink_hooks {
     void (*started)(fx_owner_t *o, int status); /* first registration, or a permanent refusal */
     /* a request from the master other than CLUSTER_INFO: true when served */
     bool (*request)(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
+    /* the owners this one has pushes to that may still land (every heartbeat, W2) */
+    fx_strv_t (*unsettled)(fx_owner_t *o);
 } fx_olink_hooks_t;
 
 FX_INTERNAL int fx_olink_init(fx_owner_t *o, const fx_olink_hooks_t *hooks);

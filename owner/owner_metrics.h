@@ -113,6 +113,8 @@
     X(revokes_sent, COUNTER, "owner_revokes_total", "", "PUT_REVOKE sent for abandoned placements")             \
     X(push_master_lost, COUNTER, "owner_push_master_lost_total", "", "Placements never pushed: the master connection was lost since") \
     X(push_latency, HIST, "owner_push_seconds", "", "Push of a put batch to its remote target")                 \
+    X(pushes_unsettled, GAUGE, "owner_pushes_unsettled", "", "Pushes into other owners' segments not retired by UCX yet (their bytes may still land; W2)") \
+    X(pushes_held_after_report, COUNTER, "owner_pushes_held_after_report_total", "", "Pushes reported failed (a timeout) before UCX retired them: kept unsettled until it did") \
     /* get.c */                                                                                                  \
     X(handles_open, GAUGE, "owner_handles_open", "", "Get handles not yet consumed")                           \
     X(gets_inflight, GAUGE, "owner_gets_inflight", "", "Keys with a fetch in flight")                           \

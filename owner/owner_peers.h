@@ -15,4 +15,14 @@ FX_INTERNAL void fx_opeers_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey
 FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address,
                                          fx_str_t rkey, uint64_t base);
 
+/* fx_ucx_transfer(PUT) into owner target's segment, counted unsettled until UCX retired
+ * it (also after a timeout was reported: its bytes may still land) — issue 44 W2. Same
+ * contract as fx_ucx_transfer (peer NULL: FLUXON_ERR_UNAVAILABLE). */
+FX_INTERNAL int fx_opeers_push(fx_owner_t *o, const char *target, fx_ucx_peer_t *peer, const fx_ucx_range_t *ranges,
+                               size_t n, fx_ucx_done_cb cb, void *arg);
+/* The owners this one has unsettled pushes to: views valid until the next fx_opeers_push
+ * or a push settles (send them at once). */
+FX_INTERNAL fx_strv_t fx_opeers_unsettled(fx_owner_t *o);
+FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m);
+
 #endif

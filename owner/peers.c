@@ -1,6 +1,7 @@
 /* peers.c — the owner's UCX glue: context and worker, the segment mapped for RMA, the
  * worker progressed from the reactor (idle hook, event fd, a 100 ms tick for timeouts),
- * and one endpoint per peer owner and generation. */
+ * one endpoint per peer owner and generation, and the pushes into other owners' segments
+ * that may still land (issue 44 W2: counted per target until UCX retires them). */
 #include <stdlib.h>
 
 #include "log.h"
@@ -11,6 +12,19 @@ typedef struct owner_peer {
     uint64_t generation;
     fx_ucx_peer_t *peer;
 } owner_peer_t;
+
+/* pushes to one target owner not retired by UCX yet */
+typedef struct opush_target {
+    char node_id[FX_ID_MAX];
+    uint64_t n;
+} opush_target_t;
+
+typedef struct opush {
+    struct opeers *u;
+    char target[FX_ID_MAX];
+    fx_ucx_done_cb cb;
+    void *arg;
+} opush_t;
 
 typedef struct opeers {
     fx_reactor_t *r;
@@ -24,6 +38,10 @@ typedef struct opeers {
     fx_timer_t timer;
     owner_peer_t *peers;
     size_t n_peers, cap_peers;
+    opush_target_t *push_targets; /* those with n > 0 */
+    size_t n_push_targets, cap_push_targets;
+    fx_str_t *unsettled_view;     /* fx_opeers_unsettled's answer */
+    uint64_t pushes_unsettled, pushes_held_after_report;
 } opeers_t;
 
 /* Runs before the reactor sleeps: progress until idle, then arm the worker's event fd; a
@@ -66,6 +84,7 @@ FX_INTERNAL int fx_opeers_init(fx_owner_t *o)
     if (mech && !strcmp(mech, "rma")) fx_ucx_set_mech(u->ucx, FX_UCX_MECH_RMA);
     if (mech && !strcmp(mech, "am")) fx_ucx_set_mech(u->ucx, FX_UCX_MECH_AM);
     fx_ucx_test_late_gets(u->ucx, o->cfg.test_late_gets, o->cfg.test_late_ms); /* test-only, 0 = off */
+    fx_ucx_test_late_puts(u->ucx, o->cfg.test_late_puts, o->cfg.test_late_ms);
     rc = fx_ucx_mem_map(u->ucx, fx_segment_base(o->seg), fx_segment_len(o->seg), &u->mem);
     if (rc != FLUXON_OK) return rc;
     rc = fx_ucx_rkey_pack(u->mem, &u->rkey, &u->rkey_len);
@@ -101,9 +120,11 @@ FX_INTERNAL void fx_opeers_fini(fx_owner_t *o)
     u->rkey = NULL;
     fx_ucx_mem_unmap(u->mem);
     u->mem = NULL;
-    fx_ucx_destroy(u->ucx);
+    fx_ucx_destroy(u->ucx); /* runs the retired callbacks of held pushes (they use u) */
     u->ucx = NULL;
     fx_free(u->peers);
+    fx_free(u->push_targets);
+    fx_free(u->unsettled_view);
     fx_free(u);
     o->peers = NULL;
 }
@@ -148,4 +169,86 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
     p->generation = generation;
     p->peer = peer;
     return peer;
+}
+
+/* ---- pushes that may still land (W2) ---- */
+static void opush_settle(opeers_t *u, const char *target)
+{
+    for (size_t i = 0; i < u->n_push_targets; i++) {
+        opush_target_t *t = &u->push_targets[i];
+        if (strcmp(t->node_id, target)) continue;
+        if (--t->n == 0) u->push_targets[i] = u->push_targets[--u->n_push_targets];
+        break;
+    }
+    u->pushes_unsettled--;
+}
+
+static void opush_retired(void *arg)
+{
+    opush_t *c = arg;
+    opush_settle(c->u, c->target);
+    fx_free(c);
+}
+
+static void opush_done(void *arg, int status)
+{
+    opush_t *c = arg;
+    opeers_t *u = c->u;
+    /* reported before UCX retired it (a timeout): its bytes may still land: unsettled until
+     * it retires */
+    bool held = status != FLUXON_OK && fx_ucx_hold_until_retired(u->ucx, c, opush_retired, c);
+    u->pushes_held_after_report += held;
+    c->cb(c->arg, status);
+    if (!held) opush_retired(c);
+}
+
+FX_INTERNAL int fx_opeers_push(fx_owner_t *o, const char *target, fx_ucx_peer_t *peer, const fx_ucx_range_t *ranges,
+                               size_t n, fx_ucx_done_cb cb, void *arg)
+{
+    opeers_t *u = o->peers;
+    if (!peer) return FLUXON_ERR_UNAVAILABLE;
+    size_t i = 0;
+    while (i < u->n_push_targets && strcmp(u->push_targets[i].node_id, target)) i++;
+    if (i == u->n_push_targets && u->n_push_targets == u->cap_push_targets) {
+        size_t nc = u->cap_push_targets ? u->cap_push_targets * 2 : 8;
+        opush_target_t *nt = fx_realloc(u->push_targets, nc * sizeof *nt);
+        fx_str_t *nv = fx_realloc(u->unsettled_view, nc * sizeof *nv);
+        if (nt) u->push_targets = nt;
+        if (nv) u->unsettled_view = nv;
+        if (!nt || !nv) return FLUXON_ERR_NOMEM;
+        u->cap_push_targets = nc;
+    }
+    opush_t *c = fx_malloc(sizeof *c);
+    if (!c) return FLUXON_ERR_NOMEM;
+    *c = (opush_t){u, "", cb, arg};
+    snprintf(c->target, sizeof c->target, "%s", target);
+    int rc = fx_ucx_transfer(u->ucx, peer, FX_UCX_PUT, ranges, n, opush_done, c);
+    if (rc != FLUXON_OK) {
+        fx_free(c);
+        return rc;
+    }
+    if (i == u->n_push_targets) {
+        u->push_targets[i] = (opush_target_t){"", 0};
+        snprintf(u->push_targets[i].node_id, sizeof u->push_targets[i].node_id, "%s", target);
+        u->n_push_targets++;
+    }
+    u->push_targets[i].n++;
+    u->pushes_unsettled++;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL fx_strv_t fx_opeers_unsettled(fx_owner_t *o)
+{
+    opeers_t *u = o->peers;
+    if (!u) return (fx_strv_t){NULL, 0};
+    for (size_t i = 0; i < u->n_push_targets; i++) u->unsettled_view[i] = fx_str_c(u->push_targets[i].node_id);
+    return (fx_strv_t){u->unsettled_view, (uint32_t)u->n_push_targets};
+}
+
+FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m)
+{
+    opeers_t *u = o->peers;
+    if (!u) return;
+    m->pushes_unsettled = u->pushes_unsettled;
+    m->pushes_held_after_report = u->pushes_held_after_report;
 }

@@ -274,8 +274,7 @@ FX_INTERNAL bool fx_oplace_before_publish(fx_owner_t *o, owner_plan_t *p)
         /* bounded by the placement's deadline (a timeout fails the push, never lets it
          * land after the master may have reused the ranges) */
         fx_ucx_set_timeout_ms(fx_opeers_ucx(o), (uint32_t)FX_MIN(p->place.push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
-        rc = peer ? fx_ucx_transfer(fx_opeers_ucx(o), peer, FX_UCX_PUT, x->ranges, x->n, oplace_on_pushed, x)
-                  : FLUXON_ERR_UNAVAILABLE;
+        rc = fx_opeers_push(o, p->place.target_id, peer, x->ranges, x->n, oplace_on_pushed, x);
         fx_ucx_set_timeout_ms(fx_opeers_ucx(o), 0);
         if (rc == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: fail it afterwards */
             o->cfg.fail_transfers--;

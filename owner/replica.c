@@ -261,8 +261,7 @@ static void orepl_push(fx_owner_t *o, orepl_batch_t *b, const fx_body_put_place_
         *c = (orepl_ctx_t){o, b->id, fx_now_ns()};
         fx_ucx_set_timeout_ms(fx_opeers_ucx(o),
                               (uint32_t)FX_MIN(b->push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
-        rc = peer ? fx_ucx_transfer(fx_opeers_ucx(o), peer, FX_UCX_PUT, b->ranges, b->n_ranges, orepl_on_pushed, c)
-                  : FLUXON_ERR_UNAVAILABLE;
+        rc = fx_opeers_push(o, b->target_id, peer, b->ranges, b->n_ranges, orepl_on_pushed, c);
         fx_ucx_set_timeout_ms(fx_opeers_ucx(o), 0);
     } else if (b->ranges && c) {
         rc = FLUXON_ERR_TIMEOUT;

@@ -19,6 +19,7 @@
 #include "owner_stats.h"
 #include "owner_tenant.h"
 #include "owner_pins.h"
+#include "owner_peers.h"
 
 struct fx_owner_snap {
     fx_ometrics_t m;
@@ -56,7 +57,7 @@ FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
                                                       fx_orepl_metrics,   fx_orepub_metrics, fx_oprefault_metrics,
                                                       fx_oelse_metrics,  fx_odisk_metrics, fx_otenant_metrics,
-                                                      fx_opin_metrics,    fx_oevq_metrics};
+                                                      fx_opin_metrics,    fx_oevq_metrics,  fx_opeers_metrics};
     for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) parts[i](o, &s->m);
     s->replies = *fx_oext_replies(o);
     s->n_tenants = fx_otenant_snap(o, s->tenants);

@@ -11,7 +11,8 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 4u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17) */
+#define FX_PROTOCOL_VERSION 5u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
+                                * 5: owners' peers and unsettled pushes (issue 44 W2) */
 #define FX_FLAG_RESPONSE 0x0001u
 /* put flags (put_start.flags, put_done.flags) */
 #define FX_PUT_REJECT_IF_INFLIGHT 0x1ull
@@ -68,15 +69,20 @@ typedef struct fx_strv {
     F(STR, node_id) F(U64, generation) F(U8, node_role) F(U64, segment_bytes)           \
     F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)          \
     F(U64V, grant_ids) F(U64V, grant_offsets) /* grants held: a restarted master re-learns them */ \
-    F(STR, sub_cluster) F(U64, prev_master_generation)
+    F(STR, sub_cluster) F(U64, prev_master_generation)                                  \
+    F(STRV, peer_ids) F(U64V, peer_generations) F(STRV, unsettled)
 /* prev_master_generation: the master this owner process was last registered with (0: none).
  * A master that (re)builds the owner's allocator while it is not 0 quarantines new ranges
- * in its segment: pushes the old master started may still land there (W2). */
+ * in its segment: pushes the old master started may still land there (W2). peer_ids /
+ * peer_generations: the other owners that master announced (CLUSTER_INFO), the writers
+ * of those pushes; the quarantine ends early once each is back with that generation and
+ * has none to this owner unsettled. unsettled: the owners this one has pushes to that may
+ * still land (started, not retired by UCX); also sent with every heartbeat. */
 /* forgotten: this master forgot the owner's generation (dead longer than dead_owner_grace_ms,
  * L1): it missed deletions and overwrites meanwhile and drops every value it holds */
 #define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms) F(U8, forgotten) \
     F(U32, dead_owner_grace_ms)
-#define FX_BODY_heartbeat(F) F(U64, generation)
+#define FX_BODY_heartbeat(F) F(U64, generation) F(STRV, unsettled)
 #define FX_BODY_ping(F) F(U8, to_master) F(U64, t_ns)
 #define FX_BODY_nodes(F)                                                              \
     F(STRV, node_ids) F(U64V, roles) F(U64V, generations) F(U64V, alive)                \
@@ -150,8 +156,10 @@ typedef struct fx_strv {
 #define FX_BODY_keys(F) F(STRV, keys)
 #define FX_BODY_count(F) F(U64, count)
 /* master -> owners, one-way: alive owners; of them, those not remote_cache (they take puts);
- * whether replicas live on replica targets (remote_cache owners) right now (issue 38) */
-#define FX_BODY_cluster_info(F) F(U64, count) F(U64, gpu_alive) F(U64, targets_held)
+ * whether replicas live on replica targets (remote_cache owners) right now (issue 38); the
+ * alive owners' ids and generations (W2: a later master waits for them, see REGISTER) */
+#define FX_BODY_cluster_info(F) F(U64, count) F(U64, gpu_alive) F(U64, targets_held) \
+    F(STRV, node_ids) F(U64V, generations)
 #define FX_BODY_lease(F) F(U64, ttl_ms)
 #define FX_BODY_lease_ack(F) F(U64, lease_id)
 #define FX_BODY_list(F) F(STR, prefix) F(STR, after) F(U32, limit)

@@ -509,6 +509,13 @@ FX_INTERNAL void fx_ucx_test_late_gets(fx_ucx_t *u, uint32_t n, uint32_t ms)
     u->test_late_ms = ms;
 }
 
+FX_INTERNAL void fx_ucx_test_late_puts(fx_ucx_t *u, uint32_t n, uint32_t ms)
+{
+    if (!u) return;
+    u->test_late_puts_n = n;
+    if (n) u->test_late_ms = ms;
+}
+
 FX_INTERNAL void fx_ucx_set_mech(fx_ucx_t *u, fx_ucx_mech_t mech)
 {
     if (u) u->mech = mech;

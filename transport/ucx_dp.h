@@ -237,6 +237,9 @@ FX_INTERNAL size_t fx_ucx_held(const fx_ucx_t *u);
  * ranges are posted only ms later, so their bytes land after the report: a peer that
  * answers after the timeout. The peer is not failed. n 0 = off. */
 FX_INTERNAL void fx_ucx_test_late_gets(fx_ucx_t *u, uint32_t n, uint32_t ms);
+/* The same for the next n PUT transfers ("test.late_puts"): a push whose bytes land after
+ * its timeout was reported (issue 44 W2). */
+FX_INTERNAL void fx_ucx_test_late_puts(fx_ucx_t *u, uint32_t n, uint32_t ms);
 
 /* Maps a UCX status to a FLUXON status (UNREACHABLE, CONNECTION_RESET, ENDPOINT_TIMEOUT,
  * IO_ERROR -> UNAVAILABLE; CANCELED -> CANCELLED; NO_MEMORY -> NOMEM; others ->

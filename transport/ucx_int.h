@@ -109,6 +109,7 @@ struct fx_ucx {
     ucxdp_xfer_t *in_cb; /* the unfinished transfer whose callback runs now (drain) */
     size_t held;         /* transfers holding a fx_ucx_hold_until_retired callback */
     uint32_t test_late_n, test_late_ms; /* fx_ucx_test_late_gets */
+    uint32_t test_late_puts_n;          /* fx_ucx_test_late_puts */
     ucxdp_tgt_t *tgts;
 };
 

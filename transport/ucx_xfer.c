@@ -434,14 +434,16 @@ FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op
     u->live_tail = x;
     peer->refs++;
 
-    if (op == FX_UCX_GET && u->test_late_n) { /* test hook: reported now, posted later */
-        u->test_late_n--;
+    uint32_t *late = op == FX_UCX_GET ? &u->test_late_n : op == FX_UCX_PUT ? &u->test_late_puts_n : NULL;
+    if (late && *late) { /* test hook: reported now, posted later */
+        (*late)--;
         x->test_post_ns = fx_now_ns() + (uint64_t)u->test_late_ms * 1000000ull;
         x->deadline_ns = UINT64_MAX;
         x->timed_out = 1;
         x->early = 1;
         x->status = FLUXON_ERR_TIMEOUT;
-        FX_WARN("ucx test hook: GET of %zu ranges reported as timed out now, posted in %u ms", n, u->test_late_ms);
+        FX_WARN("ucx test hook: %s of %zu ranges reported as timed out now, posted in %u ms",
+                op == FX_UCX_GET ? "GET" : "PUT", n, u->test_late_ms);
         fx_ucxdp_xfer_queue(u, x);
         return FLUXON_OK; /* the guard stays until fx_ucxdp_xfer_post_late */
     }

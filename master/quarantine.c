@@ -1,0 +1,159 @@
+/* quarantine.c — W2 (issue 44): the range quarantine of an owner that had another master.
+ * This master's allocator of that owner's segment knows nothing of the ranges the earlier
+ * master allocated there for pushes (PUT_PLACE, APPEND_START), and such a push may still be
+ * landing: a range handed out now — placed, appended, or a GRANT for the owner's own slots —
+ * could take those late bytes. So nothing is allocated where a push may land until either
+ * range_quarantine_ms has passed (the bound of any push: 3/4 inflight_ttl_ms + the UCX
+ * orphan grace), or every writer that could have started such a push is known to be done:
+ *  - the owner names the other owners its earlier master announced (CLUSTER_INFO: ids and
+ *    generations) — the only processes that could push into its segment;
+ *  - each of them, once registered here, reports the owners it has unsettled pushes to
+ *    (started and not retired by UCX: a timed-out push is unsettled until UCX retires it),
+ *    at REGISTER and with every heartbeat;
+ *  - a writer back with the same generation and no unsettled push to the owner is done; one
+ *    back as a newer process is done FX_RANGE_QUARANTINE_GRACE_MS after it registered here
+ *    (its predecessor is gone, the socket-in-use rule; bytes it had already sent have had
+ *    that long to arrive); one not back keeps the quarantine to its end;
+ *  - any owner registered here that names it unsettled holds it too (a writer it was not
+ *    told of: nothing is placed in a quarantined segment, so such a push is an old one).
+ * Meanwhile grants still come from the grant-only lower part of a gpu_owner's segment (kv.c:
+ * no master ever places a push there); only when it is full is a GRANT refused (BUSY).
+ * Reviewed at every registration, heartbeat change and liveness tick. Reactor thread only. */
+#include <stdio.h>
+
+#include "log.h"
+#include "mkv.h"
+
+typedef struct fx_mq_peer {
+    char node_id[FX_ID_MAX];
+    uint64_t generation;
+} fx_mq_peer_t;
+
+FX_INTERNAL uint32_t fx_mkv_quarantine_ms(const fx_master_t *m)
+{
+    uint32_t q = m->cfg.range_quarantine_ms;
+    if (q != FX_RANGE_QUARANTINE_AUTO) return q;
+    uint64_t ttl = m->cfg.inflight_ttl_ms ? m->cfg.inflight_ttl_ms : 60000u;
+    return (uint32_t)(ttl * 3 / 4 + FX_RANGE_QUARANTINE_GRACE_MS);
+}
+
+static void mq_wait_clear(master_node_t *n)
+{
+    fx_free(n->q_wait);
+    n->q_wait = NULL;
+    n->n_q_wait = 0;
+}
+
+FX_INTERNAL void fx_mq_node_free(master_node_t *n)
+{
+    mq_wait_clear(n);
+    fx_free(n->unsettled);
+    n->unsettled = NULL;
+    n->n_unsettled = 0;
+}
+
+FX_INTERNAL bool fx_mq_unsettled_set(master_node_t *n, fx_strv_t v)
+{
+    bool same = v.n == n->n_unsettled;
+    for (uint32_t i = 0; same && i < v.n; i++) same = fx_str_eq(v.v[i], n->unsettled[i]);
+    if (same) return false;
+    char(*u)[FX_ID_MAX] = v.n ? fx_malloc(v.n * sizeof *u) : NULL;
+    if (v.n && !u) { /* out of memory: keep the old list (it can only hold a quarantine longer) */
+        FX_ERROR("owner %s: out of memory recording its %u unsettled pushes", n->node_id, v.n);
+        return false;
+    }
+    for (uint32_t i = 0; i < v.n; i++) fx_str_copy(v.v[i], u[i], FX_ID_MAX);
+    fx_free(n->unsettled);
+    n->unsettled = u;
+    n->n_unsettled = v.n;
+    return true;
+}
+
+static bool mq_unsettled_to(const master_node_t *w, const char *node_id)
+{
+    for (uint32_t i = 0; i < w->n_unsettled; i++)
+        if (!strcmp(w->unsettled[i], node_id)) return true;
+    return false;
+}
+
+FX_INTERNAL void fx_mq_start(mkv_t *s, master_node_t *n, fx_strv_t peer_ids, fx_u64v_t peer_gens)
+{
+    n->quarantine_until_ms = 0;
+    mq_wait_clear(n);
+    uint32_t q = fx_mkv_quarantine_ms(s->m);
+    if (!n->reg_prev_master_generation || !q) return;
+    n->quarantine_until_ms = fx_now_ms() + q;
+    n->quarantine_since_ms = fx_now_ms();
+    s->c.range_quarantines++;
+    /* the list names the owner itself when it is usable (it was announced alive too); an
+     * empty or malformed one: not told, so the quarantine runs to its end */
+    uint32_t np = peer_ids.n == peer_gens.n ? peer_ids.n : 0;
+    n->q_wait = np ? fx_calloc(np, sizeof *n->q_wait) : NULL;
+    for (uint32_t i = 0; n->q_wait && i < np; i++) {
+        if (fx_str_eq(peer_ids.v[i], n->node_id) || !peer_ids.v[i].len) continue;
+        fx_str_copy(peer_ids.v[i], n->q_wait[n->n_q_wait].node_id, FX_ID_MAX);
+        n->q_wait[n->n_q_wait++].generation = peer_gens.v[i];
+    }
+    bool known = n->q_wait != NULL;
+    FX_INFO("owner %s was registered with master generation %llu: nothing is allocated in its segment (no "
+            "placed or appended range, no grant) until %s, %u ms at most (range_quarantine_ms: pushes that master "
+            "started may still land)", n->node_id, (unsigned long long)n->reg_prev_master_generation,
+            known ? "the owners that master announced are back with none unsettled" : "the end", q);
+    n->q_wait_unknown = !known;
+}
+
+/* Is the writer w announced to n (generation gen) known to have no push into n's segment
+ * left from the earlier master? */
+static bool mq_writer_done(const master_node_t *n, const fx_mq_peer_t *w, const fx_master_t *m, uint64_t now)
+{
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        const master_node_t *p = m->nodes[i];
+        if (strcmp(p->node_id, w->node_id)) continue;
+        if (!p->kv || !p->alive || !p->peer) return false; /* not registered here, or not now */
+        if (p->generation == w->generation) return !mq_unsettled_to(p, n->node_id);
+        return now >= p->registered_ms + FX_RANGE_QUARANTINE_GRACE_MS; /* a newer process */
+    }
+    return false;
+}
+
+FX_INTERNAL void fx_mq_review(fx_master_t *m)
+{
+    mkv_t *s = m->kv;
+    if (!s) return;
+    uint64_t now = fx_now_ms();
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        master_node_t *n = m->nodes[i];
+        if (!mkv_quarantined(n, now) || n->q_wait_unknown || !n->alive) continue;
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < n->n_q_wait; j++)
+            if (!mq_writer_done(n, &n->q_wait[j], m, now)) n->q_wait[k++] = n->q_wait[j];
+        n->n_q_wait = k;
+        if (k) continue;
+        /* a writer n was not told of (it joined while n's link was down) that names n: its
+         * push is from the earlier master too (nothing is placed in n here meanwhile) */
+        bool named = false;
+        for (size_t j = 0; j < m->n_nodes && !named; j++)
+            named = m->nodes[j] != n && m->nodes[j]->alive && mq_unsettled_to(m->nodes[j], n->node_id);
+        if (named) continue;
+        FX_INFO("owner %s: every owner its earlier master announced is back and has no push to it unsettled: its "
+                "range quarantine ends after %llu ms", n->node_id, (unsigned long long)(now - n->quarantine_since_ms));
+        n->quarantine_until_ms = 0;
+        mq_wait_clear(n);
+        s->c.range_quarantines_lifted++;
+    }
+}
+
+FX_INTERNAL bool fx_mq_grant_refused(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, master_node_t *n)
+{
+    uint64_t now = fx_now_ms();
+    if (!mkv_quarantined(n, now)) return false;
+    s->c.range_quarantine_grants_refused++;
+    mkv_fail(s, p, h, FLUXON_ERR_BUSY,
+             "grant: the grant-only part of the segment of %s (its first %llu bytes) is full, and the rest is in "
+             "range quarantine for %llu ms more at most (range_quarantine_ms %u: pushes the previous master started "
+             "may still land in ranges this master thinks free; it ends once the %u owner(s) still awaited are back "
+             "with none unsettled); its grants serve meanwhile",
+             n->node_id, (unsigned long long)n->lo_end, (unsigned long long)(n->quarantine_until_ms - now),
+             fx_mkv_quarantine_ms(s->m), n->q_wait_unknown ? 0u : n->n_q_wait);
+    return true;
+}
