@@ -33,7 +33,7 @@ enum {
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
     CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */,
     CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN, CFG_K_PIN_RATIO,
-    CFG_K_TENANT_ADMIN /* issue 42 quotas */
+    CFG_K_TENANT_ADMIN /* issue 42 quotas */, CFG_K_RANGE_REUSE /* issue 38 */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -73,6 +73,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"tenant_token", CFG_E},
     {"pin_budget_ratio", CFG_O}, /* issue 42 */
     {"tenant_admin_token", CFG_O}, /* issue 42: who may change any tenant's quota (tenant set) */
+    {"range_reuse_delay_ms", CFG_M}, /* issue 38 */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -335,6 +336,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_INFLIGHT_TTL: return fx_cfg_get_ms(c, path, v, &cfg->inflight_ttl_ms);
     case CFG_K_HB_TIMEOUT: return fx_cfg_get_ms(c, path, v, &cfg->heartbeat_timeout_ms);
     case CFG_K_DEAD_GRACE: return fx_cfg_get_ms(c, path, v, &cfg->dead_owner_grace_ms);
+    case CFG_K_RANGE_REUSE: { /* 0: off */
+        int64_t d = 0;
+        if ((rc = fx_cfg_get_int(c, path, v, 0, 60000, &d))) return rc;
+        cfg->range_reuse_delay_ms = (uint32_t)d;
+        return 0;
+    }
     case CFG_K_RANGE_QUARANTINE: { /* 0: off */
         int64_t q = 0;
         if ((rc = fx_cfg_get_int(c, path, v, 0, CFG_MS_MAX, &q))) return rc;

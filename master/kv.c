@@ -87,6 +87,7 @@ FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_
         arc = ga ? fx_offset_alloc_alloc(ga, n->grant_bytes, &offs[k]) : FLUXON_ERR_NO_SPACE;
         if (arc != FLUXON_OK && !quarantined && n->alloc) {
             ga = n->alloc;
+            mkv_ranges_reclaim(n, fx_now_ms());
             arc = fx_offset_alloc_alloc(ga, n->grant_bytes, &offs[k]);
         }
         if (arc != FLUXON_OK) break;
@@ -158,6 +159,7 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
         FX_ERROR("owner %s: out of memory for its KV state", n->node_id);
         return FLUXON_ERR_NOMEM;
     }
+    mkv_reuse_drop(n); /* ranges of the old allocator */
     fx_offset_alloc_destroy(n->alloc);
     fx_offset_alloc_destroy(n->alloc_lo);
     n->alloc = a;
@@ -200,6 +202,7 @@ FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n)
     fx_mkv_dedup_free(m->kv, n);
     fx_mq_node_free(n);
     mkv_inv_held_drop(n);
+    mkv_reuse_drop(n);
     fx_offset_alloc_destroy(n->alloc);
     fx_offset_alloc_destroy(n->alloc_lo);
     n->alloc = n->alloc_lo = NULL;

@@ -25,7 +25,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
     master_node_t *self = p->node;
     uint32_t nk = b.keys.n;
     size_t max_src = FX_MAX(FX_MIN((size_t)nk, s->m->n_nodes), (size_t)1);
-    uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 8);
+    uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 9);
     uint64_t *sgen = mkv_arena_u64(arena, max_src), *sbase = mkv_arena_u64(arena, max_src);
     fx_str_t *sid = fx_arena_alloc(arena, max_src * sizeof *sid);
     fx_str_t *saddr = fx_arena_alloc(arena, max_src * sizeof *saddr);
@@ -37,13 +37,13 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
     }
     uint64_t *st = cols, *src = cols + nk, *offs = cols + 2 * (size_t)nk, *vlen = cols + 3 * (size_t)nk,
              *pms = cols + 4 * (size_t)nk, *pver = cols + 5 * (size_t)nk, *modes = cols + 6 * (size_t)nk,
-             *seqs = cols + 7 * (size_t)nk;
+             *seqs = cols + 7 * (size_t)nk, *reuse = cols + 8 * (size_t)nk;
     uint32_t nsrc = 0, hits = 0;
     fx_mkv_inv_t inv = {0};
     for (uint32_t i = 0; i < nk; i++) {
         st[i] = MKV_ST(FLUXON_ERR_NOT_FOUND);
         src[i] = UINT64_MAX;
-        offs[i] = vlen[i] = pms[i] = pver[i] = modes[i] = seqs[i] = 0;
+        offs[i] = vlen[i] = pms[i] = pver[i] = modes[i] = seqs[i] = reuse[i] = 0;
         mkv_route_t *r = mkv_key_ok(b.keys.v[i]) ? mkv_route_get(s, b.keys.v[i], &inv) : NULL;
         if (!r) continue;
         /* a replica in the requester's own memory first (no network), else the first alive
@@ -96,6 +96,12 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
         src[i] = si;
         offs[i] = rep->offset;
         seqs[i] = rep->seq;
+        /* issue 38: a ranged replica's range is reused only range_reuse_delay_ms after it is
+         * freed (reuse.c): a copy ended within that of this answer holds this version */
+        if (rep->range_bytes && modes[i] != FX_GET_REUSE && s->m->cfg.range_reuse_delay_ms) {
+            reuse[i] = s->m->cfg.range_reuse_delay_ms;
+            s->c.lookup_early_reads++;
+        }
         vlen[i] = r->value_len;
         pms[i] = r->put_ms;
         pver[i] = r->put_ver;
@@ -107,7 +113,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
     if (hits < nk) FX_DEBUG("lookup from %s: %u of %u keys hit", fx_conn_desc(p->conn), hits, nk);
     fx_body_lookup_ack_t ack = {{st, nk},     {src, nk},   {offs, nk},  {vlen, nk},   {pms, nk},   {pver, nk},
                                 {sid, nsrc},  {sgen, nsrc}, {saddr, nsrc}, {srkey, nsrc}, {sbase, nsrc},
-                                {modes, nk}, {seqs, nk}};
+                                {modes, nk}, {seqs, nk}, {reuse, nk}};
     mkv_inv_flush(s, &inv);
     MKV_REPLY(p, h, lookup_ack, &ack);
 }

@@ -33,6 +33,7 @@ typedef struct master_node {
     struct fx_offset_alloc *alloc_lo; /* [4096, lo_end): grants only (W2: no push ever lands
                                        * there, so a quarantined owner is granted from it) */
     uint64_t lo_end;
+    struct mkv_reuse_q *reuse_q;   /* reuse.c: ranges of alloc freed, reusable later (issue 38) */
     uint64_t next_grant_id;
     uint64_t *grant_ids, *grant_offs; /* grants the owner holds (this generation): a GRANT_RETURN
                                        * frees only these, so a repeated return is harmless */

@@ -273,7 +273,18 @@ FX_INTERNAL bool mkv_route_drop_replica(mkv_t *s, fx_str_t key, mkv_route_t *r, 
 FX_INTERNAL bool mkv_route_drop_replica_inv(mkv_t *s, fx_str_t key, mkv_route_t *r, uint32_t j, fx_mkv_inv_t *v,
                                             bool *gone_p);
 /* Frees the range behind a replica (no-op for slot replicas and older generations). */
-FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp);
+/* The range of ranged replica rp goes back to its node's allocator: after the reuse delay
+ * when routed (a reader may be copying it), at once when it never was (routed false). */
+FX_INTERNAL void fx_mkv_replica_free_ex(mkv_t *s, const mkv_replica_t *rp, bool routed);
+static inline void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp) { fx_mkv_replica_free_ex(s, rp, true); }
+/* ---- reuse.c (issue 38): freed ranges reusable only range_reuse_delay_ms later ---- */
+/* read: a routed replica's range (a reader may be copying it): reusable after the delay */
+FX_INTERNAL void mkv_range_release(mkv_t *s, master_node_t *n, uint64_t off, uint64_t bytes, bool read);
+/* Frees into n->alloc the ranges whose delay is over (before an allocation in n). */
+FX_INTERNAL void mkv_ranges_reclaim(master_node_t *n, uint64_t now_ms);
+FX_INTERNAL uint64_t mkv_ranges_waiting(const master_node_t *n);
+/* n's allocator is replaced or freed: the waiting ranges go with it. */
+FX_INTERNAL void mkv_reuse_drop(master_node_t *n);
 /* Deletes every route bound to a lease no longer in the table; returns how many. */
 FX_INTERNAL size_t mkv_routes_drop_unleased(mkv_t *s, fx_mkv_inv_t *v);
 /* Deletes the routes still bound to lease id among its recorded keys (lease_table.c's

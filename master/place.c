@@ -65,6 +65,7 @@ FX_INTERNAL master_node_t *fx_mplace_pick(fx_master_t *m, uint64_t *rng, master_
                 ((mkv_t *)m->kv)->c.range_quarantine_skips++;
                 continue;
             }
+            if (n != req) mkv_ranges_reclaim(n, now); /* issue 38: ranges whose reuse delay is over */
             if (n == req ? (!exclude_req && n->alive) : mpl_fits(n, bytes, count)) c[nc++] = n;
         }
         for (size_t i = nc; i > 1; i--) { /* Fisher-Yates */
@@ -97,6 +98,7 @@ FX_INTERNAL master_node_t *fx_mplace_pick_target(fx_master_t *m, uint64_t affini
             continue;
         }
         *any_p = true;
+        mkv_ranges_reclaim(n, now); /* issue 38 */
         c[nc++] = n;
     }
     /* the affinity's target first (every member of a TP cohort hashes alike, so the

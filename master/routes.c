@@ -410,16 +410,11 @@ FX_INTERNAL void mkv_routes_destroy(mkv_t *s)
 
 FX_INTERNAL size_t mkv_routes_count(const mkv_t *s) { return s->routes ? fx_hmap_count(s->routes) : 0; }
 
-FX_INTERNAL void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp)
+FX_INTERNAL void fx_mkv_replica_free_ex(mkv_t *s, const mkv_replica_t *rp, bool routed)
 {
-    (void)s;
     master_node_t *n = rp->node;
     if (!rp->range_bytes || n->generation != rp->generation || !n->alloc) return;
-    if (fx_offset_alloc_free(n->alloc, rp->offset) != FLUXON_OK) {
-        FX_ERROR("owner %s: range at %llu was not allocated", n->node_id, (unsigned long long)rp->offset);
-        return;
-    }
-    n->placed_bytes -= FX_MIN(n->placed_bytes, rp->range_bytes);
+    mkv_range_release(s, n, rp->offset, rp->range_bytes, routed); /* routed: reusable after range_reuse_delay_ms */
 }
 
 /* Queues an INVALIDATE for every replica of r that belongs to its node's current

@@ -359,7 +359,8 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
     fx_owner_t *o = f->o;
     if (x->inject_failure && status == FLUXON_OK) status = FLUXON_ERR_INTERNAL;
     ofetch_t *kv = o->fetch;
-    fx_hist_observe(&kv->transfer_latency, fx_now_ns() - x->t0_ns);
+    uint64_t now_ns = fx_now_ns();
+    fx_hist_observe(&kv->transfer_latency, now_ns - x->t0_ns);
     size_t n = x->n, m = 0;
     ofetch_getdone_ctx_t *c = fx_calloc(1, sizeof *c);
     fx_str_t *keys = fx_calloc(n, sizeof *keys);
@@ -424,11 +425,16 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
         c->slot[m] = en->slot;
         /* a second read-back of this owner's disk (a promotion): its record was checked (key,
          * checksum) and is this owner's, so no copy can have raced it: served now, as a first
-         * read-back is; GET_DONE then publishes the copy with nobody waiting (og NULL) */
-        bool served = fx_disk_is_off(og->src_off);
-        c->og[m++] = served ? NULL : og;
-        if (served) {
-            kv->disk_promoted_early++;
+         * read-back is; GET_DONE then publishes the copy with nobody waiting (og NULL). Issue
+         * 38: so is a copy of a ranged replica that ended within half of its reuse delay of
+         * the LOOKUP, with the same master: its range was not handed out again meanwhile. */
+        bool disk = fx_disk_is_off(og->src_off);
+        bool early = !disk && og->reuse_ms && f->master_gen && fx_olink_master_generation(o) == f->master_gen &&
+                     now_ns - f->t0_ns < og->reuse_ms * 1000000ull / 2;
+        c->og[m++] = disk || early ? NULL : og;
+        if (disk || early) {
+            kv->disk_promoted_early += disk;
+            kv->read_before_get_done += early;
             kv->remote_hits++; /* as it was counted once the master answered */
             o->fetch->done(o, og, en);
         }
@@ -657,6 +663,7 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
         og->src = (uint32_t)a.src.v[k];
         og->src_off = a.offsets.v[k];
         og->src_seq = a.src_seqs.n ? a.src_seqs.v[k] : 0;
+        og->reuse_ms = a.reuse_ms.n == f->n ? a.reuse_ms.v[k] : 0;
         og->value_len = a.value_lens.v[k];
         og->put_ms = a.put_ms.v[k];
         og->put_ver = a.put_ver.v[k];
@@ -702,6 +709,7 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
     }
     f->o = o;
     f->t0_ns = fx_now_ns();
+    f->master_gen = fx_olink_master_generation(o);
     f->og = ogs;
     f->n = n;
     f->deadline_ms = fx_oclaim_deadline(o, caller_timeout_ms);
@@ -776,6 +784,7 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->get_done_resends = s->get_done_resends;
     m->get_done_readers_timed_out = s->get_done_readers_timed_out;
     m->disk_promoted_early = s->disk_promoted_early;
+    m->read_before_get_done = s->read_before_get_done;
     m->fetch_slots_held = s->held_slots;
     m->fetch_slots_held_total = s->held_total;
     m->fetch_slots_hold_overflow = s->hold_overflow;

@@ -537,6 +537,12 @@ FX_INTERNAL void fx_olink_fini(fx_owner_t *o)
     o->link = NULL;
 }
 
+FX_INTERNAL uint64_t fx_olink_master_generation(fx_owner_t *o)
+{
+    olink_t *l = o->link;
+    return l && l->mstate == OM_READY ? l->master_generation : 0;
+}
+
 FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o)
 {
     olink_t *l = o->link;

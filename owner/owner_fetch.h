@@ -18,6 +18,7 @@ typedef struct owner_oget {
     /* leader fetch (fetch.c) */
     uint64_t value_len, put_ms, put_ver, src_off;
     uint64_t src_seq; /* the source replica's number (LOOKUP), echoed in GET_DONE (W3) */
+    uint64_t reuse_ms; /* issue 38 (LOOKUP): a copy ended within half of it is read before GET_DONE */
     uint32_t src;
     fx_slot_ref_t slot;
     bool have_slot, found;

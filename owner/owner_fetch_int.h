@@ -12,7 +12,7 @@ typedef struct ofetch {
     struct ofetch_gd *waiting; /* GET_DONEs scheduled to be (re)sent */
     uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
         temp_copies, reuse_hits, self_copies, get_done_resends, relookups, disk_hits, disk_misses, disk_direct, disk_temp,
-        get_done_readers_timed_out, disk_promoted_early;
+        get_done_readers_timed_out, disk_promoted_early, read_before_get_done;
     /* W4: slots of failed GETs that UCX has not retired (kept PREPARED until it does) */
     uint64_t held_slots, held_bytes, held_total, hold_overflow;
     fx_hist_t fetch_latency, transfer_latency;
@@ -31,7 +31,8 @@ typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
     uint32_t *src_addr_len, *src_rkey_len;
     size_t xfers_pending;
     uint64_t deadline_ms; /* claims and transfers end by then (below the caller's wait) */
-    uint64_t t0_ns;       /* the fetch started (fx_now_ns) */
+    uint64_t t0_ns;       /* the fetch started (fx_now_ns): its LOOKUP was sent */
+    uint64_t master_gen;  /* the master the LOOKUP went to (issue 38: its reuse delay holds) */
 } ofetch_batch_t;
 
 typedef struct ofetch_xfer {

@@ -30,6 +30,8 @@ FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o);
 /* Owners alive as the master last said (CLUSTER_INFO); -1 unknown. */
 /* The registered master's dead_owner_grace_ms (0: not registered, or not told). */
 FX_INTERNAL uint32_t fx_olink_dead_grace_ms(fx_owner_t *o);
+/* The generation of the master this owner is registered with now (0: none). */
+FX_INTERNAL uint64_t fx_olink_master_generation(fx_owner_t *o);
 FX_INTERNAL int64_t fx_olink_owners_alive(fx_owner_t *o);
 /* The only owner there ever was (with this owner): a local miss is a miss everywhere. */
 FX_INTERNAL bool fx_olink_alone(fx_owner_t *o);

@@ -12,7 +12,8 @@
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
 #define FX_PROTOCOL_VERSION 5u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
-                                * 5: owners' peers and unsettled pushes (issue 44 W2) */
+                                * 5: owners' peers and unsettled pushes (issue 44 W2), LOOKUP's
+                                * reuse_ms (issue 38) */
 #define FX_FLAG_RESPONSE 0x0001u
 /* put flags (put_start.flags, put_done.flags) */
 #define FX_PUT_REJECT_IF_INFLIGHT 0x1ull
@@ -112,7 +113,11 @@ typedef struct fx_strv {
 #define FX_BODY_lookup_ack(F)                                                         \
     F(U64V, statuses) F(U64V, src) F(U64V, offsets) F(U64V, value_lens) F(U64V, put_ms)  \
     F(U64V, put_ver) F(STRV, src_node_ids) F(U64V, src_generations)                     \
-    F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases) F(U64V, modes) F(U64V, src_seqs)
+    F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases) F(U64V, modes) F(U64V, src_seqs) \
+    F(U64V, reuse_ms)
+/* reuse_ms (issue 38; 0 or absent: wait): the source's range is not handed out again before
+ * this long after it is freed, so a copy that ended within reuse_ms / 2 of the LOOKUP (the
+ * same master answering) holds the version named: its readers need not wait for GET_DONE. */
 /* owner -> master: durable replicas now held here (GetDone, batch), copied from the
  * source replica (src node, generation, src_offsets, and src_seqs: the number LOOKUP gave
  * it; empty: not checked). The master accepts a key only if that very source replica

@@ -203,6 +203,34 @@ Test(remote, eager_replicas_survive_writer)
     fluxon_client_close(b);
 }
 
+/* Issue 38: a copy of a value on a CPU owner (an appended range, which the master hands
+ * out again only range_reuse_delay_ms after it frees it) is read as soon as it lands: B's
+ * GET_DONE is held back 3 s (test fault), yet B's reader is served at once, byte-exact, and
+ * the copy becomes B's replica once the master answers. The old code made the reader wait
+ * for that answer. */
+Test(remote, a_copy_from_a_cpu_owner_is_read_before_its_get_done_is_answered)
+{
+    static const char *const extra[] = {
+        NULL, ",\"test\":{\"fault_message\":\"GET_DONE\",\"fault\":\"delay_request\",\"fault_ms\":3000,\"fault_count\":0}",
+        ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(3, ",\"range_reuse_delay_ms\":60000", extra); /* a loaded machine's copy stays within half */
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_groups(a, "rb", 8, 2, 1, NULL);
+    cr_assert(wait_master_stat(a, "append_keys_completed", 8, 10000), "8 replicas appended");
+    fluxon_client_close(a);
+    fluxon_node_stop(kf_owner[0]); /* the writer goes: B can only copy from the CPU owner */
+    kf_owner[0] = NULL;
+    double t0 = th_now_s();
+    cr_assert_eq(get_check(b, "rb", 8, 2), 8, "every value restores from the CPU owner");
+    double took = th_now_s() - t0;
+    cr_assert_lt(took, 2.0, "served before the held GET_DONE (3 s) was answered: %.2f s", took);
+    cr_assert_eq(kf_stat(b, "read_before_get_done"), 8);
+    cr_assert_gt(master_stat(b, "lookup_early_reads"), 0);
+    cr_assert(kf_wait_stat(b, "slots_committed", 8, 15000), "B's copies become replicas once the master answers");
+    cr_assert_eq(kf_stat(b, "remote_hits"), 8, "each counted once");
+    fluxon_client_close(b);
+}
+
 /* Strict targets: no remote_cache owner = NO_SPACE, never another GPU owner; the local
  * primary stays readable. */
 Test(remote, no_target_is_no_space)
