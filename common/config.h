@@ -74,9 +74,10 @@ typedef struct fx_config {
     uint32_t inflight_ttl_ms;             /* [60000], > 0 */
     uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
     uint32_t dead_owner_grace_ms;         /* [600000], > 0: a dead owner is forgotten after this (L1) */
-    uint32_t range_reuse_delay_ms;        /* [20], 0..60000, 0 = off (issue 38): a range the master
+    uint32_t range_reuse_delay_ms;        /* [4], 0..60000, 0 = off (issue 38): a range the master
                                            * frees is reused only this long after; a copy of it that
-                                           * ended within half of it is read before GET_DONE's answer */
+                                           * ended 1 ms before it from its LOOKUP is read before
+                                           * GET_DONE's answer */
     uint32_t range_quarantine_ms;         /* [FX_RANGE_QUARANTINE_AUTO: 3/4 inflight_ttl_ms +
                                            * FX_RANGE_QUARANTINE_GRACE_MS], 0 = off (W2): after this
                                            * master first learns an owner that had another master,

@@ -23,7 +23,7 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->heartbeat_timeout_ms = 3000;
         cfg->dead_owner_grace_ms = 600000;
         cfg->range_quarantine_ms = FX_RANGE_QUARANTINE_AUTO;
-        cfg->range_reuse_delay_ms = 20;
+        cfg->range_reuse_delay_ms = 4;
         cfg->replica_target_roles = 1u << FX_NODE_REMOTE_CACHE;
         cfg->ha_lease_ttl_ms = 5000;
     } else if (role == FX_ROLE_OWNER) {

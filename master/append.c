@@ -373,10 +373,26 @@ static master_node_t *mapp_pick(mkv_t *s, master_node_t *n, fx_str_t key0, uint6
     master_node_t *t = fx_mplace_pick_target(s->m, aff, n, bytes, m, aoffs, any);
     /* issue 44 P6: a void entry frees nothing, so the targets are asked again only after
      * a pop that freed a range (a pick is O(nodes), a void pop one hash lookup) */
+    /* issue 38: a dropped range is reusable only range_reuse_delay_ms later (reuse.c): once
+     * a target would fit the batch with what is on its way back, more drops would not make
+     * room now; the batch is refused NO_SPACE and a later one finds the room */
+    uint64_t need = bytes * m;
     for (uint32_t k = 0; !t && *any && k < MAPP_EVICT_MAX; k++) {
+        if (fx_mplace_room_coming(s->m, n, bytes, m)) break;
         int pr = mapp_cold_pop(a, inv);
         if (pr == MAPP_POP_EMPTY) break;
         if (pr == MAPP_POP_FREED) t = fx_mplace_pick_target(s->m, aff, n, bytes, m, aoffs, any);
+    }
+    /* and a reserve: the target keeps what one delay's worth of appends takes free or on its
+     * way back (dropped ahead, bounded), so the next batches need not wait for the delay */
+    uint64_t reserve = t ? mkv_ranges_reserve(s, t, need) : 0;
+    if (reserve) {
+        uint64_t have = (t->alloc ? fx_offset_alloc_free_bytes(t->alloc) : 0) + mkv_ranges_waiting_bytes(t);
+        for (uint32_t k = 0; have < reserve + t->grant_bytes && k < 4 * m + 64; k++) { /* a grant stays free */
+            uint64_t before = mkv_ranges_waiting_bytes(t);
+            if (mapp_cold_pop(a, inv) == MAPP_POP_EMPTY) break;
+            have += mkv_ranges_waiting_bytes(t) - FX_MIN(before, mkv_ranges_waiting_bytes(t));
+        }
     }
     return t;
 }

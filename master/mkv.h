@@ -282,7 +282,11 @@ static inline void fx_mkv_replica_free(mkv_t *s, const mkv_replica_t *rp) { fx_m
 FX_INTERNAL void mkv_range_release(mkv_t *s, master_node_t *n, uint64_t off, uint64_t bytes, bool read);
 /* Frees into n->alloc the ranges whose delay is over (before an allocation in n). */
 FX_INTERNAL void mkv_ranges_reclaim(master_node_t *n, uint64_t now_ms);
-FX_INTERNAL uint64_t mkv_ranges_waiting(const master_node_t *n);
+FX_INTERNAL uint64_t mkv_ranges_waiting_bytes(const master_node_t *n);
+FX_INTERNAL bool fx_mplace_room_coming(fx_master_t *m, const master_node_t *src, uint64_t bytes, uint32_t count);
+/* allocated bytes were just handed out in n: the bytes n should keep free or waiting so
+ * that the next delay's worth of allocations finds room without waiting for the delay */
+FX_INTERNAL uint64_t mkv_ranges_reserve(mkv_t *s, master_node_t *n, uint64_t allocated);
 /* n's allocator is replaced or freed: the waiting ranges go with it. */
 FX_INTERNAL void mkv_reuse_drop(master_node_t *n);
 /* Deletes every route bound to a lease no longer in the table; returns how many. */

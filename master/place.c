@@ -110,3 +110,21 @@ FX_INTERNAL master_node_t *fx_mplace_pick_target(fx_master_t *m, uint64_t affini
     }
     return NULL;
 }
+
+/* Issue 38: would a replica target (not src) fit count ranges of bytes once the ranges in
+ * its reuse delay are back (reuse.c)? Then dropping more of its replicas makes no room now. */
+FX_INTERNAL bool fx_mplace_room_coming(fx_master_t *m, const master_node_t *src, uint64_t bytes, uint32_t count)
+{
+    uint32_t roles = m->cfg.replica_target_roles;
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        const master_node_t *n = m->nodes[i];
+        if (n->role != FX_ROLE_OWNER || n == src || !(roles & (1u << n->node_role)) || !n->alive || !n->alloc)
+            continue;
+        uint64_t need = bytes * count, waiting = mkv_ranges_waiting_bytes(n);
+        uint64_t limit = n->node_role == FX_NODE_REMOTE_CACHE ? n->segment_bytes : n->segment_bytes / 2;
+        if (waiting && n->placed_bytes + need <= limit &&
+            fx_offset_alloc_free_bytes(n->alloc) + waiting >= need + n->grant_bytes)
+            return true;
+    }
+    return false;
+}

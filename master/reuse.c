@@ -1,8 +1,10 @@
 /* reuse.c — a range of a segment freed by the master (a placed or appended replica dropped,
  * a placement given up) goes back to its allocator only range_reuse_delay_ms later (issue 38).
  * A reader that copies such a replica needs no GET_DONE answer before it reads its copy: if
- * the copy ended within that delay of its LOOKUP, the range could not have been handed out
- * again meanwhile, so it still held the version LOOKUP named (D1). LOOKUP tells the reader
+ * the copy ended within that delay of its LOOKUP (less 1 ms), the range could not have been
+ * handed out again meanwhile, so it still held the version LOOKUP named (D1). Dropped ranges
+ * waiting count as used, so append.c drops a target's oldest replicas ahead to keep a
+ * reserve (mkv_ranges_reserve): appends then rarely wait for the delay. LOOKUP tells the reader
  * the delay per key (reuse_ms). The queue is one FIFO per node, in release order, which is
  * due order: O(1) per release and per reclaim. A range no LOOKUP could have named (a
  * placement given up before it was routed) is freed at once. The range's bytes leave
@@ -17,6 +19,8 @@ typedef struct mkv_reuse_ent {
 struct mkv_reuse_q {
     mkv_reuse_ent_t *e;
     uint32_t head, n, cap;
+    uint64_t bytes;                   /* of the ranges waiting */
+    uint64_t win_ms, win_cur, win_prev; /* bytes allocated in this delay-long window, the last */
 };
 
 static void mr_free_now(master_node_t *n, uint64_t off)
@@ -48,6 +52,7 @@ FX_INTERNAL void mkv_range_release(mkv_t *s, master_node_t *n, uint64_t off, uin
         return;
     }
     q->e[(q->head + q->n++) % q->cap] = (mkv_reuse_ent_t){off, bytes, fx_now_ms() + d};
+    q->bytes += bytes;
     s->c.range_reuse_delayed++;
 }
 
@@ -58,11 +63,12 @@ FX_INTERNAL void mkv_ranges_reclaim(master_node_t *n, uint64_t now_ms)
         mkv_reuse_ent_t x = q->e[q->head];
         q->head = (q->head + 1) % q->cap;
         q->n--;
+        q->bytes -= FX_MIN(q->bytes, x.bytes);
         mr_free_now(n, x.off);
     }
 }
 
-FX_INTERNAL uint64_t mkv_ranges_waiting(const master_node_t *n) { return n->reuse_q ? n->reuse_q->n : 0; }
+FX_INTERNAL uint64_t mkv_ranges_waiting_bytes(const master_node_t *n) { return n->reuse_q ? n->reuse_q->bytes : 0; }
 
 FX_INTERNAL void mkv_reuse_drop(master_node_t *n)
 {
@@ -70,4 +76,20 @@ FX_INTERNAL void mkv_reuse_drop(master_node_t *n)
     fx_free(n->reuse_q->e);
     fx_free(n->reuse_q);
     n->reuse_q = NULL;
+}
+
+FX_INTERNAL uint64_t mkv_ranges_reserve(mkv_t *s, master_node_t *n, uint64_t allocated)
+{
+    uint32_t d = s->m->cfg.range_reuse_delay_ms;
+    struct mkv_reuse_q *q = n->reuse_q;
+    if (!d || !q) return 0;
+    uint64_t now = fx_now_ms();
+    if (now >= q->win_ms + d) { /* a new window; the last one counts only if it just ended */
+        q->win_prev = now < q->win_ms + 2ull * d ? q->win_cur : 0;
+        q->win_cur = 0;
+        q->win_ms = now;
+    }
+    q->win_cur += allocated;
+    /* three times what one delay's worth of allocations takes: bursts */
+    return FX_MAX(q->win_cur, q->win_prev) * 3;
 }

@@ -426,11 +426,12 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
         /* a second read-back of this owner's disk (a promotion): its record was checked (key,
          * checksum) and is this owner's, so no copy can have raced it: served now, as a first
          * read-back is; GET_DONE then publishes the copy with nobody waiting (og NULL). Issue
-         * 38: so is a copy of a ranged replica that ended within half of its reuse delay of
-         * the LOOKUP, with the same master: its range was not handed out again meanwhile. */
+         * 38: so is a copy of a ranged replica that ended 1 ms or more before its reuse delay
+         * from the LOOKUP's sending was over, with the same master: its range was not handed
+         * out again meanwhile (the master drops the replica after it answered the LOOKUP). */
         bool disk = fx_disk_is_off(og->src_off);
         bool early = !disk && og->reuse_ms && f->master_gen && fx_olink_master_generation(o) == f->master_gen &&
-                     now_ns - f->t0_ns < og->reuse_ms * 1000000ull / 2;
+                     now_ns - f->t0_ns + 1000000ull < og->reuse_ms * 1000000ull;
         c->og[m++] = disk || early ? NULL : og;
         if (disk || early) {
             kv->disk_promoted_early += disk;

@@ -156,7 +156,7 @@
     X(disk_direct, COUNTER, "owner_fetch_disk_direct_total", "", "Keys read from this owner's disk without a LOOKUP (its index is current)") \
     X(disk_temp, COUNTER, "owner_fetch_disk_temporary_total", "", "Keys read back from disk for their readers only (a first read: not promoted)") \
     X(disk_promoted_early, COUNTER, "owner_fetch_disk_promoted_early_total", "", "Promotions from disk served to their readers before the master recorded the copy") \
-    X(read_before_get_done, COUNTER, "owner_fetch_read_before_get_done_total", "", "Copies of ranged replicas served before GET_DONE's answer: they ended within half the master's range_reuse_delay_ms of their LOOKUP (issue 38)") \
+    X(read_before_get_done, COUNTER, "owner_fetch_read_before_get_done_total", "", "Copies of ranged replicas served before GET_DONE's answer: they ended 1 ms before the master's range_reuse_delay_ms from their LOOKUP (issue 38)") \
     X(disk_misses, COUNTER, "owner_fetch_disk_misses_total", "", "Disk replicas that could not be read (gone, checksum): misses") \
     X(temp_copies, COUNTER, "owner_fetch_temp_copies_total", "", "Fetched copies kept as temporary")           \
     X(get_done_stale, COUNTER, "owner_get_done_stale_total", "", "GET_DONE answers saying the copy is stale")   \

@@ -116,7 +116,7 @@ typedef struct fx_strv {
     F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases) F(U64V, modes) F(U64V, src_seqs) \
     F(U64V, reuse_ms)
 /* reuse_ms (issue 38; 0 or absent: wait): the source's range is not handed out again before
- * this long after it is freed, so a copy that ended within reuse_ms / 2 of the LOOKUP (the
+ * this long after it is freed, so a copy that ended 1 ms before reuse_ms from the LOOKUP (the
  * same master answering) holds the version named: its readers need not wait for GET_DONE. */
 /* owner -> master: durable replicas now held here (GetDone, batch), copied from the
  * source replica (src node, generation, src_offsets, and src_seqs: the number LOOKUP gave

@@ -97,8 +97,8 @@ int rp_remote_report(rp_run *r, cJSON *summary)
     printf("  fetch sources   %llu keys found by LOOKUP: own slot %llu, GPU owners %llu, CPU owners %llu (%.1f %%)\n",
            (unsigned long long)hits, (unsigned long long)mv[M_H_LOCAL], (unsigned long long)mv[M_H_GPU],
            (unsigned long long)mv[M_H_CPU], hits ? 100.0 * (double)mv[M_H_CPU] / (double)hits : 0.0);
-    printf("  copies read     %llu of %llu before the master's GET_DONE answer (within half the master's "
-           "range_reuse_delay_ms of their LOOKUP)\n", (unsigned long long)ov[O_EARLY], (unsigned long long)ov[O_RHITS]);
+    printf("  copies read     %llu of %llu before the master's GET_DONE answer (ended within the master's "
+           "range_reuse_delay_ms of their LOOKUP, less 1 ms)\n", (unsigned long long)ov[O_EARLY], (unsigned long long)ov[O_RHITS]);
     printf("  write-back      tasks %llu (eager %llu) = completed %llu + already %llu + obsolete %llu + failed %llu "
            "(no_space %llu, busy %llu, stale %llu, transfer %llu, master %llu, queue_full %llu) %s\n",
            (unsigned long long)tasks, (unsigned long long)ov[O_EAGER], (unsigned long long)ov[O_DONE],
