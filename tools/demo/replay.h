@@ -52,6 +52,9 @@ typedef struct rp_opts {
     uint64_t value_len;
     unsigned workers, owners, tp, group_pages;
     unsigned tenants;         /* issue 42: --tenants T: workers split into T tenants, quotas of 1/T each [0] */
+    unsigned tenant_pct[RP_MAX_TENANTS]; /* --tenant-quotas P0,P1,..: percent of the hot tier per tenant */
+    unsigned n_tenant_pct;    /* how many were given (0: 100/T % each) */
+    uint64_t quota_pages[RP_MAX_TENANTS]; /* per tenant, pages per owner (0: no quota); set by the checks */
     double speed;             /* 0 = as fast as possible */
     const char *out_dir;
     int skip_bad_lines;

@@ -144,7 +144,7 @@ static void rp_print_tenants(const rp_run *r)
                (unsigned long long)hits, (unsigned long long)look, look ? 100.0 * (double)hits / (double)look : 0);
         if (o->capacity_blocks)
             printf(" (quota %llu of %llu pages per owner: tenants.t%u.quota_bytes)\n",
-                   (unsigned long long)(o->capacity_blocks / o->tenants), (unsigned long long)o->capacity_blocks, k);
+                   (unsigned long long)o->quota_pages[k], (unsigned long long)o->capacity_blocks, k);
         else
             printf(" (no quota: --capacity-blocks sizes the hot tier the quotas split)\n");
     }
@@ -307,7 +307,7 @@ static void rp_json_totals(cJSON *j, const rp_run *r, const rp_totals *t)
             cJSON_AddNumberToObject(e, "lookups", (double)look);
             cJSON_AddNumberToObject(e, "prefix_hits", (double)hits);
             cJSON_AddNumberToObject(e, "prefix_hit_ratio", look ? (double)hits / (double)look : 0);
-            cJSON_AddNumberToObject(e, "quota_pages", r->o.capacity_blocks ? (double)(r->o.capacity_blocks / r->o.tenants) : 0);
+            cJSON_AddNumberToObject(e, "quota_pages", (double)r->o.quota_pages[k]);
             cJSON_AddItemToArray(ta, e);
         }
     }
