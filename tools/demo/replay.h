@@ -174,6 +174,10 @@ typedef struct rp_tenant_res {
     uint64_t sim_hits;                /* prefix hits of the same requests alone there */
     double sim_ratio;
     int sim_ok;                       /* 0: no quota (or the simulator did not run) */
+    /* the owners' "tenants" stats after the run, summed over the owners (owners_known of
+     * them reported the tenant): bytes held, values evicted for its quota, for pressure */
+    uint64_t held_bytes, ev_quota, ev_pressure;
+    unsigned owners_known;
 } rp_tenant_res;
 
 typedef struct rp_run {
@@ -299,6 +303,8 @@ int rp_report(rp_run *r);
 /* replay_tenants.c (issue 42): after the run, each tenant's sums and the simulator's figure
  * for its requests alone at its quota; then printed, and "tenants" added to summary.json */
 void rp_tenants_tally(rp_run *r);
+/* reads owner k's per-tenant counters from its stats document (owner 0 starts the sums) */
+void rp_tenants_owner(rp_run *r, unsigned k, const struct cJSON *doc);
 void rp_tenants_print(const rp_run *r);
 void rp_tenants_json(struct cJSON *j, const rp_run *r);
 /* replay_remote.c (issue 16): with --cpu-owners, waits (bounded) for the write-backs to

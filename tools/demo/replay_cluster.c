@@ -119,6 +119,7 @@ int rp_stats_after(rp_run *r)
             for (int i = 0; i < RP_NEVICTION; i++)
                 s->ev_known &= rp_stat_u64(doc, rp_eviction_fields[i].key, rp_stat_at(s, &rp_eviction_fields[i]));
             if (s->eviction_debt) ok = 0; /* selected for eviction, not yet freed */
+            rp_tenants_owner(r, k, doc); /* issue 42: each tenant's bytes and evictions there */
             cJSON_Delete(doc);
         }
         if (ok) break;

@@ -18,7 +18,8 @@ static void rp_tenant_one(rp_run *r, unsigned k, size_t *idx)
 {
     rp_tenant_res *t = &r->tenant[k];
     size_t n = 0;
-    memset(t, 0, sizeof *t);
+    t->requests = t->lookups = t->hits = 0;
+    t->sim_ok = 0;
     for (size_t i = 0; i < r->n_req; i++) {
         const rp_reqrec *q = &r->recs[i];
         if (!q->done || q->tenant != k) continue;
@@ -47,6 +48,45 @@ void rp_tenants_tally(rp_run *r)
     free(idx);
 }
 
+/* The object named key, depth-first (the owner's "tenants" sits in its part of the doc). */
+static const cJSON *rp_find_object(const cJSON *node, const char *key)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, node)
+    {
+        if (it->string && !strcmp(it->string, key) && cJSON_IsObject(it)) return it;
+    }
+    cJSON_ArrayForEach(it, node)
+    {
+        const cJSON *f = cJSON_IsObject(it) ? rp_find_object(it, key) : NULL;
+        if (f) return f;
+    }
+    return NULL;
+}
+
+static uint64_t rp_u64(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+}
+
+void rp_tenants_owner(rp_run *r, unsigned k, const cJSON *doc)
+{
+    const cJSON *ts = r->o.tenants ? rp_find_object(doc, "tenants") : NULL;
+    for (unsigned i = 0; i < r->o.tenants && i < RP_MAX_TENANTS; i++) {
+        rp_tenant_res *t = &r->tenant[i];
+        if (k == 0) t->held_bytes = t->ev_quota = t->ev_pressure = t->owners_known = 0;
+        char name[16];
+        snprintf(name, sizeof name, "t%u", i);
+        const cJSON *e = ts ? cJSON_GetObjectItemCaseSensitive(ts, name) : NULL;
+        if (!cJSON_IsObject(e)) continue;
+        t->held_bytes += rp_u64(e, "bytes");
+        t->ev_quota += rp_u64(e, "evictions_quota");
+        t->ev_pressure += rp_u64(e, "evictions_pressure");
+        t->owners_known++;
+    }
+}
+
 static double rp_ratio(uint64_t hits, uint64_t lookups) { return lookups ? (double)hits / (double)lookups : 0; }
 
 void rp_tenants_print(const rp_run *r)
@@ -68,6 +108,12 @@ void rp_tenants_print(const rp_run *r)
             printf("  alone at quota  %.2f %% prefix hits (simulator: its %llu requests alone, %s, %llu pages): "
                    "measured %+.2f pp\n", 100 * t->sim_ratio, (unsigned long long)t->requests, o->eviction_policy,
                    (unsigned long long)t->sim_pages, 100 * (ratio - t->sim_ratio));
+        uint64_t page = (o->value_len < 4096 ? 4096 : (o->value_len + 4095) / 4096 * 4096) * o->tp; /* slots */
+        if (t->owners_known)
+            printf("  on the owners   holds %llu pages at the end (quota %llu); values evicted for its quota %llu, "
+                   "for pressure %llu\n", (unsigned long long)(t->held_bytes / page),
+                   (unsigned long long)(o->quota_pages[k] * t->owners_known), (unsigned long long)t->ev_quota,
+                   (unsigned long long)t->ev_pressure);
     }
 }
 
@@ -92,6 +138,11 @@ void rp_tenants_json(cJSON *j, const rp_run *r)
             cJSON_AddNumberToObject(e, "simulated_prefix_hits", (double)t->sim_hits);
             cJSON_AddNumberToObject(e, "simulated_prefix_hit_ratio", t->sim_ratio);
             cJSON_AddNumberToObject(e, "difference_pp", 100 * (rp_ratio(t->hits, t->lookups) - t->sim_ratio));
+        }
+        if (t->owners_known) { /* the owners' counters, summed */
+            cJSON_AddNumberToObject(e, "held_bytes", (double)t->held_bytes);
+            cJSON_AddNumberToObject(e, "evictions_quota", (double)t->ev_quota);
+            cJSON_AddNumberToObject(e, "evictions_pressure", (double)t->ev_pressure);
         }
         cJSON_AddItemToArray(ta, e);
     }
