@@ -54,6 +54,7 @@ typedef struct rp_opts {
     unsigned tenants;         /* issue 42: --tenants T: workers split into T tenants, quotas of 1/T each [0] */
     unsigned tenant_pct[RP_MAX_TENANTS]; /* --tenant-quotas P0,P1,..: percent of the hot tier per tenant */
     unsigned n_tenant_pct;    /* how many were given (0: 100/T % each) */
+    const char *tenant_quotas; /* the value as given (messages) */
     uint64_t quota_pages[RP_MAX_TENANTS]; /* per tenant, pages per owner (0: no quota); set by the checks */
     double speed;             /* 0 = as fast as possible */
     const char *out_dir;

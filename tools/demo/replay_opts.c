@@ -273,6 +273,7 @@ static int rp_set_tenant_quotas(rp_opts *o, const char *val)
         return -1;
     }
     o->n_tenant_pct = n;
+    o->tenant_quotas = val;
     return 0;
 }
 
@@ -333,8 +334,8 @@ static int rp_tenant_quotas_check(rp_opts *o)
     if (o->n_tenant_pct && (!o->tenants || o->n_tenant_pct != o->tenants)) {
         char t[32] = "no --tenants T";
         if (o->tenants) snprintf(t, sizeof t, "--tenants %u", o->tenants);
-        fprintf(stderr, "fluxon demo: --tenant-quotas gives %u quota(s) but %s: one percent per tenant, e.g. "
-                        "--tenants 3 --tenant-quotas 50,30,20\n", o->n_tenant_pct, t);
+        fprintf(stderr, "fluxon demo: --tenant-quotas %s gives %u quota(s) but %s: one percent per tenant, e.g. "
+                        "--tenants 3 --tenant-quotas 50,30,20\n", o->tenant_quotas, o->n_tenant_pct, t);
         return -1;
     }
     if (o->n_tenant_pct && !o->capacity_blocks) {

@@ -29,9 +29,9 @@ static void rp_tenant_one(rp_run *r, unsigned k, size_t *idx)
         idx[n++] = i;
     }
     t->sim_pages = r->o.quota_pages[k] * r->n_owners;
-    if (!t->sim_pages || !n) return;
-    fx_cli_psim_result res;
-    if (fx_cli_psim_run_reqs(&r->trace, idx, n, t->sim_pages, r->o.eviction_policy, &res) != 0) {
+    if (!t->sim_pages) return;
+    fx_cli_psim_result res = {0}; /* no request (another worker took them all): no hit either */
+    if (n && fx_cli_psim_run_reqs(&r->trace, idx, n, t->sim_pages, r->o.eviction_policy, &res) != 0) {
         fprintf(stderr, "fluxon demo: tenant t%u: the simulator did not run (out of memory)\n", k);
         return;
     }
