@@ -22,6 +22,14 @@ FX_INTERNAL void fx_evp_init(fx_evp_t *p, int kind, uint64_t capacity, uint64_t 
     p->kind = kind == FX_EVICT_S3FIFO || kind == FX_EVICT_SLRU ? kind : FX_EVICT_LRU;
     p->capacity = capacity;
     for (int i = 1; i < 3; i++) p->q[i].prev = p->q[i].next = &p->q[i];
+    fx_evp_set_ghost(p, ghost, ghost_entries);
+}
+
+FX_INTERNAL void fx_evp_set_ghost(fx_evp_t *p, uint64_t *ghost, uint32_t ghost_entries)
+{
+    p->ghost = NULL;
+    p->ghost_set = NULL;
+    p->ghost_cap = p->ghost_head = p->ghost_n = p->ghost_mask = p->ghost_live = 0;
     if (ghost && ghost_entries && p->kind == FX_EVICT_S3FIFO) {
         size_t set = fx_evp_ghost_words(ghost_entries) - ghost_entries;
         p->ghost = ghost;

@@ -60,6 +60,9 @@ FX_INTERNAL size_t fx_evp_ghost_words(uint32_t ghost_entries);
 /* kind: FX_EVICT_*; capacity in bytes (the hot tier); ghost: fx_evp_ghost_words(n) zeroed
  * words or NULL. An unknown kind behaves as lru. */
 FX_INTERNAL void fx_evp_init(fx_evp_t *p, int kind, uint64_t capacity, uint64_t *ghost, uint32_t ghost_entries);
+/* Gives p another ghost (the same kind of memory as fx_evp_init's, or NULL: none): the keys
+ * of the old one are forgotten, the queues are kept; the caller frees the old memory. */
+FX_INTERNAL void fx_evp_set_ghost(fx_evp_t *p, uint64_t *ghost, uint32_t ghost_entries);
 FX_INTERNAL const char *fx_evp_kind_name(int kind);
 FX_INTERNAL bool fx_evp_linked(const fx_evp_node_t *n);
 /* Admits n (not linked) with weight bytes; key identifies the object for the ghost. */

@@ -615,8 +615,19 @@ static bool oev_select(fx_owner_t *o, const uint64_t *sizes, uint64_t *needs, si
         rd.excess = over;
         rd.own = k + 1;
         rd.pol = &kv->tq[k].pol;
+        size_t first = rd.victims.n;
         oev_walk(o, &rd);
         rd.excess = ex - FX_MIN(ex, kv->tq[k].selected - before);
+        /* their slots serve the waiting claims too: pressure below does not take as many
+         * again from the tenant above its guarantee by the most (it did: with quotas summing
+         * to the hot tier, tenant t0 of fluxon demo --tenant-quotas 50,30,20 lost 70,639
+         * values to pressure, the other tenants' quota victims counted twice) */
+        for (size_t v = first; v < rd.victims.n; v++)
+            for (size_t c = 0; c < nc; c++)
+                if (sizes[c] == rd.victims.v[v]->slot.slot_size && needs[c]) {
+                    needs[c]--;
+                    break;
+                }
     }
     rd.nc = nc;
     rd.own = 0;

@@ -19,6 +19,8 @@ enum { OEV_CAUSE_NONE = 0, OEV_CAUSE_COPIED, OEV_CAUSE_COPYING, OEV_CAUSE_FAILED
 enum { OEV_Q_NONE = 0, OEV_Q_QUOTA = 1, OEV_Q_PRESSURE = 2 };
 typedef struct oev_tq {
     fx_evp_t pol;
+    uint64_t *ghost;            /* pol's ghost (s3fifo): as many keys as its quota holds values */
+    uint32_t ghost_n;
     bool managed;
     uint64_t quota, guaranteed; /* slot bytes of this owner's hot tier; 0: none */
     uint64_t charged;           /* slot bytes of its put_starts whose plans live (admission) */

@@ -1,7 +1,8 @@
 /* test_evict_policy.c — cache/evict_policy.c (issue 15): the structure stays consistent
  * under random operations for every policy; lru evicts least recent first; s3fifo evicts
  * a new object that was never hit before one that was, admits a ghost straight to main,
- * and its victim search is bounded; hold/put_back restores the order; byte weights sum. */
+ * and its victim search is bounded; a ghost given later keeps the queues; hold/put_back
+ * restores the order; byte weights sum. */
 #include <criterion/criterion.h>
 
 #include "config.h"
@@ -46,6 +47,38 @@ Test(evict_policy, s3fifo_keeps_a_hit_object_and_admits_ghosts_to_main)
     cr_assert_eq(p.ghost_hits, 1);
     fx_evp_insert(&p, &o[N + 1].n, 1, 99);
     cr_assert_eq(o[N + 1].n.queue, FX_EVP_Q_SMALL, "a new key starts on probation");
+    cr_assert_eq(fx_evp_check(&p), FLUXON_OK);
+}
+
+/* issue 42: a tenant's own policy gets a ghost after its values moved in (and a new one
+ * when its quota changes): the queues stay, the old ghost's keys are forgotten */
+Test(evict_policy, a_ghost_given_later_keeps_the_queues_and_forgets_old_keys)
+{
+    enum { N = 10 };
+    uint64_t g1[64] = {0}, g2[64] = {0};
+    fx_evp_t p;
+    fx_evp_init(&p, FX_EVICT_S3FIFO, N, NULL, 0);
+    obj_t o[N + 3] = {0};
+    for (int i = 0; i < N; i++) fx_evp_insert(&p, &o[i].n, 1, (uint64_t)i);
+    fx_evp_evicted(&p, fx_evp_victim(&p)); /* key 0: no ghost to remember it */
+    fx_evp_insert(&p, &o[N].n, 1, 0);
+    cr_assert_eq(o[N].n.queue, FX_EVP_Q_SMALL, "without a ghost an evicted key starts on probation again");
+    fx_evp_set_ghost(&p, g1, N);
+    cr_assert_eq(p.count, N, "the queues are kept");
+    cr_assert_eq(fx_evp_check(&p), FLUXON_OK);
+    fx_evp_node_t *v = fx_evp_victim(&p);
+    uint64_t key = v->key;
+    fx_evp_evicted(&p, v);
+    fx_evp_insert(&p, &o[N + 1].n, 1, key);
+    cr_assert_eq(o[N + 1].n.queue, FX_EVP_Q_MAIN, "the ghost given later admits its key to main");
+    cr_assert_eq(p.ghost_hits, 1);
+    v = fx_evp_victim(&p);
+    key = v->key;
+    fx_evp_evicted(&p, v); /* remembered by g1 */
+    fx_evp_set_ghost(&p, g2, N);
+    cr_assert_eq(p.ghost_n, 0);
+    fx_evp_insert(&p, &o[N + 2].n, 1, key);
+    cr_assert_eq(o[N + 2].n.queue, FX_EVP_Q_SMALL, "a new ghost forgets the old one's keys");
     cr_assert_eq(fx_evp_check(&p), FLUXON_OK);
 }
 

@@ -64,6 +64,38 @@ Test(replay_lru, the_policy_simulators_include_each_policy, .timeout = 120)
     fx_cli_trace_free(&t);
 }
 
+/* Issue 42: the simulator over a subset of the requests (one tenant's, `fluxon demo
+ * --tenants`): all of them in order is the whole run, hit for hit; every other request plays
+ * those alone (a request's lookups are its blocks); an index past the trace is refused. */
+Test(replay_lru, the_simulator_plays_a_subset_of_the_requests, .timeout = 120)
+{
+    fx_cli_trace t;
+    char err[256];
+    cr_assert_eq(fx_cli_trace_load(trace_path(), 2000, 0, &t, err, sizeof err), 0, "%s", err);
+    static size_t all[2000], even[1000];
+    uint64_t even_lookups = 0;
+    for (size_t i = 0; i < t.n_reqs; i++) {
+        all[i] = i;
+        if (i % 2 == 0) {
+            even[i / 2] = i;
+            even_lookups += t.reqs[i].n_blocks;
+        }
+    }
+    fx_cli_psim_result whole, sub, part;
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 1000, "s3fifo", 0, 0, &whole), 0);
+    cr_assert_eq(fx_cli_psim_run_reqs(&t, all, t.n_reqs, 1000, "s3fifo", &sub), 0);
+    cr_assert_eq(sub.prefix_hits, whole.prefix_hits);
+    cr_assert_eq(sub.lookups, whole.lookups);
+    cr_assert_eq(sub.evictions, whole.evictions);
+    cr_assert_eq(fx_cli_psim_run_reqs(&t, even, (t.n_reqs + 1) / 2, 1000, "s3fifo", &part), 0);
+    cr_assert_eq(part.requests, (t.n_reqs + 1) / 2);
+    cr_assert_eq(part.lookups, even_lookups);
+    cr_assert_lt(part.prefix_hits, whole.prefix_hits, "half the requests share fewer prefixes");
+    size_t bad[2] = {0, t.n_reqs};
+    cr_assert_eq(fx_cli_psim_run_reqs(&t, bad, 2, 1000, "s3fifo", &part), -1, "an index past the trace");
+    fx_cli_trace_free(&t);
+}
+
 /* Issue 15: the replay with the default policy (s3fifo) evicts as its simulator does: the
  * prefix-hit ratio within ±0.5 pp, zero checksum failures, counters back to baseline. */
 Test(replay_lru, s3fifo_replay_matches_its_simulator, .fini = fini, .timeout = 300)

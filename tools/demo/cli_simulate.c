@@ -189,20 +189,22 @@ static void ps_access(ps_sim *s, uint64_t k, fx_cli_psim_result *r, int cold)
     r->inserted++;
 }
 
-int fx_cli_psim_run(const fx_cli_trace *t, size_t n_requests, uint64_t capacity, const char *policy,
-                    uint64_t cpu_capacity, int admission, fx_cli_psim_result *out)
+/* The requests reqs[0..n) of t in that order (reqs NULL: requests 0..n). */
+static int ps_run(const fx_cli_trace *t, const size_t *reqs, size_t n, uint64_t capacity, const char *policy,
+                  uint64_t cpu_capacity, int admission, fx_cli_psim_result *out)
 {
     if (!fx_cli_psim_known(policy) || capacity == 0 || capacity >= UINT32_MAX / 4) return -1;
     int kind = !policy ? FX_EVICT_LRU : strcmp(policy, "s3fifo") == 0 ? FX_EVICT_S3FIFO
                : strcmp(policy, "slru") == 0 ? FX_EVICT_SLRU : FX_EVICT_LRU;
-    size_t n = n_requests && n_requests < t->n_reqs ? n_requests : t->n_reqs;
     ps_sim s;
+    memset(&s, 0, sizeof s); /* ps_free is safe when ps_init did not run */
     uint64_t *h = malloc((t->max_blocks ? t->max_blocks : 1) * sizeof *h);
     int rc = -1;
     memset(out, 0, sizeof *out);
     if (!h || ps_init(&s, capacity, kind, cpu_capacity, admission)) goto done;
     for (size_t i = 0; i < n; i++) {
-        const fx_cli_trace_req *q = &t->reqs[i];
+        if (reqs && reqs[i] >= t->n_reqs) goto done;
+        const fx_cli_trace_req *q = &t->reqs[reqs ? reqs[i] : i];
         fx_cli_chain_hashes(q->blocks, q->n_blocks, h);
         size_t hit = 0;
         while (hit < q->n_blocks && ps_present(&s, h[hit])) hit++;
@@ -221,4 +223,17 @@ done:
     free(h);
     ps_free(&s);
     return rc;
+}
+
+int fx_cli_psim_run(const fx_cli_trace *t, size_t n_requests, uint64_t capacity, const char *policy,
+                    uint64_t cpu_capacity, int admission, fx_cli_psim_result *out)
+{
+    size_t n = n_requests && n_requests < t->n_reqs ? n_requests : t->n_reqs;
+    return ps_run(t, NULL, n, capacity, policy, cpu_capacity, admission, out);
+}
+
+int fx_cli_psim_run_reqs(const fx_cli_trace *t, const size_t *reqs, size_t n, uint64_t capacity, const char *policy,
+                         fx_cli_psim_result *out)
+{
+    return ps_run(t, reqs, n, capacity, policy, 0, 0, out);
 }

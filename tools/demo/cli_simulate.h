@@ -21,6 +21,11 @@ typedef struct fx_cli_psim_result {
  * back to when admission (FX_WB_ADMIT_*, the owner's writeback_admission) admits them. */
 int fx_cli_psim_run(const fx_cli_trace *t, size_t n_requests, uint64_t capacity, const char *policy,
                     uint64_t cpu_capacity, int admission, fx_cli_psim_result *out);
+/* The same over a subset of the trace: requests reqs[0..n) (indexes into t->reqs, played in
+ * that order), no CPU tier: what one tenant's own requests would hit alone in a cache of
+ * capacity blocks (`fluxon demo --tenants`, issue 42). -1 also on an index out of range. */
+int fx_cli_psim_run_reqs(const fx_cli_trace *t, const size_t *reqs, size_t n, uint64_t capacity, const char *policy,
+                         fx_cli_psim_result *out);
 /* 1 when name is a policy the simulator and the owner know. */
 int fx_cli_psim_known(const char *policy);
 

@@ -52,6 +52,10 @@ typedef struct rp_opts {
     uint64_t value_len;
     unsigned workers, owners, tp, group_pages;
     unsigned tenants;         /* issue 42: --tenants T: workers split into T tenants, quotas of 1/T each [0] */
+    unsigned tenant_pct[RP_MAX_TENANTS]; /* --tenant-quotas P0,P1,..: percent of the hot tier per tenant */
+    unsigned n_tenant_pct;    /* how many were given (0: 100/T % each) */
+    const char *tenant_quotas; /* the value as given (messages) */
+    uint64_t quota_pages[RP_MAX_TENANTS]; /* per tenant, pages per owner (0: no quota); set by the checks */
     double speed;             /* 0 = as fast as possible */
     const char *out_dir;
     int skip_bad_lines;
@@ -164,6 +168,19 @@ typedef struct rp_cluster {
     int dir_made, embedded;
 } rp_cluster;
 
+/* --tenants (issue 42): one tenant's figures (replay_tenants.c) */
+typedef struct rp_tenant_res {
+    uint64_t requests, lookups, hits; /* the requests its workers played */
+    uint64_t sim_pages;               /* the simulator's cache: its quota pages x the owners */
+    uint64_t sim_hits;                /* prefix hits of the same requests alone there */
+    double sim_ratio;
+    int sim_ok;                       /* 0: no quota (or the simulator did not run) */
+    /* the owners' "tenants" stats after the run, summed over the owners (owners_known of
+     * them reported the tenant): bytes held, values evicted for its quota, for pressure */
+    uint64_t held_bytes, ev_quota, ev_pressure;
+    unsigned owners_known;
+} rp_tenant_res;
+
 typedef struct rp_run {
     rp_opts o;
     fx_cli_trace trace;
@@ -188,6 +205,7 @@ typedef struct rp_run {
     _Atomic unsigned logged_errors;
     rp_owner_stats owners[RP_MAX_OWNERS];
     uint64_t segment_bytes, grant_bytes;
+    rp_tenant_res tenant[RP_MAX_TENANTS]; /* --tenants, after the run */
 } rp_run;
 
 /* An owner counter: its key in fluxon_client_stats (and in summary.json's "owners") and
@@ -277,14 +295,22 @@ void rp_workers_close(rp_run *r);
 
 /* ---- report (replay_report.c) ---- */
 
+struct cJSON;
+
 int rp_mkdirs(const char *dir);
 /* waits for the owners' counters (R1), prints the summary, writes the --out files; the
  * exit status of the run (0 passed, 1 not) */
 int rp_report(rp_run *r);
+/* replay_tenants.c (issue 42): after the run, each tenant's sums and the simulator's figure
+ * for its requests alone at its quota; then printed, and "tenants" added to summary.json */
+void rp_tenants_tally(rp_run *r);
+/* reads owner k's per-tenant counters from its stats document (owner 0 starts the sums) */
+void rp_tenants_owner(rp_run *r, unsigned k, const struct cJSON *doc);
+void rp_tenants_print(const rp_run *r);
+void rp_tenants_json(struct cJSON *j, const rp_run *r);
 /* replay_remote.c (issue 16): with --cpu-owners, waits (bounded) for the write-backs to
  * settle, prints hits by tier and the write-back/demotion counters and checks that they
  * reconcile; adds "remote_capacity" to summary (may be NULL). 0, or 1 when they do not. */
-struct cJSON;
 int rp_remote_report(rp_run *r, struct cJSON *summary);
 /* replay_disk.c (issue 39): with --disk-dir, prints what the disk tiers moved and read back;
  * adds "disk" to summary (may be NULL). 0, or 1 on a checksum failure or counts that do not

@@ -119,6 +119,7 @@ int rp_stats_after(rp_run *r)
             for (int i = 0; i < RP_NEVICTION; i++)
                 s->ev_known &= rp_stat_u64(doc, rp_eviction_fields[i].key, rp_stat_at(s, &rp_eviction_fields[i]));
             if (s->eviction_debt) ok = 0; /* selected for eviction, not yet freed */
+            rp_tenants_owner(r, k, doc); /* issue 42: each tenant's bytes and evictions there */
             cJSON_Delete(doc);
         }
         if (ok) break;
@@ -250,7 +251,6 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
      * tier's watermark is exactly their slots, so the owner evicts its coldest values to
      * make room (issue 7) */
     char capacity[256] = "", tenants[RP_MAX_TENANTS * 96 + 32] = "";
-    uint64_t quota = 0; /* issue 42: --tenants T: each tenant 1/T of the hot tier */
     if (r->o.capacity_blocks) {
         uint64_t slot = rp_slot_bytes(r->o.value_len);
         uint64_t payload = r->o.capacity_blocks * r->o.tp * slot;
@@ -262,7 +262,6 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         snprintf(capacity, sizeof capacity,
                  ",\"expected\":{\"value_len\":%llu,\"payload_capacity_bytes\":%llu}},\"hot_capacity_bytes\":%llu%s",
                  (unsigned long long)r->o.value_len, (unsigned long long)payload, (unsigned long long)payload, wb);
-        if (r->o.tenants) quota = payload / r->o.tenants;
     } else {
         snprintf(capacity, sizeof capacity, "}");
     }
@@ -270,6 +269,8 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         size_t at = strlen(tenants);
         snprintf(tenants + at, sizeof tenants - at, "%s\"t%u\":{\"token\":\"demo-t%u\"", t ? "," : ",\"tenants\":{", t, t);
         at = strlen(tenants);
+        /* issue 42: its quota_pages (--tenant-quotas, else 1/T of --capacity-blocks) in slot bytes */
+        uint64_t quota = r->o.quota_pages[t] * r->o.tp * rp_slot_bytes(r->o.value_len);
         if (quota) snprintf(tenants + at, sizeof tenants - at, ",\"quota_bytes\":%llu", (unsigned long long)quota);
         at = strlen(tenants);
         snprintf(tenants + at, sizeof tenants - at, "}%s", t + 1 == r->o.tenants ? "}" : "");

@@ -33,7 +33,10 @@ void rp_usage(FILE *f)
             "  --owners K           embedded owners [1]\n"
             "  --tenants T          split each owner's workers into T tenants t0..t<T-1> (issue 42), each\n"
             "                       with a quota of 1/T of the owners' hot tier (with --capacity-blocks);\n"
-            "                       prints hits per tenant [0: no tenants]\n"
+            "                       prints hits per tenant next to the simulator's at its quota alone\n"
+            "                       [0: no tenants]\n"
+            "  --tenant-quotas P0,P1,..  with --tenants T and --capacity-blocks: tenant k's quota is Pk %%\n"
+            "                       of the hot tier (integers 1..100, T of them, summing to at most 100)\n"
             "  --tp T               TP ranks: T keys per page, restored together [1]\n"
             "  --group-pages G      pages per atomic group [1]\n"
             "  --speed X            replay timestamps X times faster (0.001..1e9); 0 = flat out [0]\n"
@@ -235,6 +238,45 @@ static int rp_set_writeback(rp_opts *o, const char *val)
     return 0;
 }
 
+/* --tenant-quotas 50,30,20 (issue 42): integer percents of the hot tier, one per tenant,
+ * summing to at most 100; the count is checked against --tenants in rp_opts_check */
+static int rp_set_tenant_quotas(rp_opts *o, const char *val)
+{
+    unsigned n = 0, sum = 0;
+    const char *s = val;
+    for (;;) {
+        const char *e = s + strcspn(s, ",");
+        unsigned v = 0;
+        bool ok = e > s && e - s <= 3;
+        for (const char *c = s; ok && c < e; c++) {
+            ok = *c >= '0' && *c <= '9';
+            v = v * 10 + (unsigned)(*c - '0');
+        }
+        if (!ok || v < 1 || v > 100) {
+            fprintf(stderr, "fluxon demo: --tenant-quotas %s: \"%.*s\" is not a quota: each is an integer percent of "
+                            "the hot tier in 1..100, e.g. --tenant-quotas 50,30,20\n", val, (int)(e - s), s);
+            return -1;
+        }
+        if (n == RP_MAX_TENANTS) {
+            fprintf(stderr, "fluxon demo: --tenant-quotas %s: more than %d quotas (at most %d tenants)\n", val,
+                    RP_MAX_TENANTS, RP_MAX_TENANTS);
+            return -1;
+        }
+        o->tenant_pct[n++] = v;
+        sum += v;
+        if (!*e) break;
+        s = e + 1;
+    }
+    if (sum > 100) {
+        fprintf(stderr, "fluxon demo: --tenant-quotas %s: the quotas sum to %u %% of the hot tier, above the limit of "
+                        "100 %%\n", val, sum);
+        return -1;
+    }
+    o->n_tenant_pct = n;
+    o->tenant_quotas = val;
+    return 0;
+}
+
 static const rp_optdef rp_optdefs[] = {
     {"--simulate", RP_OPT_FLAG, offsetof(rp_opts, simulate), sizeof(int), 0, 0, NULL},
     RP_FN("--eviction-policy", rp_set_policy),
@@ -245,6 +287,7 @@ static const rp_optdef rp_optdefs[] = {
     RP_INT("--workers", workers, 1, RP_MAX_WORKERS_PER_OWNER),
     RP_INT("--owners", owners, 1, RP_MAX_OWNERS),
     RP_INT("--tenants", tenants, 0, RP_MAX_TENANTS),
+    RP_FN("--tenant-quotas", rp_set_tenant_quotas),
     RP_INT("--tp", tp, 1, 64),
     RP_INT("--group-pages", group_pages, 1, 1u << 20),
     RP_FN("--speed", rp_set_speed),
@@ -282,6 +325,33 @@ static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
         return 0;
     }
     return -1;
+}
+
+/* --tenant-quotas against --tenants and --capacity-blocks; fills quota_pages (each
+ * tenant's share of --capacity-blocks, rounded down to whole pages) */
+static int rp_tenant_quotas_check(rp_opts *o)
+{
+    if (o->n_tenant_pct && (!o->tenants || o->n_tenant_pct != o->tenants)) {
+        char t[32] = "no --tenants T";
+        if (o->tenants) snprintf(t, sizeof t, "--tenants %u", o->tenants);
+        fprintf(stderr, "fluxon demo: --tenant-quotas %s gives %u quota(s) but %s: one percent per tenant, e.g. "
+                        "--tenants 3 --tenant-quotas 50,30,20\n", o->tenant_quotas, o->n_tenant_pct, t);
+        return -1;
+    }
+    if (o->n_tenant_pct && !o->capacity_blocks) {
+        fprintf(stderr, "fluxon demo: --tenant-quotas splits the hot tier of --capacity-blocks N: give it, e.g. "
+                        "--capacity-blocks 10000\n");
+        return -1;
+    }
+    for (unsigned k = 0; o->capacity_blocks && k < o->tenants; k++) {
+        o->quota_pages[k] = o->n_tenant_pct ? o->capacity_blocks * o->tenant_pct[k] / 100 : o->capacity_blocks / o->tenants;
+        if (!o->quota_pages[k]) {
+            fprintf(stderr, "fluxon demo: tenant t%u's quota, %u %% of --capacity-blocks %llu, is less than a page\n", k,
+                    o->n_tenant_pct ? o->tenant_pct[k] : 100 / o->tenants, (unsigned long long)o->capacity_blocks);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* --owners and --capacity-blocks against --config; owners is 0 while not given */
@@ -342,6 +412,7 @@ static int rp_opts_check(rp_opts *o)
                         "--workers of at least T (each owner serves every tenant), e.g. --tenants 2 --workers 4\n");
         return -1;
     }
+    if (rp_tenant_quotas_check(o)) return -1;
     if (o->disk_dir && !strcmp(o->key_prefix, "demo")) {
         /* a disk directory outlives the run: a later run with another value length must
          * not meet these keys (their values would be another length) */

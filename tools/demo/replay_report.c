@@ -120,36 +120,6 @@ static void rp_totals_free(rp_totals *t)
     for (int c = 0; c < RP_NCALLS; c++) free(t->lat[c].v);
 }
 
-/* --tenants (issue 42): tenant k's requests, lookups and prefix hits (the requests its
- * workers played) */
-static void rp_tenant_sums(const rp_run *r, unsigned k, uint64_t *req, uint64_t *look, uint64_t *hits)
-{
-    *req = *look = *hits = 0;
-    for (size_t i = 0; i < r->n_req; i++) {
-        const rp_reqrec *q = &r->recs[i];
-        if (!q->done || q->tenant != k) continue;
-        (*req)++;
-        *look += q->pages;
-        *hits += q->hits;
-    }
-}
-
-static void rp_print_tenants(const rp_run *r)
-{
-    const rp_opts *o = &r->o;
-    for (unsigned k = 0; k < o->tenants; k++) {
-        uint64_t req, look, hits;
-        rp_tenant_sums(r, k, &req, &look, &hits);
-        printf("tenant t%-9u %llu requests, prefix hits %llu of %llu lookups = %.2f %%", k, (unsigned long long)req,
-               (unsigned long long)hits, (unsigned long long)look, look ? 100.0 * (double)hits / (double)look : 0);
-        if (o->capacity_blocks)
-            printf(" (quota %llu of %llu pages per owner: tenants.t%u.quota_bytes)\n",
-                   (unsigned long long)(o->capacity_blocks / o->tenants), (unsigned long long)o->capacity_blocks, k);
-        else
-            printf(" (no quota: --capacity-blocks sizes the hot tier the quotas split)\n");
-    }
-}
-
 static void rp_print_summary(const rp_run *r, const rp_totals *t)
 {
     const rp_opts *o = &r->o;
@@ -182,7 +152,7 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
     if (o->capacity_blocks)
         printf("policy simulator  %.2f %% prefix hits (%s, its own code offline, one block = one value)\n",
                100 * t->policy_ref_ratio, o->eviction_policy);
-    rp_print_tenants(r);
+    rp_tenants_print(r);
     for (unsigned k = 0; k < r->n_owners; k++) {
         const rp_owner_stats *s = &r->owners[k];
         if (!s->ev_known || (!s->evictions && !s->claim_waits && !s->busy_retries)) continue;
@@ -293,24 +263,7 @@ static void rp_json_totals(cJSON *j, const rp_run *r, const rp_totals *t)
     cJSON_AddNumberToObject(j, "prefix_hits", (double)t->hits);
     cJSON_AddNumberToObject(j, "raw_prefix_hits", (double)t->raw_hits);
     cJSON_AddNumberToObject(j, "prefix_hit_ratio", t->ratio);
-    if (r->o.tenants) { /* issue 42: per tenant */
-        cJSON *ta = cJSON_AddArrayToObject(j, "tenants");
-        for (unsigned k = 0; ta && k < r->o.tenants; k++) {
-            uint64_t req, look, hits;
-            rp_tenant_sums(r, k, &req, &look, &hits);
-            cJSON *e = cJSON_CreateObject();
-            if (!e) break;
-            char name[16];
-            snprintf(name, sizeof name, "t%u", k);
-            cJSON_AddStringToObject(e, "tenant", name);
-            cJSON_AddNumberToObject(e, "requests", (double)req);
-            cJSON_AddNumberToObject(e, "lookups", (double)look);
-            cJSON_AddNumberToObject(e, "prefix_hits", (double)hits);
-            cJSON_AddNumberToObject(e, "prefix_hit_ratio", look ? (double)hits / (double)look : 0);
-            cJSON_AddNumberToObject(e, "quota_pages", r->o.capacity_blocks ? (double)(r->o.capacity_blocks / r->o.tenants) : 0);
-            cJSON_AddItemToArray(ta, e);
-        }
-    }
+    rp_tenants_json(j, r); /* issue 42: per tenant */
     cJSON_AddNumberToObject(j, "reference_prefix_hit_ratio", t->ref_ratio);
     if (r->o.capacity_blocks) cJSON_AddNumberToObject(j, "reference_lru_prefix_hit_ratio", t->lru_ref_ratio);
     if (r->o.capacity_blocks) cJSON_AddNumberToObject(j, "reference_policy_prefix_hit_ratio", t->policy_ref_ratio);
@@ -556,6 +509,7 @@ int rp_report(rp_run *r)
 {
     const rp_opts *o = &r->o;
     int baseline_ok = rp_stats_after(r);
+    rp_tenants_tally(r);
     rp_totals t;
     rp_merge(r, &t, baseline_ok);
     rp_print_summary(r, &t);
