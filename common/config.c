@@ -338,7 +338,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_DEAD_GRACE: return fx_cfg_get_ms(c, path, v, &cfg->dead_owner_grace_ms);
     case CFG_K_RANGE_REUSE: { /* 0: off */
         int64_t d = 0;
-        if ((rc = fx_cfg_get_int(c, path, v, 0, 60000, &d))) return rc;
+        if ((rc = fx_cfg_get_int(c, path, v, 0, 1000, &d))) return rc;
         cfg->range_reuse_delay_ms = (uint32_t)d;
         return 0;
     }

@@ -74,7 +74,7 @@ typedef struct fx_config {
     uint32_t inflight_ttl_ms;             /* [60000], > 0 */
     uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
     uint32_t dead_owner_grace_ms;         /* [600000], > 0: a dead owner is forgotten after this (L1) */
-    uint32_t range_reuse_delay_ms;        /* [4], 0..60000, 0 = off (issue 38): a range the master
+    uint32_t range_reuse_delay_ms;        /* [4], 0..1000, 0 = off (issue 38): a range the master
                                            * frees is reused only this long after; a copy of it that
                                            * ended 1 ms before it from its LOOKUP is read before
                                            * GET_DONE's answer */

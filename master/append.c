@@ -377,18 +377,22 @@ static master_node_t *mapp_pick(mkv_t *s, master_node_t *n, fx_str_t key0, uint6
      * a target would fit the batch with what is on its way back, more drops would not make
      * room now; the batch is refused NO_SPACE and a later one finds the room */
     uint64_t need = bytes * m;
-    for (uint32_t k = 0; !t && *any && k < MAPP_EVICT_MAX; k++) {
-        if (fx_mplace_room_coming(s->m, n, bytes, m)) break;
+    bool coming = !t && fx_mplace_room_coming(s->m, n, bytes, m);
+    for (uint32_t k = 0; !t && !coming && *any && k < MAPP_EVICT_MAX; k++) {
         int pr = mapp_cold_pop(a, inv);
         if (pr == MAPP_POP_EMPTY) break;
-        if (pr == MAPP_POP_FREED) t = fx_mplace_pick_target(s->m, aff, n, bytes, m, aoffs, any);
+        if (pr != MAPP_POP_FREED) continue; /* P6: a void pop costs one hash lookup */
+        t = fx_mplace_pick_target(s->m, aff, n, bytes, m, aoffs, any);
+        coming = !t && fx_mplace_room_coming(s->m, n, bytes, m);
     }
     /* and a reserve: the target keeps what one delay's worth of appends takes free or on its
      * way back (dropped ahead, bounded), so the next batches need not wait for the delay */
     uint64_t reserve = t ? mkv_ranges_reserve(s, t, need) : 0;
     if (reserve) {
         uint64_t have = (t->alloc ? fx_offset_alloc_free_bytes(t->alloc) : 0) + mkv_ranges_waiting_bytes(t);
-        for (uint32_t k = 0; have < reserve + t->grant_bytes && k < 4 * m + 64; k++) { /* a grant stays free */
+        /* a grant stays free; only t's own oldest (the FIFO's head on t) are dropped for it */
+        for (uint32_t k = 0; have < reserve + t->grant_bytes && k < 4 * m + 64; k++) {
+            if (a->cold_head && a->cold_head->node != t) break;
             uint64_t before = mkv_ranges_waiting_bytes(t);
             if (mapp_cold_pop(a, inv) == MAPP_POP_EMPTY) break;
             have += mkv_ranges_waiting_bytes(t) - FX_MIN(before, mkv_ranges_waiting_bytes(t));

@@ -90,7 +90,7 @@
     X(range_quarantines, COUNTER, "master_range_quarantines_total", "", "Owners whose segment took no new range (placed, appended, grant) for a while: they had another master (W2)") \
     X(range_quarantine_skips, COUNTER, "master_range_quarantine_skips_total", "", "Placements and appends that passed over a quarantined owner") \
     X(range_reuse_delayed, COUNTER, "master_range_reuse_delayed_total", "", "Ranges freed into the reuse delay (range_reuse_delay_ms): readers copying them need no GET_DONE answer first") \
-    X(range_reuse_undelayed, COUNTER, "master_range_reuse_undelayed_total", "", "Ranges freed at once for want of memory for the reuse delay") \
+    X(range_reuse_undelayed, COUNTER, "master_range_reuse_lost_nomem_total", "", "Ranges never freed for want of memory for their reuse delay (lost until the owner registers anew)") \
     X(lookup_early_reads, COUNTER, "master_lookup_early_reads_total", "", "LOOKUP hits on a ranged replica whose copy may be read before its GET_DONE answer (reuse_ms)") \
     X(range_quarantine_grants, COUNTER, "master_range_quarantine_grants_total", "", "Grants handed to an owner in range quarantine: from the grant-only lower part of its segment, where no push lands (W2)") \
     X(range_quarantine_grants_refused, COUNTER, "master_range_quarantine_grants_refused_total", "", "GRANTs refused (BUSY) to an owner in range quarantine: its grant-only part was full") \

@@ -118,8 +118,9 @@ FX_INTERNAL bool fx_mplace_room_coming(fx_master_t *m, const master_node_t *src,
     uint32_t roles = m->cfg.replica_target_roles;
     for (size_t i = 0; i < m->n_nodes; i++) {
         const master_node_t *n = m->nodes[i];
-        if (n->role != FX_ROLE_OWNER || n == src || !(roles & (1u << n->node_role)) || !n->alive || !n->alloc)
-            continue;
+        if (n->role != FX_ROLE_OWNER || n == src || !(roles & (1u << n->node_role)) || !n->alive || !n->alloc ||
+            !n->peer || !n->ucx_address_len || mkv_quarantined(n, fx_now_ms()))
+            continue; /* as fx_mplace_pick_target and mpl_fits pass it over */
         uint64_t need = bytes * count, waiting = mkv_ranges_waiting_bytes(n);
         uint64_t limit = n->node_role == FX_NODE_REMOTE_CACHE ? n->segment_bytes : n->segment_bytes / 2;
         if (waiting && n->placed_bytes + need <= limit &&

@@ -46,9 +46,15 @@ FX_INTERNAL void mkv_range_release(mkv_t *s, master_node_t *n, uint64_t off, uin
             q->cap = nc;
         }
     }
-    if (!d || !q || q->n == q->cap) { /* off, or out of memory: at once (a reader then waits for GET_DONE) */
-        if (d) s->c.range_reuse_undelayed++;
+    if (!d) {
         mr_free_now(n, off);
+        return;
+    }
+    if (!q || q->n == q->cap) { /* out of memory: LOOKUP promised the delay, so the range is never
+                                 * freed (lost to this allocator until the owner registers anew) */
+        if (!s->c.range_reuse_undelayed++)
+            FX_ERROR("owner %s: out of memory delaying the reuse of a range: it is kept allocated (counted "
+                     "range_reuse_lost_nomem)", n->node_id);
         return;
     }
     q->e[(q->head + q->n++) % q->cap] = (mkv_reuse_ent_t){off, bytes, fx_now_ms() + d};

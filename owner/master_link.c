@@ -16,9 +16,13 @@ enum { OM_DOWN, OM_CONNECTING, OM_HELLO, OM_REGISTERING, OM_READY };
 
 typedef struct olink_peers {
     char (*ids)[FX_ID_MAX];
-    uint64_t *gens;
+    uint64_t *gens, *seen_ms; /* the generation last announced, and when (fx_now_ms) */
     uint32_t n, cap;
 } olink_peers_t;
+
+/* W2: an owner no master announced for this long is no longer named to the next master
+ * (its pushes ended long before: range_quarantine_ms bounds them, 47 s by default) */
+#define OLINK_PEER_FORGET_MS 600000u
 
 typedef struct olink {
     fx_owner_t *o;
@@ -43,13 +47,13 @@ typedef struct olink {
                        * other owner that takes puts was announced: every copy on a remote_cache owner
                        * is one this owner made */
     uint64_t forwarded, heartbeats_sent, heartbeat_failures;
-    /* W2: the owners master `peers_master` announced (CLUSTER_INFO, every one since it became
-     * this owner's master: any of them may have pushed here); sent with the REGISTER to the
-     * next master, which waits for them before it allocates in this segment. pending: those
-     * a master announced while this owner registered with it (before its answer). */
-    olink_peers_t peers, pending;
-    uint64_t peers_master;
-    bool pending_bad;
+    /* W2: the owners masters announced (CLUSTER_INFO), kept across masters (one still away
+     * from the last master may be pushing here from the one before): named in the REGISTER
+     * to the next master, which waits for them before it allocates in this segment.
+     * peers_broken: a list was not whole (out of memory, a short one): none is named, so the
+     * next master waits out its whole quarantine. */
+    olink_peers_t peers;
+    bool peers_broken;
     /* the master's address: the config's, or with "ha" the leader etcd names (issue 17) */
     char host[FX_HOST_MAX];
     uint16_t port;
@@ -64,11 +68,12 @@ static void olink_peers_free(olink_peers_t *s)
 {
     fx_free(s->ids);
     fx_free(s->gens);
+    fx_free(s->seen_ms);
     *s = (olink_peers_t){0};
 }
 
 /* Adds (or updates the generation of) the announced owners; false when out of memory. */
-static bool olink_peers_add(olink_peers_t *s, fx_strv_t ids, fx_u64v_t gens)
+static bool olink_peers_add(olink_peers_t *s, fx_strv_t ids, fx_u64v_t gens, uint64_t now)
 {
     for (uint32_t i = 0; i < ids.n && i < gens.n; i++) {
         uint32_t k = 0;
@@ -80,26 +85,42 @@ static bool olink_peers_add(olink_peers_t *s, fx_strv_t ids, fx_u64v_t gens)
                 if (ni) s->ids = ni;
                 uint64_t *ng = fx_realloc(s->gens, nc * sizeof *ng);
                 if (ng) s->gens = ng;
-                if (!ni || !ng) return false;
+                uint64_t *ns = fx_realloc(s->seen_ms, nc * sizeof *ns);
+                if (ns) s->seen_ms = ns;
+                if (!ni || !ng || !ns) return false;
                 s->cap = nc;
             }
             fx_str_copy(ids.v[i], s->ids[s->n++], FX_ID_MAX);
         }
         s->gens[k] = gens.v[i];
+        s->seen_ms[k] = now;
     }
     return true;
 }
 
-/* What REGISTER says the previous master announced: nothing when not known (the new master
- * then waits out the whole quarantine); views into l->peers, valid while the REGISTER is sent. */
+/* What REGISTER says the masters announced: the owners seen within OLINK_PEER_FORGET_MS
+ * (older ones are forgotten here); nothing when a list was not whole or this owner had no
+ * master (the new master then waits out the whole quarantine). Views into l->peers (view: n
+ * entries), valid while the REGISTER is sent. */
 static void olink_peers_for_register(olink_t *l, fx_body_register_t *reg, fx_str_t *view)
 {
-    olink_peers_free(&l->pending);
-    l->pending_bad = false;
-    if (!l->master_generation || l->peers_master != l->master_generation || !view) return;
-    for (uint32_t i = 0; i < l->peers.n; i++) view[i] = fx_str_c(l->peers.ids[i]);
-    reg->peer_ids = (fx_strv_t){view, l->peers.n};
-    reg->peer_generations = (fx_u64v_t){l->peers.gens, l->peers.n};
+    olink_peers_t *p = &l->peers;
+    uint64_t now = fx_now_ms();
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < p->n; i++) /* forget the long gone, in place */
+        if (now - p->seen_ms[i] < OLINK_PEER_FORGET_MS) {
+            if (k != i) {
+                memcpy(p->ids[k], p->ids[i], FX_ID_MAX);
+                p->gens[k] = p->gens[i];
+                p->seen_ms[k] = p->seen_ms[i];
+            }
+            k++;
+        }
+    p->n = k;
+    if (!l->master_generation || l->peers_broken || !view) return;
+    for (uint32_t i = 0; i < p->n; i++) view[i] = fx_str_c(p->ids[i]);
+    reg->peer_ids = (fx_strv_t){view, p->n};
+    reg->peer_generations = (fx_u64v_t){p->gens, p->n};
 }
 static void olink_on_close(fx_conn_t *c, int status);
 static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
@@ -199,18 +220,6 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
     l->backoff_ms = 0;
     bool changed = l->master_generation && l->master_generation != ack.master_generation;
     l->master_generation = ack.master_generation;
-    if (l->peers_master != ack.master_generation) { /* W2: a new master: its announcements start over */
-        olink_peers_free(&l->peers);
-        l->peers_master = ack.master_generation;
-    }
-    for (uint32_t i = 0; i < l->pending.n; i++) { /* announced before this answer, on this connection */
-        fx_str_t id = fx_str_c(l->pending.ids[i]);
-        if (!olink_peers_add(&l->peers, (fx_strv_t){&id, 1}, (fx_u64v_t){&l->pending.gens[i], 1}))
-            l->pending_bad = true;
-    }
-    if (l->pending_bad) l->peers_master = 0; /* out of memory: the list is not whole, so it is not sent */
-    olink_peers_free(&l->pending);
-    l->pending_bad = false;
     l->dead_grace_ms = ack.dead_owner_grace_ms;
     char who[FX_PATH_MAX + 8];
     FX_INFO("registered with master %s (master generation %llu, owner generation %llu)", olink_who(l, who, sizeof who),
@@ -361,14 +370,19 @@ static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uin
             l->owners_alive = -1; /* unknown: ask the master about every miss */
             l->others_seen = true;
             l->copies_mine = false;
+            l->peers_broken = true; /* W2 */
             return;
         }
         l->owners_alive = (int64_t)b.count;
-        /* W2: before the REGISTER answer the announcement is of the master being registered with */
-        if (l->mstate != OM_READY) {
-            if (!olink_peers_add(&l->pending, b.node_ids, b.generations)) l->pending_bad = true;
-        } else if (l->peers_master == l->master_generation && !olink_peers_add(&l->peers, b.node_ids, b.generations)) {
-            l->peers_master = 0; /* out of memory: not whole, so not sent */
+        /* W2: every owner announced, kept across masters; a list short of the count (the
+         * master ran out of memory) or one not recorded makes the peers unknown for good */
+        if (b.node_ids.n != b.count || b.generations.n != b.count ||
+            !olink_peers_add(&l->peers, b.node_ids, b.generations, fx_now_ms())) {
+            if (!l->peers_broken)
+                FX_WARN("the master's list of owners (%u of %llu) could not be kept: a later master will wait out its "
+                        "whole range quarantine before it allocates in this segment", b.node_ids.n,
+                        (unsigned long long)b.count);
+            l->peers_broken = true;
         }
         if (b.count > 1) l->others_seen = true;
         if (!l->info_seen) l->copies_mine = !b.targets_held && b.gpu_alive <= 1;
@@ -531,7 +545,6 @@ FX_INTERNAL void fx_olink_fini(fx_owner_t *o)
     if (o->link) {
         fx_oleader_free(o->link->leader);
         olink_peers_free(&o->link->peers);
-        olink_peers_free(&o->link->pending);
     }
     fx_free(o->link);
     o->link = NULL;

@@ -24,6 +24,9 @@ typedef struct opush {
     char target[FX_ID_MAX];
     fx_ucx_done_cb cb;
     void *arg;
+    bool failed;           /* reported failed: unsettled a grace past UCX's retirement */
+    uint64_t until_ms;     /* then, on u->linger, settled at this time */
+    struct opush *next;
 } opush_t;
 
 typedef struct opeers {
@@ -42,6 +45,7 @@ typedef struct opeers {
     size_t n_push_targets, cap_push_targets;
     fx_str_t *unsettled_view;     /* fx_opeers_unsettled's answer */
     uint64_t pushes_unsettled, pushes_held_after_report;
+    opush_t *linger; /* failed pushes retired by UCX, unsettled until their until_ms */
 } opeers_t;
 
 /* Runs before the reactor sleeps: progress until idle, then arm the worker's event fd; a
@@ -123,6 +127,11 @@ FX_INTERNAL void fx_opeers_fini(fx_owner_t *o)
     fx_ucx_destroy(u->ucx); /* runs the retired callbacks of held pushes (they use u) */
     u->ucx = NULL;
     fx_free(u->peers);
+    while (u->linger) {
+        opush_t *c = u->linger;
+        u->linger = c->next;
+        fx_free(c);
+    }
     fx_free(u->push_targets);
     fx_free(u->unsettled_view);
     fx_free(u);
@@ -186,6 +195,14 @@ static void opush_settle(opeers_t *u, const char *target)
 static void opush_retired(void *arg)
 {
     opush_t *c = arg;
+    if (c->failed) { /* a failed push's bytes may sit unread at the target (tcp: its worker has
+                      * not handled the message yet): unsettled a grace longer (the UCX orphan
+                      * grace the time bound allowed for) */
+        c->until_ms = fx_now_ms() + FX_RANGE_QUARANTINE_GRACE_MS;
+        c->next = c->u->linger;
+        c->u->linger = c;
+        return;
+    }
     opush_settle(c->u, c->target);
     fx_free(c);
 }
@@ -196,7 +213,8 @@ static void opush_done(void *arg, int status)
     opeers_t *u = c->u;
     /* reported before UCX retired it (a timeout): its bytes may still land: unsettled until
      * it retires */
-    bool held = status != FLUXON_OK && fx_ucx_hold_until_retired(u->ucx, c, opush_retired, c);
+    c->failed = status != FLUXON_OK;
+    bool held = c->failed && fx_ucx_hold_until_retired(u->ucx, c, opush_retired, c);
     u->pushes_held_after_report += held;
     c->cb(c->arg, status);
     if (!held) opush_retired(c);
@@ -220,7 +238,7 @@ FX_INTERNAL int fx_opeers_push(fx_owner_t *o, const char *target, fx_ucx_peer_t 
     }
     opush_t *c = fx_malloc(sizeof *c);
     if (!c) return FLUXON_ERR_NOMEM;
-    *c = (opush_t){u, "", cb, arg};
+    *c = (opush_t){u, "", cb, arg, false, 0, NULL};
     snprintf(c->target, sizeof c->target, "%s", target);
     int rc = fx_ucx_transfer(u->ucx, peer, FX_UCX_PUT, ranges, n, opush_done, c);
     if (rc != FLUXON_OK) {
@@ -241,6 +259,17 @@ FX_INTERNAL fx_strv_t fx_opeers_unsettled(fx_owner_t *o)
 {
     opeers_t *u = o->peers;
     if (!u) return (fx_strv_t){NULL, 0};
+    uint64_t now = fx_now_ms();
+    for (opush_t **pp = &u->linger; *pp;) { /* failed pushes past their grace settle now */
+        opush_t *c = *pp;
+        if (now < c->until_ms) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        opush_settle(u, c->target);
+        fx_free(c);
+    }
     for (size_t i = 0; i < u->n_push_targets; i++) u->unsettled_view[i] = fx_str_c(u->push_targets[i].node_id);
     return (fx_strv_t){u->unsettled_view, (uint32_t)u->n_push_targets};
 }

@@ -11,7 +11,8 @@
 /* Requests whose handler may run twice for one send: the second run finds what the first
  * did by the request's own identity (PUT_DONE's batch_id and dedup record, EVICT's and
  * GET_DONE's exact (key, offset, put_id) identities, GRANT_RETURN's grant ids, REPUBLISH's
- * (key, put_id, offset) reports) or changes nothing (reads, heartbeats). The other requests
+ * (key, put_id, offset) reports) or changes nothing (reads; heartbeats set the sender's unsettled
+ * pushes, W2: a stale or repeated list only holds a range quarantine longer). The other requests
  * create something per run whose answer the requester never sees (a second GRANT's grants,
  * a second PUT_PLACE's in-flight put and ranges, a second LOOKUP's durable-fetch entry, a
  * second PUT_START's plan, a second GET_START's handle, a second PUT_INLINE's put): TCP

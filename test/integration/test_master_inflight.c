@@ -375,7 +375,10 @@ static void setup_reuse(void)
     pm_extra = "";
 }
 
-Test(master_place, a_dropped_replicas_range_is_handed_out_again_only_after_the_reuse_delay, .init = setup_reuse)
+/* its own suite: the master_place suite's init would start a second master (Criterion runs
+ * a suite's init before a test's own) */
+Test(master_reuse, a_dropped_replicas_range_is_handed_out_again_only_after_the_reuse_delay, .init = setup_reuse,
+     .fini = teardown, .timeout = 60)
 {
     up(0, true, "a");
     up_role(1, FX_NODE_REMOTE_CACHE, true, "r");

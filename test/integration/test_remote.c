@@ -213,7 +213,7 @@ Test(remote, a_copy_from_a_cpu_owner_is_read_before_its_get_done_is_answered)
     static const char *const extra[] = {
         NULL, ",\"test\":{\"fault_message\":\"GET_DONE\",\"fault\":\"delay_request\",\"fault_ms\":3000,\"fault_count\":0}",
         ",\"node_role\":\"remote_cache\""};
-    kf_up_ex(3, ",\"range_reuse_delay_ms\":60000", extra); /* a loaded machine's copy stays within half */
+    kf_up_ex(3, ",\"range_reuse_delay_ms\":1000", extra); /* a loaded machine's copy ends within it */
     fluxon_client *a = kf_client(0), *b = kf_client(1);
     put_groups(a, "rb", 8, 2, 1, NULL);
     cr_assert(wait_master_stat(a, "append_keys_completed", 8, 10000), "8 replicas appended");
