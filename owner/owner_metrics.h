@@ -42,6 +42,7 @@
     X(pins_applied, COUNTER, "owner_pins_total", "outcome=\"applied\"", "Pins asked of this owner (a put's pin_ttl_ms per key, fluxon_pin per key), by outcome") \
     X(pins_refused, COUNTER, "owner_pins_total", "outcome=\"refused\"", "")                                       \
     X(pins_unpinned, COUNTER, "owner_pins_total", "outcome=\"unpinned\"", "")                                     \
+    X(pins_written_back, COUNTER, "owner_pins_written_back_total", "", "Pinned groups queued for a copy on a replica target (write-back on: a pinned value is never evicted, so never written back otherwise)") \
     X(pins_expired, COUNTER, "owner_pins_expired_total", "", "Values whose pin expired (back to normal eviction)") \
     X(pins_refreshed, COUNTER, "owner_pins_refreshed_total", "", "Hits that restarted a pin (pin_refresh_on_hit)") \
     /* evict_quota.c (issue 42 quotas); per tenant: fluxon_owner_tenant_quota_bytes, _guaranteed_bytes,           \

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "owner_evict.h"
 #include "owner_pins.h"
+#include "owner_replica.h"
 #include "owner_tenant.h"
 
 typedef struct opin {
@@ -24,7 +25,7 @@ typedef struct opin {
     uint64_t timer_at_ms;                 /* when the armed timer fires */
     uint64_t cap_bytes;                   /* pin_budget_ratio x the hot tier: all tenants together */
     uint64_t pinned_bytes;                /* slot bytes pinned, all tenants */
-    uint64_t applied, refused, expired, unpinned, refreshed, requests;
+    uint64_t applied, refused, expired, unpinned, refreshed, requests, written_back;
     uint64_t refuse_log_ms;
 } opin_t;
 
@@ -212,6 +213,10 @@ static int opin_group(fx_owner_t *o, owner_entry_t *en, uint32_t ttl_ms, bool re
     }
     s->applied++;
     opin_arm(o);
+    /* issue 42: a pinned value is never evicted, so eviction never writes it back: with
+     * write-back on, its group is copied to a replica target now (members copied already or
+     * in flight are left out; a newer version pinned again gets its own copy) */
+    if (o->cfg.writeback_watermark > 0 && fx_orepl_enqueue(o, m, mn, false)) s->written_back++;
     return FLUXON_OK;
 }
 
@@ -352,6 +357,7 @@ FX_INTERNAL void fx_opin_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->pins_unpinned = s->unpinned;
     m->pins_refreshed = s->refreshed;
     m->pin_requests = s->requests;
+    m->pins_written_back = s->written_back;
     for (uint32_t k = 0; o->tenant && k < fx_otenant_count(o); k++) /* a few tenants, no values walked */
         fx_otenant_at(o, (int)k)->pin_budget = opin_budget(o, (int)k);
 }

@@ -231,6 +231,40 @@ Test(remote, a_copy_from_a_cpu_owner_is_read_before_its_get_done_is_answered)
     fluxon_client_close(b);
 }
 
+/* Issue 42: a pinned value is never evicted, so eviction never writes it back; with
+ * write-back on, pinning it queues its copy to the CPU owner at once. The writer then goes,
+ * and every pinned value restores from the CPU owner, byte-exact. The old code made no copy
+ * (nothing appended: the values were lost with their owner). */
+Test(remote, a_pinned_value_is_copied_to_the_cpu_owner_at_once)
+{
+    static const char *const extra[] = {",\"writeback_watermark\":0.9", NULL, ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(3, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    static uint8_t v[VLEN];
+    char key[32];
+    fluxon_put_options po = {.field_mask = FLUXON_PUT_OPT_PIN_TTL, .pin_ttl_ms = 60000};
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof key, "pinned-%d", i);
+        kf_fill(v, VLEN, 900 + (uint64_t)i);
+        cr_assert_eq(fluxon_put(a, key, v, VLEN, &po), FLUXON_OK);
+    }
+    cr_assert_eq(kf_stat(a, "pins_applied"), 4);
+    cr_assert(wait_master_stat(a, "append_keys_completed", 4, 10000), "the 4 pinned values copied");
+    cr_assert_eq(kf_stat(a, "pins_written_back"), 4);
+    cr_assert_eq(kf_stat(a, "evictions"), 0, "copied without being evicted");
+    fluxon_client_close(a);
+    fluxon_node_stop(kf_owner[0]); /* the writer goes */
+    kf_owner[0] = NULL;
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof key, "pinned-%d", i);
+        fluxon_holder *h = NULL;
+        cr_assert_eq(fluxon_get(b, key, &h), FLUXON_OK, "%s restores from the CPU owner", key);
+        cr_assert(kf_check(fluxon_holder_data(h), VLEN, 900 + (uint64_t)i), "%s byte-exact", key);
+        fluxon_holder_release(h);
+    }
+    fluxon_client_close(b);
+}
+
 /* Strict targets: no remote_cache owner = NO_SPACE, never another GPU owner; the local
  * primary stays readable. */
 Test(remote, no_target_is_no_space)
