@@ -89,7 +89,9 @@ static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"f
                                                    /* W4: GETs reported timed out at once, posted late */
                                                    {"late_gets", CFG_O}, {"late_ms", CFG_O},
                                                    /* W2: pushes reported timed out at once, posted late */
-                                                   {"late_puts", CFG_O}};
+                                                   {"late_puts", CFG_O},
+                                                   /* W2: how long an owner names one no longer announced */
+                                                   {"peer_forget_ms", CFG_O}};
 static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O},
                                                       {"idle_grant_return_ms", CFG_O}};
 static const struct cfg_field cfg_ha_fields[] = {{"etcd", CFG_M | CFG_O}, {"lease_ttl_ms", CFG_M | CFG_O},
@@ -244,6 +246,7 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
         else if (k == 11) cfg->test_late_gets = x;
         else if (k == 12) cfg->test_late_ms = x;
         else if (k == 13) cfg->test_late_puts = x;
+        else if (k == 14) cfg->test_peer_forget_ms = x;
         else cfg->fail_transfers = x;
     }
     if (cfg->chaos_delay_ppm && !cfg->chaos_delay_ms)

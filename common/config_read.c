@@ -145,7 +145,7 @@ FX_INTERNAL int fx_cfg_want_object(struct cfg_ctx *c, const char *path, const cJ
 FX_INTERNAL int fx_cfg_get_int(struct cfg_ctx *c, const char *path, const cJSON *v, double lo,
                        double hi, int64_t *out)
 {
-    if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not an integer");
+    if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not an integer (must be an integer in [%.0f, %.0f])", lo, hi);
     double d = v->valuedouble;
     if (!isfinite(d) || d < lo || d > hi || d != (double)(int64_t)d)
         return fx_cfg_bad(c, path, v, "must be an integer in [%.0f, %.0f]", lo, hi);

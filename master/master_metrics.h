@@ -94,6 +94,7 @@
     X(lookup_early_reads, COUNTER, "master_lookup_early_reads_total", "", "LOOKUP hits on a ranged replica whose copy may be read before its GET_DONE answer (reuse_ms)") \
     X(range_quarantine_grants, COUNTER, "master_range_quarantine_grants_total", "", "Grants handed to an owner in range quarantine: from the grant-only lower part of its segment, where no push lands (W2)") \
     X(range_quarantine_grants_refused, COUNTER, "master_range_quarantine_grants_refused_total", "", "GRANTs refused (BUSY) to an owner in range quarantine: its grant-only part was full") \
+    X(range_quarantines_expired, COUNTER, "master_range_quarantines_expired_total", "", "Range quarantines ended by their bound (range_quarantine_ms): an owner awaited did not come back, or none were known") \
     X(range_quarantines_lifted, COUNTER, "master_range_quarantines_lifted_total", "", "Range quarantines ended early: every owner the earlier master announced was back with no push to it unsettled") \
     X(inflight_expired, COUNTER, "master_inflight_expired_total", "", "In-flight records expired by the TTL")  \
     X(put_done_stale_token, COUNTER, "master_put_done_stale_token_total", "", "PUT_DONE with an unknown placement token") \

@@ -96,10 +96,11 @@ FX_INTERNAL void fx_mq_start(mkv_t *s, master_node_t *n, fx_strv_t peer_ids, fx_
         n->q_wait[n->n_q_wait++].generation = peer_gens.v[i];
     }
     bool known = n->q_wait != NULL;
-    FX_INFO("owner %s was registered with master generation %llu: nothing is allocated in its segment (no "
-            "placed or appended range, no grant) until %s, %u ms at most (range_quarantine_ms: pushes that master "
-            "started may still land)", n->node_id, (unsigned long long)n->reg_prev_master_generation,
-            known ? "the owners that master announced are back with none unsettled" : "the end", q);
+    FX_INFO("owner %s was registered with master generation %llu: no placed or appended range goes to its segment, "
+            "and grants only from its grant-only part, until %s, %u ms at most (range_quarantine_ms: pushes that "
+            "master started may still land)", n->node_id, (unsigned long long)n->reg_prev_master_generation,
+            known ? "the owners that master announced are back with none unsettled"
+                  : "the end (the owner named no list of the owners that master announced)", q);
     n->q_wait_unknown = !known;
 }
 
@@ -121,6 +122,17 @@ FX_INTERNAL void fx_mq_review(fx_master_t *m)
     mkv_t *s = m->kv;
     if (!s) return;
     uint64_t now = fx_now_ms();
+    for (size_t i = 0; i < m->n_nodes; i++) { /* ended by their bound: said, once */
+        master_node_t *n = m->nodes[i];
+        if (!n->quarantine_until_ms || now < n->quarantine_until_ms) continue;
+        FX_INFO("owner %s: its range quarantine ended by its bound (range_quarantine_ms %u) after %llu ms; %s",
+                n->node_id, fx_mkv_quarantine_ms(m), (unsigned long long)(now - n->quarantine_since_ms),
+                n->q_wait_unknown ? "the owners its earlier master announced were not known"
+                                  : "some owner its earlier master announced did not come back with none unsettled");
+        n->quarantine_until_ms = 0;
+        mq_wait_clear(n);
+        s->c.range_quarantines_expired++;
+    }
     size_t waiting = 0;
     for (size_t i = 0; i < m->n_nodes; i++)
         waiting += mkv_quarantined(m->nodes[i], now) && !m->nodes[i]->q_wait_unknown;
@@ -179,12 +191,16 @@ FX_INTERNAL bool fx_mq_grant_refused(mkv_t *s, master_peer_t *p, const fx_frame_
     uint64_t now = fx_now_ms();
     if (!mkv_quarantined(n, now)) return false;
     s->c.range_quarantine_grants_refused++;
+    char why[96];
+    if (n->q_wait_unknown)
+        snprintf(why, sizeof why, "the owners to await are not known, so it ends by its bound");
+    else
+        snprintf(why, sizeof why, "it ends once the %u owner(s) still awaited are back with none unsettled", n->n_q_wait);
     mkv_fail(s, p, h, FLUXON_ERR_BUSY,
              "grant: the grant-only part of the segment of %s (its first %llu bytes) is full, and the rest is in "
              "range quarantine for %llu ms more at most (range_quarantine_ms %u: pushes the previous master started "
-             "may still land in ranges this master thinks free; it ends once the %u owner(s) still awaited are back "
-             "with none unsettled); its grants serve meanwhile",
+             "may still land in ranges this master thinks free; %s); its grants serve meanwhile",
              n->node_id, (unsigned long long)n->lo_end, (unsigned long long)(n->quarantine_until_ms - now),
-             fx_mkv_quarantine_ms(s->m), n->q_wait_unknown ? 0u : n->n_q_wait);
+             fx_mkv_quarantine_ms(s->m), why);
     return true;
 }

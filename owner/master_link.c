@@ -16,7 +16,8 @@ enum { OM_DOWN, OM_CONNECTING, OM_HELLO, OM_REGISTERING, OM_READY };
 
 typedef struct olink_peers {
     char (*ids)[FX_ID_MAX];
-    uint64_t *gens, *seen_ms; /* the generation last announced, and when (fx_now_ms) */
+    uint64_t *gens;    /* the generation last announced */
+    uint64_t *seen_ms; /* UINT64_MAX: in the latest announcement (alive now); else when it left it */
     uint32_t n, cap;
 } olink_peers_t;
 
@@ -72,9 +73,12 @@ static void olink_peers_free(olink_peers_t *s)
     *s = (olink_peers_t){0};
 }
 
-/* Adds (or updates the generation of) the announced owners; false when out of memory. */
+/* A new announcement (every alive owner): adds or updates its owners, alive now; those it no
+ * longer names left it now. False when out of memory. */
 static bool olink_peers_add(olink_peers_t *s, fx_strv_t ids, fx_u64v_t gens, uint64_t now)
 {
+    for (uint32_t k = 0; k < s->n; k++)
+        if (s->seen_ms[k] == UINT64_MAX) s->seen_ms[k] = now; /* until named again below */
     for (uint32_t i = 0; i < ids.n && i < gens.n; i++) {
         uint32_t k = 0;
         while (k < s->n && !fx_str_eq(ids.v[i], s->ids[k])) k++;
@@ -93,22 +97,23 @@ static bool olink_peers_add(olink_peers_t *s, fx_strv_t ids, fx_u64v_t gens, uin
             fx_str_copy(ids.v[i], s->ids[s->n++], FX_ID_MAX);
         }
         s->gens[k] = gens.v[i];
-        s->seen_ms[k] = now;
+        s->seen_ms[k] = UINT64_MAX;
     }
     return true;
 }
 
-/* What REGISTER says the masters announced: the owners seen within OLINK_PEER_FORGET_MS
- * (older ones are forgotten here); nothing when a list was not whole or this owner had no
+/* What REGISTER says the masters announced: the owners of the latest announcement, and those
+ * that left one less than OLINK_PEER_FORGET_MS ago (older ones are forgotten here); nothing when a list was not whole or this owner had no
  * master (the new master then waits out the whole quarantine). Views into l->peers (view: n
  * entries), valid while the REGISTER is sent. */
 static void olink_peers_for_register(olink_t *l, fx_body_register_t *reg, fx_str_t *view)
 {
     olink_peers_t *p = &l->peers;
-    uint64_t now = fx_now_ms();
+    uint64_t now = fx_now_ms(), forget = l->o->cfg.test_peer_forget_ms ? l->o->cfg.test_peer_forget_ms
+                                                                         : OLINK_PEER_FORGET_MS;
     uint32_t k = 0;
     for (uint32_t i = 0; i < p->n; i++) /* forget the long gone, in place */
-        if (now - p->seen_ms[i] < OLINK_PEER_FORGET_MS) {
+        if (p->seen_ms[i] == UINT64_MAX || now - p->seen_ms[i] < forget) {
             if (k != i) {
                 memcpy(p->ids[k], p->ids[i], FX_ID_MAX);
                 p->gens[k] = p->gens[i];
