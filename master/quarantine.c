@@ -105,13 +105,10 @@ FX_INTERNAL void fx_mq_start(mkv_t *s, master_node_t *n, fx_strv_t peer_ids, fx_
 }
 
 /* Is the writer w announced to n (generation gen) known to have no push into n's segment
- * left from the earlier master? by_id: node id -> node (NULL: scan). */
-static bool mq_writer_done(const master_node_t *n, const fx_mq_peer_t *w, const fx_master_t *m,
-                           const fx_hmap_t *by_id, uint64_t now)
+ * left from the earlier master? by_id: node id -> node. */
+static bool mq_writer_done(const master_node_t *n, const fx_mq_peer_t *w, const fx_hmap_t *by_id, uint64_t now)
 {
-    const master_node_t *p = by_id ? fx_hmap_get(by_id, w->node_id, strlen(w->node_id)) : NULL;
-    for (size_t i = 0; !by_id && !p && i < m->n_nodes; i++)
-        if (!strcmp(m->nodes[i]->node_id, w->node_id)) p = m->nodes[i];
+    const master_node_t *p = fx_hmap_get(by_id, w->node_id, strlen(w->node_id));
     if (!p || !p->kv || !p->alive || !p->peer) return false; /* not registered here, or not now */
     if (p->generation == w->generation) return !mq_unsettled_to(p, n->node_id);
     return now >= p->registered_ms + FX_RANGE_QUARANTINE_GRACE_MS; /* a newer process */
@@ -137,45 +134,30 @@ FX_INTERNAL void fx_mq_review(fx_master_t *m)
     for (size_t i = 0; i < m->n_nodes; i++)
         waiting += mkv_quarantined(m->nodes[i], now) && !m->nodes[i]->q_wait_unknown;
     if (!waiting) return;
-    /* O(nodes + waits): the writers found by id (a scan per wait if out of memory) */
-    fx_hmap_t *by_id = NULL;
-    if (fx_hmap_create(m->n_nodes * 2 + 8, &by_id) == FLUXON_OK)
-        for (size_t i = 0; i < m->n_nodes; i++)
-            if (fx_hmap_put(by_id, m->nodes[i]->node_id, strlen(m->nodes[i]->node_id), m->nodes[i], NULL) != FLUXON_OK) {
-                fx_hmap_destroy(by_id);
-                by_id = NULL;
-                break;
-            }
-    /* unsettled pushes named per target, once */
-    fx_hmap_t *named_to = NULL;
-    if (fx_hmap_create(16, &named_to) == FLUXON_OK)
-        for (size_t j = 0; j < m->n_nodes; j++) {
-            const master_node_t *w = m->nodes[j];
-            for (uint32_t u = 0; w->alive && u < w->n_unsettled; u++)
-                if (fx_hmap_put(named_to, w->unsettled[u], strlen(w->unsettled[u]), (void *)w, NULL) != FLUXON_OK) {
-                    fx_hmap_destroy(named_to);
-                    named_to = NULL;
-                    j = m->n_nodes;
-                    break;
-                }
-        }
-    for (size_t i = 0; i < m->n_nodes; i++) {
+    /* O(nodes + waits): nodes by id, and the targets some alive owner names unsettled; out of
+     * memory, no quarantine ends now (the next review tries again, the bound still holds) */
+    fx_hmap_t *by_id = NULL, *named_to = NULL;
+    bool ok = fx_hmap_create(m->n_nodes * 2 + 8, &by_id) == FLUXON_OK && fx_hmap_create(16, &named_to) == FLUXON_OK;
+    for (size_t j = 0; ok && j < m->n_nodes; j++) {
+        const master_node_t *w = m->nodes[j];
+        ok = fx_hmap_put(by_id, w->node_id, strlen(w->node_id), (void *)w, NULL) == FLUXON_OK;
+        for (uint32_t u = 0; ok && w->alive && u < w->n_unsettled; u++)
+            ok = fx_hmap_put(named_to, w->unsettled[u], strlen(w->unsettled[u]), (void *)w, NULL) == FLUXON_OK;
+    }
+    for (size_t i = 0; ok && i < m->n_nodes; i++) {
         master_node_t *n = m->nodes[i];
         if (!mkv_quarantined(n, now) || n->q_wait_unknown || !n->alive) continue;
         /* issue 38: the earlier master's reuse delay of ranges it freed may still run */
         if (now < n->quarantine_since_ms + s->m->cfg.range_reuse_delay_ms) continue;
         uint32_t k = 0;
         for (uint32_t j = 0; j < n->n_q_wait; j++)
-            if (!mq_writer_done(n, &n->q_wait[j], m, by_id, now)) n->q_wait[k++] = n->q_wait[j];
+            if (!mq_writer_done(n, &n->q_wait[j], by_id, now)) n->q_wait[k++] = n->q_wait[j];
         n->n_q_wait = k;
         if (k) continue;
         /* a writer n was not told of (it joined while n's link was down) that names n: its
          * push is from the earlier master too (nothing is placed in n here meanwhile) */
-        const master_node_t *w = named_to ? fx_hmap_get(named_to, n->node_id, strlen(n->node_id)) : NULL;
-        bool named = w && w != n;
-        for (size_t j = 0; !named_to && j < m->n_nodes && !named; j++)
-            named = m->nodes[j] != n && m->nodes[j]->alive && mq_unsettled_to(m->nodes[j], n->node_id);
-        if (named) continue;
+        const master_node_t *w = fx_hmap_get(named_to, n->node_id, strlen(n->node_id));
+        if (w && w != n) continue;
         FX_INFO("owner %s: every owner its earlier master announced is back and has no push to it unsettled: its "
                 "range quarantine ends after %llu ms", n->node_id, (unsigned long long)(now - n->quarantine_since_ms));
         n->quarantine_until_ms = 0;
