@@ -15,7 +15,8 @@
  *     copy: D1) gets the target's range as a replica; the others are freed and counted
  *     obsolete. Not pushed: every range is freed (failed, by cause transfer).
  *
- * Targets keep their own coldest values out: the replicas appended to targets form one FIFO;
+ * Targets keep their own coldest values out: the ranged replicas on targets (appended here,
+ * placed by puts, re-published after a restart: fx_mappend_ranged) form one FIFO;
  * when no target has room for a batch, the oldest of them are dropped (the route goes with
  * its last replica: a later miss) until one fits or MAPP_EVICT_MAX were dropped. Entries
  * whose replica went otherwise (replaced, deleted, evicted) are skipped when met.
@@ -60,7 +61,7 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
     X(append_rejected_no_space) X(append_keys_already) X(append_done_unknown)                   \
     X(target_replicas_remote_cache) X(target_replicas_gpu_owner) X(target_cold_dropped)        \
     X(target_cold_routes_deleted) X(hits_local) X(hits_remote_gpu) X(hits_cpu_owner)             \
-    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_promoted_away)               \
+    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_promoted_away) X(target_cold_listed)               \
     X(target_ranges_invalidated) /* W1: dropped ranged replicas invalidated at their owner */
 
 typedef struct fx_mappend {
@@ -530,6 +531,19 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     fx_body_statuses_t ack = {{st, nk}};
     mkv_inv_flush(s, &inv);
     MKV_REPLY(p, h, statuses, &ack);
+}
+
+/* A ranged replica on a replica target that no append made (a placed put's value, or any
+ * ranged replica a target re-published after a master restart) joins the FIFO too: nothing
+ * else ever drops it (the target evicts nothing of its own), so a target full of them would
+ * refuse every later copy (NO_SPACE) for good. */
+FX_INTERNAL void fx_mappend_ranged(mkv_t *s, master_node_t *n, fx_str_t key, uint64_t off, uint64_t put_ms,
+                                   uint64_t put_ver, fx_mkv_inv_t *inv)
+{
+    fx_mappend_t *a = s->append;
+    if (!a || !mapp_is_target(s, n)) return;
+    mapp_cold_push(a, n, key, off, put_ms, put_ver, inv);
+    a->c.target_cold_listed++;
 }
 
 /* A durable copy of key was made on req from src: when src is a replica target, its copy

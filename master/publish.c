@@ -186,6 +186,8 @@ static size_t pub_install(pub_req_t *q, fx_mkv_inv_t *inv)
             }
             q->pver[i] = ver;
             q->kept[i] = 1;
+            if (rep.range_bytes) /* a placed value on a replica target ages out with its copies */
+                fx_mappend_ranged(q->s, q->tn, b->keys.v[i], rep.offset, q->pms[i], ver, inv);
             q->s->c.puts++;
         }
     }

@@ -75,7 +75,10 @@ static int rp_restore(mkv_t *s, master_node_t *n, const fx_body_republish_t *b, 
                                (uint32_t)b->put_ver.v[i], &rep, inv, &rpl);
     if (rc == FLUXON_ERR_KEY_EXISTS) rc = FLUXON_OK; /* reported twice: routed already */
     else if (rb && rc != FLUXON_OK) fx_offset_alloc_free(n->alloc, off);
-    else if (rb) n->placed_bytes += rb;
+    else if (rb) {
+        n->placed_bytes += rb;
+        fx_mappend_ranged(s, n, b->keys.v[i], off, b->put_ms.v[i], b->put_ver.v[i], inv); /* else never dropped */
+    }
     *replaced_p += rpl;
     return rc;
 }

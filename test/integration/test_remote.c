@@ -265,6 +265,74 @@ Test(remote, a_pinned_value_is_copied_to_the_cpu_owner_at_once)
     fluxon_client_close(b);
 }
 
+/* A CPU owner full of placed values still takes copies. Write-through puts fill B (a
+ * remote_cache owner) with values the master placed there; then four pinned values on A are
+ * copied to B all the same: placed values on a replica target join the master's FIFO of
+ * target replicas, and the oldest go to make room. The old code listed only appended
+ * copies there, so with B full of placed values every copy failed NO_SPACE, for good
+ * (nothing else ever drops a placed value on B). */
+Test(remote, a_cpu_owner_full_of_placed_values_still_takes_copies)
+{
+    static const char *const extra[] = {",\"writeback_watermark\":0.9", ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(2, ",\"range_reuse_delay_ms\":0", extra); /* a dropped range is free at once */
+    fluxon_client *a = kf_client(0);
+    /* 256 KiB values, then values of the pinned ones' size, until one no longer fits B
+     * (placed on A: write-through falls back to the writer's owner) */
+    enum { BIG = 256 * 1024, N_MAX = 1400 };
+    static uint8_t v[BIG];
+    static bool on_b[N_MAX];
+    char key[32];
+    fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
+    long long full = placed_bytes(a, "ownB");
+    int n = 0, n_b = 0;
+    for (bool small = false; n < N_MAX; n++) {
+        uint64_t len = small ? VLEN : BIG;
+        snprintf(key, sizeof key, "placed-%d", n);
+        kf_fill(v, len, 5000 + (uint64_t)n);
+        cr_assert_eq(fluxon_put(a, key, v, len, &wt), FLUXON_OK, "%s", key);
+        long long now = placed_bytes(a, "ownB");
+        on_b[n] = now > full;
+        n_b += on_b[n];
+        full = now;
+        if (!on_b[n] && small) break;
+        small = small || !on_b[n];
+    }
+    cr_assert_lt(n, N_MAX);
+    n++;
+    /* all but one grant (8 MiB) of B's 72 MiB, less the header page */
+    cr_assert_geq(full, 64ll * 1048576 - VLEN - 4096, "B is full of placed values: %lld bytes", full);
+    cr_assert_eq(master_stat(a, "target_cold_listed"), n_b, "every placed value on B (%d) is listed for dropping", n_b);
+    fluxon_put_options po = {.field_mask = FLUXON_PUT_OPT_PIN_TTL, .pin_ttl_ms = 60000};
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof key, "pinned-%d", i);
+        kf_fill(v, VLEN, 900 + (uint64_t)i);
+        cr_assert_eq(fluxon_put(a, key, v, VLEN, &po), FLUXON_OK);
+    }
+    cr_assert_eq(kf_stat(a, "pins_written_back"), 4);
+    cr_assert(wait_master_stat(a, "append_keys_completed", 4, 10000), "the 4 pinned values copied to the full B");
+    cr_assert_eq(kf_stat(a, "repl_failed_no_space"), 0, "no copy refused for room");
+    long long dropped = master_stat(a, "target_cold_dropped");
+    cr_assert_gt(dropped, 0, "B's oldest placed values made the room");
+    /* the oldest placed values on B went (they miss), every other one reads back byte-exact;
+     * A's own first (reading B's values copies them to A, whose hot tier then evicts) */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0, b_seen = 0; i < n; i++) {
+            if (on_b[i] != (pass == 1)) continue;
+            snprintf(key, sizeof key, "placed-%d", i);
+            fluxon_holder *h = NULL;
+            int rc = fluxon_get(a, key, &h);
+            if (on_b[i] && b_seen++ < dropped) {
+                cr_assert_eq(rc, FLUXON_ERR_NOT_FOUND, "%s (among B's %lld oldest): %s", key, dropped,
+                             fluxon_status_string(rc));
+                continue;
+            }
+            cr_assert_eq(rc, FLUXON_OK, "%s (on %s): %s", key, on_b[i] ? "B" : "A", fluxon_status_string(rc));
+            cr_assert(kf_check(fluxon_holder_data(h), fluxon_holder_len(h), 5000 + (uint64_t)i), "%s byte-exact", key);
+            fluxon_holder_release(h);
+        }
+    fluxon_client_close(a);
+}
+
 /* Strict targets: no remote_cache owner = NO_SPACE, never another GPU owner; the local
  * primary stays readable. */
 Test(remote, no_target_is_no_space)

@@ -569,6 +569,51 @@ Test(restart, a_placed_replica_the_master_dropped_is_not_republished, .timeout =
     for (int i = 0; i < 3; i++) fluxon_client_close(c[i]);
 }
 
+/* Issue 38: a CPU owner's ranged replicas age out after a master restart too. o1
+ * (remote_cache) is filled with placed values (write-through puts) until one no longer
+ * fits; the master is killed and restarted, and o1 re-publishes them. A copy to o1 (an
+ * eager replica task) then still lands: the new master lists the re-published ranged
+ * replicas on its targets for dropping, oldest first. The old code listed only copies
+ * appended since the restart, so a target full before it refused every copy (NO_SPACE),
+ * for good: nothing else drops its values. */
+Test(restart, a_cpu_owner_full_before_a_master_restart_still_takes_copies, .timeout = 120, .fini = fini)
+{
+    rf_master_extra = ",\"range_quarantine_ms\":0,\"range_reuse_delay_ms\":0";
+    snprintf(rf_segment, sizeof rf_segment, "24MiB");
+    const char *extra[2] = {NULL, ",\"node_role\":\"remote_cache\""};
+    rf_up(2, extra);
+    snprintf(rf_segment, sizeof rf_segment, "256MiB");
+    rf_master_extra = "";
+    fluxon_client *c0 = rf_client(0);
+    fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
+    static uint8_t v[VLEN];
+    char key[32];
+    long long on_o1 = 0;
+    int n = 0;
+    for (; n < 2000; n++) {
+        snprintf(key, sizeof key, "full:%d", n);
+        th_pattern(v, NULL, VLEN, 3000 + (uint64_t)n);
+        cr_assert_eq(fluxon_put(c0, key, v, VLEN, &wt), FLUXON_OK, "%s", key);
+        long long p = rf_stat(c0, true, "place_remote");
+        if (p == on_o1) break; /* written on o0: o1 is full */
+        on_o1 = p;
+    }
+    cr_assert(n < 2000 && on_o1 > 500, "o1 full after %lld placed values", on_o1);
+    rf_kill_master();
+    restart_master_and_wait(c0);
+    cr_assert_eq(rf_stat(c0, true, "target_cold_listed"), on_o1, "every re-published value on o1 is listed");
+    put_with_replica(c0, "after-restart", 99);
+    cr_assert(rf_wait_stat(c0, true, "append_keys_completed", 0, 1, 10000), "the copy landed on the full o1 (see %s)",
+              rf.dir);
+    cr_assert_eq(rf_stat(c0, true, "append_rejected_no_space"), 0);
+    long long dropped = rf_stat(c0, true, "target_cold_dropped");
+    cr_assert(dropped >= 1 && dropped < on_o1, "o1's oldest values made the room: %lld", dropped);
+    get_check(c0, "after-restart", 99, "o0");
+    snprintf(key, sizeof key, "full:%d", n - 1); /* o1's newest placed value stays */
+    get_check(c0, key, 3000 + (uint64_t)(n - 1), "o0");
+    fluxon_client_close(c0);
+}
+
 /* R1 (issue 44): an acknowledged placed value survives every later restart. A new master
  * (no range quarantine here) places a value on o1 at the offset where o1's report of an
  * older placed value is still to come (o1's re-publication held back 3 s by a test fault);
