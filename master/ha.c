@@ -40,10 +40,16 @@ typedef struct mha {
     char value[FX_ETCD_VALUE_MAX];    /* the address advertised: listen host:port */
     pthread_mutex_t mu;
     char why[256]; /* the last deposition's reason (mu) */
+    /* the tenants' quota table (issue 42), key <ha.key>.tenants (JSON, tenants.c) */
+    char *ten_store;  /* (mu) set by the reactor: the table to store; NULL: none pending */
+    char *ten_loaded; /* (mu) read from etcd, for the reactor to apply */
+    char *ten_known;  /* thread: the key's value as last stored or read ("" absent) */
+    uint64_t ten_next_ms; /* thread: the next read of the key (a change made in etcd) */
     /* reactor side */
     bool leading;
     uint64_t leading_term; /* the term the elected post ran for: served only while it is the thread's (H3) */
     uint64_t elections, depositions;
+    atomic_uint_fast64_t ten_stores; /* tenants tables stored in etcd */
 } mha_t;
 
 /* ---- reactor side ---- */
@@ -57,6 +63,32 @@ static void mha_on_elected(void *arg)
     FX_INFO("master %s is the leader of \"%s\" (etcd key revision %llu): serving", h->value, h->m->cfg.ha_key,
             (unsigned long long)atomic_load(&h->term));
     h->hooks.elected(h->m);
+}
+
+/* A tenants table read from etcd: applied (sent on to every owner) whoever leads. */
+static void mha_on_tenants(void *arg)
+{
+    mha_t *h = arg;
+    pthread_mutex_lock(&h->mu);
+    char *json = h->ten_loaded;
+    h->ten_loaded = NULL;
+    pthread_mutex_unlock(&h->mu);
+    if (json && !h->stopping) fx_mtenants_load(h->m, json);
+    fx_free(json);
+}
+
+FX_INTERNAL void fx_mha_tenants_store(fx_master_t *m, char *json)
+{
+    mha_t *h = m->ha;
+    if (!h) {
+        fx_free(json);
+        return;
+    }
+    pthread_mutex_lock(&h->mu);
+    fx_free(h->ten_store);
+    h->ten_store = json;
+    pthread_mutex_unlock(&h->mu);
+    fx_etcd_wakeup(h->etcd);
 }
 
 static void mha_on_deposed(void *arg)
@@ -109,6 +141,7 @@ FX_INTERNAL void fx_mha_metrics(fx_master_t *m, fx_mmetrics_t *mm)
     mm->ha_leader = fx_mha_serving(m);
     mm->ha_elections = h ? h->elections : 0;
     mm->ha_depositions = h ? h->depositions : 0;
+    mm->tenant_table_stores = h ? atomic_load(&h->ten_stores) : 0;
 }
 
 /* ---- the election thread ---- */
@@ -156,6 +189,51 @@ static bool mha_put_ids_claim(mha_t *h, char *err, size_t errcap)
             (unsigned long long)floor, (unsigned long long)atomic_load(&h->put_ceiling));
     return true;
 }
+
+/* ---- the tenants' quota table in etcd (issue 42) ---- */
+#define MHA_TENANTS_READ_MS 1000u /* a change an operator made in etcd applies within this */
+
+static void mha_ten_key(const mha_t *h, char *key, size_t cap) { snprintf(key, cap, "%s.tenants", h->m->cfg.ha_key); }
+
+/* Reads the key; a value other than the one known is handed to the reactor. False: etcd
+ * could not be read (err set). */
+static bool mha_ten_read(mha_t *h, char *err, size_t errcap)
+{
+    char key[FX_ID_MAX + 300];
+    mha_ten_key(h, key, sizeof key);
+    char *val = fx_malloc(FX_ETCD_PUT_MAX + 1);
+    if (!val) {
+        snprintf(err, errcap, "out of memory");
+        return false;
+    }
+    int rc = fx_etcd_get(h->etcd, key, FX_MAX(h->m->cfg.ha_lease_ttl_ms / 3, 200u), val, FX_ETCD_PUT_MAX + 1, err,
+                         errcap);
+    if (rc == FLUXON_ERR_NOT_FOUND) val[0] = 0;
+    else if (rc != FLUXON_OK) {
+        fx_free(val);
+        return false;
+    }
+    h->ten_next_ms = fx_boot_ms() + MHA_TENANTS_READ_MS;
+    if (h->ten_known && !strcmp(h->ten_known, val)) {
+        fx_free(val);
+        return true;
+    }
+    fx_free(h->ten_known);
+    h->ten_known = val;
+    char *copy = fx_malloc(strlen(val) + 1);
+    if (!copy) return true; /* applied at the next change */
+    strcpy(copy, val);
+    pthread_mutex_lock(&h->mu);
+    fx_free(h->ten_loaded);
+    h->ten_loaded = copy;
+    pthread_mutex_unlock(&h->mu);
+    fx_reactor_post(h->m->r, mha_on_tenants, h);
+    return true;
+}
+
+/* Leading: stores the table the reactor left (the last wins), else reads the key once a
+ * second for a change made in etcd. Failures are said (every 5 s) and retried. */
+static void mha_ten_sync(mha_t *h, struct mha_run *x);
 
 /* Leading or not, the lease is gone or unsure: stop serving (first the deadline, read by
  * the request path, then the reactor's state), withdraw the candidacy. */
@@ -224,6 +302,14 @@ static bool mha_elected(mha_t *h, mha_run_t *x, int64_t rev, const char *how)
     if (!mha_put_ids_claim(h, err, sizeof err)) {
         mha_warn(h, x, "elected, but the put-id ceiling could not be read or stored in etcd; campaigning again", err);
         fx_etcd_lease_revoke(h->etcd, x->lease, 500); /* hand the leadership on */
+        mha_lose(h, x, err);
+        return false;
+    }
+    fx_free(h->ten_known); /* read again: another leader may have changed it */
+    h->ten_known = NULL;
+    if (!mha_ten_read(h, err, sizeof err)) {
+        mha_warn(h, x, "elected, but the tenants' quota table could not be read from etcd; campaigning again", err);
+        fx_etcd_lease_revoke(h->etcd, x->lease, 500);
         mha_lose(h, x, err);
         return false;
     }
@@ -308,6 +394,37 @@ static void mha_step(mha_t *h, mha_run_t *x)
         return;
     }
     if (!atomic_load(&h->stop) && fx_boot_ms() >= x->next_ka) mha_keepalive(h, x);
+    if (!atomic_load(&h->stop) && x->leader) mha_ten_sync(h, x);
+}
+
+static void mha_ten_sync(mha_t *h, mha_run_t *x)
+{
+    char err[256], key[FX_ID_MAX + 300];
+    pthread_mutex_lock(&h->mu);
+    char *json = h->ten_store;
+    h->ten_store = NULL;
+    pthread_mutex_unlock(&h->mu);
+    if (json) {
+        mha_ten_key(h, key, sizeof key);
+        int rc = fx_etcd_put(h->etcd, key, json, FX_MAX(h->m->cfg.ha_lease_ttl_ms / 3, 200u), err, sizeof err);
+        if (rc == FLUXON_OK) {
+            fx_free(h->ten_known);
+            h->ten_known = json;
+            atomic_fetch_add(&h->ten_stores, 1);
+            return;
+        }
+        mha_warn(h, x, "cannot store the tenants' quota table in etcd (retried)", err);
+        pthread_mutex_lock(&h->mu);
+        if (!h->ten_store) h->ten_store = json; /* else a newer one is pending */
+        else fx_free(json);
+        pthread_mutex_unlock(&h->mu);
+        h->ten_next_ms = fx_boot_ms() + 200; /* not at once again: the poll would not sleep */
+        return;
+    }
+    if (fx_boot_ms() >= h->ten_next_ms && !mha_ten_read(h, err, sizeof err)) {
+        mha_warn(h, x, "cannot read the tenants' quota table from etcd (retried)", err);
+        h->ten_next_ms = fx_boot_ms() + 200;
+    }
 }
 
 static void *mha_thread(void *arg)
@@ -364,6 +481,9 @@ FX_INTERNAL void fx_mha_free(fx_master_t *m)
     if (!h) return;
     fx_mha_stop(m);
     fx_etcd_free(h->etcd);
+    fx_free(h->ten_store);
+    fx_free(h->ten_loaded);
+    fx_free(h->ten_known);
     pthread_mutex_destroy(&h->mu);
     fx_free(h);
     m->ha = NULL;

@@ -322,6 +322,8 @@ FX_INTERNAL void fx_master_snap(fx_master_t *m, fx_master_snap_t *s)
     mm->owners_declared_dead = m->owners_declared_dead;
     mm->owners_forgotten = m->owners_forgotten;
     mm->tenant_pushes = m->tenant_pushes;
+    mm->tenant_table_loads = m->tenant_table_loads;
+    mm->tenant_table_refused = m->tenant_table_refused;
     mm->connections = m->n_peers;
     fx_mha_metrics(m, mm);
     mm->chaos_dropped = m->chaos.dropped;

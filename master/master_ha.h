@@ -24,6 +24,12 @@ FX_INTERNAL bool fx_mha_serving(fx_master_t *m);
 /* Why it does not serve (for the refusal's message). */
 FX_INTERNAL const char *fx_mha_why_not(fx_master_t *m, char *buf, size_t cap);
 FX_INTERNAL void fx_mha_metrics(fx_master_t *m, fx_mmetrics_t *mm);
+/* Issue 42: the tenants' quota table (JSON, fx_mtenants_json; taken over) is stored in etcd
+ * key <ha.key>.tenants by the election thread while this master leads (the latest of
+ * several pending; a failure is retried). A new leader reads the key before it serves, and
+ * the leader reads it once a second: a value other than the one it knows (an operator's
+ * `etcdctl put`) is applied with fx_mtenants_load. HA off: json is freed, nothing kept. */
+FX_INTERNAL void fx_mha_tenants_store(fx_master_t *m, char *json);
 /* Put ids (W6): every id the previous leaders issued has put_ms <= the floor (read from
  * etcd at election); this leader issues none with put_ms above the ceiling it stored
  * (0: no limit, HA off or not leading). */

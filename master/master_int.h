@@ -104,7 +104,7 @@ struct fx_master {
     bool chaos_on;
     fx_mtenant_t tenants[FX_TENANTS_MAX + 1]; /* tenants.c (issue 42) */
     uint32_t n_tenants;
-    uint64_t tenant_pushes;
+    uint64_t tenant_pushes, tenant_table_loads, tenant_table_refused;
 };
 
 /* tenants.c (issue 42): an owner's TENANT_PUSH (kept, sent on to the other owners); the
@@ -112,6 +112,11 @@ struct fx_master {
 FX_INTERNAL void fx_mtenants_push(master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                                   fx_arena_t *arena);
 FX_INTERNAL void fx_mtenants_registered(fx_master_t *m, master_peer_t *p);
+/* A tenants table read from etcd (HA: master_ha.h): {"NAME": {"quota_bytes": N | "SIZE",
+ * "guaranteed_bytes": ...}, ...}, each field optional. Replaces the master's table; each
+ * entry that changed is sent to every owner. One not valid changes nothing (logged, counted
+ * tenant_table_refused). */
+FX_INTERNAL void fx_mtenants_load(fx_master_t *m, const char *json);
 
 /* kv.c, called by master.c */
 FX_INTERNAL int fx_master_kv_init(fx_master_t *m);

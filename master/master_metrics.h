@@ -26,6 +26,9 @@
     X(owners_declared_dead, COUNTER, "master_owners_declared_dead_total", "", "Owners declared dead (missed heartbeats or lost connection)") \
     X(owners_forgotten, COUNTER, "master_owners_forgotten_total", "", "Dead owners forgotten after dead_owner_grace_ms (their replicas and held INVALIDATEs dropped)") \
     X(tenant_pushes, COUNTER, "master_tenant_pushes_total", "", "Quota changes (tenant set) owners pushed, each sent on to every other owner (issue 42)") \
+    X(tenant_table_stores, COUNTER, "master_tenant_table_stores_total", "", "Tenants' quota tables stored in etcd (HA)") \
+    X(tenant_table_loads, COUNTER, "master_tenant_table_loads_total", "", "Tenants' quota tables read from etcd and applied (at election, or changed there)") \
+    X(tenant_table_refused, COUNTER, "master_tenant_table_refused_total", "", "Tenants' quota tables read from etcd and refused (not valid; the log says why)") \
     X(connections, GAUGE, "master_connections", "", "Connections open to the master")                          \
     X(ha_leader, GAUGE, "master_ha_leader", "", "1 while this master serves (always without \"ha\"; issue 17)")    \
     X(ha_elections, COUNTER, "master_ha_elections_total", "", "Times this master was elected leader through etcd") \

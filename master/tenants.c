@@ -3,10 +3,16 @@
  * the cluster token) sends TENANT_PUSH {tenant, quota_bytes, guaranteed_bytes, fields}; the
  * master keeps the latest of each field per tenant and sends it on to every other registered
  * owner, and the whole table to an owner when it registers (new, restarted or reconnected).
- * The table is the master's memory only: a master restart or a new HA leader starts empty
- * (the owners keep what they applied). The master knows no tenant list: each owner applies a
- * push for a tenant it lists, within its own checks. */
+ * Without HA the table is the master's memory only: a master restart starts empty (the
+ * owners keep what they applied). With HA it is also kept in etcd (key <ha.key>.tenants,
+ * JSON; ha.c stores it after each change and reads it at election and once a second, so a
+ * new leader, and an operator's `etcdctl put`, hand it to every owner). The master knows no
+ * tenant list: each owner applies a push for a tenant it lists, within its own checks. */
+#include <cJSON.h>
+#include <stdio.h>
+
 #include "log.h"
+#include "master_ha.h"
 #include "master_int.h"
 
 /* The entry for name, created when absent (NULL: the table is full). */
@@ -26,6 +32,107 @@ static void mten_send(master_peer_t *p, const fx_mtenant_t *t)
 {
     fx_body_tenant_set_t b = {fx_str_c(t->name), t->quota, t->guaranteed, t->fields, fx_str_c("")};
     FX_CONN_SEND(p->conn, FX_MSG_TENANT_PUSH, 0, 0, 0, tenant_set, &b);
+}
+
+/* The table as JSON (fx_malloc'd; NULL when out of memory): fields not set are left out. */
+static char *mten_json(const fx_mtenant_t *tab, uint32_t n)
+{
+    cJSON *d = cJSON_CreateObject();
+    for (uint32_t i = 0; d && i < n; i++) {
+        cJSON *e = cJSON_AddObjectToObject(d, tab[i].name);
+        if (!e) break;
+        if (tab[i].fields & FX_TENANT_SET_QUOTA) cJSON_AddNumberToObject(e, "quota_bytes", (double)tab[i].quota);
+        if (tab[i].fields & FX_TENANT_SET_GUARANTEED)
+            cJSON_AddNumberToObject(e, "guaranteed_bytes", (double)tab[i].guaranteed);
+    }
+    char *txt = d ? cJSON_PrintUnformatted(d) : NULL, *out = txt ? fx_malloc(strlen(txt) + 1) : NULL;
+    if (out) strcpy(out, txt);
+    cJSON_free(txt);
+    cJSON_Delete(d);
+    return out;
+}
+#define mten_json(m) mten_json((m)->tenants, (m)->n_tenants)
+
+/* One size field of a loaded entry: a number of bytes or a size string ("8GiB"). */
+static bool mten_size(const cJSON *e, const char *field, uint32_t bit, fx_mtenant_t *t, char *why, size_t cap)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, field);
+    if (!v) return true;
+    uint64_t x = 0;
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
+        v->valuedouble == (double)(uint64_t)v->valuedouble)
+        x = (uint64_t)v->valuedouble;
+    else if (!cJSON_IsString(v) || fx_parse_size(v->valuestring, &x) != FLUXON_OK) {
+        snprintf(why, cap, "%.64s.%s is not a size in bytes (a whole number, or a string such as \"8GiB\")", t->name,
+                 field);
+        return false;
+    }
+    if (bit == FX_TENANT_SET_QUOTA) t->quota = x;
+    else t->guaranteed = x;
+    t->fields |= bit;
+    return true;
+}
+
+FX_INTERNAL void fx_mtenants_load(fx_master_t *m, const char *json)
+{
+    fx_mtenant_t tab[FX_ARRAY_LEN(((fx_master_t *)0)->tenants)];
+    uint32_t n = 0;
+    char why[300] = "";
+    cJSON *d = json[0] ? cJSON_Parse(json) : cJSON_CreateObject(), *e;
+    if (!cJSON_IsObject(d)) snprintf(why, sizeof why, "not a JSON object of tenants");
+    cJSON *items = why[0] ? NULL : d;
+    cJSON_ArrayForEach(e, items)
+    {
+        size_t nl = e->string ? strlen(e->string) : 0;
+        if (!fx_tenant_name_ok(e->string, nl)) {
+            snprintf(why, sizeof why, "\"%.64s\" is not a tenant name", e->string ? e->string : "");
+            break;
+        }
+        if (n == FX_ARRAY_LEN(tab)) {
+            snprintf(why, sizeof why, "more than %zu tenants", FX_ARRAY_LEN(tab));
+            break;
+        }
+        if (!cJSON_IsObject(e)) {
+            snprintf(why, sizeof why, "%.64s: not an object", e->string);
+            break;
+        }
+        fx_mtenant_t *t = &tab[n++];
+        memset(t, 0, sizeof *t);
+        memcpy(t->name, e->string, nl + 1);
+        if (!mten_size(e, "quota_bytes", FX_TENANT_SET_QUOTA, t, why, sizeof why) ||
+            !mten_size(e, "guaranteed_bytes", FX_TENANT_SET_GUARANTEED, t, why, sizeof why))
+            break;
+        if ((t->fields & FX_TENANT_SET_QUOTA) && (t->fields & FX_TENANT_SET_GUARANTEED) && t->quota &&
+            t->guaranteed > t->quota) {
+            snprintf(why, sizeof why, "%.64s: guaranteed_bytes %llu is above quota_bytes %llu", t->name,
+                     (unsigned long long)t->guaranteed, (unsigned long long)t->quota);
+            break;
+        }
+    }
+    cJSON_Delete(d);
+    if (why[0]) {
+        m->tenant_table_refused++;
+        FX_WARN("tenants' quota table in etcd (%s.tenants): %s; the table in use is kept", m->cfg.ha_key, why);
+        return;
+    }
+    uint32_t sent = 0;
+    for (uint32_t i = 0; i < n; i++) { /* each entry that changed goes to every owner */
+        const fx_mtenant_t *t = &tab[i], *old = NULL;
+        for (uint32_t j = 0; j < m->n_tenants && !old; j++)
+            if (!strcmp(m->tenants[j].name, t->name)) old = &m->tenants[j];
+        if (!t->fields || (old && old->fields == t->fields && old->quota == t->quota && old->guaranteed == t->guaranteed))
+            continue;
+        sent++;
+        for (size_t k = 0; k < m->n_nodes; k++) {
+            master_peer_t *q = m->nodes[k]->peer;
+            if (q && m->nodes[k]->alive) mten_send(q, t);
+        }
+    }
+    memcpy(m->tenants, tab, n * sizeof *tab);
+    m->n_tenants = n;
+    m->tenant_table_loads++;
+    FX_INFO("tenants' quota table read from etcd (%s.tenants): %u tenant(s), %u changed, sent to every owner",
+            m->cfg.ha_key, n, sent);
 }
 
 FX_INTERNAL void fx_mtenants_push(master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
@@ -49,6 +156,7 @@ FX_INTERNAL void fx_mtenants_push(master_peer_t *p, const fx_frame_header_t *h, 
     if (b.fields & FX_TENANT_SET_GUARANTEED) t->guaranteed = b.guaranteed_bytes;
     t->fields |= b.fields;
     m->tenant_pushes++;
+    if (m->ha) fx_mha_tenants_store(m, mten_json(m)); /* NULL (out of memory): the next change stores it */
     FX_INFO("tenant \"%s\": quota_bytes %llu, guaranteed_bytes %llu (from owner %s): sent to every owner", t->name,
             (unsigned long long)t->quota, (unsigned long long)t->guaranteed, p->node_id);
     for (size_t i = 0; i < m->n_nodes; i++) {

@@ -265,13 +265,21 @@ FX_INTERNAL int fx_etcd_get(fx_etcd_t *e, const char *key, uint32_t timeout_ms, 
 FX_INTERNAL int fx_etcd_put(fx_etcd_t *e, const char *key, const char *value, uint32_t timeout_ms, char *err,
                             size_t errcap)
 {
-    char kb[400], vb[400], body[840];
-    if (!fx_b64_encode(key, strlen(key), kb, sizeof kb) || !fx_b64_encode(value, strlen(value), vb, sizeof vb))
-        return FLUXON_ERR_INVALID_ARGUMENT;
-    snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", kb, vb);
-    cJSON *d = NULL;
-    int rc = etcd_post(e, "/v3/kv/put", body, timeout_ms, &d, err, errcap);
-    cJSON_Delete(d);
+    size_t vl = strlen(value), vcap = (vl + 2) / 3 * 4 + 1;
+    if (vl > FX_ETCD_PUT_MAX) return FLUXON_ERR_INVALID_ARGUMENT;
+    char kb[400], *vb = fx_malloc(vcap), *body = fx_malloc(vcap + 440);
+    int rc = FLUXON_ERR_NOMEM;
+    if (vb && body) {
+        rc = FLUXON_ERR_INVALID_ARGUMENT;
+        if (fx_b64_encode(key, strlen(key), kb, sizeof kb) && fx_b64_encode(value, vl, vb, vcap)) {
+            snprintf(body, vcap + 440, "{\"key\":\"%s\",\"value\":\"%s\"}", kb, vb);
+            cJSON *d = NULL;
+            rc = etcd_post(e, "/v3/kv/put", body, timeout_ms, &d, err, errcap);
+            cJSON_Delete(d);
+        }
+    }
+    fx_free(vb);
+    fx_free(body);
     return rc;
 }
 

@@ -363,3 +363,89 @@ Test(ha, a_standby_whose_campaign_connection_died_silently_still_takes_over, .ti
     get_check(c, "after", 5, "o0");
     fluxon_client_close(c);
 }
+
+/* Tenant acme's quota_bytes at c's owner (-1: not listed). */
+static long long acme_quota(fluxon_client *c)
+{
+    static char buf[1 << 17];
+    size_t len;
+    cr_assert_eq(fluxon_client_stats(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf);
+    cr_assert_not_null(doc);
+    cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "owner"), "tenants"), "acme");
+    cJSON *v = cJSON_GetObjectItem(t, "quota_bytes");
+    long long r = cJSON_IsNumber(v) ? (long long)cJSON_GetNumberValue(v) : -1;
+    cJSON_Delete(doc);
+    return r;
+}
+
+/* Waits (bounded) until acme's quota at c's owner is want. */
+static bool wait_quota(fluxon_client *c, long long want, int timeout_ms)
+{
+    double end = th_now_s() + th_wait_bound_s(timeout_ms);
+    while (th_now_s() < end) {
+        if (acme_quota(c) == want) return true;
+        th_sleep_ms(20);
+    }
+    return false;
+}
+
+static void etcd_put_tenants(const char *json)
+{
+    fx_etcd_t *e = NULL;
+    cr_assert_eq(fx_etcd_new(hf.url, &e), FLUXON_OK);
+    char err[256] = "";
+    int rc = fx_etcd_put(e, "fluxon/ha/master.tenants", json, 2000, err, sizeof err);
+    fx_etcd_free(e);
+    cr_assert_eq(rc, FLUXON_OK, "etcd put: %s", err);
+}
+
+/* Issue 42: the tenants' quota table outlives its master. A quota set at run time on o0
+ * reaches o1 through the leader, which stores the table in etcd. The leader is killed and
+ * o1 restarted (it starts from its config's quota); the new leader reads the table from
+ * etcd before it serves and hands it to o1 when it registers. Then an operator changes the
+ * table in etcd itself, and both owners apply it; a table that is not valid is refused and
+ * changes nothing. The old code: the new leader had no table, and o1 kept its config's. */
+Test(ha, a_quota_set_at_run_time_outlives_the_leader_and_follows_etcd, .timeout = 120, .fini = fini)
+{
+    HF_REQUIRE_ETCD();
+    hf_up(2, 0, TTL_MS);
+    char ha[200], want[80];
+    snprintf(ha, sizeof ha, "\"ha\":{\"etcd\":\"%s\",\"lease_ttl_ms\":%d}", hf.url, TTL_MS);
+    const char *ten = "\"heartbeat_interval_ms\":500,\"master_timeout_ms\":3000,\"tenant_admin_token\":\"adm\","
+                      "\"tenants\":{\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"8MiB\"}}";
+    rf.n_owners = 2;
+    for (int i = 0; i < 2; i++) {
+        hf_write_owner(i, ha, ten);
+        rf_start_owner(i);
+    }
+    for (int i = 0; i < 2; i++) hf_wait_owner(i, "registered with master");
+    fluxon_client *c0 = rf_client(0), *c1 = rf_client(1);
+    cr_assert_eq(acme_quota(c1), 8 << 20, "the config's quota");
+    cr_assert_eq(fluxon_tenant_set(c0, "acme", 4 << 20, 0, FLUXON_TENANT_SET_QUOTA, "adm"), FLUXON_OK);
+    cr_assert(wait_quota(c1, 4 << 20, 5000), "o1 applies o0's change (through the leader)");
+    cr_assert(rf_wait_stat(c0, true, "tenant_table_stores", 1, 1, 5000), "the leader stored the table in etcd");
+    fluxon_client_close(c1);
+    th_stop(rf.owner[1], SIGTERM, 5000); /* back with its config's 8 MiB */
+    rf.owner[1] = -1;
+    hf_kill_master(0);
+    cr_assert(hf_wait_leads(1, 4 * TTL_MS), "master 1 takes over (see %s)", hf.mlog[1]);
+    cr_assert(th_wait_log(hf.mlog[1], "tenants' quota table read from etcd", 1), "read before it served");
+    rf_start_owner(1);
+    snprintf(want, sizeof want, "registered with master 127.0.0.1:%d", hf.mport[1]);
+    hf_wait_owner(1, want);
+    c1 = rf_client(1);
+    cr_assert(wait_quota(c1, 4 << 20, 10000), "the restarted o1 gets the run-time quota from the new leader: %lld",
+              acme_quota(c1));
+    /* an operator edits the table in etcd: every owner applies it */
+    etcd_put_tenants("{\"acme\":{\"quota_bytes\":\"2MiB\"}}");
+    cr_assert(wait_quota(c0, 2 << 20, 10000) && wait_quota(c1, 2 << 20, 10000), "the etcd edit reaches both owners");
+    /* a table that is not valid changes nothing */
+    etcd_put_tenants("{\"acme\":{\"quota_bytes\":\"lots\"}}");
+    cr_assert(rf_wait_stat(c0, true, "tenant_table_refused", 0, 1, 10000), "the bad table is refused");
+    cr_assert(th_wait_log(hf.mlog[1], "acme.quota_bytes is not a size in bytes", 1));
+    cr_assert_eq(acme_quota(c0), 2 << 20);
+    cr_assert_eq(acme_quota(c1), 2 << 20);
+    fluxon_client_close(c0);
+    fluxon_client_close(c1);
+}
