@@ -51,11 +51,11 @@ Test(replay_lru, the_policy_simulators_include_each_policy, .timeout = 120)
     fx_cli_sim_result ref;
     cr_assert_eq(fx_cli_sim_run(&t, 0, 2000, 1, &ref), 0);
     fx_cli_psim_result lru, s3, slru;
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 0, 0, &lru), 0);
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "s3fifo", 0, 0, &s3), 0);
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", 0, 0, &slru), 0);
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lfu", 0, 0, &slru), -1, "an unknown policy is refused");
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", 0, 0, &slru), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 0, 0, 0, &lru), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "s3fifo", 0, 0, 0, &s3), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", 0, 0, 0, &slru), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lfu", 0, 0, 0, &slru), -1, "an unknown policy is refused");
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "slru", 0, 0, 0, &slru), 0);
     cr_log_info("2,000 requests at 2,000 blocks: reference LRU %.4f, lru %.4f, s3fifo %.4f, slru %.4f", ref.ratio,
                 lru.ratio, s3.ratio, slru.ratio);
     cr_assert_eq(lru.prefix_hits, ref.prefix_hits, "the policy code's lru is the reference LRU, hit for hit");
@@ -82,7 +82,7 @@ Test(replay_lru, the_simulator_plays_a_subset_of_the_requests, .timeout = 120)
         }
     }
     fx_cli_psim_result whole, sub, part;
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 1000, "s3fifo", 0, 0, &whole), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 1000, "s3fifo", 0, 0, 0, &whole), 0);
     cr_assert_eq(fx_cli_psim_run_reqs(&t, all, t.n_reqs, 1000, "s3fifo", &sub), 0);
     cr_assert_eq(sub.prefix_hits, whole.prefix_hits);
     cr_assert_eq(sub.lookups, whole.lookups);
@@ -122,9 +122,9 @@ Test(replay_lru, the_simulator_models_a_cpu_tier, .timeout = 120)
     char err[256];
     cr_assert_eq(fx_cli_trace_load(trace_path(), 4000, 0, &t, err, sizeof err), 0, "%s", err);
     fx_cli_psim_result alone, all, st;
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 0, 0, &alone), 0);
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 2000, FX_WB_ADMIT_ALL, &all), 0);
-    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 2000, FX_WB_ADMIT_SECOND_TOUCH, &st), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 0, 0, 0, &alone), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 2000, FX_WB_ADMIT_ALL, 0, &all), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 2000, FX_WB_ADMIT_SECOND_TOUCH, 0, &st), 0);
     cr_log_info("lru 2,000 + CPU 2,000: alone %.4f, all %.4f (%llu copies), second_touch %.4f (%llu copies)",
                 alone.ratio, all.ratio, (unsigned long long)all.copies, st.ratio, (unsigned long long)st.copies);
     cr_assert_eq(alone.copies + alone.cpu_hits, 0, "no CPU tier, no copies");
@@ -133,5 +133,13 @@ Test(replay_lru, the_simulator_models_a_cpu_tier, .timeout = 120)
     cr_assert_gt(all.ratio, alone.ratio + 0.02);
     cr_assert_gt(st.ratio, alone.ratio + 0.02);
     cr_assert_gt(st.cpu_hits, 0);
+    /* the prefix-depth rule copies only a chain's first blocks: fewer copies than "all" at
+     * the same admission, and the deeper the limit the more it copies */
+    fx_cli_psim_result d8, d32;
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 2000, FX_WB_ADMIT_ALL, 8, &d8), 0);
+    cr_assert_eq(fx_cli_psim_run(&t, 0, 2000, "lru", 2000, FX_WB_ADMIT_ALL, 32, &d32), 0);
+    cr_assert_lt(d8.copies, d32.copies);
+    cr_assert_lt(d32.copies, all.copies);
+    cr_assert_gt(d8.ratio, alone.ratio, "the first 8 blocks of each chain still restore");
     fx_cli_trace_free(&t);
 }

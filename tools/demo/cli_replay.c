@@ -60,7 +60,7 @@ static int rp_load(rp_run *r)
         }
         r->lru_ref_hits = lref.prefix_hits;
         fx_cli_psim_result pref;
-        if (fx_cli_psim_run(&r->trace, 0, o->capacity_blocks, o->eviction_policy, 0, 0, &pref)) {
+        if (fx_cli_psim_run(&r->trace, 0, o->capacity_blocks, o->eviction_policy, 0, 0, 0, &pref)) {
             fprintf(stderr, "fluxon demo: out of memory for the policy simulator\n");
             return 1;
         }
@@ -125,12 +125,21 @@ static int rp_simulate(rp_run *r)
     if (o->cpu_owners) { /* issue 38: a CPU tier under each write-back admission rule */
         static const char *const adm[] = {"all", "second_touch"}; /* FX_WB_ADMIT_* */
         uint64_t cpu_blocks = (uint64_t)o->cpu_owners * o->cpu_capacity_blocks;
-        for (int a = 0; a < 2; a++) {
+        /* and the seeds' prefix-depth rule (a chain's first N blocks), which the owner does
+         * not offer: it cannot know a value's position, and on the conversation trace it
+         * keeps fewer hits than second_touch for as many copies (docs/tiers.md) */
+        static const uint32_t depths[] = {0, 0, 8, 32, 128};
+        for (int a = 0; a < 5; a++) {
             fx_cli_psim_result res;
-            if (fx_cli_psim_run(&r->trace, 0, o->capacity_blocks, o->eviction_policy, cpu_blocks, a, &res)) return 1;
-            printf("+ CPU tier of %llu blocks, writeback_admission %-12s %.2f %% prefix hits (%.2f %% from the CPU "
+            char name[32];
+            if (depths[a]) snprintf(name, sizeof name, "prefix_depth %u", depths[a]);
+            else snprintf(name, sizeof name, "%s", adm[a]);
+            if (fx_cli_psim_run(&r->trace, 0, o->capacity_blocks, o->eviction_policy, cpu_blocks, depths[a] ? 0 : a,
+                                depths[a], &res))
+                return 1;
+            printf("+ CPU tier of %llu blocks, %s %-16s %.2f %% prefix hits (%.2f %% from the CPU "
                    "tier); %llu of %llu evicted blocks copied (%.0f %%)\n",
-                   (unsigned long long)cpu_blocks, adm[a], 100 * res.ratio,
+                   (unsigned long long)cpu_blocks, depths[a] ? "simulated" : "writeback_admission", name, 100 * res.ratio,
                    res.lookups ? 100.0 * (double)res.cpu_hits / (double)res.lookups : 0.0,
                    (unsigned long long)res.copies, (unsigned long long)res.evictions,
                    res.evictions ? 100.0 * (double)res.copies / (double)res.evictions : 0.0);

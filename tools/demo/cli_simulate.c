@@ -11,6 +11,7 @@
 typedef struct ps_block {
     fx_evp_node_t node;
     uint64_t key;
+    uint32_t depth; /* its position in its request's chain (the trace's block index) */
 } ps_block;
 
 typedef struct ps_map { /* key -> index + 1 (0: empty); open addressing, no tombstones */
@@ -27,6 +28,7 @@ typedef struct ps_cpu {
     uint8_t *live;         /* ring slot still holds its key (not promoted) */
     ps_map map;            /* key -> ring slot + 1 */
     int admission;         /* -1: no CPU tier; FX_WB_ADMIT_* */
+    uint32_t max_depth;    /* > 0: and only blocks at chain positions below it (issue 38) */
     fx_freq_sketch_t seen;
 } ps_cpu;
 
@@ -134,10 +136,11 @@ static int ps_init(ps_sim *s, uint64_t capacity, int kind, uint64_t cpu_capacity
 }
 
 /* A victim leaves the hot tier: written back to the CPU tier when admitted. */
-static void ps_writeback(ps_sim *s, uint64_t k, fx_cli_psim_result *r)
+static void ps_writeback(ps_sim *s, uint64_t k, fx_cli_psim_result *r, uint32_t depth)
 {
     ps_cpu *c = &s->cpu;
     if (c->admission < 0) return;
+    if (c->max_depth && depth >= c->max_depth) return; /* prefix depth: only a chain's first blocks */
     if (c->admission == FX_WB_ADMIT_SECOND_TOUCH && fx_freq_sketch_estimate(&c->seen, k) < 2) return;
     r->copies++;
     if (c->n == c->cap) { /* the oldest copy goes */
@@ -157,7 +160,7 @@ static bool ps_present(const ps_sim *s, uint64_t k)
 }
 
 /* one block touched or inserted; evicts first when full */
-static void ps_access(ps_sim *s, uint64_t k, fx_cli_psim_result *r, int cold)
+static void ps_access(ps_sim *s, uint64_t k, fx_cli_psim_result *r, int cold, uint32_t depth)
 {
     size_t at = ps_find(&s->map, k);
     if (at != SIZE_MAX) {
@@ -177,11 +180,12 @@ static void ps_access(ps_sim *s, uint64_t k, fx_cli_psim_result *r, int cold)
         fx_evp_evicted(&s->p, v);
         s->free_list[s->n_free++] = (uint32_t)(b - s->blocks);
         r->evictions++;
-        ps_writeback(s, b->key, r);
+        ps_writeback(s, b->key, r, b->depth);
     }
     uint32_t bi = s->free_list[--s->n_free];
     ps_block *b = &s->blocks[bi];
     b->key = k;
+    b->depth = depth;
     if (cold) fx_evp_insert_cold(&s->p, &b->node, 1, k);
     else fx_evp_insert(&s->p, &b->node, 1, k);
     ps_put(&s->map, k, bi + 1);
@@ -191,7 +195,7 @@ static void ps_access(ps_sim *s, uint64_t k, fx_cli_psim_result *r, int cold)
 
 /* The requests reqs[0..n) of t in that order (reqs NULL: requests 0..n). */
 static int ps_run(const fx_cli_trace *t, const size_t *reqs, size_t n, uint64_t capacity, const char *policy,
-                  uint64_t cpu_capacity, int admission, fx_cli_psim_result *out)
+                  uint64_t cpu_capacity, int admission, uint32_t max_depth, fx_cli_psim_result *out)
 {
     if (!fx_cli_psim_known(policy) || capacity == 0 || capacity >= UINT32_MAX / 4) return -1;
     int kind = !policy ? FX_EVICT_LRU : strcmp(policy, "s3fifo") == 0 ? FX_EVICT_S3FIFO
@@ -202,6 +206,7 @@ static int ps_run(const fx_cli_trace *t, const size_t *reqs, size_t n, uint64_t 
     int rc = -1;
     memset(out, 0, sizeof *out);
     if (!h || ps_init(&s, capacity, kind, cpu_capacity, admission)) goto done;
+    s.cpu.max_depth = max_depth;
     for (size_t i = 0; i < n; i++) {
         if (reqs && reqs[i] >= t->n_reqs) goto done;
         const fx_cli_trace_req *q = &t->reqs[reqs ? reqs[i] : i];
@@ -215,7 +220,7 @@ static int ps_run(const fx_cli_trace *t, const size_t *reqs, size_t n, uint64_t 
          * chain's tail goes first: a request's last page is partial and almost never read
          * again); the batch is the missed suffix */
         for (size_t b = 0; b < q->n_blocks; b++)
-            ps_access(&s, h[b], out, kind != FX_EVICT_LRU && b + 1 == q->n_blocks && q->n_blocks - hit >= 2);
+            ps_access(&s, h[b], out, kind != FX_EVICT_LRU && b + 1 == q->n_blocks && q->n_blocks - hit >= 2, (uint32_t)b);
     }
     out->ratio = out->lookups ? (double)out->prefix_hits / (double)out->lookups : 0;
     rc = 0;
@@ -226,14 +231,14 @@ done:
 }
 
 int fx_cli_psim_run(const fx_cli_trace *t, size_t n_requests, uint64_t capacity, const char *policy,
-                    uint64_t cpu_capacity, int admission, fx_cli_psim_result *out)
+                    uint64_t cpu_capacity, int admission, uint32_t max_depth, fx_cli_psim_result *out)
 {
     size_t n = n_requests && n_requests < t->n_reqs ? n_requests : t->n_reqs;
-    return ps_run(t, NULL, n, capacity, policy, cpu_capacity, admission, out);
+    return ps_run(t, NULL, n, capacity, policy, cpu_capacity, admission, max_depth, out);
 }
 
 int fx_cli_psim_run_reqs(const fx_cli_trace *t, const size_t *reqs, size_t n, uint64_t capacity, const char *policy,
                          fx_cli_psim_result *out)
 {
-    return ps_run(t, reqs, n, capacity, policy, 0, 0, out);
+    return ps_run(t, reqs, n, capacity, policy, 0, 0, 0, out);
 }

@@ -18,9 +18,11 @@ typedef struct fx_cli_psim_result {
 /* policy: "lru" or "s3fifo" (NULL: lru). Returns 0; -1 on an unknown policy or out of
  * memory. capacity in blocks (> 0). cpu_capacity > 0 adds a CPU tier of that many blocks
  * (a FIFO, exclusive: a hit moves the block back) that the hot tier's victims are written
- * back to when admission (FX_WB_ADMIT_*, the owner's writeback_admission) admits them. */
+ * back to when admission (FX_WB_ADMIT_*, the owner's writeback_admission) admits them and,
+ * max_depth > 0, the block sits at a position below max_depth in its request's chain (the
+ * seeds' prefix-depth admission; simulator only: an owner does not know a value's position). */
 int fx_cli_psim_run(const fx_cli_trace *t, size_t n_requests, uint64_t capacity, const char *policy,
-                    uint64_t cpu_capacity, int admission, fx_cli_psim_result *out);
+                    uint64_t cpu_capacity, int admission, uint32_t max_depth, fx_cli_psim_result *out);
 /* The same over a subset of the trace: requests reqs[0..n) (indexes into t->reqs, played in
  * that order), no CPU tier: what one tenant's own requests would hit alone in a cache of
  * capacity blocks (`fluxon demo --tenants`, issue 42). -1 also on an index out of range. */
