@@ -33,7 +33,7 @@ enum {
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
     CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */,
     CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN, CFG_K_PIN_RATIO,
-    CFG_K_TENANT_ADMIN /* issue 42 quotas */, CFG_K_RANGE_REUSE /* issue 38 */
+    CFG_K_TENANT_ADMIN /* issue 42 quotas */, CFG_K_RANGE_REUSE /* issue 38 */, CFG_K_UCX_TLS /* issue 38 */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -74,6 +74,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"pin_budget_ratio", CFG_O}, /* issue 42 */
     {"tenant_admin_token", CFG_O}, /* issue 42: who may change any tenant's quota (tenant set) */
     {"range_reuse_delay_ms", CFG_M}, /* issue 38 */
+    {"ucx_tls", CFG_O},              /* issue 38: the data plane's UCX transports */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -390,6 +391,21 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_TENANTS: return fx_cfg_parse_tenants(c, v, cfg);
     case CFG_K_TENANT: return fx_cfg_parse_tenant(c, v, cfg);
     case CFG_K_TENANT_TOKEN: return fx_cfg_get_token(c, path, v, cfg->tenant_token);
+    case CFG_K_UCX_TLS: { /* UCX_TLS syntax: names of letters, digits and _ ^ : separated by commas */
+        rc = fx_cfg_want_string(c, path, v);
+        if (rc) return rc;
+        const char *t = v->valuestring;
+        size_t n = strlen(t);
+        bool ok = n > 0 && n < sizeof cfg->ucx_tls && t[0] != ',' && t[n - 1] != ',' && !strstr(t, ",,");
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') || (t[i] >= '0' && t[i] <= '9') ||
+                 strchr("_^:,", t[i]);
+        if (!ok)
+            return fx_cfg_bad(c, path, v, "is not a UCX transport list (UCX_TLS syntax, e.g. \"sm,self\" or \"tcp\"; "
+                                          "1..%zu characters)", sizeof cfg->ucx_tls - 1);
+        memcpy(cfg->ucx_tls, t, n + 1);
+        return 0;
+    }
     case CFG_K_TENANT_ADMIN: /* issue 42 quotas: "" would let anyone in */
         if (cJSON_IsString(v) && !v->valuestring[0])
             return fx_cfg_fail(c, path, "is empty (omit it: then only a tenant's own clients change its quota)");

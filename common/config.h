@@ -98,6 +98,9 @@ typedef struct fx_config {
     uint64_t segment_bytes;               /* ["1GiB"], multiple of 4096 */
     fx_node_role_t node_role;             /* ["gpu_owner"] */
     char sub_cluster[FX_ID_MAX];          /* placement group for preferred_sub_cluster [""] */
+    char ucx_tls[128];                    /* owner "ucx_tls" [""]: the data plane's UCX transports
+                                           * (UCX_TLS syntax); "": UCX's choice, with peer failure
+                                           * handling (tcp between the processes of one host) */
     int numa_node;                        /* [-1] = no placement; >= -1 */
     uint64_t grant_bytes;                 /* "reserve.grant_bytes" ["512MiB"], x4096 */
     bool has_expected;                    /* "reserve.expected" present */

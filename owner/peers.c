@@ -82,8 +82,13 @@ FX_INTERNAL int fx_opeers_init(fx_owner_t *o)
     fx_timer_init(&u->timer);
     u->r = o->r;
     o->peers = u;
-    int rc = fx_ucx_create(NULL, &u->ucx);
-    if (rc != FLUXON_OK) return rc;
+    int rc = fx_ucx_create(o->cfg.ucx_tls[0] ? o->cfg.ucx_tls : NULL, &u->ucx);
+    if (rc != FLUXON_OK) {
+        if (o->cfg.ucx_tls[0])
+            FX_ERROR("the data plane cannot start with ucx_tls \"%s\" (%s; the UCX lines above name the transports "
+                     "this host has)", o->cfg.ucx_tls, fluxon_status_string(rc));
+        return rc;
+    }
     const char *mech = getenv("FLUXON_UCX_MECH"); /* rma | am: override the measured choice */
     if (mech && !strcmp(mech, "rma")) fx_ucx_set_mech(u->ucx, FX_UCX_MECH_RMA);
     if (mech && !strcmp(mech, "am")) fx_ucx_set_mech(u->ucx, FX_UCX_MECH_AM);

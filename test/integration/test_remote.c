@@ -333,6 +333,26 @@ Test(remote, a_cpu_owner_full_of_placed_values_still_takes_copies)
     fluxon_client_close(a);
 }
 
+/* ucx_tls (issue 38): owners on one host may move values over shared memory. With
+ * "sm,self" B reads A's values (UCX posix/sysv: no tcp), byte-exact; a transport UCX does
+ * not know stops the owner at start (the field reaches UCX). */
+Test(remote, owners_on_one_host_may_use_shared_memory)
+{
+    static const char *const extra[] = {",\"ucx_tls\":\"sm,self\"", ",\"ucx_tls\":\"sm,self\""};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_groups(a, "sm", 8, 2, 0, NULL);
+    cr_assert_eq(get_check(b, "sm", 8, 2), 8, "B copies A's values over shared memory, byte-exact");
+    cr_assert_eq(kf_stat(b, "remote_hits"), 8);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 2, ",\"ucx_tls\":\"no_such_transport\"");
+    fluxon_node *n = NULL;
+    cr_assert_neq(fluxon_node_start(cfg, &n), FLUXON_OK, "an owner with a transport UCX does not know");
+    cr_assert_null(n);
+}
+
 /* Strict targets: no remote_cache owner = NO_SPACE, never another GPU owner; the local
  * primary stays readable. */
 Test(remote, no_target_is_no_space)

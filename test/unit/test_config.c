@@ -703,3 +703,28 @@ Test(config, tenants)
                           "\"x\":1}}}", &c, err), FLUXON_ERR_CONFIG);
     cr_assert_null(strstr(err, "SECRET"), "%s", err);
 }
+
+/* ucx_tls (issue 38): the owner's data-plane transports, UCX_TLS syntax; "" by default
+ * (UCX's choice); anything else is refused naming the field and the syntax. */
+Test(config, ucx_tls)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_str_eq(c.ucx_tls, "", "UCX's own choice by default");
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"ucx_tls\":\"sm,self\"}", &c, err), FLUXON_OK,
+                 "%s", err);
+    cr_assert_str_eq(c.ucx_tls, "sm,self");
+    cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"ucx_tls\":\"^tcp\"}", &c, err), FLUXON_OK);
+    static const struct tc_bad bad[] = {
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"ucx_tls\":\"\"}", "ucx_tls: \"\" is not a UCX transport list"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"ucx_tls\":\"sm,,tcp\"}", "ucx_tls"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"ucx_tls\":\"sm tcp\"}", "(UCX_TLS syntax"},
+        {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"ucx_tls\":7}", "ucx_tls"},
+        {"{\"role\":\"master\",\"cluster_id\":\"c1\",\"ucx_tls\":\"tcp\"}", "ucx_tls: unknown field for role master"},
+    };
+    for (size_t i = 0; i < FX_ARRAY_LEN(bad); i++) {
+        cr_assert_eq(tc_parse(bad[i].json, &c, err), FLUXON_ERR_CONFIG, "case %zu", i);
+        cr_assert(strstr(err, bad[i].want), "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].want);
+    }
+}
