@@ -189,8 +189,9 @@ static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-cpu-%u\",\"node_role\":\"remote_cache\",\"master\":\"unix:%s/master.sock\","
                  "\"socket\":\"%s/cpu%u.sock\",\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu},"
-                 "\"log_level\":\"warn\",\"start_timeout_ms\":120000}",
-                 k, dir, dir, k, (unsigned long long)seg, (unsigned long long)r->grant_bytes);
+                 "\"log_level\":\"warn\",\"start_timeout_ms\":120000%s%s%s}",
+                 k, dir, dir, k, (unsigned long long)seg, (unsigned long long)r->grant_bytes,
+                 r->o.ucx_tls ? ",\"ucx_tls\":\"" : "", r->o.ucx_tls ? r->o.ucx_tls : "", r->o.ucx_tls ? "\"" : "");
         int rc = fluxon_node_start(cfg, &r->cl.cpu[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: CPU owner %u did not start: %s (segment_bytes %llu)\n", k,
@@ -298,9 +299,10 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-owner-%u\",\"master\":\"unix:%s/master.sock\",\"socket\":\"%s\","
                  "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\","
-                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000%s%s}", /* a multi-GiB segment is faulted in at start */
+                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000%s%s%s%s%s}", /* a multi-GiB segment is faulted in at start */
                  k, dir, socks[k], (unsigned long long)r->segment_bytes,
-                 (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy, disk, tenants);
+                 (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy, disk, tenants,
+                 r->o.ucx_tls ? ",\"ucx_tls\":\"" : "", r->o.ucx_tls ? r->o.ucx_tls : "", r->o.ucx_tls ? "\"" : "");
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n", k,

@@ -67,6 +67,8 @@ void rp_usage(FILE *f)
             "                       1..64 MiB; at least 2 segments); keys are demo-v<len>-tp<T>:...\n"
             "  --disk-admission A   which evicted values go to disk: all, second_touch [all]\n"
             "  --disk-direct-io M   O_DIRECT: auto, on, off (off: the page cache serves re-reads) [auto]\n"
+            "  --ucx-tls LIST       the embedded owners' ucx_tls: their data plane's UCX transports\n"
+            "                       (sm,self: shared memory; tcp) [UCX's choice: tcp]\n"
             "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
             "the whole default trace, 4 KiB pages; x T with --tp T; --requests or --capacity-blocks\n"
             "shrink it). Peak RSS counts it once per mapping, the owner's and each worker client's:\n"
@@ -225,6 +227,22 @@ static int rp_set_disk_direct(rp_opts *o, const char *val)
     return 0;
 }
 
+static int rp_set_ucx_tls(rp_opts *o, const char *val)
+{
+    size_t n = strlen(val);
+    bool ok = n > 0 && n < 128;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (val[i] >= 'a' && val[i] <= 'z') || (val[i] >= 'A' && val[i] <= 'Z') || (val[i] >= '0' && val[i] <= '9') ||
+             strchr("_^:,", val[i]);
+    if (!ok) {
+        fprintf(stderr, "fluxon demo: --ucx-tls %s: not a UCX transport list (UCX_TLS syntax, e.g. sm,self or tcp)\n",
+                val);
+        return -1;
+    }
+    o->ucx_tls = val;
+    return 0;
+}
+
 static int rp_set_writeback(rp_opts *o, const char *val)
 {
     char *end;
@@ -305,6 +323,7 @@ static const rp_optdef rp_optdefs[] = {
     RP_INT("--disk-capacity-blocks", disk_capacity_blocks, 1, 1ull << 40),
     RP_FN("--disk-admission", rp_set_disk_admission),
     RP_FN("--disk-direct-io", rp_set_disk_direct),
+    RP_FN("--ucx-tls", rp_set_ucx_tls),
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
