@@ -61,7 +61,8 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
     X(append_rejected_no_space) X(append_keys_already) X(append_done_unknown)                   \
     X(target_replicas_remote_cache) X(target_replicas_gpu_owner) X(target_cold_dropped)        \
     X(target_cold_routes_deleted) X(hits_local) X(hits_remote_gpu) X(hits_cpu_owner)             \
-    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_promoted_away) X(target_cold_listed)               \
+    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_promoted_away) X(target_cold_listed)       \
+    X(append_placed_told)               \
     X(target_ranges_invalidated) /* W1: dropped ranged replicas invalidated at their owner */
 
 typedef struct fx_mappend {
@@ -502,6 +503,10 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     }
     bool tgt_ok = r->tgt->alive && r->tgt->generation == r->tgt_gen;
     fx_mkv_inv_t inv = {0};
+    /* what the target now holds, told to it (PLACED) */
+    fx_str_t *pk = fx_arena_alloc(arena, (r->n ? r->n : 1) * sizeof *pk);
+    uint64_t *pcols = fx_arena_alloc(arena, (r->n ? r->n : 1) * 3 * sizeof *pcols);
+    uint32_t np = 0;
     for (uint32_t i = 0; i < r->n; i++) {
         st[i] = MKV_ST(FLUXON_ERR_STALE);
         if (b.pushed != 1) { /* never started, or abandoned (W4) */
@@ -519,11 +524,29 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
         }
         rt->rep[rt->n_rep - 1].range_bytes = r->range_bytes; /* freed when the replica goes */
         mapp_cold_push(a, r->tgt, key, r->offs[i], r->put_ms[i], r->put_ver[i], &inv);
+        if (pk && pcols) {
+            pk[np] = key;
+            pcols[np] = r->offs[i];
+            pcols[r->n + np] = r->put_ms[i];
+            pcols[2 * (size_t)r->n + np] = r->put_ver[i];
+            np++;
+        }
         r->offs[i] = 0; /* the route owns the range now */
         st[i] = MKV_ST(FLUXON_OK);
         a->c.append_keys_completed++;
         if (r->tgt->node_role == FX_NODE_REMOTE_CACHE) a->c.target_replicas_remote_cache++;
         else a->c.target_replicas_gpu_owner++;
+    }
+    /* The target learns the keys it now holds (one-way PLACED), as for a placed put: it
+     * re-publishes them to a later master (before, a master restart lost every copy on the
+     * CPU owners), and forgets each when the master drops it (INVALIDATE, W1). */
+    if (np && r->tgt->peer && r->tgt->peer->conn && fx_conn_is_open(r->tgt->peer->conn)) {
+        fx_body_placed_t pb = {{pk, np}, {pcols, np}, r->value_len, {pcols + r->n, np}, {pcols + 2 * (size_t)r->n, np}, 0};
+        FX_CONN_SEND(r->tgt->peer->conn, FX_MSG_PLACED, 0, 0, 0, placed, &pb);
+        a->c.append_placed_told += np;
+    } else if (np && (!pk || !pcols)) {
+        FX_WARN("append_done: out of memory telling %s of %u copies (they are not re-published after a restart)",
+                r->tgt->node_id, np);
     }
     uint32_t nk = r->n;
     if (b.pushed == FX_APPEND_ABANDONED) mapp_abandon(a, r);

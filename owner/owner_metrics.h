@@ -234,7 +234,7 @@
     X(republish_last_ms, MSGAUGE, "owner_republish_last_seconds", "", "Duration of the last re-publication") \
     X(republish_last_keys, GAUGE, "owner_republish_last_keys", "", "Keys of the last re-publication")             \
     X(republish_newer_kept, COUNTER, "owner_republish_newer_kept_total", "", "Refused reports whose offset holds a newer placed value now: that record kept (R1)") \
-    X(placed_ranges_held, GAUGE, "owner_placed_ranges_held", "", "Placed values held for other owners' puts")    \
+    X(placed_ranges_held, GAUGE, "owner_placed_ranges_held", "", "Values in ranges the master allocated here (placed puts, copies written back to this CPU owner), re-published to a later master")    \
     X(placed_malformed, COUNTER, "owner_placed_malformed_total", "", "PLACED messages that did not decode")   \
     /* disk.c and the store disk/ (issue 39): the disk tier */                                                  \
     X(disk_on, BOOL, "owner_disk_on", "", "1 while the disk tier is open")                                       \

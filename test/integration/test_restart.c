@@ -614,6 +614,38 @@ Test(restart, a_cpu_owner_full_before_a_master_restart_still_takes_copies, .time
     fluxon_client_close(c0);
 }
 
+/* Issue 38: copies on a CPU owner survive a master restart. o0 writes 8 values with eager
+ * replica tasks, each copied to o1 (remote_cache); the master is killed and restarted; o0
+ * goes; o2 restores every value from o1, byte-exact. The master now tells o1 the keys of
+ * the copies it holds (PLACED at APPEND_DONE), so o1 re-publishes them; before, o1 knew only
+ * placed values, and a master restart lost every copy on the CPU owners. */
+Test(restart, copies_on_a_cpu_owner_survive_a_master_restart, .timeout = 120, .fini = fini)
+{
+    rf_master_extra = ",\"range_quarantine_ms\":0";
+    const char *extra[3] = {NULL, ",\"node_role\":\"remote_cache\"", NULL};
+    rf_up(3, extra);
+    rf_master_extra = "";
+    fluxon_client *c0 = rf_client(0), *c1 = rf_client(1), *c2 = rf_client(2);
+    char key[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof key, "copied:%d", i);
+        put_with_replica(c0, key, 400 + (uint64_t)i);
+    }
+    cr_assert(rf_wait_stat(c0, true, "append_keys_completed", 0, 8, 10000), "8 copies on o1");
+    cr_assert(rf_wait_stat(c1, false, "placed_ranges_held", 0, 8, 5000), "o1 knows the keys it holds");
+    fluxon_client_close(c1);
+    rf_kill_master();
+    restart_master_and_wait(c2);
+    fluxon_client_close(c0);
+    th_stop(rf.owner[0], SIGTERM, 5000); /* the writer goes: only o1's copies are left */
+    rf.owner[0] = -1;
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof key, "copied:%d", i);
+        get_check(c2, key, 400 + (uint64_t)i, "o2, from o1 after the restart");
+    }
+    fluxon_client_close(c2);
+}
+
 /* R1 (issue 44): an acknowledged placed value survives every later restart. A new master
  * (no range quarantine here) places a value on o1 at the offset where o1's report of an
  * older placed value is still to come (o1's re-publication held back 3 s by a test fault);
