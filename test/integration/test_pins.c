@@ -382,8 +382,9 @@ Test(pins, a_put_that_only_pinned_values_could_make_room_for_gets_no_space)
     char cfg[1024];
     snprintf(cfg, sizeof cfg,
              "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownA\","
-             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s/ownA/s.sock\",\"segment_bytes\":\"64MiB\","
-             "\"hot_capacity_bytes\":\"60MiB\",\"pin_budget_ratio\":1,\"log_level\":\"error\"}",
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s/ownA/s.sock\",\"segment_bytes\":\"60MiB\","
+             "\"reserve\":{\"grant_bytes\":\"4MiB\"},\"hot_capacity_bytes\":\"60MiB\",\"pin_budget_ratio\":1,"
+             "\"log_level\":\"error\"}",
              fluxon_node_port(kf_master), kf_dir);
     cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK, "%s", cfg);
     fluxon_client *c = tf_client(NULL);
