@@ -283,6 +283,9 @@ Test(replay, three_unequal_quotas_parse_print_and_bad_ones_are_refused, .fini = 
         {"50,0,20", "\"0\" is not a quota"},
         {"50,30", "--tenant-quotas 50,30 gives 2 quota(s) but --tenants 3"},
         {"25,25,25,25", "gives 4 quota(s) but --tenants 3"},
+        /* a wrong count is named as such, not as a sum above 100 (checked after the count) */
+        {"40,30,20,10", "--tenant-quotas 40,30,20,10 gives 4 quota(s) but --tenants 3"},
+        {"50,30,20,10", "--tenant-quotas 50,30,20,10 gives 4 quota(s) but --tenants 3"},
         {"50,abc,20", "\"abc\" is not a quota"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -293,6 +296,9 @@ Test(replay, three_unequal_quotas_parse_print_and_bad_ones_are_refused, .fini = 
                            bad[i].says, out);
         cr_assert_not_null(strstr(out, bad[i].quotas), "the message names the value given:\n%s", out);
     }
+    /* the reported command as typed (no --workers): the count first, before the workers it needs */
+    cr_assert_eq(demo_exit("--tenants 3 --tenant-quotas 40,30,20,10", out, sizeof out), 2);
+    cr_assert_not_null(strstr(out, "--tenant-quotas 40,30,20,10 gives 4 quota(s) but --tenants 3"), "%s", out);
     cr_assert_eq(demo_exit("--workers 3 --tenant-quotas 50,30 --capacity-blocks 2000", out, sizeof out), 2);
     cr_assert_not_null(strstr(out, "but no --tenants T"), "%s", out);
     cr_assert_eq(demo_exit("--workers 2 --tenants 2 --tenant-quotas 50,30", out, sizeof out), 2);

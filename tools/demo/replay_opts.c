@@ -241,10 +241,11 @@ static int rp_set_writeback(rp_opts *o, const char *val)
 }
 
 /* --tenant-quotas 50,30,20 (issue 42): integer percents of the hot tier, one per tenant,
- * summing to at most 100; the count is checked against --tenants in rp_opts_check */
+ * summing to at most 100; the count (against --tenants) and then the sum are checked in
+ * rp_tenant_quotas_check, so a wrong count is named as such whatever the sum */
 static int rp_set_tenant_quotas(rp_opts *o, const char *val)
 {
-    unsigned n = 0, sum = 0;
+    unsigned n = 0;
     const char *s = val;
     for (;;) {
         const char *e = s + strcspn(s, ",");
@@ -265,14 +266,8 @@ static int rp_set_tenant_quotas(rp_opts *o, const char *val)
             return -1;
         }
         o->tenant_pct[n++] = v;
-        sum += v;
         if (!*e) break;
         s = e + 1;
-    }
-    if (sum > 100) {
-        fprintf(stderr, "fluxon demo: --tenant-quotas %s: the quotas sum to %u %% of the hot tier, above the limit of "
-                        "100 %%\n", val, sum);
-        return -1;
     }
     o->n_tenant_pct = n;
     o->tenant_quotas = val;
@@ -338,6 +333,13 @@ static int rp_tenant_quotas_check(rp_opts *o)
         if (o->tenants) snprintf(t, sizeof t, "--tenants %u", o->tenants);
         fprintf(stderr, "fluxon demo: --tenant-quotas %s gives %u quota(s) but %s: one percent per tenant, e.g. "
                         "--tenants 3 --tenant-quotas 50,30,20\n", o->tenant_quotas, o->n_tenant_pct, t);
+        return -1;
+    }
+    unsigned sum = 0;
+    for (unsigned k = 0; k < o->n_tenant_pct; k++) sum += o->tenant_pct[k];
+    if (sum > 100) {
+        fprintf(stderr, "fluxon demo: --tenant-quotas %s: the quotas sum to %u %% of the hot tier, above the limit of "
+                        "100 %%\n", o->tenant_quotas, sum);
         return -1;
     }
     if (o->n_tenant_pct && !o->capacity_blocks) {
@@ -409,12 +411,12 @@ static int rp_opts_check(rp_opts *o)
                         "/var/tmp/fx --disk-capacity-blocks 100000\n");
         return -1;
     }
+    if (rp_tenant_quotas_check(o)) return -1; /* a wrong count before what the tenants need */
     if (o->tenants && (o->n_configs || o->tenants > o->workers)) {
         fprintf(stderr, "fluxon demo: --tenants T splits the embedded owners' workers (no --config): it needs "
                         "--workers of at least T (each owner serves every tenant), e.g. --tenants 2 --workers 4\n");
         return -1;
     }
-    if (rp_tenant_quotas_check(o)) return -1;
     if (o->disk_dir && !strcmp(o->key_prefix, "demo")) {
         /* a disk directory outlives the run: a later run with another value length must
          * not meet these keys (their values would be another length) */
