@@ -71,7 +71,7 @@ help:
 	@echo "make cuda          build/libfluxon_cuda.so (nvcc; scripts/setup --cuda if absent) and run the GPU tests (skip without a GPU)"
 	@echo "make cuda-bench    the GPU tests, then backup/restore GB/s next to pinned cudaMemcpyAsync"
 	@echo "make demo          replay the real LLM-serving trace (embedded master, owner, workers)"
-	@echo "make install PREFIX=/usr/local   install binary, libraries, header, fluxon.pc"
+	@echo "make install PREFIX=/usr/local   install binary, libraries, header, fluxon.pc, the demo's trace"
 	@echo "make fuzz [FUZZ_SECONDS=N]  build the libFuzzer targets (clang) and run each N s [10]"
 	@echo "make chaos [CHAOS_SECONDS=N]  the chaos run (issue 17): replays, kill -9 of every role, message faults; N s [180]"
 	@echo "make clean         remove build outputs"
@@ -290,6 +290,8 @@ install: all
 	ln -sf libfluxon.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfluxon.so.$(SOVER)
 	ln -sf libfluxon.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libfluxon.so
 	install -m 0644 include/fluxon.h include/fluxon_cuda.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/share/fluxon
+	install -m 0644 data/conversation_trace.jsonl data/README.md $(DESTDIR)$(PREFIX)/share/fluxon/
 	sed -e 's|@PREFIX@|$(abspath $(PREFIX))/lib|; s|@INCLUDEDIR@|$(abspath $(PREFIX))/include|; s|@VERSION@|$(VERSION)|' \
 	    scripts/fluxon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fluxon.pc
 	install -d $(DESTDIR)$(PYTHONDIR)/fluxon

@@ -496,18 +496,18 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     }
 }
 
-/* Owner rules across fields (§6): the segment holds the header page plus at least one
- * grant, and the expected capacity fits in the grants the segment can hold. */
+/* Owner rules across fields (§6): the segment holds at least one grant (its header page
+ * is mapped on top of segment_bytes: segment_bytes / grant_bytes grants fit), and the
+ * expected capacity fits in the grants the segment can hold. */
 static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
 {
     uint64_t seg = cfg->segment_bytes, grant = cfg->grant_bytes;
-    if (seg < 2 * CFG_PAGE)
-        return fx_cfg_fail(c, "segment_bytes", "%llu is too small: at least 8192 (the 4096-byte header page plus a "
-                        "one-page grant)", (unsigned long long)seg);
-    if (grant > seg - CFG_PAGE)
-        return fx_cfg_fail(c, "segment_bytes",
-                        "%llu is smaller than one grant (reserve.grant_bytes %llu) plus the "
-                        "4096-byte header", (unsigned long long)seg, (unsigned long long)grant);
+    if (seg < CFG_PAGE)
+        return fx_cfg_fail(c, "segment_bytes", "%llu is too small: at least 4096 (a one-page grant)",
+                        (unsigned long long)seg);
+    if (grant > seg)
+        return fx_cfg_fail(c, "segment_bytes", "%llu is smaller than one grant (reserve.grant_bytes %llu)",
+                        (unsigned long long)seg, (unsigned long long)grant);
     if (cfg->hot_capacity_bytes > seg)
         return fx_cfg_fail(c, "hot_capacity_bytes", "%llu is larger than segment_bytes %llu",
                         (unsigned long long)cfg->hot_capacity_bytes, (unsigned long long)seg);
@@ -520,7 +520,7 @@ static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
     uint64_t slot = FX_ALIGN_UP(FX_MAX(vlen, (uint64_t)CFG_PAGE), (uint64_t)CFG_PAGE);
     uint64_t per_grant = grant / slot * slot; /* payload bytes one grant serves */
     uint64_t need = payload / per_grant + (payload % per_grant != 0);
-    uint64_t fit = (seg - CFG_PAGE) / grant;
+    uint64_t fit = seg / grant;
     if (need > fit)
         return fx_cfg_fail(c, "reserve.expected.payload_capacity_bytes",
                         "%llu needs %llu grants of %llu bytes (%llu slots of %llu) but "
@@ -577,11 +577,12 @@ static int cfg_finish(struct cfg_ctx *c, uint64_t seen, fx_config_t *cfg)
     if (!cfg->has_grant_bytes) {
         /* A grant serves ONE slot size and an owner holds segment/grant of them: keep at
          * least 16 grants in segments under 8 GiB (1 GiB -> 64 MiB grants), so values of
-         * several sizes fit; 512 MiB (§6) from 8 GiB up. Never below 4 MiB. */
+         * several sizes fit; 512 MiB (§6) from 8 GiB up. Never below 4 MiB, never above
+         * the segment. */
         uint64_t seg = cfg->segment_bytes, g = 512ull << 20;
         if (seg < (8ull << 30)) g = FX_MAX(seg / 16 / CFG_PAGE * CFG_PAGE, 4ull << 20);
-        if (g > seg - CFG_PAGE && seg >= 2 * CFG_PAGE) g = (seg - CFG_PAGE) / CFG_PAGE * CFG_PAGE;
-        if (seg >= 2 * CFG_PAGE) cfg->grant_bytes = g;
+        if (g > seg) g = seg;
+        if (seg >= CFG_PAGE) cfg->grant_bytes = g;
     }
     return cfg_check_owner(c, cfg);
 }

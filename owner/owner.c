@@ -370,9 +370,11 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
     o->chaos_on = fx_chaos_init(&o->chaos, cfg, cfg->node_id);
     char limit_what[700];
     uint64_t limit = fx_segment_memory_limit(limit_what, sizeof limit_what);
-    if (limit && cfg->segment_bytes > limit) { /* faulted in whole, it would end in an OOM kill */
-        FX_ERROR("config rejected: segment_bytes %llu is more than %s, %llu bytes: lower segment_bytes",
-                 (unsigned long long)cfg->segment_bytes, limit_what, (unsigned long long)limit);
+    uint64_t seg_total = cfg->segment_bytes + FX_SEGMENT_HEADER_BYTES; /* the header page on top (segment.h) */
+    if (limit && seg_total > limit) { /* faulted in whole, it would end in an OOM kill */
+        FX_ERROR("config rejected: segment_bytes %llu plus its %u-byte header page is more than %s, %llu bytes: "
+                 "lower segment_bytes", (unsigned long long)cfg->segment_bytes, FX_SEGMENT_HEADER_BYTES, limit_what,
+                 (unsigned long long)limit);
         fx_free(o);
         return FLUXON_ERR_CONFIG;
     }
@@ -383,9 +385,11 @@ FX_INTERNAL int fx_owner_create(fx_reactor_t *r, const fx_config_t *cfg, fx_read
     rc = owner_init_modules(o);
     if (rc == FLUXON_OK) rc = fx_oext_init(o, &ext_hooks);
     if (rc != FLUXON_OK) goto err_modules;
-    FX_INFO("owner %s serving externals on %s (segment %llu bytes%s, generation %llu; rings polled %u us after "
-            "each request, %u us while a client holds a put plan)", cfg->node_id, cfg->socket_path,
-            (unsigned long long)cfg->segment_bytes, fx_segment_huge(o->seg) ? " on huge pages" : "",
+    FX_INFO("owner %s serving externals on %s (segment %llu bytes: segment_bytes %llu for %llu grants of %llu, "
+            "plus the header page%s, generation %llu; rings polled %u us after each request, %u us while a client "
+            "holds a put plan)", cfg->node_id, cfg->socket_path, (unsigned long long)fx_segment_len(o->seg),
+            (unsigned long long)cfg->segment_bytes, (unsigned long long)fx_oclaims_max(o),
+            (unsigned long long)cfg->grant_bytes, fx_segment_huge(o->seg) ? ", on huge pages" : "",
             (unsigned long long)o->generation, cfg->ring_poll_us, cfg->ring_poll_us ? cfg->ring_poll_plan_us : 0);
     *o_p = o;
     fx_olink_start(o); /* ready is signalled once registered */

@@ -18,7 +18,7 @@
 #define FX_OWNER_METRICS(X)                                                                                      \
     /* identity (stats.c) */                                                                                     \
     X(generation, GAUGE, "owner_generation", "", "This owner's registration generation")                         \
-    X(segment_bytes, GAUGE, "owner_segment_bytes", "", "Size of the owner's shared segment")                     \
+    X(segment_bytes, GAUGE, "owner_segment_bytes", "", "Size of the owner's shared segment: segment_bytes plus its header page") \
     /* stats.c: the test message chaos (issue 17; 0 unless the "test" section sets it) */                         \
     X(chaos_dropped, COUNTER, "owner_test_chaos_frames_total", "fault=\"dropped\"", "Control frames received that the test message chaos dropped, delayed or duplicated") \
     X(chaos_delayed, COUNTER, "owner_test_chaos_frames_total", "fault=\"delayed\"", "")                           \
@@ -38,7 +38,8 @@
     X(pinned_bytes, GAUGE, "owner_pinned_bytes", "", "Slot bytes of the hot tier pinned (kept off eviction until their pin ends)") \
     X(pinned_values, GAUGE, "owner_pinned_values", "", "Values pinned")                                          \
     X(pin_budget_bytes, GAUGE, "owner_pin_budget_bytes", "", "Most slot bytes all tenants may pin together (pin_budget_ratio x the hot tier)") \
-    X(pin_requests, COUNTER, "owner_pin_requests_total", "", "PIN requests served (fluxon_pin)")                  \
+    X(pin_requests, COUNTER, "owner_pin_requests_total", "", "Requests to pin or unpin served: fluxon_pin calls, and puts carrying pin_ttl_ms (one per put, when it is published)") \
+    X(pin_puts, COUNTER, "owner_pin_puts_total", "", "Puts carrying pin_ttl_ms, published (also counted in owner_pin_requests_total)") \
     X(pins_applied, COUNTER, "owner_pins_total", "outcome=\"applied\"", "Pins asked of this owner (a put's pin_ttl_ms per key, fluxon_pin per key), by outcome") \
     X(pins_refused, COUNTER, "owner_pins_total", "outcome=\"refused\"", "")                                       \
     X(pins_unpinned, COUNTER, "owner_pins_total", "outcome=\"unpinned\"", "")                                     \
@@ -75,7 +76,7 @@
     X(grants, GAUGE, "owner_grants", "", "Segment grants the master gave this owner")                            \
     X(granted_bytes, GAUGE, "owner_granted_bytes", "", "Bytes of the segment under grants")                      \
     X(used_bytes, GAUGE, "owner_segment_used_bytes", "", "Bytes of the segment in non-free slots")              \
-    X(free_bytes, GAUGE, "owner_segment_free_bytes", "", "Bytes of the segment not in a non-free slot")          \
+    X(free_bytes, GAUGE, "owner_segment_free_bytes", "", "Bytes of the segment's payload (past its header page) not in a non-free slot") \
     /* claims.c */                                                                                               \
     X(max_grants, GAUGE, "owner_max_grants", "", "Most grants this owner may hold")                             \
     X(grants_received, COUNTER, "owner_grants_received_total", "", "Grants received from the master")           \

@@ -25,7 +25,9 @@ typedef struct opin {
     uint64_t timer_at_ms;                 /* when the armed timer fires */
     uint64_t cap_bytes;                   /* pin_budget_ratio x the hot tier: all tenants together */
     uint64_t pinned_bytes;                /* slot bytes pinned, all tenants */
-    uint64_t applied, refused, expired, unpinned, refreshed, requests, written_back;
+    uint64_t applied, refused, expired, unpinned, refreshed, written_back;
+    uint64_t requests; /* every request to pin or unpin: fluxon_pin calls and pinned puts */
+    uint64_t puts;     /* of which puts carrying pin_ttl_ms, once each when published */
     uint64_t refuse_log_ms;
 } opin_t;
 
@@ -280,6 +282,8 @@ FX_INTERNAL size_t fx_opin_plan(fx_owner_t *o, const fx_slot_ref_t *slots, size_
                                 uint64_t *kst)
 {
     size_t refused = 0;
+    o->pin->requests++; /* a put's pin is a pin request too (pin_requests, docs/metrics.md) */
+    o->pin->puts++;
     for (size_t i = 0; i < n; i++) {
         if ((int)(int64_t)kst[i] != FLUXON_OK) continue;
         owner_entry_t *en = fx_ostore_find(o, &slots[i]); /* by identity: gone when placed elsewhere */
@@ -357,6 +361,7 @@ FX_INTERNAL void fx_opin_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->pins_unpinned = s->unpinned;
     m->pins_refreshed = s->refreshed;
     m->pin_requests = s->requests;
+    m->pin_puts = s->puts;
     m->pins_written_back = s->written_back;
     for (uint32_t k = 0; o->tenant && k < fx_otenant_count(o); k++) /* a few tenants, no values walked */
         fx_otenant_at(o, (int)k)->pin_budget = opin_budget(o, (int)k);

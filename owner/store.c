@@ -314,5 +314,6 @@ FX_INTERNAL void fx_ostore_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->grants = st.grants;
     m->granted_bytes = st.granted_bytes;
     m->used_bytes = st.used_bytes;
-    m->free_bytes = fx_segment_len(o->seg) > st.used_bytes ? fx_segment_len(o->seg) - st.used_bytes : 0;
+    uint64_t payload = fx_segment_len(o->seg) - fx_segment_payload_offset(o->seg); /* the header page is no room */
+    m->free_bytes = payload > st.used_bytes ? payload - st.used_bytes : 0;
 }

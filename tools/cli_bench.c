@@ -64,7 +64,7 @@ static int bn_up(bn_cluster_t *c, uint64_t value_len, size_t values)
     uint64_t slot = (value_len + 4095) / 4096 * 4096;
     uint64_t grant = slot * 64;
     while (grant < (64ull << 20)) grant += slot * 64;
-    uint64_t seg = ((slot * values * 3) / grant + 2) * grant + 4096;
+    uint64_t seg = ((slot * values * 3) / grant + 2) * grant; /* the header page is on top */
     for (int i = 0; i < 2; i++) {
         char cfg[1024];
         snprintf(cfg, sizeof cfg,

@@ -136,9 +136,9 @@ fail:
  * the owner and every client). Returns FLUXON_OK with the mapping, or the reason why not. */
 static int seg_map_huge(uint64_t bytes, int *fd_p, void **base_p, char *why, size_t cap)
 {
-    if (bytes % FX_SEGMENT_HUGE_BYTES) {
+    if (bytes % FX_SEGMENT_HUGE_BYTES) { /* segment_bytes + one huge page for the header */
         snprintf(why, cap, "segment_bytes %llu is not a multiple of the %u-byte huge page",
-                 (unsigned long long)bytes, FX_SEGMENT_HUGE_BYTES);
+                 (unsigned long long)(bytes - FX_SEGMENT_HUGE_BYTES), FX_SEGMENT_HUGE_BYTES);
         return FLUXON_ERR_CONFIG;
     }
     int rc = seg_map(bytes, MFD_HUGETLB, fd_p, base_p, why, cap);
@@ -151,19 +151,37 @@ static int seg_map_huge(uint64_t bytes, int *fd_p, void **base_p, char *why, siz
     }
     size_t l = strlen(why);
     if (nr >= 0 && l < cap)
-        snprintf(why + l, cap - l, " (vm.nr_hugepages is %ld; this segment needs %llu free)", nr,
-                 (unsigned long long)(bytes / FX_SEGMENT_HUGE_BYTES));
+        snprintf(why + l, cap - l, " (vm.nr_hugepages is %ld; this segment needs %llu free: segment_bytes / 2 MiB "
+                 "plus one for the header)", nr, (unsigned long long)(bytes / FX_SEGMENT_HUGE_BYTES));
     return rc;
 }
+
+static int seg_create(uint64_t bytes, uint64_t huge_bytes, int numa_node, uint64_t generation,
+                      const char *node_id, int huge_pages, fx_segment_t **seg_p);
 
 FX_INTERNAL int fx_segment_create(uint64_t bytes, int numa_node, uint64_t generation,
                                   const char *node_id, fx_segment_t **seg_p)
 {
-    return fx_segment_create_huge(bytes, numa_node, generation, node_id, FX_HUGE_OFF, seg_p);
+    return seg_create(bytes, 0, numa_node, generation, node_id, FX_HUGE_OFF, seg_p);
 }
 
-FX_INTERNAL int fx_segment_create_huge(uint64_t bytes, int numa_node, uint64_t generation,
+FX_INTERNAL int fx_segment_create_huge(uint64_t payload_bytes, int numa_node, uint64_t generation,
                                        const char *node_id, int huge_pages, fx_segment_t **seg_p)
+{
+    if (payload_bytes == 0 || payload_bytes % FX_SEGMENT_PAGE_BYTES != 0 || payload_bytes > (uint64_t)INT64_MAX / 2) {
+        FX_ERROR("segment: segment_bytes %llu rejected: must be a multiple of %u and at least %u",
+                 (unsigned long long)payload_bytes, FX_SEGMENT_PAGE_BYTES, FX_SEGMENT_PAGE_BYTES);
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
+    /* the header page on top of the payload: a segment of N grants holds N (on huge pages
+     * the header takes a whole 2 MiB page; the rest of it is payload room too) */
+    return seg_create(payload_bytes + FX_SEGMENT_HEADER_BYTES, payload_bytes + FX_SEGMENT_HUGE_BYTES, numa_node,
+                      generation, node_id, huge_pages, seg_p);
+}
+
+/* bytes: the memfd's size on 4 KiB pages; huge_bytes: on huge pages (huge_pages TRY/ON) */
+static int seg_create(uint64_t bytes, uint64_t huge_bytes, int numa_node, uint64_t generation,
+                      const char *node_id, int huge_pages, fx_segment_t **seg_p)
 {
     if (!seg_p) return FLUXON_ERR_INVALID_ARGUMENT;
     if (bytes < FX_SEGMENT_MIN_BYTES || bytes % FX_SEGMENT_PAGE_BYTES != 0 ||
@@ -186,9 +204,10 @@ FX_INTERNAL int fx_segment_create_huge(uint64_t bytes, int numa_node, uint64_t g
     char why[320];
     rc = FLUXON_ERR_CONFIG;
     if (huge_pages != FX_HUGE_OFF) {
-        rc = seg_map_huge(bytes, &seg->fd, &seg->base, why, sizeof why);
+        rc = seg_map_huge(huge_bytes, &seg->fd, &seg->base, why, sizeof why);
         if (rc == FLUXON_OK) {
             seg->huge = true;
+            bytes = huge_bytes;
         } else if (huge_pages == FX_HUGE_ON) {
             FX_ERROR("segment: huge_pages \"on\": %s", why);
             fx_free(seg);

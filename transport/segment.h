@@ -54,11 +54,15 @@ typedef struct fx_segment fx_segment_t;
 FX_INTERNAL int fx_segment_create(uint64_t bytes, int numa_node, uint64_t generation,
                                   const char *node_id, fx_segment_t **seg_p);
 
-/* fx_segment_create with huge_pages FX_HUGE_OFF/TRY/ON (config.h): TRY and ON first make
- * the memfd with MFD_HUGETLB (bytes must be a multiple of 2 MiB, and that many huge pages
- * free in vm.nr_hugepages); when that fails, TRY logs the reason and uses 4 KiB pages, ON
- * logs it and returns FLUXON_ERR_CONFIG. */
-FX_INTERNAL int fx_segment_create_huge(uint64_t bytes, int numa_node, uint64_t generation,
+/* The owner's segment of payload_bytes (config segment_bytes, a multiple of 4096, > 0) plus
+ * its header page ON TOP, so a segment of N grants holds N: the memfd is payload_bytes +
+ * 4096 on 4 KiB pages, payload_bytes + 2 MiB on huge pages (the header's huge page; the
+ * rest of it is payload room too). huge_pages FX_HUGE_OFF/TRY/ON (config.h): TRY and ON
+ * first make the memfd with MFD_HUGETLB (payload_bytes must be a multiple of 2 MiB, and
+ * payload_bytes / 2 MiB + 1 huge pages free in vm.nr_hugepages); when that fails, TRY
+ * logs the reason and uses 4 KiB pages, ON logs it and returns FLUXON_ERR_CONFIG. Other
+ * returns as fx_segment_create. fx_segment_len() is the memfd's whole size. */
+FX_INTERNAL int fx_segment_create_huge(uint64_t payload_bytes, int numa_node, uint64_t generation,
                                        const char *node_id, int huge_pages, fx_segment_t **seg_p);
 #define FX_SEGMENT_HUGE_BYTES (2u << 20)
 

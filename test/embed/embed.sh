@@ -103,7 +103,8 @@ cmd_install() {
     prefix="$work/prefix"
     lib="$prefix/lib"
     ( set -x; make install PREFIX="$prefix" )
-    for f in bin/fluxon include/fluxon.h lib/libfluxon.a lib/libfluxon.so lib/pkgconfig/fluxon.pc; do
+    for f in bin/fluxon include/fluxon.h lib/libfluxon.a lib/libfluxon.so lib/pkgconfig/fluxon.pc \
+             share/fluxon/conversation_trace.jsonl; do
         [ -e "$prefix/$f" ] || die "make install did not install $f"
     done
     so=$(readlink -f "$lib/libfluxon.so")
@@ -118,6 +119,9 @@ $exports"
     nm -D --defined-only "$so" | grep -Eq ' T fluxon_get_transfer(@@FLUXON_0)?$' || die "libfluxon.so does not export fluxon_get_transfer"
     cmp -s "$prefix/include/fluxon.h" include/fluxon.h || die "installed fluxon.h differs from include/fluxon.h"
     "$prefix/bin/fluxon" --version
+    # the demo finds the installed trace from any directory (no FLUXON_TRACE)
+    ( cd "$work" && env -u FLUXON_TRACE "$prefix/bin/fluxon" demo --simulate --requests 10 --capacity-blocks 100 ) |
+        grep -qF "/bin/../share/fluxon/conversation_trace.jsonl" || die "the installed fluxon demo did not find share/fluxon/conversation_trace.jsonl"
     export PKG_CONFIG_PATH="$lib/pkgconfig"
     [ "$(pkg-config --modversion fluxon)" = "$(sed -n 's/^#define FLUXON_VERSION_STRING "\(.*\)"/\1/p' include/fluxon.h)" ] ||
         die "fluxon.pc version mismatch: $(pkg-config --modversion fluxon)"

@@ -221,7 +221,7 @@ int __wrap_fx_segment_create_huge(uint64_t bytes, int numa_node, uint64_t genera
                                   int huge_pages, fx_segment_t **seg_p)
 {
     if (!fz_seg) FUZZ_CHECK(__real_fx_segment_create_huge(bytes, -1, 1, node_id, FX_HUGE_OFF, &fz_seg) == FLUXON_OK, "segment");
-    FUZZ_CHECK(fx_segment_len(fz_seg) == bytes, "one segment size");
+    FUZZ_CHECK(fx_segment_len(fz_seg) == bytes + FX_SEGMENT_HEADER_BYTES, "one segment size: segment_bytes and its header");
     *seg_p = fz_seg;
     return FLUXON_OK;
 }

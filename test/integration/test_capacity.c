@@ -62,7 +62,7 @@ static void cap_setup(size_t max_len)
     cr_assert_not_null(cap_buf);
 }
 
-/* The issue's first sequence: a 256 MiB owner (15 grants of 16 MiB) stores 4096·N bytes
+/* The issue's first sequence: a 256 MiB owner (16 grants of 16 MiB) stores 4096·N bytes
  * for N = 1..15, then 64 KiB and 68 KiB succeed (was NO_SPACE with 491,520 bytes used, one
  * size per grant, 15/15 taken): small sizes get sub-grants of one 1 MiB chunk, so the
  * seventeen sizes take two master grants and nothing is evicted. */
@@ -94,12 +94,12 @@ Test(capacity, fifteen_sizes_then_two_more_all_succeed)
 
 /* The same with sizes of which one value takes more than half a grant (8 MiB + 4 KiB·i:
  * nine 1 MiB chunks of a 16 MiB grant each; issue 44: a size of its own gets the chunks
- * its value needs, no more): 15 sizes take the 15 grants; two more sizes (9 MiB and 9 MiB
+ * its value needs, no more), in a 240 MiB owner of 15 grants: 15 sizes take the 15 grants; two more sizes (9 MiB and 9 MiB
  * + 4 KiB, ten chunks) retire the coldest grants of other sizes (their values evicted
  * whole) and re-carve them. */
 Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
 {
-    cap_up("256MiB", NULL);
+    cap_up("240MiB", ",\"reserve\":{\"grant_bytes\":\"16MiB\"}");
     cap_setup(10 << 20);
     fluxon_client *c = kf_client(0);
     char k[32];
@@ -126,13 +126,13 @@ Test(capacity, fifteen_whole_grant_sizes_then_two_more_retire_the_coldest)
     free(cap_buf);
 }
 
-/* The issue's second sequence: a 64 MiB owner (15 grants of 4 MiB) filled by 1 MiB values
+/* The issue's second sequence: a 60 MiB owner (15 grants of 4 MiB) filled by 1 MiB values
  * (more than it holds: older ones are evicted), then 64 KiB puts succeed; every key
  * deleted, 64 KiB and a 4 KiB hostless put succeed at once (idle grants re-carved), and
  * idle grants go back to the master after the grace. */
 Test(capacity, one_mib_fill_then_small_puts_then_delete_all)
 {
-    cap_up("64MiB", ",\"reserve\":{\"idle_grant_return_ms\":300}");
+    cap_up("60MiB", ",\"reserve\":{\"grant_bytes\":\"4MiB\",\"idle_grant_return_ms\":300}");
     cap_setup(1 << 20);
     fluxon_client *c = kf_client(0);
     char k[32];
@@ -213,10 +213,37 @@ Test(capacity, a_second_large_value_keeps_the_first)
     free(cap_buf);
 }
 
+/* A segment configured for N grants (segment_bytes = N x reserve.grant_bytes) holds N:
+ * the header page is mapped on top of segment_bytes, not taken out of the last grant
+ * (64 MiB with 16 MiB grants held 3: max_grants 3, a 45.6 MiB hot tier, the 4th value of
+ * 15 MiB evicted the first). Four 15 MiB values take a grant each and all stay. */
+Test(capacity, a_segment_of_n_grants_is_granted_n)
+{
+    cap_up("64MiB", ",\"reserve\":{\"grant_bytes\":\"16MiB\"}");
+    cap_setup(15 << 20);
+    fluxon_client *c = kf_client(0);
+    cr_assert_eq(kf_stat(c, "max_grants"), 4, "64 MiB / 16 MiB");
+    cr_assert_eq(kf_stat(c, "segment_bytes"), (64 << 20) + 4096, "segment_bytes plus the header page");
+    char k[32];
+    for (int n = 0; n < 4; n++) {
+        snprintf(k, sizeof k, "g-%d", n);
+        cr_assert_eq(put_len(c, k, 15 << 20), FLUXON_OK, "put %d", n);
+    }
+    cr_assert_eq(kf_stat(c, "master_grants"), 4, "every grant the segment was configured for");
+    for (int n = 0; n < 4; n++) {
+        snprintf(k, sizeof k, "g-%d", n);
+        cr_assert_eq(check_len(c, k, 15 << 20), 1, "%s stays", k);
+    }
+    cr_assert_eq(kf_stat(c, "evictions"), 0);
+    fluxon_client_close(c);
+    free(cap_buf);
+}
+
 /* Everything held: NO_SPACE within the stuck bound (far below the caller's timeout). */
 Test(capacity, all_held_answers_no_space_fast)
 {
-    cap_up("64MiB", ",\"hot_capacity_bytes\":\"60MiB\",\"client_limits\":{\"max_pinned_bytes\":\"1GiB\"}");
+    cap_up("60MiB", ",\"reserve\":{\"grant_bytes\":\"4MiB\"},\"hot_capacity_bytes\":\"60MiB\","
+                    "\"client_limits\":{\"max_pinned_bytes\":\"1GiB\"}");
     cap_setup(1 << 20);
     fluxon_client *c = kf_client(0);
     char k[32];

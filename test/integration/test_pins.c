@@ -296,7 +296,7 @@ Test(pins, bad_input_gets_a_status_and_moves_no_counter)
     fluxon_client *c = tf_client("acme");
     cr_assert_eq(pn_put(c, "b/0", 1, 0), FLUXON_OK);
     static const char *const counters[] = {"pin_requests", "pins_applied", "pins_refused", "pins_unpinned",
-                                           "pinned_values", "tenant_key_refusals"};
+                                           "pinned_values", "tenant_key_refusals", "pin_puts"};
     long long before[PN_LEN(counters)];
     for (size_t i = 0; i < PN_LEN(counters); i++) before[i] = kf_stat(c, counters[i]);
     const char *k[1] = {"b/0"}, *nul[1] = {NULL}, *mark[1] = {"\001beta/b/0"};
@@ -350,7 +350,9 @@ Test(pins, pins_work_with_the_s3fifo_policy)
     fluxon_client_close(c);
 }
 
-/* PIN travels on the rings (the default) and on the unix socket alike */
+/* PIN travels on the rings (the default) and on the unix socket alike; pin_requests counts
+ * a put carrying pin_ttl_ms as well as a fluxon_pin call (it counted only the latter),
+ * pin_puts the puts alone */
 Test(pins, pin_on_the_socket_transport)
 {
     pn_up();
@@ -360,7 +362,10 @@ Test(pins, pin_on_the_socket_transport)
     fluxon_client *c = NULL;
     cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_OK);
     cr_assert_eq(pn_put(c, "s/0", 1, 0), FLUXON_OK);
+    cr_assert_eq(kf_stat(c, "pin_requests"), 0, "a put without pin_ttl_ms asks no pin");
     cr_assert_eq(pn_put(c, "s/1", 2, 60000), FLUXON_OK);
+    cr_assert_eq(kf_stat(c, "pin_requests"), 1, "the pinned put");
+    cr_assert_eq(kf_stat(c, "pin_puts"), 1);
     const char *k[3] = {"s/0", "s/1", "s/none"};
     int st[3];
     cr_assert_eq(fluxon_pin(c, k, 3, 60000, 0, st), FLUXON_OK);
@@ -368,7 +373,8 @@ Test(pins, pin_on_the_socket_transport)
     cr_assert_eq(st[1], FLUXON_OK);
     cr_assert_eq(st[2], FLUXON_ERR_NOT_FOUND);
     cr_assert_eq(kf_stat(c, "pinned_values"), 2);
-    cr_assert_eq(kf_stat(c, "pin_requests"), 1);
+    cr_assert_eq(kf_stat(c, "pin_requests"), 2, "the pinned put and the fluxon_pin call (3 keys: one request)");
+    cr_assert_eq(kf_stat(c, "pin_puts"), 1);
     fluxon_client_close(c);
 }
 
@@ -382,8 +388,9 @@ Test(pins, a_put_that_only_pinned_values_could_make_room_for_gets_no_space)
     char cfg[1024];
     snprintf(cfg, sizeof cfg,
              "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownA\","
-             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s/ownA/s.sock\",\"segment_bytes\":\"64MiB\","
-             "\"hot_capacity_bytes\":\"60MiB\",\"pin_budget_ratio\":1,\"log_level\":\"error\"}",
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s/ownA/s.sock\",\"segment_bytes\":\"60MiB\","
+             "\"reserve\":{\"grant_bytes\":\"4MiB\"},\"hot_capacity_bytes\":\"60MiB\",\"pin_budget_ratio\":1,"
+             "\"log_level\":\"error\"}",
              fluxon_node_port(kf_master), kf_dir);
     cr_assert_eq(fluxon_node_start(cfg, &kf_owner[0]), FLUXON_OK, "%s", cfg);
     fluxon_client *c = tf_client(NULL);

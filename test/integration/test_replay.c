@@ -8,6 +8,9 @@
 #include <cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 
 #include "cli_trace.h"
 #include "replayfix.h"
@@ -172,6 +175,77 @@ static int demo_exit(const char *args, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Runs `cd WD && env -u FLUXON_TRACE [env] BIN demo --simulate ...` (no cluster, a short
+ * slice); its exit status, its output in out. */
+static int demo_in(const char *wd, const char *env, const char *bin, char *out, size_t cap)
+{
+    static char cmd[16384];
+    char path[512];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 60 env -u FLUXON_TRACE %s '%s' demo --simulate --requests 50 --capacity-blocks 100 "
+             "> '%s/default.txt' 2>&1", wd, env, bin, dir);
+    int st = system(cmd);
+    snprintf(path, sizeof path, "%s/default.txt", dir);
+    FILE *f = fopen(path, "r");
+    out[0] = 0;
+    if (f) {
+        out[fread(out, 1, cap - 1, f)] = 0;
+        fclose(f);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The default trace (no --trace, no FLUXON_TRACE) from a directory outside the repository:
+ * the binary finds data/ beside itself (the repository's root, or one up from build-asan/);
+ * a copy of it where no trace lies exits 2 naming every path tried, --trace and
+ * FLUXON_TRACE; the installed layout (PREFIX/bin/fluxon, PREFIX/share/fluxon/) finds its
+ * copy; a FLUXON_TRACE that cannot be opened is named as such. */
+Test(replay, the_default_trace_is_found_from_any_directory_else_every_path_is_named, .fini = fini, .timeout = 120)
+{
+    static char out[8192];
+    static char bin[4096], trace[4096], wd[4096], path[16384], want[16384];
+    cr_assert_not_null(realpath(th_fluxon_bin(), bin), "FLUXON_BIN %s", th_fluxon_bin());
+    cr_assert_not_null(realpath(trace_path(), trace), "the trace %s", trace_path());
+    dir = th_tmpdir();
+    cr_assert_not_null(dir);
+    cr_assert_not_null(realpath(dir, wd));
+    /* the repository's binary from elsewhere: data/ beside it (or one up) */
+    int rc = demo_in(wd, "", bin, out, sizeof out);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    cr_assert_not_null(strstr(out, "data/conversation_trace.jsonl, 50 requests"), "%s", out);
+    /* a copy with no trace beside it: every path tried, and how to give one */
+    snprintf(path, sizeof path, "%s/bin", wd);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "cp '%s' '%s/bin/fluxon'", bin, wd);
+    cr_assert_eq(system(path), 0, "%s", path);
+    snprintf(path, sizeof path, "%s/bin/fluxon", wd);
+    rc = demo_in(wd, "", path, out, sizeof out);
+    cr_assert_eq(rc, 2, "exit %d:\n%s", rc, out);
+    const char *tried[] = {"%s/data/conversation_trace.jsonl", "%s/bin/data/conversation_trace.jsonl",
+                           "%s/bin/../data/conversation_trace.jsonl", "%s/bin/../share/fluxon/conversation_trace.jsonl",
+                           "%s/../shared/data/conversation_trace.jsonl"};
+    for (size_t k = 0; k < sizeof tried / sizeof tried[0]; k++) {
+        snprintf(want, sizeof want, tried[k], wd);
+        cr_assert_not_null(strstr(out, want), "no \"%s\" in:\n%s", want, out);
+    }
+    cr_assert_not_null(strstr(out, "no trace found: tried "), "%s", out);
+    cr_assert_not_null(strstr(out, "--trace FILE"), "%s", out);
+    cr_assert_not_null(strstr(out, "FLUXON_TRACE"), "%s", out);
+    /* installed: PREFIX/share/fluxon/ beside PREFIX/bin/ */
+    snprintf(path, sizeof path, "mkdir -p '%s/share/fluxon' && ln -s '%s' '%s/share/fluxon/conversation_trace.jsonl'",
+             wd, trace, wd);
+    cr_assert_eq(system(path), 0, "%s", path);
+    snprintf(path, sizeof path, "%s/bin/fluxon", wd);
+    rc = demo_in(wd, "", path, out, sizeof out);
+    cr_assert_eq(rc, 0, "exit %d:\n%s", rc, out);
+    cr_assert_not_null(strstr(out, "/bin/../share/fluxon/conversation_trace.jsonl, 50 requests"), "%s", out);
+    /* FLUXON_TRACE wins, and a wrong one says where it came from */
+    rc = demo_in(wd, "FLUXON_TRACE=/nonexistent/t.jsonl", path, out, sizeof out);
+    cr_assert_eq(rc, 2, "exit %d:\n%s", rc, out);
+    cr_assert_not_null(strstr(out, "/nonexistent/t.jsonl: cannot open: "), "%s", out);
+    cr_assert_not_null(strstr(out, "(from FLUXON_TRACE)"), "%s", out);
+}
+
 /* --tenant-quotas (issue 42): a short run with three unequal quotas prints each tenant's line
  * with its quota and the simulator's figure alone at that quota; bad quotas are refused
  * (exit 2) with a message naming the value and the limit, before anything starts. */
@@ -209,6 +283,9 @@ Test(replay, three_unequal_quotas_parse_print_and_bad_ones_are_refused, .fini = 
         {"50,0,20", "\"0\" is not a quota"},
         {"50,30", "--tenant-quotas 50,30 gives 2 quota(s) but --tenants 3"},
         {"25,25,25,25", "gives 4 quota(s) but --tenants 3"},
+        /* a wrong count is named as such, not as a sum above 100 (checked after the count) */
+        {"40,30,20,10", "--tenant-quotas 40,30,20,10 gives 4 quota(s) but --tenants 3"},
+        {"50,30,20,10", "--tenant-quotas 50,30,20,10 gives 4 quota(s) but --tenants 3"},
         {"50,abc,20", "\"abc\" is not a quota"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -219,6 +296,9 @@ Test(replay, three_unequal_quotas_parse_print_and_bad_ones_are_refused, .fini = 
                            bad[i].says, out);
         cr_assert_not_null(strstr(out, bad[i].quotas), "the message names the value given:\n%s", out);
     }
+    /* the reported command as typed (no --workers): the count first, before the workers it needs */
+    cr_assert_eq(demo_exit("--tenants 3 --tenant-quotas 40,30,20,10", out, sizeof out), 2);
+    cr_assert_not_null(strstr(out, "--tenant-quotas 40,30,20,10 gives 4 quota(s) but --tenants 3"), "%s", out);
     cr_assert_eq(demo_exit("--workers 3 --tenant-quotas 50,30 --capacity-blocks 2000", out, sizeof out), 2);
     cr_assert_not_null(strstr(out, "but no --tenants T"), "%s", out);
     cr_assert_eq(demo_exit("--workers 2 --tenants 2 --tenant-quotas 50,30", out, sizeof out), 2);

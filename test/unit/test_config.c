@@ -134,8 +134,9 @@ Test(config, owner_values)
     cr_assert_eq(c.log_level, FX_LOG_OFF);
 }
 
-/* Expected capacity at the exact limit: 1 GiB segment fits one 512 MiB grant; a
- * 4718592-byte value gives 113 slots = 533200896 payload bytes per grant. */
+/* Expected capacity at the exact limit: a 1 GiB segment fits two 512 MiB grants (its
+ * header page is mapped on top of it); a 4718592-byte value gives 113 slots = 533200896
+ * payload bytes per grant. A segment of one page holds one one-page grant. */
 Test(config, expected_capacity_boundary)
 {
     fx_config_t c;
@@ -144,16 +145,16 @@ Test(config, expected_capacity_boundary)
                       "\"reserve\":{\"grant_bytes\":\"512MiB\",\"expected\":{\"value_len\":4718592,"
                       "\"payload_capacity_bytes\":%s}}}";
     char j[512];
-    snprintf(j, sizeof j, fmt, "533200896");
+    snprintf(j, sizeof j, fmt, "1066401792");
     cr_assert_eq(tc_parse(j, &c, err), FLUXON_OK, "%s", err);
-    snprintf(j, sizeof j, fmt, "533200897");
+    snprintf(j, sizeof j, fmt, "1066401793");
     cr_assert_eq(tc_parse(j, &c, err), FLUXON_ERR_CONFIG);
-    cr_assert(strstr(err, "reserve.expected.payload_capacity_bytes: 533200897 needs 2 grants"),
+    cr_assert(strstr(err, "reserve.expected.payload_capacity_bytes: 1066401793 needs 3 grants"),
               "%s", err);
-    cr_assert(strstr(err, "fits only 1"), "%s", err);
+    cr_assert(strstr(err, "segment_bytes 1073741824 fits only 2"), "%s", err);
     /* value_len == grant is allowed: one slot per grant */
     const char *eq = "{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\",\"segment_bytes\":"
-                     "8192,\"reserve\":{\"grant_bytes\":4096,\"expected\":{\"value_len\":1,"
+                     "4096,\"reserve\":{\"grant_bytes\":4096,\"expected\":{\"value_len\":1,"
                      "\"payload_capacity_bytes\":4096}}}";
     cr_assert_eq(tc_parse(eq, &c, err), FLUXON_OK, "%s", err);
 }
@@ -273,10 +274,8 @@ static const struct tc_bad tc_bads[] = {
     {O "\"reserve\":{\"grant_bytes\":100}}", "reserve.grant_bytes: 100 is not a multiple of 4096"},
     {O "\"segment_bytes\":4097}", "segment_bytes: 4097 is not a multiple of 4096"},
     {O "\"segment_bytes\":0}", "segment_bytes: 0 must be > 0"},
-    {O "\"segment_bytes\":4096}",
-     "segment_bytes: 4096 is too small: at least 8192 (the 4096-byte header page plus a one-page grant)"},
-    {O "\"segment_bytes\":\"512MiB\",\"reserve\":{\"grant_bytes\":\"512MiB\"}}",
-     "segment_bytes: 536870912 is smaller than one grant"},
+    {O "\"segment_bytes\":\"512MiB\",\"reserve\":{\"grant_bytes\":\"1GiB\"}}",
+     "segment_bytes: 536870912 is smaller than one grant (reserve.grant_bytes 1073741824)"},
     {O "\"reserve\":{\"grant_bytes\":8192,\"expected\":{\"value_len\":8193,"
        "\"payload_capacity_bytes\":1}}}",
      "reserve.expected.value_len: 8193 is larger than one grant (reserve.grant_bytes 8192)"},

@@ -29,10 +29,15 @@ static int rp_load(rp_run *r)
 {
     rp_opts *o = &r->o;
     char err[512];
+    if (!o->trace) { /* no --trace, no $FLUXON_TRACE, no default found (replay_opts.c) */
+        fprintf(stderr, "fluxon demo: no trace found: tried %s; pass --trace FILE or set FLUXON_TRACE=FILE\n",
+                o->trace_tried);
+        return RP_EXIT_USAGE;
+    }
     if (fx_cli_trace_load(o->trace, o->requests, o->skip_bad_lines, &r->trace, err, sizeof err)) {
-        fprintf(stderr, "fluxon demo: %s\n", err);
+        fprintf(stderr, "fluxon demo: %s%s\n", err, o->trace_from_env && !o->trace_given ? " (from FLUXON_TRACE)" : "");
         if (strstr(err, ": cannot open: ") && !o->trace_given)
-            fprintf(stderr, "fluxon demo: pass --trace FILE (or set FLUXON_TRACE)\n");
+            fprintf(stderr, "fluxon demo: pass --trace FILE or set FLUXON_TRACE=FILE\n");
         return RP_EXIT_USAGE;
     }
     r->n_req = r->trace.n_reqs;

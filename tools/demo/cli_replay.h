@@ -7,8 +7,10 @@
 #include <stdio.h>
 
 /* Runs `fluxon demo [options]`. argv[0] is the sub-command ("demo"); options follow:
- *   --trace FILE          Mooncake JSONL trace [$FLUXON_TRACE, else
- *                         ../shared/data/conversation_trace.jsonl]
+ *   --trace FILE          Mooncake JSONL trace [$FLUXON_TRACE, else the first of
+ *                         data/conversation_trace.jsonl from the working directory,
+ *                         EXEDIR/data/, EXEDIR/../data/, EXEDIR/../share/fluxon/ (make
+ *                         install), ../shared/data/; none: the error names each path]
  *   --requests N          replay only the first N requests [all]
  *   --value-len BYTES     bytes of one value (one page of one TP rank) [4096]
  *   --workers N           worker threads per owner, each with its own client [2]

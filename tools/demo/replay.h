@@ -46,8 +46,11 @@ extern const char *const rp_call_names[RP_NCALLS];
 extern volatile sig_atomic_t rp_interrupted;
 
 typedef struct rp_opts {
-    const char *trace;
+    const char *trace;        /* NULL after the options: no default trace was found (trace_tried says where) */
     int trace_given;          /* --trace on the command line (else the default or $FLUXON_TRACE) */
+    int trace_from_env;       /* $FLUXON_TRACE */
+    char trace_found[4096];   /* the default trace found (rp_default_trace) */
+    char trace_tried[4 * 4096 + 64]; /* the default paths tried, "; "-separated (messages) */
     size_t requests;          /* 0 = all */
     uint64_t value_len;
     unsigned workers, owners, tp, group_pages;

@@ -152,7 +152,8 @@ static uint64_t rp_slot_bytes(uint64_t value_len)
 }
 
 /* Segment and grant for one owner (ARCHITECTURE §6: slot = align_up(max(value_len,
- * 4096), 4096), grants hold whole slots, the segment a 4096-byte header + grants).
+ * 4096), 4096), grants hold whole slots; segment_bytes is the grants, the owner maps its
+ * 4096-byte header page on top).
  * Whole-run sizing: every distinct page of the slice × T values + 25 % + one spare grant,
  * per owner, because with K owners an owner may hold its own puts and the copies it
  * fetched from the others. --capacity-blocks N: N pages × T values, rounded up to whole
@@ -169,15 +170,16 @@ static void rp_size_owner(const rp_opts *o, uint64_t distinct_pages, uint64_t *s
     if (spg == 0) spg = 1;
     uint64_t grants = (values + spg - 1) / spg + (o->capacity_blocks ? 0 : 1);
     *grant_p = spg * slot;
-    *seg_p = 4096 + grants * spg * slot;
+    *seg_p = grants * spg * slot;
 }
 
 /* Issue 16: --cpu-owners K remote_cache owners of --cpu-capacity-blocks pages each. The
  * master places write-backs in their segments (ranges it allocates), so a segment is those
- * pages' slots, plus the one grant the placement limit keeps free, plus the header. */
+ * pages' slots, plus the one grant the placement limit keeps free (the header page is on
+ * top of segment_bytes). */
 static uint64_t rp_cpu_segment_bytes(const rp_run *r)
 {
-    return 4096 + r->o.cpu_capacity_blocks * r->o.tp * rp_slot_bytes(r->o.value_len) + r->grant_bytes;
+    return r->o.cpu_capacity_blocks * r->o.tp * rp_slot_bytes(r->o.value_len) + r->grant_bytes;
 }
 
 static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)

@@ -26,7 +26,9 @@ void rp_usage(FILE *f)
             "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
-            "  --trace FILE         trace [$FLUXON_TRACE, else data/conversation_trace.jsonl]\n"
+            "  --trace FILE         trace [$FLUXON_TRACE, else data/conversation_trace.jsonl from the working\n"
+            "                       directory, beside the binary (DIR/data/, DIR/../data/), the installed\n"
+            "                       DIR/../share/fluxon/, ../shared/data/ from the working directory]\n"
             "  --requests N         only the first N requests (0: all) [all]\n"
             "  --value-len BYTES    bytes per value (one page of one TP rank; 16KiB, 1MiB, ... too) [4096]\n"
             "  --workers N          worker threads per owner, each its own client [2]\n"
@@ -257,10 +259,11 @@ static int rp_set_writeback(rp_opts *o, const char *val)
 }
 
 /* --tenant-quotas 50,30,20 (issue 42): integer percents of the hot tier, one per tenant,
- * summing to at most 100; the count is checked against --tenants in rp_opts_check */
+ * summing to at most 100; the count (against --tenants) and then the sum are checked in
+ * rp_tenant_quotas_check, so a wrong count is named as such whatever the sum */
 static int rp_set_tenant_quotas(rp_opts *o, const char *val)
 {
-    unsigned n = 0, sum = 0;
+    unsigned n = 0;
     const char *s = val;
     for (;;) {
         const char *e = s + strcspn(s, ",");
@@ -281,14 +284,8 @@ static int rp_set_tenant_quotas(rp_opts *o, const char *val)
             return -1;
         }
         o->tenant_pct[n++] = v;
-        sum += v;
         if (!*e) break;
         s = e + 1;
-    }
-    if (sum > 100) {
-        fprintf(stderr, "fluxon demo: --tenant-quotas %s: the quotas sum to %u %% of the hot tier, above the limit of "
-                        "100 %%\n", val, sum);
-        return -1;
     }
     o->n_tenant_pct = n;
     o->tenant_quotas = val;
@@ -355,6 +352,13 @@ static int rp_tenant_quotas_check(rp_opts *o)
         if (o->tenants) snprintf(t, sizeof t, "--tenants %u", o->tenants);
         fprintf(stderr, "fluxon demo: --tenant-quotas %s gives %u quota(s) but %s: one percent per tenant, e.g. "
                         "--tenants 3 --tenant-quotas 50,30,20\n", o->tenant_quotas, o->n_tenant_pct, t);
+        return -1;
+    }
+    unsigned sum = 0;
+    for (unsigned k = 0; k < o->n_tenant_pct; k++) sum += o->tenant_pct[k];
+    if (sum > 100) {
+        fprintf(stderr, "fluxon demo: --tenant-quotas %s: the quotas sum to %u %% of the hot tier, above the limit of "
+                        "100 %%\n", o->tenant_quotas, sum);
         return -1;
     }
     if (o->n_tenant_pct && !o->capacity_blocks) {
@@ -426,12 +430,12 @@ static int rp_opts_check(rp_opts *o)
                         "/var/tmp/fx --disk-capacity-blocks 100000\n");
         return -1;
     }
+    if (rp_tenant_quotas_check(o)) return -1; /* a wrong count before what the tenants need */
     if (o->tenants && (o->n_configs || o->tenants > o->workers)) {
         fprintf(stderr, "fluxon demo: --tenants T splits the embedded owners' workers (no --config): it needs "
                         "--workers of at least T (each owner serves every tenant), e.g. --tenants 2 --workers 4\n");
         return -1;
     }
-    if (rp_tenant_quotas_check(o)) return -1;
     if (o->disk_dir && !strcmp(o->key_prefix, "demo")) {
         /* a disk directory outlives the run: a later run with another value length must
          * not meet these keys (their values would be another length) */
@@ -455,10 +459,53 @@ static void rp_opts_defaults(rp_opts *o)
     o->eviction_policy = NULL; /* s3fifo, or lru with --cpu-owners (the owner's default) */
     o->writeback_watermark = 0; /* unset: 0.95 with --cpu-owners */
     const char *env = getenv("FLUXON_TRACE");
-    /* the copy in the repository first, then the shared data directory beside it */
-    o->trace = env && *env ? env
-               : access("data/conversation_trace.jsonl", R_OK) == 0 ? "data/conversation_trace.jsonl"
-                                                                    : "../shared/data/conversation_trace.jsonl";
+    if (env && *env) {
+        o->trace = env;
+        o->trace_from_env = 1;
+    }
+}
+
+/* Appends a tried path to o->trace_tried (relative ones shown from cwd); true when it is
+ * readable: it becomes o->trace. */
+static bool rp_try_trace(rp_opts *o, const char *path, const char *cwd)
+{
+    size_t l = strlen(o->trace_tried);
+    snprintf(o->trace_tried + l, sizeof o->trace_tried - l, "%s%s%s%s", l ? "; " : "",
+             path[0] != '/' && cwd ? cwd : "", path[0] != '/' && cwd ? "/" : "", path);
+    if (access(path, R_OK) != 0) return false;
+    snprintf(o->trace_found, sizeof o->trace_found, "%s", path);
+    o->trace = o->trace_found;
+    return true;
+}
+
+#define RP_TRACE_NAME "conversation_trace.jsonl"
+
+/* No --trace and no $FLUXON_TRACE: the first readable of data/conversation_trace.jsonl
+ * from the working directory (run in the repository); beside the executable (the binary
+ * at the repository's root, DIR/data/, or in a build directory of it, DIR/../data/); the
+ * installed copy (make install: PREFIX/bin/fluxon, PREFIX/share/fluxon/); the shared data
+ * directory beside the repository (../shared/data/ from the working directory). None:
+ * o->trace stays NULL and trace_tried names every path (rp_load says so). */
+static void rp_default_trace(rp_opts *o)
+{
+    char cwd[4096], exe[4096], path[4096 + 64];
+    const char *wd = getcwd(cwd, sizeof cwd) ? cwd : NULL;
+    o->trace_tried[0] = 0;
+    if (rp_try_trace(o, "data/" RP_TRACE_NAME, wd)) return;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0; /* the executable's directory */
+            static const char *const rel[] = {"/data/", "/../data/", "/../share/fluxon/"};
+            for (size_t k = 0; k < sizeof rel / sizeof rel[0]; k++) {
+                snprintf(path, sizeof path, "%s%s" RP_TRACE_NAME, exe, rel[k]);
+                if (rp_try_trace(o, path, wd)) return;
+            }
+        }
+    }
+    rp_try_trace(o, "../shared/data/" RP_TRACE_NAME, wd);
 }
 
 int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help)
@@ -505,5 +552,6 @@ int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help)
         if (rp_opt_apply(d, o, val)) return -1;
     }
     if (!o->eviction_policy) o->eviction_policy = o->cpu_owners ? "lru" : "s3fifo";
+    if (!o->trace) rp_default_trace(o);
     return rp_opts_check(o);
 }
