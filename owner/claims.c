@@ -84,7 +84,7 @@ FX_INTERNAL int fx_oclaims_init(fx_owner_t *o, uint64_t max_grants)
     c->chunk_bytes = o->cfg.grant_bytes / c->chunks;
     fx_timer_init(&c->idle_timer);
     fx_timer_init(&c->return_timer);
-    c->policy = (fx_oclaims_policy_t){ocl_no_wait, ocl_nop, ocl_nop_grant};
+    c->policy = (fx_oclaims_policy_t){ocl_no_wait, ocl_nop, ocl_nop_grant, ocl_nop};
     o->claims = c;
     return FLUXON_OK;
 }
@@ -169,6 +169,7 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
     cs->claims_tail = last;
     if (cs->claims && can_grow) ocl_grant_request(o);
     else if (cs->claims) cs->policy.kick(o); /* capacity reached: free slots by eviction */
+    else if (done) cs->policy.idle(o);       /* a later claim is judged afresh */
     while (done) { /* callbacks last: they may claim again */
         owner_claim_t *c = done;
         done = c->next;

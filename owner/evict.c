@@ -82,6 +82,7 @@ FX_INTERNAL owner_entry_t *const *fx_oev_group_members(owner_entry_t *const *one
 }
 
 static void oev_grant_added(fx_owner_t *o, uint64_t slot_size);
+static void oev_claims_idle(fx_owner_t *o);
 
 FX_INTERNAL int fx_oev_init(fx_owner_t *o)
 {
@@ -125,7 +126,7 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
         fx_freq_sketch_init(&kv->seen, kv->hot_capacity / unit, counters);
     }
     fx_ostore_set_hooks(o, &(fx_ostore_hooks_t){oev_forget, oev_admit, fx_oev_kick});
-    fx_oclaims_set_policy(o, &(fx_oclaims_policy_t){oev_claim_can_wait, fx_oev_kick, oev_grant_added});
+    fx_oclaims_set_policy(o, &(fx_oclaims_policy_t){oev_claim_can_wait, fx_oev_kick, oev_grant_added, oev_claims_idle});
     return fx_oevq_init(o); /* issue 42: the tenants' quotas and guarantees */
 }
 
@@ -239,7 +240,18 @@ FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, siz
     if (!g->live) fx_free(g);
 }
 
-static void oev_grant_added(fx_owner_t *o, uint64_t slot_size) {}
+/* a grant serves waiting claims: the "nothing evictable" clock starts again */
+static void oev_grant_added(fx_owner_t *o, uint64_t slot_size)
+{
+    if (o->ev) o->ev->stuck_since_ms = 0;
+}
+
+/* no claim waits: the next one starts its own clock (values may turn evictable meanwhile,
+ * a pin ending, a reader releasing, with no round to see it) */
+static void oev_claims_idle(fx_owner_t *o)
+{
+    if (o->ev) o->ev->stuck_since_ms = 0; /* NULL: shutting down (claims fail) */
+}
 
 static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
 {
@@ -259,7 +271,7 @@ static bool oev_claim_can_wait(fx_owner_t *o, uint64_t value_len, size_t count)
     }
     if (kv->stuck_since_ms && fx_now_ms() - kv->stuck_since_ms >= OEV_STUCK_MS) {
         kv->no_space_fast++;
-        fx_oevg_no_space_log(o, value_len, count, "nothing is evictable (every candidate is held)",
+        fx_oevg_no_space_log(o, value_len, count, "nothing was evictable for OEV_STUCK_MS (1 s): every value in the grants held is pinned, read or being written",
                              &kv->no_space_log_ms);
         return false;
     }
@@ -686,12 +698,14 @@ static void oev_step(fx_owner_t *o)
     bool progress = false;
     if ((want || excess || fx_oevq_over(o)) && fx_olink_conn(o)) busy = oev_select(o, sizes, needs, nc, excess, &progress);
     if (!fx_oclaims_waiting(o)) kv->stall_since_ms = 0;
-    /* claims wait, nothing was chosen and nothing is on its way: everything left is held */
-    if (want && !progress && !kv->cohorts) {
-        if (!kv->stuck_since_ms) kv->stuck_since_ms = FX_MAX(fx_now_ms(), 1ull);
-    } else {
-        kv->stuck_since_ms = 0;
-    }
+    /* claims wait, nothing was chosen and nothing is on its way: everything left is held.
+     * The clock restarts only on what can serve a claim: a victim, an EVICT on its way, a
+     * grant received (oev_grant_added), or no claim waiting. Not while a GRANT is in flight
+     * or about to be asked (want is false then): a refused GRANT is asked again each second
+     * (claims.c), and restarting the clock there kept it under OEV_STUCK_MS for good, so
+     * claims waited to their deadline, 9/10 of the caller's timeout (27 s of 30 s). */
+    if (!fx_oclaims_waiting(o) || progress || kv->cohorts) kv->stuck_since_ms = 0;
+    else if (want && !kv->stuck_since_ms) kv->stuck_since_ms = FX_MAX(fx_now_ms(), 1ull);
     kv->backoff_ms = busy ? FX_MIN(kv->backoff_ms * 2, OEV_BACKOFF_MAX_MS) : 1;
     if (busy) fx_oev_tick_arm(o, kv->backoff_ms);
     else if (fx_oclaims_waiting(o)) fx_oev_tick_arm(o, OEV_TICK_MS);

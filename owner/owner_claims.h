@@ -17,6 +17,7 @@ typedef struct fx_oclaims_policy {
     bool (*can_wait)(fx_owner_t *o, uint64_t value_len, size_t count);
     void (*kick)(fx_owner_t *o);                          /* claims wait: evict */
     void (*grant_added)(fx_owner_t *o, uint64_t slot_size); /* the pool grew by one grant */
+    void (*idle)(fx_owner_t *o);                            /* the last waiting claim was answered */
 } fx_oclaims_policy_t;
 
 /* Grants this segment may hold (the expected-capacity cap when configured). */
