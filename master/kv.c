@@ -99,16 +99,22 @@ FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_
         ids[k++] = n->next_grant_id++;
     }
     if (k == 0 && quarantined && arc == FLUXON_ERR_NO_SPACE && fx_mq_grant_refused(s, p, h, n)) return;
-    if (k == 0) {
+    if (k == 0) { /* what holds the segment: the owner's NO_SPACE names it from this text */
+        uint64_t free_b = (n->alloc ? fx_offset_alloc_free_bytes(n->alloc) : 0) +
+                          (n->alloc_lo ? fx_offset_alloc_free_bytes(n->alloc_lo) : 0),
+                 largest = FX_MAX(n->alloc ? fx_offset_alloc_largest_free(n->alloc) : 0,
+                                  n->alloc_lo ? fx_offset_alloc_largest_free(n->alloc_lo) : 0);
+        bool cpu = n->node_role == FX_NODE_REMOTE_CACHE;
         mkv_fail(s, p, h, arc == FLUXON_ERR_NOMEM ? FLUXON_ERR_NOMEM : FLUXON_ERR_NO_SPACE,
-                 "grant: no room for a %llu-byte grant (slot_size %llu) in the segment of %s "
-                 "(generation %llu, %llu bytes, %llu free, largest free %llu)",
-                 (unsigned long long)n->grant_bytes, (unsigned long long)b.slot_size, n->node_id,
-                 (unsigned long long)n->generation, (unsigned long long)n->segment_bytes,
-                 (unsigned long long)((n->alloc ? fx_offset_alloc_free_bytes(n->alloc) : 0) +
-                                      (n->alloc_lo ? fx_offset_alloc_free_bytes(n->alloc_lo) : 0)),
-                 (unsigned long long)FX_MAX(n->alloc ? fx_offset_alloc_largest_free(n->alloc) : 0,
-                                            n->alloc_lo ? fx_offset_alloc_largest_free(n->alloc_lo) : 0));
+                 "grant: no room for a %llu-byte grant (reserve.grant_bytes) in %s's %llu-byte segment: %llu bytes "
+                 "hold values the master placed for other owners' %s (limit: %s, node_role %s), %llu its %u grants, "
+                 "%llu freed awaiting range_reuse_delay_ms, %llu free (largest %llu)",
+                 (unsigned long long)n->grant_bytes, n->node_id, (unsigned long long)n->segment_bytes,
+                 (unsigned long long)n->placed_bytes, cpu ? "puts and copies" : "puts",
+                 cpu ? "all of the segment but a grant" : "half the segment", fx_node_role_name(n->node_role),
+                 (unsigned long long)n->n_grants * n->grant_bytes, n->n_grants,
+                 (unsigned long long)mkv_ranges_waiting_bytes(n), (unsigned long long)free_b,
+                 (unsigned long long)largest);
         return;
     }
     s->c.grants += k;

@@ -14,6 +14,8 @@
  * all idle for reserve.idle_grant_return_ms goes back to the master (GRANT_RETURN), never
  * below the prewarmed count (S5); a return without a definite answer is sent again with
  * the same identities (the master frees only grants it knows: a repeat is harmless). */
+#include <stdio.h>
+
 #include "log.h"
 #include "owner_claims.h"
 #include "owner_link.h"
@@ -50,6 +52,7 @@ typedef struct oclaims {
     bool return_inflight;
     uint64_t grants_received, claim_waits, claim_timeouts, grants_returned, grants_recarved, claim_no_space;
     uint64_t claim_scans; /* walks over the grants for free chunks or an idle sub-grant (issue 44 P2) */
+    char refusal[400];    /* the master's reason for the last GRANT refused NO_SPACE ("": none since a grant) */
 } oclaims_t;
 
 #define OCL_CHUNKS 16u  /* at most this many chunks per master grant */
@@ -93,6 +96,8 @@ FX_INTERNAL void fx_oclaims_set_policy(fx_owner_t *o, const fx_oclaims_policy_t 
 FX_INTERNAL uint64_t fx_oclaims_max(fx_owner_t *o) { return o->claims->max_grants; }
 FX_INTERNAL uint64_t fx_oclaims_count(fx_owner_t *o) { return o->claims->n_grants; }
 FX_INTERNAL bool fx_oclaims_waiting(fx_owner_t *o) { return o->claims && o->claims->claims; }
+
+FX_INTERNAL const char *fx_oclaims_refusal(fx_owner_t *o) { return o->claims ? o->claims->refusal : ""; }
 
 FX_INTERNAL bool fx_oclaims_segment_full(fx_owner_t *o)
 {
@@ -384,15 +389,25 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
             grew = true;
         }
     } else {
+        fx_body_error_t e = {{0}};
+        char why[sizeof c->refusal] = "";
+        if (h && fx_body_error_decode(body, h->body_len, &e, arena) == FLUXON_OK) fx_str_copy(e.message, why, sizeof why);
         if (status == FLUXON_ERR_BUSY) /* the master's range quarantine (W2): said by the master */
             FX_INFO("grant request refused for now (the master's range quarantine of this segment): evicting within "
                     "the grants held, asking again in a second");
+        else if (status == FLUXON_ERR_NO_SPACE && strcmp(why, c->refusal) == 0)
+            FX_DEBUG("grant request refused again: %s", why); /* said once (WARN) until a grant comes */
+        else if (status == FLUXON_ERR_NO_SPACE) /* the master names what holds the segment */
+            FX_WARN("grant request refused: %s%s%s; claims wait for eviction within the %zu grants held",
+                    fluxon_status_string(status), why[0] ? ": " : "", why, c->n_grants);
         else
-            FX_WARN("grant request failed: %s", fluxon_status_string(status));
+            FX_WARN("grant request failed: %s%s%s", fluxon_status_string(status), why[0] ? ": " : "", why);
+        if (status == FLUXON_ERR_NO_SPACE) snprintf(c->refusal, sizeof c->refusal, "%s", why);
         /* no room, or BUSY: asked again in a second */
         if (status == FLUXON_ERR_NO_SPACE || status == FLUXON_ERR_BUSY) c->grant_nospace_ms = FX_MAX(fx_now_ms(), 1ull);
     }
     if (grew) c->grant_nospace_ms = 0;
+    if (grew) c->refusal[0] = 0;
     if (grew) ocl_idle_arm(o);
     if (prewarm && grew) ocl_prewarm(o);
     ocl_serve(o, grew);

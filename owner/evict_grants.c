@@ -138,12 +138,14 @@ FX_INTERNAL void fx_oevg_no_space_log(fx_owner_t *o, uint64_t value_len, size_t 
     }
     char gnote[512] = ""; /* issue 42 quotas: what the tenants' guarantees keep */
     fx_oevq_note(o, gnote, sizeof gnote);
-    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants); "
+    const char *refusal = fx_oclaims_refusal(o); /* what holds the rest of the segment, said by the master */
+    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants)%s%s; "
             "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
             "%llu committed, of them %llu bytes pinned in %llu values (issue 42: the owner's pin budget is %llu bytes, "
             "pin_budget_ratio %.2f of the %llu-byte hot tier; tenants.NAME.pinned_bytes_max)%s",
             count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),
-            (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "", (unsigned long long)st.holder_refs,
+            (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "",
+            refusal[0] ? "; the master has no room for more: " : "", refusal, (unsigned long long)st.holder_refs,
             (unsigned long long)st.draining, (unsigned long long)st.prepared, (unsigned long long)st.pending,
             (unsigned long long)st.committed, (unsigned long long)pb, (unsigned long long)pv,
             (unsigned long long)budget, o->cfg.pin_budget_ratio, (unsigned long long)fx_oev_hot_capacity(o), gnote);

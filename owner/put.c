@@ -122,9 +122,11 @@ static void oput_inline_claimed(fx_owner_t *o, owner_plan_t *p)
     fx_frame_header_t q = {FX_FRAME_MAGIC, FX_MSG_PUT_INLINE, 0, 0, 0, p->req_id};
     if (p->status[0] != FLUXON_OK) {
         o->put->put_rejected++;
-        if (fx_conn_is_open(c)) /* issue 42: a NO_SPACE names what pins hold */
-            fx_conn_reply_error(c, &q, p->status[0], "put of %s: %s%s", p->keys[0], fluxon_status_string(p->status[0]),
-                                fx_opin_note(o, p->status[0]));
+        const char *refusal = p->status[0] == FLUXON_ERR_NO_SPACE ? fx_oclaims_refusal(o) : "";
+        if (fx_conn_is_open(c)) /* issue 42: a NO_SPACE names what pins hold, and what the master's placed values */
+            fx_conn_reply_error(c, &q, p->status[0], "put of %s: %s%s%s%s", p->keys[0],
+                                fluxon_status_string(p->status[0]), refusal[0] ? "; the master grants no more: " : "",
+                                refusal, fx_opin_note(o, p->status[0]));
         oput_plan_abort(o, p);
     } else if (!fx_conn_is_open(c) || !p->ext) {
         oput_plan_abort(o, p); /* the external went away meanwhile */

@@ -308,7 +308,7 @@ FX_INTERNAL int fx_conn_send_bytes(fx_conn_t *c, const fx_frame_header_t *h, con
 FX_INTERNAL int fx_conn_reply_error(fx_conn_t *c, const fx_frame_header_t *h, int status,
                                     const char *fmt, ...)
 {
-    char msg[512];
+    char msg[1024]; /* a NO_SPACE names what holds the space: the master's placed values, pins */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);

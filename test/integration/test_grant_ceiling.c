@@ -3,7 +3,8 @@
  * plus its grants fill the segment. With every slot held by readers, a put or a get that
  * needs a slot there answers FLUXON_ERR_NO_SPACE within the owner's own bound (about a
  * second with nothing evictable, OEV_STUCK_MS; a GRANT refused is asked again each
- * second), not at 9/10 of the client's timeout.
+ * second), not at 9/10 of the client's timeout, and the owner's log names what holds the
+ * segment: the placed values, their limit and node_role, its grants, the reader pins.
  * A process cluster (restartfix.h): owner 0 is the GPU owner A (64 MiB, 4 MiB grants: 16 at
  * most, 6 of them in its grant-only lower half), owner 1 a remote_cache owner C whose
  * client's write_through puts the master places on A (32 MiB: A keeps room for 8 grants). */
@@ -53,6 +54,27 @@ static int gc_put(fluxon_client *c, const char *pfx, int from, int n, const flux
         lens[i] = GC_VAL;
     }
     return fluxon_batch_put_from(c, keys, (size_t)n, src, lens, opts, st);
+}
+
+/* Whether one line of owner i's log holds every needle (NULL-terminated), within timeout_ms. */
+static int gc_log_line(int i, const char *const *needles, int timeout_ms)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/owner%d.log", rf.dir, i);
+    double end = th_now_s() + th_wait_bound_s(timeout_ms);
+    do {
+        FILE *f = fopen(path, "r");
+        static char line[8192];
+        int found = 0;
+        while (f && !found && fgets(line, sizeof line, f)) {
+            found = 1;
+            for (int k = 0; needles[k] && found; k++) found = strstr(line, needles[k]) != NULL;
+        }
+        if (f) fclose(f);
+        if (found) return 1;
+        th_sleep_ms(20);
+    } while (th_now_s() < end);
+    return 0;
 }
 
 static void gc_up_ex(const char *a_extra, int ext_timeout_ms)
@@ -130,6 +152,14 @@ static void gc_held(const char *a_extra)
     cr_assert_eq(st, FLUXON_ERR_NO_SPACE, "every slot of A is held: %s", fluxon_status_string(st));
     cr_assert_lt(got, 4.0, "the get answered within the owner's bound: %.2f s", got);
     cr_assert_eq(grc, FLUXON_ERR_NO_SPACE, "no slot on A for the copy: %s", fluxon_status_string(grc));
+    /* the owner's NO_SPACE names what holds its segment: the master's placed values (their
+     * bytes, their limit, node_role), its grants, and the readers holding every value */
+    const char *const why[] = {"no space for 1 slots of 262144 bytes: nothing was evictable", "grants 8/16",
+                               "33554432 bytes hold values the master placed for other owners' puts (limit: half the "
+                               "segment, node_role gpu_owner), 33554432 its 8 grants",
+                               "held: 128 reader pins", NULL};
+    cr_assert(gc_log_line(0, why, 5000), "A's log names the placed values, its grants and the readers (%s/owner0.log)",
+              rf.dir);
     for (int i = 0; i < 128; i++) fluxon_holder_release(held[i]);
     fluxon_client_close(a);
     fluxon_client_close(c);
