@@ -7,6 +7,7 @@
 #include "owner_claims.h"
 #include "owner_evict.h"
 #include "owner_evict_grants.h"
+#include "owner_pins.h"
 
 FX_INTERNAL bool fx_oevg_evictable(const owner_entry_t *e)
 {
@@ -117,6 +118,7 @@ FX_INTERNAL void fx_oevg_no_space_log(fx_owner_t *o, uint64_t value_len, size_t 
     fx_oclaims_pool_grants(o, &ids);
     uint64_t pb, pv, budget;
     fx_oev_pinned(o, &pb, &pv, &budget);
+    if (o->pin) budget = fx_opin_budget(o); /* less when the master's placed values leave less room */
     char sizes[256];
     size_t len = 0, shown = 0;
     uint64_t seen[8];
@@ -142,7 +144,8 @@ FX_INTERNAL void fx_oevg_no_space_log(fx_owner_t *o, uint64_t value_len, size_t 
     FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants)%s%s; "
             "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
             "%llu committed, of them %llu bytes pinned in %llu values (issue 42: the owner's pin budget is %llu bytes, "
-            "pin_budget_ratio %.2f of the %llu-byte hot tier; tenants.NAME.pinned_bytes_max)%s",
+            "pin_budget_ratio %.2f of the %llu-byte hot tier or of the room the master's placed values leave its "
+            "grants; tenants.NAME.pinned_bytes_max)%s",
             count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),
             (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "",
             refusal[0] ? "; the master has no room for more: " : "", refusal, (unsigned long long)st.holder_refs,

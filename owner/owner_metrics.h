@@ -37,7 +37,7 @@
      * _pin_budget_bytes, _hits_total, _misses_total, _evictions_total, _pins_refused_total{tenant=...} (stats.c) */ \
     X(pinned_bytes, GAUGE, "owner_pinned_bytes", "", "Slot bytes of the hot tier pinned (kept off eviction until their pin ends)") \
     X(pinned_values, GAUGE, "owner_pinned_values", "", "Values pinned")                                          \
-    X(pin_budget_bytes, GAUGE, "owner_pin_budget_bytes", "", "Most slot bytes all tenants may pin together (pin_budget_ratio x the hot tier)") \
+    X(pin_budget_bytes, GAUGE, "owner_pin_budget_bytes", "", "Most slot bytes all tenants may pin together (pin_budget_ratio x the hot tier, or x the room placed values leave)") \
     X(pin_requests, COUNTER, "owner_pin_requests_total", "", "Requests to pin or unpin served: fluxon_pin calls, and puts carrying pin_ttl_ms (one per put, when it is published)") \
     X(pin_puts, COUNTER, "owner_pin_puts_total", "", "Puts carrying pin_ttl_ms, published (also counted in owner_pin_requests_total)") \
     X(pins_applied, COUNTER, "owner_pins_total", "outcome=\"applied\"", "Pins asked of this owner (a put's pin_ttl_ms per key, fluxon_pin per key), by outcome") \

@@ -23,6 +23,11 @@ FX_INTERNAL size_t fx_opin_plan(fx_owner_t *o, const fx_slot_ref_t *slots, size_
                                 uint64_t *kst);
 /* For an answer of status: with NO_SPACE while values are pinned, a note naming the pinned
  * bytes and the budget ("; ..."); else "". Valid until the next call on this thread. */
+/* The owner's pin budget, all tenants together: pin_budget_ratio x the hot tier, or x the
+ * room the values the master placed in this segment for other owners' puts leave its
+ * grants when that is less (so that pins leave room for unpinned values in the grants it
+ * can have: every slot pinned, a claim can only answer NO_SPACE). */
+FX_INTERNAL uint64_t fx_opin_budget(fx_owner_t *o);
 FX_INTERNAL const char *fx_opin_note(fx_owner_t *o, int status);
 FX_INTERNAL void fx_opin_metrics(fx_owner_t *o, fx_ometrics_t *m);
 

@@ -23,6 +23,9 @@ FX_INTERNAL void fx_orepub_forget_all(fx_owner_t *o);
  * be re-published). INVALIDATE: the ranges it names are no longer routed. */
 FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
 FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
+/* Bytes of the values the master placed in ranges of this segment (the PLACED records, less
+ * those invalidated since): room the owner's own grants cannot have (pins.c's budget). */
+FX_INTERNAL uint64_t fx_orepub_placed_bytes(fx_owner_t *o);
 FX_INTERNAL void fx_orepub_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

@@ -4,17 +4,20 @@
  * timer, armed at the earliest deadline, puts expired groups back (fx_oev_pin_in), so
  * eviction stays O(1) per value and nothing walks the hot tier. A pin is granted only
  * while its tenant's pinned slot bytes stay within its budget (tenants.NAME.pinned_bytes_max,
- * at most pin_budget_ratio x the hot tier, which also bounds every tenant together): past
- * it the value stays unpinned and the key says FLUXON_PIN_REFUSED. Pins are this owner's
+ * at most pin_budget_ratio x the hot tier, which also bounds every tenant together; x the
+ * room the master's placed values leave this owner's grants when less): past it the value
+ * stays unpinned and the key says FLUXON_PIN_REFUSED. Pins are this owner's
  * state: a master restart (re-publication) leaves them as they are. Reactor thread only.
  * Static helpers are opin_*. */
 #include <stdio.h>
 
 #include "groups.h"
 #include "log.h"
+#include "owner_claims.h"
 #include "owner_evict.h"
 #include "owner_pins.h"
 #include "owner_replica.h"
+#include "owner_republish.h"
 #include "owner_tenant.h"
 
 typedef struct opin {
@@ -23,7 +26,6 @@ typedef struct opin {
     uint32_t n, cap;
     fx_timer_t timer;
     uint64_t timer_at_ms;                 /* when the armed timer fires */
-    uint64_t cap_bytes;                   /* pin_budget_ratio x the hot tier: all tenants together */
     uint64_t pinned_bytes;                /* slot bytes pinned, all tenants */
     uint64_t applied, refused, expired, unpinned, refreshed, written_back;
     uint64_t requests; /* every request to pin or unpin: fluxon_pin calls and pinned puts */
@@ -106,12 +108,41 @@ static void opin_arm(fx_owner_t *o)
     fx_timer_arm(o->r, &s->timer, s->timer_at_ms - now, opin_on_timer);
 }
 
+/* The room the master's placed values leave this owner's grants: the whole grants that fit
+ * in the segment (less its header page) beside them, at most the grants it may hold. */
+static uint64_t opin_room(fx_owner_t *o)
+{
+    uint64_t g = o->cfg.grant_bytes, len = fx_segment_len(o->seg), placed = fx_orepub_placed_bytes(o);
+    uint64_t room = len > 4096 + placed ? (len - 4096 - placed) / g * g : 0;
+    return FX_MIN(room, fx_oclaims_max(o) * g);
+}
+
+FX_INTERNAL uint64_t fx_opin_budget(fx_owner_t *o)
+{
+    uint64_t base = FX_MIN(fx_oev_hot_capacity(o), opin_room(o));
+    return (uint64_t)(o->cfg.pin_budget_ratio * (double)base);
+}
+
 /* Tenant k's pin budget: its pinned_bytes_max (the tenant table lists cfg.tenants first,
  * in order), at most the owner's. */
 static uint64_t opin_budget(fx_owner_t *o, int k)
 {
     const fx_tenant_cfg_t *c = k >= 0 && (uint32_t)k < o->cfg.n_tenants ? &o->cfg.tenants[k] : NULL;
-    return c && c->has_pinned_max ? FX_MIN(c->pinned_bytes_max, o->pin->cap_bytes) : o->pin->cap_bytes;
+    uint64_t cap = fx_opin_budget(o);
+    return c && c->has_pinned_max ? FX_MIN(c->pinned_bytes_max, cap) : cap;
+}
+
+/* ", of the N bytes ... leave" when the master's placed values make the budget smaller */
+static const char *opin_room_note(fx_owner_t *o)
+{
+    static __thread char note[200]; /* the reactor thread's */
+    uint64_t room = opin_room(o);
+    note[0] = 0;
+    if (room < fx_oev_hot_capacity(o))
+        snprintf(note, sizeof note, ", here of the %llu bytes that the %llu bytes the master placed in this segment "
+                 "for other owners' puts leave its grants", (unsigned long long)room,
+                 (unsigned long long)fx_orepub_placed_bytes(o));
+    return note;
 }
 
 static fx_tenant_snap_t *opin_tenant(fx_owner_t *o, const owner_entry_t *en)
@@ -171,8 +202,8 @@ static int opin_group(fx_owner_t *o, owner_entry_t *en, uint32_t ttl_ms, bool re
     for (size_t i = 0; i < mn; i++)
         if (m[i] && !m[i]->pin_until_ms && !m[i]->retired && !m[i]->evicting) need += m[i]->slot.slot_size;
     fx_tenant_snap_t *t = opin_tenant(o, en);
-    uint64_t budget = en->tenant ? opin_budget(o, en->tenant - 1) : 0;
-    if (need && (!t || t->pinned_bytes + need > budget || s->pinned_bytes + need > s->cap_bytes)) {
+    uint64_t budget = en->tenant ? opin_budget(o, en->tenant - 1) : 0, cap = fx_opin_budget(o);
+    if (need && (!t || t->pinned_bytes + need > budget || s->pinned_bytes + need > cap)) {
         s->refused++;
         if (t) t->pins_refused++;
         uint64_t now = fx_now_ms();
@@ -180,12 +211,12 @@ static int opin_group(fx_owner_t *o, owner_entry_t *en, uint32_t ttl_ms, bool re
             s->refuse_log_ms = now;
             bool own = t && t->pinned_bytes + need > budget; /* the tenant's budget, or all tenants' */
             FX_WARN("pin refused (stored unpinned): %llu bytes more would pass %s%s%s (%llu of %llu bytes pinned; "
-                    "%s%s%s)", (unsigned long long)need, own ? "tenant \"" : "the owner's pin budget",
+                    "%s%s%s%s)", (unsigned long long)need, own ? "tenant \"" : "the owner's pin budget",
                     own ? t->name : "", own ? "\"'s pin budget" : "",
                     (unsigned long long)(own ? t->pinned_bytes : s->pinned_bytes),
-                    (unsigned long long)(own ? budget : s->cap_bytes),
+                    (unsigned long long)(own ? budget : cap),
                     own ? "tenants." : "pin_budget_ratio of the hot tier", own ? t->name : "",
-                    own ? ".pinned_bytes_max, at most pin_budget_ratio of the hot tier" : "");
+                    own ? ".pinned_bytes_max, at most pin_budget_ratio of the hot tier" : "", opin_room_note(o));
         }
         return FLUXON_PIN_REFUSED;
     }
@@ -255,7 +286,6 @@ FX_INTERNAL int fx_opin_init(fx_owner_t *o)
     if (!s) return FLUXON_ERR_NOMEM;
     s->o = o;
     fx_timer_init(&s->timer);
-    s->cap_bytes = (uint64_t)(o->cfg.pin_budget_ratio * (double)fx_oev_hot_capacity(o));
     o->pin = s; /* the tenant table comes later (ext.c's init): budgets are read from the config */
     fx_oev_set_pin_hooks(o, &(fx_oev_pin_hooks_t){NULL, opin_forgotten, opin_touched}); /* the tenant's bytes:
                                                                                          * evict_quota.c */
@@ -342,8 +372,9 @@ FX_INTERNAL const char *fx_opin_note(fx_owner_t *o, int status)
     if (status != FLUXON_ERR_NO_SPACE || !s) return note;
     if (s->pinned_bytes)
         snprintf(note, sizeof note, "; %llu bytes of the hot tier are pinned (%u values; the owner's pin budget is %llu "
-             "bytes, pin_budget_ratio %.2f; tenants.NAME.pinned_bytes_max)",
-             (unsigned long long)s->pinned_bytes, s->n, (unsigned long long)s->cap_bytes, o->cfg.pin_budget_ratio);
+             "bytes, pin_budget_ratio %.2f%s; tenants.NAME.pinned_bytes_max)",
+             (unsigned long long)s->pinned_bytes, s->n, (unsigned long long)fx_opin_budget(o), o->cfg.pin_budget_ratio,
+             opin_room_note(o));
     fx_oevq_note(o, note, sizeof note); /* issue 42 quotas: what guarantees keep */
     return note;
 }
@@ -354,7 +385,7 @@ FX_INTERNAL void fx_opin_metrics(fx_owner_t *o, fx_ometrics_t *m)
     if (!s) return;
     m->pinned_bytes = s->pinned_bytes;
     m->pinned_values = s->n;
-    m->pin_budget_bytes = s->cap_bytes;
+    m->pin_budget_bytes = fx_opin_budget(o);
     m->pins_applied = s->applied;
     m->pins_refused = s->refused;
     m->pins_expired = s->expired;

@@ -60,6 +60,7 @@ typedef struct orepub {
     uint32_t in_flight;
     bool active, pending;
     uint64_t rounds, batches, keys, stale, refused, leased, resends, last_ms, last_keys, placed_malformed, r1_kept;
+    uint64_t placed_bytes; /* bytes of the ranges recorded: what the master placed in this segment */
     struct rp_held *held; /* test fault delay_request "REPUBLISH": a batch held back */
     fx_owner_t *o;
 } orepub_t;
@@ -106,6 +107,9 @@ FX_INTERNAL int fx_orepub_init(fx_owner_t *o)
     return rc == FLUXON_OK ? fx_hmap_create(256, &s->disk) : rc;
 }
 
+/* The bytes the master allocated for a placed value (master/inflight.c: whole pages). */
+static uint64_t rp_range_bytes(const rp_range_t *g) { return FX_MAX((g->value_len + 4095) & ~4095ull, 4096ull); }
+
 static void rp_range_free(void *v)
 {
     rp_range_t *g = v;
@@ -136,7 +140,10 @@ FX_INTERNAL void fx_orepub_forget_all(fx_owner_t *o)
 {
     orepub_t *s = o->repub;
     if (s && s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
+    if (s) s->placed_bytes = 0;
 }
+
+FX_INTERNAL uint64_t fx_orepub_placed_bytes(fx_owner_t *o) { return o->repub ? o->repub->placed_bytes : 0; }
 
 /* ---- placed values in ranges of this segment ---- */
 FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
@@ -162,7 +169,11 @@ FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len
             continue;
         }
         *g = (rp_range_t){g->key, b.keys.v[i].len, b.value_len, b.put_ms.v[i], b.put_ver.v[i], 1};
-        if (old) rp_range_free(old); /* the range was freed and placed again */
+        s->placed_bytes += rp_range_bytes(g);
+        if (old) { /* the range was freed and placed again */
+            s->placed_bytes -= FX_MIN(s->placed_bytes, rp_range_bytes(old));
+            rp_range_free(old);
+        }
     }
 }
 
@@ -179,6 +190,7 @@ FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t
             g->put_ms != b.put_ms.v[i] || g->put_ver != b.put_ver.v[i])
             continue;
         fx_hmap_del(s->ranges, &b.offsets.v[i], sizeof b.offsets.v[i], NULL);
+        s->placed_bytes -= FX_MIN(s->placed_bytes, rp_range_bytes(g));
         rp_range_free(g);
     }
 }
@@ -194,7 +206,10 @@ static void rp_range_drop(orepub_t *s, uint64_t offset, uint64_t put_ms, uint64_
         return;
     }
     void *g = NULL;
-    if (fx_hmap_del(s->ranges, &offset, sizeof offset, &g) == FLUXON_OK && g) rp_range_free(g);
+    if (fx_hmap_del(s->ranges, &offset, sizeof offset, &g) == FLUXON_OK && g) {
+        s->placed_bytes -= FX_MIN(s->placed_bytes, rp_range_bytes(g));
+        rp_range_free(g);
+    }
 }
 
 static owner_entry_t *rp_find(fx_owner_t *o, const rp_id_t *id)

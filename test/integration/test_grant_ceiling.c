@@ -1,10 +1,15 @@
 /* test_grant_ceiling.c — a GPU owner whose grants the master cannot renew: the values the
  * master placed in its segment for other owners' puts (up to half of it, master/place.c)
- * plus its grants fill the segment. With every slot held by readers, a put or a get that
- * needs a slot there answers FLUXON_ERR_NO_SPACE within the owner's own bound (about a
- * second with nothing evictable, OEV_STUCK_MS; a GRANT refused is asked again each
- * second), not at 9/10 of the client's timeout, and the owner's log names what holds the
- * segment: the placed values, their limit and node_role, its grants, the reader pins.
+ * plus its grants fill the segment.
+ *  - Pins leave room there: the pin budget is a share of the room the placed values leave
+ *    the owner's grants (not of a hot tier that counts grants it can never have), so puts
+ *    go on, evicting unpinned values; the old budget let pins take every slot, and the next
+ *    put waited to 9/10 of the client's timeout, then answered FLUXON_ERR_NO_SPACE.
+ *  - With every slot held by readers, a put or a get that needs a slot there answers
+ *    FLUXON_ERR_NO_SPACE within the owner's own bound (about a second with nothing
+ *    evictable, OEV_STUCK_MS; a GRANT refused is asked again each second), not at 9/10 of
+ *    the client's timeout, and the owner's log names what holds the segment: the placed
+ *    values, their limit and node_role, its grants, the reader pins.
  * A process cluster (restartfix.h): owner 0 is the GPU owner A (64 MiB, 4 MiB grants: 16 at
  * most, 6 of them in its grant-only lower half), owner 1 a remote_cache owner C whose
  * client's write_through puts the master places on A (32 MiB: A keeps room for 8 grants). */
@@ -110,6 +115,49 @@ static void gc_put_on_c(fluxon_client *a)
     cr_assert_eq(gc_put(a, "onc", 0, 1, &wt, &st), FLUXON_OK);
     cr_assert_eq(st, FLUXON_OK);
     cr_assert_eq(gc_placed(a, "o1"), (long long)GC_VAL, "placed on C");
+}
+
+/* A's 8 grants hold 128 values of 256 KiB. The old pin budget, half the hot tier of all 16
+ * grants (64 MiB with hot_capacity_ratio 1; the default 0.95 leaves 1.6 MiB unpinned, which
+ * a few readers or writes in flight take as well), let pins take all of them; now it is
+ * half of the 32 MiB the placed values leave: 64 values pinned, the others stored unpinned,
+ * and 16 puts more than the grants hold still succeed (evicting unpinned values) at once.
+ * The old code answered the 129th put NO_SPACE at its claim's deadline, 18 s. */
+Test(grant_ceiling, pins_leave_room_on_an_owner_the_master_placed_half_of)
+{
+    gc_up(",\"writeback_watermark\":0.9,\"hot_capacity_ratio\":1.0"); /* as reported: write-back on */
+    fluxon_client *a = rf_client(0), *c = rf_client(1);
+    gc_fill_placed(c);
+    gc_put_on_c(a);
+    fluxon_put_options pin = {.field_mask = FLUXON_PUT_OPT_PIN_TTL, .pin_ttl_ms = 600000};
+    int pinned = 0, refused = 0;
+    double worst = 0;
+    for (int i = 0; i < 144; i++) {
+        int st = 0;
+        double t0 = th_now_s();
+        int rc = gc_put(a, "pinned", i, 1, &pin, &st);
+        double dt = th_now_s() - t0;
+        worst = dt > worst ? dt : worst;
+        cr_assert_eq(rc, FLUXON_OK, "put %d: %s after %.2f s", i, fluxon_status_string(rc), dt);
+        cr_assert(st == FLUXON_OK || st == FLUXON_PIN_REFUSED, "put %d: %s after %.2f s (%d pinned)", i,
+                  fluxon_status_string(st), dt, pinned);
+        pinned += st == FLUXON_OK;
+        refused += st == FLUXON_PIN_REFUSED;
+    }
+    fprintf(stderr, "144 pinned puts: %d pinned, %d stored unpinned, slowest %.2f s\n", pinned, refused, worst);
+    cr_assert_eq(pinned, 64, "half of the 32 MiB A's grants can have: %d pinned", pinned);
+    cr_assert_lt(worst, 4.0, "no put waited for room: %.2f s", worst);
+    cr_assert_eq(rf_stat(a, false, "pin_budget_bytes"), 16 * GC_MIB);
+    /* a get of a value only C holds gets a slot on A for its copy the same way */
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(a, "onc/0", &h), FLUXON_OK);
+    cr_assert(th_pattern(NULL, fluxon_holder_data(h), GC_VAL, (uint64_t)'o'), "onc/0 byte-exact");
+    fluxon_holder_release(h);
+    const char *const why[] = {"pin refused (stored unpinned)", "of the 33554432 bytes that the 33554432 bytes the "
+                               "master placed in this segment for other owners' puts leave its grants", NULL};
+    cr_assert(gc_log_line(0, why, 5000), "A's log says why the pin budget is smaller (%s/owner0.log)", rf.dir);
+    fluxon_client_close(a);
+    fluxon_client_close(c);
 }
 
 /* A's client fills A's 8 grants (128 values) and holds every value (a reader): nothing is
