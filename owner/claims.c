@@ -47,6 +47,8 @@ typedef struct oclaims {
     uint64_t *sub_buf;    /* fx_oclaims_pool_grants / _sub_grants answers */
     size_t sub_cap;
     fx_timer_t idle_timer, return_timer;
+    fx_timer_t deadline_timer; /* the earliest queued claim's deadline: ends it even while a GRANT is in flight */
+    uint64_t deadline_at_ms;   /* when deadline_timer fires */
     uint64_t *ret_ids, *ret_offs; /* returned grants the master has not confirmed */
     size_t n_ret, cap_ret;
     bool return_inflight;
@@ -87,6 +89,7 @@ FX_INTERNAL int fx_oclaims_init(fx_owner_t *o, uint64_t max_grants)
     c->chunk_bytes = o->cfg.grant_bytes / c->chunks;
     fx_timer_init(&c->idle_timer);
     fx_timer_init(&c->return_timer);
+    fx_timer_init(&c->deadline_timer);
     c->policy = (fx_oclaims_policy_t){ocl_no_wait, ocl_nop, ocl_nop_grant, ocl_nop};
     o->claims = c;
     return FLUXON_OK;
@@ -116,6 +119,7 @@ static void ocl_grant_request(fx_owner_t *o);
 static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c);
 static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need);
 static void ocl_idle_arm(fx_owner_t *o);
+static void ocl_deadline_arm(fx_owner_t *o, uint64_t at_ms);
 
 /* Serves queued claims from free slots, in order. What is left: the pool grows when it
  * can (can_grow: a grant is requested); at capacity a claim waits for eviction (issue 7)
@@ -132,6 +136,7 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
      * pass costs O(claims + sizes x grants), not O(claims x grants) */
     uint64_t stuck[16];
     size_t nstuck = 0;
+    uint64_t first_deadline = UINT64_MAX; /* of the claims left queued */
     while (*pp) {
         owner_claim_t *c = *pp;
         uint64_t size = fx_slot_size_for(c->value_len);
@@ -169,9 +174,11 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
         } else {
             last = c;
             pp = &c->next;
+            first_deadline = FX_MIN(first_deadline, c->deadline_ms);
         }
     }
     cs->claims_tail = last;
+    if (cs->claims && !cs->closing) ocl_deadline_arm(o, first_deadline);
     if (cs->claims && can_grow) ocl_grant_request(o);
     else if (cs->claims) cs->policy.kick(o); /* capacity reached: free slots by eviction */
     else if (done) cs->policy.idle(o);       /* a later claim is judged afresh */
@@ -588,6 +595,30 @@ static void ocl_idle_arm(fx_owner_t *o)
     fx_timer_arm(o->r, &c->idle_timer, FX_MAX(o->cfg.idle_grant_return_ms / 4, 10u), ocl_on_idle_timer);
 }
 
+/* A claim's deadline ends it whatever it waits for: eviction (whose rounds serve the claims
+ * every 10 ms) or a GRANT, whose answer may take master_timeout_ms (3-5 s), longer than 9/10
+ * of a short caller timeout: the claim then answered after its caller had given up. */
+static void ocl_on_deadline(fx_reactor_t *r, fx_timer_t *t)
+{
+    fx_owner_t *o = FX_CONTAINER_OF(t, oclaims_t, deadline_timer)->owner;
+    oclaims_t *c = o->claims;
+    if (c->closing || !c->claims) return;
+    ocl_serve(o, c->grant_inflight || ocl_can_grow(o)); /* past their deadline: answered short */
+}
+
+static void ocl_deadline_arm(fx_owner_t *o, uint64_t at_ms)
+{
+    oclaims_t *c = o->claims;
+    if (at_ms == UINT64_MAX || c->closing) return;
+    if (fx_timer_armed(&c->deadline_timer)) {
+        if (c->deadline_at_ms <= at_ms) return;
+        fx_timer_disarm(o->r, &c->deadline_timer);
+    }
+    uint64_t now = fx_now_ms();
+    c->deadline_at_ms = FX_MAX(at_ms, now);
+    fx_timer_arm(o->r, &c->deadline_timer, c->deadline_at_ms - now, ocl_on_deadline);
+}
+
 FX_INTERNAL uint64_t fx_oclaim_deadline(fx_owner_t *o, uint32_t caller_timeout_ms)
 {
     uint64_t wait = o->cfg.claim_timeout_ms;
@@ -622,6 +653,7 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
     else cs->claims = c;
     cs->claims_tail = c;
     if (behind) {
+        ocl_deadline_arm(o, deadline_ms);
         if (!cs->grant_inflight && !ocl_can_grow(o)) { /* at capacity: it waits for eviction */
             c->waited = true;
             cs->claim_waits++;
@@ -716,6 +748,7 @@ FX_INTERNAL void fx_oclaims_fail_all(fx_owner_t *o)
     c->closing = true;
     fx_timer_disarm(o->r, &c->idle_timer);
     fx_timer_disarm(o->r, &c->return_timer);
+    fx_timer_disarm(o->r, &c->deadline_timer);
     if (o->store) ocl_serve(o, false); /* queued claims fail: their gets miss */
 }
 

@@ -10,6 +10,7 @@
  *    evictable, OEV_STUCK_MS; a GRANT refused is asked again each second), not at 9/10 of
  *    the client's timeout, and the owner's log names what holds the segment: the placed
  *    values, their limit and node_role, its grants, the reader pins.
+ *  - A claim waiting for a GRANT the master is slow to answer ends at its deadline too.
  * A process cluster (restartfix.h): owner 0 is the GPU owner A (64 MiB, 4 MiB grants: 16 at
  * most, 6 of them in its grant-only lower half), owner 1 a remote_cache owner C whose
  * client's write_through puts the master places on A (32 MiB: A keeps room for 8 grants). */
@@ -222,4 +223,27 @@ Test(grant_ceiling, a_put_and_a_get_on_an_owner_whose_every_slot_is_held_answer_
 Test(grant_ceiling, the_same_without_write_back)
 {
     gc_held(NULL);
+}
+
+/* A claim waiting for a GRANT ends at its deadline too: A's master answers GRANT 10 s late
+ * (test fault), past A's master_timeout_ms (3 s). A put from a client whose timeout_ms is
+ * 2.5 s answers NO_SPACE at its claim's deadline, 2.25 s; the old code ended the claim only
+ * with the GRANT's timeout, 3 s, and the client had given up (FLUXON_ERR_TIMEOUT at 2.5 s). */
+Test(grant_ceiling, a_claim_waiting_for_a_grant_ends_before_its_caller_gives_up)
+{
+    gc_up_ex(",\"test\":{\"fault_message\":\"GRANT\",\"fault\":\"delay\",\"fault_ms\":10000,\"fault_count\":0}",
+             2500);
+    fluxon_client *a = rf_client(0);
+    fluxon_put_options lf = {.field_mask = FLUXON_PUT_OPT_LOCAL_FIRST, .local_first = 1};
+    int st = 0;
+    double t0 = th_now_s();
+    int rc = gc_put(a, "first", 0, 1, &lf, &st);
+    double took = th_now_s() - t0;
+    fprintf(stderr, "a put waiting for a GRANT answered %s/%s in %.2f s\n", fluxon_status_string(rc),
+            fluxon_status_string(st), took);
+    cr_assert_eq(rc, FLUXON_OK, "the owner answered before the client's 2.5 s: %s after %.2f s",
+                 fluxon_status_string(rc), took);
+    cr_assert_eq(st, FLUXON_ERR_NO_SPACE, "%s", fluxon_status_string(st));
+    cr_assert_lt(took, 2.5, "%.2f s", took);
+    fluxon_client_close(a);
 }
