@@ -8,6 +8,7 @@
  * a slot (large batches, large replies) takes the socket as before, after the one-way
  * queue has drained (fx_client_ring_barrier). */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -254,7 +255,10 @@ static int cring_wait(struct cring *g, uint32_t i, uint64_t spin_ns, uint64_t de
         for (uint32_t k = 1;; k++) {
             if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == FX_RING_DONE) return FLUXON_OK;
             CRING_PAUSE();
-            if (!(k & 31) && fx_now_ns() >= until) break;
+            if (!(k & 31)) { /* and a thread this spin would keep waiting (the owner) runs now */
+                if (fx_now_ns() >= until) break;
+                sched_yield();
+            }
         }
     }
     __atomic_store_n(&s->waiters, 1, __ATOMIC_SEQ_CST);
