@@ -78,7 +78,7 @@ typedef struct rp_opts {
     uint64_t disk_capacity_blocks;   /* values each disk tier holds */
     const char *disk_admission;      /* its admission [NULL: all] */
     const char *disk_direct_io;      /* its direct_io [NULL: auto] */
-    const char *ucx_tls;             /* the embedded owners' ucx_tls [NULL: UCX's choice] */
+    const char *ucx_tls;             /* the embedded owners' ucx_tls ["sm,self"; NULL: UCX's choice] */
 } rp_opts;
 
 typedef struct rp_samples {

@@ -70,7 +70,8 @@ void rp_usage(FILE *f)
             "  --disk-admission A   which evicted values go to disk: all, second_touch [all]\n"
             "  --disk-direct-io M   O_DIRECT: auto, on, off (off: the page cache serves re-reads) [auto]\n"
             "  --ucx-tls LIST       the embedded owners' ucx_tls: their data plane's UCX transports\n"
-            "                       (sm,self: shared memory; tcp) [UCX's choice: tcp]\n"
+            "                       (one process, one host: shared memory), or default (UCX's\n"
+            "                       choice between processes: tcp) [sm,self]\n"
             "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
             "the whole default trace, 4 KiB pages; x T with --tp T; --requests or --capacity-blocks\n"
             "shrink it). Peak RSS counts it once per mapping, the owner's and each worker client's:\n"
@@ -231,6 +232,10 @@ static int rp_set_disk_direct(rp_opts *o, const char *val)
 
 static int rp_set_ucx_tls(rp_opts *o, const char *val)
 {
+    if (!strcmp(val, "default")) { /* UCX's own choice (with peer failure handling: tcp) */
+        o->ucx_tls = NULL;
+        return 0;
+    }
     size_t n = strlen(val);
     bool ok = n > 0 && n < 128;
     for (size_t i = 0; ok && i < n; i++)
@@ -458,6 +463,7 @@ static void rp_opts_defaults(rp_opts *o)
     o->key_prefix = "demo";
     o->eviction_policy = NULL; /* s3fifo, or lru with --cpu-owners (the owner's default) */
     o->writeback_watermark = 0; /* unset: 0.95 with --cpu-owners */
+    o->ucx_tls = "sm,self"; /* the embedded owners share one process: shared memory between them */
     const char *env = getenv("FLUXON_TRACE");
     if (env && *env) {
         o->trace = env;
