@@ -234,13 +234,16 @@ Test(uncertain, an_invalidate_missing_its_version_columns_is_ignored_not_read)
     fluxon_client_close(b);
 }
 
-/* Item 11: the owner's answer to put_start arrives after the client gave up (its grant
- * is late: the master's GRANT answer is delayed 800 ms, the client's timeout_ms is 300).
- * The client hands the late plan back at once (PUT_ABORT): the key can be written again
- * without waiting for the owner's put_plan_ttl_ms (20 s by default) or the client's exit. */
+/* Item 11: the owner's answer to put_start arrives after the client gave up (the owner
+ * takes the request up 800 ms late, a test fault standing for a stalled owner; the
+ * client's timeout_ms is 300). The client hands the late plan back at once (PUT_ABORT):
+ * the key can be written again without waiting for the owner's put_plan_ttl_ms (20 s by
+ * default) or the client's exit. (A late GRANT no longer makes a late answer: the owner
+ * ends a claim at 9/10 of the caller's timeout, grant_ceiling's test.) */
 Test(uncertain, a_put_plan_answered_after_the_client_gave_up_is_handed_back)
 {
-    const char *extra[1] = {",\"test\":{\"fault_message\":\"GRANT\",\"fault\":\"delay\",\"fault_ms\":800}"};
+    const char *extra[1] = {",\"test\":{\"fault_message\":\"PUT_START\",\"fault\":\"delay_request\","
+                            "\"fault_ms\":800,\"fault_count\":1}"};
     kf_up_ex(1, NULL, extra);
     char cfg[512];
     snprintf(cfg, sizeof cfg,
