@@ -49,7 +49,9 @@ typedef struct mha {
     bool leading;
     uint64_t leading_term; /* the term the elected post ran for: served only while it is the thread's (H3) */
     uint64_t elections, depositions;
-    atomic_uint_fast64_t ten_stores; /* tenants tables stored in etcd */
+    atomic_uint_fast64_t ten_stores;  /* tenants tables stored in etcd */
+    atomic_uint_fast64_t ten_refused; /* values read that no table can be (too long) */
+    bool ten_too_long;                /* thread: the last read was such a value (said once) */
 } mha_t;
 
 /* ---- reactor side ---- */
@@ -142,6 +144,7 @@ FX_INTERNAL void fx_mha_metrics(fx_master_t *m, fx_mmetrics_t *mm)
     mm->ha_elections = h ? h->elections : 0;
     mm->ha_depositions = h ? h->depositions : 0;
     mm->tenant_table_stores = h ? atomic_load(&h->ten_stores) : 0;
+    mm->tenant_table_refused += h ? atomic_load(&h->ten_refused) : 0;
 }
 
 /* ---- the election thread ---- */
@@ -209,10 +212,22 @@ static bool mha_ten_read(mha_t *h, char *err, size_t errcap)
     int rc = fx_etcd_get(h->etcd, key, FX_MAX(h->m->cfg.ha_lease_ttl_ms / 3, 200u), val, FX_ETCD_PUT_MAX + 1, err,
                          errcap);
     if (rc == FLUXON_ERR_NOT_FOUND) val[0] = 0;
-    else if (rc != FLUXON_OK) {
+    else if (rc == FLUXON_ERR_PROTOCOL && strstr(err, "longer than")) {
+        /* a value no table can be (an operator's): refused, the table in use kept; never a
+         * reason to give the leadership up (every master would, for as long as it stands) */
+        fx_free(val);
+        h->ten_next_ms = fx_boot_ms() + MHA_TENANTS_READ_MS;
+        if (!h->ten_too_long) {
+            FX_WARN("tenants' quota table in etcd (%s): %s; the table in use is kept", key, err);
+            atomic_fetch_add(&h->ten_refused, 1);
+        }
+        h->ten_too_long = true;
+        return true;
+    } else if (rc != FLUXON_OK) {
         fx_free(val);
         return false;
     }
+    h->ten_too_long = false;
     h->ten_next_ms = fx_boot_ms() + MHA_TENANTS_READ_MS;
     if (h->ten_known && !strcmp(h->ten_known, val)) {
         fx_free(val);

@@ -18,6 +18,7 @@
 typedef struct etcd_buf {
     char *p;
     size_t len, cap;
+    bool too_long; /* the answer passed ETCD_BODY_MAX (aborted) */
 } etcd_buf_t;
 
 struct fx_etcd {
@@ -39,7 +40,10 @@ static size_t etcd_on_data(char *p, size_t sz, size_t n, void *arg)
 {
     etcd_buf_t *b = arg;
     size_t len = sz * n;
-    if (b->len + len + 1 > ETCD_BODY_MAX) return 0; /* an answer this large is not etcd's: abort */
+    if (b->len + len + 1 > ETCD_BODY_MAX) { /* an answer this large is none we ask for: abort */
+        b->too_long = true;
+        return 0;
+    }
     if (b->len + len + 1 > b->cap) {
         size_t nc = FX_MAX(b->cap * 2, b->len + len + 1);
         char *np = fx_realloc(b->p, nc);
@@ -99,6 +103,7 @@ static void etcd_setup(fx_etcd_t *e, CURL *h, int ep, const char *path, const ch
     char url[256];
     snprintf(url, sizeof url, "%s%s", e->eps[ep], path);
     b->len = 0;
+    b->too_long = false;
     if (b->p) b->p[0] = 0;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
@@ -149,6 +154,11 @@ static int etcd_post(fx_etcd_t *e, const char *path, const char *body, uint32_t 
         if (rc == CURLE_OK) {
             e->cur = ep;
             return etcd_parse(&e->buf, path, out, err, errcap);
+        }
+        if (rc == CURLE_WRITE_ERROR && e->buf.too_long) { /* the data, not the endpoint: no other one */
+            e->cur = ep;
+            snprintf(err, errcap, "%s: etcd %s: the answer is longer than %u bytes", path, e->eps[ep], ETCD_BODY_MAX);
+            return FLUXON_ERR_PROTOCOL;
         }
         snprintf(err, errcap, "%s: etcd %s: %s", path, e->eps[ep], curl_easy_strerror(rc));
     }

@@ -40,9 +40,11 @@ FX_INTERNAL int fx_etcd_leader_lease(fx_etcd_t *e, const char *name, uint32_t ti
                                      int64_t *rev, char *err, size_t errcap);
 
 /* A plain key (/v3/kv/range, /v3/kv/put; no lease: it outlives its writer). get: the value
- * (NUL-terminated, at most cap-1 bytes) or FLUXON_ERR_NOT_FOUND when the key has none.
- * put: a value of at most FX_ETCD_PUT_MAX bytes (else INVALID_ARGUMENT). */
-#define FX_ETCD_PUT_MAX 65536u
+ * (NUL-terminated, at most cap-1 bytes) or FLUXON_ERR_NOT_FOUND when the key has none;
+ * FLUXON_ERR_PROTOCOL with an err saying "longer than" when the value (or etcd's answer,
+ * at most 64 KiB) is longer than that. put: a value of at most FX_ETCD_PUT_MAX bytes (else
+ * INVALID_ARGUMENT), which get reads back whole. */
+#define FX_ETCD_PUT_MAX 16384u
 FX_INTERNAL int fx_etcd_get(fx_etcd_t *e, const char *key, uint32_t timeout_ms, char *value, size_t cap, char *err,
                             size_t errcap);
 FX_INTERNAL int fx_etcd_put(fx_etcd_t *e, const char *key, const char *value, uint32_t timeout_ms, char *err,

@@ -446,6 +446,28 @@ Test(ha, a_quota_set_at_run_time_outlives_the_leader_and_follows_etcd, .timeout 
     cr_assert(th_wait_log(hf.mlog[1], "acme.quota_bytes is not a size in bytes", 1));
     cr_assert_eq(acme_quota(c0), 2 << 20);
     cr_assert_eq(acme_quota(c1), 2 << 20);
+    /* nor does a value longer than any table (70,000 bytes, written with etcdctl): the
+     * leader refuses it and leads on (it must never give the leadership up for it) */
+    char path[400], cmd[1200];
+    snprintf(path, sizeof path, "%s/huge.json", rf.dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputc('{', f);
+    for (int i = 0; i < 70000; i++) fputc(' ', f);
+    fputc('}', f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "ETCDCTL_API=3 etcdctl --endpoints=%s put fluxon/ha/master.tenants < %s > /dev/null 2>&1",
+             hf.url, path);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    cr_assert(rf_wait_stat(c0, true, "tenant_table_refused", 0, 2, 10000), "the long value is refused");
+    cr_assert(th_wait_log(hf.mlog[1], "longer than", 1));
+    cr_assert_eq(rf_stat(c0, true, "ha_leader"), 1, "the leader leads on");
+    cr_assert_eq(acme_quota(c0), 2 << 20);
+    /* and a master elected with it there leads (it refuses the value, keeps its own table) */
+    hf_kill_master(1);
+    hf_start_master(0);
+    cr_assert(hf_wait_leads(0, 4 * TTL_MS + 5000), "master 0 leads with the long value in etcd (see %s)", hf.mlog[0]);
+    cr_assert(th_wait_log(hf.mlog[0], "longer than", 1));
     fluxon_client_close(c0);
     fluxon_client_close(c1);
 }
