@@ -59,6 +59,7 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
     X(append_keys_abandoned) /* of failed_transfer: ranges kept until the TTL (W4) */               \
     X(append_rejected_stale) X(append_rejected_busy) X(append_rejected_no_target)              \
     X(append_rejected_no_space) X(append_keys_already) X(append_done_unknown)                   \
+    X(append_rejected_room_coming) /* BUSY: room in its reuse delay, asked again */                 \
     X(target_replicas_remote_cache) X(target_replicas_gpu_owner) X(target_cold_dropped)        \
     X(target_cold_routes_deleted) X(hits_local) X(hits_remote_gpu) X(hits_cpu_owner)             \
     X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_promoted_away) X(target_cold_listed)       \
@@ -368,7 +369,7 @@ static uint64_t mapp_cohort_hash(fx_str_t key)
 
 /* Picks a target for m ranges of bytes, dropping the targets' oldest replicas for room. */
 static master_node_t *mapp_pick(mkv_t *s, master_node_t *n, fx_str_t key0, uint64_t bytes, uint32_t m,
-                                uint64_t *aoffs, bool *any, fx_mkv_inv_t *inv)
+                                uint64_t *aoffs, bool *any, bool *coming_p, fx_mkv_inv_t *inv)
 {
     fx_mappend_t *a = s->append;
     uint64_t aff = mapp_cohort_hash(key0);
@@ -400,6 +401,7 @@ static master_node_t *mapp_pick(mkv_t *s, master_node_t *n, fx_str_t key0, uint6
             have += mkv_ranges_waiting_bytes(t) - FX_MIN(before, mkv_ranges_waiting_bytes(t));
         }
     }
+    *coming_p = !t && coming;
     return t;
 }
 
@@ -445,15 +447,18 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
     for (uint32_t i = 0; i < nk; i++) a->c.append_keys_already += st[i] == MKV_ST(FLUXON_ERR_KEY_EXISTS);
     master_node_t *t = NULL;
     mapp_rec_t *r = NULL;
-    bool any = false;
+    bool any = false, coming = false;
     if (batch == FLUXON_OK) {
-        t = mapp_pick(s, n, b.keys.v[0], bytes, m, aoffs, &any, &inv);
+        t = mapp_pick(s, n, b.keys.v[0], bytes, m, aoffs, &any, &coming, &inv);
         if (!t) {
-            batch = FLUXON_ERR_NO_SPACE;
-            if (any) a->c.append_rejected_no_space += groups_ok;
+            /* room on its way back (ranges in their reuse delay, dropped for this batch or
+             * before it): BUSY, the sender asks again a little later; else NO_SPACE */
+            batch = coming ? FLUXON_ERR_BUSY : FLUXON_ERR_NO_SPACE;
+            if (coming) a->c.append_rejected_room_coming += groups_ok;
+            else if (any) a->c.append_rejected_no_space += groups_ok;
             else a->c.append_rejected_no_target += groups_ok;
             for (uint32_t i = 0; i < nk; i++)
-                if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(FLUXON_ERR_NO_SPACE);
+                if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(batch);
         } else if (!(r = mapp_rec_new(s, n, t, &b, st, seqs, aoffs, m, bytes))) {
             mkv_inv_flush(s, &inv);
             mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "append_start of %u keys: out of memory", nk);

@@ -129,6 +129,7 @@
     X(append_rejected_busy, COUNTER, "master_append_rejected_total", "reason=\"busy\"", "")                      \
     X(append_rejected_no_target, COUNTER, "master_append_rejected_total", "reason=\"no_target\"", "")            \
     X(append_rejected_no_space, COUNTER, "master_append_rejected_total", "reason=\"no_space\"", "")              \
+    X(append_rejected_room_coming, COUNTER, "master_append_rejected_total", "reason=\"room_coming\"", "")        \
     X(append_keys_already, COUNTER, "master_append_keys_already_total", "", "Append keys already on a target")  \
     X(append_done_unknown, COUNTER, "master_append_done_unknown_total", "", "APPEND_DONE for no append in flight") \
     X(target_replicas_remote_cache, COUNTER, "master_replica_targets_total", "role=\"remote_cache\"", "Replicas added by appends, by target role") \

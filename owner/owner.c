@@ -334,7 +334,7 @@ static void owner_fini_modules(fx_owner_t *o)
 static int owner_init_modules(fx_owner_t *o)
 {
     static const fx_olink_hooks_t link_hooks = {owner_registering, owner_registered, owner_lost, owner_started,
-                                                owner_master_request, fx_opeers_unsettled};
+                                                owner_master_request, fx_opeers_unsettled, fx_opeers_alive};
     uint64_t max_grants = fx_oclaims_max_grants(&o->cfg, fx_segment_len(o->seg));
     int rc = fx_ostore_init(o, max_grants);
     if (rc == FLUXON_OK) rc = fx_olink_init(o, &link_hooks);

@@ -23,6 +23,14 @@ FX_INTERNAL int fx_opeers_push(fx_owner_t *o, const char *target, fx_ucx_peer_t 
 /* The owners this one has unsettled pushes to: views valid until the next fx_opeers_push
  * or a push settles (send them at once). */
 FX_INTERNAL fx_strv_t fx_opeers_unsettled(fx_owner_t *o);
+/* The master's list of the owners alive (CLUSTER_INFO). A peer whose UCX transports cannot
+ * detect its death (shared memory, ucx_tls) is dead when the same master listed it before
+ * and no longer does, or lists its node id with another generation (a new process): its UCX
+ * peer fails at once, so the transfers to it end now instead of at their timeout, and the
+ * next transfer to the owner connects afresh. A new master's first lists (owners register
+ * one by one) fail nothing; peers whose UCX detects failures (tcp, RDMA) are left to it. */
+FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, uint64_t master_generation, const fx_str_t *ids,
+                                 const uint64_t *generations, size_t n);
 FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 #endif

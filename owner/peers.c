@@ -11,6 +11,7 @@ typedef struct owner_peer {
     char node_id[FX_ID_MAX];
     uint64_t generation;
     fx_ucx_peer_t *peer;
+    bool listed; /* the master's last CLUSTER_INFO named it alive (fx_opeers_alive) */
 } owner_peer_t;
 
 /* pushes to one target owner not retired by UCX yet */
@@ -45,6 +46,8 @@ typedef struct opeers {
     size_t n_push_targets, cap_push_targets;
     fx_str_t *unsettled_view;     /* fx_opeers_unsettled's answer */
     uint64_t pushes_unsettled, pushes_held_after_report;
+    uint64_t peers_failed_dead; /* UCX peers failed because the master no longer lists their owner */
+    uint64_t alive_master;      /* the master generation of the last CLUSTER_INFO */
     opush_t *linger; /* failed pushes retired by UCX, unsettled until their until_ms */
 } opeers_t;
 
@@ -182,7 +185,36 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
     fx_str_copy(node_id, p->node_id, sizeof p->node_id);
     p->generation = generation;
     p->peer = peer;
+    p->listed = true; /* the master routed a value to it: alive in its view */
     return peer;
+}
+
+FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, uint64_t master_generation, const fx_str_t *ids,
+                                 const uint64_t *generations, size_t n)
+{
+    opeers_t *u = o->peers;
+    if (!u) return;
+    bool same_master = master_generation && master_generation == u->alive_master;
+    u->alive_master = master_generation;
+    for (size_t i = 0; i < u->n_peers; i++) {
+        owner_peer_t *p = &u->peers[i];
+        bool listed = false, replaced = false;
+        for (size_t k = 0; k < n && !listed; k++) /* O(peers x owners): a CLUSTER_INFO per membership change */
+            if (fx_str_eq(ids[k], p->node_id)) {
+                listed = generations[k] == p->generation;
+                replaced = !listed;
+            }
+        bool was_listed = p->listed;
+        p->listed = listed;
+        bool dead = replaced || (same_master && was_listed && !listed);
+        if (!dead || fx_ucx_peer_status(p->peer) || fx_ucx_peer_detects_failure(p->peer)) continue;
+        size_t inflight = fx_ucx_peer_fail(p->peer);
+        u->peers_failed_dead++;
+        FX_INFO("owner %s (generation %llu) is %s for the master: its UCX peer, which cannot report its death, "
+                "fails now (%zu transfers in flight end; the next one connects afresh)", p->node_id,
+                (unsigned long long)p->generation, replaced ? "replaced by a new process" : "no longer alive",
+                inflight);
+    }
 }
 
 /* ---- pushes that may still land (W2) ---- */
@@ -285,4 +317,5 @@ FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m)
     if (!u) return;
     m->pushes_unsettled = u->pushes_unsettled;
     m->pushes_held_after_report = u->pushes_held_after_report;
+    m->peers_failed_dead = u->peers_failed_dead;
 }

@@ -5,7 +5,8 @@
  * as pointers across turns). A bounded FIFO (OREPL_QUEUE_MAX) feeds at most
  * OREPL_INFLIGHT_MAX tasks at once:
  *   APPEND_START → per key OK / KEY_EXISTS (a target already holds it) / STALE /
- *     KEY_BEING_WRITTEN (retried at most OREPL_BUSY_RETRIES times, 25 then 50 ms) /
+ *     KEY_BEING_WRITTEN or BUSY (the target's room is still in the master's reuse delay;
+ *     both retried at most OREPL_BUSY_RETRIES times, 25 then 50 ms) /
  *     NO_SPACE (no target has room: replica targets are strict);
  *   → ONE UCX PUT batch from the slots into the target's ranges, bounded by 3/4 of the
  *     master's in-flight TTL;
@@ -298,13 +299,15 @@ static bool orepl_task_answer(fx_owner_t *o, orepl_task_t *t, const fx_body_put_
         exists += ks == FLUXON_ERR_KEY_EXISTS;
         if (ks != FLUXON_OK && ks != FLUXON_ERR_KEY_EXISTS && worst == FLUXON_OK) worst = ks;
     }
-    if (worst == FLUXON_ERR_KEY_BEING_WRITTEN && t->attempts < OREPL_BUSY_RETRIES) {
+    /* KEY_BEING_WRITTEN: another copy of the key is on its way; BUSY: the target's room is on
+     * its way back (the master's range_reuse_delay_ms): asked again 25, then 50 ms later */
+    if ((worst == FLUXON_ERR_KEY_BEING_WRITTEN || worst == FLUXON_ERR_BUSY) && t->attempts < OREPL_BUSY_RETRIES) {
         o->repl->c.busy_retries++;
         fx_timer_arm(o->r, &t->retry, t->attempts++ ? 50u : 25u, orepl_on_retry);
         return false;
     }
     if (worst != FLUXON_OK) {
-        orepl_finish(o, t, worst == FLUXON_ERR_KEY_BEING_WRITTEN ? OR_BUSY
+        orepl_finish(o, t, worst == FLUXON_ERR_KEY_BEING_WRITTEN || worst == FLUXON_ERR_BUSY ? OR_BUSY
                            : worst == FLUXON_ERR_NO_SPACE       ? OR_NO_SPACE
                                                                 : OR_STALE);
         return false;

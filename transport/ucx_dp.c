@@ -152,7 +152,8 @@ static unsigned ucxdp_reap(fx_ucx_t *u)
         if (!x->timed_out && now >= x->deadline_ns) {
             x->timed_out = 1;
             if (x->status == FLUXON_OK) x->status = FLUXON_ERR_TIMEOUT;
-            FX_WARN("ucx: transfer of %zu ranges timed out; failing its peer", x->n);
+            if (x->peer->status == FLUXON_OK) FX_WARN("ucx: transfer of %zu ranges timed out; failing its peer", x->n);
+            else FX_INFO("ucx: transfer of %zu ranges to a failed peer ends now (outcome unknown)", x->n);
             /* A stuck endpoint is not trusted again: fail and force-close it. */
             if (x->peer->status == FLUXON_OK) x->peer->status = FLUXON_ERR_UNAVAILABLE;
             if (!x->peer->err_peer) {
@@ -681,6 +682,24 @@ FX_INTERNAL int fx_ucx_peer_connect(fx_ucx_t *u, const void *worker_addr, size_t
              fx_ucx_peer_mech_name(p), p->err_peer ? "peer" : "none");
     *p_p = p;
     return FLUXON_OK;
+}
+
+FX_INTERNAL bool fx_ucx_peer_detects_failure(const fx_ucx_peer_t *p) { return p && p->err_peer; }
+
+FX_INTERNAL size_t fx_ucx_peer_fail(fx_ucx_peer_t *p)
+{
+    if (!p || p->status != FLUXON_OK) return 0;
+    fx_ucx_t *u = p->u;
+    uint64_t now = fx_now_ns();
+    size_t n = 0;
+    for (ucxdp_xfer_t *x = u->live_head; x; x = x->next)
+        if (x->peer == p && !x->timed_out) {
+            x->deadline_ns = FX_MIN(x->deadline_ns, now); /* the reap reports them as timed out */
+            n++;
+        }
+    p->status = FLUXON_ERR_UNAVAILABLE;
+    u->need_reap = true;
+    return n;
 }
 
 FX_INTERNAL void fx_ucx_peer_close(fx_ucx_peer_t *p)

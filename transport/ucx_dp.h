@@ -192,6 +192,18 @@ FX_INTERNAL int fx_ucx_peer_connect(fx_ucx_t *u, const void *worker_addr, size_t
  * NULL is a no-op. */
 FX_INTERNAL void fx_ucx_peer_close(fx_ucx_peer_t *p);
 
+/* The peer is known dead (its owner was declared dead, or replaced by a new process): it
+ * fails at once, as if every transfer in flight to it had reached its deadline now (they
+ * complete FLUXON_ERR_TIMEOUT in the next progress: the outcome of a push is uncertain),
+ * and later ones are refused. Shared-memory peers cannot report their death to UCX 1.13:
+ * without this their transfers wait their whole timeout. Returns how many transfers were
+ * in flight. NULL or already failed: 0. */
+FX_INTERNAL size_t fx_ucx_peer_fail(fx_ucx_peer_t *p);
+
+/* Whether UCX itself reports the peer's death (endpoints with PEER error handling: tcp,
+ * RDMA); false for shared-memory peers (UCX 1.13), and for NULL. */
+FX_INTERNAL bool fx_ucx_peer_detects_failure(const fx_ucx_peer_t *p);
+
 /* 0 while the peer is usable, else the status that failed it (FLUXON_ERR_UNAVAILABLE,
  * ...). Updated by fx_ucx_progress. */
 FX_INTERNAL int fx_ucx_peer_status(const fx_ucx_peer_t *p);

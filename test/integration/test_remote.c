@@ -270,11 +270,13 @@ Test(remote, a_pinned_value_is_copied_to_the_cpu_owner_at_once)
  * copied to B all the same: placed values on a replica target join the master's FIFO of
  * target replicas, and the oldest go to make room. The old code listed only appended
  * copies there, so with B full of placed values every copy failed NO_SPACE, for good
- * (nothing else ever drops a placed value on B). */
+ * (nothing else ever drops a placed value on B). And the first copies into the full B are
+ * not refused while the room dropped for them is in the master's reuse delay: the master
+ * answers BUSY and the owner asks again (a new user saw 0 of 64 pinned values copied). */
 Test(remote, a_cpu_owner_full_of_placed_values_still_takes_copies)
 {
     static const char *const extra[] = {",\"writeback_watermark\":0.9", ",\"node_role\":\"remote_cache\""};
-    kf_up_ex(2, ",\"range_reuse_delay_ms\":0", extra); /* a dropped range is free at once */
+    kf_up_ex(2, NULL, extra); /* the default reuse delay: a dropped range comes back 4 ms later */
     fluxon_client *a = kf_client(0);
     /* 256 KiB values, then values of the pinned ones' size, until one no longer fits B
      * (placed on A: write-through falls back to the writer's owner) */
@@ -311,6 +313,8 @@ Test(remote, a_cpu_owner_full_of_placed_values_still_takes_copies)
     cr_assert_eq(kf_stat(a, "pins_written_back"), 4);
     cr_assert(wait_master_stat(a, "append_keys_completed", 4, 10000), "the 4 pinned values copied to the full B");
     cr_assert_eq(kf_stat(a, "repl_failed_no_space"), 0, "no copy refused for room");
+    cr_assert_eq(kf_stat(a, "repl_failed_busy"), 0, "none given up while its room came back");
+    cr_assert_gt(master_stat(a, "append_rejected_room_coming"), 0, "the room was on its way back: BUSY, retried");
     long long dropped = master_stat(a, "target_cold_dropped");
     cr_assert_gt(dropped, 0, "B's oldest placed values made the room");
     /* the oldest placed values on B went (they miss), every other one reads back byte-exact;

@@ -542,6 +542,60 @@ Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .f
     fluxon_client_close(a);
 }
 
+/* Over shared memory (ucx_tls "sm,self") UCX cannot tell a peer died: a fetch from a
+ * stopped owner P waited its whole bound, 9/10 of the reader's 20 s. Now A fails its UCX
+ * peer for P as soon as the master no longer lists P (heartbeat_timeout_ms 1500), and the
+ * reader is answered (a miss that says why) within a few seconds. */
+Test(uncertain, a_fetch_over_shared_memory_ends_when_the_master_declares_its_source_dead, .fini = un_proc_down)
+{
+    const char *extra[1] = {",\"ucx_tls\":\"sm,self\""};
+    kf_up_ex(1, ",\"heartbeat_timeout_ms\":1500", extra);
+    char cfg[1024], path[512], log[512], sock[256];
+    snprintf(sock, sizeof sock, "%s/ownP/s.sock", kf_dir);
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownP\","
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"32MiB\",\"ucx_tls\":\"sm,self\","
+             "\"heartbeat_interval_ms\":200,\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"warn\"}",
+             fluxon_node_port(kf_master), sock);
+    snprintf(path, sizeof path, "%s/ownP.json", kf_dir);
+    snprintf(log, sizeof log, "%s/ownP.log", kf_dir);
+    th_write_file(path, cfg);
+    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", path, NULL};
+    un_proc = th_spawn(argv, log);
+    cr_assert_gt(un_proc, 0);
+    cr_assert(th_wait_path(sock, 10000), "owner P serves");
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s\","
+             "\"timeout_ms\":5000,\"log_level\":\"error\"}", sock);
+    fluxon_client *p = NULL, *a = NULL;
+    cr_assert_eq(fluxon_client_open(cfg, &p), FLUXON_OK);
+    cr_assert(th_wait_registered(p, 10000), "owner P registered with the master within 10 s");
+    const char *ks[2] = {"shm-0", "shm-1"};
+    fluxon_future *f = un_put(p, ks, 2, 95);
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    fluxon_client_close(p);
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
+             "\"timeout_ms\":20000,\"log_level\":\"error\"}", kf_dir);
+    cr_assert_eq(fluxon_client_open(cfg, &a), FLUXON_OK);
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    cr_assert_eq(fluxon_get_start(a, &ks[0], 1, 1, NULL, 0, &h, &r), FLUXON_OK); /* A connects to P over shm */
+    cr_assert_eq(r.transferable_len, 1, "the first value comes from P");
+    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
+    cr_assert_eq(kill(un_proc, SIGSTOP), 0);
+    double t0 = th_now_s();
+    int rc = fluxon_get_start(a, &ks[1], 1, 1, NULL, 0, &h, &r);
+    double took = th_now_s() - t0;
+    cr_assert_eq(rc, FLUXON_OK, "owner A answered (%s after %.2f s)", fluxon_status_string(rc), took);
+    cr_assert_eq(r.transferable_len, 0);
+    cr_assert_lt(took, 8.0, "ended by the master's word, not the 18 s bound (%.2f s)", took);
+    cr_assert_geq(kf_stat(a, "peers_failed_dead"), 1);
+    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
+    fluxon_client_close(a);
+}
+
 /* L3 (issue 44): a master that does not answer a GET_DONE (held back 6 s by a test fault on
  * owner B, as a hung master would) no longer holds B's readers past their own wait: the
  * reader's get_start (client timeout_ms 2000) is answered by B — a miss that says
