@@ -99,6 +99,14 @@ FX_INTERNAL void fx_mtenants_load(fx_master_t *m, const char *json)
         fx_mtenant_t *t = &tab[n++];
         memset(t, 0, sizeof *t);
         memcpy(t->name, e->string, nl + 1);
+        const cJSON *f;
+        cJSON_ArrayForEach(f, e) /* a typo is no silent no-op */
+            if (!f->string || (strcmp(f->string, "quota_bytes") && strcmp(f->string, "guaranteed_bytes"))) {
+                snprintf(why, sizeof why, "%.64s: unknown field \"%.64s\" (quota_bytes, guaranteed_bytes)", t->name,
+                         f->string ? f->string : "");
+                break;
+            }
+        if (why[0]) break;
         if (!mten_size(e, "quota_bytes", FX_TENANT_SET_QUOTA, t, why, sizeof why) ||
             !mten_size(e, "guaranteed_bytes", FX_TENANT_SET_GUARANTEED, t, why, sizeof why))
             break;

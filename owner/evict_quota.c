@@ -406,8 +406,14 @@ FX_INTERNAL void fx_oevq_pushed(fx_owner_t *o, const fx_frame_header_t *h, const
     char err[400];
     int k = -1, rc = fx_body_tenant_set_decode(body, h->body_len, &b, arena);
     if (rc == FLUXON_OK && fx_tenant_name_ok(b.tenant.p, b.tenant.len)) k = fx_otenant_find(o, b.tenant);
-    if (rc != FLUXON_OK || k < 0) {
-        FX_INFO("a quota pushed by the master for a tenant this owner does not list (or malformed): ignored");
+    if (rc != FLUXON_OK) {
+        FX_WARN("a malformed quota push from the master: ignored");
+        return;
+    }
+    if (k < 0) {
+        bool named = fx_tenant_name_ok(b.tenant.p, b.tenant.len); /* a safe charset: printable as is */
+        FX_INFO("a quota pushed by the master for tenant \"%.*s\", which this owner does not list (tenants): ignored",
+                named ? (int)b.tenant.len : 0, named ? b.tenant.p : "");
         return;
     }
     const oev_tq_t *t = &kv->tq[k];

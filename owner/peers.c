@@ -87,9 +87,11 @@ FX_INTERNAL int fx_opeers_init(fx_owner_t *o)
     o->peers = u;
     int rc = fx_ucx_create(o->cfg.ucx_tls[0] ? o->cfg.ucx_tls : NULL, &u->ucx);
     if (rc != FLUXON_OK) {
-        if (o->cfg.ucx_tls[0])
+        if (o->cfg.ucx_tls[0]) {
             FX_ERROR("the data plane cannot start with ucx_tls \"%s\" (%s; the UCX lines above name the transports "
                      "this host has)", o->cfg.ucx_tls, fluxon_status_string(rc));
+            if (rc == FLUXON_ERR_UNAVAILABLE) rc = FLUXON_ERR_CONFIG; /* a transport this host does not have */
+        }
         return rc;
     }
     const char *mech = getenv("FLUXON_UCX_MECH"); /* rma | am: override the measured choice */
@@ -178,7 +180,9 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
     fx_ucx_peer_t *peer = NULL;
     int rc = fx_ucx_peer_connect(u->ucx, address.p, address.len, rkey.p, rkey.len, base, &peer);
     if (rc != FLUXON_OK) {
-        FX_WARN("cannot connect to owner %.*s over UCX: %s", (int)node_id.len, node_id.p, fluxon_status_string(rc));
+        FX_WARN("cannot connect to owner %.*s over UCX: %s%s%s%s", (int)node_id.len, node_id.p, fluxon_status_string(rc),
+                o->cfg.ucx_tls[0] ? " (this owner's ucx_tls is \"" : "", o->cfg.ucx_tls,
+                o->cfg.ucx_tls[0] ? "\": every owner must reach the others with the transports it lists)" : "");
         return NULL;
     }
     owner_peer_t *p = &u->peers[u->n_peers++];

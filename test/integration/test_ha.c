@@ -446,6 +446,11 @@ Test(ha, a_quota_set_at_run_time_outlives_the_leader_and_follows_etcd, .timeout 
     cr_assert(th_wait_log(hf.mlog[1], "acme.quota_bytes is not a size in bytes", 1));
     cr_assert_eq(acme_quota(c0), 2 << 20);
     cr_assert_eq(acme_quota(c1), 2 << 20);
+    /* nor one with a field it does not know (a typo would be a silent no-op) */
+    etcd_put_tenants("{\"acme\":{\"quota_byte\":\"1MiB\"}}");
+    cr_assert(rf_wait_stat(c0, true, "tenant_table_refused", 0, 2, 10000), "the typo is refused");
+    cr_assert(th_wait_log(hf.mlog[1], "acme: unknown field \"quota_byte\" (quota_bytes, guaranteed_bytes)", 1));
+    cr_assert_eq(acme_quota(c0), 2 << 20);
     /* nor does a value longer than any table (70,000 bytes, written with etcdctl): the
      * leader refuses it and leads on (it must never give the leadership up for it) */
     char path[400], cmd[1200];
@@ -459,7 +464,7 @@ Test(ha, a_quota_set_at_run_time_outlives_the_leader_and_follows_etcd, .timeout 
     snprintf(cmd, sizeof cmd, "ETCDCTL_API=3 etcdctl --endpoints=%s put fluxon/ha/master.tenants < %s > /dev/null 2>&1",
              hf.url, path);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
-    cr_assert(rf_wait_stat(c0, true, "tenant_table_refused", 0, 2, 10000), "the long value is refused");
+    cr_assert(rf_wait_stat(c0, true, "tenant_table_refused", 0, 3, 10000), "the long value is refused");
     cr_assert(th_wait_log(hf.mlog[1], "longer than", 1));
     cr_assert_eq(rf_stat(c0, true, "ha_leader"), 1, "the leader leads on");
     cr_assert_eq(acme_quota(c0), 2 << 20);

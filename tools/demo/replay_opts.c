@@ -237,7 +237,7 @@ static int rp_set_ucx_tls(rp_opts *o, const char *val)
         return 0;
     }
     size_t n = strlen(val);
-    bool ok = n > 0 && n < 128;
+    bool ok = n > 0 && n < 128 && val[0] != ',' && val[n - 1] != ',' && !strstr(val, ",,");
     for (size_t i = 0; ok && i < n; i++)
         ok = (val[i] >= 'a' && val[i] <= 'z') || (val[i] >= 'A' && val[i] <= 'Z') || (val[i] >= '0' && val[i] <= '9') ||
              strchr("_^:,", val[i]);
