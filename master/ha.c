@@ -154,6 +154,7 @@ typedef struct mha_run {
     uint32_t ttl_ms;
     bool campaigning, leader;
     uint64_t warned_ms;
+    uint64_t campaign_ms; /* when the campaign request started (boot clock) */
 } mha_run_t;
 
 static uint32_t mha_margin(uint32_t ttl_ms) { return FX_MAX(ttl_ms / 4, 100u); }
@@ -294,6 +295,7 @@ static void mha_grant(mha_t *h, mha_run_t *x)
         rc = fx_etcd_campaign_start(h->etcd, cfg->ha_key, x->lease, h->value, mha_campaign_bound_ms(x->ttl_ms));
         if (rc == FLUXON_OK) {
             x->campaigning = true;
+            x->campaign_ms = fx_boot_ms();
             x->warned_ms = 0;
             FX_INFO("master %s campaigns for \"%s\" through etcd %s (lease %llx, TTL %u s)", h->value, cfg->ha_key,
                     fx_etcd_endpoint(h->etcd), (unsigned long long)x->lease, granted);
@@ -403,7 +405,11 @@ static void mha_step(mha_t *h, mha_run_t *x)
         if (!mha_elected(h, x, rev, "campaign")) return;
     } else if (x->campaigning && rc != FX_ETCD_WAITING) {
         x->campaigning = false;
-        mha_warn(h, x, "the campaign failed", err);
+        /* a standby's campaign ends at its bound (H1) by design: said at info, not warned */
+        if (fx_boot_ms() - x->campaign_ms + 500 >= mha_campaign_bound_ms(x->ttl_ms))
+            FX_INFO("master %s: the campaign reached its bound (%u ms) still a standby; campaigning again", h->value,
+                    mha_campaign_bound_ms(x->ttl_ms));
+        else mha_warn(h, x, "the campaign failed", err);
         fx_etcd_lease_revoke(h->etcd, x->lease, 500); /* start over with a new lease */
         mha_lose(h, x, err);
         return;
