@@ -73,7 +73,7 @@
     X(slots_committed, GAUGE, "owner_slots", "state=\"committed\"", "")                                          \
     X(slots_draining, GAUGE, "owner_slots_draining", "", "Slots dropped while readers still hold them")         \
     X(slot_holder_refs, GAUGE, "owner_slot_holder_refs", "", "Holder references on slots")                       \
-    X(grants, GAUGE, "owner_grants", "", "Segment grants the master gave this owner")                            \
+    X(grants, GAUGE, "owner_grants", "", "Sub-grants of the slot pool: pieces of the master grants carved for one slot size each (master_grants: the whole grants, at most max_grants)")                            \
     X(granted_bytes, GAUGE, "owner_granted_bytes", "", "Bytes of the segment under grants")                      \
     X(used_bytes, GAUGE, "owner_segment_used_bytes", "", "Bytes of the segment in non-free slots")              \
     X(free_bytes, GAUGE, "owner_segment_free_bytes", "", "Bytes of the segment's payload (past its header page) not in a non-free slot") \
