@@ -544,12 +544,12 @@ Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .f
 
 /* Over shared memory (ucx_tls "sm,self") UCX cannot tell a peer died: a fetch from a
  * stopped owner P waited its whole bound, 9/10 of the reader's 20 s. Now A fails its UCX
- * peer for P as soon as the master no longer lists P (heartbeat_timeout_ms 1500), and the
+ * peer for P as soon as the master no longer lists P (heartbeat_timeout_ms 3000), and the
  * reader is answered (a miss that says why) within a few seconds. */
 Test(uncertain, a_fetch_over_shared_memory_ends_when_the_master_declares_its_source_dead, .fini = un_proc_down)
 {
     const char *extra[1] = {",\"ucx_tls\":\"sm,self\""};
-    kf_up_ex(1, ",\"heartbeat_timeout_ms\":1500", extra);
+    kf_up_ex(1, ",\"heartbeat_timeout_ms\":3000", extra); /* P beats every 200 ms: no false death under ASan */
     char cfg[1024], path[512], log[512], sock[256];
     snprintf(sock, sizeof sock, "%s/ownP/s.sock", kf_dir);
     snprintf(cfg, sizeof cfg,
@@ -590,7 +590,7 @@ Test(uncertain, a_fetch_over_shared_memory_ends_when_the_master_declares_its_sou
     double took = th_now_s() - t0;
     cr_assert_eq(rc, FLUXON_OK, "owner A answered (%s after %.2f s)", fluxon_status_string(rc), took);
     cr_assert_eq(r.transferable_len, 0);
-    cr_assert_lt(took, 8.0, "ended by the master's word, not the 18 s bound (%.2f s)", took);
+    cr_assert_lt(took, 10.0, "ended by the master's word, not the 18 s bound (%.2f s)", took);
     cr_assert_geq(kf_stat(a, "peers_failed_dead"), 1);
     cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
     fluxon_client_close(a);
