@@ -102,6 +102,12 @@ FX_INTERNAL bool fx_oclaims_waiting(fx_owner_t *o) { return o->claims && o->clai
 
 FX_INTERNAL const char *fx_oclaims_refusal(fx_owner_t *o) { return o->claims ? o->claims->refusal : ""; }
 
+FX_INTERNAL bool fx_oclaims_grant_refused(fx_owner_t *o)
+{
+    oclaims_t *c = o->claims;
+    return c->grant_nospace_ms != 0;
+}
+
 FX_INTERNAL bool fx_oclaims_segment_full(fx_owner_t *o)
 {
     oclaims_t *c = o->claims;

@@ -704,7 +704,11 @@ static void oev_step(fx_owner_t *o)
      * or about to be asked (want is false then): a refused GRANT is asked again each second
      * (claims.c), and restarting the clock there kept it under OEV_STUCK_MS for good, so
      * claims waited to their deadline, 9/10 of the caller's timeout (27 s of 30 s). */
-    if (!fx_oclaims_waiting(o) || progress || kv->cohorts) kv->stuck_since_ms = 0;
+    /* ...but a GRANT in flight or to be asked, while the master has refused none since it
+     * last granted, may serve them: not stuck (a GRANT slower than 1 s on a loaded master
+     * answered a claim NO_SPACE, with nothing held, in capacity::random_mix_...) */
+    bool grant_may_serve = !want && !fx_oclaims_grant_refused(o);
+    if (!fx_oclaims_waiting(o) || progress || kv->cohorts || grant_may_serve) kv->stuck_since_ms = 0;
     else if (want && !kv->stuck_since_ms) kv->stuck_since_ms = FX_MAX(fx_now_ms(), 1ull);
     kv->backoff_ms = busy ? FX_MIN(kv->backoff_ms * 2, OEV_BACKOFF_MAX_MS) : 1;
     if (busy) fx_oev_tick_arm(o, kv->backoff_ms);

@@ -40,6 +40,8 @@ FX_INTERNAL uint64_t fx_oclaim_deadline(fx_owner_t *o, uint32_t caller_timeout_m
 /* The master refused a grant for lack of room in this segment less than a second ago
  * (ranges it placed here for other owners take room too): claims wait for eviction. */
 FX_INTERNAL bool fx_oclaims_segment_full(fx_owner_t *o);
+/* The master refused this owner's last GRANT (no room, or BUSY) and has granted none since. */
+FX_INTERNAL bool fx_oclaims_grant_refused(fx_owner_t *o);
 /* The master's reason for the last GRANT it refused for lack of room (what holds this
  * segment: the values it placed here for other owners' puts, this owner's grants); "" when
  * none was refused since the last grant came. */
