@@ -49,6 +49,7 @@
 
 #define OEV_MAX_CLASSES 16 /* slot sizes of waiting claims considered per round */
 #define OEV_STUCK_MS 1000u /* nothing evictable this long: waiting claims answer NO_SPACE */
+#define OEV_WB_STUCK_MS 100u /* the write-back queue full and no copy ended this long: not moving */
 #define OEV_COLD_OTHERS 8  /* coldest values of other sizes a round remembers (grant retirement) */
 
 typedef struct oev_vec {
@@ -500,6 +501,12 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
     oev_t *kv = o->ev;
     oev_vec_t held = {0}, deferred = {0};
     uint64_t ahead = fx_oevw_ahead_bytes(o), deferred_bytes = 0; /* issue 16 */
+    /* copies not moving (queue full, none ended for OEV_WB_STUCK_MS): no group of the
+     * window will get one soon, so none is looked for (each round walked the whole window:
+     * 3,100 values per eviction with a dead CPU owner, puts 3x slower) and victims go in
+     * the policy's order, without their copy (counted: dropped behind) */
+    bool wb_stuck = ahead && fx_orepl_stuck(o, OEV_WB_STUCK_MS);
+    if (wb_stuck) kv->wb_stuck_rounds++;
     fx_evp_t *pol = rd->pol; /* issue 42: the shared policy or one tenant's */
     rd->guarded = false;
     for (uint64_t budget = pol->count; budget && !rd->nomem && !rd->guarded; budget--) {
@@ -518,7 +525,7 @@ static void oev_walk(fx_owner_t *o, oev_round_t *rd)
             if (oev_passed_all(rd)) break; /* issue 44 P4: every waiting size would be blocked */
         } else if (first && !oev_block(rd, en)) {
             if (g) g->round = rd->round;
-            if (fx_oevw_clean(o, en)) {
+            if (wb_stuck || fx_oevw_clean(o, en)) {
                 oev_take(o, rd, en);
             } else if (!oev_vec_push(&deferred, en)) {
                 rd->nomem = true;
@@ -773,6 +780,7 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->claims_no_space_fast = kv->no_space_fast;
     m->evict_rounds = kv->rounds;
     m->evict_walked = kv->walked;
+    m->evict_wb_stuck_rounds = kv->wb_stuck_rounds;
     m->eviction_policy_lru = kv->hot.kind == FX_EVICT_LRU;
     m->eviction_policy_s3fifo = kv->hot.kind == FX_EVICT_S3FIFO;
     m->eviction_policy_slru = kv->hot.kind == FX_EVICT_SLRU;

@@ -42,7 +42,7 @@ typedef struct oev {
     uint32_t backoff_ms;
     uint64_t evictions, evicted_bytes, n_cohorts, busy_retries, restored, selected_bytes, debt, stale, left_hot,
         resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
-        not_admitted, wb_waits, evict_copied, rounds, walked;
+        not_admitted, wb_waits, evict_copied, rounds, walked, wb_stuck_rounds;
     uint64_t to_disk, disk_not_admitted; /* issue 39: replicas moved to the disk tier; victims it did not admit */
     uint64_t tick_at_ms;     /* when the armed tick_timer fires */
     /* the write-back look-ahead's cursor (issue 38, P3): the warmest value it looked at in

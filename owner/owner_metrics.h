@@ -189,6 +189,7 @@
     X(claims_no_space_fast, COUNTER, "owner_claims_no_space_fast_total", "", "Claims refused at once: everything held") \
     X(evict_rounds, COUNTER, "owner_evict_rounds_total", "", "Eviction rounds run (issue 44)") \
     X(evict_walked, COUNTER, "owner_evict_walked_total", "", "Values eviction rounds looked at in the policy's order (issue 44: bounded per round)") \
+    X(evict_wb_stuck_rounds, COUNTER, "owner_evict_wb_stuck_rounds_total", "", "Eviction rounds that looked for no copied value: the write-back queue full and no copy ended for 100 ms") \
     X(eviction_policy_lru, BOOL, "owner_eviction_policy", "policy=\"lru\"", "1 for the hot tier's eviction_policy") \
     X(eviction_policy_s3fifo, BOOL, "owner_eviction_policy", "policy=\"s3fifo\"", "")                             \
     X(eviction_policy_slru, BOOL, "owner_eviction_policy", "policy=\"slru\"", "")                                 \

@@ -33,6 +33,9 @@ FX_INTERNAL bool fx_orepl_writeback_group(fx_owner_t *o, owner_entry_t *const *m
  * target's copy ("already") or makes a new one */
 FX_INTERNAL void fx_orepl_touched(owner_entry_t *en);
 FX_INTERNAL bool fx_orepl_room(fx_owner_t *o); /* the queue takes another task */
+/* The queue is full and no task has ended for ms: the copies are not moving (a stopped or
+ * dead target whose transfers wait for their timeout). */
+FX_INTERNAL bool fx_orepl_stuck(fx_owner_t *o, uint64_t ms);
 FX_INTERNAL bool fx_orepl_idle(fx_owner_t *o); /* nothing queued or in flight (R1) */
 FX_INTERNAL void fx_orepl_metrics(fx_owner_t *o, fx_ometrics_t *m);
 

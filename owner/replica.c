@@ -73,6 +73,7 @@ typedef struct orepl {
     orepl_task_t *qhead, *qtail;
     uint32_t queued, inflight;  /* tasks in the queue; tasks batched or waiting to retry */
     bool pumping;               /* in orepl_pump: a batch that ends inside it (no master) does not re-enter */
+    uint64_t last_end_ms;       /* when a task last ended (or the queue last had room) */
     fx_owner_t *o;
     struct {
 #define OREPL_FIELD(name) uint64_t name;
@@ -97,6 +98,16 @@ FX_INTERNAL void fx_orepl_touched(owner_entry_t *en)
     if (en->repl == OREPL_COPIED || en->repl == OREPL_FAILED) en->repl = OREPL_NONE;
 }
 FX_INTERNAL bool fx_orepl_room(fx_owner_t *o) { return o->repl && o->repl->queued < OREPL_QUEUE_MAX; }
+
+FX_INTERNAL bool fx_orepl_stuck(fx_owner_t *o, uint64_t ms)
+{
+    orepl_t *s = o->repl;
+    if (!s || s->queued < OREPL_QUEUE_MAX) {
+        if (s) s->last_end_ms = fx_now_ms();
+        return false;
+    }
+    return fx_now_ms() - s->last_end_ms >= ms;
+}
 FX_INTERNAL bool fx_orepl_idle(fx_owner_t *o) { return !o->repl || (!o->repl->queued && !o->repl->inflight); }
 
 static void orepl_task_free(orepl_task_t *t)
@@ -119,6 +130,7 @@ static void orepl_pump(fx_owner_t *o);
 static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
 {
     orepl_t *s = o->repl;
+    s->last_end_ms = fx_now_ms();
     switch (outcome) {
     case OR_COMPLETED: s->c.completed++; break;
     case OR_ALREADY: s->c.already++; break;
