@@ -107,6 +107,29 @@ static long long placed_bytes(fluxon_client *c, const char *node_id)
     return r;
 }
 
+/* Starts C, a remote_cache owner of segment_bytes seg in a process of its own (rm_proc:
+ * SIGSTOP), waits until the master lists it; returns a client of owner A. */
+static fluxon_client *cpu_owner_proc(const char *seg)
+{
+    char cfg[1024], path[512], log[512], sock[512];
+    snprintf(sock, sizeof sock, "%s/ownC.sock", kf_dir);
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownC\","
+             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"%s\",\"node_role\":\"remote_cache\","
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"error\"}", fluxon_node_port(kf_master), sock, seg);
+    snprintf(path, sizeof path, "%s/ownC.json", kf_dir);
+    snprintf(log, sizeof log, "%s/ownC.log", kf_dir);
+    th_write_file(path, cfg);
+    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", path, NULL};
+    rm_proc = th_spawn(argv, log);
+    cr_assert_gt(rm_proc, 0);
+    fluxon_client *a = kf_client(0);
+    double end = th_now_s() + 20;
+    while (placed_bytes(a, "ownC") < 0 && th_now_s() < end) th_sleep_ms(10);
+    cr_assert_geq(placed_bytes(a, "ownC"), 0, "C registered");
+    return a;
+}
+
 static void keyname(char *buf, size_t cap, const char *pfx, int i) { snprintf(buf, cap, "%s-%04d", pfx, i); }
 static uint64_t seed_of(const char *pfx, int i)
 {
@@ -367,22 +390,7 @@ Test(remote, evictions_do_not_walk_the_window_while_copies_are_stuck, .timeout =
     const char *const extra[] = {",\"hot_capacity_bytes\":\"16MiB\",\"writeback_watermark\":0.5,"
                                  "\"writeback_admission\":\"all\""};
     kf_up_ex(1, ",\"inflight_ttl_ms\":60000", extra);
-    char cfg[1024], path[512], log[512], sock[512];
-    snprintf(sock, sizeof sock, "%s/ownC.sock", kf_dir);
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownC\","
-             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"256MiB\",\"node_role\":\"remote_cache\","
-             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"error\"}", fluxon_node_port(kf_master), sock);
-    snprintf(path, sizeof path, "%s/ownC.json", kf_dir);
-    snprintf(log, sizeof log, "%s/ownC.log", kf_dir);
-    th_write_file(path, cfg);
-    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", path, NULL};
-    rm_proc = th_spawn(argv, log);
-    cr_assert_gt(rm_proc, 0);
-    fluxon_client *a = kf_client(0);
-    double end = th_now_s() + 20;
-    while (placed_bytes(a, "ownC") < 0 && th_now_s() < end) th_sleep_ms(10);
-    cr_assert_geq(placed_bytes(a, "ownC"), 0, "C registered");
+    fluxon_client *a = cpu_owner_proc("256MiB"); /* C in a process of its own, registered; a client of A */
     char pfx[16];
     for (int r = 0; r < 40; r++) { /* copies flow while C runs */
         snprintf(pfx, sizeof pfx, "w%d", r);
@@ -550,22 +558,7 @@ Test(remote, put_never_waits_for_a_stopped_cpu_owner)
     const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
                                  "\"writeback_admission\":\"all\""};
     kf_up_ex(1, ",\"inflight_ttl_ms\":60000", extra);
-    char cfg[1024], path[512], log[512], sock[512];
-    snprintf(sock, sizeof sock, "%s/ownC.sock", kf_dir);
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownC\","
-             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"72MiB\",\"node_role\":\"remote_cache\","
-             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"error\"}", fluxon_node_port(kf_master), sock);
-    snprintf(path, sizeof path, "%s/ownC.json", kf_dir);
-    snprintf(log, sizeof log, "%s/ownC.log", kf_dir);
-    th_write_file(path, cfg);
-    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", path, NULL};
-    rm_proc = th_spawn(argv, log);
-    cr_assert_gt(rm_proc, 0);
-    fluxon_client *a = kf_client(0);
-    double end = th_now_s() + 20;
-    while (placed_bytes(a, "ownC") < 0 && th_now_s() < end) th_sleep_ms(10);
-    cr_assert_geq(placed_bytes(a, "ownC"), 0, "C registered");
+    fluxon_client *a = cpu_owner_proc("72MiB"); /* C in a process of its own, registered; a client of A */
     char pfx[16];
     for (int r = 0; r < 8; r++) { /* 128 values through a hot tier of 64 values: C gets copies */
         snprintf(pfx, sizeof pfx, "ok%d", r);

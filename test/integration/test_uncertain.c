@@ -496,15 +496,16 @@ static void un_proc_down(void)
     kf_down();
 }
 
-Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .fini = un_proc_down)
+/* Starts owner P in a process of its own (un_proc: SIGSTOP) with more config members
+ * extra, waits until it serves and is registered; returns a client of it. */
+static fluxon_client *un_owner_p(const char *extra)
 {
-    kf_up_ex(1, NULL, NULL);
     char cfg[1024], path[512], log[512], sock[256];
     snprintf(sock, sizeof sock, "%s/ownP/s.sock", kf_dir);
     snprintf(cfg, sizeof cfg,
              "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownP\","
              "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"32MiB\","
-             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"warn\"}", fluxon_node_port(kf_master), sock);
+             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"warn\"%s}", fluxon_node_port(kf_master), sock, extra);
     snprintf(path, sizeof path, "%s/ownP.json", kf_dir);
     snprintf(log, sizeof log, "%s/ownP.log", kf_dir);
     th_write_file(path, cfg);
@@ -515,9 +516,17 @@ Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .f
     snprintf(cfg, sizeof cfg,
              "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s\","
              "\"timeout_ms\":5000,\"log_level\":\"error\"}", sock);
-    fluxon_client *p = NULL, *a = NULL;
+    fluxon_client *p = NULL;
     cr_assert_eq(fluxon_client_open(cfg, &p), FLUXON_OK);
     cr_assert(th_wait_registered(p, 10000), "owner P registered with the master within 10 s");
+    return p;
+}
+
+Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .fini = un_proc_down)
+{
+    kf_up_ex(1, NULL, NULL);
+    char cfg[1024];
+    fluxon_client *p = un_owner_p(""), *a = NULL; /* owner P in a process of its own; a client of it */
     const char *k = "stalled-0";
     fluxon_future *f = un_put(p, &k, 1, 90);
     cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
@@ -550,26 +559,8 @@ Test(uncertain, a_fetch_over_shared_memory_ends_when_the_master_declares_its_sou
 {
     const char *extra[1] = {",\"ucx_tls\":\"sm,self\""};
     kf_up_ex(1, ",\"heartbeat_timeout_ms\":3000", extra); /* P beats every 200 ms: no false death under ASan */
-    char cfg[1024], path[512], log[512], sock[256];
-    snprintf(sock, sizeof sock, "%s/ownP/s.sock", kf_dir);
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownP\","
-             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"32MiB\",\"ucx_tls\":\"sm,self\","
-             "\"heartbeat_interval_ms\":200,\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"warn\"}",
-             fluxon_node_port(kf_master), sock);
-    snprintf(path, sizeof path, "%s/ownP.json", kf_dir);
-    snprintf(log, sizeof log, "%s/ownP.log", kf_dir);
-    th_write_file(path, cfg);
-    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", path, NULL};
-    un_proc = th_spawn(argv, log);
-    cr_assert_gt(un_proc, 0);
-    cr_assert(th_wait_path(sock, 10000), "owner P serves");
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s\","
-             "\"timeout_ms\":5000,\"log_level\":\"error\"}", sock);
-    fluxon_client *p = NULL, *a = NULL;
-    cr_assert_eq(fluxon_client_open(cfg, &p), FLUXON_OK);
-    cr_assert(th_wait_registered(p, 10000), "owner P registered with the master within 10 s");
+    char cfg[1024];
+    fluxon_client *p = un_owner_p(",\"ucx_tls\":\"sm,self\",\"heartbeat_interval_ms\":200"), *a = NULL;
     const char *ks[2] = {"shm-0", "shm-1"};
     fluxon_future *f = un_put(p, ks, 2, 95);
     cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
