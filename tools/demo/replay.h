@@ -131,6 +131,7 @@ typedef struct rp_worker {
     _Atomic uint64_t busy_since_ns; /* start of the request in play, 0 between requests */
     uint64_t t_exit_ns;       /* when its last request ended (read after the join) */
     uint64_t cpu_ns;          /* the thread's own CPU time over its requests */
+    uint64_t requests;        /* requests it played (the workers take the next one free) */
     /* scratch sized for the largest request */
     size_t max_keys;
     uint64_t *page_hash;

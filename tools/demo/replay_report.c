@@ -322,10 +322,15 @@ static void rp_json_latency(cJSON *j, const rp_totals *t)
     }
 }
 
-static cJSON *rp_json_owner(const rp_owner_stats *s)
+static cJSON *rp_json_owner(const rp_run *r, unsigned k)
 {
+    const rp_owner_stats *s = &r->owners[k];
     cJSON *ob = cJSON_CreateObject();
     if (!ob) return NULL;
+    uint64_t played = 0; /* by this owner's workers: who takes which request is a race */
+    for (unsigned i = 0; i < r->n_workers; i++)
+        if (r->workers[i].owner == k) played += r->workers[i].requests;
+    cJSON_AddNumberToObject(ob, "requests", (double)played);
     cJSON_AddBoolToObject(ob, "stats_ok", s->stats_ok);
     for (int i = 0; i < RP_NBASELINE; i++)
         cJSON_AddNumberToObject(ob, rp_baseline_fields[i].key, (double)rp_stat_get(s, &rp_baseline_fields[i]));
@@ -342,7 +347,7 @@ static void rp_json_owners(cJSON *j, const rp_run *r)
     cJSON *notes = cJSON_AddArrayToObject(j, "notes");
     for (unsigned k = 0; k < r->n_owners; k++) {
         const rp_owner_stats *s = &r->owners[k];
-        cJSON_AddItemToArray(owners, rp_json_owner(s));
+        cJSON_AddItemToArray(owners, rp_json_owner(r, k));
         char note[160];
         for (int i = 0; i < RP_NBASELINE; i++)
             if (s->absent_mask & (1u << i)) {

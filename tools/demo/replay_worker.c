@@ -292,6 +292,7 @@ static void *rp_worker_main(void *arg)
         if (rp_pace(r, req)) break;
         atomic_store_explicit(&w->busy_since_ns, fx_cli_now_ns(), memory_order_relaxed);
         rp_play(w, req);
+        w->requests++;
         atomic_store_explicit(&w->busy_since_ns, 0, memory_order_relaxed);
     }
     w->t_exit_ns = fx_cli_now_ns();
