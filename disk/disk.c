@@ -372,8 +372,15 @@ static bool dk_newer(const fx_disk_meta_t *a, uint64_t aoff, const fx_disk_meta_
 }
 
 /* Out of the by-offset map and its segment's list, freed; the by-key map is the caller's. */
+static void dk_rec_counted(fx_disk_t *d, const dk_rec_t *r, bool added)
+{
+    if (d->hooks.record_counted)
+        d->hooks.record_counted(d->hooks.arg, r->key, r->klen, fx_disk_rec_bytes(r->m.value_len), added);
+}
+
 static void dk_rec_unlink(fx_disk_t *d, dk_rec_t *r)
 {
+    dk_rec_counted(d, r, false);
     fx_u64map_del(&d->by_off, r->off, NULL);
     if (r->prev) r->prev->next = r->next;
     else r->seg->recs = r->next;
@@ -417,6 +424,7 @@ FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off
     if (seg->recs) seg->recs->prev = r;
     seg->recs = r;
     seg->live++;
+    dk_rec_counted(d, r, true);
     return FLUXON_OK;
 }
 

@@ -67,6 +67,10 @@ typedef struct fx_disk_hooks {
      * run past capacity by the segments retiring. */
     void (*segment_retiring)(void *arg, uint64_t seg, const uint64_t *offs, const char *const *keys,
                              const uint32_t *klens, size_t n);
+    /* A record of key joined (added) or left the index: bytes, its size on disk (header
+     * block + value, fx_disk_rec_bytes). Runs inside the store's call (a rebuild at open
+     * too); it must not call back into the store. NULL: nobody counts. */
+    void (*record_counted)(void *arg, const char *key, uint32_t klen, uint64_t bytes, bool added);
     void *arg;
 } fx_disk_hooks_t;
 

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "owner_disk.h"
 #include "owner_link.h"
+#include "owner_tenant.h"
 #include "u64map.h"
 
 #define ODISK_EVICT_BATCH 4096u
@@ -244,6 +245,16 @@ static void odisk_on_retire(fx_reactor_t *r, fx_timer_t *t)
     }
 }
 
+/* issue 42: each tenant's bytes on this owner's disk tier */
+static void odisk_record_counted(void *arg, const char *key, uint32_t klen, uint64_t bytes, bool added)
+{
+    fx_owner_t *o = arg;
+    int k = fx_otenant_of_key(o, key, klen);
+    if (k < 0) return; /* a tenant this owner does not list */
+    uint64_t *b = &fx_otenant_at(o, k)->disk_bytes;
+    *b = added ? *b + bytes : *b - FX_MIN(*b, bytes);
+}
+
 static void odisk_segment_retiring(void *arg, uint64_t seg, const uint64_t *offs, const char *const *keys,
                                    const uint32_t *klens, size_t n)
 {
@@ -323,7 +334,7 @@ FX_INTERNAL int fx_odisk_init(fx_owner_t *o)
                         /* 16 MiB of staging: an eviction burst is copied, not dropped, while
                          * the disk catches up (a put never waits for it) */
                         .write_buffers = ODISK_WRITE_BUFFERS};
-    fx_disk_hooks_t hooks = {odisk_segment_retiring, o};
+    fx_disk_hooks_t hooks = {odisk_segment_retiring, odisk_record_counted, o};
     char err[512] = "";
     int rc = fx_disk_open(o->r, &dc, &hooks, &s->d, err, sizeof err);
     if (rc != FLUXON_OK) {

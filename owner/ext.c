@@ -328,8 +328,6 @@ static bool oext_poll_idle(void *arg)
 
 FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
 {
-    int trc = fx_otenant_init(o);
-    if (trc != FLUXON_OK) return trc;
     oext_state_t *x = fx_calloc(1, sizeof *x);
     if (!x) return FLUXON_ERR_NOMEM;
     x->hooks = *hooks;
@@ -377,7 +375,6 @@ FX_INTERNAL void fx_oext_fini(fx_owner_t *o)
     if (o->ext && o->ext->poll_hooked) fx_reactor_del_idle_hook(o->r, oext_poll_idle, o);
     fx_free(o->ext);
     o->ext = NULL;
-    fx_otenant_fini(o);
 }
 
 FX_INTERNAL void fx_oext_metrics(fx_owner_t *o, fx_ometrics_t *m)

@@ -11,6 +11,7 @@
 #include "owner_ext.h"
 #include "owner_get.h"
 #include "owner_link.h"
+#include "owner_tenant.h"
 #include "owner_peers.h"
 #include "owner_pins.h"
 #include "owner_place.h"
@@ -329,6 +330,7 @@ static void owner_fini_modules(fx_owner_t *o)
     fx_oclaims_fini(o);
     fx_olink_fini(o);
     fx_oext_fini(o);
+    fx_otenant_fini(o);
 }
 
 static int owner_init_modules(fx_owner_t *o)
@@ -336,7 +338,8 @@ static int owner_init_modules(fx_owner_t *o)
     static const fx_olink_hooks_t link_hooks = {owner_registering, owner_registered, owner_lost, owner_started,
                                                 owner_master_request, fx_opeers_unsettled, fx_opeers_alive};
     uint64_t max_grants = fx_oclaims_max_grants(&o->cfg, fx_segment_len(o->seg));
-    int rc = fx_ostore_init(o, max_grants);
+    int rc = fx_otenant_init(o); /* first: the disk tier's rebuild counts each tenant's bytes */
+    if (rc == FLUXON_OK) rc = fx_ostore_init(o, max_grants);
     if (rc == FLUXON_OK) rc = fx_olink_init(o, &link_hooks);
     if (rc == FLUXON_OK) rc = fx_oclaims_init(o, max_grants);
     if (rc == FLUXON_OK) rc = fx_oelse_init(o);

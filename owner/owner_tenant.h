@@ -22,6 +22,10 @@ typedef struct fx_tenant_snap {
     /* quotas (evict_quota.c): its quota and guarantee on this owner (0: none), puts refused
      * for its quota, its values evicted for its own quota and for pressure */
     uint64_t quota_bytes, guaranteed_bytes, quota_refusals, evictions_quota, evictions_pressure;
+    /* its bytes in the lower tiers here: values the master placed or copied into this
+     * owner's segment for other owners (a CPU owner's whole tier; republish.c), and records
+     * on this owner's disk tier (header block + value; disk.c) */
+    uint64_t placed_bytes, disk_bytes;
 } fx_tenant_snap_t;
 #define FX_TENANT_SNAP_MAX (FX_TENANTS_MAX + 1) /* the configured ones, and "default" */
 

@@ -25,6 +25,7 @@
 #include "owner_evict.h"
 #include "owner_link.h"
 #include "owner_republish.h"
+#include "owner_tenant.h"
 #include "owner_store.h"
 
 #define RP_WINDOW 2u
@@ -47,6 +48,7 @@ typedef struct rp_range {
     uint32_t klen;
     uint64_t value_len, put_ms, put_ver;
     uint32_t group_size; /* disk records (issue 39); 1 for placed values */
+    int tenant;          /* a placed range: its tenant's index + 1 (0: one this owner does not list) */
 } rp_range_t;
 
 typedef struct orepub {
@@ -110,6 +112,21 @@ FX_INTERNAL int fx_orepub_init(fx_owner_t *o)
 /* The bytes the master allocated for a placed value (master/inflight.c: whole pages). */
 static uint64_t rp_range_bytes(const rp_range_t *g) { return FX_MAX((g->value_len + 4095) & ~4095ull, 4096ull); }
 
+/* A placed range joins (sign 1) or leaves (-1) the bytes recorded, its tenant's too (issue 42). */
+static void rp_range_count(fx_owner_t *o, const rp_range_t *g, int sign)
+{
+    orepub_t *s = o->repub;
+    uint64_t b = rp_range_bytes(g);
+    uint64_t *t = g->tenant ? &fx_otenant_at(o, g->tenant - 1)->placed_bytes : NULL;
+    if (sign > 0) {
+        s->placed_bytes += b;
+        if (t) *t += b;
+        return;
+    }
+    s->placed_bytes -= FX_MIN(s->placed_bytes, b);
+    if (t) *t -= FX_MIN(*t, b);
+}
+
 static void rp_range_free(void *v)
 {
     rp_range_t *g = v;
@@ -141,6 +158,7 @@ FX_INTERNAL void fx_orepub_forget_all(fx_owner_t *o)
     orepub_t *s = o->repub;
     if (s && s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
     if (s) s->placed_bytes = 0;
+    for (uint32_t k = 0; s && k < fx_otenant_count(o); k++) fx_otenant_at(o, k)->placed_bytes = 0;
 }
 
 FX_INTERNAL uint64_t fx_orepub_placed_bytes(fx_owner_t *o) { return o->repub ? o->repub->placed_bytes : 0; }
@@ -168,10 +186,11 @@ FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len
                      (int)FX_MIN(b.keys.v[i].len, 80u), b.keys.v[i].p);
             continue;
         }
-        *g = (rp_range_t){g->key, b.keys.v[i].len, b.value_len, b.put_ms.v[i], b.put_ver.v[i], 1};
-        s->placed_bytes += rp_range_bytes(g);
+        *g = (rp_range_t){g->key, b.keys.v[i].len, b.value_len, b.put_ms.v[i], b.put_ver.v[i], 1,
+                          fx_otenant_of_key(o, g->key, b.keys.v[i].len) + 1};
+        rp_range_count(o, g, 1);
         if (old) { /* the range was freed and placed again */
-            s->placed_bytes -= FX_MIN(s->placed_bytes, rp_range_bytes(old));
+            rp_range_count(o, old, -1);
             rp_range_free(old);
         }
     }
@@ -190,7 +209,7 @@ FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t
             g->put_ms != b.put_ms.v[i] || g->put_ver != b.put_ver.v[i])
             continue;
         fx_hmap_del(s->ranges, &b.offsets.v[i], sizeof b.offsets.v[i], NULL);
-        s->placed_bytes -= FX_MIN(s->placed_bytes, rp_range_bytes(g));
+        rp_range_count(o, g, -1);
         rp_range_free(g);
     }
 }
@@ -207,7 +226,7 @@ static void rp_range_drop(orepub_t *s, uint64_t offset, uint64_t put_ms, uint64_
     }
     void *g = NULL;
     if (fx_hmap_del(s->ranges, &offset, sizeof offset, &g) == FLUXON_OK && g) {
-        s->placed_bytes -= FX_MIN(s->placed_bytes, rp_range_bytes(g));
+        rp_range_count(s->o, g, -1);
         rp_range_free(g);
     }
 }
@@ -256,7 +275,7 @@ static bool rp_snap_disk_one(void *arg, uint64_t off, const char *key, uint32_t 
         fx_free(g);
         return false;
     }
-    *g = (rp_range_t){kc, klen, m->value_len, m->put_ms, m->put_ver, FX_MAX(m->group_size, 1u)};
+    *g = (rp_range_t){kc, klen, m->value_len, m->put_ms, m->put_ver, FX_MAX(m->group_size, 1u), 0};
     void *old = NULL;
     if (fx_hmap_put(s->disk, &off, sizeof off, g, &old) != FLUXON_OK) {
         rp_range_free(g);

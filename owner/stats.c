@@ -73,6 +73,11 @@ static const struct {
     OSTATS_T("owner_tenant_auth_failures_total", "counter",
              "Clients of a tenant refused at HELLO for a wrong or missing tenant_token", auth_failures),
     OSTATS_T("owner_tenant_bytes", "gauge", "Slot bytes of a tenant's values this owner holds (committed)", bytes),
+    OSTATS_T("owner_tenant_placed_bytes", "gauge",
+             "Bytes of a tenant's values other owners placed or copied into this owner's segment (a CPU owner's tier)",
+             placed_bytes),
+    OSTATS_T("owner_tenant_disk_bytes", "gauge", "Bytes of a tenant's records on this owner's disk tier (header + value)",
+             disk_bytes),
     OSTATS_T("owner_tenant_pinned_bytes", "gauge", "Slot bytes of a tenant's values pinned on this owner",
              pinned_bytes),
     OSTATS_T("owner_tenant_pin_budget_bytes", "gauge",
@@ -145,7 +150,7 @@ FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
     fx_metrics_json(&j, ostats_rows, FX_ARRAY_LEN(ostats_rows), &s->m);
     fx_metrics_json_replies(&j, &s->replies, fx_msg_name);
     fx_jbuf_printf(&j, ",\"tenants\":{");
-    static const char *const tnames[] = {"clients", "auth_failures", "bytes", "pinned_bytes", "pin_budget",
+    static const char *const tnames[] = {"clients", "auth_failures", "bytes", "placed_bytes", "disk_bytes", "pinned_bytes", "pin_budget",
                                          "hits", "misses", "evictions", "pins_refused", "quota_bytes",
                                          "guaranteed_bytes", "quota_refusals", "evictions_quota",
                                          "evictions_pressure"};

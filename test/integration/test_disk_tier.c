@@ -26,6 +26,23 @@ static int seg_files(char out[][800], int cap)
     return n;
 }
 
+/* Issue 42: the default tenant's disk_bytes and the disk tier's records, read from one
+ * stats answer (both change on the same thread): every record counts a 4 KiB header block
+ * plus its value. */
+static void tenant_disk_bytes_match(fluxon_client *c)
+{
+    static char buf[1 << 17];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_stats(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf), *own = cJSON_GetObjectItem(doc, "owner");
+    double recs = cJSON_GetNumberValue(cJSON_GetObjectItem(own, "disk_records"));
+    double b = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(own, "tenants"), "default"),
+                                                        "disk_bytes"));
+    cJSON_Delete(doc);
+    cr_assert_gt(recs, 0);
+    cr_assert_eq((long long)b, (long long)recs * (4096 + VLEN), "default's disk_bytes %.0f for %.0f records", b, recs);
+}
+
 Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini)
 {
     up("all");
@@ -48,6 +65,7 @@ Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini
     cr_assert_gt(disk_hits, 0, "hits came from disk (%lld moved there)", moved);
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
     cr_assert_eq(rf_stat(c, true, "evict_to_disk"), moved, "the master moved what the owner counts");
+    tenant_disk_bytes_match(c);
     /* a first read-back is a temporary copy; a second one promotes the value (published,
      * in memory again): the second pass makes no temporary copy */
     long long temp1 = rf_stat(c, false, "disk_temp"), reused1 = rf_stat(c, false, "disk_demote_reused");
@@ -58,6 +76,7 @@ Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini
     long long promoted = (rf_stat(c, false, "disk_hits") - disk_hits) - (rf_stat(c, false, "disk_temp") - temp1);
     cr_assert_geq(promoted, temp1, "read back twice: %lld promoted, %lld read once before", promoted, temp1);
     put_all(c); /* pushes the promoted copies out again: their records are on disk already */
+    tenant_disk_bytes_match(c);
     cr_assert_gt(rf_stat(c, false, "disk_demote_reused"), reused1, "a promoted copy evicted is not rewritten");
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
     fluxon_client_close(c);
@@ -81,6 +100,7 @@ Test(disk_tier, survives_owner_and_master_kill_9, .timeout = 300, .fini = fini)
     cr_assert(th_wait_log(log, "re-published", 60000), "the restarted owner re-publishes its disk (%s)", log);
     c = rf_client(0);
     cr_assert_gt(rf_stat(c, false, "disk_recovered_records"), 0);
+    tenant_disk_bytes_match(c); /* counted by the rebuild too */
     int hits = get_all(c);
     fprintf(stderr, "after the owner's kill -9: %d hits of %lld values on disk (%lld records re-indexed)\n", hits, moved,
             rf_stat(c, false, "disk_recovered_records"));

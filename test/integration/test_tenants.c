@@ -310,3 +310,46 @@ Test(tenants, keys_a_tenant_may_not_use)
     fluxon_client_close(a);
     fluxon_client_close(d);
 }
+
+/* Waits (bounded) until tenant's number `name` on c's owner is want. */
+static int tn_wait_tenant_stat(fluxon_client *c, const char *tenant, const char *name, long long want, int timeout_ms)
+{
+    double end = th_now_s() + th_wait_bound_s(timeout_ms);
+    while (th_now_s() < end) {
+        if (tf_stat(c, tenant, name) == want) return 1;
+        th_sleep_ms(10);
+    }
+    return 0;
+}
+
+/* Issue 42, bytes per tier: values the master places on a CPU owner (write-through puts)
+ * count there as their tenant's placed_bytes (whole pages), and leave it when deleted. */
+Test(tenants, a_cpu_owners_bytes_are_counted_per_tenant)
+{
+    const char *extra[2] = {TN_TENANTS, TN_TENANTS ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = tn_client(0, "acme"), *b = tn_client(0, "beta"), *cpu = kf_client(1);
+    enum { LEN = 20000, PAGES = 20480 }; /* one value: 5 whole pages on the CPU owner */
+    static uint8_t v[LEN];
+    fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
+    char key[32];
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        kf_fill(v, LEN, (uint64_t)i);
+        cr_assert_eq(fluxon_put(a, key, v, LEN, &wt), FLUXON_OK, "acme %s", key);
+        if (i < 2) cr_assert_eq(fluxon_put(b, key, v, LEN, &wt), FLUXON_OK, "beta %s", key);
+    }
+    cr_assert(tn_wait_tenant_stat(cpu, "acme", "placed_bytes", 4 * PAGES, 5000), "acme: %lld placed bytes on the CPU owner",
+              tf_stat(cpu, "acme", "placed_bytes"));
+    cr_assert(tn_wait_tenant_stat(cpu, "beta", "placed_bytes", 2 * PAGES, 5000), "beta: %lld",
+              tf_stat(cpu, "beta", "placed_bytes"));
+    cr_assert_eq(tf_stat(cpu, "default", "placed_bytes"), 0);
+    cr_assert_eq(tf_stat(cpu, "acme", "bytes"), 0, "not in the CPU owner's hot tier");
+    cr_assert_eq(fluxon_delete(a, "k0"), FLUXON_OK);
+    cr_assert(tn_wait_tenant_stat(cpu, "acme", "placed_bytes", 3 * PAGES, 5000), "acme after a delete: %lld",
+              tf_stat(cpu, "acme", "placed_bytes"));
+    cr_assert_eq(tf_stat(cpu, "beta", "placed_bytes"), 2 * PAGES, "beta's own stay");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+    fluxon_client_close(cpu);
+}
