@@ -136,6 +136,22 @@ static int ckv_decode_count(const uint8_t *body, uint32_t len, void *arg)
     return rc;
 }
 
+int fluxon_prefetch(fluxon_client *cl, const char *const *keys, size_t n)
+{
+    int rc = fx_client_ready(cl);
+    if (rc != FLUXON_OK) return rc;
+    fx_str_t stack[FX_CLIENT_STACK_KEYS], *kv;
+    if ((rc = fx_client_keys(keys, n, stack, &kv)) != FLUXON_OK) return rc;
+    fx_body_keys_t b = {{kv, (uint32_t)n}};
+    uint8_t *req;
+    uint32_t len;
+    FX_CLIENT_ENCODE(keys, &b, req, len);
+    fx_client_keys_done(kv, stack);
+    if (!req) return FLUXON_ERR_NOMEM;
+    fx_client_send_oneway(cl, FX_MSG_PREFETCH, req, len); /* takes req */
+    return FLUXON_OK;
+}
+
 int fluxon_batch_exists(fluxon_client *cl, const char *const *keys, size_t n, size_t *leading_hits_p)
 {
     int rc = fx_client_ready(cl);

@@ -345,7 +345,8 @@ FX_INTERNAL bool fx_client_ring_oneway(fluxon_client *cl, uint16_t type, const u
 {
     struct cring *g = cl->ring;
     uint64_t flen = FX_FRAME_HEADER_BYTES + (uint64_t)len, rec = (8 + flen + 7) & ~7ull;
-    if (!g || flen > FX_RING_SLOT_CAP || (type != FX_MSG_HANDLE_CONSUME && type != FX_MSG_RELEASE) ||
+    if (!g || flen > FX_RING_SLOT_CAP ||
+        (type != FX_MSG_HANDLE_CONSUME && type != FX_MSG_RELEASE && type != FX_MSG_PREFETCH) ||
         __atomic_load_n(&g->lost, __ATOMIC_ACQUIRE))
         return false;
     fx_ring_hdr_t *h = g->base;

@@ -449,6 +449,22 @@ int fluxon_delete(fluxon_client *c, const char *key);
 int fluxon_batch_exists(fluxon_client *c, const char *const *keys, size_t n_keys,
                         size_t *leading_hits_p);
 
+/* A hint: the caller will soon get_start keys[0..n_keys) (e.g. an engine's next request in
+ * its queue). The client's owner reads back, now, each of them that its disk tier holds and
+ * its memory lacks (issue 39), and keeps it in memory (published as a copy there), so the
+ * get_start that follows finds it in memory, or waits only for the rest of a read already
+ * under way, instead of starting the disk read then. Keys in memory or held only elsewhere
+ * are left alone (the get_start fetches those as always). One-way: the call queues one
+ * message (on the shared-memory ring when it fits) and returns without waiting; nothing
+ * tells whether or when the reads ended, and a hint that fails (the owner out of room or
+ * memory, a key gone meanwhile) costs nothing but the later get's wait. Keys as
+ * get_start's (1..FLUXON_MAX_BATCH_KEYS NUL-terminated keys of 1..FLUXON_MAX_KEY_BYTES
+ * bytes, in the client's tenant's namespace); the caller keeps ownership of keys. Returns
+ * FLUXON_OK (queued); FLUXON_ERR_INVALID_ARGUMENT (NULL keys, n_keys 0 or too many, a bad
+ * key: nothing sent); FLUXON_ERR_NOMEM; the client's own state errors as every call
+ * (closed, its owner gone: FLUXON_ERR_UNAVAILABLE). Thread-safe, non-blocking. */
+int fluxon_prefetch(fluxon_client *c, const char *const *keys, size_t n_keys);
+
 /* Creates a lease of ttl_ms (1..86400000) ms at the master; values put with its id in
  * fluxon_put_options.lease_id are deleted when it expires. Returns FLUXON_OK;
  * FLUXON_ERR_INVALID_ARGUMENT; FLUXON_ERR_UNAVAILABLE; FLUXON_ERR_TIMEOUT. */

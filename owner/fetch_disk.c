@@ -113,8 +113,9 @@ FX_INTERNAL size_t ofetch_start_disk(fx_owner_t *o, owner_oget_t **ogs, size_t n
         if (og->lookups++ == 0) og->deadline_ms = f->deadline_ms;
         else f->deadline_ms = FX_MIN(f->deadline_ms, og->deadline_ms);
         /* promotion on a second read (as Mooncake's promotion_admission_threshold 2): a
-         * first read-back is a temporary copy, no master round trip, no eviction later */
-        og->mode = fx_odisk_promote(o, off) ? FX_GET_DURABLE : FX_GET_TEMPORARY;
+         * first read-back is a temporary copy, no master round trip, no eviction later; a
+         * prefetched one is kept (its reader comes after the read) */
+        og->mode = og->prefetch || fx_odisk_promote(o, off) ? FX_GET_DURABLE : FX_GET_TEMPORARY;
         og->found = true;
         og->src = 0;
         og->src_off = off;

@@ -57,6 +57,9 @@ typedef struct oget_state {
     fx_hmap_t *gets;    /* key -> owner_oget_t (one in-flight get per key, G6) */
     fx_hmap_t *handles; /* u64 id -> owner_handle_t */
     uint64_t get_batches, get_keys, local_hits, joined, leaders, misses, handles_opened, keys_past_miss;
+    /* issue 39: PREFETCH requests, their keys, the disk reads they started, keys refused
+     * (bad key) and gets that joined a prefetch's read in flight */
+    uint64_t prefetch_requests, prefetch_keys, prefetch_reads, prefetch_bad_keys, prefetch_joined;
     uint64_t joined_hits, leader_hits, prefix_raw_keys, prefix_transferable_keys;
     uint64_t miss_reason[7]; /* by -res[] code - 1 (oget_why_status order) */
     uint64_t limit_pins, limit_handles; /* client_limits refusals (issue 44 C3) */
@@ -154,7 +157,8 @@ static void oget_complete(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en)
     for (size_t k = 0; k < og->nw; k++) {
         owner_getb_t *b = og->w[k].b;
         if (en) oget_set_hit(b, og->w[k].i, en);
-        if (en && b->res[og->w[k].i] == 1) (*(k ? &o->get->joined_hits : &o->get->leader_hits))++; /* w[0] led */
+        if (en && b->res[og->w[k].i] == 1) /* w[0] led, unless a prefetch did */
+            (*(k || og->prefetch ? &o->get->joined_hits : &o->get->leader_hits))++;
         else b->res[og->w[k].i] = oget_miss_code(og->why);
         if (--b->pending == 0) oget_batch_finalize(b);
     }
@@ -335,6 +339,7 @@ static owner_oget_t *oget_join_or_lead(fx_owner_t *o, owner_getb_t *b, size_t i,
     oget_state_t *s = o->get;
     owner_oget_t *og = fx_hmap_get(s->gets, k.p, k.len);
     if (og) {
+        s->prefetch_joined += og->prefetch && og->nw == 0;
         if (oget_add_waiter(og, b, i) == FLUXON_OK) s->joined++;
         else b->res[i] = -1;
         return NULL;
@@ -426,6 +431,51 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
     if (nl) fx_ofetch_start(o, leaders, nl, g.timeout_ms); /* takes leaders */
     else fx_free(leaders);
     if (--b->pending == 0) oget_batch_finalize(b);
+}
+
+/* Issue 39: PREFETCH (one-way) names keys a get_start will ask for soon (the engine's
+ * next request). Each key this owner's memory lacks and its disk tier holds, with no fetch
+ * of it in flight, is read back now into a claimed slot and kept (published as a durable
+ * copy, GET_DONE): the get_start finds it in memory, or joins the read still in flight
+ * (InflightJoin), instead of starting the read itself. Other keys are left alone: a hit
+ * costs one hash lookup, a miss elsewhere is the get's to look up. Nothing is answered; bad
+ * keys are counted and skipped. */
+#define OGET_PREFETCH_TIMEOUT_MS 2000 /* the reads' claims and transfers end within it */
+FX_INTERNAL void fx_oget_prefetch(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
+                                  fx_arena_t *arena)
+{
+    (void)e;
+    oget_state_t *s = o->get;
+    fx_body_keys_t g;
+    if (fx_body_keys_decode(body, h->body_len, &g, arena) != FLUXON_OK) {
+        s->prefetch_bad_keys++;
+        return;
+    }
+    s->prefetch_requests++;
+    s->prefetch_keys += g.keys.n;
+    owner_oget_t **leaders = g.keys.n ? fx_calloc(g.keys.n, sizeof *leaders) : NULL;
+    size_t nl = 0;
+    for (size_t i = 0; leaders && i < g.keys.n; i++) {
+        fx_str_t k = g.keys.v[i];
+        if (!fx_ostore_key_ok(k)) {
+            s->prefetch_bad_keys++;
+            continue;
+        }
+        if (fx_ostore_lookup(o, k.p, k.len) || fx_hmap_get(s->gets, k.p, k.len) || !fx_odisk_has(o, k.p, k.len))
+            continue;
+        owner_oget_t *og = fx_calloc(1, sizeof *og);
+        if (og) og->key = fx_strndup(k.p, k.len);
+        if (!og || !og->key || fx_hmap_put(s->gets, k.p, k.len, og, NULL) != FLUXON_OK) {
+            if (og) oget_og_free(og);
+            break; /* out of memory: a hint, dropped */
+        }
+        og->klen = k.len;
+        og->prefetch = true;
+        leaders[nl++] = og;
+    }
+    s->prefetch_reads += nl;
+    if (nl) fx_ofetch_start(o, leaders, nl, OGET_PREFETCH_TIMEOUT_MS); /* takes leaders */
+    else fx_free(leaders);
 }
 
 /* Keeps the first `consume` pins of handle_id (they now belong to the external's read
@@ -572,4 +622,9 @@ FX_INTERNAL void fx_oget_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->handles_opened = s->handles_opened;
     m->get_value_bytes = s->get_value_bytes;
     m->get_start_latency = s->get_start_latency;
+    m->prefetch_requests = s->prefetch_requests;
+    m->prefetch_keys = s->prefetch_keys;
+    m->prefetch_reads = s->prefetch_reads;
+    m->prefetch_bad_keys = s->prefetch_bad_keys;
+    m->prefetch_joined = s->prefetch_joined;
 }

@@ -91,6 +91,7 @@ static const struct {
     {FX_MSG_HANDLE_CONSUME, fx_oget_consume},
     {FX_MSG_RELEASE, owner_release},
     {FX_MSG_EXISTS, fx_oget_exists},
+    {FX_MSG_PREFETCH, fx_oget_prefetch}, /* issue 39 */
     {FX_MSG_DELETE, owner_forward},
     {FX_MSG_LEASE_GRANT, owner_forward},
     {FX_MSG_LIST, owner_forward},

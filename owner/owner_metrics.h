@@ -144,6 +144,11 @@
     X(prefix_raw_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"raw\"", "Prefix keys of get_start answers: raw hits and transferable") \
     X(prefix_transferable_keys, COUNTER, "owner_get_prefix_keys_total", "kind=\"transferable\"", "")            \
     X(handles_opened, COUNTER, "owner_handles_opened_total", "", "Get handles opened")                          \
+    X(prefetch_requests, COUNTER, "owner_prefetch_requests_total", "", "PREFETCH requests (issue 39: keys a get will ask for soon)") \
+    X(prefetch_keys, COUNTER, "owner_prefetch_keys_total", "", "Keys named by PREFETCH requests")                 \
+    X(prefetch_reads, COUNTER, "owner_prefetch_reads_total", "", "Disk read-backs a PREFETCH started (the key was on disk, not in memory, not being fetched)") \
+    X(prefetch_bad_keys, COUNTER, "owner_prefetch_bad_keys_total", "", "PREFETCH keys (or bodies) skipped as malformed") \
+    X(prefetch_joined, COUNTER, "owner_prefetch_joined_total", "", "Get keys that joined a prefetch's read in flight") \
     X(get_start_latency, HIST, "owner_get_start_seconds", "", "get_start: request to answer")                  \
     /* fetch.c */                                                                                                \
     X(lookup_batches, COUNTER, "owner_lookup_batches_total", "", "LOOKUP batches to the master")                \

@@ -300,10 +300,11 @@ FX_INTERNAL bool fx_otenant_request(fx_owner_t *o, owner_ext_t *e, fx_frame_head
         if ((rc = tn_keys(o, e, "get_start", &b.keys, arena, err, sizeof err)) != FLUXON_OK) goto refuse;
         TN_REENCODE(get_start, &b);
     }
-    case FX_MSG_EXISTS: {
+    case FX_MSG_EXISTS:
+    case FX_MSG_PREFETCH: { /* issue 39: one-way, a refusal is counted, never answered */
         fx_body_keys_t b;
         if (fx_body_keys_decode(body, h->body_len, &b, arena) != FLUXON_OK) return true;
-        if ((rc = tn_keys(o, e, "exists", &b.keys, arena, err, sizeof err)) != FLUXON_OK) goto refuse;
+        if ((rc = tn_keys(o, e, h->type == FX_MSG_EXISTS ? "exists" : "prefetch", &b.keys, arena, err, sizeof err)) != FLUXON_OK) goto refuse;
         TN_REENCODE(keys, &b);
     }
     case FX_MSG_PUT_INLINE: {

@@ -279,6 +279,7 @@ typedef struct fx_strv {
     X(PIN, 32, pin, statuses)                /* external -> owner: pin held values (issue 42) */ \
     X(TENANT_SET, 33, tenant_set, empty)     /* external -> owner: a tenant's quota (issue 42) */ \
     X(TENANT_PUSH, 34, tenant_set, empty)    /* owner -> master -> owners, one-way: the same, applied */ \
+    X(PREFETCH, 35, keys, empty)             /* external -> owner, one-way: bring disk values in (issue 39) */ \
     /* ---- issue 16 (remote capacity): ids 40..; the last entry has the highest id ---- */ \
     X(APPEND_START, 40, append_start, put_place_ack) /* owner -> master: replica task */ \
     X(APPEND_DONE, 41, append_done, statuses) /* owner -> master: replica pushed */

@@ -115,7 +115,7 @@ FX_INTERNAL int64_t fx_ring_take_slot(void *base, uint32_t i, uint8_t *buf, cons
     int rc = ring_check_frame(buf, len, why);
     if (rc != FLUXON_OK) return rc;
     uint16_t type = (uint16_t)(buf[4] | buf[5] << 8);
-    if (type == FX_MSG_HANDLE_CONSUME || type == FX_MSG_RELEASE || type == FX_MSG_PUBLISHED) {
+    if (type == FX_MSG_HANDLE_CONSUME || type == FX_MSG_RELEASE || type == FX_MSG_PUBLISHED || type == FX_MSG_PREFETCH) {
         *why = "a one-way message in a request slot";
         return FLUXON_ERR_PROTOCOL;
     }
@@ -160,8 +160,8 @@ FX_INTERNAL int64_t fx_ring_take_oneway(void *base, uint64_t *head, uint8_t *buf
         uint16_t type = (uint16_t)(buf[4] | buf[5] << 8);
         uint64_t req_id;
         memcpy(&req_id, buf + 16, sizeof req_id);
-        if ((type != FX_MSG_HANDLE_CONSUME && type != FX_MSG_RELEASE) || req_id != 0) {
-            *why = "a one-way record that is not HANDLE_CONSUME/RELEASE with req_id 0";
+        if ((type != FX_MSG_HANDLE_CONSUME && type != FX_MSG_RELEASE && type != FX_MSG_PREFETCH) || req_id != 0) {
+            *why = "a one-way record that is not HANDLE_CONSUME/RELEASE/PREFETCH with req_id 0";
             return FLUXON_ERR_PROTOCOL;
         }
         *head = pos + rec;

@@ -270,3 +270,54 @@ Test(disk_tier, a_key_on_another_owners_disk_is_superseded_by_a_new_put, .timeou
     fluxon_client_close(a);
     fluxon_client_close(b);
 }
+
+/* fluxon_prefetch (issue 39): the keys a get will ask for soon are read back from the disk
+ * now and kept in memory, so the get reads no disk; keys held nowhere or in memory start
+ * no read; bad input is refused before anything is sent and moves no counter. */
+Test(disk_tier, a_prefetch_reads_disk_values_back_before_the_get, .timeout = 240, .fini = fini)
+{
+    up("all");
+    fluxon_client *c = rf_client(0);
+    put_all(c);
+    cr_assert(rf_wait_stat(c, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    cr_assert_gt(rf_stat(c, false, "disk_records"), 16);
+    /* bad input: refused, nothing sent */
+    static char longkey[FLUXON_MAX_KEY_BYTES + 2];
+    memset(longkey, 'k', sizeof longkey - 1);
+    const char *bad[1] = {longkey}, *none[1] = {NULL};
+    cr_assert_eq(fluxon_prefetch(c, NULL, 1), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fluxon_prefetch(c, bad, 0), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fluxon_prefetch(c, bad, 1), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fluxon_prefetch(c, none, 1), FLUXON_ERR_INVALID_ARGUMENT);
+    /* k:0..k:15 went first: on disk, not in memory; "nowhere" is held nowhere */
+    enum { NK = 16 };
+    char names[NK + 1][16];
+    const char *keys[NK + 1];
+    for (int i = 0; i < NK; i++) {
+        snprintf(names[i], sizeof names[i], "k:%d", i);
+        keys[i] = names[i];
+    }
+    keys[NK] = "nowhere";
+    long long on_disk = 0;
+    cr_assert_eq(fluxon_prefetch(c, keys, NK + 1), FLUXON_OK);
+    cr_assert(rf_wait_stat(c, false, "prefetch_requests", 0, 1, 5000), "the one-way PREFETCH was read");
+    on_disk = rf_stat(c, false, "prefetch_reads");
+    cr_assert_eq(rf_stat(c, false, "prefetch_keys"), NK + 1, "bad input moved no counter");
+    cr_assert_eq(rf_stat(c, false, "prefetch_bad_keys"), 0);
+    cr_assert_gt(on_disk, NK / 2, "the oldest keys were read back from disk (%lld of %d)", on_disk, NK);
+    cr_assert_leq(on_disk, NK, "\"nowhere\" started no read");
+    cr_assert(rf_wait_stat(c, false, "gets_inflight", 0, 0, 10000), "the reads ended");
+    long long disk_hits = rf_stat(c, false, "disk_hits"), temp = rf_stat(c, false, "disk_temp");
+    cr_assert_eq(disk_hits, on_disk, "each prefetched key read once (%lld reads)", disk_hits);
+    cr_assert_eq(temp, 0, "kept: no temporary copy");
+    int hits = 0;
+    for (int i = 0; i < NK; i++) hits += get_check(c, names[i], 5000 + (uint64_t)i);
+    cr_assert_geq(hits, on_disk, "every prefetched key hits, byte-exact");
+    cr_assert_eq(rf_stat(c, false, "disk_hits"), disk_hits, "the gets read no disk: the values were in memory");
+    /* a second prefetch of the same keys starts no read: they are in memory */
+    cr_assert_eq(fluxon_prefetch(c, keys, NK), FLUXON_OK);
+    cr_assert(rf_wait_stat(c, false, "prefetch_requests", 0, 2, 5000));
+    cr_assert_eq(rf_stat(c, false, "prefetch_reads"), on_disk);
+    cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
+    fluxon_client_close(c);
+}

@@ -78,6 +78,8 @@ typedef struct rp_opts {
     uint64_t disk_capacity_blocks;   /* values each disk tier holds */
     const char *disk_admission;      /* its admission [NULL: all] */
     const char *disk_direct_io;      /* its direct_io [NULL: auto] */
+    uint32_t prefetch;               /* a worker starting request i names request i+prefetch's keys
+                                      * to its owner (fluxon_prefetch); 0: none [4 with a disk tier] */
     const char *ucx_tls;             /* the embedded owners' ucx_tls ["sm,self"; NULL: UCX's choice] */
 } rp_opts;
 
@@ -132,6 +134,7 @@ typedef struct rp_worker {
     uint64_t t_exit_ns;       /* when its last request ended (read after the join) */
     uint64_t cpu_ns;          /* the thread's own CPU time over its requests */
     uint64_t requests;        /* requests it played (the workers take the next one free) */
+    uint64_t prefetches, prefetch_refused; /* --prefetch: fluxon_prefetch calls queued, refused */
     /* scratch sized for the largest request */
     size_t max_keys;
     uint64_t *page_hash;

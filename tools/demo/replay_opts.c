@@ -69,6 +69,10 @@ void rp_usage(FILE *f)
             "                       1..64 MiB; at least 2 segments); keys are demo-v<len>-tp<T>:...\n"
             "  --disk-admission A   which evicted values go to disk: all, second_touch [all]\n"
             "  --disk-direct-io M   O_DIRECT: auto, on, off (off: the page cache serves re-reads) [auto]\n"
+            "  --prefetch L         a worker starting request i names request i+L's keys to its\n"
+            "                       owner (fluxon_prefetch: it reads what its disk holds back now,\n"
+            "                       as an engine's scheduler does for its queue); 0: off\n"
+            "                       [4 with --disk-dir, else 0]\n"
             "  --ucx-tls LIST       the embedded owners' ucx_tls: their data plane's UCX transports\n"
             "                       (one process, one host: shared memory), or default (UCX's\n"
             "                       choice between processes: tcp) [sm,self]\n"
@@ -297,6 +301,10 @@ static int rp_set_tenant_quotas(rp_opts *o, const char *val)
     return 0;
 }
 
+#define RP_PREFETCH_MAX 64
+#define RP_PREFETCH_UNSET UINT32_MAX /* 4 with --disk-dir, else 0 */
+#define RP_PREFETCH_DISK 4
+
 static const rp_optdef rp_optdefs[] = {
     {"--simulate", RP_OPT_FLAG, offsetof(rp_opts, simulate), sizeof(int), 0, 0, NULL},
     RP_FN("--eviction-policy", rp_set_policy),
@@ -326,6 +334,7 @@ static const rp_optdef rp_optdefs[] = {
     RP_FN("--disk-admission", rp_set_disk_admission),
     RP_FN("--disk-direct-io", rp_set_disk_direct),
     RP_FN("--ucx-tls", rp_set_ucx_tls),
+    RP_INT("--prefetch", prefetch, 0, RP_PREFETCH_MAX),
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
@@ -464,6 +473,7 @@ static void rp_opts_defaults(rp_opts *o)
     o->eviction_policy = NULL; /* s3fifo, or lru with --cpu-owners (the owner's default) */
     o->writeback_watermark = 0; /* unset: 0.95 with --cpu-owners */
     o->ucx_tls = "sm,self"; /* the embedded owners share one process: shared memory between them */
+    o->prefetch = RP_PREFETCH_UNSET;
     const char *env = getenv("FLUXON_TRACE");
     if (env && *env) {
         o->trace = env;
@@ -558,6 +568,7 @@ int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help)
         if (rp_opt_apply(d, o, val)) return -1;
     }
     if (!o->eviction_policy) o->eviction_policy = o->cpu_owners ? "lru" : "s3fifo";
+    if (o->prefetch == RP_PREFETCH_UNSET) o->prefetch = o->disk_dir ? RP_PREFETCH_DISK : 0;
     if (!o->trace) rp_default_trace(o);
     return rp_opts_check(o);
 }

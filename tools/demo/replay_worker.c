@@ -276,6 +276,19 @@ static int rp_pace(rp_run *r, size_t req)
     }
 }
 
+/* --prefetch: names request idx's keys to the worker's owner, which reads back now what its
+ * disk tier holds (the keys are built again for the request played next). A refusal is
+ * counted, never an error of the run: it is a hint. */
+static void rp_prefetch(rp_worker *w, size_t idx)
+{
+    rp_run *r = w->run;
+    const fx_cli_trace_req *q = &r->trace.reqs[idx];
+    size_t nk = q->n_blocks * r->o.tp;
+    if (!nk || rp_build_keys(w, q) != 0) return;
+    if (fluxon_prefetch(w->client, w->keys, nk) == FLUXON_OK) w->prefetches++;
+    else w->prefetch_refused++;
+}
+
 static void *rp_worker_main(void *arg)
 {
     rp_worker *w = arg;
@@ -290,6 +303,7 @@ static void *rp_worker_main(void *arg)
         size_t req = atomic_fetch_add_explicit(&r->next_req, 1, memory_order_relaxed);
         if (req >= r->n_req) break;
         if (rp_pace(r, req)) break;
+        if (r->o.prefetch && req + r->o.prefetch < r->n_req) rp_prefetch(w, req + r->o.prefetch);
         atomic_store_explicit(&w->busy_since_ns, fx_cli_now_ns(), memory_order_relaxed);
         rp_play(w, req);
         w->requests++;
