@@ -68,7 +68,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"client_limits", CFG_O}, /* issue 44 C3 */
     {"disk", CFG_O},          /* issue 39 */
     {"range_quarantine_ms", CFG_M}, /* issue 44 W2 */
-    {"tenants", CFG_O},             /* issue 42 */
+    {"tenants", CFG_O | CFG_M},     /* issue 42: an owner's tenants; the master's quota table */
     {"tenant", CFG_E},
     {"tenant_token", CFG_E},
     {"pin_budget_ratio", CFG_O}, /* issue 42 */
@@ -388,7 +388,8 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_RESERVE: return cfg_parse_reserve(c, v, cfg);
     case CFG_K_CLIENT_LIMITS: return cfg_parse_client_limits(c, v, cfg);
     case CFG_K_DISK: return fx_cfg_parse_disk(c, v, cfg);
-    case CFG_K_TENANTS: return fx_cfg_parse_tenants(c, v, cfg);
+    case CFG_K_TENANTS:
+        return c->role == FX_ROLE_MASTER ? fx_cfg_parse_tenant_quotas(c, v, cfg) : fx_cfg_parse_tenants(c, v, cfg);
     case CFG_K_TENANT: return fx_cfg_parse_tenant(c, v, cfg);
     case CFG_K_TENANT_TOKEN: return fx_cfg_get_token(c, path, v, cfg->tenant_token);
     case CFG_K_UCX_TLS: { /* UCX_TLS syntax: names of letters, digits and _ ^ : separated by commas */

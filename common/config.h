@@ -43,6 +43,18 @@ typedef struct fx_tenant_cfg {
     uint64_t quota_bytes, guaranteed_bytes;
 } fx_tenant_cfg_t;
 
+/* A tenants' quota table (issue 42): the master's "tenants" config field, the value of its
+ * etcd key <ha.key>.tenants, and the master's run-time table (master/tenants.c), which it
+ * pushes to every owner. At most FX_TENANT_TABLE_MAX entries. */
+#define FX_TENANT_TABLE_MAX (FX_TENANTS_MAX + 1)
+#define FX_TQ_QUOTA 1u      /* quota given (the value of TENANT_PUSH's FX_TENANT_SET_QUOTA) */
+#define FX_TQ_GUARANTEED 2u /* guaranteed given (FX_TENANT_SET_GUARANTEED) */
+typedef struct fx_tenant_quota {
+    char name[FX_TENANT_NAME_MAX];
+    uint64_t quota, guaranteed; /* bytes of each owner's hot tier; 0: none */
+    uint32_t fields;            /* FX_TQ_*: which of the two were given (the others stay each owner's) */
+} fx_tenant_quota_t;
+
 /* reply faults act on the master's replies; delay_request holds an owner's request back */
 /* "huge_pages" of an owner: its segment on MFD_HUGETLB pages — never, when available
  * (else 4 KiB pages, the reason logged), or required (else the owner does not start). */
@@ -189,6 +201,11 @@ typedef struct fx_config {
     fx_tenant_cfg_t tenants[FX_TENANTS_MAX];
     uint32_t n_tenants;                   /* entries of tenants[] (configured; "default" only if listed) */
 
+    /* master, issue 42: "tenants" {"NAME": {"quota_bytes": SIZE, "guaranteed_bytes": SIZE}}: the
+     * quota table the master starts with and hands to every owner (etcd's, with HA, wins) */
+    fx_tenant_quota_t tenant_quotas[FX_TENANT_TABLE_MAX];
+    uint32_t n_tenant_quotas;
+
     /* external */
     char tenant[FX_TENANT_NAME_MAX];      /* "tenant" ["default"] (issue 42) */
     char tenant_token[FX_TOKEN_MAX];      /* "tenant_token" [""]: the tenant's secret */
@@ -243,6 +260,17 @@ FX_INTERNAL int fx_parse_hostport(const char *s, char *host, size_t hostcap, uin
 FX_INTERNAL const char *fx_role_name(fx_role_t role);
 /* A tenant name: 1..FX_TENANT_NAME_MAX-1 bytes of [A-Za-z0-9_.-] (config_tenants.c). */
 FX_INTERNAL bool fx_tenant_name_ok(const char *s, size_t len);
+/* Parses a tenants' quota table (config_tenants.c): obj must be a JSON object
+ * {"NAME": {"quota_bytes": SIZE, "guaranteed_bytes": SIZE}, ...}, each field optional, SIZE a
+ * whole number of bytes or a size string (fx_parse_size); names as fx_tenant_name_ok, each
+ * once, at most cap of them; no other field (a token is an owner's field); a guarantee above
+ * a quota other than 0 is refused. The one parser of the master's config field and of the
+ * etcd value. Returns 0 with tab[0..*n) set, or -1 with at = where ("acme.quota_bytes",
+ * "acme", or "" for the table itself) and why = the value and the rule (tab is then scratch,
+ * *n untouched). */
+struct cJSON;
+FX_INTERNAL int fx_tenant_table_parse(const struct cJSON *obj, fx_tenant_quota_t *tab, uint32_t cap, uint32_t *n,
+                                      char *at, size_t atcap, char *why, size_t whycap);
 FX_INTERNAL const char *fx_node_role_name(fx_node_role_t r);
 
 #endif

@@ -26,6 +26,8 @@ struct cfg_ctx {
 __attribute__((format(printf, 3, 4))) FX_INTERNAL int fx_cfg_fail(struct cfg_ctx *c, const char *path,
                                                            const char *fmt, ...);
 FX_INTERNAL void fx_cfg_sanitize(const char *s, bool quote, char *buf, size_t cap);
+/* A short text for a JSON value in a message: 100, -0.5, "abc", true, {...}. */
+FX_INTERNAL const char *fx_cfg_vtext(const cJSON *v, char *buf, size_t cap);
 __attribute__((format(printf, 4, 5))) FX_INTERNAL int fx_cfg_bad(struct cfg_ctx *c, const char *path,
                                                           const cJSON *v, const char *fmt, ...);
 FX_INTERNAL int fx_cfg_match(struct cfg_ctx *c, const cJSON *it, const char *prefix,
@@ -42,6 +44,8 @@ FX_INTERNAL int fx_cfg_parse_disk(struct cfg_ctx *c, const cJSON *obj, fx_config
 /* "tenants" (owner), "tenant" (external), a token (never shown) (config_tenants.c, issue 42) */
 FX_INTERNAL int fx_cfg_parse_tenants(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg);
 FX_INTERNAL int fx_cfg_parse_tenant(struct cfg_ctx *c, const cJSON *v, fx_config_t *cfg);
+/* "tenants" of a master: its quota table (fx_tenant_table_parse) */
+FX_INTERNAL int fx_cfg_parse_tenant_quotas(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg);
 FX_INTERNAL int fx_cfg_get_token(struct cfg_ctx *c, const char *path, const cJSON *v, char out[FX_TOKEN_MAX]);
 FX_INTERNAL int fx_cfg_get_size(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out);
 FX_INTERNAL int fx_cfg_get_pages(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out);

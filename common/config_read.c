@@ -36,7 +36,7 @@ FX_INTERNAL void fx_cfg_sanitize(const char *s, bool quote, char *buf, size_t ca
 }
 
 /* A short text for a JSON value in an error message: 100, -0.5, "abc", true, {...}. */
-static const char *cfg_vtext(const cJSON *v, char *buf, size_t cap)
+FX_INTERNAL const char *fx_cfg_vtext(const cJSON *v, char *buf, size_t cap)
 {
     if (cJSON_IsString(v)) {
         fx_cfg_sanitize(v->valuestring, true, buf, cap);
@@ -60,7 +60,7 @@ FX_INTERNAL int fx_cfg_bad(struct cfg_ctx *c, const char *path,
     va_start(ap, fmt);
     vsnprintf(rule, sizeof rule, fmt, ap);
     va_end(ap);
-    return fx_cfg_fail(c, path, "%s %s", cfg_vtext(v, vt, sizeof vt), rule);
+    return fx_cfg_fail(c, path, "%s %s", fx_cfg_vtext(v, vt, sizeof vt), rule);
 }
 
 /* Levenshtein distance of a and b, or more than max (stops early; names under 64 bytes). */

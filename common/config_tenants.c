@@ -1,6 +1,8 @@
 /* config_tenants.c — tenants (issue 42): the owner's "tenants" section (every tenant's name
  * and token), an external's "tenant" and the tokens, which are secrets: messages give their
- * type or length, never their text. */
+ * type or length, never their text; and the tenants' quota table (a master's "tenants", the
+ * etcd value master/tenants.c reads: one parser for both). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -101,6 +103,93 @@ FX_INTERNAL int fx_cfg_parse_tenants(struct cfg_ctx *c, const cJSON *obj, fx_con
                                "quota",
                                (unsigned long long)t->guaranteed_bytes, (unsigned long long)t->quota_bytes);
         cfg->n_tenants++;
+    }
+    return 0;
+}
+
+/* ---- the tenants' quota table (the master's "tenants"; etcd's <ha.key>.tenants) ---- */
+static bool tq_size(const cJSON *v, uint64_t *out)
+{
+    if (cJSON_IsString(v)) return fx_parse_size(v->valuestring, out) == 0;
+    double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+    if (!isfinite(d) || d < 0 || d >= 9007199254740992.0 || d != (double)(uint64_t)d) return false;
+    *out = (uint64_t)d;
+    return true;
+}
+
+FX_INTERNAL int fx_tenant_table_parse(const struct cJSON *obj, fx_tenant_quota_t *tab, uint32_t cap, uint32_t *n,
+                                      char *at, size_t atcap, char *why, size_t whycap)
+{
+    char shown[64], vt[96];
+    uint32_t k = 0;
+    snprintf(at, atcap, "%s", "");
+    if (!cJSON_IsObject(obj)) {
+        snprintf(why, whycap, "not a JSON object of tenants");
+        return -1;
+    }
+    for (const cJSON *e = obj->child; e; e = e->next, k++) {
+        const char *name = e->string ? e->string : "";
+        fx_cfg_sanitize(name, true, shown, sizeof shown);
+        if (!fx_tenant_name_ok(name, strlen(name))) {
+            snprintf(why, whycap, "%s is not a tenant name (1..%d characters of [A-Za-z0-9_.-])", shown,
+                     FX_TENANT_NAME_MAX - 1);
+            return -1;
+        }
+        for (uint32_t j = 0; j < k; j++)
+            if (!strcmp(tab[j].name, name)) {
+                snprintf(why, whycap, "%s is named twice", shown);
+                return -1;
+            }
+        if (k == cap) {
+            snprintf(why, whycap, "names more than %u tenants (at %s)", cap, shown);
+            return -1;
+        }
+        fx_tenant_quota_t *t = &tab[k];
+        memset(t, 0, sizeof *t);
+        memcpy(t->name, name, strlen(name) + 1);
+        if (!cJSON_IsObject(e)) {
+            snprintf(at, atcap, "%s", name);
+            snprintf(why, whycap, "%s is not an object of quota_bytes, guaranteed_bytes",
+                     fx_cfg_vtext(e, vt, sizeof vt));
+            return -1;
+        }
+        for (const cJSON *f = e->child; f; f = f->next) { /* a typo is no silent no-op */
+            bool q = f->string && !strcmp(f->string, "quota_bytes");
+            fx_cfg_sanitize(f->string ? f->string : "", false, shown, sizeof shown);
+            snprintf(at, atcap, "%s.%s", name, shown);
+            if (!q && (!f->string || strcmp(f->string, "guaranteed_bytes"))) {
+                snprintf(why, whycap, "is not a field of a tenant's quota (known: quota_bytes, guaranteed_bytes; "
+                                      "tokens are in each owner's config)");
+                return -1;
+            }
+            if (!tq_size(f, q ? &t->quota : &t->guaranteed)) {
+                snprintf(why, whycap, "%s %s", fx_cfg_vtext(f, vt, sizeof vt), CFG_SIZE_HELP);
+                return -1;
+            }
+            t->fields |= q ? FX_TQ_QUOTA : FX_TQ_GUARANTEED;
+        }
+        if ((t->fields & FX_TQ_QUOTA) && (t->fields & FX_TQ_GUARANTEED) && t->quota && t->guaranteed > t->quota) {
+            snprintf(at, atcap, "%s", name);
+            snprintf(why, whycap,
+                     "guaranteed_bytes (%llu) is above quota_bytes (%llu): a guarantee is a share of the quota",
+                     (unsigned long long)t->guaranteed, (unsigned long long)t->quota);
+            return -1;
+        }
+    }
+    snprintf(at, atcap, "%s", "");
+    *n = k;
+    return 0;
+}
+
+FX_INTERNAL int fx_cfg_parse_tenant_quotas(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
+{
+    char at[112], why[320], path[128];
+    int rc = fx_cfg_want_object(c, "tenants", obj);
+    if (rc) return rc;
+    if (fx_tenant_table_parse(obj, cfg->tenant_quotas, FX_TENANT_TABLE_MAX, &cfg->n_tenant_quotas, at, sizeof at, why,
+                              sizeof why)) {
+        snprintf(path, sizeof path, "tenants%s%s", at[0] ? "." : "", at);
+        return fx_cfg_fail(c, path, "%s", why);
     }
     return 0;
 }

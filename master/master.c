@@ -570,6 +570,7 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
     m->cfg = *cfg;
     m->generation = fx_realtime_ns();
     m->chaos_on = fx_chaos_init(&m->chaos, cfg, "master");
+    fx_mtenants_init(m); /* issue 42: the config's quota table, handed to each owner that registers */
     int rc = fx_master_kv_init(m);
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_tcp_listen(cfg->listen_host, cfg->listen_port, &m->listen_fd, &m->port);

@@ -71,12 +71,9 @@ typedef struct master_peer {
     master_node_t *node; /* set by REGISTER */
 } master_peer_t;
 
-/* tenants.c (issue 42): the latest quota and guarantee pushed per tenant (fields: which were) */
-typedef struct fx_mtenant {
-    char name[FX_TENANT_NAME_MAX];
-    uint64_t quota, guaranteed;
-    uint32_t fields;
-} fx_mtenant_t;
+/* tenants.c (issue 42): the latest quota and guarantee per tenant (fields: which were given):
+ * the config's "tenants", then pushed or read from etcd */
+typedef fx_tenant_quota_t fx_mtenant_t;
 
 struct fx_master {
     fx_reactor_t *r;
@@ -102,7 +99,7 @@ struct fx_master {
     fx_reply_counts_t replies; /* every peer connection counts its replies here */
     fx_chaos_t chaos;          /* test message chaos on every peer connection (issue 17) */
     bool chaos_on;
-    fx_mtenant_t tenants[FX_TENANTS_MAX + 1]; /* tenants.c (issue 42) */
+    fx_mtenant_t tenants[FX_TENANT_TABLE_MAX]; /* tenants.c (issue 42) */
     uint32_t n_tenants;
     uint64_t tenant_pushes, tenant_table_loads, tenant_table_refused;
 };
@@ -112,10 +109,13 @@ struct fx_master {
 FX_INTERNAL void fx_mtenants_push(master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                                   fx_arena_t *arena);
 FX_INTERNAL void fx_mtenants_registered(fx_master_t *m, master_peer_t *p);
+/* The starting table: the config's "tenants" (at create, before any owner registers). */
+FX_INTERNAL void fx_mtenants_init(fx_master_t *m);
 /* A tenants table read from etcd (HA: master_ha.h): {"NAME": {"quota_bytes": N | "SIZE",
- * "guaranteed_bytes": ...}, ...}, each field optional. Replaces the master's table; each
- * entry that changed is sent to every owner. One not valid changes nothing (logged, counted
- * tenant_table_refused). */
+ * "guaranteed_bytes": ...}, ...}, each field optional (fx_tenant_table_parse); "" when the key
+ * is absent: then the config's table, which the leader stores there (when it has one).
+ * Replaces the master's table; each entry that changed is sent to every owner. One not
+ * valid changes nothing (logged, counted tenant_table_refused). */
 FX_INTERNAL void fx_mtenants_load(fx_master_t *m, const char *json);
 
 /* kv.c, called by master.c */

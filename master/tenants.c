@@ -3,17 +3,23 @@
  * the cluster token) sends TENANT_PUSH {tenant, quota_bytes, guaranteed_bytes, fields}; the
  * master keeps the latest of each field per tenant and sends it on to every other registered
  * owner, and the whole table to an owner when it registers (new, restarted or reconnected).
- * Without HA the table is the master's memory only: a master restart starts empty (the
- * owners keep what they applied). With HA it is also kept in etcd (key <ha.key>.tenants,
- * JSON; ha.c stores it after each change and reads it at election and once a second, so a
- * new leader, and an operator's `etcdctl put`, hand it to every owner). The master knows no
- * tenant list: each owner applies a push for a tenant it lists, within its own checks. */
+ * The table starts as the master's config "tenants" (fx_tenant_table_parse, the parser of
+ * the etcd value too). Without HA it is the master's memory only: a master restart starts
+ * again from its config (the owners keep what they applied). With HA it is also kept in etcd
+ * (key <ha.key>.tenants, JSON; ha.c stores it after each change and reads it at election and
+ * once a second, so a new leader, and an operator's `etcdctl put`, hand it to every owner);
+ * etcd's table wins over the config's, which the leader stores when the key is absent. The
+ * master knows no tenant list: each owner applies a push for a tenant it lists, within its
+ * own checks, over its own config's values. */
 #include <cJSON.h>
 #include <stdio.h>
 
 #include "log.h"
 #include "master_ha.h"
 #include "master_int.h"
+
+/* the table's fields travel as TENANT_PUSH's */
+_Static_assert(FX_TQ_QUOTA == FX_TENANT_SET_QUOTA && FX_TQ_GUARANTEED == FX_TENANT_SET_GUARANTEED, "fields");
 
 /* The entry for name, created when absent (NULL: the table is full). */
 static fx_mtenant_t *mten_entry(fx_master_t *m, fx_str_t name)
@@ -53,75 +59,34 @@ static char *mten_json(const fx_mtenant_t *tab, uint32_t n)
 }
 #define mten_json(m) mten_json((m)->tenants, (m)->n_tenants)
 
-/* One size field of a loaded entry: a number of bytes or a size string ("8GiB"). */
-static bool mten_size(const cJSON *e, const char *field, uint32_t bit, fx_mtenant_t *t, char *why, size_t cap)
+FX_INTERNAL void fx_mtenants_init(fx_master_t *m)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, field);
-    if (!v) return true;
-    uint64_t x = 0;
-    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
-        v->valuedouble == (double)(uint64_t)v->valuedouble)
-        x = (uint64_t)v->valuedouble;
-    else if (!cJSON_IsString(v) || fx_parse_size(v->valuestring, &x) != FLUXON_OK) {
-        snprintf(why, cap, "%.64s.%s is not a size in bytes (a whole number, or a string such as \"8GiB\")", t->name,
-                 field);
-        return false;
-    }
-    if (bit == FX_TENANT_SET_QUOTA) t->quota = x;
-    else t->guaranteed = x;
-    t->fields |= bit;
-    return true;
+    memcpy(m->tenants, m->cfg.tenant_quotas, m->cfg.n_tenant_quotas * sizeof *m->tenants);
+    m->n_tenants = m->cfg.n_tenant_quotas;
+    if (m->n_tenants)
+        FX_INFO("tenants' quota table from the config: %u tenant(s), handed to each owner that registers%s",
+                m->n_tenants, m->cfg.ha_etcd[0] ? " (etcd's table, when it holds one, wins)" : "");
 }
 
 FX_INTERNAL void fx_mtenants_load(fx_master_t *m, const char *json)
 {
-    fx_mtenant_t tab[FX_ARRAY_LEN(((fx_master_t *)0)->tenants)];
+    fx_mtenant_t tab[FX_TENANT_TABLE_MAX];
     uint32_t n = 0;
-    char why[300] = "";
-    cJSON *d = json[0] ? cJSON_Parse(json) : cJSON_CreateObject(), *e;
-    if (!cJSON_IsObject(d)) snprintf(why, sizeof why, "not a JSON object of tenants");
-    cJSON *items = why[0] ? NULL : d;
-    cJSON_ArrayForEach(e, items)
-    {
-        size_t nl = e->string ? strlen(e->string) : 0;
-        if (!fx_tenant_name_ok(e->string, nl)) {
-            snprintf(why, sizeof why, "\"%.64s\" is not a tenant name", e->string ? e->string : "");
-            break;
+    char at[112] = "", why[320] = "";
+    bool absent = !json[0]; /* no key: the config's table is the starting one */
+    if (absent) {
+        memcpy(tab, m->cfg.tenant_quotas, m->cfg.n_tenant_quotas * sizeof *tab);
+        n = m->cfg.n_tenant_quotas;
+    } else {
+        cJSON *d = cJSON_Parse(json);
+        int rc = fx_tenant_table_parse(d, tab, FX_TENANT_TABLE_MAX, &n, at, sizeof at, why, sizeof why);
+        cJSON_Delete(d);
+        if (rc) {
+            m->tenant_table_refused++;
+            FX_WARN("tenants' quota table in etcd (%s.tenants): %s%s%s; the table in use is kept", m->cfg.ha_key, at,
+                    at[0] ? ": " : "", why);
+            return;
         }
-        if (n == FX_ARRAY_LEN(tab)) {
-            snprintf(why, sizeof why, "more than %zu tenants", FX_ARRAY_LEN(tab));
-            break;
-        }
-        if (!cJSON_IsObject(e)) {
-            snprintf(why, sizeof why, "%.64s: not an object", e->string);
-            break;
-        }
-        fx_mtenant_t *t = &tab[n++];
-        memset(t, 0, sizeof *t);
-        memcpy(t->name, e->string, nl + 1);
-        const cJSON *f;
-        cJSON_ArrayForEach(f, e) /* a typo is no silent no-op */
-            if (!f->string || (strcmp(f->string, "quota_bytes") && strcmp(f->string, "guaranteed_bytes"))) {
-                snprintf(why, sizeof why, "%.64s: unknown field \"%.64s\" (quota_bytes, guaranteed_bytes)", t->name,
-                         f->string ? f->string : "");
-                break;
-            }
-        if (why[0]) break;
-        if (!mten_size(e, "quota_bytes", FX_TENANT_SET_QUOTA, t, why, sizeof why) ||
-            !mten_size(e, "guaranteed_bytes", FX_TENANT_SET_GUARANTEED, t, why, sizeof why))
-            break;
-        if ((t->fields & FX_TENANT_SET_QUOTA) && (t->fields & FX_TENANT_SET_GUARANTEED) && t->quota &&
-            t->guaranteed > t->quota) {
-            snprintf(why, sizeof why, "%.64s: guaranteed_bytes %llu is above quota_bytes %llu", t->name,
-                     (unsigned long long)t->guaranteed, (unsigned long long)t->quota);
-            break;
-        }
-    }
-    cJSON_Delete(d);
-    if (why[0]) {
-        m->tenant_table_refused++;
-        FX_WARN("tenants' quota table in etcd (%s.tenants): %s; the table in use is kept", m->cfg.ha_key, why);
-        return;
     }
     uint32_t sent = 0;
     for (uint32_t i = 0; i < n; i++) { /* each entry that changed goes to every owner */
@@ -138,6 +103,13 @@ FX_INTERNAL void fx_mtenants_load(fx_master_t *m, const char *json)
     }
     memcpy(m->tenants, tab, n * sizeof *tab);
     m->n_tenants = n;
+    if (absent && n) { /* the leader stores it: the run-time state from now on */
+        if (m->ha) fx_mha_tenants_store(m, mten_json(m));
+        FX_INFO("no tenants' quota table in etcd (%s.tenants): the config's (%u tenant(s), %u changed, sent to every "
+                "owner) is stored there", m->cfg.ha_key, n, sent);
+        return;
+    }
+    if (absent) return; /* none in etcd, none in the config: an empty table, as before */
     m->tenant_table_loads++;
     FX_INFO("tenants' quota table read from etcd (%s.tenants): %u tenant(s), %u changed, sent to every owner",
             m->cfg.ha_key, n, sent);

@@ -443,13 +443,13 @@ Test(ha, a_quota_set_at_run_time_outlives_the_leader_and_follows_etcd, .timeout 
     /* a table that is not valid changes nothing */
     etcd_put_tenants("{\"acme\":{\"quota_bytes\":\"lots\"}}");
     cr_assert(rf_wait_stat(c0, true, "tenant_table_refused", 0, 1, 10000), "the bad table is refused");
-    cr_assert(th_wait_log(hf.mlog[1], "acme.quota_bytes is not a size in bytes", 1));
+    cr_assert(th_wait_log(hf.mlog[1], "acme.quota_bytes: \"lots\" is not a size (integer bytes", 1));
     cr_assert_eq(acme_quota(c0), 2 << 20);
     cr_assert_eq(acme_quota(c1), 2 << 20);
     /* nor one with a field it does not know (a typo would be a silent no-op) */
     etcd_put_tenants("{\"acme\":{\"quota_byte\":\"1MiB\"}}");
     cr_assert(rf_wait_stat(c0, true, "tenant_table_refused", 0, 2, 10000), "the typo is refused");
-    cr_assert(th_wait_log(hf.mlog[1], "acme: unknown field \"quota_byte\" (quota_bytes, guaranteed_bytes)", 1));
+    cr_assert(th_wait_log(hf.mlog[1], "acme.quota_byte: is not a field of a tenant's quota (known: quota_bytes", 1));
     cr_assert_eq(acme_quota(c0), 2 << 20);
     /* nor does a value longer than any table (70,000 bytes, written with etcdctl): the
      * leader refuses it and leads on (it must never give the leadership up for it) */
@@ -475,4 +475,61 @@ Test(ha, a_quota_set_at_run_time_outlives_the_leader_and_follows_etcd, .timeout 
     cr_assert(th_wait_log(hf.mlog[0], "longer than", 1));
     fluxon_client_close(c0);
     fluxon_client_close(c1);
+}
+
+/* etcd's tenants' quota table ("" when the key is absent) */
+static void etcd_get_tenants(char *val, size_t cap)
+{
+    fx_etcd_t *e = NULL;
+    cr_assert_eq(fx_etcd_new(hf.url, &e), FLUXON_OK);
+    char err[256] = "";
+    int rc = fx_etcd_get(e, "fluxon/ha/master.tenants", 2000, val, cap, err, sizeof err);
+    fx_etcd_free(e);
+    if (rc == FLUXON_ERR_NOT_FOUND) val[0] = 0;
+    else cr_assert_eq(rc, FLUXON_OK, "etcd get: %s", err);
+}
+
+/* Issue 42: the masters' config "tenants". With the key absent from etcd, the leader's config
+ * table is the starting table (the read at election does not wipe it): it stores it in etcd
+ * and an owner listing acme without a quota gets 6 MiB. Once etcd holds a table it wins: an
+ * operator's 2 MiB, and a new leader whose config says 6 MiB hands a restarted owner etcd's
+ * 2 MiB and leaves the key alone. Before: "tenants" was no field of a master's config. */
+Test(ha, the_masters_config_table_starts_the_table_and_etcds_wins, .timeout = 120, .fini = fini)
+{
+    HF_REQUIRE_ETCD();
+    hf_master_extra[0] = hf_master_extra[1] = ",\"tenants\":{\"acme\":{\"quota_bytes\":\"6MiB\"}}";
+    hf_up(2, 0, TTL_MS);
+    hf_master_extra[0] = hf_master_extra[1] = NULL;
+    char val[4096] = "", ha[200], want[80];
+    double end = th_now_s() + th_wait_bound_s(10000);
+    while (th_now_s() < end && !strstr(val, "6291456")) {
+        etcd_get_tenants(val, sizeof val);
+        if (!strstr(val, "6291456")) th_sleep_ms(20);
+    }
+    cr_assert(strstr(val, "\"acme\":{\"quota_bytes\":6291456}"), "the leader stored its config's table: \"%s\"", val);
+    snprintf(ha, sizeof ha, "\"ha\":{\"etcd\":\"%s\",\"lease_ttl_ms\":%d}", hf.url, TTL_MS);
+    const char *ten = "\"heartbeat_interval_ms\":500,\"master_timeout_ms\":3000,"
+                      "\"tenants\":{\"acme\":{\"token\":\"acme-secret\"}}";
+    rf.n_owners = 1;
+    hf_write_owner(0, ha, ten);
+    rf_start_owner(0);
+    hf_wait_owner(0, "registered with master");
+    fluxon_client *c = rf_client(0);
+    cr_assert(wait_quota(c, 6 << 20, 5000), "the config table's quota: %lld", acme_quota(c));
+    etcd_put_tenants("{\"acme\":{\"quota_bytes\":\"2MiB\"}}");
+    cr_assert(wait_quota(c, 2 << 20, 10000), "etcd's table wins");
+    fluxon_client_close(c);
+    th_stop(rf.owner[0], SIGTERM, 5000); /* back with no quota of its own */
+    rf.owner[0] = -1;
+    hf_kill_master(0);
+    cr_assert(hf_wait_leads(1, 4 * TTL_MS), "master 1 takes over (see %s)", hf.mlog[1]);
+    rf_start_owner(0);
+    snprintf(want, sizeof want, "registered with master 127.0.0.1:%d", hf.mport[1]);
+    hf_wait_owner(0, want);
+    c = rf_client(0);
+    cr_assert(wait_quota(c, 2 << 20, 10000), "the new leader hands etcd's table, not its config's: %lld",
+              acme_quota(c));
+    etcd_get_tenants(val, sizeof val);
+    cr_assert_str_eq(val, "{\"acme\":{\"quota_bytes\":\"2MiB\"}}", "etcd's table is left as it was");
+    fluxon_client_close(c);
 }

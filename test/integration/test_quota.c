@@ -332,6 +332,65 @@ Test(quota, a_change_on_one_owner_reaches_every_owner_and_later_ones, .fini = kf
     fluxon_client_close(c);
 }
 
+/* The master's config table (issue 42): an owner that lists acme without a quota gets the
+ * master's quota and guarantee when it registers, and keeps its values under that quota; the
+ * master's beta quota overrides the owner's own (the guarantee, not in the master's entry,
+ * stays the owner's); gamma, which the owner does not list, is ignored. Before: "tenants" was
+ * no field of a master's config (the master did not start). */
+Test(quota, the_masters_config_table_reaches_each_owner_at_registration, .fini = kf_down)
+{
+    const char *mt = ",\"tenants\":{\"acme\":{\"quota_bytes\":\"256KiB\",\"guaranteed_bytes\":65536},"
+                     "\"beta\":{\"quota_bytes\":\"128KiB\"},\"gamma\":{\"quota_bytes\":\"64KiB\"}}";
+    const char *ot = ",\"hot_capacity_bytes\":\"1MiB\",\"eviction_policy\":\"lru\",\"tenants\":{\"acme\":{\"token\":"
+                     "\"acme-secret\"},\"beta\":{\"token\":\"beta-secret\",\"quota_bytes\":\"512KiB\","
+                     "\"guaranteed_bytes\":\"32KiB\"}}";
+    const char *ex[1] = {ot};
+    kf_up_ex(1, mt, ex);
+    fluxon_client *a = tf_client("acme");
+    double t0 = th_now_s(), end = t0 + th_wait_bound_s(5000);
+    while (th_now_s() < end && (tf_stat(a, "acme", "quota_bytes") != 256 * 1024 ||
+                                tf_stat(a, "beta", "quota_bytes") != 128 * 1024))
+        th_sleep_ms(5);
+    cr_assert_eq(tf_stat(a, "acme", "quota_bytes"), 256 * 1024, "the master's quota (%.3f s)", th_now_s() - t0);
+    cr_assert_eq(tf_stat(a, "acme", "guaranteed_bytes"), 64 * 1024);
+    cr_assert_eq(tf_stat(a, "beta", "quota_bytes"), 128 * 1024, "the master's table over the owner's config");
+    cr_assert_eq(tf_stat(a, "beta", "guaranteed_bytes"), 32 * 1024, "a field the master's entry lacks: the owner's");
+    cr_assert_eq(tf_stat(a, "gamma", "quota_bytes"), -1, "a tenant the owner does not list is ignored");
+    cr_assert_eq(kf_stat(a, "quota_pushes"), 2);
+    qt_puts(a, "a", 96); /* 384 KiB: its own coldest go for its 256 KiB quota */
+    end = th_now_s() + th_wait_bound_s(5000);
+    while (th_now_s() < end && tf_stat(a, "acme", "bytes") > 256 * 1024) th_sleep_ms(5);
+    cr_assert_leq(tf_stat(a, "acme", "bytes"), 256 * 1024, "acme held under the master's quota");
+    cr_assert_geq(tf_stat(a, "acme", "evictions_quota"), 32);
+    fluxon_client_close(a);
+}
+
+/* A master whose "tenants" table is not valid does not start: exit 2, the message naming the
+ * field (an unknown field, as an owner's "token"; a guarantee above the quota; a bad name). */
+Test(quota, a_bad_table_in_the_masters_config_exits_2_naming_the_field, .fini = kf_down)
+{
+    kf_dir = th_tmpdir();
+    static const struct {
+        const char *table, *want;
+    } bad[] = {
+        {"{\"acme\":{\"token\":\"s3cret\",\"quota_bytes\":4096}}",
+         "tenants.acme.token: is not a field of a tenant's quota (known: quota_bytes, guaranteed_bytes;"},
+        {"{\"acme\":{\"quota_bytes\":\"1MiB\",\"guaranteed_bytes\":\"2MiB\"}}",
+         "tenants.acme: guaranteed_bytes (2097152) is above quota_bytes (1048576)"},
+        {"{\"a/b\":{\"quota_bytes\":4096}}", "tenants: \"a/b\" is not a tenant name"},
+    };
+    char path[300], json[600], out[4096];
+    snprintf(path, sizeof path, "%s/master.json", kf_dir);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(json, sizeof json, "{\"role\":\"master\",\"cluster_id\":\"kv\",\"listen\":\"127.0.0.1:0\","
+                 "\"tenants\":%s}", bad[i].table);
+        th_write_file(path, json);
+        int ex = ops_cli(out, sizeof out, "--role=master --config %s", path);
+        cr_assert_eq(ex, 2, "case %zu: exit %d: %s", i, ex, out);
+        cr_assert(strstr(out, bad[i].want), "case %zu: \"%s\" lacks \"%s\"", i, out, bad[i].want);
+    }
+}
+
 /* Pinned values count toward their tenant's bytes and are never its victims: a tenant whose
  * quota is all pinned gets NO_SPACE for a new put, the message naming it; unpinning makes
  * room (its own coldest then go). */

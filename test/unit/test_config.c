@@ -684,7 +684,8 @@ Test(config, tenants)
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":[]}", "tenants"},
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":\"x\"}}", "tenants.acme"},
         {many, "tenants: names more than 32 tenants (at \"t32\")"},
-        {"{\"role\":\"master\",\"cluster_id\":\"c1\",\"tenants\":{}}", "tenants: unknown field for role master"},
+        {"{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"tenants\":{}}",
+         "tenants: unknown field for role external"},
         {"{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"tenant\":\"a/b\"}",
          "tenant: \"a/b\" is not a tenant name (1..32 characters of [A-Za-z0-9_.-])"},
         {"{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\",\"tenant\":\"\"}", "tenant: \"\" is not a tenant name"},
@@ -701,6 +702,54 @@ Test(config, tenants)
     cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"SECRETSECRET\","
                           "\"x\":1}}}", &c, err), FLUXON_ERR_CONFIG);
     cr_assert_null(strstr(err, "SECRET"), "%s", err);
+}
+
+/* The master's "tenants" (issue 42): the quota table it hands to every owner, the schema of
+ * the etcd value (quota_bytes and guaranteed_bytes only, no token); a bad table is refused
+ * naming the field (before: "tenants" was no field of a master's). */
+Test(config, master_tenants_quota_table)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c1\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.n_tenant_quotas, 0, "none by default");
+    cr_assert_eq(tc_parse("{\"role\":\"master\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"quota_bytes\":8388608,"
+                          "\"guaranteed_bytes\":\"2MiB\"},\"beta\":{\"guaranteed_bytes\":\"1MiB\"},\"default\":{}}}",
+                          &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.n_tenant_quotas, 3);
+    cr_assert_str_eq(c.tenant_quotas[0].name, "acme");
+    cr_assert_eq(c.tenant_quotas[0].quota, 8ull << 20);
+    cr_assert_eq(c.tenant_quotas[0].guaranteed, 2ull << 20);
+    cr_assert_eq(c.tenant_quotas[0].fields, FX_TQ_QUOTA | FX_TQ_GUARANTEED);
+    cr_assert_eq(c.tenant_quotas[1].fields, FX_TQ_GUARANTEED, "a field not given stays each owner's");
+    cr_assert_eq(c.tenant_quotas[2].fields, 0);
+    char many[4096] = "{\"role\":\"master\",\"cluster_id\":\"c1\",\"tenants\":{";
+    for (int i = 0; i <= FX_TENANT_TABLE_MAX; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"t%d\":{}", i ? "," : "", i);
+    strcat(many, "}}");
+#define TCM "{\"role\":\"master\",\"cluster_id\":\"c1\",\"tenants\":"
+    const struct tc_bad bad[] = {
+        {TCM "{\"acme\":{\"quota_byte\":1}}}",
+         "tenants.acme.quota_byte: is not a field of a tenant's quota (known: quota_bytes, guaranteed_bytes;"},
+        {TCM "{\"acme\":{\"token\":\"s3cret\"}}}", "tenants.acme.token: is not a field of a tenant's quota"},
+        {TCM "{\"acme\":{\"quota_bytes\":\"1MiB\",\"guaranteed_bytes\":\"2MiB\"}}}",
+         "tenants.acme: guaranteed_bytes (2097152) is above quota_bytes (1048576)"},
+        {TCM "{\"a b\":{}}}", "tenants: \"a b\" is not a tenant name (1..32 characters of [A-Za-z0-9_.-])"},
+        {TCM "{\"\":{}}}", "tenants: \"\" is not a tenant name"},
+        {TCM "{\"acme\":{\"quota_bytes\":\"lots\"}}}",
+         "tenants.acme.quota_bytes: \"lots\" is not a size (integer bytes, or a string like \"512MiB\")"},
+        {TCM "{\"acme\":{\"guaranteed_bytes\":-1}}}", "tenants.acme.guaranteed_bytes: -1 is not a size"},
+        {TCM "{\"acme\":{\"quota_bytes\":1.5}}}", "tenants.acme.quota_bytes: 1.5 is not a size"},
+        {TCM "{\"acme\":{},\"acme\":{}}}", "tenants: \"acme\" is named twice"},
+        {TCM "{\"acme\":7}}", "tenants.acme: 7 is not an object of quota_bytes, guaranteed_bytes"},
+        {TCM "[]}", "tenants: [...] is not an object"},
+        {many, "tenants: names more than 33 tenants (at \"t33\")"},
+    };
+#undef TCM
+    for (size_t i = 0; i < FX_ARRAY_LEN(bad); i++) {
+        cr_assert_eq(tc_parse(bad[i].json, &c, err), FLUXON_ERR_CONFIG, "case %zu", i);
+        cr_assert(strstr(err, bad[i].want), "case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].want);
+    }
 }
 
 /* ucx_tls (issue 38): the owner's data-plane transports, UCX_TLS syntax; "" by default
