@@ -2,7 +2,8 @@
 # bench/disk_tier.sh — `make bench-disk`: what the disk tier (issue 39) costs and buys in the
 # trace replay (embedded cluster, 1 worker, 4 KiB values), interleaved runs, medians of RUNS:
 # a GPU owner of CAP values alone, and with a disk tier of DISK_CAP values (a fresh directory
-# each run). Then the restarts (bench/disk_restart.sh): a replay, a kill -9 of the owner (then
+# each run), the demo's workers prefetching 4 requests ahead (its default with a disk tier)
+# and not prefetching. Then the restarts (bench/disk_restart.sh): a replay, a kill -9 of the owner (then
 # of the master), the same replay again: its extra hits come from the disk. Figures, not
 # pass/fail.
 # env: RUNS [3], REQUESTS [0 = the whole trace], CAP [10000], DISK_CAP [100000],
@@ -30,6 +31,10 @@ for r in $(seq "$RUNS"); do
     "$BIN" demo --workers 1 --requests "$REQUESTS" --capacity-blocks "$CAP" --disk-dir "$disks/d" \
         --disk-capacity-blocks "$DISK_CAP" > "$tmp/disk.$r" 2>&1 || echo "  disk run $r: exit $?"
     collect "$tmp/disk.$r" disk
+    rm -rf "$disks/d"
+    "$BIN" demo --workers 1 --requests "$REQUESTS" --capacity-blocks "$CAP" --disk-dir "$disks/d" \
+        --disk-capacity-blocks "$DISK_CAP" --prefetch 0 > "$tmp/nopf.$r" 2>&1 || echo "  no-prefetch run $r: exit $?"
+    collect "$tmp/nopf.$r" nopf
 done
 row() {
     local rps hits cpu p99 brps
@@ -40,6 +45,7 @@ row() {
 }
 row alone "1 owner x $CAP values in DRAM"
 row disk "+ a disk tier of $DISK_CAP values"
+row nopf "  the same without prefetch (--prefetch 0)"
 grep -h "^disk tier\|moved to disk\|disk hits" "$tmp/disk.1" | sed 's/^/  (1st run with a disk tier) /'
 echo
 REQUESTS=$REQUESTS CAP=$CAP DISK_CAP=$DISK_CAP KILL=owner DISK_PARENT="$parent" FLUXON_BIN="$BIN" bench/disk_restart.sh

@@ -145,16 +145,18 @@ static void top_tenants(cJSON *o, cJSON *po, double dt, bool first)
     bool limits = false;
     cJSON_ArrayForEach(t, ts) limits |= top_num(t, "quota_bytes") > 0 || top_num(t, "guaranteed_bytes") > 0;
     if (cJSON_GetArraySize(ts) < 2 && !limits) return;
-    printf("tenants     %-16s %10s %10s %10s %10s %6s %8s %8s %s   %s   (%s)\n", "tenant", "held", "quota", "guaranteed",
-           "pinned", "hit %", "hits", "misses", "evictions (quota, pressure)", "refused (quota, pin)",
+    printf("tenants     %-16s %10s %10s %10s %10s %10s %10s %6s %8s %8s %s   %s   (%s)\n", "tenant", "held", "quota",
+           "guaranteed", "pinned", "placed", "on disk", "hit %", "hits", "misses", "evictions (quota, pressure)", "refused (quota, pin)",
            first ? "counts since start" : "counts per second");
     cJSON_ArrayForEach(t, ts) {
         cJSON *pt = pts ? cJSON_GetObjectItem(pts, t->string) : NULL;
-        char held[16], quota[16], guar[16], pin[16], ratio[16] = "-";
+        char held[16], quota[16], guar[16], pin[16], placed[16], disk[16], ratio[16] = "-";
         top_fmt_bytes(top_num(t, "bytes"), false, held, sizeof held);
         top_fmt_bytes(top_num(t, "quota_bytes"), true, quota, sizeof quota);
         top_fmt_bytes(top_num(t, "guaranteed_bytes"), true, guar, sizeof guar);
         top_fmt_bytes(top_num(t, "pinned_bytes"), false, pin, sizeof pin);
+        top_fmt_bytes(top_num(t, "placed_bytes"), false, placed, sizeof placed); /* other owners' puts, copies */
+        top_fmt_bytes(top_num(t, "disk_bytes"), false, disk, sizeof disk);
         double hits = top_delta(t, pt, "hits"), misses = top_delta(t, pt, "misses");
         if (hits + misses > 0) snprintf(ratio, sizeof ratio, "%.1f", 100 * hits / (hits + misses));
         char ev[48], ref[48];
@@ -163,8 +165,8 @@ static void top_tenants(cJSON *o, cJSON *po, double dt, bool first)
         snprintf(ref, sizeof ref, "%.0f (%.0f, %.0f)",
                  (top_delta(t, pt, "quota_refusals") + top_delta(t, pt, "pins_refused")) / dt,
                  top_delta(t, pt, "quota_refusals") / dt, top_delta(t, pt, "pins_refused") / dt);
-        printf("            %-16s %10s %10s %10s %10s %6s %8.0f %8.0f %-27s   %s\n", t->string, held, quota, guar, pin,
-               ratio, hits / dt, misses / dt, ev, ref);
+        printf("            %-16s %10s %10s %10s %10s %10s %10s %6s %8.0f %8.0f %-27s   %s\n", t->string, held, quota,
+               guar, pin, placed, disk, ratio, hits / dt, misses / dt, ev, ref);
     }
 }
 

@@ -184,7 +184,8 @@ Test(ops2, top_shows_each_tenants_bytes_and_quota, .timeout = 60, .fini = ops_fi
     cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s put k1 %s", acme, val), 0, "%s", out);
     cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s get k1 -o /dev/null", acme), 0, "%s", out);
     int ex = ops_cli(out, sizeof out, "--role=external --config %s top --once", t.ecfg);
-    cr_assert(ex == 0 && strstr(out, "\ntenants     tenant ") && strstr(out, "quota") && strstr(out, "guaranteed"),
+    cr_assert(ex == 0 && strstr(out, "\ntenants     tenant ") && strstr(out, "quota") && strstr(out, "guaranteed") &&
+                  strstr(out, "placed") && strstr(out, "on disk"),
               "exit %d: %s", ex, out);
     ops_tenant_row(out, "acme", row, sizeof row);
     /* held: one 4 KiB slot; quota 8 MiB, guarantee 1 MiB; one hit (100.0 %) */
