@@ -25,6 +25,8 @@ static int kv_fail(fluxon_client *c, const char *what, const char *key, int rc)
     } else {
         fprintf(stderr, "fluxon: %s: %s\n", what, fluxon_status_string(rc));
     }
+    const char *why = fluxon_last_error_message();
+    if (why[0]) fprintf(stderr, "fluxon: %s: the owner says: %s\n", what, why);
     if (c) fx_cli_explain_unavailable(c, what, rc);
     if (rc == FLUXON_ERR_NO_SPACE && !strcmp(what, "get"))
         fprintf(stderr, "fluxon: get: the value exists but this owner has no room for a copy: it is larger than the "

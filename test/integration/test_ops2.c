@@ -202,6 +202,32 @@ Test(ops2, top_shows_each_tenants_bytes_and_quota, .timeout = 60, .fini = ops_fi
     cr_assert(ex == 0 && strstr(row, " 12.0 MiB ") && !strstr(row, " 8.0 MiB "), "acme's row: [%s] in %s", row, out);
 }
 
+/* A new user's finding (session 21): a put refused NO_SPACE printed the status only; the
+ * owner's message (here: the tenant, its quota and the field) reached nobody. Now the CLI
+ * prints it (fluxon_last_error_message). */
+Test(ops2, a_refused_put_says_why, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, ",\"tenants\":{\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"64KiB\"}}");
+    char acme[300], buf[600], val[300], out[8192];
+    snprintf(acme, sizeof acme, "%s/acme.json", t.dir);
+    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
+                              "\"socket\":\"%s\",\"tenant\":\"acme\",\"tenant_token\":\"acme-secret\"}", t.sock);
+    th_write_file(acme, buf);
+    static char big[100 * 1024 + 1];
+    memset(big, 'v', sizeof big - 1);
+    snprintf(val, sizeof val, "%s/big", t.dir);
+    th_write_file(val, big);
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put big %s", acme, val);
+    cr_assert(ex == 1 && strstr(out, "NO_SPACE") && strstr(out, "the owner says:") &&
+                  strstr(out, "tenants.acme.quota_bytes"),
+              "exit %d: %s", ex, out);
+    /* a put that succeeds says nothing of the kind */
+    snprintf(val, sizeof val, "%s/small", t.dir);
+    th_write_file(val, "small");
+    ex = ops_cli(out, sizeof out, "--role=external --config %s put small %s", acme, val);
+    cr_assert(ex == 0 && !strstr(out, "the owner says"), "exit %d: %s", ex, out);
+}
+
 /* A new user's finding (session 19): with the master gone, `top --once` drew an empty
  * cluster (generation ?, 0 owners, 0 routes) and exited 0. Now its header says the master
  * is unreachable and it exits 1. */

