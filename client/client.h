@@ -182,6 +182,8 @@ FX_INTERNAL bool fx_client_key_ok(const char *k);
  * fx_str_t: into stack[FX_CLIENT_STACK_KEYS] when they fit (batches of up to 64 keys
  * allocate nothing), else a heap array; release with fx_client_keys_done(*out, stack). */
 #define FX_CLIENT_STACK_KEYS 64
+/* fluxon_last_error_message's thread-local reason, emptied as a call starts (rpc.c). */
+FX_INTERNAL void fx_client_last_msg_clear(void);
 FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t *stack, fx_str_t **out);
 FX_INTERNAL void fx_client_keys_done(fx_str_t *kv, const fx_str_t *stack);
 /* The scalar put options (flags, lease, preferred sub-cluster, pin TTL) on top of *flags_p. */

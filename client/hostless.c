@@ -17,6 +17,7 @@ struct fluxon_get_handle {
 /* ---- validation shared by the entry points ---- */
 FX_INTERNAL int fx_client_ready(fluxon_client *cl)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's, from here on */
     if (!cl) return FLUXON_ERR_INVALID_ARGUMENT;
     return __atomic_load_n(&cl->owner_lost, __ATOMIC_ACQUIRE) ? FLUXON_ERR_UNAVAILABLE : FLUXON_OK;
 }

@@ -336,6 +336,7 @@ static bool crpc_refuse(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t
 FX_INTERNAL void fx_client_send_oneway(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t len)
 {
     int rc;
+    fx_client_last_msg_clear();
     if (!req || crpc_refuse(cl, type, req, len, &rc)) return;
     if (fx_client_ring_oneway(cl, type, req, len)) {
         fx_client_buf_free(req);
@@ -365,6 +366,8 @@ static int crpc_wait(fluxon_client *cl, crpc_t *r)
 static __thread char crpc_last_msg[512];
 
 const char *fluxon_last_error_message(void) { return crpc_last_msg; }
+
+FX_INTERNAL void fx_client_last_msg_clear(void) { crpc_last_msg[0] = 0; }
 
 FX_INTERNAL int fx_client_call(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t req_len,
                                fx_client_hook_fn hook, void *hook_ctx, uint8_t **resp_p, uint32_t *resp_len_p)

@@ -449,12 +449,13 @@ int fluxon_delete(fluxon_client *c, const char *key);
 int fluxon_batch_exists(fluxon_client *c, const char *const *keys, size_t n_keys,
                         size_t *leading_hits_p);
 
-/* The reason the owner (or the master through it) gave for the calling thread's last call
- * that it refused: e.g. a NO_SPACE put names the tenant, its bytes, its quota and the
- * config field. "" when that call succeeded, failed in the client (bad arguments, closed
- * client) or without an answer (TIMEOUT), or the owner gave no reason. The string belongs
- * to the library and is valid on this thread until its next call (at most 511 bytes).
- * Thread-safe: each thread has its own. */
+/* The reason the owner (or the master through it) gave when it refused the calling
+ * thread's last call: e.g. a NO_SPACE put names the tenant, its bytes, its quota and the
+ * config field. "" when that call succeeded, failed in the client (bad arguments, a closed
+ * client, an owner gone) or without an answer (TIMEOUT), or the owner gave no reason. Each
+ * call of this API emptying it as it starts, it is valid on this thread until its next
+ * call; the string belongs to the library (at most 511 bytes, NUL-terminated). Thread-safe:
+ * each thread has its own; never blocks. */
 const char *fluxon_last_error_message(void);
 
 /* A hint: the caller will soon get_start keys[0..n_keys) (e.g. an engine's next request in

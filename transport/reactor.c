@@ -85,7 +85,12 @@ FX_INTERNAL int fx_reactor_create(fx_reactor_t **r_p)
 {
     fx_reactor_t *r = fx_calloc(1, sizeof *r);
     if (!r) return FLUXON_ERR_NOMEM;
-    int rc = io_uring_queue_init(256, &r->ring, 0);
+    /* COOP_TASKRUN: a completion (a disk read, a socket) is not announced by an interrupt
+     * to this thread; it is run at the thread's next system call, and TASKRUN_FLAG makes
+     * liburing's peek enter the kernel for it (the loop's poll never misses one). Kernels
+     * before 5.19 refuse the flags: then none. */
+    int rc = io_uring_queue_init(256, &r->ring, IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG);
+    if (rc == -EINVAL) rc = io_uring_queue_init(256, &r->ring, 0);
     if (rc < 0) {
         FX_ERROR("reactor: io_uring_queue_init failed: %s", strerror(-rc));
         fx_free(r);

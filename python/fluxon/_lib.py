@@ -105,6 +105,8 @@ _PROTOS = {
     "fluxon_holder_release": (None, [_VP]),
     "fluxon_delete": (ctypes.c_int, [_VP, ctypes.c_char_p]),
     "fluxon_batch_exists": (ctypes.c_int, [_VP, c_char_pp, ctypes.c_size_t, c_size_p]),
+    "fluxon_prefetch": (ctypes.c_int, [_VP, c_char_pp, ctypes.c_size_t]),
+    "fluxon_last_error_message": (ctypes.c_char_p, []),
     "fluxon_lease_grant": (ctypes.c_int, [_VP, ctypes.c_uint64, c_u64_p]),
     "fluxon_pin": (ctypes.c_int, [_VP, c_char_pp, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_uint32, c_int_p]),
     "fluxon_tenant_set": (ctypes.c_int, [_VP, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint32,

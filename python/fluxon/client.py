@@ -681,6 +681,14 @@ class Client:
     def exists(self, key):
         return self.batch_exists([key]) == 1
 
+    def prefetch(self, keys):
+        """A hint that keys will be read soon: the owner reads back now those its disk tier
+        holds and its memory lacks (fluxon_prefetch; one-way, returns at once)."""
+        if not keys:
+            return
+        enc, arr = _keys(keys)
+        check(self._call(lib.fluxon_prefetch, arr, len(enc)), "prefetch")
+
     def lease_grant(self, ttl_ms):
         lid = ctypes.c_uint64()
         check(self._call(lib.fluxon_lease_grant, int(ttl_ms), ctypes.byref(lid)), "lease_grant")

@@ -57,7 +57,7 @@ SGLANG_MEMBERS = ("backend_name", "module_path", "class_name", "interface_v1", "
                   "prefetch_threshold", "prefetch_timeout_base", "prefetch_timeout_per_ki_token",
                   "prefetch_timeout_max", "hicache_storage_pass_prefix_keys")
 FLUXON_MEMBERS = ("socket", "cluster_id", "cluster_token", "timeout_ms", "log_level", "extra_backend_tag",
-                  "replica_task", "prefetch_max_pages", "prefetch_wait_ms")
+                  "replica_task", "prefetch_max_pages", "prefetch_wait_ms", "disk_prefetch")
 
 
 def _tolist(indices):
@@ -90,6 +90,7 @@ class FluxonStore(HiCacheStorage):
             raise ValueError("FluxonStore: should_split_heads (extra_config tp_lcm_size with layout page_head) "
                              "is not supported: leave tp_lcm_size out")
         self.interface_v1 = _bool(extra, "interface_v1")
+        self.disk_prefetch = _bool(extra, "disk_prefetch", True)
         self.replica = ReplicaAdmission(extra.get("replica_task"))
         self.prefetch_budget = PrefetchBudget.from_extra(extra)  # fluxon/sglang_prefetch.py
         self.on_prefetch_granted = None  # called with the pages granted, before they are pinned (tests)
@@ -431,7 +432,11 @@ class FluxonStore(HiCacheStorage):
             return 0
         try:
             okeys = self.object_keys(keys)
-            return self._get_client().batch_exists(okeys) // self.keys.per_page
+            client = self._get_client()
+            found = client.batch_exists(okeys)
+            if found and self.disk_prefetch:  # SGLang reads them soon: disk-resident ones start now
+                client.prefetch(okeys[:found])
+            return found // self.keys.per_page
         except Exception as e:
             self._failed("batch_exists", e)
             return 0

@@ -522,3 +522,16 @@ def test_pins_put_and_pin_with_a_tenant_budget():
         with pytest.raises(ValueError, match="at least one key"):
             c.pin([], 1000)
         c.close()
+
+
+def test_prefetch_checks_its_keys_and_refusals_carry_the_owners_reason(client):
+    client.put("k", b"v")
+    client.prefetch(["k", "absent"])  # one-way: returns at once
+    client.prefetch([])  # nothing to name: no call
+    with pytest.raises(ValueError):  # checked in Python, as every key
+        client.prefetch(["x" * 2000])
+    from fluxon._lib import lib
+    assert lib.fluxon_last_error_message() in (None, b"")  # the last call succeeded: no reason kept
+    with pytest.raises(fluxon.InvalidArgument) as e:  # refused by the owner: its reason travels
+        client.put("\x01acme/k", b"v")
+    assert "the owner says:" in str(e.value) and "0x01" in str(e.value)

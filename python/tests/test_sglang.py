@@ -347,3 +347,32 @@ def test_config_errors_are_clear(cluster, monkeypatch, caplog):
     assert "sokcet" in caplog.text
     assert st.batch_exists(["x"]) == 0  # no pool registered yet: 0, with a message
     st.close()
+
+
+def test_batch_exists_tells_the_owner_to_prefetch_the_pages_found(cluster):
+    """SGLang asks batch_exists when a request is queued, then reads: the pages found are
+    named to the owner (fluxon_prefetch) so its disk tier can read them back meanwhile; with
+    extra_config disk_prefetch false, nothing is sent. No disk tier here: the owner counts
+    the keys and starts no read."""
+    pool = HostPool()
+    st = attach(cluster, pool)
+    off = attach(cluster, pool, disk_prefetch=False)
+    c = cluster.client(0)
+    keys = [f"pf{i:02d}" for i in range(4)]
+    for i in range(4):
+        pool.fill_page(i, seed=i + 1)
+    assert st.batch_set_v1(keys, pool.indices([0, 1, 2, 3])) == [True] * 4
+    before = c.stats()["owner"]
+    assert off.batch_exists(keys) == 4
+    assert st.batch_exists(keys + ["missing"]) == 4
+    end = time.monotonic() + 5
+    while c.stats()["owner"]["prefetch_requests"] == before["prefetch_requests"] and time.monotonic() < end:
+        time.sleep(0.01)
+    after = c.stats()["owner"]
+    assert after["prefetch_requests"] == before["prefetch_requests"] + 1  # one call, from st only
+    per_page = st.keys.per_page
+    assert after["prefetch_keys"] - before["prefetch_keys"] == 4 * per_page  # the pages found, not "missing"
+    assert after["prefetch_reads"] == before["prefetch_reads"]  # no disk tier: nothing to read
+    with pytest.raises(ValueError):
+        attach(cluster, pool, disk_prefetch="yes")
+    c.close()
