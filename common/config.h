@@ -41,6 +41,9 @@ typedef struct fx_tenant_cfg {
     /* quotas (issue 42, owner/evict_quota.c): the most slot bytes of this owner's hot tier the
      * tenant may hold, and the share other tenants' puts never evict (0: none) */
     uint64_t quota_bytes, guaranteed_bytes;
+    /* the most bytes of its records this owner's disk tier keeps (0: none): past it, its
+     * oldest records leave the disk for its newer ones (owner/disk.c) */
+    uint64_t disk_quota_bytes;
 } fx_tenant_cfg_t;
 
 /* A tenants' quota table (issue 42): the master's "tenants" config field, the value of its

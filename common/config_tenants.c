@@ -86,9 +86,13 @@ FX_INTERNAL int fx_cfg_parse_tenants(struct cfg_ctx *c, const cJSON *obj, fx_con
                 if ((rc = fx_cfg_get_size(c, fpath, f, &t->guaranteed_bytes))) return rc;
                 continue;
             }
+            if (f->string && !strcmp(f->string, "disk_quota_bytes")) { /* its share of the disk tier */
+                if ((rc = fx_cfg_get_size(c, fpath, f, &t->disk_quota_bytes))) return rc;
+                continue;
+            }
             if (!f->string || strcmp(f->string, "token"))
                 return fx_cfg_fail(c, fpath, "is not a field of a tenant (known: token, pinned_bytes_max, quota_bytes, "
-                                             "guaranteed_bytes)");
+                                             "guaranteed_bytes, disk_quota_bytes)");
             if ((rc = fx_cfg_get_token(c, fpath, f, t->token))) return rc;
         }
         if (!t->token[0] && !is_default) {

@@ -375,7 +375,7 @@ static bool dk_newer(const fx_disk_meta_t *a, uint64_t aoff, const fx_disk_meta_
 static void dk_rec_counted(fx_disk_t *d, const dk_rec_t *r, bool added)
 {
     if (d->hooks.record_counted)
-        d->hooks.record_counted(d->hooks.arg, r->key, r->klen, fx_disk_rec_bytes(r->m.value_len), added);
+        d->hooks.record_counted(d->hooks.arg, r->off, r->key, r->klen, fx_disk_rec_bytes(r->m.value_len), added);
 }
 
 static void dk_rec_unlink(fx_disk_t *d, dk_rec_t *r)
@@ -432,6 +432,16 @@ FX_INTERNAL void fx_disk_rec_drop(fx_disk_t *d, dk_rec_t *r)
 {
     fx_hmap_del(d->by_key, r->key, r->klen, NULL);
     dk_rec_unlink(d, r);
+}
+
+FX_INTERNAL bool fx_disk_rec_at(fx_disk_t *d, uint64_t off, const char **key, uint32_t *klen, fx_disk_meta_t *m)
+{
+    const dk_rec_t *r = fx_u64map_get(&d->by_off, off);
+    if (!r) return false;
+    *key = r->key;
+    *klen = r->klen;
+    *m = r->m;
+    return true;
 }
 
 FX_INTERNAL void fx_disk_foreach(fx_disk_t *d, fx_disk_visit_fn cb, void *arg)

@@ -70,7 +70,7 @@ typedef struct fx_disk_hooks {
     /* A record of key joined (added) or left the index: bytes, its size on disk (header
      * block + value, fx_disk_rec_bytes). Runs inside the store's call (a rebuild at open
      * too); it must not call back into the store. NULL: nobody counts. */
-    void (*record_counted)(void *arg, const char *key, uint32_t klen, uint64_t bytes, bool added);
+    void (*record_counted)(void *arg, uint64_t off, const char *key, uint32_t klen, uint64_t bytes, bool added);
     void *arg;
 } fx_disk_hooks_t;
 
@@ -114,6 +114,12 @@ FX_INTERNAL void fx_disk_flush(fx_disk_t *d);
 
 /* The indexed record of key: its offset and meta (FLUXON_OK), or FLUXON_ERR_NOT_FOUND. */
 FX_INTERNAL int fx_disk_find(fx_disk_t *d, const char *key, uint32_t klen, uint64_t *off, fx_disk_meta_t *m);
+/* Bytes a record of a value_len-byte value takes on disk: its 4 KiB header block (header,
+ * key) and the value rounded up to 4 KiB. */
+FX_INTERNAL uint64_t fx_disk_rec_bytes(uint64_t value_len);
+/* The indexed record at off: its key (*key valid until the record leaves the index) and
+ * meta; false when none is indexed there. */
+FX_INTERNAL bool fx_disk_rec_at(fx_disk_t *d, uint64_t off, const char **key, uint32_t *klen, fx_disk_meta_t *m);
 /* The record at off is no longer wanted (a newer version, an INVALIDATE, a refused
  * re-publication): out of the index. Its bytes stay until its segment goes. Unknown off:
  * nothing. */

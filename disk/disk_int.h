@@ -191,7 +191,6 @@ struct fx_disk {
 };
 
 /* disk_format.c */
-FX_INTERNAL uint64_t fx_disk_rec_bytes(uint64_t value_len);
 FX_INTERNAL uint64_t fx_disk_ient_bytes(uint32_t klen);
 /* Writes the record (header block with key, value, padding) at p (fx_disk_rec_bytes). */
 FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off, const char *key, uint32_t klen,

@@ -49,8 +49,17 @@ typedef struct odisk_retiring {
     char *kbuf;
 } odisk_retiring_t;
 
+/* Issue 42: a tenant's records on disk, oldest first (tenants with disk_quota_bytes only):
+ * a ring of disk offsets; records gone otherwise (retired, replaced) stay until met. */
+typedef struct odisk_tfifo {
+    uint64_t *offs;
+    size_t head, n, cap;
+    uint64_t live; /* its records indexed now */
+} odisk_tfifo_t;
+
 typedef struct odisk {
     fx_owner_t *o;
+    odisk_tfifo_t tq[FX_TENANT_SNAP_MAX];
     fx_disk_t *d;
     odisk_retiring_t *retiring;
     fx_timer_t retire_timer;
@@ -245,14 +254,88 @@ static void odisk_on_retire(fx_reactor_t *r, fx_timer_t *t)
     }
 }
 
-/* issue 42: each tenant's bytes on this owner's disk tier */
-static void odisk_record_counted(void *arg, const char *key, uint32_t klen, uint64_t bytes, bool added)
+/* ---- issue 42: each tenant's bytes on this owner's disk tier, and its disk quota ---- */
+static uint64_t odisk_quota(const fx_owner_t *o, int k)
+{
+    return k >= 0 && (uint32_t)k < o->cfg.n_tenants ? o->cfg.tenants[k].disk_quota_bytes : 0;
+}
+
+/* Keeps the ring's live entries only (in order) once it holds many gone ones. */
+static void odisk_tfifo_compact(odisk_t *s, odisk_tfifo_t *q)
+{
+    size_t w = 0;
+    const char *key;
+    uint32_t klen;
+    fx_disk_meta_t m;
+    for (size_t i = 0; i < q->n; i++) {
+        uint64_t off = q->offs[(q->head + i) % q->cap];
+        if (fx_disk_rec_at(s->d, off, &key, &klen, &m)) q->offs[w++] = off; /* w <= head + i: never overtakes */
+    }
+    q->head = 0;
+    q->n = w;
+}
+
+static void odisk_tfifo_push(odisk_t *s, odisk_tfifo_t *q, uint64_t off)
+{
+    if (q->n > 2 * q->live + 1024) odisk_tfifo_compact(s, q);
+    if (q->n == q->cap) {
+        size_t nc = q->cap ? q->cap * 2 : 1024;
+        uint64_t *no = fx_malloc(nc * sizeof *no);
+        if (!no) return; /* this record is not in the ring: the quota cannot take it back */
+        for (size_t i = 0; i < q->n; i++) no[i] = q->offs[(q->head + i) % q->cap];
+        fx_free(q->offs);
+        q->offs = no;
+        q->cap = nc;
+        q->head = 0;
+    }
+    q->offs[(q->head + q->n++) % q->cap] = off;
+}
+
+static void odisk_record_counted(void *arg, uint64_t off, const char *key, uint32_t klen, uint64_t bytes, bool added)
 {
     fx_owner_t *o = arg;
     int k = fx_otenant_of_key(o, key, klen);
     if (k < 0) return; /* a tenant this owner does not list */
     uint64_t *b = &fx_otenant_at(o, k)->disk_bytes;
     *b = added ? *b + bytes : *b - FX_MIN(*b, bytes);
+    if (!odisk_quota(o, k) || !o->disk) return;
+    odisk_tfifo_t *q = &o->disk->tq[k];
+    if (!added) {
+        q->live -= q->live > 0;
+        return;
+    }
+    q->live++;
+    odisk_tfifo_push(o->disk, q, off);
+}
+
+/* A victim of tenant k about to be written to disk (bytes there): its oldest records leave
+ * the disk (the index, and their routes at the master; no tombstone: they are not deleted,
+ * only out of its share) until it fits its disk quota; false when it cannot (the victim then
+ * goes without a disk copy). A record counts from its append on (indexed while staged). */
+static bool odisk_quota_admit(fx_owner_t *o, int k, uint64_t bytes)
+{
+    uint64_t quota = odisk_quota(o, k);
+    if (!quota) return true;
+    odisk_t *s = o->disk;
+    fx_tenant_snap_t *t = fx_otenant_at(o, k);
+    odisk_tfifo_t *q = &s->tq[k];
+    while (t->disk_bytes + bytes > quota && q->n && bytes <= quota) {
+        uint64_t off = q->offs[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->n--;
+        const char *key;
+        uint32_t klen;
+        fx_disk_meta_t m;
+        if (!fx_disk_rec_at(s->d, off, &key, &klen, &m)) continue; /* gone meanwhile */
+        char kc[FLUXON_MAX_KEY_BYTES];
+        memcpy(kc, key, klen); /* the drop frees the record's key */
+        fx_disk_drop(s->d, off);
+        odisk_route_drop(o, kc, klen, off, m.put_ms, m.put_ver);
+        t->disk_quota_drops++;
+    }
+    if (t->disk_bytes + bytes <= quota) return true;
+    t->disk_quota_refused++;
+    return false;
 }
 
 static void odisk_segment_retiring(void *arg, uint64_t seg, const uint64_t *offs, const char *const *keys,
@@ -375,6 +458,7 @@ FX_INTERNAL void fx_odisk_fini(fx_owner_t *o)
     }
     fx_disk_close(s->d, 2000);
     fx_u64map_free(&s->read_once);
+    for (uint32_t k = 0; k < FX_TENANT_SNAP_MAX; k++) fx_free(s->tq[k].offs);
     fx_free(s);
     o->disk = NULL;
 }
@@ -422,6 +506,8 @@ FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const f
     for (size_t i = 0; i < n && need; i++) {
         owner_entry_t *en = v[i];
         if (!meta[i].group_size || disk[i]) continue;
+        int k = o->cfg.n_tenants ? fx_otenant_of_key(o, en->key, en->klen) : -1;
+        if (odisk_quota(o, k) && !odisk_quota_admit(o, k, fx_disk_rec_bytes(en->value_len))) continue;
         uint64_t off = 0;
         int rc = fx_disk_append(s->d, en->key, en->klen, base + en->slot.offset, &meta[i], &off);
         if (rc == FLUXON_OK) {

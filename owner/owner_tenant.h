@@ -26,6 +26,10 @@ typedef struct fx_tenant_snap {
      * owner's segment for other owners (a CPU owner's whole tier; republish.c), and records
      * on this owner's disk tier (header block + value; disk.c) */
     uint64_t placed_bytes, disk_bytes;
+    /* its disk quota here (tenants.NAME.disk_quota_bytes; 0: none), its records that left the
+     * disk for its newer ones, and evicted values it kept off the disk (each larger than the
+     * quota, or the records to drop not found) (disk.c) */
+    uint64_t disk_quota_bytes, disk_quota_drops, disk_quota_refused;
 } fx_tenant_snap_t;
 #define FX_TENANT_SNAP_MAX (FX_TENANTS_MAX + 1) /* the configured ones, and "default" */
 

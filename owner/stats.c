@@ -78,6 +78,13 @@ static const struct {
              placed_bytes),
     OSTATS_T("owner_tenant_disk_bytes", "gauge", "Bytes of a tenant's records on this owner's disk tier (header + value)",
              disk_bytes),
+    OSTATS_T("owner_tenant_disk_quota_bytes", "gauge",
+             "Bytes of a tenant's records this owner's disk tier keeps at most (tenants.NAME.disk_quota_bytes; 0: none)",
+             disk_quota_bytes),
+    OSTATS_T("owner_tenant_disk_quota_drops_total", "counter",
+             "A tenant's records that left the disk tier for its newer ones (its disk quota)", disk_quota_drops),
+    OSTATS_T("owner_tenant_disk_quota_refused_total", "counter",
+             "A tenant's evicted values kept off the disk tier by its disk quota", disk_quota_refused),
     OSTATS_T("owner_tenant_pinned_bytes", "gauge", "Slot bytes of a tenant's values pinned on this owner",
              pinned_bytes),
     OSTATS_T("owner_tenant_pin_budget_bytes", "gauge",
@@ -150,7 +157,8 @@ FX_INTERNAL size_t fx_ostats_json(fx_owner_t *o, char *buf, size_t cap)
     fx_metrics_json(&j, ostats_rows, FX_ARRAY_LEN(ostats_rows), &s->m);
     fx_metrics_json_replies(&j, &s->replies, fx_msg_name);
     fx_jbuf_printf(&j, ",\"tenants\":{");
-    static const char *const tnames[] = {"clients", "auth_failures", "bytes", "placed_bytes", "disk_bytes", "pinned_bytes", "pin_budget",
+    static const char *const tnames[] = {"clients", "auth_failures", "bytes", "placed_bytes", "disk_bytes", "disk_quota_bytes",
+                                         "disk_quota_drops", "disk_quota_refused", "pinned_bytes", "pin_budget",
                                          "hits", "misses", "evictions", "pins_refused", "quota_bytes",
                                          "guaranteed_bytes", "quota_refusals", "evictions_quota",
                                          "evictions_pressure"};

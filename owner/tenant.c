@@ -31,6 +31,7 @@ FX_INTERNAL int fx_otenant_init(fx_owner_t *o)
     for (uint32_t i = 0; i < o->cfg.n_tenants; i++) {
         if (!strcmp(o->cfg.tenants[i].name, FX_TENANT_DEFAULT)) s->dflt = (int)s->n;
         fx_strlcpy(s->t[s->n].name, o->cfg.tenants[i].name, sizeof s->t[0].name);
+        s->t[s->n].disk_quota_bytes = o->cfg.tenants[i].disk_quota_bytes; /* issue 42: disk.c keeps it */
         s->token[s->n++] = o->cfg.tenants[i].token;
         has_default |= !strcmp(o->cfg.tenants[i].name, FX_TENANT_DEFAULT);
     }

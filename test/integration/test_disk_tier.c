@@ -321,3 +321,61 @@ Test(disk_tier, a_prefetch_reads_disk_values_back_before_the_get, .timeout = 240
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
     fluxon_client_close(c);
 }
+
+/* One number of tenant's entry in the owner's "tenants" stats (-1: absent). */
+static long long tenant_stat(fluxon_client *c, const char *tenant, const char *name)
+{
+    static char buf[1 << 17];
+    size_t len = 0;
+    cr_assert_eq(fluxon_client_stats(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf);
+    cJSON *v = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "owner"), "tenants"), tenant), name);
+    long long r = cJSON_IsNumber(v) ? (long long)cJSON_GetNumberValue(v) : -1;
+    cJSON_Delete(doc);
+    return r;
+}
+
+/* Issue 42, a quota per tier: tenants.acme.disk_quota_bytes bounds acme's records on the
+ * owner's disk tier. acme evicts ~700 values of 64 KiB (68 KiB on disk each) into a quota
+ * of 1 MiB: its oldest records leave for its newer ones, its bytes there never pass the
+ * quota, and only its newest evicted values come back from disk (byte-exact); the default
+ * tenant, without a quota, keeps what the disk holds. */
+Test(disk_tier, a_tenants_disk_quota_keeps_its_newest_records_only, .timeout = 240, .fini = fini)
+{
+    up_with("all", ",\"tenants\":{\"acme\":{\"token\":\"acme-secret\",\"disk_quota_bytes\":\"1MiB\"}}");
+    char buf[2048];
+    FILE *f = fopen(rf.ecfg[0], "r");
+    cr_assert_not_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 64, f);
+    fclose(f);
+    while (n && buf[n - 1] != '}') n--;
+    cr_assert_gt(n, 0);
+    snprintf(buf + n - 1, sizeof buf - (n - 1), ",\"tenant\":\"acme\",\"tenant_token\":\"acme-secret\"}");
+    fluxon_client *acme = NULL, *d = rf_client(0);
+    cr_assert_eq(fluxon_client_open(buf, &acme), FLUXON_OK, "%s", buf);
+    const long long quota = 1 << 20, rec = 4096 + VLEN;
+    cr_assert_eq(tenant_stat(d, "acme", "disk_quota_bytes"), quota);
+    put_all(acme);
+    cr_assert(rf_wait_stat(d, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    long long held = tenant_stat(d, "acme", "disk_bytes"), drops = tenant_stat(d, "acme", "disk_quota_drops");
+    fprintf(stderr, "acme: %lld bytes on disk (quota %lld), %lld records dropped for newer ones\n", held, quota, drops);
+    cr_assert_gt(held, 0);
+    cr_assert_leq(held, quota, "acme's records stay within its disk quota");
+    cr_assert_eq(held % rec, 0);
+    cr_assert_gt(drops, 100, "its oldest records left for its newer ones");
+    long long disk_hits = rf_stat(d, false, "disk_hits");
+    int hits = get_all(acme); /* a miss, or exactly the bytes put */
+    long long from_disk = rf_stat(d, false, "disk_hits") - disk_hits;
+    cr_assert_gt(from_disk, 0, "its newest evicted values come back from disk");
+    cr_assert_leq(from_disk, quota / rec, "no more than its quota's records come back from disk (%d hits)", hits);
+    cr_assert_eq(rf_stat(d, false, "disk_crc_failures"), 0);
+    /* the default tenant has no disk quota: its records take what the disk holds */
+    put_all(d);
+    cr_assert(rf_wait_stat(d, false, "eviction_debt", 0, 0, 5000));
+    cr_assert_gt(tenant_stat(d, "default", "disk_bytes"), 4 * quota);
+    cr_assert_leq(tenant_stat(d, "acme", "disk_bytes"), quota);
+    cr_assert_eq(tenant_stat(d, "default", "disk_quota_drops"), 0);
+    fluxon_client_close(acme);
+    fluxon_client_close(d);
+}

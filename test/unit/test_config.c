@@ -608,6 +608,16 @@ Test(config, client_limits)
 /* tenants (issue 42): the owner's "tenants", an external's "tenant" and "tenant_token" */
 Test(config, tenants)
 {
+    { /* issue 42: a tenant's disk quota, a size */
+        fx_config_t dq;
+        char e2[512];
+        cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"t\","
+                              "\"disk_quota_bytes\":\"2MiB\"}}}", &dq, e2), FLUXON_OK, "%s", e2);
+        cr_assert_eq(dq.tenants[0].disk_quota_bytes, 2u << 20);
+        cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"t\","
+                              "\"disk_quota_bytes\":\"lots\"}}}", &dq, e2), FLUXON_ERR_CONFIG);
+        cr_assert(strstr(e2, "tenants.acme.disk_quota_bytes"), "%s", e2);
+    }
     fx_config_t c;
     char err[ERRCAP];
     cr_assert_eq(tc_parse("{\"role\":\"external\",\"cluster_id\":\"c1\",\"socket\":\"/s\"}", &c, err), FLUXON_OK, "%s",
@@ -659,7 +669,7 @@ Test(config, tenants)
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":7}}}",
          "tenants.acme.token: (not shown) is not a string"},
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"quota\":1}}}",
-         "tenants.acme.quota: is not a field of a tenant (known: token, pinned_bytes_max, quota_bytes, guaranteed_bytes)"},
+         "tenants.acme.quota: is not a field of a tenant (known: token, pinned_bytes_max, quota_bytes, guaranteed_bytes, disk_quota_bytes)"},
         /* issue 42 quotas */
         {"{\"role\":\"owner\",\"cluster_id\":\"c1\",\"tenants\":{\"acme\":{\"token\":\"x\",\"quota_bytes\":\"1MiB\","
          "\"guaranteed_bytes\":\"2MiB\"}}}",
