@@ -260,17 +260,22 @@ static uint64_t odisk_quota(const fx_owner_t *o, int k)
     return k >= 0 && (uint32_t)k < o->cfg.n_tenants ? o->cfg.tenants[k].disk_quota_bytes : 0;
 }
 
-/* Keeps the ring's live entries only (in order) once it holds many gone ones. */
+/* Keeps the ring's live entries only (in order) once it holds many gone ones; out of
+ * memory: kept as it is (met and skipped later). */
 static void odisk_tfifo_compact(odisk_t *s, odisk_tfifo_t *q)
 {
+    uint64_t *no = fx_malloc(q->cap * sizeof *no);
+    if (!no) return;
     size_t w = 0;
     const char *key;
     uint32_t klen;
     fx_disk_meta_t m;
     for (size_t i = 0; i < q->n; i++) {
         uint64_t off = q->offs[(q->head + i) % q->cap];
-        if (fx_disk_rec_at(s->d, off, &key, &klen, &m)) q->offs[w++] = off; /* w <= head + i: never overtakes */
+        if (fx_disk_rec_at(s->d, off, &key, &klen, &m)) no[w++] = off;
     }
+    fx_free(q->offs);
+    q->offs = no;
     q->head = 0;
     q->n = w;
 }
