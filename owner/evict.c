@@ -210,9 +210,14 @@ static void oev_forget(fx_owner_t *o, owner_entry_t *en)
 {
     oev_t *kv = o->ev;
     if (en->q_cause) fx_oevq_settled(o, en, false); /* issue 42: no longer its tenant's selected bytes */
-    if (kv->pin.forgotten) kv->pin.forgotten(o, en); /* issue 42: unpinned, its tenant's bytes */
+    /* out of its policy while its tenant is known: pin.forgotten forgets the tenant, and the
+     * policy of a value in its tenant's own one is found by that tenant (a new user's crash:
+     * the shared table's entry before the tenants' was taken, the tenant's policy kept its
+     * bytes, and a later eviction round found its queue empty with bytes in it) */
     fx_oevw_moved(kv, en);
     fx_evp_remove(fx_oevq_pol(kv, en), &en->lru);
+    en->in_tq = false;
+    if (kv->pin.forgotten) kv->pin.forgotten(o, en); /* issue 42: unpinned, its tenant's bytes */
     oev_group_t *g = en->group;
     if (g) {
         g->m[en->group_idx] = NULL;

@@ -132,6 +132,38 @@ Test(quota, a_tenant_at_its_quota_evicts_its_own_values_not_anothers, .fini = kf
     fluxon_client_close(b);
 }
 
+/* A new user's crash (session 22): a value in its tenant's own policy (a tenant with a
+ * quota) that was replaced or deleted left the policy through the wrong table entry (its
+ * tenant was forgotten first): the tenant's policy kept its bytes with no value behind them,
+ * the memory before the table was written, and the next eviction round for the quota found
+ * an empty queue holding bytes (SIGSEGV). Replacements and deletes of a quota tenant's
+ * values, then more puts than its quota holds: the owner lives, the quota holds exactly,
+ * every value kept reads back. */
+Test(quota, replaced_and_deleted_values_of_a_quota_tenant_leave_its_policy_whole, .fini = kf_down)
+{
+    qt_up("\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"256KiB\"}");
+    fluxon_client *a = tf_client("acme");
+    for (int round = 0; round < 3; round++) qt_puts(a, "r", 64); /* each round replaces the last */
+    char key[32];
+    for (int i = 0; i < 32; i++) {
+        snprintf(key, sizeof key, "r/%d", i);
+        cr_assert_eq(fluxon_delete(a, key), FLUXON_OK, "%s", key);
+    }
+    qt_puts(a, "n", 128); /* twice its quota: its own values go */
+    qt_settle(a);
+    double end = th_now_s() + th_wait_bound_s(5000);
+    while (th_now_s() < end && tf_stat(a, "acme", "bytes") > 256 * 1024) th_sleep_ms(10);
+    cr_assert_eq(tf_stat(a, "acme", "bytes"), 256 * 1024, "acme holds its quota exactly");
+    cr_assert_gt(tf_stat(a, "acme", "evictions_quota"), 0);
+    int kept = 0;
+    for (int i = 0; i < 128; i++) {
+        snprintf(key, sizeof key, "n/%d", i);
+        kept += qt_exists(a, key);
+    }
+    cr_assert_eq(kept, 64, "its 64 newest values stay");
+    fluxon_client_close(a);
+}
+
 Test(quota, a_quota_changed_at_run_time_applies_within_a_second, .fini = kf_down)
 {
     qt_up("\"acme\":{\"token\":\"acme-secret\"},\"beta\":{\"token\":\"beta-secret\"}");
