@@ -97,6 +97,7 @@ FX_INTERNAL int fx_client_call_decode(fluxon_client *cl, uint16_t type, uint8_t 
                                       const char *what, fx_client_decode_fn decode, void *arg);
 /* One-way (release, consume): queued to the reactor, which writes them in order. */
 FX_INTERNAL void fx_client_send_oneway(fluxon_client *cl, uint16_t type, uint8_t *body, uint32_t len);
+FX_INTERNAL int fx_client_send_hint(fluxon_client *cl, uint16_t type, uint8_t *body, uint32_t len);
 /* Logs an error reply's message (bad input at warn level, ordinary outcomes at debug). */
 FX_INTERNAL void fx_client_log_error(const char *what, int rc, const uint8_t *resp, uint32_t len);
 /* A reply whose caller gave up (body not yet validated): what it reserved is handed back. */
@@ -143,7 +144,11 @@ FX_INTERNAL bool fx_client_ring_call(fluxon_client *cl, uint16_t type, const uin
                                      fx_client_hook_fn hook, void *hook_ctx, uint8_t **resp_p, uint32_t *resp_len_p,
                                      int *rc_p);
 /* A one-way frame through the ring's one-way queue; false: use the socket. */
-FX_INTERNAL bool fx_client_ring_oneway(fluxon_client *cl, uint16_t type, const uint8_t *req, uint32_t len);
+/* 1: queued on the ring's one-way queue; 0: not (no ring, too large, the owner gone, or the
+ * queue stayed full for timeout_ms): the socket takes it; -1 (may_wait false): the queue
+ * is full now, nothing queued. */
+FX_INTERNAL int fx_client_ring_oneway(fluxon_client *cl, uint16_t type, const uint8_t *req, uint32_t len,
+                                      bool may_wait);
 /* Before anything goes on the socket: waits (up to timeout_ms) until the owner consumed
  * the one-way frames queued on the ring so far (their order before what follows). */
 FX_INTERNAL void fx_client_ring_barrier(fluxon_client *cl);

@@ -145,11 +145,20 @@ int fluxon_prefetch(fluxon_client *cl, const char *const *keys, size_t n)
     fx_body_keys_t b = {{kv, (uint32_t)n}};
     uint8_t *req;
     uint32_t len;
+    /* a key the owner would refuse in the tenant's namespace (its prefix counts): refused here,
+     * for nobody answers a one-way request */
+    size_t tl = strcmp(cl->cfg.tenant, FX_TENANT_DEFAULT) ? strlen(cl->cfg.tenant) + 2 : 0;
+    for (size_t i = 0; tl && i < n; i++)
+        if (kv[i].len + tl > FLUXON_MAX_KEY_BYTES) {
+            FX_WARN("prefetch: key %zu is %u bytes, over the %zu bytes tenant \"%s\" keys may have "
+                    "(FLUXON_MAX_KEY_BYTES %d less its namespace prefix)", i, kv[i].len,
+                    FLUXON_MAX_KEY_BYTES - tl, cl->cfg.tenant, FLUXON_MAX_KEY_BYTES);
+            fx_client_keys_done(kv, stack);
+            return FLUXON_ERR_INVALID_ARGUMENT;
+        }
     FX_CLIENT_ENCODE(keys, &b, req, len);
     fx_client_keys_done(kv, stack);
-    if (!req) return FLUXON_ERR_NOMEM;
-    fx_client_send_oneway(cl, FX_MSG_PREFETCH, req, len); /* takes req */
-    return FLUXON_OK;
+    return fx_client_send_hint(cl, FX_MSG_PREFETCH, req, len); /* takes req; never waits */
 }
 
 int fluxon_batch_exists(fluxon_client *cl, const char *const *keys, size_t n, size_t *leading_hits_p)

@@ -341,14 +341,15 @@ FX_INTERNAL bool fx_client_ring_call(fluxon_client *cl, uint16_t type, const uin
 }
 
 /* ---- one-way queue ---- */
-FX_INTERNAL bool fx_client_ring_oneway(fluxon_client *cl, uint16_t type, const uint8_t *req, uint32_t len)
+FX_INTERNAL int fx_client_ring_oneway(fluxon_client *cl, uint16_t type, const uint8_t *req, uint32_t len,
+                                      bool may_wait)
 {
     struct cring *g = cl->ring;
     uint64_t flen = FX_FRAME_HEADER_BYTES + (uint64_t)len, rec = (8 + flen + 7) & ~7ull;
     if (!g || flen > FX_RING_SLOT_CAP ||
         (type != FX_MSG_HANDLE_CONSUME && type != FX_MSG_RELEASE && type != FX_MSG_PREFETCH) ||
         __atomic_load_n(&g->lost, __ATOMIC_ACQUIRE))
-        return false;
+        return 0;
     fx_ring_hdr_t *h = g->base;
     uint8_t *q = fx_ring_oneway(g->base);
     uint64_t deadline = fx_now_ms() + cl->cfg.timeout_ms;
@@ -373,17 +374,21 @@ FX_INTERNAL bool fx_client_ring_oneway(fluxon_client *cl, uint16_t type, const u
             break;
         }
         cring_doorbell(g); /* full: the owner drains it */
+        if (!may_wait) { /* a hint (PREFETCH): dropped, never a wait */
+            pthread_mutex_unlock(&g->ow_lock);
+            return -1;
+        }
         if (fx_now_ms() >= deadline || __atomic_load_n(&g->lost, __ATOMIC_ACQUIRE)) {
             pthread_mutex_unlock(&g->ow_lock);
             FX_WARN("the one-way queue to owner %s stayed full for %u ms (timeout_ms): %s goes on the socket",
                     cl->owner_node_id, cl->cfg.timeout_ms, fx_msg_name(type));
-            return false;
+            return 0;
         }
         usleep(50);
     }
     pthread_mutex_unlock(&g->ow_lock);
     cring_doorbell(g);
-    return true;
+    return 1;
 }
 
 FX_INTERNAL void fx_client_ring_barrier(fluxon_client *cl)

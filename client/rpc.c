@@ -338,7 +338,7 @@ FX_INTERNAL void fx_client_send_oneway(fluxon_client *cl, uint16_t type, uint8_t
     int rc;
     fx_client_last_msg_clear();
     if (!req || crpc_refuse(cl, type, req, len, &rc)) return;
-    if (fx_client_ring_oneway(cl, type, req, len)) {
+    if (fx_client_ring_oneway(cl, type, req, len, true) > 0) {
         fx_client_buf_free(req);
         return;
     }
@@ -346,6 +346,26 @@ FX_INTERNAL void fx_client_send_oneway(fluxon_client *cl, uint16_t type, uint8_t
     fx_frame_header_t h = {FX_FRAME_MAGIC, type, 0, len, 0, 0};
     uint64_t seq;
     crpc_enqueue(cl, &h, req, false, &seq);
+}
+
+/* A hint (PREFETCH): queued without a wait, or dropped. FLUXON_OK: queued (ring or socket
+ * out-queue); FLUXON_ERR_BUSY: the ring's one-way queue is full now (the owner is behind):
+ * dropped; the errors of crpc_refuse (too large for a frame, the owner gone). Takes req. */
+FX_INTERNAL int fx_client_send_hint(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t len)
+{
+    int rc;
+    fx_client_last_msg_clear();
+    if (!req) return FLUXON_ERR_NOMEM;
+    if (crpc_refuse(cl, type, req, len, &rc)) return rc;
+    int q = fx_client_ring_oneway(cl, type, req, len, false);
+    if (q != 0) {
+        fx_client_buf_free(req);
+        return q > 0 ? FLUXON_OK : FLUXON_ERR_BUSY;
+    }
+    fx_frame_header_t h = {FX_FRAME_MAGIC, type, 0, len, 0, 0}; /* no barrier: a hint has no order */
+    uint64_t seq;
+    crpc_enqueue(cl, &h, req, false, &seq);
+    return FLUXON_OK;
 }
 
 /* Waits for r's answer; on timeout withdraws it (the reactor will not touch it then). */

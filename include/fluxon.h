@@ -464,14 +464,18 @@ const char *fluxon_last_error_message(void);
  * get_start that follows finds it in memory, or waits only for the rest of a read already
  * under way, instead of starting the disk read then. Keys in memory or held only elsewhere
  * are left alone (the get_start fetches those as always). One-way: the call queues one
- * message (on the shared-memory ring when it fits) and returns without waiting; nothing
- * tells whether or when the reads ended, and a hint that fails (the owner out of room or
- * memory, a key gone meanwhile) costs nothing but the later get's wait. Keys as
- * get_start's (1..FLUXON_MAX_BATCH_KEYS NUL-terminated keys of 1..FLUXON_MAX_KEY_BYTES
- * bytes, in the client's tenant's namespace); the caller keeps ownership of keys. Returns
- * FLUXON_OK (queued); FLUXON_ERR_INVALID_ARGUMENT (NULL keys, n_keys 0 or too many, a bad
- * key: nothing sent); FLUXON_ERR_NOMEM; the client's own state errors as every call
- * (closed, its owner gone: FLUXON_ERR_UNAVAILABLE). Thread-safe, non-blocking. */
+ * message (on the shared-memory ring when it fits, else the socket's out-queue) and returns
+ * without waiting, ever; nothing tells whether or when the reads ended. A hint that fails on
+ * the owner (a key gone meanwhile, no room) costs the later get its wait; the copies it
+ * brings in take room like any value (a tenant at its quota evicts its own coldest for
+ * them: prefetch what will be read soon, not more). Keys as get_start's
+ * (1..FLUXON_MAX_BATCH_KEYS NUL-terminated keys of 1..FLUXON_MAX_KEY_BYTES bytes, less
+ * strlen(tenant) + 2 for a client of a tenant other than "default": its namespace), the
+ * caller keeps ownership of keys. Returns FLUXON_OK (queued); FLUXON_ERR_BUSY (the owner's
+ * queue for such messages is full now, the owner is behind: dropped, try a later hint);
+ * FLUXON_ERR_INVALID_ARGUMENT (NULL keys, n_keys 0 or too many, a bad or too long key, a
+ * batch that encodes past max_frame_bytes: nothing sent); FLUXON_ERR_NOMEM;
+ * FLUXON_ERR_UNAVAILABLE (the owner is gone). Thread-safe, non-blocking. */
 int fluxon_prefetch(fluxon_client *c, const char *const *keys, size_t n_keys);
 
 /* Creates a lease of ttl_ms (1..86400000) ms at the master; values put with its id in

@@ -121,7 +121,9 @@ static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, uint8_t mode, o
             return;
         }
         fx_ostore_index(o, en); /* a durable replica: in the hot tier from now on */
-        kv->remote_hits += og != NULL;
+        /* a hit over UCX (a new user's finding: the demo's local hits went negative with
+         * this owner's disk and its prefetches counted here) */
+        kv->remote_hits += og != NULL && !og->prefetch && !fx_disk_is_off(og->src_off);
         ofetch_done(o, og, en);
         return;
     }
@@ -436,7 +438,7 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
         if (disk || early) {
             kv->disk_promoted_early += disk;
             kv->read_before_get_done += early;
-            kv->remote_hits++; /* as it was counted once the master answered */
+            kv->remote_hits += !disk; /* as it was counted once the master answered */
             o->fetch->done(o, og, en);
         }
     }

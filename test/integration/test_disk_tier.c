@@ -319,6 +319,23 @@ Test(disk_tier, a_prefetch_reads_disk_values_back_before_the_get, .timeout = 240
     cr_assert(rf_wait_stat(c, false, "prefetch_requests", 0, 2, 5000));
     cr_assert_eq(rf_stat(c, false, "prefetch_reads"), on_disk);
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
+    /* a hint never waits (a new user's finding: with the owner stopped, the call waited for
+     * the one-way queue twice timeout_ms): a full queue drops it, FLUXON_ERR_BUSY */
+    cr_assert_eq(kill(rf.owner[0], SIGSTOP), 0);
+    int busy = 0, calls = 0;
+    double slowest = 0;
+    for (; calls < 20000 && !busy; calls++) {
+        double t0 = th_now_s();
+        int rc = fluxon_prefetch(c, keys, NK);
+        double dt = th_now_s() - t0;
+        if (dt > slowest) slowest = dt;
+        cr_assert(rc == FLUXON_OK || rc == FLUXON_ERR_BUSY, "%s", fluxon_status_string(rc));
+        busy += rc == FLUXON_ERR_BUSY;
+    }
+    cr_assert_eq(kill(rf.owner[0], SIGCONT), 0);
+    cr_assert(busy, "the queue to a stopped owner filled within %d calls", calls);
+    cr_assert_lt(slowest, 0.5, "no call waited (slowest %.3f s)", slowest);
+    cr_assert(rf_wait_stat(c, false, "prefetch_requests", 1, calls + 1, 10000), "the queued hints were read");
     fluxon_client_close(c);
 }
 
@@ -355,6 +372,14 @@ Test(disk_tier, a_tenants_disk_quota_keeps_its_newest_records_only, .timeout = 2
     fluxon_client *acme = NULL, *d = rf_client(0);
     cr_assert_eq(fluxon_client_open(buf, &acme), FLUXON_OK, "%s", buf);
     const long long quota = 1 << 20, rec = 4096 + VLEN;
+    /* acme's keys are 1018 bytes at most (1024 less "\x01acme/"): prefetch refuses longer
+     * ones itself, for nobody answers it */
+    static char lk[FLUXON_MAX_KEY_BYTES + 1];
+    memset(lk, 'k', FLUXON_MAX_KEY_BYTES - 5);
+    const char *lks[1] = {lk};
+    cr_assert_eq(fluxon_prefetch(acme, lks, 1), FLUXON_ERR_INVALID_ARGUMENT, "1019 bytes");
+    lk[FLUXON_MAX_KEY_BYTES - 6] = 0;
+    cr_assert_eq(fluxon_prefetch(acme, lks, 1), FLUXON_OK, "1018 bytes");
     cr_assert_eq(tenant_stat(d, "acme", "disk_quota_bytes"), quota);
     put_all(acme);
     cr_assert(rf_wait_stat(d, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");

@@ -16,10 +16,11 @@ static const char *const rd_keys[] = {"evict_to_disk",     "disk_hits",         
                                       "disk_read_bytes",   "disk_reads",         "disk_write_bytes",
                                       "disk_demote_busy",  "disk_crc_failures",  "disk_recovered_records",
                                       "disk_recover_ms",   "disk_direct_io",     "disk_records",
-                                      "evict_disk_not_admitted", "disk_direct_fallbacks", "disk_staged_reads"};
+                                      "evict_disk_not_admitted", "disk_direct_fallbacks", "disk_staged_reads",
+                                      "prefetch_requests", "prefetch_keys", "prefetch_reads", "prefetch_joined"};
 #define RD_N (sizeof rd_keys / sizeof rd_keys[0])
 enum { D_MOVED, D_HITS, D_MISSES, D_RBYTES, D_READS, D_WBYTES, D_BUSY, D_CRC, D_RECOVERED, D_RECOVER_MS, D_DIRECT,
-       D_RECORDS, D_NOT_ADMITTED, D_FALLBACKS, D_STAGED };
+       D_RECORDS, D_NOT_ADMITTED, D_FALLBACKS, D_STAGED, D_PF_REQ, D_PF_KEYS, D_PF_READS, D_PF_JOINED };
 
 static uint64_t rd_num(const cJSON *obj, const char *key)
 {
@@ -73,11 +74,19 @@ int rp_disk_report(rp_run *r, cJSON *summary)
            (unsigned long long)v[D_HITS], (unsigned long long)v[D_STAGED], (unsigned long long)v[D_MISSES],
            (double)v[D_RBYTES] / 1048576.0, wall_s > 0 ? (double)v[D_RBYTES] / wall_s / 1e9 : 0.0,
            (double)v[D_WBYTES] / 1048576.0, (unsigned long long)v[D_CRC]);
+    uint64_t refused = 0;
+    for (unsigned i = 0; i < r->n_workers; i++) refused += r->workers[i].prefetch_refused;
+    printf("  prefetch        %s: %llu requests named %llu keys; %llu read back from disk ahead (%llu of them "
+           "joined by their get while in flight); %llu hints dropped or refused\n",
+           r->o.prefetch ? "on" : "off (--prefetch 0)", (unsigned long long)v[D_PF_REQ], (unsigned long long)v[D_PF_KEYS],
+           (unsigned long long)v[D_PF_READS], (unsigned long long)v[D_PF_JOINED], (unsigned long long)refused);
     if (summary) {
         cJSON *j = cJSON_AddObjectToObject(summary, "disk");
         for (size_t i = 0; j && i < RD_N; i++) cJSON_AddNumberToObject(j, rd_keys[i], (double)v[i]);
         if (j) cJSON_AddNumberToObject(j, "master_evict_to_disk", (double)master_moved);
         if (j) cJSON_AddBoolToObject(j, "reconciled", ok);
+        if (j) cJSON_AddNumberToObject(j, "prefetch_distance", r->o.prefetch);
+        if (j) cJSON_AddNumberToObject(j, "prefetch_refused", (double)refused);
     }
     return ok ? 0 : 1;
 }
