@@ -133,6 +133,7 @@ FX_INTERNAL int fx_tenant_table_parse(const struct cJSON *obj, fx_tenant_quota_t
     }
     for (const cJSON *e = obj->child; e; e = e->next, k++) {
         const char *name = e->string ? e->string : "";
+        snprintf(at, atcap, "%s", ""); /* a message about the table names no earlier entry's field */
         fx_cfg_sanitize(name, true, shown, sizeof shown);
         if (!fx_tenant_name_ok(name, strlen(name))) {
             snprintf(why, whycap, "%s is not a tenant name (1..%d characters of [A-Za-z0-9_.-])", shown,
@@ -164,6 +165,10 @@ FX_INTERNAL int fx_tenant_table_parse(const struct cJSON *obj, fx_tenant_quota_t
             if (!q && (!f->string || strcmp(f->string, "guaranteed_bytes"))) {
                 snprintf(why, whycap, "is not a field of a tenant's quota (known: quota_bytes, guaranteed_bytes; "
                                       "tokens are in each owner's config)");
+                return -1;
+            }
+            if (t->fields & (q ? FX_TQ_QUOTA : FX_TQ_GUARANTEED)) {
+                snprintf(why, whycap, "is given twice");
                 return -1;
             }
             if (!tq_size(f, q ? &t->quota : &t->guaranteed)) {

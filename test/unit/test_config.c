@@ -751,6 +751,10 @@ Test(config, master_tenants_quota_table)
         {TCM "{\"acme\":{\"guaranteed_bytes\":-1}}}", "tenants.acme.guaranteed_bytes: -1 is not a size"},
         {TCM "{\"acme\":{\"quota_bytes\":1.5}}}", "tenants.acme.quota_bytes: 1.5 is not a size"},
         {TCM "{\"acme\":{},\"acme\":{}}}", "tenants: \"acme\" is named twice"},
+        /* a new user's findings: the entry named twice after one with a field (not that field
+         * named), and a field given twice in one entry (was taken silently) */
+        {TCM "{\"acme\":{\"quota_bytes\":1},\"acme\":{}}}", "tenants: \"acme\" is named twice"},
+        {TCM "{\"acme\":{\"quota_bytes\":1,\"quota_bytes\":2}}}", "tenants.acme.quota_bytes: is given twice"},
         {TCM "{\"acme\":7}}", "tenants.acme: 7 is not an object of quota_bytes, guaranteed_bytes"},
         {TCM "[]}", "tenants: [...] is not an object"},
         {many, "tenants: names more than 33 tenants (at \"t33\")"},
