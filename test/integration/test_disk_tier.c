@@ -43,12 +43,20 @@ static void tenant_disk_bytes_match(fluxon_client *c)
     cr_assert_eq((long long)b, (long long)recs * (4096 + VLEN), "default's disk_bytes %.0f for %.0f records", b, recs);
 }
 
-Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini)
+/* One owner with a disk tier (admission all) and a client of it, after put_all and the
+ * evictions' confirmation: most values on disk. */
+static fluxon_client *filled_owner(void)
 {
     up("all");
     fluxon_client *c = rf_client(0);
     put_all(c);
     cr_assert(rf_wait_stat(c, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    return c;
+}
+
+Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini)
+{
+    fluxon_client *c = filled_owner();
     /* most evicted values moved to disk; under load some go without a copy (no staging
      * room: counted, never a wait for the put) */
     cr_assert_gt(rf_stat(c, false, "evict_to_disk"), 0);
@@ -276,10 +284,7 @@ Test(disk_tier, a_key_on_another_owners_disk_is_superseded_by_a_new_put, .timeou
  * no read; bad input is refused before anything is sent and moves no counter. */
 Test(disk_tier, a_prefetch_reads_disk_values_back_before_the_get, .timeout = 240, .fini = fini)
 {
-    up("all");
-    fluxon_client *c = rf_client(0);
-    put_all(c);
-    cr_assert(rf_wait_stat(c, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    fluxon_client *c = filled_owner();
     cr_assert_gt(rf_stat(c, false, "disk_records"), 16);
     /* bad input: refused, nothing sent */
     static char longkey[FLUXON_MAX_KEY_BYTES + 2];

@@ -406,11 +406,22 @@ static void etcd_put_tenants(const char *json)
  * etcd before it serves and hands it to o1 when it registers. Then an operator changes the
  * table in etcd itself, and both owners apply it; a table that is not valid is refused and
  * changes nothing. The old code: the new leader had no table, and o1 kept its config's. */
+/* Starts owner i again and waits until it registered with master 1 (the new leader); a
+ * client of it. */
+static fluxon_client *owner_back_under_master1(int i)
+{
+    char want[128];
+    rf_start_owner(i);
+    snprintf(want, sizeof want, "registered with master 127.0.0.1:%d", hf.mport[1]);
+    hf_wait_owner(i, want);
+    return rf_client(i);
+}
+
 Test(ha, a_quota_set_at_run_time_outlives_the_leader_and_follows_etcd, .timeout = 120, .fini = fini)
 {
     HF_REQUIRE_ETCD();
     hf_up(2, 0, TTL_MS);
-    char ha[200], want[80];
+    char ha[200];
     snprintf(ha, sizeof ha, "\"ha\":{\"etcd\":\"%s\",\"lease_ttl_ms\":%d}", hf.url, TTL_MS);
     const char *ten = "\"heartbeat_interval_ms\":500,\"master_timeout_ms\":3000,\"tenant_admin_token\":\"adm\","
                       "\"tenants\":{\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"8MiB\"}}";
@@ -431,10 +442,7 @@ Test(ha, a_quota_set_at_run_time_outlives_the_leader_and_follows_etcd, .timeout 
     hf_kill_master(0);
     cr_assert(hf_wait_leads(1, 4 * TTL_MS), "master 1 takes over (see %s)", hf.mlog[1]);
     cr_assert(th_wait_log(hf.mlog[1], "tenants' quota table read from etcd", 1), "read before it served");
-    rf_start_owner(1);
-    snprintf(want, sizeof want, "registered with master 127.0.0.1:%d", hf.mport[1]);
-    hf_wait_owner(1, want);
-    c1 = rf_client(1);
+    c1 = owner_back_under_master1(1);
     cr_assert(wait_quota(c1, 4 << 20, 10000), "the restarted o1 gets the run-time quota from the new leader: %lld",
               acme_quota(c1));
     /* an operator edits the table in etcd: every owner applies it */
@@ -500,7 +508,7 @@ Test(ha, the_masters_config_table_starts_the_table_and_etcds_wins, .timeout = 12
     hf_master_extra[0] = hf_master_extra[1] = ",\"tenants\":{\"acme\":{\"quota_bytes\":\"6MiB\"}}";
     hf_up(2, 0, TTL_MS);
     hf_master_extra[0] = hf_master_extra[1] = NULL;
-    char val[4096] = "", ha[200], want[80];
+    char val[4096] = "", ha[200];
     double end = th_now_s() + th_wait_bound_s(10000);
     while (th_now_s() < end && !strstr(val, "6291456")) {
         etcd_get_tenants(val, sizeof val);
@@ -523,10 +531,7 @@ Test(ha, the_masters_config_table_starts_the_table_and_etcds_wins, .timeout = 12
     rf.owner[0] = -1;
     hf_kill_master(0);
     cr_assert(hf_wait_leads(1, 4 * TTL_MS), "master 1 takes over (see %s)", hf.mlog[1]);
-    rf_start_owner(0);
-    snprintf(want, sizeof want, "registered with master 127.0.0.1:%d", hf.mport[1]);
-    hf_wait_owner(0, want);
-    c = rf_client(0);
+    c = owner_back_under_master1(0);
     cr_assert(wait_quota(c, 2 << 20, 10000), "the new leader hands etcd's table, not its config's: %lld",
               acme_quota(c));
     etcd_get_tenants(val, sizeof val);
