@@ -62,6 +62,7 @@ static int cb_commit_wait(fluxon_client *cl, fluxon_plan *plan, size_t n, int *s
 int fluxon_batch_put_from(fluxon_client *cl, const char *const *keys, size_t n_keys, const void *const *src_ptrs,
                           const uint64_t *lens, const fluxon_put_options *opts, int *per_key_status)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = cb_put_args(cl, keys, n_keys, src_ptrs, lens, per_key_status);
     if (rc != FLUXON_OK) return rc;
     fluxon_plan *plan = NULL;
@@ -134,6 +135,7 @@ int fluxon_batch_get_into(fluxon_client *cl, const char *const *keys, size_t n_k
                           const uint64_t *dst_lens, int prefix_best_effort, const uint32_t *atomic_group_lens,
                           size_t n_atomic_groups, int *per_key_status, uint64_t *value_lens, size_t *n_restored_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = cb_get_args(cl, keys, n_keys, dst_ptrs, dst_lens, per_key_status, n_restored_p);
     if (rc != FLUXON_OK) return rc;
     fluxon_get_handle *h = NULL;

@@ -267,6 +267,7 @@ static int client_socket_connect(const char *path, int timeout_ms, int *sock_p)
 
 int fluxon_client_open(const char *config_json, fluxon_client **client_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!config_json || !client_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fluxon_client *cl = fx_calloc(1, sizeof *cl);
     if (!cl) return FLUXON_ERR_NOMEM;
@@ -379,6 +380,7 @@ void fluxon_client_close(fluxon_client *cl)
 /* ---- ping, owner stats, cluster nodes: one request each, decoded by the caller ---- */
 int fluxon_client_ping(fluxon_client *cl, int to_master, uint64_t *rtt_ns_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl) return FLUXON_ERR_INVALID_ARGUMENT;
     fx_body_ping_t b = {to_master ? 1 : 0, fx_now_ns()};
     uint8_t *req;
@@ -497,15 +499,18 @@ static int client_json_call(fluxon_client *cl, uint16_t type, char *json, size_t
 
 int fluxon_client_stats(fluxon_client *cl, char *json, size_t cap, size_t *len_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     return client_json_call(cl, FX_MSG_OWNER_STATS, json, cap, len_p);
 }
 
 int fluxon_client_cluster_nodes(fluxon_client *cl, char *json, size_t cap, size_t *len_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     return client_json_call(cl, FX_MSG_CLUSTER_NODES, json, cap, len_p);
 }
 
 int fluxon_client_master_stats(fluxon_client *cl, char *json, size_t cap, size_t *len_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     return client_json_call(cl, FX_MSG_MASTER_STATS, json, cap, len_p);
 }

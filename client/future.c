@@ -181,6 +181,7 @@ FX_INTERNAL void fx_client_futures_fini(fluxon_client *cl)
 
 int fluxon_future_poll(fluxon_future *f)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!f) return FLUXON_ERR_INVALID_ARGUMENT;
     return __atomic_load_n(&f->done, __ATOMIC_ACQUIRE) ? __atomic_load_n(&f->status, __ATOMIC_ACQUIRE)
                                                          : FLUXON_IN_PROGRESS;
@@ -188,6 +189,7 @@ int fluxon_future_poll(fluxon_future *f)
 
 int fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!f) return FLUXON_ERR_INVALID_ARGUMENT;
     int st = fluxon_future_poll(f);
     if (st != FLUXON_IN_PROGRESS) return st;
@@ -203,6 +205,7 @@ int fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms)
 
 int fluxon_future_key_statuses(fluxon_future *f, int *key_status, size_t n_keys)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!f || !key_status || !f->kst || n_keys != f->n) return FLUXON_ERR_INVALID_ARGUMENT;
     if (!__atomic_load_n(&f->done, __ATOMIC_ACQUIRE)) return FLUXON_IN_PROGRESS;
     for (size_t i = 0; i < n_keys; i++) /* written before done, read after: no lock needed */
@@ -212,6 +215,7 @@ int fluxon_future_key_statuses(fluxon_future *f, int *key_status, size_t n_keys)
 
 int fluxon_future_fd(const fluxon_future *cf)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cf) return -1;
     fluxon_future *f = (fluxon_future *)cf; /* futures are never const objects: the fd is made on demand */
     pthread_mutex_lock(&f->lock);

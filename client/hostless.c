@@ -250,6 +250,7 @@ FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, 
 int fluxon_local_fast_put_start(fluxon_client *c, const char *const *keys, size_t n_keys, uint64_t value_len,
                                 const fluxon_put_options *opts, fluxon_plan **plan_p, int *key_status)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     return fx_client_put_start(c, keys, n_keys, value_len, opts, FX_PUT_REJECT_IF_INFLIGHT | FX_PUT_REJECT_IF_EXIST,
                                plan_p, key_status);
 }
@@ -282,6 +283,7 @@ static void chl_commit_hook(fluxon_client *cl, void *ctx, int status, const uint
 
 int fluxon_local_fast_put_commit(fluxon_client *cl, fluxon_plan *plan, fluxon_future **future_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !plan || !future_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fx_plan_obj_t *o;
     int rc = fx_plan_reg_take(cl->plans, plan, FX_PLAN_PUT, NULL, NULL, &o);
@@ -332,6 +334,7 @@ int fluxon_local_fast_put_commit(fluxon_client *cl, fluxon_plan *plan, fluxon_fu
 
 int fluxon_put_abort(fluxon_client *cl, fluxon_plan *plan)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !plan) return FLUXON_ERR_INVALID_ARGUMENT;
     fx_plan_obj_t *o;
     int rc = fx_plan_reg_take(cl->plans, plan, FX_PLAN_PUT, NULL, NULL, &o);
@@ -420,6 +423,7 @@ int fluxon_get_start(fluxon_client *cl, const char *const *keys, size_t n, int p
                      const uint32_t *atomic_group_lens, size_t n_atomic_groups, fluxon_get_handle **handle_p,
                      fluxon_get_start_result *result)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!handle_p || !result) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -492,6 +496,7 @@ static int chl_transfer_check(fx_plan_obj_t *o, void *arg, bool *discard)
 
 int fluxon_get_transfer(fluxon_client *cl, fluxon_get_handle *h, uint64_t consume, fluxon_plan **plan_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !h || !plan_p) return FLUXON_ERR_INVALID_ARGUMENT;
     chl_transfer_arg_t t = {cl, consume};
     fx_plan_obj_t *o;
@@ -531,6 +536,7 @@ int fluxon_get_transfer(fluxon_client *cl, fluxon_get_handle *h, uint64_t consum
 
 int fluxon_cancel_get_transfer(fluxon_client *cl, fluxon_get_handle *h)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !h) return FLUXON_ERR_INVALID_ARGUMENT;
     fx_plan_obj_t *o;
     int rc = fx_plan_reg_take(cl->plans, h, FX_PLAN_HANDLE, NULL, NULL, &o);
@@ -542,6 +548,7 @@ int fluxon_cancel_get_transfer(fluxon_client *cl, fluxon_get_handle *h)
 
 int fluxon_release_views(fluxon_client *cl, fluxon_plan *plan)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !plan) return FLUXON_ERR_INVALID_ARGUMENT;
     fx_plan_obj_t *o;
     int rc = fx_plan_reg_take(cl->plans, plan, FX_PLAN_READ, NULL, NULL, &o);

@@ -36,6 +36,7 @@ static int ckv_put_inline(fluxon_client *cl, const char *key, const void *value,
 int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t value_len,
                const fluxon_put_options *opts)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !fx_client_key_ok(key) || !value || value_len == 0) {
         if (cl && !fx_client_key_ok(key))
             FX_WARN("put: the key must be 1..%u bytes (%s)", FLUXON_MAX_KEY_BYTES,
@@ -74,6 +75,7 @@ int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t v
 
 int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !fx_client_key_ok(key) || !holder_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fluxon_get_handle *h = NULL;
     fluxon_get_start_result r;
@@ -116,6 +118,7 @@ void fluxon_holder_release(fluxon_holder *h)
 
 int fluxon_delete(fluxon_client *cl, const char *key)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!fx_client_key_ok(key)) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -138,6 +141,7 @@ static int ckv_decode_count(const uint8_t *body, uint32_t len, void *arg)
 
 int fluxon_prefetch(fluxon_client *cl, const char *const *keys, size_t n)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     fx_str_t stack[FX_CLIENT_STACK_KEYS], *kv;
@@ -163,6 +167,7 @@ int fluxon_prefetch(fluxon_client *cl, const char *const *keys, size_t n)
 
 int fluxon_batch_exists(fluxon_client *cl, const char *const *keys, size_t n, size_t *leading_hits_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!leading_hits_p) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -188,6 +193,7 @@ static int ckv_decode_lease(const uint8_t *body, uint32_t len, void *arg)
 
 int fluxon_lease_grant(fluxon_client *cl, uint64_t ttl_ms, uint64_t *lease_id_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!lease_id_p || ttl_ms == 0 || ttl_ms > 86400000u) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -219,6 +225,7 @@ static int ckv_decode_pin(const uint8_t *body, uint32_t len, void *arg)
 int fluxon_pin(fluxon_client *cl, const char *const *keys, size_t n_keys, uint32_t ttl_ms, uint32_t flags,
                int *statuses)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!statuses || ttl_ms > FLUXON_PIN_TTL_MAX_MS || (flags & ~FLUXON_PIN_REFRESH_ON_HIT)) {
@@ -242,6 +249,7 @@ int fluxon_pin(fluxon_client *cl, const char *const *keys, size_t n_keys, uint32
 int fluxon_tenant_set(fluxon_client *cl, const char *tenant, uint64_t quota_bytes, uint64_t guaranteed_bytes,
                       uint32_t flags, const char *admin_token)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     uint32_t known = FLUXON_TENANT_SET_QUOTA | FLUXON_TENANT_SET_GUARANTEED;
@@ -294,6 +302,7 @@ static int ckv_decode_list(const uint8_t *body, uint32_t len, void *arg)
 int fluxon_list_keys(fluxon_client *cl, const char *prefix, const char *after, uint32_t limit,
                      void (*cb)(void *arg, const char *key), void *arg, size_t *n_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!cb || !n_p || limit == 0 || limit > 10000 || (prefix && strlen(prefix) > FLUXON_MAX_KEY_BYTES) ||
@@ -310,6 +319,7 @@ int fluxon_list_keys(fluxon_client *cl, const char *prefix, const char *after, u
 int fluxon_wait_local_segments_ready(fluxon_client *cl, uint32_t timeout_ms, fluxon_segment_info *out, size_t cap,
                                      size_t *n_p)
 {
+    fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !n_p || (!out && cap)) return FLUXON_ERR_INVALID_ARGUMENT;
     *n_p = 1;
     if (cap < 1) return FLUXON_ERR_INVALID_ARGUMENT;

@@ -165,6 +165,28 @@ Test(quota, replaced_and_deleted_values_of_a_quota_tenant_leave_its_policy_whole
     fluxon_client_close(a);
 }
 
+/* fluxon_last_error_message (session 22): the owner's reason for this thread's last
+ * refused call, emptied as every call starts (a new user saw a refusal's reason stay on
+ * through later calls refused in the client). */
+Test(quota, a_refusals_reason_is_this_calls_only, .fini = kf_down)
+{
+    qt_up("\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"64KiB\"}");
+    fluxon_client *a = tf_client("acme");
+    static uint8_t big[128 * 1024];
+    cr_assert_eq(fluxon_put(a, "big", big, sizeof big, NULL), FLUXON_ERR_NO_SPACE);
+    cr_assert(strstr(fluxon_last_error_message(), "tenants.acme.quota_bytes"), "[%s]", fluxon_last_error_message());
+    cr_assert_eq(fluxon_put(a, "", big, 1, NULL), FLUXON_ERR_INVALID_ARGUMENT); /* refused in the client */
+    cr_assert_str_eq(fluxon_last_error_message(), "");
+    cr_assert_eq(fluxon_put(a, "big", big, sizeof big, NULL), FLUXON_ERR_NO_SPACE);
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(a, NULL, &h), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(fluxon_last_error_message(), "");
+    cr_assert_eq(fluxon_put(a, "big", big, sizeof big, NULL), FLUXON_ERR_NO_SPACE);
+    cr_assert_eq(qt_put(a, "small", 1), FLUXON_OK);
+    cr_assert_str_eq(fluxon_last_error_message(), "", "a success says nothing");
+    fluxon_client_close(a);
+}
+
 Test(quota, a_quota_changed_at_run_time_applies_within_a_second, .fini = kf_down)
 {
     qt_up("\"acme\":{\"token\":\"acme-secret\"},\"beta\":{\"token\":\"beta-secret\"}");
