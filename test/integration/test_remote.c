@@ -396,6 +396,10 @@ Test(remote, evictions_do_not_walk_the_window_while_copies_are_stuck, .timeout =
         snprintf(pfx, sizeof pfx, "w%d", r);
         put_groups(a, pfx, 64, 1, 0, NULL);
     }
+    /* the copies are made in the background: C holds some once one ended (bounded; CI once
+     * looked before the first had) */
+    double until = th_now_s() + th_wait_bound_s(10000);
+    while (kf_stat(a, "repl_completed") == 0 && th_now_s() < until) th_sleep_ms(10);
     cr_assert_gt(kf_stat(a, "repl_completed"), 0, "C holds copies");
     cr_assert_eq(kill(rm_proc, SIGSTOP), 0);
     long long w0 = kf_stat(a, "evict_walked"), e0 = kf_stat(a, "evictions");
