@@ -111,18 +111,9 @@ static long long placed_bytes(fluxon_client *c, const char *node_id)
  * SIGSTOP), waits until the master lists it; returns a client of owner A. */
 static fluxon_client *cpu_owner_proc(const char *seg)
 {
-    char cfg[1024], path[512], log[512], sock[512];
+    char sock[512];
     snprintf(sock, sizeof sock, "%s/ownC.sock", kf_dir);
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownC\","
-             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"%s\",\"node_role\":\"remote_cache\","
-             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"error\"}", fluxon_node_port(kf_master), sock, seg);
-    snprintf(path, sizeof path, "%s/ownC.json", kf_dir);
-    snprintf(log, sizeof log, "%s/ownC.log", kf_dir);
-    th_write_file(path, cfg);
-    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", path, NULL};
-    rm_proc = th_spawn(argv, log);
-    cr_assert_gt(rm_proc, 0);
+    rm_proc = kf_owner_proc("ownC", sock, seg, "error", ",\"node_role\":\"remote_cache\"");
     fluxon_client *a = kf_client(0);
     double end = th_now_s() + 20;
     while (placed_bytes(a, "ownC") < 0 && th_now_s() < end) th_sleep_ms(10);

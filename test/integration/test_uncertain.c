@@ -39,6 +39,18 @@ static int un_exists(fluxon_client *c, const char *key)
     return fluxon_batch_exists(c, &key, 1, &n) == FLUXON_OK && n == 1;
 }
 
+/* A client of owner X ('A', 'B': the embedded ones) waiting at most timeout_ms per call. */
+static fluxon_client *un_client(char owner, unsigned timeout_ms)
+{
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/own%c/s.sock\","
+             "\"timeout_ms\":%u,\"log_level\":\"error\"}", kf_dir, owner, timeout_ms);
+    fluxon_client *c = NULL;
+    cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_OK);
+    return c;
+}
+
 /* B1: PUT_DONE's answer is lost (the master applied it); while the owner waits to retry,
  * the key is deleted (INVALIDATE of the still-PENDING entry) and a batch of other keys is
  * put here (new entries, maybe in the old entry's memory). The retry gets the master's
@@ -245,12 +257,7 @@ Test(uncertain, a_put_plan_answered_after_the_client_gave_up_is_handed_back)
     const char *extra[1] = {",\"test\":{\"fault_message\":\"PUT_START\",\"fault\":\"delay_request\","
                             "\"fault_ms\":800,\"fault_count\":1}"};
     kf_up_ex(1, NULL, extra);
-    char cfg[512];
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
-             "\"timeout_ms\":300,\"log_level\":\"error\"}", kf_dir);
-    fluxon_client *a = NULL;
-    cr_assert_eq(fluxon_client_open(cfg, &a), FLUXON_OK);
+    fluxon_client *a = un_client('A', 300);
     const char *k = "i11-key";
     fluxon_plan *plan = NULL;
     int st = -1;
@@ -461,11 +468,7 @@ Test(uncertain, a_get_start_answered_after_the_client_gave_up_leaves_no_pins)
                             "\"fault_ms\":1500,\"fault_count\":1}"};
     kf_up_ex(1, NULL, extra);
     fluxon_client *c = kf_client(0), *w = NULL;
-    char cfg[512];
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
-             "\"timeout_ms\":1000,\"log_level\":\"error\"}", kf_dir);
-    cr_assert_eq(fluxon_client_open(cfg, &w), FLUXON_OK);
+    w = un_client('A', 1000);
     const char *keys[2] = {"late-0", "late-1"};
     fluxon_future *f = un_put(c, keys, 2, 70);
     cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
@@ -500,18 +503,9 @@ static void un_proc_down(void)
  * extra, waits until it serves and is registered; returns a client of it. */
 static fluxon_client *un_owner_p(const char *extra)
 {
-    char cfg[1024], path[512], log[512], sock[256];
+    char cfg[1024], sock[256];
     snprintf(sock, sizeof sock, "%s/ownP/s.sock", kf_dir);
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"owner\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"node_id\":\"ownP\","
-             "\"master\":\"127.0.0.1:%u\",\"socket\":\"%s\",\"segment_bytes\":\"32MiB\","
-             "\"reserve\":{\"grant_bytes\":\"8MiB\"},\"log_level\":\"warn\"%s}", fluxon_node_port(kf_master), sock, extra);
-    snprintf(path, sizeof path, "%s/ownP.json", kf_dir);
-    snprintf(log, sizeof log, "%s/ownP.log", kf_dir);
-    th_write_file(path, cfg);
-    const char *argv[] = {th_fluxon_bin(), "--role=owner", "--config", path, NULL};
-    un_proc = th_spawn(argv, log);
-    cr_assert_gt(un_proc, 0);
+    un_proc = kf_owner_proc("ownP", sock, "32MiB", "warn", extra);
     cr_assert(th_wait_path(sock, 10000), "owner P serves");
     snprintf(cfg, sizeof cfg,
              "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s\","
@@ -525,17 +519,13 @@ static fluxon_client *un_owner_p(const char *extra)
 Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .fini = un_proc_down)
 {
     kf_up_ex(1, NULL, NULL);
-    char cfg[1024];
     fluxon_client *p = un_owner_p(""), *a = NULL; /* owner P in a process of its own; a client of it */
     const char *k = "stalled-0";
     fluxon_future *f = un_put(p, &k, 1, 90);
     cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
     fluxon_future_free(f);
     fluxon_client_close(p);
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
-             "\"timeout_ms\":2000,\"log_level\":\"error\"}", kf_dir);
-    cr_assert_eq(fluxon_client_open(cfg, &a), FLUXON_OK);
+    a = un_client('A', 2000);
     cr_assert_eq(kill(un_proc, SIGSTOP), 0);
     fluxon_get_handle *h = NULL;
     fluxon_get_start_result r;
@@ -559,17 +549,13 @@ Test(uncertain, a_fetch_over_shared_memory_ends_when_the_master_declares_its_sou
 {
     const char *extra[1] = {",\"ucx_tls\":\"sm,self\""};
     kf_up_ex(1, ",\"heartbeat_timeout_ms\":3000", extra); /* P beats every 200 ms: no false death under ASan */
-    char cfg[1024];
     fluxon_client *p = un_owner_p(",\"ucx_tls\":\"sm,self\",\"heartbeat_interval_ms\":200"), *a = NULL;
     const char *ks[2] = {"shm-0", "shm-1"};
     fluxon_future *f = un_put(p, ks, 2, 95);
     cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
     fluxon_future_free(f);
     fluxon_client_close(p);
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
-             "\"timeout_ms\":20000,\"log_level\":\"error\"}", kf_dir);
-    cr_assert_eq(fluxon_client_open(cfg, &a), FLUXON_OK);
+    a = un_client('A', 20000);
     fluxon_get_handle *h = NULL;
     fluxon_get_start_result r;
     cr_assert_eq(fluxon_get_start(a, &ks[0], 1, 1, NULL, 0, &h, &r), FLUXON_OK); /* A connects to P over shm */
@@ -606,11 +592,7 @@ Test(uncertain, readers_of_a_copy_the_master_does_not_confirm_are_answered_by_th
     fluxon_future *f = un_put(a, &k, 1, 44);
     cr_assert_eq(fluxon_future_wait(f, 10000), FLUXON_OK);
     fluxon_future_free(f);
-    char cfg[512];
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownB/s.sock\","
-             "\"timeout_ms\":2000,\"log_level\":\"error\"}", kf_dir);
-    cr_assert_eq(fluxon_client_open(cfg, &b), FLUXON_OK);
+    b = un_client('B', 2000);
     fluxon_get_handle *h = NULL;
     fluxon_get_start_result r;
     double t0 = th_now_s();
@@ -643,11 +625,7 @@ Test(uncertain, an_inline_put_the_master_does_not_confirm_is_answered_unknown_by
                             "\"fault_ms\":6000,\"fault_count\":1}", NULL};
     kf_up_ex(2, NULL, extra);
     fluxon_client *a = NULL, *a2 = kf_client(0), *b = kf_client(1);
-    char cfg[512];
-    snprintf(cfg, sizeof cfg,
-             "{\"role\":\"external\",\"cluster_id\":\"kv\",\"cluster_token\":\"tok\",\"socket\":\"%s/ownA/s.sock\","
-             "\"timeout_ms\":2000,\"log_level\":\"error\"}", kf_dir);
-    cr_assert_eq(fluxon_client_open(cfg, &a), FLUXON_OK);
+    a = un_client('A', 2000);
     uint8_t v[4096];
     kf_fill(v, sizeof v, 61);
     double t0 = th_now_s();
