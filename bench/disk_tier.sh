@@ -2,7 +2,7 @@
 # bench/disk_tier.sh — `make bench-disk`: what the disk tier (issue 39) costs and buys in the
 # trace replay (embedded cluster, 1 worker, 4 KiB values), interleaved runs, medians of RUNS:
 # a GPU owner of CAP values alone, and with a disk tier of DISK_CAP values (a fresh directory
-# each run), the demo's workers prefetching 4 requests ahead (its default with a disk tier)
+# each run), the demo's workers prefetching 8 requests ahead (its default with a disk tier)
 # and not prefetching. Then the restarts (bench/disk_restart.sh): a replay, a kill -9 of the owner (then
 # of the master), the same replay again: its extra hits come from the disk. Figures, not
 # pass/fail.

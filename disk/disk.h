@@ -175,6 +175,7 @@ typedef struct fx_disk_stats {
     uint64_t capacity_bytes, used_bytes, records, segments, segments_retiring;
     uint64_t appends, append_bytes, append_busy, writes, write_bytes, write_errors;
     uint64_t reads, read_bytes, reads_in_flight, read_errors, crc_failures, staged_reads;
+    uint64_t read_ios; /* reads handed to the kernel: records side by side asked in one turn share one */
     uint64_t segments_freed, records_dropped;
     uint64_t tombstones, barriers, tomb_failures; /* staged; not staged (BUSY, paused) */
     uint64_t recovered_killed; /* records a reopen dropped for a tombstone or barrier */

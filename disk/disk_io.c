@@ -340,23 +340,95 @@ static void dk_read_sqe(fx_disk_t *d, dk_read_t *rd)
     d->ops++;
 }
 
+static void dk_read_done(fx_disk_t *d, dk_read_t *rd, int res);
+
 static void dk_on_read(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
 {
     (void)r, (void)fl;
     dk_read_t *rd = FX_CONTAINER_OF(io, dk_read_t, io);
-    fx_disk_t *d = rd->d;
-    dk_seg_t *seg = rd->seg;
+    rd->d->ops--;
+    if (res > 0 && rd->got + (size_t)res < rd->len) { /* short read: the rest (EOF ends it with 0) */
+        rd->got += (size_t)res;
+        dk_read_sqe(rd->d, rd);
+        return;
+    }
+    if (res > 0) rd->got += (size_t)res;
+    dk_read_done(rd->d, rd, res);
+}
+
+/* A coalesced read ended: each record read whole is checked as its own read; one the read
+ * did not cover (an error, a short read) is read again alone from where it stopped, so it
+ * ends as a read of its own would have (its own error, EOF, retry). */
+static void dk_on_rgroup(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
+{
+    (void)r, (void)fl;
+    dk_rgroup_t *g = FX_CONTAINER_OF(io, dk_rgroup_t, io);
+    fx_disk_t *d = g->d;
     d->ops--;
+    if (d->rg_open == g) d->rg_open = NULL;
+    uint64_t left = res > 0 ? (uint64_t)res : 0;
+    for (uint32_t i = 0; i < g->n; i++) {
+        dk_read_t *rd = g->m[i];
+        size_t got = (size_t)FX_MIN(left, (uint64_t)rd->len);
+        left -= got;
+        if (got == rd->len) {
+            rd->got = got;
+            dk_read_done(d, rd, (int)got);
+        } else {
+            rd->got = got;
+            dk_read_sqe(d, rd);
+        }
+    }
+    fx_free(g);
+}
+
+/* Starts the read of rd (its bounce buffer allocated, its segment held): it joins the read
+ * queued this turn when its record starts where that one's last ends. */
+static void dk_read_issue(fx_disk_t *d, dk_read_t *rd)
+{
+    d->st.read_ios++;
+    uint64_t bo = (rd->off & 0xffffffffull) * FX_DISK_BLOCK;
+    dk_rgroup_t *g = d->rg_open;
+    if (g && fx_reactor_submits(d->r) == g->submits && g->seg == rd->seg && g->file_off + g->len == bo &&
+        g->n < DK_RGROUP_MAX && g->len + rd->len <= DK_RGROUP_BYTES) {
+        d->st.read_ios--;
+        g->m[g->n] = rd;
+        g->iov[g->n] = (struct iovec){rd->bounce, rd->len};
+        g->n++;
+        g->len += rd->len;
+        g->sqe->len = g->n; /* READV: the number of iovecs */
+        return;
+    }
+    d->rg_open = NULL;
+    g = fx_malloc(sizeof *g);
+    if (!g) { /* no memory for a group: a read of its own */
+        dk_read_sqe(d, rd);
+        return;
+    }
+    g->d = d;
+    g->seg = rd->seg;
+    g->file_off = bo;
+    g->len = rd->len;
+    g->n = 1;
+    g->m[0] = rd;
+    g->iov[0] = (struct iovec){rd->bounce, rd->len};
+    g->io.cb = dk_on_rgroup;
+    g->sqe = fx_reactor_sqe(d->r, &g->io);
+    g->submits = fx_reactor_submits(d->r);
+    io_uring_prep_readv(g->sqe, rd->seg->fd, g->iov, 1, bo);
+    io_uring_sqe_set_data(g->sqe, &g->io);
+    d->ops++;
+    d->rg_open = g;
+}
+
+/* rd's read ended with res (bytes, or -errno): retried, or checked and finished. */
+static void dk_read_done(fx_disk_t *d, dk_read_t *rd, int res)
+{
+    dk_seg_t *seg = rd->seg;
     if (res == -EINTR || res == -EAGAIN) {
         dk_read_sqe(d, rd);
         return;
     }
-    if (res > 0 && rd->got + (size_t)res < rd->len) { /* short read: the rest (EOF ends it with 0) */
-        rd->got += (size_t)res;
-        dk_read_sqe(d, rd);
-        return;
-    }
-    if (res > 0) rd->got += (size_t)res;
     seg->readers--;
     d->st.reads_in_flight--;
     int status = FLUXON_OK;
@@ -438,7 +510,7 @@ FX_INTERNAL int fx_disk_read(fx_disk_t *d, uint64_t off, const char *key, uint32
         rd->io.cb = dk_on_read;
         seg->readers++;
         d->st.reads_in_flight++;
-        dk_read_sqe(d, rd);
+        dk_read_issue(d, rd);
         return FLUXON_OK;
     }
     /* done runs from the completion of a NOP on the ring: later, never inside this call */

@@ -46,6 +46,7 @@ struct fx_reactor {
     bool was_busy; /* the last iteration did not sleep */
     bool idle_busy; /* inside this iteration's idle hooks: one has kept the loop busy */
     uint64_t inflight; /* submitted operations with an fx_io whose CQE has not arrived */
+    uint64_t submits;  /* hand-overs of the queued SQEs to the kernel (fx_reactor_submits) */
 };
 
 static void reactor_efd_arm(fx_reactor_t *r);
@@ -129,6 +130,7 @@ FX_INTERNAL struct io_uring_sqe *fx_reactor_sqe(fx_reactor_t *r, fx_io_t *io)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
     while (!sqe) {
+        r->submits++;
         io_uring_submit(&r->ring);
         sqe = io_uring_get_sqe(&r->ring);
     }
@@ -137,6 +139,8 @@ FX_INTERNAL struct io_uring_sqe *fx_reactor_sqe(fx_reactor_t *r, fx_io_t *io)
     if (io) r->inflight++;
     return sqe;
 }
+
+FX_INTERNAL uint64_t fx_reactor_submits(const fx_reactor_t *r) { return r->submits; }
 
 FX_INTERNAL int fx_reactor_post(fx_reactor_t *r, void (*fn)(void *), void *arg)
 {
@@ -375,6 +379,7 @@ FX_INTERNAL int fx_reactor_poll(fx_reactor_t *r, uint32_t timeout_ms)
 {
     struct __kernel_timespec ts = {(long long)(timeout_ms / 1000u), (long long)(timeout_ms % 1000u) * 1000000ll};
     struct io_uring_cqe *cqe = NULL;
+    r->submits++;
     io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
     return reactor_reap(r);
 }
@@ -392,7 +397,10 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
         if (reactor_run_idle_hooks(r)) {
             /* a hook has more to do (UCX progress, ring polling): no wait, and no system
              * call unless something is queued; completions are read from the shared CQ */
-            if (io_uring_sq_ready(&r->ring)) io_uring_submit(&r->ring);
+            if (io_uring_sq_ready(&r->ring)) {
+                r->submits++;
+                io_uring_submit(&r->ring);
+            }
             reactor_reap(r);
             continue;
         }
@@ -406,6 +414,7 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
             tsp = &ts;
         }
         struct io_uring_cqe *cqe = NULL;
+        r->submits++;
         int rc = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, tsp, NULL);
         if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN) {
             FX_ERROR("reactor: io_uring wait failed: %s", strerror(-rc));
@@ -414,7 +423,10 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
         reactor_reap(r);
         /* issue 18: what the completions queued (replies first of all) goes out now, not
          * after the next turn's timers and idle hook (UCX progress) */
-        if (io_uring_sq_ready(&r->ring)) io_uring_submit(&r->ring);
+        if (io_uring_sq_ready(&r->ring)) {
+            r->submits++;
+            io_uring_submit(&r->ring);
+        }
     }
     return FLUXON_OK;
 }
@@ -435,6 +447,7 @@ FX_INTERNAL void fx_reactor_drain(fx_reactor_t *r, uint32_t timeout_ms)
         }
         struct __kernel_timespec ts = {0, (long long)FX_MIN(end - now, 50000000ull)};
         struct io_uring_cqe *cqe = NULL;
+        r->submits++;
         io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
         reactor_reap(r);
     }

@@ -50,6 +50,12 @@ FX_INTERNAL int fx_reactor_poll(fx_reactor_t *r, uint32_t timeout_ms);
  * pending SQEs first when the ring is full; never returns NULL. Reactor thread only. */
 FX_INTERNAL struct io_uring_sqe *fx_reactor_sqe(fx_reactor_t *r, fx_io_t *io);
 
+/* How many times the SQEs queued were handed to the kernel. An SQE from fx_reactor_sqe
+ * has not been submitted (its fields may still change, e.g. a read grown to cover the
+ * next record) while this count is what it was right after fx_reactor_sqe returned it.
+ * Reactor thread only. */
+FX_INTERNAL uint64_t fx_reactor_submits(const fx_reactor_t *r);
+
 /* Thread-safe: queues fn(arg) to run on the reactor thread and wakes it.
  * Returns FLUXON_OK or FLUXON_ERR_NOMEM. */
 FX_INTERNAL int fx_reactor_post(fx_reactor_t *r, void (*fn)(void *arg), void *arg);

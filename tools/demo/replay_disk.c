@@ -17,10 +17,12 @@ static const char *const rd_keys[] = {"evict_to_disk",     "disk_hits",         
                                       "disk_demote_busy",  "disk_crc_failures",  "disk_recovered_records",
                                       "disk_recover_ms",   "disk_direct_io",     "disk_records",
                                       "evict_disk_not_admitted", "disk_direct_fallbacks", "disk_staged_reads",
-                                      "prefetch_requests", "prefetch_keys", "prefetch_reads", "prefetch_joined"};
+                                      "prefetch_requests", "prefetch_keys", "prefetch_reads", "prefetch_joined",
+                                      "disk_read_ios"};
 #define RD_N (sizeof rd_keys / sizeof rd_keys[0])
 enum { D_MOVED, D_HITS, D_MISSES, D_RBYTES, D_READS, D_WBYTES, D_BUSY, D_CRC, D_RECOVERED, D_RECOVER_MS, D_DIRECT,
-       D_RECORDS, D_NOT_ADMITTED, D_FALLBACKS, D_STAGED, D_PF_REQ, D_PF_KEYS, D_PF_READS, D_PF_JOINED };
+       D_RECORDS, D_NOT_ADMITTED, D_FALLBACKS, D_STAGED, D_PF_REQ, D_PF_KEYS, D_PF_READS, D_PF_JOINED,
+       D_READ_IOS };
 
 static uint64_t rd_num(const cJSON *obj, const char *key)
 {
@@ -69,9 +71,11 @@ int rp_disk_report(rp_run *r, cJSON *summary)
            (unsigned long long)v[D_MOVED], (unsigned long long)master_moved,
            master_moved == v[D_MOVED] ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)v[D_NOT_ADMITTED],
            (unsigned long long)v[D_BUSY], (unsigned long long)v[D_RECORDS]);
-    printf("  disk hits       %llu values read back (%llu from staging buffers), %llu unreadable (misses); "
-           "%.1f MiB read, %.3f GB/s over the replay; %.1f MiB written; checksum failures %llu\n",
-           (unsigned long long)v[D_HITS], (unsigned long long)v[D_STAGED], (unsigned long long)v[D_MISSES],
+    printf("  disk hits       %llu values read back (%llu from staging buffers, the rest in %llu reads of the "
+           "file), %llu unreadable (misses); %.1f MiB read, %.3f GB/s over the replay; %.1f MiB written; checksum "
+           "failures %llu\n",
+           (unsigned long long)v[D_HITS], (unsigned long long)v[D_STAGED], (unsigned long long)v[D_READ_IOS],
+           (unsigned long long)v[D_MISSES],
            (double)v[D_RBYTES] / 1048576.0, wall_s > 0 ? (double)v[D_RBYTES] / wall_s / 1e9 : 0.0,
            (double)v[D_WBYTES] / 1048576.0, (unsigned long long)v[D_CRC]);
     uint64_t refused = 0;

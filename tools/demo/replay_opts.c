@@ -72,7 +72,7 @@ void rp_usage(FILE *f)
             "  --prefetch L         a worker starting request i names request i+L's keys to its\n"
             "                       owner (fluxon_prefetch: it reads what its disk holds back now,\n"
             "                       as an engine's scheduler does for its queue); 0: off\n"
-            "                       (0..64) [4 with --disk-dir, else 0]\n"
+            "                       (0..64) [8 with --disk-dir, else 0]\n"
             "  --ucx-tls LIST       the embedded owners' ucx_tls: their data plane's UCX transports\n"
             "                       (one process, one host: shared memory), or default (UCX's\n"
             "                       choice between processes: tcp) [sm,self]\n"
@@ -302,8 +302,8 @@ static int rp_set_tenant_quotas(rp_opts *o, const char *val)
 }
 
 #define RP_PREFETCH_MAX 64
-#define RP_PREFETCH_UNSET UINT32_MAX /* 4 with --disk-dir, else 0 */
-#define RP_PREFETCH_DISK 4
+#define RP_PREFETCH_UNSET UINT32_MAX /* 8 with --disk-dir, else 0 */
+#define RP_PREFETCH_DISK 8
 
 static const rp_optdef rp_optdefs[] = {
     {"--simulate", RP_OPT_FLAG, offsetof(rp_opts, simulate), sizeof(int), 0, 0, NULL},

@@ -129,9 +129,10 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
     if (o->speed > 0) printf("  paced at %gx the trace's timestamps\n", o->speed);
     if (!o->n_configs)
         printf("  embedded cluster: segment_bytes %llu = %llu grant(s) of %llu bytes per owner (plus its 4096-byte "
-               "header page)\n", (unsigned long long)r->segment_bytes,
+               "header page)%s\n", (unsigned long long)r->segment_bytes,
                (unsigned long long)(r->grant_bytes ? r->segment_bytes / r->grant_bytes : 0),
-               (unsigned long long)r->grant_bytes);
+               (unsigned long long)r->grant_bytes,
+               o->capacity_blocks ? "; the hot tier is --capacity-blocks, the rest headroom for puts in flight" : "");
     if (r->t_setup_ns && r->t_start_ns >= r->t_opened_ns && r->t_opened_ns >= r->t_open_ns &&
         r->t_open_ns >= r->t_setup_ns)
         printf("  before the replay: %.2f s (cluster %.2f s; clients %.2f s: each maps its owner's segment and "
