@@ -33,7 +33,8 @@ enum {
     CFG_K_SEGMENT_TOUCH, CFG_K_HEAP_RESERVE, CFG_K_WB_ADMISSION /* issue 38 */, CFG_K_WB_STALL,
     CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */,
     CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN, CFG_K_PIN_RATIO,
-    CFG_K_TENANT_ADMIN /* issue 42 quotas */, CFG_K_RANGE_REUSE /* issue 38 */, CFG_K_UCX_TLS /* issue 38 */
+    CFG_K_TENANT_ADMIN /* issue 42 quotas */, CFG_K_RANGE_REUSE /* issue 38 */, CFG_K_UCX_TLS /* issue 38 */,
+    CFG_K_PREFETCH_OWNERS /* issue 38 */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -75,6 +76,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"tenant_admin_token", CFG_O}, /* issue 42: who may change any tenant's quota (tenant set) */
     {"range_reuse_delay_ms", CFG_M}, /* issue 38 */
     {"ucx_tls", CFG_O},              /* issue 38: the data plane's UCX transports */
+    {"prefetch_from_owners", CFG_O}, /* issue 38: PREFETCH copies keys other owners hold */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -463,6 +465,10 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_PREFAULT:
         if (!cJSON_IsBool(v)) return fx_cfg_bad(c, path, v, "must be true or false");
         cfg->prefault_segment = cJSON_IsTrue(v);
+        return 0;
+    case CFG_K_PREFETCH_OWNERS:
+        if (!cJSON_IsBool(v)) return fx_cfg_bad(c, path, v, "must be true or false");
+        cfg->prefetch_from_owners = cJSON_IsTrue(v);
         return 0;
     case CFG_K_SEGMENT_TOUCH: {
         static const char *const modes[] = {"auto", "off", "on"}; /* FX_TOUCH_* */

@@ -145,6 +145,9 @@ typedef struct fx_config {
     uint32_t writeback_max_stall_ms;      /* "writeback_max_stall_ms" [0]: how long a claim may wait
                                            * for the copy of a value it would evict; 0: never (the
                                            * value goes without its copy: a later miss, not a stall) */
+    bool prefetch_from_owners;            /* "prefetch_from_owners" [false]: a PREFETCH also looks up
+                                           * (one LOOKUP) the keys neither in memory nor on disk here
+                                           * and copies those other owners hold (issue 38) */
     uint32_t master_timeout_ms;           /* owner -> master request timeout [5000], > 0 */
     /* "client_limits" (owner, issue 44 C3): what ONE external client may hold at once */
     uint64_t client_max_pinned_bytes;     /* ".max_pinned_bytes": slot bytes its pins (get handles and

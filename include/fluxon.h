@@ -462,8 +462,11 @@ const char *fluxon_last_error_message(void);
  * its queue). The client's owner reads back, now, each of them that its disk tier holds and
  * its memory lacks (issue 39), and keeps it in memory (published as a copy there), so the
  * get_start that follows finds it in memory, or waits only for the rest of a read already
- * under way, instead of starting the disk read then. Keys in memory or held only elsewhere
- * are left alone (the get_start fetches those as always). One-way: the call queues one
+ * under way, instead of starting the disk read then. Keys held only elsewhere are left
+ * alone (the get_start fetches those as always) unless the owner's config has
+ * "prefetch_from_owners": true (issue 38): then the owner asks the master about them in one
+ * lookup and copies ahead, the same way, those another owner (a CPU owner) holds. Keys in
+ * memory are left alone. One-way: the call queues one
  * message (on the shared-memory ring when it fits, else the socket's out-queue) and returns
  * without waiting, ever; nothing tells whether or when the reads ended. A hint that fails on
  * the owner (a key gone meanwhile, no room) costs the later get its wait; the copies it

@@ -124,6 +124,7 @@ static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, uint8_t mode, o
         /* a hit over UCX (a new user's finding: the demo's local hits went negative with
          * this owner's disk and its prefetches counted here) */
         kv->remote_hits += og != NULL && !og->prefetch && !fx_disk_is_off(og->src_off);
+        kv->prefetch_copies += og != NULL && og->prefetch && !fx_disk_is_off(og->src_off);
         ofetch_done(o, og, en);
         return;
     }
@@ -438,7 +439,8 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
         if (disk || early) {
             kv->disk_promoted_early += disk;
             kv->read_before_get_done += early;
-            kv->remote_hits += !disk; /* as it was counted once the master answered */
+            kv->remote_hits += !disk && !og->prefetch; /* as it was counted once the master answered */
+            kv->prefetch_copies += !disk && og->prefetch;
             o->fetch->done(o, og, en);
         }
     }
@@ -661,6 +663,13 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
             o->fetch->done(o, og, NULL);
             continue;
         }
+        if (og->prefetch && og->nw == 0 && mode == FX_GET_TEMPORARY) {
+            /* issue 38: a prefetch's copy would be freed with its readers, and it has none */
+            f->og[k] = NULL;
+            o->fetch->prefetch_temp_skipped++;
+            o->fetch->done(o, og, NULL);
+            continue;
+        }
         og->mode = (uint8_t)mode;
         og->found = true;
         og->src = (uint32_t)a.src.v[k];
@@ -774,6 +783,8 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->transfer_keys = s->transfer_keys;
     m->transfer_bytes = s->transfer_bytes;
     m->remote_hits = s->remote_hits;
+    m->prefetch_copies = s->prefetch_copies;
+    m->prefetch_temp_skipped = s->prefetch_temp_skipped;
     m->cpu_hits = 0; /* no CPU (remote_cache) owner serves fetches yet */
     m->get_done_stale = s->get_done_stale;
     m->get_relookups = s->relookups;

@@ -60,6 +60,7 @@ typedef struct oget_state {
     /* issue 39: PREFETCH requests, their keys, the disk reads they started, keys refused
      * (bad key) and gets that joined a prefetch's read in flight */
     uint64_t prefetch_requests, prefetch_keys, prefetch_reads, prefetch_bad_keys, prefetch_joined;
+    uint64_t prefetch_lookups; /* issue 38: keys a PREFETCH asked the master about (held elsewhere?) */
     uint64_t joined_hits, leader_hits, prefix_raw_keys, prefix_transferable_keys;
     uint64_t miss_reason[7]; /* by -res[] code - 1 (oget_why_status order) */
     uint64_t limit_pins, limit_handles; /* client_limits refusals (issue 44 C3) */
@@ -434,12 +435,17 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
 }
 
 /* Issue 39: PREFETCH (one-way) names keys a get_start will ask for soon (the engine's
- * next request). Each key this owner's memory lacks and its disk tier holds, with no fetch
- * of it in flight, is read back now into a claimed slot and kept (published as a durable
- * copy, GET_DONE): the get_start finds it in memory, or joins the read still in flight
- * (InflightJoin), instead of starting the read itself. Other keys are left alone: a hit
- * costs one hash lookup, a miss elsewhere is the get's to look up. Nothing is answered; bad
- * keys are counted and skipped. */
+ * next request). Each key this owner's memory lacks, with no fetch of it in flight, is
+ * fetched now into a claimed slot and kept (published as a durable copy, GET_DONE): from
+ * this owner's disk tier when it holds the key, else (issue 38, prefetch_from_owners, when
+ * other owners exist) from the owner the master names in ONE LOOKUP for the request's
+ * keys — a CPU owner's copy comes over UCX while the engine plays the requests before
+ * (off by default: on 2 vCPUs the LOOKUPs for keys held nowhere cost more CPU than the
+ * latency hidden gains; get_start p99 halves). The get_start then
+ * finds it in memory, or joins the fetch still in flight (InflightJoin), instead of
+ * waiting for a LOOKUP, a transfer and a GET_DONE itself. A key the master gives this
+ * owner only a temporary copy of (others are making the durable ones) is not fetched for
+ * nobody. Nothing is answered; bad keys are counted and skipped. */
 #define OGET_PREFETCH_TIMEOUT_MS 2000 /* the reads' claims and transfers end within it */
 FX_INTERNAL void fx_oget_prefetch(fx_owner_t *o, owner_ext_t *e, const fx_frame_header_t *h, const uint8_t *body,
                                   fx_arena_t *arena)
@@ -461,8 +467,10 @@ FX_INTERNAL void fx_oget_prefetch(fx_owner_t *o, owner_ext_t *e, const fx_frame_
             s->prefetch_bad_keys++;
             continue;
         }
-        if (fx_ostore_lookup(o, k.p, k.len) || fx_hmap_get(s->gets, k.p, k.len) || !fx_odisk_has(o, k.p, k.len))
-            continue;
+        if (fx_ostore_lookup(o, k.p, k.len) || fx_hmap_get(s->gets, k.p, k.len)) continue;
+        if (fx_odisk_has(o, k.p, k.len)) s->prefetch_reads++;
+        else if (o->cfg.prefetch_from_owners && !fx_olink_alone(o)) s->prefetch_lookups++;
+        else continue; /* held nowhere: the only owner the cluster ever had lacks it */
         owner_oget_t *og = fx_calloc(1, sizeof *og);
         if (og) og->key = fx_strndup(k.p, k.len);
         if (!og || !og->key || fx_hmap_put(s->gets, k.p, k.len, og, NULL) != FLUXON_OK) {
@@ -473,7 +481,6 @@ FX_INTERNAL void fx_oget_prefetch(fx_owner_t *o, owner_ext_t *e, const fx_frame_
         og->prefetch = true;
         leaders[nl++] = og;
     }
-    s->prefetch_reads += nl;
     if (nl) fx_ofetch_start(o, leaders, nl, OGET_PREFETCH_TIMEOUT_MS); /* takes leaders */
     else fx_free(leaders);
 }
@@ -627,4 +634,5 @@ FX_INTERNAL void fx_oget_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->prefetch_reads = s->prefetch_reads;
     m->prefetch_bad_keys = s->prefetch_bad_keys;
     m->prefetch_joined = s->prefetch_joined;
+    m->prefetch_lookups = s->prefetch_lookups;
 }

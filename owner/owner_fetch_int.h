@@ -13,6 +13,7 @@ typedef struct ofetch {
     uint64_t lookup_batches, lookups_skipped, transfers, transfer_keys, transfer_bytes, remote_hits, get_done_stale,
         temp_copies, reuse_hits, self_copies, get_done_resends, relookups, disk_hits, disk_misses, disk_direct, disk_temp,
         get_done_readers_timed_out, disk_promoted_early, read_before_get_done;
+    uint64_t prefetch_copies, prefetch_temp_skipped; /* issue 38: PREFETCH copies from other owners */
     /* W4: slots of failed GETs that UCX has not retired (kept PREPARED until it does) */
     uint64_t held_slots, held_bytes, held_total, hold_overflow;
     fx_hist_t fetch_latency, transfer_latency;

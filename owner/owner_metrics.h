@@ -149,6 +149,9 @@
     X(prefetch_reads, COUNTER, "owner_prefetch_reads_total", "", "Disk read-backs a PREFETCH started (the key was on disk, not in memory, not being fetched)") \
     X(prefetch_bad_keys, COUNTER, "owner_prefetch_bad_keys_total", "", "PREFETCH keys (or bodies) skipped as malformed") \
     X(prefetch_joined, COUNTER, "owner_prefetch_joined_total", "", "Get keys that joined a prefetch's read in flight") \
+    X(prefetch_lookups, COUNTER, "owner_prefetch_lookups_total", "", "PREFETCH keys neither in memory nor on disk here, looked up at the master for a copy from another owner") \
+    X(prefetch_copies, COUNTER, "owner_prefetch_copies_total", "", "Copies from another owner a PREFETCH made (published, kept)") \
+    X(prefetch_temp_skipped, COUNTER, "owner_prefetch_temp_skipped_total", "", "PREFETCH keys not fetched: the master allowed only a temporary copy and no get waited") \
     X(get_start_latency, HIST, "owner_get_start_seconds", "", "get_start: request to answer")                  \
     /* fetch.c */                                                                                                \
     X(lookup_batches, COUNTER, "owner_lookup_batches_total", "", "LOOKUP batches to the master")                \

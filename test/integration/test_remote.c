@@ -217,6 +217,48 @@ Test(remote, eager_replicas_survive_writer)
     fluxon_client_close(b);
 }
 
+/* Issue 38: with prefetch_from_owners, a PREFETCH copies ahead what a CPU owner holds: B
+ * names 16 keys only C has (A, their writer, is gone) and one held nowhere; B looks them
+ * up in one LOOKUP, copies the 16 (published, kept), and the gets then find them in B's
+ * memory, byte-exact, without a LOOKUP of their own. A, without the field, looks nothing
+ * up for a prefetch. */
+Test(remote, a_prefetch_copies_what_a_cpu_owner_holds_before_the_get)
+{
+    static const char *const extra[] = {NULL, ",\"prefetch_from_owners\":true", ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(3, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_groups(a, "pf", 16, 4, 1, NULL);
+    cr_assert(wait_master_stat(a, "append_keys_completed", 16, 10000), "16 replicas appended to C");
+    const char *nowhere[1] = {"pf-nowhere"};
+    cr_assert_eq(fluxon_prefetch(a, nowhere, 1), FLUXON_OK);
+    cr_assert(kf_wait_stat(a, "prefetch_requests", 1, 5000));
+    cr_assert_eq(kf_stat(a, "prefetch_lookups"), 0, "off by default: no LOOKUP for a prefetch");
+    fluxon_client_close(a);
+    fluxon_node_stop(kf_owner[0]); /* the writer goes: only C holds the values */
+    kf_owner[0] = NULL;
+    char names[17][48];
+    const char *keys[17];
+    for (int i = 0; i < 16; i++) {
+        keyname(names[i], 48, "pf", i);
+        keys[i] = names[i];
+    }
+    keys[16] = "pf-nowhere";
+    long long cpu0 = master_stat(b, "hits_cpu_owner"), batches0 = kf_stat(b, "lookup_batches");
+    cr_assert_eq(fluxon_prefetch(b, keys, 17), FLUXON_OK);
+    cr_assert(kf_wait_stat(b, "prefetch_copies", 16, 10000), "the 16 values were copied ahead (%lld)",
+              kf_stat(b, "prefetch_copies"));
+    cr_assert_eq(kf_stat(b, "prefetch_lookups"), 17);
+    cr_assert_eq(kf_stat(b, "lookup_batches") - batches0, 1, "one LOOKUP for the whole prefetch");
+    cr_assert_eq(master_stat(b, "hits_cpu_owner") - cpu0, 16);
+    cr_assert(kf_wait_stat(b, "gets_inflight", 0, 10000), "the copies ended");
+    cr_assert(kf_wait_stat(b, "slots_committed", 16, 10000), "the copies are B's replicas");
+    cr_assert_eq(get_check(b, "pf", 16, 4), 16, "every value restores, byte-exact");
+    cr_assert_eq(kf_stat(b, "lookup_batches") - batches0, 1, "the get asked the master nothing");
+    cr_assert_eq(kf_stat(b, "remote_hits"), 0, "served from B's memory");
+    cr_assert_eq(kf_stat(b, "prefetch_temp_skipped"), 0);
+    fluxon_client_close(b);
+}
+
 /* Issue 38: a copy of a value on a CPU owner (an appended range, which the master hands
  * out again only range_reuse_delay_ms after it frees it) is read as soon as it lands: B's
  * GET_DONE is held back 3 s (test fault), yet B's reader is served at once, byte-exact, and

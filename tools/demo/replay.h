@@ -79,7 +79,8 @@ typedef struct rp_opts {
     const char *disk_admission;      /* its admission [NULL: all] */
     const char *disk_direct_io;      /* its direct_io [NULL: auto] */
     uint32_t prefetch;               /* a worker starting request i names request i+prefetch's keys
-                                      * to its owner (fluxon_prefetch); 0: none [4 with a disk tier] */
+                                      * to its owner (fluxon_prefetch); 0: none [8 with a disk tier] */
+    int prefetch_from_owners;        /* issue 38: the owners' prefetch_from_owners (copies from CPU owners) */
     const char *ucx_tls;             /* the embedded owners' ucx_tls ["sm,self"; NULL: UCX's choice] */
 } rp_opts;
 

@@ -316,9 +316,10 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-owner-%u\",\"master\":\"unix:%s/master.sock\",\"socket\":\"%s\","
                  "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\","
-                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000%s%s%s%s%s}", /* a multi-GiB segment is faulted in at start */
+                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000%s%s%s%s%s%s}", /* a multi-GiB segment is faulted in at start */
                  k, dir, socks[k], (unsigned long long)r->segment_bytes,
                  (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy, disk, tenants,
+                 r->o.prefetch_from_owners ? ",\"prefetch_from_owners\":true" : "",
                  r->o.ucx_tls ? ",\"ucx_tls\":\"" : "", r->o.ucx_tls ? r->o.ucx_tls : "", r->o.ucx_tls ? "\"" : "");
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {

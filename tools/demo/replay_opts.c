@@ -72,7 +72,9 @@ void rp_usage(FILE *f)
             "  --prefetch L         a worker starting request i names request i+L's keys to its\n"
             "                       owner (fluxon_prefetch: it reads what its disk holds back now,\n"
             "                       as an engine's scheduler does for its queue); 0: off\n"
-            "                       (0..64) [8 with --disk-dir, else 0]\n"
+            "                       (0..64) [8 with --disk-dir or --prefetch-from-owners, else 0]\n"
+            "  --prefetch-from-owners  the owners' prefetch_from_owners: a prefetch also copies\n"
+            "                       ahead what other owners (the CPU owners) hold\n"
             "  --ucx-tls LIST       the embedded owners' ucx_tls: their data plane's UCX transports\n"
             "                       (one process, one host: shared memory), or default (UCX's\n"
             "                       choice between processes: tcp) [sm,self]\n"
@@ -302,7 +304,7 @@ static int rp_set_tenant_quotas(rp_opts *o, const char *val)
 }
 
 #define RP_PREFETCH_MAX 64
-#define RP_PREFETCH_UNSET UINT32_MAX /* 8 with --disk-dir, else 0 */
+#define RP_PREFETCH_UNSET UINT32_MAX /* 8 with --disk-dir or --prefetch-from-owners, else 0 */
 #define RP_PREFETCH_DISK 8
 
 static const rp_optdef rp_optdefs[] = {
@@ -335,6 +337,7 @@ static const rp_optdef rp_optdefs[] = {
     RP_FN("--disk-direct-io", rp_set_disk_direct),
     RP_FN("--ucx-tls", rp_set_ucx_tls),
     RP_INT("--prefetch", prefetch, 0, RP_PREFETCH_MAX),
+    {"--prefetch-from-owners", RP_OPT_FLAG, offsetof(rp_opts, prefetch_from_owners), sizeof(int), 0, 0, NULL},
 };
 
 static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
@@ -568,7 +571,8 @@ int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help)
         if (rp_opt_apply(d, o, val)) return -1;
     }
     if (!o->eviction_policy) o->eviction_policy = o->cpu_owners ? "lru" : "s3fifo";
-    if (o->prefetch == RP_PREFETCH_UNSET) o->prefetch = o->disk_dir ? RP_PREFETCH_DISK : 0;
+    if (o->prefetch == RP_PREFETCH_UNSET)
+        o->prefetch = o->disk_dir || o->prefetch_from_owners ? RP_PREFETCH_DISK : 0;
     if (!o->trace) rp_default_trace(o);
     return rp_opts_check(o);
 }
