@@ -182,13 +182,15 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
     printf("\nfutures           completed %llu, refused at publish %llu (skipped backups), failed %llu, timed out %llu\n",
            (unsigned long long)r->col.completed, (unsigned long long)r->col.refused, (unsigned long long)r->col.failed,
            (unsigned long long)r->col.timed_out);
-    printf("latency (us)      %-20s %9s %9s %9s %9s %9s\n", "call", "n", "p50", "p90", "p99", "max");
+    printf("latency (us)      %-20s %9s %9s %9s %9s %9s %9s\n", "call", "n", "p50", "p90", "p99", "max", "mean");
     for (int c = 0; c < RP_NCALLS; c++) {
         const rp_samples *s = &t->lat[c];
         if (!s->n) continue;
-        printf("                  %-20s %9zu %9.1f %9.1f %9.1f %9.1f\n", rp_call_names[c], s->n,
+        double sum = 0; /* the mean: what a call adds to a worker's time, tails included */
+        for (size_t k = 0; k < s->n; k++) sum += (double)s->v[k];
+        printf("                  %-20s %9zu %9.1f %9.1f %9.1f %9.1f %9.1f\n", rp_call_names[c], s->n,
                rp_pct(s->v, s->n, 50) / 1e3, rp_pct(s->v, s->n, 90) / 1e3, rp_pct(s->v, s->n, 99) / 1e3,
-               s->v[s->n - 1] / 1e3);
+               s->v[s->n - 1] / 1e3, sum / (double)s->n / 1e3);
     }
     if (t->requests && t->secs > 0) {
         double fill = (double)t->fill_ns / 1e3 / (double)t->requests, chk = (double)t->check_ns / 1e3 / (double)t->requests;
