@@ -30,6 +30,7 @@
 #define FX_DISK_H
 
 #include "fx.h"
+#include "metrics.h"
 #include "reactor.h"
 
 #define FX_DISK_OFF_BIT (1ull << 63)
@@ -176,6 +177,7 @@ typedef struct fx_disk_stats {
     uint64_t appends, append_bytes, append_busy, writes, write_bytes, write_errors;
     uint64_t reads, read_bytes, reads_in_flight, read_errors, crc_failures, staged_reads;
     uint64_t read_ios; /* reads handed to the kernel: records side by side asked in one turn share one */
+    fx_hist_t read_latency; /* a record's read from the file: fx_disk_read to its check (staged reads not) */
     uint64_t segments_freed, records_dropped;
     uint64_t tombstones, barriers, tomb_failures; /* staged; not staged (BUSY, paused) */
     uint64_t recovered_killed; /* records a reopen dropped for a tombstone or barrier */

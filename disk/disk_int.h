@@ -166,6 +166,7 @@ typedef struct dk_read {
     int status;
     char *bounce;
     size_t len, got;
+    uint64_t t0_ns; /* when it was asked (read_latency) */
     uint32_t klen;
     char key[]; /* the key asked for */
 } dk_read_t;

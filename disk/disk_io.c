@@ -431,6 +431,7 @@ static void dk_read_done(fx_disk_t *d, dk_read_t *rd, int res)
     }
     seg->readers--;
     d->st.reads_in_flight--;
+    fx_hist_observe(&d->st.read_latency, fx_now_ns() - rd->t0_ns);
     int status = FLUXON_OK;
     uint64_t bo = (rd->off & 0xffffffffull) * FX_DISK_BLOCK;
     char path[4096];
@@ -508,6 +509,7 @@ FX_INTERNAL int fx_disk_read(fx_disk_t *d, uint64_t off, const char *key, uint32
         }
         rd->seg = seg;
         rd->io.cb = dk_on_read;
+        rd->t0_ns = fx_now_ns();
         seg->readers++;
         d->st.reads_in_flight++;
         dk_read_issue(d, rd);

@@ -269,6 +269,7 @@
     X(disk_read_errors, COUNTER, "owner_disk_read_errors_total", "", "Disk reads that failed (I/O error)")        \
     X(disk_crc_failures, COUNTER, "owner_disk_checksum_failures_total", "", "Records that failed a check on read: a miss, never bytes served") \
     X(disk_staged_reads, COUNTER, "owner_disk_staged_reads_total", "", "Reads served from a staging buffer not yet written") \
+    X(disk_read_latency, HIST, "owner_disk_read_seconds", "", "A record's read from the disk tier's file: asked to checked") \
     X(disk_read_ios, COUNTER, "owner_disk_read_ios_total", "", "Reads handed to the kernel (records side by side share one)") \
     X(disk_segments_freed, COUNTER, "owner_disk_segments_freed_total", "", "Segment files removed for room")     \
     X(disk_recovered_records, GAUGE, "owner_disk_recovered_records", "", "Records re-indexed when the owner started") \

@@ -114,6 +114,8 @@ Test(disk_read, records_side_by_side_share_one_read_and_each_is_checked_alone)
     fx_disk_stats(d, &st);
     cr_assert_eq(st.crc_failures, 3);
     cr_assert_eq(st.reads_in_flight, 0);
+    cr_assert_eq(st.read_latency.count, 12 + 3 + 2 + 4, "each record read from the file is timed once");
+    cr_assert_gt(st.read_latency.sum_ns, 0);
     cr_assert_eq(d->ops, 0, "no I/O left");
     fx_disk_close(d, 5000);
     fx_reactor_destroy(r);
