@@ -142,31 +142,26 @@ Test(disk_read, records_of_two_segments_get_a_read_each)
     cr_assert(last0 > 0 && last0 < 99 && off_seg(offs[last0 + 1]) == 1, "the records span two segments");
     drain(r, d);
     int pair[] = {last0, last0 + 1};
-    batch_t b;
+    uint8_t *got[2];
+    rres_t res[2] = {{0}};
     uint64_t ios = read_ios(d);
     /* the two are not in one file: one read each, both right */
-    char k0[16], k1[16];
-    snprintf(k0, sizeof k0, "a%d", pair[0]);
-    snprintf(k1, sizeof k1, "a%d", pair[1]);
     for (int j = 0; j < 2; j++) {
-        b.got[pair[j]] = calloc(1, VLEN);
-        b.res[pair[j]] = (rres_t){0};
+        snprintf(key, sizeof key, "a%d", pair[j]);
+        got[j] = calloc(1, VLEN);
+        cr_assert_eq(fx_disk_read(d, offs[pair[j]], key, (uint32_t)strlen(key), got[j], VLEN, on_read, &res[j]),
+                     FLUXON_OK);
     }
-    cr_assert_eq(fx_disk_read(d, offs[pair[0]], k0, (uint32_t)strlen(k0), b.got[pair[0]], VLEN, on_read,
-                              &b.res[pair[0]]), FLUXON_OK);
-    cr_assert_eq(fx_disk_read(d, offs[pair[1]], k1, (uint32_t)strlen(k1), b.got[pair[1]], VLEN, on_read,
-                              &b.res[pair[1]]), FLUXON_OK);
     uint64_t end = fx_now_ms() + 5000;
-    for (int k = 0; k < 100000 && fx_now_ms() < end && (!b.res[pair[0]].calls || !b.res[pair[1]].calls); k++)
-        fx_reactor_poll(r, 10);
+    for (int k = 0; k < 100000 && fx_now_ms() < end && (!res[0].calls || !res[1].calls); k++) fx_reactor_poll(r, 10);
     cr_assert_eq(read_ios(d) - ios, 2);
     for (int j = 0; j < 2; j++) {
-        cr_assert_eq(b.res[pair[j]].calls, 1);
+        cr_assert_eq(res[j].calls, 1);
         uint8_t exp[VLEN];
         fill(exp, VLEN, (uint64_t)pair[j]);
-        cr_assert_eq(b.res[pair[j]].status, FLUXON_OK);
-        cr_assert(!memcmp(b.got[pair[j]], exp, VLEN));
-        free(b.got[pair[j]]);
+        cr_assert_eq(res[j].status, FLUXON_OK);
+        cr_assert(!memcmp(got[j], exp, VLEN));
+        free(got[j]);
     }
     fx_disk_close(d, 5000);
     fx_reactor_destroy(r);
