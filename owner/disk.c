@@ -43,7 +43,7 @@ typedef struct odisk_drop {
 typedef struct odisk_retiring {
     struct odisk_retiring *next;
     uint64_t seg;
-    size_t n;
+    size_t n, done, koff; /* records unpublished so far; the byte of the next one's key */
     uint64_t *offs;
     uint32_t *klens;
     char *kbuf;
@@ -228,30 +228,34 @@ static void odisk_route_drop(fx_owner_t *o, const char *key, uint32_t klen, uint
 /* ---- the store's hook: a segment leaves for room ---- */
 /* The hook runs inside the store (an append that opened a segment): the segment's records
  * are handled on the next reactor turn, outside it. */
+/* Unpublishes the records of the retiring segments, ODISK_RETIRE_SLICE a reactor turn: a
+ * 64 MiB segment of 8 KiB records (8,192) held the reactor 2.6 ms at once, and the gets
+ * and puts that came meanwhile waited for it. */
+#define ODISK_RETIRE_SLICE 512u
 static void odisk_on_retire(fx_reactor_t *r, fx_timer_t *t)
 {
-    (void)r;
     odisk_t *s = FX_CONTAINER_OF(t, odisk_t, retire_timer);
     fx_owner_t *o = s->o;
-    odisk_retiring_t *q = s->retiring;
-    s->retiring = NULL;
-    while (q) {
-        odisk_retiring_t *next = q->next;
-        size_t koff = 0;
-        for (size_t i = 0; i < q->n; koff += q->klens[i], i++) {
+    size_t budget = ODISK_RETIRE_SLICE;
+    while (s->retiring && budget) {
+        odisk_retiring_t *q = s->retiring;
+        for (; q->done < q->n && budget; q->koff += q->klens[q->done], q->done++, budget--) {
             uint64_t off = 0;
             fx_disk_meta_t m;
-            const char *key = q->kbuf + koff;
+            const char *key = q->kbuf + q->koff;
+            size_t i = q->done;
             if (fx_disk_find(s->d, key, q->klens[i], &off, &m) != FLUXON_OK || off != q->offs[i]) continue;
             odisk_route_drop(o, key, q->klens[i], off, m.put_ms, m.put_ver);
             fx_disk_drop(s->d, off);
             s->retired_records++;
         }
+        if (q->done < q->n) break;
+        s->retiring = q->next;
         s->retired_segments++;
         fx_disk_segment_free(s->d, q->seg); /* reads in flight hold the file; nothing names it now */
         fx_free(q);
-        q = next;
     }
+    if (s->retiring) fx_timer_arm(r, &s->retire_timer, 0, odisk_on_retire); /* the rest next turn */
 }
 
 /* ---- issue 42: each tenant's bytes on this owner's disk tier, and its disk quota ---- */
@@ -357,6 +361,7 @@ static void odisk_segment_retiring(void *arg, uint64_t seg, const uint64_t *offs
     }
     q->seg = seg;
     q->n = n;
+    q->done = q->koff = 0;
     q->offs = (uint64_t *)(q + 1);
     q->klens = (uint32_t *)(q->offs + n);
     q->kbuf = (char *)(q->klens + n);
@@ -365,9 +370,11 @@ static void odisk_segment_retiring(void *arg, uint64_t seg, const uint64_t *offs
         q->klens[i] = klens[i];
         memcpy(q->kbuf + ko, keys[i], klens[i]);
     }
-    q->next = s->retiring;
-    s->retiring = q;
-    fx_timer_arm(o->r, &s->retire_timer, 0, odisk_on_retire);
+    q->next = NULL; /* last in line: the segments retire in the order they went */
+    odisk_retiring_t **tail = &s->retiring;
+    while (*tail) tail = &(*tail)->next;
+    *tail = q;
+    if (!fx_timer_armed(&s->retire_timer)) fx_timer_arm(o->r, &s->retire_timer, 0, odisk_on_retire);
 }
 
 /* ---- DIR/CONTACT (W6): a master heard from, and its grace ---- */
