@@ -438,7 +438,7 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
         c->og[m++] = disk || early ? NULL : og;
         if (disk || early) {
             kv->disk_promoted_early += disk;
-            kv->read_before_get_done += early;
+            kv->read_before_get_done += early && !og->prefetch; /* of the remote hits (a prefetch's copy is none) */
             kv->remote_hits += !disk && !og->prefetch; /* as it was counted once the master answered */
             kv->prefetch_copies += !disk && og->prefetch;
             o->fetch->done(o, og, en);

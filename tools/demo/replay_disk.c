@@ -110,9 +110,10 @@ int rp_disk_report(rp_run *r, cJSON *summary)
            (double)v[D_WBYTES] / 1048576.0, (unsigned long long)v[D_CRC]);
     if (lat_n)
         printf("  disk reads      %llu records read from the files: %.0f us on average from asked to checked, "
-               "median <= %.0f us, p99 <= %.0f us (prefetch hides them from the gets)\n",
+               "median <= %.0f us, p99 <= %.0f us%s\n",
                (unsigned long long)lat_n, (double)lat_sum_ns / (double)lat_n / 1e3,
-               rd_quantile_us(lat_b, lat_nb, bounds, 0.5), rd_quantile_us(lat_b, lat_nb, bounds, 0.99));
+               rd_quantile_us(lat_b, lat_nb, bounds, 0.5), rd_quantile_us(lat_b, lat_nb, bounds, 0.99),
+               r->o.prefetch ? " (the prefetches started most of them before their get)" : "");
     cJSON_Delete(bounds);
     uint64_t refused = 0;
     for (unsigned i = 0; i < r->n_workers; i++) refused += r->workers[i].prefetch_refused;

@@ -22,7 +22,9 @@ void rp_usage(FILE *f)
             "                   [--metrics-listen ADDR [--metrics-linger-ms N]]\n"
             "                   [--cpu-owners K] [--cpu-capacity-blocks N] [--writeback-watermark X]\n"
             "                   [--writeback-admission all|second_touch]\n"
-            "                   [--disk-dir DIR --disk-capacity-blocks N [--disk-admission A]]\n"
+            "                   [--disk-dir DIR --disk-capacity-blocks N [--disk-admission A]\n"
+            "                    [--disk-direct-io M]] [--prefetch L] [--prefetch-from-owners]\n"
+            "                   [--ucx-tls LIST]\n"
             "Replays a Mooncake JSONL trace through the hostless API as an inference engine:\n"
             "per request get_start over its page keys, restore and verify the transferable\n"
             "prefix, then local_fast_put_start/commit of the missed suffix.\n"
@@ -73,8 +75,8 @@ void rp_usage(FILE *f)
             "                       owner (fluxon_prefetch: it reads what its disk holds back now,\n"
             "                       as an engine's scheduler does for its queue); 0: off\n"
             "                       (0..64) [8 with --disk-dir or --prefetch-from-owners, else 0]\n"
-            "  --prefetch-from-owners  the owners' prefetch_from_owners: a prefetch also copies\n"
-            "                       ahead what other owners (the CPU owners) hold\n"
+            "  --prefetch-from-owners  with --cpu-owners: the owners' prefetch_from_owners, a\n"
+            "                       prefetch also copies ahead what the CPU owners hold\n"
             "  --ucx-tls LIST       the embedded owners' ucx_tls: their data plane's UCX transports\n"
             "                       (one process, one host: shared memory), or default (UCX's\n"
             "                       choice between processes: tcp) [sm,self]\n"
@@ -428,6 +430,11 @@ static int rp_opts_check(rp_opts *o)
     if ((o->cpu_owners || o->cpu_capacity_blocks) && !o->capacity_blocks) {
         fprintf(stderr, "fluxon demo: --cpu-owners/--cpu-capacity-blocks need --capacity-blocks N (GPU owners of N "
                         "pages, which evict to the CPU owners), e.g. --capacity-blocks 10000 --cpu-owners 1\n");
+        return -1;
+    }
+    if (o->prefetch_from_owners && (!o->cpu_owners || !o->prefetch)) {
+        fprintf(stderr, "fluxon demo: --prefetch-from-owners has the workers' prefetches copy what the CPU owners "
+                        "hold: it needs --cpu-owners K and a prefetch distance (--prefetch L, L > 0)\n");
         return -1;
     }
     if ((o->writeback_watermark > 0 || o->writeback_admission) && !o->cpu_owners) {

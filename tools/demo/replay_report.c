@@ -120,6 +120,14 @@ static void rp_totals_free(rp_totals *t)
     for (int c = 0; c < RP_NCALLS; c++) free(t->lat[c].v);
 }
 
+/* The mean of a call's samples in us: what the call adds to a worker's time, tails included. */
+static double rp_mean_us(const rp_samples *s)
+{
+    double sum = 0;
+    for (size_t k = 0; k < s->n; k++) sum += (double)s->v[k];
+    return s->n ? sum / (double)s->n / 1e3 : 0;
+}
+
 static void rp_print_summary(const rp_run *r, const rp_totals *t)
 {
     const rp_opts *o = &r->o;
@@ -173,7 +181,16 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
     for (int s = 0; s < RP_NSTATUS; s++)
         if (t->skipped_by[s]) printf("  %s %llu", rp_status_name(s), (unsigned long long)t->skipped_by[s]);
     if (t->skipped_batches) printf("  + %llu batch(es) refused at publish", (unsigned long long)t->skipped_batches);
-    if (t->skipped || t->skipped_batches) printf("  (pages another worker was storing at that moment: stored once)");
+    uint64_t twice = t->skipped_batches, lost = 0; /* stored once elsewhere, or not stored at all */
+    for (int s = 0; s < RP_NSTATUS; s++) {
+        const char *nm = rp_status_name(s);
+        if (!strcmp(nm, "FLUXON_ERR_KEY_EXISTS") || !strcmp(nm, "FLUXON_ERR_KEY_BEING_WRITTEN")) twice += t->skipped_by[s];
+        else lost += t->skipped_by[s];
+    }
+    if (twice) printf("  (%s: pages another worker was storing at that moment or had stored: stored once)",
+                    lost ? "KEY_EXISTS, KEY_BEING_WRITTEN and batches refused at publish" : "all");
+    if (lost) printf("  (%s not stored: no room for them, or their atomic group was refused whole; later misses)",
+                     twice ? "the others were" : "pages");
     printf("\nchecksum failures %llu\nerrors            %llu", (unsigned long long)t->checksum_failures,
            (unsigned long long)t->errors);
     for (int s = 0; s < RP_NSTATUS; s++)
@@ -186,11 +203,9 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
     for (int c = 0; c < RP_NCALLS; c++) {
         const rp_samples *s = &t->lat[c];
         if (!s->n) continue;
-        double sum = 0; /* the mean: what a call adds to a worker's time, tails included */
-        for (size_t k = 0; k < s->n; k++) sum += (double)s->v[k];
         printf("                  %-20s %9zu %9.1f %9.1f %9.1f %9.1f %9.1f\n", rp_call_names[c], s->n,
                rp_pct(s->v, s->n, 50) / 1e3, rp_pct(s->v, s->n, 90) / 1e3, rp_pct(s->v, s->n, 99) / 1e3,
-               s->v[s->n - 1] / 1e3, sum / (double)s->n / 1e3);
+               s->v[s->n - 1] / 1e3, rp_mean_us(s));
     }
     if (t->requests && t->secs > 0) {
         double fill = (double)t->fill_ns / 1e3 / (double)t->requests, chk = (double)t->check_ns / 1e3 / (double)t->requests;
@@ -307,7 +322,7 @@ static void rp_json_totals(cJSON *j, const rp_run *r, const rp_totals *t)
     }
 }
 
-/* <call>_n, <call>_p50_us, _p90_us, _p99_us, _max_us for every call */
+/* <call>_n, <call>_p50_us, _p90_us, _p99_us, _max_us, _mean_us for every call */
 static void rp_json_latency(cJSON *j, const rp_totals *t)
 {
     for (int c = 0; c < RP_NCALLS; c++) {
@@ -322,6 +337,8 @@ static void rp_json_latency(cJSON *j, const rp_totals *t)
         }
         snprintf(k, sizeof k, "%s_max_us", rp_call_names[c]);
         cJSON_AddNumberToObject(j, k, s->n ? s->v[s->n - 1] / 1e3 : 0);
+        snprintf(k, sizeof k, "%s_mean_us", rp_call_names[c]);
+        cJSON_AddNumberToObject(j, k, rp_mean_us(s));
     }
 }
 
