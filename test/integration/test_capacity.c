@@ -293,7 +293,7 @@ Test(capacity, random_mix_of_twenty_sizes_never_fails, .timeout = 240)
         int rc = put_len(c, k, len);
         if (rc != FLUXON_OK) {
             fails++;
-            cr_log_error("put %d of %llu bytes: %s", nk, (unsigned long long)len, fluxon_status_string(rc));
+            th_note("put %d of %llu bytes: %s", nk, (unsigned long long)len, fluxon_status_string(rc));
         }
         lens[nk++] = len;
         written += len;

@@ -118,7 +118,7 @@ static cJSON *run_slice_each_plays(const char *extra, const char *array)
         cJSON *d = run_slice(args);
         double least = fewest_requests(d, array);
         if (least >= 30) return d;
-        cr_log_warn("run %d: one of the %s played %.0f requests of 300: again", run, array, least);
+        th_note("run %d: one of the %s played %.0f requests of 300: again", run, array, least);
         cr_assert_lt(run, 2, "in 3 runs one of the %s always played under 30 of the 300 requests", array);
         cJSON_Delete(d);
         fini();

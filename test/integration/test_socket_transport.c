@@ -39,9 +39,14 @@ static void st_run_env(const char *name, const char *arg, int limit_s, const cha
     cr_assert_gt(pid, 0);
     int st = 0;
     int ended = th_wait_exit(pid, limit_s, &st);
-    char cmd[PATH_MAX + 64];
+    char cmd[2 * PATH_MAX + 160];
     snprintf(cmd, sizeof cmd, "grep -E 'Synthesis|FAIL|passed|failed' '%s' >&2", log);
     if (system(cmd) != 0) { /* the summary is only shown */ }
+    if (!ended || !WIFEXITED(st) || WEXITSTATUS(st) != 0) { /* the child's last words, before its log goes */
+        snprintf(cmd, sizeof cmd, "echo '--- the last 60 lines of %s (status %d):' >&2; tail -n 60 '%s' >&2", name, st,
+                 log);
+        if (system(cmd) != 0) { /* only shown */ }
+    }
     th_rmtree(dir);
     free(dir);
     cr_assert(ended, "%s ended within %d s", name, limit_s);
