@@ -466,7 +466,8 @@ const char *fluxon_last_error_message(void);
  * alone (the get_start fetches those as always) unless the owner's config has
  * "prefetch_from_owners": true (issue 38): then the owner asks the master about them in one
  * lookup and copies ahead, the same way, those another owner (a CPU owner) holds. Keys in
- * memory are left alone. One-way: the call queues one
+ * memory are left alone, and so are the keys after the first one the owner knows is held
+ * nowhere (the get_start's prefix ends there). One-way: the call queues one
  * message (on the shared-memory ring when it fits, else the socket's out-queue) and returns
  * without waiting, ever; nothing tells whether or when the reads ended. A hint that fails on
  * the owner (a key gone meanwhile, no room) costs the later get its wait; the copies it

@@ -149,6 +149,7 @@
     X(prefetch_reads, COUNTER, "owner_prefetch_reads_total", "", "Disk read-backs a PREFETCH started (the key was on disk, not in memory, not being fetched)") \
     X(prefetch_bad_keys, COUNTER, "owner_prefetch_bad_keys_total", "", "PREFETCH keys (or bodies) skipped as malformed") \
     X(prefetch_joined, COUNTER, "owner_prefetch_joined_total", "", "Get keys that joined a prefetch's read in flight") \
+    X(prefetch_past_prefix, COUNTER, "owner_prefetch_past_prefix_total", "", "PREFETCH keys after one held nowhere: not fetched (the get's prefix ends there)") \
     X(prefetch_lookups, COUNTER, "owner_prefetch_lookups_total", "", "PREFETCH keys neither in memory nor on disk here, looked up at the master for a copy from another owner") \
     X(prefetch_copies, COUNTER, "owner_prefetch_copies_total", "", "Copies from another owner a PREFETCH made (published, kept)") \
     X(prefetch_temp_skipped, COUNTER, "owner_prefetch_temp_skipped_total", "", "PREFETCH keys not fetched: the master allowed only a temporary copy and no get waited") \

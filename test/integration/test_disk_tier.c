@@ -323,6 +323,20 @@ Test(disk_tier, a_prefetch_reads_disk_values_back_before_the_get, .timeout = 240
     cr_assert_eq(fluxon_prefetch(c, keys, NK), FLUXON_OK);
     cr_assert(rf_wait_stat(c, false, "prefetch_requests", 0, 2, 5000));
     cr_assert_eq(rf_stat(c, false, "prefetch_reads"), on_disk);
+    /* a key held nowhere first: the get's prefix would end there, so the keys after it (on
+     * disk or not) are read for nobody: none is (the only owner knows it is held nowhere) */
+    char later[NK][16];
+    const char *cut[NK + 1];
+    cut[0] = "nowhere-first";
+    for (int i = 0; i < NK; i++) {
+        snprintf(later[i], sizeof later[i], "k:%d", NK + i);
+        cut[i + 1] = later[i];
+    }
+    long long past = rf_stat(c, false, "prefetch_past_prefix");
+    cr_assert_eq(fluxon_prefetch(c, cut, NK + 1), FLUXON_OK);
+    cr_assert(rf_wait_stat(c, false, "prefetch_requests", 0, 3, 5000));
+    cr_assert_eq(rf_stat(c, false, "prefetch_past_prefix") - past, NK, "the %d keys after it were skipped", NK);
+    cr_assert_eq(rf_stat(c, false, "prefetch_reads"), on_disk, "no read started past the cut");
     cr_assert_eq(rf_stat(c, false, "disk_crc_failures"), 0);
     /* a hint never waits (a new user's finding: with the owner stopped, the call waited for
      * the one-way queue twice timeout_ms): a full queue drops it, FLUXON_ERR_BUSY */
@@ -340,7 +354,7 @@ Test(disk_tier, a_prefetch_reads_disk_values_back_before_the_get, .timeout = 240
     cr_assert_eq(kill(rf.owner[0], SIGCONT), 0);
     cr_assert(busy, "the queue to a stopped owner filled within %d calls", calls);
     cr_assert_lt(slowest, 0.5, "no call waited (slowest %.3f s)", slowest);
-    cr_assert(rf_wait_stat(c, false, "prefetch_requests", 1, calls + 1, 10000), "the queued hints were read");
+    cr_assert(rf_wait_stat(c, false, "prefetch_requests", 1, calls + 2, 10000), "the queued hints were read");
     fluxon_client_close(c);
 }
 
