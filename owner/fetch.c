@@ -774,37 +774,5 @@ FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o)
     o->fetch = NULL;
 }
 
-FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
-{
-    ofetch_t *s = o->fetch;
-    m->lookup_batches = s->lookup_batches;
-    m->lookups_skipped = s->lookups_skipped;
-    m->transfers = s->transfers;
-    m->transfer_keys = s->transfer_keys;
-    m->transfer_bytes = s->transfer_bytes;
-    m->remote_hits = s->remote_hits;
-    m->prefetch_copies = s->prefetch_copies;
-    m->prefetch_temp_skipped = s->prefetch_temp_skipped;
-    m->cpu_hits = 0; /* no CPU (remote_cache) owner serves fetches yet */
-    m->get_done_stale = s->get_done_stale;
-    m->get_relookups = s->relookups;
-    m->temp_copies = s->temp_copies;
-    m->reuse_hits = s->reuse_hits;
-    m->self_copies = s->self_copies;
-    m->disk_hits = s->disk_hits;
-    m->disk_misses = s->disk_misses;
-    m->disk_direct = s->disk_direct;
-    m->disk_temp = s->disk_temp;
-    m->get_done_resends = s->get_done_resends;
-    m->get_done_readers_timed_out = s->get_done_readers_timed_out;
-    m->disk_promoted_early = s->disk_promoted_early;
-    m->read_before_get_done = s->read_before_get_done;
-    m->fetch_slots_held = s->held_slots;
-    m->fetch_slots_held_total = s->held_total;
-    m->fetch_slots_hold_overflow = s->hold_overflow;
-    m->fetch_latency = s->fetch_latency;
-    m->transfer_latency = s->transfer_latency;
-}
-
 #undef OFETCH_RESEND_MS
 #undef OFETCH_RESEND_MAX_MS

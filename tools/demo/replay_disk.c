@@ -47,7 +47,8 @@ static double rd_quantile_us(const uint64_t *b, size_t nb, const cJSON *bounds, 
     for (size_t k = 0; k < nb; k++) {
         c += b[k];
         if ((double)c >= q * (double)n) {
-            const cJSON *e = cJSON_GetArrayItem(bounds, (int)(k < (size_t)cJSON_GetArraySize(bounds) ? k : (size_t)cJSON_GetArraySize(bounds) - 1));
+            int last = cJSON_GetArraySize(bounds) - 1; /* the +Inf bucket reads as the last bound */
+            const cJSON *e = cJSON_GetArrayItem(bounds, (int)k < last ? (int)k : last);
             return cJSON_IsNumber(e) ? e->valuedouble / 1e3 : 0;
         }
     }
