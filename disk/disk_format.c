@@ -13,6 +13,7 @@
 #include <unistd.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: the streaming checksum */
 #include <xxhash.h>
+#include <xxh_x86dispatch.h> /* XXH3 with AVX2 / AVX-512 where the CPU has them (the shared libxxhash) */
 
 #include "log.h"
 

@@ -38,6 +38,7 @@
 
 #include "log.h"
 #include "owner_claims.h"
+#include "owner_disk.h"
 #include "owner_evict_grants.h"
 #include "owner_evict_int.h"
 #include "owner_link.h"
@@ -126,6 +127,7 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
         if (!counters) return FLUXON_ERR_NOMEM;
         fx_freq_sketch_init(&kv->seen, kv->hot_capacity / unit, counters);
     }
+    if (fx_odisk_on(o) && fx_reactor_add_idle_hook(o->r, fx_oevs_stage_pump, o, 0) != FLUXON_OK) return FLUXON_ERR_NOMEM;
     fx_ostore_set_hooks(o, &(fx_ostore_hooks_t){oev_forget, oev_admit, fx_oev_kick});
     fx_oclaims_set_policy(o, &(fx_oclaims_policy_t){oev_claim_can_wait, fx_oev_kick, oev_grant_added, oev_claims_idle});
     return fx_oevq_init(o); /* issue 42: the tenants' quotas and guarantees */
@@ -138,14 +140,15 @@ FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o)
     kv->closing = true;
     fx_timer_disarm(o->r, &kv->kick_timer);
     fx_timer_disarm(o->r, &kv->tick_timer);
+    fx_reactor_del_idle_hook(o->r, fx_oevs_stage_pump, o);
     /* cohorts waiting for the master are freed by their callbacks (they see the state
-     * closing); one held back by a test fault was never sent: freed here */
+     * closing); one held back by a test fault or still staging was never sent: freed here */
     oev_cohort_t *c = kv->cohorts;
     kv->cohorts = NULL;
     while (c) {
         oev_cohort_t *next = c->next;
         c->prev = c->next = NULL;
-        if (fx_timer_armed(&c->delay)) {
+        if (fx_timer_armed(&c->delay) || c->staging) {
             fx_timer_disarm(o->r, &c->delay);
             fx_oevs_cohort_free(c);
         }

@@ -36,5 +36,7 @@ FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->evict_copied = kv->evict_copied;
     m->evict_to_disk = kv->to_disk;
     m->evict_disk_not_admitted = kv->disk_not_admitted;
+    m->evict_disk_staging = kv->n_staging;
+    m->evict_disk_stage_slices = kv->stage_slices;
     m->evict_writeback_waits = kv->wb_waits;
 }

@@ -311,7 +311,7 @@ static bool oext_poll_idle(void *arg)
     uint64_t idle = now > x->poll_last_ns ? now - x->poll_last_ns : 0;
     if (idle < x->poll_ns || (idle < x->plan_ns && oext_ring_plans(x))) {
         x->polling = true;
-        if (!work) sched_yield();
+        if (!work && !fx_reactor_idle_kept_busy(o->r)) sched_yield(); /* not while the disk copies go on (issue 39) */
         return true;
     }
     if (!x->polling) return false;

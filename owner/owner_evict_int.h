@@ -5,6 +5,7 @@
 #ifndef FX_OWNER_EVICT_INT_H
 #define FX_OWNER_EVICT_INT_H
 
+#include "disk.h"
 #include "freq_sketch.h"
 #include "owner_evict.h"
 #include "owner_tenant.h"
@@ -44,6 +45,7 @@ typedef struct oev {
         resends, grants_retired, no_space_fast, dropped_behind, dropped_copying, dropped_failed,
         not_admitted, wb_waits, evict_copied, rounds, walked, wb_stuck_rounds;
     uint64_t to_disk, disk_not_admitted; /* issue 39: replicas moved to the disk tier; victims it did not admit */
+    uint64_t n_staging, stage_slices;    /* issue 39: cohorts whose disk copies are being made; pump turns that made some */
     uint64_t tick_at_ms;     /* when the armed tick_timer fires */
     /* the write-back look-ahead's cursor (issue 38, P3): the warmest value it looked at in
      * this epoch; wb_seen_bytes: the bytes of the values looked at (wb_epoch) still in the
@@ -91,6 +93,9 @@ typedef struct oev_cohort {
     uint64_t bytes;
     uint64_t *offsets, *put_ms, *put_ver, *slot_sizes;
     uint64_t *disk; /* issue 39: the disk offset each replica moves to (0: dropped); NULL: none */
+    fx_disk_meta_t *adm; /* issue 39: each victim's record as admitted (group_size 0: not admitted) */
+    size_t staged;       /* issue 39: victims whose disk copy was made (or skipped) so far */
+    bool staging;        /* issue 39: copies still to make; the EVICT goes once they are made */
     char *kbuf;       /* the keys, back to back (kept: a delayed send outlives entries) */
     uint32_t *klens;
     fx_timer_t delay; /* test fault: EVICT held back; the retry of an uncertain one */
@@ -156,5 +161,9 @@ FX_INTERNAL bool fx_oevw_clean(fx_owner_t *o, owner_entry_t *en);
  * (counted by how they went) or restores them. */
 FX_INTERNAL void fx_oevs_send(fx_owner_t *o, owner_entry_t **v, size_t n);
 FX_INTERNAL void fx_oevs_cohort_free(oev_cohort_t *c);
+/* The reactor idle hook (added when a disk tier is on): makes the next OEV_STAGE_SLICE disk
+ * copies of the oldest staging cohort, and sends its EVICT once all are made. True while
+ * copies remain. */
+FX_INTERNAL bool fx_oevs_stage_pump(void *arg);
 
 #endif

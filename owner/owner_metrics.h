@@ -211,6 +211,8 @@
     X(evict_not_admitted, COUNTER, "owner_evict_dropped_total", "cause=\"not_admitted\"", "")                 \
     X(evict_to_disk, COUNTER, "owner_evict_to_disk_total", "", "Evicted values whose replica moved to the disk tier (issue 39)") \
     X(evict_disk_not_admitted, COUNTER, "owner_evict_disk_not_admitted_total", "", "Evicted values disk.admission did not admit") \
+    X(evict_disk_staging, GAUGE, "owner_evict_disk_staging", "", "Eviction cohorts whose disk copies are being made (their EVICT follows)") \
+    X(evict_disk_stage_slices, COUNTER, "owner_evict_disk_stage_slices_total", "", "Reactor turns that made disk copies of victims (at most 8 each)") \
     X(evict_writeback_waits, COUNTER, "owner_evict_writeback_waits_total", "", "Eviction rounds' groups that waited for a copy (writeback_max_stall_ms)") \
     /* replica.c (issue 16): eager replica tasks and write-back to replica targets */                            \
     X(copies_recorded, COUNTER, "owner_copies_recorded_total", "", "Keys copied to other owners, recorded to settle misses locally") \

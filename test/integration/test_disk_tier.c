@@ -62,6 +62,12 @@ Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini
     cr_assert_gt(rf_stat(c, false, "evict_to_disk"), 0);
     cr_assert_gt(rf_stat(c, false, "evict_to_disk") + rf_stat(c, false, "disk_demote_busy"), N_KEYS / 3,
                  "the evicted values moved to disk or were counted");
+    /* the copies were made 8 a reactor turn at most (a request waits for a slice, never a
+     * round), and none is left to make once the evictions are confirmed (R1) */
+    cr_assert_eq(rf_stat(c, false, "evict_disk_staging"), 0);
+    cr_assert_geq(rf_stat(c, false, "evict_disk_stage_slices") * 8, rf_stat(c, false, "evict_to_disk"),
+                  "%lld slices for %lld copies", rf_stat(c, false, "evict_disk_stage_slices"),
+                  rf_stat(c, false, "evict_to_disk"));
     int hits = get_all(c);
     long long disk_hits = rf_stat(c, false, "disk_hits"), moved = rf_stat(c, false, "evict_to_disk");
     /* every value moved to disk and not pushed out of it is read back: the misses are the
