@@ -208,6 +208,12 @@ static bool oev_disk_plan(fx_owner_t *o, oev_cohort_t *c, owner_entry_t **v, siz
     return true;
 }
 
+static void oev_on_held(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)r;
+    FX_CONTAINER_OF(t, oev_cohort_t, delay)->held = false; /* the pump goes on from the next loop turn */
+}
+
 static void oev_send_now(fx_owner_t *o, oev_cohort_t *c)
 {
     if (fx_owner_fault_delay(o, "EVICT")) { /* test-only: the master hears of this cohort fault_ms later */
@@ -225,11 +231,8 @@ FX_INTERNAL bool fx_oevs_stage_pump(void *arg)
     if (!kv || !kv->n_staging || kv->closing) return false;
     oev_cohort_t *c = NULL;
     for (oev_cohort_t *x = kv->cohorts; x; x = x->next) /* new cohorts go first in the list: the last is the oldest */
-        if (x->staging) c = x;
-    if (!c) {
-        kv->n_staging = 0;
-        return false;
-    }
+        if (x->staging && !x->held) c = x;
+    if (!c) return false; /* held by a test fault: its timer wakes the loop */
     owner_entry_t *v[OEV_STAGE_SLICE];
     fx_disk_meta_t m[OEV_STAGE_SLICE];
     uint64_t d[OEV_STAGE_SLICE];
@@ -303,6 +306,11 @@ FX_INTERNAL void fx_oevs_send(fx_owner_t *o, owner_entry_t **v, size_t n)
     kv->debt += c->bytes;
     if (c->staging) {
         kv->n_staging++; /* the pump makes its copies, then sends it */
+        if (fx_owner_fault_delay(o, "EVICT")) { /* test-only: before its copies (a DELETE may come meanwhile) */
+            FX_WARN("test fault: EVICT of %zu values held back %u ms before their disk copies", n, o->cfg.fault_ms);
+            c->held = true;
+            fx_timer_arm(o->r, &c->delay, o->cfg.fault_ms, oev_on_held);
+        }
         return;
     }
     oev_send_now(o, c);

@@ -96,6 +96,7 @@ typedef struct oev_cohort {
     fx_disk_meta_t *adm; /* issue 39: each victim's record as admitted (group_size 0: not admitted) */
     size_t staged;       /* issue 39: victims whose disk copy was made (or skipped) so far */
     bool staging;        /* issue 39: copies still to make; the EVICT goes once they are made */
+    bool held;           /* test fault (EVICT delay): the copies wait for the delay timer */
     char *kbuf;       /* the keys, back to back (kept: a delayed send outlives entries) */
     uint32_t *klens;
     fx_timer_t delay; /* test fault: EVICT held back; the retry of an uncertain one */
