@@ -306,6 +306,7 @@ FX_INTERNAL bool fx_client_ring_call(fluxon_client *cl, uint16_t type, const uin
     if (len) memcpy(d + FX_FRAME_HEADER_BYTES, req, len);
     s->req_len = FX_FRAME_HEADER_BYTES + len;
     s->waiters = 0;
+    s->post_ns = fx_now_ns(); /* the owner's ring_wait: how long requests wait for its reactor */
     __atomic_store_n(&s->state, FX_RING_REQ, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&((fx_ring_hdr_t *)g->base)->posted, 1, __ATOMIC_SEQ_CST); /* after REQ: ring.h */
     bool rang = cring_doorbell(g);

@@ -33,6 +33,7 @@ typedef struct oext_state {
     fx_timer_t expire_timer; /* runs while externals are connected: pin_expire_ms */
     uint64_t limit_plans, expired, limit_log_ms;
     fx_owner_t *ext_owner;
+    fx_hist_t ring_wait; /* a ring request: posted by the client to taken by this reactor */
 } oext_state_t;
 
 static void oext_expire_arm(fx_owner_t *o);
@@ -52,6 +53,7 @@ static void oext_ring_new(owner_ext_t *e, int *memfd_p, int *efd_p)
     e->ring = fx_oring_new(e->o, e->sock, &oext_ring_ops, e, memfd_p, efd_p);
     if (!e->ring) return;
     if (e->o->ext->poll_ns) fx_oring_set_polled(e->ring, &e->o->ext->poll_last_ns);
+    fx_oring_set_wait_hist(e->ring, &e->o->ext->ring_wait);
     fx_conn_count_replies(fx_oring_conn(e->ring), &e->o->ext->replies);
 }
 
@@ -381,6 +383,7 @@ FX_INTERNAL void fx_oext_metrics(fx_owner_t *o, fx_ometrics_t *m)
 {
     oext_state_t *x = o->ext;
     m->externals = x->n_exts;
+    m->ring_wait = x->ring_wait;
     m->requests = x->requests;
     m->errors = x->errors;
     m->ext_unknown_ids = x->unknown_ids;

@@ -19,6 +19,7 @@ struct owner_ring {
     int refs;            /* the external's + the doorbell read in flight + a pass running */
     fx_reactor_t *r;
     uint64_t *poll_last_ns; /* polled (ring_poll_us > 0): the owner's time of the last ring work */
+    fx_hist_t *wait;        /* the owner's ring_wait: a request's post (by the client) to its take */
     fx_conn_t *conn;     /* the sink conn the requests are fed into */
     fx_conn_t *sock;     /* the external's socket: notifications */
     int efd;
@@ -132,6 +133,9 @@ static bool oring_pass(owner_ring_t *g)
         }
         if (n == 0) continue;
         work = true;
+        /* the client's stamp is not trusted: a wait past 60 s (or a stamp ahead) is not one */
+        uint64_t post = __atomic_load_n(&fx_ring_slot(g->base, i)->post_ns, __ATOMIC_RELAXED), now = fx_now_ns();
+        if (g->wait && post && post <= now && now - post < 60000000000ull) fx_hist_observe(g->wait, now - post);
         g->next_seq = (g->next_seq + 1) & 0xffffffffffffull; /* 48 bits: req_id = seq << 16 | slot */
         if (!g->next_seq) g->next_seq = 1;
         g->seq[i] = g->next_seq;
@@ -205,6 +209,7 @@ FX_INTERNAL owner_ring_t *fx_oring_new(fx_owner_t *o, fx_conn_t *sock, const fx_
 FX_INTERNAL fx_conn_t *fx_oring_conn(const owner_ring_t *g) { return g->conn; }
 
 FX_INTERNAL void fx_oring_set_polled(owner_ring_t *g, uint64_t *last_ns) { g->poll_last_ns = last_ns; }
+FX_INTERNAL void fx_oring_set_wait_hist(owner_ring_t *g, fx_hist_t *h) { g->wait = h; }
 
 /* A pass with the doorbell disarmed (callers skip the eventfd write while it is polled),
  * or, parking, a pass after arming it: a request published after that look rings. */

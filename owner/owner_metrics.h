@@ -154,6 +154,7 @@
     X(prefetch_copies, COUNTER, "owner_prefetch_copies_total", "", "Copies from another owner a PREFETCH made (published, kept)") \
     X(prefetch_temp_skipped, COUNTER, "owner_prefetch_temp_skipped_total", "", "PREFETCH keys not fetched: the master allowed only a temporary copy and no get waited") \
     X(get_start_latency, HIST, "owner_get_start_seconds", "", "get_start: request to answer")                  \
+    X(ring_wait, HIST, "owner_ring_wait_seconds", "", "A request on the shared-memory rings: posted by the client to taken by the owner's reactor") \
     /* fetch.c */                                                                                                \
     X(lookup_batches, COUNTER, "owner_lookup_batches_total", "", "LOOKUP batches to the master")                \
     X(lookups_skipped, COUNTER, "owner_lookups_skipped_total", "", "Lookups skipped (no other owner alive)")    \

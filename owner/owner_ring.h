@@ -26,6 +26,9 @@ FX_INTERNAL fx_conn_t *fx_oring_conn(const owner_ring_t *g);
  * arms it and takes a last look. Both return true when they served something; neither
  * does anything on a closed ring. */
 FX_INTERNAL void fx_oring_set_polled(owner_ring_t *g, uint64_t *last_ns);
+/* The histogram each request taken from g observes its wait in: posted to taken (the owner's
+ * ring_wait; NULL: none). */
+FX_INTERNAL void fx_oring_set_wait_hist(owner_ring_t *g, fx_hist_t *h);
 FX_INTERNAL bool fx_oring_poll(owner_ring_t *g);
 FX_INTERNAL bool fx_oring_park(owner_ring_t *g);
 /* Starts reading the doorbell (after the client got the fds). */

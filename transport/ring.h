@@ -66,6 +66,8 @@ typedef struct fx_ring_slot {
     uint32_t waiters;  /* client: 1 while the caller sleeps (the owner wakes only then) */
     uint32_t req_len;  /* client: frame bytes of the request */
     uint32_t resp_len; /* owner: frame bytes of the reply */
+    uint64_t post_ns;  /* client: CLOCK_MONOTONIC (fx_now_ns) when it posted the request; 0: not
+                        * stamped. The owner's ring_wait histogram (untrusted: a bound only) */
 } fx_ring_slot_t;
 
 FX_INTERNAL size_t fx_ring_region_bytes(void);

@@ -670,3 +670,51 @@ Test(ring, unknown_ids_are_counted_and_logged_at_most_once_a_second)
     free(ids);
     rg_raw_close(&r);
 }
+
+/* ring_wait (owner_ring_wait_seconds) counts each request from the client's stamp in its
+ * slot (post_ns) to the owner's take; the stamp is the client's word only: one from the
+ * future or none (0) is not a wait, and the request is served all the same. */
+static void rg_ring_wait(fluxon_client *c, long long *count, long long *sum_ns)
+{
+    static char buf[1 << 16];
+    size_t len;
+    cr_assert_eq(fluxon_client_stats(c, buf, sizeof buf, &len), FLUXON_OK);
+    cJSON *doc = cJSON_Parse(buf), *h = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "owner"), "ring_wait");
+    cr_assert(cJSON_IsObject(h), "ring_wait in the owner's stats");
+    *count = (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "count"));
+    *sum_ns = (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "sum_ns"));
+    cJSON_Delete(doc);
+}
+
+static void rg_ping_stamped(rg_raw_t *r, uint32_t i, uint64_t post_ns)
+{
+    fx_ring_slot_t *s = fx_ring_slot(r->base, i);
+    rg_put_ping(r, i);
+    s->post_ns = post_ns;
+    rg_submit(r, i);
+    double end = th_now_s() + 5;
+    while (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != FX_RING_DONE && th_now_s() < end) th_sleep_ms(1);
+    cr_assert_eq(s->state, FX_RING_DONE, "the owner answered the ping stamped %llu", (unsigned long long)post_ns);
+    __atomic_store_n(&s->state, FX_RING_FREE, __ATOMIC_SEQ_CST); /* the slot is the client's again */
+}
+
+Test(ring, a_requests_wait_for_the_owner_counts_from_the_clients_stamp_when_it_is_sane)
+{
+    kf_up(1);
+    fluxon_client *c = kf_client(0);
+    rg_raw_t r = rg_raw_open(0);
+    long long n0, s0, n1, s1;
+    rg_ring_wait(c, &n0, &s0);
+    rg_ping_stamped(&r, 1, 0);                                   /* not stamped */
+    rg_ping_stamped(&r, 2, fx_now_ns() + 3600ull * 1000000000ull); /* an hour ahead */
+    rg_ping_stamped(&r, 3, 1);                                   /* ages ago: past any wait */
+    rg_ring_wait(c, &n1, &s1);
+    cr_assert_eq(n1, n0, "no wait counted for a stamp of 0, from the future or ages old");
+    rg_ping_stamped(&r, 4, fx_now_ns() - 2000000ull); /* posted 2 ms ago, as far as the owner can tell */
+    rg_ring_wait(c, &n1, &s1);
+    cr_assert_eq(n1, n0 + 1, "the sane stamp counts once");
+    cr_assert_geq(s1 - s0, 2000000, "from the stamp: at least the 2 ms it claims (%lld ns)", s1 - s0);
+    cr_assert_lt(s1 - s0, 5000000000ll);
+    rg_raw_close(&r);
+    fluxon_client_close(c);
+}

@@ -215,6 +215,10 @@ typedef struct rp_run {
     rp_owner_stats owners[RP_MAX_OWNERS];
     uint64_t segment_bytes, grant_bytes;
     rp_tenant_res tenant[RP_MAX_TENANTS]; /* --tenants, after the run */
+    /* replay_owner.c, after the run: ring requests taken, their mean wait and its median and
+     * p99 bounds, the owners' mean get_start and put_start answers (us; 0: none) */
+    uint64_t owner_ring_requests;
+    double owner_ring_wait_us, owner_ring_wait_p50_us, owner_ring_wait_p99_us, owner_get_start_us, owner_put_start_us;
 } rp_run;
 
 /* An owner counter: its key in fluxon_client_stats (and in summary.json's "owners") and
@@ -325,5 +329,20 @@ int rp_remote_report(rp_run *r, struct cJSON *summary);
  * adds "disk" to summary (may be NULL). 0, or 1 on a checksum failure or counts that do not
  * reconcile. */
 int rp_disk_report(rp_run *r, struct cJSON *summary);
+/* replay_owner.c: a stats histogram {count, sum_ns, buckets} summed over the owners */
+#define RP_HIST_NB 64
+typedef struct rp_hist_sum {
+    uint64_t b[RP_HIST_NB], sum_ns, n;
+    size_t nb;
+    struct cJSON *bounds; /* hist_bounds_ns, duplicated (the caller deletes it) */
+} rp_hist_sum;
+/* adds own's histogram `name` (doc: its stats document, for hist_bounds_ns) to s */
+void rp_hist_add(rp_hist_sum *s, const struct cJSON *doc, const struct cJSON *own, const char *name);
+/* the bound (us) of the bucket holding quantile q of the summed buckets; 0 when empty */
+double rp_hist_quantile_us(const uint64_t *b, size_t nb, const struct cJSON *bounds, double q);
+/* reads how long ring requests waited for the owners' reactors, and their answer times,
+ * into r->owner_* (after the run); print: the summary's line of them */
+void rp_owner_side_collect(rp_run *r);
+void rp_owner_side_print(const rp_run *r);
 
 #endif /* FX_REPLAY_H */

@@ -37,31 +37,11 @@ static fluxon_client *rd_client(rp_run *r, unsigned k)
     return NULL;
 }
 
-/* The bound (us) of the bucket holding quantile q of a stats histogram {count, sum_ns,
- * buckets} summed over the owners (bounds: hist_bounds_ns); 0 when empty. */
-static double rd_quantile_us(const uint64_t *b, size_t nb, const cJSON *bounds, double q)
-{
-    uint64_t n = 0, c = 0;
-    for (size_t k = 0; k < nb; k++) n += b[k];
-    if (!n) return 0;
-    for (size_t k = 0; k < nb; k++) {
-        c += b[k];
-        if ((double)c >= q * (double)n) {
-            int last = cJSON_GetArraySize(bounds) - 1; /* the +Inf bucket reads as the last bound */
-            const cJSON *e = cJSON_GetArrayItem(bounds, (int)k < last ? (int)k : last);
-            return cJSON_IsNumber(e) ? e->valuedouble / 1e3 : 0;
-        }
-    }
-    return 0;
-}
-
-#define RD_NB 64
 int rp_disk_report(rp_run *r, cJSON *summary)
 {
     if (!r->o.disk_dir) return 0;
-    uint64_t v[RD_N] = {0}, master_moved = 0, lat_b[RD_NB] = {0}, lat_sum_ns = 0, lat_n = 0;
-    size_t lat_nb = 0;
-    cJSON *bounds = NULL;
+    uint64_t v[RD_N] = {0}, master_moved = 0;
+    rp_hist_sum lat = {0};
     for (unsigned k = 0; k < r->n_owners; k++) {
         char *buf = NULL;
         if (fx_cli_json_call(rd_client(r, k), fluxon_client_stats, RP_STATS_CAP, &buf) != FLUXON_OK) {
@@ -72,16 +52,7 @@ int rp_disk_report(rp_run *r, cJSON *summary)
         free(buf);
         const cJSON *own = cJSON_GetObjectItemCaseSensitive(doc, "owner");
         for (size_t i = 0; i < RD_N; i++) v[i] += rd_num(own, rd_keys[i]);
-        const cJSON *h = cJSON_GetObjectItemCaseSensitive(own, "disk_read_latency"), *bk, *e;
-        lat_sum_ns += rd_num(h, "sum_ns");
-        lat_n += rd_num(h, "count");
-        size_t nb = 0;
-        if ((bk = cJSON_GetObjectItemCaseSensitive(h, "buckets")))
-            cJSON_ArrayForEach(e, bk) if (nb < RD_NB) lat_b[nb++] += cJSON_IsNumber(e) ? (uint64_t)e->valuedouble : 0;
-        if (nb > lat_nb) lat_nb = nb;
-        const cJSON *hb = cJSON_GetObjectItemCaseSensitive(own, "hist_bounds_ns");
-        if (!hb) hb = cJSON_GetObjectItemCaseSensitive(doc, "hist_bounds_ns");
-        if (hb && !bounds) bounds = cJSON_Duplicate(hb, 1);
+        rp_hist_add(&lat, doc, own, "disk_read_latency");
         cJSON_Delete(doc);
     }
     char *buf = NULL;
@@ -109,13 +80,13 @@ int rp_disk_report(rp_run *r, cJSON *summary)
            (unsigned long long)v[D_MISSES],
            (double)v[D_RBYTES] / 1048576.0, wall_s > 0 ? (double)v[D_RBYTES] / wall_s / 1e9 : 0.0,
            (double)v[D_WBYTES] / 1048576.0, (unsigned long long)v[D_CRC]);
-    if (lat_n)
+    if (lat.n)
         printf("  disk reads      %llu records read from the files: %.0f us on average from asked to checked, "
                "median <= %.0f us, p99 <= %.0f us%s\n",
-               (unsigned long long)lat_n, (double)lat_sum_ns / (double)lat_n / 1e3,
-               rd_quantile_us(lat_b, lat_nb, bounds, 0.5), rd_quantile_us(lat_b, lat_nb, bounds, 0.99),
+               (unsigned long long)lat.n, (double)lat.sum_ns / (double)lat.n / 1e3,
+               rp_hist_quantile_us(lat.b, lat.nb, lat.bounds, 0.5), rp_hist_quantile_us(lat.b, lat.nb, lat.bounds, 0.99),
                r->o.prefetch ? " (the prefetches started most of them before their get)" : "");
-    cJSON_Delete(bounds);
+    cJSON_Delete(lat.bounds);
     uint64_t refused = 0;
     for (unsigned i = 0; i < r->n_workers; i++) refused += r->workers[i].prefetch_refused;
     printf("  prefetch        %s: %llu requests named %llu keys; %llu read back from disk ahead (%llu of them "

@@ -207,6 +207,7 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
                rp_pct(s->v, s->n, 50) / 1e3, rp_pct(s->v, s->n, 90) / 1e3, rp_pct(s->v, s->n, 99) / 1e3,
                s->v[s->n - 1] / 1e3, rp_mean_us(s));
     }
+    rp_owner_side_print(r); /* the owners' side of those calls */
     if (t->requests && t->secs > 0) {
         double fill = (double)t->fill_ns / 1e3 / (double)t->requests, chk = (double)t->check_ns / 1e3 / (double)t->requests;
         printf("engine work       %.1f us per request writing values, %.1f us copying and checking restored ones "
@@ -342,6 +343,14 @@ static void rp_json_latency(cJSON *j, const rp_totals *t)
     }
 }
 
+/* replay_owner.c's means: the owners' ring wait and answer times */
+static void rp_json_owner_side(cJSON *j, const rp_run *r)
+{
+    cJSON_AddNumberToObject(j, "owner_ring_wait_mean_us", r->owner_ring_wait_us);
+    cJSON_AddNumberToObject(j, "owner_get_start_mean_us", r->owner_get_start_us);
+    cJSON_AddNumberToObject(j, "owner_put_start_mean_us", r->owner_put_start_us);
+}
+
 static cJSON *rp_json_owner(const rp_run *r, unsigned k)
 {
     const rp_owner_stats *s = &r->owners[k];
@@ -407,6 +416,7 @@ static int rp_write_summary_json(const rp_run *r, const rp_totals *t)
     if (!j) return -1;
     rp_json_totals(j, r, t);
     rp_json_latency(j, t);
+    rp_json_owner_side(j, r);
     rp_json_owners(j, r);
     rp_json_config(j, r);
     char *text = cJSON_Print(j);
@@ -539,6 +549,7 @@ int rp_report(rp_run *r)
     rp_tenants_tally(r);
     rp_totals t;
     rp_merge(r, &t, baseline_ok);
+    rp_owner_side_collect(r);
     rp_print_summary(r, &t);
     int remote_rc = rp_remote_report(r, NULL); /* issue 16: --cpu-owners */
     remote_rc |= rp_disk_report(r, NULL);      /* issue 39: --disk-dir */
