@@ -190,9 +190,11 @@ FX_INTERNAL bool fx_disk_seg_fits(const fx_disk_t *d, const dk_seg_t *s, uint64_
 FX_INTERNAL void fx_disk_seg_maybe_unlink(fx_disk_t *d, dk_seg_t *seg)
 {
     if (seg->state != DK_SEG_FREED || seg->readers || seg->writes || seg->aux) return;
-    close(seg->fd); /* cheap: the file is still linked; the unlink (which frees its blocks) goes
-                     * through the ring */
-    fx_disk_unlink_async(d, seg->id);
+    close(seg->fd); /* cheap: the file is still linked */
+    if (!d->closing && !d->shutting && d->n_recycle < FX_DISK_RECYCLE)
+        d->recycle_id[d->n_recycle++] = seg->id; /* the next segment is written into it (disk_fs.c) */
+    else
+        fx_disk_unlink_async(d, seg->id); /* the unlink (which frees its blocks) goes through the ring */
     for (dk_seg_t **pp = &d->segs; *pp; pp = &(*pp)->next)
         if (*pp == seg) {
             *pp = seg->next;
@@ -341,7 +343,10 @@ static int dk_roll(fx_disk_t *d)
     }
     dk_seg_t *s = fx_disk_seg_new(d, d->spare_id, d->spare_fd);
     if (!s) return FLUXON_ERR_NOMEM; /* the spare stays for the next roll */
+    s->reuse_bytes = d->spare_reuse_bytes;
+    d->st.segments_recycled += s->reuse_bytes > 0;
     d->spare_fd = -1;
+    d->spare_reuse_bytes = 0;
     s->state = DK_SEG_OPEN;
     d->open_seg = s;
     fx_disk_spare_start(d); /* the one after it, made while this one fills */

@@ -179,6 +179,8 @@ typedef struct fx_disk_stats {
     uint64_t read_ios; /* reads handed to the kernel: records side by side asked in one turn share one */
     fx_hist_t read_latency; /* a record's read from the file: fx_disk_read to its check (staged reads not) */
     uint64_t segments_freed, records_dropped;
+    uint64_t segments_recycled;  /* segments written into a freed segment's file (renamed), not a new one */
+    uint64_t recovered_recycled; /* unsealed segments the rebuild found ending where their file's earlier life goes on */
     uint64_t tombstones, barriers, tomb_failures; /* staged; not staged (BUSY, paused) */
     uint64_t recovered_killed; /* records a reopen dropped for a tombstone or barrier */
     uint64_t contact_writes;   /* DIR/CONTACT writes */

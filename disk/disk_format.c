@@ -164,9 +164,14 @@ static bool dk_load_index(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, bo
     if (size < FX_DISK_BLOCK || size % FX_DISK_BLOCK) return false;
     fx_disk_foot_t f;
     if (!dk_pread_all(fd, &f, sizeof f, size - FX_DISK_BLOCK) || f.magic != FX_DISK_IDX_MAGIC) return false;
+    /* an earlier segment's footer: the file was recycled (disk_fs.c) and this segment is
+     * not sealed yet; its records are scanned, nothing failed */
+    if (f.version == FX_DISK_VERSION && f.seg_id < seg->id) return false;
     *had_footer = true;
+    /* the index block right after the records, the footer after it or, in a recycled file
+     * longer than the segment, in the file's last block */
     if (f.version != FX_DISK_VERSION || f.seg_id != seg->id || f.data_end % FX_DISK_BLOCK ||
-        f.entry_bytes > size || f.data_end + FX_ALIGN_UP(f.entry_bytes, (uint64_t)FX_DISK_BLOCK) + FX_DISK_BLOCK != size)
+        f.entry_bytes > size || f.data_end + FX_ALIGN_UP(f.entry_bytes, (uint64_t)FX_DISK_BLOCK) + FX_DISK_BLOCK > size)
         return false;
     char *e = fx_malloc(f.entry_bytes ? f.entry_bytes : 1);
     if (!e) return false;
@@ -215,6 +220,10 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
     while (off + FX_DISK_BLOCK <= size) {
         fx_disk_hdr_t h;
         if (!dk_pread_all(fd, &h, sizeof h, off)) { why = "read failed"; break; }
+        if (h.magic == FX_DISK_REC_MAGIC && h.version == FX_DISK_VERSION && h.seg_id < seg->id) {
+            why = "recycled"; /* an earlier segment's record: this file's earlier life, past this one's end */
+            break;
+        }
         if (h.magic != FX_DISK_REC_MAGIC || h.version != FX_DISK_VERSION || h.seg_id != seg->id ||
             (uint64_t)h.blk * FX_DISK_BLOCK != off || h.key_len > FX_DISK_MAX_KEY || h.value_len > size ||
             off + fx_disk_rec_bytes(h.value_len) > size) {
@@ -246,7 +255,12 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
     }
     fx_free(buf);
     seg->data_end = off;
-    if (off < size) {
+    if (off < size && why && !strcmp(why, "recycled")) {
+        if (!off) return; /* nothing of this segment: the caller frees it */
+        d->st.recovered_recycled++;
+        FX_INFO("disk: %s: the records end at byte %" PRIu64 " of %" PRIu64 ", where the file's earlier life "
+                "(a freed segment's, recycled) goes on", path, off, size);
+    } else if (off < size) {
         d->st.recovered_torn++;
         FX_WARN("disk: %s: the records end at byte %" PRIu64 " of %" PRIu64 " (%s): a torn tail, the rest is ignored",
                 path, off, size, why ? why : "short");
@@ -363,6 +377,9 @@ FX_INTERNAL int fx_disk_rebuild(fx_disk_t *d, char *err, size_t errlen)
             }
             /* the records an index block added before failing stay out: none (checked whole) */
             dk_scan(d, seg, fd, size, path);
+            /* a recycled file renamed as the next segment and never written (the spare at a
+             * crash): nothing of this segment, freed (reused or removed once the loop runs) */
+            if (!seg->data_end && !seg->live) seg->state = DK_SEG_FREED;
         }
         posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
         close(fd);

@@ -29,6 +29,10 @@ static void dk_write_sqe(fx_disk_t *d, dk_buf_t *b)
 {
     struct io_uring_sqe *sqe = fx_reactor_sqe(d->r, &b->io);
     io_uring_prep_write(sqe, b->seg->fd, b->mem + b->done, (unsigned)(b->len - b->done), b->file_off + b->done);
+    /* by an io-wq worker, not inline on this thread: a write into a recycled file's blocks
+     * is an overwrite the kernel would submit here (gup, bio), on the reactor that serves the
+     * rings (an extending write into a new file went to io-wq anyway) */
+    io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
 }
 
 static void dk_buf_done(fx_disk_t *d, dk_buf_t *b, int status)
@@ -254,11 +258,13 @@ static void dk_on_seal(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
         dk_seal_step(d, seg);
         return;
     }
-    bool ok = seg->seal_step == 1 ? res >= 0 : res >= 0 && (size_t)res == seg->seal_len;
+    bool ok = seg->seal_step == 1   ? res >= 0
+              : seg->seal_step == 2 ? res >= 0 && (size_t)res == seg->seal_len
+                                    : res == (int)FX_DISK_BLOCK; /* 3: the footer again, in a recycled file's last block */
     if (!ok) {
         d->st.write_errors++;
         FX_ERROR("disk: sealing segment %" PRIu64 " of %s failed at its %s: %s; it stays unsealed (scanned at restart)",
-                 seg->id, d->path, seg->seal_step == 1 ? "fdatasync" : "index block",
+                 seg->id, d->path, seg->seal_step == 1 ? "fdatasync" : seg->seal_step == 2 ? "index block" : "footer",
                  res < 0 ? strerror(-res) : "short write");
         seg->sealing = false;
         fx_free(seg->seal_buf);
@@ -267,6 +273,14 @@ static void dk_on_seal(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
         dk_seal_step(d, seg);
     }
     fx_disk_seg_maybe_unlink(d, seg);
+}
+
+/* Where seg's footer must also be (a recycled file longer than the segment: its last
+ * block), else where the index block puts it anyway. */
+static uint64_t dk_footer_at(const dk_seg_t *seg)
+{
+    uint64_t own = seg->data_end + seg->seal_len - FX_DISK_BLOCK, last = seg->reuse_bytes / FX_DISK_BLOCK * FX_DISK_BLOCK;
+    return last >= FX_DISK_BLOCK && last - FX_DISK_BLOCK > own ? last - FX_DISK_BLOCK : own;
 }
 
 static void dk_seal_step(fx_disk_t *d, dk_seg_t *seg)
@@ -291,10 +305,15 @@ static void dk_seal_step(fx_disk_t *d, dk_seg_t *seg)
         fx_disk_tombs_free(&seg->tombs); /* in the index block now (and in their records) */
         struct io_uring_sqe *sqe = fx_reactor_sqe(d->r, &seg->seal_io);
         io_uring_prep_write(sqe, seg->fd, seg->seal_buf, (unsigned)seg->seal_len, seg->data_end);
+    } else if (seg->seal_step == 2 && dk_footer_at(seg) > seg->data_end + seg->seal_len - FX_DISK_BLOCK) {
+        /* a recycled file longer than this segment: the rebuild reads the footer in the
+         * file's last block (the earlier life's stays there until this one replaces it) */
+        struct io_uring_sqe *sqe = fx_reactor_sqe(d->r, &seg->seal_io);
+        io_uring_prep_write(sqe, seg->fd, seg->seal_buf + seg->seal_len - FX_DISK_BLOCK, FX_DISK_BLOCK, dk_footer_at(seg));
     } else {
         seg->sealing = false;
         seg->sealed = true;
-        seg->file_bytes = seg->data_end + seg->seal_len;
+        seg->file_bytes = FX_MAX(seg->data_end + seg->seal_len, dk_footer_at(seg) + FX_DISK_BLOCK);
         fx_free(seg->seal_buf);
         seg->seal_buf = NULL;
         if (!d->direct) fx_disk_fadvise_async(d, seg, 0, 0);

@@ -648,6 +648,8 @@ FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_read_ios = st.read_ios;
     m->disk_read_latency = st.read_latency;
     m->disk_segments_freed = st.segments_freed;
+    m->disk_segments_recycled = st.segments_recycled;
+    m->disk_recovered_recycled = st.recovered_recycled;
     m->disk_recovered_killed = st.recovered_killed;
     m->disk_tombstones = st.tombstones;
     m->disk_barriers = st.barriers;

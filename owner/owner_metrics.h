@@ -275,9 +275,11 @@
     X(disk_staged_reads, COUNTER, "owner_disk_staged_reads_total", "", "Reads served from a staging buffer not yet written") \
     X(disk_read_latency, HIST, "owner_disk_read_seconds", "", "A record's read from the disk tier's file: asked to checked") \
     X(disk_read_ios, COUNTER, "owner_disk_read_ios_total", "", "Reads handed to the kernel (records side by side share one)") \
-    X(disk_segments_freed, COUNTER, "owner_disk_segments_freed_total", "", "Segment files removed for room")     \
+    X(disk_segments_freed, COUNTER, "owner_disk_segments_freed_total", "", "Segments freed for room")     \
+    X(disk_segments_recycled, COUNTER, "owner_disk_segments_recycled_total", "", "Segments written into a freed segment's file instead of a new one (no unlink, no discard)") \
     X(disk_recovered_records, GAUGE, "owner_disk_recovered_records", "", "Records re-indexed when the owner started") \
     X(disk_recovered_torn, GAUGE, "owner_disk_recovered_torn", "", "Segments whose torn tail was cut when the owner started") \
+    X(disk_recovered_recycled, GAUGE, "owner_disk_recovered_recycled", "", "Unsealed segments found ending where their recycled file's earlier life goes on, when the owner started") \
     X(disk_recovered_killed, GAUGE, "owner_disk_recovered_killed", "", "Records a restart found dead (a tombstone or barrier after them)") \
     X(disk_tombstones, COUNTER, "owner_disk_tombstones_total", "", "Tombstones written: invalidated disk records stay dead across a restart") \
     X(disk_barriers, COUNTER, "owner_disk_barriers_total", "", "Barriers written: every record dropped (the master forgot this owner)") \

@@ -221,7 +221,8 @@ Test(disk_tomb, a_retired_segment_whose_file_stays_is_not_read_again)
     cr_assert_geq(marks, 1, "retirements were marked");
     check_value(r, d, "f79", 60 * KiB, 79, FLUXON_OK);
     drain(r, d); /* its file goes through the ring */
-    cr_assert_neq(access(seg0, F_OK), 0, "the retired segment's file was removed");
+    cr_assert(access(seg0, F_OK) != 0 || (d->n_recycle && d->recycle_id[0] == 0),
+              "the retired segment's file was removed, or kept to be a new segment's");
     fx_disk_close(d, 5000);
     fx_reactor_destroy(r);
     th_rmtree(dir);
