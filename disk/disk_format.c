@@ -158,15 +158,18 @@ static bool dk_pread_all(int fd, void *buf, size_t len, uint64_t off)
 /* The index block of a sealed segment: true when its footer and entries check out (the
  * records are then indexed; each is verified when read). *had_footer: a footer magic was
  * there (a failed index block is then a checksum failure). */
-static bool dk_load_index(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, bool *had_footer)
+static bool dk_load_index(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, bool *had_footer, bool *earlier)
 {
-    *had_footer = false;
+    *had_footer = *earlier = false;
     if (size < FX_DISK_BLOCK || size % FX_DISK_BLOCK) return false;
     fx_disk_foot_t f;
     if (!dk_pread_all(fd, &f, sizeof f, size - FX_DISK_BLOCK) || f.magic != FX_DISK_IDX_MAGIC) return false;
     /* an earlier segment's footer: the file was recycled (disk_fs.c) and this segment is
      * not sealed yet; its records are scanned, nothing failed */
-    if (f.version == FX_DISK_VERSION && f.seg_id < seg->id) return false;
+    if (f.version == FX_DISK_VERSION && f.seg_id < seg->id) {
+        *earlier = true;
+        return false;
+    }
     *had_footer = true;
     /* the index block right after the records, the footer after it or, in a recycled file
      * longer than the segment, in the file's last block */
@@ -211,7 +214,7 @@ static bool dk_load_index(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, bo
  * (magic, version, its own segment and place, lengths within the file) but whose checksum
  * fails is skipped and counted; the first record with a broken header ends the scan (the
  * torn tail). */
-static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const char *path)
+static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const char *path, bool recycled)
 {
     uint64_t off = 0;
     char *buf = NULL;
@@ -255,7 +258,10 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
     }
     fx_free(buf);
     seg->data_end = off;
-    if (off < size && why && !strcmp(why, "recycled")) {
+    /* in a recycled file (its last block an earlier segment's footer) the scan ends where the
+     * earlier life's bytes begin, on one of its headers or not */
+    if (off < size && why && (!strcmp(why, "recycled") || (recycled && strcmp(why, "read failed") &&
+                                                           strcmp(why, "out of memory")))) {
         if (!off) return; /* nothing of this segment: the caller frees it */
         d->st.recovered_recycled++;
         FX_INFO("disk: %s: the records end at byte %" PRIu64 " of %" PRIu64 ", where the file's earlier life "
@@ -368,15 +374,15 @@ FX_INTERNAL int fx_disk_rebuild(fx_disk_t *d, char *err, size_t errlen)
             break;
         }
         seg->file_bytes = size;
-        bool had_footer;
-        if (!dk_load_index(d, seg, fd, size, &had_footer)) {
+        bool had_footer, earlier;
+        if (!dk_load_index(d, seg, fd, size, &had_footer, &earlier)) {
             if (had_footer) {
                 d->st.crc_failures++;
                 FX_WARN("disk: %s: the index block (last 4 KiB at byte %" PRIu64 ") fails its checks: scanning the records",
                         path, size - FX_DISK_BLOCK);
             }
             /* the records an index block added before failing stay out: none (checked whole) */
-            dk_scan(d, seg, fd, size, path);
+            dk_scan(d, seg, fd, size, path, earlier);
             /* a recycled file renamed as the next segment and never written (the spare at a
              * crash): nothing of this segment, freed (reused or removed once the loop runs) */
             if (!seg->data_end && !seg->live) seg->state = DK_SEG_FREED;
