@@ -152,6 +152,9 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
                r->trace.first_skipped_line);
     printf("requests          %llu in %.2f s = %.1f requests/s\n", (unsigned long long)t->requests, t->secs,
            t->req_per_s);
+    if (rp_interrupted) /* the workers stop at a signal before the waiter can say it */
+        printf("interrupted       by a signal after %llu of %zu requests: the figures below cover those, the "
+               "references the whole trace (exit 1)\n", (unsigned long long)t->requests, r->n_req);
     double rem = t->lookups ? 100.0 * (double)t->remote_hits / (double)t->lookups : 0;
     printf("block lookups     %llu; prefix hits %llu = %.2f %% (local %.2f %%, remote %.2f %%%s); raw %llu\n",
            (unsigned long long)t->lookups, (unsigned long long)t->hits, 100 * t->ratio, 100 * t->ratio - rem, rem,
