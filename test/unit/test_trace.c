@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli_trace.h"
+#include "replay.h"
 
 /* Writes text to a fresh temporary file; returns its malloc'ed path. */
 static char *tt_write_tmp(const char *text)
@@ -429,4 +430,40 @@ Test(simulator, first_requests_of_the_trace)
     cr_assert(fabs(c.ratio - 0.3142) < 0.00005, "issue 6's peer figure for 3000 requests: 0.3142, got %.5f",
               c.ratio);
     fx_cli_trace_free(&t);
+}
+
+/* ---- after a checksum failure: whose bytes (tools/demo/replay_whose.c) ---- */
+
+/* The demo names what a wrong read holds: a trace key's value (found by its first bytes),
+ * zeros, or nothing of the trace. */
+Test(trace, a_wrong_reads_bytes_are_named_by_whose_value_they_are)
+{
+    static rp_run r; /* zeroed: only the options and the trace are read */
+    tt_load_real(&r.trace, 200);
+    r.o.key_prefix = "cx";
+    r.o.tp = 1;
+    uint64_t *h = malloc(r.trace.max_blocks * sizeof *h);
+    const fx_cli_trace_req *q = &r.trace.reqs[150];
+    cr_assert_geq(q->n_blocks, 4);
+    fx_cli_chain_hashes(q->blocks, q->n_blocks, h);
+    char key[FX_CLI_KEY_MAX], out[512], want[600];
+    int kl = fx_cli_page_key(key, sizeof key, "cx", h[3], 0, 1);
+    cr_assert_gt(kl, 0);
+    static unsigned char v[4096];
+    fx_cli_value_fill(v, sizeof v, key, (size_t)kl);
+    rp_whose_bytes(&r, v, sizeof v, out, sizeof out);
+    /* the first trace request holding that page names it (a prefix is shared by many) */
+    cr_assert(strstr(out, key) && strstr(out, ", whole"), "%s", out);
+    v[4095] ^= 1;
+    rp_whose_bytes(&r, v, sizeof v, out, sizeof out);
+    snprintf(want, sizeof want, "the value of %s", key);
+    cr_assert(strstr(out, want) && strstr(out, "its start only"), "%s", out);
+    memset(v, 0, sizeof v);
+    rp_whose_bytes(&r, v, sizeof v, out, sizeof out);
+    cr_assert_str_eq(out, "all 4096 bytes are zeros");
+    memset(v, 0x5a, sizeof v);
+    rp_whose_bytes(&r, v, sizeof v, out, sizeof out);
+    cr_assert(strstr(out, "no value of the trace's keys"), "%s", out);
+    free(h);
+    fx_cli_trace_free(&r.trace);
 }

@@ -329,6 +329,9 @@ int rp_remote_report(rp_run *r, struct cJSON *summary);
  * adds "disk" to summary (may be NULL). 0, or 1 on a checksum failure or counts that do not
  * reconcile. */
 int rp_disk_report(rp_run *r, struct cJSON *summary);
+/* replay_whose.c: after a checksum failure, into out: whether the vlen bytes at v are zeros,
+ * a trace key's value (which), or neither */
+void rp_whose_bytes(const rp_run *r, const unsigned char *v, uint64_t vlen, char *out, size_t cap);
 /* replay_owner.c: a stats histogram {count, sum_ns, buckets} summed over the owners */
 #define RP_HIST_NB 64
 typedef struct rp_hist_sum {

@@ -106,9 +106,12 @@ static uint64_t rp_restore(rp_worker *w, size_t req, fluxon_get_handle *h, uint6
         int64_t off = fx_cli_value_check(dst, vlen, w->keys[j], w->klen[j]);
         if (off >= 0) {
             uint64_t nf = atomic_fetch_add_explicit(&r->checksum_failures, 1, memory_order_relaxed);
-            if (nf < RP_MAX_LOGGED_ERRORS)
-                fprintf(stderr, "\nfluxon demo: request %zu: CHECKSUM FAILURE on %s at byte %lld\n", req,
-                        w->keys[j], (long long)off);
+            if (nf < RP_MAX_LOGGED_ERRORS) {
+                char whose[FX_CLI_KEY_MAX + 128] = "";
+                if (nf < 3) rp_whose_bytes(r, dst, vlen, whose, sizeof whose); /* walks the trace: the first few */
+                fprintf(stderr, "\nfluxon demo: request %zu: CHECKSUM FAILURE on %s at byte %lld%s%s\n", req,
+                        w->keys[j], (long long)off, whose[0] ? ": " : "", whose);
+            }
         }
         good++;
     }
