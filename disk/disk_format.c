@@ -220,11 +220,12 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
     char *buf = NULL;
     size_t cap = 0;
     const char *why = NULL;
+    bool earlier = false, io_stop = false; /* an earlier segment's header ended it; a read or memory failure did */
     while (off + FX_DISK_BLOCK <= size) {
         fx_disk_hdr_t h;
-        if (!dk_pread_all(fd, &h, sizeof h, off)) { why = "read failed"; break; }
+        if (!dk_pread_all(fd, &h, sizeof h, off)) { why = "read failed"; io_stop = true; break; }
         if (h.magic == FX_DISK_REC_MAGIC && h.version == FX_DISK_VERSION && h.seg_id < seg->id) {
-            why = "recycled"; /* an earlier segment's record: this file's earlier life, past this one's end */
+            earlier = true; /* an earlier segment's record: this file's earlier life, past this one's end */
             break;
         }
         if (h.magic != FX_DISK_REC_MAGIC || h.version != FX_DISK_VERSION || h.seg_id != seg->id ||
@@ -238,9 +239,9 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
             fx_free(buf);
             cap = rb;
             buf = fx_malloc(cap);
-            if (!buf) { why = "out of memory"; cap = 0; break; }
+            if (!buf) { why = "out of memory"; io_stop = true; cap = 0; break; }
         }
-        if (!dk_pread_all(fd, buf, rb, off)) { why = "read failed"; break; }
+        if (!dk_pread_all(fd, buf, rb, off)) { why = "read failed"; io_stop = true; break; }
         const char *bad = fx_disk_rec_check(buf, rb, seg->id, off, NULL, 0);
         if (bad) {
             d->st.crc_failures++;
@@ -251,6 +252,7 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
             if (h.flags ? !fx_disk_rb_mark(d, seg->id, off, buf + FX_DISK_HDR_BYTES, h.key_len, &m, h.flags)
                         : fx_disk_index_add(d, seg, off, buf + FX_DISK_HDR_BYTES, h.key_len, &m, true) != FLUXON_OK) {
                 why = "out of memory";
+                io_stop = true;
                 break;
             }
         }
@@ -260,8 +262,7 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
     seg->data_end = off;
     /* in a recycled file (its last block an earlier segment's footer) the scan ends where the
      * earlier life's bytes begin, on one of its headers or not */
-    if (off < size && why && (!strcmp(why, "recycled") || (recycled && strcmp(why, "read failed") &&
-                                                           strcmp(why, "out of memory")))) {
+    if (off < size && (earlier || (recycled && !io_stop))) {
         if (!off) return; /* nothing of this segment: the caller frees it */
         d->st.recovered_recycled++;
         FX_INFO("disk: %s: the records end at byte %" PRIu64 " of %" PRIu64 ", where the file's earlier life "

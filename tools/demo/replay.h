@@ -332,6 +332,10 @@ int rp_disk_report(rp_run *r, struct cJSON *summary);
 /* replay_whose.c: after a checksum failure, into out: whether the vlen bytes at v are zeros,
  * a trace key's value (which), or neither */
 void rp_whose_bytes(const rp_run *r, const unsigned char *v, uint64_t vlen, char *out, size_t cap);
+/* replay_cluster.c: the first worker's client of owner k, which carries that owner's stats
+ * queries (NULL: none); a client's stats document (NULL, said on stderr, when unreadable) */
+fluxon_client *rp_owner_client(rp_run *r, unsigned k);
+struct cJSON *rp_client_stats(fluxon_client *c);
 /* replay_owner.c: a stats histogram {count, sum_ns, buckets} summed over the owners */
 #define RP_HIST_NB 64
 typedef struct rp_hist_sum {

@@ -58,7 +58,7 @@ static int rp_stat_u64(const cJSON *doc, const char *key, uint64_t *out)
     return 1;
 }
 
-static cJSON *rp_client_stats(fluxon_client *c)
+cJSON *rp_client_stats(fluxon_client *c)
 {
     char *buf = NULL;
     int rc = fx_cli_json_call(c, fluxon_client_stats, RP_STATS_CAP, &buf);
@@ -69,7 +69,7 @@ static cJSON *rp_client_stats(fluxon_client *c)
 }
 
 /* The first worker of owner k carries that owner's stats queries. */
-static fluxon_client *rp_owner_client(rp_run *r, unsigned k)
+fluxon_client *rp_owner_client(rp_run *r, unsigned k)
 {
     for (unsigned i = 0; i < r->n_workers; i++)
         if (r->workers[i].owner == k && r->workers[i].client) return r->workers[i].client;

@@ -30,13 +30,6 @@ static uint64_t rd_num(const cJSON *obj, const char *key)
     return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : cJSON_IsTrue(v) ? 1 : 0;
 }
 
-static fluxon_client *rd_client(rp_run *r, unsigned k)
-{
-    for (unsigned i = 0; i < r->n_workers; i++)
-        if (r->workers[i].owner == k && r->workers[i].client) return r->workers[i].client;
-    return NULL;
-}
-
 int rp_disk_report(rp_run *r, cJSON *summary)
 {
     if (!r->o.disk_dir) return 0;
@@ -44,7 +37,7 @@ int rp_disk_report(rp_run *r, cJSON *summary)
     rp_hist_sum lat = {0};
     for (unsigned k = 0; k < r->n_owners; k++) {
         char *buf = NULL;
-        if (fx_cli_json_call(rd_client(r, k), fluxon_client_stats, RP_STATS_CAP, &buf) != FLUXON_OK) {
+        if (fx_cli_json_call(rp_owner_client(r, k), fluxon_client_stats, RP_STATS_CAP, &buf) != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: the disk tier's counters could not be read\n");
             return 1;
         }
@@ -56,7 +49,7 @@ int rp_disk_report(rp_run *r, cJSON *summary)
         cJSON_Delete(doc);
     }
     char *buf = NULL;
-    if (fx_cli_json_call(rd_client(r, 0), fluxon_client_master_stats, RP_STATS_CAP, &buf) == FLUXON_OK) {
+    if (fx_cli_json_call(rp_owner_client(r, 0), fluxon_client_master_stats, RP_STATS_CAP, &buf) == FLUXON_OK) {
         cJSON *doc = cJSON_Parse(buf);
         master_moved = rd_num(doc, "evict_to_disk");
         cJSON_Delete(doc);

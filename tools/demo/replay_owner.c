@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_util.h"
 #include "replay.h"
 
 double rp_hist_quantile_us(const uint64_t *b, size_t nb, const cJSON *bounds, double q)
@@ -44,22 +43,13 @@ void rp_hist_add(rp_hist_sum *s, const cJSON *doc, const cJSON *own, const char 
     if (hb && !s->bounds) s->bounds = cJSON_Duplicate(hb, 1);
 }
 
-static fluxon_client *ro_client(rp_run *r, unsigned k)
-{
-    for (unsigned i = 0; i < r->n_workers; i++)
-        if (r->workers[i].owner == k && r->workers[i].client) return r->workers[i].client;
-    return NULL;
-}
-
 void rp_owner_side_collect(rp_run *r)
 {
     rp_hist_sum wait = {0}, gs = {0}, ps = {0};
     for (unsigned k = 0; k < r->n_owners; k++) {
-        char *buf = NULL;
-        fluxon_client *c = ro_client(r, k);
-        if (!c || fx_cli_json_call(c, fluxon_client_stats, RP_STATS_CAP, &buf) != FLUXON_OK) continue;
-        cJSON *doc = cJSON_Parse(buf);
-        free(buf);
+        fluxon_client *c = rp_owner_client(r, k);
+        cJSON *doc = c ? rp_client_stats(c) : NULL;
+        if (!doc) continue;
         const cJSON *own = cJSON_GetObjectItemCaseSensitive(doc, "owner");
         rp_hist_add(&wait, doc, own, "ring_wait");
         rp_hist_add(&gs, doc, own, "get_start_latency");
