@@ -116,7 +116,7 @@ int fx_cli_bench_hostless(int argc, char **argv)
         return 1;
     }
     /* steady state: the owners' and the clients' segment prefault threads are done */
-    if (fx_cli_wait_prefault(c.owner, 2, c.client, 2, 120000) != 0)
+    if (fx_cli_wait_prefault(c.owner, 2, c.client, 2, 120000, NULL) != 0)
         fprintf(stderr, "fluxon bench-hostless: the segment prefault did not end within 120 s; measuring anyway\n");
     bn_series_t s_ps = {.name = "put_start"}, s_pc = {.name = "put_commit (local-ready)"}, s_fut = {.name = "future (global)"},
                 s_gl = {.name = "get_start all-local"}, s_gm = {.name = "get_start all-miss"}, s_gr = {.name = "get_start remote"},

@@ -114,7 +114,7 @@ static int cli_client_prefaulting(fluxon_client *c, char **buf, size_t *cap)
 }
 
 int fx_cli_wait_prefault(fluxon_node *const *owners, unsigned n_owners, fluxon_client *const *clients,
-                         unsigned n_clients, unsigned timeout_ms)
+                         unsigned n_clients, unsigned timeout_ms, const volatile sig_atomic_t *stop)
 {
     size_t cap = 1u << 20;
     char *buf = malloc(cap);
@@ -125,7 +125,7 @@ int fx_cli_wait_prefault(fluxon_node *const *owners, unsigned n_owners, fluxon_c
             int r = i < n_owners ? cli_owner_prefaulting(owners[i], &buf, &cap)
                                  : cli_client_prefaulting(clients[i - n_owners], &buf, &cap);
             if (r == 0) break;
-            if (r < 0 || fx_cli_now_ns() >= deadline) {
+            if (r < 0 || fx_cli_now_ns() >= deadline || (stop && *stop)) {
                 st = -1;
                 if (r > 0) i = n_owners + n_clients; /* out of time: stop waiting for any */
                 break;

@@ -12,6 +12,7 @@
 #endif
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -109,8 +110,9 @@ static inline int fx_cli_join_ms(pthread_t t, uint64_t ms)
 /* Waits (bounded by timeout_ms in all) until the segment prefault threads are done: each
  * owner's (segment_prefaulting 0 in its metrics; n_owners may be 0) and each client's (its
  * stats), so that a measurement does not run beside them. 0 when all are done, -1 when
- * the time ran out or a state could not be read. */
+ * the time ran out, a state could not be read, or *stop (NULL: none) became nonzero (a
+ * signal handler's flag). */
 int fx_cli_wait_prefault(fluxon_node *const *owners, unsigned n_owners, fluxon_client *const *clients,
-                         unsigned n_clients, unsigned timeout_ms);
+                         unsigned n_clients, unsigned timeout_ms, const volatile sig_atomic_t *stop);
 
 #endif /* FX_CLI_UTIL_H */

@@ -393,5 +393,58 @@ Test(replay, a_cpu_owner_keeps_its_hits_with_copies_read_before_get_done, .fini 
     /* 0 on this VM at full speed; under a sanitizer's slowdown a few batches come within
      * a delay of the last (199 of 64,272 seen under ASan) */
     cr_assert_leq(refused * 100, tasks, "at most 1 %% of the appends refused for room: %llu of %llu", refused, tasks);
+    /* the tier's figures are in summary.json too (they were printed only) */
+    cJSON *rc = cJSON_GetObjectItemCaseSensitive(d, "remote_capacity");
+    cr_assert(cJSON_IsObject(rc) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rc, "reconciled")), "%s", out);
     cJSON_Delete(d);
+}
+
+/* A disk tier's figures land in summary.json ("disk": moved, hits, the master's count, the
+ * values each owner holds), and a --disk-capacity-blocks below the tier's 2-segment floor
+ * is said with the value it became (before: raised without a word, and summary.json had no
+ * disk fields). */
+Test(replay, a_disk_tiers_figures_are_in_summary_json_and_a_raised_capacity_is_said, .fini = fini, .timeout = 300)
+{
+    static char out[16384], args[600];
+    if (!dir) dir = th_tmpdir();
+    cr_assert_not_null(dir);
+    snprintf(args, sizeof args, "--requests 300 --capacity-blocks 200 --disk-dir %s/disk --disk-capacity-blocks 1", dir);
+    cJSON *d = run_demo(args, out, sizeof out);
+    cr_assert_eq(num(d, "checksum_failures"), 0);
+    const char *said = strstr(out, "--disk-capacity-blocks 1: raised to ");
+    unsigned long long values = 0;
+    cr_assert(said && sscanf(said, "--disk-capacity-blocks 1: raised to %llu values", &values) == 1, "%s", out);
+    cr_assert_gt(values, 1);
+    cJSON *k = cJSON_GetObjectItemCaseSensitive(d, "disk");
+    cr_assert(cJSON_IsObject(k), "no disk object in summary.json:\n%s", out);
+    cr_assert_eq(num(k, "values_per_owner"), (double)values);
+    cr_assert_gt(num(k, "evict_to_disk"), 0, "200 blocks of DRAM evict on 300 requests");
+    cr_assert_eq(num(k, "master_evict_to_disk"), num(k, "evict_to_disk"));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "reconciled")));
+    cr_assert_eq(num(k, "disk_crc_failures"), 0);
+    cJSON_Delete(d);
+}
+
+/* SIGINT during --metrics-linger-ms ends the demo at once, though its shell started it
+ * with SIGINT ignored (as a non-interactive shell starts a background job): the demo
+ * installs its own handler for its whole run (before: the linger, and the start-up, ran to
+ * their end). */
+Test(replay, sigint_ends_the_linger_at_once_even_when_started_ignored, .fini = fini, .timeout = 300)
+{
+    if (!dir) dir = th_tmpdir();
+    cr_assert_not_null(dir);
+    char cmd[2048], log[600];
+    snprintf(log, sizeof log, "%s/out.txt", dir);
+    snprintf(cmd, sizeof cmd, "trap '' INT; exec %s demo --trace %s --requests 300 --metrics-listen 127.0.0.1:0 "
+             "--metrics-linger-ms 600000", th_fluxon_bin(), trace_path());
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t pid = th_spawn(argv, log);
+    cr_assert_gt(pid, 0);
+    /* the summary's last line is printed before the linger */
+    bool lingering = th_wait_log(log, "peak RSS", 120000);
+    double t0 = th_now_s();
+    int st = th_stop(pid, SIGINT, 10000);
+    cr_assert(lingering, "the replay did not end: see %s", log);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d (a SIGKILL after 10 s: the linger went on)", st);
+    cr_assert_lt(th_now_s() - t0, 5.0);
 }

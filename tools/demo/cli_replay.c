@@ -9,6 +9,8 @@
 #include "cli_replay.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -97,6 +99,20 @@ static void rp_raise_nofile(void)
 }
 
 /* clients open, collector started, workers run, report; 0, or the exit status */
+static void rp_on_signal(int sig)
+{
+    (void)sig;
+    rp_interrupted = 1;
+}
+
+/* 1 (after saying so) when a SIGINT/SIGTERM came before the replay began */
+static int rp_interrupted_before(const char *when)
+{
+    if (!rp_interrupted) return 0;
+    fprintf(stderr, "fluxon demo: interrupted %s; no request was replayed\n", when);
+    return 1;
+}
+
 static int rp_play_run(rp_run *r)
 {
     r->t_open_ns = fx_cli_now_ns();
@@ -104,6 +120,7 @@ static int rp_play_run(rp_run *r)
     if (ex) return ex;
     r->t_opened_ns = fx_cli_now_ns();
     rp_wait_prefault(r); /* the owners' and the clients' prefault must not run under the replay */
+    if (rp_interrupted_before("while the clients opened")) return 1;
     rp_stats_before(r);
     if (rp_collector_init(&r->col) || rp_collector_start(&r->col)) return 1;
     if (rp_run_workers(r) != 0) {
@@ -176,8 +193,17 @@ int fx_cli_replay_main(int argc, char **argv)
         ex = rp_simulate(r);
     } else if (!ex && !help) {
         rp_raise_nofile();
+        /* SIGINT/SIGTERM from here on: the start-up ends at its next step, the replay stops
+         * its workers (and reports the requests that ran), the linger ends; the cluster is
+         * always taken down (its segments and sockets removed). Installed, not inherited: a
+         * shell starts a background job with SIGINT ignored. */
+        struct sigaction sa = {.sa_handler = rp_on_signal}, old_int, old_term;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
         r->t_setup_ns = fx_cli_now_ns();
         ex = rp_cluster_up(r);
+        if (!ex && rp_interrupted_before("while the cluster started")) ex = 1;
         fx_cli_metrics *metrics = NULL;
         if (!ex && r->o.metrics_listen) {
             fluxon_node *nodes[RP_MAX_OWNERS + 1] = {r->cl.master};
@@ -186,12 +212,16 @@ int fx_cli_replay_main(int argc, char **argv)
             if (!metrics) ex = RP_EXIT_USAGE;
         }
         if (!ex) ex = rp_play_run(r);
-        if (metrics && r->o.metrics_linger_ms) fx_cli_sleep_ms(r->o.metrics_linger_ms); /* a last scrape */
+        if (metrics) /* a last scrape */
+            for (unsigned ms = 0; ms < r->o.metrics_linger_ms && !rp_interrupted; ms += 50)
+                fx_cli_sleep_ms(r->o.metrics_linger_ms - ms < 50 ? r->o.metrics_linger_ms - ms : 50);
         fx_cli_metrics_stop(metrics);
         rp_collector_close(&r->col); /* only after a start failure: no worker ran */
         rp_collector_fini(&r->col);
         rp_workers_close(r);
         rp_cluster_down(r);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
     }
     free(r->recs);
     fx_cli_trace_free(&r->trace);

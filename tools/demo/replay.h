@@ -214,6 +214,7 @@ typedef struct rp_run {
     _Atomic unsigned logged_errors;
     rp_owner_stats owners[RP_MAX_OWNERS];
     uint64_t segment_bytes, grant_bytes;
+    uint64_t disk_values; /* values each owner's disk tier holds (--disk-capacity-blocks, or the 2-segment floor) */
     rp_tenant_res tenant[RP_MAX_TENANTS]; /* --tenants, after the run */
     /* replay_owner.c, after the run: ring requests taken, their mean wait and its median and
      * p99 bounds, the owners' mean get_start and put_start answers (us; 0: none) */

@@ -134,7 +134,7 @@ void rp_wait_prefault(rp_run *r)
     for (unsigned i = 0; clients && i < r->n_workers; i++) clients[i] = r->workers[i].client;
     if (clients)
         (void)fx_cli_wait_prefault(r->cl.owners, r->cl.embedded ? r->n_owners : 0, clients, r->n_workers,
-                                   RP_PREFAULT_WAIT_MS);
+                                   RP_PREFAULT_WAIT_MS, &rp_interrupted);
     free(clients);
 }
 
@@ -305,7 +305,15 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
             if (seg < (1u << 20)) seg = 1u << 20;
             if (seg > (64ull << 20)) seg = 64ull << 20;
             if (seg < rec + 4096) seg = (rec + 4096 + (1u << 20) - 1) / (1u << 20) * (1u << 20);
-            if (cap < 2 * seg) cap = 2 * seg;
+            if (cap < 2 * seg) {
+                if (k == 0)
+                    fprintf(stderr, "fluxon demo: --disk-capacity-blocks %llu: raised to %llu values per owner (2 "
+                            "segments of %llu MiB, the least disk.capacity_bytes a disk tier takes)\n",
+                            (unsigned long long)r->o.disk_capacity_blocks,
+                            (unsigned long long)(2 * seg / (r->o.tp * rec)), (unsigned long long)(seg >> 20));
+                cap = 2 * seg;
+            }
+            r->disk_values = cap / (r->o.tp * rec);
             snprintf(disk, sizeof disk,
                      ",\"disk\":{\"path\":\"%s/owner%u\",\"capacity_bytes\":%llu,\"segment_bytes\":%llu,"
                      "\"admission\":\"%s\",\"direct_io\":\"%s\"}", r->o.disk_dir, k, (unsigned long long)cap,

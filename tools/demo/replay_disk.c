@@ -58,7 +58,7 @@ int rp_disk_report(rp_run *r, cJSON *summary)
     double wall_s = r->t_end_ns > r->t_start_ns ? (double)(r->t_end_ns - r->t_start_ns) / 1e9 : 0;
     int ok = v[D_CRC] == 0 && master_moved == v[D_MOVED];
     printf("disk tier         %s/owner<k>, %llu values each (%s, admission %s); %llu records re-indexed at start "
-           "in %llu ms\n", r->o.disk_dir, (unsigned long long)r->o.disk_capacity_blocks,
+           "in %llu ms\n", r->o.disk_dir, (unsigned long long)r->disk_values,
            v[D_DIRECT] == r->n_owners ? "O_DIRECT" : "buffered I/O", r->o.disk_admission ? r->o.disk_admission : "all",
            (unsigned long long)v[D_RECOVERED], (unsigned long long)v[D_RECOVER_MS]);
     printf("  moved to disk   %llu evicted values (master: %llu %s); not admitted %llu; dropped for want of "
@@ -90,6 +90,7 @@ int rp_disk_report(rp_run *r, cJSON *summary)
         cJSON *j = cJSON_AddObjectToObject(summary, "disk");
         for (size_t i = 0; j && i < RD_N; i++) cJSON_AddNumberToObject(j, rd_keys[i], (double)v[i]);
         if (j) cJSON_AddNumberToObject(j, "master_evict_to_disk", (double)master_moved);
+        if (j) cJSON_AddNumberToObject(j, "values_per_owner", (double)r->disk_values);
         if (j) cJSON_AddBoolToObject(j, "reconciled", ok);
         if (j) cJSON_AddNumberToObject(j, "prefetch_distance", r->o.prefetch);
         if (j) cJSON_AddNumberToObject(j, "prefetch_refused", (double)refused);

@@ -413,9 +413,10 @@ static void rp_json_config(cJSON *j, const rp_run *r)
     cJSON_AddNumberToObject(cfg, "capacity_blocks", (double)o->capacity_blocks);
 }
 
-static int rp_write_summary_json(const rp_run *r, const rp_totals *t)
+/* j: the object the tier reports filled ("remote_capacity", "disk"; NULL: out of
+ * memory), freed here. */
+static int rp_write_summary_json(const rp_run *r, const rp_totals *t, cJSON *j)
 {
-    cJSON *j = cJSON_CreateObject();
     if (!j) return -1;
     rp_json_totals(j, r, t);
     rp_json_latency(j, t);
@@ -554,11 +555,12 @@ int rp_report(rp_run *r)
     rp_merge(r, &t, baseline_ok);
     rp_owner_side_collect(r);
     rp_print_summary(r, &t);
-    int remote_rc = rp_remote_report(r, NULL); /* issue 16: --cpu-owners */
-    remote_rc |= rp_disk_report(r, NULL);      /* issue 39: --disk-dir */
+    cJSON *summary = o->out_dir ? cJSON_CreateObject() : NULL;
+    int remote_rc = rp_remote_report(r, summary); /* issue 16: --cpu-owners */
+    remote_rc |= rp_disk_report(r, summary);      /* issue 39: --disk-dir */
     fflush(stdout);
     int wrc = 0;
-    if (o->out_dir) wrc = rp_write_summary_json(r, &t) | rp_write_timeseries(r) | rp_write_cdf(r, &t);
+    if (o->out_dir) wrc = rp_write_summary_json(r, &t, summary) | rp_write_timeseries(r) | rp_write_cdf(r, &t);
     if (wrc) fprintf(stderr, "fluxon demo: could not write every file in %s\n", o->out_dir);
     int ex = t.errors == 0 && t.checksum_failures == 0 && baseline_ok && !wrc && !rp_interrupted && !remote_rc &&
                      t.requests == r->n_req

@@ -353,12 +353,6 @@ static void rp_worker_free(rp_worker *w)
     for (int i = 0; i < RP_NCALLS; i++) free(w->lat[i].v);
 }
 
-static void rp_on_signal(int sig)
-{
-    (void)sig;
-    rp_interrupted = 1;
-}
-
 /* Progress on a terminal; detects a stalled run. Returns when every worker is done, or
  * once r->stop is set (interrupted, or a request ran past RP_STALL_MS). */
 static void rp_wait_run(rp_run *r)
@@ -484,10 +478,6 @@ static int rp_join_workers(rp_run *r)
 
 int rp_run_workers(rp_run *r)
 {
-    struct sigaction sa = {.sa_handler = rp_on_signal}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
     struct rusage ru0, ru1;
     int ru_ok = getrusage(RUSAGE_SELF, &ru0) == 0;
     r->t_start_ns = fx_cli_now_ns();
@@ -522,7 +512,5 @@ int rp_run_workers(rp_run *r)
         fprintf(stderr, "fluxon demo: the future collector did not finish\n");
         leaked = -1;
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     return leaked;
 }
