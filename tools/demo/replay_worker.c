@@ -107,10 +107,17 @@ static uint64_t rp_restore(rp_worker *w, size_t req, fluxon_get_handle *h, uint6
         if (off >= 0) {
             uint64_t nf = atomic_fetch_add_explicit(&r->checksum_failures, 1, memory_order_relaxed);
             if (nf < RP_MAX_LOGGED_ERRORS) {
-                char whose[FX_CLI_KEY_MAX + 128] = "";
+                char whose[FX_CLI_KEY_MAX + 128] = "", where[160] = "";
                 if (nf < 3) rp_whose_bytes(r, dst, vlen, whose, sizeof whose); /* walks the trace: the first few */
-                fprintf(stderr, "\nfluxon demo: request %zu: CHECKSUM FAILURE on %s at byte %lld%s%s\n", req,
-                        w->keys[j], (long long)off, whose[0] ? ": " : "", whose);
+                fluxon_segment_info si;
+                size_t ns = 0;
+                if (fluxon_wait_local_segments_ready(c, 0, &si, 1, &ns) == FLUXON_OK && ns == 1 &&
+                    (uintptr_t)src >= (uintptr_t)si.read_ptr && (uintptr_t)src - (uintptr_t)si.read_ptr < si.len)
+                    snprintf(where, sizeof where, " (read at byte %llu of owner %s's segment, generation %llu)",
+                             (unsigned long long)((uintptr_t)src - (uintptr_t)si.read_ptr), si.node_id,
+                             (unsigned long long)si.generation);
+                fprintf(stderr, "\nfluxon demo: request %zu: CHECKSUM FAILURE on %s at byte %lld%s%s%s\n", req,
+                        w->keys[j], (long long)off, where, whose[0] ? ": " : "", whose);
             }
         }
         good++;
