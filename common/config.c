@@ -94,7 +94,9 @@ static const struct cfg_field cfg_test_fields[] = {{"fault_message", CFG_O}, {"f
                                                    /* W2: pushes reported timed out at once, posted late */
                                                    {"late_puts", CFG_O},
                                                    /* W2: how long an owner names one no longer announced */
-                                                   {"peer_forget_ms", CFG_O}};
+                                                   {"peer_forget_ms", CFG_O},
+                                                   /* the chaos harness: values checked against their key's */
+                                                   {"value_oracle", CFG_O}};
 static const struct cfg_field cfg_reserve_fields[] = {{"grant_bytes", CFG_O}, {"expected", CFG_O},
                                                       {"idle_grant_return_ms", CFG_O}};
 static const struct cfg_field cfg_ha_fields[] = {{"etcd", CFG_M | CFG_O}, {"lease_ttl_ms", CFG_M | CFG_O},
@@ -231,6 +233,12 @@ static int cfg_parse_test(struct cfg_ctx *c, const cJSON *obj, fx_config_t *cfg)
                 it->valuedouble != (double)(int64_t)it->valuedouble)
                 return fx_cfg_bad(c, path, it, "must be an integer in -86400000..86400000 (ms)");
             cfg->test_clock_offset_ms = (int64_t)it->valuedouble;
+            continue;
+        }
+        if (k == 15) {
+            if (!cJSON_IsString(it) || !it->valuestring[0] || strlen(it->valuestring) >= sizeof cfg->test_value_oracle)
+                return fx_cfg_bad(c, path, it, "must be a key prefix of 1..%zu bytes", sizeof cfg->test_value_oracle - 1);
+            fx_strlcpy(cfg->test_value_oracle, it->valuestring, sizeof cfg->test_value_oracle);
             continue;
         }
         if (k == 9) {

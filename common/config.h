@@ -174,6 +174,9 @@ typedef struct fx_config {
     uint32_t test_late_puts;              /* "test.late_puts": the same for UCX PUTs (pushes) [0] */
     uint32_t test_peer_forget_ms;         /* "test.peer_forget_ms": an owner no longer announced is
                                            * named to the next master this long [0: 600000] */
+    char test_value_oracle[32];           /* "test.value_oracle": a key prefix: every value of a key with it
+                                           * is the demo's value of that key; checked where it enters or
+                                           * leaves this owner (owner/oracle.c) ["": off] */
     /* "test" message chaos (issue 17; master and owners, off by default): per control frame
      * received, drop / delay (uniform in 1..delay_ms) / duplicate it with these probabilities
      * in parts per million; a frame of a kind the protocol cannot survive losing is never

@@ -12,6 +12,7 @@
 #include "owner_disk.h"
 #include "owner_fetch.h"
 #include "owner_link.h"
+#include "owner_oracle.h"
 #include "owner_peers.h"
 
 #define OFETCH_RESEND_MS 100u      /* first resend of an uncertain GET_DONE */
@@ -105,6 +106,7 @@ static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, uint8_t mode, o
         /* the copy is intact (D1) but is not a replica: its readers' holders keep it,
          * the slot frees with the last one */
         kv->temp_copies++;
+        fx_oracle_entry(o, "a temporary copy served after GET_DONE's answer", en, NULL);
         ofetch_done(o, og, en);
         fx_ostore_retire(o, en);
         return;
@@ -355,6 +357,18 @@ static ofetch_hold_t *ofetch_hold_new(fx_owner_t *o, ofetch_xfer_t *x, int statu
     return h;
 }
 
+/* test.value_oracle: a copy served before GET_DONE's answer (a copy may race its source's
+ * reuse: GET_DONE's answer is what says it did not, so one served without it is checked) */
+static void ofetch_oracle(fx_owner_t *o, const ofetch_batch_t *f, const ofetch_xfer_t *x, const owner_oget_t *og,
+                          const owner_entry_t *en)
+{
+    char more[200];
+    snprintf(more, sizeof more, "copied from %s (generation %llu) offset %#llx, mode %u, LOOKUP %llu ms before",
+             f->src_ids[x->src], (unsigned long long)f->src_gens[x->src], (unsigned long long)og->src_off,
+             (unsigned)og->mode, (unsigned long long)((fx_now_ns() - f->t0_ns) / 1000000u));
+    fx_oracle_entry(o, "a copy served before GET_DONE's answer", en, more);
+}
+
 FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
 {
     ofetch_xfer_t *x = arg;
@@ -437,6 +451,7 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
                      now_ns - f->t0_ns + 1000000ull < og->reuse_ms * 1000000ull;
         c->og[m++] = disk || early ? NULL : og;
         if (disk || early) {
+            if (o->cfg.test_value_oracle[0]) ofetch_oracle(o, f, x, og, en);
             kv->disk_promoted_early += disk;
             kv->read_before_get_done += early && !og->prefetch; /* of the remote hits (a prefetch's copy is none) */
             kv->remote_hits += !disk && !og->prefetch; /* as it was counted once the master answered */

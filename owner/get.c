@@ -14,6 +14,7 @@
 #include "groups.h"
 #include "hmap.h"
 #include "log.h"
+#include "owner_oracle.h"
 #include "owner_tenant.h"
 #include "owner_disk.h"
 #include "owner_elsewhere.h"
@@ -134,6 +135,7 @@ static void oget_set_hit(owner_getb_t *b, size_t i, owner_entry_t *en)
     }
     owner_holder_t *h = fx_ostore_holder_new(o, b->ext, &en->slot);
     if (h) {
+        fx_oracle_entry(o, en->remote ? "local hit on a copy from another owner" : "local hit", en, NULL);
         fx_oev_touch(o, en); /* a local hit (inline or joined) warms the hot tier */
         b->res[i] = 1;
         b->holder_ids[i] = h->id;

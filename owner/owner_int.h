@@ -50,6 +50,7 @@ struct fx_owner {
     fx_segment_t *seg;
     bool shutting_down;
     uint64_t faults_applied; /* test faults (delay_request) applied so far */
+    uint64_t oracle_failures; /* oracle.c: values test.value_oracle found to be another key's */
     uint64_t refuse_log_ms, refuse_quiet; /* ext.c: refused clients, logged once a second */
     /* module state, each defined and touched by its own .c */
     struct olink *link;      /* master_link.c */

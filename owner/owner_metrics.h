@@ -23,6 +23,7 @@
     X(chaos_dropped, COUNTER, "owner_test_chaos_frames_total", "fault=\"dropped\"", "Control frames received that the test message chaos dropped, delayed or duplicated") \
     X(chaos_delayed, COUNTER, "owner_test_chaos_frames_total", "fault=\"delayed\"", "")                           \
     X(chaos_duplicated, COUNTER, "owner_test_chaos_frames_total", "fault=\"duplicated\"", "")                     \
+    X(value_oracle_failures, COUNTER, "owner_test_value_oracle_failures_total", "", "Values whose first word was not their key's where they entered or left this owner (test.value_oracle)") \
     /* prefault.c */                                                                                             \
     X(segment_prefaulting, BOOL, "owner_segment_prefaulting", "", "1 while the owner faults its segment in")      \
     /* ext.c */                                                                                                  \

@@ -24,6 +24,7 @@
 #include "owner_disk.h"
 #include "owner_evict.h"
 #include "owner_link.h"
+#include "owner_oracle.h"
 #include "owner_republish.h"
 #include "owner_tenant.h"
 #include "owner_store.h"
@@ -188,6 +189,8 @@ FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len
         }
         *g = (rp_range_t){g->key, b.keys.v[i].len, b.value_len, b.put_ms.v[i], b.put_ver.v[i], 1,
                           fx_otenant_of_key(o, g->key, b.keys.v[i].len) + 1};
+        fx_oracle_check(o, "a push placed here (PLACED)", g->key, g->klen, b.offsets.v[i], b.value_len, g->put_ms,
+                        g->put_ver, NULL);
         rp_range_count(o, g, 1);
         if (old) { /* the range was freed and placed again */
             rp_range_count(o, old, -1);

@@ -52,6 +52,7 @@ FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
         s->m.chaos_delayed = ch->delayed;
         s->m.chaos_duplicated = ch->duplicated;
     }
+    s->m.value_oracle_failures = o->oracle_failures;
     void (*parts[])(fx_owner_t *, fx_ometrics_t *) = {fx_oext_metrics,   fx_olink_metrics, fx_ostore_metrics,
                                                       fx_oclaims_metrics, fx_oput_metrics,  fx_oplace_metrics,
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,

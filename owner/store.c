@@ -7,6 +7,7 @@
 
 #include "hmap.h"
 #include "log.h"
+#include "owner_oracle.h"
 #include "owner_store.h"
 #include "u64map.h"
 
@@ -138,6 +139,8 @@ FX_INTERNAL void fx_ostore_index(fx_owner_t *o, owner_entry_t *en)
     if (fx_hmap_put_h(o->store->index, en->key, en->klen, en->khash, en, &old) != FLUXON_OK) return;
     if (old && old != en) ((owner_entry_t *)old)->indexed = false;
     en->indexed = true;
+    /* local readers see it from now on: a put's value (its writer wrote it), a copy's */
+    fx_oracle_entry(o, en->remote ? "indexed, a copy from another owner" : "indexed, a put or a disk read-back", en, NULL);
 }
 
 FX_INTERNAL void fx_ostore_hide(fx_owner_t *o, owner_entry_t *en)

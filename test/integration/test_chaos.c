@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 
+#include "cli_trace.h"
 #include "restartfix.h"
 
 #define CX_OWNERS 3
@@ -422,6 +423,27 @@ static long long cx_verify(double *hits_p)
     return fails;
 }
 
+/* test.value_oracle's mismatches logged by every owner process of the run (owner<i>.log,
+ * owner<i>-<n>.log after its restarts); the first one goes to *first (cap bytes). */
+static long long cx_oracle_lines(char *first, size_t cap)
+{
+    long long n = 0;
+    first[0] = 0;
+    static char line[4096];
+    for (int i = 0; i < CX_OWNERS; i++)
+        for (int g = 0; g <= cx.owner_gen[i]; g++) {
+            char path[600];
+            if (g) snprintf(path, sizeof path, "%s/owner%d-%d.log", rf.dir, i, g);
+            else snprintf(path, sizeof path, "%s/owner%d.log", rf.dir, i);
+            FILE *f = fopen(path, "r");
+            if (!f) continue;
+            while (fgets(line, sizeof line, f))
+                if (strstr(line, "value oracle: ") && n++ == 0) snprintf(first, cap, "%s", line);
+            fclose(f);
+        }
+    return n;
+}
+
 static int cx_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -430,7 +452,7 @@ static int cx_cmp_double(const void *a, const void *b)
 
 /* The report (stderr, and $FLUXON_CHAOS_REPORT when set). */
 static void cx_report(double seconds, long long demo_fails, long long verify_fails, double verify_hits, bool r1,
-                      const char *r1_why, const char *rates)
+                      const char *r1_why, const char *rates, long long oracle, const char *oracle_first)
 {
     static char rep[1 << 16];
     size_t n = 0, cap = sizeof rep;
@@ -447,6 +469,8 @@ static void cx_report(double seconds, long long demo_fails, long long verify_fai
         cx.demos_ended, demo_fails);
     CXP("verification replay through each owner alone: checksum failures %lld, prefix hits %.0f\n", verify_fails,
         verify_hits);
+    CXP("owners' value oracle (every demo value checked where it enters or leaves an owner): %lld mismatches%s%s",
+        oracle, oracle ? "; the first: " : "\n", oracle ? oracle_first : "");
     CXP("R1 (handles, prepared/pending slots, holders, plans, fetches, in-flight puts/gets at 0): %s%s%s\n",
         r1 ? "back to baseline" : "NOT back to baseline: ", r1 ? "" : r1_why, "");
     CXP("values re-published to restarted masters: %lld\n", cx.republished);
@@ -496,15 +520,17 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     }
     unsigned drop = (unsigned)cx_env("FLUXON_CHAOS_DROP_PPM", 1000), delay = (unsigned)cx_env("FLUXON_CHAOS_DELAY_PPM", 3000),
              dup = (unsigned)cx_env("FLUXON_CHAOS_DUP_PPM", 1000);
-    char rates[128], test[256], mextra[320], oextra[CX_OWNERS][320];
+    char rates[128], test[256], mextra[320], oextra[CX_OWNERS][400];
     snprintf(rates, sizeof rates, "per frame: drop %u ppm, delay %u ppm up to 200 ms, duplicate %u ppm", drop, delay, dup);
     snprintf(test, sizeof test, "\"test\":{\"drop_ppm\":%u,\"delay_ppm\":%u,\"delay_ms\":200,\"dup_ppm\":%u,\"seed\":%u}",
              drop, delay, dup, cx.seed0);
     /* TTLs short enough that what a lost answer leaves behind ends within the baseline wait */
     snprintf(mextra, sizeof mextra, ",\"inflight_ttl_ms\":5000,%s", test);
     const char *extra[CX_OWNERS];
+    char otest[300]; /* the owners also check every demo value where it enters or leaves them */
+    snprintf(otest, sizeof otest, "%.*s,\"value_oracle\":\"cx:\"}", (int)strlen(test) - 1, test);
     for (int i = 0; i < CX_OWNERS; i++) {
-        snprintf(oextra[i], sizeof oextra[i], ",\"handle_ttl_ms\":5000,\"put_plan_ttl_ms\":5000,%s", test);
+        snprintf(oextra[i], sizeof oextra[i], ",\"handle_ttl_ms\":5000,\"put_plan_ttl_ms\":5000,%s", otest);
         extra[i] = oextra[i];
     }
     rf_master_extra = mextra;
@@ -549,8 +575,11 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     for (int i = 0; i < CX_OWNERS; i++) cx_collect_faults(false, i);
     if (cx.n_ev) cx.ev[cx.n_ev - 1].next_t = sampled_s; /* the recovery search ends with the samples */
     cx_recovery();
-    cx_report(chaos_s, demo_fails, verify_fails, verify_hits, r1, why, rates);
+    static char oracle_first[4096];
+    long long oracle = cx_oracle_lines(oracle_first, sizeof oracle_first);
+    cx_report(chaos_s, demo_fails, verify_fails, verify_hits, r1, why, rates, oracle, oracle_first);
     cr_assert_eq(demo_fails, 0, "checksum failures in the replays under chaos (see %s)", rf.dir);
+    cr_assert_eq(oracle, 0, "owners found values that were not their keys' (see %s)", rf.dir);
     cr_assert_eq(verify_fails, 0, "checksum failures in the verification replays (see %s)", rf.dir);
     cr_assert(r1, "R1: %s (see %s)", why, rf.dir);
     cr_assert(census, "every replica the master records is a committed slot of its owner and back: %s", cx.census);
@@ -625,4 +654,33 @@ Test(chaos, a_resent_get_done_keeps_a_recorded_copy_when_its_source_went, .timeo
     }
     fluxon_client_close(c0);
     fluxon_client_close(c1);
+}
+
+/* The chaos run's owners check every demo value where it enters or leaves them
+ * (test.value_oracle, owner/oracle.c): a value that is not its key's is logged with the step
+ * and counted; the demo's own values pass, and keys without the prefix are not checked. */
+Test(chaos, the_value_oracle_names_a_value_that_is_not_its_keys, .timeout = 120, .fini = fini)
+{
+    const char *extra[1] = {",\"test\":{\"value_oracle\":\"ox:\"}"};
+    memset(&cx, 0, sizeof cx);
+    rf_up(1, extra);
+    fluxon_client *c = rf_client(0);
+    static uint8_t v[4096];
+    fx_cli_value_fill(v, sizeof v, "ox:a", 4);
+    cr_assert_eq(fluxon_put(c, "ox:a", v, sizeof v, NULL), FLUXON_OK);
+    cr_assert_eq(fluxon_put(c, "other", v, sizeof v, NULL), FLUXON_OK); /* not checked */
+    fluxon_holder *h = NULL;
+    cr_assert_eq(fluxon_get(c, "ox:a", &h), FLUXON_OK);
+    fluxon_holder_release(h);
+    cr_assert_eq(rf_stat(c, false, "value_oracle_failures"), 0, "the demo's value of its key passes");
+    cr_assert_eq(fluxon_put(c, "ox:b", v, sizeof v, NULL), FLUXON_OK); /* ox:a's bytes under ox:b */
+    cr_assert_eq(rf_stat(c, false, "value_oracle_failures"), 1, "found when the put's value is indexed");
+    cr_assert_eq(fluxon_get(c, "ox:b", &h), FLUXON_OK);
+    fluxon_holder_release(h);
+    cr_assert_eq(rf_stat(c, false, "value_oracle_failures"), 2, "and when it is served");
+    char log[400];
+    snprintf(log, sizeof log, "%s/owner0.log", rf.dir);
+    cr_assert(th_wait_log(log, "value oracle: indexed, a put or a disk read-back: key ox:b", 1000), "see %s", log);
+    cr_assert(th_wait_log(log, "value oracle: local hit: key ox:b", 1000), "see %s", log);
+    fluxon_client_close(c);
 }

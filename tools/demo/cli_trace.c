@@ -15,6 +15,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "value_oracle.h"
+
 /* ---------------------------------------------------------------------------------
  * Trace reader
  * ------------------------------------------------------------------------------- */
@@ -288,34 +290,16 @@ int fx_cli_page_key(char *buf, size_t cap, const char *key_prefix, uint64_t page
  * Deterministic values
  * ------------------------------------------------------------------------------- */
 
-#define TR_GOLDEN 0x9E3779B97F4A7C15ull
-
-static inline uint64_t tr_mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t tr_to_le(uint64_t w)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return __builtin_bswap64(w);
-#else
-    return w;
-#endif
-}
-
 void fx_cli_value_fill(void *dst, uint64_t len, const char *key, size_t key_len)
 {
     unsigned char *p = dst;
-    uint64_t seed = XXH3_64bits(key, key_len), ctr = seed, n = len / 8;
+    uint64_t seed = XXH3_64bits(key, key_len), n = len / 8;
     for (uint64_t j = 0; j < n; j++) {
-        uint64_t w = tr_to_le(tr_mix64(ctr += TR_GOLDEN));
+        uint64_t w = fx_value_word(seed, j);
         memcpy(p + 8 * j, &w, 8);
     }
     if (len % 8) {
-        uint64_t w = tr_to_le(tr_mix64(ctr += TR_GOLDEN));
+        uint64_t w = fx_value_word(seed, n);
         memcpy(p + 8 * n, &w, len % 8);
     }
 }
@@ -323,9 +307,9 @@ void fx_cli_value_fill(void *dst, uint64_t len, const char *key, size_t key_len)
 int64_t fx_cli_value_check(const void *src, uint64_t len, const char *key, size_t key_len)
 {
     const unsigned char *p = src;
-    uint64_t seed = XXH3_64bits(key, key_len), ctr = seed, n = len / 8;
+    uint64_t seed = XXH3_64bits(key, key_len), n = len / 8;
     for (uint64_t j = 0; j < n; j++) {
-        uint64_t w = tr_to_le(tr_mix64(ctr += TR_GOLDEN)), got;
+        uint64_t w = fx_value_word(seed, j), got;
         memcpy(&got, p + 8 * j, 8);
         if (got != w) {
             const unsigned char *a = (const unsigned char *)&got, *e = (const unsigned char *)&w;
@@ -334,7 +318,7 @@ int64_t fx_cli_value_check(const void *src, uint64_t len, const char *key, size_
         }
     }
     if (len % 8) {
-        uint64_t w = tr_to_le(tr_mix64(ctr += TR_GOLDEN));
+        uint64_t w = fx_value_word(seed, n);
         const unsigned char *e = (const unsigned char *)&w;
         for (uint64_t k = 0; k < len % 8; k++)
             if (p[8 * n + k] != e[k]) return (int64_t)(8 * n + k);
@@ -361,7 +345,7 @@ struct fx_cli_sim {
     fx_cli_sim_result r;
 };
 
-static inline size_t tr_home(const fx_cli_sim *s, uint64_t k) { return (size_t)tr_mix64(k) & s->mask; }
+static inline size_t tr_home(const fx_cli_sim *s, uint64_t k) { return (size_t)fx_value_mix64(k) & s->mask; }
 
 static int tr_map_alloc(fx_cli_sim *s, size_t buckets)
 {
