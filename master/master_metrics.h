@@ -110,6 +110,8 @@
     X(republish_replaced, COUNTER, "master_republished_keys_total", "outcome=\"replaced\"", "")                  \
     X(republish_refused, COUNTER, "master_republished_keys_total", "outcome=\"refused\"", "")                    \
     X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended") \
+    X(verify_routed, COUNTER, "master_verified_keys_total", "outcome=\"routed\"", "Keys an owner back on a lost connection verified (REPUBLISH verify), by outcome") \
+    X(verify_stale, COUNTER, "master_verified_keys_total", "outcome=\"stale\"", "")                              \
     X(prefix_index_builds, COUNTER, "master_prefix_index_builds_total", "", "Prefix indexes built by a LIST (issue 18)")
 
 /* append.c (issue 16): replica tasks to remote_cache targets, hits by tier, demotion */

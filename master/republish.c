@@ -112,6 +112,32 @@ FX_INTERNAL void fx_mkv_placed_notify(mkv_t *s, master_node_t *target, const fx_
     fx_free(cols);
 }
 
+/* ---- REPUBLISH verify: an owner back on a lost connection checks what it serves ---- */
+/* Answers each key OK when that very replica (n, offset) of that version is routed, else
+ * STALE (an INVALIDATE lost with the old connection): nothing is routed or changed. */
+static void rp_verify(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, master_node_t *n,
+                      const fx_body_republish_t *b, uint64_t *st)
+{
+    fx_mkv_inv_t inv = {0};
+    uint64_t ok = 0;
+    char why[200];
+    for (uint32_t i = 0; i < b->keys.n; i++) {
+        mkv_route_t *r = rp_key_ok(n, b, i, why, sizeof why) ? mkv_route_get(s, b->keys.v[i], &inv) : NULL;
+        bool routed = r && r->put_ms == b->put_ms.v[i] && r->put_ver == b->put_ver.v[i] &&
+                      mkv_route_find(r, n, b->offsets.v[i]) >= 0;
+        st[i] = MKV_ST(routed ? FLUXON_OK : FLUXON_ERR_STALE);
+        ok += routed;
+    }
+    s->c.verify_routed += ok;
+    s->c.verify_stale += b->keys.n - ok;
+    if (ok < b->keys.n)
+        FX_INFO("owner %s verified %u values: %llu no longer routed there (it drops them)", n->node_id, b->keys.n,
+                (unsigned long long)(b->keys.n - ok));
+    mkv_inv_flush(s, &inv);
+    fx_body_statuses_t ack = {{st, b->keys.n}};
+    MKV_REPLY(p, h, statuses, &ack);
+}
+
 /* ---- REPUBLISH ---- */
 FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                                   fx_arena_t *arena)
@@ -128,6 +154,10 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
     uint64_t *st;
     master_node_t *n = mkv_batch_open(s, p, h, &spec, arena, &st);
     if (!n) return;
+    if (b.verify) {
+        rp_verify(s, p, h, n, &b, st);
+        return;
+    }
     fx_mkv_inv_t inv = {0};
     size_t ok = 0, stale = 0, replaced = 0, refused = 0, first_bad = SIZE_MAX;
     char why[200] = "", scratch[200];

@@ -224,6 +224,7 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
     l->mstate = OM_READY;
     l->backoff_ms = 0;
     bool changed = l->master_generation && l->master_generation != ack.master_generation;
+    bool again = l->master_generation && l->master_generation == ack.master_generation;
     l->master_generation = ack.master_generation;
     l->dead_grace_ms = ack.dead_owner_grace_ms;
     char who[FX_PATH_MAX + 8];
@@ -242,7 +243,7 @@ static void olink_on_register_resp(void *arg, int status, const fx_frame_header_
     if (ack.forgotten)
         FX_WARN("master %s had forgotten this owner (dead longer than its dead_owner_grace_ms): it missed the "
                 "deletions and overwrites meanwhile, so every value held here is dropped", who);
-    l->hooks.registered(o, changed, ack.forgotten != 0);
+    l->hooks.registered(o, changed, ack.forgotten != 0, again);
     olink_started(l, FLUXON_OK);
 }
 

@@ -282,7 +282,7 @@ static void owner_registering(fx_owner_t *o, fx_body_register_t *reg)
     reg->unsettled = fx_opeers_unsettled(o); /* W2 */
 }
 
-static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten)
+static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten, bool again)
 {
     if (forgotten) { /* L1: nothing held here is routed any more, and some of it is stale */
         fx_ostore_forget_all(o);
@@ -293,7 +293,9 @@ static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten)
      * kept values from an earlier run, and one that had forgotten this owner (issue 39: its
      * disk records are offered again, highest put_id winning, as after a restart) */
     bool disk_first = fx_odisk_first_registration(o); /* every registration: DIR/CONTACT noted */
-    fx_orepub_registered(o, master_changed || disk_first);
+    /* the same master again (a lost connection): an INVALIDATE it sent may have been lost
+     * with the old connection, so what this owner serves is verified (nothing re-routed) */
+    fx_orepub_registered(o, master_changed || disk_first, again && !forgotten);
     fx_oput_master_ready(o);
     fx_oclaims_master_ready(o);
     fx_oev_kick(o);

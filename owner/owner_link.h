@@ -12,7 +12,8 @@ typedef struct fx_olink_hooks {
     void (*registering)(fx_owner_t *o, fx_body_register_t *reg);
     /* registered; master_changed: a new master generation (its routes are gone); forgotten:
      * the master had forgotten this owner (L1: dead past its grace; what it holds is stale) */
-    void (*registered)(fx_owner_t *o, bool master_changed, bool forgotten);
+    /* again: registered anew with the master it was registered with (a lost connection) */
+    void (*registered)(fx_owner_t *o, bool master_changed, bool forgotten, bool again);
     void (*lost)(fx_owner_t *o); /* the connection went away (a reconnect is scheduled) */
     void (*started)(fx_owner_t *o, int status); /* first registration, or a permanent refusal */
     /* a request from the master other than CLUSTER_INFO: true when served */

@@ -12,8 +12,11 @@
 FX_INTERNAL int fx_orepub_init(fx_owner_t *o);
 FX_INTERNAL void fx_orepub_fini(fx_owner_t *o);
 /* Registered with the master; master_changed: a new master generation. Starts (or
- * restarts) a re-publication when the master changed or an earlier one did not end. */
-FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed);
+ * restarts) a re-publication when the master changed or an earlier one did not end; else,
+ * when again (the same master after a lost connection), a verification: the same walk and
+ * batches (REPUBLISH verify), nothing routed, every copy the master does not route
+ * dropped (an INVALIDATE sent on the old connection may never have been read). */
+FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed, bool again);
 /* The master connection went away: a re-publication under way resumes from the start at
  * the next registration. */
 FX_INTERNAL void fx_orepub_lost(fx_owner_t *o);

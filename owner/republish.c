@@ -62,6 +62,8 @@ typedef struct orepub {
     uint64_t epoch, started_ms;
     uint32_t in_flight;
     bool active, pending;
+    bool verify; /* this round verifies (the same master again): nothing is re-routed */
+    uint64_t verify_rounds, verify_dropped;
     uint64_t rounds, batches, keys, stale, refused, leased, resends, last_ms, last_keys, placed_malformed, r1_kept;
     uint64_t placed_bytes; /* bytes of the ranges recorded: what the master placed in this segment */
     struct rp_held *held; /* test fault delay_request "REPUBLISH": a batch held back */
@@ -315,9 +317,15 @@ static void rp_done(fx_owner_t *o)
 {
     orepub_t *s = o->repub;
     s->active = s->pending = false;
-    s->last_ms = fx_now_ms() - s->started_ms;
-    s->last_keys = s->found;
-    FX_INFO("re-published %zu values to the master in %llu ms (%llu batches so far; %llu older than the routed "
+    uint64_t ms = fx_now_ms() - s->started_ms;
+    if (s->verify) {
+        FX_INFO("verified %zu values with the master in %llu ms (%llu dropped so far: not routed there)", s->found,
+                (unsigned long long)ms, (unsigned long long)s->verify_dropped);
+    } else {
+        s->last_ms = ms;
+        s->last_keys = s->found;
+    }
+    if (!s->verify) FX_INFO("re-published %zu values to the master in %llu ms (%llu batches so far; %llu older than the routed "
             "version, %llu refused, %llu leased values dropped)", s->found, (unsigned long long)s->last_ms,
             (unsigned long long)s->batches, (unsigned long long)s->stale, (unsigned long long)s->refused,
             (unsigned long long)s->leased);
@@ -372,7 +380,8 @@ static void rp_on_answer(void *arg, int status, const fx_frame_header_t *h, cons
         for (size_t i = 0; i < b->n; i++) {
             int ks = (int)(int64_t)a.statuses.v[i];
             if (ks == FLUXON_OK) continue;
-            if (ks == FLUXON_ERR_STALE) s->stale++;
+            if (s->verify) s->verify_dropped++;
+            else if (ks == FLUXON_ERR_STALE) s->stale++;
             else s->refused++;
             rp_retire(o, &b->ids[i]); /* a newer version is routed, or this copy is not */
         }
@@ -428,7 +437,7 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
         }
         owner_entry_t *en = rp_find(o, &ids[i]);
         if (!en) continue;
-        if (en->leased) {
+        if (en->leased && !s->verify) { /* a verification keeps it: its lease lives at this master */
             s->leased++;
             fx_ostore_retire(o, en);
             continue;
@@ -448,7 +457,7 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
     b->n = m;
     uint32_t k = (uint32_t)m;
     fx_body_republish_t body = {{keys, k},         {cols, k},         {cols + n, k},     {cols + 2 * n, k},
-                                {cols + 3 * n, k}, {cols + 4 * n, k}, {cols + 5 * n, k}, last};
+                                {cols + 3 * n, k}, {cols + 4 * n, k}, {cols + 5 * n, k}, last, s->verify};
     if (m && !s->held && fx_owner_fault_delay(o, "REPUBLISH") && rp_hold(o, b, keys, cols, n, k, last)) {
         b = NULL; /* test-only: sent later (rp_on_hold), counted in flight now */
         s->in_flight++;
@@ -549,7 +558,7 @@ static void rp_on_hold(fx_reactor_t *r, fx_timer_t *t)
         uint64_t *c = hd->cols;
         uint32_t m = hd->m;
         fx_body_republish_t body = {{keys, m}, {c, m}, {c + m, m}, {c + 2 * m, m}, {c + 3 * m, m}, {c + 4 * m, m},
-                                    {c + 5 * m, m}, hd->last};
+                                    {c + 5 * m, m}, hd->last, s->verify};
         rc = FX_RPC_CALL(mc, REPUBLISH, republish, &body, o->cfg.master_timeout_ms, rp_on_answer, hd->b);
     }
     fx_free(keys);
@@ -595,10 +604,12 @@ static bool rp_hold(fx_owner_t *o, rp_batch_t *b, const fx_str_t *keys, const ui
     return true;
 }
 
-FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
+FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed, bool again)
 {
     orepub_t *s = o->repub;
-    if (!master_changed && !s->pending) return;
+    if (!master_changed && !s->pending && !again) return;
+    /* a re-publication not ended (pending) goes on as one: the master may lack those routes */
+    s->verify = !master_changed && !(s->pending && !s->verify) && again;
     s->epoch++; /* answers of an earlier attempt are ignored */
     s->in_flight = 0;
     s->n = s->next = s->found = s->g = s->slot = 0;
@@ -618,9 +629,14 @@ FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed)
     rp_snap_disk(o);
     s->active = true;
     s->pending = false;
-    s->rounds++;
+    s->rounds += !s->verify;
+    s->verify_rounds += s->verify;
     s->started_ms = fx_now_ms();
-    FX_INFO("registered with a master that does not hold this owner's values (a new master, or this owner's first "
+    if (s->verify)
+        FX_INFO("registered again with the same master (the connection was lost): verifying what this owner serves "
+                "(%zu grants, %zu placed values, %zu values on disk); copies it no longer routes are dropped",
+                s->n_grants, n_ranges, s->n - n_ranges);
+    else FX_INFO("registered with a master that does not hold this owner's values (a new master, or this owner's first "
             "registration with its disk): re-publishing what it holds (%zu grants, %zu placed values, %zu values on "
             "disk)", s->n_grants, n_ranges, s->n - n_ranges);
     rp_start(o);
@@ -646,6 +662,8 @@ FX_INTERNAL void fx_orepub_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->republish_resends = s->resends;
     m->republish_last_ms = s->last_ms;
     m->republish_last_keys = s->last_keys;
+    m->republish_verify_rounds = s->verify_rounds;
+    m->republish_verify_dropped = s->verify_dropped;
     m->placed_ranges_held = fx_hmap_count(s->ranges);
     m->placed_malformed = s->placed_malformed;
     m->republish_newer_kept = s->r1_kept;

@@ -223,9 +223,13 @@ typedef struct fx_strv {
  * routed: drop this copy) or another error (not routed: drop it). */
 #define FX_BODY_republish(F)                                                          \
     F(STRV, keys) F(U64V, offsets) F(U64V, value_lens) F(U64V, put_ms) F(U64V, put_ver)  \
-    F(U64V, group_sizes) F(U64V, range_bytes) F(U8, last)
+    F(U64V, group_sizes) F(U64V, range_bytes) F(U8, last) F(U8, verify)
 /* range_bytes[i] > 0: key i is a placed value in a range of that many bytes the master
- * had allocated in the sender's segment (PLACED told the sender), not one of its slots. */
+ * had allocated in the sender's segment (PLACED told the sender), not one of its slots.
+ * verify: the owner reconnected to the master it was registered with (the same process):
+ * nothing is routed from the batch; each key answers OK when that very replica (sender,
+ * offset, version) is routed, STALE otherwise (an INVALIDATE lost with the old connection:
+ * the owner drops its copy). */
 /* master -> owner (one-way): these placed values now live in ranges of your segment,
  * routed at these versions (lease_id != 0: bound to a lease, never re-published). The
  * owner remembers them to re-publish them; INVALIDATE names them when they go. */

@@ -682,3 +682,41 @@ Test(restart, a_refused_report_never_drops_a_newer_value_placed_at_its_offset, .
     get_check(c0, "r1:new", 82, "o0 after the second restart");
     fluxon_client_close(c0);
 }
+
+/* An INVALIDATE lost with its connection: the master sent it (a newer version of k replaced
+ * o0's copy), o0 had not read it when its link went (a test fault holds it, and drops it
+ * with the link it came on, as an unread socket buffer goes with a closed connection), and
+ * o0 came back to the same master with the same generation, which resends nothing it sent.
+ * The old code: o0 served its stale copy of k for good. Now an owner registered again with
+ * the same master verifies what it serves (REPUBLISH verify: nothing is routed) and drops
+ * what the master no longer routes there. */
+Test(restart, an_invalidate_lost_with_the_connection_is_caught_by_the_reconnects_verification, .timeout = 120,
+     .fini = fini)
+{
+    const char *extra[2] = {
+        ",\"test\":{\"fault_message\":\"INVALIDATE\",\"fault\":\"delay_request\",\"fault_ms\":60000,\"fault_count\":1}",
+        NULL};
+    rf_up(2, extra);
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_seeded(c[1], "k", 1, true); /* on o1 */
+    get_check(c[0], "k", 1, "o0");  /* o0 makes a durable copy: a replica */
+    cr_assert(rf_wait_stat(c[0], true, "replicas", 0, 2, 5000), "o0's copy is routed");
+    put_seeded(c[1], "k", 2, true); /* a new version: the master invalidates o0's copy */
+    char log[400];
+    snprintf(log, sizeof log, "%s/owner0.log", rf.dir);
+    cr_assert(th_wait_log(log, "INVALIDATE from the master held back", 5000), "see %s", log);
+    cr_assert_eq(kill(rf.master, SIGSTOP), 0); /* o0's heartbeats time out: it drops the link */
+    bool lost = th_wait_log(log, "lost the master connection", 15000);
+    cr_assert_eq(kill(rf.master, SIGCONT), 0);
+    cr_assert(lost, "o0 kept its link (see %s)", log);
+    cr_assert(rf_wait_stat(c[0], false, "master_connected", 0, 1, 20000), "o0 is back (see %s)", log);
+    cr_assert(rf_wait_stat(c[0], true, "owners_alive", 0, 2, 20000), "o1 is back too (its link went as well)");
+    cr_assert(rf_wait_stat(c[0], false, "republishing", 0, 0, 20000), "o0's verification ends");
+    get_check(c[0], "k", 2, "o0 back on the same master");
+    get_check(c[1], "k", 2, "o1");
+    cr_assert_eq(rf_stat(c[0], false, "republish_verify_rounds"), 1);
+    cr_assert_geq(rf_stat(c[0], false, "republish_verify_dropped"), 1, "o0 dropped its stale copy");
+    cr_assert_geq(rf_stat(c[0], true, "verify_routed") + rf_stat(c[0], true, "verify_stale"), 1);
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
