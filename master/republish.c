@@ -114,7 +114,19 @@ FX_INTERNAL void fx_mkv_placed_notify(mkv_t *s, master_node_t *target, const fx_
 
 /* ---- REPUBLISH verify: an owner back on a lost connection checks what it serves ---- */
 /* Answers each key OK when that very replica (n, offset) of that version is routed, else
- * STALE (an INVALIDATE lost with the old connection): nothing is routed or changed. */
+ * STALE (an INVALIDATE lost with the old connection): nothing is routed or changed. A disk
+ * record (issue 39) of a version routed at another replica of n's is kept too: its
+ * EVICT, which moves that replica to the record, may still be on its way (resent after
+ * the reconnect). */
+static bool rp_verify_routed(const mkv_route_t *r, const master_node_t *n, const fx_body_republish_t *b, uint32_t i)
+{
+    if (!r || r->put_ms != b->put_ms.v[i] || r->put_ver != b->put_ver.v[i]) return false;
+    if (mkv_route_find(r, n, b->offsets.v[i]) >= 0) return true;
+    for (uint32_t j = 0; fx_disk_is_off(b->offsets.v[i]) && j < r->n_rep; j++)
+        if (r->rep[j].node == n && r->rep[j].generation == n->generation) return true;
+    return false;
+}
+
 static void rp_verify(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, master_node_t *n,
                       const fx_body_republish_t *b, uint64_t *st)
 {
@@ -123,8 +135,7 @@ static void rp_verify(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, ma
     char why[200];
     for (uint32_t i = 0; i < b->keys.n; i++) {
         mkv_route_t *r = rp_key_ok(n, b, i, why, sizeof why) ? mkv_route_get(s, b->keys.v[i], &inv) : NULL;
-        bool routed = r && r->put_ms == b->put_ms.v[i] && r->put_ver == b->put_ver.v[i] &&
-                      mkv_route_find(r, n, b->offsets.v[i]) >= 0;
+        bool routed = rp_verify_routed(r, n, b, i);
         st[i] = MKV_ST(routed ? FLUXON_OK : FLUXON_ERR_STALE);
         ok += routed;
     }
