@@ -21,44 +21,8 @@
 #include "owner_link.h"
 #include "owner_store.h"
 
-typedef struct owner_claim {
-    struct owner_claim *next;
-    uint64_t value_len, deadline_ms;
-    bool waited; /* counted once as waiting for eviction */
-    size_t count, got;
-    fx_slot_ref_t *slots;
-    fx_oclaim_cb cb;
-    void *arg;
-} owner_claim_t;
+#include "claims_int.h"
 
-typedef struct oclaims {
-    owner_claim_t *claims, *claims_tail; /* FIFO */
-    fx_oclaims_policy_t policy;
-    uint64_t max_grants;
-    fx_owner_t *owner;
-    bool grant_inflight, closing;
-    uint64_t grant_nospace_ms; /* when the master last had no room for a grant (0: never/since grown) */
-    uint64_t *grant_ids, *grant_offsets, *grant_idle_ms; /* master grants; idle_ms: idle since (0: in use) */
-    uint32_t *grant_used, *grant_starts; /* per master grant: chunks carved, chunks a sub-grant starts at */
-    size_t n_grants, cap_grants;
-    unsigned chunks;      /* per master grant (1..OCL_CHUNKS) */
-    uint64_t used_chunks; /* carved chunks over every master grant (issue 44 P2: O(1) "none free") */
-    uint64_t chunk_bytes; /* grant_bytes / chunks */
-    uint64_t *sub_buf;    /* fx_oclaims_pool_grants / _sub_grants answers */
-    size_t sub_cap;
-    fx_timer_t idle_timer, return_timer;
-    fx_timer_t deadline_timer; /* the earliest queued claim's deadline: ends it even while a GRANT is in flight */
-    uint64_t deadline_at_ms;   /* when deadline_timer fires */
-    uint64_t *ret_ids, *ret_offs; /* returned grants the master has not confirmed */
-    size_t n_ret, cap_ret;
-    bool return_inflight;
-    uint64_t grants_received, claim_waits, claim_timeouts, grants_returned, grants_recarved, claim_no_space;
-    uint64_t claim_scans; /* walks over the grants for free chunks or an idle sub-grant (issue 44 P2) */
-    char refusal[400];    /* the master's reason for the last GRANT refused NO_SPACE ("": none since a grant) */
-} oclaims_t;
-
-#define OCL_CHUNKS 16u  /* at most this many chunks per master grant */
-#define OCL_SUB_SHIFT 5 /* sub-grant id = master id << 5 | first chunk */
 
 static bool ocl_no_wait(fx_owner_t *o, uint64_t value_len, size_t count) { return false; }
 static void ocl_nop(fx_owner_t *o) {}
@@ -124,7 +88,6 @@ static bool ocl_can_grow(fx_owner_t *o)
 static void ocl_grant_request(fx_owner_t *o);
 static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c);
 static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need);
-static void ocl_idle_arm(fx_owner_t *o);
 static void ocl_deadline_arm(fx_owner_t *o, uint64_t at_ms);
 
 /* Serves queued claims from free slots, in order. What is left: the pool grows when it
@@ -228,7 +191,7 @@ static void ocl_grant_keep(oclaims_t *c, uint64_t id, uint64_t offset)
     }
 }
 
-static void ocl_grant_forget(oclaims_t *c, size_t i)
+FX_INTERNAL void fx_ocl_grant_forget(oclaims_t *c, size_t i)
 {
     c->n_grants--;
     c->grant_ids[i] = c->grant_ids[c->n_grants];
@@ -239,7 +202,7 @@ static void ocl_grant_forget(oclaims_t *c, size_t i)
 }
 
 /* ---- carving ---- */
-static uint64_t ocl_sub_id(const oclaims_t *c, size_t i, unsigned chunk)
+FX_INTERNAL uint64_t fx_ocl_sub_id(const oclaims_t *c, size_t i, unsigned chunk)
 {
     return c->grant_ids[i] << OCL_SUB_SHIFT | chunk;
 }
@@ -298,7 +261,7 @@ static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need)
             if ((c->grant_used[i] != 0) != (pass == 0)) continue;
             for (unsigned at = 0; at + k <= c->chunks; at += pow2 ? k : 1) { /* first fit */
                 if (c->grant_used[i] & (m << at)) continue;
-                int rc = fx_slot_pool_add_grant_sized(fx_ostore_pool(o), ocl_sub_id(c, i, at),
+                int rc = fx_slot_pool_add_grant_sized(fx_ostore_pool(o), fx_ocl_sub_id(c, i, at),
                                                       c->grant_offsets[i] + at * c->chunk_bytes, k * c->chunk_bytes,
                                                       slot_size);
                 if (rc != FLUXON_OK) {
@@ -318,11 +281,11 @@ static bool ocl_carve(fx_owner_t *o, uint64_t slot_size, uint64_t need)
 }
 
 /* Takes the (idle) sub-grant starting at chunk `at` of master grant i out of the pool. */
-static bool ocl_uncarve(fx_owner_t *o, size_t i, unsigned at)
+FX_INTERNAL bool fx_ocl_uncarve(fx_owner_t *o, size_t i, unsigned at)
 {
     oclaims_t *c = o->claims;
     fx_slot_grant_stats_t g;
-    uint64_t id = ocl_sub_id(c, i, at);
+    uint64_t id = fx_ocl_sub_id(c, i, at);
     if (fx_slot_pool_grant_stats(fx_ostore_pool(o), id, &g) != FLUXON_OK ||
         fx_slot_pool_remove_grant(fx_ostore_pool(o), id) != FLUXON_OK)
         return false;
@@ -359,7 +322,7 @@ static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c)
         for (unsigned at = 0; at < cs->chunks; at++) {
             if (!(cs->grant_starts[i] & (1u << at))) continue;
             fx_slot_grant_stats_t g;
-            if (fx_slot_pool_grant_stats(pool, ocl_sub_id(cs, i, at), &g) != FLUXON_OK || g.free != g.slots) continue;
+            if (fx_slot_pool_grant_stats(pool, fx_ocl_sub_id(cs, i, at), &g) != FLUXON_OK || g.free != g.slots) continue;
             if (g.slot_size == want && !g.retiring) continue; /* would already have served it */
             if (!g.retiring && ocl_class_wanted(cs, g.slot_size, c)) continue;
             if (best == SIZE_MAX || (g.retiring && !best_retiring)) {
@@ -368,7 +331,7 @@ static bool ocl_free_idle_one(fx_owner_t *o, const owner_claim_t *c)
                 best_retiring = g.retiring;
             }
         }
-    if (best == SIZE_MAX || !ocl_uncarve(o, best, best_at)) return false;
+    if (best == SIZE_MAX || !fx_ocl_uncarve(o, best, best_at)) return false;
     cs->grants_recarved++;
     return true;
 }
@@ -388,6 +351,14 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
         fx_body_grant_ack_t ack;
         fx_body_grant_ack_decode(body, h->body_len, &ack, arena);
         for (uint32_t i = 0; i < ack.grant_ids.n && i < ack.offsets.n && slot_size; i++) {
+            int64_t over = fx_oclaims_overlap(o, ack.offsets.v[i], o->cfg.grant_bytes);
+            if (over >= 0) { /* never used: its slots would be handed out twice */
+                c->grant_overlaps++;
+                FX_ERROR("grant %llu at %llu overlaps grant %lld this owner holds: not used (the master's view of "
+                         "this segment differs from this owner's)", (unsigned long long)ack.grant_ids.v[i],
+                         (unsigned long long)ack.offsets.v[i], (long long)over);
+                continue;
+            }
             size_t before = c->n_grants;
             ocl_grant_keep(c, ack.grant_ids.v[i], ack.offsets.v[i]);
             if (c->n_grants == before) {
@@ -421,7 +392,7 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
     }
     if (grew) c->grant_nospace_ms = 0;
     if (grew) c->refusal[0] = 0;
-    if (grew) ocl_idle_arm(o);
+    if (grew) fx_ocl_idle_arm(o);
     if (prewarm && grew) ocl_prewarm(o);
     ocl_serve(o, grew);
 }
@@ -468,137 +439,6 @@ static void ocl_grant_request(fx_owner_t *o)
     count = FX_MIN(count, cs->max_grants - cs->n_grants);
     count = FX_MAX(FX_MIN(count, 64u), 1u);
     if (ocl_grant_send(o, slot_size, count, false) != FLUXON_OK) ocl_serve(o, false);
-}
-
-/* ---- idle grants go back to the master ---- */
-typedef struct ocl_ret_ctx {
-    fx_owner_t *o;
-    size_t n;
-    uint64_t ids[];
-} ocl_ret_ctx_t;
-
-static void ocl_return_send(fx_owner_t *o);
-
-static void ocl_on_return_timer(fx_reactor_t *r, fx_timer_t *t)
-{
-    ocl_return_send(FX_CONTAINER_OF(t, oclaims_t, return_timer)->owner);
-}
-
-static void ocl_ret_drop(oclaims_t *c, const uint64_t *ids, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        for (size_t i = 0; i < c->n_ret; i++)
-            if (c->ret_ids[i] == ids[k]) {
-                c->n_ret--;
-                c->ret_ids[i] = c->ret_ids[c->n_ret];
-                c->ret_offs[i] = c->ret_offs[c->n_ret];
-                break;
-            }
-}
-
-static void ocl_on_return(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
-{
-    ocl_ret_ctx_t *x = arg;
-    fx_owner_t *o = x->o;
-    oclaims_t *c = o->claims;
-    if (!c || c->closing) {
-        fx_free(x);
-        return;
-    }
-    c->return_inflight = false;
-    if (status == FLUXON_OK) {
-        c->grants_returned += x->n;
-        ocl_ret_drop(c, x->ids, x->n);
-    } else if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL) {
-        FX_WARN("return of %zu idle grants: outcome unknown (%s); sent again", x->n, fluxon_status_string(status));
-        if (!fx_timer_armed(&c->return_timer)) fx_timer_arm(o->r, &c->return_timer, 1000, ocl_on_return_timer);
-    } else {
-        FX_ERROR("the master refused the return of %zu idle grants: %s", x->n, fluxon_status_string(status));
-        ocl_ret_drop(c, x->ids, x->n);
-    }
-    fx_free(x);
-    if (c->n_ret && !fx_timer_armed(&c->return_timer)) ocl_return_send(o);
-}
-
-static void ocl_return_send(fx_owner_t *o)
-{
-    oclaims_t *c = o->claims;
-    fx_conn_t *mc = fx_olink_conn(o);
-    if (c->closing || c->return_inflight || !c->n_ret || !mc) return;
-    size_t n = FX_MIN(c->n_ret, 64u);
-    ocl_ret_ctx_t *x = fx_malloc(sizeof *x + n * sizeof x->ids[0]);
-    if (!x) return;
-    x->o = o;
-    x->n = n;
-    memcpy(x->ids, c->ret_ids, n * sizeof x->ids[0]);
-    fx_body_grant_ack_t b = {{c->ret_ids, (uint32_t)n}, {c->ret_offs, (uint32_t)n}};
-    if (FX_RPC_CALL(mc, GRANT_RETURN, grant_ack, &b, o->cfg.master_timeout_ms, ocl_on_return, x) != FLUXON_OK) {
-        fx_free(x);
-        if (!fx_timer_armed(&c->return_timer)) fx_timer_arm(o->r, &c->return_timer, 1000, ocl_on_return_timer);
-        return;
-    }
-    c->return_inflight = true;
-}
-
-/* A grant out of the pool and the claims' list, onto the list of returns to send. */
-static bool ocl_ret_push(fx_owner_t *o, size_t i)
-{
-    oclaims_t *c = o->claims;
-    if (c->n_ret == c->cap_ret) {
-        size_t nc = c->cap_ret ? c->cap_ret * 2 : 16;
-        uint64_t *ni = fx_realloc(c->ret_ids, nc * sizeof *ni);
-        if (ni) c->ret_ids = ni;
-        uint64_t *no = fx_realloc(c->ret_offs, nc * sizeof *no);
-        if (no) c->ret_offs = no;
-        if (!ni || !no) return false;
-        c->cap_ret = nc;
-    }
-    for (unsigned at = 0; at < c->chunks; at++) /* its sub-grants (all idle) leave the pool */
-        if ((c->grant_starts[i] & (1u << at)) && !ocl_uncarve(o, i, at)) return false;
-    c->ret_ids[c->n_ret] = c->grant_ids[i];
-    c->ret_offs[c->n_ret++] = c->grant_offsets[i];
-    ocl_grant_forget(c, i);
-    return true;
-}
-
-static void ocl_idle_arm(fx_owner_t *o);
-
-/* Grants idle for idle_grant_return_ms while no claim waits go back (never below the
- * prewarmed count); a retiring grant no claim needs any more serves its size again. */
-static void ocl_on_idle_timer(fx_reactor_t *r, fx_timer_t *t)
-{
-    fx_owner_t *o = FX_CONTAINER_OF(t, oclaims_t, idle_timer)->owner;
-    oclaims_t *c = o->claims;
-    fx_slot_pool_t *pool = fx_ostore_pool(o);
-    uint64_t now = fx_now_ms(), keep = o->cfg.has_expected ? c->max_grants : 0;
-    bool waiting = c->claims != NULL, conn = fx_olink_conn(o) != NULL;
-    for (size_t i = c->n_grants; i-- > 0;) {
-        bool idle = true; /* every sub-grant idle (or none carved) */
-        for (unsigned at = 0; at < c->chunks; at++) {
-            fx_slot_grant_stats_t g;
-            uint64_t id = ocl_sub_id(c, i, at);
-            if (!(c->grant_starts[i] & (1u << at)) || fx_slot_pool_grant_stats(pool, id, &g) != FLUXON_OK) continue;
-            idle &= g.free == g.slots;
-            if (g.retiring && !waiting) fx_slot_pool_retire_grant(pool, id, false);
-        }
-        if (!idle) {
-            c->grant_idle_ms[i] = 0;
-            continue;
-        }
-        if (!c->grant_idle_ms[i]) c->grant_idle_ms[i] = now;
-        if (waiting || !conn || c->n_grants <= keep || now - c->grant_idle_ms[i] < o->cfg.idle_grant_return_ms)
-            continue;
-        if (!ocl_ret_push(o, i)) break;
-    }
-    ocl_return_send(o);
-    ocl_idle_arm(o);
-}
-
-static void ocl_idle_arm(fx_owner_t *o)
-{
-    oclaims_t *c = o->claims;
-    if (c->closing || fx_timer_armed(&c->idle_timer) || !c->n_grants) return;
-    fx_timer_arm(o->r, &c->idle_timer, FX_MAX(o->cfg.idle_grant_return_ms / 4, 10u), ocl_on_idle_timer);
 }
 
 /* A claim's deadline ends it whatever it waits for: eviction (whose rounds serve the claims
@@ -712,7 +552,7 @@ FX_INTERNAL void fx_oclaims_pool_grants(fx_owner_t *o, fx_u64v_t *ids)
     if (ocl_sub_reserve(c, c->n_grants * c->chunks + 1))
         for (size_t i = 0; i < c->n_grants; i++)
             for (unsigned at = 0; at < c->chunks; at++)
-                if (c->grant_starts[i] & (1u << at)) c->sub_buf[n++] = ocl_sub_id(c, i, at);
+                if (c->grant_starts[i] & (1u << at)) c->sub_buf[n++] = fx_ocl_sub_id(c, i, at);
     *ids = (fx_u64v_t){c->sub_buf, (uint32_t)n};
 }
 
@@ -722,7 +562,7 @@ FX_INTERNAL void fx_oclaims_sub_grants(fx_owner_t *o, size_t i, fx_u64v_t *ids)
     size_t n = 0;
     if (i < c->n_grants && ocl_sub_reserve(c, c->chunks))
         for (unsigned at = 0; at < c->chunks; at++)
-            if (c->grant_starts[i] & (1u << at)) c->sub_buf[n++] = ocl_sub_id(c, i, at);
+            if (c->grant_starts[i] & (1u << at)) c->sub_buf[n++] = fx_ocl_sub_id(c, i, at);
     *ids = (fx_u64v_t){c->sub_buf, (uint32_t)n};
 }
 
@@ -735,8 +575,8 @@ FX_INTERNAL void fx_oclaims_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *off
 
 FX_INTERNAL void fx_oclaims_master_ready(fx_owner_t *o)
 {
-    ocl_idle_arm(o);
-    ocl_return_send(o);
+    fx_ocl_idle_arm(o);
+    fx_ocl_return_send(o);
     ocl_prewarm(o);
     if (o->claims->claims) ocl_grant_request(o);
 }
@@ -790,6 +630,7 @@ FX_INTERNAL void fx_oclaims_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->grants_returned = c->grants_returned;
     m->grants_recarved = c->grants_recarved;
     m->grants_returning = c->n_ret;
+    m->grant_overlaps = c->grant_overlaps;
     m->claim_no_space = c->claim_no_space;
     m->claim_scans = c->claim_scans;
     m->master_grants = c->n_grants;

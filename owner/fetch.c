@@ -245,7 +245,9 @@ static void ofetch_on_get_done(void *arg, int status, const fx_frame_header_t *h
     }
     for (size_t i = 0; i < c->n; i++) {
         int ks = status != FLUXON_OK ? status : (int)(int64_t)st.statuses.v[i];
-        ofetch_get_done_one(o, c->og[i], (uint8_t)d->cols[5 * d->n + i], fx_ostore_find(o, &c->slot[i]), ks);
+        owner_entry_t *en = fx_ostore_find(o, &c->slot[i]);
+        if (ks == FLUXON_OK && en) fx_oracle_copy(o, en, d->src_id, d->src_gen, d->cols[4 * d->n + i]);
+        ofetch_get_done_one(o, c->og[i], (uint8_t)d->cols[5 * d->n + i], en, ks);
     }
     ofetch_gd_free(d);
 }

@@ -1,4 +1,5 @@
 /* oracle.c — test.value_oracle's check (owner_oracle.h). Reactor thread only. */
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -24,4 +25,14 @@ FX_INTERNAL void fx_oracle_check_slow(fx_owner_t *o, const char *step, const cha
                  (unsigned long long)value_len, (unsigned long long)put_ms, (unsigned long long)put_ver,
                  (unsigned long long)off, (unsigned long long)got, (unsigned long long)want,
                  got == 0 ? ": zeros" : "", more ? "; " : "", more ? more : "");
+}
+
+FX_INTERNAL void fx_oracle_copy_slow(fx_owner_t *o, const owner_entry_t *en, const char *src_id, uint64_t src_gen,
+                                     uint64_t src_off)
+{
+    char more[160];
+    snprintf(more, sizeof more, "copied from %s (generation %llu) at its offset %llu", src_id,
+             (unsigned long long)src_gen, (unsigned long long)src_off);
+    fx_oracle_check_slow(o, "a copy GET_DONE confirmed", en->key, en->klen, en->slot.offset, en->value_len, en->put_ms,
+                         en->put_ver, more);
 }

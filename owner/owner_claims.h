@@ -60,6 +60,9 @@ FX_INTERNAL void fx_oclaims_pool_grants(fx_owner_t *o, fx_u64v_t *ids);
 FX_INTERNAL void fx_oclaims_sub_grants(fx_owner_t *o, size_t i, fx_u64v_t *ids);
 /* every master grant held (REGISTER tells a new master) */
 FX_INTERNAL void fx_oclaims_grants(fx_owner_t *o, fx_u64v_t *ids, fx_u64v_t *offsets);
+/* The id of the grant (held, or being returned) that [off, off + len) of the segment
+ * overlaps; -1 when none. */
+FX_INTERNAL int64_t fx_oclaims_overlap(fx_owner_t *o, uint64_t off, uint64_t len);
 FX_INTERNAL void fx_oclaims_master_ready(fx_owner_t *o); /* prewarm, ask for waiting claims */
 FX_INTERNAL void fx_oclaims_master_lost(fx_owner_t *o);
 FX_INTERNAL void fx_oclaims_metrics(fx_owner_t *o, fx_ometrics_t *m);

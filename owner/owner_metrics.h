@@ -86,6 +86,7 @@
     X(grants_returned, COUNTER, "owner_grants_returned_total", "", "Idle grants given back to the master")       \
     X(grants_recarved, COUNTER, "owner_grants_recarved_total", "", "Idle grants re-carved for another slot size") \
     X(grants_returning, GAUGE, "owner_grants_returning", "", "Grant returns not yet confirmed by the master")     \
+    X(grant_overlaps, COUNTER, "owner_grant_overlaps_total", "", "Grants or placed values the master gave in a range overlapping a grant this owner holds: not used, logged (never expected)") \
     X(claim_no_space, COUNTER, "owner_claim_no_space_total", "", "Slot claims answered NO_SPACE")               \
     X(claim_scans, COUNTER, "owner_claim_scans_total", "", "Walks over the grants for free chunks or an idle sub-grant (issue 44)") \
     X(master_grants, GAUGE, "owner_master_grants", "", "Grants held from the master's allocator")              \

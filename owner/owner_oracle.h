@@ -27,4 +27,13 @@ static inline void fx_oracle_entry(fx_owner_t *o, const char *step, const owner_
         fx_oracle_check_slow(o, step, en->key, en->klen, en->slot.offset, en->value_len, en->put_ms, en->put_ver, more);
 }
 
+/* a copy GET_DONE confirmed, with its source (src_id's segment at src_off) */
+FX_INTERNAL void fx_oracle_copy_slow(fx_owner_t *o, const owner_entry_t *en, const char *src_id, uint64_t src_gen,
+                                     uint64_t src_off);
+static inline void fx_oracle_copy(fx_owner_t *o, const owner_entry_t *en, const char *src_id, uint64_t src_gen,
+                                  uint64_t src_off)
+{
+    if (o->cfg.test_value_oracle[0]) fx_oracle_copy_slow(o, en, src_id, src_gen, src_off);
+}
+
 #endif

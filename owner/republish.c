@@ -193,6 +193,11 @@ FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len
                           fx_otenant_of_key(o, g->key, b.keys.v[i].len) + 1};
         fx_oracle_check(o, "a push placed here (PLACED)", g->key, g->klen, b.offsets.v[i], b.value_len, g->put_ms,
                         g->put_ver, NULL);
+        int64_t over = fx_oclaims_overlap(o, b.offsets.v[i], rp_range_bytes(g));
+        if (over >= 0) /* D1: its bytes lie in slots of this owner's: never expected */
+            FX_ERROR("PLACED: %.*s at %llu (%llu bytes) lies in grant %lld this owner holds: the master's view of this "
+                     "segment differs from this owner's", (int)FX_MIN(g->klen, 80u), g->key,
+                     (unsigned long long)b.offsets.v[i], (unsigned long long)rp_range_bytes(g), (long long)over);
         rp_range_count(o, g, 1);
         if (old) { /* the range was freed and placed again */
             rp_range_count(o, old, -1);
