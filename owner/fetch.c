@@ -342,6 +342,9 @@ static ofetch_hold_t *ofetch_hold_new(fx_owner_t *o, ofetch_xfer_t *x, int statu
     uint64_t bytes = 0;
     for (size_t k = 0; k < x->n; k++) bytes += x->og[k]->slot.slot_size;
     if (kv->held_bytes + bytes > fx_segment_len(o->seg) / 8) {
+        if (!kv->hold_overflow) FX_WARN("fetch of %zu values failed before UCX retired it (%s), and %llu bytes are held "
+                                        "already: their slots are freed now (fetch_slots_hold_overflow)", x->n,
+                                        fluxon_status_string(status), (unsigned long long)kv->held_bytes);
         kv->hold_overflow += x->n;
         return NULL;
     }
