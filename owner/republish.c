@@ -329,11 +329,11 @@ static void rp_done(fx_owner_t *o)
     } else {
         s->last_ms = ms;
         s->last_keys = s->found;
+        FX_INFO("re-published %zu values to the master in %llu ms (%llu batches so far; %llu older than the routed "
+                "version, %llu refused, %llu leased values dropped)", s->found, (unsigned long long)s->last_ms,
+                (unsigned long long)s->batches, (unsigned long long)s->stale, (unsigned long long)s->refused,
+                (unsigned long long)s->leased);
     }
-    if (!s->verify) FX_INFO("re-published %zu values to the master in %llu ms (%llu batches so far; %llu older than the routed "
-            "version, %llu refused, %llu leased values dropped)", s->found, (unsigned long long)s->last_ms,
-            (unsigned long long)s->batches, (unsigned long long)s->stale, (unsigned long long)s->refused,
-            (unsigned long long)s->leased);
     fx_free(s->ids);
     fx_free(s->grant_offs);
     fx_hmap_clear(s->disk, rp_range_free);
@@ -641,9 +641,10 @@ FX_INTERNAL void fx_orepub_registered(fx_owner_t *o, bool master_changed, bool a
         FX_INFO("registered again with the same master (the connection was lost): verifying what this owner serves "
                 "(%zu grants, %zu placed values, %zu values on disk); copies it no longer routes are dropped",
                 s->n_grants, n_ranges, s->n - n_ranges);
-    else FX_INFO("registered with a master that does not hold this owner's values (a new master, or this owner's first "
-            "registration with its disk): re-publishing what it holds (%zu grants, %zu placed values, %zu values on "
-            "disk)", s->n_grants, n_ranges, s->n - n_ranges);
+    else
+        FX_INFO("registered with a master that does not hold this owner's values (a new master, or this owner's "
+                "first registration with its disk): re-publishing what it holds (%zu grants, %zu placed values, %zu "
+                "values on disk)", s->n_grants, n_ranges, s->n - n_ranges);
     rp_start(o);
 }
 
