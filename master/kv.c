@@ -91,6 +91,10 @@ FX_INTERNAL void fx_mkv_grant(mkv_t *s, master_peer_t *p, const fx_frame_header_
             arc = fx_offset_alloc_alloc(ga, n->grant_bytes, &offs[k]);
         }
         if (arc != FLUXON_OK) break;
+        int64_t over = mkv_grant_overlap(n, offs[k], n->grant_bytes, UINT32_MAX);
+        if (over >= 0)
+            FX_ERROR("grant: range at %llu of %s overlaps its grant %lld: the allocator and the grants disagree",
+                     (unsigned long long)offs[k], n->node_id, (long long)over);
         if (!mkv_grant_keep(n, n->next_grant_id, offs[k])) {
             fx_offset_alloc_free(ga, offs[k]);
             arc = FLUXON_ERR_NOMEM;
@@ -187,8 +191,13 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
                      (unsigned long long)n->reg_grant_ids[i]);
         n->next_grant_id = FX_MAX(n->next_grant_id, n->reg_grant_ids[i] + 1);
     }
-    if (n->reg_n_grants)
-        FX_INFO("owner %s: re-learned %u grants it holds", n->node_id, n->reg_n_grants);
+    if (n->reg_n_grants) {
+        char at[32 * 21] = "";
+        for (uint32_t i = 0, w = 0; i < n->reg_n_grants && w + 21 < sizeof at; i++)
+            w += (uint32_t)snprintf(at + w, sizeof at - w, "%s%llu", i ? "," : "", (unsigned long long)n->reg_grant_offsets[i]);
+        FX_INFO("owner %s: re-learned %u grants it holds (at %s%s)", n->node_id, n->reg_n_grants, at,
+                n->reg_n_grants > 32 ? ",..." : "");
+    }
     fx_mq_start(s, n, n->reg_peer_ids, n->reg_peer_gens);
     if (old_generation != 0 && old_generation != n->generation) mkv_routes_drop_generation(s, n, old_generation);
     mkv_inv_held_send(s, n);

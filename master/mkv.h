@@ -132,6 +132,15 @@ static inline struct fx_offset_alloc *mkv_alloc_of(const master_node_t *n, uint6
 }
 /* W2: n's segment takes no new placed or appended range now (kv.c) */
 static inline bool mkv_quarantined(const master_node_t *n, uint64_t now_ms) { return now_ms < n->quarantine_until_ms; }
+/* D1 check: the grant of n's that [off, off + len) overlaps (skip: an index to ignore, or
+ * UINT32_MAX), or -1. A range the master hands out never overlaps a grant its owner holds. */
+static inline int64_t mkv_grant_overlap(const master_node_t *n, uint64_t off, uint64_t len, uint32_t skip)
+{
+    for (uint32_t i = 0; i < n->n_grants; i++)
+        if (i != skip && off < n->grant_offs[i] + n->grant_bytes && n->grant_offs[i] < off + len)
+            return (int64_t)n->grant_ids[i];
+    return -1;
+}
 /* the value [offset, offset + value_len) lies in the payload range of n's segment */
 static inline bool mkv_range_ok(const master_node_t *n, uint64_t offset, uint64_t value_len)
 {

@@ -42,6 +42,12 @@ static bool mpl_alloc_all(master_node_t *n, uint64_t bytes, uint32_t count, uint
             return false;
         }
     n->placed_bytes += bytes * count;
+    for (uint32_t i = 0; i < count; i++) {
+        int64_t g = mkv_grant_overlap(n, offs[i], bytes, UINT32_MAX);
+        if (g >= 0)
+            FX_ERROR("place: range at %llu (%llu bytes) of %s overlaps its grant %lld: the allocator and the grants "
+                     "disagree", (unsigned long long)offs[i], (unsigned long long)bytes, n->node_id, (long long)g);
+    }
     return true;
 }
 

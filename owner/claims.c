@@ -366,6 +366,8 @@ static void ocl_on_grant(void *arg, int status, const fx_frame_header_t *h, cons
                          (unsigned long long)ack.offsets.v[i]);
                 continue;
             }
+            FX_INFO("grant %llu at %llu received (%zu held)", (unsigned long long)ack.grant_ids.v[i],
+                    (unsigned long long)ack.offsets.v[i], c->n_grants);
             /* prewarm: carved for the expected size now; otherwise on demand */
             while (prewarm && ocl_carve(o, slot_size, 0)) {}
             c->policy.grant_added(o, slot_size);

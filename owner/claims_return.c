@@ -106,6 +106,8 @@ static bool ocl_ret_push(fx_owner_t *o, size_t i)
     }
     for (unsigned at = 0; at < c->chunks; at++) /* its sub-grants (all idle) leave the pool */
         if ((c->grant_starts[i] & (1u << at)) && !fx_ocl_uncarve(o, i, at)) return false;
+    FX_INFO("grant %llu at %llu goes back to the master (idle)", (unsigned long long)c->grant_ids[i],
+            (unsigned long long)c->grant_offsets[i]);
     c->ret_ids[c->n_ret] = c->grant_ids[i];
     c->ret_offs[c->n_ret++] = c->grant_offsets[i];
     fx_ocl_grant_forget(c, i);

@@ -41,6 +41,7 @@
 #include "owner_disk.h"
 #include "owner_evict_grants.h"
 #include "owner_evict_int.h"
+#include "owner_oracle.h"
 #include "owner_link.h"
 #include "owner_replica.h"
 
@@ -402,6 +403,7 @@ static void oev_take(fx_owner_t *o, oev_round_t *rd, owner_entry_t *en)
             break;
         }
         e->evicting = true; /* decided: later members of the walk skip it */
+        fx_oracle_entry(o, "chosen for eviction", e, NULL); /* test.value_oracle: still its key's bytes */
         fx_oevq_chosen(o, e, rd->own ? OEV_Q_QUOTA : OEV_Q_PRESSURE);
         fx_oevw_moved(kv, e);
         fx_evp_evicted(fx_oevq_pol(kv, e), &e->lru);
