@@ -68,6 +68,7 @@
     X(holders, GAUGE, "owner_holders", "", "Holders (pins) open on this owner's slots")                          \
     X(invalidations, COUNTER, "owner_invalidations_total", "", "Invalidations received from the master")         \
     X(invalidations_malformed, COUNTER, "owner_invalidations_malformed_total", "", "Invalidations that did not decode") \
+    X(slot_collisions, COUNTER, "owner_slot_collisions_total", "", "Entries made in a slot another live entry held (never expected: logged with both keys)") \
     X(slots_free, GAUGE, "owner_slots", "state=\"free\"", "Slots per state")                                     \
     X(slots_prepared, GAUGE, "owner_slots", "state=\"prepared\"", "")                                            \
     X(slots_pending, GAUGE, "owner_slots", "state=\"pending\"", "")                                              \

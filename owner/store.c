@@ -17,6 +17,7 @@ typedef struct ostore {
     fx_u64map_t by_offset; /* segment offset (never 0: the header page) -> owner_entry_t, every live entry */
     fx_u64map_t holders;   /* id -> owner_holder_t */
     uint64_t next_id, invalidations, malformed;
+    uint64_t slot_collisions; /* entries made at an offset another live entry held (never expected) */
     fx_ostore_hooks_t hooks;
     fx_ostore_disk_inv_fn disk_inv; /* issue 39: INVALIDATEs of disk offsets */
 } ostore_t;
@@ -98,9 +99,20 @@ FX_INTERNAL owner_entry_t *fx_ostore_entry_new(fx_owner_t *o, const char *key, u
     en->slot = *slot;
     en->value_len = value_len;
     en->state = OE_PENDING;
-    if (fx_u64map_put(&s->by_offset, slot->offset, en, NULL) != FLUXON_OK) {
+    void *was = NULL;
+    if (fx_u64map_put(&s->by_offset, slot->offset, en, &was) != FLUXON_OK) {
         ostore_entry_free(en);
         return NULL;
+    }
+    const owner_entry_t *old = was;
+    if (old && old != en) { /* D1: a slot handed out while an entry still lives in it */
+        s->slot_collisions++;
+        FX_ERROR("slot at %llu (use %llu) given to %.*s while %.*s (use %llu, state %u%s%s%s, put_id %llu.%llu) still "
+                 "lives there", (unsigned long long)slot->offset, (unsigned long long)slot->use_seq,
+                 (int)FX_MIN(klen, 80u), key, (int)FX_MIN(old->klen, 80u), old->key,
+                 (unsigned long long)old->slot.use_seq, old->state, old->retired ? ", retired" : "",
+                 old->evicting ? ", evicting" : "", old->indexed ? ", indexed" : "", (unsigned long long)old->put_ms,
+                 (unsigned long long)old->put_ver);
     }
     return en;
 }
@@ -308,6 +320,7 @@ FX_INTERNAL void fx_ostore_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->holders = fx_u64map_count(&s->holders);
     m->invalidations = s->invalidations;
     m->invalidations_malformed = s->malformed;
+    m->slot_collisions = s->slot_collisions;
     m->slots_free = st.free;
     m->slots_prepared = st.prepared;
     m->slots_pending = st.pending;

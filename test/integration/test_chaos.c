@@ -579,6 +579,9 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     long long oracle = cx_oracle_lines(oracle_first, sizeof oracle_first, "value oracle: ");
     /* an owner given a range that overlaps one of its grants (claims_return.c) */
     long long overlaps = cx_oracle_lines(overlap_first, sizeof overlap_first, "the master's view of this segment differs");
+    static char coll_first[4096];
+    long long colls = cx_oracle_lines(coll_first, sizeof coll_first, "still lives there");
+    if (colls) fprintf(stderr, "chaos: %lld slots given while an entry lived there; the first: %s", colls, coll_first);
     if (overlaps) fprintf(stderr, "chaos: %lld ranges overlapping an owner's grants; the first: %s", overlaps, overlap_first);
     cx_report(chaos_s, demo_fails, verify_fails, verify_hits, r1, why, rates, oracle, oracle_first);
     cr_assert_eq(demo_fails, 0, "checksum failures in the replays under chaos (see %s)", rf.dir);
