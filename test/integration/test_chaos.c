@@ -586,7 +586,7 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     cx_report(chaos_s, demo_fails, verify_fails, verify_hits, r1, why, rates, oracle, oracle_first);
     cr_assert_eq(demo_fails, 0, "checksum failures in the replays under chaos (see %s)", rf.dir);
     /* make chaos fails on what the oracle and the overlap checks found; the 10 s run of make
-     * test reports them (the open bug they catch, docs/development.md, shows in ~2 of 3
+     * test reports them (the open bug they catch, docs/development.md, shows in 4 of 5
      * 480 s runs after several master restarts: not a CI gate until it is fixed) */
     if (seconds >= 60) {
         cr_assert_eq(oracle, 0, "owners found values that were not their keys' (see %s)", rf.dir);
