@@ -75,6 +75,11 @@ typedef struct rp_batch {
     uint64_t epoch;
     bool last;
     size_t n;
+    fx_slot_ref_t *pins; /* n_pins slots this batch reports (not verifies): holder-pinned until its
+                          * answer, so none is evicted or reused while the report may still
+                          * route it (an EVICT that overtook the batch would find no route and
+                          * free the slot; the batch would then route the key at a reused slot) */
+    size_t n_pins;
     rp_id_t ids[]; /* the identities sent, in order */
 } rp_batch_t;
 
@@ -101,6 +106,19 @@ static void rp_held_free(rp_held_t *hd)
 
 static bool rp_hold(fx_owner_t *o, rp_batch_t *b, const fx_str_t *keys, const uint64_t *cols, size_t n, uint32_t m,
                     bool last);
+
+/* Unpins b's slots (a slot retired meanwhile frees now: no report of it is in flight any
+ * more) and frees b. o's store is gone once the owner is torn down (o->repub NULL): then
+ * the pool goes with it. */
+static void rp_batch_free(fx_owner_t *o, rp_batch_t *b)
+{
+    if (!b) return;
+    for (size_t i = 0; o && o->repub && i < b->n_pins; i++)
+        if (fx_slot_pool_holder_unref(fx_ostore_pool(o), &b->pins[i]) != FLUXON_OK)
+            FX_ERROR("re-publication: unpinning slot %llu failed", (unsigned long long)b->pins[i].offset);
+    fx_free(b->pins);
+    fx_free(b);
+}
 
 FX_INTERNAL int fx_orepub_init(fx_owner_t *o)
 {
@@ -143,6 +161,7 @@ FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
     if (!s) return;
     if (s->held) { /* test fault: a held batch dies with the owner */
         fx_timer_disarm(o->r, &s->held->t);
+        fx_free(s->held->b->pins); /* the pool goes with the owner */
         fx_free(s->held->b);
         rp_held_free(s->held);
     }
@@ -365,7 +384,7 @@ static void rp_on_answer(void *arg, int status, const fx_frame_header_t *h, cons
     fx_owner_t *o = b->o;
     orepub_t *s = o->repub;
     if (!s || b->epoch != s->epoch || !s->active) { /* a re-publication that was abandoned */
-        fx_free(b);
+        rp_batch_free(o, b);
         return;
     }
     s->in_flight--;
@@ -391,7 +410,7 @@ static void rp_on_answer(void *arg, int status, const fx_frame_header_t *h, cons
             rp_retire(o, &b->ids[i]); /* a newer version is routed, or this copy is not */
         }
     }
-    fx_free(b);
+    rp_batch_free(o, b); /* after a resend took its own pins */
     if (status != FLUXON_ERR_UNAVAILABLE) rp_pump(o); /* UNAVAILABLE: lost; restarts when registered */
 }
 
@@ -401,9 +420,13 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
     orepub_t *s = o->repub;
     fx_conn_t *mc = fx_olink_conn(o);
     rp_batch_t *b = fx_malloc(sizeof *b + (n ? n : 1) * sizeof b->ids[0]);
+    if (b) {
+        b->n_pins = 0;
+        b->pins = s->verify ? NULL : fx_malloc((n ? n : 1) * sizeof *b->pins);
+    }
     fx_str_t *keys = fx_calloc(n ? n : 1, sizeof *keys);
     uint64_t *cols = fx_calloc(6 * (n ? n : 1), sizeof *cols);
-    if (!mc || !b || !keys || !cols) {
+    if (!mc || !b || (!s->verify && !b->pins) || !keys || !cols) {
         if (mc) FX_ERROR("re-publishing %zu values: out of memory; retrying at the next registration", n);
         rp_abandon(s);
         goto out;
@@ -447,6 +470,10 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
             fx_ostore_retire(o, en);
             continue;
         }
+        if (!s->verify) { /* pinned until the answer (rp_batch_t.pins) */
+            if (fx_slot_pool_holder_ref(fx_ostore_pool(o), &en->slot) != FLUXON_OK) continue;
+            b->pins[b->n_pins++] = en->slot;
+        }
         b->ids[m] = ids[i];
         keys[m] = (fx_str_t){en->key, en->klen};
         cols[m] = en->slot.offset;
@@ -477,7 +504,7 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
         rp_abandon(s);
     }
 out:
-    fx_free(b);
+    rp_batch_free(o, b);
     fx_free(keys);
     fx_free(cols);
 }
@@ -573,7 +600,7 @@ static void rp_on_hold(fx_reactor_t *r, fx_timer_t *t)
         s->in_flight--;
         rp_abandon(s);
     }
-    fx_free(hd->b);
+    rp_batch_free(o, hd->b);
     rp_held_free(hd);
 }
 

@@ -720,3 +720,53 @@ Test(restart, an_invalidate_lost_with_the_connection_is_caught_by_the_reconnects
     fluxon_client_close(c[0]);
     fluxon_client_close(c[1]);
 }
+
+/* A report overtaken by an eviction (the chaos run's wrong bytes): o0's re-publication to a
+ * new master is held back 3 s (a test fault: the batch reaches the master after what o0
+ * does meanwhile). Puts meanwhile make o0 evict; the coldest values are the reported ones.
+ * The old code: o0's EVICT found no route yet (STALE), o0 freed the slot, a new put took
+ * it, then the report routed the old key at that slot: o1 copied another key's bytes. Now
+ * a slot in an unanswered report is pinned: o0 evicts other values, and every reported key
+ * reads its own bytes. */
+Test(restart, a_value_in_an_unanswered_report_is_never_evicted_under_it, .timeout = 120, .fini = fini)
+{
+    rf_master_extra = ",\"range_quarantine_ms\":0";
+    snprintf(rf_segment, sizeof rf_segment, "16MiB");
+    snprintf(rf_grant, sizeof rf_grant, "1MiB");
+    const char *extra[2] = {",\"test\":{\"fault_message\":\"REPUBLISH\",\"fault\":\"delay_request\","
+                            "\"fault_ms\":3000,\"fault_count\":1}",
+                            NULL};
+    rf_up(2, extra);
+    snprintf(rf_segment, sizeof rf_segment, "256MiB");
+    snprintf(rf_grant, sizeof rf_grant, "8MiB");
+    fluxon_client *c0 = rf_client(0);
+    char key[64];
+    enum { N_OLD = 100, N_NEW = 1200 };
+    for (int i = 0; i < N_OLD; i++) {
+        snprintf(key, sizeof key, "old:%d", i);
+        put_seeded(c0, key, 5000 + (uint64_t)i, true);
+    }
+    cr_assert_eq(rf_stat(c0, false, "evictions"), 0, "the old values fit");
+    rf_kill_master();
+    rf_start_master();
+    cr_assert(rf_wait_stat(c0, true, "owners_alive", 0, 2, 20000), "o0 registered with the new master");
+    for (int i = 0; i < N_NEW; i++) { /* more than o0 holds: it evicts while its report is held */
+        snprintf(key, sizeof key, "new:%d", i);
+        put_seeded(c0, key, 9000 + (uint64_t)i, true);
+    }
+    cr_assert_eq(rf_stat(c0, false, "republishing"), 1, "the puts ran while the report was held (see %s)", rf.dir);
+    cr_assert_gt(rf_stat(c0, false, "evictions"), 0, "o0 evicted while its report was held");
+    cr_assert(rf_wait_stat(c0, true, "republish_owners_done", 1, 2, 20000), "o0's report reached the master");
+    fluxon_client *c1 = rf_client(1);
+    for (int i = 0; i < N_OLD; i++) { /* o1 copies from o0's slot: the bytes the master routes */
+        snprintf(key, sizeof key, "old:%d", i);
+        get_check(c1, key, 5000 + (uint64_t)i, "o1");
+        get_check(c0, key, 5000 + (uint64_t)i, "o0");
+    }
+    fluxon_client_close(c1);
+    for (int i = N_NEW - 100; i < N_NEW; i++) { /* the latest puts are still held: their bytes too */
+        snprintf(key, sizeof key, "new:%d", i);
+        get_check(c0, key, 9000 + (uint64_t)i, "o0");
+    }
+    fluxon_client_close(c0);
+}
