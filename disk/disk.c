@@ -544,7 +544,14 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
         snprintf(err, errlen, "disk: out of memory");
         return FLUXON_ERR_NOMEM;
     }
-    for (uint32_t i = 0; i < c.write_buffers; i++) d->bufs[i].d = d;
+    for (uint32_t i = 0; i < c.write_buffers; i++) { /* made and touched now: their first fill
+                                                       * faults no page in under an eviction */
+        d->bufs[i].d = d;
+        if ((d->bufs[i].mem = fx_disk_aligned(c.buffer_bytes))) {
+            memset(d->bufs[i].mem, 0, c.buffer_bytes);
+            d->bufs[i].cap = c.buffer_bytes;
+        }
+    }
     struct stat sb;
     if (dk_mkdirs(d->path) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "disk.path %s: cannot make it: %s", d->path, strerror(errno));
