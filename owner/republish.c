@@ -116,6 +116,7 @@ static void rp_batch_free(fx_owner_t *o, rp_batch_t *b)
     for (size_t i = 0; o && o->repub && i < b->n_pins; i++)
         if (fx_slot_pool_holder_unref(fx_ostore_pool(o), &b->pins[i]) != FLUXON_OK)
             FX_ERROR("re-publication: unpinning slot %llu failed", (unsigned long long)b->pins[i].offset);
+    if (o && o->repub && b->n_pins) fx_ostore_kick(o); /* a waiting claim's eviction may take them now */
     fx_free(b->pins);
     fx_free(b);
 }
@@ -471,7 +472,11 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
             continue;
         }
         if (!s->verify) { /* pinned until the answer (rp_batch_t.pins) */
-            if (fx_slot_pool_holder_ref(fx_ostore_pool(o), &en->slot) != FLUXON_OK) continue;
+            if (fx_slot_pool_holder_ref(fx_ostore_pool(o), &en->slot) != FLUXON_OK) {
+                fx_ostore_retire(o, en); /* never expected (a committed slot takes pins): not
+                                          * reported, so not kept unrouted */
+                continue;
+            }
             b->pins[b->n_pins++] = en->slot;
         }
         b->ids[m] = ids[i];
