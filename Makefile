@@ -208,10 +208,11 @@ fuzz: fuzz-build
 # The chaos run (issue 17; not part of `make test`, which runs its 10 s version): the demo's
 # replay over a master + 3 owners with random kill -9 / restart of each role and dropped,
 # delayed and duplicated control frames for CHAOS_SECONDS; prints the chaos report (also
-# written to $(BUILD)/chaos-report.txt). CHAOS_SEED=S replays one schedule.
+# written to $(BUILD)/chaos-report.txt). CHAOS_SEED=S replays one schedule; CHAOS_DISK=1
+# gives each owner a disk tier, kept across its kills.
 CHAOS_SECONDS ?= 180
 chaos: all $(BUILD)/test/test_chaos
-	FLUXON_BIN=$(abspath $(BIN)) FLUXON_CHAOS_SECONDS=$(CHAOS_SECONDS) FLUXON_CHAOS_SEED=$(CHAOS_SEED) \
+	FLUXON_BIN=$(abspath $(BIN)) FLUXON_CHAOS_SECONDS=$(CHAOS_SECONDS) FLUXON_CHAOS_SEED=$(CHAOS_SEED) FLUXON_CHAOS_DISK=$(CHAOS_DISK) \
 	    FLUXON_CHAOS_REPORT=$(abspath $(BUILD))/chaos-report.txt $(BUILD)/test/test_chaos --jobs=1 --filter 'chaos_long/*'
 
 # The Python package (python/fluxon, issue 20) over $(BUILD)/libfluxon.so, with Debian's

@@ -74,6 +74,11 @@ static struct {
 
 static double cx_now(void) { return th_now_s() - cx.t0; }
 
+/* FLUXON_CHAOS_DISK=1 (make chaos CHAOS_DISK=1): each owner has a disk tier (issue 39) in a
+ * directory of its own under this one, kept across its kills: a restarted owner re-indexes
+ * it and re-publishes its records, under the same faults */
+static char *cx_disk_parent;
+
 static void fini(void)
 {
     sp.stop = 1;
@@ -87,6 +92,9 @@ static void fini(void)
     }
     if (getenv("FLUXON_KEEP_DIR")) rf.dir = NULL;
     rf_down();
+    if (cx_disk_parent && !getenv("FLUXON_KEEP_DIR")) th_rmtree(cx_disk_parent);
+    free(cx_disk_parent);
+    cx_disk_parent = NULL;
 }
 
 /* An external client of owner i, or NULL (no assertion: the sampler thread uses it). */
@@ -377,18 +385,21 @@ static bool cx_baseline(int timeout_ms, char *why, size_t cap)
 static bool cx_census_once(void)
 {
     static const char *const mn[2] = {"routes", "replicas"};
-    static const char *const on[3] = {"index_keys", "slots_committed", "placed_ranges_held"};
-    long long m[2] = {-1, -1}, o[3], idx = 0, com = 0, placed = 0;
+    static const char *const on[4] = {"index_keys", "slots_committed", "placed_ranges_held", "disk_records"};
+    long long m[2] = {-1, -1}, o[4], idx = 0, com = 0, placed = 0, disk = 0;
+    int no = cx_disk_parent ? 4 : 3; /* a disk record is a replica too (its disk offset) */
     for (int tries = 0; tries < 5 && !cx_stats(cx.hc[0], true, mn, m, 2); tries++) th_sleep_ms(100);
     for (int i = 0; i < CX_OWNERS; i++) {
-        for (int tries = 0; tries < 5 && !cx_stats(cx.hc[i], false, on, o, 3); tries++) th_sleep_ms(100);
+        o[3] = 0;
+        for (int tries = 0; tries < 5 && !cx_stats(cx.hc[i], false, on, o, no); tries++) th_sleep_ms(100);
         idx += o[0];
         com += o[1];
         placed += o[2];
+        disk += o[3];
     }
     snprintf(cx.census, sizeof cx.census, "master routes %lld, replicas %lld; owners index %lld keys, %lld committed slots, "
-             "%lld placed ranges", m[0], m[1], idx, com, placed);
-    return m[1] == com && m[1] >= 0;
+             "%lld placed ranges, %lld disk records", m[0], m[1], idx, com, placed, disk);
+    return m[1] == com + disk && m[1] >= 0;
 }
 
 /* The census until the master's replicas and the owners' committed slots agree (bounded). */
@@ -520,7 +531,7 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     }
     unsigned drop = (unsigned)cx_env("FLUXON_CHAOS_DROP_PPM", 1000), delay = (unsigned)cx_env("FLUXON_CHAOS_DELAY_PPM", 3000),
              dup = (unsigned)cx_env("FLUXON_CHAOS_DUP_PPM", 1000);
-    char rates[128], test[256], mextra[320], oextra[CX_OWNERS][400];
+    char rates[128], test[256], mextra[320], oextra[CX_OWNERS][800];
     snprintf(rates, sizeof rates, "per frame: drop %u ppm, delay %u ppm up to 200 ms, duplicate %u ppm", drop, delay, dup);
     snprintf(test, sizeof test, "\"test\":{\"drop_ppm\":%u,\"delay_ppm\":%u,\"delay_ms\":200,\"dup_ppm\":%u,\"seed\":%u}",
              drop, delay, dup, cx.seed0);
@@ -529,15 +540,25 @@ static void cx_run(double seconds, double gap_lo, double gap_hi)
     const char *extra[CX_OWNERS];
     char otest[300]; /* the owners also check every demo value where it enters or leaves them */
     snprintf(otest, sizeof otest, "%.*s,\"value_oracle\":\"cx:\"}", (int)strlen(test) - 1, test);
+    if (cx_env("FLUXON_CHAOS_DISK", 0) > 0) {
+        cx_disk_parent = th_tmpdir();
+        cr_assert_not_null(cx_disk_parent);
+    }
     for (int i = 0; i < CX_OWNERS; i++) {
-        snprintf(oextra[i], sizeof oextra[i], ",\"handle_ttl_ms\":5000,\"put_plan_ttl_ms\":5000,%s", otest);
+        char disk[400] = "";
+        if (cx_disk_parent)
+            snprintf(disk, sizeof disk,
+                     ",\"disk\":{\"path\":\"%s/owner%d\",\"capacity_bytes\":\"256MiB\",\"segment_bytes\":\"8MiB\"}",
+                     cx_disk_parent, i);
+        snprintf(oextra[i], sizeof oextra[i], ",\"handle_ttl_ms\":5000,\"put_plan_ttl_ms\":5000,%s%s", otest, disk);
         extra[i] = oextra[i];
     }
     rf_master_extra = mextra;
     rf_ext_timeout_ms = 3000; /* a dropped request costs a client 3 s */
     rf_up(CX_OWNERS, extra);
     for (int i = 0; i < CX_OWNERS; i++) cx.hc[i] = rf_client(i);
-    fprintf(stderr, "chaos: seed %u, %.0f s, cluster in %s\n", cx.seed0, seconds, rf.dir);
+    fprintf(stderr, "chaos: seed %u, %.0f s, cluster in %s%s%s\n", cx.seed0, seconds, rf.dir,
+            cx_disk_parent ? ", owners' disk tiers in " : "", cx_disk_parent ? cx_disk_parent : "");
     cx.t0 = sp.t0 = th_now_s();
     sp.n = 0;
     sp.stop = 0;
