@@ -253,6 +253,7 @@
     X(republish_last_keys, GAUGE, "owner_republish_last_keys", "", "Keys of the last re-publication")             \
     X(republish_verify_rounds, COUNTER, "owner_republish_verify_rounds_total", "", "Verifications after a lost master connection (the same master again): what this owner serves checked against its routes") \
     X(republish_verify_dropped, COUNTER, "owner_republish_verify_dropped_total", "", "Copies a verification dropped: the master no longer routed them (an INVALIDATE lost with the connection)") \
+    X(republish_routed_gone, COUNTER, "owner_republish_routed_gone_total", "", "Disk records a report routed after they went (its answer came later than their route drop): dropped again") \
     X(republish_newer_kept, COUNTER, "owner_republish_newer_kept_total", "", "Refused reports whose offset holds a newer placed value now: that record kept (R1)") \
     X(placed_ranges_held, GAUGE, "owner_placed_ranges_held", "", "Values in ranges the master allocated here (placed puts, copies written back to this CPU owner), re-published to a later master")    \
     X(placed_malformed, COUNTER, "owner_placed_malformed_total", "", "PLACED messages that did not decode")   \

@@ -64,6 +64,7 @@ typedef struct orepub {
     bool active, pending;
     bool verify; /* this round verifies (the same master again): nothing is re-routed */
     uint64_t verify_rounds, verify_dropped;
+    uint64_t routed_gone; /* disk records routed by a report answered after they went (rp_routed_gone) */
     uint64_t rounds, batches, keys, stale, refused, leased, resends, last_ms, last_keys, placed_malformed, r1_kept;
     uint64_t placed_bytes; /* bytes of the ranges recorded: what the master placed in this segment */
     struct rp_held *held; /* test fault delay_request "REPUBLISH": a batch held back */
@@ -369,6 +370,23 @@ static bool rp_disk_current(fx_owner_t *o, const rp_range_t *g, uint64_t off, ui
     return o->disk && fx_odisk_find(o, g->key, g->klen, cur, dm) && *cur == off;
 }
 
+/* The master routes id (its answer said OK): a disk record this owner dropped meanwhile (a
+ * retired segment, a failed read) while the report was on its way — the route drop it sent
+ * may have reached the master first and found no route — is dropped again now, so no route
+ * names a record that is gone (a disk offset is never reused: until then a read of it is a
+ * miss, never other bytes). Memory slots in a report are pinned until this answer. */
+static void rp_routed_gone(fx_owner_t *o, const rp_id_t *id)
+{
+    orepub_t *s = o->repub;
+    if (id->use_seq != RP_DISK) return;
+    rp_range_t *g = fx_hmap_get(s->disk, &id->offset, sizeof id->offset);
+    uint64_t cur = 0;
+    fx_disk_meta_t dm;
+    if (!g || rp_disk_current(o, g, id->offset, &cur, &dm)) return;
+    s->routed_gone++;
+    fx_odisk_forget(o, g->key, g->klen, id->offset, g->put_ms, g->put_ver);
+}
+
 /* Stops this attempt; the next registration starts a new one (answers still on their way
  * belong to an old epoch and are ignored). */
 static void rp_abandon(orepub_t *s)
@@ -404,7 +422,10 @@ static void rp_on_answer(void *arg, int status, const fx_frame_header_t *h, cons
     } else if (status == FLUXON_OK) {
         for (size_t i = 0; i < b->n; i++) {
             int ks = (int)(int64_t)a.statuses.v[i];
-            if (ks == FLUXON_OK) continue;
+            if (ks == FLUXON_OK) {
+                rp_routed_gone(o, &b->ids[i]);
+                continue;
+            }
             if (s->verify) s->verify_dropped++;
             else if (ks == FLUXON_ERR_STALE) s->stale++;
             else s->refused++;
@@ -702,6 +723,7 @@ FX_INTERNAL void fx_orepub_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->republish_last_keys = s->last_keys;
     m->republish_verify_rounds = s->verify_rounds;
     m->republish_verify_dropped = s->verify_dropped;
+    m->republish_routed_gone = s->routed_gone;
     m->placed_ranges_held = fx_hmap_count(s->ranges);
     m->placed_malformed = s->placed_malformed;
     m->republish_newer_kept = s->r1_kept;
