@@ -34,7 +34,7 @@ enum {
     CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */,
     CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN, CFG_K_PIN_RATIO,
     CFG_K_TENANT_ADMIN /* issue 42 quotas */, CFG_K_RANGE_REUSE /* issue 38 */, CFG_K_UCX_TLS /* issue 38 */,
-    CFG_K_PREFETCH_OWNERS /* issue 38 */
+    CFG_K_PREFETCH_OWNERS /* issue 38 */, CFG_K_PEER_SEGMENTS /* issue 38 */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -77,6 +77,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"range_reuse_delay_ms", CFG_M}, /* issue 38 */
     {"ucx_tls", CFG_O},              /* issue 38: the data plane's UCX transports */
     {"prefetch_from_owners", CFG_O}, /* issue 38: PREFETCH copies keys other owners hold */
+    {"peer_segments", CFG_O},        /* issue 38: same-host owners map each other's segment */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -478,6 +479,10 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         if (!cJSON_IsBool(v)) return fx_cfg_bad(c, path, v, "must be true or false");
         cfg->prefetch_from_owners = cJSON_IsTrue(v);
         return 0;
+    case CFG_K_PEER_SEGMENTS: {
+        static const char *const modes[] = {"map", "ucx"}; /* FX_PEER_SEG_* */
+        return fx_cfg_get_choice(c, path, v, modes, 2, &cfg->peer_segments);
+    }
     case CFG_K_SEGMENT_TOUCH: {
         static const char *const modes[] = {"auto", "off", "on"}; /* FX_TOUCH_* */
         return fx_cfg_get_choice(c, path, v, modes, 3, &cfg->segment_touch);

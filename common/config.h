@@ -66,6 +66,7 @@ enum { FX_HUGE_OFF = 0, FX_HUGE_TRY = 1, FX_HUGE_ON = 2 };
  * every page once where a probe finds a mapped page's first access costly (auto), never,
  * or always (transport/prefault.h). */
 enum { FX_TOUCH_AUTO = 0, FX_TOUCH_OFF = 1, FX_TOUCH_ON = 2 };
+enum { FX_PEER_SEG_MAP = 0, FX_PEER_SEG_UCX = 1 }; /* "peer_segments" (issue 38) */
 #define FX_RANGE_QUARANTINE_AUTO UINT32_MAX /* range_quarantine_ms not set: computed */
 /* beyond an owner's push deadline (3/4 inflight_ttl_ms after its PUT_PLACE / APPEND_START,
  * owner/place.c, owner/replica.c): the UCX orphan grace (1 s, transport/ucx_dp.c) and margin */
@@ -145,6 +146,10 @@ typedef struct fx_config {
     uint32_t writeback_max_stall_ms;      /* "writeback_max_stall_ms" [0]: how long a claim may wait
                                            * for the copy of a value it would evict; 0: never (the
                                            * value goes without its copy: a later miss, not a stall) */
+    int peer_segments;                    /* "peer_segments" of an owner ["map"]: FX_PEER_SEG_MAP maps the
+                                           * segment of a peer owner on the same host (same boot id and
+                                           * PID namespace) and copies with memcpy; FX_PEER_SEG_UCX always
+                                           * UCX (issue 38, owner/peer_map.c) */
     bool prefetch_from_owners;            /* "prefetch_from_owners" [false]: a PREFETCH also looks up
                                            * (one LOOKUP) the keys neither in memory nor on disk here
                                            * and copies those other owners hold (issue 38) */

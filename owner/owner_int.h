@@ -78,6 +78,7 @@ struct fx_owner {
     bool ready_sent;
     /* prefault.c */
     fx_prefault_t prefault; /* faults the segment in while the owner registers */
+    uint32_t peer_map_logged; /* peer_map.c: the reasons a peer stayed on UCX, logged once each */
 };
 
 /* Test-only (config "test": fault `kind` of message msg): true when it applies now

@@ -12,6 +12,8 @@ typedef struct owner_peer {
     uint64_t generation;
     fx_ucx_peer_t *peer;
     bool listed; /* the master's last CLUSTER_INFO named it alive (fx_opeers_alive) */
+    fx_segment_t *mapped; /* same host: its segment mapped here (peer_map.c), else NULL */
+    fx_prefault_t *pf;    /* faulting `mapped` in */
 } owner_peer_t;
 
 /* pushes to one target owner not retired by UCX yet */
@@ -34,8 +36,10 @@ typedef struct opeers {
     fx_reactor_t *r;
     fx_ucx_t *ucx;
     fx_ucx_mem_t *mem;
-    void *rkey;
+    void *rkey; /* UCX's */
     size_t rkey_len;
+    void *reg_rkey; /* what REGISTER carries: UCX's, then the segment's descriptor (peer_map.c) */
+    size_t reg_rkey_len;
     const void *address;
     size_t address_len;
     fx_watch_t *watch;
@@ -47,6 +51,7 @@ typedef struct opeers {
     fx_str_t *unsettled_view;     /* fx_opeers_unsettled's answer */
     uint64_t pushes_unsettled, pushes_held_after_report;
     uint64_t peers_failed_dead; /* UCX peers failed because the master no longer lists their owner */
+    uint64_t peers_mapped;      /* peers whose segment is mapped here (same host) */
     uint64_t alive_master;      /* the master generation of the last CLUSTER_INFO */
     opush_t *linger; /* failed pushes retired by UCX, unsettled until their until_ms */
 } opeers_t;
@@ -56,6 +61,8 @@ typedef struct opeers {
  * does a ring reply that progress completed (the ring poller, which ran before this hook,
  * sees its stamp next turn). While the rings are polled the loop does not sleep: progress
  * only (the arm drains the event fd, a system call every 20 us). */
+static void opeer_unmap(opeers_t *u, owner_peer_t *p);
+
 static bool opeer_idle(void *arg)
 {
     opeers_t *u = arg;
@@ -103,6 +110,8 @@ FX_INTERNAL int fx_opeers_init(fx_owner_t *o)
     if (rc != FLUXON_OK) return rc;
     rc = fx_ucx_rkey_pack(u->mem, &u->rkey, &u->rkey_len);
     if (rc != FLUXON_OK) return rc;
+    rc = fx_opm_rkey(o, u->rkey, u->rkey_len, &u->reg_rkey, &u->reg_rkey_len);
+    if (rc != FLUXON_OK) return rc;
     rc = fx_ucx_worker_address(u->ucx, &u->address, &u->address_len);
     if (rc != FLUXON_OK) return rc;
     rc = fx_reactor_watch_fd(o->r, fx_ucx_efd(u->ucx), opeer_event, u, &u->watch);
@@ -128,10 +137,15 @@ FX_INTERNAL void fx_opeers_fini(fx_owner_t *o)
     opeers_t *u = o->peers;
     if (!u) return;
     fx_opeers_shutdown(o);
-    for (size_t i = 0; i < u->n_peers; i++) fx_ucx_peer_close(u->peers[i].peer);
+    for (size_t i = 0; i < u->n_peers; i++) {
+        fx_ucx_peer_close(u->peers[i].peer);
+        opeer_unmap(u, &u->peers[i]);
+    }
     u->n_peers = 0;
     if (u->rkey) fx_ucx_buf_free(u->rkey);
     u->rkey = NULL;
+    fx_free(u->reg_rkey);
+    u->reg_rkey = NULL;
     fx_ucx_mem_unmap(u->mem);
     u->mem = NULL;
     fx_ucx_destroy(u->ucx); /* runs the retired callbacks of held pushes (they use u) */
@@ -154,7 +168,41 @@ FX_INTERNAL void fx_opeers_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey
 {
     opeers_t *u = o->peers;
     *address = (fx_str_t){(const char *)u->address, (uint32_t)u->address_len};
-    *rkey = (fx_str_t){(const char *)u->rkey, (uint32_t)u->rkey_len};
+    *rkey = (fx_str_t){(const char *)u->reg_rkey, (uint32_t)u->reg_rkey_len};
+}
+
+/* A peer's mapping goes with its UCX peer (closed, replaced or dead): a dead owner's memory
+ * is not kept alive here. Transfers through it were copies made at submission: none reads
+ * it any more. */
+static void opeer_unmap(opeers_t *u, owner_peer_t *p)
+{
+    if (!p->mapped) return;
+    fx_ucx_peer_set_local(p->peer, NULL, 0);
+    if (p->pf) fx_prefault_stop(p->pf);
+    fx_free(p->pf);
+    p->pf = NULL;
+    fx_segment_destroy(p->mapped);
+    p->mapped = NULL;
+    u->peers_mapped--;
+}
+
+/* Same host: the peer's segment mapped here, its transfers memcpy (peer_map.c). */
+static void opeer_map(fx_owner_t *o, owner_peer_t *p, fx_str_t rkey)
+{
+    opeers_t *u = o->peers;
+    p->mapped = fx_opm_attach(o, p->node_id, p->generation, rkey);
+    if (!p->mapped) return;
+    u->peers_mapped++;
+    fx_ucx_peer_set_local(p->peer, fx_segment_base(p->mapped), fx_segment_len(p->mapped));
+    p->pf = fx_calloc(1, sizeof *p->pf);
+    if (p->pf) { /* its first accesses from here cost what the segment's own did (prefault.c) */
+        p->pf->touch = o->cfg.segment_touch;
+        fx_prefault_start(p->pf, fx_segment_base(p->mapped), fx_segment_len(p->mapped),
+                          fx_segment_huge(p->mapped) ? (2u << 20) : 4096u, -1, "owner", o->cfg.node_id);
+    }
+    FX_INFO("owner %s: owner %s (generation %llu) runs on this host: its segment (%llu MiB) is mapped here, "
+            "transfers with it are memcpy (peer_segments)", o->cfg.node_id, p->node_id,
+            (unsigned long long)p->generation, (unsigned long long)(fx_segment_len(p->mapped) >> 20));
 }
 
 FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address,
@@ -166,6 +214,7 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
         if (fx_str_eq(node_id, p->node_id)) {
             if (p->generation == generation && fx_ucx_peer_status(p->peer) == 0) return p->peer;
             fx_ucx_peer_close(p->peer); /* restarted or failed: reconnect */
+            opeer_unmap(u, p);
             u->peers[i] = u->peers[--u->n_peers];
             break;
         }
@@ -178,7 +227,7 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
         u->cap_peers = nc;
     }
     fx_ucx_peer_t *peer = NULL;
-    int rc = fx_ucx_peer_connect(u->ucx, address.p, address.len, rkey.p, rkey.len, base, &peer);
+    int rc = fx_ucx_peer_connect(u->ucx, address.p, address.len, rkey.p, fx_opm_ucx_len(rkey), base, &peer);
     if (rc != FLUXON_OK) {
         FX_WARN("cannot connect to owner %.*s over UCX: %s%s%s%s", (int)node_id.len, node_id.p, fluxon_status_string(rc),
                 o->cfg.ucx_tls[0] ? " (this owner's ucx_tls is \"" : "", o->cfg.ucx_tls,
@@ -186,10 +235,9 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
         return NULL;
     }
     owner_peer_t *p = &u->peers[u->n_peers++];
+    *p = (owner_peer_t){.generation = generation, .peer = peer, .listed = true}; /* listed: the master routed a value to it */
     fx_str_copy(node_id, p->node_id, sizeof p->node_id);
-    p->generation = generation;
-    p->peer = peer;
-    p->listed = true; /* the master routed a value to it: alive in its view */
+    opeer_map(o, p, rkey);
     return peer;
 }
 
@@ -211,6 +259,7 @@ FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, uint64_t master_generation, cons
         bool was_listed = p->listed;
         p->listed = listed;
         bool dead = replaced || (same_master && was_listed && !listed);
+        if (dead) opeer_unmap(u, p); /* its memory is not kept alive here; the next copy goes through UCX */
         if (!dead || fx_ucx_peer_status(p->peer) || fx_ucx_peer_detects_failure(p->peer)) continue;
         size_t inflight = fx_ucx_peer_fail(p->peer);
         u->peers_failed_dead++;
@@ -322,4 +371,6 @@ FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->pushes_unsettled = u->pushes_unsettled;
     m->pushes_held_after_report = u->pushes_held_after_report;
     m->peers_failed_dead = u->peers_failed_dead;
+    m->peers_mapped = u->peers_mapped;
+    fx_ucx_local_stats(u->ucx, &m->peer_map_transfers, &m->peer_map_bytes);
 }

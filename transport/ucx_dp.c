@@ -720,7 +720,7 @@ FX_INTERNAL int fx_ucx_peer_status(const fx_ucx_peer_t *p)
 
 FX_INTERNAL const char *fx_ucx_peer_mech_name(const fx_ucx_peer_t *p)
 {
-    return p && p->mech == FX_UCX_MECH_AM ? "am" : "rma";
+    return p && p->local ? "local" : p && p->mech == FX_UCX_MECH_AM ? "am" : "rma";
 }
 
 #undef UCXDP_PROGRESS_ROUNDS

@@ -75,6 +75,8 @@ struct fx_ucx_peer {
     int status;  /* FLUXON_OK while usable */
     size_t refs; /* unfinished transfers on this peer */
     uint8_t mech, err_peer, user_closed, closing;
+    uint8_t *local;      /* the peer's region mapped here (fx_ucx_peer_set_local), else NULL */
+    uint64_t local_len;
     fx_ucx_peer_t *prev, *next;
 };
 
@@ -96,6 +98,7 @@ struct fx_ucx {
     ucp_address_t *addr;
     size_t addr_len;
     uint64_t timeout_ns;
+    uint64_t local_xfers, local_bytes; /* transfers copied through a peer's local mapping */
     fx_ucx_mech_t mech;
     bool shm_only;
     bool destroying;

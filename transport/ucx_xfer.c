@@ -361,11 +361,46 @@ static int ucxdp_post_v(ucxdp_xfer_t *x, size_t i, size_t k)
 }
 
 /* Posts every range of x (and an RMA PUT's flush), then drops the submit guard. */
+/* A peer mapped here (fx_ucx_peer_set_local): each range is one memcpy, made now. */
+static int ucxdp_post_local(ucxdp_xfer_t *x)
+{
+    fx_ucx_peer_t *p = x->peer;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        const ucxdp_rng_t *r = &x->r[i];
+        uint64_t off = r->addr - p->remote_base; /* fx_ucx_transfer checked it does not wrap */
+        if (off > p->local_len || r->len > p->local_len - off) return FLUXON_ERR_INVALID_ARGUMENT;
+        if (x->op == FX_UCX_GET) memcpy(r->local, p->local + off, r->len);
+        else memcpy(p->local + off, r->local, r->len);
+        bytes += r->len;
+    }
+    x->u->local_xfers++;
+    x->u->local_bytes += bytes;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_ucx_peer_set_local(fx_ucx_peer_t *p, void *base, uint64_t len)
+{
+    if (!p) return;
+    p->local = base;
+    p->local_len = base ? len : 0;
+}
+
+FX_INTERNAL void fx_ucx_local_stats(const fx_ucx_t *u, uint64_t *xfers, uint64_t *bytes)
+{
+    *xfers = u ? u->local_xfers : 0;
+    *bytes = u ? u->local_bytes : 0;
+}
+
 static void ucxdp_xfer_post_all(ucxdp_xfer_t *x)
 {
     fx_ucx_peer_t *peer = x->peer;
     size_t n = x->n;
     int st = FLUXON_OK;
+    if (peer->local) {
+        ucxdp_xfer_event(x, ucxdp_post_local(x)); /* drop the guard: finished, queued for progress */
+        return;
+    }
     for (size_t i = 0, k; i < n && st == FLUXON_OK; i += k) {
         k = ucxdp_v_count(x, i);
         st = k > 1 ? ucxdp_post_v(x, i, k) : ucxdp_post(x, i);

@@ -420,8 +420,10 @@ Test(remote, owners_on_one_host_may_use_shared_memory)
  * and puts 3x slower with a dead CPU owner. */
 Test(remote, evictions_do_not_walk_the_window_while_copies_are_stuck, .timeout = 180)
 {
+    /* UCX, as to a CPU owner on another host: through C's mapped segment (same host) a
+     * stopped C would take its copies all the same */
     const char *const extra[] = {",\"hot_capacity_bytes\":\"16MiB\",\"writeback_watermark\":0.5,"
-                                 "\"writeback_admission\":\"all\""};
+                                 "\"writeback_admission\":\"all\",\"peer_segments\":\"ucx\""};
     kf_up_ex(1, ",\"inflight_ttl_ms\":60000", extra);
     fluxon_client *a = cpu_owner_proc("256MiB"); /* C in a process of its own, registered; a client of A */
     char pfx[16];
@@ -593,7 +595,7 @@ Test(remote, failed_push_is_counted)
 Test(remote, put_never_waits_for_a_stopped_cpu_owner)
 {
     const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
-                                 "\"writeback_admission\":\"all\""};
+                                 "\"writeback_admission\":\"all\",\"peer_segments\":\"ucx\""}; /* as between hosts */
     kf_up_ex(1, ",\"inflight_ttl_ms\":60000", extra);
     fluxon_client *a = cpu_owner_proc("72MiB"); /* C in a process of its own, registered; a client of A */
     char pfx[16];

@@ -82,6 +82,7 @@ typedef struct rp_opts {
                                       * to its owner (fluxon_prefetch); 0: none [8 with a disk tier] */
     int prefetch_from_owners;        /* issue 38: the owners' prefetch_from_owners (copies from CPU owners) */
     const char *ucx_tls;             /* the embedded owners' ucx_tls ["sm,self"; NULL: UCX's choice] */
+    int peer_segments_ucx;           /* --peer-segments ucx: owners never map each other's segment [map] */
 } rp_opts;
 
 typedef struct rp_samples {

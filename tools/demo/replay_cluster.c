@@ -197,18 +197,25 @@ static uint64_t rp_cpu_segment_bytes(const rp_run *r)
     return r->o.cpu_capacity_blocks * r->o.tp * rp_slot_bytes(r->o.value_len) + r->grant_bytes;
 }
 
+/* The owners' data-plane fields: ucx_tls (--ucx-tls) and peer_segments (--peer-segments). */
+static const char *rp_data_plane(const rp_run *r, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s%s%s", r->o.ucx_tls ? ",\"ucx_tls\":\"" : "", r->o.ucx_tls ? r->o.ucx_tls : "",
+             r->o.ucx_tls ? "\"" : "", r->o.peer_segments_ucx ? ",\"peer_segments\":\"ucx\"" : "");
+    return buf;
+}
+
 static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)
 {
     uint64_t seg = rp_cpu_segment_bytes(r);
     for (unsigned k = 0; k < r->o.cpu_owners; k++) {
-        char cfg[1024];
+        char cfg[1024], dp[200];
         snprintf(cfg, sizeof cfg,
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-cpu-%u\",\"node_role\":\"remote_cache\",\"master\":\"unix:%s/master.sock\","
                  "\"socket\":\"%s/cpu%u.sock\",\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu},"
-                 "\"log_level\":\"warn\",\"start_timeout_ms\":120000%s%s%s}",
-                 k, dir, dir, k, (unsigned long long)seg, (unsigned long long)r->grant_bytes,
-                 r->o.ucx_tls ? ",\"ucx_tls\":\"" : "", r->o.ucx_tls ? r->o.ucx_tls : "", r->o.ucx_tls ? "\"" : "");
+                 "\"log_level\":\"warn\",\"start_timeout_ms\":120000%s}",
+                 k, dir, dir, k, (unsigned long long)seg, (unsigned long long)r->grant_bytes, rp_data_plane(r, dp, sizeof dp));
         int rc = fluxon_node_start(cfg, &r->cl.cpu[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: CPU owner %u did not start: %s (segment_bytes %llu)\n", k,
@@ -294,7 +301,7 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         snprintf(tenants + at, sizeof tenants - at, "}%s", t + 1 == r->o.tenants ? "}" : "");
     }
     for (unsigned k = 0; k < r->n_owners; k++) {
-        char cfg[2560], disk[600] = "";
+        char cfg[2560], disk[600] = "", dp[200];
         snprintf(socks[k], 160, "%s/owner%u.sock", dir, k);
         if (r->o.disk_dir) { /* issue 39: a record takes a 4 KiB header block + the value's 4 KiB blocks */
             uint64_t rec = 4096 + (r->o.value_len + 4095) / 4096 * 4096;
@@ -324,11 +331,10 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
                  "{\"role\":\"owner\",\"cluster_id\":\"" RP_CLUSTER_ID "\",\"cluster_token\":\"" RP_TOKEN "\","
                  "\"node_id\":\"demo-owner-%u\",\"master\":\"unix:%s/master.sock\",\"socket\":\"%s\","
                  "\"segment_bytes\":%llu,\"reserve\":{\"grant_bytes\":%llu%s,\"log_level\":\"warn\","
-                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000%s%s%s%s%s%s}", /* a multi-GiB segment is faulted in at start */
+                 "\"eviction_policy\":\"%s\",\"start_timeout_ms\":120000%s%s%s%s}", /* a multi-GiB segment is faulted in at start */
                  k, dir, socks[k], (unsigned long long)r->segment_bytes,
                  (unsigned long long)r->grant_bytes, capacity, r->o.eviction_policy, disk, tenants,
-                 r->o.prefetch_from_owners ? ",\"prefetch_from_owners\":true" : "",
-                 r->o.ucx_tls ? ",\"ucx_tls\":\"" : "", r->o.ucx_tls ? r->o.ucx_tls : "", r->o.ucx_tls ? "\"" : "");
+                 r->o.prefetch_from_owners ? ",\"prefetch_from_owners\":true" : "", rp_data_plane(r, dp, sizeof dp));
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {
             fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n", k,

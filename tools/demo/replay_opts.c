@@ -80,6 +80,9 @@ void rp_usage(FILE *f)
             "  --ucx-tls LIST       the embedded owners' ucx_tls: their data plane's UCX transports\n"
             "                       (one process, one host: shared memory), or default (UCX's\n"
             "                       choice between processes: tcp) [sm,self]\n"
+            "  --peer-segments MODE the embedded owners' peer_segments: map (owners of one host\n"
+            "                       copy through each other's mapped segment) or ucx (always\n"
+            "                       UCX, as between hosts) [map]\n"
             "Memory: each embedded owner's segment is sized to the run's distinct pages (1.1 GiB for\n"
             "the whole default trace, 4 KiB pages; x T with --tp T; --requests or --capacity-blocks\n"
             "shrink it). Peak RSS counts it once per mapping, the owner's and each worker client's:\n"
@@ -238,6 +241,16 @@ static int rp_set_disk_direct(rp_opts *o, const char *val)
     return 0;
 }
 
+static int rp_set_peer_segments(rp_opts *o, const char *val)
+{
+    if (strcmp(val, "map") && strcmp(val, "ucx")) {
+        fprintf(stderr, "fluxon demo: --peer-segments %s: not map or ucx\n", val);
+        return -1;
+    }
+    o->peer_segments_ucx = !strcmp(val, "ucx");
+    return 0;
+}
+
 static int rp_set_ucx_tls(rp_opts *o, const char *val)
 {
     if (!strcmp(val, "default")) { /* UCX's own choice (with peer failure handling: tcp) */
@@ -338,6 +351,7 @@ static const rp_optdef rp_optdefs[] = {
     RP_FN("--disk-admission", rp_set_disk_admission),
     RP_FN("--disk-direct-io", rp_set_disk_direct),
     RP_FN("--ucx-tls", rp_set_ucx_tls),
+    RP_FN("--peer-segments", rp_set_peer_segments),
     RP_INT("--prefetch", prefetch, 0, RP_PREFETCH_MAX),
     {"--prefetch-from-owners", RP_OPT_FLAG, offsetof(rp_opts, prefetch_from_owners), sizeof(int), 0, 0, NULL},
 };

@@ -1,0 +1,135 @@
+/* test_peer_map.c — owners of one host copy through each other's mapped segment (issue 38,
+ * owner/peer_map.c): a get from another owner of this process and the write-backs to a CPU
+ * owner in a process of its own move byte-exact values by memcpy (peer_map_transfers, no UCX
+ * transfer); "peer_segments":"ucx" keeps them on UCX; a peer the master declares dead is
+ * unmapped (its memory is not kept alive here). */
+#include <criterion/criterion.h>
+#include <signal.h>
+
+#include "kvfix.h"
+
+#define VLEN (16 * 1024)
+
+static pid_t pm_proc = -1; /* a CPU owner in a process of its own */
+
+static void down(void)
+{
+    if (pm_proc > 0) {
+        th_stop(pm_proc, SIGTERM, 5000);
+        pm_proc = -1;
+    }
+    kf_down();
+}
+
+TestSuite(peer_map, .fini = down, .timeout = 120);
+
+static uint64_t seed_of(const char *key)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *q = key; *q; q++) h = (h ^ (uint8_t)*q) * 1099511628211ull;
+    return h;
+}
+
+static void put_n(fluxon_client *c, const char *pfx, int n)
+{
+    static uint8_t buf[VLEN];
+    char key[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s-%d", pfx, i);
+        kf_fill(buf, VLEN, seed_of(key));
+        int rc = fluxon_put(c, key, buf, VLEN, NULL);
+        cr_assert_eq(rc, FLUXON_OK, "put %s: %s", key, fluxon_status_string(rc));
+    }
+}
+
+/* How many of pfx-[0, n) read back byte-exact (a miss or wrong bytes: not counted). */
+static int get_n(fluxon_client *c, const char *pfx, int n)
+{
+    char key[64];
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s-%d", pfx, i);
+        fluxon_holder *h = NULL;
+        if (fluxon_get(c, key, &h) != FLUXON_OK) continue;
+        ok += fluxon_holder_len(h) == VLEN && kf_check(fluxon_holder_data(h), VLEN, seed_of(key));
+        fluxon_holder_release(h);
+    }
+    return ok;
+}
+
+Test(peer_map, a_get_from_an_owner_of_this_host_copies_through_its_mapped_segment)
+{
+    kf_up(2);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_n(a, "pm", 16);
+    cr_assert_eq(kf_stat(b, "peers_mapped"), 0, "no transfer yet: nothing mapped");
+    cr_assert_eq(get_n(b, "pm", 16), 16, "B copies A's values byte-exact");
+    cr_assert_eq(kf_stat(b, "peers_mapped"), 1, "A's segment is mapped in B");
+    cr_assert_geq(kf_stat(b, "peer_map_transfers"), 1);
+    /* the master may place some of A's puts in B's segment: A pushed those through its
+     * mapping of B, B copied the others through its mapping of A */
+    long long bytes = kf_stat(a, "peer_map_bytes") + kf_stat(b, "peer_map_bytes");
+    cr_assert_geq(bytes, 16 * VLEN, "every value came through a mapping (%lld bytes)", bytes);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+Test(peer_map, peer_segments_ucx_keeps_the_copies_on_ucx)
+{
+    static const char *const extra[] = {NULL, ",\"peer_segments\":\"ucx\""};
+    kf_up_ex(2, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    put_n(a, "pu", 16);
+    cr_assert_eq(get_n(b, "pu", 16), 16, "B copies A's values byte-exact over UCX");
+    cr_assert_eq(kf_stat(b, "peers_mapped"), 0);
+    cr_assert_eq(kf_stat(b, "peer_map_transfers"), 0);
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 2, ",\"peer_segments\":\"shm\"");
+    fluxon_node *n = NULL;
+    cr_assert_neq(fluxon_node_start(cfg, &n), FLUXON_OK, "peer_segments is map or ucx");
+    cr_assert_null(n);
+}
+
+Test(peer_map, write_backs_to_a_cpu_owner_of_this_host_go_through_its_mapping_until_it_dies)
+{
+    static const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                                        "\"writeback_admission\":\"all\""};
+    kf_up_ex(1, ",\"heartbeat_timeout_ms\":1500", extra);
+    char sock[512];
+    snprintf(sock, sizeof sock, "%s/ownC.sock", kf_dir);
+    pm_proc = kf_owner_proc("ownC", sock, "72MiB", "error", ",\"node_role\":\"remote_cache\"");
+    fluxon_client *a = kf_client(0);
+    char pfx[16];
+    int rounds = 0;
+    double end = th_now_s() + th_wait_bound_s(20000);
+    /* 16 values a round through a hot tier of 64: once C is registered, the coldest are
+     * written back to it */
+    while (kf_stat(a, "repl_completed") == 0 && th_now_s() < end) {
+        snprintf(pfx, sizeof pfx, "w%d", rounds++);
+        put_n(a, pfx, 16);
+    }
+    cr_assert_gt(kf_stat(a, "repl_completed"), 0, "C holds copies after %d rounds", rounds);
+    for (int r = 0; r < 12; r++) { /* the first rounds leave A's memory: demoted to C */
+        snprintf(pfx, sizeof pfx, "x%d", r);
+        put_n(a, pfx, 16);
+    }
+    cr_assert_eq(kf_stat(a, "peers_mapped"), 1, "C's segment is mapped in A");
+    long long pushed = kf_stat(a, "peer_map_transfers");
+    cr_assert_gt(pushed, 0, "the write-backs were copies through the mapping");
+    int back = 0;
+    for (int r = 0; r < rounds; r++) {
+        snprintf(pfx, sizeof pfx, "w%d", r);
+        back += get_n(a, pfx, 16);
+    }
+    cr_assert_gt(kf_stat(a, "evict_copied"), 0, "values left A with their copy on C");
+    cr_assert_gt(back, 0, "values demoted to C read back byte-exact");
+    cr_assert_eq(kill(pm_proc, SIGKILL), 0);
+    cr_assert(kf_wait_stat(a, "peers_mapped", 0, 15000), "C's segment is unmapped once the master declares it dead");
+    waitpid(pm_proc, NULL, 0);
+    pm_proc = -1;
+    put_n(a, "after", 16); /* A goes on alone */
+    cr_assert_eq(get_n(a, "after", 16), 16);
+    fluxon_client_close(a);
+}
