@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/tiers.sh — `make bench-tiers`: what a CPU (remote_cache) owner costs and buys in the
 # trace replay (embedded cluster, 1 worker, 4 KiB values), interleaved runs of each setup,
-# medians of RUNS: a GPU owner of CAP values alone; + a CPU owner of CAP values; 2 GPU owners
+# medians of RUNS: a GPU owner of CAP values alone; + a CPU owner of CAP values (copies through
+# its mapped segment, the default between owners of one host; then over UCX shared memory and
+# UCX tcp, as between hosts); 2 GPU owners
 # of CAP/2 alone and + a CPU owner. Then write-back bandwidth (the demo's pushes) next to
 # ucx_perftest's put bandwidth on the same transport (shared memory, tcp loopback), and the same replay with
 # the CPU owner on another "host" (bench/tiers_netns.sh, needs root). Figures, not pass/fail.
@@ -18,7 +20,8 @@ field() { # file, line regex, the word after "="
 }
 setups=("alone|--capacity-blocks $CAP"
         "cpu|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP"
-        "cputcp|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP --ucx-tls default"
+        "cpuucx|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP --peer-segments ucx"
+        "cputcp|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP --ucx-tls default --peer-segments ucx"
         "alone2|--owners 2 --capacity-blocks $((CAP / 2))"
         "cpu2|--owners 2 --capacity-blocks $((CAP / 2)) --cpu-owners 1 --cpu-capacity-blocks $CAP")
 echo "== tiers: trace replay, 1 worker, 4 KiB values, ${RUNS} interleaved runs each, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -43,14 +46,16 @@ row() { # name label base
 }
 row alone "1 GPU owner x $CAP" alone
 row cpu "1 GPU owner x $CAP + 1 CPU owner x $CAP" alone
-row cputcp "  the same over tcp loopback (--ucx-tls default)" alone
+row cpuucx "  the same over UCX shared memory (--peer-segments ucx)" alone
+row cputcp "  the same over UCX tcp loopback (--ucx-tls default)" alone
 row alone2 "2 GPU owners x $((CAP / 2))" alone2
 row cpu2 "2 GPU owners x $((CAP / 2)) + 1 CPU owner" alone2
 grep -h "eviction        GPU\|at the GPU owners\|pushes\|write-back      tasks" "$tmp/cpu.1" | sed 's/^/  (1st run with a CPU owner) /'
 echo
 echo "== write-back bandwidth next to ucx_perftest on the same transport"
-printf 'fluxon write-back, shared memory (the demo'"'"'s default)  %s GB/s (summed push time, median of the runs)\n' "$(med < "$tmp/cpu.gbs")"
-printf 'fluxon write-back, tcp loopback (--ucx-tls default)    %s GB/s\n' "$(med < "$tmp/cputcp.gbs")"
+printf 'fluxon write-back, mapped peer segment (the default)   %s GB/s (summed push time, median of the runs)\n' "$(med < "$tmp/cpu.gbs")"
+printf 'fluxon write-back, UCX shared memory (--peer-segments ucx)  %s GB/s\n' "$(med < "$tmp/cpuucx.gbs")"
+printf 'fluxon write-back, UCX tcp loopback (--ucx-tls default)    %s GB/s\n' "$(med < "$tmp/cputcp.gbs")"
 if command -v ucx_perftest >/dev/null; then
     # ucx_perftest puts the same buffer again and again (cache-resident: far above any copy
     # of cold memory on shared memory); tcp is bound by the loopback stack either way

@@ -411,7 +411,8 @@ int fluxon_put(fluxon_client *c, const char *key, const void *value, uint64_t va
                const fluxon_put_options *opts);
 
 /* Looks key up (this owner first, then the master; a value held by another owner is
- * copied into this owner over UCX: as a replica for at most 2 owners per key at a time
+ * copied into this owner (over UCX, or through the segment of an owner of the same host,
+ * mapped: owner config peer_segments): as a replica for at most 2 owners per key at a time
  * and 4 replicas in all, otherwise as a temporary copy freed with its holders) and
  * returns a holder that keeps the bytes valid and unchanged until fluxon_holder_release,
  * whatever deletes or replaces the key meanwhile. *holder_p is owned by the caller.
