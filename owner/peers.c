@@ -138,8 +138,8 @@ FX_INTERNAL void fx_opeers_fini(fx_owner_t *o)
     if (!u) return;
     fx_opeers_shutdown(o);
     for (size_t i = 0; i < u->n_peers; i++) {
+        opeer_unmap(u, &u->peers[i]); /* first: a close may free the UCX peer */
         fx_ucx_peer_close(u->peers[i].peer);
-        opeer_unmap(u, &u->peers[i]);
     }
     u->n_peers = 0;
     if (u->rkey) fx_ucx_buf_free(u->rkey);
@@ -171,8 +171,8 @@ FX_INTERNAL void fx_opeers_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey
     *rkey = (fx_str_t){(const char *)u->reg_rkey, (uint32_t)u->reg_rkey_len};
 }
 
-/* A peer's mapping goes with its UCX peer (closed, replaced or dead): a dead owner's memory
- * is not kept alive here. Transfers through it were copies made at submission: none reads
+/* A peer's mapping goes with its UCX peer (closed, replaced or dead; before fx_ucx_peer_close,
+ * which may free the peer): a dead owner's memory is not kept alive here. Transfers through it were copies made at submission: none reads
  * it any more. */
 static void opeer_unmap(opeers_t *u, owner_peer_t *p)
 {
@@ -213,8 +213,8 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
         owner_peer_t *p = &u->peers[i];
         if (fx_str_eq(node_id, p->node_id)) {
             if (p->generation == generation && fx_ucx_peer_status(p->peer) == 0) return p->peer;
+            opeer_unmap(u, p); /* first: a close may free the UCX peer */
             fx_ucx_peer_close(p->peer); /* restarted or failed: reconnect */
-            opeer_unmap(u, p);
             u->peers[i] = u->peers[--u->n_peers];
             break;
         }
