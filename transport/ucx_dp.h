@@ -216,7 +216,7 @@ FX_INTERNAL const char *fx_ucx_peer_mech_name(const fx_ucx_peer_t *p);
  * Transfers on p are then copies made inside fx_ucx_transfer (memcpy: no UCX request, no
  * work for the peer's worker, no timeout to wait for); their callbacks still run from a
  * later fx_ucx_progress. A range past len fails its batch with FLUXON_ERR_INVALID_ARGUMENT
- * (nothing after it is copied). base NULL goes back to UCX. Counted in fx_ucx_local_stats. */
+ * (nothing of the batch is copied; the peer stays usable). base NULL goes back to UCX. Counted in fx_ucx_local_stats. */
 FX_INTERNAL void fx_ucx_peer_set_local(fx_ucx_peer_t *p, void *base, uint64_t len);
 
 /* Transfers and bytes copied through peers' local mappings since fx_ucx_create. */

@@ -366,10 +366,13 @@ static int ucxdp_post_local(ucxdp_xfer_t *x)
 {
     fx_ucx_peer_t *p = x->peer;
     uint64_t bytes = 0;
+    for (size_t i = 0; i < x->n; i++) { /* every range first: a refused batch copies nothing */
+        uint64_t off = x->r[i].addr - p->remote_base; /* fx_ucx_transfer checked it does not wrap */
+        if (off > p->local_len || x->r[i].len > p->local_len - off) return FLUXON_ERR_INVALID_ARGUMENT;
+    }
     for (size_t i = 0; i < x->n; i++) {
         const ucxdp_rng_t *r = &x->r[i];
-        uint64_t off = r->addr - p->remote_base; /* fx_ucx_transfer checked it does not wrap */
-        if (off > p->local_len || r->len > p->local_len - off) return FLUXON_ERR_INVALID_ARGUMENT;
+        uint64_t off = r->addr - p->remote_base;
         if (x->op == FX_UCX_GET) memcpy(r->local, p->local + off, r->len);
         else memcpy(p->local + off, r->local, r->len);
         bytes += r->len;

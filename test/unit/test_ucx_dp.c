@@ -482,6 +482,56 @@ Test(ucx_dp, self_copy_rma, .timeout = 60)
     tucx_self_copy(FX_UCX_MECH_RMA);
 }
 
+/* Issue 38: a peer whose region is mapped here (fx_ucx_peer_set_local): GET and PUT are
+ * copies made at submission, their callbacks still deferred to progress; a range past the
+ * mapping fails its batch (INVALID_ARGUMENT) without failing the peer; counted in
+ * fx_ucx_local_stats; set_local(NULL) goes back to UCX. */
+Test(ucx_dp, a_locally_mapped_peer_copies_with_memcpy, .timeout = 60)
+{
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AM);
+    char *map = s.buf; /* the peer's region, seen here at the same address (one process) */
+    fx_ucx_peer_set_local(s.p, map, TUCX_SELF_LEN);
+    cr_assert_str_eq(fx_ucx_peer_mech_name(s.p), "local");
+    memset(s.buf + TUCX_SELF_LEN, 0, 8192);
+    fx_ucx_range_t g = {.local = s.buf + TUCX_SELF_LEN, .remote_offset = 4096, .len = 8192};
+    tucx_done_t d = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &g, 1, tucx_cb, &d), FLUXON_OK);
+    cr_assert_eq(d.fired, 0, "the callback waits for progress");
+    cr_assert_eq(memcmp(s.buf + TUCX_SELF_LEN, map + 4096, 8192), 0, "copied at submission");
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_OK);
+    tucx_fill(s.buf + TUCX_SELF_LEN, 4096, 7);
+    fx_ucx_range_t p = {.local = s.buf + TUCX_SELF_LEN, .remote_offset = 100000, .len = 4096};
+    d = (tucx_done_t){0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_PUT, &p, 1, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_OK);
+    cr_assert_eq(memcmp(map + 100000, s.buf + TUCX_SELF_LEN, 4096), 0);
+    fx_ucx_range_t past[2] = {{.local = s.buf + TUCX_SELF_LEN, .remote_offset = 0, .len = 16},
+                              {.local = s.buf + TUCX_SELF_LEN, .remote_offset = TUCX_SELF_LEN - 100, .len = 4096}};
+    d = (tucx_done_t){0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_PUT, past, 2, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_ERR_INVALID_ARGUMENT, "%s", fluxon_status_string(d.status));
+    cr_assert_eq(memcmp(map, s.buf + 2 * TUCX_SELF_LEN - 1, 0), 0);
+    cr_assert_neq(memcmp(map, s.buf + TUCX_SELF_LEN, 16), 0, "a refused batch copies nothing, its good ranges neither");
+    cr_assert_eq(fx_ucx_peer_status(s.p), FLUXON_OK, "a range past the mapping is not a peer failure");
+    uint64_t xfers = 0, bytes = 0;
+    fx_ucx_local_stats(s.u, &xfers, &bytes);
+    cr_assert_eq(xfers, 2, "the refused batch is not counted");
+    cr_assert_eq(bytes, 8192 + 4096);
+    fx_ucx_peer_set_local(s.p, NULL, 0);
+    cr_assert_str_eq(fx_ucx_peer_mech_name(s.p), "am");
+    d = (tucx_done_t){0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, s.p, FX_UCX_GET, &g, 1, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_OK);
+    fx_ucx_local_stats(s.u, &xfers, &bytes);
+    cr_assert_eq(xfers, 2, "over UCX again");
+    tucx_self_teardown(&s);
+}
+
 /* The AM target only serves ranges inside its mapped regions. */
 Test(ucx_dp, am_target_rejects_outside_region, .timeout = 60)
 {
