@@ -42,20 +42,24 @@ FX_INTERNAL void fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys, uint8_t
     s->mask = FS_ROWS * w - 1; /* the whole table: blocks of 64 counters */
 }
 
-FX_INTERNAL void fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h)
+FX_INTERNAL uint32_t fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h)
 {
-    if (!s->c) return;
+    if (!s->c) return 0;
     uint64_t x = fs_mix(h);
+    uint32_t m = FS_MAX;
     for (uint32_t r = 0; r < FS_ROWS; r++) {
         uint8_t *c = fs_counter(s, x, r);
         if (*c < FS_MAX) (*c)++;
+        if (*c < m) m = *c;
     }
     uint64_t cells = (uint64_t)s->mask + 1; /* every counter, the 4 rows together */
     if (++s->adds >= cells / FS_ROWS / 2) { /* ageing: every counter halves */
         for (uint64_t i = 0; i < cells; i++) s->c[i] >>= 1;
         s->adds = 0;
         s->halvings++;
+        m >>= 1;
     }
+    return m;
 }
 
 FX_INTERNAL uint32_t fx_freq_sketch_estimate(const fx_freq_sketch_t *s, uint64_t h)

@@ -33,8 +33,9 @@ FX_INTERNAL size_t fx_freq_sketch_bytes(uint64_t keys);
 /* Over counters (fx_freq_sketch_bytes(keys) bytes of the caller's, zeroed here; the caller
  * frees them after the sketch). counters NULL: an unmade sketch (adds nothing, reads 0). */
 FX_INTERNAL void fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys, uint8_t *counters);
-/* One more sighting of the key with hash h. */
-FX_INTERNAL void fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h);
+/* One more sighting of the key with hash h; returns its estimate after it (as
+ * fx_freq_sketch_estimate, read from the same cache line: no second miss; 0 unmade). */
+FX_INTERNAL uint32_t fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h);
 /* Sightings of h (an overestimate at worst, never below the true count since the last
  * halvings' effect), 0..15. */
 FX_INTERNAL uint32_t fx_freq_sketch_estimate(const fx_freq_sketch_t *s, uint64_t h);

@@ -178,7 +178,8 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
     if (en->retired || en->evicting || en->state != OE_COMMITTED) return;
     fx_oevq_place(o, en); /* issue 42: its tenant's bytes; its tenant's policy when managed */
     fx_evp_insert(fx_oevq_pol(kv, en), &en->lru, en->slot.slot_size, fx_oev_key_hash(en));
-    fx_freq_sketch_add(&kv->seen, en->lru.key); /* a no-op without second_touch admission */
+    /* a no-op without second_touch admission; the count is read where it is written */
+    en->seen_twice = fx_freq_sketch_add(&kv->seen, en->lru.key) >= 2;
     if (kv->pin.admitted) kv->pin.admitted(o, en); /* issue 42: its tenant's bytes */
     if (oev_held(kv) > kv->hot_capacity || fx_oclaims_waiting(o) || (en->in_tq && fx_oevq_over(o))) fx_oev_kick(o);
 }
@@ -188,7 +189,10 @@ FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
     if (en->pin_until_ms && o->ev->pin.touched) o->ev->pin.touched(o, en); /* issue 42: refresh on hit */
     if (fx_evp_linked(&en->lru)) fx_oevw_moved(o->ev, en);
     fx_evp_touch(fx_oevq_pol(o->ev, en), &en->lru);
-    if (fx_evp_linked(&en->lru)) fx_freq_sketch_add(&o->ev->seen, en->lru.key);
+    if (fx_evp_linked(&en->lru) && !en->seen_twice) { /* its second touch: later hits add nothing (a miss each) */
+        (void)fx_freq_sketch_add(&o->ev->seen, en->lru.key);
+        en->seen_twice = true;
+    }
     if (en->group) { /* any member's count may now admit the group */
         for (uint32_t i = 0; i < en->group->n; i++)
             if (en->group->m[i]) en->group->m[i]->wb_rejected = false;

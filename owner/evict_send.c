@@ -172,10 +172,9 @@ static void oev_on_delay(fx_reactor_t *r, fx_timer_t *t)
 static bool oev_disk_admit(fx_owner_t *o, owner_entry_t *en)
 {
     if (o->cfg.disk_admission != FX_WB_ADMIT_SECOND_TOUCH) return true;
-    oev_t *kv = o->ev;
-    if (!en->group) return fx_freq_sketch_estimate(&kv->seen, en->lru.key) >= 2;
+    if (!en->group) return en->seen_twice;
     for (uint32_t i = 0; i < en->group->n; i++)
-        if (en->group->m[i] && fx_freq_sketch_estimate(&kv->seen, en->group->m[i]->lru.key) >= 2) return true;
+        if (en->group->m[i] && en->group->m[i]->seen_twice) return true;
     return false;
 }
 

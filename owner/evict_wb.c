@@ -11,13 +11,12 @@
  * or put again after an eviction (the reuse a CPU owner's copy would have served). */
 FX_INTERNAL bool fx_oevw_admit(fx_owner_t *o, owner_entry_t *en)
 {
-    oev_t *kv = o->ev;
     if (o->cfg.writeback_admission != FX_WB_ADMIT_SECOND_TOUCH) return true;
-    if (en->wb_rejected) return false; /* the sketch is read once per group until a hit */
+    if (en->wb_rejected) return false; /* the members are read once per group until a hit */
     bool admit = false;
-    if (!en->group) admit = fx_freq_sketch_estimate(&kv->seen, en->lru.key) >= 2;
+    if (!en->group) admit = en->seen_twice;
     for (uint32_t i = 0; en->group && i < en->group->n && !admit; i++)
-        admit = en->group->m[i] && fx_freq_sketch_estimate(&kv->seen, en->group->m[i]->lru.key) >= 2;
+        admit = en->group->m[i] && en->group->m[i]->seen_twice;
     en->wb_rejected = !admit;
     return admit;
 }

@@ -37,6 +37,8 @@ typedef struct owner_entry {
     uint32_t wb_epoch;       /* evict.c: the write-back look-ahead saw it in this epoch (0: not seen) */
     bool wb_rejected;        /* evict.c: second_touch did not admit it (kept until a hit: only a hit of
                               * this entry can raise its key's count) */
+    bool seen_twice;         /* evict.c: its key's count reached 2 with its put, or it was hit while
+                              * hot: what second_touch admits (no sketch read at eviction) */
     /* pins.c (issue 42): pinned until pin_until_ms (0: not pinned), kept off the hot tier's
      * policy meanwhile; pin_idx: its place in the deadline heap; pin_ttl_ms: a hit restarts
      * the pin for this long (0: hits do not); tenant: tenant.c's index + 1 of its key's

@@ -24,12 +24,14 @@ Test(freq_sketch, counts_and_saturates)
     fx_freq_sketch_t s;
     make(&s, 100);
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 0, "never seen");
-    fx_freq_sketch_add(&s, key(1));
+    cr_assert_eq(fx_freq_sketch_add(&s, key(1)), 1, "an add returns the estimate after it");
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 1);
-    fx_freq_sketch_add(&s, key(1));
+    cr_assert_eq(fx_freq_sketch_add(&s, key(1)), 2);
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 2, "seen twice: admitted by second_touch");
-    for (int i = 0; i < 40; i++) fx_freq_sketch_add(&s, key(2));
+    uint32_t last = 0;
+    for (int i = 0; i < 40; i++) last = fx_freq_sketch_add(&s, key(2));
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(2)), 15, "saturates at 15");
+    cr_assert_eq(last, 15);
     free(s.c);
 }
 
