@@ -37,9 +37,11 @@ FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m);
  * owner's REGISTER rkey, the UCX one (len bytes) then its segment's descriptor (none with
  * peer_segments "ucx"); *out is fx_malloc'd. fx_opm_ucx_len: the UCX part of a peer's rkey.
  * fx_opm_attach: the peer's segment mapped here when it runs on this host and namespace and
- * its header names node_id and generation; NULL otherwise (UCX then; logged once). */
+ * its header names node_id and generation, with a pidfd of its process (readable once it
+ * exits); NULL otherwise (UCX then; logged once). */
 FX_INTERNAL int fx_opm_rkey(fx_owner_t *o, const void *ucx_rkey, size_t len, void **out, size_t *out_len);
 FX_INTERNAL size_t fx_opm_ucx_len(fx_str_t rkey);
-FX_INTERNAL fx_segment_t *fx_opm_attach(fx_owner_t *o, const char *node_id, uint64_t generation, fx_str_t rkey);
+FX_INTERNAL fx_segment_t *fx_opm_attach(fx_owner_t *o, const char *node_id, uint64_t generation, fx_str_t rkey,
+                                        int *pidfd_p); /* *pidfd_p: the peer process's pidfd, -1 on NULL */
 
 #endif

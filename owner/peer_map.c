@@ -8,6 +8,7 @@
  * process (transport/ucx_xfer.c): no rendezvous, no work for the peer's reactor, no
  * wake-up to wait for. Anything that fails (another host, other namespaces, no permission)
  * leaves the peer on UCX, logged once per reason. `"peer_segments": "ucx"` turns it off. */
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -91,9 +92,11 @@ static void opm_once(fx_owner_t *o, unsigned why, const char *node, const char *
     FX_INFO("owner %s: transfers with owner %s (and others alike) stay on UCX: %s", o->cfg.node_id, node, line);
 }
 
-FX_INTERNAL fx_segment_t *fx_opm_attach(fx_owner_t *o, const char *node_id, uint64_t generation, fx_str_t rkey)
+FX_INTERNAL fx_segment_t *fx_opm_attach(fx_owner_t *o, const char *node_id, uint64_t generation, fx_str_t rkey,
+                                        int *pidfd_p)
 {
     opm_desc_t d;
+    *pidfd_p = -1;
     if (o->cfg.peer_segments != FX_PEER_SEG_MAP || !opm_desc(rkey, &d)) return NULL;
     char boot_id[40];
     uint64_t pidns = 0, netns = 0;
@@ -104,10 +107,13 @@ FX_INTERNAL fx_segment_t *fx_opm_attach(fx_owner_t *o, const char *node_id, uint
     int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)d.pid, 0);
     int fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, d.fd, 0);
     int err = errno;
-    if (pidfd >= 0) close(pidfd);
     if (fd < 0) {
-        opm_once(o, 0, node_id, "its segment cannot be opened here (pidfd_getfd: %s; the permission ptrace needs)",
-                 strerror(err));
+        if (pidfd >= 0) close(pidfd);
+        if (err == EPERM || err == EACCES)
+            opm_once(o, 0, node_id, "its segment cannot be opened here (pidfd_getfd: %s; the permission ptrace needs, "
+                     "e.g. kernel.yama.ptrace_scope 0)", strerror(err));
+        else if (err != ESRCH && err != EBADF) /* gone meanwhile: the master will say */
+            opm_once(o, 2, node_id, "its segment cannot be opened here (pidfd_getfd: %s)", strerror(err));
         return NULL;
     }
     fx_segment_t *seg = NULL;
@@ -117,8 +123,10 @@ FX_INTERNAL fx_segment_t *fx_opm_attach(fx_owner_t *o, const char *node_id, uint
         else close(fd);
         opm_once(o, 1, node_id, "the segment found is not its own (%s)", rc == FLUXON_OK ? "node id or size" :
                  fluxon_status_string(rc));
+        close(pidfd);
         return NULL;
     }
+    *pidfd_p = pidfd; /* readable once the peer's process exits (peers.c watches it) */
     return seg;
 }
 

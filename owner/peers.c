@@ -3,6 +3,7 @@
  * one endpoint per peer owner and generation, and the pushes into other owners' segments
  * that may still land (issue 44 W2: counted per target until UCX retires them). */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "owner_peers.h"
@@ -14,7 +15,16 @@ typedef struct owner_peer {
     bool listed; /* the master's last CLUSTER_INFO named it alive (fx_opeers_alive) */
     fx_segment_t *mapped; /* same host: its segment mapped here (peer_map.c), else NULL */
     fx_prefault_t *pf;    /* faulting `mapped` in */
+    int pidfd;            /* with `mapped`: its process, watched for its exit */
+    fx_watch_t *exit_watch;
+    struct opeer_id *exit_id; /* the watch's argument: the peer by identity */
 } owner_peer_t;
+
+typedef struct opeer_id {
+    struct opeers *u;
+    char node_id[FX_ID_MAX];
+    uint64_t generation;
+} opeer_id_t;
 
 /* pushes to one target owner not retired by UCX yet */
 typedef struct opush_target {
@@ -52,6 +62,7 @@ typedef struct opeers {
     uint64_t pushes_unsettled, pushes_held_after_report;
     uint64_t peers_failed_dead; /* UCX peers failed because the master no longer lists their owner */
     uint64_t peers_mapped;      /* peers whose segment is mapped here (same host) */
+    uint64_t peers_exited;      /* mapped peers whose process exited (their pidfd) */
     uint64_t alive_master;      /* the master generation of the last CLUSTER_INFO */
     opush_t *linger; /* failed pushes retired by UCX, unsettled until their until_ms */
 } opeers_t;
@@ -62,6 +73,7 @@ typedef struct opeers {
  * sees its stamp next turn). While the rings are polled the loop does not sleep: progress
  * only (the arm drains the event fd, a system call every 20 us). */
 static void opeer_unmap(opeers_t *u, owner_peer_t *p);
+static void opeer_unwatch(opeers_t *u, owner_peer_t *p);
 
 static bool opeer_idle(void *arg)
 {
@@ -128,6 +140,7 @@ FX_INTERNAL void fx_opeers_shutdown(fx_owner_t *o)
     if (!u) return;
     fx_timer_disarm(o->r, &u->timer);
     fx_reactor_del_idle_hook(o->r, opeer_idle, u);
+    for (size_t i = 0; i < u->n_peers; i++) opeer_unwatch(u, &u->peers[i]); /* the reactor drains */
     if (u->watch) fx_reactor_unwatch(o->r, u->watch);
     u->watch = NULL;
 }
@@ -174,9 +187,20 @@ FX_INTERNAL void fx_opeers_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey
 /* A peer's mapping goes with its UCX peer (closed, replaced or dead; before fx_ucx_peer_close,
  * which may free the peer): a dead owner's memory is not kept alive here. Transfers through it were copies made at submission: none reads
  * it any more. */
+static void opeer_unwatch(opeers_t *u, owner_peer_t *p)
+{
+    if (p->exit_watch) fx_reactor_unwatch(u->r, p->exit_watch); /* its callback never runs after */
+    p->exit_watch = NULL;
+    fx_free(p->exit_id);
+    p->exit_id = NULL;
+}
+
 static void opeer_unmap(opeers_t *u, owner_peer_t *p)
 {
     if (!p->mapped) return;
+    opeer_unwatch(u, p);
+    if (p->pidfd >= 0) close(p->pidfd);
+    p->pidfd = -1;
     fx_ucx_peer_set_local(p->peer, NULL, 0);
     if (p->pf) fx_prefault_stop(p->pf);
     fx_free(p->pf);
@@ -186,13 +210,41 @@ static void opeer_unmap(opeers_t *u, owner_peer_t *p)
     u->peers_mapped--;
 }
 
+/* A mapped peer's process exited (its pidfd is readable): its segment is unmapped at once,
+ * not when the master says so (a new master may never list it), and its UCX peer fails,
+ * so the next transfer to that owner connects afresh (and maps a restarted one). */
+static void opeer_exited(void *arg)
+{
+    opeer_id_t *id = arg;
+    opeers_t *u = id->u;
+    for (size_t i = 0; i < u->n_peers; i++) {
+        owner_peer_t *p = &u->peers[i];
+        if (strcmp(p->node_id, id->node_id) || p->generation != id->generation || !p->mapped) continue;
+        FX_INFO("owner %s (generation %llu) exited: its segment is unmapped here", p->node_id,
+                (unsigned long long)p->generation);
+        u->peers_exited++;
+        opeer_unmap(u, p); /* frees id */
+        (void)fx_ucx_peer_fail(p->peer);
+        return;
+    }
+}
+
 /* Same host: the peer's segment mapped here, its transfers memcpy (peer_map.c). */
 static void opeer_map(fx_owner_t *o, owner_peer_t *p, fx_str_t rkey)
 {
     opeers_t *u = o->peers;
-    p->mapped = fx_opm_attach(o, p->node_id, p->generation, rkey);
+    p->mapped = fx_opm_attach(o, p->node_id, p->generation, rkey, &p->pidfd);
     if (!p->mapped) return;
     u->peers_mapped++;
+    p->exit_id = fx_malloc(sizeof *p->exit_id);
+    if (p->exit_id) {
+        *p->exit_id = (opeer_id_t){.u = u, .generation = p->generation};
+        snprintf(p->exit_id->node_id, sizeof p->exit_id->node_id, "%s", p->node_id);
+    }
+    if (!p->exit_id || fx_reactor_watch_fd(u->r, p->pidfd, opeer_exited, p->exit_id, &p->exit_watch) != FLUXON_OK) {
+        opeer_unmap(u, p); /* no way to see it exit: UCX */
+        return;
+    }
     fx_ucx_peer_set_local(p->peer, fx_segment_base(p->mapped), fx_segment_len(p->mapped));
     p->pf = fx_calloc(1, sizeof *p->pf);
     if (p->pf) { /* its first accesses from here cost what the segment's own did (prefault.c) */
@@ -235,7 +287,7 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
         return NULL;
     }
     owner_peer_t *p = &u->peers[u->n_peers++];
-    *p = (owner_peer_t){.generation = generation, .peer = peer, .listed = true}; /* listed: the master routed a value to it */
+    *p = (owner_peer_t){.generation = generation, .peer = peer, .listed = true, .pidfd = -1}; /* listed: the master routed a value to it */
     fx_str_copy(node_id, p->node_id, sizeof p->node_id);
     opeer_map(o, p, rkey);
     return peer;
@@ -372,5 +424,6 @@ FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->pushes_held_after_report = u->pushes_held_after_report;
     m->peers_failed_dead = u->peers_failed_dead;
     m->peers_mapped = u->peers_mapped;
+    m->peers_exited = u->peers_exited;
     fx_ucx_local_stats(u->ucx, &m->peer_map_transfers, &m->peer_map_bytes);
 }

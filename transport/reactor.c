@@ -19,7 +19,7 @@ struct fx_watch {
     fx_io_t io;
     fx_reactor_t *r;
     int fd;
-    bool active, in_flight;
+    bool active, in_flight, in_cb; /* in_cb: its callback runs (an unwatch there frees it after) */
     void (*cb)(void *);
     void *arg;
 };
@@ -322,7 +322,9 @@ static void reactor_on_watch(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fla
         fx_free(w);
         return;
     }
+    w->in_cb = true;
     w->cb(w->arg);
+    w->in_cb = false;
     if (w->active) reactor_watch_arm(w);
     else fx_free(w);
 }
@@ -347,6 +349,7 @@ FX_INTERNAL void fx_reactor_unwatch(fx_reactor_t *r, fx_watch_t *w)
 {
     if (!w) return;
     w->active = false;
+    if (w->in_cb) return; /* reactor_on_watch frees it once the callback returns */
     if (w->in_flight) {
         struct io_uring_sqe *sqe = fx_reactor_sqe(r, NULL);
         io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)&w->io);

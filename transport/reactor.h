@@ -89,7 +89,8 @@ FX_INTERNAL void fx_reactor_del_idle_hook(fx_reactor_t *r, bool (*hook)(void *ar
 FX_INTERNAL bool fx_reactor_idle_kept_busy(const fx_reactor_t *r);
 
 /* Watches fd for readability (one-shot poll re-armed after each callback) and calls
- * cb(arg) on the reactor thread: the hook point for the UCX worker's event fd. */
+ * cb(arg) on the reactor thread: the hook point for the UCX worker's event fd. After
+ * fx_reactor_unwatch (also from inside cb) cb is never called again. */
 typedef struct fx_watch fx_watch_t;
 FX_INTERNAL int fx_reactor_watch_fd(fx_reactor_t *r, int fd, void (*cb)(void *arg), void *arg,
                                     fx_watch_t **w_p);

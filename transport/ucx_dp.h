@@ -213,16 +213,20 @@ FX_INTERNAL const char *fx_ucx_peer_mech_name(const fx_ucx_peer_t *p);
 
 /* Same host (issue 38): the peer's region [remote_base, remote_base + len) is mapped in this
  * process too, at base, by the caller, who keeps it mapped until fx_ucx_peer_close(p).
- * Transfers on p are then copies made inside fx_ucx_transfer (memcpy: no UCX request, no
- * work for the peer's worker, no timeout to wait for); their callbacks still run from a
- * later fx_ucx_progress. A range past len fails its batch with FLUXON_ERR_INVALID_ARGUMENT
+ * Transfers on p of at most FX_UCX_LOCAL_MAX_BYTES in all are then copies made inside
+ * fx_ucx_transfer (memcpy: no UCX request, no work for the peer's worker, no timeout to
+ * wait for; a larger batch goes over UCX, so one transfer never holds the caller's loop
+ * for more than ~1 ms); their callbacks still run from a later fx_ucx_progress. A range past len fails its batch with FLUXON_ERR_INVALID_ARGUMENT
  * (nothing of the batch is copied; the peer stays usable). base NULL goes back to UCX. Counted in fx_ucx_local_stats. */
 FX_INTERNAL void fx_ucx_peer_set_local(fx_ucx_peer_t *p, void *base, uint64_t len);
+
+#define FX_UCX_LOCAL_MAX_BYTES (4ull << 20)
 
 /* Transfers and bytes copied through peers' local mappings since fx_ucx_create. */
 FX_INTERNAL void fx_ucx_local_stats(const fx_ucx_t *u, uint64_t *xfers, uint64_t *bytes);
 
-/* Submits one batch: all n ranges are posted at once (ucp_*_nbx), then cb is invoked
+/* Submits one batch: all n ranges are posted at once (ucp_*_nbx; on a locally mapped peer,
+ * fx_ucx_peer_set_local, copied now, within the bound there), then cb is invoked
  * ONCE when every range has completed, with FLUXON_OK or the first error. Local buffers
  * must stay valid and untouched until the callback. Ranges may but need not lie in a
  * region mapped with fx_ucx_mem_map (a mapped one avoids UCX registration lookups).

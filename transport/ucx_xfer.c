@@ -400,7 +400,9 @@ static void ucxdp_xfer_post_all(ucxdp_xfer_t *x)
     fx_ucx_peer_t *peer = x->peer;
     size_t n = x->n;
     int st = FLUXON_OK;
-    if (peer->local) {
+    uint64_t bytes = 0;
+    for (size_t i = 0; peer->local && i < n && bytes <= FX_UCX_LOCAL_MAX_BYTES; i++) bytes += x->r[i].len;
+    if (peer->local && bytes <= FX_UCX_LOCAL_MAX_BYTES) { /* larger: UCX, which the reactor interleaves */
         ucxdp_xfer_event(x, ucxdp_post_local(x)); /* drop the guard: finished, queued for progress */
         return;
     }

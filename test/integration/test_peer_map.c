@@ -1,8 +1,8 @@
 /* test_peer_map.c — owners of one host copy through each other's mapped segment (issue 38,
  * owner/peer_map.c): a get from another owner of this process and the write-backs to a CPU
  * owner in a process of its own move byte-exact values by memcpy (peer_map_transfers, no UCX
- * transfer); "peer_segments":"ucx" keeps them on UCX; a peer the master declares dead is
- * unmapped (its memory is not kept alive here). */
+ * transfer); "peer_segments":"ucx" keeps them on UCX; a peer whose process exits is unmapped
+ * at once (its pidfd: its memory is not kept alive here). */
 #include <criterion/criterion.h>
 #include <signal.h>
 
@@ -126,7 +126,10 @@ Test(peer_map, write_backs_to_a_cpu_owner_of_this_host_go_through_its_mapping_un
     cr_assert_gt(kf_stat(a, "evict_copied"), 0, "values left A with their copy on C");
     cr_assert_gt(back, 0, "values demoted to C read back byte-exact");
     cr_assert_eq(kill(pm_proc, SIGKILL), 0);
-    cr_assert(kf_wait_stat(a, "peers_mapped", 0, 15000), "C's segment is unmapped once the master declares it dead");
+    double t0 = th_now_s();
+    cr_assert(kf_wait_stat(a, "peers_mapped", 0, 15000), "C's segment is unmapped once C exits");
+    cr_assert_eq(kf_stat(a, "peers_exited"), 1, "seen by C's pidfd, not by the master (heartbeat_timeout_ms 1500)");
+    cr_log_info("C unmapped %.3f s after its kill", th_now_s() - t0);
     waitpid(pm_proc, NULL, 0);
     pm_proc = -1;
     put_n(a, "after", 16); /* A goes on alone */
