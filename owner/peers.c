@@ -311,7 +311,6 @@ FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, uint64_t master_generation, cons
         bool was_listed = p->listed;
         p->listed = listed;
         bool dead = replaced || (same_master && was_listed && !listed);
-        if (dead) opeer_unmap(u, p); /* its memory is not kept alive here; the next copy goes through UCX */
         if (!dead || fx_ucx_peer_status(p->peer) || fx_ucx_peer_detects_failure(p->peer)) continue;
         size_t inflight = fx_ucx_peer_fail(p->peer);
         u->peers_failed_dead++;

@@ -76,6 +76,7 @@ struct fx_ucx_peer {
     size_t refs; /* unfinished transfers on this peer */
     uint8_t mech, err_peer, user_closed, closing;
     uint8_t *local;      /* the peer's region mapped here (fx_ucx_peer_set_local), else NULL */
+    uint8_t warmed;      /* its warm-up read was posted (fx_ucx_peer_set_local) */
     uint64_t local_len;
     fx_ucx_peer_t *prev, *next;
 };
@@ -99,6 +100,7 @@ struct fx_ucx {
     size_t addr_len;
     uint64_t timeout_ns;
     uint64_t local_xfers, local_bytes; /* transfers copied through a peer's local mapping */
+    uint8_t warm_buf[64];              /* where warm-up reads land (fx_ucx_peer_set_local) */
     fx_ucx_mech_t mech;
     bool shm_only;
     bool destroying;
