@@ -250,7 +250,7 @@ static void opeer_map(fx_owner_t *o, owner_peer_t *p, fx_str_t rkey)
     if (p->pf) { /* its first accesses from here cost what the segment's own did (prefault.c) */
         p->pf->touch = o->cfg.segment_touch;
         fx_prefault_start(p->pf, fx_segment_base(p->mapped), fx_segment_len(p->mapped),
-                          fx_segment_huge(p->mapped) ? (2u << 20) : 4096u, -1, "owner", o->cfg.node_id);
+                          fx_segment_huge(p->mapped) ? FX_SEGMENT_HUGE_BYTES : FX_SEGMENT_PAGE_BYTES, -1, "owner", o->cfg.node_id);
     }
     FX_INFO("owner %s: owner %s (generation %llu) runs on this host: its segment (%llu MiB) is mapped here, "
             "transfers with it are memcpy (peer_segments)", o->cfg.node_id, p->node_id,

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -334,6 +336,8 @@ FX_INTERNAL int fx_segment_attach(int fd, uint64_t expected_generation, fx_segme
 
     seg->fd = fd;
     seg->len = len;
+    struct statfs sf; /* a hugetlb memfd: its pages are 2 MiB here too (prefault steps) */
+    seg->huge = fstatfs(fd, &sf) == 0 && sf.f_type == HUGETLBFS_MAGIC;
     seg->generation = h->generation;
     seg->numa_node = h->numa_node;
     memcpy(seg->node_id, h->node_id, sizeof seg->node_id);
