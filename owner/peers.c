@@ -229,12 +229,11 @@ static void opeer_exited(void *arg)
     }
 }
 
-/* Same host: the peer's segment mapped here, its transfers memcpy (peer_map.c). */
-static void opeer_map(fx_owner_t *o, owner_peer_t *p, fx_str_t rkey)
+/* Same host: p's segment is mapped here (p->mapped, its UCX peer made mapped): watch its
+ * process, fault the mapping in (peer_map.c). */
+static void opeer_mapped(fx_owner_t *o, owner_peer_t *p)
 {
     opeers_t *u = o->peers;
-    p->mapped = fx_opm_attach(o, p->node_id, p->generation, rkey, &p->pidfd);
-    if (!p->mapped) return;
     u->peers_mapped++;
     p->exit_id = fx_malloc(sizeof *p->exit_id);
     if (p->exit_id) {
@@ -242,10 +241,9 @@ static void opeer_map(fx_owner_t *o, owner_peer_t *p, fx_str_t rkey)
         snprintf(p->exit_id->node_id, sizeof p->exit_id->node_id, "%s", p->node_id);
     }
     if (!p->exit_id || fx_reactor_watch_fd(u->r, p->pidfd, opeer_exited, p->exit_id, &p->exit_watch) != FLUXON_OK) {
-        opeer_unmap(u, p); /* no way to see it exit: UCX */
+        opeer_unmap(u, p); /* no way to see it exit: UCX (its endpoint is made then) */
         return;
     }
-    fx_ucx_peer_set_local(p->peer, fx_segment_base(p->mapped), fx_segment_len(p->mapped));
     p->pf = fx_calloc(1, sizeof *p->pf);
     if (p->pf) { /* its first accesses from here cost what the segment's own did (prefault.c) */
         p->pf->touch = o->cfg.segment_touch;
@@ -279,7 +277,17 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
         u->cap_peers = nc;
     }
     fx_ucx_peer_t *peer = NULL;
-    int rc = fx_ucx_peer_connect(u->ucx, address.p, address.len, rkey.p, fx_opm_ucx_len(rkey), base, &peer);
+    char id[FX_ID_MAX];
+    fx_str_copy(node_id, id, sizeof id);
+    int pidfd = -1;
+    fx_segment_t *seg = fx_opm_attach(o, id, generation, rkey, &pidfd); /* same host: mapped, no UCX endpoint */
+    int rc = seg ? fx_ucx_peer_connect_mapped(u->ucx, address.p, address.len, rkey.p, fx_opm_ucx_len(rkey), base,
+                                              fx_segment_base(seg), fx_segment_len(seg), &peer)
+                 : fx_ucx_peer_connect(u->ucx, address.p, address.len, rkey.p, fx_opm_ucx_len(rkey), base, &peer);
+    if (rc != FLUXON_OK && seg) {
+        fx_segment_destroy(seg);
+        close(pidfd);
+    }
     if (rc != FLUXON_OK) {
         FX_WARN("cannot connect to owner %.*s over UCX: %s%s%s%s", (int)node_id.len, node_id.p, fluxon_status_string(rc),
                 o->cfg.ucx_tls[0] ? " (this owner's ucx_tls is \"" : "", o->cfg.ucx_tls,
@@ -287,9 +295,10 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
         return NULL;
     }
     owner_peer_t *p = &u->peers[u->n_peers++];
-    *p = (owner_peer_t){.generation = generation, .peer = peer, .listed = true, .pidfd = -1}; /* listed: the master routed a value to it */
+    *p = (owner_peer_t){.generation = generation, .peer = peer, .listed = true, .mapped = seg, .pidfd = pidfd};
+    /* listed: the master routed a value to it */
     fx_str_copy(node_id, p->node_id, sizeof p->node_id);
-    opeer_map(o, p, rkey);
+    if (seg) opeer_mapped(o, p);
     return peer;
 }
 

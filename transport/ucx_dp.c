@@ -73,7 +73,7 @@ static void ucxdp_peer_shutdown(fx_ucx_peer_t *p)
     bool graceful = p->status == FLUXON_ERR_CANCELLED && p->refs == 0;
     ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                               .flags = graceful ? 0 : UCP_EP_CLOSE_FLAG_FORCE};
-    ucs_status_ptr_t r = ucp_ep_close_nbx(p->ep, &cp);
+    ucs_status_ptr_t r = p->ep ? ucp_ep_close_nbx(p->ep, &cp) : NULL; /* a mapped peer may have none */
     p->ep = NULL;
     if (UCS_PTR_IS_PTR(r)) {
         p->close_req = r;
@@ -102,6 +102,8 @@ static void ucxdp_peer_free(fx_ucx_peer_t *p)
     fx_ucx_t *u = p->u;
     if (p->prev) p->prev->next = p->next; else u->peers = p->next;
     if (p->next) p->next->prev = p->prev;
+    fx_free(p->lazy_addr);
+    fx_free(p->lazy_rkey);
     fx_free(p);
 }
 
@@ -631,18 +633,11 @@ static fx_ucx_mech_t ucxdp_detect_mech(ucp_ep_h ep)
     return rdma || !am_better ? FX_UCX_MECH_RMA : FX_UCX_MECH_AM;
 }
 
-FX_INTERNAL int fx_ucx_peer_connect(fx_ucx_t *u, const void *worker_addr, size_t addr_len,
-                                    const void *rkey_buf, size_t rkey_len,
-                                    uint64_t remote_base, fx_ucx_peer_t **p_p)
+/* p's endpoint (error handling PEER, else NONE where only that reaches it) and rkey. On an
+ * error p->ep is NULL when the endpoint could not be made, else the rkey is missing. */
+static int ucxdp_peer_open(fx_ucx_peer_t *p, const void *worker_addr, const void *rkey_buf, size_t rkey_len)
 {
-    if (!u || !worker_addr || !addr_len || !rkey_buf || !rkey_len || !p_p)
-        return FLUXON_ERR_INVALID_ARGUMENT;
-    if (u->destroying) return FLUXON_ERR_CANCELLED;
-    fx_ucx_peer_t *p = fx_calloc(1, sizeof *p);
-    if (!p) return FLUXON_ERR_NOMEM;
-    p->u = u;
-    p->remote_base = remote_base;
-    p->err_peer = !u->shm_only;
+    fx_ucx_t *u = p->u;
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -661,27 +656,100 @@ FX_INTERNAL int fx_ucx_peer_connect(fx_ucx_t *u, const void *worker_addr, size_t
     }
     if (st != UCS_OK) {
         FX_ERROR("ucx: ucp_ep_create: %s", ucs_status_string(st));
-        fx_free(p);
+        p->ep = NULL;
         return st == UCS_ERR_UNREACHABLE ? FLUXON_ERR_UNAVAILABLE : ucxdp_map_init(st);
     }
-    p->next = u->peers;
-    if (u->peers) u->peers->prev = p;
-    u->peers = p;
     st = ucp_ep_rkey_unpack(p->ep, rkey_buf, &p->rkey);
     if (st != UCS_OK) {
         FX_ERROR("ucx: ucp_ep_rkey_unpack (%zu bytes): %s", rkey_len, ucs_status_string(st));
         p->rkey = NULL;
+        return st == UCS_ERR_NO_MEMORY ? FLUXON_ERR_NOMEM : FLUXON_ERR_PROTOCOL;
+    }
+    p->mech = (uint8_t)(u->mech != FX_UCX_MECH_AUTO ? u->mech : ucxdp_detect_mech(p->ep));
+    return FLUXON_OK;
+}
+
+static fx_ucx_peer_t *ucxdp_peer_new(fx_ucx_t *u, uint64_t remote_base)
+{
+    fx_ucx_peer_t *p = fx_calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->u = u;
+    p->remote_base = remote_base;
+    p->err_peer = !u->shm_only;
+    return p;
+}
+
+static void ucxdp_peer_link(fx_ucx_peer_t *p)
+{
+    fx_ucx_t *u = p->u;
+    p->next = u->peers;
+    if (u->peers) u->peers->prev = p;
+    u->peers = p;
+}
+
+FX_INTERNAL int fx_ucx_peer_connect(fx_ucx_t *u, const void *worker_addr, size_t addr_len,
+                                    const void *rkey_buf, size_t rkey_len,
+                                    uint64_t remote_base, fx_ucx_peer_t **p_p)
+{
+    if (!u || !worker_addr || !addr_len || !rkey_buf || !rkey_len || !p_p)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    if (u->destroying) return FLUXON_ERR_CANCELLED;
+    fx_ucx_peer_t *p = ucxdp_peer_new(u, remote_base);
+    if (!p) return FLUXON_ERR_NOMEM;
+    int rc = ucxdp_peer_open(p, worker_addr, rkey_buf, rkey_len);
+    if (!p->ep) {
+        fx_free(p);
+        return rc;
+    }
+    ucxdp_peer_link(p);
+    if (rc != FLUXON_OK) { /* the rkey */
         p->status = FLUXON_ERR_PROTOCOL;
         p->user_closed = 1;
         ucxdp_peer_shutdown(p);
         ucxdp_peer_retire(p, fx_now_ns());
-        return st == UCS_ERR_NO_MEMORY ? FLUXON_ERR_NOMEM : FLUXON_ERR_PROTOCOL;
+        return rc;
     }
-    p->mech = (uint8_t)(u->mech != FX_UCX_MECH_AUTO ? u->mech : ucxdp_detect_mech(p->ep));
     FX_DEBUG("ucx: peer connected (mechanism %s, error handling %s)",
              fx_ucx_peer_mech_name(p), p->err_peer ? "peer" : "none");
     *p_p = p;
     return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_ucx_peer_connect_mapped(fx_ucx_t *u, const void *worker_addr, size_t addr_len,
+                                           const void *rkey_buf, size_t rkey_len, uint64_t remote_base,
+                                           void *local, uint64_t local_len, fx_ucx_peer_t **p_p)
+{
+    if (!u || !worker_addr || !addr_len || !rkey_buf || !rkey_len || !local || !local_len || !p_p)
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    if (u->destroying) return FLUXON_ERR_CANCELLED;
+    fx_ucx_peer_t *p = ucxdp_peer_new(u, remote_base);
+    if (!p) return FLUXON_ERR_NOMEM;
+    p->lazy_addr = fx_malloc(addr_len);
+    p->lazy_rkey = fx_malloc(rkey_len);
+    if (!p->lazy_addr || !p->lazy_rkey) {
+        fx_free(p->lazy_addr);
+        fx_free(p->lazy_rkey);
+        fx_free(p);
+        return FLUXON_ERR_NOMEM;
+    }
+    memcpy(p->lazy_addr, worker_addr, addr_len);
+    memcpy(p->lazy_rkey, rkey_buf, rkey_len);
+    p->lazy_rkey_len = rkey_len;
+    p->local = local;
+    p->local_len = local_len;
+    ucxdp_peer_link(p);
+    *p_p = p;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_ucxdp_peer_open_lazy(fx_ucx_peer_t *p)
+{
+    if (p->ep) return FLUXON_OK;
+    if (!p->lazy_addr) return FLUXON_ERR_UNAVAILABLE;
+    int rc = ucxdp_peer_open(p, p->lazy_addr, p->lazy_rkey, p->lazy_rkey_len);
+    if (rc != FLUXON_OK && p->status == FLUXON_OK) /* the next transfer to its owner connects afresh */
+        p->status = rc == FLUXON_ERR_NOMEM ? FLUXON_ERR_UNAVAILABLE : rc;
+    return rc;
 }
 
 FX_INTERNAL bool fx_ucx_peer_detects_failure(const fx_ucx_peer_t *p) { return p && p->err_peer; }

@@ -222,6 +222,17 @@ FX_INTERNAL void fx_ucx_peer_set_local(fx_ucx_peer_t *p, void *base, uint64_t le
 
 #define FX_UCX_LOCAL_MAX_BYTES (4ull << 20)
 
+/* A peer of the same host whose region is mapped here (fx_ucx_peer_set_local's terms, set
+ * from the start): no UCX endpoint is made until a transfer needs one (a batch over
+ * FX_UCX_LOCAL_MAX_BYTES, or after fx_ucx_peer_set_local(p, NULL, 0)); worker_addr and
+ * rkey_buf are copied for it. An endpoint nothing uses would only carry UCX's wireup, and
+ * UCX 1.13 asserts in ucp_worker_destroy when a wireup reply is still pending ("got REP
+ * message"). Same returns as fx_ucx_peer_connect; a failure to make the endpoint later
+ * fails that transfer and the peer (FLUXON_ERR_UNAVAILABLE or the cause). */
+FX_INTERNAL int fx_ucx_peer_connect_mapped(fx_ucx_t *u, const void *worker_addr, size_t addr_len,
+                                           const void *rkey_buf, size_t rkey_len, uint64_t remote_base,
+                                           void *local, uint64_t local_len, fx_ucx_peer_t **p_p);
+
 /* Transfers and bytes copied through peers' local mappings since fx_ucx_create. */
 FX_INTERNAL void fx_ucx_local_stats(const fx_ucx_t *u, uint64_t *xfers, uint64_t *bytes);
 

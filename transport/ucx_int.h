@@ -76,10 +76,15 @@ struct fx_ucx_peer {
     size_t refs; /* unfinished transfers on this peer */
     uint8_t mech, err_peer, user_closed, closing;
     uint8_t *local;      /* the peer's region mapped here (fx_ucx_peer_set_local), else NULL */
-    uint8_t warmed;      /* its warm-up read was posted (fx_ucx_peer_set_local) */
+    void *lazy_addr, *lazy_rkey; /* fx_ucx_peer_connect_mapped: the endpoint is made at the */
+    size_t lazy_rkey_len;        /* first transfer that needs UCX (none till then) */
     uint64_t local_len;
     fx_ucx_peer_t *prev, *next;
 };
+
+/* Makes a mapped peer's endpoint now (fx_ucx_peer_connect_mapped): FLUXON_OK, or the peer
+ * failed (its status says why). */
+FX_INTERNAL int fx_ucxdp_peer_open_lazy(fx_ucx_peer_t *p);
 
 /* Target-side state of one AM request (ucx_am.c). */
 typedef struct ucxdp_tgt ucxdp_tgt_t;
@@ -100,7 +105,6 @@ struct fx_ucx {
     size_t addr_len;
     uint64_t timeout_ns;
     uint64_t local_xfers, local_bytes; /* transfers copied through a peer's local mapping */
-    uint8_t warm_buf[64];              /* where warm-up reads land (fx_ucx_peer_set_local) */
     fx_ucx_mech_t mech;
     bool shm_only;
     bool destroying;

@@ -382,26 +382,9 @@ static int ucxdp_post_local(ucxdp_xfer_t *x)
     return FLUXON_OK;
 }
 
-static void ucxdp_warm_done(void *arg, int status)
-{
-    (void)arg;
-    (void)status; /* a failure shows on the next transfer */
-}
-
-static int ucxdp_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op, const fx_ucx_range_t *ranges, size_t n,
-                          fx_ucx_done_cb cb, void *arg, bool hooks);
-
 FX_INTERNAL void fx_ucx_peer_set_local(fx_ucx_peer_t *p, void *base, uint64_t len)
 {
     if (!p) return;
-    if (base && !p->warmed && p->status == FLUXON_OK && !p->closing) {
-        /* One small read over UCX first, so the endpoint's wireup completes now: a worker
-         * destroyed with a wireup reply still pending trips an assertion in UCX 1.13
-         * (ucp_request_send_state_ff, "got REP message"), which an endpoint nothing else
-         * ever uses made likely. Into u's own buffer (freed after the worker); no test hook. */
-        fx_ucx_range_t r = {.local = p->u->warm_buf, .remote_offset = 0, .len = sizeof p->u->warm_buf};
-        p->warmed = ucxdp_transfer(p->u, p, FX_UCX_GET, &r, 1, ucxdp_warm_done, NULL, false) == FLUXON_OK;
-    }
     p->local = base;
     p->local_len = base ? len : 0;
 }
@@ -422,6 +405,13 @@ static void ucxdp_xfer_post_all(ucxdp_xfer_t *x)
     if (peer->local && bytes <= FX_UCX_LOCAL_MAX_BYTES) { /* larger: UCX, which the reactor interleaves */
         ucxdp_xfer_event(x, ucxdp_post_local(x)); /* drop the guard: finished, queued for progress */
         return;
+    }
+    if (!peer->ep) { /* a mapped peer's first transfer over UCX */
+        int rc = fx_ucxdp_peer_open_lazy(peer);
+        if (rc != FLUXON_OK) {
+            ucxdp_xfer_event(x, rc);
+            return;
+        }
     }
     for (size_t i = 0, k; i < n && st == FLUXON_OK; i += k) {
         k = ucxdp_v_count(x, i);
@@ -449,12 +439,6 @@ static void ucxdp_xfer_post_all(ucxdp_xfer_t *x)
 FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op,
                                 const fx_ucx_range_t *ranges, size_t n, fx_ucx_done_cb cb,
                                 void *arg)
-{
-    return ucxdp_transfer(u, peer, op, ranges, n, cb, arg, true);
-}
-
-static int ucxdp_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op, const fx_ucx_range_t *ranges, size_t n,
-                          fx_ucx_done_cb cb, void *arg, bool hooks)
 {
     if (!u || !peer || !ranges || !cb || n == 0 || peer->u != u ||
         (op != FX_UCX_GET && op != FX_UCX_PUT))
@@ -497,7 +481,7 @@ static int ucxdp_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op, cons
     u->live_tail = x;
     peer->refs++;
 
-    uint32_t *late = !hooks ? NULL : op == FX_UCX_GET ? &u->test_late_n : op == FX_UCX_PUT ? &u->test_late_puts_n : NULL;
+    uint32_t *late = op == FX_UCX_GET ? &u->test_late_n : op == FX_UCX_PUT ? &u->test_late_puts_n : NULL;
     if (late && *late) { /* test hook: reported now, posted later */
         (*late)--;
         x->test_post_ns = fx_now_ns() + (uint64_t)u->test_late_ms * 1000000ull;

@@ -532,6 +532,46 @@ Test(ucx_dp, a_locally_mapped_peer_copies_with_memcpy, .timeout = 60)
     tucx_self_teardown(&s);
 }
 
+/* A peer connected mapped has no UCX endpoint until a transfer needs one: copies first,
+ * then (set_local NULL) the endpoint is made at the next transfer, which lands over UCX. */
+Test(ucx_dp, a_peer_connected_mapped_makes_its_endpoint_when_first_needed, .timeout = 60)
+{
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AM);
+    const void *addr;
+    size_t alen, rlen;
+    void *rkey;
+    cr_assert_eq(fx_ucx_worker_address(s.u, &addr, &alen), FLUXON_OK);
+    cr_assert_eq(fx_ucx_rkey_pack(s.m, &rkey, &rlen), FLUXON_OK);
+    fx_ucx_peer_t *mp = NULL;
+    cr_assert_eq(fx_ucx_peer_connect_mapped(s.u, addr, alen, rkey, rlen, (uintptr_t)s.buf, NULL, 0, &mp),
+                 FLUXON_ERR_INVALID_ARGUMENT, "a mapping is required");
+    cr_assert_eq(fx_ucx_peer_connect_mapped(s.u, addr, alen, rkey, rlen, (uintptr_t)s.buf, s.buf, TUCX_SELF_LEN, &mp),
+                 FLUXON_OK);
+    fx_ucx_buf_free(rkey);
+    cr_assert_str_eq(fx_ucx_peer_mech_name(mp), "local");
+    memset(s.buf + TUCX_SELF_LEN, 0, 8192);
+    fx_ucx_range_t g = {.local = s.buf + TUCX_SELF_LEN, .remote_offset = 4096, .len = 8192};
+    tucx_done_t d = {0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, mp, FX_UCX_GET, &g, 1, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_OK);
+    cr_assert_eq(memcmp(s.buf + TUCX_SELF_LEN, s.buf + 4096, 8192), 0);
+    fx_ucx_peer_set_local(mp, NULL, 0);
+    memset(s.buf + TUCX_SELF_LEN, 0, 8192);
+    d = (tucx_done_t){0, 0, 0};
+    cr_assert_eq(fx_ucx_transfer(s.u, mp, FX_UCX_GET, &g, 1, tucx_cb, &d), FLUXON_OK);
+    cr_assert(tucx_wait(s.u, &d, 10000));
+    cr_assert_eq(d.status, FLUXON_OK, "%s", fluxon_status_string(d.status));
+    cr_assert_eq(memcmp(s.buf + TUCX_SELF_LEN, s.buf + 4096, 8192), 0, "over UCX, byte-exact");
+    cr_assert_str_eq(fx_ucx_peer_mech_name(mp), "am", "its endpoint was made");
+    uint64_t xfers = 0, bytes = 0;
+    fx_ucx_local_stats(s.u, &xfers, &bytes);
+    cr_assert_eq(xfers, 1);
+    fx_ucx_peer_close(mp);
+    tucx_self_teardown(&s);
+}
+
 /* The AM target only serves ranges inside its mapped regions. */
 Test(ucx_dp, am_target_rejects_outside_region, .timeout = 60)
 {
