@@ -471,7 +471,10 @@ const char *fluxon_last_error_message(void);
  * nowhere (the get_start's prefix ends there). One-way: the call queues one
  * message (on the shared-memory ring when it fits, else the socket's out-queue) and returns
  * without waiting, ever; nothing tells whether or when the reads ended. A hint that fails on
- * the owner (a key gone meanwhile, no room) costs the later get its wait; the copies it
+ * the owner (a key gone meanwhile, no room) costs the later get its wait. A hint never
+ * waits on the owner either: a key is read only into a slot free now (or one a grant brings),
+ * never one eviction would have to make, so no put queues behind a prefetch (the owner's
+ * counter prefetch_no_room counts the keys skipped for want of one); the copies it
  * brings in take room like any value (a tenant at its quota evicts its own coldest for
  * them: prefetch what will be read soon, not more). Keys as get_start's
  * (1..FLUXON_MAX_BATCH_KEYS NUL-terminated keys of 1..FLUXON_MAX_KEY_BYTES bytes, less

@@ -512,6 +512,26 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
     ocl_serve(o, cs->grant_inflight || ocl_can_grow(o)); /* carving first, then a grant or eviction */
 }
 
+FX_INTERNAL bool fx_oclaim_unless_evicting(fx_owner_t *o, uint64_t value_len, fx_slot_ref_t *slot,
+                                          uint64_t deadline_ms, fx_oclaim_cb cb, void *arg)
+{
+    oclaims_t *cs = o->claims;
+    uint64_t size = fx_slot_size_for(value_len);
+    if (!cs->claims && !cs->closing && size && size <= o->cfg.grant_bytes) {
+        fx_slot_pool_t *pool = fx_ostore_pool(o);
+        if (fx_slot_pool_claim(pool, value_len, slot) == FLUXON_OK ||
+            (ocl_carve(o, size, 1) && fx_slot_pool_claim(pool, value_len, slot) == FLUXON_OK)) {
+            cb(o, arg, 1);
+            return true;
+        }
+    }
+    /* no slot now: a grant on its way (or one to ask for) serves it, as it would a put;
+     * only eviction could otherwise, and a hint never waits for that */
+    if (size && size <= o->cfg.grant_bytes && !cs->closing && !cs->grant_inflight && !ocl_can_grow(o)) return false;
+    fx_oclaim(o, value_len, 1, slot, deadline_ms, cb, arg);
+    return true;
+}
+
 FX_INTERNAL void fx_oclaims_pump(fx_owner_t *o)
 {
     oclaims_t *c = o->claims;

@@ -719,6 +719,13 @@ FX_INTERNAL void ofetch_claim_all(ofetch_batch_t *f)
         *c = (ofetch_claim_ctx_t){f, og};
         f->claims_pending++;
         ofetch_warn_size(o, og, og->value_len); /* the claim fails: say why, with the numbers */
+        if (og->prefetch && og->nw == 0) { /* a hint: never queued where only eviction serves it */
+            if (!fx_oclaim_unless_evicting(o, og->value_len, &og->slot, f->deadline_ms, ofetch_on_claim, c)) {
+                o->fetch->prefetch_no_room++;
+                ofetch_on_claim(o, c, 0);
+            }
+            continue;
+        }
         fx_oclaim(o, og->value_len, 1, &og->slot, f->deadline_ms, ofetch_on_claim, c);
     }
     if (--f->claims_pending == 0) ofetch_batch_transfer(f);

@@ -33,6 +33,13 @@ FX_INTERNAL bool fx_oclaims_waiting(fx_owner_t *o); /* claims are queued */
  * (fx_now_ms clock) completes short. */
 FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_slot_ref_t *slots,
                            uint64_t deadline_ms, fx_oclaim_cb cb, void *arg);
+/* A claim for a hint (a PREFETCH nobody waits on yet): one slot of value_len into *slot,
+ * as fx_oclaim, unless only eviction could serve it — no slot free now (nor carved from the
+ * grants held), and the pool cannot grow (no grant in flight or to ask for), or claims
+ * already wait: then false, nothing queued and cb not called, so a prefetch never makes a
+ * put wait for eviction behind it (FIFO). True: cb runs (now, or once served). */
+FX_INTERNAL bool fx_oclaim_unless_evicting(fx_owner_t *o, uint64_t value_len, fx_slot_ref_t *slot,
+                                          uint64_t deadline_ms, fx_oclaim_cb cb, void *arg);
 /* The deadline of a claim made for a caller that waits caller_timeout_ms (0: unknown):
  * claim_timeout_ms from now, but never past 9/10 of the caller's wait, so the answer
  * (NO_SPACE) reaches the caller before it gives up. */

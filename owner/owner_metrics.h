@@ -160,6 +160,7 @@
     X(prefetch_lookups, COUNTER, "owner_prefetch_lookups_total", "", "PREFETCH keys neither in memory nor on disk here, looked up at the master for a copy from another owner") \
     X(prefetch_copies, COUNTER, "owner_prefetch_copies_total", "", "Copies from another owner a PREFETCH made (published, kept)") \
     X(prefetch_temp_skipped, COUNTER, "owner_prefetch_temp_skipped_total", "", "PREFETCH keys not fetched: the master allowed only a temporary copy and no get waited") \
+    X(prefetch_no_room, COUNTER, "owner_prefetch_no_room_total", "", "PREFETCH keys not fetched: no slot was free without waiting for eviction (a hint never makes a put wait)") \
     X(get_start_latency, HIST, "owner_get_start_seconds", "", "get_start: request to answer")                  \
     X(ring_wait, HIST, "owner_ring_wait_seconds", "", "A request on the shared-memory rings: posted by the client to taken by the owner's reactor") \
     /* fetch.c */                                                                                                \

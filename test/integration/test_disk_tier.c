@@ -364,6 +364,64 @@ Test(disk_tier, a_prefetch_reads_disk_values_back_before_the_get, .timeout = 240
     fluxon_client_close(c);
 }
 
+/* A prefetch is a hint: it reads into a slot that is free now, never into one it would
+ * have to wait for (a put queued behind its claim would wait too). With every slot of the
+ * owner held by readers, a prefetch of disk keys starts no read and queues no claim
+ * (prefetch_no_room, claim_waits unchanged); once they are released, the same prefetch
+ * reads them back, byte-exact. */
+Test(disk_tier, a_prefetch_never_waits_for_a_slot, .timeout = 240, .fini = fini)
+{
+    up_with("all", ",\"client_limits\":{\"max_pinned_bytes\":\"1GiB\"}"); /* one client may hold them all */
+    fluxon_client *c = rf_client(0);
+    put_all(c);
+    cr_assert(rf_wait_stat(c, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    /* the newest keys hit in memory, older ones come back from disk as temporary copies;
+     * each is held until a get finds no slot and nothing it could evict (NO_SPACE) */
+    static fluxon_holder *h[N_KEYS];
+    int held = 0, rc = FLUXON_OK, i = N_KEYS - 1;
+    char key[64];
+    for (; i >= 0 && rc != FLUXON_ERR_NO_SPACE; i--) {
+        snprintf(key, sizeof key, "k:%d", i);
+        rc = fluxon_get(c, key, &h[held]);
+        cr_assert(rc == FLUXON_OK || rc == FLUXON_ERR_NOT_FOUND || rc == FLUXON_ERR_NO_SPACE, "get %s: %s", key,
+                  fluxon_status_string(rc));
+        held += rc == FLUXON_OK;
+    }
+    cr_assert_eq(rc, FLUXON_ERR_NO_SPACE, "the owner filled with held values (%d held)", held);
+    cr_assert_gt(i, 16, "older keys are left on disk");
+    enum { NK = 16 };
+    char names[NK][16];
+    const char *keys[NK];
+    for (int k = 0; k < NK; k++) {
+        snprintf(names[k], sizeof names[k], "k:%d", k);
+        keys[k] = names[k];
+    }
+    long long reads0 = rf_stat(c, false, "prefetch_reads"), room0 = rf_stat(c, false, "prefetch_no_room");
+    long long waits0 = rf_stat(c, false, "claim_waits"), hits0 = rf_stat(c, false, "disk_hits");
+    long long req0 = rf_stat(c, false, "prefetch_requests");
+    cr_assert_eq(fluxon_prefetch(c, keys, NK), FLUXON_OK);
+    cr_assert(rf_wait_stat(c, false, "prefetch_requests", 1, req0 + 1, 5000), "the one-way PREFETCH was read");
+    cr_assert(rf_wait_stat(c, false, "gets_inflight", 0, 0, 10000));
+    long long asked = rf_stat(c, false, "prefetch_reads") - reads0;
+    cr_assert_gt(asked, NK / 2, "the oldest keys are on disk (%lld)", asked);
+    cr_assert_eq(rf_stat(c, false, "prefetch_no_room") - room0, asked, "no slot free: no read started");
+    cr_assert_eq(rf_stat(c, false, "claim_waits"), waits0, "the prefetch queued no claim");
+    cr_assert_eq(rf_stat(c, false, "disk_hits"), hits0);
+    for (int k = 0; k < held; k++) fluxon_holder_release(h[k]);
+    /* room again: the same hint reads them back, and the gets find them in memory */
+    cr_assert_eq(fluxon_prefetch(c, keys, NK), FLUXON_OK);
+    cr_assert(rf_wait_stat(c, false, "prefetch_requests", 1, req0 + 2, 5000));
+    cr_assert_eq(rf_stat(c, false, "prefetch_reads"), reads0 + 2 * asked, "the same keys on disk");
+    cr_assert(rf_wait_stat(c, false, "gets_inflight", 0, 0, 10000));
+    cr_assert_eq(rf_stat(c, false, "prefetch_no_room") - room0, asked, "room: every read started");
+    cr_assert_eq(rf_stat(c, false, "disk_hits") - hits0, asked);
+    int hits = 0;
+    for (int k = 0; k < NK; k++) hits += get_check(c, names[k], 5000 + (uint64_t)k);
+    cr_assert_geq(hits, asked, "the prefetched keys hit, byte-exact");
+    cr_assert_eq(rf_stat(c, false, "disk_hits") - hits0, asked, "from memory: no second read");
+    fluxon_client_close(c);
+}
+
 /* One number of tenant's entry in the owner's "tenants" stats (-1: absent). */
 static long long tenant_stat(fluxon_client *c, const char *tenant, const char *name)
 {

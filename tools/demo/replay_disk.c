@@ -18,11 +18,11 @@ static const char *const rd_keys[] = {"evict_to_disk",     "disk_hits",         
                                       "disk_recover_ms",   "disk_direct_io",     "disk_records",
                                       "evict_disk_not_admitted", "disk_direct_fallbacks", "disk_staged_reads",
                                       "prefetch_requests", "prefetch_keys", "prefetch_reads", "prefetch_joined",
-                                      "disk_read_ios"};
+                                      "disk_read_ios", "prefetch_no_room"};
 #define RD_N (sizeof rd_keys / sizeof rd_keys[0])
 enum { D_MOVED, D_HITS, D_MISSES, D_RBYTES, D_READS, D_WBYTES, D_BUSY, D_CRC, D_RECOVERED, D_RECOVER_MS, D_DIRECT,
        D_RECORDS, D_NOT_ADMITTED, D_FALLBACKS, D_STAGED, D_PF_REQ, D_PF_KEYS, D_PF_READS, D_PF_JOINED,
-       D_READ_IOS };
+       D_READ_IOS, D_PF_NO_ROOM };
 
 static uint64_t rd_num(const cJSON *obj, const char *key)
 {
@@ -83,9 +83,11 @@ int rp_disk_report(rp_run *r, cJSON *summary)
     uint64_t refused = 0;
     for (unsigned i = 0; i < r->n_workers; i++) refused += r->workers[i].prefetch_refused;
     printf("  prefetch        %s: %llu requests named %llu keys; %llu read back from disk ahead (%llu of them "
-           "joined by their get while in flight); %llu hints dropped or refused\n",
+           "joined by their get while in flight); %llu hints dropped or refused; %llu keys not read for want of a "
+           "free slot (a prefetch never waits for eviction)\n",
            r->o.prefetch ? "on" : "off (--prefetch 0)", (unsigned long long)v[D_PF_REQ], (unsigned long long)v[D_PF_KEYS],
-           (unsigned long long)v[D_PF_READS], (unsigned long long)v[D_PF_JOINED], (unsigned long long)refused);
+           (unsigned long long)v[D_PF_READS], (unsigned long long)v[D_PF_JOINED], (unsigned long long)refused,
+           (unsigned long long)v[D_PF_NO_ROOM]);
     if (summary) {
         cJSON *j = cJSON_AddObjectToObject(summary, "disk");
         for (size_t i = 0; j && i < RD_N; i++) cJSON_AddNumberToObject(j, rd_keys[i], (double)v[i]);
