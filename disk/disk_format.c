@@ -29,16 +29,6 @@ FX_INTERNAL void fx_disk_seg_path(const fx_disk_t *d, uint64_t id, char *buf, si
     snprintf(buf, cap, "%s/fxd-%s-%016" PRIx64 ".seg", d->path, d->owner_id, id);
 }
 
-/* hk: the header (checksum field 0) followed by its key, contiguous (klen bytes of key). */
-static uint64_t dk_rec_sum_hk(const void *hk, uint32_t klen, const void *value, uint64_t value_len)
-{
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
-    XXH3_64bits_update(&st, hk, FX_DISK_HDR_BYTES + (size_t)klen);
-    XXH3_64bits_update(&st, value, value_len);
-    return XXH3_64bits_digest(&st);
-}
-
 static uint64_t dk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *value)
 {
     fx_disk_hdr_t c = *h;
@@ -51,10 +41,41 @@ static uint64_t dk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *
     return XXH3_64bits_digest(&st);
 }
 
-/* The staging buffer gets the header block (header with checksum 0, key, zeros to 4 KiB:
- * only the bytes after the key are cleared), the value and its padding; the checksum is
- * then taken over header + key from the block itself (one contiguous span) and the value
- * from the copy just made (in cache), and stored. Same bytes as before. */
+/* Stores that bypass the cache (x86-64: SSE2 streaming stores, baseline): a staging buffer
+ * is next read by the device (O_DIRECT) or the kernel, never by this thread, so a plain
+ * copy's read-for-ownership of every destination line, and the lines it leaves in the
+ * cache, are pure cost. dst is 16-byte aligned (a staging buffer's blocks are 4 KiB
+ * aligned); src need not be; n any. */
+#if defined(__x86_64__)
+#include <emmintrin.h>
+static void dk_stream_copy(void *dst, const void *src, size_t n)
+{
+    __m128i *d = dst;
+    const __m128i *s = src;
+    for (size_t k = n / 64; k; k--, d += 4, s += 4) {
+        __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
+                e = _mm_loadu_si128(s + 3);
+        _mm_stream_si128(d, a), _mm_stream_si128(d + 1, b), _mm_stream_si128(d + 2, c), _mm_stream_si128(d + 3, e);
+    }
+    if (n % 64) memcpy(d, s, n % 64);
+}
+static void dk_stream_zero(void *dst, size_t n)
+{
+    __m128i z = _mm_setzero_si128(), *d = dst;
+    for (size_t k = n / 64; k; k--, d += 4)
+        _mm_stream_si128(d, z), _mm_stream_si128(d + 1, z), _mm_stream_si128(d + 2, z), _mm_stream_si128(d + 3, z);
+    if (n % 64) memset(d, 0, n % 64);
+}
+static void dk_stream_fence(void) { _mm_sfence(); } /* streaming stores are weakly ordered */
+#else
+static void dk_stream_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+static void dk_stream_zero(void *dst, size_t n) { memset(dst, 0, n); }
+static void dk_stream_fence(void) {}
+#endif
+
+/* The staging buffer gets the header block (header, key, zeros to 4 KiB) and the value with
+ * its padding, through streaming stores; the checksum is taken over header + key and the
+ * value at its source (the slot, which the copy then reads from the cache). Same bytes. */
 FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off, const char *key, uint32_t klen,
                                     const void *value, const fx_disk_meta_t *m, uint16_t flags)
 {
@@ -63,14 +84,20 @@ FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off,
         .group_size = m->group_size, .group_idx = m->group_idx, .blk = (uint32_t)(byte_off / FX_DISK_BLOCK),
         .value_len = m->value_len, .put_ms = m->put_ms, .put_ver = m->put_ver, .seg_id = seg_id,
     };
-    memcpy(p, &h, sizeof h);
-    if (klen) memcpy(p + FX_DISK_HDR_BYTES, key, klen);
-    memset(p + FX_DISK_HDR_BYTES + klen, 0, FX_DISK_BLOCK - FX_DISK_HDR_BYTES - klen);
-    if (m->value_len) memcpy(p + FX_DISK_BLOCK, value, m->value_len);
+    h.checksum = dk_rec_sum(&h, key, value);
+    /* header + key assembled here (at most 64 + FX_DISK_MAX_KEY bytes, rounded up to 64),
+     * then streamed with the zeros after them: whole 64-byte lines */
+    _Alignas(64) char head[FX_DISK_HDR_BYTES + FX_DISK_MAX_KEY + 64];
+    size_t hk = FX_ALIGN_UP((size_t)FX_DISK_HDR_BYTES + klen, (size_t)64);
+    memcpy(head, &h, sizeof h);
+    if (klen) memcpy(head + FX_DISK_HDR_BYTES, key, klen);
+    memset(head + FX_DISK_HDR_BYTES + klen, 0, hk - FX_DISK_HDR_BYTES - klen);
+    dk_stream_copy(p, head, hk);
+    dk_stream_zero(p + hk, FX_DISK_BLOCK - hk);
+    if (m->value_len) dk_stream_copy(p + FX_DISK_BLOCK, value, m->value_len);
     uint64_t pad = FX_ALIGN_UP(m->value_len, (uint64_t)FX_DISK_BLOCK) - m->value_len;
     if (pad) memset(p + FX_DISK_BLOCK + m->value_len, 0, pad);
-    h.checksum = dk_rec_sum_hk(p, klen, p + FX_DISK_BLOCK, m->value_len);
-    memcpy(p + offsetof(fx_disk_hdr_t, checksum), &h.checksum, sizeof h.checksum);
+    dk_stream_fence();
 }
 
 FX_INTERNAL const char *fx_disk_rec_check(const char *p, size_t len, uint64_t seg_id, uint64_t byte_off,
