@@ -4,8 +4,8 @@
 # a GPU owner of CAP values alone, and with a disk tier of DISK_CAP values (a fresh directory
 # each run), the demo's workers prefetching 8 requests ahead (its default with a disk tier)
 # and not prefetching. Then the restarts (bench/disk_restart.sh): a replay, a kill -9 of the owner (then
-# of the master), the same replay again: its extra hits come from the disk. Figures, not
-# pass/fail.
+# of the master), the same replay again: its extra hits come from the disk; between them, the
+# first two setups with every thread on one CPU (bench/one_cpu.sh). Figures, not pass/fail.
 # env: RUNS [3], REQUESTS [0 = the whole trace], CAP [10000], DISK_CAP [100000],
 #      DISK_PARENT [a directory on the local disk: $TMPDIR or /var/tmp], FLUXON_BIN [./fluxon]
 set -uo pipefail
@@ -47,6 +47,10 @@ row alone "1 owner x $CAP values in DRAM"
 row disk "+ a disk tier of $DISK_CAP values"
 row nopf "  the same without prefetch (--prefetch 0)"
 grep -h "^disk tier\|moved to disk\|disk hits" "$tmp/disk.1" | sed 's/^/  (1st run with a disk tier) /'
+echo
+RUNS=$RUNS REQUESTS=$REQUESTS DISK_PARENT="$parent" FLUXON_BIN="$BIN" bench/one_cpu.sh "disk tier: what it costs in CPU" \
+    "alone|1 owner x $CAP values in DRAM|--capacity-blocks $CAP" \
+    "disk|+ a disk tier of $DISK_CAP values|--capacity-blocks $CAP --disk-dir @DISK@ --disk-capacity-blocks $DISK_CAP"
 echo
 REQUESTS=$REQUESTS CAP=$CAP DISK_CAP=$DISK_CAP KILL=owner DISK_PARENT="$parent" FLUXON_BIN="$BIN" bench/disk_restart.sh
 echo

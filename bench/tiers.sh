@@ -6,7 +6,8 @@
 # UCX tcp, as between hosts); 2 GPU owners
 # of CAP/2 alone and + a CPU owner. Then write-back bandwidth (the demo's pushes) next to
 # ucx_perftest's put bandwidth on the same transport (shared memory, tcp loopback), and the same replay with
-# the CPU owner on another "host" (bench/tiers_netns.sh, needs root). Figures, not pass/fail.
+# the CPU owner on another "host" (bench/tiers_netns.sh, needs root); before it, the main
+# setups with every thread on one CPU (bench/one_cpu.sh: the CPU each costs). Figures, not pass/fail.
 # env: RUNS [3], REQUESTS [0 = the whole trace], CAP [10000], FLUXON_BIN [./fluxon]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -74,6 +75,12 @@ if command -v ucx_perftest >/dev/null; then
 else
     echo "ucx_perftest not installed (Debian's ucx-utils)"
 fi
+echo
+RUNS=$RUNS REQUESTS=$REQUESTS FLUXON_BIN="$BIN" bench/one_cpu.sh "tiers: what a CPU owner costs in CPU" \
+    "alone|1 GPU owner x $CAP|--capacity-blocks $CAP" \
+    "cpu|+ 1 CPU owner x $CAP|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP" \
+    "alone2|2 GPU owners x $((CAP / 2))|--owners 2 --capacity-blocks $((CAP / 2))" \
+    "cpu2|2 GPU owners x $((CAP / 2)) + 1 CPU owner|--owners 2 --capacity-blocks $((CAP / 2)) --cpu-owners 1 --cpu-capacity-blocks $CAP"
 echo
 echo "== the CPU owner on another host (TCP between network namespaces)"
 REQUESTS=$REQUESTS RUNS=$RUNS CAP=$CAP CPU_CAP=$CAP FLUXON_BIN="$BIN" bench/tiers_netns.sh
