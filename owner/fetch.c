@@ -71,7 +71,7 @@ static bool ofetch_look_again(fx_owner_t *o, owner_oget_t *og)
     if (o->shutting_down || og->lookups >= OFETCH_LOOKUPS_MAX || fx_now_ms() + 10 >= og->deadline_ms) return false;
     owner_oget_t **one = fx_malloc(sizeof *one);
     if (!one) return false;
-    og->have_slot = og->found = false;
+    og->have_slot = og->found = og->own_disk = false;
     og->mode = 0;
     og->why = 0;
     og->disk_rc = 0;
@@ -149,7 +149,7 @@ static void ofetch_abandon(fx_owner_t *o, owner_oget_t *const *ogs, size_t n)
     uint64_t *cols = fx_calloc(2 * n, sizeof *cols); /* zeros, then modes */
     size_t m = 0;
     for (size_t i = 0; keys && cols && i < n; i++)
-        if (ogs[i] && ogs[i]->found && ogs[i]->mode == FX_GET_DURABLE) {
+        if (ogs[i] && ogs[i]->found && ogs[i]->mode == FX_GET_DURABLE && !ogs[i]->own_disk) {
             keys[m] = (fx_str_t){ogs[i]->key, ogs[i]->klen};
             cols[n + m++] = FX_GET_ABANDON;
         }

@@ -117,6 +117,7 @@ FX_INTERNAL size_t ofetch_start_disk(fx_owner_t *o, owner_oget_t **ogs, size_t n
          * prefetched one is kept (its reader comes after the read) */
         og->mode = og->prefetch || fx_odisk_promote(o, off) ? FX_GET_DURABLE : FX_GET_TEMPORARY;
         og->found = true;
+        og->own_disk = true;
         og->src = 0;
         og->src_off = off;
         og->src_seq = 0; /* a disk offset is never reused: no replica number needed (W3) */

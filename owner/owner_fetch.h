@@ -24,6 +24,8 @@ typedef struct owner_oget {
     bool have_slot, found;
     uint8_t mode; /* FX_GET_DURABLE / FX_GET_TEMPORARY, as the master decided */
     bool prefetch; /* issue 39: led by a PREFETCH (no reader yet): a disk read-back is kept (durable) */
+    bool own_disk; /* issue 39: read from this owner's disk without a LOOKUP: the master holds no
+                    * in-flight record of it (nothing to ABANDON) */
     uint8_t lookups;      /* LOOKUPs made for it: a copy superseded meanwhile looks again */
     uint64_t deadline_ms; /* its first fetch's: a second look ends by then too */
     int why;      /* a miss: why (0 = FLUXON_ERR_NOT_FOUND) */
