@@ -127,6 +127,8 @@ static void ocl_serve(fx_owner_t *o, bool can_grow)
             FX_WARN("claim of %zu slots of %llu bytes reached its deadline (claim_timeout_ms %u, or 9/10 of the "
                     "caller's timeout_ms when shorter; stage=claim, got %zu)",
                     c->count, (unsigned long long)fx_slot_size_for(c->value_len), o->cfg.claim_timeout_ms, c->got);
+        } else if (!finished && !can_grow && c->hint) {
+            finished = true; /* a hint's claim: only eviction could serve it now, and it never waits for that */
         } else if (!finished && !can_grow) {
             finished = cs->closing || !cs->policy.can_wait(o, c->value_len, c->count);
             cs->claim_no_space += finished && !cs->closing;
@@ -474,8 +476,17 @@ FX_INTERNAL uint64_t fx_oclaim_deadline(fx_owner_t *o, uint32_t caller_timeout_m
     return fx_now_ms() + wait;
 }
 
+static void ocl_claim(fx_owner_t *o, uint64_t value_len, size_t count, fx_slot_ref_t *slots, uint64_t deadline_ms,
+                      fx_oclaim_cb cb, void *arg, bool hint);
+
 FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_slot_ref_t *slots,
                            uint64_t deadline_ms, fx_oclaim_cb cb, void *arg)
+{
+    ocl_claim(o, value_len, count, slots, deadline_ms, cb, arg, false);
+}
+
+static void ocl_claim(fx_owner_t *o, uint64_t value_len, size_t count, fx_slot_ref_t *slots, uint64_t deadline_ms,
+                      fx_oclaim_cb cb, void *arg, bool hint)
 {
     oclaims_t *cs = o->claims;
     size_t got = 0;
@@ -490,7 +501,7 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
         cb(o, arg, got);
         return;
     }
-    *c = (owner_claim_t){NULL, value_len, deadline_ms, false, count, got, slots, cb, arg};
+    *c = (owner_claim_t){NULL, value_len, deadline_ms, false, hint, count, got, slots, cb, arg};
     /* issue 44 P2: behind a queued claim of its size it cannot be served before that one
      * (FIFO): queued without a pass over the queue (a batch of fetches queues one claim per
      * key); what serves the earlier claim (a grant, eviction) serves it next */
@@ -502,6 +513,10 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
     cs->claims_tail = c;
     if (behind) {
         ocl_deadline_arm(o, deadline_ms);
+        if (!cs->grant_inflight && !ocl_can_grow(o) && hint) { /* only eviction serves it: a hint ends short */
+            ocl_serve(o, false);
+            return;
+        }
         if (!cs->grant_inflight && !ocl_can_grow(o)) { /* at capacity: it waits for eviction */
             c->waited = true;
             cs->claim_waits++;
@@ -528,7 +543,9 @@ FX_INTERNAL bool fx_oclaim_unless_evicting(fx_owner_t *o, uint64_t value_len, fx
     /* no slot now: a grant on its way (or one to ask for) serves it, as it would a put;
      * only eviction could otherwise, and a hint never waits for that */
     if (size && size <= o->cfg.grant_bytes && !cs->closing && !cs->grant_inflight && !ocl_can_grow(o)) return false;
-    fx_oclaim(o, value_len, 1, slot, deadline_ms, cb, arg);
+    /* queued as a hint: should the grant not bring room for it, it ends short (ocl_serve)
+     * instead of waiting for eviction, and eviction never runs for it */
+    ocl_claim(o, value_len, 1, slot, deadline_ms, cb, arg, true);
     return true;
 }
 
@@ -544,6 +561,7 @@ FX_INTERNAL size_t fx_oclaims_deficit(fx_owner_t *o, uint64_t *sizes, uint64_t *
     size_t n = 0;
     if (!cs->claims || cs->grant_inflight || ocl_can_grow(o)) return 0; /* a grant serves them */
     for (owner_claim_t *c = cs->claims; c; c = c->next) {
+        if (c->hint) continue; /* eviction never runs for a hint */
         uint64_t ss = fx_slot_size_for(c->value_len);
         size_t k = 0;
         while (k < n && sizes[k] != ss) k++;

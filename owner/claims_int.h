@@ -10,6 +10,7 @@ typedef struct owner_claim {
     struct owner_claim *next;
     uint64_t value_len, deadline_ms;
     bool waited; /* counted once as waiting for eviction */
+    bool hint;   /* fx_oclaim_unless_evicting's: ends short rather than wait for eviction */
     size_t count, got;
     fx_slot_ref_t *slots;
     fx_oclaim_cb cb;

@@ -599,6 +599,15 @@ static void ofetch_on_claim(fx_owner_t *o, void *arg, size_t got)
     ofetch_claim_ctx_t *c = arg;
     ofetch_batch_t *f = c->f;
     owner_oget_t *og = c->og;
+    if (!got && og->hint_claim) { /* a hint's claim ended short: only eviction had room */
+        og->hint_claim = false;
+        if (og->nw) { /* a get joined meanwhile: it waits for a slot as its own fetch would */
+            fx_oclaim(o, og->value_len, 1, &og->slot, f->deadline_ms, ofetch_on_claim, c);
+            return;
+        }
+        o->fetch->prefetch_no_room++;
+    }
+    og->hint_claim = false;
     fx_free(c);
     og->have_slot = got == 1;
     if (!og->have_slot) { /* no room here: a miss for every waiter */
@@ -719,11 +728,10 @@ FX_INTERNAL void ofetch_claim_all(ofetch_batch_t *f)
         *c = (ofetch_claim_ctx_t){f, og};
         f->claims_pending++;
         ofetch_warn_size(o, og, og->value_len); /* the claim fails: say why, with the numbers */
-        if (og->prefetch && og->nw == 0) { /* a hint: never queued where only eviction serves it */
-            if (!fx_oclaim_unless_evicting(o, og->value_len, &og->slot, f->deadline_ms, ofetch_on_claim, c)) {
-                o->fetch->prefetch_no_room++;
-                ofetch_on_claim(o, c, 0);
-            }
+        if (og->prefetch && og->nw == 0) { /* a hint: never waits where only eviction serves it */
+            og->hint_claim = true;
+            if (!fx_oclaim_unless_evicting(o, og->value_len, &og->slot, f->deadline_ms, ofetch_on_claim, c))
+                ofetch_on_claim(o, c, 0); /* counted there (prefetch_no_room) */
             continue;
         }
         fx_oclaim(o, og->value_len, 1, &og->slot, f->deadline_ms, ofetch_on_claim, c);

@@ -35,9 +35,10 @@ FX_INTERNAL void fx_oclaim(fx_owner_t *o, uint64_t value_len, size_t count, fx_s
                            uint64_t deadline_ms, fx_oclaim_cb cb, void *arg);
 /* A claim for a hint (a PREFETCH nobody waits on yet): one slot of value_len into *slot,
  * as fx_oclaim, unless only eviction could serve it — no slot free now (nor carved from the
- * grants held), and the pool cannot grow (no grant in flight or to ask for), or claims
- * already wait: then false, nothing queued and cb not called, so a prefetch never makes a
- * put wait for eviction behind it (FIFO). True: cb runs (now, or once served). */
+ * grants held) and the pool cannot grow (no grant in flight or to ask for): then false,
+ * nothing queued and cb not called. Queued behind a grant, it ends short (cb with 0) if
+ * the grant brings no room for it, and eviction never runs for it: a prefetch never makes a
+ * put wait for eviction behind it (FIFO). True: cb runs (now, or once served or short). */
 FX_INTERNAL bool fx_oclaim_unless_evicting(fx_owner_t *o, uint64_t value_len, fx_slot_ref_t *slot,
                                           uint64_t deadline_ms, fx_oclaim_cb cb, void *arg);
 /* The deadline of a claim made for a caller that waits caller_timeout_ms (0: unknown):

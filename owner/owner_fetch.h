@@ -26,6 +26,7 @@ typedef struct owner_oget {
     bool prefetch; /* issue 39: led by a PREFETCH (no reader yet): a disk read-back is kept (durable) */
     bool own_disk; /* issue 39: read from this owner's disk without a LOOKUP: the master holds no
                     * in-flight record of it (nothing to ABANDON) */
+    bool hint_claim; /* its slot claimed as a hint's (fx_oclaim_unless_evicting): may end short */
     uint8_t lookups;      /* LOOKUPs made for it: a copy superseded meanwhile looks again */
     uint64_t deadline_ms; /* its first fetch's: a second look ends by then too */
     int why;      /* a miss: why (0 = FLUXON_ERR_NOT_FOUND) */

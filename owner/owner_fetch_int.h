@@ -14,7 +14,7 @@ typedef struct ofetch {
         temp_copies, reuse_hits, self_copies, get_done_resends, relookups, disk_hits, disk_misses, disk_direct, disk_temp,
         get_done_readers_timed_out, disk_promoted_early, read_before_get_done;
     uint64_t prefetch_copies, prefetch_temp_skipped; /* issue 38: PREFETCH copies from other owners */
-    uint64_t prefetch_no_room; /* PREFETCH keys not fetched: no slot free without waiting (fx_oclaim_now) */
+    uint64_t prefetch_no_room; /* PREFETCH keys not fetched: no slot without waiting for eviction (fx_oclaim_unless_evicting) */
     /* W4: slots of failed GETs that UCX has not retired (kept PREPARED until it does) */
     uint64_t held_slots, held_bytes, held_total, hold_overflow;
     fx_hist_t fetch_latency, transfer_latency;
