@@ -42,10 +42,10 @@ static uint64_t dk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *
 }
 
 /* Stores that bypass the cache (x86-64: SSE2 streaming stores, baseline): a staging buffer
- * is next read by the device (O_DIRECT) or the kernel, never by this thread, so a plain
- * copy's read-for-ownership of every destination line, and the lines it leaves in the
- * cache, are pure cost. dst is 16-byte aligned (a staging buffer's blocks are 4 KiB
- * aligned); src need not be; n any. */
+ * is next read by the device (O_DIRECT) or the kernel — by this thread only for the rare
+ * read of a record not yet written (after the fence) — so a plain copy's read-for-ownership
+ * of every destination line, and the lines it leaves in the cache, are pure cost. dst is
+ * 16-byte aligned (a staging buffer's blocks are 4 KiB aligned); src need not be; n any. */
 #if defined(__x86_64__)
 #include <emmintrin.h>
 static void dk_stream_copy(void *dst, const void *src, size_t n)
