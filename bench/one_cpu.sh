@@ -4,8 +4,8 @@
 # measure what a setup costs in CPU alone. On the 2-vCPU VM this is much steadier than two
 # CPUs (the DRAM-only replay: 11,600-12,200 requests/s against 6,900-11,500), which makes
 # it the figure to compare a change with; the issues' ratios stay those of the default runs.
-# usage: bench/one_cpu.sh TITLE "name|label|demo args" ... (the first setup is the base; "@DISK@"
-# in args: a fresh disk directory each run). env: RUNS [3], REQUESTS [0 = all], FLUXON_BIN,
+# usage: bench/one_cpu.sh TITLE "name|label|demo args[|base]" ... (each row's ratio is to the
+# setup named base, the first one by default; "@DISK@" in args: a fresh disk directory each run). env: RUNS [3], REQUESTS [0 = all], FLUXON_BIN,
 # DISK_PARENT [$TMPDIR or /var/tmp]. Figures, not pass/fail.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ field() { awk -v re="$2" '$0 ~ re {for (i = 1; i <= NF; i++) if ($i == "=") {pri
 echo "== $title, every thread on CPU $cpu (taskset), ${RUNS} interleaved runs each, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$RUNS"); do
     for s in "$@"; do
-        IFS='|' read -r name _ args <<< "$s"
+        IFS='|' read -r name _ args _ <<< "$s"
         rm -rf "$disks/d"
         # shellcheck disable=SC2086
         taskset -c "$cpu" "$BIN" demo --workers 1 --requests "$REQUESTS" ${args//@DISK@/$disks/d} > "$tmp/$name.$r" 2>&1 ||
@@ -32,11 +32,11 @@ for r in $(seq "$RUNS"); do
         awk '/prefix hits/ {for (i = 1; i <= NF; i++) if ($i == "=") {print $(i + 1); exit}}' "$tmp/$name.$r" >> "$tmp/$name.hits"
     done
 done
-base=${1%%|*}
-brps=$(med < "$tmp/$base.rps")
+first=${1%%|*}
 for s in "$@"; do
-    IFS='|' read -r name label _ <<< "$s"
-    rps=$(med < "$tmp/$name.rps")
+    IFS='|' read -r name label _ base <<< "$s"
+    base=${base:-$first}
+    rps=$(med < "$tmp/$name.rps") brps=$(med < "$tmp/$base.rps")
     printf '%-44s %9s req/s (%s x %s)  prefix hits %6s %%  CPU %7s us/request  (runs: %s)\n' "$label" "$rps" \
         "$(awk -v a="$rps" -v b="$brps" 'BEGIN {printf("%.2f", (b > 0 ? a / b : 0))}')" "$base" \
         "$(med < "$tmp/$name.hits")" "$(med < "$tmp/$name.cpu")" "$(tr '\n' ' ' < "$tmp/$name.rps" | sed 's/ $//')"

@@ -79,8 +79,8 @@ echo
 RUNS=$RUNS REQUESTS=$REQUESTS FLUXON_BIN="$BIN" bench/one_cpu.sh "tiers: what a CPU owner costs in CPU" \
     "alone|1 GPU owner x $CAP|--capacity-blocks $CAP" \
     "cpu|+ 1 CPU owner x $CAP|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP" \
-    "alone2|2 GPU owners x $((CAP / 2))|--owners 2 --capacity-blocks $((CAP / 2))" \
-    "cpu2|2 GPU owners x $((CAP / 2)) + 1 CPU owner|--owners 2 --capacity-blocks $((CAP / 2)) --cpu-owners 1 --cpu-capacity-blocks $CAP"
+    "alone2|2 GPU owners x $((CAP / 2))|--owners 2 --capacity-blocks $((CAP / 2))|alone2" \
+    "cpu2|2 GPU owners x $((CAP / 2)) + 1 CPU owner|--owners 2 --capacity-blocks $((CAP / 2)) --cpu-owners 1 --cpu-capacity-blocks $CAP|alone2"
 echo
 echo "== the CPU owner on another host (TCP between network namespaces)"
 REQUESTS=$REQUESTS RUNS=$RUNS CAP=$CAP CPU_CAP=$CAP FLUXON_BIN="$BIN" bench/tiers_netns.sh
