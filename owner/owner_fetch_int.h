@@ -64,6 +64,30 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status);
  * transfers. */
 FX_INTERNAL void ofetch_claim_all(ofetch_batch_t *f);
 
+/* A finished copy waits for the master's word before anyone reads it: GET_DONE is
+ * accepted only if the source replica still existed when the copy ended, hence for the
+ * whole copy (D1). Meanwhile the per-key get stays registered, so joiners keep joining. */
+typedef struct ofetch_getdone_ctx {
+    fx_owner_t *o;
+    size_t n;
+    owner_oget_t **og;
+    fx_slot_ref_t *slot; /* the copies' identities (looked up again when the answer comes) */
+} ofetch_getdone_ctx_t;
+
+
+/* ---- fetch_publish.c ---- */
+FX_INTERNAL void ofetch_gd_ctx_free(ofetch_getdone_ctx_t *c);
+/* One GET_DONE for the copies of c (n keys in keys[], cols: fetch.c's 7 columns of n), from
+ * the source src_id of generation src_gen; the readers are answered by deadline_ms at the
+ * latest (L3). Takes c, keys and cols. */
+FX_INTERNAL void ofetch_publish(fx_owner_t *o, ofetch_getdone_ctx_t *c, fx_str_t *keys, uint64_t *cols, size_t n,
+                                const char *src_id, uint64_t src_gen, uint64_t deadline_ms);
+/* Shutdown: the GET_DONEs scheduled to be (re)sent are dropped. */
+FX_INTERNAL void ofetch_publish_fini(fx_owner_t *o);
+/* Durable fetches that made no copy: one-way GET_DONE (ABANDON); reads of this owner's own
+ * disk made no LOOKUP and are skipped. */
+FX_INTERNAL void ofetch_abandon(fx_owner_t *o, owner_oget_t *const *ogs, size_t n);
+
 /* ---- fetch_disk.c ---- */
 /* This owner's own replicas of x: a range of its segment (a placed value) is memcpy'd, a
  * disk replica is read. True when the transfer ends later (disk reads in flight). */
