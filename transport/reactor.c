@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "prof.h"
 
 typedef struct reactor_post {
     struct reactor_post *next;
@@ -244,7 +245,10 @@ static void reactor_run_timers(fx_reactor_t *r)
     while (r->heap_len && r->heap[0]->deadline_ns <= now) {
         fx_timer_t *t = r->heap[0];
         fx_timer_disarm(r, t);
-        t->cb(r, t);
+        uint64_t t0 = fx_prof_start();
+        fx_timer_cb cb = t->cb; /* t may be gone after it */
+        cb(r, t);
+        fx_prof_add((const void *)cb, "timer", t0);
     }
 }
 
@@ -267,6 +271,16 @@ FX_INTERNAL int fx_reactor_add_idle_hook(fx_reactor_t *r, bool (*hook)(void *), 
 /* The idle hooks of one iteration: true when one asks the loop not to sleep. While the
  * loop is kept busy, a hook with a busy_gap_ns runs at most that often; but before the
  * loop sleeps every hook has run in this iteration (UCX must be armed before a sleep). */
+/* Hook i, profiled (prof.h) as "idle" when it found nothing to do, else "idle-busy". */
+static bool reactor_idle_hook(fx_reactor_t *r, uint32_t i)
+{
+    uint64_t t0 = fx_prof_start();
+    bool (*fn)(void *) = r->idle[i].fn; /* a hook may remove itself */
+    bool busy = fn(r->idle[i].arg);
+    fx_prof_add((const void *)fn, busy ? "idle-busy" : "idle", t0);
+    return busy;
+}
+
 static bool reactor_run_idle_hooks(fx_reactor_t *r)
 {
     bool busy = false;
@@ -282,12 +296,12 @@ static bool reactor_run_idle_hooks(fx_reactor_t *r)
             r->idle[i].last_ns = now;
         }
         r->idle_busy = busy;
-        busy |= r->idle[i].fn(r->idle[i].arg);
+        busy |= reactor_idle_hook(r, i);
     }
     for (uint32_t i = 0; !busy && skipped && i < r->n_idle; i++)
         if (skipped & (1u << i)) {
             r->idle_busy = busy;
-            busy |= r->idle[i].fn(r->idle[i].arg);
+            busy |= reactor_idle_hook(r, i);
         }
     r->idle_busy = false;
     r->was_busy = busy;
@@ -371,7 +385,10 @@ static int reactor_reap(fx_reactor_t *r)
         io_uring_cqe_seen(&r->ring, cqe);
         if (io) {
             r->inflight--;
-            io->cb(r, io, res, fl);
+            uint64_t t0 = fx_prof_start();
+            fx_io_cb cb = io->cb; /* io may be gone after it */
+            cb(r, io, res, fl);
+            fx_prof_add((const void *)cb, "io", t0);
             n++;
         }
     }
@@ -402,7 +419,9 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
              * call unless something is queued; completions are read from the shared CQ */
             if (io_uring_sq_ready(&r->ring)) {
                 r->submits++;
+                uint64_t c0 = fx_prof_cpu_start();
                 io_uring_submit(&r->ring);
+                fx_prof_submit(c0);
             }
             reactor_reap(r);
             continue;
@@ -418,9 +437,12 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
         }
         struct io_uring_cqe *cqe = NULL;
         r->submits++;
+        uint64_t c0 = fx_prof_cpu_start(); /* CPU time: the wait itself is not counted */
         int rc = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, tsp, NULL);
+        fx_prof_submit(c0);
         if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN) {
             FX_ERROR("reactor: io_uring wait failed: %s", strerror(-rc));
+            fx_prof_dump();
             return FLUXON_ERR_INTERNAL;
         }
         reactor_reap(r);
@@ -428,9 +450,12 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
          * after the next turn's timers and idle hook (UCX progress) */
         if (io_uring_sq_ready(&r->ring)) {
             r->submits++;
+            uint64_t c1 = fx_prof_cpu_start();
             io_uring_submit(&r->ring);
+            fx_prof_submit(c1);
         }
     }
+    fx_prof_dump(); /* FLUXON_PROFILE (prof.h): this thread's table */
     return FLUXON_OK;
 }
 

@@ -1,0 +1,123 @@
+/* test_prof.c — Criterion suite for the opt-in reactor profile (transport/prof.h): with
+ * FLUXON_PROFILE=1 a reactor counts each completion, timer and idle-hook callback it ran,
+ * with the time spent in it, under the callback's own address; it writes and empties the
+ * table when its loop ends; without the variable nothing is counted. Each test runs in a
+ * process of its own (Criterion), so the variable is read fresh. Every wait is bounded. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "prof.h"
+#include "reactor.h"
+
+typedef struct prof_run {
+    fx_reactor_t *r;
+    int io_calls, hook_calls;
+} prof_run_t;
+
+static void prof_on_nop(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
+{
+    (void)r, (void)io, (void)res, (void)fl;
+}
+
+static void prof_on_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    (void)t;
+    struct timespec ts = {0, 2000000}; /* 2 ms spent in the callback */
+    nanosleep(&ts, NULL);
+    fx_reactor_stop(r);
+}
+
+static bool prof_hook(void *arg)
+{
+    ((prof_run_t *)arg)->hook_calls++;
+    return false;
+}
+
+static const fx_prof_entry_t *prof_find(const fx_prof_entry_t *e, size_t n, const void *fn, const char *kind)
+{
+    for (size_t i = 0; i < n; i++)
+        if (e[i].fn == fn && !strcmp(e[i].kind, kind)) return &e[i];
+    return NULL;
+}
+
+/* One NOP completion, one idle hook, a timer that ends the loop; returns the table seen by
+ * the hook's last call (the loop's end empties it). */
+static size_t prof_drive(fx_prof_entry_t *snap, size_t cap)
+{
+    fx_reactor_t *r = NULL;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    prof_run_t run = {.r = r};
+    fx_io_t io = {.cb = prof_on_nop};
+    io_uring_prep_nop(fx_reactor_sqe(r, &io));
+    cr_assert_eq(fx_reactor_poll(r, 1000), 1, "the NOP completed within 1 s");
+    cr_assert_eq(fx_reactor_add_idle_hook(r, prof_hook, &run, 0), FLUXON_OK);
+    fx_timer_t t;
+    fx_timer_init(&t);
+    fx_timer_arm(r, &t, 1, prof_on_timer);
+    uint64_t end = fx_now_ms() + 2000; /* the timer is due 1 ms on: it runs, profiled, and stops the loop */
+    for (int k = 0; k < 100000 && !fx_reactor_stopping(r) && fx_now_ms() < end; k++) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+        fx_reactor_run_due_timers(r);
+    }
+    cr_assert(fx_reactor_stopping(r), "the timer ran within 2 s");
+    size_t n = fx_prof_snapshot(snap, cap, NULL, NULL);
+    fx_reactor_del_idle_hook(r, prof_hook, &run);
+    fx_reactor_destroy(r);
+    return n;
+}
+
+Test(prof, on_each_callback_is_counted_under_its_address_with_its_time)
+{
+    setenv("FLUXON_PROFILE", "1", 1);
+    cr_assert(fx_prof_on());
+    fx_prof_entry_t e[FX_PROF_ENTRIES];
+    size_t n = prof_drive(e, FX_PROF_ENTRIES);
+    const fx_prof_entry_t *io = prof_find(e, n, (const void *)prof_on_nop, "io");
+    const fx_prof_entry_t *tm = prof_find(e, n, (const void *)prof_on_timer, "timer");
+    cr_assert_not_null(io, "the NOP's callback is in the table (%zu entries)", n);
+    cr_assert_eq(io->n, 1);
+    cr_assert_not_null(tm, "the timer's callback is in the table");
+    cr_assert_eq(tm->n, 1);
+    cr_assert_geq(tm->ns, 2000000ull, "the 2 ms spent in the timer callback are counted (%llu ns)",
+                  (unsigned long long)tm->ns);
+    fx_prof_dump(); /* written (stderr) and freed */
+    cr_assert_eq(fx_prof_snapshot(e, FX_PROF_ENTRIES, NULL, NULL), 0);
+}
+
+Test(prof, the_loop_end_writes_and_empties_the_table_idle_hooks_included)
+{
+    setenv("FLUXON_PROFILE", "1", 1);
+    fx_reactor_t *r = NULL;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    prof_run_t run = {.r = r};
+    cr_assert_eq(fx_reactor_add_idle_hook(r, prof_hook, &run, 0), FLUXON_OK);
+    fx_timer_t t;
+    fx_timer_init(&t);
+    fx_timer_arm(r, &t, 5, prof_on_timer); /* ends the loop */
+    fx_prof_entry_t e[FX_PROF_ENTRIES];
+    cr_assert_eq(fx_reactor_run(r), FLUXON_OK);
+    cr_assert_geq(run.hook_calls, 1);
+    cr_assert_eq(fx_prof_snapshot(e, FX_PROF_ENTRIES, NULL, NULL), 0, "written and emptied at the loop's end");
+    fx_reactor_del_idle_hook(r, prof_hook, &run);
+    fx_reactor_destroy(r);
+}
+
+Test(prof, off_nothing_is_counted)
+{
+    unsetenv("FLUXON_PROFILE");
+    cr_assert_not(fx_prof_on());
+    cr_assert_eq(fx_prof_start(), 0u);
+    fx_prof_entry_t e[FX_PROF_ENTRIES];
+    cr_assert_eq(prof_drive(e, FX_PROF_ENTRIES), 0, "no entry without FLUXON_PROFILE");
+    uint64_t sub = 1, subs = 1;
+    fx_prof_snapshot(NULL, 0, &sub, &subs);
+    cr_assert_eq(subs, 0u);
+}
+
+Test(prof, zero_means_off)
+{
+    setenv("FLUXON_PROFILE", "0", 1);
+    cr_assert_not(fx_prof_on());
+}
