@@ -399,8 +399,10 @@ FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off
 {
     uint64_t off = FX_DISK_OFF_BIT | seg->id << 32 | byte_off / FX_DISK_BLOCK;
     uint64_t h = fx_hmap_hash(key, klen); /* once: the lookup and the put (an append's hot path) */
-    dk_rec_t *old = fx_hmap_get_h(d->by_key, key, klen, h);
-    if (old && newest_wins && dk_newer(&old->m, old->off, m, off)) return FLUXON_OK;
+    /* an append replaces whatever the key had (the put below hands it back): only the
+     * rebuild, where an older record may come later, looks first */
+    dk_rec_t *old = newest_wins ? fx_hmap_get_h(d->by_key, key, klen, h) : NULL;
+    if (old && dk_newer(&old->m, old->off, m, off)) return FLUXON_OK;
     dk_rec_t *r = fx_malloc(sizeof *r + klen + 1);
     if (!r) return FLUXON_ERR_NOMEM;
     r->key = (char *)(r + 1);
@@ -415,11 +417,13 @@ FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off
         return FLUXON_ERR_NOMEM;
     }
     /* replaces old under the key (the intrusive map then holds r and r's key) */
-    if (fx_hmap_put_h(d->by_key, r->key, klen, h, r, NULL) != FLUXON_OK) {
+    void *prev = NULL;
+    if (fx_hmap_put_h(d->by_key, r->key, klen, h, r, &prev) != FLUXON_OK) {
         fx_u64map_del(&d->by_off, off, NULL);
         fx_free(r);
         return FLUXON_ERR_NOMEM;
     }
+    old = prev;
     if (old) {
         d->st.records_dropped++;
         dk_rec_unlink(d, old);
