@@ -507,6 +507,7 @@ static void dk_free_all(fx_disk_t *d)
         fx_free(d->bufs[i].mem);
     }
     fx_free(d->bufs);
+    fx_free(d->gap_buf);
     if (d->contact_fd >= 0) close(d->contact_fd);
     if (d->lock_fd >= 0) close(d->lock_fd); /* releases the flock */
     fx_free(d->path);
@@ -548,6 +549,7 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
         snprintf(err, errlen, "disk: out of memory");
         return FLUXON_ERR_NOMEM;
     }
+    d->gap_buf = fx_disk_aligned(DK_RGROUP_GAP); /* none: records apart get reads of their own */
     for (uint32_t i = 0; i < c.write_buffers; i++) { /* made and touched now: their first fill
                                                        * faults no page in under an eviction */
         d->bufs[i].d = d;

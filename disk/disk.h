@@ -177,6 +177,7 @@ typedef struct fx_disk_stats {
     uint64_t appends, append_bytes, append_busy, writes, write_bytes, write_errors;
     uint64_t reads, read_bytes, reads_in_flight, read_errors, crc_failures, staged_reads;
     uint64_t read_ios; /* reads handed to the kernel: records side by side asked in one turn share one */
+    uint64_t read_gap_bytes; /* read only to join two records' reads into one (DK_RGROUP_GAP), dropped */
     fx_hist_t read_latency; /* a record's read from the file: fx_disk_read to its check (staged reads not) */
     uint64_t segments_freed, records_dropped;
     uint64_t segments_recycled;  /* segments written into a freed segment's file (renamed), not a new one */

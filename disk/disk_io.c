@@ -388,6 +388,7 @@ static void dk_on_rgroup(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
     uint64_t left = res > 0 ? (uint64_t)res : 0;
     for (uint32_t i = 0; i < g->n; i++) {
         dk_read_t *rd = g->m[i];
+        left -= FX_MIN(left, (uint64_t)g->gap[i]); /* the blocks before it, read to join it: dropped */
         size_t got = (size_t)FX_MIN(left, (uint64_t)rd->len);
         left -= got;
         if (got == rd->len) {
@@ -408,14 +409,21 @@ static void dk_read_issue(fx_disk_t *d, dk_read_t *rd)
     d->st.read_ios++;
     uint64_t bo = (rd->off & 0xffffffffull) * FX_DISK_BLOCK;
     dk_rgroup_t *g = d->rg_open;
-    if (g && fx_reactor_submits(d->r) == g->submits && g->seg == rd->seg && g->file_off + g->len == bo &&
-        g->n < DK_RGROUP_MAX && g->len + rd->len <= DK_RGROUP_BYTES) {
+    uint64_t end = g ? g->file_off + g->len : 0, gap = g && bo >= end ? bo - end : UINT64_MAX;
+    if (g && fx_reactor_submits(d->r) == g->submits && g->seg == rd->seg &&
+        (gap == 0 || (gap <= DK_RGROUP_GAP && d->gap_buf)) && g->n < DK_RGROUP_MAX &&
+        g->len + gap + rd->len <= DK_RGROUP_BYTES) {
         d->st.read_ios--;
+        if (gap) { /* the blocks between: read into the scratch buffer, dropped */
+            g->iov[g->niov++] = (struct iovec){d->gap_buf, gap};
+            d->st.read_gap_bytes += gap;
+        }
+        g->gap[g->n] = (uint32_t)gap;
         g->m[g->n] = rd;
-        g->iov[g->n] = (struct iovec){rd->bounce, rd->len};
+        g->iov[g->niov++] = (struct iovec){rd->bounce, rd->len};
         g->n++;
-        g->len += rd->len;
-        g->sqe->len = g->n; /* READV: the number of iovecs */
+        g->len += gap + rd->len;
+        g->sqe->len = g->niov; /* READV: the number of iovecs */
         return;
     }
     d->rg_open = NULL;
@@ -429,6 +437,8 @@ static void dk_read_issue(fx_disk_t *d, dk_read_t *rd)
     g->file_off = bo;
     g->len = rd->len;
     g->n = 1;
+    g->niov = 1;
+    g->gap[0] = 0;
     g->m[0] = rd;
     g->iov[0] = (struct iovec){rd->bounce, rd->len};
     g->io.cb = dk_on_rgroup;

@@ -646,6 +646,7 @@ FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_crc_failures = st.crc_failures;
     m->disk_staged_reads = st.staged_reads;
     m->disk_read_ios = st.read_ios;
+    m->disk_read_gap_bytes = st.read_gap_bytes;
     m->disk_read_latency = st.read_latency;
     m->disk_segments_freed = st.segments_freed;
     m->disk_segments_recycled = st.segments_recycled;

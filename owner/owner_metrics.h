@@ -286,6 +286,7 @@
     X(disk_staged_reads, COUNTER, "owner_disk_staged_reads_total", "", "Reads served from a staging buffer not yet written") \
     X(disk_read_latency, HIST, "owner_disk_read_seconds", "", "A record's read from the disk tier's file: asked to checked") \
     X(disk_read_ios, COUNTER, "owner_disk_read_ios_total", "", "Reads handed to the kernel (records side by side share one)") \
+    X(disk_read_gap_bytes, COUNTER, "owner_disk_read_gap_bytes_total", "", "Bytes read only to join two records' reads into one (at most 16 KiB between them), dropped") \
     X(disk_segments_freed, COUNTER, "owner_disk_segments_freed_total", "", "Segments freed for room")     \
     X(disk_segments_recycled, COUNTER, "owner_disk_segments_recycled_total", "", "Segments written into a freed segment's file instead of a new one (no unlink, no discard)") \
     X(disk_recovered_records, GAUGE, "owner_disk_recovered_records", "", "Records re-indexed when the owner started") \

@@ -2,8 +2,8 @@
  * records side by side in a segment, asked in one reactor turn, are read by one READV, and
  * each is still checked as its own read: a corrupt record in the middle is a miss alone,
  * a file cut short ends the records it no longer holds as misses (read again alone), and
- * records of another segment or not side by side get reads of their own. Every wait is
- * bounded. */
+ * records of another segment, or further apart than DK_RGROUP_GAP, get reads of their own
+ * (closer ones share the read, the blocks between dropped). Every wait is bounded. */
 #include <criterion/criterion.h>
 
 #include "diskfix.h"
@@ -89,12 +89,22 @@ Test(disk_read, records_side_by_side_share_one_read_and_each_is_checked_alone)
     cr_assert_eq(st.crc_failures, 1, "a5 alone failed its check");
     cr_assert_eq(fx_disk_find(d, "a5", 2, NULL, NULL), FLUXON_ERR_NOT_FOUND, "and left the index");
 
-    /* not side by side (a0, a2, a4): a read each; in reverse order (a9, a8): a read each */
-    int gaps[] = {0, 2, 4}, rev[] = {9, 8};
+    /* one record apart (a0, a2, a4: 12 KiB between, within DK_RGROUP_GAP): still one read,
+     * the records between read into the scratch buffer and dropped; five apart (a0, a6: 60
+     * KiB): a read each; in reverse order (a9, a8): a read each */
+    int gaps[] = {0, 2, 4}, far[] = {0, 6}, rev[] = {9, 8};
+    fx_disk_stats(d, &st);
+    uint64_t gap_bytes = st.read_gap_bytes;
     ios = read_ios(d);
     read_all(r, d, offs, gaps, 3, &b);
-    cr_assert_eq(read_ios(d) - ios, 3);
+    cr_assert_eq(read_ios(d) - ios, 1, "a0, a2, a4: one read (%llu)", (unsigned long long)(read_ios(d) - ios));
     for (int j = 0; j < 3; j++) expect(&b, gaps[j], FLUXON_OK);
+    fx_disk_stats(d, &st);
+    cr_assert_eq(st.read_gap_bytes - gap_bytes, 2 * fx_disk_rec_bytes(VLEN), "a1 and a3 read and dropped");
+    ios = read_ios(d);
+    read_all(r, d, offs, far, 2, &b);
+    cr_assert_eq(read_ios(d) - ios, 2);
+    for (int j = 0; j < 2; j++) expect(&b, far[j], FLUXON_OK);
     ios = read_ios(d);
     read_all(r, d, offs, rev, 2, &b);
     cr_assert_eq(read_ios(d) - ios, 2);
@@ -114,7 +124,7 @@ Test(disk_read, records_side_by_side_share_one_read_and_each_is_checked_alone)
     fx_disk_stats(d, &st);
     cr_assert_eq(st.crc_failures, 3);
     cr_assert_eq(st.reads_in_flight, 0);
-    cr_assert_eq(st.read_latency.count, 12 + 3 + 2 + 4, "each record read from the file is timed once");
+    cr_assert_eq(st.read_latency.count, 12 + 3 + 2 + 2 + 4, "each record read from the file is timed once");
     cr_assert_gt(st.read_latency.sum_ns, 0);
     cr_assert_eq(d->ops, 0, "no I/O left");
     fx_disk_close(d, 5000);
