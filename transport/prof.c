@@ -2,13 +2,18 @@
 #include "prof.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static int prof_state; /* atomic: 0 unread, 1 off, 2 on */
+static pthread_once_t prof_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t prof_key; /* frees a thread's table when it exits without a dump */
+static bool prof_key_ok;
 
 typedef struct prof_table {
     fx_prof_entry_t e[FX_PROF_ENTRIES];
@@ -30,10 +35,26 @@ FX_INTERNAL bool fx_prof_on(void)
 
 FX_INTERNAL uint64_t fx_prof_start(void) { return fx_prof_on() ? fx_now_ns() : 0; }
 
+static void prof_key_make(void) { prof_key_ok = pthread_key_create(&prof_key, fx_free) == 0; }
+
 static prof_table_t *prof_table(void)
 {
-    if (!prof_tab) prof_tab = fx_calloc(1, sizeof *prof_tab);
+    if (prof_tab) return prof_tab;
+    pthread_once(&prof_key_once, prof_key_make);
+    prof_tab = fx_calloc(1, sizeof *prof_tab);
+    if (prof_tab && prof_key_ok) pthread_setspecific(prof_key, prof_tab); /* freed at the thread's exit */
     return prof_tab;
+}
+
+FX_INTERNAL bool fx_prof_table_made(void) { return prof_tab != NULL; }
+
+FX_INTERNAL void fx_prof_reset(void)
+{
+    __atomic_store_n(&prof_state, 0, __ATOMIC_RELAXED);
+    if (!prof_tab) return;
+    if (prof_key_ok) pthread_setspecific(prof_key, NULL);
+    fx_free(prof_tab);
+    prof_tab = NULL;
 }
 
 FX_INTERNAL void fx_prof_add(const void *fn, const char *kind, uint64_t t0_ns)
@@ -94,13 +115,17 @@ FX_INTERNAL void fx_prof_dump(void)
     prof_table_t *t = prof_tab;
     if (!t) return;
     prof_tab = NULL;
+    if (prof_key_ok) pthread_setspecific(prof_key, NULL);
     char name[32] = "?";
     pthread_getname_np(pthread_self(), name, sizeof name);
     uint64_t total = 0;
     for (size_t i = 0; i < t->n; i++) total += t->e[i].ns;
     qsort(t->e, t->n, sizeof *t->e, prof_by_time);
     /* one buffer, one write: the threads of one process end together */
-    size_t cap = 256 + t->n * 200, len = 0;
+    char self[PATH_MAX] = ""; /* the program: dladdr names it as argv[0], which may not be a path */
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[sl > 0 ? sl : 0] = 0;
+    size_t cap = 256 + t->n * (160 + sizeof self), len = 0;
     char *buf = fx_malloc(cap);
     if (!buf) {
         fx_free(t);
@@ -114,11 +139,12 @@ FX_INTERNAL void fx_prof_dump(void)
     for (size_t i = 0; i < t->n && len < cap; i++) {
         const fx_prof_entry_t *e = &t->e[i];
         Dl_info di;
-        char where[160];
+        char where[64 + PATH_MAX];
         if (dladdr(e->fn, &di) && di.dli_sname)
             snprintf(where, sizeof where, "%s", di.dli_sname);
         else if (dladdr(e->fn, &di) && di.dli_fname)
-            snprintf(where, sizeof where, "%s+0x%lx", di.dli_fname, (unsigned long)((const char *)e->fn - (const char *)di.dli_fbase));
+            snprintf(where, sizeof where, "%s+0x%lx", access(di.dli_fname, R_OK) == 0 || !self[0] ? di.dli_fname : self,
+                     (unsigned long)((const char *)e->fn - (const char *)di.dli_fbase));
         else
             snprintf(where, sizeof where, "%p", e->fn);
         len += (size_t)snprintf(buf + len, cap - len, "fluxon profile %s: %10.2f ms %9llu calls %8.2f us/call  %-14s %s\n",

@@ -13,7 +13,7 @@
  * callback preempted by another thread (one CPU shared) counts that thread's time too; the
  * ring-polling idle hook counts its polling.
  *
- * Off (the default), each callback costs one test of a cached flag. On, two clock reads
+ * Off (the default), each callback costs two calls that test a cached flag. On, two clock reads
  * (vDSO, ~25 ns) and a lookup in a small per-thread table; submissions add two reads of the
  * thread's CPU clock. Thread-safe: each thread has its own table. */
 #ifndef FX_PROF_H
@@ -44,9 +44,15 @@ typedef struct fx_prof_entry {
 /* Copies the calling thread's entries (at most cap) into out; returns how many it has.
  * *submit_ns, *submits: its submissions (either may be NULL). */
 FX_INTERNAL size_t fx_prof_snapshot(fx_prof_entry_t *out, size_t cap, uint64_t *submit_ns, uint64_t *submits);
+/* Whether the calling thread has a table (tests: profiling off never makes one). */
+FX_INTERNAL bool fx_prof_table_made(void);
+/* Tests: FLUXON_PROFILE is read again at the next fx_prof_on; this thread's table goes. */
+FX_INTERNAL void fx_prof_reset(void);
 /* Writes the calling thread's table to stderr, largest first, each callback named by its symbol
  * or by its module and offset (`addr2line -f -e MODULE 0xOFFSET` names a static one), then
- * empties it. Nothing when the table is empty. */
+ * empties it. Nothing when the table is empty. A thread that ends without a dump has its
+ * table freed, unwritten. fx_reactor_run dumps when its loop ends, fx_reactor_drain when
+ * it is done (what a node's shutdown did after the loop). */
 FX_INTERNAL void fx_prof_dump(void);
 
 #endif

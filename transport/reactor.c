@@ -400,7 +400,9 @@ FX_INTERNAL int fx_reactor_poll(fx_reactor_t *r, uint32_t timeout_ms)
     struct __kernel_timespec ts = {(long long)(timeout_ms / 1000u), (long long)(timeout_ms % 1000u) * 1000000ll};
     struct io_uring_cqe *cqe = NULL;
     r->submits++;
+    uint64_t c0 = fx_prof_cpu_start(); /* CPU time: the wait itself is not counted */
     io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1, &ts, NULL);
+    fx_prof_submit(c0);
     return reactor_reap(r);
 }
 
@@ -480,4 +482,5 @@ FX_INTERNAL void fx_reactor_drain(fx_reactor_t *r, uint32_t timeout_ms)
         reactor_reap(r);
     }
     reactor_drain_posts(r);
+    fx_prof_dump(); /* FLUXON_PROFILE: what the shutdown did after the loop */
 }
