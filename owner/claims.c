@@ -240,6 +240,35 @@ FX_INTERNAL uint64_t fx_oclaims_carve_bytes(fx_owner_t *o, uint64_t slot_size)
 
 static uint32_t ocl_mask(unsigned k) { return k >= 32 ? UINT32_MAX : (1u << k) - 1; }
 
+FX_INTERNAL uint64_t fx_oclaims_retiring_slots(fx_owner_t *o, uint64_t slot_size)
+{
+    oclaims_t *c = o->claims;
+    if (!c || !slot_size || slot_size > o->cfg.grant_bytes) return 0;
+    fx_slot_pool_t *pool = fx_ostore_pool(o);
+    unsigned k = ocl_chunks_for(o, c, o->cfg.grant_bytes, slot_size);
+    uint64_t per = (uint64_t)k * c->chunk_bytes / slot_size, n = 0;
+    uint32_t m = ocl_mask(k);
+    bool pow2 = (k & (k - 1)) == 0; /* as ocl_carve: power-of-two runs aligned */
+    for (size_t i = 0; i < c->n_grants; i++) {
+        uint32_t used = c->grant_used[i];
+        bool retiring = false;
+        for (unsigned at = 0; at < c->chunks; at++) {
+            fx_slot_grant_stats_t g;
+            if (!(c->grant_starts[i] & (1u << at)) ||
+                fx_slot_pool_grant_stats(pool, fx_ocl_sub_id(c, i, at), &g) != FLUXON_OK || !g.retiring)
+                continue;
+            retiring = true;
+            used &= ~(ocl_mask((unsigned)(g.bytes / c->chunk_bytes)) << at); /* free once empty */
+        }
+        for (unsigned at = 0; retiring && at + k <= c->chunks; at += pow2 ? k : 1)
+            if (!(used & (m << at))) { /* first fit, as a claim carves */
+                used |= m << at;
+                n += per;
+            }
+    }
+    return n;
+}
+
 /* A sub-grant of slot_size from free chunks (master grants already cut first, so that
  * empty ones stay whole). A size no grant serves yet gets no more chunks than hold the
  * need slots its claim waits for (issue 44 R2: a value length of its own, as with random

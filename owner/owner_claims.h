@@ -60,6 +60,10 @@ FX_INTERNAL void fx_oclaims_pump(fx_owner_t *o);
 FX_INTERNAL size_t fx_oclaims_deficit(fx_owner_t *o, uint64_t *sizes, uint64_t *needs, size_t cap);
 /* Bytes of the sub-grant a claim of slot_size gets carved (its chunks of a master grant). */
 FX_INTERNAL uint64_t fx_oclaims_carve_bytes(fx_owner_t *o, uint64_t slot_size);
+/* Slots of slot_size the master grants with retiring sub-grants will give once those are
+ * empty: in each, its free chunks and its retiring sub-grants' chunks, carved as a claim
+ * would carve them (a sub-grant that is not retiring stays where it is). */
+FX_INTERNAL uint64_t fx_oclaims_retiring_slots(fx_owner_t *o, uint64_t slot_size);
 /* master grants held */
 FX_INTERNAL uint64_t fx_oclaims_count(fx_owner_t *o);
 /* the slot pool's grants: sub-grants carved from the master grants (valid until the next
