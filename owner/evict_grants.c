@@ -95,7 +95,10 @@ FX_INTERNAL bool fx_oevg_retire_one(fx_owner_t *o, const uint64_t *sizes, size_t
         if (!wanted) retire[n++] = ids.v[i];
     }
     if (!n && ncold) return fx_oevg_retire_one(o, sizes, nc, cold + 1, ncold - 1); /* the next coldest */
-    for (size_t i = 0; i < n; i++) fx_slot_pool_retire_grant(pool, retire[i], true);
+    for (size_t i = 0; i < n; i++) {
+        fx_slot_pool_retire_grant(pool, retire[i], true);
+        fx_oev_drain_restart(o, retire[i]); /* a cursor of an earlier sub-grant at this id must not skip it */
+    }
     return n > 0;
 }
 

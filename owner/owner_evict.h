@@ -15,6 +15,8 @@ FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, siz
 /* the last atomic group of a put batch of two groups or more (a chain's tail,
  * prefix-aware): admitted as the first victims (not for lru) */
 FX_INTERNAL void fx_oev_batch_tail(fx_owner_t *o, owner_entry_t **members, size_t n);
+/* sub-grant id starts retiring: its drain sweeps it from its first slot (evict_grants.c) */
+FX_INTERNAL void fx_oev_drain_restart(fx_owner_t *o, uint64_t id);
 /* something changed that may let eviction or a waiting claim progress */
 FX_INTERNAL void fx_oev_kick(fx_owner_t *o);
 FX_INTERNAL void fx_oev_metrics(fx_owner_t *o, fx_ometrics_t *m);
