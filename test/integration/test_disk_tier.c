@@ -84,7 +84,13 @@ Test(disk_tier, evicted_values_come_back_from_disk, .timeout = 240, .fini = fini
      * in memory again): the second pass makes no temporary copy */
     long long temp1 = rf_stat(c, false, "disk_temp"), reused1 = rf_stat(c, false, "disk_demote_reused");
     cr_assert_gt(temp1, 0);
-    cr_assert_eq(get_all(c), hits, "the second pass hits the same keys");
+    /* the same keys, but for victims of this pass's promotions that the disk could not take
+     * at once (no staging room under load: counted, never a wait; seen under make asan) */
+    int hits2 = get_all(c);
+    long long busy2 = rf_stat(c, false, "disk_demote_busy") - busy;
+    cr_assert(hits2 <= hits && hits2 + busy2 >= hits,
+              "the second pass hits the same keys: %d of %d, %lld victims dropped for want of staging room", hits2,
+              hits, busy2);
     /* every key read back once is promoted at its second read (the values they push out of
      * memory are read back once, temporary, in their turn) */
     long long promoted = (rf_stat(c, false, "disk_hits") - disk_hits) - (rf_stat(c, false, "disk_temp") - temp1);
