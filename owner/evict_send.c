@@ -126,13 +126,8 @@ static void oev_on_evict(void *arg, int status, const fx_frame_header_t *h, cons
         fx_oevs_cohort_free(c);
         return;
     }
-    fx_body_statuses_t st = {{NULL, 0}};
-    if (status == FLUXON_OK && fx_body_statuses_decode(body, h->body_len, &st, arena) != FLUXON_OK)
-        st.statuses.n = 0;
-    if (status == FLUXON_OK && st.statuses.n != c->n) {
-        FX_ERROR("malformed EVICT answer from the master (%u statuses for %zu values)", st.statuses.n, c->n);
-        status = FLUXON_ERR_PROTOCOL;
-    }
+    fx_body_statuses_t st;
+    status = fx_olink_statuses(status, h, body, arena, c->n, "EVICT", &st);
     if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL) {
         oev_resend_later(c->o, c, status); /* the master may have dropped them */
         return;

@@ -195,13 +195,8 @@ static void ofetch_on_get_done(void *arg, int status, const fx_frame_header_t *h
     ofetch_gd_t *d = arg;
     fx_owner_t *o = d->o;
     ofetch_getdone_ctx_t *c = d->c;
-    fx_body_statuses_t st = {{NULL, 0}};
-    if (status == FLUXON_OK && fx_body_statuses_decode(body, h->body_len, &st, arena) != FLUXON_OK)
-        st.statuses.n = 0;
-    if (status == FLUXON_OK && st.statuses.n != c->n) {
-        FX_ERROR("malformed GET_DONE answer from the master (%u statuses for %zu copies)", st.statuses.n, c->n);
-        status = FLUXON_ERR_PROTOCOL;
-    }
+    fx_body_statuses_t st;
+    status = fx_olink_statuses(status, h, body, arena, c->n, "GET_DONE", &st);
     bool uncertain = status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_UNAVAILABLE || status == FLUXON_ERR_PROTOCOL;
     if (uncertain && !o->shutting_down) {
         ofetch_gd_uncertain(d, status);

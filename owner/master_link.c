@@ -564,6 +564,18 @@ FX_INTERNAL uint64_t fx_olink_master_generation(fx_owner_t *o)
     return l && l->mstate == OM_READY ? l->master_generation : 0;
 }
 
+FX_INTERNAL int fx_olink_statuses(int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena,
+                                  size_t n, const char *what, fx_body_statuses_t *st)
+{
+    memset(st, 0, sizeof *st);
+    if (status != FLUXON_OK) return status;
+    if (fx_body_statuses_decode(body, h->body_len, st, arena) != FLUXON_OK) st->statuses.n = 0;
+    if (st->statuses.n == n) return FLUXON_OK;
+    FX_ERROR("malformed %s answer from the master (%u statuses for %zu keys)", what, st->statuses.n, n);
+    memset(st, 0, sizeof *st);
+    return FLUXON_ERR_PROTOCOL;
+}
+
 FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o)
 {
     olink_t *l = o->link;

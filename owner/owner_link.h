@@ -30,6 +30,11 @@ FX_INTERNAL int fx_olink_init(fx_owner_t *o, const fx_olink_hooks_t *hooks);
 FX_INTERNAL void fx_olink_start(fx_owner_t *o);    /* connects (and keeps reconnecting) */
 FX_INTERNAL void fx_olink_shutdown(fx_owner_t *o); /* stops timers, closes the connection */
 FX_INTERNAL void fx_olink_fini(fx_owner_t *o);
+/* The master's per-key answer to a batch (statuses): status as the call ended, or
+ * FLUXON_ERR_PROTOCOL (logged, naming what) when it was OK but its statuses do not decode
+ * or are not n; *st holds them when OK (else none). */
+FX_INTERNAL int fx_olink_statuses(int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena,
+                                  size_t n, const char *what, fx_body_statuses_t *st);
 /* The master connection when registered, else NULL. */
 FX_INTERNAL fx_conn_t *fx_olink_conn(fx_owner_t *o);
 /* Owners alive as the master last said (CLUSTER_INFO); -1 unknown. */

@@ -204,12 +204,10 @@ static void orepl_on_done(void *arg, int status, const fx_frame_header_t *h, con
     fx_free(c);
     if (!b) return;
     fx_body_statuses_t a;
-    memset(&a, 0, sizeof a);
-    if (status == FLUXON_OK && fx_body_statuses_decode(body, h->body_len, &a, arena) != FLUXON_OK)
-        status = FLUXON_ERR_PROTOCOL;
+    status = fx_olink_statuses(status, h, body, arena, b->n_ranges, "APPEND_DONE", &a);
     if (!b->pushed) orepl_batch_end(o, b, OR_TRANSFER, NULL); /* the ranges went back: the push failed */
     else if (status == FLUXON_ERR_STALE) orepl_batch_end(o, b, OR_OBSOLETE, NULL); /* forgotten (TTL) */
-    else if (status != FLUXON_OK || a.statuses.n != b->n_ranges)
+    else if (status != FLUXON_OK)
         orepl_batch_end(o, b, OR_MASTER, NULL); /* uncertain: never counted as a copy */
     else orepl_batch_end(o, b, OR_COMPLETED, &a.statuses);
 }

@@ -408,9 +408,7 @@ static void rp_on_answer(void *arg, int status, const fx_frame_header_t *h, cons
     }
     s->in_flight--;
     fx_body_statuses_t a;
-    memset(&a, 0, sizeof a);
-    if (status == FLUXON_OK && (fx_body_statuses_decode(body, h->body_len, &a, arena) != FLUXON_OK || a.statuses.n != b->n))
-        status = FLUXON_ERR_PROTOCOL;
+    status = fx_olink_statuses(status, h, body, arena, b->n, "REPUBLISH", &a);
     if (status == FLUXON_ERR_TIMEOUT || status == FLUXON_ERR_PROTOCOL) { /* uncertain: the same identities again */
         s->resends++;
         rp_send(o, b->ids, b->n, b->last);
