@@ -16,6 +16,7 @@
 #include <xxh_x86dispatch.h> /* XXH3 with AVX2 / AVX-512 where the CPU has them (the shared libxxhash) */
 
 #include "log.h"
+#include "stream_copy.h" /* a staging buffer is next read by the device (O_DIRECT) or the kernel */
 
 FX_INTERNAL uint64_t fx_disk_rec_bytes(uint64_t value_len)
 {
@@ -41,37 +42,6 @@ static uint64_t dk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *
     return XXH3_64bits_digest(&st);
 }
 
-/* Stores that bypass the cache (x86-64: SSE2 streaming stores, baseline): a staging buffer
- * is next read by the device (O_DIRECT) or the kernel — by this thread only for the rare
- * read of a record not yet written (after the fence) — so a plain copy's read-for-ownership
- * of every destination line, and the lines it leaves in the cache, are pure cost. dst is
- * 16-byte aligned (a staging buffer's blocks are 4 KiB aligned); src need not be; n any. */
-#if defined(__x86_64__)
-#include <emmintrin.h>
-static void dk_stream_copy(void *dst, const void *src, size_t n)
-{
-    __m128i *d = dst;
-    const __m128i *s = src;
-    for (size_t k = n / 64; k; k--, d += 4, s += 4) {
-        __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
-                e = _mm_loadu_si128(s + 3);
-        _mm_stream_si128(d, a), _mm_stream_si128(d + 1, b), _mm_stream_si128(d + 2, c), _mm_stream_si128(d + 3, e);
-    }
-    if (n % 64) memcpy(d, s, n % 64);
-}
-static void dk_stream_zero(void *dst, size_t n)
-{
-    __m128i z = _mm_setzero_si128(), *d = dst;
-    for (size_t k = n / 64; k; k--, d += 4)
-        _mm_stream_si128(d, z), _mm_stream_si128(d + 1, z), _mm_stream_si128(d + 2, z), _mm_stream_si128(d + 3, z);
-    if (n % 64) memset(d, 0, n % 64);
-}
-static void dk_stream_fence(void) { _mm_sfence(); } /* streaming stores are weakly ordered */
-#else
-static void dk_stream_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
-static void dk_stream_zero(void *dst, size_t n) { memset(dst, 0, n); }
-static void dk_stream_fence(void) {}
-#endif
 
 /* The staging buffer gets the header block (header, key, zeros to 4 KiB) and the value with
  * its padding, through streaming stores; the checksum is taken over header + key and the
@@ -92,12 +62,12 @@ FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off,
     memcpy(head, &h, sizeof h);
     if (klen) memcpy(head + FX_DISK_HDR_BYTES, key, klen);
     memset(head + FX_DISK_HDR_BYTES + klen, 0, hk - FX_DISK_HDR_BYTES - klen);
-    dk_stream_copy(p, head, hk);
-    dk_stream_zero(p + hk, FX_DISK_BLOCK - hk);
-    if (m->value_len) dk_stream_copy(p + FX_DISK_BLOCK, value, m->value_len);
+    fx_stream_copy(p, head, hk);
+    fx_stream_zero(p + hk, FX_DISK_BLOCK - hk);
+    if (m->value_len) fx_stream_copy(p + FX_DISK_BLOCK, value, m->value_len);
     uint64_t pad = FX_ALIGN_UP(m->value_len, (uint64_t)FX_DISK_BLOCK) - m->value_len;
     if (pad) memset(p + FX_DISK_BLOCK + m->value_len, 0, pad);
-    dk_stream_fence();
+    fx_stream_fence();
 }
 
 FX_INTERNAL const char *fx_disk_rec_check(const char *p, size_t len, uint64_t seg_id, uint64_t byte_off,

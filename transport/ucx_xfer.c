@@ -6,6 +6,7 @@
 #include "ucx_int.h"
 
 #include "log.h"
+#include "stream_copy.h"
 
 FX_INTERNAL void fx_ucxdp_xfer_unlink(fx_ucx_t *u, ucxdp_xfer_t *x)
 {
@@ -373,10 +374,12 @@ static int ucxdp_post_local(ucxdp_xfer_t *x)
     for (size_t i = 0; i < x->n; i++) {
         const ucxdp_rng_t *r = &x->r[i];
         uint64_t off = r->addr - p->remote_base;
-        if (x->op == FX_UCX_GET) memcpy(r->local, p->local + off, r->len);
-        else memcpy(p->local + off, r->local, r->len);
+        if (x->op == FX_UCX_GET) memcpy(r->local, p->local + off, r->len); /* read here next: cached */
+        else if ((uintptr_t)(p->local + off) % 16) memcpy(p->local + off, r->local, r->len);
+        else fx_stream_copy(p->local + off, r->local, r->len); /* read by the peer's readers, not here */
         bytes += r->len;
     }
+    if (x->op != FX_UCX_GET) fx_stream_fence(); /* all of it visible before the completion is reported */
     x->u->local_xfers++;
     x->u->local_bytes += bytes;
     return FLUXON_OK;
