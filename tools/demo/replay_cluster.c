@@ -136,6 +136,9 @@ void rp_wait_prefault(rp_run *r)
         (void)fx_cli_wait_prefault(r->cl.owners, r->cl.embedded ? r->n_owners : 0, clients, r->n_workers,
                                    RP_PREFAULT_WAIT_MS, &rp_interrupted);
     free(clients);
+    /* the CPU owners' segments too: the run without them does not pay a prefault either */
+    if (r->cl.embedded && r->o.cpu_owners)
+        (void)fx_cli_wait_prefault(r->cl.cpu, r->o.cpu_owners, NULL, 0, RP_PREFAULT_WAIT_MS, &rp_interrupted);
 }
 
 /* ---------------------------------------------------------------------------------
