@@ -207,6 +207,8 @@ static bool dk_load_index(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, bo
     return ok;
 }
 
+#define DK_SCAN_BAD_LOG 16u /* bad records logged one by one per store rebuild; then one line a segment */
+
 /* A segment without a good index block: record by record. A record whose header is sane
  * (magic, version, its own segment and place, lengths within the file) but whose checksum
  * fails is skipped and counted; the first record with a broken header ends the scan (the
@@ -218,6 +220,7 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
     size_t cap = 0;
     const char *why = NULL;
     bool earlier = false, io_stop = false; /* an earlier segment's header ended it; a read or memory failure did */
+    uint64_t unlogged = 0; /* bad records past DK_SCAN_BAD_LOG: one line for them */
     while (off + FX_DISK_BLOCK <= size) {
         fx_disk_hdr_t h;
         if (!dk_pread_all(fd, &h, sizeof h, off)) { why = "read failed"; io_stop = true; break; }
@@ -242,7 +245,12 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
         const char *bad = fx_disk_rec_check(buf, rb, seg->id, off, NULL, 0);
         if (bad) {
             d->st.crc_failures++;
-            FX_WARN("disk: %s at byte %" PRIu64 ": %s; the record is skipped", path, off, bad);
+            if (d->scan_bad_logged < DK_SCAN_BAD_LOG) { /* a damaged disk can have millions: the first ones */
+                d->scan_bad_logged++;
+                FX_WARN("disk: %s at byte %" PRIu64 ": %s; the record is skipped", path, off, bad);
+            } else {
+                unlogged++;
+            }
         } else {
             fx_disk_meta_t m = {.value_len = h.value_len, .put_ms = h.put_ms, .put_ver = h.put_ver,
                                 .group_size = h.group_size, .group_idx = h.group_idx};
@@ -256,6 +264,9 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
         off += rb;
     }
     fx_free(buf);
+    if (unlogged)
+        FX_WARN("disk: %s: %" PRIu64 " more records fail their checks and are skipped (the first %u of this store "
+                "were logged one by one)", path, unlogged, DK_SCAN_BAD_LOG);
     seg->data_end = off;
     /* in a recycled file (its last block an earlier segment's footer) the scan ends where the
      * earlier life's bytes begin, on one of its headers or not */
@@ -394,7 +405,8 @@ FX_INTERNAL int fx_disk_rebuild(fx_disk_t *d, char *err, size_t errlen)
     d->st.recovered_records = fx_hmap_count(d->by_key);
     d->st.recover_ms = (fx_now_ns() - t0) / 1000000u;
     if (rc == FLUXON_OK && n)
-        FX_INFO("disk: %s: %" PRIu64 " records in %" PRIu64 " segments re-indexed in %" PRIu64 " ms (%" PRIu64
+        fx_log(d->st.crc_failures ? FX_LOG_WARN : FX_LOG_INFO,
+               "disk: %s: %" PRIu64 " records in %" PRIu64 " segments re-indexed in %" PRIu64 " ms (%" PRIu64
                 " torn tails, %" PRIu64 " checksum failures)",
                 d->path, d->st.recovered_records, d->st.recovered_segments, d->st.recover_ms, d->st.recovered_torn,
                 d->st.crc_failures);

@@ -192,6 +192,7 @@ struct fx_disk {
     uint64_t failed_ms;   /* writes failed (fx_disk_fail) at this fx_now_ms: they pause, then retry */
     uint32_t fail_backoff_ms;
     bool ids_exhausted; /* logged once */
+    uint32_t scan_bad_logged; /* bad records the rebuild logged one by one (disk_format.c) */
     bool shutting;      /* fx_disk_close began: no spare is made any more */
     bool spare_opening; /* the next segment file is being made (disk_fs.c) */
     int spare_fd;       /* the next segment file, made ahead (-1: none yet) */
