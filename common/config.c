@@ -516,6 +516,8 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     }
 }
 
+#define CFG_SEGMENT_MAX (1ull << 46)
+
 /* Owner rules across fields (§6): the segment holds at least one grant (its header page
  * is mapped on top of segment_bytes: segment_bytes / grant_bytes grants fit), and the
  * expected capacity fits in the grants the segment can hold. */
@@ -525,6 +527,9 @@ static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
     if (seg < CFG_PAGE)
         return fx_cfg_fail(c, "segment_bytes", "%llu is too small: at least 4096 (a one-page grant)",
                         (unsigned long long)seg);
+    if (seg > CFG_SEGMENT_MAX) /* and its header page added to it never wraps */
+        return fx_cfg_fail(c, "segment_bytes", "%llu is too large: at most %llu (64 TiB, half of x86-64's user "
+                           "address space)", (unsigned long long)seg, (unsigned long long)CFG_SEGMENT_MAX);
     if (grant > seg)
         return fx_cfg_fail(c, "segment_bytes", "%llu is smaller than one grant (reserve.grant_bytes %llu)",
                         (unsigned long long)seg, (unsigned long long)grant);
@@ -631,12 +636,27 @@ static int cfg_parse_root(struct cfg_ctx *c, const cJSON *root, fx_config_t *cfg
     return cfg_finish(c, seen, cfg);
 }
 
+/* 1 + the byte offset of the first \u0000 escape in json (a backslash escaping a 'u' and
+ * four zeros), else 0. An escaped backslash before a 'u' ("\\u0000") is text, not one. */
+static size_t cfg_escaped_nul(const char *json)
+{
+    for (const char *p = json; (p = strchr(p, '\\')) != NULL;) {
+        if (p[1] == 'u' && p[2] == '0' && p[3] == '0' && p[4] == '0' && p[5] == '0') return (size_t)(p - json) + 1;
+        p += p[1] ? 2 : 1; /* the escaped character is skipped: JSON "\\u0000" is a backslash, then text */
+    }
+    return 0;
+}
+
 FX_INTERNAL int fx_config_parse(const char *json, fx_config_t *cfg, char *err, size_t errcap)
 {
     struct cfg_ctx c = {.err = err, .errcap = errcap, .role = FX_ROLE_NONE};
     if (err && errcap) err[0] = 0;
     if (!json) return fx_cfg_fail(&c, "config", "NULL is not a JSON document");
     if (!cfg) return fx_cfg_fail(&c, "config", "NULL output struct");
+    size_t nul = cfg_escaped_nul(json);
+    if (nul) /* cJSON ends the string there: "s3cret\u0000x" would be taken for "s3cret" */
+        return fx_cfg_fail(&c, "config", "a string holds \\u0000 at byte %zu: no field takes a NUL character",
+                           nul - 1);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
     if (!root) {

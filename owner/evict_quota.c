@@ -120,7 +120,7 @@ FX_INTERNAL int fx_oevq_init(fx_owner_t *o)
         FX_ERROR("config: the tenants' guarantees (%s) sum to %llu bytes, more than this owner's hot tier of %llu "
                  "bytes (hot_capacity_bytes, else hot_capacity_ratio x the payload capacity)",
                  list, (unsigned long long)sum, (unsigned long long)kv->hot_capacity);
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        return FLUXON_ERR_CONFIG; /* a configuration error: exit status 2 */
     }
     /* the tenant table (tenant.c) lists cfg.tenants first, in order */
     for (uint32_t k = 0; k < o->cfg.n_tenants; k++) {

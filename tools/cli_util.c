@@ -42,6 +42,11 @@ char *fx_cli_read_config(const char *who, const char *path)
     }
     fclose(f);
     if (buf) buf[len] = 0;
+    if (buf && strlen(buf) != len) { /* what follows it would be dropped unread */
+        fprintf(stderr, "%s: config %s has a NUL byte at byte %zu: a config is JSON text\n", who, path, strlen(buf));
+        free(buf);
+        buf = NULL;
+    }
     return buf;
 }
 

@@ -68,6 +68,20 @@ static void qt_settle(fluxon_client *c)
     cr_assert_eq(kf_stat(c, "eviction_debt"), 0);
 }
 
+/* Guarantees that do not fit the hot tier together are a configuration error (exit
+ * status 2 from the command line), not a runtime one. */
+Test(quota, guarantees_over_the_hot_tier_are_a_config_error, .fini = kf_down)
+{
+    kf_up(0);
+    char cfg[1024];
+    kf_owner_cfg(cfg, sizeof cfg, 0,
+                 ",\"hot_capacity_bytes\":\"1MiB\",\"tenants\":{\"acme\":{\"token\":\"acme-secret\","
+                 "\"guaranteed_bytes\":\"768KiB\"},\"beta\":{\"token\":\"beta-secret\",\"guaranteed_bytes\":\"512KiB\"}}");
+    fluxon_node *n = NULL;
+    cr_assert_eq(fluxon_node_start(cfg, &n), FLUXON_ERR_CONFIG, "1.25 MiB guaranteed on a 1 MiB hot tier");
+    cr_assert_null(n);
+}
+
 Test(quota, a_guaranteed_share_survives_another_tenants_flood, .fini = kf_down)
 {
     /* acme: 768 KiB (192 values) guaranteed, of a 1 MiB hot tier; beta floods three hot tiers'

@@ -274,6 +274,9 @@ static const struct tc_bad tc_bads[] = {
     {O "\"reserve\":{\"grant_bytes\":100}}", "reserve.grant_bytes: 100 is not a multiple of 4096"},
     {O "\"segment_bytes\":4097}", "segment_bytes: 4097 is not a multiple of 4096"},
     {O "\"segment_bytes\":0}", "segment_bytes: 0 must be > 0"},
+    {M "\"cluster_token\":\"s3cret\\u0000evil\"}", "a string holds \\u0000 at byte"},
+    {"{\"role\":\"owner\\u0000junk\",\"cluster_id\":\"c\"}", "a string holds \\u0000 at byte 14"},
+    {O "\"segment_bytes\":\"18446744073709547520\"}", "segment_bytes: 18446744073709547520 is too large: at most 70368744177664"},
     {O "\"segment_bytes\":\"512MiB\",\"reserve\":{\"grant_bytes\":\"1GiB\"}}",
      "segment_bytes: 536870912 is smaller than one grant (reserve.grant_bytes 1073741824)"},
     {O "\"reserve\":{\"grant_bytes\":8192,\"expected\":{\"value_len\":8193,"
@@ -365,6 +368,16 @@ Test(config, bad_configs)
                   i, tc_bads[i].json, err, tc_bads[i].want);
         cr_assert(memcmp(&c, &before, sizeof c) == 0, "case %zu: cfg written on error", i);
     }
+}
+
+/* An escaped backslash followed by the text "u0000" is no NUL: the token keeps it all. */
+Test(config, escaped_backslash_before_u0000_is_text)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    const char *j = "{\"role\":\"master\",\"cluster_id\":\"c\",\"cluster_token\":\"a\\\\u0000b\"}";
+    cr_assert_eq(fx_config_parse(j, &c, err, sizeof err), FLUXON_OK, "%s", err);
+    cr_assert_str_eq(c.cluster_token, "a\\u0000b");
 }
 
 Test(config, token_is_never_echoed)
@@ -498,7 +511,7 @@ Test(config, never_crashes)
         "{\"role\":\"owner\",\"cluster_id\":\"c1\",\"socket\":\"/tmp/s\",\"segment_bytes\":\"1GiB\","
         "\"reserve\":{\"grant_bytes\":\"512MiB\",\"expected\":{\"value_len\":4096,"
         "\"payload_capacity_bytes\":1e3}},\"hot_capacity_ratio\":0.5,\"numa_node\":-1,"
-        "\"master\":\"localhost:1\",\"log_level\":\"info\",\"cluster_token\":\"x\\u0000y\"}";
+        "\"master\":\"localhost:1\",\"log_level\":\"info\",\"cluster_token\":\"x\\u0041y\"}";
     size_t n = strlen(good);
     char buf[1024], err[ERRCAP];
     fx_config_t c;
