@@ -99,6 +99,25 @@ Test(ops2, cpu_owners_without_capacity_blocks_says_what_is_missing, .timeout = 6
     cr_assert(ex == 2 && strstr(out, "cannot join a cluster given by --config"), "exit %d: %s", ex, out);
 }
 
+/* A new-user pass: sizes past this host's RAM or a disk tier's limit are usage errors
+ * naming the flags, before anything is allocated (--capacity-blocks 1099511627776 ran out of
+ * memory in the reference simulator; 100000000 blamed "distinct pages"; the largest
+ * --disk-capacity-blocks blamed disk.capacity_bytes, a field the user never set). */
+Test(ops2, demo_sizes_past_the_host_are_usage_errors_naming_the_flags, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    char out[4096];
+    int ex = ops_cli(out, sizeof out, "demo --capacity-blocks 1099511627776");
+    cr_assert(ex == 2 && strstr(out, "--capacity-blocks 1099511627776 (x 1 owner(s))") && strstr(out, "of RAM"),
+              "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "demo --capacity-blocks 10 --cpu-owners 1 --cpu-capacity-blocks 1099511627776");
+    cr_assert(ex == 2 && strstr(out, "--cpu-capacity-blocks 1099511627776 (x 1 CPU owner(s))"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "demo --capacity-blocks 10 --disk-dir %s/dd --disk-capacity-blocks 1099511627776",
+                 t.dir);
+    cr_assert(ex == 2 && strstr(out, "--disk-capacity-blocks 1099511627776: at most 1099511627775"), "exit %d: %s",
+              ex, out);
+}
+
 /* Finding 27. Before: `scripts/plot out/` printed "wrote out//hit_ratio.png". */
 Test(ops2, plot_names_its_files_without_a_double_slash, .timeout = 120, .fini = ops_fini)
 {

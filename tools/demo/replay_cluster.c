@@ -239,11 +239,14 @@ static int rp_check_memory(const rp_run *r)
     uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
     if (!ram || need <= ram / 10 * 9) return FLUXON_OK;
     fprintf(stderr,
-            "fluxon demo: the segments need %.1f GiB (%u owner(s) x %.1f GiB: %llu distinct pages x %u TP rank(s) x "
-            "%llu-byte slots, + 25 %%), more than 90 %% of this host's %.1f GiB of RAM: lower --value-len or "
-            "--requests, or bound each owner with --capacity-blocks\n",
+            "fluxon demo: the segments need %.1f GiB (%u owner(s) x %.1f GiB: %llu %s x %u TP rank(s) x "
+            "%llu-byte slots, + %s), more than 90 %% of this host's %.1f GiB of RAM: %s\n",
             (double)need / (1u << 30), r->o.owners, (double)r->segment_bytes / (1u << 30),
-            (unsigned long long)r->distinct_pages, r->o.tp, (unsigned long long)slot, (double)ram / (1u << 30));
+            (unsigned long long)(r->o.capacity_blocks ? r->o.capacity_blocks : r->distinct_pages),
+            r->o.capacity_blocks ? "pages (--capacity-blocks)" : "distinct pages", r->o.tp, (unsigned long long)slot,
+            r->o.capacity_blocks ? "headroom" : "25 %", (double)ram / (1u << 30),
+            r->o.capacity_blocks ? "lower --capacity-blocks or --cpu-capacity-blocks"
+                                 : "lower --value-len or --requests, or bound each owner with --capacity-blocks");
     return FLUXON_ERR_NO_SPACE;
 }
 

@@ -410,6 +410,49 @@ static int rp_tenant_quotas_check(rp_opts *o)
     return 0;
 }
 
+/* The sizes the flags ask for, before anything is allocated for them (the reference
+ * simulator of --capacity-blocks, the segments): the owners' pages in this host's RAM
+ * (they are faulted in whole; the cluster start checks the exact segment sizes again), a
+ * disk tier's bytes within what disk.capacity_bytes takes (2^53). */
+static int rp_sizes_check(const rp_opts *o)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    uint64_t slot = o->value_len < 4096 ? 4096 : (o->value_len + 4095) / 4096 * 4096;
+    uint64_t per_page = slot * o->tp; /* --value-len <= 1 GiB, --tp <= 64: no overflow */
+    const struct { const char *flag; uint64_t n, owners; } want[] = {
+        {"--capacity-blocks", o->capacity_blocks, o->n_configs ? 0 : o->owners},
+        {"--cpu-capacity-blocks", o->cpu_capacity_blocks, o->cpu_owners},
+    };
+    uint64_t total = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!want[i].n || !want[i].owners) continue;
+        if (want[i].n > UINT64_MAX / per_page / want[i].owners) total = UINT64_MAX;
+        else if (total != UINT64_MAX) total += want[i].n * per_page * want[i].owners;
+    }
+    if (ram && total > ram / 10 * 9) {
+        char cpu[96] = "";
+        if (o->cpu_owners)
+            snprintf(cpu, sizeof cpu, " and --cpu-capacity-blocks %llu (x %u CPU owner(s))",
+                     (unsigned long long)o->cpu_capacity_blocks, o->cpu_owners);
+        fprintf(stderr, "fluxon demo: --capacity-blocks %llu (x %u owner(s))%s of %llu-byte slots x %u TP rank(s) "
+                "need %s%.1f GiB, more than 90 %% of this host's %.1f GiB of RAM (the segments are faulted in "
+                "whole): lower them\n", (unsigned long long)o->capacity_blocks, o->owners, cpu,
+                (unsigned long long)slot, o->tp, total == UINT64_MAX ? "over " : "",
+                (double)(total == UINT64_MAX ? UINT64_MAX : total) / (1u << 30), (double)ram / (1u << 30));
+        return -1;
+    }
+    uint64_t rec = 4096 + (o->value_len + 4095) / 4096 * 4096, disk_max = (1ull << 53) - 1;
+    if (o->disk_capacity_blocks && o->disk_capacity_blocks > disk_max / rec / o->tp) {
+        fprintf(stderr, "fluxon demo: --disk-capacity-blocks %llu: at most %llu with --value-len %llu and --tp %u "
+                "(records of %llu bytes; a disk tier holds less than 2^53 bytes)\n",
+                (unsigned long long)o->disk_capacity_blocks, (unsigned long long)(disk_max / rec / o->tp),
+                (unsigned long long)o->value_len, o->tp, (unsigned long long)rec);
+        return -1;
+    }
+    return 0;
+}
+
 /* --owners and --capacity-blocks against --config; owners is 0 while not given */
 static int rp_opts_check(rp_opts *o)
 {
@@ -483,7 +526,7 @@ static int rp_opts_check(rp_opts *o)
     }
     if (!o->writeback_watermark) o->writeback_watermark = 0.95;
     if (o->cpu_owners && !o->cpu_capacity_blocks) o->cpu_capacity_blocks = o->capacity_blocks;
-    return 0;
+    return rp_sizes_check(o);
 }
 
 static void rp_opts_defaults(rp_opts *o)
