@@ -440,8 +440,10 @@ FX_INTERNAL int fx_odisk_init(fx_owner_t *o)
     }
     s->segment_bytes = o->cfg.disk_segment_bytes ? o->cfg.disk_segment_bytes : FX_DISK_SEGMENT_DEFAULT;
     fx_timer_arm(o->r, &s->contact_timer, ODISK_CONTACT_MS, odisk_on_contact);
+    /* a warning unless reserve.expected.value_len says the values are of a size that fits */
+    bool expected_fit = o->cfg.has_expected && o->cfg.expected_value_len + 2 * FX_DISK_BLOCK <= s->segment_bytes;
     if (o->cfg.grant_bytes && o->cfg.grant_bytes + 2 * FX_DISK_BLOCK > s->segment_bytes)
-        FX_WARN("disk tier: values up to reserve.grant_bytes %llu may be put, but a disk segment takes at most %llu "
+        fx_log(expected_fit ? FX_LOG_INFO : FX_LOG_WARN,"disk tier: values up to reserve.grant_bytes %llu may be put, but a disk segment takes at most %llu "
                 "bytes of value (disk.segment_bytes %llu less a header block): larger ones never go to disk",
                 (unsigned long long)o->cfg.grant_bytes, (unsigned long long)(s->segment_bytes - 2 * FX_DISK_BLOCK),
                 (unsigned long long)s->segment_bytes);
