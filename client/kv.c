@@ -76,7 +76,14 @@ int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t v
 int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)
 {
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
-    if (!cl || !fx_client_key_ok(key) || !holder_p) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!cl || !fx_client_key_ok(key) || !holder_p) {
+        if (cl && !fx_client_key_ok(key)) /* as put says it */
+            FX_WARN("get: the key must be 1..%u bytes (%s)", FLUXON_MAX_KEY_BYTES,
+                    !key ? "it is NULL" : !*key ? "it is empty" : "it is longer");
+        else if (cl)
+            FX_WARN("get: holder_p is NULL");
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
     fluxon_get_handle *h = NULL;
     fluxon_get_start_result r;
     int rc = fluxon_get_start(cl, &key, 1, 1, NULL, 0, &h, &r);

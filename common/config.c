@@ -536,6 +536,9 @@ static int cfg_check_owner(struct cfg_ctx *c, const fx_config_t *cfg)
     if (cfg->hot_capacity_bytes > seg)
         return fx_cfg_fail(c, "hot_capacity_bytes", "%llu is larger than segment_bytes %llu",
                         (unsigned long long)cfg->hot_capacity_bytes, (unsigned long long)seg);
+    if (cfg->hot_capacity_bytes && cfg->hot_capacity_bytes < CFG_PAGE) /* 0: hot_capacity_ratio decides */
+        return fx_cfg_fail(c, "hot_capacity_bytes", "%llu is less than one 4096-byte slot: every value would be "
+                           "refused", (unsigned long long)cfg->hot_capacity_bytes);
     if (!cfg->has_expected) return 0;
     uint64_t vlen = cfg->expected_value_len, payload = cfg->expected_payload_bytes;
     if (vlen > grant)
@@ -661,7 +664,10 @@ FX_INTERNAL int fx_config_parse(const char *json, fx_config_t *cfg, char *err, s
     cJSON *root = cJSON_ParseWithOpts(json, &end, 1);
     if (!root) {
         size_t at = end && end >= json ? (size_t)(end - json) : 0;
-        return fx_cfg_fail(&c, "config", "not valid JSON near byte %zu", at);
+        if (json[strspn(json, " \t\r\n")] == 0)
+            return fx_cfg_fail(&c, "config", "is empty: a config is a JSON object, e.g. {\"role\":\"master\"}");
+        return fx_cfg_fail(&c, "config", "not valid JSON near byte %zu%s", at,
+                           at == CJSON_NESTING_LIMIT ? " (or nested deeper than cJSON's limit of 1000 levels)" : "");
     }
     fx_config_t tmp;
     int rc = cfg_parse_root(&c, root, &tmp);

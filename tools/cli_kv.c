@@ -18,7 +18,11 @@ static void kv_key_print(FILE *f, const char *key);
 /* Prints what failed and why (naming the key when there is one); the exit status. */
 static int kv_fail(fluxon_client *c, const char *what, const char *key, int rc)
 {
-    if (key) {
+    size_t klen = key ? strlen(key) : 0;
+    if (key && klen > FLUXON_MAX_KEY_BYTES) { /* not echoed whole: it is the problem */
+        fprintf(stderr, "fluxon: %s: %s (a key of %zu bytes: at most %d)\n", what, fluxon_status_string(rc), klen,
+                FLUXON_MAX_KEY_BYTES);
+    } else if (key) {
         fprintf(stderr, "fluxon: %s: %s (key ", what, fluxon_status_string(rc));
         kv_key_print(stderr, key);
         fputs(")\n", stderr);
