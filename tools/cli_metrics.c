@@ -68,6 +68,9 @@ static enum MHD_Result metrics_handler(void *cls, struct MHD_Connection *c, cons
     return metrics_text(c, 500, "metrics: out of memory\n");
 }
 
+/* Who speaks: the demo's flags start with "--" (its messages say "fluxon demo:"). */
+static const char *metrics_who(const char *field) { return field[0] == '-' ? "fluxon demo" : "fluxon"; }
+
 /* "host:port" -> a listening socket; -1 after a message naming field and value */
 static int metrics_bind(const char *field, const char *listen_addr, char *host_out, size_t host_cap, uint16_t *port_p)
 {
@@ -77,7 +80,7 @@ static int metrics_bind(const char *field, const char *listen_addr, char *host_o
     char *end = NULL;
     long port = colon ? strtol(colon + 1, &end, 10) : -1;
     if (!colon || hl == 0 || hl >= sizeof host || !colon[1] || *end || port < 0 || port > 65535) {
-        fprintf(stderr, "fluxon: %s: \"%s\" is not host:port (port 0..65535)\n", field, listen_addr);
+        fprintf(stderr, "%s: %s: \"%s\" is not host:port (port 0..65535)\n", metrics_who(field), field, listen_addr);
         return -1;
     }
     memcpy(host, listen_addr, hl);
@@ -89,7 +92,7 @@ static int metrics_bind(const char *field, const char *listen_addr, char *host_o
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
     int g = getaddrinfo(host, colon + 1, &hints, &ai);
     if (g != 0 || !ai) {
-        fprintf(stderr, "fluxon: %s: cannot resolve host \"%s\" of \"%s\": %s\n", field, host, listen_addr,
+        fprintf(stderr, "%s: %s: cannot resolve host \"%s\" of \"%s\": %s\n", metrics_who(field), field, host, listen_addr,
                 gai_strerror(g));
         return -1;
     }
@@ -99,7 +102,7 @@ static int metrics_bind(const char *field, const char *listen_addr, char *host_o
     if (fd >= 0 && (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0)) err = errno;
     freeaddrinfo(ai);
     if (err) {
-        fprintf(stderr, "fluxon: %s: cannot listen on \"%s\": %s\n", field, listen_addr, strerror(err));
+        fprintf(stderr, "%s: %s: cannot listen on \"%s\": %s\n", metrics_who(field), field, listen_addr, strerror(err));
         if (fd >= 0) close(fd);
         return -1;
     }
@@ -129,7 +132,7 @@ fx_cli_metrics *fx_cli_metrics_start(const char *field, const char *listen_addr,
                                      uint16_t *port_p)
 {
     if (!n || n > METRICS_MAX_NODES) {
-        fprintf(stderr, "fluxon: %s: %zu nodes to serve (1..%d)\n", field, n, METRICS_MAX_NODES);
+        fprintf(stderr, "%s: %s: %zu nodes to serve (1..%d)\n", metrics_who(field), field, n, METRICS_MAX_NODES);
         return NULL;
     }
     char host[256];
@@ -151,7 +154,7 @@ fx_cli_metrics *fx_cli_metrics_start(const char *field, const char *listen_addr,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
                             MHD_OPTION_END);
     if (!s->d) {
-        fprintf(stderr, "fluxon: %s: the HTTP server on \"%s\" did not start\n", field, listen_addr);
+        fprintf(stderr, "%s: %s: the HTTP server on \"%s\" did not start\n", metrics_who(field), field, listen_addr);
         close(fd);
         free(s);
         return NULL;

@@ -358,8 +358,19 @@ static int rp_external_configs(rp_run *r)
 {
     rp_cluster *cl = &r->cl;
     if (r->o.n_configs) {
-        for (unsigned k = 0; k < r->o.n_configs; k++)
+        for (unsigned k = 0; k < r->o.n_configs; k++) {
             if (!(cl->ext_cfg[k] = fx_cli_read_config("fluxon demo", r->o.configs[k]))) return RP_EXIT_USAGE;
+            /* each worker opens a client on it: say once what is wrong with the file */
+            cJSON *doc = cJSON_Parse(cl->ext_cfg[k]);
+            const cJSON *role = cJSON_GetObjectItemCaseSensitive(doc, "role");
+            int external = cJSON_IsString(role) && !strcmp(role->valuestring, "external");
+            if (!external)
+                fprintf(stderr, "fluxon demo: --config %s: %s: --config takes an external (client) config naming "
+                        "one owner's socket (docs/config.md)\n", r->o.configs[k],
+                        !doc ? "not valid JSON" : cJSON_IsString(role) ? "its role is not \"external\"" : "no \"role\"");
+            cJSON_Delete(doc);
+            if (!external) return RP_EXIT_USAGE;
+        }
         return 0;
     }
     for (unsigned k = 0; k < r->n_owners; k++) {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "replay.h"
@@ -220,6 +221,11 @@ static int rp_set_disk_dir(rp_opts *o, const char *val)
     if (!*val || *val != '/' || strlen(val) > 200) {
         fprintf(stderr, "fluxon demo: --disk-dir: a directory path of 1..200 bytes (absolute once the current "
                         "directory is put in front of a relative one)\n");
+        return -1;
+    }
+    struct stat sb;
+    if (stat(val, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "fluxon demo: --disk-dir %s: exists and is not a directory\n", val);
         return -1;
     }
     o->disk_dir = val;
