@@ -639,6 +639,27 @@ static int cfg_parse_root(struct cfg_ctx *c, const cJSON *root, fx_config_t *cfg
     return cfg_finish(c, seen, cfg);
 }
 
+/* The deepest nesting of arrays and objects in json's first n bytes (strings skipped). */
+static size_t cfg_depth(const char *json, size_t n)
+{
+    size_t depth = 0, deepest = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < n && json[i]; i++) {
+        char ch = json[i];
+        if (in_string) {
+            if (ch == '\\' && i + 1 < n) i++;
+            else if (ch == '"') in_string = false;
+        } else if (ch == '"') {
+            in_string = true;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > deepest) deepest = depth;
+        } else if ((ch == ']' || ch == '}') && depth) {
+            depth--;
+        }
+    }
+    return deepest;
+}
+
 /* 1 + the byte offset of the first \u0000 escape in json (a backslash escaping a 'u' and
  * four zeros), else 0. An escaped backslash before a 'u' ("\\u0000") is text, not one. */
 static size_t cfg_escaped_nul(const char *json)
@@ -667,7 +688,7 @@ FX_INTERNAL int fx_config_parse(const char *json, fx_config_t *cfg, char *err, s
         if (json[strspn(json, " \t\r\n")] == 0)
             return fx_cfg_fail(&c, "config", "is empty: a config is a JSON object, e.g. {\"role\":\"master\"}");
         return fx_cfg_fail(&c, "config", "not valid JSON near byte %zu%s", at,
-                           at == CJSON_NESTING_LIMIT ? " (or nested deeper than cJSON's limit of 1000 levels)" : "");
+                           cfg_depth(json, at) >= CJSON_NESTING_LIMIT ? " (nested deeper than cJSON's limit)" : "");
     }
     fx_config_t tmp;
     int rc = cfg_parse_root(&c, root, &tmp);

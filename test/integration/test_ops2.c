@@ -116,6 +116,12 @@ Test(ops2, demo_sizes_past_the_host_are_usage_errors_naming_the_flags, .timeout 
                  t.dir);
     cr_assert(ex == 2 && strstr(out, "--disk-capacity-blocks 1099511627776: at most 1099511627775"), "exit %d: %s",
               ex, out);
+    /* the parts saturate, never wrap past 2^64 to a total that passes */
+    ex = ops_cli(out, sizeof out, "demo --capacity-blocks 1099511627776 --value-len 1MiB --owners 8 --cpu-owners 8");
+    cr_assert(ex == 2 && strstr(out, "need over "), "exit %d: %s", ex, out);
+    /* --simulate maps no segment: no RAM bound */
+    ex = ops_cli(out, sizeof out, "demo --simulate --capacity-blocks 100000000 --requests 100");
+    cr_assert(ex == 0 && strstr(out, "prefix hits"), "exit %d: %s", ex, out);
 }
 
 /* Finding 27. Before: `scripts/plot out/` printed "wrote out//hit_ratio.png". */

@@ -382,6 +382,24 @@ Test(config, escaped_backslash_before_u0000_is_text)
     cr_assert_str_eq(c.cluster_token, "a\\u0000b");
 }
 
+/* Too deep a document is named as such, wherever the parser stops; a shallow one with a
+ * stray byte at the same offset is not. */
+Test(config, nesting_past_the_parser_limit_is_named)
+{
+    static char deep[8 * 1100 + 16], flat[1100];
+    size_t at = 0;
+    for (int i = 0; i < 1001; i++) at += (size_t)snprintf(deep + at, sizeof deep - at, "{\"a\":");
+    fx_config_t c;
+    char err[ERRCAP];
+    cr_assert_eq(fx_config_parse(deep, &c, err, sizeof err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "nested deeper than cJSON's limit"), "%s", err);
+    memset(flat, ' ', 1000);
+    memcpy(flat, "{\"role\":\"master\"", 16);
+    flat[1000] = '#';
+    cr_assert_eq(fx_config_parse(flat, &c, err, sizeof err), FLUXON_ERR_CONFIG);
+    cr_assert(!strstr(err, "nested"), "%s", err);
+}
+
 Test(config, token_is_never_echoed)
 {
     fx_config_t c;

@@ -98,8 +98,8 @@ int rp_disk_report(rp_run *r, cJSON *summary)
         if (j) cJSON_AddNumberToObject(j, "prefetch_refused", (double)refused);
     }
     if (v[D_CRC]) /* the exit status says the run failed: say why */
-        fprintf(stderr, "fluxon demo: exit status 1: %llu disk record(s) failed their checksum, each dropped and "
-                "counted a miss, never served (found when re-indexing %s at start or when read back; the owners' "
+        fprintf(stderr, "fluxon demo: exit status 1: %llu checksum failure(s) on disk (records, or index blocks "
+                "then scanned record by record): each bad record dropped and counted a miss, never served (found when re-indexing %s at start or when read back; the owners' "
                 "log names the files and the first records by byte offset)\n", (unsigned long long)v[D_CRC], r->o.disk_dir);
     if (master_moved != v[D_MOVED])
         fprintf(stderr, "fluxon demo: exit status 1: the owners moved %llu values to disk, the master counted %llu\n",

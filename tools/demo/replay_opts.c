@@ -438,10 +438,11 @@ static int rp_sizes_check(const rp_opts *o)
     uint64_t total = 0;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if (!want[i].n || !want[i].owners) continue;
-        if (want[i].n > UINT64_MAX / per_page / want[i].owners) total = UINT64_MAX;
-        else if (total != UINT64_MAX) total += want[i].n * per_page * want[i].owners;
+        uint64_t add = want[i].n > UINT64_MAX / per_page / want[i].owners ? UINT64_MAX
+                                                                           : want[i].n * per_page * want[i].owners;
+        total = add > UINT64_MAX - total ? UINT64_MAX : total + add; /* saturating */
     }
-    if (ram && total > ram / 10 * 9) {
+    if (ram && total > ram / 10 * 9 && !o->simulate) { /* --simulate maps no segment */
         char cpu[96] = "";
         if (o->cpu_owners)
             snprintf(cpu, sizeof cpu, " and --cpu-capacity-blocks %llu (x %u CPU owner(s))",
