@@ -238,7 +238,9 @@ Test(disk_dead, a_value_deleted_before_its_disk_copy_is_not_copied, .timeout = 2
         n++;
     }
     cr_assert_eq(rf_stat(c, false, "evict_disk_staging"), 1, "a round's copies are held (%d puts)", n);
-    cr_assert_eq(rf_stat(c, false, "evict_to_disk"), 0);
+    /* (a later round's copies may already be made: evict_to_disk is not read here; the held
+     * round is the first, and k:0, the coldest value, is in it. Under parallel suites a
+     * second round once went to disk between the last put and this line.) */
     cr_assert_eq(fluxon_delete(c, "k:0"), FLUXON_OK, "k:0, the first victim, deleted while its copy waits");
     for (int i = n; i < n + 200; i++) { /* later rounds go on meanwhile: their copies are not held */
         snprintf(key, sizeof key, "k:%d", i);
