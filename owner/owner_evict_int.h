@@ -34,6 +34,7 @@ typedef struct oev {
     fx_evp_t hot;          /* COMMITTED values, weighted by slot_size (eviction_policy) */
     uint64_t *ghost;       /* the policy's ghost keys */
     fx_freq_sketch_t seen; /* issue 38: how often each key was put or hit (writeback_admission) */
+    size_t seen_bytes;     /* its counters' mapping (oev_sketch_map) */
     uint64_t hot_capacity; /* bytes; the watermark, never the configured capacity (S5) */
     uint64_t stuck_since_ms; /* claims wait and nothing is evictable (held) since; 0: not stuck */
     struct oev_cohort *cohorts; /* EVICT batches waiting for the master */
