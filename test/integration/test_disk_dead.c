@@ -51,11 +51,22 @@ Test(disk_dead, deleted_and_replaced_keys_stay_gone_after_an_owner_kill_9, .time
         put_seeded(c, key, 9000 + (uint64_t)i);
     }
     double disk_us[10], mem_us[10];
+    int unknown = 0;
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof key, "k:%d", i);
         double t0 = th_now_s();
         int rc = fluxon_delete(c, key);
         disk_us[deleted] = (th_now_s() - t0) * 1e6;
+        /* a disk that is behind (other suites writing to the same file system) may have no
+         * staging room for the tombstone: the DELETE is then UNKNOWN_OUTCOME, counted
+         * disk_tomb_failures, and the master holds the invalidation for the restart below
+         * (make test met it once, with three suites in parallel) */
+        if (rc == FLUXON_ERR_UNKNOWN_OUTCOME) {
+            cr_assert_gt(rf_stat(c, false, "disk_tomb_failures"), 0, "delete %s: UNKNOWN_OUTCOME with every "
+                         "tombstone written", key);
+            unknown++;
+            continue;
+        }
         cr_assert(rc == FLUXON_OK || rc == FLUXON_ERR_NOT_FOUND, "delete %s: %s", key, fluxon_status_string(rc));
         deleted += rc == FLUXON_OK;
     }
@@ -69,7 +80,8 @@ Test(disk_dead, deleted_and_replaced_keys_stay_gone_after_an_owner_kill_9, .time
     qsort(mem_us, 10, sizeof *mem_us, dbl_cmp);
     fprintf(stderr, "delete latency (median): a key on disk %.0f us (its tombstone written first), in memory %.0f us\n",
             deleted ? disk_us[deleted / 2] : 0.0, mem_us[5]);
-    cr_assert_geq(deleted, 5, "most of the first keys were on disk (%d deleted)", deleted);
+    cr_assert_geq(deleted + unknown, 5, "most of the first keys were on disk (%d deleted, %d unknown)", deleted,
+                  unknown);
     long long tombs = rf_stat(c, false, "disk_tombstones");
     cr_assert_geq(tombs, deleted, "a tombstone per deleted disk record (%lld)", tombs);
     fluxon_client_close(c);
