@@ -33,14 +33,20 @@ static int ckv_put_inline(fluxon_client *cl, const char *key, const void *value,
     return fx_client_call_decode(cl, FX_MSG_PUT_INLINE, req, len, "put", NULL, NULL);
 }
 
+/* Why key (refused by fx_client_key_ok) is refused, in the log. */
+static void ckv_bad_key(const char *op, const char *key)
+{
+    FX_WARN("%s: the key must be 1..%u bytes (%s)", op, FLUXON_MAX_KEY_BYTES,
+            !key ? "it is NULL" : !*key ? "it is empty" : "it is longer");
+}
+
 int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t value_len,
                const fluxon_put_options *opts)
 {
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !fx_client_key_ok(key) || !value || value_len == 0) {
         if (cl && !fx_client_key_ok(key))
-            FX_WARN("put: the key must be 1..%u bytes (%s)", FLUXON_MAX_KEY_BYTES,
-                    !key ? "it is NULL" : !*key ? "it is empty" : "it is longer");
+            ckv_bad_key("put", key);
         else if (cl)
             FX_WARN("put: %s", !value ? "value is NULL" : "value_len is 0");
         return FLUXON_ERR_INVALID_ARGUMENT;
@@ -77,9 +83,8 @@ int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)
 {
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !fx_client_key_ok(key) || !holder_p) {
-        if (cl && !fx_client_key_ok(key)) /* as put says it */
-            FX_WARN("get: the key must be 1..%u bytes (%s)", FLUXON_MAX_KEY_BYTES,
-                    !key ? "it is NULL" : !*key ? "it is empty" : "it is longer");
+        if (cl && !fx_client_key_ok(key))
+            ckv_bad_key("get", key);
         else if (cl)
             FX_WARN("get: holder_p is NULL");
         return FLUXON_ERR_INVALID_ARGUMENT;

@@ -48,6 +48,12 @@ FX_INTERNAL void *fx_malloc_aligned(size_t align, size_t n);
  * bytes 0, the sanitizer build or a failure (logged) return NULL. *len_p: the reserve's
  * length (0 with NULL). The memory is mimalloc's until the process ends. Thread-safe. */
 FX_INTERNAL void *fx_heap_reserve(uint64_t bytes, uint64_t *len_p);
+/* bytes of zeroed memory, 2 MiB aligned, on transparent huge pages where the kernel gives
+ * them (madvise; 4 KiB pages otherwise), for a large table read at random (one TLB entry
+ * per 2 MiB: under a hypervisor each TLB miss is a two-dimensional page walk); NULL when
+ * mmap fails. Freed by fx_huge_unmap(p, the same bytes). Any thread. */
+FX_INTERNAL void *fx_huge_map(size_t bytes);
+FX_INTERNAL void fx_huge_unmap(void *p, size_t bytes);
 
 /* Assertion for states that must never happen (Redis' serverAssert): logs file, line
  * and the expression, then aborts. Always on, also in release builds. */

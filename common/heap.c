@@ -1,5 +1,6 @@
 /* heap.c — the heap reserve (fx.h): memory handed to mimalloc once per process, for the
- * prefault thread to fault in before the heap grows into it (issue 18).
+ * prefault thread to fault in before the heap grows into it (issue 18); and tables mapped
+ * on transparent huge pages (fx_huge_map).
  *
  * A filling cache grows its heap on the hot path: the owner's entries and index, the
  * master's routes (in `fluxon demo` all in one process). Each fresh 4 KiB page of it costs
@@ -28,6 +29,31 @@
 
 static int heap_reserved; /* atomic: a reserve was made (or tried) in this process */
 
+/* bytes of private anonymous memory starting at a multiple of align (a power of two),
+ * the slack around it unmapped; NULL when mmap fails (errno set) */
+static uint8_t *heap_map_aligned(uint64_t bytes, uint64_t align, int flags)
+{
+    uint8_t *raw = mmap(NULL, bytes + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    uint8_t *base = (uint8_t *)FX_ALIGN_UP((uintptr_t)raw, (uintptr_t)align);
+    uint8_t *end = base + bytes, *raw_end = raw + bytes + align;
+    if (base > raw) munmap(raw, (size_t)(base - raw)); /* the alignment's slack */
+    if (raw_end > end) munmap(end, (size_t)(raw_end - end));
+    return base;
+}
+
+FX_INTERNAL void *fx_huge_map(size_t bytes)
+{
+    uint8_t *p = heap_map_aligned(bytes, 2u << 20, 0);
+    if (p) (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: 4 KiB pages where refused */
+    return p;
+}
+
+FX_INTERNAL void fx_huge_unmap(void *p, size_t bytes)
+{
+    if (p) munmap(p, bytes);
+}
+
 FX_INTERNAL void *fx_heap_reserve(uint64_t bytes, uint64_t *len_p)
 {
     *len_p = 0;
@@ -36,16 +62,11 @@ FX_INTERNAL void *fx_heap_reserve(uint64_t bytes, uint64_t *len_p)
 #ifdef FX_USE_LIBC_MALLOC
     return NULL;
 #else
-    uint8_t *raw = mmap(NULL, bytes + FX_HEAP_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                        -1, 0);
-    if (raw == MAP_FAILED) {
+    uint8_t *base = heap_map_aligned(bytes, FX_HEAP_ALIGN, MAP_NORESERVE);
+    if (!base) {
         FX_WARN("heap reserve of %llu MiB skipped: mmap: %m (heap_reserve_mib)", (unsigned long long)(bytes >> 20));
         return NULL;
     }
-    uint8_t *base = (uint8_t *)FX_ALIGN_UP((uintptr_t)raw, (uintptr_t)FX_HEAP_ALIGN);
-    uint8_t *end = base + bytes, *raw_end = raw + bytes + FX_HEAP_ALIGN;
-    if (base > raw) munmap(raw, (size_t)(base - raw)); /* the alignment's slack */
-    if (raw_end > end) munmap(end, (size_t)(raw_end - end));
     if (!mi_manage_os_memory(base, (size_t)bytes, true, false, true, -1)) {
         FX_WARN("heap reserve of %llu MiB skipped: mimalloc refused it (heap_reserve_mib)",
                 (unsigned long long)(bytes >> 20));

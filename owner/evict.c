@@ -36,8 +36,6 @@
  * shared state: owner_evict_int.h). Reactor thread only. Static helpers are oev_*. */
 #include <stdio.h>
 
-#include <sys/mman.h>
-
 #include "log.h"
 #include "owner_claims.h"
 #include "owner_disk.h"
@@ -89,25 +87,6 @@ FX_INTERNAL owner_entry_t *const *fx_oev_group_members(owner_entry_t *const *one
 static void oev_grant_added(fx_owner_t *o, uint64_t slot_size);
 static void oev_claims_idle(fx_owner_t *o);
 
-/* The write-back sketch's counters (4 MiB for a hot tier of 10,000 values: one random
- * cache line a put or hit) on transparent huge pages where the kernel gives them (its
- * madvise mode included): on 4 KiB pages each access also missed the TLB, a page walk that
- * under a hypervisor is two-dimensional. The GPU owner's PUT_DONE (18 keys a batch in the
- * trace replay): 6.49-6.63 -> 4.02 us, 116-120 -> 113-115 us of CPU a request (FLUXON_PROFILE,
- * 2 interleaved pairs, one CPU; a prefetch of the batch's lines added nothing more). */
-static uint8_t *oev_sketch_map(size_t bytes)
-{
-    const size_t huge = 2u << 20;
-    size_t len = bytes + huge;
-    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    uint8_t *a = (uint8_t *)FX_ALIGN_UP((uintptr_t)p, (uintptr_t)huge);
-    if (a > p) munmap(p, (size_t)(a - p));
-    if (a + bytes < p + len) munmap(a + bytes, (size_t)(p + len - (a + bytes)));
-    (void)madvise(a, bytes, MADV_HUGEPAGE); /* a hint: 4 KiB pages where refused */
-    return a;
-}
-
 FX_INTERNAL int fx_oev_init(fx_owner_t *o)
 {
     oev_t *kv = fx_calloc(1, sizeof *kv);
@@ -145,8 +124,11 @@ FX_INTERNAL int fx_oev_init(fx_owner_t *o)
     fx_evp_init(&kv->hot, o->cfg.eviction_policy, kv->hot_capacity, kv->ghost, kv->ghost ? ghost_n : 0);
     if ((o->cfg.writeback_watermark > 0 && o->cfg.writeback_admission == FX_WB_ADMIT_SECOND_TOUCH) ||
         (o->cfg.disk_path[0] && o->cfg.disk_admission == FX_WB_ADMIT_SECOND_TOUCH)) { /* issue 39: disk.admission too */
+        /* one random line a put or hit: on huge pages, or each access also missed the TLB
+         * (the GPU owner's PUT_DONE in the trace replay: 6.49-6.63 -> 4.02 us a batch of
+         * 18 keys, FLUXON_PROFILE, one CPU; a prefetch of the batch's lines added nothing) */
         kv->seen_bytes = fx_freq_sketch_bytes(kv->hot_capacity / unit);
-        uint8_t *counters = oev_sketch_map(kv->seen_bytes);
+        uint8_t *counters = fx_huge_map(kv->seen_bytes);
         if (!counters) return FLUXON_ERR_NOMEM;
         fx_freq_sketch_init(&kv->seen, kv->hot_capacity / unit, counters);
     }
@@ -182,7 +164,7 @@ FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o)
 FX_INTERNAL void fx_oev_fini(fx_owner_t *o)
 {
     if (o->ev) fx_free(o->ev->ghost);
-    if (o->ev && o->ev->seen.c) munmap(o->ev->seen.c, o->ev->seen_bytes);
+    if (o->ev) fx_huge_unmap(o->ev->seen.c, o->ev->seen_bytes);
     if (o->ev) fx_free(o->ev->dc);
     if (o->ev) fx_oevq_fini(o);
     fx_free(o->ev);

@@ -268,6 +268,13 @@ uint64_t rp_pct(const uint64_t *v, size_t n, double p);
 /* ---- options (replay_opts.c) ---- */
 
 void rp_usage(FILE *f);
+/* The slot a value of value_len bytes takes (ARCHITECTURE §6): align_up(max(len, 4096), 4096). */
+static inline uint64_t rp_slot_bytes(uint64_t value_len)
+{
+    return (value_len < 4096 ? 4096 : value_len + 4095) / 4096 * 4096;
+}
+/* A disk record of such a value: its 4 KiB header block and the value's 4 KiB blocks. */
+static inline uint64_t rp_disk_record_bytes(uint64_t value_len) { return 4096 + (value_len + 4095) / 4096 * 4096; }
 /* fills *o from argv[1..]; -1 after printing a usage error; *help set on --help */
 int rp_parse_opts(int argc, char **argv, rp_opts *o, int *help);
 

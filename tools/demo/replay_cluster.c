@@ -152,12 +152,6 @@ void rp_wait_prefault(rp_run *r)
 #define RP_CLUSTER_ID "fluxon-demo"
 #define RP_TOKEN "demo-token"
 
-/* The slot a value of value_len bytes takes (ARCHITECTURE §6): align_up(max(len, 4096), 4096). */
-static uint64_t rp_slot_bytes(uint64_t value_len)
-{
-    return (value_len < 4096 ? 4096 : value_len + 4095) / 4096 * 4096;
-}
-
 /* --capacity-blocks N: the hot tier holds N pages × T values and the segment RP_HEADROOM_PCT %
  * more slots (at least one). The owner evicts its coldest values as soon as the hot tier is
  * over N, in the background, so a put_start finds the free slots of this headroom and does
@@ -314,7 +308,7 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
         char cfg[2560], disk[600] = "", dp[200];
         snprintf(socks[k], 160, "%s/owner%u.sock", dir, k);
         if (r->o.disk_dir) { /* issue 39: a record takes a 4 KiB header block + the value's 4 KiB blocks */
-            uint64_t rec = 4096 + (r->o.value_len + 4095) / 4096 * 4096;
+            uint64_t rec = rp_disk_record_bytes(r->o.value_len);
             uint64_t cap = r->o.disk_capacity_blocks * r->o.tp * rec;
             /* segments of an eighth of it (1..64 MiB, holding one record at least), so
              * that about N values fit, not the 2-segment floor */

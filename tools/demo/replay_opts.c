@@ -429,7 +429,7 @@ static int rp_sizes_check(const rp_opts *o)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
-    uint64_t slot = o->value_len < 4096 ? 4096 : (o->value_len + 4095) / 4096 * 4096;
+    uint64_t slot = rp_slot_bytes(o->value_len);
     uint64_t per_page = slot * o->tp; /* --value-len <= 1 GiB, --tp <= 64: no overflow */
     const struct { const char *flag; uint64_t n, owners; } want[] = {
         {"--capacity-blocks", o->capacity_blocks, o->n_configs ? 0 : o->owners},
@@ -454,7 +454,7 @@ static int rp_sizes_check(const rp_opts *o)
                 (double)(total == UINT64_MAX ? UINT64_MAX : total) / (1u << 30), (double)ram / (1u << 30));
         return -1;
     }
-    uint64_t rec = 4096 + (o->value_len + 4095) / 4096 * 4096, disk_max = (1ull << 53) - 1;
+    uint64_t rec = rp_disk_record_bytes(o->value_len), disk_max = (1ull << 53) - 1;
     if (o->disk_capacity_blocks && o->disk_capacity_blocks > disk_max / rec / o->tp) {
         fprintf(stderr, "fluxon demo: --disk-capacity-blocks %llu: at most %llu with --value-len %llu and --tp %u "
                 "(records of %llu bytes; a disk tier holds less than 2^53 bytes)\n",

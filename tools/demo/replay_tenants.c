@@ -108,7 +108,7 @@ void rp_tenants_print(const rp_run *r)
             printf("  alone at quota  %.2f %% prefix hits (simulator: its %llu requests alone, %s, %llu pages): "
                    "measured %+.2f pp\n", 100 * t->sim_ratio, (unsigned long long)t->requests, o->eviction_policy,
                    (unsigned long long)t->sim_pages, 100 * (ratio - t->sim_ratio));
-        uint64_t page = (o->value_len < 4096 ? 4096 : (o->value_len + 4095) / 4096 * 4096) * o->tp; /* slots */
+        uint64_t page = rp_slot_bytes(o->value_len) * o->tp; /* slots */
         if (t->owners_known)
             printf("  on the owners   holds %llu pages at the end (quota %llu); values evicted for its quota %llu, "
                    "for pressure %llu\n", (unsigned long long)(t->held_bytes / page),
