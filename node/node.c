@@ -176,6 +176,12 @@ int fluxon_nodes_metrics(fluxon_node *const *nodes, size_t n, char *buf, size_t 
                        FX_GIT_COMMIT);
         if (nm) fx_master_snap_prom(&j, (const fx_master_snap_t *const *)ms, mx, nm);
         if (no) fx_owner_snap_prom(&j, (const fx_owner_snap_t *const *)os, ox, no);
+        /* the node's own thread, not its reactor's: read here (heap_reserve_mib) */
+        fx_metrics_prom_head(&j, "heap_prefaulting", "gauge",
+                             "1 while a thread faults the node's heap reserve in (heap_reserve_mib)");
+        for (size_t i = 0; i < n; i++)
+            fx_jbuf_printf(&j, "fluxon_heap_prefaulting{%s} %d\n", labels[i],
+                           fx_prefault_running(&nodes[i]->heap_pf) ? 1 : 0);
         *len_p = j.len;
         if (j.overflow) rc = FLUXON_ERR_NO_SPACE;
     }

@@ -85,8 +85,19 @@ void fx_cli_explain_unavailable(fluxon_client *c, const char *what, int rc)
     free(js);
 }
 
-/* 1 while owner node's prefault thread runs, 0 once done, -1 unknown (no metrics). */
-static int cli_owner_prefaulting(fluxon_node *node, char **buf, size_t *cap)
+/* The gauge family's value in one node's metrics (prom text): 0 or 1, -1 when absent. */
+static int cli_gauge01(const char *prom, const char *family)
+{
+    char key[96];
+    snprintf(key, sizeof key, "\n%s{", family);
+    const char *p = strstr(prom, key);
+    p = p ? strstr(p, "} ") : NULL;
+    return p ? atoi(p + 2) != 0 : -1;
+}
+
+/* 1 while a node's prefault threads run (an owner's segment, any node's heap reserve), 0
+ * once done, -1 unknown (no metrics). */
+static int cli_node_prefaulting(fluxon_node *node, char **buf, size_t *cap)
 {
     size_t len = 0;
     int rc;
@@ -96,9 +107,9 @@ static int cli_owner_prefaulting(fluxon_node *node, char **buf, size_t *cap)
         *buf = nb;
         *cap *= 2;
     }
-    const char *p = rc == FLUXON_OK ? strstr(*buf, "\nfluxon_owner_segment_prefaulting{") : NULL;
-    p = p ? strstr(p, "} ") : NULL;
-    return p ? atoi(p + 2) != 0 : -1;
+    if (rc != FLUXON_OK) return -1;
+    int seg = cli_gauge01(*buf, "fluxon_owner_segment_prefaulting"), heap = cli_gauge01(*buf, "fluxon_heap_prefaulting");
+    return seg > 0 || heap > 0 ? 1 : seg < 0 && heap < 0 ? -1 : 0;
 }
 
 /* 1 while the client's own prefault thread runs (its stats), 0 once done, -1 unknown. */
@@ -118,21 +129,21 @@ static int cli_client_prefaulting(fluxon_client *c, char **buf, size_t *cap)
     return p ? strncmp(p + strlen(key), "true", 4) == 0 : -1;
 }
 
-int fx_cli_wait_prefault(fluxon_node *const *owners, unsigned n_owners, fluxon_client *const *clients,
+int fx_cli_wait_prefault(fluxon_node *const *nodes, unsigned n_nodes, fluxon_client *const *clients,
                          unsigned n_clients, unsigned timeout_ms, const volatile sig_atomic_t *stop)
 {
     size_t cap = 1u << 20;
     char *buf = malloc(cap);
     uint64_t deadline = fx_cli_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     int st = buf ? 0 : -1;
-    for (unsigned i = 0; buf && i < n_owners + n_clients; i++)
+    for (unsigned i = 0; buf && i < n_nodes + n_clients; i++)
         for (;;) { /* one that cannot be read (-1) is skipped: the others are still waited for */
-            int r = i < n_owners ? cli_owner_prefaulting(owners[i], &buf, &cap)
-                                 : cli_client_prefaulting(clients[i - n_owners], &buf, &cap);
+            int r = i < n_nodes ? cli_node_prefaulting(nodes[i], &buf, &cap)
+                                 : cli_client_prefaulting(clients[i - n_nodes], &buf, &cap);
             if (r == 0) break;
             if (r < 0 || fx_cli_now_ns() >= deadline || (stop && *stop)) {
                 st = -1;
-                if (r > 0) i = n_owners + n_clients; /* out of time: stop waiting for any */
+                if (r > 0) i = n_nodes + n_clients; /* out of time: stop waiting for any */
                 break;
             }
             fx_cli_sleep_ms(10);

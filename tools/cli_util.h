@@ -107,12 +107,13 @@ static inline int fx_cli_join_ms(pthread_t t, uint64_t ms)
 #endif
 }
 
-/* Waits (bounded by timeout_ms in all) until the segment prefault threads are done: each
- * owner's (segment_prefaulting 0 in its metrics; n_owners may be 0) and each client's (its
- * stats), so that a measurement does not run beside them. 0 when all are done, -1 when
+/* Waits (bounded by timeout_ms in all) until the prefault threads are done: each node's
+ * (owners and masters: heap_prefaulting 0 in its metrics and, for an owner,
+ * segment_prefaulting 0; n_nodes may be 0) and each client's (its stats), so that a
+ * measurement does not run beside them. 0 when all are done, -1 when
  * the time ran out, a state could not be read, or *stop (NULL: none) became nonzero (a
  * signal handler's flag). */
-int fx_cli_wait_prefault(fluxon_node *const *owners, unsigned n_owners, fluxon_client *const *clients,
+int fx_cli_wait_prefault(fluxon_node *const *nodes, unsigned n_nodes, fluxon_client *const *clients,
                          unsigned n_clients, unsigned timeout_ms, const volatile sig_atomic_t *stop);
 
 #endif /* FX_CLI_UTIL_H */

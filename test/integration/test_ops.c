@@ -95,16 +95,22 @@ Test(ops, the_start_deadline_bounds_the_master_wait_not_the_segment_prefault, .t
     fluxon_node_stop(m);
 }
 
-/* RssShmem of this process in KiB (-1: unknown). */
-static long ops_rss_shmem_kib(void)
+/* This process's /proc/self/status field (e.g. "RssShmem") in KiB (-1: unknown). */
+static long ops_status_kib(const char *field)
 {
     FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
+    char line[256], fmt[64];
     long kib = -1;
+    snprintf(fmt, sizeof fmt, "%s: %%ld kB", field);
     while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "RssShmem: %ld kB", &kib) == 1) break;
+        if (sscanf(line, fmt, &kib) == 1) break;
     if (f) fclose(f);
     return kib;
+}
+
+static long ops_rss_shmem_kib(void)
+{
+    return ops_status_kib("RssShmem");
 }
 
 /* Issue 18. The prefault thread allocates the segment (fallocate), then maps it, and says
@@ -141,6 +147,36 @@ Test(ops, the_prefault_thread_says_when_the_segment_is_resident, .timeout = 60, 
     long after = ops_rss_shmem_kib();
     cr_assert_geq(after - before, 256 * 1024 - 1024, "resident shared memory grew by %ld KiB only", after - before);
     fluxon_node_stop(o);
+    fluxon_node_stop(m);
+}
+
+/* A node's heap reserve (heap_reserve_mib) is faulted in on a thread, and its metrics say
+ * when that is done (heap_prefaulting, which `fluxon demo` waits on for the master too):
+ * once it reads 0, the reserve is resident. */
+Test(ops, the_heap_prefault_says_when_the_reserve_is_resident, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    long before = ops_status_kib("RssAnon");
+    cr_assert_geq(before, 0, "no RssAnon in /proc/self/status");
+    fluxon_node *m = NULL;
+    cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"t1\",\"listen\":\"127.0.0.1:0\","
+                                   "\"log_level\":\"warn\",\"heap_reserve_mib\":128}", &m),
+                 FLUXON_OK);
+    static char buf[1 << 20];
+    int state = -1;
+    double t0 = th_now_s();
+    for (int i = 0; i < 6000 && th_now_s() - t0 < 30.0; i++) {
+        size_t len = 0;
+        cr_assert_eq(fluxon_node_metrics(m, buf, sizeof buf, &len), FLUXON_OK);
+        const char *p = strstr(buf, "\nfluxon_heap_prefaulting{node=\"master\"} ");
+        cr_assert_not_null(p, "no heap_prefaulting in the master's metrics");
+        state = atoi(p + strlen("\nfluxon_heap_prefaulting{node=\"master\"} "));
+        if (state == 0) break;
+        usleep(5000);
+    }
+    cr_assert_eq(state, 0, "the heap prefault did not finish within 30 s");
+    long after = ops_status_kib("RssAnon");
+    cr_assert_geq(after - before, 120 * 1024, "resident anonymous memory grew by %ld KiB only", after - before);
     fluxon_node_stop(m);
 }
 
