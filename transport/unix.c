@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -212,20 +214,28 @@ static int ux_make_socket_dir(const char *path)
         rc = FLUXON_ERR_CONFIG;
         goto out;
     }
+    /* a relative socket path is named with the directory it resolved to: "'.'" alone
+     * does not say which directory a service was started in */
+    char abs[PATH_MAX], shown[PATH_MAX + 2 * 108 + 96]; /* 108: sun_path */
+    if (path[0] != '/' && realpath(dir, abs))
+        snprintf(shown, sizeof shown, "'%s' (%s; the socket path '%s' is relative to the working directory)", dir,
+                 abs, path);
+    else
+        snprintf(shown, sizeof shown, "'%s'", dir);
     struct stat st;
     if (lstat(dir, &st) != 0) {
-        FX_ERROR("unix socket: cannot stat directory '%s': %m", dir);
+        FX_ERROR("unix socket: cannot stat directory %s: %m", shown);
         rc = FLUXON_ERR_CONFIG;
     } else if (!S_ISDIR(st.st_mode)) {
-        FX_ERROR("unix socket: '%s' is not a directory (symlinks are refused)", dir);
+        FX_ERROR("unix socket: %s is not a directory (symlinks are refused)", shown);
         rc = FLUXON_ERR_CONFIG;
     } else if (st.st_uid != geteuid()) {
-        FX_ERROR("unix socket: directory '%s' is owned by uid %u, not by this user (%u)", dir,
+        FX_ERROR("unix socket: directory %s is owned by uid %u, not by this user (%u)", shown,
                  (unsigned)st.st_uid, (unsigned)geteuid());
         rc = FLUXON_ERR_CONFIG;
     } else if ((st.st_mode & 077) != 0) {
-        FX_ERROR("unix socket: directory '%s' has mode %03o; it must be 0700 (use a "
-                 "private directory for the socket)", dir, (unsigned)(st.st_mode & 0777));
+        FX_ERROR("unix socket: directory %s has mode %03o; it must be 0700 (use a "
+                 "private directory for the socket)", shown, (unsigned)(st.st_mode & 0777));
         rc = FLUXON_ERR_CONFIG;
     }
 out:

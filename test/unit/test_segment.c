@@ -623,6 +623,32 @@ Test(segment, listen_refusals, .timeout = TSEG_TEST_TIMEOUT_S)
     cr_assert_eq(stat(open_dir, &st), 0);
     cr_assert_eq(st.st_mode & 0777, 0755);
 
+    /* The same refusal of a relative path names the directory it resolved to, not '.'
+     * alone (the log, on stderr, captured into a file here). */
+    char cwd[512], logp[512], real[PATH_MAX], log[2048] = "";
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    cr_assert_not_null(realpath(open_dir, real));
+    snprintf(logp, sizeof logp, "%s/log.txt", tmp);
+    int logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600), saved = dup(STDERR_FILENO);
+    cr_assert(logfd >= 0 && saved >= 0);
+    fflush(stderr);
+    cr_assert_eq(dup2(logfd, STDERR_FILENO), STDERR_FILENO);
+    cr_assert_eq(chdir(open_dir), 0);
+    int lrc = fx_unix_listen("r.sock", &fd);
+    cr_assert_eq(chdir(cwd), 0);
+    fflush(stderr);
+    cr_assert_eq(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    close(saved);
+    close(logfd);
+    cr_assert_eq(lrc, FLUXON_ERR_CONFIG);
+    FILE *lf = fopen(logp, "r");
+    cr_assert_not_null(lf);
+    size_t ln = fread(log, 1, sizeof log - 1, lf);
+    log[ln] = 0;
+    fclose(lf);
+    cr_assert_not_null(strstr(log, real), "the log does not name %s: %s", real, log);
+    cr_assert_not_null(strstr(log, "'r.sock' is relative"), "%s", log);
+
     /* Nobody listening: bounded wait, then UNAVAILABLE. */
     snprintf(path, sizeof path, "%s/none.sock", tmp);
     double t0 = th_now_s();
