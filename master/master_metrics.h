@@ -64,6 +64,8 @@
     X(lookup_hits, COUNTER, "master_lookup_hits_total", "", "Keys looked up that had a live replica")           \
     X(get_done_replicas, COUNTER, "master_get_done_replicas_total", "", "Replicas added by GET_DONE")           \
     X(get_done_stale, COUNTER, "master_get_done_stale_total", "", "GET_DONE keys refused as stale")             \
+    X(get_done_full, COUNTER, "master_get_done_full_total", "",                                                  \
+      "GET_DONE copies not kept as replicas: the key had its most replicas already")                             \
     X(get_durable, COUNTER, "master_get_copies_total", "kind=\"durable\"", "Fetch copies by kind")              \
     X(get_temporary, COUNTER, "master_get_copies_total", "kind=\"temporary\"", "")                              \
     X(get_reuse, COUNTER, "master_get_copies_total", "kind=\"reuse\"", "")                                      \

@@ -238,6 +238,13 @@ Test(master_kv, lookup_get_done_and_replicas)
         cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &g1, statuses, &gs), FLUXON_OK);
         cr_assert_eq(gs.statuses.v[0], i < 2 ? ST(FLUXON_OK) : ST(FLUXON_ERR_NO_SPACE), "replica %d", i);
     }
+    /* the refused one is counted (owners racing for a popular key: not a warning) */
+    static char mbuf[1 << 18];
+    size_t mlen = 0;
+    cr_assert_eq(fluxon_node_metrics(master, mbuf, sizeof mbuf, &mlen), FLUXON_OK);
+    const char *full = strstr(mbuf, "\nfluxon_master_get_done_full_total{node=\"master\"} ");
+    cr_assert_not_null(full, "no get_done_full in the master's metrics");
+    cr_assert_eq(atoll(strchr(full, '}') + 2), 1, "%.120s", full);
     /* mismatched arrays: INVALID_ARGUMENT */
     fx_body_get_done_t badg = {t_keys(gk, 2), {goffs, 1}, {gms, 2}, {gver, 2}, {glens, 2}, {"n1", 2}, 100, {gsrc, 2}, {NULL, 0}, {NULL, 0}};
     cr_assert_eq(T_CALL(&c2, GET_DONE, get_done, &badg, statuses, &gs), FLUXON_ERR_INVALID_ARGUMENT);
