@@ -133,7 +133,7 @@ typedef struct rp_worker {
     pthread_t thread;
     int started, joined;
     _Atomic uint64_t busy_since_ns; /* start of the request in play, 0 between requests */
-    uint64_t t_exit_ns;       /* when its last request ended (read after the join) */
+    uint64_t t_exit_ns;       /* when its last request ended (read after the join; 0: it played none) */
     uint64_t cpu_ns;          /* the thread's own CPU time over its requests */
     uint64_t requests;        /* requests it played (the workers take the next one free) */
     uint64_t prefetches, prefetch_refused; /* --prefetch: fluxon_prefetch calls queued, refused */

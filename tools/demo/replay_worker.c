@@ -317,9 +317,11 @@ static void *rp_worker_main(void *arg)
         atomic_store_explicit(&w->busy_since_ns, fx_cli_now_ns(), memory_order_relaxed);
         rp_play(w, req);
         w->requests++;
+        /* when its last request ended: not when it next found none left (a worker
+         * descheduled in between on a loaded host stretched the replay's time) */
+        w->t_exit_ns = fx_cli_now_ns();
         atomic_store_explicit(&w->busy_since_ns, 0, memory_order_relaxed);
     }
-    w->t_exit_ns = fx_cli_now_ns();
     if (cpu_ok && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1) == 0)
         w->cpu_ns = (uint64_t)((c1.tv_sec - c0.tv_sec) * 1000000000ll + (c1.tv_nsec - c0.tv_nsec));
     return NULL;
@@ -499,13 +501,16 @@ int rp_run_workers(rp_run *r)
     }
     rp_wait_run(r);
     int leaked = rp_join_workers(r);
-    /* the replay ends when its last worker does, not when rp_wait_run's 50 ms step next
+    /* the replay ends with its last request (a worker's t_exit_ns), not when rp_wait_run's 50 ms step next
      * looks (that added 0-50 ms to a ~1 s run); a worker not joined ends it now */
     uint64_t end = 0;
     int running = 0;
     for (unsigned i = 0; i < r->n_workers; i++)
-        if (r->workers[i].joined) end = r->workers[i].t_exit_ns > end ? r->workers[i].t_exit_ns : end;
-        else if (r->workers[i].started) running = 1;
+        if (r->workers[i].joined) {
+            if (r->workers[i].requests && r->workers[i].t_exit_ns > end) end = r->workers[i].t_exit_ns;
+        } else if (r->workers[i].started) {
+            running = 1;
+        }
     r->t_end_ns = end && !running ? end : fx_cli_now_ns();
     if (ru_ok && getrusage(RUSAGE_SELF, &ru1) == 0) { /* every thread: master, owners, clients, workers */
         r->cpu_user_s = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
