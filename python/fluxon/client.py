@@ -34,6 +34,19 @@ def _key(k, i=None):
     return bytes(k)
 
 
+def _key_part(v, what):
+    """A prefix or a key to list after (str or bytes, may be empty; None: empty) as bytes."""
+    if v is None:
+        return b""
+    if isinstance(v, str):
+        v = v.encode("utf-8", "surrogateescape")
+    elif not isinstance(v, (bytes, bytearray)):  # bytes(5) would be five NUL bytes
+        raise TypeError(f"{what}: str or bytes, not {type(v).__name__}")
+    if len(v) > 1024 or b"\0" in v:
+        raise ValueError(f"{what}: at most 1024 bytes without NUL (got {len(v)} bytes)")
+    return bytes(v)
+
+
 def _keys(keys):
     if isinstance(keys, (str, bytes)):
         raise TypeError("keys: a sequence of keys, not one key")
@@ -130,12 +143,34 @@ def _options(atomic_groups=None, n=0, write_through=False, lease_id=None, prefer
     return o, keep
 
 
+class _Keeper:
+    """The C client, kept open after close() while numpy arrays or buffers made from its
+    plans' views are alive: they point into the owner's segment, which stays mapped, and
+    into slots the owner keeps for a connected client. Every such array and buffer holds a
+    reference; the last one to go closes the client (any thread, at garbage collection)."""
+
+    __slots__ = ("c",)
+
+    def __init__(self):
+        self.c = None
+
+    def __del__(self):
+        c, self.c = self.c, None
+        if c:
+            try:
+                lib.fluxon_client_close(c)
+            except Exception:
+                pass
+
+
 class _ArrayIface:
-    """__array_interface__ over segment bytes; numpy arrays made from it keep the plan."""
+    """__array_interface__ over segment bytes; numpy arrays made from it keep the plan and
+    the client's keeper."""
 
     def __init__(self, addr, n, readonly, plan):
         self.__array_interface__ = {"data": (addr, readonly), "shape": (n,), "typestr": "|u1", "version": 3}
         self.plan = plan
+        self.keep = plan._keeper
 
 
 class _Plan:
@@ -145,6 +180,7 @@ class _Plan:
 
     def __init__(self, client, ptr):
         self._client = client
+        self._keeper = client._keeper  # held by the arrays and buffers it hands out
         self._ptr = ptr
         self._live = True
         self._lock = threading.Lock()
@@ -179,6 +215,7 @@ class _Plan:
         v = self._views.get(i)
         if v is None:
             carr = (ctypes.c_char * self.value_lens[i]).from_address(self.value_ptrs[i])
+            carr._fx_keep = self._keeper  # a buffer made from the view keeps the client open
             self._carrs.append(carr)
             v = memoryview(carr).cast("B")
             if self._readonly:
@@ -213,6 +250,9 @@ class _Plan:
         (Busy) unless force: numpy arrays from array(), and buffers made from a view (a
         slice, memoryview(view), numpy.frombuffer(view)) -- they would outlive the slot."""
         alive = sum(1 for r in self._arrays if r() is not None)
+        if alive and not force:  # before any view is released: a refused commit keeps them
+            raise Busy(Status.ERR_BUSY, type(self).__name__,
+                       f"{alive} numpy array(s) from array() are alive; delete them before consuming it")
         exported = 0
         for i in list(self._views):
             try:
@@ -227,13 +267,15 @@ class _Plan:
                 if not any(a is k for k in keep) and sys.getrefcount(a) > 3]
         exported += len(held)
         self._carrs = keep + held
-        if (alive or exported) and not force:
+        if exported and not force:  # the views without exports were released: view(i) makes new ones
             raise Busy(Status.ERR_BUSY, type(self).__name__,
-                       f"{alive} numpy array(s) and {exported} buffer(s) made from its views (slices, "
-                       "memoryview(view), numpy.frombuffer) are alive; delete them before consuming it")
+                       f"{exported} buffer(s) made from its views (slices, memoryview(view), numpy.frombuffer) "
+                       "are alive; delete them before consuming it (its views are released: take them again "
+                       "with view(i))")
         self._views.clear()
         self._carrs.clear()
         self._live = False
+        self._keeper = None  # a consumed plan kept by its caller does not keep the client open
         self._client._untrack(self)
 
 
@@ -258,6 +300,7 @@ class PutPlan(_Plan):
             rc = self._client._call(lib.fluxon_local_fast_put_commit, self._ptr, ctypes.byref(f))
             if rc == Status.ERR_TIMEOUT:  # still live: a retry learns the outcome
                 self._live = True
+                self._keeper = self._client._keeper
                 self._client._track(self)
             check(rc, "put_commit")
             return Future(f.value, self._client)
@@ -499,6 +542,7 @@ class Client:
         self._calls = 0  # C calls in flight on this client (close waits for them)
         self._closing = None  # the C client close() took but has not freed yet
         self._timeout_s = int(cfg.get("timeout_ms", 30000)) / 1000
+        self._keeper = _Keeper()
         p = ctypes.c_void_p()
         check(lib.fluxon_client_open(json.dumps(cfg).encode(), ctypes.byref(p)), "client_open",
               f"socket {cfg.get('socket')}")
@@ -538,10 +582,13 @@ class Client:
 
     def close(self):
         """Closes the client: every plan and handle it still has is released and their views
-        invalidated (numpy arrays and other buffers made from them dangle: do not use them
-        afterwards). Calls other threads are making finish first (each is bounded by the
-        client's timeout_ms); calls made after close() raise. Raises Busy if some did not
-        finish within timeout_ms + 5 s (the client is then closed by a later close())."""
+        invalidated. Numpy arrays from array() and buffers made from views (slices,
+        memoryview(view), numpy.frombuffer) cannot be invalidated: while any is alive, the
+        connection stays open (the owner keeps those values' slots and its segment stays
+        mapped), and the last of them to go closes it. Calls other threads are making finish
+        first (each is bounded by the client's timeout_ms); calls made after close() raise.
+        Raises Busy if some did not finish within timeout_ms + 5 s (the client is then closed
+        by a later close())."""
         with self._calls_cv:
             if not self._c and not self._closing:
                 return
@@ -557,7 +604,9 @@ class Client:
                 o._invalidate(True)
             elif isinstance(o, GetHandle):
                 o._live = False
-        lib.fluxon_client_close(c)
+        keeper, self._keeper = self._keeper, None
+        keeper.c = c
+        del keeper  # closes c now, or when the last array or buffer holding it goes
 
     def __enter__(self):
         return self
@@ -705,10 +754,12 @@ class Client:
             out.append(k.decode("utf-8", "surrogateescape"))  # any bytes: given back, the same key
 
         n = ctypes.c_size_t()
-        if prefix is None:
-            prefix = ""
-        pb = prefix.encode("utf-8", "surrogateescape") if isinstance(prefix, str) else bytes(prefix)
-        ab = (after.encode("utf-8", "surrogateescape") if isinstance(after, str) else bytes(after)) if after else None
+        pb = _key_part(prefix, "prefix")
+        ab = _key_part(after, "after") or None
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"limit: an int, not {type(limit).__name__}")
+        if not 1 <= limit <= 10000:
+            raise ValueError(f"limit: {limit} is not in 1..10000 (keys per call; page with `after`)")
         check(self._call(lib.fluxon_list_keys, pb, ab, int(limit), ctypes.cast(cb, ctypes.c_void_p), None,
                          ctypes.byref(n)), "list_keys")
         return out

@@ -278,6 +278,59 @@ def test_client_close_invalidates_views_and_later_calls_raise(cluster):
     c2.close()
 
 
+def test_a_commit_refused_for_a_numpy_array_keeps_the_views(client):
+    p = client.put_start(["busy-v"], 4096)
+    v = p.view(0)
+    a = p.array(0)
+    with pytest.raises(fluxon.Busy, match="numpy"):
+        p.commit()
+    v[0] = 7  # the view the caller holds still works: nothing was released
+    assert a[0] == 7
+    del a
+    p.commit().wait(5)
+    with pytest.raises(ValueError, match="released"):
+        v[0]
+    assert client.get("busy-v")[0] == 7
+    quiet(client)
+
+
+def test_close_with_a_live_array_keeps_the_client_open_until_it_goes(cluster):
+    c = cluster.client(0)
+    p = c.put_start(["kept"], 4096)
+    a = p.array(0)
+    sl = p.view(0)[0:8]  # a buffer made from a view holds the client too
+    c.close()
+    assert c.closed
+    with pytest.raises(fluxon.FluxonError, match="closed"):
+        c.get("kept")
+    a[:4] = 9  # the segment is still mapped and the slot still held: no crash
+    assert bytes(a[:4]) == b"\x09" * 4 and sl[0] == 9
+    c2 = cluster.client(0)
+    wait_stat(c2, "slots_prepared", 1)  # the connection is open: the owner keeps the slot
+    del a, p
+    gc.collect()
+    wait_stat(c2, "slots_prepared", 1)  # the slice still holds it
+    del sl
+    gc.collect()
+    wait_stat(c2, "slots_prepared", 0)  # the last one gone: the client closed, the plan aborted
+    assert not c2.exists("kept")
+    c2.close()
+
+
+def test_list_keys_checks_its_arguments(client):
+    with pytest.raises(TypeError, match="prefix"):
+        client.list_keys(prefix=5)  # bytes(5) would have been five NUL bytes: every key
+    with pytest.raises(ValueError, match="prefix"):
+        client.list_keys(prefix="a\0b")
+    with pytest.raises(TypeError, match="after"):
+        client.list_keys(after=3.5)
+    with pytest.raises(ValueError, match="1..10000"):
+        client.list_keys(limit=0)
+    with pytest.raises(TypeError, match="limit"):
+        client.list_keys(limit="10")
+    assert client.list_keys(prefix=None) == client.list_keys()
+
+
 def test_close_waits_for_the_calls_of_other_threads(cluster):
     """close() while other threads use the client: their calls finish or raise "closed",
     never touch a freed client (this crashed the process about 1 round in 20)."""
@@ -535,3 +588,12 @@ def test_prefetch_checks_its_keys_and_refusals_carry_the_owners_reason(client):
     with pytest.raises(fluxon.InvalidArgument) as e:  # refused by the owner: its reason travels
         client.put("\x01acme/k", b"v")
     assert "the owner says:" in str(e.value) and "0x01" in str(e.value)
+
+
+def test_the_python_md_example_runs_as_written():
+    """docs/python.md's example is what a new user copies: it runs as written."""
+    import re
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")).read()
+    m = re.search(r"<!-- python-example:[^>]*-->\s*```python\n(.*?)```", doc, re.S)
+    assert m, "docs/python.md has the marked example"
+    exec(compile(m.group(1), "docs/python.md", "exec"), {})

@@ -175,8 +175,10 @@ Test(ops, the_heap_prefault_says_when_the_reserve_is_resident, .timeout = 60, .f
         usleep(5000);
     }
     cr_assert_eq(state, 0, "the heap prefault did not finish within 30 s");
+#ifndef FX_USE_LIBC_MALLOC /* the sanitizer build has no reserve: the gauge is 0 from the start */
     long after = ops_status_kib("RssAnon");
     cr_assert_geq(after - before, 120 * 1024, "resident anonymous memory grew by %ld KiB only", after - before);
+#endif
     fluxon_node_stop(m);
 }
 
