@@ -173,6 +173,8 @@ static int client_handshake(fluxon_client *cl, int sock, int fds_p[3])
         rc = rh.status;
         FX_ERROR("owner at %s refused the connection: %s: %.*s", cl->cfg.socket_path,
                  fluxon_status_string(rc), (int)e.message.len, e.message.p ? e.message.p : "");
+        fx_client_last_msg_set("owner at %s refused the connection: %.*s", cl->cfg.socket_path, (int)e.message.len,
+                               e.message.p ? e.message.p : "");
     } else if (fd < 0) {
         rc = FLUXON_ERR_PROTOCOL;
         FX_ERROR("handshake with owner at %s: no segment fd received", cl->cfg.socket_path);
@@ -242,6 +244,7 @@ static int client_socket_connect(const char *path, int timeout_ms, int *sock_p)
     if (stat(path, &st) != 0 && errno == ENOENT) {
         client_list_sockets(path, socks, sizeof socks);
         FX_ERROR("no owner listens at socket %s: no such file (%s)", path, socks);
+        fx_client_last_msg_set("no owner listens at socket %s: no such file (%s)", path, socks);
         return FLUXON_ERR_UNAVAILABLE;
     }
     if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) { /* the config names a folder or a plain file */
@@ -250,6 +253,8 @@ static int client_socket_connect(const char *path, int timeout_ms, int *sock_p)
         client_list_sockets(S_ISDIR(st.st_mode) ? inside : path, socks, sizeof socks);
         FX_ERROR("socket %s is a %s, not an owner's socket (%s)", path, S_ISDIR(st.st_mode) ? "directory" : "regular file",
                  socks);
+        fx_client_last_msg_set("socket %s is a %s, not an owner's socket (%s)", path,
+                               S_ISDIR(st.st_mode) ? "directory" : "regular file", socks);
         return FLUXON_ERR_UNAVAILABLE;
     }
     int rc = fx_unix_connect(path, timeout_ms, sock_p);
@@ -259,6 +264,9 @@ static int client_socket_connect(const char *path, int timeout_ms, int *sock_p)
         client_list_sockets(path, socks, sizeof socks);
         FX_ERROR("no owner listens at socket %s: %s (%s)", path,
                  e == ENOENT ? "no such file" : "the file is there but nobody accepts: its owner exited", socks);
+        fx_client_last_msg_set("no owner listens at socket %s: %s (%s)", path,
+                               e == ENOENT ? "no such file" : "the file is there but nobody accepts: its owner exited",
+                               socks);
     } else {
         FX_ERROR("cannot connect to owner socket %s: %s", path, fluxon_status_string(rc));
     }
@@ -275,11 +283,13 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     int rc = fx_config_parse(config_json, &cl->cfg, err, sizeof err);
     if (rc != FLUXON_OK) {
         FX_ERROR("config rejected: %s", err);
+        fx_client_last_msg_set("config rejected: %s", err);
         goto err_free;
     }
     if (cl->cfg.role != FX_ROLE_EXTERNAL) {
         FX_ERROR("config rejected: role: \"%s\" is not \"external\" (fluxon_client_open)",
                  fx_role_name(cl->cfg.role));
+        fx_client_last_msg_set("config rejected: role: \"%s\" is not \"external\"", fx_role_name(cl->cfg.role));
         rc = FLUXON_ERR_CONFIG;
         goto err_free;
     }

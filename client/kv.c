@@ -208,7 +208,10 @@ int fluxon_lease_grant(fluxon_client *cl, uint64_t ttl_ms, uint64_t *lease_id_p)
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
-    if (!lease_id_p || ttl_ms == 0 || ttl_ms > 86400000u) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!lease_id_p || ttl_ms == 0 || ttl_ms > 86400000u) {
+        if (lease_id_p) fx_client_last_msg_set("lease_grant: ttl_ms %llu is not in 1..86400000", (unsigned long long)ttl_ms);
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
     fx_body_lease_t b = {ttl_ms};
     uint8_t *req;
     uint32_t len;
@@ -282,8 +285,10 @@ int fluxon_tenant_set(fluxon_client *cl, const char *tenant, uint64_t quota_byte
     rc = fx_client_call(cl, FX_MSG_TENANT_SET, req, len, NULL, NULL, &resp, &rlen);
     fx_body_error_t e; /* an admin's request: the owner's reason is always shown */
     fx_arena_t a = {0};
-    if (rc < 0 && resp && fx_body_error_decode(resp, rlen, &e, &a) == FLUXON_OK && e.message.len)
+    if (rc < 0 && resp && fx_body_error_decode(resp, rlen, &e, &a) == FLUXON_OK && e.message.len) {
         FX_WARN("tenant set %s: %s: %.*s", tenant, fluxon_status_string(rc), (int)e.message.len, e.message.p);
+        fx_client_last_msg_set("%.*s", (int)e.message.len, e.message.p); /* fluxon_last_error_message */
+    }
     fx_arena_free(&a);
     fx_client_buf_free(resp);
     return rc;

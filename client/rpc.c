@@ -3,6 +3,8 @@
  * pending table; one-way frames (release, consume) are queued to the reactor. Every other
  * client file talks to the owner through fx_client_call / fx_client_send_oneway. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -388,6 +390,14 @@ static __thread char crpc_last_msg[512];
 const char *fluxon_last_error_message(void) { return crpc_last_msg; }
 
 FX_INTERNAL void fx_client_last_msg_clear(void) { crpc_last_msg[0] = 0; }
+
+FX_INTERNAL void fx_client_last_msg_set(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(crpc_last_msg, sizeof crpc_last_msg, fmt, ap);
+    va_end(ap);
+}
 
 FX_INTERNAL int fx_client_call(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t req_len,
                                fx_client_hook_fn hook, void *hook_ctx, uint8_t **resp_p, uint32_t *resp_len_p)

@@ -108,11 +108,12 @@ def error_for(status, what="", detail=""):
 
 
 def check(status, what, detail=""):
-    """Raises the matching FluxonError unless status is OK. A refusal's reason from the
-    owner (fluxon_last_error_message: this thread's last call) joins the detail."""
+    """Raises the matching FluxonError unless status is OK. A refusal's reason (the
+    owner's, or the client's own at open: fluxon_last_error_message, this thread's last
+    call) joins the detail."""
     if status != 0:
         why = lib.fluxon_last_error_message() if status < 0 else None
         if why:
             why = why.decode("utf-8", "replace")
-            detail = f"{detail}; the owner says: {why}" if detail else f"the owner says: {why}"
+            detail = f"{detail}; reason: {why}" if detail else f"reason: {why}"
         raise error_for(status, what, detail)

@@ -157,6 +157,28 @@ Test(node, one_client_used_from_many_threads, .fini = fini, .timeout = 60)
     fluxon_client_close(c);
 }
 
+/* fluxon_client_open's refusals say why in fluxon_last_error_message (a binding's exception
+ * carries it; before, only the log did): the config field, the missing owner. */
+Test(node, a_refused_client_open_says_why, .timeout = 60)
+{
+    fluxon_client *c = NULL;
+    cr_assert_eq(fluxon_client_open("{\"role\":\"external\",\"cluster_id\":\"x\",\"socket\":\"/tmp/x.sock\","
+                                    "\"log_level\":\"bogus\"}", &c),
+                 FLUXON_ERR_CONFIG);
+    cr_assert(strstr(fluxon_last_error_message(), "log_level") && strstr(fluxon_last_error_message(), "bogus"), "[%s]",
+              fluxon_last_error_message());
+    cr_assert_eq(fluxon_client_open("{\"role\":\"master\",\"cluster_id\":\"x\"}", &c), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(fluxon_last_error_message(), "not \"external\""), "[%s]", fluxon_last_error_message());
+    char *tdir = th_tmpdir(), cfg[512];
+    snprintf(cfg, sizeof cfg, "{\"role\":\"external\",\"cluster_id\":\"x\",\"socket\":\"%s/none.sock\","
+             "\"timeout_ms\":200}", tdir);
+    cr_assert_eq(fluxon_client_open(cfg, &c), FLUXON_ERR_UNAVAILABLE);
+    cr_assert(strstr(fluxon_last_error_message(), "none.sock"), "[%s]", fluxon_last_error_message());
+    cr_assert_null(c);
+    th_rmtree(tdir);
+    free(tdir);
+}
+
 Test(node, start_errors, .fini = fini, .timeout = 60)
 {
     fluxon_node *n = NULL;
