@@ -506,8 +506,10 @@ static void olink_on_leader_changed(void *arg)
     bool known = fx_oleader_get(l->leader, host, sizeof host, &port, &rev);
     if (l->mconn || l->connect_inflight) {
         if (known && rev == l->leader_rev) return;
-        FX_WARN("the master's leadership moved (%s:%u -> %s); leaving %s:%u", l->host, l->port,
-                known ? host : "no leader", l->host, l->port);
+        char to[FX_HOST_MAX + 8];
+        if (known) snprintf(to, sizeof to, "%s:%u", host, (unsigned)port);
+        else snprintf(to, sizeof to, "no leader");
+        FX_WARN("the master's leadership moved (%s:%u -> %s); leaving %s:%u", l->host, l->port, to, l->host, l->port);
         l->backoff_ms = 0;
         if (l->mconn) fx_conn_close(l->mconn, FLUXON_ERR_STALE);
         return; /* a connect in flight fails or is refused by the old leader: then the new one */

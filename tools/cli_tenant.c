@@ -45,7 +45,9 @@ static int ten_usage(const char *why)
 
 int fx_cli_tenant(fluxon_client *c, int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[0], "set")) return ten_usage(argc < 1 ? "needs a sub-command (set)" : "unknown sub-command");
+    if (argc < 1) return ten_usage("needs a sub-command (set)");
+    if (strcmp(argv[0], "set")) return ten_usage("unknown sub-command (set is the one there is)");
+    if (argc < 2) return ten_usage("set needs the tenant's NAME");
     const char *name = argv[1], *token = NULL;
     uint64_t quota = 0, gtd = 0;
     uint32_t flags = 0;

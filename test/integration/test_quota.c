@@ -326,6 +326,10 @@ Test(quota, the_cli_sets_quotas_and_a_refused_put_names_its_tenant_and_field, .f
     cr_assert(strstr(out, "--quota lots is not a size"), "%s", out);
     ex = ops_cli(out, sizeof out, "--role=external --config %s tenant frob", acfg);
     cr_assert_eq(ex, 2, "%s", out);
+    cr_assert(strstr(out, "unknown sub-command"), "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set", acfg);
+    cr_assert_eq(ex, 2, "%s", out);
+    cr_assert(strstr(out, "set needs the tenant's NAME"), "a known sub-command without its NAME: %s", out);
     /* refused by the owner, with its reason */
     ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set acme --quota 64KiB --guaranteed 1MiB "
                  "--admin-token adm", acfg);
