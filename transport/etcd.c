@@ -147,6 +147,8 @@ static int etcd_post(fx_etcd_t *e, const char *path, const char *body, uint32_t 
 {
     char dummy[8];
     if (!err) err = dummy, errcap = sizeof dummy;
+    size_t at = 0; /* every endpoint's failure is named, not only the last one tried */
+    err[0] = 0;
     for (int t = 0; t < e->n_eps; t++) {
         int ep = (e->cur + t) % e->n_eps;
         etcd_setup(e, e->easy, ep, path, body, &e->buf, (long)timeout_ms);
@@ -160,7 +162,10 @@ static int etcd_post(fx_etcd_t *e, const char *path, const char *body, uint32_t 
             snprintf(err, errcap, "%s: etcd %s: the answer is longer than %u bytes", path, e->eps[ep], ETCD_BODY_MAX);
             return FLUXON_ERR_PROTOCOL;
         }
-        snprintf(err, errcap, "%s: etcd %s: %s", path, e->eps[ep], curl_easy_strerror(rc));
+        int w = at < errcap ? snprintf(err + at, errcap - at, "%s%s: etcd %s: %s", t ? "; " : "", path, e->eps[ep],
+                                       curl_easy_strerror(rc))
+                            : 0;
+        at += w > 0 ? (size_t)w : 0;
     }
     return FLUXON_ERR_UNAVAILABLE;
 }
