@@ -27,8 +27,12 @@ takes at most prefetch_max_pages from this store's budget, and pins and moves on
 pages beyond the cap are reported not restored, so a burst never pins the owner's memory.
 
 Failures never raise into SGLang's prefetch/backup threads (they are never restarted):
-they become False entries / 0 hits; a lost owner is re-attached on a later call.
+they become False entries / 0 hits; a lost owner is re-attached on a later call. Every
+host address the backend is handed (get_page_buffer_meta's, or raw target_locations) is
+checked against the host pool's buffers before C or memmove touches it: a page outside
+them is refused (False), never a crash.
 """
+import bisect
 import ctypes
 import logging
 import numbers
@@ -37,7 +41,7 @@ import threading
 import time
 from typing import Any, List
 
-from ._buf import address_of
+from ._buf import _itemsize, address_of
 from ._sglang_compat import (HAVE_SGLANG, HiCacheStorage, HiCacheStorageConfig, HiCacheStorageExtraInfo,
                              StorageMetrics)
 from .client import Client
@@ -48,6 +52,11 @@ from .sglang_replica import ReplicaAdmission
 
 __all__ = ["FluxonStore", "HAVE_SGLANG", "HiCacheStorage", "HiCacheStorageConfig", "HiCacheStorageExtraInfo",
            "StorageMetrics", "SGLANG_MEMBERS", "FLUXON_MEMBERS"]
+
+try:
+    import numpy as np
+except ImportError:  # SGLang always has numpy; without it the range check is plain Python
+    np = None
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +71,61 @@ FLUXON_MEMBERS = ("socket", "cluster_id", "cluster_token", "timeout_ms", "log_le
 
 def _tolist(indices):
     return indices.tolist() if hasattr(indices, "tolist") else list(indices)
+
+
+_UNSEEN = object()
+
+
+def _host_span(buf):
+    """[low, high) of the bytes a host array (__array_interface__) or CPU tensor (data_ptr())
+    spans, its strides followed; None for device memory, an empty buffer or another kind."""
+    try:
+        ai = getattr(buf, "__array_interface__", None)
+        if ai is not None:
+            ptr, shape, item = int(ai["data"][0] or 0), [int(d) for d in ai["shape"]], _itemsize(ai["typestr"])
+            strides = ai.get("strides")
+            if strides is None:  # C-contiguous
+                strides, st = [], item
+                for d in reversed(shape):
+                    strides.insert(0, st)
+                    st *= d
+        elif callable(getattr(buf, "data_ptr", None)):
+            dev = getattr(buf, "device", None)
+            if dev is not None and getattr(dev, "type", str(dev)) != "cpu":
+                return None
+            ptr, shape, item = int(buf.data_ptr()), [int(d) for d in buf.shape], int(buf.element_size())
+            strides = [int(x) * item for x in buf.stride()]
+        else:
+            return None
+    except Exception:
+        return None
+    if not ptr or any(d <= 0 for d in shape):
+        return None
+    lo = ptr + sum((d - 1) * int(x) for d, x in zip(shape, strides) if int(x) < 0)
+    hi = ptr + sum((d - 1) * int(x) for d, x in zip(shape, strides) if int(x) > 0) + item
+    return lo, hi
+
+
+def _pool_ranges(pool):
+    """The host pool's buffers (kv_buffer, and k_buffer / v_buffer where a pool has them:
+    a tensor or array, or lists of them) as sorted, merged [low, high) address ranges."""
+    spans = []
+    for name in ("kv_buffer", "k_buffer", "v_buffer"):
+        try:
+            b = getattr(pool, name, None)
+        except Exception:
+            continue
+        for x in (b if isinstance(b, (list, tuple)) else [b]):
+            sp = None if x is None else _host_span(x)
+            if sp:
+                spans.append(sp)
+    merged = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in merged)
 
 
 def _bool(extra, name, default=False):
@@ -114,6 +178,8 @@ class FluxonStore(HiCacheStorage):
         self.object_bytes = None  # one object of one page (MHA: K or V; MLA: the page)
         self.prefetch_pgs, self.backup_pgs, self.prefetch_bandwidth, self.backup_bandwidth = [], [], [], []
         self._warned = set()
+        self._host = (_UNSEEN, (), None, None)  # (kv_buffer seen, its ranges, their lows, highs): _host_ranges
+        self.out_of_pool_refusals = 0  # pages refused: an address outside the host pool's buffers
         self._lock = threading.Lock()
         self._client = None
         self._closed = False
@@ -205,6 +271,78 @@ class FluxonStore(HiCacheStorage):
                              attn_cp_rank=self.attn_cp_rank, attn_cp_size=self.attn_cp_size, tag=self.tag)
         logger.info("FluxonStore: rank %d/%d keys %s<page hash>_%s (%d B per object, %s)", self.tp_rank,
                     self.tp_size, self.keys.prefix(), "|".join(self.keys.parts), self.object_bytes, self.keys.fields)
+        if not self._host_ranges()[0]:
+            logger.warning("FluxonStore: the host pool's kv_buffer (%s) has no host address range FluxonStore "
+                           "can read (not a CPU tensor or array): batch_set_v1 / batch_get_v1 will answer False",
+                           type(getattr(mem_pool_host, "kv_buffer", None)).__name__)
+
+    def _host_ranges(self):
+        """(ranges, lows, highs) of the registered host pool's buffers: learnt at registration,
+        learnt again when the pool's kv_buffer is another object (one identity test a call)."""
+        pool = self.mem_pool_host
+        kvb = getattr(pool, "kv_buffer", None)
+        h = self._host
+        if h[0] is not kvb:
+            r = _pool_ranges(pool) if pool is not None else ()
+            lows = highs = None
+            if np is not None and r:
+                lows, highs = np.array([a for a, _ in r], np.int64), np.array([b for _, b in r], np.int64)
+            h = self._host = (kvb, r, lows, highs)
+        return h[1:]
+
+    def _outside(self, ptrs, sizes):
+        """Positions of the (address, length) pieces not wholly inside one buffer of the host
+        pool ([] when every one is): vectorized, it runs on every batch."""
+        ranges, lows, highs = self._host_ranges()
+        if not ranges:
+            return list(range(len(ptrs)))
+        if len(ranges) == 1 and isinstance(ptrs, (list, tuple)) and isinstance(sizes, (list, tuple)) and ptrs:
+            # SGLang's case: lists, one buffer, one size. min/max over a list (C loops) beat
+            # converting it to an array: about 2 us for 128 pieces, 13 us for 1024.
+            s0 = sizes[0]
+            try:
+                if s0 >= 0 and sizes.count(s0) == len(sizes) and min(ptrs) >= ranges[0][0] and \
+                        max(ptrs) <= ranges[0][1] - s0:
+                    return []
+            except TypeError:
+                pass  # not integers: the checks below decide (and raise: the call answers False)
+        if lows is not None:
+            try:
+                p = np.asarray(ptrs, dtype=np.int64)
+                s = np.asarray(sizes, dtype=np.int64)
+            except (OverflowError, TypeError, ValueError):  # an address past int64: the exact check below
+                pass
+            else:
+                if len(ranges) == 1:
+                    lo, hi = ranges[0]
+                    ok = (p >= lo) & (p <= hi) & (s >= 0) & (s <= hi - p)
+                else:
+                    k = np.searchsorted(lows, p, "right") - 1
+                    hk = highs[np.maximum(k, 0)]
+                    ok = (k >= 0) & (p <= hk) & (s >= 0) & (s <= hk - p)
+                return [] if ok.all() else np.flatnonzero(~ok).tolist()
+        starts = [a for a, _ in ranges]
+        bad = []
+        for i, (p, s) in enumerate(zip(ptrs, sizes)):
+            p, s = int(p), int(s)
+            k = bisect.bisect_right(starts, p) - 1
+            if k < 0 or s < 0 or p + s > ranges[k][1]:
+                bad.append(i)
+        return bad
+
+    def _refuse(self, what, pages, desc):
+        """Logs a refusal of pages outside the host pool (the first one at warning, once)."""
+        self.out_of_pool_refusals += len(pages)
+        ranges = self._host_ranges()[0]
+        bounds = ", ".join(f"[{lo:#x}, {hi:#x}) ({hi - lo} B)" for lo, hi in ranges) or "none known"
+        msg = (f"FluxonStore {what}: {desc} is outside the host pool's buffer(s) {bounds}; {len(pages)} "
+               f"page(s) of this call refused (False), nothing read or written there (later refusals are "
+               f"logged at debug)")
+        if "out-of-pool" in self._warned:
+            logger.debug("%s", msg)
+        else:
+            self._warned.add("out-of-pool")
+            logger.warning("%s", msg)
 
     def _keyspace(self):
         if self.keys is None:
@@ -221,8 +359,9 @@ class FluxonStore(HiCacheStorage):
         """Bytes of one page on this rank (every object: MHA K and V)."""
         return self.object_bytes * self._keyspace().per_page
 
-    def _meta(self, keys, host_indices):
-        """(object keys, per-object lists of (ptr, size) pieces) of pages at host indices."""
+    def _meta(self, keys, host_indices, what="batch_*_v1"):
+        """(object keys, per-object lists of (ptr, size) pieces, pages refused) of pages at host
+        indices; a page is refused when one of its buffers is not inside the host pool's."""
         pool = self.mem_pool_host
         if pool is None:
             self._keyspace()
@@ -236,12 +375,18 @@ class FluxonStore(HiCacheStorage):
         okeys = self.object_keys(keys)
         m = self.keys.per_page
         ptrs, sizes = pool.get_page_buffer_meta(host_indices)
-        if isinstance(sizes, int):
+        if isinstance(sizes, numbers.Integral):
             sizes = [sizes] * len(ptrs)
         per = len(ptrs) // len(keys) if keys else 0
         if per * len(keys) != len(ptrs) or per % m:
             raise ValueError(f"layout {getattr(pool, 'layout', '?')}: {len(ptrs)} buffers for {len(keys)} pages "
                              f"of {m} objects")
+        outside = self._outside(ptrs, sizes)
+        refused = sorted({i // per for i in outside})
+        if refused:
+            b, p = outside[0], outside[0] // per
+            self._refuse(what, refused, f"page {p} (key {keys[p]!r}, host index {idx[p * page_size]}): buffer "
+                                        f"{int(ptrs[b]):#x} of {int(sizes[b])} B")
         # per page: per buffers; object o's pieces are o, o + m, o + 2m, ... (layer_first MHA
         # interleaves K and V layer by layer; page_first has one buffer per object)
         pieces = [[(int(ptrs[p * per + j]), int(sizes[p * per + j])) for j in range(o, per, m)]
@@ -250,20 +395,23 @@ class FluxonStore(HiCacheStorage):
             if sum(s for _, s in pc) != self.object_bytes:
                 raise ValueError(f"object {okeys[i]}: its buffers hold {sum(s for _, s in pc)} bytes, a page "
                                  f"object is {self.object_bytes}")
-        return okeys, pieces
+        return okeys, pieces, refused
 
-    def _flat_meta(self, keys, pages, writable):
-        """(object keys, pieces, keepalive) of flat pages (SGLang's get_data_page /
+    def _flat_meta(self, keys, pages, writable, what="batch_*"):
+        """(object keys, pieces, keepalive, pages refused) of flat pages (SGLang's get_data_page /
         get_dummy_flat_data_page: every object of a page, K then V), or of (address, size)
         pairs. A flat page may have another size than the registered pool's: SGLang's
         generic draft-model calls (keys "<hash>.draft", the draft pool's pages) come here
-        too; a restore still needs a value of exactly the destination's object length."""
+        too; a restore still needs a value of exactly the destination's object length.
+        An (address, size) pair is raw memory: it is refused unless inside the host pool's
+        buffers (a tensor or array is its own memory and is used as it is)."""
         okeys = self.object_keys(keys)
         m = self.keys.per_page
-        pieces, keep = [], []
+        pieces, keep, raw = [], [], []
         for i, pg in enumerate(pages):
             if isinstance(pg, tuple):
                 addr, n = int(pg[0]), int(pg[1])
+                raw.append(i)
             else:
                 addr, n, kp = address_of(pg, writable, f"page {i}")
                 keep.append(kp)
@@ -272,7 +420,21 @@ class FluxonStore(HiCacheStorage):
                                  f"rank is {m} objects of {self.object_bytes} bytes)")
             ob = n // m
             pieces.extend([[(addr + o * ob, ob)] for o in range(m)])
-        return okeys, pieces, keep
+        refused = []
+        if raw:
+            outside = self._outside([pieces[i * m][0][0] for i in raw], [pieces[i * m][0][1] * m for i in raw])
+            refused = [raw[j] for j in outside]
+            if refused:
+                p = refused[0]
+                self._refuse(what, refused, f"page {p} (key {keys[p]!r}): address {pieces[p * m][0][0]:#x} of "
+                                            f"{pieces[p * m][0][1] * m} B")
+        return okeys, pieces, keep, refused
+
+    def _only(self, okeys, pieces, pages):
+        """The object keys and pieces of some pages only."""
+        m = self.keys.per_page
+        sel = [p * m + o for p in pages for o in range(m)]
+        return [okeys[i] for i in sel], [pieces[i] for i in sel]
 
     # ---- storing ----
     def _stored(self, st, n):
@@ -298,11 +460,21 @@ class FluxonStore(HiCacheStorage):
         if n == 0:
             return []
         try:
-            okeys, pieces = self._meta(keys, host_indices)
-            replicate = self.replica.admit(self.keys.namespace, keys, extra_info)
-            t0 = time.perf_counter()
-            ok = self._stored(self._put_objects(okeys, pieces, replicate), n)
-            self._record("backup", n, t0)
+            okeys, pieces, refused = self._meta(keys, host_indices, "batch_set_v1")
+            replicate = self.replica.admit(self.keys.namespace, keys, extra_info)  # the call's, as every rank's
+            if not refused:
+                t0 = time.perf_counter()
+                ok = self._stored(self._put_objects(okeys, pieces, replicate), n)
+                self._record("backup", n, t0)
+                return ok
+            ok, bad = [False] * n, set(refused)  # the pages inside the pool are stored, the others False
+            good = [p for p in range(n) if p not in bad]
+            if good:
+                t0 = time.perf_counter()
+                okeys, pieces = self._only(okeys, pieces, good)
+                for p, s in zip(good, self._stored(self._put_objects(okeys, pieces, replicate), len(good))):
+                    ok[p] = s
+                self._record("backup", len(good), t0)
             return ok
         except Exception as e:
             self._failed("batch_set_v1", e)
@@ -358,9 +530,10 @@ class FluxonStore(HiCacheStorage):
         if n == 0:
             return []
         try:
-            okeys, pieces = self._meta(keys, host_indices)
+            okeys, pieces, refused = self._meta(keys, host_indices, "batch_get_v1")
             t0 = time.perf_counter()
-            pages = self._get_objects(okeys, pieces) // self.keys.per_page
+            k = refused[0] * self.keys.per_page if refused else len(okeys)  # the pages before a refused one
+            pages = self._get_objects(okeys[:k], pieces[:k]) // self.keys.per_page if k else 0
             self._record("prefetch", pages, t0)
             return [i < pages for i in range(n)]
         except Exception as e:
@@ -460,13 +633,20 @@ class FluxonStore(HiCacheStorage):
                 return False
             if len(pages) != len(keys):
                 raise ValueError(f"{len(keys)} keys but {len(pages)} pages")
-            okeys, pieces, keep = self._flat_meta(list(keys), pages, False)
+            okeys, pieces, keep, refused = self._flat_meta(list(keys), pages, False, "batch_set")
             replicate = self.replica.admit(self.keys.namespace, list(keys), None)
-            t0 = time.perf_counter()
-            ok = self._stored(self._put_objects(okeys, pieces, replicate), len(keys))
+            good = range(len(keys))
+            if refused:
+                bad = set(refused)
+                good = [p for p in good if p not in bad]
+                okeys, pieces = self._only(okeys, pieces, good)
+            ok = [False]
+            if good:
+                t0 = time.perf_counter()
+                ok = self._stored(self._put_objects(okeys, pieces, replicate), len(good))
+                self._record("backup", len(good), t0)
             del keep
-            self._record("backup", len(keys), t0)
-            return all(ok)
+            return all(ok) and not refused
         except Exception as e:
             self._failed("batch_set", e)
             return False
@@ -497,9 +677,10 @@ class FluxonStore(HiCacheStorage):
                 dst = [mk() if mk else bytearray(self.page_bytes) for _ in range(n)]
             if len(dst) != n:
                 raise ValueError(f"{n} keys but {len(dst)} destinations")
-            okeys, pieces, keep = self._flat_meta(list(keys), dst, True)
+            okeys, pieces, keep, refused = self._flat_meta(list(keys), dst, True, "batch_get")
             t0 = time.perf_counter()
-            pages = self._get_objects(okeys, pieces) // self.keys.per_page
+            k = refused[0] * self.keys.per_page if refused else len(okeys)  # the pages before a refused one
+            pages = self._get_objects(okeys[:k], pieces[:k]) // self.keys.per_page if k else 0
             del keep
             self._record("prefetch", pages, t0)
             return pages if addresses else [dst[i] if i < pages else None for i in range(n)]

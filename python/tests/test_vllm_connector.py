@@ -265,13 +265,13 @@ def test_configuration_errors_are_clear(stub, pc):
     w.shutdown()
 
 
-def test_a_block_is_announced_once_every_rank_reported_it_even_steps_apart(stub):
+def test_a_block_is_announced_once_every_rank_reported_it_even_steps_apart(stub, pc):
     import vllm_driver
     from vllm.distributed.kv_events import BlockStored
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     from vllm.v1.outputs import KVConnectorOutput
     from fluxon.vllm.connector import FluxonKVEvents
-    vc, kvc = vllm_driver.configs("/nonexistent/owner.sock", "x", tp_size=2)  # no call reaches an owner
+    vc, kvc = vllm_driver.configs(pc.socket(0), pc.cluster_id, tp_size=2)  # the connector attaches at construction
     sched = load_connector_class(vc)(vc, KVConnectorRole.SCHEDULER, kvc)
     e = BlockStored(block_hashes=[7], parent_block_hash=None, token_ids=[1] * BS, block_size=BS, lora_id=None,
                     medium="EXTERNAL", lora_name=None)
@@ -296,3 +296,139 @@ def test_a_block_is_announced_once_every_rank_reported_it_even_steps_apart(stub)
     assert deliver((0, []), (1, [e])) == [e]       # a step later rank 1 did: announced once
     assert deliver((0, []), (1, [])) == []
     sched.shutdown()
+
+
+# ---- settings checked at construction (settings.py), nothing raising into vLLM afterwards ----
+
+# (member, value, what the error must say is allowed); each is refused when the connector is
+# constructed, in either role, with an error naming the member and the value
+BAD_MEMBERS = [
+    ("timeout_ms", "abc", "an int in 1..3600000"), ("timeout_ms", -5, "an int in 1..3600000"),
+    ("timeout_ms", 0, "an int in 1..3600000"), ("timeout_ms", 3600001, "an int in 1..3600000"),
+    ("timeout_ms", 3000.0, "an int in 1..3600000"), ("timeout_ms", True, "an int in 1..3600000"),
+    ("load_async", "maybe", "a boolean (true or false)"), ("load_async", 1, "a boolean (true or false)"),
+    ("save_decode", "maybe", "a boolean (true or false)"), ("save_decode", None, "a boolean (true or false)"),
+    ("max_object_bytes", 1.5, "an int in 1..1073741824"), ("max_object_bytes", "4MiB", "an int in 1..1073741824"),
+    ("max_object_bytes", 0, "an int in 1..1073741824"), ("max_object_bytes", 1 << 31, "an int in 1..1073741824"),
+    ("hash_block_size", 8.0, "an int >= 1"), ("hash_block_size", 0, "an int >= 1"),
+    ("hash_block_size", 3, f"an int in 1..{BS} that divides the block size {BS}"),
+    ("hash_block_size", 2 * BS, f"an int in 1..{BS} that divides the block size {BS}"),
+    ("tp_rank", -1, "an int >= 0"), ("tp_rank", "0", "an int >= 0"), ("tp_rank", 2, "an int in 0..1"),
+    ("kv_inner_layout", "nhd", "one of NHD, HND"), ("log_level", "loud", "one of debug, info, warn, error, off"),
+    ("cluster_id", "", "a non-empty string"), ("cluster_id", 5, "a non-empty string"),
+    ("cluster_token", 5, "a string (no NUL)"), ("socket", 5, "a non-empty string"),
+    ("key_prefix", 5, "a string (no NUL)"), ("key_prefix", "\x01t/", "does not start with"),
+    ("key_prefix", "p" * 1000, "keys would be"),
+]
+
+
+@pytest.mark.parametrize("member,value,allowed", BAD_MEMBERS, ids=[f"{m}={v!r}"[:40] for m, v, _ in BAD_MEMBERS])
+def test_a_bad_extra_config_member_is_refused_at_construction_naming_it(stub, member, value, allowed):
+    import re
+    import vllm_driver
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
+        # no owner: the settings are checked before the client attaches
+        vc, kvc = vllm_driver.configs("/nonexistent/owner.sock", "x", tp_size=2)
+        vc.kv_transfer_config.kv_connector_extra_config.update({"tp_rank": 0, member: value})
+        with pytest.raises(ValueError, match=re.escape(f"kv_connector_extra_config.{member} = {value!r}: ")) as ei:
+            load_connector_class(vc)(vc, role, kvc)
+        assert allowed in str(ei.value)
+
+
+@pytest.mark.parametrize("value", ["kv_bogus", "both", "", 1])
+def test_a_kv_role_that_is_not_vllms_is_refused(stub, value):
+    import vllm_driver
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    vc, kvc = vllm_driver.configs("/nonexistent/owner.sock", "x")
+    vc.kv_transfer_config.kv_role = value
+    with pytest.raises(ValueError, match=f"kv_transfer_config.kv_role = {value!r}: one of kv_producer, kv_consumer, "
+                                         "kv_both"):
+        load_connector_class(vc)(vc, KVConnectorRole.SCHEDULER, kvc)
+
+
+def test_good_settings_are_taken_as_given(stub, pc):
+    import vllm_driver
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    cases = [("kv_producer", {}, (False, True, False, False)), ("kv_consumer", {}, (True, False, False, False)),
+             ("kv_both", {"load_async": "true", "save_decode": "False"}, (True, True, True, False)),
+             (None, {"load_async": False, "save_decode": True}, (True, True, False, True))]
+    for role, extra, want in cases:
+        vc, kvc = vllm_driver.configs(pc.socket(0), pc.cluster_id, max_object_bytes=1024, hash_block_size=BS // 2,
+                                      **extra)
+        vc.kv_transfer_config.kv_role = role
+        c = load_connector_class(vc)(vc, KVConnectorRole.SCHEDULER, kvc)
+        s = c._sched
+        assert (s.load, s.save, s.load_async, s.save_decode) == want, role
+        assert (c._spec.max_object_bytes, s.hashes_per_block) == (1024, 2)
+        c.shutdown()
+
+
+def test_a_wrong_socket_cluster_id_or_token_fails_the_start_naming_them(stub, pc):
+    import vllm_driver
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+    from fluxon.errors import AuthError, Unavailable
+    for sock, cid, extra, exc, says in [
+            ("/nonexistent/owner.sock", pc.cluster_id, {}, Unavailable,
+             "kv_connector_extra_config.socket = '/nonexistent/owner.sock': no owner listens"),
+            (pc.socket(0), pc.cluster_id, {"cluster_token": "wrong"}, AuthError, "or the cluster_token"),
+            (pc.socket(0), "other", {}, AuthError, "cluster_id = 'other'")]:
+        for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
+            vc, kvc = vllm_driver.configs(sock, cid, tp_rank=0, **extra)
+            with pytest.raises(exc, match="cannot attach to the owner") as ei:
+                load_connector_class(vc)(vc, role, kvc)
+            assert says in str(ei.value)
+
+
+def test_nothing_raises_into_vllm_at_lookup_save_or_load(stub, pc, caplog):
+    """Unexpected exceptions (not FluxonErrors) in the lookup, the save plan, the save copy and
+    the load copy: a miss, skipped saves, failed block ids; each place logged once."""
+    import logging
+    caplog.set_level(logging.WARNING, logger="fluxon.vllm")
+    eng = make(pc)
+    # lookup: a block hash of a type vLLM does not use, twice -> a miss, one warning
+    odd = Req("odd", prompt(3 * BS + 1, salt=5))
+    odd.block_hashes = [1.5] * 3
+    assert eng.sched.get_num_new_matched_tokens(odd, 0) == (0, False)
+    assert eng.sched.get_num_new_matched_tokens(odd, 0) == (0, False)
+    # a client whose call raises something unexpected -> a miss
+    holder = eng.sched._holder
+    real_get = holder.get
+    holder.get = lambda: (_ for _ in ()).throw(RuntimeError("surprise"))
+    assert eng.sched.get_num_new_matched_tokens(Req("x", prompt(3 * BS + 1, salt=6)), 0) == (0, False)
+    holder.get = real_get
+    # the save copy of rank 1 raises: its save is skipped, rank 0 saves, nothing raises
+    w1 = eng.workers[1]._worker
+    real_backup = w1.paged.backup
+    w1.paged.backup = lambda *a: (_ for _ in ()).throw(RuntimeError("backup broke"))
+    a = Req("a", prompt(4 * BS + 3, salt=7))
+    eng.step(new=[a])
+    w1.paged.backup = real_backup
+    assert w1.stats["save_failed"] == 4 and w1.stats["unexpected_errors"] == 1
+    settle(eng, 1)
+    eng.step(finished=["a"])
+    assert eng.sched.get_num_new_matched_tokens(Req("a2", list(a.all_token_ids)), 0) == (0, False)  # rank 1 missing
+    # saved whole this time; then the load copy of rank 0 raises: every block is reported failed
+    b = Req("b", prompt(4 * BS + 3, salt=8))
+    eng.step(new=[b])
+    settle(eng, 4)
+    eng.step(finished=["b"])
+    w0 = eng.workers[0]._worker
+    w0.paged.restore = lambda *a: (_ for _ in ()).throw(RuntimeError("restore broke"))
+    c = Req("c", list(b.all_token_ids))
+    assert eng.sched.get_num_new_matched_tokens(c, 0) == (4 * BS, False)
+    out = eng.step(new=[c])
+    ids = eng.running["c"][1]
+    assert out.invalid_block_ids == set(ids[:4])
+    # a scheduler output vLLM would not send: this step's saves are skipped, no exception
+    meta = eng.sched.build_connector_meta(object())
+    assert meta.plan.loads == [] and meta.plan.saves == []
+    warned = [r.getMessage() for r in caplog.records if "unexpected" in r.getMessage()]
+    assert len([m for m in warned if m.startswith("fluxon vllm: lookup: unexpected TypeError")]) == 1, warned
+    assert len([m for m in warned if m.startswith("fluxon vllm: lookup: unexpected RuntimeError: surprise")]) == 1
+    assert len([m for m in warned if "save: unexpected RuntimeError: backup broke" in m]) == 1
+    assert len([m for m in warned if "load: unexpected RuntimeError: restore broke" in m]) == 1
+    assert len([m for m in warned if "build_connector_meta: unexpected AttributeError" in m]) == 1
+    assert eng.sched._sched.stats["unexpected_errors"] == 4
+    for x in [eng.sched] + eng.workers:
+        x.shutdown()

@@ -260,6 +260,57 @@ def test_a_save_with_a_bad_block_id_stores_nothing_and_does_not_raise(pc):
     w.close()
 
 
+def test_unexpected_exceptions_are_a_miss_a_skipped_save_or_failed_blocks_never_raised(pc):
+    """Not FluxonErrors (a bug, a request shaped unlike vLLM's): core turns each into a miss,
+    a skipped save or failed block ids, counts it, and never raises into the engine; a step
+    whose save planning breaks still carries its planned loads (vLLM counts their tokens)."""
+    sp = spec()
+    src = kv_arrays(8, seed=41)
+    w, sched = WorkerCore(sp, 0, holder(pc, 0), paged(src)), SchedulerCore(sp, holder(pc, 0))
+    req = Req("r", prompt(3 * BS + 1, salt=13))
+    save_all(sched, [w], req, [0, 1, 2, 3])
+    odd = Req("odd", prompt(2 * BS + 1, salt=14))
+    odd.block_hashes = [object(), object()]
+    assert sched.get_num_new_matched_tokens(odd, 0) == (0, False)
+    # a planned load, then a step whose save planning meets a block hash of an unknown type
+    again = Req("again", list(req.all_token_ids))
+    assert sched.get_num_new_matched_tokens(again, 0) == (3 * BS, False)
+    sched.update_state_after_alloc(again, [4, 5, 6, 7], 3 * BS)
+    broken = Req("broken", prompt(2 * BS + 1, salt=15))
+    sched.get_num_new_matched_tokens(broken, 0)
+    sched.update_state_after_alloc(broken, [0, 1, 2], 0)
+    broken.block_hashes = [object(), object()]
+    plan = sched.build_step([("broken", [0, 1, 2], 0), ("again", [4, 5, 6, 7], 3 * BS)], [],
+                            {"broken": broken.num_tokens, "again": 1})
+    assert [(lr.req_id, lr.block_ids) for lr in plan.loads] == [("again", [4, 5, 6])]
+    assert plan.saves == []
+    assert sched.build_step([("broken", [0, 1, 2], 0)], [], {"broken": 1}).saves == []  # skipped for good
+    assert sched.stats["unexpected_errors"] == 2
+    # a load whose copy raises: its blocks fail; the next request of the same call still loads
+    real_restore = w.paged.restore
+    calls = []
+
+    def restore_once_broken(*a):
+        calls.append(a)
+        if len(calls) == 1:
+            raise RuntimeError("restore broke")
+        return real_restore(*a)
+    w.paged.restore = restore_once_broken
+    res = w.load(plan.loads + [LoadRequest("more", [7], [block_hash_hex(req.block_hashes[0])])])
+    assert [(r.loaded, r.failed) for r in res] == [([], [4, 5, 6]), ([7], [])]
+    assert w.take_load_errors() == {4, 5, 6}
+    # a save whose copy raises: skipped, the plan aborted, nothing raised
+    from fluxon.vllm.core import SaveBlock, SaveRequest
+    w.paged.backup = lambda *a: (_ for _ in ()).throw(RuntimeError("backup broke"))
+    assert w.save([SaveRequest("s", [SaveBlock(0, "bb01", None, [])])]) == 0
+    with pc.client(0) as c:
+        assert c.batch_exists(sp.block_keys("bb01", 0)) == 0
+        assert c.stats()["owner"]["slots_prepared"] == 0
+    assert w.stats["unexpected_errors"] == 2
+    w.close()
+    sched.holder.close()
+
+
 def test_a_restarted_owner_is_attached_again_by_a_later_call(pc):
     import time
     sp = spec()

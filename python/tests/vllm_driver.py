@@ -3,7 +3,7 @@ connector, one worker-role connector per TP rank (each with numpy paged KV), a b
 allocator, and a "model" that writes deterministic KV for the tokens it computes (a full
 block's bytes derive from its block hash, the rank and the layer, so a loaded block can be
 compared with what computing it would have written). The call order of one step follows
-vLLM's scheduler and kv_connector_model_runner_mixin (ENGINE-NOTES C.1):
+vLLM's scheduler and kv_connector_model_runner_mixin (vllm/v1/worker/kv_connector_model_runner_mixin.py at 00f4240e):
 
   scheduler: get_num_new_matched_tokens -> (allocate) -> update_state_after_alloc ->
              build_connector_meta

@@ -14,6 +14,13 @@ kv_inner_layout ("NHD" or "HND"), load_async (false), save_decode (false), hash_
 (the granularity of request.block_hashes when vLLM hashes finer than block_size; default
 block_size), tp_rank (default: vLLM's tensor-parallel rank).
 
+At construction (both roles) every member and kv_role is checked (settings.py: a ValueError
+names the member, its value and what is allowed) and the client attaches to the owner, as
+fluxon.sglang does: a wrong socket, cluster_id or cluster_token fails the start, naming them.
+Afterwards nothing raises into vLLM's scheduler or worker at lookup, save or load time: an
+owner that went away, or any unexpected exception, is a miss, a skipped save or failed block
+ids (logged; an unexpected exception once per place and type, core.log_unexpected).
+
 Scheduler side: get_num_new_matched_tokens (a TP-complete prefix lookup), update_state_after_alloc,
 build_connector_meta (this step's load and save plans), request_finished, take_events.
 Worker side: register_kv_caches, start_load_kv (every load of the step, hostless, before
@@ -31,10 +38,12 @@ from vllm.distributed.kv_events import BlockRemoved, BlockStored, KVConnectorKVE
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1, KVConnectorMetadata,
                                                                 KVConnectorRole)
 
+from ..errors import FluxonError, Status, error_for
 from .core import SchedulerCore, WorkerCore
 from .holder import ClientHolder
 from .keys import KVSpec, external_block_hash
 from .paged import PagedKV
+from .settings import Settings
 
 logger = logging.getLogger("fluxon.vllm")
 
@@ -92,20 +101,7 @@ class FluxonKVEvents(KVConnectorKVEvents):
         self._workers = 1
 
 
-def _int(extra, name, default):
-    v = extra.get(name, default)
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"kv_connector_extra_config.{name} = {v!r}: an integer") from None
-
-
-def _bool(extra, name):
-    v = extra.get(name, False)
-    return v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes")
-
-
-def kv_spec(vllm_config, kv_cache_config, extra):
+def kv_spec(vllm_config, kv_cache_config, settings):
     """The KVSpec both roles derive from the same configs (so their keys agree)."""
     if kv_cache_config is None:
         raise ValueError("FluxonConnector needs the kv_cache_config constructor argument (vLLM passes it "
@@ -133,38 +129,54 @@ def kv_spec(vllm_config, kv_cache_config, extra):
                   num_layers=len(groups[0].layer_names), kv_heads=int(s.num_kv_heads), head_size=int(s.head_size),
                   itemsize=s.page_size_bytes // per_elem,
                   tp_size=int(vllm_config.parallel_config.tensor_parallel_size),
-                  inner=str(extra.get("kv_inner_layout", "NHD")), layer_names=tuple(groups[0].layer_names),
-                  max_object_bytes=_int(extra, "max_object_bytes", 4 << 20),
-                  key_prefix=str(extra.get("key_prefix", "")))
+                  inner=settings.kv_inner_layout, layer_names=tuple(groups[0].layer_names),
+                  max_object_bytes=settings.max_object_bytes, key_prefix=settings.key_prefix)
+
+
+def attach(holder, settings):
+    """Opens the holder's client now (as fluxon.sglang does at start-up): an owner that refuses
+    or is absent fails the connector's construction with an error naming the members."""
+    try:
+        holder.get()
+    except FluxonError as e:
+        if e.status == Status.ERR_AUTH:
+            why = (f"the owner refused kv_connector_extra_config.cluster_id = {settings.cluster_id!r} or the "
+                   "cluster_token (they must be the owner's)")
+        elif e.status == Status.ERR_UNAVAILABLE:
+            why = "no owner listens at this socket (start the owner first, or fix kv_connector_extra_config.socket)"
+        else:
+            why = "the client's config was refused"
+        raise error_for(e.status, "FluxonConnector", f"cannot attach to the owner at kv_connector_extra_config."
+                        f"socket = {settings.socket!r}: {why}; {e}") from e
 
 
 class FluxonConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config, role, kv_cache_config=None):
         super().__init__(vllm_config, role, kv_cache_config)
-        tc = self._kv_transfer_config
-        extra = dict(getattr(tc, "kv_connector_extra_config", None) or {})
-        socket = extra.get("socket") or os.environ.get("FLUXON_SOCKET")
-        if not socket:
-            raise ValueError("FluxonConnector: kv_connector_extra_config has no \"socket\" (the local owner's "
-                             "unix socket) and FLUXON_SOCKET is not set")
-        self._spec = kv_spec(vllm_config, kv_cache_config, extra)
-        self._holder = ClientHolder(socket, cluster_id=extra.get("cluster_id", "fluxon"),
-                                    cluster_token=extra.get("cluster_token"), timeout_ms=extra.get("timeout_ms"),
-                                    log_level=extra.get("log_level"))
+        st = self._settings = Settings.from_config(self._kv_transfer_config)
+        self._spec = kv_spec(vllm_config, kv_cache_config, st)
+        st.check_spec(self._spec)
         self._int_hashes = os.environ.get("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES", "1").lower() not in ("0", "false")
         self._num_blocks = int(kv_cache_config.num_blocks)
         self._inner = self._spec.inner
         self._sched = self._worker = None
+        self._holder = ClientHolder(st.socket, **st.client_kw())
+        attach(self._holder, st)  # at start-up a wrong socket, cluster_id or cluster_token is an error
+        try:
+            self._init_role(role, st)
+        except BaseException:
+            self._holder.close()
+            raise
+
+    def _init_role(self, role, st):
         if role == KVConnectorRole.SCHEDULER:
-            kv_role = getattr(tc, "kv_role", None) or "kv_both"
-            self._sched = SchedulerCore(self._spec, self._holder, load=kv_role in ("kv_consumer", "kv_both"),
-                                        save=kv_role in ("kv_producer", "kv_both"),
-                                        load_async=_bool(extra, "load_async"), save_decode=_bool(extra, "save_decode"),
-                                        hash_block_size=extra.get("hash_block_size"))
+            self._sched = SchedulerCore(self._spec, self._holder, load=st.load, save=st.save,
+                                        load_async=st.load_async, save_decode=st.save_decode,
+                                        hash_block_size=st.hash_block_size)
             self._stored_ranks = OrderedDict()  # BlockStored -> ranks that reported it
             self._stored_ready = []
         else:
-            rank = extra.get("tp_rank")
+            rank = st.tp_rank
             if rank is None:
                 from vllm.distributed.parallel_state import get_tensor_model_parallel_rank
                 rank = get_tensor_model_parallel_rank()
@@ -173,21 +185,30 @@ class FluxonConnector(KVConnectorBase_V1):
 
     # ============================== scheduler side ==============================
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
-        return self._sched.get_num_new_matched_tokens(request, num_computed_tokens)
+        return self._sched.get_num_new_matched_tokens(request, num_computed_tokens)  # never raises (core)
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):
-        ids = blocks.get_block_ids()
-        self._sched.update_state_after_alloc(request, list(ids[0]) if ids else [], num_external_tokens)
+        try:
+            ids = blocks.get_block_ids()
+            self._sched.update_state_after_alloc(request, list(ids[0]) if ids else [], num_external_tokens)
+        except Exception as e:
+            if num_external_tokens:  # vLLM counts these tokens as loaded: unplanned, they would be wrong KV
+                raise
+            self._sched.unexpected("update_state_after_alloc", e, "this request's blocks are not saved")
 
     def build_connector_meta(self, scheduler_output):
         so = scheduler_output
-        new = [(r.req_id, _group0(r.block_ids), r.num_computed_tokens) for r in so.scheduled_new_reqs]
-        cr = so.scheduled_cached_reqs
-        resumed = getattr(cr, "resumed_req_ids", None) or set()
-        cached = [(rid, _group0(cr.new_block_ids[i]) if cr.new_block_ids[i] is not None else None,
-                   cr.num_computed_tokens[i], rid in resumed) for i, rid in enumerate(cr.req_ids)]
-        plan = self._sched.build_step(new, cached, so.num_scheduled_tokens, so.finished_req_ids,
-                                      getattr(so, "preempted_req_ids", None) or ())
+        try:
+            new = [(r.req_id, _group0(r.block_ids), r.num_computed_tokens) for r in so.scheduled_new_reqs]
+            cr = so.scheduled_cached_reqs
+            resumed = getattr(cr, "resumed_req_ids", None) or set()
+            cached = [(rid, _group0(cr.new_block_ids[i]) if cr.new_block_ids[i] is not None else None,
+                       cr.num_computed_tokens[i], rid in resumed) for i, rid in enumerate(cr.req_ids)]
+            plan = self._sched.build_step(new, cached, so.num_scheduled_tokens, so.finished_req_ids,
+                                          getattr(so, "preempted_req_ids", None) or ())
+        except Exception as e:  # the planned loads still travel (vLLM counts their tokens); no saves
+            self._sched.unexpected("build_connector_meta", e, "this step's saves are skipped")
+            plan = self._sched.build_step([], [], {})
         return FluxonConnectorMetadata(plan)
 
     def request_finished(self, request, block_ids):
@@ -197,6 +218,12 @@ class FluxonConnector(KVConnectorBase_V1):
         ev = getattr(connector_output, "kv_cache_events", None)
         if not isinstance(ev, FluxonKVEvents):
             return
+        try:
+            self._count_ranks(ev)
+        except Exception as e:
+            self._sched.unexpected("update_connector_output", e, "these KV events are dropped")
+
+    def _count_ranks(self, ev):
         for rank, e in ev.ranked():
             ranks = self._stored_ranks.setdefault(e, set())
             ranks.add(rank if rank is not None else object())
@@ -209,9 +236,14 @@ class FluxonConnector(KVConnectorBase_V1):
     def take_events(self):
         """A list (taken at the call, whether or not the caller iterates it)."""
         ready, self._stored_ready = self._stored_ready, []
-        for e in ready:
-            self._sched.note_announced([_hex(h) for h in e.block_hashes])
-        return ready + [BlockRemoved(block_hashes=[self._ext(h)], medium=MEDIUM) for h in self._sched.take_removed()]
+        try:
+            for e in ready:
+                self._sched.note_announced([_hex(h) for h in e.block_hashes])
+            return ready + [BlockRemoved(block_hashes=[self._ext(h)], medium=MEDIUM)
+                            for h in self._sched.take_removed()]
+        except Exception as e:
+            self._sched.unexpected("take_events", e, "these KV events are dropped")
+            return []
 
     # ============================== worker side ==============================
     def register_kv_caches(self, kv_caches):
@@ -226,7 +258,11 @@ class FluxonConnector(KVConnectorBase_V1):
     def start_load_kv(self, forward_context, **kwargs):
         meta = self._get_connector_metadata()
         if meta.plan.loads:
-            self._worker.load(meta.plan.loads, async_ids=meta.plan.load_async)
+            try:
+                self._worker.load(meta.plan.loads, async_ids=meta.plan.load_async)  # per request: never raises
+            except Exception as e:  # a last resort: every block of the step is reported failed
+                self._worker.unexpected("start_load_kv", e, "every block of this step's loads is reported failed")
+                self._worker.fail_loads(meta.plan.loads, meta.plan.load_async)
 
     def wait_for_layer_load(self, layer_name):
         return  # start_load_kv restored every layer before the forward pass
@@ -237,25 +273,36 @@ class FluxonConnector(KVConnectorBase_V1):
     def wait_for_save(self):
         meta = self._get_connector_metadata()
         if meta.plan.saves:
-            self._worker.save(meta.plan.saves)
+            self._worker.save(meta.plan.saves)  # never raises (core)
 
     def get_finished(self, finished_req_ids):
-        self._stored.extend(self._worker.poll_saves())
+        self._poll_saves()
         recving = self._worker.take_finished_recving()
         return None, (recving or None)
+
+    def _poll_saves(self):
+        try:
+            self._stored.extend(self._worker.poll_saves())
+        except Exception as e:
+            self._worker.unexpected("poll_saves", e, "the BlockStored events of these saves may be missing")
 
     def get_block_ids_with_load_errors(self):
         return self._worker.take_load_errors()
 
     def get_kv_connector_kv_cache_events(self):
-        self._stored.extend(self._worker.poll_saves())
+        self._poll_saves()
         stored, self._stored = self._stored, []
         bs = self._spec.block_size
-        evs = [BlockStored(block_hashes=[self._ext(b.hash)],
-                           parent_block_hash=self._ext(b.parent) if b.parent else None,
-                           token_ids=list(b.token_ids), block_size=bs, lora_id=b.lora_id, medium=MEDIUM,
-                           lora_name=b.lora_name)
-               for b in stored]
+        try:
+            evs = [BlockStored(block_hashes=[self._ext(b.hash)],
+                               parent_block_hash=self._ext(b.parent) if b.parent else None,
+                               token_ids=list(b.token_ids), block_size=bs, lora_id=b.lora_id, medium=MEDIUM,
+                               lora_name=b.lora_name)
+                   for b in stored]
+        except Exception as e:
+            self._worker.unexpected("get_kv_connector_kv_cache_events", e, f"{len(stored)} BlockStored events are "
+                                    "dropped")
+            evs = []
         return FluxonKVEvents(self._worker.rank, evs)  # also when empty: this rank reported
 
     def _ext(self, hash_hex):

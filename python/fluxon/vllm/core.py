@@ -21,6 +21,11 @@ Worker side (WorkerCore): loads through the hostless path (get_start -> transfer
 into the paged KV -> release), saves through put_start -> copy -> commit. Every block not
 restored byte-complete is recorded as a failed block id (take_load_errors); a load never
 raises into the engine.
+
+Nothing raises into vLLM's scheduler or worker at lookup, save or load time: an unexpected
+exception there (not a FluxonError: a bug, a request or block shaped unlike vLLM's) becomes a
+miss, a skipped save or failed block ids, logged once per place and exception type with its
+reason (log_unexpected) and counted in stats["unexpected_errors"].
 """
 import logging
 import time
@@ -33,12 +38,25 @@ from .holder import ClientHolder
 from .keys import KVSpec, block_hash_hex, external_block_hash
 
 __all__ = ["ClientHolder", "KVSpec", "block_hash_hex", "external_block_hash", "LoadRequest", "SaveBlock",
-           "SaveRequest", "StepPlan", "LoadResult", "lookup_hit_blocks", "matched_tokens", "SchedulerCore",
-           "WorkerCore"]
+           "SaveRequest", "StepPlan", "LoadResult", "lookup_hit_blocks", "matched_tokens", "log_unexpected",
+           "SchedulerCore", "WorkerCore"]
 
 logger = logging.getLogger("fluxon.vllm")
 
 LOOKUP_CHUNK_KEYS = 8192  # keys per batch_exists call (a frame holds ~60k keys of 1 KiB)
+
+
+def log_unexpected(seen, where, e, outcome):
+    """An unexpected exception e at `where` was turned into `outcome` (a miss, a skipped save,
+    failed blocks): logged at warning, with its traceback, the first time `where` meets its
+    type (seen: a set of the caller's); later ones at debug."""
+    key = (where, type(e).__name__)
+    if key in seen:
+        logger.debug("fluxon vllm: %s: %s: %s; %s", where, type(e).__name__, e, outcome)
+        return
+    seen.add(key)
+    logger.warning("fluxon vllm: %s: unexpected %s: %s; %s (logged once; later ones at debug level)", where,
+                   type(e).__name__, e, outcome, exc_info=e)
 
 
 # ---- plans (picklable: they travel to the workers inside the connector metadata) ----
@@ -130,8 +148,9 @@ class SchedulerCore:
         self._announced = OrderedDict()  # low 64 bits (hex) -> hash reported stored (for BlockRemoved)
         self._max_announced = max_announced
         self._removed = []      # hashes (hex) seen missing after being announced
+        self._unexpected = set()  # (where, exception type) already logged (log_unexpected)
         self.stats = {"lookups": 0, "lookup_blocks": 0, "hit_blocks": 0, "lookup_errors": 0,
-                      "planned_load_blocks": 0, "planned_save_blocks": 0}
+                      "planned_load_blocks": 0, "planned_save_blocks": 0, "unexpected_errors": 0}
 
     def block_hashes(self, request):
         """One hash per vLLM block: request.block_hashes, or the last hash of each block's
@@ -144,7 +163,22 @@ class SchedulerCore:
     # ---- lookup ----
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         """(tokens to load beyond num_computed_tokens, load asynchronously). A failed lookup
-        is a miss (0): the engine computes, nothing waits for an owner that is away."""
+        is a miss (0): the engine computes, nothing waits for an owner that is away. It never
+        raises: an unexpected exception is a miss too (log_unexpected)."""
+        try:
+            return self._matched(request, num_computed_tokens)
+        except Exception as e:
+            self.unexpected("lookup", e, "counted as a miss (0)")
+            rid = getattr(request, "request_id", None)
+            self._load_specs.pop(rid, None)
+            self._hit_blocks.pop(rid, None)
+            return 0, False
+
+    def unexpected(self, where, e, outcome):
+        self.stats["unexpected_errors"] += 1
+        log_unexpected(self._unexpected, where, e, outcome)
+
+    def _matched(self, request, num_computed_tokens):
         rid = request.request_id
         bs = self.spec.block_size
         self._load_specs.pop(rid, None)
@@ -210,23 +244,34 @@ class SchedulerCore:
             if tr is not None:
                 tr.block_ids = []
         plan = StepPlan(loads=self._ready, load_async=self.load_async)
-        self._ready = []
+        self._ready = []  # the loads travel whatever happens below (vLLM counts their tokens)
         for rid, block_ids, ncomp in new_reqs:
             tr = self._trackers.get(rid)
             if tr is None:
                 continue
-            tr.block_ids = [int(b) for b in block_ids]
-            self._plan_save(rid, tr, int(ncomp) + int(num_scheduled.get(rid, 0)), plan.saves)
+            try:
+                tr.block_ids = [int(b) for b in block_ids]
+                self._plan_save(rid, tr, int(ncomp) + int(num_scheduled.get(rid, 0)), plan.saves)
+            except Exception as e:
+                self._save_skipped(rid, tr, e)
         for rid, new_ids, ncomp, resumed in cached_reqs:
             tr = self._trackers.get(rid)
             if tr is None:
                 continue
-            if resumed:
-                tr.block_ids = [int(b) for b in (new_ids or [])]
-            elif new_ids:
-                tr.block_ids.extend(int(b) for b in new_ids)
-            self._plan_save(rid, tr, int(ncomp) + int(num_scheduled.get(rid, 0)), plan.saves)
+            try:
+                if resumed:
+                    tr.block_ids = [int(b) for b in (new_ids or [])]
+                elif new_ids:
+                    tr.block_ids.extend(int(b) for b in new_ids)
+                self._plan_save(rid, tr, int(ncomp) + int(num_scheduled.get(rid, 0)), plan.saves)
+            except Exception as e:
+                self._save_skipped(rid, tr, e)
         return plan
+
+    def _save_skipped(self, rid, tr, e):
+        """An unexpected exception planning rid's saves: this request saves nothing more."""
+        self.unexpected("save plan", e, f"the saves of request {rid} are skipped")
+        tr.saved_upto = 1 << 62
 
     def _plan_save(self, rid, tr, computed_after, out):
         if not self.save:
@@ -292,8 +337,9 @@ class WorkerCore:
         self._load_errors = set()
         self._recving_done = set()
         self._pending = []  # (Future, [SaveBlock], deadline)
+        self._unexpected = set()  # (where, exception type) already logged (log_unexpected)
         self.stats = {"loaded_blocks": 0, "failed_blocks": 0, "saved_blocks": 0, "save_existing": 0,
-                      "save_failed": 0}
+                      "save_failed": 0, "unexpected_errors": 0}
         if paged is not None:
             self.register(paged)
 
@@ -314,7 +360,12 @@ class WorkerCore:
     def iter_load(self, loads, async_ids=False):
         """load() one request at a time (a generator): the caller sees each outcome."""
         for lr in loads:
-            res = self._load_one(lr)
+            try:
+                res = self._load_one(lr)
+            except Exception as e:  # never into the engine: every block of the request failed
+                self.unexpected("load", e, f"the {len(lr.block_ids)} blocks of request {lr.req_id} are reported "
+                                "failed (vLLM recomputes them)")
+                res = LoadResult(lr.req_id, [], list(lr.block_ids), f"{type(e).__name__}: {e}")
             self._load_errors.update(res.failed)
             self.stats["loaded_blocks"] += len(res.loaded)
             self.stats["failed_blocks"] += len(res.failed)
@@ -324,6 +375,19 @@ class WorkerCore:
             if async_ids:
                 self._recving_done.add(lr.req_id)
             yield res
+
+    def unexpected(self, where, e, outcome):
+        self.stats["unexpected_errors"] += 1
+        log_unexpected(self._unexpected, where, e, outcome)
+
+    def fail_loads(self, loads, async_ids=False):
+        """Reports every block of loads failed (and, with async_ids, the requests received): the
+        fallback when a step's loads could not even be attempted."""
+        for lr in loads:
+            self._load_errors.update(lr.block_ids)
+            self.stats["failed_blocks"] += len(lr.block_ids)
+            if async_ids:
+                self._recving_done.add(lr.req_id)
 
     def _load_one(self, lr):
         ids = list(lr.block_ids)
@@ -391,7 +455,17 @@ class WorkerCore:
     # ---- saves ----
     def save(self, saves):
         """Copies the blocks of the SaveRequests into one put plan and commits it; the commit's
-        outcome is collected by poll_saves. Returns the number of blocks accepted (new keys)."""
+        outcome is collected by poll_saves. Returns the number of blocks accepted (new keys).
+        Never raises: an unexpected exception skips the save (log_unexpected)."""
+        try:
+            return self._save(saves)
+        except Exception as e:
+            n = sum(len(getattr(sr, "blocks", ())) for sr in saves or ())
+            self.stats["save_failed"] += n
+            self.unexpected("save", e, f"the save of {n} blocks is skipped")
+            return 0
+
+    def _save(self, saves):
         if self.paged is None or not saves:
             return 0
         seen, blocks = set(), []
@@ -432,7 +506,10 @@ class WorkerCore:
             logger.warning("fluxon vllm: save of %d blocks dropped: %s", len(blocks), e)
             return 0
         except BaseException:
-            plan.abort()
+            try:
+                plan.abort()
+            except Exception as e:
+                logger.debug("fluxon vllm: abort: %s", e)
             raise
         if not accepted:
             plan.abort()
