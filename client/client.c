@@ -269,6 +269,7 @@ static int client_socket_connect(const char *path, int timeout_ms, int *sock_p)
                                socks);
     } else {
         FX_ERROR("cannot connect to owner socket %s: %s", path, fluxon_status_string(rc));
+        fx_client_last_msg_set("cannot connect to owner socket %s: %s", path, fluxon_status_string(rc));
     }
     return rc;
 }

@@ -452,10 +452,11 @@ int fluxon_batch_exists(fluxon_client *c, const char *const *keys, size_t n_keys
 
 /* The reason the owner (or the master through it) gave when it refused the calling
  * thread's last call: e.g. a NO_SPACE put names the tenant, its bytes, its quota and the
- * config field. fluxon_client_open also puts its own refusals here: a rejected config
- * (naming the field), no owner at the socket, the owner's refusal of the connection. ""
- * when that call succeeded, failed in the client otherwise (bad arguments, a closed
- * client, an owner gone) or without an answer (TIMEOUT), or the owner gave no reason. Each
+ * config field. The client puts some of its own refusals here too: fluxon_client_open's (a
+ * rejected config, naming the field; no owner at the socket; the owner's refusal of the
+ * connection) and fluxon_lease_grant's of its TTL. "" when that call succeeded, failed in
+ * the client otherwise (other bad arguments, a closed client, an owner gone) or without an
+ * answer (TIMEOUT), or the owner gave no reason. Each
  * call of this API emptying it as it starts, it is valid on this thread until its next
  * call; the string belongs to the library (at most 511 bytes, NUL-terminated). Thread-safe:
  * each thread has its own; never blocks. */

@@ -202,7 +202,7 @@ class _Plan:
             raise IndexError(f"value {i!r} of a plan of {self.count} (0..{self.count - 1})")
 
     def _check_live(self):
-        if not self._live:
+        if not self._live or self._keeper is None:  # consumed, or its client closed
             raise WrongHandle(Status.ERR_WRONG_HANDLE, type(self).__name__, "the plan was consumed (released, "
                               "committed or aborted): its views are invalid")
 
@@ -215,7 +215,8 @@ class _Plan:
         v = self._views.get(i)
         if v is None:
             carr = (ctypes.c_char * self.value_lens[i]).from_address(self.value_ptrs[i])
-            carr._fx_keep = self._keeper  # a buffer made from the view keeps the client open
+            carr._fx_keep = self._keeper  # a buffer made from the view keeps the client open ...
+            carr._fx_plan = self  # ... and the plan: collected, it would give the slot back under it
             self._carrs.append(carr)
             v = memoryview(carr).cast("B")
             if self._readonly:
@@ -298,10 +299,12 @@ class PutPlan(_Plan):
             self._invalidate(False)
             f = ctypes.c_void_p()
             rc = self._client._call(lib.fluxon_local_fast_put_commit, self._ptr, ctypes.byref(f))
-            if rc == Status.ERR_TIMEOUT:  # still live: a retry learns the outcome
-                self._live = True
-                self._keeper = self._client._keeper
-                self._client._track(self)
+            if rc == Status.ERR_TIMEOUT:  # still live: a retry learns the outcome ...
+                with self._client._calls_cv:  # ... unless the client closed meanwhile (its slots went)
+                    if self._client._c:
+                        self._live = True
+                        self._keeper = self._client._keeper
+                        self._client._track(self)
             check(rc, "put_commit")
             return Future(f.value, self._client)
 
@@ -597,6 +600,9 @@ class Client:
             if not self._calls_cv.wait_for(lambda: self._calls == 0, timeout=self._timeout_s + 5):
                 raise Busy(Status.ERR_BUSY, "client", f"{self._calls} call(s) of other threads still running")
             c, self._closing = self._closing, None
+            if c is None:  # another thread's close() took it meanwhile and closes it
+                return
+            keeper, self._keeper = self._keeper, None
         with self._objs_lock:
             objs = list(self._objs)
         for o in objs:
@@ -604,7 +610,6 @@ class Client:
                 o._invalidate(True)
             elif isinstance(o, GetHandle):
                 o._live = False
-        keeper, self._keeper = self._keeper, None
         keeper.c = c
         del keeper  # closes c now, or when the last array or buffer holding it goes
 

@@ -107,12 +107,15 @@ def _host_span(buf):
 
 
 def _pool_ranges(pool):
-    """The host pool's buffers (kv_buffer, and k_buffer / v_buffer where a pool has them:
-    a tensor or array, or lists of them) as sorted, merged [low, high) address ranges."""
+    """The host pool's buffers (kv_buffer, and k_buffer / v_buffer, the NSA indexer's
+    index_k_with_scale_buffer and get_hybrid_pool_buffer() where a pool has them: a tensor or
+    array, or lists of them) as sorted, merged [low, high) address ranges."""
     spans = []
-    for name in ("kv_buffer", "k_buffer", "v_buffer"):
+    for name in ("kv_buffer", "k_buffer", "v_buffer", "index_k_with_scale_buffer", "get_hybrid_pool_buffer"):
         try:
             b = getattr(pool, name, None)
+            if name == "get_hybrid_pool_buffer" and callable(b):
+                b = b()
         except Exception:
             continue
         for x in (b if isinstance(b, (list, tuple)) else [b]):
@@ -178,7 +181,7 @@ class FluxonStore(HiCacheStorage):
         self.object_bytes = None  # one object of one page (MHA: K or V; MLA: the page)
         self.prefetch_pgs, self.backup_pgs, self.prefetch_bandwidth, self.backup_bandwidth = [], [], [], []
         self._warned = set()
-        self._host = (_UNSEEN, (), None, None)  # (kv_buffer seen, its ranges, their lows, highs): _host_ranges
+        self._host = (_UNSEEN, (), None, None)  # (the buffers seen, their ranges, lows, highs): _host_ranges
         self.out_of_pool_refusals = 0  # pages refused: an address outside the host pool's buffers
         self._lock = threading.Lock()
         self._client = None
@@ -278,11 +281,12 @@ class FluxonStore(HiCacheStorage):
 
     def _host_ranges(self):
         """(ranges, lows, highs) of the registered host pool's buffers: learnt at registration,
-        learnt again when the pool's kv_buffer is another object (one identity test a call)."""
+        learnt again when the pool's kv_buffer, k_buffer or v_buffer is another object (three
+        identity tests a call)."""
         pool = self.mem_pool_host
-        kvb = getattr(pool, "kv_buffer", None)
+        kvb = (getattr(pool, "kv_buffer", None), getattr(pool, "k_buffer", None), getattr(pool, "v_buffer", None))
         h = self._host
-        if h[0] is not kvb:
+        if h[0] is _UNSEEN or any(x is not y for x, y in zip(h[0], kvb)):
             r = _pool_ranges(pool) if pool is not None else ()
             lows = highs = None
             if np is not None and r:

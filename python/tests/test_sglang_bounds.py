@@ -177,3 +177,24 @@ def test_a_pool_whose_buffer_is_replaced_is_learnt_again(cluster, caplog):
     assert "no host address range" in caplog.text
     assert st.batch_set_v1(["x"], range(pool.page_size)) == [False]
     st.close()
+
+
+def test_the_indexer_and_hybrid_buffers_count_as_the_pool():
+    """Pools whose pages lie in the NSA indexer's buffer or the hybrid pool buffer (SGLang's
+    DSA/SFA host pools) are not refused wholesale."""
+    import numpy as np
+    import fluxon.sglang as fsg
+
+    class Pool:
+        kv_buffer = None
+        index_k_with_scale_buffer = np.zeros(4096, np.uint8)
+        _hybrid = np.zeros(8192, np.uint8)
+
+        def get_hybrid_pool_buffer(self):
+            return self._hybrid
+
+    p = Pool()
+    spans = fsg._pool_ranges(p)
+    for buf in (p.index_k_with_scale_buffer, p._hybrid):
+        lo = buf.__array_interface__["data"][0]
+        assert any(a <= lo and lo + buf.nbytes <= b for a, b in spans), (spans, lo)

@@ -306,8 +306,8 @@ BAD_MEMBERS = [
     ("timeout_ms", "abc", "an int in 1..3600000"), ("timeout_ms", -5, "an int in 1..3600000"),
     ("timeout_ms", 0, "an int in 1..3600000"), ("timeout_ms", 3600001, "an int in 1..3600000"),
     ("timeout_ms", 3000.0, "an int in 1..3600000"), ("timeout_ms", True, "an int in 1..3600000"),
-    ("load_async", "maybe", "a boolean (true or false)"), ("load_async", 1, "a boolean (true or false)"),
-    ("save_decode", "maybe", "a boolean (true or false)"), ("save_decode", None, "a boolean (true or false)"),
+    ("load_async", "maybe", "a boolean (true or false, or 1 or 0)"), ("load_async", 2, "a boolean"),
+    ("save_decode", "maybe", "a boolean (true or false, or 1 or 0)"), ("save_decode", None, "a boolean"),
     ("max_object_bytes", 1.5, "an int in 1..1073741824"), ("max_object_bytes", "4MiB", "an int in 1..1073741824"),
     ("max_object_bytes", 0, "an int in 1..1073741824"), ("max_object_bytes", 1 << 31, "an int in 1..1073741824"),
     ("hash_block_size", 8.0, "an int >= 1"), ("hash_block_size", 0, "an int >= 1"),
@@ -352,7 +352,8 @@ def test_good_settings_are_taken_as_given(stub, pc):
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
     cases = [("kv_producer", {}, (False, True, False, False)), ("kv_consumer", {}, (True, False, False, False)),
              ("kv_both", {"load_async": "true", "save_decode": "False"}, (True, True, True, False)),
-             (None, {"load_async": False, "save_decode": True}, (True, True, False, True))]
+             (None, {"load_async": False, "save_decode": True}, (True, True, False, True)),
+             ("kv_both", {"load_async": 1, "save_decode": 0, "log_level": "WARN"}, (True, True, True, False))]
     for role, extra, want in cases:
         vc, kvc = vllm_driver.configs(pc.socket(0), pc.cluster_id, max_object_bytes=1024, hash_block_size=BS // 2,
                                       **extra)
@@ -423,6 +424,10 @@ def test_nothing_raises_into_vllm_at_lookup_save_or_load(stub, pc, caplog):
     # a scheduler output vLLM would not send: this step's saves are skipped, no exception
     meta = eng.sched.build_connector_meta(object())
     assert meta.plan.loads == [] and meta.plan.saves == []
+    # ... and the requests running then save nothing more: that step's new block ids were
+    # not taken in, so a later block id would be paired with another block's hash
+    running = eng.sched._sched._trackers
+    assert running and all(tr.saved_upto >= 1 << 62 for tr in running.values())
     warned = [r.getMessage() for r in caplog.records if "unexpected" in r.getMessage()]
     assert len([m for m in warned if m.startswith("fluxon vllm: lookup: unexpected TypeError")]) == 1, warned
     assert len([m for m in warned if m.startswith("fluxon vllm: lookup: unexpected RuntimeError: surprise")]) == 1

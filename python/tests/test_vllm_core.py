@@ -357,3 +357,26 @@ def test_padded_tensors_copy_through_the_fallback_and_match_the_c_layout_path():
     assert [block_bytes(dst, i) for i in (1, 2, 4)] == [block_bytes(src, i) for i in (5, 0, 3)]
     with pytest.raises(ValueError, match="2 block ids for 3 values"):
         fast.restore([1, 2], [0, 0, 0], 0, 1)
+
+
+def test_after_a_step_whose_block_ids_were_lost_no_block_is_saved_under_another_ones_hash():
+    """Chunked prefill: step 1 saves blocks 0-1; step 2's build fails (the connector's
+    fallback: stop_all_saves, an empty step), so block 2's id (102) is never taken in; step 3
+    hands out 103 for block 3. Without stopping, 103 was saved under block 2's hash."""
+    from vllm_kv import spec, Req, chain_hashes, BS
+    from fluxon.vllm.core import SchedulerCore
+
+    class Holder:  # save planning only: no client call
+        def get(self):
+            raise RuntimeError("not used")
+
+    sc = SchedulerCore(spec(), Holder(), load=False, save=True)
+    toks = list(range(8 * BS))
+    r = Req("r", toks, num_prompt_tokens=len(toks), block_hashes=chain_hashes(toks))
+    sc.update_state_after_alloc(r, [100, 101], 0)
+    p = sc.build_step([("r", [100, 101], 0)], [], {"r": 2 * BS})
+    assert [b.block_id for s in p.saves for b in s.blocks] == [100, 101]
+    sc.stop_all_saves()
+    sc.build_step([], [], {})
+    p = sc.build_step([], [("r", [103], 3 * BS, False)], {"r": BS})
+    assert [b.block_id for s in p.saves for b in s.blocks] == []

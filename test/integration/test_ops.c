@@ -4,6 +4,7 @@
  * one message; the embedded start's deadline bounds only the wait for the master. */
 #include <criterion/criterion.h>
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include "helpers.h"
@@ -176,8 +177,14 @@ Test(ops, the_heap_prefault_says_when_the_reserve_is_resident, .timeout = 60, .f
     }
     cr_assert_eq(state, 0, "the heap prefault did not finish within 30 s");
 #ifndef FX_USE_LIBC_MALLOC /* the sanitizer build has no reserve: the gauge is 0 from the start */
+    /* resident only where MADV_POPULATE_WRITE exists (Linux 5.14): before, the reads of
+     * step 3 map the zero page */
+    void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    bool populate = probe != MAP_FAILED && madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
+    if (probe != MAP_FAILED) munmap(probe, 4096);
     long after = ops_status_kib("RssAnon");
-    cr_assert_geq(after - before, 120 * 1024, "resident anonymous memory grew by %ld KiB only", after - before);
+    if (populate)
+        cr_assert_geq(after - before, 120 * 1024, "resident anonymous memory grew by %ld KiB only", after - before);
 #endif
     fluxon_node_stop(m);
 }

@@ -138,8 +138,8 @@ void rp_wait_prefault(rp_run *r)
                                    RP_PREFAULT_WAIT_MS, &rp_interrupted);
     free(clients);
     /* the CPU owners' segments and the master's heap reserve too, within the same bound:
-     * the reserve grows with the CPU owners' segments (rp_start_cluster), and its prefault
-     * ran into the replay with them (20,700 faults there) and not without them */
+     * the reserve grows with the CPU owners' segments (rp_start_cluster), so its prefault
+     * could run into the replay with them and not without them */
     fluxon_node *more[RP_MAX_OWNERS + 1];
     unsigned n_more = 0;
     if (r->cl.embedded) {

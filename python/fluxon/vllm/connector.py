@@ -207,7 +207,8 @@ class FluxonConnector(KVConnectorBase_V1):
             plan = self._sched.build_step(new, cached, so.num_scheduled_tokens, so.finished_req_ids,
                                           getattr(so, "preempted_req_ids", None) or ())
         except Exception as e:  # the planned loads still travel (vLLM counts their tokens); no saves
-            self._sched.unexpected("build_connector_meta", e, "this step's saves are skipped")
+            self._sched.unexpected("build_connector_meta", e, "the saves of every running request are stopped")
+            self._sched.stop_all_saves()  # this step's new block ids were not taken in
             plan = self._sched.build_step([], [], {})
         return FluxonConnectorMetadata(plan)
 

@@ -268,6 +268,13 @@ class SchedulerCore:
                 self._save_skipped(rid, tr, e)
         return plan
 
+    def stop_all_saves(self):
+        """A step whose block ids were not all taken in (an unexpected exception building it):
+        every tracked request saves nothing more, since a later step's block ids would land
+        at the wrong positions and pair a block hash with another block's contents."""
+        for tr in self._trackers.values():
+            tr.saved_upto = 1 << 62
+
     def _save_skipped(self, rid, tr, e):
         """An unexpected exception planning rid's saves: this request saves nothing more."""
         self.unexpected("save plan", e, f"the saves of request {rid} are skipped")

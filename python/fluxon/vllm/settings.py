@@ -9,12 +9,13 @@ ValueError naming the member, its value and what is allowed (docs/vllm.md). No v
   cluster_token     str                     no NUL                           none
   timeout_ms        int                     1..3600000                       the client's (30000)
   log_level         str                     debug, info, warn, error, off    the client's
+                                            (any case)
   key_prefix        str                     no NUL, no leading \\x01, every   ""
                                             key <= 1024 bytes
   max_object_bytes  int                     1..1073741824, >= one layer      4194304
   kv_inner_layout   str                     NHD, HND                         "NHD"
-  load_async        bool or "true"/"false"                                   false
-  save_decode       bool or "true"/"false"                                   false
+  load_async        bool, "true"/"false", 1/0                                false
+  save_decode       bool, "true"/"false", 1/0                                false
   hash_block_size   int                     1..block_size, divides it        block_size
   tp_rank           int                     0..tp_size-1                     vLLM's TP rank
 
@@ -38,7 +39,9 @@ MEMBERS = ("socket", "cluster_id", "cluster_token", "timeout_ms", "log_level", "
 TIMEOUT_MS_MAX = 3_600_000  # as fluxon.sglang
 MAX_OBJECT_BYTES_MAX = 1 << 30
 MAX_KEY_BYTES = 1024  # FLUXON_MAX_KEY_BYTES (include/fluxon.h)
-LONGEST_HASH_HEX = 64  # a 32-byte block hash (vLLM's sha256 hashes) as key text
+SHORTEST_HASH_HEX = 16  # an 8-byte block hash (vLLM's builtin hash) as key text: a start-up
+# check of the key length may not refuse a model whose hashes are that short; a longer hash
+# whose key does not fit is a miss at run time (logged), never an exception
 
 
 def _fail(name, v, allowed):
@@ -71,13 +74,14 @@ def _key_prefix(extra):
     return v
 
 
-def _choice(extra, name, default, allowed):
+def _choice(extra, name, default, allowed, fold=False):
+    """fold: matched without regard to case (the client reads log_level so), given back lower."""
     v = extra.get(name, default)
     if v is None and default is None:
         return None
-    if not isinstance(v, str) or v not in allowed:
+    if not isinstance(v, str) or (v.lower() if fold else v) not in allowed:
         _fail(name, v, "one of " + ", ".join(allowed))
-    return v
+    return v.lower() if fold else v
 
 
 def _bool(extra, name, default=False):
@@ -86,7 +90,9 @@ def _bool(extra, name, default=False):
         return v
     if isinstance(v, str) and v.lower() in ("true", "false"):
         return v.lower() == "true"
-    _fail(name, v, "a boolean (true or false)")
+    if type(v) is int and v in (0, 1):  # a JSON 0/1 the earlier code took
+        return v == 1
+    _fail(name, v, "a boolean (true or false, or 1 or 0)")
 
 
 @dataclass(frozen=True)
@@ -136,7 +142,7 @@ class Settings:
                    cluster_id=_str(extra, "cluster_id", "fluxon", nonempty=True),
                    cluster_token=_str(extra, "cluster_token", None),
                    timeout_ms=_int(extra, "timeout_ms", None, 1, TIMEOUT_MS_MAX),
-                   log_level=_choice(extra, "log_level", None, LOG_LEVELS),
+                   log_level=_choice(extra, "log_level", None, LOG_LEVELS, fold=True),
                    key_prefix=_key_prefix(extra),
                    max_object_bytes=_int(extra, "max_object_bytes", 4 << 20, 1, MAX_OBJECT_BYTES_MAX),
                    kv_inner_layout=_choice(extra, "kv_inner_layout", "NHD", INNER_LAYOUTS),
@@ -167,7 +173,7 @@ class Settings:
             _fail("hash_block_size", self.hash_block_size, f"an int in 1..{bs} that divides the block size {bs}")
         if self.tp_rank is not None and self.tp_rank >= spec.tp_size:
             _fail("tp_rank", self.tp_rank, f"an int in 0..{spec.tp_size - 1} (the TP size is {spec.tp_size})")
-        key = spec.block_keys("f" * LONGEST_HASH_HEX, spec.tp_size - 1)[-1]
+        key = spec.block_keys("f" * SHORTEST_HASH_HEX, spec.tp_size - 1)[-1]
         n = len(key.encode())
         if n > MAX_KEY_BYTES:
             over = n - MAX_KEY_BYTES
