@@ -114,6 +114,25 @@ static long ops_rss_shmem_kib(void)
     return ops_status_kib("RssShmem");
 }
 
+/* Polls node's metrics until the gauge whose sample starts with `sample` (e.g.
+ * "\nfluxon_heap_prefaulting{") reads 0, for at most 30 s; returns its last value. */
+static int ops_wait_gauge_0(fluxon_node *node, const char *sample)
+{
+    static char buf[1 << 20];
+    int state = -1;
+    double t0 = th_now_s();
+    for (int i = 0; i < 6000 && th_now_s() - t0 < 30.0; i++) {
+        size_t len = 0;
+        cr_assert_eq(fluxon_node_metrics(node, buf, sizeof buf, &len), FLUXON_OK);
+        const char *p = strstr(buf, sample);
+        cr_assert_not_null(p, "no %s in the node's metrics", sample + 1);
+        state = atoi(strstr(p, "} ") + 2);
+        if (state == 0) break;
+        usleep(5000);
+    }
+    return state;
+}
+
 /* Issue 18. The prefault thread allocates the segment (fallocate), then maps it, and says
  * when it is done (segment_prefaulting, which `fluxon demo` waits on before its replay):
  * once it reads 0, every page of the owner's mapping is resident. */
@@ -132,19 +151,8 @@ Test(ops, the_prefault_thread_says_when_the_segment_is_resident, .timeout = 60, 
              "\"socket\":\"%s/pf.sock\",\"segment_bytes\":\"256MiB\",\"log_level\":\"warn\"}",
              fluxon_node_port(m), t.dir);
     cr_assert_eq(fluxon_node_start(oj, &o), FLUXON_OK);
-    static char buf[1 << 20];
-    int state = -1;
-    double t0 = th_now_s();
-    for (int i = 0; i < 6000 && th_now_s() - t0 < 30.0; i++) {
-        size_t len = 0;
-        cr_assert_eq(fluxon_node_metrics(o, buf, sizeof buf, &len), FLUXON_OK);
-        const char *p = strstr(buf, "\nfluxon_owner_segment_prefaulting{");
-        cr_assert_not_null(p, "no segment_prefaulting in the owner's metrics");
-        state = atoi(strstr(p, "} ") + 2);
-        if (state == 0) break;
-        usleep(5000);
-    }
-    cr_assert_eq(state, 0, "the prefault did not finish within 30 s");
+    cr_assert_eq(ops_wait_gauge_0(o, "\nfluxon_owner_segment_prefaulting{"), 0,
+                 "the prefault did not finish within 30 s");
     long after = ops_rss_shmem_kib();
     cr_assert_geq(after - before, 256 * 1024 - 1024, "resident shared memory grew by %ld KiB only", after - before);
     fluxon_node_stop(o);
@@ -163,19 +171,8 @@ Test(ops, the_heap_prefault_says_when_the_reserve_is_resident, .timeout = 60, .f
     cr_assert_eq(fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"t1\",\"listen\":\"127.0.0.1:0\","
                                    "\"log_level\":\"warn\",\"heap_reserve_mib\":128}", &m),
                  FLUXON_OK);
-    static char buf[1 << 20];
-    int state = -1;
-    double t0 = th_now_s();
-    for (int i = 0; i < 6000 && th_now_s() - t0 < 30.0; i++) {
-        size_t len = 0;
-        cr_assert_eq(fluxon_node_metrics(m, buf, sizeof buf, &len), FLUXON_OK);
-        const char *p = strstr(buf, "\nfluxon_heap_prefaulting{node=\"master\"} ");
-        cr_assert_not_null(p, "no heap_prefaulting in the master's metrics");
-        state = atoi(p + strlen("\nfluxon_heap_prefaulting{node=\"master\"} "));
-        if (state == 0) break;
-        usleep(5000);
-    }
-    cr_assert_eq(state, 0, "the heap prefault did not finish within 30 s");
+    cr_assert_eq(ops_wait_gauge_0(m, "\nfluxon_heap_prefaulting{node=\"master\"}"), 0,
+                 "the heap prefault did not finish within 30 s");
 #ifndef FX_USE_LIBC_MALLOC /* the sanitizer build has no reserve: the gauge is 0 from the start */
     /* resident only where MADV_POPULATE_WRITE exists (Linux 5.14): before, the reads of
      * step 3 map the zero page */
