@@ -48,7 +48,26 @@ class _ArrayIface:
         self.keep = plan._keeper
 
 
-class _Plan:
+class _Consumable:
+    """A context manager consumed on exit (_consume) and released when garbage-collected
+    (_gc_release) while its client is open: the plans and the get handle."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._live:
+            self._consume()
+
+    def __del__(self):
+        try:
+            if self._client._c:
+                self._gc_release()
+        except Exception:
+            pass
+
+
+class _Plan(_Consumable):
     """Common part of PutPlan and ReadPlan: value addresses, views, release bookkeeping."""
 
     _readonly = True
@@ -195,19 +214,7 @@ class PutPlan(_Plan):
             self._invalidate(True)
             self._client._call(lib.fluxon_put_abort, self._ptr)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self._live:
-            self.abort()
-
-    def __del__(self):
-        try:
-            if self._client._c:
-                self._gc_release()
-        except Exception:
-            pass
+    _consume = abort  # on leaving a `with` block
 
 
 class ReadPlan(_Plan):
@@ -233,22 +240,10 @@ class ReadPlan(_Plan):
         self._index(i)
         return ctypes.string_at(self.value_ptrs[i], self.value_lens[i])
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self._live:
-            self.release()
-
-    def __del__(self):
-        try:
-            if self._client._c:
-                self._gc_release()
-        except Exception:
-            pass
+    _consume = release  # on leaving a `with` block
 
 
-class GetHandle:
+class GetHandle(_Consumable):
     """The outcome of get_start: prefix figures, then transfer() (a ReadPlan) or cancel()."""
 
     def __init__(self, client, ptr, res, n):
@@ -296,19 +291,7 @@ class GetHandle:
             self._client._untrack(self)
             self._client._call(lib.fluxon_cancel_get_transfer, self._ptr)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self._live:
-            self.cancel()
-
-    def __del__(self):
-        try:
-            if self._client._c:
-                self._gc_release()
-        except Exception:
-            pass
+    _consume = cancel  # on leaving a `with` block
 
 
 class Future:
