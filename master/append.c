@@ -48,7 +48,7 @@ typedef struct mapp_rec {
 typedef struct mapp_cold { /* one replica appended to a target, oldest first */
     struct mapp_cold *next;
     master_node_t *node;
-    uint64_t seq, gen, off, put_ms, put_ver;
+    uint64_t no, gen, rep_seq; /* this entry's number; the replica's generation and number (W3) */
     uint32_t klen;
     char key[];
 } mapp_cold_t;
@@ -69,7 +69,6 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
 typedef struct fx_mappend {
     mkv_t *s;
     fx_hmap_t *by_token, *busy_keys; /* token -> rec; key -> count of in-flight appends */
-    fx_hmap_t *cold_seq;             /* key -> seq of its newest cold entry (older ones are void) */
     mapp_rec_t *head, *tail;
     mapp_cold_t *cold_head, *cold_tail;
     uint64_t n_cold, next_token, next_seq;
@@ -181,21 +180,20 @@ static void mapp_on_timer(fx_reactor_t *rx, fx_timer_t *t)
 }
 
 /* ---- the targets' cold FIFO ----
- * An entry per replica appended to a target, in order; pushing the same key again (its
- * replica was found again by a write-back: "already") voids the older entry, so the order
- * is the one in which the GPU owners let go of the values (an exclusive second level). */
+ * An entry per replica appended to a target, in order; pushing the same replica again (it
+ * was found again by a write-back: "already") voids the older entry, so the order is the one
+ * in which the GPU owners let go of the values (an exclusive second level). The replica
+ * itself says which entry stands for it (mkv_replica_t.cold): an entry is checked with the
+ * one route lookup its drop needs anyway, and no map of entries is kept beside the routes
+ * (before: a key -> entry map, one insert, lookup and delete more a copy). */
 static void mapp_cold_compact(fx_mappend_t *a, fx_mkv_inv_t *inv);
 
-static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint64_t off, uint64_t pms, uint64_t pver,
-                           fx_mkv_inv_t *inv)
+static void mapp_cold_push(fx_mappend_t *a, fx_str_t key, mkv_replica_t *rep, fx_mkv_inv_t *inv)
 {
     mapp_cold_t *e = fx_malloc(sizeof *e + key.len);
-    uint64_t seq = ++a->next_seq;
-    if (!e || fx_hmap_put(a->cold_seq, key.p, key.len, (void *)(uintptr_t)seq, NULL) != FLUXON_OK) {
-        fx_free(e); /* the replica stays; only target-side eviction cannot pick it */
-        return;
-    }
-    *e = (mapp_cold_t){NULL, n, seq, n->generation, off, pms, pver, key.len};
+    if (!e) return; /* the replica stays; only target-side eviction cannot pick it */
+    *e = (mapp_cold_t){NULL, rep->node, ++a->next_seq, rep->generation, rep->seq, (uint32_t)key.len};
+    rep->cold = e->no;
     memcpy(e->key, key.p, key.len);
     if (a->cold_tail) a->cold_tail->next = e;
     else a->cold_head = e;
@@ -204,13 +202,19 @@ static void mapp_cold_push(fx_mappend_t *a, master_node_t *n, fx_str_t key, uint
     mapp_cold_compact(a, inv);
 }
 
-/* The entry still names a routed replica (its newest entry, same version, same range). */
-static bool mapp_cold_live(fx_mappend_t *a, const mapp_cold_t *e, fx_mkv_inv_t *inv)
+/* The replica the entry stands for, when the entry still does (the replica is routed, of a
+ * process still alive, and this is its newest entry): its index in *rp's, else -1. */
+static int mapp_cold_find(fx_mappend_t *a, const mapp_cold_t *e, mkv_route_t **rp, fx_mkv_inv_t *inv)
 {
-    fx_str_t key = {e->key, e->klen};
-    if ((uintptr_t)fx_hmap_get(a->cold_seq, key.p, key.len) != e->seq || e->node->generation != e->gen) return false;
-    mkv_route_t *r = mkv_route_get(a->s, key, inv);
-    return r && r->put_ms == e->put_ms && r->put_ver == e->put_ver && mkv_route_find(r, e->node, e->off) >= 0;
+    if (e->node->generation != e->gen) return -1;
+    mkv_route_t *r = mkv_route_get(a->s, (fx_str_t){e->key, e->klen}, inv);
+    for (uint32_t j = 0; r && j < r->n_rep; j++)
+        if (r->rep[j].seq == e->rep_seq) {
+            if (r->rep[j].cold != e->no) return -1;
+            *rp = r;
+            return (int)j;
+        }
+    return -1;
 }
 
 /* Without room pressure nothing pops the FIFO: when it holds many entries that no longer
@@ -221,12 +225,12 @@ static void mapp_cold_compact(fx_mappend_t *a, fx_mkv_inv_t *inv)
     mapp_cold_t **pp = &a->cold_head, *last = NULL;
     while (*pp) {
         mapp_cold_t *e = *pp;
-        if (mapp_cold_live(a, e, inv)) {
+        mkv_route_t *r = NULL;
+        if (mapp_cold_find(a, e, &r, inv) >= 0) {
             last = e;
             pp = &e->next;
             continue;
         }
-        if ((uintptr_t)fx_hmap_get(a->cold_seq, e->key, e->klen) == e->seq) fx_hmap_del(a->cold_seq, e->key, e->klen, NULL);
         *pp = e->next;
         a->n_cold--;
         fx_free(e);
@@ -245,19 +249,13 @@ static int mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
     a->cold_head = e->next;
     if (!a->cold_head) a->cold_tail = NULL;
     a->n_cold--;
-    mkv_t *s = a->s;
-    fx_str_t key = {e->key, e->klen};
-    if ((uintptr_t)fx_hmap_get(a->cold_seq, key.p, key.len) != e->seq) { /* void: a newer entry stands */
-        fx_free(e);
-        return MAPP_POP_VOID;
-    }
-    fx_hmap_del(a->cold_seq, key.p, key.len, NULL);
-    mkv_route_t *r = e->node->generation == e->gen ? mkv_route_get(s, key, inv) : NULL;
-    int j = r && r->put_ms == e->put_ms && r->put_ver == e->put_ver ? mkv_route_find(r, e->node, e->off) : -1;
+    mkv_route_t *r = NULL;
+    int j = mapp_cold_find(a, e, &r, inv);
     if (j >= 0) {
         a->c.target_cold_dropped++;
         bool gone = false;
-        a->c.target_ranges_invalidated += mkv_route_drop_replica_inv(s, key, r, (uint32_t)j, inv, &gone); /* W1 */
+        a->c.target_ranges_invalidated +=
+            mkv_route_drop_replica_inv(a->s, (fx_str_t){e->key, e->klen}, r, (uint32_t)j, inv, &gone); /* W1 */
         if (gone) a->c.target_cold_routes_deleted++;
     }
     fx_free(e);
@@ -287,7 +285,7 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
                 if (r->rep[j].node != n && mkv_replica_alive(&r->rep[j]) && mapp_is_target(s, r->rep[j].node)) {
                     ks = FLUXON_ERR_KEY_EXISTS; /* already satisfied: it is let go of now */
                     if (r->rep[j].range_bytes) {
-                        mapp_cold_push(a, r->rep[j].node, k, r->rep[j].offset, r->put_ms, r->put_ver, inv);
+                        mapp_cold_push(a, k, &r->rep[j], inv);
                         a->c.target_refreshed++;
                     }
                 }
@@ -528,7 +526,7 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         rt->rep[rt->n_rep - 1].range_bytes = r->range_bytes; /* freed when the replica goes */
-        mapp_cold_push(a, r->tgt, key, r->offs[i], r->put_ms[i], r->put_ver[i], &inv);
+        mapp_cold_push(a, key, &rt->rep[rt->n_rep - 1], &inv);
         if (pk && pcols) {
             pk[np] = key;
             pcols[np] = r->offs[i];
@@ -570,7 +568,10 @@ FX_INTERNAL void fx_mappend_ranged(mkv_t *s, master_node_t *n, fx_str_t key, uin
 {
     fx_mappend_t *a = s->append;
     if (!a || !mapp_is_target(s, n)) return;
-    mapp_cold_push(a, n, key, off, put_ms, put_ver, inv);
+    mkv_route_t *r = mkv_route_get(s, key, inv);
+    int j = r && r->put_ms == put_ms && r->put_ver == put_ver ? mkv_route_find(r, n, off) : -1;
+    if (j < 0) return; /* not routed after all: nothing to drop later */
+    mapp_cold_push(a, key, &r->rep[j], inv);
     a->c.target_cold_listed++;
 }
 
@@ -632,7 +633,6 @@ FX_INTERNAL int fx_mappend_create(mkv_t *s)
     a->next_token = s->m->generation << 16;
     int rc = fx_hmap_create(64, &a->by_token);
     if (rc == FLUXON_OK) rc = fx_hmap_create(64, &a->busy_keys);
-    if (rc == FLUXON_OK) rc = fx_hmap_create(1024, &a->cold_seq);
     if (rc != FLUXON_OK) {
         fx_hmap_destroy(a->by_token);
         fx_hmap_destroy(a->busy_keys);
@@ -656,7 +656,6 @@ FX_INTERNAL void fx_mappend_destroy(mkv_t *s)
     }
     fx_hmap_destroy(a->by_token);
     fx_hmap_destroy(a->busy_keys);
-    fx_hmap_destroy(a->cold_seq);
     fx_free(a);
     s->append = NULL;
 }

@@ -78,7 +78,8 @@ FX_INTERNAL void fx_mplace_release(mkv_t *s, mkv_inflight_t *r, const uint8_t *k
 {
     for (uint32_t i = 0; i < r->n; i++) {
         if (kept && kept[i]) continue;
-        mkv_replica_t rp = {r->target, r->tgt_generation, r->offsets[i], r->range_bytes, 0};
+        mkv_replica_t rp = {.node = r->target, .generation = r->tgt_generation, .offset = r->offsets[i],
+                            .range_bytes = r->range_bytes};
         fx_mkv_replica_free_ex(s, &rp, false); /* never routed: no reader can be copying it */
     }
     mpl_free(r);

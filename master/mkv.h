@@ -44,6 +44,8 @@ typedef struct mkv_replica {
     uint64_t seq;         /* W3: this replica's number, never used again by this master: a
                            * replica removed and added again (same node, generation, offset,
                            * version) is another one; LOOKUP names it, GET_DONE echoes it */
+    uint64_t cold;        /* append.c: the number of its newest entry in the targets' cold FIFO
+                           * (0: none; an entry with another number is void) */
 } mkv_replica_t;
 
 typedef struct mkv_route {

@@ -174,7 +174,8 @@ static size_t pub_install(pub_req_t *q, fx_mkv_inv_t *inv)
                 n_rejected += q->act[i] == PUB_REJECTED;
                 continue;
             }
-            mkv_replica_t rep = {q->tn, q->tn->generation, b->offsets.v[i], q->rec ? q->rec->range_bytes : 0, 0};
+            mkv_replica_t rep = {.node = q->tn, .generation = q->tn->generation, .offset = b->offsets.v[i],
+                                 .range_bytes = q->rec ? q->rec->range_bytes : 0};
             uint32_t ver = 0;
             if (mkv_route_install(q->s, b->keys.v[i], q->kh[i], b->value_len, b->lease_id, (uint32_t)it.len, &rep, &q->pms[i],
                                   &ver, inv) != FLUXON_OK) {

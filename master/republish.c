@@ -69,7 +69,7 @@ static int rp_restore(mkv_t *s, master_node_t *n, const fx_body_republish_t *b, 
             return dup ? FLUXON_OK : arc == FLUXON_ERR_NOMEM ? FLUXON_ERR_NOMEM : FLUXON_ERR_BUSY;
         }
     }
-    mkv_replica_t rep = {n, n->generation, off, rb, 0}; /* its number is given when it is routed */
+    mkv_replica_t rep = {.node = n, .generation = n->generation, .offset = off, .range_bytes = rb}; /* its number is given when it is routed */
     bool rpl = false;
     int rc = mkv_route_restore(s, b->keys.v[i], b->value_lens.v[i], (uint32_t)b->group_sizes.v[i], b->put_ms.v[i],
                                (uint32_t)b->put_ver.v[i], &rep, inv, &rpl);

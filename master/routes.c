@@ -560,7 +560,7 @@ FX_INTERNAL int mkv_route_add_replica(mkv_t *s, mkv_route_t *r, master_node_t *n
         r->n_rep = k;
     }
     if (r->n_rep == MKV_MAX_REPLICAS) return FLUXON_ERR_NO_SPACE;
-    r->rep[r->n_rep++] = (mkv_replica_t){n, n->generation, offset, 0, ++s->rep_seq};
+    r->rep[r->n_rep++] = (mkv_replica_t){.node = n, .generation = n->generation, .offset = offset, .seq = ++s->rep_seq};
     s->replicas++;
     return FLUXON_OK;
 }
