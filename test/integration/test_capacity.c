@@ -587,3 +587,38 @@ Test(capacity, a_fetch_batch_on_a_full_pool_scans_the_grants_a_bounded_number_of
     fluxon_client_close(b);
     free(cap_buf);
 }
+
+/* Sizes in turns: each turn writes twice the segment in one size, so the sub-grants of the
+ * sizes before are retired, drained and their chunks carved again for the next size, ten
+ * times over five sizes: no put fails and each turn's last value is kept. (Session 29's
+ * stall, a drain cursor of a sub-grant id outliving it, needs that id retired again before
+ * the next drain round; this sequence did not make that happen on the code before the fix.) */
+Test(capacity, sizes_in_turns_retire_the_same_chunks_again_and_never_fail, .timeout = 240)
+{
+    cap_up("32MiB", ",\"reserve\":{\"grant_bytes\":\"8MiB\"}");
+    static const uint64_t sizes[] = {300u << 10, 1536u << 10, 700u << 10, 96u << 10, 2560u << 10};
+    enum { TURNS = 10 };
+    cap_setup(2560u << 10);
+    fluxon_client *c = kf_client(0);
+    char k[32];
+    int nk = 0, fails = 0;
+    for (int t = 0; t < TURNS; t++) {
+        uint64_t len = sizes[t % 5], written = 0;
+        int first = nk;
+        while (written < 2ull * (32u << 20)) {
+            snprintf(k, sizeof k, "t%d-%d", t, nk);
+            int rc = put_len(c, k, len);
+            if (rc != FLUXON_OK && fails++ < 5)
+                th_note("turn %d put %d of %llu bytes: %s", t, nk, (unsigned long long)len, fluxon_status_string(rc));
+            nk++;
+            written += len;
+        }
+        snprintf(k, sizeof k, "t%d-%d", t, nk - 1); /* the turn's last value is held, byte for byte */
+        cr_assert_eq(check_len(c, k, len), 1, "turn %d (%d values of %llu bytes from %d): its last value is kept", t,
+                     nk - first, (unsigned long long)len, first);
+    }
+    cr_assert_eq(fails, 0, "no put fails while nothing is held (%d of %d failed)", fails, nk);
+    cr_assert_gt(kf_stat(c, "grants_retired"), TURNS / 2, "the turns retired sub-grants of the size before");
+    fluxon_client_close(c);
+    free(cap_buf);
+}
