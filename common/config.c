@@ -34,7 +34,8 @@ enum {
     CFG_K_DEAD_GRACE, CFG_K_CLIENT_LIMITS /* issue 44 */, CFG_K_DISK /* issue 39 */,
     CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN, CFG_K_PIN_RATIO,
     CFG_K_TENANT_ADMIN /* issue 42 quotas */, CFG_K_RANGE_REUSE /* issue 38 */, CFG_K_UCX_TLS /* issue 38 */,
-    CFG_K_PREFETCH_OWNERS /* issue 38 */, CFG_K_PEER_SEGMENTS /* issue 38 */
+    CFG_K_PREFETCH_OWNERS /* issue 38 */, CFG_K_PEER_SEGMENTS /* issue 38 */,
+    CFG_K_TARGET_COPY_FETCHED /* issue 38 */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -78,6 +79,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"ucx_tls", CFG_O},              /* issue 38: the data plane's UCX transports */
     {"prefetch_from_owners", CFG_O}, /* issue 38: PREFETCH copies keys other owners hold */
     {"peer_segments", CFG_O},        /* issue 38: same-host owners map each other's segment */
+    {"target_copy_after_fetch", CFG_M}, /* issue 38: a CPU owner's copy a GPU owner fetched back */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -482,6 +484,10 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_PEER_SEGMENTS: {
         static const char *const modes[] = {"map", "ucx"}; /* FX_PEER_SEG_* */
         return fx_cfg_get_choice(c, path, v, modes, 2, &cfg->peer_segments);
+    }
+    case CFG_K_TARGET_COPY_FETCHED: {
+        static const char *const modes[] = {"keep", "drop"}; /* FX_TARGET_COPY_* */
+        return fx_cfg_get_choice(c, path, v, modes, 2, &cfg->target_copy_after_fetch);
     }
     case CFG_K_SEGMENT_TOUCH: {
         static const char *const modes[] = {"auto", "off", "on"}; /* FX_TOUCH_* */

@@ -67,6 +67,7 @@ enum { FX_HUGE_OFF = 0, FX_HUGE_TRY = 1, FX_HUGE_ON = 2 };
  * or always (transport/prefault.h). */
 enum { FX_TOUCH_AUTO = 0, FX_TOUCH_OFF = 1, FX_TOUCH_ON = 2 };
 enum { FX_PEER_SEG_MAP = 0, FX_PEER_SEG_UCX = 1 }; /* "peer_segments" (issue 38) */
+enum { FX_TARGET_COPY_KEEP = 0, FX_TARGET_COPY_DROP = 1 }; /* "target_copy_after_fetch" (issue 38) */
 #define FX_RANGE_QUARANTINE_AUTO UINT32_MAX /* range_quarantine_ms not set: computed */
 /* beyond an owner's push deadline (3/4 inflight_ttl_ms after its PUT_PLACE / APPEND_START,
  * owner/place.c, owner/replica.c): the UCX orphan grace (1 s, transport/ucx_dp.c) and margin */
@@ -90,6 +91,11 @@ typedef struct fx_config {
     uint32_t inflight_ttl_ms;             /* [60000], > 0 */
     uint32_t heartbeat_timeout_ms;        /* [3000], > 0: owner dead after this silence */
     uint32_t dead_owner_grace_ms;         /* [600000], > 0: a dead owner is forgotten after this (L1) */
+    int target_copy_after_fetch;          /* "target_copy_after_fetch" of a master ["keep"]: when an owner
+                                           * fetches a value back from a replica target (a CPU owner) as
+                                           * its own replica, FX_TARGET_COPY_KEEP keeps the target's copy
+                                           * (its next write-back finds it: no copy, "already");
+                                           * FX_TARGET_COPY_DROP drops it (exclusive levels) (issue 38) */
     uint32_t range_reuse_delay_ms;        /* [4], 0..1000, 0 = off (issue 38): a range the master
                                            * frees is reused only this long after; a copy of it that
                                            * ended 1 ms before it from its LOOKUP is read before

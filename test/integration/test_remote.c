@@ -548,6 +548,44 @@ Test(remote, writeback_then_demotion)
     fluxon_client_close(b);
 }
 
+/* A value A fetches back from the CPU owner keeps its copy there (target_copy_after_fetch
+ * "keep", the default): when it gets cold on A again, its write-back finds that copy
+ * (APPEND_START: KEY_EXISTS, counted repl_already) and moves no bytes; the copy still serves
+ * another owner byte-exact. (Before, the fetch dropped the CPU copy and the next write-back
+ * copied the value in full again.) */
+Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
+{
+    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                                 "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000", NULL,
+                                 ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(3, NULL, extra);
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    char pfx[16], why[200];
+    for (int r = 0; r < 10; r++) { /* wb0 first: the coldest, demoted to the CPU owner */
+        snprintf(pfx, sizeof pfx, "wb%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
+    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    long long hits0 = master_stat(a, "hits_cpu_owner");
+    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A");
+    cr_assert_gt(master_stat(a, "hits_cpu_owner"), hits0, "from the CPU owner");
+    cr_assert_eq(master_stat(a, "target_promoted_away"), 0, "the CPU owner keeps its copies of wb0");
+    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
+    long long already0 = kf_stat(a, "repl_already"), appended0 = master_stat(a, "append_keys_completed");
+    for (int r = 10; r < 20; r++) { /* wb0, fetched back, gets cold on A again */
+        snprintf(pfx, sizeof pfx, "wb%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
+    cr_assert_geq(kf_stat(a, "repl_already") - already0, 4, "wb0's four groups found their copies (already)");
+    /* every key copied since is one of wb10..wb19's (at most 160): none of wb0's again */
+    cr_assert_leq(master_stat(a, "append_keys_completed") - appended0, 160);
+    cr_assert_eq(get_check(b, "wb0", 16, 4), 16, "the kept copies serve B byte-exact");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
 /* A failed push keeps the local primary and is counted by cause; the other task completes.
  * W4: the failed push may still land (UCX may hold its requests, the target may not have
  * read them yet), so the target's ranges stay allocated until the append's TTL — never

@@ -527,7 +527,7 @@ static void put_with_replica(fluxon_client *c, const char *key, uint64_t seed)
 }
 
 /* W1: a placed value on a CPU owner (o1, remote_cache) whose replica the master drops
- * (promotion: a durable copy made from it on o2) frees its range; the range is reused by an
+ * (promotion with target_copy_after_fetch "drop": a durable copy made from it on o2) frees its range; the range is reused by an
  * append (other bytes, no PLACED); the key is deleted. The master now invalidates the
  * dropped placed replica at o1, so o1 forgets its PLACED record and a restarted master
  * never routes the key to the reused range. The old code: o1 kept the record
@@ -536,7 +536,9 @@ static void put_with_replica(fluxon_client *c, const char *key, uint64_t seed)
 Test(restart, a_placed_replica_the_master_dropped_is_not_republished, .timeout = 120, .fini = fini)
 {
     const char *extra[3] = {NULL, ",\"node_role\":\"remote_cache\",\"sub_cluster\":\"x\"", NULL};
+    rf_master_extra = ",\"target_copy_after_fetch\":\"drop\""; /* the fetch drops o1's replica */
     rf_up(3, extra);
+    rf_master_extra = "";
     fluxon_client *c[3] = {rf_client(0), rf_client(1), rf_client(2)};
     fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH | FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER,
                             .write_through = 1, .preferred_sub_cluster = "x"};

@@ -237,6 +237,8 @@ static const struct tc_bad tc_bads[] = {
     {M "\"inflight_ttl_ms\":\"60000\"}", "inflight_ttl_ms: \"60000\" is not an integer"},
     {M "\"listen\":7600}", "listen: 7600 is not a string"},
     {O "\"colour\":1}", "colour: unknown field for role owner"},
+    {M "\"target_copy_after_fetch\":\"move\"}", "target_copy_after_fetch: \"move\""},
+    {O "\"target_copy_after_fetch\":\"keep\"}", "target_copy_after_fetch: unknown field for role owner"},
     /* a typo within two edits of a field of the role (new user's finding 15) */
     {O "\"segmnet_bytes\":4096}", "segmnet_bytes: unknown field for role owner (did you mean segment_bytes?)"},
     {M "\"lisen\":\"127.0.0.1:1\"}", "lisen: unknown field for role master (did you mean listen?)"},
