@@ -107,12 +107,9 @@ typedef struct oev_cohort {
 
 static inline owner_entry_t *fx_oev_entry_of(fx_evp_node_t *n) { return FX_CONTAINER_OF(n, owner_entry_t, lru); }
 
-static inline uint64_t fx_oev_key_hash(const owner_entry_t *en) /* FNV-1a: the policy's ghost key */
-{
-    uint64_t h = 1469598103934665603ull;
-    for (uint32_t i = 0; i < en->klen; i++) h = (h ^ (uint8_t)en->key[i]) * 1099511628211ull;
-    return h;
-}
+/* the policy's ghost key and the write-back sketch's: the store's hash of the key (made
+ * once, at put_start; an FNV-1a walk of the key here cost ~60 ns a put) */
+static inline uint64_t fx_oev_key_hash(const owner_entry_t *en) { return en->khash; }
 
 
 /* ---- evict_quota.c: quotas and guaranteed shares (issue 42) ---- */
