@@ -119,19 +119,9 @@ static void mapp_rec_end(fx_mappend_t *a, mapp_rec_t *r)
     else a->tail = r->prev;
     for (uint32_t i = 0; i < r->n; i++) {
         mapp_free_range(r, i);
-        if (r->keys && r->keys[i]) {
-            mapp_busy(a, r->keys[i], r->klens[i], -1);
-            fx_free(r->keys[i]);
-        }
+        if (r->keys[i]) mapp_busy(a, r->keys[i], r->klens[i], -1); /* NULL: abandoned (mapp_abandon) */
     }
-    fx_free(r->keys);
-    fx_free(r->klens);
-    fx_free(r->src_offs);
-    fx_free(r->src_seqs);
-    fx_free(r->put_ms);
-    fx_free(r->put_ver);
-    fx_free(r->offs);
-    fx_free(r);
+    fx_free(r); /* its arrays and keys are in the same block (mapp_rec_new) */
 }
 
 static void mapp_on_timer(fx_reactor_t *rx, fx_timer_t *t);
@@ -143,9 +133,8 @@ static void mapp_abandon(fx_mappend_t *a, mapp_rec_t *r)
 {
     fx_hmap_del(a->by_token, &r->token, sizeof r->token, NULL);
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->keys && r->keys[i]) {
+        if (r->keys[i]) { /* the keys are no longer busy; the bytes stay in r's block */
             mapp_busy(a, r->keys[i], r->klens[i], -1);
-            fx_free(r->keys[i]);
             r->keys[i] = NULL;
         }
     r->abandoned = true;
@@ -309,15 +298,26 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
                                 uint64_t bytes)
 {
     fx_mappend_t *a = s->append;
-    mapp_rec_t *r = fx_calloc(1, sizeof *r);
-    if (!r) return NULL;
-    r->keys = fx_calloc(m, sizeof *r->keys);
-    r->klens = fx_calloc(m, sizeof *r->klens);
-    r->src_offs = fx_calloc(m, sizeof *r->src_offs);
-    r->src_seqs = fx_calloc(m, sizeof *r->src_seqs);
-    r->put_ms = fx_calloc(m, sizeof *r->put_ms);
-    r->put_ver = fx_calloc(m, sizeof *r->put_ver);
-    r->offs = fx_calloc(m, sizeof *r->offs);
+    /* one allocation: the record, its arrays, then its keys */
+    size_t kbytes = 0;
+    for (uint32_t i = 0; i < b->keys.n; i++)
+        if (st[i] == MKV_ST(FLUXON_OK)) kbytes += (size_t)b->keys.v[i].len + 1;
+    size_t per_key = 5 * sizeof(uint64_t) + sizeof(char *) + sizeof(uint32_t);
+    mapp_rec_t *r = fx_calloc(1, sizeof *r + (size_t)m * per_key + kbytes);
+    if (!r) { /* out of memory: the ranges picked for it go back */
+        for (uint32_t k = 0; k < m; k++)
+            if (fx_offset_alloc_free(t->alloc, aoffs[k]) == FLUXON_OK) t->placed_bytes -= FX_MIN(t->placed_bytes, bytes);
+        return NULL;
+    }
+    uint8_t *p = (uint8_t *)(r + 1);
+    r->src_offs = (uint64_t *)p, p += m * sizeof(uint64_t);
+    r->src_seqs = (uint64_t *)p, p += m * sizeof(uint64_t);
+    r->put_ms = (uint64_t *)p, p += m * sizeof(uint64_t);
+    r->put_ver = (uint64_t *)p, p += m * sizeof(uint64_t);
+    r->offs = (uint64_t *)p, p += m * sizeof(uint64_t);
+    r->keys = (char **)p, p += m * sizeof(char *);
+    r->klens = (uint32_t *)p, p += m * sizeof(uint32_t);
+    char *kp = (char *)p;
     r->token = ++a->next_token;
     r->src = n;
     r->tgt = t;
@@ -326,20 +326,21 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
     r->value_len = b->value_len;
     r->range_bytes = bytes;
     r->deadline_ms = fx_now_ms() + mapp_ttl(s);
-    bool ok = r->keys && r->klens && r->src_offs && r->src_seqs && r->put_ms && r->put_ver && r->offs;
-    for (uint32_t i = 0, k = 0; ok && i < b->keys.n; i++) {
+    for (uint32_t i = 0, k = 0; i < b->keys.n && k < m; i++) {
         if (st[i] != MKV_ST(FLUXON_OK)) continue;
         r->offs[k] = aoffs[k]; /* owned by r from here (freed by mapp_rec_end) */
-        if (!(r->keys[k] = fx_strndup(b->keys.v[i].p, b->keys.v[i].len))) ok = false;
+        memcpy(kp, b->keys.v[i].p, b->keys.v[i].len); /* NUL-ended: the block is zeroed */
+        r->keys[k] = kp;
+        kp += b->keys.v[i].len + 1;
         r->klens[k] = b->keys.v[i].len;
         r->src_offs[k] = b->offsets.v[i];
         r->src_seqs[k] = seqs[i];
         r->put_ms[k] = b->put_ms.v[i];
         r->put_ver[k] = b->put_ver.v[i];
         r->n = ++k;
-        if (ok) mapp_busy(a, r->keys[k - 1], r->klens[k - 1], +1);
+        mapp_busy(a, r->keys[k - 1], r->klens[k - 1], +1);
     }
-    if (ok) ok = fx_hmap_put(a->by_token, &r->token, sizeof r->token, r, NULL) == FLUXON_OK;
+    bool ok = fx_hmap_put(a->by_token, &r->token, sizeof r->token, r, NULL) == FLUXON_OK;
     r->prev = a->tail;
     if (a->tail) a->tail->next = r;
     else a->head = r;
