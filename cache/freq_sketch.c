@@ -4,7 +4,7 @@
 #include <string.h>
 
 #define FS_ROWS 4u
-#define FS_MAX 15u
+#define FS_MAX 3u /* 2-bit counters */
 
 static uint64_t fs_mix(uint64_t x) /* splitmix64's finaliser */
 {
@@ -16,11 +16,14 @@ static uint64_t fs_mix(uint64_t x) /* splitmix64's finaliser */
 }
 
 /* The four counters of h: one 64-byte block of the table (one cache line: one miss, not
- * four), a counter in each quarter of it, chosen by different bits of the mixed hash. */
-static uint8_t *fs_counter(const fx_freq_sketch_t *s, uint64_t x, uint32_t row)
+ * four), row r's counter in its quarter (16 bytes: 64 counters), chosen by 6 bits of the
+ * mixed hash each: byte *bp, bits at *shift. */
+static uint8_t *fs_counter(const fx_freq_sketch_t *s, uint64_t x, uint32_t row, unsigned *shift)
 {
     uint64_t block = (x & s->mask) & ~(uint64_t)63;
-    return &s->c[block + row * 16u + ((x >> (40 + 4 * row)) & 15u)];
+    unsigned j = (unsigned)(x >> (40 + 6 * row)) & 63u;
+    *shift = (j & 3u) * 2u;
+    return &s->c[block + row * 16u + j / 4u];
 }
 
 static uint64_t fs_width(uint64_t keys)
@@ -30,16 +33,17 @@ static uint64_t fs_width(uint64_t keys)
     return w;
 }
 
-FX_INTERNAL size_t fx_freq_sketch_bytes(uint64_t keys) { return (size_t)(FS_ROWS * fs_width(keys)); }
+FX_INTERNAL size_t fx_freq_sketch_bytes(uint64_t keys) { return (size_t)(FS_ROWS * fs_width(keys) / 4); }
 
 FX_INTERNAL void fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys, uint8_t *counters)
 {
     uint64_t w = fs_width(keys);
     *s = (fx_freq_sketch_t){0};
     if (!counters) return;
-    memset(counters, 0, FS_ROWS * w);
+    memset(counters, 0, fx_freq_sketch_bytes(keys));
     s->c = counters;
-    s->mask = FS_ROWS * w - 1; /* the whole table: blocks of 64 counters */
+    s->width = w;
+    s->mask = fx_freq_sketch_bytes(keys) - 1; /* the whole table: blocks of 64 bytes */
 }
 
 FX_INTERNAL uint32_t fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h)
@@ -48,13 +52,14 @@ FX_INTERNAL uint32_t fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h)
     uint64_t x = fs_mix(h);
     uint32_t m = FS_MAX;
     for (uint32_t r = 0; r < FS_ROWS; r++) {
-        uint8_t *c = fs_counter(s, x, r);
-        if (*c < FS_MAX) (*c)++;
-        if (*c < m) m = *c;
+        unsigned sh;
+        uint8_t *c = fs_counter(s, x, r, &sh);
+        uint32_t v = (*c >> sh) & 3u;
+        if (v < FS_MAX) *c = (uint8_t)(*c + (1u << sh)), v++;
+        if (v < m) m = v;
     }
-    uint64_t cells = (uint64_t)s->mask + 1; /* every counter, the 4 rows together */
-    if (++s->adds >= cells / FS_ROWS / 2) { /* ageing: every counter halves */
-        for (uint64_t i = 0; i < cells; i++) s->c[i] >>= 1;
+    if (++s->adds >= s->width / 2) { /* ageing: every counter halves (each 2-bit field of a byte) */
+        for (uint64_t i = 0; i <= s->mask; i++) s->c[i] = (uint8_t)((s->c[i] >> 1) & 0x55u);
         s->adds = 0;
         s->halvings++;
         m >>= 1;
@@ -68,11 +73,9 @@ FX_INTERNAL uint32_t fx_freq_sketch_estimate(const fx_freq_sketch_t *s, uint64_t
     uint64_t x = fs_mix(h);
     uint32_t m = FS_MAX;
     for (uint32_t r = 0; r < FS_ROWS; r++) {
-        uint32_t v = *fs_counter(s, x, r);
+        unsigned sh;
+        uint32_t v = (*fs_counter(s, x, r, &sh) >> sh) & 3u;
         if (v < m) m = v;
     }
     return m;
 }
-
-#undef FS_ROWS
-#undef FS_MAX

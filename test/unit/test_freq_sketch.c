@@ -1,6 +1,6 @@
 /* test_freq_sketch.c — Criterion suite for the count-min frequency sketch (cache/freq_sketch.c)
  * behind the owner's write-back admission (issue 38): counts never under-estimate before an
- * ageing, saturate at 15, halve after width / 2 additions, stay mostly exact for a working
+ * ageing, saturate at 3 (2-bit counters), halve after width / 2 additions, stay mostly exact for a working
  * set the size it was made for, are sized as documented, and are safe on an unmade sketch. */
 #include <criterion/criterion.h>
 
@@ -30,8 +30,9 @@ Test(freq_sketch, counts_and_saturates)
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 2, "seen twice: admitted by second_touch");
     uint32_t last = 0;
     for (int i = 0; i < 40; i++) last = fx_freq_sketch_add(&s, key(2));
-    cr_assert_eq(fx_freq_sketch_estimate(&s, key(2)), 15, "saturates at 15");
-    cr_assert_eq(last, 15);
+    cr_assert_eq(fx_freq_sketch_estimate(&s, key(2)), 3, "saturates at 3");
+    cr_assert_eq(last, 3);
+    cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 2, "a neighbour's counters are not touched");
     free(s.c);
 }
 
@@ -53,18 +54,23 @@ Test(freq_sketch, few_false_second_touches)
     free(s.c);
 }
 
-/* After width / 2 additions every counter halves: a key seen 8 times reads 4. */
+/* After width / 2 additions every counter halves: a key seen 3 times (or more) reads 1, one
+ * seen twice reads 1, one seen once reads 0. */
 Test(freq_sketch, ageing_halves)
 {
     fx_freq_sketch_t s;
     make(&s, 1); /* the smallest: 1,024 counters per row */
-    uint64_t width = ((uint64_t)s.mask + 1) / 4; /* counters per row */
-    cr_assert_eq(width, 1024);
+    cr_assert_eq(s.width, 1024);
     for (int i = 0; i < 8; i++) fx_freq_sketch_add(&s, key(7));
+    for (int i = 0; i < 2; i++) fx_freq_sketch_add(&s, key(8));
+    fx_freq_sketch_add(&s, key(9));
+    cr_assert_eq(fx_freq_sketch_estimate(&s, key(7)), 3);
     uint64_t filler = 0;
     while (s.halvings == 0) fx_freq_sketch_add(&s, key(1000000 + filler++ % 3)); /* 3 other keys */
-    cr_assert_eq(filler, width / 2 - 8, "halved after width / 2 additions");
-    cr_assert_eq(fx_freq_sketch_estimate(&s, key(7)), 4);
+    cr_assert_eq(filler, s.width / 2 - 11, "halved after width / 2 additions");
+    cr_assert_eq(fx_freq_sketch_estimate(&s, key(7)), 1);
+    cr_assert_eq(fx_freq_sketch_estimate(&s, key(8)), 1);
+    cr_assert_eq(fx_freq_sketch_estimate(&s, key(9)), 0);
     free(s.c);
 }
 
@@ -75,7 +81,7 @@ Test(freq_sketch, unmade_is_harmless)
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 0);
     fx_freq_sketch_init(&s, 10, NULL);
     cr_assert_eq(fx_freq_sketch_estimate(&s, key(1)), 0);
-    cr_assert_eq(fx_freq_sketch_bytes(1), 4 * 1024u);
-    cr_assert_eq(fx_freq_sketch_bytes(10000), 4u << 20, "64 counters per value, rounded up");
-    cr_assert_eq(fx_freq_sketch_bytes(1ull << 40), 4u << 22, "capped at 2^22 per row");
+    cr_assert_eq(fx_freq_sketch_bytes(1), 1024u, "4 rows of 1,024 2-bit counters");
+    cr_assert_eq(fx_freq_sketch_bytes(10000), 1u << 20, "64 counters per value, rounded up: 1 MiB");
+    cr_assert_eq(fx_freq_sketch_bytes(1ull << 40), 1u << 22, "capped at 2^22 per row");
 }
