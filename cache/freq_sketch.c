@@ -74,7 +74,9 @@ FX_INTERNAL uint32_t fx_freq_sketch_estimate(const fx_freq_sketch_t *s, uint64_t
     uint32_t m = FS_MAX;
     for (uint32_t r = 0; r < FS_ROWS; r++) {
         unsigned sh;
-        uint32_t v = (*fs_counter(s, x, r, &sh) >> sh) & 3u;
+        const uint8_t *c = fs_counter(s, x, r, &sh); /* sets sh: a statement of its own (in one
+                                                      * expression with `>> sh` the order is unspecified) */
+        uint32_t v = (*c >> sh) & 3u;
         if (v < m) m = v;
     }
     return m;
