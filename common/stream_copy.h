@@ -32,18 +32,18 @@ static inline void fx_stream_zero(void *dst, size_t n)
     if (n % 64) memset(d, 0, n % 64);
 }
 static inline void fx_stream_fence(void) { _mm_sfence(); }
-/* Starts loading the first 512 bytes of the next source of a run of copies of scattered
+/* Starts loading the first 512 bytes (at most len) of the next source of a run of copies of scattered
  * pieces (each piece a page of its own: the hardware's prefetcher stops at a page's end and
  * needs a few misses to find the next stream). Made before the current piece's copy, it
  * overlaps those misses with it: 93 copies of 4 KiB from random cold pages 5.36 -> 6.82
  * GB/s on the development VM (8 rounds interleaved; 16 lines or two pieces ahead: no better). */
-static inline void fx_stream_prefetch_next(const void *p)
+static inline void fx_stream_prefetch_next(const void *p, size_t len)
 {
     const char *c = p;
-    for (int l = 0; l < 8; l++) _mm_prefetch(c + 64 * l, _MM_HINT_T0);
+    for (size_t off = 0; off < len && off < 512; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
 }
 #else
-static inline void fx_stream_prefetch_next(const void *p) { (void)p; }
+static inline void fx_stream_prefetch_next(const void *p, size_t len) { (void)p, (void)len; }
 static inline void fx_stream_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 static inline void fx_stream_zero(void *dst, size_t n) { memset(dst, 0, n); }
 static inline void fx_stream_fence(void) {}

@@ -141,6 +141,7 @@
     X(target_cold_dropped, COUNTER, "master_target_cold_dropped_total", "", "Target-only replicas dropped")      \
     X(target_cold_routes_deleted, COUNTER, "master_target_cold_routes_deleted_total", "", "Routes deleted with their last target replica") \
     X(append_placed_told, COUNTER, "master_append_placed_told_total", "", "Appended copies their target was told of (PLACED: it re-publishes them to a later master)") \
+    X(target_cold_compactions, COUNTER, "master_target_cold_compactions_total", "", "Passes over the targets' oldest-first list that removed the entries no longer naming a replica") \
     X(target_cold_listed, COUNTER, "master_target_cold_listed_total", "", "Ranged target replicas no append made (placed puts, re-published ranges) listed oldest-first for dropping") \
     X(hits_local, COUNTER, "master_lookup_hits_by_tier_total", "tier=\"local\"", "Lookup hits by the tier that serves them") \
     X(hits_remote_gpu, COUNTER, "master_lookup_hits_by_tier_total", "tier=\"remote_gpu_owner\"", "")             \

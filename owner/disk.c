@@ -528,7 +528,8 @@ FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const f
         int k = o->cfg.n_tenants ? fx_otenant_of_key(o, en->key, en->klen) : -1;
         if (odisk_quota(o, k) && !odisk_quota_admit(o, k, fx_disk_rec_bytes(en->value_len))) continue;
         uint64_t off = 0;
-        if (i + 1 < n) fx_stream_prefetch_next(base + v[i + 1]->slot.offset); /* loads under this value's checksum */
+        if (i + 1 < n) /* loads under this value's checksum */
+            fx_stream_prefetch_next(base + v[i + 1]->slot.offset, v[i + 1]->value_len);
         int rc = fx_disk_append(s->d, en->key, en->klen, base + en->slot.offset, &meta[i], &off);
         if (rc == FLUXON_OK) {
             disk[i] = off;

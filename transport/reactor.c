@@ -406,6 +406,8 @@ FX_INTERNAL int fx_reactor_poll(fx_reactor_t *r, uint32_t timeout_ms)
     return reactor_reap(r);
 }
 
+FX_INTERNAL void fx_reactor_run_timers_due(fx_reactor_t *r) { reactor_run_timers(r); }
+
 FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
 {
     reactor_efd_arm(r);

@@ -45,6 +45,9 @@ FX_INTERNAL void fx_reactor_drain(fx_reactor_t *r, uint32_t timeout_ms);
  * most timeout_ms for a completion and runs the callbacks of those that arrived (not the
  * timers, not the posts). Returns how many ran. Reactor thread only. */
 FX_INTERNAL int fx_reactor_poll(fx_reactor_t *r, uint32_t timeout_ms);
+/* Outside the loop (a test driving a module's timers): runs the timers due now. Reactor
+ * thread only. */
+FX_INTERNAL void fx_reactor_run_timers_due(fx_reactor_t *r);
 
 /* Returns a zeroed SQE whose user_data is io (NULL io: completion ignored). Submits
  * pending SQEs first when the ring is full; never returns NULL. Reactor thread only. */

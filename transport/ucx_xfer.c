@@ -376,7 +376,8 @@ static int ucxdp_post_local(ucxdp_xfer_t *x)
         uint64_t off = r->addr - p->remote_base;
         if (i + 1 < x->n) /* the next piece's source starts loading under this copy */
             fx_stream_prefetch_next(x->op == FX_UCX_GET ? (const void *)(p->local + (x->r[i + 1].addr - p->remote_base))
-                                                        : x->r[i + 1].local);
+                                                        : x->r[i + 1].local,
+                                    x->r[i + 1].len);
         if (x->op == FX_UCX_GET) memcpy(r->local, p->local + off, r->len); /* read here next: cached */
         else if ((uintptr_t)(p->local + off) % 16) memcpy(p->local + off, r->local, r->len);
         else fx_stream_copy(p->local + off, r->local, r->len); /* read by the peer's readers, not here */

@@ -119,7 +119,7 @@ Test(master_index, an_idle_index_is_dropped_and_the_next_list_rebuilds_it)
     memset(&n, 0, sizeof n);
     strcpy(n.node_id, "d1");
     n.generation = 1;
-    mkv_replica_t rep = {&n, 1, 4096, 0, 0};
+    mkv_replica_t rep = {.node = &n, .generation = 1, .offset = 4096};
     uint64_t pms;
     uint32_t pver;
     char key[32];
@@ -157,4 +157,52 @@ Test(master_index, an_idle_index_is_dropped_and_the_next_list_rebuilds_it)
     fx_master_kv_fini(&m);
     cr_assert_null(m.kv);
     fx_master_kv_node_free(&m, &n);
+}
+
+FX_INTERNAL void fx_mappend_ranged(mkv_t *s, master_node_t *n, fx_str_t key, uint64_t off, uint64_t put_ms,
+                                   uint64_t put_ver, fx_mkv_inv_t *inv);
+
+/* The targets' oldest-first list is compacted a bounded number of times when every entry
+ * stays live: 20,000 values each ranged on two CPU owners (two live entries a route, more
+ * than twice the routes after any pass) take a handful of passes, not one per push (the
+ * review of session 32: a pass on every push, 14.8 s for these 40,000 entries). The pass
+ * runs a reactor turn after the push that makes it due, never inside it. */
+Test(master_index_direct, the_cold_list_is_compacted_a_logarithmic_number_of_times)
+{
+    static fx_master_t m;
+    memset(&m, 0, sizeof m);
+    cr_assert_eq(fx_reactor_create(&m.r), FLUXON_OK);
+    m.cfg.replica_target_roles = 1u << FX_NODE_REMOTE_CACHE;
+    cr_assert_eq(fx_master_kv_init(&m), FLUXON_OK);
+    static master_node_t nd[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(nd[i].node_id, sizeof nd[i].node_id, "cpu%d", i);
+        nd[i].generation = 1;
+        nd[i].alive = true;
+        nd[i].node_role = FX_NODE_REMOTE_CACHE;
+    }
+    enum { N = 20000 };
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "k/%08d", i);
+        uint64_t off = 4096ull * (uint64_t)(i + 1), pms = 0;
+        uint32_t pver = 0;
+        mkv_replica_t rep = {.node = &nd[0], .generation = 1, .offset = off, .range_bytes = 4096};
+        cr_assert_eq(mkv_route_install(m.kv, fx_str_c(key), 0, 10, 0, 1, &rep, &pms, &pver, NULL), FLUXON_OK);
+        fx_mappend_ranged(m.kv, &nd[0], fx_str_c(key), off, pms, pver, NULL);
+        mkv_route_t *r = mkv_route_get(m.kv, fx_str_c(key), NULL);
+        cr_assert_not_null(r);
+        cr_assert_eq(mkv_route_add_replica(m.kv, r, &nd[1], off), FLUXON_OK);
+        r->rep[r->n_rep - 1].range_bytes = 4096;
+        fx_mappend_ranged(m.kv, &nd[1], fx_str_c(key), off, pms, pver, NULL);
+        if (i % 500 == 499) fx_reactor_run_timers_due(m.r); /* a due pass runs */
+    }
+    fx_reactor_run_timers_due(m.r);
+    fx_mmetrics_t mm;
+    memset(&mm, 0, sizeof mm);
+    fx_mappend_metrics(m.kv, &mm);
+    cr_assert_eq(mm.target_cold_entries, 2 * N, "every entry names a replica: none removed");
+    cr_assert_geq(mm.target_cold_compactions, 1, "a pass ran");
+    cr_assert_leq(mm.target_cold_compactions, 5, "%llu passes for %d entries: each waits until the list doubled",
+                  (unsigned long long)mm.target_cold_compactions, 2 * N);
 }
