@@ -482,7 +482,7 @@ FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, 
     for (size_t i = 0; i < n; i++)
         if (members[i] && members[i]->state == OE_COMMITTED && members[i]->repl == OREPL_NONE)
             kbytes += (size_t)members[i]->klen + 1;
-    size_t per_key = sizeof(fx_slot_ref_t) + 5 * sizeof(uint64_t) + sizeof(char *) + sizeof(uint32_t);
+    size_t per_key = sizeof(fx_slot_ref_t) + 4 * sizeof(uint64_t) + sizeof(char *) + sizeof(uint32_t);
     orepl_task_t *t = fx_calloc(1, sizeof *t + m * per_key + kbytes);
     bool ok = t != NULL;
     if (ok) {

@@ -504,6 +504,12 @@ Test(remote, target_roles_config)
     fluxon_node_stop(m);
 }
 
+/* A (a GPU owner of 64 hot values) copies every value colder than half of them, and claims
+ * may wait for copies (else a slow copy is a drop); B a GPU owner; C a CPU owner. */
+static const char *const wb_all[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                                     "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000", NULL,
+                                     ",\"node_role\":\"remote_cache\""};
+
 /* Write-back before eviction, then single-copy demotion: A's hot tier holds 64 values and
  * writes back what is colder than half of it; 160 values later every one is still
  * restorable (from the CPU owner when A dropped its copy), nothing was dropped, and the
@@ -511,11 +517,7 @@ Test(remote, target_roles_config)
  * (+ 0 dropped), replicas only on the remote_cache owner. */
 Test(remote, writeback_then_demotion)
 {
-    /* every value copied, and claims may wait for copies (else a slow copy is a drop) */
-    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
-                                 "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000", NULL,
-                                 ",\"node_role\":\"remote_cache\""};
-    kf_up_ex(3, NULL, extra);
+    kf_up_ex(3, NULL, wb_all);
     fluxon_client *a = kf_client(0), *b = kf_client(1);
     char pfx[16];
     for (int r = 0; r < 10; r++) {
@@ -555,10 +557,7 @@ Test(remote, writeback_then_demotion)
  * copied the value in full again.) */
 Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
 {
-    const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
-                                 "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000", NULL,
-                                 ",\"node_role\":\"remote_cache\""};
-    kf_up_ex(3, NULL, extra);
+    kf_up_ex(3, NULL, wb_all);
     fluxon_client *a = kf_client(0), *b = kf_client(1);
     char pfx[16], why[200];
     for (int r = 0; r < 10; r++) { /* wb0 first: the coldest, demoted to the CPU owner */
