@@ -467,8 +467,12 @@ static void orepl_pump_soon(fx_owner_t *o)
 FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, size_t n, bool eager)
 {
     orepl_t *s = o->repl;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) m += members[i] && members[i]->state == OE_COMMITTED && members[i]->repl == OREPL_NONE;
+    size_t m = 0, kbytes = 0; /* the members copied, and their keys' bytes (NUL-ended) */
+    for (size_t i = 0; i < n; i++)
+        if (members[i] && members[i]->state == OE_COMMITTED && members[i]->repl == OREPL_NONE) {
+            m++;
+            kbytes += (size_t)members[i]->klen + 1;
+        }
     if (!s || !m || m > UINT32_MAX) return false;
     if (eager) s->c.tasks_eager++;
     else s->c.tasks_writeback++;
@@ -478,10 +482,6 @@ FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, 
     }
     /* one allocation: the task, its arrays, then its keys (before: 8 + m of them a task, 64,000
      * tasks in the trace replay with a CPU owner) */
-    size_t kbytes = 0;
-    for (size_t i = 0; i < n; i++)
-        if (members[i] && members[i]->state == OE_COMMITTED && members[i]->repl == OREPL_NONE)
-            kbytes += (size_t)members[i]->klen + 1;
     size_t per_key = sizeof(fx_slot_ref_t) + 4 * sizeof(uint64_t) + sizeof(char *) + sizeof(uint32_t);
     orepl_task_t *t = fx_calloc(1, sizeof *t + m * per_key + kbytes);
     bool ok = t != NULL;
