@@ -46,6 +46,12 @@ FX_INTERNAL void fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys, uint8_t
     s->mask = fx_freq_sketch_bytes(keys) - 1; /* the whole table: blocks of 64 bytes */
 }
 
+FX_INTERNAL void fx_freq_sketch_prefetch(const fx_freq_sketch_t *s, uint64_t h)
+{
+    unsigned sh;
+    if (s->c) fx_prefetch(fs_counter(s, fs_mix(h), 0, &sh));
+}
+
 FX_INTERNAL uint32_t fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h)
 {
     if (!s->c) return 0;

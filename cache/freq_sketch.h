@@ -40,6 +40,9 @@ FX_INTERNAL void fx_freq_sketch_init(fx_freq_sketch_t *s, uint64_t keys, uint8_t
 /* One more sighting of the key with hash h; returns its estimate after it (as
  * fx_freq_sketch_estimate, read from the same cache line: no second miss; 0 unmade). */
 FX_INTERNAL uint32_t fx_freq_sketch_add(fx_freq_sketch_t *s, uint64_t h);
+/* Starts loading the cache line fx_freq_sketch_add(s, h) will use (no-op unmade): a batch's
+ * adds then overlap their misses instead of paying one after another. */
+FX_INTERNAL void fx_freq_sketch_prefetch(const fx_freq_sketch_t *s, uint64_t h);
 /* Sightings of h (an overestimate at worst, never below the true count since the last
  * halvings' effect), 0..3 (3: three or more). */
 FX_INTERNAL uint32_t fx_freq_sketch_estimate(const fx_freq_sketch_t *s, uint64_t h);

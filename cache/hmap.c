@@ -183,7 +183,7 @@ FX_INTERNAL uint64_t fx_hmap_hash(const void *key, size_t klen) { return hm_hash
 
 FX_INTERNAL void fx_hmap_prefetch(const fx_hmap_t *m, uint64_t h)
 {
-    __builtin_prefetch(&m->slots[(size_t)h & m->mask], 0, 3);
+    fx_prefetch(&m->slots[(size_t)h & m->mask]);
 }
 
 FX_INTERNAL void *fx_hmap_get_h(const fx_hmap_t *m, const void *key, size_t klen, uint64_t h)

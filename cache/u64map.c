@@ -107,7 +107,7 @@ FX_INTERNAL int fx_u64map_del(fx_u64map_t *m, uint64_t key, void **val_p)
 
 FX_INTERNAL void fx_u64map_prefetch(const fx_u64map_t *m, uint64_t key)
 {
-    if (m->cap) __builtin_prefetch(&m->slots[u64m_hash(key) & (m->cap - 1)]);
+    if (m->cap) fx_prefetch(&m->slots[u64m_hash(key) & (m->cap - 1)]);
 }
 
 FX_INTERNAL bool fx_u64map_next(const fx_u64map_t *m, size_t *it, uint64_t *key_p, void **val_p)

@@ -351,7 +351,7 @@ static rt_sort_key_t *rt_sorted_keys(mkv_t *s, size_t *n_p)
         i++;
     }
     for (size_t j = 0; j < i; j++) {
-        if (j + 8 < i) __builtin_prefetch(v[j + 8].k.p); /* the keys lie scattered in the map */
+        if (j + 8 < i) fx_prefetch(v[j + 8].k.p); /* the keys lie scattered in the map */
         uint64_t h = 0;
         for (size_t c = common; c < common + 8; c++) h = h << 8 | (c < v[j].k.len ? (uint8_t)v[j].k.p[c] : 0);
         v[j].head = h;
@@ -371,7 +371,7 @@ static int rt_index_need(mkv_t *s)
     rt_sort_key_t *keys = rt_sorted_keys(s, &n);
     int rc = keys ? fx_prefix_index_create(&s->index) : FLUXON_ERR_NOMEM;
     for (size_t j = 0; rc == FLUXON_OK && j < n; j++) {
-        if (j + 8 < n) __builtin_prefetch(keys[j + 8].k.p);
+        if (j + 8 < n) fx_prefetch(keys[j + 8].k.p);
         rc = fx_prefix_index_append(s->index, keys[j].k.p, keys[j].k.len);
     }
     fx_free(keys);

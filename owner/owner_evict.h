@@ -10,6 +10,9 @@ FX_INTERNAL void fx_oev_shutdown(fx_owner_t *o); /* timers off, held-back cohort
 FX_INTERNAL void fx_oev_fini(fx_owner_t *o);     /* after the store is gone */
 /* a local hit (inline or joined) */
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en);
+/* a value of key hash khash is about to be admitted or hit: its write-back sketch line
+ * starts loading (no-op without second_touch admission) */
+FX_INTERNAL void fx_oev_prefetch_seen(fx_owner_t *o, uint64_t khash);
 /* the committed members of one atomic group of a published plan (n >= 2) */
 FX_INTERNAL void fx_oev_group_commit(fx_owner_t *o, owner_entry_t **members, size_t n);
 /* the last atomic group of a put batch of two groups or more (a chain's tail,
