@@ -25,17 +25,25 @@ FX_INTERNAL void fx_bloom_init(fx_bloom_t *b, uint64_t *words, uint64_t bits)
     *b = (fx_bloom_t){words, bits - 1, 0};
 }
 
+/* Blocked (Putze, Sanders & Singler, "Cache-, hash- and space-efficient Bloom filters",
+ * 2007): the four bits of h lie in one 512-bit block, one cache line, chosen by the mixed
+ * hash's top bits; each bit by 9 of its low bits. One miss an add or a test instead of
+ * three (the GPU owner's adds and tests of this record were 3 random lines each, about 300
+ * perf samples of the trace replay with a CPU owner, session 33). */
+static uint64_t *bl_block(const fx_bloom_t *b, uint64_t x) { return &b->bits[((x >> 36) & (b->mask >> 9)) * 8]; }
+
 FX_INTERNAL void fx_bloom_add(fx_bloom_t *b, uint64_t h)
 {
-    uint64_t x = bl_mix(h), step = (x >> 32) | 1;
-    for (int i = 0; i < 3; i++, x += step) b->bits[(x & b->mask) >> 6] |= 1ull << (x & 63);
+    uint64_t x = bl_mix(h), *w = bl_block(b, x);
+    for (int i = 0; i < 4; i++, x >>= 9) w[(x & 511) >> 6] |= 1ull << (x & 63);
     b->added++;
 }
 
 FX_INTERNAL bool fx_bloom_may_contain(const fx_bloom_t *b, uint64_t h)
 {
-    uint64_t x = bl_mix(h), step = (x >> 32) | 1;
-    for (int i = 0; i < 3; i++, x += step)
-        if (!(b->bits[(x & b->mask) >> 6] & (1ull << (x & 63)))) return false;
+    uint64_t x = bl_mix(h);
+    const uint64_t *w = bl_block(b, x);
+    for (int i = 0; i < 4; i++, x >>= 9)
+        if (!(w[(x & 511) >> 6] & (1ull << (x & 63)))) return false;
     return true;
 }

@@ -186,6 +186,19 @@ FX_INTERNAL void fx_hmap_prefetch(const fx_hmap_t *m, uint64_t h)
     fx_prefetch(&m->slots[(size_t)h & m->mask]);
 }
 
+FX_INTERNAL void fx_hmap_prefetch_deep(const fx_hmap_t *m, uint64_t h, int depth)
+{
+    size_t i = (size_t)h & m->mask;
+    for (size_t d = 0; d <= m->mask; d++, i = (i + 1) & m->mask) {
+        const hm_slot_t *s = &m->slots[i];
+        if (s->hash == 0 || hm_dist(m, i) < d) return;
+        if (s->hash != h) continue;
+        if (depth <= 1) fx_prefetch(s->e);
+        else if (!m->intrusive) fx_prefetch(((const hm_entry_t *)s->e)->val);
+        return;
+    }
+}
+
 FX_INTERNAL void *fx_hmap_get_h(const fx_hmap_t *m, const void *key, size_t klen, uint64_t h)
 {
     FX_ASSERT(m && (key || klen == 0));

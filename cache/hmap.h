@@ -76,6 +76,12 @@ FX_INTERNAL int fx_hmap_del(fx_hmap_t *m, const void *key, size_t klen, void **v
  * fuzzers); otherwise the _h variants behave as their plain counterparts. */
 FX_INTERNAL uint64_t fx_hmap_hash(const void *key, size_t klen);
 FX_INTERNAL void fx_hmap_prefetch(const fx_hmap_t *m, uint64_t h);
+/* The next levels of a lookup of hash h, for a batch that prefetched every key's slot
+ * first: depth 1 starts loading the entry whose slot holds h (its key), depth 2 the value
+ * that entry names (a non-intrusive map). Reads the slots (and at depth 2 the entry), so
+ * each depth pays off after the one before it was prefetched for the whole batch. A hash
+ * match is enough: keys are not compared. No-op where h is not in the map. */
+FX_INTERNAL void fx_hmap_prefetch_deep(const fx_hmap_t *m, uint64_t h, int depth);
 FX_INTERNAL void *fx_hmap_get_h(const fx_hmap_t *m, const void *key, size_t klen, uint64_t h);
 FX_INTERNAL int fx_hmap_put_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void *val, void **old_p);
 FX_INTERNAL int fx_hmap_del_h(fx_hmap_t *m, const void *key, size_t klen, uint64_t h, void **val_p);

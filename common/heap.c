@@ -11,7 +11,8 @@
  * A thread keeps filling the segments it already has: the reserve must come before the
  * threads that grow (fluxon_node_launch makes it before the node's thread starts).
  * mimalloc keeps an arena for the life of the process: one reserve per process, never
- * returned. The sanitizer build (FX_USE_LIBC_MALLOC) has no mimalloc: no reserve. */
+ * returned. The sanitizer build (FX_USE_LIBC_MALLOC) has no mimalloc: no reserve. The reserve
+ * asks for transparent huge pages (madvise). */
 #include "fx.h"
 
 #include <sys/mman.h>
@@ -73,6 +74,13 @@ FX_INTERNAL void *fx_heap_reserve(uint64_t bytes, uint64_t *len_p)
         FX_WARN("heap reserve of %llu MiB skipped: mmap: %m (heap_reserve_mib)", (unsigned long long)(bytes >> 20));
         return NULL;
     }
+    /* on huge pages where the kernel gives them (a hint): the routes, entries and tables
+     * the heap holds are read at random, and each TLB miss is a two-dimensional page walk
+     * under a hypervisor. The prefault thread faults the whole reserve in either way, so
+     * this costs no memory. Trace replay, one CPU, 4 interleaved pairs: 1.5-3 % more
+     * requests/s with or without a CPU owner (perf: the GPU owner's and the master's samples
+     * 10-12 % fewer, spread over every lookup) */
+    (void)madvise(base, (size_t)bytes, MADV_HUGEPAGE);
     if (!mi_manage_os_memory(base, (size_t)bytes, true, false, true, -1)) {
         FX_WARN("heap reserve of %llu MiB skipped: mimalloc refused it (heap_reserve_mib)",
                 (unsigned long long)(bytes >> 20));

@@ -242,10 +242,12 @@ FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_
     }
     fx_mkv_inv_t inv = {0};
     uint32_t stale = 0;
+    uint64_t kh[MKV_PREFETCH_BLOCK];
     for (uint32_t i = 0; i < nk; i++) {
         fx_str_t key = b.keys.v[i];
         uint64_t disk = b.disk_offsets.n ? b.disk_offsets.v[i] : 0;
-        mkv_route_t *r = mkv_route_get(s, key, &inv);
+        mkv_routes_prefetch_block(s, b.keys.v, i, nk, kh); /* the batch's misses overlap */
+        mkv_route_t *r = mkv_route_get_h(s, key, kh[i % MKV_PREFETCH_BLOCK], &inv);
         bool version = r && r->put_ms == b.put_ms.v[i] && r->put_ver == b.put_ver.v[i];
         int j = version ? mkv_route_find(r, n, b.offsets.v[i]) : -1;
         if (j < 0 && disk && version && mkv_route_find(r, n, disk) >= 0) { /* moved already: a resend */

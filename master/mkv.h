@@ -261,6 +261,14 @@ FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v);
  * prefetches their slots first: mkv_routes_prefetch). */
 FX_INTERNAL mkv_route_t *mkv_route_get_h(mkv_t *s, fx_str_t key, uint64_t h, fx_mkv_inv_t *v);
 FX_INTERNAL void mkv_routes_prefetch(const mkv_t *s, uint64_t h);
+/* A batch's route lookups, MKV_PREFETCH_BLOCK keys at a time: at i % MKV_PREFETCH_BLOCK == 0,
+ * hashes keys[i .. i + the block) into kh[j % MKV_PREFETCH_BLOCK] and starts loading their
+ * slots, entries and routes, each level for the whole block before the next (the three
+ * misses of a lookup overlap across the block instead of adding up); at other i, nothing.
+ * kh[i % MKV_PREFETCH_BLOCK] is then key i's hash for mkv_route_get_h. */
+#define MKV_PREFETCH_BLOCK 16u
+FX_INTERNAL void mkv_routes_prefetch_block(const mkv_t *s, const fx_str_t *keys, uint32_t i, uint32_t n,
+                                           uint64_t kh[MKV_PREFETCH_BLOCK]);
 /* Removes the route of key (r is its value) from the map and the prefix index, queues
  * INVALIDATEs for its replicas (if v) and frees r. key may be the map's own copy. */
 FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v);
