@@ -273,14 +273,15 @@ static int mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
 /* Per-key checks of keys [from, to) (one group); returns the group's status (OK when at
  * least one key needs a copy). */
 static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *b, uint64_t *st, uint64_t *seqs,
-                      fx_mkv_inv_t *inv, size_t from, size_t to)
+                      fx_mkv_inv_t *inv, size_t from, size_t to, uint64_t kh[MKV_PREFETCH_BLOCK])
 {
     fx_mappend_t *a = s->append;
     int batch = FLUXON_OK;
     uint32_t need = 0;
     for (size_t i = from; i < to; i++) {
         fx_str_t k = b->keys.v[i];
-        mkv_route_t *r = mkv_route_get(s, k, inv);
+        mkv_routes_prefetch_block(s, b->keys.v, (uint32_t)i, b->keys.n, kh); /* groups come in key order */
+        mkv_route_t *r = mkv_route_get_h(s, k, kh[i % MKV_PREFETCH_BLOCK], inv);
         int ks = FLUXON_OK, sj = -1;
         if (!r || r->put_ms != b->put_ms.v[i] || r->put_ver != b->put_ver.v[i] || r->value_len != b->value_len ||
             (sj = mkv_route_find(r, n, b->offsets.v[i])) < 0) {
@@ -456,8 +457,9 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
     fx_mkv_inv_t inv = {0};
     fx_group_iter_t it = fx_group_iter(b.group_lens.v, b.group_lens.n, nk);
     uint32_t groups_ok = 0;
+    uint64_t kh[MKV_PREFETCH_BLOCK]; /* the keys' hashes, a block at a time (mkv_routes_prefetch_block) */
     while (fx_group_next(&it))
-        groups_ok += mapp_check(s, n, &b, st, seqs, &inv, it.start, it.start + it.len) == FLUXON_OK;
+        groups_ok += mapp_check(s, n, &b, st, seqs, &inv, it.start, it.start + it.len, kh) == FLUXON_OK;
     int batch = groups_ok ? FLUXON_OK : FLUXON_ERR_KEY_EXISTS;
     uint32_t m = 0;
     for (uint32_t i = 0; i < nk; i++) m += st[i] == MKV_ST(FLUXON_OK);
@@ -529,6 +531,7 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
     fx_str_t *pk = fx_arena_alloc(arena, (r->n ? r->n : 1) * sizeof *pk);
     uint64_t *pcols = fx_arena_alloc(arena, (r->n ? r->n : 1) * 3 * sizeof *pcols);
     uint32_t np = 0;
+    uint64_t kh[MKV_PREFETCH_BLOCK];
     for (uint32_t i = 0; i < r->n; i++) {
         st[i] = MKV_ST(FLUXON_ERR_STALE);
         if (b.pushed != 1) { /* never started, or abandoned (W4) */
@@ -536,7 +539,13 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         fx_str_t key = {r->keys[i], r->klens[i]};
-        mkv_route_t *rt = tgt_ok ? mkv_route_get(s, key, &inv) : NULL;
+        if (tgt_ok && i % MKV_PREFETCH_BLOCK == 0) { /* the block's route misses overlap */
+            fx_str_t blk[MKV_PREFETCH_BLOCK];
+            uint32_t m = FX_MIN(r->n - i, MKV_PREFETCH_BLOCK);
+            for (uint32_t j = 0; j < m; j++) blk[j] = (fx_str_t){r->keys[i + j], r->klens[i + j]};
+            mkv_routes_prefetch_keys(s, blk, m, kh);
+        }
+        mkv_route_t *rt = tgt_ok ? mkv_route_get_h(s, key, kh[i % MKV_PREFETCH_BLOCK], &inv) : NULL;
         int sj = rt && rt->put_ms == r->put_ms[i] && rt->put_ver == r->put_ver[i] ? mkv_route_find(rt, n, r->src_offs[i])
                                                                                  : -1;
         bool current = sj >= 0 && rt->rep[sj].seq == r->src_seqs[i]; /* W3: the very replica pushed from */

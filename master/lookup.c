@@ -162,14 +162,16 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
         if (fx_str_eq(b.src_node_id, s->m->nodes[j]->node_id)) src = s->m->nodes[j];
     fx_mkv_inv_t inv = {0};
     uint32_t stale = 0, full = 0;
+    uint64_t kh[MKV_PREFETCH_BLOCK];
     for (uint32_t i = 0; i < nk; i++) {
+        mkv_routes_prefetch_block(s, b.keys.v, i, nk, kh); /* the batch's misses overlap */
         bool durable = b.modes.n == 0 || b.modes.v[i] == FX_GET_DURABLE;
         if (durable || b.modes.v[i] == FX_GET_ABANDON) fx_mplace_get_end(s, b.keys.v[i], n);
         if (!durable && b.modes.v[i] == FX_GET_ABANDON) { /* its durable record is gone: done */
             st[i] = MKV_ST(FLUXON_OK);
             continue;
         }
-        mkv_route_t *r = mkv_route_get(s, b.keys.v[i], &inv);
+        mkv_route_t *r = mkv_route_get_h(s, b.keys.v[i], kh[i % MKV_PREFETCH_BLOCK], &inv);
         bool version = r && r->put_ms == b.put_ms.v[i] && r->put_ver == b.put_ver.v[i] && r->value_len == b.value_lens.v[i];
         if (version && durable && mkv_route_find(r, n, b.offsets.v[i]) >= 0) {
             /* a resend of a copy already recorded (its answer was lost): OK again, whatever

@@ -261,14 +261,20 @@ FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v);
  * prefetches their slots first: mkv_routes_prefetch). */
 FX_INTERNAL mkv_route_t *mkv_route_get_h(mkv_t *s, fx_str_t key, uint64_t h, fx_mkv_inv_t *v);
 FX_INTERNAL void mkv_routes_prefetch(const mkv_t *s, uint64_t h);
-/* A batch's route lookups, MKV_PREFETCH_BLOCK keys at a time: at i % MKV_PREFETCH_BLOCK == 0,
- * hashes keys[i .. i + the block) into kh[j % MKV_PREFETCH_BLOCK] and starts loading their
- * slots, entries and routes, each level for the whole block before the next (the three
- * misses of a lookup overlap across the block instead of adding up); at other i, nothing.
- * kh[i % MKV_PREFETCH_BLOCK] is then key i's hash for mkv_route_get_h. */
+/* A batch's route lookups, MKV_PREFETCH_BLOCK keys at a time: mkv_routes_prefetch_keys
+ * hashes keys[0 .. n) (n <= MKV_PREFETCH_BLOCK) into kh[0 .. n) and starts loading their
+ * slots, entries and routes, each level for all n keys before the next (the three misses
+ * of a lookup overlap across the block instead of adding up; an empty key (NULL) is
+ * hashed, not looked for). mkv_routes_prefetch_block does it for keys[i ..] when i is a
+ * multiple of MKV_PREFETCH_BLOCK, nothing otherwise: a loop over i in order then finds key
+ * i's hash at kh[i % MKV_PREFETCH_BLOCK] for mkv_route_get_h. */
 #define MKV_PREFETCH_BLOCK 16u
-FX_INTERNAL void mkv_routes_prefetch_block(const mkv_t *s, const fx_str_t *keys, uint32_t i, uint32_t n,
-                                           uint64_t kh[MKV_PREFETCH_BLOCK]);
+FX_INTERNAL void mkv_routes_prefetch_keys(const mkv_t *s, const fx_str_t *keys, uint32_t n, uint64_t *kh);
+static inline void mkv_routes_prefetch_block(const mkv_t *s, const fx_str_t *keys, uint32_t i, uint32_t n,
+                                             uint64_t kh[MKV_PREFETCH_BLOCK])
+{
+    if (i % MKV_PREFETCH_BLOCK == 0 && i < n) mkv_routes_prefetch_keys(s, keys + i, FX_MIN(n - i, MKV_PREFETCH_BLOCK), kh);
+}
 /* Removes the route of key (r is its value) from the map and the prefix index, queues
  * INVALIDATEs for its replicas (if v) and frees r. key may be the map's own copy. */
 FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v);

@@ -449,17 +449,15 @@ FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_ro
 
 FX_INTERNAL void mkv_routes_prefetch(const mkv_t *s, uint64_t h) { fx_hmap_prefetch(s->routes, h); }
 
-FX_INTERNAL void mkv_routes_prefetch_block(const mkv_t *s, const fx_str_t *keys, uint32_t i, uint32_t n,
-                                           uint64_t kh[MKV_PREFETCH_BLOCK])
+FX_INTERNAL void mkv_routes_prefetch_keys(const mkv_t *s, const fx_str_t *keys, uint32_t n, uint64_t *kh)
 {
-    if (i % MKV_PREFETCH_BLOCK) return;
-    uint32_t end = n - i < MKV_PREFETCH_BLOCK ? n : i + MKV_PREFETCH_BLOCK;
-    for (uint32_t j = i; j < end; j++) {
-        kh[j % MKV_PREFETCH_BLOCK] = fx_hmap_hash(keys[j].p, keys[j].len);
-        fx_hmap_prefetch(s->routes, kh[j % MKV_PREFETCH_BLOCK]);
+    for (uint32_t j = 0; j < n; j++) {
+        kh[j] = fx_hmap_hash(keys[j].p ? keys[j].p : "", keys[j].len);
+        fx_hmap_prefetch(s->routes, kh[j]);
     }
     for (int depth = 1; depth <= 2; depth++)
-        for (uint32_t j = i; j < end; j++) fx_hmap_prefetch_deep(s->routes, kh[j % MKV_PREFETCH_BLOCK], depth);
+        for (uint32_t j = 0; j < n; j++)
+            if (keys[j].p) fx_hmap_prefetch_deep(s->routes, kh[j], depth);
 }
 
 FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v)
