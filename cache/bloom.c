@@ -21,6 +21,7 @@ FX_INTERNAL uint64_t fx_bloom_bits_for(uint64_t n)
 
 FX_INTERNAL void fx_bloom_init(fx_bloom_t *b, uint64_t *words, uint64_t bits)
 {
+    FX_ASSERT(bits >= 512 && !(bits & (bits - 1))); /* whole 512-bit blocks (bl_block) */
     memset(words, 0, bits / 8);
     *b = (fx_bloom_t){words, bits - 1, 0};
 }

@@ -19,7 +19,8 @@ typedef struct fx_bloom {
  * 2^28 (32 MiB); the false-positive rate at n keys is about 0.3 % (measured: 0.28 % at 16 bits a
  * key; three bits spread over the whole filter, before session 33, gave 0.49 %). */
 FX_INTERNAL uint64_t fx_bloom_bits_for(uint64_t n);
-/* Over words (bits / 64 of the caller's, zeroed here); bits a power of two >= 64. */
+/* Over words (bits / 64 of the caller's, zeroed here; 64-byte aligned, or a block spans two
+ * cache lines); bits a power of two >= 512 (one block; asserted). */
 FX_INTERNAL void fx_bloom_init(fx_bloom_t *b, uint64_t *words, uint64_t bits);
 FX_INTERNAL void fx_bloom_add(fx_bloom_t *b, uint64_t h);
 /* false: h was never added; true: it may have been. */

@@ -66,8 +66,9 @@ FX_INTERNAL void *fx_heap_reserve(uint64_t bytes, uint64_t *len_p);
 /* bytes of zeroed memory, 2 MiB aligned, on transparent huge pages where the kernel gives
  * them (madvise; 4 KiB pages otherwise), for a large table read at random (one TLB entry
  * per 2 MiB: under a hypervisor each TLB miss is a two-dimensional page walk); NULL when
- * mmap fails. The mapping is rounded up to whole 2 MiB pages (the kernel backs no smaller
- * one with a huge page). Freed by fx_huge_unmap(p, the same bytes). Any thread. */
+ * mmap fails. From 1 MiB up the mapping is rounded up to whole 2 MiB pages (the kernel backs
+ * no smaller one with a huge page; that memory is taken); below, to 4 KiB pages. Freed by
+ * fx_huge_unmap(p, the same bytes). Any thread. */
 FX_INTERNAL void *fx_huge_map(size_t bytes);
 FX_INTERNAL void fx_huge_unmap(void *p, size_t bytes);
 

@@ -55,7 +55,7 @@ FX_INTERNAL void fx_oelse_copied(fx_owner_t *o, uint64_t khash)
     if (!e->made) {
         uint64_t keys = FX_MAX(o->cfg.segment_bytes / 4096, 1u) * 8;
         uint64_t bits = fx_bloom_bits_for(keys);
-        uint64_t *words = fx_malloc(bits / 8);
+        uint64_t *words = fx_malloc_aligned(64, bits / 8); /* a block a cache line (bloom.h) */
         if (!words) {
             fx_oelse_off(o, "out of memory for the record");
             return;
