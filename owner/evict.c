@@ -188,11 +188,6 @@ static void oev_admit(fx_owner_t *o, owner_entry_t *en)
     if (oev_held(kv) > kv->hot_capacity || fx_oclaims_waiting(o) || (en->in_tq && fx_oevq_over(o))) fx_oev_kick(o);
 }
 
-FX_INTERNAL void fx_oev_prefetch_seen(fx_owner_t *o, uint64_t khash)
-{
-    if (o->ev) fx_freq_sketch_prefetch(&o->ev->seen, khash);
-}
-
 FX_INTERNAL void fx_oev_touch(fx_owner_t *o, owner_entry_t *en)
 {
     if (en->pin_until_ms && o->ev->pin.touched) o->ev->pin.touched(o, en); /* issue 42: refresh on hit */

@@ -21,6 +21,12 @@ FX_INTERNAL bool fx_oevw_admit(fx_owner_t *o, owner_entry_t *en)
     return admit;
 }
 
+/* second_touch's sketch line of a key about to be admitted (owner_evict.h) */
+FX_INTERNAL void fx_oev_prefetch_seen(fx_owner_t *o, uint64_t khash)
+{
+    if (o->ev) fx_freq_sketch_prefetch(&o->ev->seen, khash);
+}
+
 /* Bytes of the next victims an eviction round writes back ahead: (1 - watermark) x the hot
  * capacity (0: write-back off). */
 FX_INTERNAL uint64_t fx_oevw_ahead_bytes(fx_owner_t *o)

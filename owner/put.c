@@ -535,11 +535,8 @@ static int oput_apply_ack(fx_owner_t *o, owner_plan_t *p, const fx_body_put_done
     if (ack->statuses.n != m || ack->put_ms.n != m || ack->put_ver.n != m) return FLUXON_ERR_PROTOCOL;
     owner_entry_t **admit = fx_calloc(p->n, sizeof *admit); /* [i]: committed just now */
     size_t k = 0;
-    for (size_t i = 0; i < p->n; i++) /* the batch's misses overlap (fx_hmap_prefetch) */
-        if (p->status[i] == FLUXON_OK) {
-            fx_ostore_prefetch_offset(o, p->slots[i].offset);
-            fx_oev_prefetch_seen(o, p->khash[i]); /* its admission's sketch line */
-        }
+    for (size_t i = 0; i < p->n; i++) /* the batch's misses overlap: each slot, and its admission's sketch line */
+        if (p->status[i] == FLUXON_OK) fx_ostore_prefetch_offset(o, p->slots[i].offset), fx_oev_prefetch_seen(o, p->khash[i]);
     for (size_t i = 0; i < p->n; i++) {
         if (kst) kst[i] = (uint64_t)(int64_t)p->status[i]; /* refused at put_start (or commit): as it was */
         if (p->status[i] != FLUXON_OK) continue;
