@@ -268,6 +268,7 @@ static void ofetch_batch_transfer(ofetch_batch_t *f)
             } else {
                 rc = FLUXON_ERR_UNAVAILABLE;
             }
+            if (rc == FLUXON_OK) fx_opeers_soon(o);
             if (rc == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: fail it afterwards */
                 o->cfg.fail_transfers--;
                 x->inject_failure = true;

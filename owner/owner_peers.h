@@ -10,6 +10,9 @@ FX_INTERNAL int fx_opeers_init(fx_owner_t *o);     /* after the segment exists *
 FX_INTERNAL void fx_opeers_shutdown(fx_owner_t *o); /* stops watching the UCX fd (reactor drains) */
 FX_INTERNAL void fx_opeers_fini(fx_owner_t *o);     /* transfers in flight complete CANCELLED */
 FX_INTERNAL fx_ucx_t *fx_opeers_ucx(fx_owner_t *o);
+/* After a transfer on fx_opeers_ucx: when it finished at once (a mapped peer segment), its
+ * callback runs on the loop's next turn rather than at the next UCX progress (peers.c). */
+FX_INTERNAL void fx_opeers_soon(fx_owner_t *o);
 FX_INTERNAL void fx_opeers_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey);
 /* The connection to owner node_id of that generation (reconnects a restarted or failed one). */
 FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address,

@@ -468,6 +468,8 @@ FX_INTERNAL unsigned fx_ucx_progress(fx_ucx_t *u)
     return n;
 }
 
+FX_INTERNAL bool fx_ucx_completions_queued(const fx_ucx_t *u) { return u && u->q_head; }
+
 FX_INTERNAL int fx_ucx_next_timeout_ms(const fx_ucx_t *u)
 {
     if (!u) return -1;

@@ -130,6 +130,10 @@ FX_INTERNAL int fx_ucx_arm(fx_ucx_t *u);
  * number of UCX events plus callbacks handled (0 = idle). */
 FX_INTERNAL unsigned fx_ucx_progress(fx_ucx_t *u);
 
+/* True when finished transfers wait for fx_ucx_progress to run their callbacks (a transfer
+ * through a mapped peer segment is finished when fx_ucx_transfer returns). u NULL: false. */
+FX_INTERNAL bool fx_ucx_completions_queued(const fx_ucx_t *u);
+
 /* Milliseconds until the earliest internal deadline (a transfer timeout, a close
  * deadline), 0 if one is already due, -1 if none. The caller's poll() must wake up by
  * then and call fx_ucx_progress, otherwise timeouts are only noticed on the next event. */
