@@ -26,12 +26,13 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
     uint32_t nk = b.keys.n;
     size_t max_src = FX_MAX(FX_MIN((size_t)nk, s->m->n_nodes), (size_t)1);
     uint64_t *cols = mkv_arena_u64(arena, (size_t)nk * 9);
-    uint64_t *sgen = mkv_arena_u64(arena, max_src), *sbase = mkv_arena_u64(arena, max_src);
+    uint64_t *sgen = mkv_arena_u64(arena, max_src), *sbase = mkv_arena_u64(arena, max_src),
+             *srole = mkv_arena_u64(arena, max_src);
     fx_str_t *sid = fx_arena_alloc(arena, max_src * sizeof *sid);
     fx_str_t *saddr = fx_arena_alloc(arena, max_src * sizeof *saddr);
     fx_str_t *srkey = fx_arena_alloc(arena, max_src * sizeof *srkey);
     master_node_t **snode = fx_arena_alloc(arena, max_src * sizeof *snode);
-    if (!cols || !sgen || !sbase || !sid || !saddr || !srkey || !snode) {
+    if (!cols || !sgen || !sbase || !srole || !sid || !saddr || !srkey || !snode) {
         mkv_fail(s, p, h, FLUXON_ERR_NOMEM, "lookup of %u keys: out of memory", nk);
         return;
     }
@@ -90,6 +91,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
             saddr[nsrc] = (fx_str_t){(const char *)sn->ucx_address, sn->ucx_address_len};
             srkey[nsrc] = (fx_str_t){(const char *)sn->rkey, sn->rkey_len};
             sbase[nsrc] = sn->segment_base;
+            srole[nsrc] = sn->node_role;
             nsrc++;
         }
         st[i] = MKV_ST(FLUXON_OK);
@@ -113,7 +115,7 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
     if (hits < nk) FX_DEBUG("lookup from %s: %u of %u keys hit", fx_conn_desc(p->conn), hits, nk);
     fx_body_lookup_ack_t ack = {{st, nk},     {src, nk},   {offs, nk},  {vlen, nk},   {pms, nk},   {pver, nk},
                                 {sid, nsrc},  {sgen, nsrc}, {saddr, nsrc}, {srkey, nsrc}, {sbase, nsrc},
-                                {modes, nk}, {seqs, nk}, {reuse, nk}};
+                                {modes, nk}, {seqs, nk}, {reuse, nk}, {srole, nsrc}};
     mkv_inv_flush(s, &inv);
     MKV_REPLY(p, h, lookup_ack, &ack);
 }

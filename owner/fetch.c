@@ -192,7 +192,7 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
             if (o->cfg.test_value_oracle[0]) ofetch_oracle(o, f, x, og, en);
             kv->disk_promoted_early += disk;
             kv->read_before_get_done += early && !og->prefetch; /* of the remote hits (a prefetch's copy is none) */
-            kv->remote_hits += !disk && !og->prefetch; /* as it was counted once the master answered */
+            ofetch_count_hit(kv, og, !disk && !og->prefetch); /* as it was counted once the master answered */
             kv->prefetch_copies += !disk && og->prefetch;
             o->fetch->done(o, og, en);
         }
@@ -419,6 +419,7 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
         og->mode = (uint8_t)mode;
         og->found = true;
         og->src = (uint32_t)a.src.v[k];
+        og->src_cpu = a.src_roles.n == ns && og->src < ns && a.src_roles.v[og->src] == FX_NODE_REMOTE_CACHE;
         og->src_off = a.offsets.v[k];
         og->src_seq = a.src_seqs.n ? a.src_seqs.v[k] : 0;
         og->reuse_ms = a.reuse_ms.n == f->n ? a.reuse_ms.v[k] : 0;

@@ -89,7 +89,7 @@ static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, uint8_t mode, o
         fx_ostore_index(o, en); /* a durable replica: in the hot tier from now on */
         /* a hit over UCX (a new user's finding: the demo's local hits went negative with
          * this owner's disk and its prefetches counted here) */
-        kv->remote_hits += og != NULL && !og->prefetch && !fx_disk_is_off(og->src_off);
+        if (og) ofetch_count_hit(kv, og, !og->prefetch && !fx_disk_is_off(og->src_off));
         kv->prefetch_copies += og != NULL && og->prefetch && !fx_disk_is_off(og->src_off);
         ofetch_done(o, og, en);
         return;

@@ -15,7 +15,7 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->prefetch_copies = s->prefetch_copies;
     m->prefetch_temp_skipped = s->prefetch_temp_skipped;
     m->prefetch_no_room = s->prefetch_no_room;
-    m->cpu_hits = 0; /* no CPU (remote_cache) owner serves fetches yet */
+    m->cpu_hits = s->cpu_hits;
     m->get_done_stale = s->get_done_stale;
     m->get_relookups = s->relookups;
     m->temp_copies = s->temp_copies;

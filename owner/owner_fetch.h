@@ -22,6 +22,7 @@ typedef struct owner_oget {
     uint32_t src;
     fx_slot_ref_t slot;
     bool have_slot, found;
+    bool src_cpu; /* the LOOKUP named a remote_cache (CPU) owner as the source: counted as a cpu hit */
     uint8_t mode; /* FX_GET_DURABLE / FX_GET_TEMPORARY, as the master decided */
     bool prefetch; /* issue 39: led by a PREFETCH (no reader yet): a disk read-back is kept (durable) */
     bool own_disk; /* issue 39: read from this owner's disk without a LOOKUP: the master holds no

@@ -18,7 +18,15 @@ typedef struct ofetch {
     /* W4: slots of failed GETs that UCX has not retired (kept PREPARED until it does) */
     uint64_t held_slots, held_bytes, held_total, hold_overflow;
     fx_hist_t fetch_latency, transfer_latency;
+    uint64_t cpu_hits; /* the remote hits whose source was a remote_cache owner (remote_hits: the others) */
 } ofetch_t;
+
+/* A remote hit (hit: og's copy was a get's, from another owner's memory), by its source's kind */
+static inline void ofetch_count_hit(ofetch_t *kv, const owner_oget_t *og, bool hit)
+{
+    if (hit && og->src_cpu) kv->cpu_hits++;
+    else if (hit) kv->remote_hits++;
+}
 
 typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
     fx_owner_t *o;

@@ -114,8 +114,9 @@ typedef struct fx_strv {
     F(U64V, statuses) F(U64V, src) F(U64V, offsets) F(U64V, value_lens) F(U64V, put_ms)  \
     F(U64V, put_ver) F(STRV, src_node_ids) F(U64V, src_generations)                     \
     F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases) F(U64V, modes) F(U64V, src_seqs) \
-    F(U64V, reuse_ms)
-/* reuse_ms (issue 38; 0 or absent: wait): the source's range is not handed out again before
+    F(U64V, reuse_ms) F(U64V, src_roles)
+/* src_roles (per source; absent from an older master): the source owner's node_role
+ * (FX_NODE_GPU_OWNER, FX_NODE_REMOTE_CACHE), which the reader counts its fetches by. *//* reuse_ms (issue 38; 0 or absent: wait): the source's range is not handed out again before
  * this long after it is freed, so a copy that ended 1 ms before reuse_ms from the LOOKUP (the
  * same master answering) holds the version named: its readers need not wait for GET_DONE. */
 /* owner -> master: durable replicas now held here (GetDone, batch), copied from the

@@ -283,7 +283,8 @@ Test(remote, a_copy_from_a_cpu_owner_is_read_before_its_get_done_is_answered)
     cr_assert_eq(kf_stat(b, "read_before_get_done"), 8);
     cr_assert_gt(master_stat(b, "lookup_early_reads"), 0);
     cr_assert(kf_wait_stat(b, "slots_committed", 8, 15000), "B's copies become replicas once the master answers");
-    cr_assert_eq(kf_stat(b, "remote_hits"), 8, "each counted once");
+    cr_assert_eq(kf_stat(b, "cpu_hits"), 8, "each counted once, as from a CPU owner");
+    cr_assert_eq(kf_stat(b, "remote_hits"), 0, "none from a GPU owner");
     fluxon_client_close(b);
 }
 
@@ -566,9 +567,13 @@ Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
     }
     cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
     cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
-    long long hits0 = master_stat(a, "hits_cpu_owner");
+    long long hits0 = master_stat(a, "hits_cpu_owner"), cpu0 = kf_stat(a, "cpu_hits"), gpu0 = kf_stat(a, "remote_hits");
     cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A");
     cr_assert_gt(master_stat(a, "hits_cpu_owner"), hits0, "from the CPU owner");
+    /* A counts them by their source's kind too (fluxon_owner_fetch_hits_total{source="cpu_owner"});
+     * before, every fetch was counted as from a GPU owner */
+    cr_assert_eq(kf_stat(a, "cpu_hits") - cpu0, master_stat(a, "hits_cpu_owner") - hits0);
+    cr_assert_eq(kf_stat(a, "remote_hits"), gpu0, "none from a GPU owner");
     cr_assert_eq(master_stat(a, "target_promoted_away"), 0, "the CPU owner keeps its copies of wb0");
     cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
     long long already0 = kf_stat(a, "repl_already"), appended0 = master_stat(a, "append_keys_completed");

@@ -58,6 +58,17 @@ static int rp_stat_u64(const cJSON *doc, const char *key, uint64_t *out)
     return 1;
 }
 
+/* The keys this owner fetched from another owner's memory: remote_hits (from GPU owners) +
+ * cpu_hits (from remote_cache owners; 0 where an older owner does not split them). */
+static int rp_stat_fetched(const cJSON *doc, uint64_t *out)
+{
+    uint64_t cpu = 0;
+    int known = rp_stat_u64(doc, "remote_hits", out);
+    (void)rp_stat_u64(doc, "cpu_hits", &cpu);
+    *out += cpu;
+    return known;
+}
+
 cJSON *rp_client_stats(fluxon_client *c)
 {
     char *buf = NULL;
@@ -82,7 +93,7 @@ void rp_stats_before(rp_run *r)
         cJSON *doc = rp_client_stats(rp_owner_client(r, k));
         rp_owner_stats *s = &r->owners[k];
         if (doc) {
-            s->remote_hits_known = rp_stat_u64(doc, "remote_hits", &s->remote_hits_before);
+            s->remote_hits_known = rp_stat_fetched(doc, &s->remote_hits_before);
             for (int i = 0; i < RP_NBASELINE; i++) rp_stat_u64(doc, rp_baseline_fields[i].key, &s->before[i]);
         }
         cJSON_Delete(doc);
@@ -112,7 +123,7 @@ int rp_stats_after(rp_run *r)
                 if (*v > s->before[i]) ok = 0;
             }
             uint64_t rh = 0;
-            int known = rp_stat_u64(doc, "remote_hits", &rh);
+            int known = rp_stat_fetched(doc, &rh);
             s->remote_hits_known = s->remote_hits_known && known;
             s->remote_hits_after = rh;
             s->ev_known = 1;
