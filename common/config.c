@@ -35,7 +35,7 @@ enum {
     CFG_K_RANGE_QUARANTINE /* issue 44 W2 */, CFG_K_TENANTS /* issue 42 */, CFG_K_TENANT, CFG_K_TENANT_TOKEN, CFG_K_PIN_RATIO,
     CFG_K_TENANT_ADMIN /* issue 42 quotas */, CFG_K_RANGE_REUSE /* issue 38 */, CFG_K_UCX_TLS /* issue 38 */,
     CFG_K_PREFETCH_OWNERS /* issue 38 */, CFG_K_PEER_SEGMENTS /* issue 38 */,
-    CFG_K_TARGET_COPY_FETCHED /* issue 38 */
+    CFG_K_TARGET_COPY_FETCHED /* issue 38 */, CFG_K_IDLE_POLL /* issue 38 */
 };
 
 static const struct cfg_field cfg_top_fields[] = {
@@ -80,6 +80,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"prefetch_from_owners", CFG_O}, /* issue 38: PREFETCH copies keys other owners hold */
     {"peer_segments", CFG_O},        /* issue 38: same-host owners map each other's segment */
     {"target_copy_after_fetch", CFG_M}, /* issue 38: a CPU owner's copy a GPU owner fetched back */
+    {"idle_poll_us", CFG_M},          /* issue 38: the master polls for its next message */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};
@@ -353,6 +354,12 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     case CFG_K_INFLIGHT_TTL: return fx_cfg_get_ms(c, path, v, &cfg->inflight_ttl_ms);
     case CFG_K_HB_TIMEOUT: return fx_cfg_get_ms(c, path, v, &cfg->heartbeat_timeout_ms);
     case CFG_K_DEAD_GRACE: return fx_cfg_get_ms(c, path, v, &cfg->dead_owner_grace_ms);
+    case CFG_K_IDLE_POLL: {
+        int64_t us = 0;
+        if ((rc = fx_cfg_get_int(c, path, v, 0, CFG_RING_POLL_MAX, &us))) return rc;
+        cfg->idle_poll_us = (uint32_t)us;
+        return 0;
+    }
     case CFG_K_RANGE_REUSE: { /* 0: off */
         int64_t d = 0;
         if ((rc = fx_cfg_get_int(c, path, v, 0, 1000, &d))) return rc;

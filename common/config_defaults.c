@@ -1,6 +1,6 @@
 /* config_defaults.c — the per-role defaults of a configuration (ARCHITECTURE §11), set
  * before config.c reads the file's fields over them; the environment variables that only
- * move a default (FLUXON_RING_POLL_US, FLUXON_CLIENT_TRANSPORT) are read here. */
+ * move a default (FLUXON_RING_POLL_US, FLUXON_MASTER_POLL_US, FLUXON_CLIENT_TRANSPORT) are read here. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -8,6 +8,21 @@
 #include <unistd.h>
 
 #include "log.h"
+
+/* An environment variable that moves a default of microseconds: def when unset, or (with a
+ * warning) when it is not an integer in 0..CFG_RING_POLL_MAX; *set (may be NULL): it was used. */
+static uint32_t cfg_env_us(const char *name, uint32_t def, bool *set)
+{
+    const char *p = getenv(name);
+    char *end = NULL;
+    long n = p ? strtol(p, &end, 10) : -1;
+    if (p && (!*p || *end || !(*p >= '0' && *p <= '9') || n < 0 || n > CFG_RING_POLL_MAX)) {
+        FX_WARN("%s=%s is not an integer in 0..%u (microseconds): ignored (the default)", name, p, CFG_RING_POLL_MAX);
+        n = -1;
+    }
+    if (set) *set = n >= 0;
+    return n >= 0 ? (uint32_t)n : def;
+}
 
 FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
 {
@@ -24,6 +39,7 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
         cfg->dead_owner_grace_ms = 600000;
         cfg->range_quarantine_ms = FX_RANGE_QUARANTINE_AUTO;
         cfg->range_reuse_delay_ms = 4;
+        cfg->idle_poll_us = cfg_env_us("FLUXON_MASTER_POLL_US", FX_MASTER_POLL_DEFAULT_US, NULL);
         cfg->replica_target_roles = 1u << FX_NODE_REMOTE_CACHE;
         cfg->ha_lease_ttl_ms = 5000;
     } else if (role == FX_ROLE_OWNER) {
@@ -53,16 +69,9 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
          * through an engine's writes (ring_poll_plan_us) costs a core while a client holds
          * a plan: by default only where the reactor can have one to itself
          * (FX_RING_POLL_MIN_CPUS) or where ring_poll_us was chosen (cfg_finish) */
-        const char *p = getenv("FLUXON_RING_POLL_US");
-        char *end = NULL;
-        long n = p ? strtol(p, &end, 10) : -1;
-        if (p && (!*p || *end || !(*p >= '0' && *p <= '9') || n < 0 || n > CFG_RING_POLL_MAX)) {
-            FX_WARN("FLUXON_RING_POLL_US=%s is not an integer in 0..%u (microseconds): ignored (the default)", p,
-                    CFG_RING_POLL_MAX);
-            n = -1;
-        }
-        cfg->ring_poll_us = n >= 0 ? (uint32_t)n : FX_RING_POLL_DEFAULT_US;
-        cfg->ring_poll_plan_us = n >= 0 || sysconf(_SC_NPROCESSORS_ONLN) >= FX_RING_POLL_MIN_CPUS
+        bool set = false;
+        cfg->ring_poll_us = cfg_env_us("FLUXON_RING_POLL_US", FX_RING_POLL_DEFAULT_US, &set);
+        cfg->ring_poll_plan_us = set || sysconf(_SC_NPROCESSORS_ONLN) >= FX_RING_POLL_MIN_CPUS
                                      ? FX_RING_POLL_PLAN_DEFAULT_US
                                      : 0;
     } else {

@@ -568,6 +568,7 @@ FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_rea
     if (!m) return FLUXON_ERR_NOMEM;
     m->r = r;
     m->cfg = *cfg;
+    fx_reactor_set_poll_ns(r, (uint64_t)cfg->idle_poll_us * 1000u); /* issue 38: no wake-up per message */
     m->generation = fx_realtime_ns();
     m->chaos_on = fx_chaos_init(&m->chaos, cfg, "master");
     fx_mtenants_init(m); /* issue 42: the config's quota table, handed to each owner that registers */

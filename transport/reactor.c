@@ -2,6 +2,7 @@
 #include "reactor.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <poll.h>
@@ -46,6 +47,8 @@ struct fx_reactor {
     uint32_t n_idle;
     bool was_busy; /* the last iteration did not sleep */
     bool idle_busy; /* inside this iteration's idle hooks: one has kept the loop busy */
+    uint64_t poll_ns;      /* fx_reactor_set_poll_ns: after a completion, no sleep for this long */
+    uint64_t last_work_ns; /* when the last completion was handled (poll_ns > 0) */
     uint64_t inflight; /* submitted operations with an fx_io whose CQE has not arrived */
     uint64_t submits;  /* hand-overs of the queued SQEs to the kernel (fx_reactor_submits) */
 };
@@ -392,8 +395,22 @@ static int reactor_reap(fx_reactor_t *r)
             n++;
         }
     }
+    if (n && r->poll_ns) r->last_work_ns = fx_now_ns();
     return n;
 }
+
+/* The poll window (fx_reactor_set_poll_ns): a completion came less than poll_ns ago, so the
+ * loop looks again instead of sleeping, after yielding the CPU (a thread this poll would
+ * keep waiting runs at once on this core; with none runnable the call returns at once). */
+static bool reactor_poll_window(fx_reactor_t *r)
+{
+    if (!r->poll_ns || r->stop || fx_now_ns() - r->last_work_ns >= r->poll_ns) return false;
+    r->was_busy = true; /* the gapped idle hooks (UCX) keep their pace meanwhile */
+    sched_yield();
+    return true;
+}
+
+FX_INTERNAL void fx_reactor_set_poll_ns(fx_reactor_t *r, uint64_t ns) { r->poll_ns = ns; }
 
 FX_INTERNAL int fx_reactor_poll(fx_reactor_t *r, uint32_t timeout_ms)
 {
@@ -418,9 +435,10 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
         if (r->stop) break;
         reactor_run_timers(r);
         if (r->stop) break;
-        if (reactor_run_idle_hooks(r)) {
-            /* a hook has more to do (UCX progress, ring polling): no wait, and no system
-             * call unless something is queued; completions are read from the shared CQ */
+        if (reactor_run_idle_hooks(r) || reactor_poll_window(r)) {
+            /* a hook has more to do (UCX progress, ring polling), or the poll window is
+             * open: no wait, and no system call unless something is queued; completions
+             * are read from the shared CQ */
             if (io_uring_sq_ready(&r->ring)) {
                 r->submits++;
                 uint64_t c0 = fx_prof_cpu_start();

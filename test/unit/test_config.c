@@ -353,6 +353,38 @@ static const struct tc_bad tc_bads[] = {
     {M "\"test\":{\"fault_message\":\"GRANT\"}}", "test.fault_message: unknown field for role master"},
     {E "\"test\":{\"drop_ppm\":1}}", "test: unknown field for role external"},
 };
+/* issue 38: the master's poll window (idle_poll_us): a default the environment may move
+ * (FLUXON_MASTER_POLL_US, ignored when not an integer in range), the field over both */
+Test(config, master_idle_poll)
+{
+    fx_config_t c;
+    char err[ERRCAP];
+    const char *keep = getenv("FLUXON_MASTER_POLL_US");
+    char saved[32] = "";
+    if (keep) snprintf(saved, sizeof saved, "%s", keep);
+    unsetenv("FLUXON_MASTER_POLL_US");
+    cr_assert_eq(tc_parse(M "\"cluster_token\":\"t\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, FX_MASTER_POLL_DEFAULT_US);
+    setenv("FLUXON_MASTER_POLL_US", "7", 1);
+    cr_assert_eq(tc_parse(M "\"cluster_token\":\"t\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, 7, "the environment moves the default");
+    cr_assert_eq(tc_parse(M "\"idle_poll_us\":0}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, 0, "the field wins (0: off)");
+    setenv("FLUXON_MASTER_POLL_US", "7us", 1);
+    cr_assert_eq(tc_parse(M "\"cluster_token\":\"t\"}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, FX_MASTER_POLL_DEFAULT_US, "a bad value is ignored");
+    if (keep) setenv("FLUXON_MASTER_POLL_US", saved, 1);
+    else unsetenv("FLUXON_MASTER_POLL_US");
+    cr_assert_eq(tc_parse(M "\"idle_poll_us\":250}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, 250);
+    cr_assert_eq(tc_parse(M "\"idle_poll_us\":1000001}", &c, err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "idle_poll_us") && strstr(err, "1000000"), "%s", err);
+    cr_assert_eq(tc_parse(M "\"idle_poll_us\":-1}", &c, err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "idle_poll_us"), "%s", err);
+    cr_assert_eq(tc_parse(O "\"idle_poll_us\":10}", &c, err), FLUXON_ERR_CONFIG);
+    cr_assert(strstr(err, "idle_poll_us: unknown field for role owner"), "%s", err);
+}
+
 #undef O
 #undef M
 #undef E

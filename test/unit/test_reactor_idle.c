@@ -2,7 +2,8 @@
  * hooks without a busy gap (ring pollers) run before those with one (UCX), whatever the
  * order they were added in; a later hook learns whether an earlier one keeps the loop from
  * sleeping (then UCX progresses without arming its event fd), and every hook runs with
- * the flag clear in the iteration before the loop sleeps. */
+ * the flag clear in the iteration before the loop sleeps; a poll window keeps the loop
+ * looking after a completion, then lets it sleep. */
 #include <criterion/criterion.h>
 
 #include "reactor.h"
@@ -111,4 +112,52 @@ Test(reactor_idle, nothing_busy_leaves_the_flag_clear_and_outside_hooks_it_is_fa
     cr_assert_not(fx_reactor_idle_kept_busy(r), "cleared after the hooks ran");
     fx_timer_disarm(r, &deadline);
     fx_reactor_destroy(r);
+}
+
+/* The poll window (fx_reactor_set_poll_ns, the master's idle_poll_us): after a completion (a
+ * posted call here, as a message would be) the loop looks again instead of sleeping while
+ * the window is open, and sleeps once it is over; without a window it sleeps at once. */
+typedef struct poll_log {
+    int passes;
+    uint64_t last_ns; /* the last pass */
+} poll_log_t;
+
+static bool poll_pass(void *arg)
+{
+    poll_log_t *l = arg;
+    l->passes++;
+    l->last_ns = fx_now_ns();
+    return false;
+}
+
+static void poll_posted(void *arg) { (void)arg; }
+
+static poll_log_t poll_run(uint64_t window_ns, uint32_t run_ms)
+{
+    fx_reactor_t *r = NULL;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    fx_reactor_set_poll_ns(r, window_ns);
+    fx_timer_t deadline;
+    fx_timer_init(&deadline);
+    fx_timer_arm(r, &deadline, run_ms, idle_deadline);
+    poll_log_t l = {0, 0};
+    cr_assert_eq(fx_reactor_add_idle_hook(r, poll_pass, &l, 0), FLUXON_OK);
+    cr_assert_eq(fx_reactor_post(r, poll_posted, NULL), FLUXON_OK);
+    cr_assert_eq(fx_reactor_run(r), FLUXON_OK);
+    fx_reactor_del_idle_hook(r, poll_pass, &l);
+    fx_reactor_destroy(r);
+    return l;
+}
+
+Test(reactor_idle, a_poll_window_looks_again_after_a_completion_then_sleeps)
+{
+    poll_log_t none = poll_run(0, 100);
+    cr_assert_leq(none.passes, 10, "no window: the loop sleeps until its timer (%d passes)", none.passes);
+    poll_log_t open = poll_run(10ull * 1000000000ull, 100); /* the window outlasts the run */
+    cr_assert_gt(open.passes, 100, "the window keeps the loop looking (%d passes in 100 ms)", open.passes);
+    uint64_t t0 = fx_now_ns();
+    poll_log_t over = poll_run(20ull * 1000000ull, 400); /* 20 ms, then the loop sleeps */
+    cr_assert_gt(over.passes, 10, "it looked during the window (%d passes)", over.passes);
+    cr_assert_lt(over.last_ns - t0, 200ull * 1000000ull, "and slept after it: its last look was %.1f ms in",
+                 (double)(over.last_ns - t0) / 1e6);
 }
