@@ -311,6 +311,9 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
     else client_close_fds(fds + 1, 2);
     rc = fx_reactor_create(&cl->r);
     if (rc != FLUXON_OK) goto err_seg;
+    /* issue 38: the owner's notifications (PUBLISHED: a put's future) come one after the other
+     * while an engine puts; looking for the next one spares a wake-up each (idle_poll_us) */
+    fx_reactor_set_poll_ns(cl->r, (uint64_t)cl->cfg.idle_poll_us * 1000u);
     if ((rc = fx_client_rpc_init(cl)) != FLUXON_OK || (rc = fx_client_futures_init(cl)) != FLUXON_OK ||
         (rc = fx_plan_reg_create(&cl->plans)) != FLUXON_OK)
         goto err_state;

@@ -80,7 +80,7 @@ static const struct cfg_field cfg_top_fields[] = {
     {"prefetch_from_owners", CFG_O}, /* issue 38: PREFETCH copies keys other owners hold */
     {"peer_segments", CFG_O},        /* issue 38: same-host owners map each other's segment */
     {"target_copy_after_fetch", CFG_M}, /* issue 38: a CPU owner's copy a GPU owner fetched back */
-    {"idle_poll_us", CFG_M},          /* issue 38: the master polls for its next message */
+    {"idle_poll_us", CFG_M | CFG_E},  /* issue 38: the master and a client poll for their next message */
 };
 static const struct cfg_field cfg_client_limits_fields[] = {{"max_pinned_bytes", CFG_O}, {"max_handles", CFG_O},
                                                             {"max_plans", CFG_O}, {"pin_expire_ms", CFG_O}};

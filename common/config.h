@@ -96,10 +96,12 @@ typedef struct fx_config {
                                            * its own replica, FX_TARGET_COPY_KEEP keeps the target's copy
                                            * (its next write-back finds it: no copy, "already");
                                            * FX_TARGET_COPY_DROP drops it (exclusive levels) (issue 38) */
-    uint32_t idle_poll_us;                /* master (issue 38): after a message, its loop looks for the
-                                           * next one this long (yielding the CPU between looks)
-                                           * before it sleeps [FX_MASTER_POLL_DEFAULT_US; env
-                                           * FLUXON_MASTER_POLL_US], 0..CFG_RING_POLL_MAX, 0 = off */
+    uint32_t idle_poll_us;                /* master and external (issue 38): after a message, the
+                                           * reactor looks for the next one this long (yielding the
+                                           * CPU between looks) before it sleeps [master
+                                           * FX_MASTER_POLL_DEFAULT_US, env FLUXON_MASTER_POLL_US;
+                                           * external FX_CLIENT_POLL_DEFAULT_US, env
+                                           * FLUXON_CLIENT_POLL_US], 0..CFG_RING_POLL_MAX, 0 = off */
     uint32_t range_reuse_delay_ms;        /* [4], 0..1000, 0 = off (issue 38): a range the master
                                            * frees is reused only this long after; a copy of it that
                                            * ended 1 ms before it from its LOOKUP is read before
@@ -249,6 +251,7 @@ typedef struct fx_config {
 
 #define FX_RING_POLL_DEFAULT_US 50
 #define FX_MASTER_POLL_DEFAULT_US 100
+#define FX_CLIENT_POLL_DEFAULT_US 100
 #define FX_RING_POLL_MIN_CPUS 8
 #define FX_RING_POLL_PLAN_DEFAULT_US 2000
 #define CFG_RING_POLL_MAX 1000000

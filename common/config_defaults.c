@@ -1,6 +1,7 @@
 /* config_defaults.c — the per-role defaults of a configuration (ARCHITECTURE §11), set
  * before config.c reads the file's fields over them; the environment variables that only
- * move a default (FLUXON_RING_POLL_US, FLUXON_MASTER_POLL_US, FLUXON_CLIENT_TRANSPORT) are read here. */
+ * move a default (FLUXON_RING_POLL_US, FLUXON_MASTER_POLL_US, FLUXON_CLIENT_POLL_US,
+ * FLUXON_CLIENT_TRANSPORT) are read here. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -77,6 +78,7 @@ FX_INTERNAL void fx_config_defaults(fx_config_t *cfg, fx_role_t role)
     } else {
         cfg->timeout_ms = 30000;
         fx_strlcpy(cfg->tenant, FX_TENANT_DEFAULT, sizeof cfg->tenant);
+        cfg->idle_poll_us = cfg_env_us("FLUXON_CLIENT_POLL_US", FX_CLIENT_POLL_DEFAULT_US, NULL);
         cfg->prefault_segment = true;
         /* issue 18: the shared-memory rings unless the environment picks the socket (the
          * test suites run both ways); the config field "transport" overrides both */

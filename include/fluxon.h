@@ -222,6 +222,10 @@ typedef struct fluxon_client fluxon_client;
  * process does this for its own mapping.
  * fluxon_client_close stops it (it looks every 64 MiB it maps and every 64 pages it
  * reads).
+ * The client's reactor thread, after each message from the owner (a put's PUBLISHED that
+ * completes its future, a reply), looks for the next one for "idle_poll_us" (default 100,
+ * env FLUXON_CLIENT_POLL_US; 0 = off) before it sleeps, yielding the CPU between looks: while
+ * an engine puts, that thread keeps a core of this process busy, and spares a wake-up a put.
  * Every request of a client encodes to one frame of at most the client's
  * "max_frame_bytes" (default 64 MiB; the owner's must be as large): a larger batch is
  * refused before anything is sent with FLUXON_ERR_INVALID_ARGUMENT and a warning naming

@@ -353,8 +353,9 @@ static const struct tc_bad tc_bads[] = {
     {M "\"test\":{\"fault_message\":\"GRANT\"}}", "test.fault_message: unknown field for role master"},
     {E "\"test\":{\"drop_ppm\":1}}", "test: unknown field for role external"},
 };
-/* issue 38: the master's poll window (idle_poll_us): a default the environment may move
- * (FLUXON_MASTER_POLL_US, ignored when not an integer in range), the field over both */
+/* issue 38: the poll window of the master and of a client (idle_poll_us): a default the
+ * environment may move (FLUXON_MASTER_POLL_US, FLUXON_CLIENT_POLL_US; ignored when not an
+ * integer in range), the field over both; no such field for an owner */
 Test(config, master_idle_poll)
 {
     fx_config_t c;
@@ -383,6 +384,19 @@ Test(config, master_idle_poll)
     cr_assert(strstr(err, "idle_poll_us"), "%s", err);
     cr_assert_eq(tc_parse(O "\"idle_poll_us\":10}", &c, err), FLUXON_ERR_CONFIG);
     cr_assert(strstr(err, "idle_poll_us: unknown field for role owner"), "%s", err);
+    /* a client's (its reactor: the owner's notifications), with its own variable */
+    keep = getenv("FLUXON_CLIENT_POLL_US");
+    if (keep) snprintf(saved, sizeof saved, "%s", keep);
+    unsetenv("FLUXON_CLIENT_POLL_US");
+    cr_assert_eq(tc_parse(E "\"timeout_ms\":1000}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, FX_CLIENT_POLL_DEFAULT_US);
+    setenv("FLUXON_CLIENT_POLL_US", "9", 1);
+    cr_assert_eq(tc_parse(E "\"timeout_ms\":1000}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, 9);
+    cr_assert_eq(tc_parse(E "\"idle_poll_us\":0}", &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, 0, "the field wins");
+    if (keep) setenv("FLUXON_CLIENT_POLL_US", saved, 1);
+    else unsetenv("FLUXON_CLIENT_POLL_US");
 }
 
 #undef O
