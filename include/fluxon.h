@@ -226,6 +226,8 @@ typedef struct fluxon_client fluxon_client;
  * completes its future, a reply), looks for the next one for "idle_poll_us" (default 100,
  * env FLUXON_CLIENT_POLL_US; 0 = off) before it sleeps, yielding the CPU between looks: while
  * an engine puts, that thread keeps a core of this process busy, and spares a wake-up a put.
+ * On a core that a thread which never yields shares, the looks would wait for that thread's
+ * time slices: after two such yields the window closes for a while (100 ms, doubling).
  * Every request of a client encodes to one frame of at most the client's
  * "max_frame_bytes" (default 64 MiB; the owner's must be as large): a larger batch is
  * refused before anything is sent with FLUXON_ERR_INVALID_ARGUMENT and a warning naming

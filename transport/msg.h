@@ -11,9 +11,12 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 5u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
+#define FX_PROTOCOL_VERSION 6u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
                                 * 5: owners' peers and unsettled pushes (issue 44 W2), LOOKUP's
-                                * reuse_ms (issue 38) */
+                                * reuse_ms (issue 38); 6: LOOKUP's src_roles (issue 38). The codec
+                                * refuses a body with a field more or less, so nodes of two
+                                * versions are refused at HELLO rather than cut at their first
+                                * LOOKUP answer */
 #define FX_FLAG_RESPONSE 0x0001u
 /* put flags (put_start.flags, put_done.flags) */
 #define FX_PUT_REJECT_IF_INFLIGHT 0x1ull
@@ -115,8 +118,9 @@ typedef struct fx_strv {
     F(U64V, put_ver) F(STRV, src_node_ids) F(U64V, src_generations)                     \
     F(STRV, src_addresses) F(STRV, src_rkeys) F(U64V, src_bases) F(U64V, modes) F(U64V, src_seqs) \
     F(U64V, reuse_ms) F(U64V, src_roles)
-/* src_roles (per source; absent from an older master): the source owner's node_role
- * (FX_NODE_GPU_OWNER, FX_NODE_REMOTE_CACHE), which the reader counts its fetches by. *//* reuse_ms (issue 38; 0 or absent: wait): the source's range is not handed out again before
+/* src_roles (per source, protocol 6): the source owner's node_role (FX_NODE_GPU_OWNER,
+ * FX_NODE_REMOTE_CACHE), which the reader counts its fetches by. */
+/* reuse_ms (issue 38; 0: wait): the source's range is not handed out again before
  * this long after it is freed, so a copy that ended 1 ms before reuse_ms from the LOOKUP (the
  * same master answering) holds the version named: its readers need not wait for GET_DONE. */
 /* owner -> master: durable replicas now held here (GetDone, batch), copied from the

@@ -69,8 +69,14 @@ FX_INTERNAL int fx_reactor_post(fx_reactor_t *r, void (*fn)(void *arg), void *ar
  * a wake-up. A wake-up through the kernel costs the loop and the CPUs around it more than the
  * looks: the master's (idle_poll_us) took the trace replay on 2 vCPUs from 9,054 to 10,606
  * (30 us) and 11,927 (100 us) requests/s, 5 interleaved runs, its process CPU from 217 to 151
- * us a request. Reactor thread, or before the loop runs. */
+ * us a request. Yields that each last a time slice close it for a while (below). Reactor
+ * thread, or before the loop runs. */
 FX_INTERNAL void fx_reactor_set_poll_ns(fx_reactor_t *r, uint64_t ns);
+/* How many times two yields in the window within 20 ms each lasted a time slice (a thread
+ * that does not yield shares this core: a looking loop would wait for its whole slice each
+ * time), each closing the window for 100 ms, doubling while it goes on (at most 10 s): the
+ * loop sleeps and is woken as without one. Reactor thread. */
+FX_INTERNAL uint64_t fx_reactor_poll_backoffs(const fx_reactor_t *r);
 
 /* Timers (reactor thread only). Arming an armed timer re-arms it. */
 FX_INTERNAL void fx_timer_init(fx_timer_t *t);
