@@ -325,6 +325,7 @@ FX_INTERNAL void fx_master_snap(fx_master_t *m, fx_master_snap_t *s)
     mm->tenant_table_loads = m->tenant_table_loads;
     mm->tenant_table_refused = m->tenant_table_refused;
     mm->connections = m->n_peers;
+    mm->poll_backoffs = fx_reactor_poll_backoffs(m->r);
     fx_mha_metrics(m, mm);
     mm->chaos_dropped = m->chaos.dropped;
     mm->chaos_delayed = m->chaos.delayed;

@@ -30,6 +30,7 @@
     X(tenant_table_loads, COUNTER, "master_tenant_table_loads_total", "", "Tenants' quota tables read from etcd and applied (at election, or changed there)") \
     X(tenant_table_refused, COUNTER, "master_tenant_table_refused_total", "", "Tenants' quota tables read from etcd and refused (not valid; the log says why)") \
     X(connections, GAUGE, "master_connections", "", "Connections open to the master")                          \
+    X(poll_backoffs, COUNTER, "master_poll_backoffs_total", "", "Times the master's poll window (idle_poll_us) closed for a while: a thread that never yields shares its core") \
     X(ha_leader, GAUGE, "master_ha_leader", "", "1 while this master serves (always without \"ha\"; issue 17)")    \
     X(ha_elections, COUNTER, "master_ha_elections_total", "", "Times this master was elected leader through etcd") \
     X(ha_depositions, COUNTER, "master_ha_depositions_total", "", "Times it lost the leadership (lease expired or unsure)") \
