@@ -353,6 +353,29 @@ static const struct tc_bad tc_bads[] = {
     {M "\"test\":{\"fault_message\":\"GRANT\"}}", "test.fault_message: unknown field for role master"},
     {E "\"test\":{\"drop_ppm\":1}}", "test: unknown field for role external"},
 };
+/* One role's poll window default under its variable: unset, the default; "7", 7; the field
+ * over it; "7us", ignored (the default); the variable restored after. */
+static void tc_poll_env(const char *var, const char *json, const char *json_off, uint32_t def)
+{
+    fx_config_t c;
+    char err[ERRCAP], saved[32] = "";
+    const char *keep = getenv(var);
+    if (keep) snprintf(saved, sizeof saved, "%s", keep);
+    unsetenv(var);
+    cr_assert_eq(tc_parse(json, &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, def, "%s unset: the default", var);
+    setenv(var, "7", 1);
+    cr_assert_eq(tc_parse(json, &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, 7, "%s moves the default", var);
+    cr_assert_eq(tc_parse(json_off, &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, 0, "the field wins (0: off)");
+    setenv(var, "7us", 1);
+    cr_assert_eq(tc_parse(json, &c, err), FLUXON_OK, "%s", err);
+    cr_assert_eq(c.idle_poll_us, def, "a bad %s is ignored", var);
+    if (keep) setenv(var, saved, 1);
+    else unsetenv(var);
+}
+
 /* issue 38: the poll window of the master and of a client (idle_poll_us): a default the
  * environment may move (FLUXON_MASTER_POLL_US, FLUXON_CLIENT_POLL_US; ignored when not an
  * integer in range), the field over both; no such field for an owner */
@@ -360,22 +383,10 @@ Test(config, master_idle_poll)
 {
     fx_config_t c;
     char err[ERRCAP];
-    const char *keep = getenv("FLUXON_MASTER_POLL_US");
-    char saved[32] = "";
-    if (keep) snprintf(saved, sizeof saved, "%s", keep);
-    unsetenv("FLUXON_MASTER_POLL_US");
-    cr_assert_eq(tc_parse(M "\"cluster_token\":\"t\"}", &c, err), FLUXON_OK, "%s", err);
-    cr_assert_eq(c.idle_poll_us, FX_MASTER_POLL_DEFAULT_US);
-    setenv("FLUXON_MASTER_POLL_US", "7", 1);
-    cr_assert_eq(tc_parse(M "\"cluster_token\":\"t\"}", &c, err), FLUXON_OK, "%s", err);
-    cr_assert_eq(c.idle_poll_us, 7, "the environment moves the default");
-    cr_assert_eq(tc_parse(M "\"idle_poll_us\":0}", &c, err), FLUXON_OK, "%s", err);
-    cr_assert_eq(c.idle_poll_us, 0, "the field wins (0: off)");
-    setenv("FLUXON_MASTER_POLL_US", "7us", 1);
-    cr_assert_eq(tc_parse(M "\"cluster_token\":\"t\"}", &c, err), FLUXON_OK, "%s", err);
-    cr_assert_eq(c.idle_poll_us, FX_MASTER_POLL_DEFAULT_US, "a bad value is ignored");
-    if (keep) setenv("FLUXON_MASTER_POLL_US", saved, 1);
-    else unsetenv("FLUXON_MASTER_POLL_US");
+    tc_poll_env("FLUXON_MASTER_POLL_US", M "\"cluster_token\":\"t\"}", M "\"idle_poll_us\":0}",
+                FX_MASTER_POLL_DEFAULT_US);
+    tc_poll_env("FLUXON_CLIENT_POLL_US", E "\"timeout_ms\":1000}", E "\"idle_poll_us\":0}",
+                FX_CLIENT_POLL_DEFAULT_US);
     cr_assert_eq(tc_parse(M "\"idle_poll_us\":250}", &c, err), FLUXON_OK, "%s", err);
     cr_assert_eq(c.idle_poll_us, 250);
     cr_assert_eq(tc_parse(M "\"idle_poll_us\":1000001}", &c, err), FLUXON_ERR_CONFIG);
@@ -384,21 +395,7 @@ Test(config, master_idle_poll)
     cr_assert(strstr(err, "idle_poll_us"), "%s", err);
     cr_assert_eq(tc_parse(O "\"idle_poll_us\":10}", &c, err), FLUXON_ERR_CONFIG);
     cr_assert(strstr(err, "idle_poll_us: unknown field for role owner"), "%s", err);
-    /* a client's (its reactor: the owner's notifications), with its own variable */
-    keep = getenv("FLUXON_CLIENT_POLL_US");
-    if (keep) snprintf(saved, sizeof saved, "%s", keep);
-    unsetenv("FLUXON_CLIENT_POLL_US");
-    cr_assert_eq(tc_parse(E "\"timeout_ms\":1000}", &c, err), FLUXON_OK, "%s", err);
-    cr_assert_eq(c.idle_poll_us, FX_CLIENT_POLL_DEFAULT_US);
-    setenv("FLUXON_CLIENT_POLL_US", "9", 1);
-    cr_assert_eq(tc_parse(E "\"timeout_ms\":1000}", &c, err), FLUXON_OK, "%s", err);
-    cr_assert_eq(c.idle_poll_us, 9);
-    cr_assert_eq(tc_parse(E "\"idle_poll_us\":0}", &c, err), FLUXON_OK, "%s", err);
-    cr_assert_eq(c.idle_poll_us, 0, "the field wins");
-    if (keep) setenv("FLUXON_CLIENT_POLL_US", saved, 1);
-    else unsetenv("FLUXON_CLIENT_POLL_US");
 }
-
 #undef O
 #undef M
 #undef E
