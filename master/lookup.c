@@ -77,6 +77,8 @@ FX_INTERNAL void fx_mkv_lookup(mkv_t *s, master_peer_t *p, const fx_frame_header
             modes[i] = fx_mplace_get_begin(s, b.keys.v[i], self);
             if (modes[i] == FX_GET_DURABLE) s->c.get_durable++;
             else s->c.get_temporary++;
+            if (modes[i] == FX_GET_DURABLE && rep->range_bytes && rep->node != self && fx_mappend_keeps_copy(s, rep->node))
+                modes[i] |= FX_GET_SRC_KEPT; /* issue 38: the copy needs no write-back */
         } else {
             modes[i] = FX_GET_TEMPORARY;
         }
@@ -282,7 +284,7 @@ FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_
         s->c.evicted_replicas++;
         bool gone = mkv_route_drop_replica(s, key, r, (uint32_t)j);
         if (gone) s->c.evict_routes_deleted++;
-        fx_mappend_count_evict(s, gone ? NULL : r);
+        fx_mappend_count_evict(s, key, gone ? NULL : r);
         st[i] = MKV_ST(FLUXON_OK);
     }
     s->c.evict_batches++;

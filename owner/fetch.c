@@ -155,6 +155,7 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
             continue;
         }
         en->remote = true;
+        en->target_kept = og->src_kept;
         en->put_ms = og->put_ms;
         en->put_ver = og->put_ver;
         kv->transfer_keys++;
@@ -385,7 +386,8 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
         owner_oget_t *og = f->og[k];
         bool hit = shape_ok && (int)(int64_t)a.statuses.v[k] == FLUXON_OK && a.src.v[k] < ns &&
                    a.value_lens.v[k] > 0 && fx_slot_size_for(a.value_lens.v[k]) <= o->cfg.grant_bytes;
-        unsigned mode = hit && a.modes.n ? (unsigned)a.modes.v[k] : FX_GET_DURABLE;
+        uint64_t mv = hit && a.modes.n ? a.modes.v[k] : FX_GET_DURABLE;
+        unsigned mode = (unsigned)(mv & ~(uint64_t)FX_GET_SRC_KEPT); /* GET_DONE echoes it without the flag */
         if (hit && mode == FX_GET_REUSE) { /* ReuseReplica: a slot of ours holds it already */
             owner_entry_t *en = fx_ostore_at(o, a.offsets.v[k]);
             bool ok = !strcmp(f->src_ids[a.src.v[k]], o->cfg.node_id) && en && !en->retired && !en->evicting &&
@@ -417,6 +419,7 @@ static void ofetch_on_lookup(void *arg, int status, const fx_frame_header_t *h, 
             continue;
         }
         og->mode = (uint8_t)mode;
+        og->src_kept = mode == FX_GET_DURABLE && (mv & FX_GET_SRC_KEPT);
         og->found = true;
         og->src = (uint32_t)a.src.v[k];
         og->src_cpu = a.src_roles.n == ns && og->src < ns && a.src_roles.v[og->src] == FX_NODE_REMOTE_CACHE;

@@ -12,6 +12,7 @@
 #include "owner_fetch.h"
 #include "owner_link.h"
 #include "owner_oracle.h"
+#include "owner_replica.h"
 
 #define OFETCH_RESEND_MS 100u      /* first resend of an uncertain GET_DONE */
 #define OFETCH_RESEND_MAX_MS 1000u /* backoff cap */
@@ -35,7 +36,7 @@ static bool ofetch_look_again(fx_owner_t *o, owner_oget_t *og)
     if (o->shutting_down || og->lookups >= OFETCH_LOOKUPS_MAX || fx_now_ms() + 10 >= og->deadline_ms) return false;
     owner_oget_t **one = fx_malloc(sizeof *one);
     if (!one) return false;
-    og->have_slot = og->found = og->own_disk = false;
+    og->have_slot = og->found = og->own_disk = og->src_kept = false;
     og->mode = 0;
     og->why = 0;
     og->disk_rc = 0;
@@ -87,6 +88,7 @@ static void ofetch_get_done_one(fx_owner_t *o, owner_oget_t *og, uint8_t mode, o
             return;
         }
         fx_ostore_index(o, en); /* a durable replica: in the hot tier from now on */
+        if (en->target_kept) fx_orepl_kept(o, en); /* issue 38: its source keeps a copy */
         /* a hit over UCX (a new user's finding: the demo's local hits went negative with
          * this owner's disk and its prefetches counted here) */
         if (og) ofetch_count_hit(kv, og, !og->prefetch && !fx_disk_is_off(og->src_off));

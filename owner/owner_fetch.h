@@ -23,6 +23,7 @@ typedef struct owner_oget {
     fx_slot_ref_t slot;
     bool have_slot, found;
     bool src_cpu; /* the LOOKUP named a remote_cache (CPU) owner as the source: counted as a cpu hit */
+    bool src_kept; /* the LOOKUP said the source keeps its copy (FX_GET_SRC_KEPT): no write-back */
     uint8_t mode; /* FX_GET_DURABLE / FX_GET_TEMPORARY, as the master decided */
     bool prefetch; /* issue 39: led by a PREFETCH (no reader yet): a disk read-back is kept (durable) */
     bool own_disk; /* issue 39: read from this owner's disk without a LOOKUP: the master holds no

@@ -32,6 +32,7 @@ FX_INTERNAL bool fx_orepl_writeback_group(fx_owner_t *o, owner_entry_t *const *m
 /* a local hit: a copied value is hot again; when it gets cold its write-back finds the
  * target's copy ("already") or makes a new one */
 FX_INTERNAL void fx_orepl_touched(owner_entry_t *en);
+FX_INTERNAL void fx_orepl_kept(fx_owner_t *o, owner_entry_t *en); /* fetched from a target that keeps its copy */
 FX_INTERNAL bool fx_orepl_room(fx_owner_t *o); /* the queue takes another task */
 /* The queue is full and no task has ended for ms: the copies are not moving (a stopped or
  * dead target whose transfers wait for their timeout). */

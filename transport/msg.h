@@ -11,9 +11,10 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 6u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
+#define FX_PROTOCOL_VERSION 7u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
                                 * 5: owners' peers and unsettled pushes (issue 44 W2), LOOKUP's
-                                * reuse_ms (issue 38); 6: LOOKUP's src_roles (issue 38). The codec
+                                * reuse_ms (issue 38); 6: LOOKUP's src_roles (issue 38); 7: LOOKUP's
+                                * modes may carry FX_GET_SRC_KEPT (issue 38). The codec
                                 * refuses a body with a field more or less, so nodes of two
                                 * versions are refused at HELLO rather than cut at their first
                                 * LOOKUP answer */
@@ -31,6 +32,11 @@
 #define FX_GET_TEMPORARY 2u /* copy here for the readers of this fetch only (holders), no replica */
 #define FX_GET_REUSE 3u     /* the requester already holds a replica at that offset: no transfer */
 #define FX_GET_ABANDON 4u   /* get_done only: a durable copy was not made (fetch failed, no room) */
+/* lookup_ack only, or'ed into FX_GET_DURABLE: the source is a replica target (a CPU owner)
+ * that keeps its copy after this one (target_copy_after_fetch "keep"), so the copy needs no
+ * write-back when it gets cold; the master moves that copy to its target's cold FIFO tail
+ * when the requester evicts this version (issue 38). GET_DONE echoes the mode without it. */
+#define FX_GET_SRC_KEPT 0x100u
 /* A request with req_id 0 is one-way: no response is sent. */
 
 typedef struct fx_frame_header {

@@ -552,10 +552,12 @@ Test(remote, writeback_then_demotion)
 }
 
 /* A value A fetches back from the CPU owner keeps its copy there (target_copy_after_fetch
- * "keep", the default): when it gets cold on A again, its write-back finds that copy
- * (APPEND_START: KEY_EXISTS, counted repl_already) and moves no bytes; the copy still serves
- * another owner byte-exact. (Before, the fetch dropped the CPU copy and the next write-back
- * copied the value in full again.) */
+ * "keep", the default): the LOOKUP says so (FX_GET_SRC_KEPT), so A makes no write-back task
+ * for it when it gets cold again (counted repl_kept_after_fetch; before, each cost a task and
+ * an APPEND_START answered "already"), and when A evicts it the master moves the CPU owner's
+ * copy to the tail of that owner's cold FIFO (target_refreshed_at_evict), as the "already"
+ * did. The copy still serves another owner byte-exact. (Before session 33 the fetch dropped
+ * the CPU copy and the next write-back copied the value in full again.) */
 Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
 {
     kf_up_ex(3, NULL, wb_all);
@@ -576,13 +578,19 @@ Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
     cr_assert_eq(kf_stat(a, "remote_hits"), gpu0, "none from a GPU owner");
     cr_assert_eq(master_stat(a, "target_promoted_away"), 0, "the CPU owner keeps its copies of wb0");
     cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
+    cr_assert_eq(kf_stat(a, "repl_kept_after_fetch"), 16, "wb0's 16 copies need no write-back");
     long long already0 = kf_stat(a, "repl_already"), appended0 = master_stat(a, "append_keys_completed");
+    long long refreshed0 = master_stat(a, "target_refreshed_at_evict");
     for (int r = 10; r < 20; r++) { /* wb0, fetched back, gets cold on A again */
         snprintf(pfx, sizeof pfx, "wb%d", r);
         put_groups(a, pfx, 16, 4, 0, NULL);
     }
     cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
-    cr_assert_geq(kf_stat(a, "repl_already") - already0, 4, "wb0's four groups found their copies (already)");
+    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    cr_assert_eq(kf_stat(a, "repl_already"), already0, "no write-back of wb0 again: none found its copy (already)");
+    cr_assert_eq(master_stat(a, "target_promoted_away"), 0, "the CPU owner still keeps its copies of wb0");
+    cr_assert_geq(master_stat(a, "target_refreshed_at_evict") - refreshed0, 16,
+                  "A evicted wb0 again: its CPU copies moved to the cold FIFO's tail");
     /* every key copied since is one of wb10..wb19's (at most 160): none of wb0's again */
     cr_assert_leq(master_stat(a, "append_keys_completed") - appended0, 160);
     cr_assert_eq(get_check(b, "wb0", 16, 4), 16, "the kept copies serve B byte-exact");
