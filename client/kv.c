@@ -274,6 +274,10 @@ int fluxon_tenant_set(fluxon_client *cl, const char *tenant, uint64_t quota_byte
                                            : "flags has unknown bits");
         return FLUXON_ERR_INVALID_ARGUMENT;
     }
+    if (!fx_tenant_name_ok(tenant, strlen(tenant))) { /* no owner could list it: not a NOT_FOUND */
+        FX_WARN("tenant_set: \"%.40s\" is not a tenant name ([A-Za-z0-9_.-], 1..%d bytes)", tenant, FX_TENANT_NAME_MAX - 1);
+        return FLUXON_ERR_INVALID_ARGUMENT;
+    }
     _Static_assert(FLUXON_TENANT_SET_QUOTA == FX_TENANT_SET_QUOTA && FLUXON_TENANT_SET_GUARANTEED == FX_TENANT_SET_GUARANTEED,
                    "the wire's bits are the API's");
     fx_body_tenant_set_t b = {fx_str_c(tenant), quota_bytes, guaranteed_bytes, flags, fx_str_c(admin_token ? admin_token : "")};

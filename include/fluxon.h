@@ -543,7 +543,8 @@ int fluxon_pin(fluxon_client *c, const char *const *keys, size_t n_keys, uint32_
  * Returns FLUXON_OK (applied on this owner; it sends the change to the master, which pushes
  * it to every other owner and to owners that register later, each applying it within its
  * own checks);
- * FLUXON_ERR_INVALID_ARGUMENT (NULL c or tenant, no or unknown flags; or the owner's
+ * FLUXON_ERR_INVALID_ARGUMENT (NULL c or tenant, a tenant that is not a name
+ * ([A-Za-z0-9_.-], 1..32 bytes), no or unknown flags; or the owner's
  * refusal: a guarantee above the quota, guarantees summing above its hot tier — its
  * message names the values); FLUXON_ERR_NOT_FOUND (the owner does not list the tenant);
  * FLUXON_ERR_AUTH (neither the admin token nor a client of that tenant, or that client

@@ -4,6 +4,7 @@
  * cluster in this process. Exit status: 0 ok, 1 runtime error, 2 usage/config error,
  * 3 outcome unknown (FX_CLI_EXIT_UNKNOWN). */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <cJSON.h>
 #include <errno.h>
 #include <signal.h>
@@ -45,7 +46,7 @@ static void usage(FILE *f)
             "      tenant set NAME [--quota BYTES] [--guaranteed BYTES] [--admin-token T]   a tenant's quota and\n"
             "                            guaranteed share on this owner, at once (docs/tenants.md)\n"
             "      top [--once] [--iterations N] [--interval-ms 10..60000]   live view: nodes, hit ratio,\n"
-            "                            ops/s, p50/p99 (q quits) [1000]\n"
+            "                            ops/s, p50/p99 (q quits) [1000]; --iterations 0 (the default): until interrupted\n"
             "      hot [--batch N] [--value-len B] [--iters N]   the hostless hot path in steady state against\n"
             "                            this owner: restores of one batch, then fresh puts (p50/p90/p99)\n"
             "  fluxon demo [OPTIONS]                       replay an LLM trace through the hostless API\n"
@@ -313,22 +314,33 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "bench-hostless") == 0) return fx_cli_bench_hostless(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-kv") == 0) return fx_cli_bench_kv(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench-batch") == 0) return fx_cli_bench_batch(argc - 1, argv + 1);
+    if (argc == 2 && (!strcmp(argv[1], "help") || !strcmp(argv[1], "version"))) /* as --help, --version */
+        argv[1] = argv[1][0] == 'h' ? "--help" : "--version";
     for (; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *v = NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
         } else if (strcmp(a, "--version") == 0) {
             printf("fluxon %s\n", fluxon_version());
             return 0;
-        } else if (strncmp(a, "--role=", 7) == 0) {
-            role = a + 7;
-        } else if (strcmp(a, "--role") == 0 && i + 1 < argc) {
-            role = argv[++i];
-        } else if (strncmp(a, "--config=", 9) == 0) {
-            config = a + 9;
-        } else if (strcmp(a, "--config") == 0 && i + 1 < argc) {
-            config = argv[++i];
+        } else if (!strncmp(a, "--role=", 7) || !strcmp(a, "--role") || !strncmp(a, "--config=", 9) ||
+                   !strcmp(a, "--config")) {
+            bool is_role = !strncmp(a, "--role", 6);
+            const char *name = is_role ? "--role" : "--config";
+            size_t nl = strlen(name);
+            if (a[nl] == '=') v = a + nl + 1;
+            else if (i + 1 < argc) v = argv[++i];
+            if (!v || !*v) {
+                fprintf(stderr, "fluxon: %s needs %s\n", name, is_role ? "master, owner or external" : "FILE");
+                return EXIT_USAGE;
+            }
+            const char **slot = is_role ? &role : &config;
+            if (*slot && strcmp(*slot, v)) {
+                fprintf(stderr, "fluxon: %s given twice (%s, %s)\n", name, *slot, v);
+                return EXIT_USAGE;
+            }
+            *slot = v;
         } else if (a[0] == '-' && (!role || strcmp(role, "external"))) {
             fprintf(stderr, "fluxon: unknown option %s (see fluxon --help)\n", a);
             return EXIT_USAGE;

@@ -56,7 +56,9 @@ typedef struct bn_cluster {
 static int bn_up(bn_cluster_t *c, uint64_t value_len, size_t values)
 {
     memset(c, 0, sizeof *c);
-    snprintf(c->dir, sizeof c->dir, "/tmp/fluxon-bench-XXXXXX");
+    const char *tmp = getenv("TMPDIR"); /* else /tmp */
+    if (!tmp || !*tmp || strlen(tmp) > sizeof c->dir - 24) tmp = "/tmp";
+    snprintf(c->dir, sizeof c->dir, "%s/fluxon-bench-XXXXXX", tmp);
     if (!mkdtemp(c->dir)) return FLUXON_ERR_INTERNAL;
     int rc = fluxon_node_start("{\"role\":\"master\",\"cluster_id\":\"bench\",\"listen\":\"127.0.0.1:0\","
                                "\"log_level\":\"warn\"}", &c->master);
@@ -91,23 +93,62 @@ static void bn_down(bn_cluster_t *c)
     if (system(cmd)) {}
 }
 
-static long bn_arg(int argc, char **argv, const char *name, long def)
+/* A benchmark's options: each "--name VALUE" in min..max (units: a size); an unknown option,
+ * a missing value or one out of range is a usage error (2), named. */
+typedef struct bn_opt {
+    const char *name;
+    uint64_t min, max;
+    int units;
+    long *val; /* in: the default; out: the value given */
+} bn_opt_t;
+
+static int bn_args(const char *who, int argc, char **argv, const bn_opt_t *o, size_t n)
 {
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], name)) return strtol(argv[i + 1], NULL, 10);
-    return def;
+    for (int i = 1; i < argc; i++) {
+        size_t k = 0;
+        while (k < n && strcmp(argv[i], o[k].name)) k++;
+        if (k == n) {
+            fprintf(stderr, "fluxon %s: unknown option %s (options:", who, argv[i]);
+            for (k = 0; k < n; k++) fprintf(stderr, " %s N", o[k].name);
+            fprintf(stderr, ")\n");
+            return 2;
+        }
+        if (i + 1 == argc) {
+            fprintf(stderr, "fluxon %s: %s needs a value (%llu..%llu)\n", who, argv[i], (unsigned long long)o[k].min,
+                    (unsigned long long)o[k].max);
+            return 2;
+        }
+        uint64_t v;
+        if (fx_cli_parse_u64(who, o[k].name, argv[++i], o[k].min, o[k].max, o[k].units, &v)) return 2;
+        *o[k].val = (long)v;
+    }
+    return 0;
+}
+
+/* The two owners' segments (bn_up) must fit in half this host's memory: refused before any
+ * is made, naming the options (before, a large --count ran until killed, and a large
+ * --value-len failed as "cluster did not start" blaming segment_bytes). */
+static int bn_fits(const char *who, uint64_t value_len, uint64_t values, const char *count_opt)
+{
+    uint64_t slot = (value_len + 4095) / 4096 * 4096, need = 2 * (slot * values * 3 + 2 * (slot * 64 + (64ull << 20)));
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    if (!ram || need <= ram / 2) return 0;
+    fprintf(stderr, "fluxon %s: --value-len %llu x %s %llu needs about %.1f GiB of segments (two owners, 3 slots a "
+            "value), more than half this host's %.1f GiB of memory\n", who, (unsigned long long)value_len, count_opt,
+            (unsigned long long)values, (double)need / (1u << 30), (double)ram / (1u << 30));
+    return 2;
 }
 
 /* One hostless round: put a batch through owner 0, restore it locally, through owner 1
  * (remote the first time), and a batch of misses. */
 int fx_cli_bench_hostless(int argc, char **argv)
 {
-    long batch = bn_arg(argc, argv, "--batch", 64), vlen = bn_arg(argc, argv, "--value-len", 4718592),
-         iters = bn_arg(argc, argv, "--iters", 20);
-    if (batch <= 0 || batch > 4096 || vlen <= 0 || iters <= 0) {
-        fprintf(stderr, "fluxon bench-hostless: --batch 1..4096, --value-len > 0, --iters > 0\n");
-        return 2;
-    }
+    long batch = 64, vlen = 4718592, iters = 20;
+    const bn_opt_t opts[] = {{"--batch", 1, 4096, 0, &batch}, {"--value-len", 1, 1ull << 30, 1, &vlen},
+                             {"--iters", 1, 1000000, 0, &iters}};
+    int arc = bn_args("bench-hostless", argc, argv, opts, sizeof opts / sizeof *opts);
+    if (arc || (arc = bn_fits("bench-hostless", (uint64_t)vlen, (uint64_t)batch * 2, "--batch x 2"))) return arc;
     bn_cluster_t c;
     int rc = bn_up(&c, (uint64_t)vlen, (size_t)batch * 2);
     if (rc) {
@@ -209,11 +250,10 @@ int fx_cli_bench_hostless(int argc, char **argv)
  * through the other owner. */
 int fx_cli_bench_kv(int argc, char **argv)
 {
-    long vlen = bn_arg(argc, argv, "--value-len", 4096), n = bn_arg(argc, argv, "--count", 2000);
-    if (vlen <= 0 || n <= 0) {
-        fprintf(stderr, "fluxon bench-kv: --value-len > 0, --count > 0\n");
-        return 2;
-    }
+    long vlen = 4096, n = 2000;
+    const bn_opt_t opts[] = {{"--value-len", 1, 1ull << 30, 1, &vlen}, {"--count", 1, 10000000, 0, &n}};
+    int arc = bn_args("bench-kv", argc, argv, opts, sizeof opts / sizeof *opts);
+    if (arc || (arc = bn_fits("bench-kv", (uint64_t)vlen, (uint64_t)n, "--count"))) return arc;
     bn_cluster_t c;
     int rc = bn_up(&c, (uint64_t)vlen, (size_t)n); /* 3n slots per owner: room for both sets */
     if (rc) {
@@ -331,12 +371,11 @@ static int bn_batch_round(fluxon_client *c, bn_bufs_t *b, long batch, double *pu
 
 int fx_cli_bench_batch(int argc, char **argv)
 {
-    long batch = bn_arg(argc, argv, "--batch", 64), vlen = bn_arg(argc, argv, "--value-len", 1048576),
-         iters = bn_arg(argc, argv, "--iters", 20);
-    if (batch <= 0 || batch > 4096 || vlen <= 0 || iters <= 0) {
-        fprintf(stderr, "fluxon bench-batch: --batch 1..4096, --value-len > 0, --iters > 0\n");
-        return 2;
-    }
+    long batch = 64, vlen = 1048576, iters = 20;
+    const bn_opt_t opts[] = {{"--batch", 1, 4096, 0, &batch}, {"--value-len", 1, 1ull << 30, 1, &vlen},
+                             {"--iters", 1, 1000000, 0, &iters}};
+    int arc = bn_args("bench-batch", argc, argv, opts, sizeof opts / sizeof *opts);
+    if (arc || (arc = bn_fits("bench-batch", (uint64_t)vlen, (uint64_t)batch * 2, "--batch x 2"))) return arc;
     bn_cluster_t c;
     int rc = bn_up(&c, (uint64_t)vlen, (size_t)batch * 2);
     if (rc) {

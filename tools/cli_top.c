@@ -235,15 +235,22 @@ static int top_args(int argc, char **argv, long *iters, long *interval)
 {
     bool once = false; /* --once wins over --iterations, in any order */
     for (int i = 0; i < argc; i++) {
-        char *end = NULL;
-        if (!strcmp(argv[i], "--once")) once = true;
-        else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) *iters = strtol(argv[++i], &end, 10);
-        else if (!strcmp(argv[i], "--interval-ms") && i + 1 < argc) *interval = strtol(argv[++i], &end, 10);
-        else end = argv[i];
-        if ((end && *end) || *iters < 0 || *interval < 10 || *interval > 60000) {
-            fprintf(stderr, "usage: top [--once] [--iterations N] [--interval-ms 10..60000]\n");
+        uint64_t v = 0;
+        bool it = !strcmp(argv[i], "--iterations"), iv = !strcmp(argv[i], "--interval-ms");
+        if (!strcmp(argv[i], "--once")) {
+            once = true;
+            continue;
+        }
+        if ((!it && !iv) || i + 1 == argc ||
+            fx_cli_parse_u64("top", argv[i], argv[i + 1], it ? 0 : 10, it ? 1000000000 : 60000, 0, &v)) {
+            if (!it && !iv) fprintf(stderr, "fluxon top: unknown argument %s\n", argv[i]);
+            else if (i + 1 == argc) fprintf(stderr, "fluxon top: %s needs a value\n", argv[i]);
+            fprintf(stderr, "usage: top [--once] [--iterations N (0: until interrupted, the default)] "
+                    "[--interval-ms 10..60000]\n");
             return -1;
         }
+        *(it ? iters : interval) = (long)v;
+        i++;
     }
     if (once) *iters = 1;
     return 0;

@@ -151,3 +151,27 @@ int fx_cli_wait_prefault(fluxon_node *const *nodes, unsigned n_nodes, fluxon_cli
     free(buf);
     return st;
 }
+
+/* fx_parse_size's units, which this CLI-side code cannot call: the library's internals are
+ * static in the amalgamation the binary is built from */
+int fx_cli_parse_u64(const char *who, const char *opt, const char *s, uint64_t min, uint64_t max, int units,
+                     uint64_t *out)
+{
+    static const struct { const char *sfx; uint64_t mul; } u[] = {
+        {"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"KB", 1000}, {"MB", 1000000},
+        {"GB", 1000000000}};
+    size_t nu = units ? sizeof u / sizeof *u : 1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    size_t k = 0;
+    while (k < nu && strcmp(end, u[k].sfx)) k++;
+    int ok = *s && end != s && !errno && s[0] != '-' && k < nu && v <= max / u[k].mul && v * u[k].mul >= min;
+    if (!ok) {
+        fprintf(stderr, "fluxon %s: %s %s: must be an integer in %llu..%llu%s\n", who, opt, s, (unsigned long long)min,
+                (unsigned long long)max, units ? " (bytes, or with a unit: B, KiB, MiB, GiB, KB, MB, GB)" : "");
+        return -1;
+    }
+    *out = v * u[k].mul;
+    return 0;
+}

@@ -246,9 +246,8 @@ Test(quota, bad_tenant_set_input_is_refused_and_moves_no_counter, .fini = kf_dow
     cr_assert_eq(fluxon_tenant_set(b, "acme", 1024 * 1024, 0, FLUXON_TENANT_SET_QUOTA, NULL), FLUXON_ERR_AUTH);
     cr_assert_eq(fluxon_tenant_set(b, "acme", 1024 * 1024, 0, FLUXON_TENANT_SET_QUOTA, "nope"), FLUXON_ERR_AUTH);
     cr_assert_eq(fluxon_tenant_set(d, "default", 4096, 0, FLUXON_TENANT_SET_QUOTA, NULL), FLUXON_ERR_AUTH);
-    /* unknown tenant, not a name */
+    /* unknown tenant */
     cr_assert_eq(fluxon_tenant_set(a, "gamma", 4096, 0, FLUXON_TENANT_SET_QUOTA, "adm-secret"), FLUXON_ERR_NOT_FOUND);
-    cr_assert_eq(fluxon_tenant_set(a, "a/b", 4096, 0, FLUXON_TENANT_SET_QUOTA, "adm-secret"), FLUXON_ERR_NOT_FOUND);
     /* a guarantee above the quota; guarantees above the hot tier (1 MiB) */
     cr_assert_eq(fluxon_tenant_set(a, "acme", 0, 1024 * 1024, FLUXON_TENANT_SET_GUARANTEED, NULL),
                  FLUXON_ERR_AUTH, "a tenant raises its own guarantee");
@@ -260,6 +259,9 @@ Test(quota, bad_tenant_set_input_is_refused_and_moves_no_counter, .fini = kf_dow
     cr_assert_eq(fluxon_tenant_set(a, "acme", 1, 1, 0, NULL), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(fluxon_tenant_set(a, "acme", 1, 1, 0x8, NULL), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(fluxon_tenant_set(a, NULL, 1, 1, FLUXON_TENANT_SET_QUOTA, NULL), FLUXON_ERR_INVALID_ARGUMENT);
+    /* not a tenant name: no owner could list it (before: the owner's NOT_FOUND) */
+    cr_assert_eq(fluxon_tenant_set(a, "a/b", 4096, 0, FLUXON_TENANT_SET_QUOTA, "adm-secret"), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fluxon_tenant_set(a, "", 4096, 0, FLUXON_TENANT_SET_QUOTA, "adm-secret"), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(kf_stat(a, "quota_changes"), ch0, "no change counted");
     cr_assert_eq(kf_stat(a, "quota_refusals"), rf0);
     cr_assert_eq(tf_stat(a, "acme", "quota_bytes"), 512 * 1024, "nothing changed");

@@ -37,12 +37,20 @@ static int rp_load(rp_run *r)
         return RP_EXIT_USAGE;
     }
     if (fx_cli_trace_load(o->trace, o->requests, o->skip_bad_lines, &r->trace, err, sizeof err)) {
-        fprintf(stderr, "fluxon demo: %s%s\n", err, o->trace_from_env && !o->trace_given ? " (from FLUXON_TRACE)" : "");
+        fprintf(stderr, "fluxon demo: %s%s%s\n", o->trace_given ? "--trace " : "", err,
+                o->trace_from_env && !o->trace_given ? " (from FLUXON_TRACE)" : "");
         if (strstr(err, ": cannot open: ") && !o->trace_given)
             fprintf(stderr, "fluxon demo: pass --trace FILE or set FLUXON_TRACE=FILE\n");
         return RP_EXIT_USAGE;
     }
     r->n_req = r->trace.n_reqs;
+    for (size_t q = 0; q < r->n_req; q++) /* a request's get_start is one batch of pages x TP ranks */
+        if ((uint64_t)r->trace.reqs[q].n_blocks * o->tp > FLUXON_MAX_BATCH_KEYS) {
+            fprintf(stderr, "fluxon demo: %s line %zu: %u pages x --tp %u = %llu keys, more than one batch takes "
+                    "(FLUXON_MAX_BATCH_KEYS, %d)\n", o->trace, r->trace.reqs[q].line, r->trace.reqs[q].n_blocks, o->tp,
+                    (unsigned long long)r->trace.reqs[q].n_blocks * o->tp, FLUXON_MAX_BATCH_KEYS);
+            return RP_EXIT_USAGE;
+        }
     if (r->n_req == 0) {
         if (r->trace.skipped_lines)
             fprintf(stderr, "fluxon demo: %s holds no request (%zu malformed line(s) skipped, the first at line %zu)\n",

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "fluxon.h"
 #include "value_oracle.h"
 
 /* ---------------------------------------------------------------------------------
@@ -121,6 +122,12 @@ static int tr_parse_line(const char *line, size_t lineno, struct tr_build *b, co
         goto done;
     }
     int n = cJSON_GetArraySize(ids);
+    if (n > FLUXON_MAX_BATCH_KEYS) { /* a request's get_start is one batch of its pages' keys */
+        snprintf(whybuf, whycap, "\"hash_ids\" has %d entries, more than one batch takes (FLUXON_MAX_BATCH_KEYS, %d)",
+                 n, FLUXON_MAX_BATCH_KEYS);
+        *why = whybuf;
+        goto done;
+    }
     if (tr_grow((void **)&b->pool, &b->cap_pool, b->n_pool + (size_t)n, sizeof *b->pool) ||
         tr_grow((void **)&b->reqs, &b->cap_reqs, b->n_reqs + 1, sizeof *b->reqs)) {
         rc = -2;

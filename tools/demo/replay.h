@@ -210,7 +210,7 @@ typedef struct rp_run {
     _Atomic size_t next_req;
     _Atomic int stop;
     /* progress, relaxed: exact totals are summed from the workers at the end */
-    _Atomic uint64_t done, lookups, hits, errors, checksum_failures, skipped,
+    _Atomic uint64_t done, lookups, hits, errors, checksum_failures, length_mismatches, skipped,
         bytes_restored, bytes_written;
     _Atomic unsigned logged_errors;
     rp_owner_stats owners[RP_MAX_OWNERS];

@@ -190,11 +190,20 @@ static uint64_t rp_headroom_values(const rp_opts *o)
  * per owner, because with K owners an owner may hold its own puts and the copies it
  * fetched from the others. --capacity-blocks N: N pages × T values (the hot tier) plus
  * RP_HEADROOM_PCT % of them for the puts in flight, rounded up to whole grants. */
+/* Without --capacity-blocks: room for the puts in flight on top of the run's pages and a
+ * quarter more, 64 values, but at most 1 GiB of them (at least 8): 64 values of 256 MiB made
+ * a 21 GiB segment for 14 pages (a new user's finding). */
+static uint64_t rp_fixed_headroom(uint64_t slot)
+{
+    uint64_t n = (1ull << 30) / slot;
+    return n > 64 ? 64 : n < 8 ? 8 : n;
+}
+
 static void rp_size_owner(const rp_opts *o, uint64_t distinct_pages, uint64_t *seg_p, uint64_t *grant_p)
 {
     uint64_t slot = rp_slot_bytes(o->value_len);
     uint64_t values = (o->capacity_blocks ? o->capacity_blocks : distinct_pages) * o->tp;
-    if (!o->capacity_blocks) values += values / 4 + 64;
+    if (!o->capacity_blocks) values += values / 4 + rp_fixed_headroom(slot);
     else values += rp_headroom_values(o);
     uint64_t max_spg = (512ull << 20) / slot ? (512ull << 20) / slot : 1;
     uint64_t spg = o->capacity_blocks ? values : values / 8;
@@ -236,8 +245,12 @@ static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)
                  k, dir, dir, k, (unsigned long long)seg, (unsigned long long)r->grant_bytes, rp_data_plane(r, dp, sizeof dp));
         int rc = fluxon_node_start(cfg, &r->cl.cpu[k]);
         if (rc != FLUXON_OK) {
-            fprintf(stderr, "fluxon demo: CPU owner %u did not start: %s (segment_bytes %llu)\n", k,
-                    fluxon_status_string(rc), (unsigned long long)seg);
+            if (rc == FLUXON_ERR_CONFIG) /* the flags made a config it refused: its reason is logged above */
+                fprintf(stderr, "fluxon demo: CPU owner %u did not start: its config was refused (the reason is "
+                        "logged above)\n", k);
+            else
+                fprintf(stderr, "fluxon demo: CPU owner %u did not start: %s (segment_bytes %llu)\n", k,
+                        fluxon_status_string(rc), (unsigned long long)seg);
             return rc;
         }
     }
@@ -253,16 +266,19 @@ static int rp_check_memory(const rp_run *r)
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
     if (!ram || need <= ram / 10 * 9) return FLUXON_OK;
+    char head[64] = "headroom, in whole grants";
+    if (!r->o.capacity_blocks)
+        snprintf(head, sizeof head, "25 %% + %llu values, in whole grants", (unsigned long long)rp_fixed_headroom(slot));
     fprintf(stderr,
             "fluxon demo: the segments need %.1f GiB (%u owner(s) x %.1f GiB: %llu %s x %u TP rank(s) x "
             "%llu-byte slots, + %s), more than 90 %% of this host's %.1f GiB of RAM: %s\n",
             (double)need / (1u << 30), r->o.owners, (double)r->segment_bytes / (1u << 30),
             (unsigned long long)(r->o.capacity_blocks ? r->o.capacity_blocks : r->distinct_pages),
             r->o.capacity_blocks ? "pages (--capacity-blocks)" : "distinct pages", r->o.tp, (unsigned long long)slot,
-            r->o.capacity_blocks ? "headroom" : "25 %", (double)ram / (1u << 30),
+            head, (double)ram / (1u << 30),
             r->o.capacity_blocks ? "lower --capacity-blocks or --cpu-capacity-blocks"
                                  : "lower --value-len or --requests, or bound each owner with --capacity-blocks");
-    return FLUXON_ERR_NO_SPACE;
+    return FLUXON_ERR_CONFIG; /* the flags' sizes: a usage error, as the --capacity-blocks check's */
 }
 
 static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owners, char *dir,
@@ -358,9 +374,13 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
                  r->o.prefetch_from_owners ? ",\"prefetch_from_owners\":true" : "", rp_data_plane(r, dp, sizeof dp));
         rc = fluxon_node_start(cfg, &owners[k]);
         if (rc != FLUXON_OK) {
-            fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n", k,
-                    fluxon_status_string(rc), (unsigned long long)r->segment_bytes,
-                    (unsigned long long)r->grant_bytes);
+            if (rc == FLUXON_ERR_CONFIG) /* the flags made a config it refused: its reason is logged above */
+                fprintf(stderr, "fluxon demo: owner %u did not start: its config was refused (the reason is logged "
+                        "above)\n", k);
+            else
+                fprintf(stderr, "fluxon demo: owner %u did not start: %s (segment_bytes %llu, grant_bytes %llu)\n",
+                        k, fluxon_status_string(rc), (unsigned long long)r->segment_bytes,
+                        (unsigned long long)r->grant_bytes);
             return rc;
         }
     }
@@ -411,7 +431,8 @@ int rp_cluster_up(rp_run *r)
         }
         cl->dir_made = 1;
         cl->embedded = 1;
-        if (rp_start_cluster(r, &cl->master, cl->owners, cl->dir, cl->socks) != FLUXON_OK) return 1;
+        int rc = rp_start_cluster(r, &cl->master, cl->owners, cl->dir, cl->socks);
+        if (rc != FLUXON_OK) return rc == FLUXON_ERR_CONFIG ? RP_EXIT_USAGE : 1; /* a flag's value refused: usage */
     }
     return rp_external_configs(r);
 }

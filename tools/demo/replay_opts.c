@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "replay.h"
 
 void rp_usage(FILE *f)
@@ -97,31 +99,6 @@ void rp_usage(FILE *f)
             "1 runtime failure, 2 usage error.\n");
 }
 
-/* units: a size may end in B, KiB, MiB, GiB (powers of 1024) or KB, MB, GB (of 1000), as
- * the config's sizes do (fx_parse_size, which this CLI-side code cannot call: the
- * library's internals are static in the amalgamation the binary is built from) */
-static int rp_parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, bool units, uint64_t *out)
-{
-    static const struct { const char *sfx; uint64_t mul; } u[] = {
-        {"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"KB", 1000}, {"MB", 1000000},
-        {"GB", 1000000000}};
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    size_t k = 0;
-    while (k < (units ? sizeof u / sizeof *u : 1) && strcmp(end, u[k].sfx)) k++;
-    bool ok = *s && end != s && !errno && s[0] != '-' && k < (units ? sizeof u / sizeof *u : 1) &&
-              v <= max / u[k].mul && v * u[k].mul >= min;
-    if (!ok) {
-        fprintf(stderr, "fluxon demo: %s %s: must be an integer in %llu..%llu%s\n", opt, s,
-                (unsigned long long)min, (unsigned long long)max,
-                units ? " (bytes, or with a unit: B, KiB, MiB, GiB, KB, MB, GB)" : "");
-        return -1;
-    }
-    *out = v * u[k].mul;
-    return 0;
-}
-
 static int rp_set_trace(rp_opts *o, const char *val)
 {
     o->trace = val;
@@ -151,6 +128,14 @@ static int rp_set_config(rp_opts *o, const char *val)
         fprintf(stderr, "fluxon demo: at most %d --config files\n", RP_MAX_OWNERS);
         return -1;
     }
+    char a[PATH_MAX], b[PATH_MAX];
+    for (unsigned i = 0; i < o->n_configs; i++) /* one owner joined twice: twice the workers on it */
+        if (!strcmp(o->configs[i], val) ||
+            (realpath(o->configs[i], a) && realpath(val, b) && !strcmp(a, b))) {
+            fprintf(stderr, "fluxon demo: --config %s given twice (one file per owner; --workers sets the "
+                    "workers on each)\n", val);
+            return -1;
+        }
     o->configs[o->n_configs++] = val;
     return 0;
 }
@@ -379,7 +364,7 @@ static int rp_opt_apply(const rp_optdef *d, rp_opts *o, const char *val)
         return d->set(o, val);
     case RP_OPT_INT:
     case RP_OPT_BYTES:
-        if (rp_parse_u64(d->name, val, d->min, d->max, d->kind == RP_OPT_BYTES, &v)) return -1;
+        if (fx_cli_parse_u64("demo", d->name, val, d->min, d->max, d->kind == RP_OPT_BYTES, &v)) return -1;
         if (d->size == sizeof(uint32_t)) *(uint32_t *)field = (uint32_t)v;
         else *(uint64_t *)field = v;
         return 0;
@@ -489,6 +474,11 @@ static int rp_opts_check(rp_opts *o)
     }
     if (o->simulate && !o->capacity_blocks) {
         fprintf(stderr, "fluxon demo: --simulate needs --capacity-blocks N\n");
+        return -1;
+    }
+    if (o->metrics_linger_ms && !o->metrics_listen) {
+        fprintf(stderr, "fluxon demo: --metrics-linger-ms %u keeps --metrics-listen serving after the replay: "
+                "give --metrics-listen ADDR too\n", (unsigned)o->metrics_linger_ms);
         return -1;
     }
     if ((o->cpu_owners || o->cpu_capacity_blocks) && o->n_configs) {

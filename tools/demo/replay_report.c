@@ -43,7 +43,7 @@ uint64_t rp_pct(const uint64_t *v, size_t n, double p)
 }
 
 typedef struct rp_totals {
-    uint64_t requests, lookups, hits, raw_hits, remote_hits, checksum_failures, errors, skipped;
+    uint64_t requests, lookups, hits, raw_hits, remote_hits, checksum_failures, length_mismatches, errors, skipped;
     uint64_t bytes_restored, bytes_written, contract_violations;
     uint64_t skipped_batches; /* futures refused at publish (batches, not keys) */
     uint64_t fill_ns, check_ns; /* the workers' own value work (rp_worker) */
@@ -94,6 +94,7 @@ static void rp_merge(rp_run *r, rp_totals *t, int baseline_ok)
     for (int s = 0; s < RP_NSTATUS; s++) t->skipped += t->skipped_by[s];
     t->skipped_batches = r->col.refused;
     t->checksum_failures = atomic_load(&r->checksum_failures);
+    t->length_mismatches = atomic_load(&r->length_mismatches);
     /* every counted error: statuses, contract violations, future failures/timeouts,
      * stalls (counted in r->errors only) */
     t->errors = atomic_load(&r->errors) + r->col.failed + r->col.timed_out;
@@ -194,8 +195,11 @@ static void rp_print_summary(const rp_run *r, const rp_totals *t)
                     lost ? "KEY_EXISTS, KEY_BEING_WRITTEN and batches refused at publish" : "all");
     if (lost) printf("  (%s not stored: no room for them, or their atomic group was refused whole; later misses)",
                      twice ? "the others were" : "pages");
-    printf("\nchecksum failures %llu\nerrors            %llu", (unsigned long long)t->checksum_failures,
-           (unsigned long long)t->errors);
+    printf("\nchecksum failures %llu", (unsigned long long)t->checksum_failures);
+    if (t->length_mismatches)
+        printf("\nlength mismatches %llu (values another run stored with another --value-len under these keys: "
+               "not read; use another --key-prefix)", (unsigned long long)t->length_mismatches);
+    printf("\nerrors            %llu", (unsigned long long)t->errors);
     for (int s = 0; s < RP_NSTATUS; s++)
         if (t->errors_by[s]) printf("  %s %llu", rp_status_name(s), (unsigned long long)t->errors_by[s]);
     if (t->contract_violations) printf("  contract violations %llu", (unsigned long long)t->contract_violations);
@@ -296,6 +300,7 @@ static void rp_json_totals(cJSON *j, const rp_run *r, const rp_totals *t)
     cJSON_AddNumberToObject(j, "remote_hits", (double)t->remote_hits);
     cJSON_AddBoolToObject(j, "remote_hits_reported", t->remote_known);
     cJSON_AddNumberToObject(j, "checksum_failures", (double)t->checksum_failures);
+    cJSON_AddNumberToObject(j, "length_mismatches", (double)t->length_mismatches);
     cJSON_AddNumberToObject(j, "errors", (double)t->errors);
     cJSON_AddNumberToObject(j, "contract_violations", (double)t->contract_violations);
     cJSON_AddNumberToObject(j, "skipped_backups", (double)t->skipped);
@@ -562,7 +567,7 @@ int rp_report(rp_run *r)
     int wrc = 0;
     if (o->out_dir) wrc = rp_write_summary_json(r, &t, summary) | rp_write_timeseries(r) | rp_write_cdf(r, &t);
     if (wrc) fprintf(stderr, "fluxon demo: could not write every file in %s\n", o->out_dir);
-    int ex = t.errors == 0 && t.checksum_failures == 0 && baseline_ok && !wrc && !rp_interrupted && !remote_rc &&
+    int ex = t.errors == 0 && t.checksum_failures == 0 && t.length_mismatches == 0 && baseline_ok && !wrc && !rp_interrupted && !remote_rc &&
                      t.requests == r->n_req
                  ? 0
                  : 1;

@@ -95,10 +95,20 @@ static uint64_t rp_restore(rp_worker *w, size_t req, fluxon_get_handle *h, uint6
         if (n > transferable) n = transferable;
     }
     uint64_t good = 0, tc = fx_cli_now_ns();
+    const uint64_t *lens = fluxon_plan_value_lens(c, plan);
     for (uint64_t j = 0; j < n; j++) {
         const void *src = (const void *)(uintptr_t)plan->value_ptrs[j];
         if (!src) {
             rp_worker_error(w, req, "get_transfer: NULL value pointer in the read plan", 0);
+            break;
+        }
+        if (!lens || lens[j] != vlen) { /* stored by another run (--config): never read past it */
+            uint64_t nm = atomic_fetch_add_explicit(&r->length_mismatches, 1, memory_order_relaxed);
+            if (!lens) rp_worker_error(w, req, "fluxon_plan_value_lens: NULL for a live read plan", 0);
+            else if (nm < RP_MAX_LOGGED_ERRORS)
+                fprintf(stderr, "\nfluxon demo: request %zu: %s holds a %llu-byte value, not --value-len %llu: "
+                        "another run stored this key (use another --key-prefix); restored up to it\n", req,
+                        w->keys[j], (unsigned long long)lens[j], (unsigned long long)vlen);
             break;
         }
         unsigned char *dst = w->kv + j * vlen;

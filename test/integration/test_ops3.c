@@ -1,0 +1,119 @@
+/* test_ops3.c — operability, round 3: what a fresh user's pass over the README and the CLI
+ * found in session 35 (a helper trying it as a new user would, with bad input). Real `fluxon`
+ * processes on loopback in a private temporary directory (opsfix.h). */
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+#include "opsfix.h"
+
+/* Before: `fluxon demo --config` copied --value-len bytes out of every restored value
+ * without looking at its length, so a second run with a larger --value-len over the same
+ * keys read past the values (SIGSEGV near the segment's end), reported CHECKSUM FAILUREs of
+ * intact data, or with a smaller one passed silently. Now each value's stored length is
+ * checked first (fluxon_plan_value_lens): a mismatch is counted and named, never read. */
+Test(ops3, demo_over_values_of_another_length_names_the_mismatch_and_never_reads_past_them, .timeout = 120,
+     .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    static char out[1 << 18]; /* the summary follows the client's log lines */
+    int ex = ops_cli(out, sizeof out, "demo --config %s --requests 5 --key-prefix s --workers 1", t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "checksum failures 0"), "exit %d: %s", ex, out);
+    cr_assert(!strstr(out, "length mismatches"), "%s", out);
+    ex = ops_cli(out, sizeof out, "demo --config %s --requests 5 --key-prefix s --workers 1 --value-len 8192", t.ecfg);
+    cr_assert(ex == 1, "exit %d: %s", ex, out);
+    cr_assert(strstr(out, "holds a 4096-byte value, not --value-len 8192") && strstr(out, "length mismatches ") &&
+                  strstr(out, "use another --key-prefix"), "%s", out);
+    cr_assert(strstr(out, "checksum failures 0") && !strstr(out, "CHECKSUM FAILURE"), "intact data: %s", out);
+    /* a smaller --value-len: named too (before, the values passed as 1024-byte pages) */
+    ex = ops_cli(out, sizeof out, "demo --config %s --requests 5 --key-prefix s --workers 1 --value-len 1024", t.ecfg);
+    cr_assert(ex == 1 && strstr(out, "holds a 4096-byte value, not --value-len 1024"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s ping --count 2", t.ecfg);
+    cr_assert_eq(ex, 0, "the owner serves on: %s", out);
+}
+
+/* Before: bench-kv, bench-hostless and bench-batch ran with any unknown option, took
+ * "10abc" as 10 and a missing value as the default, and ran a --count of 10^20 until
+ * killed. Now each is a usage error naming the option and its range. */
+Test(ops3, bench_options_are_checked_and_named, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    char out[4096];
+    int ex = ops_cli(out, sizeof out, "bench-kv --bogus");
+    cr_assert(ex == 2 && strstr(out, "fluxon bench-kv: unknown option --bogus (options: --value-len N --count N)"),
+              "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "bench-kv --count 10abc");
+    cr_assert(ex == 2 && strstr(out, "--count 10abc: must be an integer in 1..10000000"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "bench-kv --count");
+    cr_assert(ex == 2 && strstr(out, "--count needs a value"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "bench-kv --count 99999999999999999999 --value-len 1");
+    cr_assert(ex == 2 && strstr(out, "--count 99999999999999999999: must be"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "bench-kv --count 9000000 --value-len 1MiB");
+    cr_assert(ex == 2 && strstr(out, "more than half this host's"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "bench-hostless --value-len 99999999999 --iters 1 --batch 1");
+    cr_assert(ex == 2 && strstr(out, "--value-len 99999999999: must be an integer in 1..1073741824"), "exit %d: %s",
+              ex, out);
+    ex = ops_cli(out, sizeof out, "bench-batch --iters 0");
+    cr_assert(ex == 2 && strstr(out, "fluxon bench-batch: --iters 0: must be an integer in 1..1000000"),
+              "exit %d: %s", ex, out);
+}
+
+/* Before: --metrics-linger-ms without --metrics-listen and one --config given twice were
+ * taken silently (the second as a second owner: twice the workers on one), a trace line of
+ * more keys than a batch takes failed only at run time (1.5 GiB later), and a --ucx-tls the
+ * owners refused exited 1 blaming the segment sizes. */
+Test(ops3, demo_flags_taken_silently_before_are_usage_errors, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    char out[8192], trace[300];
+    int ex = ops_cli(out, sizeof out, "demo --metrics-linger-ms 100 --requests 20");
+    cr_assert(ex == 2 && strstr(out, "--metrics-linger-ms 100 keeps --metrics-listen serving") &&
+                  strstr(out, "give --metrics-listen ADDR too"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "demo --config %s --config %s/../%s/external.json", t.ecfg, t.dir,
+                 strrchr(t.dir, '/') + 1);
+    cr_assert(ex == 2 && strstr(out, "given twice (one file per owner"), "exit %d: %s", ex, out);
+    snprintf(trace, sizeof trace, "%s/huge.jsonl", t.dir);
+    FILE *f = fopen(trace, "w");
+    cr_assert_not_null(f);
+    fputs("{\"timestamp\":0,\"input_length\":10,\"output_length\":1,\"hash_ids\":[0", f);
+    for (int i = 1; i <= FLUXON_MAX_BATCH_KEYS; i++) fprintf(f, ",%d", i);
+    fputs("]}\n", f);
+    fclose(f);
+    ex = ops_cli(out, sizeof out, "demo --trace %s --capacity-blocks 1000", trace);
+    cr_assert(ex == 2 && strstr(out, "\"hash_ids\" has 1000001 entries, more than one batch takes "
+                                     "(FLUXON_MAX_BATCH_KEYS, 1000000)"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "demo --ucx-tls zzz --requests 20");
+    cr_assert(ex == 2 && strstr(out, "owner 0 did not start: its config was refused") &&
+                  strstr(out, "ucx_tls \"zzz\"") && !strstr(out, "grant_bytes"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "demo --trace %s/missing.jsonl", t.dir);
+    cr_assert(ex == 2 && strstr(out, "fluxon demo: --trace ") && strstr(out, "missing.jsonl: cannot open"),
+              "exit %d: %s", ex, out);
+}
+
+/* Before: `--config` with no value said "unknown option --config", a second --role won
+ * silently, `fluxon help` and `fluxon version` said "--role is missing", `top` took an empty
+ * or partly numeric value as a number (0 = forever) and `tenant set "bad name"` was a
+ * NOT_FOUND from the owner (exit 1). */
+Test(ops3, cli_arguments_say_what_is_wrong, .timeout = 60, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char out[8192];
+    int ex = ops_cli(out, sizeof out, "--role=master --config");
+    cr_assert(ex == 2 && strstr(out, "fluxon: --config needs FILE"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "--role=owner --role=master --config %s", t.mcfg);
+    cr_assert(ex == 2 && strstr(out, "fluxon: --role given twice (owner, master)"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "help");
+    cr_assert(ex == 0 && strstr(out, "usage:"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "version");
+    cr_assert(ex == 0 && strstr(out, "fluxon "), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s top --iterations ''", t.ecfg);
+    cr_assert(ex == 2 && strstr(out, "fluxon top: --iterations : must be an integer in 0..1000000000"), "exit %d: %s",
+              ex, out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s top --interval-ms 5", t.ecfg);
+    cr_assert(ex == 2 && strstr(out, "--interval-ms 5: must be an integer in 10..60000") &&
+                  strstr(out, "0: until interrupted"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s top --once", t.ecfg);
+    cr_assert_eq(ex, 0, "%s", out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set 'bad name' --quota 1MiB", t.ecfg);
+    cr_assert(ex == 2 && strstr(out, "is not a tenant name ([A-Za-z0-9_.-], 1..32 bytes)") &&
+                  strstr(out, "FLUXON_ERR_INVALID_ARGUMENT"), "exit %d: %s", ex, out);
+}
