@@ -49,6 +49,7 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
     struct mapp_cold *next;
     master_node_t *node;
     uint64_t no, gen, rep_seq; /* this entry's number; the replica's generation and number (W3) */
+    uint64_t kh;               /* the key's hash in the routes: pops prefetch their next ones */
     uint32_t klen;
     char key[];
 } mapp_cold_t;
@@ -186,7 +187,8 @@ static void mapp_cold_push(fx_mappend_t *a, fx_str_t key, mkv_replica_t *rep)
 {
     mapp_cold_t *e = fx_malloc(sizeof *e + key.len);
     if (!e) return; /* the replica stays; only target-side eviction cannot pick it */
-    *e = (mapp_cold_t){NULL, rep->node, ++a->next_seq, rep->generation, rep->seq, (uint32_t)key.len};
+    *e = (mapp_cold_t){NULL, rep->node, ++a->next_seq, rep->generation, rep->seq, fx_hmap_hash(key.p, key.len),
+                       (uint32_t)key.len};
     rep->cold = e->no;
     memcpy(e->key, key.p, key.len);
     if (a->cold_tail) a->cold_tail->next = e;
@@ -209,7 +211,7 @@ static void mapp_cold_push(fx_mappend_t *a, fx_str_t key, mkv_replica_t *rep)
 static int mapp_cold_find(fx_mappend_t *a, const mapp_cold_t *e, mkv_route_t **rp, fx_mkv_inv_t *inv)
 {
     if (e->node->generation != e->gen) return -1;
-    mkv_route_t *r = mkv_route_get(a->s, (fx_str_t){e->key, e->klen}, inv);
+    mkv_route_t *r = mkv_route_get_h(a->s, (fx_str_t){e->key, e->klen}, e->kh, inv);
     for (uint32_t j = 0; r && j < r->n_rep; j++)
         if (r->rep[j].seq == e->rep_seq) {
             if (r->rep[j].cold != e->no) return -1;
@@ -256,6 +258,14 @@ static int mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
     a->cold_head = e->next;
     if (!a->cold_head) a->cold_tail = NULL;
     a->n_cold--;
+    /* pops come in runs (room for a batch): the next entries' route lookups start loading
+     * under this one's (its slot was asked for one pop earlier, its entry's node two) */
+    mapp_cold_t *e1 = e->next, *e2 = e1 ? e1->next : NULL;
+    if (e1) mkv_routes_prefetch_deep(a->s, e1->kh, 1);
+    if (e2) {
+        mkv_routes_prefetch(a->s, e2->kh);
+        if (e2->next) __builtin_prefetch(e2->next);
+    }
     mkv_route_t *r = NULL;
     int j = mapp_cold_find(a, e, &r, inv);
     if (j >= 0) {

@@ -261,6 +261,8 @@ FX_INTERNAL mkv_route_t *mkv_route_get(mkv_t *s, fx_str_t key, fx_mkv_inv_t *v);
  * prefetches their slots first: mkv_routes_prefetch). */
 FX_INTERNAL mkv_route_t *mkv_route_get_h(mkv_t *s, fx_str_t key, uint64_t h, fx_mkv_inv_t *v);
 FX_INTERNAL void mkv_routes_prefetch(const mkv_t *s, uint64_t h);
+/* the route entry of hash h, its slot loaded (depth 1) or the entry's own data (2) */
+FX_INTERNAL void mkv_routes_prefetch_deep(const mkv_t *s, uint64_t h, int depth);
 /* A batch's route lookups, MKV_PREFETCH_BLOCK keys at a time: mkv_routes_prefetch_keys
  * hashes keys[0 .. n) (n <= MKV_PREFETCH_BLOCK) into kh[0 .. n) and starts loading their
  * slots, entries and routes, each level for all n keys before the next (the three misses

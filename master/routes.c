@@ -448,6 +448,10 @@ FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_ro
 }
 
 FX_INTERNAL void mkv_routes_prefetch(const mkv_t *s, uint64_t h) { fx_hmap_prefetch(s->routes, h); }
+FX_INTERNAL void mkv_routes_prefetch_deep(const mkv_t *s, uint64_t h, int depth)
+{
+    fx_hmap_prefetch_deep(s->routes, h, depth);
+}
 
 FX_INTERNAL void mkv_routes_prefetch_keys(const mkv_t *s, const fx_str_t *keys, uint32_t n, uint64_t *kh)
 {
