@@ -225,6 +225,7 @@ static int cmd_stat(fluxon_client *c, int argc, char **argv)
     int rc = fx_cli_json_call(c, fluxon_client_cluster_nodes, 1 << 16, &buf);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon: stat failed: %s\n", fluxon_status_string(rc));
+        fx_cli_explain_unavailable(c, "stat", rc); /* as put, get and ping do: the owner has no master */
         return 1;
     }
     if (json) {

@@ -33,7 +33,8 @@ char *fx_cli_read_config(const char *who, const char *path)
             if (!nb) {
                 free(buf);
                 buf = NULL;
-                fprintf(stderr, "%s: config %s is too large\n", who, path);
+                fprintf(stderr, "%s: config %s is too large (at most %u bytes)\n", who, path,
+                        (unsigned)CLI_CONFIG_MAX);
                 break;
             }
             buf = nb;

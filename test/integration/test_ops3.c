@@ -117,3 +117,16 @@ Test(ops3, cli_arguments_say_what_is_wrong, .timeout = 60, .fini = ops_fini)
     cr_assert(ex == 2 && strstr(out, "is not a tenant name ([A-Za-z0-9_.-], 1..32 bytes)") &&
                   strstr(out, "FLUXON_ERR_INVALID_ARGUMENT"), "exit %d: %s", ex, out);
 }
+
+/* Before: `stat` against an owner that had not reached its master printed only
+ * "stat failed: FLUXON_ERR_UNAVAILABLE", where put, get and ping said why. */
+Test(ops3, stat_without_a_master_says_why, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    t.owner = ops_start("owner", t.ocfg, t.olog); /* no master */
+    cr_assert(th_wait_path(t.sock, 10000));
+    char out[4096];
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s stat", t.ecfg);
+    cr_assert(ex == 1 && strstr(out, "stat failed: FLUXON_ERR_UNAVAILABLE") &&
+                  strstr(out, "stat: owner o1 is not connected to its master"), "exit %d: %s", ex, out);
+}
