@@ -555,8 +555,12 @@ static void rp_opts_defaults(rp_opts *o)
 static bool rp_try_trace(rp_opts *o, const char *path, const char *cwd)
 {
     size_t l = strlen(o->trace_tried);
-    snprintf(o->trace_tried + l, sizeof o->trace_tried - l, "%s%s%s%s", l ? "; " : "",
-             path[0] != '/' && cwd ? cwd : "", path[0] != '/' && cwd ? "/" : "", path);
+    char shown[8400];
+    snprintf(shown, sizeof shown, "%s%s%s", path[0] != '/' && cwd ? cwd : "", path[0] != '/' && cwd ? "/" : "", path);
+    const char *dup = strstr(o->trace_tried, shown); /* the same path twice (run from the binary's directory) */
+    size_t sl = strlen(shown);
+    if (!(dup && (dup[sl] == 0 || dup[sl] == ';') && (dup == o->trace_tried || dup[-1] == ' ')))
+        snprintf(o->trace_tried + l, sizeof o->trace_tried - l, "%s%s", l ? "; " : "", shown);
     if (access(path, R_OK) != 0) return false;
     snprintf(o->trace_found, sizeof o->trace_found, "%s", path);
     o->trace = o->trace_found;
