@@ -67,7 +67,7 @@ int rp_disk_report(rp_run *r, cJSON *summary)
            master_moved == v[D_MOVED] ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)v[D_NOT_ADMITTED],
            (unsigned long long)v[D_BUSY], (unsigned long long)v[D_RECORDS]);
     printf("  disk hits       %llu values read back (%llu from staging buffers, the rest in %llu reads of the "
-           "file), %llu unreadable (misses); %.1f MiB read, %.3f GB/s over the replay; %.1f MiB written; checksum "
+           "file), %llu unreadable (gone or failing their checksum: misses, never served); %.1f MiB read, %.3f GB/s over the replay; %.1f MiB written; checksum "
            "failures %llu\n",
            (unsigned long long)v[D_HITS], (unsigned long long)v[D_STAGED], (unsigned long long)v[D_READ_IOS],
            (unsigned long long)v[D_MISSES],
