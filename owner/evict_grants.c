@@ -162,7 +162,7 @@ FX_INTERNAL void fx_oevg_no_space_log(fx_owner_t *o, uint64_t value_len, size_t 
     const char *refusal = fx_oclaims_refusal(o); /* what holds the rest of the segment, said by the master */
     FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants)%s%s; "
             "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
-            "%llu committed, of them %llu bytes pinned in %llu values (issue 42: the owner's pin budget is %llu bytes, "
+            "%llu committed, of them %llu bytes pinned in %llu values (the owner's pin budget is %llu bytes, "
             "pin_budget_ratio %.2f of the %llu-byte hot tier or of the room the master's placed values leave its "
             "grants; tenants.NAME.pinned_bytes_max)%s%s",
             count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),

@@ -192,6 +192,9 @@ static int rp_simulate(rp_run *r)
 int fx_cli_replay_main(int argc, char **argv)
 {
     int help = 0;
+    /* a pipe or a file gets the banner and the summary in order with the stderr lines (block
+     * buffering put them after every warning: a new user's finding); a few dozen lines */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     rp_run *r = calloc(1, sizeof *r);
     if (!r) return 1;
     int ex = rp_parse_opts(argc, argv, &r->o, &help) ? RP_EXIT_USAGE : 0;
