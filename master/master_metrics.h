@@ -150,7 +150,7 @@
     X(evict_demoted, COUNTER, "master_evicted_groups_total", "outcome=\"demoted\"", "Evicted groups: demoted (a copy kept on a target) or dropped") \
     X(evict_dropped, COUNTER, "master_evicted_groups_total", "outcome=\"dropped\"", "")                          \
     X(target_refreshed, COUNTER, "master_target_refreshed_total", "", "Target replicas moved to their cold FIFO's tail by a write-back that found them (APPEND_START: already)") \
-    X(target_refreshed_at_evict, COUNTER, "master_target_refreshed_at_evict_total", "", "Target replicas moved to their cold FIFO's tail when a GPU owner evicted the copy it had fetched from them (no write-back)") \
+    X(target_refreshed_at_evict, COUNTER, "master_target_refreshed_at_evict_total", "", "Target replicas moved to their cold FIFO's tail when a GPU owner evicted its own copy of the value (a demotion), unless among the newest eighth") \
     X(target_promoted_away, COUNTER, "master_target_promoted_away_total", "", "Target replicas left after a promotion") \
     X(target_ranges_invalidated, COUNTER, "master_target_ranges_invalidated_total", "", "Dropped target replicas with a range invalidated at their owner (its PLACED record goes, W1)")
 

@@ -155,7 +155,9 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
             continue;
         }
         en->remote = true;
-        en->target_kept = og->src_kept;
+        /* the master that said so gets the GET_DONE (a failover to one with "drop" would drop
+         * the source's copy at GET_DONE: then the value is written back as any other) */
+        en->target_kept = og->src_kept && f->master_gen && fx_olink_master_generation(o) == f->master_gen;
         en->put_ms = og->put_ms;
         en->put_ver = og->put_ver;
         kv->transfer_keys++;

@@ -109,6 +109,7 @@ static uint64_t rp_restore(rp_worker *w, size_t req, fluxon_get_handle *h, uint6
                 fprintf(stderr, "\nfluxon demo: request %zu: %s holds a %llu-byte value, not --value-len %llu: "
                         "another run stored this key (use another --key-prefix); restored up to it\n", req,
                         w->keys[j], (unsigned long long)lens[j], (unsigned long long)vlen);
+            good -= good % ((uint64_t)r->o.group_pages * r->o.tp); /* whole groups: the rest is put again */
             break;
         }
         unsigned char *dst = w->kv + j * vlen;
