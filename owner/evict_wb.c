@@ -71,6 +71,8 @@ FX_INTERNAL void fx_oevw_lookahead(fx_owner_t *o)
     if (!ahead) return;
     fx_evp_node_t *n = kv->wb_cursor ? fx_evp_warmer(&kv->hot, &kv->wb_cursor->lru) : fx_evp_coldest(&kv->hot);
     for (uint32_t budget = 4096; n && budget && kv->wb_seen_bytes < ahead && fx_orepl_room(o); budget--) {
+        fx_evp_node_t *next = fx_evp_warmer(&kv->hot, n); /* a hint only: the walk takes it again below */
+        if (next) __builtin_prefetch(next);                /* its miss overlaps this entry's work */
         owner_entry_t *en = fx_oev_entry_of(n);
         if (en->wb_epoch != kv->wb_epoch) {
             en->wb_epoch = kv->wb_epoch;
