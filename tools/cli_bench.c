@@ -148,8 +148,7 @@ static int bn_args(const char *who, int argc, char **argv, const bn_opt_t *o, si
 static int bn_fits(const char *who, uint64_t value_len, uint64_t values, const char *count_opt)
 {
     uint64_t need = 2 * bn_segment_bytes(value_len, values, NULL); /* options' ranges: no overflow */
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    uint64_t ram = fx_cli_host_ram();
     if (!ram || need <= ram / 10 * 9) return 0;
     fprintf(stderr, "fluxon %s: --value-len %llu x %s %llu needs %.1f GiB of segments (two owners, 3 slots a "
             "value), more than 90 %% of this host's %.1f GiB of memory\n", who, (unsigned long long)value_len,

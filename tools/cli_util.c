@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 unsigned fx_cli_timeout_ms = 30000;
 
@@ -175,4 +176,10 @@ int fx_cli_parse_u64(const char *who, const char *opt, const char *s, uint64_t m
     }
     *out = v * u[k].mul;
     return 0;
+}
+
+uint64_t fx_cli_host_ram(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
 }

@@ -26,6 +26,9 @@ char *fx_cli_read_config(const char *who, const char *path);
 /* An option's value: a decimal integer in min..max, or with units (a size) ending in B, KiB,
  * MiB, GiB (powers of 1024) or KB, MB, GB (of 1000), as the config's sizes do. 0 and *out
  * set; -1 after printing "fluxon WHO: OPT S: must be ..." on stderr. */
+/* This host's physical memory in bytes (0: unknown): the demo's and the benchmarks' size checks. */
+uint64_t fx_cli_host_ram(void);
+
 int fx_cli_parse_u64(const char *who, const char *opt, const char *s, uint64_t min, uint64_t max, int units,
                      uint64_t *out);
 

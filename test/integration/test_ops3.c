@@ -37,24 +37,21 @@ Test(ops3, demo_over_values_of_another_length_names_the_mismatch_and_never_reads
 Test(ops3, bench_options_are_checked_and_named, .timeout = 60, .fini = ops_fini)
 {
     ops_init(NULL, NULL);
+    static const struct { const char *args, *says; } bad[] = {
+        {"bench-kv --bogus", "fluxon bench-kv: unknown option --bogus (options: --value-len N --count N)"},
+        {"bench-kv --count 10abc", "--count 10abc: must be an integer in 1..10000000"},
+        {"bench-kv --count", "--count needs a value"},
+        {"bench-kv --count 99999999999999999999 --value-len 1", "--count 99999999999999999999: must be"},
+        {"bench-kv --count 9000000 --value-len 1MiB", "more than 90 % of this host's"},
+        {"bench-hostless --value-len 99999999999 --iters 1 --batch 1",
+         "--value-len 99999999999: must be an integer in 1..1073741824"},
+        {"bench-batch --iters 0", "fluxon bench-batch: --iters 0: must be an integer in 1..1000000"},
+    };
     char out[4096];
-    int ex = ops_cli(out, sizeof out, "bench-kv --bogus");
-    cr_assert(ex == 2 && strstr(out, "fluxon bench-kv: unknown option --bogus (options: --value-len N --count N)"),
-              "exit %d: %s", ex, out);
-    ex = ops_cli(out, sizeof out, "bench-kv --count 10abc");
-    cr_assert(ex == 2 && strstr(out, "--count 10abc: must be an integer in 1..10000000"), "exit %d: %s", ex, out);
-    ex = ops_cli(out, sizeof out, "bench-kv --count");
-    cr_assert(ex == 2 && strstr(out, "--count needs a value"), "exit %d: %s", ex, out);
-    ex = ops_cli(out, sizeof out, "bench-kv --count 99999999999999999999 --value-len 1");
-    cr_assert(ex == 2 && strstr(out, "--count 99999999999999999999: must be"), "exit %d: %s", ex, out);
-    ex = ops_cli(out, sizeof out, "bench-kv --count 9000000 --value-len 1MiB");
-    cr_assert(ex == 2 && strstr(out, "more than 90 % of this host's"), "exit %d: %s", ex, out);
-    ex = ops_cli(out, sizeof out, "bench-hostless --value-len 99999999999 --iters 1 --batch 1");
-    cr_assert(ex == 2 && strstr(out, "--value-len 99999999999: must be an integer in 1..1073741824"), "exit %d: %s",
-              ex, out);
-    ex = ops_cli(out, sizeof out, "bench-batch --iters 0");
-    cr_assert(ex == 2 && strstr(out, "fluxon bench-batch: --iters 0: must be an integer in 1..1000000"),
-              "exit %d: %s", ex, out);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int ex = ops_cli(out, sizeof out, "%s", bad[i].args);
+        cr_assert(ex == 2 && strstr(out, bad[i].says), "%s: exit %d: %s", bad[i].args, ex, out);
+    }
 }
 
 /* Before: --metrics-linger-ms without --metrics-listen and one --config given twice were

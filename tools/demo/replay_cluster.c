@@ -263,8 +263,7 @@ static int rp_check_memory(const rp_run *r)
 {
     uint64_t slot = rp_slot_bytes(r->o.value_len);
     uint64_t need = r->segment_bytes * r->o.owners + rp_cpu_segment_bytes(r) * r->o.cpu_owners;
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    uint64_t ram = fx_cli_host_ram();
     if (!ram || need <= ram / 10 * 9) return FLUXON_OK;
     char head[64] = "headroom, in whole grants";
     if (!r->o.capacity_blocks)

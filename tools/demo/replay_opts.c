@@ -412,8 +412,7 @@ static int rp_tenant_quotas_check(rp_opts *o)
  * disk tier's bytes within what disk.capacity_bytes takes (2^53). */
 static int rp_sizes_check(const rp_opts *o)
 {
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    uint64_t ram = fx_cli_host_ram();
     uint64_t slot = rp_slot_bytes(o->value_len);
     uint64_t per_page = slot * o->tp; /* --value-len <= 1 GiB, --tp <= 64: no overflow */
     const struct { const char *flag; uint64_t n, owners; } want[] = {
