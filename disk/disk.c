@@ -505,6 +505,7 @@ static void dk_free_all(fx_disk_t *d)
     for (uint32_t i = 0; d->bufs && i < d->cfg.write_buffers; i++) {
         fx_disk_waiters_done(&d->bufs[i], FLUXON_ERR_CANCELLED); /* none after a clean close */
         fx_free(d->bufs[i].mem);
+        fx_free(d->bufs[i].dirty);
     }
     fx_free(d->bufs);
     fx_free(d->gap_buf);
@@ -556,6 +557,7 @@ FX_INTERNAL int fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx
         if ((d->bufs[i].mem = fx_disk_aligned(c.buffer_bytes))) {
             memset(d->bufs[i].mem, 0, c.buffer_bytes);
             d->bufs[i].cap = c.buffer_bytes;
+            d->bufs[i].dirty = fx_disk_dirty_new(c.buffer_bytes, 0);
         }
     }
     struct stat sb;

@@ -133,6 +133,8 @@ typedef struct dk_buf {
     struct fx_disk *d;
     int state;
     char *mem;
+    uint16_t *dirty; /* per 4 KiB block of mem: how many bytes from its start may be nonzero (a
+                      * header block only zeroes what an earlier record left past its header + key) */
     size_t cap, len, done; /* done: bytes already written (short writes go on) */
     dk_seg_t *seg;
     uint64_t file_off;
@@ -234,9 +236,12 @@ struct fx_disk {
 
 /* disk_format.c */
 FX_INTERNAL uint64_t fx_disk_ient_bytes(uint32_t klen);
-/* Writes the record (header block with key, value, padding) at p (fx_disk_rec_bytes). */
-FX_INTERNAL void fx_disk_rec_encode(char *p, uint64_t seg_id, uint64_t byte_off, const char *key, uint32_t klen,
-                                    const void *value, const fx_disk_meta_t *m, uint16_t flags);
+/* Writes the record (header block with key, value, padding) at p (fx_disk_rec_bytes).
+ * dirty: per 4 KiB block from p, how many bytes from its start may be nonzero (kept up to
+ * date: the header block's zeros are written only where an earlier record left bytes), or
+ * NULL (the whole header block is zeroed). */
+FX_INTERNAL void fx_disk_rec_encode(char *p, uint16_t *dirty, uint64_t seg_id, uint64_t byte_off, const char *key,
+                                    uint32_t klen, const void *value, const fx_disk_meta_t *m, uint16_t flags);
 /* Checks the record at p (len bytes read): a reason string on failure, NULL when good.
  * key may be NULL (the rebuild: any key). */
 FX_INTERNAL const char *fx_disk_rec_check(const char *p, size_t len, uint64_t seg_id, uint64_t byte_off,
@@ -269,6 +274,8 @@ FX_INTERNAL void *fx_disk_aligned(size_t n);
 FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
                               const fx_disk_meta_t *m, uint16_t flags, uint64_t *off);
 FX_INTERNAL void fx_disk_buf_submit(fx_disk_t *d, dk_buf_t *b);
+/* The dirty marks of a staging buffer of cap bytes (dk_buf_t.dirty), each block's `was`. */
+FX_INTERNAL uint16_t *fx_disk_dirty_new(size_t cap, uint16_t was);
 FX_INTERNAL dk_buf_t *fx_disk_buf_take(fx_disk_t *d, dk_seg_t *seg, uint64_t need);
 FX_INTERNAL void fx_disk_seal(fx_disk_t *d, dk_seg_t *seg);
 FX_INTERNAL uint32_t fx_disk_free_bufs(const fx_disk_t *d);

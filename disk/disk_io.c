@@ -44,7 +44,9 @@ static void dk_buf_done(fx_disk_t *d, dk_buf_t *b, int status)
     b->len = b->done = 0;
     if (b->cap > d->cfg.buffer_bytes) { /* a record larger than a buffer had it grown */
         fx_free(b->mem);
+        fx_free(b->dirty);
         b->mem = NULL;
+        b->dirty = NULL;
         b->cap = 0;
     }
     seg->writes--;
@@ -138,6 +140,16 @@ FX_INTERNAL void fx_disk_flush(fx_disk_t *d)
     if (d && d->cur) fx_disk_buf_submit(d, d->cur);
 }
 
+/* The dirty marks of a staging buffer of cap bytes, each block's set to `was` (0: the buffer
+ * is zeroed); NULL when out of memory. */
+FX_INTERNAL uint16_t *fx_disk_dirty_new(size_t cap, uint16_t was)
+{
+    size_t n = cap / FX_DISK_BLOCK;
+    uint16_t *v = fx_malloc((n ? n : 1) * sizeof *v);
+    for (size_t i = 0; v && i < n; i++) v[i] = was;
+    return v;
+}
+
 /* A buffer being filled for seg with `need` bytes free (the current one, else a free one);
  * NULL when every buffer is in flight. A buffer counts as one of seg's writes from here. */
 FX_INTERNAL dk_buf_t *fx_disk_buf_take(fx_disk_t *d, dk_seg_t *seg, uint64_t need)
@@ -156,8 +168,10 @@ FX_INTERNAL dk_buf_t *fx_disk_buf_take(fx_disk_t *d, dk_seg_t *seg, uint64_t nee
         char *m = fx_disk_aligned(cap);
         if (!m) return NULL;
         fx_free(b->mem);
+        fx_free(b->dirty);
         b->mem = m;
         b->cap = cap;
+        b->dirty = fx_disk_dirty_new(cap, FX_DISK_BLOCK); /* NULL: every header block zeroed whole */
     }
     b->state = DK_BUF_FILL;
     b->seg = seg;
@@ -213,7 +227,8 @@ FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, cons
         return FLUXON_ERR_BUSY;
     }
     uint64_t byte_off = seg->data_end;
-    fx_disk_rec_encode(b->mem + b->len, seg->id, byte_off, key, klen, value, m, flags);
+    fx_disk_rec_encode(b->mem + b->len, b->dirty ? b->dirty + b->len / FX_DISK_BLOCK : NULL, seg->id, byte_off, key,
+                       klen, value, m, flags);
     if (!flags) {
         int rc = fx_disk_index_add(d, seg, byte_off, key, klen, m, false);
         if (rc != FLUXON_OK) return rc; /* the bytes are staged but never counted: overwritten */

@@ -599,3 +599,40 @@ Test(disk, bad_configuration_values_name_their_field)
     th_rmtree(dir);
     free(dir);
 }
+
+/* A staging buffer's header block is zeroed only where an earlier record left bytes past
+ * the new header + key (dk_buf_t.dirty): a record with a short key written where one with
+ * a long key was still has zeros after its key, and checks; so does one written without
+ * marks (the whole block zeroed). */
+Test(disk, a_header_block_written_over_an_earlier_record_has_zeros_after_its_key)
+{
+    enum { VL = FX_DISK_BLOCK + 100, NB = 3 };
+    char *p = fx_disk_aligned(NB * FX_DISK_BLOCK);
+    cr_assert_not_null(p);
+    memset(p, 0xaa, NB * FX_DISK_BLOCK); /* what an earlier use left */
+    uint16_t dirty[NB] = {FX_DISK_BLOCK, FX_DISK_BLOCK, FX_DISK_BLOCK};
+    static uint8_t value[VL];
+    fill(value, VL, 7);
+    char long_key[300];
+    memset(long_key, 'k', sizeof long_key);
+    fx_disk_meta_t m = {VL, 1, 1, 1, 0};
+    const struct { const char *key; uint32_t klen; bool marks; } recs[] = {
+        {long_key, sizeof long_key, true}, {"s", 1, true}, {long_key, sizeof long_key, true}, {"s", 1, false}};
+    for (size_t i = 0; i < FX_ARRAY_LEN(recs); i++) {
+        if (!recs[i].marks) memset(p + FX_DISK_HDR_BYTES, 0xaa, FX_DISK_BLOCK - FX_DISK_HDR_BYTES);
+        fx_disk_rec_encode(p, recs[i].marks ? dirty : NULL, 5, 0, recs[i].key, recs[i].klen, value, &m, 0);
+        const char *why = fx_disk_rec_check(p, NB * FX_DISK_BLOCK, 5, 0, recs[i].key, recs[i].klen);
+        cr_assert_null(why, "record %zu: %s", i, why ? why : "");
+        size_t hk = FX_ALIGN_UP((size_t)FX_DISK_HDR_BYTES + recs[i].klen, (size_t)64);
+        for (size_t b = FX_DISK_HDR_BYTES + recs[i].klen; b < FX_DISK_BLOCK; b++)
+            cr_assert_eq(p[b], 0, "record %zu: byte %zu of its header block after its key is %d", i, b, p[b]);
+        for (size_t b = FX_DISK_BLOCK + VL; b < NB * FX_DISK_BLOCK; b++)
+            cr_assert_eq(p[b], 0, "record %zu: padding byte %zu after its value", i, b);
+        if (recs[i].marks) {
+            cr_assert_eq(dirty[0], hk, "record %zu: its header block's mark", i);
+            cr_assert_eq(dirty[1], FX_DISK_BLOCK);
+            cr_assert_eq(dirty[2], FX_DISK_BLOCK);
+        }
+    }
+    fx_free(p);
+}
