@@ -395,10 +395,10 @@ static void dk_rec_unlink(fx_disk_t *d, dk_rec_t *r)
 }
 
 FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off, const char *key, uint32_t klen,
-                                  const fx_disk_meta_t *m, bool newest_wins)
+                                  uint64_t h, const fx_disk_meta_t *m, bool newest_wins)
 {
     uint64_t off = FX_DISK_OFF_BIT | seg->id << 32 | byte_off / FX_DISK_BLOCK;
-    uint64_t h = fx_hmap_hash(key, klen); /* once: the lookup and the put (an append's hot path) */
+    if (!h) h = fx_hmap_hash(key, klen); /* once: the lookup and the put (an append's hot path) */
     /* an append replaces whatever the key had (the put below hands it back): only the
      * rebuild, where an older record may come later, looks first */
     dk_rec_t *old = newest_wins ? fx_hmap_get_h(d->by_key, key, klen, h) : NULL;

@@ -111,6 +111,9 @@ FX_INTERNAL bool fx_disk_room(fx_disk_t *d, size_t n, uint64_t bytes);
  * failed (writes to it stopped; logged once). */
 FX_INTERNAL int fx_disk_append(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
                                const fx_disk_meta_t *m, uint64_t *off);
+/* The same, with khash = fx_hmap_hash(key, klen) known to the caller (0: computed here). */
+FX_INTERNAL int fx_disk_append_h(fx_disk_t *d, const char *key, uint32_t klen, uint64_t khash, const void *value,
+                                 const fx_disk_meta_t *m, uint64_t *off);
 FX_INTERNAL void fx_disk_flush(fx_disk_t *d);
 
 /* The indexed record of key: its offset and meta (FLUXON_OK), or FLUXON_ERR_NOT_FOUND. */

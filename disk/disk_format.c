@@ -205,7 +205,7 @@ static bool dk_load_index(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, bo
         fx_disk_meta_t m = {.value_len = en.value_len, .put_ms = en.put_ms, .put_ver = en.put_ver,
                             .group_size = en.group_size, .group_idx = en.group_idx};
         if (en.flags ? !fx_disk_rb_mark(d, seg->id, en.offset, e + at + sizeof en, en.key_len, &m, en.flags)
-                     : fx_disk_index_add(d, seg, en.offset, e + at + sizeof en, en.key_len, &m, true) != FLUXON_OK)
+                     : fx_disk_index_add(d, seg, en.offset, e + at + sizeof en, en.key_len, 0, &m, true) != FLUXON_OK)
             ok = false;
         at += fx_disk_ient_bytes(en.key_len);
     }
@@ -265,7 +265,7 @@ static void dk_scan(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, const ch
             fx_disk_meta_t m = {.value_len = h.value_len, .put_ms = h.put_ms, .put_ver = h.put_ver,
                                 .group_size = h.group_size, .group_idx = h.group_idx};
             if (h.flags ? !fx_disk_rb_mark(d, seg->id, off, buf + FX_DISK_HDR_BYTES, h.key_len, &m, h.flags)
-                        : fx_disk_index_add(d, seg, off, buf + FX_DISK_HDR_BYTES, h.key_len, &m, true) != FLUXON_OK) {
+                        : fx_disk_index_add(d, seg, off, buf + FX_DISK_HDR_BYTES, h.key_len, 0, &m, true) != FLUXON_OK) {
                 why = "out of memory";
                 io_stop = true;
                 break;

@@ -253,8 +253,9 @@ FX_INTERNAL void fx_disk_seg_path(const fx_disk_t *d, uint64_t id, char *buf, si
 FX_INTERNAL int fx_disk_rebuild(fx_disk_t *d, char *err, size_t errlen);
 
 /* disk.c */
+/* h: fx_hmap_hash(key, klen), or 0 (computed here) */
 FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off, const char *key, uint32_t klen,
-                                  const fx_disk_meta_t *m, bool newest_wins);
+                                  uint64_t h, const fx_disk_meta_t *m, bool newest_wins);
 FX_INTERNAL void fx_disk_rec_drop(fx_disk_t *d, dk_rec_t *rec);
 FX_INTERNAL dk_seg_t *fx_disk_seg_new(fx_disk_t *d, uint64_t id, int fd);
 FX_INTERNAL int fx_disk_seg_open_fd(fx_disk_t *d, const char *path, int flags, char *err, size_t errlen);
@@ -271,7 +272,8 @@ FX_INTERNAL bool fx_disk_seg_fits(const fx_disk_t *d, const dk_seg_t *s, uint64_
 FX_INTERNAL void *fx_disk_aligned(size_t n);
 
 /* disk_io.c */
-FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
+/* khash: fx_hmap_hash(key, klen), or 0 (computed when needed) */
+FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, uint64_t khash, const void *value,
                               const fx_disk_meta_t *m, uint16_t flags, uint64_t *off);
 FX_INTERNAL void fx_disk_buf_submit(fx_disk_t *d, dk_buf_t *b);
 /* The dirty marks of a staging buffer of cap bytes (dk_buf_t.dirty), each block's `was`. */

@@ -203,7 +203,7 @@ FX_INTERNAL bool fx_disk_room(fx_disk_t *d, size_t n, uint64_t bytes)
 
 /* Stages one record (flags 0: a value, indexed; else a tombstone or barrier, listed for
  * its segment's index block) and returns its disk offset in *off. */
-FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
+FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, uint64_t khash, const void *value,
                               const fx_disk_meta_t *m, uint16_t flags, uint64_t *off)
 {
     if (fx_disk_failing(d)) return FLUXON_ERR_UNAVAILABLE;
@@ -227,10 +227,15 @@ FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, cons
         return FLUXON_ERR_BUSY;
     }
     uint64_t byte_off = seg->data_end;
+    if (!flags) { /* the index's slots this record goes to, loaded while its bytes are copied */
+        if (!khash) khash = fx_hmap_hash(key, klen);
+        fx_u64map_prefetch(&d->by_off, FX_DISK_OFF_BIT | seg->id << 32 | byte_off / FX_DISK_BLOCK);
+        fx_hmap_prefetch(d->by_key, khash);
+    }
     fx_disk_rec_encode(b->mem + b->len, b->dirty ? b->dirty + b->len / FX_DISK_BLOCK : NULL, seg->id, byte_off, key,
                        klen, value, m, flags);
     if (!flags) {
-        int rc = fx_disk_index_add(d, seg, byte_off, key, klen, m, false);
+        int rc = fx_disk_index_add(d, seg, byte_off, key, klen, khash, m, false);
         if (rc != FLUXON_OK) return rc; /* the bytes are staged but never counted: overwritten */
     } else {
         dk_tomb_t *t = fx_malloc(sizeof *t + klen + 1);
@@ -250,7 +255,13 @@ FX_INTERNAL int fx_disk_stage(fx_disk_t *d, const char *key, uint32_t klen, cons
 FX_INTERNAL int fx_disk_append(fx_disk_t *d, const char *key, uint32_t klen, const void *value,
                                const fx_disk_meta_t *m, uint64_t *off)
 {
-    int rc = fx_disk_stage(d, key, klen, value, m, 0, off);
+    return fx_disk_append_h(d, key, klen, 0, value, m, off);
+}
+
+FX_INTERNAL int fx_disk_append_h(fx_disk_t *d, const char *key, uint32_t klen, uint64_t khash, const void *value,
+                                 const fx_disk_meta_t *m, uint64_t *off)
+{
+    int rc = fx_disk_stage(d, key, klen, khash, value, m, 0, off);
     if (rc == FLUXON_OK) {
         d->st.appends++;
         d->st.append_bytes += klen + m->value_len;

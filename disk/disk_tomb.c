@@ -29,7 +29,7 @@ FX_INTERNAL int fx_disk_kill(fx_disk_t *d, uint64_t off)
     if (!r) return FLUXON_ERR_NOT_FOUND;
     fx_disk_meta_t m = r->m;
     m.value_len = 0;
-    int rc = fx_disk_stage(d, r->key, r->klen, NULL, &m, FX_DISK_REC_TOMB, NULL);
+    int rc = fx_disk_stage(d, r->key, r->klen, 0, NULL, &m, FX_DISK_REC_TOMB, NULL);
     if (rc == FLUXON_OK) d->st.tombstones++;
     else d->st.tomb_failures++;
     if (rc != FLUXON_OK && (d->st.tomb_failures == 1 || d->st.tomb_failures % 1000 == 0)) /* not one line a key:
@@ -45,7 +45,7 @@ FX_INTERNAL int fx_disk_kill(fx_disk_t *d, uint64_t off)
 FX_INTERNAL int fx_disk_barrier(fx_disk_t *d)
 {
     fx_disk_meta_t m = {0};
-    int rc = fx_disk_stage(d, NULL, 0, NULL, &m, FX_DISK_REC_BARRIER, NULL);
+    int rc = fx_disk_stage(d, NULL, 0, 0, NULL, &m, FX_DISK_REC_BARRIER, NULL);
     if (rc == FLUXON_OK) d->st.barriers++;
     else d->st.tomb_failures++;
     uint64_t n = 0;
@@ -68,7 +68,7 @@ static void dk_retire_mark_stage(fx_disk_t *d)
     uint64_t upto = d->retire_pending; /* 1 + the highest retired id */
     fx_disk_meta_t m = {.put_ms = upto - 1};
     d->retire_pending = 0;
-    int rc = fx_disk_stage(d, NULL, 0, NULL, &m, FX_DISK_REC_RETIRED, NULL);
+    int rc = fx_disk_stage(d, NULL, 0, 0, NULL, &m, FX_DISK_REC_RETIRED, NULL);
     if (rc == FLUXON_OK) {
         d->st.retire_marks++;
         return;

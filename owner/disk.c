@@ -530,7 +530,7 @@ FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const f
         uint64_t off = 0;
         if (i + 1 < n) /* loads under this value's checksum */
             fx_stream_prefetch_next(base + v[i + 1]->slot.offset, v[i + 1]->value_len);
-        int rc = fx_disk_append(s->d, en->key, en->klen, base + en->slot.offset, &meta[i], &off);
+        int rc = fx_disk_append_h(s->d, en->key, en->klen, en->khash, base + en->slot.offset, &meta[i], &off);
         if (rc == FLUXON_OK) {
             disk[i] = off;
         } else if (rc == FLUXON_ERR_INVALID_ARGUMENT) { /* larger than a segment can take */
