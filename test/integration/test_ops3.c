@@ -127,3 +127,18 @@ Test(ops3, stat_without_a_master_says_why, .timeout = 60, .fini = ops_fini)
     cr_assert(ex == 1 && strstr(out, "stat failed: FLUXON_ERR_UNAVAILABLE") &&
                   strstr(out, "stat: owner o1 is not connected to its master"), "exit %d: %s", ex, out);
 }
+
+/* Before: a paced replay (--speed 1 plays the trace's own timestamps: minutes) printed its
+ * progress only on a terminal, so a log or a pipe showed nothing until the end. Off a
+ * terminal a line now comes every 10 s, worded apart from the summary's lines. */
+Test(ops3, a_paced_replay_off_a_terminal_logs_its_progress, .timeout = 90, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    static char out[1 << 16];
+    int ex = ops_cli(out, sizeof out, "demo --requests 50 --speed 1 --workers 1");
+    cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
+    const char *p = strstr(out, "[demo] after 10 s: ");
+    cr_assert(p && strstr(p, " of 50 requests done (") && strstr(p, "0 bad checksums so far\n"), "%s", out);
+    cr_assert(p < strstr(out, "requests          50 in "), "the progress line comes before the summary: %s", out);
+    cr_assert(!strstr(out, "\r"), "no terminal line off a terminal: %s", out);
+}

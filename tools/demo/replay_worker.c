@@ -373,8 +373,11 @@ static void rp_worker_free(rp_worker *w)
     for (int i = 0; i < RP_NCALLS; i++) free(w->lat[i].v);
 }
 
-/* Progress on a terminal; detects a stalled run. Returns when every worker is done, or
+/* Progress: on a terminal a line rewritten 4 times a second; off a terminal (a log, a
+ * pipe) a line every RP_PROGRESS_LOG_S s of a long run, worded apart from the summary's
+ * lines (scripts read those). Detects a stalled run. Returns when every worker is done, or
  * once r->stop is set (interrupted, or a request ran past RP_STALL_MS). */
+#define RP_PROGRESS_LOG_S 10u
 static void rp_wait_run(rp_run *r)
 {
     int tty = isatty(2);
@@ -393,6 +396,18 @@ static void rp_wait_run(rp_run *r)
                      ht = atomic_load_explicit(&r->hits, memory_order_relaxed);
             fprintf(stderr, "\r[demo] %llu/%zu requests  %.0f req/s  prefix hits %.2f %%  errors %llu  checksum failures %llu   ",
                     (unsigned long long)done, r->n_req, secs > 0 ? (double)done / secs : 0.0,
+                    lk ? 100.0 * (double)ht / (double)lk : 0.0,
+                    (unsigned long long)atomic_load_explicit(&r->errors, memory_order_relaxed),
+                    (unsigned long long)atomic_load_explicit(&r->checksum_failures, memory_order_relaxed));
+        } else if (!tty && !finished && now - r->t_start_ns >= (uint64_t)RP_PROGRESS_LOG_S * 1000000000ull &&
+                   now - last_print >= (uint64_t)RP_PROGRESS_LOG_S * 1000000000ull) {
+            last_print = now;
+            double secs = (double)(now - r->t_start_ns) / 1e9;
+            uint64_t lk = atomic_load_explicit(&r->lookups, memory_order_relaxed),
+                     ht = atomic_load_explicit(&r->hits, memory_order_relaxed);
+            fprintf(stderr, "[demo] after %.0f s: %llu of %zu requests done (%.0f a second), hits %.2f %% of lookups, "
+                    "%llu errors, %llu bad checksums so far\n",
+                    secs, (unsigned long long)done, r->n_req, secs > 0 ? (double)done / secs : 0.0,
                     lk ? 100.0 * (double)ht / (double)lk : 0.0,
                     (unsigned long long)atomic_load_explicit(&r->errors, memory_order_relaxed),
                     (unsigned long long)atomic_load_explicit(&r->checksum_failures, memory_order_relaxed));
