@@ -74,14 +74,17 @@ static int hot_put(fluxon_client *c, const char *const *keys, long n, long vlen,
 
 /* Deletes keys[0..n); stops at the first that timed out or found the owner or the master
  * gone (each of the others would wait as long: 64 keys x timeout_ms), saying how many it
- * left, and makes that status the run's (*rc, *failed) unless the run already failed */
-static void hot_delete(fluxon_client *c, const char *const *keys, long n, int *rc_p, const char **failed_p)
+ * left in note[] (printed after the run's own failure, which comes first), and makes that
+ * status the run's (*rc, *failed) unless the run already failed */
+static void hot_delete(fluxon_client *c, const char *const *keys, long n, int *rc_p, const char **failed_p,
+                       char *note, size_t cap)
 {
     for (long i = 0; i < n; i++) {
         int rc = fluxon_delete(c, keys[i]);
         if (rc == FLUXON_ERR_TIMEOUT || rc == FLUXON_ERR_UNAVAILABLE) {
-            fprintf(stderr, "fluxon: hot: deleting its keys stopped at %s: %s (%ld of %ld left)\n", keys[i],
-                    fluxon_status_string(rc), n - i, n);
+            if (!note[0])
+                snprintf(note, cap, "fluxon: hot: deleting its keys stopped at %s: %s (%ld of %ld left)\n", keys[i],
+                         fluxon_status_string(rc), n - i, n);
             if (*rc_p == FLUXON_OK) *rc_p = rc, *failed_p = "a delete";
             return;
         }
@@ -139,7 +142,9 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
         if (rc == FLUXON_OK) fluxon_release_views(c, rp);
         else failed = "a restore";
     }
-    if (names && keys) hot_delete(c, keys, batch, &rc, &failed);
+    char note[256] = "";
+    /* the first batch, unless the owner turned every key of it down (nothing to delete) */
+    if (names && keys && refused < batch) hot_delete(c, keys, batch, &rc, &failed, note, sizeof note);
     /* fresh batches */
     for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
         for (long i = 0; i < batch; i++) snprintf(names[i], 64, "hot:%ld:p%ld:%ld", pid, it, i);
@@ -150,7 +155,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
             commit.ns[commit.n++] = ns[1];
             put.ns[put.n++] = ns[0] + ns[1];
         }
-        hot_delete(c, keys, batch, &rc, &failed);
+        hot_delete(c, keys, batch, &rc, &failed, note, sizeof note);
     }
     if (rc == FLUXON_OK) {
         printf("fluxon hot: batch %ld x %ld bytes, %ld rounds, against the owner of this client\n", batch, vlen, iters);
@@ -165,6 +170,8 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
             fprintf(stderr, " (the plan is no longer live: the owner releases one not committed within its "
                             "put_plan_ttl_ms)");
         fputc('\n', stderr);
+        fx_cli_explain_unavailable(c, "hot", rc); /* why the owner is unavailable, as put, get and ping say */
+        fputs(note, stderr);
     }
     free(names);
     free(keys);

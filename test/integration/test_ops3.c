@@ -142,3 +142,20 @@ Test(ops3, a_paced_replay_off_a_terminal_logs_its_progress, .timeout = 90, .fini
     cr_assert(p < strstr(out, "requests          50 in "), "the progress line comes before the summary: %s", out);
     cr_assert(!strstr(out, "\r"), "no terminal line off a terminal: %s", out);
 }
+
+/* Before: `hot` against an owner that had not reached its master printed the cleanup's
+ * failure ("deleting its keys stopped ...") before the cause, and not why the owner was
+ * unavailable. Now the cause comes first, then why, and no delete is tried for keys the
+ * owner turned down. */
+Test(ops3, hot_without_a_master_says_why_first, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL);
+    t.owner = ops_start("owner", t.ocfg, t.olog); /* no master */
+    cr_assert(th_wait_path(t.sock, 10000));
+    char out[4096];
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s hot --iters 10 --batch 4", t.ecfg);
+    const char *cause = strstr(out, "fluxon: hot: the first put failed: FLUXON_ERR_UNAVAILABLE");
+    cr_assert(ex == 1 && cause && strstr(cause, "hot: owner o1 is not connected to its master"), "exit %d: %s", ex,
+              out);
+    cr_assert(!strstr(out, "deleting its keys stopped"), "no delete of keys never stored: %s", out);
+}
