@@ -153,23 +153,27 @@ FX_INTERNAL void fx_oevg_no_space_log(fx_owner_t *o, uint64_t value_len, size_t 
         }
     }
     char census[256];
-    snprintf(census, sizeof census, "; of the committed: %llu in the eviction policy, %llu being evicted, %llu "
-             "hidden, %llu off the policy (pinned or read); %llu sub-grants retiring",
+    snprintf(census, sizeof census, " (%llu in the eviction policy, %llu being evicted, %llu "
+             "hidden, %llu off the policy: pinned or read); %llu sub-grants retiring",
              (unsigned long long)c_evictable, (unsigned long long)c_evicting, (unsigned long long)c_hidden,
              (unsigned long long)c_unlinked, (unsigned long long)c_retiring);
     char gnote[512] = ""; /* issue 42 quotas: what the tenants' guarantees keep */
     fx_oevq_note(o, gnote, sizeof gnote);
     const char *refusal = fx_oclaims_refusal(o); /* what holds the rest of the segment, said by the master */
-    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu carved into slot sizes [%s%s] (bytes x sub-grants)%s%s; "
-            "held: %llu reader pins, %llu slots draining, %llu prepared and %llu pending (being written), "
-            "%llu committed, of them %llu bytes pinned in %llu values (the owner's pin budget is %llu bytes, "
-            "pin_budget_ratio %.2f of the %llu-byte hot tier or of the room the master's placed values leave its "
-            "grants; tenants.NAME.pinned_bytes_max)%s%s",
+    /* two lines: what a reader needs first (how many, why, the grants, what the master
+     * says, the readers' pins), then the census (a new user's finding: one line of ~700
+     * characters) */
+    FX_WARN("no space for %zu slots of %llu bytes: %s; grants %llu/%llu%s%s; held: %llu reader pins, %llu bytes "
+            "pinned in %llu values (details on the next line)",
             count, (unsigned long long)fx_slot_size_for(value_len), why, (unsigned long long)fx_oclaims_count(o),
-            (unsigned long long)fx_oclaims_max(o), sizes, shown == 8 ? " ..." : "",
-            refusal[0] ? "; the master has no room for more: " : "", refusal, (unsigned long long)st.holder_refs,
-            (unsigned long long)st.draining, (unsigned long long)st.prepared, (unsigned long long)st.pending,
-            (unsigned long long)st.committed, (unsigned long long)pb, (unsigned long long)pv,
-            (unsigned long long)budget, o->cfg.pin_budget_ratio, (unsigned long long)fx_oev_hot_capacity(o), census, gnote);
+            (unsigned long long)fx_oclaims_max(o), refusal[0] ? "; the master has no room for more: " : "", refusal,
+            (unsigned long long)st.holder_refs, (unsigned long long)pb, (unsigned long long)pv);
+    FX_WARN("no space, details: grants carved into slot sizes [%s%s] (bytes x sub-grants); %llu slots draining, "
+            "%llu prepared and %llu pending (being written), %llu committed%s; the owner's pin budget is %llu bytes "
+            "(pin_budget_ratio %.2f of the %llu-byte hot tier or of the room the master's placed values leave its "
+            "grants; tenants.NAME.pinned_bytes_max)%s",
+            sizes, shown == 8 ? " ..." : "", (unsigned long long)st.draining, (unsigned long long)st.prepared,
+            (unsigned long long)st.pending, (unsigned long long)st.committed, census, (unsigned long long)budget,
+            o->cfg.pin_budget_ratio, (unsigned long long)fx_oev_hot_capacity(o), gnote);
 }
 
