@@ -596,9 +596,10 @@ static int cfg_finish(struct cfg_ctx *c, uint64_t seen, fx_config_t *cfg)
     }
     if (cfg->role != FX_ROLE_OWNER) return 0;
     if (!(seen & (1ull << CFG_K_NODE_ID))) fx_cfg_default_node_id(cfg->node_id, "");
-    if (!(seen & (1ull << CFG_K_HEAP_RESERVE))) /* an eighth of the segment and a sixteenth of the disk tier
-                                                 * (its index), in whole 64 MiB, at most 1 GiB */
-        cfg->heap_reserve_mib = (uint32_t)FX_MIN((cfg->segment_bytes / 8 + cfg->disk_capacity_bytes / 16) >> 26 << 6,
+    if (!(seen & (1ull << CFG_K_HEAP_RESERVE))) /* an eighth of the segment and a 32nd of the disk tier (its
+                                                 * index: ~256 bytes a record of a 4 KiB value), in whole
+                                                 * 64 MiB, at most 1 GiB */
+        cfg->heap_reserve_mib = (uint32_t)FX_MIN((cfg->segment_bytes / 8 + cfg->disk_capacity_bytes / 32) >> 26 << 6,
                                                  (uint64_t)FX_HEAP_RESERVE_OWNER_MAX_MIB);
     /* a chosen poll window comes with the plan window's default on any host (defaults) */
     if ((seen & (1ull << CFG_K_RING_POLL)) && !(seen & (1ull << CFG_K_RING_POLL_PLAN)))

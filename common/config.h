@@ -256,8 +256,9 @@ typedef struct fx_config {
 #define FX_RING_POLL_PLAN_DEFAULT_US 2000
 #define CFG_RING_POLL_MAX 1000000
 /* "heap_reserve_mib" (master and owner): MiB of heap faulted in ahead of the cache's
- * growth (common/heap.c); the owner's default: segment_bytes / 8 + disk.capacity_bytes / 16
- * (its disk index) in whole 64 MiB (none under 512 MiB), at most FX_HEAP_RESERVE_OWNER_MAX_MIB;
+ * growth (common/heap.c); the owner's default: segment_bytes / 8 + disk.capacity_bytes / 32
+ * (its disk index) in whole 64 MiB (none when that sum is under 64 MiB), at most
+ * FX_HEAP_RESERVE_OWNER_MAX_MIB;
  * the master's: none */
 #define FX_HEAP_RESERVE_OWNER_MAX_MIB 1024
 #define CFG_HEAP_RESERVE_MAX_MIB 65536

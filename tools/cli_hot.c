@@ -143,8 +143,8 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
         else failed = "a restore";
     }
     char note[256] = "";
-    /* the first batch, unless the owner turned every key of it down (nothing to delete) */
-    if (names && keys && refused < batch) hot_delete(c, keys, batch, &rc, &failed, note, sizeof note);
+    /* the first batch, unless its put failed: a plan is stored whole or not at all */
+    if (names && keys && strcmp(failed, "the first put") != 0) hot_delete(c, keys, batch, &rc, &failed, note, sizeof note);
     /* fresh batches */
     for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
         for (long i = 0; i < batch; i++) snprintf(names[i], 64, "hot:%ld:p%ld:%ld", pid, it, i);

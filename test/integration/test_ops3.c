@@ -137,8 +137,9 @@ Test(ops3, a_paced_replay_off_a_terminal_logs_its_progress, .timeout = 90, .fini
     static char out[1 << 16];
     int ex = ops_cli(out, sizeof out, "demo --requests 50 --speed 1 --workers 1");
     cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
-    const char *p = strstr(out, "[demo] after 10 s: ");
-    cr_assert(p && strstr(p, " of 50 requests done (") && strstr(p, "0 bad checksums so far\n"), "%s", out);
+    const char *p = strstr(out, "[demo] after "); /* 10 s, or 11 on a loaded host */
+    cr_assert(p && strstr(p, " s: ") && strstr(p, " of 50 requests done (") &&
+                  strstr(p, ", 0 errors, 0 bad checksums so far\n"), "%s", out);
     cr_assert(p < strstr(out, "requests          50 in "), "the progress line comes before the summary: %s", out);
     cr_assert(!strstr(out, "\r"), "no terminal line off a terminal: %s", out);
 }

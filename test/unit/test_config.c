@@ -160,7 +160,7 @@ Test(config, expected_capacity_boundary)
 }
 
 /* heap_reserve_mib (issue 18): the master's default, the owner's (an eighth of its segment
- * and a sixteenth of its disk tier, in whole 64 MiB, at most 1 GiB), a chosen value and 0 */
+ * and a 32nd of its disk tier, in whole 64 MiB, at most 1 GiB), a chosen value and 0 */
 Test(config, heap_reserve_defaults_and_values)
 {
     fx_config_t c;
@@ -178,11 +178,11 @@ Test(config, heap_reserve_defaults_and_values)
         cr_assert_eq(c.heap_reserve_mib, owners[i].want, "segment_bytes %s: heap_reserve_mib %u", owners[i].seg,
                      c.heap_reserve_mib);
     }
-    /* a disk tier's index comes on top: a sixteenth of disk.capacity_bytes (1 GiB + 4 GiB / 16 = 384 MiB) */
+    /* a disk tier's index comes on top: a 32nd of disk.capacity_bytes (1 GiB / 8 + 4 GiB / 32 = 256 MiB) */
     cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\",\"segment_bytes\":\"1GiB\","
                           "\"disk\":{\"path\":\"/tmp/fx-disk-cfg\",\"capacity_bytes\":\"4GiB\"}}", &c, err),
                  FLUXON_OK, "%s", err);
-    cr_assert_eq(c.heap_reserve_mib, 384, "with a disk tier of 4 GiB: %u", c.heap_reserve_mib);
+    cr_assert_eq(c.heap_reserve_mib, 256, "with a disk tier of 4 GiB: %u", c.heap_reserve_mib);
     cr_assert_eq(tc_parse("{\"role\":\"owner\",\"cluster_id\":\"c\",\"socket\":\"/tmp/s\",\"heap_reserve_mib\":0}",
                           &c, err), FLUXON_OK, "%s", err);
     cr_assert_eq(c.heap_reserve_mib, 0);

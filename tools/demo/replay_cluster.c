@@ -257,10 +257,10 @@ static int rp_start_cpu_owners(rp_run *r, fluxon_node *master, const char *dir)
     return FLUXON_OK;
 }
 
-/* The segments are faulted in whole (prefault): refuse sizes this host cannot hold, naming
- * them, rather than let the kernel's OOM killer end the run (or something else). */
 #define RP_HEAP_DISK_VALUE 1536u /* heap bytes a disk-resident value takes: the owner's index, the master's route */
 
+/* The segments are faulted in whole (prefault): refuse sizes this host cannot hold, naming
+ * them, rather than let the kernel's OOM killer end the run (or something else). */
 static int rp_check_memory(const rp_run *r)
 {
     uint64_t slot = rp_slot_bytes(r->o.value_len);
@@ -298,10 +298,12 @@ static int rp_start_cluster(rp_run *r, fluxon_node **master, fluxon_node **owner
      * the master's covers the owners' default (an eighth of every segment) too, 64 MiB for
      * the rest of the process (the replay's own heap: 64 MiB alone left 2,300 page faults in
      * the trace replay, 128 MiB 1,800), and each disk tier's index with the master's routes
-     * of its values (RP_HEAP_DISK_VALUE bytes a value: 100,000 disk values left 10,500 faults
-     * in the replay with 64 MiB, 1,800 with 256, one CPU 166 -> 150 us a request) */
+     * of its values (RP_HEAP_DISK_VALUE bytes a value, --tp values a page: 100,000 disk
+     * values left 10,500 faults in the replay with 64 MiB, 1,800 with 256; one CPU, 5 pairs:
+     * 172 -> 163 us a request) */
+    uint64_t disk_values = r->o.disk_dir ? r->o.disk_capacity_blocks * r->o.tp * r->o.owners : 0;
     uint64_t heap_mib = ((r->segment_bytes * r->o.owners + rp_cpu_segment_bytes(r) * r->o.cpu_owners) / 8 +
-                         (64ull << 20) + (r->o.disk_dir ? r->o.disk_capacity_blocks * r->o.owners * RP_HEAP_DISK_VALUE : 0)) >> 20;
+                         (64ull << 20) + disk_values * RP_HEAP_DISK_VALUE) >> 20;
     heap_mib = heap_mib > 1024 ? 1024 : heap_mib;
     char mcfg[512];
     snprintf(mcfg, sizeof mcfg,
