@@ -466,7 +466,14 @@ FX_INTERNAL void fx_disk_foreach(fx_disk_t *d, fx_disk_visit_fn cb, void *arg)
 
 FX_INTERNAL int fx_disk_find(fx_disk_t *d, const char *key, uint32_t klen, uint64_t *off, fx_disk_meta_t *m)
 {
-    dk_rec_t *r = klen <= FX_DISK_MAX_KEY ? fx_hmap_get(d->by_key, key, klen) : NULL;
+    return fx_disk_find_h(d, key, klen, 0, off, m);
+}
+
+FX_INTERNAL int fx_disk_find_h(fx_disk_t *d, const char *key, uint32_t klen, uint64_t khash, uint64_t *off,
+                               fx_disk_meta_t *m)
+{
+    if (klen > FX_DISK_MAX_KEY) return FLUXON_ERR_NOT_FOUND;
+    dk_rec_t *r = fx_hmap_get_h(d->by_key, key, klen, khash ? khash : fx_hmap_hash(key, klen));
     if (!r) return FLUXON_ERR_NOT_FOUND;
     if (off) *off = r->off;
     if (m) *m = r->m;

@@ -118,6 +118,9 @@ FX_INTERNAL void fx_disk_flush(fx_disk_t *d);
 
 /* The indexed record of key: its offset and meta (FLUXON_OK), or FLUXON_ERR_NOT_FOUND. */
 FX_INTERNAL int fx_disk_find(fx_disk_t *d, const char *key, uint32_t klen, uint64_t *off, fx_disk_meta_t *m);
+/* The same with khash = fx_hmap_hash(key, klen) known to the caller (0: computed here). */
+FX_INTERNAL int fx_disk_find_h(fx_disk_t *d, const char *key, uint32_t klen, uint64_t khash, uint64_t *off,
+                               fx_disk_meta_t *m);
 /* Bytes a record of a value_len-byte value takes on disk: its 4 KiB header block (header,
  * key) and the value rounded up to 4 KiB. */
 FX_INTERNAL uint64_t fx_disk_rec_bytes(uint64_t value_len);

@@ -485,11 +485,13 @@ FX_INTERNAL bool fx_odisk_find(fx_owner_t *o, const char *key, uint32_t klen, ui
     return fx_odisk_on(o) && fx_disk_find(o->disk->d, key, klen, off, m) == FLUXON_OK;
 }
 
-FX_INTERNAL bool fx_odisk_has(fx_owner_t *o, const char *key, uint32_t klen)
+FX_INTERNAL bool fx_odisk_has(fx_owner_t *o, const char *key, uint32_t klen) { return fx_odisk_has_h(o, key, klen, 0); }
+
+FX_INTERNAL bool fx_odisk_has_h(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash)
 {
     uint64_t off;
     fx_disk_meta_t m;
-    return fx_odisk_on(o) && fx_disk_find(o->disk->d, key, klen, &off, &m) == FLUXON_OK;
+    return fx_odisk_on(o) && fx_disk_find_h(o->disk->d, key, klen, khash, &off, &m) == FLUXON_OK;
 }
 
 FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const fx_disk_meta_t *meta, size_t n,

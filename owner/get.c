@@ -415,7 +415,7 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
             s->local_hits += b->res[i] == 1;
         } else if ((alone || fx_oelse_nowhere(o, kh[i % 64])) &&
                    !fx_hmap_get_h(s->gets, g.keys.v[i].p, g.keys.v[i].len, kh[i % 64]) &&
-                   !fx_odisk_has(o, g.keys.v[i].p, g.keys.v[i].len)) { /* issue 39: on disk, the master routes it */
+                   !fx_odisk_has_h(o, g.keys.v[i].p, g.keys.v[i].len, kh[i % 64])) { /* issue 39: on disk, the master routes it */
             b->res[i] = oget_miss_code(FLUXON_ERR_NOT_FOUND);
             b->looked = i + 1;
             fx_ofetch_lookup_skipped(o);
@@ -473,7 +473,7 @@ FX_INTERNAL void fx_oget_prefetch(fx_owner_t *o, owner_ext_t *e, const fx_frame_
         }
         uint64_t kh = fx_hmap_hash(k.p, k.len);
         if (fx_ostore_lookup_h(o, k.p, k.len, kh) || fx_hmap_get_h(s->gets, k.p, k.len, kh)) continue;
-        if (fx_odisk_has(o, k.p, k.len)) {
+        if (fx_odisk_has_h(o, k.p, k.len, kh)) {
             s->prefetch_reads++;
         } else if ((fx_olink_alone(o) && fx_olink_conn(o)) || fx_oelse_nowhere(o, kh)) {
             /* held nowhere (as get_start decides it): the get's prefix ends here, so what

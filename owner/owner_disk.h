@@ -20,6 +20,8 @@ FX_INTERNAL bool fx_odisk_on(const fx_owner_t *o);
 FX_INTERNAL bool fx_odisk_find(fx_owner_t *o, const char *key, uint32_t klen, uint64_t *off, fx_disk_meta_t *m);
 /* The key has a record on disk (a miss here is not settled without the master). */
 FX_INTERNAL bool fx_odisk_has(fx_owner_t *o, const char *key, uint32_t klen);
+/* The same with khash = fx_hmap_hash(key, klen) (the owner's index shares it; 0: computed). */
+FX_INTERNAL bool fx_odisk_has_h(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash);
 /* Eviction: m[i] is victim v[i]'s record meta, group_size 0 when it does not deserve a disk
  * copy (whole groups: the caller decides per group). Fills disk[i]: the disk offset its
  * replica moves to (the record is written or already there in that version), or 0
