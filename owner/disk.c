@@ -242,12 +242,15 @@ static void odisk_on_retire(fx_reactor_t *r, fx_timer_t *t)
     while (s->retiring && budget) {
         odisk_retiring_t *q = s->retiring;
         for (; q->done < q->n && budget; q->koff += q->klens[q->done], q->done++, budget--) {
-            uint64_t off = 0;
             fx_disk_meta_t m;
-            const char *key = q->kbuf + q->koff;
-            size_t i = q->done;
-            if (fx_disk_find(s->d, key, q->klens[i], &off, &m) != FLUXON_OK || off != q->offs[i]) continue;
-            odisk_route_drop(o, key, q->klens[i], off, m.put_ms, m.put_ver);
+            const char *key = NULL;
+            uint32_t klen = 0;
+            uint64_t off = q->offs[q->done];
+            /* by its offset (disk offsets are never reused: a record still there is the key's
+             * current one; a newer version or a DELETE took it out of the index), not by a
+             * hash of its key: one lookup a record instead of two */
+            if (!fx_disk_rec_at(s->d, off, &key, &klen, &m)) continue;
+            odisk_route_drop(o, key, klen, off, m.put_ms, m.put_ver);
             fx_disk_drop(s->d, off);
             s->retired_records++;
         }
