@@ -464,6 +464,8 @@ FX_INTERNAL void fx_disk_foreach(fx_disk_t *d, fx_disk_visit_fn cb, void *arg)
     }
 }
 
+FX_INTERNAL void fx_disk_prefetch_key(fx_disk_t *d, uint64_t khash) { fx_hmap_prefetch(d->by_key, khash); }
+
 FX_INTERNAL int fx_disk_find(fx_disk_t *d, const char *key, uint32_t klen, uint64_t *off, fx_disk_meta_t *m)
 {
     return fx_disk_find_h(d, key, klen, 0, off, m);

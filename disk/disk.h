@@ -118,6 +118,8 @@ FX_INTERNAL void fx_disk_flush(fx_disk_t *d);
 
 /* The indexed record of key: its offset and meta (FLUXON_OK), or FLUXON_ERR_NOT_FOUND. */
 FX_INTERNAL int fx_disk_find(fx_disk_t *d, const char *key, uint32_t klen, uint64_t *off, fx_disk_meta_t *m);
+/* Starts loading the index slot of the key of hash khash (fx_hmap_hash): a find follows. */
+FX_INTERNAL void fx_disk_prefetch_key(fx_disk_t *d, uint64_t khash);
 /* The same with khash = fx_hmap_hash(key, klen) known to the caller (0: computed here). */
 FX_INTERNAL int fx_disk_find_h(fx_disk_t *d, const char *key, uint32_t klen, uint64_t khash, uint64_t *off,
                                fx_disk_meta_t *m);

@@ -490,6 +490,11 @@ FX_INTERNAL bool fx_odisk_find(fx_owner_t *o, const char *key, uint32_t klen, ui
 
 FX_INTERNAL bool fx_odisk_has(fx_owner_t *o, const char *key, uint32_t klen) { return fx_odisk_has_h(o, key, klen, 0); }
 
+FX_INTERNAL void fx_odisk_prefetch_key(fx_owner_t *o, uint64_t khash)
+{
+    if (fx_odisk_on(o)) fx_disk_prefetch_key(o->disk->d, khash);
+}
+
 FX_INTERNAL bool fx_odisk_has_h(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash)
 {
     uint64_t off;

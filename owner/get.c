@@ -408,6 +408,7 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
             for (size_t j = i; j < n && j < i + 64; j++) {
                 kh[j - i] = fx_hmap_hash(g.keys.v[j].p, g.keys.v[j].len);
                 fx_ostore_prefetch_key(o, kh[j - i]);
+                fx_odisk_prefetch_key(o, kh[j - i]); /* a miss here asks the disk index (issue 39) */
             }
         owner_entry_t *en = fx_ostore_lookup_h(o, g.keys.v[i].p, g.keys.v[i].len, kh[i % 64]);
         if (en) {
@@ -465,13 +466,21 @@ FX_INTERNAL void fx_oget_prefetch(fx_owner_t *o, owner_ext_t *e, const fx_frame_
     s->prefetch_keys += g.keys.n;
     owner_oget_t **leaders = g.keys.n ? fx_calloc(g.keys.n, sizeof *leaders) : NULL;
     size_t nl = 0;
+    uint64_t khs[64]; /* blocks of 64 keys: hashed and their three tables' slots prefetched, then looked up */
     for (size_t i = 0; leaders && i < g.keys.n; i++) {
+        if (i % 64 == 0)
+            for (size_t j = i; j < g.keys.n && j < i + 64; j++) {
+                khs[j - i] = fx_hmap_hash(g.keys.v[j].p, g.keys.v[j].len);
+                fx_ostore_prefetch_key(o, khs[j - i]);
+                fx_hmap_prefetch(s->gets, khs[j - i]);
+                fx_odisk_prefetch_key(o, khs[j - i]);
+            }
         fx_str_t k = g.keys.v[i];
         if (!fx_ostore_key_ok(k)) {
             s->prefetch_bad_keys++;
             continue;
         }
-        uint64_t kh = fx_hmap_hash(k.p, k.len);
+        uint64_t kh = khs[i % 64];
         if (fx_ostore_lookup_h(o, k.p, k.len, kh) || fx_hmap_get_h(s->gets, k.p, k.len, kh)) continue;
         if (fx_odisk_has_h(o, k.p, k.len, kh)) {
             s->prefetch_reads++;

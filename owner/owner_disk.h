@@ -22,6 +22,8 @@ FX_INTERNAL bool fx_odisk_find(fx_owner_t *o, const char *key, uint32_t klen, ui
 FX_INTERNAL bool fx_odisk_has(fx_owner_t *o, const char *key, uint32_t klen);
 /* The same with khash = fx_hmap_hash(key, klen) (the owner's index shares it; 0: computed). */
 FX_INTERNAL bool fx_odisk_has_h(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash);
+/* Starts loading the disk index's slot of the key of hash khash (a lookup follows). */
+FX_INTERNAL void fx_odisk_prefetch_key(fx_owner_t *o, uint64_t khash);
 /* Eviction: m[i] is victim v[i]'s record meta, group_size 0 when it does not deserve a disk
  * copy (whole groups: the caller decides per group). Fills disk[i]: the disk offset its
  * replica moves to (the record is written or already there in that version), or 0
