@@ -44,10 +44,8 @@ typedef struct odisk_drop {
 typedef struct odisk_retiring {
     struct odisk_retiring *next;
     uint64_t seg;
-    size_t n, done, koff; /* records unpublished so far; the byte of the next one's key */
-    uint64_t *offs;
-    uint32_t *klens;
-    char *kbuf;
+    size_t n, done; /* records unpublished so far */
+    uint64_t offs[];  /* their disk offsets (their keys are read from the index: odisk_on_retire) */
 } odisk_retiring_t;
 
 /* Issue 42: a tenant's records on disk, oldest first (tenants with disk_quota_bytes only):
@@ -241,7 +239,7 @@ static void odisk_on_retire(fx_reactor_t *r, fx_timer_t *t)
     size_t budget = ODISK_RETIRE_SLICE;
     while (s->retiring && budget) {
         odisk_retiring_t *q = s->retiring;
-        for (; q->done < q->n && budget; q->koff += q->klens[q->done], q->done++, budget--) {
+        for (; q->done < q->n && budget; q->done++, budget--) {
             fx_disk_meta_t m;
             const char *key = NULL;
             uint32_t klen = 0;
@@ -355,26 +353,18 @@ static bool odisk_quota_admit(fx_owner_t *o, int k, uint64_t bytes)
 static void odisk_segment_retiring(void *arg, uint64_t seg, const uint64_t *offs, const char *const *keys,
                                    const uint32_t *klens, size_t n)
 {
+    (void)keys, (void)klens; /* read from the index when each record is unpublished */
     fx_owner_t *o = arg;
     odisk_t *s = o->disk;
-    size_t kb = 0;
-    for (size_t i = 0; i < n; i++) kb += klens[i];
-    odisk_retiring_t *q = fx_malloc(sizeof *q + n * (8 + 4) + kb);
+    odisk_retiring_t *q = fx_malloc(sizeof *q + n * sizeof q->offs[0]);
     if (!q) { /* its records stay indexed and routed; the store stays past capacity by it */
         FX_ERROR("disk tier: out of memory retiring segment %llu (%zu records)", (unsigned long long)seg, n);
         return;
     }
     q->seg = seg;
     q->n = n;
-    q->done = q->koff = 0;
-    q->offs = (uint64_t *)(q + 1);
-    q->klens = (uint32_t *)(q->offs + n);
-    q->kbuf = (char *)(q->klens + n);
-    for (size_t i = 0, ko = 0; i < n; ko += klens[i], i++) {
-        q->offs[i] = offs[i];
-        q->klens[i] = klens[i];
-        memcpy(q->kbuf + ko, keys[i], klens[i]);
-    }
+    q->done = 0;
+    memcpy(q->offs, offs, n * sizeof q->offs[0]);
     q->next = NULL; /* last in line: the segments retire in the order they went */
     odisk_retiring_t **tail = &s->retiring;
     while (*tail) tail = &(*tail)->next;

@@ -13,9 +13,7 @@
  * CLI names the key and says that the owner is not connected to its master. */
 Test(ops2, an_owner_without_its_master_says_so_and_a_failed_get_names_its_key, .timeout = 60, .fini = ops_fini)
 {
-    ops_init(NULL, NULL);
-    t.owner = ops_start("owner", t.ocfg, t.olog); /* no master */
-    cr_assert(th_wait_path(t.sock, 10000), "the owner does not serve its socket while it waits");
+    ops_up_owner_alone();
     char out[4096], val[300];
     snprintf(val, sizeof val, "%s/v", t.dir);
     th_write_file(val, "x");
@@ -40,9 +38,7 @@ Test(ops2, an_owner_without_its_master_says_so_and_a_failed_get_names_its_key, .
  * gives the file's size (only the size check knows it; the file is sparse, nothing read). */
 Test(ops2, a_too_large_file_is_refused_from_its_size, .timeout = 60, .fini = ops_fini)
 {
-    ops_init(NULL, NULL);
-    t.owner = ops_start("owner", t.ocfg, t.olog); /* the client opens before the command runs */
-    cr_assert(th_wait_path(t.sock, 10000));
+    ops_up_owner_alone();
     char big[300], out[4096];
     snprintf(big, sizeof big, "%s/big.bin", t.dir);
     int fd = open(big, O_CREAT | O_WRONLY, 0600);
@@ -58,9 +54,7 @@ Test(ops2, a_too_large_file_is_refused_from_its_size, .timeout = 60, .fini = ops
  * that it is a directory, and which owner sockets that directory holds. */
 Test(ops2, a_socket_naming_a_directory_is_called_one, .timeout = 60, .fini = ops_fini)
 {
-    ops_init(NULL, NULL);
-    t.owner = ops_start("owner", t.ocfg, t.olog);
-    cr_assert(th_wait_path(t.sock, 10000));
+    ops_up_owner_alone();
     char cfg[300], buf[600], out[4096];
     snprintf(cfg, sizeof cfg, "%s/dir-client.json", t.dir);
     snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","

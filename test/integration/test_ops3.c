@@ -119,9 +119,7 @@ Test(ops3, cli_arguments_say_what_is_wrong, .timeout = 60, .fini = ops_fini)
  * "stat failed: FLUXON_ERR_UNAVAILABLE", where put, get and ping said why. */
 Test(ops3, stat_without_a_master_says_why, .timeout = 60, .fini = ops_fini)
 {
-    ops_init(NULL, NULL);
-    t.owner = ops_start("owner", t.ocfg, t.olog); /* no master */
-    cr_assert(th_wait_path(t.sock, 10000));
+    ops_up_owner_alone();
     char out[4096];
     int ex = ops_cli(out, sizeof out, "--role=external --config %s stat", t.ecfg);
     cr_assert(ex == 1 && strstr(out, "stat failed: FLUXON_ERR_UNAVAILABLE") &&
@@ -150,9 +148,7 @@ Test(ops3, a_paced_replay_off_a_terminal_logs_its_progress, .timeout = 90, .fini
  * owner turned down. */
 Test(ops3, hot_without_a_master_says_why_first, .timeout = 60, .fini = ops_fini)
 {
-    ops_init(NULL, NULL);
-    t.owner = ops_start("owner", t.ocfg, t.olog); /* no master */
-    cr_assert(th_wait_path(t.sock, 10000));
+    ops_up_owner_alone();
     char out[4096];
     int ex = ops_cli(out, sizeof out, "--role=external --config %s hot --iters 10 --batch 4", t.ecfg);
     const char *cause = strstr(out, "fluxon: hot: the first put failed: FLUXON_ERR_UNAVAILABLE");
