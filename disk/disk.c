@@ -403,6 +403,10 @@ FX_INTERNAL int fx_disk_index_add(fx_disk_t *d, dk_seg_t *seg, uint64_t byte_off
      * rebuild, where an older record may come later, looks first */
     dk_rec_t *old = newest_wins ? fx_hmap_get_h(d->by_key, key, klen, h) : NULL;
     if (old && dk_newer(&old->m, old->off, m, off)) return FLUXON_OK;
+    /* an index block naming one place twice (its checksum holds: written so, not damaged):
+     * the first entry stays, the read checks whose record is there; a second dk_rec_t at
+     * one offset would leave the two indexes disagreeing (one record in by_key only) */
+    if (newest_wins && fx_u64map_get(&d->by_off, off)) return FLUXON_OK;
     dk_rec_t *r = fx_malloc(sizeof *r + klen + 1);
     if (!r) return FLUXON_ERR_NOMEM;
     r->key = (char *)(r + 1);

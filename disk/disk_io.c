@@ -500,6 +500,7 @@ static void dk_read_done(fx_disk_t *d, dk_read_t *rd, int res)
         fx_disk_hdr_t h;
         memcpy(&h, rd->bounce, sizeof h);
         if (!bad && h.value_len != rd->value_len) bad = "another value length";
+        if (!bad && h.flags) bad = "not a value"; /* a tombstone, barrier or mark an index block names as one */
         if (bad) {
             d->st.crc_failures++;
             fx_disk_seg_path(d, seg->id, path, sizeof path);

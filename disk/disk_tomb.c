@@ -29,16 +29,23 @@ FX_INTERNAL int fx_disk_kill(fx_disk_t *d, uint64_t off)
     if (!r) return FLUXON_ERR_NOT_FOUND;
     fx_disk_meta_t m = r->m;
     m.value_len = 0;
-    int rc = fx_disk_stage(d, r->key, r->klen, 0, NULL, &m, FX_DISK_REC_TOMB, NULL);
+    /* the staging may roll and retire r's segment, freeing r at once (no hook, or one that
+     * frees inside it): the key is copied first and r looked up again after */
+    char key[FX_DISK_MAX_KEY];
+    uint32_t klen = r->klen;
+    memcpy(key, r->key, klen);
+    int rc = fx_disk_stage(d, key, klen, 0, NULL, &m, FX_DISK_REC_TOMB, NULL);
     if (rc == FLUXON_OK) d->st.tombstones++;
     else d->st.tomb_failures++;
     if (rc != FLUXON_OK && (d->st.tomb_failures == 1 || d->st.tomb_failures % 1000 == 0)) /* not one line a key:
                                                                * a disk that is behind fails them by the thousand */
         FX_WARN("disk: no tombstone for %.*s (%s): the record leaves the index, but a restart before its segment "
-                "retires may find it again (%llu so far, counted disk_tomb_failures)", (int)FX_MIN(r->klen, 64u),
-                r->key, fluxon_status_string(rc), (unsigned long long)d->st.tomb_failures);
-    d->st.records_dropped++;
-    fx_disk_rec_drop(d, r);
+                "retires may find it again (%llu so far, counted disk_tomb_failures)", (int)FX_MIN(klen, 64u),
+                key, fluxon_status_string(rc), (unsigned long long)d->st.tomb_failures);
+    if ((r = fx_u64map_get(&d->by_off, off))) {
+        d->st.records_dropped++;
+        fx_disk_rec_drop(d, r);
+    }
     return rc;
 }
 

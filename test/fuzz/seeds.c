@@ -10,6 +10,11 @@
  *   corpus/owner/   sessions against fuzz_owner.c's in-process owner: put/commit/get/consume/
  *                   release, the forwarded commands, abandoned plans and handles, TTLs,
  *                   a remote key, placement, the master link dropping, the handshake;
+ *   corpus/disk/    edit lists against fuzz_disk.c's template directory: bit rot in a sealed
+ *                   value, a tail's header and value, an index block, a retirement mark and a
+ *                   barrier; a torn tail; files deleted, renamed, copied; CONTACT; forged
+ *                   records (a newer version, a tombstone, a mark) and a forged index entry;
+ *                   the second lives;
  *   dict/{codec,master,owner}.dict   the magic, every type id, flags, common values.
  * Recorded traffic of the integration suites (FLUXON_RECORD_FRAMES, test/fixtures/mkvfix.h)
  * adds sessions to corpus/master: fuzz_seeds OUTDIR [RECORDED-SESSION...]. */
@@ -467,6 +472,42 @@ static void dicts(void)
     }
 }
 
+/* ---- disk: [mode][edits] against fuzz_disk.c's template (its comment has the layout) ---- */
+static void disk_seed(const char *name, const char *bytes, size_t n) { write_file("corpus/disk", name, bytes, n); }
+#define DISK_SEED(name, lit) disk_seed(name, lit, sizeof lit - 1)
+
+static void disk_seeds(void)
+{
+    DISK_SEED("template", "\x00");
+    DISK_SEED("second-life-kill", "\x02");
+    DISK_SEED("second-life-barrier", "\x06");
+    DISK_SEED("second-life-small-buffers", "\x12");
+    /* xor [slot][blk][in u16][x]: c2's value in sealed segment 2 (a miss when read) */
+    DISK_SEED("rot-sealed-value", "\x00\x01\x02\x08\x64\x00\xff");
+    /* d1's key_len in the tail: a broken header ends the scan (torn); c0's value there: skipped */
+    DISK_SEED("rot-tail-header", "\x00\x01\x03\x02\x08\x00\x01");
+    DISK_SEED("rot-tail-value", "\x00\x01\x03\x05\x00\x00\x01");
+    DISK_SEED("torn-tail", "\x00\x02\x03\x03\x64\x00");
+    /* segment 1's footer (its last block): scanned instead */
+    DISK_SEED("rot-index-block", "\x00\x01\x01\x80\x14\x00\x01");
+    /* segment 2's footer and its retirement mark, then segment 1's footer and its barrier:
+     * the retired segment 0 is read again, then its records come back */
+    DISK_SEED("rot-retire-mark", "\x00\x01\x02\x80\x14\x00\x01\x01\x02\x02\x3c\x00\x01");
+    DISK_SEED("rot-mark-and-barrier", "\x00\x01\x02\x80\x14\x00\x01\x01\x02\x02\x3c\x00\x01"
+                                      "\x01\x01\x80\x14\x00\x01\x01\x01\x00\x3c\x00\x01");
+    DISK_SEED("delete-segment-1", "\x00\x03\x01");
+    DISK_SEED("rename-tail", "\x00\x04\x03\x09");        /* its headers name segment 3 */
+    DISK_SEED("copy-segment-1-as-4", "\x00\x05\x04\x01"); /* an earlier life's file */
+    DISK_SEED("empty-spare", "\x00\x00\x05\x00\x00\x00\x00"); /* a made, never written segment 5 */
+    DISK_SEED("rot-contact", "\x00\x01\x06\x00\x0a\x00\x01");
+    /* forge [slot][blk][flags][put_ms][vlen u16][klen][key], in the tail after c0 */
+    DISK_SEED("forge-newer-dup", "\x01\x07\x03\x06\x00\xc8\x0a\x00\x03" "dup");
+    DISK_SEED("forge-tombstone", "\x01\x07\x03\x06\x01\xff\x00\x00\x02" "d0");
+    DISK_SEED("forge-retire-mark", "\x01\x07\x03\x06\x04\x01\x00\x00\x00");
+    /* segment 2's index entry of dup (at byte 0xb038) names c2's place (0x7000) */
+    DISK_SEED("forge-index-offset", "\x01\x00\x02\x0b\x38\x00\x02\x00\x70");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -492,6 +533,8 @@ int main(int argc, char **argv)
     dicts();
     for (int i = 2; i < argc; i++) import_recorded(argv[i]);
     owner_seeds();
-    printf("fuzz_seeds: corpus/{codec,master,owner} and dict/{codec,master,owner}.dict written under %s\n", out_dir);
+    disk_seeds();
+    printf("fuzz_seeds: corpus/{codec,master,owner,disk} and dict/{codec,master,owner}.dict written under %s\n",
+           out_dir);
     return 0;
 }

@@ -228,3 +228,40 @@ Test(disk_tomb, a_retired_segment_whose_file_stays_is_not_read_again)
     th_rmtree(dir);
     free(dir);
 }
+
+/* fuzz_disk found it (corpus/disk/regress-kill-retires-its-segment): the tombstone's staging
+ * rolled to a new segment, the roll retired the oldest one (no hook: freed at once) and with
+ * it the record being killed, whose key the tombstone was then copied from and which was then
+ * dropped a second time (a use after free, then a double free). */
+Test(disk_tomb, a_kill_whose_tombstone_retires_the_records_segment)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 1 * MiB, 2 * MiB);
+    uint64_t off;
+    fx_disk_t *d = open_ok(r, &c, NULL);
+    cr_assert_eq(put(r, d, "old", 3000, 1, 100, &off), FLUXON_OK); /* segment 0 */
+    fx_disk_close(d, 5000);
+    d = open_ok(r, &c, NULL);
+    cr_assert_eq(put(r, d, "mid", 3000, 2, 100, NULL), FLUXON_OK); /* segment 1 */
+    fx_disk_close(d, 5000);
+    d = open_ok(r, &c, NULL); /* no open segment: the tombstone rolls, and 2 of 2 segments are closed */
+    cr_assert_eq(off_seg(off), 0);
+    cr_assert_eq(fx_disk_kill(d, off), FLUXON_OK);
+    cr_assert_eq(fx_disk_find(d, "old", 3, NULL, NULL), FLUXON_ERR_NOT_FOUND);
+    fx_disk_stats_t st;
+    fx_disk_stats(d, &st);
+    cr_assert_eq(st.segments_freed + st.segments_retiring, 1, "segment 0 retired");
+    cr_assert_eq(st.tombstones, 1);
+    cr_assert_eq(st.records_dropped, 1, "the record was dropped once (%llu)", (unsigned long long)st.records_dropped);
+    check_value(r, d, "mid", 3000, 2, FLUXON_OK);
+    fx_disk_close(d, 5000);
+    d = open_ok(r, &c, NULL);
+    cr_assert_eq(fx_disk_find(d, "old", 3, NULL, NULL), FLUXON_ERR_NOT_FOUND, "killed and retired: not back");
+    check_value(r, d, "mid", 3000, 2, FLUXON_OK);
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(dir);
+    free(dir);
+}
