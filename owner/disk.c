@@ -493,9 +493,10 @@ FX_INTERNAL bool fx_odisk_has_h(fx_owner_t *o, const char *key, uint32_t klen, u
 }
 
 FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const fx_disk_meta_t *meta, size_t n,
-                                 uint64_t *disk)
+                                 uint64_t *disk, bool *reused)
 {
     memset(disk, 0, n * sizeof *disk);
+    memset(reused, 0, n * sizeof *reused);
     if (!fx_odisk_on(o)) return;
     odisk_t *s = o->disk;
     size_t need = 0;
@@ -510,6 +511,7 @@ FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const f
         if (v[i]->remote && fx_disk_find(s->d, v[i]->key, v[i]->klen, &off, &m) == FLUXON_OK &&
             m.put_ms == v[i]->put_ms && m.put_ver == v[i]->put_ver) {
             disk[i] = off; /* read back from disk earlier: that record is this version */
+            reused[i] = true;
             s->demote_reused++;
             continue;
         }

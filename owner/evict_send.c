@@ -36,6 +36,7 @@ FX_INTERNAL void fx_oevs_cohort_free(oev_cohort_t *c)
     fx_free(c->put_ver);
     fx_free(c->slot_sizes);
     fx_free(c->disk);
+    fx_free(c->reused);
     fx_free(c->adm);
     fx_free(c);
 }
@@ -73,7 +74,9 @@ static void oev_finish(fx_owner_t *o, oev_cohort_t *c, int status, const fx_body
     for (size_t i = 0; i < c->n; i++) {
         int ks = ok ? (int)(int64_t)st.statuses.v[i] : (status == FLUXON_OK ? FLUXON_ERR_PROTOCOL : status);
         if (c->disk && c->disk[i]) {
-            fx_odisk_moved(o, c->disk[i], ks); /* not moved: the record goes */
+            /* not moved: the record goes, unless it was there before this EVICT (read back
+             * from it: its route is the master's, an INVALIDATE kills it if it must go) */
+            if (!c->reused[i]) fx_odisk_moved(o, c->disk[i], ks);
             kv->to_disk += ks == FLUXON_OK;
         }
         owner_entry_t *en = fx_ostore_at(o, c->offsets[i]);
@@ -183,11 +186,14 @@ static bool oev_disk_plan(fx_owner_t *o, oev_cohort_t *c, owner_entry_t **v, siz
     if (!fx_odisk_on(o)) return false;
     c->adm = fx_calloc(n, sizeof *c->adm);
     c->disk = fx_calloc(n, sizeof *c->disk);
-    if (!c->adm || !c->disk) {
+    c->reused = fx_calloc(n, sizeof *c->reused);
+    if (!c->adm || !c->disk || !c->reused) {
         fx_free(c->adm);
         fx_free(c->disk);
+        fx_free(c->reused);
         c->adm = NULL;
         c->disk = NULL;
+        c->reused = NULL;
         return false;
     }
     for (size_t i = 0; i < n; i++) {
@@ -230,6 +236,7 @@ FX_INTERNAL bool fx_oevs_stage_pump(void *arg)
     owner_entry_t *v[OEV_STAGE_SLICE];
     fx_disk_meta_t m[OEV_STAGE_SLICE];
     uint64_t d[OEV_STAGE_SLICE];
+    bool reused[OEV_STAGE_SLICE];
     size_t at[OEV_STAGE_SLICE], k = 0;
     while (c->staged < c->n && k < OEV_STAGE_SLICE) {
         size_t i = c->staged++;
@@ -243,8 +250,11 @@ FX_INTERNAL bool fx_oevs_stage_pump(void *arg)
     }
     if (k) {
         kv->stage_slices++;
-        fx_odisk_demote(o, v, m, k, d);
-        for (size_t j = 0; j < k; j++) c->disk[at[j]] = d[j];
+        fx_odisk_demote(o, v, m, k, d, reused);
+        for (size_t j = 0; j < k; j++) {
+            c->disk[at[j]] = d[j];
+            c->reused[at[j]] = reused[j];
+        }
     }
     if (c->staged == c->n) {
         c->staging = false;

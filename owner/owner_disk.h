@@ -27,9 +27,10 @@ FX_INTERNAL void fx_odisk_prefetch_key(fx_owner_t *o, uint64_t khash);
 /* Eviction: m[i] is victim v[i]'s record meta, group_size 0 when it does not deserve a disk
  * copy (whole groups: the caller decides per group). Fills disk[i]: the disk offset its
  * replica moves to (the record is written or already there in that version), or 0
- * (dropped as before). */
+ * (dropped as before); reused[i]: true when the record was there already (a copy read back
+ * from this disk: the master routes that record, whatever this EVICT's answer). */
 FX_INTERNAL void fx_odisk_demote(fx_owner_t *o, owner_entry_t *const *v, const fx_disk_meta_t *m, size_t n,
-                                 uint64_t *disk);
+                                 uint64_t *disk, bool *reused);
 /* The EVICT that moved a replica to disk_off answered st (OK: routed there; else the
  * record is dropped: the master does not route it). */
 FX_INTERNAL void fx_odisk_moved(fx_owner_t *o, uint64_t disk_off, int st);

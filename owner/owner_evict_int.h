@@ -94,6 +94,7 @@ typedef struct oev_cohort {
     uint64_t bytes;
     uint64_t *offsets, *put_ms, *put_ver, *slot_sizes;
     uint64_t *disk; /* issue 39: the disk offset each replica moves to (0: dropped); NULL: none */
+    bool *reused;   /* issue 39: disk[i] was on disk before (read back): not dropped when not moved */
     fx_disk_meta_t *adm; /* issue 39: each victim's record as admitted (group_size 0: not admitted) */
     size_t staged;       /* issue 39: victims whose disk copy was made (or skipped) so far */
     bool staging;        /* issue 39: copies still to make; the EVICT goes once they are made */

@@ -33,12 +33,16 @@
  * up. At the end (the reset: every external disconnects, then up to 10 s pass until the
  * owner is quiescent: its master link back, committed puts published): R1, no holder,
  * handle, put plan, prepared slot or holder reference is left; then the owner and the
- * master are torn down (ASan's leak check covers what they free). */
+ * master are torn down (ASan's leak check covers what they free).
+ * fuzz_owner_disk.c includes this file with FZ_DISK 1: the same owner with a disk tier, its
+ * fz_disk_* hooks (a directory per input, the rest of a reactor turn after each record, the
+ * disk's checks); here they do nothing. */
 #include "master.c"
 
 #include "fuzz.h"
 #include "owner.h"
 #include "owner_claims.h"
+#include "owner_disk.h"
 #include "owner_evict.h"
 #include "owner_ext.h"
 #include "owner_fetch.h"
@@ -52,6 +56,16 @@
 #include "segment.h"
 #include "unix.h"
 
+#ifndef FZ_DISK /* fuzz_owner_disk.c: the owner with a disk tier, these hooks its own */
+#define FZ_DISK 0
+#define FZ_DISK_CFG ""
+static void fz_disk_begin(void) {}
+static void fz_disk_settle(void) {}
+static void fz_disk_check(void) {}
+static bool fz_disk_quiet(void) { return true; }
+static void fz_disk_final(void) {}
+static void fz_disk_end(void) {}
+#endif
 #define FZ_PEERS 4
 #define FZ_EXTS 3
 #define FZ_MGEN 1000ull
@@ -331,7 +345,7 @@ static void fz_link_drop(void)
     }
 }
 
-static void fz_pump(void)
+static void fz_pump_link(void)
 {
     fz_buf_t tmp = {0};
     for (int i = 0; i < 10000; i++) {
@@ -354,6 +368,13 @@ static fx_owner_t *fz_o;
 static fx_conn_t *fz_peer[FZ_PEERS];
 
 static void fz_ready(void *arg, int status) { (void)arg, (void)status; }
+
+/* the link pumped; with a disk tier, the rest of a reactor turn too (fz_disk_settle) */
+static void fz_pump(void)
+{
+    fz_pump_link();
+    fz_disk_settle();
+}
 
 static fx_conn_t *fz_ext_new(int i)
 {
@@ -388,7 +409,7 @@ static void fz_metrics(fx_ometrics_t *mm)
     void (*parts[])(fx_owner_t *, fx_ometrics_t *) = {fx_oext_metrics,   fx_olink_metrics, fx_ostore_metrics,
                                                       fx_oclaims_metrics, fx_oput_metrics,  fx_oplace_metrics,
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
-                                                      fx_orepl_metrics,   fx_orepub_metrics};
+                                                      fx_orepl_metrics,   fx_orepub_metrics, fx_odisk_metrics};
     for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) parts[i](fz_o, mm);
 }
 
@@ -416,6 +437,7 @@ static void fz_check(void)
     for (int i = 0; i < FZ_EXTS; i++) open += fz_peer[i] && fx_conn_is_open(fz_peer[i]);
     FUZZ_CHECK(mm.externals == open, "%llu externals, %llu connected", (unsigned long long)mm.externals,
                (unsigned long long)open);
+    fz_disk_check();
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -432,7 +454,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     FUZZ_CHECK(fx_config_parse("{\"role\":\"owner\",\"cluster_id\":\"fz\",\"cluster_token\":\"tok\",\"node_id\":\"o0\","
                                "\"master\":\"127.0.0.1:1\",\"socket\":\"/nonexistent/fz.sock\",\"segment_bytes\":\"8MiB\","
                                "\"numa_node\":0,\"sub_cluster\":\"a\",\"max_frame_bytes\":\"1MiB\","
-                               "\"reserve\":{\"grant_bytes\":\"1MiB\"}}",
+                               "\"reserve\":{\"grant_bytes\":\"1MiB\"}" FZ_DISK_CFG "}",
                                &fz_ocfg, err, sizeof err) == FLUXON_OK,
                "%s", err);
     return 0;
@@ -443,6 +465,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > 1 << 16) return 0;
     fz_clock_ns = 1000000000000ull; /* 1000 s */
     fz_master_new();
+    fz_disk_begin();
     FUZZ_CHECK(fx_owner_create(fz_r, &fz_ocfg, fz_ready, NULL, &fz_o) == FLUXON_OK, "owner create");
     fz_pump(); /* HELLO, REGISTER, grants */
     for (int i = FZ_PEERS - 1; i >= 0; i--) fz_peer[i] = fz_peer_new(i);
@@ -487,7 +510,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fx_ometrics_t mm;
     for (int i = 0; i < 40; i++) {
         fz_metrics(&mm);
-        if (mm.master_connected && mm.puts_inflight == 0 && mm.gets_inflight == 0 && mm.slots_pending == 0) break;
+        if (mm.master_connected && mm.puts_inflight == 0 && mm.gets_inflight == 0 && mm.slots_pending == 0 &&
+            fz_disk_quiet())
+            break;
         fz_clock_ns += 250000000ull;
         fx_reactor_run_due_timers(fz_r);
         fz_pump();
@@ -507,11 +532,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                (unsigned long long)mm.slots_pending);
     FUZZ_CHECK(mm.gets_inflight == 0, "%llu fetches in flight 10 s after every external left",
                (unsigned long long)mm.gets_inflight);
+    fz_disk_final();
 
     fx_owner_shutdown(fz_o);
-    fz_pump();
+    fz_pump_link();
     fx_owner_destroy(fz_o);
     fz_o = NULL;
+    fz_disk_end();
     fz_link_drop();
     fz_peer_close(3);
     fz_master_free();

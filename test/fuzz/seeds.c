@@ -15,7 +15,9 @@
  *                   barrier; a torn tail; files deleted, renamed, copied; CONTACT; forged
  *                   records (a newer version, a tombstone, a mark) and a forged index entry;
  *                   the second lives;
- *   dict/{codec,master,owner}.dict   the magic, every type id, flags, common values.
+ *   corpus/owner_disk/   sessions against fuzz_owner_disk.c's owner with a disk tier: values
+ *                   evicted to disk, read back twice, deleted, prefetched, segments retired.
+ *   dict/{codec,master,owner,owner_disk}.dict   the magic, every type id, flags, common values.
  * Recorded traffic of the integration suites (FLUXON_RECORD_FRAMES, test/fixtures/mkvfix.h)
  * adds sessions to corpus/master: fuzz_seeds OUTDIR [RECORDED-SESSION...]. */
 #include <errno.h>
@@ -354,6 +356,66 @@ static void owner_seeds(void)
     free(s.p);
 }
 
+/* ---- owner sessions with a disk tier (fuzz_owner_disk.c: the same records; a 1 MiB hot
+ * tier, 4 disk segments of 1 MiB): values of 256 KiB evict to disk, come back, die ---- */
+static void owner_disk_seeds(void)
+{
+    fx_str_t kb[8];
+    sb_t s = {0};
+    const uint64_t v = 256u << 10;
+    /* A: 4 values fill the hot tier, 4 more evict them to disk (their staging flushed by the
+     * clock), read back twice (a temporary copy, then promoted), deleted (a tombstone),
+     * prefetched, then the link drops (the disk records re-published) */
+    fx_body_put_start_t p1 = {KEYS(kb, "d/1", "d/2", "d/3", "d/4"), v, 0, NOV, {NULL, 0}, 0, {NULL, 0}, 1000, 0};
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p1);
+    fx_body_plan_ref_t pr1 = {1}, pr2 = {3}, pr3 = {13}; /* a commit takes an id too */
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr1);
+    fx_body_put_start_t p2 = {KEYS(kb, "e/1", "e/2", "e/3", "e/4"), v, 0, NOV, {NULL, 0}, 0, {NULL, 0}, 1000, 0};
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p2);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr2);
+    sb_u8(&s, OP_TIME(0)); /* 16 ms: the store's staging flushed */
+    fx_body_get_start_t g1 = {KEYS(kb, "d/1", "d/2"), NOV, 1, 1000};
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g1);
+    fx_body_release_t rl = {U64V(1, 2, 3, 4, 5, 6)};
+    REQ(&s, 1, FX_MSG_RELEASE, release, &rl);
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g1);
+    REQ(&s, 1, FX_MSG_RELEASE, release, &rl);
+    fx_body_key_t dk = {fx_str_c("d/3")};
+    REQ(&s, 1, FX_MSG_DELETE, key, &dk);
+    fx_body_keys_t pf = {KEYS(kb, "d/4", "d/3", "e/1")};
+    REQ(&s, 1, FX_MSG_PREFETCH, keys, &pf);
+    sb_u8(&s, OP_LINK_DROP);
+    sb_u8(&s, OP_TIME(4)); /* 256 ms: the link is back */
+    fx_body_get_start_t g2 = {KEYS(kb, "d/4", "d/3", "d/2"), NOV, 1, 1000};
+    REQ(&s, 0, FX_MSG_GET_START, get_start, &g2);
+    fx_body_keys_t ex = {KEYS(kb, "d/1", "d/3", "e/4")};
+    REQ(&s, 0, FX_MSG_EXISTS, keys, &ex);
+    write_file("corpus/owner_disk", "session-evict-read-delete", s.p, s.n);
+
+    /* B: enough values to fill the 4 disk segments and retire the oldest (route drops),
+     * then a get of a retired key and a newer put of a key on disk (an INVALIDATE) */
+    s.n = 0;
+    static const char *const names[6][4] = {{"a/0", "a/1", "a/2", "a/3"}, {"b/0", "b/1", "b/2", "b/3"},
+                                            {"c/0", "c/1", "c/2", "c/3"}, {"f/0", "f/1", "f/2", "f/3"},
+                                            {"g/0", "g/1", "g/2", "g/3"}, {"h/0", "h/1", "h/2", "h/3"}};
+    for (uint64_t i = 0; i < 6; i++) {
+        fx_body_put_start_t p = {keys_of(kb, names[i], 4), v, 0, NOV, {NULL, 0}, 0, {NULL, 0}, 1000, 0};
+        REQ(&s, 0, FX_MSG_PUT_START, put_start, &p);
+        fx_body_plan_ref_t pr = {2 * i + 1};
+        REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr);
+        sb_u8(&s, OP_TIME(0));
+    }
+    fx_body_get_start_t g3 = {KEYS(kb, "a/0", "c/1", "f/2"), NOV, 1, 1000};
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g3);
+    fx_body_put_start_t p3 = {KEYS(kb, "c/2"), 4096, 0, NOV, {NULL, 0}, 0, {NULL, 0}, 1000, 0};
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p3);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr3);
+    sb_u8(&s, OP_TIME(2));
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g3);
+    write_file("corpus/owner_disk", "session-retire", s.p, s.n);
+    free(s.p);
+}
+
 /* ---- recorded traffic (FLUXON_RECORD_FRAMES files): HELLOs re-signed (and set to this
  * protocol version) for fuzz_master's
  * cluster ("fz", token "tok"); sessions over 64 KiB (the target's input limit) skipped ---- */
@@ -417,8 +479,8 @@ static void dict_u(FILE *f, const char *name, uint64_t v, int bytes)
 
 static void dicts(void)
 {
-    static const char *const names[3] = {"codec", "master", "owner"};
-    for (int t = 0; t < 3; t++) {
+    static const char *const names[4] = {"codec", "master", "owner", "owner_disk"};
+    for (int t = 0; t < 4; t++) {
         char path[512];
         snprintf(path, sizeof path, "%s/dict/%s.dict", out_dir, names[t]);
         FILE *f = fopen(path, "w");
@@ -448,7 +510,11 @@ static void dicts(void)
             snprintf(n, sizeof n, "put_flag_%u", fl);
             dict_u(f, n, fl, 8);
         }
-        if (t == 2) { /* the owner target's (fuzz_owner.c): ids of plans, handles, holders */
+        if (t == 3) { /* fuzz_owner_disk.c: values that fill its 1 MiB hot tier in a few puts */
+            dict_u(f, "u64_256k", 256u << 10, 8);
+            dict_u(f, "u64_1m", 1u << 20, 8);
+        }
+        if (t >= 2) { /* the owner target's (fuzz_owner.c): ids of plans, handles, holders */
             for (unsigned id = 1; id <= 4; id++) {
                 char n[32];
                 snprintf(n, sizeof n, "id_%u", id);
@@ -533,8 +599,9 @@ int main(int argc, char **argv)
     dicts();
     for (int i = 2; i < argc; i++) import_recorded(argv[i]);
     owner_seeds();
+    owner_disk_seeds();
     disk_seeds();
-    printf("fuzz_seeds: corpus/{codec,master,owner,disk} and dict/{codec,master,owner}.dict written under %s\n",
+    printf("fuzz_seeds: corpus/{codec,master,owner,owner_disk,disk} and dict/{codec,master,owner,owner_disk}.dict written under %s\n",
            out_dir);
     return 0;
 }
