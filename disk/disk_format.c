@@ -30,7 +30,7 @@ FX_INTERNAL void fx_disk_seg_path(const fx_disk_t *d, uint64_t id, char *buf, si
     snprintf(buf, cap, "%s/fxd-%s-%016" PRIx64 ".seg", d->path, d->owner_id, id);
 }
 
-static uint64_t dk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *value)
+FX_INTERNAL uint64_t fx_disk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *value)
 {
     fx_disk_hdr_t c = *h;
     c.checksum = 0;
@@ -54,7 +54,7 @@ FX_INTERNAL void fx_disk_rec_encode(char *p, uint16_t *dirty, uint64_t seg_id, u
         .group_size = m->group_size, .group_idx = m->group_idx, .blk = (uint32_t)(byte_off / FX_DISK_BLOCK),
         .value_len = m->value_len, .put_ms = m->put_ms, .put_ver = m->put_ver, .seg_id = seg_id,
     };
-    h.checksum = dk_rec_sum(&h, key, value);
+    h.checksum = fx_disk_rec_sum(&h, key, value);
     /* header + key assembled here (at most 64 + FX_DISK_MAX_KEY bytes, rounded up to 64),
      * then streamed with the zeros after them: whole 64-byte lines */
     _Alignas(64) char head[FX_DISK_HDR_BYTES + FX_DISK_MAX_KEY + 64];
@@ -92,11 +92,11 @@ FX_INTERNAL const char *fx_disk_rec_check(const char *p, size_t len, uint64_t se
     if (h.key_len > FX_DISK_MAX_KEY) return "key length out of range";
     if (fx_disk_rec_bytes(h.value_len) > len || h.value_len > (1ull << 40)) return "value length out of range";
     if (key && (h.key_len != klen || memcmp(p + FX_DISK_HDR_BYTES, key, klen) != 0)) return "another key";
-    if (dk_rec_sum(&h, p + FX_DISK_HDR_BYTES, p + FX_DISK_BLOCK) != h.checksum) return "checksum mismatch";
+    if (fx_disk_rec_sum(&h, p + FX_DISK_HDR_BYTES, p + FX_DISK_BLOCK) != h.checksum) return "checksum mismatch";
     return NULL;
 }
 
-static uint64_t dk_index_sum(const char *entries, uint64_t entry_bytes, const fx_disk_foot_t *f)
+FX_INTERNAL uint64_t fx_disk_index_sum(const char *entries, uint64_t entry_bytes, const fx_disk_foot_t *f)
 {
     fx_disk_foot_t c = *f;
     c.checksum = 0;
@@ -142,7 +142,7 @@ FX_INTERNAL char *fx_disk_index_encode(const dk_seg_t *seg, size_t *len_p)
     }
     fx_disk_foot_t f = {.magic = FX_DISK_IDX_MAGIC, .version = FX_DISK_VERSION, .count = n, .seg_id = seg->id,
                         .data_end = seg->data_end, .entry_bytes = eb};
-    f.checksum = dk_index_sum(p, eb, &f);
+    f.checksum = fx_disk_index_sum(p, eb, &f);
     memcpy(p + len - FX_DISK_BLOCK, &f, sizeof f);
     *len_p = len;
     return p;
@@ -185,7 +185,7 @@ static bool dk_load_index(fx_disk_t *d, dk_seg_t *seg, int fd, uint64_t size, bo
         return false;
     char *e = fx_malloc(f.entry_bytes ? f.entry_bytes : 1);
     if (!e) return false;
-    bool ok = dk_pread_all(fd, e, f.entry_bytes, f.data_end) && dk_index_sum(e, f.entry_bytes, &f) == f.checksum;
+    bool ok = dk_pread_all(fd, e, f.entry_bytes, f.data_end) && fx_disk_index_sum(e, f.entry_bytes, &f) == f.checksum;
     /* entries are checked whole before any is indexed */
     uint64_t at = 0;
     for (uint32_t i = 0; ok && i < f.count; i++) {

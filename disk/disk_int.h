@@ -242,6 +242,12 @@ FX_INTERNAL uint64_t fx_disk_ient_bytes(uint32_t klen);
  * NULL (the whole header block is zeroed). */
 FX_INTERNAL void fx_disk_rec_encode(char *p, uint16_t *dirty, uint64_t seg_id, uint64_t byte_off, const char *key,
                                     uint32_t klen, const void *value, const fx_disk_meta_t *m, uint16_t flags);
+/* A record's checksum: XXH3-64 over h (its checksum field taken as 0), then its key
+ * (h->key_len bytes) and value (h->value_len bytes). */
+FX_INTERNAL uint64_t fx_disk_rec_sum(const fx_disk_hdr_t *h, const char *key, const void *value);
+/* An index block's checksum: XXH3-64 over its entries (entry_bytes), then the footer f (its
+ * checksum field taken as 0). */
+FX_INTERNAL uint64_t fx_disk_index_sum(const char *entries, uint64_t entry_bytes, const fx_disk_foot_t *f);
 /* Checks the record at p (len bytes read): a reason string on failure, NULL when good.
  * key may be NULL (the rebuild: any key). */
 FX_INTERNAL const char *fx_disk_rec_check(const char *p, size_t len, uint64_t seg_id, uint64_t byte_off,
