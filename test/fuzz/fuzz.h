@@ -7,10 +7,14 @@
 #ifndef FX_FUZZ_H
 #define FX_FUZZ_H
 
+#include <dirent.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -24,6 +28,33 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
             abort();                                                                 \
         }                                                                            \
     } while (0)
+
+/* A fresh private directory named name-XXXXXX under $FLUXON_TEST_TMP, $TMPDIR or /tmp,
+ * into buf (the targets that put files on a disk). */
+static inline void fuzz_mkdtemp(char *buf, size_t cap, const char *name)
+{
+    const char *b = getenv("FLUXON_TEST_TMP");
+    if (!b || b[0] != '/') b = getenv("TMPDIR");
+    if (!b || b[0] != '/' || strlen(b) > 200) b = "/tmp";
+    snprintf(buf, cap, "%s/%s-XXXXXX", b, name);
+    FUZZ_CHECK(mkdtemp(buf) != NULL, "mkdtemp %s: %s", buf, strerror(errno));
+}
+
+/* Removes dir and the files in it (flat: the targets make no subdirectory). */
+static inline void fuzz_rmdir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    FUZZ_CHECK(d != NULL, "opendir %s", dir);
+    struct dirent *de;
+    char p[512];
+    for (int i = 0; i < 1000 && (de = readdir(d)); i++) {
+        if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    FUZZ_CHECK(rmdir(dir) == 0, "rmdir %s: %s", dir, strerror(errno));
+}
 
 /* Encodes one request frame of the catalog's `body` type and feeds it to connection c (the
  * handler targets; the including file has the codec and conn headers). */

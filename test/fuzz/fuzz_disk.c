@@ -31,7 +31,6 @@
  * indexed record is one the template appended (same key, version, group, bytes), the
  * unedited template indexes exactly its live keys, and after a second life "new" reads back
  * whole, the killed key is gone (or newer) and after a barrier "new" is all there is. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -92,29 +91,9 @@ static void fz_seg_path(uint64_t id, char *buf, size_t cap)
 
 /* ---- the directory ---- */
 
-static void fz_mkdir(void)
-{
-    const char *b = getenv("FLUXON_TEST_TMP");
-    if (!b || b[0] != '/') b = getenv("TMPDIR");
-    if (!b || b[0] != '/' || strlen(b) > 200) b = "/tmp";
-    snprintf(fz_dir, sizeof fz_dir, "%s/fuzz-disk-XXXXXX", b);
-    FUZZ_CHECK(mkdtemp(fz_dir) != NULL, "mkdtemp %s: %s", fz_dir, strerror(errno));
-}
+static void fz_mkdir(void) { fuzz_mkdtemp(fz_dir, sizeof fz_dir, "fuzz-disk"); }
 
-static void fz_rmdir(void)
-{
-    DIR *dir = opendir(fz_dir);
-    FUZZ_CHECK(dir != NULL, "opendir %s", fz_dir);
-    struct dirent *de;
-    char p[512];
-    for (int i = 0; i < 1000 && (de = readdir(dir)); i++) {
-        if (de->d_name[0] == '.') continue;
-        snprintf(p, sizeof p, "%s/%s", fz_dir, de->d_name);
-        unlink(p);
-    }
-    closedir(dir);
-    FUZZ_CHECK(rmdir(fz_dir) == 0, "rmdir %s: %s", fz_dir, strerror(errno));
-}
+static void fz_rmdir(void) { fuzz_rmdir(fz_dir); }
 
 static bool fz_read_file(const char *path, fz_file_t *f)
 {

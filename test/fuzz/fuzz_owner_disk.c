@@ -21,8 +21,6 @@
  * holds that names a disk offset of o0 names a record the store indexes, of that key and
  * version (none left pointing at a record retired, replaced, deleted or failed), unless the
  * owner gave a route drop up (counted); the disk counters add up. */
-#include <dirent.h>
-#include <errno.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -65,11 +63,7 @@ int __wrap_fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx_disk
 
 static void fz_disk_begin(void)
 {
-    const char *b = getenv("FLUXON_TEST_TMP");
-    if (!b || b[0] != '/') b = getenv("TMPDIR");
-    if (!b || b[0] != '/' || strlen(b) > 200) b = "/tmp";
-    snprintf(fz_dir, sizeof fz_dir, "%s/fuzz-owner-disk-XXXXXX", b);
-    FUZZ_CHECK(mkdtemp(fz_dir) != NULL, "mkdtemp %s: %s", fz_dir, strerror(errno));
+    fuzz_mkdtemp(fz_dir, sizeof fz_dir, "fuzz-owner-disk");
     fx_strlcpy(fz_ocfg.disk_path, fz_dir, sizeof fz_ocfg.disk_path);
 }
 
@@ -181,15 +175,5 @@ static void fz_disk_final(void)
 static void fz_disk_end(void)
 {
     fz_disk = NULL; /* closed with the owner */
-    DIR *dir = opendir(fz_dir);
-    FUZZ_CHECK(dir != NULL, "opendir %s", fz_dir);
-    struct dirent *de;
-    char p[512];
-    for (int i = 0; i < 1000 && (de = readdir(dir)); i++) {
-        if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
-        snprintf(p, sizeof p, "%s/%s", fz_dir, de->d_name);
-        unlink(p);
-    }
-    closedir(dir);
-    FUZZ_CHECK(rmdir(fz_dir) == 0, "rmdir %s: %s", fz_dir, strerror(errno));
+    fuzz_rmdir(fz_dir);
 }
