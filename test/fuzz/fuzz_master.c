@@ -132,9 +132,10 @@ static void fz_register(fx_conn_t *c, const char *id, uint64_t gen, const char *
     fx_body_hello_t hb;
     fx_hello_fill(&fz_cfg, FX_ROLE_OWNER, id, gen, &hb);
     FZ_SEND(p->conn, FX_MSG_HELLO, 1, hello, &hb);
-    fx_body_register_t rb = {fx_str_c(id), gen, FX_NODE_GPU_OWNER, FZ_SEG, 0x7f0000000000ull,
-                             fx_str_c("ucx-address"), fx_str_c("rkey"), FZ_GRANT, {NULL, 0}, {NULL, 0},
-                             fx_str_c(sub)};
+    fx_body_register_t rb = {.node_id = fx_str_c(id), .generation = gen, .node_role = FX_NODE_GPU_OWNER,
+                             .segment_bytes = FZ_SEG, .segment_base = 0x7f0000000000ull,
+                             .ucx_address = fx_str_c("ucx-address"), .rkey = fx_str_c("rkey"),
+                             .grant_bytes = FZ_GRANT, .sub_cluster = fx_str_c(sub)};
     FZ_SEND(p->conn, FX_MSG_REGISTER, 2, register, &rb);
     FUZZ_CHECK(p->node && p->node->alive, "the harness's owner %s did not register", id);
 }

@@ -187,9 +187,10 @@ static fx_conn_t *fz_o1_new(void)
     fx_body_hello_t hb;
     fx_hello_fill(&fz_mcfg, FX_ROLE_OWNER, "o1", 2, &hb);
     FZ_SEND(c, FX_MSG_HELLO, 1, hello, &hb);
-    fx_body_register_t rb = {fx_str_c("o1"), 2, FX_NODE_GPU_OWNER, FZ_SEG, 0x7f0000000000ull,
-                             fx_str_c("ucx-address"), fx_str_c("rkey"), 1ull << 20, {NULL, 0}, {NULL, 0},
-                             fx_str_c("b")};
+    fx_body_register_t rb = {.node_id = fx_str_c("o1"), .generation = 2, .node_role = FX_NODE_GPU_OWNER,
+                             .segment_bytes = FZ_SEG, .segment_base = 0x7f0000000000ull,
+                             .ucx_address = fx_str_c("ucx-address"), .rkey = fx_str_c("rkey"),
+                             .grant_bytes = 1ull << 20, .sub_cluster = fx_str_c("b")};
     FZ_SEND(c, FX_MSG_REGISTER, 2, register, &rb);
     return c;
 }
