@@ -175,8 +175,9 @@ comma := ,
 FUZZ_LDFLAGS_owner := $(FUZZ_LDFLAGS_master) $(patsubst %,-Wl$(comma)--wrap=%,fx_segment_create_huge fx_segment_destroy fx_segment_memory_limit \
 	fx_unix_listen fx_acceptor_start fx_acceptor_stop fx_tcp_socket fx_connect_start fx_conn_new fx_unix_send_fd fx_unix_send_fds \
 	fx_opeers_init fx_opeers_shutdown fx_opeers_fini fx_opeers_ucx fx_opeers_info fx_opeers_get fx_ucx_set_timeout_ms)
-# the owner target with a disk tier (fuzz_owner_disk.c includes fuzz_owner.c): the store is learnt at its open
-FUZZ_LDFLAGS_owner_disk := $(FUZZ_LDFLAGS_owner) -Wl,--wrap=fx_disk_open
+# the owner target with a disk tier (fuzz_owner_disk.c includes fuzz_owner.c): the store is learnt at its open,
+# its tombstones and barriers noted (what a later life must not bring back)
+FUZZ_LDFLAGS_owner_disk := $(FUZZ_LDFLAGS_owner) -Wl,--wrap=fx_disk_open -Wl,--wrap=fx_disk_kill -Wl,--wrap=fx_disk_barrier
 $(BUILD)/test/fuzz_replay_%: test/fuzz/fuzz_%.c $(FUZZ_DEPS) $(TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -Wno-unused-function -Itest/fuzz -DFUZZ_CORPUS='"$(abspath test/fuzz/corpus/$*)"' \

@@ -36,7 +36,8 @@
  * master are torn down (ASan's leak check covers what they free).
  * fuzz_owner_disk.c includes this file with FZ_DISK 1: the same owner with a disk tier, its
  * fz_disk_* hooks (a directory per input, the rest of a reactor turn after each record, the
- * disk's checks); here they do nothing. */
+ * disk's checks, ops 0xFC/0xFD crashing the owner and bringing it back over its disk); here
+ * they do nothing (0xFC/0xFD drop the link like the rest of 0xF8..0xFF). */
 #include "master.c"
 
 #include "fuzz.h"
@@ -65,6 +66,8 @@ static void fz_disk_check(void) {}
 static bool fz_disk_quiet(void) { return true; }
 static void fz_disk_final(void) {}
 static void fz_disk_end(void) {}
+static bool fz_disk_crash(uint8_t op) { return false; }
+static void fz_disk_revive(void) {}
 #endif
 #define FZ_PEERS 4
 #define FZ_EXTS 3
@@ -72,6 +75,7 @@ static void fz_disk_end(void) {}
 #define FZ_SEG (8ull << 20)
 
 static fx_reactor_t *fz_r;
+static uint64_t fz_mgen; /* the master's generation: FZ_MGEN, a later one after a restart (fuzz_owner_disk.c) */
 static fx_config_t fz_mcfg, fz_ocfg;
 static bool fz_trace;
 
@@ -201,14 +205,16 @@ static void fz_master_new(void)
     FUZZ_CHECK(fz_m != NULL, "out of memory");
     fz_m->r = fz_r;
     fz_m->cfg = fz_mcfg;
-    fz_m->generation = FZ_MGEN;
+    fz_m->generation = fz_mgen;
     fz_m->listen_fd = -1;
+    fx_timer_init(&fz_m->liveness_timer); /* not armed (fuzz_owner_disk.c arms it once o0 crashed) */
     FUZZ_CHECK(fx_master_kv_init(fz_m) == FLUXON_OK, "kv init");
 }
 
 static void fz_master_free(void)
 {
     while (fz_m->peers) fx_conn_close(fz_m->peers->conn, FLUXON_ERR_UNAVAILABLE);
+    if (fx_timer_armed(&fz_m->liveness_timer)) fx_timer_disarm(fz_r, &fz_m->liveness_timer);
     fz_m->shutting_down = true;
     fx_master_kv_fini(fz_m);
     for (size_t i = 0; i < fz_m->n_nodes; i++) {
@@ -425,6 +431,7 @@ static void fz_metrics(fx_ometrics_t *mm)
 
 static void fz_check(void)
 {
+    if (!fz_o) return; /* o0 is down (crashed, fuzz_owner_disk.c): back at the next record but a clock one */
     fx_ometrics_t mm;
     fz_metrics(&mm);
     FX_OWNER_METRICS(FZ_WRAP)
@@ -465,6 +472,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 1 << 16) return 0;
     fz_clock_ns = 1000000000000ull; /* 1000 s */
+    fz_mgen = FZ_MGEN;
     fz_master_new();
     fz_disk_begin();
     FUZZ_CHECK(fx_owner_create(fz_r, &fz_ocfg, fz_ready, NULL, &fz_o) == FLUXON_OK, "owner create");
@@ -477,11 +485,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (off < size) {
         uint8_t op = data[off++];
         int pi = op % FZ_PEERS;
+        if (op < 0xE0 || op >= 0xF0) fz_disk_revive(); /* o0 crashed (fuzz_owner_disk.c): it comes back first */
         if (op >= 0xE0 && op < 0xF0) {
             fz_clock_ns += (16ull << (op & 15)) * 1000000ull;
             fx_reactor_run_due_timers(fz_r);
         } else if (op >= 0xF8) {
-            fz_link_drop();
+            if (!fz_disk_crash(op)) fz_link_drop();
         } else if (op >= 0xF0) {
             fz_peer_close(pi);
             fz_peer[pi] = fz_peer_new(pi);
@@ -503,6 +512,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_check();
     }
 
+    fz_disk_revive(); /* o0 still down after a crash: its next life is the one checked */
     /* the reset: every external disconnects (R1: all they held is released) */
     for (int i = 0; i < FZ_EXTS; i++) fz_peer_close(i);
     fz_pump();

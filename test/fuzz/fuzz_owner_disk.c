@@ -20,8 +20,32 @@
  * agree; at the end (the owner quiet: no I/O in flight, no staging) every route the master
  * holds that names a disk offset of o0 names a record the store indexes, of that key and
  * version (none left pointing at a record retired, replaced, deleted or failed), unless the
- * owner gave a route drop up (counted); the disk counters add up. */
+ * owner gave a route drop up (counted); the disk counters add up.
+ *
+ * A second life (ops 0xFC, 0xFD; in fuzz_owner.c's target they drop the link like the rest of
+ * 0xF8..0xFF): o0 crashes as a kill -9 would leave it. The store has no I/O in flight after a
+ * record (fz_disk_settle reaped it: writes handed to the kernel are done), so the crash image
+ * is the directory's files copied at that instant (fz_dir_copy): what was written is there,
+ * what is still in a staging buffer (a record or tombstone waiting for the 2 ms flush) is
+ * lost, the open segment has no index block, DIR/CONTACT is as last written. The process is
+ * then torn down in process (for the leak check), its link dropped first and its externals
+ * closed, so nothing more reaches the master; what its close writes goes to the directory
+ * thrown away. 0xFD restarts the master too (a fresh one, a later generation; o1 registers
+ * with it again). o0 stays down through clock records (the master's timers run: it may
+ * declare o0 dead and forget it); the next other record, or the end of the input, brings it
+ * back: a new owner (a newer generation) over the crash image, which re-indexes the records
+ * found there and offers them to the master at its registration (re-publication), then the
+ * records go on. Checked besides the above:
+ *  - a tombstone (fx_disk_kill) or barrier (fx_disk_barrier) of an earlier life that was on
+ *    the file at the crash (read back from the image: fz_kill_on_file): the store never
+ *    indexes again the key's record it killed (a record of that key and version or older,
+ *    written before the tombstone; any record before a barrier), after every record;
+ *  - once o0 is back and again at the end: every route naming o0's disk names a record the
+ *    store indexes, of that key and version (fz_disk_stale_routes), and none names a record
+ *    such a tombstone or barrier killed. */
+#include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +60,8 @@ static void fz_disk_check(void);
 static bool fz_disk_quiet(void);
 static void fz_disk_final(void);
 static void fz_disk_end(void);
+static bool fz_disk_crash(uint8_t op);
+static void fz_disk_revive(void);
 
 #include "fuzz_owner.c"
 
@@ -59,6 +85,118 @@ int __wrap_fx_disk_open(fx_reactor_t *r, const fx_disk_cfg_t *cfg, const fx_disk
     FUZZ_CHECK(rc == FLUXON_OK, "the owner's store did not open: %s (%s)", fluxon_status_string(rc), err);
     fz_disk = *d_p;
     return rc;
+}
+
+/* ---- the second life: what the earlier lives killed on disk ---- */
+#define FZ_LIVES 16              /* crashes an input at most (a later 0xFC/0xFD drops the link) */
+#define FZ_OP_CRASH 0xFC         /* o0 crashes; the master stays */
+#define FZ_OP_CRASH_MASTER 0xFD  /* o0 and the master crash; a fresh master starts */
+
+/* A tombstone (or barrier) the store staged: the record it killed and where it lies. */
+typedef struct {
+    char *key; /* NULL: a barrier (every record written before it) */
+    uint32_t klen;
+    uint64_t put_ms, put_ver; /* the version killed: it and older ones of the key written before it */
+    uint64_t rec_off, tomb_off; /* the record killed; the tombstone's (barrier's) own disk offset */
+    int life;                   /* the life that staged it */
+    bool on_file;               /* in its life's crash image (known at that crash) */
+} fz_kill_t;
+static fz_kill_t *fz_kills;
+static size_t fz_n_kills, fz_cap_kills, fz_n_on_file;
+static int fz_life; /* crashes so far in this input */
+
+static bool fz_before(uint64_t a, uint64_t b) { return (a & ~FX_DISK_OFF_BIT) < (b & ~FX_DISK_OFF_BIT); }
+
+/* The tombstone or barrier just staged (fx_disk_stage pushed it on the open segment's list). */
+static void fz_kill_note(fx_disk_t *d, char *key, uint32_t klen, const fx_disk_meta_t *m, uint64_t rec_off,
+                         uint16_t flag)
+{
+    const dk_tomb_t *t = d->open_seg ? d->open_seg->tombs : NULL;
+    FUZZ_CHECK(t && (t->flags & flag) && t->klen == klen, "the %s just staged is not the open segment's latest",
+               key ? "tombstone" : "barrier");
+    if (fz_n_kills == fz_cap_kills) {
+        fz_cap_kills = fz_cap_kills ? 2 * fz_cap_kills : 16;
+        fz_kills = realloc(fz_kills, fz_cap_kills * sizeof *fz_kills);
+        FUZZ_CHECK(fz_kills != NULL, "out of memory");
+    }
+    fz_kills[fz_n_kills++] = (fz_kill_t){key, klen, m ? m->put_ms : 0, m ? m->put_ver : 0, rec_off,
+                                         FX_DISK_OFF_BIT | t->seg_id << 32 | t->byte_off / FX_DISK_BLOCK, fz_life, false};
+}
+
+/* The store's kills (owner/disk.c calls them: INVALIDATE, a refused EVICT or re-publication, a
+ * record that could not be read; the master forgot o0), noted with what they killed. */
+int __real_fx_disk_kill(fx_disk_t *d, uint64_t off);
+int __wrap_fx_disk_kill(fx_disk_t *d, uint64_t off);
+int __wrap_fx_disk_kill(fx_disk_t *d, uint64_t off)
+{
+    const char *k = NULL;
+    uint32_t kl = 0;
+    fx_disk_meta_t m;
+    char *kc = d == fz_disk && fx_disk_rec_at(d, off, &k, &kl, &m) ? malloc(kl ? kl : 1) : NULL;
+    if (kc) memcpy(kc, k, kl);
+    int rc = __real_fx_disk_kill(d, off);
+    if (kc && rc == FLUXON_OK) fz_kill_note(d, kc, kl, &m, off, FX_DISK_REC_TOMB);
+    else free(kc);
+    return rc;
+}
+int __real_fx_disk_barrier(fx_disk_t *d);
+int __wrap_fx_disk_barrier(fx_disk_t *d);
+int __wrap_fx_disk_barrier(fx_disk_t *d)
+{
+    int rc = __real_fx_disk_barrier(d);
+    if (d == fz_disk && rc == FLUXON_OK) fz_kill_note(d, NULL, 0, NULL, 0, FX_DISK_REC_BARRIER);
+    return rc;
+}
+
+/* Is kill k's tombstone (barrier) whole on the file in the crash image dir? */
+static bool fz_kill_on_file(const char *dir, const fz_kill_t *k)
+{
+    uint64_t seg = (k->tomb_off & ~FX_DISK_OFF_BIT) >> 32, byte_off = (k->tomb_off & 0xffffffffull) * FX_DISK_BLOCK;
+    char p[512];
+    snprintf(p, sizeof p, "%s/fxd-o0-%016llx.seg", dir, (unsigned long long)seg);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char *b = malloc(FX_DISK_BLOCK);
+    FUZZ_CHECK(b != NULL, "out of memory");
+    ssize_t n = pread(fd, b, FX_DISK_BLOCK, (off_t)byte_off);
+    close(fd);
+    fx_disk_hdr_t h;
+    memcpy(&h, b, sizeof h);
+    bool ok = n == FX_DISK_BLOCK && !fx_disk_rec_check(b, FX_DISK_BLOCK, seg, byte_off, k->key, k->klen) &&
+              (h.flags & (k->key ? FX_DISK_REC_TOMB : FX_DISK_REC_BARRIER)) &&
+              (!k->key || (h.put_ms == k->put_ms && h.put_ver == k->put_ver));
+    free(b);
+    return ok;
+}
+
+/* The kill of an earlier life, on the file at its crash, that killed the record of key and
+ * version (pms, pv) at disk offset off (NULL: none did). */
+static const fz_kill_t *fz_killed(const char *key, uint32_t klen, uint64_t off, uint64_t pms, uint64_t pv)
+{
+    for (size_t i = 0; i < fz_n_kills; i++) {
+        const fz_kill_t *k = &fz_kills[i];
+        if (!k->on_file || !fz_before(off, k->tomb_off)) continue;
+        if (!k->key) return k;
+        if (k->klen == klen && !memcmp(k->key, key, klen) && (pms < k->put_ms || (pms == k->put_ms && pv <= k->put_ver)))
+            return k;
+    }
+    return NULL;
+}
+
+static bool fz_index_visit(void *arg, uint64_t off, const char *key, uint32_t klen, const fx_disk_meta_t *m)
+{
+    const fz_kill_t *k = fz_killed(key, klen, off, m->put_ms, m->put_ver);
+    FUZZ_CHECK(!k, "the store indexes %.*s (version %llu.%llu) at %llx, killed in life %d by the %s at %llx (the "
+               "record there was %llx), on the file at that crash", (int)FX_MIN(klen, 80u), key,
+               (unsigned long long)m->put_ms, (unsigned long long)m->put_ver, (unsigned long long)off, k->life,
+               k->key ? "tombstone" : "barrier", (unsigned long long)k->tomb_off, (unsigned long long)k->rec_off);
+    return true;
+}
+
+/* Every record the store indexes: none an earlier life's kill on the file killed. */
+static void fz_disk_index_walk(void)
+{
+    if (fz_n_on_file) fx_disk_foreach(fz_disk, fz_index_visit, NULL);
 }
 
 static void fz_disk_begin(void)
@@ -105,11 +243,18 @@ static void fz_disk_check(void)
     FUZZ_CHECK(fz_disk != NULL, "no store");
     FUZZ_CHECK(fx_hmap_count(fz_disk->by_key) == fz_disk->by_off.count, "the store indexes %zu keys, %zu offsets",
                fx_hmap_count(fz_disk->by_key), (size_t)fz_disk->by_off.count);
+    for (size_t i = 0; fz_n_on_file && i < fz_n_kills; i++) { /* the keys killed (barriers: fz_disk_index_walk) */
+        const fz_kill_t *k = &fz_kills[i];
+        uint64_t off;
+        fx_disk_meta_t m;
+        if (k->on_file && k->key && fx_disk_find(fz_disk, k->key, k->klen, &off, &m) == FLUXON_OK)
+            fz_index_visit(NULL, off, k->key, k->klen, &m);
+    }
 }
 
 /* Every route of the master's that names a disk offset of o0: a record the store indexes,
- * of the route's key and version. Returns how many do not (0: none); the first one's
- * description in why. */
+ * of the route's key and version, and none an earlier life's kill on the file killed. Returns
+ * how many do not (0: none); the first one's description in why. */
 static size_t fz_disk_stale_routes(char *why, size_t cap)
 {
     mkv_t *s = fz_m->kv;
@@ -127,6 +272,15 @@ static size_t fz_disk_stale_routes(char *why, size_t cap)
             uint32_t dkl = 0;
             fx_disk_meta_t m;
             bool at = fx_disk_rec_at(fz_disk, rep->offset, &dk, &dkl, &m);
+            const fz_kill_t *kd = fz_killed(k, (uint32_t)kl, rep->offset, r->put_ms, r->put_ver);
+            if (kd) {
+                if (!bad++)
+                    snprintf(why, cap, "route %.*s (version %llu.%u) names o0's disk offset %llx, killed in life %d by "
+                             "the %s at %llx, on the file at that crash", (int)FX_MIN(kl, 80u), k,
+                             (unsigned long long)r->put_ms, r->put_ver, (unsigned long long)rep->offset, kd->life,
+                             kd->key ? "tombstone" : "barrier", (unsigned long long)kd->tomb_off);
+                continue;
+            }
             if (at && dkl == kl && !memcmp(dk, k, kl) && m.put_ms == r->put_ms && m.put_ver == r->put_ver) continue;
             if (!bad++)
                 snprintf(why, cap, "route %.*s (version %llu.%u) names o0's disk offset %llx: %s", (int)FX_MIN(kl, 80u),
@@ -167,6 +321,7 @@ static void fz_disk_final(void)
                 (unsigned long long)mm.disk_tombstones, (unsigned long long)mm.disk_segments_freed,
                 (unsigned long long)mm.disk_retired_records, (unsigned long long)mm.disk_routes_dropped,
                 (unsigned long long)mm.evict_to_disk, (unsigned long long)mm.prefetch_reads);
+    fz_disk_index_walk();
     char why[256] = "";
     size_t bad = mm.disk_route_drops_failed ? 0 : fz_disk_stale_routes(why, sizeof why);
     FUZZ_CHECK(bad == 0, "%zu routes of the master name records o0's disk does not hold: %s", bad, why);
@@ -176,4 +331,118 @@ static void fz_disk_end(void)
 {
     fz_disk = NULL; /* closed with the owner */
     fuzz_rmdir(fz_dir);
+    for (size_t i = 0; i < fz_n_kills; i++) free(fz_kills[i].key);
+    fz_n_kills = fz_n_on_file = 0;
+    fz_life = 0;
+}
+
+/* ---- the crash and the next life ---- */
+/* Copies the files of directory from (flat) into the empty directory to. */
+static void fz_dir_copy(const char *from, const char *to)
+{
+    DIR *dd = opendir(from);
+    FUZZ_CHECK(dd != NULL, "opendir %s: %s", from, strerror(errno));
+    char *buf = malloc(64u << 10);
+    FUZZ_CHECK(buf != NULL, "out of memory");
+    struct dirent *de;
+    char src[512], dst[512];
+    while ((de = readdir(dd))) {
+        if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
+        snprintf(src, sizeof src, "%s/%s", from, de->d_name);
+        snprintf(dst, sizeof dst, "%s/%s", to, de->d_name);
+        int in = open(src, O_RDONLY | O_CLOEXEC);
+        FUZZ_CHECK(in >= 0, "open %s: %s", src, strerror(errno));
+        int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        FUZZ_CHECK(out >= 0, "create %s: %s", dst, strerror(errno));
+        ssize_t n;
+        while ((n = read(in, buf, 64u << 10)) > 0)
+            FUZZ_CHECK(write(out, buf, (size_t)n) == n, "write %s: %s", dst, strerror(errno));
+        FUZZ_CHECK(n == 0, "read %s: %s", src, strerror(errno));
+        close(in);
+        close(out);
+    }
+    closedir(dd);
+    free(buf);
+}
+
+static bool fz_trace_rec(void *arg, uint64_t off, const char *key, uint32_t klen, const fx_disk_meta_t *m)
+{
+    fprintf(stderr, "  disk record %.*s version %llu.%llu at %llx\n", (int)FX_MIN(klen, 80u), key,
+            (unsigned long long)m->put_ms, (unsigned long long)m->put_ver, (unsigned long long)off);
+    return true;
+}
+
+/* 0xFC / 0xFD: o0 crashes (the file's comment says what the crash image holds). */
+static bool fz_disk_crash(uint8_t op)
+{
+    if ((op != FZ_OP_CRASH && op != FZ_OP_CRASH_MASTER) || !fz_o || fz_life >= FZ_LIVES) return false;
+    FUZZ_CHECK(fz_disk && !fz_disk->ops, "a crash with the store's I/O in flight");
+    char img[256];
+    fuzz_mkdtemp(img, sizeof img, "fuzz-owner-disk");
+    fz_dir_copy(fz_dir, img);
+    size_t was = fz_n_on_file, kills = 0;
+    for (size_t i = 0; i < fz_n_kills; i++)
+        if (fz_kills[i].life == fz_life && (kills++, fz_kill_on_file(img, &fz_kills[i]))) {
+            fz_kills[i].on_file = true;
+            fz_n_on_file++;
+        }
+    if (fz_trace)
+        fprintf(stderr, "o0 crashes (life %d%s): %zu records indexed, %zu of its %zu kills on the file\n", fz_life,
+                op == FZ_OP_CRASH_MASTER ? ", the master too" : "", fx_hmap_count(fz_disk->by_key),
+                fz_n_on_file - was, kills);
+    if (fz_trace) fx_disk_foreach(fz_disk, fz_trace_rec, NULL);
+    fz_disk = NULL; /* its teardown's kills (none expected) are not noted */
+    fz_link_drop(); /* first: nothing more reaches the master */
+    for (int i = 0; i < FZ_EXTS; i++) fz_peer_close(i);
+    fx_owner_shutdown(fz_o);
+    fx_owner_destroy(fz_o); /* closes the store: what it writes goes to the directory thrown away */
+    fz_o = NULL;
+    fz_link_drop();
+    fuzz_rmdir(fz_dir);
+    fx_strlcpy(fz_dir, img, sizeof fz_dir);
+    fz_life++;
+    if (op == FZ_OP_CRASH_MASTER) {
+        fz_peer_close(3);
+        fz_master_free();
+        fz_mgen += 1000000ull; /* a later master: its in-flight tokens do not repeat */
+        fz_master_new();
+        fz_peer[3] = fz_o1_new();
+        fz_pump_link();
+    }
+    /* from now on the master's liveness check runs as in a real master (master_start arms
+     * it; the owner target leaves it off): an owner down past dead_owner_grace_ms is
+     * forgotten (o0 then drops its disk at its registration: a barrier) */
+    if (!fx_timer_armed(&fz_m->liveness_timer))
+        fx_timer_arm(fz_r, &fz_m->liveness_timer, FX_MAX(fz_mcfg.heartbeat_timeout_ms / 8, 10u), master_on_liveness);
+    return true;
+}
+
+/* o0 down: it starts again over its crash image (a new process: a newer generation),
+ * re-indexes it, registers (the master's held invalidations first, then the re-publication
+ * of what the disk holds) and its externals connect again. */
+static void fz_disk_revive(void)
+{
+    if (fz_o) return;
+    fz_clock_ns += 1000000ull; /* fx_realtime_ns: the generation, later than the crashed one's */
+    fx_strlcpy(fz_ocfg.disk_path, fz_dir, sizeof fz_ocfg.disk_path);
+    FUZZ_CHECK(fx_owner_create(fz_r, &fz_ocfg, fz_ready, NULL, &fz_o) == FLUXON_OK, "owner create (life %d)", fz_life);
+    FUZZ_CHECK(fz_disk != NULL, "no store");
+    fz_disk_index_walk(); /* the re-index kept nothing an earlier life killed for good */
+    fz_pump(); /* HELLO, REGISTER, re-publication, grants */
+    for (int i = FZ_EXTS - 1; i >= 0; i--) fz_peer[i] = fz_peer_new(i);
+    fz_pump();
+    fz_check();
+    fx_ometrics_t mm;
+    fz_metrics(&mm);
+    if (fz_trace)
+        fprintf(stderr, "o0 back (life %d): %llu records re-indexed (%llu torn, %llu killed), %llu re-published, "
+                "registered %d, re-publishing %d\n", fz_life, (unsigned long long)mm.disk_recovered_records,
+                (unsigned long long)mm.disk_recovered_torn, (unsigned long long)mm.disk_recovered_killed,
+                (unsigned long long)mm.republish_keys, (int)mm.master_connected, (int)mm.republishing);
+    char why[256] = "";
+    size_t bad = mm.master_connected && !mm.republishing && !mm.disk_route_drops_failed && !mm.evict_disk_staging
+                     ? fz_disk_stale_routes(why, sizeof why)
+                     : 0;
+    FUZZ_CHECK(bad == 0, "o0 registered again (life %d): %zu routes of the master name records its disk does not "
+               "hold: %s", fz_life, bad, why);
 }

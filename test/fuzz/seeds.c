@@ -16,7 +16,8 @@
  *                   records (a newer version, a tombstone, a mark) and a forged index entry;
  *                   the second lives;
  *   corpus/owner_disk/   sessions against fuzz_owner_disk.c's owner with a disk tier: values
- *                   evicted to disk, read back twice, deleted, prefetched, segments retired.
+ *                   evicted to disk, read back twice, deleted, prefetched, segments retired;
+ *                   the owner crashing and coming back over its disk (a second life).
  *   dict/{codec,master,owner,owner_disk}.dict   the magic, every type id, flags, common values.
  * Recorded traffic of the integration suites (FLUXON_RECORD_FRAMES, test/fixtures/mkvfix.h)
  * adds sessions to corpus/master: fuzz_seeds OUTDIR [RECORDED-SESSION...]. */
@@ -257,6 +258,8 @@ static void master_seeds(void)
  * HELLO, 2 a new external, 3 the second owner o1 talking to the master; the owner's ids
  * of plans, handles and holders count from 1) ---- */
 #define OP_LINK_DROP 0xF8 /* the owner's master connection drops */
+#define OP_CRASH 0xFC        /* fuzz_owner_disk.c: the owner crashes, back at the next record but a clock one */
+#define OP_CRASH_MASTER 0xFD /* fuzz_owner_disk.c: the owner and the master crash, a fresh master starts */
 static void owner_seeds(void)
 {
     fx_str_t kb[8];
@@ -413,6 +416,59 @@ static void owner_disk_seeds(void)
     sb_u8(&s, OP_TIME(2));
     REQ(&s, 1, FX_MSG_GET_START, get_start, &g3);
     write_file("corpus/owner_disk", "session-retire", s.p, s.n);
+
+    /* C: a second life. Values evicted to disk, one deleted (its tombstone written before
+     * the DELETE's answer), a newer put of another (an INVALIDATE: a tombstone left in the
+     * staging buffer), then o0 crashes (the master stays): the next get brings it back over
+     * its crash image (re-indexed, re-published; the master's old routes of it dropped);
+     * reads, a put, then both crash (a fresh master) and time passes before o0 is back */
+    s.n = 0;
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p1);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr1);
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p2);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr2);
+    sb_u8(&s, OP_TIME(0));
+    fx_body_key_t dk1 = {fx_str_c("d/1")}; /* on disk (e/4, d/4, d/1 were evicted) */
+    REQ(&s, 1, FX_MSG_DELETE, key, &dk1);
+    fx_body_put_start_t p4 = {KEYS(kb, "d/4"), 4096, 0, NOV, {NULL, 0}, 0, {NULL, 0}, 1000, 0};
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p4);
+    fx_body_plan_ref_t pr5 = {5};
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr5);
+    sb_u8(&s, OP_CRASH);
+    fx_body_get_start_t g4 = {KEYS(kb, "d/1", "d/2", "d/3", "d/4"), NOV, 1, 1000};
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g4);
+    REQ(&s, 1, FX_MSG_RELEASE, release, &rl);
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g4);
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p1);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr1);
+    sb_u8(&s, OP_CRASH_MASTER);
+    sb_u8(&s, OP_TIME(8)); /* 4 s down */
+    REQ(&s, 1, FX_MSG_EXISTS, keys, &ex);
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g4);
+    write_file("corpus/owner_disk", "session-second-life", s.p, s.n);
+
+    /* D: down longer than the master's dead_owner_grace_ms (10 min): the master forgets o0
+     * (it drops its disk, a barrier, at its registration); then with a fresh master the
+     * contact recorded in DIR/CONTACT is older than the grace (the records dropped at the
+     * first registration, not re-published) */
+    s.n = 0;
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p1);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr1);
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p2);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr2);
+    sb_u8(&s, OP_TIME(0));
+    sb_u8(&s, OP_CRASH);
+    sb_u8(&s, OP_TIME(15)); /* 2 x 524 s */
+    sb_u8(&s, OP_TIME(15));
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g4);
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p2);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr1);
+    sb_u8(&s, OP_TIME(0));
+    sb_u8(&s, OP_CRASH_MASTER);
+    sb_u8(&s, OP_TIME(15));
+    sb_u8(&s, OP_TIME(15));
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g4);
+    write_file("corpus/owner_disk", "session-second-life-forgotten", s.p, s.n);
     free(s.p);
 }
 
@@ -513,6 +569,7 @@ static void dicts(void)
         if (t == 3) { /* fuzz_owner_disk.c: values that fill its 1 MiB hot tier in a few puts */
             dict_u(f, "u64_256k", 256u << 10, 8);
             dict_u(f, "u64_1m", 1u << 20, 8);
+            fprintf(f, "op_crash=\"\\xfc\"\nop_crash_master=\"\\xfd\"\n");
         }
         if (t >= 2) { /* the owner target's (fuzz_owner.c): ids of plans, handles, holders */
             for (unsigned id = 1; id <= 4; id++) {
