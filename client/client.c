@@ -277,6 +277,7 @@ static int client_socket_connect(const char *path, int timeout_ms, int *sock_p)
 int fluxon_client_open(const char *config_json, fluxon_client **client_p)
 {
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
+    if (client_p) *client_p = NULL; /* on every failure: a caller that forgot the status gets NULL */
     if (!config_json || !client_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fluxon_client *cl = fx_calloc(1, sizeof *cl);
     if (!cl) return FLUXON_ERR_NOMEM;

@@ -139,7 +139,8 @@ typedef struct fluxon_node fluxon_node;
  * accepting on its unix socket. Several nodes may run in one process.
  *  config_json  borrowed for the call; NUL-terminated JSON text.
  *  node_p       on success receives the node; the caller owns it and must pass it to
- *               fluxon_node_stop exactly once.
+ *               fluxon_node_stop exactly once. On any failure *node_p is set to NULL
+ *               (when node_p is not NULL).
  * The node's own setup (segment, socket, UCX) is not bounded; then the wait for the master
  * is bounded by the start timeout ("start_timeout_ms", default 10000 ms). An owner's
  * segment is prefaulted on a thread of its own while it registers, not waited for.
@@ -210,7 +211,9 @@ typedef struct fluxon_client fluxon_client;
  *               "tenant" (default "default") and "tenant_token": the tenant this client
  *               belongs to and its secret (issue 42, docs/tenants.md; see the key
  *               grammar above for namespaces).
- *  client_p     receives the client; the caller owns it (fluxon_client_close).
+ *  client_p     receives the client; the caller owns it (fluxon_client_close). On any
+ *               failure *client_p is set to NULL (when client_p is not NULL): every
+ *               call given that NULL returns FLUXON_ERR_INVALID_ARGUMENT.
  * Waits at most "timeout_ms" (default 30000 ms) for the owner.
  * With "prefault_segment" (default true) a thread of the client then faults the owner's
  * segment into this process's mapping (MADV_POPULATE_WRITE), not waited for: the engine's

@@ -234,6 +234,7 @@ static void node_join_free(fluxon_node *n)
 
 int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
 {
+    if (node_p) *node_p = NULL; /* on every failure */
     if (!config_json || !node_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fluxon_node *n = fx_calloc(1, sizeof *n);
     if (!n) return FLUXON_ERR_NOMEM;
@@ -296,6 +297,7 @@ int fluxon_node_wait_ready(fluxon_node *n, uint32_t timeout_ms)
 
 int fluxon_node_start(const char *config_json, fluxon_node **node_p)
 {
+    if (node_p) *node_p = NULL; /* on every failure */
     if (!config_json || !node_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fluxon_node *n = NULL;
     int rc = fluxon_node_launch(config_json, &n);

@@ -202,6 +202,7 @@ static int cmd_ping(fluxon_client *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     struct sigaction sa = {0};
     sa.sa_handler = ping_on_sigint;
     sigaction(SIGINT, &sa, NULL); /* Ctrl-C: stop and print the figures so far */
@@ -221,6 +222,7 @@ static int cmd_stat(fluxon_client *c, int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     char *buf = NULL;
     int rc = fx_cli_json_call(c, fluxon_client_cluster_nodes, 1 << 16, &buf);
     if (rc != FLUXON_OK) {
@@ -275,6 +277,10 @@ static int run_external(const char *json, int argc, char **argv)
         fprintf(stderr, "fluxon: unknown external command '%s' (%s)\n", argv[0], names);
         return EXIT_USAGE;
     }
+    /* its arguments are checked before the client opens: a usage error exits 2 whether or not an
+     * owner listens (each command returns 0 from its check when given no client) */
+    int chk = fn(NULL, argc - 1, argv + 1);
+    if (chk) return chk;
     /* one command, then exit: mapping every page table of a multi-GiB segment would cost
      * more than the command (1.2 s for 4 GiB), so the CLI does not prefault unless told */
     cJSON *doc = cJSON_Parse(json);

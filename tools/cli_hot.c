@@ -109,6 +109,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
         if ((*dst = hot_arg(argv[i], argv[i + 1], 1, hi)) < 0) return 2;
         i++;
     }
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     char (*names)[64] = malloc((size_t)batch * 64);
     const char **keys = malloc((size_t)batch * sizeof *keys);
     int *st = malloc((size_t)batch * sizeof *st);

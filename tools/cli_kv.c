@@ -80,6 +80,12 @@ static char *kv_slurp(FILE *f, size_t *len_p)
     return buf;
 }
 
+static int kv_unreadable(const char *path)
+{
+    fprintf(stderr, "fluxon: put: cannot read %s: %s\n", path, strerror(errno));
+    return 2;
+}
+
 int fx_cli_put(fluxon_client *c, int argc, char **argv)
 {
     if (argc != 2) {
@@ -97,11 +103,9 @@ int fx_cli_put(fluxon_client *c, int argc, char **argv)
                 KV_MAX_VALUE >> 20);
         return 2;
     }
+    if (!c) return strcmp(argv[1], "-") && access(argv[1], R_OK) ? kv_unreadable(argv[1]) : 0; /* stdin: not read twice */
     FILE *f = strcmp(argv[1], "-") ? fopen(argv[1], "rb") : stdin;
-    if (!f) {
-        fprintf(stderr, "fluxon: put: cannot read %s: %s\n", argv[1], strerror(errno));
-        return 2;
-    }
+    if (!f) return kv_unreadable(argv[1]);
     size_t len = 0;
     char *buf = kv_slurp(f, &len);
     if (f != stdin) fclose(f);
@@ -131,6 +135,7 @@ int fx_cli_pin(fluxon_client *c, int argc, char **argv)
         fprintf(stderr, "usage: pin TTL_MS KEY... (TTL_MS 0..%u; 0 unpins)\n", FLUXON_PIN_TTL_MAX_MS);
         return 2;
     }
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     size_t n = (size_t)argc - 1;
     int *st = calloc(n, sizeof *st);
     if (!st) return kv_fail(NULL, "pin", NULL, FLUXON_ERR_NOMEM);
@@ -159,6 +164,7 @@ int fx_cli_get(fluxon_client *c, int argc, char **argv)
         fprintf(stderr, "usage: get KEY [-o FILE]\n");
         return 2;
     }
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     fluxon_holder *h = NULL;
     int rc = fluxon_get(c, argv[0], &h);
     if (rc) return kv_fail(c, "get", argv[0], rc);
@@ -179,6 +185,7 @@ int fx_cli_del(fluxon_client *c, int argc, char **argv)
         fprintf(stderr, "usage: del KEY\n");
         return 2;
     }
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     int rc = fluxon_delete(c, argv[0]);
     if (rc) return kv_fail(c, "del", argv[0], rc);
     fputs("deleted ", stdout);
@@ -221,6 +228,7 @@ int fx_cli_ls(fluxon_client *c, int argc, char **argv)
         fprintf(stderr, "usage: ls [PREFIX]\n");
         return 2;
     }
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     kv_ls_t l = {"", 0};
     for (;;) { /* page through the master's prefix index */
         size_t n = 0;
@@ -251,6 +259,7 @@ int fx_cli_stats(fluxon_client *c, int argc, char **argv)
         fprintf(stderr, "usage: stats\n");
         return 2;
     }
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     return cli_json(c, "stats", fluxon_client_stats);
 }
 
@@ -261,5 +270,6 @@ int fx_cli_master_stats(fluxon_client *c, int argc, char **argv)
         fprintf(stderr, "usage: master-stats\n");
         return 2;
     }
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     return cli_json(c, "master-stats", fluxon_client_master_stats);
 }

@@ -72,6 +72,7 @@ int fx_cli_tenant(fluxon_client *c, int argc, char **argv)
         }
     }
     if (!flags) return ten_usage("give --quota, --guaranteed or both");
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     int rc = fluxon_tenant_set(c, name, quota, gtd, flags, token);
     if (rc != FLUXON_OK) {
         fprintf(stderr, "fluxon: tenant set %s: %s (the owner's reason is logged above)\n", name,

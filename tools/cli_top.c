@@ -260,6 +260,7 @@ int fx_cli_top(fluxon_client *c, int argc, char **argv)
 {
     long iters = 0, interval = 1000;
     if (top_args(argc, argv, &iters, &interval)) return 2;
+    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
     bool tty = isatty(STDOUT_FILENO), raw = isatty(STDIN_FILENO);
     struct termios saved;
     if (raw && tcgetattr(STDIN_FILENO, &saved) == 0) {

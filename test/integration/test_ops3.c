@@ -156,3 +156,34 @@ Test(ops3, hot_without_a_master_says_why_first, .timeout = 60, .fini = ops_fini)
               out);
     cr_assert(!strstr(out, "deleting its keys stopped"), "no delete of keys never stored: %s", out);
 }
+
+/* A new user's finding (session 38): with no owner at the socket, `ping --count -5`, `get`
+ * with no key, `pin abc k`, `hot --batch 0` and `top --interval-ms 5` said "cannot open
+ * client: FLUXON_ERR_UNAVAILABLE" and exited 1; with an owner up they exited 2 naming the
+ * argument. Now every command's arguments are checked before the client opens. */
+Test(ops3, usage_errors_exit_2_with_no_owner_up, .timeout = 60, .fini = ops_fini)
+{
+    ops_init(NULL, NULL); /* configs only: nothing listens */
+    static const struct {
+        const char *args, *says;
+    } cases[] = {{"ping --count -5", "--count -5 must be an integer in 1..100000000"},
+                 {"get", "usage: get KEY"},
+                 {"pin abc k", "usage: pin TTL_MS KEY"},
+                 {"hot --batch 0", "--batch 0 must be an integer in 1..4096"},
+                 {"top --interval-ms 5", "--interval-ms 5: must be an integer in 10..60000"},
+                 {"put k /nonexistent/file", "cannot read /nonexistent/file"},
+                 {"stat --json x", "stat: unknown argument x"},
+                 {"ls a b", "usage: ls [PREFIX]"},
+                 {"del", "usage: del KEY"},
+                 {"stats x", "usage: stats"},
+                 {"tenant set t1", "give --quota, --guaranteed or both"}};
+    char out[8192];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int ex = ops_cli(out, sizeof out, "--role=external --config %s %s", t.ecfg, cases[i].args);
+        cr_assert(ex == 2 && strstr(out, cases[i].says) && !strstr(out, "cannot open client"), "%s: exit %d: %s",
+                  cases[i].args, ex, out);
+    }
+    /* well-formed: the open is tried, and fails as it should */
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s ping --count 3", t.ecfg);
+    cr_assert(ex == 1 && strstr(out, "cannot open client: FLUXON_ERR_UNAVAILABLE"), "exit %d: %s", ex, out);
+}

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -137,4 +138,59 @@ Test(readme, every_json_config_block_of_the_docs_loads)
     cr_assert_geq(g.gl_pathc, 5, "docs/ has %zu files", g.gl_pathc);
     globfree(&g);
     cr_assert_geq(blocks, 4, "only %d ```json blocks in docs/", blocks);
+}
+
+/* The README's C example (section "Using Fluxon from C") is built the way the README says
+ * (pkg-config over build/fluxon.pc) and run with its socket pointing into an empty private
+ * directory: it must report FLUXON_ERR_UNAVAILABLE and exit 1, not crash (it called
+ * fluxon_put on an uninitialised client when the open failed: a bus error). */
+Test(readme, the_c_example_builds_and_fails_cleanly_without_an_owner, .timeout = 120)
+{
+    const char *root = tr_root();
+    cr_assert_not_null(root, "README.md not found (run from the repository root)");
+    char pc[64];
+    snprintf(pc, sizeof pc, "%sbuild/fluxon.pc", root);
+    if (access(pc, R_OK) != 0) cr_skip_test("%s is not built (make builds it; make test does)", pc);
+    char *md = tr_read_readme();
+    cr_assert_not_null(md);
+    const char *sec = strstr(md, "## Using Fluxon from C");
+    cr_assert_not_null(sec, "README has no section \"Using Fluxon from C\"");
+    const char *b = strstr(sec, "```c\n");
+    cr_assert_not_null(b, "no ```c block in \"Using Fluxon from C\"");
+    b += 5;
+    const char *e = strstr(b, "\n```");
+    cr_assert_not_null(e);
+    char dir[] = "/tmp/fx-readme-c-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128], sock[128], bin[128];
+    snprintf(path, sizeof path, "%s/ex.c", dir);
+    snprintf(sock, sizeof sock, "%s/none.sock", dir);
+    snprintf(bin, sizeof bin, "%s/ex", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    const char *want = "/tmp/fluxon-c1/host-a.sock", *p = b;
+    int swapped = 0;
+    for (const char *q; (q = memmem(p, (size_t)(e - p), want, strlen(want))); p = q + strlen(want), swapped++)
+        fprintf(f, "%.*s%s", (int)(q - p), p, sock);
+    fprintf(f, "%.*s\n", (int)(e - p), p);
+    fclose(f);
+    cr_assert_eq(swapped, 1, "the example names its socket %d times, expected once", swapped);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && PKG_CONFIG_PATH=%s/%sbuild cc -Wall -Werror -o ex ex.c "
+             "$(PKG_CONFIG_PATH=%s/%sbuild pkg-config --cflags --libs fluxon) > cc.log 2>&1",
+             dir, getcwd((char[512]){0}, 512), root, getcwd((char[512]){0}, 512), root);
+    int rc = system(cmd);
+    char log[256];
+    snprintf(log, sizeof log, "%s/cc.log", dir);
+    cr_assert_eq(rc, 0, "the README's C example does not build: %s", tr_read(log) ? tr_read(log) : "");
+    snprintf(cmd, sizeof cmd, "%s > %s/run.log 2>&1", bin, dir);
+    rc = system(cmd);
+    snprintf(log, sizeof log, "%s/run.log", dir);
+    char *out = tr_read(log);
+    cr_assert(WIFEXITED(rc), "the example did not exit (a signal: %d): %s", WIFSIGNALED(rc) ? WTERMSIG(rc) : 0,
+              out ? out : "");
+    cr_assert_eq(WEXITSTATUS(rc), 1, "exit %d, expected 1: %s", WEXITSTATUS(rc), out ? out : "");
+    cr_assert(out && strstr(out, "open: FLUXON_ERR_UNAVAILABLE"), "output: %s", out ? out : "");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
 }
