@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -98,8 +99,11 @@ FX_INTERNAL int fx_unix_send_fds(int sock, const int *fds, int n_fds, const void
                 if (rc != FLUXON_OK) return rc;
                 continue;
             }
-            int rc = ux_sock_errno_status(errno);
-            FX_ERROR("unix socket: sendmsg with fd failed: %m");
+            int e = errno, rc = ux_sock_errno_status(e);
+            if (e == EPIPE || e == ECONNRESET) /* the peer closed first (a client that gave up): not our failure */
+                FX_WARN("unix socket: sendmsg with fd: the peer closed its end (%s)", strerror(e));
+            else
+                FX_ERROR("unix socket: sendmsg with fd failed: %s", strerror(e));
             return rc;
         }
         fd_sent = true; /* the kernel attached it to the first byte that went out */
