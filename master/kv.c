@@ -142,6 +142,7 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
      * (issue 39): what was invalidated there while it was away goes to it before its
      * registration is answered (the same connection, in order), so its re-publication skips
      * them (W6) */
+    mkv_inv_recent_hold(s, n); /* the old process's tombstones may not have reached its disk */
     mkv_inv_held_keep_disk(n);
     fx_offset_alloc_t *a = NULL, *lo = NULL;
     uint64_t top = n->segment_bytes / FX_OFFSET_ALLOC_PAGE * FX_OFFSET_ALLOC_PAGE, lo_end = FX_OFFSET_ALLOC_PAGE;
@@ -217,6 +218,7 @@ FX_INTERNAL void fx_master_kv_node_free(fx_master_t *m, master_node_t *n)
     fx_mkv_dedup_free(m->kv, n);
     fx_mq_node_free(n);
     mkv_inv_held_drop(n);
+    mkv_inv_recent_drop(n);
     mkv_reuse_drop(n);
     fx_offset_alloc_destroy(n->alloc);
     fx_offset_alloc_destroy(n->alloc_lo);

@@ -59,6 +59,9 @@ typedef struct master_node {
     uint64_t rp_keys, rp_ok, rp_stale, rp_replaced; /* republish.c: this re-publication's totals so far */
     struct fx_mkv_inv *inv_held; /* routes.c: INVALIDATEs for this generation while it was not
                                   * connected, sent when it reconnects (issue 17) */
+    struct fx_mkv_inv *inv_recent[2]; /* routes.c: one-way INVALIDATEs of its disk records sent
+                                       * lately ([0] since inv_recent_ms, [1] the period before) */
+    uint64_t inv_recent_ms;
 } master_node_t;
 
 typedef struct master_peer {

@@ -73,6 +73,7 @@
     X(deletes, COUNTER, "master_deletes_total", "", "Keys deleted")                                             \
     X(deletes_unconfirmed_away, COUNTER, "master_deletes_unconfirmed_away_total", "", "DELETEs answered UNKNOWN_OUTCOME because an owner holding a copy was not connected (W6)") \
     X(invalidations_sent, COUNTER, "master_invalidations_sent_total", "", "Replicas invalidated")               \
+    X(invalidations_held_after_restart, COUNTER, "master_invalidations_held_after_restart_total", "", "One-way INVALIDATEs of an owner's disk records sent to it within 2 s before it restarted: sent again to the new process (their tombstones may have been lost)") \
     X(invalidations_held_unconfirmed, COUNTER, "master_invalidations_held_unconfirmed_total", "", "Acked INVALIDATEs an owner did not confirm (an error, no answer): held, sent again when it comes back") \
     X(invalidate_msgs, COUNTER, "master_invalidate_messages_total", "", "INVALIDATE messages sent")             \
     X(grants, COUNTER, "master_grants_total", "", "Segment grants handed out")                                  \

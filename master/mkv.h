@@ -247,6 +247,13 @@ FX_INTERNAL size_t mkv_inv_flush_acked(mkv_t *s, fx_mkv_inv_t *v, uint32_t timeo
 /* A new generation of n registers: its memory copies went with the old process, its disk
  * records did not (issue 39): only the held invalidations of disk offsets are kept for it. */
 FX_INTERNAL void mkv_inv_held_keep_disk(master_node_t *n);
+/* A new process of n registers: the one-way INVALIDATEs of its disk records sent lately
+ * (within MKV_INV_RECENT_MS of the last one) are held for it too. The old process staged
+ * their tombstones (flushed within ms) and may have been killed first: its disk would bring
+ * those records back (session 38, fuzz_owner_disk). Sent again, a tombstone already written
+ * finds nothing to kill (the owner checks key and version at the offset). */
+FX_INTERNAL void mkv_inv_recent_hold(mkv_t *s, master_node_t *n);
+FX_INTERNAL void mkv_inv_recent_drop(master_node_t *n);
 FX_INTERNAL void mkv_inv_held_send(mkv_t *s, master_node_t *n);
 FX_INTERNAL void mkv_inv_held_drop(master_node_t *n);
 

@@ -26,6 +26,8 @@
 
 #define RT_INV_CHUNK_BYTES (1u << 20) /* an INVALIDATE body is split at about 1 MiB */
 #define RT_INV_HELD_MAX (1u << 20)    /* invalidations held per disconnected owner */
+#define MKV_INV_RECENT_MS 1000u       /* one-way disk INVALIDATEs remembered: far above a tombstone's
+                                       * staging (2 ms) and write */
 
 /* ---- INVALIDATE batches ---- */
 FX_INTERNAL void fx_mkv_inv_add(fx_mkv_inv_t *v, master_node_t *node, const char *key, size_t klen,
@@ -95,6 +97,38 @@ static void rt_on_inv_ack(void *arg, int status, const fx_frame_header_t *h, con
     fx_free(a);
 }
 
+static void rt_inv_free(fx_mkv_inv_t *v)
+{
+    if (!v) return;
+    fx_free(v->e);
+    fx_free(v->keys);
+    fx_free(v);
+}
+
+/* The disk records among a one-way INVALIDATE just sent to node (mkv_inv_recent_hold). */
+static void rt_inv_recent_add(master_node_t *n, const fx_mkv_inv_t *v, const size_t *idx, size_t cnt)
+{
+    uint64_t now = fx_now_ms();
+    bool any = false;
+    for (size_t i = 0; i < cnt && !any; i++) any = v->e[idx[i]].offset >> 63; /* FX_DISK_OFF_BIT */
+    if (!any) return;
+    if (!n->inv_recent[0] || now - n->inv_recent_ms >= MKV_INV_RECENT_MS) { /* a new period */
+        rt_inv_free(n->inv_recent[1]);
+        n->inv_recent[1] = n->inv_recent[0];
+        n->inv_recent[0] = fx_calloc(1, sizeof *n->inv_recent[0]);
+        n->inv_recent_ms = now;
+        if (!n->inv_recent[0])
+            FX_ERROR("invalidate: out of memory remembering the disk invalidations sent to %s", n->node_id);
+    }
+    fx_mkv_inv_t *r = n->inv_recent[0];
+    for (size_t i = 0; r && i < cnt; i++) {
+        const fx_mkv_inv_ent_t *e = &v->e[idx[i]];
+        if (!(e->offset >> 63)) continue;
+        if (r->n < RT_INV_HELD_MAX) fx_mkv_inv_add(r, n, v->keys + e->koff, e->klen, e->offset, e->put_ms, e->put_ver);
+        else r->lost++;
+    }
+}
+
 /* Sends one INVALIDATE of cnt entries: one-way, or (cb) a request node answers once it
  * dropped the copies (cb runs once). Returns true when sent. */
 static bool rt_inv_send(mkv_t *s, master_node_t *node, const fx_mkv_inv_t *v, const size_t *idx, size_t cnt,
@@ -137,6 +171,7 @@ static bool rt_inv_send(mkv_t *s, master_node_t *node, const fx_mkv_inv_t *v, co
     if (rc == FLUXON_OK) {
         *replicas_p += cnt;
         (*msgs_p)++;
+        if (!cb) rt_inv_recent_add(node, v, idx, cnt);
     } else {
         FX_WARN("invalidate %s: connection closed; %zu replicas not invalidated", node->node_id, cnt);
     }
@@ -160,6 +195,38 @@ FX_INTERNAL void mkv_inv_held_drop(master_node_t *n)
     fx_free(n->inv_held->keys);
     fx_free(n->inv_held);
     n->inv_held = NULL;
+}
+
+FX_INTERNAL void mkv_inv_recent_drop(master_node_t *n)
+{
+    rt_inv_free(n->inv_recent[0]);
+    rt_inv_free(n->inv_recent[1]);
+    n->inv_recent[0] = n->inv_recent[1] = NULL;
+}
+
+FX_INTERNAL void mkv_inv_recent_hold(mkv_t *s, master_node_t *n)
+{
+    size_t moved = 0, lost = 0;
+    for (int k = 1; k >= 0; k--) { /* oldest first */
+        const fx_mkv_inv_t *r = n->inv_recent[k];
+        fx_mkv_inv_t *held = r && r->n ? rt_inv_held(n) : NULL;
+        for (size_t i = 0; held && i < r->n; i++) {
+            const fx_mkv_inv_ent_t *e = &r->e[i];
+            if (held->n < RT_INV_HELD_MAX) {
+                fx_mkv_inv_add(held, n, r->keys + e->koff, e->klen, e->offset, e->put_ms, e->put_ver);
+                moved++;
+            } else {
+                held->lost++;
+            }
+        }
+        lost += r ? r->lost : 0;
+    }
+    s->c.invalidations_held_after_restart += moved;
+    if (moved || lost)
+        FX_INFO("owner %s restarted: %zu invalidations of its disk records sent to the old process in its last "
+                "%u ms are sent again (their tombstones may not have reached its disk)%s", n->node_id, moved,
+                2 * MKV_INV_RECENT_MS, lost ? "; some were not kept (out of memory or too many)" : "");
+    mkv_inv_recent_drop(n);
 }
 
 FX_INTERNAL void mkv_inv_held_keep_disk(master_node_t *n)

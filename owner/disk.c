@@ -70,7 +70,7 @@ typedef struct odisk {
     fx_u64map_t read_once; /* disk offsets read back once (fx_odisk_promote) */
     uint64_t segment_bytes; /* the store's (for messages) */
     uint64_t demote_failing, demote_too_big, stale_drops;
-    uint64_t move_refused, demote_busy, demote_reused, reads_ok, reads_missed, forgotten, routes_dropped,
+    uint64_t move_refused, invalidate_other, demote_busy, demote_reused, reads_ok, reads_missed, forgotten, routes_dropped,
         route_drops_failed, retired_records, retired_segments;
 } odisk_t;
 
@@ -415,7 +415,7 @@ FX_INTERNAL int fx_odisk_init(fx_owner_t *o)
     fx_timer_init(&s->retire_timer);
     fx_timer_init(&s->contact_timer);
     if (!o->cfg.disk_path[0]) return FLUXON_OK;
-    fx_ostore_set_disk_hook(o, fx_odisk_drop);
+    fx_ostore_set_disk_hook(o, fx_odisk_invalidate);
     fx_disk_cfg_t dc = {.path = o->cfg.disk_path,
                         .owner_id = o->cfg.node_id,
                         .capacity_bytes = o->cfg.disk_capacity_bytes,
@@ -565,6 +565,23 @@ FX_INTERNAL int fx_odisk_drop(fx_owner_t *o, uint64_t disk_off)
     return fx_disk_kill(o->disk->d, disk_off);
 }
 
+/* Only the record the master meant: an INVALIDATE the master held while this owner was
+ * away, or sent again after its restart, names an offset that may hold another record by
+ * now (its segment retired and written again). */
+FX_INTERNAL int fx_odisk_invalidate(fx_owner_t *o, uint64_t disk_off, const char *key, uint32_t klen, uint64_t put_ms,
+                                    uint64_t put_ver)
+{
+    const char *k = NULL;
+    uint32_t kl = 0;
+    fx_disk_meta_t m;
+    if (!fx_odisk_on(o) || !fx_disk_rec_at(o->disk->d, disk_off, &k, &kl, &m)) return FLUXON_ERR_NOT_FOUND;
+    if (kl != klen || memcmp(k, key, klen) || m.put_ms != put_ms || m.put_ver != put_ver) {
+        o->disk->invalidate_other++;
+        return FLUXON_ERR_NOT_FOUND;
+    }
+    return fx_odisk_drop(o, disk_off);
+}
+
 FX_INTERNAL void fx_odisk_forget_all(fx_owner_t *o)
 {
     if (!fx_odisk_on(o)) return;
@@ -625,6 +642,7 @@ FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m)
     odisk_t *s = o->disk;
     if (!s) return;
     m->disk_move_refused = s->move_refused;
+    m->disk_invalidate_other = s->invalidate_other;
     m->disk_demote_busy = s->demote_busy;
     m->disk_demote_failing = s->demote_failing;
     m->disk_demote_too_big = s->demote_too_big;

@@ -38,6 +38,11 @@ FX_INTERNAL void fx_odisk_moved(fx_owner_t *o, uint64_t disk_off, int st);
  * tombstone keeps it dead across a restart, W6). Returns fx_disk_kill's status
  * (FLUXON_ERR_NOT_FOUND: no such record, or no disk tier). */
 FX_INTERNAL int fx_odisk_drop(fx_owner_t *o, uint64_t disk_off);
+/* An INVALIDATE named disk_off for key at (put_ms, put_ver): the record is killed as by
+ * fx_odisk_drop when it is that one; another record there (or none): FLUXON_ERR_NOT_FOUND,
+ * nothing killed (counted disk_invalidate_other). */
+FX_INTERNAL int fx_odisk_invalidate(fx_owner_t *o, uint64_t disk_off, const char *key, uint32_t klen, uint64_t put_ms,
+                                    uint64_t put_ver);
 /* The master forgot this owner: every record is dropped, for good (a barrier). */
 FX_INTERNAL void fx_odisk_forget_all(fx_owner_t *o);
 /* cb(arg, status) once the tombstones staged so far are on the file (fx_disk_when_written);

@@ -301,6 +301,7 @@
     X(disk_stale_drops, COUNTER, "owner_disk_stale_drops_total", "", "Starts whose disk was dropped: the last contact with a master was longer ago than its dead_owner_grace_ms") \
     X(disk_recover_ms, MSGAUGE, "owner_disk_recover_seconds", "", "Time to re-index the disk tier when the owner started") \
     X(disk_move_refused, COUNTER, "owner_disk_move_refused_total", "", "Moves to disk the master refused (a newer version): record dropped") \
+    X(disk_invalidate_other, COUNTER, "owner_disk_invalidate_other_total", "", "INVALIDATEs naming a disk offset that holds another record (or none) by now: nothing killed") \
     X(disk_demote_busy, COUNTER, "owner_disk_demote_busy_total", "", "Admitted victims dropped: no staging room (the disk is behind)") \
     X(disk_demote_failing, COUNTER, "owner_disk_demote_failing_total", "", "Admitted victims dropped while disk writes paused after a failure") \
     X(disk_demote_too_big, COUNTER, "owner_disk_demote_too_big_total", "", "Admitted victims larger than a disk segment takes (never go to disk)") \

@@ -72,7 +72,10 @@ typedef struct fx_ostore_hooks {
 
 FX_INTERNAL int fx_ostore_init(fx_owner_t *o, uint64_t max_grants);
 /* INVALIDATE named a replica outside the segment (a disk offset, issue 39): disk.c's. */
-typedef int (*fx_ostore_disk_inv_fn)(fx_owner_t *o, uint64_t disk_off); /* fx_odisk_drop's result */
+/* an INVALIDATE naming disk_off for key (klen bytes) at version (put_ms, put_ver):
+ * fx_odisk_invalidate's result */
+typedef int (*fx_ostore_disk_inv_fn)(fx_owner_t *o, uint64_t disk_off, const char *key, uint32_t klen, uint64_t put_ms,
+                                     uint64_t put_ver);
 FX_INTERNAL void fx_ostore_set_disk_hook(fx_owner_t *o, fx_ostore_disk_inv_fn fn);
 FX_INTERNAL void fx_ostore_set_hooks(fx_owner_t *o, const fx_ostore_hooks_t *hooks);
 /* Something changed that may let eviction or a waiting claim progress (a copy ended): the

@@ -233,7 +233,9 @@ FX_INTERNAL int fx_ostore_invalidate(fx_owner_t *o, const uint8_t *body, size_t 
     for (uint32_t i = 0; i < n; i++) {
         if (b.offsets.v[i] >> 63) { /* a disk offset (FX_DISK_OFF_BIT): the record goes */
             s->invalidations++;
-            int drc = s->disk_inv ? s->disk_inv(o, b.offsets.v[i]) : FLUXON_ERR_NOT_FOUND;
+            int drc = s->disk_inv ? s->disk_inv(o, b.offsets.v[i], b.keys.v[i].p, b.keys.v[i].len, b.put_ms.v[i],
+                                                  b.put_ver.v[i])
+                                    : FLUXON_ERR_NOT_FOUND;
             tombs += drc == FLUXON_OK;
             tomb_failed |= drc != FLUXON_OK && drc != FLUXON_ERR_NOT_FOUND;
             continue;

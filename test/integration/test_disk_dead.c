@@ -233,6 +233,35 @@ Test(disk_dead, a_delete_whose_tombstone_failed_stays_deleted_after_an_owner_res
     fluxon_client_close(c);
 }
 
+/* An overwrite's INVALIDATE of the old version's disk record is one-way: the owner stages
+ * its tombstone (written within ms) and may be killed first. A test fault stands for that
+ * lost tombstone (the record leaves the index, nothing reaches the file). The master now
+ * sends the new process the disk invalidations it sent the old one lately, before it
+ * re-publishes: the old version never comes back (the new one went with the memory). On the
+ * old code the restarted owner re-published the old version and `get` served its bytes
+ * (found by fuzz_owner_disk's second life, session 38). */
+Test(disk_dead, a_replaced_key_whose_tombstone_was_lost_stays_gone_after_an_owner_kill_9, .timeout = 240, .fini = fini)
+{
+    up_with("all", ",\"test\":{\"fault_message\":\"INVALIDATE\",\"fault\":\"drop\",\"fault_count\":1}");
+    fluxon_client *c = rf_client(0);
+    put_all(c);
+    cr_assert(rf_wait_stat(c, false, "eviction_debt", 0, 0, 5000), "evictions confirmed");
+    cr_assert(rf_wait_stat(c, true, "evict_to_disk", 1, 101, 10000), "values went to disk");
+    long long tombs = rf_stat(c, false, "disk_tombstones");
+    put_seeded(c, "k:0", 9000); /* replaced (k:0 was evicted first: on disk); the new version in memory only */
+    cr_assert_eq(get_check(c, "k:0", 9000), 1, "the new version is served");
+    cr_assert_eq(rf_stat(c, false, "disk_tombstones"), tombs, "the fault stood for the lost tombstone");
+    fluxon_client_close(c);
+    owner_kill_restart(0);
+    c = client_when_up(0, 30000);
+    cr_assert(rf_wait_stat(c, true, "republish_owners_done", 1, 1, 60000), "the restarted owner re-publishes (%s)",
+              rf.dir);
+    cr_assert_eq(get_check(c, "k:0", 9000), 0, "the replaced key came back after the owner's kill -9");
+    cr_assert_geq(rf_stat(c, true, "invalidations_held_after_restart"), 1, "the master sent it again");
+    cr_assert_eq(get_check(c, "k:30", 5030), 1, "the other disk records are back");
+    fluxon_client_close(c);
+}
+
 /* Issue 39: an eviction round's disk copies are made after it, 8 a reactor turn (the
  * pump), by identity. A value deleted between its round and its copy (a test fault holds
  * the first round's cohort before its copies) is never copied: it does not come back, from
