@@ -36,8 +36,8 @@
  * master are torn down (ASan's leak check covers what they free).
  * fuzz_owner_disk.c includes this file with FZ_DISK 1: the same owner with a disk tier, its
  * fz_disk_* hooks (a directory per input, the rest of a reactor turn after each record, the
- * disk's checks, ops 0xFC/0xFD crashing the owner and bringing it back over its disk); here
- * they do nothing (0xFC/0xFD drop the link like the rest of 0xF8..0xFF). */
+ * disk's checks, ops 0xFC/0xFD crashing the owner and bringing it back over its disk, the
+ * frames the master sends o0 watched for one-way INVALIDATEs); here they do nothing (0xFC/0xFD drop the link like the rest of 0xF8..0xFF). */
 #include "master.c"
 
 #include "fuzz.h"
@@ -68,6 +68,7 @@ static void fz_disk_final(void) {}
 static void fz_disk_end(void) {}
 static bool fz_disk_crash(uint8_t op) { return false; }
 static void fz_disk_revive(void) {}
+static void fz_disk_to_o0(const uint8_t *p, size_t n) {}
 #endif
 #define FZ_PEERS 4
 #define FZ_EXTS 3
@@ -160,6 +161,7 @@ static void fz_sink_master(void *arg, const uint8_t *p, size_t n)
 static void fz_sink_owner(void *arg, const uint8_t *p, size_t n)
 {
     fz_check_frames("owner o0", p, n);
+    fz_disk_to_o0(p, n); /* fuzz_owner_disk.c: the one-way INVALIDATEs of o0's disk records */
     fz_buf_put(&fz_to_owner, p, n);
 }
 static void fz_sink_ext(void *arg, const uint8_t *p, size_t n) { fz_check_frames("an external", p, n); }

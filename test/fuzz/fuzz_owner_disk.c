@@ -42,7 +42,12 @@
  *    written before the tombstone; any record before a barrier), after every record;
  *  - once o0 is back and again at the end: every route naming o0's disk names a record the
  *    store indexes, of that key and version (fz_disk_stale_routes), and none names a record
- *    such a tombstone or barrier killed. */
+ *    such a tombstone or barrier killed;
+ *  - kills lost in a crash of o0 alone (0xFC): a record the master invalidated by a one-way
+ *    INVALIDATE to o0 (the frames it sends o0 are watched) less than 1 s before the crash is
+ *    one the master still remembers and sends again to o0's next process: once that one is
+ *    registered and re-published, its store indexes none of them and no route names one
+ *    (fz_inv_lost_check; none after 0xFD: a fresh master remembers nothing). */
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -62,6 +67,7 @@ static void fz_disk_final(void);
 static void fz_disk_end(void);
 static bool fz_disk_crash(uint8_t op);
 static void fz_disk_revive(void);
+static void fz_disk_to_o0(const uint8_t *p, size_t n);
 
 #include "fuzz_owner.c"
 
@@ -199,6 +205,127 @@ static void fz_disk_index_walk(void)
     if (fz_n_on_file) fx_disk_foreach(fz_disk, fz_index_visit, NULL);
 }
 
+/* ---- kills lost in a crash of o0 alone (0xFC) ----
+ * An overwrite's INVALIDATE of a disk record is one-way: o0 stages its tombstone (written at
+ * the store's 2 ms flush: a clock record here) and a crash before that loses it. The master
+ * remembers the one-way INVALIDATEs of disk records it sent a node (master/routes.c,
+ * inv_recent: two periods of MKV_INV_RECENT_MS, a new one begun by a send MKV_INV_RECENT_MS
+ * or more after the current one began, the oldest then dropped) and sends them again to the
+ * node's next process at its registration, before its re-publication. One sent at t goes only
+ * at the second period begun after it, by a send at t + MKV_INV_RECENT_MS or later (nothing is
+ * sent to o0 while it is down): the master still holds it for sure when o0 crashes before
+ * t + MKV_INV_RECENT_MS (it may hold it up to twice as long: not checked). Those are checked in
+ * o0's next life: once it registered and re-published, its store indexes none of those records
+ * (that key and version at that offset) and no route of the master names one. A crash of the
+ * master too (0xFD): the fresh master remembers nothing, nothing is checked. */
+#define FZ_INV_RECENT_MS 1000u /* master/routes.c's MKV_INV_RECENT_MS */
+typedef struct {
+    char *key;
+    uint32_t klen;
+    uint64_t off, put_ms, put_ver; /* the disk record invalidated */
+    uint64_t sent_ms;              /* fx_now_ms when the master sent it */
+    int life;                      /* the life of o0 it was sent to */
+} fz_inv_t;
+typedef struct {
+    fz_inv_t *v;
+    size_t n, cap;
+} fz_invs_t;
+static fz_invs_t fz_inv_sent; /* to o0's current process, within FZ_INV_RECENT_MS of now */
+static fz_invs_t fz_inv_lost; /* sent within FZ_INV_RECENT_MS before o0's last crash (0xFC): checked in this life */
+static uint64_t fz_crash_ms;  /* fx_now_ms at that crash */
+static bool fz_inv_checked;   /* fz_inv_lost checked at least once in this life (FUZZ_TRACE) */
+
+static void fz_invs_add(fz_invs_t *l, const fz_inv_t *e)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->v = realloc(l->v, l->cap * sizeof *l->v);
+        FUZZ_CHECK(l->v != NULL, "out of memory");
+    }
+    fz_inv_t *d = &l->v[l->n++];
+    *d = *e;
+    d->key = malloc(e->klen ? e->klen : 1);
+    FUZZ_CHECK(d->key != NULL, "out of memory");
+    memcpy(d->key, e->key, e->klen);
+}
+
+static void fz_invs_clear(fz_invs_t *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->v[i].key);
+    l->n = 0;
+}
+
+/* The frames the master sends o0 (fuzz_owner.c's fz_sink_owner: whole frames, validated): its
+ * one-way INVALIDATEs (request, req_id 0) naming disk offsets are noted; those sent
+ * FZ_INV_RECENT_MS or more ago are dropped (no crash from now on can be within their window). */
+static void fz_disk_to_o0(const uint8_t *p, size_t n)
+{
+    uint64_t now = fz_clock_ns / 1000000ull;
+    size_t k = 0;
+    for (size_t i = 0; i < fz_inv_sent.n; i++) {
+        if (now - fz_inv_sent.v[i].sent_ms < FZ_INV_RECENT_MS) fz_inv_sent.v[k++] = fz_inv_sent.v[i];
+        else free(fz_inv_sent.v[i].key);
+    }
+    fz_inv_sent.n = k;
+    fx_arena_t a = {0};
+    for (size_t off = 0; n - off >= FX_FRAME_HEADER_BYTES;) {
+        fx_frame_header_t h;
+        if (fx_frame_header_decode(p + off, 64ull << 20, &h) != FLUXON_OK || n - off - FX_FRAME_HEADER_BYTES < h.body_len)
+            break;
+        fx_body_invalidate_t b;
+        if (h.type == FX_MSG_INVALIDATE && !h.flags && !h.req_id &&
+            fx_body_invalidate_decode(p + off + FX_FRAME_HEADER_BYTES, h.body_len, &b, &a) == FLUXON_OK)
+            for (uint32_t i = 0; i < b.keys.n; i++)
+                if (fx_disk_is_off(b.offsets.v[i])) {
+                    if (fz_trace)
+                        fprintf(stderr, "  one-way INVALIDATE of o0's disk record %.*s version %llu.%llu at %llx\n",
+                                (int)FX_MIN(b.keys.v[i].len, 80u), b.keys.v[i].p, (unsigned long long)b.put_ms.v[i],
+                                (unsigned long long)b.put_ver.v[i], (unsigned long long)b.offsets.v[i]);
+                    fz_invs_add(&fz_inv_sent, &(fz_inv_t){(char *)b.keys.v[i].p, (uint32_t)b.keys.v[i].len,
+                                                          b.offsets.v[i], b.put_ms.v[i], b.put_ver.v[i], now, fz_life});
+                }
+        fx_arena_reset(&a);
+        off += FX_FRAME_HEADER_BYTES + h.body_len;
+    }
+    fx_arena_free(&a);
+}
+
+/* o0 back from a crash of its own (0xFC), registered and done re-publishing: no record the
+ * master invalidated (one-way) within FZ_INV_RECENT_MS before the crash is indexed or routed
+ * (the tombstone may have been lost with the crash: the master sent the INVALIDATE again). */
+static void fz_inv_lost_check(void)
+{
+    if (!fz_inv_lost.n || !fz_o || !fz_disk) return;
+    fx_ometrics_t mm;
+    fz_metrics(&mm);
+    if (!mm.master_connected || mm.republishing) return;
+    if (fz_trace && !fz_inv_checked)
+        fprintf(stderr, "o0 registered (life %d): %zu records invalidated one-way within %u ms before its crash checked\n",
+                fz_life, fz_inv_lost.n, FZ_INV_RECENT_MS);
+    fz_inv_checked = true;
+    for (size_t i = 0; i < fz_inv_lost.n; i++) {
+        const fz_inv_t *e = &fz_inv_lost.v[i];
+        const char *k = NULL;
+        uint32_t kl = 0;
+        fx_disk_meta_t m;
+        bool at = fx_disk_rec_at(fz_disk, e->off, &k, &kl, &m) && kl == e->klen && !memcmp(k, e->key, kl) &&
+                  m.put_ms == e->put_ms && m.put_ver == e->put_ver;
+        FUZZ_CHECK(!at, "o0 registered again (life %d) and its store indexes %.*s (version %llu.%llu) at %llx: the "
+                   "master invalidated that record (one-way, to life %d) %llu ms before o0 crashed (its tombstone may "
+                   "be lost; the master remembers it and sends it again)", fz_life, (int)FX_MIN(e->klen, 80u), e->key,
+                   (unsigned long long)e->put_ms, (unsigned long long)e->put_ver, (unsigned long long)e->off, e->life,
+                   (unsigned long long)(fz_crash_ms - e->sent_ms));
+        const mkv_route_t *r = fx_hmap_get(((mkv_t *)fz_m->kv)->routes, e->key, e->klen);
+        for (uint32_t j = 0; r && r->put_ms == e->put_ms && r->put_ver == e->put_ver && j < r->n_rep; j++)
+            FUZZ_CHECK(strcmp(r->rep[j].node->node_id, "o0") || r->rep[j].offset != e->off,
+                       "o0 registered again (life %d) and the master routes %.*s (version %llu.%llu) to its disk "
+                       "offset %llx: it invalidated that record (one-way, to life %d) %llu ms before o0 crashed",
+                       fz_life, (int)FX_MIN(e->klen, 80u), e->key, (unsigned long long)e->put_ms,
+                       (unsigned long long)e->put_ver, (unsigned long long)e->off, e->life,
+                       (unsigned long long)(fz_crash_ms - e->sent_ms));
+    }
+}
+
 static void fz_disk_begin(void)
 {
     fuzz_mkdtemp(fz_dir, sizeof fz_dir, "fuzz-owner-disk");
@@ -250,6 +377,7 @@ static void fz_disk_check(void)
         if (k->on_file && k->key && fx_disk_find(fz_disk, k->key, k->klen, &off, &m) == FLUXON_OK)
             fz_index_visit(NULL, off, k->key, k->klen, &m);
     }
+    fz_inv_lost_check();
 }
 
 /* Every route of the master's that names a disk offset of o0: a record the store indexes,
@@ -322,6 +450,7 @@ static void fz_disk_final(void)
                 (unsigned long long)mm.disk_retired_records, (unsigned long long)mm.disk_routes_dropped,
                 (unsigned long long)mm.evict_to_disk, (unsigned long long)mm.prefetch_reads);
     fz_disk_index_walk();
+    fz_inv_lost_check();
     char why[256] = "";
     size_t bad = mm.disk_route_drops_failed ? 0 : fz_disk_stale_routes(why, sizeof why);
     FUZZ_CHECK(bad == 0, "%zu routes of the master name records o0's disk does not hold: %s", bad, why);
@@ -334,6 +463,8 @@ static void fz_disk_end(void)
     for (size_t i = 0; i < fz_n_kills; i++) free(fz_kills[i].key);
     fz_n_kills = fz_n_on_file = 0;
     fz_life = 0;
+    fz_invs_clear(&fz_inv_sent);
+    fz_invs_clear(&fz_inv_lost);
 }
 
 /* ---- the crash and the next life ---- */
@@ -391,6 +522,16 @@ static bool fz_disk_crash(uint8_t op)
                 op == FZ_OP_CRASH_MASTER ? ", the master too" : "", fx_hmap_count(fz_disk->by_key),
                 fz_n_on_file - was, kills);
     if (fz_trace) fx_disk_foreach(fz_disk, fz_trace_rec, NULL);
+    /* what the master must still remember of its one-way disk INVALIDATEs to o0: checked in
+     * the next life (a fresh master, 0xFD, remembers nothing) */
+    fz_invs_clear(&fz_inv_lost);
+    fz_crash_ms = fz_clock_ns / 1000000ull;
+    fz_inv_checked = false;
+    for (size_t i = 0; op == FZ_OP_CRASH && i < fz_inv_sent.n; i++)
+        if (fz_crash_ms - fz_inv_sent.v[i].sent_ms < FZ_INV_RECENT_MS) fz_invs_add(&fz_inv_lost, &fz_inv_sent.v[i]);
+    if (fz_trace && fz_inv_lost.n)
+        fprintf(stderr, "  %zu records invalidated one-way within %u ms: checked once o0 is back\n", fz_inv_lost.n,
+                FZ_INV_RECENT_MS);
     fz_disk = NULL; /* its teardown's kills (none expected) are not noted */
     fz_link_drop(); /* first: nothing more reaches the master */
     for (int i = 0; i < FZ_EXTS; i++) fz_peer_close(i);
@@ -398,6 +539,9 @@ static bool fz_disk_crash(uint8_t op)
     fx_owner_destroy(fz_o); /* closes the store: what it writes goes to the directory thrown away */
     fz_o = NULL;
     fz_link_drop();
+    /* at o0's registration the master moves what it remembers to what it holds for the new
+     * process and sends it again (noted anew, as sent to the next life) */
+    fz_invs_clear(&fz_inv_sent);
     fuzz_rmdir(fz_dir);
     fx_strlcpy(fz_dir, img, sizeof fz_dir);
     fz_life++;

@@ -469,6 +469,35 @@ static void owner_disk_seeds(void)
     sb_u8(&s, OP_TIME(15));
     REQ(&s, 1, FX_MSG_GET_START, get_start, &g4);
     write_file("corpus/owner_disk", "session-second-life-forgotten", s.p, s.n);
+
+    /* E: kills lost in the crash. d/4 and e/4 are on disk (evicted, flushed); one newer put of
+     * both: the master's one-way INVALIDATE of their disk records, whose tombstones wait for
+     * the store's 2 ms flush, and o0 crashes before any clock record (the master stays, and
+     * remembers them): its next life re-indexes both and must kill them at its registration,
+     * not re-publish them. Again once back (the INVALIDATEs sent again, their tombstones
+     * staged, lost by a second crash); then time passes and both are read */
+    s.n = 0;
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p1);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr1);
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p2);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr2);
+    sb_u8(&s, OP_TIME(0));
+    fx_body_key_t dk2 = {fx_str_c("e/1")}; /* in memory: room for the new values (no eviction writes the staging) */
+    REQ(&s, 1, FX_MSG_DELETE, key, &dk2);
+    fx_body_put_start_t p5 = {KEYS(kb, "d/4", "e/4"), 4096, 0, NOV, {NULL, 0}, 0, {NULL, 0}, 1000, 0};
+    REQ(&s, 0, FX_MSG_PUT_START, put_start, &p5);
+    REQ(&s, 0, FX_MSG_PUT_COMMIT, plan_ref, &pr5);
+    sb_u8(&s, OP_CRASH);
+    fx_body_get_start_t g5 = {KEYS(kb, "d/4", "e/4", "d/1"), NOV, 1, 1000};
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g5);
+    REQ(&s, 1, FX_MSG_RELEASE, release, &rl);
+    sb_u8(&s, OP_CRASH);
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g5);
+    REQ(&s, 1, FX_MSG_RELEASE, release, &rl);
+    sb_u8(&s, OP_TIME(4));
+    REQ(&s, 1, FX_MSG_GET_START, get_start, &g5);
+    REQ(&s, 1, FX_MSG_EXISTS, keys, &ex);
+    write_file("corpus/owner_disk", "session-second-life-lost-invalidate", s.p, s.n);
     free(s.p);
 }
 
