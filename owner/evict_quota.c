@@ -358,10 +358,19 @@ FX_INTERNAL void fx_oevq_request(fx_owner_t *o, owner_ext_t *e, const fx_frame_h
     bool admin = adm[0] && fx_ct_equal(b.admin_token.p, b.admin_token.len, adm, strlen(adm));
     bool own = e->tenant == k && fx_otenant_has_token(o, k);
     if (!admin && !own) {
-        fx_conn_reply_error(e->conn, h, FLUXON_ERR_AUTH,
-                            "tenant set: changing tenant \"%s\"'s quota takes the owner's tenant_admin_token%s, or a "
-                            "client of \"%s\" (which proves its tenant_token)",
-                            name, b.admin_token.len ? " (the one given does not match)" : "", name);
+        const char *given = !adm[0]           ? " (this owner has none: \"tenant_admin_token\" in its config)"
+                            : b.admin_token.len ? " (the one given does not match)"
+                                                : "";
+        if (e->tenant == k) /* its own client, but the tenant has no token to prove (\"default\" never has) */
+            fx_conn_reply_error(e->conn, h, FLUXON_ERR_AUTH,
+                                "tenant set: changing tenant \"%s\"'s quota takes the owner's tenant_admin_token%s: "
+                                "\"%s\" has no tenant_token, so its own clients cannot change it",
+                                name, given, name);
+        else
+            fx_conn_reply_error(e->conn, h, FLUXON_ERR_AUTH,
+                                "tenant set: changing tenant \"%s\"'s quota takes the owner's tenant_admin_token%s, "
+                                "or a client of \"%s\" (which proves its tenant_token)",
+                                name, given, name);
         return;
     }
     /* a tenant's own client may lower its limits, never raise them: more takes the admin token */

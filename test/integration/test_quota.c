@@ -246,6 +246,9 @@ Test(quota, bad_tenant_set_input_is_refused_and_moves_no_counter, .fini = kf_dow
     cr_assert_eq(fluxon_tenant_set(b, "acme", 1024 * 1024, 0, FLUXON_TENANT_SET_QUOTA, NULL), FLUXON_ERR_AUTH);
     cr_assert_eq(fluxon_tenant_set(b, "acme", 1024 * 1024, 0, FLUXON_TENANT_SET_QUOTA, "nope"), FLUXON_ERR_AUTH);
     cr_assert_eq(fluxon_tenant_set(d, "default", 4096, 0, FLUXON_TENANT_SET_QUOTA, NULL), FLUXON_ERR_AUTH);
+    /* the reason says why (a new user's finding: it spoke of a client proving its token) */
+    cr_assert(strstr(fluxon_last_error_message(), "\"default\" has no tenant_token, so its own clients cannot"),
+              "%s", fluxon_last_error_message());
     /* unknown tenant */
     cr_assert_eq(fluxon_tenant_set(a, "gamma", 4096, 0, FLUXON_TENANT_SET_QUOTA, "adm-secret"), FLUXON_ERR_NOT_FOUND);
     /* a guarantee above the quota; guarantees above the hot tier (1 MiB) */
