@@ -106,7 +106,13 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
             return 2;
         }
         long hi = dst == &batch ? 4096 : dst == &vlen ? (64l << 20) : 10000000;
-        if ((*dst = hot_arg(argv[i], argv[i + 1], 1, hi)) < 0) return 2;
+        if (dst == &vlen) { /* a size: the units `fluxon demo --value-len` and the configs take */
+            uint64_t v = 0;
+            if (fx_cli_parse_u64("hot", argv[i], argv[i + 1], 1, (uint64_t)hi, 1, &v) != 0) return 2;
+            vlen = (long)v;
+        } else if ((*dst = hot_arg(argv[i], argv[i + 1], 1, hi)) < 0) {
+            return 2;
+        }
         i++;
     }
     if (!c) return 0; /* the arguments' check before the client opens (run_external) */

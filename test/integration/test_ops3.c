@@ -170,6 +170,7 @@ Test(ops3, usage_errors_exit_2_with_no_owner_up, .timeout = 60, .fini = ops_fini
                  {"get", "usage: get KEY"},
                  {"pin abc k", "usage: pin TTL_MS KEY"},
                  {"hot --batch 0", "--batch 0 must be an integer in 1..4096"},
+                 {"hot --value-len 65MiB", "--value-len 65MiB: must be an integer in 1..67108864 (bytes, or with a unit"},
                  {"top --interval-ms 5", "--interval-ms 5: must be an integer in 10..60000"},
                  {"put k /nonexistent/file", "cannot read /nonexistent/file"},
                  {"stat --json x", "stat: unknown argument x"},
@@ -183,7 +184,10 @@ Test(ops3, usage_errors_exit_2_with_no_owner_up, .timeout = 60, .fini = ops_fini
         cr_assert(ex == 2 && strstr(out, cases[i].says) && !strstr(out, "cannot open client"), "%s: exit %d: %s",
                   cases[i].args, ex, out);
     }
-    /* well-formed: the open is tried, and fails as it should */
+    /* well-formed: the open is tried, and fails as it should (hot's --value-len takes the size
+     * units of demo's and the configs': it refused 16KiB) */
     int ex = ops_cli(out, sizeof out, "--role=external --config %s ping --count 3", t.ecfg);
+    cr_assert(ex == 1 && strstr(out, "cannot open client: FLUXON_ERR_UNAVAILABLE"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s hot --value-len 16KiB --iters 1", t.ecfg);
     cr_assert(ex == 1 && strstr(out, "cannot open client: FLUXON_ERR_UNAVAILABLE"), "exit %d: %s", ex, out);
 }
