@@ -46,6 +46,11 @@ SO_DEP_LIBS  = -luring $(DYNAMIC_DEPS)
 # server; the library (libfluxon, the amalgamation) does not depend on it
 TOOL_LIBS    = $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 GIT_COMMIT  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# the commit the objects that print it were built at (fluxon --version, /metrics'
+# fluxon_build_info, the node's start line): rewritten only when HEAD moved, so those
+# objects are rebuilt then and only then
+GIT_STAMP   := $(BUILD)/git-commit
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(GIT_STAMP) 2>/dev/null)" = "$(GIT_COMMIT)" ] || echo "$(GIT_COMMIT)" > $(GIT_STAMP); })
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wpointer-arith -Wvla -Wformat -Wformat-security
 CFLAGS   ?=
@@ -95,7 +100,7 @@ fluxon.h: include/fluxon.h
 	cp $< $@
 
 # internals unused by the library itself (bench and test entry points) are static here
-$(BUILD)/fluxon.o: fluxon.c fluxon.h | $(SETUP_OK)
+$(BUILD)/fluxon.o: fluxon.c fluxon.h $(GIT_STAMP) | $(SETUP_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -Wno-unused-function -c $< -o $@
 
@@ -124,6 +129,7 @@ OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 $(BUILD)/obj/%.o: %.c $(HDRS) | $(SETUP_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
+$(BUILD)/obj/node/node.o $(BUILD)/cli/tools/cli.o: $(GIT_STAMP)
 $(BUILD)/libfx_test.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
 # suites link the CLI-side objects (tools/ minus main) and the bench entry points too

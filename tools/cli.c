@@ -24,6 +24,10 @@
 #include "cli_util.h"
 #include "fluxon.h"
 
+#ifndef FX_GIT_COMMIT
+#define FX_GIT_COMMIT "unknown" /* built without the Makefile */
+#endif
+
 #define EXIT_USAGE 2
 
 static void usage(FILE *f)
@@ -329,7 +333,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (strcmp(a, "--version") == 0) {
-            printf("fluxon %s\n", fluxon_version());
+            printf("fluxon %s (commit %s)\n", fluxon_version(), FX_GIT_COMMIT); /* the Makefile's GIT_STAMP */
             return 0;
         } else if (!strncmp(a, "--role=", 7) || !strcmp(a, "--role") || !strncmp(a, "--config=", 9) ||
                    !strcmp(a, "--config")) {

@@ -440,6 +440,12 @@ Test(cluster, cli_usage_and_config_errors_exit_2, .timeout = 60, .fini = teardow
     out[n] = 0;
     cr_assert_eq(WEXITSTATUS(pclose(p)), 0);
     cr_assert(strstr(out, FLUXON_VERSION_STRING));
+    /* and the commit it was built at: the Makefile rebuilds what prints it when HEAD moves */
+    char head[64] = "";
+    FILE *g = popen("git rev-parse --short HEAD 2>/dev/null", "r");
+    if (g && fgets(head, sizeof head, g)) head[strcspn(head, "\n")] = 0;
+    if (g) pclose(g);
+    if (head[0]) cr_assert(strstr(out, head), "fluxon --version: %s (HEAD is %s)", out, head);
     th_rmtree(dir);
     free(dir);
 }
