@@ -70,7 +70,7 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
 
 typedef struct fx_mappend {
     mkv_t *s;
-    fx_hmap_t *by_token, *busy_keys; /* token -> rec; key -> count of in-flight appends */
+    fx_hmap_t *by_token; /* token -> rec (a key's in-flight appends: mkv_route_t.appending) */
     mapp_rec_t *head, *tail;
     mapp_cold_t *cold_head, *cold_tail;
     uint64_t n_cold, next_token, next_seq;
@@ -91,17 +91,17 @@ static bool mapp_is_target(const mkv_t *s, const master_node_t *n)
     return (s->m->cfg.replica_target_roles & (1u << n->node_role)) != 0;
 }
 
-static void mapp_busy(fx_mappend_t *a, const char *k, uint32_t kl, int delta)
+/* The in-flight appends of the key's route at this version (mkv_route_t.appending): a
+ * field of the route, looked up without side effects (before, a map of busy keys cost a
+ * lookup, an insert with its allocation and a removal per copied key: ~15 ms of the master's
+ * CPU a trace replay with a CPU owner). A route gone, or replaced by a newer version (a new
+ * route, at 0), is left alone. */
+static void mapp_busy(fx_mappend_t *a, const char *k, uint32_t kl, uint64_t put_ms, uint64_t put_ver, int delta)
 {
-    uintptr_t c = (uintptr_t)fx_hmap_get(a->busy_keys, k, kl);
-    if (delta > 0) {
-        if (fx_hmap_put(a->busy_keys, k, kl, (void *)(c + 1), NULL) != FLUXON_OK)
-            FX_WARN("append: out of memory marking a key busy");
-    } else if (c <= 1) {
-        fx_hmap_del(a->busy_keys, k, kl, NULL);
-    } else {
-        fx_hmap_put(a->busy_keys, k, kl, (void *)(c - 1), NULL);
-    }
+    mkv_route_t *r = a->s->routes ? fx_hmap_get(a->s->routes, k, kl) : NULL;
+    if (!r || r->put_ms != put_ms || r->put_ver != put_ver) return;
+    if (delta > 0) r->appending++;
+    else if (r->appending) r->appending--;
 }
 
 static void mapp_free_range(mapp_rec_t *r, uint32_t i)
@@ -123,7 +123,8 @@ static void mapp_rec_end(fx_mappend_t *a, mapp_rec_t *r)
     else a->tail = r->prev;
     for (uint32_t i = 0; i < r->n; i++) {
         mapp_free_range(r, i);
-        if (r->keys[i]) mapp_busy(a, r->keys[i], r->klens[i], -1); /* NULL: abandoned (mapp_abandon) */
+        if (r->keys[i]) /* NULL: abandoned (mapp_abandon) */
+            mapp_busy(a, r->keys[i], r->klens[i], r->put_ms[i], r->put_ver[i], -1);
     }
     fx_free(r); /* its arrays and keys are in the same block (mapp_rec_new) */
 }
@@ -138,7 +139,7 @@ static void mapp_abandon(fx_mappend_t *a, mapp_rec_t *r)
     fx_hmap_del(a->by_token, &r->token, sizeof r->token, NULL);
     for (uint32_t i = 0; i < r->n; i++)
         if (r->keys[i]) { /* the keys are no longer busy; the bytes stay in r's block */
-            mapp_busy(a, r->keys[i], r->klens[i], -1);
+            mapp_busy(a, r->keys[i], r->klens[i], r->put_ms[i], r->put_ver[i], -1);
             r->keys[i] = NULL;
         }
     r->abandoned = true;
@@ -296,7 +297,7 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
         if (!r || r->put_ms != b->put_ms.v[i] || r->put_ver != b->put_ver.v[i] || r->value_len != b->value_len ||
             (sj = mkv_route_find(r, n, b->offsets.v[i])) < 0) {
             ks = FLUXON_ERR_STALE;
-        } else if (fx_hmap_get(a->busy_keys, k.p, k.len)) {
+        } else if (r->appending) {
             ks = FLUXON_ERR_KEY_BEING_WRITTEN;
         } else {
             for (uint32_t j = 0; j < r->n_rep && ks == FLUXON_OK; j++)
@@ -367,7 +368,7 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
         r->put_ms[k] = b->put_ms.v[i];
         r->put_ver[k] = b->put_ver.v[i];
         r->n = ++k;
-        mapp_busy(a, r->keys[k - 1], r->klens[k - 1], +1);
+        mapp_busy(a, r->keys[k - 1], r->klens[k - 1], r->put_ms[k - 1], r->put_ver[k - 1], +1);
     }
     bool ok = fx_hmap_put(a->by_token, &r->token, sizeof r->token, r, NULL) == FLUXON_OK;
     r->prev = a->tail;
@@ -698,10 +699,7 @@ FX_INTERNAL int fx_mappend_create(mkv_t *s)
     fx_timer_init(&a->compact_timer);
     a->next_token = s->m->generation << 16;
     int rc = fx_hmap_create(64, &a->by_token);
-    if (rc == FLUXON_OK) rc = fx_hmap_create(64, &a->busy_keys);
     if (rc != FLUXON_OK) {
-        fx_hmap_destroy(a->by_token);
-        fx_hmap_destroy(a->busy_keys);
         fx_free(a);
         return rc;
     }
@@ -722,7 +720,6 @@ FX_INTERNAL void fx_mappend_destroy(mkv_t *s)
         fx_free(e);
     }
     fx_hmap_destroy(a->by_token);
-    fx_hmap_destroy(a->busy_keys);
     fx_free(a);
     s->append = NULL;
 }

@@ -51,6 +51,8 @@ typedef struct mkv_replica {
 typedef struct mkv_route {
     uint64_t value_len, put_ms, lease_id;
     uint32_t put_ver, group_len, n_rep;
+    uint32_t appending; /* append.c: in-flight appends of this version (KEY_BEING_WRITTEN); a new
+                         * version is a new route, which starts at 0 */
     mkv_replica_t rep[MKV_MAX_REPLICAS];
 } mkv_route_t;
 

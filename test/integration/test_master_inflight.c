@@ -415,3 +415,64 @@ Test(master_reuse, a_dropped_replicas_range_is_handed_out_again_only_after_the_r
     cr_assert_geq(th_now_s() - t0, 0.25);
     cr_assert_eq(a.offsets.v[0], off, "the same range");
 }
+
+/* ---- appends (write-back, issue 38): an append in flight holds its key at its version ---- */
+static int t_append(int i, const char *key, uint64_t off, uint64_t ms, uint64_t ver, uint64_t vlen,
+                    fx_body_put_place_ack_t *ack)
+{
+    uint64_t one = 1;
+    fx_body_append_start_t b = {vlen, t_keys(&key, 1), {&off, 1}, {&ms, 1}, {&ver, 1}, {&one, 1}};
+    int st = T_CALL(&oc[i], APPEND_START, append_start, &b, put_place_ack, ack);
+    if (st == FLUXON_OK) cr_assert_eq(ack->statuses.n, 1);
+    return st;
+}
+
+static uint64_t t_append_done(int i, uint64_t token, uint8_t pushed)
+{
+    fx_body_append_done_t b = {token, pushed};
+    fx_body_statuses_t st;
+    cr_assert_eq(T_CALL(&oc[i], APPEND_DONE, append_done, &b, statuses, &st), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(st.statuses.n, 1);
+    return st.statuses.v[0];
+}
+
+/* The count of a key's appends lives in its route (session 39; a map of busy keys before):
+ * a second append of the same version is KEY_BEING_WRITTEN until the first ends, however it
+ * ends; a new version of the key is another route, not held by the old version's append,
+ * and the old append's end does not release the new one's hold. */
+Test(master_place, an_append_in_flight_holds_its_key_at_its_version_only)
+{
+    up(0, true, "a");
+    up_role(1, FX_NODE_REMOTE_CACHE, true, "r");
+    const char *k = "wb";
+    uint64_t ms, ver, ms2, ver2;
+    t_put1(&oc[0], 1, k, 4096, 100, 0, &ms, &ver);
+    fx_body_put_place_ack_t a1, a2, a3;
+    cr_assert_eq(t_append(0, k, 4096, ms, ver, 100, &a1), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(a1.statuses.v[0], ST(FLUXON_OK));
+    cr_assert_eq(own_index(a1.target_node_id), 1, "the remote_cache owner is the target");
+    cr_assert_eq(t_append(0, k, 4096, ms, ver, 100, &a2), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(a2.statuses.v[0], ST(FLUXON_ERR_KEY_BEING_WRITTEN), "the first append is in flight");
+    cr_assert_eq(pm_stat("append_rejected_busy"), 1);
+    /* never started (pushed 0): its ranges go, the key is free again */
+    cr_assert_eq(t_append_done(0, a1.put_token, 0), ST(FLUXON_ERR_STALE));
+    cr_assert_eq(t_append(0, k, 4096, ms, ver, 100, &a2), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(a2.statuses.v[0], ST(FLUXON_OK), "nothing in flight any more");
+    /* abandoned (W4): the key is let go at once as well */
+    cr_assert_eq(t_append_done(0, a2.put_token, FX_APPEND_ABANDONED), ST(FLUXON_ERR_STALE));
+    cr_assert_eq(t_append(0, k, 4096, ms, ver, 100, &a2), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(a2.statuses.v[0], ST(FLUXON_OK), "an abandoned append holds its key no longer");
+    /* a new version while a2 is in flight: its append is not held by a2's */
+    t_put1(&oc[0], 2, k, 8192, 100, 0, &ms2, &ver2);
+    cr_assert_eq(t_append(0, k, 8192, ms2, ver2, 100, &a3), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(a3.statuses.v[0], ST(FLUXON_OK), "the new version is not being written");
+    /* a2 ends: obsolete (its version is gone), and a3 still holds the new version */
+    cr_assert_eq(t_append_done(0, a2.put_token, 1), ST(FLUXON_ERR_STALE));
+    cr_assert_eq(t_append(0, k, 8192, ms2, ver2, 100, &a1), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(a1.statuses.v[0], ST(FLUXON_ERR_KEY_BEING_WRITTEN), "a3 is still in flight");
+    /* a3 lands: a replica on the target; a later append of that version is already satisfied */
+    cr_assert_eq(t_append_done(0, a3.put_token, 1), ST(FLUXON_OK));
+    cr_assert_eq(t_append(0, k, 8192, ms2, ver2, 100, &a1), FLUXON_OK, "%s", last_err);
+    cr_assert_eq(a1.statuses.v[0], ST(FLUXON_ERR_KEY_EXISTS));
+    cr_assert_eq(pm_stat("append_rejected_busy"), 2);
+}
