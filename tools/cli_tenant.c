@@ -13,13 +13,17 @@
 #include "cli_kv.h"
 
 /* "512MiB" -> bytes; false on anything else (no sign, no overflow) */
+/* The config's size units (fx_parse_size: KiB..TiB, and KB..TB in powers of 1000: a quota
+ * written as in the owner's config means the same here), plus K, M, G and T for KiB..TiB. */
 static bool ten_size(const char *s, uint64_t *out)
 {
     static const struct {
         const char *sfx;
-        unsigned shift;
-    } units[] = {{"", 0},  {"B", 0},   {"K", 10},  {"KiB", 10}, {"M", 20},
-                 {"MiB", 20}, {"G", 30}, {"GiB", 30}, {"T", 40},  {"TiB", 40}};
+        uint64_t mul;
+    } units[] = {{"", 1},           {"B", 1},           {"K", 1ull << 10},  {"KiB", 1ull << 10},
+                 {"M", 1ull << 20}, {"MiB", 1ull << 20}, {"G", 1ull << 30},  {"GiB", 1ull << 30},
+                 {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"KB", 1000ull},    {"MB", 1000000ull},
+                 {"GB", 1000000000ull}, {"TB", 1000000000000ull}};
     if (!s || *s < '0' || *s > '9') return false;
     errno = 0;
     char *end = NULL;
@@ -27,8 +31,8 @@ static bool ten_size(const char *s, uint64_t *out)
     if (errno || !end) return false;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (!strcmp(end, units[i].sfx)) {
-            if (units[i].shift && v > (UINT64_MAX >> units[i].shift)) return false;
-            *out = (uint64_t)v << units[i].shift;
+            if (v > UINT64_MAX / units[i].mul) return false;
+            *out = (uint64_t)v * units[i].mul;
             return true;
         }
     return false;
@@ -57,7 +61,8 @@ int fx_cli_tenant(fluxon_client *c, int argc, char **argv)
         if (!strcmp(a, "--quota") || !strcmp(a, "--guaranteed")) {
             bool q = !strcmp(a, "--quota");
             if (!ten_size(v, q ? &quota : &gtd)) {
-                fprintf(stderr, "fluxon: tenant set: %s %s is not a size (an integer, optional K/KiB/M/MiB/G/GiB/T/TiB)\n",
+                fprintf(stderr, "fluxon: tenant set: %s %s is not a size (an integer, optional K/KiB/M/MiB/G/GiB/T/TiB, or KB/MB/GB/TB "
+                        "in powers of 1000 as in the config)\n",
                         a, v ? v : "(missing)");
                 return 2;
             }

@@ -219,6 +219,11 @@ Test(ops2, top_shows_each_tenants_bytes_and_quota, .timeout = 60, .fini = ops_fi
     ex = ops_cli(out, sizeof out, "--role=external --config %s top --once", t.ecfg);
     ops_tenant_row(out, "acme", row, sizeof row);
     cr_assert(ex == 0 && strstr(row, " 12.0 MiB ") && !strstr(row, " 8.0 MiB "), "acme's row: [%s] in %s", row, out);
+    /* the config's decimal units mean what they mean there (a new user's finding: 16MB was
+     * "not a size" here while the config took it) */
+    ex = ops_cli(out, sizeof out, "--role=external --config %s tenant set acme --quota 16MB --admin-token admin-secret",
+                 t.ecfg);
+    cr_assert(ex == 0 && strstr(out, "quota_bytes 16000000"), "exit %d: %s", ex, out);
 }
 
 /* A new user's finding (session 21): a put refused NO_SPACE printed the status only; the
