@@ -20,8 +20,20 @@ def _prod(shape):
     return n
 
 
-def _itemsize(typestr):
-    return int(typestr[2:]) if typestr[1] != "b" else 1
+def _itemsize(typestr, what):
+    """Bytes per element of an __array_interface__ typestr ("<f4", "|u1", "<U4", "|V16",
+    "<M8[ns]"). A unicode element ("U") is 4 bytes per character (UCS-4: "<U4" is 16 bytes,
+    read before as 4: a put stored a quarter of the array); an object array ("O") holds
+    pointers to Python objects, not their data: refused."""
+    kind, digits = typestr[1], typestr[2:].split("[", 1)[0]
+    if kind == "O":
+        raise TypeError(f"{what}: an object array (dtype object) holds pointers to Python objects, not bytes; "
+                        "convert it to a numeric, bytes (S) or unicode (U) dtype first")
+    try:
+        n = int(digits)
+    except ValueError:
+        raise TypeError(f"{what}: array element type {typestr!r} is not understood") from None
+    return 4 * n if kind == "U" else n
 
 
 def address_of(obj, writable, what="buffer"):
@@ -30,7 +42,7 @@ def address_of(obj, writable, what="buffer"):
     if ai is not None:
         ptr, readonly = ai["data"]
         shape, strides = ai["shape"], ai.get("strides")
-        item = _itemsize(ai["typestr"])
+        item = _itemsize(ai["typestr"], what)
         if strides is not None:
             expect, s = [], item
             for d in reversed(shape):

@@ -250,6 +250,24 @@ def test_batch_put_from_and_get_into_with_every_buffer_kind(cluster, client):
     other.close()
 
 
+def test_string_and_object_arrays_are_measured_in_bytes_or_refused(client):
+    # a new user's finding (session 39): "<U4" was read as 4 bytes an element (it is 16,
+    # UCS-4): a put stored a quarter of the array and a get filled a quarter of it, both OK
+    a = np.array(["abcd", "efgh"])
+    assert a.nbytes == 32
+    client.put("u", a)
+    assert client.get("u") == a.tobytes()
+    dst = np.empty(2, "<U4")
+    n, st, lens = client.batch_get_into(["u"], [dst])
+    assert n == 1 and lens == [32] and dst.tolist() == ["abcd", "efgh"]
+    b = np.array([b"ab", b"cd", b"ef"])  # "|S2": 2 bytes an element
+    client.put("s", b)
+    assert client.get("s") == b"abcdef"
+    with pytest.raises(TypeError, match="object array"):
+        client.put("o", np.array([1, "x"], dtype=object))
+    assert not client.exists("o")
+
+
 def test_no_holders_leak_after_garbage_collection(client):
     client.batch_put_from([f"gc{i}" for i in range(8)], [b"q" * 4096] * 8)
     for _ in range(3):
