@@ -20,7 +20,7 @@ def _prod(shape):
     return n
 
 
-def _itemsize(typestr, what):
+def _itemsize(typestr, what="array"):
     """Bytes per element of an __array_interface__ typestr ("<f4", "|u1", "<U4", "|V16",
     "<M8[ns]"). A unicode element ("U") is 4 bytes per character (UCS-4: "<U4" is 16 bytes,
     read before as 4: a put stored a quarter of the array); an object array ("O") holds

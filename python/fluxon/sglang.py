@@ -69,6 +69,14 @@ FLUXON_MEMBERS = ("socket", "cluster_id", "cluster_token", "timeout_ms", "log_le
                   "replica_task", "prefetch_max_pages", "prefetch_wait_ms", "disk_prefetch")
 
 
+def _key_count(keys):
+    """len(keys), or None when keys is not a sized sequence (None, an int)."""
+    try:
+        return len(keys)
+    except TypeError:
+        return None
+
+
 def _tolist(indices):
     return indices.tolist() if hasattr(indices, "tolist") else list(indices)
 
@@ -184,6 +192,8 @@ class FluxonStore(HiCacheStorage):
         self._host = (_UNSEEN, (), None, None)  # (the buffers seen, their ranges, lows, highs): _host_ranges
         self.out_of_pool_refusals = 0  # pages refused: an address outside the host pool's buffers
         self._lock = threading.Lock()
+        self._tls = threading.local()  # the client the calling thread's call uses (_get_client)
+        self._fail_log = {}  # call kind -> (time of its last warning, failures not logged since)
         self._client = None
         self._closed = False
         self._reconnecting = False
@@ -195,6 +205,10 @@ class FluxonStore(HiCacheStorage):
 
     def _get_client(self):
         c = self._client
+        # the client this thread's call uses: _failed closes that one only (it closed the
+        # current one, which the re-attach thread may just have set: 78 re-attaches a
+        # second after an owner's kill -9, a new user's finding, session 39)
+        self._tls.client = c if c is not None and not c.closed else None
         if c is not None and not c.closed:
             return c
         if self._closed:
@@ -222,11 +236,13 @@ class FluxonStore(HiCacheStorage):
                     delay = min(delay * 2, 10.0)
                     continue
                 with self._lock:
-                    if self._closed:
-                        c.close()
-                    else:
+                    keep = not self._closed and (self._client is None or self._client.closed)
+                    if keep:
                         self._client = c
-                        logger.info("FluxonStore: re-attached to the owner at %s", self.socket)
+                if keep:
+                    logger.info("FluxonStore: re-attached to the owner at %s", self.socket)
+                else:  # closed meanwhile
+                    c.close()
                 break
             with self._lock:
                 self._reconnecting = False
@@ -234,16 +250,37 @@ class FluxonStore(HiCacheStorage):
         threading.Thread(target=run, name="fluxon-reattach", daemon=True).start()
 
     def _failed(self, what, e):
-        logger.warning("FluxonStore %s failed: %s", what, e)
+        self._log_failure(what, e)
+        used = getattr(self._tls, "client", None)
+        self._tls.client = None
         if isinstance(e, FluxonError) and e.status in (Status.ERR_UNAVAILABLE, Status.ERR_STALE):
             with self._lock:
-                c, self._client = self._client, None
+                c = self._client if used is not None and self._client is used else None
+                if c is not None:
+                    self._client = None
+                lost = self._client is None or self._client.closed
             if c is not None:
                 try:
                     c.close()
                 except Exception:
                     pass
-            self._start_reconnect()
+            if lost:  # a client another thread re-attached meanwhile stays
+                self._start_reconnect()
+
+    _FAIL_LOG_S = 10.0
+
+    def _log_failure(self, what, e):
+        """A warning per call kind at most every 10 s, with how many failed since (an owner
+        away made every call log one: 80,000 lines in 2 s)."""
+        now = time.monotonic()
+        with self._lock:
+            last, quiet = self._fail_log.get(what, (None, 0))
+            if last is not None and now - last < self._FAIL_LOG_S:
+                self._fail_log[what] = (last, quiet + 1)
+                return
+            self._fail_log[what] = (now, 0)
+        more = f" ({quiet} more failed in the last {now - last:.0f} s, not logged)" if quiet else ""
+        logger.warning("FluxonStore %s failed: %s%s", what, e, more)
 
     def _warn_once(self, what, msg):
         if what not in self._warned:
@@ -376,6 +413,9 @@ class FluxonStore(HiCacheStorage):
         idx = _tolist(host_indices)
         if len(idx) != len(keys) * page_size:
             raise ValueError(f"{len(keys)} keys but {len(idx)} host indices (page_size {page_size})")
+        bad = next((i for i, k in enumerate(keys) if not isinstance(k, str)), None)
+        if bad is not None:  # str(None) would have been stored as the page hash "None"
+            raise TypeError(f"key {bad} is {keys[bad]!r} ({type(keys[bad]).__name__}), not a page hash string")
         okeys = self.object_keys(keys)
         m = self.keys.per_page
         ptrs, sizes = pool.get_page_buffer_meta(host_indices)
@@ -460,7 +500,10 @@ class FluxonStore(HiCacheStorage):
             self.prefetch_bandwidth.append(bw)
 
     def batch_set_v1(self, keys: List[str], host_indices, extra_info=None) -> List[bool]:
-        n = len(keys)
+        n = _key_count(keys)
+        if n is None:  # nothing raises into SGLang's threads
+            self._log_failure("batch_set_v1", TypeError(f"keys must be a list of page hash strings, not {type(keys).__name__}"))
+            return []
         if n == 0:
             return []
         try:
@@ -530,7 +573,10 @@ class FluxonStore(HiCacheStorage):
 
     # ---- restoring ----
     def batch_get_v1(self, keys: List[str], host_indices, extra_info=None) -> List[bool]:
-        n = len(keys)
+        n = _key_count(keys)
+        if n is None:  # nothing raises into SGLang's threads
+            self._log_failure("batch_get_v1", TypeError(f"keys must be a list of page hash strings, not {type(keys).__name__}"))
+            return []
         if n == 0:
             return []
         try:

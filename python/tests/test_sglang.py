@@ -334,6 +334,38 @@ def test_failures_become_false_never_exceptions(cluster):
     st.close()
 
 
+def test_an_owner_back_is_re_attached_once_while_calls_keep_failing(cluster, caplog):
+    # a new user's finding (session 39): a call that found no client closed the client the
+    # re-attach thread had just set (78 re-attaches a second after a kill -9), and every
+    # failed call logged a warning (80,000 lines in 2 s)
+    pool = HostPool()
+    st = attach(cluster, pool, timeout_ms=2000)
+    pool.fill_page(0, 1)
+    with caplog.at_level(logging.INFO, logger="fluxon.sglang"):
+        cluster.owners[0].stop()
+        for _ in range(200):  # the owner is away: all answer, one warning a call kind
+            assert st.batch_set_v1(["r0"], pool.indices([0])) == [False]
+            assert st.batch_exists(["r0"]) == 0
+        warned = [r for r in caplog.records if r.levelno == logging.WARNING and "batch_set_v1 failed" in r.getMessage()]
+        assert 1 <= len(warned) <= 2, [r.getMessage() for r in warned]
+        cluster.owners[0] = fluxon.Node(cluster.owners[0].config)
+        deadline = time.monotonic() + 20
+        while st.batch_set_v1(["r1"], pool.indices([0])) != [True]:
+            assert time.monotonic() < deadline, "re-attached within 20 s"
+        end = time.monotonic() + 1.0  # calls keep coming: the client stays
+        while time.monotonic() < end:
+            assert st.batch_exists(["r1"]) == 1
+    attaches = [r for r in caplog.records if "re-attached" in r.getMessage()]
+    assert len(attaches) == 1, [r.getMessage() for r in attaches]
+    # keys that are not page hash strings: False, never an exception, never stored as "None"
+    assert st.batch_set_v1(None, pool.indices([0])) == []
+    assert st.batch_get_v1(None, pool.indices([0])) == []
+    assert st.batch_set_v1([None], pool.indices([0])) == [False]
+    assert st.batch_set_v1([5], pool.indices([0])) == [False]
+    assert st.batch_exists(["None", "5"]) == 0
+    st.close()
+
+
 def test_config_errors_are_clear(cluster, monkeypatch, caplog):
     monkeypatch.delenv("FLUXON_SOCKET", raising=False)
     with pytest.raises(ValueError, match="socket"):
