@@ -384,18 +384,14 @@ static int crpc_wait(fluxon_client *cl, crpc_t *r)
 }
 
 /* The owner's (or master's) reason for the calling thread's last call it refused
- * (fluxon_last_error_message); cleared when a call starts. */
-static __thread char crpc_last_msg[512];
-
-const char *fluxon_last_error_message(void) { return crpc_last_msg; }
-
-FX_INTERNAL void fx_client_last_msg_clear(void) { crpc_last_msg[0] = 0; }
+ * (fluxon_last_error_message, common/status.c); cleared when a call starts. */
+FX_INTERNAL void fx_client_last_msg_clear(void) { fx_last_msg_clear(); }
 
 FX_INTERNAL void fx_client_last_msg_set(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(crpc_last_msg, sizeof crpc_last_msg, fmt, ap);
+    fx_last_msg_vset(fmt, ap);
     va_end(ap);
 }
 
@@ -404,7 +400,7 @@ FX_INTERNAL int fx_client_call(fluxon_client *cl, uint16_t type, uint8_t *req, u
 {
     if (resp_p) *resp_p = NULL;
     if (resp_len_p) *resp_len_p = 0;
-    crpc_last_msg[0] = 0;
+    fx_last_msg_clear();
     if (!req) return FLUXON_ERR_NOMEM;
     int rc;
     if (crpc_refuse(cl, type, req, req_len, &rc)) return rc;
@@ -458,7 +454,7 @@ FX_INTERNAL void fx_client_log_error(const char *what, int rc, const uint8_t *re
     fx_body_error_t e;
     fx_arena_t a = {0};
     if (fx_body_error_decode(resp, len, &e, &a) == FLUXON_OK && e.message.len) {
-        snprintf(crpc_last_msg, sizeof crpc_last_msg, "%.*s", (int)e.message.len, e.message.p);
+        fx_client_last_msg_set("%.*s", (int)e.message.len, e.message.p);
         int lvl = rc == FLUXON_ERR_INVALID_ARGUMENT || rc == FLUXON_ERR_PROTOCOL || rc == FLUXON_ERR_INTERNAL ||
                           rc == FLUXON_ERR_LEASE_EXPIRED || rc == FLUXON_ERR_UNKNOWN_OUTCOME
                       ? FX_LOG_WARN

@@ -1,5 +1,18 @@
-/* status.c — fluxon_status_string and fluxon_version. */
+/* status.c — fluxon_status_string, fluxon_version and the calling thread's last-error
+ * message (fluxon_last_error_message: set by the client's calls and the embedded nodes'
+ * starts alike). */
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "fx.h"
+
+static __thread char fx_last_msg[512];
+
+const char *fluxon_last_error_message(void) { return fx_last_msg; }
+
+FX_INTERNAL void fx_last_msg_clear(void) { fx_last_msg[0] = 0; }
+
+FX_INTERNAL void fx_last_msg_vset(const char *fmt, va_list ap) { vsnprintf(fx_last_msg, sizeof fx_last_msg, fmt, ap); }
 
 const char *fluxon_status_string(int status)
 {

@@ -463,7 +463,8 @@ int fluxon_batch_exists(fluxon_client *c, const char *const *keys, size_t n_keys
  * thread's last call: e.g. a NO_SPACE put names the tenant, its bytes, its quota and the
  * config field. The client puts some of its own refusals here too: fluxon_client_open's (a
  * rejected config, naming the field; no owner at the socket; the owner's refusal of the
- * connection) and fluxon_lease_grant's of its TTL. "" when that call succeeded, failed in
+ * connection) and fluxon_lease_grant's of its TTL; fluxon_node_start and fluxon_node_launch
+ * put a rejected config's reason here (naming the field). "" when that call succeeded, failed in
  * the client otherwise (other bad arguments, a closed client, an owner gone) or without an
  * answer (TIMEOUT), or the owner gave no reason. Each
  * call of this API emptying it as it starts, it is valid on this thread until its next

@@ -232,9 +232,19 @@ static void node_join_free(fluxon_node *n)
     fx_free(n);
 }
 
+static void node_last_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void node_last_msg(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fx_last_msg_vset(fmt, ap);
+    va_end(ap);
+}
+
 int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
 {
     if (node_p) *node_p = NULL; /* on every failure */
+    fx_last_msg_clear(); /* fluxon_last_error_message: this call's (an earlier call's named a wrong cause) */
     if (!config_json || !node_p) return FLUXON_ERR_INVALID_ARGUMENT;
     fluxon_node *n = fx_calloc(1, sizeof *n);
     if (!n) return FLUXON_ERR_NOMEM;
@@ -242,11 +252,14 @@ int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
     int rc = fx_config_parse(config_json, &n->cfg, err, sizeof err);
     if (rc != FLUXON_OK) {
         FX_ERROR("config rejected: %s", err);
+        node_last_msg("config rejected: %s", err);
         goto err_free;
     }
     if (n->cfg.role != FX_ROLE_MASTER && n->cfg.role != FX_ROLE_OWNER) {
         FX_ERROR("config rejected: role: \"%s\" cannot run as an embedded node (master or owner)",
                  fx_role_name(n->cfg.role));
+        node_last_msg("config rejected: role: \"%s\" cannot run as an embedded node (master or owner)",
+                      fx_role_name(n->cfg.role));
         rc = FLUXON_ERR_CONFIG;
         goto err_free;
     }

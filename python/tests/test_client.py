@@ -268,6 +268,18 @@ def test_string_and_object_arrays_are_measured_in_bytes_or_refused(client):
     assert not client.exists("o")
 
 
+def test_a_node_refused_names_its_own_reason_not_an_earlier_calls():
+    # a new user's finding (session 39): fluxon_node_start kept the thread's last-error
+    # message of the call before it, so Node() named a missing socket for a missing cluster_id
+    with pytest.raises(fluxon.FluxonError, match="no owner listens"):
+        fluxon.Client("/nonexistent-fluxon-dir/x.sock", log_level="off")
+    with pytest.raises(fluxon.FluxonError, match="cluster_id") as e:
+        fluxon.Node({"role": "owner", "log_level": "off"})
+    assert "no owner listens" not in str(e.value)
+    with pytest.raises(fluxon.FluxonError, match="listen") as e:
+        fluxon.Node({"role": "master", "cluster_id": "c", "listen": "bogus", "log_level": "off"})
+
+
 def test_no_holders_leak_after_garbage_collection(client):
     client.batch_put_from([f"gc{i}" for i in range(8)], [b"q" * 4096] * 8)
     for _ in range(3):
