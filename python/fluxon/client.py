@@ -15,7 +15,7 @@ import weakref
 from . import _lib
 from ._buf import address_of
 from ._lib import lib
-from .errors import FluxonError, Status, Busy, check, error_for
+from .errors import FluxonError, Status, Busy, check, error_for, u64
 from .plans import _Keeper, _Plan, PutPlan, ReadPlan, GetHandle, Future  # noqa: F401 -- fluxon.client.* as before
 
 _STATUS = {int(s): s for s in Status}
@@ -125,7 +125,7 @@ def _options(atomic_groups=None, n=0, write_through=False, lease_id=None, prefer
         o.write_through = 1
     if lease_id is not None:
         o.field_mask |= _lib.OPT_LEASE_ID
-        o.lease_id = int(lease_id)
+        o.lease_id = u64(lease_id, "lease_id")
     if preferred_sub_cluster is not None:
         b = preferred_sub_cluster.encode()
         keep.append(b)
@@ -198,7 +198,7 @@ class Client:
 
     def _handle(self):
         if not self._c:
-            raise FluxonError(Status.ERR_INVALID_ARGUMENT, "client", "closed")
+            raise error_for(Status.ERR_INVALID_ARGUMENT, "client", "closed")
         return self._c
 
     def _call(self, fn, *args):
@@ -381,7 +381,7 @@ class Client:
 
     def lease_grant(self, ttl_ms):
         lid = ctypes.c_uint64()
-        check(self._call(lib.fluxon_lease_grant, int(ttl_ms), ctypes.byref(lid)), "lease_grant")
+        check(self._call(lib.fluxon_lease_grant, u64(ttl_ms, "lease_grant ttl_ms"), ctypes.byref(lid)), "lease_grant")
         return lid.value
 
     def list_keys(self, prefix="", after=None, limit=1000):
@@ -401,7 +401,7 @@ class Client:
             raise TypeError(f"limit: an int, not {type(limit).__name__}")
         if not 1 <= limit <= 10000:
             raise ValueError(f"limit: {limit} is not in 1..10000 (keys per call; page with `after`)")
-        check(self._call(lib.fluxon_list_keys, pb, ab, int(limit), ctypes.cast(cb, ctypes.c_void_p), None,
+        check(self._call(lib.fluxon_list_keys, pb, ab, limit, ctypes.cast(cb, ctypes.c_void_p), None,
                          ctypes.byref(n)), "list_keys")
         return out
 

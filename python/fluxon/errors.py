@@ -107,6 +107,15 @@ def error_for(status, what="", detail=""):
     return _BY_STATUS.get(status, FluxonError)(status, what, detail)
 
 
+def u64(value, what, bits=64):
+    """int(value) when it fits an unsigned `bits`-bit C argument, else InvalidArgument naming
+    it and the range (ctypes wraps: lease_grant(2**64 + 60000) granted a 60 s lease)."""
+    v = int(value)
+    if not 0 <= v < (1 << bits):
+        raise InvalidArgument(Status.ERR_INVALID_ARGUMENT, what, f"{value} is outside 0..{(1 << bits) - 1}")
+    return v
+
+
 def check(status, what, detail=""):
     """Raises the matching FluxonError unless status is OK. A refusal's reason (the
     owner's, or the client's own at open: fluxon_last_error_message, this thread's last

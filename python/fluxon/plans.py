@@ -13,7 +13,7 @@ import threading
 import weakref
 
 from ._lib import lib
-from .errors import Status, Busy, WrongHandle, check, to_status
+from .errors import Status, Busy, WrongHandle, check, to_status, u64
 
 _U64P = ctypes.POINTER(ctypes.c_uint64)
 
@@ -270,7 +270,7 @@ class GetHandle(_Consumable):
         if self.transferable_len == 0:
             raise ValueError("nothing transferable (transferable_len is 0): cancel() the handle")
         p = ctypes.c_void_p()
-        rc = self._client._call(lib.fluxon_get_transfer, self._ptr, int(consume_prefix_len), ctypes.byref(p))
+        rc = self._client._call(lib.fluxon_get_transfer, self._ptr, u64(consume_prefix_len, "transfer consume_prefix_len"), ctypes.byref(p))
         if rc != Status.ERR_INVALID_ARGUMENT and rc != Status.ERR_NOMEM:
             self._live = False
             self._client._untrack(self)

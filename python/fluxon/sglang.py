@@ -45,7 +45,7 @@ from ._buf import _itemsize, address_of
 from ._sglang_compat import (HAVE_SGLANG, HiCacheStorage, HiCacheStorageConfig, HiCacheStorageExtraInfo,
                              StorageMetrics)
 from .client import Client
-from .errors import FluxonError, Status
+from .errors import FluxonError, Status, error_for
 from .sglang_keys import KeySpace
 from .sglang_prefetch import PrefetchBudget
 from .sglang_replica import ReplicaAdmission
@@ -212,9 +212,9 @@ class FluxonStore(HiCacheStorage):
         if c is not None and not c.closed:
             return c
         if self._closed:
-            raise FluxonError(Status.ERR_INVALID_ARGUMENT, "FluxonStore", "closed")
+            raise error_for(Status.ERR_INVALID_ARGUMENT, "FluxonStore", "closed")
         self._start_reconnect()
-        raise FluxonError(Status.ERR_UNAVAILABLE, "FluxonStore", f"no owner at {self.socket}; re-attaching "
+        raise error_for(Status.ERR_UNAVAILABLE, "FluxonStore", f"no owner at {self.socket}; re-attaching "
                           "in the background")
 
     def _start_reconnect(self):

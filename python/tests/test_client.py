@@ -280,6 +280,22 @@ def test_a_node_refused_names_its_own_reason_not_an_earlier_calls():
         fluxon.Node({"role": "master", "cluster_id": "c", "listen": "bogus", "log_level": "off"})
 
 
+def test_integers_past_64_bits_are_refused_not_wrapped(client):
+    # a new user's finding (session 39): ctypes wrapped them: lease_grant(2**64 + 60000)
+    # granted a 60 s lease, transfer(2**64) meant "all"
+    with pytest.raises(fluxon.InvalidArgument, match="lease_grant ttl_ms"):
+        client.lease_grant(2**64 + 60000)
+    with pytest.raises(fluxon.InvalidArgument, match="0..18446744073709551615"):
+        client.lease_grant(-1)
+    client.put("w0", b"x")
+    h = client.get_start(["w0"])
+    with pytest.raises(fluxon.InvalidArgument, match="consume_prefix_len"):
+        h.transfer(2**64)
+    h.transfer().release()
+    with pytest.raises(fluxon.InvalidArgument, match="lease_id"):
+        client.put_start(["w1"], 8, lease_id=2**64).abort()
+
+
 def test_no_holders_leak_after_garbage_collection(client):
     client.batch_put_from([f"gc{i}" for i in range(8)], [b"q" * 4096] * 8)
     for _ in range(3):
@@ -302,7 +318,7 @@ def test_client_close_invalidates_views_and_later_calls_raise(cluster):
     c.close()
     with pytest.raises(ValueError):
         bytes(v)
-    with pytest.raises(fluxon.FluxonError, match="closed"):
+    with pytest.raises(fluxon.InvalidArgument, match="closed"):  # the status's subclass (was the base class)
         c.get("cl0")
     c.close()  # twice: a no-op
     c2 = cluster.client(0)

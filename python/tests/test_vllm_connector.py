@@ -319,6 +319,7 @@ BAD_MEMBERS = [
     ("cluster_token", 5, "a string (no NUL)"), ("socket", 5, "a non-empty string"),
     ("key_prefix", 5, "a string (no NUL)"), ("key_prefix", "\x01t/", "does not start with"),
     ("key_prefix", "p" * 1000, "keys would be"),
+    ("key_prefix", "\ud800", "a lone surrogate"),  # a new user's finding: UnicodeEncodeError, unnamed
 ]
 
 

@@ -4,7 +4,7 @@ import threading
 import time
 
 from ..client import Client
-from ..errors import FluxonError, Status
+from ..errors import FluxonError, Status, error_for
 
 logger = logging.getLogger("fluxon.vllm")
 
@@ -20,12 +20,12 @@ class ClientHolder:
     def get(self):
         with self._lock:
             if self._closed:
-                raise FluxonError(Status.ERR_INVALID_ARGUMENT, "fluxon vllm", "closed")
+                raise error_for(Status.ERR_INVALID_ARGUMENT, "fluxon vllm", "closed")
             if self._client is not None and not self._client.closed:
                 return self._client
             now = time.monotonic()
             if self._client is None and now - self._last_try < self.retry_s and self._last_try:
-                raise FluxonError(Status.ERR_UNAVAILABLE, "fluxon vllm", f"no owner at {self.socket} (retry "
+                raise error_for(Status.ERR_UNAVAILABLE, "fluxon vllm", f"no owner at {self.socket} (retry "
                                   f"in {self.retry_s - (now - self._last_try):.1f} s)")
             self._last_try = now
             self._client = Client(self.socket, **{k: v for k, v in self._kw.items() if v is not None})

@@ -64,6 +64,10 @@ def _str(extra, name, default, nonempty=False):
         return None
     if not isinstance(v, str) or "\0" in v or (nonempty and not v):
         _fail(name, v, "a non-empty string" if nonempty else "a string (no NUL)")
+    try:
+        v.encode()
+    except UnicodeEncodeError:  # a lone surrogate: no bytes to name it by (raised later, unnamed)
+        _fail(name, v, "a string of valid Unicode (a lone surrogate cannot be encoded as UTF-8)")
     return v
 
 
