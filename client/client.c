@@ -295,7 +295,7 @@ int fluxon_client_open(const char *config_json, fluxon_client **client_p)
         rc = FLUXON_ERR_CONFIG;
         goto err_free;
     }
-    fx_log_apply_config_level(cl->cfg.log_level);
+    fx_log_apply_config_level(cl->cfg.log_level, cl->cfg.log_level_given);
     int sock = -1, fds[3] = {-1, -1, -1};
     rc = client_socket_connect(cl->cfg.socket_path, (int)cl->cfg.timeout_ms, &sock);
     if (rc != FLUXON_OK) goto err_free;

@@ -335,6 +335,7 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
         if ((rc = fx_cfg_want_string(c, path, v))) return rc;
         if ((cfg->log_level = fx_log_level_parse(v->valuestring)) < 0)
             return fx_cfg_bad(c, path, v, "must be one of debug, info, warn, error, off");
+        cfg->log_level_given = true;
         return 0;
     case CFG_K_START_TIMEOUT: return fx_cfg_get_ms(c, path, v, &cfg->start_timeout_ms);
     case CFG_K_MAX_FRAME:

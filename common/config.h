@@ -80,6 +80,7 @@ typedef struct fx_config {
     char cluster_id[FX_ID_MAX];           /* required, [A-Za-z0-9._-]+ */
     char cluster_token[FX_TOKEN_MAX];     /* "" = none */
     int log_level;                        /* fx_log_level_t ["info"] */
+    bool log_level_given;                 /* the config names log_level (fx_log_apply_config_level) */
     char node_id[FX_ID_MAX];              /* owner [hostname]; external [hostname:pid] */
     uint32_t start_timeout_ms;            /* embedded start wait [10000] */
     uint64_t max_frame_bytes;             /* ["64MiB"], >= 4096 */

@@ -30,10 +30,12 @@ FX_INTERNAL int fx_log_get_level(void)
     int l = __atomic_load_n(&g_log_level, __ATOMIC_RELAXED);
     return l < 0 ? FX_LOG_INFO : l;
 }
-FX_INTERNAL void fx_log_apply_config_level(int level)
+FX_INTERNAL void fx_log_apply_config_level(int level, bool given)
 {
     int cur = __atomic_load_n(&g_log_level, __ATOMIC_RELAXED);
-    if (cur < 0 || level < cur) fx_log_set_level(level);
+    /* a config without log_level keeps a level already set (a client opened without one
+     * brought back the INFO lines of nodes started with "off": a new user's finding) */
+    if (cur < 0 || (given && level < cur)) fx_log_set_level(level);
 }
 
 FX_INTERNAL void fx_log_set_context(const char *role, const char *node_id)

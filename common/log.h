@@ -22,8 +22,9 @@ FX_INTERNAL const char *fx_log_level_name(int level);
 FX_INTERNAL void fx_log_set_level(int level);
 FX_INTERNAL int fx_log_get_level(void);
 /* A node's or client's configured level: the first one sets the threshold, later ones
- * can only lower it (the most verbose node in the process wins). */
-FX_INTERNAL void fx_log_apply_config_level(int level);
+ * that name log_level (given) can only lower it (the most verbose node in the process
+ * wins); a later one that names none leaves it. */
+FX_INTERNAL void fx_log_apply_config_level(int level, bool given);
 
 /* Per-thread context printed on each line: role ("master", "owner", "external",
  * "cli") and node id. Strings are copied. */

@@ -263,7 +263,7 @@ int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
         rc = FLUXON_ERR_CONFIG;
         goto err_free;
     }
-    fx_log_apply_config_level(n->cfg.log_level);
+    fx_log_apply_config_level(n->cfg.log_level, n->cfg.log_level_given);
     rc = node_metrics_init(n);
     if (rc != FLUXON_OK) goto err_free;
     rc = fx_reactor_create(&n->r);

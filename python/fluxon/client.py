@@ -160,7 +160,7 @@ class Client:
 
     Client(socket, cluster_id="fluxon", cluster_token=None, timeout_ms=None,
            log_level=None, config=None): config (a dict) adds or overrides any member of
-    the client's JSON config (README "Configuration")."""
+    the client's JSON config (docs/config.md)."""
 
     def __init__(self, socket=None, cluster_id="fluxon", cluster_token=None, timeout_ms=None,
                  log_level=None, config=None):

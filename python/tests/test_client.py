@@ -296,6 +296,19 @@ def test_integers_past_64_bits_are_refused_not_wrapped(client):
         client.put_start(["w1"], 8, lease_id=2**64).abort()
 
 
+def test_a_client_without_log_level_keeps_the_process_level():
+    # a new user's finding (session 39): a client whose config named no log_level set the
+    # process-wide level back to info, and the nodes started with "off" logged again
+    code = ("import fluxon\n"
+            "with fluxon.LocalCluster(owners=1, log_level='off') as lc:\n"
+            "    c = fluxon.Client(lc.socket(0), cluster_id=lc.cluster_id)\n"
+            "    c.put('k', b'v'); c.close()\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert " INFO " not in r.stderr and " WARN " not in r.stderr, r.stderr[-2000:]
+
+
 def test_no_holders_leak_after_garbage_collection(client):
     client.batch_put_from([f"gc{i}" for i in range(8)], [b"q" * 4096] * 8)
     for _ in range(3):

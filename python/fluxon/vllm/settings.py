@@ -32,7 +32,7 @@ from typing import Optional
 logger = logging.getLogger("fluxon.vllm")
 
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")  # vLLM's KVRole
-LOG_LEVELS = ("debug", "info", "warn", "error", "off")  # the client library's (README "Configuration")
+LOG_LEVELS = ("debug", "info", "warn", "error", "off")  # the client library's (docs/config.md)
 INNER_LAYOUTS = ("NHD", "HND")
 MEMBERS = ("socket", "cluster_id", "cluster_token", "timeout_ms", "log_level", "key_prefix", "max_object_bytes",
            "kv_inner_layout", "load_async", "save_decode", "hash_block_size", "tp_rank")
