@@ -650,7 +650,9 @@ int fluxon_put_abort(fluxon_client *c, fluxon_plan *plan);
  * fd makes one on its first call (an eventfd; -1 when the process has no fd left) that
  * is readable once done and stays readable (level-triggered; for epoll; do not read or
  * close it); free releases the future (NULL: no-op; safe before completion) and its fd.
- * All thread-safe; a future outlives its client only for free. */
+ * All thread-safe. A future outlives its client: after fluxon_client_close every call
+ * above still works on it (one not done by then completed FLUXON_ERR_UNAVAILABLE at the
+ * close), and it must still be freed. */
 int  fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms);
 int  fluxon_future_poll(fluxon_future *f);
 /* Each key's outcome of a done commit future (fluxon_local_fast_put_commit): for every key
