@@ -9,6 +9,7 @@
 #endif
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,7 +52,6 @@ static inline void fx_prefetch(const void *p)
 /* Allocation: mimalloc underneath; NULL on failure (callers map to FLUXON_ERR_NOMEM). */
 /* The calling thread's fluxon_last_error_message (status.c): emptied as each public call
  * starts, set to the reason of its refusal. */
-#include <stdarg.h>
 FX_INTERNAL void fx_last_msg_clear(void);
 FX_INTERNAL void fx_last_msg_vset(const char *fmt, va_list ap);
 FX_INTERNAL void *fx_malloc(size_t n);
