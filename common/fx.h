@@ -49,11 +49,12 @@ static inline void fx_prefetch(const void *p)
 }
 #define FX_CONTAINER_OF(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
 
-/* Allocation: mimalloc underneath; NULL on failure (callers map to FLUXON_ERR_NOMEM). */
 /* The calling thread's fluxon_last_error_message (status.c): emptied as each public call
  * starts, set to the reason of its refusal. */
 FX_INTERNAL void fx_last_msg_clear(void);
 FX_INTERNAL void fx_last_msg_vset(const char *fmt, va_list ap);
+
+/* Allocation: mimalloc underneath; NULL on failure (callers map to FLUXON_ERR_NOMEM). */
 FX_INTERNAL void *fx_malloc(size_t n);
 FX_INTERNAL void *fx_calloc(size_t n, size_t size);
 FX_INTERNAL void *fx_realloc(void *p, size_t n);
