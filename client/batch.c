@@ -14,23 +14,20 @@ static int cb_put_args(fluxon_client *cl, const char *const *keys, size_t n, con
                        const uint64_t *lens, int *per_key_status)
 {
     if (!cl || !keys || !src || !lens || !per_key_status || n == 0) {
-        FX_WARN("batch_put_from: %s is %s (every pointer argument is required, n_keys >= 1)",
+        return fx_client_refuse("batch_put_from: %s is %s (every pointer argument is required, n_keys >= 1)",
                 !cl ? "client" : !keys ? "keys" : !src ? "src_ptrs" : !lens ? "lens" : !per_key_status ? "per_key_status"
                                                                                                        : "n_keys",
                 n == 0 ? "0" : "NULL");
-        return FLUXON_ERR_INVALID_ARGUMENT;
     }
     for (size_t i = 0; i < n; i++) {
         if (!src[i] || lens[i] == 0) {
-            FX_WARN("batch_put_from: key %zu has %s (every key needs a source of >= 1 byte)", i,
+            return fx_client_refuse("batch_put_from: key %zu has %s (every key needs a source of >= 1 byte)", i,
                     !src[i] ? "src_ptrs[i] NULL" : "lens[i] 0");
-            return FLUXON_ERR_INVALID_ARGUMENT;
         }
         if (lens[i] != lens[0]) {
-            FX_WARN("batch_put_from: lens[%zu] is %llu bytes but lens[0] is %llu: one batch stores values of one "
-                    "length (one put_start); split the batch by length",
-                    i, (unsigned long long)lens[i], (unsigned long long)lens[0]);
-            return FLUXON_ERR_INVALID_ARGUMENT;
+            return fx_client_refuse("batch_put_from: lens[%zu] is %llu bytes but lens[0] is %llu: one batch stores "
+                                    "values of one length (one put_start); split the batch by length",
+                                    i, (unsigned long long)lens[i], (unsigned long long)lens[0]);
         }
     }
     return FLUXON_OK;
@@ -92,17 +89,15 @@ static int cb_get_args(fluxon_client *cl, const char *const *keys, size_t n, voi
                        const uint64_t *lens, int *per_key_status, size_t *n_restored_p)
 {
     if (!cl || !keys || !dst || !lens || !per_key_status || !n_restored_p || n == 0) {
-        FX_WARN("batch_get_into: %s is %s (every pointer argument but value_lens is required, n_keys >= 1)",
+        return fx_client_refuse("batch_get_into: %s is %s (every pointer argument but value_lens is required, n_keys >= 1)",
                 !cl ? "client" : !keys ? "keys" : !dst ? "dst_ptrs" : !lens ? "dst_lens"
                 : !per_key_status ? "per_key_status" : !n_restored_p ? "n_restored_p" : "n_keys",
                 n == 0 ? "0" : "NULL");
-        return FLUXON_ERR_INVALID_ARGUMENT;
     }
     for (size_t i = 0; i < n; i++)
         if (!dst[i] || lens[i] == 0) {
-            FX_WARN("batch_get_into: key %zu has %s (every key needs a destination of >= 1 byte)", i,
+            return fx_client_refuse("batch_get_into: key %zu has %s (every key needs a destination of >= 1 byte)", i,
                     !dst[i] ? "dst_ptrs[i] NULL" : "dst_lens[i] 0");
-            return FLUXON_ERR_INVALID_ARGUMENT;
         }
     return FLUXON_OK;
 }
@@ -160,8 +155,10 @@ int fluxon_batch_get_into(fluxon_client *cl, const char *const *keys, size_t n_k
     size_t cut = t;
     int64_t stop = r.first_miss_index;
     int stop_status = r.miss_status;
+    uint64_t bad_len = 0; /* the value at stop, when its length is not its destination's */
     for (size_t i = 0; i < t; i++)
         if (vl[i] != dst_lens[i]) {
+            bad_len = vl[i];
             FX_WARN("batch_get_into: key %zu (%s) holds %llu bytes but dst_lens[%zu] is %llu (a value must be "
                     "exactly its destination's length): restored the prefix before its atomic group only",
                     i, keys[i], (unsigned long long)vl[i], i, (unsigned long long)dst_lens[i]);
@@ -177,6 +174,10 @@ int fluxon_batch_get_into(fluxon_client *cl, const char *const *keys, size_t n_k
         if (value_lens) value_lens[i] = vl[i];
     }
     if (plan) fluxon_release_views(cl, plan);
+    if (bad_len) /* after release_views, which empties it */
+        fx_client_last_msg_set("batch_get_into: key %lld (%s) holds %llu bytes but dst_lens[%lld] is %llu (a value "
+                               "must be exactly its destination's length)", (long long)stop, keys[stop],
+                               (unsigned long long)bad_len, (long long)stop, (unsigned long long)dst_lens[stop]);
     if (!prefix_best_effort && cut < n_keys) stop = stop < 0 ? (int64_t)cut : stop;
     if (stop < 0 && cut < n_keys) stop = r.first_miss_index; /* hits cut by a group: GROUP_REJECTED */
     cb_mark_tail(per_key_status, n_keys, cut, stop, stop_status);

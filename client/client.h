@@ -191,6 +191,9 @@ FX_INTERNAL bool fx_client_key_ok(const char *k);
 FX_INTERNAL void fx_client_last_msg_clear(void);
 /* ... or set by the client itself where it refuses with a reason (a rejected config). */
 FX_INTERNAL void fx_client_last_msg_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The client refuses this call's arguments: the reason is logged (warn) and becomes
+ * fluxon_last_error_message. Returns FLUXON_ERR_INVALID_ARGUMENT. */
+FX_INTERNAL int fx_client_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t *stack, fx_str_t **out);
 FX_INTERNAL void fx_client_keys_done(fx_str_t *kv, const fx_str_t *stack);
 /* The scalar put options (flags, lease, preferred sub-cluster, pin TTL) on top of *flags_p. */

@@ -206,7 +206,11 @@ int fluxon_future_wait(fluxon_future *f, uint32_t timeout_ms)
 int fluxon_future_key_statuses(fluxon_future *f, int *key_status, size_t n_keys)
 {
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
-    if (!f || !key_status || !f->kst || n_keys != f->n) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!f || !key_status) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!f->kst || n_keys != f->n)
+        return !f->kst ? fx_client_refuse("future_key_statuses: this future has no per-key statuses (not a commit's)")
+                       : fx_client_refuse("future_key_statuses: n_keys %zu is not the commit's %zu keys", n_keys,
+                                          (size_t)f->n);
     if (!__atomic_load_n(&f->done, __ATOMIC_ACQUIRE)) return FLUXON_IN_PROGRESS;
     for (size_t i = 0; i < n_keys; i++) /* written before done, read after: no lock needed */
         if (f->kst[i] != CFUT_KEEP) key_status[i] = f->kst[i];

@@ -37,18 +37,16 @@ FX_INTERNAL void fx_client_keys_done(fx_str_t *kv, const fx_str_t *stack)
 FX_INTERNAL int fx_client_keys(const char *const *keys, size_t n, fx_str_t *stack, fx_str_t **out)
 {
     if (!keys || n == 0 || n > FLUXON_MAX_BATCH_KEYS) {
-        FX_WARN("keys is %s and n_keys is %zu: a batch has 1..%d keys (FLUXON_MAX_BATCH_KEYS)", keys ? "set" : "NULL",
+        return fx_client_refuse("keys is %s and n_keys is %zu: a batch has 1..%d keys (FLUXON_MAX_BATCH_KEYS)", keys ? "set" : "NULL",
                 n, FLUXON_MAX_BATCH_KEYS);
-        return FLUXON_ERR_INVALID_ARGUMENT;
     }
     fx_str_t *v = n <= FX_CLIENT_STACK_KEYS ? stack : fx_malloc(n * sizeof *v);
     if (!v) return FLUXON_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
         if (!fx_client_key_ok(keys[i])) {
-            FX_WARN("key %zu is %s (keys are 1..%d bytes)", i, !keys[i] ? "NULL" : !keys[i][0] ? "empty" : "too long",
-                    FLUXON_MAX_KEY_BYTES);
             fx_client_keys_done(v, stack);
-            return FLUXON_ERR_INVALID_ARGUMENT;
+            return fx_client_refuse("key %zu is %s (keys are 1..%d bytes)", i,
+                                    !keys[i] ? "NULL" : !keys[i][0] ? "empty" : "too long", FLUXON_MAX_KEY_BYTES);
         }
         v[i] = fx_str_c(keys[i]);
     }
@@ -65,8 +63,7 @@ static int chl_groups(const uint32_t *lens, size_t n_groups, size_t n, uint64_t 
     char why[160];
     if (n_groups == 0) snprintf(why, sizeof why, "atomic_group_lens is set but n_atomic_groups is 0");
     if (n_groups == 0 || !fx_groups_check32(lens, n_groups, n, why, sizeof why)) {
-        FX_WARN("%s", why);
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        return fx_client_refuse("%s", why);
     }
     uint64_t *v = fx_malloc(n_groups * sizeof *v);
     if (!v) return FLUXON_ERR_NOMEM;
@@ -79,16 +76,14 @@ static int chl_groups(const uint32_t *lens, size_t n_groups, size_t n, uint64_t 
 static int chl_mask_uniform(const uint8_t *mask, const uint64_t *groups, size_t n_groups, size_t n)
 {
     if (!mask) {
-        FX_WARN("put_start: FLUXON_PUT_OPT_REPLICA_MASK is set but make_replica_task_mask is NULL");
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        return fx_client_refuse("put_start: FLUXON_PUT_OPT_REPLICA_MASK is set but make_replica_task_mask is NULL");
     }
     if (!groups) return FLUXON_OK;
     fx_group_iter_t it = fx_group_iter(groups, n_groups, n);
     while (fx_group_next(&it))
         for (size_t i = it.start + 1; i < it.start + it.len; i++)
             if ((mask[i] != 0) != (mask[it.start] != 0)) {
-                FX_WARN("put_start: make_replica_task_mask differs inside atomic group %zu (key %zu)", it.g, i);
-                return FLUXON_ERR_INVALID_ARGUMENT;
+                return fx_client_refuse("put_start: make_replica_task_mask differs inside atomic group %zu (key %zu)", it.g, i);
             }
     return FLUXON_OK;
 }
@@ -102,18 +97,15 @@ FX_INTERNAL int fx_client_put_scalars(const fluxon_put_options *opts, uint64_t *
     if (!opts) return FLUXON_OK;
     uint64_t fm = opts->field_mask, flags = *flags_p;
     if (fm & ~((FLUXON_PUT_OPT_PIN_REFRESH_ON_HIT << 1) - 1)) {
-        FX_WARN("put: field_mask 0x%llx has bits this library does not know (it knows 0x%llx)",
+        return fx_client_refuse("put: field_mask 0x%llx has bits this library does not know (it knows 0x%llx)",
                 (unsigned long long)fm, (unsigned long long)((FLUXON_PUT_OPT_PIN_REFRESH_ON_HIT << 1) - 1));
-        return FLUXON_ERR_INVALID_ARGUMENT;
     }
     uint32_t pin = fm & FLUXON_PUT_OPT_PIN_TTL ? opts->pin_ttl_ms : 0; /* issue 42 */
     if (pin > FLUXON_PIN_TTL_MAX_MS) {
-        FX_WARN("put: pin_ttl_ms %u is over FLUXON_PIN_TTL_MAX_MS (%u)", pin, FLUXON_PIN_TTL_MAX_MS);
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        return fx_client_refuse("put: pin_ttl_ms %u is over FLUXON_PIN_TTL_MAX_MS (%u)", pin, FLUXON_PIN_TTL_MAX_MS);
     }
     if (pin && (fm & FLUXON_PUT_OPT_WRITE_THROUGH) && opts->write_through) {
-        FX_WARN("put: pin_ttl_ms pins the copy on this client's owner: not with write_through");
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        return fx_client_refuse("put: pin_ttl_ms pins the copy on this client's owner: not with write_through");
     }
     if (pin && (fm & FLUXON_PUT_OPT_PIN_REFRESH_ON_HIT) && opts->pin_refresh_on_hit) flags |= FX_PUT_PIN_REFRESH;
     if (pin && (flags & FX_PUT_PLACE)) flags = (flags & ~FX_PUT_PLACE) | FX_PUT_LOCAL_FIRST; /* pins are the owner's */
@@ -125,17 +117,15 @@ FX_INTERNAL int fx_client_put_scalars(const fluxon_put_options *opts, uint64_t *
     const char *preferred = fm & FLUXON_PUT_OPT_PREFERRED_SUB_CLUSTER ? opts->preferred_sub_cluster : NULL;
     if ((fm & FLUXON_PUT_OPT_LOCAL_FIRST) && opts->local_first) {
         if (flags & FX_PUT_WRITE_THROUGH) {
-            FX_WARN("put: local_first and write_through contradict each other");
-            return FLUXON_ERR_INVALID_ARGUMENT;
+            return fx_client_refuse("put: local_first and write_through contradict each other");
         }
         flags = (flags & ~FX_PUT_PLACE) | FX_PUT_LOCAL_FIRST;
     }
     if (preferred && (strlen(preferred) == 0 || strlen(preferred) >= FX_ID_MAX ||
                       strspn(preferred, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
                           strlen(preferred))) {
-        FX_WARN("put: preferred_sub_cluster must be 1..%d characters of [A-Za-z0-9._-] (as owners' sub_cluster)",
+        return fx_client_refuse("put: preferred_sub_cluster must be 1..%d characters of [A-Za-z0-9._-] (as owners' sub_cluster)",
                 FX_ID_MAX - 1);
-        return FLUXON_ERR_INVALID_ARGUMENT;
     }
     *flags_p = flags;
     *preferred_p = preferred;
@@ -202,7 +192,8 @@ FX_INTERNAL int fx_client_put_start(fluxon_client *cl, const char *const *keys, 
 {
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
-    if (!plan_p || value_len == 0) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!plan_p || value_len == 0)
+        return fx_client_refuse("put_start: %s", !plan_p ? "plan_p is NULL" : "value_len is 0 (a value is >= 1 byte)");
     fx_str_t stack[FX_CLIENT_STACK_KEYS], *kv = NULL;
     uint64_t *groups = NULL;
     size_t n_groups = 0;
@@ -486,7 +477,9 @@ static int chl_transfer_check(fx_plan_obj_t *o, void *arg, bool *discard)
         return FLUXON_ERR_WRONG_HANDLE;
     }
     if (t->consume == 0) t->consume = o->n;
-    else if (t->consume > o->n || !chl_on_boundary(o, t->consume)) return FLUXON_ERR_INVALID_ARGUMENT; /* stays */
+    else if (t->consume > o->n || !chl_on_boundary(o, t->consume)) /* the handle stays */
+        return fx_client_refuse("get_transfer: consume_prefix_len %llu %s", (unsigned long long)t->consume,
+                                t->consume > o->n ? "is past the handle's keys" : "cuts an atomic group");
     if (fx_client_ready(t->cl) != FLUXON_OK) {
         *discard = true;
         return FLUXON_ERR_STALE;

@@ -33,11 +33,11 @@ static int ckv_put_inline(fluxon_client *cl, const char *key, const void *value,
     return fx_client_call_decode(cl, FX_MSG_PUT_INLINE, req, len, "put", NULL, NULL);
 }
 
-/* Why key (refused by fx_client_key_ok) is refused, in the log. */
-static void ckv_bad_key(const char *op, const char *key)
+/* Why key (refused by fx_client_key_ok) is refused (fx_client_refuse). */
+static int ckv_bad_key(const char *op, const char *key)
 {
-    FX_WARN("%s: the key must be 1..%u bytes (%s)", op, FLUXON_MAX_KEY_BYTES,
-            !key ? "it is NULL" : !*key ? "it is empty" : "it is longer");
+    return fx_client_refuse("%s: the key must be 1..%u bytes (%s)", op, FLUXON_MAX_KEY_BYTES,
+                            !key ? "it is NULL" : !*key ? "it is empty" : "it is longer");
 }
 
 int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t value_len,
@@ -45,11 +45,9 @@ int fluxon_put(fluxon_client *cl, const char *key, const void *value, uint64_t v
 {
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !fx_client_key_ok(key) || !value || value_len == 0) {
-        if (cl && !fx_client_key_ok(key))
-            ckv_bad_key("put", key);
-        else if (cl)
-            FX_WARN("put: %s", !value ? "value is NULL" : "value_len is 0");
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        if (!cl) return FLUXON_ERR_INVALID_ARGUMENT;
+        if (!fx_client_key_ok(key)) return ckv_bad_key("put", key);
+        return fx_client_refuse("put: %s", !value ? "value is NULL" : "value_len is 0");
     }
     if (value_len <= CKV_PUT_INLINE_MAX &&
         !(opts && (opts->field_mask & (FLUXON_PUT_OPT_ATOMIC_GROUPS | FLUXON_PUT_OPT_REPLICA_MASK)))) {
@@ -83,11 +81,9 @@ int fluxon_get(fluxon_client *cl, const char *key, fluxon_holder **holder_p)
 {
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     if (!cl || !fx_client_key_ok(key) || !holder_p) {
-        if (cl && !fx_client_key_ok(key))
-            ckv_bad_key("get", key);
-        else if (cl)
-            FX_WARN("get: holder_p is NULL");
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        if (!cl) return FLUXON_ERR_INVALID_ARGUMENT;
+        if (!fx_client_key_ok(key)) return ckv_bad_key("get", key);
+        return fx_client_refuse("get: holder_p is NULL");
     }
     fluxon_get_handle *h = NULL;
     fluxon_get_start_result r;
@@ -133,7 +129,7 @@ int fluxon_delete(fluxon_client *cl, const char *key)
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
-    if (!fx_client_key_ok(key)) return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!fx_client_key_ok(key)) return ckv_bad_key("delete", key);
     fx_body_key_t b = {fx_str_c(key)};
     uint8_t *req;
     uint32_t len;
@@ -166,11 +162,10 @@ int fluxon_prefetch(fluxon_client *cl, const char *const *keys, size_t n)
     size_t tl = strcmp(cl->cfg.tenant, FX_TENANT_DEFAULT) ? strlen(cl->cfg.tenant) + 2 : 0;
     for (size_t i = 0; tl && i < n; i++)
         if (kv[i].len + tl > FLUXON_MAX_KEY_BYTES) {
-            FX_WARN("prefetch: key %zu is %u bytes, over the %zu bytes tenant \"%s\" keys may have "
-                    "(FLUXON_MAX_KEY_BYTES %d less its namespace prefix)", i, kv[i].len,
-                    FLUXON_MAX_KEY_BYTES - tl, cl->cfg.tenant, FLUXON_MAX_KEY_BYTES);
             fx_client_keys_done(kv, stack);
-            return FLUXON_ERR_INVALID_ARGUMENT;
+            return fx_client_refuse("prefetch: key %zu is %u bytes, over the %zu bytes tenant \"%s\" keys may have "
+                                    "(FLUXON_MAX_KEY_BYTES %d less its namespace prefix)", i, kv[i].len,
+                                    FLUXON_MAX_KEY_BYTES - tl, cl->cfg.tenant, FLUXON_MAX_KEY_BYTES);
         }
     FX_CLIENT_ENCODE(keys, &b, req, len);
     fx_client_keys_done(kv, stack);
@@ -244,10 +239,9 @@ int fluxon_pin(fluxon_client *cl, const char *const *keys, size_t n_keys, uint32
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
     if (!statuses || ttl_ms > FLUXON_PIN_TTL_MAX_MS || (flags & ~FLUXON_PIN_REFRESH_ON_HIT)) {
-        FX_WARN("pin: %s", !statuses                          ? "statuses is NULL"
-                           : ttl_ms > FLUXON_PIN_TTL_MAX_MS ? "ttl_ms is over FLUXON_PIN_TTL_MAX_MS (86400000)"
-                                                            : "flags has bits other than FLUXON_PIN_REFRESH_ON_HIT");
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        return fx_client_refuse("pin: %s", !statuses                          ? "statuses is NULL"
+                                : ttl_ms > FLUXON_PIN_TTL_MAX_MS ? "ttl_ms is over FLUXON_PIN_TTL_MAX_MS (86400000)"
+                                                                 : "flags has bits other than FLUXON_PIN_REFRESH_ON_HIT");
     }
     fx_str_t stack[FX_CLIENT_STACK_KEYS], *kv;
     if ((rc = fx_client_keys(keys, n_keys, stack, &kv)) != FLUXON_OK) return rc;
@@ -269,14 +263,13 @@ int fluxon_tenant_set(fluxon_client *cl, const char *tenant, uint64_t quota_byte
     if (rc != FLUXON_OK) return rc;
     uint32_t known = FLUXON_TENANT_SET_QUOTA | FLUXON_TENANT_SET_GUARANTEED;
     if (!tenant || !flags || (flags & ~known)) {
-        FX_WARN("tenant_set: %s", !tenant ? "tenant is NULL"
-                                  : !flags ? "flags is 0 (FLUXON_TENANT_SET_QUOTA and/or _GUARANTEED)"
-                                           : "flags has unknown bits");
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        return fx_client_refuse("tenant_set: %s", !tenant ? "tenant is NULL"
+                                                  : !flags ? "flags is 0 (FLUXON_TENANT_SET_QUOTA and/or _GUARANTEED)"
+                                                           : "flags has unknown bits");
     }
     if (!fx_tenant_name_ok(tenant, strlen(tenant))) { /* no owner could list it: not a NOT_FOUND */
-        FX_WARN("tenant_set: \"%.40s\" is not a tenant name ([A-Za-z0-9_.-], 1..%d bytes)", tenant, FX_TENANT_NAME_MAX - 1);
-        return FLUXON_ERR_INVALID_ARGUMENT;
+        return fx_client_refuse("tenant_set: \"%.40s\" is not a tenant name ([A-Za-z0-9_.-], 1..%d bytes)", tenant,
+                                FX_TENANT_NAME_MAX - 1);
     }
     _Static_assert(FLUXON_TENANT_SET_QUOTA == FX_TENANT_SET_QUOTA && FLUXON_TENANT_SET_GUARANTEED == FX_TENANT_SET_GUARANTEED,
                    "the wire's bits are the API's");
@@ -326,9 +319,12 @@ int fluxon_list_keys(fluxon_client *cl, const char *prefix, const char *after, u
     fx_client_last_msg_clear(); /* fluxon_last_error_message: this call's from here on */
     int rc = fx_client_ready(cl);
     if (rc != FLUXON_OK) return rc;
-    if (!cb || !n_p || limit == 0 || limit > 10000 || (prefix && strlen(prefix) > FLUXON_MAX_KEY_BYTES) ||
-        (after && strlen(after) > FLUXON_MAX_KEY_BYTES))
-        return FLUXON_ERR_INVALID_ARGUMENT;
+    if (!cb || !n_p) return fx_client_refuse("list_keys: %s is NULL", !cb ? "cb" : "n_p");
+    if (limit == 0 || limit > 10000) return fx_client_refuse("list_keys: limit %u is not in 1..10000", limit);
+    if ((prefix && strlen(prefix) > FLUXON_MAX_KEY_BYTES) || (after && strlen(after) > FLUXON_MAX_KEY_BYTES))
+        return fx_client_refuse("list_keys: %s is over FLUXON_MAX_KEY_BYTES (%d)",
+                                prefix && strlen(prefix) > FLUXON_MAX_KEY_BYTES ? "prefix" : "after",
+                                FLUXON_MAX_KEY_BYTES);
     fx_body_list_t b = {fx_str_c(prefix ? prefix : ""), fx_str_c(after ? after : ""), limit};
     uint8_t *req;
     uint32_t len;

@@ -395,6 +395,16 @@ FX_INTERNAL void fx_client_last_msg_set(const char *fmt, ...)
     va_end(ap);
 }
 
+FX_INTERNAL int fx_client_refuse(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fx_last_msg_vset(fmt, ap);
+    va_end(ap);
+    FX_WARN("%s", fluxon_last_error_message());
+    return FLUXON_ERR_INVALID_ARGUMENT;
+}
+
 FX_INTERNAL int fx_client_call(fluxon_client *cl, uint16_t type, uint8_t *req, uint32_t req_len,
                                fx_client_hook_fn hook, void *hook_ctx, uint8_t **resp_p, uint32_t *resp_len_p)
 {

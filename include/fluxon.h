@@ -461,11 +461,14 @@ int fluxon_batch_exists(fluxon_client *c, const char *const *keys, size_t n_keys
 
 /* The reason the owner (or the master through it) gave when it refused the calling
  * thread's last call: e.g. a NO_SPACE put names the tenant, its bytes, its quota and the
- * config field. The client puts some of its own refusals here too: fluxon_client_open's (a
+ * config field. The client puts its own refusals here too: fluxon_client_open's (a
  * rejected config, naming the field; no owner at the socket; the owner's refusal of the
- * connection) and fluxon_lease_grant's of its TTL; fluxon_node_start and fluxon_node_launch
- * put a rejected config's reason here (naming the field). "" when that call succeeded, failed in
- * the client otherwise (other bad arguments, a closed client, an owner gone) or without an
+ * connection), and an INVALID_ARGUMENT for a bad argument of a client that is open (naming
+ * the argument and, in a batch, the key's index: "key 1 is empty (keys are 1..1024 bytes)",
+ * "get_transfer: consume_prefix_len 3 is past the handle's keys");
+ * fluxon_node_start and fluxon_node_launch put a rejected config's reason here (naming the
+ * field). "" when that call succeeded, failed in the client otherwise (a NULL client, a
+ * closed client, an owner gone, a plan or handle not live: WRONG_HANDLE) or without an
  * answer (TIMEOUT), or the owner gave no reason. Each
  * call of this API emptying it as it starts, it is valid on this thread until its next
  * call; the string belongs to the library (at most 511 bytes, NUL-terminated). Thread-safe:

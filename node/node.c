@@ -205,7 +205,9 @@ static void node_heap_reserve(fluxon_node *n)
     uint64_t limit = bytes ? fx_segment_memory_limit(what, sizeof what) : 0;
     uint64_t seg = n->cfg.role == FX_ROLE_OWNER ? n->cfg.segment_bytes : 0;
     uint64_t fit = limit > seg ? (limit - seg) / 4 : 0; /* at most a quarter of what the segment leaves */
-    if (limit && bytes > fit) {
+    if (limit && seg && seg + FX_SEGMENT_HEADER_BYTES > limit) /* the owner refuses it as it starts, saying why */
+        bytes = 0;
+    else if (limit && bytes > fit) {
         char segment[64] = "";
         if (seg) snprintf(segment, sizeof segment, "what segment_bytes %llu leaves under ", (unsigned long long)seg);
         FX_WARN("heap_reserve_mib %u lowered to %llu MiB: at most a quarter of %s%s, %llu bytes",

@@ -198,6 +198,8 @@ Test(batch, a_destination_of_another_length_names_the_key_and_keeps_the_prefix_b
     cr_assert_eq(fluxon_batch_get_into(c, t->keys, 6, t->dstp, t->caps, 1, NULL, 0, t->st, t->vlens, &nr),
                  FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(nr, 3);
+    cr_assert(strstr(fluxon_last_error_message(), "key 3 (") && strstr(fluxon_last_error_message(), "dst_lens[3]"),
+              "the reason names the key: [%s]", fluxon_last_error_message());
     for (int i = 0; i < 3; i++) cr_assert(kf_check(t->dst[i], BLEN, 400 + (uint64_t)i));
     cr_assert_eq(t->st[3], FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(t->st[4], FLUXON_ERR_CANCELLED);
@@ -236,15 +238,20 @@ Test(batch, bad_input_is_refused_before_anything_is_reserved)
     const void *nullsrc[2] = {t->src[0], NULL};
     cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, nullsrc, t->lens, NULL, t->st), FLUXON_ERR_INVALID_ARGUMENT);
     uint64_t mixed[2] = {BLEN, BLEN - 1}, zero[2] = {BLEN, 0}, huge[2] = {64ull << 20, 64ull << 20};
+    cr_assert(strstr(fluxon_last_error_message(), "key 1 has src_ptrs[i] NULL"), "[%s]", fluxon_last_error_message());
     cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, t->srcp, mixed, NULL, t->st), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(fluxon_last_error_message(), "lens[1] is 12287 bytes but lens[0] is 12288"), "[%s]",
+              fluxon_last_error_message());
     cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, t->srcp, zero, NULL, t->st), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, t->srcp, huge, NULL, t->st), FLUXON_ERR_INVALID_ARGUMENT,
                  "a length over reserve.grant_bytes");
     const char *badk[2] = {t->keys[0], ""};
     cr_assert_eq(fluxon_batch_put_from(c, badk, 2, t->srcp, t->lens, NULL, t->st), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(fluxon_last_error_message(), "key 1 is empty (keys are 1..1024 bytes)");
     uint32_t badg[1] = {3};
     fluxon_put_options o = {.field_mask = FLUXON_PUT_OPT_ATOMIC_GROUPS, .atomic_group_lens = badg, .n_atomic_groups = 1};
     cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, t->srcp, t->lens, &o, t->st), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(fluxon_last_error_message(), "atomic"), "the groups are named: [%s]", fluxon_last_error_message());
     cr_assert_eq(kf_stat(c, "slots_prepared"), prepared, "nothing reserved");
     size_t hits = 7;
     cr_assert_eq(fluxon_batch_exists(c, t->keys, 2, &hits), FLUXON_OK);

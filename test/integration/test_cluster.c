@@ -429,6 +429,7 @@ Test(cluster, cli_usage_and_config_errors_exit_2, .timeout = 60, .fini = teardow
     cr_assert(strstr(out, "segment_bytes 70368744177664 plus its 4096-byte header page is more than") &&
                   strstr(out, "bytes: lower segment_bytes"),
               "%s", out);
+    cr_assert_null(strstr(out, "heap_reserve_mib"), "the one error, no warning of a heap lowered for it first: %s", out);
     snprintf(cfg, sizeof cfg, "%s/bad.json", dir);
     snprintf(cmd, sizeof cmd, "%s --role=nobody --config %s >/dev/null 2>&1", th_fluxon_bin(), cfg);
     cr_assert_eq(WEXITSTATUS(system(cmd)), 2);

@@ -403,16 +403,24 @@ Test(hostless, misuse_returns_specific_statuses_and_changes_nothing)
     const char *k2[] = {"new-0", "new-1"};
     int n = 0;
 #define MISUSE(expr, want) do { cr_assert_eq((expr), (want), "misuse %d: %s", n, #expr); n++; } while (0)
+    /* the client's refusals say why (fluxon_last_error_message: a binding's exception shows it) */
+#define SAYS(what) cr_assert(strstr(fluxon_last_error_message(), what), "misuse %d: [%s]", n - 1, fluxon_last_error_message())
     MISUSE(fluxon_local_fast_put_start(NULL, k1, 1, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
     MISUSE(fluxon_local_fast_put_start(c, NULL, 1, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
     MISUSE(fluxon_local_fast_put_start(c, k1, 0, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
     MISUSE(fluxon_local_fast_put_start(c, kn, 2, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    SAYS("key 1 is NULL");
     MISUSE(fluxon_local_fast_put_start(c, kempty, 1, VLEN, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
     MISUSE(fluxon_local_fast_put_start(c, knul, 1, 0, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    SAYS("value_len is 0");
     MISUSE(fluxon_local_fast_put_start(c, knul, 1, 64ull << 20, NULL, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    SAYS("reserve.grant_bytes");
     MISUSE(fluxon_local_fast_put_start(c, k2, 2, VLEN, &o1, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    SAYS("atomic group");
     MISUSE(fluxon_local_fast_put_start(c, k2, 2, VLEN, &o2, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    SAYS("atomic group 0 has length 0");
     MISUSE(fluxon_local_fast_put_start(c, k2, 2, VLEN, &o3, &plan, st), FLUXON_ERR_INVALID_ARGUMENT);
+    SAYS("make_replica_task_mask differs inside atomic group 0");
     MISUSE(fluxon_local_fast_put_start(c, k1, 1, VLEN, NULL, NULL, st), FLUXON_ERR_INVALID_ARGUMENT);
     MISUSE(fluxon_get_start(c, NULL, 1, 1, NULL, 0, &h, &r), FLUXON_ERR_INVALID_ARGUMENT);
     MISUSE(fluxon_get_start(c, k1, 0, 1, NULL, 0, &h, &r), FLUXON_ERR_INVALID_ARGUMENT);
@@ -434,6 +442,7 @@ Test(hostless, misuse_returns_specific_statuses_and_changes_nothing)
     cr_assert_eq(fluxon_get_start(c, k4, 2, 1, NULL, 0, &h, &r), FLUXON_OK);
     fluxon_plan *rp = NULL;
     MISUSE(fluxon_get_transfer(c, h, 3, &rp), FLUXON_ERR_INVALID_ARGUMENT); /* > transferable */
+    SAYS("consume_prefix_len 3 is past the handle's keys");
     cr_assert_eq(fluxon_get_transfer(c, h, 0, &rp), FLUXON_OK);
     MISUSE(fluxon_get_transfer(c, h, 0, &rp), FLUXON_ERR_WRONG_HANDLE); /* handle used twice */
     MISUSE(fluxon_cancel_get_transfer(c, h), FLUXON_ERR_WRONG_HANDLE);
@@ -463,6 +472,7 @@ Test(hostless, misuse_returns_specific_statuses_and_changes_nothing)
     cr_assert_eq(fluxon_put_abort(c, p6), FLUXON_OK);
     cr_assert_geq(n, 20, "at least 20 misuse cases");
 #undef MISUSE
+#undef SAYS
     cr_assert(kf_wait_stat(c, "holders", 0, 3000));
     cr_assert_eq(kf_stat(c, "slots_prepared"), 0);
     fluxon_client_close(c);

@@ -181,7 +181,8 @@ Test(quota, replaced_and_deleted_values_of_a_quota_tenant_leave_its_policy_whole
 
 /* fluxon_last_error_message (session 22): the owner's reason for this thread's last
  * refused call, emptied as every call starts (a new user saw a refusal's reason stay on
- * through later calls refused in the client). */
+ * through later calls refused in the client); a call the client refuses says its own reason
+ * (session 40: a binding's exception had none to show). */
 Test(quota, a_refusals_reason_is_this_calls_only, .fini = kf_down)
 {
     qt_up("\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"64KiB\"}");
@@ -190,11 +191,16 @@ Test(quota, a_refusals_reason_is_this_calls_only, .fini = kf_down)
     cr_assert_eq(fluxon_put(a, "big", big, sizeof big, NULL), FLUXON_ERR_NO_SPACE);
     cr_assert(strstr(fluxon_last_error_message(), "tenants.acme.quota_bytes"), "[%s]", fluxon_last_error_message());
     cr_assert_eq(fluxon_put(a, "", big, 1, NULL), FLUXON_ERR_INVALID_ARGUMENT); /* refused in the client */
-    cr_assert_str_eq(fluxon_last_error_message(), "");
+    cr_assert_str_eq(fluxon_last_error_message(), "put: the key must be 1..1024 bytes (it is empty)");
     cr_assert_eq(fluxon_put(a, "big", big, sizeof big, NULL), FLUXON_ERR_NO_SPACE);
     fluxon_holder *h = NULL;
     cr_assert_eq(fluxon_get(a, NULL, &h), FLUXON_ERR_INVALID_ARGUMENT);
-    cr_assert_str_eq(fluxon_last_error_message(), "");
+    cr_assert_str_eq(fluxon_last_error_message(), "get: the key must be 1..1024 bytes (it is NULL)");
+    cr_assert_eq(fluxon_get(a, "small", NULL), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(fluxon_last_error_message(), "get: holder_p is NULL");
+    cr_assert_eq(fluxon_put(a, "big", big, sizeof big, NULL), FLUXON_ERR_NO_SPACE);
+    cr_assert_eq(fluxon_get(a, NULL, NULL), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(fluxon_last_error_message(), "it is NULL"), "[%s]", fluxon_last_error_message());
     cr_assert_eq(fluxon_put(a, "big", big, sizeof big, NULL), FLUXON_ERR_NO_SPACE);
     cr_assert_eq(qt_put(a, "small", 1), FLUXON_OK);
     cr_assert_str_eq(fluxon_last_error_message(), "", "a success says nothing");
