@@ -21,8 +21,8 @@ static int cb_put_args(fluxon_client *cl, const char *const *keys, size_t n, con
     }
     for (size_t i = 0; i < n; i++) {
         if (!src[i] || lens[i] == 0) {
-            return fx_client_refuse("batch_put_from: key %zu has %s (every key needs a source of >= 1 byte)", i,
-                    !src[i] ? "src_ptrs[i] NULL" : "lens[i] 0");
+            return fx_client_refuse("batch_put_from: key %zu has %s[%zu] %s (every key needs a source of >= 1 byte)",
+                                    i, lens[i] == 0 ? "lens" : "src_ptrs", i, lens[i] == 0 ? "0" : "NULL");
         }
         if (lens[i] != lens[0]) {
             return fx_client_refuse("batch_put_from: lens[%zu] is %llu bytes but lens[0] is %llu: one batch stores "
@@ -96,8 +96,8 @@ static int cb_get_args(fluxon_client *cl, const char *const *keys, size_t n, voi
     }
     for (size_t i = 0; i < n; i++)
         if (!dst[i] || lens[i] == 0) {
-            return fx_client_refuse("batch_get_into: key %zu has %s (every key needs a destination of >= 1 byte)", i,
-                    !dst[i] ? "dst_ptrs[i] NULL" : "dst_lens[i] 0");
+            return fx_client_refuse("batch_get_into: key %zu has %s[%zu] %s (every key needs a destination of >= 1 "
+                                    "byte)", i, lens[i] == 0 ? "dst_lens" : "dst_ptrs", i, lens[i] == 0 ? "0" : "NULL");
         }
     return FLUXON_OK;
 }

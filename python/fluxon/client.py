@@ -9,13 +9,16 @@ handle and view the client still has; their views raise ValueError afterwards.
 """
 import ctypes
 import json
+import os
 import threading
 import weakref
+from collections.abc import Mapping
 
 from . import _lib
 from ._buf import address_of
 from ._lib import lib
-from .errors import FluxonError, Status, Busy, check, error_for, u64
+from .errors import (FluxonError, Status, Busy, check, config_json, error_for, integer, sequence, u64, u64s,
+                     utf8)
 from .plans import _Keeper, _Plan, PutPlan, ReadPlan, GetHandle, Future  # noqa: F401 -- fluxon.client.* as before
 
 _STATUS = {int(s): s for s in Status}
@@ -25,10 +28,9 @@ _U64P = ctypes.POINTER(ctypes.c_uint64)
 
 def _key(k, i=None):
     where = "key" if i is None else f"keys[{i}]"
-    if isinstance(k, str):
-        k = k.encode("utf-8", "surrogateescape")  # list_keys' str of a non-UTF-8 key round-trips
-    elif not isinstance(k, (bytes, bytearray)):
+    if not isinstance(k, (str, bytes, bytearray)):
         raise TypeError(f"{where}: a key is str or bytes, not {type(k).__name__}")
+    k = utf8(k, where, "surrogateescape")  # list_keys' str of a non-UTF-8 key round-trips
     if not k or len(k) > 1024 or b"\0" in k:
         raise ValueError(f"{where}: a key is 1..1024 bytes without NUL (got {len(k)} bytes)")
     return bytes(k)
@@ -38,28 +40,45 @@ def _key_part(v, what):
     """A prefix or a key to list after (str or bytes, may be empty; None: empty) as bytes."""
     if v is None:
         return b""
-    if isinstance(v, str):
-        v = v.encode("utf-8", "surrogateescape")
-    elif not isinstance(v, (bytes, bytearray)):  # bytes(5) would be five NUL bytes
-        raise TypeError(f"{what}: str or bytes, not {type(v).__name__}")
+    v = utf8(v, what, "surrogateescape")  # TypeError for an int: bytes(5) would be five NUL bytes
     if len(v) > 1024 or b"\0" in v:
         raise ValueError(f"{what}: at most 1024 bytes without NUL (got {len(v)} bytes)")
     return bytes(v)
 
 
-def _keys(keys):
-    if isinstance(keys, (str, bytes)):
+def _cstr(v, what):
+    """A str argument (str, or bytes as they are) as UTF-8 bytes for a C string: without NUL
+    (ctypes passes "acme\\0x" as "acme")."""
+    b = utf8(v, what)
+    if b"\0" in b:
+        raise ValueError(f"{what}: a NUL byte at index {b.index(0)} (a C string would end there)")
+    return b
+
+
+def _text(v, what):
+    """A str member of the client's JSON config (str, or UTF-8 bytes) as a str."""
+    b = _cstr(v, what)
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what}: bytes that are not UTF-8 ({b[e.start]:#04x} at index {e.start})") from None
+
+
+def _keys(keys, empty_ok=False):
+    """(encoded keys, their C array); empty_ok: no keys give ([], None) instead of ValueError."""
+    if isinstance(keys, (str, bytes, bytearray)):
         raise TypeError("keys: a sequence of keys, not one key")
-    if not isinstance(keys, (list, tuple)):
-        keys = list(keys)  # an iterator is read once: both paths below need every key
+    keys = sequence(keys, "keys", "keys")  # an iterator is read once: both paths below need every key
     try:  # the fast path: every key a str, checked in bulk
         enc = [k.encode("utf-8", "surrogateescape") for k in keys]
         ok = enc and 0 < min(map(len, enc)) and max(map(len, enc)) <= 1024 and b"\0" not in b"".join(enc)
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, UnicodeEncodeError):
         ok = False
     if not ok:  # the slow path names the offending key
         enc = [_key(k, i) for i, k in enumerate(keys)]
         if not enc:
+            if empty_ok:
+                return [], None
             raise ValueError("keys: a batch has at least one key")
     return enc, (ctypes.c_char_p * len(enc))(*enc)
 
@@ -85,7 +104,8 @@ def _statuses(arr):
 def _groups(groups, n):
     if groups is None:
         return None, 0
-    g = [int(x) for x in groups]
+    g = sequence(groups, "atomic_groups", "group lengths")
+    g = [integer(x, f"atomic_groups[{i}]") for i, x in enumerate(g)]  # int() took 1.5 as 1
     if not g or any(x <= 0 for x in g) or sum(g) != n:
         raise ValueError(f"atomic_groups {g}: lengths > 0 summing to the {n} keys")
     return (ctypes.c_uint32 * len(g))(*g), len(g)
@@ -108,6 +128,7 @@ def _options(atomic_groups=None, n=0, write_through=False, lease_id=None, prefer
         o.field_mask |= _lib.OPT_MAKE_REPLICA_TASK
         o.make_replica_task = 1
     if make_replica_task_mask is not None:
+        make_replica_task_mask = sequence(make_replica_task_mask, "make_replica_task_mask", "bools, one per key")
         if len(make_replica_task_mask) != n:
             raise ValueError(f"make_replica_task_mask: {len(make_replica_task_mask)} entries for {n} keys")
         m = (ctypes.c_uint8 * n)(*[1 if x else 0 for x in make_replica_task_mask])
@@ -127,7 +148,7 @@ def _options(atomic_groups=None, n=0, write_through=False, lease_id=None, prefer
         o.field_mask |= _lib.OPT_LEASE_ID
         o.lease_id = u64(lease_id, "lease_id")
     if preferred_sub_cluster is not None:
-        b = preferred_sub_cluster.encode()
+        b = _cstr(preferred_sub_cluster, "preferred_sub_cluster")
         keep.append(b)
         o.field_mask |= _lib.OPT_PREFERRED_SUB_CLUSTER
         o.preferred_sub_cluster = b
@@ -159,32 +180,38 @@ class Client:
     """An external client of the owner whose unix socket `socket` names.
 
     Client(socket, cluster_id="fluxon", cluster_token=None, timeout_ms=None,
-           log_level=None, config=None): config (a dict) adds or overrides any member of
-    the client's JSON config (docs/config.md)."""
+           log_level=None, config=None): socket a str, bytes or path object; cluster_id,
+    cluster_token and log_level str or (UTF-8) bytes; timeout_ms an int (milliseconds);
+    config (a dict) adds or overrides any member of the client's JSON config (docs/config.md)."""
 
     def __init__(self, socket=None, cluster_id="fluxon", cluster_token=None, timeout_ms=None,
                  log_level=None, config=None):
-        cfg = {"role": "external", "cluster_id": cluster_id}
+        cfg = {"role": "external"}
+        if cluster_id is not None:
+            cfg["cluster_id"] = _text(cluster_id, "cluster_id")
         if socket is not None:
-            cfg["socket"] = str(socket)
+            cfg["socket"] = _text(os.fspath(socket) if isinstance(socket, os.PathLike) else socket, "socket")
         if cluster_token is not None:
-            cfg["cluster_token"] = cluster_token
+            cfg["cluster_token"] = _text(cluster_token, "cluster_token")
         if timeout_ms is not None:
-            cfg["timeout_ms"] = int(timeout_ms)
+            cfg["timeout_ms"] = integer(timeout_ms, "timeout_ms")  # its range: the library's check (ConfigError)
         if log_level is not None:
-            cfg["log_level"] = log_level
+            cfg["log_level"] = _text(log_level, "log_level")
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"config: a dict of config members, not {type(config).__name__}")
         cfg.update(config or {})
+        text = config_json(cfg)
         self._c = None
         self._objs = weakref.WeakSet()
         self._objs_lock = threading.Lock()
         self._calls_cv = threading.Condition()  # guards _c and _calls
         self._calls = 0  # C calls in flight on this client (close waits for them)
         self._closing = None  # the C client close() took but has not freed yet
-        self._timeout_s = int(cfg.get("timeout_ms", 30000)) / 1000
         self._keeper = _Keeper()
         p = ctypes.c_void_p()
-        check(lib.fluxon_client_open(json.dumps(cfg).encode(), ctypes.byref(p)), "client_open",
+        check(lib.fluxon_client_open(text.encode(), ctypes.byref(p)), "client_open",
               f"socket {cfg.get('socket')}")
+        self._timeout_s = int(cfg.get("timeout_ms", 30000)) / 1000  # the library took it: an int
         self._c = p.value
 
     # ---- lifetime ----
@@ -337,7 +364,8 @@ class Client:
         """Sets tenant's quota and/or guaranteed share (bytes of an owner's hot tier; 0 clears)
         on this client's owner, which sends it on to every owner through the master
         (fluxon_tenant_set, docs/tenants.md). Without admin_token (the owners'
-        tenant_admin_token) only a client of that tenant may. Raises AuthError, NotFound (a
+        tenant_admin_token) only a client of that tenant may; tenant and admin_token are str
+        or bytes, as keys. Raises AuthError, NotFound (a
         tenant the owner does not list), InvalidArgument (a guarantee above the quota, all
         guarantees above the hot tier)."""
         flags, q, g = 0, 0, 0
@@ -350,8 +378,9 @@ class Client:
             flags, g = flags | _lib.TENANT_SET_GUARANTEED, guaranteed_bytes
         if not flags:
             raise ValueError("tenant_set: give quota_bytes, guaranteed_bytes or both")
-        tok = admin_token.encode() if admin_token is not None else None
-        check(self._call(lib.fluxon_tenant_set, tenant.encode(), q, g, flags, tok), "tenant_set")
+        name = _cstr(tenant, "tenant")
+        tok = _cstr(admin_token, "admin_token") if admin_token is not None else None
+        check(self._call(lib.fluxon_tenant_set, name, q, g, flags, tok), "tenant_set")
 
     def get(self, key):
         """A copy of the value's bytes; raises NotFound when there is none."""
@@ -369,14 +398,14 @@ class Client:
         return n.value
 
     def exists(self, key):
-        return self.batch_exists([key]) == 1
+        return self.batch_exists([_key(key)]) == 1  # a bad key is named "key", not "keys[0]"
 
     def prefetch(self, keys):
         """A hint that keys will be read soon: the owner reads back now those its disk tier
         holds and its memory lacks (fluxon_prefetch; one-way, returns at once)."""
-        if not keys:
+        enc, arr = _keys(keys, empty_ok=True)
+        if not enc:  # nothing to name: no call
             return
-        enc, arr = _keys(keys)
         check(self._call(lib.fluxon_prefetch, arr, len(enc)), "prefetch")
 
     def lease_grant(self, ttl_ms):
@@ -446,6 +475,7 @@ class Client:
         all buffers of one call have the same length. Returns the per-key statuses (a list
         of Status: OK, ERR_KEY_EXISTS, PIN_REFUSED (stored, not pinned), ...)."""
         enc, arr = _keys(keys)
+        buffers = sequence(buffers, "buffers", "buffers")
         if len(buffers) != len(enc):
             raise ValueError(f"buffers: {len(buffers)} buffers for {len(enc)} keys")
         n = len(enc)
@@ -469,6 +499,7 @@ class Client:
         and make_replica_task_mask as put_start."""
         enc, arr = _keys(keys)
         n = len(enc)
+        ptrs, lens = u64s(ptrs, "ptrs"), u64s(lens, "lens")  # ctypes would wrap -1 to 2**64-1
         if len(ptrs) != n or len(lens) != n:
             raise ValueError(f"{len(ptrs)} ptrs and {len(lens)} lens for {n} keys")
         o, okeep = _options(atomic_groups, n, make_replica_task=make_replica_task,
@@ -501,6 +532,7 @@ class Client:
         InvalidArgument (its .result holds what was restored before it)."""
         enc, arr = _keys(keys)
         n = len(enc)
+        buffers = sequence(buffers, "buffers", "buffers")
         if len(buffers) != n:
             raise ValueError(f"buffers: {len(buffers)} buffers for {n} keys")
         ptrs, caps, keep = (ctypes.c_void_p * n)(), (ctypes.c_uint64 * n)(), []
@@ -517,6 +549,7 @@ class Client:
         """batch_get_into over raw host addresses (ints) and exact lengths."""
         enc, arr = _keys(keys)
         n = len(enc)
+        ptrs, caps = u64s(ptrs, "ptrs"), u64s(caps, "caps")  # ctypes would wrap -1 to 2**64-1
         if len(ptrs) != n or len(caps) != n:
             raise ValueError(f"{len(ptrs)} ptrs and {len(caps)} caps for {n} keys")
         return self._get_into(enc, arr, (ctypes.c_void_p * n)(*ptrs), (ctypes.c_uint64 * n)(*caps),

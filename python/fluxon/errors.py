@@ -6,6 +6,8 @@ operation that failed. Per-key outcomes are lists of Status values (an IntEnum),
 exceptions.
 """
 import enum
+import json
+import operator
 
 from ._lib import lib
 
@@ -107,19 +109,84 @@ def error_for(status, what="", detail=""):
     return _BY_STATUS.get(status, FluxonError)(status, what, detail)
 
 
+def integer(value, what):
+    """value as an int (a Python or numpy integer), else TypeError naming it: int() would take
+    "12" and 1.5 (truncated), and leak its own message for "abc" or None; a bool is refused."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{what}: an int, not {type(value).__name__}")
+
+
 def u64(value, what, bits=64):
-    """int(value) when it fits an unsigned `bits`-bit C argument, else InvalidArgument naming
-    it and the range (ctypes wraps: lease_grant(2**64 + 60000) granted a 60 s lease)."""
-    v = int(value)
+    """value (an int: see integer()) when it fits an unsigned `bits`-bit C argument, else
+    InvalidArgument naming it and the range (ctypes wraps: lease_grant(2**64 + 60000) granted
+    a 60 s lease)."""
+    v = integer(value, what)
     if not 0 <= v < (1 << bits):
         raise InvalidArgument(Status.ERR_INVALID_ARGUMENT, what, f"{value} is outside 0..{(1 << bits) - 1}")
     return v
 
 
+def sequence(values, what, of):
+    """values as a list or tuple (any other iterable read once into a list: an iterator, a
+    numpy array, a range), else TypeError naming it ("keys: a sequence of keys, not NoneType")."""
+    if isinstance(values, (list, tuple)):
+        return values
+    try:
+        it = iter(values)
+    except TypeError:
+        raise TypeError(f"{what}: a sequence of {of}, not {type(values).__name__}") from None
+    return list(it)
+
+
+def u64s(values, what, bits=64):
+    """A sequence of u64()s (host addresses, byte lengths); a bad one is named with its index
+    ("lens[0]: ... (-8 is outside 0..18446744073709551615)")."""
+    vals = sequence(values, what, "ints")
+    if all(type(v) is int for v in vals) and (not vals or (min(vals) >= 0 and max(vals) >> bits == 0)):
+        return vals  # the common case, checked in bulk
+    return [u64(v, f"{what}[{i}]", bits) for i, v in enumerate(vals)]
+
+
+def utf8(value, what, errors="strict"):
+    """value (str, bytes or bytearray) as bytes: a str encoded as UTF-8 (errors="surrogateescape"
+    for keys: list_keys gives a non-UTF-8 key's bytes as \\udc80..\\udcff). TypeError for another
+    type (bytes(5) would be five NUL bytes), ValueError for a str with no UTF-8 form: a lone
+    surrogate (UnicodeEncodeError named neither the argument nor the remedy)."""
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8", errors)
+        except UnicodeEncodeError as e:
+            why = ("a lone surrogate; only \\udc80..\\udcff, list_keys' escapes of non-UTF-8 bytes, stand "
+                   "for bytes" if errors == "surrogateescape" else "a lone surrogate")
+            raise ValueError(f"{what}: not encodable as UTF-8: {value[e.start]!r} at index {e.start} is {why}") \
+                from None
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    raise TypeError(f"{what}: str or bytes, not {type(value).__name__}")
+
+
+def config_json(config, what="config"):
+    """A config dict as JSON text, else TypeError or ValueError naming the member JSON cannot
+    hold (bytes, a set, NaN: json's own message named none)."""
+    try:
+        return json.dumps(config, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        for k, v in config.items():
+            try:
+                json.dumps({k: v}, allow_nan=False)
+            except (TypeError, ValueError) as e2:
+                raise type(e2)(f"{what}[{k!r}]: not JSON: {e2}") from None
+        raise type(e)(f"{what}: not JSON: {e}") from None
+
+
 def check(status, what, detail=""):
     """Raises the matching FluxonError unless status is OK. A refusal's reason (the
-    owner's, or the client's own at open: fluxon_last_error_message, this thread's last
-    call) joins the detail."""
+    owner's, or the C client's own: a rejected config at open, a bad argument, naming it;
+    fluxon_last_error_message, this thread's last call) joins the detail."""
     if status != 0:
         why = lib.fluxon_last_error_message() if status < 0 else None
         if why:

@@ -30,7 +30,7 @@ import ctypes
 import os
 
 from ._lib import lib, path as _libpath
-from .errors import check
+from .errors import check, u64, u64s
 
 LAYER_FIRST, PAGE_FIRST, MLA = 1, 2, 3
 LAYER_TENSORS, LAYER_TENSORS_MLA = 4, 5  # one tensor per layer (and per K/V): the layers_* calls
@@ -61,6 +61,8 @@ def layout(kind, num_layers, chunk_bytes, num_pages):
     """A Layout for a pool of num_pages pages (fluxon_kv_layout_init; InvalidArgument names
     the bad value in the log)."""
     lay = Layout()
+    kind, num_layers = u64(kind, "kind", 32), u64(num_layers, "num_layers", 32)  # ctypes would wrap -1
+    chunk_bytes, num_pages = u64(chunk_bytes, "chunk_bytes"), u64(num_pages, "num_pages")
     check(lib.fluxon_kv_layout_init(kind, num_layers, chunk_bytes, num_pages, ctypes.byref(lay)), "kv_layout_init",
           f"kind {kind}, {num_layers} layers, chunk {chunk_bytes} B, {num_pages} pages")
     return lay
@@ -68,7 +70,7 @@ def layout(kind, num_layers, chunk_bytes, num_pages):
 
 def _addr(x, what):
     if isinstance(x, int):
-        return x
+        return u64(x, what)  # ctypes would wrap -1 to 2**64-1
     if hasattr(x, "data_ptr"):
         return int(x.data_ptr())
     ai = getattr(x, "__array_interface__", None)
@@ -80,7 +82,7 @@ def _addr(x, what):
 
 def _values(plan, n_pages):
     """(value addresses, value lengths or None) of a plan (PutPlan / ReadPlan) or a list of addresses."""
-    ptrs = plan.value_ptrs if hasattr(plan, "value_ptrs") else list(plan)
+    ptrs = plan.value_ptrs if hasattr(plan, "value_ptrs") else u64s(plan, "plan")  # ctypes would wrap -1
     if len(ptrs) != n_pages:
         raise ValueError(f"{n_pages} pages but {len(ptrs)} values")
     lens = getattr(plan, "value_lens", None)
@@ -211,7 +213,7 @@ def _cuda_lib():
 def _stream(s):
     if s is None:
         return None
-    return int(getattr(s, "cuda_stream", s))
+    return u64(getattr(s, "cuda_stream", s), "stream")  # int() leaked its own message for "abc"
 
 
 def _plan_ptr(plan):

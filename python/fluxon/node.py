@@ -5,18 +5,38 @@ import ctypes
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 
-from .errors import check
+from .errors import ConfigError, Status, check, config_json, utf8
 from ._lib import lib
+
+
+def _config(config):
+    """(the config as a dict, its JSON text as bytes) of a dict or a JSON str; a str that is
+    not a JSON object raises ConfigError saying where (as the library's own refusals)."""
+    if isinstance(config, Mapping):
+        text = config_json(dict(config))
+        return json.loads(text), text.encode()  # self.config as the node reads it (tuples as lists)
+    if not isinstance(config, str):
+        raise TypeError(f"config: a dict or a JSON str, not {type(config).__name__}")
+    try:
+        text = utf8(config, "config")
+        parsed = json.loads(config)
+    except json.JSONDecodeError as e:
+        raise ConfigError(Status.ERR_CONFIG, "node_start", f"config: not JSON: {e.msg} at line {e.lineno} "
+                          f"column {e.colno} (char {e.pos})") from None
+    except ValueError as e:  # a lone surrogate
+        raise ConfigError(Status.ERR_CONFIG, "node_start", str(e)) from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(Status.ERR_CONFIG, "node_start", f"config: a JSON object, not {type(parsed).__name__}")
+    return parsed, text
 
 
 class Node:
     def __init__(self, config):
-        text = config if isinstance(config, str) else json.dumps(config)
-        self.config = json.loads(text)
+        self.config, text = _config(config)
         p = ctypes.c_void_p()
-        check(lib.fluxon_node_start(text.encode(), ctypes.byref(p)), "node_start",
-              f"role {self.config.get('role')!r}")
+        check(lib.fluxon_node_start(text, ctypes.byref(p)), "node_start", f"role {self.config.get('role')!r}")
         self._n = p.value
 
     @property

@@ -8,6 +8,8 @@ stays alive, and after Client.close() the connection stays open (_Keeper) until 
 """
 import asyncio
 import ctypes
+import math
+import numbers
 import sys
 import threading
 import weakref
@@ -133,10 +135,22 @@ class _Plan(_Consumable):
         self._index(i)
         if self.value_ptrs[i] == 0:
             raise ValueError(f"value {i} was rejected at put_start: no slot")
-        a = np.asarray(_ArrayIface(self.value_ptrs[i], self.value_lens[i], self._readonly, self))
-        a = a.view(dtype)
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as e:
+            raise TypeError(f"dtype {dtype!r}: {e}") from None
+        n = self.value_lens[i]
+        if dt.hasobject:
+            raise TypeError(f"dtype {dtype!r}: an object dtype holds pointers to Python objects, not bytes")
+        if not dt.itemsize or n % dt.itemsize:
+            raise ValueError(f"dtype {dtype!r}: value {i} is {n} bytes, not a multiple of its item size "
+                             f"({dt.itemsize} bytes)")
+        a = np.asarray(_ArrayIface(self.value_ptrs[i], n, self._readonly, self)).view(dt)
         if shape is not None:
-            a = a.reshape(shape)
+            try:
+                a = a.reshape(shape)
+            except (TypeError, ValueError) as e:  # numpy's message names neither the argument nor the value
+                raise type(e)(f"shape {shape!r}: value {i} is {a.size} items of {dt} ({n} bytes): {e}") from None
         self._arrays.append(weakref.ref(a))
         return a
 
@@ -315,10 +329,21 @@ class Future:
         return to_status(lib.fluxon_future_poll(self._ptr()))
 
     def wait(self, timeout=None):
-        """Blocks up to timeout seconds (None: forever); raises the outcome's FluxonError
-        (Timeout when not done yet: the future stays usable)."""
-        forever = timeout is None or (isinstance(timeout, float) and timeout == float("inf"))
-        ms = 0xFFFFFFFF if forever else max(0, min(int(timeout * 1000), 0xFFFFFFFE))
+        """Blocks up to timeout seconds (None or inf: forever; 0 or less: does not block);
+        raises the outcome's FluxonError (Timeout when not done yet: the future stays usable).
+        A timeout that is not a number raises TypeError, NaN ValueError."""
+        if timeout is None:
+            ms = 0xFFFFFFFF
+        else:
+            if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+                raise TypeError(f"timeout: seconds (a number, or None: forever), not {type(timeout).__name__}")
+            try:
+                t = float(timeout)
+            except OverflowError:  # an int past a float's range: as long as the library waits
+                t = 1e300 if timeout > 0 else 0.0
+            if math.isnan(t):
+                raise ValueError("timeout: nan is not a number of seconds (None or inf: forever)")
+            ms = 0xFFFFFFFF if t == math.inf else int(max(0.0, min(t * 1000, 0xFFFFFFFE)))
         check(lib.fluxon_future_wait(self._ptr(), ms), "future")
 
     result = wait

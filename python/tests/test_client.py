@@ -188,6 +188,135 @@ def test_wrong_types_and_values_raise_clear_errors(client):
     quiet(client)
 
 
+def test_bad_arguments_are_refused_naming_the_parameter(cluster, client):
+    """A new user's fuzzing (session 39): these leaked UnicodeEncodeError, AttributeError
+    ('encode'), "'NoneType' object is not iterable", int()'s message, or reached the library
+    as wrapped unsigned numbers; each now raises TypeError or ValueError naming the argument."""
+    # a lone surrogate has no UTF-8 form (only list_keys' escapes \udc80..\udcff stand for bytes)
+    for call in (lambda: client.put("\ud800", b"x"), lambda: client.get("a\ud800"),
+                 lambda: client.delete("\ud800")):
+        with pytest.raises(ValueError, match=r"^key: not encodable as UTF-8: '\\ud800' at index \d"):
+            call()
+    with pytest.raises(ValueError, match=r"^keys\[1\]: not encodable as UTF-8"):
+        client.batch_exists(["a", "\ud800"])
+    with pytest.raises(ValueError, match=r"^key: not encodable as UTF-8"):
+        client.exists("\ud800")
+    with pytest.raises(ValueError, match=r"^prefix: not encodable as UTF-8"):
+        client.list_keys(prefix="\ud800")
+    with pytest.raises(ValueError, match=r"^after: not encodable as UTF-8"):
+        client.list_keys(after="\ud800")
+    client.put("esc\udcff", b"v")  # an escape still names its byte
+    assert client.get(b"esc\xff") == b"v"
+    # key sequences: None is no sequence; a numpy array of str is one
+    for call in (client.batch_exists, client.prefetch, lambda k: client.pin(k, 0),
+                 lambda k: client.put_start(k, 8), client.get_start, lambda k: client.batch_put_from(k, []),
+                 lambda k: client.batch_get_into(k, []), lambda k: client.batch_put_from_ptrs(k, [], []),
+                 lambda k: client.batch_get_into_ptrs(k, [], [])):
+        with pytest.raises(TypeError, match=r"^keys: a sequence of keys, not NoneType$"):
+            call(None)
+    client.put("np0", b"x")
+    client.prefetch(np.array(["np0", "absent"]))  # was numpy's "truth value ... is ambiguous"
+    assert client.batch_exists(np.array(["np0", "absent"])) == 1
+    with pytest.raises(TypeError, match=r"^buffers: a sequence of buffers, not NoneType$"):
+        client.batch_put_from(["a"], None)
+    with pytest.raises(TypeError, match=r"^atomic_groups: a sequence of group lengths, not int$"):
+        client.put_start(["a", "b"], 8, atomic_groups=2)
+    with pytest.raises(TypeError, match=r"^atomic_groups\[0\]: an int, not float$"):  # int() took 1.5 as 1
+        client.put_start(["a", "b"], 8, atomic_groups=[1.5, 1])
+    with pytest.raises(TypeError, match=r"^make_replica_task_mask: a sequence of bools"):
+        client.put_start(["a"], 8, make_replica_task_mask=1)
+    # raw addresses and lengths: -1 reached C as 2**64-1
+    buf = np.full(8, 5, np.uint8)
+    with pytest.raises(fluxon.InvalidArgument, match=r"^ptrs\[0\]: .*\(-1 is outside 0\.\.18446744073709551615\)"):
+        client.batch_get_into_ptrs(["np0"], [-1], [8])
+    with pytest.raises(fluxon.InvalidArgument, match=r"^caps\[0\]: .*\(-8 is outside"):
+        client.batch_get_into_ptrs(["np0"], [buf.ctypes.data], [-8])
+    with pytest.raises(fluxon.InvalidArgument, match=r"^lens\[1\]: .*\(-1 is outside"):
+        client.batch_put_from_ptrs(["pn0", "pn1"], [buf.ctypes.data] * 2, [8, -1])
+    with pytest.raises(TypeError, match=r"^lens\[0\]: an int, not float$"):
+        client.batch_put_from_ptrs(["pn0"], [buf.ctypes.data], [8.0])
+    with pytest.raises(TypeError, match=r"^ptrs: a sequence of ints, not NoneType$"):
+        client.batch_put_from_ptrs(["pn0"], None, [8])
+    assert client.batch_exists(["pn0"]) == 0
+    assert client.batch_put_from_ptrs(["pn0"], np.array([buf.ctypes.data], np.uint64), [np.int64(8)]) == [Status.OK]
+    assert client.get("pn0") == bytes(buf)
+    # other str arguments: str or bytes (as keys), no NUL (a C string ends there)
+    assert client.put("psc", b"x", preferred_sub_cluster=b"x") == Status.OK and client.get("psc") == b"x"
+    with pytest.raises(TypeError, match=r"^preferred_sub_cluster: str or bytes, not int$"):
+        client.put("psc2", b"x", preferred_sub_cluster=5)
+    with pytest.raises(ValueError, match=r"^preferred_sub_cluster: a NUL byte at index 1"):
+        client.put("psc2", b"x", preferred_sub_cluster="a\0b")
+    with pytest.raises(TypeError, match=r"^tenant: str or bytes, not int$"):
+        client.tenant_set(5, quota_bytes=1)
+    with pytest.raises(TypeError, match=r"^tenant: str or bytes, not NoneType$"):
+        client.tenant_set(None, quota_bytes=1)
+    with pytest.raises(ValueError, match=r"^tenant: not encodable as UTF-8"):
+        client.tenant_set("\ud800", quota_bytes=1)
+    with pytest.raises(ValueError, match=r"^tenant: a NUL byte"):  # ctypes would have sent "nobody"
+        client.tenant_set("nobody\0x", quota_bytes=1)
+    with pytest.raises(TypeError, match=r"^admin_token: str or bytes, not int$"):
+        client.tenant_set("nobody", quota_bytes=1, admin_token=5)
+    with pytest.raises(fluxon.NotFound, match="not known to this owner"):  # bytes reach the owner
+        client.tenant_set(b"nobody", quota_bytes=1, admin_token=b"x")
+    with pytest.raises(TypeError, match=r"^lease_id: an int, not str$"):  # int() took "7"
+        client.put("le", b"x", lease_id="7")
+    with pytest.raises(TypeError, match=r"^lease_grant ttl_ms: an int, not str$"):
+        client.lease_grant("abc")
+    assert not client.exists("psc2") and not client.exists("le")
+    # the client's own arguments
+    sock = cluster.socket(0)
+    with pytest.raises(TypeError, match=r"^timeout_ms: an int, not str$"):  # was int()'s "invalid literal"
+        fluxon.Client(sock, cluster_id="pytest", cluster_token="tok", timeout_ms="abc")
+    with pytest.raises(TypeError, match=r"^timeout_ms: an int, not float$"):  # int() made it a 1 ms timeout
+        fluxon.Client(sock, cluster_id="pytest", cluster_token="tok", timeout_ms=1.5)
+    with pytest.raises(ValueError, match=r"^socket: not encodable as UTF-8"):
+        fluxon.Client("/tmp/\ud800.sock")
+    with pytest.raises(TypeError, match=r"^socket: str or bytes, not int$"):
+        fluxon.Client(5)
+    with pytest.raises(ValueError, match=r"^cluster_token: a NUL byte at index 1"):
+        fluxon.Client(sock, cluster_id="pytest", cluster_token="t\0k")
+    with pytest.raises(ValueError, match=r"^cluster_id: bytes that are not UTF-8 \(0xff at index 0\)"):
+        fluxon.Client(sock, cluster_id=b"\xff")
+    with pytest.raises(TypeError, match=r"^config: a dict of config members, not str$"):
+        fluxon.Client(sock, config="tenant")
+    with pytest.raises(TypeError, match=r"^config\['tenant'\]: not JSON: Object of type bytes"):
+        fluxon.Client(sock, cluster_id="pytest", cluster_token="tok", config={"tenant": b"x"})
+    import pathlib  # a path object and bytes name the same socket and token as str (str() made b'...' of bytes)
+    for c in (fluxon.Client(pathlib.Path(sock), cluster_id=b"pytest", cluster_token=b"tok"),
+              fluxon.Client(sock.encode(), cluster_id="pytest", cluster_token="tok", timeout_ms=np.int64(5000))):
+        assert c.get("np0") == b"x"
+        c.close()
+    quiet(client)
+
+
+def test_plan_arrays_and_future_waits_check_their_arguments(client):
+    p = client.put_start(["pd"], 10)
+    with pytest.raises(ValueError, match=r"^dtype 'float64': value 0 is 10 bytes, not a multiple of its item "
+                                         r"size \(8 bytes\)$"):  # was numpy's "When changing to a larger dtype"
+        p.array(0, dtype="float64")
+    with pytest.raises(TypeError, match=r"^dtype 'bogus': "):
+        p.array(0, dtype="bogus")
+    with pytest.raises(TypeError, match=r"^dtype .*: an object dtype holds pointers"):
+        p.array(0, dtype=object)
+    with pytest.raises(ValueError, match=r"^shape \(3,\): value 0 is 5 items of uint16 \(10 bytes\)"):
+        p.array(0, dtype="<u2", shape=(3,))
+    a = p.array(0, dtype="<u2", shape=(5,))  # the refusals left no array behind: the commit is not Busy
+    a[:] = 0x0707
+    del a
+    f = p.commit()
+    with pytest.raises(ValueError, match=r"^timeout: nan is not a number of seconds"):  # was int()'s message
+        f.wait(float("nan"))
+    with pytest.raises(TypeError, match=r"^timeout: seconds \(a number, or None: forever\), not str$"):
+        f.wait("1")
+    f.wait(10)
+    f.wait(-5)  # done: 0 or less polls (as documented), it does not raise
+    f.wait(float("inf"))
+    f.wait(10 ** 400)  # past a float's range: the longest wait, not OverflowError
+    assert client.get("pd") == b"\x07" * 10
+    f.free()
+    quiet(client)
+
+
 def test_wrong_token_is_auth(cluster):
     with pytest.raises(fluxon.AuthError):
         fluxon.Client(cluster.socket(0), cluster_id="pytest", cluster_token="wrong")
@@ -278,6 +407,27 @@ def test_a_node_refused_names_its_own_reason_not_an_earlier_calls():
     assert "no owner listens" not in str(e.value)
     with pytest.raises(fluxon.FluxonError, match="listen") as e:
         fluxon.Node({"role": "master", "cluster_id": "c", "listen": "bogus", "log_level": "off"})
+
+
+def test_a_node_config_that_is_not_a_json_object_says_where():
+    # a new user's finding (session 39): Node("{garbage") leaked json's JSONDecodeError,
+    # Node("[1]") an AttributeError, a str with a lone surrogate UnicodeEncodeError
+    with pytest.raises(fluxon.ConfigError, match=r"node_start: FLUXON_ERR_CONFIG \(config: not JSON: Expecting "
+                                                  r"property name .* at line 1 column 2 \(char 1\)\)"):
+        fluxon.Node("{garbage")
+    with pytest.raises(fluxon.ConfigError, match=r"config: a JSON object, not list"):
+        fluxon.Node("[1]")
+    with pytest.raises(fluxon.ConfigError, match=r"config: not encodable as UTF-8: '\\ud800' at index 10"):
+        fluxon.Node('{"role": "\ud800"}')
+    with pytest.raises(TypeError, match=r"^config: a dict or a JSON str, not int$"):
+        fluxon.Node(5)
+    with pytest.raises(TypeError, match=r"^config\['role'\]: not JSON: Object of type bytes"):
+        fluxon.Node({"role": b"master"})
+    with pytest.raises(ValueError, match=r"^config\['listen'\]: not JSON: Out of range float"):
+        fluxon.Node({"role": "master", "listen": float("nan")})
+    n = fluxon.Node('{"role": "master", "cluster_id": "c", "listen": "127.0.0.1:0", "log_level": "off"}')
+    assert n.port > 0 and n.config["cluster_id"] == "c"  # a JSON str still starts a node
+    n.stop()
 
 
 def test_integers_past_64_bits_are_refused_not_wrapped(client):
@@ -645,6 +795,11 @@ def test_tenant_set_quotas_and_guarantees():
         with pytest.raises(ValueError, match="quota_bytes"):
             a.tenant_set("acme", quota_bytes=-1)
         assert a.stats()["owner"]["quota_changes"] == 2
+        with pytest.raises(fluxon.AuthError):  # bytes, as str: the token is checked, not 'encode' missing
+            b.tenant_set(b"acme", quota_bytes=1, admin_token=b"wrong")
+        b.tenant_set(b"acme", guaranteed_bytes=64 * 1024, admin_token=b"adm")
+        t = a.stats()["owner"]["tenants"]["acme"]
+        assert (t["quota_bytes"], t["guaranteed_bytes"]) == (256 * 1024, 64 * 1024)
         a.close()
         b.close()
 

@@ -84,6 +84,16 @@ def test_bad_input_is_refused(cluster):
         kvcopy.backup_cpu(lay, pool, [0, 1], [pool.ctypes.data])
     with pytest.raises(TypeError, match="pool"):
         kvcopy.backup_cpu(lay, "pool", [0], [pool.ctypes.data])
+    # negative numbers reached the library wrapped to 2**64-1 (session 39)
+    with pytest.raises(fluxon.InvalidArgument, match=r"^chunk_bytes: .*\(-1 is outside"):
+        kvcopy.layout(kvcopy.MLA, 2, -1, 4)
+    with pytest.raises(TypeError, match=r"^num_layers: an int, not str$"):
+        kvcopy.layout(kvcopy.MLA, "2", 4096, 4)
+    with pytest.raises(fluxon.InvalidArgument, match=r"^pool: .*\(-1 is outside"):
+        kvcopy.backup_cpu(lay, -1, [0], [pool.ctypes.data])
+    with pytest.raises(fluxon.InvalidArgument, match=r"^plan\[0\]: .*\(-4096 is outside"):
+        kvcopy.backup_cpu(lay, pool, [0], [-4096])
+    assert not pool.any()
     quiet(c)
     c.close()
 

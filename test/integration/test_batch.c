@@ -238,11 +238,12 @@ Test(batch, bad_input_is_refused_before_anything_is_reserved)
     const void *nullsrc[2] = {t->src[0], NULL};
     cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, nullsrc, t->lens, NULL, t->st), FLUXON_ERR_INVALID_ARGUMENT);
     uint64_t mixed[2] = {BLEN, BLEN - 1}, zero[2] = {BLEN, 0}, huge[2] = {64ull << 20, 64ull << 20};
-    cr_assert(strstr(fluxon_last_error_message(), "key 1 has src_ptrs[i] NULL"), "[%s]", fluxon_last_error_message());
+    cr_assert(strstr(fluxon_last_error_message(), "key 1 has src_ptrs[1] NULL"), "[%s]", fluxon_last_error_message());
     cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, t->srcp, mixed, NULL, t->st), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert(strstr(fluxon_last_error_message(), "lens[1] is 12287 bytes but lens[0] is 12288"), "[%s]",
               fluxon_last_error_message());
     cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, t->srcp, zero, NULL, t->st), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(fluxon_last_error_message(), "key 1 has lens[1] 0"), "[%s]", fluxon_last_error_message());
     cr_assert_eq(fluxon_batch_put_from(c, t->keys, 2, t->srcp, huge, NULL, t->st), FLUXON_ERR_INVALID_ARGUMENT,
                  "a length over reserve.grant_bytes");
     const char *badk[2] = {t->keys[0], ""};
@@ -275,6 +276,7 @@ Test(batch, bad_input_is_refused_before_anything_is_reserved)
                  FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert_eq(fluxon_batch_get_into(c, t->keys, 2, t->dstp, zcap, 1, NULL, 0, t->st, NULL, &nr),
                  FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(fluxon_last_error_message(), "key 1 has dst_lens[1] 0"), "[%s]", fluxon_last_error_message());
     cr_assert_eq(fluxon_batch_get_into(c, t->keys, 2, t->dstp, t->caps, 1, badg, 1, t->st, NULL, &nr),
                  FLUXON_ERR_INVALID_ARGUMENT);
     quiet(c);
