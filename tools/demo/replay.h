@@ -320,6 +320,10 @@ void rp_workers_close(rp_run *r);
 struct cJSON;
 
 int rp_mkdirs(const char *dir);
+/* replay_sweep.c: removes parent/<prefix>XXXXXX directories an earlier demo left when it
+ * was killed (this user's, mode 0700, untouched for min_age_s, nothing in them but sockets
+ * no process listens on); returns how many. */
+int rp_sweep_stale_dirs(const char *parent, const char *prefix, unsigned min_age_s);
 /* waits for the owners' counters (R1), prints the summary, writes the --out files; the
  * exit status of the run (0 passed, 1 not) */
 int rp_report(rp_run *r);

@@ -432,6 +432,10 @@ int rp_cluster_up(rp_run *r)
     rp_cluster *cl = &r->cl;
     r->n_owners = r->o.owners;
     if (!r->o.n_configs) {
+        int swept = rp_sweep_stale_dirs("/tmp", "fluxon-demo-", 600);
+        if (swept)
+            fprintf(stderr, "fluxon demo: removed %d director%s of earlier demos that were killed (/tmp/fluxon-demo-*: "
+                    "only dead sockets in them)\n", swept, swept == 1 ? "y" : "ies");
         snprintf(cl->dir, sizeof cl->dir, "/tmp/fluxon-demo-XXXXXX");
         if (!mkdtemp(cl->dir)) {
             fprintf(stderr, "fluxon demo: mkdtemp: %s\n", strerror(errno));
