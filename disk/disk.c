@@ -191,7 +191,9 @@ FX_INTERNAL void fx_disk_seg_maybe_unlink(fx_disk_t *d, dk_seg_t *seg)
 {
     if (seg->state != DK_SEG_FREED || seg->readers || seg->writes || seg->aux) return;
     close(seg->fd); /* cheap: the file is still linked */
-    if (!d->closing && !d->shutting && d->n_recycle < FX_DISK_RECYCLE)
+    if (d->failed) /* its retirement mark may never be written: under its own name it would be read again */
+        fx_disk_unlink_retired_now(d, seg->id);
+    else if (!d->closing && !d->shutting && d->n_recycle < FX_DISK_RECYCLE)
         d->recycle_id[d->n_recycle++] = seg->id; /* the next segment is written into it (disk_fs.c) */
     else
         fx_disk_unlink_async(d, seg->id); /* the unlink (which frees its blocks) goes through the ring */
@@ -206,11 +208,14 @@ FX_INTERNAL void fx_disk_seg_maybe_unlink(fx_disk_t *d, dk_seg_t *seg)
     d->st.segments_freed++;
 }
 
-static void dk_retire(fx_disk_t *d, dk_seg_t *s)
+/* why: NULL for capacity, else the reason logged */
+static void dk_retire(fx_disk_t *d, dk_seg_t *s, const char *why)
 {
     s->state = DK_SEG_RETIRING;
     uint64_t now = fx_now_ms(); /* a line every 10 s at most: small segments retire many a second */
-    if (!d->retire_log_ms || now - d->retire_log_ms >= 10000) {
+    if (why) {
+        FX_WARN("disk: segment %016" PRIx64 " of %s retires (%u live records) %s", s->id, d->path, s->live, why);
+    } else if (!d->retire_log_ms || now - d->retire_log_ms >= 10000) {
         FX_INFO("disk: segment %016" PRIx64 " retires (%u live records) to stay within disk.capacity_bytes %" PRIu64
                 "%s", s->id, s->live, d->cfg.capacity_bytes,
                 d->retire_quiet ? " (more retired since the last such line: see segments_freed)" : "");
@@ -264,7 +269,7 @@ static void dk_retire_over(fx_disk_t *d)
         for (dk_seg_t *s = d->segs; s && !old; s = s->next)
             if (s->state == DK_SEG_CLOSED) old = s;
         if (!old) break;
-        dk_retire(d, old); /* may free it at once (no hook): the list is walked again */
+        dk_retire(d, old, NULL); /* may free it at once (no hook): the list is walked again */
     }
 }
 
@@ -285,11 +290,16 @@ FX_INTERNAL void fx_disk_fail(fx_disk_t *d, int err, const char *what)
         d->open_seg->state = DK_SEG_CLOSED;
         d->open_seg = NULL;
     }
+    /* The files kept for reuse were retired segments: the marks saying so may have been in
+     * the write that failed (and no later one is written while paused). Under their own
+     * names a restart would read them again: they go now. */
+    for (uint32_t i = 0; i < d->n_recycle; i++) fx_disk_unlink_retired_now(d, d->recycle_id[i]);
+    d->n_recycle = 0;
     if (err == ENOSPC) { /* a cache: the oldest segment makes room */
         dk_seg_t *old = NULL;
         for (dk_seg_t *s = d->segs; s && !old; s = s->next)
             if (s->state == DK_SEG_CLOSED) old = s;
-        if (old) dk_retire(d, old);
+        if (old) dk_retire(d, old, "to make room: the file system is full (ENOSPC)");
     }
 }
 

@@ -81,6 +81,17 @@ FX_INTERNAL void fx_disk_unlink_async(fx_disk_t *d, uint64_t id)
     d->ops++;
 }
 
+FX_INTERNAL void fx_disk_unlink_retired_now(fx_disk_t *d, uint64_t id)
+{
+    char path[4200];
+    fx_disk_seg_path(d, id, path, sizeof path);
+    d->st.retired_removed_now++;
+    if (unlink(path) == 0 || errno == ENOENT) return;
+    d->st.retired_remove_failures++;
+    FX_ERROR("disk: cannot remove retired segment file %s (%s) while writes to %s fail: a restart before they resume "
+             "may find its records again", path, strerror(errno), d->path);
+}
+
 /* ---- fadvise (buffered mode) ---- */
 
 static void dk_on_fadvise(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)

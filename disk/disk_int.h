@@ -315,6 +315,10 @@ FX_INTERNAL void fx_disk_contact_open(fx_disk_t *d);
 FX_INTERNAL void fx_disk_direct_off(fx_disk_t *d, const char *why);
 /* Unlinks segment id's file through the ring (its fd must be closed already). */
 FX_INTERNAL void fx_disk_unlink_async(fx_disk_t *d, uint64_t id);
+/* A retired segment's file removed now, on this thread (not through the ring, not kept for
+ * reuse): while writes fail its retirement mark may never reach the disk, and a restart would
+ * read the file under its own name again (records deleted or replaced since coming back). */
+FX_INTERNAL void fx_disk_unlink_retired_now(fx_disk_t *d, uint64_t id);
 /* POSIX_FADV_DONTNEED over [off, off + len) of seg (0, 0: all) through the ring; holds
  * seg (seg->aux) until it completed. */
 FX_INTERNAL void fx_disk_fadvise_async(fx_disk_t *d, dk_seg_t *seg, uint64_t off, uint64_t len);

@@ -265,3 +265,75 @@ Test(disk_tomb, a_kill_whose_tombstone_retires_the_records_segment)
     th_rmtree(dir);
     free(dir);
 }
+
+/* The directory as a kill -9 leaves it: its files copied while the store runs, opened as a
+ * store of its own. */
+static fx_disk_t *open_crash_copy(fx_reactor_t *r, const char *dir, char **copy, fx_disk_cfg_t *c2)
+{
+    *copy = th_tmpdir();
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp -p '%s'/* '%s'/", dir, *copy);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    *c2 = cfg_of(*copy, c2->segment_bytes, c2->capacity_bytes);
+    return open_ok(r, c2, NULL);
+}
+
+/* A new user's finding (session 40): a file system that fills (ENOSPC) makes the store retire
+ * its oldest segment for room while writes pause, so no retirement mark can be written; its
+ * file was kept under its own name for reuse, and an owner killed meanwhile re-indexed it at
+ * its restart: keys replaced or deleted since came back with their old bytes. A segment
+ * retired while writes fail is now removed at once, and so are the files kept for reuse when
+ * a write fails (their marks may have been in it). */
+Test(disk_tomb, a_segment_retired_while_writes_fail_does_not_come_back_after_a_crash)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 1 * MiB, 6 * MiB);
+    fx_disk_t *d = open_ok(r, &c, NULL); /* no hook: a retiring segment is freed at once */
+    fillers(r, d, 0, 100);                /* ~6 segments: the oldest retire for capacity, files kept for reuse */
+    drain(r, d);
+    uint64_t kept[FX_DISK_RECYCLE];
+    uint32_t n_kept = d->n_recycle;
+    memcpy(kept, d->recycle_id, n_kept * sizeof kept[0]);
+    uint64_t oldest = UINT64_MAX;
+    for (dk_seg_t *s = d->segs; s; s = s->next)
+        if (s->state == DK_SEG_CLOSED && s->id < oldest) oldest = s->id;
+    cr_assert_neq(oldest, UINT64_MAX, "a closed segment to retire");
+    char victim_key[16] = "";
+    for (dk_seg_t *s = d->segs; s; s = s->next)
+        if (s->id == oldest && s->recs) snprintf(victim_key, sizeof victim_key, "%.*s", (int)s->recs->klen, s->recs->key);
+    cr_assert(victim_key[0], "the oldest closed segment holds a record");
+    fx_disk_fault_next_write(d, ENOSPC);
+    cr_assert_eq(put(r, d, "lost", 60 * KiB, 200, 200, NULL), FLUXON_OK);
+    fx_disk_flush(d);
+    drain(r, d);
+    fx_disk_stats_t st;
+    fx_disk_stats(d, &st);
+    cr_assert(st.writes_failing);
+    cr_assert_eq(fx_disk_find(d, victim_key, (uint32_t)strlen(victim_key), NULL, NULL), FLUXON_ERR_NOT_FOUND,
+                 "%s's segment retired for room", victim_key);
+    char path[512];
+    seg_file(dir, oldest, path, sizeof path);
+    cr_assert_neq(access(path, F_OK), 0, "the segment retired while writes fail is removed at once: %s", path);
+    for (uint32_t i = 0; i < n_kept; i++) {
+        seg_file(dir, kept[i], path, sizeof path);
+        cr_assert_neq(access(path, F_OK), 0, "a file kept for reuse goes when a write fails: %s", path);
+    }
+    cr_assert_eq(d->n_recycle, 0);
+    cr_assert_geq(st.retired_removed_now, 1 + n_kept);
+    cr_assert_eq(st.retired_remove_failures, 0);
+    char *copy;
+    fx_disk_cfg_t c2 = c;
+    fx_disk_t *d2 = open_crash_copy(r, dir, &copy, &c2);
+    cr_assert_eq(fx_disk_find(d2, victim_key, (uint32_t)strlen(victim_key), NULL, NULL), FLUXON_ERR_NOT_FOUND,
+                 "%s came back after a crash (its retired segment re-indexed)", victim_key);
+    check_value(r, d2, "f99", 60 * KiB, 99, FLUXON_OK);
+    fx_disk_close(d2, 5000);
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(copy);
+    th_rmtree(dir);
+    free(copy);
+    free(dir);
+}
