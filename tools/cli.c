@@ -63,7 +63,8 @@ static void usage(FILE *f)
             "(also wrong credentials, a node_id already taken, a listen port in use); 3 outcome unknown: a\n"
             "put was sent but not confirmed (FLUXON_ERR_UNKNOWN_OUTCOME: the owner lost its master, or no\n"
             "answer came in time) - the owner holds the value and publishes it when its master\n"
-            "answers; read it back to know.\n"
+            "answers; read it back to know; or a del an owner holding a copy has not confirmed yet\n"
+            "(it is down): run del again to know.\n"
             "Config fields and defaults: docs/config.md.\n\n");
     fx_cli_replay_usage(f); /* every demo option, as `fluxon demo --help` prints them */
 }
