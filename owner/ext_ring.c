@@ -126,6 +126,18 @@ static bool oring_pass(owner_ring_t *g)
     g->posted_seen = posted;
     for (uint32_t i = 0; i < FX_RING_SLOTS && fx_conn_is_open(g->conn); i++) {
         if (g->seq[i]) continue; /* being served */
+        if (__atomic_load_n(&fx_ring_slot(g->base, i)->state, __ATOMIC_ACQUIRE) != FX_RING_REQ) continue;
+        /* a one-way message the client queued before this request goes first: a RELEASE,
+         * then the get_start that needs the room it frees (queued after the drain above, it
+         * was served after the get_start: a BUSY miss, the client's pinned bytes not yet
+         * released). The client queues it before it posts the request; this sees both. */
+        fed = fx_ring_drain_oneway(g->base, &g->ow_head, g->buf, oring_feed, g, &why);
+        if (fed < 0) {
+            oring_protocol_error(g, why);
+            return work;
+        }
+        work |= fed > 0;
+        if (!fx_conn_is_open(g->conn)) return work;
         int64_t n = fx_ring_take_slot(g->base, i, g->buf, &why);
         if (n < 0) {
             oring_protocol_error(g, why);

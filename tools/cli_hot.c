@@ -91,6 +91,32 @@ static void hot_delete(fluxon_client *c, const char *const *keys, long n, int *r
     }
 }
 
+/* Why a restore of the batch just put missed a key: the owner's hot tier next to the batch. */
+static void hot_miss_note(fluxon_client *c, const fluxon_get_start_result *r, long batch, long vlen, long it,
+                          char *note, size_t cap)
+{
+    char *js = NULL;
+    unsigned long long hot = 0;
+    if (fx_cli_json_call(c, fluxon_client_stats, 1 << 16, &js) == FLUXON_OK) {
+        const char *p = strstr(js, "\"hot_capacity_bytes\":");
+        if (p) hot = strtoull(p + strlen("\"hot_capacity_bytes\":"), NULL, 10);
+    }
+    free(js);
+    unsigned long long need = (unsigned long long)batch * (unsigned long long)vlen;
+    int n = snprintf(note, cap, "fluxon: hot: restore %ld missed key %lld of the %ld just put: %s", it + 1,
+                     (long long)r->first_miss_index, batch, fluxon_status_string(r->miss_status));
+    if (r->miss_status == FLUXON_ERR_BUSY && n > 0 && (size_t)n < cap)
+        snprintf(note + n, cap - (size_t)n, " (this client would pin more than its share of the owner, "
+                 "client_limits.max_pinned_bytes: ¾ of the hot tier by default; --batch %ld x --value-len %ld = %llu "
+                 "bytes a restore); lower --batch or --value-len\n", batch, vlen, need);
+    else if (r->miss_status == FLUXON_ERR_NOT_FOUND && n > 0 && (size_t)n < cap && hot && need > hot / 2)
+        snprintf(note + n, cap - (size_t)n, " (evicted: the batch, --batch %ld x --value-len %ld = %llu bytes, is %llu %% of "
+                 "the owner's hot tier (hot_capacity_bytes %llu), whose eviction keeps room for the puts to come; "
+                 "lower --batch or --value-len)\n", batch, vlen, need, need * 100 / hot, hot);
+    else if (n > 0 && (size_t)n < cap)
+        snprintf(note + n, cap - (size_t)n, "\n");
+}
+
 int fx_cli_hot(fluxon_client *c, int argc, char **argv)
 {
     long batch = 64, vlen = 65536, iters = 2000;
@@ -132,6 +158,7 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
         keys[i] = names[i];
     }
     uint64_t ns[2];
+    char note[512] = "";
     if (rc == FLUXON_OK && (rc = hot_put(c, keys, batch, vlen, 1, st, &refused, ns)) != FLUXON_OK) failed = "the first put";
     /* restores of the same batch */
     for (long it = 0; rc == FLUXON_OK && it < iters; it++) {
@@ -143,13 +170,13 @@ int fx_cli_hot(fluxon_client *c, int argc, char **argv)
         if (rc == FLUXON_OK && !r.all_hit) {
             fluxon_cancel_get_transfer(c, h);
             rc = FLUXON_ERR_NOT_FOUND;
+            hot_miss_note(c, &r, batch, vlen, it, note, sizeof note);
         }
         if (rc == FLUXON_OK) rc = fluxon_get_transfer(c, h, 0, &rp);
         get.ns[get.n++] = fx_cli_now_ns() - t0;
         if (rc == FLUXON_OK) fluxon_release_views(c, rp);
         else failed = "a restore";
     }
-    char note[256] = "";
     /* the first batch, unless its put failed: a plan is stored whole or not at all */
     if (names && keys && strcmp(failed, "the first put") != 0) hot_delete(c, keys, batch, &rc, &failed, note, sizeof note);
     /* fresh batches */

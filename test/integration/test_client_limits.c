@@ -134,3 +134,50 @@ Test(client_limits, plans_handles_and_an_expired_client)
     fluxon_client_close(writer);
     fluxon_client_close(other);
 }
+
+/* A restore released, then the same batch restored again at once, over and over: the
+ * RELEASE (one-way, on the ring's one-way queue) is served before the get_start posted after
+ * it. The owner drained that queue only at the start of its pass, so a RELEASE queued while
+ * the pass ran came after the get_start that followed it: with a batch over half of the
+ * client's pin limit (¾ of the hot tier), `fluxon hot` missed its keys with BUSY on about
+ * every other run (a new user's finding, session 40). */
+Test(client_limits, a_released_restore_makes_room_for_the_next_at_once)
+{
+    kf_up_ex(1, NULL, NULL);
+    fluxon_client *c = kf_client(0);
+    long long cap = kf_stat(c, "hot_capacity_bytes"), limit = cap / 4 * 3;
+    uint64_t vlen = 1 << 20;
+    size_t n = (size_t)(limit / 2 / (long long)vlen) + 2; /* two batches pinned at once pass the limit */
+    cr_assert_leq((long long)(n * vlen), limit, "one batch alone fits the limit");
+    cr_assert_geq(n, 2);
+    static uint8_t buf[1 << 20];
+    char (*names)[32] = calloc(n, 32);
+    const char **keys = calloc(n, sizeof *keys);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(names[i], 32, "rr-%zu", i);
+        keys[i] = names[i];
+        cr_assert_eq(cl_put(c, names[i], buf, vlen), FLUXON_OK);
+    }
+    int busy = 0;
+    for (int it = 0; it < 200; it++) {
+        fluxon_get_handle *h = NULL;
+        fluxon_get_start_result r;
+        cr_assert_eq(fluxon_get_start(c, keys, n, 1, NULL, 0, &h, &r), FLUXON_OK);
+        if (!r.all_hit) {
+            busy += r.miss_status == FLUXON_ERR_BUSY;
+            cr_assert_eq(r.miss_status, FLUXON_ERR_BUSY, "round %d: key %lld %s", it, (long long)r.first_miss_index,
+                         fluxon_status_string(r.miss_status));
+        }
+        fluxon_plan *p = NULL;
+        if (r.transferable_len == 0) {
+            cr_assert_eq(fluxon_cancel_get_transfer(c, h), FLUXON_OK);
+            continue;
+        }
+        cr_assert_eq(fluxon_get_transfer(c, h, 0, &p), FLUXON_OK);
+        cr_assert_eq(fluxon_release_views(c, p), FLUXON_OK);
+    }
+    cr_assert_eq(busy, 0, "%d of 200 restores found the previous one's pins not released yet", busy);
+    free(keys);
+    free(names);
+    fluxon_client_close(c);
+}
