@@ -9,6 +9,7 @@
 static int g_log_level = -1; /* unset: info until the first node or client sets it */
 static __thread char t_role[16] = "proc";
 static __thread char t_node[64] = "-";
+static __thread char t_last_error[512]; /* this thread's last ERROR line, logged or not */
 
 static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
 
@@ -44,14 +45,20 @@ FX_INTERNAL void fx_log_set_context(const char *role, const char *node_id)
     fx_strlcpy(t_node, node_id ? node_id : "-", sizeof t_node);
 }
 
+FX_INTERNAL const char *fx_log_last_error(void) { return t_last_error; }
+FX_INTERNAL void fx_log_last_error_clear(void) { t_last_error[0] = 0; }
+
 FX_INTERNAL void fx_log(int level, const char *fmt, ...)
 {
-    if (level < fx_log_get_level()) return;
+    bool shown = level >= fx_log_get_level();
+    if (!shown && level != FX_LOG_ERROR) return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (level == FX_LOG_ERROR) fx_strlcpy(t_last_error, msg, sizeof t_last_error);
+    if (!shown) return;
     struct timeval tv;
     gettimeofday(&tv, NULL);
     struct tm tm;

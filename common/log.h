@@ -31,6 +31,11 @@ FX_INTERNAL void fx_log_apply_config_level(int level, bool given);
 FX_INTERNAL void fx_log_set_context(const char *role, const char *node_id);
 
 FX_INTERNAL void fx_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The calling thread's last ERROR message (without timestamp and context), kept even when
+ * the level hides it ("off"): a node's start failure says why to its launcher. "" after
+ * fx_log_last_error_clear or when none. */
+FX_INTERNAL const char *fx_log_last_error(void);
+FX_INTERNAL void fx_log_last_error_clear(void);
 
 #define FX_DEBUG(...) do { if (fx_log_get_level() <= FX_LOG_DEBUG) fx_log(FX_LOG_DEBUG, __VA_ARGS__); } while (0)
 #define FX_INFO(...) fx_log(FX_LOG_INFO, __VA_ARGS__)

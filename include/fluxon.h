@@ -467,7 +467,8 @@ int fluxon_batch_exists(fluxon_client *c, const char *const *keys, size_t n_keys
  * the argument and, in a batch, the key's index: "key 1 is empty (keys are 1..1024 bytes)",
  * "get_transfer: consume_prefix_len 3 is past the handle's keys");
  * fluxon_node_start and fluxon_node_launch put a rejected config's reason here (naming the
- * field). "" when that call succeeded, failed in the client otherwise (a NULL client, a
+ * field), or why the node could not start (a segment larger than the host's RAM, a listen
+ * address in use), logged or not (log_level "off"). "" when that call succeeded, failed in the client otherwise (a NULL client, a
  * closed client, an owner gone, a plan or handle not live: WRONG_HANDLE) or without an
  * answer (TIMEOUT), or the owner gave no reason. Each
  * call of this API emptying it as it starts, it is valid on this thread until its next

@@ -24,6 +24,7 @@ struct fluxon_node {
     pthread_t thread;
     sem_t created_sem, ready_sem;
     int created_status, ready_status;
+    char start_error[512]; /* the node thread's last ERROR line when its start failed */
     bool ready_known; /* ready_sem was taken: ready_status is final */
     fx_master_t *master;
     fx_owner_t *owner;
@@ -50,9 +51,11 @@ static void *node_thread(void *arg)
     fx_log_set_context(fx_role_name(n->cfg.role), n->cfg.role == FX_ROLE_MASTER && !n->cfg.node_id[0]
                                                        ? "master" : n->cfg.node_id);
     fx_thread_name(pthread_self(), fx_role_name(n->cfg.role), n->cfg.role == FX_ROLE_MASTER ? NULL : n->cfg.node_id);
+    fx_log_last_error_clear();
     int rc = n->cfg.role == FX_ROLE_MASTER
                  ? fx_master_create(n->r, &n->cfg, node_on_ready, n, &n->master)
                  : fx_owner_create(n->r, &n->cfg, node_on_ready, n, &n->owner);
+    if (rc != FLUXON_OK) fx_strlcpy(n->start_error, fx_log_last_error(), sizeof n->start_error);
     n->created_status = rc;
     sem_post(&n->created_sem); /* local setup done (or failed): only the master is waited for now */
     if (rc != FLUXON_OK) {
@@ -288,6 +291,7 @@ int fluxon_node_launch(const char *config_json, fluxon_node **node_p)
     while (sem_wait(&n->created_sem) != 0) {}
     if (n->created_status != FLUXON_OK) {
         rc = n->created_status;
+        if (n->start_error[0]) node_last_msg("%s", n->start_error); /* logged too, unless log_level "off" */
         node_join_free(n);
         return rc;
     }

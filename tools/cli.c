@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,6 +86,16 @@ static void metrics_listen_of(const char *json, char *out, size_t cap)
     cJSON_Delete(doc);
 }
 
+/* The config's log_level is "off": its errors are not logged. */
+static bool log_off_in(const char *json)
+{
+    cJSON *doc = cJSON_Parse(json);
+    cJSON *v = cJSON_GetObjectItem(doc, "log_level");
+    bool off = cJSON_IsString(v) && !strcasecmp(v->valuestring, "off");
+    cJSON_Delete(doc);
+    return off;
+}
+
 /* A signal pending in the blocked set, without waiting: 0 when none. */
 static int pending_signal(const sigset_t *set)
 {
@@ -107,7 +118,11 @@ static int run_node(const char *json, int bounded, uint32_t start_timeout_ms)
     fluxon_node *node = NULL;
     int rc = fluxon_node_launch(json, &node);
     if (rc != FLUXON_OK) {
-        fprintf(stderr, "fluxon: node did not start: %s\n", fluxon_status_string(rc));
+        const char *why = fluxon_last_error_message();
+        /* the reason was logged just above, unless the config's log_level hides errors */
+        bool hidden = why[0] && log_off_in(json);
+        fprintf(stderr, "fluxon: node did not start: %s%s%s\n", fluxon_status_string(rc), hidden ? ": " : "",
+                hidden ? why : "");
         return exit_for(rc);
     }
     char ml[300];

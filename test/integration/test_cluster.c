@@ -430,6 +430,17 @@ Test(cluster, cli_usage_and_config_errors_exit_2, .timeout = 60, .fini = teardow
                   strstr(out, "bytes: lower segment_bytes"),
               "%s", out);
     cr_assert_null(strstr(out, "heap_reserve_mib"), "the one error, no warning of a heap lowered for it first: %s", out);
+    /* with "log_level": "off" nothing is logged: the CLI's own line says why (it said only
+     * FLUXON_ERR_CONFIG: a new user's finding) */
+    th_write_file(cfg, "{\"role\":\"owner\",\"cluster_id\":\"x\",\"node_id\":\"big\",\"master\":\"127.0.0.1:1\","
+                       "\"socket\":\"/nonexistent-dir/big.sock\",\"segment_bytes\":\"64TiB\",\"log_level\":\"off\"}");
+    p = popen(cmd, "r");
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    st = pclose(p);
+    cr_assert_eq(WEXITSTATUS(st), 2, "%s", out);
+    cr_assert(strstr(out, "fluxon: node did not start: FLUXON_ERR_CONFIG: config rejected: segment_bytes 70368744177664 "
+                          "plus its 4096-byte header page is more than"), "%s", out);
     snprintf(cfg, sizeof cfg, "%s/bad.json", dir);
     snprintf(cmd, sizeof cmd, "%s --role=nobody --config %s >/dev/null 2>&1", th_fluxon_bin(), cfg);
     cr_assert_eq(WEXITSTATUS(system(cmd)), 2);
