@@ -171,8 +171,10 @@ FX_INTERNAL int fx_cfg_get_size(struct cfg_ctx *c, const char *path, const cJSON
     }
     if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, CFG_SIZE_HELP);
     double d = v->valuedouble;
-    if (!isfinite(d) || d < 0 || d >= 9007199254740992.0 || d != (double)(uint64_t)d)
-        return fx_cfg_bad(c, path, v, CFG_SIZE_HELP);
+    if (isfinite(d) && d >= 9007199254740992.0) /* a double: the number written may not be the one read */
+        return fx_cfg_fail(c, path, "%.0f or so is not a size: a JSON number is exact only below 2^53 "
+                           "(9007199254740992); write a size that large as a string like \"8PiB\"", d);
+    if (!isfinite(d) || d < 0 || d != (double)(uint64_t)d) return fx_cfg_bad(c, path, v, CFG_SIZE_HELP);
     *out = (uint64_t)d;
     return 0;
 }

@@ -132,6 +132,8 @@ int fx_cli_pin(fluxon_client *c, int argc, char **argv)
     unsigned long long ttl = argc >= 2 ? strtoull(argv[0], &end, 10) : 0;
     int digits = argc >= 2 && argv[0][0] && strspn(argv[0], "0123456789") == strlen(argv[0]); /* "" is no 0 */
     if (argc < 2 || !digits || !end || *end || ttl > FLUXON_PIN_TTL_MAX_MS) {
+        if (argc >= 2) fprintf(stderr, "fluxon: pin: TTL_MS %s must be an integer in 0..%u (FLUXON_PIN_TTL_MAX_MS)\n",
+                               argv[0], FLUXON_PIN_TTL_MAX_MS);
         fprintf(stderr, "usage: pin TTL_MS KEY... (TTL_MS 0..%u; 0 unpins)\n", FLUXON_PIN_TTL_MAX_MS);
         return 2;
     }

@@ -68,7 +68,11 @@ int fx_cli_tenant(fluxon_client *c, int argc, char **argv)
             }
             flags |= q ? FLUXON_TENANT_SET_QUOTA : FLUXON_TENANT_SET_GUARANTEED;
             i++;
-        } else if (!strcmp(a, "--admin-token") && v) {
+        } else if (!strcmp(a, "--admin-token")) {
+            if (!v) {
+                fprintf(stderr, "fluxon: tenant set: --admin-token needs a value (the owner's admin_token)\n");
+                return 2;
+            }
             token = v;
             i++;
         } else {

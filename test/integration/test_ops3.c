@@ -169,6 +169,8 @@ Test(ops3, usage_errors_exit_2_with_no_owner_up, .timeout = 60, .fini = ops_fini
     } cases[] = {{"ping --count -5", "--count -5 must be an integer in 1..100000000"},
                  {"get", "usage: get KEY"},
                  {"pin abc k", "usage: pin TTL_MS KEY"},
+                 {"pin -5 k", "pin: TTL_MS -5 must be an integer in 0..86400000"},
+                 {"tenant set t1 --quota 1MiB --admin-token", "--admin-token needs a value"},
                  {"hot --batch 0", "--batch 0 must be an integer in 1..4096"},
                  {"hot --value-len 65MiB", "--value-len 65MiB: must be an integer in 1..67108864 (bytes, or with a unit"},
                  {"top --interval-ms 5", "--interval-ms 5: must be an integer in 10..60000"},

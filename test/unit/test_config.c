@@ -256,6 +256,9 @@ static const struct tc_bad tc_bads[] = {
     {O "\"segment_bytes\":\"1.5GiB\"}", "segment_bytes: \"1.5GiB\" is not a size"},
     {O "\"segment_bytes\":1.5}", "segment_bytes: 1.5 is not a size"},
     {O "\"segment_bytes\":-4096}", "segment_bytes: -4096 is not a size"},
+    /* past 2^53 a JSON number is a double: named as such, not as the number it rounded to */
+    {O "\"segment_bytes\":9007199254740993}", "segment_bytes: 9007199254740992 or so is not a size: a JSON number is "
+                                              "exact only below 2^53"},
     {O "\"segment_bytes\":true}", "segment_bytes: true is not a size"},
     {"{\"role\":\"master\"}", "cluster_id: missing (required)"},
     {"{\"role\":\"master\",\"cluster_id\":\"a/b\"}", "cluster_id: \"a/b\" must be 1..63"},
