@@ -198,6 +198,7 @@ typedef struct fx_disk_stats {
     uint64_t retired_removed_now; /* retired segments' files removed at once while writes failed (their
                                    * retirement marks may never reach the disk), not kept for reuse */
     uint64_t retired_remove_failures; /* of those, files that could not be removed (a restart first may find them) */
+    uint64_t truncate_failures; /* segments not cut back after a write cut short (a restart may find its records) */
     uint64_t segment_waits; /* rolls refused (BUSY) while the next segment file was being made */
     uint64_t write_stops;   /* times writes paused after a failed write or file creation (they retry) */
     bool writes_failing;    /* paused now (a failure less than its backoff ago) */

@@ -209,6 +209,7 @@ struct fx_disk {
     uint32_t dio_align;
     bool first_write_done;
     int fault_err; /* fx_disk_fault_next_write */
+    uint64_t fault_short; /* fx_disk_fault_short_write */
     dk_rgroup_t *rg_open; /* the read that may still grow (its SQE not submitted), or NULL */
     fx_hmap_t *by_key; /* key -> dk_rec_t (intrusive) */
     fx_u64map_t by_off; /* disk offset -> dk_rec_t */
@@ -290,6 +291,9 @@ FX_INTERNAL uint32_t fx_disk_free_bufs(const fx_disk_t *d);
 /* Test hook (test_disk): the next write completes with -err (its bytes did reach the file),
  * as a file system refusing O_DIRECT only at write time would make it. */
 FX_INTERNAL void fx_disk_fault_next_write(fx_disk_t *d, int err);
+/* Tests: the next write completes as if only `bytes` of it were written (the kernel wrote it
+ * all), and the write of the rest fails with ENOSPC: a file system that fills mid-write. */
+FX_INTERNAL void fx_disk_fault_short_write(fx_disk_t *d, uint64_t bytes);
 
 /* disk_tomb.c: tombstones, barriers, write waiters */
 /* b's waiters hear status (b written, failed or dropped); each runs once all its buffers did. */

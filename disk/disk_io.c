@@ -13,6 +13,7 @@
 #include "log.h"
 
 FX_INTERNAL void fx_disk_fault_next_write(fx_disk_t *d, int err) { d->fault_err = err; }
+FX_INTERNAL void fx_disk_fault_short_write(fx_disk_t *d, uint64_t bytes) { d->fault_short = bytes; }
 
 FX_INTERNAL uint32_t fx_disk_free_bufs(const fx_disk_t *d)
 {
@@ -64,6 +65,10 @@ static void dk_on_write(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
     if (d->fault_err) {
         res = -d->fault_err;
         d->fault_err = 0;
+    } else if (d->fault_short && res > 0 && (uint64_t)res > d->fault_short) {
+        res = (int)d->fault_short;
+        d->fault_short = 0;
+        d->fault_err = ENOSPC; /* the write of the rest */
     }
     if (!d->first_write_done && d->direct && d->cfg.direct_io == FX_DISK_DIRECT_AUTO && (res == -EINVAL || res == -EOPNOTSUPP)) {
         d->first_write_done = true;
@@ -91,6 +96,18 @@ static void dk_on_write(fx_reactor_t *r, fx_io_t *io, int res, uint32_t fl)
         snprintf(what, sizeof what, "a write of %zu bytes at byte %" PRIu64 " of segment %" PRIu64, b->len, b->file_off,
                  b->seg->id);
         fx_disk_fail(d, res ? -res : EIO, what);
+        /* A write cut short (ENOSPC mid-buffer; any failed write may have put some blocks down)
+         * can leave whole records of this buffer on the file: they leave the index below, so a
+         * DELETE writes no tombstone for them, and a restart's scan would find them again (a
+         * deleted key back: a new user's finding, session 40). The file is cut back to where
+         * this buffer began; a later buffer of this segment already written goes too (its
+         * records then fail their check when read: a miss, never bytes). */
+        if (ftruncate(b->seg->fd, (off_t)b->file_off) != 0) {
+            d->st.truncate_failures++;
+            FX_ERROR("disk: cannot cut segment %" PRIu64 " of %s back to byte %" PRIu64 " after a failed write (%s): "
+                     "a restart before it retires may find records dropped since", b->seg->id, d->path, b->file_off,
+                     strerror(errno));
+        }
         /* the records of this buffer are not on the file: out of the index */
         uint64_t lo = b->file_off, hi = b->file_off + b->len;
         for (dk_rec_t *x = b->seg->recs, *nx; x; x = nx) {

@@ -337,3 +337,47 @@ Test(disk_tomb, a_segment_retired_while_writes_fail_does_not_come_back_after_a_c
     free(copy);
     free(dir);
 }
+
+/* A new user's finding (session 40): a file system that fills in the middle of a write. The
+ * first part of a buffer reached the file with whole records in it, the rest failed ENOSPC;
+ * every record of the buffer left the index (a miss, and no tombstone when the key is deleted
+ * later), yet a restart's scan found the whole ones again: a deleted key came back. The file
+ * is now cut back to where the failed buffer began. */
+Test(disk_tomb, records_of_a_write_cut_short_do_not_come_back_after_a_crash)
+{
+    fx_reactor_t *r;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    char *dir = th_tmpdir();
+    fx_disk_cfg_t c = cfg_of(dir, 1 * MiB, 64 * MiB);
+    fx_disk_t *d = open_ok(r, &c, NULL);
+    fillers(r, d, 0, 20); /* segment 0 fills and closes: the one ENOSPC retires for room */
+    cr_assert_eq(put(r, d, "before", 60 * KiB, 1, 1, NULL), FLUXON_OK);
+    fx_disk_flush(d);
+    drain(r, d);
+    cr_assert_eq(off_seg(off_of(d, "before")), 1);
+    fx_disk_fault_short_write(d, 3 * 64 * KiB); /* "a" and "b" whole on the file, the rest fails */
+    static const char *cut[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++) cr_assert_eq(put(r, d, cut[i], 60 * KiB, 10 + (uint64_t)i, 2, NULL), FLUXON_OK);
+    fx_disk_flush(d);
+    drain(r, d);
+    fx_disk_stats_t st;
+    fx_disk_stats(d, &st);
+    cr_assert(st.writes_failing, "the write failed");
+    cr_assert_eq(st.truncate_failures, 0);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(fx_disk_find(d, cut[i], 1, NULL, NULL), FLUXON_ERR_NOT_FOUND, "%s left the index", cut[i]);
+    char *copy;
+    fx_disk_cfg_t c2 = c;
+    fx_disk_t *d2 = open_crash_copy(r, dir, &copy, &c2);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(fx_disk_find(d2, cut[i], 1, NULL, NULL), FLUXON_ERR_NOT_FOUND,
+                     "%s, dropped from the index at the failure, came back after a crash", cut[i]);
+    check_value(r, d2, "before", 60 * KiB, 1, FLUXON_OK);
+    fx_disk_close(d2, 5000);
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(copy);
+    th_rmtree(dir);
+    free(copy);
+    free(dir);
+}
