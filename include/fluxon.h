@@ -443,7 +443,9 @@ void fluxon_holder_release(fluxon_holder *h);
  * memory is reused once every holder of the old value is released. FLUXON_OK comes once
  * every owner holding a copy confirmed dropping it — a copy on its disk tier included,
  * written off there (a tombstone) before it confirms — so neither a master restart nor an
- * owner restart brings the key back.
+ * owner restart brings the key back. One exception: within a restarted master's first
+ * moments, before every owner re-published what it holds, an owner not re-published yet is
+ * not known to hold a copy; its copy comes back with its re-publication (docs/api.md).
  * Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (no such key — never a silent success);
  * FLUXON_ERR_UNKNOWN_OUTCOME (the route is gone, but an owner holding a copy is not
  * connected, or did not confirm within half the master's master_timeout_ms: the copy is
