@@ -278,6 +278,18 @@ static fx_disk_t *open_crash_copy(fx_reactor_t *r, const char *dir, char **copy,
     return open_ok(r, c2, NULL);
 }
 
+/* Closes both stores and the reactor, removes both directories. */
+static void crash_copy_done(fx_reactor_t *r, fx_disk_t *d, fx_disk_t *d2, char *dir, char *copy)
+{
+    fx_disk_close(d2, 5000);
+    fx_disk_close(d, 5000);
+    fx_reactor_destroy(r);
+    th_rmtree(copy);
+    th_rmtree(dir);
+    free(copy);
+    free(dir);
+}
+
 /* A new user's finding (session 40): a file system that fills (ENOSPC) makes the store retire
  * its oldest segment for room while writes pause, so no retirement mark can be written; its
  * file was kept under its own name for reuse, and an owner killed meanwhile re-indexed it at
@@ -329,13 +341,7 @@ Test(disk_tomb, a_segment_retired_while_writes_fail_does_not_come_back_after_a_c
     cr_assert_eq(fx_disk_find(d2, victim_key, (uint32_t)strlen(victim_key), NULL, NULL), FLUXON_ERR_NOT_FOUND,
                  "%s came back after a crash (its retired segment re-indexed)", victim_key);
     check_value(r, d2, "f99", 60 * KiB, 99, FLUXON_OK);
-    fx_disk_close(d2, 5000);
-    fx_disk_close(d, 5000);
-    fx_reactor_destroy(r);
-    th_rmtree(copy);
-    th_rmtree(dir);
-    free(copy);
-    free(dir);
+    crash_copy_done(r, d, d2, dir, copy);
 }
 
 /* A new user's finding (session 40): a file system that fills in the middle of a write. The
@@ -373,11 +379,5 @@ Test(disk_tomb, records_of_a_write_cut_short_do_not_come_back_after_a_crash)
         cr_assert_eq(fx_disk_find(d2, cut[i], 1, NULL, NULL), FLUXON_ERR_NOT_FOUND,
                      "%s, dropped from the index at the failure, came back after a crash", cut[i]);
     check_value(r, d2, "before", 60 * KiB, 1, FLUXON_OK);
-    fx_disk_close(d2, 5000);
-    fx_disk_close(d, 5000);
-    fx_reactor_destroy(r);
-    th_rmtree(copy);
-    th_rmtree(dir);
-    free(copy);
-    free(dir);
+    crash_copy_done(r, d, d2, dir, copy);
 }
