@@ -254,8 +254,19 @@ FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
         fx_free(s);
         return rc;
     }
+    mkv_tombs_serving(s);
     m->kv = s;
     return FLUXON_OK;
+}
+
+FX_INTERNAL void fx_master_kv_serving(fx_master_t *m)
+{
+    if (m->kv) mkv_tombs_serving(m->kv);
+}
+
+FX_INTERNAL void fx_master_kv_tick(fx_master_t *m)
+{
+    if (m->kv) (void)mkv_tombs_open(m->kv, fx_now_ms());
 }
 
 FX_INTERNAL void fx_master_kv_put_floor(fx_master_t *m, uint64_t put_ms)
@@ -271,6 +282,7 @@ FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)
     fx_mkv_dedup_stop(s);
     fx_mplace_destroy(s);
     fx_mappend_destroy(s);
+    mkv_tombs_fini(s);
     mkv_routes_destroy(s);
     fx_lease_table_destroy(s->leases);
     fx_free(s);

@@ -306,6 +306,7 @@ typedef struct lk_del {
     uint32_t pending, unconfirmed, away, timeout_ms; /* unconfirmed: answers not OK; away: copies of owners
                                                       * not connected */
     int why; /* the first unconfirmed one's status */
+    bool unremembered; /* tombs.c could not record it: an owner still to re-publish may bring it back */
     char key[84];
 } lk_del_t;
 
@@ -313,13 +314,16 @@ static void lk_del_end(lk_del_t *d)
 {
     if (--d->pending) return;
     if (d->h.req_id && fx_conn_is_open(d->conn)) {
-        if (!d->unconfirmed && !d->away) {
+        if (!d->unconfirmed && !d->away && !d->unremembered) {
             fx_body_empty_t e;
             FX_CONN_REPLY(d->conn, &d->h, empty, &e);
         } else {
-            char why[160] = "";
+            char why[256] = "";
             int k = 0;
             if (d->away) k = snprintf(why, sizeof why, "%u held by owners not connected", d->away);
+            if (d->unremembered && k >= 0 && (size_t)k < sizeof why)
+                k += snprintf(why + k, sizeof why - (size_t)k, "%sowners still to re-publish to this new master "
+                              "may hold more (its record of deletes is full)", k ? ", " : "");
             if (d->unconfirmed && k >= 0 && (size_t)k < sizeof why)
                 snprintf(why + k, sizeof why - (size_t)k, "%s%u not confirmed by their owner (%s)", k ? ", " : "",
                          d->unconfirmed, d->why == FLUXON_ERR_TIMEOUT ? "no answer within the master's bound"
@@ -354,9 +358,24 @@ FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header
     }
     fx_mkv_inv_t inv = {0};
     mkv_route_t *r = mkv_route_get(s, b.key, &inv);
+    /* a new master's re-publication window: an owner not re-published yet may hold a copy */
+    int trc = mkv_tombs_put(s, b.key);
+    if (trc != FLUXON_OK) {
+        s->c.delete_tombstones_full += trc == FLUXON_ERR_NO_SPACE;
+        FX_WARN("delete of %.*s: not remembered for the owners still to re-publish to this new master: %s",
+                MKV_KEYF(b.key), trc == FLUXON_ERR_NO_SPACE ? "its record of deletes is full" : "out of memory");
+    }
     if (!r) {
         mkv_inv_flush(s, &inv);
-        mkv_fail(s, p, h, FLUXON_ERR_NOT_FOUND, "key not found: %.*s", MKV_KEYF(b.key));
+        if (trc != FLUXON_OK)
+            mkv_fail(s, p, h, FLUXON_ERR_UNKNOWN_OUTCOME,
+                     "delete of %.*s: no route, but this master started serving %llu ms ago and an owner that has "
+                     "not re-published yet may hold a copy; its record of such deletes is %s (%u): the key may come "
+                     "back with that owner's report", MKV_KEYF(b.key),
+                     (unsigned long long)(fx_now_ms() - s->tombs_since_ms),
+                     trc == FLUXON_ERR_NO_SPACE ? "full" : "out of memory", MKV_TOMBS_MAX);
+        else
+            mkv_fail(s, p, h, FLUXON_ERR_NOT_FOUND, "key not found: %.*s", MKV_KEYF(b.key));
         return;
     }
     mkv_route_remove(s, b.key.p, b.key.len, r, &inv); /* the route goes first ... */
@@ -372,6 +391,7 @@ FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header
     fx_conn_ref(d->conn);
     d->h = *h;
     d->pending = 1; /* ours, until every request is out */
+    d->unremembered = trc != FLUXON_OK;
     d->timeout_ms = FX_MAX((s->m->cfg.master_timeout_ms ? s->m->cfg.master_timeout_ms : 5000u) / 2, 100u);
     snprintf(d->key, sizeof d->key, "%.*s", MKV_KEYF(b.key));
     /* ... then the owners holding a copy drop it, then the caller is answered (an owner not

@@ -142,6 +142,7 @@ static void master_on_liveness(fx_reactor_t *r, fx_timer_t *t)
             master_forget_node(m, n, now);
     }
     fx_mq_review(m); /* W2: writers back as newer processes are done after a grace */
+    fx_master_kv_tick(m);
     fx_timer_arm(r, t, period, master_on_liveness);
 }
 
@@ -264,6 +265,8 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->reg_grant_offsets = b.grant_offsets.v;
     n->reg_n_grants = b.grant_ids.n;
     n->reg_prev_master_generation = b.prev_master_generation;
+    /* it held values under another master: it re-publishes them (tombs.c keeps the deletes) */
+    n->rp_pending = b.prev_master_generation && b.prev_master_generation != m->generation;
     n->reg_peer_ids = b.peer_ids;
     n->reg_peer_gens = b.peer_generations;
     n->registered_ms = fx_now_ms();
@@ -519,6 +522,7 @@ static void master_on_accept(void *arg, int fd)
 static void master_ha_elected(fx_master_t *m)
 {
     fx_master_kv_put_floor(m, fx_mha_put_floor(m)); /* above every id an earlier leader issued (W6) */
+    fx_master_kv_serving(m); /* deletes are remembered while the owners re-publish */
     FX_INFO("master generation %llu serves: owners register and re-publish what they hold",
             (unsigned long long)m->generation);
 }

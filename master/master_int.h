@@ -57,6 +57,7 @@ typedef struct master_node {
     uint32_t n_unsettled;
     void *kv; /* publish.c's per-node state (batch dedup); set once registered */
     uint64_t rp_keys, rp_ok, rp_stale, rp_replaced; /* republish.c: this re-publication's totals so far */
+    bool rp_pending; /* registered from another master, its last REPUBLISH batch not in yet (tombs.c) */
     struct fx_mkv_inv *inv_held; /* routes.c: INVALIDATEs for this generation while it was not
                                   * connected, sent when it reconnects (issue 17) */
     struct fx_mkv_inv *inv_recent[2]; /* routes.c: one-way INVALIDATEs of its disk records sent
@@ -126,6 +127,10 @@ FX_INTERNAL int fx_master_kv_init(fx_master_t *m);
 FX_INTERNAL void fx_master_kv_fini(fx_master_t *m);
 /* Every put id issued from now on is above (put_ms, any): a new leader's floor (W6). */
 FX_INTERNAL void fx_master_kv_put_floor(fx_master_t *m, uint64_t put_ms);
+/* This master starts serving (an HA election): the re-publication window opens (tombs.c). */
+FX_INTERNAL void fx_master_kv_serving(fx_master_t *m);
+/* The liveness tick: the re-publication window's end is noticed (its deletes let go). */
+FX_INTERNAL void fx_master_kv_tick(fx_master_t *m);
 /* A node registered (new or new generation: old_generation != generation, 0 if new).
  * Resets its allocator and drops every replica of an older generation. */
 FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, uint64_t old_generation);

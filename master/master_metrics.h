@@ -46,7 +46,8 @@
     X(leases, GAUGE, "master_leases", "", "Leases held")                                                        \
     X(put_dedup_acks, GAUGE, "master_put_dedup_acks", "", "PUT_DONE answers kept for deduplication")            \
     X(put_dedup_bytes, GAUGE, "master_put_dedup_bytes", "", "Bytes of PUT_DONE answers kept for deduplication") \
-    X(prefix_index_keys, GAUGE, "master_prefix_index_keys", "", "Keys in the prefix index (0: not built; LIST builds it)")
+    X(prefix_index_keys, GAUGE, "master_prefix_index_keys", "", "Keys in the prefix index (0: not built; LIST builds it)") \
+    X(delete_tombstones_held, GAUGE, "master_delete_tombstones", "", "Deletes remembered now: the re-publication window of a new master is open")
 
 /* inflight.c: in-flight records */
 #define FX_MASTER_INFLIGHT_METRICS(X)                                                                            \
@@ -113,6 +114,9 @@
     X(republish_stale, COUNTER, "master_republished_keys_total", "outcome=\"stale\"", "")                        \
     X(republish_replaced, COUNTER, "master_republished_keys_total", "outcome=\"replaced\"", "")                  \
     X(republish_refused, COUNTER, "master_republished_keys_total", "outcome=\"refused\"", "")                    \
+    X(republish_deleted, COUNTER, "master_republished_keys_total", "outcome=\"deleted\"", "")                  \
+    X(delete_tombstones, COUNTER, "master_delete_tombstones_total", "", "DELETEs remembered while owners re-publish to a new master, so that a copy reported later does not bring the key back (W6)") \
+    X(delete_tombstones_full, COUNTER, "master_delete_tombstones_full_total", "", "DELETEs answered UNKNOWN_OUTCOME in the re-publication window because its record of deletes was full") \
     X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended") \
     X(verify_routed, COUNTER, "master_verified_keys_total", "outcome=\"routed\"", "Keys an owner back on a lost connection verified (REPUBLISH verify), by outcome") \
     X(verify_stale, COUNTER, "master_verified_keys_total", "outcome=\"stale\"", "")                              \

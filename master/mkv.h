@@ -6,6 +6,7 @@
  *   inflight.c     in-flight puts (PUT_PLACE, PUT_REVOKE, TTL) and durable gets
  *   dedup.c        the answers of recent PUT_DONE batches per owner, kept for a time (T1)
  *   publish.c      PUT_DONE: batch dedup T1, convergence T2, whole-group rejection
+ *   tombs.c        the deletes a new master remembers while owners re-publish (W6)
  *   republish.c    REPUBLISH: routes rebuilt from what owners hold (a restarted master)
  *   lookup.c       LOOKUP, GET_DONE, EVICT, DELETE, EXISTS, LIST
  *   leases.c       LEASE_GRANT and the lease timer
@@ -82,6 +83,10 @@ typedef struct mkv {
     /* dedup.c: the sweep of old PUT_DONE answers, and what all owners' answers hold */
     fx_timer_t dedup_timer;
     uint64_t dedup_acks, dedup_bytes;
+    /* tombs.c: key -> the put id of its delete, while owners re-publish */
+    fx_hmap_t *tombs;
+    uint64_t tombs_since_ms;
+    bool tombs_closed;
     struct {
         FX_MASTER_KV_COUNTERS(FX_METRIC_FIELD)
     } c;
@@ -351,6 +356,8 @@ FX_INTERNAL size_t mkv_routes_index_keys(const mkv_t *s);
 /* ---- routes.c: re-published values (republish.c) ---- */
 /* The put-id generator resumes above (put_ms, put_ver) (a version an owner reported). */
 FX_INTERNAL void mkv_put_id_seen(mkv_t *s, uint64_t put_ms, uint32_t put_ver);
+/* Takes the next put id (above every id issued or seen): a delete's tombstone (tombs.c). */
+FX_INTERNAL void mkv_put_id_next(mkv_t *s, uint64_t *put_ms, uint32_t *put_ver);
 /* Every put id from now on is above (put_ms, any put_ver): a new leader's floor (W6). */
 FX_INTERNAL void mkv_put_id_floor(mkv_t *s, uint64_t put_ms);
 /* An owner reports replica rep of key at version (put_ms, put_ver): no route yet: one is
@@ -362,6 +369,22 @@ FX_INTERNAL void mkv_put_id_floor(mkv_t *s, uint64_t put_ms);
  * another value_len) or FLUXON_ERR_NOMEM. *replaced_p: an older route was replaced. */
 FX_INTERNAL int mkv_route_restore(mkv_t *s, fx_str_t key, uint64_t value_len, uint32_t group_len, uint64_t put_ms,
                                   uint32_t put_ver, const mkv_replica_t *rep, fx_mkv_inv_t *v, bool *replaced_p);
+
+/* ---- tombs.c (issue 17, W6): the deletes a new master remembers while owners re-publish ---- */
+#define MKV_TOMBS_MAX (1u << 18)
+/* This master starts serving (created, or elected): the re-publication window opens. */
+FX_INTERNAL void mkv_tombs_serving(mkv_t *s);
+/* Is the window open? Closes it for good (and lets the tombstones go) once
+ * dead_owner_grace_ms has passed and no owner is re-publishing (rp_pending). */
+FX_INTERNAL bool mkv_tombs_open(mkv_t *s, uint64_t now_ms);
+/* A DELETE of key was served: while the window is open, its tombstone (a put id taken now).
+ * FLUXON_OK (recorded, or the window is closed), FLUXON_ERR_NO_SPACE (MKV_TOMBS_MAX kept),
+ * FLUXON_ERR_NOMEM. */
+FX_INTERNAL int mkv_tombs_put(mkv_t *s, fx_str_t key);
+/* A report of key at (put_ms, put_ver): put before a delete this window remembers? */
+FX_INTERNAL bool mkv_tombs_older(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32_t put_ver);
+FX_INTERNAL size_t mkv_tombs_count(const mkv_t *s);
+FX_INTERNAL void mkv_tombs_fini(mkv_t *s);
 
 /* ---- republish.c ---- */
 FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,

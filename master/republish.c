@@ -11,7 +11,9 @@
  *  - the put-id generator resumes above every version reported, so a later put wins.
  * A value in an owner's disk tier (issue 39) is reported at its disk offset (bit 63 set).
  * Until an owner's last batch, lookups of keys it has not reported yet miss (no route):
- * never the bytes of another version. */
+ * never the bytes of another version. A key deleted at this master after the reported value
+ * was put answers STALE too (tombs.c): a delete served before every owner re-published is
+ * not undone by a later report. */
 #include <stdio.h>
 
 #include "log.h"
@@ -170,7 +172,7 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
         return;
     }
     fx_mkv_inv_t inv = {0};
-    size_t ok = 0, stale = 0, replaced = 0, refused = 0, first_bad = SIZE_MAX;
+    size_t ok = 0, stale = 0, replaced = 0, refused = 0, deleted = 0, first_bad = SIZE_MAX;
     char why[200] = "", scratch[200];
     for (uint32_t i = 0; i < b.keys.n; i++) {
         if (!rp_key_ok(n, &b, i, first_bad == SIZE_MAX ? why : scratch, sizeof why)) {
@@ -180,6 +182,11 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
             continue;
         }
         mkv_put_id_seen(s, b.put_ms.v[i], (uint32_t)b.put_ver.v[i]);
+        if (mkv_tombs_older(s, b.keys.v[i], b.put_ms.v[i], (uint32_t)b.put_ver.v[i])) { /* deleted since */
+            st[i] = MKV_ST(FLUXON_ERR_STALE);
+            deleted++;
+            continue;
+        }
         int rc = rp_restore(s, n, &b, i, &inv, &replaced);
         st[i] = MKV_ST(rc);
         ok += rc == FLUXON_OK;
@@ -191,6 +198,10 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
     s->c.republish_stale += stale;
     s->c.republish_replaced += replaced;
     s->c.republish_refused += refused;
+    s->c.republish_deleted += deleted;
+    if (deleted)
+        FX_INFO("republish from %s: %zu values dropped: their keys were deleted at this master after they were put",
+                n->node_id, deleted);
     if (first_bad != SIZE_MAX)
         FX_WARN("republish from %s: key %zu (%.*s) refused: %s", n->node_id, first_bad,
                 MKV_KEYF(b.keys.v[first_bad]), why);
@@ -200,6 +211,7 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
     n->rp_replaced += replaced;
     if (b.last) { /* the totals of every batch since its registration */
         s->c.republish_owners_done++;
+        n->rp_pending = false;
         FX_INFO("owner %s re-published what it holds: %llu keys, %llu routed, %llu older than the routed version, "
                 "%llu replaced an older route", n->node_id, (unsigned long long)n->rp_keys,
                 (unsigned long long)n->rp_ok, (unsigned long long)n->rp_stale, (unsigned long long)n->rp_replaced);

@@ -336,6 +336,8 @@ static void rt_next_put_id(mkv_t *s, uint64_t *ms, uint32_t *ver)
     *ver = s->last_put_ver;
 }
 
+FX_INTERNAL void mkv_put_id_next(mkv_t *s, uint64_t *put_ms, uint32_t *put_ver) { rt_next_put_id(s, put_ms, put_ver); }
+
 FX_INTERNAL void mkv_put_id_floor(mkv_t *s, uint64_t put_ms)
 {
     mkv_put_id_seen(s, put_ms, UINT32_MAX); /* the next id is above every (put_ms, *) */

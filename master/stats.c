@@ -19,6 +19,7 @@ FX_INTERNAL void fx_master_kv_metrics(fx_master_t *m, fx_mmetrics_t *mm)
     mm->put_dedup_acks = s->dedup_acks;
     mm->put_dedup_bytes = s->dedup_bytes;
     mm->prefix_index_keys = mkv_routes_index_keys(s);
+    mm->delete_tombstones_held = mkv_tombs_count(s);
 #define MSTATS_COPY(name, ...) mm->name = s->c.name;
     FX_MASTER_KV_COUNTERS(MSTATS_COPY)
 #undef MSTATS_COPY

@@ -507,6 +507,48 @@ Test(restart, a_delete_answered_ok_is_not_undone_by_a_master_restart, .timeout =
     fluxon_client_close(c[1]);
 }
 
+/* W6: deletes served by a new master before every owner re-published. o0's report is held
+ * 4 s; o1 reports at once. "gone" is only on o0: its delete answers NOT_FOUND; "both" is on
+ * o1 and (a durable copy) on o0: its delete answers OK once o1 dropped its copy; "back" is
+ * deleted, then put again on o1. When o0's report comes, its copies of all three were put
+ * before those deletes: dropped (STALE), so neither deleted key comes back and "back" keeps
+ * its new bytes. The old code routed o0's copies again: "gone" and "both" came back. */
+Test(restart, a_delete_before_an_owner_re_published_is_not_undone_by_its_report, .timeout = 120, .fini = fini)
+{
+    const char *extra[2] = {",\"test\":{\"fault_message\":\"REPUBLISH\",\"fault\":\"delay_request\","
+                            "\"fault_ms\":4000,\"fault_count\":1}",
+                            NULL};
+    rf_up(2, extra);
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_seeded(c[0], "gone", 1, true);
+    put_seeded(c[0], "back", 2, true);
+    put_seeded(c[0], "kept", 3, true);
+    put_seeded(c[1], "both", 4, true);
+    get_check(c[0], "both", 4, "o0"); /* a durable copy on o0 */
+    cr_assert_eq(rf_stat(c[0], true, "replicas"), 5);
+    rf_kill_master();
+    rf_start_master();
+    cr_assert(rf_wait_stat(c[1], true, "republish_owners_done", 1, 1, 20000), "o1 re-published");
+    cr_assert_eq(fluxon_delete(c[1], "gone"), FLUXON_ERR_NOT_FOUND, "o0 has not reported gone yet");
+    cr_assert_eq(fluxon_delete(c[1], "back"), FLUXON_ERR_NOT_FOUND);
+    cr_assert_eq(fluxon_delete(c[1], "both"), FLUXON_OK, "o1's copy, the only one routed, is dropped");
+    put_seeded(c[1], "back", 5, true);
+    cr_assert_eq(rf_stat(c[1], true, "republish_owners_done"), 1,
+                 "o0's report came before the deletes: the test saw no window (see %s)", rf.dir);
+    cr_assert_eq(rf_stat(c[1], true, "delete_tombstones_held"), 3);
+    cr_assert(rf_wait_stat(c[1], true, "republish_owners_done", 1, 2, 20000), "o0 re-published");
+    cr_assert_eq(rf_stat(c[1], true, "republish_deleted"), 3, "o0's copies of gone, back and both were dropped");
+    fluxon_holder *h = NULL;
+    for (int o = 0; o < 2; o++) {
+        cr_assert_eq(fluxon_get(c[o], "gone", &h), FLUXON_ERR_NOT_FOUND, "gone came back (o%d)", o);
+        cr_assert_eq(fluxon_get(c[o], "both", &h), FLUXON_ERR_NOT_FOUND, "both came back (o%d)", o);
+        get_check(c[o], "back", 5, o ? "o1" : "o0");
+        get_check(c[o], "kept", 3, o ? "o1" : "o0");
+    }
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
+
 /* An eager replica task for key (one key, one group): its owner pushes a copy to a replica
  * target (APPEND_START: a range of the target's segment, no PLACED). */
 static void put_with_replica(fluxon_client *c, const char *key, uint64_t seed)
