@@ -281,7 +281,7 @@ FX_INTERNAL int fx_config_load_file(const char *path, fx_config_t *cfg, char *er
 /* Parses a size: a non-negative integer of bytes, or a string "<digits>[unit]" where
  * unit is one of B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of
  * 1000), case-sensitive, no space, no fraction. Returns 0 and *out on success, -1 on a
- * bad format or overflow. */
+ * bad format, -2 on a well-formed size past 2^64 - 1 bytes (*out untouched on failure). */
 FX_INTERNAL int fx_parse_size(const char *s, uint64_t *out);
 
 /* Parses "a.b.c.d:port" (IPv4 dotted quad or "localhost", port 0..65535). Returns 0 on

@@ -2,6 +2,7 @@
  * host:port, and the names of roles (config.h). */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -13,14 +14,15 @@ FX_INTERNAL int fx_parse_size(const char *s, uint64_t *out)
         {"TB", 1000000000000ull}};
     if (!s || !out || *s < '0' || *s > '9') return -1;
     uint64_t v = 0;
+    bool over = false; /* a size, but past 2^64 - 1 bytes: -2 once the unit is known good */
     for (; *s >= '0' && *s <= '9'; s++) {
         uint64_t d = (uint64_t)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10) return -1;
-        v = v * 10 + d;
+        if (v > (UINT64_MAX - d) / 10) over = true;
+        else v = v * 10 + d;
     }
     for (size_t i = 0; i < FX_ARRAY_LEN(units); i++) {
         if (strcmp(s, units[i].unit) != 0) continue;
-        if (v > UINT64_MAX / units[i].mult) return -1;
+        if (over || v > UINT64_MAX / units[i].mult) return -2;
         *out = v * units[i].mult;
         return 0;
     }

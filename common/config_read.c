@@ -166,7 +166,11 @@ FX_INTERNAL int fx_cfg_get_ms(struct cfg_ctx *c, const char *path, const cJSON *
 FX_INTERNAL int fx_cfg_get_size(struct cfg_ctx *c, const char *path, const cJSON *v, uint64_t *out)
 {
     if (cJSON_IsString(v)) {
-        if (fx_parse_size(v->valuestring, out) != 0) return fx_cfg_bad(c, path, v, CFG_SIZE_HELP);
+        int prc = fx_parse_size(v->valuestring, out);
+        if (prc == -2)
+            return fx_cfg_fail(c, path, "\"%s\" is too large: a size is at most 18446744073709551615 bytes (2^64 - 1, "
+                               "16 EiB - 1)", v->valuestring);
+        if (prc != 0) return fx_cfg_bad(c, path, v, CFG_SIZE_HELP);
         return 0;
     }
     if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, CFG_SIZE_HELP);

@@ -86,6 +86,30 @@ static int kv_unreadable(const char *path)
     return 2;
 }
 
+/* get -o PATH, before the get: 2 (usage, as put's unreadable file) when PATH cannot be
+ * written — a directory, or in a directory that is missing or not writable; PATH itself
+ * is neither made nor truncated here (a failed get leaves it as it was). */
+static int kv_unwritable(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) errno = EISDIR;
+        else if (access(path, W_OK) == 0) return 0;
+    } else if (errno == ENOENT) {
+        char dir[4096];
+        const char *slash = strrchr(path, '/');
+        size_t n = slash ? (size_t)(slash - path) : 0;
+        if (n >= sizeof dir) n = sizeof dir - 1;
+        memcpy(dir, path, n);
+        dir[n] = 0;
+        const char *d = slash ? (n ? dir : "/") : ".";
+        if (stat(d, &sb) == 0 && !S_ISDIR(sb.st_mode)) errno = ENOTDIR;
+        else if (access(d, W_OK | X_OK) == 0) return 0;
+    }
+    fprintf(stderr, "fluxon: get: cannot write %s: %s\n", path, strerror(errno));
+    return 2;
+}
+
 int fx_cli_put(fluxon_client *c, int argc, char **argv)
 {
     if (argc != 2) {
@@ -166,7 +190,7 @@ int fx_cli_get(fluxon_client *c, int argc, char **argv)
         fprintf(stderr, "usage: get KEY [-o FILE]\n");
         return 2;
     }
-    if (!c) return 0; /* the arguments' check before the client opens (run_external) */
+    if (!c) return out ? kv_unwritable(out) : 0; /* the arguments' check before the client opens (run_external) */
     fluxon_holder *h = NULL;
     int rc = fluxon_get(c, argv[0], &h);
     if (rc) return kv_fail(c, "get", argv[0], rc);

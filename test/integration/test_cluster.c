@@ -477,6 +477,15 @@ Test(cluster, cli_put_get_del_ls_and_stats, .timeout = 60, .fini = teardown)
     snprintf(cmd, sizeof cmd, "%s --role=external --config %s get page:001 -o %s && cmp %s %s", th_fluxon_bin(),
              c.ecfg, outp, in, outp);
     cr_assert_eq(system(cmd), 0, "get returns the bytes put");
+    /* an output that cannot be written is a usage error found before the get, as put's
+     * unreadable file; nothing is made */
+    char bad[300];
+    snprintf(bad, sizeof bad, "page:001 -o %s/no/such/dir/x", c.dir);
+    cr_assert_eq(run_external(c.ecfg, "get", bad, NULL, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "cannot write") && strstr(out, "No such file or directory"), "%s", out);
+    snprintf(bad, sizeof bad, "page:001 -o %s", c.dir);
+    cr_assert_eq(run_external(c.ecfg, "get", bad, NULL, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "Is a directory"), "%s", out);
     cr_assert_eq(run_external(c.ecfg, "ls", "page:", NULL, out, sizeof out), 0, "%s", out);
     cr_assert(strstr(out, "page:001\npage:002\n"), "%s", out);
     cr_assert_eq(run_external(c.ecfg, "del", "page:001", NULL, out, sizeof out), 0, "%s", out);

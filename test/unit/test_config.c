@@ -260,6 +260,8 @@ static const struct tc_bad tc_bads[] = {
     {O "\"segment_bytes\":9007199254740993}", "segment_bytes: 9007199254740992 or so is not a size: a JSON number is "
                                               "exact only below 2^53"},
     {O "\"segment_bytes\":true}", "segment_bytes: true is not a size"},
+    {O "\"segment_bytes\":\"16777216TiB\"}", "segment_bytes: \"16777216TiB\" is too large: a size is at most "
+                                             "18446744073709551615 bytes"},
     {"{\"role\":\"master\"}", "cluster_id: missing (required)"},
     {"{\"role\":\"master\",\"cluster_id\":\"a/b\"}", "cluster_id: \"a/b\" must be 1..63"},
     {"{\"role\":\"master\",\"cluster_id\":\"\"}", "cluster_id: \"\" must be 1..63"},
@@ -518,7 +520,8 @@ Test(config, parse_size_table)
         {"512MiB", 0, 512ull << 20}, {"1GiB", 0, 1ull << 30}, {"2TiB", 0, 2ull << 40},
         {"3KB", 0, 3000}, {"5MB", 0, 5000000}, {"1GB", 0, 1000000000}, {"4TB", 0, 4000000000000ull},
         {"18446744073709551615", 0, UINT64_MAX}, {"16777215TiB", 0, 16777215ull << 40},
-        {"18446744073709551616", -1, 0}, {"16777216TiB", -1, 0}, {"18446744073709552TB", -1, 0},
+        {"18446744073709551616", -2, 0}, {"16777216TiB", -2, 0}, {"18446744073709552TB", -2, 0},
+        {"99999999999999999999999KiB", -2, 0}, {"99999999999999999999999XiB", -1, 0},
         {"1.5GiB", -1, 0}, {"12 MiB", -1, 0}, {"-1", -1, 0}, {"GB", -1, 0}, {"", -1, 0},
         {" 1", -1, 0}, {"1 ", -1, 0}, {"1gib", -1, 0}, {"1Gi", -1, 0}, {"1KIB", -1, 0},
         {"1kB", -1, 0}, {"+1", -1, 0}, {"1e3", -1, 0}, {"0x10", -1, 0}, {"1GiBB", -1, 0},
