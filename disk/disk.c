@@ -374,6 +374,7 @@ FX_INTERNAL void fx_disk_segment_free(fx_disk_t *d, uint64_t seg)
         fx_disk_rec_drop(d, s->recs);
     }
     fx_disk_retire_mark(d, seg); /* an unlink that fails (or never runs: kill -9) is not a resurrection */
+    if (!d->retire_pending) fx_disk_flush(d); /* staged: written now, not within the flush interval */
     fx_disk_seg_maybe_unlink(d, s);
 }
 

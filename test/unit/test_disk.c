@@ -381,7 +381,18 @@ Test(disk, capacity_retires_the_oldest_segment_through_the_hook)
     cr_assert_eq(l.calls, 3, "segments 0, 1 and 2 retired");
     fx_disk_stats(d, &st);
     cr_assert_eq(st.segments_retiring, 2);
-    for (uint64_t s = 1; s <= 2; s++) fx_disk_segment_free(d, s); /* the others the hook named */
+    /* the others the hook named; room now, so each free stages its retirement mark and
+     * starts its write at once, not after the flush interval: a kill -9 right after the free
+     * finds the mark on the file sooner (the freed file stays under its name, kept for
+     * reuse, until then) */
+    for (uint64_t s = 1; s <= 2; s++) {
+        drain(r, d);
+        uint64_t marks = st.retire_marks;
+        fx_disk_segment_free(d, s);
+        fx_disk_stats(d, &st);
+        cr_assert_eq(st.retire_marks, marks + 1, "freeing segment %llu staged a retirement mark", (unsigned long long)s);
+        cr_assert(d->cur == NULL && d->ops > 0, "the mark's buffer was submitted by the free itself");
+    }
     snprintf(key, sizeof key, "a%d", i);
     cr_assert_eq(put(r, d, key, 200 * KiB, 1, 1, NULL), FLUXON_OK, "room again once freed");
     fx_disk_stats(d, &st);
