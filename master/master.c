@@ -563,7 +563,7 @@ static void master_unix_close(fx_master_t *m)
     if (m->unix_fd < 0) return;
     close(m->unix_fd);
     m->unix_fd = -1;
-    unlink(m->cfg.socket_path);
+    fx_unix_remove(m->cfg.socket_path);
 }
 
 FX_INTERNAL int fx_master_create(fx_reactor_t *r, const fx_config_t *cfg, fx_ready_fn ready,

@@ -350,7 +350,7 @@ FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
     if (rc != FLUXON_OK) {
         close(x->listen_fd);
         x->listen_fd = -1;
-        unlink(o->cfg.socket_path);
+        fx_unix_remove(o->cfg.socket_path);
     }
     return rc;
 }
@@ -368,7 +368,7 @@ FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o)
     if (x->listen_fd >= 0) {
         close(x->listen_fd);
         x->listen_fd = -1;
-        unlink(o->cfg.socket_path);
+        fx_unix_remove(o->cfg.socket_path);
     }
 }
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,46 @@ static int ux_unix_addr(const char *path, struct sockaddr_un *addr, socklen_t *a
     return FLUXON_OK;
 }
 
+/* The socket directories this process made (ux_make_socket_dir), so that fx_unix_remove
+ * takes away only a directory that was not there before; any thread (a process may run a
+ * master and owners, each listening from its own thread). */
+#define UX_MADE_MAX 16
+static pthread_mutex_t ux_made_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *ux_made[UX_MADE_MAX];
+
+static void ux_made_note(const char *dir)
+{
+    pthread_mutex_lock(&ux_made_mu);
+    for (int i = 0; i < UX_MADE_MAX; i++)
+        if (!ux_made[i]) {
+            ux_made[i] = fx_strdup(dir); /* out of memory: the directory stays at the end */
+            break;
+        }
+    pthread_mutex_unlock(&ux_made_mu);
+}
+
+FX_INTERNAL void fx_unix_remove(const char *path)
+{
+    if (!path || !*path) return;
+    unlink(path);
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path) return; /* the working or the root directory: never made here */
+    size_t n = (size_t)(slash - path);
+    pthread_mutex_lock(&ux_made_mu);
+    for (int i = 0; i < UX_MADE_MAX; i++)
+        if (ux_made[i] && strlen(ux_made[i]) == n && !memcmp(ux_made[i], path, n)) {
+            int e = rmdir(ux_made[i]) == 0 ? 0 : errno;
+            if (e && e != ENOTEMPTY && e != EEXIST && e != ENOENT)
+                FX_DEBUG("unix socket: cannot remove directory '%s' it made: %s", ux_made[i], strerror(e));
+            if (e != ENOTEMPTY && e != EEXIST) { /* else another socket in it: removed after that one */
+                fx_free(ux_made[i]);
+                ux_made[i] = NULL;
+            }
+            break;
+        }
+    pthread_mutex_unlock(&ux_made_mu);
+}
+
 /* mkdir -p of path's directory, then checks that the directory holding the socket is
  * ours and private: the 0600 socket alone does not stop others from renaming or
  * replacing it inside a group/world-writable directory. */
@@ -212,6 +253,7 @@ static int ux_make_socket_dir(const char *path)
         *p = save;
         if (last) break;
     }
+    if (created) ux_made_note(dir);
     /* mkdir's mode went through the umask; make the final directory exactly 0700. */
     if (created && chmod(dir, 0700) != 0) {
         FX_ERROR("unix socket: chmod 0700 of '%s' failed: %m", dir);

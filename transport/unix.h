@@ -47,7 +47,7 @@ FX_INTERNAL int fx_unix_recv_fd(int sock, int *fd_p, void *buf, size_t cap, size
  * A leftover socket file nobody listens on (connect → ECONNREFUSED) is replaced; a path
  * that exists but is not a socket is refused. Liveness is probed by connecting, so a
  * live listener there sees one connection that closes without sending anything. The
- * caller unlinks path when it stops.
+ * caller removes path when it stops (fx_unix_remove).
  *  fd_p  receives the listening fd (caller owns it).
  * Returns FLUXON_OK; FLUXON_ERR_INVALID_ARGUMENT (NULL/empty path, NULL fd_p);
  * FLUXON_ERR_CONFIG (path too long for sun_path, directory cannot be made or has the
@@ -55,6 +55,10 @@ FX_INTERNAL int fx_unix_recv_fd(int sock, int *fd_p, void *buf, size_t cap, size
  * ("socket in use": another process listens there); FLUXON_ERR_NOMEM;
  * FLUXON_ERR_INTERNAL. */
 FX_INTERNAL int fx_unix_listen(const char *path, int *fd_p);
+
+/* The listener at path stopped: unlinks path, and removes its directory when this process
+ * made it (fx_unix_listen) and it is empty now. Any thread. */
+FX_INTERNAL void fx_unix_remove(const char *path);
 
 /* Connects to the unix socket at path, retrying while it does not exist yet or nobody
  * accepts (ENOENT, full backlog) until timeout_ms (>= 0) has passed; ECONNREFUSED (a

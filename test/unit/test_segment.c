@@ -585,7 +585,28 @@ Test(segment, listen_modes_in_use_and_stale, .timeout = TSEG_TEST_TIMEOUT_S)
     afd = tseg_accept(lfd, 1000);
     cr_assert_geq(afd, 0);
     close(afd), close(cfd), close(lfd);
-    unlink(path);
+    /* removed: the socket and the directory the first listen made for it (dir2, empty now);
+     * dir1 (made too, but not the socket's own) stays */
+    fx_unix_remove(path);
+    cr_assert_neq(stat(path, &st), 0, "the socket is removed");
+    cr_assert_neq(stat(dir2, &st), 0, "the directory made for the socket is removed");
+    cr_assert_eq(stat(dir1, &st), 0);
+    /* a directory that was there before the listen stays */
+    cr_assert_eq(fx_unix_listen(path, &lfd), FLUXON_OK); /* makes dir2 again */
+    close(lfd);
+    char other[600];
+    snprintf(other, sizeof other, "%s/other.sock", dir2);
+    cr_assert_eq(fx_unix_listen(other, &lfd2), FLUXON_OK); /* dir2 exists: not made by this one */
+    close(lfd2);
+    fx_unix_remove(path); /* dir2 holds other.sock: not empty, stays */
+    cr_assert_eq(stat(dir2, &st), 0, "a directory with another socket in it stays");
+    fx_unix_remove(other); /* the last one out: dir2 was made by this process, now empty */
+    cr_assert_neq(stat(dir2, &st), 0, "removed once its last socket went");
+    snprintf(other, sizeof other, "%s/mine.sock", dir1);
+    cr_assert_eq(fx_unix_listen(other, &lfd2), FLUXON_OK); /* dir1 was there (made for dir2's socket) */
+    close(lfd2);
+    fx_unix_remove(other);
+    cr_assert_eq(stat(dir1, &st), 0, "a directory this listen did not make stays");
     th_rmtree(tmp);
     free(tmp);
 }
