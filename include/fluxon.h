@@ -444,10 +444,11 @@ void fluxon_holder_release(fluxon_holder *h);
  * every owner holding a copy confirmed dropping it — a copy on its disk tier included,
  * written off there (a tombstone) before it confirms — so neither a master restart nor an
  * owner restart brings the key back. A delete that reaches a restarted master before every
- * owner re-published what it holds answers from the copies reported so far (NOT_FOUND when
- * none was); the master remembers it, and a copy reported later (put before the delete) is
- * dropped, not routed: the key does not come back either (docs/api.md: the bound of that
- * memory, dead_owner_grace_ms).
+ * owner re-published what it holds waits for a connected owner's report (at most a quarter
+ * of the master's master_timeout_ms) and drops its copy too; an owner not connected yet is
+ * not known to hold one (NOT_FOUND when no copy was reported), but the master remembers the
+ * delete and drops that owner's copy when it reports it (docs/api.md: the bounds of that
+ * memory).
  * Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (no such key — never a silent success);
  * FLUXON_ERR_UNKNOWN_OUTCOME (the route is gone, but an owner holding a copy is not
  * connected, or did not confirm within half the master's master_timeout_ms: the copy is

@@ -200,6 +200,7 @@ FX_INTERNAL int fx_master_kv_node_registered(fx_master_t *m, master_node_t *n, u
                 n->reg_n_grants > 32 ? ",..." : "");
     }
     fx_mq_start(s, n, n->reg_peer_ids, n->reg_peer_gens);
+    mkv_tombs_registered(s, n, n->reg_peer_ids, n->reg_peer_gens);
     if (old_generation != 0 && old_generation != n->generation) mkv_routes_drop_generation(s, n, old_generation);
     mkv_inv_held_send(s, n);
     return FLUXON_OK;
@@ -242,6 +243,7 @@ FX_INTERNAL int fx_master_kv_init(fx_master_t *m)
     s->m = m;
     fx_timer_init(&s->lease_timer);
     fx_timer_init(&s->dedup_timer);
+    fx_timer_init(&s->del_timer);
     int rc = mkv_routes_create(s);
     if (rc == FLUXON_OK) rc = fx_lease_table_create(&s->leases);
     if (rc == FLUXON_OK) rc = fx_mplace_create(s);
@@ -280,6 +282,7 @@ FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)
     if (!s) return;
     fx_mkv_leases_stop(s);
     fx_mkv_dedup_stop(s);
+    fx_mkv_deletes_held_drop(s);
     fx_mplace_destroy(s);
     fx_mappend_destroy(s);
     mkv_tombs_fini(s);

@@ -10,7 +10,9 @@
  *    at debug level, one summary per batch; request-level errors at warn.
  *  - INVALIDATEs caused by a request (expired leases met on the way, deletes) are sent
  *    BEFORE its reply. */
+#include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
 #include "disk.h"
@@ -307,6 +309,7 @@ typedef struct lk_del {
                                                       * not connected */
     int why; /* the first unconfirmed one's status */
     bool unremembered; /* tombs.c could not record it: an owner still to re-publish may bring it back */
+    char reporting[FX_ID_MAX]; /* an owner still re-publishing when its hold ended ("": none) */
     char key[84];
 } lk_del_t;
 
@@ -314,13 +317,17 @@ static void lk_del_end(lk_del_t *d)
 {
     if (--d->pending) return;
     if (d->h.req_id && fx_conn_is_open(d->conn)) {
-        if (!d->unconfirmed && !d->away && !d->unremembered) {
+        if (!d->unconfirmed && !d->away && !d->unremembered && !d->reporting[0]) {
             fx_body_empty_t e;
             FX_CONN_REPLY(d->conn, &d->h, empty, &e);
         } else {
-            char why[256] = "";
+            char why[400] = "";
             int k = 0;
             if (d->away) k = snprintf(why, sizeof why, "%u held by owners not connected", d->away);
+            if (d->reporting[0] && k >= 0 && (size_t)k < sizeof why)
+                k += snprintf(why + k, sizeof why - (size_t)k, "%sowner %s is still re-publishing to this new master "
+                              "(a copy it reports is dropped, unless the master restarts first)", k ? ", " : "",
+                              d->reporting);
             if (d->unremembered && k >= 0 && (size_t)k < sizeof why)
                 k += snprintf(why + k, sizeof why - (size_t)k, "%sowners still to re-publish to this new master "
                               "may hold more (its record of deletes is full)", k ? ", " : "");
@@ -346,54 +353,72 @@ static void lk_on_inv_ack(void *arg, int status, const fx_frame_header_t *h, con
     lk_del_end(d);
 }
 
-FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
-                               fx_arena_t *arena)
+/* A refusal of a DELETE served by key (the request may have been held: no peer). */
+__attribute__((format(printf, 5, 6))) static void lk_del_fail(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h,
+                                                              int status, const char *fmt, ...)
 {
-    fx_body_key_t b;
-    MKV_DECODE(s, p, h, body, arena, key, &b);
-    if (!mkv_key_ok(b.key)) {
-        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "delete: key of %u bytes (must be 1..%u)", b.key.len,
-                 MKV_MAX_KEY);
-        return;
-    }
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->c.error_replies++;
+    FX_WARN("DELETE from %s: %s (%s)", fx_conn_desc(conn), msg, fluxon_status_string(status));
+    if (h->req_id && fx_conn_is_open(conn)) fx_conn_reply_error(conn, h, status, "%s", msg);
+}
+
+/* The delete of key: the route goes, its copies' owners drop them, then the caller hears.
+ * waited_ms: how long it was held for a re-publishing owner (lk_hold); reporting: the id of
+ * an owner still re-publishing when the hold ended (NULL: none), whose copy the route may
+ * not name yet. */
+static void lk_delete(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, fx_str_t key, uint32_t waited_ms,
+                      const char *reporting)
+{
     fx_mkv_inv_t inv = {0};
-    mkv_route_t *r = mkv_route_get(s, b.key, &inv);
+    mkv_route_t *r = mkv_route_get(s, key, &inv);
     /* a new master's re-publication window: an owner not re-published yet may hold a copy */
-    int trc = mkv_tombs_put(s, b.key);
+    int trc = mkv_tombs_put(s, key);
+    const char *awaited = trc != FLUXON_OK ? mkv_tombs_awaited(s) : NULL;
     if (trc != FLUXON_OK) {
         s->c.delete_tombstones_full += trc == FLUXON_ERR_NO_SPACE;
         FX_WARN("delete of %.*s: not remembered for the owners still to re-publish to this new master: %s",
-                MKV_KEYF(b.key), trc == FLUXON_ERR_NO_SPACE ? "its record of deletes is full" : "out of memory");
+                MKV_KEYF(key), trc == FLUXON_ERR_NO_SPACE ? "its record of deletes is full" : "out of memory");
     }
     if (!r) {
         mkv_inv_flush(s, &inv);
-        if (trc != FLUXON_OK)
-            mkv_fail(s, p, h, FLUXON_ERR_UNKNOWN_OUTCOME,
-                     "delete of %.*s: no route, but this master started serving %llu ms ago and an owner that has "
-                     "not re-published yet may hold a copy; its record of such deletes is %s (%u): the key may come "
-                     "back with that owner's report", MKV_KEYF(b.key),
-                     (unsigned long long)(fx_now_ms() - s->tombs_since_ms),
-                     trc == FLUXON_ERR_NO_SPACE ? "full" : "out of memory", MKV_TOMBS_MAX);
+        if (reporting)
+            lk_del_fail(s, conn, h, FLUXON_ERR_UNKNOWN_OUTCOME,
+                        "delete of %.*s: no route yet, and owner %s is still re-publishing to this new master after "
+                        "%u ms: a copy it reports is dropped (the delete is remembered), but if the master restarts "
+                        "before that, the key may come back", MKV_KEYF(key), reporting, waited_ms);
+        else if (awaited)
+            lk_del_fail(s, conn, h, FLUXON_ERR_UNKNOWN_OUTCOME,
+                        "delete of %.*s: no route, but owner %s has not re-published to this new master yet and may "
+                        "hold a copy; this master's record of such deletes is %s (%u): the key may come back with "
+                        "its report", MKV_KEYF(key), awaited, trc == FLUXON_ERR_NO_SPACE ? "full" : "out of memory",
+                        MKV_TOMBS_MAX);
         else
-            mkv_fail(s, p, h, FLUXON_ERR_NOT_FOUND, "key not found: %.*s", MKV_KEYF(b.key));
+            lk_del_fail(s, conn, h, FLUXON_ERR_NOT_FOUND, "key not found: %.*s", MKV_KEYF(key));
         return;
     }
-    mkv_route_remove(s, b.key.p, b.key.len, r, &inv); /* the route goes first ... */
+    mkv_route_remove(s, key.p, key.len, r, &inv); /* the route goes first ... */
     s->c.deletes++;
     lk_del_t *d = fx_calloc(1, sizeof *d);
     if (!d) { /* ... then the owners are told, then the caller answered (not waiting: no memory) */
         mkv_inv_flush(s, &inv);
         fx_body_empty_t e;
-        MKV_REPLY(p, h, empty, &e);
+        if (h->req_id && fx_conn_is_open(conn)) (void)FX_CONN_REPLY(conn, h, empty, &e);
         return;
     }
-    d->conn = p->conn;
+    d->conn = conn;
     fx_conn_ref(d->conn);
     d->h = *h;
     d->pending = 1; /* ours, until every request is out */
-    d->unremembered = trc != FLUXON_OK;
-    d->timeout_ms = FX_MAX((s->m->cfg.master_timeout_ms ? s->m->cfg.master_timeout_ms : 5000u) / 2, 100u);
-    snprintf(d->key, sizeof d->key, "%.*s", MKV_KEYF(b.key));
+    d->unremembered = awaited != NULL;
+    if (reporting) snprintf(d->reporting, sizeof d->reporting, "%s", reporting);
+    uint32_t bound = FX_MAX((s->m->cfg.master_timeout_ms ? s->m->cfg.master_timeout_ms : 5000u) / 2, 100u);
+    d->timeout_ms = FX_MAX(bound > waited_ms ? bound - waited_ms : 0, 50u); /* the caller's bound holds */
+    snprintf(d->key, sizeof d->key, "%.*s", MKV_KEYF(key));
     /* ... then the owners holding a copy drop it, then the caller is answered (an owner not
      * connected is told when it reconnects to this master) */
     size_t held = 0;
@@ -404,6 +429,95 @@ FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header
         s->c.deletes_unconfirmed_away++;
     }
     lk_del_end(d);
+}
+
+/* ---- DELETEs held while an owner re-publishes (tombs.c) ----
+ * A DELETE served while an owner connected here is still re-publishing waits (at most half
+ * its bound) for that owner's last batch: then the route names the owner's copy, and the
+ * delete has it dropped like any other, so that the OK holds even if this master restarts
+ * too (a tombstone alone lives in this master's memory). Checked every LK_HOLD_TICK_MS. */
+#define LK_HOLD_TICK_MS 5u
+
+typedef struct lk_held {
+    struct lk_held *next;
+    fx_conn_t *conn; /* referenced */
+    fx_frame_header_t h;
+    uint64_t since_ms, until_ms;
+    uint32_t klen;
+    char key[];
+} lk_held_t;
+
+static void lk_on_hold_tick(fx_reactor_t *r, fx_timer_t *t)
+{
+    mkv_t *s = FX_CONTAINER_OF(t, mkv_t, del_timer);
+    uint64_t now = fx_now_ms();
+    const master_node_t *rep = mkv_tombs_reporting(s);
+    lk_held_t *keep = NULL, **tail = &keep;
+    while (s->del_held) { /* in arrival order; a new hold meanwhile goes to the list again */
+        lk_held_t *x = s->del_held;
+        s->del_held = x->next;
+        if (rep && now < x->until_ms) {
+            x->next = NULL;
+            *tail = x;
+            tail = &x->next;
+            continue;
+        }
+        s->c.deletes_held_expired += rep != NULL;
+        lk_delete(s, x->conn, &x->h, (fx_str_t){x->key, x->klen}, (uint32_t)(now - x->since_ms),
+                  rep ? rep->node_id : NULL);
+        fx_conn_unref(x->conn);
+        fx_free(x);
+    }
+    *tail = s->del_held; /* held by a delete just served (none: it re-checks the owners) */
+    s->del_held = keep;
+    if (s->del_held) fx_timer_arm(r, t, LK_HOLD_TICK_MS, lk_on_hold_tick);
+}
+
+/* Holds the DELETE of key while an owner re-publishes; false: serve it now. */
+static bool lk_hold(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, fx_str_t key)
+{
+    if (!mkv_tombs_open(s, fx_now_ms()) || !mkv_tombs_reporting(s)) return false;
+    lk_held_t *x = fx_malloc(sizeof *x + key.len);
+    if (!x) return false; /* served now: the tombstone still catches the report */
+    uint32_t bound = FX_MAX((s->m->cfg.master_timeout_ms ? s->m->cfg.master_timeout_ms : 5000u) / 2, 100u);
+    *x = (lk_held_t){.conn = conn, .h = *h, .since_ms = fx_now_ms(), .klen = key.len};
+    x->until_ms = x->since_ms + bound / 2;
+    memcpy(x->key, key.p, key.len);
+    fx_conn_ref(conn);
+    lk_held_t **pp = &s->del_held;
+    while (*pp) pp = &(*pp)->next;
+    *pp = x;
+    s->c.deletes_held++;
+    if (!fx_timer_armed(&s->del_timer)) fx_timer_arm(s->m->r, &s->del_timer, LK_HOLD_TICK_MS, lk_on_hold_tick);
+    return true;
+}
+
+FX_INTERNAL void fx_mkv_deletes_held_drop(mkv_t *s)
+{
+    if (s->m && s->m->r) fx_timer_disarm(s->m->r, &s->del_timer);
+    while (s->del_held) {
+        lk_held_t *x = s->del_held;
+        s->del_held = x->next;
+        if (x->h.req_id && fx_conn_is_open(x->conn))
+            fx_conn_reply_error(x->conn, &x->h, FLUXON_ERR_UNAVAILABLE,
+                                "delete: this master stopped serving before it was done (not deleted here)");
+        fx_conn_unref(x->conn);
+        fx_free(x);
+    }
+}
+
+FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                               fx_arena_t *arena)
+{
+    fx_body_key_t b;
+    MKV_DECODE(s, p, h, body, arena, key, &b);
+    if (!mkv_key_ok(b.key)) {
+        mkv_fail(s, p, h, FLUXON_ERR_INVALID_ARGUMENT, "delete: key of %u bytes (must be 1..%u)", b.key.len,
+                 MKV_MAX_KEY);
+        return;
+    }
+    if (lk_hold(s, p->conn, h, b.key)) return;
+    lk_delete(s, p->conn, h, b.key, 0, NULL);
 }
 
 FX_INTERNAL void fx_mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,

@@ -265,8 +265,9 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     n->reg_grant_offsets = b.grant_offsets.v;
     n->reg_n_grants = b.grant_ids.n;
     n->reg_prev_master_generation = b.prev_master_generation;
-    /* it held values under another master: it re-publishes them (tombs.c keeps the deletes) */
-    n->rp_pending = b.prev_master_generation && b.prev_master_generation != m->generation;
+    /* it held values under another master, or its disk's from an earlier run: it re-publishes
+     * them (tombs.c keeps the deletes until its last batch) */
+    n->rp_pending = (b.prev_master_generation && b.prev_master_generation != m->generation) || b.republishing;
     n->reg_peer_ids = b.peer_ids;
     n->reg_peer_gens = b.peer_generations;
     n->registered_ms = fx_now_ms();

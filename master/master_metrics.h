@@ -116,6 +116,8 @@
     X(republish_refused, COUNTER, "master_republished_keys_total", "outcome=\"refused\"", "")                    \
     X(republish_deleted, COUNTER, "master_republished_keys_total", "outcome=\"deleted\"", "")                  \
     X(delete_tombstones, COUNTER, "master_delete_tombstones_total", "", "DELETEs remembered while owners re-publish to a new master, so that a copy reported later does not bring the key back (W6)") \
+    X(deletes_held, COUNTER, "master_deletes_held_total", "", "DELETEs that waited for an owner re-publishing to a new master, so that its copy is dropped too (W6)") \
+    X(deletes_held_expired, COUNTER, "master_deletes_held_expired_total", "", "Held DELETEs served before that owner's report was in (their bound ran out): answered UNKNOWN_OUTCOME") \
     X(delete_tombstones_full, COUNTER, "master_delete_tombstones_full_total", "", "DELETEs answered UNKNOWN_OUTCOME in the re-publication window because its record of deletes was full") \
     X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended") \
     X(verify_routed, COUNTER, "master_verified_keys_total", "outcome=\"routed\"", "Keys an owner back on a lost connection verified (REPUBLISH verify), by outcome") \

@@ -87,6 +87,12 @@ typedef struct mkv {
     fx_hmap_t *tombs;
     uint64_t tombs_since_ms;
     bool tombs_closed;
+    char (*tombs_await)[FX_ID_MAX]; /* the owners earlier masters announced (REGISTER's peer_ids) */
+    uint32_t n_tombs_await, cap_tombs_await;
+    bool tombs_await_known, tombs_await_unknown; /* a list came; an owner from another master named none */
+    /* lookup.c: DELETEs held while an owner re-publishes */
+    struct lk_held *del_held;
+    fx_timer_t del_timer;
     struct {
         FX_MASTER_KV_COUNTERS(FX_METRIC_FIELD)
     } c;
@@ -374,15 +380,26 @@ FX_INTERNAL int mkv_route_restore(mkv_t *s, fx_str_t key, uint64_t value_len, ui
 #define MKV_TOMBS_MAX (1u << 18)
 /* This master starts serving (created, or elected): the re-publication window opens. */
 FX_INTERNAL void mkv_tombs_serving(mkv_t *s);
-/* Is the window open? Closes it for good (and lets the tombstones go) once
- * dead_owner_grace_ms has passed and no owner is re-publishing (rp_pending). */
+/* n registered (kv.c): one from another master names the owners that master announced. */
+FX_INTERNAL void mkv_tombs_registered(mkv_t *s, master_node_t *n, fx_strv_t peer_ids, fx_u64v_t peer_gens);
+/* Is the window open? It closes for good (the tombstones go) when no owner is re-publishing
+ * (rp_pending) and either every owner the earlier masters announced is back and done, or
+ * dead_owner_grace_ms has passed. */
 FX_INTERNAL bool mkv_tombs_open(mkv_t *s, uint64_t now_ms);
+/* An owner known to hold values not reported yet: one re-publishing, else one announced and
+ * not back (its id), else NULL. */
+FX_INTERNAL const char *mkv_tombs_awaited(mkv_t *s);
+/* An owner connected here that is still re-publishing (NULL: none). */
+FX_INTERNAL const master_node_t *mkv_tombs_reporting(mkv_t *s);
 /* A DELETE of key was served: while the window is open, its tombstone (a put id taken now).
  * FLUXON_OK (recorded, or the window is closed), FLUXON_ERR_NO_SPACE (MKV_TOMBS_MAX kept),
  * FLUXON_ERR_NOMEM. */
 FX_INTERNAL int mkv_tombs_put(mkv_t *s, fx_str_t key);
-/* A report of key at (put_ms, put_ver): put before a delete this window remembers? */
-FX_INTERNAL bool mkv_tombs_older(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32_t put_ver);
+/* A report of key at (put_ms, put_ver): put before a delete this window remembers? True
+ * when below the delete's put id, or not the version this master routes for key now (one
+ * put under the earlier master, whose clock ran ahead of this one's: a put here after the
+ * delete is routed at its own version). */
+FX_INTERNAL bool mkv_tombs_older(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32_t put_ver, fx_mkv_inv_t *v);
 FX_INTERNAL size_t mkv_tombs_count(const mkv_t *s);
 FX_INTERNAL void mkv_tombs_fini(mkv_t *s);
 
@@ -484,6 +501,8 @@ FX_INTERNAL void fx_mkv_get_done(mkv_t *s, master_peer_t *p, const fx_frame_head
                                  fx_arena_t *arena);
 FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena);
+/* The DELETEs held for a re-publishing owner are answered UNAVAILABLE (the KV state goes). */
+FX_INTERNAL void fx_mkv_deletes_held_drop(mkv_t *s);
 FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                                fx_arena_t *arena);
 FX_INTERNAL void fx_mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,

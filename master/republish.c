@@ -182,7 +182,7 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
             continue;
         }
         mkv_put_id_seen(s, b.put_ms.v[i], (uint32_t)b.put_ver.v[i]);
-        if (mkv_tombs_older(s, b.keys.v[i], b.put_ms.v[i], (uint32_t)b.put_ver.v[i])) { /* deleted since */
+        if (mkv_tombs_older(s, b.keys.v[i], b.put_ms.v[i], (uint32_t)b.put_ver.v[i], &inv)) { /* deleted since */
             st[i] = MKV_ST(FLUXON_ERR_STALE);
             deleted++;
             continue;

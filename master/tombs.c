@@ -9,12 +9,16 @@
  * of that key at a lower put id (a value put before the delete) answers STALE: its owner
  * drops the copy, on its disk tier with a tombstone of its own. A value put after the delete
  * has a higher id and is routed as usual.
- * The window opens when this master starts serving and closes, for good, once
- * dead_owner_grace_ms has passed and no owner that registered from another master is still
- * re-publishing; the tombstones go then. An owner back later than that can still bring a
- * key deleted meanwhile back (the bound of what a master keeps for an absent owner, as for
- * one it forgets). At most MKV_TOMBS_MAX tombstones: a delete past that answers
- * UNKNOWN_OUTCOME (lookup.c). Reactor thread only. */
+ * The window opens when this master starts serving and closes, for good, once no owner is
+ * re-publishing (rp_pending: registered from another master, or a restarted process with
+ * disk records, its last REPUBLISH batch not in) and either every owner the earlier masters
+ * announced (each owner from another master names them in REGISTER) is back and done, or
+ * dead_owner_grace_ms has passed; the tombstones go then. An owner back later than that can
+ * still bring a key deleted meanwhile back (the bound of what a master keeps for an absent
+ * owner, as for one it forgets). At most MKV_TOMBS_MAX tombstones: past that a delete
+ * answers UNKNOWN_OUTCOME while an owner is awaited (lookup.c). Reactor thread only. */
+#include <string.h>
+
 #include "log.h"
 #include "mkv.h"
 
@@ -27,6 +31,10 @@ static void tb_free(void *v) { fx_free(v); }
 
 static void tb_drop_all(mkv_t *s)
 {
+    fx_free(s->tombs_await);
+    s->tombs_await = NULL;
+    s->n_tombs_await = s->cap_tombs_await = 0;
+    s->tombs_await_known = s->tombs_await_unknown = false;
     if (!s->tombs) return;
     size_t n = fx_hmap_count(s->tombs);
     fx_hmap_clear(s->tombs, tb_free);
@@ -42,18 +50,77 @@ FX_INTERNAL void mkv_tombs_serving(mkv_t *s)
     s->tombs_closed = false;
 }
 
-/* Is an owner still re-publishing what it held under another master? */
-static bool tb_republishing(const fx_master_t *m)
+static void tb_await_add(mkv_t *s, fx_str_t id)
+{
+    for (uint32_t i = 0; i < s->n_tombs_await; i++)
+        if (fx_str_eq(id, s->tombs_await[i])) return;
+    if (s->n_tombs_await == s->cap_tombs_await) {
+        uint32_t nc = s->cap_tombs_await ? s->cap_tombs_await * 2 : 8;
+        char(*na)[FX_ID_MAX] = fx_realloc(s->tombs_await, nc * sizeof *na);
+        if (!na) { /* not known whom to await: the window runs to its bound */
+            s->tombs_await_unknown = true;
+            return;
+        }
+        s->tombs_await = na;
+        s->cap_tombs_await = nc;
+    }
+    fx_str_copy(id, s->tombs_await[s->n_tombs_await++], FX_ID_MAX);
+}
+
+FX_INTERNAL void mkv_tombs_registered(mkv_t *s, master_node_t *n, fx_strv_t peer_ids, fx_u64v_t peer_gens)
+{
+    if (s->tombs_closed || !n->reg_prev_master_generation || n->reg_prev_master_generation == s->m->generation)
+        return;
+    if (!peer_ids.n || peer_ids.n != peer_gens.n) { /* no usable list: the window runs to its bound */
+        s->tombs_await_unknown = true;
+        return;
+    }
+    s->tombs_await_known = true;
+    for (uint32_t i = 0; i < peer_ids.n; i++)
+        if (peer_ids.v[i].len && peer_ids.v[i].len < FX_ID_MAX) tb_await_add(s, peer_ids.v[i]);
+}
+
+static const master_node_t *tb_node(const fx_master_t *m, const char *id)
 {
     for (size_t i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i]->rp_pending && !m->nodes[i]->forgotten) return true;
-    return false;
+        if (!strcmp(m->nodes[i]->node_id, id)) return m->nodes[i];
+    return NULL;
+}
+
+FX_INTERNAL const char *mkv_tombs_awaited(mkv_t *s)
+{
+    const fx_master_t *m = s->m;
+    for (size_t i = 0; i < m->n_nodes; i++) /* re-publishing */
+        if (m->nodes[i]->rp_pending && !m->nodes[i]->forgotten) return m->nodes[i]->node_id;
+    for (uint32_t i = 0; i < s->n_tombs_await; i++) { /* announced, not back (O(nodes) each: a few) */
+        const master_node_t *n = tb_node(m, s->tombs_await[i]);
+        if (!n || !n->alive) return s->tombs_await[i];
+    }
+    return NULL;
+}
+
+FX_INTERNAL const master_node_t *mkv_tombs_reporting(mkv_t *s)
+{
+    for (size_t i = 0; i < s->m->n_nodes; i++) {
+        const master_node_t *n = s->m->nodes[i];
+        if (n->rp_pending && n->alive && n->peer) return n;
+    }
+    return NULL;
 }
 
 FX_INTERNAL bool mkv_tombs_open(mkv_t *s, uint64_t now_ms)
 {
     if (s->tombs_closed) return false;
-    if (now_ms < s->tombs_since_ms + s->m->cfg.dead_owner_grace_ms || tb_republishing(s->m)) return true;
+    const char *awaited = mkv_tombs_awaited(s);
+    bool rp = false;
+    for (size_t i = 0; awaited && !rp && i < s->m->n_nodes; i++)
+        rp = s->m->nodes[i]->rp_pending && !s->m->nodes[i]->forgotten;
+    if (rp) return true; /* an owner's report is still to come, whatever the time */
+    bool all_back = s->tombs_await_known && !s->tombs_await_unknown && !awaited;
+    if (!all_back && now_ms < s->tombs_since_ms + s->m->cfg.dead_owner_grace_ms) return true;
+    if (all_back)
+        FX_INFO("every owner the earlier master announced re-published to this one after %llu ms: its deletes need no "
+                "record any more", (unsigned long long)(now_ms - s->tombs_since_ms));
     s->tombs_closed = true;
     tb_drop_all(s);
     return false;
@@ -77,11 +144,16 @@ FX_INTERNAL int mkv_tombs_put(mkv_t *s, fx_str_t key)
     return FLUXON_OK;
 }
 
-FX_INTERNAL bool mkv_tombs_older(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32_t put_ver)
+FX_INTERNAL bool mkv_tombs_older(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32_t put_ver, fx_mkv_inv_t *v)
 {
     if (!s->tombs || !fx_hmap_count(s->tombs) || !mkv_tombs_open(s, fx_now_ms())) return false;
     const mkv_tomb_t *t = fx_hmap_get(s->tombs, key.p, key.len);
-    return t && (put_ms < t->put_ms || (put_ms == t->put_ms && put_ver < t->put_ver));
+    if (!t) return false;
+    if (put_ms < t->put_ms || (put_ms == t->put_ms && put_ver < t->put_ver)) return true;
+    /* not below the delete's id: a version put here after the delete is routed (this very
+     * version); any other came from the earlier master, whose clock ran ahead of this one's */
+    const mkv_route_t *r = mkv_route_get(s, key, v);
+    return !r || r->put_ms != put_ms || r->put_ver != put_ver;
 }
 
 FX_INTERNAL size_t mkv_tombs_count(const mkv_t *s) { return s->tombs ? fx_hmap_count(s->tombs) : 0; }

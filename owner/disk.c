@@ -67,6 +67,7 @@ typedef struct odisk {
     fx_timer_t flush_timer;
     fx_timer_t contact_timer; /* DIR/CONTACT: a master heard from, every ODISK_CONTACT_MS */
     bool registered; /* registered once: recovered records were offered to the master */
+    bool announced;  /* REGISTER said it re-publishes (fx_odisk_will_republish) */
     fx_u64map_t read_once; /* disk offsets read back once (fx_odisk_promote) */
     uint64_t segment_bytes; /* the store's (for messages) */
     uint64_t demote_failing, demote_too_big, stale_drops;
@@ -622,6 +623,13 @@ FX_INTERNAL void fx_odisk_forget(fx_owner_t *o, const char *key, uint32_t klen, 
     odisk_route_drop(o, key, klen, off, put_ms, put_ver);
 }
 
+FX_INTERNAL bool fx_odisk_will_republish(fx_owner_t *o)
+{
+    if (!fx_odisk_on(o)) return false;
+    o->disk->announced = !o->disk->registered && fx_disk_records(o->disk->d) > 0;
+    return o->disk->announced;
+}
+
 FX_INTERNAL bool fx_odisk_first_registration(fx_owner_t *o)
 {
     if (!fx_odisk_on(o)) return false;
@@ -629,7 +637,8 @@ FX_INTERNAL bool fx_odisk_first_registration(fx_owner_t *o)
     o->disk->registered = true;
     if (first) odisk_drop_if_stale(o); /* before anything is re-published */
     odisk_contact(o);                  /* registered: the master's grace is known now */
-    return first && fx_disk_records(o->disk->d) > 0;
+    /* announced in REGISTER: the master awaits the last batch, even if the drop left none */
+    return first && (fx_disk_records(o->disk->d) > 0 || o->disk->announced);
 }
 
 FX_INTERNAL void fx_odisk_foreach(fx_owner_t *o, fx_disk_visit_fn cb, void *arg)

@@ -262,7 +262,7 @@ static void olink_on_hello_resp(void *arg, int status, const fx_frame_header_t *
                               fx_segment_len(o->seg), (uint64_t)(uintptr_t)fx_segment_base(o->seg),
                               {NULL, 0}, {NULL, 0}, o->cfg.grant_bytes, {NULL, 0}, {NULL, 0},
                               fx_str_c(o->cfg.sub_cluster), l->master_generation, {NULL, 0}, {NULL, 0},
-                              {NULL, 0}};
+                              {NULL, 0}, 0};
     l->hooks.registering(o, &reg);
     fx_str_t *view = fx_malloc((l->peers.n ? l->peers.n : 1) * sizeof *view);
     olink_peers_for_register(l, &reg, view);

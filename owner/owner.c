@@ -280,6 +280,7 @@ static void owner_registering(fx_owner_t *o, fx_body_register_t *reg)
     fx_opeers_info(o, &reg->ucx_address, &reg->rkey);
     fx_oclaims_grants(o, &reg->grant_ids, &reg->grant_offsets);
     reg->unsettled = fx_opeers_unsettled(o); /* W2 */
+    reg->republishing = fx_odisk_will_republish(o); /* a new master's deletes wait for its report */
 }
 
 static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten, bool again)

@@ -63,6 +63,9 @@ FX_INTERNAL void fx_odisk_forget(fx_owner_t *o, const char *key, uint32_t klen, 
  * new master does not know — unless the last contact recorded is older than that master's
  * dead_owner_grace_ms: then they are dropped first (W6), and it says false. */
 FX_INTERNAL bool fx_odisk_first_registration(fx_owner_t *o);
+/* Before the first registration (REGISTER's republishing): will it re-publish disk records
+ * whatever the master? Then fx_odisk_first_registration says true (a last batch is sent). */
+FX_INTERNAL bool fx_odisk_will_republish(fx_owner_t *o);
 /* republish.c: every record (key, offset, meta) to report to a new master. */
 FX_INTERNAL void fx_odisk_foreach(fx_owner_t *o, fx_disk_visit_fn cb, void *arg);
 FX_INTERNAL void fx_odisk_metrics(fx_owner_t *o, fx_ometrics_t *m);

@@ -350,8 +350,8 @@ static void rp_done(fx_owner_t *o)
     } else {
         s->last_ms = ms;
         s->last_keys = s->found;
-        FX_INFO("re-published %zu values to the master in %llu ms (%llu batches so far; %llu older than the routed "
-                "version, %llu refused, %llu leased values dropped)", s->found, (unsigned long long)s->last_ms,
+        FX_INFO("re-published %zu values to the master in %llu ms (%llu batches so far; %llu dropped as STALE: older "
+                "than the routed version or deleted since, %llu refused, %llu leased values dropped)", s->found, (unsigned long long)s->last_ms,
                 (unsigned long long)s->batches, (unsigned long long)s->stale, (unsigned long long)s->refused,
                 (unsigned long long)s->leased);
     }

@@ -11,10 +11,11 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 7u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
+#define FX_PROTOCOL_VERSION 8u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
                                 * 5: owners' peers and unsettled pushes (issue 44 W2), LOOKUP's
                                 * reuse_ms (issue 38); 6: LOOKUP's src_roles (issue 38); 7: LOOKUP's
-                                * modes may carry FX_GET_SRC_KEPT (issue 38). The codec
+                                * modes may carry FX_GET_SRC_KEPT (issue 38); 8: REGISTER's
+                                * republishing (a new master's deletes, master/tombs.c). The codec
                                 * refuses a body with a field more or less, so nodes of two
                                 * versions are refused at HELLO rather than cut at their first
                                 * LOOKUP answer */
@@ -80,14 +81,17 @@ typedef struct fx_strv {
     F(U64, segment_base) F(STR, ucx_address) F(STR, rkey) F(U64, grant_bytes)          \
     F(U64V, grant_ids) F(U64V, grant_offsets) /* grants held: a restarted master re-learns them */ \
     F(STR, sub_cluster) F(U64, prev_master_generation)                                  \
-    F(STRV, peer_ids) F(U64V, peer_generations) F(STRV, unsettled)
+    F(STRV, peer_ids) F(U64V, peer_generations) F(STRV, unsettled) F(U8, republishing)
 /* prev_master_generation: the master this owner process was last registered with (0: none).
  * A master that (re)builds the owner's allocator while it is not 0 quarantines new ranges
  * in its segment: pushes the old master started may still land there (W2). peer_ids /
  * peer_generations: the other owners that master announced (CLUSTER_INFO), the writers
  * of those pushes; the quarantine ends early once each is back with that generation and
  * has none to this owner unsettled. unsettled: the owners this one has pushes to that may
- * still land (started, not retired by UCX); also sent with every heartbeat. */
+ * still land (started, not retired by UCX); also sent with every heartbeat. republishing:
+ * this process re-publishes values it holds whatever the master (its disk tier's records at
+ * its first registration): the master counts it among the owners still to report until
+ * its last REPUBLISH batch, as one registered from another master (master/tombs.c). */
 /* forgotten: this master forgot the owner's generation (dead longer than dead_owner_grace_ms,
  * L1): it missed deletions and overwrites meanwhile and drops every value it holds */
 #define FX_BODY_register_ack(F) F(U64, master_generation) F(U32, heartbeat_timeout_ms) F(U8, forgotten) \

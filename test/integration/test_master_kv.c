@@ -548,7 +548,7 @@ Test(master_kv, new_generation_drops_old_routes)
     /* while the old process is alive, a second one with its node_id is refused */
     t_hello(&c3, "n1");
     fx_body_register_t rb = {fx_str_c("n1"), 101, FX_NODE_GPU_OWNER, SEG, 0x7f0000000000ull, {NULL, 0}, {NULL, 0}, GRANT, {NULL, 0}, {NULL, 0}, {NULL, 0}, 0,
-                             {NULL, 0}, {NULL, 0}, {NULL, 0}};
+                             {NULL, 0}, {NULL, 0}, {NULL, 0}, 0};
     fx_body_register_ack_t rack;
     cr_assert_eq(T_CALL(&c3, REGISTER, register, &rb, register_ack, &rack), FLUXON_ERR_BUSY);
     t_close(&c3);
@@ -765,7 +765,7 @@ Test(master_kv, register_with_mismatched_grant_arrays_is_refused)
     uint64_t ids[] = {1, 2}, offs[] = {4096};
     fx_body_register_t rb = {fx_str_c("n1"), 100, FX_NODE_GPU_OWNER, SEG, 0x7f0000000000ull, fx_str_c(""),
                              fx_str_c(""), GRANT, {ids, 2}, {offs, 1}, fx_str_c(""), 0, {NULL, 0}, {NULL, 0},
-                             {NULL, 0}};
+                             {NULL, 0}, 0};
     fx_body_register_ack_t ack;
     cr_assert_eq(T_CALL(&c1, REGISTER, register, &rb, register_ack, &ack), FLUXON_ERR_INVALID_ARGUMENT);
     cr_assert(strstr(last_err, "2 grant_ids") && strstr(last_err, "1 grant_offsets"), "%s", last_err);

@@ -508,36 +508,92 @@ Test(restart, a_delete_answered_ok_is_not_undone_by_a_master_restart, .timeout =
 }
 
 /* W6: deletes served by a new master before every owner re-published. o0's report is held
- * 4 s; o1 reports at once. "gone" is only on o0: its delete answers NOT_FOUND; "both" is on
- * o1 and (a durable copy) on o0: its delete answers OK once o1 dropped its copy; "back" is
- * deleted, then put again on o1. When o0's report comes, its copies of all three were put
- * before those deletes: dropped (STALE), so neither deleted key comes back and "back" keeps
- * its new bytes. The old code routed o0's copies again: "gone" and "both" came back. */
-Test(restart, a_delete_before_an_owner_re_published_is_not_undone_by_its_report, .timeout = 120, .fini = fini)
+ * 1.5 s; o1 reports at once. "gone" is only on o0, "both" on o1 and (a durable copy) on o0.
+ * Both deletes wait for o0's report (o0 is connected: its copies are routed then) and have
+ * its copies dropped, so a second master restart does not bring them back. The old code
+ * answered NOT_FOUND for gone at once, and a delete answered OK in that window came back
+ * after a second restart (its record lived in the second master's memory only). */
+Test(restart, a_delete_waits_for_a_re_publishing_owner_and_holds_across_another_restart, .timeout = 120,
+     .fini = fini)
 {
+    rf_master_extra = ",\"master_timeout_ms\":12000"; /* a hold of up to 3 s (the owners' bound: 3 s) */
     const char *extra[2] = {",\"test\":{\"fault_message\":\"REPUBLISH\",\"fault\":\"delay_request\","
-                            "\"fault_ms\":4000,\"fault_count\":1}",
+                            "\"fault_ms\":1500,\"fault_count\":1}",
                             NULL};
     rf_up(2, extra);
     fluxon_client *c[2] = {rf_client(0), rf_client(1)};
     put_seeded(c[0], "gone", 1, true);
-    put_seeded(c[0], "back", 2, true);
     put_seeded(c[0], "kept", 3, true);
     put_seeded(c[1], "both", 4, true);
     get_check(c[0], "both", 4, "o0"); /* a durable copy on o0 */
-    cr_assert_eq(rf_stat(c[0], true, "replicas"), 5);
     rf_kill_master();
+    rf_start_master();
+    cr_assert(rf_wait_stat(c[1], true, "republish_owners_done", 1, 1, 20000), "o1 re-published");
+    cr_assert_eq(rf_stat(c[1], true, "republish_owners_done"), 1, "o0's report is held (see %s)", rf.dir);
+    cr_assert_eq(fluxon_delete(c[1], "gone"), FLUXON_OK, "held until o0 reported gone, then its copy dropped");
+    cr_assert_eq(fluxon_delete(c[1], "both"), FLUXON_OK);
+    cr_assert_geq(rf_stat(c[1], true, "deletes_held"), 1);
+    cr_assert_eq(rf_stat(c[1], true, "deletes_held_expired"), 0);
+    rf_kill_master(); /* a second restart: nothing of the deletes is left but at the owners */
+    restart_master_and_wait(c[1]);
+    fluxon_holder *h = NULL;
+    for (int o = 0; o < 2; o++) {
+        cr_assert_eq(fluxon_get(c[o], "gone", &h), FLUXON_ERR_NOT_FOUND, "gone came back (o%d)", o);
+        cr_assert_eq(fluxon_get(c[o], "both", &h), FLUXON_ERR_NOT_FOUND, "both came back (o%d)", o);
+        get_check(c[o], "kept", 3, o ? "o1" : "o0");
+    }
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
+
+/* W6: deletes served by a new master while an owner is away (o0 stopped across the master
+ * restart, so it registers late). "gone" and "back" are only on o0: their deletes answer
+ * NOT_FOUND; "both" is on o1 and o0: OK once o1 dropped its copy; "back" is put again on o1.
+ * When o0 reports, its copies of all three were put before those deletes: dropped (STALE),
+ * so neither deleted key comes back and "back" keeps its new bytes; then every owner the
+ * earlier master announced is back, and the master lets its record of deletes go. The new
+ * master's clock is a minute behind the old one's: the reported versions are above the
+ * deletes' put ids, and still dropped (not the versions it routes). The old code routed
+ * o0's copies again: gone and both came back (and with the clock behind, back's old bytes
+ * replaced the new ones). */
+Test(restart, a_delete_while_an_owner_is_away_is_remembered_until_it_re_publishes, .timeout = 120, .fini = fini)
+{
+    rf_up(2, NULL);
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    put_seeded(c[1], "both", 4, true);
+    get_check(c[0], "both", 4, "o0"); /* a durable copy on o0 */
+    th_sleep_ms(5); /* o0's own values are put later than anything o1 reports (a put id a ms) */
+    put_seeded(c[0], "gone", 1, true);
+    put_seeded(c[0], "back", 2, true);
+    put_seeded(c[0], "kept", 3, true);
+    cr_assert_eq(rf_stat(c[0], true, "replicas"), 5);
+    cr_assert_eq(kill(rf.owner[0], SIGSTOP), 0);
+    rf_kill_master();
+    /* the new master's clock runs a minute behind the old one's (a step back): its put ids,
+     * the deletes' and new puts', are below those of the values o0 will report */
+    char mc[1400] = "", cfg[1500];
+    FILE *mf = fopen(rf.mcfg, "r");
+    cr_assert_not_null(mf);
+    size_t ml = fread(mc, 1, sizeof mc - 1, mf);
+    fclose(mf);
+    char *end = ml ? strrchr(mc, '}') : NULL;
+    cr_assert_not_null(end, "%s", mc);
+    *end = 0;
+    snprintf(cfg, sizeof cfg, "%s,\"test\":{\"clock_offset_ms\":-60000}}", mc);
+    th_write_file(rf.mcfg, cfg);
     rf_start_master();
     cr_assert(rf_wait_stat(c[1], true, "republish_owners_done", 1, 1, 20000), "o1 re-published");
     cr_assert_eq(fluxon_delete(c[1], "gone"), FLUXON_ERR_NOT_FOUND, "o0 has not reported gone yet");
     cr_assert_eq(fluxon_delete(c[1], "back"), FLUXON_ERR_NOT_FOUND);
     cr_assert_eq(fluxon_delete(c[1], "both"), FLUXON_OK, "o1's copy, the only one routed, is dropped");
     put_seeded(c[1], "back", 5, true);
-    cr_assert_eq(rf_stat(c[1], true, "republish_owners_done"), 1,
-                 "o0's report came before the deletes: the test saw no window (see %s)", rf.dir);
     cr_assert_eq(rf_stat(c[1], true, "delete_tombstones_held"), 3);
+    cr_assert_eq(rf_stat(c[1], true, "deletes_held"), 0, "o0 is not connected: nothing to wait for");
+    cr_assert_eq(kill(rf.owner[0], SIGCONT), 0);
     cr_assert(rf_wait_stat(c[1], true, "republish_owners_done", 1, 2, 20000), "o0 re-published");
     cr_assert_eq(rf_stat(c[1], true, "republish_deleted"), 3, "o0's copies of gone, back and both were dropped");
+    cr_assert(rf_wait_stat(c[1], true, "delete_tombstones_held", 0, 0, 10000),
+              "every owner the earlier master announced is back: the deletes are let go");
     fluxon_holder *h = NULL;
     for (int o = 0; o < 2; o++) {
         cr_assert_eq(fluxon_get(c[o], "gone", &h), FLUXON_ERR_NOT_FOUND, "gone came back (o%d)", o);
