@@ -321,25 +321,28 @@ static void lk_del_end(lk_del_t *d)
             fx_body_empty_t e;
             FX_CONN_REPLY(d->conn, &d->h, empty, &e);
         } else {
-            char why[400] = "";
+            /* each cause with what becomes of its copy */
+            char why[600] = "";
             int k = 0;
-            if (d->away) k = snprintf(why, sizeof why, "%u held by owners not connected", d->away);
+            if (d->away)
+                k = snprintf(why, sizeof why, "%u held by owners not connected (each drops its copy when it comes "
+                             "back to this master)", d->away);
+            if (d->unconfirmed && k >= 0 && (size_t)k < sizeof why)
+                k += snprintf(why + k, sizeof why - (size_t)k, "%s%u not confirmed by their owner (%s; it drops its "
+                              "copy when it reconnects to this master)", k ? "; " : "", d->unconfirmed,
+                              d->why == FLUXON_ERR_TIMEOUT ? "no answer within the master's bound"
+                                                           : fluxon_status_string(d->why));
             if (d->reporting[0] && k >= 0 && (size_t)k < sizeof why)
                 k += snprintf(why + k, sizeof why - (size_t)k, "%sowner %s is still re-publishing to this new master "
-                              "(a copy it reports is dropped, unless the master restarts first)", k ? ", " : "",
-                              d->reporting);
+                              "(a copy it reports is dropped then)", k ? "; " : "", d->reporting);
             if (d->unremembered && k >= 0 && (size_t)k < sizeof why)
-                k += snprintf(why + k, sizeof why - (size_t)k, "%sowners still to re-publish to this new master "
-                              "may hold more (its record of deletes is full)", k ? ", " : "");
-            if (d->unconfirmed && k >= 0 && (size_t)k < sizeof why)
-                snprintf(why + k, sizeof why - (size_t)k, "%s%u not confirmed by their owner (%s)", k ? ", " : "",
-                         d->unconfirmed, d->why == FLUXON_ERR_TIMEOUT ? "no answer within the master's bound"
-                                                                      : fluxon_status_string(d->why));
-            FX_WARN("delete of %s: copies not dropped yet: %s", d->key, why);
+                k += snprintf(why + k, sizeof why - (size_t)k, "%san owner still to re-publish to this new master may "
+                              "hold a copy, and this master's record of such deletes is full: that copy would bring "
+                              "the key back", k ? "; " : "");
+            FX_WARN("delete of %s: copies may remain: %s", d->key, why);
             fx_conn_reply_error(d->conn, &d->h, FLUXON_ERR_UNKNOWN_OUTCOME,
-                                "delete of %s: the route is gone, but copies are not dropped yet: %s; their owners "
-                                "drop them when they come back to this master; if the master restarts first, the "
-                                "key may come back", d->key, why);
+                                "delete of %s: the route is gone, but copies may remain: %s; if the master restarts "
+                                "first, the key may come back: run the delete again to know", d->key, why);
         }
     }
     fx_conn_unref(d->conn);

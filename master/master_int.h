@@ -53,6 +53,8 @@ typedef struct master_node {
     struct fx_mq_peer *q_wait;    /* quarantine.c: those writers not known done yet */
     uint32_t n_q_wait;
     bool q_wait_unknown;          /* the owner named no usable list: the quarantine runs to its end */
+    bool q_report;                /* quarantined until its last REPUBLISH batch: the values it holds in
+                                   * ranges the earlier master placed are not known here yet */
     char (*unsettled)[FX_ID_MAX]; /* the owners this one last said it has unsettled pushes to */
     uint32_t n_unsettled;
     void *kv; /* publish.c's per-node state (batch dedup); set once registered */

@@ -146,7 +146,12 @@ static inline struct fx_offset_alloc *mkv_alloc_of(const master_node_t *n, uint6
     return off < n->lo_end && n->alloc_lo ? n->alloc_lo : n->alloc;
 }
 /* W2: n's segment takes no new placed or appended range now (kv.c) */
-static inline bool mkv_quarantined(const master_node_t *n, uint64_t now_ms) { return now_ms < n->quarantine_until_ms; }
+/* W2, or its own report still to come (q_report): ranges the earlier master placed there hold
+ * values not reported yet, which a range handed out now would overwrite */
+static inline bool mkv_quarantined(const master_node_t *n, uint64_t now_ms)
+{
+    return now_ms < n->quarantine_until_ms || n->q_report;
+}
 /* D1 check: the grant of n's that [off, off + len) overlaps (skip: an index to ignore, or
  * UINT32_MAX), or -1. A range the master hands out never overlaps a grant its owner holds. */
 static inline int64_t mkv_grant_overlap(const master_node_t *n, uint64_t off, uint64_t len, uint32_t skip)

@@ -82,6 +82,7 @@ FX_INTERNAL void fx_mq_start(mkv_t *s, master_node_t *n, fx_strv_t peer_ids, fx_
     n->quarantine_until_ms = 0;
     mq_wait_clear(n);
     uint32_t q = fx_mkv_quarantine_ms(s->m);
+    n->q_report = q && n->rp_pending && n->reg_prev_master_generation;
     if (!n->reg_prev_master_generation || !q) return;
     n->quarantine_until_ms = fx_now_ms() + q;
     n->quarantine_since_ms = fx_now_ms();
@@ -132,7 +133,7 @@ FX_INTERNAL void fx_mq_review(fx_master_t *m)
     }
     size_t waiting = 0;
     for (size_t i = 0; i < m->n_nodes; i++)
-        waiting += mkv_quarantined(m->nodes[i], now) && !m->nodes[i]->q_wait_unknown;
+        waiting += now < m->nodes[i]->quarantine_until_ms && !m->nodes[i]->q_wait_unknown; /* W2's own */
     if (!waiting) return;
     /* O(nodes + waits): nodes by id, and the targets some alive owner names unsettled; out of
      * memory, no quarantine ends now (the next review tries again, the bound still holds) */
@@ -146,7 +147,7 @@ FX_INTERNAL void fx_mq_review(fx_master_t *m)
     }
     for (size_t i = 0; ok && i < m->n_nodes; i++) {
         master_node_t *n = m->nodes[i];
-        if (!mkv_quarantined(n, now) || n->q_wait_unknown || !n->alive) continue;
+        if (now >= n->quarantine_until_ms || n->q_wait_unknown || !n->alive) continue; /* W2's own */
         /* issue 38: the earlier master's reuse delay of ranges it freed may still run */
         if (now < n->quarantine_since_ms + s->m->cfg.range_reuse_delay_ms) continue;
         uint32_t k = 0;
@@ -159,7 +160,8 @@ FX_INTERNAL void fx_mq_review(fx_master_t *m)
         const master_node_t *w = fx_hmap_get(named_to, n->node_id, strlen(n->node_id));
         if (w && w != n) continue;
         FX_INFO("owner %s: every owner its earlier master announced is back and has no push to it unsettled: its "
-                "range quarantine ends after %llu ms", n->node_id, (unsigned long long)(now - n->quarantine_since_ms));
+                "range quarantine ends after %llu ms%s", n->node_id, (unsigned long long)(now - n->quarantine_since_ms),
+                n->q_report ? " once its own report is in (the ranges of the values it holds are not known yet)" : "");
         n->quarantine_until_ms = 0;
         mq_wait_clear(n);
         s->c.range_quarantines_lifted++;
@@ -173,6 +175,14 @@ FX_INTERNAL bool fx_mq_grant_refused(mkv_t *s, master_peer_t *p, const fx_frame_
     uint64_t now = fx_now_ms();
     if (!mkv_quarantined(n, now)) return false;
     s->c.range_quarantine_grants_refused++;
+    if (n->q_report && now >= n->quarantine_until_ms) {
+        mkv_fail(s, p, h, FLUXON_ERR_BUSY,
+                 "grant: the grant-only part of the segment of %s (its first %llu bytes) is full, and the rest waits "
+                 "for its re-publication to this new master to end (ranges of values it holds, placed by the earlier "
+                 "master, are not known here yet); its grants serve meanwhile", n->node_id,
+                 (unsigned long long)n->lo_end);
+        return true;
+    }
     char why[96];
     if (n->q_wait_unknown)
         snprintf(why, sizeof why, "the owners to await are not known, so it ends by its bound");

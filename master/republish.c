@@ -172,7 +172,7 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
         return;
     }
     fx_mkv_inv_t inv = {0};
-    size_t ok = 0, stale = 0, replaced = 0, refused = 0, deleted = 0, first_bad = SIZE_MAX;
+    size_t ok = 0, stale = 0, replaced = 0, refused = 0, deleted = 0, taken = 0, first_bad = SIZE_MAX;
     char why[200] = "", scratch[200];
     for (uint32_t i = 0; i < b.keys.n; i++) {
         if (!rp_key_ok(n, &b, i, first_bad == SIZE_MAX ? why : scratch, sizeof why)) {
@@ -192,6 +192,7 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
         ok += rc == FLUXON_OK;
         stale += rc == FLUXON_ERR_STALE;
         refused += rc != FLUXON_OK && rc != FLUXON_ERR_STALE;
+        taken += rc == FLUXON_ERR_BUSY;
     }
     s->c.republish_batches++;
     s->c.republished += ok;
@@ -199,6 +200,9 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
     s->c.republish_replaced += replaced;
     s->c.republish_refused += refused;
     s->c.republish_deleted += deleted;
+    if (taken) /* q_report keeps the ranges of a re-publishing owner: never expected */
+        FX_WARN("republish from %s: %zu values refused (lost: a miss): this master handed their ranges out meanwhile",
+                n->node_id, taken);
     if (deleted)
         FX_INFO("republish from %s: %zu values dropped: their keys were deleted at this master after they were put",
                 n->node_id, deleted);
@@ -212,6 +216,7 @@ FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_hea
     if (b.last) { /* the totals of every batch since its registration */
         s->c.republish_owners_done++;
         n->rp_pending = false;
+        n->q_report = false; /* its ranges are all known now: W2 alone holds them */
         FX_INFO("owner %s re-published what it holds: %llu keys, %llu routed, %llu older than the routed version, "
                 "%llu replaced an older route", n->node_id, (unsigned long long)n->rp_keys,
                 (unsigned long long)n->rp_ok, (unsigned long long)n->rp_stale, (unsigned long long)n->rp_replaced);

@@ -36,11 +36,9 @@ static int kv_fail(fluxon_client *c, const char *what, const char *key, int rc)
         fprintf(stderr, "fluxon: get: the value exists but this owner has no room for a copy: it is larger than the "
                         "owner's reserve.grant_bytes (its log names both sizes), or every slot is held by readers\n");
     if (rc == FLUXON_ERR_UNKNOWN_OUTCOME && !strcmp(what, "del")) {
-        fprintf(stderr, "fluxon: del: the outcome is not known yet (the reason is above): the key is gone from the "
-                        "master's routes, but a copy may remain on an owner that has not confirmed dropping it (down, "
-                        "or no answer in time) or has not re-published to a restarted master yet; it drops it when it "
-                        "comes back to this master; a master restart before that may bring the key back; run del "
-                        "again to know\n");
+        fprintf(stderr, "fluxon: del: the outcome is not known yet (the reason is above): the delete may not have "
+                        "reached the master, or a copy may remain on an owner that did not confirm dropping it or has "
+                        "not re-published to a restarted master yet; run del again to know\n");
         return FX_CLI_EXIT_UNKNOWN;
     }
     if (rc == FLUXON_ERR_UNKNOWN_OUTCOME) {

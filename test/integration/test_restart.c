@@ -605,6 +605,54 @@ Test(restart, a_delete_while_an_owner_is_away_is_remembered_until_it_re_publishe
     fluxon_client_close(c[1]);
 }
 
+/* W2 with a report still to come (a fault pass's finding): o1 places 20 values in o0's
+ * segment (write-through: PLACED records at o0); the master restarts and o0's report is held
+ * 2 s. Every owner the old master announced is back at once, so the range quarantine ends,
+ * but o0's placed values are not known to the new master yet: until its report is in, no
+ * range of o0's segment is handed out (q_report). Then 100 new write-through puts from o1
+ * land elsewhere, and o0's report routes all 20 again. The old code placed some of the new
+ * puts over o0's unreported values: their report was refused and those values lost (puts
+ * that had answered OK). */
+Test(restart, a_segment_takes_no_new_range_before_its_owner_re_published, .timeout = 120, .fini = fini)
+{
+    const char *extra[2] = {",\"test\":{\"fault_message\":\"REPUBLISH\",\"fault\":\"delay_request\","
+                            "\"fault_ms\":2000,\"fault_count\":1}",
+                            NULL};
+    rf_up(2, extra);
+    fluxon_client *c[2] = {rf_client(0), rf_client(1)};
+    fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
+    static uint8_t v[VLEN];
+    char key[32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof key, "pl:%d", i);
+        th_pattern(v, NULL, VLEN, 300 + (uint64_t)i);
+        cr_assert_eq(fluxon_put(c[1], key, v, VLEN, &wt), FLUXON_OK);
+    }
+    cr_assert(rf_wait_stat(c[0], false, "placed_ranges_held", 0, 20, 5000), "o0 holds the 20 placed values");
+    rf_kill_master();
+    rf_start_master();
+    cr_assert(rf_wait_stat(c[1], true, "republish_owners_done", 1, 1, 20000), "o1 re-published");
+    cr_assert(rf_wait_stat(c[1], true, "range_quarantines_lifted", 1, 2, 20000), "both owners are back (W2 ends)");
+    cr_assert_eq(rf_stat(c[1], true, "republish_owners_done"), 1, "o0's report is still held (see %s)", rf.dir);
+    for (int i = 0; i < 100; i++) { /* placed elsewhere than o0 meanwhile */
+        snprintf(key, sizeof key, "new:%d", i);
+        th_pattern(v, NULL, VLEN, 900 + (uint64_t)i);
+        cr_assert_eq(fluxon_put(c[1], key, v, VLEN, &wt), FLUXON_OK);
+    }
+    cr_assert(rf_wait_stat(c[1], true, "republish_owners_done", 1, 2, 20000), "o0 re-published");
+    cr_assert_eq(rf_stat(c[1], true, "republish_refused"), 0, "a value of o0's was refused: its range was reused");
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof key, "pl:%d", i);
+        get_check(c[1], key, 300 + (uint64_t)i, "o1");
+    }
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof key, "new:%d", i);
+        get_check(c[0], key, 900 + (uint64_t)i, "o0");
+    }
+    fluxon_client_close(c[0]);
+    fluxon_client_close(c[1]);
+}
+
 /* An eager replica task for key (one key, one group): its owner pushes a copy to a replica
  * target (APPEND_START: a range of the target's segment, no PLACED). */
 static void put_with_replica(fluxon_client *c, const char *key, uint64_t seed)
