@@ -268,6 +268,7 @@ static void master_handle_register(master_peer_t *p, const fx_frame_header_t *h,
     /* it held values under another master, or its disk's from an earlier run: it re-publishes
      * them (tombs.c keeps the deletes until its last batch) */
     n->rp_pending = (b.prev_master_generation && b.prev_master_generation != m->generation) || b.republishing;
+    n->rp_until_ms = fx_now_ms() + m->cfg.dead_owner_grace_ms;
     n->reg_peer_ids = b.peer_ids;
     n->reg_peer_gens = b.peer_generations;
     n->registered_ms = fx_now_ms();

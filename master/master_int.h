@@ -60,6 +60,8 @@ typedef struct master_node {
     void *kv; /* publish.c's per-node state (batch dedup); set once registered */
     uint64_t rp_keys, rp_ok, rp_stale, rp_replaced; /* republish.c: this re-publication's totals so far */
     bool rp_pending; /* registered from another master, its last REPUBLISH batch not in yet (tombs.c) */
+    uint64_t rp_until_ms; /* ... counted so until then at most (dead_owner_grace_ms after its registration:
+                           * a report abandoned without a new registration holds nothing for ever) */
     struct fx_mkv_inv *inv_held; /* routes.c: INVALIDATEs for this generation while it was not
                                   * connected, sent when it reconnects (issue 17) */
     struct fx_mkv_inv *inv_recent[2]; /* routes.c: one-way INVALIDATEs of its disk records sent

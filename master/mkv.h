@@ -150,7 +150,12 @@ static inline struct fx_offset_alloc *mkv_alloc_of(const master_node_t *n, uint6
  * values not reported yet, which a range handed out now would overwrite */
 static inline bool mkv_quarantined(const master_node_t *n, uint64_t now_ms)
 {
-    return now_ms < n->quarantine_until_ms || n->q_report;
+    return now_ms < n->quarantine_until_ms || (n->q_report && now_ms < n->rp_until_ms);
+}
+/* n's re-publication is still to come (bounded: rp_until_ms) */
+static inline bool mkv_reporting(const master_node_t *n, uint64_t now_ms)
+{
+    return n->rp_pending && !n->forgotten && now_ms < n->rp_until_ms;
 }
 /* D1 check: the grant of n's that [off, off + len) overlaps (skip: an index to ignore, or
  * UINT32_MAX), or -1. A range the master hands out never overlaps a grant its owner holds. */

@@ -6,12 +6,16 @@
  * report would route the key again and undo the delete.
  * So each DELETE served in the re-publication window leaves a tombstone: the key and a put id
  * taken at the delete, above every id this master issued or was reported so far. A report
- * of that key at a lower put id (a value put before the delete) answers STALE: its owner
- * drops the copy, on its disk tier with a tombstone of its own. A value put after the delete
- * has a higher id and is routed as usual.
+ * of that key at a lower put id (a value put before the delete), or at any version this
+ * master does not route now (one put under an earlier master whose clock ran ahead of this
+ * one's), answers STALE: its owner drops the copy, on its disk tier with a tombstone of its
+ * own. A value put here after the delete is routed at its own version and kept. (lookup.c
+ * holds a DELETE while an owner connected here re-publishes: its copy is then routed and
+ * dropped like any other, which outlives this master; a tombstone does not.)
  * The window opens when this master starts serving and closes, for good, once no owner is
  * re-publishing (rp_pending: registered from another master, or a restarted process with
- * disk records, its last REPUBLISH batch not in) and either every owner the earlier masters
+ * disk records, its last REPUBLISH batch not in; dead_owner_grace_ms after its registration
+ * at most) and either every owner the earlier masters
  * announced (each owner from another master names them in REGISTER) is back and done, or
  * dead_owner_grace_ms has passed; the tombstones go then. An owner back later than that can
  * still bring a key deleted meanwhile back (the bound of what a master keeps for an absent
@@ -90,8 +94,9 @@ static const master_node_t *tb_node(const fx_master_t *m, const char *id)
 FX_INTERNAL const char *mkv_tombs_awaited(mkv_t *s)
 {
     const fx_master_t *m = s->m;
+    uint64_t now = fx_now_ms();
     for (size_t i = 0; i < m->n_nodes; i++) /* re-publishing */
-        if (m->nodes[i]->rp_pending && !m->nodes[i]->forgotten) return m->nodes[i]->node_id;
+        if (mkv_reporting(m->nodes[i], now)) return m->nodes[i]->node_id;
     for (uint32_t i = 0; i < s->n_tombs_await; i++) { /* announced, not back (O(nodes) each: a few) */
         const master_node_t *n = tb_node(m, s->tombs_await[i]);
         if (!n || !n->alive) return s->tombs_await[i];
@@ -101,9 +106,10 @@ FX_INTERNAL const char *mkv_tombs_awaited(mkv_t *s)
 
 FX_INTERNAL const master_node_t *mkv_tombs_reporting(mkv_t *s)
 {
+    uint64_t now = fx_now_ms();
     for (size_t i = 0; i < s->m->n_nodes; i++) {
         const master_node_t *n = s->m->nodes[i];
-        if (n->rp_pending && n->alive && n->peer) return n;
+        if (mkv_reporting(n, now) && n->alive && n->peer) return n;
     }
     return NULL;
 }
@@ -114,7 +120,7 @@ FX_INTERNAL bool mkv_tombs_open(mkv_t *s, uint64_t now_ms)
     const char *awaited = mkv_tombs_awaited(s);
     bool rp = false;
     for (size_t i = 0; awaited && !rp && i < s->m->n_nodes; i++)
-        rp = s->m->nodes[i]->rp_pending && !s->m->nodes[i]->forgotten;
+        rp = mkv_reporting(s->m->nodes[i], now_ms);
     if (rp) return true; /* an owner's report is still to come, whatever the time */
     bool all_back = s->tombs_await_known && !s->tombs_await_unknown && !awaited;
     if (!all_back && now_ms < s->tombs_since_ms + s->m->cfg.dead_owner_grace_ms) return true;
