@@ -444,14 +444,14 @@ void fluxon_holder_release(fluxon_holder *h);
  * every owner holding a copy confirmed dropping it — a copy on its disk tier included,
  * written off there (a tombstone) before it confirms — so neither a master restart nor an
  * owner restart brings the key back. A delete that reaches a restarted master before every
- * owner re-published what it holds waits for a connected owner's report (at most a quarter
- * of the master's master_timeout_ms) and drops its copy too; an owner not connected yet is
- * not known to hold one (NOT_FOUND when no copy was reported), but the master remembers the
- * delete and drops that owner's copy when it reports it (docs/api.md: the bounds of that
- * memory).
+ * owner re-published what it holds waits for those owners (at most a quarter of the
+ * master's master_timeout_ms) and drops their copies too; while one is still not back or
+ * not done, it answers FLUXON_ERR_UNKNOWN_OUTCOME naming it (never OK or NOT_FOUND), and the
+ * master drops that owner's copy when it reports it (docs/api.md: the bounds of that).
  * Returns FLUXON_OK; FLUXON_ERR_NOT_FOUND (no such key — never a silent success);
- * FLUXON_ERR_UNKNOWN_OUTCOME (the route is gone, but an owner holding a copy is not
- * connected, or did not confirm within half the master's master_timeout_ms: the copy is
+ * FLUXON_ERR_UNKNOWN_OUTCOME (the route is gone or there was none, but an owner holding a
+ * copy is not connected, did not confirm within half the master's master_timeout_ms, or has
+ * not re-published to a restarted master yet: the copy is
  * dropped when that owner answers or comes back to this master — restarted with its disk
  * too — but if the master restarts first, the key may come back; a retry then finds it and
  * deletes it again, else answers NOT_FOUND); FLUXON_ERR_INVALID_ARGUMENT;

@@ -309,7 +309,7 @@ typedef struct lk_del {
                                                       * not connected */
     int why; /* the first unconfirmed one's status */
     bool unremembered; /* tombs.c could not record it: an owner still to re-publish may bring it back */
-    char reporting[FX_ID_MAX]; /* an owner still re-publishing when its hold ended ("": none) */
+    char reporting[FX_ID_MAX]; /* an owner awaited (re-publishing, or not back) when it was served ("": none) */
     char key[84];
 } lk_del_t;
 
@@ -333,12 +333,12 @@ static void lk_del_end(lk_del_t *d)
                               d->why == FLUXON_ERR_TIMEOUT ? "no answer within the master's bound"
                                                            : fluxon_status_string(d->why));
             if (d->reporting[0] && k >= 0 && (size_t)k < sizeof why)
-                k += snprintf(why + k, sizeof why - (size_t)k, "%sowner %s is still re-publishing to this new master "
-                              "(a copy it reports is dropped then)", k ? "; " : "", d->reporting);
+                k += snprintf(why + k, sizeof why - (size_t)k, "%sowner %s has not re-published to this new master "
+                              "yet (a copy it reports is dropped then)", k ? "; " : "", d->reporting);
             if (d->unremembered && k >= 0 && (size_t)k < sizeof why)
-                k += snprintf(why + k, sizeof why - (size_t)k, "%san owner still to re-publish to this new master may "
-                              "hold a copy, and this master's record of such deletes is full: that copy would bring "
-                              "the key back", k ? "; " : "");
+                k += snprintf(why + k, sizeof why - (size_t)k, "%san owner still to re-publish to this master may "
+                              "hold a copy, and this delete is not remembered (the record of a new master's deletes "
+                              "is full or over): that copy would bring the key back", k ? "; " : "");
             FX_WARN("delete of %s: copies may remain: %s", d->key, why);
             fx_conn_reply_error(d->conn, &d->h, FLUXON_ERR_UNKNOWN_OUTCOME,
                                 "delete of %s: the route is gone, but copies may remain: %s; if the master restarts "
@@ -371,35 +371,38 @@ __attribute__((format(printf, 5, 6))) static void lk_del_fail(mkv_t *s, fx_conn_
 }
 
 /* The delete of key: the route goes, its copies' owners drop them, then the caller hears.
- * waited_ms: how long it was held for a re-publishing owner (lk_hold); reporting: the id of
- * an owner still re-publishing when the hold ended (NULL: none), whose copy the route may
- * not name yet. */
-static void lk_delete(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, fx_str_t key, uint32_t waited_ms,
-                      const char *reporting)
+ * waited_ms: how long it was held (lk_hold). While an owner that may hold a copy the route
+ * does not name yet is awaited (tombs.c: still re-publishing, or announced by the earlier
+ * master and not back), the answer is UNKNOWN_OUTCOME naming it, never OK or NOT_FOUND: the
+ * tombstone drops that copy when it is reported, but only this master knows of it. */
+static void lk_delete(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, fx_str_t key, uint32_t waited_ms)
 {
     fx_mkv_inv_t inv = {0};
     mkv_route_t *r = mkv_route_get(s, key, &inv);
     /* a new master's re-publication window: an owner not re-published yet may hold a copy */
-    int trc = mkv_tombs_put(s, key);
-    const char *awaited = trc != FLUXON_OK ? mkv_tombs_awaited(s) : NULL;
-    if (trc != FLUXON_OK) {
+    bool open = mkv_tombs_open(s, fx_now_ms());
+    int trc = open ? mkv_tombs_put(s, key) : FLUXON_ERR_UNAVAILABLE; /* closed: not remembered */
+    const char *awaited = mkv_tombs_awaited(s);
+    if (open && trc != FLUXON_OK) {
         s->c.delete_tombstones_full += trc == FLUXON_ERR_NO_SPACE;
         FX_WARN("delete of %.*s: not remembered for the owners still to re-publish to this new master: %s",
                 MKV_KEYF(key), trc == FLUXON_ERR_NO_SPACE ? "its record of deletes is full" : "out of memory");
     }
     if (!r) {
         mkv_inv_flush(s, &inv);
-        if (reporting)
+        if (awaited && trc == FLUXON_OK)
             lk_del_fail(s, conn, h, FLUXON_ERR_UNKNOWN_OUTCOME,
-                        "delete of %.*s: no route yet, and owner %s is still re-publishing to this new master after "
-                        "%u ms: a copy it reports is dropped (the delete is remembered), but if the master restarts "
-                        "before that, the key may come back", MKV_KEYF(key), reporting, waited_ms);
+                        "delete of %.*s: no route, but owner %s has not re-published to this new master yet (after "
+                        "%u ms) and may hold a copy: a copy it reports is dropped (the delete is remembered), but if "
+                        "the master restarts before that, the key may come back", MKV_KEYF(key), awaited, waited_ms);
         else if (awaited)
             lk_del_fail(s, conn, h, FLUXON_ERR_UNKNOWN_OUTCOME,
-                        "delete of %.*s: no route, but owner %s has not re-published to this new master yet and may "
-                        "hold a copy; this master's record of such deletes is %s (%u): the key may come back with "
-                        "its report", MKV_KEYF(key), awaited, trc == FLUXON_ERR_NO_SPACE ? "full" : "out of memory",
-                        MKV_TOMBS_MAX);
+                        "delete of %.*s: no route, but owner %s has not re-published to this master yet and may hold "
+                        "a copy, and this delete is not remembered (%s): the key may come back with its report",
+                        MKV_KEYF(key), awaited,
+                        trc == FLUXON_ERR_NO_SPACE ? "this master's record of such deletes is full (262144)"
+                        : trc == FLUXON_ERR_UNAVAILABLE ? "the window of a new master's deletes is over"
+                                                        : "out of memory");
         else
             lk_del_fail(s, conn, h, FLUXON_ERR_NOT_FOUND, "key not found: %.*s", MKV_KEYF(key));
         return;
@@ -409,16 +412,21 @@ static void lk_delete(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, fx_
     lk_del_t *d = fx_calloc(1, sizeof *d);
     if (!d) { /* ... then the owners are told, then the caller answered (not waiting: no memory) */
         mkv_inv_flush(s, &inv);
-        fx_body_empty_t e;
-        if (h->req_id && fx_conn_is_open(conn)) (void)FX_CONN_REPLY(conn, h, empty, &e);
+        if (h->req_id && fx_conn_is_open(conn)) {
+            if (awaited) fx_conn_reply_error(conn, h, FLUXON_ERR_UNKNOWN_OUTCOME, "delete: out of memory");
+            else {
+                fx_body_empty_t e;
+                (void)FX_CONN_REPLY(conn, h, empty, &e);
+            }
+        }
         return;
     }
     d->conn = conn;
     fx_conn_ref(d->conn);
     d->h = *h;
     d->pending = 1; /* ours, until every request is out */
-    d->unremembered = awaited != NULL;
-    if (reporting) snprintf(d->reporting, sizeof d->reporting, "%s", reporting);
+    d->unremembered = awaited && trc != FLUXON_OK;
+    if (awaited && trc == FLUXON_OK) snprintf(d->reporting, sizeof d->reporting, "%s", awaited);
     uint32_t bound = FX_MAX((s->m->cfg.master_timeout_ms ? s->m->cfg.master_timeout_ms : 5000u) / 2, 100u);
     d->timeout_ms = FX_MAX(bound > waited_ms ? bound - waited_ms : 0, 50u); /* the caller's bound holds */
     snprintf(d->key, sizeof d->key, "%.*s", MKV_KEYF(key));
@@ -434,11 +442,14 @@ static void lk_delete(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, fx_
     lk_del_end(d);
 }
 
-/* ---- DELETEs held while an owner re-publishes (tombs.c) ----
- * A DELETE served while an owner connected here is still re-publishing waits (at most half
- * its bound) for that owner's last batch: then the route names the owner's copy, and the
- * delete has it dropped like any other, so that the OK holds even if this master restarts
- * too (a tombstone alone lives in this master's memory). Checked every LK_HOLD_TICK_MS. */
+/* ---- DELETEs held while owners come back and re-publish (tombs.c) ----
+ * A DELETE served while an owner that may hold a copy is awaited waits (at most half its
+ * bound) for it: for an owner connected here and still re-publishing, its last batch (then
+ * the route names its copy, and the delete has it dropped like any other, so that the OK
+ * holds even if this master restarts too: a tombstone alone lives in its memory); for an
+ * owner the earlier master announced and not back, only within this master's first
+ * 2 x heartbeat_timeout_ms of serving (owners re-register then; one absent longer is not
+ * waited for: the answer is UNKNOWN_OUTCOME at once). Checked every LK_HOLD_TICK_MS. */
 #define LK_HOLD_TICK_MS 5u
 
 typedef struct lk_held {
@@ -450,40 +461,47 @@ typedef struct lk_held {
     char key[];
 } lk_held_t;
 
+/* Is a DELETE worth holding now: an owner is awaited, and it may come back soon? */
+static bool lk_wait_worth(mkv_t *s, uint64_t now)
+{
+    if (!mkv_tombs_awaited(s)) return false;
+    if (mkv_tombs_reporting(s)) return true;
+    return now < s->tombs_since_ms + 2ull * s->m->cfg.heartbeat_timeout_ms;
+}
+
 static void lk_on_hold_tick(fx_reactor_t *r, fx_timer_t *t)
 {
     mkv_t *s = FX_CONTAINER_OF(t, mkv_t, del_timer);
     uint64_t now = fx_now_ms();
-    const master_node_t *rep = mkv_tombs_reporting(s);
+    bool worth = lk_wait_worth(s, now);
     lk_held_t *keep = NULL, **tail = &keep;
-    while (s->del_held) { /* in arrival order; a new hold meanwhile goes to the list again */
+    while (s->del_held) { /* in arrival order */
         lk_held_t *x = s->del_held;
         s->del_held = x->next;
-        if (rep && now < x->until_ms) {
+        if (worth && now < x->until_ms) {
             x->next = NULL;
             *tail = x;
             tail = &x->next;
             continue;
         }
-        s->c.deletes_held_expired += rep != NULL;
-        lk_delete(s, x->conn, &x->h, (fx_str_t){x->key, x->klen}, (uint32_t)(now - x->since_ms),
-                  rep ? rep->node_id : NULL);
+        s->c.deletes_held_expired += worth;
+        lk_delete(s, x->conn, &x->h, (fx_str_t){x->key, x->klen}, (uint32_t)(now - x->since_ms));
         fx_conn_unref(x->conn);
         fx_free(x);
     }
-    *tail = s->del_held; /* held by a delete just served (none: it re-checks the owners) */
     s->del_held = keep;
     if (s->del_held) fx_timer_arm(r, t, LK_HOLD_TICK_MS, lk_on_hold_tick);
 }
 
-/* Holds the DELETE of key while an owner re-publishes; false: serve it now. */
+/* Holds the DELETE of key while an owner is awaited; false: serve it now. */
 static bool lk_hold(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, fx_str_t key)
 {
-    if (!mkv_tombs_open(s, fx_now_ms()) || !mkv_tombs_reporting(s)) return false;
+    uint64_t now = fx_now_ms();
+    if (!lk_wait_worth(s, now)) return false;
     lk_held_t *x = fx_malloc(sizeof *x + key.len);
     if (!x) return false; /* served now: the tombstone still catches the report */
     uint32_t bound = FX_MAX((s->m->cfg.master_timeout_ms ? s->m->cfg.master_timeout_ms : 5000u) / 2, 100u);
-    *x = (lk_held_t){.conn = conn, .h = *h, .since_ms = fx_now_ms(), .klen = key.len};
+    *x = (lk_held_t){.conn = conn, .h = *h, .since_ms = now, .klen = key.len};
     x->until_ms = x->since_ms + bound / 2;
     memcpy(x->key, key.p, key.len);
     fx_conn_ref(conn);
@@ -520,7 +538,7 @@ FX_INTERNAL void fx_mkv_delete(mkv_t *s, master_peer_t *p, const fx_frame_header
         return;
     }
     if (lk_hold(s, p->conn, h, b.key)) return;
-    lk_delete(s, p->conn, h, b.key, 0, NULL);
+    lk_delete(s, p->conn, h, b.key, 0);
 }
 
 FX_INTERNAL void fx_mkv_exists(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
