@@ -10,7 +10,6 @@
  *    at debug level, one summary per batch; request-level errors at warn.
  *  - INVALIDATEs caused by a request (expired leases met on the way, deletes) are sent
  *    BEFORE its reply. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -356,20 +355,6 @@ static void lk_on_inv_ack(void *arg, int status, const fx_frame_header_t *h, con
     lk_del_end(d);
 }
 
-/* A refusal of a DELETE served by key (the request may have been held: no peer). */
-__attribute__((format(printf, 5, 6))) static void lk_del_fail(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h,
-                                                              int status, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    s->c.error_replies++;
-    FX_WARN("DELETE from %s: %s (%s)", fx_conn_desc(conn), msg, fluxon_status_string(status));
-    if (h->req_id && fx_conn_is_open(conn)) fx_conn_reply_error(conn, h, status, "%s", msg);
-}
-
 /* The delete of key: the route goes, its copies' owners drop them, then the caller hears.
  * waited_ms: how long it was held (lk_hold). While an owner that may hold a copy the route
  * does not name yet is awaited (tombs.c: still re-publishing, or announced by the earlier
@@ -391,12 +376,12 @@ static void lk_delete(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, fx_
     if (!r) {
         mkv_inv_flush(s, &inv);
         if (awaited && trc == FLUXON_OK)
-            lk_del_fail(s, conn, h, FLUXON_ERR_UNKNOWN_OUTCOME,
+            mkv_fail_conn(s, conn, h, FLUXON_ERR_UNKNOWN_OUTCOME,
                         "delete of %.*s: no route, but owner %s has not re-published to this new master yet (after "
                         "%u ms) and may hold a copy: a copy it reports is dropped (the delete is remembered), but if "
                         "the master restarts before that, the key may come back", MKV_KEYF(key), awaited, waited_ms);
         else if (awaited)
-            lk_del_fail(s, conn, h, FLUXON_ERR_UNKNOWN_OUTCOME,
+            mkv_fail_conn(s, conn, h, FLUXON_ERR_UNKNOWN_OUTCOME,
                         "delete of %.*s: no route, but owner %s has not re-published to this master yet and may hold "
                         "a copy, and this delete is not remembered (%s): the key may come back with its report",
                         MKV_KEYF(key), awaited,
@@ -404,7 +389,7 @@ static void lk_delete(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, fx_
                         : trc == FLUXON_ERR_UNAVAILABLE ? "the window of a new master's deletes is over"
                                                         : "out of memory");
         else
-            lk_del_fail(s, conn, h, FLUXON_ERR_NOT_FOUND, "key not found: %.*s", MKV_KEYF(key));
+            mkv_fail_conn(s, conn, h, FLUXON_ERR_NOT_FOUND, "key not found: %.*s", MKV_KEYF(key));
         return;
     }
     mkv_route_remove(s, key.p, key.len, r, &inv); /* the route goes first ... */

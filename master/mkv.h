@@ -175,6 +175,9 @@ static inline bool mkv_range_ok(const master_node_t *n, uint64_t offset, uint64_
 /* ---- reply.c ---- */
 FX_INTERNAL void mkv_fail(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, int status, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* The same, answered on conn (a request held past its peer's handler: DELETE, lookup.c). */
+FX_INTERNAL void mkv_fail_conn(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, int status, const char *fmt,
+                               ...) __attribute__((format(printf, 5, 6)));
 /* The sender's registered owner, or NULL after answering INVALID_ARGUMENT. */
 FX_INTERNAL master_node_t *mkv_need_node(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h);
 /* Answers h with an already encoded OK body (nothing for a one-way request). */

@@ -7,16 +7,30 @@
 #include "log.h"
 #include "mkv.h"
 
+static void mkv_vfail(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, int status, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    s->c.error_replies++;
+    FX_WARN("%s from %s: %s (%s)", fx_msg_name(h->type), fx_conn_desc(conn), msg, fluxon_status_string(status));
+    if (h->req_id && fx_conn_is_open(conn)) fx_conn_reply_error(conn, h, status, "%s", msg);
+}
+
 FX_INTERNAL void mkv_fail(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, int status, const char *fmt, ...)
 {
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mkv_vfail(s, p->conn, h, status, fmt, ap);
     va_end(ap);
-    s->c.error_replies++;
-    FX_WARN("%s from %s: %s (%s)", fx_msg_name(h->type), fx_conn_desc(p->conn), msg, fluxon_status_string(status));
-    if (h->req_id) fx_conn_reply_error(p->conn, h, status, "%s", msg);
+}
+
+FX_INTERNAL void mkv_fail_conn(mkv_t *s, fx_conn_t *conn, const fx_frame_header_t *h, int status, const char *fmt,
+                               ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    mkv_vfail(s, conn, h, status, fmt, ap);
+    va_end(ap);
 }
 
 FX_INTERNAL master_node_t *mkv_need_node(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h)
