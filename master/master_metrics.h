@@ -105,6 +105,8 @@
     X(range_quarantines_expired, COUNTER, "master_range_quarantines_expired_total", "", "Range quarantines ended by their bound (range_quarantine_ms): an owner awaited did not come back, or none were known") \
     X(range_quarantines_lifted, COUNTER, "master_range_quarantines_lifted_total", "", "Range quarantines ended early: every owner the earlier master announced was back with no push to it unsettled") \
     X(inflight_expired, COUNTER, "master_inflight_expired_total", "", "In-flight records expired by the TTL")  \
+    X(placed_confirmed, COUNTER, "master_placed_confirmed_total", "", "Placed put batches answered once their target confirmed recording them (PLACED answered)") \
+    X(placed_unconfirmed, COUNTER, "master_placed_unconfirmed_total", "", "Placed put batches answered without their target's confirmation (an error, no answer within a quarter of master_timeout_ms)") \
     X(put_done_stale_token, COUNTER, "master_put_done_stale_token_total", "", "PUT_DONE with an unknown placement token") \
     X(put_dedup_forgotten, COUNTER, "master_put_dedup_forgotten_total", "", "Dedup records swept")             \
     X(put_done_too_old, COUNTER, "master_put_done_too_old_total", "", "PUT_DONE older than the dedup window")     \

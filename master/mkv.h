@@ -419,10 +419,14 @@ FX_INTERNAL void mkv_tombs_fini(mkv_t *s);
 /* ---- republish.c ---- */
 FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
                                   fx_arena_t *arena);
-/* Tells target (one-way PLACED) which keys of a placed batch it now holds in ranges
- * (keys[i] with kept[i], at offsets[i], version (pms[i], pver[i])). */
-FX_INTERNAL void fx_mkv_placed_notify(mkv_t *s, master_node_t *target, const fx_body_put_done_t *b,
-                                      const uint8_t *kept, const uint64_t *pms, const uint64_t *pver);
+/* Tells target (PLACED) which keys of a placed batch it now holds in ranges (keys[i] with
+ * kept[i], at offsets[i], version (pms[i], pver[i])): one-way without cb, else a request
+ * the target answers once it recorded them (cb runs once, within timeout_ms). Returns true
+ * when sent (cb pending); false when nothing went (no key kept, the target not connected,
+ * no memory): cb is not called then. */
+FX_INTERNAL bool fx_mkv_placed_notify(mkv_t *s, master_node_t *target, const fx_body_put_done_t *b,
+                                      const uint8_t *kept, const uint64_t *pms, const uint64_t *pver,
+                                      uint32_t timeout_ms, fx_rpc_cb cb, void *arg);
 
 /* ---- place.c: placement policy ---- */
 /* Picks the target of a batch of `count` values of `bytes` each for requester req and

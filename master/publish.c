@@ -62,8 +62,9 @@ static bool pub_valid(pub_req_t *q)
     return ok;
 }
 
-/* Answers a PUT_DONE and remembers the answer for retries of the same batch (T1). */
-static void pub_reply(pub_req_t *q)
+/* Encodes a PUT_DONE's answer and remembers it for retries of the same batch (T1);
+ * *len_p its length. NULL when out of memory (nothing remembered). */
+static uint8_t *pub_encode(pub_req_t *q, size_t *len_p)
 {
     uint64_t batch_id = q->b.batch_id;
     fx_body_put_done_ack_t ack = {{q->st, q->nk}, {q->pms, q->nk}, {q->pver, q->nk}};
@@ -71,16 +72,106 @@ static void pub_reply(pub_req_t *q)
     uint8_t *enc = fx_malloc(len ? len : 1);
     if (!enc) {
         FX_ERROR("put_done batch %llu: out of memory encoding the ack", (unsigned long long)batch_id);
+        return NULL;
+    }
+    fx_body_put_done_ack_encode(&ack, enc);
+    *len_p = len;
+    return enc;
+}
+
+static void pub_remember(pub_req_t *q, uint8_t *enc, size_t len)
+{
+    if (!fx_mkv_dedup_remember(q->s, q->n, q->b.batch_id, enc, len)) {
+        FX_ERROR("put_done batch %llu: out of memory remembering the ack (a retry would re-apply)",
+                 (unsigned long long)q->b.batch_id);
+        fx_free(enc);
+    }
+}
+
+/* Answers a PUT_DONE and remembers the answer for retries of the same batch (T1). */
+static void pub_reply(pub_req_t *q)
+{
+    size_t len = 0;
+    uint8_t *enc = pub_encode(q, &len);
+    if (!enc) {
+        fx_body_put_done_ack_t ack = {{q->st, q->nk}, {q->pms, q->nk}, {q->pver, q->nk}};
         MKV_REPLY(q->p, q->h, put_done_ack, &ack);
         return;
     }
-    fx_body_put_done_ack_encode(&ack, enc);
     mkv_send_body(q->p, q->h, enc, len);
-    if (!fx_mkv_dedup_remember(q->s, q->n, batch_id, enc, len)) {
-        FX_ERROR("put_done batch %llu: out of memory remembering the ack (a retry would re-apply)",
-                 (unsigned long long)batch_id);
-        fx_free(enc);
+    pub_remember(q, enc, len);
+}
+
+/* A placed put is answered once the range's owner recorded it (its PLACED acknowledged):
+ * otherwise a master gone right after the OK could take the one-way PLACED with it, and
+ * the value is re-published by nobody (an HA fault pass lost 4 acknowledged puts so). The
+ * wait is bounded by a quarter of master_timeout_ms, shorter than the writer's own bound
+ * on its PUT_DONE; a target that does not answer in time, or whose link goes, does not
+ * change the answer: the route is installed either way (counted placed_unconfirmed). The
+ * callback finds the writer's link by the reference it holds. */
+typedef struct pub_wait {
+    mkv_t *s;
+    fx_conn_t *conn; /* the writer's link (referenced) */
+    fx_frame_header_t h;
+    uint8_t *ack;
+    size_t len;
+    uint32_t n_keys;
+    char target[FX_ID_MAX];
+} pub_wait_t;
+
+static void pub_on_placed(void *arg, int status, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
+{
+    (void)h, (void)body, (void)arena;
+    pub_wait_t *w = arg;
+    if (status == FLUXON_OK) {
+        w->s->c.placed_confirmed++;
+    } else {
+        w->s->c.placed_unconfirmed++;
+        if (!w->s->m->shutting_down)
+            FX_WARN("put_done: owner %s did not confirm recording %u placed values (%s); the writer is answered "
+                    "anyway: they are routed, and a master restart before that owner records them misses them",
+                    w->target, w->n_keys, fluxon_status_string(status));
     }
+    if (w->h.req_id && fx_conn_is_open(w->conn)) {
+        fx_frame_header_t rh = {FX_FRAME_MAGIC, w->h.type, FX_FLAG_RESPONSE, (uint32_t)w->len, FLUXON_OK, w->h.req_id};
+        fx_conn_send_bytes(w->conn, &rh, w->ack);
+    }
+    fx_conn_unref(w->conn);
+    fx_free(w->ack);
+    fx_free(w);
+}
+
+/* Tells the target of a placed batch what it holds; true when the answer waits for its
+ * acknowledgement (pub_on_placed sends it), false when the caller answers now. */
+static bool pub_tell_target(pub_req_t *q)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < q->nk; i++) kept += q->kept[i];
+    uint32_t bound = FX_MAX((q->s->m->cfg.master_timeout_ms ? q->s->m->cfg.master_timeout_ms : 5000u) / 4, 50u);
+    size_t len = 0;
+    pub_wait_t *w = kept && q->h->req_id ? fx_calloc(1, sizeof *w) : NULL;
+    uint8_t *enc = w ? pub_encode(q, &len) : NULL;
+    if (enc) w->ack = fx_malloc(len ? len : 1);
+    if (!w || !enc || !w->ack) { /* one-way, as before */
+        if (w) fx_free(w->ack);
+        fx_free(w);
+        fx_free(enc);
+        fx_mkv_placed_notify(q->s, q->tn, &q->b, q->kept, q->pms, q->pver, 0, NULL, NULL);
+        return false;
+    }
+    memcpy(w->ack, enc, len);
+    *w = (pub_wait_t){.s = q->s, .conn = q->p->conn, .h = *q->h, .ack = w->ack, .len = len, .n_keys = kept};
+    fx_strlcpy(w->target, q->tn->node_id, sizeof w->target);
+    fx_conn_ref(w->conn);
+    if (!fx_mkv_placed_notify(q->s, q->tn, &q->b, q->kept, q->pms, q->pver, bound, pub_on_placed, w)) {
+        fx_conn_unref(w->conn);
+        fx_free(w->ack);
+        fx_free(w);
+        fx_free(enc);
+        return false;
+    }
+    pub_remember(q, enc, len);
+    return true;
 }
 
 /* A placed batch: finds its in-flight record (q->rec, q->tn). Returns false when the
@@ -250,9 +341,9 @@ FX_INTERNAL void fx_mkv_put_done(mkv_t *s, master_peer_t *p, const fx_frame_head
         FX_DEBUG("put_done batch %llu from %s: %zu of %u keys rejected (first: %.*s, %s)",
                  (unsigned long long)q.b.batch_id, n->node_id, n_rejected, q.nk, MKV_KEYF(q.b.keys.v[first_rej]),
                  fluxon_status_string((int)(int64_t)q.st[first_rej]));
-    if (q.rec && q.tn != n) fx_mkv_placed_notify(s, q.tn, &q.b, q.kept, q.pms, q.pver); /* it re-publishes them */
+    bool waits = q.rec && q.tn != n && pub_tell_target(&q); /* it re-publishes them */
     if (q.rec) fx_mplace_release(s, q.rec, q.kept); /* ranges of rejected keys go back */
     mkv_inv_flush(s, &inv); /* owners drop replaced versions before the publisher hears OK */
-    pub_reply(&q);
+    if (!waits) pub_reply(&q);
 }
 

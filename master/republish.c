@@ -86,14 +86,16 @@ static int rp_restore(mkv_t *s, master_node_t *n, const fx_body_republish_t *b, 
 }
 
 /* ---- PLACED ---- */
-FX_INTERNAL void fx_mkv_placed_notify(mkv_t *s, master_node_t *target, const fx_body_put_done_t *b,
-                                      const uint8_t *kept, const uint64_t *pms, const uint64_t *pver)
+FX_INTERNAL bool fx_mkv_placed_notify(mkv_t *s, master_node_t *target, const fx_body_put_done_t *b,
+                                      const uint8_t *kept, const uint64_t *pms, const uint64_t *pver,
+                                      uint32_t timeout_ms, fx_rpc_cb cb, void *arg)
 {
     (void)s;
     uint32_t nk = b->keys.n, m = 0;
-    if (!target->peer || !target->peer->conn || !fx_conn_is_open(target->peer->conn)) return;
+    if (!target->peer || !target->peer->conn || !fx_conn_is_open(target->peer->conn)) return false;
     fx_str_t *keys = fx_malloc((nk ? nk : 1) * sizeof *keys);
     uint64_t *cols = fx_malloc((nk ? nk : 1) * 3 * sizeof *cols);
+    int rc = FLUXON_ERR_NOMEM;
     if (!keys || !cols) {
         FX_ERROR("placed: out of memory telling %s of %u values (they are not re-published after a restart)",
                  target->node_id, nk);
@@ -108,10 +110,12 @@ FX_INTERNAL void fx_mkv_placed_notify(mkv_t *s, master_node_t *target, const fx_
         }
         fx_body_placed_t pb = {{keys, m}, {cols, m}, b->value_len, {cols + nk, m}, {cols + 2 * (size_t)nk, m},
                                b->lease_id};
-        if (m) FX_CONN_SEND(target->peer->conn, FX_MSG_PLACED, 0, 0, 0, placed, &pb);
+        if (m && cb) rc = FX_RPC_CALL(target->peer->conn, PLACED, placed, &pb, timeout_ms, cb, arg);
+        else if (m) rc = FX_CONN_SEND(target->peer->conn, FX_MSG_PLACED, 0, 0, 0, placed, &pb);
     }
     fx_free(keys);
     fx_free(cols);
+    return m && rc == FLUXON_OK;
 }
 
 /* ---- REPUBLISH verify: an owner back on a lost connection checks what it serves ---- */

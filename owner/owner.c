@@ -198,19 +198,15 @@ static bool owner_master_request(fx_owner_t *o, const fx_frame_header_t *h, cons
         fx_oevq_pushed(o, h, body, arena);
         return true;
     }
-    if (h->type == FX_MSG_PLACED) {
-        fx_orepub_placed(o, body, h->body_len, arena);
-        return true;
-    }
-    if (h->type != FX_MSG_INVALIDATE) return false;
-    owner_held_t *x = fx_owner_fault_delay(o, "INVALIDATE") ? fx_calloc(1, sizeof *x) : NULL; /* test-only */
+    if (h->type != FX_MSG_INVALIDATE && h->type != FX_MSG_PLACED) return false;
+    owner_held_t *x = fx_owner_fault_delay(o, fx_msg_name(h->type)) ? fx_calloc(1, sizeof *x) : NULL; /* test-only */
     fx_conn_t *mc = fx_olink_conn(o);
     if (x && (!mc || !(x->body = fx_malloc(h->body_len ? h->body_len : 1)))) {
         fx_free(x);
         x = NULL;
     }
     if (x) {
-        FX_WARN("test fault: INVALIDATE from the master held back %u ms", o->cfg.fault_ms);
+        FX_WARN("test fault: %s from the master held back %u ms", fx_msg_name(h->type), o->cfg.fault_ms);
         memcpy(x->body, body, h->body_len);
         *x = (owner_held_t){.o = o, .from_master = true, .conn = mc, .h = *h, .body = x->body, .next = o->held};
         fx_conn_ref(mc);
@@ -238,6 +234,9 @@ static void owner_inv_answer(fx_owner_t *o, fx_conn_t *c, const fx_frame_header_
     if (status == FLUXON_OK) {
         fx_body_empty_t em;
         FX_CONN_REPLY(c, h, empty, &em);
+    } else if (h->type == FX_MSG_PLACED) {
+        fx_conn_reply_error(c, h, status, "owner %s: PLACED not recorded whole (%s): those values are not "
+                            "re-published after a master restart", o->cfg.node_id, fluxon_status_string(status));
     } else {
         fx_conn_reply_error(c, h, status, "owner %s: the disk tombstones of this INVALIDATE were not written (%s): a "
                             "restart may find the records again", o->cfg.node_id, fluxon_status_string(status));
@@ -254,6 +253,12 @@ static void owner_inv_written(void *arg, int status)
 
 static bool owner_master_apply(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
 {
+    if (h->type == FX_MSG_PLACED) { /* a placed put's writer is answered once this is recorded */
+        int st = fx_orepub_placed(o, body, h->body_len, arena);
+        fx_conn_t *pc = fx_olink_conn(o);
+        if (h->req_id && pc) owner_inv_answer(o, pc, h, st);
+        return true;
+    }
     int tombs = fx_ostore_invalidate(o, body, h->body_len, arena);
     fx_orepub_invalidate(o, body, h->body_len, arena);
     fx_conn_t *mc = fx_olink_conn(o);

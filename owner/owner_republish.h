@@ -23,8 +23,10 @@ FX_INTERNAL void fx_orepub_lost(fx_owner_t *o);
 /* L1: the master forgot this owner: the placed ranges it recorded are no longer its. */
 FX_INTERNAL void fx_orepub_forget_all(fx_owner_t *o);
 /* PLACED from the master: these placed values live in ranges of this segment (kept to
- * be re-published). INVALIDATE: the ranges it names are no longer routed. */
-FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
+ * be re-published); FLUXON_OK when every one is recorded, else ERR_PROTOCOL (malformed)
+ * or ERR_NOMEM (its answer to the master). INVALIDATE: the ranges it names are no longer
+ * routed. */
+FX_INTERNAL int fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
 FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
 /* Bytes of the values the master placed in ranges of this segment (the PLACED records, less
  * those invalidated since): room the owner's own grants cannot have (pins.c's budget). */

@@ -188,18 +188,19 @@ FX_INTERNAL void fx_orepub_forget_all(fx_owner_t *o)
 FX_INTERNAL uint64_t fx_orepub_placed_bytes(fx_owner_t *o) { return o->repub ? o->repub->placed_bytes : 0; }
 
 /* ---- placed values in ranges of this segment ---- */
-FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
+FX_INTERNAL int fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
 {
     orepub_t *s = o->repub;
     fx_body_placed_t b;
     uint32_t n;
+    int st = FLUXON_OK;
     if (fx_body_placed_decode(body, len, &b, arena) != FLUXON_OK || (n = b.keys.n, b.offsets.n != n) ||
         b.put_ms.n != n || b.put_ver.n != n) {
         s->placed_malformed++;
         FX_ERROR("malformed PLACED from the master: ignored (those values are not re-published after a restart)");
-        return;
+        return FLUXON_ERR_PROTOCOL;
     }
-    if (b.lease_id) return; /* bound to a lease: dies with the master that granted it */
+    if (b.lease_id) return FLUXON_OK; /* bound to a lease: dies with the master that granted it */
     for (uint32_t i = 0; i < n; i++) {
         rp_range_t *g = fx_calloc(1, sizeof *g);
         if (g) g->key = fx_strndup(b.keys.v[i].p, b.keys.v[i].len);
@@ -208,6 +209,7 @@ FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len
             if (g) rp_range_free(g);
             FX_ERROR("PLACED: out of memory; %.*s is not re-published after a restart",
                      (int)FX_MIN(b.keys.v[i].len, 80u), b.keys.v[i].p);
+            st = FLUXON_ERR_NOMEM;
             continue;
         }
         *g = (rp_range_t){g->key, b.keys.v[i].len, b.value_len, b.put_ms.v[i], b.put_ver.v[i], 1,
@@ -225,6 +227,7 @@ FX_INTERNAL void fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len
             rp_range_free(old);
         }
     }
+    return st;
 }
 
 FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)

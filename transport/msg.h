@@ -11,11 +11,12 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 8u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
+#define FX_PROTOCOL_VERSION 9u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
                                 * 5: owners' peers and unsettled pushes (issue 44 W2), LOOKUP's
                                 * reuse_ms (issue 38); 6: LOOKUP's src_roles (issue 38); 7: LOOKUP's
                                 * modes may carry FX_GET_SRC_KEPT (issue 38); 8: REGISTER's
-                                * republishing (a new master's deletes, master/tombs.c). The codec
+                                * republishing (a new master's deletes, master/tombs.c); 9: a placed
+                                * put's PLACED is a request its target answers (master/publish.c). The codec
                                 * refuses a body with a field more or less, so nodes of two
                                 * versions are refused at HELLO rather than cut at their first
                                 * LOOKUP answer */
@@ -294,7 +295,7 @@ typedef struct fx_strv {
     X(GRANT_RETURN, 29, grant_ack, statuses) /* owner -> master: idle grants given back */ \
     /* ---- issue 17 (master restart) ---- */                                          \
     X(REPUBLISH, 30, republish, statuses)    /* owner -> master: what it holds (restart) */ \
-    X(PLACED, 31, placed, empty)             /* master -> owner, one-way: placed values */ \
+    X(PLACED, 31, placed, empty)             /* master -> owner: placed values (a request: answered once recorded) */ \
     X(PIN, 32, pin, statuses)                /* external -> owner: pin held values (issue 42) */ \
     X(TENANT_SET, 33, tenant_set, empty)     /* external -> owner: a tenant's quota (issue 42) */ \
     X(TENANT_PUSH, 34, tenant_set, empty)    /* owner -> master -> owners, one-way: the same, applied */ \

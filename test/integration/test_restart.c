@@ -799,6 +799,31 @@ Test(restart, copies_on_a_cpu_owner_survive_a_master_restart, .timeout = 120, .f
     fluxon_client_close(c2);
 }
 
+/* R1: an acknowledged placed put survives a master killed right after its OK (an HA fault
+ * pass lost 4 such puts): the master answers a placed put once its target recorded the
+ * value (its PLACED is a request). o1's handling of the PLACED is held back 400 ms by a
+ * test fault, which drops it if the master link goes meanwhile (as an unread socket buffer
+ * goes with a closed connection). The old code answered at once: the master was killed
+ * before o1 recorded the value, nobody re-published it, and the get after the restart
+ * missed. */
+Test(restart, a_placed_put_is_answered_once_its_target_recorded_it, .timeout = 120, .fini = fini)
+{
+    const char *extra[2] = {NULL, ",\"test\":{\"fault_message\":\"PLACED\",\"fault\":\"delay_request\","
+                                  "\"fault_ms\":400,\"fault_count\":1}"};
+    rf_up(2, extra);
+    fluxon_client *c0 = rf_client(0);
+    fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
+    static uint8_t v[VLEN];
+    th_pattern(v, NULL, VLEN, 91);
+    cr_assert_eq(fluxon_put(c0, "pl:held", v, VLEN, &wt), FLUXON_OK);
+    cr_assert_eq(rf_stat(c0, true, "place_remote"), 1, "placed on o1");
+    cr_assert_eq(rf_stat(c0, true, "placed_confirmed"), 1, "answered once o1 confirmed");
+    rf_kill_master();
+    restart_master_and_wait(c0);
+    get_check(c0, "pl:held", 91, "o0 after the restart (o1 re-published it)");
+    fluxon_client_close(c0);
+}
+
 /* R1 (issue 44): an acknowledged placed value survives every later restart. A new master
  * (no range quarantine here) places a value on o1 at the offset where o1's report of an
  * older placed value is still to come (o1's re-publication held back 3 s by a test fault);
