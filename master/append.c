@@ -510,7 +510,10 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
                                    t->segment_base,
                                    {st, nk},
                                    {offs, nk},
-                                   mapp_ttl(s)};
+                                   mapp_ttl(s),
+                                   s->m->cfg.range_reuse_delay_ms, /* the appender's record (FORGET) */
+                                   (uint8_t)((t != n && fx_mappend_keeps_copy(s, t) ? FX_TARGET_KEEPS : 0u) |
+                                             (t->node_role == FX_NODE_REMOTE_CACHE ? FX_TARGET_CPU : 0u))};
     mkv_inv_flush(s, &inv);
     MKV_REPLY(p, h, put_place_ack, &ack);
 }
@@ -565,6 +568,7 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         rt->rep[rt->n_rep - 1].range_bytes = r->range_bytes; /* freed when the replica goes */
+        rt->rep[rt->n_rep - 1].wb_by = n;                     /* told when it goes (forget.c) */
         mapp_cold_push(a, key, &rt->rep[rt->n_rep - 1]);
         if (pk && pcols) {
             pk[np] = key;

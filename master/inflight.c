@@ -290,7 +290,9 @@ FX_INTERNAL void fx_mplace_put_place(mkv_t *s, master_peer_t *p, const fx_frame_
                                    t->segment_base,
                                    {st, nk},
                                    {offs, nk},
-                                   mpl_ttl(s)};
+                                   mpl_ttl(s),
+                                   0, /* no record of placed puts (wbmap.c: write-backs only) */
+                                   0};
     MKV_REPLY(p, h, put_place_ack, &ack);
 }
 

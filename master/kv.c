@@ -286,6 +286,7 @@ FX_INTERNAL void fx_master_kv_fini(fx_master_t *m)
     fx_mplace_destroy(s);
     fx_mappend_destroy(s);
     mkv_tombs_fini(s);
+    mkv_forget_fini(s);
     mkv_routes_destroy(s);
     fx_lease_table_destroy(s->leases);
     fx_free(s);

@@ -436,8 +436,20 @@ static void master_refuse_not_leader(master_peer_t *p, const fx_frame_header_t *
     fx_conn_close_after_flush(p->conn, FLUXON_ERR_UNAVAILABLE);
 }
 
+static void master_dispatch(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
+
+/* Every request: the appenders hear of their copies dropped since (FORGET) before this one is
+ * handled, and of those it drops right after (forget.c's order). */
 static void master_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body,
                               fx_arena_t *arena)
+{
+    fx_master_t *m = ((master_peer_t *)fx_conn_ud(c))->m;
+    fx_mkv_forget_flush(m->kv);
+    master_dispatch(c, h, body, arena);
+    fx_mkv_forget_flush(m->kv);
+}
+
+static void master_dispatch(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena)
 {
     master_peer_t *p = fx_conn_ud(c);
     if (!fx_mha_serving(p->m)) { /* a standby, or a leader unsure of its lease: serves nobody (issue 17) */

@@ -47,6 +47,8 @@ typedef struct mkv_replica {
                            * version) is another one; LOOKUP names it, GET_DONE echoes it */
     uint64_t cold;        /* append.c: the number of its newest entry in the targets' cold FIFO
                            * (0: none; an entry with another number is void) */
+    struct master_node *wb_by; /* a copy appended (written back) by that owner: it is told when the
+                                * copy goes (forget.c), NULL otherwise */
 } mkv_replica_t;
 
 typedef struct mkv_route {
@@ -90,6 +92,8 @@ typedef struct mkv {
     char (*tombs_await)[FX_ID_MAX]; /* the owners earlier masters announced (REGISTER's peer_ids) */
     uint32_t n_tombs_await, cap_tombs_await;
     bool tombs_await_known, tombs_await_unknown; /* a list came; an owner from another master named none */
+    /* forget.c: appended copies dropped, their appenders not told yet */
+    struct mkv_forget *forget;
     /* lookup.c: DELETEs held while an owner re-publishes */
     struct lk_held *del_held;
     fx_timer_t del_timer;
@@ -415,6 +419,13 @@ FX_INTERNAL int mkv_tombs_put(mkv_t *s, fx_str_t key);
 FX_INTERNAL bool mkv_tombs_older(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32_t put_ver, fx_mkv_inv_t *v);
 FX_INTERNAL size_t mkv_tombs_count(const mkv_t *s);
 FX_INTERNAL void mkv_tombs_fini(mkv_t *s);
+
+/* ---- forget.c ---- */
+/* Queues, for appender `by`, that its copy in n's range at offset (n's generation) went;
+ * sent by fx_mkv_forget_flush, which master.c calls before and after every request. */
+FX_INTERNAL void mkv_forget_add(mkv_t *s, master_node_t *by, master_node_t *n, uint64_t generation, uint64_t offset);
+FX_INTERNAL void fx_mkv_forget_flush(mkv_t *s);
+FX_INTERNAL void mkv_forget_fini(mkv_t *s);
 
 /* ---- republish.c ---- */
 FX_INTERNAL void fx_mkv_republish(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,

@@ -483,6 +483,7 @@ FX_INTERNAL void fx_mkv_replica_free_ex(mkv_t *s, const mkv_replica_t *rp, bool 
 {
     master_node_t *n = rp->node;
     if (!rp->range_bytes || n->generation != rp->generation || !n->alloc) return;
+    if (rp->wb_by && routed) mkv_forget_add(s, rp->wb_by, n, rp->generation, rp->offset); /* before its reuse */
     mkv_range_release(s, n, rp->offset, rp->range_bytes, routed); /* routed: reusable after range_reuse_delay_ms */
 }
 

@@ -14,6 +14,7 @@
 #include "owner_link.h"
 #include "owner_oracle.h"
 #include "owner_peers.h"
+#include "owner_wbmap.h"
 
 #include "owner_fetch_int.h"
 
@@ -107,6 +108,30 @@ static void ofetch_oracle(fx_owner_t *o, const ofetch_batch_t *f, const ofetch_x
     fx_oracle_entry(o, "a copy served before GET_DONE's answer", en, more);
 }
 
+/* Issue 38: a copy of a ranged replica that ended within its reuse delay (less 1 ms) of
+ * f->early_ns, with the same master, holds the version named: read before GET_DONE. */
+static bool ofetch_early(fx_owner_t *o, const ofetch_batch_t *f, const owner_oget_t *og, uint64_t now_ns)
+{
+    return og->reuse_ms && f->master_gen && fx_olink_master_generation(o) == f->master_gen &&
+           now_ns - f->early_ns + 1000000ull < og->reuse_ms * 1000000ull;
+}
+
+/* A read by the record that cannot be trusted: og is fetched again, through a LOOKUP. */
+static void ofetch_ask_master(fx_owner_t *o, owner_oget_t *og)
+{
+    owner_oget_t **one = fx_malloc(sizeof *one);
+    og->have_slot = og->found = og->src_kept = og->src_cpu = og->wb_rec = false;
+    og->mode = 0;
+    memset(&og->slot, 0, sizeof og->slot);
+    if (!one) {
+        og->why = FLUXON_ERR_NOMEM;
+        o->fetch->done(o, og, NULL);
+        return;
+    }
+    one[0] = og;
+    fx_ofetch_start(o, one, 1, 0);
+}
+
 FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
 {
     ofetch_xfer_t *x = arg;
@@ -145,6 +170,12 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
             if (hold) hold->slot[hold->n++] = og->slot;
             else fx_slot_pool_release_prepared(fx_ostore_pool(o), &og->slot);
             o->fetch->done(o, og, ok ? cur : NULL);
+            continue;
+        }
+        if (og->wb_rec && !ofetch_early(o, f, og, now_ns)) { /* past the record's rule (wbmap.c): thrown away */
+            kv->wb_late++;
+            fx_slot_pool_release_prepared(fx_ostore_pool(o), &og->slot);
+            ofetch_ask_master(o, og);
             continue;
         }
         fx_slot_pool_mark_pending(fx_ostore_pool(o), &og->slot);
@@ -188,8 +219,7 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
          * from the LOOKUP's sending was over, with the same master: its range was not handed
          * out again meanwhile (the master drops the replica after it answered the LOOKUP). */
         bool disk = fx_disk_is_off(og->src_off);
-        bool early = !disk && og->reuse_ms && f->master_gen && fx_olink_master_generation(o) == f->master_gen &&
-                     now_ns - f->t0_ns + 1000000ull < og->reuse_ms * 1000000ull;
+        bool early = !disk && ofetch_early(o, f, og, now_ns);
         c->og[m++] = disk || early ? NULL : og;
         if (disk || early) {
             if (o->cfg.test_value_oracle[0]) ofetch_oracle(o, f, x, og, en);
@@ -461,10 +491,98 @@ FX_INTERNAL void ofetch_claim_all(ofetch_batch_t *f)
     }
     if (--f->claims_pending == 0) ofetch_batch_transfer(f);
 }
+/* Issue 38: the leaders whose copy this owner wrote back and keeps a record of (wbmap.c) are
+ * read from their target without a LOOKUP, in a batch of their own: the read must end within
+ * the target's reuse delay (less 1 ms) of the registration of the latest master call whose
+ * answer this owner has seen (ofetch_on_xfer checks; a later one is asked of the master), from
+ * a target connected at the recorded generation, with the same master. A read starts only
+ * with half of that time left: on a link with no recent answer (an idle owner) the key is
+ * looked up as before. Returns how many leaders are left (moved to the front of ogs) for the
+ * LOOKUP. */
+static size_t ofetch_start_recorded(fx_owner_t *o, owner_oget_t **ogs, size_t n, uint32_t caller_timeout_ms)
+{
+    uint64_t since = fx_rpc_answered_ns(fx_olink_conn(o)), mg = fx_olink_master_generation(o);
+    if (!since || !mg || !n) return n;
+    uint64_t age_ns = fx_now_ns() - since;
+    owner_oget_t **rec = fx_malloc(n * sizeof *rec);
+    fx_owbm_hit_t *hit = fx_malloc(n * sizeof *hit);
+    ofetch_batch_t *f = fx_calloc(1, sizeof *f);
+    size_t m = 0, left = 0;
+    for (size_t k = 0; rec && hit && f && k < n; k++) {
+        owner_oget_t *og = ogs[k];
+        fx_owbm_hit_t *h = &hit[m];
+        /* the read has half the delay left, less 1 ms, to end in: else a LOOKUP (an idle
+         * master link: no recent answer) */
+        if (!og->wb_tried && fx_owbm_find(o, og->key, og->klen, h) && h->value_len &&
+            2 * (age_ns + 1000000ull) < (uint64_t)h->reuse_ms * 1000000ull &&
+            fx_slot_size_for(h->value_len) <= o->cfg.grant_bytes && fx_opeers_live(o, h->node_id, h->generation))
+            rec[m++] = og;
+        else ogs[left++] = og;
+    }
+    if (!m || !(f->src_ids = fx_calloc(m, sizeof *f->src_ids)) || !(f->src_gens = fx_calloc(m, sizeof *f->src_gens)) ||
+        !(f->src_bases = fx_calloc(m, sizeof *f->src_bases)) || !(f->src_addr = fx_calloc(m, sizeof *f->src_addr)) ||
+        !(f->src_rkey = fx_calloc(m, sizeof *f->src_rkey)) ||
+        !(f->src_addr_len = fx_calloc(m, sizeof *f->src_addr_len)) ||
+        !(f->src_rkey_len = fx_calloc(m, sizeof *f->src_rkey_len))) {
+        for (size_t k = 0; k < m; k++) ogs[left + k] = rec[k]; /* every leader goes to the LOOKUP */
+        if (f) ofetch_batch_free(f); /* frees f->og (NULL) and the tables made */
+        fx_free(rec);
+        fx_free(hit);
+        return n;
+    }
+    f->o = o;
+    f->t0_ns = fx_now_ns();
+    f->early_ns = since;
+    f->master_gen = mg;
+    f->og = rec;
+    f->n = m;
+    f->deadline_ms = fx_oclaim_deadline(o, caller_timeout_ms);
+    for (size_t k = 0; k < m; k++) {
+        owner_oget_t *og = rec[k];
+        const fx_owbm_hit_t *h = &hit[k];
+        size_t s = 0;
+        while (s < f->n_src && (strcmp(f->src_ids[s], h->node_id) || f->src_gens[s] != h->generation)) s++;
+        if (s == f->n_src) {
+            fx_strlcpy(f->src_ids[s], h->node_id, FX_ID_MAX);
+            f->src_gens[s] = h->generation;
+            f->src_bases[s] = h->base;
+            f->src_addr[s] = fx_malloc(h->address.len + 1);
+            f->src_rkey[s] = fx_malloc(h->rkey.len + 1);
+            if (f->src_addr[s]) memcpy(f->src_addr[s], h->address.p, h->address.len);
+            if (f->src_rkey[s]) memcpy(f->src_rkey[s], h->rkey.p, h->rkey.len);
+            f->src_addr_len[s] = h->address.len;
+            f->src_rkey_len[s] = h->rkey.len;
+            f->n_src++;
+        }
+        if (og->lookups++ == 0) og->deadline_ms = f->deadline_ms;
+        else f->deadline_ms = FX_MIN(f->deadline_ms, og->deadline_ms);
+        og->wb_rec = og->wb_tried = og->found = true;
+        og->mode = FX_GET_DURABLE; /* GET_DONE records it, or answers NO_SPACE: then served as temporary */
+        og->src = (uint32_t)s;
+        og->src_cpu = h->cpu;
+        og->src_kept = h->keeps;
+        og->src_off = h->offset;
+        og->src_seq = 0; /* the record has no replica number: the read is trusted only by its timing */
+        og->reuse_ms = h->reuse_ms;
+        og->value_len = h->value_len;
+        og->put_ms = h->put_ms;
+        og->put_ver = h->put_ver;
+    }
+    fx_free(hit);
+    o->fetch->wb_reads += m;
+    f->claims_pending = 1;
+    ofetch_claim_all(f);
+    return left;
+}
+
 FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, uint32_t caller_timeout_ms)
 {
     ofetch_t *s = o->fetch;
     if (fx_odisk_on(o) && (n = ofetch_start_disk(o, ogs, n, caller_timeout_ms)) == 0) {
+        fx_free(ogs);
+        return;
+    }
+    if (!fx_owbm_empty(o) && (n = ofetch_start_recorded(o, ogs, n, caller_timeout_ms)) == 0) {
         fx_free(ogs);
         return;
     }
@@ -478,7 +596,7 @@ FX_INTERNAL void fx_ofetch_start(fx_owner_t *o, owner_oget_t **ogs, size_t n, ui
         return;
     }
     f->o = o;
-    f->t0_ns = fx_now_ns();
+    f->t0_ns = f->early_ns = fx_now_ns();
     f->master_gen = fx_olink_master_generation(o);
     f->og = ogs;
     f->n = n;

@@ -115,7 +115,7 @@ FX_INTERNAL void ofetch_abandon(fx_owner_t *o, owner_oget_t *const *ogs, size_t 
     uint64_t *cols = fx_calloc(2 * n, sizeof *cols); /* zeros, then modes */
     size_t m = 0;
     for (size_t i = 0; keys && cols && i < n; i++)
-        if (ogs[i] && ogs[i]->found && ogs[i]->mode == FX_GET_DURABLE && !ogs[i]->own_disk) {
+        if (ogs[i] && ogs[i]->found && ogs[i]->mode == FX_GET_DURABLE && !ogs[i]->own_disk && !ogs[i]->wb_rec) {
             keys[m] = (fx_str_t){ogs[i]->key, ogs[i]->klen};
             cols[n + m++] = FX_GET_ABANDON;
         }

@@ -29,6 +29,8 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->get_done_readers_timed_out = s->get_done_readers_timed_out;
     m->disk_promoted_early = s->disk_promoted_early;
     m->read_before_get_done = s->read_before_get_done;
+    m->wb_reads = s->wb_reads;
+    m->wb_reads_late = s->wb_late;
     m->fetch_slots_held = s->held_slots;
     m->fetch_slots_held_total = s->held_total;
     m->fetch_slots_hold_overflow = s->hold_overflow;

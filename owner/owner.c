@@ -16,6 +16,7 @@
 #include "owner_pins.h"
 #include "owner_place.h"
 #include "owner_prefault.h"
+#include "owner_wbmap.h"
 #include "owner_put.h"
 #include "owner_disk.h"
 #include "owner_elsewhere.h"
@@ -198,6 +199,10 @@ static bool owner_master_request(fx_owner_t *o, const fx_frame_header_t *h, cons
         fx_oevq_pushed(o, h, body, arena);
         return true;
     }
+    if (h->type == FX_MSG_FORGET) { /* issue 38: copies this owner wrote back are gone */
+        fx_owbm_forget(o, body, h->body_len, arena);
+        return true;
+    }
     if (h->type != FX_MSG_INVALIDATE && h->type != FX_MSG_PLACED) return false;
     owner_held_t *x = fx_owner_fault_delay(o, fx_msg_name(h->type)) ? fx_calloc(1, sizeof *x) : NULL; /* test-only */
     fx_conn_t *mc = fx_olink_conn(o);
@@ -309,6 +314,7 @@ static void owner_registered(fx_owner_t *o, bool master_changed, bool forgotten,
 
 static void owner_lost(fx_owner_t *o)
 {
+    fx_owbm_clear(o); /* FORGETs may be lost with the link */
     fx_oclaims_master_lost(o);
     fx_oplace_master_lost(o);
     fx_orepub_lost(o);
@@ -331,6 +337,7 @@ static void owner_fini_modules(fx_owner_t *o)
     fx_orepl_fini(o);
     fx_oelse_fini(o);
     fx_orepub_fini(o);
+    fx_owbm_fini(o);
     fx_odisk_fini(o);
     fx_oget_fini(o);
     fx_oput_fini(o);
@@ -358,6 +365,7 @@ static int owner_init_modules(fx_owner_t *o)
     if (rc == FLUXON_OK) rc = fx_oput_init(o);
     if (rc == FLUXON_OK) rc = fx_oget_init(o);
     if (rc == FLUXON_OK) rc = fx_orepub_init(o);
+    if (rc == FLUXON_OK) rc = fx_owbm_init(o);
     if (rc == FLUXON_OK) rc = fx_opeers_init(o);
     if (rc != FLUXON_OK) FX_ERROR("owner KV state could not be set up: %s", fluxon_status_string(rc));
     return rc;

@@ -29,6 +29,8 @@ typedef struct owner_oget {
     bool own_disk; /* issue 39: read from this owner's disk without a LOOKUP: the master holds no
                     * in-flight record of it (nothing to ABANDON) */
     bool hint_claim; /* its slot claimed as a hint's (fx_oclaim_unless_evicting): may end short */
+    bool wb_rec;   /* issue 38: read from a copy this owner wrote back, by its record (wbmap.c), no LOOKUP */
+    bool wb_tried; /* ... tried once: a second fetch asks the master */
     uint8_t lookups;      /* LOOKUPs made for it: a copy superseded meanwhile looks again */
     uint64_t deadline_ms; /* its first fetch's: a second look ends by then too */
     int why;      /* a miss: why (0 = FLUXON_ERR_NOT_FOUND) */

@@ -19,6 +19,7 @@ typedef struct ofetch {
     uint64_t held_slots, held_bytes, held_total, hold_overflow;
     fx_hist_t fetch_latency, transfer_latency;
     uint64_t cpu_hits; /* the remote hits whose source was a remote_cache owner (remote_hits: the others) */
+    uint64_t wb_reads, wb_late; /* issue 38: reads by this owner's record of its write-backs; too late, asked again */
 } ofetch_t;
 
 /* A remote hit (hit: og's copy was a get's, from another owner's memory), by its source's kind */
@@ -42,6 +43,8 @@ typedef struct ofetch_fetch { /* one LOOKUP batch and what follows it */
     size_t xfers_pending;
     uint64_t deadline_ms; /* claims and transfers end by then (below the caller's wait) */
     uint64_t t0_ns;       /* the fetch started (fx_now_ns): its LOOKUP was sent */
+    uint64_t early_ns;    /* a copy ended within reuse_ms (less 1 ms) of this is read before GET_DONE:
+                           * t0_ns, or for a record's read (wbmap.c) fx_rpc_answered_ns */
     uint64_t master_gen;  /* the master the LOOKUP went to (issue 38: its reuse delay holds) */
 } ofetch_batch_t;
 

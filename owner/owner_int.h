@@ -66,6 +66,7 @@ struct fx_owner {
     struct orepl *repl;      /* replica.c (issue 16) */
     struct oelse *elsewhere; /* elsewhere.c (issue 38) */
     struct orepub *repub;    /* republish.c */
+    struct owbm *wbm;        /* wbmap.c (issue 38): the copies this owner wrote back */
     struct odisk *disk;      /* disk.c (issue 39) */
     struct otenant *tenant;  /* tenant.c (issue 42; made and freed with ext.c's state) */
     struct opin *pin;        /* pins.c (issue 42; made and freed with put.c's state) */

@@ -178,6 +178,8 @@
     X(disk_temp, COUNTER, "owner_fetch_disk_temporary_total", "", "Keys read back from disk for their readers only (a first read: not promoted)") \
     X(disk_promoted_early, COUNTER, "owner_fetch_disk_promoted_early_total", "", "Promotions from disk served to their readers before the master recorded the copy") \
     X(read_before_get_done, COUNTER, "owner_fetch_read_before_get_done_total", "", "Copies of ranged replicas served before GET_DONE's answer: they ended 1 ms before the master's range_reuse_delay_ms from their LOOKUP (issue 38)") \
+    X(wb_reads, COUNTER, "owner_fetch_wb_reads_total", "", "Values read back from a copy this owner wrote back, by its record, without a LOOKUP (issue 38, wbmap.c)") \
+    X(wb_reads_late, COUNTER, "owner_fetch_wb_reads_late_total", "", "Of those, reads that ended too late for the record's rule: thrown away and asked of the master") \
     X(disk_misses, COUNTER, "owner_fetch_disk_misses_total", "", "Disk replicas that could not be read (gone, checksum): misses") \
     X(temp_copies, COUNTER, "owner_fetch_temp_copies_total", "", "Fetched copies kept as temporary")           \
     X(get_done_stale, COUNTER, "owner_get_done_stale_total", "", "GET_DONE answers saying the copy is stale")   \
@@ -261,6 +263,13 @@
     X(republish_verify_dropped, COUNTER, "owner_republish_verify_dropped_total", "", "Copies a verification dropped: the master no longer routed them (an INVALIDATE lost with the connection)") \
     X(republish_routed_gone, COUNTER, "owner_republish_routed_gone_total", "", "Disk records a report routed after they went (its answer came later than their route drop): dropped again") \
     X(republish_newer_kept, COUNTER, "owner_republish_newer_kept_total", "", "Refused reports whose offset holds a newer placed value now: that record kept (R1)") \
+    /* wbmap.c (issue 38): the record of the copies this owner wrote back, read back without a LOOKUP */ \
+    X(wb_records, GAUGE, "owner_wb_records", "", "Copies this owner wrote back that it keeps a record of (read back without asking the master)") \
+    X(wb_records_added, COUNTER, "owner_wb_records_added_total", "", "Records made: copies written back, confirmed by APPEND_DONE") \
+    X(wb_records_forgotten, COUNTER, "owner_wb_records_forgotten_total", "", "Records dropped by the master's FORGET (the copy went)") \
+    X(wb_records_cleared, COUNTER, "owner_wb_records_cleared_total", "", "Records dropped because the master link went or changed") \
+    X(wb_records_full, COUNTER, "owner_wb_records_full_total", "", "Copies not recorded: the record was full (1,048,576)") \
+    X(wb_forget_msgs, COUNTER, "owner_wb_forget_messages_total", "", "FORGET frames received") \
     X(placed_ranges_held, GAUGE, "owner_placed_ranges_held", "", "Values in ranges the master allocated here (placed puts, copies written back to this CPU owner), re-published to a later master")    \
     X(placed_malformed, COUNTER, "owner_placed_malformed_total", "", "PLACED messages that did not decode")   \
     /* disk.c and the store disk/ (issue 39): the disk tier */                                                  \

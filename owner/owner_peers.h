@@ -26,6 +26,8 @@ FX_INTERNAL int fx_opeers_push(fx_owner_t *o, const char *target, fx_ucx_peer_t 
 /* The owners this one has unsettled pushes to: views valid until the next fx_opeers_push
  * or a push settles (send them at once). */
 FX_INTERNAL fx_strv_t fx_opeers_unsettled(fx_owner_t *o);
+/* True when the peer node_id is connected at generation (its transfers go to that process). */
+FX_INTERNAL bool fx_opeers_live(fx_owner_t *o, const char *node_id, uint64_t generation);
 /* The master's list of the owners alive (CLUSTER_INFO). A peer whose UCX transports cannot
  * detect its death (shared memory, ucx_tls) is dead when the same master listed it before
  * and no longer does, or lists its node id with another generation (a new process): its UCX

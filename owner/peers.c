@@ -275,6 +275,16 @@ static void opeer_mapped(fx_owner_t *o, owner_peer_t *p)
             (unsigned long long)p->generation, (unsigned long long)(fx_segment_len(p->mapped) >> 20));
 }
 
+FX_INTERNAL bool fx_opeers_live(fx_owner_t *o, const char *node_id, uint64_t generation)
+{
+    opeers_t *u = o->peers;
+    for (size_t i = 0; u && i < u->n_peers; i++) {
+        owner_peer_t *p = &u->peers[i];
+        if (!strcmp(p->node_id, node_id)) return p->generation == generation && fx_ucx_peer_status(p->peer) == 0;
+    }
+    return false;
+}
+
 FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address,
                                          fx_str_t rkey, uint64_t base)
 {

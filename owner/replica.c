@@ -25,6 +25,7 @@
 #include "owner_link.h"
 #include "owner_peers.h"
 #include "owner_replica.h"
+#include "owner_wbmap.h"
 
 #define OREPL_QUEUE_MAX 4096u
 #define OREPL_BATCHES_MAX 2u      /* APPEND_START batches in flight: while they are, the queue
@@ -58,6 +59,7 @@ typedef struct orepl_batch {
     uint32_t nt, n;
     uint64_t value_len, token, sent_ms, push_deadline_ms;
     bool pushed;
+    int wb_tgt; /* wbmap.c's index of the target (-1: no record kept) */
     char target_id[FX_ID_MAX];
     fx_ucx_range_t *ranges;
     size_t n_ranges;
@@ -165,8 +167,14 @@ static void orepl_batch_end(fx_owner_t *o, orepl_batch_t *b, int outcome, const 
         int out = outcome;
         if (st) {
             bool all = true;
-            for (uint32_t i = 0; i < t->n; i++)
-                if (t->tgt_offs[i]) all &= k < st->n && (int)(int64_t)st->v[k++] == FLUXON_OK;
+            for (uint32_t i = 0; i < t->n; i++) {
+                if (!t->tgt_offs[i]) continue;
+                bool ok = k < st->n && (int)(int64_t)st->v[k++] == FLUXON_OK;
+                all &= ok;
+                if (ok) /* the master routes the copy: read back without a LOOKUP (wbmap.c) */
+                    fx_owbm_add(o, b->wb_tgt, t->keys[i], t->klens[i], t->tgt_offs[i], t->value_len, t->put_ms[i],
+                                t->put_ver[i]);
+            }
             out = all ? OR_COMPLETED : OR_OBSOLETE;
         }
         orepl_finish(o, t, out);
@@ -359,6 +367,7 @@ static void orepl_on_start(void *arg, int status, const fx_frame_header_t *h, co
         return;
     }
     b->token = a.put_token;
+    b->wb_tgt = fx_owbm_target(o, &a);
     b->push_deadline_ms = b->sent_ms + (uint64_t)a.ttl_ms * 3 / 4;
     fx_str_copy(a.target_node_id, b->target_id, sizeof b->target_id);
     orepl_push(o, b, &a);
@@ -430,6 +439,7 @@ static void orepl_pump(fx_owner_t *o)
         if (b && b->t) {
             b->id = fx_ostore_next_id(o);
             b->o = o;
+            b->wb_tgt = -1;
         }
         if (!b || !b->t || fx_hmap_put(s->batches, &b->id, sizeof b->id, b, NULL) != FLUXON_OK) {
             if (b) fx_free(b->t);

@@ -11,6 +11,7 @@
 #include "owner_link.h"
 #include "owner_place.h"
 #include "owner_prefault.h"
+#include "owner_wbmap.h"
 #include "owner_put.h"
 #include "owner_replica.h"
 #include "owner_republish.h"
@@ -58,7 +59,8 @@ FX_INTERNAL void fx_owner_snap(fx_owner_t *o, fx_owner_snap_t *s)
                                                       fx_oget_metrics,    fx_ofetch_metrics, fx_oev_metrics,
                                                       fx_orepl_metrics,   fx_orepub_metrics, fx_oprefault_metrics,
                                                       fx_oelse_metrics,  fx_odisk_metrics, fx_otenant_metrics,
-                                                      fx_opin_metrics,    fx_oevq_metrics,  fx_opeers_metrics};
+                                                      fx_opin_metrics,    fx_oevq_metrics,  fx_opeers_metrics,
+                                                      fx_owbm_metrics};
     for (size_t i = 0; i < FX_ARRAY_LEN(parts); i++) parts[i](o, &s->m);
     s->replies = *fx_oext_replies(o);
     s->n_tenants = fx_otenant_snap(o, s->tenants);

@@ -27,6 +27,7 @@ typedef struct conn_rpc {
     fx_timer_t timer;
     fx_rpc_cb cb;
     void *arg;
+    uint64_t reg_ns; /* registered (fx_now_ns): before the request was sent */
 } conn_rpc_t;
 
 struct fx_conn {
@@ -61,6 +62,7 @@ struct fx_conn {
     /* rpc */
     uint64_t next_req_id;
     size_t n_pending;
+    uint64_t answered_ns; /* the latest registration of a call whose answer was dispatched */
     conn_rpc_t *buckets[CONN_RPC_BUCKETS];
     /* a sink conn (fd -1): fed by fx_conn_feed, sends go to sink */
     fx_conn_sink_fn sink;
@@ -102,6 +104,7 @@ FX_INTERNAL int fx_conn_fd(const fx_conn_t *c) { return c->fd; }
 FX_INTERNAL const char *fx_conn_desc(const fx_conn_t *c) { return c->desc; }
 FX_INTERNAL void fx_conn_set_desc(fx_conn_t *c, const char *desc) { fx_strlcpy(c->desc, desc, sizeof c->desc); }
 FX_INTERNAL size_t fx_rpc_pending(const fx_conn_t *c) { return c->n_pending; }
+FX_INTERNAL uint64_t fx_rpc_answered_ns(const fx_conn_t *c) { return c ? c->answered_ns : 0; }
 
 /* ---- rpc table ---- */
 static conn_rpc_t *conn_rpc_take(fx_conn_t *c, uint64_t id)
@@ -139,6 +142,7 @@ FX_INTERNAL uint64_t fx_rpc_register(fx_conn_t *c, uint32_t timeout_ms, fx_rpc_c
     e->id = ++c->next_req_id;
     e->cb = cb;
     e->arg = arg;
+    e->reg_ns = fx_now_ns();
     fx_timer_init(&e->timer);
     fx_timer_arm(c->r, &e->timer, timeout_ms, conn_rpc_on_timeout);
     conn_rpc_t **b = &c->buckets[e->id % CONN_RPC_BUCKETS];
@@ -354,6 +358,7 @@ static void conn_deliver(fx_conn_t *c, const fx_frame_header_t *h, const uint8_t
                  fx_msg_name(h->type), c->desc);
         return;
     }
+    if (e->reg_ns > c->answered_ns) c->answered_ns = e->reg_ns;
     e->cb(e->arg, h->status, h, body, &c->arena);
     fx_arena_reset(&c->arena);
     fx_free(e);
@@ -368,6 +373,7 @@ static void conn_dispatch(fx_conn_t *c, const fx_frame_header_t *h, const uint8_
         conn_rpc_t *e = conn_rpc_take(c, h->req_id);
         if (e) {
             fx_rpc_cb cb = e->cb;
+            if (e->reg_ns > c->answered_ns) c->answered_ns = e->reg_ns;
             cb(e->arg, h->status, h, body, &c->arena);
             fx_free(e);
             fx_prof_add((const void *)cb, fx_msg_name(h->type), t0);

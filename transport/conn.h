@@ -105,6 +105,10 @@ FX_INTERNAL uint64_t fx_rpc_register(fx_conn_t *c, uint32_t timeout_ms, fx_rpc_c
 /* Forgets a registered call without calling its callback (send failed). */
 FX_INTERNAL void fx_rpc_forget(fx_conn_t *c, uint64_t req_id);
 FX_INTERNAL size_t fx_rpc_pending(const fx_conn_t *c);
+/* When (fx_now_ns) the latest call whose answer has been dispatched was registered: every
+ * frame the peer sent before that answer has been dispatched too (one stream, in order), and
+ * the peer handled that call after this time. 0: no answer yet. (owner/wbmap.c) */
+FX_INTERNAL uint64_t fx_rpc_answered_ns(const fx_conn_t *c);
 
 /* Sends request TYPE with body kind `body` and registers cb. Evaluates to FLUXON_OK
  * (cb will run exactly once) or FLUXON_ERR_UNAVAILABLE (cb will not run). */

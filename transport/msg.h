@@ -16,7 +16,9 @@
                                 * reuse_ms (issue 38); 6: LOOKUP's src_roles (issue 38); 7: LOOKUP's
                                 * modes may carry FX_GET_SRC_KEPT (issue 38); 8: REGISTER's
                                 * republishing (a new master's deletes, master/tombs.c); 9: a placed
-                                * put's PLACED is a request its target answers (master/publish.c). The codec
+                                * put's PLACED is a request its target answers (master/publish.c),
+                                * APPEND_START's answer carries reuse_ms and src_kept, FORGET
+                                * (owner/wbmap.c). The codec
                                 * refuses a body with a field more or less, so nodes of two
                                 * versions are refused at HELLO rather than cut at their first
                                 * LOOKUP answer */
@@ -152,9 +154,17 @@ typedef struct fx_strv {
     F(STRV, keys) F(U64, value_len) F(U64, flags) F(U64V, group_lens) F(STR, preferred_sub_cluster)
 #define FX_BODY_put_place_ack(F)                                                      \
     F(U64, put_token) F(STR, target_node_id) F(U64, target_generation) F(STR, target_address) \
-    F(STR, target_rkey) F(U64, target_base) F(U64V, statuses) F(U64V, offsets) F(U32, ttl_ms)
+    F(STR, target_rkey) F(U64, target_base) F(U64V, statuses) F(U64V, offsets) F(U32, ttl_ms) \
+    F(U32, reuse_ms) F(U8, target_flags)
 /* ttl_ms: the in-flight TTL; the sender must finish writing the ranges well within it
- * (counted from when it sent PUT_PLACE), or not write them at all */
+ * (counted from when it sent PUT_PLACE), or not write them at all. APPEND_START's answer
+ * only (0 otherwise): reuse_ms, the master's range_reuse_delay_ms (> 0: the appender may
+ * keep a record of its copies and read them back without a LOOKUP, owner/wbmap.c; the
+ * master then tells it with FORGET when one goes); target_flags: FX_TARGET_KEEPS (the
+ * target keeps its copy when an owner fetches it back, FX_GET_SRC_KEPT), FX_TARGET_CPU (the
+ * target is a remote_cache owner) */
+#define FX_TARGET_KEEPS 1u
+#define FX_TARGET_CPU 2u
 /* abandoned (W4): the push into the placement's ranges was started and failed or timed out:
  * UCX may still deliver its bytes, so the ranges stay allocated until the TTL (the keys are
  * released at once); 0: nothing was written, the ranges go at once */
@@ -251,6 +261,11 @@ typedef struct fx_strv {
  * owner remembers them to re-publish them; INVALIDATE names them when they go. */
 #define FX_BODY_placed(F)                                                             \
     F(STRV, keys) F(U64V, offsets) F(U64, value_len) F(U64V, put_ms) F(U64V, put_ver) F(U64, lease_id)
+/* master -> owner, one-way (issue 38): the copies this owner wrote back (appended) to
+ * owner node_id (generation) at these offsets are no longer routed. Sent before the master
+ * handles any later frame, and before it hands those ranges out again (range_reuse_delay_ms
+ * later): owner/wbmap.c's rule rests on both. */
+#define FX_BODY_forget(F) F(STR, node_id) F(U64, generation) F(U64V, offsets)
 #define FX_REPUBLISH_MAX_KEYS 8192u
 /* external -> owner (issue 42): pin these keys' values held by this owner for ttl_ms (0:
  * unpin); flags: FLUXON_PIN_REFRESH_ON_HIT. Answer: statuses, one per key. */
@@ -302,7 +317,8 @@ typedef struct fx_strv {
     X(PREFETCH, 35, keys, empty)             /* external -> owner, one-way: bring disk values in (issue 39) */ \
     /* ---- issue 16 (remote capacity): ids 40..; the last entry has the highest id ---- */ \
     X(APPEND_START, 40, append_start, put_place_ack) /* owner -> master: replica task */ \
-    X(APPEND_DONE, 41, append_done, statuses) /* owner -> master: replica pushed */
+    X(APPEND_DONE, 41, append_done, statuses) /* owner -> master: replica pushed */ \
+    X(FORGET, 42, forget, empty)             /* master -> owner, one-way: its copies gone (issue 38) */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
@@ -332,7 +348,7 @@ typedef enum fx_msg_type {
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
     B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline)                        \
     B(append_start) B(append_done) /* issue 16 */ \
-    B(republish) B(placed) B(pin) B(tenant_set)
+    B(republish) B(placed) B(pin) B(tenant_set) B(forget)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* Body kinds, for the arena's decode memo. */

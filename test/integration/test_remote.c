@@ -560,7 +560,7 @@ Test(remote, writeback_then_demotion)
  * the CPU copy and the next write-back copied the value in full again.) */
 Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
 {
-    kf_up_ex(3, NULL, wb_all);
+    kf_up_ex(3, ",\"range_reuse_delay_ms\":1000", wb_all); /* A's record is read within 499 ms of an answer */
     fluxon_client *a = kf_client(0), *b = kf_client(1);
     char pfx[16], why[200];
     for (int r = 0; r < 10; r++) { /* wb0 first: the coldest, demoted to the CPU owner */
@@ -569,12 +569,16 @@ Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
     }
     cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
     cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
-    long long hits0 = master_stat(a, "hits_cpu_owner"), cpu0 = kf_stat(a, "cpu_hits"), gpu0 = kf_stat(a, "remote_hits");
+    long long cpu0 = kf_stat(a, "cpu_hits"), gpu0 = kf_stat(a, "remote_hits"), wb0 = kf_stat(a, "wb_reads");
+    long long lk0 = kf_stat(a, "lookup_batches");
+    (void)master_stat(a, "generation"); /* an answer from the master: A's record's rule holds for 499 ms */
     cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A");
-    cr_assert_gt(master_stat(a, "hits_cpu_owner"), hits0, "from the CPU owner");
-    /* A counts them by their source's kind too (fluxon_owner_fetch_hits_total{source="cpu_owner"});
-     * before, every fetch was counted as from a GPU owner */
-    cr_assert_eq(kf_stat(a, "cpu_hits") - cpu0, master_stat(a, "hits_cpu_owner") - hits0);
+    /* A wrote them back: it reads them by its record, without a LOOKUP (wbmap.c), and counts
+     * them by their source's kind (fluxon_owner_fetch_hits_total{source="cpu_owner"}; before,
+     * every fetch was counted as from a GPU owner) */
+    cr_assert_eq(kf_stat(a, "wb_reads") - wb0, 16, "read by A's record of its write-backs");
+    cr_assert_eq(kf_stat(a, "lookup_batches"), lk0, "no LOOKUP");
+    cr_assert_eq(kf_stat(a, "cpu_hits") - cpu0, 16, "from the CPU owner");
     cr_assert_eq(kf_stat(a, "remote_hits"), gpu0, "none from a GPU owner");
     cr_assert_eq(master_stat(a, "target_promoted_away"), 0, "the CPU owner keeps its copies of wb0");
     cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
@@ -704,7 +708,7 @@ Test(remote, misses_of_keys_never_copied_skip_the_master)
     const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
                                  "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000",
                                  ",\"node_role\":\"remote_cache\""};
-    kf_up_ex(2, NULL, extra);
+    kf_up_ex(2, ",\"range_reuse_delay_ms\":1000", extra);
     fluxon_client *a = kf_client(0);
     char pfx[16];
     for (int r = 0; r < 8; r++) { /* 128 values through a hot tier of 64: the oldest live on C only */
@@ -717,10 +721,11 @@ Test(remote, misses_of_keys_never_copied_skip_the_master)
     cr_assert_eq(get_check(a, "never", 8, 4), 0, "keys never put: a miss");
     cr_assert_eq(kf_stat(a, "lookup_batches"), batches, "no LOOKUP for a key A never copied");
     cr_assert_gt(kf_stat(a, "misses_settled_locally"), settled);
-    long long cpu0 = master_stat(a, "hits_cpu_owner");
+    long long cpu0 = kf_stat(a, "cpu_hits"), wb0 = kf_stat(a, "wb_reads");
+    (void)master_stat(a, "generation"); /* an answer from the master: A's record's rule holds for 499 ms */
     cr_assert_eq(get_check(a, "nc0", 16, 4), 16, "the values only C holds are found and restored byte-exact");
-    cr_assert_gt(kf_stat(a, "lookup_batches"), batches, "a key A copied is looked up");
-    cr_assert_gt(master_stat(a, "hits_cpu_owner"), cpu0);
+    cr_assert_eq(kf_stat(a, "cpu_hits") - cpu0, 16, "from C");
+    cr_assert_eq(kf_stat(a, "wb_reads") - wb0, 16, "by A's record of what it wrote back (no LOOKUP)");
     /* another GPU owner: its puts and copies are not in A's record */
     char cfg[1024];
     kf_owner_cfg(cfg, sizeof cfg, 2, NULL);
@@ -763,4 +768,35 @@ Test(remote, an_owner_that_joins_after_copies_asks_the_master)
     cr_assert_gt(kf_stat(d, "lookup_batches"), batches);
     cr_assert_eq(kf_stat(d, "misses_settled_locally"), 0, "D never settles a miss itself");
     fluxon_client_close(d);
+}
+
+/* Issue 38 (wbmap.c): A reads the values it wrote back to C by its own record, without a
+ * LOOKUP, while C is small enough that the master keeps dropping C's oldest copies and
+ * handing their ranges to new ones (default reuse delay, 4 ms). Each dropped copy is
+ * FORGOTTEN by A before its range can be handed out again, so every value a get transfers
+ * is byte-exact (get_check) — a record of a range that now holds another value would read
+ * that value's bytes. */
+Test(remote, a_copy_the_master_dropped_is_never_read_by_its_record, .timeout = 120)
+{
+    static const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                                        "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000"};
+    kf_up_ex(1, NULL, extra);
+    fluxon_client *a = cpu_owner_proc("16MiB"); /* C: 8 MiB of copies past its grant, 512 values */
+    char pfx[16], old[16];
+    uint64_t restored = 0;
+    for (int r = 0; r < 40; r++) { /* 2,560 values of 16 KiB through a hot tier of 64 */
+        snprintf(pfx, sizeof pfx, "dr%d", r);
+        put_groups(a, pfx, 64, 4, 0, NULL);
+        for (int back = 2; back <= 12 && back <= r; back += 5) { /* on C, or dropped from it */
+            snprintf(old, sizeof old, "dr%d", r - back);
+            restored += get_check(a, old, 64, 4); /* the transferable prefix, each value byte-exact */
+        }
+    }
+    cr_assert(repl_idle(a, 20000), "write-backs over");
+    cr_assert_gt(restored, 0, "values restored");
+    cr_assert_gt(kf_stat(a, "wb_reads"), 0, "some read by A's record (no LOOKUP)");
+    cr_assert_gt(master_stat(a, "forget_copies"), 0, "the master dropped copies A wrote and told A");
+    cr_assert_gt(kf_stat(a, "wb_records_forgotten"), 0, "A forgot them");
+    cr_assert_leq(kf_stat(a, "wb_records"), 512 + 64, "A's record holds about what C holds");
+    fluxon_client_close(a);
 }
