@@ -568,7 +568,8 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             continue;
         }
         rt->rep[rt->n_rep - 1].range_bytes = r->range_bytes; /* freed when the replica goes */
-        rt->rep[rt->n_rep - 1].wb_by = n;                     /* told when it goes (forget.c) */
+        if (s->m->cfg.range_reuse_delay_ms) /* else the appender keeps no record: nothing to tell */
+            rt->rep[rt->n_rep - 1].wb_by = n; /* told when it goes (forget.c) */
         mapp_cold_push(a, key, &rt->rep[rt->n_rep - 1]);
         if (pk && pcols) {
             pk[np] = key;

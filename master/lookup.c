@@ -271,6 +271,7 @@ FX_INTERNAL void fx_mkv_evict(mkv_t *s, master_peer_t *p, const fx_frame_header_
             mkv_replica_t *rep = &r->rep[j];
             fx_mkv_replica_free(s, rep); /* a placed range goes back to the allocator */
             rep->range_bytes = 0;
+            rep->wb_by = NULL; /* its appender was told (FORGET): a disk record is no range */
             rep->offset = disk;
             rep->seq = ++s->rep_seq;
             s->c.evict_to_disk++;

@@ -213,6 +213,9 @@ static void orepl_on_done(void *arg, int status, const fx_frame_header_t *h, con
     if (!b) return;
     fx_body_statuses_t a;
     status = fx_olink_statuses(status, h, body, arena, b->n_ranges, "APPEND_DONE", &a);
+    /* an answer dispatched after frames the master sent later (test chaos or fault: a
+     * FORGET of these very copies may have come first): no record of them (wbmap.c) */
+    if (fx_conn_dispatching_late(fx_olink_conn(o))) b->wb_tgt = -1;
     if (!b->pushed) orepl_batch_end(o, b, OR_TRANSFER, NULL); /* the ranges went back: the push failed */
     else if (status == FLUXON_ERR_STALE) orepl_batch_end(o, b, OR_OBSOLETE, NULL); /* forgotten (TTL) */
     else if (status != FLUXON_OK)
@@ -367,7 +370,7 @@ static void orepl_on_start(void *arg, int status, const fx_frame_header_t *h, co
         return;
     }
     b->token = a.put_token;
-    b->wb_tgt = fx_owbm_target(o, &a);
+    b->wb_tgt = fx_conn_dispatching_late(fx_olink_conn(o)) ? -1 : fx_owbm_target(o, &a); /* as in orepl_on_done */
     b->push_deadline_ms = b->sent_ms + (uint64_t)a.ttl_ms * 3 / 4;
     fx_str_copy(a.target_node_id, b->target_id, sizeof b->target_id);
     orepl_push(o, b, &a);

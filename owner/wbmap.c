@@ -47,6 +47,7 @@ typedef struct owbm_ent {
     char *key; /* kbuf: the intrusive map's key */
     uint32_t klen;
     uint32_t tgt;
+    uint64_t h; /* the key's fx_hmap_hash: a FORGET drops the entry without hashing it again */
     uint64_t offset, value_len, put_ms, put_ver;
     char kbuf[];
 } owbm_ent_t;
@@ -74,7 +75,7 @@ FX_INTERNAL int fx_owbm_init(fx_owner_t *o)
 
 static void owbm_drop(owbm_t *s, owbm_ent_t *e)
 {
-    fx_hmap_del(s->by_key, e->key, e->klen, NULL);
+    fx_hmap_del_obj(s->by_key, e->h, e);
     fx_u64map_del(&s->by_off, owbm_off_key(e->tgt, e->offset), NULL);
     fx_free(e);
 }
@@ -162,7 +163,8 @@ FX_INTERNAL void fx_owbm_add(fx_owner_t *o, int tgt, const char *key, uint32_t k
 {
     owbm_t *s = o->wbm;
     if (!s || tgt < 0 || (uint32_t)tgt >= OWBM_TARGETS || !s->t[tgt].used || offset >> 48) return;
-    owbm_ent_t *old = fx_hmap_get(s->by_key, key, klen);
+    uint64_t h = fx_hmap_hash(key, klen);
+    owbm_ent_t *old = fx_hmap_get_h(s->by_key, key, klen, h);
     if (old) owbm_drop(s, old); /* an older copy of the key: its FORGET is on its way */
     old = fx_u64map_get(&s->by_off, owbm_off_key((uint32_t)tgt, offset));
     if (old) owbm_drop(s, old); /* cannot happen: a range handed out again was FORGOTTEN first */
@@ -174,13 +176,13 @@ FX_INTERNAL void fx_owbm_add(fx_owner_t *o, int tgt, const char *key, uint32_t k
     if (!e) return;
     memcpy(e->kbuf, key, klen);
     e->kbuf[klen] = '\0';
-    *e = (owbm_ent_t){e->kbuf, klen, (uint32_t)tgt, offset, value_len, put_ms, put_ver};
-    if (fx_hmap_put(s->by_key, e->key, klen, e, NULL) != FLUXON_OK) {
+    *e = (owbm_ent_t){e->kbuf, klen, (uint32_t)tgt, h, offset, value_len, put_ms, put_ver};
+    if (fx_hmap_put_h(s->by_key, e->key, klen, h, e, NULL) != FLUXON_OK) {
         fx_free(e);
         return;
     }
     if (fx_u64map_put(&s->by_off, owbm_off_key((uint32_t)tgt, offset), e, NULL) != FLUXON_OK) {
-        fx_hmap_del(s->by_key, e->key, klen, NULL);
+        fx_hmap_del_obj(s->by_key, h, e);
         fx_free(e);
         return;
     }
@@ -206,6 +208,7 @@ FX_INTERNAL void fx_owbm_forget(fx_owner_t *o, const uint8_t *body, size_t len, 
     for (uint32_t i = 0; i < OWBM_TARGETS; i++) {
         owbm_tgt_t *t = &s->t[i];
         if (!t->used || t->generation != b.generation || !fx_str_eq(b.node_id, t->node_id)) continue;
+        for (uint32_t k = 0; k < b.offsets.n; k++) fx_u64map_prefetch(&s->by_off, owbm_off_key(i, b.offsets.v[k]));
         for (uint32_t k = 0; k < b.offsets.n; k++) {
             owbm_ent_t *e = fx_u64map_get(&s->by_off, owbm_off_key(i, b.offsets.v[k]));
             if (!e) continue;

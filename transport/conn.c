@@ -63,6 +63,7 @@ struct fx_conn {
     uint64_t next_req_id;
     size_t n_pending;
     uint64_t answered_ns; /* the latest registration of a call whose answer was dispatched */
+    uint32_t late;        /* > 0 while a frame held back by a test fault or chaos is dispatched */
     conn_rpc_t *buckets[CONN_RPC_BUCKETS];
     /* a sink conn (fd -1): fed by fx_conn_feed, sends go to sink */
     fx_conn_sink_fn sink;
@@ -105,6 +106,7 @@ FX_INTERNAL const char *fx_conn_desc(const fx_conn_t *c) { return c->desc; }
 FX_INTERNAL void fx_conn_set_desc(fx_conn_t *c, const char *desc) { fx_strlcpy(c->desc, desc, sizeof c->desc); }
 FX_INTERNAL size_t fx_rpc_pending(const fx_conn_t *c) { return c->n_pending; }
 FX_INTERNAL uint64_t fx_rpc_answered_ns(const fx_conn_t *c) { return c ? c->answered_ns : 0; }
+FX_INTERNAL bool fx_conn_dispatching_late(const fx_conn_t *c) { return c && c->late; }
 
 /* ---- rpc table ---- */
 static conn_rpc_t *conn_rpc_take(fx_conn_t *c, uint64_t id)
@@ -401,8 +403,10 @@ static void conn_on_delayed(fx_reactor_t *r, fx_timer_t *t)
     if (d->c->open && !(d->chaos && d->c->closing)) {
         fx_arena_reset(&d->c->arena);
         if (fx_msg_validate(&d->h, d->body, &d->c->arena) == FLUXON_OK) {
+            d->c->late++; /* frames received after it were dispatched before it */
             if (d->chaos) conn_dispatch(d->c, &d->h, d->body);
             else conn_deliver(d->c, &d->h, d->body);
+            d->c->late--;
         }
         fx_arena_reset(&d->c->arena);
     }

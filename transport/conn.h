@@ -109,6 +109,9 @@ FX_INTERNAL size_t fx_rpc_pending(const fx_conn_t *c);
  * frame the peer sent before that answer has been dispatched too (one stream, in order), and
  * the peer handled that call after this time. 0: no answer yet. (owner/wbmap.c) */
 FX_INTERNAL uint64_t fx_rpc_answered_ns(const fx_conn_t *c);
+/* True while c dispatches a frame a test fault or the message chaos held back: frames the
+ * peer sent after it were dispatched first (a real stream never reorders). */
+FX_INTERNAL bool fx_conn_dispatching_late(const fx_conn_t *c);
 
 /* Sends request TYPE with body kind `body` and registers cb. Evaluates to FLUXON_OK
  * (cb will run exactly once) or FLUXON_ERR_UNAVAILABLE (cb will not run). */

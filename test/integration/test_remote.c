@@ -800,3 +800,30 @@ Test(remote, a_copy_the_master_dropped_is_never_read_by_its_record, .timeout = 1
     cr_assert_leq(kf_stat(a, "wb_records"), 512 + 64, "A's record holds about what C holds");
     fluxon_client_close(a);
 }
+
+/* Issue 38 (wbmap.c): a write-back's APPEND_DONE answer dispatched late (a test fault holds
+ * it 300 ms, as the message chaos may) comes after the FORGET of the very copies it confirms:
+ * the keys were deleted meanwhile. A keeps no record of them, and a get after the delete
+ * misses. Before, A recorded the dropped copies on the late answer and served the deleted
+ * values by its record (a fault pass with response chaos read other keys' bytes that way). */
+Test(remote, a_late_append_answer_makes_no_record)
+{
+    static const char *const extra[] = {
+        ",\"test\":{\"fault_message\":\"APPEND_DONE\",\"fault\":\"delay\",\"fault_ms\":300,\"fault_count\":1}", NULL,
+        ",\"node_role\":\"remote_cache\""};
+    kf_up_ex(3, ",\"range_reuse_delay_ms\":1000", extra);
+    fluxon_client *a = kf_client(0);
+    put_groups(a, "la", 4, 4, 1, NULL); /* an eager replica task: appended at once */
+    cr_assert(wait_master_stat(a, "append_keys_completed", 4, 10000), "the master keeps the copies");
+    char key[48];
+    for (int i = 0; i < 4; i++) { /* while A's APPEND_DONE answer is held */
+        keyname(key, sizeof key, "la", i);
+        cr_assert_eq(fluxon_delete(a, key), FLUXON_OK);
+    }
+    cr_assert(repl_idle(a, 10000), "the held answer came");
+    cr_assert_eq(kf_stat(a, "repl_completed"), 1, "the task completed");
+    cr_assert_eq(kf_stat(a, "wb_records"), 0, "no record of copies dropped before the answer came");
+    (void)master_stat(a, "generation"); /* an answer from the master: a record would be read now */
+    cr_assert_eq(get_check(a, "la", 4, 4), 0, "deleted: a miss");
+    fluxon_client_close(a);
+}

@@ -824,6 +824,56 @@ Test(restart, a_placed_put_is_answered_once_its_target_recorded_it, .timeout = 1
     fluxon_client_close(c0);
 }
 
+/* Issue 38 (owner/wbmap.c): o0 reads back the values it wrote back to o1 (a CPU owner) by its
+ * own record, without a LOOKUP. The record lives with o0's master link: the FORGETs of a
+ * master gone may be lost with it, and a new master hands out o1's ranges on its own, so a
+ * master restart clears it, and the values are then found through the new master (o1
+ * re-publishes them), byte-exact. */
+Test(restart, an_owners_record_of_its_write_backs_goes_with_its_master, .timeout = 120, .fini = fini)
+{
+    rf_master_extra = ",\"range_reuse_delay_ms\":1000"; /* o0's heartbeat answers (100 ms) keep it readable */
+    const char *extra[2] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                            "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000",
+                            ",\"node_role\":\"remote_cache\""};
+    rf_up(2, extra);
+    fluxon_client *c0 = rf_client(0);
+    char key[64];
+    enum { N = 200 }; /* 4 MB through o0's hot tier of 1 MiB: most live on o1 only */
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "wr:%d", i);
+        put_seeded(c0, key, 7000 + (uint64_t)i, true);
+    }
+    cr_assert(rf_wait_stat(c0, false, "wb_records", 1, 50, 20000), "o0 recorded its write-backs");
+    cr_assert(rf_wait_stat(c0, false, "repl_queued", 0, 0, 20000));
+    long long reads0 = rf_stat(c0, false, "wb_reads"), records = rf_stat(c0, false, "wb_records");
+    for (int i = 0; i < 20; i++) { /* the oldest: on o1 only */
+        snprintf(key, sizeof key, "wr:%d", i);
+        get_check(c0, key, 7000 + (uint64_t)i, "o0, by its record");
+    }
+    cr_assert_gt(rf_stat(c0, false, "wb_reads"), reads0, "o0 read some back by its record");
+    rf_kill_master();
+    restart_master_and_wait(c0);
+    cr_assert_geq(rf_stat(c0, false, "wb_records_cleared"), records, "the record went with the old master's link");
+    long long lookups0 = rf_stat(c0, false, "lookup_batches");
+    for (int i = 20; i < 100; i++) { /* demoted long before the restart: on o1 only */
+        snprintf(key, sizeof key, "wr:%d", i);
+        get_check(c0, key, 7000 + (uint64_t)i, "o0 after the restart, from o1 through the new master");
+    }
+    cr_assert_gt(rf_stat(c0, false, "lookup_batches"), lookups0, "looked up: the record is gone");
+    /* the newest: o0 may have dropped some under pressure while the master was away (their
+     * copies failed: a later miss, never a stall), but none reads another value's bytes */
+    for (int i = 100; i < N; i++) {
+        snprintf(key, sizeof key, "wr:%d", i);
+        fluxon_holder *h = NULL;
+        int rc = fluxon_get(c0, key, &h);
+        cr_assert(rc == FLUXON_OK || rc == FLUXON_ERR_NOT_FOUND, "get %s: %s", key, fluxon_status_string(rc));
+        if (rc != FLUXON_OK) continue;
+        cr_assert(th_pattern(NULL, fluxon_holder_data(h), VLEN, 7000 + (uint64_t)i), "%s: wrong bytes", key);
+        fluxon_holder_release(h);
+    }
+    fluxon_client_close(c0);
+}
+
 /* R1 (issue 44): an acknowledged placed value survives every later restart. A new master
  * (no range quarantine here) places a value on o1 at the offset where o1's report of an
  * older placed value is still to come (o1's re-publication held back 3 s by a test fault);
