@@ -21,6 +21,8 @@ FX_INTERNAL void fx_owbm_fini(fx_owner_t *o);
 /* A target as APPEND_START named it (its answer a): returns its index for fx_owbm_add, -1
  * when no record is kept (reuse_ms 0, or the table of targets is full). */
 FX_INTERNAL int fx_owbm_target(fx_owner_t *o, const fx_body_put_place_ack_t *a);
+/* fx_owbm_add's memory for that key and offset starts loading (a batch's misses overlap). */
+FX_INTERNAL void fx_owbm_prefetch(fx_owner_t *o, int tgt, const char *key, uint32_t klen, uint64_t offset);
 /* The master recorded key's copy (version put_ms/put_ver, value_len bytes) at offset of
  * target tgt (APPEND_DONE answered OK for it). */
 FX_INTERNAL void fx_owbm_add(fx_owner_t *o, int tgt, const char *key, uint32_t klen, uint64_t offset,

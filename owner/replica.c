@@ -161,6 +161,10 @@ static void orepl_batch_end(fx_owner_t *o, orepl_batch_t *b, int outcome, const 
 {
     orepl_t *s = o->repl;
     size_t k = 0;
+    for (uint32_t j = 0; st && b->wb_tgt >= 0 && j < b->nt; j++) /* the records' misses overlap */
+        for (uint32_t i = 0; b->t[j] && i < b->t[j]->n; i++)
+            if (b->t[j]->tgt_offs[i])
+                fx_owbm_prefetch(o, b->wb_tgt, b->t[j]->keys[i], b->t[j]->klens[i], b->t[j]->tgt_offs[i]);
     for (uint32_t j = 0; j < b->nt; j++) {
         orepl_task_t *t = b->t[j];
         if (!t) continue;

@@ -158,6 +158,14 @@ FX_INTERNAL int fx_owbm_target(fx_owner_t *o, const fx_body_put_place_ack_t *a)
     return free_at;
 }
 
+FX_INTERNAL void fx_owbm_prefetch(fx_owner_t *o, int tgt, const char *key, uint32_t klen, uint64_t offset)
+{
+    owbm_t *s = o->wbm;
+    if (!s || tgt < 0 || (uint32_t)tgt >= OWBM_TARGETS) return;
+    fx_hmap_prefetch(s->by_key, fx_hmap_hash(key, klen));
+    fx_u64map_prefetch(&s->by_off, owbm_off_key((uint32_t)tgt, offset));
+}
+
 FX_INTERNAL void fx_owbm_add(fx_owner_t *o, int tgt, const char *key, uint32_t klen, uint64_t offset,
                              uint64_t value_len, uint64_t put_ms, uint64_t put_ver)
 {
@@ -208,7 +216,12 @@ FX_INTERNAL void fx_owbm_forget(fx_owner_t *o, const uint8_t *body, size_t len, 
     for (uint32_t i = 0; i < OWBM_TARGETS; i++) {
         owbm_tgt_t *t = &s->t[i];
         if (!t->used || t->generation != b.generation || !fx_str_eq(b.node_id, t->node_id)) continue;
+        /* the batch's misses overlap: the by-offset slots, then the entries' key slots */
         for (uint32_t k = 0; k < b.offsets.n; k++) fx_u64map_prefetch(&s->by_off, owbm_off_key(i, b.offsets.v[k]));
+        for (uint32_t k = 0; k < b.offsets.n; k++) {
+            owbm_ent_t *e = fx_u64map_get(&s->by_off, owbm_off_key(i, b.offsets.v[k]));
+            if (e) fx_hmap_prefetch(s->by_key, e->h);
+        }
         for (uint32_t k = 0; k < b.offsets.n; k++) {
             owbm_ent_t *e = fx_u64map_get(&s->by_off, owbm_off_key(i, b.offsets.v[k]));
             if (!e) continue;
