@@ -402,7 +402,8 @@ typedef struct fluxon_holder fluxon_holder;
  * (1..FLUXON_MAX_KEY_BYTES bytes, NUL-terminated, no embedded NUL) and waits until the
  * master published it (at most timeout_ms of the client config); a value the master
  * placed on another owner (write_through, or its placement) is answered once that owner
- * confirmed recording it (at most a quarter of the master's master_timeout_ms), so it is
+ * confirmed recording it (at most a quarter of the master's master_timeout_ms, once: an
+ * owner that did not confirm is passed over for heartbeat_timeout_ms), so it is
  * re-published to a master that restarts after the OK. opts may be NULL.
  * Returns FLUXON_OK; FLUXON_PIN_REFUSED (opts asked for a pin: the value is stored and
  * published but not pinned — its tenant's pinned-bytes budget is full, or the value went

@@ -67,6 +67,8 @@ typedef struct master_node {
     struct fx_mkv_inv *inv_recent[2]; /* routes.c: one-way INVALIDATEs of its disk records sent
                                        * lately ([0] since inv_recent_ms, [1] the period before) */
     uint64_t inv_recent_ms;
+    uint64_t placed_quiet_until_ms; /* publish.c: a PLACED it did not confirm: until then no placed put
+                                     * waits for it, and the placement passes it over (fx_now_ms) */
 } master_node_t;
 
 typedef struct master_peer {

@@ -106,7 +106,7 @@
     X(range_quarantines_lifted, COUNTER, "master_range_quarantines_lifted_total", "", "Range quarantines ended early: every owner the earlier master announced was back with no push to it unsettled") \
     X(inflight_expired, COUNTER, "master_inflight_expired_total", "", "In-flight records expired by the TTL")  \
     X(placed_confirmed, COUNTER, "master_placed_confirmed_total", "", "Placed put batches answered once their target confirmed recording them (PLACED answered)") \
-    X(placed_unconfirmed, COUNTER, "master_placed_unconfirmed_total", "", "Placed put batches answered without their target's confirmation (an error, no answer within a quarter of master_timeout_ms)") \
+    X(placed_unconfirmed, COUNTER, "master_placed_unconfirmed_total", "", "Placed put batches answered without their target's confirmation (an error, no answer within a quarter of master_timeout_ms, or one such lately: heartbeat_timeout_ms of no waiting for that target)") \
     X(forget_msgs, COUNTER, "master_forget_messages_total", "", "FORGET frames sent: an appender's copies dropped (issue 38, forget.c)") \
     X(forget_copies, COUNTER, "master_forget_copies_total", "", "Appended copies dropped whose appender was told (FORGET)") \
     X(forget_all_sent, COUNTER, "master_forget_all_total", "", "Copies dropped with no memory to name them: their appender was told to forget every record") \

@@ -28,6 +28,7 @@ static uint64_t mpl_rand(uint64_t *rng) /* xorshift64* */
 static bool mpl_fits(const master_node_t *n, uint64_t bytes, uint32_t count)
 {
     if (!n->alloc || !n->alive || !n->peer || !n->ucx_address_len) return false;
+    if (n->placed_quiet_until_ms && fx_now_ms() < n->placed_quiet_until_ms) return false; /* publish.c */
     uint64_t need = bytes * count;
     uint64_t limit = n->node_role == FX_NODE_REMOTE_CACHE ? n->segment_bytes : n->segment_bytes / 2;
     return n->placed_bytes + need <= limit && fx_offset_alloc_largest_free(n->alloc) >= bytes &&

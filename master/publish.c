@@ -116,6 +116,7 @@ typedef struct pub_wait {
     uint8_t *ack;
     size_t len;
     uint32_t n_keys;
+    uint64_t target_gen;
     char target[FX_ID_MAX];
 } pub_wait_t;
 
@@ -123,14 +124,23 @@ static void pub_on_placed(void *arg, int status, const fx_frame_header_t *h, con
 {
     (void)h, (void)body, (void)arena;
     pub_wait_t *w = arg;
+    fx_master_t *m = w->s->m;
+    master_node_t *tn = NULL; /* by identity: the node table may have been rebuilt meanwhile */
+    for (size_t i = 0; !m->shutting_down && !m->resetting && i < m->n_nodes && !tn; i++)
+        if (!strcmp(m->nodes[i]->node_id, w->target) && m->nodes[i]->generation == w->target_gen) tn = m->nodes[i];
     if (status == FLUXON_OK) {
         w->s->c.placed_confirmed++;
+        if (tn) tn->placed_quiet_until_ms = 0;
     } else {
         w->s->c.placed_unconfirmed++;
-        if (!w->s->m->shutting_down)
+        /* a stopped or slow owner: for a heartbeat timeout no placed put waits for it and
+         * the placement passes it over, so one stall is not paid by every put */
+        if (tn) tn->placed_quiet_until_ms = fx_now_ms() + FX_MAX(m->cfg.heartbeat_timeout_ms, 1000u);
+        if (!m->shutting_down)
             FX_WARN("put_done: owner %s did not confirm recording %u placed values (%s); the writer is answered "
-                    "anyway: they are routed, and a master restart before that owner records them misses them",
-                    w->target, w->n_keys, fluxon_status_string(status));
+                    "anyway: they are routed, and a master restart before that owner records them misses them; "
+                    "no placed put waits for it, nor goes to it, for %u ms",
+                    w->target, w->n_keys, fluxon_status_string(status), FX_MAX(m->cfg.heartbeat_timeout_ms, 1000u));
     }
     if (w->h.req_id && fx_conn_is_open(w->conn)) {
         fx_frame_header_t rh = {FX_FRAME_MAGIC, w->h.type, FX_FLAG_RESPONSE, (uint32_t)w->len, FLUXON_OK, w->h.req_id};
@@ -149,10 +159,12 @@ static bool pub_tell_target(pub_req_t *q)
     for (uint32_t i = 0; i < q->nk; i++) kept += q->kept[i];
     uint32_t bound = FX_MAX((q->s->m->cfg.master_timeout_ms ? q->s->m->cfg.master_timeout_ms : 5000u) / 4, 50u);
     size_t len = 0;
-    pub_wait_t *w = kept && q->h->req_id ? fx_calloc(1, sizeof *w) : NULL;
+    bool quiet = q->tn->placed_quiet_until_ms && fx_now_ms() < q->tn->placed_quiet_until_ms;
+    pub_wait_t *w = kept && q->h->req_id && !quiet ? fx_calloc(1, sizeof *w) : NULL;
     uint8_t *enc = w ? pub_encode(q, &len) : NULL;
     if (enc) w->ack = fx_malloc(len ? len : 1);
     if (!w || !enc || !w->ack) { /* one-way, as before */
+        q->s->c.placed_unconfirmed += kept && quiet;
         if (w) fx_free(w->ack);
         fx_free(w);
         fx_free(enc);
@@ -160,7 +172,8 @@ static bool pub_tell_target(pub_req_t *q)
         return false;
     }
     memcpy(w->ack, enc, len);
-    *w = (pub_wait_t){.s = q->s, .conn = q->p->conn, .h = *q->h, .ack = w->ack, .len = len, .n_keys = kept};
+    *w = (pub_wait_t){.s = q->s, .conn = q->p->conn, .h = *q->h, .ack = w->ack, .len = len, .n_keys = kept,
+                      .target_gen = q->tn->generation};
     fx_strlcpy(w->target, q->tn->node_id, sizeof w->target);
     fx_conn_ref(w->conn);
     if (!fx_mkv_placed_notify(q->s, q->tn, &q->b, q->kept, q->pms, q->pver, bound, pub_on_placed, w)) {

@@ -824,6 +824,36 @@ Test(restart, a_placed_put_is_answered_once_its_target_recorded_it, .timeout = 1
     fluxon_client_close(c0);
 }
 
+/* A placed put waits for its target's confirmation of the PLACED only once per stall: o1 is
+ * SIGSTOPped, the first write-through put to it is answered OK after the master's bound (a
+ * quarter of master_timeout_ms, 1.25 s), then for heartbeat_timeout_ms the master neither
+ * waits for o1 nor places on it: the next puts stay on o0 and are answered at once. */
+Test(restart, a_stopped_target_costs_one_placed_put_the_wait, .timeout = 120, .fini = fini)
+{
+    rf_up(2, NULL);
+    fluxon_client *c0 = rf_client(0);
+    fluxon_put_options wt = {.field_mask = FLUXON_PUT_OPT_WRITE_THROUGH, .write_through = 1};
+    static uint8_t v[VLEN];
+    th_pattern(v, NULL, VLEN, 95);
+    cr_assert_eq(kill(rf.owner[1], SIGSTOP), 0);
+    double t0 = th_now_s();
+    int rc = fluxon_put(c0, "st:0", v, VLEN, &wt);
+    double first = th_now_s() - t0;
+    t0 = th_now_s();
+    int rc2 = fluxon_put(c0, "st:1", v, VLEN, &wt);
+    double second = th_now_s() - t0;
+    cr_assert_eq(kill(rf.owner[1], SIGCONT), 0);
+    cr_assert_eq(rc, FLUXON_OK, "%s", fluxon_status_string(rc));
+    cr_assert_eq(rc2, FLUXON_OK, "%s", fluxon_status_string(rc2));
+    cr_assert_geq(first, 1.0, "the first waited for o1's confirmation: %.2f s", first);
+    cr_assert_lt(second, 0.5, "the second did not: %.2f s", second);
+    cr_assert_eq(rf_stat(c0, true, "placed_unconfirmed"), 1);
+    cr_assert_eq(rf_stat(c0, true, "place_remote"), 1, "the second stayed on o0");
+    get_check(c0, "st:0", 95, "o0");
+    get_check(c0, "st:1", 95, "o0");
+    fluxon_client_close(c0);
+}
+
 /* Issue 38 (owner/wbmap.c): o0 reads back the values it wrote back to o1 (a CPU owner) by its
  * own record, without a LOOKUP. The record lives with o0's master link: the FORGETs of a
  * master gone may be lost with it, and a new master hands out o1's ranges on its own, so a
