@@ -47,7 +47,7 @@
     X(put_dedup_acks, GAUGE, "master_put_dedup_acks", "", "PUT_DONE answers kept for deduplication")            \
     X(put_dedup_bytes, GAUGE, "master_put_dedup_bytes", "", "Bytes of PUT_DONE answers kept for deduplication") \
     X(prefix_index_keys, GAUGE, "master_prefix_index_keys", "", "Keys in the prefix index (0: not built; LIST builds it)") \
-    X(delete_tombstones_held, GAUGE, "master_delete_tombstones", "", "Deletes remembered now: the re-publication window of a new master is open")
+    X(delete_tombstones_held, GAUGE, "master_delete_tombstones", "", "Deletes and removed routes remembered now: the re-publication window of a new master is open")
 
 /* inflight.c: in-flight records */
 #define FX_MASTER_INFLIGHT_METRICS(X)                                                                            \
@@ -123,6 +123,8 @@
     X(delete_tombstones, COUNTER, "master_delete_tombstones_total", "", "DELETEs remembered while owners re-publish to a new master, so that a copy reported later does not bring the key back (W6)") \
     X(deletes_held, COUNTER, "master_deletes_held_total", "", "DELETEs that waited for an owner re-publishing to a new master, so that its copy is dropped too (W6)") \
     X(deletes_held_expired, COUNTER, "master_deletes_held_expired_total", "", "Held DELETEs served before that owner's report was in (their bound ran out): answered UNKNOWN_OUTCOME") \
+    X(route_tombstones, COUNTER, "master_route_tombstones_total", "", "Routes removed (last copy evicted, lease ended) while an owner was awaited by a new master: a later report of an older version answers STALE") \
+    X(route_tombstones_full, COUNTER, "master_route_tombstones_full_total", "", "Routes removed while an owner was awaited that the full record of tombstones could not hold") \
     X(delete_tombstones_full, COUNTER, "master_delete_tombstones_full_total", "", "DELETEs answered UNKNOWN_OUTCOME in the re-publication window because its record of deletes was full") \
     X(republish_owners_done, COUNTER, "master_republish_owners_done_total", "", "Owners whose re-publication ended") \
     X(verify_routed, COUNTER, "master_verified_keys_total", "outcome=\"routed\"", "Keys an owner back on a lost connection verified (REPUBLISH verify), by outcome") \

@@ -412,6 +412,9 @@ FX_INTERNAL const master_node_t *mkv_tombs_reporting(mkv_t *s);
  * FLUXON_OK (recorded, or the window is closed), FLUXON_ERR_NO_SPACE (MKV_TOMBS_MAX kept),
  * FLUXON_ERR_NOMEM. */
 FX_INTERNAL int mkv_tombs_put(mkv_t *s, fx_str_t key);
+/* routes.c: key's route (version put_ms/put_ver) was removed; remembered while an owner is
+ * awaited, so that its report of an older version answers STALE. */
+FX_INTERNAL void mkv_tombs_gone(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32_t put_ver);
 /* A report of key at (put_ms, put_ver): put before a delete this window remembers? True
  * when below the delete's put id, or not the version this master routes for key now (one
  * put under the earlier master, whose clock ran ahead of this one's: a put here after the

@@ -511,6 +511,7 @@ static void rt_release(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, f
 /* key may be the map's own copy (iteration): it is used last. */
 FX_INTERNAL void mkv_route_remove(mkv_t *s, const char *key, size_t klen, mkv_route_t *r, fx_mkv_inv_t *v)
 {
+    mkv_tombs_gone(s, (fx_str_t){key, (uint32_t)klen}, r->put_ms, r->put_ver); /* W6: an absent owner's older copy */
     if (s->index && fx_prefix_index_remove(s->index, key, klen) != FLUXON_OK)
         FX_ERROR("route %.*s was not in the prefix index", (int)FX_MIN(klen, 80u), key);
     rt_release(s, key, klen, r, v);

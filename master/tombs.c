@@ -20,7 +20,12 @@
  * dead_owner_grace_ms has passed; the tombstones go then. An owner back later than that can
  * still bring a key deleted meanwhile back (the bound of what a master keeps for an absent
  * owner, as for one it forgets). At most MKV_TOMBS_MAX tombstones: past that a delete
- * answers UNKNOWN_OUTCOME while an owner is awaited (lookup.c). Reactor thread only. */
+ * answers UNKNOWN_OUTCOME while an owner is awaited (lookup.c).
+ * A route this master removes while an owner is awaited (its last copy evicted, a lease
+ * ended) leaves a tombstone of its own version too: a report of an older version of the key
+ * answers STALE. Without it, an overwrite answered OK here, then evicted from its only
+ * owner, gave the key back its older value when the absent owner reported that (an HA fault
+ * pass of session 42). Reactor thread only. */
 #include <string.h>
 
 #include "log.h"
@@ -29,6 +34,7 @@
 typedef struct mkv_tomb {
     uint64_t put_ms;
     uint32_t put_ver;
+    bool deleted; /* a DELETE's (a put id taken at it); else a route gone (its own version) */
 } mkv_tomb_t;
 
 static void tb_free(void *v) { fx_free(v); }
@@ -146,8 +152,38 @@ FX_INTERNAL int mkv_tombs_put(mkv_t *s, fx_str_t key)
         }
     }
     mkv_put_id_next(s, &t->put_ms, &t->put_ver); /* later than every value put before */
+    t->deleted = true;
     s->c.delete_tombstones++;
     return FLUXON_OK;
+}
+
+FX_INTERNAL void mkv_tombs_gone(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32_t put_ver)
+{
+    /* a fresh master (no owner announced, no delete remembered), or a closed window: nothing */
+    if (s->tombs_closed || (!s->n_tombs_await && !s->tombs)) return;
+    if (!mkv_tombs_awaited(s) || !mkv_tombs_open(s, fx_now_ms())) return; /* every report is in */
+    if (!s->tombs && fx_hmap_create(64, &s->tombs) != FLUXON_OK) return;
+    mkv_tomb_t *t = fx_hmap_get(s->tombs, key.p, key.len);
+    if (t) { /* the higher id stands; a delete's rule stays */
+        if (put_ms > t->put_ms || (put_ms == t->put_ms && put_ver > t->put_ver)) {
+            t->put_ms = put_ms;
+            t->put_ver = put_ver;
+        }
+        return;
+    }
+    if (fx_hmap_count(s->tombs) >= MKV_TOMBS_MAX) {
+        if (!s->c.route_tombstones_full++)
+            FX_WARN("the record of routes gone while owners re-publish is full (%u): an absent owner's older copy "
+                    "of such a key may route it again", MKV_TOMBS_MAX);
+        return;
+    }
+    if (!(t = fx_malloc(sizeof *t))) return;
+    *t = (mkv_tomb_t){put_ms, put_ver, false};
+    if (fx_hmap_put(s->tombs, key.p, key.len, t, NULL) != FLUXON_OK) {
+        fx_free(t);
+        return;
+    }
+    s->c.route_tombstones++;
 }
 
 FX_INTERNAL bool mkv_tombs_older(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32_t put_ver, fx_mkv_inv_t *v)
@@ -156,6 +192,7 @@ FX_INTERNAL bool mkv_tombs_older(mkv_t *s, fx_str_t key, uint64_t put_ms, uint32
     const mkv_tomb_t *t = fx_hmap_get(s->tombs, key.p, key.len);
     if (!t) return false;
     if (put_ms < t->put_ms || (put_ms == t->put_ms && put_ver < t->put_ver)) return true;
+    if (!t->deleted) return false; /* a route gone: its own version or a newer one is reported */
     /* not below the delete's id: a version put here after the delete is routed (this very
      * version); any other came from the earlier master, whose clock ran ahead of this one's */
     const mkv_route_t *r = mkv_route_get(s, key, v);

@@ -824,6 +824,62 @@ Test(restart, a_placed_put_is_answered_once_its_target_recorded_it, .timeout = 1
     fluxon_client_close(c0);
 }
 
+/* W6 for overwrites (an HA fault pass of session 42): o2, a CPU owner holding k's first value,
+ * is stopped across a master restart. The new master knows only o0 and o1: k is put again
+ * through o0 (OK), then o0 evicts that value with no copy (o2 is away), so the route goes.
+ * When o2 comes back and reports the first value, the master answers STALE: it remembered the
+ * removed route's version while o2 was awaited. The old code routed the first value again. */
+Test(restart, an_overwrite_evicted_while_an_owner_is_away_does_not_bring_the_older_value_back, .timeout = 120,
+     .fini = fini)
+{
+    const char *extra[3] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                            "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000",
+                            NULL, ",\"node_role\":\"remote_cache\""};
+    rf_up(3, extra);
+    fluxon_client *c0 = rf_client(0), *c1 = rf_client(1);
+    char key[64];
+    put_seeded(c0, "ow:k", 501, true);
+    for (int i = 0; i < 100; i++) { /* 2 MB through o0's hot tier: k goes to o2 */
+        snprintf(key, sizeof key, "ow:fill1:%d", i);
+        put_seeded(c0, key, 600 + (uint64_t)i, true);
+    }
+    cr_assert(rf_wait_stat(c0, false, "repl_queued", 0, 0, 20000));
+    cr_assert(rf_wait_stat(c0, true, "target_replicas_remote_cache", 1, 1, 20000));
+    get_check(c1, "ow:k", 501, "o1, from o2");
+    cr_assert_eq(kill(rf.owner[2], SIGSTOP), 0);
+    rf_kill_master();
+    rf_start_master();
+    cr_assert(rf_wait_stat(c0, true, "republish_owners_done", 1, 2, 20000), "o0 and o1 re-published");
+    put_seeded(c0, "ow:k", 502, true); /* the overwrite, answered OK */
+    get_check(c0, "ow:k", 502, "o0");
+    for (int i = 0; i < 100; i++) { /* o0 evicts it: no copy anywhere (o2 is away) */
+        snprintf(key, sizeof key, "ow:fill2:%d", i);
+        put_seeded(c0, key, 800 + (uint64_t)i, true);
+    }
+    fluxon_holder *h = NULL;
+    double end = th_now_s() + th_wait_bound_s(20000);
+    int rc = FLUXON_OK;
+    while (th_now_s() < end && (rc = fluxon_get(c1, "ow:k", &h)) == FLUXON_OK) {
+        fluxon_holder_release(h);
+        th_sleep_ms(20);
+    }
+    cr_assert_eq(rc, FLUXON_ERR_NOT_FOUND, "the overwrite went with o0's eviction: %s", fluxon_status_string(rc));
+    cr_assert_geq(rf_stat(c0, true, "route_tombstones"), 1, "its route's version is remembered");
+    cr_assert_eq(kill(rf.owner[2], SIGCONT), 0);
+    cr_assert(rf_wait_stat(c0, true, "republish_owners_done", 1, 3, 20000), "o2 re-published");
+    for (int k = 0; k < 2; k++) {
+        rc = fluxon_get(k ? c1 : c0, "ow:k", &h);
+        if (rc == FLUXON_OK) {
+            cr_assert(th_pattern(NULL, fluxon_holder_data(h), VLEN, 502), "o%d: the older value came back", k);
+            fluxon_holder_release(h);
+        } else {
+            cr_assert_eq(rc, FLUXON_ERR_NOT_FOUND, "o%d: %s", k, fluxon_status_string(rc));
+        }
+    }
+    fluxon_client_close(c0);
+    fluxon_client_close(c1);
+}
+
 /* A placed put waits for its target's confirmation of the PLACED only once per stall: o1 is
  * SIGSTOPped, the first write-through put to it is answered OK after the master's bound (a
  * quarter of master_timeout_ms, 1.25 s), then for heartbeat_timeout_ms the master neither
