@@ -53,8 +53,9 @@ static master_node_t *master_add_node(fx_master_t *m, const char *node_id)
 static void master_broadcast_info(fx_master_t *m)
 {
     uint64_t alive = 0, gpu_alive = 0, targets_held = 0;
-    fx_str_t *ids = fx_malloc((m->n_nodes ? m->n_nodes : 1) * sizeof *ids);
-    uint64_t *gens = fx_malloc((m->n_nodes ? m->n_nodes : 1) * sizeof *gens);
+    size_t cap = m->n_nodes ? m->n_nodes : 1;
+    fx_str_t *ids = fx_malloc(cap * 3 * sizeof *ids), *addrs = ids ? ids + cap : NULL, *rkeys = ids ? ids + 2 * cap : NULL;
+    uint64_t *gens = fx_malloc(cap * 2 * sizeof *gens), *bases = gens ? gens + cap : NULL;
     uint32_t k = 0;
     for (size_t i = 0; i < m->n_nodes; i++) {
         const master_node_t *n = m->nodes[i];
@@ -63,6 +64,9 @@ static void master_broadcast_info(fx_master_t *m)
         targets_held |= n->node_role == FX_NODE_REMOTE_CACHE && n->placed_bytes > 0;
         if (n->alive && ids && gens) { /* W2: the writers a later master must wait for (quarantine.c) */
             ids[k] = fx_str_c(n->node_id);
+            addrs[k] = (fx_str_t){(const char *)n->ucx_address, n->ucx_address_len};
+            rkeys[k] = (fx_str_t){(const char *)n->rkey, n->rkey_len};
+            bases[k] = n->segment_base;
             gens[k++] = n->generation;
         }
     }
@@ -70,7 +74,7 @@ static void master_broadcast_info(fx_master_t *m)
         FX_ERROR("master: out of memory listing the alive owners for CLUSTER_INFO");
         k = 0;
     }
-    fx_body_cluster_info_t b = {alive, gpu_alive, targets_held, {ids, k}, {gens, k}};
+    fx_body_cluster_info_t b = {alive, gpu_alive, targets_held, {ids, k}, {gens, k}, {addrs, k}, {rkeys, k}, {bases, k}};
     for (size_t i = 0; i < m->n_nodes; i++)
         if (m->nodes[i]->peer)
             FX_CONN_SEND(m->nodes[i]->peer->conn, FX_MSG_CLUSTER_INFO, 0, 0, 0, cluster_info, &b);

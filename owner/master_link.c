@@ -390,8 +390,12 @@ static void olink_on_request(fx_conn_t *c, const fx_frame_header_t *h, const uin
                         (unsigned long long)b.count);
             l->peers_broken = true;
         }
-        if (b.node_ids.n == b.count && b.generations.n == b.count && l->hooks.alive)
-            l->hooks.alive(l->o, l->master_generation, b.node_ids.v, b.generations.v, b.count); /* UCX peers of the dead fail */
+        if (b.node_ids.n == b.count && b.generations.n == b.count && b.addresses.n == b.count &&
+            b.rkeys.n == b.count && b.bases.n == b.count && l->hooks.alive) {
+            fx_olink_owners_t owners = {l->master_generation, b.node_ids.v, b.generations.v, b.addresses.v,
+                                        b.rkeys.v, b.bases.v, b.count};
+            l->hooks.alive(l->o, &owners); /* UCX peers of the dead fail; this host's are mapped */
+        }
         if (b.count > 1) l->others_seen = true;
         if (!l->info_seen) l->copies_mine = !b.targets_held && b.gpu_alive <= 1;
         if (b.gpu_alive > 1) l->copies_mine = false;

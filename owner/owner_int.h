@@ -96,6 +96,17 @@ static inline bool fx_owner_fault(fx_owner_t *o, int kind, const char *msg)
  * the config's "test" section sets none (chaos.h). */
 static inline fx_chaos_t *fx_owner_chaos(fx_owner_t *o) { return o->chaos_on ? &o->chaos : NULL; }
 
+/* The owners a master (of master_generation) says are alive (CLUSTER_INFO): n ids and
+ * generations, and the UCX addresses, rkeys and segment bases they registered. */
+typedef struct fx_olink_owners {
+    uint64_t master_generation;
+    const fx_str_t *ids;
+    const uint64_t *generations;
+    const fx_str_t *addresses, *rkeys;
+    const uint64_t *bases;
+    size_t n;
+} fx_olink_owners_t;
+
 /* delay_request: this request to the master is held back fault_ms */
 static inline bool fx_owner_fault_delay(fx_owner_t *o, const char *msg)
 {

@@ -20,10 +20,8 @@ typedef struct fx_olink_hooks {
     bool (*request)(fx_owner_t *o, const fx_frame_header_t *h, const uint8_t *body, fx_arena_t *arena);
     /* the owners this one has pushes to that may still land (every heartbeat, W2) */
     fx_strv_t (*unsettled)(fx_owner_t *o);
-    /* the owners the master (of master_generation) says are alive (CLUSTER_INFO: ids and
-     * generations, n of each) */
-    void (*alive)(fx_owner_t *o, uint64_t master_generation, const fx_str_t *ids, const uint64_t *generations,
-                  size_t n);
+    /* the owners the master says are alive (CLUSTER_INFO) */
+    void (*alive)(fx_owner_t *o, const fx_olink_owners_t *l);
 } fx_olink_hooks_t;
 
 FX_INTERNAL int fx_olink_init(fx_owner_t *o, const fx_olink_hooks_t *hooks);

@@ -122,6 +122,8 @@
     X(pushes_held_after_report, COUNTER, "owner_pushes_held_after_report_total", "", "Pushes reported failed (a timeout) before UCX retired them: kept unsettled until it did") \
     X(peers_failed_dead, COUNTER, "owner_peers_failed_dead_total", "", "UCX peers failed at once because the master no longer lists their owner (dead, or a new process)") \
     X(peers_mapped, GAUGE, "owner_peers_mapped", "", "Owners on this host whose segment is mapped here: transfers with them are memcpy (peer_segments)") \
+    X(peers_mapped_listed, COUNTER, "owner_peers_mapped_listed_total", "", "Owners on this host whose segment was mapped here when the master listed them (CLUSTER_INFO), not at a first transfer") \
+    X(peers_prefaulting, GAUGE, "owner_peers_prefaulting", "", "Mapped peer segments being faulted in here now (a thread each)") \
     X(peers_exited, COUNTER, "owner_peers_exited_total", "", "Mapped peer owners whose process exited (seen at once by their pidfd): unmapped, their UCX peer failed") \
     X(peer_map_transfers, COUNTER, "owner_peer_map_transfers_total", "", "Transfer batches copied through a mapped peer segment") \
     X(peer_map_bytes, COUNTER, "owner_peer_map_bytes_total", "", "Bytes copied through mapped peer segments") \

@@ -33,9 +33,11 @@ FX_INTERNAL bool fx_opeers_live(fx_owner_t *o, const char *node_id, uint64_t gen
  * and no longer does, or lists its node id with another generation (a new process): its UCX
  * peer fails at once, so the transfers to it end now instead of at their timeout, and the
  * next transfer to the owner connects afresh. A new master's first lists (owners register
- * one by one) fail nothing; peers whose UCX detects failures (tcp, RDMA) are left to it. */
-FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, uint64_t master_generation, const fx_str_t *ids,
-                                 const uint64_t *generations, size_t n);
+ * one by one) fail nothing; peers whose UCX detects failures (tcp, RDMA) are left to it.
+ * An owner that takes puts (not remote_cache) maps the segments of the listed owners of its
+ * host at once (peer_segments "map"), rather than at their first transfer: the mapping and
+ * its prefault run before the write-backs and gets that copy through it. */
+FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, const fx_olink_owners_t *l);
 FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m);
 
 /* peer_map.c: owners on one host map each other's segment (issue 38). fx_opm_rkey: this
@@ -46,6 +48,9 @@ FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m);
  * exits); NULL otherwise (UCX then; logged once). */
 FX_INTERNAL int fx_opm_rkey(fx_owner_t *o, const void *ucx_rkey, size_t len, void **out, size_t *out_len);
 FX_INTERNAL size_t fx_opm_ucx_len(fx_str_t rkey);
+/* True when rkey describes the segment of an owner of this host and namespaces at
+ * generation, and this owner maps such segments (peer_segments "map"): fx_opm_attach may map it. */
+FX_INTERNAL bool fx_opm_here(fx_owner_t *o, uint64_t generation, fx_str_t rkey);
 FX_INTERNAL fx_segment_t *fx_opm_attach(fx_owner_t *o, const char *node_id, uint64_t generation, fx_str_t rkey,
                                         int *pidfd_p); /* *pidfd_p: the peer process's pidfd, -1 on NULL */
 

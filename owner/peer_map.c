@@ -92,18 +92,30 @@ static void opm_once(fx_owner_t *o, unsigned why, const char *node, const char *
     FX_INFO("owner %s: transfers with owner %s (and others alike) stay on UCX: %s", o->cfg.node_id, node, line);
 }
 
+/* rkey's descriptor (*d) names a segment of this host and namespaces at generation */
+static bool opm_desc_here(fx_owner_t *o, uint64_t generation, fx_str_t rkey, opm_desc_t *d)
+{
+    if (o->cfg.peer_segments != FX_PEER_SEG_MAP || !opm_desc(rkey, d)) return false;
+    char boot_id[40];
+    uint64_t pidns = 0, netns = 0;
+    if (!opm_here(boot_id, &pidns, &netns) || memcmp(boot_id, d->boot_id, sizeof boot_id) || pidns != d->pidns ||
+        netns != d->netns)
+        return false;
+    return d->generation == generation; /* else the master's word is newer: UCX will say */
+}
+
+FX_INTERNAL bool fx_opm_here(fx_owner_t *o, uint64_t generation, fx_str_t rkey)
+{
+    opm_desc_t d;
+    return opm_desc_here(o, generation, rkey, &d);
+}
+
 FX_INTERNAL fx_segment_t *fx_opm_attach(fx_owner_t *o, const char *node_id, uint64_t generation, fx_str_t rkey,
                                         int *pidfd_p)
 {
     opm_desc_t d;
     *pidfd_p = -1;
-    if (o->cfg.peer_segments != FX_PEER_SEG_MAP || !opm_desc(rkey, &d)) return NULL;
-    char boot_id[40];
-    uint64_t pidns = 0, netns = 0;
-    if (!opm_here(boot_id, &pidns, &netns) || memcmp(boot_id, d.boot_id, sizeof boot_id) || pidns != d.pidns ||
-        netns != d.netns)
-        return NULL;
-    if (d.generation != generation) return NULL; /* the master's word is newer: UCX will say */
+    if (!opm_desc_here(o, generation, rkey, &d)) return NULL;
     int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)d.pid, 0);
     int fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, d.fd, 0);
     int err = errno;

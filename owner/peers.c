@@ -63,6 +63,7 @@ typedef struct opeers {
     uint64_t pushes_unsettled, pushes_held_after_report;
     uint64_t peers_failed_dead; /* UCX peers failed because the master no longer lists their owner */
     uint64_t peers_mapped;      /* peers whose segment is mapped here (same host) */
+    uint64_t peers_mapped_listed; /* peers mapped when the master listed them (not at a transfer) */
     uint64_t peers_exited;      /* mapped peers whose process exited (their pidfd) */
     uint64_t alive_master;      /* the master generation of the last CLUSTER_INFO */
     opush_t *linger; /* failed pushes retired by UCX, unsettled until their until_ms */
@@ -332,13 +333,32 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
     return peer;
 }
 
-FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, uint64_t master_generation, const fx_str_t *ids,
-                                 const uint64_t *generations, size_t n)
+/* The listed owners of this host not mapped here yet are mapped now (fx_opeers_alive). */
+static void opeers_map_listed(fx_owner_t *o, const fx_olink_owners_t *l)
+{
+    opeers_t *u = o->peers;
+    if (o->cfg.node_role == FX_NODE_REMOTE_CACHE) return; /* it copies nothing: targets push to it */
+    for (size_t k = 0; k < l->n; k++) {
+        if (fx_str_eq(l->ids[k], o->cfg.node_id) || !fx_opm_here(o, l->generations[k], l->rkeys[k])) continue;
+        size_t i = 0;
+        while (i < u->n_peers && !(fx_str_eq(l->ids[k], u->peers[i].node_id) && u->peers[i].generation == l->generations[k]))
+            i++;
+        if (i < u->n_peers) continue; /* connected at this generation (a failed one reconnects at its next transfer) */
+        uint64_t mapped = u->peers_mapped;
+        (void)fx_opeers_get(o, l->ids[k], l->generations[k], l->addresses[k], l->rkeys[k], l->bases[k]);
+        u->peers_mapped_listed += u->peers_mapped > mapped;
+    }
+}
+
+FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, const fx_olink_owners_t *l)
 {
     opeers_t *u = o->peers;
     if (!u) return;
-    bool same_master = master_generation && master_generation == u->alive_master;
-    u->alive_master = master_generation;
+    const fx_str_t *ids = l->ids;
+    const uint64_t *generations = l->generations;
+    size_t n = l->n;
+    bool same_master = l->master_generation && l->master_generation == u->alive_master;
+    u->alive_master = l->master_generation;
     for (size_t i = 0; i < u->n_peers; i++) {
         owner_peer_t *p = &u->peers[i];
         bool listed = false, replaced = false;
@@ -358,6 +378,7 @@ FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, uint64_t master_generation, cons
                 (unsigned long long)p->generation, replaced ? "replaced by a new process" : "no longer alive",
                 inflight);
     }
+    opeers_map_listed(o, l);
 }
 
 /* ---- pushes that may still land (W2) ---- */
@@ -463,6 +484,9 @@ FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->pushes_held_after_report = u->pushes_held_after_report;
     m->peers_failed_dead = u->peers_failed_dead;
     m->peers_mapped = u->peers_mapped;
+    m->peers_mapped_listed = u->peers_mapped_listed;
+    m->peers_prefaulting = 0;
+    for (size_t i = 0; i < u->n_peers; i++) m->peers_prefaulting += u->peers[i].pf && fx_prefault_running(u->peers[i].pf);
     m->peers_exited = u->peers_exited;
     fx_ucx_local_stats(u->ucx, &m->peer_map_transfers, &m->peer_map_bytes);
 }

@@ -97,7 +97,8 @@ static int cli_gauge01(const char *prom, const char *family)
     return p ? atoi(p + 2) != 0 : -1;
 }
 
-/* 1 while a node's prefault threads run (an owner's segment, any node's heap reserve), 0
+/* 1 while a node's prefault threads run (an owner's segment and the peer segments it mapped,
+ * any node's heap reserve), 0
  * once done, -1 unknown (no metrics). */
 static int cli_node_prefaulting(fluxon_node *node, char **buf, size_t *cap)
 {
@@ -110,8 +111,9 @@ static int cli_node_prefaulting(fluxon_node *node, char **buf, size_t *cap)
         *cap *= 2;
     }
     if (rc != FLUXON_OK) return -1;
-    int seg = cli_gauge01(*buf, "fluxon_owner_segment_prefaulting"), heap = cli_gauge01(*buf, "fluxon_heap_prefaulting");
-    return seg > 0 || heap > 0 ? 1 : seg < 0 && heap < 0 ? -1 : 0;
+    int seg = cli_gauge01(*buf, "fluxon_owner_segment_prefaulting"), heap = cli_gauge01(*buf, "fluxon_heap_prefaulting"),
+        peers = cli_gauge01(*buf, "fluxon_owner_peers_prefaulting");
+    return seg > 0 || heap > 0 || peers > 0 ? 1 : seg < 0 && heap < 0 ? -1 : 0;
 }
 
 /* 1 while the client's own prefault thread runs (its stats), 0 once done, -1 unknown. */

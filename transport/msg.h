@@ -11,14 +11,16 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 9u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
+#define FX_PROTOCOL_VERSION 10u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
                                 * 5: owners' peers and unsettled pushes (issue 44 W2), LOOKUP's
                                 * reuse_ms (issue 38); 6: LOOKUP's src_roles (issue 38); 7: LOOKUP's
                                 * modes may carry FX_GET_SRC_KEPT (issue 38); 8: REGISTER's
                                 * republishing (a new master's deletes, master/tombs.c); 9: a placed
                                 * put's PLACED is a request its target answers (master/publish.c),
                                 * APPEND_START's answer carries reuse_ms and src_kept, FORGET
-                                * (owner/wbmap.c). The codec
+                                * (owner/wbmap.c); 10: CLUSTER_INFO's addresses, rkeys and
+                                * bases (owners map the segments of this host's at once,
+                                * owner/peers.c). The codec
                                 * refuses a body with a field more or less, so nodes of two
                                 * versions are refused at HELLO rather than cut at their first
                                 * LOOKUP answer */
@@ -188,9 +190,11 @@ typedef struct fx_strv {
 #define FX_BODY_count(F) F(U64, count)
 /* master -> owners, one-way: alive owners; of them, those not remote_cache (they take puts);
  * whether replicas live on replica targets (remote_cache owners) right now (issue 38); the
- * alive owners' ids and generations (W2: a later master waits for them, see REGISTER) */
+ * alive owners' ids and generations (W2: a later master waits for them, see REGISTER), and
+ * their UCX addresses, rkeys and segment bases as they registered them (an owner maps the
+ * segments of the owners of its host when they join, owner/peers.c) */
 #define FX_BODY_cluster_info(F) F(U64, count) F(U64, gpu_alive) F(U64, targets_held) \
-    F(STRV, node_ids) F(U64V, generations)
+    F(STRV, node_ids) F(U64V, generations) F(STRV, addresses) F(STRV, rkeys) F(U64V, bases)
 #define FX_BODY_lease(F) F(U64, ttl_ms)
 #define FX_BODY_lease_ack(F) F(U64, lease_id)
 #define FX_BODY_list(F) F(STR, prefix) F(STR, after) F(U32, limit)

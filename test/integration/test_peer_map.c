@@ -1,8 +1,9 @@
 /* test_peer_map.c — owners of one host copy through each other's mapped segment (issue 38,
  * owner/peer_map.c): a get from another owner of this process and the write-backs to a CPU
  * owner in a process of its own move byte-exact values by memcpy (peer_map_transfers, no UCX
- * transfer); "peer_segments":"ucx" keeps them on UCX; a peer whose process exits is unmapped
- * at once (its pidfd: its memory is not kept alive here). */
+ * transfer); an owner maps the segments of this host's owners when the master lists them,
+ * before any transfer, and faults them in then; "peer_segments":"ucx" keeps them on UCX; a
+ * peer whose process exits is unmapped at once (its pidfd: its memory is not kept alive here). */
 #include <criterion/criterion.h>
 #include <signal.h>
 
@@ -61,8 +62,14 @@ Test(peer_map, a_get_from_an_owner_of_this_host_copies_through_its_mapped_segmen
 {
     kf_up(2);
     fluxon_client *a = kf_client(0), *b = kf_client(1);
+    /* the master's CLUSTER_INFO lists each owner to the other: each maps the other's segment
+     * then and faults it in, before any transfer needs it */
+    cr_assert(kf_wait_stat(b, "peers_mapped", 1, 10000), "B maps A's segment once the master lists A");
+    cr_assert(kf_wait_stat(a, "peers_mapped", 1, 10000), "A maps B's segment once the master lists B");
+    cr_assert_eq(kf_stat(b, "peers_mapped_listed"), 1, "mapped when listed, not by a transfer");
+    cr_assert_eq(kf_stat(b, "peer_map_transfers"), 0, "no transfer yet");
+    cr_assert(kf_wait_stat(b, "peers_prefaulting", 0, 10000), "the mapping's prefault ends");
     put_n(a, "pm", 16);
-    cr_assert_eq(kf_stat(b, "peers_mapped"), 0, "no transfer yet: nothing mapped");
     cr_assert_eq(get_n(b, "pm", 16), 16, "B copies A's values byte-exact");
     cr_assert_eq(kf_stat(b, "peers_mapped"), 1, "A's segment is mapped in B");
     cr_assert_geq(kf_stat(b, "peer_map_transfers"), 1);
@@ -82,6 +89,8 @@ Test(peer_map, peer_segments_ucx_keeps_the_copies_on_ucx)
     put_n(a, "pu", 16);
     cr_assert_eq(get_n(b, "pu", 16), 16, "B copies A's values byte-exact over UCX");
     cr_assert_eq(kf_stat(b, "peers_mapped"), 0);
+    cr_assert_eq(kf_stat(a, "peers_mapped"), 0, "A (peer_segments map) does not map B, whose rkey describes no segment");
+    cr_assert_eq(kf_stat(b, "peers_mapped_listed"), 0);
     cr_assert_eq(kf_stat(b, "peer_map_transfers"), 0);
     fluxon_client_close(a);
     fluxon_client_close(b);

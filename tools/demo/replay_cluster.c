@@ -139,11 +139,30 @@ int rp_stats_after(rp_run *r)
     return ok;
 }
 
+/* The embedded GPU owners map each other's and the CPU owners' segments when the master
+ * lists them (peer_segments map): waited for, within RP_PREFAULT_WAIT_MS, so that the mapping
+ * and its prefault run before the replay, as they would before an engine's traffic. */
+static void rp_wait_peers_mapped(rp_run *r, uint64_t deadline_ns)
+{
+    if (!r->cl.embedded || r->o.peer_segments_ucx) return;
+    uint64_t want = r->n_owners - 1 + r->o.cpu_owners;
+    for (unsigned k = 0; want && k < r->n_owners; k++)
+        for (;;) {
+            cJSON *doc = rp_client_stats(rp_owner_client(r, k));
+            uint64_t mapped = 0;
+            int known = doc && rp_stat_u64(doc, "peers_mapped", &mapped);
+            cJSON_Delete(doc);
+            if (!known || mapped >= want || fx_cli_now_ns() >= deadline_ns || rp_interrupted) break;
+            fx_cli_sleep_ms(10);
+        }
+}
+
 void rp_wait_prefault(rp_run *r)
 {
     fluxon_client **clients = calloc(r->n_workers ? r->n_workers : 1, sizeof *clients);
     for (unsigned i = 0; clients && i < r->n_workers; i++) clients[i] = r->workers[i].client;
     uint64_t t0 = fx_cli_now_ns();
+    rp_wait_peers_mapped(r, t0 + (uint64_t)RP_PREFAULT_WAIT_MS * 1000000ull);
     if (clients)
         (void)fx_cli_wait_prefault(r->cl.owners, r->cl.embedded ? r->n_owners : 0, clients, r->n_workers,
                                    RP_PREFAULT_WAIT_MS, &rp_interrupted);
