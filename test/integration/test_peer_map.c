@@ -141,3 +141,26 @@ Test(peer_map, write_backs_to_a_cpu_owner_of_this_host_go_through_its_mapping_un
     cr_assert_eq(get_n(a, "after", 16), 16);
     fluxon_client_close(a);
 }
+
+Test(peer_map, a_restarted_owner_of_this_host_is_mapped_again_when_the_master_lists_it)
+{
+    kf_up_ex(1, ",\"heartbeat_timeout_ms\":1500", NULL);
+    char sock[512];
+    snprintf(sock, sizeof sock, "%s/ownC.sock", kf_dir);
+    pm_proc = kf_owner_proc("ownC", sock, "32MiB", "error", ",\"node_role\":\"remote_cache\"");
+    fluxon_client *a = kf_client(0);
+    cr_assert(kf_wait_stat(a, "peers_mapped", 1, 15000), "A maps C's segment once the master lists C");
+    cr_assert_eq(kf_stat(a, "peers_mapped_listed"), 1);
+    cr_assert(kf_wait_stat(a, "peers_prefaulting", 0, 15000), "the mapping's prefault ends");
+    cr_assert_eq(kf_stat(a, "peer_map_transfers"), 0, "nothing was copied: mapped when listed");
+    cr_assert_eq(kill(pm_proc, SIGKILL), 0);
+    waitpid(pm_proc, NULL, 0);
+    pm_proc = -1;
+    cr_assert(kf_wait_stat(a, "peers_mapped", 0, 15000), "C's segment is unmapped once C exits");
+    snprintf(sock, sizeof sock, "%s/ownC2.sock", kf_dir);
+    pm_proc = kf_owner_proc("ownC", sock, "32MiB", "error", ",\"node_role\":\"remote_cache\"");
+    cr_assert(kf_wait_stat(a, "peers_mapped", 1, 15000), "the new C (a new generation) is mapped when listed");
+    cr_assert_eq(kf_stat(a, "peers_mapped_listed"), 2);
+    cr_assert_eq(kf_stat(a, "peer_map_transfers"), 0);
+    fluxon_client_close(a);
+}
