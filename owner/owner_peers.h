@@ -14,7 +14,8 @@ FX_INTERNAL fx_ucx_t *fx_opeers_ucx(fx_owner_t *o);
  * callback runs on the loop's next turn rather than at the next UCX progress (peers.c). */
 FX_INTERNAL void fx_opeers_soon(fx_owner_t *o);
 FX_INTERNAL void fx_opeers_info(fx_owner_t *o, fx_str_t *address, fx_str_t *rkey);
-/* The connection to owner node_id of that generation (reconnects a restarted or failed one). */
+/* The connection to owner node_id of that generation (reconnects a restarted or failed one;
+ * NULL, nothing tried, for a generation whose process this owner saw exit: peers_exited). */
 FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address,
                                          fx_str_t rkey, uint64_t base);
 

@@ -13,6 +13,7 @@ typedef struct owner_peer {
     uint64_t generation;
     fx_ucx_peer_t *peer;
     bool listed; /* the master's last CLUSTER_INFO named it alive (fx_opeers_alive) */
+    bool exited; /* its process exited (pidfd): this generation is never connected again */
     fx_segment_t *mapped; /* same host: its segment mapped here (peer_map.c), else NULL */
     fx_prefault_t *pf;    /* faulting `mapped` in */
     int pidfd;            /* with `mapped`: its process, watched for its exit */
@@ -244,6 +245,7 @@ static void opeer_exited(void *arg)
         FX_INFO("owner %s (generation %llu) exited: its segment is unmapped here", p->node_id,
                 (unsigned long long)p->generation);
         u->peers_exited++;
+        p->exited = true;
         opeer_unmap(u, p); /* frees id */
         (void)fx_ucx_peer_fail(p->peer);
         return;
@@ -294,6 +296,10 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
         owner_peer_t *p = &u->peers[i];
         if (fx_str_eq(node_id, p->node_id)) {
             if (p->generation == generation && fx_ucx_peer_status(p->peer) == 0) return p->peer;
+            /* its process exited: a transfer to this generation cannot reach it (UCX would
+             * fail to connect to its shared memory, an error logged per transfer); the master
+             * names a restarted owner with a new generation */
+            if (p->generation == generation && p->exited) return NULL;
             opeer_unmap(u, p); /* first: a close may free the UCX peer */
             fx_ucx_peer_close(p->peer); /* restarted or failed: reconnect */
             u->peers[i] = u->peers[--u->n_peers];
