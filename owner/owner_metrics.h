@@ -247,6 +247,7 @@
     X(repl_busy_retries, COUNTER, "owner_replica_busy_retries_total", "", "APPEND_START retried after KEY_BEING_WRITTEN") \
     X(repl_kept_after_fetch, COUNTER, "owner_replica_kept_after_fetch_total", "", "Values fetched from a replica target that keeps its copy: no write-back needed (FX_GET_SRC_KEPT)") \
     X(repl_batches, COUNTER, "owner_replica_batches_total", "", "APPEND_START batches sent")                   \
+    X(repl_push_slices, COUNTER, "owner_replica_push_slices_total", "", "Transfers the batches' pushes went in (a push to a mapped peer copies at most 32 KiB a reactor turn)") \
     X(repl_pushed_keys, COUNTER, "owner_replica_pushed_keys_total", "", "Keys pushed to replica targets")        \
     X(repl_pushed_bytes, COUNTER, "owner_replica_pushed_bytes_total", "", "Bytes pushed to replica targets")     \
     X(repl_push_ns, NSCOUNTER, "owner_replica_push_seconds_total", "", "Time spent in replica pushes") \

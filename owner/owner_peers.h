@@ -29,6 +29,9 @@ FX_INTERNAL int fx_opeers_push(fx_owner_t *o, const char *target, fx_ucx_peer_t 
 FX_INTERNAL fx_strv_t fx_opeers_unsettled(fx_owner_t *o);
 /* True when the peer node_id is connected at generation (its transfers go to that process). */
 FX_INTERNAL bool fx_opeers_live(fx_owner_t *o, const char *node_id, uint64_t generation);
+/* The UCX peer of node_id while it is connected at generation (else NULL, nothing made);
+ * *mapped (may be NULL): its segment is mapped here (transfers with it are memcpy). */
+FX_INTERNAL fx_ucx_peer_t *fx_opeers_find(fx_owner_t *o, const char *node_id, uint64_t generation, bool *mapped);
 /* The master's list of the owners alive (CLUSTER_INFO). A peer whose UCX transports cannot
  * detect its death (shared memory, ucx_tls) is dead when the same master listed it before
  * and no longer does, or lists its node id with another generation (a new process): its UCX

@@ -280,12 +280,20 @@ static void opeer_mapped(fx_owner_t *o, owner_peer_t *p)
 
 FX_INTERNAL bool fx_opeers_live(fx_owner_t *o, const char *node_id, uint64_t generation)
 {
+    return fx_opeers_find(o, node_id, generation, NULL) != NULL;
+}
+
+FX_INTERNAL fx_ucx_peer_t *fx_opeers_find(fx_owner_t *o, const char *node_id, uint64_t generation, bool *mapped)
+{
     opeers_t *u = o->peers;
     for (size_t i = 0; u && i < u->n_peers; i++) {
         owner_peer_t *p = &u->peers[i];
-        if (!strcmp(p->node_id, node_id)) return p->generation == generation && fx_ucx_peer_status(p->peer) == 0;
+        if (strcmp(p->node_id, node_id)) continue;
+        if (p->generation != generation || fx_ucx_peer_status(p->peer) != 0) return NULL;
+        if (mapped) *mapped = p->mapped != NULL;
+        return p->peer;
     }
-    return false;
+    return NULL;
 }
 
 FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address,

@@ -35,6 +35,10 @@
 #define OREPL_BATCH_MIN 64u       /* groups queued before a batch goes ... */
 #define OREPL_BATCH_WAIT_MS 2u    /* ... or the oldest waited this long (issue 38) */
 #define OREPL_BUSY_RETRIES 3u
+/* A push to a mapped peer (memcpy on this thread) copies at most this much per reactor turn,
+ * the rings polled between slices: a batch of 70 values of 4 KiB copied at once held the
+ * loop ~130 us, and the engine's requests that came meanwhile waited for it */
+#define OREPL_PUSH_SLICE_BYTES (32u << 10)
 
 typedef struct orepl_task {
     uint64_t id, queued_ms;
@@ -61,14 +65,20 @@ typedef struct orepl_batch {
     bool pushed;
     int wb_tgt; /* wbmap.c's index of the target (-1: no record kept) */
     char target_id[FX_ID_MAX];
+    uint64_t target_gen;
     fx_ucx_range_t *ranges;
     size_t n_ranges;
+    size_t push_next;     /* the first range not posted yet */
+    uint32_t push_left;   /* slices posted, not yet reported */
+    int push_status;      /* the first slice's failure */
+    uint64_t push_t0_ns;  /* the first slice posted */
+    fx_timer_t slice_timer; /* the next slice, on the loop's next turn */
 } orepl_batch_t;
 
 #define OREPL_COUNTERS(X)                                                                  \
     X(tasks_eager) X(tasks_writeback) X(completed) X(already) X(obsolete) X(failed_no_space) \
     X(failed_busy) X(failed_stale) X(failed_transfer) X(failed_master) X(failed_queue_full)  \
-    X(busy_retries) X(batches) X(pushed_keys) X(pushed_bytes) X(push_ns) X(kept_after_fetch)
+    X(busy_retries) X(batches) X(push_slices) X(pushed_keys) X(pushed_bytes) X(push_ns) X(kept_after_fetch)
 
 typedef struct orepl {
     fx_hmap_t *tasks, *batches; /* id -> task (queued, batched or waiting to retry); id -> batch */
@@ -88,7 +98,6 @@ typedef struct orepl {
 typedef struct orepl_ctx {
     fx_owner_t *o;
     uint64_t id; /* a batch */
-    uint64_t t0_ns;
 } orepl_ctx_t;
 
 enum { OR_COMPLETED, OR_ALREADY, OR_OBSOLETE, OR_NO_SPACE, OR_BUSY, OR_STALE, OR_TRANSFER, OR_MASTER };
@@ -156,10 +165,18 @@ static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
     fx_ostore_kick(o); /* a claim that may stall for this copy (writeback_max_stall_ms) looks again */
 }
 
+static void orepl_batch_free(fx_owner_t *o, orepl_batch_t *b)
+{
+    fx_timer_disarm(o->r, &b->slice_timer);
+    fx_hmap_del(o->repl->batches, &b->id, sizeof b->id, NULL);
+    fx_free(b->t);
+    fx_free(b->ranges);
+    fx_free(b);
+}
+
 /* Ends a batch: every task still in it gets outcome (OR_COMPLETED: per task, from st). */
 static void orepl_batch_end(fx_owner_t *o, orepl_batch_t *b, int outcome, const fx_u64v_t *st)
 {
-    orepl_t *s = o->repl;
     size_t k = 0;
     for (uint32_t j = 0; st && b->wb_tgt >= 0 && j < b->nt; j++) /* the records' misses overlap */
         for (uint32_t i = 0; b->t[j] && i < b->t[j]->n; i++)
@@ -183,10 +200,7 @@ static void orepl_batch_end(fx_owner_t *o, orepl_batch_t *b, int outcome, const 
         }
         orepl_finish(o, t, out);
     }
-    fx_hmap_del(s->batches, &b->id, sizeof b->id, NULL);
-    fx_free(b->t);
-    fx_free(b->ranges);
-    fx_free(b);
+    orepl_batch_free(o, b);
     orepl_pump(o);
 }
 
@@ -235,7 +249,7 @@ static void orepl_send_done(fx_owner_t *o, orepl_batch_t *b, uint8_t pushed)
     fx_conn_t *mc = fx_olink_conn(o);
     orepl_ctx_t *c = fx_malloc(sizeof *c);
     fx_body_append_done_t d = {b->token, pushed};
-    if (c) *c = (orepl_ctx_t){o, b->id, 0};
+    if (c) *c = (orepl_ctx_t){o, b->id};
     if (!c || !mc || FX_RPC_CALL(mc, APPEND_DONE, append_done, &d, o->cfg.master_timeout_ms, orepl_on_done, c) !=
                          FLUXON_OK) {
         fx_free(c); /* the master frees the ranges at the TTL */
@@ -244,58 +258,120 @@ static void orepl_send_done(fx_owner_t *o, orepl_batch_t *b, uint8_t pushed)
 }
 
 /* ---- the push ---- */
+static void orepl_push_slice(fx_owner_t *o, orepl_batch_t *b, fx_ucx_peer_t *peer, bool mapped);
+
+/* Every slice posted has been reported, or posting stopped: APPEND_DONE. */
+static void orepl_push_end(fx_owner_t *o, orepl_batch_t *b)
+{
+    if (b->push_status == FLUXON_OK) {
+        o->repl->c.pushed_keys += b->n_ranges;
+        o->repl->c.pushed_bytes += b->n_ranges * b->value_len;
+        o->repl->c.push_ns += fx_now_ns() - b->push_t0_ns;
+        orepl_send_done(o, b, 1);
+        return;
+    }
+    if (b->push_t0_ns)
+        FX_WARN("replica push of %zu values to %s failed (%s); the local copies stay", b->n_ranges, b->target_id,
+                fluxon_status_string(b->push_status));
+    else
+        FX_DEBUG("replica batch %llu: cannot push (%s)", (unsigned long long)b->id, fluxon_status_string(b->push_status));
+    orepl_send_done(o, b, b->push_t0_ns ? FX_APPEND_ABANDONED : 0); /* a slice posted may have landed */
+}
+
+/* A slice's posting failed (rc) or cannot go on: no more slices; the batch ends once those
+ * posted are reported. */
+static void orepl_push_stop(fx_owner_t *o, orepl_batch_t *b, int rc)
+{
+    if (b->push_status == FLUXON_OK) b->push_status = rc;
+    b->push_next = b->n_ranges;
+    fx_timer_disarm(o->r, &b->slice_timer);
+    if (!b->push_left) orepl_push_end(o, b);
+}
+
 static void orepl_on_pushed(void *arg, int status)
 {
     orepl_ctx_t *c = arg;
     fx_owner_t *o = c->o;
     orepl_batch_t *b = orepl_ctx_batch(c);
-    uint64_t dt = fx_now_ns() - c->t0_ns;
     fx_free(c);
     if (!b) return;
     if (status == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: this push fails */
         o->cfg.fail_transfers--;
         status = FLUXON_ERR_INTERNAL;
     }
-    if (status == FLUXON_OK) {
-        o->repl->c.pushed_keys += b->n_ranges;
-        o->repl->c.pushed_bytes += b->n_ranges * b->value_len;
-        o->repl->c.push_ns += dt;
-    } else {
-        FX_WARN("replica push of %zu values to %s failed (%s); the local copies stay", b->n_ranges, b->target_id,
-                fluxon_status_string(status));
+    b->push_left--;
+    if (status != FLUXON_OK) orepl_push_stop(o, b, status);
+    else if (!b->push_left && b->push_next == b->n_ranges) orepl_push_end(o, b);
+}
+
+static void orepl_on_slice(fx_reactor_t *r, fx_timer_t *tm)
+{
+    (void)r;
+    orepl_batch_t *b = FX_CONTAINER_OF(tm, orepl_batch_t, slice_timer);
+    fx_owner_t *o = b->o;
+    bool mapped = false;
+    fx_ucx_peer_t *peer = fx_opeers_find(o, b->target_id, b->target_gen, &mapped);
+    if (!peer) orepl_push_stop(o, b, FLUXON_ERR_UNAVAILABLE); /* failed or restarted since */
+    else orepl_push_slice(o, b, peer, mapped);
+}
+
+/* Posts the next slice of b's ranges: all that is left over UCX (it copies in the
+ * background), OREPL_PUSH_SLICE_BYTES to a mapped peer, the rest on the loop's next turn. */
+static void orepl_push_slice(fx_owner_t *o, orepl_batch_t *b, fx_ucx_peer_t *peer, bool mapped)
+{
+    uint64_t now = fx_now_ms();
+    if (now >= b->push_deadline_ms) {
+        orepl_push_stop(o, b, FLUXON_ERR_TIMEOUT);
+        return;
     }
-    orepl_send_done(o, b, status == FLUXON_OK ? 1 : FX_APPEND_ABANDONED);
+    size_t i = b->push_next, k = 1;
+    uint64_t bytes = b->ranges[i].len;
+    if (!mapped) k = b->n_ranges - i;
+    else
+        while (i + k < b->n_ranges && bytes + b->ranges[i + k].len <= OREPL_PUSH_SLICE_BYTES) bytes += b->ranges[i + k++].len;
+    orepl_ctx_t *c = fx_malloc(sizeof *c);
+    if (!c) {
+        orepl_push_stop(o, b, FLUXON_ERR_NOMEM);
+        return;
+    }
+    *c = (orepl_ctx_t){o, b->id};
+    uint64_t t0 = fx_now_ns();
+    fx_ucx_set_timeout_ms(fx_opeers_ucx(o), (uint32_t)FX_MIN(b->push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
+    int rc = fx_opeers_push(o, b->target_id, peer, b->ranges + i, k, orepl_on_pushed, c);
+    fx_ucx_set_timeout_ms(fx_opeers_ucx(o), 0);
+    if (rc != FLUXON_OK) {
+        fx_free(c);
+        orepl_push_stop(o, b, rc);
+        return;
+    }
+    if (!b->push_t0_ns) b->push_t0_ns = t0;
+    o->repl->c.push_slices++;
+    b->push_left++;
+    b->push_next = i + k;
+    if (b->push_next < b->n_ranges) fx_timer_arm(o->r, &b->slice_timer, 0, orepl_on_slice);
 }
 
 static void orepl_push(fx_owner_t *o, orepl_batch_t *b, const fx_body_put_place_ack_t *a)
 {
-    uint64_t now = fx_now_ms();
     fx_ucx_peer_t *peer = fx_opeers_get(o, a->target_node_id, a->target_generation, a->target_address,
                                         a->target_rkey, a->target_base);
+    bool mapped = false;
+    if (peer) (void)fx_opeers_find(o, b->target_id, a->target_generation, &mapped);
+    b->target_gen = a->target_generation;
     b->ranges = fx_calloc(b->n, sizeof *b->ranges);
-    orepl_ctx_t *c = fx_malloc(sizeof *c);
-    int rc = FLUXON_ERR_NOMEM;
-    if (b->ranges && c && now < b->push_deadline_ms) {
-        /* a member retired since is harmless: APPEND_DONE keeps a copy only while its source
-         * replica is still routed, i.e. its slot was never reused (D1) */
-        uint8_t *base = fx_segment_base(o->seg);
-        for (uint32_t j = 0; j < b->nt; j++)
-            for (uint32_t i = 0; b->t[j] && i < b->t[j]->n; i++)
-                if (b->t[j]->tgt_offs[i])
-                    b->ranges[b->n_ranges++] =
-                        (fx_ucx_range_t){base + b->t[j]->offs[i], b->t[j]->tgt_offs[i], b->value_len};
-        *c = (orepl_ctx_t){o, b->id, fx_now_ns()};
-        fx_ucx_set_timeout_ms(fx_opeers_ucx(o),
-                              (uint32_t)FX_MIN(b->push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
-        rc = fx_opeers_push(o, b->target_id, peer, b->ranges, b->n_ranges, orepl_on_pushed, c);
-        fx_ucx_set_timeout_ms(fx_opeers_ucx(o), 0);
-    } else if (b->ranges && c) {
-        rc = FLUXON_ERR_TIMEOUT;
+    if (!b->ranges) {
+        orepl_send_done(o, b, 0);
+        return;
     }
-    if (rc == FLUXON_OK) return;
-    fx_free(c);
-    FX_DEBUG("replica batch %llu: cannot push (%s)", (unsigned long long)b->id, fluxon_status_string(rc));
-    orepl_send_done(o, b, 0);
+    /* a member retired since is harmless: APPEND_DONE keeps a copy only while its source
+     * replica is still routed, i.e. its slot was never reused (D1) */
+    uint8_t *base = fx_segment_base(o->seg);
+    for (uint32_t j = 0; j < b->nt; j++)
+        for (uint32_t i = 0; b->t[j] && i < b->t[j]->n; i++)
+            if (b->t[j]->tgt_offs[i])
+                b->ranges[b->n_ranges++] = (fx_ucx_range_t){base + b->t[j]->offs[i], b->t[j]->tgt_offs[i], b->value_len};
+    if (!peer) orepl_push_stop(o, b, FLUXON_ERR_UNAVAILABLE);
+    else orepl_push_slice(o, b, peer, mapped);
 }
 
 /* ---- APPEND_START ---- */
@@ -403,7 +479,7 @@ static void orepl_send_start(fx_owner_t *o, orepl_batch_t *b)
         }
         fx_body_append_start_t body = {b->value_len, {keys, b->n}, {offs, b->n},
                                        {pms, b->n},  {pver, b->n}, {glen, b->nt}};
-        *c = (orepl_ctx_t){o, b->id, 0};
+        *c = (orepl_ctx_t){o, b->id};
         b->sent_ms = fx_now_ms();
         rc = FX_RPC_CALL(mc, APPEND_START, append_start, &body, o->cfg.master_timeout_ms, orepl_on_start, c);
     }
@@ -447,6 +523,7 @@ static void orepl_pump(fx_owner_t *o)
             b->id = fx_ostore_next_id(o);
             b->o = o;
             b->wb_tgt = -1;
+            fx_timer_init(&b->slice_timer);
         }
         if (!b || !b->t || fx_hmap_put(s->batches, &b->id, sizeof b->id, b, NULL) != FLUXON_OK) {
             if (b) fx_free(b->t);
@@ -620,13 +697,7 @@ FX_INTERNAL void fx_orepl_fini(fx_owner_t *o)
         fx_timer_disarm(o->r, &t->retry);
         orepl_task_free(t);
     }
-    while (fx_hmap_iter_next(s->batches, &(fx_hmap_iter_t){0}, NULL, NULL, &v)) {
-        orepl_batch_t *b = v;
-        fx_hmap_del(s->batches, &b->id, sizeof b->id, NULL);
-        fx_free(b->t);
-        fx_free(b->ranges);
-        fx_free(b);
-    }
+    while (fx_hmap_iter_next(s->batches, &(fx_hmap_iter_t){0}, NULL, NULL, &v)) orepl_batch_free(o, v);
     fx_hmap_destroy(s->tasks);
     fx_hmap_destroy(s->batches);
     fx_free(s);

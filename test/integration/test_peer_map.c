@@ -123,6 +123,8 @@ Test(peer_map, write_backs_to_a_cpu_owner_of_this_host_go_through_its_mapping_un
     cr_assert_eq(kf_stat(a, "peers_mapped"), 1, "C's segment is mapped in A");
     long long pushed = kf_stat(a, "peer_map_transfers");
     cr_assert_gt(pushed, 0, "the write-backs were copies through the mapping");
+    /* a batch's push copies 32 KiB (two values) a reactor turn, the rings polled between */
+    cr_assert_gt(kf_stat(a, "repl_push_slices"), kf_stat(a, "repl_batches"), "the pushes went in slices");
     int back = 0;
     for (int r = 0; r < rounds; r++) {
         snprintf(pfx, sizeof pfx, "w%d", r);

@@ -194,8 +194,11 @@ void rp_wait_prefault(rp_run *r)
  * not wait for an EVICT round trip to the master (issue 38: a put never waits for
  * eviction; on this 2-vCPU VM the replay without it: 11,587 claims of 12,031 requests waited,
  * put_start p50 29-39 us; with 3 %: 6-12 claims waited, 9-11 us, hits 23.04 % against 23.08 %).
- * Owners run by hand get the same from hot_capacity_ratio (0.95 by default). */
-#define RP_HEADROOM_PCT 3u
+ * 6 % (session 43): with a CPU owner the restores take slots too and the master answers EVICT
+ * later, and 3 % let 11-153 claims a replay wait (8-33 without it), the put_start p99 with
+ * them; 6 %: 0-3 either way (10 interleaved runs each: 9,003 -> 9,380 requests/s on average
+ * with a CPU owner). Owners run by hand get 5 % from hot_capacity_ratio (0.95 by default). */
+#define RP_HEADROOM_PCT 6u
 static uint64_t rp_headroom_values(const rp_opts *o)
 {
     uint64_t values = o->capacity_blocks * o->tp;
