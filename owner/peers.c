@@ -503,4 +503,5 @@ FX_INTERNAL void fx_opeers_metrics(fx_owner_t *o, fx_ometrics_t *m)
     for (size_t i = 0; i < u->n_peers; i++) m->peers_prefaulting += u->peers[i].pf && fx_prefault_running(u->peers[i].pf);
     m->peers_exited = u->peers_exited;
     fx_ucx_local_stats(u->ucx, &m->peer_map_transfers, &m->peer_map_bytes);
+    m->peer_map_ns = fx_ucx_local_ns(u->ucx);
 }

@@ -71,7 +71,8 @@ typedef struct orepl_batch {
     size_t push_next;     /* the first range not posted yet */
     uint32_t push_left;   /* slices posted, not yet reported */
     int push_status;      /* the first slice's failure */
-    uint64_t push_t0_ns;  /* the first slice posted */
+    uint64_t push_t0_ns;  /* the first slice posted (0: none yet) */
+    uint64_t push_ns;     /* the slices' times, posted to reported (not the turns between) */
     fx_timer_t slice_timer; /* the next slice, on the loop's next turn */
 } orepl_batch_t;
 
@@ -97,7 +98,8 @@ typedef struct orepl {
 
 typedef struct orepl_ctx {
     fx_owner_t *o;
-    uint64_t id; /* a batch */
+    uint64_t id;    /* a batch */
+    uint64_t t0_ns; /* a slice: when it was posted */
 } orepl_ctx_t;
 
 enum { OR_COMPLETED, OR_ALREADY, OR_OBSOLETE, OR_NO_SPACE, OR_BUSY, OR_STALE, OR_TRANSFER, OR_MASTER };
@@ -249,7 +251,7 @@ static void orepl_send_done(fx_owner_t *o, orepl_batch_t *b, uint8_t pushed)
     fx_conn_t *mc = fx_olink_conn(o);
     orepl_ctx_t *c = fx_malloc(sizeof *c);
     fx_body_append_done_t d = {b->token, pushed};
-    if (c) *c = (orepl_ctx_t){o, b->id};
+    if (c) *c = (orepl_ctx_t){o, b->id, 0};
     if (!c || !mc || FX_RPC_CALL(mc, APPEND_DONE, append_done, &d, o->cfg.master_timeout_ms, orepl_on_done, c) !=
                          FLUXON_OK) {
         fx_free(c); /* the master frees the ranges at the TTL */
@@ -266,7 +268,7 @@ static void orepl_push_end(fx_owner_t *o, orepl_batch_t *b)
     if (b->push_status == FLUXON_OK) {
         o->repl->c.pushed_keys += b->n_ranges;
         o->repl->c.pushed_bytes += b->n_ranges * b->value_len;
-        o->repl->c.push_ns += fx_now_ns() - b->push_t0_ns;
+        o->repl->c.push_ns += b->push_ns;
         orepl_send_done(o, b, 1);
         return;
     }
@@ -293,8 +295,10 @@ static void orepl_on_pushed(void *arg, int status)
     orepl_ctx_t *c = arg;
     fx_owner_t *o = c->o;
     orepl_batch_t *b = orepl_ctx_batch(c);
+    uint64_t t0 = c->t0_ns;
     fx_free(c);
     if (!b) return;
+    b->push_ns += fx_now_ns() - t0;
     if (status == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: this push fails */
         o->cfg.fail_transfers--;
         status = FLUXON_ERR_INTERNAL;
@@ -334,8 +338,8 @@ static void orepl_push_slice(fx_owner_t *o, orepl_batch_t *b, fx_ucx_peer_t *pee
         orepl_push_stop(o, b, FLUXON_ERR_NOMEM);
         return;
     }
-    *c = (orepl_ctx_t){o, b->id};
     uint64_t t0 = fx_now_ns();
+    *c = (orepl_ctx_t){o, b->id, t0};
     fx_ucx_set_timeout_ms(fx_opeers_ucx(o), (uint32_t)FX_MIN(b->push_deadline_ms - now, (uint64_t)FX_UCX_DEFAULT_TIMEOUT_MS));
     int rc = fx_opeers_push(o, b->target_id, peer, b->ranges + i, k, orepl_on_pushed, c);
     fx_ucx_set_timeout_ms(fx_opeers_ucx(o), 0);
@@ -479,7 +483,7 @@ static void orepl_send_start(fx_owner_t *o, orepl_batch_t *b)
         }
         fx_body_append_start_t body = {b->value_len, {keys, b->n}, {offs, b->n},
                                        {pms, b->n},  {pver, b->n}, {glen, b->nt}};
-        *c = (orepl_ctx_t){o, b->id};
+        *c = (orepl_ctx_t){o, b->id, 0};
         b->sent_ms = fx_now_ms();
         rc = FX_RPC_CALL(mc, APPEND_START, append_start, &body, o->cfg.master_timeout_ms, orepl_on_start, c);
     }

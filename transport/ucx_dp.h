@@ -239,6 +239,8 @@ FX_INTERNAL int fx_ucx_peer_connect_mapped(fx_ucx_t *u, const void *worker_addr,
 
 /* Transfers and bytes copied through peers' local mappings since fx_ucx_create. */
 FX_INTERNAL void fx_ucx_local_stats(const fx_ucx_t *u, uint64_t *xfers, uint64_t *bytes);
+/* Nanoseconds those copies took (their memcpy, not the wait for their callbacks). */
+FX_INTERNAL uint64_t fx_ucx_local_ns(const fx_ucx_t *u);
 
 /* Submits one batch: all n ranges are posted at once (ucp_*_nbx; on a locally mapped peer,
  * fx_ucx_peer_set_local, copied now, within the bound there), then cb is invoked

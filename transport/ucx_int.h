@@ -105,6 +105,7 @@ struct fx_ucx {
     size_t addr_len;
     uint64_t timeout_ns;
     uint64_t local_xfers, local_bytes; /* transfers copied through a peer's local mapping */
+    uint64_t local_ns;                 /* ... and the time their copies took */
     fx_ucx_mech_t mech;
     bool shm_only;
     bool destroying;

@@ -366,7 +366,7 @@ static int ucxdp_post_v(ucxdp_xfer_t *x, size_t i, size_t k)
 static int ucxdp_post_local(ucxdp_xfer_t *x)
 {
     fx_ucx_peer_t *p = x->peer;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, t0 = fx_now_ns();
     for (size_t i = 0; i < x->n; i++) { /* every range first: a refused batch copies nothing */
         uint64_t off = x->r[i].addr - p->remote_base; /* fx_ucx_transfer checked it does not wrap */
         if (off > p->local_len || x->r[i].len > p->local_len - off) return FLUXON_ERR_INVALID_ARGUMENT;
@@ -386,6 +386,7 @@ static int ucxdp_post_local(ucxdp_xfer_t *x)
     if (x->op != FX_UCX_GET) fx_stream_fence(); /* all of it visible before the completion is reported */
     x->u->local_xfers++;
     x->u->local_bytes += bytes;
+    x->u->local_ns += fx_now_ns() - t0;
     return FLUXON_OK;
 }
 
@@ -395,6 +396,8 @@ FX_INTERNAL void fx_ucx_peer_set_local(fx_ucx_peer_t *p, void *base, uint64_t le
     p->local = base;
     p->local_len = base ? len : 0;
 }
+
+FX_INTERNAL uint64_t fx_ucx_local_ns(const fx_ucx_t *u) { return u ? u->local_ns : 0; }
 
 FX_INTERNAL void fx_ucx_local_stats(const fx_ucx_t *u, uint64_t *xfers, uint64_t *bytes)
 {

@@ -24,10 +24,10 @@ static const char *const rr_owner_keys[] = {
     "repl_inflight",        "repl_pushed_bytes",    "repl_push_ns",           "evictions",
     "evict_dropped_behind", "evict_dropped_copying", "evict_dropped_failed", "repl_batches", "repl_pushed_keys", "evict_not_admitted", "evict_copied",
     "read_before_get_done", "remote_hits", "prefetch_lookups", "prefetch_copies", "peer_map_transfers", "peer_map_bytes",
-    "cpu_hits", "repl_kept_after_fetch", "wb_reads", "wb_reads_late"};
+    "cpu_hits", "repl_kept_after_fetch", "wb_reads", "wb_reads_late", "peer_map_ns"};
 #define RR_NOWNER (sizeof rr_owner_keys / sizeof rr_owner_keys[0])
 enum { O_EAGER, O_WB, O_DONE, O_ALREADY, O_OBSOLETE, O_F0, O_QUEUED = 11, O_INFLIGHT, O_BYTES, O_NS, O_EVICT, O_DROP_BEHIND, O_DROP_COPYING, O_DROP_FAILED, O_BATCHES, O_PKEYS, O_NOT_ADMITTED, O_COPIED, O_EARLY, O_RHITS,
-       O_PF_LOOKUPS, O_PF_COPIES, O_MAP_XFERS, O_MAP_BYTES, O_CHITS, O_KEPT, O_WB_READS, O_WB_LATE };
+       O_PF_LOOKUPS, O_PF_COPIES, O_MAP_XFERS, O_MAP_BYTES, O_CHITS, O_KEPT, O_WB_READS, O_WB_LATE, O_MAP_NS };
 
 static const char *const rr_master_keys[] = {
     "append_keys_completed", "target_replicas_remote_cache", "target_replicas_gpu_owner", "evicted_replicas",
@@ -129,9 +129,10 @@ int rp_remote_report(rp_run *r, cJSON *summary)
            (double)ov[O_BYTES] / 1048576.0, (unsigned long long)ov[O_BATCHES],
            ov[O_BATCHES] ? (double)ov[O_PKEYS] / (double)ov[O_BATCHES] : 0.0,
            ov[O_NS] ? (double)ov[O_BYTES] / (double)ov[O_NS] : 0.0);
-    printf("  data plane      %.1f MiB in %llu transfers copied through mapped peer segments (owners of one host, "
-           "peer_segments %s), the rest over UCX (%s)\n", (double)ov[O_MAP_BYTES] / 1048576.0,
-           (unsigned long long)ov[O_MAP_XFERS], r->o.peer_segments_ucx ? "ucx" : "map",
+    printf("  data plane      %.1f MiB in %llu transfers copied through mapped peer segments at %.2f GB/s (the "
+           "copies' own time; owners of one host, peer_segments %s), the rest over UCX (%s)\n",
+           (double)ov[O_MAP_BYTES] / 1048576.0, (unsigned long long)ov[O_MAP_XFERS],
+           ov[O_MAP_NS] ? (double)ov[O_MAP_BYTES] / (double)ov[O_MAP_NS] : 0.0, r->o.peer_segments_ucx ? "ucx" : "map",
            r->o.ucx_tls ? r->o.ucx_tls : "UCX's choice");
     if (r->o.prefetch_from_owners)
         printf("  prefetch        %llu keys looked up ahead (--prefetch %u --prefetch-from-owners), %llu copied "
