@@ -36,6 +36,7 @@ for r in $(seq "$RUNS"); do
         field "$tmp/$name.$r" '^cpu' >> "$tmp/$name.cpu"
         awk '$1 == "put_start" {print $5}' "$tmp/$name.$r" >> "$tmp/$name.p99"
         awk '/pushes/ {for (i = 1; i <= NF; i++) if ($i == "GB/s") print $(i - 1)}' "$tmp/$name.$r" >> "$tmp/$name.gbs"
+        awk '/data plane/ {for (i = 1; i <= NF; i++) if ($i == "GB/s") print $(i - 1)}' "$tmp/$name.$r" >> "$tmp/$name.mapgbs"
     done
 done
 row() { # name label base
@@ -54,7 +55,8 @@ row cpu2 "2 GPU owners x $((CAP / 2)) + 1 CPU owner" alone2
 grep -h "eviction        GPU\|at the GPU owners\|pushes\|write-back      tasks" "$tmp/cpu.1" | sed 's/^/  (1st run with a CPU owner) /'
 echo
 echo "== write-back bandwidth next to ucx_perftest on the same transport"
-printf 'fluxon write-back, mapped peer segment (the default)   %s GB/s (summed push time, median of the runs)\n' "$(med < "$tmp/cpu.gbs")"
+printf 'fluxon write-back, mapped peer segment (the default)   %s GB/s (summed push time, median of the runs; its copies, pushes and restores, %s GB/s by their own time)\n' \
+    "$(med < "$tmp/cpu.gbs")" "$(med < "$tmp/cpu.mapgbs")"
 printf 'fluxon write-back, UCX shared memory (--peer-segments ucx)  %s GB/s\n' "$(med < "$tmp/cpuucx.gbs")"
 printf 'fluxon write-back, UCX tcp loopback (--ucx-tls default)    %s GB/s\n' "$(med < "$tmp/cputcp.gbs")"
 if command -v ucx_perftest >/dev/null; then
