@@ -251,7 +251,7 @@
     X(repl_push_slices, COUNTER, "owner_replica_push_slices_total", "", "Transfers the batches' pushes went in (a push to a mapped peer copies at most 32 KiB a reactor turn)") \
     X(repl_pushed_keys, COUNTER, "owner_replica_pushed_keys_total", "", "Keys pushed to replica targets")        \
     X(repl_pushed_bytes, COUNTER, "owner_replica_pushed_bytes_total", "", "Bytes pushed to replica targets")     \
-    X(repl_push_ns, NSCOUNTER, "owner_replica_push_seconds_total", "", "Time spent in replica pushes: each transfer posted to reported (a push to a mapped peer goes in slices: the reactor turns between them are not counted)") \
+    X(repl_push_ns, NSCOUNTER, "owner_replica_push_seconds_total", "", "Time spent in replica pushes: each transfer posted to reported, its callback at the next progress turn included (a push to a mapped peer goes in slices: the turns between them are not counted)") \
     /* republish.c (issue 17): re-publication to a master that did not know this owner */                     \
     X(republishing, BOOL, "owner_republishing", "", "1 while re-publishing to a new master")                       \
     X(republish_rounds, COUNTER, "owner_republish_rounds_total", "", "Re-publication rounds started")             \

@@ -296,8 +296,10 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_find(fx_owner_t *o, const char *node_id, ui
     return NULL;
 }
 
-FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address,
-                                         fx_str_t rkey, uint64_t base)
+/* fx_opeers_get; map_only: only a peer whose segment maps here is connected (NULL, no entry
+ * and no UCX endpoint made, when it does not: another host, no permission, gone). */
+static fx_ucx_peer_t *opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address, fx_str_t rkey,
+                                 uint64_t base, bool map_only)
 {
     opeers_t *u = o->peers;
     for (size_t i = 0; i < u->n_peers; i++) {
@@ -326,6 +328,7 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
     fx_str_copy(node_id, id, sizeof id);
     int pidfd = -1;
     fx_segment_t *seg = fx_opm_attach(o, id, generation, rkey, &pidfd); /* same host: mapped, no UCX endpoint */
+    if (!seg && map_only) return NULL;
     int rc = seg ? fx_ucx_peer_connect_mapped(u->ucx, address.p, address.len, rkey.p, fx_opm_ucx_len(rkey), base,
                                               fx_segment_base(seg), fx_segment_len(seg), &peer)
                  : fx_ucx_peer_connect(u->ucx, address.p, address.len, rkey.p, fx_opm_ucx_len(rkey), base, &peer);
@@ -347,20 +350,28 @@ FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64
     return peer;
 }
 
+FX_INTERNAL fx_ucx_peer_t *fx_opeers_get(fx_owner_t *o, fx_str_t node_id, uint64_t generation, fx_str_t address,
+                                         fx_str_t rkey, uint64_t base)
+{
+    return opeers_get(o, node_id, generation, address, rkey, base, false);
+}
+
 /* The listed owners of this host not mapped here yet are mapped now (fx_opeers_alive). */
 static void opeers_map_listed(fx_owner_t *o, const fx_olink_owners_t *l)
 {
     opeers_t *u = o->peers;
     if (o->cfg.node_role == FX_NODE_REMOTE_CACHE) return; /* it copies nothing: targets push to it */
     for (size_t k = 0; k < l->n; k++) {
-        if (fx_str_eq(l->ids[k], o->cfg.node_id) || !fx_opm_here(o, l->generations[k], l->rkeys[k])) continue;
+        if (fx_str_eq(l->ids[k], o->cfg.node_id)) continue;
         size_t i = 0;
         while (i < u->n_peers && !(fx_str_eq(l->ids[k], u->peers[i].node_id) && u->peers[i].generation == l->generations[k]))
             i++;
         if (i < u->n_peers) continue; /* connected at this generation (a failed one reconnects at its next transfer) */
-        uint64_t mapped = u->peers_mapped;
-        (void)fx_opeers_get(o, l->ids[k], l->generations[k], l->addresses[k], l->rkeys[k], l->bases[k]);
-        u->peers_mapped_listed += u->peers_mapped > mapped;
+        if (!fx_opm_here(o, l->generations[k], l->rkeys[k])) continue; /* another host: UCX at its first transfer */
+        /* map only: a segment that cannot be mapped (no permission, its process gone) makes
+         * no UCX endpoint now; a transfer that needs the owner connects then */
+        if (opeers_get(o, l->ids[k], l->generations[k], l->addresses[k], l->rkeys[k], l->bases[k], true))
+            u->peers_mapped_listed++;
     }
 }
 
