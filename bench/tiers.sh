@@ -7,7 +7,8 @@
 # of CAP/2 alone and + a CPU owner. Then write-back bandwidth (the demo's pushes) next to
 # ucx_perftest's put bandwidth on the same transport (shared memory, tcp loopback), and the same replay with
 # the CPU owner on another "host" (bench/tiers_netns.sh, needs root); before it, the main
-# setups with every thread on one CPU (bench/one_cpu.sh: the CPU each costs). Figures, not pass/fail.
+# setups with every thread on one CPU (bench/one_cpu.sh: the CPU each costs) and what one
+# written-back value costs (bench/copy_cost.sh). Figures, not pass/fail.
 # env: RUNS [3], REQUESTS [0 = the whole trace], CAP [10000], FLUXON_BIN [./fluxon]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -83,6 +84,8 @@ RUNS=$RUNS REQUESTS=$REQUESTS FLUXON_BIN="$BIN" bench/one_cpu.sh "tiers: what a 
     "cpu|+ 1 CPU owner x $CAP|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP" \
     "alone2|2 GPU owners x $((CAP / 2))|--owners 2 --capacity-blocks $((CAP / 2))|alone2" \
     "cpu2|2 GPU owners x $((CAP / 2)) + 1 CPU owner|--owners 2 --capacity-blocks $((CAP / 2)) --cpu-owners 1 --cpu-capacity-blocks $CAP|alone2"
+echo
+RUNS=$RUNS REQUESTS=$REQUESTS CAP=$CAP FLUXON_BIN="$BIN" bench/copy_cost.sh
 echo
 echo "== the CPU owner on another host (TCP between network namespaces)"
 REQUESTS=$REQUESTS RUNS=$RUNS CAP=$CAP CPU_CAP=$CAP FLUXON_BIN="$BIN" bench/tiers_netns.sh
