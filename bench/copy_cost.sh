@@ -2,7 +2,7 @@
 # bench/copy_cost.sh — what one written-back value costs, in CPU of the whole cluster (issue
 # 38): the trace replay with a CPU owner, every thread on one CPU (taskset: the CPU a setup
 # costs, without the second CPU's spinning and wake-ups), under writeback_admission
-# second_touch (the default) and all (3-4 x the copies, fewer hits), interleaved. The
+# second_touch (the default) and all (about 4.6 x the copies, fewer hits), interleaved. The
 # difference in CPU over the difference in values copied is the cost of one copy: its
 # memcpy and its bookkeeping (the look-ahead, APPEND_START/DONE at the master, the owners'
 # records and messages). The memcpy's own share comes from the GPU owner's peer_map clock

@@ -87,10 +87,17 @@ Test(ops2, cpu_owners_without_capacity_blocks_says_what_is_missing, .timeout = 6
     ops_init(NULL, NULL);
     char out[4096];
     int ex = ops_cli(out, sizeof out, "demo --cpu-owners 1");
-    cr_assert(ex == 2 && strstr(out, "need --capacity-blocks N") && !strstr(out, "not --config"), "exit %d: %s", ex,
-              out);
+    cr_assert(ex == 2 && strstr(out, "--cpu-owners 1 needs --capacity-blocks N") && !strstr(out, "not --config"),
+              "exit %d: %s", ex, out);
     ex = ops_cli(out, sizeof out, "demo --cpu-owners 1 --config %s", t.ecfg);
     cr_assert(ex == 2 && strstr(out, "cannot join a cluster given by --config"), "exit %d: %s", ex, out);
+    /* a new-user pass (session 44): --cpu-capacity-blocks without --cpu-owners started no CPU
+     * owner and said nothing (exit 0); the other CPU-owner flags were refused */
+    ex = ops_cli(out, sizeof out, "demo --requests 10 --capacity-blocks 1000 --cpu-capacity-blocks 10");
+    cr_assert(ex == 2 && strstr(out, "--cpu-capacity-blocks 10 sizes the CPU owners: it needs --cpu-owners K"),
+              "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "demo --cpu-capacity-blocks 10");
+    cr_assert(ex == 2 && strstr(out, "--cpu-capacity-blocks 10 needs --capacity-blocks N"), "exit %d: %s", ex, out);
 }
 
 /* A new-user pass: sizes past this host's RAM or a disk tier's limit are usage errors

@@ -486,8 +486,16 @@ static int rp_opts_check(rp_opts *o)
         return -1;
     }
     if ((o->cpu_owners || o->cpu_capacity_blocks) && !o->capacity_blocks) {
-        fprintf(stderr, "fluxon demo: --cpu-owners/--cpu-capacity-blocks need --capacity-blocks N (GPU owners of N "
-                        "pages, which evict to the CPU owners), e.g. --capacity-blocks 10000 --cpu-owners 1\n");
+        char given[64];
+        if (o->cpu_owners) snprintf(given, sizeof given, "--cpu-owners %u", (unsigned)o->cpu_owners);
+        else snprintf(given, sizeof given, "--cpu-capacity-blocks %llu", (unsigned long long)o->cpu_capacity_blocks);
+        fprintf(stderr, "fluxon demo: %s needs --capacity-blocks N (GPU owners of N pages, which evict to the CPU "
+                        "owners), e.g. --capacity-blocks 10000 --cpu-owners 1\n", given);
+        return -1;
+    }
+    if (o->cpu_capacity_blocks && !o->cpu_owners) {
+        fprintf(stderr, "fluxon demo: --cpu-capacity-blocks %llu sizes the CPU owners: it needs --cpu-owners K (K >= 1)\n",
+                (unsigned long long)o->cpu_capacity_blocks);
         return -1;
     }
     if (o->prefetch_from_owners && (!o->cpu_owners || !o->prefetch)) {
