@@ -66,7 +66,7 @@ void rp_usage(FILE *f)
             "  --metrics-linger-ms N  keep serving N ms after the replay (a last scrape) [0]\n"
             "  --cpu-owners K       embedded remote_cache owners (no workers): GPU owners write\n"
             "                       cold groups back to them and demote [0]; needs --capacity-blocks\n"
-            "  --cpu-capacity-blocks N  pages each CPU owner holds [--capacity-blocks]\n"
+            "  --cpu-capacity-blocks N  with --cpu-owners: pages each CPU owner holds [--capacity-blocks]\n"
             "  --writeback-watermark X  with --cpu-owners: values colder than X of a GPU owner's\n"
             "                       hot tier are written back ahead of eviction [0.95]\n"
             "  --writeback-admission A  with --cpu-owners: which cold values get a copy: all, or\n"
