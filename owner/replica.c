@@ -43,6 +43,7 @@
 typedef struct orepl_task {
     uint64_t id, queued_ms;
     struct orepl_task *next; /* queue */
+    struct orepl_task *all_prev, *all_next; /* every live task (freed at fini) */
     fx_owner_t *o;
     bool eager;
     uint32_t n, attempts;
@@ -82,7 +83,9 @@ typedef struct orepl_batch {
     X(busy_retries) X(batches) X(push_slices) X(pushed_keys) X(pushed_bytes) X(push_ns) X(kept_after_fetch)
 
 typedef struct orepl {
-    fx_hmap_t *tasks, *batches; /* id -> task (queued, batched or waiting to retry); id -> batch */
+    orepl_task_t *all;          /* every task (queued, batched or waiting to retry): a list, not a
+                                 * table (no lookup by id: batches name their tasks, timers embed them) */
+    fx_hmap_t *batches;         /* id -> batch */
     fx_timer_t pump_timer;      /* the queue is pumped once per reactor turn: a round's tasks share batches */
     orepl_task_t *qhead, *qtail;
     uint32_t queued, inflight;  /* tasks in the queue; tasks batched or waiting to retry */
@@ -139,6 +142,22 @@ static void orepl_task_free(orepl_task_t *t) { fx_free(t); /* its arrays and key
 
 static void orepl_pump(fx_owner_t *o);
 
+static void orepl_link(orepl_t *s, orepl_task_t *t)
+{
+    t->all_prev = NULL;
+    t->all_next = s->all;
+    if (s->all) s->all->all_prev = t;
+    s->all = t;
+}
+
+static void orepl_unlink(orepl_t *s, orepl_task_t *t)
+{
+    if (t->all_prev) t->all_prev->all_next = t->all_next;
+    else s->all = t->all_next;
+    if (t->all_next) t->all_next->all_prev = t->all_prev;
+    t->all_prev = t->all_next = NULL;
+}
+
 /* A task's outcome: counted once, members marked, the task freed (never pumps: callers do). */
 static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
 {
@@ -161,7 +180,7 @@ static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
             en->repl = copied ? OREPL_COPIED : t->eager || outcome == OR_OBSOLETE ? OREPL_NONE : OREPL_FAILED;
     }
     fx_timer_disarm(o->r, &t->retry);
-    fx_hmap_del(s->tasks, &t->id, sizeof t->id, NULL);
+    orepl_unlink(s, t);
     s->inflight--;
     orepl_task_free(t);
     fx_ostore_kick(o); /* a claim that may stall for this copy (writeback_max_stall_ms) looks again */
@@ -624,7 +643,7 @@ FX_INTERNAL bool fx_orepl_enqueue(fx_owner_t *o, owner_entry_t *const *members, 
         t->eager = eager;
         t->id = fx_ostore_next_id(o);
         fx_timer_init(&t->retry);
-        ok = fx_hmap_put(s->tasks, &t->id, sizeof t->id, t, NULL) == FLUXON_OK;
+        orepl_link(s, t);
     }
     if (!ok) {
         orepl_task_free(t);
@@ -678,8 +697,7 @@ FX_INTERNAL int fx_orepl_init(fx_owner_t *o)
 {
     orepl_t *s = fx_calloc(1, sizeof *s);
     if (!s) return FLUXON_ERR_NOMEM;
-    if (fx_hmap_create(64, &s->tasks) != FLUXON_OK || fx_hmap_create(16, &s->batches) != FLUXON_OK) {
-        fx_hmap_destroy(s->tasks);
+    if (fx_hmap_create(16, &s->batches) != FLUXON_OK) {
         fx_free(s);
         return FLUXON_ERR_NOMEM;
     }
@@ -694,15 +712,14 @@ FX_INTERNAL void fx_orepl_fini(fx_owner_t *o)
     orepl_t *s = o->repl;
     if (!s) return;
     fx_timer_disarm(o->r, &s->pump_timer);
-    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
-    void *v;
-    while (fx_hmap_iter_next(s->tasks, &it, NULL, NULL, &v)) {
-        orepl_task_t *t = v;
+    while (s->all) {
+        orepl_task_t *t = s->all;
+        orepl_unlink(s, t);
         fx_timer_disarm(o->r, &t->retry);
         orepl_task_free(t);
     }
+    void *v;
     while (fx_hmap_iter_next(s->batches, &(fx_hmap_iter_t){0}, NULL, NULL, &v)) orepl_batch_free(o, v);
-    fx_hmap_destroy(s->tasks);
     fx_hmap_destroy(s->batches);
     fx_free(s);
     o->repl = NULL;
