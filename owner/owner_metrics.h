@@ -247,6 +247,7 @@
     X(repl_failed_queue_full, COUNTER, "owner_replica_task_outcomes_total", "outcome=\"failed_queue_full\"", "") \
     X(repl_busy_retries, COUNTER, "owner_replica_busy_retries_total", "", "APPEND_START retried after KEY_BEING_WRITTEN") \
     X(repl_kept_after_fetch, COUNTER, "owner_replica_kept_after_fetch_total", "", "Values fetched from a replica target that keeps its copy: no write-back needed (FX_GET_SRC_KEPT)") \
+    X(repl_kept_recorded, COUNTER, "owner_replica_kept_recorded_total", "", "Values hit after their write-back whose copy this owner's record still named when they got cold again: no write-back task (wbmap.c)") \
     X(repl_batches, COUNTER, "owner_replica_batches_total", "", "APPEND_START batches sent")                   \
     X(repl_push_slices, COUNTER, "owner_replica_push_slices_total", "", "Transfers the batches' pushes went in (a push to a mapped peer copies at most 32 KiB a reactor turn)") \
     X(repl_pushed_keys, COUNTER, "owner_replica_pushed_keys_total", "", "Keys pushed to replica targets")        \

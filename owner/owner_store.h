@@ -33,6 +33,8 @@ typedef struct owner_entry {
     struct oev_group *group; /* the atomic group it was published in; NULL = alone */
     fx_evp_node_t lru;       /* hot tier (eviction policy): linked while COMMITTED and not evicting */
     uint8_t repl;            /* replica.c: OREPL_* (issue 16) */
+    bool wb_recheck;         /* replica.c: its copy was complete when a hit made it hot again: its next
+                              * write-back looks at this owner's record of the copy first (wbmap.c) */
     bool target_kept;        /* fetch.c: copied from a replica target that keeps its copy
                               * (FX_GET_SRC_KEPT): OREPL_COPIED once published (issue 38) */
     uint8_t ev_cause;        /* evict.c: how it goes when evicted with write-back on (OEV_CAUSE_*) */

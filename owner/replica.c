@@ -80,7 +80,8 @@ typedef struct orepl_batch {
 #define OREPL_COUNTERS(X)                                                                  \
     X(tasks_eager) X(tasks_writeback) X(completed) X(already) X(obsolete) X(failed_no_space) \
     X(failed_busy) X(failed_stale) X(failed_transfer) X(failed_master) X(failed_queue_full)  \
-    X(busy_retries) X(batches) X(push_slices) X(pushed_keys) X(pushed_bytes) X(push_ns) X(kept_after_fetch)
+    X(busy_retries) X(batches) X(push_slices) X(pushed_keys) X(pushed_bytes) X(push_ns) X(kept_after_fetch) \
+    X(kept_recorded)
 
 typedef struct orepl {
     orepl_task_t *all;          /* every task (queued, batched or waiting to retry): a list, not a
@@ -110,9 +111,28 @@ enum { OR_COMPLETED, OR_ALREADY, OR_OBSOLETE, OR_NO_SPACE, OR_BUSY, OR_STALE, OR
 FX_INTERNAL int fx_orepl_state(const owner_entry_t *en) { return en->repl; }
 FX_INTERNAL void fx_orepl_touched(owner_entry_t *en)
 {
-    /* hot again: its copy is written back anew; a failed one is tried again when it comes back
-     * to the write-back window (L4: a master blip no longer fails it for life) */
+    /* hot again: its copy is written back anew (the target may drop it meanwhile); a failed
+     * one is tried again when it comes back to the write-back window (L4: a master blip no
+     * longer fails it for life). A complete copy is looked for in the record first. */
+    if (en->repl == OREPL_COPIED) en->wb_recheck = true;
     if (en->repl == OREPL_COPIED || en->repl == OREPL_FAILED) en->repl = OREPL_NONE;
+}
+
+/* en's copy, complete before a hit made en hot again, is still where this owner put it: the
+ * record of its write-backs (wbmap.c) names this version on a target connected at the
+ * recorded generation. The master tells this owner of every copy of its it drops (FORGET)
+ * before any later frame, so a record is at most one FORGET late: a value evicted on a stale
+ * one is dropped (a later miss), never read wrong. Before, each such value cost a write-back
+ * task and an APPEND_START answered "already" (5,900 of 50,200 tasks in the trace replay with
+ * a CPU owner); when en is evicted, the master moves the copy to its target's young end as
+ * the "already" did (target_refreshed_at_evict). */
+static bool orepl_still_copied(fx_owner_t *o, owner_entry_t *en)
+{
+    if (!en->wb_recheck) return false;
+    en->wb_recheck = false; /* looked at once: a miss means the copy is gone or never recorded */
+    fx_owbm_hit_t h;
+    return fx_owbm_find(o, en->key, en->klen, &h) && h.put_ms == en->put_ms && h.put_ver == en->put_ver &&
+           h.value_len == en->value_len && fx_opeers_live(o, h.node_id, h.generation);
 }
 /* A durable copy fetched from a replica target that keeps its own (FX_GET_SRC_KEPT): the
  * target holds this version, so en needs no write-back until a hit makes it hot again
@@ -684,6 +704,10 @@ FX_INTERNAL bool fx_orepl_writeback_group(fx_owner_t *o, owner_entry_t *const *m
     bool inflight = false, none = false;
     for (size_t i = 0; i < mn; i++) {
         if (!m[i] || m[i]->retired || m[i]->evicting || m[i]->state != OE_COMMITTED) continue;
+        if (m[i]->repl == OREPL_NONE && o->repl && orepl_still_copied(o, m[i])) {
+            m[i]->repl = OREPL_COPIED;
+            o->repl->c.kept_recorded++;
+        }
         inflight |= m[i]->repl == OREPL_INFLIGHT;
         none |= m[i]->repl == OREPL_NONE;
         if (k == OREPL_WB_GROUP_MAX) return false;

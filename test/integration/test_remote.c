@@ -602,6 +602,50 @@ Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
     fluxon_client_close(b);
 }
 
+/* A value fetched back and then HIT on A gets hot again, so its next write-back would copy it
+ * anew (the CPU owner may have dropped the copy meanwhile). A's record of its write-backs
+ * (wbmap.c) still names the copy, so no task is made (repl_kept_recorded; before, each such
+ * value cost a task and an APPEND_START answered "already"): A evicts it as a demotion, the
+ * master moves the CPU copy to its FIFO's young end, and the copy serves B byte-exact. */
+Test(remote, a_value_hit_after_its_write_back_is_not_written_back_again_while_its_copy_is_recorded)
+{
+    kf_up_ex(3, ",\"range_reuse_delay_ms\":1000", wb_all); /* A's record is read within 499 ms of an answer */
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    char pfx[16], why[200];
+    for (int r = 0; r < 10; r++) { /* wb0 first: the coldest, demoted to the CPU owner */
+        snprintf(pfx, sizeof pfx, "wb%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
+    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    (void)master_stat(a, "generation"); /* an answer from the master: A's record's rule holds for 499 ms */
+    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A");
+    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
+    cr_assert_eq(kf_stat(a, "repl_kept_after_fetch"), 16, "wb0's copies are kept: no write-back");
+    cr_assert_eq(kf_stat(a, "repl_kept_recorded"), 0, "nothing was hit after its write-back yet");
+    long long hits0 = kf_stat(a, "local_hits");
+    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 hit on A: hot again");
+    cr_assert_geq(kf_stat(a, "local_hits") - hits0, 16, "the second get hit A's own copies");
+    long long already0 = kf_stat(a, "repl_already"), appended0 = master_stat(a, "append_keys_completed");
+    long long refreshed0 = master_stat(a, "target_refreshed_at_evict"), demoted0 = master_stat(a, "evict_demoted");
+    for (int r = 10; r < 20; r++) { /* wb0 gets cold on A again */
+        snprintf(pfx, sizeof pfx, "wb%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
+    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    cr_assert_eq(kf_stat(a, "repl_kept_recorded"), 16, "wb0's 16 copies were found in A's record");
+    cr_assert_eq(kf_stat(a, "repl_already"), already0, "no task found a copy at the master (already)");
+    cr_assert_leq(master_stat(a, "append_keys_completed") - appended0, 160, "only wb10..wb19 were copied");
+    cr_assert_geq(master_stat(a, "target_refreshed_at_evict") - refreshed0, 16,
+                  "A evicted wb0 again: its CPU copies moved to the cold FIFO's young end");
+    cr_assert_geq(master_stat(a, "evict_demoted") - demoted0, 16, "wb0's evictions were demotions");
+    cr_assert_eq(master_stat(a, "evict_dropped"), 0, "nothing dropped");
+    cr_assert_eq(get_check(b, "wb0", 16, 4), 16, "the recorded copies serve B byte-exact");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
 /* A failed push keeps the local primary and is counted by cause; the other task completes.
  * W4: the failed push may still land (UCX may hold its requests, the target may not have
  * read them yet), so the target's ranges stay allocated until the append's TTL — never

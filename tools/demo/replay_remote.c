@@ -24,10 +24,10 @@ static const char *const rr_owner_keys[] = {
     "repl_inflight",        "repl_pushed_bytes",    "repl_push_ns",           "evictions",
     "evict_dropped_behind", "evict_dropped_copying", "evict_dropped_failed", "repl_batches", "repl_pushed_keys", "evict_not_admitted", "evict_copied",
     "read_before_get_done", "remote_hits", "prefetch_lookups", "prefetch_copies", "peer_map_transfers", "peer_map_bytes",
-    "cpu_hits", "repl_kept_after_fetch", "wb_reads", "wb_reads_late", "peer_map_ns"};
+    "cpu_hits", "repl_kept_after_fetch", "wb_reads", "wb_reads_late", "peer_map_ns", "repl_kept_recorded"};
 #define RR_NOWNER (sizeof rr_owner_keys / sizeof rr_owner_keys[0])
 enum { O_EAGER, O_WB, O_DONE, O_ALREADY, O_OBSOLETE, O_F0, O_QUEUED = 11, O_INFLIGHT, O_BYTES, O_NS, O_EVICT, O_DROP_BEHIND, O_DROP_COPYING, O_DROP_FAILED, O_BATCHES, O_PKEYS, O_NOT_ADMITTED, O_COPIED, O_EARLY, O_RHITS,
-       O_PF_LOOKUPS, O_PF_COPIES, O_MAP_XFERS, O_MAP_BYTES, O_CHITS, O_KEPT, O_WB_READS, O_WB_LATE, O_MAP_NS };
+       O_PF_LOOKUPS, O_PF_COPIES, O_MAP_XFERS, O_MAP_BYTES, O_CHITS, O_KEPT, O_WB_READS, O_WB_LATE, O_MAP_NS, O_KEPT_REC };
 
 static const char *const rr_master_keys[] = {
     "append_keys_completed", "target_replicas_remote_cache", "target_replicas_gpu_owner", "evicted_replicas",
@@ -106,12 +106,14 @@ int rp_remote_report(rp_run *r, cJSON *summary)
            (unsigned long long)ov[O_EARLY], (unsigned long long)(ov[O_RHITS] + ov[O_CHITS]));
     printf("  write-back      tasks %llu (eager %llu) = completed %llu + already %llu + obsolete %llu + failed %llu "
            "(no_space %llu, busy %llu, stale %llu, transfer %llu, master %llu, queue_full %llu) %s; none for "
-           "%llu values fetched back from a CPU owner that keeps its copy\n",
+           "%llu values fetched back from a CPU owner that keeps its copy, nor for %llu hit after their write-back whose "
+           "copy the owner's record still named\n",
            (unsigned long long)tasks, (unsigned long long)ov[O_EAGER], (unsigned long long)ov[O_DONE],
            (unsigned long long)ov[O_ALREADY], (unsigned long long)ov[O_OBSOLETE], (unsigned long long)failed,
            (unsigned long long)ov[O_F0], (unsigned long long)ov[O_F0 + 1], (unsigned long long)ov[O_F0 + 2],
            (unsigned long long)ov[O_F0 + 3], (unsigned long long)ov[O_F0 + 4], (unsigned long long)ov[O_F0 + 5],
-           ok_tasks ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)ov[O_KEPT]);
+           ok_tasks ? "(reconciled)" : "(DOES NOT RECONCILE)", (unsigned long long)ov[O_KEPT],
+           (unsigned long long)ov[O_KEPT_REC]);
     printf("  targets         appended keys %llu = on remote_cache owners %llu + on GPU owners %llu %s; the CPU "
            "owners dropped %llu of their oldest\n",
            (unsigned long long)mv[M_APPENDED], (unsigned long long)mv[M_T_CPU], (unsigned long long)mv[M_T_GPU],
