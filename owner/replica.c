@@ -136,7 +136,8 @@ static bool orepl_still_copied(fx_owner_t *o, owner_entry_t *en)
 }
 /* A durable copy fetched from a replica target that keeps its own (FX_GET_SRC_KEPT): the
  * target holds this version, so en needs no write-back until a hit makes it hot again
- * (fx_orepl_touched: written back anew, "already" if the target still has it). Before, each
+ * (fx_orepl_touched: written back anew unless this owner's record still names the copy,
+ * orepl_still_copied; "already" if the target still has it). Before, each
  * such value cost a write-back task and an APPEND_START key answered "already": 17,900 of
  * 63,400 tasks in the trace replay with one CPU owner. */
 FX_INTERNAL void fx_orepl_kept(fx_owner_t *o, owner_entry_t *en)
