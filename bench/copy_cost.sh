@@ -9,7 +9,7 @@
 # (the data plane line). Figures, not pass/fail.
 # env: RUNS [3], REQUESTS [0 = all], CAP [10000], FLUXON_BIN [./fluxon]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 BIN=${FLUXON_BIN:-./fluxon}
 RUNS=${RUNS:-3} REQUESTS=${REQUESTS:-0} CAP=${CAP:-10000}
 command -v taskset > /dev/null || { echo "== copy cost: taskset missing (util-linux): skipped"; exit 0; }

@@ -9,7 +9,7 @@
 # usage: bench/tiers_profile.sh [THREAD...] (default: the threads that gained 1 µs or more)
 # env: FREQ [4000], TOP [25], REQUESTS [0 = all], CAP [10000], FLUXON_BIN [./fluxon]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 BIN=${FLUXON_BIN:-./fluxon}
 FREQ=${FREQ:-4000} TOP=${TOP:-25} REQUESTS=${REQUESTS:-0} CAP=${CAP:-10000}
 command -v perf > /dev/null || { echo "== tiers profile: perf missing (Debian: apt-get install linux-perf): skipped"; exit 0; }
