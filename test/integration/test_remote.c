@@ -551,6 +551,19 @@ Test(remote, writeback_then_demotion)
     fluxon_client_close(b);
 }
 
+/* A puts wb<from>..wb<to - 1> (16 values in groups of 4 each; the first the coldest), then
+ * waits until its write-backs are settled and its evictions answered. */
+static void put_wb_settled(fluxon_client *a, int from, int to)
+{
+    char pfx[16], why[200];
+    for (int r = from; r < to; r++) {
+        snprintf(pfx, sizeof pfx, "wb%d", r);
+        put_groups(a, pfx, 16, 4, 0, NULL);
+    }
+    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
+    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+}
+
 /* A value A fetches back from the CPU owner keeps its copy there (target_copy_after_fetch
  * "keep", the default): the LOOKUP says so (FX_GET_SRC_KEPT), so A makes no write-back task
  * for it when it gets cold again (counted repl_kept_after_fetch; before, each cost a task and
@@ -562,13 +575,8 @@ Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
 {
     kf_up_ex(3, ",\"range_reuse_delay_ms\":1000", wb_all); /* A's record is read within 499 ms of an answer */
     fluxon_client *a = kf_client(0), *b = kf_client(1);
-    char pfx[16], why[200];
-    for (int r = 0; r < 10; r++) { /* wb0 first: the coldest, demoted to the CPU owner */
-        snprintf(pfx, sizeof pfx, "wb%d", r);
-        put_groups(a, pfx, 16, 4, 0, NULL);
-    }
-    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
-    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    char why[200];
+    put_wb_settled(a, 0, 10); /* wb0 first: the coldest, demoted to the CPU owner */
     long long cpu0 = kf_stat(a, "cpu_hits"), gpu0 = kf_stat(a, "remote_hits"), wb0 = kf_stat(a, "wb_reads");
     long long lk0 = kf_stat(a, "lookup_batches");
     (void)master_stat(a, "generation"); /* an answer from the master: A's record's rule holds for 499 ms */
@@ -586,12 +594,7 @@ Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
               kf_stat(a, "repl_kept_after_fetch")); /* published after get_check's views were released */
     long long already0 = kf_stat(a, "repl_already"), appended0 = master_stat(a, "append_keys_completed");
     long long refreshed0 = master_stat(a, "target_refreshed_at_evict");
-    for (int r = 10; r < 20; r++) { /* wb0, fetched back, gets cold on A again */
-        snprintf(pfx, sizeof pfx, "wb%d", r);
-        put_groups(a, pfx, 16, 4, 0, NULL);
-    }
-    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
-    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    put_wb_settled(a, 10, 20); /* wb0, fetched back, gets cold on A again */
     cr_assert_eq(kf_stat(a, "repl_already"), already0, "no write-back of wb0 again: none found its copy (already)");
     cr_assert_eq(master_stat(a, "target_promoted_away"), 0, "the CPU owner still keeps its copies of wb0");
     cr_assert_geq(master_stat(a, "target_refreshed_at_evict") - refreshed0, 16,
@@ -612,13 +615,8 @@ Test(remote, a_value_hit_after_its_write_back_is_not_written_back_again_while_it
 {
     kf_up_ex(3, ",\"range_reuse_delay_ms\":1000", wb_all); /* A's record is read within 499 ms of an answer */
     fluxon_client *a = kf_client(0), *b = kf_client(1);
-    char pfx[16], why[200];
-    for (int r = 0; r < 10; r++) { /* wb0 first: the coldest, demoted to the CPU owner */
-        snprintf(pfx, sizeof pfx, "wb%d", r);
-        put_groups(a, pfx, 16, 4, 0, NULL);
-    }
-    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
-    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    char why[200];
+    put_wb_settled(a, 0, 10); /* wb0 first: the coldest, demoted to the CPU owner */
     (void)master_stat(a, "generation"); /* an answer from the master: A's record's rule holds for 499 ms */
     cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A");
     cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
@@ -631,12 +629,7 @@ Test(remote, a_value_hit_after_its_write_back_is_not_written_back_again_while_it
     cr_assert_geq(kf_stat(a, "local_hits") - hits0, 16, "the second get hit A's own copies");
     long long already0 = kf_stat(a, "repl_already"), appended0 = master_stat(a, "append_keys_completed");
     long long refreshed0 = master_stat(a, "target_refreshed_at_evict"), demoted0 = master_stat(a, "evict_demoted");
-    for (int r = 10; r < 20; r++) { /* wb0 gets cold on A again */
-        snprintf(pfx, sizeof pfx, "wb%d", r);
-        put_groups(a, pfx, 16, 4, 0, NULL);
-    }
-    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
-    cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
+    put_wb_settled(a, 10, 20); /* wb0 gets cold on A again */
     cr_assert_eq(kf_stat(a, "repl_kept_recorded"), 16, "wb0's 16 copies were found in A's record");
     cr_assert_eq(kf_stat(a, "repl_already"), already0, "no task found a copy at the master (already)");
     cr_assert_leq(master_stat(a, "append_keys_completed") - appended0, 160, "only wb10..wb19 were copied");
