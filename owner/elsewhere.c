@@ -11,18 +11,41 @@
  * The filter is made at the first copy (an owner that never copies pays nothing), sized at
  * 16 bits a key for 8 x the segment's 4 KiB pages (at most 32 MiB), and stops being used
  * when it holds that many keys (every miss asks the master again; logged once). A placed or
- * write-through put (copies this record cannot name) also stops it. */
+ * write-through put (copies this record cannot name) also stops it.
+ *
+ * The filter cannot forget a key, but the copies go: a CPU owner drops its oldest for new
+ * ones (in the trace replay, 35,000 of 44,000 copies), and a miss of such a key used to cost
+ * a LOOKUP that found nothing (about 1,750 keys in 80 gets a replay, 140-240 us each on the
+ * 2-vCPU VM: a get waits for it). So the keys whose copy the master dropped and told this
+ * owner of (FORGET, wbmap.c) are kept too, by hash, until a copy of the key starts again
+ * (fx_oelse_copied) or is recorded (fx_oelse_recorded): a miss of one is held nowhere
+ * either. The set holds the newest ODROP_MAX; an older one, forgotten, costs a LOOKUP as
+ * before. It goes whole when the record of copies does (another master, a lost link:
+ * FORGETs may have been lost; a CPU owner may re-publish a copy the old master dropped).
+ * Wrong only where a copy exists that this owner did not learn of (a hash collision, a copy
+ * whose APPEND_DONE was accepted while its FORGETs raced it): that is a miss, a lost hit,
+ * never a wrong byte. */
 #include "bloom.h"
 #include "log.h"
 #include "owner_elsewhere.h"
 #include "owner_link.h"
+#include "u64map.h"
+
+#define ODROP_MAX 262144u /* keys whose copy was dropped, kept (16 B each in the map, 8 in the ring) */
 
 typedef struct oelse {
     fx_bloom_t f;
     uint64_t limit; /* keys the filter takes before it is given up */
     bool made, off;
     uint64_t misses_settled; /* misses answered without a LOOKUP thanks to the record */
+    /* keys whose copy the master dropped: hash (0 -> 1) -> its number in the FIFO + 1 */
+    fx_u64map_t dropped;
+    uint64_t *ring;       /* ODROP_MAX hashes, oldest overwritten */
+    uint64_t dropped_seq; /* keys entered so far (the next one's number) */
+    uint64_t misses_dropped; /* of misses_settled: keys whose copy was dropped */
 } oelse_t;
+
+static uint64_t odrop_key(uint64_t khash) { return khash ? khash : 1; }
 
 FX_INTERNAL int fx_oelse_init(fx_owner_t *o)
 {
@@ -33,6 +56,8 @@ FX_INTERNAL int fx_oelse_init(fx_owner_t *o)
 FX_INTERNAL void fx_oelse_fini(fx_owner_t *o)
 {
     if (!o->elsewhere) return;
+    fx_u64map_free(&o->elsewhere->dropped);
+    fx_free(o->elsewhere->ring);
     fx_free(o->elsewhere->f.bits);
     fx_free(o->elsewhere);
     o->elsewhere = NULL;
@@ -69,13 +94,45 @@ FX_INTERNAL void fx_oelse_copied(fx_owner_t *o, uint64_t khash)
         return;
     }
     fx_bloom_add(&e->f, khash);
+    if (fx_u64map_count(&e->dropped)) (void)fx_u64map_del(&e->dropped, odrop_key(khash), NULL);
+}
+
+FX_INTERNAL void fx_oelse_recorded(fx_owner_t *o, uint64_t khash)
+{
+    oelse_t *e = o->elsewhere;
+    if (e && fx_u64map_count(&e->dropped)) (void)fx_u64map_del(&e->dropped, odrop_key(khash), NULL);
+}
+
+FX_INTERNAL void fx_oelse_dropped(fx_owner_t *o, uint64_t khash)
+{
+    oelse_t *e = o->elsewhere;
+    if (!e || e->off || !e->made) return; /* no filter: such a miss is settled already */
+    if (!e->ring && !(e->ring = fx_calloc(ODROP_MAX, sizeof *e->ring))) return; /* a LOOKUP, as before */
+    uint64_t seq = e->dropped_seq++, k = odrop_key(khash), *slot = &e->ring[seq % ODROP_MAX];
+    /* the oldest goes, unless its key entered again since (a later number in the map) */
+    if (seq >= ODROP_MAX && fx_u64map_get(&e->dropped, *slot) == (void *)(uintptr_t)(seq - ODROP_MAX + 1))
+        (void)fx_u64map_del(&e->dropped, *slot, NULL);
+    *slot = k;
+    if (fx_u64map_put(&e->dropped, k, (void *)(uintptr_t)(seq + 1), NULL) != FLUXON_OK) *slot = 0;
+}
+
+FX_INTERNAL void fx_oelse_dropped_clear(fx_owner_t *o)
+{
+    oelse_t *e = o->elsewhere;
+    if (!e || !e->ring) return;
+    fx_u64map_free(&e->dropped);
+    memset(e->ring, 0, ODROP_MAX * sizeof *e->ring);
+    e->dropped_seq = 0;
 }
 
 FX_INTERNAL bool fx_oelse_nowhere(fx_owner_t *o, uint64_t khash)
 {
     oelse_t *e = o->elsewhere;
     if (!e || e->off || !fx_olink_copies_mine(o)) return false;
-    if (e->made && fx_bloom_may_contain(&e->f, khash)) return false;
+    if (e->made && fx_bloom_may_contain(&e->f, khash)) {
+        if (!fx_u64map_count(&e->dropped) || !fx_u64map_get(&e->dropped, odrop_key(khash))) return false;
+        e->misses_dropped++;
+    }
     e->misses_settled++;
     return true;
 }
@@ -86,5 +143,7 @@ FX_INTERNAL void fx_oelse_metrics(fx_owner_t *o, fx_ometrics_t *m)
     if (!e) return;
     m->copies_recorded = e->made ? e->f.added : 0;
     m->misses_settled_locally = e->misses_settled;
+    m->misses_settled_dropped = e->misses_dropped;
+    m->copies_dropped_known = fx_u64map_count(&e->dropped);
     m->copies_record_on = !e->off && fx_olink_copies_mine(o);
 }

@@ -231,6 +231,8 @@
     /* replica.c (issue 16): eager replica tasks and write-back to replica targets */                            \
     X(copies_recorded, COUNTER, "owner_copies_recorded_total", "", "Keys copied to other owners, recorded to settle misses locally") \
     X(misses_settled_locally, COUNTER, "owner_misses_settled_locally_total", "", "Local misses answered without a LOOKUP: never copied") \
+    X(misses_settled_dropped, COUNTER, "owner_misses_settled_dropped_total", "", "Of those: keys whose copy the master dropped (FORGET) since") \
+    X(copies_dropped_known, GAUGE, "owner_copies_dropped_known", "", "Keys whose copy the master dropped, kept to settle their misses") \
     X(copies_record_on, BOOL, "owner_copies_record_on", "", "1 while the record of copies settles misses") \
     X(repl_queued, GAUGE, "owner_replica_tasks_queued", "", "Replica tasks queued")                              \
     X(repl_inflight, GAUGE, "owner_replica_tasks_inflight", "", "Replica tasks in flight")                       \

@@ -28,6 +28,7 @@
 
 #include "hmap.h"
 #include "log.h"
+#include "owner_elsewhere.h"
 #include "owner_wbmap.h"
 #include "u64map.h"
 
@@ -195,6 +196,7 @@ FX_INTERNAL void fx_owbm_add(fx_owner_t *o, int tgt, const char *key, uint32_t k
         return;
     }
     s->added++;
+    fx_oelse_recorded(o, h);
 }
 
 FX_INTERNAL void fx_owbm_forget(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena)
@@ -225,6 +227,7 @@ FX_INTERNAL void fx_owbm_forget(fx_owner_t *o, const uint8_t *body, size_t len, 
         for (uint32_t k = 0; k < b.offsets.n; k++) {
             owbm_ent_t *e = fx_u64map_get(&s->by_off, owbm_off_key(i, b.offsets.v[k]));
             if (!e) continue;
+            fx_oelse_dropped(o, e->h); /* held nowhere now: its misses need no LOOKUP */
             owbm_drop(s, e);
             s->forgotten++;
         }
@@ -234,6 +237,7 @@ FX_INTERNAL void fx_owbm_forget(fx_owner_t *o, const uint8_t *body, size_t len, 
 FX_INTERNAL void fx_owbm_clear(fx_owner_t *o)
 {
     owbm_t *s = o->wbm;
+    fx_oelse_dropped_clear(o); /* FORGETs may have been lost, or the copies re-published */
     if (!s || !fx_u64map_count(&s->by_off)) return;
     s->cleared += fx_u64map_count(&s->by_off);
     owbm_drop_all(s, -1);

@@ -841,6 +841,41 @@ Test(remote, a_copy_the_master_dropped_is_never_read_by_its_record, .timeout = 1
     fluxon_client_close(a);
 }
 
+/* Issue 38 (elsewhere.c): a key whose copy the master dropped (C full: its oldest go, and A
+ * is told by FORGET) is held nowhere, so A settles a miss of it without a LOOKUP; the key
+ * copied again (put anew, then written back) is restored from C byte-exact, not settled. */
+Test(remote, a_miss_of_a_key_whose_copy_was_dropped_skips_the_master, .timeout = 120)
+{
+    static const char *const extra[] = {",\"hot_capacity_bytes\":\"1MiB\",\"writeback_watermark\":0.5,"
+                                        "\"writeback_admission\":\"all\",\"writeback_max_stall_ms\":20000"};
+    kf_up_ex(1, NULL, extra);
+    fluxon_client *a = cpu_owner_proc("16MiB"); /* C: 512 values past its grant */
+    char pfx[16];
+    for (int r = 0; r < 24; r++) { /* 1,536 values through a hot tier of 64: C drops the oldest */
+        snprintf(pfx, sizeof pfx, "dk%d", r);
+        put_groups(a, pfx, 64, 4, 0, NULL);
+    }
+    cr_assert(repl_idle(a, 20000), "write-backs over");
+    cr_assert_gt(kf_stat(a, "wb_records_forgotten"), 0, "C dropped copies of A's and A was told");
+    cr_assert_gt(kf_stat(a, "copies_dropped_known"), 0, "A keeps their keys");
+    long long batches = kf_stat(a, "lookup_batches"), dropped = kf_stat(a, "misses_settled_dropped");
+    cr_assert_eq(get_check(a, "dk0", 64, 4), 0, "copied, then dropped from C: a miss");
+    cr_assert_eq(kf_stat(a, "lookup_batches"), batches, "no LOOKUP for a key whose copy was dropped");
+    cr_assert_eq(kf_stat(a, "misses_settled_dropped"), dropped + 1);
+    put_groups(a, "dk0", 64, 4, 0, NULL); /* put again, then pushed out of A: copied again */
+    for (int r = 24; r < 26; r++) {
+        snprintf(pfx, sizeof pfx, "dk%d", r);
+        put_groups(a, pfx, 64, 4, 0, NULL);
+    }
+    cr_assert(repl_idle(a, 20000), "write-backs over");
+    long long cpu0 = kf_stat(a, "cpu_hits");
+    (void)master_stat(a, "generation"); /* an answer from the master: A's record's rule holds */
+    cr_assert_eq(get_check(a, "dk0", 32, 4), 32, "copied again: restored from C, byte-exact"); /* pins: 48 */
+    cr_assert_eq(kf_stat(a, "cpu_hits") - cpu0, 32, "from C");
+    cr_assert_eq(kf_stat(a, "misses_settled_dropped"), dropped + 1, "not settled as dropped");
+    fluxon_client_close(a);
+}
+
 /* Issue 38 (wbmap.c): a write-back's APPEND_DONE answer dispatched late (a test fault holds
  * it 300 ms, as the message chaos may) comes after the FORGET of the very copies it confirms:
  * the keys were deleted meanwhile. A keeps no record of them, and a get after the delete
