@@ -292,6 +292,19 @@ static void ofetch_batch_transfer(ofetch_batch_t *f)
                 if (!ofetch_self_copy(o, x, base)) ofetch_on_xfer(x, FLUXON_OK);
                 continue;
             }
+            /* a peer of this host whose segment is mapped here: copied now, and completed
+             * inline as a copy from this segment is (a get waits for it: not for the loop's
+             * next turn, where a write-back's push slice or an eviction round may come first) */
+            rc = peer ? fx_ucx_copy_now(fx_opeers_ucx(o), peer, FX_UCX_GET, x->ranges, x->n) : FLUXON_ERR_UNAVAILABLE;
+            if (rc != FLUXON_ERR_UNAVAILABLE) {
+                if (rc == FLUXON_OK && o->cfg.fail_transfers) { /* test-only: fail it afterwards */
+                    o->cfg.fail_transfers--;
+                    x->inject_failure = true;
+                }
+                f->xfers_pending++;
+                ofetch_on_xfer(x, rc);
+                continue;
+            }
             if (peer) { /* the transfer ends by the batch's deadline (at least 1 ms from now) */
                 uint64_t now = fx_now_ms();
                 uint64_t left = f->deadline_ms > now ? f->deadline_ms - now : 1;

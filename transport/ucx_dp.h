@@ -242,6 +242,18 @@ FX_INTERNAL void fx_ucx_local_stats(const fx_ucx_t *u, uint64_t *xfers, uint64_t
 /* Nanoseconds those copies took (their memcpy, not the wait for their callbacks). */
 FX_INTERNAL uint64_t fx_ucx_local_ns(const fx_ucx_t *u);
 
+/* Same host: a batch on a peer whose region is mapped here (fx_ucx_peer_set_local) copied
+ * now, inside the call, through the mapping, within FX_UCX_LOCAL_MAX_BYTES: no transfer is
+ * queued and no callback runs, so a caller that needs the bytes at once (a get waiting for
+ * a restore) does not wait for the loop's next turn. FLUXON_OK: every range copied (a PUT's
+ * bytes visible to the peer's readers); FLUXON_ERR_UNAVAILABLE: nothing copied, use
+ * fx_ucx_transfer (not a mapped peer, a larger batch, a test hook that delays transfers, the
+ * peer failed or is closing); FLUXON_ERR_INVALID_ARGUMENT: fx_ucx_transfer's argument
+ * checks, or a range past the mapping (nothing copied); FLUXON_ERR_CANCELLED (u is being
+ * destroyed); FLUXON_ERR_NOMEM. Counted in fx_ucx_local_stats. Reactor thread. */
+FX_INTERNAL int fx_ucx_copy_now(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op, const fx_ucx_range_t *ranges,
+                                size_t n);
+
 /* Submits one batch: all n ranges are posted at once (ucp_*_nbx; on a locally mapped peer,
  * fx_ucx_peer_set_local, copied now, within the bound there), then cb is invoked
  * ONCE when every range has completed, with FLUXON_OK or the first error. Local buffers

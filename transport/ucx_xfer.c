@@ -446,12 +446,10 @@ static void ucxdp_xfer_post_all(ucxdp_xfer_t *x)
     ucxdp_xfer_event(x, st); /* drop the guard; a finished x waits in the queue */
 }
 
-FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op,
-                                const fx_ucx_range_t *ranges, size_t n, fx_ucx_done_cb cb,
-                                void *arg)
+/* fx_ucx_transfer's and fx_ucx_copy_now's checks of their arguments (their statuses). */
+static int ucxdp_args_check(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op, const fx_ucx_range_t *ranges, size_t n)
 {
-    if (!u || !peer || !ranges || !cb || n == 0 || peer->u != u ||
-        (op != FX_UCX_GET && op != FX_UCX_PUT))
+    if (!u || !peer || !ranges || n == 0 || peer->u != u || (op != FX_UCX_GET && op != FX_UCX_PUT))
         return FLUXON_ERR_INVALID_ARGUMENT;
     if (n > UINT32_MAX || n > (SIZE_MAX - sizeof(ucxdp_xfer_t)) / sizeof(ucxdp_rng_t))
         return FLUXON_ERR_INVALID_ARGUMENT;
@@ -464,6 +462,39 @@ FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op
     }
     if (u->destroying) return FLUXON_ERR_CANCELLED;
     if (peer->closing || peer->status != FLUXON_OK) return FLUXON_ERR_UNAVAILABLE;
+    return FLUXON_OK;
+}
+
+FX_INTERNAL int fx_ucx_copy_now(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op, const fx_ucx_range_t *ranges,
+                                size_t n)
+{
+    int rc = ucxdp_args_check(u, peer, op, ranges, n);
+    if (rc != FLUXON_OK) return rc;
+    /* the test hooks that report transfers late act on queued ones only */
+    if (!peer->local || u->test_late_n || u->test_late_puts_n) return FLUXON_ERR_UNAVAILABLE;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n && bytes <= FX_UCX_LOCAL_MAX_BYTES; i++) bytes += ranges[i].len;
+    if (bytes > FX_UCX_LOCAL_MAX_BYTES) return FLUXON_ERR_UNAVAILABLE;
+    ucxdp_xfer_t *x = fx_calloc(1, sizeof *x + n * sizeof(ucxdp_rng_t));
+    if (!x) return FLUXON_ERR_NOMEM;
+    x->u = u;
+    x->peer = peer;
+    x->op = (uint8_t)op;
+    x->n = n;
+    for (size_t i = 0; i < n; i++)
+        x->r[i] = (ucxdp_rng_t){.x = x, .local = ranges[i].local, .addr = peer->remote_base + ranges[i].remote_offset,
+                                .len = ranges[i].len};
+    rc = ucxdp_post_local(x);
+    fx_free(x);
+    return rc;
+}
+
+FX_INTERNAL int fx_ucx_transfer(fx_ucx_t *u, fx_ucx_peer_t *peer, fx_ucx_op_t op,
+                                const fx_ucx_range_t *ranges, size_t n, fx_ucx_done_cb cb,
+                                void *arg)
+{
+    int rc = cb ? ucxdp_args_check(u, peer, op, ranges, n) : FLUXON_ERR_INVALID_ARGUMENT;
+    if (rc != FLUXON_OK) return rc;
 
     ucxdp_xfer_t *x = fx_calloc(1, sizeof *x + n * sizeof(ucxdp_rng_t));
     if (!x) return FLUXON_ERR_NOMEM;

@@ -98,3 +98,45 @@ Test(ucx_local, a_peer_connected_mapped_makes_its_endpoint_when_first_needed, .t
     tucx_self_teardown(&s);
 }
 
+
+/* Issue 38: fx_ucx_copy_now copies a mapped peer's batch inside the call (a restore a get
+ * waits for): no callback, nothing queued; a range past the mapping copies nothing
+ * (INVALID_ARGUMENT), and a peer not mapped here, or a batch over FX_UCX_LOCAL_MAX_BYTES,
+ * is left to fx_ucx_transfer (UNAVAILABLE, nothing copied). */
+Test(ucx_local, copy_now_copies_a_mapped_peer_batch_in_the_call, .timeout = 60)
+{
+    tucx_self_t s;
+    tucx_self_setup(&s, FX_UCX_MECH_AM);
+    char *map = s.buf;
+    fx_ucx_range_t g[2] = {{.local = s.buf + TUCX_SELF_LEN, .remote_offset = 4096, .len = 8192},
+                           {.local = s.buf + TUCX_SELF_LEN + 16384, .remote_offset = 65536, .len = 100}};
+    memset(s.buf + TUCX_SELF_LEN, 0, 32768);
+    cr_assert_eq(fx_ucx_copy_now(s.u, s.p, FX_UCX_GET, g, 2), FLUXON_ERR_UNAVAILABLE, "not mapped here");
+    cr_assert_neq(memcmp(s.buf + TUCX_SELF_LEN, map + 4096, 8192), 0, "nothing copied");
+    fx_ucx_peer_set_local(s.p, map, TUCX_SELF_LEN);
+    cr_assert_eq(fx_ucx_copy_now(s.u, s.p, FX_UCX_GET, g, 2), FLUXON_OK);
+    cr_assert_eq(memcmp(s.buf + TUCX_SELF_LEN, map + 4096, 8192), 0, "copied in the call");
+    cr_assert_eq(memcmp(s.buf + TUCX_SELF_LEN + 16384, map + 65536, 100), 0);
+    cr_assert_not(fx_ucx_completions_queued(s.u), "no callback to run");
+    tucx_fill(s.buf + TUCX_SELF_LEN, 4096, 9);
+    fx_ucx_range_t p = {.local = s.buf + TUCX_SELF_LEN, .remote_offset = 200000, .len = 4096};
+    cr_assert_eq(fx_ucx_copy_now(s.u, s.p, FX_UCX_PUT, &p, 1), FLUXON_OK);
+    cr_assert_eq(memcmp(map + 200000, s.buf + TUCX_SELF_LEN, 4096), 0);
+    uint64_t xfers = 0, bytes = 0;
+    fx_ucx_local_stats(s.u, &xfers, &bytes);
+    cr_assert_eq(xfers, 2);
+    cr_assert_eq(bytes, 8192 + 100 + 4096);
+    memset(s.buf + TUCX_SELF_LEN, 0, 16);
+    fx_ucx_range_t past[2] = {{.local = s.buf + TUCX_SELF_LEN, .remote_offset = 0, .len = 16},
+                              {.local = s.buf + TUCX_SELF_LEN + 64, .remote_offset = TUCX_SELF_LEN - 100, .len = 4096}};
+    cr_assert_eq(fx_ucx_copy_now(s.u, s.p, FX_UCX_GET, past, 2), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_neq(memcmp(map, s.buf + TUCX_SELF_LEN, 16), 0, "a refused batch copies nothing, its good range neither");
+    cr_assert_eq(fx_ucx_peer_status(s.p), FLUXON_OK, "not a peer failure");
+    fx_ucx_range_t big = {.local = s.buf, .remote_offset = 0, .len = FX_UCX_LOCAL_MAX_BYTES + 1};
+    cr_assert_eq(fx_ucx_copy_now(s.u, s.p, FX_UCX_GET, &big, 1), FLUXON_ERR_UNAVAILABLE, "too large: over UCX");
+    cr_assert_eq(fx_ucx_copy_now(s.u, s.p, FX_UCX_GET, g, 0), FLUXON_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(fx_ucx_copy_now(NULL, s.p, FX_UCX_GET, g, 1), FLUXON_ERR_INVALID_ARGUMENT);
+    fx_ucx_local_stats(s.u, &xfers, &bytes);
+    cr_assert_eq(xfers, 2, "refused batches are not counted");
+    tucx_self_teardown(&s);
+}
