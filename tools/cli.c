@@ -302,8 +302,13 @@ static int run_external(const char *json, int argc, char **argv)
     int chk = fn(NULL, argc - 1, argv + 1);
     if (chk) return chk;
     /* one command, then exit: mapping every page table of a multi-GiB segment would cost
-     * more than the command (1.2 s for 4 GiB), so the CLI does not prefault unless told */
-    cJSON *doc = cJSON_Parse(json);
+     * more than the command (1.2 s for 4 GiB), so the CLI does not prefault unless told.
+     * The field is added (the document printed again) only to strict JSON without an
+     * escaped NUL: cJSON's lenient parse would cut a string there ("s3cret\u0000junk" read
+     * as "s3cret") and drop what follows the object, so such a file goes to the library
+     * unchanged and is refused with its message (exit 2), as the other roles refuse it */
+    const char *jend = NULL;
+    cJSON *doc = strstr(json, "\\u0000") ? NULL : cJSON_ParseWithOpts(json, &jend, 1);
     char *cjson = NULL;
     const cJSON *to = doc ? cJSON_GetObjectItemCaseSensitive(doc, "timeout_ms") : NULL;
     if (cJSON_IsNumber(to) && to->valuedouble >= 1 && to->valuedouble <= 4294967295.0)

@@ -49,6 +49,30 @@ Test(ops2, a_too_large_file_is_refused_from_its_size, .timeout = 60, .fini = ops
     cr_assert(ex == 2 && strstr(out, "is 629145600 bytes, larger than 512 MiB"), "exit %d: %s", ex, out);
 }
 
+/* The external CLI added "prefault_segment" to its config through cJSON's lenient parse
+ * and printed it again: a cluster_token "s3cret\u0000junk" was cut to "s3cret" (and
+ * authenticated), and junk after the object was dropped. Now such a file reaches the
+ * library unchanged and is refused (exit 2) with its message, as the other roles refuse it;
+ * a good one still works. */
+Test(ops2, the_external_cli_refuses_a_config_the_library_refuses, .timeout = 60, .fini = ops_fini)
+{
+    ops_up_owner_alone();
+    char cfg[300], buf[700], out[4096];
+    snprintf(cfg, sizeof cfg, "%s/nul-client.json", t.dir);
+    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\\u0000junk\","
+                              "\"socket\":\"%s\"}", t.sock);
+    th_write_file(cfg, buf);
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s stat", cfg);
+    cr_assert(ex == 2 && strstr(out, "a string holds \\u0000"), "exit %d: %s", ex, out);
+    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
+                              "\"socket\":\"%s\"} {\"role\":\"master\"}", t.sock);
+    th_write_file(cfg, buf);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s stat", cfg);
+    cr_assert(ex == 2 && strstr(out, "not valid JSON near byte"), "exit %d: %s", ex, out);
+    ex = ops_cli(out, sizeof out, "--role=external --config %s stat", t.ecfg);
+    cr_assert(ex != 2 && !strstr(out, "config rejected"), "the good config is taken: exit %d: %s", ex, out);
+}
+
 /* Finding 10. Before: a client whose socket named a directory was told "the file is there
  * but nobody accepts: its owner exited (owner sockets in /tmp: none)". Now it is told
  * that it is a directory, and which owner sockets that directory holds. */
