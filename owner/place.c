@@ -178,9 +178,17 @@ FX_INTERNAL bool fx_oplace_start(fx_owner_t *o, owner_plan_t *p)
         fx_body_put_place_t b = {{keys, (uint32_t)m}, p->value_len, p->flags, {groups, (uint32_t)ng},
                                  fx_str_c(p->place.preferred)};
         *c = (oplace_ctx_t){o, p->id};
-        p->place.place_sent_ms = fx_now_ms();
+        uint64_t now = fx_now_ms();
+        p->place.place_sent_ms = now;
         p->place.link_epoch = kv->link_epoch;
-        sent = FX_RPC_CALL(mc, PUT_PLACE, put_place, &b, o->cfg.master_timeout_ms, oplace_on_place, c) ==
+        /* the master's answer is waited for no longer than the caller waits for this
+         * put_start (answer_by_ms, below its timeout_ms): a master that does not answer in
+         * time leaves the batch on this owner (oplace_on_place), answered before the caller
+         * gives up. Before, master_timeout_ms (5 s) outlasted a caller's timeout_ms of 3 s:
+         * the caller got FLUXON_ERR_TIMEOUT and nothing was stored */
+        uint64_t wait = o->cfg.master_timeout_ms;
+        if (p->answer_by_ms) wait = FX_MIN(wait, p->answer_by_ms > now ? p->answer_by_ms - now : 1);
+        sent = FX_RPC_CALL(mc, PUT_PLACE, put_place, &b, (uint32_t)FX_MAX(wait, 1u), oplace_on_place, c) ==
                FLUXON_OK;
     }
     if (!sent) fx_free(c);

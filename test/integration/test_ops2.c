@@ -49,6 +49,45 @@ Test(ops2, a_too_large_file_is_refused_from_its_size, .timeout = 60, .fini = ops
     cr_assert(ex == 2 && strstr(out, "is 629145600 bytes, larger than 512 MiB"), "exit %d: %s", ex, out);
 }
 
+/* A placed put (a value past the inline size) to a master that stops answering (SIGSTOP),
+ * with the client's timeout_ms (3000) below the owner's master_timeout_ms (5000). Before:
+ * the owner waited 5 s for PUT_PLACE, the client gave up at 3 s with FLUXON_ERR_TIMEOUT
+ * (exit 1) and nothing was stored. Now the owner waits no longer than the caller and keeps
+ * the batch itself: the put ends UNKNOWN_OUTCOME (exit 3, its PUT_DONE unanswered) and the
+ * value is readable byte-exact once the master answers again. */
+Test(ops2, a_placed_put_to_a_hung_master_is_kept_within_the_callers_timeout, .timeout = 90, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    char val[300], back[300], out[4096];
+    snprintf(val, sizeof val, "%s/big.bin", t.dir);
+    snprintf(back, sizeof back, "%s/back.bin", t.dir);
+    static char buf[300000];
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (char)('a' + (i * 7 + i / 977) % 26);
+    FILE *f = fopen(val, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(buf, 1, sizeof buf, f), sizeof buf);
+    fclose(f);
+    int ex = ops_cli(out, sizeof out, "--role=external --config %s put warm %s", t.ecfg, val);
+    cr_assert_eq(ex, 0, "a grant of the value's slot size first: %s", out);
+    cr_assert_eq(kill(t.master, SIGSTOP), 0);
+    double t0 = th_now_s();
+    ex = ops_cli(out, sizeof out, "--role=external --config %s put hung %s", t.ecfg, val);
+    double took = th_now_s() - t0;
+    cr_assert_eq(kill(t.master, SIGCONT), 0);
+    cr_assert(ex == 3 && strstr(out, "FLUXON_ERR_UNKNOWN_OUTCOME"), "exit %d after %.1f s: %s", ex, took, out);
+    cr_assert_lt(took, 8.0, "two waits of the client's 3 s at most: %.1f s", took);
+    ex = 1;
+    for (double end = th_now_s() + 20; ex != 0 && th_now_s() < end; th_sleep_ms(100))
+        ex = ops_cli(out, sizeof out, "--role=external --config %s get hung -o %s", t.ecfg, back);
+    cr_assert_eq(ex, 0, "%s", out);
+    static char got[sizeof buf + 1];
+    f = fopen(back, "rb");
+    cr_assert_not_null(f);
+    size_t n = fread(got, 1, sizeof got, f);
+    fclose(f);
+    cr_assert(n == sizeof buf && memcmp(got, buf, sizeof buf) == 0, "byte-exact (%zu bytes)", n);
+}
+
 /* The external CLI added "prefault_segment" to its config through cJSON's lenient parse
  * and printed it again: a cluster_token "s3cret\u0000junk" was cut to "s3cret" (and
  * authenticated), and junk after the object was dropped. Now such a file reaches the
