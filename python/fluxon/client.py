@@ -17,9 +17,11 @@ from collections.abc import Mapping
 from . import _lib
 from ._buf import address_of
 from ._lib import lib
-from .errors import (FluxonError, Status, Busy, check, config_json, error_for, integer, sequence, u64, u64s,
-                     utf8)
+from .errors import (FluxonError, InvalidArgument, Status, Busy, check, config_json, error_for, integer, sequence,
+                     u64, u64s, utf8)
 from .plans import _Keeper, _Plan, PutPlan, ReadPlan, GetHandle, Future  # noqa: F401 -- fluxon.client.* as before
+
+LEASE_TTL_MAX_MS = 86400000  # fluxon_lease_grant's ttl_ms: 1..86400000 (24 h)
 
 _STATUS = {int(s): s for s in Status}
 
@@ -409,8 +411,13 @@ class Client:
         check(self._call(lib.fluxon_prefetch, arr, len(enc)), "prefetch")
 
     def lease_grant(self, ttl_ms):
+        """A lease of ttl_ms (1..86400000) ms at the master; returns its id."""
+        ttl = integer(ttl_ms, "lease_grant ttl_ms")
+        if not 1 <= ttl <= LEASE_TTL_MAX_MS:  # the C call's own range (fluxon.h), named here
+            raise InvalidArgument(Status.ERR_INVALID_ARGUMENT, "lease_grant ttl_ms",
+                                  f"ttl_ms {ttl_ms} is outside 1..{LEASE_TTL_MAX_MS} ms")
         lid = ctypes.c_uint64()
-        check(self._call(lib.fluxon_lease_grant, u64(ttl_ms, "lease_grant ttl_ms"), ctypes.byref(lid)), "lease_grant")
+        check(self._call(lib.fluxon_lease_grant, ttl, ctypes.byref(lid)), "lease_grant")
         return lid.value
 
     def list_keys(self, prefix="", after=None, limit=1000):

@@ -67,6 +67,9 @@ class Node:
             pass
 
 
+LOCAL_CLUSTER_MAX_OWNERS = 64  # each maps its own segment in this process
+
+
 class LocalCluster:
     """A master and n owners in this process, sockets in a private temporary directory:
     with LocalCluster(owners=2) as lc: c = lc.client(0)."""
@@ -75,6 +78,13 @@ class LocalCluster:
                  grant_bytes="8MiB", log_level="warn", owner_extra=None, owner_configs=None):
         """owner_extra: config members added to every owner; owner_configs: a list of one
         dict per owner added after it (e.g. [{}, {"node_role": "remote_cache"}])."""
+        if isinstance(owners, bool) or not isinstance(owners, int):
+            raise TypeError(f"LocalCluster owners: an int, not {type(owners).__name__}")
+        if not 1 <= owners <= LOCAL_CLUSTER_MAX_OWNERS:
+            raise ValueError(f"LocalCluster owners: {owners} is outside 1..{LOCAL_CLUSTER_MAX_OWNERS}")
+        if owner_configs is not None and len(owner_configs) > owners:
+            raise ValueError(f"LocalCluster owner_configs: {len(owner_configs)} configs for {owners} owner(s): "
+                             "one dict per owner at most")
         self.dir = tempfile.mkdtemp(prefix="fluxon-py-")
         self.cluster_id, self.cluster_token, self.log_level = cluster_id, cluster_token, log_level
         base = {"cluster_id": cluster_id, "log_level": log_level}

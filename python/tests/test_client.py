@@ -435,8 +435,9 @@ def test_integers_past_64_bits_are_refused_not_wrapped(client):
     # granted a 60 s lease, transfer(2**64) meant "all"
     with pytest.raises(fluxon.InvalidArgument, match="lease_grant ttl_ms"):
         client.lease_grant(2**64 + 60000)
-    with pytest.raises(fluxon.InvalidArgument, match="0..18446744073709551615"):
-        client.lease_grant(-1)
+    for bad in (-1, 0, 86400001):  # the C call's range, named (not the u64's)
+        with pytest.raises(fluxon.InvalidArgument, match=r"lease_grant ttl_ms.*outside 1\.\.86400000 ms"):
+            client.lease_grant(bad)
     client.put("w0", b"x")
     h = client.get_start(["w0"])
     with pytest.raises(fluxon.InvalidArgument, match="consume_prefix_len"):
@@ -867,3 +868,15 @@ def test_refusals_say_why_in_the_exception(cluster, client):
         client.tenant_set("nobody", quota_bytes=1 << 20)
     with pytest.raises(fluxon.InvalidArgument, match="ttl_ms 0"):
         client.lease_grant(0)
+
+
+def test_local_cluster_refuses_a_bad_owner_count():
+    # a new user's finding (session 47): owners=0 started a master alone, and lc.client()
+    # then failed with a bare IndexError
+    for bad in (0, -1, 65):
+        with pytest.raises(ValueError, match=r"^LocalCluster owners: -?\d+ is outside 1\.\.64$"):
+            fluxon.LocalCluster(owners=bad)
+    with pytest.raises(TypeError, match=r"^LocalCluster owners: an int, not str$"):
+        fluxon.LocalCluster(owners="2")
+    with pytest.raises(ValueError, match=r"owner_configs: 2 configs for 1 owner"):
+        fluxon.LocalCluster(owners=1, owner_configs=[{}, {}])
