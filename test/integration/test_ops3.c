@@ -31,6 +31,31 @@ Test(ops3, demo_over_values_of_another_length_names_the_mismatch_and_never_reads
     cr_assert_eq(ex, 0, "the owner serves on: %s", out);
 }
 
+/* The evictions `fluxon demo --config` printed for an owner it joined. */
+static long long ops3_evicted(const char *out)
+{
+    const char *p = strstr(out, "eviction          owner 0: ");
+    return p ? atoll(p + strlen("eviction          owner 0: ")) : 0;
+}
+
+/* A new user's finding (session 47): `fluxon demo --config` printed the owner's lifetime
+ * eviction counters as the run's ("3054 values (195.0 MiB)" for a run that wrote 2.2 MiB).
+ * Now each counter is its difference over the run: a run of one request after a run that
+ * evicted thousands of values shows at most its own few. */
+Test(ops3, demo_over_an_owner_reports_the_runs_own_evictions, .timeout = 120, .fini = ops_fini)
+{
+    ops_up(NULL, NULL);
+    static char out[1 << 18];
+    int ex = ops_cli(out, sizeof out, "demo --config %s --requests 600 --key-prefix e1 --workers 1", t.ecfg);
+    cr_assert_eq(ex, 0, "%s", out);
+    long long first = ops3_evicted(out);
+    cr_assert_gt(first, 1000, "a 32 MiB segment evicts: %s", out);
+    ex = ops_cli(out, sizeof out, "demo --config %s --requests 1 --key-prefix e2 --workers 1", t.ecfg);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert_lt(ops3_evicted(out), 200, "one request's own evictions, not the owner's %lld since it started: %s",
+                 first, out);
+}
+
 /* Before: bench-kv, bench-hostless and bench-batch ran with any unknown option, took
  * "10abc" as 10 and a missing value as the default, and ran a --count of 10^20 until
  * killed. Now each is a usage error naming the option and its range. */

@@ -163,6 +163,7 @@ typedef struct rp_owner_stats {
     /* capacity eviction (issue 7), after the run; ev_known: the owner reports them */
     uint64_t evictions, evicted_bytes, cohorts, busy_retries, restored, eviction_debt, hot_bytes,
         hot_capacity_bytes, claim_waits, claim_timeouts;
+    uint64_t ev_before[10];   /* the counters among them before the run (--config: an owner's lifetime) */
     int ev_known;
     unsigned absent_mask;     /* bit i: baseline key i absent from the stats */
     int stats_ok;
@@ -232,6 +233,7 @@ typedef struct rp_stat_field {
 
 #define RP_NBASELINE 4
 #define RP_NEVICTION 10
+_Static_assert(sizeof(((rp_owner_stats *)0)->ev_before) / sizeof(uint64_t) == RP_NEVICTION, "ev_before: one a field");
 /* handles_open, slots_prepared, gets_inflight, puts_inflight: back to their value before
  * the run (R1); before[i] holds baseline field i's value before it */
 extern const rp_stat_field rp_baseline_fields[RP_NBASELINE];
