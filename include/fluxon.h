@@ -419,7 +419,11 @@ typedef struct fluxon_holder fluxon_holder;
  * has no master to publish to (answered at once: the value is readable on this client's
  * owner and is published, with the same batch id, when the master returns), or no answer
  * came within timeout_ms. Not a failure: the value converges to published or, if the
- * master refuses it (e.g. a reject option), to absent; read it back to know. */
+ * master refuses it (e.g. a reject option), to absent; read it back to know.
+ * FLUXON_ERR_TIMEOUT: the owner did not answer the staging of a value larger than
+ * 256 KiB within timeout_ms (an owner that hangs: it answers by 9/10 of it,
+ * a master that does not answer its placement in time included): nothing of it was written,
+ * nothing is stored. */
 int fluxon_put(fluxon_client *c, const char *key, const void *value, uint64_t value_len,
                const fluxon_put_options *opts);
 
