@@ -28,6 +28,7 @@
 #include "owner_republish.h"
 #include "owner_tenant.h"
 #include "owner_store.h"
+#include "u64map.h"
 
 #define RP_WINDOW 2u
 #define RP_BATCH_KEYS 4096u   /* <= FX_REPUBLISH_MAX_KEYS */
@@ -45,15 +46,17 @@ typedef struct rp_id {
 
 /* A placed value in a range of this segment (the master said so with PLACED). */
 typedef struct rp_range {
-    char *key;
+    char *key; /* kbuf */
     uint32_t klen;
     uint64_t value_len, put_ms, put_ver;
     uint32_t group_size; /* disk records (issue 39); 1 for placed values */
     int tenant;          /* a placed range: its tenant's index + 1 (0: one this owner does not list) */
+    char kbuf[];         /* the key, NUL-ended: one allocation a record */
 } rp_range_t;
 
 typedef struct orepub {
-    fx_hmap_t *ranges; /* u64 offset -> rp_range_t */
+    fx_u64map_t ranges; /* offset + 1 -> rp_range_t (a PLACED and an INVALIDATE a copy: no
+                         * allocation but the record's, one cache line a lookup) */
     fx_hmap_t *disk;   /* u64 disk offset -> rp_range_t: the disk records when the walk started (issue 39) */
     uint64_t *grant_offs; /* the master grants held when the walk started (segment offsets) */
     size_t n_grants, g, slot; /* the walk's cursor: grant index, byte offset in it */
@@ -128,8 +131,7 @@ FX_INTERNAL int fx_orepub_init(fx_owner_t *o)
     if (!s) return FLUXON_ERR_NOMEM;
     o->repub = s;
     s->o = o;
-    int rc = fx_hmap_create(256, &s->ranges);
-    return rc == FLUXON_OK ? fx_hmap_create(256, &s->disk) : rc;
+    return fx_hmap_create(256, &s->disk);
 }
 
 /* The bytes the master allocated for a placed value (master/inflight.c: whole pages). */
@@ -150,11 +152,30 @@ static void rp_range_count(fx_owner_t *o, const rp_range_t *g, int sign)
     if (t) *t -= FX_MIN(*t, b);
 }
 
-static void rp_range_free(void *v)
+/* A record of key (klen bytes), its other fields zero; NULL without memory. */
+static rp_range_t *rp_range_new(const char *key, uint32_t klen)
 {
-    rp_range_t *g = v;
-    fx_free(g->key);
-    fx_free(g);
+    rp_range_t *g = fx_malloc(sizeof *g + (size_t)klen + 1);
+    if (!g) return NULL;
+    *g = (rp_range_t){.key = g->kbuf, .klen = klen};
+    memcpy(g->kbuf, key, klen);
+    g->kbuf[klen] = '\0';
+    return g;
+}
+
+static void rp_range_free(void *v) { fx_free(v); }
+
+/* The placed ranges by offset (u64map keys are never 0: offset + 1; a segment offset is
+ * never UINT64_MAX). */
+static rp_range_t *rp_ranges_get(orepub_t *s, uint64_t offset) { return fx_u64map_get(&s->ranges, offset + 1); }
+
+static void rp_ranges_clear(orepub_t *s)
+{
+    size_t it = 0;
+    uint64_t k;
+    void *v;
+    while (fx_u64map_next(&s->ranges, &it, &k, &v)) rp_range_free(v);
+    fx_u64map_free(&s->ranges);
 }
 
 FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
@@ -167,8 +188,7 @@ FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
         fx_free(s->held->b);
         rp_held_free(s->held);
     }
-    if (s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
-    fx_hmap_destroy(s->ranges);
+    rp_ranges_clear(s);
     if (s->disk) fx_hmap_clear(s->disk, rp_range_free);
     fx_hmap_destroy(s->disk);
     fx_free(s->ids);
@@ -180,7 +200,7 @@ FX_INTERNAL void fx_orepub_fini(fx_owner_t *o)
 FX_INTERNAL void fx_orepub_forget_all(fx_owner_t *o)
 {
     orepub_t *s = o->repub;
-    if (s && s->ranges) fx_hmap_clear(s->ranges, rp_range_free);
+    if (s) rp_ranges_clear(s);
     if (s) s->placed_bytes = 0;
     for (uint32_t k = 0; s && k < fx_otenant_count(o); k++) fx_otenant_at(o, k)->placed_bytes = 0;
 }
@@ -202,18 +222,17 @@ FX_INTERNAL int fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len,
     }
     if (b.lease_id) return FLUXON_OK; /* bound to a lease: dies with the master that granted it */
     for (uint32_t i = 0; i < n; i++) {
-        rp_range_t *g = fx_calloc(1, sizeof *g);
-        if (g) g->key = fx_strndup(b.keys.v[i].p, b.keys.v[i].len);
+        rp_range_t *g = b.offsets.v[i] != UINT64_MAX ? rp_range_new(b.keys.v[i].p, b.keys.v[i].len) : NULL;
         void *old = NULL;
-        if (!g || !g->key || fx_hmap_put(s->ranges, &b.offsets.v[i], sizeof b.offsets.v[i], g, &old) != FLUXON_OK) {
+        if (!g || fx_u64map_put(&s->ranges, b.offsets.v[i] + 1, g, &old) != FLUXON_OK) {
             if (g) rp_range_free(g);
-            FX_ERROR("PLACED: out of memory; %.*s is not re-published after a restart",
+            FX_ERROR("PLACED: out of memory (or an offset of UINT64_MAX); %.*s is not re-published after a restart",
                      (int)FX_MIN(b.keys.v[i].len, 80u), b.keys.v[i].p);
             st = FLUXON_ERR_NOMEM;
             continue;
         }
-        *g = (rp_range_t){g->key, b.keys.v[i].len, b.value_len, b.put_ms.v[i], b.put_ver.v[i], 1,
-                          fx_otenant_of_key(o, g->key, b.keys.v[i].len) + 1};
+        g->value_len = b.value_len, g->put_ms = b.put_ms.v[i], g->put_ver = b.put_ver.v[i], g->group_size = 1;
+        g->tenant = fx_otenant_of_key(o, g->key, g->klen) + 1;
         fx_oracle_check(o, "a push placed here (PLACED)", g->key, g->klen, b.offsets.v[i], b.value_len, g->put_ms,
                         g->put_ver, NULL);
         int64_t over = fx_oclaims_overlap(o, b.offsets.v[i], rp_range_bytes(g));
@@ -234,15 +253,15 @@ FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t
 {
     orepub_t *s = o->repub;
     fx_body_invalidate_t b;
-    if (!fx_hmap_count(s->ranges) || fx_body_invalidate_decode(body, len, &b, arena) != FLUXON_OK) return;
+    if (!fx_u64map_count(&s->ranges) || fx_body_invalidate_decode(body, len, &b, arena) != FLUXON_OK) return;
     uint32_t n = b.keys.n;
     if (b.offsets.n != n || b.put_ms.n != n || b.put_ver.n != n) return; /* counted by the store */
     for (uint32_t i = 0; i < n; i++) {
-        rp_range_t *g = fx_hmap_get(s->ranges, &b.offsets.v[i], sizeof b.offsets.v[i]);
+        rp_range_t *g = rp_ranges_get(s, b.offsets.v[i]);
         if (!g || g->klen != b.keys.v[i].len || memcmp(g->key, b.keys.v[i].p, g->klen) ||
             g->put_ms != b.put_ms.v[i] || g->put_ver != b.put_ver.v[i])
             continue;
-        fx_hmap_del(s->ranges, &b.offsets.v[i], sizeof b.offsets.v[i], NULL);
+        fx_u64map_del(&s->ranges, b.offsets.v[i] + 1, NULL);
         rp_range_count(o, g, -1);
         rp_range_free(g);
     }
@@ -253,13 +272,13 @@ FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t
  * is another record, kept). */
 static void rp_range_drop(orepub_t *s, uint64_t offset, uint64_t put_ms, uint64_t put_ver)
 {
-    const rp_range_t *cur = fx_hmap_get(s->ranges, &offset, sizeof offset);
+    const rp_range_t *cur = rp_ranges_get(s, offset);
     if (!cur || cur->put_ms != put_ms || cur->put_ver != put_ver) {
         if (cur) s->r1_kept++;
         return;
     }
     void *g = NULL;
-    if (fx_hmap_del(s->ranges, &offset, sizeof offset, &g) == FLUXON_OK && g) {
+    if (fx_u64map_del(&s->ranges, offset + 1, &g) == FLUXON_OK && g) {
         rp_range_count(s->o, g, -1);
         rp_range_free(g);
     }
@@ -287,15 +306,12 @@ static bool rp_id_add(orepub_t *s, uint64_t off, uint64_t use_seq, uint64_t put_
 
 static void rp_snap_ranges(orepub_t *s)
 {
-    fx_hmap_iter_t it = FX_HMAP_ITER_INIT;
-    const char *k;
-    size_t kl;
+    size_t it = 0;
+    uint64_t k;
     void *v;
-    while (fx_hmap_iter_next(s->ranges, &it, &k, &kl, &v)) {
-        uint64_t off;
-        memcpy(&off, k, sizeof off);
+    while (fx_u64map_next(&s->ranges, &it, &k, &v)) {
         const rp_range_t *g = v;
-        if (!rp_id_add(s, off, 0, g->put_ms, g->put_ver)) return;
+        if (!rp_id_add(s, k - 1, 0, g->put_ms, g->put_ver)) return;
     }
 }
 
@@ -303,13 +319,10 @@ static void rp_snap_ranges(orepub_t *s)
 static bool rp_snap_disk_one(void *arg, uint64_t off, const char *key, uint32_t klen, const fx_disk_meta_t *m)
 {
     orepub_t *s = arg;
-    rp_range_t *g = fx_calloc(1, sizeof *g);
-    char *kc = g ? fx_strndup(key, klen) : NULL;
-    if (!g || !kc) {
-        fx_free(g);
-        return false;
-    }
-    *g = (rp_range_t){kc, klen, m->value_len, m->put_ms, m->put_ver, FX_MAX(m->group_size, 1u), 0};
+    rp_range_t *g = rp_range_new(key, klen);
+    if (!g) return false;
+    g->value_len = m->value_len, g->put_ms = m->put_ms, g->put_ver = m->put_ver;
+    g->group_size = FX_MAX(m->group_size, 1u);
     void *old = NULL;
     if (fx_hmap_put(s->disk, &off, sizeof off, g, &old) != FLUXON_OK) {
         rp_range_free(g);
@@ -473,7 +486,7 @@ static void rp_send(fx_owner_t *o, const rp_id_t *ids, size_t n, bool last)
             continue;
         }
         if (!ids[i].use_seq) { /* a placed range, still the version snapshotted */
-            rp_range_t *g = fx_hmap_get(s->ranges, &ids[i].offset, sizeof ids[i].offset);
+            rp_range_t *g = rp_ranges_get(s, ids[i].offset);
             if (!g || g->put_ms != ids[i].put_ms || g->put_ver != ids[i].put_ver) continue;
             b->ids[m] = ids[i];
             keys[m] = (fx_str_t){g->key, g->klen};
@@ -560,8 +573,9 @@ static size_t rp_collect(fx_owner_t *o, rp_id_t *ids)
         bytes += 56 + en->klen;
     }
     while (s->g >= s->n_grants && s->next < s->n && m < RP_BATCH_KEYS && bytes < RP_MAX_BYTES) {
-        const rp_range_t *g = fx_hmap_get(s->ids[s->next].use_seq == RP_DISK ? s->disk : s->ranges,
-                                          &s->ids[s->next].offset, sizeof s->ids[s->next].offset);
+        const rp_range_t *g = s->ids[s->next].use_seq == RP_DISK
+                                  ? fx_hmap_get(s->disk, &s->ids[s->next].offset, sizeof s->ids[s->next].offset)
+                                  : rp_ranges_get(s, s->ids[s->next].offset);
         bytes += 56 + (g ? g->klen : 0);
         ids[m++] = s->ids[s->next++];
     }
@@ -725,7 +739,7 @@ FX_INTERNAL void fx_orepub_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->republish_verify_rounds = s->verify_rounds;
     m->republish_verify_dropped = s->verify_dropped;
     m->republish_routed_gone = s->routed_gone;
-    m->placed_ranges_held = fx_hmap_count(s->ranges);
+    m->placed_ranges_held = fx_u64map_count(&s->ranges);
     m->placed_malformed = s->placed_malformed;
     m->republish_newer_kept = s->r1_kept;
 }
