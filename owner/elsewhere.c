@@ -116,6 +116,12 @@ FX_INTERNAL void fx_oelse_dropped(fx_owner_t *o, uint64_t khash)
     if (fx_u64map_put(&e->dropped, k, (void *)(uintptr_t)(seq + 1), NULL) != FLUXON_OK) *slot = 0;
 }
 
+FX_INTERNAL void fx_oelse_prefetch(fx_owner_t *o, uint64_t khash)
+{
+    oelse_t *e = o->elsewhere;
+    if (e && fx_u64map_count(&e->dropped)) fx_u64map_prefetch(&e->dropped, odrop_key(khash));
+}
+
 FX_INTERNAL void fx_oelse_dropped_clear(fx_owner_t *o)
 {
     oelse_t *e = o->elsewhere;

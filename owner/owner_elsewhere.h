@@ -15,6 +15,9 @@ FX_INTERNAL void fx_oelse_recorded(fx_owner_t *o, uint64_t khash);
 /* The master dropped this owner's copy of the key and told it (FORGET): until a copy of it
  * starts or is recorded again, a miss of it is held nowhere. */
 FX_INTERNAL void fx_oelse_dropped(fx_owner_t *o, uint64_t khash);
+/* The memory fx_oelse_recorded or fx_oelse_dropped of khash reads starts loading (a batch's
+ * misses overlap). */
+FX_INTERNAL void fx_oelse_prefetch(fx_owner_t *o, uint64_t khash);
 /* The record of copies was cleared (another master, a lost link): every key fx_oelse_dropped
  * named may have a copy again. */
 FX_INTERNAL void fx_oelse_dropped_clear(fx_owner_t *o);

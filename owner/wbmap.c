@@ -163,8 +163,10 @@ FX_INTERNAL void fx_owbm_prefetch(fx_owner_t *o, int tgt, const char *key, uint3
 {
     owbm_t *s = o->wbm;
     if (!s || tgt < 0 || (uint32_t)tgt >= OWBM_TARGETS) return;
-    fx_hmap_prefetch(s->by_key, fx_hmap_hash(key, klen));
+    uint64_t h = fx_hmap_hash(key, klen);
+    fx_hmap_prefetch(s->by_key, h);
     fx_u64map_prefetch(&s->by_off, owbm_off_key((uint32_t)tgt, offset));
+    fx_oelse_prefetch(o, h); /* fx_oelse_recorded's slot */
 }
 
 FX_INTERNAL void fx_owbm_add(fx_owner_t *o, int tgt, const char *key, uint32_t klen, uint64_t offset,
@@ -222,7 +224,9 @@ FX_INTERNAL void fx_owbm_forget(fx_owner_t *o, const uint8_t *body, size_t len, 
         for (uint32_t k = 0; k < b.offsets.n; k++) fx_u64map_prefetch(&s->by_off, owbm_off_key(i, b.offsets.v[k]));
         for (uint32_t k = 0; k < b.offsets.n; k++) {
             owbm_ent_t *e = fx_u64map_get(&s->by_off, owbm_off_key(i, b.offsets.v[k]));
-            if (e) fx_hmap_prefetch(s->by_key, e->h);
+            if (!e) continue;
+            fx_hmap_prefetch(s->by_key, e->h);
+            fx_oelse_prefetch(o, e->h); /* fx_oelse_dropped's slot */
         }
         for (uint32_t k = 0; k < b.offsets.n; k++) {
             owbm_ent_t *e = fx_u64map_get(&s->by_off, owbm_off_key(i, b.offsets.v[k]));
