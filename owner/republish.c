@@ -46,12 +46,11 @@ typedef struct rp_id {
 
 /* A placed value in a range of this segment (the master said so with PLACED). */
 typedef struct rp_range {
-    char *key; /* kbuf */
     uint32_t klen;
     uint64_t value_len, put_ms, put_ver;
     uint32_t group_size; /* disk records (issue 39); 1 for placed values */
     int tenant;          /* a placed range: its tenant's index + 1 (0: one this owner does not list) */
-    char kbuf[];         /* the key, NUL-ended: one allocation a record */
+    char key[];          /* NUL-ended: one allocation a record */
 } rp_range_t;
 
 typedef struct orepub {
@@ -157,9 +156,9 @@ static rp_range_t *rp_range_new(const char *key, uint32_t klen)
 {
     rp_range_t *g = fx_malloc(sizeof *g + (size_t)klen + 1);
     if (!g) return NULL;
-    *g = (rp_range_t){.key = g->kbuf, .klen = klen};
-    memcpy(g->kbuf, key, klen);
-    g->kbuf[klen] = '\0';
+    *g = (rp_range_t){.klen = klen};
+    memcpy(g->key, key, klen);
+    g->key[klen] = '\0';
     return g;
 }
 
