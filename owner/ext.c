@@ -328,6 +328,22 @@ static bool oext_poll_idle(void *arg)
     return x->polling;
 }
 
+/* Between two of the reactor's callbacks (fx_reactor_set_between): while the rings are
+ * polled, a request already posted is served now instead of after the rest of the pass
+ * (a batch of the master's frames, the write-back's timers). */
+static void oext_poll_between(void *arg)
+{
+    fx_owner_t *o = arg;
+    oext_state_t *x = o->ext;
+    if (!x->polling) return;
+    bool work = false;
+    for (owner_ext_t *e = x->exts, *nx; e; e = nx) {
+        nx = e->next;
+        if (e->ring) work |= fx_oring_poll(e->ring);
+    }
+    if (work) x->poll_last_ns = fx_now_ns();
+}
+
 FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
 {
     oext_state_t *x = fx_calloc(1, sizeof *x);
@@ -343,6 +359,7 @@ FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
         int prc = fx_reactor_add_idle_hook(o->r, oext_poll_idle, o, 0);
         if (prc != FLUXON_OK) return prc;
         x->poll_hooked = true;
+        fx_reactor_set_between(o->r, oext_poll_between, o);
     }
     int rc = fx_unix_listen(o->cfg.socket_path, &x->listen_fd);
     if (rc != FLUXON_OK) return rc;
@@ -361,7 +378,10 @@ FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o)
     if (!x) return;
     if (x->acceptor) fx_acceptor_stop(o->r, x->acceptor);
     x->acceptor = NULL;
-    if (x->poll_hooked) fx_reactor_del_idle_hook(o->r, oext_poll_idle, o);
+    if (x->poll_hooked) {
+        fx_reactor_del_idle_hook(o->r, oext_poll_idle, o);
+        fx_reactor_set_between(o->r, NULL, NULL);
+    }
     x->poll_hooked = false;
     fx_timer_disarm(o->r, &x->expire_timer);
     while (x->exts) fx_conn_close(x->exts->sock, FLUXON_ERR_CANCELLED);
@@ -374,7 +394,10 @@ FX_INTERNAL void fx_oext_shutdown(fx_owner_t *o)
 
 FX_INTERNAL void fx_oext_fini(fx_owner_t *o)
 {
-    if (o->ext && o->ext->poll_hooked) fx_reactor_del_idle_hook(o->r, oext_poll_idle, o);
+    if (o->ext && o->ext->poll_hooked) {
+        fx_reactor_del_idle_hook(o->r, oext_poll_idle, o);
+        fx_reactor_set_between(o->r, NULL, NULL);
+    }
     fx_free(o->ext);
     o->ext = NULL;
 }

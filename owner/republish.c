@@ -220,6 +220,8 @@ FX_INTERNAL int fx_orepub_placed(fx_owner_t *o, const uint8_t *body, size_t len,
         return FLUXON_ERR_PROTOCOL;
     }
     if (b.lease_id) return FLUXON_OK; /* bound to a lease: dies with the master that granted it */
+    /* a batch (a write-back's APPEND_DONE): the map's slots start loading together (a miss each) */
+    for (uint32_t i = 0; i < n; i++) fx_u64map_prefetch(&s->ranges, b.offsets.v[i] + 1);
     for (uint32_t i = 0; i < n; i++) {
         rp_range_t *g = b.offsets.v[i] != UINT64_MAX ? rp_range_new(b.keys.v[i].p, b.keys.v[i].len) : NULL;
         void *old = NULL;
@@ -255,6 +257,12 @@ FX_INTERNAL void fx_orepub_invalidate(fx_owner_t *o, const uint8_t *body, size_t
     if (!fx_u64map_count(&s->ranges) || fx_body_invalidate_decode(body, len, &b, arena) != FLUXON_OK) return;
     uint32_t n = b.keys.n;
     if (b.offsets.n != n || b.put_ms.n != n || b.put_ver.n != n) return; /* counted by the store */
+    /* the batch's misses overlap: the map's slots, then the records they name */
+    for (uint32_t i = 0; i < n; i++) fx_u64map_prefetch(&s->ranges, b.offsets.v[i] + 1);
+    for (uint32_t i = 0; i < n; i++) {
+        rp_range_t *g = rp_ranges_get(s, b.offsets.v[i]);
+        if (g) __builtin_prefetch(g);
+    }
     for (uint32_t i = 0; i < n; i++) {
         rp_range_t *g = rp_ranges_get(s, b.offsets.v[i]);
         if (!g || g->klen != b.keys.v[i].len || memcmp(g->key, b.keys.v[i].p, g->klen) ||

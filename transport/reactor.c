@@ -52,6 +52,10 @@ struct fx_reactor {
     uint64_t poll_off_until_ns, poll_backoffs; /* long yields closed the window until then */
     uint64_t poll_backoff_ns;                   /* the last closing's length */
     uint64_t last_long_ns;                      /* the end of the last yield that lasted a time slice */
+    void (*between)(void *); /* fx_reactor_set_between: run between the loop's callbacks */
+    void *between_arg;
+    bool in_loop_pass; /* inside fx_reactor_run */
+    uint32_t cb_depth; /* callbacks running (a nested fx_reactor_poll from one: above 1) */
     uint64_t inflight; /* submitted operations with an fx_io whose CQE has not arrived */
     uint64_t submits;  /* hand-overs of the queued SQEs to the kernel (fx_reactor_submits) */
 };
@@ -245,6 +249,16 @@ FX_INTERNAL void fx_timer_arm(fx_reactor_t *r, fx_timer_t *t, uint64_t delay_ms,
     fx_timer_arm_ns(r, t, delay_ms * 1000000ull, cb);
 }
 
+/* fx_reactor_set_between's hook, after a callback of the loop's own passes: never inside
+ * a callback (a nested fx_reactor_poll's) nor inside itself */
+static void reactor_between(fx_reactor_t *r)
+{
+    if (!r->between || !r->in_loop_pass || r->cb_depth) return;
+    r->cb_depth++;
+    r->between(r->between_arg);
+    r->cb_depth--;
+}
+
 static void reactor_run_timers(fx_reactor_t *r)
 {
     uint64_t now = fx_now_ns();
@@ -253,8 +267,11 @@ static void reactor_run_timers(fx_reactor_t *r)
         fx_timer_disarm(r, t);
         uint64_t t0 = fx_prof_start();
         fx_timer_cb cb = t->cb; /* t may be gone after it */
+        r->cb_depth++;
         cb(r, t);
+        r->cb_depth--;
         fx_prof_add((const void *)cb, "timer", t0);
+        reactor_between(r);
     }
 }
 
@@ -282,7 +299,9 @@ static bool reactor_idle_hook(fx_reactor_t *r, uint32_t i)
 {
     uint64_t t0 = fx_prof_start();
     bool (*fn)(void *) = r->idle[i].fn; /* a hook may remove itself */
+    r->cb_depth++; /* a nested poll's callbacks run no reactor_between */
     bool busy = fn(r->idle[i].arg);
+    r->cb_depth--;
     fx_prof_add((const void *)fn, busy ? "idle-busy" : "idle", t0);
     return busy;
 }
@@ -393,9 +412,12 @@ static int reactor_reap(fx_reactor_t *r)
             r->inflight--;
             uint64_t t0 = fx_prof_start();
             fx_io_cb cb = io->cb; /* io may be gone after it */
+            r->cb_depth++;
             cb(r, io, res, fl);
+            r->cb_depth--;
             fx_prof_add((const void *)cb, "io", t0);
             n++;
+            reactor_between(r);
         }
     }
     if (n && r->poll_ns) r->last_work_ns = fx_now_ns();
@@ -442,6 +464,12 @@ FX_INTERNAL uint64_t fx_reactor_poll_backoffs(const fx_reactor_t *r) { return r-
 
 FX_INTERNAL void fx_reactor_set_poll_ns(fx_reactor_t *r, uint64_t ns) { r->poll_ns = ns; }
 
+FX_INTERNAL void fx_reactor_set_between(fx_reactor_t *r, void (*fn)(void *arg), void *arg)
+{
+    r->between = fn;
+    r->between_arg = arg;
+}
+
 FX_INTERNAL int fx_reactor_poll(fx_reactor_t *r, uint32_t timeout_ms)
 {
     struct __kernel_timespec ts = {(long long)(timeout_ms / 1000u), (long long)(timeout_ms % 1000u) * 1000000ll};
@@ -458,6 +486,7 @@ FX_INTERNAL void fx_reactor_run_timers_due(fx_reactor_t *r) { reactor_run_timers
 FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
 {
     reactor_efd_arm(r);
+    r->in_loop_pass = true;
     while (!r->stop) {
         /* completions that arrived while this thread was busy (or not scheduled) are handled
          * before timers: a reply already here never loses to its own timeout */
@@ -494,6 +523,7 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
         fx_prof_submit(c0);
         if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN) {
             FX_ERROR("reactor: io_uring wait failed: %s", strerror(-rc));
+            r->in_loop_pass = false;
             fx_prof_dump();
             return FLUXON_ERR_INTERNAL;
         }
@@ -507,6 +537,7 @@ FX_INTERNAL int fx_reactor_run(fx_reactor_t *r)
             fx_prof_submit(c1);
         }
     }
+    r->in_loop_pass = false;
     fx_prof_dump(); /* FLUXON_PROFILE (prof.h): this thread's table */
     return FLUXON_OK;
 }

@@ -72,6 +72,10 @@ FX_INTERNAL int fx_reactor_post(fx_reactor_t *r, void (*fn)(void *arg), void *ar
  * us a request. Yields that each last a time slice close it for a while (below). Reactor
  * thread, or before the loop runs. */
 FX_INTERNAL void fx_reactor_set_poll_ns(fx_reactor_t *r, uint64_t ns);
+/* fn(arg) runs after each completion and timer callback of fx_reactor_run's own passes
+ * (never inside a nested fx_reactor_poll): a short look for urgent work between long
+ * callbacks. NULL: none. Reactor thread only. */
+FX_INTERNAL void fx_reactor_set_between(fx_reactor_t *r, void (*fn)(void *arg), void *arg);
 /* How many times two yields in the window within 20 ms each lasted a time slice (a thread
  * that does not yield shares this core: a looking loop would wait for its whole slice each
  * time), each closing the window for 100 ms, doubling while it goes on (at most 10 s): the

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "reactor.h"
@@ -264,4 +265,63 @@ Test(reactor_idle, a_thread_that_never_yields_on_its_core_closes_the_window, .ti
     fx_reactor_drain(hog_r, 100);
     fx_reactor_destroy(hog_r);
     close(hog_pa[0]), close(hog_pa[1]), close(hog_pb[0]), close(hog_pb[1]);
+}
+
+/* fx_reactor_set_between (the owner's look at its rings between long callbacks): the hook
+ * runs after each callback of the loop's own passes, never inside one (a callback's nested
+ * fx_reactor_poll runs callbacks too), and not at all once it is unset. */
+static char btw_log[32];
+static int btw_n;
+static fx_timer_t btw_t[3];
+
+static void btw_mark(char c)
+{
+    if (btw_n < (int)sizeof btw_log - 1) btw_log[btw_n++] = c;
+}
+static void btw_hook(void *arg)
+{
+    (void)arg;
+    btw_mark('b');
+}
+static void btw_posted(void *arg)
+{
+    (void)arg;
+    btw_mark('p');
+}
+static void btw_timer(fx_reactor_t *r, fx_timer_t *t)
+{
+    int i = (int)(t - btw_t);
+    btw_mark((char)('1' + i));
+    if (i == 1) { /* a nested poll: the post's completion runs inside this callback */
+        cr_assert_eq(fx_reactor_post(r, btw_posted, NULL), FLUXON_OK);
+        for (int k = 0; k < 100 && !memchr(btw_log, 'p', (size_t)btw_n); k++) fx_reactor_poll(r, 10);
+    }
+    if (i == 2) fx_reactor_stop(r);
+}
+
+static void btw_run(bool hooked)
+{
+    fx_reactor_t *r = NULL;
+    cr_assert_eq(fx_reactor_create(&r), FLUXON_OK);
+    memset(btw_log, 0, sizeof btw_log);
+    btw_n = 0;
+    if (hooked) fx_reactor_set_between(r, btw_hook, NULL);
+    fx_timer_t deadline;
+    fx_timer_init(&deadline);
+    fx_timer_arm(r, &deadline, 5000, idle_deadline);
+    for (int i = 0; i < 3; i++) {
+        fx_timer_init(&btw_t[i]);
+        fx_timer_arm_ns(r, &btw_t[i], (uint64_t)i * 1000u, btw_timer);
+    }
+    fx_reactor_run(r);
+    fx_timer_disarm(r, &deadline);
+    fx_reactor_destroy(r);
+}
+
+Test(reactor_idle, the_between_hook_runs_after_each_top_level_callback_never_inside_one)
+{
+    btw_run(true);
+    cr_assert_str_eq(btw_log, "1b2pb3b", "timer 1, the hook, timer 2 with its nested completion, the hook, ...");
+    btw_run(false);
+    cr_assert_str_eq(btw_log, "12p3", "unset: no hook");
 }
