@@ -286,6 +286,17 @@ static bool oext_ring_plans(const oext_state_t *x)
     return false;
 }
 
+/* One pass over every external's ring: true when a request or reply was handled. */
+static bool oext_poll_rings(oext_state_t *x)
+{
+    bool work = false;
+    for (owner_ext_t *e = x->exts, *nx; e; e = nx) {
+        nx = e->next; /* a ring pass never frees an external: its close is posted */
+        if (e->ring) work |= fx_oring_poll(e->ring);
+    }
+    return work;
+}
+
 /* The reactor's idle hook while ring_poll_us > 0: polls every ring (callers then skip
  * the doorbell) until poll_ns pass with no request, reply or PUBLISHED (plan_ns if
  * longer while a ring client holds a put plan: the engine is writing its values and the
@@ -302,12 +313,7 @@ static bool oext_poll_idle(void *arg)
     fx_owner_t *o = arg;
     oext_state_t *x = o->ext;
     uint64_t now = fx_now_ns();
-    bool work = false;
-    if (x->polling)
-        for (owner_ext_t *e = x->exts, *nx; e; e = nx) {
-            nx = e->next; /* a ring pass never frees an external: its close is posted */
-            if (e->ring) work |= fx_oring_poll(e->ring);
-        }
+    bool work = x->polling && oext_poll_rings(x);
     if (work && x->poll_last_ns < now) x->poll_last_ns = now;
     /* a reply written during this pass stamped a time after `now` */
     uint64_t idle = now > x->poll_last_ns ? now - x->poll_last_ns : 0;
@@ -335,13 +341,7 @@ static void oext_poll_between(void *arg)
 {
     fx_owner_t *o = arg;
     oext_state_t *x = o->ext;
-    if (!x->polling) return;
-    bool work = false;
-    for (owner_ext_t *e = x->exts, *nx; e; e = nx) {
-        nx = e->next;
-        if (e->ring) work |= fx_oring_poll(e->ring);
-    }
-    if (work) x->poll_last_ns = fx_now_ns();
+    if (x->polling && oext_poll_rings(x)) x->poll_last_ns = fx_now_ns();
 }
 
 FX_INTERNAL int fx_oext_init(fx_owner_t *o, const fx_oext_hooks_t *hooks)
