@@ -7,19 +7,20 @@
 # the samples too; the differences are what to read. Not in `make bench-tiers` (it takes a
 # minute and ~1 GB of disk under $TMPDIR); figures, not pass/fail.
 # usage: bench/tiers_profile.sh [THREAD...] (default: the threads that gained 1 µs or more)
-# env: FREQ [4000], TOP [25], REQUESTS [0 = all], CAP [10000], FLUXON_BIN [./fluxon]
+# env: FREQ [4000], TOP [25], REQUESTS [0 = all], CAP [10000], OWNERS [1: GPU owners, each x CAP/OWNERS],
+# FLUXON_BIN [./fluxon]
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 BIN=${FLUXON_BIN:-./fluxon}
-FREQ=${FREQ:-4000} TOP=${TOP:-25} REQUESTS=${REQUESTS:-0} CAP=${CAP:-10000}
+FREQ=${FREQ:-4000} TOP=${TOP:-25} REQUESTS=${REQUESTS:-0} CAP=${CAP:-10000} OWNERS=${OWNERS:-1}
 command -v perf > /dev/null || { echo "== tiers profile: perf missing (Debian: apt-get install linux-perf): skipped"; exit 0; }
 command -v taskset > /dev/null || { echo "== tiers profile: taskset missing (util-linux): skipped"; exit 0; }
 cpu=$(( $(nproc) - 1 ))
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fluxon-tiersprof-XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
-echo "== tiers profile: the replay on CPU $cpu under perf ($FREQ Hz, DWARF call graphs), alone and with a CPU owner x $CAP, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== tiers profile: the replay on CPU $cpu under perf ($FREQ Hz, DWARF call graphs), $OWNERS GPU owner(s), alone and with a CPU owner x $CAP, load $(cut -d' ' -f1-3 /proc/loadavg)"
 for s in alone cpu; do
-    args="--capacity-blocks $CAP"
+    args="--owners $OWNERS --capacity-blocks $((CAP / OWNERS))"
     [ "$s" = cpu ] && args="$args --cpu-owners 1 --cpu-capacity-blocks $CAP"
     # shellcheck disable=SC2086
     if ! taskset -c "$cpu" perf record -q -F "$FREQ" --call-graph dwarf,8192 -o "$tmp/$s.data" -- \

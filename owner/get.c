@@ -157,7 +157,7 @@ static void oget_og_free(owner_oget_t *og)
 /* fetch.c's completion: every waiter of the key gets the outcome. */
 static void oget_complete(fx_owner_t *o, owner_oget_t *og, owner_entry_t *en)
 {
-    fx_hmap_del(o->get->gets, og->key, og->klen, NULL);
+    fx_hmap_del_h(o->get->gets, og->key, og->klen, og->khash, NULL);
     for (size_t k = 0; k < og->nw; k++) {
         owner_getb_t *b = og->w[k].b;
         if (en) oget_set_hit(b, og->w[k].i, en);
@@ -338,10 +338,10 @@ static owner_getb_t *oget_batch_new(fx_owner_t *o, owner_ext_t *e, const fx_fram
 }
 
 /* Key i of b is not visible here: join its in-flight get, or lead a new one (returned). */
-static owner_oget_t *oget_join_or_lead(fx_owner_t *o, owner_getb_t *b, size_t i, fx_str_t k)
+static owner_oget_t *oget_join_or_lead(fx_owner_t *o, owner_getb_t *b, size_t i, fx_str_t k, uint64_t kh)
 {
     oget_state_t *s = o->get;
-    owner_oget_t *og = fx_hmap_get(s->gets, k.p, k.len);
+    owner_oget_t *og = fx_hmap_get_h(s->gets, k.p, k.len, kh);
     if (og) {
         s->prefetch_joined += og->prefetch && og->nw == 0;
         if (oget_add_waiter(og, b, i) == FLUXON_OK) s->joined++;
@@ -351,13 +351,14 @@ static owner_oget_t *oget_join_or_lead(fx_owner_t *o, owner_getb_t *b, size_t i,
     og = fx_calloc(1, sizeof *og);
     if (og) og->key = fx_strndup(k.p, k.len);
     if (!og || !og->key || oget_add_waiter(og, b, i) != FLUXON_OK ||
-        fx_hmap_put(s->gets, k.p, k.len, og, NULL) != FLUXON_OK) {
+        fx_hmap_put_h(s->gets, k.p, k.len, kh, og, NULL) != FLUXON_OK) {
         if (og && og->nw) b->pending--;
         if (og) oget_og_free(og);
         b->res[i] = -1;
         return NULL;
     }
     og->klen = k.len;
+    og->khash = kh;
     s->leaders++;
     return og;
 }
@@ -429,7 +430,7 @@ FX_INTERNAL void fx_oget_start(fx_owner_t *o, owner_ext_t *e, const fx_frame_hea
             }
             break;
         } else {
-            owner_oget_t *og = oget_join_or_lead(o, b, i, g.keys.v[i]);
+            owner_oget_t *og = oget_join_or_lead(o, b, i, g.keys.v[i], kh[i % 64]);
             if (og) leaders[nl++] = og;
         }
     }
@@ -496,11 +497,12 @@ FX_INTERNAL void fx_oget_prefetch(fx_owner_t *o, owner_ext_t *e, const fx_frame_
         }
         owner_oget_t *og = fx_calloc(1, sizeof *og);
         if (og) og->key = fx_strndup(k.p, k.len);
-        if (!og || !og->key || fx_hmap_put(s->gets, k.p, k.len, og, NULL) != FLUXON_OK) {
+        if (!og || !og->key || fx_hmap_put_h(s->gets, k.p, k.len, kh, og, NULL) != FLUXON_OK) {
             if (og) oget_og_free(og);
             break; /* out of memory: a hint, dropped */
         }
         og->klen = k.len;
+        og->khash = kh;
         og->prefetch = true;
         leaders[nl++] = og;
     }

@@ -13,6 +13,7 @@
 typedef struct owner_oget {
     char *key;
     uint32_t klen;
+    uint64_t khash; /* fx_hmap_hash(key, klen): the maps it is looked up in share it */
     struct oget_waiter *w; /* get.c */
     size_t nw, capw;
     /* leader fetch (fetch.c) */

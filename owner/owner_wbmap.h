@@ -31,8 +31,11 @@ FX_INTERNAL void fx_owbm_add(fx_owner_t *o, int tgt, const char *key, uint32_t k
 FX_INTERNAL void fx_owbm_forget(fx_owner_t *o, const uint8_t *body, size_t len, fx_arena_t *arena);
 /* The master link went or changed: no record can be trusted (FORGETs may be lost). */
 FX_INTERNAL void fx_owbm_clear(fx_owner_t *o);
-/* key's recorded copy, if any: true and *h filled. */
-FX_INTERNAL bool fx_owbm_find(fx_owner_t *o, const char *key, uint32_t klen, fx_owbm_hit_t *h);
+/* key's recorded copy, if any: true and *h filled. khash: fx_hmap_hash(key, klen). */
+FX_INTERNAL bool fx_owbm_find(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash, fx_owbm_hit_t *h);
+/* fx_owbm_find's memory for khash starts loading: depth 0 the map's slot, depth 1 (after
+ * depth 0 was asked for the whole batch) the record itself (a batch's misses overlap). */
+FX_INTERNAL void fx_owbm_prefetch_key(const fx_owner_t *o, uint64_t khash, int depth);
 FX_INTERNAL bool fx_owbm_empty(const fx_owner_t *o);
 FX_INTERNAL void fx_owbm_metrics(fx_owner_t *o, fx_ometrics_t *m);
 

@@ -131,7 +131,7 @@ static bool orepl_still_copied(fx_owner_t *o, owner_entry_t *en)
     if (!en->wb_recheck) return false;
     en->wb_recheck = false; /* looked at once: a miss means the copy is gone or never recorded */
     fx_owbm_hit_t h;
-    return fx_owbm_find(o, en->key, en->klen, &h) && h.put_ms == en->put_ms && h.put_ver == en->put_ver &&
+    return fx_owbm_find(o, en->key, en->klen, en->khash, &h) && h.put_ms == en->put_ms && h.put_ver == en->put_ver &&
            h.value_len == en->value_len && fx_opeers_live(o, h.node_id, h.generation);
 }
 /* A durable copy fetched from a replica target that keeps its own (FX_GET_SRC_KEPT): the
@@ -220,10 +220,12 @@ static void orepl_batch_free(fx_owner_t *o, orepl_batch_t *b)
 static void orepl_batch_end(fx_owner_t *o, orepl_batch_t *b, int outcome, const fx_u64v_t *st)
 {
     size_t k = 0;
-    for (uint32_t j = 0; st && b->wb_tgt >= 0 && j < b->nt; j++) /* the records' misses overlap */
-        for (uint32_t i = 0; b->t[j] && i < b->t[j]->n; i++)
-            if (b->t[j]->tgt_offs[i])
+    for (uint32_t j = 0; j < b->nt; j++) /* the records' and the members' misses overlap */
+        for (uint32_t i = 0; b->t[j] && i < b->t[j]->n; i++) {
+            fx_ostore_prefetch_offset(o, b->t[j]->slots[i].offset); /* orepl_finish finds each member */
+            if (st && b->wb_tgt >= 0 && b->t[j]->tgt_offs[i])
                 fx_owbm_prefetch(o, b->wb_tgt, b->t[j]->keys[i], b->t[j]->klens[i], b->t[j]->tgt_offs[i]);
+        }
     for (uint32_t j = 0; j < b->nt; j++) {
         orepl_task_t *t = b->t[j];
         if (!t) continue;

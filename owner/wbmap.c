@@ -249,10 +249,18 @@ FX_INTERNAL void fx_owbm_clear(fx_owner_t *o)
 
 FX_INTERNAL bool fx_owbm_empty(const fx_owner_t *o) { return !o->wbm || !fx_u64map_count(&o->wbm->by_off); }
 
-FX_INTERNAL bool fx_owbm_find(fx_owner_t *o, const char *key, uint32_t klen, fx_owbm_hit_t *h)
+FX_INTERNAL void fx_owbm_prefetch_key(const fx_owner_t *o, uint64_t khash, int depth)
+{
+    const owbm_t *s = o->wbm;
+    if (!s || !fx_u64map_count(&s->by_off)) return;
+    if (depth <= 0) fx_hmap_prefetch(s->by_key, khash);
+    else fx_hmap_prefetch_deep(s->by_key, khash, 1);
+}
+
+FX_INTERNAL bool fx_owbm_find(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash, fx_owbm_hit_t *h)
 {
     owbm_t *s = o->wbm;
-    owbm_ent_t *e = s && fx_u64map_count(&s->by_off) ? fx_hmap_get(s->by_key, key, klen) : NULL;
+    owbm_ent_t *e = s && fx_u64map_count(&s->by_off) ? fx_hmap_get_h(s->by_key, key, klen, khash) : NULL;
     if (!e) return false;
     const owbm_tgt_t *t = &s->t[e->tgt];
     *h = (fx_owbm_hit_t){t->node_id, t->generation, t->base, {(const char *)t->addr, t->addr_len},
