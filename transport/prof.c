@@ -67,13 +67,14 @@ FX_INTERNAL void fx_prof_add(const void *fn, const char *kind, uint64_t t0_ns)
         if (t->e[i].fn == fn && t->e[i].kind == kind) {
             t->e[i].ns += dt;
             t->e[i].n++;
+            if (dt > t->e[i].max_ns) t->e[i].max_ns = dt;
             return;
         }
     if (t->n == FX_PROF_ENTRIES) {
         t->dropped++;
         return;
     }
-    t->e[t->n++] = (fx_prof_entry_t){fn, kind, dt, 1};
+    t->e[t->n++] = (fx_prof_entry_t){fn, kind, dt, 1, dt};
 }
 
 static uint64_t prof_cpu_ns(void)
@@ -147,9 +148,9 @@ FX_INTERNAL void fx_prof_dump(void)
                      (unsigned long)((const char *)e->fn - (const char *)di.dli_fbase));
         else
             snprintf(where, sizeof where, "%p", e->fn);
-        len += (size_t)snprintf(buf + len, cap - len, "fluxon profile %s: %10.2f ms %9llu calls %8.2f us/call  %-14s %s\n",
+        len += (size_t)snprintf(buf + len, cap - len, "fluxon profile %s: %10.2f ms %9llu calls %8.2f us/call %9.1f us max  %-14s %s\n",
                                 name, (double)e->ns / 1e6, (unsigned long long)e->n, (double)e->ns / 1e3 / (double)e->n,
-                                e->kind, where);
+                                (double)e->max_ns / 1e3, e->kind, where);
     }
     fwrite(buf, 1, FX_MIN(len, cap - 1), stderr);
     fx_free(buf);

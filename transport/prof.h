@@ -40,6 +40,7 @@ typedef struct fx_prof_entry {
     const void *fn;
     const char *kind;
     uint64_t ns, n;
+    uint64_t max_ns; /* the longest call: one long callback holds every request behind it */
 } fx_prof_entry_t;
 /* Copies the calling thread's entries (at most cap) into out; returns how many it has.
  * *submit_ns, *submits: its submissions (either may be NULL). */

@@ -95,6 +95,10 @@ Test(prof, on_each_callback_is_counted_under_its_address_with_its_time, .timeout
     cr_assert_eq(tm->n, 1);
     cr_assert_geq(tm->ns, 2000000ull, "the 2 ms spent in the timer callback are counted (%llu ns)",
                   (unsigned long long)tm->ns);
+    cr_assert_eq(tm->max_ns, tm->ns, "one call: its time is the longest (%llu of %llu ns)",
+                 (unsigned long long)tm->max_ns, (unsigned long long)tm->ns);
+    cr_assert(io->max_ns <= io->ns && io->max_ns < tm->max_ns, "the NOP's longest call (%llu ns) is its only one",
+              (unsigned long long)io->max_ns);
     cr_assert_eq(submits, 1, "the poll's submission is counted");
     fx_prof_dump(); /* written (stderr) and freed */
     cr_assert_not(fx_prof_table_made());
