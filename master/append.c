@@ -41,6 +41,7 @@ typedef struct mapp_rec {
     uint32_t *klens;
     uint64_t *src_offs, *put_ms, *put_ver, *offs;
     uint64_t *src_seqs; /* W3: the number of each source replica at APPEND_START */
+    uint8_t *busy;      /* 1: key i still holds its route's `appending` count (mapp_busy) */
     bool abandoned; /* W4: its push failed but may still land: only its ranges are kept, until the TTL */
     struct mapp_rec *prev, *next; /* FIFO by deadline */
 } mapp_rec_t;
@@ -123,7 +124,7 @@ static void mapp_rec_end(fx_mappend_t *a, mapp_rec_t *r)
     else a->tail = r->prev;
     for (uint32_t i = 0; i < r->n; i++) {
         mapp_free_range(r, i);
-        if (r->keys[i]) /* NULL: abandoned (mapp_abandon) */
+        if (r->keys[i] && r->busy[i]) /* NULL: abandoned (mapp_abandon); 0: APPEND_DONE let go */
             mapp_busy(a, r->keys[i], r->klens[i], r->put_ms[i], r->put_ver[i], -1);
     }
     fx_free(r); /* its arrays and keys are in the same block (mapp_rec_new) */
@@ -139,7 +140,7 @@ static void mapp_abandon(fx_mappend_t *a, mapp_rec_t *r)
     fx_hmap_del(a->by_token, &r->token, sizeof r->token, NULL);
     for (uint32_t i = 0; i < r->n; i++)
         if (r->keys[i]) { /* the keys are no longer busy; the bytes stay in r's block */
-            mapp_busy(a, r->keys[i], r->klens[i], r->put_ms[i], r->put_ver[i], -1);
+            if (r->busy[i]) mapp_busy(a, r->keys[i], r->klens[i], r->put_ms[i], r->put_ver[i], -1);
             r->keys[i] = NULL;
         }
     r->abandoned = true;
@@ -311,13 +312,17 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
         }
         st[i] = MKV_ST(ks);
         seqs[i] = sj >= 0 ? r->rep[sj].seq : 0; /* the source replica the push copies (W3) */
+        if (ks == FLUXON_OK) r->appending++; /* busy from here, on the route just found (mapp_busy) */
         if (ks == FLUXON_OK) need++;
         else if (ks != FLUXON_ERR_KEY_EXISTS && batch == FLUXON_OK) batch = ks;
     }
     if (batch == FLUXON_OK && !need) return FLUXON_ERR_KEY_EXISTS;
     if (batch != FLUXON_OK) /* the group is copied whole or not at all */
         for (size_t i = from; i < to; i++)
-            if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(batch);
+            if (st[i] == MKV_ST(FLUXON_OK)) {
+                mapp_busy(a, b->keys.v[i].p, b->keys.v[i].len, b->put_ms.v[i], b->put_ver.v[i], -1);
+                st[i] = MKV_ST(batch);
+            }
     if (batch == FLUXON_ERR_STALE) a->c.append_rejected_stale++;
     else if (batch == FLUXON_ERR_KEY_BEING_WRITTEN) a->c.append_rejected_busy++;
     return batch;
@@ -332,11 +337,14 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
     size_t kbytes = 0;
     for (uint32_t i = 0; i < b->keys.n; i++)
         if (st[i] == MKV_ST(FLUXON_OK)) kbytes += (size_t)b->keys.v[i].len + 1;
-    size_t per_key = 5 * sizeof(uint64_t) + sizeof(char *) + sizeof(uint32_t);
+    size_t per_key = 5 * sizeof(uint64_t) + sizeof(char *) + sizeof(uint32_t) + 1;
     mapp_rec_t *r = fx_calloc(1, sizeof *r + (size_t)m * per_key + kbytes);
-    if (!r) { /* out of memory: the ranges picked for it go back */
+    if (!r) { /* out of memory: the ranges picked for it go back, the keys are not busy */
         for (uint32_t k = 0; k < m; k++)
             if (fx_offset_alloc_free(t->alloc, aoffs[k]) == FLUXON_OK) t->placed_bytes -= FX_MIN(t->placed_bytes, bytes);
+        for (uint32_t i = 0; i < b->keys.n; i++)
+            if (st[i] == MKV_ST(FLUXON_OK))
+                mapp_busy(a, b->keys.v[i].p, b->keys.v[i].len, b->put_ms.v[i], b->put_ver.v[i], -1);
         return NULL;
     }
     uint8_t *p = (uint8_t *)(r + 1);
@@ -347,6 +355,7 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
     r->offs = (uint64_t *)p, p += m * sizeof(uint64_t);
     r->keys = (char **)p, p += m * sizeof(char *);
     r->klens = (uint32_t *)p, p += m * sizeof(uint32_t);
+    r->busy = p, p += m;
     char *kp = (char *)p;
     r->token = ++a->next_token;
     r->src = n;
@@ -367,8 +376,8 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
         r->src_seqs[k] = seqs[i];
         r->put_ms[k] = b->put_ms.v[i];
         r->put_ver[k] = b->put_ver.v[i];
+        r->busy[k] = 1; /* its route's count went up in mapp_check */
         r->n = ++k;
-        mapp_busy(a, r->keys[k - 1], r->klens[k - 1], r->put_ms[k - 1], r->put_ver[k - 1], +1);
     }
     bool ok = fx_hmap_put(a->by_token, &r->token, sizeof r->token, r, NULL) == FLUXON_OK;
     r->prev = a->tail;
@@ -483,6 +492,9 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
         if (!t) {
             /* room on its way back (ranges in their reuse delay, dropped for this batch or
              * before it): BUSY, the sender asks again a little later; else NO_SPACE */
+            for (uint32_t i = 0; i < nk; i++) /* not busy after all (looked up again: drops ran) */
+                if (st[i] == MKV_ST(FLUXON_OK))
+                    mapp_busy(a, b.keys.v[i].p, b.keys.v[i].len, b.put_ms.v[i], b.put_ver.v[i], -1);
             batch = coming ? FLUXON_ERR_BUSY : FLUXON_ERR_NO_SPACE;
             if (coming) a->c.append_rejected_room_coming += groups_ok;
             else if (any) a->c.append_rejected_no_space += groups_ok;
@@ -560,8 +572,12 @@ FX_INTERNAL void fx_mappend_done(mkv_t *s, master_peer_t *p, const fx_frame_head
             mkv_routes_prefetch_keys(s, blk, m, kh);
         }
         mkv_route_t *rt = tgt_ok ? mkv_route_get_h(s, key, kh[i % MKV_PREFETCH_BLOCK], &inv) : NULL;
-        int sj = rt && rt->put_ms == r->put_ms[i] && rt->put_ver == r->put_ver[i] ? mkv_route_find(rt, n, r->src_offs[i])
-                                                                                 : -1;
+        bool same = rt && rt->put_ms == r->put_ms[i] && rt->put_ver == r->put_ver[i];
+        if (tgt_ok && r->busy[i]) { /* the key is let go of here, on the route just found (mapp_busy) */
+            if (same && rt->appending) rt->appending--;
+            r->busy[i] = 0;
+        }
+        int sj = same ? mkv_route_find(rt, n, r->src_offs[i]) : -1;
         bool current = sj >= 0 && rt->rep[sj].seq == r->src_seqs[i]; /* W3: the very replica pushed from */
         if (!current || mkv_route_add_replica(s, rt, r->tgt, r->offs[i]) != FLUXON_OK) {
             a->c.append_keys_obsolete++;

@@ -179,11 +179,11 @@ static void orepl_unlink(orepl_t *s, orepl_task_t *t)
     t->all_prev = t->all_next = NULL;
 }
 
-/* A task's outcome: counted once, members marked, the task freed (never pumps: callers do). */
-static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
+/* A task's outcome: counted once, members marked, the task freed (never pumps: callers do;
+ * nor reads the clock or kicks eviction: orepl_finish does, orepl_batch_end once a batch). */
+static void orepl_finish_one(fx_owner_t *o, orepl_task_t *t, int outcome)
 {
     orepl_t *s = o->repl;
-    s->last_end_ms = fx_now_ms();
     switch (outcome) {
     case OR_COMPLETED: s->c.completed++; break;
     case OR_ALREADY: s->c.already++; break;
@@ -204,6 +204,12 @@ static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
     orepl_unlink(s, t);
     s->inflight--;
     orepl_task_free(t);
+}
+
+static void orepl_finish(fx_owner_t *o, orepl_task_t *t, int outcome)
+{
+    o->repl->last_end_ms = fx_now_ms();
+    orepl_finish_one(o, t, outcome);
     fx_ostore_kick(o); /* a claim that may stall for this copy (writeback_max_stall_ms) looks again */
 }
 
@@ -242,8 +248,10 @@ static void orepl_batch_end(fx_owner_t *o, orepl_batch_t *b, int outcome, const 
             }
             out = all ? OR_COMPLETED : OR_OBSOLETE;
         }
-        orepl_finish(o, t, out);
+        orepl_finish_one(o, t, out);
     }
+    o->repl->last_end_ms = fx_now_ms();
+    fx_ostore_kick(o); /* a claim that may stall for one of these copies looks again */
     orepl_batch_free(o, b);
     orepl_pump(o);
 }
