@@ -282,6 +282,15 @@ static int mapp_cold_pop(fx_mappend_t *a, fx_mkv_inv_t *inv)
 }
 
 /* ---- APPEND_START ---- */
+/* Keys [from, to) of b still OK in st are not busy after all (looked up again: cold drops may
+ * have run since mapp_check raised their count). */
+static void mapp_let_go(fx_mappend_t *a, const fx_body_append_start_t *b, const uint64_t *st, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        if (st[i] == MKV_ST(FLUXON_OK))
+            mapp_busy(a, b->keys.v[i].p, b->keys.v[i].len, b->put_ms.v[i], b->put_ver.v[i], -1);
+}
+
 /* Per-key checks of keys [from, to) (one group); returns the group's status (OK when at
  * least one key needs a copy). */
 static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *b, uint64_t *st, uint64_t *seqs,
@@ -317,12 +326,11 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
         else if (ks != FLUXON_ERR_KEY_EXISTS && batch == FLUXON_OK) batch = ks;
     }
     if (batch == FLUXON_OK && !need) return FLUXON_ERR_KEY_EXISTS;
-    if (batch != FLUXON_OK) /* the group is copied whole or not at all */
+    if (batch != FLUXON_OK) { /* the group is copied whole or not at all */
+        mapp_let_go(a, b, st, from, to);
         for (size_t i = from; i < to; i++)
-            if (st[i] == MKV_ST(FLUXON_OK)) {
-                mapp_busy(a, b->keys.v[i].p, b->keys.v[i].len, b->put_ms.v[i], b->put_ver.v[i], -1);
-                st[i] = MKV_ST(batch);
-            }
+            if (st[i] == MKV_ST(FLUXON_OK)) st[i] = MKV_ST(batch);
+    }
     if (batch == FLUXON_ERR_STALE) a->c.append_rejected_stale++;
     else if (batch == FLUXON_ERR_KEY_BEING_WRITTEN) a->c.append_rejected_busy++;
     return batch;
@@ -342,9 +350,7 @@ static mapp_rec_t *mapp_rec_new(mkv_t *s, master_node_t *n, master_node_t *t, co
     if (!r) { /* out of memory: the ranges picked for it go back, the keys are not busy */
         for (uint32_t k = 0; k < m; k++)
             if (fx_offset_alloc_free(t->alloc, aoffs[k]) == FLUXON_OK) t->placed_bytes -= FX_MIN(t->placed_bytes, bytes);
-        for (uint32_t i = 0; i < b->keys.n; i++)
-            if (st[i] == MKV_ST(FLUXON_OK))
-                mapp_busy(a, b->keys.v[i].p, b->keys.v[i].len, b->put_ms.v[i], b->put_ver.v[i], -1);
+        mapp_let_go(a, b, st, 0, b->keys.n);
         return NULL;
     }
     uint8_t *p = (uint8_t *)(r + 1);
@@ -492,9 +498,7 @@ FX_INTERNAL void fx_mappend_start(mkv_t *s, master_peer_t *p, const fx_frame_hea
         if (!t) {
             /* room on its way back (ranges in their reuse delay, dropped for this batch or
              * before it): BUSY, the sender asks again a little later; else NO_SPACE */
-            for (uint32_t i = 0; i < nk; i++) /* not busy after all (looked up again: drops ran) */
-                if (st[i] == MKV_ST(FLUXON_OK))
-                    mapp_busy(a, b.keys.v[i].p, b.keys.v[i].len, b.put_ms.v[i], b.put_ver.v[i], -1);
+            mapp_let_go(a, &b, st, 0, nk);
             batch = coming ? FLUXON_ERR_BUSY : FLUXON_ERR_NO_SPACE;
             if (coming) a->c.append_rejected_room_coming += groups_ok;
             else if (any) a->c.append_rejected_no_space += groups_ok;
