@@ -88,6 +88,18 @@ Test(ops2, a_placed_put_to_a_hung_master_is_kept_within_the_callers_timeout, .ti
     cr_assert(n == sizeof buf && memcmp(got, buf, sizeof buf) == 0, "byte-exact (%zu bytes)", n);
 }
 
+/* Writes a client config dir/name: the cluster's id, token (as JSON text), socket, more
+ * fields (",..." or ""), and text after the object (or ""); path gets its name. */
+static void ops_client_cfg(char *path, size_t cap, const char *name, const char *token, const char *sock,
+                           const char *more, const char *after)
+{
+    char buf[1024];
+    snprintf(path, cap, "%s/%s", t.dir, name);
+    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"%s\",\"socket\":\"%s\"%s}%s",
+             token, sock, more, after);
+    th_write_file(path, buf);
+}
+
 /* The external CLI added "prefault_segment" to its config through cJSON's lenient parse
  * and printed it again: a cluster_token "s3cret\u0000junk" was cut to "s3cret" (and
  * authenticated), and junk after the object was dropped. Now such a file reaches the
@@ -96,16 +108,11 @@ Test(ops2, a_placed_put_to_a_hung_master_is_kept_within_the_callers_timeout, .ti
 Test(ops2, the_external_cli_refuses_a_config_the_library_refuses, .timeout = 60, .fini = ops_fini)
 {
     ops_up_owner_alone();
-    char cfg[300], buf[700], out[4096];
-    snprintf(cfg, sizeof cfg, "%s/nul-client.json", t.dir);
-    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\\u0000junk\","
-                              "\"socket\":\"%s\"}", t.sock);
-    th_write_file(cfg, buf);
+    char cfg[300], out[4096];
+    ops_client_cfg(cfg, sizeof cfg, "nul-client.json", "secret\\u0000junk", t.sock, "", "");
     int ex = ops_cli(out, sizeof out, "--role=external --config %s stat", cfg);
     cr_assert(ex == 2 && strstr(out, "a string holds \\u0000"), "exit %d: %s", ex, out);
-    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
-                              "\"socket\":\"%s\"} {\"role\":\"master\"}", t.sock);
-    th_write_file(cfg, buf);
+    ops_client_cfg(cfg, sizeof cfg, "nul-client.json", "secret", t.sock, "", " {\"role\":\"master\"}");
     ex = ops_cli(out, sizeof out, "--role=external --config %s stat", cfg);
     cr_assert(ex == 2 && strstr(out, "not valid JSON near byte"), "exit %d: %s", ex, out);
     ex = ops_cli(out, sizeof out, "--role=external --config %s stat", t.ecfg);
@@ -118,11 +125,9 @@ Test(ops2, the_external_cli_refuses_a_config_the_library_refuses, .timeout = 60,
 Test(ops2, a_socket_naming_a_directory_is_called_one, .timeout = 60, .fini = ops_fini)
 {
     ops_up_owner_alone();
-    char cfg[300], buf[600], out[4096];
-    snprintf(cfg, sizeof cfg, "%s/dir-client.json", t.dir);
-    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
-                              "\"socket\":\"%s/run\"}", t.dir);
-    th_write_file(cfg, buf);
+    char cfg[300], dir[300], out[4096];
+    snprintf(dir, sizeof dir, "%s/run", t.dir);
+    ops_client_cfg(cfg, sizeof cfg, "dir-client.json", "secret", dir, "", "");
     int ex = ops_cli(out, sizeof out, "--role=external --config %s stat", cfg);
     cr_assert(ex == 1 && strstr(out, "/run is a directory, not an owner's socket") &&
                   strstr(out, "owner sockets in ") && strstr(out, "o1.sock"), "exit %d: %s", ex, out);
@@ -263,11 +268,9 @@ Test(ops2, top_shows_each_tenants_bytes_and_quota, .timeout = 60, .fini = ops_fi
 {
     ops_up(NULL, ",\"tenants\":{\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"8MiB\","
                  "\"guaranteed_bytes\":\"1MiB\"}},\"tenant_admin_token\":\"admin-secret\"");
-    char acme[300], buf[600], val[300], out[8192], row[512];
-    snprintf(acme, sizeof acme, "%s/acme.json", t.dir);
-    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
-                              "\"socket\":\"%s\",\"tenant\":\"acme\",\"tenant_token\":\"acme-secret\"}", t.sock);
-    th_write_file(acme, buf);
+    char acme[300], val[300], out[8192], row[512];
+    ops_client_cfg(acme, sizeof acme, "acme.json", "secret", t.sock, ",\"tenant\":\"acme\",\"tenant_token\":\"acme-secret\"",
+                   "");
     snprintf(val, sizeof val, "%s/v", t.dir);
     th_write_file(val, "value");
     cr_assert_eq(ops_cli(out, sizeof out, "--role=external --config %s put k1 %s", acme, val), 0, "%s", out);
@@ -302,11 +305,9 @@ Test(ops2, top_shows_each_tenants_bytes_and_quota, .timeout = 60, .fini = ops_fi
 Test(ops2, a_refused_put_says_why, .timeout = 60, .fini = ops_fini)
 {
     ops_up(NULL, ",\"tenants\":{\"acme\":{\"token\":\"acme-secret\",\"quota_bytes\":\"64KiB\"}}");
-    char acme[300], buf[600], val[300], out[8192];
-    snprintf(acme, sizeof acme, "%s/acme.json", t.dir);
-    snprintf(buf, sizeof buf, "{\"role\":\"external\",\"cluster_id\":\"t1\",\"cluster_token\":\"secret\","
-                              "\"socket\":\"%s\",\"tenant\":\"acme\",\"tenant_token\":\"acme-secret\"}", t.sock);
-    th_write_file(acme, buf);
+    char acme[300], val[300], out[8192];
+    ops_client_cfg(acme, sizeof acme, "acme.json", "secret", t.sock, ",\"tenant\":\"acme\",\"tenant_token\":\"acme-secret\"",
+                   "");
     static char big[100 * 1024 + 1];
     memset(big, 'v', sizeof big - 1);
     snprintf(val, sizeof val, "%s/big", t.dir);
