@@ -321,9 +321,10 @@ static int mapp_check(mkv_t *s, master_node_t *n, const fx_body_append_start_t *
         }
         st[i] = MKV_ST(ks);
         seqs[i] = sj >= 0 ? r->rep[sj].seq : 0; /* the source replica the push copies (W3) */
-        if (ks == FLUXON_OK) r->appending++; /* busy from here, on the route just found (mapp_busy) */
-        if (ks == FLUXON_OK) need++;
-        else if (ks != FLUXON_ERR_KEY_EXISTS && batch == FLUXON_OK) batch = ks;
+        if (ks == FLUXON_OK) {
+            r->appending++; /* busy from here, on the route just found (mapp_busy) */
+            need++;
+        } else if (ks != FLUXON_ERR_KEY_EXISTS && batch == FLUXON_OK) batch = ks;
     }
     if (batch == FLUXON_OK && !need) return FLUXON_ERR_KEY_EXISTS;
     if (batch != FLUXON_OK) { /* the group is copied whole or not at all */
