@@ -63,12 +63,14 @@ def replay(reqs, dram_cap, disk_cap, admit, promote_at, refresh=False):
     return 100.0 * hits / lookups, written, read_back
 
 
+# second_touch as a CPU owner's GPU owner admits (--refresh's promotion rows use it)
+CPU_OWNER_RULE = ("evicted or hit before (CPU owner's)", lambda v, e, h, s, l, d: v in e or h[v] > 0)
 ADMISSION = [
     ("all", lambda v, e, h, s, l, d: True),
     ("second touch (evicted before)", lambda v, e, h, s, l, d: v in e),
     ("seen in 2 requests", lambda v, e, h, s, l, d: s[v] >= 2),
     ("hit before", lambda v, e, h, s, l, d: h[v] > 0),
-    ("evicted or hit before (CPU owner's)", lambda v, e, h, s, l, d: v in e or h[v] > 0),
+    CPU_OWNER_RULE,
     ("a request's first 16 pages", lambda v, e, h, s, l, d: d[v] < 16),
     ("a request's first 32 pages", lambda v, e, h, s, l, d: d[v] < 32),
     ("not a request's last page", lambda v, e, h, s, l, d: not l[v]),
@@ -92,7 +94,7 @@ def main():
     for name, rule in ADMISSION:
         h, w, rb = replay(reqs, a.dram, a.disk, rule, 1, a.refresh)
         print(f"{name:40s} {h:10.2f} % {w:9d} {rb:9d}")
-    rule = ADMISSION[4] if a.refresh else ADMISSION[0]
+    rule = CPU_OWNER_RULE if a.refresh else ADMISSION[0]
     print(f"promotion (admission {rule[0]})")
     for n in (1, 2, 3):
         h, w, rb = replay(reqs, a.dram, a.disk, rule[1], n, a.refresh)
