@@ -64,7 +64,7 @@ typedef struct mapp_cold { /* one replica appended to a target, oldest first */
     X(append_rejected_room_coming) /* BUSY: room in its reuse delay, asked again */                 \
     X(target_replicas_remote_cache) X(target_replicas_gpu_owner) X(target_cold_dropped)        \
     X(target_cold_routes_deleted) X(hits_local) X(hits_remote_gpu) X(hits_cpu_owner)             \
-    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_refreshed_at_evict) X(target_promoted_away) X(target_cold_listed)       \
+    X(evict_demoted) X(evict_dropped) X(target_refreshed) X(target_refreshed_at_evict) X(target_touched) X(target_refreshed_at_read) X(target_touch_stale) X(target_promoted_away) X(target_cold_listed)       \
     X(target_cold_compactions)          \
     X(append_placed_told)               \
     X(target_ranges_invalidated) /* W1: dropped ranged replicas invalidated at their owner */
@@ -699,6 +699,42 @@ FX_INTERNAL void fx_mappend_count_evict(mkv_t *s, fx_str_t key, mkv_route_t *r)
     }
     if (kept) a->c.evict_demoted++;
     else a->c.evict_dropped++;
+}
+
+/* TOUCH (one-way, issue 38): the sender read back, for its readers only, copies of keys it
+ * wrote back (a first read-back: no replica of its own is recorded, so no eviction of one
+ * will refresh the copy, fx_mappend_count_evict). Each alive target replica of the key at
+ * that version moves to its cold FIFO's tail, unless among the newest eighth. A key gone or
+ * of another version is skipped: its copy went meanwhile (counted target_touch_stale). */
+FX_INTERNAL void fx_mappend_touch(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                  fx_arena_t *arena)
+{
+    fx_mappend_t *a = s->append;
+    fx_body_touch_t b;
+    MKV_DECODE(s, p, h, body, arena, touch, &b);
+    const mkv_array_t arrays[] = {{"put_ms", b.put_ms.n, false}, {"put_ver", b.put_ver.n, false}};
+    mkv_batch_spec_t spec = {"touch", b.keys, arrays, FX_ARRAY_LEN(arrays), 1, UINT32_MAX, false, 1};
+    if (!mkv_batch_open(s, p, h, &spec, arena, NULL) || !a) return;
+    fx_mkv_inv_t inv = {0};
+    uint64_t kh[MKV_PREFETCH_BLOCK];
+    for (uint32_t i = 0; i < b.keys.n; i++) {
+        fx_str_t key = b.keys.v[i];
+        mkv_routes_prefetch_block(s, b.keys.v, i, b.keys.n, kh); /* the batch's misses overlap */
+        mkv_route_t *r = mkv_route_get_h(s, key, kh[i % MKV_PREFETCH_BLOCK], &inv);
+        bool found = false;
+        for (uint32_t j = 0; r && r->put_ms == b.put_ms.v[i] && r->put_ver == b.put_ver.v[i] && j < r->n_rep; j++) {
+            mkv_replica_t *rep = &r->rep[j];
+            if (!mkv_replica_alive(rep) || !mapp_is_target(s, rep->node) || !rep->range_bytes) continue;
+            found = true;
+            if (a->next_seq - rep->cold > a->n_cold / 8) {
+                mapp_cold_push(a, key, rep);
+                a->c.target_refreshed_at_read++;
+            }
+        }
+        a->c.target_touch_stale += !found;
+    }
+    a->c.target_touched += b.keys.n;
+    mkv_inv_flush(s, &inv);
 }
 
 FX_INTERNAL void fx_mappend_metrics(mkv_t *s, fx_mmetrics_t *mm)

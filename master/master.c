@@ -425,6 +425,7 @@ static bool master_kv_request(mkv_t *s, master_peer_t *p, const fx_frame_header_
     case FX_MSG_PUT_REVOKE: fx_mplace_put_revoke(s, p, h, body, arena); return true;
     case FX_MSG_APPEND_START: fx_mappend_start(s, p, h, body, arena); return true; /* issue 16 */
     case FX_MSG_APPEND_DONE: fx_mappend_done(s, p, h, body, arena); return true;
+    case FX_MSG_TOUCH: fx_mappend_touch(s, p, h, body, arena); return true;
     case FX_MSG_REPUBLISH: fx_mkv_republish(s, p, h, body, arena); return true;
     default: return false;
     }

@@ -578,6 +578,8 @@ FX_INTERNAL void fx_mappend_count_hit(mkv_t *s, const master_node_t *req, const 
 /* EVICT dropped a replica of key; r: its route, NULL when the route went with it (dropped),
  * else demoted when a replica on a target is left */
 FX_INTERNAL void fx_mappend_count_evict(mkv_t *s, fx_str_t key, mkv_route_t *r);
+FX_INTERNAL void fx_mappend_touch(mkv_t *s, master_peer_t *p, const fx_frame_header_t *h, const uint8_t *body,
+                                  fx_arena_t *arena);
 FX_INTERNAL bool fx_mappend_keeps_copy(const mkv_t *s, const master_node_t *src);
 FX_INTERNAL void fx_mappend_ranged(mkv_t *s, master_node_t *n, fx_str_t key, uint64_t off, uint64_t put_ms,
                                    uint64_t put_ver, fx_mkv_inv_t *inv);

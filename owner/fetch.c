@@ -203,6 +203,20 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
             fx_ostore_retire(o, en);
             continue;
         }
+        if (og->mode == FX_GET_TEMPORARY && og->wb_rec) {
+            /* issue 38: a first read-back of a copy this owner wrote back (its record, wbmap.c),
+             * within the record's rule: served to its readers only, as a first read-back from
+             * disk is; its target's copy is made young at the master (TOUCH, below) as the
+             * eviction of a promoted replica would. A second read-back promotes it. */
+            if (o->cfg.test_value_oracle[0]) ofetch_oracle(o, f, x, og, en);
+            kv->temp_copies++;
+            kv->wb_temp++;
+            ofetch_count_hit(kv, og, true);
+            fx_otouch_add(o, og->key, og->klen, og->put_ms, og->put_ver);
+            o->fetch->done(o, og, en);
+            fx_ostore_retire(o, en);
+            continue;
+        }
         keys[m] = (fx_str_t){en->key, en->klen};
         cols[m] = en->slot.offset;
         cols[n + m] = en->put_ms;
@@ -533,9 +547,12 @@ static size_t ofetch_start_recorded(fx_owner_t *o, owner_oget_t **ogs, size_t n,
          * master link: no recent answer) */
         if (!og->wb_tried && fx_owbm_find(o, og->key, og->klen, og->khash, h) && h->value_len &&
             2 * (age_ns + 1000000ull) < (uint64_t)h->reuse_ms * 1000000ull &&
-            fx_slot_size_for(h->value_len) <= o->cfg.grant_bytes && fx_opeers_live(o, h->node_id, h->generation))
+            fx_slot_size_for(h->value_len) <= o->cfg.grant_bytes && fx_opeers_live(o, h->node_id, h->generation)) {
+            if (!og->prefetch) fx_owbm_note_read(o, h);
             rec[m++] = og;
-        else ogs[left++] = og;
+        } else {
+            ogs[left++] = og;
+        }
     }
     if (!m || !(f->src_ids = fx_calloc(m, sizeof *f->src_ids)) || !(f->src_gens = fx_calloc(m, sizeof *f->src_gens)) ||
         !(f->src_bases = fx_calloc(m, sizeof *f->src_bases)) || !(f->src_addr = fx_calloc(m, sizeof *f->src_addr)) ||
@@ -575,7 +592,11 @@ static size_t ofetch_start_recorded(fx_owner_t *o, owner_oget_t **ogs, size_t n,
         if (og->lookups++ == 0) og->deadline_ms = f->deadline_ms;
         else f->deadline_ms = FX_MIN(f->deadline_ms, og->deadline_ms);
         og->wb_rec = og->wb_tried = og->found = true;
-        og->mode = FX_GET_DURABLE; /* GET_DONE records it, or answers NO_SPACE: then served as temporary */
+        /* a first read of a copy the target keeps serves its readers only (ofetch_on_xfer: no
+         * GET_DONE, no replica here to evict later; TOUCH keeps the copy young instead); a
+         * second read, or a prefetch, promotes it: GET_DONE records it, or answers NO_SPACE:
+         * then served as temporary */
+        og->mode = h->keeps && !h->read_before && !og->prefetch ? FX_GET_TEMPORARY : FX_GET_DURABLE;
         og->src = (uint32_t)s;
         og->src_cpu = h->cpu;
         og->src_kept = h->keeps;
@@ -659,6 +680,7 @@ FX_INTERNAL void fx_ofetch_fini(fx_owner_t *o)
     ofetch_t *s = o->fetch;
     if (!s) return;
     ofetch_publish_fini(o);
+    fx_otouch_fini(o);
     fx_free(o->fetch);
     o->fetch = NULL;
 }

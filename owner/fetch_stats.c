@@ -25,6 +25,9 @@ FX_INTERNAL void fx_ofetch_metrics(fx_owner_t *o, fx_ometrics_t *m)
     m->disk_misses = s->disk_misses;
     m->disk_direct = s->disk_direct;
     m->disk_temp = s->disk_temp;
+    m->wb_temp = s->wb_temp;
+    m->wb_touched = s->wb_touched;
+    m->wb_touch_lost = s->wb_touch_lost;
     m->get_done_resends = s->get_done_resends;
     m->get_done_readers_timed_out = s->get_done_readers_timed_out;
     m->disk_promoted_early = s->disk_promoted_early;

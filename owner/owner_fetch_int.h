@@ -20,7 +20,16 @@ typedef struct ofetch {
     fx_hist_t fetch_latency, transfer_latency;
     uint64_t cpu_hits; /* the remote hits whose source was a remote_cache owner (remote_hits: the others) */
     uint64_t wb_reads, wb_late; /* issue 38: reads by this owner's record of its write-backs; too late, asked again */
+    uint64_t wb_temp, wb_touched, wb_touch_lost; /* of them, first reads served to their readers only; keys sent in TOUCH; not (no link, no memory) */
+    struct otouch *touch; /* fetch_touch.c */
 } ofetch_t;
+
+/* ---- fetch_touch.c: TOUCH, the master told of first read-backs (issue 38) ---- */
+typedef struct otouch otouch_t;
+/* key (version put_ms/put_ver), read back from its recorded copy for its readers only: the
+ * master is told within OTOUCH_FLUSH_MS, with the other keys queued meanwhile. */
+FX_INTERNAL void fx_otouch_add(fx_owner_t *o, const char *key, uint32_t klen, uint64_t put_ms, uint64_t put_ver);
+FX_INTERNAL void fx_otouch_fini(fx_owner_t *o);
 
 /* A remote hit (hit: og's copy was a get's, from another owner's memory), by its source's kind */
 static inline void ofetch_count_hit(ofetch_t *kv, const owner_oget_t *og, bool hit)

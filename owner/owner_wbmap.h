@@ -14,6 +14,8 @@ typedef struct fx_owbm_hit {
     uint64_t offset, value_len, put_ms, put_ver;
     uint32_t reuse_ms; /* the master's range_reuse_delay_ms */
     bool keeps, cpu;   /* FX_TARGET_KEEPS, FX_TARGET_CPU */
+    bool read_before;  /* fx_owbm_note_read was called for this copy */
+    void *ent;         /* the record (fx_owbm_note_read; valid until the next call into wbmap) */
 } fx_owbm_hit_t;
 
 FX_INTERNAL int fx_owbm_init(fx_owner_t *o);
@@ -33,6 +35,9 @@ FX_INTERNAL void fx_owbm_forget(fx_owner_t *o, const uint8_t *body, size_t len, 
 FX_INTERNAL void fx_owbm_clear(fx_owner_t *o);
 /* key's recorded copy, if any: true and *h filled. khash: fx_hmap_hash(key, klen). */
 FX_INTERNAL bool fx_owbm_find(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash, fx_owbm_hit_t *h);
+/* The copy h names (fx_owbm_find, no call into wbmap since) is being read back: the next
+ * read of it finds read_before (fetch.c serves a first read to its readers only). */
+FX_INTERNAL void fx_owbm_note_read(fx_owner_t *o, const fx_owbm_hit_t *h);
 /* fx_owbm_find's memory for khash starts loading: depth 0 the map's slot, depth 1 (after
  * depth 0 was asked for the whole batch) the record itself (a batch's misses overlap). */
 FX_INTERNAL void fx_owbm_prefetch_key(const fx_owner_t *o, uint64_t khash, int depth);

@@ -47,7 +47,8 @@ typedef struct owbm_tgt {
 typedef struct owbm_ent {
     char *key; /* kbuf: the intrusive map's key */
     uint32_t klen;
-    uint32_t tgt;
+    uint32_t tgt : 31;
+    uint32_t read : 1; /* read back once already (fx_owbm_note_read): the next read promotes */
     uint64_t h; /* the key's fx_hmap_hash: a FORGET drops the entry without hashing it again */
     uint64_t offset, value_len, put_ms, put_ver;
     char kbuf[];
@@ -187,7 +188,7 @@ FX_INTERNAL void fx_owbm_add(fx_owner_t *o, int tgt, const char *key, uint32_t k
     if (!e) return;
     memcpy(e->kbuf, key, klen);
     e->kbuf[klen] = '\0';
-    *e = (owbm_ent_t){e->kbuf, klen, (uint32_t)tgt, h, offset, value_len, put_ms, put_ver};
+    *e = (owbm_ent_t){e->kbuf, klen, (uint32_t)tgt, 0, h, offset, value_len, put_ms, put_ver};
     if (fx_hmap_put_h(s->by_key, e->key, klen, h, e, NULL) != FLUXON_OK) {
         fx_free(e);
         return;
@@ -265,8 +266,15 @@ FX_INTERNAL bool fx_owbm_find(fx_owner_t *o, const char *key, uint32_t klen, uin
     const owbm_tgt_t *t = &s->t[e->tgt];
     *h = (fx_owbm_hit_t){t->node_id, t->generation, t->base, {(const char *)t->addr, t->addr_len},
                          {(const char *)t->rkey, t->rkey_len}, e->offset, e->value_len, e->put_ms, e->put_ver,
-                         t->reuse_ms, (t->flags & FX_TARGET_KEEPS) != 0, (t->flags & FX_TARGET_CPU) != 0};
+                         t->reuse_ms, (t->flags & FX_TARGET_KEEPS) != 0, (t->flags & FX_TARGET_CPU) != 0,
+                         e->read != 0, e};
     return true;
+}
+
+FX_INTERNAL void fx_owbm_note_read(fx_owner_t *o, const fx_owbm_hit_t *h)
+{
+    (void)o;
+    ((owbm_ent_t *)h->ent)->read = 1;
 }
 
 FX_INTERNAL void fx_owbm_metrics(fx_owner_t *o, fx_ometrics_t *m)

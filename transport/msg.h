@@ -270,6 +270,10 @@ typedef struct fx_strv {
  * handles any later frame, and before it hands those ranges out again (range_reuse_delay_ms
  * later): owner/wbmap.c's rule rests on both. */
 #define FX_BODY_forget(F) F(STR, node_id) F(U64, generation) F(U64V, offsets)
+/* owner -> master, one-way (issue 38): this owner read back, for its readers only, its
+ * written-back copies of keys (at these versions): the master makes them young in their
+ * target's cold FIFO, as the eviction of a promoted replica would */
+#define FX_BODY_touch(F) F(STRV, keys) F(U64V, put_ms) F(U64V, put_ver)
 #define FX_REPUBLISH_MAX_KEYS 8192u
 /* external -> owner (issue 42): pin these keys' values held by this owner for ttl_ms (0:
  * unpin); flags: FLUXON_PIN_REFRESH_ON_HIT. Answer: statuses, one per key. */
@@ -322,7 +326,8 @@ typedef struct fx_strv {
     /* ---- issue 16 (remote capacity): ids 40..; the last entry has the highest id ---- */ \
     X(APPEND_START, 40, append_start, put_place_ack) /* owner -> master: replica task */ \
     X(APPEND_DONE, 41, append_done, statuses) /* owner -> master: replica pushed */ \
-    X(FORGET, 42, forget, empty)             /* master -> owner, one-way: its copies gone (issue 38) */
+    X(FORGET, 42, forget, empty)             /* master -> owner, one-way: its copies gone (issue 38) */ \
+    X(TOUCH, 43, touch, empty)               /* owner -> master, one-way: copies read back (issue 38) */
 
 typedef enum fx_msg_type {
     FX_MSG_NONE = 0,
@@ -352,7 +357,7 @@ typedef enum fx_msg_type {
     B(put_commit_ack) B(published) B(get_start) B(get_start_ack) B(handle_consume) B(release)  \
     B(evict) B(put_place) B(put_place_ack) B(put_revoke) B(put_inline)                        \
     B(append_start) B(append_done) /* issue 16 */ \
-    B(republish) B(placed) B(pin) B(tenant_set) B(forget)
+    B(republish) B(placed) B(pin) B(tenant_set) B(forget) B(touch)
 FX_BODY_LIST(FX_BODY_STRUCT)
 
 /* Body kinds, for the arena's decode memo. */

@@ -579,7 +579,8 @@ static void put_wb_settled(fluxon_client *a, int from, int to)
     cr_assert(kf_wait_stat(a, "eviction_debt", 0, 5000));
 }
 
-/* A value A fetches back from the CPU owner keeps its copy there (target_copy_after_fetch
+/* A value A fetches back from the CPU owner (a second time: the first read-back serves its
+ * readers only, session 56) keeps its copy there (target_copy_after_fetch
  * "keep", the default): the LOOKUP says so (FX_GET_SRC_KEPT), so A makes no write-back task
  * for it when it gets cold again (counted repl_kept_after_fetch; before, each cost a task and
  * an APPEND_START answered "already"), and when A evicts it the master moves the CPU owner's
@@ -604,6 +605,11 @@ Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
     cr_assert_eq(kf_stat(a, "cpu_hits") - cpu0, 16, "from the CPU owner");
     cr_assert_eq(kf_stat(a, "remote_hits"), gpu0, "none from a GPU owner");
     cr_assert_eq(master_stat(a, "target_promoted_away"), 0, "the CPU owner keeps its copies of wb0");
+    /* that first read served its readers only (session 56); the second promotes */
+    cr_assert_eq(kf_stat(a, "repl_kept_after_fetch"), 0, "a first read-back leaves no replica on A");
+    (void)master_stat(a, "generation");
+    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A again");
+    cr_assert_eq(kf_stat(a, "cpu_hits") - cpu0, 32, "from the CPU owner again");
     cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
     cr_assert(kf_wait_stat(a, "repl_kept_after_fetch", 16, 5000), "wb0's 16 copies need no write-back (%lld)",
               kf_stat(a, "repl_kept_after_fetch")); /* published after get_check's views were released */
@@ -621,7 +627,7 @@ Test(remote, a_value_fetched_back_keeps_its_cpu_copy_and_is_not_copied_again)
     fluxon_client_close(b);
 }
 
-/* A value fetched back and then HIT on A gets hot again, so its next write-back would copy it
+/* A value fetched back (twice: promoted) and then HIT on A gets hot again, so its next write-back would copy it
  * anew (the CPU owner may have dropped the copy meanwhile). A's record of its write-backs
  * (wbmap.c) still names the copy, so no task is made (repl_kept_recorded; before, each such
  * value cost a task and an APPEND_START answered "already"): A evicts it as a demotion, the
@@ -633,7 +639,9 @@ Test(remote, a_value_hit_after_its_write_back_is_not_written_back_again_while_it
     char why[200];
     put_wb_settled(a, 0, 10); /* wb0 first: the coldest, demoted to the CPU owner */
     (void)master_stat(a, "generation"); /* an answer from the master: A's record's rule holds for 499 ms */
-    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A");
+    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A (for its readers only: a first read-back)");
+    (void)master_stat(a, "generation");
+    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A again: promoted");
     cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
     /* the fetched copies are published (and marked kept) after get_check's views were released */
     cr_assert(kf_wait_stat(a, "repl_kept_after_fetch", 16, 5000), "wb0's copies are kept: no write-back (kept %lld)",
@@ -653,6 +661,46 @@ Test(remote, a_value_hit_after_its_write_back_is_not_written_back_again_while_it
     cr_assert_geq(master_stat(a, "evict_demoted") - demoted0, 16, "wb0's evictions were demotions");
     cr_assert_eq(master_stat(a, "evict_dropped"), 0, "nothing dropped");
     cr_assert_eq(get_check(b, "wb0", 16, 4), 16, "the recorded copies serve B byte-exact");
+    fluxon_client_close(a);
+    fluxon_client_close(b);
+}
+
+/* Session 56: the first read-back of a copy A wrote back, by A's record, serves the get's
+ * readers only, as a first read-back from disk does (issue 39): no GET_DONE, no replica left
+ * on A (the next get reads the CPU owner again), and the master is told in a TOUCH, which
+ * makes the copies young in the CPU owner's FIFO (as the eviction of a promoted replica did:
+ * without it the copy aged from where it was and the trace replay lost hits). The second
+ * read promotes. Every read is byte-exact, and the copies still serve B. */
+Test(remote, a_first_read_back_serves_its_readers_only_and_keeps_its_copy_young)
+{
+    kf_up_ex(3, ",\"range_reuse_delay_ms\":1000", wb_all); /* A's record is read within 499 ms of an answer */
+    fluxon_client *a = kf_client(0), *b = kf_client(1);
+    char why[200];
+    put_wb_settled(a, 0, 10); /* wb0 first: the coldest, demoted to the CPU owner, the oldest copies there */
+    long long cpu0 = kf_stat(a, "cpu_hits"), temp0 = kf_stat(a, "wb_temp"), kept0 = kf_stat(a, "repl_kept_after_fetch");
+    long long touched0 = master_stat(a, "target_touched"), young0 = master_stat(a, "target_refreshed_at_read");
+    long long stale0 = master_stat(a, "target_touch_stale");
+    (void)master_stat(a, "generation"); /* an answer from the master: A's record's rule holds for 499 ms */
+    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A, byte-exact");
+    cr_assert_eq(kf_stat(a, "cpu_hits") - cpu0, 16, "from the CPU owner");
+    cr_assert_eq(kf_stat(a, "wb_temp") - temp0, 16, "served to its readers only");
+    cr_assert(wait_master_stat(a, "target_touched", touched0 + 16, 5000), "the master was told of the 16 reads");
+    cr_assert_eq(kf_stat(a, "wb_touched"), master_stat(a, "target_touched"), "every key sent was handled");
+    cr_assert_eq(master_stat(a, "target_refreshed_at_read") - young0, 16, "the oldest copies there made young");
+    cr_assert_eq(master_stat(a, "target_touch_stale"), stale0, "each of that version");
+    cr_assert_eq(kf_stat(a, "wb_touch_lost"), 0);
+    cr_assert(repl_settled(a, 10000, why, sizeof why), "%s", why);
+    cr_assert_eq(kf_stat(a, "repl_kept_after_fetch"), kept0, "no replica on A: nothing published");
+    (void)master_stat(a, "generation");
+    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "wb0 restored on A again, byte-exact");
+    cr_assert_eq(kf_stat(a, "cpu_hits") - cpu0, 32, "from the CPU owner again: A kept nothing");
+    cr_assert_eq(kf_stat(a, "wb_temp") - temp0, 16, "a second read-back is no first one");
+    cr_assert(kf_wait_stat(a, "repl_kept_after_fetch", kept0 + 16, 5000), "promoted (kept %lld)",
+              kf_stat(a, "repl_kept_after_fetch"));
+    long long local0 = kf_stat(a, "local_hits");
+    cr_assert_eq(get_check(a, "wb0", 16, 4), 16, "the third get hits A's promoted copies");
+    cr_assert_geq(kf_stat(a, "local_hits") - local0, 16);
+    cr_assert_eq(get_check(b, "wb0", 16, 4), 16, "the CPU owner's copies serve B byte-exact");
     fluxon_client_close(a);
     fluxon_client_close(b);
 }

@@ -380,8 +380,9 @@ Test(replay, three_tenants_near_their_hits_alone_at_quota, .fini = fini, .timeou
     cJSON_Delete(d);
 }
 
-/* Issue 38: the whole trace with a CPU owner: restores from it are served before the
- * master's GET_DONE answer (the master's range reuse delay), and the delay costs the CPU
+/* Issue 38: the whole trace with a CPU owner: restores from it are served without waiting
+ * for the master's GET_DONE answer (the master's range reuse delay; a first read-back by the
+ * owner's record has no GET_DONE at all, session 56), and the delay costs the CPU
  * tier none of its hits: at most 1 % of appends refused for want of room, prefix hits at least 28.0 %
  * (28.42 % with every reader waiting for GET_DONE; 26.5 % with a first cut whose drops
  * for room cascaded). */

@@ -24,10 +24,11 @@ static const char *const rr_owner_keys[] = {
     "repl_inflight",        "repl_pushed_bytes",    "repl_push_ns",           "evictions",
     "evict_dropped_behind", "evict_dropped_copying", "evict_dropped_failed", "repl_batches", "repl_pushed_keys", "evict_not_admitted", "evict_copied",
     "read_before_get_done", "remote_hits", "prefetch_lookups", "prefetch_copies", "peer_map_transfers", "peer_map_bytes",
-    "cpu_hits", "repl_kept_after_fetch", "wb_reads", "wb_reads_late", "peer_map_ns", "repl_kept_recorded"};
+    "cpu_hits", "repl_kept_after_fetch", "wb_reads", "wb_reads_late", "peer_map_ns", "repl_kept_recorded", "wb_temp",
+    "wb_touched"};
 #define RR_NOWNER (sizeof rr_owner_keys / sizeof rr_owner_keys[0])
 enum { O_EAGER, O_WB, O_DONE, O_ALREADY, O_OBSOLETE, O_F0, O_QUEUED = 11, O_INFLIGHT, O_BYTES, O_NS, O_EVICT, O_DROP_BEHIND, O_DROP_COPYING, O_DROP_FAILED, O_BATCHES, O_PKEYS, O_NOT_ADMITTED, O_COPIED, O_EARLY, O_RHITS,
-       O_PF_LOOKUPS, O_PF_COPIES, O_MAP_XFERS, O_MAP_BYTES, O_CHITS, O_KEPT, O_WB_READS, O_WB_LATE, O_MAP_NS, O_KEPT_REC };
+       O_PF_LOOKUPS, O_PF_COPIES, O_MAP_XFERS, O_MAP_BYTES, O_CHITS, O_KEPT, O_WB_READS, O_WB_LATE, O_MAP_NS, O_KEPT_REC, O_WB_TEMP, O_WB_TOUCHED };
 
 static const char *const rr_master_keys[] = {
     "append_keys_completed", "target_replicas_remote_cache", "target_replicas_gpu_owner", "evicted_replicas",
@@ -101,9 +102,11 @@ int rp_remote_report(rp_run *r, cJSON *summary)
            (unsigned long long)hits, (unsigned long long)mv[M_H_LOCAL], (unsigned long long)mv[M_H_GPU],
            (unsigned long long)mv[M_H_CPU], hits ? 100.0 * (double)mv[M_H_CPU] / (double)hits : 0.0,
            (unsigned long long)ov[O_WB_READS], (unsigned long long)ov[O_WB_LATE]);
-    printf("  copies read     %llu of %llu before the master's GET_DONE answer (ended within the master's "
+    printf("  copies read     %llu of %llu without waiting for the master's GET_DONE answer: %llu first read-backs "
+           "for their readers only (no GET_DONE; %llu keys TOUCHed), %llu before the answer (ended within the master's "
            "range_reuse_delay_ms of their LOOKUP or of the record's last master answer, less 1 ms)\n",
-           (unsigned long long)ov[O_EARLY], (unsigned long long)(ov[O_RHITS] + ov[O_CHITS]));
+           (unsigned long long)(ov[O_EARLY] + ov[O_WB_TEMP]), (unsigned long long)(ov[O_RHITS] + ov[O_CHITS]),
+           (unsigned long long)ov[O_WB_TEMP], (unsigned long long)ov[O_WB_TOUCHED], (unsigned long long)ov[O_EARLY]);
     printf("  write-back      tasks %llu (eager %llu) = completed %llu + already %llu + obsolete %llu + failed %llu "
            "(no_space %llu, busy %llu, stale %llu, transfer %llu, master %llu, queue_full %llu) %s; none for "
            "%llu values fetched back from a CPU owner that keeps its copy, nor for %llu hit after their write-back whose "
