@@ -11,7 +11,7 @@
 
 #define FX_FRAME_MAGIC 0x31584c46u /* "FLX1" little-endian */
 #define FX_FRAME_HEADER_BYTES 24u
-#define FX_PROTOCOL_VERSION 10u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
+#define FX_PROTOCOL_VERSION 11u /* 3: APPEND_START/APPEND_DONE (issue 16); 4: REPUBLISH/PLACED (issue 17);
                                 * 5: owners' peers and unsettled pushes (issue 44 W2), LOOKUP's
                                 * reuse_ms (issue 38); 6: LOOKUP's src_roles (issue 38); 7: LOOKUP's
                                 * modes may carry FX_GET_SRC_KEPT (issue 38); 8: REGISTER's
@@ -20,7 +20,8 @@
                                 * APPEND_START's answer carries reuse_ms and src_kept, FORGET
                                 * (owner/wbmap.c); 10: CLUSTER_INFO's addresses, rkeys and
                                 * bases (owners map the segments of this host's at once,
-                                * owner/peers.c). The codec
+                                * owner/peers.c); 11: TOUCH (an owner's first
+                                * read-backs of its written-back copies, owner/fetch_touch.c). The codec
                                 * refuses a body with a field more or less, so nodes of two
                                 * versions are refused at HELLO rather than cut at their first
                                 * LOOKUP answer */

@@ -182,6 +182,10 @@ static void master_seeds(void)
     REQ(&s, 1, FX_MSG_LIST, list, &ls);
     fx_body_evict_t ev = {KEYS(kb, "a/1", "a/2"), U64V(4096, 8192), U64V(PMS, PMS), U64V(0, 1)};
     REQ(&s, 0, FX_MSG_EVICT, evict, &ev);
+    fx_body_touch_t tc = {KEYS(kb, "a/1", "zz"), U64V(PMS, 0), U64V(0, 0)}; /* issue 38: one-way */
+    REQ(&s, 0, FX_MSG_TOUCH, touch, &tc);
+    fx_body_touch_t tbad = {KEYS(kb, "a/1", "a/2"), U64V(PMS), U64V(0, 0)}; /* put_ms short: refused */
+    REQ(&s, 0, FX_MSG_TOUCH, touch, &tbad);
     fx_body_key_t dk = {fx_str_c("a/3")};
     REQ(&s, 1, FX_MSG_DELETE, key, &dk);
     REQ(&s, 1, FX_MSG_LOOKUP, lookup, &lk);
