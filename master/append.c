@@ -714,14 +714,18 @@ FX_INTERNAL void fx_mappend_touch(mkv_t *s, master_peer_t *p, const fx_frame_hea
     MKV_DECODE(s, p, h, body, arena, touch, &b);
     const mkv_array_t arrays[] = {{"put_ms", b.put_ms.n, false}, {"put_ver", b.put_ver.n, false}};
     mkv_batch_spec_t spec = {"touch", b.keys, arrays, FX_ARRAY_LEN(arrays), 1, UINT32_MAX, false, 1};
-    if (!mkv_batch_open(s, p, h, &spec, arena, NULL) || !a) return;
+    if (!mkv_batch_open(s, p, h, &spec, arena, NULL)) return;
+    if (!a) { /* no append module: nothing is a copy */
+        if (h->req_id) mkv_send_body(p, h, NULL, 0);
+        return;
+    }
     fx_mkv_inv_t inv = {0};
     uint64_t kh[MKV_PREFETCH_BLOCK];
     for (uint32_t i = 0; i < b.keys.n; i++) {
         fx_str_t key = b.keys.v[i];
         mkv_routes_prefetch_block(s, b.keys.v, i, b.keys.n, kh); /* the batch's misses overlap */
         mkv_route_t *r = mkv_route_get_h(s, key, kh[i % MKV_PREFETCH_BLOCK], &inv);
-        bool found = false;
+        bool found = false; /* an alive target copy in a range, of that version */
         for (uint32_t j = 0; r && r->put_ms == b.put_ms.v[i] && r->put_ver == b.put_ver.v[i] && j < r->n_rep; j++) {
             mkv_replica_t *rep = &r->rep[j];
             if (!mkv_replica_alive(rep) || !mapp_is_target(s, rep->node) || !rep->range_bytes) continue;
@@ -735,6 +739,7 @@ FX_INTERNAL void fx_mappend_touch(mkv_t *s, master_peer_t *p, const fx_frame_hea
     }
     a->c.target_touched += b.keys.n;
     mkv_inv_flush(s, &inv);
+    if (h->req_id) mkv_send_body(p, h, NULL, 0); /* one-way as the owner sends it; a request is answered */
 }
 
 FX_INTERNAL void fx_mappend_metrics(mkv_t *s, fx_mmetrics_t *mm)

@@ -167,7 +167,7 @@
     X(target_refreshed_at_evict, COUNTER, "master_target_refreshed_at_evict_total", "", "Target replicas moved to their cold FIFO's tail when a GPU owner evicted its own copy of the value (a demotion), unless among the newest eighth") \
     X(target_touched, COUNTER, "master_target_touched_total", "", "Keys of TOUCH: copies a GPU owner read back for its readers only (a first read-back, issue 38)") \
     X(target_refreshed_at_read, COUNTER, "master_target_refreshed_at_read_total", "", "Target replicas moved to their cold FIFO's tail by a TOUCH, unless among the newest eighth") \
-    X(target_touch_stale, COUNTER, "master_target_touch_stale_total", "", "TOUCH keys with no alive target copy at that version (gone meanwhile): skipped") \
+    X(target_touch_stale, COUNTER, "master_target_touch_stale_total", "", "TOUCH keys with no alive target copy in a range at that version (gone or replaced meanwhile): skipped") \
     X(target_promoted_away, COUNTER, "master_target_promoted_away_total", "", "Target replicas left after a promotion") \
     X(target_ranges_invalidated, COUNTER, "master_target_ranges_invalidated_total", "", "Dropped target replicas with a range invalidated at their owner (its PLACED record goes, W1)")
 

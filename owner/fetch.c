@@ -209,6 +209,11 @@ FX_INTERNAL void ofetch_on_xfer(void *arg, int status)
              * disk is; its target's copy is made young at the master (TOUCH, below) as the
              * eviction of a promoted replica would. A second read-back promotes it. */
             if (o->cfg.test_value_oracle[0]) ofetch_oracle(o, f, x, og, en);
+            fx_owbm_hit_t h; /* the record marks its first read when one was served (not when
+                               * a read failed or was overtaken: then the next one is the first) */
+            if (fx_owbm_find(o, og->key, og->klen, og->khash, &h) && h.offset == og->src_off &&
+                h.put_ms == og->put_ms && h.put_ver == og->put_ver)
+                fx_owbm_note_read(o, &h);
             kv->temp_copies++;
             kv->wb_temp++;
             ofetch_count_hit(kv, og, true);
@@ -548,7 +553,6 @@ static size_t ofetch_start_recorded(fx_owner_t *o, owner_oget_t **ogs, size_t n,
         if (!og->wb_tried && fx_owbm_find(o, og->key, og->klen, og->khash, h) && h->value_len &&
             2 * (age_ns + 1000000ull) < (uint64_t)h->reuse_ms * 1000000ull &&
             fx_slot_size_for(h->value_len) <= o->cfg.grant_bytes && fx_opeers_live(o, h->node_id, h->generation)) {
-            if (!og->prefetch) fx_owbm_note_read(o, h);
             rec[m++] = og;
         } else {
             ogs[left++] = og;

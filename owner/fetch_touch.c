@@ -103,6 +103,7 @@ FX_INTERNAL void fx_otouch_fini(fx_owner_t *o)
     otouch_t *t = o->fetch ? o->fetch->touch : NULL;
     if (!t) return;
     fx_timer_disarm(o->r, &t->timer);
+    o->fetch->wb_touch_lost += t->n; /* queued, never sent: the owner stops */
     fx_free(t->klen);
     fx_free(t->put_ms);
     fx_free(t->kbuf);

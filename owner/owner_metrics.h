@@ -182,10 +182,10 @@
     X(disk_promoted_early, COUNTER, "owner_fetch_disk_promoted_early_total", "", "Promotions from disk served to their readers before the master recorded the copy") \
     X(read_before_get_done, COUNTER, "owner_fetch_read_before_get_done_total", "", "Copies of ranged replicas served before GET_DONE's answer: they ended 1 ms before the master's range_reuse_delay_ms from their LOOKUP (issue 38)") \
     X(wb_reads, COUNTER, "owner_fetch_wb_reads_total", "", "Values read back from a copy this owner wrote back, by its record, without a LOOKUP (issue 38, wbmap.c)") \
-    X(wb_temp, COUNTER, "owner_fetch_wb_temporary_total", "", "Of those, first reads of a copy served to their readers only (not promoted; the second read promotes)") \
-    X(wb_touched, COUNTER, "owner_fetch_wb_touched_total", "", "Keys of such first reads the master was told of (TOUCH: their copies made young)") \
-    X(wb_touch_lost, COUNTER, "owner_fetch_wb_touch_lost_total", "", "Keys of such first reads not told to the master (no master link, no memory): their copies age as they were") \
     X(wb_reads_late, COUNTER, "owner_fetch_wb_reads_late_total", "", "Of those, reads that ended too late for the record's rule: thrown away and asked of the master") \
+    X(wb_temp, COUNTER, "owner_fetch_wb_temporary_total", "", "Reads by this owner's record that were a copy's first read-back: served to their readers only, not promoted (the second read promotes)") \
+    X(wb_touched, COUNTER, "owner_fetch_wb_touched_total", "", "Keys of such first reads sent to the master in a TOUCH (it moves their copies to the young end of the target's list, unless among its newest eighth)") \
+    X(wb_touch_lost, COUNTER, "owner_fetch_wb_touch_lost_total", "", "Keys of such first reads not sent (no master link, no memory, the owner stopping): their copies age as they were") \
     X(disk_misses, COUNTER, "owner_fetch_disk_misses_total", "", "Disk replicas that could not be read (gone, checksum): misses") \
     X(temp_copies, COUNTER, "owner_fetch_temp_copies_total", "", "Fetched copies kept as temporary")           \
     X(get_done_stale, COUNTER, "owner_get_done_stale_total", "", "GET_DONE answers saying the copy is stale")   \

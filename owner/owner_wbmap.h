@@ -35,8 +35,8 @@ FX_INTERNAL void fx_owbm_forget(fx_owner_t *o, const uint8_t *body, size_t len, 
 FX_INTERNAL void fx_owbm_clear(fx_owner_t *o);
 /* key's recorded copy, if any: true and *h filled. khash: fx_hmap_hash(key, klen). */
 FX_INTERNAL bool fx_owbm_find(fx_owner_t *o, const char *key, uint32_t klen, uint64_t khash, fx_owbm_hit_t *h);
-/* The copy h names (fx_owbm_find, no call into wbmap since) is being read back: the next
- * read of it finds read_before (fetch.c serves a first read to its readers only). */
+/* The copy h names (fx_owbm_find, no call into wbmap since) was read back and served: the
+ * next read of it finds read_before (fetch.c serves a first read to its readers only). */
 FX_INTERNAL void fx_owbm_note_read(fx_owner_t *o, const fx_owbm_hit_t *h);
 /* fx_owbm_find's memory for khash starts loading: depth 0 the map's slot, depth 1 (after
  * depth 0 was asked for the whole batch) the record itself (a batch's misses overlap). */

@@ -382,3 +382,60 @@ Test(master_place, malformed_put_place_changes_nothing)
     cr_assert_not(t_recv_frame(&oc[1], &f, 2000), "the master closes a connection that sent a malformed frame");
     t_place1(0, "after", 100, 0, NULL, &a);
 }
+
+/* Issue 38, session 56: TOUCH (an owner's first read-backs of its written-back copies, one-way
+ * as owners send it) checks its input: arrays of other lengths than the keys, an empty batch,
+ * a bad key, or a peer that never registered are refused with a message naming the field,
+ * moving no counter but error_replies; keys with no copy of that version are skipped
+ * (target_touch_stale); a TOUCH sent as a request is answered, one sent one-way is not. */
+Test(master_place, touch_checks_its_input_and_skips_what_is_no_copy)
+{
+    up(0, true, "a");
+    fx_body_put_place_ack_t a;
+    t_place1(0, "t/1", 100, FX_PUT_WRITE_THROUGH, NULL, &a); /* a route in flight, no copy */
+    const char *names[] = {"target_touched", "target_refreshed_at_read", "target_touch_stale", "routes",
+                           "target_cold_entries"};
+    cJSON *j0 = pm_stats();
+    char longkey[1100];
+    memset(longkey, 'x', sizeof longkey - 1);
+    longkey[1025] = '\0';
+    fx_str_t two[] = {{"t/1", 3}, {"t/2", 3}}, empty[] = {{"t/1", 3}, {"", 0}}, lng[] = {{"t/1", 3}, {longkey, 1025}};
+    uint64_t v1[] = {1}, v2[] = {1, 2};
+    struct {
+        fx_str_t *k;
+        uint32_t nk, nms, nver;
+        const char *field;
+    } cases[] = {
+        {two, 2, 1, 2, "put_ms"},  /* put_ms short */
+        {two, 2, 2, 1, "put_ver"}, /* put_ver short */
+        {two, 0, 0, 0, "keys"},    /* an empty batch */
+        {empty, 2, 2, 2, "key 1"}, /* an empty key */
+        {lng, 2, 2, 2, "key 1"},   /* a key of 1025 bytes */
+    };
+    fx_body_empty_t e;
+    for (size_t i = 0; i < FX_ARRAY_LEN(cases); i++) {
+        fx_body_touch_t b = {{cases[i].k, cases[i].nk}, {cases[i].nms == 1 ? v1 : v2, cases[i].nms},
+                             {cases[i].nver == 1 ? v1 : v2, cases[i].nver}};
+        cr_assert_eq(T_CALL(&oc[0], TOUCH, touch, &b, empty, &e), FLUXON_ERR_INVALID_ARGUMENT, "case %zu", i);
+        cr_assert(strstr(last_err, "touch") && strstr(last_err, cases[i].field), "case %zu: %s", i, last_err);
+    }
+    t_hello(&ext, "x1");
+    fx_body_touch_t ok = {{two, 2}, {v2, 2}, {v2, 2}};
+    cr_assert_eq(T_CALL(&ext, TOUCH, touch, &ok, empty, &e), FLUXON_ERR_INVALID_ARGUMENT, "a peer not registered");
+    cJSON *j1 = pm_stats();
+    for (size_t i = 0; i < FX_ARRAY_LEN(names); i++)
+        cr_assert_eq(js(j1, names[i]), js(j0, names[i]), "%s changed", names[i]);
+    cr_assert_eq(js(j1, "error_replies"), js(j0, "error_replies") + (long long)FX_ARRAY_LEN(cases) + 1);
+    /* well-formed: neither key has a copy (t/1 is in flight, t/2 unknown): both skipped */
+    cr_assert_eq(T_CALL(&oc[0], TOUCH, touch, &ok, empty, &e), FLUXON_OK, "%s", last_err);
+    T_SEND_ONEWAY(&oc[0], TOUCH, touch, &ok); /* no answer: the next frame is the next call's */
+    cr_assert_eq(t_place1(0, "t/3", 100, 0, NULL, &a), 0);
+    cJSON *j2 = pm_stats();
+    cr_assert_eq(js(j2, "target_touched"), js(j0, "target_touched") + 4);
+    cr_assert_eq(js(j2, "target_touch_stale"), js(j0, "target_touch_stale") + 4);
+    cr_assert_eq(js(j2, "target_refreshed_at_read"), js(j0, "target_refreshed_at_read"));
+    cr_assert_eq(js(j2, "error_replies"), js(j1, "error_replies"));
+    cJSON_Delete(j0);
+    cJSON_Delete(j1);
+    cJSON_Delete(j2);
+}
