@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "keybatch.h"
 #include "log.h"
 #include "owner_disk.h"
 #include "owner_link.h"
@@ -31,11 +32,7 @@
 typedef struct odisk_drop {
     fx_owner_t *o;
     struct odisk_drop *next;
-    size_t n, cap;
-    char *kbuf;
-    size_t kused, kcap;
-    uint32_t *klens;
-    uint64_t *offs, *pms, *pvs;
+    fx_keybatch_t q; /* columns: offset, put_ms, put_ver */
     uint32_t attempts;
     fx_timer_t t;
 } odisk_drop_t;
@@ -80,11 +77,7 @@ FX_INTERNAL bool fx_odisk_on(const fx_owner_t *o) { return o->disk && o->disk->d
 /* ---- dropping routes of disk records ---- */
 static void odisk_drop_free(odisk_drop_t *b)
 {
-    fx_free(b->kbuf);
-    fx_free(b->klens);
-    fx_free(b->offs);
-    fx_free(b->pms);
-    fx_free(b->pvs);
+    fx_keybatch_free(&b->q);
     fx_free(b);
 }
 
@@ -110,8 +103,8 @@ static void odisk_retry(odisk_drop_t *b, int status)
     odisk_t *s = b->o->disk;
     if (++b->attempts >= ODISK_ATTEMPTS) {
         FX_WARN("disk tier: dropping the routes of %zu records at the master failed %u times (%s): given up; "
-                "lookups of them read nothing and miss", b->n, b->attempts, fluxon_status_string(status));
-        s->route_drops_failed += b->n;
+                "lookups of them read nothing and miss", b->q.n, b->attempts, fluxon_status_string(status));
+        s->route_drops_failed += b->q.n;
         odisk_unlink_sending(s, b);
         odisk_drop_free(b);
         return;
@@ -135,7 +128,7 @@ static void odisk_on_evict(void *arg, int status, const fx_frame_header_t *h, co
         return;
     }
     /* answered: OK or STALE per key, either way not routed any more */
-    b->o->disk->routes_dropped += b->n;
+    b->o->disk->routes_dropped += b->q.n;
     odisk_unlink_sending(b->o->disk, b);
     odisk_drop_free(b);
 }
@@ -144,13 +137,12 @@ static void odisk_send(odisk_drop_t *b)
 {
     fx_owner_t *o = b->o;
     fx_conn_t *mc = fx_olink_conn(o);
-    fx_str_t *keys = fx_calloc(b->n, sizeof *keys);
+    uint32_t n = (uint32_t)b->q.n;
+    fx_str_t *keys = fx_calloc(n, sizeof *keys);
     int rc = FLUXON_ERR_NOMEM;
     if (keys && mc) {
-        size_t off = 0;
-        for (size_t i = 0; i < b->n; off += b->klens[i], i++) keys[i] = (fx_str_t){b->kbuf + off, b->klens[i]};
-        fx_body_evict_t eb = {{keys, (uint32_t)b->n}, {b->offs, (uint32_t)b->n}, {b->pms, (uint32_t)b->n},
-                              {b->pvs, (uint32_t)b->n}, {NULL, 0}};
+        fx_keybatch_views(&b->q, keys);
+        fx_body_evict_t eb = {{keys, n}, {b->q.col[0], n}, {b->q.col[1], n}, {b->q.col[2], n}, {NULL, 0}};
         rc = FX_RPC_CALL(mc, EVICT, evict, &eb, o->cfg.master_timeout_ms, odisk_on_evict, b);
     } else if (keys) {
         rc = FLUXON_ERR_UNAVAILABLE;
@@ -171,36 +163,11 @@ static void odisk_on_flush(fx_reactor_t *r, fx_timer_t *t)
     odisk_send(b);
 }
 
-static bool odisk_grow(odisk_drop_t *b, uint32_t klen)
-{
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        uint32_t *kl = fx_realloc(b->klens, cap * sizeof *kl);
-        if (kl) b->klens = kl;
-        uint64_t *a = fx_realloc(b->offs, cap * 8);
-        if (a) b->offs = a;
-        uint64_t *c = fx_realloc(b->pms, cap * 8);
-        if (c) b->pms = c;
-        uint64_t *v = fx_realloc(b->pvs, cap * 8);
-        if (v) b->pvs = v;
-        if (!kl || !a || !c || !v) return false;
-        b->cap = cap;
-    }
-    if (b->kused + klen > b->kcap) {
-        size_t cap = FX_MAX(b->kcap * 2, b->kused + klen + 1024);
-        char *k = fx_realloc(b->kbuf, cap);
-        if (!k) return false;
-        b->kbuf = k;
-        b->kcap = cap;
-    }
-    return true;
-}
-
 /* Queues the drop of the route (key, off, version) at the master. */
 static void odisk_route_drop(fx_owner_t *o, const char *key, uint32_t klen, uint64_t off, uint64_t pms, uint64_t pv)
 {
     odisk_t *s = o->disk;
-    if (s->filling && s->filling->n >= ODISK_EVICT_BATCH) odisk_on_flush(o->r, &s->flush_timer);
+    if (s->filling && s->filling->q.n >= ODISK_EVICT_BATCH) odisk_on_flush(o->r, &s->flush_timer);
     if (!s->filling) {
         s->filling = fx_calloc(1, sizeof *s->filling);
         if (!s->filling) {
@@ -211,18 +178,8 @@ static void odisk_route_drop(fx_owner_t *o, const char *key, uint32_t klen, uint
         fx_timer_init(&s->filling->t);
         fx_timer_arm(o->r, &s->flush_timer, 0, odisk_on_flush);
     }
-    odisk_drop_t *b = s->filling;
-    if (!odisk_grow(b, klen)) {
-        s->route_drops_failed++;
-        return;
-    }
-    memcpy(b->kbuf + b->kused, key, klen);
-    b->kused += klen;
-    b->klens[b->n] = klen;
-    b->offs[b->n] = off;
-    b->pms[b->n] = pms;
-    b->pvs[b->n] = pv;
-    b->n++;
+    const uint64_t v[3] = {off, pms, pv};
+    if (!fx_keybatch_add(&s->filling->q, key, klen, v, 3)) s->route_drops_failed++;
 }
 
 /* ---- the store's hook: a segment leaves for room ---- */

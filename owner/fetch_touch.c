@@ -5,8 +5,7 @@
  * together, one-way, at most OTOUCH_FLUSH_MS later (a frame per read cost about as much CPU
  * as the read saved). A key whose TOUCH is lost (no master link, no memory) only lets its
  * copy age from where it was: never a wrong byte. Reactor thread only. */
-#include <string.h>
-
+#include "keybatch.h"
 #include "log.h"
 #include "owner_fetch_int.h"
 #include "owner_link.h"
@@ -17,60 +16,31 @@
 struct otouch {
     fx_owner_t *o;
     fx_timer_t timer;
-    uint32_t *klen;
-    uint64_t *put_ms, *put_ver; /* put_ver: put_ms + cap */
-    char *kbuf;
-    size_t n, cap, kused, kcap;
+    fx_keybatch_t q; /* columns: put_ms, put_ver */
 };
 
 static void otouch_flush(otouch_t *t)
 {
     fx_owner_t *o = t->o;
     fx_conn_t *mc = fx_olink_conn(o);
-    fx_str_t *keys = t->n && mc ? fx_malloc(t->n * sizeof *keys) : NULL;
+    size_t n = t->q.n;
+    fx_str_t *keys = n && mc ? fx_malloc(n * sizeof *keys) : NULL;
     bool sent = false;
     if (keys) {
-        for (size_t i = 0, at = 0; i < t->n; at += t->klen[i++]) keys[i] = (fx_str_t){t->kbuf + at, t->klen[i]};
-        fx_body_touch_t b = {{keys, (uint32_t)t->n}, {t->put_ms, (uint32_t)t->n}, {t->put_ver, (uint32_t)t->n}};
+        fx_keybatch_views(&t->q, keys);
+        fx_body_touch_t b = {{keys, (uint32_t)n}, {t->q.col[0], (uint32_t)n}, {t->q.col[1], (uint32_t)n}};
         sent = FX_CONN_SEND(mc, FX_MSG_TOUCH, 0, 0, 0, touch, &b) == FLUXON_OK;
         fx_free(keys);
     }
-    if (sent) o->fetch->wb_touched += t->n;
-    else o->fetch->wb_touch_lost += t->n; /* no master link (or memory): the copies age as they were */
-    t->n = t->kused = 0;
+    if (sent) o->fetch->wb_touched += n;
+    else o->fetch->wb_touch_lost += n; /* no master link (or memory): the copies age as they were */
+    fx_keybatch_clear(&t->q);
 }
 
 static void otouch_on_timer(fx_reactor_t *r, fx_timer_t *tm)
 {
     (void)r;
     otouch_flush(FX_CONTAINER_OF(tm, otouch_t, timer));
-}
-
-static bool otouch_room(otouch_t *t, uint32_t klen)
-{
-    if (t->n == t->cap) {
-        size_t nc = t->cap ? 2 * t->cap : 256;
-        uint32_t *kl = fx_realloc(t->klen, nc * sizeof *kl);
-        if (kl) t->klen = kl;
-        uint64_t *v = kl ? fx_malloc(2 * nc * sizeof *v) : NULL;
-        if (!v) return false;
-        if (t->n) {
-            memcpy(v, t->put_ms, t->n * sizeof *v);
-            memcpy(v + nc, t->put_ver, t->n * sizeof *v);
-        }
-        fx_free(t->put_ms);
-        t->put_ms = v;
-        t->put_ver = v + nc;
-        t->cap = nc;
-    }
-    if (t->kused + klen > t->kcap) {
-        size_t nc = FX_MAX(2 * t->kcap, t->kused + klen + 4096);
-        char *kb = fx_realloc(t->kbuf, nc);
-        if (!kb) return false;
-        t->kbuf = kb;
-        t->kcap = nc;
-    }
-    return true;
 }
 
 FX_INTERNAL void fx_otouch_add(fx_owner_t *o, const char *key, uint32_t klen, uint64_t put_ms, uint64_t put_ver)
@@ -81,16 +51,12 @@ FX_INTERNAL void fx_otouch_add(fx_owner_t *o, const char *key, uint32_t klen, ui
         t->o = o;
         fx_timer_init(&t->timer);
     }
-    if (!t || !otouch_room(t, klen)) {
+    const uint64_t v[2] = {put_ms, put_ver};
+    if (!t || !fx_keybatch_add(&t->q, key, klen, v, 2)) {
         s->wb_touch_lost++;
         return;
     }
-    memcpy(t->kbuf + t->kused, key, klen);
-    t->kused += klen;
-    t->klen[t->n] = klen;
-    t->put_ms[t->n] = put_ms;
-    t->put_ver[t->n] = put_ver;
-    if (++t->n >= OTOUCH_FLUSH_KEYS) {
+    if (t->q.n >= OTOUCH_FLUSH_KEYS) {
         fx_timer_disarm(o->r, &t->timer);
         otouch_flush(t);
     } else if (!fx_timer_armed(&t->timer)) {
@@ -103,10 +69,8 @@ FX_INTERNAL void fx_otouch_fini(fx_owner_t *o)
     otouch_t *t = o->fetch ? o->fetch->touch : NULL;
     if (!t) return;
     fx_timer_disarm(o->r, &t->timer);
-    o->fetch->wb_touch_lost += t->n; /* queued, never sent: the owner stops */
-    fx_free(t->klen);
-    fx_free(t->put_ms);
-    fx_free(t->kbuf);
+    o->fetch->wb_touch_lost += t->q.n; /* queued, never sent: the owner stops */
+    fx_keybatch_free(&t->q);
     fx_free(t);
     o->fetch->touch = NULL;
 }
