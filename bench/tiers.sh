@@ -20,11 +20,8 @@ med() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else prin
 field() { # file, line regex, the word after "="
     awk -v re="$2" '$0 ~ re {for (i = 1; i <= NF; i++) if ($i == "=") {print $(i + 1); exit}}' "$1"
 }
-steal_share() { # two /proc/stat "cpu" lines -> the hypervisor's share of the time between them (steal)
-    awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); t = 0
-        for (i = 2; i <= 9; i++) t += y[i] - x[i]
-        printf "%.4f\n", (t > 0 ? (y[9] - x[9]) / t : 0)}'
-}
+# shellcheck source=bench/steal.sh
+. bench/steal.sh
 setups=("alone|--capacity-blocks $CAP"
         "cpu|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP"
         "cpuucx|--capacity-blocks $CAP --cpu-owners 1 --cpu-capacity-blocks $CAP --peer-segments ucx"
@@ -35,10 +32,10 @@ echo "== tiers: trace replay, 1 worker, 4 KiB values, ${RUNS} interleaved runs e
 for r in $(seq "$RUNS"); do
     for s in "${setups[@]}"; do
         name=${s%%|*} args=${s#*|}
-        t0=$(head -1 /proc/stat)
+        t0=$(cpu_ticks)
         # shellcheck disable=SC2086
         "$BIN" demo --workers 1 --requests "$REQUESTS" $args > "$tmp/$name.$r" 2>&1 || echo "  $name run $r: exit $?"
-        steal_share "$t0" "$(head -1 /proc/stat)" >> "$tmp/steal"
+        steal_share "$t0" "$(cpu_ticks)" >> "$tmp/steal"
         field "$tmp/$name.$r" '^requests' >> "$tmp/$name.rps"
         awk '/prefix hits/ {for (i = 1; i <= NF; i++) if ($i == "=") {print $(i + 1); exit}}' "$tmp/$name.$r" >> "$tmp/$name.hits"
         field "$tmp/$name.$r" '^cpu' >> "$tmp/$name.cpu"

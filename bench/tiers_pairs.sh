@@ -10,8 +10,8 @@
 # x CAP/2), each next to itself + 1 CPU owner x CAP [default: one two]
 # Each run also records the share of the host's CPU time the hypervisor took from this VM
 # while it ran (steal, /proc/stat): a pair whose runs lost more than MAX_STEAL is left out of
-# the "quiet pairs" line (on the 2-vCPU VM steal reached 35 % of a run at busy hours and
-# halved its requests/s; at quiet ones it is under 1 %).
+# the "quiet pairs" line (bench/steal.sh; on the 2-vCPU VM steal reached 20-40 % of a run at
+# busy hours and halved its requests/s; at quiet ones it is under 1 %).
 # env: PAIRS [15], GOAL [0.9], REQUESTS [0 = the whole trace], CAP [10000], FLUXON_BIN [./fluxon],
 # MAX_STEAL [0.02]
 set -uo pipefail
@@ -20,17 +20,15 @@ BIN=${FLUXON_BIN:-./fluxon}
 PAIRS=${PAIRS:-15} GOAL=${GOAL:-0.9} REQUESTS=${REQUESTS:-0} CAP=${CAP:-10000} MAX_STEAL=${MAX_STEAL:-0.02}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fluxon-pairs-XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
-cpu_ticks() { head -1 /proc/stat; } # "cpu user nice system idle iowait irq softirq steal ..."
+# shellcheck source=bench/steal.sh
+. bench/steal.sh
 rps() { # demo args -> "requests/s steal-share" of one replay ("" when it failed)
-    local t0 t1
+    local t0 r
     t0=$(cpu_ticks)
     # shellcheck disable=SC2086
     "$BIN" demo --workers 1 --requests "$REQUESTS" $1 > "$tmp/out" 2>&1 || { echo "  run failed: $(tail -1 "$tmp/out")" >&2; return; }
-    t1=$(cpu_ticks)
-    awk -v a="$t0" -v b="$t1" '$1 == "requests" {for (i = 1; i <= NF; i++) if ($i == "=") {r = $(i + 1); break}}
-        END {if (r == "") exit; split(a, x, " "); split(b, y, " "); tot = 0
-             for (i = 2; i <= 9; i++) tot += y[i] - x[i]
-             printf "%s %.4f\n", r, (tot > 0 ? (y[9] - x[9]) / tot : 0)}' "$tmp/out"
+    r=$(awk '$1 == "requests" {for (i = 1; i <= NF; i++) if ($i == "=") {print $(i + 1); exit}}' "$tmp/out")
+    [ -n "$r" ] && echo "$r $(steal_share "$t0" "$(cpu_ticks)")"
 }
 [ $# -gt 0 ] || set -- one two
 echo "== tiers pairs: $PAIRS back-to-back pairs per setup (ABBA order), 1 worker, 2 CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
