@@ -433,9 +433,8 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
             return fx_cfg_fail(c, path, "is empty (omit it: then only a tenant's own clients change its quota)");
         return fx_cfg_get_token(c, path, v, cfg->tenant_admin_token);
     case CFG_K_HOT_RATIO:
-        if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not a number");
-        if (!(v->valuedouble > 0 && v->valuedouble <= 1))
-            return fx_cfg_bad(c, path, v, "must be in (0, 1]");
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble <= 1))
+            return fx_cfg_bad(c, path, v, "%smust be in (0, 1]", cJSON_IsNumber(v) ? "" : "is not a number: ");
         cfg->hot_capacity_ratio = v->valuedouble;
         return 0;
     case CFG_K_PIN_RATIO:
@@ -459,9 +458,9 @@ static int cfg_parse_field(struct cfg_ctx *c, int k, const cJSON *v, fx_config_t
     }
     case CFG_K_REPLICA_ROLES: return cfg_parse_replica_roles(c, path, v, cfg);
     case CFG_K_WRITEBACK:
-        if (!cJSON_IsNumber(v)) return fx_cfg_bad(c, path, v, "is not a number");
-        if (!(v->valuedouble >= 0 && v->valuedouble < 1))
-            return fx_cfg_bad(c, path, v, "must be in [0, 1) (a share of the hot tier's capacity; 0 = off)");
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 1))
+            return fx_cfg_bad(c, path, v, "%smust be in [0, 1) (a share of the hot tier's capacity; 0 = off)",
+                              cJSON_IsNumber(v) ? "" : "is not a number: ");
         cfg->writeback_watermark = v->valuedouble;
         return 0;
     case CFG_K_WB_ADMISSION: {

@@ -121,14 +121,13 @@ FX_INTERNAL int fx_cfg_want_string(struct cfg_ctx *c, const char *path, const cJ
 FX_INTERNAL int fx_cfg_get_choice(struct cfg_ctx *c, const char *path, const cJSON *v, const char *const *names, int n,
                           int *idx)
 {
-    int rc = fx_cfg_want_string(c, path, v);
-    if (rc) return rc;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; cJSON_IsString(v) && i < n; i++)
         if (strcmp(v->valuestring, names[i]) == 0) {
             *idx = i;
             return 0;
         }
-    char why[128] = "must be one of ";
+    char why[128]; /* a wrong type says what would do too */
+    snprintf(why, sizeof why, "%smust be one of ", cJSON_IsString(v) ? "" : "is not a string: ");
     for (int i = 0; i < n; i++) {
         size_t l = strlen(why);
         snprintf(why + l, sizeof why - l, "%s%s", i ? ", " : "", names[i]);

@@ -395,11 +395,15 @@ FX_INTERNAL void fx_opeers_alive(fx_owner_t *o, const fx_olink_owners_t *l)
         bool was_listed = p->listed;
         p->listed = listed;
         bool dead = replaced || (same_master && was_listed && !listed);
-        if (!dead || fx_ucx_peer_status(p->peer) || fx_ucx_peer_detects_failure(p->peer)) continue;
+        /* whatever UCX can detect: PEER error handling sees a connection close (a process
+         * that died), not a process that hangs (stopped, swapped out, a stuck loop), whose
+         * connection the kernel keeps answering: a fetch from a stopped CPU owner over TCP
+         * waited for its whole bound, ~27 s of an engine's 30 s (session 58) */
+        if (!dead || fx_ucx_peer_status(p->peer)) continue;
         size_t inflight = fx_ucx_peer_fail(p->peer);
         u->peers_failed_dead++;
-        FX_INFO("owner %s (generation %llu) is %s for the master: its UCX peer, which cannot report its death, "
-                "fails now (%zu transfers in flight end; the next one connects afresh)", p->node_id,
+        FX_INFO("owner %s (generation %llu) is %s for the master: its UCX peer fails now (%zu transfers in "
+                "flight end, outcome unknown; the next one connects afresh)", p->node_id,
                 (unsigned long long)p->generation, replaced ? "replaced by a new process" : "no longer alive",
                 inflight);
     }

@@ -754,8 +754,6 @@ FX_INTERNAL int fx_ucxdp_peer_open_lazy(fx_ucx_peer_t *p)
     return rc;
 }
 
-FX_INTERNAL bool fx_ucx_peer_detects_failure(const fx_ucx_peer_t *p) { return p && p->err_peer; }
-
 FX_INTERNAL size_t fx_ucx_peer_fail(fx_ucx_peer_t *p)
 {
     if (!p || p->status != FLUXON_OK) return 0;

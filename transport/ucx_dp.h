@@ -204,10 +204,6 @@ FX_INTERNAL void fx_ucx_peer_close(fx_ucx_peer_t *p);
  * in flight. NULL or already failed: 0. */
 FX_INTERNAL size_t fx_ucx_peer_fail(fx_ucx_peer_t *p);
 
-/* Whether UCX itself reports the peer's death (endpoints with PEER error handling: tcp,
- * RDMA); false for shared-memory peers (UCX 1.13), and for NULL. */
-FX_INTERNAL bool fx_ucx_peer_detects_failure(const fx_ucx_peer_t *p);
-
 /* 0 while the peer is usable, else the status that failed it (FLUXON_ERR_UNAVAILABLE,
  * ...). Updated by fx_ucx_progress. */
 FX_INTERNAL int fx_ucx_peer_status(const fx_ucx_peer_t *p);

@@ -579,6 +579,49 @@ Test(uncertain, a_fetch_over_shared_memory_ends_when_the_master_declares_its_sou
     fluxon_client_close(a);
 }
 
+/* The same over TCP (UCX with PEER error handling, as between hosts): UCX learns of a peer's
+ * death from its connection, which a stopped (hung) process keeps open — the kernel still
+ * answers for it. A fetch from a stopped owner P waited 9/10 of the reader's 20 s (and a
+ * CPU owner's copies read so stalled an engine ~27 s: found by a fault test of the tiers,
+ * session 58). A fails its UCX peer for P when the master no longer lists P, whatever UCX
+ * can detect. */
+Test(uncertain, a_fetch_over_tcp_ends_when_the_master_declares_its_stopped_source_dead, .fini = un_proc_down)
+{
+    const char *extra[1] = {",\"peer_segments\":\"ucx\""};
+    kf_up_ex(1, ",\"heartbeat_timeout_ms\":3000", extra); /* P beats every 200 ms: no false death under ASan */
+    fluxon_client *p = un_owner_p(",\"heartbeat_interval_ms\":200"), *a = NULL;
+    const char *ks[2] = {"tcp-0", "tcp-1"};
+    fluxon_future *f = un_put(p, ks, 2, 96);
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    fluxon_client_close(p);
+    a = un_client('A', 20000);
+    fluxon_get_handle *h = NULL;
+    fluxon_get_start_result r;
+    cr_assert_eq(fluxon_get_start(a, &ks[0], 1, 1, NULL, 0, &h, &r), FLUXON_OK); /* A connects to P over UCX */
+    cr_assert_eq(r.transferable_len, 1, "the first value comes from P");
+    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
+    cr_assert_eq(kill(un_proc, SIGSTOP), 0);
+    double t0 = th_now_s();
+    int rc = fluxon_get_start(a, &ks[1], 1, 1, NULL, 0, &h, &r);
+    double took = th_now_s() - t0;
+    cr_assert_eq(rc, FLUXON_OK, "owner A answered (%s after %.2f s)", fluxon_status_string(rc), took);
+    cr_assert_eq(r.transferable_len, 0, "a stopped process cannot serve a read over TCP");
+    cr_assert(r.miss_status == FLUXON_ERR_TIMEOUT || r.miss_status == FLUXON_ERR_UNAVAILABLE, "miss says why: %s",
+              fluxon_status_string(r.miss_status));
+    cr_assert_lt(took, 10.0, "ended by the master's word, not the 18 s bound (%.2f s)", took);
+    cr_assert_geq(kf_stat(a, "peers_failed_dead"), 1);
+    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
+    /* P resumes: the master lists it again (same process), and A's next fetch from it
+     * connects afresh and reads the value */
+    cr_assert_eq(kill(un_proc, SIGCONT), 0);
+    cr_assert(kf_wait_stat(a, "owners_alive", 2, 10000), "the master lists P again");
+    cr_assert_eq(fluxon_get_start(a, &ks[1], 1, 1, NULL, 0, &h, &r), FLUXON_OK);
+    cr_assert_eq(r.transferable_len, 1, "read from P again (%s)", fluxon_status_string(r.miss_status));
+    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
+    fluxon_client_close(a);
+}
+
 /* L3 (issue 44): a master that does not answer a GET_DONE (held back 6 s by a test fault on
  * owner B, as a hung master would) no longer holds B's readers past their own wait: the
  * reader's get_start (client timeout_ms 2000) is answered by B — a miss that says
