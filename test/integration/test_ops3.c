@@ -218,3 +218,55 @@ Test(ops3, usage_errors_exit_2_with_no_owner_up, .timeout = 60, .fini = ops_fini
     ex = ops_cli(out, sizeof out, "--role=external --config %s hot --value-len 16KiB --iters 1", t.ecfg);
     cr_assert(ex == 1 && strstr(out, "cannot open client: FLUXON_ERR_UNAVAILABLE"), "exit %d: %s", ex, out);
 }
+
+/* 1 when pid's SIGINT is caught (a handler installed: SigCgt in /proc/pid/status) */
+static int ops3_catches_sigint(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long mask = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "SigCgt: %llx", &mask) == 1) break;
+    if (f) fclose(f);
+    return (mask >> (SIGINT - 1)) & 1;
+}
+
+/* Session 58, a new user's finding: `fluxon demo` installed its SIGINT/SIGTERM handler only
+ * after it had read the trace, so a signal in its first ~50 ms ended it without a word
+ * (SIGTERM) or, in a shell's background job (SIGINT ignored), was lost and the whole replay
+ * ran. Now the handler comes first: a SIGINT while the trace loads (here a FIFO nobody
+ * writes yet) ends the demo with exit 1, saying so. */
+Test(ops3, a_signal_while_the_demo_loads_its_trace_ends_it_saying_so, .timeout = 60)
+{
+    char *dir = th_tmpdir(), fifo[256], log[256];
+    cr_assert_not_null(dir);
+    snprintf(fifo, sizeof fifo, "%s/trace.fifo", dir);
+    snprintf(log, sizeof log, "%s/demo.log", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    int wfd = open(fifo, O_RDWR); /* a writer: the demo's open does not block, its read does */
+    cr_assert_geq(wfd, 0);
+    const char *line = "{\"timestamp\": 0, \"input_length\": 16, \"output_length\": 1, \"hash_ids\": [1]}\n";
+    cr_assert_eq(write(wfd, line, strlen(line)), (ssize_t)strlen(line));
+    const char *argv[] = {th_fluxon_bin(), "demo", "--trace", fifo, NULL};
+    pid_t pid = th_spawn(argv, log);
+    cr_assert_gt(pid, 0);
+    int caught = 0;
+    for (double end = th_now_s() + 10; !caught && th_now_s() < end;) {
+        caught = ops3_catches_sigint(pid);
+        if (!caught) th_sleep_ms(5);
+    }
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    close(wfd); /* the end of the trace: a load the signal did not cut short ends here */
+    int st = 0, ended = th_wait_exit(pid, 20, &st);
+    char out[8192] = "";
+    FILE *lf = fopen(log, "r");
+    size_t n = lf ? fread(out, 1, sizeof out - 1, lf) : 0;
+    out[n] = '\0';
+    if (lf) fclose(lf);
+    th_rmtree(dir);
+    free(dir);
+    cr_assert(caught, "the demo catches SIGINT while it loads its trace: %s", out);
+    cr_assert(ended && WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d: %s", st, out);
+    cr_assert(strstr(out, "interrupted while the trace loaded; no request was replayed"), "%s", out);
+}

@@ -199,19 +199,25 @@ int fx_cli_replay_main(int argc, char **argv)
     if (!r) return 1;
     int ex = rp_parse_opts(argc, argv, &r->o, &help) ? RP_EXIT_USAGE : 0;
     if (!ex && help) rp_usage(stdout);
+    /* SIGINT/SIGTERM from here on (a replay): the trace's load and the start-up end at their
+     * next step, the replay stops its workers (and reports the requests that ran), the
+     * linger ends; the cluster is always taken down (its segments and sockets removed).
+     * Installed, not inherited: a shell starts a background job with SIGINT ignored. Before
+     * the load, not after it: one in its first ~50 ms was lost (SIGINT of a background job)
+     * or ended the process without a word (SIGTERM; a new user's finding). */
+    int replay = !ex && !help && !r->o.simulate;
+    struct sigaction sa = {.sa_handler = rp_on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    if (replay) {
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+    }
     if (!ex && !help) ex = rp_load(r);
+    if (replay && rp_interrupted_before("while the trace loaded")) ex = 1; /* a read it cut short, too */
     if (!ex && !help && r->o.simulate) {
         ex = rp_simulate(r);
     } else if (!ex && !help) {
         rp_raise_nofile();
-        /* SIGINT/SIGTERM from here on: the start-up ends at its next step, the replay stops
-         * its workers (and reports the requests that ran), the linger ends; the cluster is
-         * always taken down (its segments and sockets removed). Installed, not inherited: a
-         * shell starts a background job with SIGINT ignored. */
-        struct sigaction sa = {.sa_handler = rp_on_signal}, old_int, old_term;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old_int);
-        sigaction(SIGTERM, &sa, &old_term);
         r->t_setup_ns = fx_cli_now_ns();
         ex = rp_cluster_up(r);
         if (!ex && rp_interrupted_before("while the cluster started")) ex = 1;
@@ -231,6 +237,8 @@ int fx_cli_replay_main(int argc, char **argv)
         rp_collector_fini(&r->col);
         rp_workers_close(r);
         rp_cluster_down(r);
+    }
+    if (replay) {
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);
     }
