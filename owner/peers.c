@@ -270,6 +270,7 @@ static void opeer_mapped(fx_owner_t *o, owner_peer_t *p)
     p->pf = fx_calloc(1, sizeof *p->pf);
     if (p->pf) { /* its first accesses from here cost what the segment's own did (prefault.c) */
         p->pf->touch = o->cfg.segment_touch;
+        snprintf(p->pf->what, sizeof p->pf->what, "owner %.24s's segment (mapped here)", p->node_id);
         fx_prefault_start(p->pf, fx_segment_base(p->mapped), fx_segment_len(p->mapped),
                           fx_segment_huge(p->mapped) ? FX_SEGMENT_HUGE_BYTES : FX_SEGMENT_PAGE_BYTES, -1, "owner", o->cfg.node_id);
     }

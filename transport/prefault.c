@@ -147,8 +147,8 @@ static void *pf_main(void *arg)
     {
         char probe[64] = "";
         if (pf->probe_ns) snprintf(probe, sizeof probe, ", a mapped page's first access took %.1f us", (double)pf->probe_ns / 1e3);
-        FX_INFO("segment prefaulted: %llu MiB in %.1f s (allocated in %.1f s, mapped in %.1f s; segment_touch %s%s: %s)",
-                (unsigned long long)(pf->len >> 20), (double)(fx_now_ns() - t0) / 1e9, (double)(t1 - t0) / 1e9,
+        FX_INFO("%s prefaulted: %llu MiB in %.1f s (allocated in %.1f s, mapped in %.1f s; segment_touch %s%s: %s)",
+                pf->what[0] ? pf->what : "segment", (unsigned long long)(pf->len >> 20), (double)(fx_now_ns() - t0) / 1e9, (double)(t1 - t0) / 1e9,
                 (double)(t2 - t1) / 1e9, pf->touch == FX_TOUCH_ON ? "on" : pf->touch == FX_TOUCH_OFF ? "off" : "auto",
                 probe, pf->touched_pages ? "every page read once" : "no page read");
     }

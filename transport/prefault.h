@@ -48,6 +48,8 @@ typedef struct fx_prefault {
                                      first, steps 2 and 3; NULL: none */
     uint64_t heap_len;
     uint64_t heap_touched_pages;  /* pages of it read by step 3 */
+    char what[64];                /* set before start: what the log line names ("" = "segment"),
+                                     e.g. "owner host-b's segment" for a peer's mapped here */
 } fx_prefault_t;
 
 /* Starts the thread over [base, base + len) (len a multiple of page; 0: the heap reserve
