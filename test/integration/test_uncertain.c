@@ -544,32 +544,47 @@ Test(uncertain, a_fetch_from_a_stalled_owner_ends_before_the_readers_timeout, .f
     fluxon_client_close(a);
 }
 
+/* A stopped source, read from (the fetch tests below): owner A (a_extra) and owner P in a
+ * process of its own (p_extra; it beats every 200 ms against the master's 3000 ms timeout:
+ * no false death under ASan) hold ks[0..1] from P; A's reader (a 20 s wait) reads ks[0]
+ * from P (A connects to P), P is stopped, and the reader asks for ks[1]: its answer in *r,
+ * the seconds it took returned; *a_p the reader (open), *h the handle to cancel. */
+static double un_read_from_stopped(const char *a_extra, const char *p_extra, const char *ks[2], uint64_t seed,
+                                   fluxon_client **a_p, fluxon_get_handle **h, fluxon_get_start_result *r)
+{
+    const char *extra[1] = {a_extra};
+    kf_up_ex(1, ",\"heartbeat_timeout_ms\":3000", extra);
+    char pcfg[160];
+    snprintf(pcfg, sizeof pcfg, "%s,\"heartbeat_interval_ms\":200", p_extra);
+    fluxon_client *p = un_owner_p(pcfg);
+    fluxon_future *f = un_put(p, ks, 2, seed);
+    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
+    fluxon_future_free(f);
+    fluxon_client_close(p);
+    fluxon_client *a = *a_p = un_client('A', 20000);
+    cr_assert_eq(fluxon_get_start(a, &ks[0], 1, 1, NULL, 0, h, r), FLUXON_OK);
+    cr_assert_eq(r->transferable_len, 1, "the first value comes from P");
+    cr_assert_eq(fluxon_cancel_get_transfer(a, *h), FLUXON_OK);
+    cr_assert_eq(kill(un_proc, SIGSTOP), 0);
+    double t0 = th_now_s();
+    int rc = fluxon_get_start(a, &ks[1], 1, 1, NULL, 0, h, r);
+    double took = th_now_s() - t0;
+    cr_assert_eq(rc, FLUXON_OK, "owner A answered (%s after %.2f s)", fluxon_status_string(rc), took);
+    cr_assert_lt(took, 10.0, "ended by the master's word, not the 18 s bound (%.2f s)", took);
+    return took;
+}
+
 /* Over shared memory (ucx_tls "sm,self") UCX cannot tell a peer died: a fetch from a
  * stopped owner P waited its whole bound, 9/10 of the reader's 20 s. Now A fails its UCX
  * peer for P as soon as the master no longer lists P (heartbeat_timeout_ms 3000), and the
  * reader is answered (a miss that says why) within a few seconds. */
 Test(uncertain, a_fetch_over_shared_memory_ends_when_the_master_declares_its_source_dead, .fini = un_proc_down)
 {
-    const char *extra[1] = {",\"ucx_tls\":\"sm,self\""};
-    kf_up_ex(1, ",\"heartbeat_timeout_ms\":3000", extra); /* P beats every 200 ms: no false death under ASan */
-    fluxon_client *p = un_owner_p(",\"ucx_tls\":\"sm,self\",\"heartbeat_interval_ms\":200"), *a = NULL;
     const char *ks[2] = {"shm-0", "shm-1"};
-    fluxon_future *f = un_put(p, ks, 2, 95);
-    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
-    fluxon_future_free(f);
-    fluxon_client_close(p);
-    a = un_client('A', 20000);
+    fluxon_client *a = NULL;
     fluxon_get_handle *h = NULL;
     fluxon_get_start_result r;
-    cr_assert_eq(fluxon_get_start(a, &ks[0], 1, 1, NULL, 0, &h, &r), FLUXON_OK); /* A connects to P over shm */
-    cr_assert_eq(r.transferable_len, 1, "the first value comes from P");
-    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
-    cr_assert_eq(kill(un_proc, SIGSTOP), 0);
-    double t0 = th_now_s();
-    int rc = fluxon_get_start(a, &ks[1], 1, 1, NULL, 0, &h, &r);
-    double took = th_now_s() - t0;
-    cr_assert_eq(rc, FLUXON_OK, "owner A answered (%s after %.2f s)", fluxon_status_string(rc), took);
-    cr_assert_lt(took, 10.0, "ended by the master's word, not the 18 s bound (%.2f s)", took);
+    double took = un_read_from_stopped(",\"ucx_tls\":\"sm,self\"", ",\"ucx_tls\":\"sm,self\"", ks, 95, &a, &h, &r);
     /* UCX may read a stopped process's memory one-sided (shared memory, CMA: no progress
      * of P needed): the copy then lands (seen on a loaded VM). Otherwise the read waits on
      * P, and the master's word ends it. */
@@ -587,29 +602,14 @@ Test(uncertain, a_fetch_over_shared_memory_ends_when_the_master_declares_its_sou
  * can detect. */
 Test(uncertain, a_fetch_over_tcp_ends_when_the_master_declares_its_stopped_source_dead, .fini = un_proc_down)
 {
-    const char *extra[1] = {",\"peer_segments\":\"ucx\""};
-    kf_up_ex(1, ",\"heartbeat_timeout_ms\":3000", extra); /* P beats every 200 ms: no false death under ASan */
-    fluxon_client *p = un_owner_p(",\"heartbeat_interval_ms\":200"), *a = NULL;
     const char *ks[2] = {"tcp-0", "tcp-1"};
-    fluxon_future *f = un_put(p, ks, 2, 96);
-    cr_assert_eq(fluxon_future_wait(f, 5000), FLUXON_OK);
-    fluxon_future_free(f);
-    fluxon_client_close(p);
-    a = un_client('A', 20000);
+    fluxon_client *a = NULL;
     fluxon_get_handle *h = NULL;
     fluxon_get_start_result r;
-    cr_assert_eq(fluxon_get_start(a, &ks[0], 1, 1, NULL, 0, &h, &r), FLUXON_OK); /* A connects to P over UCX */
-    cr_assert_eq(r.transferable_len, 1, "the first value comes from P");
-    cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
-    cr_assert_eq(kill(un_proc, SIGSTOP), 0);
-    double t0 = th_now_s();
-    int rc = fluxon_get_start(a, &ks[1], 1, 1, NULL, 0, &h, &r);
-    double took = th_now_s() - t0;
-    cr_assert_eq(rc, FLUXON_OK, "owner A answered (%s after %.2f s)", fluxon_status_string(rc), took);
+    (void)un_read_from_stopped(",\"peer_segments\":\"ucx\"", "", ks, 96, &a, &h, &r);
     cr_assert_eq(r.transferable_len, 0, "a stopped process cannot serve a read over TCP");
     cr_assert(r.miss_status == FLUXON_ERR_TIMEOUT || r.miss_status == FLUXON_ERR_UNAVAILABLE, "miss says why: %s",
               fluxon_status_string(r.miss_status));
-    cr_assert_lt(took, 10.0, "ended by the master's word, not the 18 s bound (%.2f s)", took);
     cr_assert_geq(kf_stat(a, "peers_failed_dead"), 1);
     cr_assert_eq(fluxon_cancel_get_transfer(a, h), FLUXON_OK);
     /* P resumes: the master lists it again (same process), and A's next fetch from it
